@@ -1,0 +1,38 @@
+# TideMQ developer entry points. Every target creates .venv on first use.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test lint unit bench clean-venv
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+## run: start the standalone server (name server + broker) on ./data in the foreground
+run: $(STAMP)
+	$(BIN)/tidemq standalone --data ./data
+
+## lint: ruff, mypy strict on src/, import-linter layer contracts
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+## unit: the pytest suite only (exit code 5, no tests collected, fails)
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+## test: lint, then the whole test suite
+test: lint unit
+
+## bench: the store and broker benchmarks, JSON under benchmarks/results/
+bench: $(STAMP)
+	$(BIN)/tidemq bench store --json benchmarks/results/store.json
+
+clean-venv:
+	rm -rf $(VENV)

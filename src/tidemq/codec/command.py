@@ -1,0 +1,181 @@
+"""The remoting command: code, opaque, flag bits, ext fields and body.
+
+Flag bits: bit 0 (1) marks a response, bit 1 (2) a oneway request. Ext fields are the
+command's "custom header" as a string map; typed views over them live in
+``tidemq.codec.headers``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+
+from tidemq.errors import ResponseCode
+
+__all__ = [
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "LanguageCode",
+    "RemotingCommand",
+    "RequestCode",
+    "ResponseCode",
+    "SerializeType",
+]
+
+FLAG_RESPONSE = 0x1
+FLAG_ONEWAY = 0x2
+
+#: The version TideMQ reports: V5_3_3, what current Java clients send (remoting.md §1.6).
+TIDEMQ_VERSION = 479
+
+
+class SerializeType(enum.IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(enum.IntEnum):
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+class RequestCode(enum.IntEnum):
+    """Request codes (specs/remoting.md §2.2). TideMQ extensions start at 20000."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    UPDATE_AND_CREATE_TOPIC = 17
+    GET_ALL_TOPIC_CONFIG = 21
+    GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    GET_ALL_CONSUMER_OFFSET = 43
+    CHECK_CLIENT_CONFIG = 46
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    DELETE_TOPIC_IN_BROKER = 215
+    DELETE_TOPIC_IN_NAMESRV = 216
+    DELETE_SUBSCRIPTIONGROUP = 207
+    GET_CONSUME_STATS = 208
+    GET_PRODUCER_CONNECTION_LIST = 204
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_TOPIC_STATS_INFO = 202
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
+    GET_CONSUMER_RUNNING_INFO = 307
+    CONSUME_MESSAGE_DIRECTLY = 309
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
+    GET_TOPIC_CONFIG = 351
+    LITE_PULL_MESSAGE = 361
+    QUERY_ASSIGNMENT = 400
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    BROKER_HEARTBEAT = 904
+
+
+@dataclasses.dataclass(slots=True)
+class RemotingCommand:
+    """One request or response.
+
+    ``body`` is the body as received. To send stored records without copying, set
+    ``body_parts`` to a sequence of buffers (memoryviews of the store's mapped records);
+    the frame encoder writes them as they are, after the head.
+    """
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: str = "PYTHON"
+    version: int = TIDEMQ_VERSION
+    remark: str | None = None
+    ext_fields: dict[str, str] = dataclasses.field(default_factory=dict)
+    body: bytes | bytearray | memoryview = b""
+    body_parts: Sequence[bytes | bytearray | memoryview] | None = None
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | bytearray | memoryview = b"",
+        *,
+        oneway: bool = False,
+    ) -> RemotingCommand:
+        return cls(
+            code=int(code),
+            flag=FLAG_ONEWAY if oneway else 0,
+            ext_fields=ext_fields or {},
+            body=body,
+        )
+
+    def response(
+        self,
+        code: int = ResponseCode.SUCCESS,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes | bytearray | memoryview = b"",
+    ) -> RemotingCommand:
+        """A response to this request: same opaque and serialization, response flag set."""
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            ext_fields=ext_fields or {},
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+    def body_length(self) -> int:
+        if self.body_parts is not None:
+            return sum(len(p) for p in self.body_parts)
+        return len(self.body)
+
+    def full_body(self) -> bytes:
+        """The body as one bytes object (joins ``body_parts``; for clients and tests)."""
+        if self.body_parts is not None:
+            return b"".join(bytes(p) for p in self.body_parts)
+        return bytes(self.body)

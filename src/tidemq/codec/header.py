@@ -1,0 +1,196 @@
+"""Header serializations (specs/remoting.md §1.3 and §1.4). Sans-IO.
+
+JSON (type 0): a UTF-8 object with ``code``, ``language`` (a name), ``version``,
+``opaque``, ``flag``, optional ``remark`` and ``extFields`` (string map; numbers and
+booleans from other clients are turned into text). Written with sorted keys, no nulls.
+
+ROCKETMQ (type 1), big-endian:
+
+======  ====  ==================================================
+offset  size  field
+======  ====  ==================================================
+0       2     code (signed short)
+2       1     language (LanguageCode ordinal)
+3       2     version (short)
+5       4     opaque
+9       4     flag
+13      4     R, remark length (0 = none)
+17      R     remark, UTF-8
+17+R    4     E, ext block length (0 = none)
+21+R    E     entries: key length (short), key, value length (int), value
+======  ====  ==================================================
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgspec
+
+from tidemq.codec.command import LanguageCode, RemotingCommand, SerializeType
+from tidemq.errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = ["decode_header", "encode_header"]
+
+_FIXED = struct.Struct(
+    ">"
+    "h"  # code
+    "B"  # language
+    "h"  # version
+    "i"  # opaque
+    "i"  # flag
+)
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+_json_decoder = msgspec.json.Decoder()
+_json_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return msgspec.json.encode(value).decode()
+
+
+def _as_int(obj: dict[str, Any], key: str, default: int = 0) -> int:
+    value = obj.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}") from None
+
+
+def _decode_json(data: bytes) -> RemotingCommand:
+    try:
+        obj = _json_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise RemoteProtocolError(f"undecodable JSON header: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RemoteProtocolError("JSON header is not an object")
+    if "code" not in obj:
+        raise RemoteProtocolError("JSON header has no 'code'")
+    ext_raw = obj.get("extFields") or {}
+    if not isinstance(ext_raw, dict):
+        raise RemoteProtocolError("'extFields' is not an object")
+    ext: dict[str, str] = {}
+    for k, v in ext_raw.items():
+        text = _as_text(v)
+        if text is not None:
+            ext[str(k)] = text
+    language = obj.get("language", "JAVA")
+    if isinstance(language, int):
+        language = LanguageCode(language).name if language in LanguageCode._value2member_map_ \
+            else "OTHER"
+    remark = obj.get("remark")
+    return RemotingCommand(
+        code=_as_int(obj, "code"),
+        opaque=_as_int(obj, "opaque"),
+        flag=_as_int(obj, "flag"),
+        language=str(language),
+        version=_as_int(obj, "version"),
+        remark=None if remark is None else str(remark),
+        ext_fields=ext,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _decode_binary(data: bytes) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag = _FIXED.unpack_from(data, 0)
+        pos = _FIXED.size
+        (rlen,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if rlen < 0 or pos + rlen > len(data):
+            raise RemoteProtocolError(f"remark length {rlen} overruns the header")
+        remark = data[pos : pos + rlen].decode("utf-8") if rlen else None
+        pos += rlen
+        (elen,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if elen < 0 or pos + elen != len(data):
+            raise RemoteProtocolError(f"ext block length {elen} does not match the header")
+        ext: dict[str, str] = {}
+        end = pos + elen
+        while pos < end:
+            (klen,) = _I16.unpack_from(data, pos)
+            pos += 2
+            if klen < 0 or pos + klen > end:
+                raise RemoteProtocolError("ext key overruns the header")
+            key = data[pos : pos + klen].decode("utf-8")
+            pos += klen
+            (vlen,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if vlen < 0 or pos + vlen > end:
+                raise RemoteProtocolError("ext value overruns the header")
+            if klen:
+                ext[key] = data[pos : pos + vlen].decode("utf-8")
+            pos += vlen
+    except struct.error:
+        raise RemoteProtocolError("truncated ROCKETMQ header") from None
+    except UnicodeDecodeError:
+        raise RemoteProtocolError("ROCKETMQ header text is not UTF-8") from None
+    language = LanguageCode(lang).name if lang in LanguageCode._value2member_map_ else "OTHER"
+    return RemotingCommand(
+        code=code, opaque=opaque, flag=flag, language=language, version=version,
+        remark=remark, ext_fields=ext, serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
+    """Decode a header; the returned command has an empty body."""
+    if stype is SerializeType.JSON:
+        return _decode_json(data)
+    return _decode_binary(data)
+
+
+def _encode_binary(cmd: RemotingCommand) -> bytes:
+    if not -0x8000 <= cmd.code <= 0x7FFF:
+        raise LocalProtocolError(f"code {cmd.code} does not fit the ROCKETMQ header")
+    try:
+        lang = LanguageCode[cmd.language]
+    except KeyError:
+        lang = LanguageCode.OTHER
+    remark = (cmd.remark or "").encode("utf-8")
+    parts = [
+        _FIXED.pack(cmd.code, int(lang), cmd.version & 0x7FFF, cmd.opaque, cmd.flag),
+        _I32.pack(len(remark)),
+        remark,
+    ]
+    ext = bytearray()
+    for key, value in cmd.ext_fields.items():
+        k = key.encode("utf-8")
+        v = value.encode("utf-8")
+        ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
+    parts.append(_I32.pack(len(ext)))
+    parts.append(bytes(ext))
+    return b"".join(parts)
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    """Encode the header in ``cmd.serialize_type`` (the request's, for responses)."""
+    if cmd.serialize_type is SerializeType.ROCKETMQ:
+        return _encode_binary(cmd)
+    obj: dict[str, Any] = {
+        "code": cmd.code,
+        "flag": cmd.flag,
+        "language": cmd.language,
+        "opaque": cmd.opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": cmd.version,
+    }
+    if cmd.remark is not None:
+        obj["remark"] = cmd.remark
+    if cmd.ext_fields:
+        obj["extFields"] = cmd.ext_fields
+    return _json_encoder.encode(obj)

@@ -1,0 +1,249 @@
+"""TideMQ's error hierarchy: one root, errors with fields, a registry of response codes.
+
+Rules:
+
+* Every error TideMQ raises derives from :class:`TideMQError` and carries its facts as
+  attributes (``code``, ``topic``, ``queue_id``, ``offset`` ...), not only as text.
+* Protocol errors say which side broke the rules: :class:`LocalProtocolError` (we, or our
+  caller) versus :class:`RemoteProtocolError` (the peer).
+* Broker answers are one :class:`ResponseCode` table; :func:`error_for_code` builds the
+  exception class registered for a code, each with a ``retriable`` flag that producers use
+  to decide whether to try another broker.
+
+This module is a leaf: standard library only.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+__all__ = [
+    "BrokerResponseError",
+    "ConfigError",
+    "ConnectionLost",
+    "CorruptRecord",
+    "FlushTimeout",
+    "LocalProtocolError",
+    "MessageTooLarge",
+    "ProtocolError",
+    "QueueGap",
+    "RemoteProtocolError",
+    "RequestTimeout",
+    "ResponseCode",
+    "StoreError",
+    "StoreReadOnly",
+    "TideMQError",
+    "error_for_code",
+]
+
+
+class TideMQError(Exception):
+    """Root of every error raised by TideMQ."""
+
+
+# ---------------------------------------------------------------- protocol and formats
+
+
+class ProtocolError(TideMQError):
+    """A frame, header or body broke the remoting protocol."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We (or our caller) tried to produce something the protocol forbids."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol forbids."""
+
+
+class CorruptRecord(TideMQError):
+    """Bytes that should hold a stored record or index entry do not.
+
+    ``offset`` is where the record starts in the buffer or log, ``reason`` says what failed.
+    """
+
+    def __init__(self, reason: str, *, offset: int = -1) -> None:
+        super().__init__(f"corrupt record at {offset}: {reason}")
+        self.reason = reason
+        self.offset = offset
+
+
+class ConfigError(TideMQError):
+    """A configuration key or value is wrong; ``key`` names it."""
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+# ---------------------------------------------------------------- store
+
+
+class StoreError(TideMQError):
+    """Failure inside the message store."""
+
+
+class StoreReadOnly(StoreError):
+    """The store refuses writes: a write error happened, the disk is full, or it is closed."""
+
+    def __init__(self, status: str, *, cause: str = "") -> None:
+        super().__init__(f"store is read-only ({status}){': ' + cause if cause else ''}")
+        self.status = status
+        self.cause = cause
+
+
+class MessageTooLarge(StoreError):
+    """A record is bigger than the configured limit or than one segment."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"record of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class QueueGap(StoreError):
+    """A consume-queue entry would leave a hole: it is refused instead of papered over."""
+
+    def __init__(self, topic: str, queue_id: int, expected: int, got: int) -> None:
+        super().__init__(
+            f"consume queue {topic}/{queue_id}: entry for offset {got} but next slot is {expected}"
+        )
+        self.topic = topic
+        self.queue_id = queue_id
+        self.expected = expected
+        self.got = got
+
+
+class FlushTimeout(StoreError):
+    """A SYNC_FLUSH wait passed its deadline; the data is written but not confirmed durable."""
+
+    def __init__(self, offset: int, timeout_ms: int) -> None:
+        super().__init__(f"flush to offset {offset} not confirmed within {timeout_ms} ms")
+        self.offset = offset
+        self.timeout_ms = timeout_ms
+
+
+# ---------------------------------------------------------------- network
+
+
+class ConnectionLost(TideMQError):
+    """The connection to ``address`` closed or broke."""
+
+    def __init__(self, address: str, reason: str = "") -> None:
+        super().__init__(f"connection to {address} lost{': ' + reason if reason else ''}")
+        self.address = address
+        self.reason = reason
+
+
+class RequestTimeout(TideMQError):
+    """No response to request ``opaque`` from ``address`` within ``timeout_ms``."""
+
+    def __init__(self, address: str, code: int, opaque: int, timeout_ms: float) -> None:
+        super().__init__(
+            f"request code {code} (opaque {opaque}) to {address} timed out after {timeout_ms:.0f} ms"
+        )
+        self.address = address
+        self.code = code
+        self.opaque = opaque
+        self.timeout_ms = timeout_ms
+
+
+# ---------------------------------------------------------------- broker response codes
+
+
+class ResponseCode(enum.IntEnum):
+    """Remoting response codes (specs/remoting.md §2.1). Values are stable wire numbers."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11
+    FLUSH_SLAVE_TIMEOUT = 12
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    TOPIC_EXIST_ALREADY = 18
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    FILTER_DATA_NOT_EXIST = 27
+    FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29
+    TRANSACTION_SHOULD_COMMIT = 200
+    TRANSACTION_SHOULD_ROLLBACK = 201
+    TRANSACTION_STATE_UNKNOW = 202
+    TRANSACTION_STATE_GROUP_WRONG = 203
+    NO_BUYER_ID = 204
+    NOT_IN_CURRENT_UNIT = 205
+    CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    BROKER_NOT_EXIST = 211
+    FLOW_CONTROL = 215
+    NOT_LEADER_FOR_QUEUE = 501
+    ILLEGAL_OPERATION = 604
+    GO_AWAY = 1500
+
+
+#: Codes on which a Java producer retries the send on another queue or broker.
+RETRIABLE_CODES: frozenset[int] = frozenset({1, 2, 14, 16, 17, 204, 205, 1500})
+
+
+class BrokerResponseError(TideMQError):
+    """A broker or name server answered with a non-success ``code``; ``remark`` is its text."""
+
+    code: ClassVar[int] = -1
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, remark: str = "", *, code: int | None = None, address: str = "") -> None:
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+        try:
+            name = ResponseCode(self.code).name
+        except ValueError:
+            name = "UNKNOWN"
+        where = f" from {address}" if address else ""
+        super().__init__(f"{name}({self.code}){where}: {remark}")
+        self.remark = remark
+        self.address = address
+
+
+_REGISTRY: dict[int, type[BrokerResponseError]] = {}
+
+
+def _register() -> None:
+    for rc in ResponseCode:
+        if rc is ResponseCode.SUCCESS:
+            continue
+        cls_name = "".join(part.capitalize() for part in rc.name.split("_")) + "Error"
+        cls = type(
+            cls_name,
+            (BrokerResponseError,),
+            {"code": int(rc), "retriable": int(rc) in RETRIABLE_CODES, "__module__": __name__},
+        )
+        _REGISTRY[int(rc)] = cls
+        globals()[cls_name] = cls
+
+
+_register()
+
+
+def error_for_code(code: int, remark: str = "", *, address: str = "") -> BrokerResponseError:
+    """Build the exception registered for ``code`` (a generic one for unknown codes)."""
+    cls = _REGISTRY.get(code)
+    if cls is None:
+        return BrokerResponseError(remark, code=code, address=address)
+    return cls(remark, address=address)

@@ -1,0 +1,201 @@
+"""CommitLog: the ordered list of segments holding every record. The source of truth.
+
+Records are byte-compatible with RocketMQ (``tidemq.formats.record``). A record never
+spans two segments: when ``L + 8`` bytes no longer fit, the segment is closed with the
+8-byte BLANK marker and the record goes to offset 0 of a new segment.
+
+Concurrency: every mutating method expects the caller to hold :attr:`CommitLog.lock`
+(the one append lock of the store). Reads take no lock: they only touch bytes below the
+written mark, which never move.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from tidemq.errors import MessageTooLarge, StoreReadOnly
+from tidemq.formats.record import BLANK_SIZE, encode_blank
+from tidemq.store.layout import StoreLayout
+from tidemq.store.mapped_file import MappedFile
+
+__all__ = ["CommitLog"]
+
+log = logging.getLogger(__name__)
+
+
+class CommitLog:
+    """Segments of ``segment_size`` bytes under ``layout.commitlog_dir``."""
+
+    def __init__(self, layout: StoreLayout, segment_size: int, *, preallocate: bool = True) -> None:
+        self.layout = layout
+        self.segment_size = segment_size
+        self.preallocate = preallocate
+        self.lock = threading.Lock()
+        self.segments: list[MappedFile] = []
+        self.werr: str | None = None
+        layout.commitlog_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ load
+
+    def load(self) -> None:
+        """Map every segment on disk; all are marked full until recovery says otherwise."""
+        found = self.layout.segments_in(self.layout.commitlog_dir)
+        for i, (base, path) in enumerate(found):
+            size = path.stat().st_size
+            if size == 0 and i == len(found) - 1:
+                log.warning("deleting empty last commit-log segment %s", path.name)
+                path.unlink()
+                continue
+            if size != self.segment_size:
+                raise StoreReadOnly(
+                    "LOAD_FAILED",
+                    cause=f"segment {path.name} has {size} bytes, expected {self.segment_size}",
+                )
+            if base % self.segment_size:
+                raise StoreReadOnly("LOAD_FAILED", cause=f"segment {path.name} is misaligned")
+            seg = MappedFile(path, base, size, create=False)
+            seg.wrote = seg.flushed = size
+            self.segments.append(seg)
+
+    # ------------------------------------------------------------------ positions
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].base if self.segments else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Physical offset just past the last written byte."""
+        if not self.segments:
+            return 0
+        last = self.segments[-1]
+        return last.base + last.wrote
+
+    @property
+    def flushed_offset(self) -> int:
+        for seg in reversed(self.segments):
+            if seg.flushed:
+                return seg.base + seg.flushed
+        return self.min_offset
+
+    def segment_for(self, offset: int) -> MappedFile | None:
+        segs = self.segments
+        if not segs or offset < segs[0].base:
+            return None
+        idx = (offset - segs[0].base) // self.segment_size
+        if idx >= len(segs):
+            return None
+        seg = segs[idx]
+        if seg.base <= offset < seg.end:
+            return seg
+        for seg in segs:  # a gap in bases: only after manual tampering
+            if seg.base <= offset < seg.end:
+                return seg
+        return None
+
+    # ------------------------------------------------------------------ writing (lock held)
+
+    def _check_writable(self) -> None:
+        if self.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
+
+    def _new_segment(self, base: int) -> MappedFile:
+        path = self.layout.commitlog_segment(base)
+        try:
+            seg = MappedFile(path, base, self.segment_size, create=True,
+                             preallocate=self.preallocate)
+        except OSError as exc:
+            status = "DISK_FULL" if exc.errno == 28 else "WRITE_ERROR"
+            raise StoreReadOnly(status, cause=f"cannot create segment {path.name}: {exc}") from exc
+        self.segments.append(seg)
+        return seg
+
+    def reserve(self, length: int) -> tuple[MappedFile, int]:
+        """A segment and position where ``length`` bytes fit, rolling if needed."""
+        self._check_writable()
+        if length + BLANK_SIZE > self.segment_size:
+            raise MessageTooLarge(length, self.segment_size - BLANK_SIZE)
+        if not self.segments:
+            return self._new_segment(0), 0
+        seg = self.segments[-1]
+        remaining = seg.size - seg.wrote
+        if length + BLANK_SIZE <= remaining:
+            return seg, seg.wrote
+        if remaining >= BLANK_SIZE:
+            seg.write_at(seg.wrote, encode_blank(remaining))
+        seg.wrote = seg.size
+        return self._new_segment(seg.end), 0
+
+    def write(self, seg: MappedFile, pos: int, data: bytes | bytearray | memoryview) -> None:
+        try:
+            seg.write_at(pos, data)
+        except StoreReadOnly:
+            raise
+        except (OSError, ValueError) as exc:
+            self.werr = f"write to {seg.path.name} failed: {exc}"
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, size: int) -> memoryview | None:
+        """A zero-copy view of ``size`` bytes at ``offset``, or ``None`` if not stored."""
+        seg = self.segment_for(offset)
+        if seg is None:
+            return None
+        pos = offset - seg.base
+        if pos + size > seg.wrote:
+            return None
+        return seg.view[pos : pos + size]
+
+    # ------------------------------------------------------------------ flush
+
+    def flush(self) -> int:
+        """fdatasync every segment with unflushed bytes; returns the flushed offset."""
+        for seg in self.segments:
+            if seg.flushed < seg.wrote:
+                try:
+                    seg.flush()
+                except StoreReadOnly as exc:
+                    self.werr = exc.cause
+                    raise
+        return self.flushed_offset
+
+    def dirty_bytes(self) -> int:
+        return sum(seg.wrote - seg.flushed for seg in self.segments[-2:])
+
+    # ------------------------------------------------------------------ recovery and retention
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything at and after ``offset``; zero the tail of its segment."""
+        keep: list[MappedFile] = []
+        for seg in self.segments:
+            if seg.base > offset or (seg.base == offset and offset != 0 and keep):
+                log.warning("deleting commit-log segment %s beyond offset %d", seg.path.name,
+                            offset)
+                seg.destroy()
+            else:
+                keep.append(seg)
+        self.segments = keep
+        if keep:
+            last = keep[-1]
+            pos = offset - last.base
+            if pos < last.size:
+                last.zero_from(pos)
+                last.sync()
+
+    def delete_first(self) -> MappedFile:
+        """Remove the oldest segment (retention); never the last one."""
+        if len(self.segments) <= 1:
+            raise ValueError("the last commit-log segment is never deleted")
+        seg = self.segments.pop(0)
+        seg.destroy()
+        return seg
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    def segment_paths(self) -> list[Path]:
+        return [seg.path for seg in self.segments]

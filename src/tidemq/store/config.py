@@ -1,0 +1,101 @@
+"""StoreConfig: the message store's settings under RocketMQ's key names.
+
+Every field ``snake_case`` is also settable by its RocketMQ key ``camelCase``
+(``mapped_file_size_commit_log`` <- ``mappedFileSizeCommitLog``). Defaults follow
+specs/store.md §9. Load from a ``.properties`` file with :meth:`StoreConfig.load`;
+unknown keys are returned so the caller reports them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, parse_properties
+from tidemq.types import FlushDiskType
+
+__all__ = ["StoreConfig"]
+
+CQ_UNIT = 20
+BCQ_UNIT = 46
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoreConfig:
+    store_path_root_dir: str = "./data/store"
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * CQ_UNIT
+    mapper_file_size_batch_consume_queue: int = 300_000 * BCQ_UNIT
+    max_message_size: int = 4 * 1024 * 1024
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    check_crc_on_recover: bool = True
+    delete_when: str = "04"
+    file_reserved_time: int = 72
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
+    clean_resource_interval: int = 10_000
+    delete_file_batch_max: int = 10
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_targets_per_message: int = 64
+    enable_build_consume_queue_concurrently: bool = False
+    store_type: str = "default"
+    # TideMQ additions
+    preallocate_segments: bool = True
+    dispatch_lag_warn_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.mapped_file_size_commit_log < 4096:
+            raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes",
+                              key="mappedFileSizeCommitLog")
+        if self.mapped_file_size_consume_queue % CQ_UNIT:
+            raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20",
+                              key="mappedFileSizeConsumeQueue")
+        if self.mapper_file_size_batch_consume_queue % BCQ_UNIT:
+            raise ConfigError("mapperFileSizeBatchConsumeQueue must be a multiple of 46",
+                              key="mapperFileSizeBatchConsumeQueue")
+        if not 0 < self.disk_max_used_space_ratio <= 100:
+            raise ConfigError("diskMaxUsedSpaceRatio must be in 1..100",
+                              key="diskMaxUsedSpaceRatio")
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type is FlushDiskType.SYNC_FLUSH
+
+    @property
+    def delete_hours(self) -> frozenset[int]:
+        """Hours of the day named by ``deleteWhen`` (``"04;16"``)."""
+        hours = set()
+        for part in self.delete_when.split(";"):
+            if part.strip():
+                hours.add(int(part))
+        return frozenset(hours)
+
+    def replace(self, **changes: Any) -> StoreConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> tuple[StoreConfig, list[str]]:
+        """Build from RocketMQ keys; returns the config and the keys it does not know."""
+        return bind(cls, values)
+
+    @classmethod
+    def load(cls, path: str | Path) -> tuple[StoreConfig, list[str]]:
+        return cls.from_mapping(parse_properties(Path(path).read_text("utf-8")))

@@ -1,0 +1,275 @@
+"""ConsumeQueue (SimpleCQ): fixed 20-byte entries per (topic, queueId). Derived data.
+
+Entry for queue offset N sits at logic byte offset N x 20 (specs/store.md §2.1):
+
+======  ====  ===========================================================
+offset  size  field
+======  ====  ===========================================================
+0       8     commit-log physical offset of the record
+8       4     record size (TOTALSIZE)
+12      8     tags code: Java String.hashCode of TAGS, sign-extended
+======  ====  ===========================================================
+
+Files hold ``file_size / 20`` entries and are named by the logic byte offset of their
+first slot. No checksum: the commit log is the truth and a consume queue is rebuilt from
+it whenever it is in doubt. Slots before the first real entry of a queue that starts
+late are filled with the blank unit ``(0, 0x7FFFFFFF, 0)``.
+
+Writes are idempotent (entries already covered are skipped) and a gap is refused with
+:class:`~tidemq.errors.QueueGap`. Entries are written per queue in bulk.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.errors import QueueGap
+from tidemq.store.layout import StoreLayout
+from tidemq.store.mapped_file import MappedFile
+
+__all__ = ["CQ_DTYPE", "CQ_UNIT", "ConsumeQueue"]
+
+log = logging.getLogger(__name__)
+
+CQ_UNIT = 20
+CQ_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+assert CQ_DTYPE.itemsize == CQ_UNIT
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+
+Entries = npt.NDArray[np.void]
+
+
+class ConsumeQueue:
+    """One queue's entry files."""
+
+    def __init__(self, layout: StoreLayout, topic: str, queue_id: int, file_size: int) -> None:
+        self.layout = layout
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.dir = layout.queue_dir(topic, queue_id)
+        self.files: list[MappedFile] = []
+        self.min_offset = 0
+        self.max_phys_end = 0  # phys + size of the last entry written
+
+    # ------------------------------------------------------------------ positions
+
+    @property
+    def max_offset(self) -> int:
+        """Next queue offset to be written (last + 1)."""
+        if not self.files:
+            return self.min_offset
+        last = self.files[-1]
+        return (last.base + last.wrote) // CQ_UNIT
+
+    @property
+    def entries_per_file(self) -> int:
+        return self.file_size // CQ_UNIT
+
+    # ------------------------------------------------------------------ load and recovery
+
+    def load(self) -> None:
+        """Map the files on disk and find the end of valid entries in the last ones."""
+        for base, path in self.layout.segments_in(self.dir):
+            if path.stat().st_size != self.file_size:
+                log.warning("consume queue file %s has a wrong size; dropping it", path)
+                path.unlink()
+                continue
+            mf = MappedFile(path, base, self.file_size, create=False)
+            mf.wrote = mf.flushed = self.file_size
+            self.files.append(mf)
+        # Only the last files can be partly written: scan from the third-last.
+        for mf in self.files[-3:]:
+            arr = np.frombuffer(mf.view, dtype=CQ_DTYPE)
+            bad = np.flatnonzero((arr["phys"] < 0) | (arr["size"] <= 0))
+            if len(bad):
+                mf.wrote = mf.flushed = int(bad[0]) * CQ_UNIT
+        # Drop empty trailing files (except keep one if it is the only one).
+        while len(self.files) > 1 and self.files[-1].wrote == 0:
+            self.files.pop().destroy()
+        if self.files:
+            first = self.files[0]
+            arr = np.frombuffer(first.view[: first.wrote], dtype=CQ_DTYPE)
+            real = np.flatnonzero(arr["size"] != BLANK_UNIT_SIZE)
+            self.min_offset = first.base // CQ_UNIT + (int(real[0]) if len(real) else len(arr))
+            last = self.last_entry()
+            self.max_phys_end = int(last["phys"]) + int(last["size"]) if last is not None else 0
+
+    def last_entry(self) -> np.void | None:
+        for mf in reversed(self.files):
+            if mf.wrote:
+                e: np.void = np.frombuffer(mf.view, dtype=CQ_DTYPE, count=1,
+                                           offset=mf.wrote - CQ_UNIT)[0]
+                if int(e["size"]) != BLANK_UNIT_SIZE:
+                    return e
+        return None
+
+    def truncate_phys(self, phys_end: int) -> None:
+        """Drop every entry whose record starts at or after ``phys_end``."""
+        while self.files:
+            mf = self.files[-1]
+            arr = np.frombuffer(mf.view[: mf.wrote], dtype=CQ_DTYPE)
+            keep = int(np.searchsorted(arr["phys"].astype(np.int64), phys_end, side="left"))
+            # Blank units (phys 0) sort first and are always kept.
+            if keep == 0 and mf.wrote and (len(self.files) > 1 or int(arr["phys"][0]) >= phys_end):
+                self.files.pop().destroy()
+                continue
+            if keep * CQ_UNIT < mf.wrote:
+                mf.zero_from(keep * CQ_UNIT)
+            break
+        last = self.last_entry()
+        self.max_phys_end = int(last["phys"]) + int(last["size"]) if last is not None else 0
+        self.min_offset = min(self.min_offset, self.max_offset)
+
+    # ------------------------------------------------------------------ writing
+
+    def _file_for_slot(self, slot: int) -> MappedFile:
+        base = slot * CQ_UNIT - (slot * CQ_UNIT) % self.file_size
+        if self.files and self.files[-1].base == base:
+            return self.files[-1]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.layout.queue_file(self.topic, self.queue_id, base), base,
+                        self.file_size, create=True, preallocate=False)
+        self.files.append(mf)
+        return mf
+
+    def append(self, first_offset: int, phys: Sequence[int], sizes: Sequence[int],
+               tags: Sequence[int]) -> int:
+        """Write entries for queue offsets ``first_offset ...``; returns the new max offset.
+
+        Entries already covered (re-dispatch after recovery) are skipped; an entry beyond
+        the next free slot raises :class:`QueueGap`.
+        """
+        n = len(phys)
+        skip = 0
+        while skip < n and phys[skip] + sizes[skip] <= self.max_phys_end:
+            skip += 1
+        if skip == n:
+            return self.max_offset
+        first = first_offset + skip
+        expected = self.max_offset
+        if not self.files and first > 0:
+            self._start_at(first)
+            expected = first
+        if first != expected:
+            if first < expected:
+                # Already present by slot although the phys check passed: keep idempotent.
+                drop = expected - first
+                skip += drop
+                first = expected
+                if skip >= n:
+                    return self.max_offset
+            else:
+                raise QueueGap(self.topic, self.queue_id, expected, first)
+        arr = np.empty(n - skip, dtype=CQ_DTYPE)
+        arr["phys"] = phys[skip:]
+        arr["size"] = sizes[skip:]
+        arr["tags"] = tags[skip:]
+        self._write(first, arr)
+        self.max_phys_end = int(phys[-1]) + int(sizes[-1])
+        return self.max_offset
+
+    def _start_at(self, first: int) -> None:
+        mf = self._file_for_slot(first)
+        fill = first - mf.base // CQ_UNIT
+        if fill:
+            blanks = np.zeros(fill, dtype=CQ_DTYPE)
+            blanks["size"] = BLANK_UNIT_SIZE
+            mf.write_at(0, blanks.tobytes())
+        self.min_offset = first
+
+    def _write(self, first: int, arr: Entries) -> None:
+        per_file = self.entries_per_file
+        slot, i, n = first, 0, len(arr)
+        while i < n:
+            mf = self._file_for_slot(slot)
+            pos = slot * CQ_UNIT - mf.base
+            room = (self.file_size - pos) // CQ_UNIT
+            take = min(room, n - i)
+            mf.write_at(pos, arr[i : i + take].tobytes())
+            i += take
+            slot += take
+            if take == 0:  # pragma: no cover - file_size is a multiple of 20
+                raise AssertionError(f"no room in {mf.path} for slot {slot} ({per_file})")
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(self, offset: int, max_count: int) -> Entries:
+        """Up to ``max_count`` entries from ``offset`` (stopping at a file end)."""
+        if offset < self.min_offset or offset >= self.max_offset or max_count <= 0:
+            return np.empty(0, dtype=CQ_DTYPE)
+        byte = offset * CQ_UNIT
+        mf = self._file_at(byte)
+        if mf is None:
+            return np.empty(0, dtype=CQ_DTYPE)
+        pos = byte - mf.base
+        count = min(max_count, (mf.wrote - pos) // CQ_UNIT)
+        return np.frombuffer(mf.view, dtype=CQ_DTYPE, count=count, offset=pos)
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        e = self.entries(offset, 1)
+        if not len(e):
+            return None
+        return int(e["phys"][0]), int(e["size"][0]), int(e["tags"][0])
+
+    def _file_at(self, byte: int) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        idx = (byte - files[0].base) // self.file_size
+        if 0 <= idx < len(files) and files[idx].base <= byte < files[idx].end:
+            return files[idx]
+        for mf in files:
+            if mf.base <= byte < mf.end:
+                return mf
+        return None
+
+    # ------------------------------------------------------------------ retention
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Delete files wholly below ``commitlog_min`` and move ``min_offset`` past them."""
+        while len(self.files) > 1:
+            first = self.files[0]
+            last_e = np.frombuffer(first.view, dtype=CQ_DTYPE, count=1,
+                                   offset=first.wrote - CQ_UNIT)[0]
+            if int(last_e["phys"]) + int(last_e["size"]) > commitlog_min:
+                break
+            self.files.pop(0).destroy()
+        if not self.files:
+            return
+        first = self.files[0]
+        arr = np.frombuffer(first.view[: first.wrote], dtype=CQ_DTYPE)
+        real = (arr["size"] != BLANK_UNIT_SIZE) & (arr["phys"] >= commitlog_min)
+        idx = np.flatnonzero(real)
+        if len(idx):
+            new_min = first.base // CQ_UNIT + int(idx[0])
+        else:
+            new_min = self.max_offset if len(self.files) == 1 else (first.end // CQ_UNIT)
+        self.min_offset = max(self.min_offset, new_min)
+
+    def flush(self) -> None:
+        for mf in self.files[-2:]:
+            mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files.clear()
+        for p in (self.dir, self.dir.parent):
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    @property
+    def path(self) -> Path:
+        return self.dir

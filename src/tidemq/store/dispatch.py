@@ -1,0 +1,214 @@
+"""Dispatch: turn appended records into consume-queue and index entries, in log order.
+
+The append path already knows everything an entry needs, so it hands the dispatcher a
+:class:`DispatchBatch` per put call (specs/store.md §10.17); the commit-log parse path is
+kept for recovery only. The serial :class:`Dispatcher` thread drains every batch that is
+confirmed (written under ASYNC_FLUSH, flushed under SYNC_FLUSH), groups entries per
+queue, writes each queue's run in one bulk copy, indexes keys, advances the dispatched
+position and only then fires ``on_dispatched`` hooks, so nothing is visible to pulls or
+long-poll wake-ups before it is in its consume queue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from tidemq.store.queues import ConsumeQueueSet
+
+__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
+
+log = logging.getLogger(__name__)
+
+#: ``hook(topic, queue_id, new_max_offset)`` called after entries became visible.
+DispatchHook = Callable[[str, int, int], None]
+
+
+@dataclasses.dataclass(slots=True)
+class DispatchBatch:
+    """Consecutive records of one queue appended by one put call."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    phys: list[int]
+    sizes: list[int]
+    tags: list[int]
+    store_timestamp: int
+    end: int  # physical offset just past the last record
+    keys: list[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
+    appended_ns: int = 0
+
+
+class IndexSink(Protocol):
+    """What the dispatcher needs from the key index (implemented by ``store.index``)."""
+
+    def put_keys(self, topic: str, keys: tuple[str, ...], phys: int,
+                 store_timestamp: int) -> None: ...
+
+
+def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
+                  batches: list[DispatchBatch]) -> dict[tuple[str, int], int]:
+    """Write ``batches`` (in log order) into their queues; returns new max offsets."""
+    grouped: dict[tuple[str, int], list[DispatchBatch]] = {}
+    for b in batches:
+        grouped.setdefault((b.topic, b.queue_id), []).append(b)
+    touched: dict[tuple[str, int], int] = {}
+    for key, group in grouped.items():
+        cq = queues.get_or_create(*key)
+        if len(group) == 1:
+            g = group[0]
+            touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags)
+            continue
+        phys: list[int] = []
+        sizes: list[int] = []
+        tags: list[int] = []
+        for g in group:
+            phys += g.phys
+            sizes += g.sizes
+            tags += g.tags
+        touched[key] = cq.append(group[0].queue_offset, phys, sizes, tags)
+    if index is not None:
+        for b in batches:
+            if b.keys:
+                for keys, phys_off in zip(b.keys, b.phys, strict=True):
+                    if keys:
+                        index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
+    return touched
+
+
+class Dispatcher:
+    """The serial dispatcher thread (the baseline; RIP-52-style concurrency is separate)."""
+
+    def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
+                 confirm_offset: Callable[[], int], start_offset: int,
+                 lag_warn_ms: int = 1000) -> None:
+        self.queues = queues
+        self.index = index
+        self._confirm = confirm_offset
+        self._pending: deque[DispatchBatch] = deque()
+        self._cond = threading.Condition()
+        self._hooks: list[DispatchHook] = []
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self.dispatched_offset = start_offset
+        self.last_store_timestamp = 0
+        self.lag_warn_ms = lag_warn_ms
+        self._last_lag_warning = 0.0
+        self.error: BaseException | None = None
+        self._busy = False
+        self.dispatched_entries = 0
+
+    # ------------------------------------------------------------------ API
+
+    def add_hook(self, hook: DispatchHook) -> None:
+        self._hooks.append(hook)
+
+    def submit(self, batch: DispatchBatch) -> None:
+        """Queue a batch; called under the append lock, so batches arrive in log order."""
+        with self._cond:
+            self._pending.append(batch)
+            self._cond.notify()
+
+    def wake(self) -> None:
+        """The confirm offset moved (a flush finished): re-check pending batches."""
+        with self._cond:
+            self._cond.notify()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tidemq-dispatch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Block until everything confirmed at the time of the call is dispatched."""
+        target = self._confirm()
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.error is None and (
+                self._busy or (self._pending and self._pending[0].end <= target)
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.notify()
+                self._cond.wait(min(remaining, 0.05))
+        return self.error is None
+
+    @property
+    def pending_batches(self) -> int:
+        return len(self._pending)
+
+    def lag(self, written_offset: int) -> tuple[int, float]:
+        """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch."""
+        behind = max(0, written_offset - self.dispatched_offset)
+        pending = self._pending
+        oldest = pending[0].appended_ns if pending else 0
+        ms = (time.monotonic_ns() - oldest) / 1e6 if oldest else 0.0
+        return behind, ms
+
+    # ------------------------------------------------------------------ thread
+
+    def _take(self) -> list[DispatchBatch]:
+        with self._cond:
+            while True:
+                confirm = self._confirm()
+                pending = self._pending
+                if pending and pending[0].end <= confirm:
+                    out = []
+                    while pending and pending[0].end <= confirm:
+                        out.append(pending.popleft())
+                    self._busy = True
+                    return out
+                if self._stop:
+                    return []
+                self._cond.wait(0.05 if pending else 1.0)
+
+    def _run(self) -> None:
+        while True:
+            batches = self._take()
+            if not batches:
+                return
+            try:
+                self.run_once(batches)
+            except BaseException as exc:
+                log.exception("dispatch failed; consume queues stop advancing")
+                with self._cond:
+                    self.error = exc
+                    self._busy = False
+                    self._cond.notify_all()
+                return
+
+    def run_once(self, batches: list[DispatchBatch]) -> None:
+        touched = apply_batches(self.queues, self.index, batches)
+        last = batches[-1]
+        with self._cond:
+            self.dispatched_offset = last.end
+            self._busy = False
+            self._cond.notify_all()
+        self.last_store_timestamp = last.store_timestamp
+        self.dispatched_entries += sum(len(b.phys) for b in batches)
+        for (topic, queue_id), max_offset in touched.items():
+            for hook in self._hooks:
+                try:
+                    hook(topic, queue_id, max_offset)
+                except Exception:
+                    log.exception("dispatch hook failed")
+        if self.lag_warn_ms and batches[0].appended_ns:
+            lag_ms = (time.monotonic_ns() - batches[0].appended_ns) / 1e6
+            now = time.monotonic()
+            if lag_ms > self.lag_warn_ms and now - self._last_lag_warning > 10:
+                self._last_lag_warning = now
+                log.warning("dispatch lag %.0f ms exceeds %d ms", lag_ms, self.lag_warn_ms)

@@ -1,0 +1,136 @@
+"""One fixed-size, pre-allocated, memory-mapped file: a commit-log segment or a queue file.
+
+The file is created at its full size with ``posix_fallocate``, so a full disk fails the
+creation with a clean error instead of a SIGBUS later through the mapping. Appends are
+memory copies into the mapping; :meth:`MappedFile.flush` makes everything written so far
+durable with ``fdatasync`` (which releases the GIL). After a write error the file refuses
+every later write with the same error (write failures stick).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+from pathlib import Path
+
+from tidemq.errors import StoreReadOnly
+
+__all__ = ["MappedFile"]
+
+log = logging.getLogger(__name__)
+
+
+class MappedFile:
+    """A file of exactly ``size`` bytes starting at logical offset ``base``."""
+
+    __slots__ = ("_fd", "base", "flushed", "mm", "path", "size", "view", "werr", "wrote")
+
+    def __init__(self, path: Path, base: int, size: int, *, create: bool,
+                 preallocate: bool = True) -> None:
+        self.path = path
+        self.base = base
+        self.size = size
+        self.werr: str | None = None
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                try:
+                    if preallocate:
+                        os.posix_fallocate(fd, 0, size)
+                    else:
+                        os.ftruncate(fd, size)
+                except OSError:
+                    os.close(fd)
+                    fd = -1
+                    path.unlink(missing_ok=True)
+                    raise
+            else:
+                actual = os.fstat(fd).st_size
+                if actual != size:
+                    raise ValueError(f"{path} has {actual} bytes, expected {size}")
+            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        self._fd = fd
+        self.view = memoryview(self.mm)
+        self.wrote = 0
+        self.flushed = 0
+
+    @property
+    def end(self) -> int:
+        """Logical offset just past the file."""
+        return self.base + self.size
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    @property
+    def full(self) -> bool:
+        return self.wrote >= self.size
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` at file position ``pos`` and move the write mark past it."""
+        if self.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
+        end = pos + len(data)
+        self.mm[pos:end] = data
+        self.wrote = max(self.wrote, end)
+
+    def flush(self) -> int:
+        """fdatasync everything written; returns the flushed position."""
+        target = self.wrote
+        if target <= self.flushed:
+            return self.flushed
+        if self.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self.werr = f"fdatasync of {self.path.name} failed: {exc}"
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
+        self.flushed = max(self.flushed, target)
+        return self.flushed
+
+    def sync(self) -> None:
+        """fdatasync unconditionally (after zeroing a tail, for instance)."""
+        os.fdatasync(self._fd)
+        self.flushed = self.wrote
+
+    def zero_from(self, pos: int) -> None:
+        """Zero everything from ``pos`` on (torn-tail truncation) and reset the marks.
+
+        Done by cutting the file at ``pos`` and extending it again, so no stale record can
+        be resurrected later and no gigabyte of zeros is written by hand.
+        """
+        if pos < self.size:
+            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fd, self.size)
+            try:
+                os.posix_fallocate(self._fd, pos, self.size - pos)
+            except OSError as exc:
+                log.warning("re-preallocating %s failed: %s", self.path.name, exc)
+        self.wrote = pos
+        self.flushed = min(self.flushed, pos)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.view.release()
+        # Readers may still hold views of this mapping; it then closes when they go.
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"

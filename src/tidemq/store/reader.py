@@ -1,0 +1,161 @@
+"""The read path: consume-queue lookups turned into zero-copy views of stored records.
+
+Entries are read in bulk as a numpy array; records that lie back to back in the commit
+log (the common case for a queue written by one producer or in batches) are returned as
+one memoryview per run, so a pull of a thousand messages is a handful of views and no
+copies. Status and next-offset rules follow upstream's GetMessageStatus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.formats.record import store_timestamp_offset
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.queues import ConsumeQueueSet
+from tidemq.types import GetStatus
+
+__all__ = ["GetResult", "QueueReader"]
+
+Array = npt.NDArray[np.int64] | npt.NDArray[np.bool_]
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+@dataclasses.dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[memoryview] = dataclasses.field(default_factory=list)
+    message_count: int = 0
+    total_bytes: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.status is GetStatus.FOUND
+
+
+class QueueReader:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueSet) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
+            tag_codes: frozenset[int] | None = None) -> GetResult:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0 if offset else offset, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi in (0, lo):
+            status = GetStatus.NO_MESSAGE_IN_QUEUE
+            return GetResult(status, lo if offset < lo or hi == 0 else offset, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        cl_min = self.commitlog.min_offset
+        pos = offset
+        # Scan up to a bounded number of entries so a selective tag filter still progresses.
+        budget = max(max_count * 16, 512)
+        while pos < hi and result.message_count < max_count and budget > 0:
+            entries = cq.entries(pos, min(budget, hi - pos))
+            if not len(entries):
+                break
+            budget -= len(entries)
+            phys = entries["phys"].astype(np.int64)
+            size = entries["size"].astype(np.int64)
+            keep = phys >= cl_min
+            if tag_codes is not None:
+                keep &= np.isin(entries["tags"].astype(np.int64), list(tag_codes))
+            consumed = self._collect(result, phys, size, keep, max_count, max_bytes)
+            pos += consumed
+            if consumed < len(entries):
+                break
+        result.next_begin_offset = pos
+        if result.message_count:
+            result.status = GetStatus.FOUND
+        return result
+
+    def _collect(self, result: GetResult, phys: Array, size: Array, keep: Array,
+                 max_count: int, max_bytes: int) -> int:
+        """Append views of kept records within the limits; returns entries consumed."""
+        kept = np.flatnonzero(keep)
+        idx = kept[: max_count - result.message_count]
+        if len(idx):
+            cum = np.cumsum(size[idx]) + result.total_bytes
+            fit = int(np.searchsorted(cum, max_bytes, side="right"))
+            if fit == 0 and result.message_count == 0:
+                fit = 1  # the first message is always admitted
+            idx = idx[:fit]
+        if len(idx):
+            self._views(result, phys[idx], size[idx])
+        if len(idx) == len(kept):
+            return len(keep)
+        return int(idx[-1]) + 1 if len(idx) else int(kept[0])
+
+    def _views(self, result: GetResult, phys: Array, size: Array) -> None:
+        n = len(phys)
+        if not n:
+            return
+        breaks = np.flatnonzero(phys[1:] != phys[:-1] + size[:-1]) + 1
+        starts = np.concatenate(([0], breaks))
+        ends = np.concatenate((breaks, [n]))
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            begin = int(phys[s])
+            length = int(phys[e - 1] + size[e - 1]) - begin
+            view = self.commitlog.read(begin, length)
+            if view is None:
+                continue
+            result.buffers.append(view)
+            result.message_count += e - s
+            result.total_bytes += length
+
+    # ------------------------------------------------------------------ single lookups
+
+    def read_record(self, phys_offset: int) -> memoryview | None:
+        head = self.commitlog.read(phys_offset, 8)
+        if head is None:
+            return None
+        (size,) = _I32.unpack_from(head, 0)
+        if size <= 8:
+            return None
+        return self.commitlog.read(phys_offset, size)
+
+    def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        entry = cq.entry(offset)
+        if entry is None:
+            return -1
+        rec = self.commitlog.read(entry[0], entry[1])
+        if rec is None:
+            return -1
+        (sys_flag,) = _I32.unpack_from(rec, 36)
+        (ts,) = _I64.unpack_from(rec, store_timestamp_offset(sys_flag))
+        return int(ts)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First offset whose store time is >= ``timestamp`` (max offset if none)."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self.store_time_at(topic, queue_id, mid)
+            if ts < 0 or ts < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo

@@ -47,6 +47,7 @@ from tidemq.errors import CorruptRecord, MessageTooLarge
 __all__ = [
     "BLANK_MAGIC",
     "BLANK_SIZE",
+    "FIXED_V4",
     "MAGIC_V1",
     "MAGIC_V2",
     "MIN_RECORD_SIZE",
@@ -95,7 +96,7 @@ _PREFIX = struct.Struct(
 assert _PREFIX.size == OFF_BORN_HOST
 
 #: The whole fixed part for IPv4 born and store hosts, up to and including BODYLENGTH.
-_FIXED_V4 = struct.Struct(
+FIXED_V4 = struct.Struct(
     ">"
     "i"  # TOTALSIZE
     "i"  # MAGICCODE
@@ -115,7 +116,7 @@ _FIXED_V4 = struct.Struct(
     "q"  # PREPARED_TX_OFFSET
     "i"  # BODYLENGTH
 )
-FIXED_V4_SIZE = _FIXED_V4.size  # 88
+FIXED_V4_SIZE = FIXED_V4.size  # 88
 assert FIXED_V4_SIZE == 88
 
 #: TOTALSIZE of a record with empty body, topic and properties (IPv4, V1).
@@ -250,7 +251,7 @@ def encode_record(
         crc = body_crc(body)
     out = bytearray(size)
     if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
-        _FIXED_V4.pack_into(
+        FIXED_V4.pack_into(
             out, 0, size, MAGIC_V2 if v2 else MAGIC_V1, crc, queue_id, flag, queue_offset,
             physical_offset, sys_flag, born_timestamp, born_host.ip, born_host.port,
             store_timestamp, store_host.ip, store_host.port, reconsume_times,

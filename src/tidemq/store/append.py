@@ -1,37 +1,56 @@
-"""The append path: encode records outside the lock, place and patch them inside it.
+"""The append path for batches: encode outside the lock, patch and copy inside it.
 
 Outside the lock, a put call's messages are encoded back to back into one buffer with
 QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left as zero. Inside the append lock the
 store picks the queue offset, the segment position and a store timestamp that never goes
-backwards, patches those three fields (vectorised for large batches) and copies the whole
-buffer into the segment at once. A batch is never split across segments.
+backwards, patches those three fields and copies the whole buffer into the segment at
+once. A batch is never split across segments.
+
+Python pays per object, so batches of IPv4 records are built column-wise with numpy: the
+88-byte fixed headers are one structured array, and when every body and every property
+string of the batch has the same length (the usual shape of a producer batch) the whole
+batch is a 2-D byte array filled one column range at a time. Only the body CRCs are
+computed per message.
 """
 
 from __future__ import annotations
 
+import operator
 import struct
+import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from tidemq.formats.record import (
+    FIXED_V4,
     MAGIC_V1,
-    MAGIC_V2,
     MAX_V1_TOPIC_BYTES,
     HostAddr,
-    body_crc,
     encode_record,
     store_timestamp_offset,
 )
 
 __all__ = ["EncodedBatch", "MessageInput", "encode_batch", "patch_batch"]
 
-_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _QO_PHYS = struct.Struct(">qq")
 _TS = struct.Struct(">q")
 _I16 = struct.Struct(">h")
-_VECTOR_MIN = 16
+_VECTOR_MIN = 8
+_BODY = operator.itemgetter(0)
+_PROPS = operator.itemgetter(1)
+
+#: FIXED_V4 as a numpy record, field by field (offsets in formats/record.py).
+HEADER_DTYPE = np.dtype([
+    ("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"),
+    ("flag", ">i4"), ("queue_offset", ">i8"), ("physical_offset", ">i8"), ("sys_flag", ">i4"),
+    ("born_timestamp", ">i8"), ("born_ip", "S4"), ("born_port", ">i4"),
+    ("store_timestamp", ">i8"), ("store_ip", "S4"), ("store_port", ">i4"),
+    ("reconsume_times", ">i4"), ("prepared_tx_offset", ">i8"), ("body_length", ">i4"),
+])
+assert HEADER_DTYPE.itemsize == FIXED_V4.size == 88
 
 
 class MessageInput(NamedTuple):
@@ -46,9 +65,10 @@ class MessageInput(NamedTuple):
 
 class EncodedBatch(NamedTuple):
     buf: bytearray
-    starts: list[int]
-    sizes: list[int]
+    starts: Sequence[int]  # a range when every record has the same size
+    sizes: Sequence[int]
     ts_offset: int  # STORETIMESTAMP position inside each record
+    grid: npt.NDArray[np.uint8] | None = None  # (n, record size) view when uniform
 
 
 def encode_batch(
@@ -57,54 +77,101 @@ def encode_batch(
 ) -> EncodedBatch:
     """Encode ``msgs`` back to back; offsets and store time are patched later."""
     tbytes = topic.encode("utf-8")
-    tlen = len(tbytes)
-    v4 = len(born_host.ip) == 4 and len(store_host.ip) == 4 and tlen <= MAX_V1_TOPIC_BYTES
-    starts: list[int] = []
-    sizes: list[int] = []
+    v4 = len(born_host.ip) == 4 and len(store_host.ip) == 4 and len(tbytes) <= MAX_V1_TOPIC_BYTES
     if not v4:
-        parts = []
-        pos = 0
-        for m in msgs:
-            rec = encode_record(
-                topic=tbytes, queue_id=queue_id, body=m.body, properties=m.properties,
-                flag=m.flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                born_host=born_host, store_host=store_host, reconsume_times=reconsume_times,
-            )
-            parts.append(rec)
-            starts.append(pos)
-            sizes.append(len(rec))
-            pos += len(rec)
-        flag_v6 = sys_flag | (0x10 if len(born_host.ip) == 16 else 0)
-        return EncodedBatch(bytearray().join(parts), starts, sizes,
-                            store_timestamp_offset(flag_v6))
-    sys_flag &= ~0x30
-    fixed = 91 + tlen
-    total = 0
+        return _encode_each(tbytes, queue_id, msgs, sys_flag, born_timestamp, born_host,
+                            store_host, reconsume_times)
+    return _encode_columns(tbytes, queue_id, msgs, sys_flag & ~0x30, born_timestamp, born_host,
+                           store_host, reconsume_times)
+
+
+def _encode_each(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], sys_flag: int,
+                 born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
+                 reconsume_times: int) -> EncodedBatch:
+    parts, starts, sizes = [], [], []
+    pos = 0
     for m in msgs:
-        size = fixed + len(m.body) + len(m.properties)
-        starts.append(total)
-        sizes.append(size)
-        total += size
-    buf = bytearray(total)
-    pack = _FIXED_V4.pack_into
-    bip, bport, sip, sport = born_host.ip, born_host.port, store_host.ip, store_host.port
-    tail = bytes([tlen]) + tbytes
-    magic = MAGIC_V1 if tlen <= MAX_V1_TOPIC_BYTES else MAGIC_V2
-    for m, pos, size in zip(msgs, starts, sizes, strict=True):
-        body = m.body
-        blen = len(body)
-        pack(buf, pos, size, magic, body_crc(body), queue_id, m.flag, 0, 0, sys_flag,
-             born_timestamp, bip, bport, 0, sip, sport, reconsume_times, 0, blen)
-        p = pos + 88
-        buf[p : p + blen] = body
-        p += blen
-        buf[p : p + tlen + 1] = tail
-        p += tlen + 1
-        props = m.properties
-        _I16.pack_into(buf, p, len(props))
-        if props:
-            buf[p + 2 : p + 2 + len(props)] = props
-    return EncodedBatch(buf, starts, sizes, 56)
+        rec = encode_record(
+            topic=tbytes, queue_id=queue_id, body=m.body, properties=m.properties, flag=m.flag,
+            sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+            store_host=store_host, reconsume_times=reconsume_times,
+        )
+        parts.append(rec)
+        starts.append(pos)
+        sizes.append(len(rec))
+        pos += len(rec)
+    flag_v6 = sys_flag | (0x10 if len(born_host.ip) == 16 else 0)
+    return EncodedBatch(bytearray().join(parts), starts, sizes, store_timestamp_offset(flag_v6))
+
+
+def _crc_column(bodies: list[bytes | bytearray | memoryview]) -> npt.NDArray[np.int32]:
+    crcs = np.fromiter(map(zlib.crc32, bodies), dtype=np.int64, count=len(bodies))
+    return (crcs & 0x7FFFFFFF).astype(">i4")
+
+
+def _encode_columns(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], sys_flag: int,
+                    born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
+                    reconsume_times: int) -> EncodedBatch:
+    n = len(msgs)
+    bodies = list(map(_BODY, msgs))
+    props = list(map(_PROPS, msgs))
+    if n >= _VECTOR_MIN and len(set(map(len, bodies))) == 1 and len(set(map(len, props))) == 1:
+        return _encode_uniform(tbytes, queue_id, msgs, bodies, props, sys_flag, born_timestamp,
+                               born_host, store_host, reconsume_times)
+    blens = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
+    plens = np.fromiter(map(len, props), dtype=np.int64, count=n)
+    tail = bytes([len(tbytes)]) + tbytes
+    sizes = 88 + blens + len(tail) + 2 + plens
+    hdr = np.zeros(n, dtype=HEADER_DTYPE)
+    hdr["total_size"] = sizes
+    hdr["magic"] = MAGIC_V1
+    hdr["body_crc"] = _crc_column(bodies)
+    hdr["queue_id"] = queue_id
+    if any(m.flag for m in msgs):
+        hdr["flag"] = [m.flag for m in msgs]
+    hdr["sys_flag"] = sys_flag
+    hdr["born_timestamp"] = born_timestamp
+    hdr["born_ip"] = born_host.ip
+    hdr["born_port"] = born_host.port
+    hdr["store_ip"] = store_host.ip
+    hdr["store_port"] = store_host.port
+    hdr["reconsume_times"] = reconsume_times
+    hdr["body_length"] = blens
+    starts_arr = np.zeros(n, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts_arr[1:])
+    heads = hdr.tobytes()
+    pieces: list[bytes | bytearray | memoryview] = []
+    for i in range(n):
+        pieces += (heads[i * 88 : i * 88 + 88], bodies[i], tail, _I16.pack(len(props[i])),
+                   props[i])
+    return EncodedBatch(bytearray(b"".join(pieces)), starts_arr.tolist(), sizes.tolist(), 56)
+
+
+def _encode_uniform(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput],
+                    bodies: list[bytes | bytearray | memoryview], props: list[bytes],
+                    sys_flag: int, born_timestamp: int, born_host: HostAddr,
+                    store_host: HostAddr, reconsume_times: int) -> EncodedBatch:
+    """Every record has the same size: tile one template row, then fill varying columns."""
+    n = len(msgs)
+    blen, plen = len(bodies[0]), len(props[0])
+    template = encode_record(
+        topic=tbytes, queue_id=queue_id, body=bytes(blen), properties=bytes(plen),
+        sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+        store_host=store_host, reconsume_times=reconsume_times, crc=0,
+    )
+    rec = len(template)
+    buf = bytearray(rec * n)
+    grid = np.frombuffer(buf, dtype=np.uint8).reshape(n, rec)
+    grid[:] = np.frombuffer(template, dtype=np.uint8)
+    grid[:, 8:12] = _crc_column(bodies).view(np.uint8).reshape(n, 4)
+    if any(m.flag for m in msgs):
+        flags = np.array([m.flag for m in msgs], dtype=">i4")
+        grid[:, 16:20] = flags.view(np.uint8).reshape(n, 4)
+    if blen:
+        grid[:, 88 : 88 + blen] = np.frombuffer(b"".join(bodies), dtype=np.uint8).reshape(n, blen)
+    if plen:
+        grid[:, rec - plen :] = np.frombuffer(b"".join(props), dtype=np.uint8).reshape(n, plen)
+    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56, grid)
 
 
 def patch_batch(enc: EncodedBatch, queue_offset: int, phys_base: int, store_ts: int,
@@ -112,13 +179,22 @@ def patch_batch(enc: EncodedBatch, queue_offset: int, phys_base: int, store_ts: 
     """Fill QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of every record."""
     buf, starts = enc.buf, enc.starts
     n = len(starts)
+    if enc.grid is not None and queue_step is None:
+        grid = enc.grid
+        rec = grid.shape[1]
+        qo = np.arange(queue_offset, queue_offset + n, dtype=">i8")
+        grid[:, 20:28] = qo.view(np.uint8).reshape(n, 8)
+        ph = np.arange(phys_base, phys_base + n * rec, rec, dtype=">i8")
+        grid[:, 28:36] = ph.view(np.uint8).reshape(n, 8)
+        grid[:, 56:64] = np.frombuffer(_TS.pack(store_ts), dtype=np.uint8)
+        return
     if n < _VECTOR_MIN or queue_step is not None:
-        qo = queue_offset
+        qo_i = queue_offset
         ts_off = enc.ts_offset
         for i, pos in enumerate(starts):
-            _QO_PHYS.pack_into(buf, pos + 20, qo, phys_base + pos)
+            _QO_PHYS.pack_into(buf, pos + 20, qo_i, phys_base + pos)
             _TS.pack_into(buf, pos + ts_off, store_ts)
-            qo += 1 if queue_step is None else queue_step[i]
+            qo_i += 1 if queue_step is None else queue_step[i]
         return
     u8 = np.frombuffer(buf, dtype=np.uint8)
     at = np.asarray(starts, dtype=np.int64)

@@ -1,1 +1,49 @@
-"""tidemq.codec."""
+"""tidemq.codec: the sans-IO RocketMQ remoting codec (specs/remoting.md).
+
+Bytes in, commands out, and back; no asyncio, no sockets, no clock.
+
+* :mod:`~tidemq.codec.frame` -- :class:`FrameDecoder` and :func:`encode_command`;
+* :mod:`~tidemq.codec.command` / :mod:`~tidemq.codec.header` -- the command and its JSON
+  and ROCKETMQ header serializations;
+* :mod:`~tidemq.codec.schema` / :mod:`~tidemq.codec.headers` -- typed custom headers;
+* :mod:`~tidemq.codec.bodies` -- JSON bodies;
+* :mod:`~tidemq.codec.message` -- pull bodies to messages, messages to send requests,
+  with :mod:`~tidemq.codec.compression` and :mod:`~tidemq.codec.uniqkey`.
+"""
+
+from tidemq.codec.command import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from tidemq.codec.compression import CompressionType
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command, frame_bytes
+from tidemq.codec.message import SendOptions, batch_send_request, decode_messages, send_request
+from tidemq.codec.schema import Header, HeaderFieldError
+from tidemq.codec.uniqkey import UniqKeyGenerator
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "CompressionType",
+    "FrameDecoder",
+    "Header",
+    "HeaderFieldError",
+    "LanguageCode",
+    "RemotingCommand",
+    "RequestCode",
+    "ResponseCode",
+    "SendOptions",
+    "SerializeType",
+    "UniqKeyGenerator",
+    "batch_send_request",
+    "decode_messages",
+    "encode_command",
+    "frame_bytes",
+    "send_request",
+]

@@ -98,6 +98,8 @@ def encode_command(cmd: RemotingCommand) -> list[Buffer]:
     if len(header) > 0xFFFFFF:
         raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
     length = 4 + len(header) + body_len
+    if length > 0x7FFFFFFF:
+        raise LocalProtocolError(f"frame of {length} bytes does not fit the 32-bit length field")
     head = _LEN_WORD.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header
     out: list[Buffer] = [head]
     out.extend(p for p in parts if len(p))

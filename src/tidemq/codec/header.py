@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 
 from tidemq.codec.command import LanguageCode, RemotingCommand, SerializeType
+from tidemq.codec.schema import parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = ["decode_header", "encode_header"]
@@ -43,6 +44,8 @@ _FIXED = struct.Struct(
 )
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
 
 _json_decoder = msgspec.json.Decoder()
 _json_encoder = msgspec.json.Encoder(order="sorted")
@@ -61,22 +64,37 @@ def _as_text(value: Any) -> str | None:
 
 
 def _as_int(obj: dict[str, Any], key: str, default: int = 0) -> int:
+    """A 32-bit int member; Java's header parser fails on anything else."""
     value = obj.get(key, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}") from None
+    if isinstance(value, str):
+        parsed = parse_java_int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parsed = value if _INT32_MIN <= value <= _INT32_MAX else None
+    else:
+        parsed = None
+    if parsed is None:
+        raise RemoteProtocolError(f"header field {key!r} is not a 32-bit integer: {value!r}")
+    return parsed
+
+
+def _language_name(value: Any) -> str:
+    """The sender's language name; ordinals are mapped, anything unknown is OTHER."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and value in _LANGUAGE_BY_CODE:
+        return _LANGUAGE_BY_CODE[value]
+    return "OTHER"
 
 
 def _decode_json(data: bytes) -> RemotingCommand:
     try:
         obj = _json_decoder.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise RemoteProtocolError(f"undecodable JSON header: {exc}") from None
+    except RecursionError:
+        raise RemoteProtocolError("JSON header nests too deeply") from None
     if not isinstance(obj, dict):
         raise RemoteProtocolError("JSON header is not an object")
     if "code" not in obj:
@@ -89,16 +107,13 @@ def _decode_json(data: bytes) -> RemotingCommand:
         text = _as_text(v)
         if text is not None:
             ext[str(k)] = text
-    language = obj.get("language", "JAVA")
-    if isinstance(language, int):
-        language = LanguageCode(language).name if language in LanguageCode._value2member_map_ \
-            else "OTHER"
+    language = _language_name(obj.get("language", "JAVA"))
     remark = obj.get("remark")
     return RemotingCommand(
         code=_as_int(obj, "code"),
         opaque=_as_int(obj, "opaque"),
         flag=_as_int(obj, "flag"),
-        language=str(language),
+        language=language,
         version=_as_int(obj, "version"),
         remark=None if remark is None else str(remark),
         ext_fields=ext,
@@ -133,14 +148,14 @@ def _decode_binary(data: bytes) -> RemotingCommand:
             pos += 4
             if vlen < 0 or pos + vlen > end:
                 raise RemoteProtocolError("ext value overruns the header")
-            if klen:
+            if klen and vlen:  # a zero-length string decodes as absent (§1.4)
                 ext[key] = data[pos : pos + vlen].decode("utf-8")
             pos += vlen
     except struct.error:
         raise RemoteProtocolError("truncated ROCKETMQ header") from None
     except UnicodeDecodeError:
         raise RemoteProtocolError("ROCKETMQ header text is not UTF-8") from None
-    language = LanguageCode(lang).name if lang in LanguageCode._value2member_map_ else "OTHER"
+    language = _language_name(lang)
     return RemotingCommand(
         code=code, opaque=opaque, flag=flag, language=language, version=version,
         remark=remark, ext_fields=ext, serialize_type=SerializeType.ROCKETMQ,
@@ -152,6 +167,13 @@ def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
     if stype is SerializeType.JSON:
         return _decode_json(data)
     return _decode_binary(data)
+
+
+def _check_ints(cmd: RemotingCommand) -> None:
+    for name in ("code", "opaque", "flag", "version"):
+        value = getattr(cmd, name)
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            raise LocalProtocolError(f"{name} {value} does not fit a 32-bit int")
 
 
 def _encode_binary(cmd: RemotingCommand) -> bytes:
@@ -171,6 +193,8 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
     for key, value in cmd.ext_fields.items():
         k = key.encode("utf-8")
         v = value.encode("utf-8")
+        if len(k) > 0x7FFF:
+            raise LocalProtocolError(f"ext key of {len(k)} bytes does not fit a short length")
         ext += _I16.pack(len(k)) + k + _I32.pack(len(v)) + v
     parts.append(_I32.pack(len(ext)))
     parts.append(bytes(ext))
@@ -179,8 +203,16 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
 
 def encode_header(cmd: RemotingCommand) -> bytes:
     """Encode the header in ``cmd.serialize_type`` (the request's, for responses)."""
-    if cmd.serialize_type is SerializeType.ROCKETMQ:
-        return _encode_binary(cmd)
+    _check_ints(cmd)
+    try:
+        if cmd.serialize_type is SerializeType.ROCKETMQ:
+            return _encode_binary(cmd)
+        return _encode_json(cmd)
+    except UnicodeEncodeError as exc:
+        raise LocalProtocolError(f"header text is not encodable as UTF-8: {exc}") from None
+
+
+def _encode_json(cmd: RemotingCommand) -> bytes:
     obj: dict[str, Any] = {
         "code": cmd.code,
         "flag": cmd.flag,

@@ -1,0 +1,542 @@
+"""Every custom header TideMQ reads or writes, declared once (specs/remoting.md §2).
+
+Each class is a schema (:mod:`tidemq.codec.schema`): field name, type, default, and the
+ext key when it is not the camelCase of the field name. Decoding and encoding are derived:
+``Header.from_ext(cmd.ext_fields)`` and ``header.to_ext()``.
+
+Inheritance mirrors the Java classes so that the common optional keys appear where the
+peer may send them (§2.2): :class:`RpcRequestHeader` carries ``ns``, ``nsd``, ``bname``,
+``oway``; :class:`TopicRequestHeader` adds ``lo``.
+
+SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the request-reply codes use the one-letter keys of
+§2.7; :class:`SendMessageRequestHeaderV2` is the V1 schema re-keyed, so both are the same
+type to the broker and ``h.convert(SendMessageRequestHeaderV2)`` switches forms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from tidemq.codec.command import RequestCode
+from tidemq.codec.schema import I64, Header, Key
+from tidemq.errors import RemoteProtocolError
+
+__all__ = [
+    "REQUEST_HEADERS",
+    "RESPONSE_HEADERS",
+    "BrokerHeartbeatRequestHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader",
+    "DeleteTopicRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "GetEarliestMsgStoretimeRequestHeader",
+    "GetEarliestMsgStoretimeResponseHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "GetRouteInfoRequestHeader",
+    "GetTopicConfigRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
+    "HeartbeatRequestHeader",
+    "HeartbeatResponseHeader",
+    "LockBatchMqRequestHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "QueryDataVersionRequestHeader",
+    "QueryDataVersionResponseHeader",
+    "QueryMessageRequestHeader",
+    "QueryMessageResponseHeader",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
+    "RpcRequestHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "SendMessageRequestHeader",
+    "SendMessageRequestHeaderV2",
+    "SendMessageResponseHeader",
+    "TopicRequestHeader",
+    "UnRegisterBrokerRequestHeader",
+    "UnlockBatchMqRequestHeader",
+    "UnregisterClientRequestHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "decode_send_header",
+    "format_attributes",
+    "parse_attributes",
+]
+
+
+# ---------------------------------------------------------------- common bases
+
+
+class RpcRequestHeader(Header):
+    """Optional keys every Java ``RpcRequestHeader`` may carry; a broker may ignore them."""
+
+    namespace: Annotated[str | None, Key("ns")] = None
+    namespace_applied: Annotated[bool | None, Key("nsd")] = None
+    broker_name: Annotated[str | None, Key("bname")] = None
+    oneway: Annotated[bool | None, Key("oway")] = None
+
+
+class TopicRequestHeader(RpcRequestHeader):
+    """Adds ``lo``: static-topic "logic" flag; explicit false means "already rewritten"."""
+
+    logic: Annotated[bool | None, Key("lo")] = None
+
+
+# ---------------------------------------------------------------- send (§2.7)
+
+
+class SendMessageRequestHeader(TopicRequestHeader):
+    """SEND_MESSAGE (10). ``batch`` accepts ``"1"`` as the C++ client sends it (§5.3)."""
+
+    broker_name: Annotated[str | None, Key("bname", ("brokerName",))] = None
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: I64
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    batch: Annotated[bool, Key(accept_one=True)] = False
+
+
+_V2_KEYS: dict[str, str | tuple[str, ...]] = {
+    "producer_group": "a",
+    "topic": "b",
+    "default_topic": "c",
+    "default_topic_queue_nums": "d",
+    "queue_id": "e",
+    "sys_flag": "f",
+    "born_timestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsume_times": "j",
+    "unit_mode": "k",
+    "max_reconsume_times": "l",
+    "batch": "m",
+    "broker_name": ("n", "bname"),
+}
+
+
+class SendMessageRequestHeaderV2(SendMessageRequestHeader, keys=_V2_KEYS):
+    """SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), 324/325: V1 fields, keys ``a``..``n``."""
+
+
+class SendMessageResponseHeader(Header):
+    """Send response. ``MSG_REGION`` and ``TRACE_ON`` default to the Java broker's values
+    so that a success response always carries ext fields (§2.7)."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: I64
+    transaction_id: str | None = None
+    batch_uniq_id: str | None = None
+    recall_handle: str | None = None
+    msg_region: Annotated[str, Key("MSG_REGION")] = "DefaultRegion"
+    trace_on: Annotated[bool, Key("TRACE_ON")] = True
+
+
+_SEND_CODES_V2 = frozenset(
+    {
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE_V2,
+    }
+)
+
+
+def decode_send_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestHeader:
+    """The send header of a request with ``code``: V1 keys for 10 and 324, short keys else."""
+    if code in _SEND_CODES_V2:
+        return SendMessageRequestHeaderV2.from_ext(ext)
+    return SendMessageRequestHeader.from_ext(ext)
+
+
+# ---------------------------------------------------------------- pull (§2.8)
+
+
+class PullMessageRequestHeader(TopicRequestHeader):
+    """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361)."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: I64
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: I64
+    suspend_timeout_millis: I64
+    subscription: str | None = None
+    sub_version: I64
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+    request_source: int | None = None
+    proxy_froward_client_id: str | None = None  # sic, the upstream key
+
+
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: I64
+    next_begin_offset: I64
+    min_offset: I64
+    max_offset: I64
+    offset_delta: I64 | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+    forbidden_type: int | None = None
+
+
+# ---------------------------------------------------------------- offsets (§2.9)
+
+
+class QueryConsumerOffsetRequestHeader(TopicRequestHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None = None
+
+
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: I64
+
+
+class UpdateConsumerOffsetRequestHeader(TopicRequestHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: I64
+
+
+class GetMaxOffsetRequestHeader(TopicRequestHeader):
+    topic: str
+    queue_id: int
+    committed: bool = True
+
+
+class GetMaxOffsetResponseHeader(Header):
+    offset: I64
+
+
+class GetMinOffsetRequestHeader(TopicRequestHeader):
+    topic: str
+    queue_id: int
+
+
+class GetMinOffsetResponseHeader(Header):
+    offset: I64
+
+
+class GetEarliestMsgStoretimeRequestHeader(TopicRequestHeader):
+    topic: str
+    queue_id: int
+
+
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: I64
+
+
+class SearchOffsetRequestHeader(TopicRequestHeader):
+    """``boundary_type`` is "LOWER" (default) or "UPPER", case-insensitive."""
+
+    topic: str
+    queue_id: int
+    timestamp: I64
+    boundary_type: str | None = None
+
+
+class SearchOffsetResponseHeader(Header):
+    offset: I64
+
+
+# ---------------------------------------------------------------- topics (§2.3, §2.12)
+
+
+class CreateTopicRequestHeader(TopicRequestHeader):
+    """UPDATE_AND_CREATE_TOPIC (17), also 513. ``attributes``: see :func:`parse_attributes`."""
+
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str
+    topic_sys_flag: int | None = None
+    order: bool = False
+    attributes: str | None = None
+    force: bool | None = None
+
+
+class DeleteTopicRequestHeader(TopicRequestHeader):
+    """DELETE_TOPIC_IN_BROKER (215)."""
+
+    topic: str
+
+
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    """DELETE_TOPIC_IN_NAMESRV (216)."""
+
+    topic: str
+    cluster_name: str | None = None
+
+
+class GetRouteInfoRequestHeader(TopicRequestHeader):
+    """GET_ROUTEINFO_BY_TOPIC (105)."""
+
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+class GetTopicConfigRequestHeader(TopicRequestHeader):
+    """GET_TOPIC_CONFIG (351)."""
+
+    topic: str
+
+
+class GetTopicStatsInfoRequestHeader(TopicRequestHeader):
+    """GET_TOPIC_STATS_INFO (202)."""
+
+    topic: str
+
+
+class GetConsumeStatsRequestHeader(TopicRequestHeader):
+    """GET_CONSUME_STATS (208)."""
+
+    consumer_group: str
+    topic: str | None = None
+
+
+def parse_attributes(text: str | None) -> dict[str, str | None]:
+    """Parse ``+key=value,-key`` (Java ``AttributeParser``): ``None`` marks a deletion.
+
+    Malformed items or a repeated key raise :class:`RemoteProtocolError` naming the field.
+    """
+    out: dict[str, str | None] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        key: str
+        value: str | None
+        if item.startswith("+") and "=" in item:
+            key, _, value = item[1:].partition("=")
+        elif item.startswith("-") and "=" not in item:
+            key, value = item[1:], None
+        else:
+            raise RemoteProtocolError(f"attributes: malformed item {item!r}")
+        if not key or key in out:
+            raise RemoteProtocolError(f"attributes: empty or repeated key in {item!r}")
+        out[key] = value
+    return out
+
+
+def format_attributes(attributes: Mapping[str, str | None]) -> str:
+    """The inverse of :func:`parse_attributes`."""
+    return ",".join(f"+{k}={v}" if v is not None else f"-{k}" for k, v in attributes.items())
+
+
+# ---------------------------------------------------------------- broker <-> name server (§2.4)
+
+
+class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER (103). ``zone_name`` is read from ext by name upstream."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: I64
+    heartbeat_timeout_millis: I64 | None = None
+    enable_acting_master: bool | None = None
+    compressed: bool = False
+    body_crc32: int = 0
+    zone_name: str | None = None
+
+
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+class UnRegisterBrokerRequestHeader(Header):
+    """UNREGISTER_BROKER (104)."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: I64
+
+
+class BrokerHeartbeatRequestHeader(Header):
+    """BROKER_HEARTBEAT (904); ``heartbeatTimeoutMills`` is the upstream spelling."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: I64 | None = None
+    epoch: int | None = None
+    max_offset: I64 | None = None
+    confirm_offset: I64 | None = None
+    heartbeat_timeout_millis: Annotated[I64 | None, Key("heartbeatTimeoutMills")] = None
+    election_priority: int | None = None
+
+
+class QueryDataVersionRequestHeader(Header):
+    """QUERY_DATA_VERSION (322); the body is the broker's DataVersion."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: I64
+
+
+class QueryDataVersionResponseHeader(Header):
+    changed: bool | None = None
+
+
+# ---------------------------------------------------------------- clients (§2.6, §2.10, §2.13)
+
+
+class HeartbeatRequestHeader(RpcRequestHeader):
+    """HEART_BEAT (34): only the common keys; the body is HeartbeatData."""
+
+
+class HeartbeatResponseHeader(Header):
+    is_support_heart_beat_v2: Annotated[bool | None, Key("IS_SUPPORT_HEART_BEAT_V2")] = None
+    is_sub_change: Annotated[bool | None, Key("IS_SUB_CHANGE")] = None
+
+
+class UnregisterClientRequestHeader(RpcRequestHeader):
+    """UNREGISTER_CLIENT (35); the C++ client sends ``consumerGroup`` as ``""``."""
+
+    client_id: Annotated[str, Key("clientID")]
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+class GetConsumerListByGroupRequestHeader(RpcRequestHeader):
+    """GET_CONSUMER_LIST_BY_GROUP (38)."""
+
+    consumer_group: str
+
+
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    """NOTIFY_CONSUMER_IDS_CHANGED (40), broker -> client, oneway."""
+
+    consumer_group: str
+
+
+class LockBatchMqRequestHeader(RpcRequestHeader):
+    """LOCK_BATCH_MQ (41): only the common keys; the body says what to lock."""
+
+
+class UnlockBatchMqRequestHeader(RpcRequestHeader):
+    """UNLOCK_BATCH_MQ (42)."""
+
+
+# ---------------------------------------------------------------- retry and lookup (§2.11, §2.14)
+
+
+class ConsumerSendMsgBackRequestHeader(RpcRequestHeader):
+    """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the record's commit-log offset."""
+
+    offset: I64
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+class ViewMessageRequestHeader(RpcRequestHeader):
+    """VIEW_MESSAGE_BY_ID (33)."""
+
+    offset: I64
+    topic: str | None = None
+
+
+class QueryMessageRequestHeader(TopicRequestHeader):
+    """QUERY_MESSAGE (12); ``_UNIQUE_KEY_QUERY`` true when ``key`` is a UNIQ_KEY."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: I64
+    end_timestamp: I64
+    unique_key_query: Annotated[bool | None, Key("_UNIQUE_KEY_QUERY")] = None
+
+
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: I64
+    index_last_update_phyoffset: I64
+
+
+# ---------------------------------------------------------------- registries
+
+#: The header schema of each request code that has one.
+REQUEST_HEADERS: dict[int, type[Header]] = {
+    RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
+    RequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeaderV2,
+    RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.LITE_PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: CreateTopicRequestHeader,
+    RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC: CreateTopicRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+    RequestCode.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader,
+    RequestCode.GET_TOPIC_STATS_INFO: GetTopicStatsInfoRequestHeader,
+    RequestCode.GET_CONSUME_STATS: GetConsumeStatsRequestHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
+    RequestCode.HEART_BEAT: HeartbeatRequestHeader,
+    RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
+    RequestCode.LOCK_BATCH_MQ: LockBatchMqRequestHeader,
+    RequestCode.UNLOCK_BATCH_MQ: UnlockBatchMqRequestHeader,
+    RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+    RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
+    RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
+}
+
+#: The header schema of a *successful* response to each request code that has one.
+RESPONSE_HEADERS: dict[int, type[Header]] = {
+    RequestCode.SEND_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageResponseHeader,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_REPLY_MESSAGE: SendMessageResponseHeader,
+    RequestCode.SEND_REPLY_MESSAGE_V2: SendMessageResponseHeader,
+    RequestCode.PULL_MESSAGE: PullMessageResponseHeader,
+    RequestCode.LITE_PULL_MESSAGE: PullMessageResponseHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetResponseHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetResponseHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetResponseHeader,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeResponseHeader,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetResponseHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerResponseHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
+    RequestCode.HEART_BEAT: HeartbeatResponseHeader,
+    RequestCode.QUERY_MESSAGE: QueryMessageResponseHeader,
+}

@@ -1,0 +1,268 @@
+"""Command custom headers declared once as schemas; ext-map conversion derived from them.
+
+A header is a frozen dataclass deriving from :class:`Header`. Each field is one ext key
+(specs/remoting.md §2): its key is the field name in camelCase unless an
+``Annotated[..., Key("key")]`` marker names it. A field without a default is required.
+The field's type picks the conversion, following what the Java peer does:
+
+=================  ==================================================  ===================
+field type         ``from_ext`` (Java rule)                            ``to_ext``
+=================  ==================================================  ===================
+``str``            the text as is                                      the text
+``int``            ``Integer.parseInt``: ``[+-]digits``, 32-bit range  decimal
+``I64``            ``Long.parseLong``: ``[+-]digits``, 64-bit range    decimal
+``bool``           true only for case-insensitive ``"true"``; with     ``"true"``/``"false"``
+                   ``Key(accept_one=True)`` also ``"1"`` (§5.3)
+``X | None``       absent key gives ``None``                           ``None`` is omitted
+=================  ==================================================  ===================
+
+A missing required key or an unparsable value raises :class:`HeaderFieldError` (a
+:class:`~tidemq.errors.RemoteProtocolError`: the peer sent it). Unknown keys are ignored.
+
+A subclass may re-key inherited fields without redeclaring them, which is how the
+one-letter SEND_MESSAGE_V2 form shares the V1 schema::
+
+    class SendMessageRequestHeaderV2(SendMessageRequestHeader, keys={"topic": "b", ...}): ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Self, dataclass_transform
+
+from tidemq.errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "I64",
+    "FieldSpec",
+    "Header",
+    "HeaderFieldError",
+    "Key",
+    "Kind",
+    "camel",
+    "parse_java_bool",
+    "parse_java_int",
+]
+
+_INT_RE = re.compile(r"[+-]?[0-9]{1,20}")
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class HeaderFieldError(RemoteProtocolError):
+    """A header field the peer sent is missing or unparsable.
+
+    ``header`` is the schema class name, ``field`` the Python field, ``key`` the ext key,
+    ``value`` the text received (``None`` when missing).
+    """
+
+    def __init__(self, header: str, field: str, key: str, value: str | None, reason: str) -> None:
+        super().__init__(f"{header}.{field} (ext key {key!r}): {reason}")
+        self.header = header
+        self.field = field
+        self.key = key
+        self.value = value
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """Field marker: the ext key (``None``: camelCase of the field name), alternative keys
+    accepted when decoding, and whether a boolean also accepts ``"1"``."""
+
+    name: str | None = None
+    aliases: tuple[str, ...] = ()
+    accept_one: bool = False
+
+
+class _Long:
+    """Marker for 64-bit integer fields (Java ``long``/``Long``)."""
+
+
+#: A 64-bit integer field (Java ``long``); plain ``int`` fields are 32-bit.
+I64 = Annotated[int, _Long()]
+
+
+class Kind(enum.Enum):
+    STR = "str"
+    INT = "int"
+    LONG = "long"
+    BOOL = "bool"
+
+
+def parse_java_int(text: str, bits: int = 32) -> int | None:
+    """``Integer.parseInt`` / ``Long.parseLong``: ``None`` when Java would throw."""
+    if _INT_RE.fullmatch(text) is None:
+        return None
+    value = int(text)
+    lo, hi = _INT32 if bits == 32 else _INT64
+    return value if lo <= value <= hi else None
+
+
+def parse_java_bool(text: str, accept_one: bool = False) -> bool:
+    """``Boolean.parseBoolean``: true only for case-insensitive ``"true"`` (or ``"1"``)."""
+    return text.lower() == "true" or (accept_one and text == "1")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One field of a header schema, derived from the dataclass declaration."""
+
+    name: str
+    key: str
+    aliases: tuple[str, ...]
+    kind: Kind
+    required: bool
+    nullable: bool
+    accept_one: bool
+
+    def parse(self, header: str, text: str) -> Any:
+        kind = self.kind
+        if kind is Kind.STR:
+            return text
+        if kind is Kind.BOOL:
+            return parse_java_bool(text, self.accept_one)
+        bits = 32 if kind is Kind.INT else 64
+        value = parse_java_int(text, bits)
+        if value is None:
+            raise HeaderFieldError(
+                header, self.name, self.key, text, f"{text!r} is not a {bits}-bit integer"
+            )
+        return value
+
+    def format(self, header: str, value: Any) -> str:
+        kind = self.kind
+        if kind is Kind.STR:
+            if not isinstance(value, str):
+                raise LocalProtocolError(f"{header}.{self.name} must be str, got {value!r}")
+            return value
+        if kind is Kind.BOOL:
+            return "true" if value else "false"
+        lo, hi = _INT32 if kind is Kind.INT else _INT64
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise LocalProtocolError(
+                f"{header}.{self.name} must be a {kind.value} in [{lo}, {hi}], got {value!r}"
+            )
+        return str(value)
+
+
+def camel(name: str) -> str:
+    """``default_topic_queue_nums`` -> ``defaultTopicQueueNums``."""
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _unwrap(tp: Any) -> tuple[Any, list[Any], bool]:
+    """Strip ``Annotated`` and ``| None`` layers: (base type, metadata, nullable)."""
+    meta: list[Any] = []
+    nullable = False
+    while True:
+        if typing.get_origin(tp) is Annotated:
+            meta.extend(tp.__metadata__)
+            tp = tp.__origin__
+            continue
+        if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                raise TypeError(f"unsupported union in header schema: {tp!r}")
+            nullable = True
+            tp = args[0]
+            continue
+        return tp, meta, nullable
+
+
+def _kind(base: Any, meta: list[Any]) -> Kind:
+    if base is str:
+        return Kind.STR
+    if base is bool:
+        return Kind.BOOL
+    if base is int:
+        return Kind.LONG if any(isinstance(m, _Long) for m in meta) else Kind.INT
+    raise TypeError(f"unsupported header field type {base!r}")
+
+
+def _build_schema(cls: type[Header], overrides: Mapping[str, str | tuple[str, ...]]) -> tuple[
+    FieldSpec, ...
+]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    specs: list[FieldSpec] = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        base, meta, nullable = _unwrap(hints[f.name])
+        marker = next((m for m in meta if isinstance(m, Key)), Key())
+        key, aliases = marker.name or camel(f.name), marker.aliases
+        if f.name in overrides:
+            override = overrides[f.name]
+            names = (override,) if isinstance(override, str) else override
+            key, aliases = names[0], names[1:]
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append(
+            FieldSpec(f.name, key, aliases, _kind(base, meta), required, nullable,
+                      marker.accept_one)
+        )
+    keys = [s.key for s in specs]
+    if len(set(keys)) != len(keys):
+        raise TypeError(f"{cls.__name__}: duplicate ext keys {keys}")
+    return tuple(specs)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+class Header:
+    """Base of every custom header schema. Subclasses become frozen, keyword-only
+    dataclasses; their schema is built once, when the class is created."""
+
+    __schema__: ClassVar[tuple[FieldSpec, ...]] = ()
+    __keys__: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
+
+    def __init_subclass__(cls, *, keys: Mapping[str, str | tuple[str, ...]] | None = None) -> None:
+        super().__init_subclass__()
+        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        cls.__keys__ = {**cls.__keys__, **(keys or {})}
+        cls.__schema__ = _build_schema(cls, cls.__keys__)
+
+    @classmethod
+    def ext_keys(cls) -> dict[str, str]:
+        """The schema's mapping field name -> ext key."""
+        return {f.name: f.key for f in cls.__schema__}
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, str]) -> Self:
+        """Parse a command's ext fields; raises :class:`HeaderFieldError`."""
+        name = cls.__name__
+        kwargs: dict[str, Any] = {}
+        for f in cls.__schema__:
+            text = ext.get(f.key)
+            if text is None:
+                for alias in f.aliases:
+                    text = ext.get(alias)
+                    if text is not None:
+                        break
+                else:
+                    if f.required:
+                        raise HeaderFieldError(name, f.name, f.key, None, "missing required field")
+                    continue
+            kwargs[f.name] = f.parse(name, text)
+        return typing.cast(Any, cls)(**kwargs)  # type: ignore[no-any-return]
+
+    def to_ext(self) -> dict[str, str]:
+        """The ext fields for a command; ``None`` fields are left out."""
+        name = type(self).__name__
+        out: dict[str, str] = {}
+        for f in self.__schema__:
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.key] = f.format(name, value)
+        return out
+
+    def convert(self, cls: type[_H]) -> _H:
+        """The same values under another schema sharing the field names (V1 <-> V2)."""
+        return typing.cast(Any, cls)(  # type: ignore[no-any-return]
+            **{f.name: getattr(self, f.name) for f in cls.__schema__}
+        )
+
+
+_H = typing.TypeVar("_H", bound=Header)

@@ -1,0 +1,106 @@
+"""Body compression by sysflag type, with a bound on the output (remoting.md §3.5)."""
+
+from __future__ import annotations
+
+import zlib
+
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.codec.compression import (
+    CompressionType,
+    compress,
+    compression_of,
+    decompress,
+    sys_flag_for,
+)
+from tidemq.errors import CorruptRecord
+
+TYPES = list(CompressionType)
+
+
+@pytest.mark.parametrize(
+    ("sys_flag", "ctype"),
+    [
+        (0x0, None),
+        (0x300, None),
+        (0x1, CompressionType.ZLIB),
+        (0x301, CompressionType.ZLIB),
+        (0x101, CompressionType.LZ4),
+        (0x201, CompressionType.ZSTD),
+        (0x1 | 0x40 | 0x80 | 0x200, CompressionType.ZSTD),
+    ],
+)
+def test_compression_of(sys_flag: int, ctype: CompressionType | None) -> None:
+    assert compression_of(sys_flag) is ctype
+
+
+@pytest.mark.parametrize("sys_flag", [0x401, 0x701])
+def test_unknown_compression_bits(sys_flag: int) -> None:
+    with pytest.raises(CorruptRecord):
+        compression_of(sys_flag)
+
+
+def test_sys_flag_for_is_the_java_value() -> None:
+    assert sys_flag_for(CompressionType.ZLIB) == 0x301
+    assert [compression_of(sys_flag_for(t)) for t in TYPES] == TYPES
+
+
+def test_formats_are_the_standard_ones() -> None:
+    """Java reads zlib-with-header, LZ4 frame and zstd frame streams."""
+    data = b"hello " * 100
+    assert zlib.decompress(compress(data, CompressionType.ZLIB)) == data
+    assert lz4.frame.decompress(compress(data, CompressionType.LZ4)) == data
+    assert zstandard.ZstdDecompressor().decompress(compress(data, CompressionType.ZSTD)) == data
+    assert decompress(zlib.compress(data, 5), CompressionType.ZLIB, len(data)) == data
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.binary(max_size=3000), st.sampled_from(TYPES), st.booleans())
+def test_round_trip(data: bytes, ctype: CompressionType, exact_bound: bool) -> None:
+    bound = len(data) if exact_bound else len(data) + 100
+    assert decompress(compress(data, ctype), ctype, bound) == data
+
+
+def _streamed_zstd(data: bytes) -> bytes:
+    """A zstd frame without a content size in its header."""
+    cobj = zstandard.ZstdCompressor().compressobj()
+    return cobj.compress(data) + cobj.flush()
+
+
+@pytest.mark.parametrize("ctype", TYPES)
+def test_bomb_of_each_type(ctype: CompressionType) -> None:
+    bomb = compress(b"\0" * 20_000_000, ctype)
+    with pytest.raises(CorruptRecord, match="beyond"):
+        decompress(bomb, ctype, 1_000_000)
+    with pytest.raises(CorruptRecord):
+        decompress(bomb, ctype, 0)
+
+
+def test_streamed_zstd_bomb_and_exact_bound() -> None:
+    with pytest.raises(CorruptRecord, match="beyond"):
+        decompress(_streamed_zstd(b"\0" * 20_000_000), CompressionType.ZSTD, 1_000_000)
+    data = b"abc" * 1000
+    assert decompress(_streamed_zstd(data), CompressionType.ZSTD, len(data)) == data
+    with pytest.raises(CorruptRecord):
+        decompress(_streamed_zstd(data), CompressionType.ZSTD, len(data) - 1)
+
+
+@pytest.mark.parametrize("ctype", TYPES)
+def test_truncated_stream(ctype: CompressionType) -> None:
+    data = compress(bytes(range(256)) * 40, ctype)
+    with pytest.raises(CorruptRecord):
+        decompress(data[: len(data) // 2], ctype, 1 << 20)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.binary(max_size=300), st.sampled_from(TYPES))
+def test_garbage_raises_only_corrupt_record(data: bytes, ctype: CompressionType) -> None:
+    try:
+        out = decompress(data, ctype, 10_000)
+    except CorruptRecord:
+        return
+    assert len(out) <= 10_000

@@ -1,0 +1,204 @@
+"""BrokerApp: wires the store, the remoting server, the processors and background tasks.
+
+Lifecycle: :meth:`start` binds the server (so ``listenPort=0`` learns its port), starts
+the store with that advertised address (offset message ids must decode to it), loads the
+metadata, registers processors and hooks, then registers with the name servers.
+:meth:`stop` unregisters, answers held pulls, drains the server, persists metadata and
+shuts the store down cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from tidemq.broker.clients import ConsumerManager, ProducerManager
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.long_poll import PullHoldService
+from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.processors.admin import AdminProcessor, disk_usage_ratio, uptime_text
+from tidemq.broker.processors.client import ClientProcessor
+from tidemq.broker.processors.offsets import OffsetProcessor
+from tidemq.broker.processors.pull import PullProcessor
+from tidemq.broker.processors.send import SendProcessor
+from tidemq.broker.registrar import Registrar
+from tidemq.broker.stats import BrokerStats
+from tidemq.broker.topics import TopicManager
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ConnectionLost, TideMQError
+from tidemq.formats.record import HostAddr, pack_host
+from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.store.config import StoreConfig
+from tidemq.store.layout import StoreLayout
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["BrokerApp"]
+
+log = logging.getLogger(__name__)
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.layout = StoreLayout(store_config.store_path_root_dir)
+        self.store = MessageStore(store_config)
+        self.topics = TopicManager(self.layout, broker_name=config.broker_name,
+                                   cluster_name=config.broker_cluster_name,
+                                   auto_create=config.auto_create_topic_enable,
+                                   default_queue_nums=config.default_topic_queue_nums)
+        self.offsets = OffsetManager(self.layout)
+        self.subscription_groups = SubscriptionGroupManager(
+            self.layout, auto_create=config.auto_create_subscription_group,
+            retry_max_times=config.max_reconsume_times)
+        self.producers = ProducerManager()
+        self.consumers = ConsumerManager()
+        self.stats = BrokerStats()
+        self.server = RemotingServer("0.0.0.0", config.listen_port,
+                                     max_frame_size=config.max_frame_size)
+        self.client = RemotingClient()
+        self.pull = PullProcessor(self)
+        self.pull_holds = PullHoldService(self.pull.rerun)
+        self.registrar: Registrar | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self.broker_addr = config.broker_addr
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        await self.server.start()
+        self.broker_addr = f"{self.config.broker_ip1}:{self.server.port}"
+        try:
+            self.store.store_host = pack_host(self.broker_addr)
+        except ValueError:
+            self.store.store_host = HostAddr(b"\x7f\x00\x00\x01", self.server.port)
+        try:
+            loop = asyncio.get_running_loop()
+            report = await loop.run_in_executor(None, self.store.start)
+            log.info("store ready: %s", report)
+            self.topics.load()
+            self.topics.persist()
+            self.offsets.load()
+            self.subscription_groups.load()
+        except BaseException:
+            await self.server.close(0)
+            raise
+        self.pull_holds.attach(loop)
+        self.store.add_dispatch_hook(self.pull_holds.on_dispatched)
+        for proc in (SendProcessor(self), self.pull, OffsetProcessor(self), ClientProcessor(self),
+                     AdminProcessor(self)):
+            proc.register(self.server)
+        self.server.on_connection_closed(self._connection_closed)
+        self.registrar = Registrar(
+            self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name, broker_id=self.config.broker_id,
+            broker_addr=lambda: self.broker_addr, topics=self.topics.wrapper,
+            period_ms=self.config.register_name_server_period)
+        if self.config.namesrv_addrs:
+            await self.registrar.register_all()
+            self.registrar.start()
+        self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
+        self.started = True
+        log.info("broker %s (%s) serving on %s", self.config.broker_name,
+                 self.config.broker_cluster_name, self.broker_addr)
+
+    async def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.registrar is not None:
+            await self.registrar.stop()
+            if self.config.namesrv_addrs:
+                await self.registrar.unregister_all()
+        self.pull_holds.release_all()
+        await self.server.close(drain_timeout=5.0)
+        await self.client.close()
+        self.offsets.persist()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def __aenter__(self) -> BrokerApp:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ events
+
+    def topics_changed(self) -> None:
+        if self.registrar is not None:
+            self.registrar.register_soon()
+
+    def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
+        self.pull_holds.drop_connection(conn)
+        self.producers.drop_connection(conn)
+        for group in self.consumers.drop_connection(conn):
+            self.notify_consumer_ids_changed(group)
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Tell every member of ``group`` to rebalance now (oneway, remoting.md §2.6)."""
+        loop = asyncio.get_running_loop()
+        for channel in self.consumers.channels(group):
+            cmd = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                          {"consumerGroup": group}, oneway=True)
+            if channel.conn.is_open:
+                task = loop.create_task(self._oneway(channel.conn, cmd))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    async def _oneway(conn: Connection, cmd: RemotingCommand) -> None:
+        with contextlib.suppress(TideMQError):
+            await conn.oneway(cmd)
+
+    async def _housekeeping(self) -> None:
+        interval = self.config.flush_consumer_offset_interval / 1000
+        idle = self.config.channel_expired_timeout / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.offsets.persist()
+            except OSError as exc:
+                log.error("persisting consumer offsets failed: %s", exc)
+            self.producers.expire(idle)
+            for group in self.consumers.expire(idle):
+                self.notify_consumer_ids_changed(group)
+
+    # ------------------------------------------------------------------ status
+
+    def runtime_info(self) -> dict[str, str]:
+        store = self.store
+        behind, lag_ms = store.dispatch_lag()
+        stats = self.stats
+        return {
+            "brokerVersionDesc": "TideMQ 0.1.0 (V5_3_3 protocol)",
+            "brokerName": self.config.broker_name,
+            "brokerAddr": self.broker_addr,
+            "runtime": uptime_text(stats.started),
+            "bootTimestamp": str(int(stats.started * 1000)),
+            "storeStatus": store.status,
+            "putTps": f"{stats.put_msgs.rate():.1f}",
+            "getTransferedTps": f"{stats.get_msgs.rate():.1f}",
+            "msgPutTotalTodayNow": str(stats.put_msgs.total),
+            "msgGetTotalTodayNow": str(stats.get_msgs.total),
+            "commitLogMinOffset": str(store.commitlog.min_offset),
+            "commitLogMaxOffset": str(store.commitlog.max_offset),
+            "commitLogDiskRatio": f"{disk_usage_ratio(str(self.layout.root)):.4f}",
+            "dispatchBehindBytes": str(behind),
+            "dispatchLagMs": f"{lag_ms:.0f}",
+            "pullHeldCount": str(self.pull_holds.held_count),
+            "topicCount": str(len(self.topics.topics)),
+            "connectionCount": str(len(self.server.connections)),
+            "earliestMessageTimeStamp": str(int(time.time() * 1000)),
+        }

@@ -1,0 +1,95 @@
+"""Broker settings under RocketMQ's key names, loaded with the store's from one file.
+
+A RocketMQ ``broker.properties`` mixes broker keys (``brokerName``, ``listenPort``,
+``namesrvAddr`` ...) and store keys (``storePathRootDir``, ``flushDiskType`` ...). Both are
+read here; a key known to neither is reported as unknown, never silently ignored.
+
+Precedence, lowest first: defaults, the ``.properties`` file, ``TIDEMQ_<KEY>`` environment
+variables (``TIDEMQ_LISTENPORT=10911`` or ``TIDEMQ_LISTEN_PORT``), explicit overrides
+(command-line flags).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.store.config import StoreConfig
+
+__all__ = ["BrokerConfig", "load_broker_config"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    namesrv_addr: str = ""
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    broker_permission: int = 6
+    register_name_server_period: int = 30_000
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    max_message_size: int = 4 * 1024 * 1024
+    channel_expired_timeout: int = 120_000
+    flush_consumer_offset_interval: int = 5000
+    max_reconsume_times: int = 16
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    max_frame_size: int = 16 * 1024 * 1024
+    # TideMQ additions
+    max_pull_bytes: int = 4 * 1024 * 1024
+    batch_protocol_enable: bool = True
+    batch_max_children: int = 1000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
+        if not self.broker_name:
+            raise ConfigError("brokerName must not be empty", key="brokerName")
+        if self.default_topic_queue_nums < 1:
+            raise ConfigError("defaultTopicQueueNums must be positive",
+                              key="defaultTopicQueueNums")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+
+
+def load_broker_config(
+    path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+    """Broker and store config from a file, the environment and overrides; plus unknown keys."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(parse_properties(Path(path).read_text("utf-8")))
+    environ = os.environ if env is None else env
+    values.update(env_values(BrokerConfig, environ))
+    values.update(env_values(StoreConfig, environ))
+    values.update(overrides or {})
+    broker_keys = set(config_keys(BrokerConfig)) | {
+        f.name for f in dataclasses.fields(BrokerConfig)}
+    store_keys = set(config_keys(StoreConfig)) | {f.name for f in dataclasses.fields(StoreConfig)}
+    broker_vals = {k: v for k, v in values.items() if k in broker_keys}
+    store_vals = {k: v for k, v in values.items() if k in store_keys}
+    unknown = sorted(k for k in values if k not in broker_keys and k not in store_keys)
+    broker, _ = bind(BrokerConfig, broker_vals)
+    if "maxMessageSize" in values or "max_message_size" in values:
+        store_vals.setdefault("maxMessageSize", broker.max_message_size)
+    store, _ = bind(StoreConfig, store_vals)
+    return broker, store, unknown

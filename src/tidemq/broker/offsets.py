@@ -1,0 +1,72 @@
+"""Committed consumer offsets: ``topic@group`` -> queue id -> next offset to consume.
+
+Kept in memory, written to ``config/consumerOffset.json`` (RocketMQ's file name and
+shape: ``{"offsetTable": {"topic@group": {"0": 42}}}``) atomically, every
+``flushConsumerOffsetInterval`` and on shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from tidemq.store.checkpoint import atomic_write
+from tidemq.store.layout import StoreLayout
+
+__all__ = ["OffsetManager"]
+
+
+class OffsetManager:
+    def __init__(self, layout: StoreLayout) -> None:
+        self.path = layout.config_file("consumerOffset.json")
+        self.table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}@{group}"
+
+    def load(self) -> None:
+        if not self.path.exists():
+            return
+        data = json.loads(self.path.read_text("utf-8"))
+        table = data.get("offsetTable", {})
+        self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+
+    def persist(self) -> None:
+        with self._lock:
+            if not self._dirty:
+                return
+            snapshot = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
+            self._dirty = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, json.dumps({"offsetTable": snapshot}, sort_keys=True).encode())
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        queues = self.table.setdefault(self.key(topic, group), {})
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self.table.get(self.key(topic, group), {}).get(queue_id)
+
+    def groups_of(self, topic: str) -> list[str]:
+        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+
+    def topics_of(self, group: str) -> list[str]:
+        return sorted(k.split("@", 1)[0] for k in self.table if k.split("@", 1)[1] == group)
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.table.get(self.key(topic, group), {}))
+
+    def delete_topic(self, topic: str) -> None:
+        for k in [k for k in self.table if k.split("@", 1)[0] == topic]:
+            del self.table[k]
+            self._dirty = True
+
+    def delete_group(self, group: str) -> None:
+        for k in [k for k in self.table if k.split("@", 1)[1] == group]:
+            del self.table[k]
+            self._dirty = True

@@ -1,0 +1,233 @@
+"""Administration and lookups: topics (17, 215, 21, 351), runtime info (28), topic and
+consume statistics (202, 208), connections (203, 204), QUERY_MESSAGE (12) and
+VIEW_MESSAGE_BY_ID (33).
+
+Statistics bodies use standard JSON lists (``{"offsetTable": [{"topic":..., "queueId":...,
+"minOffset":..., ...}]}``) rather than fastjson's object-keyed maps; docs/protocol.md says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
+from tidemq.codec.bodies import (
+    KVTable,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicFilterType,
+    encode_body,
+)
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
+    ViewMessageRequestHeader,
+    parse_attributes,
+)
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.net import Connection
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["AdminProcessor"]
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+class AdminProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+
+    def register(self, server: object) -> None:
+        reg = server.register  # type: ignore[attr-defined]
+        reg(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
+        reg(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        reg(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topics)
+        reg(RequestCode.GET_TOPIC_CONFIG, self.topic_config)
+        reg(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
+        reg(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats)
+        reg(RequestCode.GET_CONSUME_STATS, self.consume_stats)
+        reg(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
+        reg(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
+        reg(RequestCode.QUERY_MESSAGE, self.query_message)
+        reg(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message)
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(CreateTopicRequestHeader, cmd)
+        why = validate_topic(h.topic)
+        if why is not None:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
+        if h.read_queue_nums < 1 or h.write_queue_nums < 1:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, "queue numbers must be >= 1")
+        if h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, "at most 1024 queues per topic")
+        try:
+            changes = parse_attributes(h.attributes)
+            filter_type = TopicFilterType(h.topic_filter_type or "SINGLE_TAG")
+        except (RemoteProtocolError, ValueError) as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        old = self.app.topics.get(h.topic)
+        attrs = dict(old.attributes) if old is not None else {}
+        for key, value in changes.items():
+            if key == QUEUE_TYPE and value not in (None, "SimpleCQ", "BatchCQ"):
+                raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                     f"queue.type must be SimpleCQ or BatchCQ, not {value!r}")
+            if key == QUEUE_TYPE and old is not None and attrs.get(QUEUE_TYPE, "SimpleCQ") != (
+                    value or "SimpleCQ"):
+                raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                     "queue.type cannot be changed after the topic is created")
+            if value is None:
+                attrs.pop(key, None)
+            else:
+                attrs[key] = value
+        tc = TopicConfig(topic_name=h.topic, read_queue_nums=h.read_queue_nums,
+                         write_queue_nums=h.write_queue_nums, perm=h.perm,
+                         topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
+                         order=h.order, attributes=attrs)
+        if self.app.topics.upsert(tc):
+            self.app.topics_changed()
+        return cmd.response()
+
+    def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(DeleteTopicRequestHeader, cmd)
+        if h.topic in SYSTEM_TOPICS:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
+        if self.app.topics.delete(h.topic):
+            self.app.offsets.delete_topic(h.topic)
+            self.store.delete_topic(h.topic)
+            self.app.topics_changed()
+        return cmd.response()
+
+    def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        wrapper = self.app.topics.wrapper()
+        return cmd.response(body=encode_body(wrapper))
+
+    def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetTopicConfigRequestHeader, cmd)
+        tc = self.app.topics.get(h.topic)
+        if tc is None:
+            raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"no topic in this broker {h.topic}")
+        body = encode_body(TopicConfigSerializeWrapper(topic_config_table={h.topic: tc}))
+        return cmd.response(body=body)
+
+    # ------------------------------------------------------------------ status
+
+    def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=encode_body(KVTable(table=self.app.runtime_info())))
+
+    def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetTopicStatsInfoRequestHeader, cmd)
+        tc = self.app.topics.get(h.topic)
+        if tc is None:
+            raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        rows = []
+        for qid in range(tc.write_queue_nums):
+            max_off = self.store.max_offset(h.topic, qid)
+            last = self.store.store_time_at(h.topic, qid, max_off - 1) if max_off else 0
+            rows.append({"topic": h.topic, "brokerName": self.app.config.broker_name,
+                         "queueId": qid, "minOffset": self.store.min_offset(h.topic, qid),
+                         "maxOffset": max_off, "lastUpdateTimestamp": max(last, 0)})
+        return cmd.response(body=_json({"offsetTable": rows}))
+
+    def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetConsumeStatsRequestHeader, cmd)
+        topics = [h.topic] if h.topic else self.app.offsets.topics_of(h.consumer_group)
+        rows = []
+        for topic in topics:
+            tc = self.app.topics.get(topic)
+            if tc is None:
+                continue
+            committed = self.app.offsets.offsets(h.consumer_group, topic)
+            for qid in range(tc.read_queue_nums):
+                broker_off = self.store.max_offset(topic, qid)
+                consumer_off = committed.get(qid, 0)
+                last = (self.store.store_time_at(topic, qid, consumer_off - 1)
+                        if consumer_off else 0)
+                rows.append({"topic": topic, "brokerName": self.app.config.broker_name,
+                             "queueId": qid, "brokerOffset": broker_off,
+                             "consumerOffset": consumer_off,
+                             "lag": max(0, broker_off - consumer_off),
+                             "lastTimestamp": max(last, 0)})
+        meter = self.app.stats.group_get.get(h.consumer_group)
+        return cmd.response(body=_json({"offsetTable": rows,
+                                        "consumeTps": meter.rate() if meter else 0.0}))
+
+    def consumer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("consumerGroup", "")
+        info = self.app.consumers.groups.get(group)
+        if info is None:
+            raise error_for_code(ResponseCode.CONSUMER_NOT_ONLINE,
+                                 f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [{"clientId": c.client_id, "clientAddr": c.conn.remote_address,
+                               "language": c.language, "version": c.version}
+                              for c in info.channels.values()],
+            "subscriptionTable": info.subscriptions,
+            "consumeType": info.consume_type, "messageModel": info.message_model,
+            "consumeFromWhere": info.consume_from_where,
+        }
+        return cmd.response(body=_json(body))
+
+    def producer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("producerGroup", "")
+        members = self.app.producers.groups.get(group, {})
+        body = {"connectionSet": [{"clientId": c.client_id, "clientAddr": c.conn.remote_address,
+                                   "language": c.language, "version": c.version}
+                                  for c in members.values()]}
+        return cmd.response(body=_json(body))
+
+    # ------------------------------------------------------------------ lookups
+
+    def query_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(QueryMessageRequestHeader, cmd)
+        max_num = max(1, min(h.max_num, 64)) if not h.unique_key_query else 32
+        records = self.store.query_by_key(h.topic, h.key, max_num, h.begin_timestamp,
+                                          h.end_timestamp)
+        if not records:
+            raise error_for_code(ResponseCode.QUERY_NOT_FOUND,
+                                 f"can not find message, maybe time range not correct: {h.key}")
+        resp = cmd.response(ext_fields={
+            "indexLastUpdateTimestamp": str(self.store.dispatcher.last_store_timestamp
+                                            if self.store.dispatcher else 0),
+            "indexLastUpdatePhyoffset": str(self.store.commitlog.max_offset),
+        })
+        resp.body_parts = records
+        return resp
+
+    def view_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(ViewMessageRequestHeader, cmd)
+        record = self.store.read_record(h.offset)
+        if record is None:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"can not find message by the offset, {h.offset}")
+        resp = cmd.response()
+        resp.body_parts = [record]
+        return resp
+
+
+def disk_usage_ratio(path: str) -> float:
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return 0.0
+    return usage.used / usage.total if usage.total else 0.0
+
+
+def uptime_text(started: float) -> str:
+    secs = int(time.time() - started)
+    return f"{secs // 86400} days, {secs % 86400 // 3600} hours, {secs % 3600 // 60} minutes"

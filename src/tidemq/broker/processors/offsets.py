@@ -1,0 +1,98 @@
+"""Offsets: QUERY/UPDATE_CONSUMER_OFFSET (14/15), GET_MAX/MIN_OFFSET (30/31),
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32) -- remoting.md §2.9."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tidemq.codec.schema import Header
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.net import Connection
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["OffsetProcessor", "parse_header"]
+
+H = TypeVar("H", bound=Header)
+
+
+def parse_header(cls: type[H], cmd: RemotingCommand) -> H:
+    """Decode ``cmd``'s ext as ``cls``; bad input becomes INVALID_PARAMETER with the reason."""
+    try:
+        return cls.from_ext(cmd.ext_fields)
+    except RemoteProtocolError as exc:
+        raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+
+
+class OffsetProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+
+    def register(self, server: object) -> None:
+        reg = server.register  # type: ignore[attr-defined]
+        reg(RequestCode.QUERY_CONSUMER_OFFSET, self.query)
+        reg(RequestCode.UPDATE_CONSUMER_OFFSET, self.update)
+        reg(RequestCode.GET_MAX_OFFSET, self.max_offset)
+        reg(RequestCode.GET_MIN_OFFSET, self.min_offset)
+        reg(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search)
+        reg(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest)
+
+    def query(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(QueryConsumerOffsetRequestHeader, cmd)
+        offset = self.app.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        if offset is not None:
+            return cmd.response(ext_fields={"offset": str(offset)})
+        # Upstream quirk (remoting.md §2.9): a young queue still holding message 0 answers 0.
+        if (h.set_zero_if_not_found is not False
+                and self.store.min_offset(h.topic, h.queue_id) == 0
+                and self.store.max_offset(h.topic, h.queue_id) > 0):
+            return cmd.response(ext_fields={"offset": "0"})
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this"
+                            " group consumer boot first")
+
+    def update(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(UpdateConsumerOffsetRequestHeader, cmd)
+        if h.commit_offset < 0:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"commitOffset {h.commit_offset} is negative")
+        self.app.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return cmd.response()
+
+    def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetMaxOffsetRequestHeader, cmd)
+        return cmd.response(ext_fields={"offset": str(self.store.max_offset(h.topic, h.queue_id))})
+
+    def min_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetMinOffsetRequestHeader, cmd)
+        return cmd.response(ext_fields={"offset": str(self.store.min_offset(h.topic, h.queue_id))})
+
+    def search(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(SearchOffsetRequestHeader, cmd)
+        offset = self.store.offset_by_time(h.topic, h.queue_id, h.timestamp)
+        if (h.boundary_type or "lower").lower() == "upper":
+            # Last offset whose store time is <= the timestamp.
+            max_off = self.store.max_offset(h.topic, h.queue_id)
+            while offset < max_off and self.store.store_time_at(
+                    h.topic, h.queue_id, offset) == h.timestamp:
+                offset += 1
+            offset = max(offset - 1, self.store.min_offset(h.topic, h.queue_id))
+        return cmd.response(ext_fields={"offset": str(offset)})
+
+    def earliest(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = parse_header(GetEarliestMsgStoretimeRequestHeader, cmd)
+        ts = self.store.earliest_store_time(h.topic, h.queue_id)
+        if ts < 0:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"no message in {h.topic}/{h.queue_id}")
+        return cmd.response(ext_fields={"timestamp": str(ts)})

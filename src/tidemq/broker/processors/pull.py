@@ -1,0 +1,150 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling.
+
+Status to response mapping (remoting.md §2.8):
+
+=========================  =======================  =======================
+store status               response code            nextBeginOffset
+=========================  =======================  =======================
+FOUND                      SUCCESS                  after the last message
+NO_MATCHED_MESSAGE         PULL_RETRY_IMMEDIATELY   after the scanned range
+NO_MESSAGE_IN_QUEUE /      PULL_NOT_FOUND if the    0
+NO_MATCHED_LOGIC_QUEUE     offset is 0, else
+                           PULL_OFFSET_MOVED
+OFFSET_TOO_SMALL           PULL_OFFSET_MOVED        min offset
+OFFSET_OVERFLOW_ONE        PULL_NOT_FOUND           the requested offset
+OFFSET_OVERFLOW_BADLY      PULL_OFFSET_MOVED        max offset
+=========================  =======================  =======================
+
+A PULL_NOT_FOUND with the SUSPEND bit on its first evaluation is held by
+:class:`~tidemq.broker.long_poll.PullHoldService` instead of answered. Found records go
+out as the store's memoryviews (``body_parts``), never joined.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tidemq.broker.topics import PERM_READ
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageRequestHeader
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.formats.hashing import tags_code
+from tidemq.net import Connection
+from tidemq.types import GetStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["PullProcessor", "parse_subscription"]
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_NOT_FOUND_STATUSES = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+
+
+def parse_subscription(expression: str | None) -> frozenset[int] | None:
+    """Tag codes of a TAG expression (``"a || b"``); ``None`` matches everything."""
+    if not expression or expression.strip() in ("*", ""):
+        return None
+    tags = [t.strip() for t in expression.split("||")]
+    return frozenset(tags_code(t) for t in tags if t)
+
+
+class PullProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+        self._subs: dict[str, frozenset[int] | None] = {}
+
+    def register(self, server: object) -> None:
+        for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
+            server.register(code, self.process)  # type: ignore[attr-defined]
+
+    def _tag_codes(self, h: PullMessageRequestHeader) -> frozenset[int] | None:
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            expr = h.subscription
+        else:
+            expr = self.app.consumers.subscription(h.consumer_group, h.topic)
+        if expr is None:
+            return None
+        codes = self._subs.get(expr)
+        if codes is None and expr not in self._subs:
+            if len(self._subs) > 10000:
+                self._subs.clear()
+            codes = self._subs[expr] = parse_subscription(expr)
+        return codes
+
+    def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return self._pull(conn, cmd, first=True)
+
+    def rerun(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """A held request's final evaluation: never suspends, never commits again."""
+        try:
+            return self._pull(conn, cmd, first=False)
+        except Exception as exc:
+            code = getattr(exc, "code", ResponseCode.SYSTEM_ERROR)
+            return cmd.response(code, str(exc))
+
+    def _pull(self, conn: Connection, cmd: RemotingCommand, *, first: bool
+              ) -> RemotingCommand | None:
+        try:
+            h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
+        except RemoteProtocolError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        tc = self.app.topics.get(h.topic)
+        if tc is None:
+            raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
+                                 f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            raise error_for_code(ResponseCode.NO_PERMISSION,
+                                 f"the topic[{h.topic}] pulling is forbidden")
+        if not 0 <= h.queue_id < tc.read_queue_nums:
+            raise error_for_code(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+        if first and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+            self.app.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
+            self.app.config.max_pull_bytes)
+        res = self.store.get(h.topic, h.queue_id, h.queue_offset, max(1, h.max_msg_nums),
+                             max_bytes, self._tag_codes(h))
+        status = res.status
+        offset = h.queue_offset
+        if status is GetStatus.FOUND:
+            code, nxt = ResponseCode.SUCCESS, res.next_begin_offset
+        elif status is GetStatus.NO_MATCHED_MESSAGE:
+            code, nxt = ResponseCode.PULL_RETRY_IMMEDIATELY, res.next_begin_offset
+        elif status in _NOT_FOUND_STATUSES:
+            code = ResponseCode.PULL_NOT_FOUND if offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+            nxt = 0
+        elif status is GetStatus.OFFSET_TOO_SMALL:
+            code, nxt = ResponseCode.PULL_OFFSET_MOVED, res.min_offset
+        elif status is GetStatus.OFFSET_OVERFLOW_ONE:
+            code, nxt = ResponseCode.PULL_NOT_FOUND, offset
+        else:
+            code, nxt = ResponseCode.PULL_OFFSET_MOVED, res.max_offset
+        if (code == ResponseCode.PULL_NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
+                and h.suspend_timeout_millis > 0):
+            cfg = self.app.config
+            timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
+                cfg.short_polling_time_mills)
+            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout)
+            # Close the race with a dispatch that landed between the read and the hold.
+            now_max = self.store.max_offset(h.topic, h.queue_id)
+            if now_max > offset:
+                self.app.pull_holds.notify(h.topic, h.queue_id, now_max)
+            return None
+        ext = {
+            "nextBeginOffset": str(nxt),
+            "minOffset": str(res.min_offset),
+            "maxOffset": str(res.max_offset),
+            "suggestWhichBrokerId": "0",
+        }
+        resp = cmd.response(code, status.value, ext)
+        if code == ResponseCode.SUCCESS:
+            resp.body_parts = res.buffers
+            self.app.stats.on_get(h.topic, h.consumer_group, res.message_count, res.total_bytes)
+        return resp

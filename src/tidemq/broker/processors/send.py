@@ -1,0 +1,189 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+
+The processor is a plain function (no task per request): it validates, appends to the
+store and answers at once under ASYNC_FLUSH. Under SYNC_FLUSH it answers from a callback
+when the flush future completes. Batches are split into one record per entry on ordinary
+topics (outer batch, remoting.md §3.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import TYPE_CHECKING
+
+from tidemq.broker.topics import PERM_WRITE, validate_topic
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import SendMessageRequestHeader, decode_send_header
+from tidemq.errors import (
+    CorruptRecord,
+    MessageTooLarge,
+    RemoteProtocolError,
+    ResponseCode,
+    StoreReadOnly,
+    error_for_code,
+)
+from tidemq.formats.batch import iter_batch
+from tidemq.formats.hashing import tags_code
+from tidemq.formats.msgid import encode_offset_msg_id
+from tidemq.formats.properties import MAX_PROPERTIES_BYTES, decode_properties
+from tidemq.formats.record import HostAddr, pack_host
+from tidemq.net import Connection
+from tidemq.store.flush import FlushStatus
+from tidemq.store.message_store import MessageInput, PutResult
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["SendProcessor"]
+
+
+class SendProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+        cfg = app.config
+        self._cluster_prop = f"CLUSTER\x01{cfg.broker_cluster_name}\x02".encode()
+        self._region = cfg.region_id
+        self._trace = "true" if cfg.trace_on else "false"
+        self._max_body = cfg.max_message_size
+        self._index = app.store_config.message_index_enable
+        self._hosts: dict[str, HostAddr] = {}
+
+    def register(self, server: object) -> None:
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                     RequestCode.SEND_BATCH_MESSAGE):
+            server.register(code, self.process)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ validation
+
+    def _header(self, cmd: RemotingCommand) -> SendMessageRequestHeader:
+        try:
+            return decode_send_header(cmd.code, cmd.ext_fields)
+        except RemoteProtocolError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+
+    def _queue(self, h: SendMessageRequestHeader) -> int:
+        why = validate_topic(h.topic)
+        if why is not None:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
+        topics = self.app.topics
+        tc = topics.get(h.topic)
+        if tc is None:
+            tc = topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+            if tc is None:
+                raise error_for_code(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{h.topic}] not exist, apply first please!",
+                )
+            self.app.topics_changed()
+        if not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE:
+            raise error_for_code(ResponseCode.NO_PERMISSION,
+                                 f"the topic[{h.topic}] sending is forbidden")
+        qid = h.queue_id
+        if qid < 0:
+            return random.randrange(tc.write_queue_nums)
+        if qid >= max(tc.read_queue_nums, tc.write_queue_nums):
+            raise error_for_code(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{qid}] is illegal, topic:[{h.topic}] topicConfig.writeQueueNums:"
+                f"[{tc.write_queue_nums}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        return qid
+
+    def _message(self, body: bytes | bytearray | memoryview, props_text: str | None,
+                 flag: int) -> tuple[MessageInput, bool]:
+        """The store input for one message, and whether the producer waits for the flush."""
+        if len(body) > self._max_body:
+            raise MessageTooLarge(len(body), self._max_body)
+        props = decode_properties(props_text.encode("utf-8")) if props_text else {}
+        raw = props_text.encode("utf-8") if props_text else b""
+        if "CLUSTER" not in props:
+            raw += self._cluster_prop
+        if len(raw) > MAX_PROPERTIES_BYTES:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
+        keys: tuple[str, ...] = ()
+        if self._index:
+            uniq = props.get("UNIQ_KEY")
+            ks = [k for k in props.get("KEYS", "").split(" ") if k]
+            keys = ((uniq,) if uniq else ()) + tuple(ks)
+        wait = props.get("WAIT", "true").lower() != "false"
+        return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wait
+
+    def _batch(self, body: bytes | bytearray | memoryview) -> tuple[list[MessageInput], bool]:
+        msgs: list[MessageInput] = []
+        wait = True
+        try:
+            for entry in iter_batch(body):
+                props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
+                m, w = self._message(entry.body, props, entry.flag)
+                msgs.append(m)
+                wait = wait and w
+        except (CorruptRecord, UnicodeDecodeError) as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        if not msgs:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        return msgs, wait
+
+    def _born_host(self, address: str) -> HostAddr:
+        host = self._hosts.get(address)
+        if host is None:
+            if len(self._hosts) > 65536:
+                self._hosts.clear()
+            try:
+                host = pack_host(address)
+            except ValueError:
+                host = self.store.store_host
+            self._hosts[address] = host
+        return host
+
+    # ------------------------------------------------------------------ processing
+
+    def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        h = self._header(cmd)
+        qid = self._queue(h)
+        born = self._born_host(conn.remote_address)
+        try:
+            if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+                msgs, wait = self._batch(cmd.body)
+                result = self.store.put_batch(
+                    h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
+                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+            else:
+                msg, wait = self._message(cmd.body, h.properties, h.flag)
+                result = self.store.put(
+                    h.topic, qid, msg, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
+                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+        except MessageTooLarge as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        except StoreReadOnly as exc:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+        except ValueError as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
+        if result.durable is None:
+            return self._response(cmd, qid, result, ResponseCode.SUCCESS)
+        fut = asyncio.wrap_future(result.durable)
+        fut.add_done_callback(lambda f: conn.send_response(self._response(
+            cmd, qid, result,
+            ResponseCode.SUCCESS if not f.cancelled() and f.result() is FlushStatus.FLUSHED
+            else ResponseCode.FLUSH_DISK_TIMEOUT)))
+        return None
+
+    def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
+                  code: int) -> RemotingCommand:
+        host = self.store.store_host
+        if result.count == 1:
+            msg_id = encode_offset_msg_id(host, result.phys_offsets[0])
+        else:
+            msg_id = ",".join(encode_offset_msg_id(host, p) for p in result.phys_offsets)
+        ext = {
+            "msgId": msg_id,
+            "queueId": str(qid),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": self._region,
+            "TRACE_ON": self._trace,
+        }
+        return cmd.response(code, None if code == ResponseCode.SUCCESS else "flush disk timeout",
+                            ext)

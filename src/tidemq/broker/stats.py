@@ -1,0 +1,61 @@
+"""Broker counters: messages and bytes put and got, per topic and in total, with TPS
+computed over the last few seconds from per-second buckets (no background task)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+__all__ = ["BrokerStats", "RateMeter"]
+
+
+class RateMeter:
+    """Count per whole second; ``rate()`` is the average over the last full seconds."""
+
+    def __init__(self, window: int = 10) -> None:
+        self.total = 0
+        self._window = window
+        self._buckets: deque[list[int]] = deque()
+
+    def add(self, n: int, now: float | None = None) -> None:
+        self.total += n
+        sec = int(time.monotonic() if now is None else now)
+        buckets = self._buckets
+        if buckets and buckets[-1][0] == sec:
+            buckets[-1][1] += n
+        else:
+            buckets.append([sec, n])
+            while len(buckets) > self._window + 1:
+                buckets.popleft()
+
+    def rate(self, now: float | None = None) -> float:
+        sec = int(time.monotonic() if now is None else now)
+        full = [n for s, n in self._buckets if sec - self._window <= s < sec]
+        return sum(full) / self._window if full else 0.0
+
+
+class BrokerStats:
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.put_msgs = RateMeter()
+        self.put_bytes = RateMeter()
+        self.get_msgs = RateMeter()
+        self.get_bytes = RateMeter()
+        self.topic_put: dict[str, RateMeter] = {}
+        self.group_get: dict[str, RateMeter] = {}
+
+    def on_put(self, topic: str, count: int, nbytes: int) -> None:
+        self.put_msgs.add(count)
+        self.put_bytes.add(nbytes)
+        meter = self.topic_put.get(topic)
+        if meter is None:
+            meter = self.topic_put[topic] = RateMeter()
+        meter.add(count)
+
+    def on_get(self, topic: str, group: str, count: int, nbytes: int) -> None:
+        self.get_msgs.add(count)
+        self.get_bytes.add(nbytes)
+        meter = self.group_get.get(group)
+        if meter is None:
+            meter = self.group_get[group] = RateMeter()
+        meter.add(count)

@@ -1,0 +1,167 @@
+"""Topic configs of one broker: validation, auto-creation, persistence.
+
+Persisted to ``config/topics.json`` as a TopicConfigSerializeWrapper (RocketMQ's shape),
+replaced atomically on every change. The data version counter moves on every change so
+the name server registration can tell. System topics: ``TBW102`` (the auto-create
+template, perm 7 = INHERIT|READ|WRITE, only while ``autoCreateTopicEnable``) and the
+broker-name and cluster-name topics, as upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+from tidemq.codec.bodies import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    decode_body,
+    encode_body,
+)
+from tidemq.errors import RemoteProtocolError
+from tidemq.store.checkpoint import atomic_write
+from tidemq.store.layout import StoreLayout
+
+__all__ = [
+    "AUTO_CREATE_TOPIC",
+    "PERM_INHERIT",
+    "PERM_READ",
+    "PERM_WRITE",
+    "TopicManager",
+    "validate_topic",
+]
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+MAX_TOPIC_LENGTH = 127
+SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT"})
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9%_|-]+$")
+QUEUE_TYPE = "queue.type"
+
+
+def validate_topic(topic: str, *, allow_system: bool = False) -> str | None:
+    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
+    if not topic:
+        return "the topic name is empty"
+    limit = 255 if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) else MAX_TOPIC_LENGTH
+    if len(topic) > limit:
+        return f"the topic name is longer than {limit} characters"
+    if not _TOPIC_RE.match(topic):
+        return f"the topic name {topic!r} contains characters outside [A-Za-z0-9%_|-]"
+    if not allow_system and topic in SYSTEM_TOPICS:
+        return f"{topic} is a system topic"
+    return None
+
+
+class TopicManager:
+    def __init__(self, layout: StoreLayout, *, broker_name: str, cluster_name: str,
+                 auto_create: bool, default_queue_nums: int) -> None:
+        self.path = layout.config_file("topics.json")
+        self.broker_name = broker_name
+        self.cluster_name = cluster_name
+        self.auto_create = auto_create
+        self.default_queue_nums = default_queue_nums
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(timestamp=int(time.time() * 1000))
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ load / persist
+
+    def load(self) -> None:
+        if self.path.exists():
+            try:
+                wrapper = decode_body(self.path.read_bytes(), TopicConfigSerializeWrapper)
+            except RemoteProtocolError as exc:
+                raise RemoteProtocolError(f"{self.path} is unreadable: {exc}") from exc
+            self.topics = dict(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+        self._ensure_system_topics()
+
+    def _ensure_system_topics(self) -> None:
+        if self.auto_create:
+            self.topics.setdefault(AUTO_CREATE_TOPIC, TopicConfig(
+                topic_name=AUTO_CREATE_TOPIC, read_queue_nums=self.default_queue_nums,
+                write_queue_nums=self.default_queue_nums,
+                perm=PERM_INHERIT | PERM_READ | PERM_WRITE))
+        else:
+            self.topics.pop(AUTO_CREATE_TOPIC, None)
+        for name in (self.broker_name, self.cluster_name):
+            self.topics.setdefault(name, TopicConfig(
+                topic_name=name, read_queue_nums=1, write_queue_nums=1,
+                perm=PERM_READ | PERM_WRITE))
+
+    def persist(self) -> None:
+        wrapper = TopicConfigSerializeWrapper(topic_config_table=dict(self.topics),
+                                              data_version=self.data_version)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, encode_body(wrapper))
+
+    def _changed(self) -> None:
+        dv = self.data_version
+        self.data_version = DataVersion(state_version=dv.state_version,
+                                        timestamp=int(time.time() * 1000),
+                                        counter=dv.counter + 1)
+        self.persist()
+
+    # ------------------------------------------------------------------ queries
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(topic_config_table=dict(self.topics),
+                                           data_version=self.data_version)
+
+    def is_batch_cq(self, topic: str) -> bool:
+        tc = self.topics.get(topic)
+        return tc is not None and tc.attributes.get(QUEUE_TYPE) == "BatchCQ"
+
+    # ------------------------------------------------------------------ changes
+
+    def upsert(self, tc: TopicConfig) -> bool:
+        """Create or update ``tc``; returns whether anything changed."""
+        with self._lock:
+            old = self.topics.get(tc.topic_name)
+            if old == tc:
+                return False
+            self.topics[tc.topic_name] = tc
+            self._changed()
+        log.info("topic %s %s: read=%d write=%d perm=%d attributes=%s", tc.topic_name,
+                 "updated" if old else "created", tc.read_queue_nums, tc.write_queue_nums,
+                 tc.perm, tc.attributes)
+        return True
+
+    def delete(self, topic: str) -> bool:
+        with self._lock:
+            if self.topics.pop(topic, None) is None:
+                return False
+            self._changed()
+        log.info("topic %s deleted", topic)
+        return True
+
+    def create_on_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """Auto-create ``topic`` from an INHERIT template such as TBW102 (remoting.md §2.7)."""
+        if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
+            tc = TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1,
+                             perm=PERM_READ | PERM_WRITE)
+            self.upsert(tc)
+            return tc
+        template = self.topics.get(default_topic)
+        if template is None or not template.perm & PERM_INHERIT or not self.auto_create:
+            return None
+        n = max(1, min(queue_nums, template.write_queue_nums))
+        tc = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n,
+                         perm=template.perm & ~PERM_INHERIT)
+        self.upsert(tc)
+        return tc

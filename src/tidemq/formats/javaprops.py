@@ -1,62 +1,80 @@
 """Java ``.properties`` files and binding them to config dataclasses.
 
-Syntax handled: ``key=value`` or ``key: value`` or ``key value``; ``#`` and ``!`` comments;
-blank lines; a trailing backslash continues a line; ``\\t \\n \\\\`` escapes; surrounding
-spaces trimmed.
+Syntax handled as ``java.util.Properties.load``: lines end at ``\\n``, ``\\r`` or ``\\r\\n``
+only; ``key=value``, ``key: value`` or ``key value``, the key ending at the first unescaped
+``=``, ``:`` or whitespace (space, tab, form feed); ``#`` and ``!`` comments; blank lines; an
+odd number of trailing backslashes continues a line; ``\\t \\n \\r \\f \\uXXXX`` escapes, any
+other escaped character stands for itself. Unlike Java, unescaped trailing whitespace of a
+value is trimmed.
 
 Binding: a dataclass field ``flush_disk_type`` is set by the RocketMQ key
-``flushDiskType`` (snake_case to camelCase) and also by its own name. Values are converted
-to the field's type (``bool`` accepts true/false, yes/no, 1/0). Unknown keys are returned,
-never silently dropped, so callers can report them; bad values raise
-:class:`~tidemq.errors.ConfigError` naming the key.
+``flushDiskType`` (snake_case to camelCase, or the field's ``metadata["key"]`` where
+the RocketMQ name has an acronym, as ``checkCRCOnRecover``) and by its own name.
+Values are converted to the field's type (``bool`` accepts true/false, yes/no, 1/0).
+Unknown keys are returned, never silently dropped, so callers can report them; bad
+values raise :class:`~tidemq.errors.ConfigError` naming the key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from tidemq.errors import ConfigError
 
-__all__ = ["bind", "camel", "config_keys", "parse_properties"]
+__all__ = ["bind", "camel", "config_keys", "env_values", "parse_properties"]
 
 T = TypeVar("T")
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "\\": "\\"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_WS = " \t\f"
+_LINES = re.compile(r"\r\n|\r|\n")
 
 
 def parse_properties(text: str) -> dict[str, str]:
     """Parse ``.properties`` text into an ordered mapping (last definition wins)."""
     out: dict[str, str] = {}
     logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
+    continuing = False
+    for raw in _LINES.split(text):
+        line = raw.lstrip(_WS)
+        if not continuing and (not line or line[0] in "#!"):
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
+        if (len(line) - len(line.rstrip("\\"))) % 2:
             logical += line[:-1]
+            continuing = True
             continue
-        logical += line
-        key, value = _split(logical)
+        key, value = _split(logical + line)
         out[key] = value
         logical = ""
-    if logical:
+        continuing = False
+    if continuing:
         key, value = _split(logical)
         out[key] = value
     return out
 
 
 def _split(line: str) -> tuple[str, str]:
-    for i, ch in enumerate(line):
-        if ch in "=:" or ch.isspace():
-            key, rest = line[:i], line[i + 1 :].strip()
-            if ch.isspace() and rest[:1] in ("=", ":"):
-                rest = rest[1:].strip()
-            return _unescape(key), _unescape(rest)
-    return _unescape(line), ""
+    i, n = 0, len(line)
+    while i < n and line[i] not in "=:" and line[i] not in _WS:
+        i += 2 if line[i] == "\\" else 1
+    key, j = line[:i], i
+    while j < n and line[j] in _WS:
+        j += 1
+    if j < n and line[j] in "=:":
+        j += 1
+    while j < n and line[j] in _WS:
+        j += 1
+    value = line[j:]
+    trimmed = value.rstrip(_WS)
+    if len(trimmed) < len(value) and (len(trimmed) - len(trimmed.rstrip("\\"))) % 2:
+        trimmed = value[: len(trimmed) + 1]  # keep an escaped trailing space
+    return _unescape(key), _unescape(trimmed)
 
 
 def _unescape(text: str) -> str:
@@ -66,7 +84,13 @@ def _unescape(text: str) -> str:
     while i < len(text):
         ch = text[i]
         if ch == "\\" and i + 1 < len(text):
-            out.append(_ESCAPES.get(text[i + 1], text[i + 1]))
+            nxt = text[i + 1]
+            digits = text[i + 2 : i + 6]
+            if nxt == "u" and len(digits) == 4 and all(c in _HEX for c in digits):
+                out.append(chr(int(digits, 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
             i += 2
         else:
             out.append(ch)
@@ -82,7 +106,7 @@ def camel(name: str) -> str:
 
 def config_keys(cls: type[Any]) -> dict[str, str]:
     """RocketMQ key -> field name for a config dataclass."""
-    return {camel(f.name): f.name for f in dataclasses.fields(cls)}
+    return {f.metadata.get("key", camel(f.name)): f.name for f in dataclasses.fields(cls)}
 
 
 def _convert(key: str, raw: Any, tp: Any) -> Any:
@@ -126,3 +150,23 @@ def bind(cls: type[T], values: Mapping[str, Any], base: T | None = None) -> tupl
         changes[field] = _convert(key, raw, hints[field])
     obj = dataclasses.replace(base, **changes) if base is not None else cls(**changes)  # type: ignore[type-var]
     return obj, unknown
+
+
+def env_values(cls: type[Any], env: Mapping[str, str], prefix: str = "TIDEMQ_") -> dict[str, str]:
+    """Variables ``<prefix><KEY>`` of ``env`` that name a key of config dataclass ``cls``.
+
+    The name after the prefix matches the RocketMQ key or the field name, case-insensitive,
+    underscores optional (``TIDEMQ_LISTENPORT``, ``TIDEMQ_LISTEN_PORT``); the result maps
+    the RocketMQ key to the value, ready for :func:`bind`.
+    """
+    keys = config_keys(cls)
+    wanted = {k.lower(): k for k in keys} | {f.lower(): k for k, f in keys.items()}
+    wanted |= {f.replace("_", "").lower(): k for k, f in keys.items()}
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            key = wanted.get(rest.lower()) or wanted.get(rest.replace("_", "").lower())
+            if key is not None:
+                out[key] = value
+    return out

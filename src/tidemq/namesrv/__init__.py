@@ -1,1 +1,26 @@
-"""tidemq.namesrv."""
+"""tidemq.namesrv: the name server (specs/remoting.md §2.3-§2.5).
+
+* :class:`NameServerApp` -- remoting server, processors, expiry task;
+* :class:`RouteInfoManager` -- the route table and broker liveness, pure and synchronous;
+* :class:`NamesrvConfig` / :func:`load_namesrv_config` -- settings under RocketMQ's keys;
+* :mod:`~tidemq.namesrv.liveness` -- the broker liveness state table.
+"""
+
+from tidemq.namesrv.app import NameServerApp, RemovedListener
+from tidemq.namesrv.config import NamesrvConfig, load_namesrv_config
+from tidemq.namesrv.liveness import BrokerState, LivenessEvent, Transition
+from tidemq.namesrv.routes import BrokerLiveInfo, RegisterResult, RemovedBroker, RouteInfoManager
+
+__all__ = [
+    "BrokerLiveInfo",
+    "BrokerState",
+    "LivenessEvent",
+    "NameServerApp",
+    "NamesrvConfig",
+    "RegisterResult",
+    "RemovedBroker",
+    "RemovedListener",
+    "RouteInfoManager",
+    "Transition",
+    "load_namesrv_config",
+]

@@ -1,0 +1,325 @@
+"""NameServerApp: the name server's processors over a :class:`RouteInfoManager`.
+
+::
+
+    app = NameServerApp(NamesrvConfig(listen_port=9876))
+    await app.start()
+    ...
+    await app.stop()
+
+Request codes served (specs/remoting.md §2.3-§2.5): REGISTER_BROKER (103),
+UNREGISTER_BROKER (104), GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO (106),
+GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216),
+QUERY_DATA_VERSION (322), BROKER_HEARTBEAT (904); any other code is answered 3
+REQUEST_CODE_NOT_SUPPORTED by the dispatcher. Every handler is a plain function: the route
+table is synchronous, so nothing here waits.
+
+Bad input never takes the server down: a missing or unparsable header field, or a body
+that cannot be decoded, is answered 29 INVALID_PARAMETER with a remark naming the field
+(or body); the connection stays open and so does everyone else's.
+
+Liveness: every ``scanNotActiveBrokerInterval`` ms the expiry task drops brokers past
+their timeout and closes the connections they registered on, unless another live broker
+still uses that connection; a connection that closes takes the brokers registered on it
+with it. :meth:`NameServerApp.on_brokers_removed` reports each removal (tests await it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import zlib
+from collections.abc import Callable
+
+from tidemq.codec.bodies import (
+    DataVersion,
+    KVTable,
+    RegisterBrokerBody,
+    decode_body,
+    decode_register_body,
+    encode_body,
+)
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import (
+    BrokerHeartbeatRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
+from tidemq.codec.schema import HeaderFieldError
+from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.liveness import Clock, monotonic_ms
+from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
+from tidemq.net.connection import Connection
+from tidemq.net.server import RemotingServer
+
+__all__ = ["NameServerApp", "RemovedListener"]
+
+log = logging.getLogger(__name__)
+
+#: Called with the brokers one event removed (an expiry scan, a closed connection, ...).
+RemovedListener = Callable[[list[RemovedBroker]], None]
+
+_Handler = Callable[["NameServerApp", Connection, RemotingCommand], RemotingCommand]
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
+
+
+def _guarded(handler: _Handler) -> _Handler:
+    """Answer bad input from the peer with INVALID_PARAMETER naming what was wrong."""
+
+    @functools.wraps(handler)
+    def run(self: NameServerApp, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            return handler(self, conn, cmd)
+        except HeaderFieldError as exc:
+            remark = f"{_name(cmd.code)}: bad header field {exc.key!r}: {exc.reason}"
+        except RemoteProtocolError as exc:
+            remark = f"{_name(cmd.code)}: {exc}"
+        log.info("bad request from %s: %s", conn.remote_address, remark)
+        return cmd.response(ResponseCode.INVALID_PARAMETER, remark)
+
+    return run
+
+
+def _name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
+
+
+class NameServerApp:
+    """A name server: remoting server, route table, expiry task. See the module docstring."""
+
+    def __init__(self, config: NamesrvConfig | None = None, *,
+                 clock: Clock = monotonic_ms) -> None:
+        self.config = config = config or NamesrvConfig()
+        self.routes = RouteInfoManager(
+            clock=clock,
+            default_timeout_ms=config.broker_channel_expired_time,
+            delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
+        )
+        self.server = RemotingServer(
+            config.bind_address, config.listen_port,
+            max_frame_size=config.max_frame_size, idle_seconds=config.idle_seconds,
+        )
+        self._conn_ids: dict[Connection, int] = {}
+        self._conns: dict[int, Connection] = {}
+        self._ids = itertools.count(1)
+        self._listeners: list[RemovedListener] = []
+        self._scanner: asyncio.Task[None] | None = None
+        self._started_ms: int | None = None
+        self._ready = not config.need_wait_for_service
+        for code, processor in self._processors().items():
+            self.server.register(code, processor)
+        self.server.on_connection_closed(self._connection_closed)
+
+    def __repr__(self) -> str:
+        return f"<NameServerApp {self.address} {self.routes!r}>"
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` to reach this server; a wildcard bind gives the loopback host."""
+        host = _WILDCARDS.get(self.server.host, self.server.host)
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    def on_brokers_removed(self, listener: RemovedListener) -> None:
+        """Call ``listener(removed)`` after every event that removed brokers."""
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        """Bind, then start the expiry task."""
+        await self.server.start()
+        self._started_ms = self.routes.clock()
+        self._scanner = asyncio.ensure_future(self._scan_forever())
+        log.info("name server listening on %s", self.address)
+
+    async def stop(self) -> None:
+        """Stop the expiry task and close the server (idempotent)."""
+        scanner, self._scanner = self._scanner, None
+        if scanner is not None:
+            scanner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await scanner
+        await self.server.close()
+
+    async def __aenter__(self) -> NameServerApp:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def scan_not_active_brokers(self, now_ms: int | None = None) -> list[RemovedBroker]:
+        """One expiry pass: drop brokers past their timeout, close connections left idle
+        by it. The expiry task calls this; tests call it with an injected clock."""
+        removed = self.routes.scan_expired(now_ms)
+        for broker in removed:
+            log.warning("broker %s (%s id %d) expired: not heard from within its timeout",
+                        broker.broker_addr, broker.broker_name, broker.broker_id)
+        for conn_id in {b.conn_id for b in removed if b.conn_id is not None}:
+            conn = self._conns.get(conn_id)
+            if conn is not None and not self.routes.brokers_on(conn_id):
+                conn.close("broker registration expired")
+        self._notify(removed)
+        return removed
+
+    # ------------------------------------------------------------------ processors
+
+    def _processors(self) -> dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]]:
+        table: dict[int, _Handler] = {
+            RequestCode.REGISTER_BROKER: NameServerApp._register_broker,
+            RequestCode.UNREGISTER_BROKER: NameServerApp._unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: NameServerApp._get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: NameServerApp._cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NameServerApp._topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: NameServerApp._delete_topic,
+            RequestCode.QUERY_DATA_VERSION: NameServerApp._query_data_version,
+            RequestCode.BROKER_HEARTBEAT: NameServerApp._broker_heartbeat,
+        }
+        return {int(code): functools.partial(handler, self) for code, handler in table.items()}
+
+    @_guarded
+    def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+        if header.body_crc32 != 0 and zlib.crc32(cmd.body) & 0x7FFFFFFF != header.body_crc32:
+            log.warning("REGISTER_BROKER from %s (%s): body crc32 does not match",
+                        conn.remote_address, header.broker_addr)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        body = RegisterBrokerBody()  # no body: no topics, DataVersion zero (as upstream)
+        if cmd.body:
+            body = decode_register_body(cmd.body, compressed=header.compressed,
+                                        broker_version=cmd.version)
+        result = self.routes.register_broker(header, body, conn_id=self._conn_id(conn))
+        if result.transition.joined:
+            log.info("broker registered: %s %s id %d (%s)", header.cluster_name,
+                     header.broker_name, header.broker_id, header.broker_addr)
+        self._notify(list(result.displaced))
+        ext = RegisterBrokerResponseHeader(
+            ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
+        ).to_ext()
+        confs = self.routes.order_topic_confs()
+        reply = b""
+        if self.config.return_order_topic_config_to_broker and confs:
+            reply = encode_body(KVTable(table=confs))
+        return cmd.response(ext_fields=ext, body=reply)
+
+    @_guarded
+    def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = UnRegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+        removed = self.routes.unregister_broker(header.broker_addr)
+        if removed is not None:
+            log.info("broker unregistered: %s %s id %d (%s)", removed.cluster_name,
+                     removed.broker_name, removed.broker_id, removed.broker_addr)
+            self._notify([removed])
+        return cmd.response()
+
+    @_guarded
+    def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = GetRouteInfoRequestHeader.from_ext(cmd.ext_fields)
+        if not self._is_ready():
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "name server not ready")
+        route = self.routes.pick_route(header.topic)
+        if route is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {header.topic}",
+            )
+        if self.config.order_message_enable:
+            route.order_topic_conf = self.routes.order_topic_conf(header.topic)
+        # Standard JSON for every client version (remoting.md §1.7): quoted numeric keys.
+        return cmd.response(body=encode_body(route))
+
+    @_guarded
+    def _cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=encode_body(self.routes.cluster_info()))
+
+    @_guarded
+    def _topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if not self.config.enable_all_topic_list:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "disable")
+        return cmd.response(body=encode_body(self.routes.topic_list()))
+
+    @_guarded
+    def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = DeleteTopicFromNamesrvRequestHeader.from_ext(cmd.ext_fields)
+        if self.routes.delete_topic(header.topic, header.cluster_name or None):
+            log.info("topic %s deleted from the routes (cluster %s)", header.topic,
+                     header.cluster_name or "*")
+        return cmd.response()
+
+    @_guarded
+    def _query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = QueryDataVersionRequestHeader.from_ext(cmd.ext_fields)
+        if not cmd.body:
+            raise RemoteProtocolError("the body must be the broker's DataVersion")
+        version = decode_body(cmd.body, DataVersion)
+        changed = self.routes.is_data_version_changed(header.broker_addr, version)
+        self.routes.heartbeat(header.broker_addr)
+        stored = self.routes.data_version(header.broker_addr)
+        ext = QueryDataVersionResponseHeader(changed=changed).to_ext()
+        return cmd.response(ext_fields=ext, body=encode_body(stored) if stored else b"")
+
+    @_guarded
+    def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
+        self.routes.heartbeat(header.broker_addr)
+        return cmd.response()
+
+    # ------------------------------------------------------------------ internals
+
+    def _is_ready(self) -> bool:
+        if not self._ready and self._started_ms is not None:
+            waited = self.routes.clock() - self._started_ms
+            self._ready = waited >= self.config.wait_seconds_for_service * 1000
+        return self._ready
+
+    def _conn_id(self, conn: Connection) -> int:
+        conn_id = self._conn_ids.get(conn)
+        if conn_id is None:
+            conn_id = self._conn_ids[conn] = next(self._ids)
+            self._conns[conn_id] = conn
+        return conn_id
+
+    def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
+        conn_id = self._conn_ids.pop(conn, None)
+        if conn_id is None:
+            return
+        del self._conns[conn_id]
+        removed = self.routes.connection_closed(conn_id)
+        for broker in removed:
+            log.info("broker %s (%s) removed: its connection closed (%s)",
+                     broker.broker_addr, broker.broker_name, error.reason)
+        self._notify(removed)
+
+    def _notify(self, removed: list[RemovedBroker]) -> None:
+        if not removed:
+            return
+        for listener in self._listeners:
+            try:
+                listener(removed)
+            except Exception:
+                log.exception("brokers-removed listener %r failed", listener)
+
+    async def _scan_forever(self) -> None:
+        interval = self.config.scan_not_active_broker_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.scan_not_active_brokers()
+            except Exception:  # a bug here must not stop liveness checking for good
+                log.exception("expiry scan failed")

@@ -1,0 +1,94 @@
+"""Name-server settings under RocketMQ's key names (``NamesrvConfig`` + ``NettyServerConfig``).
+
+A RocketMQ ``namesrv.properties`` is read with :func:`load_namesrv_config`; a key this
+config does not know is returned as unknown so the caller reports it, never silently
+ignored. Precedence, lowest first: defaults, the ``.properties`` file, ``TIDEMQ_<KEY>``
+environment variables (``TIDEMQ_LISTENPORT=9876`` or ``TIDEMQ_LISTEN_PORT``), explicit
+overrides (command-line flags).
+
+``brokerChannelExpiredTime`` is a constant upstream (``DEFAULT_BROKER_CHANNEL_EXPIRED_TIME``,
+two minutes); here it is the liveness timeout of a broker that registers without
+``heartbeatTimeoutMillis`` (specs/remoting.md §2.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+
+__all__ = ["NamesrvConfig", "load_namesrv_config"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    listen_port: int = 9876
+    bind_address: str = "0.0.0.0"
+    #: Milliseconds between two scans for brokers whose registration is too old.
+    scan_not_active_broker_interval: int = 5000
+    #: Liveness timeout (ms) of a broker that does not send ``heartbeatTimeoutMillis``.
+    broker_channel_expired_time: int = 120_000
+    #: Put ``orderTopicConf`` into routes of topics that have an ordered-topic setting.
+    order_message_enable: bool = False
+    #: Send the ordered-topic settings back in REGISTER_BROKER responses.
+    return_order_topic_config_to_broker: bool = True
+    #: Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER (else SYSTEM_ERROR "disable").
+    enable_all_topic_list: bool = True
+    #: A master's registration is its complete topic list: topics it left out disappear.
+    delete_topic_with_broker_registration: bool = False
+    #: Answer route queries with SYSTEM_ERROR for the first waitSecondsForService s.
+    need_wait_for_service: bool = False
+    wait_seconds_for_service: int = 45
+    #: Close client connections silent for this long (NettyServerConfig key).
+    server_channel_max_idle_time_seconds: int = 120
+    # TideMQ additions
+    max_frame_size: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
+        if self.scan_not_active_broker_interval <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval must be positive",
+                              key="scanNotActiveBrokerInterval")
+        if self.broker_channel_expired_time <= 0:
+            raise ConfigError("brokerChannelExpiredTime must be positive",
+                              key="brokerChannelExpiredTime")
+        if self.wait_seconds_for_service < 0:
+            raise ConfigError("waitSecondsForService must not be negative",
+                              key="waitSecondsForService")
+        if self.max_frame_size < 1024:
+            raise ConfigError("maxFrameSize must be at least 1024 bytes", key="maxFrameSize")
+
+    def replace(self, **changes: Any) -> NamesrvConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def idle_seconds(self) -> float | None:
+        """The connection idle timeout; ``None`` (never) when the setting is 0 or less."""
+        seconds = self.server_channel_max_idle_time_seconds
+        return float(seconds) if seconds > 0 else None
+
+
+def load_namesrv_config(
+    path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[NamesrvConfig, list[str]]:
+    """The config from a file, ``TIDEMQ_*`` variables and overrides; plus the unknown keys.
+
+    ``env`` defaults to ``os.environ``. Unknown keys come from the file and the overrides
+    (environment variables that name no key are not ours to report).
+    """
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(parse_properties(Path(path).read_text("utf-8")))
+    values.update(env_values(NamesrvConfig, os.environ if env is None else env))
+    values.update(overrides or {})
+    known = set(config_keys(NamesrvConfig)) | {f.name for f in dataclasses.fields(NamesrvConfig)}
+    unknown = sorted(k for k in values if k not in known)
+    config, _ = bind(NamesrvConfig, {k: v for k, v in values.items() if k in known})
+    return config, unknown

@@ -121,6 +121,8 @@ class MessageExt:
     body_crc: int = 0
     prepared_transaction_offset: int = 0
     msg_id: str = ""
+    #: The broker the message was pulled from (set by consumers; not in the record).
+    broker_name: str = ""
 
     @property
     def tags(self) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from tidemq.errors import MessageTooLarge, StoreReadOnly
 from tidemq.formats.record import BLANK_SIZE, encode_blank
 from tidemq.store.layout import StoreLayout
-from tidemq.store.mapped_file import MappedFile
+from tidemq.store.mapped_file import MappedFile, all_zero
 
 __all__ = ["CommitLog"]
 
@@ -35,6 +35,14 @@ class CommitLog:
         self.lock = threading.Lock()
         self.segments: list[MappedFile] = []
         self.werr: str | None = None
+        #: Set by retention while the disk is above the warning ratio: appends are refused.
+        self.disk_full: str | None = None
+        self._prepared: MappedFile | None = None
+        #: Guards creating and taking the prepared segment: the warmer and a roll must not
+        #: both create the file of the next segment.
+        self._prepare_lock = threading.Lock()
+        self._warmer: threading.Thread | None = None
+        self._warm_stop = threading.Event()
         layout.commitlog_dir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ load
@@ -44,8 +52,10 @@ class CommitLog:
         found = self.layout.segments_in(self.layout.commitlog_dir)
         for i, (base, path) in enumerate(found):
             size = path.stat().st_size
-            if size == 0 and i == len(found) - 1:
-                log.warning("deleting empty last commit-log segment %s", path.name)
+            if size != self.segment_size and i == len(found) - 1 and all_zero(path):
+                # A crash while the segment was being created: it never held a record.
+                log.warning("deleting unfinished last commit-log segment %s (%d bytes)",
+                            path.name, size)
                 path.unlink()
                 continue
             if size != self.segment_size:
@@ -100,17 +110,27 @@ class CommitLog:
     def _check_writable(self) -> None:
         if self.werr is not None:
             raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
+        if self.disk_full is not None:
+            raise StoreReadOnly("DISK_FULL", cause=self.disk_full)
 
     def _new_segment(self, base: int) -> MappedFile:
-        path = self.layout.commitlog_segment(base)
-        try:
-            seg = MappedFile(path, base, self.segment_size, create=True,
-                             preallocate=self.preallocate)
-        except OSError as exc:
-            status = "DISK_FULL" if exc.errno == 28 else "WRITE_ERROR"
-            raise StoreReadOnly(status, cause=f"cannot create segment {path.name}: {exc}") from exc
-        self.segments.append(seg)
-        return seg
+        with self._prepare_lock:  # held throughout: the warmer may be creating this file
+            prepared, self._prepared = self._prepared, None
+            if prepared is not None:
+                if prepared.base == base:
+                    self.segments.append(prepared)
+                    return prepared
+                prepared.destroy()
+            path = self.layout.commitlog_segment(base)
+            try:
+                seg = MappedFile(path, base, self.segment_size, create=True,
+                                 preallocate=self.preallocate)
+            except OSError as exc:
+                status = "DISK_FULL" if exc.errno == 28 else "WRITE_ERROR"
+                raise StoreReadOnly(status,
+                                    cause=f"cannot create segment {path.name}: {exc}") from exc
+            self.segments.append(seg)
+            return seg
 
     def reserve(self, length: int) -> tuple[MappedFile, int]:
         """A segment and position where ``length`` bytes fit, rolling if needed."""
@@ -136,6 +156,58 @@ class CommitLog:
         except (OSError, ValueError) as exc:
             self.werr = f"write to {seg.path.name} failed: {exc}"
             raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
+
+    # ------------------------------------------------------------------ warming
+
+    WARM_AHEAD = 32 * 1024 * 1024
+    WARM_CHUNK = 4 * 1024 * 1024
+
+    def warm_step(self) -> bool:
+        """Pre-fault the active segment ahead of the writer; prepare the next segment.
+
+        Runs in the warmer thread. The kernel work happens without the GIL, on the other
+        core, so appends copy into mapped pages. Returns ``True`` if it did some work.
+        """
+        if not self.segments or self.werr is not None:
+            return False
+        seg = self.segments[-1]
+        seg.populated = max(seg.populated, seg.wrote)
+        target = min(seg.size, seg.wrote + self.WARM_AHEAD)
+        if seg.populated < target:
+            return seg.populate(min(target, seg.populated + self.WARM_CHUNK))
+        if self._prepared is None and seg.wrote > seg.size * 3 // 4 and self.preallocate:
+            with self._prepare_lock:
+                path = self.layout.commitlog_segment(seg.end)
+                if self._prepared is not None or path.exists():
+                    return False  # a roll got there first
+                try:
+                    nxt = MappedFile(path, seg.end, self.segment_size, create=True)
+                except OSError as exc:
+                    log.warning("cannot prepare segment %s ahead of time: %s", path.name, exc)
+                    return False
+                nxt.populate(self.WARM_AHEAD)
+                self._prepared = nxt
+                return True
+        return False
+
+    def start_warmer(self) -> None:
+        def run() -> None:
+            while not self._warm_stop.is_set():
+                if not self.warm_step():
+                    self._warm_stop.wait(0.002)
+
+        self._warm_stop.clear()
+        self._warmer = threading.Thread(target=run, name="tidemq-warm", daemon=True)
+        self._warmer.start()
+
+    def stop_warmer(self) -> None:
+        self._warm_stop.set()
+        if self._warmer is not None:
+            self._warmer.join()
+            self._warmer = None
+        if self._prepared is not None:
+            self._prepared.destroy()
+            self._prepared = None
 
     # ------------------------------------------------------------------ reading
 
@@ -194,6 +266,7 @@ class CommitLog:
         return seg
 
     def close(self) -> None:
+        self.stop_warmer()
         for seg in self.segments:
             seg.close()
 

@@ -1,7 +1,8 @@
 """StoreConfig: the message store's settings under RocketMQ's key names.
 
 Every field ``snake_case`` is also settable by its RocketMQ key ``camelCase``
-(``mapped_file_size_commit_log`` <- ``mappedFileSizeCommitLog``). Defaults follow
+(``mapped_file_size_commit_log`` <- ``mappedFileSizeCommitLog``); a field whose RocketMQ
+key is not plain camelCase names it in its metadata (``checkCRCOnRecover``). Defaults follow
 specs/store.md §9. Load from a ``.properties`` file with :meth:`StoreConfig.load`;
 unknown keys are returned so the caller reports them.
 """
@@ -38,7 +39,8 @@ class StoreConfig:
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
     sync_flush_timeout: int = 5000
-    check_crc_on_recover: bool = True
+    check_crc_on_recover: bool = dataclasses.field(default=True,
+                                                   metadata={"key": "checkCRCOnRecover"})
     delete_when: str = "04"
     file_reserved_time: int = 72
     disk_max_used_space_ratio: int = 75
@@ -74,6 +76,13 @@ class StoreConfig:
         if not 0 < self.disk_max_used_space_ratio <= 100:
             raise ConfigError("diskMaxUsedSpaceRatio must be in 1..100",
                               key="diskMaxUsedSpaceRatio")
+        try:
+            hours = self.delete_hours
+        except ValueError:
+            hours = frozenset({-1})
+        if not all(0 <= h <= 23 for h in hours):
+            raise ConfigError(f"deleteWhen must be hours 0..23 separated by ';', got "
+                              f"{self.delete_when!r}", key="deleteWhen")
 
     @property
     def sync_flush(self) -> bool:

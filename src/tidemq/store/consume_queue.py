@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from tidemq.errors import QueueGap
 from tidemq.store.layout import StoreLayout
-from tidemq.store.mapped_file import MappedFile
+from tidemq.store.mapped_file import MappedFile, all_zero
 
 __all__ = ["CQ_DTYPE", "CQ_UNIT", "ConsumeQueue"]
 
@@ -56,6 +56,9 @@ class ConsumeQueue:
         self.files: list[MappedFile] = []
         self.min_offset = 0
         self.max_phys_end = 0  # phys + size of the last entry written
+        #: Set by :meth:`load` when files had to be dropped: the queue starts empty and
+        #: recovery rebuilds it from the whole commit log.
+        self.damaged = False
 
     # ------------------------------------------------------------------ positions
 
@@ -74,12 +77,20 @@ class ConsumeQueue:
     # ------------------------------------------------------------------ load and recovery
 
     def load(self) -> None:
-        """Map the files on disk and find the end of valid entries in the last ones."""
-        for base, path in self.layout.segments_in(self.dir):
-            if path.stat().st_size != self.file_size:
-                log.warning("consume queue file %s has a wrong size; dropping it", path)
-                path.unlink()
-                continue
+        """Map the files on disk and find the end of valid entries in the last ones.
+
+        Files of the wrong size, a missing file or invalid entries followed by valid ones
+        put the whole queue in doubt: its files are dropped and :attr:`damaged` is set.
+        """
+        found = self.layout.segments_in(self.dir)
+        if found and found[-1][1].stat().st_size != self.file_size and all_zero(found[-1][1]):
+            found.pop()[1].unlink()  # a crash while the file was being created
+        contiguous = all(b == found[0][0] + i * self.file_size for i, (b, _) in enumerate(found))
+        wrong = [p for _, p in found if p.stat().st_size != self.file_size]
+        if wrong or not contiguous:
+            self._drop([p for _, p in found], "wrong file size" if wrong else "a missing file")
+            return
+        for base, path in found:
             mf = MappedFile(path, base, self.file_size, create=False)
             mf.wrote = mf.flushed = self.file_size
             self.files.append(mf)
@@ -92,6 +103,13 @@ class ConsumeQueue:
         # Drop empty trailing files (except keep one if it is the only one).
         while len(self.files) > 1 and self.files[-1].wrote == 0:
             self.files.pop().destroy()
+        if any(mf.wrote < mf.size for mf in self.files[:-1]):
+            paths = [mf.path for mf in self.files]
+            for mf in self.files:
+                mf.close()
+            self.files = []
+            self._drop(paths, "invalid entries before valid ones")
+            return
         if self.files:
             first = self.files[0]
             arr = np.frombuffer(first.view[: first.wrote], dtype=CQ_DTYPE)
@@ -99,6 +117,13 @@ class ConsumeQueue:
             self.min_offset = first.base // CQ_UNIT + (int(real[0]) if len(real) else len(arr))
             last = self.last_entry()
             self.max_phys_end = int(last["phys"]) + int(last["size"]) if last is not None else 0
+
+    def _drop(self, paths: list[Path], why: str) -> None:
+        log.warning("consume queue %s/%d is in doubt (%s): rebuilding it from the commit log",
+                    self.topic, self.queue_id, why)
+        for path in paths:
+            path.unlink(missing_ok=True)
+        self.damaged = True
 
     def last_entry(self) -> np.void | None:
         for mf in reversed(self.files):

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tidemq.store.queues import ConsumeQueueSet
@@ -36,13 +36,12 @@ class DispatchBatch:
     topic: str
     queue_id: int
     queue_offset: int
-    phys: list[int]
-    sizes: list[int]
-    tags: list[int]
+    phys: Sequence[int]
+    sizes: Sequence[int]
+    tags: Sequence[int]
     store_timestamp: int
     end: int  # physical offset just past the last record
-    keys: list[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
-    appended_ns: int = 0
+    keys: Sequence[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
 
 
 class IndexSink(Protocol):
@@ -87,7 +86,7 @@ class Dispatcher:
 
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
-                 lag_warn_ms: int = 1000) -> None:
+                 lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None) -> None:
         self.queues = queues
         self.index = index
         self._confirm = confirm_offset
@@ -99,9 +98,13 @@ class Dispatcher:
         self.dispatched_offset = start_offset
         self.last_store_timestamp = 0
         self.lag_warn_ms = lag_warn_ms
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._last_lag_warning = 0.0
         self.error: BaseException | None = None
         self._busy = False
+        self._paused = False
+        self._idle = False
+        self._wakeup = threading.Event()
         self.dispatched_entries = 0
 
     # ------------------------------------------------------------------ API
@@ -110,24 +113,34 @@ class Dispatcher:
         self._hooks.append(hook)
 
     def submit(self, batch: DispatchBatch) -> None:
-        """Queue a batch; called under the append lock, so batches arrive in log order."""
-        with self._cond:
-            self._pending.append(batch)
-            self._cond.notify()
+        """Queue a batch; called under the append lock, so batches arrive in log order.
+
+        Lock-free on the hot path: ``deque.append`` is atomic, and the dispatcher is only
+        signalled when it announced that it is going to sleep.
+        """
+        self._pending.append(batch)
+        if self._idle and not self._wakeup.is_set():
+            self._wakeup.set()
 
     def wake(self) -> None:
         """The confirm offset moved (a flush finished): re-check pending batches."""
-        with self._cond:
-            self._cond.notify()
+        self._wakeup.set()
+
+    def pause(self) -> None:
+        """Stop taking new batches (benchmarks and tests build a backlog this way)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+        self._wakeup.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tidemq-dispatch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
+        self._stop = True
+        self._wakeup.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -143,7 +156,7 @@ class Dispatcher:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._cond.notify()
+                self._wakeup.set()
                 self._cond.wait(min(remaining, 0.05))
         return self.error is None
 
@@ -152,29 +165,38 @@ class Dispatcher:
         return len(self._pending)
 
     def lag(self, written_offset: int) -> tuple[int, float]:
-        """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch."""
+        """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch
+        was stored (store timestamps are the append clock)."""
         behind = max(0, written_offset - self.dispatched_offset)
         pending = self._pending
-        oldest = pending[0].appended_ns if pending else 0
-        ms = (time.monotonic_ns() - oldest) / 1e6 if oldest else 0.0
+        oldest = pending[0].store_timestamp if pending else 0
+        ms = float(max(0, self._clock() - oldest)) if oldest else 0.0
         return behind, ms
 
     # ------------------------------------------------------------------ thread
 
+    def _ready(self) -> bool:
+        pending = self._pending
+        return bool(pending) and not self._paused and pending[0].end <= self._confirm()
+
     def _take(self) -> list[DispatchBatch]:
-        with self._cond:
-            while True:
+        pending = self._pending
+        while True:
+            if self._ready():
+                self._busy = True
                 confirm = self._confirm()
-                pending = self._pending
-                if pending and pending[0].end <= confirm:
-                    out = []
-                    while pending and pending[0].end <= confirm:
-                        out.append(pending.popleft())
-                    self._busy = True
-                    return out
-                if self._stop:
-                    return []
-                self._cond.wait(0.05 if pending else 1.0)
+                out = []
+                while pending and pending[0].end <= confirm:
+                    out.append(pending.popleft())
+                return out
+            if self._stop:
+                return []
+            # Announce sleep, then re-check, so a submit in between is never lost.
+            self._idle = True
+            if not self._ready() and not self._stop:
+                self._wakeup.wait(0.05 if pending else 1.0)
+            self._wakeup.clear()
+            self._idle = False
 
     def _run(self) -> None:
         while True:
@@ -206,8 +228,8 @@ class Dispatcher:
                     hook(topic, queue_id, max_offset)
                 except Exception:
                     log.exception("dispatch hook failed")
-        if self.lag_warn_ms and batches[0].appended_ns:
-            lag_ms = (time.monotonic_ns() - batches[0].appended_ns) / 1e6
+        if self.lag_warn_ms:
+            lag_ms = self._clock() - batches[0].store_timestamp
             now = time.monotonic()
             if lag_ms > self.lag_warn_ms and now - self._last_lag_warning > 10:
                 self._last_lag_warning = now

@@ -6,8 +6,9 @@ ASYNC_FLUSH: every ``flushIntervalCommitLog`` ms, fdatasync when at least
 
 SYNC_FLUSH: each acknowledged append registers a waiter ``(end offset, future, deadline)``.
 The flusher thread takes every waiter queued so far, runs one fdatasync for all of them,
-and completes them in order; a waiter past its deadline completes with
-``FLUSH_DISK_TIMEOUT``. One fdatasync typically satisfies many appends.
+and completes them in order. One fdatasync typically satisfies many appends. A watchdog
+thread completes every waiter past its deadline with ``FLUSH_DISK_TIMEOUT``, also while
+the flusher is stuck inside a stalled fdatasync.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class FlushStatus(enum.Enum):
     WRITE_ERROR = "WRITE_ERROR"
 
 
+#: A SYNC_FLUSH waiter: (end offset to make durable, its future, monotonic deadline).
+Waiter = tuple[int, concurrent.futures.Future[FlushStatus], float]
+
+
 class FlushService:
     def __init__(self, commitlog: CommitLog, config: StoreConfig,
                  on_flushed: Callable[[int], None]) -> None:
@@ -45,9 +50,12 @@ class FlushService:
         self.config = config
         self._on_flushed = on_flushed
         self._cond = threading.Condition()
-        self._waiters: deque[tuple[int, concurrent.futures.Future[FlushStatus], float]] = deque()
+        self._waiters: deque[Waiter] = deque()
+        self._inflight: list[Waiter] = []  # taken by the flusher, not yet completed
         self._stop = False
         self._thread: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
+        self._watch_stop = threading.Event()
         self.flushed_offset = commitlog.flushed_offset
         self.flush_count = 0
         self.last_flush_ms = 0.0
@@ -56,11 +64,19 @@ class FlushService:
         target = self._run_sync if self.config.sync_flush else self._run_async
         self._thread = threading.Thread(target=target, name="tidemq-flush", daemon=True)
         self._thread.start()
+        if self.config.sync_flush:
+            self._watchdog = threading.Thread(target=self._run_watchdog,
+                                              name="tidemq-flush-watchdog", daemon=True)
+            self._watchdog.start()
 
     def stop(self) -> None:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+        self._watch_stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join()
+            self._watchdog = None
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -102,9 +118,22 @@ class FlushService:
         with self._cond:
             waiters, self._waiters = list(self._waiters), deque()
         for end, fut, _ in waiters:
-            if not fut.done():
-                fut.set_result(FlushStatus.FLUSHED if end <= self.flushed_offset
-                               else FlushStatus.FLUSH_DISK_TIMEOUT)
+            _complete(fut, FlushStatus.FLUSHED if end <= self.flushed_offset
+                      else FlushStatus.FLUSH_DISK_TIMEOUT)
+
+    def _run_watchdog(self) -> None:
+        """Time out waiters past their deadline, whatever the flusher is doing."""
+        timeout = self.config.sync_flush_timeout / 1000
+        while True:
+            with self._cond:
+                live = [w for w in (*self._inflight, *self._waiters) if not w[1].done()]
+            now = time.monotonic()
+            later = [deadline for _, fut, deadline in live if deadline > now]
+            for _, fut, deadline in live:
+                if deadline <= now:
+                    _complete(fut, FlushStatus.FLUSH_DISK_TIMEOUT)
+            if self._watch_stop.wait(min(later) - now if later else timeout):
+                return
 
     def _run_sync(self) -> None:
         while True:
@@ -115,6 +144,7 @@ class FlushService:
                     return
                 batch = list(self._waiters)
                 self._waiters.clear()
+                self._inflight = batch
             status = FlushStatus.FLUSHED
             try:
                 flushed = self._flush()
@@ -122,19 +152,22 @@ class FlushService:
                 flushed = self.flushed_offset
                 status = FlushStatus.WRITE_ERROR
             now = time.monotonic()
-            retry: list[tuple[int, concurrent.futures.Future[FlushStatus], float]] = []
+            retry: list[Waiter] = []
             for item in batch:
                 end, fut, deadline = item
+                if fut.done():  # the watchdog timed it out
+                    continue
                 if end <= flushed:
-                    fut.set_result(FlushStatus.FLUSHED)
+                    _complete(fut, FlushStatus.FLUSHED)
                 elif status is FlushStatus.WRITE_ERROR:
-                    fut.set_result(status)
+                    _complete(fut, status)
                 elif now > deadline:
-                    fut.set_result(FlushStatus.FLUSH_DISK_TIMEOUT)
+                    _complete(fut, FlushStatus.FLUSH_DISK_TIMEOUT)
                 else:
                     retry.append(item)
-            if retry:
-                with self._cond:
+            with self._cond:
+                self._inflight = []
+                if retry:
                     self._waiters.extendleft(reversed(retry))
 
     def _run_async(self) -> None:
@@ -159,3 +192,9 @@ class FlushService:
                     return
                 if now - last_thorough >= thorough:
                     last_thorough = now
+
+
+def _complete(fut: concurrent.futures.Future[FlushStatus], status: FlushStatus) -> None:
+    """Set the result unless the flusher or the watchdog already did."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        fut.set_result(status)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tidemq.errors import StoreReadOnly
 
-__all__ = ["MappedFile"]
+__all__ = ["MappedFile", "all_zero"]
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +179,12 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"
+
+
+def all_zero(path: Path, chunk: int = 1 << 20) -> bool:
+    """Whether every byte of ``path`` is zero: a file whose creation was cut short."""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if block.count(0) != len(block):
+                return False
+    return True

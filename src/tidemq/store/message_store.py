@@ -12,26 +12,45 @@ import concurrent.futures
 import dataclasses
 import enum
 import logging
+import operator
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 
-from tidemq.errors import MessageTooLarge, StoreReadOnly
-from tidemq.formats.record import HostAddr
+from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly
+from tidemq.formats.properties import decode_properties
+from tidemq.formats.record import (
+    FIXED_V4,
+    MAGIC_V1,
+    MAX_V1_TOPIC_BYTES,
+    MIN_RECORD_SIZE,
+    HostAddr,
+    Record,
+    decode_record,
+)
 from tidemq.store.append import MessageInput, encode_batch, patch_batch
 from tidemq.store.checkpoint import Checkpoint, StoreLock
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
-from tidemq.store.dispatch import DispatchBatch, Dispatcher, DispatchHook, IndexSink
+from tidemq.store.dispatch import DispatchBatch, Dispatcher, DispatchHook
 from tidemq.store.flush import FlushService, FlushStatus
+from tidemq.store.index import KeyIndex
 from tidemq.store.layout import StoreLayout
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
+from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 
 __all__ = ["MessageInput", "MessageStore", "PutResult", "PutStatus"]
 
 log = logging.getLogger(__name__)
+
+_I16 = struct.Struct(">h")
+_BODY = operator.itemgetter(0)
+_TAGS = operator.itemgetter(3)
+_KEYS = operator.itemgetter(4)
 
 
 def wall_clock_ms() -> int:
@@ -49,8 +68,8 @@ class PutStatus(enum.Enum):
 class PutResult:
     status: PutStatus
     queue_offset: int
-    phys_offsets: list[int]
-    sizes: list[int]
+    phys_offsets: Sequence[int]
+    sizes: Sequence[int]
     store_timestamp: int
     durable: concurrent.futures.Future[FlushStatus] | None = None
 
@@ -71,7 +90,8 @@ class MessageStore:
     """One store root directory, owned by one process."""
 
     def __init__(self, config: StoreConfig, *, store_host: HostAddr | None = None,
-                 clock: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms,
+                 disk_usage: DiskUsage | None = None) -> None:
         self.config = config
         self.layout = StoreLayout(config.store_path_root_dir)
         self.store_host = store_host or HostAddr(b"\x7f\x00\x00\x01", 10911)
@@ -79,7 +99,14 @@ class MessageStore:
         self.commitlog = CommitLog(self.layout, config.mapped_file_size_commit_log,
                                    preallocate=config.preallocate_segments)
         self.queues = ConsumeQueueSet(self.layout, config.mapped_file_size_consume_queue)
-        self.index: IndexSink | None = None
+        self.index: KeyIndex | None = None
+        if config.message_index_enable:
+            self.index = KeyIndex(self.layout, max_hash_slot_num=config.max_hash_slot_num,
+                                  max_index_num=config.max_index_num)
+        self.retention = RetentionService(self.commitlog, self.queues, self.index,
+                                          RetentionPolicy.from_config(config))
+        if disk_usage is not None:
+            self.retention.disk_usage = disk_usage
         self._lock = StoreLock(self.layout.lock_file)
         self._next_offsets: dict[tuple[str, int], int] = {}
         self._last_ts = 0
@@ -91,8 +118,9 @@ class MessageStore:
         self.flusher: FlushService | None = None
         self.reader = QueueReader(self.commitlog, self.queues)
         self.recovery_report: RecoveryReport | None = None
-        self.puts = 0
         self.put_messages = 0
+        self._topic_shapes: dict[str, tuple[int, bytes]] = {}
+        self._sync_flush = config.sync_flush
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -104,8 +132,15 @@ class MessageStore:
             self.commitlog.load()
             self.queues.load()
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
+            if self.index is not None:
+                self.index.load()
+                if not clean:  # only what the last checkpoint flushed is trusted
+                    self.index.truncate(checkpoint.dispatched_phy_offset)
             report = recover(self.commitlog, self.queues, self.index, checkpoint, clean=clean,
                              check_crc=self.config.check_crc_on_recover)
+            if self.index is not None:
+                self.index.truncate(report.end_offset)
+            self.retention.correct_min_offsets()
         except BaseException:
             self._lock.release()
             raise
@@ -113,15 +148,20 @@ class MessageStore:
         self.recovery_report = report
         for cq in self.queues.all():
             self._next_offsets[(cq.topic, cq.queue_id)] = cq.max_offset
-        self._last_ts = max(checkpoint.physic_msg_timestamp, checkpoint.logics_msg_timestamp)
+        self._last_ts = max(checkpoint.physic_msg_timestamp, checkpoint.logics_msg_timestamp,
+                            report.max_store_timestamp)
         self.layout.abort_file.touch()
         self.flusher = FlushService(self.commitlog, self.config, self._on_flushed)
         self.dispatcher = Dispatcher(self.queues, self.index, self._confirm_offset,
-                                     self.commitlog.max_offset, self.config.dispatch_lag_warn_ms)
+                                     self.commitlog.max_offset, self.config.dispatch_lag_warn_ms,
+                                     self.clock)
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
+        self._submit = self.dispatcher.submit
+        self._request_flush = self.flusher.request
         self.flusher.start()
         self.dispatcher.start()
+        self.commitlog.start_warmer()
         self._stop_event.clear()
         self._housekeeper = threading.Thread(target=self._housekeep, name="tidemq-housekeep",
                                              daemon=True)
@@ -138,18 +178,21 @@ class MessageStore:
         if self._housekeeper is not None:
             self._housekeeper.join()
         assert self.flusher is not None and self.dispatcher is not None
+        self.commitlog.stop_warmer()
         self.flusher.stop()
         self.dispatcher.drain()
         self.dispatcher.stop()
         clean = self.dispatcher.error is None and self.commitlog.werr is None
         try:
             self._write_checkpoint()
-        except OSError as exc:
+        except (OSError, StoreReadOnly) as exc:  # a failed queue flush raises StoreReadOnly
             log.error("final checkpoint failed: %s", exc)
             clean = False
         if clean:
             self.layout.abort_file.unlink(missing_ok=True)
         self.queues.close()
+        if self.index is not None:
+            self.index.close()
         self.commitlog.close()
         self._lock.release()
 
@@ -168,6 +211,8 @@ class MessageStore:
     def status(self) -> str:
         if self.commitlog.werr is not None:
             return "WRITE_ERROR"
+        if self.commitlog.disk_full is not None:
+            return "DISK_FULL"
         if self.dispatcher is not None and self.dispatcher.error is not None:
             return "DISPATCH_ERROR"
         return "RUNNING" if self._running else "STOPPED"
@@ -192,8 +237,66 @@ class MessageStore:
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         return self._next_offsets.get((topic, queue_id), 0)
 
-    def put(self, topic: str, queue_id: int, msg: MessageInput, **kw: object) -> PutResult:
-        return self.put_batch(topic, queue_id, (msg,), **kw)  # type: ignore[arg-type]
+    def put(
+        self, topic: str, queue_id: int, msg: MessageInput, *, sys_flag: int = 0,
+        born_timestamp: int = 0, born_host: HostAddr | None = None, reconsume_times: int = 0,
+        wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one message. The hot path: written flat, encoded straight into the map."""
+        body = msg.body
+        bhost = born_host or self.store_host
+        shape = self._topic_shapes.get(topic)
+        if (shape is None or len(bhost.ip) != 4 or len(self.store_host.ip) != 4
+                or not self._running or len(body) > self.config.max_message_size):
+            if shape is None and len(topic.encode()) <= MAX_V1_TOPIC_BYTES:
+                tb = topic.encode()
+                self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb), bytes([len(tb)]) + tb)
+            return self.put_batch(topic, queue_id, (msg,), sys_flag=sys_flag,
+                                  born_timestamp=born_timestamp, born_host=born_host,
+                                  reconsume_times=reconsume_times, wait_flush=wait_flush)
+        props = msg.properties
+        blen = len(body)
+        plen = len(props)
+        fixed, tail = shape
+        size = fixed + blen + plen
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        key = (topic, queue_id)
+        cl = self.commitlog
+        sip, sport = self.store_host
+        with cl.lock:
+            now = self.clock()
+            ts = now if now > self._last_ts else self._last_ts
+            self._last_ts = ts
+            qo = self._next_offsets.get(key, 0)
+            seg = cl.segments[-1] if cl.segments else None
+            if (seg is not None and size + 8 <= seg.size - seg.wrote and cl.werr is None
+                    and cl.disk_full is None):
+                pos = seg.wrote
+            else:
+                seg, pos = cl.reserve(size)
+            phys = seg.base + pos
+            mm = seg.mm
+            FIXED_V4.pack_into(mm, pos, size, MAGIC_V1, crc, queue_id, msg.flag, qo, phys,
+                               sys_flag & ~0x30, born_timestamp or ts, bhost.ip, bhost.port, ts,
+                               sip, sport, reconsume_times, 0, blen)
+            p = pos + 88
+            mm[p : p + blen] = body
+            p += blen
+            mm[p : p + len(tail)] = tail
+            p += len(tail)
+            _I16.pack_into(mm, p, plen)
+            if plen:
+                mm[p + 2 : p + 2 + plen] = props
+            end = phys + size
+            seg.wrote = pos + size
+            self._next_offsets[key] = qo + 1
+            self._submit(DispatchBatch(topic, queue_id, qo, (phys,), (size,), (msg.tags_code,),
+                                       ts, end, (msg.keys,) if self.index is not None else None))
+            self.put_messages += 1
+        durable = None
+        if wait_flush and self._sync_flush:
+            durable = self._request_flush(end)
+        return PutResult(PutStatus.PUT_OK, qo, (phys,), (size,), ts, durable)
 
     def put_batch(
         self, topic: str, queue_id: int, msgs: Sequence[MessageInput], *, sys_flag: int = 0,
@@ -206,9 +309,9 @@ class MessageStore:
         if not msgs:
             raise ValueError("put_batch needs at least one message")
         limit = self.config.max_message_size
-        for m in msgs:
-            if len(m.body) > limit:
-                raise MessageTooLarge(len(m.body), limit)
+        biggest = max(map(len, map(_BODY, msgs)))
+        if biggest > limit:
+            raise MessageTooLarge(biggest, limit)
         enc = encode_batch(topic, queue_id, msgs, sys_flag=sys_flag,
                            born_timestamp=born_timestamp or self.clock(),
                            born_host=born_host or self.store_host, store_host=self.store_host,
@@ -226,14 +329,15 @@ class MessageStore:
             patch_batch(enc, qo, phys_base, ts)
             cl.write(seg, pos, enc.buf)
             self._next_offsets[key] = qo + len(msgs)
-            phys = [phys_base + s for s in enc.starts]
             end = phys_base + len(enc.buf)
+            if isinstance(enc.starts, range):
+                phys: Sequence[int] = range(phys_base, end, enc.starts.step)
+            else:
+                phys = [phys_base + s for s in enc.starts]
             self.dispatcher.submit(DispatchBatch(
-                topic, queue_id, qo, phys, enc.sizes, [m.tags_code for m in msgs], ts, end,
-                [m.keys for m in msgs] if self.index is not None else None,
-                time.monotonic_ns(),
+                topic, queue_id, qo, phys, enc.sizes, list(map(_TAGS, msgs)), ts, end,
+                list(map(_KEYS, msgs)) if self.index is not None else None,
             ))
-            self.puts += 1
             self.put_messages += len(msgs)
         durable = None
         if self.config.sync_flush and wait_flush:
@@ -270,6 +374,13 @@ class MessageStore:
     def read_record(self, phys_offset: int) -> memoryview | None:
         return self.reader.read_record(phys_offset)
 
+    def delete_topic(self, topic: str) -> None:
+        """Drop the consume queues of ``topic`` (its records age out with their segments)."""
+        for t, queue_id in self.queues.queue_keys():
+            if t == topic:
+                self.queues.remove(t, queue_id)
+                self._next_offsets.pop((t, queue_id), None)
+
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for topic, queue_id in self.queues.queue_keys():
@@ -292,19 +403,82 @@ class MessageStore:
         dispatched = self.dispatcher.dispatched_offset
         logics_ts = self.dispatcher.last_store_timestamp
         self.queues.flush()
+        index_ts = self.index.flush() if self.index is not None else logics_ts
         flushed = self.commitlog.flush() if not self.commitlog.werr else self.flusher.flushed_offset
         Checkpoint(
             physic_msg_timestamp=self._last_ts if flushed >= self.commitlog.max_offset else 0,
             logics_msg_timestamp=logics_ts,
-            index_msg_timestamp=logics_ts,
+            index_msg_timestamp=index_ts,
             flushed_phy_offset=flushed,
             dispatched_phy_offset=min(dispatched, flushed),
         ).write(self.layout.checkpoint_file)
 
     def _housekeep(self) -> None:
         interval = self.config.flush_interval_consume_queue / 1000
-        while not self._stop_event.wait(interval):
+        retention_every = self.config.clean_resource_interval / 1000
+        last_retention = time.monotonic()
+        while not self._stop_event.wait(min(interval, retention_every)):
             try:
                 self._write_checkpoint()
             except (OSError, StoreReadOnly) as exc:
                 log.error("checkpoint failed: %s", exc)
+            if time.monotonic() - last_retention >= retention_every:
+                last_retention = time.monotonic()
+                try:
+                    report = self.run_retention()
+                except Exception:
+                    log.exception("retention pass failed")
+                    continue
+                if report.deleted_segments:
+                    log.info("%s", report)
+
+    def run_retention(self, now_ms: int | None = None, *, manual: bool = False,
+                      remove_expired_queues: bool = False) -> RetentionReport:
+        """One retention pass (specs/store.md §6.5-6.6); the housekeeper runs one every
+        ``cleanResourceInterval`` ms. ``manual`` is the admin trigger; with
+        ``remove_expired_queues`` (admin ``cleanExpiredCQ``) queues whose records are all
+        gone are destroyed and restart at offset 0.
+        """
+        report = self.retention.run(self.clock() if now_ms is None else now_ms, manual=manual)
+        if remove_expired_queues and self.dispatcher is not None:
+            with self.commitlog.lock:  # no new appends while queues disappear
+                if self.dispatcher.drain() and not self.dispatcher.pending_batches:
+                    report.queues_removed = self.retention.remove_expired_queues()
+                    for key in report.queues_removed:
+                        self._next_offsets.pop(key, None)
+        return report
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 64, begin: int = 0,
+                     end: int = 2**63 - 1) -> list[memoryview]:
+        """Records of ``topic`` whose UNIQ_KEY or KEYS hold ``key``, stored in ``[begin, end]``.
+
+        The index yields candidates, newest first; each is read and its real key, topic and
+        store time compared (hash collisions, one-second index resolution). When candidates
+        fail, more are asked for, up to eight times ``max_num``.
+        """
+        if self.index is None or not key or max_num <= 0:
+            return []
+        want = max_num
+        while True:
+            candidates = self.index.query(topic, key, want, begin, end)
+            out = []
+            for phys in candidates:
+                view = self.read_record(phys)
+                if view is not None and _has_key(view, phys, topic, key, begin, end):
+                    out.append(view)
+            if len(out) >= max_num or len(candidates) < want or want >= 8 * max_num:
+                return out[:max_num]
+            want *= 2
+
+
+def _has_key(view: memoryview, phys: int, topic: str, key: str, begin: int, end: int) -> bool:
+    """Whether the record at ``phys`` is of ``topic``, stored in ``[begin, end]``, with ``key``."""
+    try:
+        rec = decode_record(view, expected_physical_offset=phys)
+        if (not isinstance(rec, Record) or rec.topic != topic or not rec.properties
+                or not begin <= rec.store_timestamp <= end):
+            return False
+        props = decode_properties(rec.properties)
+    except CorruptRecord:
+        return False
+    return props.get("UNIQ_KEY") == key or key in props.get("KEYS", "").split(" ")

@@ -4,14 +4,19 @@ Steps (specs/store.md §6.4, with TideMQ's two fixes of §10.9):
 
 1. Consume queues are loaded; each finds the end of its valid entries.
 2. The scan starts at the checkpoint's dispatched offset (a record boundary that was
-   fully dispatched and flushed), or at the start of the log when that offset is not a
-   valid record start.
+   fully dispatched and flushed), or earlier where the derived data is in doubt: at the
+   end of the newest consume-queue entry when the queues end before it (a lost tail,
+   deleted queue files), at the start of the log when a queue had to be dropped whole.
+   A start that yields no record must be proven a record boundary -- the end of a
+   consume-queue entry whose record checks out -- or the scan restarts at the start of
+   its segment, which always is one (a garbage checkpoint never truncates good data).
 3. Records are checked in order -- length, magic, lengths adding up, body CRC, and
    PHYSICALOFFSET equal to the record's position -- until the first failure: that is the
    end of the valid log. A BLANK marker continues at the next segment.
 4. Consume queues are truncated to that end, the commit log's torn tail is zeroed and
    later segments are deleted, and the scanned records are re-dispatched (writers skip
-   what they already hold).
+   what they already hold). A queue that would get a gap is rebuilt by re-dispatching
+   the whole log.
 
 A torn tail never raises: it is reported in a :class:`RecoveryReport`.
 """
@@ -24,7 +29,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from tidemq.errors import CorruptRecord
+from tidemq.errors import CorruptRecord, QueueGap
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Blank, Record, decode_record
@@ -52,6 +57,9 @@ class RecoveryReport:
     reason: str = ""
     segments_deleted: int = 0
     queue_entries_dropped: int = 0
+    #: Largest STORETIMESTAMP among the scanned records (0 if none were scanned); the
+    #: store never stamps a later record lower, even if the wall clock stepped back.
+    max_store_timestamp: int = 0
 
     def __str__(self) -> str:
         kind = "clean" if self.clean else "crash"
@@ -135,13 +143,12 @@ def recover(
     checkpoint: Checkpoint, *, clean: bool, check_crc: bool = True,
 ) -> RecoveryReport:
     """Bring commit log and consume queues to one consistent end; see the module doc."""
-    lo, hi = commitlog.min_offset, commitlog.max_offset
-    start = checkpoint.dispatched_phy_offset
-    if not lo <= start <= hi:
-        start = lo
+    lo = commitlog.min_offset
+    start = _start_offset(commitlog, queues, checkpoint)
     pending: list[DispatchBatch] = []
 
     def collect(rec: Record, offset: int) -> None:
+        report.max_store_timestamp = max(report.max_store_timestamp, rec.store_timestamp)
         batch = dispatch_batch_for(rec, offset)
         if batch is not None:
             pending.append(batch)
@@ -149,12 +156,19 @@ def recover(
                 apply_batches(queues, index, pending)
                 pending.clear()
 
+    def redispatch(first: int) -> None:
+        pending.clear()
+        scan_log(commitlog, first, check_crc=False, on_record=collect)
+        if pending:
+            apply_batches(queues, index, pending)
+
     end, count, reason = scan_log(commitlog, start, check_crc=check_crc)
-    if reason not in ("", "end of data") and start != lo and count == 0:
-        # The checkpoint does not point at a record: scan the whole log instead.
-        log.warning("checkpoint offset %d is not a record start (%s); scanning from %d",
-                    start, reason, lo)
-        start = lo
+    if count == 0 and start != lo and not _ends_a_record(commitlog, queues, start, check_crc):
+        # Nothing proves the start is a record boundary: scan its whole segment instead.
+        seg = commitlog.segment_for(start) or commitlog.segments[-1]
+        log.warning("recovery start %d is not a known record boundary (%s); scanning from %d",
+                    start, reason or "end of log", seg.base)
+        start = seg.base
         end, count, reason = scan_log(commitlog, start, check_crc=check_crc)
     report = RecoveryReport(clean=clean, start_offset=start, end_offset=end,
                             records_scanned=count, reason=reason)
@@ -167,10 +181,43 @@ def recover(
     report.segments_deleted = sum(1 for seg in commitlog.segments if seg.base > end)
     commitlog.truncate(end)
     if count:
-        scan_log(commitlog, start, check_crc=False, on_record=collect)
-        if pending:
-            apply_batches(queues, index, pending)
+        try:
+            redispatch(start)
+        except QueueGap as exc:
+            log.warning("%s; rebuilding the consume queues from the whole log", exc)
+            redispatch(lo)
     return report
+
+
+def _start_offset(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint) -> int:
+    """Where the scan starts: the checkpoint, unless the consume queues say otherwise."""
+    lo, hi = commitlog.min_offset, commitlog.max_offset
+    if any(cq.damaged for cq in queues.all()):
+        return lo
+    start = min(checkpoint.dispatched_phy_offset, queues.max_phys_end())
+    return start if lo <= start <= hi else lo
+
+
+def _ends_a_record(commitlog: CommitLog, queues: ConsumeQueueSet, offset: int,
+                   check_crc: bool) -> bool:
+    """Whether a consume-queue entry ends at ``offset`` and its record checks out."""
+    for cq in queues.all():
+        if cq.max_phys_end != offset:
+            continue
+        last = cq.last_entry()
+        if last is None:
+            continue
+        phys, size = int(last["phys"]), int(last["size"])
+        view = commitlog.read(phys, size)
+        if view is None:
+            continue
+        try:
+            rec = decode_record(view, check_crc=check_crc, expected_physical_offset=phys)
+        except CorruptRecord:
+            continue
+        if isinstance(rec, Record) and rec.total_size == size:
+            return True
+    return False
 
 
 def _dirty_bytes_after(commitlog: CommitLog, end: int) -> int:

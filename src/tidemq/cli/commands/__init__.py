@@ -1,0 +1,1 @@
+"""Subcommand groups of the ``tidemq`` command."""

@@ -1,0 +1,248 @@
+"""``tidemq store``: offline verification and dumps of a store directory.
+
+Both commands read the files without starting the store or taking its lock. Humans get
+tables (and a progress bar on large directories); ``--json`` prints one JSON document on
+stdout for scripts. ``verify`` exits with 1 when it found problems, 2 on unusable input.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tidemq.store.inspect import (
+    InspectError,
+    ProgressFn,
+    RecordDump,
+    VerifyReport,
+    dump_checkpoint,
+    dump_queue,
+    dump_records,
+    verify,
+)
+from tidemq.store.layout import StoreLayout
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Offline store tools: verify or dump a data directory (no broker needed).")
+
+#: Commit logs above this size get a progress bar.
+LARGE_BYTES = 64 * 1024 * 1024
+
+Directory = Annotated[Path, typer.Argument(help="Store root (storePathRootDir).", metavar="DIR",
+                                           exists=True, file_okay=False, resolve_path=True)]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _out() -> Console:
+    return Console()
+
+
+def _err() -> Console:
+    return Console(stderr=True)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _when(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+
+def _fail(exc: InspectError) -> typer.Exit:
+    _err().print(f"[red]error:[/red] {exc}")
+    return typer.Exit(2)
+
+
+@contextmanager
+def _progress(directory: Path, enabled: bool) -> Iterator[ProgressFn | None]:
+    layout = StoreLayout(directory)
+    size = sum(p.stat().st_size for _, p in layout.segments_in(layout.commitlog_dir))
+    if not enabled or size < LARGE_BYTES:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=_err(), transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+# ---------------------------------------------------------------------- verify
+
+
+@app.command("verify")
+def verify_command(
+    directory: Directory,
+    json_out: JsonFlag = False,
+    no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip body CRC checks.")] = False,
+    segment_size: Annotated[int | None, typer.Option(
+        help="Commit-log segment size (default: inferred from the files).")] = None,
+) -> None:
+    """Check every record, queue entry and the checkpoint; preview what a start would do."""
+    with _progress(directory, not json_out) as progress:
+        try:
+            report = verify(directory, check_crc=not no_crc, segment_size=segment_size,
+                            progress=progress)
+        except InspectError as exc:
+            raise _fail(exc) from exc
+    if json_out:
+        _emit_json(report.to_dict())
+    else:
+        _print_verify(report)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _print_verify(report: VerifyReport) -> None:
+    out = _out()
+    summary = Table(title=f"store {report.root}", show_header=False)
+    summary.add_column("item")
+    summary.add_column("value", justify="right")
+    rows = [
+        ("segments", f"{report.segments} x {report.segment_size:,} bytes"),
+        ("commit log starts at", f"{report.min_offset:,}"),
+        ("records", f"{report.records:,} ({report.record_bytes:,} bytes)"),
+        ("stored", f"{_when(report.first_store_timestamp)} .. "
+                   f"{_when(report.last_store_timestamp)}"),
+        ("queues", f"{report.queues:,}"),
+        ("queue entries", f"{report.queue_entries:,} ({report.expired_entries:,} expired)"),
+    ]
+    rec = report.recovery
+    if rec is not None:
+        rows += [
+            ("last shutdown", "clean" if rec.clean else "abnormal"),
+            ("recovery would scan", f"{rec.start_offset:,} .. {rec.end_offset:,} "
+                                    f"({rec.reason or 'end of log'})"),
+            ("recovery would drop", f"{rec.bytes_truncated:,} bytes, "
+                                    f"{rec.segments_deleted} segments, {rec.records_lost} records, "
+                                    f"{rec.queue_entries_dropped} queue entries"),
+        ]
+        if rec.start_fails:
+            rows.append(("start would fail", rec.start_fails))
+    for item, value in rows:
+        summary.add_row(item, value)
+    out.print(summary)
+    for warning in report.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
+    if report.ok:
+        out.print("[green]OK[/green]: no problems found")
+        return
+    problems = Table(title=f"{len(report.problems)} problems")
+    for col in ("kind", "where", "offset", "detail"):
+        problems.add_column(col, justify="right" if col == "offset" else "left")
+    for p in report.problems:
+        problems.add_row(p.kind, p.where, str(p.offset) if p.offset >= 0 else "-", p.detail)
+    out.print(problems)
+
+
+# ---------------------------------------------------------------------- dump
+
+
+def _parse_queue(spec: str) -> tuple[str, int]:
+    topic, sep, qid = spec.rpartition(":")
+    if not sep or not topic or not qid.isdigit():
+        raise typer.BadParameter(f"expected TOPIC:QUEUE_ID, got {spec!r}", param_hint="--queue")
+    return topic, int(qid)
+
+
+@app.command("dump")
+def dump_command(
+    directory: Directory,
+    records: Annotated[bool, typer.Option("--records", help="Commit-log records (default).")]
+    = False,
+    queue: Annotated[str | None, typer.Option("--queue", metavar="TOPIC:QID",
+                                              help="Entries of one consume queue.")] = None,
+    checkpoint: Annotated[bool, typer.Option("--checkpoint", help="The checkpoint file.")]
+    = False,
+    start: Annotated[int | None, typer.Option(
+        help="Physical offset (records) or queue offset (--queue); default the first.")] = None,
+    count: Annotated[int, typer.Option(help="How many records or entries.")] = 20,
+    json_out: JsonFlag = False,
+) -> None:
+    """Print records, one queue's entries or the checkpoint."""
+    if records + (queue is not None) + checkpoint > 1:
+        raise typer.BadParameter("choose one of --records, --queue and --checkpoint")
+    try:
+        if checkpoint:
+            _dump_checkpoint(directory, json_out)
+        elif queue is not None:
+            topic, queue_id = _parse_queue(queue)
+            _dump_queue(directory, topic, queue_id, start, count, json_out)
+        else:
+            _dump_records(directory, start, count, json_out)
+    except InspectError as exc:
+        raise _fail(exc) from exc
+
+
+def _dump_records(directory: Path, start: int | None, count: int, json_out: bool) -> None:
+    dump: RecordDump = dump_records(directory, start, count)
+    if json_out:
+        _emit_json(dump.to_dict())
+        return
+    table = Table(title=f"records from {start if start is not None else 'the start'}")
+    for col in ("phys", "size", "topic", "queue", "q-offset", "stored", "body", "properties"):
+        table.add_column(col, justify="right" if col in ("phys", "size", "q-offset", "body")
+                         else "left")
+    for r in dump.records:
+        props = " ".join(f"{k}={v}" for k, v in r.properties.items())
+        table.add_row(str(r.phys), str(r.size), r.topic, str(r.queue_id), str(r.queue_offset),
+                      _when(r.store_timestamp), str(r.body_size), props)
+    out = _out()
+    out.print(table)
+    if dump.end_reason:
+        out.print(f"valid log ends at {dump.next_offset} ({dump.end_reason})")
+    else:
+        out.print(f"next record at {dump.next_offset}")
+
+
+def _dump_queue(directory: Path, topic: str, queue_id: int, start: int | None, count: int,
+                json_out: bool) -> None:
+    entries = dump_queue(directory, topic, queue_id, start, count)
+    if json_out:
+        _emit_json([e.to_dict() for e in entries])
+        return
+    table = Table(title=f"consume queue {topic}:{queue_id}")
+    for col in ("offset", "phys", "size", "tags code", "status"):
+        table.add_column(col, justify="left" if col == "status" else "right")
+    for e in entries:
+        table.add_row(str(e.offset), str(e.phys), str(e.size), str(e.tags_code), e.status)
+    _out().print(table)
+
+
+def _dump_checkpoint(directory: Path, json_out: bool) -> None:
+    dump = dump_checkpoint(directory)
+    if json_out:
+        _emit_json(dump.to_dict())
+        return
+    cp = dump.checkpoint
+    table = Table(title=dump.path if dump.exists else f"{dump.path} (missing)",
+                  show_header=False)
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp"):
+        ts = getattr(cp, name)
+        table.add_row(name, f"{ts} ({_when(ts)})")
+    table.add_row("flushed_phy_offset", f"{cp.flushed_phy_offset:,}")
+    table.add_row("dispatched_phy_offset", f"{cp.dispatched_phy_offset:,}")
+    table.add_row("abort marker", "present" if dump.abort_marker else "absent")
+    table.add_row("lock", "held by a running broker" if dump.in_use else "free")
+    _out().print(table)

@@ -1,0 +1,490 @@
+"""Key index: message lookups by ``UNIQ_KEY`` and ``KEYS``. Derived data, no checksum.
+
+RocketMQ's IndexFile layout (specs/store.md §7.1), all integers big-endian. One file holds
+``maxHashSlotNum`` slots and room for ``maxIndexNum`` entries:
+
+======================  ====  ===================  ==========================================
+offset                  size  field                meaning
+======================  ====  ===================  ==========================================
+0                       8     beginTimestamp       store time of the first entry
+8                       8     endTimestamp         store time of the last entry
+16                      8     beginPhyOffset       physical offset of the first entry
+24                      8     endPhyOffset         physical offset of the last entry
+32                      4     hashSlotCount        slots in use
+36                      4     indexCount           next entry number; starts at 1 (0 = null)
+40 + 4*s                4     slot s               newest entry number of the chain, 0 = empty
+40 + 4*S + 20*n + 0     4     key hash             ``index_hash(topic + "#" + key)``
+          ... + 4       8     phyOffset            where the record starts in the commit log
+          ... + 12      4     timeDiff             (storeTime - beginTimestamp) / 1000, seconds
+          ... + 16      4     prev                 previous entry of the chain (0 = end)
+======================  ====  ===================  ==========================================
+
+``S`` = ``maxHashSlotNum``; the file is ``40 + 4*S + 20*maxIndexNum`` bytes (sparse).
+Differences from upstream: a file is named by the physical offset of its first entry
+(``index/<20 digits>``, via :class:`~tidemq.store.layout.StoreLayout`) rather than its
+creation time, so retention can drop files wholly below the commit-log minimum by name
+order; and a chain only ever points backwards (``prev < n``), which readers enforce, so
+torn bytes can never make a reader loop.
+
+Writing is batched, because Python pays per object: :meth:`KeyIndex.put_keys` only queues
+the record (a deque append), and the queue is applied in bulk -- every 1024 records, and
+before any query, flush or truncation -- with the key hashes computed by numpy
+(:func:`index_hashes`, equal to :func:`tidemq.formats.hashing.index_hash`) and the chains
+linked by a sort over slots. Within one bulk write the entries go first, then
+``indexCount``, then the slots, so no slot ever points past ``indexCount``. Records reach
+the index in log order, so the start of the last record queued is the index's recorded
+end: :meth:`KeyIndex.put_keys` skips a record at or below it, which makes re-dispatch
+after a crash idempotent.
+
+Lookups return *candidate* physical offsets: hash collisions and the one-second time
+resolution mean the caller must read each record and compare the real key
+(:meth:`tidemq.store.message_store.MessageStore.query_by_key` does).
+
+Crash safety: the store flushes the index before each checkpoint, so everything below
+the checkpoint's dispatched offset is durable. After an abnormal exit the store calls
+:meth:`KeyIndex.truncate` with that offset -- entries beyond it may be torn -- and the
+slot table of the cut file is rebuilt from its entries; recovery re-dispatches the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+import struct
+import threading
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.formats.hashing import index_hash
+from tidemq.store.layout import StoreLayout
+from tidemq.store.mapped_file import MappedFile
+
+__all__ = ["ENTRY_DTYPE", "HEADER_SIZE", "IndexFile", "KeyIndex", "index_file_size",
+           "index_hashes"]
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(
+    ">"
+    "q"  # beginTimestamp
+    "q"  # endTimestamp
+    "q"  # beginPhyOffset
+    "q"  # endPhyOffset
+    "i"  # hashSlotCount
+    "i"  # indexCount
+)
+HEADER_SIZE = _HEADER.size
+assert HEADER_SIZE == 40
+_ENTRY = struct.Struct(
+    ">"
+    "i"  # key hash
+    "q"  # phyOffset
+    "i"  # timeDiff (seconds)
+    "i"  # prev entry number
+)
+ENTRY_SIZE = _ENTRY.size
+assert ENTRY_SIZE == 20
+SLOT_SIZE = 4
+_I32 = struct.Struct(">i")
+_OFF_COUNT = 36
+INT_MAX = 0x7FFFFFFF
+
+ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
+
+
+IntArray = npt.NDArray[np.int64]
+
+_KEYS = operator.itemgetter(1)
+
+#: Records queued before :meth:`KeyIndex.put_keys` applies them in bulk.
+DRAIN_AT = 1024
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+_VECTOR_MAX_LEN = 256
+#: ``31**i`` and ``31**-i`` mod 2**32 (31 is odd, so invertible): the hash of a key padded
+#: with ``p`` trailing NULs is ``hash(key) * 31**p``, which the inverse powers undo.
+_POW = np.array([pow(31, i, 1 << 32) for i in range(_VECTOR_MAX_LEN)], dtype=np.uint64)
+_INV_POW = np.array([pow(pow(31, -1, 1 << 32), i, 1 << 32)
+                     for i in range(_VECTOR_MAX_LEN + 1)], dtype=np.uint64)
+
+
+def index_hashes(keys: Sequence[str]) -> IntArray:
+    """:func:`~tidemq.formats.hashing.index_hash` of every key, vectorised for ASCII keys."""
+    n = len(keys)
+    out = np.empty(n, dtype=np.int64)
+    if not n:
+        return out
+    encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    # ASCII (one byte per character, so one UTF-16 unit per byte) and not too long.
+    fast = (lens == np.fromiter(map(len, keys), dtype=np.int64, count=n)) & (
+        lens <= _VECTOR_MAX_LEN)
+    if not fast.all():
+        for i in np.flatnonzero(~fast).tolist():
+            out[i] = index_hash(keys[i])
+        picked = np.flatnonzero(fast)
+        encoded = [encoded[i] for i in picked.tolist()]
+        lens = lens[picked]
+        if not encoded:
+            return out
+    width = max(int(lens.max()), 1)
+    units = np.array(encoded, dtype=f"S{width}").view(np.uint8).reshape(-1, width)
+    h = (units.astype(np.uint64) @ _POW[width - 1 :: -1]) & _MASK32
+    h = (h * _INV_POW[width - lens]) & _MASK32
+    signed = np.abs(h.astype(np.uint32).view(np.int32).astype(np.int64))
+    signed[signed == 1 << 31] = 0  # Java: abs(MIN_VALUE) stays negative, upstream uses 0
+    out[fast] = signed
+    return out
+
+
+def index_file_size(slot_num: int, max_index_num: int) -> int:
+    return HEADER_SIZE + slot_num * SLOT_SIZE + max_index_num * ENTRY_SIZE
+
+
+class IndexFile:
+    """One index file: a hash-slot table and a chained entry array."""
+
+    __slots__ = ("begin_phys", "begin_ts", "capacity", "count", "dirty", "end_phys", "end_ts",
+                 "entries_at", "mf", "mm", "slot_count", "slot_num")
+
+    def __init__(self, mf: MappedFile, slot_num: int, max_index_num: int) -> None:
+        self.mf = mf
+        self.mm = mf.mm
+        self.slot_num = slot_num
+        self.capacity = max_index_num
+        self.entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
+        (self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, self.slot_count,
+         count) = _HEADER.unpack_from(self.mm, 0)
+        self.count = count if 1 <= count <= max_index_num else 1
+        self.dirty = False
+
+    @property
+    def path(self) -> Path:
+        return self.mf.path
+
+    @property
+    def entries(self) -> int:
+        return self.count - 1
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, hashes: IntArray, phys: IntArray, store_ts: IntArray) -> None:
+        """Write entries for ``hashes`` (records at ``phys``, in log order) and link them."""
+        n = len(hashes)
+        first = self.count
+        if first == 1:
+            self.begin_ts, self.begin_phys = int(store_ts[0]), int(phys[0])
+        nums = np.arange(first, first + n, dtype=np.int64)
+        slots = hashes % self.slot_num
+        table = np.frombuffer(self.mm, dtype=">i4", count=self.slot_num, offset=HEADER_SIZE)
+        current = table[slots].astype(np.int64)
+        current[(current <= 0) | (current >= first)] = 0  # stale or torn: an empty slot
+        # Chain entries of one slot to each other, the first of each to the slot's head.
+        order = np.argsort(slots, kind="stable")
+        s_sorted = slots[order]
+        starts = np.ones(n, dtype=np.bool_)
+        starts[1:] = s_sorted[1:] != s_sorted[:-1]
+        ends = np.ones(n, dtype=np.bool_)
+        ends[:-1] = starts[1:]
+        prev_sorted = np.empty(n, dtype=np.int64)
+        prev_sorted[1:] = nums[order[:-1]]
+        prev_sorted[starts] = current[order][starts]
+        prev = np.empty(n, dtype=np.int64)
+        prev[order] = prev_sorted
+        ent = np.empty(n, dtype=ENTRY_DTYPE)
+        ent["hash"] = hashes
+        ent["phys"] = phys
+        ent["diff"] = np.clip((store_ts - self.begin_ts) // 1000, 0, INT_MAX)
+        ent["prev"] = prev
+        at = self.entries_at + first * ENTRY_SIZE
+        self.mm[at : at + n * ENTRY_SIZE] = ent.tobytes()
+        count = first + n
+        _I32.pack_into(self.mm, _OFF_COUNT, count)
+        table[s_sorted[ends]] = nums[order][ends]
+        self.slot_count += int(np.count_nonzero(current[order][starts] == 0))
+        self.count = count
+        self.end_ts, self.end_phys = int(store_ts[-1]), int(phys[-1])
+        _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
+                          self.end_phys, self.slot_count, count)
+        self.dirty = True
+
+    def cut(self, keep: int) -> None:
+        """Keep entries ``1 .. keep - 1`` only and rebuild the slot table from them."""
+        ent = np.frombuffer(self.mm, dtype=ENTRY_DTYPE, count=keep, offset=self.entries_at)
+        table = np.zeros(self.slot_num, dtype=">i4")
+        if keep > 1:
+            slots = ent["hash"][1:].astype(np.int64) % self.slot_num
+            rev = slots[::-1]
+            used, first_in_rev = np.unique(rev, return_index=True)
+            table[used] = (keep - 1 - first_in_rev).astype(np.int32)
+            last = ent[keep - 1]
+            self.end_phys = int(last["phys"])
+            self.end_ts = self.begin_ts + int(last["diff"]) * 1000 + 999
+            self.slot_count = len(used)
+        else:
+            self.end_phys = self.end_ts = self.slot_count = 0
+        self.mm[HEADER_SIZE : self.entries_at] = table.tobytes()
+        self.count = keep
+        _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
+                          self.end_phys, self.slot_count, keep)
+        self.dirty = True
+
+    def first_entry_at_or_after(self, phys: int) -> int:
+        """Number of the first entry whose record starts at or after ``phys``."""
+        ent = np.frombuffer(self.mm, dtype=ENTRY_DTYPE, count=self.count,
+                            offset=self.entries_at)
+        return 1 + int(np.searchsorted(ent["phys"][1:].astype(np.int64), phys, side="left"))
+
+    # ------------------------------------------------------------------ reading
+
+    def lookup(self, h: int, begin: int, end: int, out: list[int], seen: set[int],
+               max_num: int) -> None:
+        """Append candidates for hash ``h`` stored within ``[begin, end]``, newest first."""
+        mm = self.mm
+        count = self.count
+        (cur,) = _I32.unpack_from(mm, HEADER_SIZE + (h % self.slot_num) * SLOT_SIZE)
+        if cur <= 0 or cur >= count:
+            return
+        entries_at, begin_ts, unpack = self.entries_at, self.begin_ts, _ENTRY.unpack_from
+        while True:
+            eh, phys, diff, prev = unpack(mm, entries_at + cur * ENTRY_SIZE)
+            ts = begin_ts + diff * 1000  # the store time, rounded down to the second
+            if ts + 999 < begin:
+                return  # chains run newest to oldest: everything further is older
+            if eh == h and ts <= end and phys not in seen:
+                seen.add(phys)
+                out.append(phys)
+                if len(out) >= max_num:
+                    return
+            if prev <= 0 or prev >= cur:
+                return
+            cur = prev
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        return self.count > 1 and self.begin_ts <= end and self.end_ts + 999 >= begin
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.mf.sync()
+
+    def close(self) -> None:
+        self.mf.close()
+
+    def destroy(self) -> None:
+        self.mf.destroy()
+
+
+class KeyIndex:
+    """The index files of a store; implements :class:`~tidemq.store.dispatch.IndexSink`.
+
+    The dispatcher thread (recovery, before it starts) is the only caller of
+    :meth:`put_keys`, which takes no lock: it appends to a deque. Applying the queue,
+    queries, retention, flushes and truncation all hold :attr:`lock`, so the files are
+    only ever touched by one thread at a time.
+    """
+
+    def __init__(self, layout: StoreLayout, *, max_hash_slot_num: int = 5_000_000,
+                 max_index_num: int = 20_000_000) -> None:
+        if max_hash_slot_num < 1 or max_index_num < 2:
+            raise ValueError("maxHashSlotNum must be >= 1 and maxIndexNum >= 2")
+        self.layout = layout
+        self.slot_num = max_hash_slot_num
+        self.max_index_num = max_index_num
+        self.file_size = index_file_size(max_hash_slot_num, max_index_num)
+        self.files: list[IndexFile] = []
+        self.lock = threading.Lock()
+        self._pending: deque[tuple[str, tuple[str, ...], int, int]] = deque()
+        self._last_phys = -1  # start of the last record queued (the recorded end)
+
+    # ------------------------------------------------------------------ load and recovery
+
+    def load(self) -> None:
+        """Map the index files on disk; empty or mis-sized ones are deleted (derived data)."""
+        for base, path in self.layout.segments_in(self.layout.index_dir):
+            size = path.stat().st_size
+            if size != self.file_size:
+                log.warning("index file %s has %d bytes, expected %d for maxHashSlotNum=%d "
+                            "and maxIndexNum=%d; deleting it (derived data, lookups of its "
+                            "keys are lost)", path.name, size, self.file_size, self.slot_num,
+                            self.max_index_num)
+                path.unlink()
+                continue
+            f = IndexFile(MappedFile(path, base, size, create=False), self.slot_num,
+                          self.max_index_num)
+            if f.count <= 1:
+                f.destroy()
+                continue
+            self.files.append(f)
+        self._last_phys = self.files[-1].end_phys if self.files else -1
+
+    def truncate(self, phys_end: int) -> int:
+        """Drop every entry of a record starting at or after ``phys_end``; returns how many.
+
+        Used after an abnormal exit (down to the checkpoint's dispatched offset, below which
+        the index was flushed) and after recovery (down to the end of the valid log).
+        """
+        dropped = 0
+        with self.lock:
+            self._drain()
+            while self.files:
+                f = self.files[-1]
+                if f.begin_phys >= phys_end:
+                    dropped += f.entries
+                    log.info("deleting index file %s beyond offset %d", f.path.name, phys_end)
+                    self.files.pop().destroy()
+                    continue
+                if f.end_phys >= phys_end:
+                    keep = f.first_entry_at_or_after(phys_end)
+                    dropped += f.count - keep
+                    f.cut(keep)
+                break
+            self._last_phys = self.files[-1].end_phys if self.files else -1
+        return dropped
+
+    # ------------------------------------------------------------------ writing
+
+    def put_keys(self, topic: str, keys: tuple[str, ...], phys: int,
+                 store_timestamp: int) -> None:
+        """Index the record at ``phys`` under ``topic#key`` for each key (dispatcher thread).
+
+        Queued and applied in bulk; a record at or below the recorded end is skipped.
+        """
+        if phys <= self._last_phys:
+            return  # already indexed: re-dispatch after a crash
+        self._last_phys = phys
+        self._pending.append((topic, keys, phys, store_timestamp))
+        if len(self._pending) >= DRAIN_AT:
+            with self.lock:
+                self._drain()
+
+    def _drain(self) -> None:
+        """Apply every queued record (``lock`` held)."""
+        pending = self._pending
+        items = [pending.popleft() for _ in range(len(pending))]
+        if not items:
+            return
+        key_sets = list(map(_KEYS, items))
+        if "" in itertools.chain.from_iterable(key_sets):  # rare: drop empty keys first
+            key_sets = [tuple(k for k in keys if k) for keys in key_sets]
+        full = [f"{topic}#{k}" for (topic, _, _, _), keys in zip(items, key_sets, strict=True)
+                for k in keys]
+        counts = np.fromiter(map(len, key_sets), dtype=np.int64, count=len(items))
+        hashes = index_hashes(full)
+        phys = np.repeat(np.fromiter((it[2] for it in items), np.int64, len(items)), counts)
+        ts = np.repeat(np.fromiter((it[3] for it in items), np.int64, len(items)), counts)
+        ends = np.cumsum(counts)  # entry index just past each record
+        done, pos = 0, 0  # records, entries written
+        while done < len(items):
+            f = self.files[-1] if self.files else None
+            room = f.capacity - f.count if f is not None else 0
+            fit = int(np.searchsorted(ends[done:], pos + room, side="right"))
+            if fit == 0:
+                if f is None or f.count > 1:
+                    self._roll(int(phys[pos]) if pos < len(phys) else items[done][2])
+                    continue
+                log.warning("record at %d has %d keys, more than an index file holds; "
+                            "indexing the first %d", items[done][2], int(counts[done]), room)
+                stop, next_pos = pos + room, int(ends[done])
+                fit = 1
+            else:
+                stop = next_pos = int(ends[done + fit - 1])
+            if stop > pos:
+                assert f is not None
+                f.append(hashes[pos:stop], phys[pos:stop], ts[pos:stop])
+            done += fit
+            pos = next_pos
+
+    def _roll(self, phys: int) -> IndexFile:
+        """Start a new file named for the record at ``phys`` (``lock`` held)."""
+        self.layout.index_dir.mkdir(parents=True, exist_ok=True)
+        path = self.layout.index_file(phys)
+        path.unlink(missing_ok=True)  # a leftover of a file truncated away
+        mf = MappedFile(path, phys, self.file_size, create=True, preallocate=False)
+        f = IndexFile(mf, self.slot_num, self.max_index_num)
+        self.files.append(f)
+        return f
+
+    def drain(self) -> None:
+        """Apply queued records now (queries, flushes and truncation do this themselves)."""
+        with self.lock:
+            self._drain()
+
+    # ------------------------------------------------------------------ reading
+
+    def query(self, topic: str, key: str, max_num: int, begin_ts: int = 0,
+              end_ts: int = 2**63 - 1) -> list[int]:
+        """Candidate physical offsets of records with ``key``, newest first, no duplicates."""
+        out: list[int] = []
+        if max_num <= 0:
+            return out
+        h = index_hash(f"{topic}#{key}")
+        seen: set[int] = set()
+        with self.lock:
+            self._drain()
+            for f in reversed(self.files):
+                if not f.overlaps(begin_ts, end_ts):
+                    if f.count > 1 and f.end_ts + 999 < begin_ts:
+                        break  # older files are older still
+                    continue
+                f.lookup(h, begin_ts, end_ts, out, seen, max_num)
+                if len(out) >= max_num:
+                    break
+        return out
+
+    @property
+    def end_phys_offset(self) -> int:
+        """Start of the last record indexed, or -1 for an empty index."""
+        return self._last_phys
+
+    @property
+    def entry_count(self) -> int:
+        with self.lock:
+            self._drain()
+            return sum(f.entries for f in self.files)
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_below(self, commitlog_min: int) -> int:
+        """Delete the oldest files whose last record starts below ``commitlog_min``.
+
+        Never the last file, and never past a file that is kept (no holes). Returns how
+        many files were deleted.
+        """
+        deleted = 0
+        with self.lock:
+            self._drain()
+            while len(self.files) > 1 and self.files[0].end_phys < commitlog_min:
+                f = self.files.pop(0)
+                log.info("deleting index file %s (ends at %d, commit log starts at %d)",
+                         f.path.name, f.end_phys, commitlog_min)
+                f.destroy()
+                deleted += 1
+        return deleted
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> int:
+        """fdatasync files with new entries; returns the store time of the last entry covered."""
+        with self.lock:
+            self._drain()
+            ts = self.files[-1].end_ts if self.files else 0
+            for f in self.files:
+                f.flush()
+        return ts
+
+    def close(self) -> None:
+        with self.lock:
+            self._drain()
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files.clear()

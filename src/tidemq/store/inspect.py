@@ -1,0 +1,656 @@
+"""Offline inspection of a store directory: verify it and dump what it holds.
+
+Nothing here starts the store, takes its lock or writes a byte: every file is mapped
+read-only, so a directory can be checked while a copy of it is being restored, or next to
+a stopped broker. A running broker (the lock is held) or a crashed one (the ``abort``
+marker is present) only produces a warning: the answer then describes the files as they
+are at that moment.
+
+:func:`verify` checks
+
+* the commit log, the source of truth: segment sizes and alignment, no gaps, and every
+  record's length, magic, body CRC and PHYSICALOFFSET; a damaged record whose length is
+  plausible is skipped so the records after it are still checked;
+* every consume-queue entry: it points at a record that exists, with the right size,
+  topic, queue id and queue offset (LMQ entries point at their parent's records and are
+  only checked for existence and size);
+* the checkpoint: its offsets lie on record boundaries within the valid log, and its
+  timestamps are not newer than the data;
+* a recovery dry run: where a start would begin scanning, where the valid log ends, and
+  what it would drop (torn-tail bytes, whole segments, valid records behind a damaged one,
+  consume-queue entries). It follows :mod:`tidemq.store.recovery` step by step.
+
+:func:`dump_records`, :func:`dump_queue` and :func:`dump_checkpoint` return plain
+dataclasses (``to_dict()`` gives JSON-ready values) for the ``tidemq store`` commands.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tidemq.errors import CorruptRecord, StoreError
+from tidemq.formats.properties import decode_properties
+from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
+from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT
+from tidemq.store.layout import StoreLayout
+from tidemq.store.readonly import (
+    ZERO8,
+    ReadOnlyFile,
+    ReadOnlyLog,
+    close_all,
+    last_nonzero,
+    lock_held,
+    map_readonly,
+    open_log,
+    walk_log,
+)
+
+__all__ = [
+    "CheckpointDump",
+    "InspectError",
+    "Problem",
+    "ProgressFn",
+    "QueueEntryInfo",
+    "RecordDump",
+    "RecordInfo",
+    "RecoveryPreview",
+    "VerifyReport",
+    "dump_checkpoint",
+    "dump_queue",
+    "dump_records",
+    "verify",
+]
+
+#: ``progress(phase, done, total)``: phase ``"commitlog"`` counts bytes, ``"queues"`` queues.
+ProgressFn = Callable[[str, int, int], None]
+
+_HEAD = struct.Struct(">ii")
+LMQ_PREFIX = "%LMQ%"
+MAX_EXAMPLES = 5  # problems reported per queue before they are only counted
+PROGRESS_EVERY = 4096  # records between progress calls
+
+
+class InspectError(StoreError):
+    """The directory cannot be inspected as asked (``path`` and ``offset`` say where)."""
+
+    def __init__(self, message: str, *, path: str = "", offset: int = -1) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+# ---------------------------------------------------------------------- results
+
+
+def _as_dict(obj: Any) -> Any:
+    return dataclasses.asdict(obj)
+
+
+@dataclasses.dataclass(slots=True)
+class Problem:
+    kind: str  # "commitlog", "queue", "checkpoint"
+    where: str  # a file name or "topic/queueId"
+    offset: int  # physical offset, queue offset or -1
+    detail: str
+
+
+@dataclasses.dataclass(slots=True)
+class RecoveryPreview:
+    """What starting the store on this directory would do."""
+
+    clean: bool  # no abort marker: the last shutdown was clean
+    start_offset: int
+    end_offset: int  # end of the valid log after recovery
+    reason: str  # why the valid log ends there ("end of data" is normal)
+    bytes_truncated: int = 0
+    segments_deleted: int = 0
+    records_lost: int = 0  # well-formed records beyond the end
+    queue_entries_dropped: int = 0
+    start_fails: str = ""  # non-empty: the store would refuse to start
+
+
+@dataclasses.dataclass(slots=True)
+class VerifyReport:
+    root: str
+    segment_size: int = 0
+    segments: int = 0
+    min_offset: int = 0
+    records: int = 0
+    record_bytes: int = 0
+    first_store_timestamp: int = 0
+    last_store_timestamp: int = 0
+    queues: int = 0
+    queue_entries: int = 0
+    expired_entries: int = 0
+    checkpoint: Checkpoint | None = None
+    recovery: RecoveryPreview | None = None
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _as_dict(self)
+        out["ok"] = self.ok
+        return out
+
+
+@dataclasses.dataclass(slots=True)
+class RecordInfo:
+    phys: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    sys_flag: int
+    flag: int
+    born_timestamp: int
+    store_timestamp: int
+    born_host: str
+    store_host: str
+    reconsume_times: int
+    body_size: int
+    properties: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _as_dict(self)
+        return out
+
+
+@dataclasses.dataclass(slots=True)
+class RecordDump:
+    records: list[RecordInfo]
+    next_offset: int  # where the next record starts (or where the valid log ends)
+    end_reason: str  # non-empty when the dump stopped at the end of the valid log
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _as_dict(self)
+        return out
+
+
+@dataclasses.dataclass(slots=True)
+class QueueEntryInfo:
+    offset: int
+    phys: int
+    size: int
+    tags_code: int
+    status: str  # ok, expired, blank, missing, size mismatch, wrong queue ...
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _as_dict(self)
+        return out
+
+
+@dataclasses.dataclass(slots=True)
+class CheckpointDump:
+    path: str
+    exists: bool
+    size: int
+    checkpoint: Checkpoint
+    abort_marker: bool
+    in_use: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = _as_dict(self)
+        return out
+
+
+# ---------------------------------------------------------------------- verify
+
+
+class _Records:
+    """Columns of every well-formed record found, in log order."""
+
+    def __init__(self) -> None:
+        self.phys = array.array("q")
+        self.size = array.array("i")
+        self.queue_id = array.array("i")
+        self.queue_offset = array.array("q")
+        self.topic = array.array("i")
+        self.topics: dict[str, int] = {}
+
+    def add(self, offset: int, rec: Record) -> None:
+        self.phys.append(offset)
+        self.size.append(rec.total_size)
+        self.queue_id.append(rec.queue_id)
+        self.queue_offset.append(rec.queue_offset)
+        self.topic.append(self.topics.setdefault(rec.topic, len(self.topics)))
+
+    def arrays(self) -> dict[str, np.ndarray[Any, Any]]:
+        return {name: np.frombuffer(getattr(self, name), dtype=np.int64 if code == "q"
+                                    else np.int32)
+                for name, code in (("phys", "q"), ("size", "i"), ("queue_id", "i"),
+                                   ("queue_offset", "q"), ("topic", "i"))}
+
+
+class _Verifier:
+    def __init__(self, root: Path, log: ReadOnlyLog, report: VerifyReport, check_crc: bool,
+                 cq_file_size: int | None, progress: ProgressFn | None) -> None:
+        self.layout = StoreLayout(root)
+        self.log = log
+        self.report = report
+        self.check_crc = check_crc
+        self.cq_file_size = cq_file_size
+        self.progress = progress
+        self.records = _Records()
+        self.stops: list[tuple[int, str]] = []  # where a recovery scan passing by would stop
+        self.start_fails = ""
+
+    def problem(self, kind: str, where: str, offset: int, detail: str) -> None:
+        self.report.problems.append(Problem(kind, where, offset, detail))
+
+    # -------------------------------------------------------------- commit log
+
+    def scan_log(self) -> None:
+        rep, log = self.report, self.log
+        size = log.segment_size
+        rep.segment_size, rep.segments = size, len(log.maps)
+        rep.min_offset = log.maps[0].base if log.maps else 0
+        total = sum(m.size for m in log.maps)
+        done = 0
+        # Trailing segments that hold nothing (prepared ahead of the writer) are not data.
+        last_data = len(log.maps) - 1
+        while last_data > 0 and log.maps[last_data].view[:8] in (ZERO8, b""):
+            last_data -= 1
+        for i, seg in enumerate(log.maps):
+            last = i >= last_data
+            if seg.size != size:
+                detail = f"{seg.size} bytes, expected {size}"
+                if not (last and seg.size == 0):
+                    self.start_fails = f"segment {seg.path.name} has {detail}"
+                self.problem("commitlog", seg.path.name, seg.base, detail)
+            if size and seg.base % size:
+                self.problem("commitlog", seg.path.name, seg.base, "base is not aligned")
+            if i and seg.base != log.maps[i - 1].end:
+                self.problem("commitlog", seg.path.name, seg.base,
+                             f"gap: previous segment ends at {log.maps[i - 1].end}")
+            self._scan_segment(seg, last, done, total)
+            done += seg.size
+            if self.progress is not None:
+                self.progress("commitlog", done, total)
+
+    def _scan_segment(self, seg: ReadOnlyFile, last: bool, done: int, total: int) -> None:
+        view, pos, name = seg.view, 0, seg.path.name
+        while pos + 8 <= seg.size:
+            offset = seg.base + pos
+            try:
+                item = decode_record(view, pos, check_crc=self.check_crc,
+                                     expected_physical_offset=offset)
+            except CorruptRecord as exc:
+                if view[pos : pos + 8] == ZERO8:
+                    self._end_of_data(seg, pos, last)
+                    return
+                self.stops.append((offset, exc.reason))
+                length, magic = _HEAD.unpack_from(view, pos)
+                if magic in (MAGIC_V1, MAGIC_V2) and MIN_RECORD_SIZE <= length <= seg.size - pos:
+                    self.problem("commitlog", name, offset, exc.reason)
+                    pos += length  # a damaged record of plausible length: check what follows
+                    continue
+                if last:
+                    garbage = last_nonzero(view, pos) - pos
+                    self.problem("commitlog", name, offset,
+                                 f"{garbage} bytes of torn tail after the last valid record "
+                                 f"({exc.reason})")
+                else:
+                    self.problem("commitlog", name, offset,
+                                 f"{exc.reason}; the rest of the segment cannot be read")
+                return
+            if isinstance(item, Blank):
+                if pos + item.size != seg.size:
+                    reason = f"blank marker of {item.size} bytes does not end the segment"
+                    self.stops.append((offset, reason))
+                    self.problem("commitlog", name, offset, reason)
+                return
+            self._record(offset, item)
+            pos += item.total_size
+            if self.progress is not None and self.report.records % PROGRESS_EVERY == 0:
+                self.progress("commitlog", done + pos, total)
+
+    def _record(self, offset: int, rec: Record) -> None:
+        rep = self.report
+        if not rep.records:
+            rep.first_store_timestamp = rec.store_timestamp
+        elif rec.store_timestamp < rep.last_store_timestamp:
+            self.problem("commitlog", "", offset,
+                         f"store time {rec.store_timestamp} goes back from "
+                         f"{rep.last_store_timestamp}")
+        rep.last_store_timestamp = rec.store_timestamp
+        rep.records += 1
+        rep.record_bytes += rec.total_size
+        self.records.add(offset, rec)
+
+    def _end_of_data(self, seg: ReadOnlyFile, pos: int, last: bool) -> None:
+        offset = seg.base + pos
+        self.stops.append((offset, "end of data"))
+        if not last:
+            self.problem("commitlog", seg.path.name, offset,
+                         "segment ends without a BLANK marker; recovery stops here and drops "
+                         "every later segment")
+        garbage = last_nonzero(seg.view, pos) - pos
+        if garbage:
+            self.problem("commitlog", seg.path.name, offset,
+                         f"{garbage} bytes of torn tail after the end of data")
+
+    # -------------------------------------------------------------- recovery dry run
+
+    def preview(self, checkpoint: Checkpoint, clean: bool) -> RecoveryPreview:
+        log = self.log
+        lo = log.maps[0].base if log.maps else 0
+        hi = log.maps[-1].end if log.maps else 0
+        start = checkpoint.dispatched_phy_offset
+        if not lo <= start <= hi:
+            start = lo
+        end, reason = self._stop_after(start)
+        if end == start and reason not in ("", "end of data") and start != lo:
+            start = lo
+            end, reason = self._stop_after(start)
+        prev = RecoveryPreview(clean, start, end, reason)
+        for i, m in enumerate(log.maps):
+            if m.base > end or (m.base == end and end != 0 and i > 0):
+                prev.segments_deleted += 1
+            if m.end > end and m.mm is not None:
+                first = max(end - m.base, 0)
+                prev.bytes_truncated += last_nonzero(m.view, first) - first
+        cols = self.records.arrays()
+        prev.records_lost = int(np.count_nonzero(cols["phys"] >= end))
+        prev.start_fails = self.start_fails
+        return prev
+
+    def _stop_after(self, start: int) -> tuple[int, str]:
+        """Where a recovery scan from ``start`` ends, and why."""
+        phys = np.frombuffer(self.records.phys, dtype=np.int64)
+        k = int(np.searchsorted(phys, start))
+        on_chain = (k < len(phys) and phys[k] == start) or any(
+            start in (m.base, m.end) for m in self.log.maps) or any(
+            s == start for s, _ in self.stops)
+        if not on_chain:
+            for offset, item in walk_log(self.log, start, self.check_crc):
+                if isinstance(item, str):
+                    return offset, item
+                break  # a record where the scan found none: resynchronised; use the scan
+        for offset, reason in sorted(self.stops):
+            if offset >= start:
+                return offset, reason
+        return (self.log.maps[-1].end if self.log.maps else 0), ""
+
+    # -------------------------------------------------------------- consume queues
+
+    def check_queues(self, end: int) -> int:
+        queues = self.layout.queues()
+        cols = self.records.arrays()
+        topic_ids = self.records.topics
+        cl_min = self.report.min_offset
+        dropped = 0
+        for n, (topic, queue_id, qdir) in enumerate(queues, 1):
+            dropped += self._check_queue(topic, queue_id, qdir, cols, topic_ids, cl_min, end)
+            if self.progress is not None:
+                self.progress("queues", n, len(queues))
+        self.report.queues = len(queues)
+        return dropped
+
+    def _check_queue(self, topic: str, queue_id: int, qdir: Path,
+                     cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
+                     cl_min: int, end: int) -> int:
+        where = f"{topic}/{queue_id}"
+        found = self.layout.segments_in(qdir)
+        if not found:
+            return 0
+        maps = [map_readonly(p, b) for b, p in found]
+        try:
+            file_size = self.cq_file_size or maps[0].size
+            issues: list[tuple[int, str]] = []
+            parts = []
+            for i, m in enumerate(maps):
+                if m.size != file_size or m.base % CQ_UNIT or (
+                        i and m.base != maps[i - 1].end):
+                    issues.append((m.base // CQ_UNIT, f"file {m.path.name}: {m.size} bytes at "
+                                   f"{m.base}, expected {file_size} following the previous"))
+                    break
+                parts.append(np.frombuffer(m.view, dtype=CQ_DTYPE).copy())
+            ent = np.concatenate(parts) if parts else np.empty(0, dtype=CQ_DTYPE)
+            first_offset = maps[0].base // CQ_UNIT
+            dropped = self._check_entries(where, topic, queue_id, ent, first_offset, cols,
+                                          topic_ids, cl_min, end, issues)
+        finally:
+            close_all(maps)
+        for offset, detail in issues[:MAX_EXAMPLES]:
+            self.problem("queue", where, offset, detail)
+        if len(issues) > MAX_EXAMPLES:
+            self.problem("queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
+        return dropped
+
+    def _check_entries(self, where: str, topic: str, queue_id: int, ent: np.ndarray[Any, Any],
+                       first_offset: int, cols: dict[str, np.ndarray[Any, Any]],
+                       topic_ids: dict[str, int], cl_min: int, end: int,
+                       issues: list[tuple[int, str]]) -> int:
+        phys = ent["phys"].astype(np.int64)
+        size = ent["size"].astype(np.int64)
+        invalid = np.flatnonzero((phys < 0) | (size <= 0))
+        n = int(invalid[0]) if len(invalid) else len(ent)
+        if np.any(ent[n:].view(np.uint8)):
+            issues.append((first_offset + n, "non-zero entries after the end of valid entries"))
+        phys, size = phys[:n], size[:n]
+        blank = size == BLANK_UNIT_SIZE
+        lead = int(np.argmin(blank)) if not blank.all() else n
+        if np.any(blank[lead:]):
+            issues.append((first_offset + lead + int(np.argmax(blank[lead:])),
+                           "blank unit after the first real entry"))
+        idx = np.arange(lead, n)
+        real = ~blank[lead:]
+        idx, phys, size = idx[real], phys[lead:][real], size[lead:][real]
+        self.report.queue_entries += len(idx)
+        if len(phys) > 1 and np.any(np.diff(phys) <= 0):
+            k = int(np.argmax(np.diff(phys) <= 0)) + 1
+            issues.append((first_offset + int(idx[k]), "physical offsets do not increase"))
+        expired = phys < cl_min
+        self.report.expired_entries += int(np.count_nonzero(expired))
+        beyond = phys >= end
+        for k in np.flatnonzero(beyond)[:MAX_EXAMPLES]:
+            issues.append((first_offset + int(idx[k]),
+                           f"points at {int(phys[k])}, past the end of the valid log {end}"))
+        live = ~expired & ~beyond
+        idx, phys, size = idx[live], phys[live], size[live]
+        rp = cols["phys"]
+        k = np.minimum(np.searchsorted(rp, phys), max(len(rp) - 1, 0))
+        hit = rp[k] == phys if len(rp) else np.zeros(len(phys), dtype=np.bool_)
+        checks: list[tuple[np.ndarray[Any, Any], str]] = [(~hit, "no record starts at {phys}")]
+        if len(rp):
+            checks.append((hit & (cols["size"][k] != size), "size differs from record at {phys}"))
+            if not topic.startswith(LMQ_PREFIX):
+                tid = topic_ids.get(topic, -1)
+                offsets = first_offset + idx
+                checks += [
+                    (hit & ((cols["topic"][k] != tid) | (cols["queue_id"][k] != queue_id)),
+                     "record at {phys} belongs to another queue"),
+                    (hit & (cols["queue_offset"][k] != offsets),
+                     "record at {phys} has another queue offset"),
+                ]
+        for mask, text in checks:
+            for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
+                issues.append((first_offset + int(idx[j]), text.format(phys=int(phys[j]))))
+        return int(np.count_nonzero(beyond))
+
+    # -------------------------------------------------------------- checkpoint
+
+    def check_checkpoint(self, cp: Checkpoint, end: int) -> None:
+        path = self.layout.checkpoint_file
+        rep = self.report
+        if not path.exists():
+            rep.warnings.append("no checkpoint file: recovery scans the whole commit log")
+            return
+        if path.stat().st_size != CHECKPOINT_SIZE:
+            self.problem("checkpoint", path.name, -1,
+                         f"{path.stat().st_size} bytes, expected {CHECKPOINT_SIZE}")
+        if cp.flushed_phy_offset > end:
+            self.problem("checkpoint", path.name, cp.flushed_phy_offset,
+                         f"flushed offset {cp.flushed_phy_offset} is past the end of the valid "
+                         f"log {end}: acknowledged data is missing or damaged")
+        if cp.dispatched_phy_offset > cp.flushed_phy_offset:
+            self.problem("checkpoint", path.name, cp.dispatched_phy_offset,
+                         "dispatched offset is past the flushed offset")
+        d = cp.dispatched_phy_offset
+        phys = np.frombuffer(self.records.phys, dtype=np.int64)
+        k = int(np.searchsorted(phys, d))
+        boundary = (k < len(phys) and phys[k] == d) or d in (end, 0) or any(
+            d in (m.base, m.end) for m in self.log.maps)
+        if not boundary and d >= rep.min_offset:
+            rep.warnings.append(f"checkpoint dispatched offset {d} is not a record boundary; "
+                                "recovery will scan from the start of the log")
+        newest = rep.last_store_timestamp
+        for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp"):
+            ts = getattr(cp, name)
+            if rep.records and ts > newest:
+                rep.warnings.append(f"checkpoint {name} {ts} is newer than the last record "
+                                    f"({newest})")
+
+
+def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
+           segment_size: int | None = None, cq_file_size: int | None = None,
+           progress: ProgressFn | None = None) -> VerifyReport:
+    """Check a store directory without starting it; see the module docstring."""
+    layout = StoreLayout(root)
+    if not layout.root.is_dir():
+        raise InspectError(f"{layout.root} is not a directory", path=str(layout.root))
+    report = VerifyReport(str(layout.root))
+    clean = not layout.abort_file.exists()
+    if lock_held(layout):
+        report.warnings.append("a broker holds the store lock: the files may change while "
+                               "they are read")
+    elif not clean:
+        report.warnings.append("abort marker present: the last run did not shut down cleanly")
+    checkpoint = Checkpoint.read(layout.checkpoint_file)
+    report.checkpoint = checkpoint
+    with open_log(layout, segment_size) as log:
+        v = _Verifier(layout.root, log, report, check_crc, cq_file_size, progress)
+        v.scan_log()
+        preview = v.preview(checkpoint, clean)
+        preview.queue_entries_dropped = v.check_queues(preview.end_offset)
+        v.check_checkpoint(checkpoint, preview.end_offset)
+        report.recovery = preview
+        if preview.records_lost:
+            report.problems.append(Problem(
+                "commitlog", "", preview.end_offset,
+                f"a start would truncate the log at {preview.end_offset} ({preview.reason}) "
+                f"and drop {preview.records_lost} well-formed records after it"))
+    return report
+
+
+# ---------------------------------------------------------------------- dumps
+
+
+def _record_info(offset: int, rec: Record) -> RecordInfo:
+    try:
+        props = decode_properties(rec.properties)
+    except CorruptRecord:
+        props = {"<undecodable>": rec.properties.hex()}
+    return RecordInfo(offset, rec.total_size, rec.topic, rec.queue_id, rec.queue_offset,
+                      rec.sys_flag, rec.flag, rec.born_timestamp, rec.store_timestamp,
+                      str(rec.born_host), str(rec.store_host), rec.reconsume_times,
+                      len(rec.body), props)
+
+
+def dump_records(root: str | os.PathLike[str], start: int | None = None, count: int = 20, *,
+                 check_crc: bool = True, segment_size: int | None = None) -> RecordDump:
+    """Up to ``count`` records from physical offset ``start`` (default: the first)."""
+    layout = StoreLayout(root)
+    with open_log(layout, segment_size) as log:
+        offset = log.maps[0].base if start is None and log.maps else (start or 0)
+        out: list[RecordInfo] = []
+        if count <= 0:
+            return RecordDump(out, offset, "")
+        for at, item in walk_log(log, offset, check_crc):
+            if isinstance(item, str):
+                if not out and at == offset and item != "end of data":
+                    raise InspectError(f"no valid record at offset {offset}: {item}",
+                                       path=str(layout.commitlog_dir), offset=offset)
+                return RecordDump(out, at, item)
+            out.append(_record_info(at, item))
+            if len(out) >= count:
+                return RecordDump(out, at + item.total_size, "")
+        return RecordDump(out, log.maps[-1].end if log.maps else 0, "end of log")
+
+
+def dump_queue(root: str | os.PathLike[str], topic: str, queue_id: int,
+               start: int | None = None, count: int = 20, *,
+               segment_size: int | None = None) -> list[QueueEntryInfo]:
+    """Up to ``count`` entries of a consume queue from queue offset ``start`` (default: the
+    first real entry), each with the state of the record it points at."""
+    layout = StoreLayout(root)
+    found = layout.segments_in(layout.queue_dir(topic, queue_id))
+    if not found:
+        raise InspectError(f"no consume queue {topic}/{queue_id}",
+                           path=str(layout.queue_dir(topic, queue_id)))
+    maps = [map_readonly(p, b) for b, p in found]
+    try:
+        with open_log(layout, segment_size) as log:
+            ent = np.concatenate([np.frombuffer(m.view, dtype=CQ_DTYPE) for m in maps
+                                  if m.size % CQ_UNIT == 0 and m.size])
+            first = maps[0].base // CQ_UNIT
+            sizes = ent["size"].astype(np.int64)
+            phys_all = ent["phys"].astype(np.int64)
+            valid = np.flatnonzero((phys_all < 0) | (sizes <= 0))
+            n = int(valid[0]) if len(valid) else len(ent)
+            if start is None:
+                real = np.flatnonzero(sizes[:n] != BLANK_UNIT_SIZE)
+                start = first + (int(real[0]) if len(real) else n)
+            cl_min = log.maps[0].base if log.maps else 0
+            out = []
+            for i in range(max(start - first, 0), min(n, start - first + count)):
+                phys, size = int(phys_all[i]), int(sizes[i])
+                out.append(QueueEntryInfo(first + i, phys, size, int(ent["tags"][i]),
+                                          _entry_status(log, topic, queue_id, first + i, phys,
+                                                        size, cl_min)))
+            return out
+    finally:
+        close_all(maps)
+
+
+def _entry_status(log: ReadOnlyLog, topic: str, queue_id: int, offset: int, phys: int, size: int,
+                  cl_min: int) -> str:
+    if size == BLANK_UNIT_SIZE:
+        return "blank"
+    if phys < cl_min:
+        return "expired"
+    head = log.read(phys, 8)
+    if head is None:
+        return "missing"
+    total, magic = _HEAD.unpack_from(head)
+    if magic not in (MAGIC_V1, MAGIC_V2) or total < MIN_RECORD_SIZE:
+        return "no record starts here"
+    view = log.read(phys, total)
+    if view is None:
+        return "missing"
+    try:
+        rec = decode_record(view, expected_physical_offset=phys)
+    except CorruptRecord as exc:
+        return f"corrupt: {exc.reason}"
+    if isinstance(rec, Blank):
+        return "points at a segment end"
+    if rec.total_size != size:
+        return f"size mismatch: record has {rec.total_size} bytes"
+    if topic.startswith(LMQ_PREFIX):
+        return "ok"
+    if rec.topic != topic or rec.queue_id != queue_id:
+        return f"belongs to {rec.topic}/{rec.queue_id}"
+    if rec.queue_offset != offset:
+        return f"record queue offset {rec.queue_offset}"
+    return "ok"
+
+
+def dump_checkpoint(root: str | os.PathLike[str]) -> CheckpointDump:
+    layout = StoreLayout(root)
+    path = layout.checkpoint_file
+    exists = path.exists()
+    return CheckpointDump(str(path), exists, path.stat().st_size if exists else 0,
+                          Checkpoint.read(path), layout.abort_file.exists(), lock_held(layout))

@@ -1,0 +1,159 @@
+"""Read-only access to a store directory, for offline tools. Nothing here writes a byte.
+
+Files are mapped with ``ACCESS_READ``; :func:`walk_log` reads records exactly as
+:mod:`tidemq.store.recovery` does (length, magic, CRC, PHYSICALOFFSET; a BLANK marker
+continues at the next segment) and yields a string where recovery would stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from tidemq.errors import CorruptRecord
+from tidemq.formats.record import Blank, Record, decode_record
+from tidemq.store.layout import StoreLayout
+
+__all__ = [
+    "ZERO8",
+    "ReadOnlyFile",
+    "ReadOnlyLog",
+    "close_all",
+    "last_nonzero",
+    "lock_held",
+    "map_readonly",
+    "open_log",
+    "walk_log",
+]
+
+ZERO8 = bytes(8)  # where a segment's data ends: no record starts with eight zero bytes
+
+
+@dataclasses.dataclass(slots=True)
+class ReadOnlyFile:
+    base: int
+    path: Path
+    size: int
+    mm: mmap.mmap | None
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    @property
+    def view(self) -> memoryview:
+        return memoryview(self.mm) if self.mm is not None else memoryview(b"")
+
+
+def map_readonly(path: Path, base: int) -> ReadOnlyFile:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+    finally:
+        os.close(fd)
+    return ReadOnlyFile(base, path, size, mm)
+
+
+def close_all(maps: list[ReadOnlyFile]) -> None:
+    for m in maps:
+        if m.mm is not None:
+            with contextlib.suppress(BufferError):
+                m.mm.close()
+
+
+class ReadOnlyLog:
+    """The commit-log segments, mapped read-only."""
+
+    def __init__(self, layout: StoreLayout, segment_size: int | None) -> None:
+        self.maps = [map_readonly(p, b) for b, p in layout.segments_in(layout.commitlog_dir)]
+        sizes = [m.size for m in self.maps if m.size]
+        self.segment_size = segment_size or (max(set(sizes), key=sizes.count) if sizes else 0)
+
+    def segment_for(self, offset: int) -> ReadOnlyFile | None:
+        for m in self.maps:
+            if m.base <= offset < m.end:
+                return m
+        return None
+
+    def read(self, offset: int, size: int) -> memoryview | None:
+        m = self.segment_for(offset)
+        if m is None or offset - m.base + size > m.size:
+            return None
+        pos = offset - m.base
+        return m.view[pos : pos + size]
+
+    def close(self) -> None:
+        close_all(self.maps)
+
+
+@contextlib.contextmanager
+def open_log(layout: StoreLayout, segment_size: int | None) -> Iterator[ReadOnlyLog]:
+    log = ReadOnlyLog(layout, segment_size)
+    try:
+        yield log
+    finally:
+        log.close()
+
+
+def walk_log(log: ReadOnlyLog, start: int, check_crc: bool) -> Iterator[tuple[int, Record | str]]:
+    """Records from ``start`` as recovery reads them; a string is where and why it stops."""
+    offset = start
+    while True:
+        seg = log.segment_for(offset)
+        if seg is None:
+            return
+        pos = offset - seg.base
+        if pos + 8 > seg.size:
+            offset = seg.end
+            continue
+        view = seg.view
+        try:
+            item = decode_record(view, pos, check_crc=check_crc, expected_physical_offset=offset)
+        except CorruptRecord as exc:
+            yield offset, "end of data" if view[pos : pos + 8] == ZERO8 else exc.reason
+            return
+        if isinstance(item, Blank):
+            if pos + item.size != seg.size:
+                yield offset, f"blank marker of {item.size} bytes does not end the segment"
+                return
+            offset = seg.end
+            continue
+        yield offset, item
+        offset += item.total_size
+
+
+def last_nonzero(view: memoryview, start: int) -> int:
+    """Position just past the last non-zero byte at or after ``start`` (``start`` if none)."""
+    chunk = 1 << 20
+    last = start
+    for pos in range(start, len(view), chunk):
+        block = np.frombuffer(view[pos : min(pos + chunk, len(view))], dtype=np.uint8)
+        nz = np.flatnonzero(block)
+        if len(nz):
+            last = pos + int(nz[-1]) + 1
+    return last
+
+
+def lock_held(layout: StoreLayout) -> bool:
+    """Whether another process holds the store lock (probed without waiting)."""
+    try:
+        fd = os.open(layout.lock_file, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

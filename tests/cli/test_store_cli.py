@@ -1,0 +1,135 @@
+"""``tidemq store verify`` and ``tidemq store dump`` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tidemq.cli.commands import store as store_commands
+from tidemq.cli.main import app
+from tidemq.formats.properties import encode_properties
+from tidemq.store.config import StoreConfig
+from tidemq.store.message_store import MessageInput, MessageStore
+
+runner = CliRunner()
+SEGMENT = 4096
+
+
+def build(root: Path, n: int = 30) -> Path:
+    cfg = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
+                      mapped_file_size_consume_queue=20 * 16, max_hash_slot_num=16,
+                      max_index_num=64)
+    with MessageStore(cfg) as store:
+        for i in range(n):
+            props = encode_properties({"UNIQ_KEY": f"U{i}", "TAGS": "t"})
+            store.put("Orders", i % 2, MessageInput(b"b" * 200, props, keys=(f"U{i}",)))
+    return root
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return build(tmp_path / "store")
+
+
+def test_verify_ok_table(root: Path) -> None:
+    result = runner.invoke(app, ["store", "verify", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "OK" in result.stdout and "records" in result.stdout and "30" in result.stdout
+
+
+def test_verify_json(root: Path) -> None:
+    result = runner.invoke(app, ["store", "verify", str(root), "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["ok"] is True and data["records"] == 30 and data["queues"] == 2
+    assert data["recovery"]["reason"] == "end of data"
+
+
+def test_verify_finds_damage_and_exits_1(root: Path) -> None:
+    first = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(first.read_bytes())
+    data[150] ^= 0xFF  # inside the first record's body
+    first.write_bytes(data)
+    result = runner.invoke(app, ["store", "verify", str(root)])
+    assert result.exit_code == 1
+    assert "body CRC mismatch" in result.stdout
+    quiet = runner.invoke(app, ["store", "verify", str(root), "--no-crc", "--json"])
+    assert quiet.exit_code == 0 and json.loads(quiet.stdout)["ok"] is True
+
+
+def test_verify_shows_progress_on_large_directories(root: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_commands, "LARGE_BYTES", 0)
+    result = runner.invoke(app, ["store", "verify", str(root)])
+    assert result.exit_code == 0 and "OK" in result.stdout
+
+
+def test_verify_missing_directory(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["store", "verify", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+
+
+def test_dump_records_default(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--count", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Orders" in result.stdout and "UNIQ_KEY=U1" in result.stdout
+    assert "next record at" in result.stdout
+
+
+def test_dump_records_json(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--records", "--json",
+                                 "--count", "3"])
+    data = json.loads(result.stdout)
+    assert [r["queue_id"] for r in data["records"]] == [0, 1, 0]
+    assert data["records"][1]["properties"] == {"UNIQ_KEY": "U1", "TAGS": "t"}
+    nxt = data["next_offset"]
+    more = json.loads(runner.invoke(app, ["store", "dump", str(root), "--json", "--start",
+                                          str(nxt), "--count", "1"]).stdout)
+    first = more["records"][0]
+    assert first["phys"] == nxt and first["properties"]["UNIQ_KEY"] == "U3"
+
+
+def test_dump_records_bad_start(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--start", "5"])
+    assert result.exit_code == 2
+    assert "no valid record at offset 5" in result.stderr
+
+
+def test_dump_queue(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--queue", "Orders:1",
+                                 "--start", "3", "--count", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Orders:1" in result.stdout and "ok" in result.stdout
+    data = json.loads(runner.invoke(app, ["store", "dump", str(root), "--queue", "Orders:1",
+                                          "--json"]).stdout)
+    assert [e["offset"] for e in data] == list(range(15))
+    assert {e["status"] for e in data} == {"ok"}
+
+
+@pytest.mark.parametrize("spec", ["Orders", "Orders:x", ":1"])
+def test_dump_queue_bad_spec(root: Path, spec: str) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--queue", spec])
+    assert result.exit_code == 2
+
+
+def test_dump_unknown_queue(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--queue", "Orders:9"])
+    assert result.exit_code == 2 and "no consume queue" in result.stderr
+
+
+def test_dump_checkpoint(root: Path) -> None:
+    table = runner.invoke(app, ["store", "dump", str(root), "--checkpoint"])
+    assert table.exit_code == 0 and "dispatched_phy_offset" in table.stdout
+    assert "free" in table.stdout
+    data = json.loads(runner.invoke(app, ["store", "dump", str(root), "--checkpoint",
+                                          "--json"]).stdout)
+    assert data["exists"] and not data["abort_marker"]
+    assert data["checkpoint"]["flushed_phy_offset"] > 0
+
+
+def test_dump_choose_one(root: Path) -> None:
+    result = runner.invoke(app, ["store", "dump", str(root), "--records", "--checkpoint"])
+    assert result.exit_code == 2

@@ -1,0 +1,289 @@
+"""Offline verify and dumps: clean stores, damaged ones, and agreement with real recovery."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemq.formats.properties import encode_properties
+from tidemq.store.checkpoint import Checkpoint
+from tidemq.store.config import StoreConfig
+from tidemq.store.inspect import (
+    InspectError,
+    dump_checkpoint,
+    dump_queue,
+    dump_records,
+    verify,
+)
+from tidemq.store.message_store import MessageInput, MessageStore
+
+from .conftest import SEGMENT, crash_copy, small_config
+
+N = 60  # records; 300-byte bodies put about ten in each 4 KiB segment
+
+
+def config(root: Path, **overrides: Any) -> StoreConfig:
+    values: dict[str, Any] = {"max_hash_slot_num": 64,
+                              "max_index_num": 256}
+    values.update(overrides)
+    return small_config(root, **values)
+
+
+def message(i: int) -> MessageInput:
+    return MessageInput(b"%03d" % i * 100, encode_properties({"UNIQ_KEY": f"U{i}"}),
+                        keys=(f"U{i}",))
+
+
+def build(root: Path, n: int = N, **overrides: Any) -> Path:
+    with MessageStore(config(root, **overrides)) as store:
+        for i in range(n):
+            store.put("T", i % 3, message(i))
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def record_starts(root: Path) -> list[int]:
+    return [r.phys for r in dump_records(root, None, 10_000).records]
+
+
+def last_segment(root: Path) -> Path:
+    return sorted((root / "commitlog").iterdir())[-1]
+
+
+def recover_copy(root: Path, dest: Path) -> Any:
+    """Start a real store on a copy of ``root``; returns its recovery report."""
+    shutil.copytree(root, dest)
+    with MessageStore(config(dest)) as store:
+        return store.recovery_report
+
+
+# ---------------------------------------------------------------------- clean stores
+
+
+def test_clean_store_verifies_and_nothing_changes(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    before = snapshot(root)
+    report = verify(root)
+    assert snapshot(root) == before
+    assert report.ok and report.warnings == []
+    assert report.records == N and report.segment_size == SEGMENT and report.segments >= 5
+    assert report.queues == 3 and report.queue_entries == N and report.expired_entries == 0
+    rec = report.recovery
+    assert rec is not None and rec.clean
+    assert rec.start_offset == rec.end_offset and rec.reason == "end of data"
+    assert (rec.bytes_truncated, rec.segments_deleted, rec.records_lost) == (0, 0, 0)
+    assert report.checkpoint is not None
+    assert report.checkpoint.flushed_phy_offset == rec.end_offset
+    assert report.to_dict()["ok"] is True
+
+
+def test_progress_reports_every_byte_and_queue(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    calls: list[tuple[str, int, int]] = []
+    verify(root, progress=lambda *a: calls.append(a))
+    log_calls = [c for c in calls if c[0] == "commitlog"]
+    assert log_calls[-1][1] == log_calls[-1][2] == sum(
+        p.stat().st_size for p in (root / "commitlog").iterdir())
+    assert [c for c in calls if c[0] == "queues"][-1] == ("queues", 3, 3)
+
+
+def test_expired_data_after_retention_is_not_a_problem(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore(config(root, file_reserved_time=0, delete_when="")) as store:
+        for i in range(N):
+            store.put("T", i % 3, message(i))
+        assert store.wait_dispatched()
+        assert store.run_retention(manual=True).deleted_segments
+        low = store.min_offset("T", 0)
+    report = verify(root)
+    assert report.ok, report.problems
+    assert report.min_offset > 0 and report.expired_entries > 0
+    entries = dump_queue(root, "T", 0, None, 100)  # from the first entry still on disk
+    first = entries[0].offset
+    assert first < low and entries[-1].offset == N // 3 - 1
+    assert [e.status for e in entries] == ["expired"] * (low - first) + ["ok"] * (N // 3 - low)
+
+
+# ---------------------------------------------------------------------- damage
+
+
+def test_torn_tail_matches_what_recovery_drops(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    end = verify(root).recovery.end_offset  # type: ignore[union-attr]
+    seg = last_segment(root)
+    garbage = min(100, SEGMENT - (end - int(seg.name)))
+    assert garbage > 8
+    with seg.open("r+b") as f:
+        f.seek(end - int(seg.name))
+        f.write(b"\x55" * garbage)
+    report = verify(root)
+    assert not report.ok
+    assert any("torn tail" in p.detail for p in report.problems)
+    rec = report.recovery
+    assert rec is not None and rec.end_offset == end and rec.bytes_truncated == garbage
+    real = recover_copy(root, tmp_path / "copy")
+    assert (real.end_offset, real.bytes_dropped) == (rec.end_offset, rec.bytes_truncated)
+
+
+@pytest.mark.parametrize("with_checkpoint", [True, False])
+def test_bit_flip_mid_log(tmp_path: Path, with_checkpoint: bool) -> None:
+    root = build(tmp_path / "s")
+    starts = record_starts(root)
+    victim = starts[25]
+    seg_base = victim - victim % SEGMENT
+    path = root / "commitlog" / f"{seg_base:020d}"
+    data = bytearray(path.read_bytes())
+    data[victim - seg_base + 100] ^= 0x01  # a body byte: the CRC no longer matches
+    path.write_bytes(data)
+    if not with_checkpoint:
+        (root / "checkpoint").unlink()
+        (root / "abort").touch()
+    report = verify(root)
+    crc = [p for p in report.problems if p.detail == "body CRC mismatch"]
+    assert [p.offset for p in crc] == [victim]
+    assert report.records == N - 1  # the damaged one is skipped, the rest still checked
+    rec = report.recovery
+    assert rec is not None
+    if with_checkpoint:  # recovery starts at the checkpoint, after the damage
+        assert rec.end_offset == rec.start_offset and rec.records_lost == 0
+    else:  # recovery scans from the start and stops at the damage
+        assert rec.start_offset == 0 and rec.end_offset == victim
+        assert rec.records_lost == N - 26
+        assert rec.queue_entries_dropped == N - 25
+        assert any("drop 34 well-formed records" in p.detail for p in report.problems)
+    real = recover_copy(root, tmp_path / "copy")
+    assert (real.start_offset, real.end_offset) == (rec.start_offset, rec.end_offset)
+    assert real.segments_deleted == rec.segments_deleted
+
+
+def test_damaged_queue_entries(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    starts = record_starts(root)
+    cq = root / "consumequeue" / "T" / "1" / f"{0:020d}"
+    data = bytearray(cq.read_bytes())
+    struct.pack_into(">i", data, 2 * 20 + 8, 17)  # offset 2: wrong size
+    struct.pack_into(">q", data, 3 * 20, starts[10] + 4)  # offset 3: inside a record
+    struct.pack_into(">q", data, 4 * 20, starts[12])  # offset 4: a record of T/0
+    struct.pack_into(">q", data, 5 * 20, starts[3])  # offset 5: goes backwards
+    cq.write_bytes(data)
+    report = verify(root)
+    found = {(p.where, p.offset, p.detail.split(" ")[0]) for p in report.problems}
+    assert ("T/1", 2, "size") in found
+    assert ("T/1", 3, "no") in found
+    assert any(p.offset == 4 and "another queue" in p.detail for p in report.problems)
+    assert any(p.offset == 5 and "physical offsets do not increase" in p.detail
+               for p in report.problems)
+    statuses = [e.status for e in dump_queue(root, "T", 1, 1, 4)]
+    assert statuses[0] == "ok" and statuses[1].startswith("size mismatch")
+    assert statuses[2] == "no record starts here" and statuses[3] == "belongs to T/0"
+
+
+def test_checkpoint_past_the_valid_log(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    cp = Checkpoint.read(root / "checkpoint")
+    end = cp.flushed_phy_offset
+    Checkpoint(cp.physic_msg_timestamp + 10_000, cp.logics_msg_timestamp, 0,
+               end + 500, end + 7).write(root / "checkpoint")
+    report = verify(root)
+    assert any(p.kind == "checkpoint" and "acknowledged data" in p.detail
+               for p in report.problems)
+    assert any("newer than the last record" in w for w in report.warnings)
+
+
+def test_segment_of_the_wrong_size_would_stop_a_start(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    first = sorted((root / "commitlog").iterdir())[0]
+    with first.open("r+b") as f:
+        f.truncate(SEGMENT // 2)
+    report = verify(root)
+    assert report.recovery is not None and first.name in report.recovery.start_fails
+    assert any(p.where == first.name and "bytes, expected" in p.detail for p in report.problems)
+
+
+def test_trailing_empty_segment_is_not_damage(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    last = last_segment(root)
+    nxt = root / "commitlog" / f"{int(last.name) + SEGMENT:020d}"
+    nxt.write_bytes(bytes(SEGMENT))  # prepared ahead of the writer, never used
+    report = verify(root)
+    assert report.ok, report.problems
+    assert report.recovery is not None and report.recovery.segments_deleted == 1
+    real = recover_copy(root, tmp_path / "copy")
+    assert real.segments_deleted == 1
+
+
+# ---------------------------------------------------------------------- live or crashed
+
+
+def test_running_store_gives_a_warning_and_a_crash_copy_another(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore(config(root)) as store:
+        for i in range(10):
+            store.put("T", 0, message(i))
+        assert store.wait_dispatched()
+        live = verify(root)
+        copy = crash_copy(store, tmp_path / "crashed")
+    assert any("holds the store lock" in w for w in live.warnings)
+    crashed = verify(copy)
+    assert any("abort marker" in w for w in crashed.warnings)
+    assert crashed.recovery is not None and not crashed.recovery.clean
+    assert crashed.records == 10
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(InspectError):
+        verify(tmp_path / "missing")
+
+
+# ---------------------------------------------------------------------- dumps
+
+
+def test_dump_records(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    starts = record_starts(root)
+    dump = dump_records(root, None, 3)
+    assert [r.phys for r in dump.records] == starts[:3]
+    first = dump.records[0]
+    assert (first.topic, first.queue_id, first.queue_offset) == ("T", 0, 0)
+    assert first.properties == {"UNIQ_KEY": "U0"} and first.body_size == 300
+    assert dump.next_offset == starts[3] and dump.end_reason == ""
+    tail = dump_records(root, starts[-2], 10)
+    assert [r.phys for r in tail.records] == starts[-2:]
+    assert tail.end_reason == "end of data"
+    assert dump_records(root, starts[5], 0).records == []
+    with pytest.raises(InspectError) as err:
+        dump_records(root, starts[5] + 3, 1)
+    assert err.value.offset == starts[5] + 3
+    assert dump.to_dict()["records"][0]["topic"] == "T"
+
+
+def test_dump_queue(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    starts = record_starts(root)
+    entries = dump_queue(root, "T", 2, None, 100)
+    assert [e.offset for e in entries] == list(range(N // 3))
+    assert [e.phys for e in entries] == starts[2::3]
+    assert {e.status for e in entries} == {"ok"}
+    assert [e.offset for e in dump_queue(root, "T", 2, 18, 5)] == [18, 19]
+    with pytest.raises(InspectError):
+        dump_queue(root, "T", 7)
+
+
+def test_dump_checkpoint(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    dump = dump_checkpoint(root)
+    assert dump.exists and dump.size == 4096 and not dump.abort_marker and not dump.in_use
+    assert dump.checkpoint == Checkpoint.read(root / "checkpoint")
+    os.unlink(root / "checkpoint")
+    missing = dump_checkpoint(root)
+    assert not missing.exists and missing.checkpoint == Checkpoint()
+    assert missing.to_dict()["checkpoint"]["flushed_phy_offset"] == 0

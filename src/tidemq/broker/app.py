@@ -79,9 +79,10 @@ class BrokerApp:
             self.store.store_host = HostAddr(b"\x7f\x00\x00\x01", self.server.port)
         try:
             loop = asyncio.get_running_loop()
+            self.topics.load()
+            self._sync_queue_types()
             report = await loop.run_in_executor(None, self.store.start)
             log.info("store ready: %s", report)
-            self.topics.load()
             self.topics.persist()
             self.offsets.load()
             self.subscription_groups.load()
@@ -137,8 +138,15 @@ class BrokerApp:
     # ------------------------------------------------------------------ events
 
     def topics_changed(self) -> None:
+        self._sync_queue_types()
         if self.registrar is not None:
             self.registrar.register_soon()
+
+    def _sync_queue_types(self) -> None:
+        """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ)."""
+        for name in self.topics.topics:
+            if self.topics.is_batch_cq(name) and not self.store.is_batch_topic(name):
+                self.store.set_batch_topic(name)
 
     def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
         self.pull_holds.drop_connection(conn)

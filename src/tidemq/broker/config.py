@@ -49,6 +49,7 @@ class BrokerConfig:
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     max_pull_bytes: int = 4 * 1024 * 1024
+    max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024
     batch_protocol_enable: bool = True
     batch_max_children: int = 1000
 

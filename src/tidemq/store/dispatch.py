@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.queues import ConsumeQueueSet
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
@@ -42,6 +43,7 @@ class DispatchBatch:
     store_timestamp: int
     end: int  # physical offset just past the last record
     keys: Sequence[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
+    batch_sizes: Sequence[int] | None = None  # per record: offsets covered (inner batches)
 
 
 class IndexSink(Protocol):
@@ -60,6 +62,11 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
     touched: dict[tuple[str, int], int] = {}
     for key, group in grouped.items():
         cq = queues.get_or_create(*key)
+        if isinstance(cq, BatchConsumeQueue):
+            for g in group:
+                touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags,
+                                         store_ts=g.store_timestamp, batch_sizes=g.batch_sizes)
+            continue
         if len(group) == 1:
             g = group[0]
             touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags)

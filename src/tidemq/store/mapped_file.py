@@ -34,6 +34,7 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
     _madvise = None
 
 _populate_supported = _madvise is not None
+_ZERO_CHUNK = 1 << 20
 
 
 class MappedFile:
@@ -103,7 +104,7 @@ class MappedFile:
     def flush(self) -> int:
         """fdatasync everything written; returns the flushed position."""
         target = self.wrote
-        if target <= self.flushed:
+        if target <= self.flushed or self._fd < 0:
             return self.flushed
         if self.werr is not None:
             raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
@@ -149,18 +150,28 @@ class MappedFile:
     def zero_from(self, pos: int) -> None:
         """Zero everything from ``pos`` on (torn-tail truncation) and reset the marks.
 
-        Done by cutting the file at ``pos`` and extending it again, so no stale record can
-        be resurrected later and no gigabyte of zeros is written by hand.
+        Zeros go through the mapping, up to the last non-zero byte only (the rest of a
+        pre-allocated file already reads zero). The file never changes size, so a crash
+        in the middle leaves a loadable file whose tail the next recovery zeroes again,
+        and no stale record can be resurrected later.
         """
         if pos < self.size:
-            os.ftruncate(self._fd, pos)
-            os.ftruncate(self._fd, self.size)
-            try:
-                os.posix_fallocate(self._fd, pos, self.size - pos)
-            except OSError as exc:
-                log.warning("re-preallocating %s failed: %s", self.path.name, exc)
+            end = self._last_nonzero(pos)
+            for start in range(pos, end, _ZERO_CHUNK):
+                stop = min(start + _ZERO_CHUNK, end)
+                self.mm[start:stop] = bytes(stop - start)
         self.wrote = pos
         self.flushed = min(self.flushed, pos)
+
+    def _last_nonzero(self, pos: int) -> int:
+        """The position just past the last non-zero byte at or after ``pos``."""
+        last = pos
+        for start in range(pos, self.size, _ZERO_CHUNK):
+            stop = min(start + _ZERO_CHUNK, self.size)
+            kept = len(self.mm[start:stop].rstrip(b"\x00"))
+            if kept:
+                last = start + kept
+        return last
 
     def close(self) -> None:
         if self._fd < 0:
@@ -174,8 +185,14 @@ class MappedFile:
         self._fd = -1
 
     def destroy(self) -> None:
-        self.close()
+        """Delete the file. The mapping itself is left to the garbage collector: a reader
+        that looked this file up a moment ago (a pull racing retention) still holds
+        valid views, and the kernel frees the space once the last view is gone."""
         self.path.unlink(missing_ok=True)
+        self._anchor = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"

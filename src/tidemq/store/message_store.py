@@ -29,6 +29,8 @@ from tidemq.formats.record import (
     HostAddr,
     Record,
     decode_record,
+    encode_record,
+    record_size,
 )
 from tidemq.store.append import MessageInput, encode_batch, patch_batch
 from tidemq.store.checkpoint import Checkpoint, StoreLock
@@ -48,6 +50,7 @@ __all__ = ["MessageInput", "MessageStore", "PutResult", "PutStatus"]
 log = logging.getLogger(__name__)
 
 _I16 = struct.Struct(">h")
+INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
 _BODY = operator.itemgetter(0)
 _TAGS = operator.itemgetter(3)
 _KEYS = operator.itemgetter(4)
@@ -98,7 +101,8 @@ class MessageStore:
         self.clock = clock
         self.commitlog = CommitLog(self.layout, config.mapped_file_size_commit_log,
                                    preallocate=config.preallocate_segments)
-        self.queues = ConsumeQueueSet(self.layout, config.mapped_file_size_consume_queue)
+        self.queues = ConsumeQueueSet(self.layout, config.mapped_file_size_consume_queue,
+                                      config.mapper_file_size_batch_consume_queue)
         self.index: KeyIndex | None = None
         if config.message_index_enable:
             self.index = KeyIndex(self.layout, max_hash_slot_num=config.max_hash_slot_num,
@@ -344,6 +348,70 @@ class MessageStore:
             assert self.flusher is not None
             durable = self.flusher.request(end)
         return PutResult(PutStatus.PUT_OK, qo, phys, enc.sizes, ts, durable)
+
+    def set_batch_topic(self, topic: str, batch: bool = True) -> None:
+        """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""
+        if batch:
+            self.queues.batch_topics.add(topic)
+        else:
+            self.queues.batch_topics.discard(topic)
+
+    def is_batch_topic(self, topic: str) -> bool:
+        return topic in self.queues.batch_topics
+
+    def put_inner_batch(
+        self, topic: str, queue_id: int, body: bytes | bytearray | memoryview, properties: bytes,
+        inner_num: int, *, tags_code: int = 0, keys: tuple[str, ...] = (), sys_flag: int = 0,
+        born_timestamp: int = 0, born_host: HostAddr | None = None, wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one record holding ``inner_num`` messages (RIP-26 inner batch).
+
+        The record gets NEED_UNWRAP|INNER_BATCH, ``INNER_NUM`` and ``INNER_BASE``; its
+        QUEUEOFFSET is the base offset and the queue advances by ``inner_num``. The body
+        (possibly compressed) is stored untouched; validating it is the caller's job.
+        """
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        if len(body) > self.config.max_message_size:
+            raise MessageTooLarge(len(body), self.config.max_message_size)
+        if not 1 <= inner_num <= 0x7FFF:
+            raise ValueError(f"INNER_NUM must be in 1..32767, got {inner_num}")
+        if topic not in self.queues.batch_topics:
+            raise ValueError(f"topic {topic} is not a BatchCQ topic")
+        sys_flag = (sys_flag | INNER_BATCH_FLAGS) & ~0x30
+        head = properties + f"INNER_NUM\x01{inner_num}\x02".encode()
+        tbytes = topic.encode()
+        bhost = born_host or self.store_host
+        key = (topic, queue_id)
+        cl = self.commitlog
+        assert self.dispatcher is not None
+        with cl.lock:
+            now = self.clock()
+            ts = now if now > self._last_ts else self._last_ts
+            self._last_ts = ts
+            qo = self._next_offsets.get(key, 0)
+            props = head + f"INNER_BASE\x01{qo}\x02".encode()
+            size = record_size(len(body), len(tbytes), len(props),
+                               (0x10 if len(bhost.ip) == 16 else 0)
+                               | (0x20 if len(self.store_host.ip) == 16 else 0))
+            seg, pos = cl.reserve(size)
+            phys = seg.base + pos
+            rec = encode_record(topic=tbytes, queue_id=queue_id, body=body, properties=props,
+                                sys_flag=sys_flag, born_timestamp=born_timestamp or ts,
+                                born_host=bhost, store_host=self.store_host,
+                                store_timestamp=ts, queue_offset=qo, physical_offset=phys)
+            cl.write(seg, pos, rec)
+            self._next_offsets[key] = qo + inner_num
+            end = phys + size
+            self.dispatcher.submit(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (tags_code,), ts, end,
+                (keys,) if self.index is not None else None, (inner_num,)))
+            self.put_messages += inner_num
+        durable = None
+        if self.config.sync_flush and wait_flush:
+            assert self.flusher is not None
+            durable = self.flusher.request(end)
+        return PutResult(PutStatus.PUT_OK, qo, (phys,), (size,), ts, durable)
 
     # ------------------------------------------------------------------ reading
 

@@ -1,20 +1,32 @@
-"""The set of consume queues of a store: lookup, lazy creation, load, flush, retention."""
+"""The set of consume queues of a store: lookup, lazy creation, load, flush, retention.
+
+A topic's queues are all of one type: classic 20-byte ConsumeQueues (SimpleCQ) or
+46-byte BatchConsumeQueues (RIP-26, ``queue.type=BatchCQ``). The type of a new queue
+comes from :attr:`ConsumeQueueSet.batch_topics`, which the broker fills from topic
+attributes; queues found on disk keep the type of their directory.
+"""
 
 from __future__ import annotations
 
 import threading
 
+from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["ConsumeQueueSet"]
+__all__ = ["AnyQueue", "ConsumeQueueSet"]
+
+AnyQueue = ConsumeQueue | BatchConsumeQueue
 
 
 class ConsumeQueueSet:
-    def __init__(self, layout: StoreLayout, file_size: int) -> None:
+    def __init__(self, layout: StoreLayout, file_size: int, batch_file_size: int = 13_800_000
+                 ) -> None:
         self.layout = layout
         self.file_size = file_size
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.batch_file_size = batch_file_size
+        self.batch_topics: set[str] = set()
+        self._queues: dict[tuple[str, int], AnyQueue] = {}
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -22,21 +34,30 @@ class ConsumeQueueSet:
             cq = ConsumeQueue(self.layout, topic, queue_id, self.file_size)
             cq.load()
             self._queues[(topic, queue_id)] = cq
+        for topic, queue_id, _path in self.layout.queues(batch=True):
+            bcq = BatchConsumeQueue(self.layout, topic, queue_id, self.batch_file_size)
+            bcq.load()
+            self._queues[(topic, queue_id)] = bcq
+            self.batch_topics.add(topic)
 
-    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+    def get(self, topic: str, queue_id: int) -> AnyQueue | None:
         return self._queues.get((topic, queue_id))
 
-    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+    def get_or_create(self, topic: str, queue_id: int) -> AnyQueue:
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             with self._lock:
                 cq = self._queues.get((topic, queue_id))
                 if cq is None:
-                    cq = ConsumeQueue(self.layout, topic, queue_id, self.file_size)
+                    if topic in self.batch_topics:
+                        cq = BatchConsumeQueue(self.layout, topic, queue_id,
+                                               self.batch_file_size)
+                    else:
+                        cq = ConsumeQueue(self.layout, topic, queue_id, self.file_size)
                     self._queues[(topic, queue_id)] = cq
         return cq
 
-    def all(self) -> list[ConsumeQueue]:
+    def all(self) -> list[AnyQueue]:
         return list(self._queues.values())
 
     def queue_keys(self) -> list[tuple[str, int]]:

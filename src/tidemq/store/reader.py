@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.record import store_timestamp_offset
+from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.types import GetStatus
@@ -53,9 +54,8 @@ class QueueReader:
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0 if offset else offset, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset
-        if hi in (0, lo):
-            status = GetStatus.NO_MESSAGE_IN_QUEUE
-            return GetResult(status, lo if offset < lo or hi == 0 else offset, lo, hi)
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
         if offset < lo:
             return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
         if offset == hi:
@@ -63,6 +63,8 @@ class QueueReader:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        if isinstance(cq, BatchConsumeQueue):
+            return self._get_batches(cq, result, offset, max_count, max_bytes, tag_codes)
         cl_min = self.commitlog.min_offset
         pos = offset
         # Scan up to a bounded number of entries so a selective tag filter still progresses.
@@ -82,6 +84,40 @@ class QueueReader:
             if consumed < len(entries):
                 break
         result.next_begin_offset = pos
+        if result.message_count:
+            result.status = GetStatus.FOUND
+        return result
+
+    def _get_batches(self, cq: BatchConsumeQueue, result: GetResult, offset: int,
+                     max_count: int, max_bytes: int, tag_codes: frozenset[int] | None
+                     ) -> GetResult:
+        """Whole batches from the one containing ``offset``: each entry counts as its batch
+        size toward ``max_count`` and the first entry is always admitted (store.md §3.6)."""
+        entries = cq.entries(offset, max(max_count, 64))
+        if not len(entries):
+            return result
+        phys = entries["phys"].astype(np.int64)
+        size = entries["size"].astype(np.int64)
+        base = entries["base"].astype(np.int64)
+        batch = entries["batch"].astype(np.int64)
+        keep = phys >= self.commitlog.min_offset
+        if tag_codes is not None:
+            keep &= np.isin(entries["tags"].astype(np.int64), list(tag_codes))
+        kept = np.flatnonzero(keep)
+        msgs = np.cumsum(batch[kept])
+        nbytes = np.cumsum(size[kept])
+        fit = int(min(np.searchsorted(msgs, max_count, side="right"),
+                      np.searchsorted(nbytes, max_bytes, side="right")))
+        take = kept[: max(fit, 1 if len(kept) else 0)]
+        if len(take):
+            self._views(result, phys[take], size[take])
+            result.message_count = int(batch[take].sum())
+            last = int(take[-1])
+        else:
+            last = len(entries) - 1
+        if len(take) == len(kept):
+            last = len(entries) - 1
+        result.next_begin_offset = int(base[last] + batch[last])
         if result.message_count:
             result.status = GetStatus.FOUND
         return result
@@ -135,6 +171,8 @@ class QueueReader:
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return -1
+        if isinstance(cq, BatchConsumeQueue):
+            return cq.store_time_at(offset)
         entry = cq.entry(offset)
         if entry is None:
             return -1
@@ -150,6 +188,8 @@ class QueueReader:
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0
+        if isinstance(cq, BatchConsumeQueue):
+            return cq.offset_by_time(timestamp)
         lo, hi = cq.min_offset, cq.max_offset
         while lo < hi:
             mid = (lo + hi) // 2

@@ -35,6 +35,7 @@ from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Blank, Record, decode_record
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.commitlog import CommitLog
+from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, IndexSink, apply_batches
 from tidemq.store.queues import ConsumeQueueSet
 
@@ -43,6 +44,7 @@ __all__ = ["RecoveryReport", "dispatch_batch_for", "recover", "scan_log"]
 log = logging.getLogger(__name__)
 
 TRANSACTION_MASK = 0xC
+INNER_BATCH = 0x80
 PREPARED = 0x4
 ROLLBACK = 0xC
 
@@ -81,11 +83,18 @@ def dispatch_batch_for(rec: Record, offset: int) -> DispatchBatch | None:
     if uniq:
         keys.append(uniq)
     keys.extend(k for k in props.get("KEYS", "").split(" ") if k)
+    queue_offset, batch_sizes = rec.queue_offset, None
+    inner_num, inner_base = props.get("INNER_NUM"), props.get("INNER_BASE")
+    if inner_num is not None and inner_base is not None and rec.sys_flag & INNER_BATCH:
+        try:
+            queue_offset, batch_sizes = int(inner_base), [int(inner_num)]
+        except ValueError:
+            log.warning("record at %d has unparsable INNER_BASE/INNER_NUM", offset)
     return DispatchBatch(
-        topic=rec.topic, queue_id=rec.queue_id, queue_offset=rec.queue_offset,
+        topic=rec.topic, queue_id=rec.queue_id, queue_offset=queue_offset,
         phys=[offset], sizes=[rec.total_size], tags=[tags_code(props.get("TAGS"))],
         store_timestamp=rec.store_timestamp, end=offset + rec.total_size,
-        keys=[tuple(keys)],
+        keys=[tuple(keys)], batch_sizes=batch_sizes,
     )
 
 
@@ -192,7 +201,7 @@ def recover(
 def _start_offset(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint) -> int:
     """Where the scan starts: the checkpoint, unless the consume queues say otherwise."""
     lo, hi = commitlog.min_offset, commitlog.max_offset
-    if any(cq.damaged for cq in queues.all()):
+    if any(isinstance(cq, ConsumeQueue) and cq.damaged for cq in queues.all()):
         return lo
     start = min(checkpoint.dispatched_phy_offset, queues.max_phys_end())
     return start if lo <= start <= hi else lo

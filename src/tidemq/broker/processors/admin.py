@@ -33,7 +33,8 @@ from tidemq.codec.headers import (
     ViewMessageRequestHeader,
     parse_attributes,
 )
-from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.errors import CorruptRecord, RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.formats.record import Record, decode_record
 from tidemq.net import Connection
 
 if TYPE_CHECKING:
@@ -212,12 +213,22 @@ class AdminProcessor:
     def view_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(ViewMessageRequestHeader, cmd)
         record = self.store.read_record(h.offset)
-        if record is None:
+        if record is None or not _is_record_at(record, h.offset):
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  f"can not find message by the offset, {h.offset}")
         resp = cmd.response()
         resp.body_parts = [record]
         return resp
+
+
+def _is_record_at(view: memoryview, phys_offset: int) -> bool:
+    """Whether ``view`` is a whole record stored at ``phys_offset`` (an offset inside a
+    record, or inside padding, must not come back as a message)."""
+    try:
+        rec = decode_record(view, expected_physical_offset=phys_offset)
+    except CorruptRecord:
+        return False
+    return isinstance(rec, Record)
 
 
 def disk_usage_ratio(path: str) -> float:

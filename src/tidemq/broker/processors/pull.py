@@ -9,7 +9,9 @@ FOUND                      SUCCESS                  after the last message
 NO_MATCHED_MESSAGE         PULL_RETRY_IMMEDIATELY   after the scanned range
 NO_MESSAGE_IN_QUEUE /      PULL_NOT_FOUND if the    0
 NO_MATCHED_LOGIC_QUEUE     offset is 0, else
-                           PULL_OFFSET_MOVED
+(max == 0)                 PULL_OFFSET_MOVED
+NO_MESSAGE_IN_QUEUE        PULL_NOT_FOUND at max,   max
+(all expired, min == max)  else PULL_OFFSET_MOVED
 OFFSET_TOO_SMALL           PULL_OFFSET_MOVED        min offset
 OFFSET_OVERFLOW_ONE        PULL_NOT_FOUND           the requested offset
 OFFSET_OVERFLOW_BADLY      PULL_OFFSET_MOVED        max offset
@@ -117,6 +119,12 @@ class PullProcessor:
             code, nxt = ResponseCode.SUCCESS, res.next_begin_offset
         elif status is GetStatus.NO_MATCHED_MESSAGE:
             code, nxt = ResponseCode.PULL_RETRY_IMMEDIATELY, res.next_begin_offset
+        elif status in _NOT_FOUND_STATUSES and res.max_offset > 0:
+            # Every message expired (min == max > 0): as upstream, where such a queue is
+            # not "empty" -- at max is caught up, anything else moves to max, never to 0.
+            code = ResponseCode.PULL_NOT_FOUND if offset == res.max_offset else (
+                ResponseCode.PULL_OFFSET_MOVED)
+            nxt = res.max_offset
         elif status in _NOT_FOUND_STATUSES:
             code = ResponseCode.PULL_NOT_FOUND if offset == 0 else ResponseCode.PULL_OFFSET_MOVED
             nxt = 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.broker.topics import PERM_WRITE, validate_topic
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import SendMessageRequestHeader, decode_send_header
 from tidemq.errors import (
     CorruptRecord,
@@ -23,10 +24,14 @@ from tidemq.errors import (
     StoreReadOnly,
     error_for_code,
 )
-from tidemq.formats.batch import iter_batch
+from tidemq.formats.batch import count_entries, iter_batch
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
-from tidemq.formats.properties import MAX_PROPERTIES_BYTES, decode_properties
+from tidemq.formats.properties import (
+    MAX_PROPERTIES_BYTES,
+    decode_properties,
+    encode_properties,
+)
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
 from tidemq.store.flush import FlushStatus
@@ -36,6 +41,9 @@ if TYPE_CHECKING:
     from tidemq.broker.app import BrokerApp
 
 __all__ = ["SendProcessor"]
+
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_INNER_BATCH = 0x80
 
 
 class SendProcessor:
@@ -49,6 +57,7 @@ class SendProcessor:
         self._max_body = cfg.max_message_size
         self._index = app.store_config.message_index_enable
         self._hosts: dict[str, HostAddr] = {}
+        self._max_inflated = cfg.max_inner_batch_inflated_bytes
 
     def register(self, server: object) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
@@ -140,12 +149,68 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ processing
 
+    def _inner_batch(self, h: SendMessageRequestHeader, qid: int, body: bytes | bytearray |
+                     memoryview, born: HostAddr, wait_default: bool = True) -> PutResult | None:
+        """Store a batch sent to a BatchCQ topic as ONE record (RIP-26), or ``None`` when it
+        is not an inner batch (no batch-level UNIQ_KEY: split it as an outer batch).
+
+        The body is never trusted: a compressed body is inflated once with a hard output
+        cap (decompression bombs stop there), the entries are counted with a structural
+        walk (a uniform-size proof for the usual shape), and a claimed INNER_NUM must
+        match. Only the original bytes are stored; consumers decompress.
+        """
+        props = decode_properties(h.properties.encode("utf-8")) if h.properties else {}
+        if "UNIQ_KEY" not in props:
+            return None
+        plain: bytes | bytearray | memoryview = body
+        if h.sys_flag & SYSFLAG_COMPRESSED:
+            try:
+                ctype = compression_of(h.sys_flag) or CompressionType.ZLIB
+                plain = decompress(body, ctype, self._max_inflated)
+            except CorruptRecord as exc:
+                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                     f"inner batch body rejected: {exc.reason}") from None
+        try:
+            count = count_entries(plain)
+        except CorruptRecord as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"inner batch body is malformed: {exc}") from None
+        claimed = props.pop("INNER_NUM", None)
+        props.pop("INNER_BASE", None)
+        if claimed is not None and claimed != str(count):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"INNER_NUM says {claimed} but the batch holds {count} messages")
+        if count == 0 or count > 0x7FFF:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"an inner batch holds 1..32767 messages, not {count}")
+        props.setdefault("CLUSTER", self.app.config.broker_cluster_name)
+        raw = encode_properties(props)
+        keys = (props["UNIQ_KEY"], *(k for k in props.get("KEYS", "").split(" ") if k))
+        wait = props.get("WAIT", "true").lower() != "false" and wait_default
+        result = self.store.put_inner_batch(
+            h.topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
+            keys=keys if self._index else (), sys_flag=h.sys_flag,
+            born_timestamp=h.born_timestamp, born_host=born, wait_flush=wait)
+        self.app.stats.on_put(h.topic, count, len(body))
+        return result
+
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = self._header(cmd)
         qid = self._queue(h)
         born = self._born_host(conn.remote_address)
+        batch_cq = self.store.is_batch_topic(h.topic)
+        if h.sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"INNER_BATCH flag on {h.topic}, which is not a BatchCQ topic")
+        if h.properties and "INNER_NUM\x01" in h.properties and not batch_cq:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"INNER_NUM on {h.topic}, which is not a BatchCQ topic")
+        is_batch = h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE
         try:
-            if h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+            inner = self._inner_batch(h, qid, cmd.body, born) if is_batch and batch_cq else None
+            if inner is not None:
+                return self._finish(conn, cmd, qid, inner, batch_uniq=True)
+            if is_batch:
                 msgs, wait = self._batch(cmd.body)
                 result = self.store.put_batch(
                     h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
@@ -162,17 +227,25 @@ class SendProcessor:
         except ValueError as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
+        return self._finish(conn, cmd, qid, result)
+
+    def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
+                batch_uniq: bool = False) -> RemotingCommand | None:
+        uniq = None
+        if batch_uniq:
+            props = cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or ""
+            uniq = decode_properties(props.encode()).get("UNIQ_KEY")
         if result.durable is None:
-            return self._response(cmd, qid, result, ResponseCode.SUCCESS)
+            return self._response(cmd, qid, result, ResponseCode.SUCCESS, uniq)
         fut = asyncio.wrap_future(result.durable)
         fut.add_done_callback(lambda f: conn.send_response(self._response(
             cmd, qid, result,
             ResponseCode.SUCCESS if not f.cancelled() and f.result() is FlushStatus.FLUSHED
-            else ResponseCode.FLUSH_DISK_TIMEOUT)))
+            else ResponseCode.FLUSH_DISK_TIMEOUT, uniq)))
         return None
 
     def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
-                  code: int) -> RemotingCommand:
+                  code: int, batch_uniq: str | None = None) -> RemotingCommand:
         host = self.store.store_host
         if result.count == 1:
             msg_id = encode_offset_msg_id(host, result.phys_offsets[0])
@@ -185,5 +258,7 @@ class SendProcessor:
             "MSG_REGION": self._region,
             "TRACE_ON": self._trace,
         }
+        if batch_uniq:
+            ext["batchUniqId"] = batch_uniq
         return cmd.response(code, None if code == ResponseCode.SUCCESS else "flush disk timeout",
                             ext)

@@ -1,0 +1,279 @@
+"""BatchConsumeQueue (RIP-26): one 46-byte entry per stored record, covering ``batchSize``
+queue offsets. Derived data, rebuilt from the commit log when in doubt.
+
+Entry layout (specs/store.md §3.2), big-endian:
+
+======  ====  ==============  ================================================
+offset  size  field           meaning
+======  ====  ==============  ================================================
+0       8     phys            commit-log offset of the (outer) record
+8       4     size            TOTALSIZE of the record
+12      8     tags            tags code of the outer record
+20      8     store_ts        store timestamp (time search without the log)
+28      8     base            queue offset of the first message in the entry
+36      2     batch           number of messages covered
+38      4     compacted       written as -1
+42      4     reserved        written as 0
+======  ====  ==============  ================================================
+
+Files hold ``file_size / 46`` entries and are named by the logic byte offset of their
+first slot. Because entries cover variable numbers of messages, the slot of a queue
+offset is found by a floor search: first over a per-file cache of first base offsets,
+then by binary search on the ``base`` column inside the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.errors import QueueGap
+from tidemq.store.layout import StoreLayout
+from tidemq.store.mapped_file import MappedFile
+
+__all__ = ["BCQ_DTYPE", "BCQ_UNIT", "BatchConsumeQueue"]
+
+log = logging.getLogger(__name__)
+
+BCQ_UNIT = 46
+BCQ_DTYPE = np.dtype([
+    ("phys", ">i8"), ("size", ">i4"), ("tags", ">i8"), ("store_ts", ">i8"), ("base", ">i8"),
+    ("batch", ">i2"), ("compacted", ">i4"), ("reserved", ">i4"),
+])
+assert BCQ_DTYPE.itemsize == BCQ_UNIT
+
+Entries = npt.NDArray[np.void]
+
+
+class BatchConsumeQueue:
+    """One queue's batch entries; the same surface as ConsumeQueue plus batch lookups."""
+
+    batch = True
+
+    def __init__(self, layout: StoreLayout, topic: str, queue_id: int, file_size: int) -> None:
+        self.layout = layout
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.dir = layout.queue_dir(topic, queue_id, batch=True)
+        self.files: list[MappedFile] = []
+        self._first_bases: list[int] = []  # base offset of each file's first entry
+        self.min_offset = 0
+        self.max_offset = 0
+        self.max_phys_end = 0
+        self.damaged = False
+
+    # ------------------------------------------------------------------ helpers
+
+    def _arr(self, mf: MappedFile) -> Entries:
+        return np.frombuffer(mf.view, dtype=BCQ_DTYPE, count=mf.wrote // BCQ_UNIT)
+
+    def _refresh_tail(self) -> None:
+        last = self.last_entry()
+        if last is None:
+            self.max_offset = self.min_offset
+            self.max_phys_end = 0
+        else:
+            self.max_offset = int(last["base"]) + int(last["batch"])
+            self.max_phys_end = int(last["phys"]) + int(last["size"])
+
+    def last_entry(self) -> np.void | None:
+        for mf in reversed(self.files):
+            if mf.wrote:
+                e: np.void = np.frombuffer(mf.view, dtype=BCQ_DTYPE, count=1,
+                                           offset=mf.wrote - BCQ_UNIT)[0]
+                return e
+        return None
+
+    # ------------------------------------------------------------------ load and recovery
+
+    def load(self) -> None:
+        for base, path in self.layout.segments_in(self.dir):
+            if path.stat().st_size != self.file_size:
+                log.warning("batch consume queue file %s has a wrong size; dropping it", path)
+                path.unlink()
+                continue
+            mf = MappedFile(path, base, self.file_size, create=False)
+            mf.wrote = mf.flushed = self.file_size
+            self.files.append(mf)
+        for mf in self.files[-3:]:
+            arr = np.frombuffer(mf.view, dtype=BCQ_DTYPE)
+            bad = np.flatnonzero((arr["phys"] < 0) | (arr["size"] <= 0) | (arr["base"] < 0)
+                                 | (arr["batch"] <= 0))
+            if len(bad):
+                mf.wrote = mf.flushed = int(bad[0]) * BCQ_UNIT
+        while self.files and self.files[-1].wrote == 0:
+            self.files.pop().destroy()
+        self._first_bases = [int(self._arr(mf)["base"][0]) for mf in self.files]
+        if self.files:
+            self.min_offset = self._first_bases[0]
+        self._refresh_tail()
+
+    def truncate_phys(self, phys_end: int) -> None:
+        """Drop every entry whose record starts at or after ``phys_end``."""
+        while self.files:
+            mf = self.files[-1]
+            arr = self._arr(mf)
+            keep = int(np.searchsorted(arr["phys"].astype(np.int64), phys_end, side="left"))
+            if keep == 0:
+                self.files.pop().destroy()
+                self._first_bases.pop()
+                continue
+            if keep * BCQ_UNIT < mf.wrote:
+                mf.zero_from(keep * BCQ_UNIT)
+            break
+        self._refresh_tail()
+        self.min_offset = min(self.min_offset, self.max_offset)
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, first_offset: int, phys: Sequence[int], sizes: Sequence[int],
+               tags: Sequence[int], *, store_ts: int = 0,
+               batch_sizes: Sequence[int] | None = None) -> int:
+        """Write one entry per record; returns the new max offset. Re-dispatched entries
+        (phys already covered) are skipped; a base beyond ``max_offset`` is a gap."""
+        n = len(phys)
+        counts = batch_sizes if batch_sizes is not None else [1] * n
+        skip = 0
+        base = first_offset
+        while skip < n and phys[skip] + sizes[skip] <= self.max_phys_end:
+            base += counts[skip]
+            skip += 1
+        if skip == n:
+            return self.max_offset
+        if not self.files and base > 0 and self.max_offset == 0:
+            self.min_offset = self.max_offset = base
+        if base != self.max_offset:
+            raise QueueGap(self.topic, self.queue_id, self.max_offset, base)
+        m = n - skip
+        arr = np.zeros(m, dtype=BCQ_DTYPE)
+        arr["phys"] = phys[skip:]
+        arr["size"] = sizes[skip:]
+        arr["tags"] = tags[skip:]
+        arr["store_ts"] = store_ts
+        cnt = np.asarray(counts[skip:], dtype=np.int64)
+        if (cnt <= 0).any() or (cnt > 0x7FFF).any():
+            raise ValueError(f"batch sizes must be in 1..32767, got {counts[skip:]}")
+        arr["batch"] = cnt
+        bases = np.empty(m, dtype=np.int64)
+        bases[0] = base
+        np.cumsum(cnt[:-1], out=bases[1:])
+        bases[1:] += base
+        arr["base"] = bases
+        arr["compacted"] = -1
+        self._write(arr)
+        self.max_offset = int(bases[-1] + cnt[-1])
+        self.max_phys_end = int(phys[-1]) + int(sizes[-1])
+        return self.max_offset
+
+    def _write(self, arr: Entries) -> None:
+        i, n = 0, len(arr)
+        while i < n:
+            mf = self.files[-1] if self.files else None
+            if mf is None or mf.wrote >= mf.size:
+                base_byte = mf.end if mf is not None else 0
+                self.dir.mkdir(parents=True, exist_ok=True)
+                mf = MappedFile(self.layout.queue_file(self.topic, self.queue_id, base_byte,
+                                                       batch=True),
+                                base_byte, self.file_size, create=True, preallocate=False)
+                self.files.append(mf)
+                self._first_bases.append(int(arr["base"][i]))
+            room = (mf.size - mf.wrote) // BCQ_UNIT
+            take = min(room, n - i)
+            mf.write_at(mf.wrote, arr[i : i + take].tobytes())
+            i += take
+
+    # ------------------------------------------------------------------ reading
+
+    def _locate(self, offset: int) -> tuple[int, int] | None:
+        """(file index, entry index) of the entry containing ``offset``."""
+        if offset >= self.max_offset or not self.files:
+            return None
+        fi = bisect.bisect_right(self._first_bases, offset) - 1
+        fi = max(fi, 0)
+        arr = self._arr(self.files[fi])
+        bases = arr["base"]
+        lo, hi = 0, len(arr) - 1
+        while lo < hi:  # floor search: last entry with base <= offset
+            mid = (lo + hi + 1) // 2
+            if int(bases[mid]) <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return fi, lo
+
+    def entries(self, offset: int, max_count: int) -> Entries:
+        """Up to ``max_count`` entries from the one containing ``offset`` (one file)."""
+        if offset < self.min_offset or max_count <= 0:
+            return np.empty(0, dtype=BCQ_DTYPE)
+        loc = self._locate(offset)
+        if loc is None:
+            return np.empty(0, dtype=BCQ_DTYPE)
+        fi, ei = loc
+        return self._arr(self.files[fi])[ei : ei + max_count]
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        e = self.entries(offset, 1)
+        if not len(e):
+            return None
+        return int(e["phys"][0]), int(e["size"][0]), int(e["tags"][0])
+
+    def offset_by_time(self, timestamp: int) -> int:
+        """Base offset of the first entry stored at or after ``timestamp``."""
+        for mf in self.files:
+            arr = self._arr(mf)
+            if not len(arr) or int(arr["store_ts"][-1]) < timestamp:
+                continue
+            ts = arr["store_ts"].astype(np.int64)
+            idx = int(np.searchsorted(ts, timestamp, side="left"))
+            return max(int(arr["base"][idx]), self.min_offset)
+        return self.max_offset
+
+    def store_time_at(self, offset: int) -> int:
+        e = self.entries(offset, 1)
+        return int(e["store_ts"][0]) if len(e) else -1
+
+    # ------------------------------------------------------------------ retention
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        while len(self.files) > 1:
+            arr = self._arr(self.files[0])
+            last = arr[-1]
+            if int(last["phys"]) + int(last["size"]) > commitlog_min:
+                break
+            self.files.pop(0).destroy()
+            self._first_bases.pop(0)
+        if not self.files:
+            return
+        arr = self._arr(self.files[0])
+        alive = np.flatnonzero(arr["phys"].astype(np.int64) >= commitlog_min)
+        new_min = int(arr["base"][alive[0]]) if len(alive) else self.max_offset
+        self.min_offset = max(self.min_offset, new_min)
+
+    def flush(self) -> None:
+        for mf in self.files[-2:]:
+            mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files.clear()
+        self._first_bases.clear()
+        for p in (self.dir, self.dir.parent):
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    @property
+    def path(self) -> Path:
+        return self.dir

@@ -1,0 +1,322 @@
+"""A synchronous client for scripts and Spark executors: no event loop, plain sockets.
+
+Built on :class:`tidemq.net.BlockingClient` and the same plain functions as the asyncio
+client -- route derivation (:mod:`~tidemq.client.routes`), message preparation, queue
+choice and send results (:mod:`~tidemq.client.sending`, :mod:`~tidemq.client.selector`),
+pulls (:mod:`~tidemq.client.pull`) and offsets (:mod:`~tidemq.client.offsets`) -- so both
+behave alike; only the waiting differs.
+
+* :class:`BlockingRouteCache` -- routes from any live name server, cached for
+  ``poll_name_server_interval``;
+* :class:`BlockingProducer` -- ``send`` / ``send_batch`` with the async producer's retries;
+* :class:`BlockingPullConsumer` -- stateless reads: ``pull(queue, offset, max_nums)``
+  returns ``(status, next_offset, min_offset, max_offset, messages)``; the caller keeps
+  the offsets (a Spark partition knows its range). No heartbeat is sent.
+
+Every object is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+
+from tidemq.client import offsets as ofs
+from tidemq.client.config import ClientConfig
+from tidemq.client.errors import NoRouteError
+from tidemq.client.pull import PullResult, pull_request, read_pull_response
+from tidemq.client.routes import (
+    TopicRoute,
+    name_server_order,
+    read_route_response,
+    route_request,
+)
+from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
+from tidemq.client.sending import (
+    batch_msg_id,
+    build_batch,
+    build_send,
+    exhausted,
+    prepare_batch,
+    prepare_message,
+    publish_queues,
+    read_send_response,
+    send_options,
+)
+from tidemq.client.stamps import new_uniq_keys, now_ms
+from tidemq.client.subscription import SUB_ALL, Subscription
+from tidemq.client.validation import validate_group
+from tidemq.codec.bodies import TopicRouteData
+from tidemq.codec.command import RemotingCommand
+from tidemq.errors import (
+    BrokerResponseError,
+    ConnectionLost,
+    RequestTimeout,
+    ResponseCode,
+    TideMQError,
+)
+from tidemq.formats.properties import PropertyKey
+from tidemq.net.blocking import BlockingClient
+from tidemq.types import Message, MessageQueue, SendResult
+
+__all__ = ["BlockingProducer", "BlockingPullConsumer", "BlockingRouteCache"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    route: TopicRoute
+    fetched_at: float
+
+
+class BlockingRouteCache:
+    """Routes by topic over a :class:`BlockingClient`; see the module docstring."""
+
+    def __init__(
+        self,
+        client: BlockingClient,
+        namesrv: Sequence[str],
+        *,
+        timeout: float = 3.0,
+        ttl: float = 30.0,
+        default_topic: str = "TBW102",
+        default_queue_nums: int = 4,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not namesrv:
+            raise ValueError("BlockingRouteCache needs at least one name server address")
+        self._client = client
+        self.namesrv = tuple(namesrv)
+        self.timeout = timeout
+        self.ttl = ttl
+        self.default_topic = default_topic
+        self.default_queue_nums = default_queue_nums
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._ns_index = 0
+
+    def get(self, topic: str, *, allow_default: bool = False,
+            refresh: bool = False) -> TopicRoute:
+        """The cached route of ``topic`` if younger than ``ttl``, else a fresh one (see
+        :meth:`tidemq.client.routes.RouteCache.get` for ``allow_default``)."""
+        with self._lock:
+            entry = self._entries.get(topic)
+        if (entry is not None and not refresh and self._clock() - entry.fetched_at < self.ttl
+                and (allow_default or not entry.route.from_default)):
+            return entry.route
+        try:
+            route = self._load(topic, allow_default)
+        except (ConnectionLost, RequestTimeout) as exc:
+            if entry is None:
+                raise
+            log.info("keeping the cached route of %s: %s", topic, exc)
+            return entry.route
+        with self._lock:
+            self._entries[topic] = _Entry(route, self._clock())
+        return route
+
+    def fetch(self, topic: str) -> TopicRouteData:
+        response, addr = self.request_any(lambda: route_request(topic))
+        return read_route_response(response, address=addr)
+
+    def request_any(self, build: Callable[[], RemotingCommand]) -> tuple[RemotingCommand, str]:
+        """Send ``build()`` to the name servers in turn until one answers."""
+        last: TideMQError | None = None
+        for i, addr in enumerate(name_server_order(self.namesrv, self._ns_index)):
+            try:
+                response = self._client.request(addr, build(), self.timeout)
+            except (ConnectionLost, RequestTimeout) as exc:
+                log.info("name server %s failed: %s", addr, exc)
+                last = exc
+                continue
+            self._ns_index = (self._ns_index + i) % len(self.namesrv)
+            return response, addr
+        assert last is not None
+        raise last
+
+    def master_address(self, queue: MessageQueue, *, allow_default: bool = False) -> str:
+        """The master broker serving ``queue`` (refetching the route once if unknown);
+        ``allow_default`` as for :meth:`get`."""
+        for refresh in (False, True):
+            route = self.get(queue.topic, allow_default=allow_default, refresh=refresh)
+            addr = route.master_address(queue.broker_name)
+            if addr is not None:
+                return addr
+        raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no master",
+                           queue=queue)
+
+    def _load(self, topic: str, allow_default: bool) -> TopicRoute:
+        try:
+            return TopicRoute.build(topic, self.fetch(topic))
+        except BrokerResponseError as exc:
+            if not allow_default or exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+        return TopicRoute.build(topic, self.fetch(self.default_topic), from_default=True,
+                                default_queue_nums=self.default_queue_nums)
+
+
+class _BlockingBase:
+    """A blocking client, its route cache, and ``with``/``close``."""
+
+    def __init__(self, namesrv: str | Sequence[str] | None,
+                 config: ClientConfig | None) -> None:
+        self.config = ClientConfig.for_namesrv(namesrv, config)
+        cfg = self.config
+        self.client = BlockingClient(request_timeout=cfg.request_timeout,
+                                     connect_timeout=cfg.request_timeout)
+        self.routes = BlockingRouteCache(
+            self.client, cfg.namesrv_addr, timeout=cfg.request_timeout,
+            ttl=cfg.poll_name_server_interval, default_topic=cfg.default_topic,
+            default_queue_nums=cfg.default_topic_queue_nums,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> _BlockingBase:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _request(self, queue: MessageQueue, cmd: RemotingCommand,
+                 timeout: float | None = None) -> tuple[RemotingCommand, str]:
+        addr = self.routes.master_address(queue)
+        return self.client.request(addr, cmd, timeout), addr
+
+
+class BlockingProducer(_BlockingBase):
+    """Synchronous sends for one producer group (same rules as the async producer)."""
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
+                 config: ClientConfig | None = None) -> None:
+        validate_group(group)
+        super().__init__(namesrv, config)
+        self.group = group
+        self._opts = send_options(self.config, group)
+        self._counter = RoundRobin()
+        self._keys = new_uniq_keys(self.config.client_ip)
+
+    def __enter__(self) -> BlockingProducer:
+        return self
+
+    def send(self, msg: Message, *, queue: MessageQueue | None = None,
+             sharding_key: str | None = None, selector: QueueSelector | None = None,
+             timeout: float | None = None) -> SendResult:
+        """See :meth:`tidemq.client.producer.Producer.send`."""
+        born = now_ms()
+        prepared = prepare_message(msg, max_size=self.config.max_message_size,
+                                   keys=self._keys, now_ms=born, sharding_key=sharding_key)
+        plan = self._plan(prepared, queue, sharding_key, selector)
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return build_send(prepared, self._opts, mq, now_ms=born, keys=self._keys)
+
+        return self._deliver(prepared.topic, plan, build,
+                             prepared.properties[PropertyKey.UNIQ_KEY], timeout)
+
+    def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+                   sharding_key: str | None = None, selector: QueueSelector | None = None,
+                   timeout: float | None = None) -> SendResult:
+        """See :meth:`tidemq.client.producer.Producer.send_batch`."""
+        born = now_ms()
+        prepared = prepare_batch(msgs, max_size=self.config.max_message_size,
+                                 keys=self._keys, now_ms=born)
+        plan = self._plan(prepared[0], queue, sharding_key, selector)
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return build_batch(prepared, self._opts, mq, now_ms=born, keys=self._keys)
+
+        return self._deliver(prepared[0].topic, plan, build, batch_msg_id(prepared), timeout)
+
+    def _plan(self, msg: Message, queue: MessageQueue | None, sharding_key: str | None,
+              selector: QueueSelector | None) -> SendPlan:
+        if queue is not None and queue.topic != msg.topic:
+            raise ValueError(f"queue {queue} is not a queue of topic {msg.topic!r}")
+        return SendPlan(msg, attempts=1 + self.config.retry_times_when_send_failed,
+                        counter=self._counter, queue=queue, sharding_key=sharding_key,
+                        selector=selector)
+
+    def _deliver(self, topic: str, plan: SendPlan, build: Callable[[MessageQueue],
+                 RemotingCommand], msg_id: str, timeout: float | None) -> SendResult:
+        budget = self.config.send_msg_timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        route = self.routes.get(topic, allow_default=True)
+        while (mq := plan.next_queue(publish_queues(route, plan.fixed_queue))) is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            addr = ""
+            try:
+                addr = route.master_address(mq.broker_name) or self.routes.master_address(
+                    mq, allow_default=True)
+                response = self.client.request(addr, build(mq), remaining)
+                return read_send_response(response, mq, address=addr, msg_id=msg_id)
+            except TideMQError as exc:
+                if not plan.failed(mq, exc):
+                    raise
+                log.info("send to %s (%s) failed, trying again: %s", mq, addr, exc)
+            try:
+                route = self.routes.get(topic, allow_default=True, refresh=True)
+            except TideMQError as exc:
+                log.info("route refresh of %s failed: %s", topic, exc)
+        raise exhausted(plan, topic, budget)
+
+
+class BlockingPullConsumer(_BlockingBase):
+    """Stateless synchronous reads for one consumer group; see the module docstring."""
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
+                 config: ClientConfig | None = None) -> None:
+        validate_group(group)
+        super().__init__(namesrv, config)
+        self.group = group
+
+    def __enter__(self) -> BlockingPullConsumer:
+        return self
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        """Every readable queue of ``topic`` (fresh from the name server)."""
+        return list(self.routes.get(topic, refresh=True).subscribe_queues)
+
+    def pull(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
+             expression: str = SUB_ALL, timeout: float | None = None) -> PullResult:
+        """Up to ``max_nums`` messages of ``queue`` from ``offset``, without waiting for
+        new ones: ``(status, next_offset, min_offset, max_offset, messages)``."""
+        sub = Subscription.parse(queue.topic, expression)
+        cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
+        response, addr = self._request(queue, cmd, timeout)
+        return read_pull_response(response, queue, sub, address=addr)
+
+    def get_min_offset(self, queue: MessageQueue) -> int:
+        response, addr = self._request(queue, ofs.min_offset_request(queue))
+        return ofs.read_offset(response, address=addr)
+
+    def get_max_offset(self, queue: MessageQueue) -> int:
+        response, addr = self._request(queue, ofs.max_offset_request(queue))
+        return ofs.read_offset(response, address=addr)
+
+    def search_offset(self, queue: MessageQueue, timestamp_ms: int, *,
+                      upper: bool = False) -> int:
+        """The offset of the first message stored at or after ``timestamp_ms``."""
+        response, addr = self._request(queue, ofs.search_offset_request(
+            queue, timestamp_ms, upper=upper))
+        return ofs.read_offset(response, address=addr)
+
+    def committed(self, queue: MessageQueue) -> int | None:
+        """The group's stored offset for ``queue`` (``None`` if it has none)."""
+        response, addr = self._request(queue, ofs.query_offset_request(self.group, queue))
+        return ofs.read_committed(response, address=addr)
+
+    def commit(self, queue: MessageQueue, offset: int) -> None:
+        """Store ``offset`` as the group's offset for ``queue``."""
+        response, addr = self._request(queue, ofs.update_offset_request(self.group, queue,
+                                                                        offset))
+        ofs.check_success(response, address=addr)

@@ -1,0 +1,116 @@
+"""ClientConfig: the settings every producer, consumer and admin client shares.
+
+Names follow the Java ``ClientConfig`` / ``DefaultMQProducer`` settings in snake case
+(``namesrvAddr`` -> ``namesrv_addr``, ``compressMsgBodyOverHowmuch`` ->
+``compress_msg_body_over_howmuch`` ...). Durations are seconds (floats), sizes bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import socket
+from collections.abc import Sequence
+
+from tidemq.errors import ConfigError
+from tidemq.net.address import parse_address
+
+__all__ = ["DEFAULT_NAMESRV", "ClientConfig", "detect_client_ip", "parse_namesrv"]
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+_SPLIT = re.compile(r"[;,\s]+")
+
+
+def parse_namesrv(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``"a:9876;b:9876"`` (also commas or spaces) or a sequence -> address tuple."""
+    items = _SPLIT.split(value) if isinstance(value, str) else list(value)
+    addrs = tuple(a.strip() for a in items if a and a.strip())
+    for addr in addrs:
+        parse_address(addr)  # raises ConfigError naming the bad one
+    return addrs
+
+
+def detect_client_ip(target: str | None = None) -> str:
+    """The local IP that routes towards ``target`` (a name server), else 127.0.0.1.
+
+    A UDP ``connect`` only picks the route: no packet is sent.
+    """
+    if target:
+        try:
+            host, port = parse_address(target)
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.connect((host, port))
+                return str(probe.getsockname()[0])
+        except (OSError, ConfigError):
+            pass
+    return "127.0.0.1"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Settings shared by the clients of one :class:`~tidemq.client.instance.ClientInstance`."""
+
+    namesrv_addr: tuple[str, ...] = (DEFAULT_NAMESRV,)
+    instance_name: str = "DEFAULT"
+    client_ip: str = ""
+    #: Timeout of one ordinary request (route, offsets, admin), seconds.
+    request_timeout: float = 3.0
+    #: Total budget of one send, retries included, seconds.
+    send_msg_timeout: float = 3.0
+    #: Extra attempts of a send after a retriable failure (on another broker if any).
+    retry_times_when_send_failed: int = 2
+    #: Bodies at least this long are compressed (0 disables).
+    compress_msg_body_over_howmuch: int = 4096
+    #: Largest body (a batch: the encoded batch) a producer accepts, bytes.
+    max_message_size: int = 4 * 1024 * 1024
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+    #: Template topic for auto-creation and its queue count per broker (remoting.md §2.3).
+    default_topic: str = "TBW102"
+    default_topic_queue_nums: int = 4
+    #: Messages asked for in one pull.
+    pull_batch_size: int = 32
+    #: How long the broker may hold a pull that found nothing (long polling), seconds.
+    long_polling_timeout: float = 15.0
+    #: Pause before pulling a queue again after an error, seconds.
+    pull_error_backoff: float = 3.0
+
+    def __post_init__(self) -> None:
+        addrs = parse_namesrv(self.namesrv_addr)
+        if not addrs:
+            raise ConfigError("namesrv_addr names no name server", key="namesrv_addr")
+        object.__setattr__(self, "namesrv_addr", addrs)
+        if not self.client_ip:
+            object.__setattr__(self, "client_ip", detect_client_ip(addrs[0]))
+        if self.retry_times_when_send_failed < 0:
+            raise ConfigError("retry_times_when_send_failed must be >= 0",
+                              key="retry_times_when_send_failed")
+        for key in ("request_timeout", "send_msg_timeout", "poll_name_server_interval",
+                    "heartbeat_broker_interval"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key} must be positive", key=key)
+        if self.max_message_size <= 0:
+            raise ConfigError("max_message_size must be positive", key="max_message_size")
+
+    @classmethod
+    def for_namesrv(cls, namesrv: str | Sequence[str] | None = None,
+                    config: ClientConfig | None = None) -> ClientConfig:
+        """``config`` (or the defaults) with ``namesrv`` as its name servers when given."""
+        if namesrv is None:
+            return config if config is not None else cls()
+        addrs = parse_namesrv(namesrv)
+        if config is None:
+            return cls(namesrv_addr=addrs)
+        return dataclasses.replace(config, namesrv_addr=addrs)
+
+    @property
+    def client_id(self) -> str:
+        """``ip@instanceName@pid``: what brokers list as this client."""
+        return f"{self.client_ip}@{self.instance_name}@{os.getpid()}"
+
+    @property
+    def pull_rpc_timeout(self) -> float:
+        """RPC timeout of a long-polling pull: the broker's hold plus a margin."""
+        return self.long_polling_timeout + max(self.request_timeout, 5.0)

@@ -1,0 +1,459 @@
+"""PullConsumer: the application polls messages from queues it owns (remoting.md §2.8-2.9).
+
+::
+
+    consumer = PullConsumer("billing", "127.0.0.1:9876")
+    consumer.subscribe("Orders", "paid || refunded")
+    await consumer.start()
+    async for msg in consumer:
+        handle(msg)
+        ...
+    await consumer.close()          # commits the positions reached
+
+Queues come from :meth:`~PullConsumer.assign` (exactly those) or
+:meth:`~PullConsumer.subscribe` (every readable queue of the topic; group rebalancing
+is not done here, so every member of a group reads everything).
+
+Per queue the consumer keeps a *fetch offset* (where the next pull starts), a buffer of
+pulled messages not yet returned, and at most one pull in flight. A queue's *position*
+-- what :meth:`~PullConsumer.commit` stores -- is the offset of its first buffered
+message, or the fetch offset when the buffer is empty. A queue without a position finds
+one first, in a task of its own: the group's committed offset (QUERY_CONSUMER_OFFSET), else
+per ``consume_from``: the queue's max offset (LAST), min offset (FIRST) or the offset at
+``consume_timestamp`` (TIMESTAMP).
+
+:meth:`~PullConsumer.poll` returns buffered messages at once; otherwise it starts a
+pull (SUSPEND set: the broker holds it up to ``long_polling_timeout`` when there is
+nothing new) on every queue that has none in flight and waits for the first that brings
+messages, until its timeout. Pulls still in flight when it returns stay in flight for the
+next poll. Status handling follows :mod:`tidemq.client.pull`; OFFSET_MOVED moves the
+fetch offset to the broker's corrected one. A failing queue is pulled again after
+``pull_error_backoff`` seconds; the others go on. ``seek*`` drops a queue's buffer and
+its pull in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+
+from tidemq.client import offsets as ofs
+from tidemq.client.config import ClientConfig
+from tidemq.client.errors import ClientClosedError
+from tidemq.client.instance import ClientInstance
+from tidemq.client.pull import PullResult, pull_request, read_pull_response
+from tidemq.client.stamps import now_ms
+from tidemq.client.subscription import SUB_ALL, Subscription
+from tidemq.client.validation import validate_group, validate_topic
+from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.codec.command import RemotingCommand
+from tidemq.errors import ResponseCode, TideMQError
+from tidemq.types import MessageExt, MessageQueue, PullStatus
+
+__all__ = ["PullConsumer"]
+
+log = logging.getLogger(__name__)
+
+_OffsetBuild = Callable[[MessageQueue], RemotingCommand]
+
+#: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
+_FLOW_CONTROL_BACKOFF = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fetched:
+    """What one task brings back: a queue's start offset and whether it is the group's
+    committed one (``result`` is ``None``), or where a pull started and its result."""
+
+    offset: int
+    from_group: bool
+    result: PullResult | None
+
+
+@dataclasses.dataclass(slots=True)
+class _QueueState:
+    fetch_offset: int | None = None
+    buffer: collections.deque[MessageExt] = dataclasses.field(
+        default_factory=collections.deque)
+    task: asyncio.Task[_Fetched] | None = None
+    backoff: float = 0.0
+    committed: int | None = None
+
+    @property
+    def position(self) -> int | None:
+        return self.buffer[0].queue_offset if self.buffer else self.fetch_offset
+
+    def reset(self, offset: int | None) -> None:
+        """Forget buffered messages and the pull in flight; continue at ``offset``."""
+        self.buffer.clear()
+        self.backoff = 0.0
+        self.fetch_offset = offset
+        if self.task is not None:
+            _discard(self.task)
+            self.task = None
+
+
+def _discard(task: asyncio.Task[_Fetched]) -> None:
+    """Drop a pull: cancel it if it runs, mark its failure seen if it failed."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+class PullConsumer:
+    """An asyncio pull consumer for one consumer group; see the module docstring.
+
+    One task at a time may call :meth:`poll` (or iterate the consumer).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | None = None,
+    ) -> None:
+        validate_group(group)
+        if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and consume_timestamp is None:
+            raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp (epoch ms)")
+        self._group = group
+        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
+            namesrv, config)
+        self.consume_from = consume_from
+        self.consume_timestamp = consume_timestamp
+        self._given = instance
+        self._instance: ClientInstance | None = None
+        self._subscriptions: dict[str, Subscription] = {}
+        self._manual: bool | None = None  # True: assign(), False: subscribe()
+        self._states: dict[MessageQueue, _QueueState] = {}
+        self._reresolve = False
+        self._turn = 0
+
+    def __repr__(self) -> str:
+        return f"<PullConsumer group={self._group!r} queues={len(self._states)}>"
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Join the client instance and announce the group to the brokers."""
+        if self._instance is not None:
+            return
+        inst = self._given if self._given is not None else ClientInstance.acquire(self.config)
+        try:
+            inst.register_consumer(self)
+            await inst.start()
+        except BaseException:
+            if self._given is None:
+                await inst.release()
+            raise
+        self._instance = inst
+
+    async def close(self, *, commit: bool = True) -> None:
+        """Commit the positions reached (unless ``commit=False``), stop pulling, leave."""
+        inst = self._instance
+        if inst is None:
+            return
+        try:
+            if commit:
+                await self.commit()
+        finally:
+            self._instance = None
+            tasks = [s.task for s in self._states.values() if s.task is not None]
+            for state in self._states.values():
+                state.reset(state.position)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await inst.unregister_consumer(self._group)
+            if self._given is None:
+                await inst.release()
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientClosedError(repr(self))
+        return self._instance
+
+    # ------------------------------------------------------------------ membership
+
+    def consumer_data(self) -> ConsumerData:
+        """This consumer as HEART_BEAT announces it."""
+        subs = dict(self._subscriptions)
+        for mq in self._states:
+            subs.setdefault(mq.topic, Subscription.parse(mq.topic, SUB_ALL))
+        return ConsumerData(
+            group_name=self._group, consume_type=ConsumeType.CONSUME_ACTIVELY,
+            message_model=MessageModel.CLUSTERING, consume_from_where=self.consume_from,
+            subscription_data_set=[s.to_data() for _, s in sorted(subs.items())],
+        )
+
+    def on_consumer_ids_changed(self) -> None:
+        """A broker says the group changed: look at the topics' routes again next poll."""
+        self._reresolve = True
+
+    # ------------------------------------------------------------------ assignment
+
+    def assign(self, queues: Iterable[MessageQueue], expression: str = SUB_ALL) -> None:
+        """Read exactly ``queues`` (replacing an earlier assignment), filtered by the tag
+        ``expression``. Cannot be combined with :meth:`subscribe`."""
+        if self._manual is False:
+            raise ValueError("this consumer subscribes to topics; it cannot also assign queues")
+        wanted = list(dict.fromkeys(queues))
+        self._manual = True
+        version = now_ms()
+        self._subscriptions = {
+            mq.topic: Subscription.parse(mq.topic, expression, version=version)
+            for mq in wanted
+        }
+        self._reconcile(wanted)
+
+    def subscribe(self, topic: str, expression: str = SUB_ALL) -> None:
+        """Read every readable queue of ``topic``, filtered by the tag ``expression``
+        (``"*"`` or ``"a || b"``). Cannot be combined with :meth:`assign`."""
+        if self._manual is True:
+            raise ValueError("this consumer has assigned queues; it cannot also subscribe")
+        validate_topic(topic)
+        self._manual = False
+        self._subscriptions[topic] = Subscription.parse(topic, expression, version=now_ms())
+        self._reresolve = True
+
+    def unsubscribe(self) -> None:
+        """Drop every subscription and assignment."""
+        self._subscriptions.clear()
+        self._manual = None
+        self._reconcile([])
+
+    def assignment(self) -> list[MessageQueue]:
+        return sorted(self._states)
+
+    def _reconcile(self, wanted: Iterable[MessageQueue]) -> None:
+        keep = set(wanted)
+        for mq in [q for q in self._states if q not in keep]:
+            self._states.pop(mq).reset(None)
+        for mq in keep:
+            self._states.setdefault(mq, _QueueState())
+
+    async def _refresh_subscriptions(self) -> None:
+        if self._manual is not False:
+            return
+        refresh, self._reresolve = self._reresolve, False
+        wanted: list[MessageQueue] = []
+        for topic in self._subscriptions:
+            try:
+                route = await self.instance.routes.get(topic, refresh=refresh)
+            except TideMQError as exc:
+                log.warning("%r: no route for subscribed topic %s: %s", self, topic, exc)
+                wanted.extend(mq for mq in self._states if mq.topic == topic)
+                continue
+            wanted.extend(route.subscribe_queues)
+        self._reconcile(wanted)
+
+    # ------------------------------------------------------------------ positions
+
+    def position(self, queue: MessageQueue) -> int | None:
+        """The offset of the next message :meth:`poll` returns from ``queue``."""
+        return self._state(queue).position
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        """Continue ``queue`` at ``offset``."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        self._state(queue).reset(offset)
+
+    async def seek_to_beginning(self, queues: Iterable[MessageQueue] | None = None) -> None:
+        """Continue at the min offset of ``queues`` (default: all assigned)."""
+        await self._seek_each(queues, ofs.min_offset_request)
+
+    async def seek_to_end(self, queues: Iterable[MessageQueue] | None = None) -> None:
+        """Continue at the max offset (where the next message will be written)."""
+        await self._seek_each(queues, ofs.max_offset_request)
+
+    async def seek_by_timestamp(self, timestamp_ms: int,
+                                queues: Iterable[MessageQueue] | None = None) -> None:
+        """Continue at the first message stored at or after ``timestamp_ms``."""
+        await self._seek_each(queues, lambda mq: ofs.search_offset_request(mq, timestamp_ms))
+
+    async def _seek_each(self, queues: Iterable[MessageQueue] | None,
+                         build: _OffsetBuild) -> None:
+        if queues is None:
+            await self._refresh_subscriptions()
+        targets = list(self._states) if queues is None else list(queues)
+        found = await asyncio.gather(*(self._ask_offset(mq, build) for mq in targets))
+        for mq, offset in zip(targets, found, strict=True):
+            self.seek(mq, offset)
+
+    async def _ask_offset(self, queue: MessageQueue, build: _OffsetBuild) -> int:
+        inst = self.instance
+        addr = await inst.master_address(queue)
+        return ofs.read_offset(await inst.request(addr, build(queue)), address=addr)
+
+    async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
+        """Where ``queue`` starts, and whether that is the group's committed offset."""
+        committed = await self.committed(queue)
+        if committed is not None and committed >= 0:
+            return committed, True
+        if self.consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            assert self.consume_timestamp is not None
+            ts = self.consume_timestamp
+            build: _OffsetBuild = lambda mq: ofs.search_offset_request(mq, ts)  # noqa: E731
+        elif self.consume_from in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                   ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
+            build = ofs.min_offset_request
+        else:
+            build = ofs.max_offset_request
+        return await self._ask_offset(queue, build), False
+
+    # ------------------------------------------------------------------ committing
+
+    async def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """Store ``offsets`` (default: every assigned queue's position that changed since
+        it was last committed) as the group's consumed offsets."""
+        if offsets is None:
+            offsets = {mq: s.position for mq, s in self._states.items()
+                       if s.position is not None and s.position != s.committed}
+        await asyncio.gather(*(self._commit_one(mq, off) for mq, off in offsets.items()))
+
+    async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
+        inst = self.instance
+        addr = await inst.master_address(queue)
+        response = await inst.request(addr, ofs.update_offset_request(self._group, queue, offset))
+        ofs.check_success(response, address=addr)
+        state = self._states.get(queue)
+        if state is not None:
+            state.committed = offset
+
+    async def committed(self, queue: MessageQueue) -> int | None:
+        """The group's stored offset for ``queue`` (``None`` if it has none)."""
+        inst = self.instance
+        addr = await inst.master_address(queue)
+        response = await inst.request(addr, ofs.query_offset_request(self._group, queue))
+        return ofs.read_committed(response, address=addr)
+
+    # ------------------------------------------------------------------ polling
+
+    async def poll(self, timeout: float = 1.0,
+                   max_messages: int | None = None) -> list[MessageExt]:
+        """Up to ``max_messages`` (default ``pull_batch_size``) messages, waiting at most
+        ``timeout`` seconds for some; ``[]`` if none came."""
+        inst = self.instance
+        limit = max_messages or self.config.pull_batch_size
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await self._refresh_subscriptions()
+        await inst.heartbeat_new_brokers()
+        while True:
+            out = self._drain(limit)
+            if out:
+                return out
+            self._start_pulls()
+            remaining = deadline - loop.time()
+            running = {s.task: s for s in self._states.values() if s.task is not None}
+            if remaining <= 0 or not running:
+                if remaining > 0:
+                    await asyncio.sleep(remaining)  # nothing assigned yet
+                return []
+            done, _ = await asyncio.wait(running, timeout=remaining,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                self._apply(running[task], task)
+
+    async def __aiter__(self) -> AsyncIterator[MessageExt]:
+        """Messages as they come, until the consumer is closed."""
+        while self._instance is not None:
+            try:
+                batch = await self.poll(timeout=self.config.long_polling_timeout)
+            except ClientClosedError:
+                return
+            for msg in batch:
+                yield msg
+
+    def _drain(self, limit: int) -> list[MessageExt]:
+        """Take buffered messages, queue by queue, starting one queue later each time."""
+        out: list[MessageExt] = []
+        states = [self._states[mq] for mq in sorted(self._states)]
+        if not states:
+            return out
+        self._turn = (self._turn + 1) % len(states)
+        for state in states[self._turn:] + states[:self._turn]:
+            while state.buffer and len(out) < limit:
+                out.append(state.buffer.popleft())
+        return out
+
+    def _start_pulls(self) -> None:
+        """Decide, then start: a task for each queue with an empty buffer and nothing in
+        flight -- a pull, or for a queue without a position, finding its start."""
+        for mq, state in self._states.items():
+            if state.task is None and not state.buffer:
+                sub = self._subscriptions.get(mq.topic) or Subscription.parse(mq.topic)
+                state.task = asyncio.ensure_future(
+                    self._pull(mq, state.fetch_offset, sub, state.backoff))
+
+    async def _pull(self, queue: MessageQueue, offset: int | None, sub: Subscription,
+                    delay: float) -> _Fetched:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if offset is None:
+            start, from_group = await self._initial_offset(queue)
+            return _Fetched(start, from_group, None)
+        inst = self.instance
+        cfg = self.config
+        addr = await inst.master_address(queue)
+        cmd: RemotingCommand = pull_request(
+            self._group, queue, offset, max_nums=cfg.pull_batch_size, subscription=sub,
+            suspend_ms=int(cfg.long_polling_timeout * 1000),
+        )
+        response = await inst.request(addr, cmd, cfg.pull_rpc_timeout)
+        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr))
+
+    def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
+        if state.task is not task:  # dropped by a seek meanwhile
+            _discard(task)
+            return
+        state.task = None
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, TideMQError):
+                raise exc
+            flow = getattr(exc, "code", None) == ResponseCode.FLOW_CONTROL
+            state.backoff = _FLOW_CONTROL_BACKOFF if flow else self.config.pull_error_backoff
+            log.warning("%r: pull failed, retrying in %.1f s: %s", self, state.backoff, exc)
+            return
+        fetched = task.result()
+        result = fetched.result
+        state.backoff = 0.0
+        if result is None:  # the queue's start was found; the pull follows
+            state.fetch_offset = fetched.offset
+            state.committed = fetched.offset if fetched.from_group else None
+            return
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("%r: offset %s moved; continuing at %d", self, fetched.offset,
+                        result.next_offset)
+        state.buffer.extend(result.messages)
+        state.fetch_offset = result.next_offset
+
+    def _state(self, queue: MessageQueue) -> _QueueState:
+        state = self._states.get(queue)
+        if state is None:
+            raise ValueError(f"{queue} is not assigned to this consumer")
+        return state
+

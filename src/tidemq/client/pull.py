@@ -1,0 +1,108 @@
+"""PULL_MESSAGE (11) as plain functions: build the request, read the answer (remoting.md §2.8).
+
+Pull ``sysFlag`` bits sent here: SUBSCRIPTION (0x4) always -- the request carries the
+expression, so the broker needs no heartbeat-registered subscription -- and SUSPEND
+(0x2) when the broker may hold the request (long polling). Offsets are committed with
+UPDATE_CONSUMER_OFFSET, not piggy-backed.
+
+=======================  ================  ============================================
+response code            status            what the client does
+=======================  ================  ============================================
+0 SUCCESS                FOUND             decode the records, keep those whose tag
+                                           matches, continue at ``nextBeginOffset``
+19 PULL_NOT_FOUND        NO_NEW_MSG        continue at ``nextBeginOffset``
+20 PULL_RETRY_IMMEDIATELY  NO_MATCHED_MSG  continue at ``nextBeginOffset``
+21 PULL_OFFSET_MOVED     OFFSET_ILLEGAL    ``nextBeginOffset`` is the corrected offset
+anything else            --                the code's error is raised
+=======================  ================  ============================================
+
+Found messages get the requested queue's id and broker name and the ``MIN_OFFSET`` /
+``MAX_OFFSET`` properties, as the Java client adds them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tidemq.client.subscription import Subscription
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from tidemq.codec.message import decode_messages
+from tidemq.errors import ResponseCode, error_for_code
+from tidemq.formats.properties import PropertyKey
+from tidemq.types import MessageExt, MessageQueue, PullStatus
+
+__all__ = [
+    "PULL_FLAG_COMMIT_OFFSET",
+    "PULL_FLAG_SUBSCRIPTION",
+    "PULL_FLAG_SUSPEND",
+    "PullResult",
+    "pull_request",
+    "read_pull_response",
+]
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+
+_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+class PullResult(NamedTuple):
+    """One pull: unpacks as ``(status, next_offset, min_offset, max_offset, messages)``."""
+
+    status: PullStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+def pull_request(
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    *,
+    max_nums: int,
+    subscription: Subscription,
+    suspend_ms: int = 0,
+    code: int = RequestCode.PULL_MESSAGE,
+) -> RemotingCommand:
+    """A pull of up to ``max_nums`` messages from ``offset``; ``suspend_ms > 0`` lets the
+    broker hold it that long when there is nothing yet."""
+    sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
+    header = PullMessageRequestHeader(
+        consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
+        queue_offset=offset, max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=0,
+        suspend_timeout_millis=max(suspend_ms, 0), subscription=subscription.expression,
+        sub_version=subscription.version, expression_type="TAG",
+        broker_name=queue.broker_name,
+    )
+    return RemotingCommand.request(code, header.to_ext())
+
+
+def read_pull_response(response: RemotingCommand, queue: MessageQueue,
+                       subscription: Subscription, *, address: str) -> PullResult:
+    """The result of a pull of ``queue`` (see the module docstring)."""
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark or "", address=address)
+    header = PullMessageResponseHeader.from_ext(response.ext_fields)
+    messages: list[MessageExt] = []
+    if status is PullStatus.FOUND:
+        min_text, max_text = str(header.min_offset), str(header.max_offset)
+        for msg in decode_messages(response.full_body()):
+            if not subscription.matches(msg.tags):
+                continue
+            msg.queue_id = queue.queue_id
+            msg.broker_name = queue.broker_name
+            msg.properties[PropertyKey.MIN_OFFSET] = min_text
+            msg.properties[PropertyKey.MAX_OFFSET] = max_text
+            messages.append(msg)
+    return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
+                      messages)

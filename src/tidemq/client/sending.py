@@ -1,0 +1,153 @@
+"""Sends as plain functions: prepare the message, build the command, read the answer.
+
+Shared by the async :class:`~tidemq.client.producer.Producer` and the
+:class:`~tidemq.client.blocking.BlockingProducer` (remoting.md §2.7).
+
+Preparing a message checks it (:mod:`tidemq.client.validation`) and gives it, on a copy,
+what every attempt must share: its ``UNIQ_KEY`` (the id applications see, so retries do
+not make a second id) and ``WAIT=true`` unless the caller set ``WAIT``.
+
+=============================  ============================================
+response code                  result
+=============================  ============================================
+0 SUCCESS                      ``SendStatus.SEND_OK``
+10 FLUSH_DISK_TIMEOUT          ``SendStatus.FLUSH_DISK_TIMEOUT``
+11 SLAVE_NOT_AVAILABLE         ``SendStatus.SLAVE_NOT_AVAILABLE``
+12 FLUSH_SLAVE_TIMEOUT         ``SendStatus.FLUSH_SLAVE_TIMEOUT``
+anything else                  the code's error (``retriable`` per §2.1)
+=============================  ============================================
+
+The message was stored in all four cases; the last three only say that its durability
+was not confirmed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from tidemq.client.config import ClientConfig
+from tidemq.client.errors import NoRouteError
+from tidemq.client.routes import TopicRoute
+from tidemq.client.selector import SendPlan
+from tidemq.client.validation import check_batch, check_message
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import SendMessageResponseHeader
+from tidemq.codec.message import SendOptions, batch_send_request, send_request
+from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.errors import RequestTimeout, ResponseCode, TideMQError, error_for_code
+from tidemq.formats.properties import PropertyKey
+from tidemq.types import Message, MessageQueue, SendResult, SendStatus
+
+__all__ = [
+    "batch_msg_id",
+    "build_batch",
+    "build_send",
+    "exhausted",
+    "prepare_batch",
+    "prepare_message",
+    "publish_queues",
+    "read_send_response",
+    "send_options",
+]
+
+_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+}
+
+
+def send_options(config: ClientConfig, group: str) -> SendOptions:
+    return SendOptions(
+        producer_group=group,
+        default_topic=config.default_topic,
+        default_topic_queue_nums=config.default_topic_queue_nums,
+        compress_over=config.compress_msg_body_over_howmuch,
+    )
+
+
+def _keyed(msg: Message, keys: UniqKeyGenerator, now_ms: int,
+           sharding_key: str | None) -> Message:
+    props = dict(msg.properties)
+    if not props.get(PropertyKey.UNIQ_KEY):
+        props[PropertyKey.UNIQ_KEY] = keys.next_key(now_ms)
+    props.setdefault(PropertyKey.WAIT, "true")
+    if sharding_key is not None:
+        props[PropertyKey.SHARDING_KEY] = sharding_key
+    return dataclasses.replace(msg, properties=props)
+
+
+def prepare_message(msg: Message, *, max_size: int, keys: UniqKeyGenerator, now_ms: int,
+                    sharding_key: str | None = None) -> Message:
+    """A checked copy of ``msg`` with its ``UNIQ_KEY`` and ``WAIT`` (see module docstring)."""
+    check_message(msg, max_size)
+    return _keyed(msg, keys, now_ms, sharding_key)
+
+
+def prepare_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyGenerator,
+                  now_ms: int) -> list[Message]:
+    """Checked, keyed copies of a batch's messages (one topic, within ``max_size``)."""
+    keyed = [_keyed(m, keys, now_ms, None) for m in msgs]
+    check_batch(keyed, max_size)
+    return keyed
+
+
+def build_send(msg: Message, opts: SendOptions, queue: MessageQueue, *, now_ms: int,
+               keys: UniqKeyGenerator) -> RemotingCommand:
+    """SEND_MESSAGE_V2 of a prepared ``msg`` to ``queue``."""
+    return send_request(msg, opts, queue_id=queue.queue_id, now_ms=now_ms, keys=keys,
+                        broker_name=queue.broker_name)
+
+
+def build_batch(msgs: Sequence[Message], opts: SendOptions, queue: MessageQueue, *,
+                now_ms: int, keys: UniqKeyGenerator) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE of prepared ``msgs`` to ``queue``."""
+    return batch_send_request(msgs, opts, queue_id=queue.queue_id, now_ms=now_ms, keys=keys,
+                              broker_name=queue.broker_name)
+
+
+def read_send_response(response: RemotingCommand, queue: MessageQueue, *, address: str,
+                       msg_id: str) -> SendResult:
+    """The result of a send to ``queue`` (table in the module docstring). ``msg_id`` is the
+    message's ``UNIQ_KEY`` (a batch: the keys joined by commas)."""
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark or "", address=address)
+    try:
+        header = SendMessageResponseHeader.from_ext(response.ext_fields)
+    except HeaderFieldError:
+        if status is SendStatus.SEND_OK:
+            raise
+        return SendResult(status, msg_id, "", queue, -1)
+    return SendResult(
+        status=status,
+        msg_id=header.batch_uniq_id or msg_id,
+        offset_msg_id=header.msg_id,
+        queue=MessageQueue(queue.topic, queue.broker_name, header.queue_id),
+        queue_offset=header.queue_offset,
+        transaction_id=header.transaction_id,
+    )
+
+
+def batch_msg_id(msgs: Sequence[Message]) -> str:
+    """The ``msg_id`` of a batch's result: the messages' ``UNIQ_KEY``s joined by commas."""
+    return ",".join(m.properties.get(PropertyKey.UNIQ_KEY, "") for m in msgs)
+
+
+def publish_queues(route: TopicRoute, fixed: MessageQueue | None) -> Sequence[MessageQueue]:
+    """The queues a send may choose from (:class:`NoRouteError` when there is none and the
+    caller did not fix the queue)."""
+    if fixed is None and not route.publish_queues:
+        raise NoRouteError(route.topic, "the route has no writable queue with a master")
+    return route.publish_queues
+
+
+def exhausted(plan: SendPlan, topic: str, budget: float) -> TideMQError:
+    """The error of a send that ran out of attempts or time: the last failure, else a
+    timeout."""
+    if plan.errors:
+        return plan.errors[-1]
+    return RequestTimeout(topic, int(RequestCode.SEND_MESSAGE_V2), 0, budget * 1e3)

@@ -1,0 +1,89 @@
+"""The blocking facade against scripted fakes (calls run in a worker thread)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tests.client.fakes import FakeBroker, FakeNameServer
+
+from tidemq.client import (
+    BlockingProducer,
+    BlockingPullConsumer,
+    ClientConfig,
+    MessageTooBigError,
+)
+from tidemq.codec.command import RequestCode
+from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.types import Message, MessageQueue, PullStatus, SendStatus
+
+QA = MessageQueue("T", "broker-a", 0)
+
+
+async def test_produce_then_pull_round_trip(namesrv: FakeNameServer, brokers: list[FakeBroker],
+                                            config: ClientConfig) -> None:
+    namesrv.add_topic("T", brokers)
+
+    def produce() -> list[MessageQueue]:
+        with BlockingProducer("pg", config=config) as producer:
+            one = producer.send(Message("T", b"m0", {"TAGS": "a"}), queue=QA)
+            batch = producer.send_batch([Message("T", b"m1"), Message("T", b"m2", {"TAGS": "a"})],
+                                        queue=QA)
+            spread = [producer.send(Message("T", b"x")).queue for _ in range(8)]
+            assert one.status is SendStatus.SEND_OK and one.queue_offset == 0
+            assert batch.queue_offset == 1 and len(batch.msg_id.split(",")) == 2
+            with pytest.raises(MessageTooBigError):
+                producer.send(Message("T", b"x" * (config.max_message_size + 1)))
+            return spread
+
+    spread = await asyncio.to_thread(produce)
+    assert {q.broker_name for q in spread} == {"broker-a", "broker-b"}
+
+    def consume() -> None:
+        with BlockingPullConsumer("cg", config=config) as consumer:
+            assert len(consumer.queues("T")) == 8
+            status, next_offset, lo, hi, msgs = consumer.pull(QA, 0, 2)
+            assert (status, next_offset, lo) == (PullStatus.FOUND, 2, 0)
+            assert [m.body for m in msgs] == [b"m0", b"m1"] and hi >= 3
+            tagged = consumer.pull(QA, 0, 32, expression="a")
+            assert [m.body for m in tagged.messages] == [b"m0", b"m2"]
+            end = consumer.get_max_offset(QA)
+            assert consumer.pull(QA, end, 32).status is PullStatus.NO_NEW_MSG
+            assert consumer.pull(QA, end + 5, 32).status is PullStatus.OFFSET_ILLEGAL
+            assert consumer.get_min_offset(QA) == 0
+            assert consumer.committed(QA) is None
+            consumer.commit(QA, 2)
+            assert consumer.committed(QA) == 2
+
+    await asyncio.to_thread(consume)
+    stamp = brokers[0].stored("T", 0)[1].store_time
+
+    def search() -> int:
+        with BlockingPullConsumer("cg", config=config) as consumer:
+            return consumer.search_offset(QA, stamp)
+
+    assert await asyncio.to_thread(search) == 1
+    # the blocking pull never asks the broker to hold it
+    pulls = brokers[0].log.of(RequestCode.PULL_MESSAGE)
+    assert all(p.ext_fields["sysFlag"] == "4" for p in pulls)
+
+
+async def test_blocking_retry_and_auto_create(namesrv: FakeNameServer,
+                                              brokers: list[FakeBroker],
+                                              config: ClientConfig) -> None:
+    namesrv.add_topic("T", brokers)
+    namesrv.add_topic("TBW102", brokers[1:], queues=8, perm=7)
+    brokers[0].fail_always = ResponseCode.SYSTEM_BUSY
+
+    def produce() -> None:
+        with BlockingProducer("pg", config=config) as producer:
+            for _ in range(8):
+                assert producer.send(Message("T", b"x")).queue.broker_name == "broker-b"
+            fresh = producer.send(Message("Fresh", b"y"))
+            assert fresh.queue.broker_name == "broker-b" and fresh.queue.queue_id < 4
+            with pytest.raises(BrokerResponseError):
+                producer.send(Message("T", b"z"), queue=QA)  # fixed queue: no retry
+
+    await asyncio.to_thread(produce)
+    assert brokers[0].log.of(RequestCode.SEND_MESSAGE_V2)
+    assert "Fresh" in brokers[1].topics

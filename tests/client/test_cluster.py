@@ -1,0 +1,164 @@
+"""The client against a real in-process cluster (tidemq.testing: name server + 2 brokers)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tidemq.client import (
+    AdminClient,
+    BlockingProducer,
+    BlockingPullConsumer,
+    ClientConfig,
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    Producer,
+    PullConsumer,
+    SendStatus,
+)
+from tidemq.errors import BrokerResponseError
+from tidemq.types import PullStatus
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+T = TypeVar("T")
+
+try:
+    from tidemq.testing import Cluster
+except ImportError:  # pragma: no cover - the fixture is not there yet
+    Cluster = None  # type: ignore[assignment,misc]
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
+                     timeout: float = 5.0) -> T:
+    """Ask ``probe`` until ``ok`` holds (no client-side event exists for these facts)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                value = await probe()
+                if ok(value):
+                    return value
+            except BrokerResponseError:
+                pass
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    if Cluster is None:
+        pytest.skip("tidemq.testing.Cluster is not available")
+    async with Cluster(tmp_path, brokers=2) as running:
+        yield running
+
+
+@pytest.fixture
+def cfg(cluster: Cluster) -> ClientConfig:
+    return ClientConfig(namesrv_addr=(cluster.namesrv_addr,), long_polling_timeout=5.0,
+                        pull_error_backoff=0.1)
+
+
+async def _create(admin: AdminClient, topic: str, queues: int = 2) -> None:
+    await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    await eventually(lambda: admin.topic_route(topic), lambda r: len(r.queue_datas) == 2)
+
+
+async def test_produce_consume_admin_round_trip(cfg: ClientConfig) -> None:
+    async with AdminClient(config=cfg) as admin:
+        masters = await admin.masters()
+        assert sorted(masters) == ["broker-a", "broker-b"]
+        await _create(admin, "Orders")
+        async with Producer("pg", config=cfg) as producer:
+            sent = [await producer.send(Message("Orders", f"m{i}".encode(),
+                                                {"TAGS": "a" if i % 2 == 0 else "b",
+                                                 "KEYS": f"order-{i}"}))
+                    for i in range(8)]
+            batch = await producer.send_batch([Message("Orders", b"b0", {"TAGS": "a"}),
+                                               Message("Orders", b"b1", {"TAGS": "a"})])
+        assert all(r.status is SendStatus.SEND_OK for r in sent)
+        assert {r.queue.broker_name for r in sent} == {"broker-a", "broker-b"}
+
+        got: list[MessageExt] = []
+        async with PullConsumer("cg", config=cfg, consume_from=FIRST) as consumer:
+            consumer.subscribe("Orders", "a")
+            for _ in range(20):
+                got += await consumer.poll(timeout=1)
+                if len(got) >= 6:
+                    break
+        assert sorted(m.body for m in got) == [b"b0", b"b1", b"m0", b"m2", b"m4", b"m6"]
+        assert {m.msg_id for m in got} >= {r.msg_id for r in sent[::2]}
+
+        offsets = await admin.consumer_offsets("cg", "Orders")
+        assert all(o.lag == 0 for o in offsets)
+        assert sum(o.broker_offset for o in offsets) == 10
+        status = await admin.topic_status("Orders")
+        assert sum(s.max_offset - s.min_offset for s in status) == 10
+        assert all(s.last_update_time >= s.earliest_store_time > 0
+                   for s in status if s.max_offset)
+
+        [by_key] = await admin.query_messages_by_key("Orders", "order-3")
+        assert by_key.body == b"m3"
+        assert (await admin.view_message(sent[5].offset_msg_id)).body == b"m5"
+        assert (await admin.view_message(sent[6].msg_id, topic="Orders")).body == b"m6"
+        first_of_batch = await admin.message_at(batch.queue, batch.queue_offset)
+        assert first_of_batch.body == b"b0"
+        assert "Orders" in await admin.topic_list()
+
+
+async def test_auto_created_topic(cfg: ClientConfig) -> None:
+    async with Producer("pg", config=cfg) as producer:
+        result = await producer.send(Message("Fresh", b"hello"))
+    assert result.status is SendStatus.SEND_OK
+    async with PullConsumer("cg", config=cfg, consume_from=FIRST) as consumer:
+        consumer.assign([result.queue])
+        msgs = await consumer.poll(timeout=3)
+    assert [m.body for m in msgs] == [b"hello"]
+
+
+async def test_long_poll_is_answered_when_a_message_arrives(cfg: ClientConfig) -> None:
+    async with AdminClient(config=cfg) as admin, Producer("pg", config=cfg) as producer:
+        await _create(admin, "Live", queues=1)
+        route = await admin.topic_route("Live")
+        queue_owner = route.queue_datas[0].broker_name
+        addr = (await admin.masters())[queue_owner]
+        async with PullConsumer("cg", config=cfg) as consumer:
+            consumer.subscribe("Live")
+            polling = asyncio.ensure_future(consumer.poll(timeout=8))
+            await eventually(lambda: admin.broker_status(addr),
+                             lambda s: s.get("pullHeldCount", "0") != "0")
+            assert not polling.done()
+            await producer.send(Message("Live", b"now"))
+            msgs = await asyncio.wait_for(polling, 4)
+    assert [m.body for m in msgs] == [b"now"]
+
+
+async def test_blocking_client(cfg: ClientConfig) -> None:
+    async with AdminClient(config=cfg) as admin:
+        await _create(admin, "Sync")
+
+    def work() -> None:
+        with BlockingProducer("pg", config=cfg) as producer:
+            results = [producer.send(Message("Sync", f"s{i}".encode())) for i in range(4)]
+        assert all(r.status is SendStatus.SEND_OK for r in results)
+        with BlockingPullConsumer("cg", config=cfg) as consumer:
+            queues = consumer.queues("Sync")
+            positions = dict.fromkeys(queues, 0)
+            bodies: list[bytes] = []
+            deadline = time.monotonic() + 5  # dispatch to consume queues is asynchronous
+            while len(bodies) < 4 and time.monotonic() < deadline:
+                for mq in queues:
+                    status, next_offset, lo, _hi, msgs = consumer.pull(mq, positions[mq], 32)
+                    assert status in (PullStatus.FOUND, PullStatus.NO_NEW_MSG) and lo == 0
+                    bodies += [m.body for m in msgs]
+                    positions[mq] = next_offset
+            assert sorted(bodies) == [b"s0", b"s1", b"s2", b"s3"]
+            mq = next(q for q, off in positions.items() if off)
+            consumer.commit(mq, positions[mq])
+            assert consumer.committed(mq) == positions[mq]
+            assert consumer.get_max_offset(mq) >= positions[mq]
+
+    await asyncio.to_thread(work)

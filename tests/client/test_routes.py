@@ -1,0 +1,154 @@
+"""Route derivation (pure) and the route cache against a fake name server."""
+
+from __future__ import annotations
+
+import pytest
+from tests.client.fakes import FakeBroker, FakeNameServer
+
+from tidemq.client.routes import RouteCache, TopicRoute, name_server_order, read_route_response
+from tidemq.codec.bodies import BrokerData, QueueData, TopicRouteData
+from tidemq.codec.command import RemotingCommand
+from tidemq.errors import BrokerResponseError, ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.net import RemotingClient
+from tidemq.types import MessageQueue
+
+
+def _route(*qds: QueueData, masters: dict[str, bool] | None = None) -> TopicRouteData:
+    masters = masters or {}
+    bds = []
+    for qd in qds:
+        addrs = {0: f"10.0.0.{len(bds) + 1}:10911"} if masters.get(qd.broker_name, True) else {
+            1: "10.0.0.99:10911"}
+        bds.append(BrokerData(cluster="c", broker_name=qd.broker_name, broker_addrs=addrs))
+    return TopicRouteData(queue_datas=list(qds), broker_datas=bds)
+
+
+def _qd(name: str, read: int = 4, write: int = 4, perm: int = 6) -> QueueData:
+    return QueueData(broker_name=name, read_queue_nums=read, write_queue_nums=write, perm=perm)
+
+
+def test_publish_and_subscribe_queues() -> None:
+    data = _route(_qd("b", 2, 3), _qd("a", 1, 1))
+    route = TopicRoute.build("T", data)
+    assert route.publish_queues == (
+        MessageQueue("T", "a", 0), MessageQueue("T", "b", 0), MessageQueue("T", "b", 1),
+        MessageQueue("T", "b", 2),
+    )
+    assert route.subscribe_queues == (
+        MessageQueue("T", "a", 0), MessageQueue("T", "b", 0), MessageQueue("T", "b", 1),
+    )
+    assert route.master_address("a") == "10.0.0.2:10911"
+    assert route.master_addresses == {"a": "10.0.0.2:10911", "b": "10.0.0.1:10911"}
+
+
+def test_permissions_and_masters_filter_queues() -> None:
+    data = _route(_qd("ro", perm=4), _qd("wo", perm=2), _qd("nomaster"),
+                  masters={"nomaster": False})
+    route = TopicRoute.build("T", data)
+    assert {q.broker_name for q in route.publish_queues} == {"wo"}
+    assert {q.broker_name for q in route.subscribe_queues} == {"ro", "nomaster"}
+    assert route.master_address("nomaster") is None
+    assert route.master_address("unknown") is None
+
+
+def test_order_topic_conf_overrides_queue_datas() -> None:
+    data = _route(_qd("a"))
+    data.order_topic_conf = "a:2;b:1"
+    route = TopicRoute.build("T", data)
+    assert route.publish_queues == (
+        MessageQueue("T", "a", 0), MessageQueue("T", "a", 1), MessageQueue("T", "b", 0),
+    )
+
+
+def test_default_route_is_clamped() -> None:
+    template = _route(_qd("a", 8, 8, perm=7), _qd("b", 2, 2, perm=7))
+    route = TopicRoute.build("New", template, from_default=True, default_queue_nums=4)
+    assert route.from_default
+    assert [q.queue_id for q in route.publish_queues if q.broker_name == "a"] == [0, 1, 2, 3]
+    assert [q.queue_id for q in route.publish_queues if q.broker_name == "b"] == [0, 1]
+    assert all(q.topic == "New" for q in route.publish_queues)
+
+
+def test_read_route_response() -> None:
+    ok = RemotingCommand(code=0, body=b'{"brokerDatas":[{"brokerAddrs":{0:"h:1"},'
+                         b'"brokerName":"a","cluster":"c"}],"queueDatas":[]}')
+    assert read_route_response(ok, address="ns").broker_datas[0].master_addr() == "h:1"
+    with pytest.raises(BrokerResponseError) as info:
+        read_route_response(RemotingCommand(code=17, remark="no"), address="ns")
+    assert info.value.code == ResponseCode.TOPIC_NOT_EXIST
+    with pytest.raises(RemoteProtocolError):
+        read_route_response(RemotingCommand(code=0, body=b"garbage"), address="ns")
+
+
+def test_name_server_order() -> None:
+    assert name_server_order(["a", "b", "c"], 1) == ["b", "c", "a"]
+
+
+async def test_cache_fetches_once_and_fails_over(namesrv: FakeNameServer,
+                                                 brokers: list[FakeBroker]) -> None:
+    namesrv.add_topic("T", brokers)
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    async with RemotingClient(request_timeout=2, connect_timeout=1) as client:
+        cache = RouteCache(client, [dead, namesrv.address])
+        first, second = await cache.get("T"), await cache.get("T")
+        assert first is second
+        assert len(namesrv.log.of(105)) == 1
+        assert {q.broker_name for q in first.publish_queues} == {"broker-a", "broker-b"}
+        assert cache.master_address("broker-b") == brokers[1].address
+        assert cache.master_addresses() == {b.address for b in brokers}
+        # the live name server is asked first from now on
+        await cache.get("T", refresh=True)
+        assert len(namesrv.log.of(105)) == 2
+
+
+async def test_cache_unknown_topic_and_default(namesrv: FakeNameServer,
+                                               brokers: list[FakeBroker]) -> None:
+    namesrv.add_topic("TBW102", brokers[:1], queues=8, perm=7)
+    async with RemotingClient() as client:
+        cache = RouteCache(client, [namesrv.address])
+        with pytest.raises(BrokerResponseError) as info:
+            await cache.get("Nope")
+        assert info.value.code == 17
+        route = await cache.get("Nope", allow_default=True)
+        assert route.from_default and len(route.publish_queues) == 4
+        # a consumer's lookup does not accept the template route
+        with pytest.raises(BrokerResponseError):
+            await cache.get("Nope")
+
+
+async def test_cache_keeps_route_when_name_servers_are_gone(namesrv: FakeNameServer,
+                                                            brokers: list[FakeBroker]) -> None:
+    namesrv.add_topic("T", brokers)
+    async with RemotingClient(request_timeout=1, connect_timeout=1) as client:
+        cache = RouteCache(client, [namesrv.address])
+        route = await cache.get("T")
+        await namesrv.close()
+        cache.mark_stale("T")
+        assert cache.topics_to_refresh() == ["T"]
+        assert await cache.get("T") is route
+
+
+async def test_no_name_server_reachable() -> None:
+    async with RemotingClient(request_timeout=1, connect_timeout=1) as client:
+        cache = RouteCache(client, ["127.0.0.1:1"])
+        with pytest.raises(ConnectionLost):
+            await cache.get("T")
+
+
+async def test_topics_to_refresh_by_age(namesrv: FakeNameServer,
+                                        brokers: list[FakeBroker]) -> None:
+    namesrv.add_topic("T", brokers)
+    now = [100.0]
+    async with RemotingClient() as client:
+        cache = RouteCache(client, [namesrv.address], refresh_interval=30,
+                           clock=lambda: now[0])
+        await cache.get("T")
+        assert cache.topics_to_refresh() == []
+        now[0] += 30
+        assert cache.topics_to_refresh() == ["T"]
+        namesrv.add_topic("T", brokers[:1])
+        await cache.refresh_due()
+        assert cache.topics_to_refresh() == []
+        route = cache.cached("T")
+        assert route is not None and {q.broker_name for q in route.publish_queues} == {
+            "broker-a"}

@@ -138,7 +138,12 @@ class FlushService:
     def _run_sync(self) -> None:
         while True:
             with self._cond:
-                while not self._waiters and not self._stop:
+                # Waiters are served at once; writes nobody waits for (WAIT=false) are
+                # flushed within 10 ms too, so they become visible to consumers.
+                while (not self._waiters and not self._stop
+                       and self.commitlog.max_offset <= self.flushed_offset):
+                    self._cond.wait(0.01)
+                if not self._waiters and not self._stop:
                     self._cond.wait(0.01)
                 if self._stop:
                     return

@@ -1,0 +1,254 @@
+"""Hypothesis against a LIVE broker (DESIGN.md "Failure and bad input").
+
+* Garbage frames on one connection get error responses or a closed connection -- never a
+  crash -- and a second, well-behaved client keeps being served after every example.
+* For every request code the broker registers, ext fields generated from the code's header
+  schema and then mutated (dropped keys, junk numbers, overflow, unknown keys, random
+  bodies) get a response; a failure carries a RocketMQ code and a remark, and a rejected
+  request leaves the store as it was.
+
+One cluster serves all examples of a test (``function_scoped_fixture`` is intended).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.broker.app import BrokerApp
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.frame import FrameDecoder
+from tidemq.codec.headers import REQUEST_HEADERS
+from tidemq.codec.message import decode_messages
+from tidemq.codec.schema import Header, Kind
+from tidemq.errors import ResponseCode
+from tidemq.testing import Cluster
+
+FUZZ = settings(max_examples=100, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                       HealthCheck.too_slow])
+
+BASELINE = "Baseline"  # never named by generated requests
+SEND_CODES = {RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+              RequestCode.SEND_BATCH_MESSAGE}
+
+
+class Live(logging.Handler):
+    """The broker under test, a well-behaved client of it, and the processor crashes
+    logged meanwhile (bad input must be answered as such, never by an exception)."""
+
+    def __init__(self, broker: BrokerApp, peer: Peer) -> None:
+        super().__init__(logging.ERROR)
+        self.broker = broker
+        self.peer = peer
+        self.crashes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.crashes.append(self.format(record))
+
+    async def still_serves(self) -> None:
+        resp = await self.peer.ok(wire.send(BASELINE, b"still here"), timeout=10)
+        assert resp.ext_fields["msgId"]
+        assert not self.crashes, self.crashes[0]
+
+    def store_mark(self) -> tuple[int, int]:
+        store = self.broker.store
+        return store.put_messages, store.commitlog.max_offset
+
+
+@pytest.fixture
+async def live(cluster: Cluster, peer: Peer) -> AsyncIterator[Live]:
+    await peer.ok(wire.create_topic(BASELINE, 2))
+    await peer.ok(wire.create_topic("Fz", 2))
+    await peer.ok(wire.send("Fz", b"seed", properties=wire.props(tags="a", keys="k")))
+    live = Live(cluster.brokers[0], peer)
+    logger = logging.getLogger("tidemq")
+    logger.addHandler(live)
+    yield live
+    logger.removeHandler(live)
+
+
+# ---------------------------------------------------------------- garbage frames
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
+                                                               max_size=3),
+    max_leaves=8)
+
+
+@st.composite
+def json_headers(draw: st.DrawFn) -> bytes:
+    """A JSON header that may or may not look like a command."""
+    obj: dict[str, Any] = draw(st.dictionaries(
+        st.sampled_from(["code", "flag", "opaque", "language", "version", "remark",
+                         "extFields", "x"]), _json_values, max_size=6))
+    if draw(st.booleans()):
+        obj["code"] = draw(st.sampled_from([10, 11, 14, 17, 33, 34, 310, 320, 9999, -1, 2**40]))
+    text = json.dumps(obj).encode()
+    if draw(st.booleans()):  # truncate or corrupt it
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.binary(max_size=4))
+    return text
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> bytes:
+    """Framed garbage: length and header word consistent, lying, or absurd."""
+    header = draw(json_headers() | st.binary(max_size=40))
+    body = draw(st.binary(max_size=40))
+    type_byte = draw(st.sampled_from([0, 0, 1, 2, 255]))
+    header_len = draw(st.sampled_from([len(header), len(header) + 7, 0, 0xFFFFFF]))
+    length = draw(st.sampled_from([4 + len(header) + len(body), 3, 0, -1, 2**31 - 1,
+                                   64 * 1024 * 1024]))
+    return (struct.pack(">i", length) + struct.pack(">I", (type_byte << 24) | header_len)
+            + header + body)
+
+
+garbage = st.lists(frames() | st.binary(min_size=1, max_size=64), min_size=1, max_size=3).map(
+    b"".join)
+
+
+async def _exchange(addr: str, data: bytes) -> bytes:
+    """Write ``data``, half-close, and read everything until the broker closes."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(data)
+        await writer.drain()
+        writer.write_eof()
+        return await asyncio.wait_for(reader.read(), 10)
+    except ConnectionResetError:
+        return b""
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+@FUZZ
+@given(data=garbage)
+async def test_garbage_frames_never_hurt_other_connections(live: Live, data: bytes) -> None:
+    received = await _exchange(live.broker.broker_addr, data)
+    decoder = FrameDecoder()
+    decoder.receive_data(received)
+    while (cmd := decoder.next_command()) is not None:
+        assert cmd.is_response
+        if cmd.code != ResponseCode.SUCCESS:
+            assert cmd.remark
+    await live.still_serves()
+
+
+# ---------------------------------------------------------------- malformed ext values
+
+
+#: Every code the broker registers; test_the_code_list_is_complete keeps it honest.
+REGISTERED = sorted({
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE,
+    RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+    RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME,
+    RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.CHECK_CLIENT_CONFIG,
+    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_TOPIC_CONFIG,
+    RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_TOPIC_STATS_INFO,
+    RequestCode.GET_CONSUME_STATS, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST, RequestCode.QUERY_MESSAGE,
+    RequestCode.VIEW_MESSAGE_BY_ID,
+})
+
+
+async def test_the_code_list_is_complete(live: Live) -> None:
+    assert sorted(live.broker.server._dispatcher._processors) == REGISTERED
+
+
+_junk_text = st.sampled_from(["", " ", "-", "+", "0x10", "1e3", "NaN", "true", "\uff11\uff12",
+                              "9" * 25, str(2**31), str(-(2**31) - 1), str(2**63),
+                              "-1", "0", "7", "\x00", "%RETRY%", "a" * 300])
+_topics = st.sampled_from(["Fz", "TBW102", "%RETRY%g", "Nope", "", "bad topic",
+                           "SCHEDULE_TOPIC_XXXX", "x" * 200])
+
+
+def _valid(kind: Kind, key: str) -> st.SearchStrategy[str]:
+    if key in ("topic", "b"):
+        return _topics
+    if key in ("offset", "queueOffset"):  # near real records: mid-record offsets too
+        return st.integers(-5, 2000).map(str)
+    if kind is Kind.STR:
+        return st.sampled_from(["g", "", "Fz", "a || b", "*", "+queue.type=BatchCQ",
+                                "SINGLE_TAG", "UPPER"]) | st.text(max_size=12)
+    if kind is Kind.BOOL:
+        return st.sampled_from(["true", "false", "1", "0", "TRUE", "yes"])
+    bits = 31 if kind is Kind.INT else 63
+    return st.integers(-(2**bits), 2**bits - 1).map(str) | st.integers(-3, 40).map(str)
+
+
+@st.composite
+def mutated_ext(draw: st.DrawFn, schema: type[Header] | None) -> dict[str, str]:
+    ext: dict[str, str] = {}
+    for spec in schema.__schema__ if schema is not None else ():
+        if draw(st.integers(0, 9)) == 0:
+            continue  # dropped
+        if draw(st.integers(0, 4)) == 0:
+            ext[spec.key] = draw(_junk_text)
+        else:
+            ext[spec.key] = draw(_valid(spec.kind, spec.key))
+    extra = draw(st.dictionaries(
+        st.sampled_from(["topic", "consumerGroup", "producerGroup", "clientID", "group",
+                         "offset", "queueId", "zz"]), _junk_text | _topics, max_size=3))
+    for key, value in extra.items():
+        ext.setdefault(key, value)
+    return ext
+
+
+def _tame(code: int, ext: dict[str, str]) -> None:
+    """Keep examples bounded: a generated long-poll waits at most 100 ms, and nothing
+    touches the baseline topic."""
+    if code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
+        timeout = ext.get("suspendTimeoutMillis", "")
+        if timeout.lstrip("+-").isdigit() and timeout.isascii() and int(timeout) > 100:
+            ext["suspendTimeoutMillis"] = "100"
+    for key in ("topic", "b"):
+        if ext.get(key) == BASELINE:
+            ext[key] = "Fz"
+
+
+_bodies = st.one_of(st.just(b""), st.binary(max_size=64),
+                    _json_values.map(lambda v: json.dumps(v).encode()),
+                    st.just(b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
+                            b'"consumeType":1,"messageModel":9,"consumeFromWhere":0}]}\n'))
+
+
+@pytest.mark.parametrize("code", REGISTERED)
+@FUZZ
+@given(data=st.data())
+async def test_malformed_ext_values_get_an_error_and_leave_the_store_alone(
+        live: Live, code: int, data: st.DataObject) -> None:
+    ext = data.draw(mutated_ext(REQUEST_HEADERS.get(code)), label="ext")
+    _tame(code, ext)
+    body = data.draw(_bodies, label="body")
+    before = live.store_mark()
+    resp = await live.peer(RemotingCommand.request(code, ext, body), timeout=10)
+    assert resp.is_response and resp.code in ResponseCode.__members__.values()
+    if resp.code != ResponseCode.SUCCESS:
+        assert resp.remark, (code, resp.code)
+        assert live.store_mark() == before
+    elif code not in SEND_CODES:
+        assert live.store_mark() == before
+    if code == RequestCode.VIEW_MESSAGE_BY_ID and resp.code == ResponseCode.SUCCESS:
+        [msg] = decode_messages(resp.full_body())
+        assert msg.commit_log_offset == int(ext["offset"])
+    await live.still_serves()

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
+from tidemq.store.lmq_store import LmqEntry, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
@@ -44,6 +45,8 @@ class DispatchBatch:
     end: int  # physical offset just past the last record
     keys: Sequence[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
     batch_sizes: Sequence[int] | None = None  # per record: offsets covered (inner batches)
+    #: per record: the LMQs it fans out to and its offset in each (RIP-28), or None
+    lmq: Sequence[tuple[Sequence[str], Sequence[int]] | None] | None = None
 
 
 class IndexSink(Protocol):
@@ -79,6 +82,8 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
             sizes += g.sizes
             tags += g.tags
         touched[key] = cq.append(group[0].queue_offset, phys, sizes, tags)
+    if queues.lmq is not None:
+        _apply_lmq(queues.lmq, batches, touched)
     if index is not None:
         for b in batches:
             if b.keys:
@@ -86,6 +91,25 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                     if keys:
                         index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
     return touched
+
+
+def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
+               touched: dict[tuple[str, int], int]) -> None:
+    """Fan records out to their light message queues (queue id 0), one write batch."""
+    entries: list[LmqEntry] = []
+    for b in batches:
+        if not b.lmq:
+            continue
+        for i, target in enumerate(b.lmq):
+            if target is None:
+                continue
+            names, offsets = target
+            phys, size, tags = b.phys[i], b.sizes[i], b.tags[i]
+            for name, offset in zip(names, offsets, strict=True):
+                entries.append(LmqEntry(name, offset, phys, size, tags, b.store_timestamp))
+    if entries:
+        for name, max_offset in lmq.write(entries, batches[-1].end).items():
+            touched[(name, 0)] = max_offset
 
 
 class Dispatcher:

@@ -40,6 +40,7 @@ from tidemq.store.dispatch import DispatchBatch, Dispatcher, DispatchHook
 from tidemq.store.flush import FlushService, FlushStatus
 from tidemq.store.index import KeyIndex
 from tidemq.store.layout import StoreLayout
+from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
@@ -103,6 +104,7 @@ class MessageStore:
                                    preallocate=config.preallocate_segments)
         self.queues = ConsumeQueueSet(self.layout, config.mapped_file_size_consume_queue,
                                       config.mapper_file_size_batch_consume_queue)
+        self._lmq_next: dict[str, int] = {}
         self.index: KeyIndex | None = None
         if config.message_index_enable:
             self.index = KeyIndex(self.layout, max_hash_slot_num=config.max_hash_slot_num,
@@ -135,6 +137,8 @@ class MessageStore:
             clean = not self.layout.abort_file.exists()
             self.commitlog.load()
             self.queues.load()
+            if self.config.enable_lmq and self.config.enable_multi_dispatch:
+                self.queues.lmq = LmqStore(self.layout.lmq_dir)
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
             if self.index is not None:
                 self.index.load()
@@ -349,6 +353,88 @@ class MessageStore:
             durable = self.flusher.request(end)
         return PutResult(PutStatus.PUT_OK, qo, phys, enc.sizes, ts, durable)
 
+    @property
+    def lmq(self) -> LmqStore | None:
+        """The light-message-queue store, when ``enableLmq`` and ``enableMultiDispatch``."""
+        return self.queues.lmq
+
+    def is_lmq(self, topic: str) -> bool:
+        return self.queues.lmq is not None and topic.startswith(LMQ_PREFIX)
+
+    def put_multi_dispatch(
+        self, topic: str, queue_id: int, msg: MessageInput, lmqs: Sequence[str], *,
+        sys_flag: int = 0, born_timestamp: int = 0, born_host: HostAddr | None = None,
+        reconsume_times: int = 0, wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one message that is also indexed into every LMQ of ``lmqs`` (RIP-28).
+
+        The LMQ offsets are assigned under the append lock -- the one lock every parent
+        queue shares -- and written into ``INNER_MULTI_QUEUE_OFFSET`` (upstream lost
+        messages when this used the per-queue lock, store.md §4.2). They advance only
+        after the record is in the segment. ``msg.properties`` must already carry
+        ``INNER_MULTI_DISPATCH`` naming exactly ``lmqs``; names are validated upstream.
+        """
+        lmq = self.queues.lmq
+        if lmq is None:
+            raise ValueError("LMQ is disabled (enableLmq and enableMultiDispatch)")
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        if len(msg.body) > self.config.max_message_size:
+            raise MessageTooLarge(len(msg.body), self.config.max_message_size)
+        tbytes = topic.encode()
+        bhost = born_host or self.store_host
+        key = (topic, queue_id)
+        cl = self.commitlog
+        flags = (0x10 if len(bhost.ip) == 16 else 0) | (0x20 if len(self.store_host.ip) == 16
+                                                         else 0)
+        assert self.dispatcher is not None
+        with cl.lock:
+            now = self.clock()
+            ts = now if now > self._last_ts else self._last_ts
+            self._last_ts = ts
+            qo = self._next_offsets.get(key, 0)
+            nexts = self._lmq_next
+            offsets = []
+            for name in lmqs:
+                nxt = nexts.get(name)
+                if nxt is None:
+                    nxt = lmq.max_offset(name)
+                offsets.append(nxt)
+            props = msg.properties + (
+                "INNER_MULTI_QUEUE_OFFSET\x01" + ",".join(map(str, offsets)) + "\x02").encode()
+            size = record_size(len(msg.body), len(tbytes), len(props), flags)
+            seg, pos = cl.reserve(size)
+            phys = seg.base + pos
+            rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body, properties=props,
+                                flag=msg.flag, sys_flag=sys_flag,
+                                born_timestamp=born_timestamp or ts, born_host=bhost,
+                                store_host=self.store_host, store_timestamp=ts,
+                                queue_offset=qo, physical_offset=phys,
+                                reconsume_times=reconsume_times)
+            cl.write(seg, pos, rec)
+            self._next_offsets[key] = qo + 1
+            for name, nxt in zip(lmqs, offsets, strict=True):
+                nexts[name] = nxt + 1
+            end = phys + size
+            self.dispatcher.submit(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (msg.tags_code,), ts, end,
+                (msg.keys,) if self.index is not None else None, None,
+                ((tuple(lmqs), tuple(offsets)),)))
+            self.put_messages += 1
+        durable = None
+        if self.config.sync_flush and wait_flush:
+            assert self.flusher is not None
+            durable = self.flusher.request(end)
+        return PutResult(PutStatus.PUT_OK, qo, (phys,), (size,), ts, durable)
+
+    def delete_lmq(self, name: str) -> bool:
+        """Drop an LMQ with its entries and every group's committed offset for it."""
+        if self.queues.lmq is None:
+            return False
+        with self.commitlog.lock:
+            self._lmq_next.pop(name, None)
+        return self.queues.lmq.delete_queue(name)
+
     def set_batch_topic(self, topic: str, batch: bool = True) -> None:
         """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""
         if batch:
@@ -422,11 +508,15 @@ class MessageStore:
         return self.reader.get(topic, queue_id, offset, max_count, max_bytes, tag_codes)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
+        if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):
+            return self.queues.lmq.min_offset(topic)
         cq = self.queues.get(topic, queue_id)
         return cq.min_offset if cq is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Next offset that will become visible (dispatched entries only)."""
+        if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):
+            return self.queues.lmq.max_offset(topic)
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
@@ -471,6 +561,8 @@ class MessageStore:
         dispatched = self.dispatcher.dispatched_offset
         logics_ts = self.dispatcher.last_store_timestamp
         self.queues.flush()
+        if self.queues.lmq is not None:
+            self.queues.lmq.checkpoint(dispatched)
         index_ts = self.index.flush() if self.index is not None else logics_ts
         flushed = self.commitlog.flush() if not self.commitlog.werr else self.flusher.flushed_offset
         Checkpoint(

@@ -13,6 +13,7 @@ import threading
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.layout import StoreLayout
+from tidemq.store.lmq_store import LmqStore
 
 __all__ = ["AnyQueue", "ConsumeQueueSet"]
 
@@ -26,6 +27,8 @@ class ConsumeQueueSet:
         self.file_size = file_size
         self.batch_file_size = batch_file_size
         self.batch_topics: set[str] = set()
+        #: The RocksDB store of light message queues (RIP-28), when LMQ is enabled.
+        self.lmq: LmqStore | None = None
         self._queues: dict[tuple[str, int], AnyQueue] = {}
         self._lock = threading.Lock()
 
@@ -78,3 +81,6 @@ class ConsumeQueueSet:
     def close(self) -> None:
         for cq in self.all():
             cq.close()
+        if self.lmq is not None:
+            self.lmq.close()
+            self.lmq = None

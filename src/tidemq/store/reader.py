@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tidemq.formats.record import store_timestamp_offset
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
+from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.types import GetStatus
 
@@ -50,6 +51,9 @@ class QueueReader:
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
             tag_codes: frozenset[int] | None = None) -> GetResult:
+        lmq = self.queues.lmq
+        if lmq is not None and topic.startswith(LMQ_PREFIX):
+            return self._get_lmq(lmq, topic, offset, max_count, max_bytes, tag_codes)
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0 if offset else offset, 0, 0)
@@ -84,6 +88,32 @@ class QueueReader:
             if consumed < len(entries):
                 break
         result.next_begin_offset = pos
+        if result.message_count:
+            result.status = GetStatus.FOUND
+        return result
+
+    def _get_lmq(self, lmq: LmqStore, name: str, offset: int, max_count: int, max_bytes: int,
+                 tag_codes: frozenset[int] | None) -> GetResult:
+        """An LMQ read: the same statuses as a consume queue, entries from RocksDB."""
+        lo, hi = lmq.min_offset(name), lmq.max_offset(name)
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
+        entries = lmq.entries(name, offset, min(max_count, hi - offset))
+        if not entries:
+            return result
+        arr = np.array(entries, dtype=np.int64)
+        keep = arr[:, 0] >= self.commitlog.min_offset
+        if tag_codes is not None:
+            keep &= np.isin(arr[:, 2], list(tag_codes))
+        consumed = self._collect(result, arr[:, 0], arr[:, 1], keep, max_count, max_bytes)
+        result.next_begin_offset = offset + consumed
         if result.message_count:
             result.status = GetStatus.FOUND
         return result
@@ -168,6 +198,8 @@ class QueueReader:
         return self.commitlog.read(phys_offset, size)
 
     def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
+        if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):
+            return self.queues.lmq.store_time_at(topic, offset)
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return -1
@@ -185,6 +217,8 @@ class QueueReader:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First offset whose store time is >= ``timestamp`` (max offset if none)."""
+        if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):
+            return self.queues.lmq.offset_by_time(topic, timestamp)
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0

@@ -94,8 +94,27 @@ def dispatch_batch_for(rec: Record, offset: int) -> DispatchBatch | None:
         topic=rec.topic, queue_id=rec.queue_id, queue_offset=queue_offset,
         phys=[offset], sizes=[rec.total_size], tags=[tags_code(props.get("TAGS"))],
         store_timestamp=rec.store_timestamp, end=offset + rec.total_size,
-        keys=[tuple(keys)], batch_sizes=batch_sizes,
+        keys=[tuple(keys)], batch_sizes=batch_sizes, lmq=[lmq_targets(props, offset)],
     )
+
+
+def lmq_targets(props: dict[str, str], offset: int = -1) -> tuple[list[str], list[int]] | None:
+    """The LMQs a stored record fans out to, with its offset in each (RIP-28)."""
+    names = props.get("INNER_MULTI_DISPATCH")
+    offsets = props.get("INNER_MULTI_QUEUE_OFFSET")
+    if not names or offsets is None:
+        return None
+    name_list = names.split(",")
+    try:
+        offset_list = [int(x) for x in offsets.split(",")]
+    except ValueError:
+        log.warning("record at %d has unparsable INNER_MULTI_QUEUE_OFFSET", offset)
+        return None
+    if len(name_list) != len(offset_list):
+        log.warning("record at %d: %d LMQ names but %d offsets", offset, len(name_list),
+                    len(offset_list))
+        return None
+    return name_list, offset_list
 
 
 def scan_log(
@@ -204,6 +223,8 @@ def _start_offset(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Che
     if any(isinstance(cq, ConsumeQueue) and cq.damaged for cq in queues.all()):
         return lo
     start = min(checkpoint.dispatched_phy_offset, queues.max_phys_end())
+    if queues.lmq is not None:
+        start = min(start, queues.lmq.dispatched)  # the LMQ store has no WAL: it may lag
     return start if lo <= start <= hi else lo
 
 

@@ -141,7 +141,8 @@ class RequestTimeout(TideMQError):
 
     def __init__(self, address: str, code: int, opaque: int, timeout_ms: float) -> None:
         super().__init__(
-            f"request code {code} (opaque {opaque}) to {address} timed out after {timeout_ms:.0f} ms"
+            f"request code {code} (opaque {opaque}) to {address} timed out after "
+            f"{timeout_ms:.0f} ms"
         )
         self.address = address
         self.code = code

@@ -33,6 +33,7 @@ from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection, RemotingClient, RemotingServer
 from tidemq.store.config import StoreConfig
 from tidemq.store.layout import StoreLayout
+from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageStore
 
 __all__ = ["BrokerApp"]
@@ -148,6 +149,20 @@ class BrokerApp:
             if self.topics.is_batch_cq(name) and not self.store.is_batch_topic(name):
                 self.store.set_batch_topic(name)
 
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A consumer offset: LMQ offsets live in the LMQ store, keyed by queue and group."""
+        lmq = self.store.lmq
+        if lmq is not None and topic.startswith(LMQ_PREFIX):
+            lmq.commit_offset(group, topic, offset)
+        else:
+            self.offsets.commit(group, topic, queue_id, offset)
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        lmq = self.store.lmq
+        if lmq is not None and topic.startswith(LMQ_PREFIX):
+            return lmq.committed_offset(group, topic)
+        return self.offsets.query(group, topic, queue_id)
+
     def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
         self.pull_holds.drop_connection(conn)
         self.producers.drop_connection(conn)
@@ -209,4 +224,12 @@ class BrokerApp:
             "topicCount": str(len(self.topics.topics)),
             "connectionCount": str(len(self.server.connections)),
             "earliestMessageTimeStamp": str(int(time.time() * 1000)),
+            **self._lmq_info(),
         }
+
+    def _lmq_info(self) -> dict[str, str]:
+        lmq = self.store.lmq
+        if lmq is None:
+            return {"lmqEnabled": "false"}
+        queues, entries = lmq.cached_stats()
+        return {"lmqEnabled": "true", "lmqCount": str(queues), "lmqEntries": str(entries)}

@@ -112,6 +112,8 @@ class RequestCode(enum.IntEnum):
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     BROKER_HEARTBEAT = 904
+    # TideMQ extensions (docs/protocol.md)
+    DELETE_LMQ = 20200
 
 
 @dataclasses.dataclass(slots=True)

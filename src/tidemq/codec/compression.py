@@ -29,6 +29,7 @@ __all__ = [
     "COMPRESSION_MASK",
     "CompressionType",
     "compress",
+    "compress_if_smaller",
     "compression_of",
     "decompress",
     "sys_flag_for",
@@ -76,6 +77,23 @@ def compress(data: bytes | bytearray | memoryview, ctype: CompressionType,
     if ctype is CompressionType.LZ4:
         return bytes(lz4.frame.compress(bytes(data), compression_level=lvl))
     return zstandard.ZstdCompressor(level=lvl).compress(data)
+
+
+#: Bodies shorter than this are never worth a compression frame.
+MIN_COMPRESS_BYTES = 256
+
+
+def compress_if_smaller(data: bytes, ctype: CompressionType, level: int | None = None,
+                        min_saving: float = 0.05) -> tuple[bytes, int]:
+    """``(compressed, sys_flag_for(ctype))`` when compressing ``data`` saves at least
+    ``min_saving`` of its size, else ``(data, 0)``: incompressible or tiny payloads are
+    sent as they are, so the consumer does not pay to inflate them."""
+    if len(data) < MIN_COMPRESS_BYTES:
+        return data, 0
+    packed = compress(data, ctype, level)
+    if len(packed) > len(data) * (1.0 - min_saving):
+        return data, 0
+    return packed, sys_flag_for(ctype)
 
 
 def decompress(data: bytes | bytearray | memoryview, ctype: CompressionType,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import struct
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -74,6 +75,7 @@ class LmqStore:
         self.dispatched: int = _Q.unpack(raw)[0] if raw is not None else 0
         self.entries_written = 0
         self._flushed_entries = 0
+        self._stats: tuple[float, int, int] | None = None
 
     # ------------------------------------------------------------------ metadata
 
@@ -225,6 +227,14 @@ class LmqStore:
             queues += 1
             entries += nxt - lo
         return queues, entries
+
+    def cached_stats(self, max_age: float = 30.0) -> tuple[int, int]:
+        """:meth:`stats`, recomputed at most every ``max_age`` seconds (it walks every
+        queue's metadata, a second per million queues)."""
+        now = time.monotonic()
+        if self._stats is None or now - self._stats[0] > max_age:
+            self._stats = (now, *self.stats())
+        return self._stats[1], self._stats[2]
 
     def expire_below(self, commitlog_min: int, budget: int = 100_000) -> int:
         """Drop entries pointing below the commit-log minimum; raise queue minimums.

@@ -65,6 +65,7 @@ class AdminProcessor:
         reg(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.producer_connections)
         reg(RequestCode.QUERY_MESSAGE, self.query_message)
         reg(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message)
+        reg(RequestCode.DELETE_LMQ, self.delete_lmq)
 
     # ------------------------------------------------------------------ topics
 
@@ -191,6 +192,19 @@ class AdminProcessor:
                                    "language": c.language, "version": c.version}
                                   for c in members.values()]}
         return cmd.response(body=_json(body))
+
+    def delete_lmq(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_LMQ (20200, ext ``lmq``): drop an LMQ's entries and every group's offset."""
+        name = cmd.ext_fields.get("lmq", "")
+        if self.store.lmq is None:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                 "LMQ is disabled on this broker (enableLmq/enableMultiDispatch)")
+        if not name.startswith("%LMQ%"):
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"{name!r} is not a light message queue")
+        if not self.store.delete_lmq(name):
+            raise error_for_code(ResponseCode.QUERY_NOT_FOUND, f"no LMQ named {name}")
+        return cmd.response()
 
     # ------------------------------------------------------------------ lookups
 

@@ -50,7 +50,7 @@ class OffsetProcessor:
 
     def query(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(QueryConsumerOffsetRequestHeader, cmd)
-        offset = self.app.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.app.committed_offset(h.consumer_group, h.topic, h.queue_id)
         if offset is not None:
             return cmd.response(ext_fields={"offset": str(offset)})
         # Upstream quirk (remoting.md §2.9): a young queue still holding message 0 answers 0.
@@ -66,7 +66,7 @@ class OffsetProcessor:
         if h.commit_offset < 0:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"commitOffset {h.commit_offset} is negative")
-        self.app.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self.app.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response()
 
     def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -96,19 +96,23 @@ class PullProcessor:
         except RemoteProtocolError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         tc = self.app.topics.get(h.topic)
-        if tc is None:
+        if self.store.is_lmq(h.topic):
+            read_queues = 1  # an LMQ is synthetic: one read/write queue, never registered
+        elif tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
                                  f"topic[{h.topic}] not exist, apply first please!")
-        if not tc.perm & PERM_READ:
+        elif not tc.perm & PERM_READ:
             raise error_for_code(ResponseCode.NO_PERMISSION,
                                  f"the topic[{h.topic}] pulling is forbidden")
-        if not 0 <= h.queue_id < tc.read_queue_nums:
+        else:
+            read_queues = tc.read_queue_nums
+        if not 0 <= h.queue_id < read_queues:
             raise error_for_code(
                 ResponseCode.INVALID_PARAMETER,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
-                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]")
+                f"topicConfig.readQueueNums:[{read_queues}]")
         if first and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            self.app.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.app.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
             self.app.config.max_pull_bytes)
         res = self.store.get(h.topic, h.queue_id, h.queue_offset, max(1, h.max_msg_nums),

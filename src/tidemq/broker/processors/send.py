@@ -12,6 +12,7 @@ import asyncio
 import random
 from typing import TYPE_CHECKING
 
+from tidemq.broker.lmq import parse_lmq_targets
 from tidemq.broker.topics import PERM_WRITE, validate_topic
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
@@ -135,6 +136,21 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         return msgs, wait
 
+    def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
+        if self.store.lmq is None:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 "INNER_MULTI_DISPATCH needs enableLmq=true and "
+                                 "enableMultiDispatch=true on this broker")
+        props = decode_properties((h.properties or "").encode("utf-8"))
+        if "INNER_MULTI_QUEUE_OFFSET" in props:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 "INNER_MULTI_QUEUE_OFFSET is assigned by the broker")
+        targets = parse_lmq_targets(props.get("INNER_MULTI_DISPATCH", ""), h.topic,
+                                    self.app.store_config.max_lmq_targets_per_message)
+        if isinstance(targets, str):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, targets)
+        return targets
+
     def _born_host(self, address: str) -> HostAddr:
         host = self._hosts.get(address)
         if host is None:
@@ -215,6 +231,13 @@ class SendProcessor:
                 result = self.store.put_batch(
                     h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                     born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+            elif h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
+                msg, wait = self._message(cmd.body, h.properties, h.flag)
+                lmqs = self._lmq_targets(h)
+                result = self.store.put_multi_dispatch(
+                    h.topic, qid, msg, lmqs, sys_flag=h.sys_flag,
+                    born_timestamp=h.born_timestamp, born_host=born,
+                    reconsume_times=h.reconsume_times or 0, wait_flush=wait)
             else:
                 msg, wait = self._message(cmd.body, h.properties, h.flag)
                 result = self.store.put(

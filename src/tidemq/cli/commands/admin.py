@@ -1,0 +1,520 @@
+"""``tidemq admin``: mqadmin-style administration of a running cluster.
+
+Command names and short flags follow RocketMQ's ``mqadmin``. Every command takes
+``-n/--namesrv`` (default: ``$TIDEMQ_NAMESRV``, else ``127.0.0.1:9876``) and ``--json``
+(one JSON document on stdout for scripts; humans get tables). A failure -- no route, an
+unknown cluster, a refused connection, a broker's error answer -- prints one
+``error: ...`` line on stderr and exits with 1; bad flags exit with 2.
+
+====================  =========================================================
+command               what it does
+====================  =========================================================
+updateTopic           create or update a topic on every master of ``-c`` (default:
+                      of every cluster) or on broker ``-b``
+deleteTopic           delete a topic from the masters and the name servers
+topicList             every topic the name servers know
+topicRoute            a topic's route (queue and broker data)
+topicStatus           min/max offset and last store time of every queue
+clusterList           every broker of every cluster, with its TPS
+brokerStatus          a broker's runtime figures (GET_BROKER_RUNTIME_INFO)
+queryMsgById          a message by offset id, or by UNIQ_KEY with ``-t``
+queryMsgByKey         messages whose KEYS contain ``-k``
+queryMsgByOffset      the message at an offset of one queue
+sendMessage           send one message and print where it was stored
+consumeMessage        print messages until ``-c`` were read or none came for
+                      ``--timeout`` seconds
+====================  =========================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tidemq.client import (
+    AdminClient,
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from tidemq.client.config import DEFAULT_NAMESRV
+from tidemq.codec.headers import parse_attributes
+from tidemq.errors import TideMQError
+
+__all__ = ["app"]
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Administer a running cluster (mqadmin-style commands).")
+
+T = TypeVar("T")
+
+#: The groups the tools use, as mqadmin's.
+TOOLS_PRODUCER = "TOOLS_PRODUCER"
+TOOLS_CONSUMER = "TOOLS_CONSUMER"
+
+Namesrv = Annotated[str, typer.Option(
+    "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
+    help="Name server addresses, 'host:port;host:port'.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
+
+
+def _out() -> Console:
+    """Tables for humans; when piped, wide enough that ids are not cut."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    return console
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _run(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
+    """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
+
+    async def main() -> T:
+        async with AdminClient(namesrv) as admin:
+            return await action(admin)
+
+    try:
+        return asyncio.run(main())
+    except (TideMQError, ValueError) as exc:
+        _err().print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _when(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+
+def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[object]],
+           right: Iterable[str] = ()) -> Table:
+    table = Table(title=title)
+    aligned = set(right)
+    for col in columns:
+        table.add_column(col, justify="right" if col in aligned else "left",
+                         no_wrap=col.lower().endswith("msgid"))
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    return table
+
+
+def _kv_table(title: str, items: Iterable[tuple[str, object]]) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in items:
+        table.add_row(escape(key), escape(str(value)))
+    return table
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def _body_fields(body: bytes) -> dict[str, str]:
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"bodyBase64": base64.b64encode(body).decode("ascii")}
+
+
+def message_json(msg: MessageExt) -> dict[str, Any]:
+    """A message as the JSON the commands print (RocketMQ's field names)."""
+    return {
+        "topic": msg.topic, "brokerName": msg.broker_name, "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset, "msgId": msg.uniq_key or msg.msg_id,
+        "offsetMsgId": msg.msg_id if msg.msg_id != msg.uniq_key else "",
+        "tags": msg.tags, "keys": msg.keys, "commitLogOffset": msg.commit_log_offset,
+        "storeSize": msg.store_size, "sysFlag": msg.sys_flag, "flag": msg.flag,
+        "bornTimestamp": msg.born_timestamp, "bornHost": msg.born_host,
+        "storeTimestamp": msg.store_timestamp, "storeHost": msg.store_host,
+        "reconsumeTimes": msg.reconsume_times, "properties": dict(msg.properties),
+        **_body_fields(msg.body),
+    }
+
+
+def _body_text(body: bytes, limit: int | None = None) -> str:
+    text = body.decode("utf-8", errors="replace")
+    if limit is not None and len(text) > limit:
+        return text[:limit] + f"... ({len(body)} bytes)"
+    return text
+
+
+def _queue_text(msg: MessageExt) -> str:
+    """``broker:queueId`` (lookups by id or key do not learn the broker name)."""
+    return f"{msg.broker_name}:{msg.queue_id}" if msg.broker_name else str(msg.queue_id)
+
+
+def _print_message(msg: MessageExt, title: str) -> None:
+    rows: list[tuple[str, object]] = [
+        ("Topic", msg.topic), ("Tags", msg.tags or ""), ("Keys", " ".join(msg.keys)),
+        ("Msg ID", msg.uniq_key or msg.msg_id), ("Queue", _queue_text(msg)),
+        ("Queue Offset", msg.queue_offset), ("CommitLog Offset", msg.commit_log_offset),
+        ("Reconsume Times", msg.reconsume_times),
+        ("Born Timestamp", _when(msg.born_timestamp)), ("Born Host", msg.born_host),
+        ("Store Timestamp", _when(msg.store_timestamp)), ("Store Host", msg.store_host),
+        ("System Flag", msg.sys_flag),
+        ("Properties", " ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
+        ("Body", _body_text(msg.body, 2000)),
+    ]
+    _out().print(_kv_table(title, rows))
+
+
+def _print_messages(msgs: list[MessageExt], title: str) -> None:
+    _out().print(_table(
+        title, ("msgId", "queue", "offset", "tags", "keys", "stored", "body"),
+        ([m.uniq_key or m.msg_id, _queue_text(m), m.queue_offset,
+          m.tags or "", " ".join(m.keys), _when(m.store_timestamp), _body_text(m.body, 40)]
+         for m in msgs), right=("offset",)))
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def _parse_order(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise typer.BadParameter(f"expected true or false, got {value!r}", param_hint="-o")
+    return lowered == "true"
+
+
+def _parse_attrs(text: str | None) -> dict[str, str | None]:
+    try:
+        return parse_attributes(text)
+    except TideMQError as exc:
+        raise typer.BadParameter(f"{exc} (expected +key=value,-key)",
+                                 param_hint="--attributes") from None
+
+
+@app.command("updateTopic")
+def update_topic(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="Create on every master of this cluster.")] = None,
+    broker: Annotated[str | None, typer.Option(
+        "-b", "--broker-addr", help="Create on this broker address only.")] = None,
+    read_queues: Annotated[int, typer.Option("-r", "--read-queue-nums", min=1)] = 8,
+    write_queues: Annotated[int, typer.Option("-w", "--write-queue-nums", min=1)] = 8,
+    perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 both.")] = 6,
+    order: Annotated[str, typer.Option("-o", "--order", help="true or false.")] = "false",
+    attributes: Annotated[str | None, typer.Option(
+        "-a", "--attributes", help="'+queue.type=BatchCQ' (+key=value,-key).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Create or update a topic."""
+    if cluster and broker:
+        raise typer.BadParameter("give -c or -b, not both")
+    if perm not in (2, 4, 6):
+        raise typer.BadParameter(f"perm must be 2, 4 or 6, got {perm}", param_hint="-p")
+    ordered = _parse_order(order)
+    attrs = _parse_attrs(attributes)
+    targets = _run(namesrv, lambda admin: admin.create_topic(
+        topic, cluster=cluster, broker_addr=broker, read_queue_nums=read_queues,
+        write_queue_nums=write_queues, perm=perm, order=ordered, attributes=attrs or None))
+    if json_out:
+        _emit_json({"topic": topic, "brokers": targets, "readQueueNums": read_queues,
+                    "writeQueueNums": write_queues, "perm": perm, "order": ordered,
+                    "attributes": attrs})
+        return
+    out = _out()
+    for addr in targets:
+        out.print(f"create topic to {addr} success.")
+    out.print(f"TopicConfig [topicName={topic}, readQueueNums={read_queues}, "
+              f"writeQueueNums={write_queues}, perm={perm}, order={ordered}, "
+              f"attributes={attributes or '{}'}]", markup=False)
+
+
+@app.command("deleteTopic")
+def delete_topic(
+    topic: Topic,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="Delete from this cluster's masters (default: all).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Delete a topic from the brokers and the name servers."""
+    targets = _run(namesrv, lambda admin: admin.delete_topic(topic, cluster=cluster))
+    if json_out:
+        _emit_json({"topic": topic, "brokers": targets})
+        return
+    where = f"cluster {cluster}" if cluster else "every cluster"
+    _out().print(f"delete topic [{escape(topic)}] from {escape(where)} success "
+                 f"({', '.join(targets) or 'no broker'}).")
+
+
+@app.command("topicList")
+def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Every topic the name servers know."""
+    topics = _run(namesrv, lambda admin: admin.topic_list())
+    if json_out:
+        _emit_json(topics)
+        return
+    out = _out()
+    for name in topics:
+        out.print(name, markup=False)
+
+
+@app.command("topicRoute")
+def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
+                json_out: JsonFlag = False) -> None:
+    """A topic's route: which brokers serve how many queues."""
+    route = _run(namesrv, lambda admin: admin.topic_route(topic))
+    if json_out:
+        _emit_json(msgspec.to_builtins(route))
+        return
+    out = _out()
+    out.print(_table(f"queues of {topic}", ("broker", "read", "write", "perm", "sysFlag"),
+                     ((q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm,
+                       q.topic_sys_flag) for q in route.queue_datas),
+                     right=("read", "write", "perm", "sysFlag")))
+    out.print(_table("brokers", ("cluster", "broker", "id", "address"),
+                     ((b.cluster, b.broker_name, bid, addr) for b in route.broker_datas
+                      for bid, addr in sorted(b.broker_addrs.items())), right=("id",)))
+    if route.order_topic_conf:
+        out.print(f"orderTopicConf: {escape(route.order_topic_conf)}")
+
+
+@app.command("topicStatus")
+def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
+                 json_out: JsonFlag = False) -> None:
+    """Min and max offset and the last store time of every queue of a topic."""
+    status = sorted(_run(namesrv, lambda admin: admin.topic_status(topic)),
+                    key=lambda s: s.queue)
+    if json_out:
+        _emit_json([{"brokerName": s.queue.broker_name, "queueId": s.queue.queue_id,
+                     "minOffset": s.min_offset, "maxOffset": s.max_offset,
+                     "earliestStoreTime": s.earliest_store_time,
+                     "lastUpdateTime": s.last_update_time} for s in status])
+        return
+    _out().print(_table(
+        f"status of {topic}", ("broker", "qid", "min offset", "max offset", "last updated"),
+        ((s.queue.broker_name, s.queue.queue_id, s.min_offset, s.max_offset,
+          _when(s.last_update_time)) for s in status),
+        right=("qid", "min offset", "max offset")))
+
+
+# ---------------------------------------------------------------------- cluster
+
+
+async def _cluster_rows(admin: AdminClient) -> list[dict[str, Any]]:
+    brokers = await admin.cluster_list()
+
+    async def figures(addr: str) -> dict[str, str]:
+        try:
+            return await admin.broker_status(addr)
+        except TideMQError as exc:
+            return {"error": str(exc)}
+
+    status = await asyncio.gather(*(figures(b.address) for b in brokers))
+    return [{"cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
+             "address": b.address, "version": s.get("brokerVersionDesc", ""),
+             "inTps": s.get("putTps", ""), "outTps": s.get("getTransferedTps", ""),
+             "error": s.get("error")}
+            for b, s in zip(brokers, status, strict=True)]
+
+
+@app.command("clusterList")
+def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Every broker of every cluster, with its put and get TPS."""
+    rows = _run(namesrv, _cluster_rows)
+    if json_out:
+        _emit_json(rows)
+        return
+    _out().print(_table(
+        "clusters", ("cluster", "broker", "id", "address", "version", "InTPS", "OutTPS"),
+        ((r["cluster"], r["brokerName"], r["brokerId"], r["address"],
+          r["version"] or r["error"] or "", r["inTps"], r["outTps"]) for r in rows),
+        right=("id", "InTPS", "OutTPS")))
+
+
+@app.command("brokerStatus")
+def broker_status(
+    broker: Annotated[str, typer.Option("-b", "--broker-addr", help="Broker address.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """A broker's runtime figures (its KVTable)."""
+    table = _run(namesrv, lambda admin: admin.broker_status(broker))
+    if json_out:
+        _emit_json(table)
+        return
+    _out().print(_kv_table(f"broker {broker}", table.items()))
+
+
+# ---------------------------------------------------------------------- lookups
+
+
+@app.command("queryMsgById")
+def query_msg_by_id(
+    msg_id: Annotated[str, typer.Option("-i", "--msg-id", help="Offset id or UNIQ_KEY.")],
+    topic: Annotated[str | None, typer.Option(
+        "-t", "--topic", help="Needed to look a UNIQ_KEY up.")] = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """A message by its offset id (or by UNIQ_KEY when the topic is given)."""
+    msg = _run(namesrv, lambda admin: admin.view_message(msg_id, topic))
+    if json_out:
+        _emit_json(message_json(msg))
+    else:
+        _print_message(msg, f"message {msg_id}")
+
+
+@app.command("queryMsgByKey")
+def query_msg_by_key(
+    topic: Topic,
+    key: Annotated[str, typer.Option("-k", "--key", help="One of the messages' KEYS.")],
+    max_num: Annotated[int, typer.Option("--max", min=1, help="At most this many.")] = 64,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """Messages of a topic whose KEYS contain a key."""
+    msgs = _run(namesrv, lambda admin: admin.query_messages_by_key(topic, key,
+                                                                   max_num=max_num))
+    if json_out:
+        _emit_json([message_json(m) for m in msgs])
+    else:
+        _print_messages(msgs, f"{len(msgs)} messages of {topic} with key {key}")
+
+
+@app.command("queryMsgByOffset")
+def query_msg_by_offset(
+    topic: Topic,
+    broker_name: Annotated[str, typer.Option("-b", "--broker-name", help="Broker name.")],
+    queue_id: Annotated[int, typer.Option("-i", "--queue-id", min=0)],
+    offset: Annotated[int, typer.Option("-o", "--offset", min=0, help="Queue offset.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """The message at an offset of one queue."""
+    queue = MessageQueue(topic, broker_name, queue_id)
+    msg = _run(namesrv, lambda admin: admin.message_at(queue, offset))
+    if json_out:
+        _emit_json(message_json(msg))
+    else:
+        _print_message(msg, f"{topic} {broker_name}:{queue_id} @ {offset}")
+
+
+# ---------------------------------------------------------------------- send / consume
+
+
+def _fixed_queue(topic: str, broker: str | None, queue_id: int | None) -> MessageQueue | None:
+    if (broker is None) != (queue_id is None):
+        raise typer.BadParameter("-b (broker name) and -i (queue id) go together")
+    return None if broker is None or queue_id is None else MessageQueue(topic, broker, queue_id)
+
+
+@app.command("sendMessage")
+def send_message(
+    topic: Topic,
+    body: Annotated[str, typer.Option("-p", "--body", help="Message body (UTF-8).")],
+    keys: Annotated[str | None, typer.Option("-k", "--keys", help="Keys, space separated.")]
+    = None,
+    tags: Annotated[str | None, typer.Option("-c", "--tags", help="Tag.")] = None,
+    broker: Annotated[str | None, typer.Option("-b", "--broker-name")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queue-id", min=0)] = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """Send one message (to queue -b/-i if given) and print where it was stored."""
+    queue = _fixed_queue(topic, broker, queue_id)
+    props = {k: v for k, v in (("KEYS", keys), ("TAGS", tags)) if v}
+
+    async def send(admin: AdminClient) -> Any:
+        async with Producer(TOOLS_PRODUCER, instance=admin.instance) as producer:
+            return await producer.send(Message(topic, body.encode("utf-8"), props), queue=queue)
+
+    result = _run(namesrv, send)
+    row = {"status": result.status.value, "msgId": result.msg_id,
+           "offsetMsgId": result.offset_msg_id, "brokerName": result.queue.broker_name,
+           "queueId": result.queue.queue_id, "queueOffset": result.queue_offset}
+    if json_out:
+        _emit_json(row)
+        return
+    _out().print(_table("sent", ("broker", "qid", "offset", "status", "msgId", "offsetMsgId"),
+                        [(row["brokerName"], row["queueId"], row["queueOffset"], row["status"],
+                          row["msgId"], row["offsetMsgId"])], right=("qid", "offset")))
+
+
+@app.command("consumeMessage")
+def consume_message(
+    topic: Topic,
+    group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")]
+    = TOOLS_CONSUMER,
+    count: Annotated[int, typer.Option("-c", "--count", min=1, help="Stop after this many.")]
+    = 128,
+    offset: Annotated[int | None, typer.Option(
+        "-o", "--offset", min=0,
+        help="Start offset of every queue read (default: the group's, else the first).")]
+    = None,
+    broker: Annotated[str | None, typer.Option("-b", "--broker-name")] = None,
+    queue_id: Annotated[int | None, typer.Option("-i", "--queue-id", min=0)] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0.1, help="Stop when no message came for this many seconds.")] = 3.0,
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """Print messages of a topic (or of queue -b/-i); commits nothing."""
+    queue = _fixed_queue(topic, broker, queue_id)
+    out = _out()
+
+    def show(msg: MessageExt) -> None:
+        out.print(f"{_queue_text(msg)}@{msg.queue_offset}  "
+                  f"msgId={msg.uniq_key or msg.msg_id}  tags={msg.tags or ''}  "
+                  f"keys={' '.join(msg.keys)}  body={_body_text(msg.body, 200)}",
+                  markup=False)
+
+    async def consume(admin: AdminClient) -> list[MessageExt]:
+        consumer = PullConsumer(group, instance=admin.instance,
+                                consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        await consumer.start()
+        try:
+            queues = [queue] if queue is not None else list(
+                (await admin.instance.routes.get(topic, refresh=True)).subscribe_queues)
+            consumer.assign(queues)
+            if offset is not None:
+                for mq in queues:
+                    consumer.seek(mq, offset)
+            got: list[MessageExt] = []
+            while len(got) < count:
+                batch = await consumer.poll(timeout=timeout, max_messages=count - len(got))
+                if not batch:
+                    break
+                got.extend(batch)
+                if not json_out:
+                    for msg in batch:
+                        show(msg)
+            return got
+        finally:
+            await consumer.close(commit=False)
+
+    msgs = _run(namesrv, consume)
+    if json_out:
+        _emit_json([message_json(m) for m in msgs])
+    else:
+        _err().print(f"{len(msgs)} messages")

@@ -1,0 +1,189 @@
+"""BlockingClient: the remoting protocol over plain sockets, for Spark executors and scripts.
+
+No asyncio: each call sends one request and reads frames until the response with its
+opaque arrives. Frames that are not that response (a late answer to a request that timed
+out, a request the server sent us) are skipped. One socket per address; a lock per socket
+makes the client safe to share between threads (requests to one address take turns).
+
+A timeout while *waiting* for the response leaves the connection usable (a late response
+is skipped by opaque); a timeout while *sending*, a reset or a protocol error drops the
+socket, and the next request dials again. Errors are :class:`~tidemq.errors.RequestTimeout` and
+:class:`~tidemq.errors.ConnectionLost`, never raw socket exceptions.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command
+from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
+from tidemq.net.address import parse_address
+from tidemq.net.errors import map_exceptions, network_errors
+
+__all__ = ["BlockingClient"]
+
+_OPAQUE_MASK = 0x7FFFFFFF
+_RECV_SIZE = 256 * 1024
+_IOV_MAX = 1024
+
+Buffer = bytes | bytearray | memoryview
+
+
+class BlockingClient:
+    """Synchronous remoting requests; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        request_timeout: float = 3.0,
+        connect_timeout: float = 3.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self._max_frame_size = max_frame_size
+        self._lock = threading.Lock()
+        self._connections: dict[str, _BlockingConnection] = {}
+        self._closed = False
+
+    def request(
+        self, address: str, cmd: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
+        """Send ``cmd`` to ``address`` and return its response (any response code)."""
+        timeout = self.request_timeout if timeout is None else timeout
+        return self._connection(address).request(cmd, timeout)
+
+    def close(self) -> None:
+        """Close every socket; later requests raise :class:`ConnectionLost`."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
+            conn.close()
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _connection(self, address: str) -> _BlockingConnection:
+        with self._lock:
+            if self._closed:
+                raise ConnectionLost(address, "client closed")
+            conn = self._connections.get(address)
+            if conn is None:
+                conn = _BlockingConnection(address, self.connect_timeout, self._max_frame_size)
+                self._connections[address] = conn
+            return conn
+
+
+class _BlockingConnection:
+    """One socket to one address, dialed on first use and again after it broke."""
+
+    def __init__(self, address: str, connect_timeout: float, max_frame_size: int) -> None:
+        self.address = address
+        self.lock = threading.Lock()
+        self._connect_timeout = connect_timeout
+        self._max_frame_size = max_frame_size
+        self._sock: socket.socket | None = None
+        self._decoder = FrameDecoder(max_frame_size)
+        self._opaque = 0
+        self._closed = False
+
+    def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            if self._closed:
+                raise ConnectionLost(self.address, "client closed")
+            sock = self._sock if self._sock is not None else self._dial()
+            opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+            cmd.opaque = opaque
+            cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+            errors = network_errors(
+                self.address, code=cmd.code, opaque=opaque, timeout_ms=timeout * 1e3
+            )
+            try:
+                with map_exceptions(errors):
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    _send_all(sock, encode_command(cmd))
+            except (RequestTimeout, ConnectionLost):
+                self._drop_socket()  # a frame may be half written
+                raise
+            try:
+                with map_exceptions(errors):
+                    return self._receive(sock, opaque, deadline)
+            except ConnectionLost:
+                self._drop_socket()
+                raise
+            except RemoteProtocolError as exc:
+                self._drop_socket()
+                raise ConnectionLost(self.address, f"protocol error: {exc}") from exc
+
+    def close(self) -> None:
+        with self.lock:
+            self._closed = True
+            self._drop_socket()
+
+    def _dial(self) -> socket.socket:
+        host, port = parse_address(self.address)
+
+        def timed_out(_exc: BaseException) -> ConnectionLost:
+            reason = f"connect timed out after {self._connect_timeout} s"
+            return ConnectionLost(self.address, reason)
+
+        errors = {**network_errors(self.address), TimeoutError: timed_out}
+        with map_exceptions(errors):
+            sock = socket.create_connection((host, port), timeout=self._connect_timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        return sock
+
+    def _receive(self, sock: socket.socket, opaque: int, deadline: float) -> RemotingCommand:
+        decoder = self._decoder
+        while True:
+            cmd = decoder.next_command()
+            while cmd is not None:
+                if cmd.flag & FLAG_RESPONSE and cmd.opaque == opaque:
+                    return cmd
+                cmd = decoder.next_command()  # stray response or server request: skip
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            data = sock.recv(_RECV_SIZE)
+            if not data:
+                raise ConnectionLost(self.address, "closed by peer")
+            decoder.receive_data(data)
+
+    def _drop_socket(self) -> None:
+        """Forget the socket and any partial frame; the next request dials again."""
+        sock, self._sock = self._sock, None
+        self._decoder = FrameDecoder(self._max_frame_size)
+        if sock is not None:
+            sock.close()
+
+
+def _send_all(sock: socket.socket, parts: Sequence[Buffer]) -> None:
+    """Write every buffer with scatter I/O (``sendmsg``): body parts are not joined."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        sent = sock.sendmsg(views[:_IOV_MAX])
+        while sent:
+            first = views[0]
+            if sent >= first.nbytes:
+                sent -= first.nbytes
+                views.pop(0)
+            else:
+                views[0] = first[sent:]
+                sent = 0

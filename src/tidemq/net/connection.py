@@ -1,0 +1,441 @@
+"""One remoting connection, shared by the server side and the client side.
+
+A :class:`Connection` is the asyncio ``Protocol`` of one TCP socket. It owns:
+
+* a :class:`~tidemq.codec.frame.FrameDecoder` for the bytes it receives;
+* the requests *this side* sent and awaits: a dict ``opaque -> Future`` with a deadline per
+  request. One sweep timer per connection, running every 50 ms while requests are
+  pending, fails the overdue ones with :class:`~tidemq.errors.RequestTimeout` (a timer per
+  request would cost more than the rest of a small request's client-side work);
+* the state table below; closing fails every pending future with
+  :class:`~tidemq.errors.ConnectionLost` chained to the cause;
+* the idle timer: nothing received for ``idle_seconds`` closes the connection.
+
+Inbound requests (frames without the response flag) go to the ``handler`` given at
+construction, a plain callable that must not block (the
+:class:`~tidemq.net.dispatcher.Dispatcher` of a server or client). Frame-level garbage
+(:class:`~tidemq.errors.RemoteProtocolError`) closes this connection only.
+
+Writing: commands are encoded into buffers (head + untouched body parts) and queued; the
+buffers queued during one event-loop iteration go to ``transport.writelines`` in one call
+(one system call for many pipelined requests or responses). Body parts are never joined
+here.
+Flow control: when the transport pauses writing, :meth:`request` and :meth:`oneway` wait
+for it to drain, and a connection built with ``pause_reads_on_backpressure`` (the server's)
+also stops reading until it drains, so a peer that pipelines requests without reading the
+answers is slowed down instead of growing our buffers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, cast
+
+from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command
+from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
+from tidemq.net.address import format_address
+
+__all__ = [
+    "DEFAULT_IDLE_SECONDS",
+    "CloseCallback",
+    "ConnState",
+    "Connection",
+    "RequestHandler",
+]
+
+log = logging.getLogger(__name__)
+
+#: Close a connection after this long without receiving anything (remoting.md §1.1).
+DEFAULT_IDLE_SECONDS = 120.0
+
+_OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed int on the wire; stay positive
+_SWEEP_SECONDS = 0.05  # how often overdue requests are looked for; timeouts fire this late
+
+Buffer = bytes | bytearray | memoryview
+RequestHandler = Callable[["Connection", RemotingCommand], None]
+CloseCallback = Callable[["Connection", ConnectionLost], None]
+
+
+class _Pending(NamedTuple):
+    future: asyncio.Future[RemotingCommand]
+    deadline: float  # loop.time() after which the request times out
+    code: int
+    timeout: float
+
+
+class ConnState(enum.Enum):
+    OPENING = "opening"  # protocol built, socket not attached yet
+    OPEN = "open"  # reading and writing
+    CLOSING = "closing"  # close() called: pending failed, flushing what was written
+    CLOSED = "closed"  # socket gone, close callbacks run
+
+
+class _Event(enum.Enum):
+    MADE = "connection_made"
+    CLOSE = "close"
+    LOST = "connection_lost"
+
+
+# Rule 1: every change of ConnState goes through this table; a pair that is missing is a
+# no-op (closing twice, or losing a connection that never opened, changes nothing).
+_TRANSITIONS: dict[tuple[ConnState, _Event], ConnState] = {
+    (ConnState.OPENING, _Event.MADE): ConnState.OPEN,
+    (ConnState.OPENING, _Event.CLOSE): ConnState.CLOSING,
+    (ConnState.OPEN, _Event.CLOSE): ConnState.CLOSING,
+    (ConnState.OPEN, _Event.LOST): ConnState.CLOSED,
+    (ConnState.CLOSING, _Event.LOST): ConnState.CLOSED,
+}
+
+
+class Connection(asyncio.Protocol):
+    """The protocol object of one remoting socket; see the module docstring."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
+        pause_reads_on_backpressure: bool = False,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._handler = handler
+        self._decoder = FrameDecoder(max_frame_size)
+        self._idle_seconds = idle_seconds or None
+        self._pause_reads = pause_reads_on_backpressure
+        self.state = ConnState.OPENING
+        self.remote_address = "?"
+        self._transport: asyncio.Transport | None = None
+        self._check_flow: Callable[[], None] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._opaque = 0
+        self._out: list[Buffer] = []
+        self._write_paused = False
+        self._reading_stopped = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._last_received = self._loop.time()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._close_callbacks: list[CloseCallback] = []
+        self._lost: ConnectionLost | None = None
+        self._closed = self._loop.create_future()
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.remote_address} {self.state.value} pending={len(self._pending)}>"
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is ConnState.OPEN
+
+    @property
+    def writing_paused(self) -> bool:
+        """The transport's buffer is above its high-water mark (flow control)."""
+        return self._write_paused
+
+    @property
+    def pending_requests(self) -> int:
+        """Requests sent by this side that still await their response."""
+        return len(self._pending)
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``cmd`` as a request and return the response with the same opaque.
+
+        Raises :class:`RequestTimeout` after ``timeout`` seconds and
+        :class:`ConnectionLost` if the connection closes first.
+        """
+        if self.state is not ConnState.OPEN:
+            raise self._lost_error()
+        opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+        cmd.opaque = opaque
+        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[opaque] = _Pending(future, loop.time() + timeout, cmd.code, timeout)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(_SWEEP_SECONDS, self._sweep)
+        try:
+            self._write(encode_command(cmd))
+            if self._write_paused:
+                await self._drain_while(future)
+            return await future
+        finally:
+            self._pending.pop(opaque, None)
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` as a oneway request (flag bit 1): the peer sends no response."""
+        if self.state is not ConnState.OPEN:
+            raise self._lost_error()
+        cmd.opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+        cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
+        self._write(encode_command(cmd))
+        if self._write_paused:
+            await self.drain()
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        """Write a response (flag bit 0 is set here); ``False`` if the connection is gone.
+
+        ``cmd.opaque`` must be the request's (``request.response(...)`` copies it). Long
+        polls answer this way much later; a client that left meanwhile is not an error.
+        """
+        if self.state is not ConnState.OPEN:
+            log.debug("response %d to closed connection %s dropped", cmd.opaque, self)
+            return False
+        cmd.flag |= FLAG_RESPONSE
+        self._write(encode_command(cmd))
+        return True
+
+    async def drain(self) -> None:
+        """Wait until the transport accepts writes again (returns at once if it does)."""
+        if not self._write_paused:
+            return
+        if self.state is not ConnState.OPEN:
+            raise self._lost_error()
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def stop_reading(self) -> None:
+        """Take no more frames from the peer (a server draining before shutdown)."""
+        self._reading_stopped = True
+        if self._transport is not None and self.state is ConnState.OPEN:
+            self._transport.pause_reading()
+
+    def on_close(self, callback: CloseCallback) -> None:
+        """Call ``callback(conn, error)`` once, when the socket is gone."""
+        if self.state is ConnState.CLOSED:
+            assert self._lost is not None
+            self._loop.call_soon(callback, self, self._lost)
+        else:
+            self._close_callbacks.append(callback)
+
+    def close(self, reason: str = "closed locally", cause: BaseException | None = None) -> None:
+        """Start closing: fail pending requests, flush what was written, close the socket."""
+        if self._move(_Event.CLOSE) is not ConnState.CLOSING:
+            return
+        self._record_loss(reason, cause)
+        self._fail_pending()
+        self._wake_drainers()
+        transport = self._transport
+        if transport is not None:
+            self._flush()
+            transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent data (after a graceful close did not finish)."""
+        self.close("aborted locally")
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def aclose(self, reason: str = "closed locally", flush_timeout: float = 1.0) -> None:
+        """Close, give the transport ``flush_timeout`` seconds to flush, then abort."""
+        self.close(reason)
+        if self._transport is None:
+            return  # never connected: nothing to flush or wait for
+        try:
+            async with asyncio.timeout(flush_timeout):
+                await self.wait_closed()
+        except TimeoutError:
+            log.info("%s did not flush within %.1f s; aborting", self.remote_address, flush_timeout)
+            self.abort()
+            await self.wait_closed()
+
+    async def wait_closed(self) -> None:
+        """Wait until the socket is gone and the close callbacks have run."""
+        await asyncio.shield(self._closed)
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self._transport = transport
+        if sys.version_info >= (3, 12):
+            # CPython gh-127655: the selector transport's writelines() skipped flow control
+            # (fixed in 3.12.9 / 3.13.2); its own idempotent check runs after each flush.
+            self._check_flow = getattr(transport, "_maybe_pause_protocol", None)
+        self.remote_address = format_address(transport.get_extra_info("peername"))
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._move(_Event.MADE) is not ConnState.OPEN:  # closed before it was made
+            transport.close()
+            return
+        self._last_received = self._loop.time()
+        if self._idle_seconds is not None:
+            self._idle_timer = self._loop.call_later(self._idle_seconds, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        if self.state is not ConnState.OPEN:
+            return
+        self._last_received = self._loop.time()
+        decoder = self._decoder
+        decoder.receive_data(data)
+        try:
+            while self.state is ConnState.OPEN:
+                cmd = decoder.next_command()
+                if cmd is None:
+                    break
+                if cmd.flag & FLAG_RESPONSE:
+                    self._on_response(cmd)
+                else:
+                    self._handler(self, cmd)
+        except RemoteProtocolError as exc:
+            log.warning("closing %s: protocol error from peer: %s", self.remote_address, exc)
+            self.close(f"protocol error: {exc}", exc)
+
+    def eof_received(self) -> bool:
+        return False  # let the transport close; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by peer"
+        self._record_loss(reason, exc)
+        if self._move(_Event.LOST) is not ConnState.CLOSED:
+            return
+        self._fail_pending()
+        self._wake_drainers()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        lost = self._lost
+        assert lost is not None
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self, lost)
+            except Exception:
+                log.exception("close callback %r of %s failed", callback, self.remote_address)
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self._pause_reads and self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drainers()
+        if (
+            self._pause_reads
+            and not self._reading_stopped
+            and self.state is ConnState.OPEN
+            and self._transport is not None
+        ):
+            self._transport.resume_reading()
+
+    # ------------------------------------------------------------------ internals
+
+    def _move(self, event: _Event) -> ConnState | None:
+        """Apply ``event`` per the table; the new state, or ``None`` if it changed nothing."""
+        new = _TRANSITIONS.get((self.state, event))
+        if new is None:
+            return None
+        self.state = new
+        return new
+
+    def _write(self, parts: Sequence[Buffer]) -> None:
+        """Queue ``parts``; everything queued in one loop iteration goes out in one call."""
+        out = self._out
+        if not out:
+            self._loop.call_soon(self._flush)
+        out.extend(parts)
+
+    def _flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.writelines(out)
+            if self._check_flow is not None:
+                self._check_flow()
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        pending = self._pending.pop(cmd.opaque, None)
+        if pending is None:
+            log.debug("%s: response for unknown opaque %d (timed out?)", self, cmd.opaque)
+        elif not pending.future.done():
+            pending.future.set_result(cmd)
+
+    def _sweep(self) -> None:
+        """Fail the requests whose deadline passed; run again while any is pending."""
+        self._sweeper = None
+        pending = self._pending
+        now = self._loop.time()
+        overdue = [opaque for opaque, entry in pending.items() if entry.deadline <= now]
+        for opaque in overdue:
+            future, _deadline, code, timeout = pending.pop(opaque)
+            if not future.done():
+                error = RequestTimeout(self.remote_address, code, opaque, timeout * 1e3)
+                future.set_exception(error)
+        if pending and self.state is ConnState.OPEN:
+            self._sweeper = self._loop.call_later(_SWEEP_SECONDS, self._sweep)
+
+    async def _drain_while(self, future: asyncio.Future[RemotingCommand]) -> None:
+        """Wait for the transport to drain or for ``future`` to settle, whichever is first.
+
+        A close fails ``future`` before it fails the drain, so the caller awaiting
+        ``future`` afterwards sees the right error either way.
+        """
+        drain = asyncio.ensure_future(self.drain())
+        try:
+            await asyncio.wait((drain, future), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if drain.done():
+                if not drain.cancelled():
+                    drain.exception()  # retrieved; ``future`` carries the error
+            else:
+                drain.cancel()
+
+    def _check_idle(self) -> None:
+        self._idle_timer = None
+        if self.state is not ConnState.OPEN or self._idle_seconds is None:
+            return
+        idle = self._loop.time() - self._last_received
+        if idle >= self._idle_seconds:
+            log.info("closing %s: nothing received for %.1f s", self.remote_address, idle)
+            self.close(f"idle for {idle:.1f} s")
+        else:
+            remaining = self._idle_seconds - idle
+            self._idle_timer = self._loop.call_later(remaining, self._check_idle)
+
+    def _record_loss(self, reason: str, cause: BaseException | None) -> None:
+        if self._lost is None:
+            self._lost = ConnectionLost(self.remote_address, reason)
+            self._lost.__cause__ = cause
+
+    def _lost_error(self) -> ConnectionLost:
+        """A fresh error per waiter (one exception object must not be raised twice)."""
+        lost = self._lost
+        if lost is None:
+            return ConnectionLost(self.remote_address, "not connected")
+        error = ConnectionLost(lost.address, lost.reason)
+        error.__cause__ = lost.__cause__
+        return error
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(self._lost_error())
+
+    def _wake_drainers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if self.state is ConnState.OPEN:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(self._lost_error())

@@ -1,0 +1,74 @@
+"""Translate foreign exceptions into TideMQ errors at the socket seam.
+
+Socket and asyncio code raises ``ConnectionResetError``, ``BrokenPipeError``, other
+``OSError``\\s, ``asyncio.IncompleteReadError`` and ``TimeoutError``. None of those reach
+users of :mod:`tidemq.net`: the code that touches sockets runs inside
+:func:`map_exceptions`, which re-raises them as :class:`~tidemq.errors.ConnectionLost` or
+:class:`~tidemq.errors.RequestTimeout` with fields filled in, chained with ``from`` so the
+original stays visible in tracebacks::
+
+    with map_exceptions(network_errors(address, code=cmd.code, timeout_ms=3000)):
+        sock.sendall(frame)
+
+The mapping is ordered and the first matching entry wins. That matters because
+``TimeoutError`` and ``ConnectionResetError`` are both subclasses of ``OSError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+
+from tidemq.errors import ConnectionLost, RequestTimeout, TideMQError
+
+__all__ = ["ExceptionMapping", "map_exceptions", "network_errors"]
+
+#: Foreign exception type -> factory building the TideMQ error from the caught exception.
+ExceptionMapping = Mapping[type[BaseException], Callable[[BaseException], TideMQError]]
+
+
+@contextlib.contextmanager
+def map_exceptions(mapping: ExceptionMapping) -> Iterator[None]:
+    """Re-raise exceptions matching ``mapping`` as the TideMQ error its factory builds.
+
+    TideMQ errors and exceptions that match no entry pass through unchanged.
+    """
+    try:
+        yield
+    except TideMQError:
+        raise
+    except Exception as exc:
+        for foreign, factory in mapping.items():
+            if isinstance(exc, foreign):
+                raise factory(exc) from exc
+        raise
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def network_errors(
+    address: str, *, code: int = 0, opaque: int = 0, timeout_ms: float = 0.0
+) -> ExceptionMapping:
+    """The standard mapping for socket work towards ``address``.
+
+    Timeouts become :class:`RequestTimeout` (for request ``code``/``opaque``); resets,
+    broken pipes, truncated reads and any other ``OSError`` become :class:`ConnectionLost`.
+    """
+
+    def timed_out(_exc: BaseException) -> TideMQError:
+        return RequestTimeout(address, code, opaque, timeout_ms)
+
+    def lost(exc: BaseException) -> TideMQError:
+        return ConnectionLost(address, _reason(exc))
+
+    return {
+        TimeoutError: timed_out,
+        ConnectionResetError: lost,
+        BrokenPipeError: lost,
+        asyncio.IncompleteReadError: lost,
+        OSError: lost,
+    }

@@ -1,0 +1,153 @@
+"""RemotingServer: accept connections, route their requests to processors by code.
+
+Used by the broker and the name server::
+
+    server = RemotingServer("0.0.0.0", 10911)
+    server.register(RequestCode.SEND_MESSAGE, send_processor)
+    await server.start()
+    ...
+    await server.close(drain_timeout=5.0)
+
+Every accepted socket becomes a :class:`~tidemq.net.connection.Connection` whose inbound
+requests go to the server's :class:`~tidemq.net.dispatcher.Dispatcher` (answering rules
+there). Server connections stop reading while their writes are paused, which slows down
+a client that pipelines requests without reading the responses.
+
+Shutdown is graceful: stop accepting and stop reading new requests, give the processors
+still running up to ``drain_timeout`` seconds to finish and answer (their responses are
+flushed), then close every connection, aborting those that cannot flush within a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
+from tidemq.errors import ConnectionLost
+from tidemq.net.address import format_address
+from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection
+from tidemq.net.dispatcher import Dispatcher, Processor
+
+__all__ = ["RemotingServer"]
+
+log = logging.getLogger(__name__)
+
+_ABORT_AFTER = 1.0  # seconds a closing connection may take to flush before it is aborted
+
+
+class RemotingServer:
+    """A listening remoting endpoint; see the module docstring."""
+
+    def __init__(
+        self,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._max_frame_size = max_frame_size
+        self._idle_seconds = idle_seconds
+        self._dispatcher = Dispatcher()
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+        self._close_callbacks: list[CloseCallback] = []
+        self.port = 0
+
+    def __repr__(self) -> str:
+        return f"<RemotingServer {self.address} connections={len(self._connections)}>"
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` of the bound socket (after :meth:`start`)."""
+        return format_address((self.host, self.port))
+
+    @property
+    def connections(self) -> frozenset[Connection]:
+        """The connections currently open."""
+        return frozenset(self._connections)
+
+    @property
+    def in_flight(self) -> int:
+        """Processors still running."""
+        return self._dispatcher.in_flight
+
+    def register(self, code: int, processor: Processor) -> None:
+        """Route requests with ``code`` to ``processor``."""
+        self._dispatcher.register(code, processor)
+
+    def register_default(self, processor: Processor) -> None:
+        """Route requests with a code nobody registered to ``processor``."""
+        self._dispatcher.register_default(processor)
+
+    def on_connection_closed(self, callback: CloseCallback) -> None:
+        """Call ``callback(conn, error)`` whenever a client connection goes away."""
+        self._close_callbacks.append(callback)
+
+    async def start(self) -> None:
+        """Bind and start accepting; :attr:`port` is the bound port afterwards."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self._requested_port, reuse_address=True
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("remoting server listening on %s", self.address)
+
+    async def close(self, drain_timeout: float = 5.0) -> None:
+        """Stop accepting, let running processors finish (bounded), close connections."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for conn in self._connections:
+            conn.stop_reading()
+        if not await self._dispatcher.drain(drain_timeout):
+            log.warning(
+                "%d processors still running after %.1f s; cancelling",
+                self._dispatcher.in_flight,
+                drain_timeout,
+            )
+            self._dispatcher.cancel()
+            await self._dispatcher.drain(_ABORT_AFTER)
+        connections = list(self._connections)
+        await asyncio.gather(
+            *(conn.aclose("server shutting down", _ABORT_AFTER) for conn in connections)
+        )
+        await server.wait_closed()
+        log.info("remoting server on %s closed", self.address)
+
+    async def __aenter__(self) -> RemotingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(
+            self._dispatcher,
+            max_frame_size=self._max_frame_size,
+            idle_seconds=self._idle_seconds,
+            pause_reads_on_backpressure=True,
+        )
+        self._connections.add(conn)
+        conn.on_close(self._connection_closed)
+        return conn
+
+    def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
+        self._connections.discard(conn)
+        log.debug("connection %s closed: %s", conn.remote_address, error.reason)
+        for callback in self._close_callbacks:
+            try:
+                callback(conn, error)
+            except Exception:
+                log.exception("connection-closed callback %r failed", callback)

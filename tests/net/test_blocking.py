@@ -1,0 +1,122 @@
+"""BlockingClient (plain sockets, no asyncio) against a real RemotingServer.
+
+The server runs on the test's event loop; blocking calls go through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from tests.net.support import ECHO, make_server
+
+from tidemq.codec.command import RemotingCommand
+from tidemq.errors import ConnectionLost, RequestTimeout
+from tidemq.net import BlockingClient, Connection, RemotingServer
+
+pytestmark = pytest.mark.timeout(60)
+
+GATED = 20030
+NOISY = 20031
+
+
+async def test_round_trip(server: RemotingServer) -> None:
+    with BlockingClient() as client:
+        request = RemotingCommand.request(ECHO, {"a": "1"}, b"payload")
+        response = await asyncio.to_thread(client.request, server.address, request)
+        assert (response.code, response.opaque) == (0, request.opaque)
+        assert (response.ext_fields, response.body) == ({"a": "1"}, b"payload")
+
+
+async def test_body_parts_are_sent_intact(server: RemotingServer) -> None:
+    parts = [memoryview(bytearray(b"abc" * 1000))[5:900], b"", bytearray(b"tail")]
+    request = RemotingCommand.request(ECHO)
+    request.body_parts = parts
+    with BlockingClient() as client:
+        response = await asyncio.to_thread(client.request, server.address, request)
+    assert response.body == b"".join(bytes(p) for p in parts)
+
+
+async def test_timeout_then_stray_response_is_skipped(server: RemotingServer) -> None:
+    gate = asyncio.Event()
+
+    async def gated(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await gate.wait()
+        return cmd.response(remark="late")
+
+    server.register(GATED, gated)
+    with BlockingClient() as client:
+        slow = RemotingCommand.request(GATED)
+        with pytest.raises(RequestTimeout) as info:
+            await asyncio.to_thread(client.request, server.address, slow, 0.2)
+        assert (info.value.code, info.value.opaque) == (GATED, slow.opaque)
+        assert info.value.address == server.address
+        gate.set()  # the late answer now travels ahead of the next one
+        request = RemotingCommand.request(ECHO, body=b"fresh")
+        response = await asyncio.to_thread(client.request, server.address, request)
+        assert (response.opaque, response.body) == (request.opaque, b"fresh")
+
+
+async def test_server_requests_are_skipped(server: RemotingServer) -> None:
+    async def noisy(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await conn.oneway(RemotingCommand.request(40, {"consumerGroup": "G"}))
+        return cmd.response(remark="real answer")
+
+    server.register(NOISY, noisy)
+    with BlockingClient() as client:
+        response = await asyncio.to_thread(
+            client.request, server.address, RemotingCommand.request(NOISY)
+        )
+    assert response.remark == "real answer"
+
+
+async def test_threads_share_a_client(server: RemotingServer) -> None:
+    def work(client: BlockingClient, worker: int) -> list[bool]:
+        ok = []
+        for i in range(30):
+            body = f"{worker}-{i}".encode()
+            response = client.request(server.address, RemotingCommand.request(ECHO, body=body))
+            ok.append(response.body == body)
+        return ok
+
+    def run_all() -> list[bool]:
+        with BlockingClient() as client, ThreadPoolExecutor(6) as pool:
+            results = pool.map(lambda w: work(client, w), range(6))
+            return [flag for result in results for flag in result]
+
+    flags = await asyncio.to_thread(run_all)
+    assert len(flags) == 180 and all(flags)
+
+
+async def test_refused_then_reconnects_after_restart() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    with BlockingClient(connect_timeout=2.0) as client:
+        with pytest.raises(ConnectionLost) as info:
+            await asyncio.to_thread(client.request, address, RemotingCommand.request(ECHO))
+        assert isinstance(info.value.__cause__, ConnectionRefusedError)
+        async with make_server(port=port):
+            response = await asyncio.to_thread(
+                client.request, address, RemotingCommand.request(ECHO, body=b"up")
+            )
+            assert response.body == b"up"
+        # server gone: the old socket is dead, the request fails cleanly
+        with pytest.raises(ConnectionLost):
+            await asyncio.to_thread(client.request, address, RemotingCommand.request(ECHO))
+        async with make_server(port=port):
+            response = await asyncio.to_thread(
+                client.request, address, RemotingCommand.request(ECHO, body=b"again")
+            )
+            assert response.body == b"again"
+
+
+async def test_closed_client_refuses(server: RemotingServer) -> None:
+    client = BlockingClient()
+    await asyncio.to_thread(client.request, server.address, RemotingCommand.request(ECHO))
+    client.close()
+    with pytest.raises(ConnectionLost):
+        await asyncio.to_thread(client.request, server.address, RemotingCommand.request(ECHO))

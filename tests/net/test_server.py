@@ -1,0 +1,345 @@
+"""RemotingServer over real TCP on 127.0.0.1: answering rules, bad peers, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import mmap
+import struct
+from pathlib import Path
+
+import pytest
+from tests.net.support import ECHO, ECHO_ASYNC, RawPeer, make_server
+
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
+from tidemq.codec.frame import frame_bytes
+from tidemq.errors import ConnectionLost, ResponseCode, error_for_code
+from tidemq.net import Connection, RemotingClient, RemotingServer
+
+SLOW = 20010
+FAIL = 20011
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("code", [ECHO, ECHO_ASYNC])
+async def test_round_trip(server: RemotingServer, client: RemotingClient, code: int) -> None:
+    request = RemotingCommand.request(code, {"topic": "T"}, b"hello")
+    response = await client.request(server.address, request)
+    assert response.code == ResponseCode.SUCCESS
+    assert response.flag & FLAG_RESPONSE
+    assert response.opaque == request.opaque
+    assert response.ext_fields == {"topic": "T"}
+    assert response.body == b"hello"
+
+
+async def test_concurrent_requests_answered_out_of_order(
+    server: RemotingServer, client: RemotingClient
+) -> None:
+    count = 50
+    gates = {i: asyncio.Event() for i in range(count)}
+    arrived = asyncio.Event()
+    seen: list[int] = []
+
+    async def slow(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        i = int(cmd.ext_fields["i"])
+        seen.append(i)
+        if len(seen) == count:
+            arrived.set()
+        await gates[i].wait()
+        return cmd.response(ext_fields={"i": str(i)})
+
+    server.register(SLOW, slow)
+    requests = [RemotingCommand.request(SLOW, {"i": str(i)}) for i in range(count)]
+    calls = [asyncio.ensure_future(client.request(server.address, r)) for r in requests]
+    await arrived.wait()  # all in flight at once on the one connection
+    assert len(client.connections) == 1
+    for i in reversed(range(count)):
+        gates[i].set()
+    responses = await asyncio.gather(*calls)
+    assert [r.ext_fields["i"] for r in responses] == [str(i) for i in range(count)]
+
+
+async def test_unknown_code(server: RemotingServer, client: RemotingClient) -> None:
+    response = await client.request(server.address, RemotingCommand.request(999))
+    assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert response.remark == " request type 999 not supported"
+
+
+async def test_register_default(server: RemotingServer, client: RemotingClient) -> None:
+    def fallback(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(remark=f"default got {cmd.code}")
+
+    server.register_default(fallback)
+    response = await client.request(server.address, RemotingCommand.request(999))
+    assert (response.code, response.remark) == (0, "default got 999")
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_processor_exception_is_system_error(
+    server: RemotingServer, client: RemotingClient, is_async: bool
+) -> None:
+    def boom(_conn: Connection, _cmd: RemotingCommand) -> RemotingCommand:
+        raise ValueError("disk on fire")
+
+    async def boom_async(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await asyncio.sleep(0)
+        return boom(conn, cmd)
+
+    server.register(FAIL, boom_async if is_async else boom)
+    response = await client.request(server.address, RemotingCommand.request(FAIL))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == "ValueError: disk on fire"
+    # the connection keeps working
+    again = await client.request(server.address, RemotingCommand.request(ECHO, body=b"ok"))
+    assert again.body == b"ok"
+    assert len(server.connections) == 1
+
+
+async def test_broker_error_keeps_its_code(server: RemotingServer, client: RemotingClient) -> None:
+    async def missing(_conn: Connection, _cmd: RemotingCommand) -> RemotingCommand:
+        raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, "topic[T] not exist")
+
+    server.register(FAIL, missing)
+    response = await client.request(server.address, RemotingCommand.request(FAIL))
+    assert (response.code, response.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[T] not exist")
+
+
+async def test_oneway_gets_no_response(
+    server: RemotingServer, raw_peers: list[RawPeer]
+) -> None:
+    got = asyncio.Event()
+
+    def record(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        got.set()
+        return cmd.response(remark="must not be sent")
+
+    server.register(FAIL, record)
+    peer = await RawPeer.connect(server.port)
+    raw_peers.append(peer)
+    await peer.send(RemotingCommand.request(FAIL, oneway=True))
+    await peer.send(RemotingCommand.request(999, oneway=True))  # unknown code, still silent
+    follow_up = RemotingCommand.request(ECHO, body=b"next")
+    follow_up.opaque = 77
+    await peer.send(follow_up)
+    await got.wait()
+    response = await peer.read_command()
+    assert (response.opaque, response.body) == (77, b"next")
+
+
+async def test_client_oneway(server: RemotingServer, client: RemotingClient) -> None:
+    got: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+
+    def record(_conn: Connection, cmd: RemotingCommand) -> None:
+        got.put_nowait(cmd)
+
+    server.register(FAIL, record)
+    await client.oneway(server.address, RemotingCommand.request(FAIL, {"k": "v"}))
+    cmd = await asyncio.wait_for(got.get(), 5)
+    assert cmd.is_oneway and cmd.ext_fields == {"k": "v"}
+
+
+async def test_garbage_closes_only_that_connection(
+    server: RemotingServer, client: RemotingClient, raw_peers: list[RawPeer]
+) -> None:
+    await client.request(server.address, RemotingCommand.request(ECHO))
+    bad = await RawPeer.connect(server.port)
+    raw_peers.append(bad)
+    # a plausible length, then a header word naming serialization type 9
+    await bad.send(struct.pack(">ii", 12, (9 << 24) | 8) + b"\x00" * 8)
+    await bad.wait_eof()
+    response = await client.request(server.address, RemotingCommand.request(ECHO, body=b"still"))
+    assert response.body == b"still"
+
+
+async def test_undecodable_header_closes(server: RemotingServer, raw_peers: list[RawPeer]) -> None:
+    peer = await RawPeer.connect(server.port)
+    raw_peers.append(peer)
+    header = b"{not json"
+    await peer.send(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    await peer.wait_eof()
+
+
+async def test_oversized_frame_closes(raw_peers: list[RawPeer]) -> None:
+    async with make_server(max_frame_size=1024) as small:
+        peer = await RawPeer.connect(small.port)
+        raw_peers.append(peer)
+        await peer.send(struct.pack(">i", 1025))  # only the length: rejected before the body
+        await peer.wait_eof()
+
+
+async def test_default_limit_is_16_mib(server: RemotingServer, raw_peers: list[RawPeer]) -> None:
+    peer = await RawPeer.connect(server.port)
+    raw_peers.append(peer)
+    await peer.send(struct.pack(">i", 16 * 1024 * 1024 + 1))
+    await peer.wait_eof()
+
+
+async def test_server_initiated_request(server: RemotingServer, client: RemotingClient) -> None:
+    notify_code = 40  # NOTIFY_CONSUMER_IDS_CHANGED
+    heartbeat_code = 34
+    server_side: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+
+    def heartbeat(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        server_side.set_result(conn)
+        return cmd.response()
+
+    def on_notify(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(remark=f"client saw {cmd.ext_fields['consumerGroup']}")
+
+    server.register(heartbeat_code, heartbeat)
+    client.register(notify_code, on_notify)
+    await client.request(server.address, RemotingCommand.request(heartbeat_code))
+    conn = await server_side
+    answer = await conn.request(
+        RemotingCommand.request(notify_code, {"consumerGroup": "G"}), timeout=5.0
+    )
+    assert answer.remark == "client saw G"
+    # a code the client does not handle is answered by the client's dispatcher
+    unknown = await conn.request(RemotingCommand.request(12345), timeout=5.0)
+    assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_idle_connection_is_closed(raw_peers: list[RawPeer]) -> None:
+    closed: asyncio.Queue[str] = asyncio.Queue()
+    async with make_server(idle_seconds=0.2) as idle_server:
+        idle_server.on_connection_closed(lambda _conn, err: closed.put_nowait(err.reason))
+        peer = await RawPeer.connect(idle_server.port)
+        raw_peers.append(peer)
+        await peer.wait_eof(timeout=5.0)
+        reason = await asyncio.wait_for(closed.get(), 5)
+        assert reason.startswith("idle for")
+        assert not idle_server.connections
+
+
+async def test_traffic_keeps_connection_open(raw_peers: list[RawPeer]) -> None:
+    async with make_server(idle_seconds=0.3) as idle_server:
+        peer = await RawPeer.connect(idle_server.port)
+        raw_peers.append(peer)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 0.8  # well past one idle period
+        while loop.time() < end:
+            await peer.send(RemotingCommand.request(ECHO))
+            await peer.read_command()
+            await asyncio.sleep(0.1)
+        assert len(idle_server.connections) == 1
+
+
+async def test_graceful_close_drains_in_flight(client: RemotingClient) -> None:
+    srv = make_server()
+    await srv.start()
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        started.set()
+        await release.wait()
+        return cmd.response(remark="finished")
+
+    srv.register(SLOW, slow)
+    call = asyncio.ensure_future(client.request(srv.address, RemotingCommand.request(SLOW)))
+    await started.wait()
+    closing = asyncio.ensure_future(srv.close(drain_timeout=5.0))
+    await asyncio.sleep(0)  # let close() stop the listener and start draining
+    assert not closing.done()
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", srv.port)  # no longer accepting
+    release.set()
+    response = await call
+    assert response.remark == "finished"
+    await asyncio.wait_for(closing, 5)
+    assert not srv.connections
+
+
+async def test_close_gives_up_on_stuck_processor(client: RemotingClient) -> None:
+    srv = make_server()
+    await srv.start()
+    started = asyncio.Event()
+
+    async def stuck(_conn: Connection, _cmd: RemotingCommand) -> RemotingCommand:
+        started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    srv.register(SLOW, stuck)
+    call = asyncio.ensure_future(client.request(srv.address, RemotingCommand.request(SLOW)))
+    await started.wait()
+    await asyncio.wait_for(srv.close(drain_timeout=0.1), 5)
+    with pytest.raises(ConnectionLost):
+        await call
+
+
+async def test_body_parts_memoryviews_of_a_mapped_file(
+    server: RemotingServer, client: RemotingClient, tmp_path: Path
+) -> None:
+    records = [bytes([i]) * (1000 + i * 37) for i in range(20)]
+    path = tmp_path / "segment"
+    path.write_bytes(b"".join(records) + b"\x00" * 4096)
+    offsets = []
+    pos = 0
+    for record in records:
+        offsets.append((pos, len(record)))
+        pos += len(record)
+    with path.open("r+b") as f:
+        mapped = mmap.mmap(f.fileno(), 0)
+    view = memoryview(mapped)
+
+    def pull(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        response = cmd.response()
+        response.body_parts = [view[start : start + size] for start, size in offsets]
+        return response
+
+    server.register(SLOW, pull)
+    try:
+        response = await client.request(server.address, RemotingCommand.request(SLOW))
+        assert response.body == b"".join(records)
+    finally:
+        view.release()
+        mapped.close()
+
+
+async def test_large_body_round_trip(server: RemotingServer, client: RemotingClient) -> None:
+    body = bytes(range(256)) * 16384  # 4 MiB
+    response = await client.request(server.address, RemotingCommand.request(ECHO, body=body))
+    assert response.body == body
+
+
+async def test_server_stops_reading_while_client_does_not_read(
+    server: RemotingServer, raw_peers: list[RawPeer]
+) -> None:
+    """Backpressure: a peer that pipelines without reading its answers gets stalled."""
+    answer = b"a" * (256 * 1024)
+    handled = 0
+
+    def fat(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        nonlocal handled
+        handled += 1
+        return cmd.response(body=answer)
+
+    server.register(SLOW, fat)
+    peer = await RawPeer.connect(server.port)
+    raw_peers.append(peer)
+    total = 200  # 50 MiB of answers if nothing pushed back
+
+    async def write_all() -> None:
+        for i in range(total):
+            request = RemotingCommand.request(SLOW, body=b"q" * 65536)
+            request.opaque = i
+            peer.writer.write(frame_bytes(request))
+            await peer.writer.drain()
+
+    writer = asyncio.ensure_future(write_all())
+    # No event says "kernel buffers are full": wait until the count stops moving.
+    last = -1
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if handled == last:
+            break
+        last = handled
+    (conn,) = server.connections
+    assert conn.writing_paused
+    assert 0 < handled < total
+    for i in range(total):
+        response = await peer.read_command(timeout=10)
+        assert response.opaque == i and response.body == answer
+    await writer
+    assert handled == total

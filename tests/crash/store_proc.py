@@ -1,0 +1,122 @@
+"""A store in a child process, for crash tests: ``python store_proc.py <command> ...``.
+
+Commands:
+
+``write ROOT ACKS SEED FIRST_ID``
+    Append messages with unique bodies to three queues until killed. After each durable
+    acknowledgement (SYNC_FLUSH) one line ``queue queue_offset body_id`` per message is
+    appended to ``ACKS`` with a single ``write``. Prints ``ready`` once the store is open.
+``fill ROOT COUNT``
+    Append ``COUNT`` messages to queue ("T", 0), wait until all are durable and visible,
+    print one JSON line ``[[queue_offset, phys, size], ...]`` and ``kill -9`` itself.
+``recover ROOT``
+    Open the store (which runs recovery), print the recovery report as JSON, write nothing
+    and ``kill -9`` itself.
+
+Imported by the tests for :func:`crash_config` and :func:`body_for`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import sys
+from pathlib import Path
+
+from tidemq.formats.hashing import tags_code
+from tidemq.formats.properties import encode_properties
+from tidemq.store.config import StoreConfig
+from tidemq.store.message_store import MessageInput, MessageStore, PutStatus
+from tidemq.types import FlushDiskType
+
+TOPIC = "Crash"
+QUEUES = 3
+SEGMENT = 16 * 1024
+CQ_FILE = 20 * 32
+
+
+def crash_config(root: str | Path) -> StoreConfig:
+    return StoreConfig(
+        store_path_root_dir=str(root),
+        mapped_file_size_commit_log=SEGMENT,
+        mapped_file_size_consume_queue=CQ_FILE,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        flush_interval_consume_queue=50,  # checkpoints often, so recovery starts vary
+    )
+
+
+def body_for(body_id: int) -> bytes:
+    """A unique body whose content is a function of its id (1..600 bytes of payload)."""
+    rng = random.Random(body_id)
+    return f"{body_id:08d}:".encode() + rng.randbytes(rng.randint(1, 600))
+
+
+def body_id(body: bytes) -> int:
+    return int(body[:8])
+
+
+def message(body_id_: int) -> MessageInput:
+    tags = f"T{body_id_ % 3}"
+    props = encode_properties({"TAGS": tags, "UNIQ_KEY": f"ID{body_id_:08d}"})
+    return MessageInput(body_for(body_id_), props, tags_code=tags_code(tags))
+
+
+def write(root: str, acks: str, seed: int, first_id: int) -> None:
+    rng = random.Random(seed)
+    store = MessageStore(crash_config(root))
+    store.start()
+    print("ready", flush=True)
+    fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    next_id = first_id
+    while True:
+        queue_id = rng.randrange(QUEUES)
+        count = rng.choice((1, 1, 1, 2, 5))
+        ids = list(range(next_id, next_id + count))
+        next_id += count
+        if count == 1 and rng.random() < 0.5:
+            result = store.put(TOPIC, queue_id, message(ids[0]))
+        else:
+            result = store.put_batch(TOPIC, queue_id, [message(i) for i in ids])
+        if result.wait_durable(30) is PutStatus.PUT_OK:
+            lines = "".join(f"{queue_id} {result.queue_offset + k} {i}\n"
+                            for k, i in enumerate(ids))
+            os.write(fd, lines.encode())
+
+
+def fill(root: str, count: int) -> None:
+    store = MessageStore(crash_config(root))
+    store.start()
+    out = []
+    for i in range(count):
+        result = store.put(TOPIC, 0, message(i))
+        assert result.wait_durable(30) is PutStatus.PUT_OK
+        out.append([result.queue_offset, result.phys_offsets[0], result.sizes[0]])
+    assert store.wait_dispatched()
+    print(json.dumps(out), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def recover(root: str) -> None:
+    store = MessageStore(crash_config(root))
+    report = store.start()
+    print(json.dumps(dataclasses.asdict(report)), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(argv: list[str]) -> None:
+    command, root, *rest = argv
+    if command == "write":
+        write(root, rest[0], int(rest[1]), int(rest[2]))
+    elif command == "fill":
+        fill(root, int(rest[0]))
+    elif command == "recover":
+        recover(root)
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

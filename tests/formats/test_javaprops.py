@@ -1,0 +1,160 @@
+"""Java ``.properties`` parsing and binding to config dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, camel, config_keys, parse_properties
+
+
+def test_syntax() -> None:
+    text = "\n".join([
+        "# a comment",
+        "! another comment",
+        "",
+        "brokerName = broker-a",
+        "listenPort:10911",
+        "storePathRootDir /data/store",
+        "namesrvAddr\t=\t127.0.0.1:9876;127.0.0.2:9876",
+        "deleteWhen = 04;\\",
+        "    16",
+        "escaped = tab\\there\\nnewline \\\\ backslash",
+        "empty =",
+        "bare",
+        "  indented.key = value  ",
+        "brokerName = broker-b",
+    ])
+    assert parse_properties(text) == {
+        "brokerName": "broker-b",  # the last definition wins
+        "listenPort": "10911",
+        "storePathRootDir": "/data/store",
+        "namesrvAddr": "127.0.0.1:9876;127.0.0.2:9876",
+        "deleteWhen": "04;16",
+        "escaped": "tab\there\nnewline \\ backslash",
+        "empty": "",
+        "bare": "",
+        "indented.key": "value",
+    }
+
+
+def test_line_endings_and_trailing_continuation() -> None:
+    assert parse_properties("a=1\r\nb=2\rc=3\n") == {"a": "1", "b": "2", "c": "3"}
+    assert parse_properties("a=x\\") == {"a": "x"}
+    # Only \n and \r end lines; other Unicode line breaks are part of the value.
+    assert parse_properties("a=x\x85y\u2028z\n") == {"a": "x\x85y\u2028z"}
+
+
+def test_escapes_follow_java() -> None:
+    text = "\n".join([
+        "key\\=with\\:seps\\ and\\ spaces = v",   # escaped separators stay in the key
+        "odd = a\\\\\\",                          # \\ then a continuation
+        "  b",
+        "even = a\\\\",                           # an escaped backslash, no continuation
+        "uni = caf\\u00e9 \\u4e2d",               # \\uXXXX escapes
+        "lead = \\ x",                            # an escaped leading space is kept
+        "trail = x\\ ",                           # so is an escaped trailing space
+        "# comment = 1",
+    ])
+    assert parse_properties(text) == {
+        "key=with:seps and spaces": "v",
+        "odd": "a\\b",
+        "even": "a\\",
+        "uni": "caf\u00e9 \u4e2d",
+        "lead": " x",
+        "trail": "x ",
+    }
+
+
+def test_camel() -> None:
+    assert camel("flush_disk_type") == "flushDiskType"
+    assert camel("enable_lmq") == "enableLmq"
+    assert camel("x") == "x"
+
+
+class Mode(enum.Enum):
+    FAST = "FAST"
+    SAFE = "SAFE"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    listen_port: int = 10911
+    enable_lmq: bool = False
+    ratio: float = 0.5
+    mode: Mode = Mode.FAST
+    name: str = "x"
+    check_crc: bool = dataclasses.field(default=True, metadata={"key": "checkCRC"})
+
+
+def test_bind() -> None:
+    obj, unknown = bind(Sample, {"listenPort": "9999", "enableLmq": "yes", "ratio": "0.75",
+                                 "mode": "SAFE", "name": "n", "bogus": "1", "otherKey": "2"})
+    assert obj == Sample(9999, True, 0.75, Mode.SAFE, "n")
+    assert unknown == ["bogus", "otherKey"]
+    obj2, unknown2 = bind(Sample, {"listen_port": 1, "enable_lmq": "false", "checkCRC": "no",
+                                   "checkCrc": "no"}, base=obj)
+    assert obj2 == Sample(1, False, 0.75, Mode.SAFE, "n", False)
+    assert unknown2 == ["checkCrc"]  # the metadata key replaces the camelCase one
+    assert config_keys(Sample)["listenPort"] == "listen_port"
+    assert config_keys(Sample)["checkCRC"] == "check_crc"
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("listenPort", "ten"),
+    ("enableLmq", "maybe"),
+    ("ratio", "half"),
+    ("mode", "TURBO"),
+])
+def test_bad_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        bind(Sample, {key: value})
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+# ---------------------------------------------------------------- round trip through a writer
+
+_KEY_ESCAPES = {"\\": "\\\\", " ": "\\ ", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f",
+                "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+
+
+def escape(text: str, *, key: bool) -> str:
+    """Escape like ``java.util.Properties.store`` (UTF-8 output, so no \\u escapes)."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == " " and not key and i > 0:
+            out.append(ch)  # only a leading space of a value needs escaping
+        else:
+            out.append(_KEY_ESCAPES.get(ch, ch))
+    return "".join(out)
+
+
+def write_properties(props: dict[str, str], splits: list[int]) -> str:
+    lines = ["# written by the test"]
+    for n, (k, v) in enumerate(props.items()):
+        value = escape(v, key=False)
+        cut = splits[n % len(splits)] if splits else 0
+        # Continue a line between whole escapes and not before a space, as a writer would.
+        if 0 < cut < len(value) and value[cut - 1] != "\\" and value[cut] not in " \t\f":
+            value = value[:cut] + "\\\n    " + value[cut:]
+        lines.append(f"{escape(k, key=True)}={value}")
+    return "\n".join(lines) + "\n"
+
+
+# Java splits lines on \n and \r only and trims ' ', \t and \f; keep other whitespace out of
+# the ends of values, where the reader trims (documented).
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
+keys = _text.filter(lambda s: s != "")
+values = _text.filter(lambda s: s == s.rstrip(" \t\f"))
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(keys, values, max_size=8), st.lists(st.integers(0, 40), max_size=4))
+def test_round_trip(props: dict[str, str], splits: list[int]) -> None:
+    assert parse_properties(write_properties(props, splits)) == props

@@ -1,0 +1,70 @@
+"""The property string: golden bytes, reader rules, round trips, garbage."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.errors import CorruptRecord
+from tidemq.formats.properties import decode_properties, encode_properties
+
+
+def test_golden_encoding() -> None:
+    got = encode_properties({"TAGS": "TagA", "KEYS": "k1 k2", "WAIT": "true"})
+    assert got == b"".join([
+        b"TAGS", b"\x01", b"TagA", b"\x02",   # name, NAME_VALUE_SEPARATOR, value, terminator
+        b"KEYS", b"\x01", b"k1 k2", b"\x02",
+        b"WAIT", b"\x01", b"true", b"\x02",   # the last pair is terminated too
+    ])
+
+
+def test_empty_names_and_values_are_skipped() -> None:
+    assert encode_properties({}) == b""
+    assert encode_properties({"A": "", "": "x", "B": "1"}) == b"B\x011\x02"
+
+
+def test_utf8() -> None:
+    assert encode_properties({"KEYS": "clé"}) == "KEYS\x01clé\x02".encode()
+    assert decode_properties("KEYS\x01clé\x02".encode()) == {"KEYS": "clé"}
+
+
+def test_reader_rules() -> None:
+    # No terminator after the last pair.
+    assert decode_properties(b"A\x011\x02B\x012") == {"A": "1", "B": "2"}
+    # Segments shorter than 3 characters are ignored; so are empty sides and no separator.
+    assert decode_properties(b"A\x01\x02\x01B\x02ab\x02noseparator\x02C\x013\x02") == {"C": "3"}
+    # Split at the first separator: the value keeps later \x01 characters.
+    assert decode_properties(b"A\x01x\x01y\x02") == {"A": "x\x01y"}
+    # A repeated name keeps the last value.
+    assert decode_properties(b"A\x011\x02A\x012\x02") == {"A": "2"}
+    assert decode_properties(b"") == {}
+    assert decode_properties(memoryview(b"A\x011\x02")) == {"A": "1"}
+
+
+names = st.text(min_size=1, max_size=20).filter(lambda s: "\x01" not in s and "\x02" not in s)
+values = st.text(min_size=1, max_size=40).filter(lambda s: "\x02" not in s)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(names, values, max_size=12))
+def test_round_trip(props: dict[str, str]) -> None:
+    assert decode_properties(encode_properties(props)) == props
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.binary(max_size=200))
+def test_garbage_raises_only_corrupt_record(data: bytes) -> None:
+    try:
+        decoded = decode_properties(data)
+    except CorruptRecord:
+        return
+    assert all(k and v for k, v in decoded.items())
+
+
+def test_invalid_utf8_is_corrupt() -> None:
+    try:
+        decode_properties(b"A\x01\xff\xfe\x02")
+    except CorruptRecord as exc:
+        assert "UTF-8" in exc.reason
+    else:
+        raise AssertionError("invalid UTF-8 accepted")

@@ -1,0 +1,124 @@
+"""Commit-log segments: the BLANK marker, the ``L + 8`` rule, whole batches, size limits."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tidemq.errors import MessageTooLarge
+from tidemq.formats.record import BLANK_MAGIC, Record, decode_record
+from tidemq.store.layout import StoreLayout, parse_segment_name, segment_name
+from tidemq.store.message_store import MessageInput, MessageStore, PutResult
+
+from .conftest import SEGMENT, OpenStore, msg, read_queue
+
+TOPIC = "T"
+OVERHEAD = 91 + len(TOPIC)  # record size = OVERHEAD + body (no properties)
+
+Putter = Callable[[MessageStore, MessageInput], PutResult]
+PUTTERS: dict[str, Putter] = {
+    "put": lambda s, m: s.put(TOPIC, 0, m),
+    "put_batch": lambda s, m: s.put_batch(TOPIC, 0, [m]),
+}
+
+
+def sized(size: int, fill: bytes = b"x") -> MessageInput:
+    """A message whose record is exactly ``size`` bytes."""
+    return msg(fill * (size - OVERHEAD))
+
+
+def segment_bytes(root: Path, base: int) -> bytes:
+    return StoreLayout(root).commitlog_segment(base).read_bytes()
+
+
+def test_segment_names() -> None:
+    assert segment_name(0) == "00000000000000000000"
+    assert segment_name(1073741824) == "00000000001073741824"
+    assert parse_segment_name("00000000000000004096") == 4096
+    assert parse_segment_name("4096") is None
+    assert parse_segment_name("0000000000000000409x") is None
+
+
+@pytest.mark.parametrize("putter", PUTTERS.values(), ids=PUTTERS.keys())
+def test_record_filling_remaining_minus_8_stays(open_store: OpenStore, store_root: Path,
+                                                putter: Putter) -> None:
+    store = open_store()
+    first = putter(store, sized(100))
+    exact = putter(store, sized(SEGMENT - 100 - 8))  # L + 8 == remaining: it fits
+    after = putter(store, sized(200))
+    assert list(first.phys_offsets) == [0]
+    assert list(exact.phys_offsets) == [100] and list(exact.sizes) == [SEGMENT - 108]
+    assert list(after.phys_offsets) == [SEGMENT]
+    store.shutdown()
+    seg0 = segment_bytes(store_root, 0)
+    assert len(seg0) == SEGMENT
+    assert seg0[SEGMENT - 8 :] == struct.pack(">ii", 8, BLANK_MAGIC)  # the marker still fits
+    assert decode_record(seg0, 100) == decode_record(seg0, 100, check_crc=True)
+
+
+@pytest.mark.parametrize("putter", PUTTERS.values(), ids=PUTTERS.keys())
+def test_one_byte_more_rolls_with_blank(open_store: OpenStore, store_root: Path,
+                                        putter: Putter) -> None:
+    store = open_store()
+    putter(store, sized(100))
+    rolled = putter(store, sized(SEGMENT - 100 - 8 + 1))
+    assert list(rolled.phys_offsets) == [SEGMENT]
+    assert [r.queue_offset for r in read_queue(store, TOPIC, 0)] == [0, 1]
+    store.shutdown()
+    seg0 = segment_bytes(store_root, 0)
+    assert seg0[100:108] == b"".join([
+        struct.pack(">i", SEGMENT - 100),  # the BLANK covers the rest of the segment
+        struct.pack(">i", BLANK_MAGIC),    # BLANK_MAGIC 0xCBD43194
+    ])
+    assert seg0[108:] == bytes(SEGMENT - 108)  # the rest stays zero
+    seg1 = segment_bytes(store_root, SEGMENT)
+    rec = decode_record(seg1, 0, check_crc=True, expected_physical_offset=SEGMENT)
+    assert isinstance(rec, Record) and rec.queue_offset == 1
+
+
+def test_batch_is_never_split(open_store: OpenStore) -> None:
+    store = open_store()
+    store.put(TOPIC, 0, sized(1000))
+    # Four records of 780 bytes: 3120 > 4096 - 1000 - 8, so the whole batch moves.
+    moved = store.put_batch(TOPIC, 0, [sized(780, bytes([65 + i])) for i in range(4)])
+    assert moved.queue_offset == 1
+    assert list(moved.phys_offsets) == [SEGMENT + 780 * i for i in range(4)]
+    assert list(moved.sizes) == [780] * 4
+    # A batch exactly filling remaining - 8 stays in its segment.
+    remaining = SEGMENT - 4 * 780
+    fits = store.put_batch(TOPIC, 0, [sized((remaining - 8) // 2)] * 2)
+    assert list(fits.phys_offsets) == [SEGMENT + 3120, SEGMENT + 3120 + 484]
+    assert fits.phys_offsets[1] + fits.sizes[1] == 2 * SEGMENT - 8
+    got = read_queue(store, TOPIC, 0)
+    assert [r.physical_offset for r in got] == [0, *moved.phys_offsets, *fits.phys_offsets]
+    assert [bytes(r.body[:1]) for r in got[1:5]] == [b"A", b"B", b"C", b"D"]
+
+
+def test_message_too_large(open_store: OpenStore) -> None:
+    store = open_store(max_message_size=SEGMENT)
+    store.put(TOPIC, 0, sized(100))
+    with pytest.raises(MessageTooLarge) as info:
+        store.put(TOPIC, 0, sized(SEGMENT - 8 + 1))  # can never fit one segment
+    assert info.value.limit == SEGMENT - 8
+    assert info.value.size == SEGMENT - 7
+    with pytest.raises(MessageTooLarge):
+        store.put_batch(TOPIC, 0, [sized(2048), sized(2048)])
+    # A record of exactly segment - 8 bytes is fine (in a fresh segment).
+    ok = store.put(TOPIC, 0, sized(SEGMENT - 8))
+    assert ok.queue_offset == 1 and list(ok.phys_offsets) == [SEGMENT]
+    assert store.wait_dispatched()
+    assert store.max_offset(TOPIC, 0) == 2  # the refused puts took no offset
+
+
+def test_body_over_max_message_size(open_store: OpenStore) -> None:
+    store = open_store(max_message_size=1000)
+    with pytest.raises(MessageTooLarge) as info:
+        store.put(TOPIC, 0, msg(b"x" * 1001))
+    assert (info.value.size, info.value.limit) == (1001, 1000)
+    with pytest.raises(MessageTooLarge):
+        store.put_batch(TOPIC, 0, [msg(b"ok"), msg(b"x" * 1001)])
+    assert store.put(TOPIC, 0, msg(b"x" * 1000)).queue_offset == 0
+    assert store.commitlog.max_offset == OVERHEAD + 1000

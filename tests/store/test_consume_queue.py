@@ -1,0 +1,140 @@
+"""Consume queues: entries across files, idempotent writes, refused gaps, late starts."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from tidemq.errors import QueueGap
+from tidemq.formats.hashing import tags_code
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_UNIT, ConsumeQueue
+from tidemq.store.layout import StoreLayout
+
+from .conftest import OpenStore, msg, read_queue
+
+PER_FILE = 4
+FILE_SIZE = PER_FILE * CQ_UNIT
+
+
+def make_cq(tmp_path: Path) -> ConsumeQueue:
+    return ConsumeQueue(StoreLayout(tmp_path), "T", 0, FILE_SIZE)
+
+
+def entries(n: int, first_phys: int = 0, size: int = 100) -> tuple[list[int], list[int],
+                                                                   list[int]]:
+    phys = [first_phys + i * size for i in range(n)]
+    return phys, [size] * n, [tags_code(f"tag{i}") for i in range(n)]
+
+
+def as_tuples(cq: ConsumeQueue, start: int, count: int) -> list[tuple[int, int, int]]:
+    out = []
+    for off in range(start, start + count):
+        e = cq.entry(off)
+        assert e is not None, off
+        out.append(e)
+    return out
+
+
+def test_entries_across_file_boundaries(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    phys, sizes, tags = entries(10)
+    assert cq.append(0, phys, sizes, tags) == 10
+    assert cq.max_offset == 10 and cq.min_offset == 0
+    names = sorted(p.name for p in cq.dir.iterdir())
+    assert names == ["00000000000000000000", "00000000000000000080", "00000000000000000160"]
+    assert as_tuples(cq, 0, 10) == list(zip(phys, sizes, tags, strict=True))
+    # A bulk read stops at a file end; the next read continues in the next file.
+    assert len(cq.entries(2, 100)) == 2
+    assert len(cq.entries(4, 100)) == 4
+    assert len(cq.entries(10, 1)) == 0
+    # The on-disk entry is (phys 8, size 4, tags 8), tags sign-extended.
+    raw = (cq.dir / "00000000000000000080").read_bytes()
+    assert raw[20:40] == struct.pack(">qiq", phys[5], 100, tags[5])
+    neg = tags_code("polygenelubricants")
+    cq.append(10, [1000], [100], [neg])
+    assert cq.entry(10) == (1000, 100, neg)
+    cq.close()
+
+
+def test_reload_finds_the_end(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    cq.append(0, *entries(6))
+    cq.close()
+    again = make_cq(tmp_path)
+    again.load()
+    assert (again.min_offset, again.max_offset, again.max_phys_end) == (0, 6, 600)
+    assert again.append(6, [600], [50], [0]) == 7
+    again.close()
+
+
+def test_re_append_is_idempotent(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    phys, sizes, tags = entries(6)
+    cq.append(0, phys, sizes, tags)
+    before = [p.read_bytes() for p in sorted(cq.dir.iterdir())]
+    assert cq.append(0, phys, sizes, tags) == 6       # the same entries again
+    assert cq.append(2, phys[2:4], sizes[2:4], tags[2:4]) == 6  # a slice of them
+    assert [p.read_bytes() for p in sorted(cq.dir.iterdir())] == before
+    # An overlapping run only adds what is new.
+    more_phys, more_sizes, more_tags = entries(9)
+    assert cq.append(0, more_phys, more_sizes, more_tags) == 9
+    assert as_tuples(cq, 0, 9) == list(zip(more_phys, more_sizes, more_tags, strict=True))
+    cq.close()
+
+
+def test_gap_is_refused(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    cq.append(0, *entries(3))
+    with pytest.raises(QueueGap) as info:
+        cq.append(5, [1000], [10], [0])
+    assert (info.value.topic, info.value.queue_id) == ("T", 0)
+    assert (info.value.expected, info.value.got) == (3, 5)
+    assert cq.max_offset == 3  # nothing was written
+    assert cq.append(3, [1000], [10], [0]) == 4
+    cq.close()
+
+
+def test_queue_starting_late_fills_blank_units(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    assert cq.append(6, *entries(3, first_phys=5000)) == 9
+    assert (cq.min_offset, cq.max_offset) == (6, 9)
+    assert cq.entry(5) is None
+    # Slots 4 and 5 of the file holding offset 6 hold the blank unit.
+    raw = (cq.dir / "00000000000000000080").read_bytes()
+    assert raw[:20] == struct.pack(">qiq", 0, BLANK_UNIT_SIZE, 0)
+    assert raw[20:40] == struct.pack(">qiq", 0, BLANK_UNIT_SIZE, 0)
+    cq.close()
+    again = make_cq(tmp_path)
+    again.load()
+    assert (again.min_offset, again.max_offset) == (6, 9)
+    assert again.entry(6) == (5000, 100, tags_code("tag0"))
+    again.close()
+
+
+def test_truncate_phys(tmp_path: Path) -> None:
+    cq = make_cq(tmp_path)
+    cq.append(0, *entries(10))
+    cq.truncate_phys(550)  # entries starting at 600 and later go
+    assert cq.max_offset == 6 and cq.max_phys_end == 600
+    assert len(list(cq.dir.iterdir())) == 2
+    assert cq.append(6, [600], [7], [0]) == 7
+    cq.truncate_phys(0)
+    assert cq.max_offset == 0
+    cq.close()
+
+
+def test_store_queue_across_files(open_store: OpenStore) -> None:
+    store = open_store(mapped_file_size_consume_queue=5 * CQ_UNIT)
+    for i in range(12):
+        store.put("T", 0, msg(f"m{i}".encode()))
+    store.put_batch("T", 0, [msg(f"m{i}".encode()) for i in range(12, 23)])
+    assert store.wait_dispatched()
+    assert store.max_offset("T", 0) == 23
+    result = store.get("T", 0, 3, max_count=100)
+    assert result.message_count == 20 and result.next_begin_offset == 23
+    got = read_queue(store, "T", 0)
+    assert [bytes(r.body) for r in got] == [f"m{i}".encode() for i in range(23)]
+    files = sorted(p.name for p in store.layout.queue_dir("T", 0).iterdir())
+    assert files == [f"{n * 100:020d}" for n in range(5)]

@@ -1,0 +1,61 @@
+"""Dispatch hooks: they fire with the new max offset once the entries are readable."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tidemq.store.message_store import MessageStore
+from tidemq.types import GetStatus
+
+from .conftest import OpenStore, msg, small_config
+
+
+def test_hook_sees_readable_entries(open_store: OpenStore) -> None:
+    store = open_store()
+    seen: list[tuple[str, int, int, GetStatus, int]] = []
+    done = threading.Event()
+
+    def hook(topic: str, queue_id: int, new_max: int) -> None:
+        last = store.get(topic, queue_id, new_max - 1)
+        seen.append((topic, queue_id, new_max, last.status, store.max_offset(topic, queue_id)))
+        if (topic, queue_id, new_max) == ("T", 0, 4):
+            done.set()
+
+    store.add_dispatch_hook(hook)
+    store.put("T", 1, msg(b"other"))
+    store.put("T", 0, msg(b"a"))
+    store.put_batch("T", 0, [msg(b"b"), msg(b"c"), msg(b"d")])
+    assert done.wait(10)
+    assert all(status is GetStatus.FOUND for *_, status, _ in seen)
+    assert all(visible >= new_max for _, _, new_max, _, visible in seen)
+    assert ("T", 1, 1) in [s[:3] for s in seen]
+    maxima = [new_max for topic, q, new_max, *_ in seen if (topic, q) == ("T", 0)]
+    assert maxima == sorted(maxima) and maxima[-1] == 4
+
+
+def test_hook_registered_before_start_and_failing_hook(store_root: Path) -> None:
+    store = MessageStore(small_config(store_root))
+    calls: list[int] = []
+    done = threading.Event()
+
+    def broken(topic: str, queue_id: int, new_max: int) -> None:
+        raise RuntimeError("a broken hook must not stop dispatch")
+
+    def good(topic: str, queue_id: int, new_max: int) -> None:
+        calls.append(new_max)
+        if new_max == 2:
+            done.set()
+
+    store.add_dispatch_hook(broken)
+    store.add_dispatch_hook(good)
+    store.start()
+    try:
+        store.put("T", 0, msg(b"1"))
+        assert store.wait_dispatched()
+        store.put("T", 0, msg(b"2"))
+        assert done.wait(10)
+        assert calls == [1, 2]
+        assert store.status == "RUNNING"
+    finally:
+        store.shutdown()

@@ -1,0 +1,144 @@
+"""The read path: statuses and next offsets, filters, limits, coalesced runs."""
+
+from __future__ import annotations
+
+from tidemq.formats.hashing import tags_code
+from tidemq.store.message_store import MessageStore
+from tidemq.store.reader import GetResult
+from tidemq.types import GetStatus
+
+from .conftest import SEGMENT, OpenStore, msg, records
+
+
+def filled(open_store: OpenStore, n: int = 5, **config: object) -> MessageStore:
+    store = open_store(**config)
+    for i in range(n):
+        store.put("T", 0, msg(f"body-{i}".encode(), tags="A" if i % 2 == 0 else "B"))
+    assert store.wait_dispatched()
+    return store
+
+
+def test_found(open_store: OpenStore) -> None:
+    store = filled(open_store)
+    r = store.get("T", 0, 1, max_count=2)
+    assert (r.status, r.found, r.next_begin_offset, r.min_offset, r.max_offset) == (
+        GetStatus.FOUND, True, 3, 0, 5)
+    assert [bytes(x.body) for x in records(r)] == [b"body-1", b"body-2"]
+    assert r.message_count == 2 and r.total_bytes == sum(len(b) for b in r.buffers)
+
+
+def test_unknown_queue(open_store: OpenStore) -> None:
+    store = filled(open_store)
+    r = store.get("T", 7, 3)
+    assert (r.status, r.next_begin_offset, r.message_count) == (
+        GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0)
+    assert store.get("Nope", 0, 0).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+
+
+def test_empty_queue(open_store: OpenStore) -> None:
+    store = open_store()
+    store.queues.get_or_create("T", 0)  # a queue that exists but holds nothing
+    r = store.get("T", 0, 0)
+    assert (r.status, r.next_begin_offset, r.max_offset) == (GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0)
+    assert store.get("T", 0, 4).next_begin_offset == 0
+
+
+def test_offset_overflow(open_store: OpenStore) -> None:
+    store = filled(open_store)
+    one = store.get("T", 0, 5)
+    assert (one.status, one.next_begin_offset, one.buffers) == (
+        GetStatus.OFFSET_OVERFLOW_ONE, 5, [])
+    badly = store.get("T", 0, 9)
+    assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+
+
+def test_offset_too_small(open_store: OpenStore) -> None:
+    store = filled(open_store)
+    cq = store.queues.get("T", 0)
+    assert cq is not None
+    entry = cq.entry(2)
+    assert entry is not None
+    cq.correct_min_offset(entry[0])  # as retention does once the log start passed offset 2
+    r = store.get("T", 0, 1)
+    assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (
+        GetStatus.OFFSET_TOO_SMALL, 2, 2, 5)
+    assert store.get("T", 0, 2).found
+    # Past the max with a non-zero min: the consumer is sent to the max.
+    assert store.get("T", 0, 9).next_begin_offset == 5
+
+
+def test_tag_filter(open_store: OpenStore) -> None:
+    store = filled(open_store, n=6)
+    a = store.get("T", 0, 0, tag_codes=frozenset({tags_code("A")}))
+    assert a.status is GetStatus.FOUND
+    assert [bytes(x.body) for x in records(a)] == [b"body-0", b"body-2", b"body-4"]
+    assert len(a.buffers) == 3  # not adjacent: one view each
+    assert a.next_begin_offset == 6
+    none = store.get("T", 0, 0, tag_codes=frozenset({tags_code("C")}))
+    assert (none.status, none.next_begin_offset, none.buffers) == (
+        GetStatus.NO_MATCHED_MESSAGE, 6, [])
+    # A filtered pull that hits max_count stops right after the last match.
+    one = store.get("T", 0, 1, max_count=1, tag_codes=frozenset({tags_code("B")}))
+    assert [bytes(x.body) for x in records(one)] == [b"body-1"]
+    assert one.next_begin_offset == 2
+
+
+def test_selective_filter_makes_progress(open_store: OpenStore) -> None:
+    store = open_store(mapped_file_size_commit_log=256 * 1024,
+                       mapped_file_size_consume_queue=20 * 1000)
+    store.put_batch("T", 0, [msg(b"n", tags="B")] * 700 + [msg(b"hit", tags="A")])
+    assert store.wait_dispatched()
+    codes = frozenset({tags_code("A")})
+    offset, statuses = 0, []
+    for _ in range(10):
+        r = store.get("T", 0, offset, max_count=1, tag_codes=codes)
+        statuses.append(r.status)
+        assert r.next_begin_offset > offset
+        offset = r.next_begin_offset
+        if r.found:
+            assert [bytes(x.body) for x in records(r)] == [b"hit"]
+            break
+    assert statuses[-1] is GetStatus.FOUND
+    assert GetStatus.NO_MATCHED_MESSAGE in statuses  # the scan budget ran out at least once
+    assert offset == 701
+
+
+def test_max_count_and_max_bytes(open_store: OpenStore) -> None:
+    store = filled(open_store, n=10)
+    size = len(store.read_record(0) or b"")
+    r = store.get("T", 0, 0, max_count=3)
+    assert (r.message_count, r.next_begin_offset) == (3, 3)
+    r = store.get("T", 0, 0, max_bytes=int(size * 2.5))
+    assert (r.message_count, r.next_begin_offset, r.total_bytes) == (2, 2, 2 * size)
+    r = store.get("T", 0, 4, max_bytes=size * 3)
+    assert (r.message_count, r.next_begin_offset) == (3, 7)
+    r = store.get("T", 0, 4, max_bytes=1)  # the first message is always admitted
+    assert (r.message_count, r.next_begin_offset) == (1, 5)
+
+
+def test_runs_are_coalesced(open_store: OpenStore) -> None:
+    store = open_store()
+    for i in range(6):
+        store.put("T", 0, msg(b"q0-%d" % i))
+    for i in range(3):
+        store.put("T", 0, msg(b"i0-%d" % i))
+        store.put("T", 1, msg(b"i1-%d" % i))
+    assert store.wait_dispatched()
+    r = store.get("T", 0, 0, max_count=100)
+    assert r.message_count == 9
+    # Seven back-to-back records make one view; the interleaved ones are one view each.
+    per_view = [len(records(GetResult(GetStatus.FOUND, 0, 0, 0, [b]))) for b in r.buffers]
+    assert per_view == [7, 1, 1]
+    assert bytes(r.buffers[0]) == bytes(store.commitlog.read(0, r.buffers[0].nbytes) or b"")
+
+
+def test_run_breaks_at_segment_end(open_store: OpenStore) -> None:
+    store = open_store()
+    body = b"x" * 900
+    for _ in range(6):  # records of 992 bytes: four fit in a 4096-byte segment
+        store.put("T", 0, msg(body))
+    assert store.wait_dispatched()
+    r = store.get("T", 0, 0, max_count=10)
+    assert r.message_count == 6
+    assert [len(b) for b in r.buffers] == [4 * 992, 2 * 992]
+    assert records(r)[4].physical_offset == SEGMENT

@@ -1,0 +1,128 @@
+"""Write errors make the store read-only and never corrupt what was stored before."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tidemq.errors import StoreReadOnly
+from tidemq.store.flush import FlushStatus
+from tidemq.store.layout import StoreLayout
+from tidemq.store.message_store import MessageStore, PutStatus
+from tidemq.types import FlushDiskType
+
+from .conftest import SEGMENT, OpenStore, msg, read_queue
+
+SYNC = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
+
+
+def failing(err: int) -> Callable[..., None]:
+    def fail(*args: object) -> None:
+        raise OSError(err, os.strerror(err))
+    return fail
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll a condition that no event announces (a background thread's sticky error)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def bodies(store: MessageStore) -> list[bytes]:
+    return [bytes(r.body) for r in read_queue(store, "T", 0)]
+
+
+def test_fdatasync_eio_makes_the_store_read_only(open_store: OpenStore, store_root: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(**SYNC)
+    for i in range(3):
+        assert store.put("T", 0, msg(b"ok-%d" % i)).wait_durable(10) is PutStatus.PUT_OK
+    monkeypatch.setattr(os, "fdatasync", failing(errno.EIO))
+    lost = store.put("T", 0, msg(b"not durable"))
+    assert lost.durable is not None
+    assert lost.durable.result(10) is FlushStatus.WRITE_ERROR
+    assert lost.wait_durable(0) is not PutStatus.PUT_OK
+    assert store.status == "WRITE_ERROR"
+    with pytest.raises(StoreReadOnly) as info:
+        store.put("T", 0, msg(b"refused"))
+    assert info.value.status == "WRITE_ERROR"
+    assert "Input/output error" in info.value.cause
+    with pytest.raises(StoreReadOnly):
+        store.put_batch("T", 0, [msg(b"refused"), msg(b"too")])
+    # Earlier, flushed data stays readable; the unflushed put never became visible.
+    assert bodies(store) == [b"ok-0", b"ok-1", b"ok-2"]
+    store.shutdown()  # with the disk still failing: no exception, lock released
+    assert StoreLayout(store_root).abort_file.exists()  # not a clean shutdown
+    monkeypatch.undo()
+    reopened = open_store()
+    assert bodies(reopened)[:3] == [b"ok-0", b"ok-1", b"ok-2"]
+    assert reopened.status == "RUNNING"
+    reopened.put("T", 0, msg(b"again"))
+
+
+def test_async_flush_error_is_sticky(open_store: OpenStore,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(flush_interval_commit_log=5, flush_commit_log_least_pages=0)
+    store.put("T", 0, msg(b"before"))
+    assert wait_until(lambda: store.commitlog.flushed_offset == store.commitlog.max_offset)
+    monkeypatch.setattr(os, "fdatasync", failing(errno.EIO))
+    store.put("T", 0, msg(b"unflushed"))
+    assert wait_until(lambda: store.status == "WRITE_ERROR")
+    with pytest.raises(StoreReadOnly):
+        store.put("T", 0, msg(b"refused"))
+    assert bodies(store) == [b"before", b"unflushed"]  # ASYNC_FLUSH: written is visible
+    store.shutdown()
+
+
+def fill_segment_zero(store: MessageStore) -> list[bytes]:
+    sent = [b"%04d" % i + b"x" * 400 for i in range(8)]  # 8 x 496 bytes of one segment
+    for body in sent:
+        store.put("T", 0, msg(body))
+    assert store.commitlog.max_offset < SEGMENT
+    return sent
+
+
+def test_enospc_at_segment_creation(open_store: OpenStore, store_root: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store()
+    store.put("T", 0, msg(b"first"))
+    monkeypatch.setattr(os, "posix_fallocate", failing(errno.ENOSPC))
+    sent = [b"first", *fill_segment_zero(store)]
+    with pytest.raises(StoreReadOnly) as info:
+        store.put("T", 0, msg(b"y" * 600))  # needs a new segment
+    assert info.value.status == "DISK_FULL"
+    with pytest.raises(StoreReadOnly):
+        store.put_batch("T", 0, [msg(b"y" * 600)])
+    segments = sorted(p.name for p in StoreLayout(store_root).commitlog_dir.iterdir())
+    assert segments == ["00000000000000000000"]  # no half-created segment left behind
+    assert bodies(store) == sent
+    store.shutdown()
+    monkeypatch.undo()
+    reopened = open_store()
+    assert bodies(reopened) == sent
+    assert reopened.put("T", 0, msg(b"z")).phys_offsets[0] == SEGMENT
+    assert bodies(reopened) == [*sent, b"z"]
+
+
+def test_enospc_for_the_first_segment(open_store: OpenStore, store_root: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store()
+    monkeypatch.setattr(os, "posix_fallocate", failing(errno.ENOSPC))
+    with pytest.raises(StoreReadOnly) as info:
+        store.put("T", 0, msg(b"first"))
+    assert info.value.status == "DISK_FULL"
+    assert list(StoreLayout(store_root).commitlog_dir.iterdir()) == []
+    store.shutdown()
+    monkeypatch.undo()
+    reopened = open_store()
+    assert reopened.put("T", 0, msg(b"first")).queue_offset == 0
+    assert bodies(reopened) == [b"first"]

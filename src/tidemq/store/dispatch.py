@@ -199,10 +199,14 @@ class Dispatcher:
         """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch
         was stored (store timestamps are the append clock)."""
         behind = max(0, written_offset - self.dispatched_offset)
-        pending = self._pending
-        oldest = pending[0].store_timestamp if pending else 0
+        oldest = self._oldest_undispatched()
         ms = float(max(0, self._clock() - oldest)) if oldest else 0.0
         return behind, ms
+
+    def _oldest_undispatched(self) -> int:
+        """Store timestamp of the oldest record not yet visible (0 if none)."""
+        pending = self._pending
+        return pending[0].store_timestamp if pending else 0
 
     # ------------------------------------------------------------------ thread
 
@@ -253,6 +257,10 @@ class Dispatcher:
             self._cond.notify_all()
         self.last_store_timestamp = last.store_timestamp
         self.dispatched_entries += sum(len(b.phys) for b in batches)
+        self._fire(touched, batches)
+
+    def _fire(self, touched: dict[tuple[str, int], int], batches: list[DispatchBatch]) -> None:
+        """Run the hooks for every queue that moved, then check the lag."""
         for (topic, queue_id), max_offset in touched.items():
             for hook in self._hooks:
                 try:

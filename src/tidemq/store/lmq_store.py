@@ -125,6 +125,28 @@ class LmqStore:
             self.entries_written += len(entries)
         return touched
 
+    def write_prepared(self, wb: WriteBatch, last: dict[str, int], dispatched_end: int,
+                       entries: int) -> dict[str, int]:
+        """Apply a batch of entries built elsewhere (the concurrent dispatcher), adding the
+        queue metadata and the checkpoint; ``last`` maps each queue to its last offset in
+        the batch. Returns the new max offsets."""
+        touched: dict[str, int] = {}
+        with self._lock:
+            for name, offset in last.items():
+                nxt, lo = self._meta_of(name)
+                if offset + 1 > nxt:
+                    if nxt == 0 and offset > 0:
+                        lo = offset
+                    nxt = offset + 1
+                    self._meta[name] = (nxt, lo)
+                touched[name] = nxt
+                wb.put(b"M" + name.encode(), _META.pack(nxt, lo))
+            self.dispatched = max(self.dispatched, dispatched_end)
+            wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
+            self.db.write(wb)
+            self.entries_written += entries
+        return touched
+
     def flush(self) -> None:
         """Persist the memtable (the WAL is off): bounds re-dispatch after a crash."""
         self.db.flush()

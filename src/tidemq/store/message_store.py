@@ -35,6 +35,7 @@ from tidemq.formats.record import (
 from tidemq.store.append import MessageInput, encode_batch, patch_batch
 from tidemq.store.checkpoint import Checkpoint, StoreLock
 from tidemq.store.commitlog import CommitLog
+from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
 from tidemq.store.config import StoreConfig
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, DispatchHook
 from tidemq.store.flush import FlushService, FlushStatus
@@ -160,9 +161,11 @@ class MessageStore:
                             report.max_store_timestamp)
         self.layout.abort_file.touch()
         self.flusher = FlushService(self.commitlog, self.config, self._on_flushed)
-        self.dispatcher = Dispatcher(self.queues, self.index, self._confirm_offset,
-                                     self.commitlog.max_offset, self.config.dispatch_lag_warn_ms,
-                                     self.clock)
+        dispatcher_cls = (ConcurrentDispatcher
+                          if self.config.enable_build_consume_queue_concurrently else Dispatcher)
+        self.dispatcher = dispatcher_cls(self.queues, self.index, self._confirm_offset,
+                                         self.commitlog.max_offset,
+                                         self.config.dispatch_lag_warn_ms, self.clock)
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
         self._submit = self.dispatcher.submit

@@ -88,7 +88,38 @@ def _language_name(value: Any) -> str:
     return "OTHER"
 
 
+class _TypedJsonHeader(msgspec.Struct):
+    """The shape nearly every peer sends: decoded by msgspec in one C pass."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: str = "JAVA"
+    version: int = 0
+    remark: str | None = None
+    extFields: dict[str, str] | None = None  # noqa: N815 - the wire name
+
+
+_typed_decoder = msgspec.json.Decoder(_TypedJsonHeader)
+
+
 def _decode_json(data: bytes) -> RemotingCommand:
+    """Typed fast path first; anything unusual (numbers as ext values, ordinals for the
+    language, strings for ints) goes through the lenient generic path below."""
+    try:
+        h = _typed_decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return _decode_json_lenient(data)
+    if not (_INT32_MIN <= h.code <= _INT32_MAX and _INT32_MIN <= h.opaque <= _INT32_MAX
+            and _INT32_MIN <= h.flag <= _INT32_MAX and _INT32_MIN <= h.version <= _INT32_MAX):
+        return _decode_json_lenient(data)
+    return RemotingCommand(
+        code=h.code, opaque=h.opaque, flag=h.flag, language=h.language, version=h.version,
+        remark=h.remark, ext_fields=h.extFields or {}, serialize_type=SerializeType.JSON,
+    )
+
+
+def _decode_json_lenient(data: bytes) -> RemotingCommand:
     try:
         obj = _json_decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:

@@ -73,8 +73,9 @@ class ConcurrentDispatcher(Dispatcher):
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
                  lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None,
-                 *, workers: int = 2, ring_size: int = 16) -> None:
-        super().__init__(queues, index, confirm_offset, start_offset, lag_warn_ms, clock)
+                 linger_ms: float = 0.0, *, workers: int = 2, ring_size: int = 16) -> None:
+        super().__init__(queues, index, confirm_offset, start_offset, lag_warn_ms, clock,
+                         linger_ms)
         self.workers = max(1, workers)
         self.ring_size = ring_size
         self._work: queue.Queue[tuple[int, list[DispatchBatch]] | None] = queue.Queue()
@@ -194,6 +195,9 @@ class ConcurrentDispatcher(Dispatcher):
         wb: WriteBatch | None = None
         last = prepared.lmq_last
         prefixes = self._lmq_prefixes
+        lmq = self.queues.lmq
+        assert lmq is not None
+        floor_of = lmq.floor
         count = 0
         for b in prepared.batches:
             if not b.lmq:
@@ -205,7 +209,10 @@ class ConcurrentDispatcher(Dispatcher):
                     wb = WriteBatch(raw_mode=True)
                 value = _ENTRY.pack(b.phys[i], b.sizes[i], b.tags[i], b.store_timestamp)
                 names, offsets = target
+                phys = b.phys[i]
                 for name, offset in zip(names, offsets, strict=True):
+                    if phys < floor_of(name):
+                        continue  # a deleted generation of this queue (tombstone)
                     prefix = prefixes.get(name)
                     if prefix is None:
                         if len(prefixes) > 1_000_000:

@@ -62,6 +62,8 @@ class StoreConfig:
     # TideMQ additions
     preallocate_segments: bool = True
     dispatch_lag_warn_ms: int = 1000
+    #: Wait this long before dispatching a small round, so rounds batch up (0 = never).
+    dispatch_linger_ms: float = 1.0
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_commit_log < 4096:

@@ -25,6 +25,9 @@ from tidemq.store.queues import ConsumeQueueSet
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
 
+#: Rounds this small wait ``linger`` before being taken.
+LINGER_BELOW = 64
+
 log = logging.getLogger(__name__)
 
 #: ``hook(topic, queue_id, new_max_offset)`` called after entries became visible.
@@ -117,7 +120,8 @@ class Dispatcher:
 
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
-                 lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None) -> None:
+                 lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None,
+                 linger_ms: float = 0.0) -> None:
         self.queues = queues
         self.index = index
         self._confirm = confirm_offset
@@ -135,6 +139,7 @@ class Dispatcher:
         self._busy = False
         self._paused = False
         self._idle = False
+        self.linger = linger_ms / 1000
         self._wakeup = threading.Event()
         self.dispatched_entries = 0
 
@@ -218,6 +223,11 @@ class Dispatcher:
         pending = self._pending
         while True:
             if self._ready():
+                if self.linger and len(pending) < LINGER_BELOW and not self._stop:
+                    # A round of one batch costs nearly as much as a round of hundreds
+                    # (per-queue numpy writes, a GIL hand-off per wake-up): let puts
+                    # accumulate briefly. Bounded by ``linger`` seconds of extra latency.
+                    time.sleep(self.linger)
                 self._busy = True
                 confirm = self._confirm()
                 out = []

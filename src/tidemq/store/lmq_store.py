@@ -2,20 +2,35 @@
 
 A message that names LMQs in ``INNER_MULTI_DISPATCH`` is written once to the commit log;
 dispatch adds one entry per named LMQ here (queue id 0). One database holds everything,
-so a million queues cost keys, not file sets. Derived data: the commit log is the
-write-ahead log, so RocksDB's own WAL is off and every write batch carries the
-dispatched-up-to checkpoint; after a crash the store re-dispatches from it.
+so a million queues cost keys, not file sets.
 
 Keys and values (big-endian), in one keyspace separated by a one-byte tag:
 
-=====================================  =========================================
-key                                    value
-=====================================  =========================================
-``b"E" name 0x00 offset(8)``           phys(8) size(4) tags(8) store_ts(8)
-``b"M" name``                          next offset(8) min offset(8)
-``b"O" group 0x00 name``               committed consumer offset(8)
-``b"C"``                               commit-log offset dispatched up to(8)
-=====================================  =========================================
+=====================================  ==========================================  =======
+key                                    value                                       kind
+=====================================  ==========================================  =======
+``b"E" name 0x00 offset(8)``           phys(8) size(4) tags(8) store_ts(8)         derived
+``b"M" name``                          next offset(8) min offset(8) [floor(8)]     derived
+``b"C"``                               commit-log offset dispatched up to(8)       derived
+``b"O" name 0x00 group``               committed consumer offset(8)                truth
+``b"D" name``                          floor(8): tombstone of a deleted LMQ        truth
+=====================================  ==========================================  =======
+
+*Derived* keys are rebuilt from the commit log: RocksDB's WAL is off for them and every
+dispatch write batch carries the dispatched-up-to checkpoint ``C``; after a crash the
+store re-dispatches from it. Memtables flush in order, so what survives a crash is always
+a prefix of the write batches, consistent with its ``C``.
+
+*Truth* keys cannot be rebuilt, so they (and the deletion of a queue) are written with
+the WAL on: consumer offsets, and tombstones. Deleting an LMQ drops its entries and
+offsets and records a *floor* -- the commit-log end at the moment of deletion -- in ``M``
+(the optional third field) and in ``D``. Dispatch ignores entries of that LMQ whose
+record lies below the floor, so neither records appended before the deletion but
+dispatched after it, nor a crash-recovery re-dispatch from a checkpoint older than the
+deletion, resurrect the old queue. A re-created LMQ starts again at offset 0. Once the
+commit log's minimum passes a floor no such record exists any more and retention
+(:meth:`LmqStore.expire_below`) drops the tombstone; ``D`` keys are the index that finds
+them without walking every queue.
 
 LMQ names never contain NUL (the broker validates them), so ``name 0x00`` cannot be a
 prefix of another queue's keys.
@@ -40,8 +55,12 @@ log = logging.getLogger(__name__)
 LMQ_PREFIX = "%LMQ%"
 _ENTRY = struct.Struct(">qiqq")
 _META = struct.Struct(">qq")
+_META_FLOOR = struct.Struct(">qqq")
 _Q = struct.Struct(">q")
 _CHECKPOINT_KEY = b"C"
+
+#: (next offset, min offset, floor); floor 0 means "never deleted".
+Meta = tuple[int, int, int]
 
 
 class LmqEntry(NamedTuple):
@@ -57,6 +76,22 @@ def _entry_key(name: bytes, offset: int) -> bytes:
     return b"E" + name + b"\x00" + _Q.pack(offset)
 
 
+def _offset_key(name: str, group: str) -> bytes:
+    return b"O" + name.encode() + b"\x00" + group.encode()
+
+
+def _pack_meta(nxt: int, lo: int, floor: int) -> bytes:
+    return _META_FLOOR.pack(nxt, lo, floor) if floor else _META.pack(nxt, lo)
+
+
+def _unpack_meta(raw: bytes) -> Meta:
+    if len(raw) == _META_FLOOR.size:
+        nxt, lo, floor = _META_FLOOR.unpack(raw)
+        return nxt, lo, floor
+    nxt, lo = _META.unpack(raw)
+    return nxt, lo, 0
+
+
 class LmqStore:
     """The RocksDB-backed consume queues of every LMQ on this broker."""
 
@@ -69,21 +104,26 @@ class LmqStore:
         wo = WriteOptions()
         wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at runtime
         self.db.set_write_options(wo)
-        self._meta: dict[str, tuple[int, int]] = {}  # name -> (next offset, min offset)
+        self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
+        self._meta: dict[str, Meta] = {}
         self._lock = threading.Lock()
         raw = cast(bytes | None, self.db.get(_CHECKPOINT_KEY))
         self.dispatched: int = _Q.unpack(raw)[0] if raw is not None else 0
         self.entries_written = 0
         self._flushed_entries = 0
         self._stats: tuple[float, int, int] | None = None
+        #: Resumable retention sweep: the last queue name visited, and the commit-log
+        #: minimum the last complete sweep was done for.
+        self._sweep_after: bytes | None = None
+        self._swept_min = 0
 
     # ------------------------------------------------------------------ metadata
 
-    def _meta_of(self, name: str) -> tuple[int, int]:
+    def _meta_of(self, name: str) -> Meta:
         meta = self._meta.get(name)
         if meta is None:
             raw = cast(bytes | None, self.db.get(b"M" + name.encode()))
-            meta = _META.unpack(raw) if raw is not None else (0, 0)
+            meta = _unpack_meta(raw) if raw is not None else (0, 0, 0)
             self._meta[name] = meta
         return meta
 
@@ -92,6 +132,10 @@ class LmqStore:
 
     def min_offset(self, name: str) -> int:
         return self._meta_of(name)[1]
+
+    def floor(self, name: str) -> int:
+        """The tombstone floor of ``name``: entries of records below it are ignored."""
+        return self._meta_of(name)[2]
 
     def exists(self, name: str) -> bool:
         return self._meta_of(name)[0] > 0
@@ -102,23 +146,27 @@ class LmqStore:
         """Write ``entries`` and the checkpoint in one batch; returns new max offsets.
 
         Idempotent: an entry at or below a queue's known max is rewritten with the same
-        value (re-dispatch after a crash), never moving the max backwards.
+        value (re-dispatch after a crash), never moving the max backwards. Entries of a
+        deleted queue whose record lies below its tombstone floor are dropped.
         """
         wb = WriteBatch(raw_mode=True)
         touched: dict[str, int] = {}
+        meta = self._meta
         with self._lock:
             for e in entries:
+                nxt, lo, floor = meta.get(e.name) or self._meta_of(e.name)
+                if e.phys < floor:
+                    continue  # the record belongs to a deleted generation of this queue
                 wb.put(_entry_key(e.name.encode(), e.offset),
                        _ENTRY.pack(e.phys, e.size, e.tags, e.store_ts))
-                nxt, lo = self._meta_of(e.name)
                 if e.offset + 1 > nxt:
                     if nxt == 0 and e.offset > 0:
                         lo = e.offset  # a queue whose start aged out before a rebuild
                     nxt = e.offset + 1
-                    self._meta[e.name] = (nxt, lo)
+                    meta[e.name] = (nxt, lo, floor)
                 touched[e.name] = nxt
-            for name, nxt in touched.items():
-                wb.put(b"M" + name.encode(), _META.pack(nxt, self._meta[name][1]))
+            for name in touched:
+                wb.put(b"M" + name.encode(), _pack_meta(*meta[name]))
             self.dispatched = max(self.dispatched, dispatched_end)
             wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
             self.db.write(wb)
@@ -127,20 +175,22 @@ class LmqStore:
 
     def write_prepared(self, wb: WriteBatch, last: dict[str, int], dispatched_end: int,
                        entries: int) -> dict[str, int]:
-        """Apply a batch of entries built elsewhere (the concurrent dispatcher), adding the
-        queue metadata and the checkpoint; ``last`` maps each queue to its last offset in
-        the batch. Returns the new max offsets."""
+        """Apply entries batched elsewhere (the concurrent dispatcher, which already
+        skipped records below each queue's tombstone floor); ``last`` maps each queue to
+        its last offset in ``wb``. Adds queue metadata and the checkpoint, returns the new
+        max offsets."""
         touched: dict[str, int] = {}
+        meta = self._meta
         with self._lock:
             for name, offset in last.items():
-                nxt, lo = self._meta_of(name)
+                nxt, lo, floor = meta.get(name) or self._meta_of(name)
                 if offset + 1 > nxt:
                     if nxt == 0 and offset > 0:
                         lo = offset
                     nxt = offset + 1
-                    self._meta[name] = (nxt, lo)
+                    meta[name] = (nxt, lo, floor)
                 touched[name] = nxt
-                wb.put(b"M" + name.encode(), _META.pack(nxt, lo))
+                wb.put(b"M" + name.encode(), _pack_meta(*meta[name]))
             self.dispatched = max(self.dispatched, dispatched_end)
             wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
             self.db.write(wb)
@@ -162,11 +212,42 @@ class LmqStore:
         if self.entries_written != self._flushed_entries:
             self.flush()
 
+    def truncate_phys(self, end: int) -> int:
+        """Drop entries pointing at or beyond ``end``, the end of the valid commit log.
+
+        Only a power loss under ASYNC_FLUSH can leave such entries (the LMQ store reached
+        disk, the commit-log pages did not); then every entry is walked once. Returns the
+        number dropped.
+        """
+        if self.dispatched <= end:
+            return 0
+        wb = WriteBatch(raw_mode=True)
+        first_gone: dict[str, int] = {}
+        dropped = 0
+        for k, v in self._items(b"E"):
+            if _ENTRY.unpack(v)[0] >= end:
+                wb.delete(k)
+                dropped += 1
+                name, offset = _split_entry_key(k)
+                first_gone[name] = min(first_gone.get(name, offset), offset)
+        with self._lock:
+            for name, nxt in first_gone.items():
+                _old, lo, floor = self._meta_of(name)
+                self._meta[name] = (nxt, min(lo, nxt), floor)
+                wb.put(b"M" + name.encode(), _pack_meta(nxt, min(lo, nxt), floor))
+            self.dispatched = end
+            wb.put(_CHECKPOINT_KEY, _Q.pack(end))
+            self.db.write(wb)
+        if dropped:
+            log.warning("dropped %d LMQ entries of %d queues pointing past the commit-log end "
+                        "%d", dropped, len(first_gone), end)
+        return dropped
+
     # ------------------------------------------------------------------ reading
 
     def entries(self, name: str, offset: int, count: int) -> list[tuple[int, int, int]]:
         """Up to ``count`` ``(phys, size, tags)`` from ``offset`` (a multi-get)."""
-        nxt, lo = self._meta_of(name)
+        nxt, lo, _floor = self._meta_of(name)
         start = max(offset, lo)
         end = min(nxt, start + count)
         if start >= end:
@@ -200,11 +281,18 @@ class LmqStore:
     # ------------------------------------------------------------------ consumer offsets
 
     def commit_offset(self, group: str, name: str, offset: int) -> None:
-        self.db.put(b"O" + group.encode() + b"\x00" + name.encode(), _Q.pack(offset))
+        """Store ``group``'s consumed offset of ``name`` (WAL on: it survives a crash)."""
+        self.db.put(_offset_key(name, group), _Q.pack(offset), write_opt=self._wal)
 
     def committed_offset(self, group: str, name: str) -> int | None:
-        raw = cast(bytes | None, self.db.get(b"O" + group.encode() + b"\x00" + name.encode()))
+        raw = cast(bytes | None, self.db.get(_offset_key(name, group)))
         return int(_Q.unpack(raw)[0]) if raw is not None else None
+
+    def offsets_of(self, name: str) -> dict[str, int]:
+        """Every group's committed offset of ``name``."""
+        prefix = b"O" + name.encode() + b"\x00"
+        return {k[len(prefix):].decode(): int(_Q.unpack(v)[0])
+                for k, v in self._items(prefix)}
 
     # ------------------------------------------------------------------ admin and retention
 
@@ -216,38 +304,54 @@ class LmqStore:
                 return
             yield key
 
-    def _items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        for k, v in self.db.items(from_key=prefix):
+    def _items(self, prefix: bytes, start: bytes | None = None
+               ) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self.db.items(from_key=start or prefix):
             key = cast(bytes, k)
             if not key.startswith(prefix):
                 return
             yield key, cast(bytes, v)
 
-    def delete_queue(self, name: str) -> bool:
-        """Drop an LMQ with its entries and every group's offset for it."""
+    def delete_queue(self, name: str, floor: int) -> bool:
+        """Drop an LMQ with its entries and every group's offset for it; returns whether
+        it had entries.
+
+        ``floor`` is the commit-log end at the time of deletion: the caller holds the
+        append lock, so every record of the old queue lies below it and every later one
+        at or above it. The deletion and its tombstone are written with the WAL on.
+        """
         key = name.encode()
         existed = self.exists(name)
+        wb = WriteBatch(raw_mode=True)
         with self._lock:
-            self.db.delete_range(b"E" + key + b"\x00", b"E" + key + b"\x01")
-            self.db.delete(b"M" + key)
-            self._meta.pop(name, None)
-            suffix = b"\x00" + key
-            stale = [k for k in self._keys(b"O") if k.endswith(suffix)]
-            for k in stale:
-                self.db.delete(k)
+            floor = max(floor, self._meta_of(name)[2])
+            wb.delete_range(b"E" + key + b"\x00", b"E" + key + b"\x01")
+            wb.delete_range(b"O" + key + b"\x00", b"O" + key + b"\x01")
+            wb.put(b"M" + key, _pack_meta(0, 0, floor))
+            wb.put(b"D" + key, _Q.pack(floor))
+            self._meta[name] = (0, 0, floor)
+            self.db.write(wb, write_opt=self._wal)
+        self._stats = None
         return existed
 
     def queue_names(self) -> Iterable[str]:
-        for k in self._keys(b"M"):
-            yield k[1:].decode()
+        """Names of the LMQs that hold or held entries (deleted ones excluded)."""
+        for k, v in self._items(b"M"):
+            if _unpack_meta(v)[0] > 0:
+                yield k[1:].decode()
+
+    def tombstones(self) -> dict[str, int]:
+        """Deleted LMQs whose floor retention has not dropped yet: name -> floor."""
+        return {k[1:].decode(): int(_Q.unpack(v)[0]) for k, v in self._items(b"D")}
 
     def stats(self) -> tuple[int, int]:
-        """(number of LMQs, total entries ever dispatched into them still readable)."""
+        """(number of LMQs, total entries dispatched into them still readable)."""
         queues = entries = 0
         for _k, raw in self._items(b"M"):
-            nxt, lo = _META.unpack(raw)
-            queues += 1
-            entries += nxt - lo
+            nxt, lo, _floor = _unpack_meta(raw)
+            if nxt > 0:
+                queues += 1
+                entries += nxt - lo
         return queues, entries
 
     def cached_stats(self, max_age: float = 30.0) -> tuple[int, int]:
@@ -258,38 +362,101 @@ class LmqStore:
             self._stats = (now, *self.stats())
         return self._stats[1], self._stats[2]
 
-    def expire_below(self, commitlog_min: int, budget: int = 100_000) -> int:
-        """Drop entries pointing below the commit-log minimum; raise queue minimums.
+    def expiry_due(self, commitlog_min: int) -> bool:
+        """Whether :meth:`expire_below` has work: the minimum moved past the last complete
+        sweep, or a sweep is half done."""
+        return commitlog_min > self._swept_min or self._sweep_after is not None
 
-        Walks entries in key order and stops after ``budget`` keys, so a retention pass
-        over millions of queues is spread over several housekeeping rounds.
+    def expire_below(self, commitlog_min: int, budget: int = 100_000) -> int:
+        """Drop entries pointing below the commit-log minimum and raise queue minimums;
+        drop tombstones the minimum passed. Returns the entries dropped.
+
+        Walks the queues' ``M`` keys from where the previous call stopped and stops after
+        about ``budget`` keys, so a sweep over millions of queues is spread over several
+        housekeeping rounds. Per queue, entries are in record order, so only the first
+        live entry is looked for: a queue with nothing expired costs one lookup.
         """
+        self._drop_tombstones(commitlog_min)
         removed = 0
+        start = b"M" + self._sweep_after + b"\x00" if self._sweep_after is not None else None
         wb = WriteBatch(raw_mode=True)
-        new_min: dict[str, int] = {}
-        for seen, (k, v) in enumerate(self._items(b"E")):
+        raised: dict[str, int] = {}
+        seen = 0
+        last: bytes | None = None
+        for k, raw in self._items(b"M", start):
             if seen >= budget:
                 break
-            phys = _ENTRY.unpack(v)[0]
-            if phys < commitlog_min:
-                wb.delete(k)
-                removed += 1
-                sep = k.rindex(b"\x00", 0, len(k) - 8)
-                name = k[1:sep].decode()
-                offset = _Q.unpack(k[-8:])[0]
-                new_min[name] = max(new_min.get(name, 0), offset + 1)
+            last = k[1:]
+            seen += 1
+            nxt, lo, _floor = _unpack_meta(raw)
+            if lo >= nxt:
+                continue
+            first_alive, dropped = self._expired_prefix(last, lo, nxt, commitlog_min, wb)
+            seen += dropped
+            removed += dropped
+            if first_alive > lo:
+                raised[last.decode()] = first_alive
+        else:
+            last = None  # the walk reached the end: this sweep is complete
         with self._lock:
-            for name, first_alive in new_min.items():
-                nxt, old_lo = self._meta_of(name)
+            for name, first_alive in raised.items():
+                nxt, old_lo, floor = self._meta_of(name)
                 lo = max(old_lo, min(first_alive, nxt))
-                self._meta[name] = (nxt, lo)
-                wb.put(b"M" + name.encode(), _META.pack(nxt, lo))
-            if removed:
+                self._meta[name] = (nxt, lo, floor)
+                wb.put(b"M" + name.encode(), _pack_meta(nxt, lo, floor))
+            if not wb.is_empty():
                 self.db.write(wb)
+        self._sweep_after = last
+        if last is None:
+            self._swept_min = commitlog_min
+        if raised:
+            self._stats = None
         return removed
+
+    def _expired_prefix(self, name: bytes, lo: int, nxt: int, commitlog_min: int,
+                        wb: WriteBatch) -> tuple[int, int]:
+        """The first offset of ``name`` whose record is still in the commit log, and how
+        many entries before it were queued for deletion in ``wb``."""
+        raw = cast(bytes | None, self.db.get(_entry_key(name, lo)))
+        if raw is not None and _ENTRY.unpack(raw)[0] >= commitlog_min:
+            return lo, 0
+        prefix = b"E" + name + b"\x00"
+        dropped = 0
+        for k, v in self._items(prefix, _entry_key(name, lo)):
+            offset = _Q.unpack(k[-8:])[0]
+            if _ENTRY.unpack(v)[0] >= commitlog_min:
+                return offset, dropped
+            wb.delete(k)
+            dropped += 1
+        return nxt, dropped
+
+    def _drop_tombstones(self, commitlog_min: int) -> int:
+        """Forget the floors the commit log's minimum passed (no old record is left);
+        returns how many."""
+        gone = [k for k, v in self._items(b"D") if _Q.unpack(v)[0] <= commitlog_min]
+        if not gone:
+            return 0
+        wb = WriteBatch(raw_mode=True)
+        with self._lock:
+            for k in gone:
+                name = k[1:].decode()
+                nxt, lo, _old = self._meta_of(name)
+                self._meta[name] = (nxt, lo, 0)
+                if nxt > 0:
+                    wb.put(b"M" + k[1:], _pack_meta(nxt, lo, 0))
+                else:
+                    wb.delete(b"M" + k[1:])
+                wb.delete(k)
+            self.db.write(wb, write_opt=self._wal)
+        return len(gone)
 
     def close(self) -> None:
         try:
             self.db.flush()
         finally:
             self.db.close()
+
+
+def _split_entry_key(key: bytes) -> tuple[str, int]:
+    """``(name, offset)`` of an ``E`` key."""
+    return key[1:-9].decode(), int(_Q.unpack(key[-8:])[0])

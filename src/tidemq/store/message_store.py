@@ -165,7 +165,8 @@ class MessageStore:
                           if self.config.enable_build_consume_queue_concurrently else Dispatcher)
         self.dispatcher = dispatcher_cls(self.queues, self.index, self._confirm_offset,
                                          self.commitlog.max_offset,
-                                         self.config.dispatch_lag_warn_ms, self.clock)
+                                         self.config.dispatch_lag_warn_ms, self.clock,
+                                         self.config.dispatch_linger_ms)
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
         self._submit = self.dispatcher.submit
@@ -431,12 +432,19 @@ class MessageStore:
         return PutResult(PutStatus.PUT_OK, qo, (phys,), (size,), ts, durable)
 
     def delete_lmq(self, name: str) -> bool:
-        """Drop an LMQ with its entries and every group's committed offset for it."""
-        if self.queues.lmq is None:
+        """Drop an LMQ with its entries and every group's committed offset for it.
+
+        Under the append lock, so the tombstone floor (the commit-log end now) separates
+        the old queue's records from the new one's exactly: entries of older records are
+        never dispatched again, not even by a recovery that re-dispatches from before
+        the deletion. A re-created LMQ starts at offset 0.
+        """
+        lmq = self.queues.lmq
+        if lmq is None:
             return False
         with self.commitlog.lock:
             self._lmq_next.pop(name, None)
-        return self.queues.lmq.delete_queue(name)
+            return lmq.delete_queue(name, self.commitlog.max_offset)
 
     def set_batch_topic(self, topic: str, batch: bool = True) -> None:
         """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""

@@ -4,13 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint unit bench clean-venv
+.PHONY: run test lint unit bench clean-venv java
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,spark]'
 	@touch $(STAMP)
 
 ## run: start the standalone server (name server + broker) on ./data in the foreground
@@ -23,8 +23,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## java: Spark (the tidemq data source and its tests) needs a Java 17 runtime
+java:
+	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required for the Spark tests."; \
+	  echo "  Debian: apt-get install -y openjdk-17-jre-headless"; exit 1; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "error: Spark 4 needs Java 17 or 21;" \
+	  "found: $$(java -version 2>&1 | head -1)"; exit 1; }
+
 ## unit: the pytest suite only (exit code 5, no tests collected, fails)
-unit: $(STAMP)
+unit: $(STAMP) java
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 ## test: lint, then the whole test suite

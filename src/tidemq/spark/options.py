@@ -1,0 +1,214 @@
+"""Options of the ``tidemq`` Spark data source, checked at planning time.
+
+Names mirror Spark's Kafka source where they make sense. Unknown options and
+contradictory combinations raise :class:`SourceOptionError` with the option's name, before
+any task runs. Pure: no pyspark import, so it is unit-tested without a JVM.
+
+=====================  ==================================================================
+option                 meaning
+=====================  ==================================================================
+namesrv                name server address(es), ``host:port[;host:port]`` (required)
+topic / topics         one topic, or a comma-separated list
+topicPattern           a regular expression over the name server's topic list
+lmq                    comma-separated light message queues (read side; needs ``broker``)
+broker                 ``host:port`` of the broker holding the LMQs
+startingOffsets        ``earliest`` (default for batch), ``latest`` (default for streams),
+                       or JSON ``{"topic": {"broker:queue": offset}}``
+endingOffsets          batch only: ``latest`` (default) or JSON like startingOffsets
+startingTimestamp      ms since the epoch: start each queue at the first message stored
+                       at or after it (overrides startingOffsets)
+endingTimestamp        batch only: end each queue before the first message stored at or
+                       after it
+maxOffsetsPerTrigger   streaming admission control: at most this many rows per batch
+minPartitions          split queue ranges so that at least this many tasks read
+failOnDataLoss         ``true`` (default): fail when offsets fell below a queue's minimum;
+                       ``false``: skip ahead to the minimum and log a warning
+tags                   tag expression (``a || b``); rows with other tags are dropped
+group                  consumer group used for reads and lag reporting (``spark-<topic>``)
+pullBatchSize          messages per pull request (default 1000)
+=====================  ==================================================================
+
+Sink options: ``namesrv``, ``topic`` (default when the row has no ``topic`` column),
+``producerGroup``, ``exactlyOnce`` (default ``true``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+
+from tidemq.errors import TideMQError
+
+__all__ = ["SinkOptions", "SourceOptionError", "SourceOptions", "parse_sink_options",
+           "parse_source_options"]
+
+READ_KEYS = {
+    "namesrv", "topic", "topics", "topicpattern", "lmq", "broker", "startingoffsets",
+    "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
+    "minpartitions", "failondataloss", "tags", "group", "pullbatchsize", "path",
+}
+WRITE_KEYS = {"namesrv", "topic", "producergroup", "exactlyonce", "path"}
+
+
+class SourceOptionError(TideMQError, ValueError):
+    """A bad option of the tidemq data source; ``option`` names it."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"tidemq option {option!r}: {message}")
+        self.option = option
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceOptions:
+    namesrv: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None
+    lmqs: tuple[str, ...] = ()
+    broker: str | None = None
+    starting: str | dict[str, dict[str, int]] = "earliest"
+    ending: str | dict[str, dict[str, int]] = "latest"
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    tags: str = "*"
+    group: str = "spark-reader"
+    pull_batch_size: int = 1000
+
+    @property
+    def is_lmq(self) -> bool:
+        return bool(self.lmqs)
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkOptions:
+    namesrv: str
+    topic: str | None
+    producer_group: str
+    exactly_once: bool
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in options.items()}
+
+
+def _bool(name: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise SourceOptionError(name, f"expected true or false, got {value!r}")
+
+
+def _int(name: str, value: str, *, minimum: int = 0) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise SourceOptionError(name, f"expected an integer, got {value!r}") from None
+    if n < minimum:
+        raise SourceOptionError(name, f"must be >= {minimum}, got {n}")
+    return n
+
+
+def _offsets(name: str, value: str, allowed: tuple[str, ...]
+             ) -> str | dict[str, dict[str, int]]:
+    text = value.strip()
+    if text.lower() in allowed:
+        return text.lower()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise SourceOptionError(name, f"expected {' or '.join(allowed)} or JSON like "
+                                '{"topic": {"broker-a:0": 42}}') from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise SourceOptionError(name, 'JSON must map topic -> {"broker:queue": offset}')
+    out: dict[str, dict[str, int]] = {}
+    for topic, queues in data.items():
+        out[str(topic)] = {}
+        for q, off in queues.items():
+            if not isinstance(off, int) or isinstance(off, bool):
+                raise SourceOptionError(name, f"offset of {topic}/{q} must be an integer")
+            if off < -2:
+                raise SourceOptionError(name, f"offset of {topic}/{q} is {off}; use -2 for "
+                                        "earliest, -1 for latest or a position >= 0")
+            out[str(topic)][str(q)] = off
+    return out
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    opts = _lower(options)
+    unknown = sorted(set(opts) - READ_KEYS)
+    if unknown:
+        raise SourceOptionError(unknown[0], f"unknown option; known: {sorted(READ_KEYS)}")
+    namesrv = opts.get("namesrv", "").strip()
+    if not namesrv:
+        raise SourceOptionError("namesrv", "required: the name server address host:port")
+    chosen = [k for k in ("topic", "topics", "topicpattern", "lmq") if opts.get(k)]
+    if len(chosen) != 1:
+        raise SourceOptionError("topic", "give exactly one of topic, topics, topicPattern, "
+                                f"lmq (got {chosen or 'none'})")
+    topics: tuple[str, ...] = ()
+    pattern = None
+    lmqs: tuple[str, ...] = ()
+    if "topic" in chosen:
+        topics = (opts["topic"].strip(),)
+    elif "topics" in chosen:
+        topics = tuple(t.strip() for t in opts["topics"].split(",") if t.strip())
+    elif "topicpattern" in chosen:
+        pattern = opts["topicpattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise SourceOptionError("topicPattern", f"not a regular expression: {exc}") from None
+    else:
+        lmqs = tuple(q.strip() for q in opts["lmq"].split(",") if q.strip())
+        if not all(q.startswith("%LMQ%") for q in lmqs):
+            raise SourceOptionError("lmq", "LMQ names start with %LMQ%")
+        if not opts.get("broker"):
+            raise SourceOptionError("broker", "reading LMQs needs the broker address")
+    if streaming and "endingoffsets" in opts:
+        raise SourceOptionError("endingOffsets", "is for batch reads only")
+    if streaming and "endingtimestamp" in opts:
+        raise SourceOptionError("endingTimestamp", "is for batch reads only")
+    if not streaming and "maxoffsetspertrigger" in opts:
+        raise SourceOptionError("maxOffsetsPerTrigger", "is for streaming reads only")
+    if "startingtimestamp" in opts and "startingoffsets" in opts:
+        raise SourceOptionError("startingTimestamp", "contradicts startingOffsets; give one")
+    starting = _offsets("startingOffsets", opts.get(
+        "startingoffsets", "latest" if streaming else "earliest"), ("earliest", "latest"))
+    ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"), ("latest",))
+    if not streaming and starting == "latest":
+        raise SourceOptionError("startingOffsets", "latest makes no sense for a batch read")
+    mopt = opts.get("maxoffsetspertrigger")
+    mpart = opts.get("minpartitions")
+    name = (topics[0] if topics else (lmqs[0] if lmqs else "pattern")).replace("%", "")
+    return SourceOptions(
+        namesrv=namesrv, topics=topics, topic_pattern=pattern, lmqs=lmqs,
+        broker=opts.get("broker"), starting=starting, ending=ending,
+        starting_timestamp=(_int("startingTimestamp", opts["startingtimestamp"])
+                            if "startingtimestamp" in opts else None),
+        ending_timestamp=(_int("endingTimestamp", opts["endingtimestamp"])
+                          if "endingtimestamp" in opts else None),
+        max_offsets_per_trigger=(_int("maxOffsetsPerTrigger", mopt, minimum=1)
+                                 if mopt else None),
+        min_partitions=_int("minPartitions", mpart, minimum=1) if mpart else None,
+        fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        tags=opts.get("tags", "*") or "*",
+        group=opts.get("group") or f"spark-{name}"[:120],
+        pull_batch_size=_int("pullBatchSize", opts.get("pullbatchsize", "1000"), minimum=1),
+    )
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    opts = _lower(options)
+    unknown = sorted(set(opts) - WRITE_KEYS)
+    if unknown:
+        raise SourceOptionError(unknown[0], f"unknown sink option; known: {sorted(WRITE_KEYS)}")
+    namesrv = opts.get("namesrv", "").strip()
+    if not namesrv:
+        raise SourceOptionError("namesrv", "required: the name server address host:port")
+    return SinkOptions(namesrv=namesrv, topic=opts.get("topic") or None,
+                       producer_group=opts.get("producergroup") or "spark-sink",
+                       exactly_once=_bool("exactlyOnce", opts.get("exactlyonce", "true")))

@@ -26,7 +26,6 @@ def produce(server: Server, topic: str, n: int, *, start: int = 0, tags: str = "
 
 def wait_visible(server: Server, topic: str, total: int) -> None:
     from tidemq.client.blocking import BlockingPullConsumer
-
     from tidemq.errors import TideMQError
 
     with BlockingPullConsumer("probe", server.namesrv) as c:
@@ -103,7 +102,8 @@ def test_streaming_available_now_then_restart_resumes_exactly(
 
 
 def test_sink_round_trip(spark: Any, server: Server) -> None:
-    df = spark.createDataFrame([(f"s{i}", f"key{i}") for i in range(25)], "body string, keys string")
+    df = spark.createDataFrame([(f"s{i}", f"key{i}") for i in range(25)],
+                               "body string, keys string")
     df.write.format("tidemq").option("namesrv", server.namesrv) \
         .option("topic", "SparkSink").mode("append").save()
     wait_visible(server, "SparkSink", 25)

@@ -19,6 +19,10 @@ __all__ = [
 ]
 
 
+#: The placeholder broker name under which logical queues (RIP-21) are addressed.
+LOGICAL_BROKER = "__logical__"
+
+
 class MessageQueue(NamedTuple):
     """One queue of a topic on one broker (or under a logical-queue placeholder broker)."""
 
@@ -145,3 +149,11 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    #: Messages the result covers: a batch holds offsets ``queue_offset`` up to
+    #: ``queue_offset + message_count - 1`` (see :attr:`queue_offsets`).
+    message_count: int = 1
+
+    @property
+    def queue_offsets(self) -> range:
+        """The queue offsets of the messages this result covers."""
+        return range(self.queue_offset, self.queue_offset + self.message_count)

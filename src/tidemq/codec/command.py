@@ -113,6 +113,11 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     BROKER_HEARTBEAT = 904
     # TideMQ extensions (docs/protocol.md)
+    UPDATE_LOGICAL_QUEUE_MAPPING = 20100
+    QUERY_LOGICAL_QUEUE_MAPPING = 20101
+    SEAL_LOGICAL_QUEUE = 20102
+    DELETE_LOGICAL_QUEUE_MAPPING = 20103
+    BATCH_REQUEST = 20000  # the batch protocol, tidemq.codec.batch_protocol
     DELETE_LMQ = 20200
 
 

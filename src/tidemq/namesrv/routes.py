@@ -61,6 +61,7 @@ from tidemq.namesrv.liveness import (
     Transition,
     monotonic_ms,
 )
+from tidemq.types import LOGICAL_BROKER
 
 __all__ = [
     "MASTER_ID",
@@ -141,6 +142,8 @@ class RouteInfoManager:
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self._liveness = LivenessTable(clock, default_timeout_ms)
         self._topic_queues: dict[str, dict[str, QueueData]] = {}
+        #: logical-queue topics (RIP-21): topic -> {broker name: (queues, writable queues)}
+        self._logical: dict[str, dict[str, tuple[int, int]]] = {}
         self._brokers: dict[str, BrokerData] = {}
         self._clusters: dict[str, set[str]] = {}
         self._live: dict[str, BrokerLiveInfo] = {}
@@ -275,6 +278,9 @@ class RouteInfoManager:
         queues = self._topic_queues.get(topic)
         if not queues:
             return None
+        logical = self._logical_route(topic, queues)
+        if logical is not None:
+            return logical
         names = sorted(queues)
         broker_datas = [self._copy_brokers(self._brokers[n]) for n in names if n in self._brokers]
         if not broker_datas:
@@ -285,6 +291,25 @@ class RouteInfoManager:
             queue_datas=[msgspec.structs.replace(queues[n]) for n in names],
             broker_datas=broker_datas,
             filter_server_table=filters,
+        )
+
+    def _logical_route(self, topic: str, queues: Mapping[str, QueueData]
+                       ) -> TopicRouteData | None:
+        """A logical-queue topic's route: N queues under the placeholder broker, served by
+        one gateway broker (the first live one by name) that translates and forwards."""
+        totals = {n: t for n, t in self._logical.get(topic, {}).items()
+                  if n in queues and n in self._brokers and 0 in self._brokers[n].broker_addrs}
+        if not totals:
+            return None
+        gateway = self._brokers[min(totals)]
+        total = max(t for t, _w in totals.values())
+        writable = min(w for _t, w in totals.values())
+        return TopicRouteData(
+            queue_datas=[QueueData(broker_name=LOGICAL_BROKER, read_queue_nums=total,
+                                   write_queue_nums=writable, perm=6)],
+            broker_datas=[BrokerData(cluster=gateway.cluster, broker_name=LOGICAL_BROKER,
+                                     broker_addrs={0: gateway.broker_addrs[0]})],
+            filter_server_table={},
         )
 
     def order_topic_conf(self, topic: str) -> str | None:
@@ -360,6 +385,13 @@ class RouteInfoManager:
             queues = self._topic_queues.setdefault(tc.topic_name, {})
             if not rebuild and name in queues:
                 continue
+            total = tc.attributes.get("logical.queues")
+            if total is not None and total.isdigit():
+                writable = tc.attributes.get("logical.writable", total)
+                self._logical.setdefault(tc.topic_name, {})[name] = (
+                    int(total), int(writable) if writable.isdigit() else int(total))
+            else:
+                self._logical.get(tc.topic_name, {}).pop(name, None)
             perm = tc.perm & ~_PERM_WRITE if wipe_write else tc.perm
             qd = QueueData(broker_name=name, read_queue_nums=tc.read_queue_nums,
                            write_queue_nums=tc.write_queue_nums, perm=perm,

@@ -1,0 +1,497 @@
+"""Server-side translation of logical queues (RIP-21 phase 2) and their admin codes.
+
+Clients -- TideMQ's and plain RocketMQ remoting clients alike -- address ``(topic,
+logical queue id)`` under the placeholder broker ``__logical__``; the name server points
+that placeholder at one broker of the mapping (the gateway). Whichever broker receives a
+request for a mapped topic translates it:
+
+* **send**: to the LQ's NORMAL segment; appended here if this broker holds it, else
+  forwarded to the segment's broker with ``lo=false`` (already physical). The answer's
+  queue offset is made logical. With no NORMAL segment (a migration between seal and
+  commit) the answer is SYSTEM_BUSY "moved" -- retriable, so producers retry.
+* **pull**: the readable segment holding the logical offset; records come back with
+  QUEUEID and QUEUEOFFSET rewritten to the logical queue and offset (a copy -- the only
+  place where pull bodies are not zero-copy). A sealed segment's end moves the reader to
+  the next segment; long polling happens on the open one.
+* **offsets**: consumer offsets are stored in logical terms here and replicated oneway to
+  the mapping's other brokers; min/max/time search are answered from the segments.
+
+A request carrying ``lo=false`` is physical and goes to the ordinary processors -- except
+that a send to a physical queue of a sealed or pending segment is refused ("moved"), the
+fence that keeps exactly one writable segment per LQ.
+
+Admin codes (docs/protocol.md): 20100 UPDATE_LOGICAL_QUEUE_MAPPING (body = mapping JSON),
+20101 QUERY_LOGICAL_QUEUE_MAPPING, 20102 SEAL_LOGICAL_QUEUE, 20103
+DELETE_LOGICAL_QUEUE_MAPPING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import random
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
+from tidemq.codec.bodies import TopicConfig
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.net import Connection
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["LogicalProcessor"]
+
+log = logging.getLogger(__name__)
+
+Processor = Callable[[Any, RemotingCommand], "RemotingCommand | Awaitable[Any] | None"]
+_QID = struct.Struct(">i")
+_QOFF = struct.Struct(">q")
+_SIZE = struct.Struct(">i")
+
+SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+              RequestCode.SEND_BATCH_MESSAGE)
+PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
+OFFSET_CODES = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+                RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
+                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME)
+
+
+def _topic_key(code: int) -> tuple[str, str]:
+    """(topic key, queue-id key) in the ext map of ``code``."""
+    if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        return "b", "e"
+    return "topic", "queueId"
+
+
+def rewrite_records(body: bytes, queue_id: int, seg: Segment, end_physical: int) -> bytes:
+    """Stored records with QUEUEID = the LQ and QUEUEOFFSET made logical; records at or
+    past ``end_physical`` (a sealed segment's end, -1 = open) are dropped."""
+    out = bytearray(body)
+    pos = keep = 0
+    while pos + 28 <= len(out):
+        (size,) = _SIZE.unpack_from(out, pos)
+        if size <= 0 or pos + size > len(out):
+            break
+        (phys_off,) = _QOFF.unpack_from(out, pos + 20)
+        if 0 <= end_physical <= phys_off:
+            break
+        _QID.pack_into(out, pos + 12, queue_id)
+        _QOFF.pack_into(out, pos + 20, seg.to_logical(phys_off))
+        pos += size
+        keep = pos
+    return bytes(out[:keep])
+
+
+class _Capture:
+    """A stand-in connection: collects the answer a processor sends later (long polls,
+    SYNC_FLUSH sends) and hands it, translated, to the real connection."""
+
+    def __init__(self, conn: Connection, translate: Callable[[RemotingCommand],
+                                                              RemotingCommand]) -> None:
+        self._conn = conn
+        self._translate = translate
+        self.remote_address = conn.remote_address
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn.is_open
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        return self._conn.send_response(self._translate(cmd))
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        await self._conn.oneway(cmd)
+
+
+class LogicalProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.lqs = app.logical
+        self._orig: dict[int, Processor] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ install
+
+    def register(self, server: Any) -> None:
+        """Wrap the ordinary processors of the codes logical topics use; add admin codes."""
+        for code in (*SEND_CODES, *PULL_CODES, *OFFSET_CODES):
+            orig = server.processor(code)
+            if orig is not None:
+                self._orig[int(code)] = orig
+                server.register(code, self._wrap(int(code)))
+        server.register(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, self.update_mapping)
+        server.register(RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, self.query_mapping)
+        server.register(RequestCode.SEAL_LOGICAL_QUEUE, self.seal)
+        server.register(RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, self.delete_mapping)
+
+    def _wrap(self, code: int) -> Callable[[Connection, RemotingCommand], Any]:
+        orig = self._orig[code]
+        tkey, _ = _topic_key(code)
+
+        def process(conn: Connection, cmd: RemotingCommand) -> Any:
+            mapping = self.lqs.get(cmd.ext_fields.get(tkey, ""))
+            if mapping is None:
+                return orig(conn, cmd)
+            if cmd.ext_fields.get("lo") == "false":
+                if code in SEND_CODES:
+                    self._fence(mapping, cmd)
+                return orig(conn, cmd)
+            return self._logical(code, mapping, conn, cmd)
+
+        return process
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def me(self) -> str:
+        return self.app.config.broker_name
+
+    def _fence(self, mapping: TopicMapping, cmd: RemotingCommand) -> None:
+        _, qkey = _topic_key(cmd.code)
+        qid = int(cmd.ext_fields.get(qkey, "-1"))
+        for lq in mapping.queues:
+            leader = mapping.leader(lq)
+            if leader is not None and leader.broker == self.me and leader.queue_id == qid:
+                return
+        raise error_for_code(ResponseCode.SYSTEM_BUSY,
+                             f"moved: {mapping.topic} queue {qid} on {self.me} is not an open "
+                             f"logical-queue segment (epoch {mapping.epoch}); refresh and retry")
+
+    def _physical(self, cmd: RemotingCommand, seg: Segment, **ext: str) -> RemotingCommand:
+        _, qkey = _topic_key(cmd.code)
+        fields = dict(cmd.ext_fields)
+        fields[qkey] = str(seg.queue_id)
+        fields["lo"] = "false"
+        fields.update(ext)
+        fields.pop("bname", None)
+        out = RemotingCommand(code=cmd.code, opaque=cmd.opaque, flag=cmd.flag,
+                              language=cmd.language, version=cmd.version,
+                              ext_fields=fields, body=cmd.body,
+                              serialize_type=cmd.serialize_type)
+        return out
+
+    def _address(self, broker: str) -> str:
+        addr = self.app.broker_addresses.get(broker)
+        if addr is None:
+            raise error_for_code(ResponseCode.SYSTEM_BUSY,
+                                 f"broker {broker} of the logical queue is not reachable yet")
+        return str(addr)
+
+    def _run(self, conn: Connection, cmd: RemotingCommand,
+             coro: Awaitable[RemotingCommand]) -> None:
+        async def go() -> None:
+            try:
+                resp = await coro
+            except TideMQError as exc:
+                code = getattr(exc, "code", ResponseCode.SYSTEM_ERROR)
+                if not isinstance(code, int) or code < 0:
+                    code = ResponseCode.SYSTEM_BUSY
+                resp = cmd.response(code, str(exc))
+            if not cmd.is_oneway:
+                conn.send_response(resp)
+
+        task = asyncio.get_running_loop().create_task(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _execute(self, conn: Connection, cmd: RemotingCommand, seg: Segment,
+                 translate: Callable[[RemotingCommand], RemotingCommand], **ext: str) -> Any:
+        """Run the physical request on the segment's broker, answer translated."""
+        physical = self._physical(cmd, seg, **ext)
+        if seg.broker == self.me:
+            resp = self._orig[cmd.code](_Capture(conn, translate), physical)
+            if resp is None or not isinstance(resp, RemotingCommand):
+                return resp
+            return translate(resp)
+
+        async def forward() -> RemotingCommand:
+            timeout = 3.0
+            if cmd.code in PULL_CODES:
+                timeout += int(physical.ext_fields.get("suspendTimeoutMillis", "0")) / 1000
+            resp = await self.app.client.request(self._address(seg.broker), physical, timeout)
+            resp.opaque = cmd.opaque
+            resp.serialize_type = cmd.serialize_type
+            return translate(resp)
+
+        self._run(conn, cmd, forward())
+        return None
+
+    # ------------------------------------------------------------------ logical paths
+
+    def _logical(self, code: int, mapping: TopicMapping, conn: Connection,
+                 cmd: RemotingCommand) -> Any:
+        _, qkey = _topic_key(code)
+        try:
+            lq = int(cmd.ext_fields.get(qkey, "-1"))
+        except ValueError:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad {qkey}") from None
+        if code in SEND_CODES and lq < 0:
+            lq = random.choice(sorted(mapping.queues))
+        if lq not in mapping.queues:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"{mapping.topic} has logical queues 0..{mapping.total - 1}, "
+                                 f"not {lq}")
+        if code in SEND_CODES:
+            return self._send(mapping, lq, conn, cmd)
+        if code in PULL_CODES:
+            return self._pull(mapping, lq, conn, cmd)
+        return self._offsets(mapping, lq, conn, cmd)
+
+    def _send(self, mapping: TopicMapping, lq: int, conn: Connection,
+              cmd: RemotingCommand) -> Any:
+        seg = mapping.leader(lq)
+        if seg is None:
+            raise error_for_code(ResponseCode.SYSTEM_BUSY,
+                                 f"moved: logical queue {mapping.topic}/{lq} is migrating; "
+                                 "retry in a moment")
+
+        def translate(resp: RemotingCommand) -> RemotingCommand:
+            if resp.code == 0 and "queueOffset" in resp.ext_fields:
+                resp.ext_fields["queueOffset"] = str(
+                    seg.to_logical(int(resp.ext_fields["queueOffset"])))
+                resp.ext_fields["queueId"] = str(lq)
+            return resp
+
+        return self._execute(conn, cmd, seg, translate)
+
+    def _pull(self, mapping: TopicMapping, lq: int, conn: Connection,
+              cmd: RemotingCommand) -> Any:
+        logical = int(cmd.ext_fields.get("queueOffset", "0"))
+        seg = mapping.segment_for(lq, logical)
+        if seg is None:
+            return cmd.response(ResponseCode.PULL_NOT_FOUND, "no readable segment yet", {
+                "nextBeginOffset": str(logical), "minOffset": "0", "maxOffset": "0",
+                "suggestWhichBrokerId": "0"})
+        first = mapping.segment_for(lq, 0) or seg
+        if logical < seg.logical_start:
+            return cmd.response(ResponseCode.PULL_OFFSET_MOVED, "below the oldest segment", {
+                "nextBeginOffset": str(seg.logical_start), "minOffset": str(
+                    first.logical_start), "maxOffset": str(seg.logical_start),
+                "suggestWhichBrokerId": "0"})
+        while seg.state is SegmentState.READONLY and logical >= seg.logical_end:
+            nxt = mapping.next_segment(lq, seg)
+            if nxt is None or nxt.state is SegmentState.PENDING:
+                return cmd.response(ResponseCode.PULL_NOT_FOUND, "segment sealed; next pending",
+                                    {"nextBeginOffset": str(logical),
+                                     "minOffset": str(first.logical_start),
+                                     "maxOffset": str(logical), "suggestWhichBrokerId": "0"})
+            seg = nxt
+        sealed_end = seg.physical_end if seg.state is SegmentState.READONLY else -1
+        extra = {"queueOffset": str(seg.to_physical(logical))}
+        if sealed_end >= 0:
+            extra["suspendTimeoutMillis"] = "0"
+            extra["maxMsgNums"] = str(max(1, min(int(cmd.ext_fields.get("maxMsgNums", "32")),
+                                                 sealed_end - seg.to_physical(logical))))
+
+        def translate(resp: RemotingCommand) -> RemotingCommand:
+            ext = resp.ext_fields
+            for key in ("nextBeginOffset", "maxOffset"):
+                if key in ext:
+                    ext[key] = str(seg.to_logical(int(ext[key])))
+            if "minOffset" in ext:
+                ext["minOffset"] = str(first.logical_start)
+            if resp.code == ResponseCode.SUCCESS:
+                body = resp.full_body()
+                resp.body = rewrite_records(body, lq, seg, sealed_end)
+                resp.body_parts = None
+                if sealed_end >= 0 and int(ext.get("nextBeginOffset", "0")) > seg.logical_end:
+                    ext["nextBeginOffset"] = str(seg.logical_end)
+            elif resp.code == ResponseCode.PULL_NOT_FOUND and sealed_end >= 0:
+                ext["nextBeginOffset"] = str(seg.logical_end)
+            return resp
+
+        return self._execute(conn, cmd, seg, translate, **extra)
+
+    def _offsets(self, mapping: TopicMapping, lq: int, conn: Connection,
+                 cmd: RemotingCommand) -> Any:
+        code = cmd.code
+        app = self.app
+        if code in (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET):
+            group = cmd.ext_fields.get("consumerGroup", "")
+            if code == RequestCode.UPDATE_CONSUMER_OFFSET:
+                offset = int(cmd.ext_fields.get("commitOffset", "-1"))
+                if offset < 0:
+                    raise error_for_code(ResponseCode.INVALID_PARAMETER, "negative commitOffset")
+                app.offsets.commit(group, mapping.topic, lq, offset)
+                if cmd.ext_fields.get("replicated") != "true":
+                    self._replicate(mapping, cmd)
+                return cmd.response()
+            stored = app.offsets.query(group, mapping.topic, lq)
+            if stored is None:
+                return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no committed offset")
+            return cmd.response(ext_fields={"offset": str(stored)})
+        if code == RequestCode.GET_MAX_OFFSET:
+            seg = mapping.leader(lq) or mapping.segment_for(lq, 1 << 62)
+            if seg is None:
+                return cmd.response(ext_fields={"offset": "0"})
+            if seg.state is SegmentState.READONLY:
+                return cmd.response(ext_fields={"offset": str(seg.logical_end)})
+            top = seg
+            return self._execute(conn, cmd, top, lambda r: self._offset_to_logical(r, top))
+        if code in (RequestCode.GET_MIN_OFFSET, RequestCode.GET_EARLIEST_MSG_STORETIME):
+            seg = mapping.segment_for(lq, 0)
+            if seg is None:
+                return cmd.response(ext_fields={"offset": "0"} if code == RequestCode.
+                                    GET_MIN_OFFSET else {"timestamp": "0"})
+            first = seg
+            if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
+                return self._execute(conn, cmd, first, lambda r: r)
+            return self._execute(conn, cmd, first, lambda r: self._offset_to_logical(r, first))
+        # SEARCH_OFFSET_BY_TIMESTAMP: the first segment (oldest first) whose answer lies
+        # inside it; a simple walk, as segments per LQ are few.
+        segs = [s for s in mapping.queues.get(lq, ())
+                if s.state in (SegmentState.NORMAL, SegmentState.READONLY)]
+        if not segs:
+            return cmd.response(ext_fields={"offset": "0"})
+        last = segs[-1]
+        return self._execute(conn, cmd, last, lambda r: self._offset_to_logical(r, last))
+
+    @staticmethod
+    def _offset_to_logical(resp: RemotingCommand, seg: Segment) -> RemotingCommand:
+        if resp.code == 0 and "offset" in resp.ext_fields:
+            resp.ext_fields["offset"] = str(max(seg.logical_start, seg.to_logical(
+                int(resp.ext_fields["offset"]))))
+        return resp
+
+    def _replicate(self, mapping: TopicMapping, cmd: RemotingCommand) -> None:
+        others = sorted(b for b in mapping.brokers() if b != self.me)
+        for broker in others:
+            addr = self.app.broker_addresses.get(broker)
+            if addr is None:
+                continue
+            fields = dict(cmd.ext_fields, replicated="true")
+            copy = RemotingCommand.request(cmd.code, fields, oneway=True)
+
+            async def send(a: str = addr, c: RemotingCommand = copy) -> None:
+                try:
+                    await self.app.client.oneway(a, c)
+                except TideMQError as exc:
+                    log.info("replicating a logical offset to %s failed: %s", a, exc)
+
+            task = asyncio.get_running_loop().create_task(send())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ admin codes
+
+    def update_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            mapping = TopicMapping.from_json(json.loads(cmd.full_body()))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad mapping: {exc}") from None
+        try:
+            changed = self.lqs.update(mapping, force=cmd.ext_fields.get("force") == "true")
+        except ValueError as exc:
+            raise error_for_code(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
+        addrs = cmd.ext_fields.get("brokerAddrs")
+        if addrs:
+            self.app.broker_addresses.update(json.loads(addrs))
+        if changed:
+            self.app.logical_changed(mapping)
+        return cmd.response()
+
+    def query_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = cmd.ext_fields.get("topic", "")
+        mapping = self.lqs.get(topic)
+        if mapping is None:
+            raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
+                                 f"{topic} has no logical-queue mapping on {self.me}")
+        return cmd.response(body=json.dumps(mapping.to_json()).encode())
+
+    def seal(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Seal the NORMAL segment of ``lq`` held here at its exact end. Runs on the event
+        loop like every append, so no send can slip in between reading the end and the
+        fence going up."""
+        topic = cmd.ext_fields.get("topic", "")
+        lq = int(cmd.ext_fields.get("lq", "-1"))
+        mapping = self.lqs.get(topic)
+        if mapping is None or lq not in mapping.queues:
+            raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"no logical queue {topic}/{lq}")
+        segs = mapping.queues[lq]
+        idx = next((i for i in range(len(segs) - 1, -1, -1)
+                    if segs[i].state is SegmentState.NORMAL), None)
+        if idx is None:  # already sealed: idempotent for a resumed migration
+            return cmd.response(body=json.dumps(mapping.to_json()).encode())
+        seg = segs[idx]
+        if seg.broker != self.me:
+            raise error_for_code(ResponseCode.ILLEGAL_OPERATION,
+                                 f"{topic}/{lq} is open on {seg.broker}, not {self.me}")
+        with self.app.store.commitlog.lock:
+            end = self.app.store.next_queue_offset(topic, seg.queue_id)
+        sealed = dataclasses.replace(seg, physical_end=max(end, seg.physical_start),
+                                     state=SegmentState.READONLY)
+        new = mapping.replace(lq, (*segs[:idx], sealed, *segs[idx + 1:]), mapping.epoch + 1)
+        self.lqs.update(new)
+        self.app.logical_changed(new)
+        return cmd.response(body=json.dumps(new.to_json()).encode())
+
+    def expire_segments(self) -> list[TopicMapping]:
+        """Sealed segments hosted here whose data retention removed become EXPIRED (RIP-21
+        scenario b); the new mapping is pushed to the other brokers. Returns the changes."""
+        changed = []
+        store = self.app.store
+        for mapping in list(self.lqs.mappings.values()):
+            new = mapping
+            for lq, segs in mapping.queues.items():
+                updated = tuple(
+                    dataclasses.replace(s, state=SegmentState.EXPIRED)
+                    if s.broker == self.me and s.state is SegmentState.READONLY
+                    and store.min_offset(mapping.topic, s.queue_id) >= s.physical_end
+                    and (s.physical_end == s.physical_start
+                         or store.max_offset(mapping.topic, s.queue_id) >= s.physical_end)
+                    else s for s in segs)
+                if updated != segs:
+                    new = new.replace(lq, updated, new.epoch + 1)
+            if new is not mapping:
+                self.lqs.update(new)
+                self.app.logical_changed(new)
+                self._push_others(new)
+                changed.append(new)
+        return changed
+
+    def _push_others(self, mapping: TopicMapping) -> None:
+        body = json.dumps(mapping.to_json()).encode()
+        for broker in sorted(mapping.brokers() - {self.me}):
+            addr = self.app.broker_addresses.get(broker)
+            if addr is None:
+                continue
+            cmd = RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {}, body)
+
+            async def send(a: str = addr, c: RemotingCommand = cmd) -> None:
+                try:
+                    await self.app.client.request(a, c, 3.0)
+                except TideMQError as exc:
+                    log.info("pushing the logical mapping to %s failed: %s", a, exc)
+
+            task = asyncio.get_running_loop().create_task(send())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def delete_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = cmd.ext_fields.get("topic", "")
+        if self.lqs.delete(topic):
+            self.app.logical_changed(None, topic)
+        return cmd.response()
+
+
+def logical_topic_config(mapping: TopicMapping, broker: str) -> TopicConfig:
+    """The topic config a broker registers for a mapped topic: its physical queues, and
+    the attributes the name server turns into the ``__logical__`` route."""
+    pqs = mapping.physical_queues(broker)
+    n = max(pqs) + 1 if pqs else 0
+    writable = max((lq + 1 for lq in mapping.queues
+                    if mapping.leader(lq) is not None or mapping.pending(lq) is not None),
+                   default=0)
+    return TopicConfig(topic_name=mapping.topic, read_queue_nums=n, write_queue_nums=n, perm=6,
+                       attributes={"logical.queues": str(mapping.total),
+                                   "logical.writable": str(writable),
+                                   "logical.epoch": str(mapping.epoch)})
+
+
+_ = LOGICAL_BROKER

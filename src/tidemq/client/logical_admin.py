@@ -1,0 +1,182 @@
+"""Logical-queue administration (RIP-21): create, query, migrate, resize, delete.
+
+Every broker of the cluster holds the whole mapping of a logical topic; these operations
+read it from all of them, decide the next mapping synchronously (plain functions below),
+then push it to all of them. A migration is a resumable state machine::
+
+    planned   -- the target segment added as PENDING (epoch + 1)
+    sealed    -- the old NORMAL segment sealed at its exact end by its broker (epoch + 1)
+    committed -- the target made NORMAL, its logical start = the old segment's end
+
+Each step is recognised from the mapping itself, so re-running ``migrate`` after a crash
+of the admin process or of a broker between steps continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import TYPE_CHECKING
+
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import TideMQError
+from tidemq.formats.logical_mapping import Segment, SegmentState, TopicMapping
+
+if TYPE_CHECKING:
+    from tidemq.client.admin import AdminClient
+
+__all__ = ["LogicalQueueAdmin", "plan_create", "plan_migration", "plan_resize"]
+
+
+def _epoch(old: int = 0) -> int:
+    return max(old + 1, int(time.time() * 1000))
+
+
+def plan_create(topic: str, total: int, brokers: list[str]) -> TopicMapping:
+    """LQ i on broker i mod k, physical queues numbered per broker from 0."""
+    if total < 1 or not brokers:
+        raise ValueError("a logical topic needs at least one queue and one broker")
+    counters = dict.fromkeys(brokers, 0)
+    queues: dict[int, tuple[Segment, ...]] = {}
+    for lq in range(total):
+        broker = brokers[lq % len(brokers)]
+        queues[lq] = (Segment(broker, counters[broker], 0),)
+        counters[broker] += 1
+    return TopicMapping(topic, _epoch(), queues)
+
+
+def _next_physical(mapping: TopicMapping, broker: str) -> int:
+    used = mapping.physical_queues(broker)
+    return max(used) + 1 if used else 0
+
+
+def plan_migration(mapping: TopicMapping, lq: int, target: str) -> TopicMapping | None:
+    """The mapping after the *planned* step, or ``None`` when nothing is to plan (already
+    on ``target``, or a target segment is already pending)."""
+    segs = mapping.queues[lq]
+    leader = mapping.leader(lq)
+    if mapping.pending(lq) is not None or (leader is not None and leader.broker == target):
+        return None
+    expired = [s for s in segs if s.broker == target and s.state is SegmentState.EXPIRED]
+    if expired:  # RIP-21 scenario (c): reuse the expired physical queue of the target
+        queue_id = expired[-1].queue_id
+        physical_start = max(s.physical_end for s in segs
+                             if s.broker == target and s.queue_id == queue_id)
+    else:  # scenario (d) and the rest: a new physical queue, never a readable one
+        queue_id, physical_start = _next_physical(mapping, target), 0
+    new = Segment(target, queue_id, -1, physical_start, -1, SegmentState.PENDING)
+    return mapping.replace(lq, (*segs, new), _epoch(mapping.epoch))
+
+
+def plan_commit(mapping: TopicMapping, lq: int) -> TopicMapping:
+    """After the seal: the pending segment becomes NORMAL, contiguous with the old one."""
+    segs = mapping.queues[lq]
+    pending = mapping.pending(lq)
+    if pending is None:
+        return mapping
+    sealed = [s for s in segs if s.state is SegmentState.READONLY and s.logical_end >= 0]
+    start = max((s.logical_end for s in sealed), default=0)
+    committed = dataclasses.replace(pending, logical_start=start, state=SegmentState.NORMAL)
+    return mapping.replace(lq, tuple(committed if s == pending else s for s in segs),
+                           _epoch(mapping.epoch))
+
+
+def plan_resize(mapping: TopicMapping, total: int, brokers: list[str]) -> TopicMapping:
+    """More queues: new LQs spread round robin on new physical queues. Fewer is done by
+    sealing the tail LQs (:meth:`LogicalQueueAdmin.resize`), which stay readable."""
+    if total <= mapping.total:
+        return mapping
+    queues = dict(mapping.queues)
+    work = TopicMapping(mapping.topic, mapping.epoch, queues)
+    for lq in range(mapping.total, total):
+        broker = brokers[lq % len(brokers)]
+        queues[lq] = (Segment(broker, _next_physical(work, broker), 0),)
+        work = TopicMapping(mapping.topic, mapping.epoch, queues)
+    return TopicMapping(mapping.topic, _epoch(mapping.epoch), queues)
+
+
+class LogicalQueueAdmin:
+    def __init__(self, admin: AdminClient, cluster: str | None = None) -> None:
+        self.admin = admin
+        self.cluster = cluster
+
+    async def _brokers(self) -> dict[str, str]:
+        return await self.admin.masters(self.cluster)
+
+    async def _push(self, mapping: TopicMapping, brokers: dict[str, str]) -> None:
+        body = json.dumps(mapping.to_json()).encode()
+        ext = {"brokerAddrs": json.dumps(brokers, sort_keys=True)}
+        for addr in brokers.values():
+            await self.admin._broker(addr, RemotingCommand.request(
+                RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
+
+    async def query(self, topic: str) -> TopicMapping:
+        """The newest mapping any broker of the cluster holds for ``topic``."""
+        best: TopicMapping | None = None
+        for addr in (await self._brokers()).values():
+            try:
+                resp = await self.admin._broker(addr, RemotingCommand.request(
+                    RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": topic}))
+            except TideMQError:
+                continue
+            m = TopicMapping.from_json(json.loads(resp.full_body()))
+            if best is None or m.epoch > best.epoch:
+                best = m
+        if best is None:
+            raise TideMQError(f"{topic} has no logical-queue mapping on any broker")
+        return best
+
+    async def create(self, topic: str, total: int, brokers: list[str] | None = None
+                     ) -> TopicMapping:
+        addrs = await self._brokers()
+        names = sorted(brokers or addrs)
+        mapping = plan_create(topic, total, names)
+        await self._push(mapping, addrs)
+        return mapping
+
+    async def update(self, mapping: TopicMapping) -> None:
+        await self._push(mapping, await self._brokers())
+
+    async def migrate(self, topic: str, lq: int, target: str) -> TopicMapping:
+        """Move ``lq``'s writes to ``target``; resumable (see the module docstring)."""
+        addrs = await self._brokers()
+        if target not in addrs:
+            raise TideMQError(f"no broker {target!r} in the cluster ({sorted(addrs)})")
+        mapping = await self.query(topic)
+        if lq not in mapping.queues:
+            raise TideMQError(f"{topic} has no logical queue {lq}")
+        planned = plan_migration(mapping, lq, target)
+        if planned is not None:
+            await self._push(planned, addrs)
+            mapping = planned
+        leader = mapping.leader(lq)
+        if leader is not None and leader.broker != target:
+            resp = await self.admin._broker(addrs[leader.broker], RemotingCommand.request(
+                RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
+            mapping = TopicMapping.from_json(json.loads(resp.full_body()))
+        committed = plan_commit(mapping, lq)
+        if committed is not mapping:
+            await self._push(committed, addrs)
+        return committed
+
+    async def resize(self, topic: str, total: int) -> TopicMapping:
+        addrs = await self._brokers()
+        mapping = await self.query(topic)
+        if total > mapping.total:
+            mapping = plan_resize(mapping, total, sorted(addrs))
+            await self._push(mapping, addrs)
+            return mapping
+        for lq in range(total, mapping.total):  # seal the tail: readable, no more writes
+            leader = mapping.leader(lq)
+            if leader is not None:
+                resp = await self.admin._broker(addrs[leader.broker], RemotingCommand.request(
+                    RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
+                mapping = TopicMapping.from_json(json.loads(resp.full_body()))
+        await self._push(mapping, addrs)
+        return mapping
+
+    async def delete(self, topic: str) -> None:
+        for addr in (await self._brokers()).values():
+            await self.admin._broker(addr, RemotingCommand.request(
+                RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, {"topic": topic}))

@@ -173,7 +173,7 @@ class LogicalQueueAdmin:
                 resp = await self.admin._broker(addrs[leader.broker], RemotingCommand.request(
                     RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
                 mapping = TopicMapping.from_json(json.loads(resp.full_body()))
-        await self._push(mapping, addrs)
+                await self._push(mapping, addrs)  # the next seal must see this one
         return mapping
 
     async def delete(self, topic: str) -> None:

@@ -28,13 +28,14 @@ DELETE_LOGICAL_QUEUE_MAPPING.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import random
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
 from tidemq.codec.bodies import TopicConfig
@@ -109,12 +110,29 @@ class _Capture:
         await self._conn.oneway(cmd)
 
 
+class _FutureConn:
+    """The connection end of a capture whose answer resolves a future."""
+
+    def __init__(self, future: asyncio.Future[RemotingCommand]) -> None:
+        self._future = future
+        self.remote_address = "internal"
+        self.is_open = True
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        if not self._future.done():
+            self._future.set_result(cmd)
+        return True
+
+
 class LogicalProcessor:
+    MOVE_WAIT = 3.0  # seconds a send waits out a migration before answering "moved"
+
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
         self.lqs = app.logical
         self._orig: dict[int, Processor] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._events: dict[str, asyncio.Event] = {}
 
     # ------------------------------------------------------------------ install
 
@@ -215,6 +233,12 @@ class LogicalProcessor:
             if cmd.code in PULL_CODES:
                 timeout += int(physical.ext_fields.get("suspendTimeoutMillis", "0")) / 1000
             resp = await self.app.client.request(self._address(seg.broker), physical, timeout)
+            if (cmd.code in SEND_CODES and resp.code == ResponseCode.SYSTEM_BUSY
+                    and (resp.remark or "").startswith("moved")):
+                # Our mapping is older than the segment's broker: wait for the new one.
+                lq = int(cmd.ext_fields.get(_topic_key(cmd.code)[1], "-1"))
+                return await self._send_when_moved(physical.ext_fields.get(
+                    _topic_key(cmd.code)[0], ""), lq, cmd)
             resp.opaque = cmd.opaque
             resp.serialize_type = cmd.serialize_type
             return translate(resp)
@@ -247,9 +271,10 @@ class LogicalProcessor:
               cmd: RemotingCommand) -> Any:
         seg = mapping.leader(lq)
         if seg is None:
-            raise error_for_code(ResponseCode.SYSTEM_BUSY,
-                                 f"moved: logical queue {mapping.topic}/{lq} is migrating; "
-                                 "retry in a moment")
+            # Between seal and commit of a migration: hold the send until the new segment
+            # is committed (normally milliseconds) instead of bouncing it to the producer.
+            self._run(conn, cmd, self._send_when_moved(mapping.topic, lq, cmd))
+            return None
 
         def translate(resp: RemotingCommand) -> RemotingCommand:
             if resp.code == 0 and "queueOffset" in resp.ext_fields:
@@ -259,6 +284,52 @@ class LogicalProcessor:
             return resp
 
         return self._execute(conn, cmd, seg, translate)
+
+    async def _send_when_moved(self, topic: str, lq: int,
+                               cmd: RemotingCommand) -> RemotingCommand:
+        """A send that met a migration: wait for the mapping to change, then deliver it to
+        the committed segment (forwarding when it is remote); "moved" only on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.MOVE_WAIT
+        while True:
+            mapping = self.lqs.get(topic)
+            seg = mapping.leader(lq) if mapping is not None else None
+            if seg is not None:
+                physical = self._physical(cmd, seg)
+                if seg.broker == self.me:
+                    done: asyncio.Future[RemotingCommand] = loop.create_future()
+                    proxy = _Capture(cast(Connection, _FutureConn(done)), lambda r: r)
+                    resp = self._orig[cmd.code](proxy, physical)
+                    if isinstance(resp, RemotingCommand):
+                        done.set_result(resp)
+                    resp = await done
+                else:
+                    resp = await self.app.client.request(self._address(seg.broker), physical,
+                                                         3.0)
+                if not (resp.code == ResponseCode.SYSTEM_BUSY
+                        and (resp.remark or "").startswith("moved")):
+                    resp.opaque, resp.serialize_type = cmd.opaque, cmd.serialize_type
+                    if resp.code == 0 and "queueOffset" in resp.ext_fields:
+                        resp.ext_fields["queueOffset"] = str(
+                            seg.to_logical(int(resp.ext_fields["queueOffset"])))
+                        resp.ext_fields["queueId"] = str(lq)
+                    return resp
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return cmd.response(ResponseCode.SYSTEM_BUSY,
+                                    f"moved: logical queue {topic}/{lq} is migrating; retry")
+            await self._mapping_changed(topic, min(remaining, 0.05))
+
+    async def _mapping_changed(self, topic: str, timeout: float) -> None:
+        event = self._events.setdefault(topic, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+    def notify(self, topic: str) -> None:
+        """The mapping of ``topic`` changed: wake sends waiting out a migration."""
+        event = self._events.pop(topic, None)
+        if event is not None:
+            event.set()
 
     def _pull(self, mapping: TopicMapping, lq: int, conn: Connection,
               cmd: RemotingCommand) -> Any:

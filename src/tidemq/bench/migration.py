@@ -53,7 +53,7 @@ async def _one(cfg: MigrationBenchConfig, root: Path) -> dict[str, Any]:
                 r = await admin.topic_route(topic)
                 if r.queue_datas and r.queue_datas[0].broker_name == LOGICAL_BROKER:
                     break
-            except Exception:  # noqa: BLE001 - the route is not there yet
+            except Exception:
                 pass
             await asyncio.sleep(0.01)
         mq = MessageQueue(topic, LOGICAL_BROKER, 0)

@@ -4,19 +4,31 @@ They answer the way remoting.md says a real one does, keep messages in memory as
 stored records (so pull/query/view bodies go through the real decoder), record every
 request, and can be told to fail: ``broker.fail(code, times=n)`` answers the next ``n``
 sends with ``code``.
+
+Consumer groups (§2.6, §2.10, §2.11, §2.13): the broker keeps group members per
+connection from heartbeats and notifies them (NOTIFY_CONSUMER_IDS_CHANGED) when that
+changes, answers GET_CONSUMER_LIST_BY_GROUP, holds queue locks (``lock_expiry``), stores
+sent-back messages in ``%RETRY%<group>`` / ``%DLQ%<group>`` at once (no delay; or fails
+them while ``send_back_code`` is set) and can push RESET_CONSUMER_CLIENT_OFFSET
+(:meth:`FakeBroker.reset_offsets`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 
 from tidemq.codec.bodies import (
     BrokerData,
     ClusterInfo,
+    ConsumerListBody,
     HeartbeatData,
     KVTable,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
     QueueData,
     TopicList,
     TopicRouteData,
@@ -25,6 +37,7 @@ from tidemq.codec.bodies import (
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
+    ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     GetMaxOffsetRequestHeader,
     PullMessageRequestHeader,
@@ -36,12 +49,14 @@ from tidemq.codec.headers import (
     ViewMessageRequestHeader,
     decode_send_header,
 )
-from tidemq.errors import ResponseCode
+from tidemq.codec.message import decode_messages
+from tidemq.errors import ResponseCode, TideMQError
 from tidemq.formats.batch import iter_batch
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import encode_record, pack_host
 from tidemq.net import Connection, RemotingServer
+from tidemq.types import MessageQueue
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
               RequestCode.SEND_BATCH_MESSAGE)
@@ -90,6 +105,16 @@ class _Fake:
                 result = await result
             assert result is None or isinstance(result, RemotingCommand)
             return result
+
+        self.server.register(code, processor)
+
+    def on_conn(self, code: int,
+                handler: Callable[[Connection, RemotingCommand], RemotingCommand]) -> None:
+        """Like :meth:`on`, for a plain handler that needs the connection too."""
+
+        async def processor(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            await self.log.add(cmd)
+            return handler(conn, cmd)
 
         self.server.register(code, processor)
 
@@ -190,8 +215,21 @@ class FakeBroker(_Fake):
         self.on(RequestCode.GET_MIN_OFFSET, lambda c: self._offset(c, max_=False))
         self.on(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self._search)
         self.on(RequestCode.GET_EARLIEST_MSG_STORETIME, self._earliest)
-        self.on(RequestCode.HEART_BEAT, self._heartbeat)
-        self.on(RequestCode.UNREGISTER_CLIENT, lambda c: c.response())
+        self.on_conn(RequestCode.HEART_BEAT, self._heartbeat)
+        self.on(RequestCode.UNREGISTER_CLIENT, self._unregister)
+        self.on(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self._consumer_list)
+        self.on(RequestCode.LOCK_BATCH_MQ, self._lock)
+        self.on(RequestCode.UNLOCK_BATCH_MQ, self._unlock)
+        self.on(RequestCode.CONSUMER_SEND_MSG_BACK, self._send_back)
+        #: group -> client id -> connection, from heartbeats.
+        self.members: dict[str, dict[str, Connection]] = {}
+        #: (group, queue) -> (client id, expiry on the loop clock).
+        self.locks: dict[tuple[str, MessageQueue], tuple[str, float]] = {}
+        self.lock_expiry = 60.0
+        #: While set, CONSUMER_SEND_MSG_BACK is answered with this code.
+        self.send_back_code: int | None = None
+        self.notifications = 0
+        self._notes: set[asyncio.Task[None]] = set()
         self.on(RequestCode.UPDATE_AND_CREATE_TOPIC, self._create_topic)
         self.on(RequestCode.DELETE_TOPIC_IN_BROKER, self._delete_topic)
         self.on(RequestCode.QUERY_MESSAGE, self._query)
@@ -221,7 +259,8 @@ class FakeBroker(_Fake):
         return self.queues.get((topic, qid), [])
 
     async def put(self, topic: str, qid: int, body: bytes, props: dict[str, str],
-                  flag: int = 0, sys_flag: int = 0, born: int = 0) -> tuple[str, int]:
+                  flag: int = 0, sys_flag: int = 0, born: int = 0,
+                  reconsume: int = 0) -> tuple[str, int]:
         """Store one message; returns (offset msg id, queue offset)."""
         key = (topic, qid)
         offset = self.max_offset(topic, qid)
@@ -230,6 +269,7 @@ class FakeBroker(_Fake):
             topic=topic.encode(), queue_id=qid, body=body, properties=encode_properties(props),
             flag=flag, sys_flag=sys_flag, born_timestamp=born, store_host=pack_host(self.address),
             store_timestamp=self.clock, queue_offset=offset, physical_offset=self.phys,
+            reconsume_times=reconsume,
         ))
         stored = Stored(self.phys, record, props, self.clock)
         self.queues.setdefault(key, []).append(stored)
@@ -264,7 +304,7 @@ class FakeBroker(_Fake):
         ids, first = [], -1
         for entry_body, props, flag in entries:
             msg_id, offset = await self.put(h.topic, qid, entry_body, props, flag, h.sys_flag,
-                                            h.born_timestamp)
+                                            h.born_timestamp, h.reconsume_times or 0)
             ids.append(msg_id)
             first = offset if first < 0 else first
         ext = {"msgId": ",".join(ids), "queueId": str(qid), "queueOffset": str(first),
@@ -346,9 +386,111 @@ class FakeBroker(_Fake):
         ts = stored[0].store_time if stored else -1
         return cmd.response(ext_fields={"timestamp": str(ts)})
 
-    def _heartbeat(self, cmd: RemotingCommand) -> RemotingCommand:
-        self.heartbeats.append(decode_body(cmd.full_body(), HeartbeatData))
+    # ------------------------------------------------------------------ groups
+
+    def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        data = decode_body(cmd.full_body(), HeartbeatData)
+        self.heartbeats.append(data)
+        for consumer in data.consumer_data_set:
+            members = self.members.setdefault(consumer.group_name, {})
+            if members.get(data.client_id) is not conn:
+                if data.client_id not in members:
+                    conn.on_close(lambda c, _e, g=consumer.group_name, cid=data.client_id:
+                                  self._left(g, cid, c))
+                members[data.client_id] = conn
+                self._notify(consumer.group_name)
         return cmd.response(ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "true"})
+
+    def _left(self, group: str, client_id: str, conn: Connection) -> None:
+        members = self.members.get(group, {})
+        if members.get(client_id) is conn:
+            del members[client_id]
+            self._notify(group)
+
+    def _notify(self, group: str) -> None:
+        self.notifications += 1
+        for conn in self.members.get(group, {}).values():
+            if conn.is_open:
+                note = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                               {"consumerGroup": group}, oneway=True)
+                task = asyncio.ensure_future(self._oneway(conn, note))
+                self._notes.add(task)
+                task.add_done_callback(self._notes.discard)
+
+    @staticmethod
+    async def _oneway(conn: Connection, cmd: RemotingCommand) -> None:
+        with contextlib.suppress(TideMQError):
+            await conn.oneway(cmd)
+
+    def _unregister(self, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("consumerGroup")
+        if group and self.members.get(group, {}).pop(cmd.ext_fields["clientID"], None):
+            self._notify(group)
+        return cmd.response()
+
+    def _consumer_list(self, cmd: RemotingCommand) -> RemotingCommand:
+        ids = sorted(self.members.get(cmd.ext_fields["consumerGroup"], {}))
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group")
+        return cmd.response(body=encode_body(ConsumerListBody(consumer_id_list=ids)))
+
+    def _lock(self, cmd: RemotingCommand) -> RemotingCommand:
+        body = decode_body(cmd.full_body(), LockBatchRequestBody)
+        now = asyncio.get_running_loop().time()
+        granted = []
+        for data in body.mq_set:
+            key = (body.consumer_group, data.to_queue())
+            holder = self.locks.get(key)
+            if holder is None or holder[0] == body.client_id or holder[1] < now:
+                self.locks[key] = (body.client_id, now + self.lock_expiry)
+                granted.append(data)
+        return cmd.response(body=encode_body(LockBatchResponseBody(lock_ok_mq_set=granted)))
+
+    def _unlock(self, cmd: RemotingCommand) -> RemotingCommand:
+        body = decode_body(cmd.full_body(), LockBatchRequestBody)
+        for data in body.mq_set:
+            key = (body.consumer_group, data.to_queue())
+            if self.locks.get(key, ("",))[0] == body.client_id:
+                del self.locks[key]
+        return cmd.response()
+
+    def holder(self, group: str, mq: MessageQueue) -> str | None:
+        held = self.locks.get((group, mq))
+        return held[0] if held is not None else None
+
+    async def _send_back(self, cmd: RemotingCommand) -> RemotingCommand:
+        if self.send_back_code is not None:
+            return cmd.response(self.send_back_code, "scripted send-back failure")
+        h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext_fields)
+        stored = self.by_phys.get(h.offset)
+        if stored is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "no message at that offset")
+        [original] = decode_messages(stored.record)
+        props = dict(stored.props)
+        props.setdefault("RETRY_TOPIC", original.topic)
+        props.setdefault("ORIGIN_MESSAGE_ID", h.origin_msg_id or original.msg_id)
+        times = original.reconsume_times
+        limit = h.max_reconsume_times if h.max_reconsume_times is not None else 16
+        target = f"%DLQ%{h.group}" if times >= limit or h.delay_level < 0 \
+            else f"%RETRY%{h.group}"
+        self.topics.setdefault(target, 1)
+        await self.put(target, 0, bytes(original.body), props, reconsume=times + 1)
+        return cmd.response()
+
+    async def reset_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> int:
+        """Send RESET_CONSUMER_CLIENT_OFFSET to every member of ``group``; how many."""
+        body = json.dumps({"offsetTable": [
+            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+             "offset": off} for mq, off in offsets.items()]}).encode()
+        sent = 0
+        for conn in self.members.get(group, {}).values():
+            cmd = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                          {"topic": next(iter(offsets)).topic, "group": group,
+                                           "timestamp": "0", "isForce": "true"}, body)
+            response = await conn.request(cmd, 3.0)
+            assert response.code == ResponseCode.SUCCESS, response.remark
+            sent += 1
+        return sent
 
     def _create_topic(self, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)

@@ -145,7 +145,6 @@ async def test_push_consumer(cluster: Cluster, tmp_path: Path) -> None:
     assert committed == 4
 
 
-@pytest.mark.xfail(strict=True, reason="retry/DLQ lands with the consumer-groups issue")
 async def test_failed_consumption_is_retried_through_send_back(cluster: Cluster,
                                                               tmp_path: Path) -> None:
     await ready(cluster, "CppRetry")

@@ -2,16 +2,33 @@
 
 asyncio API::
 
-    from tidemq.client import Message, Producer, PullConsumer, AdminClient
+    from tidemq.client import Message, Producer, PullConsumer, PushConsumer, AdminClient
 
     async with Producer("my-producers", "127.0.0.1:9876") as producer:
         result = await producer.send(Message("Orders", b"hello", {"TAGS": "new"}))
+
+    async def handle(msgs: list[MessageExt]) -> ConsumeStatus:
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("billing", "127.0.0.1:9876", listener=handle)
+    consumer.subscribe("Orders", "new")
+    await consumer.start()          # joins the group, rebalances, consumes
+
+Consumer groups (push consumers, rebalancing, ordered consumption, retries and dead
+letters) are described in ``docs/consumer-groups.md``.
 
 Synchronous API for scripts and Spark executors: :class:`BlockingProducer`,
 :class:`BlockingPullConsumer`. The modules behind these names are private.
 """
 
 from tidemq.client.admin import AdminClient, BrokerInfo, ConsumerOffset, QueueStatus
+from tidemq.client.allocate import (
+    AllocateStrategy,
+    allocate_averagely,
+    allocate_by_circle,
+    allocate_consistent_hash,
+    consistent_hash,
+)
 from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer, BlockingRouteCache
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import PullConsumer
@@ -26,8 +43,14 @@ from tidemq.client.errors import (
     UnknownClusterError,
 )
 from tidemq.client.instance import ClientInstance
+from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
+from tidemq.client.lmq import LmqMessage, lmq_message, lmq_offsets, send_to_lmqs
+from tidemq.client.lmq_consumer import LmqConsumer, LmqPullResult
 from tidemq.client.producer import Producer
 from tidemq.client.pull import PullResult
+from tidemq.client.push_consumer import PushConsumer, ThreadedPushConsumer
+from tidemq.client.push_options import PushOptions
+from tidemq.client.rebalance import QueueState, RebalancePlan, RebalanceStats
 from tidemq.client.routes import RouteCache, TopicRoute
 from tidemq.client.selector import QueueSelector, select_by_key, select_round_robin
 from tidemq.client.subscription import Subscription
@@ -43,6 +66,9 @@ from tidemq.types import (
 
 __all__ = [
     "AdminClient",
+    "AllocateStrategy",
+    "AsyncListener",
+    "BlockingListener",
     "BlockingProducer",
     "BlockingPullConsumer",
     "BlockingRouteCache",
@@ -52,9 +78,13 @@ __all__ = [
     "ClientError",
     "ClientInstance",
     "ConsumeFromWhere",
+    "ConsumeStatus",
     "ConsumerOffset",
     "InvalidMessageError",
     "InvalidTopicError",
+    "LmqConsumer",
+    "LmqMessage",
+    "LmqPullResult",
     "Message",
     "MessageExt",
     "MessageNotFoundError",
@@ -65,14 +95,27 @@ __all__ = [
     "PullConsumer",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
+    "PushOptions",
     "QueueSelector",
+    "QueueState",
     "QueueStatus",
+    "RebalancePlan",
+    "RebalanceStats",
     "RouteCache",
     "SendResult",
     "SendStatus",
     "Subscription",
+    "ThreadedPushConsumer",
     "TopicRoute",
     "UnknownClusterError",
+    "allocate_averagely",
+    "allocate_by_circle",
+    "allocate_consistent_hash",
+    "consistent_hash",
+    "lmq_message",
+    "lmq_offsets",
     "select_by_key",
     "select_round_robin",
+    "send_to_lmqs",
 ]

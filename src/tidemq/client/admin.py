@@ -16,6 +16,7 @@ operation                        requests
                                  the last message's store time by a one-message pull
 :meth:`cluster_list`             106
 :meth:`broker_status`            28 GET_BROKER_RUNTIME_INFO (body: KVTable)
+:meth:`delete_lmq`               20200 DELETE_LMQ (ext ``lmq``) on one broker
 :meth:`view_message`             33 VIEW_MESSAGE_BY_ID at the address an offset id decodes
                                  to; else 12 QUERY_MESSAGE by UNIQ_KEY
 :meth:`query_messages_by_key`    12 on every master of the topic, merged, keys verified
@@ -217,6 +218,12 @@ class AdminClient:
         response = await self._broker(address, cmd)
         return dict(sorted(decode_body(response.full_body(), KVTable).table.items()))
 
+    async def delete_lmq(self, address: str, name: str) -> None:
+        """Delete light message queue ``name`` on broker ``address`` (DELETE_LMQ, 20200):
+        its entries and every group's offset go; QUERY_NOT_FOUND if it has no entries."""
+        cmd = RemotingCommand.request(RequestCode.DELETE_LMQ, {"lmq": name})
+        await self._broker(address, cmd)
+
     # ------------------------------------------------------------------ topics
 
     async def create_topic(
@@ -317,7 +324,7 @@ class AdminClient:
         sub = Subscription.parse(queue.topic)
         cmd = pull_request(TOOLS_CONSUMER_GROUP, queue, offset, max_nums=1, subscription=sub)
         result = read_pull_response(await self.instance.request(addr, cmd), queue, sub,
-                                    address=addr)
+                                    address=addr, offset=offset)
         if result.status is not PullStatus.FOUND or not result.messages:
             raise MessageNotFoundError(f"{queue}@{offset}", result.status.value)
         return result.messages[0]

@@ -22,13 +22,19 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from tidemq.client import offsets as ofs
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import NoRouteError
 from tidemq.client.pull import PullResult, pull_request, read_pull_response
+from tidemq.client.queue_types import (
+    QueueType,
+    QueueTypeCache,
+    read_queue_type,
+    topic_config_request,
+)
 from tidemq.client.routes import (
     TopicRoute,
     name_server_order,
@@ -37,12 +43,11 @@ from tidemq.client.routes import (
 )
 from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
 from tidemq.client.sending import (
-    batch_msg_id,
-    build_batch,
+    BatchCompression,
     build_send,
     exhausted,
-    prepare_batch,
     prepare_message,
+    prepare_send_batch,
     publish_queues,
     read_send_response,
     send_options,
@@ -196,13 +201,19 @@ class BlockingProducer(_BlockingBase):
     """Synchronous sends for one producer group (same rules as the async producer)."""
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
-                 config: ClientConfig | None = None) -> None:
+                 config: ClientConfig | None = None,
+                 batch_compression: BatchCompression | None = None,
+                 queue_types: Mapping[str, str | QueueType] | None = None) -> None:
         validate_group(group)
         super().__init__(namesrv, config)
         self.group = group
         self._opts = send_options(self.config, group)
         self._counter = RoundRobin()
         self._keys = new_uniq_keys(self.config.client_ip)
+        self.batch_compression = batch_compression or BatchCompression()
+        self.queue_types = QueueTypeCache()
+        for topic, queue_type in (queue_types or {}).items():
+            self.queue_types.hint(topic, queue_type)
 
     def __enter__(self) -> BlockingProducer:
         return self
@@ -215,26 +226,42 @@ class BlockingProducer(_BlockingBase):
         prepared = prepare_message(msg, max_size=self.config.max_message_size,
                                    keys=self._keys, now_ms=born, sharding_key=sharding_key)
         plan = self._plan(prepared, queue, sharding_key, selector)
+        uniq = prepared.properties[PropertyKey.UNIQ_KEY]
 
-        def build(mq: MessageQueue) -> RemotingCommand:
-            return build_send(prepared, self._opts, mq, now_ms=born, keys=self._keys)
+        def build(_route: TopicRoute, mq: MessageQueue, _addr: str) -> tuple[RemotingCommand,
+                                                                              str]:
+            return build_send(prepared, self._opts, mq, now_ms=born, keys=self._keys), uniq
 
-        return self._deliver(prepared.topic, plan, build,
-                             prepared.properties[PropertyKey.UNIQ_KEY], timeout)
+        return self._deliver(prepared.topic, plan, build, timeout)
 
     def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                    sharding_key: str | None = None, selector: QueueSelector | None = None,
-                   timeout: float | None = None) -> SendResult:
-        """See :meth:`tidemq.client.producer.Producer.send_batch`."""
+                   timeout: float | None = None, queue_type: str | QueueType | None = None,
+                   compression: BatchCompression | None = None) -> SendResult:
+        """See :meth:`tidemq.client.producer.Producer.send_batch` (inner batches to BatchCQ
+        topics, outer batches to others)."""
         born = now_ms()
-        prepared = prepare_batch(msgs, max_size=self.config.max_message_size,
-                                 keys=self._keys, now_ms=born)
-        plan = self._plan(prepared[0], queue, sharding_key, selector)
+        prepared = prepare_send_batch(msgs, max_size=self.config.max_message_size,
+                                      keys=self._keys, now_ms=born,
+                                      compression=compression or self.batch_compression)
+        plan = self._plan(msgs[0], queue, sharding_key, selector)
+        fixed = QueueType.parse(queue_type) if queue_type is not None else None
 
-        def build(mq: MessageQueue) -> RemotingCommand:
-            return build_batch(prepared, self._opts, mq, now_ms=born, keys=self._keys)
+        def build(route: TopicRoute, mq: MessageQueue, addr: str) -> tuple[RemotingCommand,
+                                                                            str]:
+            kind = fixed or self._queue_type(route, mq, addr)
+            return prepared.request(self._opts, mq, kind, now_ms=born), prepared.msg_id(kind)
 
-        return self._deliver(prepared[0].topic, plan, build, batch_msg_id(prepared), timeout)
+        return self._deliver(prepared.topic, plan, build, timeout, prepared.count)
+
+    def _queue_type(self, route: TopicRoute, mq: MessageQueue, addr: str) -> QueueType:
+        """The queue type of ``mq``'s topic on its broker (asked once per route)."""
+        hit = self.queue_types.cached(mq.topic, mq.broker_name, route)
+        if hit is None:
+            response = self.client.request(addr, topic_config_request(mq.topic))
+            hit = read_queue_type(response, mq.topic, address=addr)
+            self.queue_types.store(mq.topic, mq.broker_name, route, hit)
+        return hit
 
     def _plan(self, msg: Message, queue: MessageQueue | None, sharding_key: str | None,
               selector: QueueSelector | None) -> SendPlan:
@@ -244,8 +271,9 @@ class BlockingProducer(_BlockingBase):
                         counter=self._counter, queue=queue, sharding_key=sharding_key,
                         selector=selector)
 
-    def _deliver(self, topic: str, plan: SendPlan, build: Callable[[MessageQueue],
-                 RemotingCommand], msg_id: str, timeout: float | None) -> SendResult:
+    def _deliver(self, topic: str, plan: SendPlan,
+                 build: Callable[[TopicRoute, MessageQueue, str], tuple[RemotingCommand, str]],
+                 timeout: float | None, count: int = 1) -> SendResult:
         budget = self.config.send_msg_timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         route = self.routes.get(topic, allow_default=True)
@@ -257,8 +285,11 @@ class BlockingProducer(_BlockingBase):
             try:
                 addr = route.master_address(mq.broker_name) or self.routes.master_address(
                     mq, allow_default=True)
-                response = self.client.request(addr, build(mq), remaining)
-                return read_send_response(response, mq, address=addr, msg_id=msg_id)
+                cmd, msg_id = build(route, mq, addr)
+                response = self.client.request(addr, cmd, max(deadline - time.monotonic(),
+                                                              1e-3))
+                return read_send_response(response, mq, address=addr, msg_id=msg_id,
+                                          count=count)
             except TideMQError as exc:
                 if not plan.failed(mq, exc):
                     raise
@@ -293,7 +324,7 @@ class BlockingPullConsumer(_BlockingBase):
         sub = Subscription.parse(queue.topic, expression)
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
         response, addr = self._request(queue, cmd, timeout)
-        return read_pull_response(response, queue, sub, address=addr)
+        return read_pull_response(response, queue, sub, address=addr, offset=offset)
 
     def get_min_offset(self, queue: MessageQueue) -> int:
         response, addr = self._request(queue, ofs.min_offset_request(queue))

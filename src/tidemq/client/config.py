@@ -76,6 +76,9 @@ class ClientConfig:
     long_polling_timeout: float = 15.0
     #: Pause before pulling a queue again after an error, seconds.
     pull_error_backoff: float = 3.0
+    #: Coalesce sends, pulls and offset requests per broker into batch-protocol RPCs
+    #: where the broker supports them (tidemq.client.batch_rpc).
+    batch_protocol_enable: bool = True
 
     def __post_init__(self) -> None:
         addrs = parse_namesrv(self.namesrv_addr)

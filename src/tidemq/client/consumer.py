@@ -26,7 +26,9 @@ per ``consume_from``: the queue's max offset (LAST), min offset (FIRST) or the o
 pull (SUSPEND set: the broker holds it up to ``long_polling_timeout`` when there is
 nothing new) on every queue that has none in flight and waits for the first that brings
 messages, until its timeout. Pulls still in flight when it returns stay in flight for the
-next poll. Status handling follows :mod:`tidemq.client.pull`; OFFSET_MOVED moves the
+next poll. The pulls, commits and offset queries of one round to one broker go out as
+one RPC where the broker speaks the batch protocol (:mod:`tidemq.client.batch_rpc`).
+Status handling follows :mod:`tidemq.client.pull`; OFFSET_MOVED moves the
 fetch offset to the broker's corrected one. A failing queue is pulled again after
 ``pull_error_backoff`` seconds; the others go on. ``seek*`` drops a queue's buffer and
 its pull in flight.
@@ -42,6 +44,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 
 from tidemq.client import offsets as ofs
+from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
@@ -209,6 +212,13 @@ class PullConsumer:
         """A broker says the group changed: look at the topics' routes again next poll."""
         self._reresolve = True
 
+    def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None:
+        """A broker reset the group's offsets (RESET_CONSUMER_CLIENT_OFFSET): the assigned
+        queues among ``offsets`` continue there."""
+        for mq, offset in offsets.items():
+            if mq in self._states and offset >= 0:
+                self.seek(mq, offset)
+
     # ------------------------------------------------------------------ assignment
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = SUB_ALL) -> None:
@@ -303,23 +313,18 @@ class PullConsumer:
     async def _ask_offset(self, queue: MessageQueue, build: _OffsetBuild) -> int:
         inst = self.instance
         addr = await inst.master_address(queue)
-        return ofs.read_offset(await inst.request(addr, build(queue)), address=addr)
+        response = await batch_requester(inst).request(addr, build(queue))
+        return ofs.read_offset(response, address=addr)
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
         """Where ``queue`` starts, and whether that is the group's committed offset."""
         committed = await self.committed(queue)
         if committed is not None and committed >= 0:
             return committed, True
-        if self.consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            assert self.consume_timestamp is not None
-            ts = self.consume_timestamp
-            build: _OffsetBuild = lambda mq: ofs.search_offset_request(mq, ts)  # noqa: E731
-        elif self.consume_from in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                   ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):
-            build = ofs.min_offset_request
-        else:
-            build = ofs.max_offset_request
-        return await self._ask_offset(queue, build), False
+        plan = ofs.start_offset_request(queue, self.consume_from, self.consume_timestamp)
+        if isinstance(plan, int):
+            return plan, False
+        return await self._ask_offset(queue, lambda _mq: plan), False
 
     # ------------------------------------------------------------------ committing
 
@@ -334,7 +339,8 @@ class PullConsumer:
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
         inst = self.instance
         addr = await inst.master_address(queue)
-        response = await inst.request(addr, ofs.update_offset_request(self._group, queue, offset))
+        response = await batch_requester(inst).request(  # one RPC per broker
+            addr, ofs.update_offset_request(self._group, queue, offset))
         ofs.check_success(response, address=addr)
         state = self._states.get(queue)
         if state is not None:
@@ -344,7 +350,8 @@ class PullConsumer:
         """The group's stored offset for ``queue`` (``None`` if it has none)."""
         inst = self.instance
         addr = await inst.master_address(queue)
-        response = await inst.request(addr, ofs.query_offset_request(self._group, queue))
+        response = await batch_requester(inst).request(
+            addr, ofs.query_offset_request(self._group, queue))
         return ofs.read_committed(response, address=addr)
 
     # ------------------------------------------------------------------ polling
@@ -420,8 +427,10 @@ class PullConsumer:
             self._group, queue, offset, max_nums=cfg.pull_batch_size, subscription=sub,
             suspend_ms=int(cfg.long_polling_timeout * 1000),
         )
-        response = await inst.request(addr, cmd, cfg.pull_rpc_timeout)
-        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr))
+        # The pulls of one poll round to one broker go out as one RPC (batch protocol).
+        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
+        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr,
+                                                          offset=offset))
 
     def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile

@@ -11,30 +11,35 @@ users; :meth:`release` closes it when the last one leaves. It owns
 * the registered producer groups and consumers, announced to every master broker of the
   cached routes with HEART_BEAT (34) every ``heartbeat_broker_interval`` and withdrawn
   with UNREGISTER_CLIENT (35) (remoting.md §2.6);
-* the handlers for requests brokers send to us: NOTIFY_CONSUMER_IDS_CHANGED (40) goes to
-  the consumer of that group; :meth:`handle` adds others.
+* the handlers for requests brokers send to us: NOTIFY_CONSUMER_IDS_CHANGED (40) and
+  RESET_CONSUMER_CLIENT_OFFSET (220) go to the consumer of the group they name;
+  :meth:`handle` adds others.
+
+:meth:`close` unregisters every group first; :meth:`abort` drops the connections without
+a word, as a crashed process would (brokers notice the closed connections).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError, NoRouteError
-from tidemq.client.offsets import check_success
+from tidemq.client.offsets import check_success, read_reset_offsets
 from tidemq.client.routes import RouteCache
 from tidemq.client.stamps import new_uniq_keys
 from tidemq.codec.bodies import ConsumerData, HeartbeatData, ProducerData, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
 from tidemq.codec.schema import HeaderFieldError
-from tidemq.errors import TideMQError
+from tidemq.errors import ResponseCode, TideMQError
 from tidemq.net.client import RemotingClient
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
@@ -54,6 +59,8 @@ class ConsumerMember(Protocol):
     def consumer_data(self) -> ConsumerData: ...
 
     def on_consumer_ids_changed(self) -> None: ...
+
+    def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None: ...
 
 
 _Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], str]
@@ -84,6 +91,7 @@ class ClientInstance:
         self._started = False
         self._closed = False
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
 
     def __repr__(self) -> str:
         return f"<ClientInstance {self.client_id} namesrv={list(self.config.namesrv_addr)}>"
@@ -146,6 +154,24 @@ class ClientInstance:
         await asyncio.gather(*(self._unregister(p, c) for p, c in groups))
         await self.remoting.close()
 
+    async def abort(self) -> None:
+        """Stop at once: no unregistering, connections aborted -- what a crash leaves
+        behind (failure tests use it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._key is not None and self._shared.get(self._key) is self:
+            del self._shared[self._key]
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._producers.clear()
+        self._consumers.clear()
+        for conn in self.remoting.connections.values():
+            conn.abort()
+        await self.remoting.close()
+
     async def _every(self, interval: float, job: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(interval)
@@ -174,6 +200,11 @@ class ClientInstance:
     async def unregister_consumer(self, group: str) -> None:
         if self._consumers.pop(group, None) is not None:
             await self._unregister(None, group)
+
+    def forget_consumer(self, group: str) -> None:
+        """Stop announcing ``group`` without telling the brokers (they drop it when its
+        heartbeats stop)."""
+        self._consumers.pop(group, None)
 
     async def _unregister(self, producer: str | None, consumer: str | None) -> None:
         header = UnregisterClientRequestHeader(client_id=self.client_id,
@@ -272,3 +303,17 @@ class ClientInstance:
         if member is not None:
             member.on_consumer_ids_changed()
 
+    def _on_reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            group = ResetOffsetRequestHeader.from_ext(cmd.ext_fields).group
+            offsets = read_reset_offsets(cmd)
+        except (HeaderFieldError, TideMQError) as exc:
+            group = cmd.ext_fields.get("group", "")
+            log.info("bad RESET_CONSUMER_CLIENT_OFFSET for %r: %s", group, exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad reset-offset request: {exc}")
+        member = self._consumers.get(group)
+        if member is None:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"no consumer of group {group!r} in {self.client_id}")
+        member.on_reset_offset(offsets)
+        return cmd.response()

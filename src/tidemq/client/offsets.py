@@ -13,10 +13,25 @@ request                                answer
 29 SEARCH_OFFSET_BY_TIMESTAMP          ext ``offset``
 32 GET_EARLIEST_MSG_STORETIME          ext ``timestamp``
 =====================================  ===========================================
+
+Where a queue without a committed offset starts (:func:`start_offset_request`, Java
+``computePullFromWhere``): ``CONSUME_FROM_LAST_OFFSET`` -> GET_MAX_OFFSET, but offset 0
+for a retry topic (``%RETRY%<group>``: its messages are all meant for the group);
+``CONSUME_FROM_FIRST_OFFSET`` -> GET_MIN_OFFSET; ``CONSUME_FROM_TIMESTAMP`` ->
+SEARCH_OFFSET_BY_TIMESTAMP, but GET_MAX_OFFSET for a retry topic. The deprecated
+``..._MIN_OFFSET`` / ``..._MAX_OFFSET`` values act as FIRST / LAST.
+
+RESET_CONSUMER_CLIENT_OFFSET (220), broker -> client: ext ``topic``, ``group``,
+``timestamp``, ``isForce``; body ``{"offsetTable":[{"topic","brokerName","queueId",
+"offset"}, ...]}`` (:func:`read_reset_offsets`).
 """
 
 from __future__ import annotations
 
+import msgspec
+
+from tidemq.client.retry import RETRY_PREFIX
+from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -29,7 +44,7 @@ from tidemq.codec.headers import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from tidemq.errors import ResponseCode, error_for_code
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.types import MessageQueue
 
 __all__ = [
@@ -40,10 +55,15 @@ __all__ = [
     "query_offset_request",
     "read_committed",
     "read_offset",
+    "read_reset_offsets",
     "read_timestamp",
     "search_offset_request",
+    "start_offset_request",
     "update_offset_request",
 ]
+
+_FROM_FIRST = frozenset({ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                         ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET})
 
 
 def check_success(response: RemotingCommand, *, address: str) -> None:
@@ -117,3 +137,46 @@ def read_timestamp(response: RemotingCommand, *, address: str) -> int:
     """The ``timestamp`` of a 32 response."""
     check_success(response, address=address)
     return GetEarliestMsgStoretimeResponseHeader.from_ext(response.ext_fields).timestamp
+
+
+def start_offset_request(queue: MessageQueue, consume_from: ConsumeFromWhere,
+                         timestamp_ms: int | None = None) -> RemotingCommand | int:
+    """Where ``queue`` starts when its group has no committed offset: the request whose
+    ``offset`` answers that, or the offset itself (see the module docstring)."""
+    retry = queue.topic.startswith(RETRY_PREFIX)
+    if consume_from in _FROM_FIRST:
+        return min_offset_request(queue)
+    if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+        if retry:
+            return max_offset_request(queue)
+        if timestamp_ms is None:
+            raise ValueError("CONSUME_FROM_TIMESTAMP needs a timestamp (epoch ms)")
+        return search_offset_request(queue, timestamp_ms)
+    return 0 if retry else max_offset_request(queue)
+
+
+class _QueueOffset(msgspec.Struct, rename="camel"):
+    topic: str
+    broker_name: str
+    queue_id: int
+    offset: int
+
+
+class _ResetOffsetBody(msgspec.Struct, rename="camel"):
+    offset_table: list[_QueueOffset] = []
+
+
+_reset_decoder = msgspec.json.Decoder(_ResetOffsetBody)
+
+
+def read_reset_offsets(request: RemotingCommand) -> dict[MessageQueue, int]:
+    """The new offsets a RESET_CONSUMER_CLIENT_OFFSET request carries (none without a
+    body); a body that is not the documented JSON raises :class:`RemoteProtocolError`."""
+    body = request.full_body()
+    if not body.strip():
+        return {}
+    try:
+        table = _reset_decoder.decode(body).offset_table
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RemoteProtocolError(f"RESET_CONSUMER_CLIENT_OFFSET body: {exc}") from exc
+    return {MessageQueue(e.topic, e.broker_name, e.queue_id): e.offset for e in table}

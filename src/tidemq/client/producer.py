@@ -19,27 +19,35 @@ One send (:meth:`Producer.send`):
 
 Durability doubts (codes 10/11/12) come back as a :class:`~tidemq.types.SendResult`
 whose ``status`` says so; every other failure raises.
+
+Batches (:meth:`Producer.send_batch`) are checked and encoded once; each attempt asks
+which queue type the topic has on the chosen broker (:mod:`tidemq.client.queue_types`)
+and sends an inner batch (RIP-26: one record, compressed end to end) to a BatchCQ topic,
+an outer batch to any other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
+from typing import Literal, overload
 
+from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
+from tidemq.client.queue_types import QueueType, QueueTypeCache
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
 from tidemq.client.sending import (
-    batch_msg_id,
-    build_batch,
+    BatchCompression,
+    PreparedBatch,
     build_send,
     exhausted,
-    prepare_batch,
     prepare_message,
+    prepare_send_batch,
     publish_queues,
     read_send_response,
     send_options,
@@ -47,7 +55,7 @@ from tidemq.client.sending import (
 from tidemq.client.stamps import now_ms
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
-from tidemq.errors import TideMQError
+from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import Message, MessageQueue, SendResult
 
@@ -55,11 +63,17 @@ __all__ = ["Producer"]
 
 log = logging.getLogger(__name__)
 
-_Build = Callable[[MessageQueue], RemotingCommand]
+#: Builds an attempt's request for a queue (given its route and broker address), with the
+#: ``msg_id`` its result gets.
+_Build = Callable[[TopicRoute, MessageQueue, str], Awaitable[tuple[RemotingCommand, str]]]
 
 
 class Producer:
-    """An asyncio producer for one producer group; see the module docstring."""
+    """An asyncio producer for one producer group; see the module docstring.
+
+    ``batch_compression`` sets how inner batches are compressed; ``queue_types`` maps
+    topics to ``"BatchCQ"`` / ``"SimpleCQ"`` so their brokers are not asked.
+    """
 
     def __init__(
         self,
@@ -68,6 +82,8 @@ class Producer:
         *,
         config: ClientConfig | None = None,
         instance: ClientInstance | None = None,
+        batch_compression: BatchCompression | None = None,
+        queue_types: Mapping[str, str | QueueType] | None = None,
     ) -> None:
         validate_group(group)
         self.group = group
@@ -77,6 +93,12 @@ class Producer:
         self._instance: ClientInstance | None = None
         self._opts = send_options(self.config, group)
         self._counter = RoundRobin()
+        #: How inner batches are compressed (default: zstd when it saves 5 %).
+        self.batch_compression = batch_compression or BatchCompression()
+        #: Queue types of topics per broker; ``queue_types`` are hints never asked about.
+        self.queue_types = QueueTypeCache(self._request)
+        for topic, queue_type in (queue_types or {}).items():
+            self.queue_types.hint(topic, queue_type)
 
     def __repr__(self) -> str:
         return f"<Producer group={self.group!r}>"
@@ -144,12 +166,13 @@ class Producer:
         prepared = prepare_message(msg, max_size=self.config.max_message_size,
                                    keys=inst.uniq_keys, now_ms=born, sharding_key=sharding_key)
         plan = self._plan(prepared, queue, sharding_key, selector)
+        uniq = prepared.properties[PropertyKey.UNIQ_KEY]
 
-        def build(mq: MessageQueue) -> RemotingCommand:
-            return build_send(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys)
+        async def build(_route: TopicRoute, mq: MessageQueue,
+                        _addr: str) -> tuple[RemotingCommand, str]:
+            return build_send(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys), uniq
 
-        return await self._deliver(prepared.topic, plan, build,
-                                   prepared.properties[PropertyKey.UNIQ_KEY], timeout)
+        return await self._deliver(prepared.topic, plan, build, timeout)
 
     async def send_batch(
         self,
@@ -159,21 +182,81 @@ class Producer:
         sharding_key: str | None = None,
         selector: QueueSelector | None = None,
         timeout: float | None = None,
+        queue_type: str | QueueType | None = None,
+        compression: BatchCompression | None = None,
     ) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE, stored on one queue with
-        consecutive offsets. ``msg_id`` is the messages' UNIQ_KEYs joined by commas,
-        ``queue_offset`` the first message's offset."""
+        consecutive offsets: the result's ``queue_offsets`` (``message_count`` of them).
+
+        To a BatchCQ topic the batch goes as one inner batch (RIP-26: one record and one
+        index entry, compressed per ``compression``, default :attr:`batch_compression`)
+        and ``msg_id`` is the batch's own key; to any other topic as an outer batch (the
+        broker stores a record per message) and ``msg_id`` is the messages' ``UNIQ_KEY``s
+        joined by commas. The queue type is ``queue_type``, else the producer's hint, else
+        what the broker says (cached with the route). Each message's ``UNIQ_KEY`` is its
+        own, or one given here; the keys are the same in every attempt.
+        """
         inst = self.instance
+        prepared = prepare_send_batch(msgs, max_size=self.config.max_message_size,
+                                      keys=inst.uniq_keys, now_ms=now_ms(),
+                                      compression=compression or self.batch_compression)
+        return await self.send_prepared_batch(prepared, msgs[0], queue=queue,
+                                              sharding_key=sharding_key, selector=selector,
+                                              timeout=timeout, queue_type=queue_type)
+
+    async def send_prepared_batch(
+        self,
+        prepared: PreparedBatch,
+        first: Message,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        selector: QueueSelector | None = None,
+        timeout: float | None = None,
+        queue_type: str | QueueType | None = None,
+    ) -> SendResult:
+        """:meth:`send_batch` of a batch already checked and encoded
+        (:func:`~tidemq.client.sending.prepare_send_batch`), whose first message is
+        ``first`` (what a ``selector`` sees); its :attr:`~PreparedBatch.keys` are the ids
+        of its messages. The auto-batching producer sends through here."""
         born = now_ms()
-        prepared = prepare_batch(msgs, max_size=self.config.max_message_size,
-                                 keys=inst.uniq_keys, now_ms=born)
-        plan = self._plan(prepared[0], queue, sharding_key, selector)
+        fixed = QueueType.parse(queue_type) if queue_type is not None else None
+        used: list[QueueType] = []
 
-        def build(mq: MessageQueue) -> RemotingCommand:
-            return build_batch(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys)
+        async def build(route: TopicRoute, mq: MessageQueue,
+                        addr: str) -> tuple[RemotingCommand, str]:
+            kind = fixed or await self.queue_types.get(mq.topic, mq.broker_name, addr, route)
+            used.append(kind)
+            return prepared.request(self._opts, mq, kind, now_ms=born), prepared.msg_id(kind)
 
-        return await self._deliver(prepared[0].topic, plan, build, batch_msg_id(prepared),
-                                   timeout)
+        try:
+            return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
+                                                                  selector),
+                                       build, timeout, prepared.count)
+        except BrokerResponseError as exc:
+            if fixed is not None or not await self._no_longer_batch(exc, prepared, used):
+                raise
+        log.info("%s is no longer a BatchCQ topic; sending the batch as an outer batch",
+                 prepared.topic)
+        return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
+                                                              selector),
+                                   build, timeout, prepared.count)
+
+    async def _no_longer_batch(self, exc: BrokerResponseError, prepared: PreparedBatch,
+                               used: list[QueueType]) -> bool:
+        """Whether an inner batch was refused because its topic stopped being BatchCQ
+        after the type was cached; the cache is dropped, so a retry asks again."""
+        if (exc.code != ResponseCode.MESSAGE_ILLEGAL or not used
+                or used[-1] is not QueueType.BATCH):
+            return False
+        self.queue_types.forget(prepared.topic)
+        route = await self.instance.routes.get(prepared.topic, allow_default=True)
+        for mq in route.publish_queues:
+            addr = await self._address(route, mq)
+            if await self.queue_types.get(mq.topic, mq.broker_name, addr,
+                                          route) is not QueueType.BATCH:
+                return True
+        return False
 
     async def send_oneway(
         self,
@@ -197,6 +280,39 @@ class Producer:
             addr, build_send(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys)
         )
 
+    @overload
+    async def send_multi(self, items: Sequence[tuple[Message, MessageQueue]], *,
+                         timeout: float | None = None,
+                         return_exceptions: Literal[False] = False) -> list[SendResult]: ...
+
+    @overload
+    async def send_multi(self, items: Sequence[tuple[Message, MessageQueue]], *,
+                         timeout: float | None = None, return_exceptions: Literal[True]
+                         ) -> list[SendResult | TideMQError]: ...
+
+    async def send_multi(
+        self,
+        items: Sequence[tuple[Message, MessageQueue]],
+        *,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> list[SendResult] | list[SendResult | TideMQError]:
+        """Send each message to its queue, concurrently: the messages for one broker go
+        out as one batch-protocol RPC when it supports it (:mod:`tidemq.client.batch_rpc`),
+        else one send each. Results are in ``items`` order. Every message is tried (as
+        :meth:`send` with ``queue``, so without retries); the first failure is raised
+        once all are done, or with ``return_exceptions`` left in its place."""
+        results = await asyncio.gather(
+            *(self.send(msg, queue=mq, timeout=timeout) for msg, mq in items),
+            return_exceptions=True)
+        out: list[SendResult | TideMQError] = []
+        for result in results:
+            if isinstance(result, BaseException) and (
+                    not return_exceptions or not isinstance(result, TideMQError)):
+                raise result
+            out.append(result)
+        return out
+
     # ------------------------------------------------------------------ internals
 
     def _plan(self, msg: Message, queue: MessageQueue | None, sharding_key: str | None,
@@ -211,8 +327,11 @@ class Producer:
         addr = route.master_address(mq.broker_name)
         return addr if addr is not None else await self.instance.master_address(mq)
 
-    async def _deliver(self, topic: str, plan: SendPlan, build: _Build, msg_id: str,
-                       timeout: float | None) -> SendResult:
+    async def _request(self, address: str, cmd: RemotingCommand) -> RemotingCommand:
+        return await self.instance.request(address, cmd)
+
+    async def _deliver(self, topic: str, plan: SendPlan, build: _Build,
+                       timeout: float | None, count: int = 1) -> SendResult:
         inst = self.instance
         loop = asyncio.get_running_loop()
         budget = self.config.send_msg_timeout if timeout is None else timeout
@@ -225,8 +344,11 @@ class Producer:
             addr = ""
             try:
                 addr = await self._address(route, mq)
-                response = await inst.request(addr, build(mq), remaining)
-                return read_send_response(response, mq, address=addr, msg_id=msg_id)
+                cmd, msg_id = await build(route, mq, addr)
+                response = await batch_requester(inst).request(
+                    addr, cmd, max(deadline - loop.time(), 1e-3))
+                return read_send_response(response, mq, address=addr, msg_id=msg_id,
+                                          count=count)
             except TideMQError as exc:
                 if not plan.failed(mq, exc):
                     raise
@@ -242,4 +364,3 @@ class Producer:
         except TideMQError as exc:
             log.info("route refresh of %s failed: %s", route.topic, exc)
             return route
-

@@ -18,6 +18,13 @@ anything else            --                the code's error is raised
 
 Found messages get the requested queue's id and broker name and the ``MIN_OFFSET`` /
 ``MAX_OFFSET`` properties, as the Java client adds them.
+
+BatchCQ topics (RIP-26, store.md §3.6): the broker returns whole inner batches, so a pull
+from an offset inside a batch brings the batch's earlier messages too. Each sub-message
+has its own offset (the batch's base plus its index) and id (its ``UNIQ_KEY``);
+:func:`read_pull_response` drops those below the requested offset (the Java client does
+not), and the next offset is the broker's ``nextBeginOffset`` -- the end of the last
+batch -- never one derived from the messages.
 """
 
 from __future__ import annotations
@@ -87,8 +94,10 @@ def pull_request(
 
 
 def read_pull_response(response: RemotingCommand, queue: MessageQueue,
-                       subscription: Subscription, *, address: str) -> PullResult:
-    """The result of a pull of ``queue`` (see the module docstring)."""
+                       subscription: Subscription, *, address: str,
+                       offset: int | None = None) -> PullResult:
+    """The result of a pull of ``queue`` (see the module docstring); messages below
+    ``offset``, the offset the pull asked for, are dropped (``None``: keep all)."""
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark or "", address=address)
@@ -96,8 +105,9 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
         min_text, max_text = str(header.min_offset), str(header.max_offset)
+        lowest = -1 if offset is None else offset
         for msg in decode_messages(response.full_body()):
-            if not subscription.matches(msg.tags):
+            if msg.queue_offset < lowest or not subscription.matches(msg.tags):
                 continue
             msg.queue_id = queue.queue_id
             msg.broker_name = queue.broker_name

@@ -19,7 +19,9 @@ topic on the first send.
 that answered), caches routes, and refreshes them on demand and periodically. Which
 topics to refresh is decided by a plain method (:meth:`RouteCache.topics_to_refresh`);
 only then are the fetches awaited. The request and response handling are plain
-functions shared with :mod:`tidemq.client.blocking`.
+functions shared with :mod:`tidemq.client.blocking`. Listeners
+(:meth:`RouteCache.add_listener`) hear of every topic whose readable queues or masters
+changed when a route was stored (push consumers rebalance on it).
 """
 
 from __future__ import annotations
@@ -220,6 +222,18 @@ class RouteCache:
         self._entries: dict[str, _Entry] = {}
         self._inflight: dict[tuple[str, bool], asyncio.Task[TopicRoute]] = {}
         self._ns_index = 0
+        self._listeners: list[Callable[[str], None]] = []
+
+    # ------------------------------------------------------------------ listeners
+
+    def add_listener(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(topic)`` whenever a stored route of ``topic`` differs from the
+        cached one in its readable queues or its masters."""
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[str], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
 
     # ------------------------------------------------------------------ lookups
 
@@ -328,8 +342,14 @@ class RouteCache:
                 log.info("route refresh of %s failed: %s", topic, exc)
 
     def store(self, topic: str, route: TopicRoute) -> None:
-        """Cache ``route`` for ``topic`` (fetched now)."""
+        """Cache ``route`` for ``topic`` (fetched now) and tell the listeners if it
+        changed."""
+        old = self._entries.get(topic)
         self._entries[topic] = _Entry(route, self._clock())
+        if old is not None and (old.route.subscribe_queues != route.subscribe_queues
+                                or old.route.master_addresses != route.master_addresses):
+            for callback in list(self._listeners):
+                callback(topic)
 
     def _settled(self, key: tuple[str, bool], task: asyncio.Task[TopicRoute]) -> None:
         if self._inflight.get(key) is task:

@@ -10,9 +10,7 @@
 and whether a failure is worth another attempt (remoting.md §2.1: the retriable codes,
 lost connections and timeouts). The async and blocking producers share it.
 
-Consumer-side assignment (rebalance strategies: average, hash ring, by machine room)
-belongs here too, as functions ``(group, client_id, all_queues, all_clients) -> queues``
-over sorted inputs, so every member of a group computes the same split.
+Consumer-side assignment (rebalance strategies) is :mod:`tidemq.client.allocate`.
 """
 
 from __future__ import annotations

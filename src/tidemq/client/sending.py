@@ -27,26 +27,37 @@ import dataclasses
 from collections.abc import Sequence
 
 from tidemq.client.config import ClientConfig
-from tidemq.client.errors import NoRouteError
+from tidemq.client.errors import (
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooBigError,
+    NoRouteError,
+)
+from tidemq.client.queue_types import QueueType
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import SendPlan
 from tidemq.client.validation import check_batch, check_message
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.compression import CompressionType
 from tidemq.codec.headers import SendMessageResponseHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
 from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.send_batch import EncodedBatch, encode_send_batch, send_batch_request
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import RequestTimeout, ResponseCode, TideMQError, error_for_code
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
 __all__ = [
+    "BatchCompression",
+    "PreparedBatch",
     "batch_msg_id",
     "build_batch",
     "build_send",
     "exhausted",
     "prepare_batch",
     "prepare_message",
+    "prepare_send_batch",
     "publish_queues",
     "read_send_response",
     "send_options",
@@ -109,10 +120,105 @@ def build_batch(msgs: Sequence[Message], opts: SendOptions, queue: MessageQueue,
                               broker_name=queue.broker_name)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchCompression:
+    """How a producer compresses inner batches (RIP-26 end-to-end compression): with
+    ``codec`` (``None``: never) at ``level`` (the codec's default when ``None``), kept only
+    when it saves at least ``min_saving`` of the body. Outer batches are never compressed
+    (the broker splits them)."""
+
+    codec: CompressionType | None = CompressionType.ZSTD
+    level: int | None = None
+    min_saving: float = 0.05
+
+
+class PreparedBatch:
+    """A checked batch, encoded once; every attempt builds its request from it for the
+    queue type of the broker it goes to -- an inner batch (compressed once, on first
+    use) for BatchCQ, an outer batch otherwise."""
+
+    __slots__ = ("_packed", "compression", "encoded")
+
+    def __init__(self, encoded: EncodedBatch, compression: BatchCompression) -> None:
+        self.encoded = encoded
+        self.compression = compression
+        self._packed: tuple[bytes, int] | None = None
+
+    @property
+    def topic(self) -> str:
+        return self.encoded.topic
+
+    @property
+    def count(self) -> int:
+        return self.encoded.count
+
+    @property
+    def keys(self) -> list[str]:
+        """The messages' ``UNIQ_KEY``s, in order."""
+        return self.encoded.keys
+
+    def packed(self) -> tuple[bytes, int]:
+        """The inner-batch body and its sysflag bits (compressed when that pays)."""
+        if self._packed is None:
+            c = self.compression
+            if c.codec is None:
+                self._packed = (self.encoded.entries, 0)
+            else:
+                self._packed = self.encoded.compressed(c.codec, c.level, c.min_saving)
+        return self._packed
+
+    def msg_id(self, queue_type: QueueType) -> str:
+        """The result's ``msg_id``: the batch key of an inner batch, else the messages'
+        keys joined by commas."""
+        if queue_type is QueueType.BATCH:
+            return self.encoded.batch_key
+        return ",".join(self.encoded.keys)
+
+    def request(self, opts: SendOptions, queue: MessageQueue, queue_type: QueueType, *,
+                now_ms: int) -> RemotingCommand:
+        """The SEND_BATCH_MESSAGE of this batch to ``queue``, whose topic has
+        ``queue_type`` on its broker."""
+        inner = queue_type is QueueType.BATCH
+        body, sys_flag = self.packed() if inner else (self.encoded.entries, 0)
+        return send_batch_request(
+            self.encoded, inner=inner, producer_group=opts.producer_group,
+            queue_id=queue.queue_id, now_ms=now_ms, body=body, sys_flag=sys_flag,
+            default_topic=opts.default_topic,
+            default_topic_queue_nums=opts.default_topic_queue_nums,
+            broker_name=queue.broker_name, v1=opts.v1)
+
+
+def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyGenerator,
+                       now_ms: int, compression: BatchCompression) -> PreparedBatch:
+    """Check ``msgs`` as :func:`prepare_batch` does (without a per-message copy) and
+    encode them once, giving keys to messages without one."""
+    if not msgs:
+        raise InvalidMessageError("a batch needs at least one message")
+    first = msgs[0]
+    check_message(first, max_size)
+    topic = first.topic
+    for msg in msgs:
+        if msg.topic != topic:
+            raise InvalidMessageError(f"a batch mixes topics {topic!r} and {msg.topic!r}",
+                                      topic=topic)
+    lengths = [len(m.body) for m in msgs]
+    if min(lengths) == 0:
+        raise InvalidMessageError("the message body is empty", topic=topic)
+    if max(lengths) > max_size:
+        raise MessageTooBigError(topic=topic, size=max(lengths), limit=max_size)
+    if topic.startswith("%RETRY%"):
+        raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
+    encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
+    if len(encoded.entries) > max_size:
+        raise MessageTooBigError(topic=topic, size=len(encoded.entries), limit=max_size)
+    return PreparedBatch(encoded, compression)
+
+
 def read_send_response(response: RemotingCommand, queue: MessageQueue, *, address: str,
-                       msg_id: str) -> SendResult:
-    """The result of a send to ``queue`` (table in the module docstring). ``msg_id`` is the
-    message's ``UNIQ_KEY`` (a batch: the keys joined by commas)."""
+                       msg_id: str, count: int = 1) -> SendResult:
+    """The result of a send of ``count`` messages to ``queue`` (table in the module
+    docstring). ``msg_id`` is the message's ``UNIQ_KEY`` (a batch: the keys joined by
+    commas; a BatchCQ broker's ``batchUniqId`` replaces it)."""
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark or "", address=address)
@@ -121,7 +227,7 @@ def read_send_response(response: RemotingCommand, queue: MessageQueue, *, addres
     except HeaderFieldError:
         if status is SendStatus.SEND_OK:
             raise
-        return SendResult(status, msg_id, "", queue, -1)
+        return SendResult(status, msg_id, "", queue, -1, message_count=count)
     return SendResult(
         status=status,
         msg_id=header.batch_uniq_id or msg_id,
@@ -129,6 +235,7 @@ def read_send_response(response: RemotingCommand, queue: MessageQueue, *, addres
         queue=MessageQueue(queue.topic, queue.broker_name, header.queue_id),
         queue_offset=header.queue_offset,
         transaction_id=header.transaction_id,
+        message_count=count,
     )
 
 

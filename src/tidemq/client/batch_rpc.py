@@ -1,0 +1,279 @@
+"""The batch protocol on the client: requests to one broker coalesced into one RPC.
+
+Layout in :mod:`tidemq.codec.batch_protocol`; the broker side in docs/protocol.md.
+
+:class:`BatchRequester` (one per :class:`~tidemq.client.instance.ClientInstance`, from
+:func:`batch_requester`) stands where a client would call ``instance.request``: sends,
+pulls and offset requests issued in the same event-loop iteration for the same broker and
+code become the children of one BATCH_REQUEST (20000). The producer's sends, the pull
+and push consumers' pulls and their offset commits go through it, so a consumer of 64
+queues on a broker pulls them with one RPC, and a producer (or auto-batcher) with data
+for several queues sends it with one.
+
+* A lone request is sent as it is: no parent, nothing changes on the wire.
+* Each caller gets its own child's response, as if it had sent its request alone;
+  a parent that fails (timeout, lost connection, an error code) fails each child with
+  that error. A parent waits up to the longest timeout among its children.
+* Children split into several parents above ``max_children`` or ``max_bytes``.
+
+Negotiation, per broker address (:class:`BatchSupport`; decisions are plain methods, the
+awaits follow):
+
+=========  ==========================================================================
+state      what happens
+=========  ==========================================================================
+UNKNOWN    not asked yet: the next parent asks; a merged answer makes it PRESENT
+PRESENT    coalesced requests go out as parents
+ABSENT     the broker answered 3 REQUEST_CODE_NOT_SUPPORTED (a RocketMQ broker, or
+           ``batchProtocolEnable=false``): every request goes out on its own -- the
+           children of the parent that learnt it too, unchanged -- and after
+           ``recheck`` seconds the broker is asked again
+=========  ==========================================================================
+
+``ClientConfig.batch_protocol_enable=false`` keeps every broker ABSENT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import logging
+import time
+import weakref
+from collections.abc import Callable, Sequence
+
+from tidemq.client.instance import ClientInstance
+from tidemq.codec.batch_protocol import (
+    DEFAULT_MAX_CHILDREN,
+    BatchFormatError,
+    decode_batch_response,
+    encode_batch_request,
+    encode_batch_requests,
+)
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.types import LOGICAL_BROKER
+
+__all__ = [
+    "BATCHABLE_CODES",
+    "BatchRequester",
+    "BatchStats",
+    "BatchSupport",
+    "Support",
+    "batch_requester",
+]
+
+log = logging.getLogger(__name__)
+
+#: Request codes a TideMQ broker accepts as children (docs/protocol.md).
+BATCHABLE_CODES = frozenset({
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE,
+    RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET,
+    RequestCode.GET_MAX_OFFSET,
+})
+
+#: Bytes of child frames per parent: half the broker's default ``batchMaxBytes``.
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+
+class Support(enum.Enum):
+    UNKNOWN = "unknown"
+    PRESENT = "present"
+    ABSENT = "absent"
+
+
+class BatchSupport:
+    """What each broker address said about BATCH_REQUEST (table in the module docstring)."""
+
+    def __init__(self, *, enabled: bool = True, recheck: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.enabled = enabled
+        self.recheck = recheck
+        self._clock = clock
+        self._present: set[str] = set()
+        self._absent_since: dict[str, float] = {}
+
+    def state(self, address: str) -> Support:
+        if not self.enabled:
+            return Support.ABSENT
+        if address in self._present:
+            return Support.PRESENT
+        since = self._absent_since.get(address)
+        if since is None:
+            return Support.UNKNOWN
+        if self._clock() - since >= self.recheck:
+            del self._absent_since[address]
+            return Support.UNKNOWN
+        return Support.ABSENT
+
+    def mark(self, address: str, present: bool) -> None:
+        if present:
+            self._present.add(address)
+            self._absent_since.pop(address, None)
+        else:
+            self._present.discard(address)
+            self._absent_since[address] = self._clock()
+
+
+@dataclasses.dataclass(slots=True)
+class BatchStats:
+    """Counts since the requester was made: RPCs sent (parents and lone requests),
+    children carried by parents, parents sent."""
+
+    rpcs: int = 0
+    parents: int = 0
+    children: int = 0
+
+
+class _Child:
+    __slots__ = ("cmd", "future", "timeout")
+
+    def __init__(self, cmd: RemotingCommand, future: asyncio.Future[RemotingCommand | None],
+                 timeout: float) -> None:
+        self.cmd = cmd
+        self.future = future
+        self.timeout = timeout
+
+    def settle(self, result: RemotingCommand | BaseException | None) -> None:
+        """The child's response, its error, or ``None``: "send yourself on your own"."""
+        if self.future.done():
+            return
+        if isinstance(result, BaseException):
+            self.future.set_exception(result)
+        else:
+            self.future.set_result(result)
+
+
+class BatchRequester:
+    """Coalesces requests per (broker, code); see the module docstring."""
+
+    def __init__(self, instance: ClientInstance, *, enabled: bool = True,
+                 recheck: float = 300.0, max_children: int = DEFAULT_MAX_CHILDREN,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._instance = instance
+        self.support = BatchSupport(enabled=enabled, recheck=recheck)
+        self.max_children = max_children
+        self.max_bytes = max_bytes
+        self.stats = BatchStats()
+        self._pending: dict[tuple[str, int], list[_Child]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def request(self, address: str, cmd: RemotingCommand,
+                      timeout: float | None = None) -> RemotingCommand:
+        """``cmd``'s response from ``address``, sent in a parent with the other requests
+        for that broker and code of this loop iteration when it has the feature."""
+        inst = self._instance
+        wait = inst.config.request_timeout if timeout is None else timeout
+        if (cmd.code not in BATCHABLE_CODES or cmd.is_oneway
+                or cmd.ext_fields.get("bname") == LOGICAL_BROKER  # translated one by one
+                or self.support.state(address) is Support.ABSENT):
+            self.stats.rpcs += 1
+            return await inst.request(address, cmd, wait)
+        future: asyncio.Future[RemotingCommand | None] = (
+            asyncio.get_running_loop().create_future())
+        key = (address, cmd.code)
+        queued = self._pending.get(key)
+        if queued is None:
+            queued = self._pending[key] = []
+            asyncio.get_running_loop().call_soon(self._flush, key)
+        queued.append(_Child(cmd, future, wait))
+        response = await future
+        if response is None:  # alone, or the broker lacks the feature
+            self.stats.rpcs += 1
+            return await inst.request(address, cmd, wait)
+        return response
+
+    # ------------------------------------------------------------------ internals
+
+    def _flush(self, key: tuple[str, int]) -> None:
+        """Decide, without awaiting: who goes alone, which parents to send."""
+        address, code = key
+        children = [c for c in self._pending.pop(key, ()) if not c.future.done()]
+        if len(children) < 2 or self.support.state(address) is Support.ABSENT:
+            for child in children:
+                child.settle(None)
+            return
+        for parent, members in encode_batch_requests(
+                code, [c.cmd for c in children], max_children=self.max_children,
+                max_bytes=self.max_bytes):
+            group = children[:len(members)]
+            children = children[len(members):]
+            if len(group) == 1:
+                group[0].settle(None)
+                continue
+            task = asyncio.ensure_future(self._send(address, parent, group))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, address: str, parent: RemotingCommand,
+                    group: Sequence[_Child]) -> None:
+        self.stats.rpcs += 1
+        self.stats.parents += 1
+        self.stats.children += len(group)
+        try:
+            response = await self._instance.request(address, parent,
+                                                    max(c.timeout for c in group))
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                log.info("%s does not speak the batch protocol; sending one by one", address)
+                self.support.mark(address, False)
+                for child in group:
+                    child.settle(None)
+                return
+            if response.code != ResponseCode.SUCCESS:
+                for child in group:
+                    child.settle(error_for_code(response.code, response.remark or "",
+                                                address=address))
+                return
+            self.support.mark(address, True)
+            answers = decode_batch_response(response, [c.cmd for c in group])
+        except BatchFormatError as exc:
+            for child in group:
+                child.settle(BatchFormatError(exc.reason))
+            return
+        except TideMQError as exc:
+            for child in group:
+                child.settle(_copy(exc))
+            return
+        except asyncio.CancelledError:
+            for child in group:
+                child.future.cancel()
+            raise
+        for child, answer in zip(group, answers, strict=True):
+            child.settle(answer)
+
+    async def probe(self, address: str, timeout: float | None = None) -> bool:
+        """Ask ``address`` now with an empty parent; remembers and returns the answer."""
+        if not self.support.enabled:
+            return False
+        parent = encode_batch_request(RequestCode.GET_MAX_OFFSET, [])
+        wait = self._instance.config.request_timeout if timeout is None else timeout
+        response = await self._instance.request(address, parent, wait)
+        self.stats.rpcs += 1
+        present = response.code == ResponseCode.SUCCESS
+        if present or response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            self.support.mark(address, present)
+        return present
+
+
+def _copy(exc: TideMQError) -> TideMQError:
+    """A fresh instance of ``exc`` per child (one exception object is raised once)."""
+    clone = exc.__class__.__new__(exc.__class__)
+    clone.__dict__.update(exc.__dict__)
+    clone.args = exc.args
+    clone.__cause__ = exc
+    return clone
+
+
+_requesters: weakref.WeakKeyDictionary[ClientInstance, BatchRequester] = (
+    weakref.WeakKeyDictionary())
+
+
+def batch_requester(instance: ClientInstance) -> BatchRequester:
+    """The instance's requester (made on first use, shared by its clients)."""
+    requester = _requesters.get(instance)
+    if requester is None:
+        requester = _requesters[instance] = BatchRequester(
+            instance, enabled=instance.config.batch_protocol_enable)
+    return requester

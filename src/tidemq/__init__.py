@@ -12,13 +12,15 @@ from typing import Any
 
 from tidemq._version import __version__
 
-__all__ = ["AdminClient", "Message", "Producer", "PullConsumer", "__version__"]
+__all__ = ["AdminClient", "Message", "Producer", "PullConsumer", "PushConsumer",
+           "__version__"]
 
 _LAZY = {
     "AdminClient": "tidemq.client",
     "Message": "tidemq.types",
     "Producer": "tidemq.client",
     "PullConsumer": "tidemq.client",
+    "PushConsumer": "tidemq.client",
 }
 
 

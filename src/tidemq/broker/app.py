@@ -16,21 +16,32 @@ import time
 
 from tidemq.broker.clients import ConsumerManager, ProducerManager
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.delay import DelayPolicy, parse_delay_levels
 from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.locks import LockTable
+from tidemq.broker.logical import LogicalQueues, TopicMapping
 from tidemq.broker.long_poll import PullHoldService
+from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.processors.admin import AdminProcessor, disk_usage_ratio, uptime_text
+from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
+from tidemq.broker.processors.groups import GroupProcessor
+from tidemq.broker.processors.lock import LockProcessor
+from tidemq.broker.processors.logical import LogicalProcessor, logical_topic_config
 from tidemq.broker.processors.offsets import OffsetProcessor
 from tidemq.broker.processors.pull import PullProcessor
+from tidemq.broker.processors.retry import RetryProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.registrar import Registrar
+from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicManager
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ConnectionLost, TideMQError
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.net.http import MetricsHttpServer
 from tidemq.store.config import StoreConfig
 from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_store import LMQ_PREFIX
@@ -57,16 +68,26 @@ class BrokerApp:
             retry_max_times=config.max_reconsume_times)
         self.producers = ProducerManager()
         self.consumers = ConsumerManager()
+        self.locks = LockTable(config.rebalance_lock_max_live_time)
+        self.schedule = ScheduleService(self.store, self.layout, DelayPolicy(
+            parse_delay_levels(config.message_delay_level),
+            max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
         self.stats = BrokerStats()
+        self.metrics = BrokerMetrics(self)
+        self.metrics_server: MetricsHttpServer | None = None
         self.server = RemotingServer("0.0.0.0", config.listen_port,
                                      max_frame_size=config.max_frame_size)
         self.client = RemotingClient()
         self.pull = PullProcessor(self)
         self.pull_holds = PullHoldService(self.pull.rerun)
+        self.batch: BatchProcessor | None = None
         self.registrar: Registrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self.broker_addr = config.broker_addr
+        self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
+        #: broker name -> address, for forwarding logical-queue requests
+        self.broker_addresses: dict[str, str] = {}
         self.started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -74,6 +95,7 @@ class BrokerApp:
     async def start(self) -> None:
         await self.server.start()
         self.broker_addr = f"{self.config.broker_ip1}:{self.server.port}"
+        self.broker_addresses[self.config.broker_name] = self.broker_addr
         try:
             self.store.store_host = pack_host(self.broker_addr)
         except ValueError:
@@ -81,21 +103,37 @@ class BrokerApp:
         try:
             loop = asyncio.get_running_loop()
             self.topics.load()
+            self.logical.load()
             self._sync_queue_types()
             report = await loop.run_in_executor(None, self.store.start)
             log.info("store ready: %s", report)
             self.topics.persist()
             self.offsets.load()
             self.subscription_groups.load()
+            self.schedule.start()
         except BaseException:
             await self.server.close(0)
             raise
         self.pull_holds.attach(loop)
         self.store.add_dispatch_hook(self.pull_holds.on_dispatched)
         for proc in (SendProcessor(self), self.pull, OffsetProcessor(self), ClientProcessor(self),
-                     AdminProcessor(self)):
+                     AdminProcessor(self), RetryProcessor(self), LockProcessor(self),
+                     GroupProcessor(self)):
             proc.register(self.server)
+        self.logical_processor = LogicalProcessor(self)
+        self.logical_processor.register(self.server)  # wraps send/pull/offsets: after them
+        if self.config.batch_protocol_enable:  # last: it runs children through the others
+            self.batch = BatchProcessor(self)
+            self.batch.register(self.server)
         self.server.on_connection_closed(self._connection_closed)
+        if self.config.metrics_port:
+            self.metrics.time_processors(self.server)
+            metrics = MetricsHttpServer(self.metrics.render, "0.0.0.0", self.config.metrics_port)
+            try:
+                await metrics.start()
+                self.metrics_server = metrics
+            except OSError as exc:  # metrics are auxiliary: serve messages without them
+                log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
             broker_name=self.config.broker_name, broker_id=self.config.broker_id,
@@ -122,11 +160,18 @@ class BrokerApp:
             await self.registrar.stop()
             if self.config.namesrv_addrs:
                 await self.registrar.unregister_all()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         self.pull_holds.release_all()
+        if self.batch is not None:
+            self.batch.release_all()
         await self.server.close(drain_timeout=5.0)
         await self.client.close()
         self.offsets.persist()
-        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.schedule.stop)
+        await loop.run_in_executor(None, self.store.shutdown)
+        self.schedule.persist()  # the final delivery progress, now that the log is flushed
         log.info("broker %s stopped", self.config.broker_name)
 
     async def __aenter__(self) -> BrokerApp:
@@ -137,6 +182,16 @@ class BrokerApp:
         await self.stop()
 
     # ------------------------------------------------------------------ events
+
+    def logical_changed(self, mapping: TopicMapping | None, topic: str | None = None) -> None:
+        """A logical-queue mapping changed: register the topic's physical queues and its
+        ``logical.queues`` attribute so the name server publishes the placeholder route."""
+        if mapping is not None:
+            self.topics.upsert(logical_topic_config(mapping, self.config.broker_name))
+            self.logical_processor.notify(mapping.topic)
+        elif topic is not None:
+            self.topics.delete(topic)
+        self.topics_changed()
 
     def topics_changed(self) -> None:
         self._sync_queue_types()
@@ -197,6 +252,8 @@ class BrokerApp:
             self.producers.expire(idle)
             for group in self.consumers.expire(idle):
                 self.notify_consumer_ids_changed(group)
+            if self.logical.mappings:
+                self.logical_processor.expire_segments()
 
     # ------------------------------------------------------------------ status
 

@@ -44,6 +44,7 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000
     max_reconsume_times: int = 16
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    timer_max_delay_sec: int = 3 * 86400
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     max_frame_size: int = 16 * 1024 * 1024
@@ -51,16 +52,30 @@ class BrokerConfig:
     max_pull_bytes: int = 4 * 1024 * 1024
     max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024
     batch_protocol_enable: bool = True
+    #: Serve Prometheus metrics over HTTP on this port (0: off).
+    metrics_port: int = 0
     batch_max_children: int = 1000
+    #: How long an orderly-consumption lock lives after its last renewal (upstream's
+    #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
+    rebalance_lock_max_live_time: int = 60_000
+    #: Largest batch-protocol parent body accepted, and the byte budget of the pulled
+    #: records one merged pull response carries (capped by max_frame_size).
+    batch_max_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort {self.metrics_port} is not a port", key="metricsPort")
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty", key="brokerName")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be positive",
                               key="defaultTopicQueueNums")
+        if self.batch_max_children < 1 or self.batch_max_bytes < 1:
+            raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
+                              key="batchMaxChildren" if self.batch_max_children < 1
+                              else "batchMaxBytes")
 
     @property
     def broker_addr(self) -> str:

@@ -1,18 +1,107 @@
-"""Subscription group configs: retry queue count and max reconsume times per group.
+"""Subscription group configs: retry queue count, max reconsume times and the rest of
+RocketMQ's ``SubscriptionGroupConfig`` per group.
 
-Auto-created on first heartbeat when ``autoCreateSubscriptionGroup`` (the default);
-persisted to ``config/subscriptionGroup.json``.
+Auto-created on first heartbeat when ``autoCreateSubscriptionGroup`` (the default), or
+created and replaced by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); persisted atomically to
+``config/subscriptionGroup.json`` as ``{"subscriptionGroupTable": {group: config},
+"dataVersion": {...}}`` (upstream's file shape). :func:`validate_group_config` checks a
+config received from an admin client against the Java bean's members and types.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import time
 from typing import Any
 
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["SubscriptionGroupManager"]
+__all__ = ["GROUP_DEFAULTS", "SubscriptionGroupManager", "validate_group_config"]
+
+#: Java ``SubscriptionGroupConfig`` defaults (``retryMaxTimes`` is the broker's
+#: ``maxReconsumeTimes``).
+GROUP_DEFAULTS: dict[str, Any] = {
+    "consumeEnable": True,
+    "consumeFromMinEnable": True,
+    "consumeBroadcastEnable": True,
+    "consumeMessageOrderly": False,
+    "retryQueueNums": 1,
+    "retryMaxTimes": 16,
+    "brokerId": 0,
+    "whichBrokerWhenConsumeSlowly": 1,
+    "notifyConsumerIdsChangedEnable": True,
+    "groupSysFlag": 0,
+    "consumeTimeoutMinute": 15,
+    "attributes": {},
+}
+
+_BOOLS = ("consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
+          "consumeMessageOrderly", "notifyConsumerIdsChangedEnable")
+#: int members and their smallest legal value
+_INTS = {"retryQueueNums": 0, "retryMaxTimes": -1, "brokerId": 0,
+         "whichBrokerWhenConsumeSlowly": 0, "groupSysFlag": 0, "consumeTimeoutMinute": 0}
+_MAX_INT = 2**31 - 1
+_GROUP_RE = re.compile(r"^[A-Za-z0-9%_|-]{1,255}$")
+_INT_TEXT = re.compile(r"^-?[0-9]{1,10}$")
+
+
+def _bool(name: str, value: Any) -> bool | str:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return f"{name} must be a boolean, not {value!r:.40}"
+
+
+def _int(name: str, value: Any, lowest: int) -> int | str:
+    if isinstance(value, str) and _INT_TEXT.match(value):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"{name} must be an integer, not {value!r:.40}"
+    if not lowest <= value <= _MAX_INT:
+        return f"{name} must be in {lowest}..{_MAX_INT}, not {value}"
+    return value
+
+
+def validate_group_config(raw: Any, defaults: dict[str, Any] | None = None
+                          ) -> dict[str, Any] | str:
+    """A complete config from a ``SubscriptionGroupConfig`` JSON value, members it lacks
+    taken from ``defaults`` (:data:`GROUP_DEFAULTS`), or why it is refused. Unknown
+    members are dropped."""
+    if not isinstance(raw, dict):
+        return "the body must be a SubscriptionGroupConfig JSON object"
+    name = raw.get("groupName")
+    if not isinstance(name, str) or not _GROUP_RE.match(name):
+        return "groupName must be 1..255 characters of [A-Za-z0-9%_|-]"
+    cfg: dict[str, Any] = {**(GROUP_DEFAULTS if defaults is None else defaults),
+                           "groupName": name}
+    for key in _BOOLS:
+        if raw.get(key) is not None:
+            value = _bool(key, raw[key])
+            if isinstance(value, str):
+                return value
+            cfg[key] = value
+    for key, lowest in _INTS.items():
+        if raw.get(key) is not None:
+            number = _int(key, raw[key], lowest)
+            if isinstance(number, str):
+                return number
+            cfg[key] = number
+    attributes = raw.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in attributes.items()):
+        return "attributes must be an object of strings"
+    cfg["attributes"] = dict(attributes)
+    for key, kind in (("groupRetryPolicy", dict), ("subscriptionDataSet", list)):
+        if raw.get(key) is not None:
+            if not isinstance(raw[key], kind):
+                return f"{key} must be a JSON {'object' if kind is dict else 'array'}"
+            cfg[key] = raw[key]
+    return cfg
 
 
 class SubscriptionGroupManager:
@@ -21,15 +110,32 @@ class SubscriptionGroupManager:
         self.auto_create = auto_create
         self.retry_max_times = retry_max_times
         self.groups: dict[str, dict[str, Any]] = {}
+        self.data_version: dict[str, int] = {"stateVersion": 0,
+                                             "timestamp": int(time.time() * 1000), "counter": 0}
 
     def load(self) -> None:
         if self.path.exists():
-            self.groups = json.loads(self.path.read_text("utf-8")).get("subscriptionGroupTable", {})
+            data = json.loads(self.path.read_text("utf-8"))
+            self.groups = data.get("subscriptionGroupTable", {})
+            self.data_version = data.get("dataVersion", self.data_version)
 
     def persist(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps({"subscriptionGroupTable": self.groups},
-                                           sort_keys=True).encode())
+        atomic_write(self.path, json.dumps(self.wrapper(), sort_keys=True).encode())
+
+    def wrapper(self) -> dict[str, Any]:
+        """The GET_ALL_SUBSCRIPTIONGROUP_CONFIG body (and the file's content)."""
+        return {"subscriptionGroupTable": self.groups, "dataVersion": self.data_version}
+
+    def _changed(self) -> None:
+        self.data_version = {"stateVersion": self.data_version.get("stateVersion", 0),
+                             "timestamp": int(time.time() * 1000),
+                             "counter": self.data_version.get("counter", 0) + 1}
+        self.persist()
+
+    def defaults(self, group: str) -> dict[str, Any]:
+        return {"groupName": group, **GROUP_DEFAULTS, "retryMaxTimes": self.retry_max_times,
+                "attributes": {}}
 
     def ensure(self, group: str) -> dict[str, Any] | None:
         cfg = self.groups.get(group)
@@ -38,18 +144,20 @@ class SubscriptionGroupManager:
         return cfg
 
     def upsert(self, group: str, changes: dict[str, Any]) -> dict[str, Any]:
-        cfg = self.groups.get(group) or {
-            "groupName": group, "consumeEnable": True, "consumeBroadcastEnable": True,
-            "retryQueueNums": 1, "retryMaxTimes": self.retry_max_times, "brokerId": 0,
-            "consumeMessageOrderly": False,
-        }
+        """Merge ``changes`` into the group's config (created with defaults if missing)."""
+        cfg = self.groups.get(group) or self.defaults(group)
         cfg.update(changes)
         self.groups[group] = cfg
-        self.persist()
+        self._changed()
         return cfg
+
+    def put(self, cfg: dict[str, Any]) -> None:
+        """Replace a whole config (from :func:`validate_group_config`)."""
+        self.groups[cfg["groupName"]] = cfg
+        self._changed()
 
     def delete(self, group: str) -> bool:
         if self.groups.pop(group, None) is None:
             return False
-        self.persist()
+        self._changed()
         return True

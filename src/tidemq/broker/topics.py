@@ -44,8 +44,9 @@ PERM_INHERIT = 1
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 MAX_TOPIC_LENGTH = 127
-SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
-                           "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT"})
+SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
+                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+                           "OFFSET_MOVED_EVENT"})
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9%_|-]+$")
 QUEUE_TYPE = "queue.type"
 

@@ -28,6 +28,7 @@ __all__ = [
     "BrokerHeartbeatRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
     "GetConsumeStatsRequestHeader",
@@ -55,6 +56,7 @@ __all__ = [
     "QueryMessageResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ResetOffsetRequestHeader",
     "RpcRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
@@ -481,6 +483,29 @@ class QueryMessageResponseHeader(Header):
     index_last_update_phyoffset: I64
 
 
+# ---------------------------------------------------------------- consumer-group admin
+
+
+class DeleteSubscriptionGroupRequestHeader(RpcRequestHeader):
+    """DELETE_SUBSCRIPTIONGROUP (207); ``cleanOffset`` also drops the group's offsets."""
+
+    group_name: str
+    clean_offset: bool = False
+
+
+class ResetOffsetRequestHeader(TopicRequestHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222), admin -> broker, and RESET_CONSUMER_CLIENT_OFFSET
+    (220), broker -> consumer (oneway). ``timestamp`` -1 means the max offset; 5.x admin
+    tools may name one ``queueId`` (-1: all) and an explicit ``offset``."""
+
+    topic: str
+    group: str
+    timestamp: I64
+    is_force: bool = False
+    queue_id: int = -1
+    offset: I64 | None = None
+
+
 # ---------------------------------------------------------------- registries
 
 #: The header schema of each request code that has one.
@@ -519,6 +544,9 @@ REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
     RequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
 }
 
 #: The header schema of a *successful* response to each request code that has one.

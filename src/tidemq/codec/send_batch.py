@@ -1,8 +1,9 @@
 """SEND_BATCH_MESSAGE encoded once per batch: keyed entries, end-to-end compression, and
 the request of an inner (RIP-26) or an outer batch (specs/store.md §1.8, §3.3, §3.5).
 
-A batch is encoded before its first attempt; retries reuse the bytes, so the ids the
-application sees never change between attempts. Each entry is laid out as
+A batch is encoded before its first attempt (:func:`encode_send_batch`); retries reuse
+the bytes, so the ids the application sees never change between attempts, and the request
+of an attempt (:func:`send_batch_request`) is only its header. Each entry is laid out as
 :mod:`tidemq.formats.batch` says; its properties are the message's own, then ``UNIQ_KEY``
 (generated when absent), then ``WAIT=true`` (when absent) -- byte for byte what
 :func:`tidemq.codec.message.batch_send_request` sends.
@@ -17,22 +18,23 @@ outer       ``UNIQ_KEY`` (batch key), ``WAIT``              the entries, uncompr
 ==========  ==============================================  ===========================
 
 A BatchCQ broker stores an inner batch as one record of ``n`` messages; any broker splits
-an outer batch into ``n`` records. Compression is kept only when it saves at least
-``min_saving`` of the body (:func:`tidemq.codec.compression.compress_if_smaller`).
+an outer batch into ``n`` records (and could not split a compressed one). Compression is
+kept only when it saves at least ``min_saving`` of the body
+(:func:`tidemq.codec.compression.compress_if_smaller`).
 
-Fast path: messages with bodies of one length and equal properties (a producer loop, a
-benchmark) are laid out as rows of one ``(n, entry size)`` array -- the constant columns
-broadcast, the bodies copied in one go, the keys' counter digits computed as a column --
-so the cost per message is a few hundred nanoseconds. Anything else takes a plain loop.
+Fast path: when the messages have bodies of one length, one flag and equal properties
+(a producer loop, a benchmark), entries differ only in their body bytes and the last four
+digits of their key, so the body is one ``join`` of constant runs, the bodies and digits
+from a table -- a few hundred nanoseconds per message. Anything else takes a plain loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 import struct
 from collections.abc import Sequence
-
-import numpy as np
 
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compress_if_smaller
@@ -54,79 +56,85 @@ _HEAD = struct.Struct(
     "i"  # BODYLENGTH
 )
 _PROPS_LEN = struct.Struct(">h")
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-_SHIFTS = np.array([12, 8, 4, 0], dtype=np.int64)
 _KEY_TAG = f"{PropertyKey.UNIQ_KEY}\x01"
 _WAIT_TRUE = f"{PropertyKey.WAIT}\x01true\x02"
+_BODY = operator.attrgetter("body")
+_PROPS = operator.attrgetter("properties")
+_TOPIC = operator.attrgetter("topic")
+_FLAG = operator.attrgetter("flag")
+
+
+@functools.cache
+def _hex4() -> list[bytes]:
+    """The last four key digits of every counter value (built once, on first use)."""
+    return [b"%04X" % i for i in range(0x10000)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EncodedBatch:
-    """A batch ready to send: its body (compressed or not), the keys of its messages."""
+    """A batch's entries, encoded once, and the keys of its messages."""
 
     topic: str
-    body: bytes
-    #: Compression bits for the header's sysflag (0: not compressed).
-    sys_flag: int
+    #: The uncompressed batch encoding (formats/batch).
+    entries: bytes
     count: int
-    #: Bytes of the uncompressed entries.
-    raw_size: int
-    #: The messages' ``UNIQ_KEY``s, in order, laid end to end (each ``key_width`` long,
-    #: except when a message brought a key of another length: then see ``given_keys``).
-    keys_text: str
-    key_width: int
-    #: The batch's own ``UNIQ_KEY`` (the broker returns it as ``batchUniqId``).
+    #: The batch's own ``UNIQ_KEY`` (a BatchCQ broker returns it as ``batchUniqId``).
     batch_key: str
+    #: The messages' shared ``WAIT`` value.
     wait: str
-    inner: bool
-    given_keys: tuple[str, ...] | None = None
+    #: The messages' keys: ``key_head`` plus four hex digits of each counter, unless
+    #: ``listed_keys`` names them one by one.
+    key_head: str = ""
+    key_counters: Sequence[int] = ()
+    listed_keys: tuple[str, ...] | None = None
 
     @property
     def keys(self) -> list[str]:
-        """Each message's ``UNIQ_KEY``."""
-        if self.given_keys is not None:
-            return list(self.given_keys)
-        w, text = self.key_width, self.keys_text
-        return [text[i : i + w] for i in range(0, len(text), w)]
+        """Each message's ``UNIQ_KEY``, in order."""
+        if self.listed_keys is not None:
+            return list(self.listed_keys)
+        head = self.key_head
+        return [f"{head}{c & 0xFFFF:04X}" for c in self.key_counters]
 
-    @property
-    def compressed(self) -> bool:
-        return bool(self.sys_flag)
+    def compressed(self, ctype: CompressionType, level: int | None = None,
+                   min_saving: float = 0.05) -> tuple[bytes, int]:
+        """``(body, sysflag bits)`` for an inner batch: the entries compressed with
+        ``ctype`` when that saves at least ``min_saving``, else as they are."""
+        return compress_if_smaller(self.entries, ctype, level, min_saving)
 
 
-def _check(msgs: Sequence[Message]) -> tuple[str, str]:
-    """The Java producer's rules for a ``MessageBatch``; returns (topic, shared WAIT).
-    A message without ``WAIT`` counts as ``WAIT=true``, the value it is sent with."""
+def _check_props(props: dict[str, str], wait: str) -> None:
+    if props.get(PropertyKey.WAIT, "true") != wait:
+        raise LocalProtocolError("batch messages must share the WAIT property")
+    if props.get(PropertyKey.DELAY, "0") not in ("", "0", "-1"):
+        raise LocalProtocolError("batch messages cannot have a delay level")
+
+
+def _check(msgs: Sequence[Message]) -> tuple[str, str, bool]:
+    """The Java producer's rules for a ``MessageBatch``; returns the topic, the shared
+    WAIT (a message without one is sent with ``WAIT=true``) and whether the batch is
+    uniform: bodies of one length, one flag, equal properties without ``UNIQ_KEY``."""
     if not msgs:
         raise LocalProtocolError("a batch needs at least one message")
     topic = msgs[0].topic
     if topic.startswith("%RETRY%"):
         raise LocalProtocolError(f"cannot send a batch to retry topic {topic!r}")
-    for m in msgs:
-        if m.topic != topic:
-            raise LocalProtocolError(f"batch mixes topics {topic!r} and {m.topic!r}")
-    first = msgs[0].properties
-    wait = first.get(PropertyKey.WAIT, "true")
-    for m in msgs:
-        p = m.properties
-        if p is first and m is not msgs[0]:
-            continue
-        if p.get(PropertyKey.WAIT, "true") != wait:
-            raise LocalProtocolError("batch messages must share the WAIT property")
-        if p.get(PropertyKey.DELAY, "0") not in ("", "0", "-1"):
-            raise LocalProtocolError("batch messages cannot have a delay level")
-    return topic, wait
-
-
-def _uniform(msgs: Sequence[Message]) -> bool:
-    """Whether every message has the first one's body length, flag and properties, and
-    none brings its own ``UNIQ_KEY``."""
-    first = msgs[0]
-    p0, n0, f0 = first.properties, len(first.body), first.flag
-    if PropertyKey.UNIQ_KEY in p0:
-        return False
-    return all(len(m.body) == n0 and m.flag == f0 and (m.properties is p0 or m.properties == p0)
-               for m in msgs)
+    topics = set(map(_TOPIC, msgs))
+    if len(topics) > 1:
+        other = min(topics - {topic})
+        raise LocalProtocolError(f"batch mixes topics {topic!r} and {other!r}")
+    props = list(map(_PROPS, msgs))
+    p0 = props[0]
+    wait = p0.get(PropertyKey.WAIT, "true")
+    same_props = props.count(p0) == len(props)
+    if same_props:
+        _check_props(p0, wait)
+    else:
+        for p in props:
+            _check_props(p, wait)
+    uniform = (same_props and PropertyKey.UNIQ_KEY not in p0
+               and len(set(map(len, map(_BODY, msgs)))) == 1 and len(set(map(_FLAG, msgs))) == 1)
+    return topic, wait, uniform
 
 
 def _props_head(props: dict[str, str]) -> str:
@@ -134,48 +142,50 @@ def _props_head(props: dict[str, str]) -> str:
     return encode_properties(props).decode("utf-8") if props else ""
 
 
-def _encode_uniform(msgs: Sequence[Message], keys: UniqKeyGenerator,
-                    now_ms: int) -> tuple[bytes, str, int]:
+def _too_long(topic: str, plen: int) -> LocalProtocolError:
+    return LocalProtocolError(f"{topic}: properties take {plen} bytes, the limit is "
+                              f"{MAX_PROPERTIES_BYTES}")
+
+
+def _encode_uniform(msgs: Sequence[Message], head_text: str, counters: list[int]) -> bytes:
+    """Entries differing only in body bytes and key digits: constant runs between them."""
     first = msgs[0]
     n, blen = len(msgs), len(first.body)
-    head_text, counters = keys.reserve(now_ms, n)
-    width = len(head_text) + 4
-    before = (_props_head(first.properties) + _KEY_TAG).encode("utf-8")
+    key_head = head_text.encode("ascii")
+    before = (_props_head(first.properties) + _KEY_TAG).encode("utf-8") + key_head
     after = ("\x02" + ("" if PropertyKey.WAIT in first.properties else _WAIT_TRUE)).encode()
-    plen = len(before) + width + len(after)
+    plen = len(before) + 4 + len(after)
     if plen > MAX_PROPERTIES_BYTES:
-        raise LocalProtocolError(f"{first.topic}: properties take {plen} bytes, the limit is "
-                                 f"{MAX_PROPERTIES_BYTES}")
+        raise _too_long(first.topic, plen)
     size = ENTRY_OVERHEAD + blen + plen
-    rows = np.empty((n, size), dtype=np.uint8)
-    rows[:, :20] = np.frombuffer(_HEAD.pack(size, 0, 0, first.flag, blen), dtype=np.uint8)
-    if blen:
-        rows[:, 20 : 20 + blen] = np.frombuffer(
-            b"".join([m.body for m in msgs]), dtype=np.uint8).reshape(n, blen)
-    p = 20 + blen
-    rows[:, p : p + 2] = np.frombuffer(_PROPS_LEN.pack(plen), dtype=np.uint8)
-    p += 2
-    rows[:, p : p + len(before)] = np.frombuffer(before, dtype=np.uint8)
-    p += len(before)
-    key_cols = rows[:, p : p + width]
-    key_cols[:, : width - 4] = np.frombuffer(head_text.encode("ascii"), dtype=np.uint8)
-    count = np.asarray(counters, dtype=np.int64) & 0xFFFF
-    key_cols[:, width - 4 :] = _HEX[(count[:, None] >> _SHIFTS) & 15]
-    p += width
-    rows[:, p:] = np.frombuffer(after, dtype=np.uint8)
-    keys_text = np.ascontiguousarray(key_cols).tobytes().decode("ascii")
-    return rows.tobytes(), keys_text, width
+    lead = _HEAD.pack(size, 0, 0, first.flag, blen)
+    middle = _PROPS_LEN.pack(plen) + before
+    start = counters[0] & 0xFFFF
+    table = _hex4()
+    digits = table[start : start + n]
+    if len(digits) < n:  # the 16-bit counter wraps inside this batch
+        digits += table[: n - len(digits)]
+    # entry i = lead, body i, middle, digits i, after -- "after + lead" is one run
+    parts: list[bytes] = [after + lead] * (4 * n)
+    parts[0] = lead
+    parts[1::4] = map(_BODY, msgs)
+    parts[2::4] = [middle] * n
+    parts[3::4] = digits
+    parts.append(after)
+    return b"".join(parts)
 
 
 def _encode_loop(msgs: Sequence[Message], keys: UniqKeyGenerator,
                  now_ms: int) -> tuple[bytes, list[str]]:
-    head_text, counters = keys.reserve(now_ms, len(msgs))
+    """Any batch; keys are made only for messages without one, in order."""
+    need = sum(1 for m in msgs if not m.properties.get(PropertyKey.UNIQ_KEY))
+    fresh = iter(keys.next_keys(now_ms, need))
     parts: list[bytes] = []
     out_keys: list[str] = []
     add = parts.append
-    for msg, counter in zip(msgs, counters, strict=True):
+    for msg in msgs:
         props = msg.properties
-        key = props.get(PropertyKey.UNIQ_KEY) or f"{head_text}{counter & 0xFFFF:04X}"
+        key = props.get(PropertyKey.UNIQ_KEY) or next(fresh)
         out_keys.append(key)
         if PropertyKey.UNIQ_KEY in props:
             full = dict(props)
@@ -186,8 +196,7 @@ def _encode_loop(msgs: Sequence[Message], keys: UniqKeyGenerator,
             tail = "" if PropertyKey.WAIT in props else _WAIT_TRUE
             raw = f"{_props_head(props)}{_KEY_TAG}{key}\x02{tail}".encode()
         if len(raw) > MAX_PROPERTIES_BYTES:
-            raise LocalProtocolError(f"{msg.topic}: properties take {len(raw)} bytes, the "
-                                     f"limit is {MAX_PROPERTIES_BYTES}")
+            raise _too_long(msg.topic, len(raw))
         body = msg.body
         add(_HEAD.pack(ENTRY_OVERHEAD + len(body) + len(raw), 0, 0, msg.flag, len(body)))
         add(body)
@@ -196,61 +205,53 @@ def _encode_loop(msgs: Sequence[Message], keys: UniqKeyGenerator,
     return b"".join(parts), out_keys
 
 
-def encode_send_batch(
-    msgs: Sequence[Message],
-    *,
-    keys: UniqKeyGenerator,
-    now_ms: int,
-    inner: bool,
-    compression: CompressionType | None = None,
-    level: int | None = None,
-    min_saving: float = 0.05,
-) -> EncodedBatch:
-    """Encode ``msgs`` (one topic) once; ``inner`` batches are compressed with
-    ``compression`` when that saves at least ``min_saving`` of the body. Raises
+def encode_send_batch(msgs: Sequence[Message], *, keys: UniqKeyGenerator,
+                      now_ms: int) -> EncodedBatch:
+    """Encode ``msgs`` (one topic) once, giving keys to messages without one. Raises
     :class:`LocalProtocolError` for batches Java's rules refuse."""
-    topic, wait = _check(msgs)
-    given: tuple[str, ...] | None = None
-    if _uniform(msgs):
-        raw, keys_text, width = _encode_uniform(msgs, keys, now_ms)
+    topic, wait, uniform = _check(msgs)
+    head_text, counters = "", list[int]()
+    listed: tuple[str, ...] | None = None
+    if uniform:
+        head_text, counters = keys.reserve(now_ms, len(msgs))
+        raw = _encode_uniform(msgs, head_text, counters)
     else:
         raw, key_list = _encode_loop(msgs, keys, now_ms)
-        width = len(key_list[0])
-        if any(len(k) != width for k in key_list):
-            given = tuple(key_list)
-        keys_text = "".join(key_list)
-    body, sys_flag = raw, 0
-    if inner and compression is not None:
-        body, sys_flag = compress_if_smaller(raw, compression, level, min_saving)
-    return EncodedBatch(topic, body, sys_flag, len(msgs), len(raw), keys_text, width,
-                        keys.next_key(now_ms), wait, inner, given)
+        listed = tuple(key_list)
+    return EncodedBatch(topic, raw, len(msgs), keys.next_key(now_ms), wait, head_text,
+                        counters, listed)
 
 
 def send_batch_request(
     batch: EncodedBatch,
     *,
+    inner: bool,
     producer_group: str,
     queue_id: int,
     now_ms: int,
+    body: bytes | None = None,
+    sys_flag: int = 0,
     default_topic: str = "TBW102",
     default_topic_queue_nums: int = 4,
     broker_name: str | None = None,
     v1: bool = False,
 ) -> RemotingCommand:
     """SEND_BATCH_MESSAGE (or SEND_MESSAGE with ``batch=true`` when ``v1``) of ``batch`` to
-    ``queue_id``; see the module docstring for what inner batches add."""
+    ``queue_id``: an ``inner`` batch adds ``INNER_NUM`` and may carry a compressed
+    ``body`` with its ``sys_flag`` bits (:meth:`EncodedBatch.compressed`); an outer
+    batch always sends the entries as they are."""
     props = f"{_KEY_TAG}{batch.batch_key}\x02"
-    if batch.inner:
+    if inner:
         props += f"{PropertyKey.INNER_NUM}\x01{batch.count}\x02"
+    else:
+        body, sys_flag = None, 0
     props += f"{PropertyKey.WAIT}\x01{batch.wait}\x02"
-    header = SendMessageRequestHeader(
+    cls = SendMessageRequestHeader if v1 else SendMessageRequestHeaderV2
+    header = cls(
         producer_group=producer_group, topic=batch.topic, default_topic=default_topic,
         default_topic_queue_nums=default_topic_queue_nums, queue_id=queue_id,
-        sys_flag=batch.sys_flag, born_timestamp=now_ms, flag=0, properties=props, batch=True,
+        sys_flag=sys_flag, born_timestamp=now_ms, flag=0, properties=props, batch=True,
         broker_name=broker_name,
     )
-    if v1:
-        return RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext(), batch.body)
-    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE,
-                                   header.convert(SendMessageRequestHeaderV2).to_ext(),
-                                   batch.body)
+    code = RequestCode.SEND_MESSAGE if v1 else RequestCode.SEND_BATCH_MESSAGE
+    return RemotingCommand.request(code, header.to_ext(), batch.entries if body is None else body)

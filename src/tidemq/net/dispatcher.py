@@ -59,6 +59,11 @@ class Dispatcher:
         """Route requests whose code has no processor to ``processor``."""
         self._default = processor
 
+    def processor(self, code: int) -> Processor | None:
+        """The processor registered for ``code`` (``None`` if none; the default is not
+        consulted)."""
+        return self._processors.get(int(code))
+
     @property
     def in_flight(self) -> int:
         """Processor tasks that have not finished yet."""

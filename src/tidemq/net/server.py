@@ -84,6 +84,11 @@ class RemotingServer:
         """Route requests with a code nobody registered to ``processor``."""
         self._dispatcher.register_default(processor)
 
+    def processor(self, code: int) -> Processor | None:
+        """The processor registered for ``code``, if any (the batch protocol runs its
+        children through them)."""
+        return self._dispatcher.processor(code)
+
     def on_connection_closed(self, callback: CloseCallback) -> None:
         """Call ``callback(conn, error)`` whenever a client connection goes away."""
         self._close_callbacks.append(callback)

@@ -144,7 +144,9 @@ class AdminProcessor:
             rows.append({"topic": h.topic, "brokerName": self.app.config.broker_name,
                          "queueId": qid, "minOffset": self.store.min_offset(h.topic, qid),
                          "maxOffset": max_off, "lastUpdateTimestamp": max(last, 0)})
-        return cmd.response(body=_json({"offsetTable": rows}))
+        meter = self.app.stats.topic_put.get(h.topic)
+        return cmd.response(body=_json({"offsetTable": rows,
+                                        "putTps": meter.rate() if meter else 0.0}))
 
     def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetConsumeStatsRequestHeader, cmd)

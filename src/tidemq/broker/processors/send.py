@@ -13,6 +13,7 @@ import random
 from typing import TYPE_CHECKING
 
 from tidemq.broker.lmq import parse_lmq_targets
+from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import PERM_WRITE, validate_topic
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
@@ -127,6 +128,10 @@ class SendProcessor:
         try:
             for entry in iter_batch(body):
                 props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
+                if props and "INNER_MULTI_DISPATCH\x01" in props:
+                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                         "INNER_MULTI_DISPATCH (LMQ fan-out) is not supported "
+                                         "in batches: send such messages one by one")
                 m, w = self._message(entry.body, props, entry.flag)
                 msgs.append(m)
                 wait = wait and w
@@ -212,6 +217,10 @@ class SendProcessor:
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = self._header(cmd)
+        if self.store.is_lmq(h.topic):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"{h.topic} is a light message queue: send to its parent "
+                                 "topic with INNER_MULTI_DISPATCH naming it")
         qid = self._queue(h)
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(h.topic)
@@ -222,6 +231,8 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"INNER_NUM on {h.topic}, which is not a BatchCQ topic")
         is_batch = h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE
+        # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
+        h, qid, reply_qid = route_send(self.app, h, qid, cmd.version, is_batch)
         try:
             inner = self._inner_batch(h, qid, cmd.body, born) if is_batch and batch_cq else None
             if inner is not None:
@@ -250,7 +261,7 @@ class SendProcessor:
         except ValueError as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
-        return self._finish(conn, cmd, qid, result)
+        return self._finish(conn, cmd, reply_qid, result)
 
     def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
                 batch_uniq: bool = False) -> RemotingCommand | None:

@@ -1,0 +1,251 @@
+"""Prometheus metrics of one broker, served at ``/metrics`` when ``metricsPort`` > 0.
+
+Each :class:`BrokerApp` owns a :class:`CollectorRegistry` of its own (tests run several
+brokers in one process). Most figures are read from the broker's state when Prometheus
+scrapes (a custom collector, nothing kept twice); only the send and pull latencies are
+observed as they happen, by wrapping the processors that serve those codes
+(:meth:`BrokerMetrics.time_processors`). The latency is the time the processor ran: a SYNC_FLUSH
+send is measured up to its hand-off to the flusher, a long-polled pull up to its hold.
+
+=============================================  =======  ====================================
+metric                                         type     labels
+=============================================  =======  ====================================
+tidemq_broker_info                             gauge    broker, cluster, addr, version
+tidemq_broker_put_messages_total / _bytes      counter
+tidemq_broker_get_messages_total / _bytes      counter
+tidemq_broker_put_tps / get_tps                gauge    (messages/s over the last 10 s)
+tidemq_broker_topic_put_messages_total         counter  topic (bounded)
+tidemq_broker_group_get_messages_total         counter  group (bounded)
+tidemq_broker_send_latency_seconds             hist.    code
+tidemq_broker_pull_latency_seconds             hist.    code
+tidemq_broker_dispatch_behind_bytes            gauge
+tidemq_broker_dispatch_lag_seconds             gauge
+tidemq_broker_queue_max_offset / min_offset    gauge    topic, queue_id (bounded)
+tidemq_broker_consumer_lag_messages            gauge    group, topic (bounded; sum of queues)
+tidemq_broker_consumer_offset                  gauge    group, topic (sum of committed)
+tidemq_broker_flush_last_seconds               gauge
+tidemq_broker_flushes_total                    counter
+tidemq_broker_commitlog_bytes                  gauge    (max - min physical offset)
+tidemq_broker_disk_used_ratio                  gauge
+tidemq_broker_connections / pull_held          gauge
+tidemq_broker_topics                           gauge
+tidemq_broker_store_healthy                    gauge    status (1 while RUNNING)
+tidemq_broker_lmq_queues / lmq_entries         gauge    (only with enableLmq)
+tidemq_broker_series_dropped                   gauge    family (series past the bound)
+=============================================  =======  ====================================
+
+Label cardinality is bounded: at most ``max_series`` series per labelled family (system
+topics and retry topics count like any other); what is left out is counted in
+``tidemq_broker_series_dropped`` so a truncated scrape is visible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tidemq.broker.processors.admin import disk_usage_ratio
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.net import Connection
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["LATENCY_BUCKETS", "BrokerCollector", "BrokerMetrics"]
+
+#: Seconds: 50 us .. 5 s (a processor returns in microseconds; a slow disk shows above).
+LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                   0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+SEND_CODES = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
+              int(RequestCode.SEND_BATCH_MESSAGE))
+PULL_CODES = (int(RequestCode.PULL_MESSAGE), int(RequestCode.LITE_PULL_MESSAGE))
+
+_Processor = Callable[[Connection, RemotingCommand], Any]
+
+
+def _timed(processor: _Processor, histogram: Any) -> _Processor:
+    observe = histogram.observe
+    clock = time.perf_counter
+
+    def run(conn: Connection, cmd: RemotingCommand) -> Any:
+        t0 = clock()
+        result = processor(conn, cmd)
+        if result is None or isinstance(result, RemotingCommand):
+            observe(clock() - t0)
+            return result
+        return _finish(result, t0)
+
+    async def _finish(pending: Awaitable[Any], t0: float) -> Any:
+        try:
+            return await pending
+        finally:
+            observe(clock() - t0)
+
+    return run
+
+
+class BrokerMetrics:
+    """The registry of one broker; see the module docstring."""
+
+    def __init__(self, app: BrokerApp, *, max_series: int = 2000) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.send_latency = Histogram(
+            "tidemq_broker_send_latency_seconds", "Time a send processor ran, by request code.",
+            ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
+        self.pull_latency = Histogram(
+            "tidemq_broker_pull_latency_seconds", "Time a pull processor ran, by request code.",
+            ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
+        self.registry.register(BrokerCollector(app, max_series=max_series))
+
+    def time_processors(self, server: Any) -> None:
+        """Re-register the send and pull processors of ``server`` wrapped in a timer
+        (requests the batch protocol carries run the unwrapped ones)."""
+        for codes, histogram in ((SEND_CODES, self.send_latency),
+                                 (PULL_CODES, self.pull_latency)):
+            for code in codes:
+                processor = server.processor(code)
+                if processor is not None:
+                    server.register(code, _timed(processor, histogram.labels(code=str(code))))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class BrokerCollector(Collector):
+    """Reads the broker's state at scrape time."""
+
+    def __init__(self, app: BrokerApp, *, max_series: int) -> None:
+        self.app = app
+        self.max_series = max_series
+
+    def collect(self) -> Iterator[Metric]:
+        app = self.app
+        dropped = GaugeMetricFamily("tidemq_broker_series_dropped",
+                                    "Series left out of a labelled family (cardinality bound).",
+                                    labels=["family"])
+        yield from self._throughput(dropped)
+        yield from self._store()
+        yield from self._queues(dropped)
+        yield from self._lag(dropped)
+        yield _gauge("tidemq_broker_connections", "Open remoting connections.",
+                     len(app.server.connections))
+        yield _gauge("tidemq_broker_pull_held", "Pull requests held by long polling.",
+                     app.pull_holds.held_count)
+        yield _gauge("tidemq_broker_topics", "Topics configured on this broker.",
+                     len(app.topics.topics))
+        yield dropped
+
+    def _throughput(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
+        app, stats = self.app, self.app.stats
+        info = GaugeMetricFamily("tidemq_broker_info", "The broker (value 1).",
+                                 labels=["broker", "cluster", "addr", "version"])
+        info.add_metric([app.config.broker_name, app.config.broker_cluster_name,
+                         app.broker_addr, "0.1.0"], 1)
+        yield info
+        yield _counter("tidemq_broker_put_messages", "Messages stored.", stats.put_msgs.total)
+        yield _counter("tidemq_broker_put_bytes", "Message bytes stored.", stats.put_bytes.total)
+        yield _counter("tidemq_broker_get_messages", "Messages served to pulls.",
+                       stats.get_msgs.total)
+        yield _counter("tidemq_broker_get_bytes", "Message bytes served to pulls.",
+                       stats.get_bytes.total)
+        yield _gauge("tidemq_broker_put_tps", "Messages stored per second (last 10 s).",
+                     stats.put_msgs.rate())
+        yield _gauge("tidemq_broker_get_tps", "Messages served per second (last 10 s).",
+                     stats.get_msgs.rate())
+        topic_put = CounterMetricFamily("tidemq_broker_topic_put_messages",
+                                        "Messages stored, by topic.", labels=["topic"])
+        for topic, meter in self._bounded(sorted(stats.topic_put.items()), "topic_put", dropped):
+            topic_put.add_metric([topic], meter.total)
+        yield topic_put
+        group_get = CounterMetricFamily("tidemq_broker_group_get_messages",
+                                        "Messages served to pulls, by consumer group.",
+                                        labels=["group"])
+        for group, meter in self._bounded(sorted(stats.group_get.items()), "group_get", dropped):
+            group_get.add_metric([group], meter.total)
+        yield group_get
+
+    def _store(self) -> Iterator[Metric]:
+        app, store = self.app, self.app.store
+        behind, lag_ms = store.dispatch_lag()
+        yield _gauge("tidemq_broker_dispatch_behind_bytes",
+                     "Commit-log bytes not yet in the consume queues.", behind)
+        yield _gauge("tidemq_broker_dispatch_lag_seconds",
+                     "Age of the oldest record not yet dispatched.", lag_ms / 1000)
+        flusher = store.flusher
+        yield _gauge("tidemq_broker_flush_last_seconds", "Duration of the last commit-log flush.",
+                     flusher.last_flush_ms / 1000 if flusher is not None else 0.0)
+        yield _counter("tidemq_broker_flushes", "Commit-log flushes.",
+                       flusher.flush_count if flusher is not None else 0)
+        yield _gauge("tidemq_broker_commitlog_bytes", "Commit-log bytes retained.",
+                     store.commitlog.max_offset - store.commitlog.min_offset)
+        yield _gauge("tidemq_broker_disk_used_ratio", "Used fraction of the store's disk.",
+                     disk_usage_ratio(str(app.layout.root)))
+        healthy = GaugeMetricFamily("tidemq_broker_store_healthy",
+                                    "1 while the store is RUNNING, else 0.", labels=["status"])
+        healthy.add_metric([store.status], 1 if store.status == "RUNNING" else 0)
+        yield healthy
+        lmq = store.lmq
+        if lmq is not None:
+            queues, entries = lmq.cached_stats()
+            yield _gauge("tidemq_broker_lmq_queues", "Light message queues.", queues)
+            yield _gauge("tidemq_broker_lmq_entries", "Entries in light message queues.", entries)
+
+    def _queues(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
+        store = self.app.store
+        hi = GaugeMetricFamily("tidemq_broker_queue_max_offset",
+                               "Next offset of a consume queue (its depth from 0).",
+                               labels=["topic", "queue_id"])
+        lo = GaugeMetricFamily("tidemq_broker_queue_min_offset",
+                               "First offset still stored in a consume queue.",
+                               labels=["topic", "queue_id"])
+        pairs = sorted((t, q) for t, qs in store.topics().items() for q in qs)
+        for topic, qid in self._bounded(pairs, "queue_offset", dropped):
+            hi.add_metric([topic, str(qid)], store.max_offset(topic, qid))
+            lo.add_metric([topic, str(qid)], store.min_offset(topic, qid))
+        yield hi
+        yield lo
+
+    def _lag(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
+        app = self.app
+        lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
+                                "Messages stored but not yet committed by a group "
+                                "(sum over the topic's queues on this broker).",
+                                labels=["group", "topic"])
+        committed = GaugeMetricFamily("tidemq_broker_consumer_offset",
+                                      "Sum of a group's committed offsets over the queues.",
+                                      labels=["group", "topic"])
+        keys = sorted(app.offsets.table.items())
+        for key, queues in self._bounded(keys, "consumer_lag", dropped):
+            topic, _, group = key.partition("@")
+            tc = app.topics.get(topic)
+            qids = set(queues) | (set(range(tc.read_queue_nums)) if tc is not None else set())
+            total = done = 0
+            for qid in qids:
+                top = app.store.max_offset(topic, qid)
+                mine = queues.get(qid, 0)
+                total += max(0, top - mine)
+                done += mine
+            lag.add_metric([group, topic], total)
+            committed.add_metric([group, topic], done)
+        yield lag
+        yield committed
+
+    def _bounded(self, items: list[Any], family: str, dropped: GaugeMetricFamily) -> list[Any]:
+        if len(items) > self.max_series:
+            dropped.add_metric([family], len(items) - self.max_series)
+            return items[: self.max_series]
+        return items
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)

@@ -1,0 +1,419 @@
+"""BATCH_REQUEST (20000): the broker side of the batch protocol (RocketMQ issue #5516).
+
+Layout in :mod:`tidemq.codec.batch_protocol`; codes and differences in docs/protocol.md.
+Registered only with ``batchProtocolEnable=true``; a broker without it answers 3
+REQUEST_CODE_NOT_SUPPORTED, which clients read as "feature absent".
+
+Each child runs through the processor registered for its code (looked up when this one is
+registered, so whatever wraps send, pull or offsets applies to children too). The child
+gets a :class:`_ChildConnection`: the real connection for everything but
+``send_response``, which hands the child's late answer (a SYNC_FLUSH send) to the merge
+instead of the socket. A child raising :class:`~tidemq.errors.BrokerResponseError` is
+answered with that code and remark; a malformed child with INVALID_PARAMETER; its siblings
+are served either way.
+
+=========================  ==============================================================
+dispatchCode               the parent is answered
+=========================  ==============================================================
+10, 310, 320 (send)        when every child has answered: at once under ASYNC_FLUSH,
+14, 15, 30 (offsets)       when the last flush is confirmed (or times out) under SYNC_FLUSH
+11, 361 (pull)             at once when any child found data, failed or must move; else,
+                           if a child allows suspension, the parent is held
+                           (:mod:`tidemq.broker.batch_hold`) until any child's queue gets
+                           data or the longest suspend timeout passes, and then every child
+                           is read again without suspension (and without committing again)
+=========================  ==============================================================
+
+Pulls share a budget: ``batchMaxBytes`` of records (capped by the frame limit), lowered
+by the parent's optional ext ``maxMsgBytes`` / ``maxMsgNums`` (totals over all children).
+Each child may read what is left; once it is spent, the remaining children answer
+PULL_RETRY_IMMEDIATELY at their own offset (the client pulls them again at once). Reads
+start at a child that moves on with every parent, so a small budget still serves every
+queue in turn. Children never suspend on their own: SUSPEND is cleared before they run.
+
+Found records go out as the store's memoryviews: the parent's ``body_parts`` are each
+child's head followed by its body parts, never joined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
+from tidemq.codec.batch_protocol import (
+    BatchChild,
+    BatchFormatError,
+    BatchRequest,
+    batch_response,
+    child_error_response,
+    decode_batch_request,
+)
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageRequestHeader
+from tidemq.codec.schema import parse_java_int
+from tidemq.errors import (
+    BrokerResponseError,
+    ConnectionLost,
+    RemoteProtocolError,
+    ResponseCode,
+    TideMQError,
+    error_for_code,
+)
+from tidemq.net import Connection, Processor, RemotingServer
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["MERGE_ALL_CODES", "PULL_CODES", "BatchProcessor"]
+
+log = logging.getLogger(__name__)
+
+#: Children answered together once every one is done.
+MERGE_ALL_CODES = frozenset({
+    RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET,
+    RequestCode.GET_MAX_OFFSET,
+})
+#: Children answered as soon as any has data.
+PULL_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
+
+_FLAG_COMMIT_OFFSET = 0x1
+_FLAG_SUSPEND = 0x2
+_PULL_KEYS = PullMessageRequestHeader.ext_keys()
+_SYS_FLAG, _MAX_BYTES, _MAX_NUMS = (_PULL_KEYS["sys_flag"], _PULL_KEYS["max_msg_bytes"],
+                                    _PULL_KEYS["max_msg_nums"])
+_FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
+
+
+def _error_response(cmd: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    """A child's answer to an exception, as the dispatcher would answer a request."""
+    if isinstance(exc, BrokerResponseError):
+        return cmd.response(exc.code, exc.remark)
+    if not isinstance(exc, TideMQError):
+        log.error("batch child with code %d raised", cmd.code, exc_info=exc)
+    text = str(exc) or type(exc).__name__
+    return cmd.response(ResponseCode.SYSTEM_ERROR, text)
+
+
+class _Merge:
+    """The child responses of one parent, filled in any order; answers the parent on the
+    connection once the last one is in (when ``deferred``: the processor returned)."""
+
+    __slots__ = ("conn", "deferred", "missing", "opaques", "parent", "slots", "timer")
+
+    def __init__(self, conn: Connection, parent: RemotingCommand, children: list[BatchChild]
+                 ) -> None:
+        self.conn = conn
+        self.parent = parent
+        self.opaques = [c.opaque for c in children]
+        self.slots: list[RemotingCommand | None] = [None] * len(children)
+        self.missing = len(children)
+        self.deferred = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def put(self, index: int, response: RemotingCommand) -> None:
+        if self.slots[index] is not None:
+            return
+        response.opaque = self.opaques[index]
+        response.flag |= FLAG_RESPONSE
+        self.slots[index] = response
+        self.missing -= 1
+        if self.missing == 0 and self.deferred:
+            self._send()
+
+    def responses(self) -> list[RemotingCommand]:
+        return cast(list[RemotingCommand], self.slots)
+
+    def expire(self) -> None:
+        """Children that never answered get SYSTEM_ERROR (as upstream's proposal)."""
+        self.timer = None
+        for i, slot in enumerate(self.slots):
+            if slot is None:
+                self.put(i, RemotingCommand(code=ResponseCode.SYSTEM_ERROR,
+                                            remark="the child produced no response in time"))
+
+    def _send(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if not self.parent.is_oneway:
+            self.conn.send_response(batch_response(self.parent, self.responses()))
+
+
+class _ChildConnection:
+    """What a child's processor sees as its connection: the real one, except that a late
+    ``send_response`` fills the child's slot of the merge."""
+
+    __slots__ = ("_conn", "_index", "_merge")
+
+    def __init__(self, conn: Connection, merge: _Merge, index: int) -> None:
+        self._conn = conn
+        self._merge = merge
+        self._index = index
+
+    @property
+    def remote_address(self) -> str:
+        return self._conn.remote_address
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn.is_open
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        self._merge.put(self._index, cmd)
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+@dataclasses.dataclass(slots=True)
+class _PullChild:
+    """A pull child with its header (``None``: unparsable, the processor says why)."""
+
+    child: BatchChild
+    header: PullMessageRequestHeader | None
+
+
+@dataclasses.dataclass(slots=True)
+class _HeldPulls:
+    """What a held parent needs to be read again: the pull processor and its children."""
+
+    processor: Processor
+    kids: list[_PullChild]
+
+
+@dataclasses.dataclass(slots=True)
+class _Budget:
+    bytes: int
+    msgs: int
+
+    @property
+    def spent(self) -> bool:
+        return self.bytes <= 0 or self.msgs <= 0
+
+
+class BatchProcessor:
+    """BATCH_REQUEST; see the module docstring."""
+
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+        cfg = app.config
+        self._max_children = cfg.batch_max_children
+        self._max_bytes = min(cfg.batch_max_bytes, cfg.max_frame_size)
+        self._pull_budget = max(1, min(cfg.batch_max_bytes,
+                                       cfg.max_frame_size - _FRAME_RESERVE))
+        self._child_timeout = 2 * app.store_config.sync_flush_timeout / 1000 + 1.0
+        self._processors: dict[int, Processor] = {}
+        self._turn = 0
+        self.holds = BatchHoldService(self._answer_held)
+
+    def register(self, server: RemotingServer) -> None:
+        """Look up the child processors, register for BATCH_REQUEST, hook into the store's
+        dispatch (held pulls) and connection closes. Call after the others registered."""
+        for code in MERGE_ALL_CODES | PULL_CODES:
+            processor = server.processor(code)
+            if processor is not None:
+                self._processors[int(code)] = processor
+        server.register(RequestCode.BATCH_REQUEST, self.process)
+        server.on_connection_closed(self._connection_closed)
+        self.holds.attach(asyncio.get_running_loop())
+        self.store.add_dispatch_hook(self.holds.on_dispatched)
+
+    def _connection_closed(self, conn: Connection, _error: ConnectionLost) -> None:
+        self.holds.drop_connection(conn)
+
+    # ------------------------------------------------------------------ parent
+
+    def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        try:
+            req = decode_batch_request(cmd, max_children=self._max_children,
+                                       max_bytes=self._max_bytes)
+        except BatchFormatError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, exc.reason) from None
+        if req.dispatch_code not in self._processors:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"dispatchCode {req.dispatch_code} is not supported in a "
+                                 f"batch (supported: {sorted(self._processors)})")
+        if req.dispatch_code in PULL_CODES:
+            return self._pull(conn, cmd, req)
+        return self._merge_all(conn, cmd, req)
+
+    # ------------------------------------------------------------------ sends, offsets
+
+    def _merge_all(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
+                   ) -> RemotingCommand | None:
+        processor = self._processors[req.dispatch_code]
+        merge = _Merge(conn, cmd, req.children)
+        for i, child in enumerate(req.children):
+            self._run(processor, conn, merge, i, child)
+        if merge.missing == 0:
+            return batch_response(cmd, merge.responses())
+        merge.deferred = True
+        merge.timer = asyncio.get_running_loop().call_later(self._child_timeout, merge.expire)
+        return None
+
+    def _run(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
+             child: BatchChild, *, at_once: bool = False) -> None:
+        """Run one child; its answer lands in ``merge`` now or later (``at_once``: a
+        coroutine processor is refused, the caller needs the answer before it goes on)."""
+        sub = child.command
+        if sub is None:
+            merge.put(index, child_error_response(
+                child, ResponseCode.INVALID_PARAMETER, child.error))
+            return
+        proxy = cast(Connection, _ChildConnection(conn, merge, index))
+        try:
+            result = processor(proxy, sub)
+        except Exception as exc:
+            merge.put(index, _error_response(sub, exc))
+            return
+        if isinstance(result, RemotingCommand):
+            merge.put(index, result)
+        elif result is not None and at_once:
+            if inspect.iscoroutine(result):
+                result.close()
+            merge.put(index, sub.response(ResponseCode.SYSTEM_ERROR,
+                                          "the processor cannot answer inside a batch"))
+        elif result is not None:
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t: self._finished(merge, index, sub, t))
+        # None: the processor answers later through the proxy (SYNC_FLUSH)
+
+    @staticmethod
+    def _finished(merge: _Merge, index: int, sub: RemotingCommand,
+                  task: asyncio.Task[RemotingCommand | None]) -> None:
+        if task.cancelled():
+            merge.put(index, sub.response(ResponseCode.SYSTEM_ERROR, "cancelled"))
+        elif (exc := task.exception()) is not None:
+            merge.put(index, _error_response(sub, exc))
+        elif (result := task.result()) is not None:
+            merge.put(index, result)
+
+    # ------------------------------------------------------------------ pulls
+
+    def _pull(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
+              ) -> RemotingCommand | None:
+        kids = [_PullChild(c, _pull_header(c)) for c in req.children]
+        processor = self._processors[req.dispatch_code]
+        responses = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
+        hold = self._hold_plan(kids, responses)
+        if hold is None or cmd.is_oneway:
+            return batch_response(cmd, responses)
+        waits, timeout = hold
+        self.holds.hold(conn, cmd, waits, timeout, _HeldPulls(processor, kids))
+        # Close the race with a dispatch that landed between the reads and the hold.
+        for (topic, queue_id), offset in waits:
+            now_max = self.store.max_offset(topic, queue_id)
+            if now_max > offset:
+                self.holds.notify(topic, queue_id, now_max)
+                break
+        return None
+
+    def _budget(self, cmd: RemotingCommand) -> _Budget:
+        ext = cmd.ext_fields
+        limit_bytes = parse_java_int(ext.get(_MAX_BYTES, "")) or 0
+        limit_msgs = parse_java_int(ext.get(_MAX_NUMS, "")) or 0
+        nbytes = self._pull_budget
+        if limit_bytes > 0:
+            nbytes = min(nbytes, limit_bytes)
+        return _Budget(nbytes, limit_msgs if limit_msgs > 0 else 1 << 31)
+
+    def _hold_plan(self, kids: Sequence[_PullChild], responses: Sequence[RemotingCommand]
+                   ) -> tuple[list[tuple[tuple[str, int], int]], int] | None:
+        """Decide without acting: the ``(queue, offset)`` waits and the timeout when the
+        parent should be held (every child caught up, one may suspend), else ``None``."""
+        waits: list[tuple[tuple[str, int], int]] = []
+        longest = 0
+        for kid, resp in zip(kids, responses, strict=True):
+            h = kid.header
+            if h is None or resp.code != ResponseCode.PULL_NOT_FOUND:
+                return None
+            if h.sys_flag & _FLAG_SUSPEND and h.suspend_timeout_millis > 0:
+                longest = max(longest, h.suspend_timeout_millis)
+            waits.append(((h.topic, h.queue_id), h.queue_offset))
+        if longest <= 0:
+            return None
+        cfg = self.app.config
+        return waits, longest if cfg.long_polling_enable else cfg.short_polling_time_mills
+
+    def _answer_held(self, held: HeldBatch) -> None:
+        if not held.conn.is_open:
+            return
+        payload = cast(_HeldPulls, held.payload)
+        responses = self._read_all(payload.processor, held.conn, held.cmd, payload.kids,
+                                   self._budget(held.cmd), first=False)
+        held.conn.send_response(batch_response(held.cmd, responses))
+
+    def _read_all(self, processor: Processor, conn: Connection, cmd: RemotingCommand,
+                  kids: Sequence[_PullChild], budget: _Budget, *, first: bool
+                  ) -> list[RemotingCommand]:
+        """Every child read once, never suspending, starting at a rotating child."""
+        children = [k.child for k in kids]
+        merge = _Merge(conn, cmd, children)
+        n = len(kids)
+        start = self._turn % n if n else 0
+        self._turn += 1
+        for step in range(n):
+            i = (start + step) % n
+            self._read_one(processor, conn, merge, i, kids[i], budget, first)
+        for i, slot in enumerate(merge.slots):
+            if slot is None:
+                merge.put(i, RemotingCommand(code=ResponseCode.SYSTEM_ERROR,
+                                             remark="the pull processor did not answer at once"))
+        return merge.responses()
+
+    def _read_one(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
+                  kid: _PullChild, budget: _Budget, first: bool) -> None:
+        h = kid.header
+        sub = kid.child.command
+        if sub is None or h is None:
+            self._run(processor, conn, merge, index, kid.child, at_once=True)
+            return
+        if budget.spent:
+            merge.put(index, self._skipped(sub, h))
+            return
+        ext = dict(sub.ext_fields)
+        clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
+        ext[_SYS_FLAG] = str(h.sys_flag & ~clear)
+        own_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
+            self.app.config.max_pull_bytes)
+        ext[_MAX_BYTES] = str(min(own_bytes, budget.bytes))
+        ext[_MAX_NUMS] = str(max(1, min(h.max_msg_nums, budget.msgs)))
+        self._run(processor, conn, merge, index, dataclasses.replace(
+            kid.child, command=dataclasses.replace(sub, ext_fields=ext)), at_once=True)
+        resp = merge.slots[index]
+        if resp is not None and resp.code == ResponseCode.SUCCESS:
+            budget.bytes -= resp.body_length()
+            nxt = parse_java_int(resp.ext_fields.get("nextBeginOffset", ""), 64)
+            budget.msgs -= max(1, (nxt or 0) - h.queue_offset)
+
+    def _skipped(self, sub: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand:
+        """A child not read because the parent's budget is spent: pull again at once."""
+        ext = {
+            "nextBeginOffset": str(h.queue_offset),
+            "minOffset": str(self.store.min_offset(h.topic, h.queue_id)),
+            "maxOffset": str(self.store.max_offset(h.topic, h.queue_id)),
+            "suggestWhichBrokerId": "0",
+        }
+        return sub.response(ResponseCode.PULL_RETRY_IMMEDIATELY,
+                            "the batch's byte or message budget is spent", ext)
+
+    def release_all(self) -> None:
+        """Answer every held parent now (shutdown)."""
+        self.holds.release_all()
+
+
+def _pull_header(child: BatchChild) -> PullMessageRequestHeader | None:
+    if child.command is None:
+        return None
+    try:
+        return PullMessageRequestHeader.from_ext(child.command.ext_fields)
+    except RemoteProtocolError:
+        return None

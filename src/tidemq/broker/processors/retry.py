@@ -1,0 +1,275 @@
+"""CONSUMER_SEND_MSG_BACK (36) and the retry/delay rules of the send path.
+
+Send-back (remoting.md §2.11): the consumer names a record by its commit-log offset. The
+broker stores a copy for the group to consume again: body, flag, sysFlag, born time and
+host and properties kept; ``RETRY_TOPIC`` = the original topic (first hop only),
+``ORIGIN_MESSAGE_ID`` = the original's offset message id (first hop only, as upstream),
+``RECONSUME_TIME`` and RECONSUMETIMES = the record's count + 1. Where it goes:
+
+=========================================================  =================================
+condition                                                  target
+=========================================================  =================================
+reconsumeTimes >= maxReconsumeTimes (request value from    ``%DLQ%<group>`` queue 0, no delay
+version 121 on, else the group's ``retryMaxTimes``), or
+``delayLevel < 0``
+otherwise                                                  ``%RETRY%<group>``, delay level
+                                                           ``delayLevel``, or ``3 +
+                                                           reconsumeTimes`` when it is 0
+=========================================================  =================================
+
+Send path (§2.7 steps 5 and 6, :func:`route_send`): a message sent to ``%RETRY%<group>``
+whose reconsumeTimes exceeds maxReconsumeTimes, or sent while the group holds unexpired
+orderly locks (§2.13), is stored in ``%DLQ%<group>`` without delay; any other message
+carrying a delay is parked (:mod:`tidemq.broker.delay`). A batch cannot target a retry
+topic or carry a delay (MESSAGE_ILLEGAL). The retry counters are read from the header
+(``reconsumeTimes``, ``maxReconsumeTimes``) and, when a client left them there, from the
+``RECONSUME_TIME`` / ``MAX_RECONSUME_TIMES`` properties.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from tidemq.broker.delay import (
+    DELAY,
+    REAL_QID,
+    REAL_TOPIC,
+    TIMER_PROPERTIES,
+    DelayError,
+    Diversion,
+)
+from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.topics import DLQ_PREFIX, PERM_WRITE, RETRY_PREFIX, validate_topic
+from tidemq.codec.bodies import TopicConfig
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from tidemq.errors import (
+    CorruptRecord,
+    MessageTooLarge,
+    ResponseCode,
+    StoreReadOnly,
+    error_for_code,
+)
+from tidemq.formats.hashing import tags_code
+from tidemq.formats.msgid import encode_offset_msg_id
+from tidemq.formats.properties import (
+    MAX_PROPERTIES_BYTES,
+    decode_properties,
+    encode_properties,
+)
+from tidemq.formats.record import Record, decode_record
+from tidemq.net import Connection
+from tidemq.store.flush import FlushStatus
+from tidemq.store.message_store import MessageInput, PutResult
+
+if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
+
+__all__ = ["RetryProcessor", "SendRoute", "ensure_group_topic", "route_send"]
+
+#: Request version (V3_4_9) from which the consumer's maxReconsumeTimes is honoured.
+V3_4_9 = 121
+DLQ_QUEUE = 0
+RETRY_TOPIC = "RETRY_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIME = "RECONSUME_TIME"
+MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+_INT_RE = re.compile(r"-?[0-9]{1,9}")
+TIMER_OUT_MS = "TIMER_OUT_MS"
+#: Properties a message loses when it goes to a DLQ or is parked again.
+_PARKING = (DELAY, *TIMER_PROPERTIES, REAL_TOPIC, REAL_QID, TIMER_OUT_MS)
+
+
+class SendRoute(NamedTuple):
+    """Where a send is stored (``header.topic``, ``put_queue``) and which queue id the
+    response reports (the one the producer chose)."""
+
+    header: SendMessageRequestHeader
+    put_queue: int
+    reply_queue: int
+
+
+def _int_prop(props: dict[str, str], name: str) -> int | None:
+    value = props.get(name, "")
+    return int(value) if _INT_RE.fullmatch(value) else None
+
+
+def _group_int(cfg: dict[str, Any], key: str, default: int) -> int:
+    value = cfg.get(key, default)
+    return value if isinstance(value, int) else default
+
+
+def ensure_group_topic(app: BrokerApp, topic: str) -> TopicConfig:
+    """The config of a retry or DLQ topic, created (1 queue, perm 6) when missing."""
+    tc = app.topics.get(topic)
+    if tc is None:
+        tc = app.topics.create_on_send(topic, topic, 1)
+        assert tc is not None  # retry and DLQ topics are always creatable
+        app.topics_changed()
+    return tc
+
+
+def _group_config(app: BrokerApp, group: str) -> dict[str, Any]:
+    why = "the group name is empty" if not group else validate_topic(RETRY_PREFIX + group)
+    if why is not None:
+        raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
+    cfg = app.subscription_groups.ensure(group)
+    if cfg is None:
+        raise error_for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                             f"subscription group not exist, {group}")
+    return cfg
+
+
+def _dlq(app: BrokerApp, group: str) -> str:
+    topic = DLQ_PREFIX + group  # valid: the group passed _group_config
+    ensure_group_topic(app, topic)
+    return topic
+
+
+# ---------------------------------------------------------------- send path (§2.7 steps 5, 6)
+
+
+def route_send(app: BrokerApp, h: SendMessageRequestHeader, queue_id: int, version: int,
+               is_batch: bool) -> SendRoute:
+    """Decide where a send is stored: its topic, a DLQ, or a delay queue."""
+    if h.topic.startswith(RETRY_PREFIX):
+        if is_batch:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"a batch cannot be sent to the retry topic {h.topic}")
+        h, dead = _retry_or_dlq(app, h, version)
+        if dead:
+            return SendRoute(h, DLQ_QUEUE, DLQ_QUEUE)
+    try:
+        diversion = app.schedule.policy.divert(h.properties, h.topic, queue_id, h.sys_flag)
+    except DelayError as exc:
+        raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+    if diversion is None:
+        return SendRoute(h, queue_id, queue_id)
+    if is_batch:
+        raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                             "a batch cannot carry DELAY or TIMER_* properties")
+    parked = dataclasses.replace(h, topic=diversion.topic, properties=diversion.properties)
+    return SendRoute(parked, diversion.queue_id, queue_id)
+
+
+def _retry_or_dlq(app: BrokerApp, h: SendMessageRequestHeader, version: int
+                  ) -> tuple[SendMessageRequestHeader, bool]:
+    group = h.topic[len(RETRY_PREFIX):]
+    cfg = _group_config(app, group)
+    props = decode_properties(h.properties.encode("utf-8")) if h.properties else {}
+    reconsume = h.reconsume_times
+    if reconsume is None:
+        reconsume = _int_prop(props, RECONSUME_TIME) or 0
+    max_times = _group_int(cfg, "retryMaxTimes", app.config.max_reconsume_times)
+    if version >= V3_4_9:
+        asked = h.max_reconsume_times
+        if asked is None:
+            asked = _int_prop(props, MAX_RECONSUME_TIMES)
+        if asked is not None:
+            max_times = asked
+    h = dataclasses.replace(h, reconsume_times=reconsume)
+    if reconsume <= max_times and not app.locks.has_unexpired(group):
+        return h, False
+    for name in _PARKING:
+        props.pop(name, None)
+    text = encode_properties(props).decode("utf-8")
+    return dataclasses.replace(h, topic=_dlq(app, group), properties=text or None), True
+
+
+# ---------------------------------------------------------------- send-back (§2.11)
+
+
+class RetryProcessor:
+    def __init__(self, app: BrokerApp) -> None:
+        self.app = app
+        self.store = app.store
+
+    def register(self, server: object) -> None:
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)  # type: ignore[attr-defined]
+
+    def _original(self, offset: int) -> Record:
+        view = self.store.read_record(offset) if offset >= 0 else None
+        try:
+            rec = decode_record(view, expected_physical_offset=offset) if view else None
+        except CorruptRecord:
+            rec = None
+        if not isinstance(rec, Record):
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"look message by offset failed, {offset}")
+        return rec
+
+    def _target(self, h: ConsumerSendMsgBackRequestHeader, cfg: dict[str, Any]
+                ) -> tuple[str, int]:
+        """The retry topic and queue a send-back goes to (creating the topic)."""
+        app = self.app
+        topic = RETRY_PREFIX + h.group
+        if not app.config.broker_permission & PERM_WRITE:
+            raise error_for_code(ResponseCode.NO_PERMISSION,
+                                 f"the broker[{app.config.broker_name}] sending message is "
+                                 "forbidden")
+        tc = ensure_group_topic(app, topic)
+        if not tc.perm & PERM_WRITE:
+            raise error_for_code(ResponseCode.NO_PERMISSION,
+                                 f"the topic[{topic}] sending message is forbidden")
+        nums = min(_group_int(cfg, "retryQueueNums", 1), tc.write_queue_nums)
+        return topic, random.randrange(max(nums, 1))
+
+    def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        h = parse_header(ConsumerSendMsgBackRequestHeader, cmd)
+        app = self.app
+        cfg = _group_config(app, h.group)
+        if _group_int(cfg, "retryQueueNums", 1) <= 0:
+            return cmd.response()  # upstream: a group without retry queues drops it
+        retry_topic, retry_queue = self._target(h, cfg)
+        rec = self._original(h.offset)
+        props = decode_properties(rec.properties)
+        props.setdefault(RETRY_TOPIC, rec.topic)
+        for name in _PARKING:
+            props.pop(name, None)
+        reconsume = rec.reconsume_times
+        props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or encode_offset_msg_id(
+            rec.store_host, rec.physical_offset)
+        props[RECONSUME_TIME] = str(reconsume + 1)
+        max_times = _group_int(cfg, "retryMaxTimes", app.config.max_reconsume_times)
+        if cmd.version >= V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        text = encode_properties(props).decode("utf-8")
+        if reconsume >= max_times or h.delay_level < 0:
+            target = Diversion(_dlq(app, h.group), DLQ_QUEUE, text)
+        else:
+            level = h.delay_level or 3 + reconsume
+            delayed = text + encode_properties({DELAY: str(level)}).decode("utf-8")
+            target = app.schedule.policy.divert(delayed, retry_topic, retry_queue) or Diversion(
+                retry_topic, retry_queue, text)
+        result = self._put(rec, target, props.get("TAGS"), reconsume + 1)
+        if result.durable is None:
+            return cmd.response()
+        fut = asyncio.wrap_future(result.durable)
+        fut.add_done_callback(lambda f: conn.send_response(
+            cmd.response() if not f.cancelled() and f.result() is FlushStatus.FLUSHED
+            else cmd.response(ResponseCode.SYSTEM_ERROR, "FLUSH_DISK_TIMEOUT")))
+        return None
+
+    def _put(self, rec: Record, target: Diversion, tags: str | None, reconsume: int
+             ) -> PutResult:
+        raw = target.properties.encode("utf-8")
+        if len(raw) > MAX_PROPERTIES_BYTES:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
+        props = decode_properties(raw)
+        keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
+        msg = MessageInput(bytes(rec.body), raw, rec.flag, tags_code(tags), keys)
+        try:
+            result = self.store.put(target.topic, target.queue_id, msg, sys_flag=rec.sys_flag,
+                                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
+                                    reconsume_times=reconsume)
+        except MessageTooLarge as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        except StoreReadOnly as exc:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        self.app.stats.on_put(target.topic, 1, result.sizes[0])
+        return result

@@ -1,0 +1,362 @@
+"""The delay service: delivers parked messages (:mod:`tidemq.broker.delay`) when due.
+
+One thread, ``tidemq-schedule``, does all the work; it sleeps on a condition until the
+earliest due time it knows of, or until the store's dispatch hook reports a parked message
+it has not seen (a level whose queue was empty, or any new timer message). No polling.
+
+* **Delay levels.** Queue ``level - 1`` of ``SCHEDULE_TOPIC_XXXX`` is read in order from
+  the level's delivery offset. Every level has one fixed delay, so due times ascend along
+  the queue: the head decides the next wake-up. A message is due at its STORETIMESTAMP
+  plus the level's delay, read from the stored record, so it is never delivered early.
+* **Timer messages.** :class:`~tidemq.broker.timers.TimerHeap` over the timer topic.
+
+Delivery stores a copy in ``REAL_TOPIC``/``REAL_QID`` with a new store time, the same body,
+flag, sysFlag, born time and host, reconsume count and properties, less ``DELAY`` (and the
+timer request properties); ``REAL_TOPIC``/``REAL_QID``/``TIMER_OUT_MS`` stay, as upstream.
+
+Durability (at-least-once, exactly-once across a clean restart). Progress lives in
+``config/delayOffset.json`` (``{"offsetTable": {"<level>": next offset}}``, upstream's file)
+and ``config/timerCheckpoint.json`` (:class:`~tidemq.broker.timers.TimerCheckpoint`), both
+replaced atomically. A pass delivers, then records a snapshot of the progress together with
+the commit-log end of the copies it stored; a snapshot is written only once the commit log
+is flushed past that end (SYNC_FLUSH: within milliseconds; ASYNC_FLUSH: at the next flush),
+so a written checkpoint never covers a copy a power loss could take back. A crash between
+storing copies and writing the checkpoint that covers them delivers those messages again
+after the restart. :meth:`ScheduleService.stop` stops the thread; after the store has shut
+down (and flushed), :meth:`ScheduleService.persist` writes the final snapshot, so a clean
+restart neither loses nor repeats anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from tidemq.broker.delay import (
+    DELAY,
+    REAL_QID,
+    REAL_TOPIC,
+    SCHEDULE_TOPIC,
+    TIMER_PROPERTIES,
+    TIMER_TOPIC,
+    DelayPolicy,
+)
+from tidemq.broker.timers import TimerCheckpoint, TimerEntry, TimerHeap
+from tidemq.errors import ConfigError, CorruptRecord, MessageTooLarge, StoreReadOnly
+from tidemq.formats.hashing import tags_code
+from tidemq.formats.properties import decode_properties, encode_properties
+from tidemq.formats.record import Record, decode_record
+from tidemq.store.checkpoint import atomic_write
+from tidemq.store.layout import StoreLayout
+from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.types import GetStatus
+
+__all__ = ["ScheduleService"]
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 64
+READ_BYTES = 4 * 1024 * 1024
+MAX_SLEEP = 10.0  # bounds the effect of a wall-clock jump on a due time's wake-up
+RETRY_SLEEP = 1.0  # after a store error
+_LEVEL_DROPS = (DELAY, *TIMER_PROPERTIES)
+_SKIPPING = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL,
+             GetStatus.OFFSET_OVERFLOW_BADLY)
+
+Snapshot = tuple[int, dict[int, int], TimerCheckpoint | None]  # (log end, levels, timer)
+
+
+def _records(buffers: list[memoryview]) -> Iterator[Record]:
+    """The records of a read; a corrupt one ends its run (logged: what follows is lost)."""
+    for buf in buffers:
+        pos = 0
+        while pos < len(buf):
+            try:
+                rec = decode_record(buf, pos)
+            except CorruptRecord as exc:
+                log.error("parked messages skipped after a corrupt record: %s", exc)
+                break
+            if not isinstance(rec, Record):
+                break
+            yield rec
+            pos += rec.total_size
+
+
+class ScheduleService:
+    def __init__(self, store: MessageStore, layout: StoreLayout, policy: DelayPolicy) -> None:
+        self.store = store
+        self.policy = policy
+        self.clock = policy.clock
+        self.offsets_path: Path = layout.config_file("delayOffset.json")
+        self.timer_path: Path = layout.config_file("timerCheckpoint.json")
+        self.offsets: dict[int, int] = {}
+        self.timers = TimerHeap()
+        self.delivered = 0
+        self.passes = 0  # delivery passes run (each follows a wake-up or a due time)
+        self._next_due: dict[int, int | None] = {}
+        self._cond = threading.Condition()
+        self._woken: set[int] = set()  # levels; 0 = the timer queue
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._end = 0  # commit-log end of the last copy stored
+        self._pending: list[Snapshot] = []
+        self._written: tuple[dict[int, int], TimerCheckpoint] | None = None
+        self._timer_clean = True
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self) -> None:
+        self.offsets = {}
+        checkpoint = TimerCheckpoint()
+        try:
+            if self.offsets_path.exists():
+                table = json.loads(self.offsets_path.read_text("utf-8"))["offsetTable"]
+                self.offsets = {int(k): int(v) for k, v in table.items()}
+            if self.timer_path.exists():
+                checkpoint = TimerCheckpoint.from_json(
+                    json.loads(self.timer_path.read_text("utf-8")))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"delayed delivery progress is unreadable: {exc}",
+                              key="delayOffset.json") from exc
+        self.timers = TimerHeap(checkpoint)
+        self._written = (dict(self.offsets), checkpoint)
+
+    def start(self) -> None:
+        """Load progress and start delivering (the store must be running)."""
+        self.load()
+        levels = set(range(1, self.policy.max_level + 1))
+        levels |= {q + 1 for q in self.store.topics().get(SCHEDULE_TOPIC, [])}
+        self._next_due = dict.fromkeys(levels)
+        self._woken = {0, *levels}
+        self._stopping = False
+        self.store.add_dispatch_hook(self.on_dispatched)
+        self._thread = threading.Thread(target=self._run, name="tidemq-schedule", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            self._snapshot()  # a pass cut short by the stop moved offsets too
+
+    def persist(self) -> None:
+        """Write every snapshot whose copies are flushed (after the store's shutdown: all)."""
+        flushed = self.store.commitlog.flushed_offset
+        ready = [s for s in self._pending if s[0] <= flushed]
+        if not ready:
+            return
+        self._pending = [s for s in self._pending if s[0] > flushed]
+        _, levels, timer = ready[-1]
+        written_levels, written_timer = self._written or ({}, TimerCheckpoint())
+        timer = timer or written_timer
+        if levels != written_levels:
+            table = {str(k): v for k, v in sorted(levels.items())}
+            atomic_write(self.offsets_path, json.dumps({"offsetTable": table}).encode())
+        if timer != written_timer:
+            atomic_write(self.timer_path, json.dumps(timer.to_json()).encode())
+        self._written = (levels, timer)
+
+    # ------------------------------------------------------------------ wake-ups
+
+    def on_dispatched(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Store dispatch hook (dispatcher thread): note parked messages not yet seen.
+
+        A level whose head is already waiting only needs a look at its next pass (what
+        arrives later is due later); the thread is woken for an idle level and for a timer
+        message, which may be due before everything else. Noting the level even without
+        waking closes the race with a pass that is just finding the level empty: the
+        thread does not go to sleep while ``_woken`` holds anything.
+        """
+        if topic == SCHEDULE_TOPIC:
+            level = queue_id + 1
+            self._wake(level, notify=self._next_due.get(level) is None)
+        elif topic == TIMER_TOPIC:
+            self._wake(0)
+
+    def _wake(self, key: int, notify: bool = True) -> None:
+        with self._cond:
+            self._woken.add(key)
+            if notify:
+                self._cond.notify()
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                woken, self._woken = self._woken, set()
+            failed = True
+            try:
+                self._pass(woken)
+                failed = False
+            except (StoreReadOnly, OSError) as exc:
+                log.error("delayed delivery paused for %.0f s: %s", RETRY_SLEEP, exc)
+            except Exception:
+                log.exception("delayed delivery pass failed; retrying in %.0f s", RETRY_SLEEP)
+            try:
+                self.persist()
+            except OSError as exc:
+                log.error("writing delayed delivery progress failed: %s", exc)
+            with self._cond:
+                if failed:  # try the same levels again later; only a stop cuts the wait
+                    self._woken |= woken
+                    self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
+                elif not self._stopping and not self._woken:
+                    self._cond.wait(self._sleep())
+
+    def _sleep(self) -> float | None:
+        """Seconds until the earliest known due time or flush check; ``None``: no timeout."""
+        dues = [d for d in self._next_due.values() if d is not None]
+        timer_due = self.timers.next_due()
+        if timer_due is not None:
+            dues.append(timer_due)
+        sleep = None
+        if dues:
+            sleep = min(max(0.0, (min(dues) - self.clock()) / 1000), MAX_SLEEP)
+        if self._pending:  # a snapshot waits for the commit-log flush
+            config = self.store.config
+            check = 0.005 if config.sync_flush else config.flush_interval_commit_log / 1000
+            sleep = check if sleep is None else min(sleep, check)
+        return sleep
+
+    def _pass(self, woken: set[int]) -> None:
+        self.passes += 1
+        now = self.clock()
+        end_before = self._end
+        for level, due in list(self._next_due.items()):
+            if self._stopping:
+                return
+            if level in woken or (due is not None and due <= now):
+                self._next_due[level] = self._level_pass(level, now)
+        if 0 in woken:
+            self._enqueue_timers()
+        if self.timers.next_due() is not None or 0 in woken:
+            self._timer_pass(now)
+        if self._end != end_before or self._changed():
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._pending.append((self._end, dict(self.offsets),
+                              self.timers.checkpoint() if self._timer_clean else None))
+
+    def _changed(self) -> bool:
+        """Whether progress moved since the last snapshot (a frontier alone does not count:
+        an older frontier is still true)."""
+        if self._pending:
+            _, levels, timer = self._pending[-1]
+        else:
+            levels, timer = self._written or ({}, TimerCheckpoint())
+        if self.offsets != levels:
+            return True
+        if not self._timer_clean:
+            return False
+        now = self.timers.checkpoint()
+        return timer is None or (now.enqueue_offset, now.scan_offset) != (
+            timer.enqueue_offset, timer.scan_offset)
+
+    # ------------------------------------------------------------------ delay levels
+
+    def _level_pass(self, level: int, now: int) -> int | None:
+        """Deliver the due messages of ``level``; the head's due time if one is left."""
+        queue_id = level - 1
+        delay = self.policy.delay_of(level)
+        offset = self.offsets.get(level, 0)
+        while not self._stopping:
+            res = self.store.get(SCHEDULE_TOPIC, queue_id, offset, READ_BATCH, READ_BYTES)
+            if res.status is GetStatus.FOUND:
+                for rec in _records(res.buffers):
+                    due = rec.store_timestamp + delay
+                    if due > now:
+                        return due
+                    self._deliver(rec, _LEVEL_DROPS)
+                    self.offsets[level] = offset = rec.queue_offset + 1
+            elif res.status in _SKIPPING and res.next_begin_offset != offset:
+                log.warning("delay level %d: offsets %d..%d are gone from %s, skipped", level,
+                            offset, res.next_begin_offset, SCHEDULE_TOPIC)
+            else:
+                return None
+            self.offsets[level] = offset = res.next_begin_offset
+        return None
+
+    # ------------------------------------------------------------------ timers
+
+    def _enqueue_timers(self) -> None:
+        heap = self.timers
+        while not self._stopping:
+            offset = heap.read_offset
+            res = self.store.get(TIMER_TOPIC, 0, offset, READ_BATCH * 4, READ_BYTES)
+            if res.status is GetStatus.FOUND:
+                for rec in _records(res.buffers):
+                    heap.offer(TimerEntry(_timer_due(rec), rec.queue_offset,
+                                          rec.physical_offset))
+            elif res.status in _SKIPPING and res.next_begin_offset != offset:
+                log.warning("timer messages %d..%d are gone from %s, skipped", offset,
+                            res.next_begin_offset, TIMER_TOPIC)
+            else:
+                return
+            heap.skip_to(res.next_begin_offset)
+
+    def _timer_pass(self, now: int) -> None:
+        due = self.timers.pop_due(now)
+        self._timer_clean = False
+        for i, entry in enumerate(due):
+            try:
+                rec = self._read(entry.phys)
+                if rec is None:
+                    log.warning("timer message at commit-log offset %d is gone", entry.phys)
+                else:
+                    self._deliver(rec, TIMER_PROPERTIES)
+            except BaseException:
+                self.timers.restore(due[i:])
+                raise
+        self.timers.drained(now)
+        self._timer_clean = True
+
+    def _read(self, phys: int) -> Record | None:
+        view = self.store.read_record(phys)
+        if view is None:
+            return None
+        try:
+            rec = decode_record(view, expected_physical_offset=phys)
+        except CorruptRecord:
+            return None
+        return rec if isinstance(rec, Record) else None
+
+    # ------------------------------------------------------------------ delivery
+
+    def _deliver(self, rec: Record, drops: tuple[str, ...]) -> None:
+        props = decode_properties(rec.properties)
+        topic = props.get(REAL_TOPIC)
+        queue = props.get(REAL_QID, "")
+        if not topic or not queue.isdigit():
+            log.warning("parked message at %d has no REAL_TOPIC/REAL_QID; dropped",
+                        rec.physical_offset)
+            return
+        for name in drops:
+            props.pop(name, None)
+        keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
+        msg = MessageInput(bytes(rec.body), encode_properties(props), rec.flag,
+                           tags_code(props.get("TAGS")), keys)
+        try:
+            result = self.store.put(topic, int(queue), msg, sys_flag=rec.sys_flag,
+                                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
+                                    reconsume_times=rec.reconsume_times, wait_flush=False)
+        except MessageTooLarge as exc:
+            log.warning("parked message at %d cannot be stored again (%s); dropped",
+                        rec.physical_offset, exc)
+            return
+        self._end = max(self._end, result.phys_offsets[-1] + result.sizes[-1])
+        self.delivered += 1
+
+
+def _timer_due(rec: Record) -> int:
+    value = decode_properties(rec.properties).get("TIMER_OUT_MS", "")
+    return int(value) if value.isdigit() else rec.store_timestamp

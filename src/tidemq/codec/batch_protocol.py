@@ -1,0 +1,304 @@
+"""The batch protocol (RocketMQ issue #5516): many child requests of one code in one RPC.
+
+Parent request, code ``BATCH_REQUEST`` (20000), ext ``dispatchCode`` = the request code
+every child carries (decimal text). The body is the child frames laid end to end, each a
+complete remoting frame (specs/remoting.md §1.2) as :mod:`tidemq.codec.frame` encodes it:
+
+======  =====  ===========  ========================================================
+offset  size   field        meaning
+======  =====  ===========  ========================================================
+0       4      length L_1   bytes of child 1 after this field: 4 + H_1 + B_1
+4       4      headerWord   high byte: serialization (0 JSON, 1 ROCKETMQ); low 24
+                            bits: H_1
+8       H_1    header       child 1's header: code = dispatchCode, its own opaque
+8+H_1   B_1    body         child 1's body (a message, a batch, or nothing)
+4+L_1   ...    child 2      the same layout, up to the end of the parent body
+======  =====  ===========  ========================================================
+
+Every child has its own ``opaque``; two children with one opaque make the parent
+malformed. :func:`encode_batch_request` numbers the children 1..n.
+
+Parent response: code 0 ``SUCCESS``, remark ``"merged"``, body = one child *response*
+frame per child, same layout, **in the order of the request's children**, each carrying
+its child's opaque (0 for a child whose header could not be read). Any other parent code
+(remark says why, body empty) refuses the parent as a whole: ``dispatchCode`` missing or
+not supported, the body not cut into whole frames, more children or bytes than the
+receiver allows, duplicate opaques. A malformed *child* -- an unreadable header, a code
+other than ``dispatchCode``, the response flag set -- is reported by
+:func:`decode_batch_request` in its :class:`BatchChild` and answered by that child's own
+error response; its siblings are served.
+
+Zero copy: :func:`encode_children` returns buffers (each child's head, then its body parts
+untouched, e.g. the store's memoryviews of pulled records) and never joins them; decoded
+children's bodies are memoryview slices of the parent body.
+
+Sans-IO: bytes in, commands out. Garbage raises only
+:class:`~tidemq.errors.ProtocolError` subclasses: :class:`BatchFormatError` (a
+:class:`~tidemq.errors.RemoteProtocolError`) when decoding, ``LocalProtocolError`` when
+asked to encode something the layout cannot hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Sequence
+
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode, SerializeType
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, encode_command
+from tidemq.codec.header import decode_header
+from tidemq.codec.schema import parse_java_int
+from tidemq.errors import LocalProtocolError, RemoteProtocolError, ResponseCode
+
+__all__ = [
+    "DEFAULT_MAX_CHILDREN",
+    "DISPATCH_CODE_KEY",
+    "MERGED_REMARK",
+    "BatchChild",
+    "BatchFormatError",
+    "BatchRequest",
+    "batch_response",
+    "child_error_response",
+    "decode_batch_request",
+    "decode_batch_response",
+    "decode_children",
+    "dispatch_code_of",
+    "encode_batch_request",
+    "encode_batch_requests",
+    "encode_children",
+]
+
+#: The parent's ext key naming the children's request code.
+DISPATCH_CODE_KEY = "dispatchCode"
+#: The remark of a merged parent response.
+MERGED_REMARK = "merged"
+#: Children per parent a receiver accepts unless configured otherwise.
+DEFAULT_MAX_CHILDREN = 1000
+
+_LEN_WORD = struct.Struct(">ii")
+_HEAD = _LEN_WORD.size
+
+Buffer = bytes | bytearray | memoryview
+
+
+class BatchFormatError(RemoteProtocolError):
+    """A parent the peer sent is malformed as a whole; ``reason`` says how."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"malformed batch request: {reason}")
+        self.reason = reason
+
+
+@dataclasses.dataclass(slots=True)
+class BatchChild:
+    """One child of a decoded parent: its ``command``, or ``None`` and ``error`` when the
+    child itself is malformed (it is answered by its own error response). ``opaque`` is
+    what the child's response carries: the child's, or 0 when its header is unreadable."""
+
+    command: RemotingCommand | None
+    opaque: int = 0
+    error: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class BatchRequest:
+    """A decoded parent: the children's request code and the children, in order."""
+
+    dispatch_code: int
+    children: list[BatchChild]
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def _read_child(view: memoryview, pos: int, end: int) -> tuple[BatchChild, int]:
+    """The child frame at ``pos``; raises :class:`BatchFormatError` only when its length
+    field does not delimit it (the children after it could not be found)."""
+    if end - pos < _HEAD:
+        raise BatchFormatError(f"{end - pos} trailing bytes at {pos} are not a child frame")
+    length, word = _LEN_WORD.unpack_from(view, pos)
+    if length < 4 or length > end - pos - 4:
+        raise BatchFormatError(f"child frame at {pos} claims {length} bytes, "
+                               f"{end - pos - 4} remain")
+    nxt = pos + 4 + length
+    ser, hlen = (word >> 24) & 0xFF, word & 0xFFFFFF
+    if hlen > length - 4:
+        return BatchChild(None, error=f"child header length {hlen} exceeds its frame"), nxt
+    try:
+        stype = SerializeType(ser)
+    except ValueError:
+        return BatchChild(None, error=f"child has unknown serialization type {ser}"), nxt
+    hstart = pos + _HEAD
+    try:
+        cmd = decode_header(bytes(view[hstart:hstart + hlen]), stype)
+    except RemoteProtocolError as exc:
+        return BatchChild(None, error=f"child header unreadable: {exc}"), nxt
+    cmd.body = view[hstart + hlen:nxt]
+    return BatchChild(cmd, cmd.opaque), nxt
+
+
+def decode_children(body: Buffer, *, max_children: int = DEFAULT_MAX_CHILDREN
+                    ) -> list[BatchChild]:
+    """Cut a parent body into its child frames (layout only; no code or opaque checks)."""
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    children: list[BatchChild] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        if len(children) >= max_children:
+            raise BatchFormatError(f"more than {max_children} children")
+        child, pos = _read_child(view, pos, end)
+        children.append(child)
+    return children
+
+
+def dispatch_code_of(cmd: RemotingCommand) -> int:
+    """The parent's ``dispatchCode``; :class:`BatchFormatError` when missing or not an int."""
+    text = cmd.ext_fields.get(DISPATCH_CODE_KEY)
+    if text is None:
+        raise BatchFormatError(f"ext {DISPATCH_CODE_KEY!r} is missing")
+    code = parse_java_int(text)
+    if code is None:
+        raise BatchFormatError(f"ext {DISPATCH_CODE_KEY!r} is not an int: {text!r}")
+    return code
+
+
+def decode_batch_request(cmd: RemotingCommand, *, max_children: int = DEFAULT_MAX_CHILDREN,
+                         max_bytes: int = DEFAULT_MAX_FRAME_SIZE) -> BatchRequest:
+    """Decode a parent request (module docstring).
+
+    Raises :class:`BatchFormatError` for a malformed parent; a malformed child comes back
+    as a :class:`BatchChild` without a command.
+    """
+    code = dispatch_code_of(cmd)
+    size = cmd.body_length()
+    if size > max_bytes:
+        raise BatchFormatError(f"body of {size} bytes exceeds the limit of {max_bytes}")
+    body = cmd.body if cmd.body_parts is None else cmd.full_body()
+    children = decode_children(body, max_children=max_children)
+    seen: set[int] = set()
+    for child in children:
+        sub = child.command
+        if sub is None:
+            continue
+        if sub.opaque in seen:
+            raise BatchFormatError(f"two children carry opaque {sub.opaque}")
+        seen.add(sub.opaque)
+        if sub.code != code:
+            child.error = f"child code {sub.code} differs from dispatchCode {code}"
+        elif sub.flag & FLAG_RESPONSE:
+            child.error = "child has the response flag set"
+        if child.error:
+            child.command = None
+    return BatchRequest(code, children)
+
+
+def decode_batch_response(response: RemotingCommand,
+                          opaques: Sequence[int]) -> list[RemotingCommand]:
+    """The child responses of a merged parent ``response`` to a parent whose children
+    carried ``opaques`` (:func:`encode_batch_request` numbers them 1..n), in their order;
+    :class:`BatchFormatError` unless there is one response per child carrying that
+    child's opaque. Check ``response.code`` first: only SUCCESS is merged."""
+    decoded = decode_children(response.body if response.body_parts is None
+                              else response.full_body(), max_children=len(opaques) + 1)
+    if len(decoded) != len(opaques):
+        raise BatchFormatError(f"{len(decoded)} child responses for {len(opaques)} children")
+    out: list[RemotingCommand] = []
+    for i, (got, sent) in enumerate(zip(decoded, opaques, strict=True)):
+        cmd = got.command
+        if cmd is None:
+            raise BatchFormatError(f"child response {i}: {got.error}")
+        if cmd.opaque != sent:
+            raise BatchFormatError(f"child response {i} carries opaque {cmd.opaque}, "
+                                   f"its request {sent}")
+        if not cmd.flag & FLAG_RESPONSE:
+            raise BatchFormatError(f"child response {i} lacks the response flag")
+        out.append(cmd)
+    return out
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def encode_children(commands: Sequence[RemotingCommand]) -> list[Buffer]:
+    """The child frames as buffers for ``writelines``: per child its head, then its body
+    parts untouched (never joined)."""
+    out: list[Buffer] = []
+    for cmd in commands:
+        out.extend(encode_command(cmd))
+    return out
+
+
+def _numbered(dispatch_code: int, children: Sequence[RemotingCommand]) -> None:
+    for i, child in enumerate(children, 1):
+        if child.code != dispatch_code:
+            raise LocalProtocolError(f"child {i} has code {child.code}, "
+                                     f"not dispatchCode {dispatch_code}")
+        child.opaque = i
+        child.flag &= ~FLAG_RESPONSE
+
+
+def _parent(dispatch_code: int, parts: list[Buffer], oneway: bool) -> RemotingCommand:
+    cmd = RemotingCommand.request(RequestCode.BATCH_REQUEST,
+                                  {DISPATCH_CODE_KEY: str(int(dispatch_code))}, oneway=oneway)
+    cmd.body_parts = parts
+    return cmd
+
+
+def encode_batch_request(dispatch_code: int, children: Sequence[RemotingCommand], *,
+                         oneway: bool = False) -> RemotingCommand:
+    """The parent of ``children`` (all with code ``dispatch_code``). The children get
+    opaques 1..n here; the parent's body is their frames as buffers (``body_parts``)."""
+    _numbered(dispatch_code, children)
+    return _parent(dispatch_code, encode_children(children), oneway)
+
+
+def encode_batch_requests(dispatch_code: int, children: Sequence[RemotingCommand], *,
+                          max_children: int = DEFAULT_MAX_CHILDREN,
+                          max_bytes: int = DEFAULT_MAX_FRAME_SIZE // 2,
+                          ) -> list[tuple[RemotingCommand, list[RemotingCommand]]]:
+    """``children`` split into as few parents as the limits allow, in order: each parent
+    with the children it carries (numbered 1..k within it). Each child is encoded once. A
+    child alone above ``max_bytes`` still gets a parent of its own (the peer decides)."""
+    if max_children < 1:
+        raise LocalProtocolError(f"max_children must be positive, got {max_children}")
+    out: list[tuple[RemotingCommand, list[RemotingCommand]]] = []
+    parts: list[Buffer] = []
+    members: list[RemotingCommand] = []
+    size = 0
+    for child in children:
+        if child.code != dispatch_code:
+            raise LocalProtocolError(f"child has code {child.code}, "
+                                     f"not dispatchCode {dispatch_code}")
+        child.flag &= ~FLAG_RESPONSE
+        child.opaque = len(members) + 1
+        encoded = encode_command(child)
+        frame_size = sum(len(p) for p in encoded)
+        if members and (len(members) >= max_children or size + frame_size > max_bytes):
+            out.append((_parent(dispatch_code, parts, False), members))
+            parts, members, size = [], [], 0
+            child.opaque = 1
+            encoded = encode_command(child)
+            frame_size = sum(len(p) for p in encoded)
+        parts.extend(encoded)
+        members.append(child)
+        size += frame_size
+    if members:
+        out.append((_parent(dispatch_code, parts, False), members))
+    return out
+
+
+def batch_response(request: RemotingCommand, responses: Sequence[RemotingCommand]
+                   ) -> RemotingCommand:
+    """The merged parent response: code 0, remark ``"merged"``, body = the child response
+    frames as buffers, in the order given (the request's)."""
+    resp = request.response(ResponseCode.SUCCESS, MERGED_REMARK)
+    resp.body_parts = encode_children(responses)
+    return resp
+
+
+def child_error_response(child: BatchChild, code: int, remark: str) -> RemotingCommand:
+    """An error response for ``child``: its opaque (0 if unreadable), the response flag."""
+    return RemotingCommand(code=int(code), opaque=child.opaque, flag=FLAG_RESPONSE,
+                           remark=remark)

@@ -1,0 +1,117 @@
+"""MetricsHttpServer: a tiny HTTP/1.1 endpoint on the event loop for Prometheus scrapes.
+
+Prometheus needs ``GET /metrics`` and nothing else, so this is not a web server: one
+request per connection (``Connection: close``), GET and HEAD only, a head of at most
+8 KiB read within 10 seconds, every answer complete in one write. ``render()`` runs on
+the event loop, so it reads the application's state without locks; it must be quick.
+
+================  =================================================
+request           answer
+================  =================================================
+GET /metrics      200, ``render()`` with ``content_type``
+GET /             200, the same (scrapers that drop the path)
+GET other path    404
+other method      405
+bad or slow head  400 / connection closed
+================  =================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from tidemq.net.address import format_address
+
+__all__ = ["MetricsHttpServer"]
+
+log = logging.getLogger(__name__)
+
+MAX_HEAD = 8192
+READ_TIMEOUT = 10.0
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            500: "Internal Server Error"}
+
+
+class MetricsHttpServer:
+    """Serve ``render()`` at ``/metrics`` on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0,
+                 *, content_type: str = "text/plain; version=0.0.4; charset=utf-8") -> None:
+        self.render = render
+        self.host = host
+        self._requested_port = port
+        self.content_type = content_type
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> str:
+        return format_address((self.host, self.port))
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self._requested_port, limit=MAX_HEAD)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics on http://%s/metrics", self.address)
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._clients):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self._clients, return_exceptions=True)
+        await server.wait_closed()
+
+    async def __aenter__(self) -> MetricsHttpServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            status, body, ctype, head_only = await self._answer(reader)
+            head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+            writer.write(head.encode("ascii") + (b"" if head_only else body))
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        finally:
+            self._clients.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, str, bool]:
+        text = "text/plain; charset=utf-8"
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+        except (asyncio.LimitOverrunError, ValueError):
+            return 400, b"request head too large\n", text, False
+        parts = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
+            return 400, b"bad request line\n", text, False
+        method, target = parts[0], parts[1].split(b"?", 1)[0]
+        if method not in (b"GET", b"HEAD"):
+            return 405, b"only GET and HEAD\n", text, False
+        if target not in (b"/metrics", b"/"):
+            return 404, b"metrics are at /metrics\n", text, False
+        try:
+            body = self.render()
+        except Exception:
+            log.exception("rendering metrics failed")
+            return 500, b"rendering metrics failed\n", text, False
+        return 200, body, self.content_type, method == b"HEAD"

@@ -1,0 +1,258 @@
+"""Light message queues on the wire (RIP-28): fan-out sends, LMQ pulls, offsets, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.wire import PULL_SUSPEND, Peer
+
+from tidemq.codec.bodies import KVTable, decode_body
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.message import decode_messages
+from tidemq.errors import ResponseCode
+from tidemq.testing import Cluster
+from tidemq.types import MessageExt
+
+LMQ_STORE = {"enable_lmq": True, "enable_multi_dispatch": True,
+             "max_lmq_targets_per_message": 8}
+
+
+@pytest.fixture
+async def lmq_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, brokers=1, store=LMQ_STORE) as c:
+        yield c
+
+
+@pytest.fixture
+async def lmq_peer(lmq_cluster: Cluster) -> AsyncIterator[Peer]:
+    async with Peer(lmq_cluster.brokers[0].broker_addr) as p:
+        await p.ok(wire.create_topic("Parent", 4))
+        yield p
+
+
+def fan_out(names: str, body: bytes = b"m", *, topic: str = "Parent", queue_id: int = 0,
+            **extra: str) -> RemotingCommand:
+    # Written by hand: the property encoder would drop an empty value altogether.
+    props = wire.props(**extra) + f"INNER_MULTI_DISPATCH\x01{names}\x02"
+    return wire.send(topic, body, queue_id=queue_id, properties=props)
+
+
+def lmq_offset(msg: MessageExt, name: str) -> int:
+    names = msg.properties["INNER_MULTI_DISPATCH"].split(",")
+    offsets = msg.properties["INNER_MULTI_QUEUE_OFFSET"].split(",")
+    return int(offsets[names.index(name)])
+
+
+async def read_lmq(peer: Peer, name: str, start: int = 0) -> list[MessageExt]:
+    out: list[MessageExt] = []
+    offset = start
+    while True:
+        resp = await peer(wire.pull(name, 0, offset, max_nums=5))
+        if resp.code != ResponseCode.SUCCESS:
+            assert resp.code == ResponseCode.PULL_NOT_FOUND, (resp.code, resp.remark)
+            return out
+        msgs = decode_messages(resp.full_body())
+        assert [lmq_offset(m, name) for m in msgs] == list(range(offset, offset + len(msgs)))
+        out += msgs
+        offset = int(resp.ext_fields["nextBeginOffset"])
+
+
+async def test_concurrent_fan_out_over_several_parent_queues(lmq_cluster: Cluster,
+                                                            lmq_peer: Peer) -> None:
+    """Four connections, 200 sends in flight together over four parent queues: every LMQ
+    is dense from 0 and holds each message naming it exactly once."""
+    pool = [f"%LMQ%dev-{i}" for i in range(10)]
+    rng = random.Random(7)
+    plan = [(f"b{i}".encode(), rng.sample(pool, rng.randint(1, 6))) for i in range(200)]
+    peers = [Peer(lmq_cluster.brokers[0].broker_addr) for _ in range(4)]
+    try:
+        await asyncio.gather(*(peers[i % 4].ok(fan_out(",".join(names), body, queue_id=i % 4))
+                               for i, (body, names) in enumerate(plan)))
+    finally:
+        for p in peers:
+            await p.close()
+    await wire.dispatched(lmq_cluster.brokers[0])
+    want: dict[str, set[bytes]] = defaultdict(set)
+    for body, names in plan:
+        for name in names:
+            want[name].add(body)
+    for name in pool:
+        msgs = await read_lmq(lmq_peer, name)
+        assert len(msgs) == len({m.body for m in msgs}) == len(want[name])
+        assert {m.body for m in msgs} == want[name]
+        assert await lmq_peer.max_offset(name) == len(msgs)
+        assert all(m.topic == "Parent" for m in msgs)  # the record stays the parent's
+    parent_total = sum([await lmq_peer.max_offset("Parent", q) for q in range(4)])
+    assert parent_total == 200  # written once each
+
+
+async def test_send_answer_is_the_parent_queue(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
+    resp = await lmq_peer.ok(fan_out("%LMQ%a,%LMQ%b", queue_id=2))
+    assert resp.ext_fields["queueId"] == "2" and resp.ext_fields["queueOffset"] == "0"
+    resp = await lmq_peer.ok(fan_out("%LMQ%b", queue_id=2))
+    assert resp.ext_fields["queueOffset"] == "1"
+    await wire.dispatched(lmq_cluster.brokers[0])
+    [msg] = await lmq_peer.messages("%LMQ%a")
+    assert msg.properties["INNER_MULTI_QUEUE_OFFSET"] == "0,0"
+    assert [lmq_offset(m, "%LMQ%b") for m in await lmq_peer.messages("%LMQ%b")] == [0, 1]
+
+
+@pytest.mark.parametrize(("names", "why"), [
+    ("", "empty queue name"),
+    ("%LMQ%a,,%LMQ%b", "empty queue name"),
+    ("%LMQ%a,", "empty queue name"),
+    ("%LMQ%", "must be %LMQ% followed by"),
+    ("%LMQ%../etc", "must be %LMQ% followed by"),
+    ("%LMQ%a/b", "must be %LMQ% followed by"),
+    ("%LMQ%a\\b", "must be %LMQ% followed by"),
+    ("%LMQ%a b", "must be %LMQ% followed by"),
+    ("%LMQ%" + "x" * 251, "longer than 255 bytes"),
+    (",".join(f"%LMQ%n{i}" for i in range(9)), "the limit is 8"),
+    ("plain", "is not a light message queue"),
+    ("%LMQ%a,Orders", "is not a light message queue"),
+    ("%LMQ%a,%LMQ%b,%LMQ%a", "named twice"),
+])
+async def test_bad_targets_are_refused_and_nothing_is_stored(
+        lmq_cluster: Cluster, lmq_peer: Peer, names: str, why: str) -> None:
+    store = lmq_cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    resp = await lmq_peer(fan_out(names))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert why in (resp.remark or "")
+    await wire.dispatched(lmq_cluster.brokers[0])
+    assert store.commitlog.max_offset == before
+    assert await lmq_peer.max_offset("Parent", 0) == 0
+    assert store.lmq is not None and store.lmq.stats() == (0, 0)
+
+
+@pytest.mark.parametrize("parent", ["%RETRY%cg", "%DLQ%cg", "RMQ_SYS_TRACE_TOPIC"])
+async def test_retry_dlq_and_system_parents_are_refused(lmq_cluster: Cluster, lmq_peer: Peer,
+                                                       parent: str) -> None:
+    store = lmq_cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    resp = await lmq_peer(fan_out("%LMQ%a", topic=parent))
+    assert resp.code in (ResponseCode.MESSAGE_ILLEGAL, ResponseCode.INVALID_PARAMETER)
+    assert store.commitlog.max_offset == before
+
+
+async def test_other_refusals(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
+    store = lmq_cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    # The broker assigns the offsets; a producer may not.
+    resp = await lmq_peer(fan_out("%LMQ%a", INNER_MULTI_QUEUE_OFFSET="7"))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "assigned by the broker" in resp.remark
+    # An LMQ is written by fan-out only, never as a topic of its own.
+    resp = await lmq_peer(wire.send("%LMQ%direct", b"x"))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "parent topic" in resp.remark
+    # Fan-out inside an outer batch is refused as a whole.
+    props = wire.props(INNER_MULTI_DISPATCH="%LMQ%a")
+    resp = await lmq_peer(wire.send_batch("Parent", [(b"1", wire.props()), (b"2", props)]))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "batches" in resp.remark
+    assert store.commitlog.max_offset == before
+
+
+async def test_lmq_disabled_refuses_fan_out(cluster: Cluster, peer: Peer) -> None:
+    store = cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    resp = await peer(fan_out("%LMQ%a", topic="Plain"))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "enableLmq" in resp.remark
+    assert store.commitlog.max_offset == before
+    resp = await peer(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%a"))
+    assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+async def test_lmq_is_a_one_queue_topic(lmq_peer: Peer) -> None:
+    await lmq_peer.ok(fan_out("%LMQ%one"))
+    resp = await lmq_peer(wire.pull("%LMQ%one", 1, 0))
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    resp = await lmq_peer(wire.pull("%LMQ%never", 0, 0))
+    assert resp.code == ResponseCode.PULL_NOT_FOUND  # unknown LMQs are empty, not errors
+
+
+async def test_long_poll_on_an_lmq_is_woken_by_a_fan_out(lmq_cluster: Cluster,
+                                                        lmq_peer: Peer) -> None:
+    broker = lmq_cluster.brokers[0]
+    held = asyncio.ensure_future(lmq_peer(wire.pull(
+        "%LMQ%inbox", 0, 0, sys_flag=PULL_SUSPEND, suspend_ms=20_000), timeout=30))
+    await lmq_peer.ok(wire.request(RequestCode.GET_MAX_OFFSET, topic="%LMQ%inbox", queueId=0))
+    assert not held.done() and broker.pull_holds.held_count == 1
+    async with Peer(broker.broker_addr) as producer:
+        await producer.ok(fan_out("%LMQ%elsewhere"))
+        await wire.dispatched(broker)
+        assert not held.done()  # a different LMQ does not wake it
+        await producer.ok(fan_out("%LMQ%elsewhere,%LMQ%inbox", b"for you"))
+    resp = await asyncio.wait_for(held, 10)
+    assert resp.code == ResponseCode.SUCCESS
+    assert [m.body for m in decode_messages(resp.full_body())] == [b"for you"]
+    assert broker.pull_holds.held_count == 0
+
+
+async def test_consumer_offsets_are_kept_per_lmq_and_group(lmq_cluster: Cluster,
+                                                          lmq_peer: Peer) -> None:
+    await lmq_peer.ok(fan_out("%LMQ%o1,%LMQ%o2"))
+    await lmq_peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g1",
+                                   topic="%LMQ%o1", queueId=0, commitOffset=1))
+    resp = await lmq_peer.ok(wire.request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                          consumerGroup="g1", topic="%LMQ%o1", queueId=0))
+    assert resp.ext_fields["offset"] == "1"
+    resp = await lmq_peer(wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g2",
+                                       topic="%LMQ%o1", queueId=0, setZeroIfNotFound="false"))
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    broker = lmq_cluster.brokers[0]
+    assert broker.store.lmq is not None
+    assert broker.store.lmq.offsets_of("%LMQ%o1") == {"g1": 1}
+    assert broker.offsets.query("g1", "%LMQ%o1", 0) is None  # not in the JSON offsets
+    # Committing through a pull's COMMIT_OFFSET flag lands in the same place.
+    await wire.dispatched(broker)
+    await lmq_peer.ok(wire.pull("%LMQ%o2", 0, 0, group="g1", sys_flag=wire.PULL_COMMIT,
+                                commit_offset=1))
+    assert broker.store.lmq.committed_offset("g1", "%LMQ%o2") == 1
+    resp = await lmq_peer.ok(wire.request(RequestCode.GET_MIN_OFFSET, topic="%LMQ%o2",
+                                          queueId=0))
+    assert resp.ext_fields["offset"] == "0"
+
+
+async def test_delete_lmq_drops_entries_and_offsets(lmq_cluster: Cluster,
+                                                   lmq_peer: Peer) -> None:
+    for i in range(3):
+        await lmq_peer.ok(fan_out("%LMQ%del,%LMQ%stay", b"old%d" % i))
+    await lmq_peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g",
+                                   topic="%LMQ%del", queueId=0, commitOffset=2))
+    await lmq_peer.ok(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%del"))
+    await wire.dispatched(lmq_cluster.brokers[0])  # the three were maybe not dispatched yet:
+    assert await lmq_peer.max_offset("%LMQ%del") == 0  # the tombstone drops them anyway
+    resp = await lmq_peer(wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g",
+                                       topic="%LMQ%del", queueId=0, setZeroIfNotFound="false"))
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    assert len(await read_lmq(lmq_peer, "%LMQ%stay")) == 3
+    resp = await lmq_peer(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%del"))
+    assert resp.code == ResponseCode.QUERY_NOT_FOUND
+    resp = await lmq_peer(wire.request(RequestCode.DELETE_LMQ, lmq="Parent"))
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    await lmq_peer.ok(fan_out("%LMQ%del", b"new"))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    assert [m.body for m in await read_lmq(lmq_peer, "%LMQ%del")] == [b"new"]
+
+
+async def test_runtime_info_counts_lmqs_and_survives_restart(lmq_cluster: Cluster,
+                                                            lmq_peer: Peer) -> None:
+    for i in range(4):
+        await lmq_peer.ok(fan_out(f"%LMQ%r{i},%LMQ%all", b"r%d" % i))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    resp = await lmq_peer.ok(wire.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    table = decode_body(resp.full_body(), KVTable).table
+    assert (table["lmqEnabled"], table["lmqCount"], table["lmqEntries"]) == ("true", "5", "8")
+    broker = await lmq_cluster.restart_broker(0)
+    async with Peer(broker.broker_addr) as again:
+        assert [m.body for m in await read_lmq(again, "%LMQ%all")] == [b"r0", b"r1", b"r2",
+                                                                      b"r3"]
+        await again.ok(fan_out("%LMQ%all", b"r4"))
+        await wire.dispatched(broker)
+        assert await again.max_offset("%LMQ%all") == 5

@@ -1,0 +1,125 @@
+"""The broker's Prometheus endpoint (metricsPort): scraped over HTTP and parsed with
+prometheus_client's own parser, against a real in-process cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from tidemq.broker.metrics import BrokerMetrics
+from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
+from tidemq.testing import Cluster
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, list[Sample]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def value(families: dict[str, list[Sample]], name: str, **labels: str) -> float:
+    family = name.removesuffix("_total")
+    for sample in families[family]:
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+            return sample.value
+    raise KeyError(f"{name} {labels}")
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, brokers=1, broker={"metrics_port": free_port()}) as c:
+        yield c
+
+
+async def test_broker_metrics_follow_traffic(cluster: Cluster) -> None:
+    app = cluster.brokers[0]
+    assert app.metrics_server is not None
+    port = app.config.metrics_port
+    async with AdminClient(cluster.namesrv_addr) as admin:
+        await admin.create_topic("Metered", read_queue_nums=2, write_queue_nums=2)
+    assert app.registrar is not None
+    await app.registrar.register_all()
+    mq = MessageQueue("Metered", "broker-a", 1)
+    async with Producer("metrics-producers", cluster.namesrv_addr) as producer:
+        await producer.send(Message("Metered", b"warm-up"), queue=mq)
+        for i in range(9):
+            await producer.send(Message("Metered", b"x" * 100 + bytes([i])), queue=mq)
+    app.store.wait_dispatched()
+    async with PullConsumer("metrics-group", cluster.namesrv_addr) as consumer:
+        consumer.assign([mq])
+        await consumer.seek_to_beginning()
+        got = []
+        async with asyncio.timeout(10):
+            while len(got) < 10:
+                got += await consumer.poll(timeout=1.0)
+    async with PullConsumer("metrics-group", cluster.namesrv_addr) as rewinder:
+        await rewinder.commit({mq: 4})
+
+    async with AdminClient(cluster.namesrv_addr) as admin:
+        await admin.broker_status(app.broker_addr)  # one open connection while scraping
+        m = await asyncio.to_thread(scrape, port)
+    assert value(m, "tidemq_broker_put_messages_total") == 10
+    assert value(m, "tidemq_broker_put_bytes_total") > 900
+    assert value(m, "tidemq_broker_get_messages_total") >= 10
+    assert value(m, "tidemq_broker_topic_put_messages_total", topic="Metered") == 10
+    assert value(m, "tidemq_broker_group_get_messages_total", group="metrics-group") >= 10
+    assert value(m, "tidemq_broker_put_tps") >= 0
+    sends = sum(s.value for s in m["tidemq_broker_send_latency_seconds"]
+                if s.name.endswith("_count"))
+    pulls = sum(s.value for s in m["tidemq_broker_pull_latency_seconds"]
+                if s.name.endswith("_count"))
+    assert sends >= 10 and pulls >= 1
+    assert value(m, "tidemq_broker_queue_max_offset", topic="Metered", queue_id="1") == 10
+    assert value(m, "tidemq_broker_queue_min_offset", topic="Metered", queue_id="1") == 0
+    assert value(m, "tidemq_broker_consumer_lag_messages", group="metrics-group",
+                 topic="Metered") == 6
+    assert value(m, "tidemq_broker_consumer_offset", group="metrics-group",
+                 topic="Metered") == 4
+    assert value(m, "tidemq_broker_dispatch_behind_bytes") >= 0
+    assert value(m, "tidemq_broker_dispatch_lag_seconds") >= 0
+    assert value(m, "tidemq_broker_flushes_total") >= 0
+    assert value(m, "tidemq_broker_flush_last_seconds") >= 0
+    assert value(m, "tidemq_broker_commitlog_bytes") > 1000
+    assert 0 < value(m, "tidemq_broker_disk_used_ratio") < 1
+    assert value(m, "tidemq_broker_connections") >= 1
+    assert value(m, "tidemq_broker_topics") >= 2
+    assert value(m, "tidemq_broker_store_healthy", status="RUNNING") == 1
+    assert value(m, "tidemq_broker_info", broker="broker-a", cluster="DefaultCluster") == 1
+    assert "tidemq_broker_lmq_queues" not in m  # LMQ is off here
+
+
+async def test_label_cardinality_is_bounded(cluster: Cluster) -> None:
+    app = cluster.brokers[0]
+    for i in range(5):
+        app.offsets.commit(f"g{i}", "Bounded", 0, 0)
+    text = BrokerMetrics(app, max_series=2).render().decode()
+    families = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    assert len(families["tidemq_broker_consumer_lag_messages"]) == 2
+    assert value(families, "tidemq_broker_series_dropped", family="consumer_lag") == 3
+
+
+async def test_metrics_are_off_by_default_and_a_busy_port_is_not_fatal(
+        tmp_path: Path) -> None:
+    async with Cluster(tmp_path / "a", brokers=1) as plain:
+        assert plain.brokers[0].metrics_server is None
+        assert b"tidemq_broker_put_messages_total 0.0" in plain.brokers[0].metrics.render()
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with Cluster(tmp_path / "b", brokers=1, broker={"metrics_port": port}) as busy:
+            assert busy.brokers[0].metrics_server is None
+            assert busy.brokers[0].started

@@ -1,0 +1,227 @@
+"""Delayed messages (remoting.md §2.7 step 6): delay levels and timer messages are parked,
+delivered to their real topic and queue never before they are due, and survive a broker
+restart without loss or duplication; a lost checkpoint delivers again (at-least-once)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.delivery import collect, view
+from tests.broker.wire import Peer
+
+from tidemq.broker.delay import (
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    DelayError,
+    DelayPolicy,
+    parse_delay_levels,
+)
+from tidemq.errors import ConfigError, ResponseCode
+from tidemq.formats.properties import decode_properties
+from tidemq.testing import Cluster
+from tidemq.types import MessageExt
+
+LADDER = "100ms 200ms 300ms"
+DELAYS = {1: 100, 2: 200, 3: 300}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_delay_levels_parse_with_units() -> None:
+    assert parse_delay_levels("100ms 1s 2m 1h 1d") == (100, 1000, 120_000, 3_600_000,
+                                                       86_400_000)
+    default = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    assert len(parse_delay_levels(default)) == 18
+    for bad in ("", "1x", "s", "1.5s", "-1s"):
+        with pytest.raises(ConfigError):
+            parse_delay_levels(bad)
+
+
+def test_divert_decides_where_a_message_waits() -> None:
+    policy = DelayPolicy((100, 200), max_timer_ms=10_000, clock=lambda: 1_000)
+    assert policy.divert(None, "T", 3) is None
+    assert policy.divert("TAGS\x01a\x02", "T", 3) is None
+    assert policy.divert("DELAY\x010\x02", "T", 3) is None
+    d = policy.divert("DELAY\x017\x02", "T", 3)
+    assert d is not None and (d.topic, d.queue_id) == (SCHEDULE_TOPIC, 1)  # clamped to 2
+    assert decode_properties(d.properties.encode()) == {
+        "DELAY": "2", "REAL_TOPIC": "T", "REAL_QID": "3"}
+    d = policy.divert("TIMER_DELAY_MS\x01500\x02", "T", 0)
+    assert d is not None and (d.topic, d.queue_id) == (TIMER_TOPIC, 0)
+    assert decode_properties(d.properties.encode())["TIMER_OUT_MS"] == "1500"
+    d = policy.divert("TIMER_DELAY_SEC\x012\x02", "T", 0)
+    assert d is not None and decode_properties(d.properties.encode())["TIMER_OUT_MS"] == "3000"
+    assert policy.divert("TIMER_DELIVER_MS\x01999\x02", "T", 0) is None  # already due
+    # DELAY wins and the timer request is dropped.
+    d = policy.divert("TIMER_DELAY_MS\x01500\x02DELAY\x011\x02", "T", 0)
+    assert d is not None and d.topic == SCHEDULE_TOPIC and "TIMER_DELAY_MS" not in d.properties
+    # Half and rollback transaction messages are never parked.
+    assert policy.divert("DELAY\x011\x02", "T", 0, sys_flag=0x4) is None
+    assert policy.divert("DELAY\x011\x02", "T", 0, sys_flag=0x8) is not None
+    for bad in ("DELAY\x01x\x02", "TIMER_DELAY_MS\x01soon\x02", "TIMER_DELAY_SEC\x0111\x02"):
+        with pytest.raises(DelayError):
+            policy.divert(bad, "T", 0)
+
+
+# ---------------------------------------------------------------- over the wire
+
+
+@pytest.fixture
+async def short(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, broker={"message_delay_level": LADDER}) as c:
+        yield c
+
+
+@pytest.fixture
+async def peer(short: Cluster) -> AsyncIterator[Peer]:
+    async with Peer(short.brokers[0].broker_addr) as p:
+        await p.ok(wire.create_topic("Dl", 2))
+        yield p
+
+
+async def send_delayed(peer: Peer, topic: str, body: bytes, queue_id: int = 0,
+                       **props: str) -> MessageExt:
+    """Send with extra properties; the record as parked (or stored)."""
+    resp = await peer.ok(wire.send(topic, body, queue_id=queue_id,
+                                   properties=wire.props(tags="t", **props)))
+    assert resp.ext_fields["queueId"] == str(queue_id)
+    return await view(peer, resp.ext_fields["msgId"])
+
+
+async def test_delay_levels_are_delivered_when_due_and_never_before(
+        short: Cluster, peer: Peer) -> None:
+    sent = {}
+    for i, level in enumerate((3, 1, 2, 3, 1, 2, 9)):
+        msg = await send_delayed(peer, "Dl", f"m{i}".encode(), queue_id=1, DELAY=str(level))
+        assert msg.topic == SCHEDULE_TOPIC
+        assert msg.queue_id == min(level, 3) - 1
+        sent[msg.body] = msg
+    now = await send_delayed(peer, "Dl", b"now", queue_id=1, DELAY="0")
+    assert now.topic == "Dl"
+    got = await collect(peer, "Dl", 8, queue_id=1)
+    assert got[0].body == b"now"
+    assert sorted(m.body for m in got[1:]) == sorted(sent)
+    for msg in got[1:]:
+        held = sent[msg.body]
+        level = int(held.properties["DELAY"])
+        assert msg.store_timestamp >= held.store_timestamp + DELAYS[level]
+        assert "DELAY" not in msg.properties
+        assert (msg.properties["REAL_TOPIC"], msg.properties["REAL_QID"]) == ("Dl", "1")
+        assert (msg.uniq_key, msg.tags, msg.born_timestamp) == (
+            held.uniq_key, "t", held.born_timestamp)
+    # Each level's queue delivers in order.
+    for level in (1, 2, 3):
+        bodies = [m.body for m in got if sent.get(m.body) and sent[m.body].queue_id == level - 1]
+        assert bodies == sorted(bodies, key=lambda b: sent[b].queue_offset)
+    assert short.brokers[0].schedule.delivered == 7
+
+
+async def test_the_service_sleeps_until_the_head_is_due(short: Cluster, peer: Peer) -> None:
+    service = short.brokers[0].schedule
+    idle = service.passes
+    await asyncio.sleep(0.3)  # measuring idleness, not waiting for an event
+    assert service.passes == idle
+    await send_delayed(peer, "Dl", b"x", DELAY="3")
+    await collect(peer, "Dl", 1)
+    assert service.passes - idle <= 4  # the arrival, the due time, a flush check or two
+
+
+async def test_timer_messages_are_delivered_at_their_time(short: Cluster, peer: Peer) -> None:
+    late = await send_delayed(peer, "Dl", b"late", TIMER_DELAY_MS="400")
+    early = await send_delayed(peer, "Dl", b"early", TIMER_DELIVER_MS=str(now_ms() + 150))
+    past = await send_delayed(peer, "Dl", b"past", TIMER_DELIVER_MS=str(now_ms() - 5))
+    assert (late.topic, early.topic, past.topic) == (TIMER_TOPIC, TIMER_TOPIC, "Dl")
+    got = await collect(peer, "Dl", 3)
+    assert [m.body for m in got] == [b"past", b"early", b"late"]
+    for msg, held in zip(got[1:], (early, late), strict=True):
+        due = int(held.properties["TIMER_OUT_MS"])
+        assert msg.store_timestamp >= due
+        assert msg.properties["TIMER_OUT_MS"] == str(due)
+        assert not {"TIMER_DELAY_MS", "TIMER_DELIVER_MS"} & set(msg.properties)
+
+
+async def test_level_one_of_the_default_ladder_is_a_second(cluster: Cluster) -> None:
+    async with Peer(cluster.brokers[0].broker_addr) as p:
+        held = await send_delayed(p, "Def", b"one", DELAY="1")
+        timed = await send_delayed(p, "Def", b"sec", TIMER_DELAY_SEC="1")
+        got = await collect(p, "Def", 2)
+    assert got[0].store_timestamp >= held.store_timestamp + 1000
+    assert got[1].store_timestamp >= int(timed.properties["TIMER_OUT_MS"])
+    assert int(timed.properties["TIMER_OUT_MS"]) >= timed.born_timestamp + 1000
+
+
+@pytest.mark.parametrize("props", [{"DELAY": "soon"}, {"TIMER_DELAY_MS": "1e3"},
+                                   {"TIMER_DELAY_SEC": str(4 * 86400)}])
+async def test_unusable_delays_are_message_illegal(peer: Peer, props: dict[str, str]) -> None:
+    resp = await peer(wire.send("Dl", properties=wire.props(**props)))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and resp.remark
+
+
+async def test_a_delayed_batch_is_message_illegal(peer: Peer) -> None:
+    cmd = wire.send_batch("Dl", [(b"a", wire.props())])
+    cmd.ext_fields["i"] = wire.props(DELAY="1")
+    resp = await peer(cmd)
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and resp.remark
+
+
+# ---------------------------------------------------------------- restarts
+
+
+@pytest.fixture
+async def long_tail(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Level 4 (1.5 s) is still pending while the broker restarts."""
+    async with Cluster(tmp_path, broker={"message_delay_level": LADDER + " 1500ms"}) as c:
+        yield c
+
+
+async def test_restart_delivers_what_was_pending_and_nothing_twice(long_tail: Cluster) -> None:
+    short = long_tail
+    broker = short.brokers[0]
+    async with Peer(broker.broker_addr) as p:
+        await p.ok(wire.create_topic("Rs", 1))
+        quick = [await send_delayed(p, "Rs", f"q{i}".encode(), DELAY="1") for i in range(4)]
+        for i in range(3):
+            await send_delayed(p, "Rs", f"l{i}".encode(), DELAY="4")
+        for i in range(2):
+            await send_delayed(p, "Rs", f"t{i}".encode(), TIMER_DELAY_MS="1500")
+        first = await collect(p, "Rs", 4)
+        assert sorted(m.uniq_key for m in first) == sorted(m.uniq_key for m in quick)
+    broker = await short.restart_broker(0)
+    async with Peer(broker.broker_addr) as p:
+        got = await collect(p, "Rs", 9)
+        assert len({m.uniq_key for m in got}) == 9
+        assert broker.schedule.delivered == 5  # the four quick ones were not redelivered
+        assert broker.store.max_offset("Rs", 0) == 9
+        assert len(broker.schedule.timers) == 0
+        assert broker.schedule.offsets == {1: 4, 4: 3}
+
+
+async def test_a_lost_checkpoint_delivers_again(short: Cluster) -> None:
+    """A crash after the copy was stored but before its checkpoint: at-least-once."""
+    broker = short.brokers[0]
+    async with Peer(broker.broker_addr) as p:
+        await send_delayed(p, "Again", b"twice", DELAY="1")
+        await send_delayed(p, "Again", b"timer", TIMER_DELAY_MS="150")
+        await collect(p, "Again", 2)
+    await broker.stop()
+    layout = broker.layout
+    assert json.loads(layout.config_file("delayOffset.json").read_text()) == {
+        "offsetTable": {"1": 1}}
+    layout.config_file("delayOffset.json").write_text('{"offsetTable": {}}')
+    layout.config_file("timerCheckpoint.json").unlink()
+    broker = await short.restart_broker(0)
+    async with Peer(broker.broker_addr) as p:
+        got = await collect(p, "Again", 4)
+    assert sorted(m.body for m in got) == [b"timer", b"timer", b"twice", b"twice"]
+

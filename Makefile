@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint unit bench clean-venv java
+.PHONY: run test lint unit bench clean-venv java browser
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,spark]'
 	@touch $(STAMP)
 
-## run: start the standalone server (name server + broker) on ./data in the foreground
+## run: start the standalone server (name server, broker, web console on :8080) on ./data
 run: $(STAMP)
 	$(BIN)/tidemq standalone --data ./data
 
@@ -30,8 +30,16 @@ java:
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|21)[."]' || { echo "error: Spark 4 needs Java 17 or 21;" \
 	  "found: $$(java -version 2>&1 | head -1)"; exit 1; }
 
+## browser: Debian's chromium for the console's end-to-end tests (they skip without it);
+## installed once, only where apt-get can (as root); never fatal
+browser:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+	  [ "$$(id -u)" = 0 ] && { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; } || \
+	  echo "note: chromium is not installed; the console browser tests will be skipped"
+
 ## unit: the pytest suite only (exit code 5, no tests collected, fails)
-unit: $(STAMP) java
+unit: $(STAMP) java browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 ## test: lint, then the whole test suite

@@ -57,8 +57,10 @@ from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
+from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
 from tidemq.net.connection import Connection
+from tidemq.net.http import MetricsHttpServer
 from tidemq.net.server import RemotingServer
 
 __all__ = ["NameServerApp", "RemovedListener"]
@@ -119,8 +121,10 @@ class NameServerApp:
         self._scanner: asyncio.Task[None] | None = None
         self._started_ms: int | None = None
         self._ready = not config.need_wait_for_service
+        self.metrics = NamesrvMetrics(self)
+        self.metrics_server: MetricsHttpServer | None = None
         for code, processor in self._processors().items():
-            self.server.register(code, processor)
+            self.server.register(code, self.metrics.counted(code, processor))
         self.server.on_connection_closed(self._connection_closed)
 
     def __repr__(self) -> str:
@@ -147,6 +151,14 @@ class NameServerApp:
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
         log.info("name server listening on %s", self.address)
+        if self.config.metrics_port:
+            metrics = MetricsHttpServer(self.metrics.render, self.config.bind_address,
+                                        self.config.metrics_port)
+            try:
+                await metrics.start()
+                self.metrics_server = metrics
+            except OSError as exc:  # metrics are auxiliary: serve routes without them
+                log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
 
     async def stop(self) -> None:
         """Stop the expiry task and close the server (idempotent)."""
@@ -155,6 +167,9 @@ class NameServerApp:
             scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await scanner
+        metrics, self.metrics_server = self.metrics_server, None
+        if metrics is not None:
+            await metrics.close()
         await self.server.close()
 
     async def __aenter__(self) -> NameServerApp:

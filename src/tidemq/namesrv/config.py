@@ -48,10 +48,14 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = 120
     # TideMQ additions
     max_frame_size: int = 16 * 1024 * 1024
+    #: Serve Prometheus metrics over HTTP on this port (0: off).
+    metrics_port: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort {self.metrics_port} is not a port", key="metricsPort")
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be positive",
                               key="scanNotActiveBrokerInterval")

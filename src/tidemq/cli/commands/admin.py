@@ -16,7 +16,10 @@ topicList             every topic the name servers know
 topicRoute            a topic's route (queue and broker data)
 topicStatus           min/max offset and last store time of every queue
 clusterList           every broker of every cluster, with its TPS
-brokerStatus          a broker's runtime figures (GET_BROKER_RUNTIME_INFO)
+brokerStatus          a broker's runtime figures (GET_BROKER_RUNTIME_INFO), LMQ counts
+                      included (``lmqCount``, ``lmqEntries``)
+deleteLmq             delete a light message queue on broker ``-b``: its entries and
+                      every group's offset
 queryMsgById          a message by offset id, or by UNIQ_KEY with ``-t``
 queryMsgByKey         messages whose KEYS contain ``-k``
 queryMsgByOffset      the message at an offset of one queue
@@ -364,6 +367,21 @@ def broker_status(
         _emit_json(table)
         return
     _out().print(_kv_table(f"broker {broker}", table.items()))
+
+
+@app.command("deleteLmq")
+def delete_lmq(
+    broker: Annotated[str, typer.Option("-b", "--broker-addr", help="Broker address.")],
+    lmq: Annotated[str, typer.Option("-q", "--lmq", help="The LMQ, e.g. %LMQ%device-1.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV,
+    json_out: JsonFlag = False,
+) -> None:
+    """Delete a light message queue (RIP-28) on one broker, with every group's offset."""
+    _run(namesrv, lambda admin: admin.delete_lmq(broker, lmq))
+    if json_out:
+        _emit_json({"broker": broker, "lmq": lmq, "deleted": True})
+        return
+    _out().print(f"deleted {escape(lmq)} on {broker}")
 
 
 # ---------------------------------------------------------------------- lookups

@@ -10,7 +10,7 @@ import gc
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from tidemq.errors import TideMQError
 from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.namesrv.config import load_namesrv_config
 
+if TYPE_CHECKING:
+    from tidemq.console import ConsoleServer
+
 console = Console(stderr=True)
 
 ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help=".properties file.")]
@@ -29,6 +32,7 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a key: --set listenPort=10911 (repeatable).")]
 LogLevel = Annotated[str, typer.Option(help="Log level.")]
 LogFile = Annotated[Path | None, typer.Option(help="Also log to this rotating file.")]
+LogFormat = Annotated[str, typer.Option(help="Log lines as 'text' or 'json' (one object a line).")]
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -80,9 +84,9 @@ def _run(coro: Awaitable[None]) -> None:
 
 
 def namesrv(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel = "INFO",
-            log_file: LogFile = None) -> None:
+            log_file: LogFile = None, log_format: LogFormat = "text") -> None:
     """Run a name server."""
-    setup_logging(log_level, log_file)
+    _setup_logging(log_level, log_file, log_format)
     cfg, unknown = load_namesrv_config(config, overrides=_overrides(set_))
     _report_unknown(unknown)
     app = NameServerApp(cfg)
@@ -95,9 +99,9 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel =
 
 
 def broker(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel = "INFO",
-           log_file: LogFile = None) -> None:
+           log_file: LogFile = None, log_format: LogFormat = "text") -> None:
     """Run a broker (registers with the name servers in namesrvAddr)."""
-    setup_logging(log_level, log_file)
+    _setup_logging(log_level, log_file, log_format)
     bcfg, scfg, unknown = load_broker_config(config, overrides=_overrides(set_))
     _report_unknown(unknown)
     app = BrokerApp(bcfg, scfg)
@@ -115,11 +119,18 @@ def standalone(
     namesrv_port: Annotated[int, typer.Option(help="Name server port.")] = 9876,
     broker_port: Annotated[int, typer.Option(help="Broker port.")] = 10911,
     config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel = "INFO",
-    log_file: LogFile = None,
+    log_file: LogFile = None, log_format: LogFormat = "text",
+    console_port: Annotated[int, typer.Option(help="Web console port.")] = 8080,
+    no_console: Annotated[bool, typer.Option("--no-console", help="No web console.")] = False,
 ) -> None:
-    """Run a name server and a broker in one process, data in ./data."""
-    setup_logging(log_level, log_file)
+    """Run a name server, a broker and the web console in one process, data in ./data."""
+    _setup_logging(log_level, log_file, log_format)
     ns = NameServerApp(NamesrvConfig(listen_port=namesrv_port))
+    web: ConsoleServer | None = None
+    if not no_console:  # imported here: the other server commands need no web stack
+        from tidemq.console import ConsoleServer
+
+        web = ConsoleServer(f"127.0.0.1:{namesrv_port}", port=console_port)
     overrides = {"listenPort": broker_port, "namesrvAddr": f"127.0.0.1:{namesrv_port}",
                  "storePathRootDir": str(data / "store"), **_overrides(set_)}
     bcfg, scfg, unknown = load_broker_config(config, overrides=overrides)
@@ -127,20 +138,39 @@ def standalone(
     app = BrokerApp(bcfg, scfg)
 
     async def start() -> None:
+        nonlocal web
         await ns.start()
         await app.start()
+        if web is not None:
+            try:
+                await web.start()
+            except OSError as exc:  # the console is auxiliary: serve messages without it
+                console.print(f"[yellow]warning:[/] no web console on port {console_port}: "
+                              f"{exc} (choose another with --console-port)")
+                await web.stop()
+                web = None
         console.print(f"[bold green]TideMQ standalone is running[/]\n"
                       f"  name server  {ns.address}   (clients: namesrv=127.0.0.1:{ns.port})\n"
                       f"  broker       {app.broker_addr}  ({bcfg.broker_name})\n"
+                      f"  console      {web.url if web is not None else 'off'}\n"
                       f"  data         {data.resolve()}\n"
                       f"  try: tidemq admin sendMessage -n 127.0.0.1:{ns.port} -t Hello -b hi\n"
                       f"Press Ctrl+C to stop.")
 
     async def stop() -> None:
+        if web is not None:
+            await web.stop()
         await app.stop()
         await ns.stop()
 
     _run(_serve(start, stop))
+
+
+def _setup_logging(level: str, log_file: Path | None, log_format: str) -> None:
+    try:
+        setup_logging(level, log_file, log_format=log_format)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--log-format") from None
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,11 @@
-"""``tidemq store``: offline verification and dumps of a store directory.
+"""``tidemq store``: offline verification, dumps and queue conversion of a store directory.
 
-Both commands read the files without starting the store or taking its lock. Humans get
-tables (and a progress bar on large directories); ``--json`` prints one JSON document on
-stdout for scripts. ``verify`` exits with 1 when it found problems, 2 on unusable input.
+``verify`` and ``dump`` read the files without starting the store or taking its lock.
+``convert-cq`` rebuilds a topic's consume queues as batch consume queues (RIP-26); it
+takes the lock, so the broker must be stopped. Humans get tables (and a progress bar on
+large directories); ``--json`` prints one JSON document on stdout for scripts. ``verify``
+exits with 1 when it found problems, ``convert-cq`` when the queues do not rebuild to
+their classic ranges; both exit with 2 on unusable input.
 """
 
 from __future__ import annotations
@@ -17,9 +20,17 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
+from tidemq.store.convert import ConversionError, ConversionReport, convert_topic
 from tidemq.store.inspect import (
     InspectError,
     ProgressFn,
@@ -33,7 +44,8 @@ from tidemq.store.inspect import (
 from tidemq.store.layout import StoreLayout
 
 app = typer.Typer(no_args_is_help=True,
-                  help="Offline store tools: verify or dump a data directory (no broker needed).")
+                  help="Offline store tools: verify, dump or convert a data directory "
+                       "(no broker running).")
 
 #: Commit logs above this size get a progress bar.
 LARGE_BYTES = 64 * 1024 * 1024
@@ -246,3 +258,87 @@ def _dump_checkpoint(directory: Path, json_out: bool) -> None:
     table.add_row("abort marker", "present" if dump.abort_marker else "absent")
     table.add_row("lock", "held by a running broker" if dump.in_use else "free")
     _out().print(table)
+
+
+# ---------------------------------------------------------------------- convert-cq
+
+
+@app.command("convert-cq")
+def convert_cq_command(
+    directory: Directory,
+    topic: Annotated[str, typer.Option("--topic", "-t", help="The topic to convert.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report only; change nothing.")]
+    = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Convert even if a queue does not rebuild to its classic range.")]
+    = False,
+    no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip body CRC checks.")] = False,
+    bcq_file_size: Annotated[int, typer.Option(
+        help="mapperFileSizeBatchConsumeQueue of the broker, bytes.")] = 13_800_000,
+    json_out: JsonFlag = False,
+) -> None:
+    """Rebuild TOPIC's consume queues as batch consume queues (queue.type=BatchCQ)."""
+    with _convert_progress(not json_out) as progress:
+        try:
+            report = convert_topic(directory, topic, dry_run=dry_run, force=force,
+                                   check_crc=not no_crc, bcq_file_size=bcq_file_size,
+                                   progress=progress)
+        except ConversionError as exc:
+            _err().print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1 if exc.mismatch else 2) from exc
+    if json_out:
+        _emit_json(report.to_dict())
+    else:
+        _print_conversion(report)
+    if report.dry_run and any(not q.matches for q in report.queues) and not force:
+        raise typer.Exit(1)
+
+
+@contextmanager
+def _convert_progress(enabled: bool) -> Iterator[ProgressFn | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("{task.description:>6}"), BarColumn(), TaskProgressColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=_err(), transient=True) as bar:
+        tasks: dict[str, Any] = {}
+        names = {"scan": "scan", "write": "write"}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(names.get(phase, phase), total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update
+
+
+def _print_conversion(report: ConversionReport) -> None:
+    out = _out()
+    title = ("dry run: " if report.dry_run else "") + f"convert {report.topic} to BatchCQ"
+    table = Table(title=title)
+    for col in ("queue", "classic offsets", "rebuilt offsets", "messages", "entries",
+                "status"):
+        table.add_column(col, justify="left" if col == "status" else "right")
+    for q in report.queues:
+        table.add_row(str(q.queue_id), f"{q.classic_min:,} .. {q.classic_max:,}",
+                      f"{q.min_offset:,} .. {q.max_offset:,}", f"{q.messages:,}",
+                      f"{q.entries:,}", "ok" if q.matches else "[red]MISMATCH[/red]")
+    out.print(table)
+    verb = "would" if report.dry_run else "did"
+    out.print(f"scanned {report.records_scanned:,} records ({report.log_bytes:,} bytes of log) "
+              f"in {report.seconds:.2f} s")
+    out.print(f"{verb} write {report.bcq_files} batch consume queue file(s) "
+              f"({report.bcq_bytes:,} bytes, {report.entries:,} entries for "
+              f"{report.messages:,} messages)")
+    out.print(f"{verb} remove {report.classic_files} classic consume queue file(s) "
+              f"({report.classic_bytes:,} bytes)")
+    declared = report.topic_config_updated or report.dry_run
+    out.print(f"{verb} declare {report.topic} queue.type=BatchCQ in config/topics.json"
+              if declared else "config/topics.json not found: not declared")
+    for warning in report.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
+    if report.converted:
+        out.print(f"[green]OK[/green]: {report.topic} is a BatchCQ topic")
+    elif report.dry_run:
+        out.print("dry run: nothing was changed")

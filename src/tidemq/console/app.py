@@ -1,0 +1,555 @@
+"""The console's Starlette application: one handler per page, all data through
+:mod:`tidemq.client` (an :class:`AdminClient`, the dashboard views of
+:mod:`tidemq.client.monitor`, and a producer for the send form).
+
+==============================  ======  ============================================
+path                            method  what
+==============================  ======  ============================================
+/cluster                        GET     clusters and brokers: status, disk, TPS, lag
+/brokers/{addr}                 GET     one broker's runtime figures
+/topics                         GET     topics: queue type, queues, messages, TPS
+/topics                         POST    create or update a topic (form)
+/topics/{topic}                 GET     queues, offsets, config, update/send forms
+/topics/{topic}/send            POST    send one message (form)
+/topics/{topic}/delete          GET     confirmation page; POST deletes
+/groups                         GET     consumer groups with their lag
+/groups/{group}                 GET     per-queue lag, consumers, live lag chart
+/groups/{group}/reset           POST    confirmation page, then the reset (222)
+/api/groups/{group}/lag         GET     JSON the chart polls every 2 s
+/messages                       GET     lookup by id, by key, at an offset
+/logical-queues                 GET     the RIP-21 logical-queue mapping tables
+/logical-queues                 POST    create a logical topic, migrate a logical queue
+/lmq                            GET     light message queue counts per broker
+/healthz                        GET     ``ok``
+==============================  ======  ============================================
+
+Destructive actions (delete a topic, reset offsets) go through a confirmation page; a
+POST whose ``Origin`` names another host is refused (403), so another site cannot
+submit the forms from a browser that can reach the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import functools
+import logging
+import random
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Route
+
+from tidemq.client import AdminClient, Message, MessageExt, MessageQueue, Producer, monitor
+from tidemq.client.logical_admin import LogicalQueueAdmin
+from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
+from tidemq.console.model import (
+    LagHistory,
+    body_preview,
+    is_system_group,
+    is_system_topic,
+    parse_form,
+    when,
+)
+from tidemq.console.templates import render
+from tidemq.errors import TideMQError
+
+__all__ = ["Console", "create_app"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Handler = Callable[[Request], Awaitable[StarletteResponse]]
+
+#: Producer group of the send form.
+CONSOLE_PRODUCER_GROUP = "TIDEMQ_CONSOLE_PRODUCER"
+#: The topic attribute brokers set on a topic with logical queues (its queue count).
+LOGICAL_ATTRIBUTE = "logical.queues"
+#: Concurrent per-topic / per-group requests while building one page.
+FAN_OUT = 8
+
+
+class Console:
+    """What the pages share: the admin client, a lazily started producer, lag history."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self.admin = admin
+        self.namesrv = ";".join(admin.config.namesrv_addr)
+        self.history = LagHistory()
+        self._producer: Producer | None = None
+        self._producer_lock = asyncio.Lock()
+
+    async def producer(self) -> Producer:
+        async with self._producer_lock:
+            if self._producer is None:
+                producer = Producer(CONSOLE_PRODUCER_GROUP, self.admin.config.namesrv_addr)
+                await producer.start()
+                self._producer = producer
+            return self._producer
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.close()
+
+    def page(self, name: str, request: Request, code: int = 200, **context: Any
+             ) -> HTMLResponse:
+        context.setdefault("flash", request.query_params.get("msg"))
+        context.setdefault("title", name.replace("-", " ").capitalize())
+        html = render(name, namesrv=self.namesrv, active=_section(request.url.path), **context)
+        return HTMLResponse(html, status_code=code)
+
+
+def _section(path: str) -> str:
+    if path.startswith("/brokers"):
+        return "/cluster"
+    return "/" + path.strip("/").split("/", 1)[0]
+
+
+def _redirect(path: str, msg: str | None = None) -> RedirectResponse:
+    if msg:
+        path += ("&" if "?" in path else "?") + urllib.parse.urlencode({"msg": msg})
+    return RedirectResponse(path, status_code=303)
+
+
+async def _bounded(calls: Iterable[Awaitable[T]], limit: int = FAN_OUT
+                   ) -> list[T | BaseException]:
+    sem = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[T]) -> T:
+        async with sem:
+            return await call
+
+    return await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+
+
+# ---------------------------------------------------------------------- cluster
+
+
+async def _broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
+    brokers = await admin.cluster_list()
+    statuses = await _bounded(admin.broker_status(b.address) for b in brokers)
+    rows = []
+    for b, s in zip(brokers, statuses, strict=True):
+        row = dataclasses.asdict(b)
+        row["s"] = s if isinstance(s, dict) else {}
+        row["error"] = str(s) if isinstance(s, BaseException) else None
+        rows.append(row)
+    return rows
+
+
+async def cluster_page(console: Console, request: Request) -> StarletteResponse:
+    admin = console.admin
+    rows, topics = await asyncio.gather(_broker_rows(admin), admin.topic_list())
+
+    def total(key: str) -> float:
+        return sum(float(r["s"].get(key, 0) or 0) for r in rows)
+
+    lags = [int(float(r["s"].get("dispatchLagMs", 0) or 0)) for r in rows]
+    return console.page("cluster", request, title="Cluster", brokers=rows,
+                        clusters=sorted({r["cluster"] for r in rows}), topic_count=len(topics),
+                        put_tps=total("putTps"), get_tps=total("getTransferedTps"),
+                        max_lag_ms=max(lags, default=0))
+
+
+async def broker_page(console: Console, request: Request) -> StarletteResponse:
+    addr = request.path_params["addr"]
+    known = {b.address for b in await console.admin.cluster_list()}
+    if addr not in known:
+        return console.page("error", request, 404, title="Unknown broker",
+                            error=f"no registered broker has the address {addr}")
+    status = await console.admin.broker_status(addr)
+    return console.page("broker", request, title=f"Broker {addr}", status=status, address=addr)
+
+
+async def lmq_page(console: Console, request: Request) -> StarletteResponse:
+    rows = await _broker_rows(console.admin)
+    return console.page("lmq", request, title="LMQ", brokers=rows)
+
+
+# ---------------------------------------------------------------------- topics
+
+
+async def _configs(admin: AdminClient) -> tuple[dict[str, str], dict[str, Any]]:
+    """Master name -> address, and address -> its topic-config wrapper."""
+    masters = await admin.masters()
+    results = await _bounded(monitor.topic_configs(admin, a) for a in masters.values())
+    wrappers = {}
+    for addr, result in zip(masters.values(), results, strict=True):
+        if isinstance(result, BaseException):
+            log.warning("topic configs of %s: %s", addr, result)
+            continue
+        wrappers[addr] = result
+    return masters, wrappers
+
+
+async def _holders(admin: AdminClient, topic: str) -> list[str]:
+    """Addresses of the masters that have ``topic`` (routed or not yet)."""
+    _masters, wrappers = await _configs(admin)
+    return sorted(a for a, w in wrappers.items() if topic in w.topic_config_table)
+
+
+async def topics_page(console: Console, request: Request) -> StarletteResponse:
+    admin = console.admin
+    show_system = request.query_params.get("system") == "1"
+    info, names = await asyncio.gather(admin.cluster_info(), admin.topic_list())
+    masters, wrappers = await _configs(admin)
+    by_addr = {addr: name for name, addr in masters.items()}
+    per_topic: dict[str, dict[str, Any]] = {}
+    for addr, wrapper in wrappers.items():
+        for topic, tc in wrapper.topic_config_table.items():
+            per_topic.setdefault(topic, {})[by_addr[addr]] = tc
+    logical = {t for t, configs in per_topic.items()
+               if any(LOGICAL_ATTRIBUTE in c.attributes for c in configs.values())}
+    rows = []
+    for topic in sorted(set(names) | set(per_topic)):
+        system = is_system_topic(topic, info.cluster_addr_table, info.broker_addr_table)
+        if system and not show_system:
+            continue
+        configs = per_topic.get(topic, {})
+        first = next(iter(configs.values()), None)
+        rows.append({
+            "name": topic, "system": system, "logical": topic in logical,
+            "queue_type": (first.attributes.get("queue.type", "SimpleCQ") if first else "-"),
+            "read_queues": sum(c.read_queue_nums for c in configs.values()),
+            "write_queues": sum(c.write_queue_nums for c in configs.values()),
+            "brokers": sorted(configs), "perm": _perm(first.perm) if first else "-",
+            "messages": None, "put_tps": None,
+        })
+    stats = await _bounded(monitor.topic_stats(admin, r["name"], addresses=[
+        masters[b] for b in r["brokers"]]) for r in rows)
+    for row, st in zip(rows, stats, strict=True):
+        if not isinstance(st, BaseException):
+            row["messages"], row["put_tps"] = st.messages, st.put_tps
+    return console.page("topics", request, title="Topics", topics=rows, show_system=show_system,
+                        clusters=sorted(info.cluster_addr_table))
+
+
+def _perm(perm: int) -> str:
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-")
+
+
+async def topic_page(console: Console, request: Request) -> StarletteResponse:
+    admin = console.admin
+    topic = request.path_params["topic"]
+    masters, wrappers = await _configs(admin)
+    by_addr = {addr: name for name, addr in masters.items()}
+    configs = [(by_addr[a], w.topic_config_table[topic]) for a, w in sorted(wrappers.items())
+               if topic in w.topic_config_table]
+    if not configs:
+        return console.page("error", request, 404, title=f"Topic {topic}",
+                            error=f"no broker has a topic named {topic!r}")
+    stats, groups = await asyncio.gather(
+        monitor.topic_stats(admin, topic, addresses=[masters[name] for name, _ in configs]),
+        _groups_of(admin, topic))
+    first = configs[0][1]
+    logical = any(LOGICAL_ATTRIBUTE in c.attributes for _, c in configs)
+    return console.page(
+        "topic", request, title=f"Topic {topic}", topic=topic, stats=stats, configs=configs,
+        queue_type=first.attributes.get("queue.type", "SimpleCQ"), logical=logical,
+        read_queues=first.read_queue_nums, write_queues=first.write_queue_nums,
+        perm=first.perm, groups=groups)
+
+
+async def _groups_of(admin: AdminClient, topic: str) -> list[str]:
+    names = list(await monitor.subscription_groups(admin))
+    stats = await _bounded(monitor.consume_stats(admin, g) for g in names)
+    return [g for g, st in zip(names, stats, strict=True)
+            if not isinstance(st, BaseException) and topic in st.topics]
+
+
+async def topic_submit(console: Console, request: Request) -> StarletteResponse:
+    form = parse_form(await request.body())
+    topic = form.get("topic", "")
+    try:
+        reads, writes = int(form.get("read_queues", "8")), int(form.get("write_queues", "8"))
+        perm = int(form.get("perm", "6"))
+    except ValueError:
+        return console.page("error", request, 400, title="Bad form",
+                            error="queue numbers and permission must be integers")
+    attrs: dict[str, str | None] = {}
+    if form.get("queue_type") == "BatchCQ":
+        attrs["queue.type"] = "BatchCQ"
+    try:
+        await console.admin.create_topic(
+            topic, cluster=form.get("cluster") or None, read_queue_nums=reads,
+            write_queue_nums=writes, perm=perm, order=form.get("order") == "true",
+            attributes=attrs or None)
+    except (TideMQError, ValueError) as exc:
+        return console.page("error", request, 400, title=f"Topic {topic}",
+                            error=f"creating or updating {topic!r} failed: {exc}")
+    return _redirect(f"/topics/{urllib.parse.quote(topic, safe='')}",
+                     f"Topic {topic} saved ({reads} read / {writes} write queues).")
+
+
+async def topic_send(console: Console, request: Request) -> StarletteResponse:
+    topic = request.path_params["topic"]
+    form = parse_form(await request.body())
+    props = {k.upper(): form[k] for k in ("tags", "keys") if form.get(k)}
+    # The queue comes from the brokers' own configs: a topic created a moment ago may not
+    # be routed by the name server yet, and the default route has other queue counts.
+    masters, wrappers = await _configs(console.admin)
+    by_addr = {addr: name for name, addr in masters.items()}
+    queues = [MessageQueue(topic, by_addr[a], q) for a, w in wrappers.items()
+              if (tc := w.topic_config_table.get(topic)) is not None and tc.perm & 2
+              for q in range(tc.write_queue_nums)]
+    if not queues:
+        return console.page("error", request, 404, title=f"Topic {topic}",
+                            error=f"no master broker accepts writes to {topic!r}")
+    producer = await console.producer()
+    result = await producer.send(Message(topic, form.get("body", "").encode("utf-8"), props),
+                                 queue=random.choice(queues))
+    return _redirect(
+        f"/topics/{urllib.parse.quote(topic, safe='')}",
+        f"Sent {result.msg_id} to {result.queue.broker_name} queue {result.queue.queue_id} "
+        f"at offset {result.queue_offset} ({result.status.value}).")
+
+
+async def topic_delete(console: Console, request: Request) -> StarletteResponse:
+    topic = request.path_params["topic"]
+    quoted = urllib.parse.quote(topic, safe="")
+    if request.method == "GET" or parse_form(await request.body()).get("confirm") != "yes":
+        return console.page(
+            "confirm", request, title=f"Delete {topic}", heading=f"Delete topic {topic}?",
+            warning=f"This deletes {topic} from every master broker and every name server: its "
+                    "queues and the consumer offsets of every group go. Stored messages age out "
+                    "with their commit-log segments. This cannot be undone.",
+            action=f"/topics/{quoted}/delete", fields={}, button=f"Delete {topic}",
+            cancel=f"/topics/{quoted}")
+    brokers = await console.admin.delete_topic(topic)
+    return _redirect("/topics", f"Topic {topic} deleted from {len(brokers)} broker(s).")
+
+
+# ---------------------------------------------------------------------- groups
+
+
+async def groups_page(console: Console, request: Request) -> StarletteResponse:
+    admin = console.admin
+    configs = await monitor.subscription_groups(admin)
+    names = list(configs)
+    stats, online = await asyncio.gather(
+        _bounded(monitor.consume_stats(admin, g) for g in names),
+        _bounded(monitor.consumer_connections(admin, g) for g in names))
+    rows = []
+    for name, st, conns in zip(names, stats, online, strict=True):
+        rows.append({"name": name, "system": is_system_group(name),
+                     "topics": st.topics if isinstance(st, ConsumeStats) else [],
+                     "lag": st.lag if isinstance(st, ConsumeStats) else "-",
+                     "tps": st.consume_tps if isinstance(st, ConsumeStats) else 0.0,
+                     "online": len(conns) if isinstance(conns, list) else 0,
+                     "enabled": bool(configs[name].get("consumeEnable", True))})
+    return console.page("groups", request, title="Consumer groups", groups=rows)
+
+
+def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    history = console.history.add(stats.group, stats.lag, now)
+    return {
+        "group": stats.group, "ts": now, "lag": stats.lag, "consumeTps": stats.consume_tps,
+        "history": history,
+        "queues": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
+                    "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset,
+                    "lag": q.lag, "lastConsumed": when(q.last_timestamp)} for q in stats.queues],
+    }
+
+
+async def group_page(console: Console, request: Request) -> StarletteResponse:
+    group = request.path_params["group"]
+    stats, consumers = await asyncio.gather(monitor.consume_stats(console.admin, group),
+                                            monitor.consumer_connections(console.admin, group))
+    history = console.history.add(group, stats.lag)
+    return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
+                        consumers=consumers, history=history,
+                        api_url=f"/api/groups/{urllib.parse.quote(group, safe='')}/lag")
+
+
+async def group_lag_api(console: Console, request: Request) -> StarletteResponse:
+    stats = await monitor.consume_stats(console.admin, request.path_params["group"])
+    return JSONResponse(_lag_json(console, stats), headers={"Cache-Control": "no-store"})
+
+
+def _reset_timestamp(form: dict[str, str]) -> tuple[int, str]:
+    """Epoch ms for INVOKE_BROKER_TO_RESET_OFFSET, and words for it."""
+    to = form.get("to", "earliest")
+    if to == "latest":
+        return -1, "the latest offset"
+    if to == "time":
+        moment = datetime.datetime.fromisoformat(form.get("time", ""))
+        return int(moment.timestamp() * 1000), f"the first message stored at or after {moment}"
+    return 0, "the earliest offset"
+
+
+async def group_reset(console: Console, request: Request) -> StarletteResponse:
+    group = request.path_params["group"]
+    quoted = urllib.parse.quote(group, safe="")
+    form = parse_form(await request.body())
+    topic = form.get("topic", "")
+    try:
+        timestamp, words = _reset_timestamp(form)
+    except ValueError:
+        return console.page("error", request, 400, title=f"Group {group}",
+                            error="give the point in time to reset to")
+    if form.get("confirm") != "yes":
+        return console.page(
+            "confirm", request, title=f"Reset {group}", heading=f"Reset offsets of {group}?",
+            warning=f"Every queue of {topic} is moved to {words} for group {group}, on every "
+                    "master broker. Running consumers of the group are told to continue from "
+                    "there: messages may be consumed again or skipped.",
+            action=f"/groups/{quoted}/reset", fields={k: v for k, v in form.items()
+                                                      if k in ("topic", "to", "time")},
+            button="Reset offsets", cancel=f"/groups/{quoted}")
+    try:
+        rows = await monitor.reset_offset(console.admin, group, topic, timestamp=timestamp,
+                                          addresses=await _holders(console.admin, topic))
+    except ResetNotSupportedError as exc:
+        return console.page("error", request, 501, title=f"Group {group}",
+                            error=f"Offsets were not reset: {exc}.")
+    return _redirect(f"/groups/{quoted}",
+                     f"Offsets of {group} on {topic} reset to {words} ({len(rows)} queues).")
+
+
+# ---------------------------------------------------------------------- messages
+
+
+async def messages_page(console: Console, request: Request) -> StarletteResponse:
+    q = dict(request.query_params)
+    by = q.get("by")
+    admin = console.admin
+    results: Sequence[MessageExt] = []
+    try:
+        if by == "key":
+            results = await admin.query_messages_by_key(q["topic"], q["key"])
+        elif by == "id":
+            results = [await admin.view_message(q["msg_id"], q.get("topic") or None)]
+        elif by == "offset":
+            queue = MessageQueue(q["topic"], q["broker"], int(q["queue_id"]))
+            results = [await admin.message_at(queue, int(q["offset"]))]
+    except (KeyError, ValueError) as exc:
+        return console.page("messages", request, 400, title="Messages", q=q, searched=False,
+                            error=f"incomplete search: {exc}")
+    except TideMQError as exc:
+        return console.page("messages", request, title="Messages", q=q, searched=True,
+                            results=[], error=str(exc))
+    names = {b.address: b.broker_name for b in await admin.cluster_list()} if results else {}
+    shown = [_message_view(m, names) for m in results]
+    return console.page("messages", request, title="Messages", q=q, searched=by is not None,
+                        results=shown)
+
+
+def _message_view(msg: MessageExt, broker_names: dict[str, str]) -> dict[str, Any]:
+    view = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
+    view.update(tags=msg.tags, msg_keys=msg.keys, uniq_key=msg.uniq_key,
+                preview=body_preview(msg.body),
+                broker_name=msg.broker_name or broker_names.get(msg.store_host, ""))
+    return view
+
+
+# ---------------------------------------------------------------------- logical queues
+
+
+async def logical_page(console: Console, request: Request) -> StarletteResponse:
+    """Every topic with logical queues (its brokers' configs carry ``logical.queues``),
+    with its mapping as RIP-21 draws it: brokerName | MessageQueue | LogicalQueue(range)
+    | QueueStatus, one row per segment."""
+    admin = console.admin
+    masters, wrappers = await _configs(admin)
+    topics = sorted({t for w in wrappers.values() for t, tc in w.topic_config_table.items()
+                     if LOGICAL_ATTRIBUTE in tc.attributes})
+    lqa = LogicalQueueAdmin(admin)
+    mappings = await _bounded(lqa.query(t) for t in topics)
+    tables = []
+    for topic, mapping in zip(topics, mappings, strict=True):
+        if isinstance(mapping, BaseException):
+            tables.append({"topic": topic, "error": str(mapping), "rows": []})
+        else:
+            tables.append({"topic": topic, "epoch": mapping.epoch, "total": mapping.total,
+                           "rows": mapping.table()})
+    return console.page("logical", request, title="Logical queues", tables=tables,
+                        brokers=sorted(masters), broker_count=len(masters))
+
+
+async def logical_submit(console: Console, request: Request) -> StarletteResponse:
+    form = parse_form(await request.body())
+    topic = form.get("topic", "")
+    lqa = LogicalQueueAdmin(console.admin)
+    try:
+        if form.get("action") == "migrate":
+            lq, target = int(form.get("lq", "")), form.get("target", "")
+            mapping = await lqa.migrate(topic, lq, target)
+            leader = mapping.leader(lq)
+            msg = (f"Logical queue {lq} of {topic} now writes to "
+                   f"{leader.broker if leader else target} (epoch {mapping.epoch}).")
+        else:
+            total = int(form.get("queues", ""))
+            mapping = await lqa.create(topic, total)
+            msg = (f"Logical topic {topic} created: {mapping.total} logical queues on "
+                   f"{', '.join(sorted(mapping.brokers()))}.")
+    except ValueError as exc:
+        return console.page("error", request, 400, title="Logical queues",
+                            error=f"bad form: {exc}")
+    return _redirect("/logical-queues", msg)
+
+
+# ---------------------------------------------------------------------- wiring
+
+
+def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[StarletteResponse]]
+           ) -> Handler:
+    """Refuse cross-site POSTs; turn a cluster error into an error page."""
+
+    @functools.wraps(handler)
+    async def run(request: Request) -> StarletteResponse:
+        if request.method == "POST" and not _same_origin(request):
+            return PlainTextResponse("cross-site form submission refused", status_code=403)
+        try:
+            return await handler(console, request)
+        except TideMQError as exc:
+            log.info("%s %s: %s", request.method, request.url.path, exc)
+            if request.url.path.startswith("/api/"):
+                return JSONResponse({"error": str(exc)}, status_code=502)
+            return console.page("error", request, 502, title="The cluster answered with an error",
+                                error=str(exc))
+
+    return run
+
+
+def _same_origin(request: Request) -> bool:
+    origin = request.headers.get("origin")
+    if not origin or origin == "null":
+        return origin is None
+    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host")
+
+
+async def _health(request: Request) -> StarletteResponse:
+    return PlainTextResponse("ok")
+
+
+def create_app(console: Console) -> Starlette:
+    g = functools.partial(_guard, console)
+    routes = [
+        Route("/", lambda r: _redirect("/cluster")),
+        Route("/healthz", _health),
+        Route("/cluster", g(cluster_page)),
+        Route("/brokers/{addr}", g(broker_page)),
+        Route("/lmq", g(lmq_page)),
+        Route("/topics", g(topics_page), methods=["GET"]),
+        Route("/topics", g(topic_submit), methods=["POST"]),
+        Route("/topics/{topic}", g(topic_page)),
+        Route("/topics/{topic}/send", g(topic_send), methods=["POST"]),
+        Route("/topics/{topic}/delete", g(topic_delete), methods=["GET", "POST"]),
+        Route("/groups", g(groups_page)),
+        Route("/groups/{group}", g(group_page)),
+        Route("/groups/{group}/reset", g(group_reset), methods=["POST"]),
+        Route("/api/groups/{group}/lag", g(group_lag_api)),
+        Route("/messages", g(messages_page)),
+        Route("/logical-queues", g(logical_page), methods=["GET"]),
+        Route("/logical-queues", g(logical_submit), methods=["POST"]),
+    ]
+    return Starlette(routes=routes)

@@ -1,0 +1,430 @@
+# ruff: noqa: E501  (HTML and CSS lines; wrapping them would only hurt reading)
+"""The console's HTML: Jinja2 templates kept as strings (one package, no data files),
+rendered with autoescaping on. The layout carries the CSS; the group page carries the
+only script, the live lag chart (inline SVG, no library, no CDN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from tidemq.console.model import human_bytes, uptime, when
+
+__all__ = ["render"]
+
+LAYOUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{% block title %}{{ title }}{% endblock %} · TideMQ console</title>
+<style>
+:root { --ink:#1d2433; --muted:#667085; --line:#e4e7ec; --bg:#f6f7f9; --brand:#0b6bcb;
+        --ok:#12805c; --warn:#b54708; --bad:#b42318; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       color:var(--ink); background:var(--bg); }
+header { background:#0f1b2d; color:#fff; display:flex; align-items:center; gap:28px;
+         padding:0 24px; height:52px; }
+header .logo { font-weight:700; font-size:17px; letter-spacing:.3px; }
+header .logo span { color:#5cc8ff; }
+header nav a { color:#c9d3e3; text-decoration:none; margin-right:18px; padding:15px 0; }
+header nav a.on, header nav a:hover { color:#fff; border-bottom:2px solid #5cc8ff; }
+header .ns { margin-left:auto; color:#9fb0c8; font-size:12px; }
+main { padding:20px 24px 40px; overflow-x:auto; }
+h1 { font-size:20px; margin:4px 0 16px; }
+h2 { font-size:16px; margin:26px 0 10px; }
+.cards { display:flex; gap:14px; flex-wrap:wrap; margin-bottom:18px; }
+.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:12px 16px;
+        min-width:150px; }
+.card .k { color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.4px; }
+.card .v { font-size:22px; font-weight:600; margin-top:2px; }
+table { border-collapse:collapse; width:100%; background:#fff; border:1px solid var(--line);
+        border-radius:8px; overflow:hidden; }
+th, td { text-align:left; padding:7px 10px; border-bottom:1px solid var(--line);
+         white-space:nowrap; }
+th { background:#f0f2f5; font-weight:600; font-size:12px; color:#344054; }
+td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
+tr:last-child td { border-bottom:none; }
+a { color:var(--brand); }
+.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
+         background:#eef4ff; color:#3538cd; }
+.badge.ok { background:#ecfdf3; color:var(--ok); } .badge.bad { background:#fef3f2;
+         color:var(--bad); } .badge.warn { background:#fffaeb; color:var(--warn); }
+.bar { width:80px; height:8px; background:#eaecf0; border-radius:4px; display:inline-block;
+       vertical-align:middle; margin-right:6px; }
+.bar i { display:block; height:100%; border-radius:4px; background:var(--ok); }
+.bar i.warn { background:#f79009; } .bar i.bad { background:var(--bad); }
+.flash { padding:10px 14px; border-radius:6px; margin-bottom:16px; background:#ecfdf3;
+         border:1px solid #abefc6; }
+.error { padding:10px 14px; border-radius:6px; margin-bottom:16px; background:#fef3f2;
+         border:1px solid #fecdca; color:var(--bad); }
+.empty { padding:28px; text-align:center; background:#fff; border:1px dashed #d0d5dd;
+         border-radius:8px; color:var(--muted); }
+.empty b { color:var(--ink); display:block; font-size:15px; margin-bottom:4px; }
+form.inline { display:flex; gap:10px; align-items:flex-end; flex-wrap:wrap; background:#fff;
+              border:1px solid var(--line); border-radius:8px; padding:12px 14px; }
+form.inline label { display:flex; flex-direction:column; font-size:12px; color:#344054; gap:3px; }
+input, select, textarea { font:inherit; padding:5px 8px; border:1px solid #d0d5dd;
+                          border-radius:6px; background:#fff; }
+button { font:inherit; padding:6px 14px; border-radius:6px; border:1px solid var(--brand);
+         background:var(--brand); color:#fff; cursor:pointer; }
+button.danger { background:var(--bad); border-color:var(--bad); }
+button.ghost, a.ghost { background:#fff; color:var(--ink); border:1px solid #d0d5dd;
+                        padding:6px 14px; border-radius:6px; text-decoration:none; }
+pre.body { background:#0f1b2d; color:#e6edf7; padding:12px; border-radius:6px;
+           white-space:pre-wrap; word-break:break-all; max-height:360px; overflow:auto; }
+.muted { color:var(--muted); } .row { display:flex; gap:16px; flex-wrap:wrap; }
+.grow { flex:1 1 420px; } dl.kv { display:grid; grid-template-columns:max-content auto;
+        gap:4px 18px; background:#fff; border:1px solid var(--line); border-radius:8px;
+        padding:12px 16px; margin:0; } dl.kv dt { color:var(--muted); } dl.kv dd { margin:0; }
+#lag-chart { background:#fff; border:1px solid var(--line); border-radius:8px; width:100%; }
+</style></head>
+<body>
+<header><div class="logo">Tide<span>MQ</span></div>
+<nav>{% for href, label in nav %}<a href="{{ href }}"
+  class="{{ 'on' if active == href else '' }}">{{ label }}</a>{% endfor %}</nav>
+<div class="ns">name server {{ namesrv }}</div></header>
+<main>
+{% if flash %}<div class="flash" id="flash">{{ flash }}</div>{% endif %}
+{% if error %}<div class="error" id="error">{{ error }}</div>{% endif %}
+{% block content %}{% endblock %}
+</main></body></html>
+"""
+
+CLUSTER = """{% extends "layout" %}{% block content %}
+<h1>Cluster</h1>
+<div class="cards">
+ <div class="card"><div class="k">Clusters</div><div class="v">{{ clusters|length }}</div></div>
+ <div class="card"><div class="k">Brokers</div><div class="v" id="broker-count">{{ brokers|length }}</div></div>
+ <div class="card"><div class="k">Topics</div><div class="v">{{ topic_count }}</div></div>
+ <div class="card"><div class="k">Put TPS</div><div class="v">{{ '%.1f'|format(put_tps) }}</div></div>
+ <div class="card"><div class="k">Get TPS</div><div class="v">{{ '%.1f'|format(get_tps) }}</div></div>
+ <div class="card"><div class="k">Max dispatch lag</div><div class="v">{{ max_lag_ms }} ms</div></div>
+</div>
+<h2>Brokers</h2>
+{% if brokers %}
+<table id="brokers"><thead><tr><th>Cluster</th><th>Broker</th><th class="num">Id</th><th>Address</th>
+<th>Status</th><th>Disk used</th><th class="num">Put TPS</th><th class="num">Get TPS</th>
+<th class="num">Dispatch behind</th><th class="num">Dispatch lag</th><th class="num">Connections</th>
+<th class="num">Topics</th><th>Up</th></tr></thead><tbody>
+{% for b in brokers %}<tr>
+<td>{{ b.cluster }}</td><td><a href="/brokers/{{ b.address }}">{{ b.broker_name }}</a></td>
+<td class="num">{{ b.broker_id }}{% if b.broker_id == 0 %} <span class="badge">master</span>{% endif %}</td>
+<td>{{ b.address }}</td>
+<td>{% if b.error %}<span class="badge bad" title="{{ b.error }}">unreachable</span>
+{% elif b.s.storeStatus == 'RUNNING' %}<span class="badge ok">RUNNING</span>
+{% else %}<span class="badge warn">{{ b.s.storeStatus }}</span>{% endif %}</td>
+<td>{% set r = (b.s.commitLogDiskRatio or 0)|float %}<span class="bar"><i class="{{ 'bad' if r > 0.9 else ('warn' if r > 0.75 else '') }}"
+ style="width:{{ (r * 100)|round(1) }}%"></i></span>{{ (r * 100)|round(1) }}%</td>
+<td class="num">{{ b.s.putTps or '-' }}</td><td class="num">{{ b.s.getTransferedTps or '-' }}</td>
+<td class="num">{{ hb(b.s.dispatchBehindBytes|int) if b.s.dispatchBehindBytes else '-' }}</td>
+<td class="num">{{ b.s.dispatchLagMs or '-' }} ms</td>
+<td class="num">{{ b.s.connectionCount or '-' }}</td><td class="num">{{ b.s.topicCount or '-' }}</td>
+<td class="muted" title="{{ b.s.runtime }}">{{ uptime(b.s.bootTimestamp) }}</td></tr>{% endfor %}
+</tbody></table>
+{% else %}<div class="empty"><b>No brokers registered</b>The name server knows no broker yet.
+Start one with <code>tidemq broker --set namesrvAddr={{ namesrv }}</code>.</div>{% endif %}
+{% endblock %}"""
+
+BROKER = """{% extends "layout" %}{% block content %}
+<h1>Broker {{ status.brokerName or address }} <span class="muted">{{ address }}</span></h1>
+<dl class="kv" id="broker-status">{% for k, v in status.items() %}<dt>{{ k }}</dt><dd>{{ v }}</dd>{% endfor %}</dl>
+{% endblock %}"""
+
+TOPICS = """{% extends "layout" %}{% block content %}
+<h1>Topics</h1>
+<h2>Create or update a topic</h2>
+<form class="inline" method="post" action="/topics" id="create-topic">
+ <label>Topic <input name="topic" required pattern="[%|a-zA-Z0-9_-]+" maxlength="127" placeholder="Orders"></label>
+ <label>Read queues <input name="read_queues" type="number" min="1" max="1024" value="8" style="width:90px"></label>
+ <label>Write queues <input name="write_queues" type="number" min="1" max="1024" value="8" style="width:90px"></label>
+ <label>Permission <select name="perm"><option value="6">read + write</option>
+   <option value="4">read only</option><option value="2">write only</option></select></label>
+ <label>Queue type <select name="queue_type"><option>SimpleCQ</option><option>BatchCQ</option></select></label>
+ <label>Order <select name="order"><option value="false">no</option><option value="true">yes</option></select></label>
+ <label>Cluster <select name="cluster"><option value="">all clusters</option>
+   {% for c in clusters %}<option>{{ c }}</option>{% endfor %}</select></label>
+ <button type="submit">Create / update</button>
+</form>
+<h2>{{ topics|length }} topic{{ '' if topics|length == 1 else 's' }} {% if show_system %}<a class="muted" href="/topics">hide system topics</a>
+{% else %}<a class="muted" href="/topics?system=1">show system topics</a>{% endif %}</h2>
+{% if topics %}
+<table id="topics"><thead><tr><th>Topic</th><th>Queue type</th><th>Logical</th><th class="num">Read / write queues</th>
+<th>Brokers</th><th>Perm</th><th class="num">Messages</th><th class="num">Put TPS</th></tr></thead><tbody>
+{% for t in topics %}<tr data-topic="{{ t.name }}"><td><a href="/topics/{{ t.name|urlencode }}">{{ t.name }}</a>
+{% if t.system %} <span class="badge">system</span>{% endif %}</td>
+<td><span class="badge {{ 'warn' if t.queue_type == 'BatchCQ' else '' }}">{{ t.queue_type }}</span></td>
+<td>{{ 'yes' if t.logical else 'no' }}</td>
+<td class="num">{{ t.read_queues }} / {{ t.write_queues }}</td><td>{{ t.brokers|join(', ') }}</td>
+<td>{{ t.perm }}</td><td class="num">{{ t.messages if t.messages is not none else '-' }}</td>
+<td class="num">{{ '%.1f'|format(t.put_tps) if t.put_tps is not none else '-' }}</td></tr>{% endfor %}
+</tbody></table>
+{% else %}<div class="empty"><b>No topics yet</b>Create one with the form above.</div>{% endif %}
+{% endblock %}"""
+
+TOPIC = """{% extends "layout" %}{% block content %}
+<h1>Topic {{ topic }}</h1>
+<div class="cards">
+ <div class="card"><div class="k">Queue type</div><div class="v" id="queue-type">{{ queue_type }}</div></div>
+ <div class="card"><div class="k">Logical queues</div><div class="v">{{ 'yes' if logical else 'no' }}</div></div>
+ <div class="card"><div class="k">Queues</div><div class="v">{{ stats.queues|length }}</div></div>
+ <div class="card"><div class="k">Messages stored</div><div class="v" id="message-count">{{ stats.messages }}</div></div>
+ <div class="card"><div class="k">Put TPS</div><div class="v">{{ '%.1f'|format(stats.put_tps) }}</div></div>
+</div>
+<div class="row"><div class="grow">
+<h2>Queues</h2>
+<table id="queues"><thead><tr><th>Broker</th><th class="num">Queue</th><th class="num">Min offset</th>
+<th class="num">Max offset</th><th class="num">Messages</th><th>Last update</th><th></th></tr></thead><tbody>
+{% for q in stats.queues %}<tr><td>{{ q.broker_name }}</td><td class="num">{{ q.queue_id }}</td>
+<td class="num">{{ q.min_offset }}</td><td class="num">{{ q.max_offset }}</td>
+<td class="num">{{ q.max_offset - q.min_offset }}</td><td>{{ when(q.last_update_time) }}</td>
+<td>{% if q.max_offset > q.min_offset %}<a href="/messages?topic={{ topic|urlencode }}&broker={{ q.broker_name|urlencode }}&queue_id={{ q.queue_id }}&offset={{ q.max_offset - 1 }}">last message</a>{% endif %}</td></tr>
+{% endfor %}</tbody></table>
+<h2>Configuration</h2>
+<table id="configs"><thead><tr><th>Broker</th><th class="num">Read</th><th class="num">Write</th><th>Perm</th><th>Order</th><th>Attributes</th></tr></thead><tbody>
+{% for name, c in configs %}<tr><td>{{ name }}</td><td class="num">{{ c.read_queue_nums }}</td><td class="num">{{ c.write_queue_nums }}</td>
+<td>{{ c.perm }}</td><td>{{ 'yes' if c.order else 'no' }}</td><td>{% for k, v in c.attributes.items() %}<span class="badge">{{ k }}={{ v }}</span> {% endfor %}</td></tr>
+{% endfor %}</tbody></table>
+<h2>Consumer groups</h2>
+{% if groups %}<ul>{% for g in groups %}<li><a href="/groups/{{ g|urlencode }}">{{ g }}</a></li>{% endfor %}</ul>
+{% else %}<p class="muted">No group has committed offsets of this topic.</p>{% endif %}
+</div><div class="grow">
+<h2>Update</h2>
+<form class="inline" method="post" action="/topics" id="update-topic">
+ <input type="hidden" name="topic" value="{{ topic }}"><input type="hidden" name="queue_type" value="{{ queue_type }}">
+ <label>Read queues <input name="read_queues" type="number" min="1" max="1024" value="{{ read_queues }}" style="width:90px"></label>
+ <label>Write queues <input name="write_queues" type="number" min="1" max="1024" value="{{ write_queues }}" style="width:90px"></label>
+ <label>Permission <select name="perm">{% for v, l in [(6, 'read + write'), (4, 'read only'), (2, 'write only')] %}
+  <option value="{{ v }}" {{ 'selected' if v == perm else '' }}>{{ l }}</option>{% endfor %}</select></label>
+ <button type="submit">Update</button></form>
+<h2>Send a message</h2>
+<form class="inline" method="post" action="/topics/{{ topic|urlencode }}/send" id="send-message">
+ <label>Tags <input name="tags" placeholder="TagA" style="width:110px"></label>
+ <label>Keys <input name="keys" placeholder="order-1 order-2" style="width:160px"></label>
+ <label style="flex:1 1 100%">Body <textarea name="body" rows="3" required></textarea></label>
+ <button type="submit">Send</button></form>
+<h2>Danger zone</h2>
+<a class="ghost" href="/topics/{{ topic|urlencode }}/delete" id="delete-topic">Delete topic…</a>
+</div></div>
+{% endblock %}"""
+
+CONFIRM = """{% extends "layout" %}{% block content %}
+<h1>{{ heading }}</h1>
+<div class="error">{{ warning }}</div>
+<form method="post" action="{{ action }}" id="confirm-form">
+{% for k, v in fields.items() %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
+<input type="hidden" name="confirm" value="yes">
+<button type="submit" class="danger" id="confirm">{{ button }}</button>
+<a class="ghost" href="{{ cancel }}">Cancel</a></form>
+{% endblock %}"""
+
+GROUPS = """{% extends "layout" %}{% block content %}
+<h1>Consumer groups</h1>
+{% if groups %}
+<table id="groups"><thead><tr><th>Group</th><th>Topics</th><th class="num">Online consumers</th>
+<th class="num">Lag</th><th class="num">Consume TPS</th><th>Consume enabled</th></tr></thead><tbody>
+{% for g in groups %}<tr data-group="{{ g.name }}"><td><a href="/groups/{{ g.name|urlencode }}">{{ g.name }}</a>
+{% if g.system %} <span class="badge">system</span>{% endif %}</td>
+<td>{{ g.topics|join(', ') or '-' }}</td><td class="num">{{ g.online }}</td>
+<td class="num">{{ g.lag }}</td><td class="num">{{ '%.1f'|format(g.tps) }}</td>
+<td>{{ 'yes' if g.enabled else 'no' }}</td></tr>{% endfor %}
+</tbody></table>
+{% else %}<div class="empty"><b>No consumer groups</b>A group appears once one of its consumers
+has sent a heartbeat to a broker.</div>{% endif %}
+{% endblock %}"""
+
+GROUP = """{% extends "layout" %}{% block content %}
+<h1>Consumer group {{ group }}</h1>
+<div class="cards">
+ <div class="card"><div class="k">Total lag</div><div class="v" id="group-lag">{{ stats.lag }}</div></div>
+ <div class="card"><div class="k">Consume TPS</div><div class="v" id="group-tps">{{ '%.1f'|format(stats.consume_tps) }}</div></div>
+ <div class="card"><div class="k">Topics</div><div class="v">{{ stats.topics|length }}</div></div>
+ <div class="card"><div class="k">Online consumers</div><div class="v">{{ consumers|length }}</div></div>
+</div>
+<h2>Lag, live <span class="muted" id="chart-note">(refreshes every 2 s)</span></h2>
+<svg id="lag-chart" viewBox="0 0 900 220" height="220"></svg>
+<h2>Queues</h2>
+{% if stats.queues %}
+<table id="group-queues"><thead><tr><th>Topic</th><th>Broker</th><th class="num">Queue</th>
+<th class="num">Broker offset</th><th class="num">Consumer offset</th><th class="num">Lag</th><th>Last consumed</th></tr></thead>
+<tbody id="queue-rows">{% for q in stats.queues %}<tr><td>{{ q.topic }}</td><td>{{ q.broker_name }}</td>
+<td class="num">{{ q.queue_id }}</td><td class="num">{{ q.broker_offset }}</td><td class="num">{{ q.consumer_offset }}</td>
+<td class="num">{{ q.lag }}</td><td>{{ when(q.last_timestamp) }}</td></tr>{% endfor %}</tbody></table>
+{% else %}<div class="empty"><b>No committed offsets</b>The group has not committed an offset of any topic yet.</div>{% endif %}
+<h2>Consumers</h2>
+{% if consumers %}<table id="consumers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th class="num">Version</th></tr></thead><tbody>
+{% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td class="num">{{ c.version }}</td></tr>{% endfor %}
+</tbody></table>{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
+<h2>Reset offsets</h2>
+<form class="inline" method="post" action="/groups/{{ group|urlencode }}/reset" id="reset-form">
+ <label>Topic <select name="topic">{% for t in stats.topics %}<option>{{ t }}</option>{% endfor %}</select></label>
+ <label>To <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option>
+  <option value="time">a point in time</option></select></label>
+ <label>Time (local) <input name="time" type="datetime-local" step="1"></label>
+ <button type="submit" class="danger">Reset…</button></form>
+<script>
+(function () {
+  var url = {{ api_url|tojson }};
+  var svg = document.getElementById("lag-chart");
+  var NS = "http://www.w3.org/2000/svg";
+  function el(name, attrs, text) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) { e.setAttribute(k, attrs[k]); }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+  function draw(points) {
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var W = Math.max(svg.clientWidth, 300), H = 220, L = 60, R = 10, T = 12, B = 26;
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    var max = 1;
+    points.forEach(function (p) { if (p[1] > max) { max = p[1]; } });
+    var t0 = points.length ? points[0][0] : 0, t1 = points.length ? points[points.length - 1][0] : 1;
+    var span = Math.max(t1 - t0, 1000);
+    for (var i = 0; i <= 4; i++) {
+      var y = T + (H - T - B) * i / 4;
+      svg.appendChild(el("line", {x1: L, x2: W - R, y1: y, y2: y, stroke: "#eaecf0"}));
+      svg.appendChild(el("text", {x: L - 6, y: y + 4, "text-anchor": "end", "font-size": 11,
+                                  fill: "#667085"}, String(Math.round(max * (4 - i) / 4))));
+    }
+    svg.appendChild(el("text", {x: W - R, y: H - 6, "text-anchor": "end", "font-size": 11,
+                                fill: "#667085"}, "last " + Math.round(span / 1000) + " s"));
+    if (!points.length) { return; }
+    var d = points.map(function (p, j) {
+      var x = L + (W - L - R) * (p[0] - t0) / span;
+      var y = T + (H - T - B) * (1 - p[1] / max);
+      return (j ? "L" : "M") + x.toFixed(1) + " " + y.toFixed(1);
+    }).join(" ");
+    svg.appendChild(el("path", {d: d, fill: "none", stroke: "#0b6bcb", "stroke-width": 2}));
+    var last = points[points.length - 1];
+    svg.appendChild(el("circle", {cx: L + (W - L - R) * (last[0] - t0) / span,
+      cy: T + (H - T - B) * (1 - last[1] / max), r: 3.5, fill: "#0b6bcb"}));
+  }
+  function rows(queues) {
+    var body = document.getElementById("queue-rows");
+    if (!body) { return; }
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    queues.forEach(function (q) {
+      var tr = document.createElement("tr");
+      [q.topic, q.brokerName, q.queueId, q.brokerOffset, q.consumerOffset, q.lag, q.lastConsumed]
+        .forEach(function (v, i) {
+          var td = document.createElement("td");
+          if (i >= 2 && i <= 5) { td.className = "num"; }
+          td.textContent = String(v);
+          tr.appendChild(td);
+        });
+      body.appendChild(tr);
+    });
+  }
+  function poll() {
+    fetch(url, {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (data) {
+      document.getElementById("group-lag").textContent = String(data.lag);
+      document.getElementById("group-tps").textContent = data.consumeTps.toFixed(1);
+      document.getElementById("chart-note").textContent = "(refreshes every 2 s; updated " +
+        new Date(data.ts).toLocaleTimeString() + ")";
+      draw(data.history);
+      rows(data.queues);
+    }).catch(function (e) {
+      document.getElementById("chart-note").textContent = "(update failed: " + e + ")";
+    });
+  }
+  draw({{ history|tojson }});
+  poll();
+  setInterval(poll, 2000);
+})();
+</script>
+{% endblock %}"""
+
+MESSAGES = """{% extends "layout" %}{% block content %}
+<h1>Messages</h1>
+<div class="row">
+<form class="inline" method="get" action="/messages" id="by-key"><input type="hidden" name="by" value="key">
+ <label>Topic <input name="topic" value="{{ q.topic }}" required></label>
+ <label>Key <input name="key" value="{{ q.key }}" required></label><button type="submit">Find by key</button></form>
+<form class="inline" method="get" action="/messages" id="by-id"><input type="hidden" name="by" value="id">
+ <label>Message id <input name="msg_id" value="{{ q.msg_id }}" size="34" required></label>
+ <label>Topic (for unique keys) <input name="topic" value="{{ q.topic }}"></label><button type="submit">Find by id</button></form>
+<form class="inline" method="get" action="/messages" id="by-offset"><input type="hidden" name="by" value="offset">
+ <label>Topic <input name="topic" value="{{ q.topic }}" required></label>
+ <label>Broker <input name="broker" value="{{ q.broker }}" required style="width:110px"></label>
+ <label>Queue <input name="queue_id" type="number" min="0" value="{{ q.queue_id }}" required style="width:70px"></label>
+ <label>Offset <input name="offset" type="number" min="0" value="{{ q.offset }}" required style="width:100px"></label>
+ <button type="submit">Find at offset</button></form>
+</div>
+{% if searched %}<h2>{{ results|length }} message{{ '' if results|length == 1 else 's' }}</h2>
+{% for m in results %}
+<div class="row message" style="margin-bottom:18px"><dl class="kv grow">
+<dt>Message id</dt><dd class="msg-id">{{ m.uniq_key or m.msg_id }}</dd>{% if m.msg_id != m.uniq_key %}<dt>Offset id</dt><dd>{{ m.msg_id }}</dd>{% endif %}
+<dt>Commit-log offset</dt><dd>{{ m.commit_log_offset }} ({{ m.store_size }} bytes stored)</dd>
+<dt>Topic</dt><dd>{{ m.topic }}</dd><dt>Queue</dt><dd>{{ m.broker_name or '-' }} / {{ m.queue_id }} @ {{ m.queue_offset }}</dd>
+<dt>Tags</dt><dd>{{ m.tags or '-' }}</dd><dt>Keys</dt><dd class="msg-keys">{{ m.msg_keys|join(' ') or '-' }}</dd>
+<dt>Stored</dt><dd>{{ when(m.store_timestamp) }} on {{ m.store_host }}</dd><dt>Born</dt><dd>{{ when(m.born_timestamp) }} on {{ m.born_host }}</dd>
+<dt>Reconsumed</dt><dd>{{ m.reconsume_times }}</dd>
+<dt>Properties</dt><dd>{% for k, v in m.properties|dictsort %}<span class="badge">{{ k }}={{ v }}</span> {% endfor %}</dd>
+</dl><div class="grow"><div class="muted">Body: {{ m.preview.size }} bytes, shown as {{ m.preview.kind }}{{ ', truncated' if m.preview.truncated }}</div>
+<pre class="body">{{ m.preview.text }}</pre></div></div>
+{% else %}<div class="empty"><b>Nothing found</b>No message matched.</div>{% endfor %}{% endif %}
+{% endblock %}"""
+
+LOGICAL = """{% extends "layout" %}{% block content %}
+<h1>Logical queues <span class="muted">(RIP-21)</span></h1>
+<p class="muted">A logical queue is an ordered list of segments on physical queues: clients see a fixed set of
+queues under the placeholder broker, and migrating a queue moves only this mapping (the old segment is sealed at
+an exact end and stays readable). Each table is the newest mapping the brokers hold.</p>
+{% for t in tables %}
+<h2>{{ t.topic }} {% if not t.error %}<span class="muted">{{ t.total }} logical queues, epoch {{ t.epoch }}</span>{% endif %}</h2>
+{% if t.error %}<div class="error">{{ t.error }}</div>{% else %}
+<table class="logical" data-topic="{{ t.topic }}"><thead><tr><th>brokerName</th><th>MessageQueue</th><th>LogicalQueue (range)</th><th>QueueStatus</th></tr></thead><tbody>
+{% for broker, mq, lq, state in t.rows %}<tr><td>{{ broker }}</td><td>{{ mq }}</td><td>{{ lq }}</td>
+<td><span class="badge {{ 'ok' if state == 'NORMAL' else ('bad' if state == 'EXPIRED' else 'warn') }}">{{ state }}</span></td></tr>{% endfor %}
+</tbody></table>{% endif %}
+{% else %}<div class="empty" id="no-logical"><b>No logical-queue topics</b>
+None of the {{ broker_count }} broker{{ '' if broker_count == 1 else 's' }} holds a topic with logical queues. Create one below.</div>
+{% endfor %}
+<div class="row" style="margin-top:22px">
+<div class="grow"><h2>Create a logical topic</h2>
+<form class="inline" method="post" action="/logical-queues" id="create-logical"><input type="hidden" name="action" value="create">
+ <label>Topic <input name="topic" required pattern="[%|a-zA-Z0-9_-]+" maxlength="127"></label>
+ <label>Logical queues <input name="queues" type="number" min="1" max="1024" value="4" style="width:90px"></label>
+ <button type="submit">Create</button></form></div>
+<div class="grow"><h2>Migrate a logical queue</h2>
+<form class="inline" method="post" action="/logical-queues" id="migrate-logical"><input type="hidden" name="action" value="migrate">
+ <label>Topic <select name="topic">{% for t in tables %}<option>{{ t.topic }}</option>{% endfor %}</select></label>
+ <label>Logical queue <input name="lq" type="number" min="0" value="0" style="width:80px"></label>
+ <label>To broker <select name="target">{% for b in brokers %}<option>{{ b }}</option>{% endfor %}</select></label>
+ <button type="submit">Migrate</button></form></div>
+</div>
+{% endblock %}"""
+
+LMQ = """{% extends "layout" %}{% block content %}
+<h1>Light message queues <span class="muted">(RIP-28)</span></h1>
+<table id="lmq"><thead><tr><th>Broker</th><th>Address</th><th>LMQ enabled</th><th class="num">Queues</th><th class="num">Entries</th></tr></thead><tbody>
+{% for b in brokers %}<tr><td>{{ b.broker_name }}</td><td>{{ b.address }}</td>
+<td>{% if b.error %}<span class="badge bad">unreachable</span>{% elif b.s.lmqEnabled == 'true' %}<span class="badge ok">yes</span>{% else %}<span class="badge">no</span>{% endif %}</td>
+<td class="num">{{ b.s.lmqCount or '-' }}</td><td class="num">{{ b.s.lmqEntries or '-' }}</td></tr>{% endfor %}
+</tbody></table>
+<p class="muted">LMQs are not registered with the name server; counts come from each broker's runtime
+info (refreshed by the broker at most every 30 s). Enable them with <code>enableLmq=true</code> and
+<code>enableMultiDispatch=true</code>.</p>
+{% endblock %}"""
+
+ERROR = """{% extends "layout" %}{% block content %}<h1>{{ title }}</h1>{% endblock %}"""
+
+_ENV = jinja2.Environment(
+    loader=jinja2.DictLoader({
+        "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "topics": TOPICS,
+        "topic": TOPIC, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
+        "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
+    }),
+    autoescape=True,
+    undefined=jinja2.ChainableUndefined,
+)
+_ENV.globals.update(hb=human_bytes, when=when, uptime=uptime)
+
+NAV = [("/cluster", "Cluster"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
+       ("/messages", "Messages"), ("/logical-queues", "Logical queues"), ("/lmq", "LMQ")]
+
+
+def render(name: str, **context: Any) -> str:
+    context.setdefault("nav", NAV)
+    return _ENV.get_template(name).render(**context)

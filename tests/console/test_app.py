@@ -1,0 +1,211 @@
+"""The console over HTTP against a real in-process cluster (no browser: see
+test_browser.py for the pages driven in Chromium)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tests.console.conftest import Http
+
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.console import ConsoleServer
+from tidemq.testing import Cluster
+
+PAGES = ["/cluster", "/topics", "/topics?system=1", "/groups", "/messages", "/logical-queues",
+         "/lmq"]
+
+
+def flash(text: str) -> str:
+    found = re.search(r'id="flash">([^<]*)<', text)
+    assert found, "no flash message on the page"
+    return html.unescape(found.group(1))
+
+
+async def registered(cluster: Cluster) -> None:
+    """Register the brokers' topics with the name server now (not at the next period)."""
+    for broker in cluster.brokers:
+        assert broker.registrar is not None
+        await broker.registrar.register_all()
+
+
+async def test_every_page_renders(http: Http, cluster: Cluster) -> None:
+    for path in [*PAGES, f"/brokers/{cluster.brokers[0].broker_addr}"]:
+        page = await http.get(path)
+        assert page.status == 200, (path, page.text[:500])
+        assert "TideMQ console" in page.text and 'id="error"' not in page.text, path
+    root = await http.get("/")
+    assert root.url.endswith("/cluster")
+    assert "broker-a" in (await http.get("/cluster")).text
+    assert (await http.get("/healthz")).text == "ok"
+
+
+async def test_create_send_and_find_a_message(http: Http, cluster: Cluster) -> None:
+    page = await http.post("/topics", {"topic": "Orders", "read_queues": "4",
+                                       "write_queues": "4", "perm": "6",
+                                       "queue_type": "BatchCQ", "order": "false"})
+    assert page.status == 200 and "/topics/Orders?msg=" in page.url
+    assert "Topic Orders saved" in flash(page.text)
+    assert re.search(r'id="queue-type">BatchCQ<', page.text)
+    assert cluster.brokers[0].topics.get("Orders").read_queue_nums == 4
+    await http.post("/topics", {"topic": "Plain", "read_queues": "2", "write_queues": "2"})
+
+    page = await http.post("/topics/Plain/send", {"tags": "TagA", "keys": "order-42 extra",
+                                                  "body": "hello console"})
+    sent = flash(page.text)
+    msg_id = re.search(r"Sent (\w+) to broker-a queue (\d+) at offset 0", sent)
+    assert msg_id, sent
+    cluster.brokers[0].store.wait_dispatched()
+    await registered(cluster)
+
+    by_key = await http.get("/messages?by=key&topic=Plain&key=order-42")
+    assert "1 message<" in by_key.text and "hello console" in by_key.text
+    assert "order-42 extra" in by_key.text and "TagA" in by_key.text
+    by_id = await http.get(f"/messages?by=id&topic=Plain&msg_id={msg_id.group(1)}")
+    assert "hello console" in by_id.text
+    queue = msg_id.group(2)
+    by_offset = await http.get(
+        f"/messages?by=offset&topic=Plain&broker=broker-a&queue_id={queue}&offset=0")
+    assert "hello console" in by_offset.text and "shown as utf-8" in by_offset.text
+    missing = await http.get("/messages?by=key&topic=Plain&key=nothing-here")
+    assert "0 messages" in missing.text and "Nothing found" in missing.text
+
+    topics = await http.get("/topics")
+    assert 'data-topic="Plain"' in topics.text and 'data-topic="TBW102"' not in topics.text
+    detail = await http.get("/topics/Plain")
+    assert re.search(r'id="message-count">1<', detail.text)
+
+
+async def test_group_lag_follows_commits(http: Http, cluster: Cluster) -> None:
+    await http.post("/topics", {"topic": "Lagging", "read_queues": "2", "write_queues": "2"})
+    await registered(cluster)
+    mq = MessageQueue("Lagging", "broker-a", 0)
+    async with Producer("lag-producers", cluster.namesrv_addr) as producer:
+        for i in range(10):
+            await producer.send(Message("Lagging", f"m{i}".encode()), queue=mq)
+    cluster.brokers[0].store.wait_dispatched()
+    async with PullConsumer("lag-group", cluster.namesrv_addr) as consumer:
+        consumer.subscribe("Lagging")
+        await consumer.instance.routes.get("Lagging", refresh=True)
+        await consumer.instance.send_heartbeat()
+        await consumer.commit({mq: 3})
+        lag = json.loads((await http.get("/api/groups/lag-group/lag")).text)
+        assert lag["lag"] == 7 and lag["group"] == "lag-group"
+        assert {(q["queueId"], q["lag"]) for q in lag["queues"]} == {(0, 7), (1, 0)}
+        await consumer.commit({mq: 8})
+        lag = json.loads((await http.get("/api/groups/lag-group/lag")).text)
+        assert lag["lag"] == 2 and [p[1] for p in lag["history"]][-1] == 2
+
+        groups = await http.get("/groups")
+        assert 'data-group="lag-group"' in groups.text
+        page = await http.get("/groups/lag-group")
+        assert re.search(r'id="group-lag">2<', page.text) and "lag-chart" in page.text
+        assert "Lagging" in (await http.get("/topics/Lagging")).text
+
+        confirm = await http.post("/groups/lag-group/reset", {"topic": "Lagging",
+                                                             "to": "earliest"})
+        assert 'id="confirm-form"' in confirm.text and "earliest offset" in confirm.text
+        assert cluster.brokers[0].offsets.query("lag-group", "Lagging", 0) == 8
+        done = await http.post("/groups/lag-group/reset", {"topic": "Lagging",
+                                                          "to": "earliest", "confirm": "yes"})
+        assert "reset to the earliest offset" in flash(done.text), done.text[-800:]
+        assert cluster.brokers[0].offsets.query("lag-group", "Lagging", 0) == 0
+
+
+async def test_reset_on_a_broker_without_it_says_so(http: Http, cluster: Cluster) -> None:
+    await http.post("/topics", {"topic": "NoReset", "read_queues": "1", "write_queues": "1"})
+    # Failure injection: this broker forgets INVOKE_BROKER_TO_RESET_OFFSET (222).
+    cluster.brokers[0].server._dispatcher._processors.pop(222, None)
+    page = await http.post("/groups/g/reset", {"topic": "NoReset", "to": "latest",
+                                              "confirm": "yes"})
+    assert page.status == 501
+    assert "does not support resetting offsets" in html.unescape(page.text)
+
+
+async def test_delete_topic_asks_first(http: Http, cluster: Cluster) -> None:
+    await http.post("/topics", {"topic": "Doomed", "read_queues": "1", "write_queues": "1"})
+    ask = await http.get("/topics/Doomed/delete")
+    assert 'id="confirm-form"' in ask.text and "cannot be undone" in ask.text
+    unconfirmed = await http.post("/topics/Doomed/delete", {})
+    assert 'id="confirm-form"' in unconfirmed.text
+    assert cluster.brokers[0].topics.get("Doomed") is not None
+    gone = await http.post("/topics/Doomed/delete", {"confirm": "yes"})
+    assert "Topic Doomed deleted" in flash(gone.text)
+    assert cluster.brokers[0].topics.get("Doomed") is None
+    assert (await http.get("/topics/Doomed")).status == 404
+
+
+async def test_cross_site_posts_are_refused(http: Http, cluster: Cluster) -> None:
+    page = await http.post("/topics", {"topic": "Evil"}, Origin="http://evil.example")
+    assert page.status == 403
+    assert cluster.brokers[0].topics.get("Evil") is None
+
+
+async def test_bad_input_gets_a_clear_page(http: Http) -> None:
+    bad = await http.post("/topics", {"topic": "Bad", "read_queues": "many"})
+    assert bad.status == 400 and "must be integers" in bad.text
+    refused = await http.post("/topics", {"topic": "Bad", "read_queues": "0"})
+    assert refused.status == 400 and "queue numbers must be &gt;= 1" in refused.text
+    incomplete = await http.get("/messages?by=offset&topic=T")
+    assert incomplete.status == 400 and "incomplete search" in incomplete.text
+    unknown = await http.get("/brokers/10.0.0.1:1")
+    assert unknown.status == 404
+
+
+async def test_logical_queue_page_shows_the_empty_state(http: Http) -> None:
+    page = await http.get("/logical-queues")
+    assert 'id="no-logical"' in page.text and "No logical-queue topics" in page.text
+    assert "None of the 1 broker holds" in page.text
+
+
+async def test_logical_queues_created_and_migrated_from_the_console(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, brokers=2) as two, \
+            ConsoleServer(two.namesrv_addr, port=0) as web:
+        http = Http(web.url)
+        made = await http.post("/logical-queues", {"action": "create", "topic": "Streams",
+                                                  "queues": "4"})
+        assert "Logical topic Streams created: 4 logical queues" in flash(made.text)
+        rows = re.findall(r"<tr><td>(broker-[ab])</td><td>MessageQueue\(Streams, (broker-[ab]), "
+                          r"(\d+)\)</td><td>LogicalQueue\((\d+), ([^)]*)\)</td>\s*<td><span "
+                          r'class="badge \w*">(\w+)<', made.text)
+        assert [(r[0], r[3], r[5]) for r in rows] == [
+            ("broker-a", "0", "NORMAL"), ("broker-b", "1", "NORMAL"),
+            ("broker-a", "2", "NORMAL"), ("broker-b", "3", "NORMAL")]
+        await registered(two)
+        async with Producer("lq-producers", two.namesrv_addr) as producer:
+            for i in range(3):
+                await producer.send(Message("Streams", f"m{i}".encode()),
+                                    queue=MessageQueue("Streams", "__logical__", 0))
+        for broker in two.brokers:
+            broker.store.wait_dispatched()
+        moved = await http.post("/logical-queues", {"action": "migrate", "topic": "Streams",
+                                                   "lq": "0", "target": "broker-b"})
+        assert "Logical queue 0 of Streams now writes to broker-b" in flash(moved.text)
+        assert "LogicalQueue(0, 0-2)" in moved.text and "READONLY" in moved.text
+        assert re.search(r"MessageQueue\(Streams, broker-b, \d+\)</td><td>LogicalQueue\(0, 3-\)",
+                         moved.text)
+        topics = await http.get("/topics")
+        assert re.search(r'data-topic="Streams">.*?<td>yes</td>', topics.text, re.S)
+        bad = await http.post("/logical-queues", {"action": "create", "topic": "X",
+                                                 "queues": "lots"})
+        assert bad.status == 400
+
+
+async def test_unreachable_cluster_is_an_error_page(unused_tcp_port: int) -> None:
+    async with ConsoleServer(f"127.0.0.1:{unused_tcp_port}", port=0) as web:
+        page = await Http(web.url).get("/cluster")
+        assert page.status == 502 and 'id="error"' in page.text
+        api = await Http(web.url).get("/api/groups/g/lag")
+        assert api.status == 502 and "error" in json.loads(api.text)
+
+
+@pytest.fixture
+def unused_tcp_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,71 @@
+"""MetricsHttpServer: GET /metrics over real TCP, and the answers to everything else."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from tidemq.net.http import MetricsHttpServer
+
+
+async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    data = await reader.read()  # the server closes after one answer
+    writer.close()
+    await writer.wait_closed()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+async def test_metrics_get_head_and_errors() -> None:
+    calls = []
+
+    def render() -> bytes:
+        calls.append(1)
+        return b"up 1\n"
+
+    async with MetricsHttpServer(render, "127.0.0.1", 0) as server:
+        assert server.port > 0 and server.address.endswith(f":{server.port}")
+        status, headers, body = await exchange(server.port, b"GET /metrics HTTP/1.1\r\n"
+                                                            b"Host: x\r\n\r\n")
+        assert (status, body) == (200, b"up 1\n")
+        assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert headers["Content-Length"] == "5" and headers["Connection"] == "close"
+        status, headers, body = await exchange(server.port, b"HEAD /metrics?x=1 HTTP/1.0\r\n\r\n")
+        assert (status, body, headers["Content-Length"]) == (200, b"", "5")
+        assert (await exchange(server.port, b"GET / HTTP/1.1\r\n\r\n"))[0] == 200
+        assert (await exchange(server.port, b"GET /other HTTP/1.1\r\n\r\n"))[0] == 404
+        assert (await exchange(server.port, b"POST /metrics HTTP/1.1\r\n\r\n"))[0] == 405
+        assert (await exchange(server.port, b"garbage\r\n\r\n"))[0] == 400
+        huge = b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 10_000 + b"\r\n\r\n"
+        # closed with the unread rest of the head: the peer may see a reset first
+        with contextlib.suppress(ConnectionResetError):
+            assert (await exchange(server.port, huge))[0] == 400
+        assert len(calls) == 3
+
+
+async def test_a_failing_render_is_a_500_and_the_server_goes_on() -> None:
+    def render() -> bytes:
+        raise RuntimeError("boom")
+
+    async with MetricsHttpServer(render, "127.0.0.1", 0) as server:
+        status, _, body = await exchange(server.port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert status == 500 and b"failed" in body
+        server.render = lambda: b"ok\n"
+        assert (await exchange(server.port, b"GET /metrics HTTP/1.1\r\n\r\n"))[2] == b"ok\n"
+
+
+async def test_close_drops_a_silent_client() -> None:
+    server = MetricsHttpServer(lambda: b"", "127.0.0.1", 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"GET /metrics HTTP/1.1\r\n")  # the head never ends
+    await writer.drain()
+    await asyncio.wait_for(server.close(), 5)
+    assert await reader.read() == b""
+    writer.close()
+    await writer.wait_closed()

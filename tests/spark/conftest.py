@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = open(data / "server.log", "wb")  # noqa: SIM115 - closed at teardown
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "tidemq"), "standalone", "--data", str(data),
-         "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
+         "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--no-console",
          "--set", "enableLmq=true", "--set", "enableMultiDispatch=true"],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30

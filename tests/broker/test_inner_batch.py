@@ -174,10 +174,10 @@ async def test_garbage_and_empty_bodies_are_refused(cluster: Cluster, bcq: Peer)
 
 @pytest.fixture
 async def small_cap(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Peer]]:
-    async with Cluster(tmp_path, broker={"max_inner_batch_inflated_bytes": 1 << 20}) as c:
-        async with Peer(c.brokers[0].broker_addr) as p:
-            await p.ok(wire.create_topic(TOPIC, 1, attributes="+queue.type=BatchCQ"))
-            yield c, p
+    cap = {"max_inner_batch_inflated_bytes": 1 << 20}
+    async with Cluster(tmp_path, broker=cap) as c, Peer(c.brokers[0].broker_addr) as p:
+        await p.ok(wire.create_topic(TOPIC, 1, attributes="+queue.type=BatchCQ"))
+        yield c, p
 
 
 def _bomb(ctype: CompressionType, size: int, declare_size: bool) -> bytes:

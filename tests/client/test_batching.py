@@ -25,14 +25,20 @@ from tidemq.client import (
     SendStatus,
 )
 from tidemq.client.batching import AutoBatchProducer
-from tidemq.client.errors import ClientClosedError, InvalidMessageError
+from tidemq.client.errors import (
+    ClientClosedError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooBigError,
+)
 from tidemq.client.instance import ClientInstance
 from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.queue_types import QueueType
-from tidemq.client.sending import BatchCompression
+from tidemq.client.sending import BatchCompression, prepare_send_batch
 from tidemq.client.subscription import Subscription
 from tidemq.codec.compression import COMPRESSION_MASK, CompressionType
-from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.errors import BrokerResponseError, LocalProtocolError, ResponseCode
 from tidemq.formats.record import Record, decode_record
 from tidemq.testing import Cluster
 from tidemq.types import PullStatus
@@ -364,3 +370,23 @@ async def test_a_failed_batch_fails_each_message(cluster: Cluster, admin: AdminC
     with pytest.raises(InvalidMessageError):
         await fresh.send(Message("ReadOnly", b""))
     await fresh.close()
+
+
+# ---------------------------------------------------------------------- checks before I/O
+
+
+@pytest.mark.parametrize(("msgs", "error"), [
+    ([], InvalidMessageError),
+    ([Message("A", b"x"), Message("B", b"x")], InvalidMessageError),
+    ([Message("A", b"x"), Message("A", b"")], InvalidMessageError),
+    ([Message("A", b"x" * 2000)], MessageTooBigError),
+    ([Message("A", b"x" * 600)] * 2, MessageTooBigError),
+    ([Message("%RETRY%g", b"x")], InvalidTopicError),
+    ([Message("TBW102", b"x")], InvalidTopicError),
+    ([Message("A", b"x", {"WAIT": "false"}), Message("A", b"x")], LocalProtocolError),
+])
+def test_prepare_send_batch_refuses_before_any_io(msgs: list[Message],
+                                                  error: type[Exception]) -> None:
+    with pytest.raises(error):
+        prepare_send_batch(msgs, max_size=1000, keys=UniqKeyGenerator("127.0.0.1", 1),
+                           now_ms=0, compression=BatchCompression())

@@ -29,6 +29,7 @@ from tidemq.client.allocate import (
     allocate_consistent_hash,
     consistent_hash,
 )
+from tidemq.client.batching import AutoBatchProducer
 from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer, BlockingRouteCache
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import PullConsumer
@@ -50,9 +51,11 @@ from tidemq.client.producer import Producer
 from tidemq.client.pull import PullResult
 from tidemq.client.push_consumer import PushConsumer, ThreadedPushConsumer
 from tidemq.client.push_options import PushOptions
+from tidemq.client.queue_types import QueueType
 from tidemq.client.rebalance import QueueState, RebalancePlan, RebalanceStats
 from tidemq.client.routes import RouteCache, TopicRoute
 from tidemq.client.selector import QueueSelector, select_by_key, select_round_robin
+from tidemq.client.sending import BatchCompression
 from tidemq.client.subscription import Subscription
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.types import (
@@ -68,6 +71,8 @@ __all__ = [
     "AdminClient",
     "AllocateStrategy",
     "AsyncListener",
+    "AutoBatchProducer",
+    "BatchCompression",
     "BlockingListener",
     "BlockingProducer",
     "BlockingPullConsumer",
@@ -100,6 +105,7 @@ __all__ = [
     "QueueSelector",
     "QueueState",
     "QueueStatus",
+    "QueueType",
     "RebalancePlan",
     "RebalanceStats",
     "RouteCache",

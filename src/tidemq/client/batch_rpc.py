@@ -227,7 +227,7 @@ class BatchRequester:
                                                 address=address))
                 return
             self.support.mark(address, True)
-            answers = decode_batch_response(response, [c.cmd for c in group])
+            answers = decode_batch_response(response, range(1, len(group) + 1))
         except BatchFormatError as exc:
             for child in group:
                 child.settle(BatchFormatError(exc.reason))

@@ -111,6 +111,20 @@ class LogicalQueueAdmin:
             await self.admin._broker(addr, RemotingCommand.request(
                 RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
 
+    async def _seal(self, topic: str, lq: int, broker: str, addrs: dict[str, str]
+                    ) -> TopicMapping:
+        """SEAL_LOGICAL_QUEUE on the broker holding the open segment; the sealed mapping.
+        Only that broker knows the exact end, so a dead one stops the operation here (the
+        mapping is left as planned: re-run once the broker is back)."""
+        addr = addrs.get(broker)
+        if addr is None:
+            raise TideMQError(f"broker {broker}, which holds the open segment of {topic}/{lq}, "
+                              f"is not registered (live: {sorted(addrs)}); restart it and "
+                              "run the operation again")
+        resp = await self.admin._broker(addr, RemotingCommand.request(
+            RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
+        return TopicMapping.from_json(json.loads(resp.full_body()))
+
     async def query(self, topic: str) -> TopicMapping:
         """The newest mapping any broker of the cluster holds for ``topic``."""
         best: TopicMapping | None = None
@@ -152,9 +166,7 @@ class LogicalQueueAdmin:
             mapping = planned
         leader = mapping.leader(lq)
         if leader is not None and leader.broker != target:
-            resp = await self.admin._broker(addrs[leader.broker], RemotingCommand.request(
-                RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
-            mapping = TopicMapping.from_json(json.loads(resp.full_body()))
+            mapping = await self._seal(topic, lq, leader.broker, addrs)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:
             await self._push(committed, addrs)
@@ -170,9 +182,7 @@ class LogicalQueueAdmin:
         for lq in range(total, mapping.total):  # seal the tail: readable, no more writes
             leader = mapping.leader(lq)
             if leader is not None:
-                resp = await self.admin._broker(addrs[leader.broker], RemotingCommand.request(
-                    RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
-                mapping = TopicMapping.from_json(json.loads(resp.full_body()))
+                mapping = await self._seal(topic, lq, leader.broker, addrs)
                 await self._push(mapping, addrs)  # the next seal must see this one
         return mapping
 

@@ -104,15 +104,20 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
     header = PullMessageResponseHeader.from_ext(response.ext_fields)
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
-        min_text, max_text = str(header.min_offset), str(header.max_offset)
+        bounds = {PropertyKey.MIN_OFFSET: str(header.min_offset),
+                  PropertyKey.MAX_OFFSET: str(header.max_offset)}
         lowest = -1 if offset is None else offset
+        queue_id, broker_name = queue.queue_id, queue.broker_name
+        tags = subscription.tags
+        keep = messages.append
         for msg in decode_messages(response.full_body()):
-            if msg.queue_offset < lowest or not subscription.matches(msg.tags):
+            if msg.queue_offset < lowest:
                 continue
-            msg.queue_id = queue.queue_id
-            msg.broker_name = queue.broker_name
-            msg.properties[PropertyKey.MIN_OFFSET] = min_text
-            msg.properties[PropertyKey.MAX_OFFSET] = max_text
-            messages.append(msg)
+            if tags and msg.properties.get(PropertyKey.TAGS) not in tags:
+                continue
+            msg.queue_id = queue_id
+            msg.broker_name = broker_name
+            msg.properties.update(bounds)
+            keep(msg)
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
                       messages)

@@ -197,18 +197,17 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     first = msgs[0]
     check_message(first, max_size)
     topic = first.topic
-    for msg in msgs:
-        if msg.topic != topic:
-            raise InvalidMessageError(f"a batch mixes topics {topic!r} and {msg.topic!r}",
-                                      topic=topic)
-    lengths = [len(m.body) for m in msgs]
-    if min(lengths) == 0:
-        raise InvalidMessageError("the message body is empty", topic=topic)
-    if max(lengths) > max_size:
-        raise MessageTooBigError(topic=topic, size=max(lengths), limit=max_size)
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
+    others = {m.topic for m in msgs} - {topic}
+    if others:
+        raise InvalidMessageError(f"a batch mixes topics {topic!r} and {min(others)!r}",
+                                  topic=topic)
     encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
+    if encoded.min_body == 0:
+        raise InvalidMessageError("the message body is empty", topic=topic)
+    if encoded.max_body > max_size:
+        raise MessageTooBigError(topic=topic, size=encoded.max_body, limit=max_size)
     if len(encoded.entries) > max_size:
         raise MessageTooBigError(topic=topic, size=len(encoded.entries), limit=max_size)
     return PreparedBatch(encoded, compression)

@@ -59,9 +59,6 @@ _PROPS_LEN = struct.Struct(">h")
 _KEY_TAG = f"{PropertyKey.UNIQ_KEY}\x01"
 _WAIT_TRUE = f"{PropertyKey.WAIT}\x01true\x02"
 _BODY = operator.attrgetter("body")
-_PROPS = operator.attrgetter("properties")
-_TOPIC = operator.attrgetter("topic")
-_FLAG = operator.attrgetter("flag")
 
 
 @functools.cache
@@ -87,6 +84,9 @@ class EncodedBatch:
     key_head: str = ""
     key_counters: Sequence[int] = ()
     listed_keys: tuple[str, ...] | None = None
+    #: The shortest and the longest message body, bytes.
+    min_body: int = 0
+    max_body: int = 0
 
     @property
     def keys(self) -> list[str]:
@@ -110,20 +110,29 @@ def _check_props(props: dict[str, str], wait: str) -> None:
         raise LocalProtocolError("batch messages cannot have a delay level")
 
 
-def _check(msgs: Sequence[Message]) -> tuple[str, str, bool]:
-    """The Java producer's rules for a ``MessageBatch``; returns the topic, the shared
-    WAIT (a message without one is sent with ``WAIT=true``) and whether the batch is
-    uniform: bodies of one length, one flag, equal properties without ``UNIQ_KEY``."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Shape:
+    topic: str
+    wait: str
+    #: Bodies of one length, one flag, equal properties without ``UNIQ_KEY``.
+    uniform: bool
+    min_body: int
+    max_body: int
+
+
+def _check(msgs: Sequence[Message]) -> _Shape:
+    """The Java producer's rules for a ``MessageBatch``, and the batch's shape. A message
+    without ``WAIT`` counts as ``WAIT=true``, the value it is sent with."""
     if not msgs:
         raise LocalProtocolError("a batch needs at least one message")
     topic = msgs[0].topic
     if topic.startswith("%RETRY%"):
         raise LocalProtocolError(f"cannot send a batch to retry topic {topic!r}")
-    topics = set(map(_TOPIC, msgs))
+    topics = {m.topic for m in msgs}
     if len(topics) > 1:
         other = min(topics - {topic})
         raise LocalProtocolError(f"batch mixes topics {topic!r} and {other!r}")
-    props = list(map(_PROPS, msgs))
+    props = [m.properties for m in msgs]
     p0 = props[0]
     wait = p0.get(PropertyKey.WAIT, "true")
     same_props = props.count(p0) == len(props)
@@ -132,9 +141,11 @@ def _check(msgs: Sequence[Message]) -> tuple[str, str, bool]:
     else:
         for p in props:
             _check_props(p, wait)
-    uniform = (same_props and PropertyKey.UNIQ_KEY not in p0
-               and len(set(map(len, map(_BODY, msgs)))) == 1 and len(set(map(_FLAG, msgs))) == 1)
-    return topic, wait, uniform
+    lengths = [len(m.body) for m in msgs]
+    lo, hi = min(lengths), max(lengths)
+    uniform = (same_props and lo == hi and PropertyKey.UNIQ_KEY not in p0
+               and len({m.flag for m in msgs}) == 1)
+    return _Shape(topic, wait, uniform, lo, hi)
 
 
 def _props_head(props: dict[str, str]) -> str:
@@ -209,17 +220,17 @@ def encode_send_batch(msgs: Sequence[Message], *, keys: UniqKeyGenerator,
                       now_ms: int) -> EncodedBatch:
     """Encode ``msgs`` (one topic) once, giving keys to messages without one. Raises
     :class:`LocalProtocolError` for batches Java's rules refuse."""
-    topic, wait, uniform = _check(msgs)
+    shape = _check(msgs)
     head_text, counters = "", list[int]()
     listed: tuple[str, ...] | None = None
-    if uniform:
+    if shape.uniform:
         head_text, counters = keys.reserve(now_ms, len(msgs))
         raw = _encode_uniform(msgs, head_text, counters)
     else:
         raw, key_list = _encode_loop(msgs, keys, now_ms)
         listed = tuple(key_list)
-    return EncodedBatch(topic, raw, len(msgs), keys.next_key(now_ms), wait, head_text,
-                        counters, listed)
+    return EncodedBatch(shape.topic, raw, len(msgs), keys.next_key(now_ms), shape.wait,
+                        head_text, counters, listed, shape.min_body, shape.max_body)
 
 
 def send_batch_request(

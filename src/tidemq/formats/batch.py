@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from tidemq.errors import CorruptRecord
 
-__all__ = ["BatchEntry", "count_entries", "encode_batch", "iter_batch"]
+__all__ = ["BatchEntry", "count_entries", "encode_batch", "iter_batch", "uniform_layout"]
 
 _HEAD = struct.Struct(
     ">"
@@ -90,14 +90,27 @@ def count_entries(buf: bytes | bytearray | memoryview) -> int:
     self-consistent exactly as :func:`iter_batch` would check it. Anything else is walked.
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    n_bytes = len(view)
-    if n_bytes >= ENTRY_OVERHEAD:
-        size, _m, _c, _f, body_len = _HEAD.unpack_from(view, 0)
-        if size >= ENTRY_OVERHEAD and n_bytes % size == 0 and 0 <= body_len <= size - 22:
-            (plen,) = _PROPS_LEN.unpack_from(view, _HEAD.size + body_len)
-            if ENTRY_OVERHEAD + body_len + plen == size and _uniform(view, size, body_len):
-                return int(n_bytes // size)
+    layout = uniform_layout(view)
+    if layout is not None:
+        return len(view) // layout[0]
     return sum(1 for _ in iter_batch(view))
+
+
+def uniform_layout(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(entry size, body length)`` when every entry repeats the first entry's length
+    fields (then each entry is well formed exactly as :func:`iter_batch` checks it), else
+    ``None`` -- the caller walks the batch."""
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    n_bytes = len(view)
+    if n_bytes < ENTRY_OVERHEAD:
+        return None
+    size, _m, _c, _f, body_len = _HEAD.unpack_from(view, 0)
+    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= body_len <= size - ENTRY_OVERHEAD:
+        return None
+    (plen,) = _PROPS_LEN.unpack_from(view, _HEAD.size + body_len)
+    if ENTRY_OVERHEAD + body_len + plen != size or not _uniform(view, size, body_len):
+        return None
+    return size, body_len
 
 
 def _uniform(view: memoryview, size: int, body_len: int) -> bool:

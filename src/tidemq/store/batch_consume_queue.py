@@ -93,15 +93,23 @@ class BatchConsumeQueue:
     # ------------------------------------------------------------------ load and recovery
 
     def load(self) -> None:
-        for base, path in self.layout.segments_in(self.dir):
-            if path.stat().st_size != self.file_size:
-                log.warning("batch consume queue file %s has a wrong size; dropping it", path)
-                path.unlink()
-                continue
+        """Map the files on disk and find the end of valid entries in the last ones.
+
+        A file of the wrong size, a missing file or invalid entries followed by valid ones
+        put the whole queue in doubt: its files are dropped and :attr:`damaged` is set, so
+        recovery rebuilds it from the start of the commit log.
+        """
+        found = self.layout.segments_in(self.dir)
+        wrong = [p for _, p in found if p.stat().st_size != self.file_size]
+        contiguous = all(b == found[0][0] + i * self.file_size for i, (b, _) in enumerate(found))
+        if wrong or not contiguous:
+            self._drop([p for _, p in found], "wrong file size" if wrong else "a missing file")
+            return
+        for base, path in found:
             mf = MappedFile(path, base, self.file_size, create=False)
             mf.wrote = mf.flushed = self.file_size
             self.files.append(mf)
-        for mf in self.files[-3:]:
+        for mf in self.files[-3:]:  # only the last files can be partly written
             arr = np.frombuffer(mf.view, dtype=BCQ_DTYPE)
             bad = np.flatnonzero((arr["phys"] < 0) | (arr["size"] <= 0) | (arr["base"] < 0)
                                  | (arr["batch"] <= 0))
@@ -109,10 +117,24 @@ class BatchConsumeQueue:
                 mf.wrote = mf.flushed = int(bad[0]) * BCQ_UNIT
         while self.files and self.files[-1].wrote == 0:
             self.files.pop().destroy()
+        if any(mf.wrote < mf.size for mf in self.files[:-1]):
+            paths = [mf.path for mf in self.files]
+            for mf in self.files:
+                mf.close()
+            self.files = []
+            self._drop(paths, "invalid entries before valid ones")
+            return
         self._first_bases = [int(self._arr(mf)["base"][0]) for mf in self.files]
         if self.files:
             self.min_offset = self._first_bases[0]
         self._refresh_tail()
+
+    def _drop(self, paths: list[Path], why: str) -> None:
+        log.warning("batch consume queue %s/%d is in doubt (%s): rebuilding it from the "
+                    "commit log", self.topic, self.queue_id, why)
+        for path in paths:
+            path.unlink(missing_ok=True)
+        self.damaged = True
 
     def truncate_phys(self, phys_end: int) -> None:
         """Drop every entry whose record starts at or after ``phys_end``."""
@@ -133,10 +155,11 @@ class BatchConsumeQueue:
     # ------------------------------------------------------------------ writing
 
     def append(self, first_offset: int, phys: Sequence[int], sizes: Sequence[int],
-               tags: Sequence[int], *, store_ts: int = 0,
+               tags: Sequence[int], *, store_ts: int | Sequence[int] = 0,
                batch_sizes: Sequence[int] | None = None) -> int:
         """Write one entry per record; returns the new max offset. Re-dispatched entries
-        (phys already covered) are skipped; a base beyond ``max_offset`` is a gap."""
+        (phys already covered) are skipped; a base beyond ``max_offset`` is a gap.
+        ``store_ts`` is one time for all records or one per record."""
         n = len(phys)
         counts = batch_sizes if batch_sizes is not None else [1] * n
         skip = 0
@@ -155,7 +178,7 @@ class BatchConsumeQueue:
         arr["phys"] = phys[skip:]
         arr["size"] = sizes[skip:]
         arr["tags"] = tags[skip:]
-        arr["store_ts"] = store_ts
+        arr["store_ts"] = store_ts if isinstance(store_ts, int) else store_ts[skip:]
         cnt = np.asarray(counts[skip:], dtype=np.int64)
         if (cnt <= 0).any() or (cnt > 0x7FFF).any():
             raise ValueError(f"batch sizes must be in 1..32767, got {counts[skip:]}")
@@ -208,14 +231,21 @@ class BatchConsumeQueue:
         return fi, lo
 
     def entries(self, offset: int, max_count: int) -> Entries:
-        """Up to ``max_count`` entries from the one containing ``offset`` (one file)."""
+        """Up to ``max_count`` entries from the one containing ``offset`` (one file),
+        none at or beyond :attr:`max_offset`: :meth:`append` writes entries before it
+        moves ``max_offset``, so a concurrent reader must not run ahead of it (it would
+        then see ``OFFSET_OVERFLOW_BADLY`` at its next offset)."""
         if offset < self.min_offset or max_count <= 0:
             return np.empty(0, dtype=BCQ_DTYPE)
+        hi = self.max_offset  # first: every entry below it is complete
         loc = self._locate(offset)
         if loc is None:
             return np.empty(0, dtype=BCQ_DTYPE)
         fi, ei = loc
-        return self._arr(self.files[fi])[ei : ei + max_count]
+        out = self._arr(self.files[fi])[ei : ei + max_count]
+        if len(out) and int(out["base"][-1]) >= hi:
+            out = out[: int(np.searchsorted(out["base"].astype(np.int64), hi))]
+        return out
 
     def entry(self, offset: int) -> tuple[int, int, int] | None:
         e = self.entries(offset, 1)

@@ -2,31 +2,37 @@
 (``enableBuildConsumeQueueConcurrently=true``).
 
 The serial :class:`~tidemq.store.dispatch.Dispatcher` builds and applies every entry on
-one thread. This one splits each dispatch *round* (the batches confirmed at one moment)
-into two phases:
+one thread. This one splits each dispatch *round* (the batches confirmed at one moment,
+at most ``round_records`` records) into two phases:
 
 1. **Prepare**, on ``workers`` threads, rounds in any order: the round's consume-queue
    columns become numpy arrays per queue; its LMQ fan-out becomes a ready RocksDB
-   ``WriteBatch`` (keys and values built in bulk: one value per record, cached key
-   prefixes, one metadata record per queue); index keys are grouped per record.
+   ``WriteBatch`` (one value per record, cached key prefixes, records below a deleted
+   queue's tombstone floor skipped).
 2. **Commit**, on one committer thread, strictly in round order: copy the prepared
-   consume-queue arrays into their files, hand the LMQ batch to RocksDB (which releases
-   the GIL while it writes), queue the index keys, then advance the commit position and
-   fire the ``on_dispatched`` hooks.
+   consume-queue arrays into their files, hand the LMQ batch to RocksDB, queue the index
+   keys, then advance the commit position and fire the ``on_dispatched`` hooks.
 
 Rounds carry sequence numbers; prepared rounds wait in an ordered ring and the committer
 takes slot ``commit_seq`` only, so nothing beyond the commit position is written where a
 pull can see it, and long-poll wake-ups happen at commit. A reader therefore never sees
 an entry before every earlier entry of its queue. The ring holds ``ring_size`` rounds;
 the round builder blocks when it is full (back-pressure instead of unbounded memory).
+What the committer writes is decided by the queues as they are at commit time, exactly
+as the serial dispatcher decides (a topic declared BatchCQ after its classic queue
+exists keeps writing classic entries; a deleted LMQ's floor is re-checked).
 
-Why threads and this split, measured on the 2-core machine (docs/benchmarks.md, "dispatch
-serial vs concurrent"): under the GIL, threads that run Python do not run in parallel, so
-a design that only spreads the same per-entry Python work over threads gains nothing.
-What does gain is (a) doing less Python per entry (bulk preparation), and (b) overlapping
-the parts that release the GIL -- RocksDB's write of the LMQ batch and numpy copies --
-with the preparation of the next round. Processes were rejected: every entry would
-cross a pipe or shared memory, and the LMQ RocksDB can only have one writing process.
+Where the speed comes from, measured on the 2-core machine (``tidemq bench dispatch``,
+docs/benchmarks.md, "Concurrent dispatch"): under the GIL, threads that run Python do
+not run in parallel, and of the native calls on this path only numpy's column copies
+release the GIL -- rocksdict 0.3 holds it through ``Rdict.write`` (its database sits in
+a ``RefCell``), and ``mmap`` slice writes and ``ndarray.tobytes`` hold it too. So the
+gain is mostly (a) less Python per entry (bulk preparation: the LMQ fan-out is about a
+third of the serial path's per-entry cost) and (b) rounds small enough that preparing
+one overlaps committing another wherever the GIL is released. More workers do not help
+on a GIL build; the defaults follow the measurements. Processes were rejected: every
+entry would cross a pipe or shared memory, and the LMQ RocksDB admits one writing
+process.
 """
 
 from __future__ import annotations
@@ -36,24 +42,30 @@ import logging
 import queue
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
-from tidemq.store.consume_queue import CQ_DTYPE
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink
-from tidemq.store.queues import ConsumeQueueSet
+from tidemq.store.queues import AnyQueue, ConsumeQueueSet
 
-__all__ = ["ConcurrentDispatcher", "PreparedRound"]
+__all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
+           "ConcurrentDispatcher", "PreparedRound"]
 
 log = logging.getLogger(__name__)
 
 _ENTRY = struct.Struct(">qiqq")
-_META = struct.Struct(">qq")
 _Q = struct.Struct(">q")
+
+#: Defaults (``StoreConfig.dispatch_workers`` ...), chosen by ``tidemq bench dispatch``.
+DEFAULT_WORKERS = 1
+DEFAULT_RING_SIZE = 8
+DEFAULT_ROUND_RECORDS = 2048
+
+Column = npt.NDArray[np.int64]
 
 
 @dataclasses.dataclass(slots=True)
@@ -61,28 +73,38 @@ class PreparedRound:
     seq: int
     batches: list[DispatchBatch]
     #: (topic, queue id) -> (first offset, phys, sizes, tags) for classic queues
-    columns: dict[tuple[str, int], tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                         npt.NDArray[np.int64]]]
+    columns: dict[tuple[str, int], tuple[int, Column, Column, Column]]
     batch_queue_groups: dict[tuple[str, int], list[DispatchBatch]]
     lmq_batch: WriteBatch | None = None
     lmq_last: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> last offset
+    lmq_first: dict[str, int] = dataclasses.field(default_factory=dict)  # name -> first offset
     lmq_entries: int = 0
+    #: The LMQ store's deletion count when the LMQ batch was prepared (tombstone floors
+    #: read after it); a deletion before the commit makes the commit prepare again.
+    lmq_generation: int = 0
+    records: int = 0
 
 
 class ConcurrentDispatcher(Dispatcher):
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
                  lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None,
-                 linger_ms: float = 0.0, *, workers: int = 2, ring_size: int = 16) -> None:
+                 linger_ms: float = 0.0, *, workers: int = DEFAULT_WORKERS,
+                 ring_size: int = DEFAULT_RING_SIZE,
+                 round_records: int = DEFAULT_ROUND_RECORDS, inline: bool = True) -> None:
         super().__init__(queues, index, confirm_offset, start_offset, lag_warn_ms, clock,
                          linger_ms)
         self.workers = max(1, workers)
-        self.ring_size = ring_size
+        self.ring_size = max(1, ring_size)
+        self.round_records = max(0, round_records)
         self._work: queue.Queue[tuple[int, list[DispatchBatch]] | None] = queue.Queue()
         self._ring: dict[int, PreparedRound | BaseException] = {}
         self._ring_cond = threading.Condition()
         self._next_seq = 0
         self.commit_seq = 0  # the next round to commit: everything before it is visible
+        #: Commit a round on the builder thread when nothing is in flight (no hand-offs).
+        self.inline = inline
+        self._committing = False  # a thread is inside _commit (hooks included)
         self._threads: list[threading.Thread] = []
         self._lmq_prefixes: dict[str, bytes] = {}
         self._round_ts: dict[int, int] = {}  # seq -> store time of its first record
@@ -109,16 +131,36 @@ class ConcurrentDispatcher(Dispatcher):
         self._threads = []
 
     def run_once(self, batches: list[DispatchBatch]) -> None:
-        """Called by the builder thread with each confirmed round: number it and hand it
-        to the preparers; block while the ring is full. ``_busy`` stays set until the
-        committer has made the round visible (see :meth:`_commit`)."""
+        """Called by the builder thread with each confirmed round: number it, then either
+        prepare and commit it right here, when nothing is in flight (``inline``), or wait
+        for room in the ring and hand it to the preparers. Numbered rounds count as in
+        flight until they are visible (:meth:`_in_flight`)."""
         with self._ring_cond:
-            while self._next_seq - self.commit_seq >= self.ring_size and not self._stop:
-                self._ring_cond.wait(0.1)
             seq = self._next_seq
-            self._next_seq += 1
+            self._next_seq = seq + 1
             self._round_ts[seq] = batches[0].store_timestamp
-        self._work.put((seq, batches))
+            self._busy = False  # the builder holds nothing unnumbered any more
+            inline = self.inline and self.commit_seq == seq and not self._committing
+            if inline:
+                self._committing = True
+            while (not inline and seq - self.commit_seq >= self.ring_size and not self._stop
+                   and self.error is None):
+                self._ring_cond.wait(0.1)
+        if not inline:
+            self._work.put((seq, batches))
+            return
+        try:
+            self._commit(self._prepare(seq, batches))
+        except BaseException as exc:
+            self._fail(exc)
+        finally:
+            with self._ring_cond:
+                self._committing = False
+                self._ring_cond.notify_all()
+
+    def _in_flight(self) -> bool:
+        # ``_busy`` first: it is cleared only after the round got its number.
+        return self._busy or self.commit_seq < self._next_seq
 
     def _oldest_undispatched(self) -> int:
         with self._ring_cond:
@@ -149,14 +191,18 @@ class ConcurrentDispatcher(Dispatcher):
                         return
                     self._ring_cond.wait(0.05)
                 item = self._ring.pop(self.commit_seq)
-            if isinstance(item, BaseException):
-                self._fail(item)
-                return
+                self._committing = True
             try:
+                if isinstance(item, BaseException):
+                    self._fail(item)
+                    return
                 self._commit(item)
             except BaseException as exc:
                 self._fail(exc)
                 return
+            finally:
+                with self._ring_cond:
+                    self._committing = False
 
     def _fail(self, exc: BaseException) -> None:
         log.error("concurrent dispatch failed; consume queues stop advancing", exc_info=exc)
@@ -164,61 +210,70 @@ class ConcurrentDispatcher(Dispatcher):
             self.error = exc
             self._busy = False
             self._cond.notify_all()
+        with self._ring_cond:
+            self._ring_cond.notify_all()  # a builder waiting for room gives up
 
     # ------------------------------------------------------------------ prepare
 
     def _prepare(self, seq: int, batches: list[DispatchBatch]) -> PreparedRound:
         grouped: dict[tuple[str, int], list[DispatchBatch]] = {}
+        records = 0
         for b in batches:
             grouped.setdefault((b.topic, b.queue_id), []).append(b)
+            records += len(b.phys)
         columns = {}
         batch_groups = {}
+        batch_topics = self.queues.batch_topics
         for key, group in grouped.items():
-            if key[0] in self.queues.batch_topics:
+            if key[0] in batch_topics:
                 batch_groups[key] = group
                 continue
-            if len(group) == 1:
-                g = group[0]
-                phys, sizes, tags = g.phys, g.sizes, g.tags
-            else:
-                phys = [p for g in group for p in g.phys]
-                sizes = [s for g in group for s in g.sizes]
-                tags = [t for g in group for t in g.tags]
-            columns[key] = (group[0].queue_offset, np.asarray(phys, dtype=np.int64),
-                            np.asarray(sizes, dtype=np.int64), np.asarray(tags, dtype=np.int64))
-        prepared = PreparedRound(seq, batches, columns, batch_groups)
+            columns[key] = _columns(group)
+        prepared = PreparedRound(seq, batches, columns, batch_groups, records=records)
         if self.queues.lmq is not None:
             self._prepare_lmq(prepared)
         return prepared
 
     def _prepare_lmq(self, prepared: PreparedRound) -> None:
         wb: WriteBatch | None = None
-        last = prepared.lmq_last
         prefixes = self._lmq_prefixes
         lmq = self.queues.lmq
         assert lmq is not None
+        prepared.lmq_generation = lmq.generation  # before any floor is read
+        prepared.lmq_last, prepared.lmq_first = {}, {}
+        last, first = prepared.lmq_last, prepared.lmq_first
         floor_of = lmq.floor
+        floors: dict[str, int] = {}  # read once per queue and round
+        pack = _ENTRY.pack
+        pack_offset = _Q.pack
         count = 0
         for b in prepared.batches:
             if not b.lmq:
                 continue
+            ts = b.store_timestamp
             for i, target in enumerate(b.lmq):
                 if target is None:
                     continue
                 if wb is None:
                     wb = WriteBatch(raw_mode=True)
-                value = _ENTRY.pack(b.phys[i], b.sizes[i], b.tags[i], b.store_timestamp)
-                names, offsets = target
+                put = wb.put
                 phys = b.phys[i]
+                value = pack(phys, b.sizes[i], b.tags[i], ts)
+                names, offsets = target
                 for name, offset in zip(names, offsets, strict=True):
-                    if phys < floor_of(name):
+                    floor = floors.get(name)
+                    if floor is None:
+                        floor = floors[name] = floor_of(name)
+                    if phys < floor:
                         continue  # a deleted generation of this queue (tombstone)
                     prefix = prefixes.get(name)
                     if prefix is None:
                         if len(prefixes) > 1_000_000:
                             prefixes.clear()
                         prefix = prefixes[name] = b"E" + name.encode() + b"\x00"
-                    wb.put(prefix + _Q.pack(offset), value)
+                    put(prefix + pack_offset(offset), value)
+                    if name not in last:
+                        first[name] = offset
                     last[name] = offset
                     count += 1
         prepared.lmq_batch = wb
@@ -228,48 +283,74 @@ class ConcurrentDispatcher(Dispatcher):
 
     def _commit(self, p: PreparedRound) -> None:
         touched: dict[tuple[str, int], int] = {}
+        get_or_create = self.queues.get_or_create
         for key, (first, phys, sizes, tags) in p.columns.items():
-            cq = self.queues.get_or_create(*key)
-            if isinstance(cq, BatchConsumeQueue):  # the topic turned BatchCQ meanwhile
-                p.batch_queue_groups[key] = [b for b in p.batches
-                                             if (b.topic, b.queue_id) == key]
-                continue
-            touched[key] = cq.append(first, phys, sizes, tags)  # type: ignore[arg-type]
+            q = get_or_create(*key)
+            if isinstance(q, BatchConsumeQueue):  # the topic turned BatchCQ meanwhile
+                touched[key] = _append(q, [b for b in p.batches
+                                           if (b.topic, b.queue_id) == key])
+            else:
+                touched[key] = q.append(first, phys, sizes, tags)  # type: ignore[arg-type]
         for key, group in p.batch_queue_groups.items():
-            bcq = self.queues.get_or_create(*key)
-            for g in group:
-                touched[key] = bcq.append(g.queue_offset, g.phys, g.sizes, g.tags,
-                                          store_ts=g.store_timestamp,
-                                          batch_sizes=g.batch_sizes)  # type: ignore[call-arg]
+            touched[key] = _append(get_or_create(*key), group)
         lmq = self.queues.lmq
         end = p.batches[-1].end
-        if lmq is not None and p.lmq_batch is not None:
-            for name, max_offset in lmq.write_prepared(p.lmq_batch, p.lmq_last, end,
-                                                       p.lmq_entries).items():
+        while lmq is not None and p.lmq_batch is not None:
+            written = lmq.write_prepared(p.lmq_batch, p.lmq_last, end, p.lmq_entries,
+                                         p.lmq_first, generation=p.lmq_generation)
+            if written is None:  # an LMQ was deleted since: filter by the new floors
+                self._prepare_lmq(p)
+                continue
+            for name, max_offset in written.items():
                 touched[(name, 0)] = max_offset
-        if self.index is not None:
+            break
+        index = self.index
+        if index is not None:
             for b in p.batches:
                 if b.keys:
                     for keys, phys_off in zip(b.keys, b.phys, strict=True):
                         if keys:
-                            self.index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
+                            index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
+        self._publish(p, touched)
+
+    def _publish(self, p: PreparedRound, touched: dict[tuple[str, int], int]) -> None:
+        """Advance the commit position, wake readers, then fire the hooks."""
+        last = p.batches[-1]
+        with self._cond:
+            self.dispatched_offset = last.end
         with self._ring_cond:
             self.commit_seq = p.seq + 1
             self._round_ts.pop(p.seq, None)
             self._ring_cond.notify_all()
-        self._publish(p.batches, touched)
-
-    def _publish(self, batches: list[DispatchBatch],
-                 touched: dict[tuple[str, int], int]) -> None:
-        """Advance the commit position and wake readers (the serial dispatcher's tail)."""
-        last = batches[-1]
         with self._cond:
-            self.dispatched_offset = last.end
-            self._busy = self.commit_seq < self._next_seq
-            self._cond.notify_all()
+            self._cond.notify_all()  # drain() waits on the dispatcher's condition
         self.last_store_timestamp = last.store_timestamp
-        self.dispatched_entries += sum(len(b.phys) for b in batches)
-        self._fire(touched, batches)
+        self.dispatched_entries += p.records
+        self._fire(touched, p.batches)
 
 
-_ = CQ_DTYPE  # the classic entry layout the prepared columns are written as
+def _columns(group: list[DispatchBatch]) -> tuple[int, Column, Column, Column]:
+    """The classic entries of one queue's batches in a round, as int64 columns."""
+    if len(group) == 1:
+        g = group[0]
+        phys: Sequence[int] = g.phys
+        sizes: Sequence[int] = g.sizes
+        tags: Sequence[int] = g.tags
+    else:
+        phys = [x for g in group for x in g.phys]
+        sizes = [x for g in group for x in g.sizes]
+        tags = [x for g in group for x in g.tags]
+    return (group[0].queue_offset, np.asarray(phys, dtype=np.int64),
+            np.asarray(sizes, dtype=np.int64), np.asarray(tags, dtype=np.int64))
+
+
+def _append(q: AnyQueue, group: list[DispatchBatch]) -> int:
+    """Write one queue's batches as the serial dispatcher does for the queue's type."""
+    if isinstance(q, BatchConsumeQueue):
+        max_offset = q.max_offset
+        for g in group:
+            max_offset = q.append(g.queue_offset, g.phys, g.sizes, g.tags,
+                                  store_ts=g.store_timestamp, batch_sizes=g.batch_sizes)
+        return max_offset
+    first, phys, sizes, tags = _columns(group)  # a classic queue of a topic now BatchCQ
+    return q.append(first, phys, sizes, tags)  # type: ignore[arg-type]

@@ -64,6 +64,11 @@ class StoreConfig:
     dispatch_lag_warn_ms: int = 1000
     #: Wait this long before dispatching a small round, so rounds batch up (0 = never).
     dispatch_linger_ms: float = 1.0
+    #: Concurrent dispatch (enableBuildConsumeQueueConcurrently): preparing threads, rounds
+    #: prepared ahead of the committer, and records per round (docs/benchmarks.md).
+    dispatch_workers: int = 1
+    dispatch_ring_size: int = 8
+    dispatch_round_records: int = 2048
 
     def __post_init__(self) -> None:
         if self.mapped_file_size_commit_log < 4096:

@@ -20,13 +20,15 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
-from tidemq.store.lmq_store import LmqEntry, LmqStore
+from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64
+#: Seconds between two dispatch-lag warnings.
+LAG_WARN_EVERY = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +71,7 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
     for key, group in grouped.items():
         cq = queues.get_or_create(*key)
         if isinstance(cq, BatchConsumeQueue):
-            for g in group:
-                touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags,
-                                         store_ts=g.store_timestamp, batch_sizes=g.batch_sizes)
+            touched[key] = _append_batches(cq, group)
             continue
         if len(group) == 1:
             g = group[0]
@@ -96,22 +96,48 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
     return touched
 
 
+def _append_batches(bcq: BatchConsumeQueue, group: list[DispatchBatch]) -> int:
+    """Batches of one batch consume queue, in log order: one bulk append when their
+    offsets follow each other (the append path's case), else one append each (which
+    reports a gap)."""
+    phys: list[int] = []
+    sizes: list[int] = []
+    tags: list[int] = []
+    stamps: list[int] = []
+    counts: list[int] = []
+    expected = group[0].queue_offset
+    for g in group:
+        own = list(g.batch_sizes) if g.batch_sizes is not None else [1] * len(g.phys)
+        if g.queue_offset != expected:
+            break
+        expected += sum(own)
+        phys += g.phys
+        sizes += g.sizes
+        tags += g.tags
+        stamps += [g.store_timestamp] * len(g.phys)
+        counts += own
+    else:
+        return bcq.append(group[0].queue_offset, phys, sizes, tags, store_ts=stamps,
+                          batch_sizes=counts)
+    for g in group:
+        last = bcq.append(g.queue_offset, g.phys, g.sizes, g.tags, store_ts=g.store_timestamp,
+                          batch_sizes=g.batch_sizes)
+    return last
+
+
 def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
                touched: dict[tuple[str, int], int]) -> None:
     """Fan records out to their light message queues (queue id 0), one write batch."""
-    entries: list[LmqEntry] = []
+    records: list[FanOut] = []
     for b in batches:
         if not b.lmq:
             continue
         for i, target in enumerate(b.lmq):
-            if target is None:
-                continue
-            names, offsets = target
-            phys, size, tags = b.phys[i], b.sizes[i], b.tags[i]
-            for name, offset in zip(names, offsets, strict=True):
-                entries.append(LmqEntry(name, offset, phys, size, tags, b.store_timestamp))
-    if entries:
-        for name, max_offset in lmq.write(entries, batches[-1].end).items():
+            if target is not None:
+                records.append((target[0], target[1], b.phys[i], b.sizes[i], b.tags[i],
+                                b.store_timestamp))
+    if records:
+        for name, max_offset in lmq.write_fanout(records, batches[-1].end).items():
             touched[(name, 0)] = max_offset
 
 
@@ -134,12 +160,14 @@ class Dispatcher:
         self.last_store_timestamp = 0
         self.lag_warn_ms = lag_warn_ms
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        self._last_lag_warning = 0.0
+        self._last_lag_warning: float | None = None  # time.monotonic() of it
         self.error: BaseException | None = None
         self._busy = False
         self._paused = False
         self._idle = False
         self.linger = linger_ms / 1000
+        #: Records per round at most (0: everything confirmed is one round).
+        self.round_records = 0
         self._wakeup = threading.Event()
         self.dispatched_entries = 0
 
@@ -186,8 +214,10 @@ class Dispatcher:
         target = self._confirm()
         deadline = time.monotonic() + timeout
         with self._cond:
+            # Pending first, then in flight: a batch leaves ``_pending`` only after
+            # :meth:`_take` marked the dispatcher busy, so it is always seen in one of them.
             while self.error is None and (
-                self._busy or (self._pending and self._pending[0].end <= target)
+                (self._pending and self._pending[0].end <= target) or self._in_flight()
             ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -195,6 +225,10 @@ class Dispatcher:
                 self._wakeup.set()
                 self._cond.wait(min(remaining, 0.05))
         return self.error is None
+
+    def _in_flight(self) -> bool:
+        """Whether batches taken from the pending queue are not visible yet."""
+        return self._busy
 
     @property
     def pending_batches(self) -> int:
@@ -231,8 +265,14 @@ class Dispatcher:
                 self._busy = True
                 confirm = self._confirm()
                 out = []
+                limit, records = self.round_records, 0
                 while pending and pending[0].end <= confirm:
-                    out.append(pending.popleft())
+                    batch = pending.popleft()
+                    out.append(batch)
+                    if limit:
+                        records += len(batch.phys)
+                        if records >= limit:
+                            break
                 return out
             if self._stop:
                 return []
@@ -244,7 +284,7 @@ class Dispatcher:
             self._idle = False
 
     def _run(self) -> None:
-        while True:
+        while self.error is None:  # a failed dispatcher takes nothing more
             batches = self._take()
             if not batches:
                 return
@@ -278,8 +318,20 @@ class Dispatcher:
                 except Exception:
                     log.exception("dispatch hook failed")
         if self.lag_warn_ms:
-            lag_ms = self._clock() - batches[0].store_timestamp
-            now = time.monotonic()
-            if lag_ms > self.lag_warn_ms and now - self._last_lag_warning > 10:
-                self._last_lag_warning = now
-                log.warning("dispatch lag %.0f ms exceeds %d ms", lag_ms, self.lag_warn_ms)
+            self.warn_if_lagging(self._clock() - batches[0].store_timestamp)
+
+    def warn_if_lagging(self, lag_ms: float) -> bool:
+        """Log a warning when ``lag_ms`` passes ``lag_warn_ms`` (``dispatchLagWarnMs``), at
+        most once per :data:`LAG_WARN_EVERY` seconds; returns whether it logged. Called
+        with each round's lag and by the store's housekeeper, so a dispatcher that is
+        stuck (nothing dispatched, so no round to measure) is reported too."""
+        if not self.lag_warn_ms or lag_ms <= self.lag_warn_ms:
+            return False
+        now = time.monotonic()
+        last = self._last_lag_warning
+        if last is not None and now - last < LAG_WARN_EVERY:
+            return False
+        self._last_lag_warning = now
+        log.warning("dispatch lag %.0f ms exceeds dispatchLagWarnMs=%d (%d batches waiting)",
+                    lag_ms, self.lag_warn_ms, len(self._pending))
+        return True

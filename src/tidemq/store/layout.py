@@ -9,6 +9,7 @@
       lmq/                                       RocksDB consume-queue store for LMQs (RIP-28)
       index/<20 digits>                          key index files, named by first physical offset
       config/                                    broker metadata (topics, offsets, ...)
+      convert/<topic>/                           staging of an offline queue conversion
       checkpoint                                 flushed/dispatched positions
       abort                                      present while running: absent = clean shutdown
       lock                                       one process per store root
@@ -82,6 +83,15 @@ class StoreLayout:
 
     def commitlog_segment(self, base_offset: int) -> Path:
         return self.commitlog_dir / segment_name(base_offset)
+
+    def topic_queues_dir(self, topic: str, *, batch: bool = False) -> Path:
+        """The directory holding every queue directory of ``topic``."""
+        return (self.batch_consumequeue_dir if batch else self.consumequeue_dir) / topic
+
+    def conversion_dir(self, topic: str) -> Path:
+        """Staging root of an offline queue conversion of ``topic`` (``convert/<topic>``):
+        a store layout of its own whose queue directories are moved into place."""
+        return self.root / "convert" / topic
 
     def queue_dir(self, topic: str, queue_id: int, *, batch: bool = False) -> Path:
         base = self.batch_consumequeue_dir if batch else self.consumequeue_dir

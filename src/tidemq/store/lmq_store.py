@@ -42,13 +42,13 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-__all__ = ["LMQ_PREFIX", "LmqEntry", "LmqStore"]
+__all__ = ["LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,8 @@ _CHECKPOINT_KEY = b"C"
 
 #: (next offset, min offset, floor); floor 0 means "never deleted".
 Meta = tuple[int, int, int]
+#: One record's fan-out: (LMQ names, offsets in them, phys, size, tags code, store time).
+FanOut = tuple[Sequence[str], Sequence[int], int, int, int, int]
 
 
 class LmqEntry(NamedTuple):
@@ -106,6 +108,9 @@ class LmqStore:
         self.db.set_write_options(wo)
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
+        #: Deletions so far: a batch filtered by floors read at an older generation may
+        #: hold entries of a queue deleted since (see :meth:`write_prepared`).
+        self.generation = 0
         self._lock = threading.Lock()
         raw = cast(bytes | None, self.db.get(_CHECKPOINT_KEY))
         self.dispatched: int = _Q.unpack(raw)[0] if raw is not None else 0
@@ -120,12 +125,25 @@ class LmqStore:
     # ------------------------------------------------------------------ metadata
 
     def _meta_of(self, name: str) -> Meta:
+        """The cached metadata of ``name``, read from the database on a miss. Readers
+        fill the cache without the lock: ``setdefault`` keeps what a writer published
+        meanwhile, so a stale read never replaces newer metadata."""
         meta = self._meta.get(name)
         if meta is None:
             raw = cast(bytes | None, self.db.get(b"M" + name.encode()))
-            meta = _unpack_meta(raw) if raw is not None else (0, 0, 0)
-            self._meta[name] = meta
+            meta = self._meta.setdefault(
+                name, _unpack_meta(raw) if raw is not None else (0, 0, 0))
         return meta
+
+    def _prefetch(self, missing: list[str]) -> None:
+        """Cache the metadata of ``missing`` (names not cached; repeats are harmless) with
+        one multi-get: a batch of new queues would otherwise cost a lookup each."""
+        if not missing:
+            return
+        cache = self._meta
+        raws = cast(list[bytes | None], self.db.get([b"M" + n.encode() for n in missing]))
+        for name, raw in zip(missing, raws, strict=True):
+            cache.setdefault(name, _unpack_meta(raw) if raw is not None else (0, 0, 0))
 
     def max_offset(self, name: str) -> int:
         return self._meta_of(name)[0]
@@ -151,7 +169,7 @@ class LmqStore:
         """
         wb = WriteBatch(raw_mode=True)
         touched: dict[str, int] = {}
-        meta = self._meta
+        meta: dict[str, Meta] = {}  # published after the write (see _publish)
         with self._lock:
             for e in entries:
                 nxt, lo, floor = meta.get(e.name) or self._meta_of(e.name)
@@ -163,37 +181,75 @@ class LmqStore:
                     if nxt == 0 and e.offset > 0:
                         lo = e.offset  # a queue whose start aged out before a rebuild
                     nxt = e.offset + 1
-                    meta[e.name] = (nxt, lo, floor)
+                meta[e.name] = (nxt, lo, floor)
                 touched[e.name] = nxt
-            for name in touched:
-                wb.put(b"M" + name.encode(), _pack_meta(*meta[name]))
-            self.dispatched = max(self.dispatched, dispatched_end)
-            wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
-            self.db.write(wb)
+            self._publish(wb, meta, dispatched_end)
             self.entries_written += len(entries)
         return touched
 
-    def write_prepared(self, wb: WriteBatch, last: dict[str, int], dispatched_end: int,
-                       entries: int) -> dict[str, int]:
-        """Apply entries batched elsewhere (the concurrent dispatcher, which already
-        skipped records below each queue's tombstone floor); ``last`` maps each queue to
-        its last offset in ``wb``. Adds queue metadata and the checkpoint, returns the new
-        max offsets."""
-        touched: dict[str, int] = {}
-        meta = self._meta
+    def write_fanout(self, records: Sequence[FanOut], dispatched_end: int) -> dict[str, int]:
+        """:meth:`write` for whole records -- ``(names, offsets, phys, size, tags,
+        store_ts)`` -- the dispatcher's hot path: an entry's value is packed once per
+        record, not once per LMQ, and no per-entry object is built."""
+        cache = self._meta
+        self._prefetch([name for r in records for name in r[0] if name not in cache])
+        wb = WriteBatch(raw_mode=True)
+        put = wb.put
+        pack_offset = _Q.pack
+        meta: dict[str, Meta] = {}  # published after the write (see _publish)
+        meta_of = self._meta_of
+        count = 0
         with self._lock:
+            for names, offsets, phys, size, tags, store_ts in records:
+                value = _ENTRY.pack(phys, size, tags, store_ts)
+                for name, offset in zip(names, offsets, strict=True):
+                    m = meta.get(name) or cache.get(name) or meta_of(name)
+                    if phys < m[2]:
+                        continue  # a deleted generation of this queue (tombstone)
+                    put(b"E" + name.encode() + b"\x00" + pack_offset(offset), value)
+                    count += 1
+                    if offset >= m[0]:
+                        # a queue seen for the first time past 0 started after an expiry
+                        m = (offset + 1, offset if m[0] == 0 and offset > 0 else m[1], m[2])
+                    meta[name] = m
+            self._publish(wb, meta, dispatched_end)
+            self.entries_written += count
+        return {name: m[0] for name, m in meta.items()}
+
+    def _publish(self, wb: WriteBatch, meta: dict[str, Meta], dispatched_end: int) -> None:
+        """Add the queues' metadata and the checkpoint to ``wb``, write it, and only then
+        make the new metadata visible: a reader that sees a queue's new max offset finds
+        every entry below it. Called with the lock held."""
+        for name, m in meta.items():
+            wb.put(b"M" + name.encode(), _pack_meta(*m))
+        self.dispatched = max(self.dispatched, dispatched_end)
+        wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
+        self.db.write(wb)
+        self._meta.update(meta)
+
+    def write_prepared(self, wb: WriteBatch, last: Mapping[str, int], dispatched_end: int,
+                       entries: int, first: Mapping[str, int] | None = None, *,
+                       generation: int | None = None) -> dict[str, int] | None:
+        """Apply entries batched elsewhere (the concurrent dispatcher, which already
+        skipped records below each queue's tombstone floor); ``last`` and ``first`` map
+        each queue to its last and first offset in ``wb``. Adds queue metadata and the
+        checkpoint, returns the new max offsets -- or ``None``, writing nothing, when a
+        queue was deleted since :attr:`generation` was ``generation`` (the floors the
+        batch was filtered with may be stale: prepare it again)."""
+        touched: dict[str, int] = {}
+        meta: dict[str, Meta] = {}
+        with self._lock:
+            if generation is not None and generation != self.generation:
+                return None
             for name, offset in last.items():
-                nxt, lo, floor = meta.get(name) or self._meta_of(name)
+                nxt, lo, floor = self._meta_of(name)
                 if offset + 1 > nxt:
-                    if nxt == 0 and offset > 0:
-                        lo = offset
+                    if nxt == 0:  # a new queue (or one whose start aged out): its first
+                        lo = first.get(name, offset) if first is not None else offset
                     nxt = offset + 1
-                    meta[name] = (nxt, lo, floor)
+                meta[name] = (nxt, lo, floor)
                 touched[name] = nxt
-                wb.put(b"M" + name.encode(), _pack_meta(*meta[name]))
-            self.dispatched = max(self.dispatched, dispatched_end)
-            wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
-            self.db.write(wb)
+            self._publish(wb, meta, dispatched_end)
             self.entries_written += entries
         return touched
 
@@ -213,7 +269,7 @@ class LmqStore:
             self.flush()
 
     def truncate_phys(self, end: int) -> int:
-        """Drop entries pointing at or beyond ``end``, the end of the valid commit log.
+        """Drop entries whose record does not end by ``end``, the end of the valid log.
 
         Only a power loss under ASYNC_FLUSH can leave such entries (the LMQ store reached
         disk, the commit-log pages did not); then every entry is walked once. Returns the
@@ -225,7 +281,8 @@ class LmqStore:
         first_gone: dict[str, int] = {}
         dropped = 0
         for k, v in self._items(b"E"):
-            if _ENTRY.unpack(v)[0] >= end:
+            phys, size, _tags, _ts = _ENTRY.unpack(v)
+            if phys + size > end:
                 wb.delete(k)
                 dropped += 1
                 name, offset = _split_entry_key(k)
@@ -330,6 +387,7 @@ class LmqStore:
             wb.put(b"M" + key, _pack_meta(0, 0, floor))
             wb.put(b"D" + key, _Q.pack(floor))
             self._meta[name] = (0, 0, floor)
+            self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
         self._stats = None
         return existed

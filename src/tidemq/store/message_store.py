@@ -28,6 +28,7 @@ from tidemq.formats.record import (
     MIN_RECORD_SIZE,
     HostAddr,
     Record,
+    body_crc,
     decode_record,
     encode_record,
     record_size,
@@ -161,12 +162,7 @@ class MessageStore:
                             report.max_store_timestamp)
         self.layout.abort_file.touch()
         self.flusher = FlushService(self.commitlog, self.config, self._on_flushed)
-        dispatcher_cls = (ConcurrentDispatcher
-                          if self.config.enable_build_consume_queue_concurrently else Dispatcher)
-        self.dispatcher = dispatcher_cls(self.queues, self.index, self._confirm_offset,
-                                         self.commitlog.max_offset,
-                                         self.config.dispatch_lag_warn_ms, self.clock,
-                                         self.config.dispatch_linger_ms)
+        self.dispatcher = self._new_dispatcher()
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
         self._submit = self.dispatcher.submit
@@ -180,6 +176,16 @@ class MessageStore:
         self._housekeeper.start()
         self._running = True
         return report
+
+    def _new_dispatcher(self) -> Dispatcher:
+        config = self.config
+        args = (self.queues, self.index, self._confirm_offset, self.commitlog.max_offset,
+                config.dispatch_lag_warn_ms, self.clock, config.dispatch_linger_ms)
+        if not config.enable_build_consume_queue_concurrently:
+            return Dispatcher(*args)
+        return ConcurrentDispatcher(*args, workers=config.dispatch_workers,
+                                    ring_size=config.dispatch_ring_size,
+                                    round_records=config.dispatch_round_records)
 
     def shutdown(self) -> None:
         """Flush, dispatch everything, write the checkpoint, remove the abort marker."""
@@ -271,7 +277,7 @@ class MessageStore:
         plen = len(props)
         fixed, tail = shape
         size = fixed + blen + plen
-        crc = zlib.crc32(body) & 0x7FFFFFFF
+        crc = zlib.crc32(body) & 0x7FFFFFFF if blen <= 4096 else body_crc(body)
         key = (topic, queue_id)
         cl = self.commitlog
         sip, sport = self.store_host
@@ -443,8 +449,8 @@ class MessageStore:
         if lmq is None:
             return False
         with self.commitlog.lock:
-            self._lmq_next.pop(name, None)
-            return lmq.delete_queue(name, self.commitlog.max_offset)
+            assigned = self._lmq_next.pop(name, 0) > 0  # offsets handed out, maybe not
+            return lmq.delete_queue(name, self.commitlog.max_offset) or assigned  # visible
 
     def set_batch_topic(self, topic: str, batch: bool = True) -> None:
         """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""
@@ -544,11 +550,13 @@ class MessageStore:
         return self.reader.read_record(phys_offset)
 
     def delete_topic(self, topic: str) -> None:
-        """Drop the consume queues of ``topic`` (its records age out with their segments)."""
+        """Drop the consume queues of ``topic`` (its records age out with their segments);
+        a topic created again under the name starts over, of whatever queue type."""
         for t, queue_id in self.queues.queue_keys():
             if t == topic:
                 self.queues.remove(t, queue_id)
                 self._next_offsets.pop((t, queue_id), None)
+        self.queues.batch_topics.discard(topic)
 
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -561,9 +569,15 @@ class MessageStore:
         return self.dispatcher.drain(timeout) if self.dispatcher is not None else True
 
     def dispatch_lag(self) -> tuple[int, float]:
+        """Dispatch lag: confirmed bytes not visible yet, and ms since the oldest record
+        not visible yet was stored. Logs a warning (rate-limited) when the ms pass
+        ``dispatchLagWarnMs``; the housekeeper calls this every
+        ``flushIntervalConsumeQueue`` ms, so a stuck dispatcher is reported too."""
         if self.dispatcher is None:
             return 0, 0.0
-        return self.dispatcher.lag(self._confirm_offset())
+        behind, lag_ms = self.dispatcher.lag(self._confirm_offset())
+        self.dispatcher.warn_if_lagging(lag_ms)
+        return behind, lag_ms
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -589,6 +603,7 @@ class MessageStore:
         retention_every = self.config.clean_resource_interval / 1000
         last_retention = time.monotonic()
         while not self._stop_event.wait(min(interval, retention_every)):
+            self.dispatch_lag()  # warns when dispatch falls behind
             try:
                 self._write_checkpoint()
             except (OSError, StoreReadOnly) as exc:

@@ -35,7 +35,6 @@ from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Blank, Record, decode_record
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.commitlog import CommitLog
-from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, IndexSink, apply_batches
 from tidemq.store.queues import ConsumeQueueSet
 
@@ -208,6 +207,8 @@ def recover(
         report.queue_entries_dropped += before - cq.max_offset
     report.segments_deleted = sum(1 for seg in commitlog.segments if seg.base > end)
     commitlog.truncate(end)
+    if queues.lmq is not None:
+        report.queue_entries_dropped += queues.lmq.truncate_phys(end)
     if count:
         try:
             redispatch(start)
@@ -220,7 +221,7 @@ def recover(
 def _start_offset(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint) -> int:
     """Where the scan starts: the checkpoint, unless the consume queues say otherwise."""
     lo, hi = commitlog.min_offset, commitlog.max_offset
-    if any(isinstance(cq, ConsumeQueue) and cq.damaged for cq in queues.all()):
+    if any(cq.damaged for cq in queues.all()):
         return lo
     start = min(checkpoint.dispatched_phy_offset, queues.max_phys_end())
     if queues.lmq is not None:

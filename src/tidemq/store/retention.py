@@ -227,6 +227,7 @@ class RetentionReport:
     queues_corrected: int = 0
     queues_removed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     index_files_deleted: int = 0
+    lmq_entries_expired: int = 0
 
     def __str__(self) -> str:
         what = ", ".join(self.triggers) + (" (forced)" if self.forced else "")
@@ -294,6 +295,7 @@ class RetentionService:
             report.deleted_segments.append(base)
         report.min_offset_after = cl.min_offset
         self._correct_if_moved(report)
+        self._expire_lmq(report)
         if report.deleted_segments:
             usage = report.usage = self.measure()
         self._set_disk_full(usage > self.policy.warning_ratio, usage)
@@ -325,6 +327,13 @@ class RetentionService:
                 report.queues_corrected += 1
         if self.index is not None:
             report.index_files_deleted = self.index.delete_below(cl_min)
+
+    def _expire_lmq(self, report: RetentionReport) -> None:
+        """One budgeted step of the LMQ store's sweep (it resumes on the next pass)."""
+        lmq = self.queues.lmq
+        cl_min = self.commitlog.min_offset
+        if lmq is not None and lmq.expiry_due(cl_min):
+            report.lmq_entries_expired += lmq.expire_below(cl_min)
 
     def remove_expired_queues(self) -> list[tuple[str, int]]:
         """Destroy queues whose every record lies below the commit-log minimum.

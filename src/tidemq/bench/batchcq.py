@@ -1,0 +1,353 @@
+"""``tidemq bench batchcq``: inner batches (RIP-26) against outer batches, in one run.
+
+One broker process (``tidemq standalone`` on free ports with a temporary data directory,
+:class:`~tidemq.bench.process.BrokerProcess`) and this process as the one producer and
+consumer. Three topics of ``queues`` queues: two BatchCQ, one SimpleCQ. Every send is a
+:meth:`~tidemq.client.Producer.send_batch` of ``batch`` messages of ``size`` bytes
+(compressible text, the same bodies in every phase); ``in_flight`` sends run at once, send
+``k`` to queue ``k mod queues``. The application's :class:`~tidemq.types.Message` objects
+are made once and reused; everything the client library does per send -- checks, fresh
+``UNIQ_KEY``\\ s, encoding, compression, the request -- is measured.
+
+=============  ========================================================================
+phase          what is measured (messages/s over ``duration`` s after ``warmup`` s)
+=============  ========================================================================
+inner          send_batch to a BatchCQ topic, uncompressed: one record per batch
+inner-zstd     the same with zstd end-to-end compression (the producer's default)
+outer          send_batch to a SimpleCQ topic: the broker stores a record per message
+consume        a PullConsumer reads the ``inner`` topic from its first offset
+               (``pull_batch`` messages per pull): messages returned by ``poll``
+consume-zstd   the same for the ``inner-zstd`` topic (the consumer decompresses)
+=============  ========================================================================
+
+Each phase reports client and broker CPU (100 % is one core) and CPU nanoseconds per
+message on each side, so a reader sees which side saturates and what each would sustain
+with a core of its own -- the figure that survives a shared, busy machine. With
+``profile_dir`` every phase is also sampled by ``py-spy`` -- the broker
+process and this one -- and the heaviest functions (own time) are summarised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tidemq.bench.process import BenchError, BrokerProcess, process_cpu_seconds
+from tidemq.client import (
+    AdminClient,
+    ClientConfig,
+    ConsumeFromWhere,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from tidemq.client.sending import BatchCompression
+from tidemq.codec.compression import CompressionType
+from tidemq.errors import TideMQError
+
+__all__ = ["PHASES", "BatchCqBenchConfig", "run_batchcq"]
+
+PHASES = ("inner", "inner-zstd", "outer", "consume", "consume-zstd")
+_TOPICS = {"inner": "BcqInner", "inner-zstd": "BcqZstd", "outer": "BcqOuter"}
+_POOL = 16  # distinct message lists the senders take turns with
+_LINE = re.compile(r":\d+\)$")
+
+
+@dataclasses.dataclass(slots=True)
+class BatchCqBenchConfig:
+    size: int = 128
+    batch: int = 100
+    queues: int = 8
+    in_flight: int = 32
+    duration: float = 5.0
+    warmup: float = 1.0
+    pull_batch: int = 2000
+    #: Upper bound on each consume phase, seconds.
+    consume_seconds: float = 60.0
+    zstd_level: int | None = None
+    broker_settings: tuple[str, ...] = ()
+    data_dir: str | None = None
+    #: Where py-spy profiles go (``None``: no profiling).
+    profile_dir: str | None = None
+
+    def check(self) -> None:
+        for name in ("size", "batch", "queues", "in_flight", "pull_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.batch > 0x7FFF:
+            raise ValueError("an inner batch holds at most 32767 messages")
+        if self.duration <= 0 or self.warmup < 0:
+            raise ValueError("duration must be positive and warmup not negative")
+        if self.profile_dir is not None and _py_spy() is None:
+            raise ValueError("profiling needs py-spy on PATH or next to the interpreter")
+
+
+def payloads(cfg: BatchCqBenchConfig, topic: str) -> list[list[Message]]:
+    """``_POOL`` lists of ``batch`` messages with compressible ``size``-byte bodies (the
+    kind of JSON telemetry that compresses ~4x)."""
+    pool = []
+    for p in range(_POOL):
+        msgs = []
+        for i in range(cfg.batch):
+            n = p * cfg.batch + i
+            text = (f'{{"device":"sensor-{n % 997:04d}","site":"plant-{n % 7}",'
+                    f'"metric":"temperature","value":{20 + (n * 37) % 150 / 10:.1f},'
+                    f'"unit":"celsius","seq":{n}}}')
+            body = (text * (cfg.size // len(text) + 1)).encode()[: cfg.size]
+            msgs.append(Message(topic, body))
+        pool.append(msgs)
+    return pool
+
+
+# ---------------------------------------------------------------------- measuring
+
+
+@dataclasses.dataclass(slots=True)
+class _Window:
+    """Messages, wall time and CPU of both processes over the measured part of a phase."""
+
+    broker_pid: int
+    t0: float = 0.0
+    client0: float = 0.0
+    broker0: float = 0.0
+    msgs: int = 0
+
+    def open(self) -> None:
+        self.t0 = time.perf_counter()
+        self.client0 = time.process_time()
+        self.broker0 = process_cpu_seconds(self.broker_pid) or 0.0
+        self.msgs = 0
+
+    def close(self, name: str, **extra: Any) -> dict[str, Any]:
+        """The row of the phase. ``*_ns_per_msg`` is CPU time per message: what a side
+        would sustain with a whole core is 1e9 / that (``*_msgs_per_core_s``)."""
+        dt = time.perf_counter() - self.t0
+        client = time.process_time() - self.client0
+        broker = (process_cpu_seconds(self.broker_pid) or 0.0) - self.broker0
+        msgs = max(self.msgs, 1)
+        return {"phase": name, "msgs": self.msgs, "seconds": dt,
+                "msgs_per_s": self.msgs / dt if dt > 0 else 0.0,
+                "client_cpu_pct": 100 * client / dt if dt > 0 else 0.0,
+                "broker_cpu_pct": 100 * broker / dt if dt > 0 else 0.0,
+                "client_ns_per_msg": 1e9 * client / msgs,
+                "broker_ns_per_msg": 1e9 * broker / msgs,
+                "client_msgs_per_core_s": msgs / client if client > 0 else None,
+                "broker_msgs_per_core_s": msgs / broker if broker > 0 else None, **extra}
+
+
+def _py_spy() -> str | None:
+    found = shutil.which("py-spy")
+    beside = Path(sys.executable).with_name("py-spy")
+    return found or (str(beside) if beside.exists() else None)
+
+
+@contextlib.contextmanager
+def _profiled(cfg: BatchCqBenchConfig, phase: str, broker_pid: int,
+              seconds: float) -> Iterator[dict[str, str]]:
+    """py-spy on the broker and on this process for ``seconds`` (collapsed stacks)."""
+    out: dict[str, str] = {}
+    spy = _py_spy()
+    if cfg.profile_dir is None or spy is None:
+        yield out
+        return
+    directory = Path(cfg.profile_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for side, pid in (("broker", broker_pid), ("client", os.getpid())):
+        path = directory / f"{phase}-{side}.txt"
+        out[side] = str(path)
+        procs.append(subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--rate", "200", "--format", "raw",
+             "--duration", str(max(1, round(seconds))), "--nonblocking", "-o", str(path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        yield out
+    finally:
+        for proc in procs:
+            try:
+                proc.wait(timeout=seconds + 30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def top_functions(collapsed: str, limit: int = 8) -> list[tuple[str, float]]:
+    """The functions with the most own samples in a py-spy ``raw`` (collapsed) file, as
+    ``(function (file), share of all samples)``. Samples count threads that were not idle;
+    ``Runner.run`` as the leaf is time inside the (C) event loop itself."""
+    own: Counter[str] = Counter()
+    total = 0
+    try:
+        lines = Path(collapsed).read_text("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        leaf = _LINE.sub(")", stack.rsplit(";", 1)[-1].strip())
+        n = int(count)
+        total += n
+        own[leaf] += n
+    return [(name, n / total) for name, n in own.most_common(limit)] if total else []
+
+
+# ---------------------------------------------------------------------- phases
+
+
+async def _produce(cfg: BatchCqBenchConfig, producer: Producer, phase: str,
+                   queues: list[MessageQueue], broker_pid: int) -> dict[str, Any]:
+    topic = _TOPICS[phase]
+    pool = payloads(cfg, topic)
+    compression = BatchCompression(CompressionType.ZSTD, cfg.zstd_level) if (
+        phase == "inner-zstd") else BatchCompression(None)
+    window = _Window(broker_pid)
+    measuring = [False]
+    running = [True]
+    errors: list[str] = []
+    mine = [mq for mq in queues if mq.topic == topic]
+
+    async def sender(k: int) -> None:
+        mq = mine[k % len(mine)]
+        i = k
+        while running[0]:
+            msgs = pool[i % _POOL]
+            i += 1
+            try:
+                await producer.send_batch(msgs, queue=mq, compression=compression)
+            except TideMQError as exc:
+                errors.append(str(exc))
+                await asyncio.sleep(0.01)
+                continue
+            if measuring[0]:
+                window.msgs += len(msgs)
+
+    tasks = [asyncio.ensure_future(sender(k)) for k in range(cfg.in_flight)]
+    try:
+        await asyncio.sleep(cfg.warmup)
+        with _profiled(cfg, phase, broker_pid, cfg.duration) as profiles:
+            window.open()
+            measuring[0] = True
+            await asyncio.sleep(cfg.duration)
+            measuring[0] = False
+            result = window.close(phase, errors=len(errors),
+                                  last_error=errors[-1] if errors else "")
+    finally:
+        running[0] = False
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if profiles:
+        result["profiles"] = profiles
+    return result
+
+
+async def _consume(cfg: BatchCqBenchConfig, namesrv: str, phase: str, topic: str,
+                   queues: list[MessageQueue], broker_pid: int) -> dict[str, Any]:
+    mine = [mq for mq in queues if mq.topic == topic]
+    async with AdminClient(namesrv) as admin:
+        total = sum(s.max_offset - s.min_offset for s in await admin.topic_status(topic))
+    config = dataclasses.replace(_client_config(namesrv, phase), pull_batch_size=cfg.pull_batch)
+    window = _Window(broker_pid)
+    seconds = min(cfg.consume_seconds, max(1.0, total / 200_000))
+    async with PullConsumer(f"bench_{phase.replace('-', '_')}", config=config,
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+                            ) as consumer:
+        consumer.assign(mine)
+        await consumer.seek_to_beginning()
+        loop = asyncio.get_running_loop()
+        with _profiled(cfg, phase, broker_pid, seconds) as profiles:
+            window.open()
+            deadline = loop.time() + cfg.consume_seconds
+            while window.msgs < total and loop.time() < deadline:
+                window.msgs += len(await consumer.poll(timeout=1.0,
+                                                       max_messages=cfg.pull_batch * 8))
+            result = window.close(phase, expected=total)
+    if profiles:
+        result["profiles"] = profiles
+    return result
+
+
+# ---------------------------------------------------------------------- the run
+
+
+def _client_config(namesrv: str, name: str) -> ClientConfig:
+    return ClientConfig(namesrv_addr=(namesrv,), instance_name=f"batchcq-{os.getpid()}-{name}",
+                        send_msg_timeout=30.0, request_timeout=30.0, long_polling_timeout=1.0)
+
+
+async def _topics(namesrv: str, cfg: BatchCqBenchConfig) -> list[MessageQueue]:
+    async with AdminClient(namesrv) as admin:
+        for phase, topic in _TOPICS.items():
+            attrs: dict[str, str | None] | None = (
+                None if phase == "outer" else {"queue.type": "BatchCQ"})
+            await admin.create_topic(topic, read_queue_nums=cfg.queues,
+                                     write_queue_nums=cfg.queues, attributes=attrs)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        queues: list[MessageQueue] = []
+        for topic in _TOPICS.values():
+            while True:
+                with contextlib.suppress(TideMQError):
+                    route = await admin.instance.routes.get(topic, refresh=True)
+                    if len(route.publish_queues) >= cfg.queues:
+                        queues += route.publish_queues
+                        break
+                if loop.time() > deadline:
+                    raise BenchError(f"topic {topic} has no route after 30 s")
+                await asyncio.sleep(0.05)
+        return queues
+
+
+async def run_batchcq(cfg: BatchCqBenchConfig,
+                      report: Any = None) -> dict[str, Any]:
+    """Every phase in one run against one broker process; ``report(row)`` is called after
+    each phase. Returns the configuration, the phase rows and the ratios."""
+    cfg.check()
+    rows: dict[str, dict[str, Any]] = {}
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    broker = BrokerProcess(settings=cfg.broker_settings, data_dir=cfg.data_dir)
+    try:
+        namesrv = await broker.start()
+        queues = await _topics(namesrv, cfg)
+        producer = Producer("bench_batchcq", config=_client_config(namesrv, "producer"))
+        await producer.start()
+        try:
+            for phase in ("inner", "inner-zstd", "outer"):
+                rows[phase] = await _produce(cfg, producer, phase, queues, broker.pid)
+                if report is not None:
+                    report(rows[phase])
+        finally:
+            await producer.close()
+        for phase, topic in (("consume", _TOPICS["inner"]),
+                             ("consume-zstd", _TOPICS["inner-zstd"])):
+            rows[phase] = await _consume(cfg, namesrv, phase, topic, queues, broker.pid)
+            if report is not None:
+                report(rows[phase])
+    finally:
+        await broker.stop()
+        gc.set_threshold(*old)
+        gc.unfreeze()
+    for row in rows.values():
+        if "profiles" in row:
+            row["top"] = {side: top_functions(path) for side, path in row["profiles"].items()}
+    outer = rows["outer"]["msgs_per_s"]
+    ratios = {"inner_over_outer": rows["inner"]["msgs_per_s"] / outer if outer else None,
+              "zstd_over_inner": (rows["inner-zstd"]["msgs_per_s"] / rows["inner"]["msgs_per_s"]
+                                  if rows["inner"]["msgs_per_s"] else None)}
+    return {"command": "batchcq", "argv": sys.argv[1:], "config": dataclasses.asdict(cfg),
+            "phases": rows, "ratios": ratios, "cpus": os.cpu_count(),
+            "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}

@@ -1,0 +1,127 @@
+"""Counting and sampling for the broker benchmarks.
+
+The load loops touch a :class:`Meter` once per operation (a count and one latency float in
+an ``array``); a :class:`Sampler` turns it into one row per interval with latency
+percentiles and the CPU use of this process (``process_time``: all threads, 100 % is one
+core) and of the broker process (``/proc``), so a reader sees which side saturates.
+
+Row fields: ``t`` (seconds since start, at the row's end), ``seconds``, ``msgs``,
+``msgs_per_s``, ``p50_ms``/``p99_ms``/``p999_ms`` (``None`` without samples),
+``client_cpu_pct``, ``broker_cpu_pct`` (``None`` when the broker is not ours), ``errors``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tidemq.bench.process import process_cpu_seconds
+
+__all__ = ["Meter", "Report", "Sampler", "measure", "percentiles_ms"]
+
+Report = Callable[[dict[str, Any]], None]
+
+
+class Meter:
+    """What the load loops touch per operation: a count and one latency (seconds)."""
+
+    __slots__ = ("count", "errors", "last_error", "latencies")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.errors = 0
+        self.last_error = ""
+        self.latencies = array("d")
+
+    def fail(self, exc: BaseException) -> None:
+        self.errors += 1
+        self.last_error = str(exc)
+
+
+def percentiles_ms(values: Sequence[float]) -> dict[str, float | None]:
+    """p50/p99/p999 in milliseconds of latencies in seconds (``None`` without values)."""
+    if len(values) == 0:
+        return {"p50_ms": None, "p99_ms": None, "p999_ms": None}
+    p = np.percentile(np.asarray(values), [50, 99, 99.9]) * 1000
+    return {"p50_ms": float(p[0]), "p99_ms": float(p[1]), "p999_ms": float(p[2])}
+
+
+class Sampler:
+    """Rows from a :class:`Meter` (module docstring); :meth:`summary` after warm-up."""
+
+    def __init__(self, meter: Meter, broker_pid: int | None) -> None:
+        self.meter = meter
+        self.broker_pid = broker_pid
+        self.t0 = time.perf_counter()
+        self._last = (self.t0, time.process_time(), self._broker_cpu(), 0, 0, 0)
+        self.rows: list[dict[str, Any]] = []
+        self._spans: list[tuple[int, int]] = []  # latency index range of each row
+
+    def _broker_cpu(self) -> float | None:
+        return process_cpu_seconds(self.broker_pid) if self.broker_pid else None
+
+    def tick(self) -> dict[str, Any]:
+        now, cpu, bcpu = time.perf_counter(), time.process_time(), self._broker_cpu()
+        meter = self.meter
+        count, lat_end, errors = meter.count, len(meter.latencies), meter.errors
+        t, c, b, last_count, lat_start, last_errors = self._last
+        dt = now - t
+        row: dict[str, Any] = {
+            "t": round(now - self.t0, 3), "seconds": dt, "msgs": count - last_count,
+            "msgs_per_s": (count - last_count) / dt,
+            **percentiles_ms(meter.latencies[lat_start:lat_end]),
+            "client_cpu_pct": 100 * (cpu - c) / dt,
+            "broker_cpu_pct": None if bcpu is None or b is None else 100 * (bcpu - b) / dt,
+            "errors": errors - last_errors,
+        }
+        self._last = (now, cpu, bcpu, count, lat_end, errors)
+        self.rows.append(row)
+        self._spans.append((lat_start, lat_end))
+        return row
+
+    def summary(self, warmup: float) -> dict[str, Any]:
+        """Totals over the rows that started after ``warmup`` seconds (else the last)."""
+        keep = [i for i, r in enumerate(self.rows) if r["t"] - r["seconds"] >= warmup - 0.05]
+        if not keep and self.rows:
+            keep = [len(self.rows) - 1]
+        if not keep:
+            return {}
+        rows = [self.rows[i] for i in keep]
+        seconds = sum(r["seconds"] for r in rows)
+        msgs = sum(r["msgs"] for r in rows)
+        lat = self.meter.latencies[self._spans[keep[0]][0]:self._spans[keep[-1]][1]]
+        rates = sorted(r["msgs_per_s"] for r in rows)
+        return {"seconds": seconds, "msgs": msgs, "msgs_per_s": msgs / seconds,
+                "median_msgs_per_s": rates[len(rates) // 2], **percentiles_ms(lat),
+                "client_cpu_pct": _mean(r["client_cpu_pct"] for r in rows),
+                "broker_cpu_pct": _mean(r["broker_cpu_pct"] for r in rows),
+                "errors": sum(r["errors"] for r in rows),
+                "last_error": self.meter.last_error or None}
+
+
+def _mean(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+async def measure(sampler: Sampler, duration: float, report: Report | None,
+                  done: asyncio.Future[None] | None = None) -> None:
+    """Tick ``sampler`` every second for ``duration`` seconds, or until ``done``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + duration
+    while (now := loop.time()) < end - 1e-3:
+        wait = min(1.0, end - now)
+        if done is not None:
+            await asyncio.wait([done], timeout=wait)
+        else:
+            await asyncio.sleep(wait)
+        row = sampler.tick()
+        if report is not None:
+            report(row)
+        if done is not None and done.done():
+            return

@@ -1,0 +1,158 @@
+"""The broker process a benchmark loads: ``tidemq standalone`` in a subprocess.
+
+:class:`BrokerProcess` picks free loopback ports, makes a temporary data directory, starts
+``tidemq standalone`` (name server and broker in one process) with the chosen
+``flushDiskType`` and extra settings, and waits until the broker has registered with its
+name server. :meth:`~BrokerProcess.stop` sends SIGTERM (a clean shutdown) and removes the
+directory. With ``profile`` the broker runs under ``py-spy record`` (every thread); the
+profile is written when the broker exits.
+
+CPU use of any process is read from ``/proc/<pid>/stat`` (:func:`process_cpu_seconds`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from tidemq.client import AdminClient, ClientConfig
+from tidemq.errors import TideMQError
+
+__all__ = ["BenchError", "BrokerProcess", "free_ports", "process_cpu_seconds"]
+
+#: How the subprocess runs the CLI (``tidemq.cli.main`` has no ``__main__`` guard).
+_BOOT = "from tidemq.cli.main import main; main()"
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class BenchError(TideMQError):
+    """A benchmark could not run: the broker did not start, the topic got no route..."""
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now on 127.0.0.1 (free unless someone races us)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (all its threads), or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+class BrokerProcess:
+    """See the module docstring. ``pid`` is the broker's (not py-spy's) once started."""
+
+    def __init__(self, *, flush: str = "ASYNC_FLUSH", settings: Sequence[str] = (),
+                 data_dir: str | None = None, profile: str | None = None) -> None:
+        self.flush = flush
+        self.settings = tuple(settings)
+        self.profile = profile
+        self.data = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=data_dir))
+        self.log_path = self.data / "broker.log"
+        self.namesrv_addr = ""
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid = 0
+
+    def command(self, namesrv_port: int, broker_port: int) -> list[str]:
+        cmd = [sys.executable, "-c", _BOOT, "standalone", "--data", str(self.data / "data"),
+               "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+               "--log-level", "WARNING", "--no-console", "--set", f"flushDiskType={self.flush}"]
+        for item in self.settings:
+            cmd += ["--set", item]
+        if self.profile:
+            spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+            fmt = "raw" if self.profile.endswith(".txt") else "flamegraph"
+            cmd = [spy, "record", "--rate", "250", "--threads", "--format", fmt,
+                   "-o", self.profile, "--", *cmd]
+        return cmd
+
+    async def start(self, timeout: float = 60.0) -> str:
+        """Start the broker and wait until it registered; returns the name-server address."""
+        ns_port, broker_port = free_ports(2)
+        self.namesrv_addr = f"127.0.0.1:{ns_port}"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.command(ns_port, broker_port), stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            await self._wait_ready(timeout)
+        except BaseException:
+            await self.stop()
+            raise
+        return self.namesrv_addr
+
+    async def _wait_ready(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        config = ClientConfig(namesrv_addr=(self.namesrv_addr,), request_timeout=1.0)
+        last = "nothing answered"
+        while loop.time() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise BenchError(f"the broker process exited with {self.proc.returncode}:\n"
+                                 f"{self.log_tail()}")
+            try:
+                async with AdminClient(config=config) as admin:
+                    if any(b.broker_id == 0 for b in await admin.cluster_list()):
+                        self.pid = self._broker_pid()
+                        return
+            except TideMQError as exc:
+                last = str(exc)
+            await asyncio.sleep(0.1)  # another process: nothing to wait on but its port
+        raise BenchError(f"the broker did not register within {timeout:.0f} s ({last}):\n"
+                         f"{self.log_tail()}")
+
+    def _broker_pid(self) -> int:
+        assert self.proc is not None
+        if not self.profile:
+            return self.proc.pid
+        kids = _children(self.proc.pid)
+        return kids[0] if kids else self.proc.pid
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    async def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM to the broker (py-spy then writes its profile), SIGKILL after
+        ``timeout``; the data directory is removed."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid or proc.pid, signal.SIGTERM)
+            loop = asyncio.get_running_loop()
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
+            except TimeoutError:
+                proc.kill()
+                await loop.run_in_executor(None, proc.wait)
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: shutil.rmtree(self.data, ignore_errors=True))

@@ -1,0 +1,167 @@
+"""SEND_BATCH_MESSAGE encoded once (codec/send_batch.py), compression that only pays,
+bulk keys, and the uniform fast path of inner-batch decoding."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.codec.compression import (
+    MIN_COMPRESS_BYTES,
+    CompressionType,
+    compress_if_smaller,
+    decompress,
+    sys_flag_for,
+)
+from tidemq.codec.headers import decode_send_header
+from tidemq.codec.message import SendOptions, batch_send_request, decode_messages
+from tidemq.codec.send_batch import encode_send_batch, send_batch_request
+from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.errors import CorruptRecord, LocalProtocolError
+from tidemq.formats.batch import encode_batch, iter_batch, uniform_layout
+from tidemq.formats.properties import decode_properties, encode_properties
+from tidemq.formats.record import HostAddr, encode_record
+from tidemq.types import Message
+
+NOW = 1_700_000_000_000
+HOST = HostAddr(b"\x7f\x00\x00\x01", 10911)
+
+
+def keys() -> UniqKeyGenerator:
+    return UniqKeyGenerator("10.0.0.7", 4242, process_hash=0xABCDEF01)
+
+
+def test_bulk_keys_equal_one_by_one() -> None:
+    one, bulk = keys(), keys()
+    assert bulk.next_keys(NOW, 5) == [one.next_key(NOW) for _ in range(5)]
+    head, counters = bulk.reserve(NOW, 3)
+    assert [f"{head}{c:04X}" for c in counters] == [one.next_key(NOW) for _ in range(3)]
+
+
+_props = st.dictionaries(st.sampled_from(["TAGS", "KEYS", "a", "ü", "WAIT", "UNIQ_KEY"]),
+                         st.text(st.characters(blacklist_categories=("Cs",),
+                                               blacklist_characters="\x01\x02"),
+                                 min_size=1, max_size=8), max_size=3)
+
+
+@settings(deadline=None, max_examples=200)
+@given(bodies=st.lists(st.binary(min_size=1, max_size=20), min_size=1, max_size=12),
+       props=st.lists(_props, min_size=1, max_size=12), same=st.booleans(),
+       flag=st.integers(-(2**31), 2**31 - 1))
+def test_entries_equal_the_per_message_path(bodies: list[bytes], props: list[dict[str, str]],
+                                           same: bool, flag: int) -> None:
+    """Fast or not, the body is what prepare_batch + batch_send_request send."""
+    if same:
+        msgs = [Message("T", bodies[0], dict(props[0]), flag) for _ in bodies]
+    else:
+        msgs = [Message("T", b, dict(props[i % len(props)]), flag)
+                for i, b in enumerate(bodies)]
+    for m in msgs:
+        m.properties.pop("WAIT", None)  # one WAIT value for the whole batch
+    ours = encode_send_batch(msgs, keys=keys(), now_ms=NOW)
+    old_keys = keys()
+    keyed = []
+    for m in msgs:
+        p = dict(m.properties)
+        if not p.get("UNIQ_KEY"):
+            p["UNIQ_KEY"] = old_keys.next_key(NOW)
+        p.setdefault("WAIT", "true")
+        keyed.append(Message("T", m.body, p, m.flag))
+    old = batch_send_request(keyed, SendOptions("pg"), queue_id=0, now_ms=NOW, keys=old_keys)
+    assert ours.entries == old.body
+    assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
+    assert ours.count == len(msgs) and ours.wait == "true"
+
+
+def test_uniform_batches_wrap_the_16_bit_counter() -> None:
+    gen = UniqKeyGenerator("10.0.0.7", 1, process_hash=1, counter_start=0xFFFE)
+    batch = encode_send_batch([Message("T", b"x")] * 4, keys=gen, now_ms=NOW)
+    got = [decode_properties(e.properties)["UNIQ_KEY"][-4:] for e in iter_batch(batch.entries)]
+    assert got == ["FFFE", "FFFF", "0000", "0001"]
+    assert [k[-4:] for k in batch.keys] == got
+
+
+@pytest.mark.parametrize(("msgs", "match"), [
+    ([], "at least one"),
+    ([Message("A", b"x"), Message("B", b"x")], "mixes topics"),
+    ([Message("A", b"x", {"WAIT": "false"}), Message("A", b"x")], "WAIT"),
+    ([Message("A", b"x", {"DELAY": "3"})], "delay"),
+    ([Message("%RETRY%g", b"x")], "retry"),
+    ([Message("A", b"x", {"K": "v" * 40000})], "properties"),
+    ([Message("A", b"x", {"K": "v" * 40000})] * 2, "properties"),
+])
+def test_batches_java_refuses(msgs: list[Message], match: str) -> None:
+    with pytest.raises(LocalProtocolError, match=match):
+        encode_send_batch(msgs, keys=keys(), now_ms=NOW)
+
+
+def test_requests_inner_and_outer() -> None:
+    batch = encode_send_batch([Message("T", b"abc" * 200, {"TAGS": "t"})] * 20, keys=keys(),
+                              now_ms=NOW)
+    body, flag = batch.compressed(CompressionType.ZSTD)
+    assert flag == sys_flag_for(CompressionType.ZSTD) and len(body) < len(batch.entries) // 4
+    inner = send_batch_request(batch, inner=True, producer_group="pg", queue_id=3, now_ms=NOW,
+                               body=body, sys_flag=flag, broker_name="b")
+    h = decode_send_header(inner.code, inner.ext_fields)
+    assert (h.batch, h.queue_id, h.sys_flag, h.broker_name) == (True, 3, flag, "b")
+    assert h.properties is not None
+    assert decode_properties(h.properties.encode()) == {
+        "UNIQ_KEY": batch.batch_key, "INNER_NUM": "20", "WAIT": "true"}
+    assert decompress(inner.body, CompressionType.ZSTD, 1 << 20) == batch.entries
+    outer = send_batch_request(batch, inner=False, producer_group="pg", queue_id=3, now_ms=NOW,
+                               body=body, sys_flag=flag, v1=True)
+    h = decode_send_header(outer.code, outer.ext_fields)
+    assert h.sys_flag == 0 and outer.body == batch.entries  # never compressed
+    assert h.properties is not None and "INNER_NUM" not in h.properties
+
+
+@pytest.mark.parametrize("ctype", list(CompressionType))
+def test_compression_only_when_it_pays(ctype: CompressionType) -> None:
+    text = b"the same words again and again " * 40
+    packed, flag = compress_if_smaller(text, ctype)
+    assert flag == sys_flag_for(ctype) and len(packed) < len(text)
+    noise = os.urandom(4000)
+    assert compress_if_smaller(noise, ctype) == (noise, 0)
+    tiny = b"a" * (MIN_COMPRESS_BYTES - 1)
+    assert compress_if_smaller(tiny, ctype) == (tiny, 0)
+    assert compress_if_smaller(text, ctype, min_saving=0.999)[1] == 0
+
+
+# ---------------------------------------------------------------------- decoding
+
+
+def _record(batch: bytes, sys_flag: int = 0xC0) -> bytes:
+    return encode_record(topic=b"T", queue_id=1, body=batch, properties=b"INNER_NUM\x01x\x02",
+                         sys_flag=sys_flag, born_timestamp=1, born_host=HOST, store_host=HOST,
+                         store_timestamp=2, queue_offset=50, physical_offset=0)
+
+
+@settings(deadline=None, max_examples=200)
+@given(n=st.integers(1, 20), body_len=st.integers(0, 30),
+       props=st.sampled_from([{}, {"UNIQ_KEY": "K"}, {"ü": "ß", "UNIQ_KEY": "KEY"},
+                              {"a": "b", "c": "d"}]),
+       flags=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=20, max_size=20))
+def test_uniform_unwrap_equals_the_walk(n: int, body_len: int, props: dict[str, str],
+                                       flags: list[int]) -> None:
+    raw_props = encode_properties(props)
+    batch = encode_batch([(bytes([i]) * body_len, raw_props, flags[i]) for i in range(n)])
+    assert uniform_layout(batch) is not None
+    fast = decode_messages(_record(batch))
+    # a non-uniform twin (one longer body) takes the walk; compare the common fields
+    twin = encode_batch([(bytes([i]) * (body_len + (i == 0)), raw_props, flags[i])
+                         for i in range(n)])
+    slow = decode_messages(_record(twin))
+    assert [(m.queue_offset, m.flag, m.properties, m.msg_id, m.topic, m.queue_id)
+            for m in fast] == [(m.queue_offset, m.flag, m.properties, m.msg_id, m.topic,
+                                m.queue_id) for m in slow]
+    assert [m.body for m in fast] == [bytes([i]) * body_len for i in range(n)]
+    assert [m.queue_offset for m in fast] == list(range(50, 50 + n))
+
+
+def test_uniform_unwrap_refuses_bad_utf8() -> None:
+    batch = encode_batch([(b"x", b"a\x01\xff\x02", 0)] * 3)
+    with pytest.raises(CorruptRecord, match="UTF-8"):
+        decode_messages(_record(batch))

@@ -1,0 +1,350 @@
+"""Light message queues in the store (RIP-28): fan-out, offsets, deletion, recovery, retention."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemq.formats.properties import decode_properties, encode_properties
+from tidemq.formats.record import Record
+from tidemq.store.lmq_store import LmqEntry, LmqStore
+from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.store.recovery import scan_log
+from tidemq.types import GetStatus
+
+from .conftest import OpenStore, crash_copy, records, small_config
+
+LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
+Cfg = dict[str, Any]
+
+
+@pytest.fixture(params=[False, True], ids=["serial", "concurrent"])
+def lmq_cfg(request: pytest.FixtureRequest) -> Cfg:
+    """LMQ on, with the serial and with the concurrent dispatcher (one contract)."""
+    return {**LMQ, "enable_build_consume_queue_concurrently": request.param}
+
+
+def fan_out(store: MessageStore, queue_id: int, body: bytes, names: list[str],
+            topic: str = "Parent") -> int:
+    props = encode_properties({"INNER_MULTI_DISPATCH": ",".join(names), "UNIQ_KEY": body.hex()})
+    return store.put_multi_dispatch(topic, queue_id, MessageInput(body, props), names
+                                    ).phys_offsets[0]
+
+
+def lmq_records(store: MessageStore, name: str) -> list[Record]:
+    """Every record of LMQ ``name`` from its min offset, read three at a time, with each
+    record's INNER_MULTI_QUEUE_OFFSET checked against the offset it was read at."""
+    assert store.wait_dispatched()
+    out: list[Record] = []
+    offset = store.min_offset(name, 0)
+    while offset < store.max_offset(name, 0):
+        result = store.get(name, 0, offset, max_count=3)
+        assert result.found, (name, offset, result.status)
+        for k, rec in enumerate(records(result)):
+            assert lmq_offset(rec, name) == offset + k
+            out.append(rec)
+        offset = result.next_begin_offset
+    return out
+
+
+def lmq_offset(rec: Record, name: str) -> int:
+    props = decode_properties(rec.properties)
+    names = props["INNER_MULTI_DISPATCH"].split(",")
+    offsets = [int(x) for x in props["INNER_MULTI_QUEUE_OFFSET"].split(",")]
+    assert len(names) == len(offsets)
+    return offsets[names.index(name)]
+
+
+def expected_from_log(store: MessageStore) -> dict[str, list[bytes]]:
+    """LMQ name -> bodies in LMQ-offset order, as the commit log's records say; no LMQ
+    offset is assigned twice and each LMQ's offsets are dense from its first."""
+    found: dict[str, dict[int, bytes]] = defaultdict(dict)
+
+    def collect(rec: Record, _offset: int) -> None:
+        props = decode_properties(rec.properties)
+        if "INNER_MULTI_DISPATCH" not in props:
+            return
+        for name, off in zip(props["INNER_MULTI_DISPATCH"].split(","),
+                             props["INNER_MULTI_QUEUE_OFFSET"].split(","), strict=True):
+            assert int(off) not in found[name], f"{name} offset {off} assigned twice"
+            found[name][int(off)] = bytes(rec.body)
+
+    end, _, reason = scan_log(store.commitlog, store.commitlog.min_offset, on_record=collect)
+    assert end == store.commitlog.max_offset, reason
+    for name, by_off in found.items():
+        assert sorted(by_off) == list(range(min(by_off), min(by_off) + len(by_off))), name
+    return {name: [by_off[o] for o in sorted(by_off)] for name, by_off in found.items()}
+
+
+# ---------------------------------------------------------------------- fan-out
+
+
+def test_disabled_store_has_no_lmq(open_store: OpenStore) -> None:
+    store = open_store()
+    assert store.lmq is None and not store.is_lmq("%LMQ%a")
+    with pytest.raises(ValueError, match="disabled"):
+        store.put_multi_dispatch("T", 0, MessageInput(b"x"), ["%LMQ%a"])
+    assert not store.delete_lmq("%LMQ%a")
+
+
+def test_one_record_many_queues(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = open_store(**lmq_cfg)
+    names = ["%LMQ%a", "%LMQ%b", "%LMQ%c"]
+    phys = fan_out(store, 0, b"hello", names)
+    assert store.wait_dispatched()
+    for name in names:
+        assert (store.min_offset(name, 0), store.max_offset(name, 0)) == (0, 1)
+        [rec] = lmq_records(store, name)
+        assert rec.physical_offset == phys and rec.topic == "Parent" and rec.queue_offset == 0
+    assert store.max_offset("Parent", 0) == 1  # the parent queue indexes it as usual
+    assert store.commitlog.max_offset == phys + records(store.get("Parent", 0, 0))[0].total_size
+
+
+def test_concurrent_producers_on_several_parent_queues(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    """Eight threads, four parent queues, overlapping LMQ sets: every LMQ is dense from
+    0, holds each message naming it exactly once, in commit-log order."""
+    store = open_store(mapped_file_size_commit_log=64 * 1024, **lmq_cfg)
+    pool = [f"%LMQ%q{i}" for i in range(12)]
+    named: dict[bytes, list[str]] = {}
+    lock = threading.Lock()
+
+    def producer(k: int) -> None:
+        rng = random.Random(k)
+        for i in range(150):
+            body = f"{k}-{i}".encode()
+            names = rng.sample(pool, rng.randint(1, 5))
+            with lock:
+                named[body] = names
+            fan_out(store, k % 4, body, names)
+
+    threads = [threading.Thread(target=producer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want: dict[str, set[bytes]] = defaultdict(set)
+    for body, names in named.items():
+        for name in names:
+            want[name].add(body)
+    for name in pool:
+        recs = lmq_records(store, name)
+        bodies = [bytes(r.body) for r in recs]
+        assert len(bodies) == len(set(bodies)) == store.max_offset(name, 0)
+        assert set(bodies) == want[name]
+        phys = [r.physical_offset for r in recs]
+        assert phys == sorted(phys)  # LMQ order is commit-log order
+    assert expected_from_log(store) == {n: [bytes(r.body) for r in lmq_records(store, n)]
+                                        for n in pool}
+
+
+def test_offsets_continue_after_a_clean_restart(lmq_cfg: Cfg, open_store: OpenStore,
+        store_root: Path) -> None:
+    store = open_store(**lmq_cfg)
+    for i in range(5):
+        fan_out(store, 0, b"m%d" % i, ["%LMQ%a", "%LMQ%b"] if i % 2 else ["%LMQ%a"])
+    assert store.wait_dispatched()
+    store.shutdown()
+    again = open_store(**lmq_cfg)
+    assert again.max_offset("%LMQ%a", 0) == 5 and again.max_offset("%LMQ%b", 0) == 2
+    fan_out(again, 1, b"late", ["%LMQ%b"])
+    assert [bytes(r.body) for r in lmq_records(again, "%LMQ%b")] == [b"m1", b"m3", b"late"]
+    assert again.lmq is not None and sorted(again.lmq.queue_names()) == ["%LMQ%a", "%LMQ%b"]
+    assert again.lmq.stats() == (2, 8)
+
+
+def test_reads_follow_consume_queue_statuses(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = open_store(**lmq_cfg)
+    assert store.get("%LMQ%none", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
+    for i in range(4):
+        fan_out(store, 0, b"t%d" % i, ["%LMQ%s"])
+    assert store.wait_dispatched()
+    assert store.get("%LMQ%s", 0, 4).status is GetStatus.OFFSET_OVERFLOW_ONE
+    assert store.get("%LMQ%s", 0, 9).status is GetStatus.OFFSET_OVERFLOW_BADLY
+    got = store.get("%LMQ%s", 0, 1, max_count=2)
+    assert got.found and got.message_count == 2 and got.next_begin_offset == 3
+    ts = store.store_time_at("%LMQ%s", 0, 2)
+    assert ts > 0 and store.offset_by_time("%LMQ%s", 0, ts) <= 2
+
+
+# ---------------------------------------------------------------------- crash recovery
+
+
+def test_crash_before_the_lmq_store_flushed_is_redispatched(lmq_cfg: Cfg,
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """The LMQ store has no WAL: a crash loses its memtable; recovery re-dispatches from
+    its own checkpoint and every LMQ comes back exactly as the commit log says."""
+    store = open_store(flush_interval_consume_queue=60_000, **lmq_cfg)
+    for i in range(40):
+        fan_out(store, i % 3, b"c%02d" % i, [f"%LMQ%x{i % 5}", f"%LMQ%y{i % 2}"])
+    assert store.wait_dispatched()
+    want = expected_from_log(store)
+    copy = crash_copy(store, tmp_path / "crashed")
+    with MessageStore(small_config(copy, **lmq_cfg)) as again:
+        assert again.recovery_report is not None and not again.recovery_report.clean
+        assert {n: [bytes(r.body) for r in lmq_records(again, n)] for n in want} == want
+        fan_out(again, 0, b"after", ["%LMQ%x0"])
+        assert lmq_records(again, "%LMQ%x0")[-1].body == b"after"
+        assert again.max_offset("%LMQ%x0", 0) == len(want["%LMQ%x0"]) + 1
+
+
+def test_consumer_offsets_survive_a_crash(lmq_cfg: Cfg, open_store: OpenStore,
+                                          tmp_path: Path) -> None:
+    """Offsets are not derived data: they are written with the WAL on."""
+    store = open_store(flush_interval_consume_queue=60_000, **lmq_cfg)
+    fan_out(store, 0, b"x", ["%LMQ%o"])
+    assert store.wait_dispatched() and store.lmq is not None
+    store.lmq.commit_offset("g1", "%LMQ%o", 1)
+    store.lmq.commit_offset("g2", "%LMQ%o", 0)
+    copy = crash_copy(store, tmp_path / "crashed")
+    with MessageStore(small_config(copy, **lmq_cfg)) as again:
+        assert again.lmq is not None
+        assert again.lmq.offsets_of("%LMQ%o") == {"g1": 1, "g2": 0}
+        assert again.lmq.committed_offset("g3", "%LMQ%o") is None
+
+
+def test_truncate_drops_entries_past_the_log_end(tmp_path: Path) -> None:
+    """Power loss under ASYNC_FLUSH: the LMQ store reached disk, the log's tail did not."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write([LmqEntry("%LMQ%a", o, 100 * o, 100, 0, 1) for o in range(5)]
+                  + [LmqEntry("%LMQ%b", 0, 250, 100, 0, 1)], 500)
+        assert lmq.truncate_phys(600) == 0  # nothing beyond: not even walked
+        assert lmq.truncate_phys(300) == 3  # a@3, a@4 and b@0 (250..350) end past 300
+        assert (lmq.min_offset("%LMQ%a"), lmq.max_offset("%LMQ%a")) == (0, 3)
+        assert lmq.max_offset("%LMQ%b") == 0 and lmq.dispatched == 300
+        assert [e[0] for e in lmq.entries("%LMQ%a", 0, 10)] == [0, 100, 200]
+    finally:
+        lmq.close()
+
+
+# ---------------------------------------------------------------------- deletion
+
+
+def test_delete_drops_entries_and_offsets_and_restarts_at_zero(
+        lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = open_store(**lmq_cfg)
+    for i in range(3):
+        fan_out(store, 0, b"old%d" % i, ["%LMQ%d", "%LMQ%keep"])
+    assert store.wait_dispatched() and store.lmq is not None
+    store.lmq.commit_offset("g", "%LMQ%d", 2)
+    store.lmq.commit_offset("g", "%LMQ%keep", 1)
+    assert store.delete_lmq("%LMQ%d")
+    assert not store.delete_lmq("%LMQ%d")  # nothing left to delete
+    assert store.max_offset("%LMQ%d", 0) == 0
+    assert store.get("%LMQ%d", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
+    assert store.lmq.committed_offset("g", "%LMQ%d") is None
+    assert store.lmq.committed_offset("g", "%LMQ%keep") == 1  # other queues untouched
+    assert len(lmq_records(store, "%LMQ%keep")) == 3
+    assert sorted(store.lmq.queue_names()) == ["%LMQ%keep"]
+    fan_out(store, 0, b"new", ["%LMQ%d"])
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%d")] == [b"new"]
+
+
+def test_records_dispatched_after_the_deletion_stay_deleted(
+        lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    """Appended before the deletion, dispatched after it: the tombstone drops them."""
+    store = open_store(**lmq_cfg)
+    assert store.dispatcher is not None
+    store.dispatcher.pause()
+    for i in range(3):
+        fan_out(store, 0, b"old%d" % i, ["%LMQ%z"])
+    store.delete_lmq("%LMQ%z")
+    fan_out(store, 0, b"new0", ["%LMQ%z"])
+    store.dispatcher.resume()
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%z")] == [b"new0"]
+    assert store.min_offset("%LMQ%z", 0) == 0
+
+
+def test_recovery_from_before_a_deletion_does_not_resurrect(lmq_cfg: Cfg,
+        open_store: OpenStore, tmp_path: Path) -> None:
+    """No checkpoint since the start: recovery re-dispatches the whole log, records of the
+    deleted generation included; only the re-created queue's records come back."""
+    store = open_store(flush_interval_consume_queue=60_000, **lmq_cfg)
+    for i in range(6):
+        fan_out(store, 0, b"old%d" % i, ["%LMQ%r", "%LMQ%other"])
+    assert store.wait_dispatched()
+    store.delete_lmq("%LMQ%r")
+    floor = store.commitlog.max_offset
+    fan_out(store, 1, b"new0", ["%LMQ%r"])
+    fan_out(store, 1, b"new1", ["%LMQ%r", "%LMQ%other"])
+    assert store.wait_dispatched()
+    copy = crash_copy(store, tmp_path / "crashed")
+    with MessageStore(small_config(copy, **lmq_cfg)) as again:
+        report = again.recovery_report
+        assert report is not None and report.start_offset == 0 and report.records_scanned == 8
+        assert [bytes(r.body) for r in lmq_records(again, "%LMQ%r")] == [b"new0", b"new1"]
+        assert len(lmq_records(again, "%LMQ%other")) == 7
+        assert again.lmq is not None and again.lmq.tombstones() == {"%LMQ%r": floor}
+
+
+# ---------------------------------------------------------------------- retention
+
+
+def retention_store(lmq_cfg: Cfg, open_store: OpenStore, **extra: Any) -> MessageStore:
+    return open_store(file_reserved_time=0, delete_when="", **lmq_cfg, **extra)
+
+
+def test_retention_raises_lmq_min_offsets(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = retention_store(lmq_cfg, open_store)
+    for i in range(60):  # about 4 KiB segments of ~400-byte records: several segments
+        names = ["%LMQ%all", "%LMQ%even"] if i % 2 == 0 else ["%LMQ%all"]
+        fan_out(store, 0, b"%02d" % i + b"x" * 300, names)
+    assert store.wait_dispatched()
+    report = store.run_retention(manual=True)
+    assert report.deleted_segments and report.lmq_entries_expired > 0
+    cl_min = store.commitlog.min_offset
+    for name in ("%LMQ%all", "%LMQ%even"):
+        lo, hi = store.min_offset(name, 0), store.max_offset(name, 0)
+        assert 0 < lo < hi
+        assert store.get(name, 0, 0).status is GetStatus.OFFSET_TOO_SMALL
+        recs = lmq_records(store, name)
+        assert recs[0].physical_offset >= cl_min and lmq_offset(recs[0], name) == lo
+    assert store.lmq is not None and store.lmq.stats()[1] == sum(
+        store.max_offset(n, 0) - store.min_offset(n, 0) for n in ("%LMQ%all", "%LMQ%even"))
+
+
+def test_expiry_resumes_across_budgeted_steps(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = retention_store(lmq_cfg, open_store)
+    names = [f"%LMQ%b{i}" for i in range(10)]
+    for i in range(40):
+        fan_out(store, 0, b"y" * 300, names[i % 5: i % 5 + 5])
+    assert store.wait_dispatched() and store.lmq is not None
+    lmq = store.lmq
+    # Retention deletes segments; sweep the LMQ store by hand, two queues per step.
+    with store.commitlog.lock:
+        while len(store.commitlog.segments) > 1:
+            store.commitlog.delete_first()
+    cl_min = store.commitlog.min_offset
+    steps = 0
+    while lmq.expiry_due(cl_min):
+        lmq.expire_below(cl_min, budget=2)
+        steps += 1
+    assert steps >= 5
+    for name in names:
+        if lmq.max_offset(name):
+            first = lmq.entries(name, lmq.min_offset(name), 1)
+            assert not first or first[0][0] >= cl_min
+    assert not lmq.expiry_due(cl_min)
+
+
+def test_retention_drops_tombstones_it_passed(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    store = retention_store(lmq_cfg, open_store)
+    for _ in range(30):
+        fan_out(store, 0, b"z" * 300, ["%LMQ%t", "%LMQ%u"])
+    assert store.wait_dispatched() and store.lmq is not None
+    store.delete_lmq("%LMQ%t")
+    floor = store.commitlog.max_offset
+    assert store.lmq.tombstones() == {"%LMQ%t": floor}
+    store.run_retention(manual=True)
+    assert store.commitlog.min_offset < floor  # the floor is in the last segment: kept
+    assert store.lmq.tombstones() == {"%LMQ%t": floor}
+    for _ in range(30):  # roll past it
+        fan_out(store, 0, b"v" * 300, ["%LMQ%u"])
+    assert store.wait_dispatched()
+    store.run_retention(manual=True)
+    assert store.lmq.tombstones() == {} and store.lmq.floor("%LMQ%t") == 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.message_store import MessageStore
 from tidemq.store.recovery import RecoveryReport, scan_log
@@ -88,3 +89,45 @@ def check_store(root: Path) -> tuple[RecoveryReport, dict[int, list[int]]]:
     finally:
         store.shutdown()
     return report, ids
+
+
+def derived_state(store: MessageStore) -> dict[str, Any]:
+    """Everything a store derives from its commit log, as plain data to compare: each
+    consume queue's and batch consume queue's entries, the LMQ store's entries and
+    queue metadata, and the key index's answer for every UNIQ_KEY in the log."""
+    assert store.wait_dispatched(30)
+    out: dict[str, Any] = {}
+    for q in sorted(store.queues.all(), key=lambda q: (q.topic, q.queue_id)):
+        parts, offset = [], q.min_offset
+        while offset < q.max_offset:
+            entries = q.entries(offset, q.max_offset - offset)
+            assert len(entries), (q.topic, q.queue_id, offset)
+            parts.append(entries.tobytes())
+            if "base" in entries.dtype.names:  # a batch consume queue
+                offset = int(entries["base"][-1]) + int(entries["batch"][-1])
+            else:
+                offset += len(entries)
+        out[f"queue {q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset, b"".join(parts))
+    if store.lmq is not None:
+        out["lmq"] = {bytes(k): bytes(v) for k, v in store.lmq.db.items()
+                      if bytes(k)[:1] in (b"E", b"M")}
+    keys: dict[str, list[int]] = {}
+
+    def query(rec: Record, offset: int) -> None:
+        key = decode_properties(rec.properties).get("UNIQ_KEY") if rec.properties else None
+        if key:
+            keys[key] = [offset for offset, _ in _records(store.query_by_key(rec.topic, key))]
+
+    cl = store.commitlog
+    scan_log(cl, cl.min_offset, check_crc=False, on_record=query)
+    out["index"] = keys
+    return out
+
+
+def _records(views: list[memoryview]) -> list[tuple[int, Record]]:
+    out = []
+    for view in views:
+        rec = decode_record(view)
+        assert isinstance(rec, Record)
+        out.append((rec.physical_offset, rec))
+    return out

@@ -348,3 +348,20 @@ def test_retention_drops_tombstones_it_passed(lmq_cfg: Cfg, open_store: OpenStor
     assert store.wait_dispatched()
     store.run_retention(manual=True)
     assert store.lmq.tombstones() == {} and store.lmq.floor("%LMQ%t") == 0
+
+
+def test_cached_stats_never_walk_on_the_callers_thread_after_the_first(tmp_path: Path) -> None:
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write([LmqEntry("%LMQ%a", 0, 0, 10, 0, 1)], 10)
+        assert lmq.cached_stats(max_age=0) == (1, 1)  # the first call counts
+        lmq.write([LmqEntry("%LMQ%b", 0, 10, 10, 0, 1)], 20)
+        assert lmq.cached_stats(max_age=0) == (1, 1)  # stale, a walk started meanwhile
+        counting = lmq._stats_thread
+        if counting is not None:
+            counting.join()
+        assert lmq.cached_stats(max_age=3600) == (2, 2)
+        lmq.delete_queue("%LMQ%a", 20)
+        assert lmq.cached_stats(max_age=3600) == (1, 1)  # a deletion adjusts exactly
+    finally:
+        lmq.close()

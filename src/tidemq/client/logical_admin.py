@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -26,7 +27,12 @@ from tidemq.formats.logical_mapping import Segment, SegmentState, TopicMapping
 if TYPE_CHECKING:
     from tidemq.client.admin import AdminClient
 
-__all__ = ["LogicalQueueAdmin", "plan_create", "plan_migration", "plan_resize"]
+__all__ = ["LogicalQueueAdmin", "MigrationStep", "plan_commit", "plan_create", "plan_migration",
+           "plan_resize", "writable"]
+
+#: ``(step, done_now, mapping)`` -- step is "planned", "sealed" or "committed"; done_now is
+#: False when a resumed migration found the step already done.
+MigrationStep = Callable[[str, bool, TopicMapping], None]
 
 
 def _epoch(old: int = 0) -> int:
@@ -82,18 +88,32 @@ def plan_commit(mapping: TopicMapping, lq: int) -> TopicMapping:
                            _epoch(mapping.epoch))
 
 
+def writable(mapping: TopicMapping) -> list[int]:
+    """The LQs that take sends: those with an open (or pending) segment."""
+    return [lq for lq in sorted(mapping.queues)
+            if mapping.leader(lq) is not None or mapping.pending(lq) is not None]
+
+
 def plan_resize(mapping: TopicMapping, total: int, brokers: list[str]) -> TopicMapping:
-    """More queues: new LQs spread round robin on new physical queues. Fewer is done by
-    sealing the tail LQs (:meth:`LogicalQueueAdmin.resize`), which stay readable."""
-    if total <= mapping.total:
-        return mapping
-    queues = dict(mapping.queues)
-    work = TopicMapping(mapping.topic, mapping.epoch, queues)
-    for lq in range(mapping.total, total):
+    """The mapping with ``total`` writable LQs, as far as that needs no seal: LQs below
+    ``total`` sealed by an earlier decrease are re-opened (a new physical queue, starting
+    at the sealed end), LQs beyond the current count are added round robin on new
+    physical queues. Sealing the LQs at or above ``total`` is the decrease
+    (:meth:`LogicalQueueAdmin.resize`). ``mapping`` itself when nothing is to do."""
+    if total < 1 or not brokers:
+        raise ValueError("a logical topic needs at least one queue and one broker")
+    work = mapping
+    for lq in range(total):
+        segs = work.queues.get(lq, ())
+        if segs and (work.leader(lq) is not None or work.pending(lq) is not None):
+            continue
         broker = brokers[lq % len(brokers)]
-        queues[lq] = (Segment(broker, _next_physical(work, broker), 0),)
-        work = TopicMapping(mapping.topic, mapping.epoch, queues)
-    return TopicMapping(mapping.topic, _epoch(mapping.epoch), queues)
+        start = max((s.logical_end for s in segs if s.logical_end >= 0), default=0)
+        work = work.replace(lq, (*segs, Segment(broker, _next_physical(work, broker), start)),
+                            work.epoch)
+    if work is mapping:
+        return mapping
+    return TopicMapping(work.topic, _epoch(mapping.epoch), work.queues)
 
 
 class LogicalQueueAdmin:
@@ -104,9 +124,12 @@ class LogicalQueueAdmin:
     async def _brokers(self) -> dict[str, str]:
         return await self.admin.masters(self.cluster)
 
-    async def _push(self, mapping: TopicMapping, brokers: dict[str, str]) -> None:
+    async def _push(self, mapping: TopicMapping, brokers: dict[str, str], *,
+                    force: bool = False) -> None:
         body = json.dumps(mapping.to_json()).encode()
         ext = {"brokerAddrs": json.dumps(brokers, sort_keys=True)}
+        if force:
+            ext["force"] = "true"
         for addr in brokers.values():
             await self.admin._broker(addr, RemotingCommand.request(
                 RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
@@ -149,11 +172,18 @@ class LogicalQueueAdmin:
         await self._push(mapping, addrs)
         return mapping
 
-    async def update(self, mapping: TopicMapping) -> None:
-        await self._push(mapping, await self._brokers())
+    async def update(self, mapping: TopicMapping, *, force: bool = False) -> None:
+        """Push ``mapping`` to every broker; ``force`` lets it replace a newer epoch."""
+        await self._push(mapping, await self._brokers(), force=force)
 
-    async def migrate(self, topic: str, lq: int, target: str) -> TopicMapping:
-        """Move ``lq``'s writes to ``target``; resumable (see the module docstring)."""
+    async def migrate(self, topic: str, lq: int, target: str,
+                      on_step: MigrationStep | None = None) -> TopicMapping:
+        """Move ``lq``'s writes to ``target``; resumable (see the module docstring).
+        ``on_step`` hears of each step, done now or found done."""
+        def step(name: str, now: bool, m: TopicMapping) -> None:
+            if on_step is not None:
+                on_step(name, now, m)
+
         addrs = await self._brokers()
         if target not in addrs:
             raise TideMQError(f"no broker {target!r} in the cluster ({sorted(addrs)})")
@@ -164,21 +194,27 @@ class LogicalQueueAdmin:
         if planned is not None:
             await self._push(planned, addrs)
             mapping = planned
+        step("planned", planned is not None, mapping)
         leader = mapping.leader(lq)
-        if leader is not None and leader.broker != target:
+        sealing = leader is not None and leader.broker != target
+        if leader is not None and sealing:
             mapping = await self._seal(topic, lq, leader.broker, addrs)
+        step("sealed", sealing, mapping)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:
             await self._push(committed, addrs)
+        step("committed", committed is not mapping, committed)
         return committed
 
     async def resize(self, topic: str, total: int) -> TopicMapping:
+        """``total`` writable LQs: re-open or add below it, seal (decrease) at or above
+        it. A sealed LQ stays readable, and its id is never reused by another queue."""
         addrs = await self._brokers()
         mapping = await self.query(topic)
-        if total > mapping.total:
-            mapping = plan_resize(mapping, total, sorted(addrs))
-            await self._push(mapping, addrs)
-            return mapping
+        grown = plan_resize(mapping, total, sorted(addrs))
+        if grown is not mapping:
+            await self._push(grown, addrs)
+            mapping = grown
         for lq in range(total, mapping.total):  # seal the tail: readable, no more writes
             leader = mapping.leader(lq)
             if leader is not None:

@@ -117,6 +117,7 @@ class LmqStore:
         self.entries_written = 0
         self._flushed_entries = 0
         self._stats: tuple[float, int, int] | None = None
+        self._stats_thread: threading.Thread | None = None
         #: Resumable retention sweep: the last queue name visited, and the commit-log
         #: minimum the last complete sweep was done for.
         self._sweep_after: bytes | None = None
@@ -378,7 +379,8 @@ class LmqStore:
         at or above it. The deletion and its tombstone are written with the WAL on.
         """
         key = name.encode()
-        existed = self.exists(name)
+        nxt, lo, _floor = self._meta_of(name)
+        existed = nxt > 0
         wb = WriteBatch(raw_mode=True)
         with self._lock:
             floor = max(floor, self._meta_of(name)[2])
@@ -389,7 +391,9 @@ class LmqStore:
             self._meta[name] = (0, 0, floor)
             self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
-        self._stats = None
+        stats = self._stats
+        if existed and stats is not None:  # exact, so no walk is needed for it
+            self._stats = (stats[0], stats[1] - 1, stats[2] - (nxt - lo))
         return existed
 
     def queue_names(self) -> Iterable[str]:
@@ -413,12 +417,31 @@ class LmqStore:
         return queues, entries
 
     def cached_stats(self, max_age: float = 30.0) -> tuple[int, int]:
-        """:meth:`stats`, recomputed at most every ``max_age`` seconds (it walks every
-        queue's metadata, a second per million queues)."""
-        now = time.monotonic()
-        if self._stats is None or now - self._stats[0] > max_age:
-            self._stats = (now, *self.stats())
-        return self._stats[1], self._stats[2]
+        """:meth:`stats` without stalling the caller (the broker's event loop): the walk
+        of every queue's metadata -- one to three seconds per million queues -- runs on a
+        background thread at most every ``max_age`` seconds, and the last figures are
+        returned meanwhile. Only the first call waits for a walk."""
+        stats = self._stats
+        if stats is None:
+            stats = self._stats = (time.monotonic(), *self.stats())
+        elif time.monotonic() - stats[0] > max_age and self._stats_thread is None:
+            self._stats_thread = threading.Thread(target=self._refresh_stats,
+                                                  name="tidemq-lmq-stats", daemon=True)
+            self._stats_thread.start()
+        return stats[1], stats[2]
+
+    def _refresh_stats(self) -> None:
+        try:
+            self._stats = (time.monotonic(), *self.stats())
+        except Exception:  # the database closing under it: the next call retries
+            log.exception("counting LMQs failed")
+        finally:
+            self._stats_thread = None
+
+    def _mark_stats_stale(self) -> None:
+        stats = self._stats
+        if stats is not None:
+            self._stats = (0.0, stats[1], stats[2])
 
     def expiry_due(self, commitlog_min: int) -> bool:
         """Whether :meth:`expire_below` has work: the minimum moved past the last complete
@@ -468,7 +491,7 @@ class LmqStore:
         if last is None:
             self._swept_min = commitlog_min
         if raised:
-            self._stats = None
+            self._mark_stats_stale()
         return removed
 
     def _expired_prefix(self, name: bytes, lo: int, nxt: int, commitlog_min: int,
@@ -509,6 +532,9 @@ class LmqStore:
         return len(gone)
 
     def close(self) -> None:
+        counting = self._stats_thread
+        if counting is not None:
+            counting.join()
         try:
             self.db.flush()
         finally:

@@ -42,7 +42,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
 from tidemq.codec.batch_protocol import (
@@ -59,7 +59,6 @@ from tidemq.codec.schema import parse_java_int
 from tidemq.errors import (
     BrokerResponseError,
     ConnectionLost,
-    RemoteProtocolError,
     ResponseCode,
     TideMQError,
     error_for_code,
@@ -87,6 +86,9 @@ _FLAG_SUSPEND = 0x2
 _PULL_KEYS = PullMessageRequestHeader.ext_keys()
 _SYS_FLAG, _MAX_BYTES, _MAX_NUMS = (_PULL_KEYS["sys_flag"], _PULL_KEYS["max_msg_bytes"],
                                     _PULL_KEYS["max_msg_nums"])
+_TOPIC = _PULL_KEYS["topic"]
+_INT_KEYS = ((_PULL_KEYS["queue_id"], 32), (_PULL_KEYS["queue_offset"], 64), (_SYS_FLAG, 32),
+             (_PULL_KEYS["suspend_timeout_millis"], 64), (_MAX_NUMS, 32))
 _FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
 
 
@@ -172,12 +174,24 @@ class _ChildConnection:
         return getattr(self._conn, name)
 
 
+class _PullFacts(NamedTuple):
+    """The few fields of a pull child the merge needs, read straight from its ext."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    sys_flag: int
+    suspend_timeout_millis: int
+    max_msg_nums: int
+    max_msg_bytes: int  # 0: not given
+
+
 @dataclasses.dataclass(slots=True)
 class _PullChild:
-    """A pull child with its header (``None``: unparsable, the processor says why)."""
+    """A pull child and its facts (``None``: unreadable, the processor says why)."""
 
     child: BatchChild
-    header: PullMessageRequestHeader | None
+    header: _PullFacts | None
 
 
 @dataclasses.dataclass(slots=True)
@@ -379,22 +393,21 @@ class BatchProcessor:
         if budget.spent:
             merge.put(index, self._skipped(sub, h))
             return
-        ext = dict(sub.ext_fields)
+        # Set from the facts each time (a re-run starts from the same request).
+        ext = sub.ext_fields
         clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
         ext[_SYS_FLAG] = str(h.sys_flag & ~clear)
-        own_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
-            self.app.config.max_pull_bytes)
+        own_bytes = h.max_msg_bytes or self.app.config.max_pull_bytes
         ext[_MAX_BYTES] = str(min(own_bytes, budget.bytes))
         ext[_MAX_NUMS] = str(max(1, min(h.max_msg_nums, budget.msgs)))
-        self._run(processor, conn, merge, index, dataclasses.replace(
-            kid.child, command=dataclasses.replace(sub, ext_fields=ext)), at_once=True)
+        self._run(processor, conn, merge, index, kid.child, at_once=True)
         resp = merge.slots[index]
         if resp is not None and resp.code == ResponseCode.SUCCESS:
             budget.bytes -= resp.body_length()
             nxt = parse_java_int(resp.ext_fields.get("nextBeginOffset", ""), 64)
             budget.msgs -= max(1, (nxt or 0) - h.queue_offset)
 
-    def _skipped(self, sub: RemotingCommand, h: PullMessageRequestHeader) -> RemotingCommand:
+    def _skipped(self, sub: RemotingCommand, h: _PullFacts) -> RemotingCommand:
         """A child not read because the parent's budget is spent: pull again at once."""
         ext = {
             "nextBeginOffset": str(h.queue_offset),
@@ -410,10 +423,16 @@ class BatchProcessor:
         self.holds.release_all()
 
 
-def _pull_header(child: BatchChild) -> PullMessageRequestHeader | None:
+def _pull_header(child: BatchChild) -> _PullFacts | None:
+    """The child's facts; ``None`` when a field the merge needs is missing or bad (the
+    pull processor then answers the child with the reason)."""
     if child.command is None:
         return None
-    try:
-        return PullMessageRequestHeader.from_ext(child.command.ext_fields)
-    except RemoteProtocolError:
+    ext = child.command.ext_fields
+    topic = ext.get(_TOPIC)
+    ints = [parse_java_int(ext.get(key, ""), bits) for key, bits in _INT_KEYS]
+    if topic is None or None in ints:
         return None
+    queue_id, offset, sys_flag, suspend, nums = cast(list[int], ints)
+    max_bytes = parse_java_int(ext.get(_MAX_BYTES, "")) or 0
+    return _PullFacts(topic, queue_id, offset, sys_flag, suspend, nums, max(max_bytes, 0))

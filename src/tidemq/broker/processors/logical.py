@@ -38,9 +38,17 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
-from tidemq.codec.bodies import TopicConfig
+from tidemq.broker.processors.offsets import parse_header
+from tidemq.codec.bodies import ClusterInfo, TopicConfig, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.codec.headers import ResetOffsetRequestHeader
+from tidemq.errors import (
+    BrokerResponseError,
+    ConnectionLost,
+    ResponseCode,
+    TideMQError,
+    error_for_code,
+)
 from tidemq.net import Connection
 
 if TYPE_CHECKING:
@@ -51,6 +59,7 @@ __all__ = ["LogicalProcessor"]
 log = logging.getLogger(__name__)
 
 Processor = Callable[[Any, RemotingCommand], "RemotingCommand | Awaitable[Any] | None"]
+_FLAG_COMMIT_OFFSET = 0x1  # pull sysFlag: commitOffset carries the group's position
 _QID = struct.Struct(">i")
 _QOFF = struct.Struct(">q")
 _SIZE = struct.Struct(">i")
@@ -68,6 +77,13 @@ def _topic_key(code: int) -> tuple[str, str]:
     if code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
         return "b", "e"
     return "topic", "queueId"
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
 
 
 def rewrite_records(body: bytes, queue_id: int, seg: Segment, end_physical: int) -> bytes:
@@ -126,6 +142,7 @@ class _FutureConn:
 
 class LogicalProcessor:
     MOVE_WAIT = 3.0  # seconds a send waits out a migration before answering "moved"
+    REFRESH_INTERVAL = 1.0  # seconds between two address look-ups at the name server
 
     def __init__(self, app: BrokerApp) -> None:
         self.app = app
@@ -133,6 +150,7 @@ class LogicalProcessor:
         self._orig: dict[int, Processor] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._events: dict[str, asyncio.Event] = {}
+        self._refresh_after = 0.0
 
     # ------------------------------------------------------------------ install
 
@@ -143,6 +161,9 @@ class LogicalProcessor:
             if orig is not None:
                 self._orig[int(code)] = orig
                 server.register(code, self._wrap(int(code)))
+        reset = server.processor(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)
+        if reset is not None:
+            server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self._wrap_reset(reset))
         server.register(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, self.update_mapping)
         server.register(RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, self.query_mapping)
         server.register(RequestCode.SEAL_LOGICAL_QUEUE, self.seal)
@@ -159,8 +180,22 @@ class LogicalProcessor:
             if cmd.ext_fields.get("lo") == "false":
                 if code in SEND_CODES:
                     self._fence(mapping, cmd)
+                elif code in PULL_CODES and not self._is_open(mapping, cmd):
+                    # A sealed segment never grows: holding the pull would stall the
+                    # reader until its timeout instead of moving it to the next segment.
+                    cmd.ext_fields["suspendTimeoutMillis"] = "0"
                 return orig(conn, cmd)
             return self._logical(code, mapping, conn, cmd)
+
+        return process
+
+    def _wrap_reset(self, orig: Processor) -> Callable[[Connection, RemotingCommand], Any]:
+        def process(conn: Connection, cmd: RemotingCommand) -> Any:
+            mapping = self.lqs.get(cmd.ext_fields.get("topic", ""))
+            if mapping is None:
+                return orig(conn, cmd)
+            self.reset_offset(mapping, conn, cmd)
+            return None
 
         return process
 
@@ -170,13 +205,24 @@ class LogicalProcessor:
     def me(self) -> str:
         return self.app.config.broker_name
 
-    def _fence(self, mapping: TopicMapping, cmd: RemotingCommand) -> None:
+    def _is_open(self, mapping: TopicMapping, cmd: RemotingCommand) -> bool:
+        """Whether the physical queue ``cmd`` names holds an open (NORMAL) segment here."""
         _, qkey = _topic_key(cmd.code)
-        qid = int(cmd.ext_fields.get(qkey, "-1"))
+        try:
+            qid = int(cmd.ext_fields.get(qkey, "-1"))
+        except ValueError:
+            return False
         for lq in mapping.queues:
             leader = mapping.leader(lq)
             if leader is not None and leader.broker == self.me and leader.queue_id == qid:
-                return
+                return True
+        return False
+
+    def _fence(self, mapping: TopicMapping, cmd: RemotingCommand) -> None:
+        if self._is_open(mapping, cmd):
+            return
+        _, qkey = _topic_key(cmd.code)
+        qid = cmd.ext_fields.get(qkey, "-1")
         raise error_for_code(ResponseCode.SYSTEM_BUSY,
                              f"moved: {mapping.topic} queue {qid} on {self.me} is not an open "
                              f"logical-queue segment (epoch {mapping.epoch}); refresh and retry")
@@ -197,20 +243,48 @@ class LogicalProcessor:
     def _address(self, broker: str) -> str:
         addr = self.app.broker_addresses.get(broker)
         if addr is None:
+            self.refresh_addresses()
             raise error_for_code(ResponseCode.SYSTEM_BUSY,
                                  f"broker {broker} of the logical queue is not reachable yet")
         return str(addr)
+
+    def refresh_addresses(self) -> None:
+        """Learn the brokers' addresses from the name server (at most once a second): a
+        restarted broker knows none, and a broker that restarted elsewhere has moved."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._refresh_after or not self.app.config.namesrv_addrs:
+            return
+        self._refresh_after = loop.time() + self.REFRESH_INTERVAL
+
+        async def refresh() -> None:
+            for namesrv in self.app.config.namesrv_addrs:
+                try:
+                    resp = await self.app.client.request(namesrv, RemotingCommand.request(
+                        RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+                    info = decode_body(resp.full_body(), ClusterInfo)
+                except (TideMQError, ValueError) as exc:
+                    log.info("asking %s for broker addresses failed: %s", namesrv, exc)
+                    continue
+                for name, data in info.broker_addr_table.items():
+                    addr = data.master_addr()
+                    if addr is not None and name != self.me:
+                        self.app.broker_addresses[name] = addr
+                return
+
+        task = loop.create_task(refresh())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _run(self, conn: Connection, cmd: RemotingCommand,
              coro: Awaitable[RemotingCommand]) -> None:
         async def go() -> None:
             try:
                 resp = await coro
-            except TideMQError as exc:
-                code = getattr(exc, "code", ResponseCode.SYSTEM_ERROR)
-                if not isinstance(code, int) or code < 0:
-                    code = ResponseCode.SYSTEM_BUSY
-                resp = cmd.response(code, str(exc))
+            except BrokerResponseError as exc:
+                resp = cmd.response(exc.code if exc.code >= 0 else ResponseCode.SYSTEM_BUSY,
+                                    exc.remark)
+            except TideMQError as exc:  # the segment's broker is unreachable: retriable
+                resp = cmd.response(ResponseCode.SYSTEM_BUSY, str(exc))
             if not cmd.is_oneway:
                 conn.send_response(resp)
 
@@ -232,7 +306,12 @@ class LogicalProcessor:
             timeout = 3.0
             if cmd.code in PULL_CODES:
                 timeout += int(physical.ext_fields.get("suspendTimeoutMillis", "0")) / 1000
-            resp = await self.app.client.request(self._address(seg.broker), physical, timeout)
+            try:
+                resp = await self.app.client.request(self._address(seg.broker), physical,
+                                                     timeout)
+            except ConnectionLost:
+                self.refresh_addresses()  # the broker may have restarted elsewhere
+                raise
             if (cmd.code in SEND_CODES and resp.code == ResponseCode.SYSTEM_BUSY
                     and (resp.remark or "").startswith("moved")):
                 # Our mapping is older than the segment's broker: wait for the new one.
@@ -355,6 +434,15 @@ class LogicalProcessor:
             seg = nxt
         sealed_end = seg.physical_end if seg.state is SegmentState.READONLY else -1
         extra = {"queueOffset": str(seg.to_physical(logical))}
+        sys_flag = _int(cmd.ext_fields.get("sysFlag"), 0)
+        if sys_flag & _FLAG_COMMIT_OFFSET:
+            # The piggy-backed commit is logical: store it here under the LQ, never let
+            # the segment's broker store it under its physical queue id.
+            commit = _int(cmd.ext_fields.get("commitOffset"), -1)
+            group = cmd.ext_fields.get("consumerGroup", "")
+            if commit >= 0 and self.app.offsets.query(group, mapping.topic, lq) != commit:
+                self._commit(mapping, group, lq, commit)
+            extra["sysFlag"] = str(sys_flag & ~_FLAG_COMMIT_OFFSET)
         if sealed_end >= 0:
             extra["suspendTimeoutMillis"] = "0"
             extra["maxMsgNums"] = str(max(1, min(int(cmd.ext_fields.get("maxMsgNums", "32")),
@@ -386,12 +474,11 @@ class LogicalProcessor:
         if code in (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET):
             group = cmd.ext_fields.get("consumerGroup", "")
             if code == RequestCode.UPDATE_CONSUMER_OFFSET:
-                offset = int(cmd.ext_fields.get("commitOffset", "-1"))
+                offset = _int(cmd.ext_fields.get("commitOffset"), -1)
                 if offset < 0:
                     raise error_for_code(ResponseCode.INVALID_PARAMETER, "negative commitOffset")
-                app.offsets.commit(group, mapping.topic, lq, offset)
-                if cmd.ext_fields.get("replicated") != "true":
-                    self._replicate(mapping, cmd)
+                self._commit(mapping, group, lq, offset,
+                             replicate=cmd.ext_fields.get("replicated") != "true")
                 return cmd.response()
             stored = app.offsets.query(group, mapping.topic, lq)
             if stored is None:
@@ -414,14 +501,124 @@ class LogicalProcessor:
             if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
                 return self._execute(conn, cmd, first, lambda r: r)
             return self._execute(conn, cmd, first, lambda r: self._offset_to_logical(r, first))
-        # SEARCH_OFFSET_BY_TIMESTAMP: the first segment (oldest first) whose answer lies
-        # inside it; a simple walk, as segments per LQ are few.
+        # SEARCH_OFFSET_BY_TIMESTAMP: walks the segments, possibly on other brokers.
+        timestamp = _int(cmd.ext_fields.get("timestamp"), 0)
+        boundary = cmd.ext_fields.get("boundaryType", "lower")
+
+        async def search() -> RemotingCommand:
+            offset = await self._search_by_time(mapping, lq, timestamp, boundary)
+            return cmd.response(ext_fields={"offset": str(offset)})
+
+        self._run(conn, cmd, search())
+        return None
+
+    # ------------------------------------------------------------------ logical positions
+
+    async def _ask(self, code: int, seg: Segment, ext: dict[str, str]) -> int:
+        """Ask the broker of ``seg`` an offset question about its physical queue; the
+        answer's ``offset`` (physical)."""
+        fields = {"topic": ext["topic"], "queueId": str(seg.queue_id), "lo": "false",
+                  **{k: v for k, v in ext.items() if k not in ("topic", "queueId")}}
+        cmd = RemotingCommand.request(code, fields)
+        if seg.broker == self.me:
+            resp = self._orig[code](cast(Connection, None), cmd)
+            if not isinstance(resp, RemotingCommand):
+                raise error_for_code(ResponseCode.SYSTEM_ERROR, f"code {code} did not answer")
+        else:
+            resp = await self.app.client.request(self._address(seg.broker), cmd, 3.0)
+        if resp.code != ResponseCode.SUCCESS:
+            raise error_for_code(resp.code, resp.remark or f"code {code} failed on {seg.broker}")
+        return int(resp.ext_fields.get("offset", "0"))
+
+    async def _min_logical(self, mapping: TopicMapping, lq: int) -> int:
+        seg = mapping.segment_for(lq, 0)
+        if seg is None:
+            return 0
+        phys = await self._ask(RequestCode.GET_MIN_OFFSET, seg, {"topic": mapping.topic})
+        return max(seg.logical_start, seg.to_logical(phys))
+
+    async def _max_logical(self, mapping: TopicMapping, lq: int) -> int:
+        seg = mapping.leader(lq) or mapping.segment_for(lq, 1 << 62)
+        if seg is None:
+            return 0
+        if seg.state is SegmentState.READONLY:
+            return seg.logical_end
+        phys = await self._ask(RequestCode.GET_MAX_OFFSET, seg, {"topic": mapping.topic})
+        return max(seg.logical_start, seg.to_logical(phys))
+
+    async def _search_by_time(self, mapping: TopicMapping, lq: int, timestamp: int,
+                              boundary: str = "lower") -> int:
+        """The logical offset of the first message stored at or after ``timestamp``
+        (the LQ's max if none): the first segment, oldest first, whose own answer lies
+        inside it. With ``boundary=upper`` that segment is asked for its last message
+        stored at or before ``timestamp``."""
         segs = [s for s in mapping.queues.get(lq, ())
-                if s.state in (SegmentState.NORMAL, SegmentState.READONLY)]
+                if s.state in (SegmentState.NORMAL, SegmentState.READONLY)
+                and s.logical_start >= 0]
         if not segs:
-            return cmd.response(ext_fields={"offset": "0"})
-        last = segs[-1]
-        return self._execute(conn, cmd, last, lambda r: self._offset_to_logical(r, last))
+            return 0
+        ext = {"topic": mapping.topic, "timestamp": str(timestamp)}
+        for i, seg in enumerate(segs):
+            last = i == len(segs) - 1
+            phys = await self._ask(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, seg, ext)
+            if not last and phys >= seg.physical_end:
+                continue  # everything in this sealed segment is older
+            if boundary.lower() == "upper":
+                phys = await self._ask(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, seg,
+                                       {**ext, "boundaryType": "upper"})
+            if seg.state is SegmentState.READONLY:
+                phys = min(phys, seg.physical_end)
+            return max(seg.logical_start, seg.to_logical(phys))
+        return segs[-1].logical_start  # pragma: no cover - the loop returns at the last
+
+    def reset_offset(self, mapping: TopicMapping, conn: Connection,
+                     cmd: RemotingCommand) -> None:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222) on a logical topic: the group's offsets
+        reset in logical terms -- an offset or a time inside any readable segment, old
+        ones included -- stored here, replicated, and pushed to the group's consumers
+        under the placeholder broker."""
+        h = parse_header(ResetOffsetRequestHeader, cmd)
+        if h.group not in self.app.subscription_groups.groups:
+            raise error_for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                 f"Group {h.group} does not exist")
+        if h.queue_id >= 0 and h.queue_id not in mapping.queues:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"queueId {h.queue_id} is not a logical queue of {h.topic}")
+        lqs = [h.queue_id] if h.queue_id >= 0 else sorted(mapping.queues)
+
+        async def reset() -> RemotingCommand:
+            plan: list[tuple[int, int]] = []
+            for lq in lqs:  # decide every queue first, then change anything
+                lo, hi = await self._min_logical(mapping, lq), await self._max_logical(
+                    mapping, lq)
+                if h.offset is not None and h.offset != -1:
+                    if not lo <= h.offset <= hi:
+                        raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                             f"offset {h.offset} is outside {lo}..{hi} of "
+                                             f"logical queue {lq}")
+                    new = h.offset
+                elif h.timestamp == -1:
+                    new = hi
+                else:
+                    new = await self._search_by_time(mapping, lq, h.timestamp)
+                current = self.app.offsets.query(h.group, h.topic, lq)
+                if not h.is_force and current is not None and current < new:
+                    new = current
+                plan.append((lq, new))
+            for lq, offset in plan:
+                self._commit(mapping, h.group, lq, offset)
+            self.app.offsets.persist()
+            body = json.dumps({"offsetTable": [
+                {"topic": h.topic, "brokerName": LOGICAL_BROKER, "queueId": lq,
+                 "offset": offset} for lq, offset in plan]}, sort_keys=True).encode()
+            for channel in self.app.consumers.channels(h.group):
+                notice = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                                 dict(cmd.ext_fields), body, oneway=True)
+                with contextlib.suppress(TideMQError):
+                    await channel.conn.oneway(notice)
+            return cmd.response(body=body)
+
+        self._run(conn, cmd, reset())
 
     @staticmethod
     def _offset_to_logical(resp: RemotingCommand, seg: Segment) -> RemotingCommand:
@@ -430,14 +627,24 @@ class LogicalProcessor:
                 int(resp.ext_fields["offset"]))))
         return resp
 
-    def _replicate(self, mapping: TopicMapping, cmd: RemotingCommand) -> None:
+    def _commit(self, mapping: TopicMapping, group: str, lq: int, offset: int, *,
+                replicate: bool = True) -> None:
+        """Store ``group``'s logical offset of ``lq`` here and (unless this is a copy)
+        send it oneway to the mapping's other brokers -- best effort."""
+        self.app.offsets.commit(group, mapping.topic, lq, offset)
+        if replicate:
+            self._replicate(mapping, group, lq, offset)
+
+    def _replicate(self, mapping: TopicMapping, group: str, lq: int, offset: int) -> None:
         others = sorted(b for b in mapping.brokers() if b != self.me)
         for broker in others:
             addr = self.app.broker_addresses.get(broker)
             if addr is None:
                 continue
-            fields = dict(cmd.ext_fields, replicated="true")
-            copy = RemotingCommand.request(cmd.code, fields, oneway=True)
+            fields = {"consumerGroup": group, "topic": mapping.topic, "queueId": str(lq),
+                      "commitOffset": str(offset), "replicated": "true"}
+            copy = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields,
+                                           oneway=True)
 
             async def send(a: str = addr, c: RemotingCommand = copy) -> None:
                 try:
@@ -500,6 +707,11 @@ class LogicalProcessor:
         new = mapping.replace(lq, (*segs[:idx], sealed, *segs[idx + 1:]), mapping.epoch + 1)
         self.lqs.update(new)
         self.app.logical_changed(new)
+        # Pulls held on the sealed queue wait for messages that will never come: answer
+        # them now, so readers move on to the next segment at once.
+        self.app.pull_holds.notify(topic, seg.queue_id, 1 << 62)
+        if self.app.batch is not None:
+            self.app.batch.holds.notify(topic, seg.queue_id, 1 << 62)
         return cmd.response(body=json.dumps(new.to_json()).encode())
 
     def expire_segments(self) -> list[TopicMapping]:

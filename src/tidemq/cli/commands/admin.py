@@ -10,7 +10,9 @@ unknown cluster, a refused connection, a broker's error answer -- prints one
 command               what it does
 ====================  =========================================================
 updateTopic           create or update a topic on every master of ``-c`` (default:
-                      of every cluster) or on broker ``-b``
+                      of every cluster) or on broker ``-b``; ``--logical-queue N``
+                      makes a logical topic (the logical-queue commands are in
+                      :mod:`tidemq.cli.commands.logical`)
 deleteTopic           delete a topic from the masters and the name servers
 topicList             every topic the name servers know
 topicRoute            a topic's route (queue and broker data)
@@ -220,7 +222,12 @@ def update_topic(
     cluster: Annotated[str | None, typer.Option(
         "-c", "--cluster", help="Create on every master of this cluster.")] = None,
     broker: Annotated[str | None, typer.Option(
-        "-b", "--broker-addr", help="Create on this broker address only.")] = None,
+        "-b", "--broker-addr", help="Create on this broker address only (with "
+        "--logical-queue: the brokers to spread over, names or addresses, comma "
+        "separated).")] = None,
+    logical_queue: Annotated[int | None, typer.Option(
+        "--logical-queue", min=1, help="Create a logical topic (RIP-21) of N logical queues "
+        "decoupled from brokers; -r/-w/-p/-o/-a do not apply.")] = None,
     read_queues: Annotated[int, typer.Option("-r", "--read-queue-nums", min=1)] = 8,
     write_queues: Annotated[int, typer.Option("-w", "--write-queue-nums", min=1)] = 8,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 both.")] = 6,
@@ -230,6 +237,11 @@ def update_topic(
     json_out: JsonFlag = False,
 ) -> None:
     """Create or update a topic."""
+    if logical_queue is not None:
+        from tidemq.cli.commands.logical import create_logical_topic  # it imports this module
+        create_logical_topic(namesrv, topic, logical_queue, cluster=cluster, brokers=broker,
+                             json_out=json_out)
+        return
     if cluster and broker:
         raise typer.BadParameter("give -c or -b, not both")
     if perm not in (2, 4, 6):

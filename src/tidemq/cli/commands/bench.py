@@ -369,7 +369,7 @@ def dispatch(
     size: Size = 128,
     rates: Annotated[str, typer.Option(
         "--rates", help="Produce rates of part b, msg/s, comma separated, increasing.")]
-    = "4000,8000,12000,16000,20000,24000",
+    = "2000,4000,6000,8000,10000,12000,14000,16000,20000",
     seconds: Annotated[float, typer.Option("--seconds", min=0.1,
                                            help="Seconds per rate.")] = 3.0,
     warmup: Annotated[float, typer.Option(
@@ -418,10 +418,13 @@ def _print_dispatch(result: dict[str, Any], cfg: DispatchBenchConfig) -> None:
     table.add_column("dispatcher")
     table.add_column("msg/s", justify="right")
     table.add_column("LMQ entries/s", justify="right")
+    table.add_column("msg per CPU-second", justify="right")
     for mode in MODES:
         rate = backlog[mode]["median_msgs_per_s"]
-        table.add_row(mode, f"{rate:,.0f}", f"{rate * cfg.fanout:,.0f}")
-    table.add_row("concurrent / serial", f"{backlog['median_ratio']:.2f}x", "")
+        table.add_row(mode, f"{rate:,.0f}", f"{rate * cfg.fanout:,.0f}",
+                      f"{backlog[mode]['median_msgs_per_cpu_s']:,.0f}")
+    table.add_row("concurrent / serial", f"{backlog['median_ratio']:.2f}x", "",
+                  f"{backlog['median_cpu_ratio']:.2f}x")
     console.print(table)
     sustained = result["sustained"]
     table = Table(title=f"(b) dispatch lag sampled every 10 ms, {cfg.seconds:g} s per rate, "
@@ -449,7 +452,8 @@ def _print_dispatch(result: dict[str, Any], cfg: DispatchBenchConfig) -> None:
                      else ""))
     for row in result.get("sweep", []):
         console.print(f"sweep {row['knob']}={row['value']}: "
-                      f"{row['median_msgs_per_s']:,.0f} msg/s, {row['median_ratio']:.2f}x serial")
+                      f"{row['median_msgs_per_s']:,.0f} msg/s, {row['median_ratio']:.2f}x serial "
+                      f"({row['median_cpu_ratio']:.2f}x per CPU-second)")
     if "gil" in result:
         table = Table(title="what releases the GIL: a spinning thread's progress while the "
                             "call runs, relative to alone (1 = released, ~0.5 = shared)")
@@ -458,3 +462,59 @@ def _print_dispatch(result: dict[str, Any], cfg: DispatchBenchConfig) -> None:
         for name, ratio in result["gil"].items():
             table.add_row(name, f"{ratio:.2f}")
         console.print(table)
+
+
+# ---------------------------------------------------------------------- Spark source
+
+
+@app.command("spark")
+def spark(
+    messages: Annotated[int, typer.Option("--messages", min=1,
+                                          help="Messages filled, then read.")] = 1_000_000,
+    queues: Queues = 4,
+    batch: Annotated[int, typer.Option("--batch", min=1,
+                                       help="Messages per send_batch of the fill.")] = 1000,
+    producers: Annotated[int, typer.Option("--producers", min=1,
+                                           help="Threads filling the topic.")] = 4,
+    pull_batch: Annotated[int | None, typer.Option(
+        "--pull-batch", min=1, help="Messages per pull (default: the source's).")] = None,
+    master: Annotated[str, typer.Option("--master", help="Spark master.")] = "local[2]",
+    repeat: Annotated[int, typer.Option("--repeat", min=1,
+                                        help="Timed runs per reader (medians quoted).")] = 3,
+    namesrv: Namesrv = None, broker_set: BrokerSet = None, data_dir: DataDir = None,
+    json_out: JsonOut = None,
+) -> None:
+    """The Spark source against the raw blocking client, one run: fill a topic, read it
+    all with BlockingPullConsumer, then with spark.read (noop sink and count())."""
+    from tidemq.bench.spark import SparkBenchConfig, run_spark_bench
+
+    cfg = SparkBenchConfig(messages=messages, queues=queues, batch=batch,
+                           producers=producers, pull_batch=pull_batch, master=master,
+                           repeat=repeat, namesrv=namesrv,
+                           broker_settings=tuple(broker_set or ()), data_dir=data_dir)
+    try:
+        cfg.check()
+        result = run_spark_bench(cfg, lambda line: console.print(escape(line), soft_wrap=True))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except TideMQError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    result["argv"] = sys.argv[1:]
+    table = Table(title=f"tidemq bench spark ({messages:,} messages, {queues} queues, "
+                        f"{master}, pull batch {result['pull_batch']}, median of {repeat})")
+    for col in ("reader", "rows/s", "reader CPU us/row", "broker CPU us/row"):
+        table.add_column(col, justify="left" if col == "reader" else "right")
+    rows = [("raw BlockingPullConsumer", result["raw"]),
+            ("spark.read -> noop", result["spark"]["noop"]),
+            ("spark.read -> count()", result["spark"]["count"])]
+    for name, res in rows:
+        cpu = res["cpu_us_per_row"]
+        reader = cpu.get("client", cpu.get("spark", 0.0))
+        table.add_row(name, f"{res['median_rows_per_s']:,.0f}", f"{reader:.2f}",
+                      f"{cpu['broker']:.2f}" if "broker" in cpu else "-")
+    console.print(table)
+    for key, v in result["verdicts"].items():
+        mark = "[green]met[/]" if v["met"] else "[red]NOT met[/]"
+        console.print(f"{key}: {v['value']:,.3g} (target {v['target']:,}) {mark}")
+    _write_json(json_out, result)

@@ -1,0 +1,267 @@
+"""``tidemq admin`` through typer's CliRunner against a real two-broker cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+from tests.cli.conftest import ThreadedCluster
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.client import Message, Producer
+
+runner = CliRunner()
+T = TypeVar("T")
+
+
+def admin(cluster: ThreadedCluster, *args: str, code: int = 0) -> Any:
+    """Run ``tidemq admin ARGS -n NAMESRV --json``; the parsed JSON on stdout."""
+    result = runner.invoke(app, ["admin", *args, "-n", cluster.namesrv, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if code == 0 else result
+
+
+def eventually(probe: Callable[[], T], ok: Callable[[T], bool], timeout: float = 10.0) -> T:
+    """Ask ``probe`` until ``ok`` holds: the name server learns of topics from the brokers'
+    registrations and the key index is built by the dispatcher; neither has an event the
+    CLI could wait on."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if ok(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def route_of(cluster: ThreadedCluster, topic: str) -> dict[str, Any]:
+    def probe() -> dict[str, Any]:
+        result = runner.invoke(app, ["admin", "topicRoute", "-t", topic, "-n",
+                                     cluster.namesrv, "--json"])
+        return json.loads(result.stdout) if result.exit_code == 0 else {}
+
+    route = eventually(probe, lambda r: len(r.get("queueDatas", [])) == 2)
+    assert len(route["queueDatas"]) == 2, route
+    return route
+
+
+def create(cluster: ThreadedCluster, topic: str, queues: int = 2, *extra: str) -> dict[str, Any]:
+    out = admin(cluster, "updateTopic", "-t", topic, "-r", str(queues), "-w", str(queues),
+                *extra)
+    assert sorted(out["brokers"]) == sorted(cluster.broker_addrs)
+    return route_of(cluster, topic)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def test_update_topic_route_list_and_status(cluster: ThreadedCluster) -> None:
+    route = create(cluster, "CliOrders", 4)
+    assert {q["brokerName"] for q in route["queueDatas"]} == {"broker-a", "broker-b"}
+    assert all(q["readQueueNums"] == 4 and q["writeQueueNums"] == 4 and q["perm"] == 6
+               for q in route["queueDatas"])
+    assert {b["brokerAddrs"]["0"] for b in route["brokerDatas"]} == set(cluster.broker_addrs)
+
+    assert "CliOrders" in admin(cluster, "topicList")
+    status = admin(cluster, "topicStatus", "-t", "CliOrders")
+    assert len(status) == 8
+    assert {(s["brokerName"], s["queueId"]) for s in status} == {
+        (b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+    assert all(s["minOffset"] == 0 and s["maxOffset"] == 0 for s in status)
+
+
+def test_namesrv_comes_from_the_environment(cluster: ThreadedCluster) -> None:
+    result = runner.invoke(app, ["admin", "clusterList"],
+                           env={"TIDEMQ_NAMESRV": cluster.namesrv})
+    assert result.exit_code == 0, result.output
+    assert "broker-a" in result.stdout and "broker-b" in result.stdout
+
+
+def test_update_topic_on_one_broker_with_batch_cq(cluster: ThreadedCluster) -> None:
+    addr = cluster.broker_addrs[1]
+    out = admin(cluster, "updateTopic", "-t", "CliBatch", "-b", addr, "-r", "2", "-w", "2",
+                "--attributes", "+queue.type=BatchCQ", "-o", "false")
+    assert out["brokers"] == [addr]
+    assert out["attributes"] == {"queue.type": "BatchCQ"}
+    config = cluster.cluster.brokers[1].topics.get("CliBatch")
+    assert config is not None and config.attributes == {"queue.type": "BatchCQ"}
+    assert cluster.cluster.brokers[0].topics.get("CliBatch") is None
+
+    def probe() -> Any:
+        result = runner.invoke(app, ["admin", "topicRoute", "-t", "CliBatch", "-n",
+                                     cluster.namesrv, "--json"])
+        return json.loads(result.stdout) if result.exit_code == 0 else {}
+
+    route = eventually(probe, lambda r: bool(r.get("queueDatas")))
+    assert [q["brokerName"] for q in route["queueDatas"]] == ["broker-b"]
+    sent = admin(cluster, "sendMessage", "-t", "CliBatch", "-p", "batched")
+    assert sent["brokerName"] == "broker-b"
+    got = admin(cluster, "consumeMessage", "-t", "CliBatch", "--timeout", "0.5")
+    assert [m["body"] for m in got] == ["batched"]
+
+
+def test_human_output_is_tables(cluster: ThreadedCluster) -> None:
+    ns = ["-n", cluster.namesrv]
+    created = runner.invoke(app, ["admin", "updateTopic", "-t", "CliHuman", *ns])
+    assert created.exit_code == 0, created.output
+    assert created.stdout.count("success") == 2
+    route_of(cluster, "CliHuman")
+    status = runner.invoke(app, ["admin", "topicStatus", "-t", "CliHuman", *ns])
+    assert status.exit_code == 0 and "broker-b" in status.stdout and "max offset" in status.stdout
+    listing = runner.invoke(app, ["admin", "topicList", *ns])
+    assert "CliHuman" in listing.stdout.split()
+
+
+def test_delete_topic(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliGone")
+    out = admin(cluster, "deleteTopic", "-t", "CliGone", "-c", "DefaultCluster")
+    assert sorted(out["brokers"]) == sorted(cluster.broker_addrs)
+    topics = eventually(lambda: admin(cluster, "topicList"), lambda t: "CliGone" not in t)
+    assert "CliGone" not in topics
+    assert all(b.topics.get("CliGone") is None for b in cluster.cluster.brokers)
+
+
+# ---------------------------------------------------------------------- cluster
+
+
+def test_cluster_list_and_broker_status(cluster: ThreadedCluster) -> None:
+    rows = admin(cluster, "clusterList")
+    assert [(r["cluster"], r["brokerName"], r["brokerId"]) for r in rows] == [
+        ("DefaultCluster", "broker-a", 0), ("DefaultCluster", "broker-b", 0)]
+    assert [r["address"] for r in rows] == cluster.broker_addrs
+    assert all(r["version"].startswith("TideMQ") for r in rows)
+
+    status = admin(cluster, "brokerStatus", "-b", cluster.broker_addrs[0])
+    assert status["brokerName"] == "broker-a"
+    assert status["brokerAddr"] == cluster.broker_addrs[0]
+    human = runner.invoke(app, ["admin", "brokerStatus", "-b", cluster.broker_addrs[1]])
+    assert human.exit_code == 0 and "broker-b" in human.stdout
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def test_send_query_and_consume_round_trip(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliRound")
+    sent = admin(cluster, "sendMessage", "-t", "CliRound", "-p", "hello", "-k", "order-1",
+                 "-c", "tagA", "-b", "broker-a", "-i", "1")
+    assert sent["status"] == "SEND_OK"
+    assert (sent["brokerName"], sent["queueId"], sent["queueOffset"]) == ("broker-a", 1, 0)
+    for body in ("second", "third"):
+        assert admin(cluster, "sendMessage", "-t", "CliRound", "-p", body,
+                     "-b", "broker-b", "-i", "0")["status"] == "SEND_OK"
+
+    at = admin(cluster, "queryMsgByOffset", "-t", "CliRound", "-b", "broker-a", "-i", "1",
+               "-o", "0")
+    assert (at["body"], at["tags"], at["keys"], at["msgId"]) == (
+        "hello", "tagA", ["order-1"], sent["msgId"])
+    by_offset_id = admin(cluster, "queryMsgById", "-i", sent["offsetMsgId"])
+    assert by_offset_id["body"] == "hello" and by_offset_id["queueOffset"] == 0
+    by_key = eventually(lambda: admin(cluster, "queryMsgByKey", "-t", "CliRound",
+                                      "-k", "order-1"), lambda found: len(found) == 1)
+    assert [m["body"] for m in by_key] == ["hello"]
+    by_uniq = admin(cluster, "queryMsgById", "-i", sent["msgId"], "-t", "CliRound")
+    assert by_uniq["body"] == "hello"
+
+    everything = admin(cluster, "consumeMessage", "-t", "CliRound", "-c", "10",
+                       "--timeout", "0.5")
+    assert sorted(m["body"] for m in everything) == ["hello", "second", "third"]
+    one_queue = admin(cluster, "consumeMessage", "-t", "CliRound", "-b", "broker-b",
+                      "-i", "0", "-o", "1", "--timeout", "0.5")
+    assert [(m["body"], m["queueOffset"]) for m in one_queue] == [("third", 1)]
+    first = admin(cluster, "consumeMessage", "-t", "CliRound", "-c", "1", "--timeout", "5")
+    assert len(first) == 1
+
+    human = runner.invoke(app, ["admin", "consumeMessage", "-t", "CliRound", "-n",
+                                cluster.namesrv, "--timeout", "0.5"])
+    assert human.exit_code == 0, human.output
+    assert "body=hello" in human.stdout and "3 messages" in human.stderr
+
+
+def test_consume_an_empty_topic_ends_after_the_timeout(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliEmpty")
+    t0 = time.monotonic()
+    assert admin(cluster, "consumeMessage", "-t", "CliEmpty", "--timeout", "0.3") == []
+    assert time.monotonic() - t0 < 10
+
+
+def test_binary_bodies_come_back_as_base64(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliBinary")
+
+    async def send_binary() -> str:
+        async with Producer("cli-test", cluster.namesrv) as producer:
+            result = await producer.send(Message("CliBinary", b"\xff\x00\xfe"))
+            return result.offset_msg_id
+
+    found = admin(cluster, "queryMsgById", "-i", cluster.call(send_binary()))
+    assert "body" not in found
+    assert base64.b64decode(found["bodyBase64"]) == b"\xff\x00\xfe"
+    plain = admin(cluster, "sendMessage", "-t", "CliBinary", "-p", "plain")
+    assert admin(cluster, "queryMsgById", "-i", plain["offsetMsgId"])["body"] == "plain"
+
+
+# ---------------------------------------------------------------------- failures
+
+
+def _one_line_error(result: Any, *words: str) -> None:
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "Traceback" not in result.output
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_connection_refused_is_one_line(cluster: ThreadedCluster) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    result = runner.invoke(app, ["admin", "topicList", "-n", dead])
+    _one_line_error(result, dead)
+    status = runner.invoke(app, ["admin", "brokerStatus", "-b", dead, "-n", cluster.namesrv])
+    _one_line_error(status, dead)
+
+
+def test_unknown_cluster_and_missing_route(cluster: ThreadedCluster) -> None:
+    unknown = runner.invoke(app, ["admin", "updateTopic", "-t", "CliX", "-c", "NoCluster",
+                                  "-n", cluster.namesrv])
+    _one_line_error(unknown, "NoCluster")
+    no_route = runner.invoke(app, ["admin", "topicRoute", "-t", "CliNoSuchTopic",
+                                   "-n", cluster.namesrv])
+    _one_line_error(no_route, "CliNoSuchTopic")
+    consume = runner.invoke(app, ["admin", "consumeMessage", "-t", "CliNoSuchTopic",
+                                  "-n", cluster.namesrv, "--timeout", "0.3"])
+    _one_line_error(consume)
+
+
+def test_message_not_found(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliSparse")
+    beyond = runner.invoke(app, ["admin", "queryMsgByOffset", "-t", "CliSparse", "-b",
+                                 "broker-a", "-i", "0", "-o", "5", "-n", cluster.namesrv])
+    _one_line_error(beyond, "no message found")
+    no_id = runner.invoke(app, ["admin", "queryMsgById", "-i", "not-an-id",
+                                "-n", cluster.namesrv])
+    _one_line_error(no_id, "not-an-id")
+
+
+@pytest.mark.parametrize("args", [
+    ["updateTopic", "-t", "CliBad", "--attributes", "queue.type=BatchCQ"],
+    ["updateTopic", "-t", "CliBad", "-p", "5"],
+    ["updateTopic", "-t", "CliBad", "-o", "maybe"],
+    ["updateTopic", "-t", "CliBad", "-c", "DefaultCluster", "-b", "127.0.0.1:1"],
+    ["sendMessage", "-t", "CliBad", "-p", "x", "-b", "broker-a"],
+    ["consumeMessage", "-t", "CliBad", "-i", "0"],
+])
+def test_bad_flags_exit_2(cluster: ThreadedCluster, args: list[str]) -> None:
+    result = runner.invoke(app, ["admin", *args, "-n", cluster.namesrv])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output

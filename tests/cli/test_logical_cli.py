@@ -103,6 +103,9 @@ def test_create_query_migrate_and_resume(cluster: ThreadedCluster, tmp_path: Pat
     file.write_text(json.dumps(planned.to_json()))
     pushed = run_json(cluster, "updateLogicalQueueMapping", "-t", "CliLogical", "-f", str(file))
     assert pushed["epoch"] == planned.epoch
+    other = run(cluster, "migrateLogicalQueue", "-t", "CliLogical", "-q", "1", "-b",
+                "broker-a", code=1)
+    assert "has a migration to broker-b pending" in flat(other.output)
     resumed = run_json(cluster, "migrateLogicalQueue", "-t", "CliLogical", "-q", "1", "-b",
                        "broker-b")
     assert [(s["step"], s["done"]) for s in resumed["steps"]] == [
@@ -130,6 +133,9 @@ def test_decrease_reopen_increase_and_delete(cluster: ThreadedCluster) -> None:
     assert out["queues"]["3"][0]["state"] == "READONLY"
     assert out["queues"]["3"][0]["physicalEnd"] == 3
     logical_route(cluster, "CliResize", 2)
+    refused = run(cluster, "sendMessage", "-t", "CliResize", "-p", "late", "-b", LOGICAL_BROKER,
+                  "-i", "3", code=1)
+    assert "NO_PERMISSION" in refused.output and "is sealed" in flat(refused.output)
 
     text = run(cluster, "updateLogicalQueueNum", "-t", "CliResize", "-q", "5").stdout
     assert "now has 5 writable logical queues of 5" in text

@@ -125,12 +125,13 @@ class LogicalQueueAdmin:
         return await self.admin.masters(self.cluster)
 
     async def _push(self, mapping: TopicMapping, brokers: dict[str, str], *,
-                    force: bool = False) -> None:
+                    force: bool = False, first: str | None = None) -> None:
+        """To every broker, ``first`` (a name) before the others."""
         body = json.dumps(mapping.to_json()).encode()
         ext = {"brokerAddrs": json.dumps(brokers, sort_keys=True)}
         if force:
             ext["force"] = "true"
-        for addr in brokers.values():
+        for addr in sorted(brokers.values(), key=lambda a: a != brokers.get(first or "")):
             await self.admin._broker(addr, RemotingCommand.request(
                 RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
 
@@ -190,6 +191,10 @@ class LogicalQueueAdmin:
         mapping = await self.query(topic)
         if lq not in mapping.queues:
             raise TideMQError(f"{topic} has no logical queue {lq}")
+        pending = mapping.pending(lq)
+        if pending is not None and pending.broker != target:
+            raise TideMQError(f"{topic}/{lq} has a migration to {pending.broker} pending: "
+                              f"finish it first (migrate to {pending.broker} again)")
         planned = plan_migration(mapping, lq, target)
         if planned is not None:
             await self._push(planned, addrs)
@@ -202,7 +207,9 @@ class LogicalQueueAdmin:
         step("sealed", sealing, mapping)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:
-            await self._push(committed, addrs)
+            # The new leader first: the brokers forwarding the sends held since the seal
+            # find it already accepting them.
+            await self._push(committed, addrs, first=target)
         step("committed", committed is not mapping, committed)
         return committed
 

@@ -7,18 +7,24 @@ request for a mapped topic translates it:
 
 * **send**: to the LQ's NORMAL segment; appended here if this broker holds it, else
   forwarded to the segment's broker with ``lo=false`` (already physical). The answer's
-  queue offset is made logical. With no NORMAL segment (a migration between seal and
-  commit) the answer is SYSTEM_BUSY "moved" -- retriable, so producers retry.
+  queue offset is made logical. With no NORMAL segment but a PENDING one (a migration
+  between seal and commit) the send is held until the commit arrives, then delivered;
+  after ``MOVE_WAIT`` the answer is SYSTEM_BUSY "moved" -- retriable. With neither (the
+  LQ was sealed by a decrease) it is NO_PERMISSION.
 * **pull**: the readable segment holding the logical offset; records come back with
   QUEUEID and QUEUEOFFSET rewritten to the logical queue and offset (a copy -- the only
   place where pull bodies are not zero-copy). A sealed segment's end moves the reader to
-  the next segment; long polling happens on the open one.
+  the next segment; long polling happens on the open one only, and pulls held on a
+  segment are answered when it is sealed. A commit piggy-backed on a pull is logical.
 * **offsets**: consumer offsets are stored in logical terms here and replicated oneway to
-  the mapping's other brokers; min/max/time search are answered from the segments.
+  the mapping's other brokers; min/max come from the segments, time search walks them
+  oldest first, and INVOKE_BROKER_TO_RESET_OFFSET resets in logical terms.
 
 A request carrying ``lo=false`` is physical and goes to the ordinary processors -- except
 that a send to a physical queue of a sealed or pending segment is refused ("moved"), the
-fence that keeps exactly one writable segment per LQ.
+fence that keeps exactly one writable segment per LQ, and that a pull of one is never
+held. A broker whose forward fails for a lost connection asks the name server for the
+brokers' addresses again (a restarted broker may listen elsewhere).
 
 Admin codes (docs/protocol.md): 20100 UPDATE_LOGICAL_QUEUE_MAPPING (body = mapping JSON),
 20101 QUERY_LOGICAL_QUEUE_MAPPING, 20102 SEAL_LOGICAL_QUEUE, 20103
@@ -248,6 +254,15 @@ class LogicalProcessor:
                                  f"broker {broker} of the logical queue is not reachable yet")
         return str(addr)
 
+    async def _forward(self, broker: str, cmd: RemotingCommand,
+                       timeout: float = 3.0) -> RemotingCommand:
+        """``cmd`` to ``broker``; a lost connection makes us look its address up again."""
+        try:
+            return await self.app.client.request(self._address(broker), cmd, timeout)
+        except ConnectionLost:
+            self.refresh_addresses()  # the broker may have restarted elsewhere
+            raise
+
     def refresh_addresses(self) -> None:
         """Learn the brokers' addresses from the name server (at most once a second): a
         restarted broker knows none, and a broker that restarted elsewhere has moved."""
@@ -306,12 +321,7 @@ class LogicalProcessor:
             timeout = 3.0
             if cmd.code in PULL_CODES:
                 timeout += int(physical.ext_fields.get("suspendTimeoutMillis", "0")) / 1000
-            try:
-                resp = await self.app.client.request(self._address(seg.broker), physical,
-                                                     timeout)
-            except ConnectionLost:
-                self.refresh_addresses()  # the broker may have restarted elsewhere
-                raise
+            resp = await self._forward(seg.broker, physical, timeout)
             if (cmd.code in SEND_CODES and resp.code == ResponseCode.SYSTEM_BUSY
                     and (resp.remark or "").startswith("moved")):
                 # Our mapping is older than the segment's broker: wait for the new one.
@@ -334,8 +344,10 @@ class LogicalProcessor:
             lq = int(cmd.ext_fields.get(qkey, "-1"))
         except ValueError:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad {qkey}") from None
-        if code in SEND_CODES and lq < 0:
-            lq = random.choice(sorted(mapping.queues))
+        if code in SEND_CODES and lq < 0:  # any writable LQ
+            lq = random.choice([q for q in sorted(mapping.queues)
+                                if mapping.leader(q) is not None
+                                or mapping.pending(q) is not None] or sorted(mapping.queues))
         if lq not in mapping.queues:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"{mapping.topic} has logical queues 0..{mapping.total - 1}, "
@@ -350,6 +362,8 @@ class LogicalProcessor:
               cmd: RemotingCommand) -> Any:
         seg = mapping.leader(lq)
         if seg is None:
+            if mapping.pending(lq) is None:
+                raise self._sealed(mapping.topic, lq)
             # Between seal and commit of a migration: hold the send until the new segment
             # is committed (normally milliseconds) instead of bouncing it to the producer.
             self._run(conn, cmd, self._send_when_moved(mapping.topic, lq, cmd))
@@ -364,6 +378,12 @@ class LogicalProcessor:
 
         return self._execute(conn, cmd, seg, translate)
 
+    @staticmethod
+    def _sealed(topic: str, lq: int) -> TideMQError:
+        return error_for_code(ResponseCode.NO_PERMISSION,
+                              f"logical queue {topic}/{lq} is sealed (the topic's logical "
+                              "queue count was decreased): readable, not writable")
+
     async def _send_when_moved(self, topic: str, lq: int,
                                cmd: RemotingCommand) -> RemotingCommand:
         """A send that met a migration: wait for the mapping to change, then deliver it to
@@ -373,6 +393,8 @@ class LogicalProcessor:
         while True:
             mapping = self.lqs.get(topic)
             seg = mapping.leader(lq) if mapping is not None else None
+            if mapping is not None and seg is None and mapping.pending(lq) is None:
+                raise self._sealed(topic, lq)  # sealed by a decrease, not migrating
             if seg is not None:
                 physical = self._physical(cmd, seg)
                 if seg.broker == self.me:
@@ -383,8 +405,7 @@ class LogicalProcessor:
                         done.set_result(resp)
                     resp = await done
                 else:
-                    resp = await self.app.client.request(self._address(seg.broker), physical,
-                                                         3.0)
+                    resp = await self._forward(seg.broker, physical)
                 if not (resp.code == ResponseCode.SYSTEM_BUSY
                         and (resp.remark or "").startswith("moved")):
                     resp.opaque, resp.serialize_type = cmd.opaque, cmd.serialize_type
@@ -525,7 +546,7 @@ class LogicalProcessor:
             if not isinstance(resp, RemotingCommand):
                 raise error_for_code(ResponseCode.SYSTEM_ERROR, f"code {code} did not answer")
         else:
-            resp = await self.app.client.request(self._address(seg.broker), cmd, 3.0)
+            resp = await self._forward(seg.broker, cmd)
         if resp.code != ResponseCode.SUCCESS:
             raise error_for_code(resp.code, resp.remark or f"code {code} failed on {seg.broker}")
         return int(resp.ext_fields.get("offset", "0"))
@@ -558,18 +579,20 @@ class LogicalProcessor:
         if not segs:
             return 0
         ext = {"topic": mapping.topic, "timestamp": str(timestamp)}
-        for i, seg in enumerate(segs):
-            last = i == len(segs) - 1
-            phys = await self._ask(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, seg, ext)
-            if not last and phys >= seg.physical_end:
-                continue  # everything in this sealed segment is older
-            if boundary.lower() == "upper":
-                phys = await self._ask(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, seg,
-                                       {**ext, "boundaryType": "upper"})
-            if seg.state is SegmentState.READONLY:
-                phys = min(phys, seg.physical_end)
-            return max(seg.logical_start, seg.to_logical(phys))
-        return segs[-1].logical_start  # pragma: no cover - the loop returns at the last
+        seg, found = segs[-1], -1
+        for older in segs[:-1]:
+            phys = await self._ask(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, older, ext)
+            if phys < older.physical_end:  # else everything in it is older: next one
+                seg, found = older, phys
+                break
+        upper = boundary.lower() == "upper"
+        if upper:
+            ext["boundaryType"] = "upper"
+        phys = found if found >= 0 and not upper else await self._ask(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, seg, ext)
+        if seg.state is SegmentState.READONLY:
+            phys = min(phys, seg.physical_end)
+        return max(seg.logical_start, seg.to_logical(phys))
 
     def reset_offset(self, mapping: TopicMapping, conn: Connection,
                      cmd: RemotingCommand) -> None:
@@ -775,6 +798,3 @@ def logical_topic_config(mapping: TopicMapping, broker: str) -> TopicConfig:
                        attributes={"logical.queues": str(mapping.total),
                                    "logical.writable": str(writable),
                                    "logical.epoch": str(mapping.epoch)})
-
-
-_ = LOGICAL_BROKER

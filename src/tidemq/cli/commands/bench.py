@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Coroutine
@@ -14,10 +15,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tidemq.bench.batch_protocol import (
+    TARGET_RPC_REDUCTION,
+    TARGET_SPEEDUP,
+    BatchProtoBenchConfig,
+    run_batch_protocol_bench,
+    target_met,
+)
 from tidemq.bench.batchcq import BatchCqBenchConfig, run_batchcq
 from tidemq.bench.broker import BrokerBenchConfig, run_consume, run_latency, run_produce
 from tidemq.bench.dispatch import MODES, DispatchBenchConfig, run_dispatch_bench
 from tidemq.bench.lmq import LmqBenchConfig, run_lmq_bench, summary_rows
+from tidemq.bench.migration import MigrationBenchConfig, run_migration_bench
 from tidemq.bench.store import WORKLOADS, StoreBenchConfig, run_store_bench
 from tidemq.errors import TideMQError
 
@@ -104,6 +113,10 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
@@ -131,6 +144,8 @@ def _print_summary(title: str, result: dict[str, Any]) -> None:
              f"{_ms(s.get('p50_ms'))} / {_ms(s.get('p99_ms'))} / {_ms(s.get('p999_ms'))}"),
             ("client CPU", _pct(s.get("client_cpu_pct"))),
             ("broker CPU", _pct(s.get("broker_cpu_pct"))),
+            ("CPU µs per message client / broker",
+             f"{_us(s.get('client_cpu_us_per_msg'))} / {_us(s.get('broker_cpu_us_per_msg'))}"),
             ("errors", str(s.get("errors", 0)))]
     rows += [(k.replace("_", " "), f"{v:,.0f}" if isinstance(v, float) else str(v))
              for k, v in s.items() if k.startswith(("prefill", "consumed", "sent", "skipped",
@@ -455,8 +470,8 @@ def _print_dispatch(result: dict[str, Any], cfg: DispatchBenchConfig) -> None:
                       f"{row['median_msgs_per_s']:,.0f} msg/s, {row['median_ratio']:.2f}x serial "
                       f"({row['median_cpu_ratio']:.2f}x per CPU-second)")
     if "gil" in result:
-        table = Table(title="what releases the GIL: a spinning thread's progress while the "
-                            "call runs, relative to alone (1 = released, ~0.5 = shared)")
+        table = Table(title="what releases the GIL: a spinning thread's progress during the "
+                            "call over an idle window (1 released, 0.5 shared, 0 held)")
         table.add_column("call")
         table.add_column("ratio", justify="right")
         for name, ratio in result["gil"].items():
@@ -518,3 +533,122 @@ def spark(
         mark = "[green]met[/]" if v["met"] else "[red]NOT met[/]"
         console.print(f"{key}: {v['value']:,.3g} (target {v['target']:,}) {mark}")
     _write_json(json_out, result)
+
+
+# ---------------------------------------------------------------------- RIP-21
+
+
+@app.command("migration")
+def migration(
+    queues: Queues = 4,
+    warmup: Annotated[float, typer.Option(
+        "--warmup", min=0.5, help="Seconds of load before the migration.")] = 3.0,
+    after: Annotated[float, typer.Option(
+        "--after", min=1.5, help="Seconds of load after it.")] = 3.0,
+    in_flight: InFlight = 16, size: Size = 128,
+    repeat: Annotated[int, typer.Option("--repeat", min=1,
+                                        help="Runs (medians quoted).")] = 3,
+    json_out: JsonOut = None,
+) -> None:
+    """A logical queue migrating under load (RIP-21), in-process three-broker cluster:
+    migrate time, time to the first write on the new segment, msgs/s before/during/after."""
+    cfg = MigrationBenchConfig(queues=queues, warmup=warmup, after=after, in_flight=in_flight,
+                               body_size=size, repeat=repeat)
+    try:
+        result = run_migration_bench(cfg)
+    except TideMQError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    result["argv"] = sys.argv[1:]
+    result["config"] = dataclasses.asdict(cfg)
+    med = result["median"]
+    table = Table(title=f"tidemq bench migration ({queues} logical queues, {in_flight} sends "
+                        f"in flight, median of {repeat})")
+    for col in ("figure", "before", "during", "after"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    for kind in ("produce", "consume"):
+        table.add_row(f"{kind} msgs/s", *(f"{med[f'{kind}_{w}']:,.0f}"
+                                          for w in ("before", "during", "after")))
+    console.print(table)
+    console.print(f"migrate: {med['migrate_s'] * 1000:.1f} ms; first write on the new "
+                  f"segment: {med['first_write_s'] * 1000:.1f} ms after the start")
+    met = med["first_write_s"] <= 1.0
+    mark = "[green]met[/]" if met else "[red]NOT met[/]"
+    console.print(f"first_write_s: {med['first_write_s']:.3g} (target 1) {mark}")
+    _write_json(json_out, result)
+
+
+# ---------------------------------------------------------------------- batch protocol
+
+
+def _num(value: float | None, fmt: str = ",.0f") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+@app.command("batchproto")
+def batchproto(
+    consume_queues: Annotated[list[int] | None, typer.Option(
+        "--consume-queues", min=1, help="Queue counts of the consume workloads "
+                                        "(repeatable; default 64 and 256).")] = None,
+    produce_queues: Annotated[int, typer.Option(
+        "--produce-queues", min=1, help="Queues the producer spreads over.")] = 64,
+    messages: Annotated[int, typer.Option(
+        "--messages", min=1, help="Messages per consume workload (all its queues).")]
+    = 128_000,
+    size: Annotated[int, typer.Option("--size", min=1, help="Body bytes.")] = 64,
+    pull_batch: Annotated[int, typer.Option(
+        "--pull-batch", min=1, help="Messages per queue per pull.")] = 32,
+    produce_seconds: Annotated[float, typer.Option(
+        "--produce-seconds", min=0.1, help="Seconds each produce run lasts.")] = 3.0,
+    rounds_in_flight: Annotated[int, typer.Option(
+        "--rounds-in-flight", min=1, help="Produce rounds (one message per queue) at once.")]
+    = 4,
+    repeat: Annotated[int, typer.Option(
+        "--repeat", min=1, help="Runs per mode (the median is quoted).")] = 3,
+    broker_set: Annotated[list[str] | None, typer.Option(
+        "--broker-set", help="Extra broker setting KEY=VALUE (repeatable).")] = None,
+    data_dir: Annotated[str | None, typer.Option(
+        "--data-dir", help="Parent of the broker's temporary data directory.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")]
+    = None,
+) -> None:
+    """The batch protocol (issue #5516) against one RPC per queue, in one run against one
+    broker process: a consumer of 64 and 256 queues, a producer over 64 queues."""
+    cfg = BatchProtoBenchConfig(
+        consume_queues=tuple(consume_queues or (64, 256)), produce_queues=produce_queues,
+        messages=messages, size=size, pull_batch=pull_batch, produce_seconds=produce_seconds,
+        rounds_in_flight=rounds_in_flight, repeat=repeat,
+        broker_settings=tuple(broker_set or ()), data_dir=data_dir)
+
+    def report(name: str, mode: str, row: dict[str, Any]) -> None:
+        console.print(f"{name:>18} {mode:>3}: {row['msgs_per_s']:>10,.0f} msg/s "
+                      f"{row['rpcs_per_s']:>9,.1f} RPC/s  {_num(row['msgs_per_rpc'], ',.1f')} "
+                      f"msg/RPC  CPU client {_num(row['client_cpu_pct'])}% broker "
+                      f"{_num(row['broker_cpu_pct'])}%", soft_wrap=True)
+
+    try:
+        cfg.check()
+        results = _run_async(run_batch_protocol_bench(cfg, report))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    except TideMQError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    table = Table(title=f"tidemq bench batchproto (body {size} B, pull {pull_batch}/queue, "
+                        f"median of {repeat})")
+    for column in ("workload", "msg/s off", "msg/s on", "speedup", "RPC/s off", "RPC/s on",
+                   "RPC reduction", "CPU us/msg off", "CPU us/msg on", "target"):
+        table.add_column(column, justify="left" if column == "workload" else "right")
+    for name, res in results.items():
+        off, on = res["off"], res["on"]
+        verdict = "[green]met[/]" if target_met(res) else "[red]not met[/]"
+        table.add_row(name, _num(off["msgs_per_s_median"]), _num(on["msgs_per_s_median"]),
+                      f"{res['speedup']:.2f}x", _num(off["rpcs_per_s"], ",.1f"),
+                      _num(on["rpcs_per_s"], ",.1f"), f"{res['rpc_reduction']:,.1f}x",
+                      _num(off["cpu_us_per_msg"], ",.1f"), _num(on["cpu_us_per_msg"], ",.1f"),
+                      verdict)
+    console.print(table)
+    console.print(f"target: >= {TARGET_SPEEDUP:g}x msg/s and >= {TARGET_RPC_REDUCTION:g}x "
+                  "fewer RPCs per message with the batch protocol")
+    _write_json(json_out, {"command": "batchproto", "argv": sys.argv[1:],
+                           "config": dataclasses.asdict(cfg), "results": results})

@@ -537,12 +537,13 @@ def test_batch_topic_declared_after_its_classic_queue_exists(tmp_path: Path) -> 
             store.shutdown()
 
 
+@pytest.mark.parametrize("dispatcher", DISPATCHERS[1:])
 def test_prepare_failure_stops_dispatch_with_an_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, dispatcher: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: ConcurrentDispatcher, seq: int, batches: list[DispatchBatch]) -> Any:
         raise RuntimeError("injected preparation failure")
 
-    store = open_store(tmp_path / "store", "concurrent")
+    store = open_store(tmp_path / "store", dispatcher)
     try:
         monkeypatch.setattr(ConcurrentDispatcher, "_prepare", broken)
         store.put(CLASSIC, 0, message(1))
@@ -581,6 +582,35 @@ def test_dispatch_lag_is_measured_and_warned_about(
         assert store.wait_dispatched()
         assert store.dispatch_lag() == (0, 0.0)
     finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", DISPATCHERS)
+def test_lag_counts_the_round_being_written(tmp_path: Path, dispatcher: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record taken from the pending queue is still not visible: the lag keeps counting
+    it until its round is written (the serial dispatcher used to report 0 meanwhile)."""
+    clock = FakeClock()
+    store = open_store(tmp_path / "store", dispatcher, clock=clock)
+    entered, release = threading.Event(), threading.Event()
+    append = ConsumeQueue.append
+
+    def held(self: ConsumeQueue, *args: Any) -> int:
+        entered.set()
+        release.wait(10)
+        return append(self, *args)
+
+    monkeypatch.setattr(ConsumeQueue, "append", held)
+    try:
+        store.put(CLASSIC, 0, message(1))
+        assert entered.wait(10)
+        clock.now += 700
+        assert store.dispatch_lag()[1] == 700.0
+        release.set()
+        assert store.wait_dispatched()
+        assert store.dispatch_lag() == (0, 0.0)
+    finally:
+        release.set()
         store.shutdown()
 
 

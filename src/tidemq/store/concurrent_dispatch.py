@@ -18,21 +18,27 @@ takes slot ``commit_seq`` only, so nothing beyond the commit position is written
 pull can see it, and long-poll wake-ups happen at commit. A reader therefore never sees
 an entry before every earlier entry of its queue. The ring holds ``ring_size`` rounds;
 the round builder blocks when it is full (back-pressure instead of unbounded memory).
-What the committer writes is decided by the queues as they are at commit time, exactly
-as the serial dispatcher decides (a topic declared BatchCQ after its classic queue
-exists keeps writing classic entries; a deleted LMQ's floor is re-checked).
+Only full rounds (``round_records``: a backlog) take that path; a smaller round is
+prepared and committed by the builder itself once the rounds before it are visible
+(``inline``): under the GIL the hand-offs buy nothing and cost a thread wake-up each,
+up to a switch interval (5 ms) behind a busy producer thread. What the
+committer writes is decided by the queues as they are at commit time, exactly as the
+serial dispatcher decides (a topic declared BatchCQ after its classic queue exists keeps
+writing classic entries; a deleted LMQ's floor is re-checked).
 
-Where the speed comes from, measured on the 2-core machine (``tidemq bench dispatch``,
-docs/benchmarks.md, "Concurrent dispatch"): under the GIL, threads that run Python do
-not run in parallel, and of the native calls on this path only numpy's column copies
-release the GIL -- rocksdict 0.3 holds it through ``Rdict.write`` (its database sits in
-a ``RefCell``), and ``mmap`` slice writes and ``ndarray.tobytes`` hold it too. So the
-gain is mostly (a) less Python per entry (bulk preparation: the LMQ fan-out is about a
-third of the serial path's per-entry cost) and (b) rounds small enough that preparing
-one overlaps committing another wherever the GIL is released. More workers do not help
-on a GIL build; the defaults follow the measurements. Processes were rejected: every
-entry would cross a pipe or shared memory, and the LMQ RocksDB admits one writing
-process.
+What the threads buy, measured on the 2-core machine (``tidemq bench dispatch``,
+docs/benchmarks.md, "Concurrent dispatch"): very little. Under the GIL, threads that
+run Python do not run in parallel, and the native calls on this path hold the GIL too:
+rocksdict 0.3 never releases it in ``Rdict.write`` (its ``flush`` and multi-get do),
+and ``np.asarray`` of lists, ``ndarray.tobytes`` and ``mmap`` slice writes hold it; only
+numpy's column copies release it, and they are a sliver of a round. Both dispatchers
+spend the same CPU per message (the serial one prepares the LMQ fan-out in bulk too,
+``LmqStore.write_fanout``), so the concurrent one is about as fast; what it adds is
+bounded rounds (RocksDB write batches of thousands of entries instead of one batch per
+backlog), back-pressure, and the ordered-commit structure a free-threaded build could
+use. One worker is the default because more only add hand-offs. Processes were
+rejected: every entry would cross a pipe or shared memory, and the LMQ RocksDB admits
+one writing process.
 """
 
 from __future__ import annotations
@@ -102,7 +108,8 @@ class ConcurrentDispatcher(Dispatcher):
         self._ring_cond = threading.Condition()
         self._next_seq = 0
         self.commit_seq = 0  # the next round to commit: everything before it is visible
-        #: Commit a round on the builder thread when nothing is in flight (no hand-offs).
+        #: Commit rounds smaller than ``round_records`` on the builder thread, once the
+        #: rounds before them are visible (no hand-offs); False: every round is pipelined.
         self.inline = inline
         self._committing = False  # a thread is inside _commit (hooks included)
         self._threads: list[threading.Thread] = []
@@ -131,21 +138,28 @@ class ConcurrentDispatcher(Dispatcher):
         self._threads = []
 
     def run_once(self, batches: list[DispatchBatch]) -> None:
-        """Called by the builder thread with each confirmed round: number it, then either
-        prepare and commit it right here, when nothing is in flight (``inline``), or wait
-        for room in the ring and hand it to the preparers. Numbered rounds count as in
-        flight until they are visible (:meth:`_in_flight`)."""
+        """Called by the builder thread with each confirmed round: number it, then hand a
+        full round (a backlog) to the preparers once the ring has room, or commit a
+        smaller one right here once the rounds before it are visible (``inline``).
+        Numbered rounds count as in flight until they are visible (:meth:`_in_flight`)."""
+        records = 0
+        for b in batches:
+            records += len(b.phys)
         with self._ring_cond:
             seq = self._next_seq
             self._next_seq = seq + 1
             self._round_ts[seq] = batches[0].store_timestamp
             self._busy = False  # the builder holds nothing unnumbered any more
-            inline = self.inline and self.commit_seq == seq and not self._committing
-            if inline:
-                self._committing = True
-            while (not inline and seq - self.commit_seq >= self.ring_size and not self._stop
-                   and self.error is None):
+            self._round_start = 0  # the round's lag is measured by _round_ts now
+            inline = self.inline and not 0 < self.round_records <= records
+            while not self._stop and self.error is None and (
+                    (self.commit_seq < seq or self._committing) if inline
+                    else seq - self.commit_seq >= self.ring_size):
                 self._ring_cond.wait(0.1)
+            if inline and self.commit_seq == seq and not self._committing:
+                self._committing = True
+            else:
+                inline = False  # stopping (or failed) while waiting: the committer takes it
         if not inline:
             self._work.put((seq, batches))
             return
@@ -187,7 +201,8 @@ class ConcurrentDispatcher(Dispatcher):
         while True:
             with self._ring_cond:
                 while self.commit_seq not in self._ring:
-                    if self._stop and self.commit_seq >= self._next_seq:
+                    if self.error is not None or (self._stop
+                                                  and self.commit_seq >= self._next_seq):
                         return
                     self._ring_cond.wait(0.05)
                 item = self._ring.pop(self.commit_seq)
@@ -203,6 +218,7 @@ class ConcurrentDispatcher(Dispatcher):
             finally:
                 with self._ring_cond:
                     self._committing = False
+                    self._ring_cond.notify_all()
 
     def _fail(self, exc: BaseException) -> None:
         log.error("concurrent dispatch failed; consume queues stop advancing", exc_info=exc)

@@ -163,6 +163,7 @@ class Dispatcher:
         self._last_lag_warning: float | None = None  # time.monotonic() of it
         self.error: BaseException | None = None
         self._busy = False
+        self._round_start = 0  # store time of the first record of the round in hand
         self._paused = False
         self._idle = False
         self.linger = linger_ms / 1000
@@ -243,7 +244,10 @@ class Dispatcher:
         return behind, ms
 
     def _oldest_undispatched(self) -> int:
-        """Store timestamp of the oldest record not yet visible (0 if none)."""
+        """Store timestamp of the oldest record not yet visible (0 if none): the round
+        being written, else the oldest waiting batch."""
+        if self._round_start:
+            return self._round_start
         pending = self._pending
         return pending[0].store_timestamp if pending else 0
 
@@ -263,6 +267,7 @@ class Dispatcher:
                     # accumulate briefly. Bounded by ``linger`` seconds of extra latency.
                     time.sleep(self.linger)
                 self._busy = True
+                self._round_start = pending[0].store_timestamp  # before it leaves pending
                 confirm = self._confirm()
                 out = []
                 limit, records = self.round_records, 0
@@ -304,6 +309,7 @@ class Dispatcher:
         with self._cond:
             self.dispatched_offset = last.end
             self._busy = False
+            self._round_start = 0
             self._cond.notify_all()
         self.last_store_timestamp = last.store_timestamp
         self.dispatched_entries += sum(len(b.phys) for b in batches)

@@ -652,3 +652,31 @@ def batchproto(
                   "fewer RPCs per message with the batch protocol")
     _write_json(json_out, {"command": "batchproto", "argv": sys.argv[1:],
                            "config": dataclasses.asdict(cfg), "results": results})
+
+
+@app.command("push")
+def push(
+    messages: Annotated[int, typer.Option(help="Messages pre-filled and consumed.")] = 200_000,
+    queues: Annotated[int, typer.Option(help="Queues of the topic.")] = 8,
+    batch: Annotated[int, typer.Option(help="Messages per listener call.")] = 32,
+    pull_batch: Annotated[int, typer.Option(help="Messages per pull request.")] = 1000,
+    repeat: Annotated[int, typer.Option(help="Runs (the median is quoted).")] = 3,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")] = None,
+) -> None:
+    """Push-consumer throughput (trivial listener) and the rebalance time of a 4th member."""
+    from tidemq.bench.push import PushBenchConfig, run_push_bench
+
+    cfg = PushBenchConfig(messages=messages, queues=queues, batch=batch, pull_batch=pull_batch,
+                          repeat=repeat)
+    result = run_push_bench(cfg)
+    table = Table(title=f"tidemq bench push ({messages:,} x 128 B, median of {repeat})")
+    for col in ("run", "msgs/s", "client CPU", "broker CPU", "rebalance (4th member)"):
+        table.add_column(col, justify="right")
+    for i, r in enumerate(result["runs"]):
+        table.add_row(str(i + 1), f"{r['msgs_per_s']:,.0f}", f"{r['client_cpu_pct']:.0f}%",
+                      f"{r['broker_cpu_pct']:.0f}%", f"{r['rebalance_s'] * 1000:.1f} ms")
+    console.print(table)
+    console.print(f"median: {result['median_msgs_per_s']:,.0f} msgs/s, rebalance "
+                  f"{result['median_rebalance_s'] * 1000:.1f} ms")
+    _write_json(json_out, {"command": "push", "config": dataclasses.asdict(cfg),
+                           "results": result})

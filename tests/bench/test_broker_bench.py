@@ -1,0 +1,152 @@
+"""``tidemq bench produce|consume|latency``: tiny runs against a real broker process.
+
+Each CLI test starts ``tidemq standalone`` in a subprocess (small segments) and loads it
+for about a second; they are marked ``slow``. The meter tests need no process, and
+``--namesrv`` is tested against an in-process cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.cli.conftest import ThreadedCluster
+from typer.testing import CliRunner
+
+from tidemq.bench.broker import BrokerBenchConfig
+from tidemq.bench.meter import Meter, Sampler, percentiles_ms
+from tidemq.cli.main import app
+
+runner = CliRunner()
+
+#: Keep the broker's files small: 16 MiB commit-log segments.
+SMALL = ["--broker-set", "mappedFileSizeCommitLog=16777216"]
+
+
+def bench(tmp_path: Path, *args: str) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    result = runner.invoke(app, ["bench", *args, *SMALL, "--queues", "2",
+                                 "--data-dir", str(tmp_path), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(out.read_text())
+    assert data["seconds"], data
+    for row in data["seconds"]:
+        assert row["seconds"] > 0 and row["client_cpu_pct"] >= 0
+        assert row["broker_cpu_pct"] is not None
+    assert list(tmp_path.iterdir()) == [out], "the broker's data directory is left behind"
+    return data
+
+
+# ---------------------------------------------------------------------- meter (no process)
+
+
+def test_percentiles_in_milliseconds() -> None:
+    values = array("d", [i / 1000 for i in range(1, 1001)])  # 1 .. 1000 ms
+    p = percentiles_ms(values)
+    assert p["p50_ms"] == pytest.approx(500.5)
+    assert p["p99_ms"] == pytest.approx(990.01)
+    assert p["p999_ms"] == pytest.approx(999.001)
+    assert percentiles_ms(array("d")) == {"p50_ms": None, "p99_ms": None, "p999_ms": None}
+
+
+def test_sampler_rows_and_summary_skip_the_warmup() -> None:
+    meter = Meter()
+    sampler = Sampler(meter, None)
+    meter.count, meter.latencies = 10, array("d", [1.0] * 10)
+    first = sampler.tick()
+    meter.count += 5
+    meter.latencies.extend([0.001] * 5)
+    meter.fail(RuntimeError("boom"))
+    second = sampler.tick()
+    assert (first["msgs"], second["msgs"], second["errors"]) == (10, 5, 1)
+    assert second["p50_ms"] == pytest.approx(1.0) and second["broker_cpu_pct"] is None
+    first["t"], first["seconds"] = 1.0, 1.0  # pretend the rows were a second each
+    second["t"], second["seconds"] = 2.0, 1.0
+    summary = sampler.summary(warmup=1.0)
+    assert summary["msgs"] == 5 and summary["msgs_per_s"] == pytest.approx(5.0)
+    assert summary["p99_ms"] == pytest.approx(1.0)
+    assert summary["errors"] == 1 and summary["last_error"] == "boom"
+    assert sampler.summary(warmup=0.0)["msgs"] == 15
+
+
+@pytest.mark.parametrize(("change", "word"), [
+    ({"flush": "SOMETIMES"}, "flush"), ({"batch": 0}, "batch"), ({"duration": 0}, "duration"),
+])
+def test_config_is_checked(change: dict[str, Any], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        BrokerBenchConfig(**change).check()
+
+
+# ---------------------------------------------------------------------- the commands
+
+
+@pytest.mark.slow
+def test_produce_writes_json(tmp_path: Path) -> None:
+    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "8")
+    assert data["command"] == "produce"
+    assert data["config"]["flush"] == "ASYNC_FLUSH" and data["config"]["in_flight"] == 8
+    summary = data["summary"]
+    assert summary["msgs"] > 0 and summary["errors"] == 0
+    assert summary["p50_ms"] > 0 and summary["p999_ms"] >= summary["p99_ms"]
+
+
+@pytest.mark.slow
+def test_produce_raw_batches_sync_flush(tmp_path: Path) -> None:
+    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "4",
+                 "--batch", "10", "--raw", "--producers", "2", "--flush", "SYNC_FLUSH")
+    summary = data["summary"]
+    assert summary["errors"] == 0, summary["last_error"]
+    assert summary["msgs"] > 0 and summary["msgs"] % 10 == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("raw", [False, True])
+def test_consume_reads_everything(tmp_path: Path, raw: bool) -> None:
+    data = bench(tmp_path, "consume", "--messages", "2000", "--pull-batch", "100",
+                 *(["--raw"] if raw else []))
+    summary = data["summary"]
+    assert summary["prefill_msgs"] == 2000
+    assert summary["consumed"] == 2000 and summary["complete"] is True
+    assert summary["msgs"] == 2000
+
+
+@pytest.mark.slow
+def test_latency_end_to_end(tmp_path: Path) -> None:
+    data = bench(tmp_path, "latency", "--rate", "200", "--duration", "1.5", "--warmup", "0.5")
+    summary = data["summary"]
+    assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
+    assert 0 < summary["p50_ms"] < 1000
+    assert summary["ack"]["p99_ms"] is not None
+
+
+@pytest.mark.slow
+def test_a_broker_that_does_not_start_is_one_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["bench", "produce", "--duration", "1", "--data-dir",
+                                 str(tmp_path), "--broker-set", "mappedFileSizeCommitLog=10"])
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and "exited" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ThreadedCluster]:
+    running = ThreadedCluster(tmp_path / "cluster", brokers=1).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_produce_against_a_running_cluster(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    result = runner.invoke(app, ["bench", "produce", "-n", cluster.namesrv, "--duration", "1",
+                                 "--warmup", "0", "--in-flight", "4", "--topic", "Existing",
+                                 "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["summary"]["msgs"] > 0 and data["summary"]["broker_cpu_pct"] is None
+    assert cluster.cluster.brokers[0].topics.get("Existing") is not None

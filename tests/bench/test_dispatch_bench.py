@@ -1,0 +1,41 @@
+"""``tidemq bench dispatch``: a tiny run of every part through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tidemq.bench.dispatch import MODES
+from tidemq.cli.main import app
+
+runner = CliRunner()
+
+
+def test_dispatch_bench_measures_both_dispatchers_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    data_dir = tmp_path / "data"
+    result = runner.invoke(app, [
+        "bench", "dispatch", "--messages", "400", "--queues", "4", "--fanout", "2",
+        "--lmqs", "8", "--rates", "200,400", "--seconds", "0.3", "--warmup", "0.1",
+        "--repeat", "1", "--skip-gil", "--data-dir", str(data_dir), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    for mode in MODES:
+        assert data["backlog"][mode]["median_msgs_per_s"] > 0
+        assert len(data["backlog"][mode]["runs"]) == 1
+    assert data["backlog"]["median_ratio"] > 0
+    rows = data["sustained"]["table"]
+    assert [row["rate"] for row in rows] == [200, 400]
+    first = rows[0]["serial"]
+    assert first["runs"] == 1 and first["lag_p99_ms"] >= first["lag_p50_ms"] >= 0
+    assert set(data["sustained"]["max_sustained"]) == set(MODES)
+    assert "highest sustained rate" in result.output and "lag p50 / p99" in result.output
+    assert list(data_dir.iterdir()) == [], "a store directory is left behind"
+
+
+def test_dispatch_bench_rejects_bad_rates() -> None:
+    result = runner.invoke(app, ["bench", "dispatch", "--rates", "10,x"])
+    assert result.exit_code != 0
+    assert "--rates" in result.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from tidemq.codec.batch_protocol import (
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.message import decode_messages
-from tidemq.errors import ResponseCode
+from tidemq.errors import ConnectionLost, ResponseCode
 from tidemq.store.config import FlushDiskType
 from tidemq.testing import Cluster
 
@@ -47,6 +48,14 @@ def raw_parent(code: int, body: bytes, **ext: str) -> RemotingCommand:
 
 def max_offset(topic: str, queue_id: int) -> RemotingCommand:
     return wire.request(MAX_OFFSET, topic=topic, queueId=queue_id)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait for a broker-side state with no event of its own (a parent being parked when
+    its request arrives, or dropped when its connection's close is noticed)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -124,6 +133,18 @@ async def test_offset_commits_and_queries_in_one_rpc(peer: Peer, topic: str) -> 
     got = await merged(peer, RequestCode.QUERY_CONSUMER_OFFSET, queries)
     assert [r.code for r in got] == [0, 0, ResponseCode.QUERY_NOT_FOUND]
     assert [r.ext_fields.get("offset") for r in got[:2]] == ["13", "10"]
+
+
+async def test_a_oneway_parent_is_processed_and_not_answered(
+        peer: Peer, topic: str, cluster: Cluster) -> None:
+    commits = [wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="ow",
+                            topic=topic, queueId=q, commitOffset=7) for q in range(3)]
+    await peer.client.oneway(peer.addr, encode_batch_request(
+        RequestCode.UPDATE_CONSUMER_OFFSET, commits, oneway=True))
+    query = wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="ow", topic=topic,
+                         queueId=2)
+    assert (await peer.ok(query)).ext_fields["offset"] == "7"  # same connection: in order
+    assert cluster.brokers[0].committed_offset("ow", topic, 0) == 7
 
 
 # ---------------------------------------------------------------- parent errors and limits
@@ -220,9 +241,8 @@ async def test_a_held_parent_is_woken_by_any_child_queue(
     assert broker.batch is not None
     parent = asyncio.ensure_future(merged(peer, RequestCode.PULL_MESSAGE,
                                           pulls(topic, [0, 1, 2, 3], suspend_ms=20_000)))
-    while broker.batch.holds.held_count == 0:
-        assert not parent.done(), parent.result()
-        await asyncio.sleep(0.01)  # the broker parks it when the request arrives
+    await until(lambda: broker.batch is not None and broker.batch.holds.held_count == 1)
+    assert not parent.done()
     t0 = time.monotonic()
     async with Peer(broker.broker_addr) as other:
         await other.ok(wire.send(topic, b"wake", queue_id=2))
@@ -251,19 +271,41 @@ async def test_a_failing_child_is_answered_without_holding(peer: Peer, topic: st
     assert [r.code for r in got] == [ResponseCode.PULL_NOT_FOUND, ResponseCode.TOPIC_NOT_EXIST]
 
 
+async def test_a_pull_child_answered_later_is_waited_for_without_a_hold(
+        peer: Peer, topic: str, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A processor may answer later through the connection (a logical-queue pull forwarded
+    to another broker does): the parent waits for that child and is not held."""
+    batch = cluster.brokers[0].batch
+    assert batch is not None
+    real = batch._processors[RequestCode.PULL_MESSAGE]
+
+    def late(conn: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        resp = real(conn, cmd)
+        if cmd.ext_fields["queueId"] != "1":
+            return resp  # type: ignore[return-value]
+        asyncio.get_running_loop().call_later(0.05, conn.send_response, resp)
+        return None
+
+    monkeypatch.setitem(batch._processors, RequestCode.PULL_MESSAGE, late)
+    t0 = time.monotonic()
+    got = await merged(peer, RequestCode.PULL_MESSAGE, pulls(topic, [0, 1, 2],
+                                                             suspend_ms=10_000))
+    assert time.monotonic() - t0 < 5
+    assert [(r.code, r.opaque) for r in got] == [(19, 1), (19, 2), (19, 3)]
+    assert batch.holds.held_count == 0
+
+
 async def test_a_closed_connection_drops_its_held_parent(topic: str, cluster: Cluster) -> None:
     broker = cluster.brokers[0]
     assert broker.batch is not None
     peer = Peer(broker.broker_addr)
     parent = asyncio.ensure_future(peer(encode_batch_request(
         RequestCode.PULL_MESSAGE, pulls(topic, [0, 1], suspend_ms=20_000)), 30))
-    while broker.batch.holds.held_count == 0:
-        await asyncio.sleep(0.01)  # the broker parks it when the request arrives
+    await until(lambda: broker.batch is not None and broker.batch.holds.held_count == 1)
     await peer.close()
-    with pytest.raises(Exception):  # noqa: B017 -- ConnectionLost or cancelled
+    with pytest.raises(ConnectionLost):
         await parent
-    while broker.batch.holds.held_count:
-        await asyncio.sleep(0.01)  # the close callback runs when the socket is gone
+    await until(lambda: broker.batch is not None and broker.batch.holds.held_count == 0)
 
 
 async def test_the_pull_budget_stops_reading_and_asks_for_a_retry(

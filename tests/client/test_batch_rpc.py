@@ -15,16 +15,19 @@ from tidemq.client import (
     AdminClient,
     ClientConfig,
     ConsumeFromWhere,
+    ConsumeStatus,
     Message,
+    MessageExt,
     MessageQueue,
     Producer,
     PullConsumer,
+    PushConsumer,
 )
 from tidemq.client.batch_rpc import BatchSupport, Support, batch_requester
 from tidemq.client.instance import ClientInstance
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import GetMaxOffsetRequestHeader
-from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
 from tidemq.testing import Cluster
 
 TOPIC = "Multi"
@@ -42,6 +45,15 @@ async def make_cluster(tmp_path: Path, **broker: Any) -> Cluster:
     cluster = await Cluster(tmp_path, broker=broker).start()
     async with AdminClient(config=config(cluster)) as admin:
         await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        async with asyncio.timeout(10):  # the broker registers the new topic soon after
+            while True:
+                try:
+                    route = await admin.instance.routes.get(TOPIC, refresh=True)
+                    if len(route.subscribe_queues) == QUEUES:
+                        break
+                except TideMQError:
+                    pass
+                await asyncio.sleep(0.02)
     return cluster
 
 
@@ -211,10 +223,9 @@ async def test_a_held_merged_pull_is_woken_by_a_send_to_any_queue(cluster: Clust
         assert await consumer.poll(timeout=0.3) == []  # positions found, pulls parked
         batch = cluster.brokers[0].batch
         assert batch is not None
-        deadline = time.monotonic() + 5
-        while batch.holds.held_count == 0:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)  # the pull parent reaches the broker
+        async with asyncio.timeout(5):
+            while batch.holds.held_count == 0:  # parked when the parent arrives
+                await asyncio.sleep(0.01)
         t0 = time.monotonic()
         await p.send(Message(TOPIC, b"wake up"), queue=queues(cluster)[6])
         got = await consumer.poll(timeout=10)
@@ -241,6 +252,31 @@ async def test_a_pull_consumer_falls_back_without_the_feature(legacy: Cluster) -
         assert legacy.brokers[0].committed_offset("cg", TOPIC, 0) == 3
     finally:
         await consumer.close()
+
+
+async def test_a_push_consumer_pulls_its_queues_in_merged_rpcs(cluster: Cluster) -> None:
+    await fill(cluster, 4)
+    got: list[bytes] = []
+    done = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.body for m in msgs)
+        if len(got) >= 4 * QUEUES:
+            done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("push-cg", config=config(cluster), listener=listener,
+                            consume_from=FIRST)
+    consumer.subscribe(TOPIC)
+    await consumer.start()
+    try:
+        await asyncio.wait_for(done.wait(), 20)
+        rpc = batch_requester(consumer.instance)
+        assert rpc.stats.parents >= 1
+        assert rpc.stats.children / rpc.stats.parents > 2  # the queues' pulls shared RPCs
+    finally:
+        await consumer.close()
+    assert sorted(got) == sorted(f"{q}:{i}".encode() for q in range(QUEUES) for i in range(4))
 
 
 # ---------------------------------------------------------------- negotiation

@@ -252,7 +252,7 @@ def mangled_bodies(draw: st.DrawFn) -> bytes:
     return bytes(body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(body=mangled_bodies() | st.binary(max_size=200),
        code=st.sampled_from(["30", "11", "-1", "x", "99999999999"]))
 def test_garbage_parents_raise_only_protocol_errors(body: bytes, code: str) -> None:

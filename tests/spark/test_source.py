@@ -13,31 +13,9 @@ from tidemq.client.blocking import BlockingProducer
 from tidemq.spark.options import SourceOptionError
 from tidemq.types import Message
 
-from .conftest import Server
+from .conftest import Server, produce, wait_visible
 
 pytestmark = pytest.mark.spark
-
-
-def produce(server: Server, topic: str, n: int, *, start: int = 0, tags: str = "t") -> None:
-    with BlockingProducer("spark-test-producer", server.namesrv) as p:
-        for i in range(start, start + n):
-            p.send(Message(topic, f"m{i}".encode(), {"TAGS": tags, "KEYS": f"k{i}"}))
-
-
-def wait_visible(server: Server, topic: str, total: int) -> None:
-    from tidemq.client.blocking import BlockingPullConsumer
-    from tidemq.errors import TideMQError
-
-    with BlockingPullConsumer("probe", server.namesrv) as c:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:  # the route appears once the broker has re-registered the new topic
-                if sum(c.get_max_offset(q) for q in c.queues(topic)) >= total:
-                    return
-            except TideMQError:
-                pass
-            time.sleep(0.05)
-    raise AssertionError(f"{topic}: fewer than {total} messages became visible")
 
 
 def test_batch_read_of_a_known_topic(spark: Any, server: Server) -> None:

@@ -8,6 +8,8 @@ core) and of the broker process (``/proc``), so a reader sees which side saturat
 Row fields: ``t`` (seconds since start, at the row's end), ``seconds``, ``msgs``,
 ``msgs_per_s``, ``p50_ms``/``p99_ms``/``p999_ms`` (``None`` without samples),
 ``client_cpu_pct``, ``broker_cpu_pct`` (``None`` when the broker is not ours), ``errors``.
+The summary adds CPU microseconds per message of each side, the figure to compare on a
+machine shared with other work.
 """
 
 from __future__ import annotations
@@ -100,8 +102,18 @@ class Sampler:
                 "median_msgs_per_s": rates[len(rates) // 2], **percentiles_ms(lat),
                 "client_cpu_pct": _mean(r["client_cpu_pct"] for r in rows),
                 "broker_cpu_pct": _mean(r["broker_cpu_pct"] for r in rows),
+                "client_cpu_us_per_msg": _cpu_per_msg(rows, "client_cpu_pct", msgs),
+                "broker_cpu_us_per_msg": _cpu_per_msg(rows, "broker_cpu_pct", msgs),
                 "errors": sum(r["errors"] for r in rows),
                 "last_error": self.meter.last_error or None}
+
+
+def _cpu_per_msg(rows: list[dict[str, Any]], key: str, msgs: int) -> float | None:
+    """CPU microseconds per message: steadier than rates on a shared machine, where a
+    process waiting for a core gets neither CPU time nor messages done."""
+    if not msgs or any(r[key] is None for r in rows):
+        return None
+    return float(sum(r[key] * r["seconds"] for r in rows) / 100 / msgs * 1e6)
 
 
 def _mean(values: Any) -> float | None:

@@ -8,6 +8,7 @@ their broker address comes from the ``broker`` option.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -17,10 +18,12 @@ from tidemq.client.config import ClientConfig
 from tidemq.client.pull import PullResult, pull_request, read_pull_response
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageResponseHeader
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.spark.options import SourceOptions
-from tidemq.types import MessageQueue
+from tidemq.types import MessageQueue, PullStatus
 
-__all__ = ["ClusterAccess", "QueueKey", "queue_key", "split_key"]
+__all__ = ["ClusterAccess", "PulledBody", "QueueKey", "queue_key", "split_key"]
 
 LMQ_BROKER = "lmq"
 
@@ -39,6 +42,24 @@ def queue_key(q: QueueKey) -> str:
 def split_key(topic: str, key: str) -> QueueKey:
     broker, _, qid = key.rpartition(":")
     return QueueKey(topic, broker, int(qid))
+
+
+_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+class PulledBody(NamedTuple):
+    """One pull, its body left undecoded (``b""`` unless ``status`` is FOUND)."""
+
+    status: PullStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
 
 
 class _LmqConsumer(BlockingPullConsumer):
@@ -84,8 +105,6 @@ class ClusterAccess:
         pattern = re.compile(self.opts.topic_pattern)
         cmd = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         response, _ = self.consumer.routes.request_any(lambda: cmd)
-        import json
-
         names = json.loads(response.full_body() or b"{}").get("topicList", [])
         return sorted(t for t in names if pattern.fullmatch(t) and not t.startswith("%"))
 
@@ -114,6 +133,21 @@ class ClusterAccess:
 
     def pull(self, q: QueueKey, offset: int, max_nums: int) -> PullResult:
         return self.consumer.pull(self._mq(q), offset, max_nums, expression=self.opts.tags)
+
+    def pull_body(self, q: QueueKey, offset: int, max_nums: int) -> PulledBody:
+        """A pull whose records the caller decodes (the executors' columnar path);
+        tags are filtered by the broker (by hash) and then by the caller."""
+        mq = self._mq(q)
+        sub = Subscription.parse(q.topic, self.opts.tags)
+        cmd = pull_request(self.opts.group, mq, offset, max_nums=max_nums, subscription=sub)
+        response, addr = self.consumer._request(mq, cmd)
+        status = _STATUS.get(response.code)
+        if status is None:
+            raise error_for_code(response.code, response.remark or "", address=addr)
+        header = PullMessageResponseHeader.from_ext(response.ext_fields)
+        body = response.full_body() if status is PullStatus.FOUND else b""
+        return PulledBody(status, header.next_begin_offset, header.min_offset,
+                          header.max_offset, body)
 
     def commit(self, q: QueueKey, offset: int) -> None:
         self.consumer.commit(self._mq(q), offset)

@@ -25,11 +25,12 @@ failOnDataLoss         ``true`` (default): fail when offsets fell below a queue'
                        ``false``: skip ahead to the minimum and log a warning
 tags                   tag expression (``a || b``); rows with other tags are dropped
 group                  consumer group used for reads and lag reporting (``spark-<topic>``)
-pullBatchSize          messages per pull request (default 1000)
+pullBatchSize          messages per pull request (default 8192; pulls are joined into
+                       Arrow batches of at least 32,768 rows)
 =====================  ==================================================================
 
-Sink options: ``namesrv``, ``topic`` (default when the row has no ``topic`` column),
-``producerGroup``, ``exactlyOnce`` (default ``true``).
+Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column), ``producerGroup``
+(default ``spark-sink``). The sink is at-least-once (see :mod:`tidemq.spark.sink`).
 """
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ from collections.abc import Mapping
 
 from tidemq.errors import TideMQError
 
-__all__ = ["SinkOptions", "SourceOptionError", "SourceOptions", "parse_sink_options",
-           "parse_source_options"]
+__all__ = ["DEFAULT_PULL_BATCH", "SinkOptions", "SourceOptionError", "SourceOptions",
+           "parse_sink_options", "parse_source_options"]
+
+#: Messages per pull request of the executors' reads (option ``pullBatchSize``).
+DEFAULT_PULL_BATCH = 8192
 
 READ_KEYS = {
     "namesrv", "topic", "topics", "topicpattern", "lmq", "broker", "startingoffsets",
     "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "tags", "group", "pullbatchsize", "path",
 }
-WRITE_KEYS = {"namesrv", "topic", "producergroup", "exactlyonce", "path"}
+#: Spark itself passes ``path`` and ``checkpointLocation`` along with the user's options.
+WRITE_KEYS = {"namesrv", "topic", "producergroup", "path", "checkpointlocation"}
 
 
 class SourceOptionError(TideMQError, ValueError):
@@ -76,7 +81,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     tags: str = "*"
     group: str = "spark-reader"
-    pull_batch_size: int = 1000
+    pull_batch_size: int = DEFAULT_PULL_BATCH
 
     @property
     def is_lmq(self) -> bool:
@@ -88,7 +93,6 @@ class SinkOptions:
     namesrv: str
     topic: str | None
     producer_group: str
-    exactly_once: bool
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -197,7 +201,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fail_on_data_loss=_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         tags=opts.get("tags", "*") or "*",
         group=opts.get("group") or f"spark-{name}"[:120],
-        pull_batch_size=_int("pullBatchSize", opts.get("pullbatchsize", "1000"), minimum=1),
+        pull_batch_size=_int("pullBatchSize", opts.get("pullbatchsize", str(DEFAULT_PULL_BATCH)),
+                             minimum=1),
     )
 
 
@@ -210,5 +215,4 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if not namesrv:
         raise SourceOptionError("namesrv", "required: the name server address host:port")
     return SinkOptions(namesrv=namesrv, topic=opts.get("topic") or None,
-                       producer_group=opts.get("producergroup") or "spark-sink",
-                       exactly_once=_bool("exactlyOnce", opts.get("exactlyonce", "true")))
+                       producer_group=opts.get("producergroup") or "spark-sink")

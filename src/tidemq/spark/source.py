@@ -4,22 +4,27 @@ writes. pyspark is imported only in this package (import-linter contract).
 Where things run (specs/pyspark.md §2): planning methods (``partitions``,
 ``latestOffset``, ``initialOffset``) run in a long-lived driver-side process per query;
 ``read`` runs on executors with nothing but the pickled :class:`QueueRange`, so every
-range carries what it needs. The checkpoint, not ``commit``, is the record of progress;
-``commit`` stores the group's offsets on the brokers (best effort) so ``consumerProgress``
-shows a Spark job's lag.
+range carries what it needs (:mod:`tidemq.spark.ranges`).
 
-Sink semantics: **at-least-once**. Each row becomes a message sent by the executor's
-producer; a replayed micro-batch sends its rows again. Every message carries the key
-``spark:<queryId>:<batchId>:<partition>:<row>`` (and properties ``SPARK_QUERY_ID``,
-``SPARK_BATCH_ID``) so a consumer can drop replays. An honest exactly-once sink would
-need the broker to keep (query id, batch id) atomically with the published messages,
-which TideMQ does not yet offer.
+Progress: the checkpoint, not the broker, is the record of what a query has read. As a
+courtesy to monitoring, the stream reader also stores the consumer group's offsets on
+the brokers (best effort, only queues that moved): in ``latestOffset`` for ``start``,
+which Spark passes only once the batch ending there has run and been committed to the
+checkpoint, and in ``commit``. So ``consumerProgress`` / the console's consumer view shows
+a Spark job's lag with at most one trigger of delay.
+
+Sink semantics: **at-least-once** (:mod:`tidemq.spark.sink`). Each row becomes a message
+sent by the executor's producer; a replayed micro-batch sends its rows again, with the
+same dedup key, so a consumer can drop replays. Exactly-once would need the broker to
+keep (query id, batch id) atomically with the published messages, which TideMQ does not
+offer.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,7 +53,6 @@ from tidemq.spark.options import (
 )
 from tidemq.spark.plan import (
     Offsets,
-    canon,
     check_loss,
     flatten,
     nest,
@@ -56,7 +60,8 @@ from tidemq.spark.plan import (
     ranges,
     resolve,
 )
-from tidemq.spark.rows import DDL, LMQ_DDL, to_batch
+from tidemq.spark.ranges import read_range
+from tidemq.spark.rows import DDL, LMQ_DDL
 from tidemq.spark.sink import send_rows
 
 __all__ = ["QueueRange", "TideMQDataSource"]
@@ -77,39 +82,7 @@ class QueueRange(InputPartition):
 
 
 def _read(p: QueueRange) -> Iterator[Any]:
-    access = ClusterAccess(p.options)
-    q = QueueKey(p.topic, p.broker, p.queue_id)
-    lmq = p.topic if p.options.is_lmq else None
-    try:
-        offset = p.start
-        while offset < p.end:
-            want = min(p.options.pull_batch_size, p.end - offset)
-            result = access.pull(q, offset, want)
-            msgs = result.messages
-            if lmq is None:
-                msgs = [m for m in msgs if m.queue_offset < p.end]
-            batch = to_batch(msgs, p.topic, p.broker, p.queue_id, lmq)
-            if lmq is not None:
-                batch = batch.filter(_below(batch, p.end))
-            if batch.num_rows:
-                yield batch
-            if result.next_offset <= offset:
-                if result.min_offset > offset and not p.options.fail_on_data_loss:
-                    offset = result.min_offset  # retention moved it; skip (failOnDataLoss)
-                    continue
-                raise RuntimeError(
-                    f"{p.topic} {p.broker}:{p.queue_id}: no progress at offset {offset} "
-                    f"(status {result.status.value}, queue {result.min_offset}.."
-                    f"{result.max_offset}); data below the range end {p.end} is missing")
-            offset = result.next_offset
-    finally:
-        access.close()
-
-
-def _below(batch: Any, end: int) -> Any:
-    import pyarrow.compute as pc
-
-    return pc.less(batch.column("offset"), end)
+    return read_range(p.options, QueueKey(p.topic, p.broker, p.queue_id), p.start, p.end)
 
 
 class _Planner:
@@ -179,6 +152,7 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.planner = _Planner(opts)
         self._initial: Offsets | None = None
         self._target: dict[QueueKey, int] | None = None
+        self._stored: dict[QueueKey, int] = {}
 
     def initialOffset(self) -> Offsets:  # noqa: N802 - the pyspark API
         if self._initial is None:  # called twice by Spark: memoise (pyspark.md §2)
@@ -194,6 +168,7 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:  # noqa: N802
         begin = flatten(start)
+        self._store_progress(begin)  # start: the end of a batch that ran and was committed
         if self._target is not None:
             ends = dict(self._target)
         else:
@@ -225,9 +200,17 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: Offsets) -> None:
         """Best effort: store the group's offsets so the job's lag is visible."""
+        self._store_progress(flatten(end))
+
+    def _store_progress(self, offsets: dict[QueueKey, int]) -> None:
+        """Store the group's offsets of the queues that moved (best effort, logged)."""
+        if self.opts.is_lmq:
+            return
         try:
-            for q, off in flatten(end).items():
-                self.planner.access.commit(q, off)
+            for q, off in offsets.items():
+                if self._stored.get(q) != off:
+                    self.planner.access.commit(q, off)
+                    self._stored[q] = off
         except Exception as exc:
             log.info("storing the Spark job's offsets on the brokers failed: %s", exc)
 
@@ -242,20 +225,27 @@ class SentMessage(WriterCommitMessage):
 
 
 class TideMQWriter(DataSourceWriter):
+    """``DataFrame.write.format("tidemq")``; ``write_id`` is made on the driver, so every
+    task (and every retry) of one write shares it (the dedup keys of the sink)."""
+
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
+        self.write_id = uuid.uuid4().hex[:16]
 
     def write(self, rows: Iterator[Any]) -> SentMessage:
-        n, part = send_rows(self.opts, rows)
+        n, part = send_rows(self.opts, rows, self.write_id)
         return SentMessage(n, part)
 
 
 class TideMQStreamWriter(DataSourceStreamWriter):
+    """``writeStream.format("tidemq")``: at-least-once; see the module docstring."""
+
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
+        self.write_id = uuid.uuid4().hex[:16]
 
     def write(self, rows: Iterator[Any]) -> SentMessage:
-        n, part = send_rows(self.opts, rows)
+        n, part = send_rows(self.opts, rows, self.write_id)
         return SentMessage(n, part)
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
@@ -289,5 +279,3 @@ class TideMQDataSource(DataSource):
     def streamWriter(self, schema: Any, overwrite: bool) -> TideMQStreamWriter:  # noqa: N802
         return TideMQStreamWriter(parse_sink_options(self.options))
 
-
-_ = canon  # re-exported helpers for tests

@@ -30,6 +30,9 @@ Each child may read what is left; once it is spent, the remaining children answe
 PULL_RETRY_IMMEDIATELY at their own offset (the client pulls them again at once). Reads
 start at a child that moves on with every parent, so a small budget still serves every
 queue in turn. Children never suspend on their own: SUSPEND is cleared before they run.
+A pull child whose processor answers later (a logical-queue pull forwarded to another
+broker) is waited for, and such a parent is not held. A child that never answers gets
+SYSTEM_ERROR after twice the sync-flush timeout.
 
 Found records go out as the store's memoryviews: the parent's ``body_parts`` are each
 child's head followed by its body parts, never joined.
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -269,14 +271,17 @@ class BatchProcessor:
             self._run(processor, conn, merge, i, child)
         if merge.missing == 0:
             return batch_response(cmd, merge.responses())
-        merge.deferred = True
-        merge.timer = asyncio.get_running_loop().call_later(self._child_timeout, merge.expire)
+        self._defer(merge)
         return None
 
+    def _defer(self, merge: _Merge) -> None:
+        """Answer the parent when its last child answers (or the child timeout passes)."""
+        merge.deferred = True
+        merge.timer = asyncio.get_running_loop().call_later(self._child_timeout, merge.expire)
+
     def _run(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
-             child: BatchChild, *, at_once: bool = False) -> None:
-        """Run one child; its answer lands in ``merge`` now or later (``at_once``: a
-        coroutine processor is refused, the caller needs the answer before it goes on)."""
+             child: BatchChild) -> None:
+        """Run one child; its answer lands in ``merge`` now or later."""
         sub = child.command
         if sub is None:
             merge.put(index, child_error_response(
@@ -290,11 +295,6 @@ class BatchProcessor:
             return
         if isinstance(result, RemotingCommand):
             merge.put(index, result)
-        elif result is not None and at_once:
-            if inspect.iscoroutine(result):
-                result.close()
-            merge.put(index, sub.response(ResponseCode.SYSTEM_ERROR,
-                                          "the processor cannot answer inside a batch"))
         elif result is not None:
             task = asyncio.ensure_future(result)
             task.add_done_callback(lambda t: self._finished(merge, index, sub, t))
@@ -316,7 +316,11 @@ class BatchProcessor:
               ) -> RemotingCommand | None:
         kids = [_PullChild(c, _pull_header(c)) for c in req.children]
         processor = self._processors[req.dispatch_code]
-        responses = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
+        merge = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
+        if merge.missing:  # a child answers later (e.g. forwarded): no hold, wait for it
+            self._defer(merge)
+            return None
+        responses = merge.responses()
         hold = self._hold_plan(kids, responses)
         if hold is None or cmd.is_oneway:
             return batch_response(cmd, responses)
@@ -361,14 +365,17 @@ class BatchProcessor:
         if not held.conn.is_open:
             return
         payload = cast(_HeldPulls, held.payload)
-        responses = self._read_all(payload.processor, held.conn, held.cmd, payload.kids,
-                                   self._budget(held.cmd), first=False)
-        held.conn.send_response(batch_response(held.cmd, responses))
+        merge = self._read_all(payload.processor, held.conn, held.cmd, payload.kids,
+                               self._budget(held.cmd), first=False)
+        if merge.missing:
+            self._defer(merge)
+        else:
+            held.conn.send_response(batch_response(held.cmd, merge.responses()))
 
     def _read_all(self, processor: Processor, conn: Connection, cmd: RemotingCommand,
-                  kids: Sequence[_PullChild], budget: _Budget, *, first: bool
-                  ) -> list[RemotingCommand]:
-        """Every child read once, never suspending, starting at a rotating child."""
+                  kids: Sequence[_PullChild], budget: _Budget, *, first: bool) -> _Merge:
+        """Every child read once, never suspending, starting at a rotating child; a child
+        whose processor answers later leaves its slot empty for now."""
         children = [k.child for k in kids]
         merge = _Merge(conn, cmd, children)
         n = len(kids)
@@ -377,18 +384,14 @@ class BatchProcessor:
         for step in range(n):
             i = (start + step) % n
             self._read_one(processor, conn, merge, i, kids[i], budget, first)
-        for i, slot in enumerate(merge.slots):
-            if slot is None:
-                merge.put(i, RemotingCommand(code=ResponseCode.SYSTEM_ERROR,
-                                             remark="the pull processor did not answer at once"))
-        return merge.responses()
+        return merge
 
     def _read_one(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
                   kid: _PullChild, budget: _Budget, first: bool) -> None:
         h = kid.header
         sub = kid.child.command
         if sub is None or h is None:
-            self._run(processor, conn, merge, index, kid.child, at_once=True)
+            self._run(processor, conn, merge, index, kid.child)
             return
         if budget.spent:
             merge.put(index, self._skipped(sub, h))
@@ -400,7 +403,7 @@ class BatchProcessor:
         own_bytes = h.max_msg_bytes or self.app.config.max_pull_bytes
         ext[_MAX_BYTES] = str(min(own_bytes, budget.bytes))
         ext[_MAX_NUMS] = str(max(1, min(h.max_msg_nums, budget.msgs)))
-        self._run(processor, conn, merge, index, kid.child, at_once=True)
+        self._run(processor, conn, merge, index, kid.child)
         resp = merge.slots[index]
         if resp is not None and resp.code == ResponseCode.SUCCESS:
             budget.bytes -= resp.body_length()
@@ -430,9 +433,18 @@ def _pull_header(child: BatchChild) -> _PullFacts | None:
         return None
     ext = child.command.ext_fields
     topic = ext.get(_TOPIC)
-    ints = [parse_java_int(ext.get(key, ""), bits) for key, bits in _INT_KEYS]
+    ints = [_java_int(ext.get(key), bits) for key, bits in _INT_KEYS]
     if topic is None or None in ints:
         return None
     queue_id, offset, sys_flag, suspend, nums = cast(list[int], ints)
-    max_bytes = parse_java_int(ext.get(_MAX_BYTES, "")) or 0
+    max_bytes = _java_int(ext.get(_MAX_BYTES), 32) or 0
     return _PullFacts(topic, queue_id, offset, sys_flag, suspend, nums, max(max_bytes, 0))
+
+
+def _java_int(text: str | None, bits: int) -> int | None:
+    """``parse_java_int``, with a fast path for the plain digits clients send."""
+    if text is None:
+        return None
+    if text.isdigit() and text.isascii() and len(text) < 10:  # < 2**31 whatever the bits
+        return int(text)
+    return parse_java_int(text, bits)

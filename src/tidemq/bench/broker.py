@@ -1,0 +1,519 @@
+"""``tidemq bench produce|consume|latency``: one broker process, the load in this one.
+
+Modelled on RocketMQ's benchmark scripts (``producer.sh``, ``consumer.sh``): the broker
+runs in its own process (:class:`~tidemq.bench.process.BrokerProcess`, or ``namesrv``
+names a running cluster) and the load comes from this process through the asyncio client,
+with as little Python work per message as the API allows. Rows and CPU figures come from
+:mod:`tidemq.bench.meter`.
+
+=========  =================================================================================
+workload   what is measured
+=========  =================================================================================
+produce    ``in_flight`` sends kept running over ``producers`` producers (each with its own
+           connection; worker ``k`` sends to queue ``k mod queues``); ``batch > 1`` sends
+           ``send_batch`` calls of that many. Rate in messages/s; latency per send call.
+consume    ``messages`` pre-filled in batches of 100, then a PullConsumer reads every queue
+           from its first offset, ``pull_batch`` messages per pull; messages/s returned by
+           ``poll``.
+latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (pulls of up
+           to ``pull_batch``) receives them; end-to-end latency is receipt time minus the
+           send time carried in the first 8 bytes of the body (``perf_counter_ns``: one
+           process, one clock).
+=========  =================================================================================
+
+``raw`` (produce, consume) takes the client API's per-message work out, so the figures are
+the broker's: a producer re-sends one pre-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
+command (a fresh UNIQ_KEY patched into its properties each time; a batch's entries keep
+theirs) and checks only the response code; a consumer pulls each queue in a loop and counts
+``nextBeginOffset - queueOffset`` without decoding the records. What is left on the client
+is framing: one header encode and one decode per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import os
+import struct
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any
+
+from tidemq.bench.meter import Meter, Report, Sampler, measure
+from tidemq.bench.process import BenchError, BrokerProcess
+from tidemq.client import (
+    AdminClient,
+    ClientConfig,
+    ClientInstance,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageRequestHeader
+from tidemq.codec.message import SendOptions, batch_send_request, send_request
+from tidemq.errors import ResponseCode, TideMQError, error_for_code
+
+__all__ = [
+    "FLUSH_TYPES",
+    "BrokerBenchConfig",
+    "run_consume",
+    "run_latency",
+    "run_produce",
+]
+
+FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+_STAMP = struct.Struct(">q")
+_PREFILL_BATCH = 100
+_KEY_PLACEHOLDER = "0" * 32
+
+
+@dataclasses.dataclass(slots=True)
+class BrokerBenchConfig:
+    namesrv: str | None = None  # a running cluster; None: start a broker process
+    flush: str = "ASYNC_FLUSH"
+    topic: str = "BenchTopic"
+    queues: int = 8
+    size: int = 128
+    batch: int = 1
+    producers: int = 1
+    in_flight: int = 256
+    duration: float = 10.0
+    warmup: float = 1.0
+    rate: int = 5000
+    messages: int = 1_000_000
+    pull_batch: int = 1000
+    raw: bool = False
+    broker_settings: tuple[str, ...] = ()  # extra KEY=VALUE for the broker process
+    data_dir: str | None = None
+    profile: str | None = None  # py-spy output for the broker process
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first setting out of range."""
+        if self.flush not in FLUSH_TYPES:
+            raise ValueError(f"flush must be one of {FLUSH_TYPES}, got {self.flush!r}")
+        for name in ("queues", "size", "batch", "producers", "in_flight", "rate",
+                     "messages", "pull_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.duration <= 0 or self.warmup < 0:
+            raise ValueError("duration must be positive and warmup not negative")
+
+
+# ---------------------------------------------------------------------- set-up
+
+
+@contextlib.asynccontextmanager
+async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None]]:
+    """The name-server address to use and the broker's pid (``None`` if not ours)."""
+    if cfg.namesrv:
+        yield cfg.namesrv, None
+        return
+    broker = BrokerProcess(flush=cfg.flush, settings=cfg.broker_settings,
+                           data_dir=cfg.data_dir, profile=cfg.profile)
+    await broker.start()
+    try:
+        yield broker.namesrv_addr, broker.pid
+    finally:
+        await broker.stop()
+
+
+async def _create_topic(namesrv: str, topic: str, queues: int) -> list[MessageQueue]:
+    """Create ``topic`` on every master; wait until its route lists them all."""
+    async with AdminClient(namesrv) as admin:
+        targets = await admin.create_topic(topic, read_queue_nums=queues,
+                                           write_queue_nums=queues)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:
+            with contextlib.suppress(TideMQError):
+                route = await admin.instance.routes.get(topic, refresh=True)
+                if len(route.publish_queues) >= queues * len(targets):
+                    return list(route.publish_queues)
+            if loop.time() > deadline:
+                raise BenchError(f"topic {topic} has no full route after 30 s")
+            await asyncio.sleep(0.05)  # the broker registers the new topic soon
+
+
+@contextlib.contextmanager
+def _tuned_gc() -> Iterator[None]:
+    """The load makes many short-lived objects: fewer young collections while it runs."""
+    old = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def _client_config(namesrv: str, index: int) -> ClientConfig:
+    """Producer ``index`` gets its own client instance, hence its own connections."""
+    return ClientConfig(namesrv_addr=(namesrv,), instance_name=f"bench-{os.getpid()}-{index}",
+                        send_msg_timeout=30.0, request_timeout=30.0, long_polling_timeout=5.0)
+
+
+@contextlib.asynccontextmanager
+async def _producers(namesrv: str, count: int) -> AsyncIterator[list[Producer]]:
+    producers = [Producer(f"bench_producer_{i}", config=_client_config(namesrv, i))
+                 for i in range(count)]
+    try:
+        for p in producers:
+            await p.start()
+        yield producers
+    finally:
+        for p in producers:
+            await p.close()
+
+
+def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run returns; ``loadavg`` shows how busy the (shared) machine was."""
+    return {"command": kind, "config": dataclasses.asdict(cfg),
+            "summary": {**sampler.summary(cfg.warmup), **(extra or {})},
+            "seconds": sampler.rows, "cpus": os.cpu_count(),
+            "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+
+
+_Body = Callable[[str, int | None, list[MessageQueue]], Awaitable[dict[str, Any]]]
+
+
+async def _run(cfg: BrokerBenchConfig, body: _Body) -> dict[str, Any]:
+    cfg.check()
+    with _tuned_gc():
+        async with _broker(cfg) as (namesrv, pid):
+            queues = await _create_topic(namesrv, cfg.topic, cfg.queues)
+            return await body(namesrv, pid, queues)
+
+
+async def _stop(tasks: Sequence[asyncio.Task[Any]], running: list[bool]) -> None:
+    running[0] = False
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------- produce
+
+
+async def _send_loop(producer: Producer, queue: MessageQueue, payload: Message | list[Message],
+                     count: int, meter: Meter, running: list[bool]) -> None:
+    send: Callable[..., Awaitable[Any]] = (
+        producer.send_batch if isinstance(payload, list) else producer.send)
+    lat = meter.latencies
+    clock = time.perf_counter
+    while running[0]:
+        t0 = clock()
+        try:
+            await send(payload, queue=queue)
+        except TideMQError as exc:
+            meter.fail(exc)
+            await asyncio.sleep(0.01)  # do not spin against a failing broker
+            continue
+        lat.append(clock() - t0)
+        meter.count += count
+
+
+class _RawSend:
+    """One pre-built send command for ``queue``, re-sent with a fresh UNIQ_KEY."""
+
+    def __init__(self, producer: Producer, queue: MessageQueue, cfg: BrokerBenchConfig) -> None:
+        inst = producer.instance
+        self.instance = inst
+        self.count = cfg.batch
+        opts = SendOptions(producer_group=producer.group)
+        body = b"x" * cfg.size
+        now = time.time_ns() // 1_000_000
+        if cfg.batch == 1:
+            msg = Message(cfg.topic, body, {"UNIQ_KEY": _KEY_PLACEHOLDER, "WAIT": "true"})
+            self.cmd = send_request(msg, opts, queue_id=queue.queue_id, now_ms=now,
+                                    keys=inst.uniq_keys, broker_name=queue.broker_name)
+        else:
+            msgs = [Message(cfg.topic, body, {"WAIT": "true"})] * cfg.batch
+            self.cmd = batch_send_request(msgs, opts, queue_id=queue.queue_id, now_ms=now,
+                                          keys=inst.uniq_keys, broker_name=queue.broker_name)
+        self.field = next((k for k, v in self.cmd.ext_fields.items()
+                           if _KEY_PLACEHOLDER in v), "")
+        self.template = self.cmd.ext_fields.get(self.field, "")
+        self.prefix = inst.uniq_keys.next_key(now)[:20]
+        self.serial = 0
+        self.queue = queue
+
+    def next_command(self) -> RemotingCommand:
+        if self.field:
+            self.serial += 1
+            self.cmd.ext_fields[self.field] = self.template.replace(
+                _KEY_PLACEHOLDER, f"{self.prefix}{self.serial:012X}")
+        return self.cmd
+
+
+async def _raw_send_loop(raw: _RawSend, meter: Meter, running: list[bool]) -> None:
+    inst, count = raw.instance, raw.count
+    addr = await inst.master_address(raw.queue)
+    lat = meter.latencies
+    clock = time.perf_counter
+    while running[0]:
+        t0 = clock()
+        try:
+            response = await inst.request(addr, raw.next_command())
+            if response.code != ResponseCode.SUCCESS:
+                raise error_for_code(response.code, response.remark or "", address=addr)
+        except TideMQError as exc:
+            meter.fail(exc)
+            await asyncio.sleep(0.01)
+            continue
+        lat.append(clock() - t0)
+        meter.count += count
+
+
+def _start_senders(cfg: BrokerBenchConfig, producers: list[Producer],
+                   queues: list[MessageQueue], meter: Meter, running: list[bool]
+                   ) -> list[asyncio.Task[None]]:
+    tasks = []
+    msg = Message(cfg.topic, b"x" * cfg.size)
+    payload: Message | list[Message] = msg if cfg.batch == 1 else [msg] * cfg.batch
+    for k in range(cfg.in_flight):
+        producer, queue = producers[k % len(producers)], queues[k % len(queues)]
+        loop = (_raw_send_loop(_RawSend(producer, queue, cfg), meter, running) if cfg.raw
+                else _send_loop(producer, queue, payload, cfg.batch, meter, running))
+        tasks.append(asyncio.ensure_future(loop))
+    return tasks
+
+
+async def run_produce(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
+    """The produce workload (module docstring); returns config, summary and rows."""
+
+    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+                   ) -> dict[str, Any]:
+        meter, running = Meter(), [True]
+        async with _producers(namesrv, cfg.producers) as producers:
+            tasks = _start_senders(cfg, producers, queues, meter, running)
+            sampler = Sampler(meter, pid)
+            try:
+                await measure(sampler, cfg.duration, report)
+            finally:
+                await _stop(tasks, running)
+        return _result("produce", cfg, sampler)
+
+    return await _run(cfg, body)
+
+
+# ---------------------------------------------------------------------- consume
+
+
+async def _prefill(cfg: BrokerBenchConfig, namesrv: str, queues: list[MessageQueue]
+                   ) -> dict[str, Any]:
+    """Store ``cfg.messages`` (rounded up to whole batches of 100), spread over the queues."""
+    left = [-(-cfg.messages // _PREFILL_BATCH)]
+    msgs = [Message(cfg.topic, b"x" * cfg.size)] * _PREFILL_BATCH
+    stored = [0]
+
+    async def worker(producer: Producer, queue: MessageQueue) -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            await producer.send_batch(msgs, queue=queue)
+            stored[0] += _PREFILL_BATCH
+
+    t0 = time.perf_counter()
+    async with _producers(namesrv, cfg.producers) as producers:
+        await asyncio.gather(*(worker(producers[k % len(producers)], queues[k % len(queues)])
+                               for k in range(max(len(queues), 32))))
+    dt = time.perf_counter() - t0
+    return {"prefill_msgs": stored[0], "prefill_seconds": dt,
+            "prefill_msgs_per_s": stored[0] / dt}
+
+
+async def _max_offsets(namesrv: str, topic: str, total: int) -> dict[MessageQueue, int]:
+    """Each queue's max offset, once they add up to ``total`` (dispatch is asynchronous)."""
+    async with AdminClient(namesrv) as admin:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 120
+        while True:
+            status = await admin.topic_status(topic)
+            if sum(s.max_offset for s in status) >= total:
+                return {s.queue: s.max_offset for s in status}
+            if loop.time() > deadline:
+                raise BenchError(f"{total} messages of {topic} not dispatched after 120 s")
+            await asyncio.sleep(0.05)  # dispatch runs in the broker process
+
+
+async def _consume_loop(consumer: PullConsumer, meter: Meter, total: int) -> None:
+    while meter.count < total:
+        batch = await consumer.poll(timeout=1.0, max_messages=1 << 20)
+        meter.count += len(batch)
+
+
+async def _raw_pull_loop(inst: ClientInstance, group: str, queue: MessageQueue, end: int,
+                         cfg: BrokerBenchConfig, meter: Meter) -> None:
+    addr = await inst.master_address(queue)
+    ext = PullMessageRequestHeader(
+        consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, queue_offset=0,
+        max_msg_nums=cfg.pull_batch, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
+        subscription="*", sub_version=0, expression_type="TAG",
+        broker_name=queue.broker_name).to_ext()
+    offset, lat, clock = 0, meter.latencies, time.perf_counter
+    while offset < end:
+        ext["queueOffset"] = str(offset)
+        t0 = clock()
+        response = await inst.request(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE,
+                                                                    ext))
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark or "", address=addr)
+        lat.append(clock() - t0)
+        nxt = int(response.ext_fields["nextBeginOffset"])
+        meter.count += nxt - offset
+        offset = nxt
+
+
+async def _read_all(cfg: BrokerBenchConfig, namesrv: str, ends: dict[MessageQueue, int],
+                    meter: Meter) -> None:
+    group = f"bench_consumer_{os.getpid()}"
+    config = dataclasses.replace(_client_config(namesrv, 0), pull_batch_size=cfg.pull_batch)
+    consumer = PullConsumer(group, config=config)
+    await consumer.start()
+    try:
+        if cfg.raw:
+            await asyncio.gather(*(_raw_pull_loop(consumer.instance, group, mq, end, cfg, meter)
+                                   for mq, end in ends.items()))
+            return
+        consumer.assign(ends)
+        await consumer.seek_to_beginning()
+        await _consume_loop(consumer, meter, sum(ends.values()))
+    finally:
+        await consumer.close(commit=False)
+
+
+async def run_consume(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
+    """The consume workload (module docstring): pre-fill, then read everything back."""
+
+    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+                   ) -> dict[str, Any]:
+        prefill = await _prefill(cfg, namesrv, queues)
+        ends = await _max_offsets(namesrv, cfg.topic, prefill["prefill_msgs"])
+        meter = Meter()
+        sampler = Sampler(meter, pid)
+        reader = asyncio.ensure_future(_read_all(cfg, namesrv, ends, meter))
+        try:
+            await measure(sampler, cfg.duration, report, reader)
+        finally:
+            if not reader.done():
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        failure = None if reader.cancelled() else reader.exception()
+        if failure is not None:
+            raise failure
+        total = sum(ends.values())
+        extra = {**prefill, "consumed": meter.count, "complete": meter.count >= total}
+        return _result("consume", cfg, sampler, extra)
+
+    return await _run(cfg, body)
+
+
+# ---------------------------------------------------------------------- latency
+
+
+class _Pacer:
+    """Sends ``rate`` messages/s, each stamped with ``perf_counter_ns`` in its body; more
+    than ``in_flight`` outstanding sends are skipped (and counted), not queued."""
+
+    def __init__(self, producer: Producer, queues: list[MessageQueue], cfg: BrokerBenchConfig,
+                 acks: Meter) -> None:
+        self.producer = producer
+        self.queues = queues
+        self.cfg = cfg
+        self.acks = acks
+        self.pad = b"x" * max(cfg.size - _STAMP.size, 0)
+        self.sent = self.skipped = self.in_flight = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def _one(self, queue: MessageQueue) -> None:
+        t0 = time.perf_counter_ns()
+        try:
+            await self.producer.send(Message(self.cfg.topic, _STAMP.pack(t0) + self.pad),
+                                     queue=queue)
+        except TideMQError as exc:
+            self.acks.fail(exc)
+        else:
+            self.acks.latencies.append((time.perf_counter_ns() - t0) / 1e9)
+            self.acks.count += 1
+        finally:
+            self.in_flight -= 1
+
+    async def run(self, running: list[bool]) -> None:
+        rate, cap, nq = self.cfg.rate, self.cfg.in_flight, len(self.queues)
+        start = time.perf_counter()
+        due_sent = 0
+        while running[0]:
+            due = int((time.perf_counter() - start) * rate)
+            while due_sent < due:
+                due_sent += 1
+                if self.in_flight >= cap:
+                    self.skipped += 1
+                    continue
+                self.in_flight += 1
+                task = asyncio.ensure_future(self._one(self.queues[self.sent % nq]))
+                self.sent += 1
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+            await asyncio.sleep(0.0005)  # pacing: the next sends fall due
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _receive_loop(consumer: PullConsumer, meter: Meter, running: list[bool]) -> None:
+    lat = meter.latencies
+    unpack = _STAMP.unpack_from
+    clock = time.perf_counter_ns
+    while running[0]:
+        batch = await consumer.poll(timeout=0.5, max_messages=1 << 16)
+        now = clock()
+        for msg in batch:
+            lat.append((now - unpack(msg.body)[0]) / 1e9)
+        meter.count += len(batch)
+
+
+async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
+    """The latency workload (module docstring): end-to-end at a fixed rate."""
+    if cfg.size < _STAMP.size:
+        raise ValueError(f"latency needs bodies of at least {_STAMP.size} bytes")
+
+    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+                   ) -> dict[str, Any]:
+        config = dataclasses.replace(_client_config(namesrv, cfg.producers),
+                                     pull_batch_size=cfg.pull_batch)
+        consumer = PullConsumer(f"bench_latency_{os.getpid()}", config=config)
+        await consumer.start()
+        received, acks, running = Meter(), Meter(), [True]
+        try:
+            consumer.assign(queues)
+            await consumer.seek_to_end()
+            await consumer.poll(timeout=0.2)  # the pulls are now held by the broker
+            async with _producers(namesrv, 1) as (producer,):
+                pacer = _Pacer(producer, queues, cfg, acks)
+                tasks = [asyncio.ensure_future(_receive_loop(consumer, received, running)),
+                         asyncio.ensure_future(pacer.run(running))]
+                sampler, ack_sampler = Sampler(received, pid), Sampler(acks, None)
+
+                def both(row: dict[str, Any]) -> None:
+                    ack = ack_sampler.tick()
+                    row["sent_per_s"], row["ack_p99_ms"] = ack["msgs_per_s"], ack["p99_ms"]
+                    if report is not None:
+                        report(row)
+
+                try:
+                    await measure(sampler, cfg.duration, both)
+                finally:
+                    await _stop(tasks, running)
+        finally:
+            await consumer.close(commit=False)
+        ack = ack_sampler.summary(cfg.warmup)
+        extra = {"sent": pacer.sent, "skipped_over_in_flight": pacer.skipped,
+                 "received": received.count, "send_errors": acks.errors,
+                 "send_last_error": acks.last_error or None,
+                 "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}
+        return _result("latency", cfg, sampler, extra)
+
+    return await _run(cfg, body)
+

@@ -11,15 +11,15 @@ raw    every queue read start to end by one process with
        :class:`~tidemq.client.blocking.BlockingPullConsumer` (``pull`` of ``pull_batch``
        messages, each decoded into ``MessageExt`` objects), ``repeat`` runs: rows/s
 spark  ``spark.read.format("tidemq")`` of the whole topic in ``master`` (``local[2]``):
-       one untimed warm-up run (JVM start, worker processes, JIT), then ``repeat`` timed
-       runs into each sink -- ``noop`` (every row through a sink that drops it) and
+       one untimed warm-up run into each sink (JVM start, worker processes, JIT), then
+       ``repeat`` timed runs into each sink -- ``noop`` (every row through a sink that drops it) and
        ``count()`` -- rows / wall seconds of the job
 =====  ==================================================================================
 
 Medians are quoted. CPU per row is reported next to each rate -- the broker process,
-and the reading side (this process for *raw*; the JVM and its Python workers for
-*spark*) -- because these machines are shared: a rate moves with the load, CPU per row
-much less. Targets: Spark >= 300,000 rows/s and Spark / raw >= 0.5.
+and the reading side (this process for *raw*; the JVM with its Python workers for
+*spark*, and the JVM alone) -- because these machines are shared: a rate moves with the
+load, CPU per row much less. Targets: Spark >= 300,000 rows/s and Spark / raw >= 0.5.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from tidemq.bench.process import BenchError, BrokerProcess
@@ -71,14 +72,14 @@ class SparkBenchConfig:
 
 
 def _ticks(pid: int) -> tuple[int, list[int]]:
-    """utime + stime + cutime + cstime of ``pid`` in clock ticks, and its children."""
+    """utime + stime + cutime + cstime of ``pid`` in clock ticks, and its children (of
+    every thread: a JVM forks from whichever thread asks)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            kids = [int(p) for p in f.read().split()]
-    except OSError:
-        kids = []
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            kids.extend(int(p) for p in (task / "children").read_text().split())
     return sum(int(x) for x in fields[11:15]), kids
 
 
@@ -147,12 +148,22 @@ def _raw_once(cfg: SparkBenchConfig, namesrv: str, pull_batch: int) -> int:
     return rows
 
 
+def _own_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
 @contextlib.contextmanager
-def _cpu(pids: dict[str, int | None]) -> Iterator[dict[str, float]]:
-    """CPU seconds used by each process tree (``0`` is this process) while inside."""
+def _cpu(pids: dict[str, int | None], own: dict[str, int] | None = None
+         ) -> Iterator[dict[str, float]]:
+    """CPU seconds used while inside by each process tree of ``pids`` (``0``: this
+    process) and by each single process of ``own``."""
     def now() -> dict[str, float]:
-        return {name: (time.process_time() if pid == 0 else tree_cpu_seconds(pid))
-                for name, pid in pids.items() if pid is not None}
+        out = {name: (time.process_time() if pid == 0 else tree_cpu_seconds(pid))
+               for name, pid in pids.items() if pid is not None}
+        out.update({name: _own_cpu_seconds(pid) for name, pid in (own or {}).items()})
+        return out
 
     out: dict[str, float] = {}
     before = now()
@@ -185,33 +196,32 @@ def _raw(cfg: SparkBenchConfig, namesrv: str, pull_batch: int, broker_pid: int |
 
 def _spark(cfg: SparkBenchConfig, namesrv: str, broker_pid: int | None,
            say: Report) -> dict[str, Any]:
-    from tidemq.spark.session import jvm_pid, spark_session, timed_read
+    from tidemq.spark.session import jvm_pid, session_scope, timed_read
 
     t0 = time.perf_counter()
-    spark = spark_session(cfg.master, "tidemq-bench-spark")
-    out: dict[str, Any] = {"session_s": time.perf_counter() - t0}
-    try:
+    with session_scope(cfg.master, "tidemq-bench-spark") as spark:
+        out: dict[str, Any] = {"session_s": time.perf_counter() - t0}
         options = {"namesrv": namesrv, "topic": cfg.topic}
         if cfg.pull_batch is not None:
             options["pullBatchSize"] = str(cfg.pull_batch)
         rows, warm = timed_read(spark, options, "count")
         if rows != cfg.messages:
             raise BenchError(f"Spark counted {rows} rows, not {cfg.messages}")
-        out["warmup_s"] = warm
-        say(f"spark warm-up (count): {warm:.2f} s")
-        pids = {"spark": jvm_pid(spark), "broker": broker_pid}
+        _rows, warm_noop = timed_read(spark, options, "noop")
+        out["warmup_s"] = {"count": warm, "noop": warm_noop}
+        say(f"spark warm-up: count {warm:.2f} s, noop {warm_noop:.2f} s")
+        jvm = jvm_pid(spark)
+        pids = {"spark": jvm, "broker": broker_pid}
         for sink in ("noop", "count"):
             runs = []
             for i in range(cfg.repeat):
-                with _cpu(pids) as cpu:
+                with _cpu(pids, {"jvm": jvm}) as cpu:
                     _rows, seconds = timed_read(spark, options, sink)
                 runs.append({"seconds": seconds, "rows_per_s": cfg.messages / seconds,
                              "cpu_s": cpu})
                 say(f"spark {sink} run {i + 1}: {cfg.messages / seconds:,.0f} rows/s "
                     f"({seconds:.2f} s)")
             out[sink] = _summary(runs, cfg.messages)
-    finally:
-        spark.stop()
     return out
 
 

@@ -125,10 +125,13 @@ class RecordColumns:
 
 
 def _gather(buf: U8, at: I64, dtype: str) -> I64:
-    """The big-endian integer of type ``dtype`` at each position ``at``."""
+    """The big-endian integer of type ``dtype`` at each position ``at``: one gather from
+    a view whose element ``k`` is the integer starting at byte ``k`` (stride 1)."""
     width = np.dtype(dtype).itemsize
-    raw = buf[at[:, None] + np.arange(width)]
-    out: I64 = raw.view(dtype).ravel().astype(np.int64)
+    if len(at) == 0 or len(buf) < width:
+        return np.zeros(len(at), np.int64)
+    every = np.ndarray(shape=(len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
+    out: I64 = every[at].astype(np.int64)
     return out
 
 

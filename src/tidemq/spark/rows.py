@@ -108,6 +108,25 @@ def _cut(buf: pa.Buffer, spans: Spans, kind: pa.DataType) -> pa.Array:
     return values if kind == pa.binary() else values.cast(kind)
 
 
+_WORDS = ((8, "<u8"), (4, "<u4"), (2, "<u2"), (1, "u1"))
+
+
+def _equal_at(data: npt.NDArray[np.uint8], at: npt.NDArray[np.int64],
+              key: bytes) -> npt.NDArray[np.bool_]:
+    """Whether ``data[at[i]:at[i] + len(key)] == key`` (every span within ``data``),
+    compared a machine word at a time through views whose element ``k`` starts at byte
+    ``k``."""
+    equal = np.ones(len(at), np.bool_)
+    done = 0
+    while done < len(key) and len(at):
+        width, dtype = next(w for w in _WORDS if w[0] <= len(key) - done)
+        every = np.ndarray(shape=(len(data) - width + 1,), dtype=dtype, buffer=data,
+                           strides=(1,))
+        equal &= every[at + done] == np.frombuffer(key, dtype, 1, done)[0]
+        done += width
+    return equal
+
+
 class _Pairs:
     r"""Property texts in the form every writer produces -- each row empty or
     ``name\x01value\x02`` repeated, both sides non-empty, no stray separator -- located
@@ -159,8 +178,7 @@ class _Pairs:
         """Each row's value of property ``name`` (the last if repeated), else null."""
         key = name.encode()
         hit = np.flatnonzero(self.ones - self.starts == len(key))
-        for i, byte in enumerate(key):
-            hit = hit[self.data[self.starts[hit] + i] == byte]
+        hit = hit[_equal_at(self.data, self.starts[hit], key)]
         rows = self.rows[hit]
         if len(rows) > 1 and np.any(rows[1:] == rows[:-1]):  # a repeated name: the last
             last = np.append(rows[1:] != rows[:-1], True)

@@ -1,16 +1,19 @@
 """A Spark session set up for the tidemq source (benchmarks, scripts, notebooks).
 
-:func:`spark_session` puts :func:`tidemq.spark.launch.job_environment` into this
-process's environment (Spark's Python workers inherit it), builds or reuses the session
-with quiet defaults (no UI, no progress bars, loopback addresses for ``local`` masters)
-and registers :class:`~tidemq.spark.source.TideMQDataSource` as ``format("tidemq")``.
+:func:`spark_session` puts :func:`tidemq.spark.launch.job_environment` into this process's
+environment (Spark's Python workers inherit it), builds or reuses the session with quiet
+defaults (no UI, no progress bars, loopback addresses for ``local`` masters) and registers
+:class:`~tidemq.spark.source.TideMQDataSource` as ``format("tidemq")``.
+:func:`session_scope` does the same and stops the session on exit, unless it was running
+already.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -18,7 +21,7 @@ from pyspark.sql import SparkSession
 from tidemq.spark.launch import is_local, job_environment
 from tidemq.spark.source import TideMQDataSource
 
-__all__ = ["jvm_pid", "spark_session", "timed_read"]
+__all__ = ["jvm_pid", "session_scope", "spark_session", "timed_read"]
 
 QUIET = {
     "spark.ui.enabled": "false",
@@ -39,6 +42,19 @@ def spark_session(master: str = "local[2]", app_name: str = "tidemq",
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(TideMQDataSource)
     return spark
+
+
+@contextlib.contextmanager
+def session_scope(master: str = "local[2]", app_name: str = "tidemq",
+                  conf: Mapping[str, str] | None = None) -> Iterator[SparkSession]:
+    """:func:`spark_session`, stopped on exit unless it was already running."""
+    existed = SparkSession.getActiveSession() is not None
+    spark = spark_session(master, app_name, conf)
+    try:
+        yield spark
+    finally:
+        if not existed:
+            spark.stop()
 
 
 def jvm_pid(spark: SparkSession) -> int:

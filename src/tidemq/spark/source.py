@@ -187,12 +187,13 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return nest({q: hi for q, (_lo, hi) in bounds.items()})
 
     def partitions(self, start: Offsets, end: Offsets) -> list[QueueRange]:
-        begin = flatten(start)
+        begin, ends = flatten(start), flatten(end)
         _queues, bounds = self.planner.queues_and_bounds()
-        begin = check_loss({q: begin.get(q, 0) for q in flatten(end)},
-                           {q: bounds.get(q, (0, 0)) for q in flatten(end)},
+        known = {q: bounds.get(q, (0, 0)) for q in ends}
+        # A queue new since the start (a new topic of topicPattern) starts at its earliest.
+        begin = check_loss({q: begin.get(q, known[q][0]) for q in ends}, known,
                            fail=self.opts.fail_on_data_loss)
-        return self.planner.partitions(begin, flatten(end))
+        return self.planner.partitions(begin, ends)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, QueueRange)

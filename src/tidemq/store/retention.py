@@ -72,9 +72,13 @@ DiskUsage = Callable[[Path], float]
 
 
 def disk_usage_ratio(path: Path) -> float:
-    """Used fraction of the partition holding ``path`` (``(total - free) / total``)."""
+    """Used fraction of the partition holding ``path``, as ``df`` reports it:
+    ``used / (used + available)``. Blocks reserved for root, or otherwise unavailable on
+    a shared volume, count neither way (``(total - free) / total`` read 69 % on a volume
+    ``df`` shows 25 % full)."""
     usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+    size = usage.used + usage.free
+    return usage.used / size if size else 0.0
 
 
 def local_hour(now_ms: int) -> int:

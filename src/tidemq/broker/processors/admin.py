@@ -9,8 +9,8 @@ Statistics bodies use standard JSON lists (``{"offsetTable": [{"topic":..., "que
 from __future__ import annotations
 
 import json
-import shutil
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.processors.offsets import parse_header
@@ -36,6 +36,7 @@ from tidemq.codec.headers import (
 from tidemq.errors import CorruptRecord, RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.formats.record import Record, decode_record
 from tidemq.net import Connection
+from tidemq.store.retention import disk_usage_ratio as store_disk_usage_ratio
 
 if TYPE_CHECKING:
     from tidemq.broker.app import BrokerApp
@@ -248,11 +249,11 @@ def _is_record_at(view: memoryview, phys_offset: int) -> bool:
 
 
 def disk_usage_ratio(path: str) -> float:
+    """Used fraction of the partition holding ``path`` (as the store's retention sees it)."""
     try:
-        usage = shutil.disk_usage(path)
+        return store_disk_usage_ratio(Path(path))
     except OSError:
         return 0.0
-    return usage.used / usage.total if usage.total else 0.0
 
 
 def uptime_text(started: float) -> str:

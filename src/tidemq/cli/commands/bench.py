@@ -525,8 +525,9 @@ def spark(
             ("spark.read -> count()", result["spark"]["count"])]
     for name, res in rows:
         cpu = res["cpu_us_per_row"]
-        reader = cpu.get("client", cpu.get("spark", 0.0))
-        table.add_row(name, f"{res['median_rows_per_s']:,.0f}", f"{reader:.2f}",
+        reader = f"{cpu['client']:.2f}" if "client" in cpu else (
+            f"{cpu['spark']:.2f} (JVM {cpu['jvm']:.2f})")
+        table.add_row(name, f"{res['median_rows_per_s']:,.0f}", reader,
                       f"{cpu['broker']:.2f}" if "broker" in cpu else "-")
     console.print(table)
     for key, v in result["verdicts"].items():

@@ -57,7 +57,9 @@ def run(
         "--dry-run", help="Print the command and the environment it adds; run nothing.")]
     = False,
 ) -> None:
-    """Run SCRIPT with spark-submit on MASTER (see the module docstring)."""
+    """Run SCRIPT with spark-submit on MASTER, in the environment the tidemq source needs
+    (PYSPARK_PYTHON, PYTHONPATH, SPARK_LOCAL_IP for local masters, TIDEMQ_NAMESRV).
+    Arguments after -- go to the script; exits with the job's status."""
     spark_submit = find_spark_submit()
     if spark_submit is None:
         console.print("[red]error:[/] spark-submit not found: install the spark extra "

@@ -69,6 +69,7 @@ FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 _STAMP = struct.Struct(">q")
 _PREFILL_BATCH = 100
 _KEY_PLACEHOLDER = "0" * 32
+_TICK = 0.001
 
 
 @dataclasses.dataclass(slots=True)
@@ -416,8 +417,9 @@ async def run_consume(cfg: BrokerBenchConfig, report: Report | None = None) -> d
 
 
 class _Pacer:
-    """Sends ``rate`` messages/s, each stamped with ``perf_counter_ns`` in its body; more
-    than ``in_flight`` outstanding sends are skipped (and counted), not queued."""
+    """Sends ``rate`` messages/s, those due released every millisecond, each stamped with
+    ``perf_counter_ns`` in its body; more than ``in_flight`` outstanding sends are skipped
+    (and counted), not queued."""
 
     def __init__(self, producer: Producer, queues: list[MessageQueue], cfg: BrokerBenchConfig,
                  acks: Meter) -> None:
@@ -458,7 +460,9 @@ class _Pacer:
                 self.sent += 1
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
-            await asyncio.sleep(0.0005)  # pacing: the next sends fall due
+            # Pacing in 1 ms ticks: libuv timers have millisecond resolution, so a shorter
+            # sleep would spin the loop.
+            await asyncio.sleep(_TICK)
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 

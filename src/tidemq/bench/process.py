@@ -87,6 +87,8 @@ class BrokerProcess:
             cmd += ["--set", item]
         if self.profile:
             spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+            if not Path(spy).exists():
+                raise BenchError("--profile needs py-spy: pip install py-spy")
             fmt = "raw" if self.profile.endswith(".txt") else "flamegraph"
             cmd = [spy, "record", "--rate", "250", "--threads", "--format", fmt,
                    "-o", self.profile, "--", *cmd]
@@ -96,9 +98,14 @@ class BrokerProcess:
         """Start the broker and wait until it registered; returns the name-server address."""
         ns_port, broker_port = free_ports(2)
         self.namesrv_addr = f"127.0.0.1:{ns_port}"
+        try:
+            cmd = self.command(ns_port, broker_port)
+        except BenchError:
+            shutil.rmtree(self.data, ignore_errors=True)
+            raise
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(ns_port, broker_port), stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
         try:
             await self._wait_ready(timeout)
         except BaseException:

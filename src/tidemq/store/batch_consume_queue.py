@@ -35,6 +35,7 @@ import numpy.typing as npt
 from tidemq.errors import QueueGap
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
+from tidemq.store.queue_files import QueueFiles
 
 __all__ = ["BCQ_DTYPE", "BCQ_UNIT", "BatchConsumeQueue"]
 
@@ -50,7 +51,7 @@ assert BCQ_DTYPE.itemsize == BCQ_UNIT
 Entries = npt.NDArray[np.void]
 
 
-class BatchConsumeQueue:
+class BatchConsumeQueue(QueueFiles):
     """One queue's batch entries; the same surface as ConsumeQueue plus batch lookups."""
 
     batch = True
@@ -285,25 +286,6 @@ class BatchConsumeQueue:
         new_min = int(arr["base"][alive[0]]) if len(alive) else self.max_offset
         self.min_offset = max(self.min_offset, new_min)
 
-    def flush(self) -> None:
-        for mf in self.files[-2:]:
-            mf.flush()
-
-    def close(self) -> None:
-        for mf in self.files:
-            mf.close()
-
     def destroy(self) -> None:
-        for mf in self.files:
-            mf.destroy()
-        self.files.clear()
+        super().destroy()
         self._first_bases.clear()
-        for p in (self.dir, self.dir.parent):
-            try:
-                p.rmdir()
-            except OSError:
-                break
-
-    @property
-    def path(self) -> Path:
-        return self.dir

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from tidemq.errors import QueueGap
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile, all_zero
+from tidemq.store.queue_files import QueueFiles
 
 __all__ = ["CQ_DTYPE", "CQ_UNIT", "ConsumeQueue"]
 
@@ -44,7 +45,7 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 Entries = npt.NDArray[np.void]
 
 
-class ConsumeQueue:
+class ConsumeQueue(QueueFiles):
     """One queue's entry files."""
 
     def __init__(self, layout: StoreLayout, topic: str, queue_id: int, file_size: int) -> None:
@@ -276,25 +277,3 @@ class ConsumeQueue:
         else:
             new_min = self.max_offset if len(self.files) == 1 else (first.end // CQ_UNIT)
         self.min_offset = max(self.min_offset, new_min)
-
-    def flush(self) -> None:
-        for mf in self.files[-2:]:
-            mf.flush()
-
-    def close(self) -> None:
-        for mf in self.files:
-            mf.close()
-
-    def destroy(self) -> None:
-        for mf in self.files:
-            mf.destroy()
-        self.files.clear()
-        for p in (self.dir, self.dir.parent):
-            try:
-                p.rmdir()
-            except OSError:
-                break
-
-    @property
-    def path(self) -> Path:
-        return self.dir

@@ -365,3 +365,111 @@ def test_cached_stats_never_walk_on_the_callers_thread_after_the_first(tmp_path:
         assert lmq.cached_stats(max_age=3600) == (1, 1)  # a deletion adjusts exactly
     finally:
         lmq.close()
+
+
+# ---------------------------------------------------------------------- derived max offsets
+
+
+def m_keys(lmq: LmqStore) -> dict[bytes, bytes]:
+    return {bytes(k): bytes(v) for k, v in lmq.db.items(from_key=b"M")
+            if bytes(k)[:1] == b"M"}
+
+
+def test_dispatch_writes_no_metadata_and_a_cold_cache_derives_max_offsets(
+        tmp_path: Path) -> None:
+    """The max offset is the last entry's: dispatch writes one key per entry, and a miss
+    (a new process, or an evicted queue) finds it with a reverse seek."""
+    path = tmp_path / "lmq"
+    lmq = LmqStore(path)
+    try:
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%ab", "%LMQ%b"], [0, 0, 0], 0, 10, 0, 1)], 10)
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%b"], [1, 1], 10, 10, 0, 1),
+                          (["%LMQ%a"], [2], 20, 10, 0, 1)], 30)
+        lmq.write([LmqEntry("%LMQ%a", o, 10 * o, 10, 0, 1) for o in range(3, 40)], 400)
+        assert m_keys(lmq) == {}
+    finally:
+        lmq.close()
+    lmq = LmqStore(path)  # cold cache
+    try:
+        assert [lmq.max_offset(n) for n in ("%LMQ%a", "%LMQ%ab", "%LMQ%b", "%LMQ%")] == [
+            40, 1, 2, 0]
+        assert lmq.min_offset("%LMQ%a") == 0 and lmq.exists("%LMQ%ab")
+        assert not lmq.exists("%LMQ%c") and not lmq.exists("%LMQ%a0")
+        assert sorted(lmq.queue_names()) == ["%LMQ%a", "%LMQ%ab", "%LMQ%b"]
+        assert lmq.stats() == (3, 43)
+        # offsets continue from the derived max, in one batch with a cold queue
+        lmq._meta.clear()
+        touched = lmq.write_fanout([(["%LMQ%b", "%LMQ%ab"], [2, 1], 400, 10, 0, 1)], 410)
+        assert touched == {"%LMQ%b": 3, "%LMQ%ab": 2}
+        assert [e[0] for e in lmq.entries("%LMQ%b", 0, 10)] == [0, 10, 400]
+    finally:
+        lmq.close()
+
+
+def test_metadata_is_kept_where_entries_cannot_show_it(tmp_path: Path) -> None:
+    """``M`` is written for a queue first seen past 0, when expiry raises a minimum (or
+    empties a queue) and for a tombstone; a cold cache reads the same offsets."""
+    path = tmp_path / "lmq"
+    lmq = LmqStore(path)
+    try:
+        lmq.write([LmqEntry("%LMQ%late", o, 100 + o, 1, 0, 1) for o in (5, 6)], 200)
+        lmq.write([LmqEntry("%LMQ%gone", o, o, 1, 0, 1) for o in range(4)]
+                  + [LmqEntry("%LMQ%half", o, 50 * o, 1, 0, 1) for o in range(4)]
+                  + [LmqEntry("%LMQ%dead", 0, 150, 1, 0, 1)], 300)
+        assert set(m_keys(lmq)) == {b"M%LMQ%late"}
+        assert lmq.expire_below(100) == 4 + 2  # gone@0..3, half@0..1
+        lmq.delete_queue("%LMQ%dead", 300)
+        expected = {"%LMQ%late": (5, 7), "%LMQ%gone": (4, 4), "%LMQ%half": (2, 4),
+                    "%LMQ%dead": (0, 0)}
+        assert {n: (lmq.min_offset(n), lmq.max_offset(n)) for n in expected} == expected
+        stats = lmq.stats()
+    finally:
+        lmq.close()
+    lmq = LmqStore(path)
+    try:
+        assert {n: (lmq.min_offset(n), lmq.max_offset(n)) for n in expected} == expected
+        assert lmq.floor("%LMQ%dead") == 300
+        assert sorted(lmq.queue_names()) == ["%LMQ%gone", "%LMQ%half", "%LMQ%late"]
+        assert lmq.stats() == stats == (3, 2 + 0 + 2)
+    finally:
+        lmq.close()
+
+
+def test_walks_jump_over_long_queues(tmp_path: Path) -> None:
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        sizes = {"%LMQ%a": 1, "%LMQ%b": 15, "%LMQ%c": 16, "%LMQ%d": 17, "%LMQ%e": 500,
+                 "%LMQ%p3": 3, "%LMQ%p4": 4, "%LMQ%p5": 5}
+        lmq.write([LmqEntry(n, o, o, 1, 0, 1) for n, k in sizes.items() for o in range(k)],
+                  1000)
+        lmq._meta.clear()  # misses: point lookups for short queues, a seek for long ones
+        assert {n: lmq.max_offset(n) for n in sizes} == sizes
+        sizes = dict(sorted(sizes.items()))
+        assert lmq.stats() == (len(sizes), sum(sizes.values()))
+        assert list(lmq.queue_names()) == list(sizes)
+        assert [(n, f, last) for n, f, last, _v in lmq._spans(b"%LMQ%b")] == [
+            (n.encode(), 0, k - 1) for n, k in sizes.items() if n > "%LMQ%b"]
+    finally:
+        lmq.close()
+
+
+def test_offsets_continue_after_a_crash_with_a_cold_cache(lmq_cfg: Cfg,
+                                                          open_store: OpenStore,
+                                                          tmp_path: Path) -> None:
+    """Restart (crash and clean): the put side and the reader find every queue's max
+    offset from its entries, and new fan-outs continue there."""
+    store = open_store(**lmq_cfg)
+    names = [f"%LMQ%r{i}" for i in range(30)]
+    for i in range(90):
+        fan_out(store, i % 2, b"%03d" % i, names[i % 30: i % 30 + 3])
+    assert store.wait_dispatched()
+    crashed = open_store(crash_copy(store, tmp_path / "crashed"), **lmq_cfg)
+    store.shutdown()
+    restarted = open_store(Path(store.config.store_path_root_dir), **lmq_cfg)
+    for again in (crashed, restarted):
+        for i in range(30):
+            fan_out(again, 0, b"n%02d" % i, names[i: i + 1])
+        expected = expected_from_log(again)
+        for name in names:
+            assert [bytes(r.body) for r in lmq_records(again, name)] == expected[name]
+            assert expected[name][-1] == b"n%02d" % names.index(name)

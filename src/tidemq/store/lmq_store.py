@@ -16,6 +16,15 @@ key                                    value                                    
 ``b"D" name``                          floor(8): tombstone of a deleted LMQ        truth
 =====================================  ==========================================  =======
 
+A queue's *max offset* is the offset of its last ``E`` key plus one, found with one
+reverse seek when the queue is not cached, so dispatch writes one key per entry. ``M``
+is written only when something else must be remembered: a minimum above 0 (expiry, or a
+queue first seen past 0), a tombstone floor, or a max offset no ``E`` key shows any more
+(every entry expired, a truncation); its ``next offset`` is then a lower bound of the max
+offset, which is ``max(next offset, last E + 1)``. A queue with neither key does not
+exist; one with ``E`` keys and no ``M`` starts at 0. Walks over the queues (counting,
+expiry) step through the ``E`` keys queue by queue, jumping to a long queue's end.
+
 *Derived* keys are rebuilt from the commit log: RocksDB's WAL is off for them and every
 dispatch write batch carries the dispatched-up-to checkpoint ``C``; after a crash the
 store re-dispatches from it. Memtables flush in order, so what survives a crash is always
@@ -44,9 +53,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
 __all__ = ["LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore"]
 
@@ -58,6 +67,14 @@ _META = struct.Struct(">qq")
 _META_FLOOR = struct.Struct(">qqq")
 _Q = struct.Struct(">q")
 _CHECKPOINT_KEY = b"C"
+_LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
+#: A walk over E keys jumps to a queue's last entry after this many of its keys.
+_RUN = 16
+#: Entries a metadata miss looks up one by one before it seeks (see _load_meta).
+_PROBE = 4
+_PROBE_SUFFIXES = [_Q.pack(o) for o in range(_PROBE)]
+_ZERO = _PROBE_SUFFIXES[0]
+_NEW: tuple[int, int, int] = (0, 0, 0)
 
 #: (next offset, min offset, floor); floor 0 means "never deleted".
 Meta = tuple[int, int, int]
@@ -108,6 +125,9 @@ class LmqStore:
         self.db.set_write_options(wo)
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
+        #: The floors of the tombstones (``D``; also in the queues' ``M``), so dispatch
+        #: checks only the queues that have one.
+        self._floors: dict[str, int] = {}
         #: Deletions so far: a batch filtered by floors read at an older generation may
         #: hold entries of a queue deleted since (see :meth:`write_prepared`).
         self.generation = 0
@@ -122,29 +142,59 @@ class LmqStore:
         #: minimum the last complete sweep was done for.
         self._sweep_after: bytes | None = None
         self._swept_min = 0
+        self._floors.update(self.tombstones())
 
     # ------------------------------------------------------------------ metadata
 
     def _meta_of(self, name: str) -> Meta:
         """The cached metadata of ``name``, read from the database on a miss. Readers
         fill the cache without the lock: ``setdefault`` keeps what a writer published
-        meanwhile, so a stale read never replaces newer metadata."""
+        meanwhile, so a stale read never replaces newer metadata. (Writers that delete
+        entries -- expiry, deletion -- publish to the cache before they write, so a miss
+        whose reads straddle such a write keeps the writer's metadata too.)"""
         meta = self._meta.get(name)
         if meta is None:
-            raw = cast(bytes | None, self.db.get(b"M" + name.encode()))
-            meta = self._meta.setdefault(
-                name, _unpack_meta(raw) if raw is not None else (0, 0, 0))
+            meta = self._meta.setdefault(name, self._load_meta(name.encode(), None))
         return meta
 
+    def _load_meta(self, key: bytes, it: RdictIter | None) -> Meta:
+        """``name``'s metadata from the database: ``M`` if any, and the max offset from
+        the last ``E`` key. A queue without ``M`` holds its entries densely from 0, so
+        point lookups of its first :data:`_PROBE` entries settle a new or short queue
+        (a lookup costs a fraction of a seek); a longer one takes a reverse seek (on
+        ``it`` when given: a batch shares one iterator)."""
+        get = self.db.get
+        raw = cast(bytes | None, get(b"M" + key))
+        base = b"E" + key + b"\x00"
+        if raw is None:
+            if get(base + _ZERO) is None:
+                return _NEW  # the common miss: a queue never written
+            for offset in range(1, _PROBE):
+                if get(base + _PROBE_SUFFIXES[offset]) is None:
+                    return offset, 0, 0
+            nxt, lo, floor = 0, 0, 0
+        else:
+            nxt, lo, floor = _unpack_meta(raw)
+        if it is None:
+            it = self.db.iter()
+        it.seek_for_prev(base + _LAST)
+        if it.valid():
+            k = cast(bytes, it.key())
+            if len(k) == len(base) + 8 and k.startswith(base):
+                nxt = max(nxt, _Q.unpack_from(k, len(base))[0] + 1)
+        return nxt, lo, floor
+
     def _prefetch(self, missing: list[str]) -> None:
-        """Cache the metadata of ``missing`` (names not cached; repeats are harmless) with
-        one multi-get: a batch of new queues would otherwise cost a lookup each."""
+        """Cache the metadata of ``missing`` (names not cached; repeats are harmless),
+        sharing one iterator."""
         if not missing:
             return
         cache = self._meta
-        raws = cast(list[bytes | None], self.db.get([b"M" + n.encode() for n in missing]))
-        for name, raw in zip(missing, raws, strict=True):
-            cache.setdefault(name, _unpack_meta(raw) if raw is not None else (0, 0, 0))
+        it = self.db.iter()
+        load = self._load_meta
+        for name in missing:
+            if name not in cache:
+                cache.setdefault(name, load(name.encode(), it))
 
     def max_offset(self, name: str) -> int:
         return self._meta_of(name)[0]
@@ -154,7 +204,7 @@ class LmqStore:
 
     def floor(self, name: str) -> int:
         """The tombstone floor of ``name``: entries of records below it are ignored."""
-        return self._meta_of(name)[2]
+        return self._floors.get(name, 0)
 
     def exists(self, name: str) -> bool:
         return self._meta_of(name)[0] > 0
@@ -191,38 +241,71 @@ class LmqStore:
     def write_fanout(self, records: Sequence[FanOut], dispatched_end: int) -> dict[str, int]:
         """:meth:`write` for whole records -- ``(names, offsets, phys, size, tags,
         store_ts)`` -- the dispatcher's hot path: an entry's value is packed once per
-        record, not once per LMQ, and no per-entry object is built."""
-        cache = self._meta
-        self._prefetch([name for r in records for name in r[0] if name not in cache])
+        record, the loop per entry only builds its key and notes the queue's last
+        offset (a queue's offsets rise in log order), and the queues' metadata is
+        advanced once per queue afterwards."""
         wb = WriteBatch(raw_mode=True)
         put = wb.put
         pack_offset = _Q.pack
-        meta: dict[str, Meta] = {}  # published after the write (see _publish)
-        meta_of = self._meta_of
+        pack = _ENTRY.pack
+        last: dict[str, int] = {}
         count = 0
         with self._lock:
+            floors = self._floors
             for names, offsets, phys, size, tags, store_ts in records:
-                value = _ENTRY.pack(phys, size, tags, store_ts)
-                for name, offset in zip(names, offsets, strict=True):
-                    m = meta.get(name) or cache.get(name) or meta_of(name)
-                    if phys < m[2]:
-                        continue  # a deleted generation of this queue (tombstone)
-                    put(b"E" + name.encode() + b"\x00" + pack_offset(offset), value)
-                    count += 1
-                    if offset >= m[0]:
-                        # a queue seen for the first time past 0 started after an expiry
-                        m = (offset + 1, offset if m[0] == 0 and offset > 0 else m[1], m[2])
-                    meta[name] = m
+                value = pack(phys, size, tags, store_ts)
+                if len(names) != len(offsets):
+                    raise ValueError(f"{len(names)} LMQ names but {len(offsets)} offsets")
+                pairs: Iterable[tuple[str, int]] = zip(names, offsets, strict=False)
+                if floors and not floors.keys().isdisjoint(names):
+                    pairs = [(name, offset) for name, offset in pairs
+                             if phys >= floors.get(name, 0)]  # else a deleted generation
+                for name, offset in pairs:
+                    put(b"E%b\x00%b" % (name.encode(), pack_offset(offset)), value)
+                    last[name] = offset
+                count += len(pairs) if isinstance(pairs, list) else len(names)
+            meta = self._advance(last, records)
             self._publish(wb, meta, dispatched_end)
             self.entries_written += count
         return {name: m[0] for name, m in meta.items()}
 
+    def _advance(self, last: dict[str, int], records: Sequence[FanOut]) -> dict[str, Meta]:
+        """The new metadata of the queues whose last offset in ``records`` is ``last``.
+        A queue seen for the first time past 0 (its start expired before a rebuild)
+        starts at its first offset in ``records``, found in a second pass for those
+        queues only. Called with the lock held."""
+        cache = self._meta
+        meta_of = self._meta_of
+        meta: dict[str, Meta] = {}
+        late: list[str] = []
+        for name, offset in last.items():
+            m = cache.get(name) or meta_of(name)
+            if offset >= m[0]:
+                if m[0] == 0 and offset > 0:
+                    late.append(name)
+                m = (offset + 1, m[1], m[2])
+            meta[name] = m
+        if late:
+            first: dict[str, int] = {}
+            wanted = set(late)
+            for names, offsets, *_rest in records:
+                for name, offset in zip(names, offsets, strict=True):
+                    if name in wanted and name not in first:
+                        first[name] = offset
+            for name in late:
+                nxt, _lo, floor = meta[name]
+                meta[name] = (nxt, first[name], floor)
+        return meta
+
     def _publish(self, wb: WriteBatch, meta: dict[str, Meta], dispatched_end: int) -> None:
-        """Add the queues' metadata and the checkpoint to ``wb``, write it, and only then
-        make the new metadata visible: a reader that sees a queue's new max offset finds
-        every entry below it. Called with the lock held."""
+        """Add the checkpoint to ``wb``, and ``M`` for the queues that start past 0 and
+        had none, write it, and only then make the new metadata visible: a reader that
+        sees a queue's new max offset finds every entry below it. Called with the lock
+        held. (The max offset needs no ``M``: the last ``E`` key shows it.)"""
+        cache = self._meta
         for name, m in meta.items():
-            wb.put(b"M" + name.encode(), _pack_meta(*m))
+            if m[1] and cache[name][0] == 0:  # a new queue starting past 0
+                wb.put(b"M" + name.encode(), _pack_meta(*m))
         self.dispatched = max(self.dispatched, dispatched_end)
         wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
         self.db.write(wb)
@@ -389,6 +472,7 @@ class LmqStore:
             wb.put(b"M" + key, _pack_meta(0, 0, floor))
             wb.put(b"D" + key, _Q.pack(floor))
             self._meta[name] = (0, 0, floor)
+            self._floors[name] = floor
             self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
         stats = self._stats
@@ -396,11 +480,67 @@ class LmqStore:
             self._stats = (stats[0], stats[1] - 1, stats[2] - (nxt - lo))
         return existed
 
+    def _spans(self, after: bytes | None = None, *, values: bool = False
+               ) -> Iterator[tuple[bytes, int, int, bytes]]:
+        """Every queue holding entries, in name order (after the queue ``after``):
+        ``(name, first offset, last offset, first entry's value or b"")``. Keys are
+        iterated; a queue longer than :data:`_RUN` costs a seek to its last key and a
+        new iteration after it instead of a step per entry."""
+        unpack = _Q.unpack_from
+        start = b"E" + after + b"\x01" if after is not None else b"E"
+        while True:
+            prefix = b""  # b"E" name 0x00 of the current queue: no other key starts so
+            first_key = last_key = value = b""
+            run = 0
+            long_queue = False
+            rows = cast(Iterator[Any], self.db.items(from_key=start) if values
+                        else self.db.keys(from_key=start))
+            for row in rows:
+                k = cast(bytes, row[0] if values else row)
+                if prefix and k.startswith(prefix):
+                    last_key = k
+                    run += 1
+                    if run == _RUN:
+                        long_queue = True
+                        break
+                    continue
+                if prefix:
+                    yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
+                           unpack(last_key, len(prefix))[0], value)
+                if k[:1] != b"E":
+                    return
+                prefix, first_key, last_key, run = k[:-8], k, k, 0
+                value = cast(bytes, row[1]) if values else b""
+            if not long_queue:
+                if prefix:
+                    yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
+                           unpack(last_key, len(prefix))[0], value)
+                return
+            it = self.db.iter()
+            it.seek_for_prev(prefix + b"\xff" * 8)
+            last_key = cast(bytes, it.key())
+            yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
+                   unpack(last_key, len(prefix))[0], value)
+            start = prefix[:-1] + b"\x01"
+
+    def _has_entries(self, name: bytes) -> bool:
+        prefix = b"E" + name + b"\x00"
+        return next(self._keys(prefix), None) is not None
+
+    def _emptied(self) -> Iterator[tuple[bytes, int, int]]:
+        """Queues that exist but hold no entries (every one expired): ``M`` with a max
+        offset above 0 and no ``E`` key. ``(name, next, min)``."""
+        for k, raw in self._items(b"M"):
+            nxt, lo, _floor = _unpack_meta(raw)
+            if nxt > 0 and not self._has_entries(k[1:]):
+                yield k[1:], nxt, lo
+
     def queue_names(self) -> Iterable[str]:
         """Names of the LMQs that hold or held entries (deleted ones excluded)."""
-        for k, v in self._items(b"M"):
-            if _unpack_meta(v)[0] > 0:
-                yield k[1:].decode()
+        for name, _first, _last, _v in self._spans():
+            yield name.decode()
+        for name, _nxt, _lo in self._emptied():
+            yield name.decode()
 
     def tombstones(self) -> dict[str, int]:
         """Deleted LMQs whose floor retention has not dropped yet: name -> floor."""
@@ -409,11 +549,12 @@ class LmqStore:
     def stats(self) -> tuple[int, int]:
         """(number of LMQs, total entries dispatched into them still readable)."""
         queues = entries = 0
-        for _k, raw in self._items(b"M"):
-            nxt, lo, _floor = _unpack_meta(raw)
-            if nxt > 0:
-                queues += 1
-                entries += nxt - lo
+        for _name, first, last, _v in self._spans():
+            queues += 1
+            entries += last + 1 - first
+        for _name, nxt, lo in self._emptied():
+            queues += 1
+            entries += max(nxt - lo, 0)
         return queues, entries
 
     def cached_stats(self, max_age: float = 30.0) -> tuple[int, int]:
@@ -452,31 +593,30 @@ class LmqStore:
         """Drop entries pointing below the commit-log minimum and raise queue minimums;
         drop tombstones the minimum passed. Returns the entries dropped.
 
-        Walks the queues' ``M`` keys from where the previous call stopped and stops after
-        about ``budget`` keys, so a sweep over millions of queues is spread over several
-        housekeeping rounds. Per queue, entries are in record order, so only the first
-        live entry is looked for: a queue with nothing expired costs one lookup.
+        Walks the queues' entries (:meth:`_spans`) from where the previous call stopped
+        and stops after about ``budget`` keys, so a sweep over millions of queues is spread
+        over several housekeeping rounds. Per queue, entries are in record order, so only
+        the first live entry is looked for: a queue with nothing expired costs its first
+        key.
         """
         self._drop_tombstones(commitlog_min)
         removed = 0
-        start = b"M" + self._sweep_after + b"\x00" if self._sweep_after is not None else None
         wb = WriteBatch(raw_mode=True)
         raised: dict[str, int] = {}
         seen = 0
         last: bytes | None = None
-        for k, raw in self._items(b"M", start):
+        for key, first, end, value in self._spans(self._sweep_after, values=True):
             if seen >= budget:
                 break
-            last = k[1:]
+            last = key
             seen += 1
-            nxt, lo, _floor = _unpack_meta(raw)
-            if lo >= nxt:
+            if _ENTRY.unpack(value)[0] >= commitlog_min:
                 continue
-            first_alive, dropped = self._expired_prefix(last, lo, nxt, commitlog_min, wb)
+            first_alive, dropped = self._expired_prefix(key, first, end + 1, commitlog_min,
+                                                        wb)
             seen += dropped
             removed += dropped
-            if first_alive > lo:
-                raised[last.decode()] = first_alive
+            raised[key.decode()] = first_alive
         else:
             last = None  # the walk reached the end: this sweep is complete
         with self._lock:
@@ -523,6 +663,7 @@ class LmqStore:
                 name = k[1:].decode()
                 nxt, lo, _old = self._meta_of(name)
                 self._meta[name] = (nxt, lo, 0)
+                self._floors.pop(name, None)
                 if nxt > 0:
                     wb.put(b"M" + k[1:], _pack_meta(nxt, lo, 0))
                 else:

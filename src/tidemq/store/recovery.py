@@ -24,7 +24,9 @@ A torn tail never raises: it is reported in a :class:`RecoveryReport`.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import os
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -199,14 +201,15 @@ def recover(
         end, count, reason = scan_log(commitlog, start, check_crc=check_crc)
     report = RecoveryReport(clean=clean, start_offset=start, end_offset=end,
                             records_scanned=count, reason=reason)
-    report.bytes_dropped = _dirty_bytes_after(commitlog, end) if not clean or reason else 0
+    tails = _dirty_tails(commitlog, end)
+    report.bytes_dropped = sum(tails.values()) if not clean or reason else 0
     # Queues first: drop entries that point at or beyond the end of the valid log.
     for cq in queues.all():
         before = cq.max_offset
         cq.truncate_phys(end)
         report.queue_entries_dropped += before - cq.max_offset
     report.segments_deleted = sum(1 for seg in commitlog.segments if seg.base > end)
-    commitlog.truncate(end)
+    _truncate(commitlog, end, tails)
     if queues.lmq is not None:
         report.queue_entries_dropped += queues.lmq.truncate_phys(end)
     if count:
@@ -251,19 +254,95 @@ def _ends_a_record(commitlog: CommitLog, queues: ConsumeQueueSet, offset: int,
     return False
 
 
-def _dirty_bytes_after(commitlog: CommitLog, end: int) -> int:
-    """How many bytes after ``end`` held data (the torn tail that truncation drops)."""
-    dropped = 0
-    chunk = 1 << 20
+def _dirty_tails(commitlog: CommitLog, end: int) -> dict[int, int]:
+    """The torn tail after ``end``: for each segment reaching past it, by segment base,
+    how many bytes from ``end`` (or the segment's start) up to its last non-zero byte.
+
+    Every byte after the end must read zero once recovery is done, or a later scan could
+    resurrect a stale record behind new ones. Reading a whole 1 GiB segment through its
+    mapping took seconds and faulted it all in, so the file is read instead, and only
+    where it may hold data: ``SEEK_DATA`` skips holes and the unwritten extents of the
+    pre-allocated file, which read as zeros by definition (on a file system without it,
+    everything is data). Data extents are read in 1 MiB chunks and tested as 64-bit
+    words; the search runs backwards, so it stops at the last non-zero byte.
+    """
+    tails: dict[int, int] = {}
     for seg in commitlog.segments:
         if seg.end <= end:
             continue
         start = max(end - seg.base, 0)
-        last = start
-        for pos in range(start, seg.size, chunk):
-            block = np.frombuffer(seg.view[pos : min(pos + chunk, seg.size)], dtype=np.uint8)
-            nz = np.flatnonzero(block)
-            if len(nz):
-                last = pos + int(nz[-1]) + 1
-        dropped += last - start
-    return dropped
+        fd = os.open(seg.path, os.O_RDONLY)
+        try:
+            last = _last_nonzero(fd, start, seg.size)
+        finally:
+            os.close(fd)
+        tails[seg.base] = last - start
+    return tails
+
+
+_TAIL_CHUNK = 1 << 20
+
+
+def _data_extents(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """The ranges of ``[start, stop)`` that may hold non-zero bytes (the rest are holes)."""
+    out: list[tuple[int, int]] = []
+    pos = start
+    while pos < stop:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end of the file
+                break
+            out.append((pos, stop))  # no hole queries here: everything may be data
+            break
+        if data >= stop:
+            break
+        out.append((data, min(hole, stop)))
+        pos = hole
+    return out
+
+
+def _last_nonzero(fd: int, start: int, stop: int) -> int:
+    """The position just past the last non-zero byte of ``[start, stop)`` (``start`` if
+    there is none)."""
+    buf = bytearray(_TAIL_CHUNK)
+    view = memoryview(buf)
+    for lo, hi in reversed(_data_extents(fd, start, stop)):
+        pos = hi
+        while pos > lo:
+            first = max(lo, pos - _TAIL_CHUNK)
+            n = os.preadv(fd, [view[: pos - first]], first)
+            if n < pos - first:  # the file is shorter than its segment size says
+                raise OSError(errno.EIO, f"short read at {first} of a commit-log segment")
+            words = np.frombuffer(buf, dtype=np.uint64, count=n // 8)
+            if words.any() or any(buf[n - n % 8 : n]):
+                nz = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=n))
+                return first + int(nz[-1]) + 1
+            pos = first
+    return start
+
+
+def _truncate(commitlog: CommitLog, end: int, tails: dict[int, int]) -> None:
+    """``commitlog.truncate(end)`` that zeroes only the torn tail :func:`_dirty_tails`
+    found, instead of scanning the rest of the last segment through its mapping again.
+
+    Later segments are deleted by truncating at the end of the segment that keeps
+    ``end`` (which zeroes nothing); that segment's tail is then zeroed here and synced,
+    and its write marks set to ``end``, as ``truncate`` would.
+    """
+    segments = commitlog.segments
+    if not segments:
+        return
+    last = ([seg for seg in segments if seg.base < end] or segments[:1])[-1]
+    commitlog.truncate(last.end)
+    pos = end - last.base
+    if pos >= last.size:
+        return
+    stop = pos + tails.get(last.base, last.size - pos)
+    for first in range(pos, stop, _TAIL_CHUNK):
+        upto = min(first + _TAIL_CHUNK, stop)
+        last.mm[first:upto] = bytes(upto - first)
+    last.wrote = pos
+    last.flushed = min(last.flushed, pos)
+    last.sync()

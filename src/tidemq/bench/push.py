@@ -96,7 +96,9 @@ async def _throughput(namesrv: str, topic: str, cfg: PushBenchConfig,
     broker_cpu = (process_cpu_seconds(broker_pid) or 0.0) - bcpu0
     await consumer.close()
     return {"messages": count, "seconds": dt, "msgs_per_s": count / dt,
-            "client_cpu_pct": 100 * client_cpu / dt, "broker_cpu_pct": 100 * broker_cpu / dt}
+            "client_cpu_pct": 100 * client_cpu / dt, "broker_cpu_pct": 100 * broker_cpu / dt,
+            "client_us_per_msg": 1e6 * client_cpu / max(count, 1),
+            "broker_us_per_msg": 1e6 * broker_cpu / max(count, 1)}
 
 
 def _balanced(assignments: list[set[MessageQueue]], queues: int) -> bool:

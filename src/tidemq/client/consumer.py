@@ -28,7 +28,10 @@ nothing new) on every queue that has none in flight and waits for the first that
 messages, until its timeout. Pulls still in flight when it returns stay in flight for the
 next poll. The pulls, commits and offset queries of one round to one broker go out as
 one RPC where the broker speaks the batch protocol (:mod:`tidemq.client.batch_rpc`).
-Status handling follows :mod:`tidemq.client.pull`; OFFSET_MOVED moves the
+Status handling follows :mod:`tidemq.client.pull`; found messages are read by
+:func:`read_pull`, which sets what the consumer adds (queue id, broker name,
+``MIN_OFFSET``/``MAX_OFFSET``) while decoding, leaving the properties undecoded until read,
+and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
 fetch offset to the broker's corrected one. A failing queue is pulled again after
 ``pull_error_backoff`` seconds; the others go on. ``seek*`` drops a queue's buffer and
 its pull in flight.
@@ -37,7 +40,6 @@ its pull in flight.
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -54,10 +56,13 @@ from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
+from tidemq.codec.headers import PullMessageResponseHeader
+from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode, TideMQError
+from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt, MessageQueue, PullStatus
 
-__all__ = ["PullConsumer"]
+__all__ = ["PullConsumer", "read_pull"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,29 @@ _OffsetBuild = Callable[[MessageQueue], RemotingCommand]
 
 #: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
 _FLOW_CONTROL_BACKOFF = 5.0
+
+
+def read_pull(response: RemotingCommand, queue: MessageQueue, subscription: Subscription, *,
+              address: str, offset: int | None = None) -> PullResult:
+    """:func:`tidemq.client.pull.read_pull_response` with the found messages' queue id,
+    broker name and ``MIN_OFFSET``/``MAX_OFFSET`` set as they are decoded (one pass; the
+    properties stay undecoded until read), for the consumers' pull loops."""
+    if response.code != ResponseCode.SUCCESS:  # no messages: the plain reader
+        return read_pull_response(response, queue, subscription, address=address,
+                                  offset=offset)
+    header = PullMessageResponseHeader.from_ext(response.ext_fields)
+    bounds = {PropertyKey.MIN_OFFSET: str(header.min_offset),
+              PropertyKey.MAX_OFFSET: str(header.max_offset)}
+    messages = decode_messages(response.full_body(), queue_id=queue.queue_id,
+                               broker_name=queue.broker_name, extra_properties=bounds)
+    # Inner batches (RIP-26) come whole: drop their messages below the requested offset.
+    if offset is not None and messages and messages[0].queue_offset < offset:
+        messages = [m for m in messages if m.queue_offset >= offset]
+    tags = subscription.tags
+    if tags:
+        messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
+    return PullResult(PullStatus.FOUND, header.next_begin_offset, header.min_offset,
+                      header.max_offset, messages)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,20 +107,50 @@ class _Fetched:
 
 @dataclasses.dataclass(slots=True)
 class _QueueState:
+    """One queue: the pulled messages not returned yet are ``buffer[head:]`` (taken by
+    slices, not one by one)."""
+
     fetch_offset: int | None = None
-    buffer: collections.deque[MessageExt] = dataclasses.field(
-        default_factory=collections.deque)
+    buffer: list[MessageExt] = dataclasses.field(default_factory=list)
+    head: int = 0
     task: asyncio.Task[_Fetched] | None = None
     backoff: float = 0.0
     committed: int | None = None
 
     @property
+    def buffered(self) -> int:
+        return len(self.buffer) - self.head
+
+    @property
     def position(self) -> int | None:
-        return self.buffer[0].queue_offset if self.buffer else self.fetch_offset
+        if self.head < len(self.buffer):
+            return self.buffer[self.head].queue_offset
+        return self.fetch_offset
+
+    def take(self, limit: int) -> list[MessageExt]:
+        """Up to ``limit`` buffered messages, oldest first."""
+        head = self.head
+        if head == 0 and limit >= len(self.buffer):
+            out, self.buffer = self.buffer, []
+            return out
+        out = self.buffer[head:head + limit]
+        self.head = head + len(out)
+        if self.head >= len(self.buffer):
+            self.buffer, self.head = [], 0
+        return out
+
+    def add(self, msgs: list[MessageExt]) -> None:
+        if self.head:
+            del self.buffer[:self.head]
+            self.head = 0
+        if self.buffer:
+            self.buffer.extend(msgs)
+        else:
+            self.buffer = msgs
 
     def reset(self, offset: int | None) -> None:
         """Forget buffered messages and the pull in flight; continue at ``offset``."""
-        self.buffer.clear()
+        self.buffer, self.head = [], 0
         self.backoff = 0.0
         self.fetch_offset = offset
         if self.task is not None:
@@ -400,15 +458,20 @@ class PullConsumer:
             return out
         self._turn = (self._turn + 1) % len(states)
         for state in states[self._turn:] + states[:self._turn]:
-            while state.buffer and len(out) < limit:
-                out.append(state.buffer.popleft())
+            if state.head < len(state.buffer):
+                if out:
+                    out.extend(state.take(limit - len(out)))
+                else:
+                    out = state.take(limit)
+                if len(out) >= limit:
+                    break
         return out
 
     def _start_pulls(self) -> None:
         """Decide, then start: a task for each queue with an empty buffer and nothing in
         flight -- a pull, or for a queue without a position, finding its start."""
         for mq, state in self._states.items():
-            if state.task is None and not state.buffer:
+            if state.task is None and not state.buffered:
                 sub = self._subscriptions.get(mq.topic) or Subscription.parse(mq.topic)
                 state.task = asyncio.ensure_future(
                     self._pull(mq, state.fetch_offset, sub, state.backoff))
@@ -429,8 +492,8 @@ class PullConsumer:
         )
         # The pulls of one poll round to one broker go out as one RPC (batch protocol).
         response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
-        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr,
-                                                          offset=offset))
+        return _Fetched(offset, False, read_pull(response, queue, sub, address=addr,
+                                                 offset=offset))
 
     def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile
@@ -457,7 +520,7 @@ class PullConsumer:
         if result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("%r: offset %s moved; continuing at %d", self, fetched.offset,
                         result.next_offset)
-        state.buffer.extend(result.messages)
+        state.add(result.messages)
         state.fetch_offset = result.next_offset
 
     def _state(self, queue: MessageQueue) -> _QueueState:

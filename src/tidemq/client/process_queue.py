@@ -4,8 +4,9 @@ Bookkeeping only -- no awaits, no I/O; the consumer's tasks wait on its events.
 
 * ``state`` follows the table of :mod:`tidemq.client.rebalance` (:meth:`fire`).
 * The *buffer*: pulled messages not processed yet, by queue offset, oldest first -- those
-  waiting for the listener and those in flight. :meth:`put` adds a pull's messages,
-  :meth:`done` removes processed (or sent-back) ones.
+  waiting for the listener and those in flight. :meth:`put` adds a pull's messages (in bulk when
+  none is buffered already, the usual case), :meth:`done` removes processed (or
+  sent-back) ones.
 * :attr:`commit_offset`: the lowest offset not processed yet -- the oldest buffered
   message, or the fetch offset when the buffer is empty. This is what the consumer
   commits; everything below it was processed.
@@ -45,6 +46,7 @@ class Limits(NamedTuple):
 
 #: Java's defaults.
 DEFAULT_LIMITS = Limits()
+
 
 
 @dataclasses.dataclass(eq=False)
@@ -105,13 +107,28 @@ class ProcessQueue:
 
     def put(self, msgs: Iterable[MessageExt]) -> list[MessageExt]:
         """Buffer a pull's messages; returns those that were not buffered already."""
-        added: list[MessageExt] = []
-        for msg in msgs:
-            if msg.queue_offset in self._buffer:
-                continue
-            self._buffer[msg.queue_offset] = msg
-            self.body_bytes += len(msg.body)
-            added.append(msg)
+        batch = msgs if isinstance(msgs, list) else list(msgs)
+        buffer = self._buffer
+        offsets = [m.queue_offset for m in batch]
+        before = len(buffer)
+        added = batch
+        if buffer.keys().isdisjoint(offsets):  # the usual pull: all new, so in bulk
+            buffer.update(zip(offsets, batch, strict=True))
+            if len(buffer) - before != len(batch):  # one offset twice: undo, one by one
+                for offset in offsets:
+                    buffer.pop(offset, None)
+                added = []
+        else:
+            added = []
+        if added:
+            self.body_bytes += sum([len(m.body) for m in batch])
+        else:
+            for msg in batch:
+                if msg.queue_offset in buffer:
+                    continue
+                buffer[msg.queue_offset] = msg
+                self.body_bytes += len(msg.body)
+                added.append(msg)
         if added:
             self.wakeup.set()
         self._update_space()
@@ -119,10 +136,13 @@ class ProcessQueue:
 
     def done(self, msgs: Iterable[MessageExt]) -> None:
         """Forget processed messages; the commit offset moves past them."""
+        pop = self._buffer.pop
+        freed = 0
         for msg in msgs:
-            gone = self._buffer.pop(msg.queue_offset, None)
+            gone = pop(msg.queue_offset, None)
             if gone is not None:
-                self.body_bytes -= len(gone.body)
+                freed += len(gone.body)
+        self.body_bytes -= freed
         self._update_space()
 
     def head(self, count: int) -> list[MessageExt]:

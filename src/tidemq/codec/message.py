@@ -14,10 +14,14 @@ VIEW_MESSAGE_BY_ID body is stored commit-log records laid end to end, in the lay
 * ``msg_id`` is the ``UNIQ_KEY`` property, else the offset id (:mod:`tidemq.formats.msgid`).
 
 The common record -- V1 magic, IPv4 hosts, neither compressed nor batched -- is decoded
-by a fast path with one ``struct`` unpack and cached host and topic strings; any other
-record, or one that does not check out, goes through :func:`tidemq.formats.record.decode_record`.
-Anything malformed raises :class:`~tidemq.errors.CorruptRecord` (the Java client silently
-drops the rest of the body instead).
+by a fast path: one ``struct`` unpack per record (each host read as one 8-byte integer),
+host and topic strings reused from the record before, the message's slots filled directly;
+any other record, or one that does not check out, goes through
+:func:`tidemq.formats.record.decode_record`. Property texts are checked to be UTF-8 here
+but parsed only when a message's ``properties`` (or ``msg_id``, ``tags``, ``keys``) is
+first read (:class:`~tidemq.types.MessageExt`): a consumer that reads only bodies never
+builds the dicts. Anything malformed raises :class:`~tidemq.errors.CorruptRecord` (the
+Java client silently drops the rest of the body instead), at decode time.
 
 Sending (§2.7, §3.2, §3.4). :func:`send_request` and :func:`batch_send_request` build the
 SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE commands (or SEND_MESSAGE with V1 keys) from
@@ -26,6 +30,7 @@ SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE commands (or SEND_MESSAGE with V1 keys) fro
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import struct
 from collections.abc import Sequence
@@ -46,13 +51,7 @@ from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats import record as rec
 from tidemq.formats.batch import ENTRY_OVERHEAD, encode_batch, iter_batch, uniform_layout
-from tidemq.formats.msgid import encode_offset_msg_id
-from tidemq.formats.properties import (
-    MAX_PROPERTIES_BYTES,
-    PropertyKey,
-    decode_properties,
-    encode_properties,
-)
+from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
 from tidemq.types import Message, MessageExt
 
 __all__ = [
@@ -76,21 +75,64 @@ _SLOW_FLAGS = (
     COMPRESSED | NEED_UNWRAP | INNER_BATCH | rec.SYSFLAG_BORNHOST_V6 | rec.SYSFLAG_STOREHOST_V6
 )
 
-#: The record's fixed part for IPv4 hosts, TOTALSIZE through BODYLENGTH: one unpack.
-_FIXED_V4 = rec.FIXED_V4
+#: The record's fixed part for IPv4 hosts, TOTALSIZE through BODYLENGTH, for the fast
+#: path: :data:`tidemq.formats.record.FIXED_V4` with each host (4-byte IP, 4-byte port)
+#: read as one 8-byte integer -- a cache key, no bytes objects.
+_FIXED_FAST = struct.Struct(
+    ">"
+    "i"  # TOTALSIZE
+    "i"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+    "q"  # BORNHOST: IP and port
+    "q"  # STORETIMESTAMP
+    "q"  # STOREHOST: IP and port
+    "i"  # RECONSUMETIMES
+    "q"  # PREPARED_TX_OFFSET
+    "i"  # BODYLENGTH
+)
 _FIXED_SIZE = rec.FIXED_V4_SIZE
-_I16 = struct.Struct(">h")
+assert _FIXED_FAST.size == _FIXED_SIZE
+_MIN = rec.MIN_RECORD_SIZE
+_MAGIC_V1 = rec.MAGIC_V1
+_HOST8 = struct.Struct(">4si")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+_new = object.__new__
+
+
+def _checked_text(raw: bytes, offset: int) -> bytes:
+    """``raw`` if it is UTF-8 (property text is decoded lazily, but checked here)."""
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptRecord(f"properties are not UTF-8: {exc}", offset=offset) from None
+    return raw
 
 
 class _Decoder:
-    """State for one body: caches of host and topic strings shared by its records."""
+    """State for one body: caches of host and topic strings shared by its records, and
+    what every message of the body gets (queue id, broker name, added properties)."""
 
-    def __init__(self, check_crc: bool, unwrap: bool, max_decompressed: int) -> None:
+    def __init__(self, check_crc: bool, unwrap: bool, max_decompressed: int,
+                 queue_id: int | None = None, broker_name: str = "",
+                 extra: dict[str, str] | None = None) -> None:
         self.check_crc = check_crc
         self.unwrap = unwrap
         self.max_decompressed = max_decompressed
+        self.queue_id = queue_id
+        self.broker_name = broker_name
+        self.extra = extra or None
         self.hosts: dict[tuple[bytes, int], str] = {}
-        self.topics: dict[bytes, str] = {}
+        #: store host -> the ``_lazy`` pair of its messages (offset id prefix, extra)
+        self.lazies: dict[tuple[bytes, int], tuple[str, dict[str, str] | None]] = {}
 
     def host(self, ip: bytes, port: int) -> str:
         key = (ip, port)
@@ -99,47 +141,117 @@ class _Decoder:
             text = self.hosts[key] = str(rec.HostAddr(ip, port))
         return text
 
-    def fast(self, view: memoryview, pos: int, end: int) -> tuple[MessageExt, int] | None:
-        """Decode the common record at ``pos``, or ``None`` to take the general path."""
-        if end - pos < rec.MIN_RECORD_SIZE:
-            return None
-        (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_ip,
-         born_port, store_ts, store_ip, store_port, reconsume, prepared, body_len
-         ) = _FIXED_V4.unpack_from(view, pos)
-        stop = pos + total
-        if (magic != rec.MAGIC_V1 or sys_flag & _SLOW_FLAGS or total < rec.MIN_RECORD_SIZE
-                or stop > end or body_len < 0):
-            return None
-        body_end = pos + _FIXED_SIZE + body_len
-        if body_end + 3 > stop:
-            return None
-        topic_len = view[body_end]
-        topic_end = body_end + 1 + topic_len
-        if topic_len > 127 or topic_end + 2 > stop:
-            return None
-        (props_len,) = _I16.unpack_from(view, topic_end)
-        if topic_end + 2 + props_len != stop or props_len < 0:
-            return None
-        body = bytes(view[pos + _FIXED_SIZE : body_end])
-        if self.check_crc and rec.body_crc(body) != crc:
-            return None
-        raw_topic = bytes(view[body_end + 1 : topic_end])
-        topic = self.topics.get(raw_topic)
-        if topic is None:
+    def lazy(self, ip: bytes, port: int) -> tuple[str, dict[str, str] | None]:
+        key = (ip, port)
+        pair = self.lazies.get(key)
+        if pair is None:
+            prefix = binascii.hexlify(ip + _I32.pack(port)).decode("ascii").upper()
+            pair = self.lazies[key] = (prefix, self.extra)
+        return pair
+
+    def message(self, topic: str, body: bytes, raw_props: bytes, queue_id: int,
+                queue_offset: int, phys: int, size: int, sys_flag: int, born_ts: int,
+                born_host: str, store_ts: int, store: tuple[bytes, int], reconsume: int,
+                flag: int, crc: int, prepared: int, offset: int) -> MessageExt:
+        """A message whose properties are decoded on first use (the general paths)."""
+        msg: MessageExt = _new(MessageExt)
+        msg.topic = topic
+        msg.body = body
+        msg._properties = None
+        msg._raw_properties = _checked_text(raw_props, offset)
+        msg._msg_id = None
+        msg._lazy = self.lazy(*store)
+        msg.queue_id = queue_id if self.queue_id is None else self.queue_id
+        msg.queue_offset = queue_offset
+        msg.commit_log_offset = phys
+        msg.store_size = size
+        msg.sys_flag = sys_flag
+        msg.born_timestamp = born_ts
+        msg.born_host = born_host
+        msg.store_timestamp = store_ts
+        msg.store_host = self.host(*store)
+        msg.reconsume_times = reconsume
+        msg.flag = flag
+        msg.body_crc = crc
+        msg.prepared_transaction_offset = prepared
+        msg.broker_name = self.broker_name
+        return msg
+
+    def plain(self, data: bytes, pos: int, out: list[MessageExt]) -> int:
+        """Decode the common records from ``pos`` into ``out``; returns where the first
+        record that needs the general path starts (``len(data)`` when none does). One
+        unpack per record, cached strings, properties left undecoded."""
+        end = len(data)
+        unpack = _FIXED_FAST.unpack_from
+        append = out.append
+        check_crc = self.check_crc
+        last_store = last_born = None  # IP and port as one integer: the cache key
+        store_host = born_host = ""
+        lazy: tuple[str, dict[str, str] | None] = ("", None)
+        raw_topic, topic = None, ""
+        fixed_qid = self.queue_id
+        broker_name = self.broker_name
+        while pos < end:
             try:
-                topic = self.topics[raw_topic] = raw_topic.decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-        props = decode_properties(view[topic_end + 2 : stop])
-        msg_id = props.get(PropertyKey.UNIQ_KEY) or encode_offset_msg_id(
-            rec.HostAddr(store_ip, store_port), phys
-        )
-        msg = MessageExt(
-            topic, body, props, queue_id, queue_offset, phys, total, sys_flag, born_ts,
-            self.host(born_ip, born_port), store_ts, self.host(store_ip, store_port),
-            reconsume, flag, crc, prepared, msg_id,
-        )
-        return msg, stop
+                (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+                 born, store_ts, store, reconsume, prepared, body_len) = unpack(data, pos)
+            except struct.error:  # fewer than 88 bytes left
+                return pos
+            stop = pos + total
+            body_end = pos + _FIXED_SIZE + body_len
+            if (magic != _MAGIC_V1 or sys_flag & _SLOW_FLAGS or total < _MIN or stop > end
+                    or body_len < 0 or body_end + 3 > stop):
+                return pos
+            topic_len = data[body_end]
+            props_at = body_end + 3 + topic_len
+            # PROPERTIESLENGTH must be exactly what is left of the record (and >= 0)
+            if (topic_len > 127 or props_at > stop
+                    or data[props_at - 2] << 8 | data[props_at - 1] != stop - props_at):
+                return pos
+            body = data[pos + _FIXED_SIZE : body_end]
+            if check_crc and rec.body_crc(body) != crc:
+                return pos
+            if data[body_end + 1 : props_at - 2] != raw_topic:  # a new topic
+                raw_topic = data[body_end + 1 : props_at - 2]
+                try:
+                    topic = raw_topic.decode("utf-8")
+                except UnicodeDecodeError:
+                    return pos
+            raw_props = data[props_at:stop]
+            if not raw_props.isascii():
+                try:
+                    raw_props.decode("utf-8")
+                except UnicodeDecodeError:
+                    return pos
+            if store != last_store:
+                ip, port = _HOST8.unpack(_I64.pack(store))
+                store_host, lazy, last_store = self.host(ip, port), self.lazy(ip, port), store
+            if born != last_born:
+                born_host, last_born = self.host(*_HOST8.unpack(_I64.pack(born))), born
+            msg: MessageExt = _new(MessageExt)
+            msg.topic = topic
+            msg.body = body
+            msg._properties = None
+            msg._raw_properties = raw_props
+            msg._msg_id = None
+            msg._lazy = lazy
+            msg.queue_id = queue_id if fixed_qid is None else fixed_qid
+            msg.queue_offset = queue_offset
+            msg.commit_log_offset = phys
+            msg.store_size = total
+            msg.sys_flag = sys_flag
+            msg.born_timestamp = born_ts
+            msg.born_host = born_host
+            msg.store_timestamp = store_ts
+            msg.store_host = store_host
+            msg.reconsume_times = reconsume
+            msg.flag = flag
+            msg.body_crc = crc
+            msg.prepared_transaction_offset = prepared
+            msg.broker_name = broker_name
+            append(msg)
+            pos = stop
+        return pos
 
     def general(self, view: memoryview, pos: int, out: list[MessageExt]) -> int:
         """Decode any record at ``pos`` into ``out``; returns the next position."""
@@ -156,77 +268,79 @@ class _Decoder:
                 raise CorruptRecord(exc.reason, offset=pos) from None
             sys_flag &= ~COMPRESSED
         born_host = self.host(*r.born_host)
-        store_host = self.host(*r.store_host)
-        offset_id = encode_offset_msg_id(r.store_host, r.physical_offset)
+        store = (r.store_host.ip, r.store_host.port)
         if self.unwrap and sys_flag & NEED_UNWRAP and sys_flag & INNER_BATCH:
             layout = uniform_layout(body)
             if layout is not None:
-                self.unwrap_uniform(r, bytes(body), layout, sys_flag, born_host, store_host,
-                                    offset_id, out)
+                self.unwrap_uniform(r, bytes(body), layout, sys_flag, born_host, store, pos,
+                                    out)
                 return pos + r.total_size
             try:
                 entries = list(iter_batch(body))
             except CorruptRecord as exc:
                 raise CorruptRecord(f"inner batch: {exc.reason}", offset=pos) from None
             for i, entry in enumerate(entries):
-                props = decode_properties(entry.properties)
-                out.append(MessageExt(
-                    r.topic, bytes(entry.body), props, r.queue_id, r.queue_offset + i,
-                    r.physical_offset, entry.size, sys_flag, r.born_timestamp, born_host,
-                    r.store_timestamp, store_host, r.reconsume_times, entry.flag, 0,
-                    r.prepared_tx_offset, props.get(PropertyKey.UNIQ_KEY) or offset_id,
+                out.append(self.message(
+                    r.topic, bytes(entry.body), bytes(entry.properties), r.queue_id,
+                    r.queue_offset + i, r.physical_offset, entry.size, sys_flag,
+                    r.born_timestamp, born_host, r.store_timestamp, store, r.reconsume_times,
+                    entry.flag, 0, r.prepared_tx_offset, pos,
                 ))
             return pos + r.total_size
-        props = decode_properties(r.properties)
-        out.append(MessageExt(
-            r.topic, bytes(body), props, r.queue_id, r.queue_offset, r.physical_offset,
-            r.total_size, sys_flag, r.born_timestamp, born_host, r.store_timestamp,
-            store_host, r.reconsume_times, r.flag, r.body_crc, r.prepared_tx_offset,
-            props.get(PropertyKey.UNIQ_KEY) or offset_id,
+        out.append(self.message(
+            r.topic, bytes(body), r.properties, r.queue_id, r.queue_offset, r.physical_offset,
+            r.total_size, sys_flag, r.born_timestamp, born_host, r.store_timestamp, store,
+            r.reconsume_times, r.flag, r.body_crc, r.prepared_tx_offset, pos,
         ))
         return pos + r.total_size
 
-
-    @staticmethod
-    def unwrap_uniform(r: rec.Record, data: bytes, layout: tuple[int, int], sys_flag: int,
-                       born_host: str, store_host: str, offset_id: str,
+    def unwrap_uniform(self, r: rec.Record, data: bytes, layout: tuple[int, int],
+                       sys_flag: int, born_host: str, store: tuple[bytes, int], offset: int,
                        out: list[MessageExt]) -> None:
         """Split an inner batch whose entries share one layout (proven by
-        :func:`~tidemq.formats.batch.uniform_layout`): columns at fixed offsets, the
-        property texts decoded in one go when they are ASCII (they nearly always are)."""
+        :func:`~tidemq.formats.batch.uniform_layout`): fields at fixed offsets, the flags
+        gathered in one go, the property texts checked in one go when they are ASCII
+        (they nearly always are) and decoded only when read."""
         size, blen = layout
         n = len(data) // size
         props_at = ENTRY_OVERHEAD + blen
-        starts = range(0, len(data), size)
         rows = np.frombuffer(data, dtype=np.uint8).reshape(n, size)
         flags = rows[:, 12:16].copy().view(">i4").ravel().tolist()
-        plen = size - props_at
-        joined = rows[:, props_at:].tobytes()
-        if not plen:
-            texts = [""] * n
-        elif joined.isascii():
-            text = joined.decode("ascii")
-            texts = [text[k : k + plen] for k in range(0, len(text), plen)]
-        else:
-            try:
-                texts = [data[at + props_at : at + size].decode("utf-8") for at in starts]
-            except UnicodeDecodeError as exc:
-                raise CorruptRecord(f"properties are not UTF-8: {exc}") from None
-        topic, queue_id, phys = r.topic, r.queue_id, r.physical_offset
+        if size > props_at and not rows[:, props_at:].tobytes().isascii():
+            for at in range(0, len(data), size):
+                _checked_text(data[at + props_at : at + size], offset)
+        topic, phys, base = r.topic, r.physical_offset, r.queue_offset
+        queue_id = r.queue_id if self.queue_id is None else self.queue_id
         born_ts, store_ts, reconsume = r.born_timestamp, r.store_timestamp, r.reconsume_times
-        prepared, base = r.prepared_tx_offset, r.queue_offset
+        prepared, broker_name = r.prepared_tx_offset, self.broker_name
+        lazy, store_host = self.lazy(*store), self.host(*store)
         append = out.append
-        for i, at in enumerate(starts):
-            props: dict[str, str] = {}
-            for segment in texts[i].split("\x02"):  # formats.properties, inlined
-                name, sep, value = segment.partition("\x01")
-                if sep and name and value:
-                    props[name] = value
-            append(MessageExt(
-                topic, data[at + 20 : at + 20 + blen], props, queue_id, base + i, phys, size,
-                sys_flag, born_ts, born_host, store_ts, store_host, reconsume, flags[i], 0,
-                prepared, props.get(PropertyKey.UNIQ_KEY) or offset_id,
-            ))
+        end = len(data)
+        for queue_offset, b0, b1, p1, flag in zip(
+                range(base, base + n), range(20, end, size), range(20 + blen, end, size),
+                range(size, end + size, size), flags, strict=True):
+            msg: MessageExt = _new(MessageExt)
+            msg.topic = topic
+            msg.body = data[b0:b1]
+            msg._properties = None
+            msg._raw_properties = data[b1 + 2 : p1]
+            msg._msg_id = None
+            msg._lazy = lazy
+            msg.queue_id = queue_id
+            msg.queue_offset = queue_offset
+            msg.commit_log_offset = phys
+            msg.store_size = size
+            msg.sys_flag = sys_flag
+            msg.born_timestamp = born_ts
+            msg.born_host = born_host
+            msg.store_timestamp = store_ts
+            msg.store_host = store_host
+            msg.reconsume_times = reconsume
+            msg.flag = flag
+            msg.body_crc = 0
+            msg.prepared_transaction_offset = prepared
+            msg.broker_name = broker_name
+            append(msg)
 
 
 def decode_messages(
@@ -235,26 +349,29 @@ def decode_messages(
     check_crc: bool = False,
     unwrap: bool = True,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    queue_id: int | None = None,
+    broker_name: str = "",
+    extra_properties: dict[str, str] | None = None,
 ) -> list[MessageExt]:
     """Decode a pull/query/view body into messages, oldest first (see module docstring).
 
     ``check_crc`` verifies each stored body CRC; ``unwrap=False`` keeps inner batches as one
-    message whose body is the batch encoding. Raises :class:`CorruptRecord`.
+    message whose body is the batch encoding. What a consumer sets on every message of a
+    pull is set here, without a pass of its own: ``queue_id`` (the requested queue's id,
+    instead of the stored one), ``broker_name``, and ``extra_properties``, added to each
+    message's properties when they are first read (as ``properties.update(extra)``; the
+    mapping is shared, not copied: do not change it). Raises :class:`CorruptRecord`.
     """
-    view = body if isinstance(body, memoryview) else memoryview(body)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
-    dec = _Decoder(check_crc, unwrap, max_decompressed)
+    data = body if isinstance(body, bytes) else bytes(body)
+    dec = _Decoder(check_crc, unwrap, max_decompressed, queue_id, broker_name,
+                   extra_properties)
     out: list[MessageExt] = []
-    pos, end = 0, len(view)
-    fast = dec.fast
-    while pos < end:
-        hit = fast(view, pos, end)
-        if hit is not None:
-            out.append(hit[0])
-            pos = hit[1]
-        else:
-            pos = dec.general(view, pos, out)
+    end = len(data)
+    pos = dec.plain(data, 0, out)
+    if pos < end:
+        view = memoryview(data)
+        while pos < end:
+            pos = dec.plain(data, dec.general(view, pos, out), out)
     return out
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+import tidemq.store.reader as reader_module
 from tidemq.formats.hashing import tags_code
+from tidemq.store.commitlog import CommitLog
 from tidemq.store.message_store import MessageStore
 from tidemq.store.reader import GetResult
 from tidemq.types import GetStatus
@@ -142,3 +146,55 @@ def test_run_breaks_at_segment_end(open_store: OpenStore) -> None:
     assert r.message_count == 6
     assert [len(b) for b in r.buffers] == [4 * 992, 2 * 992]
     assert records(r)[4].physical_offset == SEGMENT
+
+
+def _same_read(store: MessageStore, offset: int, max_count: int, max_bytes: int,
+               monkeypatch: pytest.MonkeyPatch) -> GetResult:
+    """The entry-by-entry read and the numpy read give the same answer."""
+    small = store.get("T", 0, offset, max_count, max_bytes)
+    with monkeypatch.context() as m:
+        m.setattr(reader_module, "SMALL_READ", 0)
+        vector = store.get("T", 0, offset, max_count, max_bytes)
+    assert (small.status, small.next_begin_offset, small.min_offset, small.max_offset,
+            small.message_count, small.total_bytes) == (
+        vector.status, vector.next_begin_offset, vector.min_offset, vector.max_offset,
+        vector.message_count, vector.total_bytes), (offset, max_count, max_bytes)
+    assert b"".join(small.buffers) == b"".join(vector.buffers)
+    return small
+
+
+def test_small_read_matches_vectorised(open_store: OpenStore,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store()
+    for i in range(60):  # queue 1 interleaved: runs break; 16 entries per CQ file
+        store.put("T", 0, msg(b"b" * (i % 7 + 1)))
+        if i % 3 == 0:
+            store.put("T", 1, msg(b"other"))
+    assert store.wait_dispatched()
+    for offset in (0, 1, 15, 16, 31, 40, 59, 60, 61):
+        for max_count in (1, 2, 5, 16, 33, 64):
+            for max_bytes in (1, 150, 400, 1 << 20):
+                _same_read(store, offset, max_count, max_bytes, monkeypatch)
+    cq = store.queues.get("T", 0)
+    assert cq is not None
+    entry = cq.entry(20)
+    assert entry is not None
+    # Records below the commit log's minimum are skipped the same way.
+    monkeypatch.setattr(CommitLog, "min_offset", property(lambda _self: entry[0]))
+    for offset in (0, 5, 19, 20):
+        for max_count in (1, 8, 64):
+            r = _same_read(store, offset, max_count, 1 << 20, monkeypatch)
+            assert r.found
+
+
+def test_small_read_of_back_to_back_records_matches_vectorised(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store()
+    for i in range(70):  # one queue: records back to back, across CQ files and segments
+        store.put("T", 0, msg(b"c" * (i % 5 + 1)))
+    assert store.wait_dispatched()
+    for offset in (0, 3, 15, 16, 30, 47, 69):
+        for max_count in (1, 2, 16, 17, 40, 64):
+            for max_bytes in (1, 200, 1500, 1 << 20):
+                r = _same_read(store, offset, max_count, max_bytes, monkeypatch)
+                assert r.message_count >= 1

@@ -14,7 +14,10 @@ for several queues sends it with one.
 * Each caller gets its own child's response, as if it had sent its request alone;
   a parent that fails (timeout, lost connection, an error code) fails each child with
   that error. A parent waits up to the longest timeout among its children.
-* Children split into several parents above ``max_children`` or ``max_bytes``.
+* Children split into several parents above ``max_children`` or ``max_bytes``; once
+  ``flush_at`` requests wait for one (broker, code), they leave as a parent at once
+  (pipelining: a producer of many concurrent sends keeps the broker busy with one parent
+  while it builds the next, instead of the two taking turns).
 
 Negotiation, per broker address (:class:`BatchSupport`; decisions are plain methods, the
 awaits follow):
@@ -31,6 +34,13 @@ ABSENT     the broker answered 3 REQUEST_CODE_NOT_SUPPORTED (a RocketMQ broker, 
 =========  ==========================================================================
 
 ``ClientConfig.batch_protocol_enable=false`` keeps every broker ABSENT.
+
+Pulls: a standard pull parent offers the shared-header form (ext ``childForms=shared``);
+once a broker's merged answer accepts it, pulls to that broker that differ only in
+``queueId`` / ``queueOffset`` go as shared-form parents (one header for all of them,
+12 bytes per child, compact child answers; :mod:`tidemq.codec.batch_protocol`). A
+shared-form parent the broker refuses, or answers without ``childForm=shared``, turns
+the form off for that broker and its children go alone.
 """
 
 from __future__ import annotations
@@ -45,11 +55,17 @@ from collections.abc import Callable, Sequence
 
 from tidemq.client.instance import ClientInstance
 from tidemq.codec.batch_protocol import (
+    CHILD_FORM_KEY,
+    CHILD_FORMS_KEY,
     DEFAULT_MAX_CHILDREN,
+    SHARED_CODES,
+    SHARED_FORM,
     BatchFormatError,
     decode_batch_response,
     encode_batch_request,
     encode_batch_requests,
+    encode_shared_request,
+    shared_position,
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
@@ -74,8 +90,12 @@ BATCHABLE_CODES = frozenset({
     RequestCode.GET_MAX_OFFSET,
 })
 
+_QUEUE_ID, _QUEUE_OFFSET = "queueId", "queueOffset"
 #: Bytes of child frames per parent: half the broker's default ``batchMaxBytes``.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+#: Requests for one (broker, code) that make a parent leave at once, without waiting for
+#: the end of the loop iteration (so the sender never holds a broker's work back).
+DEFAULT_FLUSH_AT = 16
 
 
 class Support(enum.Enum):
@@ -94,6 +114,7 @@ class BatchSupport:
         self._clock = clock
         self._present: set[str] = set()
         self._absent_since: dict[str, float] = {}
+        self._shared: set[str] = set()  # brokers that read the shared pull form
 
     def state(self, address: str) -> Support:
         if not self.enabled:
@@ -114,7 +135,18 @@ class BatchSupport:
             self._absent_since.pop(address, None)
         else:
             self._present.discard(address)
+            self._shared.discard(address)
             self._absent_since[address] = self._clock()
+
+    def shares(self, address: str) -> bool:
+        """Whether ``address`` said it reads the shared-header pull form."""
+        return address in self._shared
+
+    def mark_shared(self, address: str, shared: bool) -> None:
+        if shared:
+            self._shared.add(address)
+        else:
+            self._shared.discard(address)
 
 
 @dataclasses.dataclass(slots=True)
@@ -151,8 +183,9 @@ class BatchRequester:
 
     def __init__(self, instance: ClientInstance, *, enabled: bool = True,
                  recheck: float = 300.0, max_children: int = DEFAULT_MAX_CHILDREN,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, flush_at: int = DEFAULT_FLUSH_AT) -> None:
         self._instance = instance
+        self.flush_at = max(2, min(flush_at, max_children))
         self.support = BatchSupport(enabled=enabled, recheck=recheck)
         self.max_children = max_children
         self.max_bytes = max_bytes
@@ -179,6 +212,10 @@ class BatchRequester:
             queued = self._pending[key] = []
             asyncio.get_running_loop().call_soon(self._flush, key)
         queued.append(_Child(cmd, future, wait))
+        if len(queued) >= self.flush_at:
+            # A full parent goes out now: the broker works on it while this loop
+            # iteration builds the next one, instead of the two taking turns.
+            self._flush(key)
         response = await future
         if response is None:  # alone, or the broker lacks the feature
             self.stats.rpcs += 1
@@ -195,6 +232,12 @@ class BatchRequester:
             for child in children:
                 child.settle(None)
             return
+        offer = False
+        if code in SHARED_CODES:
+            if self.support.shares(address):
+                children = self._flush_shared(address, code, children)
+            else:
+                offer = True
         for parent, members in encode_batch_requests(
                 code, [c.cmd for c in children], max_children=self.max_children,
                 max_bytes=self.max_bytes):
@@ -203,9 +246,43 @@ class BatchRequester:
             if len(group) == 1:
                 group[0].settle(None)
                 continue
-            task = asyncio.ensure_future(self._send(address, parent, group))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if offer:
+                parent.ext_fields[CHILD_FORMS_KEY] = SHARED_FORM
+            self._start(address, parent, group)
+
+    def _flush_shared(self, address: str, code: int, children: list[_Child]) -> list[_Child]:
+        """Send the pulls that differ only in their position as shared-form parents;
+        returns the others (they go as standard children)."""
+        groups: dict[tuple[object, ...], list[tuple[_Child, tuple[int, int]]]] = {}
+        rest: list[_Child] = []
+        for child in children:
+            cmd = child.cmd
+            pos = shared_position(cmd)
+            if pos is None:
+                rest.append(child)
+                continue
+            shared = cmd.ext_fields.copy()
+            del shared[_QUEUE_ID], shared[_QUEUE_OFFSET]
+            key = (cmd.serialize_type, cmd.flag, *shared.items())
+            groups.setdefault(key, []).append((child, pos))
+        step = self.max_children
+        for members in groups.values():
+            if len(members) < 2:
+                rest.extend(c for c, _ in members)
+                continue
+            for i in range(0, len(members), step):
+                part = members[i:i + step]
+                if len(part) < 2:
+                    rest.extend(c for c, _ in part)
+                    continue
+                parent = encode_shared_request(code, part[0][0].cmd, [p for _, p in part])
+                self._start(address, parent, [c for c, _ in part])
+        return rest
+
+    def _start(self, address: str, parent: RemotingCommand, group: list[_Child]) -> None:
+        task = asyncio.ensure_future(self._send(address, parent, group))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _send(self, address: str, parent: RemotingCommand,
                     group: Sequence[_Child]) -> None:
@@ -221,12 +298,24 @@ class BatchRequester:
                 for child in group:
                     child.settle(None)
                 return
+            shared = parent.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM
+            if shared and (response.code != ResponseCode.SUCCESS
+                           or response.ext_fields.get(CHILD_FORM_KEY) != SHARED_FORM):
+                # Not read as the shared form: stop using it; each child goes alone.
+                log.info("%s did not read a shared-form parent (%d %s); not using the form",
+                         address, response.code, response.remark)
+                self.support.mark_shared(address, False)
+                for child in group:
+                    child.settle(None)
+                return
             if response.code != ResponseCode.SUCCESS:
                 for child in group:
                     child.settle(error_for_code(response.code, response.remark or "",
                                                 address=address))
                 return
             self.support.mark(address, True)
+            if SHARED_FORM in response.ext_fields.get(CHILD_FORMS_KEY, "").split(","):
+                self.support.mark_shared(address, True)
             answers = decode_batch_response(response, range(1, len(group) + 1))
         except BatchFormatError as exc:
             for child in group:

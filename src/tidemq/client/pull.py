@@ -52,6 +52,13 @@ PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
 
+_QUEUE_OFFSET = PullMessageRequestHeader.ext_keys()["queue_offset"]
+_SUGGEST = PullMessageResponseHeader.ext_keys()["suggest_which_broker_id"]
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+#: Pull ext per (group, queue, limits, subscription): only ``queueOffset`` changes.
+_templates: dict[tuple[object, ...], dict[str, str]] = {}
+_MAX_TEMPLATES = 65536
+
 _STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
@@ -82,15 +89,24 @@ def pull_request(
 ) -> RemotingCommand:
     """A pull of up to ``max_nums`` messages from ``offset``; ``suspend_ms > 0`` lets the
     broker hold it that long when there is nothing yet."""
-    sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
-    header = PullMessageRequestHeader(
-        consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
-        queue_offset=offset, max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=0,
-        suspend_timeout_millis=max(suspend_ms, 0), subscription=subscription.expression,
-        sub_version=subscription.version, expression_type="TAG",
-        broker_name=queue.broker_name,
-    )
-    return RemotingCommand.request(code, header.to_ext())
+    key = (group, queue, max_nums, subscription.expression, subscription.version,
+           suspend_ms, code)
+    template = _templates.get(key)
+    if template is None:
+        sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
+        header = PullMessageRequestHeader(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
+            queue_offset=0, max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=0,
+            suspend_timeout_millis=max(suspend_ms, 0), subscription=subscription.expression,
+            sub_version=subscription.version, expression_type="TAG",
+            broker_name=queue.broker_name,
+        )
+        if len(_templates) >= _MAX_TEMPLATES:
+            _templates.clear()
+        template = _templates[key] = header.to_ext()
+    ext = template.copy()
+    ext[_QUEUE_OFFSET] = str(offset)  # keeps the key's place: the same ext as to_ext()
+    return RemotingCommand.request(code, ext)
 
 
 def read_pull_response(response: RemotingCommand, queue: MessageQueue,
@@ -101,11 +117,10 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark or "", address=address)
-    header = PullMessageResponseHeader.from_ext(response.ext_fields)
+    nxt, low, high = _offsets(response.ext_fields)
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
-        bounds = {PropertyKey.MIN_OFFSET: str(header.min_offset),
-                  PropertyKey.MAX_OFFSET: str(header.max_offset)}
+        bounds = {PropertyKey.MIN_OFFSET: str(low), PropertyKey.MAX_OFFSET: str(high)}
         lowest = -1 if offset is None else offset
         queue_id, broker_name = queue.queue_id, queue.broker_name
         tags = subscription.tags
@@ -119,5 +134,21 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
             msg.broker_name = broker_name
             msg.properties.update(bounds)
             keep(msg)
-    return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
-                      messages)
+    return PullResult(status, nxt, low, high, messages)
+
+
+def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:
+    """``nextBeginOffset``, ``minOffset``, ``maxOffset``: straight from their canonical
+    text, else through the header schema (its errors, Java's parsing rules)."""
+    try:
+        nxt, low, high = ext["nextBeginOffset"], ext["minOffset"], ext["maxOffset"]
+        suggest = ext[_SUGGEST]
+        values = int(nxt), int(low), int(high)
+        if (len(ext) == 4 and str(values[0]) == nxt and str(values[1]) == low
+                and str(values[2]) == high and str(int(suggest)) == suggest
+                and all(_I64_MIN <= v <= _I64_MAX for v in (*values, int(suggest)))):
+            return values
+    except (KeyError, ValueError):
+        pass
+    header = PullMessageResponseHeader.from_ext(ext)
+    return header.next_begin_offset, header.min_offset, header.max_offset

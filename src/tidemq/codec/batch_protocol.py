@@ -32,6 +32,45 @@ Zero copy: :func:`encode_children` returns buffers (each child's head, then its 
 untouched, e.g. the store's memoryviews of pulled records) and never joins them; decoded
 children's bodies are memoryview slices of the parent body.
 
+Shared-header pull form (a negotiated TideMQ extension, docs/protocol.md): pulls that
+differ only in ``queueId`` / ``queueOffset`` (one consumer's queues of one topic) can go
+as parent ext ``childForm=shared``, whose body is one *template* child frame (as above)
+followed by 12 bytes per child; child ``i`` (opaque ``i``, from 1) is the template with
+its ext ``queueId`` / ``queueOffset`` replaced:
+
+======  =====  ===========  ========================================================
+offset  size   field        meaning
+======  =====  ===========  ========================================================
+0       4+L    template     a complete child frame: code = dispatchCode, empty body
+4+L     4      queueId      child 1's queue (big-endian int32)
+8+L     8      queueOffset  child 1's offset (big-endian int64)
+16+L    ...    child 2      12 bytes each, up to the end of the parent body
+======  =====  ===========  ========================================================
+
+Its merged response carries ext ``childForm=shared`` too, and one *compact* entry per
+child in the request's order (opaques implied, 1..n):
+
+======  =====  ===========  ========================================================
+offset  size   field        meaning
+======  =====  ===========  ========================================================
+0       1      kind         0: compact (this table); 1: a standard child response
+                            frame follows (any response the table cannot express)
+1       1      flags        bit 0: the three offsets below are the child's ext
+                            (with ``suggestWhichBrokerId`` 0); bit 1: a remark
+2       2      R            remark bytes (UTF-8)
+4       4      code         the child's response code (int32)
+8       4      B            body bytes
+12      8      next         ext ``nextBeginOffset`` (int64)
+20      8      min          ext ``minOffset``
+28      8      max          ext ``maxOffset``
+36      R      remark
+36+R    B      body         the pulled records
+======  =====  ===========  ========================================================
+
+A client offers it by putting ext ``childForms=shared`` on a standard pull parent; a
+broker that reads it answers that parent with the same ext. A peer that never asks
+never sees either key.
+
 Sans-IO: bytes in, commands out. Garbage raises only
 :class:`~tidemq.errors.ProtocolError` subclasses: :class:`BatchFormatError` (a
 :class:`~tidemq.errors.RemoteProtocolError`) when decoding, ``LocalProtocolError`` when
@@ -51,9 +90,13 @@ from tidemq.codec.schema import parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError, ResponseCode
 
 __all__ = [
+    "CHILD_FORMS_KEY",
+    "CHILD_FORM_KEY",
     "DEFAULT_MAX_CHILDREN",
     "DISPATCH_CODE_KEY",
     "MERGED_REMARK",
+    "SHARED_CODES",
+    "SHARED_FORM",
     "BatchChild",
     "BatchFormatError",
     "BatchRequest",
@@ -66,6 +109,8 @@ __all__ = [
     "encode_batch_request",
     "encode_batch_requests",
     "encode_children",
+    "encode_shared_request",
+    "shared_position",
 ]
 
 #: The parent's ext key naming the children's request code.
@@ -74,6 +119,22 @@ DISPATCH_CODE_KEY = "dispatchCode"
 MERGED_REMARK = "merged"
 #: Children per parent a receiver accepts unless configured otherwise.
 DEFAULT_MAX_CHILDREN = 1000
+#: Parent ext naming a child form other than complete frames (module docstring).
+CHILD_FORM_KEY = "childForm"
+#: Parent ext offering (request) or accepting (merged response) extra child forms.
+CHILD_FORMS_KEY = "childForms"
+#: The shared-header pull form.
+SHARED_FORM = "shared"
+#: Request codes the shared form carries.
+SHARED_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
+_QUEUE_ID, _QUEUE_OFFSET = "queueId", "queueOffset"
+_POSITION = struct.Struct(">iq")  # a shared-form child: queueId, queueOffset
+_COMPACT = struct.Struct(">BBHiIqqq")  # kind, flags, R, code, B, next, min, max
+_FULL = b"\x01"  # kind 1: a standard child response frame follows
+_OFFSETS, _REMARK = 0x1, 0x2
+_OFFSET_KEYS = ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
+_I32 = (-(2**31), 2**31 - 1)
+_I64 = (-(2**63), 2**63 - 1)
 
 _LEN_WORD = struct.Struct(">ii")
 _HEAD = _LEN_WORD.size
@@ -176,6 +237,12 @@ def decode_batch_request(cmd: RemotingCommand, *, max_children: int = DEFAULT_MA
     if size > max_bytes:
         raise BatchFormatError(f"body of {size} bytes exceeds the limit of {max_bytes}")
     body = cmd.body if cmd.body_parts is None else cmd.full_body()
+    form = cmd.ext_fields.get(CHILD_FORM_KEY)
+    if form is not None:
+        if form != SHARED_FORM or code not in SHARED_CODES:
+            raise BatchFormatError(f"childForm {form!r} is not supported for dispatchCode "
+                                   f"{code}")
+        return BatchRequest(code, _shared_children(code, body, max_children))
     children = decode_children(body, max_children=max_children)
     seen: set[int] = set()
     for child in children:
@@ -194,14 +261,175 @@ def decode_batch_request(cmd: RemotingCommand, *, max_children: int = DEFAULT_MA
     return BatchRequest(code, children)
 
 
+def _shared_children(code: int, body: Buffer, max_children: int) -> list[BatchChild]:
+    """The children of a shared-form parent body, each a command of its own."""
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    if not len(view):
+        return []
+    template, pos = _read_child(view, 0, len(view))
+    tcmd = template.command
+    if tcmd is None:
+        raise BatchFormatError(f"template child: {template.error}")
+    if tcmd.code != code or tcmd.flag & FLAG_RESPONSE or tcmd.body_length():
+        raise BatchFormatError("the template child must be a request of dispatchCode "
+                               "without a body")
+    rest = len(view) - pos
+    if rest % _POSITION.size:
+        raise BatchFormatError(f"{rest} bytes after the template are not 12-byte children")
+    if rest // _POSITION.size > max_children:
+        raise BatchFormatError(f"more than {max_children} children")
+    ext0, stype, flag = tcmd.ext_fields, tcmd.serialize_type, tcmd.flag
+    language, version = tcmd.language, tcmd.version
+    children: list[BatchChild] = []
+    for i, (queue_id, offset) in enumerate(_POSITION.iter_unpack(view[pos:]), 1):
+        ext = ext0.copy()
+        ext[_QUEUE_ID] = str(queue_id)
+        ext[_QUEUE_OFFSET] = str(offset)
+        children.append(BatchChild(RemotingCommand(
+            code=code, opaque=i, flag=flag, language=language, version=version,
+            ext_fields=ext, serialize_type=stype), i))
+    return children
+
+
+def shared_position(cmd: RemotingCommand) -> tuple[int, int] | None:
+    """``(queueId, queueOffset)`` of a request the shared form can carry, ``None`` when
+    it cannot (a body, or a position that is not a plain in-range integer)."""
+    if cmd.body_length() or cmd.body_parts:
+        return None
+    ext = cmd.ext_fields
+    queue_id = _plain_int(ext.get(_QUEUE_ID), _I32)
+    offset = _plain_int(ext.get(_QUEUE_OFFSET), _I64)
+    if queue_id is None or offset is None:
+        return None
+    return queue_id, offset
+
+
+def _plain_int(text: str | None, bounds: tuple[int, int]) -> int | None:
+    """``text`` as an int when it is the canonical decimal form (what ``str`` gives)."""
+    if text is None or len(text) > 20:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    if str(value) != text or not bounds[0] <= value <= bounds[1]:
+        return None
+    return value
+
+
+def encode_shared_request(dispatch_code: int, template: RemotingCommand,
+                          positions: Sequence[tuple[int, int]]) -> RemotingCommand:
+    """A shared-form parent: ``template`` (a request of ``dispatch_code`` without a body;
+    its own ``queueId`` / ``queueOffset`` are replaced per child) once, then the
+    ``(queueId, queueOffset)`` of each child, which get opaques 1..n."""
+    if dispatch_code not in SHARED_CODES or template.code != dispatch_code:
+        raise LocalProtocolError(f"the shared form carries pulls, not code {template.code}")
+    if template.body_length():
+        raise LocalProtocolError("a shared-form template has no body")
+    template.opaque = 1
+    template.flag &= ~FLAG_RESPONSE
+    parts: list[Buffer] = encode_command(template)
+    pack = _POSITION.pack
+    try:
+        parts.append(b"".join([pack(q, o) for q, o in positions]))
+    except struct.error as exc:
+        raise LocalProtocolError(f"a child position does not fit: {exc}") from None
+    parent = _parent(dispatch_code, parts, False)
+    parent.ext_fields[CHILD_FORM_KEY] = SHARED_FORM
+    return parent
+
+
+def _compact(responses: Sequence[RemotingCommand]) -> list[Buffer]:
+    """The compact entries of a shared-form parent's response (module docstring)."""
+    out: list[Buffer] = []
+    pack = _COMPACT.pack
+    for resp in responses:
+        ext = resp.ext_fields
+        offsets = _offsets(ext) if ext else (0, 0, 0)
+        remark = b"" if resp.remark is None else resp.remark.encode()
+        code = resp.code
+        if offsets is None or len(remark) > 0xFFFF or not _I32[0] <= code <= _I32[1]:
+            out.append(_FULL)
+            out.extend(encode_command(resp))
+            continue
+        flags = (_OFFSETS if ext else 0) | (0 if resp.remark is None else _REMARK)
+        parts = resp.body_parts if resp.body_parts is not None else (resp.body,)
+        size = sum(len(p) for p in parts)
+        out.append(pack(0, flags, len(remark), code, size, *offsets) + remark)
+        out.extend(p for p in parts if len(p))
+    return out
+
+
+def _offsets(ext: dict[str, str]) -> tuple[int, int, int] | None:
+    """The three offsets when ``ext`` is exactly a pull answer's (canonical numbers,
+    broker id 0), else ``None``."""
+    if len(ext) != 4 or ext.get("suggestWhichBrokerId") != "0":
+        return None
+    nxt = _plain_int(ext.get("nextBeginOffset"), _I64)
+    low = _plain_int(ext.get("minOffset"), _I64)
+    high = _plain_int(ext.get("maxOffset"), _I64)
+    if nxt is None or low is None or high is None:
+        return None
+    return nxt, low, high
+
+
+def _decode_compact(body: Buffer, count: int) -> list[RemotingCommand]:
+    """The child responses of a shared-form parent's merged response."""
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    out: list[RemotingCommand] = []
+    pos, end = 0, len(view)
+    unpack = _COMPACT.unpack_from
+    size = _COMPACT.size
+    while pos < end:
+        if len(out) >= count:
+            raise BatchFormatError(f"more than {count} child responses")
+        opaque = len(out) + 1
+        if view[pos] == 1:
+            child, pos = _read_child(view, pos + 1, end)
+            if child.command is None:
+                raise BatchFormatError(f"child response {opaque - 1}: {child.error}")
+            out.append(child.command)
+            continue
+        if end - pos < size:
+            raise BatchFormatError(f"{end - pos} trailing bytes are not a child response")
+        kind, flags, rlen, code, blen, nxt, low, high = unpack(view, pos)
+        start = pos + size
+        pos = start + rlen + blen
+        if kind != 0 or pos > end:
+            raise BatchFormatError(f"child response {opaque - 1} is cut short or of kind "
+                                   f"{kind}")
+        try:
+            remark = str(view[start:start + rlen], "utf-8") if flags & _REMARK else None
+        except UnicodeDecodeError:
+            raise BatchFormatError(f"child response {opaque - 1}: remark not UTF-8") from None
+        ext = {"nextBeginOffset": str(nxt), "minOffset": str(low), "maxOffset": str(high),
+               "suggestWhichBrokerId": "0"} if flags & _OFFSETS else {}
+        out.append(RemotingCommand(code=code, opaque=opaque, flag=FLAG_RESPONSE,
+                                   remark=remark, ext_fields=ext,
+                                   body=view[start + rlen:pos]))
+    return out
+
+
 def decode_batch_response(response: RemotingCommand,
                           opaques: Sequence[int]) -> list[RemotingCommand]:
     """The child responses of a merged parent ``response`` to a parent whose children
     carried ``opaques`` (:func:`encode_batch_request` numbers them 1..n), in their order;
     :class:`BatchFormatError` unless there is one response per child carrying that
     child's opaque. Check ``response.code`` first: only SUCCESS is merged."""
-    decoded = decode_children(response.body if response.body_parts is None
-                              else response.full_body(), max_children=len(opaques) + 1)
+    body = response.body if response.body_parts is None else response.full_body()
+    if response.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM:
+        answers = _decode_compact(body, len(opaques))
+        if len(answers) != len(opaques):
+            raise BatchFormatError(f"{len(answers)} child responses for {len(opaques)} "
+                                   "children")
+        for answer, sent in zip(answers, opaques, strict=True):
+            answer.opaque = sent
+        return answers
+    decoded = decode_children(body, max_children=len(opaques) + 1)
     if len(decoded) != len(opaques):
         raise BatchFormatError(f"{len(decoded)} child responses for {len(opaques)} children")
     out: list[RemotingCommand] = []
@@ -294,6 +522,13 @@ def batch_response(request: RemotingCommand, responses: Sequence[RemotingCommand
     """The merged parent response: code 0, remark ``"merged"``, body = the child response
     frames as buffers, in the order given (the request's)."""
     resp = request.response(ResponseCode.SUCCESS, MERGED_REMARK)
+    ext = request.ext_fields
+    if ext.get(CHILD_FORM_KEY) == SHARED_FORM:
+        resp.ext_fields[CHILD_FORM_KEY] = SHARED_FORM
+        resp.body_parts = _compact(responses)
+        return resp
+    if SHARED_FORM in ext.get(CHILD_FORMS_KEY, "").split(","):
+        resp.ext_fields[CHILD_FORMS_KEY] = SHARED_FORM
     resp.body_parts = encode_children(responses)
     return resp
 

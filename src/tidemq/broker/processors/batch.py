@@ -36,6 +36,15 @@ SYSTEM_ERROR after twice the sync-flush timeout.
 
 Found records go out as the store's memoryviews: the parent's ``body_parts`` are each
 child's head followed by its body parts, never joined.
+
+A pull child of an ordinary topic (no logical-queue mapping) whose code is served by the
+broker's own pull processor skips that processor's entry: its header is parsed once
+here and handed to :meth:`~tidemq.broker.processors.pull.PullProcessor.child` (same
+checks, codes and remarks); its found messages are counted in the stats once per parent.
+A shared-form parent (ext ``childForm=shared``, :mod:`tidemq.codec.batch_protocol`) has
+its template's header parsed once for all its children and is answered with compact
+child entries; a standard pull parent offering the form (ext ``childForms``) is told
+that this broker reads it.
 """
 
 from __future__ import annotations
@@ -47,7 +56,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
+from tidemq.broker.processors.pull import PullProcessor
 from tidemq.codec.batch_protocol import (
+    CHILD_FORM_KEY,
+    SHARED_FORM,
     BatchChild,
     BatchFormatError,
     BatchRequest,
@@ -61,6 +73,7 @@ from tidemq.codec.schema import parse_java_int
 from tidemq.errors import (
     BrokerResponseError,
     ConnectionLost,
+    RemoteProtocolError,
     ResponseCode,
     TideMQError,
     error_for_code,
@@ -88,9 +101,7 @@ _FLAG_SUSPEND = 0x2
 _PULL_KEYS = PullMessageRequestHeader.ext_keys()
 _SYS_FLAG, _MAX_BYTES, _MAX_NUMS = (_PULL_KEYS["sys_flag"], _PULL_KEYS["max_msg_bytes"],
                                     _PULL_KEYS["max_msg_nums"])
-_TOPIC = _PULL_KEYS["topic"]
-_INT_KEYS = ((_PULL_KEYS["queue_id"], 32), (_PULL_KEYS["queue_offset"], 64), (_SYS_FLAG, 32),
-             (_PULL_KEYS["suspend_timeout_millis"], 64), (_MAX_NUMS, 32))
+_QUEUE_ID, _QUEUE_OFFSET = _PULL_KEYS["queue_id"], _PULL_KEYS["queue_offset"]
 _FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
 
 
@@ -177,7 +188,9 @@ class _ChildConnection:
 
 
 class _PullFacts(NamedTuple):
-    """The few fields of a pull child the merge needs, read straight from its ext."""
+    """A pull child's parsed header and the fields the merge uses. ``header``'s own
+    ``queue_id`` / ``queue_offset`` may be a shared-form template's: the child's are
+    the two fields here."""
 
     topic: str
     queue_id: int
@@ -186,6 +199,7 @@ class _PullFacts(NamedTuple):
     suspend_timeout_millis: int
     max_msg_nums: int
     max_msg_bytes: int  # 0: not given
+    header: PullMessageRequestHeader
 
 
 @dataclasses.dataclass(slots=True)
@@ -208,6 +222,8 @@ class _HeldPulls:
 class _Budget:
     bytes: int
     msgs: int
+    #: Messages and bytes found per (topic, group), counted in the stats once per parent.
+    found: dict[tuple[str, str], list[int]] = dataclasses.field(default_factory=dict)
 
     @property
     def spent(self) -> bool:
@@ -229,6 +245,9 @@ class BatchProcessor:
         self._processors: dict[int, Processor] = {}
         self._turn = 0
         self.holds = BatchHoldService(self._answer_held)
+        #: The registered pull processors (those seen by :meth:`register`), whose children
+        #: of ordinary topics may skip the processor's own header parsing.
+        self._fast: set[Processor] = set()
 
     def register(self, server: RemotingServer) -> None:
         """Look up the child processors, register for BATCH_REQUEST, hook into the store's
@@ -237,6 +256,8 @@ class BatchProcessor:
             processor = server.processor(code)
             if processor is not None:
                 self._processors[int(code)] = processor
+        if isinstance(getattr(self.app, "pull", None), PullProcessor):
+            self._fast = {p for c, p in self._processors.items() if c in PULL_CODES}
         server.register(RequestCode.BATCH_REQUEST, self.process)
         server.on_connection_closed(self._connection_closed)
         self.holds.attach(asyncio.get_running_loop())
@@ -314,7 +335,7 @@ class BatchProcessor:
 
     def _pull(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
               ) -> RemotingCommand | None:
-        kids = [_PullChild(c, _pull_header(c)) for c in req.children]
+        kids = _pull_children(cmd, req.children)
         processor = self._processors[req.dispatch_code]
         merge = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
         if merge.missing:  # a child answers later (e.g. forwarded): no hold, wait for it
@@ -384,6 +405,8 @@ class BatchProcessor:
         for step in range(n):
             i = (start + step) % n
             self._read_one(processor, conn, merge, i, kids[i], budget, first)
+        for (topic, group), (msgs, nbytes) in budget.found.items():
+            self.app.stats.on_get(topic, group, msgs, nbytes)
         return merge
 
     def _read_one(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
@@ -395,6 +418,9 @@ class BatchProcessor:
             return
         if budget.spent:
             merge.put(index, self._skipped(sub, h))
+            return
+        if processor in self._fast and self.app.logical.get(h.topic) is None:
+            self._read_fast(merge, index, sub, h, budget, first)
             return
         # Set from the facts each time (a re-run starts from the same request).
         ext = sub.ext_fields
@@ -409,6 +435,33 @@ class BatchProcessor:
             budget.bytes -= resp.body_length()
             nxt = parse_java_int(resp.ext_fields.get("nextBeginOffset", ""), 64)
             budget.msgs -= max(1, (nxt or 0) - h.queue_offset)
+
+    def _read_fast(self, merge: _Merge, index: int, sub: RemotingCommand, h: _PullFacts,
+                   budget: _Budget, first: bool) -> None:
+        """The pull processor's read for a child of an ordinary topic, from the parsed
+        header: no ext rewritten and parsed again (a logical topic's child goes through
+        the registered processor, which translates it)."""
+        clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
+        own_bytes = h.max_msg_bytes or self.app.config.max_pull_bytes
+        try:
+            resp, msgs, nbytes, nxt = self.app.pull.child(
+                sub, h.header, h.queue_id, h.queue_offset, h.sys_flag & ~clear,
+                max(1, min(h.max_msg_nums, budget.msgs)), min(own_bytes, budget.bytes),
+                first=first)
+        except Exception as exc:
+            merge.put(index, _error_response(sub, exc))
+            return
+        merge.put(index, resp)
+        if resp.code == ResponseCode.SUCCESS:
+            budget.bytes -= nbytes
+            budget.msgs -= max(1, nxt - h.queue_offset)
+            key = (h.topic, h.header.consumer_group)
+            tally = budget.found.get(key)
+            if tally is None:
+                budget.found[key] = [msgs, nbytes]
+            else:
+                tally[0] += msgs
+                tally[1] += nbytes
 
     def _skipped(self, sub: RemotingCommand, h: _PullFacts) -> RemotingCommand:
         """A child not read because the parent's budget is spent: pull again at once."""
@@ -426,25 +479,31 @@ class BatchProcessor:
         self.holds.release_all()
 
 
-def _pull_header(child: BatchChild) -> _PullFacts | None:
-    """The child's facts; ``None`` when a field the merge needs is missing or bad (the
-    pull processor then answers the child with the reason)."""
-    if child.command is None:
-        return None
-    ext = child.command.ext_fields
-    topic = ext.get(_TOPIC)
-    ints = [_java_int(ext.get(key), bits) for key, bits in _INT_KEYS]
-    if topic is None or None in ints:
-        return None
-    queue_id, offset, sys_flag, suspend, nums = cast(list[int], ints)
-    max_bytes = _java_int(ext.get(_MAX_BYTES), 32) or 0
-    return _PullFacts(topic, queue_id, offset, sys_flag, suspend, nums, max(max_bytes, 0))
+def _pull_children(cmd: RemotingCommand, children: list[BatchChild]) -> list[_PullChild]:
+    """Every child with its facts. A shared-form parent's children differ only in their
+    position, so the template's header is parsed once for all of them."""
+    if cmd.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM and children:
+        first = children[0].command
+        shared = _pull_header(first.ext_fields) if first is not None else None
+        if shared is not None:
+            out = []
+            for child in children:
+                ext = cast(RemotingCommand, child.command).ext_fields
+                out.append(_PullChild(child, shared._replace(
+                    queue_id=int(ext[_QUEUE_ID]), queue_offset=int(ext[_QUEUE_OFFSET]))))
+            return out
+    return [_PullChild(c, None if c.command is None else _pull_header(c.command.ext_fields))
+            for c in children]
 
 
-def _java_int(text: str | None, bits: int) -> int | None:
-    """``parse_java_int``, with a fast path for the plain digits clients send."""
-    if text is None:
+def _pull_header(ext: dict[str, str]) -> _PullFacts | None:
+    """The child's facts; ``None`` when its header does not parse (the pull processor
+    then answers the child with the reason)."""
+    try:
+        h = PullMessageRequestHeader.from_ext(ext)
+    except RemoteProtocolError:
         return None
-    if text.isdigit() and text.isascii() and len(text) < 10:  # < 2**31 whatever the bits
-        return int(text)
-    return parse_java_int(text, bits)
+    return _PullFacts(h.topic, h.queue_id, h.queue_offset, h.sys_flag,
+                      h.suspend_timeout_millis, h.max_msg_nums, max(h.max_msg_bytes or 0, 0),
+                      h)
+

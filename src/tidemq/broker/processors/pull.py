@@ -32,6 +32,7 @@ from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.formats.hashing import tags_code
 from tidemq.net import Connection
+from tidemq.store.reader import GetResult
 from tidemq.types import GetStatus
 
 if TYPE_CHECKING:
@@ -64,8 +65,8 @@ class PullProcessor:
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
             server.register(code, self.process)  # type: ignore[attr-defined]
 
-    def _tag_codes(self, h: PullMessageRequestHeader) -> frozenset[int] | None:
-        if h.sys_flag & FLAG_SUBSCRIPTION:
+    def _tag_codes(self, h: PullMessageRequestHeader, sys_flag: int) -> frozenset[int] | None:
+        if sys_flag & FLAG_SUBSCRIPTION:
             expr = h.subscription
         else:
             expr = self.app.consumers.subscription(h.consumer_group, h.topic)
@@ -95,30 +96,79 @@ class PullProcessor:
             h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
         except RemoteProtocolError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
-        tc = self.app.topics.get(h.topic)
-        if self.store.is_lmq(h.topic):
+        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
+            self.app.config.max_pull_bytes)
+        code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,
+                                    max(1, h.max_msg_nums), max_bytes, first)
+        offset = h.queue_offset
+        if (code == ResponseCode.PULL_NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
+                and h.suspend_timeout_millis > 0):
+            cfg = self.app.config
+            timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
+                cfg.short_polling_time_mills)
+            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout)
+            # Close the race with a dispatch that landed between the read and the hold.
+            now_max = self.store.max_offset(h.topic, h.queue_id)
+            if now_max > offset:
+                self.app.pull_holds.notify(h.topic, h.queue_id, now_max)
+            return None
+        return self._answer(cmd, h, code, nxt, res)
+
+    def child(self, cmd: RemotingCommand, h: PullMessageRequestHeader, queue_id: int,
+              offset: int, sys_flag: int, max_nums: int, max_bytes: int, *, first: bool
+              ) -> tuple[RemotingCommand, int, int, int]:
+        """A batch child's pull from its parsed header, never held: what :meth:`process`
+        answers for ``cmd`` with ``queueId``, ``queueOffset``, ``sysFlag`` (SUSPEND
+        clear), ``maxMsgNums`` >= 1 and ``maxMsgBytes`` > 0 as given, with the messages
+        and bytes of records it carries and its ``nextBeginOffset``. The caller counts
+        the found messages in the broker's stats (``stats.on_get``, once per parent).
+        Raises as :meth:`process` does."""
+        code, nxt, res = self._read(h, queue_id, offset, sys_flag, max_nums, max_bytes, first)
+        return (self._answer(cmd, h, code, nxt, res, count=False), res.message_count,
+                res.total_bytes, nxt)
+
+    def _answer(self, cmd: RemotingCommand, h: PullMessageRequestHeader, code: int, nxt: int,
+                res: GetResult, *, count: bool = True) -> RemotingCommand:
+        ext = {
+            "nextBeginOffset": str(nxt),
+            "minOffset": str(res.min_offset),
+            "maxOffset": str(res.max_offset),
+            "suggestWhichBrokerId": "0",
+        }
+        resp = cmd.response(code, res.status.value, ext)
+        if code == ResponseCode.SUCCESS:
+            resp.body_parts = res.buffers
+            if count:
+                self.app.stats.on_get(h.topic, h.consumer_group, res.message_count,
+                                      res.total_bytes)
+        return resp
+
+    def _read(self, h: PullMessageRequestHeader, queue_id: int, offset: int, sys_flag: int,
+              max_nums: int, max_bytes: int, first: bool) -> tuple[int, int, GetResult]:
+        """Check, commit (first evaluation), read: the response code, nextBeginOffset and
+        the store's result (status table in the module docstring)."""
+        topic = h.topic
+        tc = self.app.topics.get(topic)
+        if self.store.is_lmq(topic):
             read_queues = 1  # an LMQ is synthetic: one read/write queue, never registered
         elif tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
-                                 f"topic[{h.topic}] not exist, apply first please!")
+                                 f"topic[{topic}] not exist, apply first please!")
         elif not tc.perm & PERM_READ:
             raise error_for_code(ResponseCode.NO_PERMISSION,
-                                 f"the topic[{h.topic}] pulling is forbidden")
+                                 f"the topic[{topic}] pulling is forbidden")
         else:
             read_queues = tc.read_queue_nums
-        if not 0 <= h.queue_id < read_queues:
+        if not 0 <= queue_id < read_queues:
             raise error_for_code(
                 ResponseCode.INVALID_PARAMETER,
-                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{read_queues}]")
-        if first and h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            self.app.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
-            self.app.config.max_pull_bytes)
-        res = self.store.get(h.topic, h.queue_id, h.queue_offset, max(1, h.max_msg_nums),
-                             max_bytes, self._tag_codes(h))
+        if first and sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+            self.app.commit_offset(h.consumer_group, topic, queue_id, h.commit_offset)
+        res = self.store.get(topic, queue_id, offset, max_nums, max_bytes,
+                             self._tag_codes(h, sys_flag))
         status = res.status
-        offset = h.queue_offset
         if status is GetStatus.FOUND:
             code, nxt = ResponseCode.SUCCESS, res.next_begin_offset
         elif status is GetStatus.NO_MATCHED_MESSAGE:
@@ -138,25 +188,4 @@ class PullProcessor:
             code, nxt = ResponseCode.PULL_NOT_FOUND, offset
         else:
             code, nxt = ResponseCode.PULL_OFFSET_MOVED, res.max_offset
-        if (code == ResponseCode.PULL_NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
-                and h.suspend_timeout_millis > 0):
-            cfg = self.app.config
-            timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
-                cfg.short_polling_time_mills)
-            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout)
-            # Close the race with a dispatch that landed between the read and the hold.
-            now_max = self.store.max_offset(h.topic, h.queue_id)
-            if now_max > offset:
-                self.app.pull_holds.notify(h.topic, h.queue_id, now_max)
-            return None
-        ext = {
-            "nextBeginOffset": str(nxt),
-            "minOffset": str(res.min_offset),
-            "maxOffset": str(res.max_offset),
-            "suggestWhichBrokerId": "0",
-        }
-        resp = cmd.response(code, status.value, ext)
-        if code == ResponseCode.SUCCESS:
-            resp.body_parts = res.buffers
-            self.app.stats.on_get(h.topic, h.consumer_group, res.message_count, res.total_bytes)
-        return resp
+        return code, nxt, res

@@ -75,6 +75,8 @@ def test_sampler_rows_and_summary_skip_the_warmup() -> None:
 
 @pytest.mark.parametrize(("change", "word"), [
     ({"flush": "SOMETIMES"}, "flush"), ({"batch": 0}, "batch"), ({"duration": 0}, "duration"),
+    ({"linger_ms": -1.0}, "linger_ms"), ({"linger_ms": 1.0, "batch": 10}, "linger_ms"),
+    ({"linger_ms": 1.0, "raw": True}, "linger_ms"), ({"max_batch": 0}, "max_batch"),
 ])
 def test_config_is_checked(change: dict[str, Any], word: str) -> None:
     with pytest.raises(ValueError, match=word):
@@ -120,6 +122,25 @@ def test_latency_end_to_end(tmp_path: Path) -> None:
     summary = data["summary"]
     assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
     assert 0 < summary["p50_ms"] < 1000
+    assert summary["ack"]["p99_ms"] is not None
+
+
+@pytest.mark.slow
+def test_produce_auto_batched_sync_flush(tmp_path: Path) -> None:
+    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "16",
+                 "--linger-ms", "0", "--max-batch", "4", "--flush", "SYNC_FLUSH")
+    assert data["config"]["linger_ms"] == 0 and data["config"]["max_batch"] == 4
+    summary = data["summary"]
+    assert summary["errors"] == 0, summary["last_error"]
+    assert summary["msgs"] > 0 and summary["p50_ms"] > 0  # one latency per message
+
+
+@pytest.mark.slow
+def test_latency_auto_batched(tmp_path: Path) -> None:
+    data = bench(tmp_path, "latency", "--rate", "500", "--duration", "1.5", "--warmup", "0.5",
+                 "--linger-ms", "1")
+    summary = data["summary"]
+    assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
     assert summary["ack"]["p99_ms"] is not None
 
 

@@ -21,6 +21,12 @@ latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (
            process, one clock).
 =========  =================================================================================
 
+``linger_ms`` (produce, latency) sends each message alone through an
+:class:`~tidemq.client.AutoBatchProducer` per producer (``linger_ms``, at most
+``max_batch`` messages and ``max_batch_bytes`` per batch), awaiting its own future: still
+single-message sends for the caller, shipped as batches; the auto-batcher picks the
+queues (its sticky queue), and latency is per message.
+
 ``raw`` (produce, consume) takes the client API's per-message work out, so the figures are
 the broker's: a producer re-sends one pre-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
 command (a fresh UNIQ_KEY patched into its properties each time; a batch's entries keep
@@ -45,6 +51,7 @@ from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.process import BenchError, BrokerProcess
 from tidemq.client import (
     AdminClient,
+    AutoBatchProducer,
     ClientConfig,
     ClientInstance,
     Message,
@@ -88,6 +95,9 @@ class BrokerBenchConfig:
     messages: int = 1_000_000
     pull_batch: int = 1000
     raw: bool = False
+    linger_ms: float | None = None  # single sends through an AutoBatchProducer
+    max_batch: int = 1024  # its max_batch_messages
+    max_batch_bytes: int = 32 * 1024  # its max_batch_bytes
     broker_settings: tuple[str, ...] = ()  # extra KEY=VALUE for the broker process
     data_dir: str | None = None
     profile: str | None = None  # py-spy output for the broker process
@@ -97,9 +107,14 @@ class BrokerBenchConfig:
         if self.flush not in FLUSH_TYPES:
             raise ValueError(f"flush must be one of {FLUSH_TYPES}, got {self.flush!r}")
         for name in ("queues", "size", "batch", "producers", "in_flight", "rate",
-                     "messages", "pull_batch"):
+                     "messages", "pull_batch", "max_batch", "max_batch_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.linger_ms is not None:
+            if self.linger_ms < 0:
+                raise ValueError("linger_ms must not be negative")
+            if self.batch > 1 or self.raw:
+                raise ValueError("linger_ms auto-batches single sends: not with batch or raw")
         if self.duration <= 0 or self.warmup < 0:
             raise ValueError("duration must be positive and warmup not negative")
 
@@ -172,6 +187,22 @@ async def _producers(namesrv: str, count: int) -> AsyncIterator[list[Producer]]:
             await p.close()
 
 
+@contextlib.asynccontextmanager
+async def _batchers(cfg: BrokerBenchConfig, producers: list[Producer]
+                    ) -> AsyncIterator[list[AutoBatchProducer] | None]:
+    """One auto-batcher per producer when ``linger_ms`` is set (closed, so flushed, last)."""
+    if cfg.linger_ms is None:
+        yield None
+        return
+    batchers = [AutoBatchProducer(p, linger_ms=cfg.linger_ms, max_batch_messages=cfg.max_batch,
+                                  max_batch_bytes=cfg.max_batch_bytes) for p in producers]
+    try:
+        yield batchers
+    finally:
+        for b in batchers:
+            await b.close()
+
+
 def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
             extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a run returns; ``loadavg`` shows how busy the (shared) machine was."""
@@ -216,6 +247,25 @@ async def _send_loop(producer: Producer, queue: MessageQueue, payload: Message |
             continue
         lat.append(clock() - t0)
         meter.count += count
+
+
+async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter,
+                          running: list[bool]) -> None:
+    """Single sends through the auto-batcher, which picks the queues: one future per
+    message, awaited."""
+    lat = meter.latencies
+    clock = time.perf_counter
+    send = batcher.send
+    while running[0]:
+        t0 = clock()
+        try:
+            await (await send(msg))
+        except TideMQError as exc:
+            meter.fail(exc)
+            await asyncio.sleep(0.01)
+            continue
+        lat.append(clock() - t0)
+        meter.count += 1
 
 
 class _RawSend:
@@ -271,15 +321,20 @@ async def _raw_send_loop(raw: _RawSend, meter: Meter, running: list[bool]) -> No
 
 
 def _start_senders(cfg: BrokerBenchConfig, producers: list[Producer],
-                   queues: list[MessageQueue], meter: Meter, running: list[bool]
-                   ) -> list[asyncio.Task[None]]:
+                   batchers: list[AutoBatchProducer] | None, queues: list[MessageQueue],
+                   meter: Meter, running: list[bool]) -> list[asyncio.Task[None]]:
     tasks = []
     msg = Message(cfg.topic, b"x" * cfg.size)
     payload: Message | list[Message] = msg if cfg.batch == 1 else [msg] * cfg.batch
     for k in range(cfg.in_flight):
         producer, queue = producers[k % len(producers)], queues[k % len(queues)]
-        loop = (_raw_send_loop(_RawSend(producer, queue, cfg), meter, running) if cfg.raw
-                else _send_loop(producer, queue, payload, cfg.batch, meter, running))
+        loop: Awaitable[None]
+        if batchers is not None:
+            loop = _auto_send_loop(batchers[k % len(batchers)], msg, meter, running)
+        elif cfg.raw:
+            loop = _raw_send_loop(_RawSend(producer, queue, cfg), meter, running)
+        else:
+            loop = _send_loop(producer, queue, payload, cfg.batch, meter, running)
         tasks.append(asyncio.ensure_future(loop))
     return tasks
 
@@ -290,8 +345,9 @@ async def run_produce(cfg: BrokerBenchConfig, report: Report | None = None) -> d
     async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
         meter, running = Meter(), [True]
-        async with _producers(namesrv, cfg.producers) as producers:
-            tasks = _start_senders(cfg, producers, queues, meter, running)
+        async with (_producers(namesrv, cfg.producers) as producers,
+                    _batchers(cfg, producers) as batchers):
+            tasks = _start_senders(cfg, producers, batchers, queues, meter, running)
             sampler = Sampler(meter, pid)
             try:
                 await measure(sampler, cfg.duration, report)
@@ -421,9 +477,10 @@ class _Pacer:
     ``perf_counter_ns`` in its body; more than ``in_flight`` outstanding sends are skipped
     (and counted), not queued."""
 
-    def __init__(self, producer: Producer, queues: list[MessageQueue], cfg: BrokerBenchConfig,
-                 acks: Meter) -> None:
+    def __init__(self, producer: Producer, batcher: AutoBatchProducer | None,
+                 queues: list[MessageQueue], cfg: BrokerBenchConfig, acks: Meter) -> None:
         self.producer = producer
+        self.batcher = batcher
         self.queues = queues
         self.cfg = cfg
         self.acks = acks
@@ -433,9 +490,12 @@ class _Pacer:
 
     async def _one(self, queue: MessageQueue) -> None:
         t0 = time.perf_counter_ns()
+        msg = Message(self.cfg.topic, _STAMP.pack(t0) + self.pad)
         try:
-            await self.producer.send(Message(self.cfg.topic, _STAMP.pack(t0) + self.pad),
-                                     queue=queue)
+            if self.batcher is not None:  # it picks the queue
+                await (await self.batcher.send(msg))
+            else:
+                await self.producer.send(msg, queue=queue)
         except TideMQError as exc:
             self.acks.fail(exc)
         else:
@@ -494,8 +554,9 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
             consumer.assign(queues)
             await consumer.seek_to_end()
             await consumer.poll(timeout=0.2)  # the pulls are now held by the broker
-            async with _producers(namesrv, 1) as (producer,):
-                pacer = _Pacer(producer, queues, cfg, acks)
+            async with (_producers(namesrv, 1) as (producer,),
+                        _batchers(cfg, [producer]) as batchers):
+                pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
                 tasks = [asyncio.ensure_future(_receive_loop(consumer, received, running)),
                          asyncio.ensure_future(pacer.run(running))]
                 sampler, ack_sampler = Sampler(received, pid), Sampler(acks, None)

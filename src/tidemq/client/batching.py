@@ -3,39 +3,60 @@
 ::
 
     async with Producer("pg", "127.0.0.1:9876") as producer:
-        async with AutoBatchProducer(producer, linger_ms=5) as batcher:
+        async with AutoBatchProducer(producer) as batcher:
             pending = [await batcher.send(Message("Metrics", body)) for body in bodies]
             results = await asyncio.gather(*pending)
 
-:meth:`AutoBatchProducer.send` picks the message's queue at once (round robin, its
-``sharding_key`` or a fixed ``queue``) and appends it to that queue's *accumulator*. An
-accumulator is shipped -- one :meth:`Producer.send_batch`, so an inner batch on a
-BatchCQ topic and an outer batch elsewhere -- when it reaches ``max_batch_bytes`` or
-``max_batch_messages``, when its first message has waited ``linger_ms``, or on
-:meth:`flush` / :meth:`close`. ``send`` returns the message's own future: its
-:class:`~tidemq.types.SendResult` has the message's ``UNIQ_KEY`` as ``msg_id`` and its
-own ``queue_offset`` (the batch's first offset plus its index); a failed batch fails the
-future of every message in it with the same error.
+:meth:`AutoBatchProducer.send` picks the message's queue at once (a fixed ``queue``,
+its ``sharding_key``, else the topic's *sticky* queue) and appends it to that queue's
+*lane*. Like Kafka's sticky partitioner, messages without a queue or key all go to one
+queue, chosen round robin, until its open batch closes (full) or ships; the next one
+picks the next queue -- so a few messages make one batch, not one batch per queue, and
+under load the batches of several queues are in flight at once.
+
+A lane has one open batch, the full batches waiting behind the one in flight, and at
+most one batch in flight (Kafka's ``max.in.flight.requests.per.connection=1`` per
+partition, which "mutes" a partition while its batch is out). A batch is shipped -- one
+:meth:`Producer.send_prepared_batch` as its own request, so an inner batch on a BatchCQ
+topic and an outer batch elsewhere; a batch of one message as a plain
+:meth:`Producer.send`, which costs the broker less -- when its lane has nothing in flight
+and
+
+* it is full (``max_batch_bytes`` or ``max_batch_messages``), or
+* its first message has waited ``linger_ms`` (``0``: at once), or
+* :meth:`flush` / :meth:`close` asks for it.
+
+While a lane's batch is in flight its open batch keeps filling, so under load batches
+grow with the offered rate whatever the linger (Kafka's behaviour with ``linger.ms=0``),
+and a lone message on an idle lane waits at most ``linger_ms``. The default, ``0``,
+relies on that alone: in the benchmarks a positive linger made batches no cheaper per
+message (the lanes are busy under load) and only added its wait to the latency; it pays
+for a sender that trickles messages to idle queues and wants fewer, larger requests. An
+open batch that became ready is shipped from a callback queued behind the current loop
+iteration, so messages sent in the same iteration -- for instance by tasks woken by the
+previous batch's results -- travel together.
+
+``send`` returns the message's own future: its :class:`~tidemq.types.SendResult` has the
+message's ``UNIQ_KEY`` as ``msg_id`` and its own ``queue_offset`` (the batch's first
+offset plus its index); a failed batch fails the future of every message in it with the
+same error.
 
 Back-pressure: messages count toward ``total_buffer_bytes`` from ``send`` until their
 batch is answered; ``send`` waits while the buffer is full (a message larger than the
 whole buffer is admitted when the buffer is empty).
 
-Ordering: each queue has one batch in flight at a time (Kafka's
-``max.in.flight.requests.per.connection=1`` per partition), so messages of one queue are
-stored in ``send`` order; batches of different queues go out concurrently. A round-robin
-batch whose send fails with a retriable error is sent once more to a queue the producer
-picks (so it may land after later batches); batches pinned by ``queue`` or
-``sharding_key`` are never moved. Messages whose ``WAIT`` values differ are not mixed in
-one batch.
+Ordering: messages of one queue are stored in ``send`` order. A round-robin batch whose
+send fails with a retriable error is sent once more to a queue the producer picks (so it
+may land after later batches); batches pinned by ``queue`` or ``sharding_key`` are never
+moved. Messages whose ``WAIT`` values differ are not mixed in one batch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import collections
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 from tidemq.client.errors import ClientClosedError, InvalidMessageError
@@ -47,7 +68,7 @@ from tidemq.client.validation import check_message
 from tidemq.errors import TideMQError
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.properties import PropertyKey
-from tidemq.types import Message, MessageQueue, SendResult
+from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
 __all__ = ["AutoBatchProducer"]
 
@@ -57,19 +78,61 @@ log = logging.getLogger(__name__)
 _KEY_OVERHEAD = 64
 #: An inner batch counts its messages in a signed short (store.md §3.2).
 MAX_INNER_BATCH = 0x7FFF
+_NO_DELAY = ("", "0", "-1")
+
+_Key = tuple[MessageQueue, bool]
 
 
-@dataclasses.dataclass(slots=True)
-class _Accumulator:
-    """Messages of one queue waiting to be shipped together."""
+class _Batch:
+    """Messages of one lane shipped together, and their futures."""
 
-    queue: MessageQueue
-    pinned: bool
-    wait: str
-    msgs: list[Message] = dataclasses.field(default_factory=list)
-    futures: list[asyncio.Future[SendResult]] = dataclasses.field(default_factory=list)
-    nbytes: int = 0
-    timer: asyncio.TimerHandle | None = None
+    __slots__ = ("futures", "msgs", "nbytes", "wait")
+
+    def __init__(self, wait: str) -> None:
+        self.wait = wait
+        self.msgs: list[Message] = []
+        self.futures: list[asyncio.Future[SendResult]] = []
+        self.nbytes = 0
+
+
+class _Lane:
+    """One queue's batches (and whether they are pinned to it): the open one, the full
+    ones waiting, whether one is in flight."""
+
+    __slots__ = ("busy", "kick_pending", "open", "pinned", "queue", "ready", "timer",
+                 "waiting")
+
+    def __init__(self, queue: MessageQueue, pinned: bool) -> None:
+        self.queue = queue
+        self.pinned = pinned
+        self.open: _Batch | None = None
+        #: The open batch's linger is over (or there is none).
+        self.ready = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.waiting: collections.deque[_Batch] = collections.deque()
+        self.busy = False
+        self.kick_pending = False
+
+    def close_open(self) -> None:
+        """The open batch takes no more messages: it waits its turn."""
+        if self.open is not None:
+            self.waiting.append(self.open)
+            self.open = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.ready = False
+
+    def take(self) -> _Batch | None:
+        """The batch to ship now, if any (decided without I/O)."""
+        if self.busy:
+            return None
+        if self.waiting:
+            return self.waiting.popleft()
+        if self.open is not None and self.ready:
+            batch, self.open, self.ready = self.open, None, False
+            return batch
+        return None
 
 
 def _size(msg: Message) -> int:
@@ -89,8 +152,8 @@ class AutoBatchProducer:
         self,
         producer: Producer,
         *,
-        linger_ms: float = 5.0,
-        max_batch_bytes: int = 256 * 1024,
+        linger_ms: float = 0.0,
+        max_batch_bytes: int = 32 * 1024,
         max_batch_messages: int = 1024,
         total_buffer_bytes: int = 32 * 1024 * 1024,
         compression: BatchCompression | None = None,
@@ -108,15 +171,16 @@ class AutoBatchProducer:
         self.max_batch_messages = max_batch_messages
         self.total_buffer_bytes = total_buffer_bytes
         self.compression = compression
-        self._accumulators: dict[tuple[MessageQueue, bool], _Accumulator] = {}
+        self._lanes: dict[_Key, _Lane] = {}
         self._inflight: set[asyncio.Task[None]] = set()
-        #: The last batch shipped per accumulator key: the next one waits for it.
-        self._lanes: dict[tuple[MessageQueue, bool], asyncio.Task[None]] = {}
         self._buffered = 0
         self._space = asyncio.Event()
         self._counter = RoundRobin()
         self._checked_topics: set[str] = set()
+        #: The lane unpinned messages of a topic go to until its batch closes or ships.
+        self._sticky: dict[str, _Lane] = {}
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return (f"<AutoBatchProducer group={self.producer.group!r} "
@@ -144,24 +208,46 @@ class AutoBatchProducer:
             await self._space.wait()
             if self._closed:
                 raise ClientClosedError(repr(self))
-        mq = queue or await self._choose(msg, sharding_key)
-        fut: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        if queue is not None:
+            lane = self._lane(queue, True)
+        elif sharding_key is not None:
+            lane = self._lane(await self._choose(msg, sharding_key), True)
+        else:
+            sticky = self._sticky.get(msg.topic)
+            if sticky is None:
+                sticky = self._sticky[msg.topic] = self._lane(await self._choose(msg, None),
+                                                              False)
+            lane = sticky
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        fut: asyncio.Future[SendResult] = loop.create_future()
         self._buffered += size
-        self._append(mq, queue is not None or sharding_key is not None, msg, fut, size)
+        self._append(lane, msg, fut, size)
         return fut
+
+    def _lane(self, mq: MessageQueue, pinned: bool) -> _Lane:
+        key = (mq, pinned)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(mq, pinned)
+        return lane
 
     def _check(self, msg: Message) -> None:
         """What would fail the whole batch is refused for this message alone."""
+        body = msg.body
         if msg.topic not in self._checked_topics:
             check_message(msg, self.producer.config.max_message_size)
+            if msg.topic.startswith("%RETRY%"):
+                raise InvalidMessageError("a batch cannot go to a retry topic",
+                                          topic=msg.topic)
             self._checked_topics.add(msg.topic)
-        elif not msg.body or len(msg.body) > self.producer.config.max_message_size:
+        elif not body or len(body) > self.producer.config.max_message_size:
             check_message(msg, self.producer.config.max_message_size)
-        if msg.properties.get(PropertyKey.DELAY, "0") not in ("", "0", "-1"):
+        props = msg.properties
+        if props and props.get(PropertyKey.DELAY, "0") not in _NO_DELAY:
             raise InvalidMessageError("a batched message cannot have a delay level",
                                       topic=msg.topic)
-        if msg.topic.startswith("%RETRY%"):
-            raise InvalidMessageError("a batch cannot go to a retry topic", topic=msg.topic)
 
     async def _choose(self, msg: Message, sharding_key: str | None) -> MessageQueue:
         route = await self.producer.instance.routes.get(msg.topic, allow_default=True)
@@ -170,82 +256,122 @@ class AutoBatchProducer:
             return select_by_key(queues, sharding_key)
         return select_round_robin(queues, self._counter)
 
-    def _append(self, mq: MessageQueue, pinned: bool, msg: Message,
-                fut: asyncio.Future[SendResult], size: int) -> None:
-        """Decide without I/O: add to the accumulator, ship it when it is full."""
-        wait = msg.properties.get(PropertyKey.WAIT, "true")
-        key = (mq, pinned)
-        acc = self._accumulators.get(key)
-        if acc is not None and (acc.wait != wait
-                                or acc.nbytes + size > self.max_batch_bytes):
-            self._ship(key)
-            acc = None
-        if acc is None:
-            acc = self._accumulators[key] = _Accumulator(mq, pinned, wait)
+    def _append(self, lane: _Lane, msg: Message, fut: asyncio.Future[SendResult],
+                size: int) -> None:
+        """Decide without I/O: add to the lane's open batch, close it when it is full,
+        ship what is due."""
+        props = msg.properties
+        wait = props.get(PropertyKey.WAIT, "true") if props else "true"
+        batch = lane.open
+        if batch is not None and (batch.wait != wait
+                                  or batch.nbytes + size > self.max_batch_bytes):
+            self._close(lane)
+            batch = None
+        if batch is None:
+            batch = lane.open = _Batch(wait)
             if self.linger > 0:
-                acc.timer = asyncio.get_running_loop().call_later(self.linger, self._ship, key)
-        acc.msgs.append(msg)
-        acc.futures.append(fut)
-        acc.nbytes += size
-        if (self.linger == 0 or acc.nbytes >= self.max_batch_bytes
-                or len(acc.msgs) >= self.max_batch_messages):
-            self._ship(key)
+                assert self._loop is not None
+                lane.timer = self._loop.call_later(self.linger, self._expire, lane)
+            else:
+                lane.ready = True
+        batch.msgs.append(msg)
+        batch.futures.append(fut)
+        batch.nbytes += size
+        if batch.nbytes >= self.max_batch_bytes or len(batch.msgs) >= self.max_batch_messages:
+            self._close(lane)
+        if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
+            lane.kick_pending = True
+            assert self._loop is not None
+            self._loop.call_soon(self._kick, lane)
 
-    def _ship(self, key: tuple[MessageQueue, bool]) -> None:
-        acc = self._accumulators.pop(key, None)
-        if acc is None or not acc.msgs:
+    def _close(self, lane: _Lane) -> None:
+        """Close the lane's open batch; unpinned messages move on to another queue."""
+        lane.close_open()
+        if not lane.pinned and self._sticky.get(lane.queue.topic) is lane:
+            del self._sticky[lane.queue.topic]
+
+    def _expire(self, lane: _Lane) -> None:
+        lane.timer = None
+        lane.ready = True
+        self._kick(lane)
+
+    def _kick(self, lane: _Lane) -> None:
+        """Ship the lane's next batch if it is due and nothing of the lane is in flight."""
+        lane.kick_pending = False
+        batch = lane.take()
+        if batch is None:
             return
-        if acc.timer is not None:
-            acc.timer.cancel()
-        task = asyncio.ensure_future(self._send(acc, self._lanes.get(key)))
-        self._lanes[key] = task
+        if not lane.pinned and lane.open is None and self._sticky.get(
+                lane.queue.topic) is lane:
+            del self._sticky[lane.queue.topic]
+        lane.busy = True
+        task = asyncio.ensure_future(self._send(lane, batch))
         self._inflight.add(task)
-        task.add_done_callback(lambda t: self._landed(key, t))
+        task.add_done_callback(self._inflight.discard)
 
-    def _landed(self, key: tuple[MessageQueue, bool], task: asyncio.Task[None]) -> None:
-        self._inflight.discard(task)
-        if self._lanes.get(key) is task:
-            del self._lanes[key]
-
-    async def _send(self, acc: _Accumulator, before: asyncio.Task[None] | None) -> None:
+    async def _send(self, lane: _Lane, batch: _Batch) -> None:
         try:
-            if before is not None:
-                await asyncio.wait([before])  # its outcome is its messages' business
-            await self._send_batch(acc)
+            await self._send_batch(lane, batch)
+        except BaseException:  # cancelled: its messages are not left hanging
+            for fut in batch.futures:
+                fut.cancel()
+            raise
         finally:
-            self._buffered -= acc.nbytes
+            self._buffered -= batch.nbytes
             self._space.set()
+            lane.busy = False
+        if lane.waiting:
+            self._kick(lane)  # full or flushed batches: no reason to wait
+        elif lane.ready and not lane.kick_pending:
+            # behind the tasks this batch's results woke, which may send more
+            lane.kick_pending = True
+            asyncio.get_running_loop().call_soon(self._kick, lane)
 
-    async def _send_batch(self, acc: _Accumulator) -> None:
+    async def _send_batch(self, lane: _Lane, batch: _Batch) -> None:
         producer = self.producer
+        msgs = batch.msgs
         try:
-            prepared = prepare_send_batch(
-                acc.msgs, max_size=producer.config.max_message_size,
-                keys=producer.instance.uniq_keys, now_ms=now_ms(),
-                compression=self.compression or producer.batch_compression)
-            try:
-                result = await producer.send_prepared_batch(prepared, acc.msgs[0],
-                                                            queue=acc.queue)
-            except TideMQError as exc:
-                if acc.pinned or not is_retriable(exc):
-                    raise
-                log.info("batch to %s failed (%s); letting the producer choose", acc.queue, exc)
-                result = await producer.send_prepared_batch(prepared, acc.msgs[0])
+            if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
+                one = msgs[0]
+                result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
+                keys: Sequence[str] = (result.msg_id,)
+            else:
+                prepared = prepare_send_batch(
+                    msgs, max_size=producer.config.max_message_size,
+                    keys=producer.instance.uniq_keys, now_ms=now_ms(),
+                    compression=self.compression or producer.batch_compression)
+                result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
+                    prepared, msgs[0], queue=q, coalesce=False))
+                keys = prepared.keys
         except Exception as exc:  # every message of the batch learns why
-            for fut in acc.futures:
+            for fut in batch.futures:
                 if not fut.done():
                     fut.set_exception(exc)
             return
-        _resolve(acc.futures, result, prepared.keys)
+        _resolve(batch.futures, result, keys)
+
+    async def _attempt(self, lane: _Lane,
+                       send: Callable[[MessageQueue | None], Awaitable[SendResult]]
+                       ) -> SendResult:
+        """``send`` to the lane's queue; a round-robin lane's retriable failure is sent
+        once more where the producer chooses (``None``)."""
+        try:
+            return await send(lane.queue)
+        except TideMQError as exc:
+            if lane.pinned or not is_retriable(exc):
+                raise
+            log.info("batch to %s failed (%s); letting the producer choose", lane.queue, exc)
+            return await send(None)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def flush(self) -> None:
-        """Ship every accumulator now and wait until all batches are answered."""
-        for key in list(self._accumulators):
-            self._ship(key)
-        while self._inflight:
-            await asyncio.gather(*self._inflight, return_exceptions=True)
+        """Ship every batch now and wait until all of them are answered."""
+        for lane in self._lanes.values():
+            self._close(lane)
+            self._kick(lane)
+        while self._inflight:  # each batch's outcome is its messages' business
+            await asyncio.wait(set(self._inflight))  # a cancelled flush cancels no send
 
     async def close(self) -> None:
         """Flush, then refuse further sends (the producer stays open)."""
@@ -270,12 +396,33 @@ def _resolve(futures: Sequence[asyncio.Future[SendResult]], result: SendResult,
     """Each message's own result from its batch's: its key, its offset, its record id."""
     record_ids = result.offset_msg_id.split(",")
     per_record = len(record_ids) == len(futures)
+    status, queue, first, txn = (result.status, result.queue, result.queue_offset,
+                                 result.transaction_id)
+    offset_id = result.offset_msg_id
     for i, fut in enumerate(futures):
         if fut.done():
             continue
-        fut.set_result(SendResult(
-            status=result.status, msg_id=keys[i],
-            offset_msg_id=record_ids[i] if per_record else result.offset_msg_id,
-            queue=result.queue, queue_offset=result.queue_offset + i,
-            transaction_id=result.transaction_id,
-        ))
+        fut.set_result(_send_result(status, keys[i], record_ids[i] if per_record else offset_id,
+                                    queue, first + i, txn))
+
+
+_new = object.__new__
+_SET_FIELDS = tuple(SendResult.__dict__[name].__set__ for name in (
+    "status", "msg_id", "offset_msg_id", "queue", "queue_offset", "transaction_id",
+    "message_count"))
+
+
+def _send_result(status: SendStatus, msg_id: str, offset_msg_id: str, queue: MessageQueue,
+                 queue_offset: int, transaction_id: str | None) -> SendResult:
+    """``SendResult(...)`` of one message, built through its slots: the frozen
+    dataclass's ``__init__`` costs three times as much, once per message."""
+    result: SendResult = _new(SendResult)
+    s_status, s_id, s_offset_id, s_queue, s_offset, s_txn, s_count = _SET_FIELDS
+    s_status(result, status)
+    s_id(result, msg_id)
+    s_offset_id(result, offset_msg_id)
+    s_queue(result, queue)
+    s_offset(result, queue_offset)
+    s_txn(result, transaction_id)
+    s_count(result, 1)
+    return result

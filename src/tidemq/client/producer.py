@@ -214,11 +214,15 @@ class Producer:
         selector: QueueSelector | None = None,
         timeout: float | None = None,
         queue_type: str | QueueType | None = None,
+        coalesce: bool = True,
     ) -> SendResult:
         """:meth:`send_batch` of a batch already checked and encoded
         (:func:`~tidemq.client.sending.prepare_send_batch`), whose first message is
         ``first`` (what a ``selector`` sees); its :attr:`~PreparedBatch.keys` are the ids
-        of its messages. The auto-batching producer sends through here."""
+        of its messages. The auto-batching producer sends through here, with
+        ``coalesce=False``: its batch goes out as its own request rather than as a child of
+        a batch-protocol parent, whose answer waits for every child (which would make the
+        auto-batcher's queues take turns with the broker instead of overlapping)."""
         born = now_ms()
         fixed = QueueType.parse(queue_type) if queue_type is not None else None
         used: list[QueueType] = []
@@ -232,7 +236,7 @@ class Producer:
         try:
             return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
                                                                   selector),
-                                       build, timeout, prepared.count)
+                                       build, timeout, prepared.count, coalesce)
         except BrokerResponseError as exc:
             if fixed is not None or not await self._no_longer_batch(exc, prepared, used):
                 raise
@@ -240,7 +244,7 @@ class Producer:
                  prepared.topic)
         return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
                                                               selector),
-                                   build, timeout, prepared.count)
+                                   build, timeout, prepared.count, coalesce)
 
     async def _no_longer_batch(self, exc: BrokerResponseError, prepared: PreparedBatch,
                                used: list[QueueType]) -> bool:
@@ -331,8 +335,10 @@ class Producer:
         return await self.instance.request(address, cmd)
 
     async def _deliver(self, topic: str, plan: SendPlan, build: _Build,
-                       timeout: float | None, count: int = 1) -> SendResult:
+                       timeout: float | None, count: int = 1,
+                       coalesce: bool = True) -> SendResult:
         inst = self.instance
+        request = batch_requester(inst).request if coalesce else inst.request
         loop = asyncio.get_running_loop()
         budget = self.config.send_msg_timeout if timeout is None else timeout
         deadline = loop.time() + budget
@@ -345,8 +351,7 @@ class Producer:
             try:
                 addr = await self._address(route, mq)
                 cmd, msg_id = await build(route, mq, addr)
-                response = await batch_requester(inst).request(
-                    addr, cmd, max(deadline - loop.time(), 1e-3))
+                response = await request(addr, cmd, max(deadline - loop.time(), 1e-3))
                 return read_send_response(response, mq, address=addr, msg_id=msg_id,
                                           count=count)
             except TideMQError as exc:

@@ -137,12 +137,13 @@ class PreparedBatch:
     queue type of the broker it goes to -- an inner batch (compressed once, on first
     use) for BatchCQ, an outer batch otherwise."""
 
-    __slots__ = ("_packed", "compression", "encoded")
+    __slots__ = ("_keys", "_packed", "compression", "encoded")
 
     def __init__(self, encoded: EncodedBatch, compression: BatchCompression) -> None:
         self.encoded = encoded
         self.compression = compression
         self._packed: tuple[bytes, int] | None = None
+        self._keys: list[str] | None = None
 
     @property
     def topic(self) -> str:
@@ -154,8 +155,10 @@ class PreparedBatch:
 
     @property
     def keys(self) -> list[str]:
-        """The messages' ``UNIQ_KEY``s, in order."""
-        return self.encoded.keys
+        """The messages' ``UNIQ_KEY``s, in order (made once; do not modify)."""
+        if self._keys is None:
+            self._keys = self.encoded.keys
+        return self._keys
 
     def packed(self) -> tuple[bytes, int]:
         """The inner-batch body and its sysflag bits (compressed when that pays)."""
@@ -172,7 +175,7 @@ class PreparedBatch:
         keys joined by commas."""
         if queue_type is QueueType.BATCH:
             return self.encoded.batch_key
-        return ",".join(self.encoded.keys)
+        return ",".join(self.keys)
 
     def request(self, opts: SendOptions, queue: MessageQueue, queue_type: QueueType, *,
                 now_ms: int) -> RemotingCommand:

@@ -108,6 +108,15 @@ JsonOut = Annotated[Path | None, typer.Option("--json", help="Write results as J
 Raw = Annotated[bool, typer.Option(
     "--raw", help="Pre-built requests, no per-message client work: the broker's figures.")]
 
+Linger = Annotated[float | None, typer.Option(
+    "--linger-ms", min=0.0,
+    help="Send each message through an AutoBatchProducer lingering this long (one future "
+         "per message; batches of one queue shipped as send_batch).")]
+MaxBatch = Annotated[int, typer.Option(
+    "--max-batch", min=1, help="With --linger-ms: messages per batch at most.")]
+MaxBatchBytes = Annotated[int, typer.Option(
+    "--max-batch-bytes", min=1, help="With --linger-ms: bytes per batch at most.")]
+
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
@@ -161,11 +170,19 @@ def _print_summary(title: str, result: dict[str, Any]) -> None:
     console.print(table)
 
 
+def _linger_note(cfg: BrokerBenchConfig) -> str:
+    if cfg.linger_ms is None:
+        return ""
+    return (f", auto-batched (linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} messages "
+            f"and {cfg.max_batch_bytes:,} bytes per batch)")
+
+
 def _broker_bench(kind: str, cfg: BrokerBenchConfig, json_out: Path | None) -> None:
     runner = {"produce": run_produce, "consume": run_consume, "latency": run_latency}[kind]
     target = cfg.namesrv or f"a new broker process ({cfg.flush})"
     console.print(f"tidemq bench {kind}: {target}, topic {cfg.topic} x {cfg.queues} queues, "
-                  f"{cfg.size} B bodies{', raw requests' if cfg.raw else ''}", soft_wrap=True)
+                  f"{cfg.size} B bodies{', raw requests' if cfg.raw else ''}"
+                  f"{_linger_note(cfg)}", soft_wrap=True)
     try:
         cfg.check()
         result = _run_async(runner(cfg, _print_second))
@@ -196,13 +213,16 @@ def produce(
     batch: Annotated[int, typer.Option("--batch", min=1,
                                        help="Messages per send (send_batch when > 1).")] = 1,
     producers: Producers = 1, in_flight: InFlight = 256, duration: Duration = 10.0,
-    warmup: Warmup = 1.0, raw: Raw = False, broker_set: BrokerSet = None,
+    warmup: Warmup = 1.0, raw: Raw = False, linger_ms: Linger = None,
+    max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
+    broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
 ) -> None:
     """Send as fast as IN_FLIGHT concurrent sends allow; rate and per-send latency."""
     _broker_bench("produce", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, batch=batch,
         producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
+        linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
         broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
         json_out)
 
@@ -238,7 +258,9 @@ def latency(
         "--in-flight", min=1, help="Sends outstanding at most (more are skipped).")] = 1024,
     pull_batch: Annotated[int, typer.Option("--pull-batch", min=1,
                                             help="Messages per pull at most.")] = 1000,
-    duration: Duration = 10.0, warmup: Warmup = 1.0, broker_set: BrokerSet = None,
+    duration: Duration = 10.0, warmup: Warmup = 1.0, linger_ms: Linger = None,
+    max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
+    broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
 ) -> None:
     """End-to-end latency at a fixed rate: send time in the body to receipt by a
@@ -246,6 +268,7 @@ def latency(
     _broker_bench("latency", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, rate=rate,
         in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
+        linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
         broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
         json_out)
 

@@ -1,6 +1,8 @@
 """``tidemq bench store``: the store's own throughput, one process, no network.
 
-Workloads (128-byte bodies by default), each on a fresh store directory:
+Workloads (128-byte bodies by default), each on a fresh store directory. Each run also
+reports ``cpu_us``: CPU time of the whole process (every thread) per message over the
+timed span, the figure to compare on a shared, noisy machine.
 
 * ``append``: single-record ``put`` calls.
 * ``append_batch``: ``put_batch`` calls of ``batch`` records (one lock per batch).
@@ -59,25 +61,26 @@ def _append(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
     msg = MessageInput(b"x" * cfg.body_size, b"TAGS\x01bench\x02", tags_code=1)
     n = cfg.messages
     put = store.put
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
         put("bench", i % cfg.queues, msg)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
-    return {"messages": n, "seconds": dt, "msgs_per_s": n / dt}
+    return {"messages": n, "seconds": dt, "msgs_per_s": n / dt, "cpu_us": cpu / n * 1e6}
 
 
 def _append_batch(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
     store = _store(root, cfg)
     msgs = [MessageInput(b"x" * cfg.body_size, b"TAGS\x01bench\x02", tags_code=1)] * cfg.batch
     calls = cfg.messages // cfg.batch
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for i in range(calls):
         store.put_batch("bench", i % cfg.queues, msgs)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
     n = calls * cfg.batch
-    return {"messages": n, "batch": cfg.batch, "seconds": dt, "msgs_per_s": n / dt}
+    return {"messages": n, "batch": cfg.batch, "seconds": dt, "msgs_per_s": n / dt,
+            "cpu_us": cpu / n * 1e6}
 
 
 def _dispatch(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
@@ -89,12 +92,13 @@ def _dispatch(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
     for i in range(n):
         store.put("bench", i % cfg.queues, msg)
     dispatcher = store.dispatcher
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     dispatcher.resume()
     dispatcher.drain(timeout=600)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
-    return {"entries": n, "queues": cfg.queues, "seconds": dt, "entries_per_s": n / dt}
+    return {"entries": n, "queues": cfg.queues, "seconds": dt, "entries_per_s": n / dt,
+            "cpu_us": cpu / n * 1e6}
 
 
 def _read(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
@@ -104,16 +108,17 @@ def _read(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
         store.put_batch("bench", 0, msgs)
     store.wait_dispatched(600)
     total = store.max_offset("bench", 0)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     offset = count = nbytes = 0
     while offset < total:
         res = store.get("bench", 0, offset, cfg.read_batch, 64 * 1024 * 1024)
         count += res.message_count
         nbytes += sum(len(b) for b in res.buffers)
         offset = res.next_begin_offset
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
-    return {"messages": count, "bytes": nbytes, "seconds": dt, "msgs_per_s": count / dt}
+    return {"messages": count, "bytes": nbytes, "seconds": dt, "msgs_per_s": count / dt,
+            "cpu_us": cpu / max(1, count) * 1e6}
 
 
 def _sync_flush(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
@@ -133,12 +138,12 @@ def _sync_flush(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
         latencies.extend(local)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(cfg.appenders)]
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert store.flusher is not None
     flushes = store.flusher.flush_count
     store.shutdown()
@@ -151,7 +156,8 @@ def _sync_flush(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
 
     return {"acked": n, "appenders": cfg.appenders, "seconds": dt, "msgs_per_s": n / dt,
-            "fsyncs": flushes, "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+            "fsyncs": flushes, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "cpu_us": cpu / max(1, n) * 1e6}
 
 
 WORKLOADS: dict[str, Callable[[Path, StoreBenchConfig], dict[str, Any]]] = {

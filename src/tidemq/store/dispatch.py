@@ -1,8 +1,11 @@
 """Dispatch: turn appended records into consume-queue and index entries, in log order.
 
 The append path already knows everything an entry needs, so it hands the dispatcher a
-:class:`DispatchBatch` per put call (specs/store.md §10.17); the commit-log parse path is
-kept for recovery only. The serial :class:`Dispatcher` thread drains every batch that is
+:class:`DispatchBatch` per put call (specs/store.md §10.17), or, for a single-record put
+(the hottest path), a plain :data:`Row` tuple: building a tuple is a fraction of building
+an object, and the dispatcher folds each run of rows into one batch per queue and store
+millisecond (:func:`fold_rows`) before writing. The commit-log parse path is kept for
+recovery only. The serial :class:`Dispatcher` thread drains every batch that is
 confirmed (written under ASYNC_FLUSH, flushed under SYNC_FLUSH), groups entries per
 queue, writes each queue's run in one bulk copy, indexes keys, advances the dispatched
 position and only then fires ``on_dispatched`` hooks, so nothing is visible to pulls or
@@ -11,19 +14,24 @@ long-poll wake-ups before it is in its consume queue.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import logging
+import operator
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
+
+import numpy as np
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 
-__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink"]
+__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "fold_rows"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64
@@ -34,6 +42,18 @@ log = logging.getLogger(__name__)
 
 #: ``hook(topic, queue_id, new_max_offset)`` called after entries became visible.
 DispatchHook = Callable[[str, int, int], None]
+
+#: One single-record put: ``(end, store_timestamp, (topic, queue_id), queue_offset, phys,
+#: size, tags_code, index keys or None)``; ``end`` first, as ``DispatchBatch.end``.
+Row = tuple[int, int, tuple[str, int], int, int, int, int, "tuple[str, ...] | None"]
+_FIRST = operator.itemgetter(0)
+_ROW_KEY = operator.itemgetter(2)
+_ROW_PHYS = operator.itemgetter(4)
+_ROW_SIZE = operator.itemgetter(5)
+_ROW_TAGS = operator.itemgetter(6)
+_ROW_KEYS = operator.itemgetter(7)
+#: Row columns for splitting a queue's rows: end, time, offset, phys, size, tags, keys.
+_ROW_COLUMNS = tuple(operator.itemgetter(i) for i in (0, 1, 3, 4, 5, 6, 7))
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,6 +72,90 @@ class DispatchBatch:
     batch_sizes: Sequence[int] | None = None  # per record: offsets covered (inner batches)
     #: per record: the LMQs it fans out to and its offset in each (RIP-28), or None
     lmq: Sequence[tuple[Sequence[str], Sequence[int]] | None] | None = None
+
+
+Pending = DispatchBatch | Row
+
+
+def _end(item: Pending) -> int:
+    return item[0] if type(item) is tuple else item.end  # type: ignore[union-attr]
+
+
+def _stamp(item: Pending) -> int:
+    return item[1] if type(item) is tuple else item.store_timestamp  # type: ignore[union-attr]
+
+
+def fold_rows(rows: list[Row], across_queues: bool = True,
+              timed: Callable[[str, int], bool] | None = None) -> list[DispatchBatch]:
+    """A run of single-record puts (log order) as one batch per queue.
+
+    A batch has one store timestamp. Where it is stored per record -- rows with index
+    keys, and queues for which ``timed(topic, queue_id)`` says so (batch consume
+    queues) -- a batch holds the records of one millisecond; elsewhere it only feeds the
+    lag figures and the checkpoint, and a batch carries its last (newest) record's.
+    Queue offsets in a batch are consecutive. Batches come out ordered by their end, so
+    the last one ends where the run ends and each queue's batches stay in log order;
+    their records interleave in the log, though. Without ``across_queues`` only
+    neighbours in the log are folded and the batches' records stay in log order too.
+    """
+    if not across_queues:
+        return _fold_neighbours(rows)
+    keys = list(map(_ROW_KEY, rows))
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for key in set(keys):
+        groups[key] = []
+    adders = {key: group.append for key, group in groups.items()}
+    for key, row in zip(keys, rows, strict=True):
+        adders[key](row)
+    out: list[DispatchBatch] = []
+    for (topic, queue_id), group in groups.items():
+        # Columns by itemgetter, not zip(*group): a backlog's group holds 100,000s of rows,
+        # and zip would make (and the collector chase) one iterator per row.
+        first, last, n = group[0], group[-1], len(group)
+        if (first[7] is None and last[3] - first[3] == n - 1
+                and (timed is None or not timed(topic, queue_id))):
+            out.append(DispatchBatch(topic, queue_id, first[3], list(map(_ROW_PHYS, group)),
+                                     list(map(_ROW_SIZE, group)), list(map(_ROW_TAGS, group)),
+                                     last[1], last[0]))
+            continue
+        ends, stamps, offsets, phys, sizes, tags, index_keys = (
+            list(map(getter, group)) for getter in _ROW_COLUMNS)
+        i = 0
+        while i < n:  # one batch per store millisecond (stamps never decrease in a queue)
+            ts = stamps[i]
+            j = n if stamps[-1] == ts else bisect.bisect_right(stamps, ts, i)
+            if offsets[j - 1] - offsets[i] != j - 1 - i:  # not consecutive: a queue reset
+                j = i + 1
+            out.append(DispatchBatch(topic, queue_id, offsets[i], phys[i:j], sizes[i:j],
+                                     tags[i:j], ts, ends[j - 1],
+                                     None if index_keys[0] is None else index_keys[i:j]))
+            i = j
+    if len(out) > 1:
+        out.sort(key=_BATCH_END)
+    return out
+
+
+def _fold_neighbours(rows: list[Row]) -> list[DispatchBatch]:
+    """Fold rows that follow each other in the log (same queue, time, next offset)."""
+    out: list[DispatchBatch] = []
+    i, n = 0, len(rows)
+    while i < n:
+        first = rows[i]
+        j = i + 1
+        while (j < n and rows[j][2] == first[2] and rows[j][1] == first[1]
+               and rows[j][3] == first[3] + j - i):
+            j += 1
+        run = rows[i:j]
+        topic, queue_id = first[2]
+        out.append(DispatchBatch(topic, queue_id, first[3], list(map(_ROW_PHYS, run)),
+                                 list(map(_ROW_SIZE, run)), list(map(_ROW_TAGS, run)),
+                                 first[1], run[-1][0],
+                                 None if first[7] is None else list(map(_ROW_KEYS, run))))
+        i = j
+    return out
+
+
+_BATCH_END = operator.attrgetter("end")
 
 
 class IndexSink(Protocol):
@@ -77,23 +181,33 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
             g = group[0]
             touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags)
             continue
-        phys: list[int] = []
-        sizes: list[int] = []
-        tags: list[int] = []
-        for g in group:
-            phys += g.phys
-            sizes += g.sizes
-            tags += g.tags
-        touched[key] = cq.append(group[0].queue_offset, phys, sizes, tags)
+        touched[key] = cq.append(group[0].queue_offset, _joined([g.phys for g in group]),
+                                 _joined([g.sizes for g in group]),
+                                 _joined([g.tags for g in group]))
     if queues.lmq is not None:
         _apply_lmq(queues.lmq, batches, touched)
     if index is not None:
-        for b in batches:
-            if b.keys:
-                for keys, phys_off in zip(b.keys, b.phys, strict=True):
-                    if keys:
-                        index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
+        # In log order: the index skips a record below one it has (folded rows are
+        # grouped per queue, so their batches interleave in the log).
+        keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys
+                 for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys]
+        keyed.sort(key=_FIRST)
+        for phys_off, topic, keys, ts in keyed:
+            index.put_keys(topic, keys, phys_off, ts)
     return touched
+
+
+def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
+    """One queue's column from its batches: int64 when ranges (a put_batch's physical
+    offsets) make numpy the cheap way, else one list."""
+    if any(type(p) is range for p in parts):
+        return np.concatenate([np.arange(p.start, p.stop, p.step, dtype=np.int64)
+                               if type(p) is range else np.asarray(p, dtype=np.int64)
+                               for p in parts])  # type: ignore[return-value]
+    out: list[int] = []
+    for p in parts:
+        out += p
+    return out
 
 
 def _append_batches(bcq: BatchConsumeQueue, group: list[DispatchBatch]) -> int:
@@ -141,6 +255,32 @@ def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
             touched[(name, 0)] = max_offset
 
 
+def _fold(items: list[Pending], keyed_across_queues: bool,
+          timed: Callable[[str, int], bool]) -> list[DispatchBatch]:
+    """``items`` with every run of rows folded into batches (:func:`fold_rows`); rows with
+    index keys across queues only if ``keyed_across_queues``."""
+    kinds = list(map(type, items))
+    rows_only = kinds.count(tuple) == len(items)
+    if rows_only or tuple not in kinds:
+        if not rows_only or not items:
+            return items  # type: ignore[return-value]  # batches only
+        rows = cast("list[Row]", items)
+        return fold_rows(rows, keyed_across_queues or rows[0][7] is None, timed)
+    out: list[DispatchBatch] = []
+    rows = []
+    for item in items:
+        if type(item) is tuple:
+            rows.append(item)
+            continue
+        if rows:
+            out += fold_rows(rows, keyed_across_queues or rows[0][7] is None, timed)
+            rows = []
+        out.append(item)  # type: ignore[arg-type]
+    if rows:
+        out += fold_rows(rows, keyed_across_queues or rows[0][7] is None, timed)
+    return out
+
+
 class Dispatcher:
     """The serial dispatcher thread (the baseline; RIP-52-style concurrency is separate)."""
 
@@ -151,7 +291,8 @@ class Dispatcher:
         self.queues = queues
         self.index = index
         self._confirm = confirm_offset
-        self._pending: deque[DispatchBatch] = deque()
+        #: Batches and rows in log order; appenders push under the append lock.
+        self.pending: deque[Pending] = deque()
         self._cond = threading.Condition()
         self._hooks: list[DispatchHook] = []
         self._stop = False
@@ -165,12 +306,17 @@ class Dispatcher:
         self._busy = False
         self._round_start = 0  # store time of the first record of the round in hand
         self._paused = False
-        self._idle = False
+        #: Set while the thread is about to sleep: an appender that pushes to
+        #: :attr:`pending` and sees it set calls :meth:`wake`.
+        self.idle = False
         self.linger = linger_ms / 1000
         #: Records per round at most (0: everything confirmed is one round).
         self.round_records = 0
         self._wakeup = threading.Event()
         self.dispatched_entries = 0
+        #: :func:`apply_batches` hands the index its keys in log order whatever the batch
+        #: order; a subclass that applies rounds itself gets keyed rows in log order.
+        self._keyed_across_queues = type(self).run_once is Dispatcher.run_once
 
     # ------------------------------------------------------------------ API
 
@@ -183,9 +329,16 @@ class Dispatcher:
         Lock-free on the hot path: ``deque.append`` is atomic, and the dispatcher is only
         signalled when it announced that it is going to sleep.
         """
-        self._pending.append(batch)
-        if self._idle and not self._wakeup.is_set():
-            self._wakeup.set()
+        self.pending.append(batch)
+        if self.idle:
+            self.poke()
+
+    def poke(self) -> None:
+        """Wake the thread that announced :attr:`idle`; appenders call it after pushing
+        to :attr:`pending` when they see the flag. Clearing the flag first makes the
+        next appenders skip the event until the thread announces sleep again."""
+        self.idle = False
+        self._wakeup.set()
 
     def wake(self) -> None:
         """The confirm offset moved (a flush finished): re-check pending batches."""
@@ -215,10 +368,10 @@ class Dispatcher:
         target = self._confirm()
         deadline = time.monotonic() + timeout
         with self._cond:
-            # Pending first, then in flight: a batch leaves ``_pending`` only after
+            # Pending first, then in flight: a batch leaves ``pending`` only after
             # :meth:`_take` marked the dispatcher busy, so it is always seen in one of them.
             while self.error is None and (
-                (self._pending and self._pending[0].end <= target) or self._in_flight()
+                (self.pending and _end(self.pending[0]) <= target) or self._in_flight()
             ):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -233,7 +386,7 @@ class Dispatcher:
 
     @property
     def pending_batches(self) -> int:
-        return len(self._pending)
+        return len(self.pending)
 
     def lag(self, written_offset: int) -> tuple[int, float]:
         """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch
@@ -248,17 +401,17 @@ class Dispatcher:
         being written, else the oldest waiting batch."""
         if self._round_start:
             return self._round_start
-        pending = self._pending
-        return pending[0].store_timestamp if pending else 0
+        pending = self.pending
+        return _stamp(pending[0]) if pending else 0
 
     # ------------------------------------------------------------------ thread
 
     def _ready(self) -> bool:
-        pending = self._pending
-        return bool(pending) and not self._paused and pending[0].end <= self._confirm()
+        pending = self.pending
+        return bool(pending) and not self._paused and _end(pending[0]) <= self._confirm()
 
     def _take(self) -> list[DispatchBatch]:
-        pending = self._pending
+        pending = self.pending
         while True:
             if self._ready():
                 if self.linger and len(pending) < LINGER_BELOW and not self._stop:
@@ -267,26 +420,40 @@ class Dispatcher:
                     # accumulate briefly. Bounded by ``linger`` seconds of extra latency.
                     time.sleep(self.linger)
                 self._busy = True
-                self._round_start = pending[0].store_timestamp  # before it leaves pending
-                confirm = self._confirm()
-                out = []
-                limit, records = self.round_records, 0
-                while pending and pending[0].end <= confirm:
-                    batch = pending.popleft()
-                    out.append(batch)
-                    if limit:
-                        records += len(batch.phys)
-                        if records >= limit:
-                            break
-                return out
+                self._round_start = _stamp(pending[0])  # before it leaves pending
+                return _fold(self._pop_confirmed(pending, self._confirm()),
+                             self._keyed_across_queues, self._timed)
             if self._stop:
                 return []
             # Announce sleep, then re-check, so a submit in between is never lost.
-            self._idle = True
+            self.idle = True
             if not self._ready() and not self._stop:
                 self._wakeup.wait(0.05 if pending else 1.0)
             self._wakeup.clear()
-            self._idle = False
+            self.idle = False
+
+    def _timed(self, topic: str, queue_id: int) -> bool:
+        """Whether the queue stores a store timestamp per entry (a batch consume queue)."""
+        return topic in self.queues.batch_topics or isinstance(
+            self.queues.get(topic, queue_id), BatchConsumeQueue)
+
+    def _pop_confirmed(self, pending: deque[Pending], confirm: int) -> list[Pending]:
+        """Take the confirmed head of ``pending``: in bulk when all of it is confirmed
+        (appenders only ever add at the right), else item by item."""
+        limit = self.round_records
+        n = len(pending)
+        if not limit and n and _end(pending[n - 1]) <= confirm:
+            return list(map(operator.call, itertools.repeat(pending.popleft, n)))
+        out: list[Pending] = []
+        records = 0
+        while pending and _end(pending[0]) <= confirm:
+            item = pending.popleft()
+            out.append(item)
+            if limit:
+                records += 1 if type(item) is tuple else len(item.phys)  # type: ignore[union-attr]
+                if records >= limit:
+                    break
+        return out
 
     def _run(self) -> None:
         while self.error is None:  # a failed dispatcher takes nothing more
@@ -339,5 +506,5 @@ class Dispatcher:
             return False
         self._last_lag_warning = now
         log.warning("dispatch lag %.0f ms exceeds dispatchLagWarnMs=%d (%d batches waiting)",
-                    lag_ms, self.lag_warn_ms, len(self._pending))
+                    lag_ms, self.lag_warn_ms, len(self.pending))
         return True

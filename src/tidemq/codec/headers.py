@@ -15,6 +15,7 @@ type to the broker and ``h.convert(SendMessageRequestHeaderV2)`` switches forms.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Annotated
 
@@ -60,6 +61,7 @@ __all__ = [
     "RpcRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",
+    "SendFields",
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
     "SendMessageResponseHeader",
@@ -68,6 +70,7 @@ __all__ = [
     "UnlockBatchMqRequestHeader",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
+    "decode_send_fields",
     "decode_send_header",
     "format_attributes",
     "parse_attributes",
@@ -164,6 +167,56 @@ def decode_send_header(code: int, ext: Mapping[str, str]) -> SendMessageRequestH
     if code in _SEND_CODES_V2:
         return SendMessageRequestHeaderV2.from_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
+
+
+#: The send-header fields a plain single send needs: topic, queue id, sysFlag, born
+#: timestamp, flag, properties, reconsumeTimes (0 when absent).
+SendFields = tuple[str, int, int, int, int, str | None, int]
+
+# Per form: the required keys (one C call reads them all), then the optional ones read.
+_FAST_KEYS = {
+    False: (operator.itemgetter("producerGroup", "topic", "defaultTopic",
+                                "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp",
+                                "flag"),
+            ("properties", "reconsumeTimes", "maxReconsumeTimes", "batch")),
+    True: (operator.itemgetter("a", "b", "c", "d", "e", "f", "g", "h"), ("i", "j", "l", "m")),
+}
+
+
+def decode_send_fields(code: int, ext: Mapping[str, str]) -> SendFields | None:
+    """The fields of a plain single send, read straight from ``ext``, or ``None``.
+
+    ``None`` means "not the plain case": a required key missing, a number that is not
+    plain ASCII digits within 9 (int) or 18 (long) digits -- negative queue ids included --
+    an unparsable optional number, or ``batch`` set. Whenever this returns fields, they
+    equal :func:`decode_send_header`'s (a golden test holds the two together); for
+    ``None`` the caller decodes with the schema, which also names what is wrong.
+    """
+    required, (ki, kj, kl, km) = _FAST_KEYS[code in _SEND_CODES_V2]
+    try:
+        _group, topic, _default, nums, qid, sys_flag, born, flag = required(ext)
+    except KeyError:
+        return None
+    if not (0 < len(qid) < 10 and 0 < len(sys_flag) < 10 and 0 < len(flag) < 10
+            and 0 < len(nums) < 10 and 0 < len(born) < 19):
+        return None
+    digits = qid + sys_flag + flag + nums + born
+    if not (digits.isdigit() and digits.isascii()):
+        return None
+    get = ext.get
+    reconsume = 0
+    extra = get(kj)
+    if extra is not None:
+        if not (0 < len(extra) < 10 and extra.isdigit() and extra.isascii()):
+            return None
+        reconsume = int(extra)
+    extra = get(kl)
+    if extra is not None and not (0 < len(extra) < 10 and extra.isdigit() and extra.isascii()):
+        return None
+    batch = get(km)
+    if batch is not None and (batch == "1" or batch.lower() == "true"):
+        return None
+    return (topic, int(qid), int(sys_flag), int(born), int(flag), get(ki), reconsume)
 
 
 # ---------------------------------------------------------------- pull (§2.8)

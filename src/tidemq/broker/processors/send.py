@@ -1,23 +1,49 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
 
 The processor is a plain function (no task per request): it validates, appends to the
-store and answers at once under ASYNC_FLUSH. Under SYNC_FLUSH it answers from a callback
-when the flush future completes. Batches are split into one record per entry on ordinary
-topics (outer batch, remoting.md §3.2).
+store and answers at once under ASYNC_FLUSH. Batches are split into one record per entry
+on ordinary topics (outer batch, remoting.md §3.2).
+
+Fast path: a plain single send (SEND_MESSAGE_V2 / SEND_MESSAGE to an existing, writable,
+ordinary topic; no batch, delay, timer, LMQ, inner-batch or retry-topic features; numbers
+as plain digits) is read straight from the ext map (:func:`decode_send_fields`), checked,
+appended and answered without the header schema object. Anything else -- every error
+included -- goes the generic way, so codes and remarks are the generic path's. A batch
+whose entries share one layout and differ only in their UNIQ_KEY values is split with a
+few array comparisons instead of a property parse per entry.
+
+SYNC_FLUSH (:class:`GroupCommitWaiters`): sends waiting for durability are queued on the
+event loop in commit-log order. One flush request per loop iteration triggers the group
+commit; the flusher's listener posts one callback per commit with the durable offset,
+which answers every waiter up to it. A request that fails or times out answers its
+waiters FLUSH_DISK_TIMEOUT, as a per-message future would have.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import functools
 import random
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from tidemq.broker.lmq import parse_lmq_targets
 from tidemq.broker.processors.retry import route_send
-from tidemq.broker.topics import PERM_WRITE, validate_topic
-from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
-from tidemq.codec.headers import SendMessageRequestHeader, decode_send_header
+from tidemq.codec.headers import (
+    SendFields,
+    SendMessageRequestHeader,
+    decode_send_fields,
+    decode_send_header,
+)
 from tidemq.errors import (
     CorruptRecord,
     MessageTooLarge,
@@ -26,7 +52,7 @@ from tidemq.errors import (
     StoreReadOnly,
     error_for_code,
 )
-from tidemq.formats.batch import count_entries, iter_batch
+from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
@@ -36,16 +62,111 @@ from tidemq.formats.properties import (
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
-from tidemq.store.flush import FlushStatus
+from tidemq.store.flush import FlushService, FlushStatus
+from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageInput, PutResult
 
 if TYPE_CHECKING:
     from tidemq.broker.app import BrokerApp
 
-__all__ = ["SendProcessor"]
+__all__ = ["GroupCommitWaiters", "SendProcessor"]
 
 SYSFLAG_COMPRESSED = 0x1
 SYSFLAG_INNER_BATCH = 0x80
+_SEND = RequestCode.SEND_MESSAGE
+_SEND_V2 = RequestCode.SEND_MESSAGE_V2
+_SUCCESS = int(ResponseCode.SUCCESS)
+_TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
+#: Returned by the fast path for "not the plain case: take the generic path".
+_GENERIC = RemotingCommand(code=-1)
+#: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
+_Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
+#: Batches with fewer entries than this are walked (see ``SendProcessor._uniform_batch``).
+_UNIFORM_MIN = 16
+#: ``MessageInput`` from a 5-tuple without the keyword-argument call.
+_new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
+    tuple.__new__, MessageInput)
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    """:func:`~tidemq.formats.properties.decode_properties` of ``text.encode()``, on the
+    text itself (same rules: pairs with an empty side are dropped, the last one wins)."""
+    out: dict[str, str] = {}
+    for segment in text.split("\x02"):
+        name, _, value = segment.partition("\x01")
+        if name and value:
+            out[name] = value
+    return out
+
+
+class GroupCommitWaiters:
+    """SYNC_FLUSH sends waiting for their group commit, answered on the event loop.
+
+    ``wait(end, item)`` queues ``item`` until the commit log is durable up to ``end``
+    (ends arrive in increasing order: every append happens on the loop thread).
+    ``complete(item, durable)`` is called on the loop for each, exactly once.
+    """
+
+    def __init__(self, flusher: FlushService, complete: Callable[[Any, bool], None]) -> None:
+        self._flusher = flusher
+        self._complete = complete
+        self._queue: deque[tuple[int, Any]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._asking = False
+        flusher.add_flush_listener(self._flushed_threadsafe)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def wait(self, end: int, item: Any) -> bool:
+        """Queue ``item``; ``False`` (nothing queued) when ``end`` is durable already."""
+        if end <= self._flusher.flushed_offset:
+            return False
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._queue.append((end, item))
+        if not self._asking:
+            self._asking = True
+            loop.call_soon(self._ask)
+        return True
+
+    def _ask(self) -> None:
+        """One flush request for everything queued in this loop iteration."""
+        self._asking = False
+        if self._queue:
+            end = self._queue[-1][0]
+            if end <= self._flusher.flushed_offset:
+                return  # flushed meanwhile: the listener's callback answers them
+            self._flusher.request(end).add_done_callback(
+                functools.partial(self._requested_threadsafe, end))
+
+    def _flushed_threadsafe(self, offset: int) -> None:
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(self._flushed, offset)
+
+    def _requested_threadsafe(self, end: int, fut: concurrent.futures.Future[FlushStatus]
+                              ) -> None:
+        if fut.cancelled() or fut.result() is not FlushStatus.FLUSHED:
+            loop = self._loop
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._failed, end)
+
+    def _flushed(self, offset: int) -> None:
+        queue, complete = self._queue, self._complete
+        while queue and queue[0][0] <= offset:
+            complete(queue.popleft()[1], True)
+
+    def _failed(self, end: int) -> None:
+        """The request for ``end`` timed out or failed: its waiters are answered."""
+        queue, complete = self._queue, self._complete
+        durable = self._flusher.flushed_offset
+        while queue and queue[0][0] <= end:
+            e, item = queue.popleft()
+            complete(item, e <= durable)
 
 
 class SendProcessor:
@@ -60,6 +181,12 @@ class SendProcessor:
         self._index = app.store_config.message_index_enable
         self._hosts: dict[str, HostAddr] = {}
         self._max_inflated = cfg.max_inner_batch_inflated_bytes
+        self._topics = app.topics
+        self._plain_topics: set[str] = set()
+        self._sync = app.store_config.sync_flush
+        self._waiters: GroupCommitWaiters | None = None
+        self._id_host: HostAddr | None = None
+        self._id_prefix = ""
 
     def register(self, server: object) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
@@ -107,8 +234,8 @@ class SendProcessor:
         """The store input for one message, and whether the producer waits for the flush."""
         if len(body) > self._max_body:
             raise MessageTooLarge(len(body), self._max_body)
-        props = decode_properties(props_text.encode("utf-8")) if props_text else {}
         raw = props_text.encode("utf-8") if props_text else b""
+        props = _parse_properties(props_text) if props_text else {}
         if "CLUSTER" not in props:
             raw += self._cluster_prop
         if len(raw) > MAX_PROPERTIES_BYTES:
@@ -123,6 +250,9 @@ class SendProcessor:
         return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wait
 
     def _batch(self, body: bytes | bytearray | memoryview) -> tuple[list[MessageInput], bool]:
+        uniform = self._uniform_batch(body)
+        if uniform is not None:
+            return uniform
         msgs: list[MessageInput] = []
         wait = True
         try:
@@ -140,6 +270,88 @@ class SendProcessor:
         if not msgs:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         return msgs, wait
+
+    def _uniform_batch(self, body: bytes | bytearray | memoryview
+                       ) -> tuple[list[MessageInput], bool] | None:
+        """:meth:`_batch` for the usual producer batch, or ``None`` (walk it entry by entry).
+
+        The usual batch has entries of one layout whose property strings are the same
+        bytes except for the UNIQ_KEY value (ASCII, no separator in it). Then the first
+        entry's properties describe every entry (TAGS, KEYS, WAIT, CLUSTER), the values are
+        valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
+        would find, entry by entry. Anything else, errors included, is walked; so are
+        batches of fewer than :data:`_UNIFORM_MIN` entries, where the array set-up costs
+        more than the walk.
+        """
+        first_size = int.from_bytes(body[:4], "big")
+        if first_size <= 0 or len(body) < _UNIFORM_MIN * first_size:
+            return None
+        layout = uniform_layout(body)
+        if layout is None:
+            return None
+        size, blen = layout
+        if blen > self._max_body:
+            return None
+        data = body if isinstance(body, bytes) else bytes(body)
+        n = len(data) // size
+        pstart = ENTRY_OVERHEAD + blen
+        plen = size - pstart
+        first = data[pstart : pstart + plen]
+        try:
+            text = first.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if "INNER_MULTI_DISPATCH\x01" in text:
+            return None
+        props = _parse_properties(text)
+        grid = np.frombuffer(data, np.uint8).reshape(n, size)[:, pstart:]
+        uniq = props.get("UNIQ_KEY")
+        ustart = uend = plen
+        if uniq is not None:
+            ustart = text.find("UNIQ_KEY\x01") + 9
+            uend = ustart + len(uniq)
+            if (not text.isascii() or text.count("UNIQ_KEY\x01") != 1
+                    or (ustart > 9 and text[ustart - 10] != "\x02")
+                    or text[uend : uend + 1] not in ("", "\x02")):
+                return None
+            values = grid[:, ustart:uend]
+            if not ((values < 0x80).all() and (values != 2).all()):
+                return None
+        if not ((grid[:, :ustart] == grid[0, :ustart]).all()
+                and (grid[:, uend:] == grid[0, uend:]).all()):
+            return None
+        cluster = b"" if "CLUSTER" in props else self._cluster_prop
+        if plen + len(cluster) > MAX_PROPERTIES_BYTES:
+            return None
+        wait = props.get("WAIT", "true").lower() != "false"
+        end = n * size
+        bstart = ENTRY_OVERHEAD - 2
+        view = memoryview(data)
+        bodies = list(map(view.__getitem__, map(slice, range(bstart, end, size),
+                                                   range(bstart + blen, end, size))))
+        flags = np.ascontiguousarray(
+            np.frombuffer(data, np.uint8).reshape(n, size)[:, 12:16]).view(">i4").ravel().tolist()
+        width = plen + len(cluster)
+        rows = np.empty((n, width), np.uint8)
+        rows[:, :plen] = grid
+        rows[:, plen:] = np.frombuffer(cluster, np.uint8)
+        blob = rows.tobytes()
+        raws = list(map(blob.__getitem__, map(slice, range(0, n * width, width),
+                                              range(width, n * width + 1, width))))
+        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+        keys: Iterable[tuple[str, ...]]
+        if not self._index:
+            keys = repeat((), n)
+        elif uniq is None:
+            keys = repeat(ks, n)
+        else:
+            uw = uend - ustart
+            joined = grid[:, ustart:uend].tobytes().decode("ascii")
+            uniqs = map(joined.__getitem__, map(slice, range(0, n * uw, uw),
+                                                range(uw, n * uw + 1, uw)))
+            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
+        tags = repeat(tags_code(props.get("TAGS")), n)
+        return list(map(_new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
 
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
         if self.store.lmq is None:
@@ -171,9 +383,10 @@ class SendProcessor:
     # ------------------------------------------------------------------ processing
 
     def _inner_batch(self, h: SendMessageRequestHeader, qid: int, body: bytes | bytearray |
-                     memoryview, born: HostAddr, wait_default: bool = True) -> PutResult | None:
+                     memoryview, born: HostAddr) -> tuple[PutResult, bool] | None:
         """Store a batch sent to a BatchCQ topic as ONE record (RIP-26), or ``None`` when it
-        is not an inner batch (no batch-level UNIQ_KEY: split it as an outer batch).
+        is not an inner batch (no batch-level UNIQ_KEY: split it as an outer batch). Also
+        whether the producer waits for the flush.
 
         The body is never trusted: a compressed body is inflated once with a hard output
         cap (decompression bombs stop there), the entries are counted with a structural
@@ -207,15 +420,89 @@ class SendProcessor:
         props.setdefault("CLUSTER", self.app.config.broker_cluster_name)
         raw = encode_properties(props)
         keys = (props["UNIQ_KEY"], *(k for k in props.get("KEYS", "").split(" ") if k))
-        wait = props.get("WAIT", "true").lower() != "false" and wait_default
+        wait = props.get("WAIT", "true").lower() != "false"
         result = self.store.put_inner_batch(
             h.topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
             keys=keys if self._index else (), sys_flag=h.sys_flag,
-            born_timestamp=h.born_timestamp, born_host=born, wait_flush=wait)
+            born_timestamp=h.born_timestamp, born_host=born, wait_flush=False)
         self.app.stats.on_put(h.topic, count, len(body))
-        return result
+        return result, wait
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        code = cmd.code
+        if code in (_SEND_V2, _SEND):
+            fields = decode_send_fields(code, cmd.ext_fields)
+            if fields is not None:
+                response = self._fast(conn, cmd, fields)
+                if response is not _GENERIC:
+                    return response
+        return self._process(conn, cmd)
+
+    def _plain_topic(self, topic: str) -> bool:
+        """Whether sends to ``topic`` may take the fast path as far as its name goes."""
+        if validate_topic(topic) is not None or topic.startswith((RETRY_PREFIX, LMQ_PREFIX)):
+            return False
+        if len(self._plain_topics) > 65536:
+            self._plain_topics.clear()
+        self._plain_topics.add(topic)
+        return True
+
+    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
+              ) -> RemotingCommand | None:
+        """A plain single send, or :data:`_GENERIC` when it is not one (see the module
+        docstring). Nothing is changed before the append, so falling back is safe."""
+        topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
+        tc = self._topics.get(topic)
+        body = cmd.body
+        if (tc is None or sys_flag & SYSFLAG_INNER_BATCH or self.store.is_batch_topic(topic)
+                or not (topic in self._plain_topics or self._plain_topic(topic))
+                or not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE
+                or (qid >= tc.read_queue_nums and qid >= tc.write_queue_nums)
+                or len(body) > self._max_body):
+            return _GENERIC
+        if text:
+            if "INNER_" in text or "DELAY\x01" in text or "TIMER_" in text:
+                return _GENERIC
+            try:
+                raw = text.encode("utf-8")
+            except UnicodeEncodeError:
+                return _GENERIC
+            props = _parse_properties(text)
+            if "CLUSTER" not in props:
+                raw += self._cluster_prop
+            if len(raw) > MAX_PROPERTIES_BYTES:
+                return _GENERIC
+            keys: tuple[str, ...] = ()
+            if self._index:
+                uniq = props.get("UNIQ_KEY")
+                ks = props.get("KEYS")
+                keys = (uniq,) if uniq else ()
+                if ks:
+                    keys += tuple(k for k in ks.split(" ") if k)
+            wait = props.get("WAIT", "true").lower() != "false"
+            msg = _new_input((body, raw, flag, tags_code(props.get("TAGS")), keys))
+        else:
+            wait = True
+            msg = _new_input((body, self._cluster_prop, flag, 0, ()))
+        try:
+            result = self.store.put(
+                topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                born_host=self._born_host(conn.remote_address), reconsume_times=reconsume,
+                wait_flush=False)
+        except MessageTooLarge as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        except StoreReadOnly as exc:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+        except ValueError as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        self.app.stats.on_put(topic, 1, result.sizes[0])
+        if wait and self._sync and self._durability().wait(
+                result.phys_offsets[0] + result.sizes[0], (conn, cmd, qid, result, None)):
+            return None
+        return self._response(cmd, qid, result, _SUCCESS)
+
+    def _process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """The generic path: every feature and every error."""
         h = self._header(cmd)
         if self.store.is_lmq(h.topic):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
@@ -234,26 +521,27 @@ class SendProcessor:
         # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
         h, qid, reply_qid = route_send(self.app, h, qid, cmd.version, is_batch)
         try:
-            inner = self._inner_batch(h, qid, cmd.body, born) if is_batch and batch_cq else None
+            inner = (self._inner_batch(h, qid, cmd.body, born) if is_batch and batch_cq
+                     else None)
             if inner is not None:
-                return self._finish(conn, cmd, qid, inner, batch_uniq=True)
+                return self._finish(conn, cmd, qid, *inner, batch_uniq=True)
             if is_batch:
                 msgs, wait = self._batch(cmd.body)
                 result = self.store.put_batch(
                     h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
-                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
             elif h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
                 msg, wait = self._message(cmd.body, h.properties, h.flag)
                 lmqs = self._lmq_targets(h)
                 result = self.store.put_multi_dispatch(
                     h.topic, qid, msg, lmqs, sys_flag=h.sys_flag,
                     born_timestamp=h.born_timestamp, born_host=born,
-                    reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+                    reconsume_times=h.reconsume_times or 0, wait_flush=False)
             else:
                 msg, wait = self._message(cmd.body, h.properties, h.flag)
                 result = self.store.put(
                     h.topic, qid, msg, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
-                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=wait)
+                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
         except MessageTooLarge as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         except StoreReadOnly as exc:
@@ -261,30 +549,44 @@ class SendProcessor:
         except ValueError as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
-        return self._finish(conn, cmd, reply_qid, result)
+        return self._finish(conn, cmd, reply_qid, result, wait)
+
+    def _durability(self) -> GroupCommitWaiters:
+        waiters = self._waiters
+        if waiters is None:
+            flusher = self.store.flusher
+            assert flusher is not None  # a started store
+            waiters = self._waiters = GroupCommitWaiters(flusher, self._durable)
+        return waiters
+
+    def _durable(self, item: _Pending, durable: bool) -> None:
+        conn, cmd, qid, result, uniq = item
+        conn.send_response(self._response(cmd, qid, result,
+                                          _SUCCESS if durable else _TIMEOUT, uniq))
 
     def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
-                batch_uniq: bool = False) -> RemotingCommand | None:
+                wait: bool, batch_uniq: bool = False) -> RemotingCommand | None:
         uniq = None
         if batch_uniq:
             props = cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or ""
             uniq = decode_properties(props.encode()).get("UNIQ_KEY")
-        if result.durable is None:
-            return self._response(cmd, qid, result, ResponseCode.SUCCESS, uniq)
-        fut = asyncio.wrap_future(result.durable)
-        fut.add_done_callback(lambda f: conn.send_response(self._response(
-            cmd, qid, result,
-            ResponseCode.SUCCESS if not f.cancelled() and f.result() is FlushStatus.FLUSHED
-            else ResponseCode.FLUSH_DISK_TIMEOUT, uniq)))
-        return None
+        if wait and self._sync and self._durability().wait(
+                result.phys_offsets[-1] + result.sizes[-1], (conn, cmd, qid, result, uniq)):
+            return None
+        return self._response(cmd, qid, result, _SUCCESS, uniq)
 
     def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
                   code: int, batch_uniq: str | None = None) -> RemotingCommand:
         host = self.store.store_host
-        if result.count == 1:
-            msg_id = encode_offset_msg_id(host, result.phys_offsets[0])
+        if host is not self._id_host:  # the offset id of physical offset p is prefix + %016X
+            self._id_prefix = encode_offset_msg_id(host, 0)[:-16]
+            self._id_host = host
+        prefix = self._id_prefix
+        phys = result.phys_offsets
+        if len(phys) == 1:
+            msg_id = f"{prefix}{phys[0]:016X}"
         else:
-            msg_id = ",".join(encode_offset_msg_id(host, p) for p in result.phys_offsets)
+            msg_id = ",".join(map(f"{prefix}%016X".__mod__, phys))
         ext = {
             "msgId": msg_id,
             "queueId": str(qid),
@@ -294,5 +596,7 @@ class SendProcessor:
         }
         if batch_uniq:
             ext["batchUniqId"] = batch_uniq
-        return cmd.response(code, None if code == ResponseCode.SUCCESS else "flush disk timeout",
-                            ext)
+        return RemotingCommand(
+            code=code, opaque=cmd.opaque, flag=FLAG_RESPONSE,
+            remark=None if code == _SUCCESS else "flush disk timeout", ext_fields=ext,
+            serialize_type=cmd.serialize_type)

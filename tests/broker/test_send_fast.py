@@ -1,0 +1,259 @@
+"""Golden tests: the send fast paths against the generic path on the same inputs.
+
+Two brokers of one cluster get the same generated sends: broker A through
+:meth:`SendProcessor.process` (fast path first), broker B through the generic path only.
+Both must answer alike -- code, remark, queue id and offset, the physical offset inside the
+offset message id -- and store alike: every stored record's fields but the store time and
+the store host (each broker has its own port). Generated sends cover the plain case and its
+neighbours: V1 and V2 keys, odd numbers, unknown or invalid topics, retry topics, delays,
+batches (uniform and not), inner-batch flags, oversized properties.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.broker.app import BrokerApp
+from tidemq.broker.processors.send import SendProcessor
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import BrokerResponseError
+from tidemq.formats.batch import encode_batch
+from tidemq.formats.msgid import decode_offset_msg_id
+from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import Record, decode_record
+from tidemq.testing import Cluster
+
+GOLDEN = settings(max_examples=200, deadline=None,
+                  suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                         HealthCheck.too_slow])
+
+_V1 = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+       "bornTimestamp", "flag", "properties", "reconsumeTimes", "maxReconsumeTimes", "batch")
+_V2 = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l", "m")
+
+
+class _Conn:
+    """What the processor uses of a connection."""
+
+    remote_address = "127.0.0.1:40001"
+
+    def __init__(self) -> None:
+        self.sent: list[RemotingCommand] = []
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        self.sent.append(cmd)
+        return True
+
+
+class Pair:
+    def __init__(self, a: BrokerApp, b: BrokerApp) -> None:
+        self.a, self.b = a, b
+        self.fast = SendProcessor(a)
+        self.generic = SendProcessor(b)
+
+    def run(self, cmd: RemotingCommand, seed: int) -> tuple[Any, Any]:
+        out = []
+        for app, call in ((self.a, self.fast.process), (self.b, self.generic._process)):
+            random.seed(seed)  # the same pick for queueId < 0
+            clone = RemotingCommand(code=cmd.code, opaque=cmd.opaque,
+                                    ext_fields=dict(cmd.ext_fields), body=cmd.body,
+                                    version=cmd.version)
+            try:
+                resp = call(_Conn(), clone)  # type: ignore[arg-type]
+            except BrokerResponseError as exc:
+                out.append(("error", exc.code, exc.remark))
+                continue
+            assert resp is not None  # ASYNC_FLUSH answers at once
+            ext = dict(resp.ext_fields)
+            ids = ext.pop("msgId").split(",")
+            phys = [decode_offset_msg_id(i)[1] for i in ids]
+            out.append(("ok", resp.code, resp.remark, resp.opaque, ext, phys,
+                        [_record(app, p) for p in phys]))
+        return out[0], out[1]
+
+
+def _record(app: BrokerApp, phys: int) -> tuple[Any, ...]:
+    view = app.store.read_record(phys)
+    assert view is not None
+    rec = decode_record(view, expected_physical_offset=phys)
+    assert isinstance(rec, Record)
+    born = "store time" if rec.born_timestamp == rec.store_timestamp else rec.born_timestamp
+    return (rec.topic, rec.queue_id, rec.queue_offset, rec.flag, rec.sys_flag, born,
+            rec.born_host, rec.reconsume_times, bytes(rec.body),
+            bytes(rec.properties))
+
+
+@pytest.fixture
+async def pair(cluster: Cluster) -> AsyncIterator[Pair]:
+    a, b = cluster.brokers[0], cluster.brokers[1]
+    for broker in (a, b):
+        async with Peer(broker.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Gold", 4))
+            await peer.ok(wire.create_topic("GoldRO", 2, perm=4))
+            await peer.ok(wire.create_topic("GoldRead8", 2, read=8))
+            await peer.ok(wire.create_topic("GoldCQ", 2, attributes="+queue.type=BatchCQ"))
+    yield Pair(a, b)
+
+
+_TOPICS = st.sampled_from(["Gold", "GoldCQ", "GoldRO", "GoldRead8", "Fresh", "bad topic",
+                           "", "%RETRY%gg", "%LMQ%x", "SCHEDULE_TOPIC_XXXX", "T" * 128])
+_NUMS = st.sampled_from(["0", "1", "2", "3", "5", "9", "-1", "007", "+1", "x", "", " 1",
+                         "99999999999", "2147483648", "\u0661"])
+_VALUES = st.sampled_from(["v", "true", "false", "TagA", "k1 k2", "", "x\x01y", "é"])
+_NAMES = st.sampled_from(["UNIQ_KEY", "WAIT", "TAGS", "KEYS", "CLUSTER", "DELAY", "INNER_NUM",
+                          "TIMER_DELAY_SEC", "X", ""])
+
+
+@st.composite
+def _properties(draw: st.DrawFn) -> str | None:
+    roll = draw(st.integers(0, 9))
+    if roll == 0:
+        return None
+    if roll == 1:
+        return draw(st.text(max_size=30))
+    pairs = {"UNIQ_KEY": draw(st.text("0123456789ABCDEF", min_size=1, max_size=32))}
+    if draw(st.booleans()):
+        pairs["WAIT"] = draw(_VALUES)
+    for _ in range(draw(st.integers(0, 3))):
+        pairs[draw(_NAMES)] = draw(_VALUES)
+    text = "".join(f"{k}\x01{v}\x02" for k, v in pairs.items())
+    if draw(st.integers(0, 20)) == 0:
+        text += "BIG\x01" + "v" * 32_760 + "\x02"
+    return text
+
+
+@st.composite
+def _batch_body(draw: st.DrawFn) -> bytes:
+    n = draw(st.sampled_from([0, 1, 3, 16, 24]))
+    base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
+                                 {"CLUSTER": "c"}, {"INNER_MULTI_DISPATCH": "%LMQ%q"}]))
+    uniform = draw(st.booleans())
+    entries = []
+    for i in range(n):
+        props = dict(base)
+        if draw(st.integers(0, 5)):
+            props["UNIQ_KEY"] = f"{i:032X}" if uniform else draw(
+                st.text("0123456789ABCDEF\x02é", min_size=1, max_size=34))
+        body = b"b" * 8 if uniform else draw(st.binary(max_size=12))
+        flag = 0 if uniform else draw(st.integers(0, 3))
+        entries.append((body, encode_properties(props), flag))
+    data = bytearray(encode_batch(entries))
+    if data and draw(st.integers(0, 6)) == 0:
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+_JUNK: dict[int, st.SearchStrategy[str | None]] = {
+    1: _TOPICS,
+    2: st.sampled_from(["Gold", "Nope", "GoldRO", "GoldCQ"]),
+    3: _NUMS,
+    4: _NUMS,
+    5: st.sampled_from(["128", "1", "x", "2147483648"]),
+    6: st.sampled_from(["1", "x", "99999999999999999999", "-5"]),  # not 0: the store time
+    7: _NUMS,
+    9: st.sampled_from(["0", "2", "x", "-1"]),
+    10: st.sampled_from(["16", "-1", "x"]),
+    11: st.sampled_from(["false", "true", "1", "0", "TRUE"]),
+}
+
+
+@st.composite
+def sends(draw: st.DrawFn) -> RemotingCommand:
+    """A plain send, then up to three fields changed to a neighbouring case."""
+    code = draw(st.sampled_from([RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE_V2,
+                                 RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE]))
+    keys = _V1 if code == RequestCode.SEND_MESSAGE else _V2
+    values: list[str | None] = [
+        "pg", "Gold", "TBW102", "4", draw(st.sampled_from(["0", "1", "3"])), "0",
+        "1763780000000", draw(st.sampled_from(["0", "7"])), draw(_properties()),
+        None, None, None,
+    ]
+    for _ in range(draw(st.integers(0, 3))):
+        field = draw(st.sampled_from(sorted(_JUNK)))
+        values[field] = draw(_JUNK[field])
+    ext = {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+    if draw(st.integers(0, 30)) == 0:
+        del ext[draw(st.sampled_from(sorted(ext)))]
+    is_batch = code == RequestCode.SEND_BATCH_MESSAGE or ext.get(keys[-1]) in ("true", "1")
+    body = draw(_batch_body()) if is_batch else draw(st.binary(max_size=16))
+    return RemotingCommand.request(code, ext, body)
+
+
+@GOLDEN
+@given(cmd=sends(), seed=st.integers(0, 1000))
+async def test_fast_paths_answer_and_store_as_the_generic_path(
+        pair: Pair, cmd: RemotingCommand, seed: int) -> None:
+    fast, generic = pair.run(cmd, seed)
+    assert fast == generic
+    event(f"{fast[0]} {fast[1]} {str(fast[2])[:50]}")
+
+
+async def test_the_plain_send_takes_the_fast_path(pair: Pair,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def generic(*_: object) -> None:
+        raise AssertionError("took the generic path")
+
+    monkeypatch.setattr(pair.fast, "_process", generic)
+    for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+        cmd = wire.send("Gold", b"x", code=code, queue_id=1,
+                        properties=wire.props(tags="T", keys="a b"))
+        resp = pair.fast.process(_Conn(), cmd)  # type: ignore[arg-type]
+        assert resp is not None and resp.code == 0
+
+
+def _split(proc: SendProcessor, body: bytes) -> Any:
+    try:
+        msgs, wait = proc._batch(body)
+    except BrokerResponseError as exc:
+        return ("error", exc.code, exc.remark)
+    return wait, [(bytes(m.body), m.properties, m.flag, m.tags_code, m.keys) for m in msgs]
+
+
+@st.composite
+def _uniform_bodies(draw: st.DrawFn) -> bytes:
+    """Batches of one layout (UNIQ_KEYs of one length), sometimes with a byte changed;
+    mostly large enough for the array split."""
+    n = draw(st.sampled_from([1, 15, 16, 17, 40]))
+    width = draw(st.integers(1, 34))
+    base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
+                                 {"CLUSTER": "c", "WAIT": "false"}, {"KEYS": "k"}]))
+    with_uniq = draw(st.integers(0, 5)) > 0
+    order = sorted([*base, *(["UNIQ_KEY"] if with_uniq else [])], reverse=draw(st.booleans()))
+    entries = []
+    for i in range(n):
+        props = dict(base)
+        if with_uniq:
+            props["UNIQ_KEY"] = f"{i:0{width}X}"[-width:]
+        entries.append((b"body", encode_properties({k: props[k] for k in order}), i % 3))
+    data = bytearray(encode_batch(entries))
+    for _ in range(draw(st.integers(0, 2))):
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] = draw(st.sampled_from([0, 1, 2, 0x41, 0x80, 0xC3, 0xFF]))
+    return bytes(data)
+
+
+@GOLDEN
+@given(body=_uniform_bodies())
+async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
+    walker = SendProcessor(pair.a)
+    walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
+    assert _split(pair.fast, body) == _split(walker, body)
+
+
+async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
+    body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
+                          i) for i in range(20)])
+    split = pair.fast._uniform_batch(body)
+    assert split is not None
+    msgs, wait = split
+    assert wait and [m.keys for m in msgs] == [(f"{i:032X}",) for i in range(20)]
+    assert [m.flag for m in msgs] == list(range(20))

@@ -1,0 +1,82 @@
+"""decode_send_fields (the send fast path's header read) against the header schema."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.codec.command import RequestCode
+from tidemq.codec.headers import (
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    decode_send_fields,
+    decode_send_header,
+)
+from tidemq.errors import RemoteProtocolError
+
+_NUMBERS = st.one_of(
+    st.integers(-(2**64), 2**64).map(str),
+    st.sampled_from(["", "+1", "-0", "007", " 1", "1 ", "1_0", "\u0661", "0x1", "9" * 9, "9" * 10,
+                     "9" * 18, "9" * 19, "2147483647", "2147483648", "9223372036854775807",
+                     "9223372036854775808"]),
+    st.text(max_size=4),
+)
+_FIELDS = ["producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id",
+           "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times",
+           "max_reconsume_times", "batch"]
+_STRINGS = {"producer_group", "topic", "default_topic", "properties"}
+
+
+@st.composite
+def exts(draw: st.DrawFn, v2: bool) -> dict[str, str]:
+    schema = SendMessageRequestHeaderV2 if v2 else SendMessageRequestHeader
+    keys = schema.ext_keys()
+    ext: dict[str, str] = {}
+    for name in _FIELDS:
+        if draw(st.integers(0, 12)) == 0:
+            continue
+        if name in _STRINGS:
+            ext[keys[name]] = draw(st.text(max_size=8))
+        elif name == "batch":
+            ext[keys[name]] = draw(st.sampled_from(["true", "TRUE", "1", "0", "false", "x"]))
+        elif draw(st.integers(0, 2)):
+            ext[keys[name]] = str(draw(st.integers(0, 2**31 - 1)))
+        else:
+            ext[keys[name]] = draw(_NUMBERS)
+    if draw(st.booleans()):
+        ext["bname"] = "broker-a"
+    return ext
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), code=st.sampled_from([RequestCode.SEND_MESSAGE,
+                                             RequestCode.SEND_MESSAGE_V2]))
+def test_fields_are_the_schemas_or_none(data: st.DataObject, code: int) -> None:
+    ext = data.draw(exts(code == RequestCode.SEND_MESSAGE_V2))
+    fields = decode_send_fields(code, ext)
+    try:
+        h = decode_send_header(code, ext)
+    except RemoteProtocolError:
+        assert fields is None
+        return
+    if fields is None:
+        return  # not the plain case: the caller takes the schema's answer
+    assert not h.batch
+    assert fields == (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, h.properties,
+                      h.reconsume_times or 0)
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_a_java_style_header_is_read(code: int) -> None:
+    h = SendMessageRequestHeader(
+        producer_group="pg", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=3, sys_flag=0, born_timestamp=1763780000000, flag=7, properties="A\x01b\x02",
+        reconsume_times=0, max_reconsume_times=16, batch=False)
+    if code == RequestCode.SEND_MESSAGE_V2:
+        ext = h.convert(SendMessageRequestHeaderV2).to_ext()
+    else:
+        ext = h.to_ext()
+    assert decode_send_fields(code, ext) == ("T", 3, 0, 1763780000000, 7, "A\x01b\x02", 0)
+    ext["m" if code == RequestCode.SEND_MESSAGE_V2 else "batch"] = "true"
+    assert decode_send_fields(code, ext) is None

@@ -198,3 +198,75 @@ def test_batches_write_the_bytes_encode_record_writes(open_store: OpenStore) -> 
                 born_host=born or store.store_host, store_host=store.store_host,
                 store_timestamp=clock.now, queue_offset=res.queue_offset + i,
                 physical_offset=phys, reconsume_times=1))
+
+
+def test_a_uniform_batch_writes_the_bytes_encode_record_writes(open_store: OpenStore) -> None:
+    """Same-sized bodies and properties take the tiled-template path; every record is
+    still exactly what encode_record makes, flags, offsets and store time included."""
+    clock = FakeClock(1_700_000_000_500)
+    store = open_store(clock=clock, mapped_file_size_commit_log=1 << 20)
+    store.put("Topic", 2, msg(b"first"))  # queue offset 0, physical offset 0: patched ones
+    msgs = [MessageInput(bytes([65 + i]) * 40, b"UNIQ_KEY\x01%02d\x02" % i, flag=i % 3,
+                         tags_code=i) for i in range(12)]
+    res = store.put_batch("Topic", 2, msgs, sys_flag=0x2, born_timestamp=77, born_host=BORN,
+                          reconsume_times=1)
+    assert res.queue_offset == 1 and res.count == 12
+    for i, (phys, size) in enumerate(zip(res.phys_offsets, res.sizes, strict=True)):
+        stored = store.read_record(phys)
+        assert stored is not None
+        expected = encode_record(topic=b"Topic", queue_id=2, body=msgs[i].body,
+                                 properties=msgs[i].properties, flag=msgs[i].flag, sys_flag=0x2,
+                                 born_timestamp=77, born_host=BORN, store_host=store.store_host,
+                                 store_timestamp=clock.now, queue_offset=1 + i,
+                                 physical_offset=phys, reconsume_times=1)
+        assert bytes(stored) == bytes(expected) and size == len(expected)
+    assert store.wait_dispatched()
+    got = [r.body for r in records(store.get("Topic", 2, 1, 64))]
+    assert got == [m.body for m in msgs]
+
+
+def test_put_without_a_cached_layout_writes_the_same_bytes(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past LAYOUTS_PER_TOPIC shapes a topic's puts are packed and joined instead."""
+    monkeypatch.setattr("tidemq.store.message_store.LAYOUTS_PER_TOPIC", 1)
+    clock = FakeClock(1_700_000_000_900)
+    store = open_store(clock=clock)
+    store.put("T", 0, msg(b"first"))
+    results = [store.put("T", 0, MessageInput(b"y" * n, b"KEYS\x01k\x02", flag=n))
+               for n in (3, 4, 5)]
+    for n, res in zip((3, 4, 5), results, strict=True):
+        stored = store.read_record(res.phys_offsets[0])
+        assert stored is not None
+        assert bytes(stored) == bytes(encode_record(
+            topic=b"T", queue_id=0, body=b"y" * n, properties=b"KEYS\x01k\x02", flag=n,
+            born_timestamp=clock.now, store_host=store.store_host, born_host=store.store_host,
+            store_timestamp=clock.now, queue_offset=res.queue_offset,
+            physical_offset=res.phys_offsets[0]))
+
+
+def test_a_put_with_a_field_out_of_range_leaves_no_partial_record(
+        open_store: OpenStore) -> None:
+    store = open_store()
+    store.put("T", 0, msg(b"first"))
+    end = store.commitlog.max_offset
+    with pytest.raises(Exception, match=r"format requires|out of range|argument"):
+        store.put("T", 0, MessageInput(b"body", flag=1 << 40))
+    assert store.commitlog.max_offset == end
+    tail = store.commitlog.segments[-1].mm[end : end + 200]
+    assert tail == bytes(200)  # nothing half-written past the end
+    ok = store.put("T", 0, msg(b"after"))
+    assert ok.queue_offset == 1 and ok.phys_offsets[0] == end
+
+
+def test_memoryview_properties_write_the_same_bytes(open_store: OpenStore) -> None:
+    clock = FakeClock(1_700_000_001_000)
+    store = open_store(clock=clock)
+    store.put("T", 0, msg(b"first"))
+    store.put("T", 0, MessageInput(b"abc", b"KEYS\x01k\x02"))  # the shape gets a layout
+    res = store.put("T", 0, MessageInput(b"abc", memoryview(b"KEYS\x01k\x02")))  # type: ignore[arg-type]
+    stored = store.read_record(res.phys_offsets[0])
+    assert stored is not None
+    assert bytes(stored) == bytes(encode_record(
+        topic=b"T", queue_id=0, body=b"abc", properties=b"KEYS\x01k\x02",
+        born_timestamp=clock.now, store_host=store.store_host, born_host=store.store_host,
+        store_timestamp=clock.now, queue_offset=2, physical_offset=res.phys_offsets[0]))

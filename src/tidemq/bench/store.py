@@ -59,11 +59,11 @@ def _store(root: Path, cfg: StoreBenchConfig, **changes: Any) -> MessageStore:
 def _append(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
     store = _store(root, cfg)
     msg = MessageInput(b"x" * cfg.body_size, b"TAGS\x01bench\x02", tags_code=1)
-    n = cfg.messages
+    n, queues = cfg.messages, cfg.queues
     put = store.put
     c0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
-        put("bench", i % cfg.queues, msg)
+        put("bench", i % queues, msg)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
     return {"messages": n, "seconds": dt, "msgs_per_s": n / dt, "cpu_us": cpu / n * 1e6}
@@ -72,10 +72,11 @@ def _append(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
 def _append_batch(root: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
     store = _store(root, cfg)
     msgs = [MessageInput(b"x" * cfg.body_size, b"TAGS\x01bench\x02", tags_code=1)] * cfg.batch
-    calls = cfg.messages // cfg.batch
+    calls, queues = cfg.messages // cfg.batch, cfg.queues
+    put_batch = store.put_batch
     c0, t0 = time.process_time(), time.perf_counter()
     for i in range(calls):
-        store.put_batch("bench", i % cfg.queues, msgs)
+        put_batch("bench", i % queues, msgs)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     store.shutdown()
     n = calls * cfg.batch

@@ -8,15 +8,16 @@ once. A batch is never split across segments.
 
 Python pays per object, so batches of IPv4 records are built column-wise with numpy: the
 88-byte fixed headers are one structured array, and when every body and every property
-string of the batch has the same length (the usual shape of a producer batch) the whole
-batch is a 2-D byte array filled one column range at a time. Only the body CRCs are
-computed per message.
+string of the batch has the same length (the usual shape of a producer batch) a cached
+template record is tiled and the whole batch is one structured array whose fields are the
+columns that vary (CRC, flag, body, properties; offsets and store time when patched):
+a dozen numpy calls per batch whatever its size. Only the body CRCs are computed per
+message.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -45,9 +46,6 @@ _TS = struct.Struct(">q")
 _QUEUE_ID = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _VECTOR_MIN = 8
-_BODY = operator.itemgetter(0)
-_PROPS = operator.itemgetter(1)
-_FLAG = operator.itemgetter(2)
 
 #: FIXED_V4 as a numpy record, field by field (offsets in formats/record.py).
 HEADER_DTYPE = np.dtype([
@@ -75,31 +73,44 @@ class EncodedBatch(NamedTuple):
     starts: Sequence[int]  # a range when every record has the same size
     sizes: Sequence[int]
     ts_offset: int  # STORETIMESTAMP position inside each record
-    grid: npt.NDArray[np.uint8] | None = None  # (n, record size) view when uniform
+    #: Uniform batches: the buffer as one structured row per record (``_uniform_layout``).
+    rows: npt.NDArray[np.void] | None = None
+
+
+Bodies = Sequence[bytes | bytearray | memoryview]
 
 
 def encode_batch(
-    topic: str, queue_id: int, msgs: Sequence[MessageInput], *, sys_flag: int,
-    born_timestamp: int, born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
+    topic: str, queue_id: int, bodies: Bodies, props: Sequence[bytes], flags: Sequence[int], *,
+    sys_flag: int, born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
+    reconsume_times: int = 0, body_lengths: set[int] | None = None,
 ) -> EncodedBatch:
-    """Encode ``msgs`` back to back; offsets and store time are patched later."""
+    """Encode a batch given as columns (``bodies[i]``, ``props[i]`` and ``flags[i]`` are
+    message ``i``'s) back to back; offsets and store time are patched later.
+    ``body_lengths``: the set of ``len(body)``, when the caller has it already."""
     tbytes = topic.encode("utf-8")
     v4 = len(born_host.ip) == 4 and len(store_host.ip) == 4 and len(tbytes) <= MAX_V1_TOPIC_BYTES
     if not v4:
-        return _encode_each(tbytes, queue_id, msgs, sys_flag, born_timestamp, born_host,
-                            store_host, reconsume_times)
-    return _encode_columns(tbytes, queue_id, msgs, sys_flag & ~0x30, born_timestamp, born_host,
-                           store_host, reconsume_times)
+        return _encode_each(tbytes, queue_id, bodies, props, flags, sys_flag, born_timestamp,
+                            born_host, store_host, reconsume_times)
+    if body_lengths is None:
+        body_lengths = set(map(len, bodies))
+    if (len(bodies) >= _VECTOR_MIN and len(body_lengths) == 1
+            and len(set(map(len, props))) == 1):
+        return _encode_uniform(tbytes, queue_id, bodies, props, flags, sys_flag & ~0x30,
+                               born_timestamp, born_host, store_host, reconsume_times)
+    return _encode_columns(tbytes, queue_id, bodies, props, flags, sys_flag & ~0x30,
+                           born_timestamp, born_host, store_host, reconsume_times)
 
 
-def _encode_each(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], sys_flag: int,
-                 born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
-                 reconsume_times: int) -> EncodedBatch:
+def _encode_each(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[bytes],
+                 flags: Sequence[int], sys_flag: int, born_timestamp: int, born_host: HostAddr,
+                 store_host: HostAddr, reconsume_times: int) -> EncodedBatch:
     parts, starts, sizes = [], [], []
     pos = 0
-    for m in msgs:
+    for body, properties, flag in zip(bodies, props, flags, strict=True):
         rec = encode_record(
-            topic=tbytes, queue_id=queue_id, body=m.body, properties=m.properties, flag=m.flag,
+            topic=tbytes, queue_id=queue_id, body=body, properties=properties, flag=flag,
             sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
             store_host=store_host, reconsume_times=reconsume_times,
         )
@@ -111,21 +122,17 @@ def _encode_each(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], sys
     return EncodedBatch(bytearray().join(parts), starts, sizes, store_timestamp_offset(flag_v6))
 
 
-def _crc_column(bodies: list[bytes | bytearray | memoryview]) -> npt.NDArray[np.uint32]:
+def _crc_column(bodies: Bodies) -> npt.NDArray[np.uint32]:
     crcs = np.fromiter(map(_crc32, bodies), dtype=">u4", count=len(bodies))
     crcs &= 0x7FFFFFFF
     return crcs
 
 
-def _encode_columns(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], sys_flag: int,
-                    born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
+def _encode_columns(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[bytes],
+                    flags: Sequence[int], sys_flag: int, born_timestamp: int,
+                    born_host: HostAddr, store_host: HostAddr,
                     reconsume_times: int) -> EncodedBatch:
-    n = len(msgs)
-    bodies = list(map(_BODY, msgs))
-    props = list(map(_PROPS, msgs))
-    if n >= _VECTOR_MIN and len(set(map(len, bodies))) == 1 and len(set(map(len, props))) == 1:
-        return _encode_uniform(tbytes, queue_id, msgs, bodies, props, sys_flag, born_timestamp,
-                               born_host, store_host, reconsume_times)
+    n = len(bodies)
     blens = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
     plens = np.fromiter(map(len, props), dtype=np.int64, count=n)
     tail = bytes([len(tbytes)]) + tbytes
@@ -135,7 +142,6 @@ def _encode_columns(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], 
     hdr["magic"] = MAGIC_V1
     hdr["body_crc"] = _crc_column(bodies)
     hdr["queue_id"] = queue_id
-    flags = list(map(_FLAG, msgs))
     if any(flags):
         hdr["flag"] = flags
     hdr["sys_flag"] = sys_flag
@@ -156,40 +162,69 @@ def _encode_columns(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput], 
     return EncodedBatch(bytearray(b"".join(pieces)), starts_arr.tolist(), sizes.tolist(), 56)
 
 
-def _encode_uniform(tbytes: bytes, queue_id: int, msgs: Sequence[MessageInput],
-                    bodies: list[bytes | bytearray | memoryview], props: list[bytes],
-                    sys_flag: int, born_timestamp: int, born_host: HostAddr,
-                    store_host: HostAddr, reconsume_times: int) -> EncodedBatch:
-    """Every record has the same size: tile one template row, then fill varying columns."""
-    n = len(msgs)
+def _encode_uniform(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[bytes],
+                    flags: Sequence[int], sys_flag: int, born_timestamp: int,
+                    born_host: HostAddr, store_host: HostAddr,
+                    reconsume_times: int) -> EncodedBatch:
+    """Every record has the same size: tile one template record, then fill the varying
+    columns through one structured view of the whole batch."""
+    n = len(bodies)
     blen, plen = len(bodies[0]), len(props[0])
-    template = bytearray(_template(tbytes, blen, plen, sys_flag, born_host, store_host,
-                                   reconsume_times))
-    _QUEUE_ID.pack_into(template, 12, queue_id)
-    _TS.pack_into(template, 40, born_timestamp)
-    rec = len(template)
-    buf = template * n  # the template tiled: one allocation, one copy
-    grid = np.frombuffer(buf, dtype=np.uint8).reshape(n, rec)
-    grid[:, 8:12] = _crc_column(bodies).view(np.uint8).reshape(n, 4)
-    flags = list(map(_FLAG, msgs))
+    template, rows_dtype = _uniform_layout(tbytes, blen, plen, sys_flag, born_host, store_host,
+                                           reconsume_times)
+    head = bytearray(template)
+    _QUEUE_ID.pack_into(head, 12, queue_id)
+    _TS.pack_into(head, 40, born_timestamp)
+    rec = len(head)
+    buf = head * n  # the template tiled: one allocation, one copy
+    rows = np.frombuffer(buf, dtype=rows_dtype)
+    crcs = np.fromiter(map(_crc32, bodies), dtype=np.uint32, count=n)
+    crcs &= 0x7FFFFFFF
+    rows["crc"] = crcs
     if any(flags):
-        grid[:, 16:20] = np.array(flags, dtype=">i4").view(np.uint8).reshape(n, 4)
+        rows["flag"] = flags
     if blen:
-        grid[:, 88 : 88 + blen] = np.frombuffer(b"".join(bodies), dtype=np.uint8).reshape(n, blen)
+        rows["body"] = np.frombuffer(b"".join(bodies), dtype=rows_dtype["body"])
     if plen:
-        grid[:, rec - plen :] = np.frombuffer(b"".join(props), dtype=np.uint8).reshape(n, plen)
-    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56, grid)
+        rows["props"] = np.frombuffer(b"".join(props), dtype=rows_dtype["props"])
+    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56, rows)
 
 
 @functools.lru_cache(maxsize=256)
-def _template(tbytes: bytes, blen: int, plen: int, sys_flag: int, born_host: HostAddr,
-              store_host: HostAddr, reconsume_times: int) -> bytes:
+def _uniform_layout(tbytes: bytes, blen: int, plen: int, sys_flag: int, born_host: HostAddr,
+                    store_host: HostAddr, reconsume_times: int) -> tuple[bytes, np.dtype[np.void]]:
     """One IPv4 record of a uniform batch with zero body, properties, CRC, queue id,
-    offsets and timestamps (the caller patches the queue id and born time)."""
-    return bytes(encode_record(
+    offsets and timestamps (the caller patches the queue id and born time), and the
+    structured dtype of such a record: the columns a batch fills or patches."""
+    template = bytes(encode_record(
         topic=tbytes, queue_id=0, body=bytes(blen), properties=bytes(plen), sys_flag=sys_flag,
         born_host=born_host, store_host=store_host, reconsume_times=reconsume_times, crc=0,
     ))
+    rec = len(template)
+    names = ["crc", "flag", "offsets", "store_timestamp"]
+    formats: list[object] = [">u4", ">i4", (">i8", (2,)), ">i8"]
+    offsets = [8, 16, 20, 56]  # BODYCRC, FLAG, QUEUEOFFSET + PHYSICALOFFSET, STORETIMESTAMP
+    if blen:
+        names.append("body")
+        formats.append(f"V{blen}")
+        offsets.append(88)
+    if plen:
+        names.append("props")
+        formats.append(f"V{plen}")
+        offsets.append(rec - plen)
+    return template, np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                               "itemsize": rec})
+
+
+@functools.lru_cache(maxsize=64)
+def _steps(n: int, rec: int) -> npt.NDArray[np.int64]:
+    """``[[i, i * rec] for i in range(n)]``: what record ``i`` adds to the batch's first
+    queue offset and physical offset."""
+    steps = np.empty((n, 2), dtype=np.int64)
+    steps[:, 0] = np.arange(n, dtype=np.int64)
+    steps[:, 1] = steps[:, 0] * rec
+    steps.flags.writeable = False
+    return steps
 
 
 def patch_batch(enc: EncodedBatch, queue_offset: int, phys_base: int, store_ts: int,
@@ -197,14 +232,10 @@ def patch_batch(enc: EncodedBatch, queue_offset: int, phys_base: int, store_ts: 
     """Fill QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of every record."""
     buf, starts = enc.buf, enc.starts
     n = len(starts)
-    if enc.grid is not None and queue_step is None:
-        grid = enc.grid
-        rec = grid.shape[1]
-        qo = np.arange(queue_offset, queue_offset + n, dtype=">i8")
-        grid[:, 20:28] = qo.view(np.uint8).reshape(n, 8)
-        ph = np.arange(phys_base, phys_base + n * rec, rec, dtype=">i8")
-        grid[:, 28:36] = ph.view(np.uint8).reshape(n, 8)
-        grid[:, 56:64] = np.frombuffer(_TS.pack(store_ts), dtype=np.uint8)
+    rows = enc.rows
+    if rows is not None and queue_step is None:
+        rows["offsets"] = np.add(_steps(n, rows.itemsize), (queue_offset, phys_base))
+        rows["store_timestamp"] = store_ts
         return
     if n < _VECTOR_MIN or queue_step is not None:
         qo_i = queue_offset

@@ -22,7 +22,7 @@ import operator
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, cast
 
 import numpy as np
@@ -54,6 +54,8 @@ _ROW_TAGS = operator.itemgetter(6)
 _ROW_KEYS = operator.itemgetter(7)
 #: Row columns for splitting a queue's rows: end, time, offset, phys, size, tags, keys.
 _ROW_COLUMNS = tuple(operator.itemgetter(i) for i in (0, 1, 3, 4, 5, 6, 7))
+#: Runs an iterator to its end in C (a zero-length deque keeps nothing).
+_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,12 +103,13 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
     if not across_queues:
         return _fold_neighbours(rows)
     keys = list(map(_ROW_KEY, rows))
-    groups: dict[tuple[str, int], list[Row]] = {}
-    for key in set(keys):
-        groups[key] = []
-    adders = {key: group.append for key, group in groups.items()}
-    for key, row in zip(keys, rows, strict=True):
-        adders[key](row)
+    distinct = set(keys)
+    groups: dict[tuple[str, int], list[Row]]
+    if len(distinct) == 1:
+        groups = {keys[0]: rows}
+    else:  # grouped in C: each row appended to its queue's list, no bytecode per row
+        groups = {key: [] for key in distinct}
+        _consume(map(list.append, map(groups.__getitem__, keys), rows))
     out: list[DispatchBatch] = []
     for (topic, queue_id), group in groups.items():
         # Columns by itemgetter, not zip(*group): a backlog's group holds 100,000s of rows,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import enum
 import logging
-import operator
+import mmap
 import struct
 import threading
 import time
@@ -58,9 +58,6 @@ log = logging.getLogger(__name__)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
-_BODY = operator.itemgetter(0)
-_TAGS = operator.itemgetter(3)
-_KEYS = operator.itemgetter(4)
 
 
 def wall_clock_ms() -> int:
@@ -115,8 +112,28 @@ _monotonic = time.monotonic
 _time_ns = time.time_ns
 _FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # FIXED_V4 with each host as 8 bytes
 assert _FIXED_V4.size == FIXED_V4.size
+#: Whole-record layouts kept per topic, one per (body length, properties length) seen first;
+#: a topic's puts of other shapes are packed and joined.
+LAYOUTS_PER_TOPIC = 64
 #: The 2-byte PROPERTIESLENGTH of the usual lengths (longer ones are packed per put).
 _PROPS_LEN = [_I16.pack(n) for n in range(4096)]
+
+
+def _record_layout(tail: bytes, blen: int, plen: int) -> Callable[..., None]:
+    """``pack_into`` of a whole IPv4 V1 record of ``tail``'s topic with a ``blen``-byte
+    body and ``plen`` bytes of properties: the fixed fields, BODY, TOPICLENGTH + TOPIC,
+    PROPERTIESLENGTH and PROPERTIES written into the map by one C call."""
+    return struct.Struct(f"{_FIXED_V4.format}{blen}s{len(tail)}sh{plen}s").pack_into
+
+
+def _pack_joined(mm: mmap.mmap, pos: int, *fields: object) -> None:
+    """What a record layout writes, for properties given as a memoryview (``s`` takes no
+    memoryview): the fixed fields packed, then the variable parts joined behind them."""
+    size = fields[0]
+    assert isinstance(size, int)
+    mm[pos : pos + size] = b"".join((  # type: ignore[arg-type]
+        _FIXED_V4.pack(*fields[:15]), fields[15], fields[16], _I16.pack(fields[17]),
+        fields[18]))
 
 
 class MessageStore:
@@ -156,7 +173,10 @@ class MessageStore:
         self.reader = QueueReader(self.commitlog, self.queues)
         self.recovery_report: RecoveryReport | None = None
         self.put_messages = 0
-        self._topic_shapes: dict[str, tuple[int, bytes]] = {}
+        #: Per topic: fixed record size, TOPICLENGTH + TOPIC, layouts by body and props
+        #: length, and the ``(topic, queue_id)`` key of each queue by queue id.
+        self._topic_shapes: dict[str, tuple[int, bytes, dict[int, Callable[..., None]],
+                                            dict[int, tuple[str, int]]]] = {}
         self._sync_flush = config.sync_flush
         self._flush_timeout = config.sync_flush_timeout / 1000
         self._wall_clock = clock is wall_clock_ms
@@ -331,32 +351,57 @@ class MessageStore:
             # Unknown topic, V2 or IPv6 layout, not running, too large: the general path.
             if shape is None and len(topic.encode()) <= MAX_V1_TOPIC_BYTES:
                 tb = topic.encode()
-                self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb), bytes([len(tb)]) + tb)
+                self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb), bytes([len(tb)]) + tb,
+                                             {}, {})
             return self.put_batch(topic, queue_id, (msg,), sys_flag=sys_flag,
                                   born_timestamp=born_timestamp, born_host=born_host,
                                   reconsume_times=reconsume_times, wait_flush=wait_flush)
-        fixed, tail = shape
+        fixed, tail, layouts, queue_keys = shape
+        pack = layouts.get(blen << 15 | plen) if type(body) is bytes else None  # "s" wants bytes
+        if pack is None and len(layouts) < LAYOUTS_PER_TOPIC and type(body) is bytes:
+            pack = layouts[blen << 15 | plen] = _record_layout(tail, blen, plen)
         size = fixed + blen + plen
         crc = _crc32(body) & 0x7FFFFFFF
-        key = (topic, queue_id)
+        key = queue_keys.get(queue_id)
+        if key is None:  # one key object per queue: a row in flight is one object, not two
+            key = queue_keys[queue_id] = (topic, queue_id)
         cl = self.commitlog
-        with cl.lock:
+        lock = cl.lock
+        lock.acquire()  # not `with`: its __exit__ call costs a third more
+        try:
             now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
             ts = now if now > self._last_ts else self._last_ts
             self._last_ts = ts
             qo = self._next_offsets.get(key, 0)
-            seg = cl.segments[-1] if cl.segments else None
-            if (seg is not None and size + 8 <= seg.size - seg.wrote and cl.werr is None
-                    and cl.disk_full is None):
+            segs = cl.segments
+            if segs and cl.werr is None and cl.disk_full is None:
+                seg = segs[-1]
                 pos = seg.wrote
+                if size + 8 > seg.size - pos:  # BLANK_SIZE: the segment is full
+                    seg, pos = cl.reserve(size)
             else:
                 seg, pos = cl.reserve(size)
             phys = seg.base + pos
-            seg.mm[pos : pos + size] = b"".join((
-                _FIXED_V4.pack(size, MAGIC_V1, crc, queue_id, flag, qo, phys, sys_flag & ~0x30,
-                               born_timestamp or ts, bhost, ts, self._store_host_bytes,
-                               reconsume_times, 0, blen),
-                body, tail, _PROPS_LEN[plen] if plen < 4096 else _I16.pack(plen), props))
+            if pack is None:  # many shapes, or not bytes: the fixed fields packed, then joined
+                seg.mm[pos : pos + size] = b"".join((
+                    _FIXED_V4.pack(size, MAGIC_V1, crc, queue_id, flag, qo, phys,
+                                   sys_flag & ~0x30, born_timestamp or ts, bhost, ts,
+                                   self._store_host_bytes, reconsume_times, 0, blen),
+                    body, tail, _PROPS_LEN[plen] if plen < 4096 else _I16.pack(plen), props))
+            else:
+                try:  # one C call writes the record straight into the map
+                    pack(seg.mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys,
+                         sys_flag & ~0x30, born_timestamp or ts, bhost, ts,
+                         self._store_host_bytes, reconsume_times, 0, blen, body, tail, plen,
+                         props)
+                except BaseException:
+                    seg.mm[pos : pos + size] = bytes(size)  # pack_into may have written a part
+                    if type(props) is bytes:
+                        raise  # a field out of range: nothing stored, as before the write
+                    _pack_joined(seg.mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys,
+                                 sys_flag & ~0x30, born_timestamp or ts, bhost, ts,
+                                 self._store_host_bytes, reconsume_times, 0, blen, body, tail,
+                                 plen, props)  # memoryview properties: joined instead
             end = phys + size
             seg.wrote = pos + size
             self._next_offsets[key] = qo + 1
@@ -365,6 +410,8 @@ class MessageStore:
             if self._live.idle:
                 self._live.poke()
             self.put_messages += 1
+        finally:
+            lock.release()
         if wait_flush and self._sync_flush:
             return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts,
                                            self._join_flush(end),
@@ -388,17 +435,20 @@ class MessageStore:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         if not msgs:
             raise ValueError("put_batch needs at least one message")
+        bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
         limit = self.config.max_message_size
-        biggest = max(map(len, map(_BODY, msgs)))
+        body_lengths = set(map(len, bodies))
+        biggest = max(body_lengths)
         if biggest > limit:
             raise MessageTooLarge(biggest, limit)
-        enc = encode_batch(topic, queue_id, msgs, sys_flag=sys_flag,
+        store_host = self._store_host
+        enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
                            born_timestamp=born_timestamp or self.clock(),
-                           born_host=born_host or self.store_host, store_host=self.store_host,
-                           reconsume_times=reconsume_times)
+                           born_host=born_host or store_host, store_host=store_host,
+                           reconsume_times=reconsume_times, body_lengths=body_lengths)
         key = (topic, queue_id)
         cl = self.commitlog
-        assert self.dispatcher is not None
+        n = len(bodies)
         with cl.lock:
             now = self.clock()
             ts = now if now > self._last_ts else self._last_ts
@@ -408,17 +458,16 @@ class MessageStore:
             phys_base = seg.base + pos
             patch_batch(enc, qo, phys_base, ts)
             cl.write(seg, pos, enc.buf)
-            self._next_offsets[key] = qo + len(msgs)
+            self._next_offsets[key] = qo + n
             end = phys_base + len(enc.buf)
-            if isinstance(enc.starts, range):
-                phys: Sequence[int] = range(phys_base, end, enc.starts.step)
+            starts = enc.starts
+            if type(starts) is range:
+                phys: Sequence[int] = range(phys_base, end, starts.step)
             else:
-                phys = [phys_base + s for s in enc.starts]
-            self.dispatcher.submit(DispatchBatch(
-                topic, queue_id, qo, phys, enc.sizes, list(map(_TAGS, msgs)), ts, end,
-                list(map(_KEYS, msgs)) if self.index is not None else None,
-            ))
-            self.put_messages += len(msgs)
+                phys = [phys_base + s for s in starts]
+            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, enc.sizes, tags, ts, end,
+                                            keys if self._index_keys else None))
+            self.put_messages += n
         return self._result(qo, phys, enc.sizes, ts, end, wait_flush)
 
     @property

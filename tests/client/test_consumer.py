@@ -226,3 +226,21 @@ async def test_seek_drops_the_pull_in_flight(cluster: list[FakeBroker],
         msgs = await consumer.poll(timeout=2)
         assert [m.queue_offset for m in msgs] == [1, 2]
         assert consumer.position(QA) == 3
+
+
+async def test_full_batch_pulls_ahead_without_gaps(cluster: list[FakeBroker],
+                                                   config: ClientConfig) -> None:
+    """A pull that brings a full batch starts the next one before it is decoded; the
+    messages still come in order, each once, and seeking drops the pull ahead."""
+    await _fill(cluster[0], QA, 7)
+    small = ClientConfig(namesrv_addr=config.namesrv_addr, pull_batch_size=2)
+    async with PullConsumer("cg", config=small, consume_from=FIRST) as consumer:
+        consumer.assign([QA])
+        got = await _collect(consumer, 7)
+        assert [m.queue_offset for m in got] == list(range(7))
+        starts = [PullMessageRequestHeader.from_ext(c.ext_fields).queue_offset
+                  for c in cluster[0].log.of(RequestCode.PULL_MESSAGE)]
+        assert starts[:4] == [0, 2, 4, 6]
+        consumer.seek(QA, 1)
+        again = await _collect(consumer, 6)
+        assert [m.queue_offset for m in again] == list(range(1, 7))

@@ -52,6 +52,8 @@ class ConsumeHost(Protocol):
 
 
 def _batches(msgs: Sequence[MessageExt], size: int) -> list[list[MessageExt]]:
+    if isinstance(msgs, list):  # a list's slices are new lists already
+        return [msgs[i:i + size] for i in range(0, len(msgs), size)]
     return [list(msgs[i:i + size]) for i in range(0, len(msgs), size)]
 
 

@@ -15,7 +15,10 @@ Queues come from :meth:`~PullConsumer.assign` (exactly those) or
 is not done here, so every member of a group reads everything).
 
 Per queue the consumer keeps a *fetch offset* (where the next pull starts), a buffer of
-pulled messages not yet returned, and at most one pull in flight. A queue's *position*
+pulled messages not yet returned, and at most one pull in flight. A pull that brings a
+full batch (``pull_batch_size`` offsets: the queue has a backlog) starts the queue's next
+pull as soon as its answer arrives, before its records are decoded, unless the buffer
+already holds a batch: the broker reads the next batch while this side decodes. A queue's *position*
 -- what :meth:`~PullConsumer.commit` stores -- is the offset of its first buffered
 message, or the fetch offset when the buffer is empty. A queue without a position finds
 one first, in a task of its own: the group's committed offset (QUERY_CONSUMER_OFFSET), else
@@ -114,6 +117,10 @@ class _QueueState:
     buffer: list[MessageExt] = dataclasses.field(default_factory=list)
     head: int = 0
     task: asyncio.Task[_Fetched] | None = None
+    #: The pull that follows ``task``, started when its answer came (before decoding it),
+    #: and the offset it reads from; it becomes ``task`` once ``task`` is applied.
+    next: asyncio.Task[_Fetched] | None = None
+    next_offset: int = -1
     backoff: float = 0.0
     committed: int | None = None
 
@@ -156,6 +163,12 @@ class _QueueState:
         if self.task is not None:
             _discard(self.task)
             self.task = None
+        self.drop_next()
+
+    def drop_next(self) -> None:
+        if self.next is not None:
+            _discard(self.next)
+            self.next = None
 
 
 def _discard(task: asyncio.Task[_Fetched]) -> None:
@@ -231,7 +244,8 @@ class PullConsumer:
                 await self.commit()
         finally:
             self._instance = None
-            tasks = [s.task for s in self._states.values() if s.task is not None]
+            tasks = [t for s in self._states.values() for t in (s.task, s.next)
+                     if t is not None]
             for state in self._states.values():
                 state.reset(state.position)
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -492,14 +506,46 @@ class PullConsumer:
         )
         # The pulls of one poll round to one broker go out as one RPC (batch protocol).
         response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
+        if response.code == ResponseCode.SUCCESS and self._pull_ahead(queue, offset, response,
+                                                                      sub):
+            # Let the next pull leave before this one is decoded: it is queued in the next
+            # loop iteration (with the other queues' next pulls) and sent in the one after.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
         return _Fetched(offset, False, read_pull(response, queue, sub, address=addr,
                                                  offset=offset))
+
+    def _pull_ahead(self, queue: MessageQueue, offset: int, response: RemotingCommand,
+                    sub: Subscription) -> bool:
+        """A pull of ``queue`` from ``offset`` brought a full batch (the queue has a
+        backlog): start the next one now, before the batch is decoded, so the broker
+        reads while this side decodes -- unless the queue's buffer already holds a
+        batch, or the queue was reset meanwhile."""
+        state = self._states.get(queue)
+        batch = self.config.pull_batch_size
+        if (state is None or state.next is not None or self._instance is None
+                or state.task is not asyncio.current_task() or state.buffered >= batch):
+            return False
+        try:
+            nxt = int(response.ext_fields["nextBeginOffset"])
+        except (KeyError, ValueError):
+            return False  # read_pull reports it
+        if nxt - offset < batch:
+            return False  # caught up: the next pull would only wait at the broker
+        state.next_offset = nxt
+        state.next = asyncio.ensure_future(self._pull(queue, nxt, sub, 0.0))
+        return True
 
     def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile
             _discard(task)
             return
         state.task = None
+        successor, state.next = state.next, None
+        if successor is not None and (task.cancelled() or task.exception() is not None
+                                      or task.result().result is None):
+            _discard(successor)  # only a pull that brought messages is followed
+            successor = None
         if task.cancelled():
             return
         exc = task.exception()
@@ -522,6 +568,11 @@ class PullConsumer:
                         result.next_offset)
         state.add(result.messages)
         state.fetch_offset = result.next_offset
+        if successor is not None:
+            if state.next_offset == result.next_offset:
+                state.task = successor  # already on its way
+            else:
+                _discard(successor)
 
     def _state(self, queue: MessageQueue) -> _QueueState:
         state = self._states.get(queue)

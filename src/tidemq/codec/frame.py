@@ -28,9 +28,21 @@ from tidemq.codec.command import RemotingCommand, SerializeType
 from tidemq.codec.header import decode_header, encode_header
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "encode_command", "frame_bytes"]
+__all__ = [
+    "DEFAULT_KEEP_CAPACITY",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FrameDecoder",
+    "encode_command",
+    "frame_bytes",
+]
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+#: A decoder's receive buffer keeps at most this size between frames.
+DEFAULT_KEEP_CAPACITY = 4 * 1024 * 1024
+#: The size of a new receive buffer.
+_MIN_READ = 64 * 1024
+#: The least free space :meth:`FrameDecoder.get_buffer` offers.
+_MIN_FREE = 16 * 1024
 
 _LEN_WORD = struct.Struct(">ii")
 _INT = struct.Struct(">i")
@@ -39,30 +51,92 @@ Buffer = bytes | bytearray | memoryview
 
 
 class FrameDecoder:
-    """Incremental decoder for one direction of one connection."""
+    """Incremental decoder for one direction of one connection.
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    Bytes come in either way: :meth:`receive_data` copies a chunk in, or -- for a
+    transport that reads into a caller's buffer (``asyncio.BufferedProtocol``,
+    ``socket.recv_into``) -- :meth:`get_buffer` hands out the free space and
+    :meth:`buffer_updated` says how much of it was filled. Bytes land in one reused
+    buffer (a frame whose length is known gets room for all of it, so a large body is
+    read in place), and each command's header and body are copied out of it once: no
+    per-read allocation, no re-copying of a large body. Between frames the buffer keeps
+    its size up to ``keep_capacity`` bytes; a larger one is dropped once emptied.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 keep_capacity: int = DEFAULT_KEEP_CAPACITY) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._pos = 0
+        self.keep_capacity = keep_capacity
+        self._buf = bytearray(_MIN_READ)
+        self._view = memoryview(self._buf)
+        self._pos = 0  # the first byte not returned as a command
+        self._end = 0  # the end of the bytes received
+        self._want = 0  # bytes from _pos the frame begun there needs (0: not known)
 
     def receive_data(self, data: Buffer) -> None:
         """Append bytes read from the peer."""
-        if self._pos and self._pos >= len(self._buf) // 2:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        n = len(data)
+        start = self._reserve(n)
+        self._view[start : start + n] = data
+        self._end = start + n
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Free space to read into (at least ``sizehint`` bytes, or some KiB when it is
+        -1 or 0); then call :meth:`buffer_updated`. The room of a partly received frame
+        is offered whole."""
+        start = self._reserve(max(sizehint, _MIN_FREE))
+        return self._view[start:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were written at the start of the last :meth:`get_buffer` view."""
+        self._end += nbytes
+
+    def _reserve(self, n: int) -> int:
+        """Make room for ``n`` more bytes (and for all of a frame whose length is known);
+        returns where they go. The buffer is replaced, never resized (a view of it may
+        still be held by the transport), and compacted when that leaves enough room."""
+        pos, end = self._pos, self._end
+        pending = end - pos
+        need = max(pending + n, self._want)  # bytes from ``pos`` that must fit
+        cap = len(self._buf)
+        if not pending:
+            self._pos = self._end = 0
+            if need > cap:
+                self._replace(max(need, min(2 * cap, self.keep_capacity)), 0)
+            elif cap > self.keep_capacity >= need:
+                self._replace(max(need, _MIN_READ), 0)
+            return 0
+        if pos + need <= cap:
+            return end
+        if need <= cap:  # moving the pending bytes to the start makes room
+            self._buf[0:pending] = self._view[pos:end]
+            self._pos, self._end = 0, pending
+        else:
+            grown = min(2 * cap, self.max_frame_size + 4, max(self.keep_capacity, cap))
+            self._replace(max(need, grown), pending)
+        return pending
+
+    def _replace(self, size: int, pending: int) -> None:
+        buf = bytearray(size)
+        buf[0:pending] = self._view[self._pos : self._pos + pending]
+        self._buf, self._view = buf, memoryview(buf)
+        self._pos, self._end = 0, pending
+
+    def clear(self) -> None:
+        """Drop every byte received and not returned yet."""
+        self._pos = self._end = self._want = 0
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as commands."""
-        return len(self._buf) - self._pos
+        return self._end - self._pos
 
     def next_command(self) -> RemotingCommand | None:
         """The next complete command, or ``None`` if more bytes are needed."""
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos < 4:
+        pos, end = self._pos, self._end
+        if end - pos < 4:
             return None
+        buf = self._buf
         (length,) = _INT.unpack_from(buf, pos)
         if length < 4:
             raise RemoteProtocolError(f"frame length {length} is below the 4-byte minimum")
@@ -70,7 +144,8 @@ class FrameDecoder:
             raise RemoteProtocolError(
                 f"frame length {length} exceeds the maximum of {self.max_frame_size} bytes"
             )
-        if len(buf) - pos - 4 < length:
+        if end - pos - 4 < length:
+            self._want = 4 + length
             return None
         (word,) = _INT.unpack_from(buf, pos + 4)
         ser = (word >> 24) & 0xFF
@@ -82,9 +157,11 @@ class FrameDecoder:
         except ValueError:
             raise RemoteProtocolError(f"unknown serialization type {ser}") from None
         hstart = pos + 8
-        header = bytes(buf[hstart : hstart + hlen])
-        body = bytes(buf[hstart + hlen : pos + 4 + length])
+        view = self._view
+        header = bytes(view[hstart : hstart + hlen])
+        body = bytes(view[hstart + hlen : pos + 4 + length])
         self._pos = pos + 4 + length
+        self._want = 0
         cmd = decode_header(header, stype)
         cmd.body = body
         return cmd

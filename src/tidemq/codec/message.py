@@ -188,7 +188,7 @@ class _Decoder:
         last_store = last_born = None  # IP and port as one integer: the cache key
         store_host = born_host = ""
         lazy: tuple[str, dict[str, str] | None] = ("", None)
-        raw_topic, topic = None, ""
+        raw_topic, raw_topic_len, topic = b"", -1, ""
         fixed_qid = self.queue_id
         broker_name = self.broker_name
         while pos < end:
@@ -211,8 +211,9 @@ class _Decoder:
             body = data[pos + _FIXED_SIZE : body_end]
             if check_crc and rec.body_crc(body) != crc:
                 return pos
-            if data[body_end + 1 : props_at - 2] != raw_topic:  # a new topic
-                raw_topic = data[body_end + 1 : props_at - 2]
+            if topic_len != raw_topic_len or not data.startswith(raw_topic, body_end + 1):
+                raw_topic = data[body_end + 1 : props_at - 2]  # a new topic
+                raw_topic_len = topic_len
                 try:
                     topic = raw_topic.decode("utf-8")
                 except UnicodeDecodeError:

@@ -1,8 +1,11 @@
 """One remoting connection, shared by the server side and the client side.
 
-A :class:`Connection` is the asyncio ``Protocol`` of one TCP socket. It owns:
+A :class:`Connection` is the asyncio protocol of one TCP socket. It owns:
 
-* a :class:`~tidemq.codec.frame.FrameDecoder` for the bytes it receives;
+* a :class:`~tidemq.codec.frame.FrameDecoder` for the bytes it receives. It is a
+  ``BufferedProtocol``: the transport reads straight into the decoder's buffer, so
+  receiving allocates nothing per read and a large frame is copied out of it once
+  (``data_received`` is still accepted, for transports that call it);
 * the requests *this side* sent and awaits: a dict ``opaque -> Future`` with a deadline per
   request. One sweep timer per connection, running every 50 ms while requests are
   pending, fails the overdue ones with :class:`~tidemq.errors.RequestTimeout` (a timer per
@@ -93,7 +96,7 @@ _TRANSITIONS: dict[tuple[ConnState, _Event], ConnState] = {
 }
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """The protocol object of one remoting socket; see the module docstring."""
 
     def __init__(
@@ -271,12 +274,24 @@ class Connection(asyncio.Protocol):
         if self._idle_seconds is not None:
             self._idle_timer = self._loop.call_later(self._idle_seconds, self._check_idle)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._decoder.buffer_updated(nbytes)
+        self._frames_received()
+
     def data_received(self, data: bytes) -> None:
+        if self.state is ConnState.OPEN:
+            self._decoder.receive_data(data)
+            self._frames_received()
+
+    def _frames_received(self) -> None:
         if self.state is not ConnState.OPEN:
+            self._decoder.clear()  # closing: what still comes is dropped
             return
         self._last_received = self._loop.time()
         decoder = self._decoder
-        decoder.receive_data(data)
         try:
             while self.state is ConnState.OPEN:
                 cmd = decoder.next_command()

@@ -222,7 +222,7 @@ def _split(proc: SendProcessor, body: bytes) -> Any:
 def _uniform_bodies(draw: st.DrawFn) -> bytes:
     """Batches of one layout (UNIQ_KEYs of one length), sometimes with a byte changed;
     mostly large enough for the array split."""
-    n = draw(st.sampled_from([1, 15, 16, 17, 40]))
+    n = draw(st.sampled_from([1, 3, 4, 5, 15, 16, 17, 40]))
     width = draw(st.integers(1, 34))
     base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
                                  {"CLUSTER": "c", "WAIT": "false"}, {"KEYS": "k"}]))
@@ -257,3 +257,20 @@ async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     msgs, wait = split
     assert wait and [m.keys for m in msgs] == [(f"{i:032X}",) for i in range(20)]
     assert [m.flag for m in msgs] == list(range(20))
+
+
+async def test_a_small_uniform_batch_is_split_without_arrays(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = encode_batch([(b"body%d" % i, encode_properties(
+        {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(5)])
+
+    def arrays(*_: object) -> None:
+        raise AssertionError("took the array split")
+
+    monkeypatch.setattr(pair.fast, "_array_split", arrays)
+    split = pair.fast._uniform_batch(body)
+    assert split is not None
+    walker = SendProcessor(pair.a)
+    walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
+    assert _split(pair.fast, body) == _split(walker, body)
+    assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]

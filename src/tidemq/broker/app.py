@@ -20,7 +20,7 @@ from tidemq.broker.delay import DelayPolicy, parse_delay_levels
 from tidemq.broker.groups import SubscriptionGroupManager
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues, TopicMapping
-from tidemq.broker.long_poll import PullHoldService
+from tidemq.broker.long_poll import DispatchLinger, PullHoldService
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.processors.admin import AdminProcessor, disk_usage_ratio, uptime_text
@@ -81,6 +81,7 @@ class BrokerApp:
         self.pull = PullProcessor(self)
         self.pull_holds = PullHoldService(self.pull.rerun)
         self.batch: BatchProcessor | None = None
+        self.dispatch_linger: DispatchLinger | None = None
         self.registrar: Registrar | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -125,6 +126,7 @@ class BrokerApp:
         if self.config.batch_protocol_enable:  # last: it runs children through the others
             self.batch = BatchProcessor(self)
             self.batch.register(self.server)
+        self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
         if self.config.metrics_port:
             self.metrics.time_processors(self.server)
@@ -165,6 +167,8 @@ class BrokerApp:
         self.pull_holds.release_all()
         if self.batch is not None:
             self.batch.release_all()
+        if self.dispatch_linger is not None:
+            self.dispatch_linger.close()
         await self.server.close(drain_timeout=5.0)
         await self.client.close()
         self.offsets.persist()
@@ -173,6 +177,22 @@ class BrokerApp:
         await loop.run_in_executor(None, self.store.shutdown)
         self.schedule.persist()  # the final delivery progress, now that the log is flushed
         log.info("broker %s stopped", self.config.broker_name)
+
+    def _wire_dispatch_linger(self) -> None:
+        """``skipDispatchLingerWhenHeld``: held pulls switch the dispatcher's linger off."""
+        dispatcher = self.store.dispatcher
+        if (not self.config.skip_dispatch_linger_when_held or dispatcher is None
+                or not dispatcher.linger):
+            return
+        batch = self.batch
+
+        def waiting() -> bool:
+            return bool(self.pull_holds.held_count or (batch and batch.holds.held_count))
+
+        linger = self.dispatch_linger = DispatchLinger(dispatcher, waiting)
+        self.pull_holds.on_hold = linger.held
+        if batch is not None:
+            batch.holds.on_hold = linger.held
 
     async def __aenter__(self) -> BrokerApp:
         await self.start()

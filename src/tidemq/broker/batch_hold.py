@@ -49,6 +49,8 @@ class BatchHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.woken = 0
         self.expired = 0
+        #: Called on the loop for every hold (the broker's ``DispatchLinger.held``).
+        self.on_hold: Callable[[], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -68,6 +70,8 @@ class BatchHoldService:
         self._parents.add(held)
         for key, offset in held.waits:
             self._by_queue.setdefault(key, []).append((held, offset))
+        if self.on_hold is not None:
+            self.on_hold()
         return held
 
     # ------------------------------------------------------------------ store hook

@@ -61,6 +61,9 @@ class BrokerConfig:
     #: Largest batch-protocol parent body accepted, and the byte budget of the pulled
     #: records one merged pull response carries (capped by max_frame_size).
     batch_max_bytes: int = 8 * 1024 * 1024
+    #: Switch the store dispatcher's linger (``dispatchLingerMs``) off while pulls are
+    #: held: a held pull waits for the very round the linger delays.
+    skip_dispatch_linger_when_held: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

@@ -6,6 +6,9 @@ the hook checks in O(1) whether anyone waits on that queue and only then hops on
 event loop (``call_soon_threadsafe``). On the loop, :meth:`PullHoldService._wake` decides
 synchronously which requests are satisfied, then re-runs each once without suspension and
 sends its response. No polling loop: timeouts are timer handles.
+
+:class:`DispatchLinger` turns the store dispatcher's linger (``dispatchLingerMs``) off
+while pulls are held: a held pull waits for exactly the round the linger delays.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from typing import Protocol
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.net import Connection
 
-__all__ = ["HeldPull", "PullHoldService"]
+__all__ = ["DispatchLinger", "HeldPull", "PullHoldService", "SupportsLinger"]
 
 Key = tuple[str, int]
 
@@ -41,6 +45,8 @@ class PullHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.woken = 0
         self.expired = 0
+        #: Called on the loop for every hold (:meth:`DispatchLinger.held`).
+        self.on_hold: Callable[[], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -57,6 +63,8 @@ class PullHoldService:
         held = HeldPull(conn, cmd, key, offset)
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
         self._held.setdefault(key, []).append(held)
+        if self.on_hold is not None:
+            self.on_hold()
 
     # ------------------------------------------------------------------ store hook
 
@@ -122,3 +130,56 @@ class PullHoldService:
         for key in list(self._held):
             for held in self._held.pop(key, []):
                 self._answer(held)
+
+
+class SupportsLinger(Protocol):
+    """The store dispatcher's knob: seconds it waits before taking a small round."""
+
+    linger: float
+
+
+class DispatchLinger:
+    """The dispatcher's linger is 0 while consumers long-poll, the configured one otherwise.
+
+    The dispatcher waits ``linger`` before a round of a few puts so that more of them
+    share it; a held pull waits for exactly that round, so the linger is latency it adds.
+    :meth:`held` (called for every hold, on the loop) switches the linger off; a check
+    every ``grace`` seconds switches it back on once no pull was held since the last
+    check and ``waiting()`` says none is held now -- a consumer between two of its pulls
+    still counts as waiting.
+    """
+
+    def __init__(self, dispatcher: SupportsLinger, waiting: Callable[[], bool], *,
+                 grace: float = 1.0) -> None:
+        self._dispatcher = dispatcher
+        self._waiting = waiting
+        self._linger = dispatcher.linger
+        self._grace = grace
+        self._recent = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the linger is switched off now."""
+        return self._timer is not None
+
+    def held(self) -> None:
+        self._recent = True
+        if self._timer is None and self._linger:
+            self._dispatcher.linger = 0.0
+            self._timer = asyncio.get_running_loop().call_later(self._grace, self._check)
+
+    def _check(self) -> None:
+        if self._recent or self._waiting():
+            self._recent = False
+            self._timer = asyncio.get_running_loop().call_later(self._grace, self._check)
+            return
+        self._timer = None
+        self._dispatcher.linger = self._linger
+
+    def close(self) -> None:
+        """Restore the configured linger and stop checking."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._dispatcher.linger = self._linger

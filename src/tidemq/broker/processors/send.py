@@ -81,8 +81,13 @@ _TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
 _GENERIC = RemotingCommand(code=-1)
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
-#: Batches with fewer entries than this are walked (see ``SendProcessor._uniform_batch``).
+#: Uniform batches with fewer entries than this are split without arrays
+#: (see ``SendProcessor._uniform_batch``).
 _UNIFORM_MIN = 16
+#: Batches with fewer entries than this are walked.
+_UNIFORM_SMALL = 4
+#: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
+_Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
 #: ``MessageInput`` from a 5-tuple without the keyword-argument call.
 _new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
     tuple.__new__, MessageInput)
@@ -280,11 +285,13 @@ class SendProcessor:
         entry's properties describe every entry (TAGS, KEYS, WAIT, CLUSTER), the values are
         valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
         would find, entry by entry. Anything else, errors included, is walked; so are
-        batches of fewer than :data:`_UNIFORM_MIN` entries, where the array set-up costs
-        more than the walk.
+        batches of fewer than :data:`_UNIFORM_SMALL` entries, where checking the layout
+        costs more than the walk. Batches of fewer than :data:`_UNIFORM_MIN` entries (an
+        auto-batcher's at a low rate) are compared with bytes slices, larger ones with
+        arrays.
         """
         first_size = int.from_bytes(body[:4], "big")
-        if first_size <= 0 or len(body) < _UNIFORM_MIN * first_size:
+        if first_size <= 0 or len(body) < _UNIFORM_SMALL * first_size:
             return None
         layout = uniform_layout(body)
         if layout is None:
@@ -304,7 +311,6 @@ class SendProcessor:
         if "INNER_MULTI_DISPATCH\x01" in text:
             return None
         props = _parse_properties(text)
-        grid = np.frombuffer(data, np.uint8).reshape(n, size)[:, pstart:]
         uniq = props.get("UNIQ_KEY")
         ustart = uend = plen
         if uniq is not None:
@@ -314,16 +320,73 @@ class SendProcessor:
                     or (ustart > 9 and text[ustart - 10] != "\x02")
                     or text[uend : uend + 1] not in ("", "\x02")):
                 return None
+        cluster = b"" if "CLUSTER" in props else self._cluster_prop
+        if plen + len(cluster) > MAX_PROPERTIES_BYTES:
+            return None
+        if n < _UNIFORM_MIN:
+            split = self._small_split(data, n, size, blen, cluster, ustart, uend)
+        else:
+            split = self._array_split(data, n, size, blen, cluster, ustart, uend)
+        if split is None:
+            return None
+        bodies, flags, raws, uniqs = split
+        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+        keys: Iterable[tuple[str, ...]]
+        if not self._index:
+            keys = repeat((), n)
+        elif uniqs is None:
+            keys = repeat(ks, n)
+        else:
+            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
+        wait = props.get("WAIT", "true").lower() != "false"
+        tags = repeat(tags_code(props.get("TAGS")), n)
+        return list(map(_new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
+
+    @staticmethod
+    def _small_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
+                     uend: int) -> _Split | None:
+        """:meth:`_array_split` with bytes slices: for a few entries, array set-up costs
+        more than the comparisons."""
+        pstart = ENTRY_OVERHEAD + blen
+        plen = size - pstart
+        first = data[pstart : pstart + plen]
+        head, tail = first[:ustart], first[uend:]
+        view = memoryview(data)
+        bodies: list[memoryview] = []
+        flags: list[int] = []
+        raws: list[bytes] = []
+        uniqs: list[str] | None = None if ustart == uend else []
+        bstart = ENTRY_OVERHEAD - 2
+        for base in range(0, n * size, size):
+            props = data[base + pstart : base + size]
+            if props[:ustart] != head or props[uend:] != tail:
+                return None
+            if uniqs is not None:
+                value = props[ustart:uend]
+                if not value.isascii() or 2 in value:
+                    return None
+                uniqs.append(value.decode("ascii"))
+            bodies.append(view[base + bstart : base + bstart + blen])
+            flags.append(int.from_bytes(data[base + 12 : base + 16], "big", signed=True))
+            raws.append(props + cluster if cluster else props)
+        return bodies, flags, raws, uniqs
+
+    @staticmethod
+    def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
+                     uend: int) -> _Split | None:
+        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
+        none) of a batch of uniform layout, or ``None`` when its property strings differ
+        elsewhere than in the UNIQ_KEY value, or that value is not separator-free ASCII."""
+        pstart = ENTRY_OVERHEAD + blen
+        plen = size - pstart
+        grid = np.frombuffer(data, np.uint8).reshape(n, size)[:, pstart:]
+        if ustart != uend:
             values = grid[:, ustart:uend]
             if not ((values < 0x80).all() and (values != 2).all()):
                 return None
         if not ((grid[:, :ustart] == grid[0, :ustart]).all()
                 and (grid[:, uend:] == grid[0, uend:]).all()):
             return None
-        cluster = b"" if "CLUSTER" in props else self._cluster_prop
-        if plen + len(cluster) > MAX_PROPERTIES_BYTES:
-            return None
-        wait = props.get("WAIT", "true").lower() != "false"
         end = n * size
         bstart = ENTRY_OVERHEAD - 2
         view = memoryview(data)
@@ -338,20 +401,13 @@ class SendProcessor:
         blob = rows.tobytes()
         raws = list(map(blob.__getitem__, map(slice, range(0, n * width, width),
                                               range(width, n * width + 1, width))))
-        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
-        keys: Iterable[tuple[str, ...]]
-        if not self._index:
-            keys = repeat((), n)
-        elif uniq is None:
-            keys = repeat(ks, n)
-        else:
-            uw = uend - ustart
-            joined = grid[:, ustart:uend].tobytes().decode("ascii")
-            uniqs = map(joined.__getitem__, map(slice, range(0, n * uw, uw),
-                                                range(uw, n * uw + 1, uw)))
-            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
-        tags = repeat(tags_code(props.get("TAGS")), n)
-        return list(map(_new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
+        if ustart == uend:
+            return bodies, flags, raws, None
+        uw = uend - ustart
+        joined = grid[:, ustart:uend].tobytes().decode("ascii")
+        uniqs = list(map(joined.__getitem__, map(slice, range(0, n * uw, uw),
+                                                 range(uw, n * uw + 1, uw))))
+        return bodies, flags, raws, uniqs
 
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
         if self.store.lmq is None:

@@ -110,6 +110,7 @@ async def test_reset_by_time_commits_and_notifies_connected_consumers(
         cluster: Cluster, peer: Peer) -> None:
     await peer.ok(wire.create_topic("Rz", 2))
     msgs = [await stored(peer, "Rz", f"m{i}".encode()) for i in range(5)]
+    await wire.dispatched(cluster.brokers[0])  # a reset searches the consume queue
     target = msgs[2].store_timestamp
     expected = min(i for i, m in enumerate(msgs) if m.store_timestamp >= target)
     for qid, offset in ((0, 5), (1, 0)):
@@ -143,6 +144,7 @@ async def test_reset_without_force_only_moves_back(cluster: Cluster, peer: Peer)
     await peer.ok(wire.create_topic("Rf", 1))
     for i in range(4):
         await stored(peer, "Rf", f"m{i}".encode())
+    await wire.dispatched(cluster.brokers[0])  # the max offset is the consume queue's
     await peer.ok(wire.heartbeat("c2", consumer_groups={"fg": {"Rf": "*"}}))
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="fg",
                                topic="Rf", queueId=0, commitOffset=1))

@@ -93,6 +93,14 @@ _new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
     tuple.__new__, MessageInput)
 
 
+def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
+    """The response error for a put the store refused: a read-only store is
+    SERVICE_NOT_AVAILABLE, anything about the message itself MESSAGE_ILLEGAL."""
+    code = (ResponseCode.SERVICE_NOT_AVAILABLE if isinstance(exc, StoreReadOnly)
+            else ResponseCode.MESSAGE_ILLEGAL)
+    return error_for_code(code, str(exc))
+
+
 def _parse_properties(text: str) -> dict[str, str]:
     """:func:`~tidemq.formats.properties.decode_properties` of ``text.encode()``, on the
     text itself (same rules: pairs with an empty side are dropped, the last one wins)."""
@@ -545,12 +553,8 @@ class SendProcessor:
                 topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
                 born_host=self._born_host(conn.remote_address), reconsume_times=reconsume,
                 wait_flush=False)
-        except MessageTooLarge as exc:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
-        except StoreReadOnly as exc:
-            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except ValueError as exc:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+            raise _store_refusal(exc) from None
         self.app.stats.on_put(topic, 1, result.sizes[0])
         if wait and self._sync and self._durability().wait(
                 result.phys_offsets[0] + result.sizes[0], (conn, cmd, qid, result, None)):
@@ -598,12 +602,8 @@ class SendProcessor:
                 result = self.store.put(
                     h.topic, qid, msg, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                     born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
-        except MessageTooLarge as exc:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
-        except StoreReadOnly as exc:
-            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
-        except ValueError as exc:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+            raise _store_refusal(exc) from None
         self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
         return self._finish(conn, cmd, reply_qid, result, wait)
 

@@ -25,6 +25,7 @@ __all__ = [
     "PropertyKey",
     "decode_properties",
     "encode_properties",
+    "parse_property_text",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -76,6 +77,12 @@ def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptRecord(f"properties are not UTF-8: {exc}") from None
+    return parse_property_text(text)
+
+
+def parse_property_text(text: str) -> dict[str, str]:
+    """:func:`decode_properties` of text already decoded: pairs with an empty name or value
+    are dropped, the last of a repeated name wins."""
     out: dict[str, str] = {}
     for segment in text.split("\x02"):
         if len(segment) < 3:

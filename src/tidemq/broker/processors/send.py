@@ -59,6 +59,7 @@ from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     decode_properties,
     encode_properties,
+    parse_property_text,
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
@@ -99,17 +100,6 @@ def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Excepti
     code = (ResponseCode.SERVICE_NOT_AVAILABLE if isinstance(exc, StoreReadOnly)
             else ResponseCode.MESSAGE_ILLEGAL)
     return error_for_code(code, str(exc))
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """:func:`~tidemq.formats.properties.decode_properties` of ``text.encode()``, on the
-    text itself (same rules: pairs with an empty side are dropped, the last one wins)."""
-    out: dict[str, str] = {}
-    for segment in text.split("\x02"):
-        name, _, value = segment.partition("\x01")
-        if name and value:
-            out[name] = value
-    return out
 
 
 class GroupCommitWaiters:
@@ -248,7 +238,7 @@ class SendProcessor:
         if len(body) > self._max_body:
             raise MessageTooLarge(len(body), self._max_body)
         raw = props_text.encode("utf-8") if props_text else b""
-        props = _parse_properties(props_text) if props_text else {}
+        props = parse_property_text(props_text) if props_text else {}
         if "CLUSTER" not in props:
             raw += self._cluster_prop
         if len(raw) > MAX_PROPERTIES_BYTES:
@@ -318,7 +308,7 @@ class SendProcessor:
             return None
         if "INNER_MULTI_DISPATCH\x01" in text:
             return None
-        props = _parse_properties(text)
+        props = parse_property_text(text)
         uniq = props.get("UNIQ_KEY")
         ustart = uend = plen
         if uniq is not None:
@@ -531,7 +521,7 @@ class SendProcessor:
                 raw = text.encode("utf-8")
             except UnicodeEncodeError:
                 return _GENERIC
-            props = _parse_properties(text)
+            props = parse_property_text(text)
             if "CLUSTER" not in props:
                 raw += self._cluster_prop
             if len(raw) > MAX_PROPERTIES_BYTES:

@@ -26,6 +26,7 @@ from tidemq.formats.record import (
     decode_record,
     encode_blank,
     encode_record,
+    fixed_v4_with_hosts,
     pack_host,
     record_size,
     store_timestamp_offset,
@@ -354,3 +355,28 @@ def test_overwritten_slice_raises_only_corrupt_record(args: dict[str, Any],
     junk = data.draw(st.binary(min_size=1, max_size=len(encoded) - start))
     encoded[start : start + len(junk)] = junk
     _decode_all_ways(bytes(encoded))
+
+
+@settings(deadline=None, max_examples=100)
+@given(born=st.binary(min_size=4, max_size=4), born_port=st.integers(0, 65535),
+       store=st.binary(min_size=4, max_size=4), store_port=st.integers(0, 65535),
+       queue_offset=st.integers(0, 2**62), reconsume=st.integers(0, 16))
+def test_fixed_part_with_hosts_as_one_field_reads_the_same_bytes(
+        born: bytes, born_port: int, store: bytes, store_port: int, queue_offset: int,
+        reconsume: int) -> None:
+    """The 8-byte host forms ("q" and "8s") pack and read the record's fixed part exactly
+    as FIXED_V4 does with a (4s, i) pair per host."""
+    data = bytes(encode_record(
+        topic=b"T", queue_id=1, body=b"body", properties=b"", born_host=HostAddr(born, born_port),
+        store_host=HostAddr(store, store_port), queue_offset=queue_offset,
+        reconsume_times=reconsume))
+    head = data[:88]
+    as_int = fixed_v4_with_hosts("q").unpack(head)
+    as_bytes = fixed_v4_with_hosts("8s").unpack(head)
+    born8, store8 = born + struct.pack(">i", born_port), store + struct.pack(">i", store_port)
+    assert as_bytes[9] == born8 and as_bytes[11] == store8
+    assert as_int[9] == struct.unpack(">q", born8)[0] and as_int[11] == struct.unpack(
+        ">q", store8)[0]
+    assert fixed_v4_with_hosts("8s").pack(*as_bytes) == head
+    with pytest.raises(ValueError, match="not 8 bytes"):
+        fixed_v4_with_hosts("i")

@@ -78,26 +78,8 @@ _SLOW_FLAGS = (
 #: The record's fixed part for IPv4 hosts, TOTALSIZE through BODYLENGTH, for the fast
 #: path: :data:`tidemq.formats.record.FIXED_V4` with each host (4-byte IP, 4-byte port)
 #: read as one 8-byte integer -- a cache key, no bytes objects.
-_FIXED_FAST = struct.Struct(
-    ">"
-    "i"  # TOTALSIZE
-    "i"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-    "q"  # BORNHOST: IP and port
-    "q"  # STORETIMESTAMP
-    "q"  # STOREHOST: IP and port
-    "i"  # RECONSUMETIMES
-    "q"  # PREPARED_TX_OFFSET
-    "i"  # BODYLENGTH
-)
+_FIXED_FAST = rec.fixed_v4_with_hosts("q")
 _FIXED_SIZE = rec.FIXED_V4_SIZE
-assert _FIXED_FAST.size == _FIXED_SIZE
 _MIN = rec.MIN_RECORD_SIZE
 _MAGIC_V1 = rec.MAGIC_V1
 _HOST8 = struct.Struct(">4si")

@@ -60,6 +60,7 @@ __all__ = [
     "decode_record",
     "encode_blank",
     "encode_record",
+    "fixed_v4_with_hosts",
     "pack_host",
     "record_size",
     "store_timestamp_offset",
@@ -118,6 +119,16 @@ FIXED_V4 = struct.Struct(
 )
 FIXED_V4_SIZE = FIXED_V4.size  # 88
 assert FIXED_V4_SIZE == 88
+
+
+def fixed_v4_with_hosts(code: str) -> struct.Struct:
+    """:data:`FIXED_V4` with each host's address and port (``4si``, 8 bytes) read or
+    written as one field of ``code``: ``"q"`` (an integer, a cheap cache key) or ``"8s"``
+    (the packed bytes). Same size, same offsets."""
+    fixed = struct.Struct(FIXED_V4.format.replace("4si", code))
+    if fixed.size != FIXED_V4_SIZE:
+        raise ValueError(f"host code {code!r} is not 8 bytes")
+    return fixed
 
 #: TOTALSIZE of a record with empty body, topic and properties (IPv4, V1).
 MIN_RECORD_SIZE = FIXED_V4_SIZE + 1 + 2  # 91

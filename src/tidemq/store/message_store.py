@@ -26,7 +26,6 @@ except ImportError:  # pragma: no cover - no isal wheel for this platform
 from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import (
-    FIXED_V4,
     MAGIC_V1,
     MAX_V1_TOPIC_BYTES,
     MIN_RECORD_SIZE,
@@ -34,6 +33,7 @@ from tidemq.formats.record import (
     Record,
     decode_record,
     encode_record,
+    fixed_v4_with_hosts,
     record_size,
 )
 from tidemq.store.append import MessageInput, encode_batch, patch_batch
@@ -110,8 +110,7 @@ _new_result = tuple.__new__
 _PUT_OK = PutStatus.PUT_OK
 _monotonic = time.monotonic
 _time_ns = time.time_ns
-_FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # FIXED_V4 with each host as 8 bytes
-assert _FIXED_V4.size == FIXED_V4.size
+_FIXED_V4 = fixed_v4_with_hosts("8s")  # each host as its 8 packed bytes
 #: Whole-record layouts kept per topic, one per (body length, properties length) seen first;
 #: a topic's puts of other shapes are packed and joined.
 LAYOUTS_PER_TOPIC = 64

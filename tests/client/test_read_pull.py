@@ -1,4 +1,6 @@
-"""The consumers' one-pass pull reader agrees with ``pull.read_pull_response`` (pure)."""
+"""``pull.read_pull_response`` reads found messages in one pass (queue id, broker and
+offset bounds set while decoding, properties left undecoded) with the result of the
+straightforward reading: decode, filter, then set each message's fields (pure)."""
 
 from __future__ import annotations
 
@@ -6,14 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.client.consumer import _QueueState, read_pull
-from tidemq.client.pull import read_pull_response
+from tidemq.client.consumer import _QueueState
+from tidemq.client.pull import PullResult, read_pull_response
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand
+from tidemq.codec.message import decode_messages
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import encode_record, pack_host
-from tidemq.types import MessageExt, MessageQueue
+from tidemq.types import MessageExt, MessageQueue, PullStatus
 
 MQ = MessageQueue("T", "broker-a", 1)
 
@@ -39,6 +42,24 @@ def _ext(next_offset: int) -> dict[str, str]:
             "suggestWhichBrokerId": "0"}
 
 
+def _reference(response: RemotingCommand, sub: Subscription,
+               offset: int | None = None) -> PullResult:
+    """The reading without the one-pass shortcuts: every message decoded, filtered by
+    offset and tags, then given the queue id, broker and bounds one by one."""
+    ext = response.ext_fields
+    low, high = int(ext["minOffset"]), int(ext["maxOffset"])
+    kept = []
+    for msg in decode_messages(response.full_body()):
+        if offset is not None and msg.queue_offset < offset:
+            continue
+        if sub.tags and msg.properties.get("TAGS") not in sub.tags:
+            continue
+        msg.queue_id, msg.broker_name = MQ.queue_id, MQ.broker_name
+        msg.properties.update({"MIN_OFFSET": str(low), "MAX_OFFSET": str(high)})
+        kept.append(msg)
+    return PullResult(PullStatus.FOUND, int(ext["nextBeginOffset"]), low, high, kept)
+
+
 def _same(a: list[MessageExt], b: list[MessageExt]) -> None:
     assert a == b
     assert [list(m.properties.items()) for m in a] == [list(m.properties.items()) for m in b]
@@ -47,32 +68,33 @@ def _same(a: list[MessageExt], b: list[MessageExt]) -> None:
 @settings(deadline=None, max_examples=100)
 @given(st.lists(st.sampled_from(["a", "b", None]), max_size=6),
        st.sampled_from(["*", "a", "a || b"]), st.integers(0, 8), st.booleans())
-def test_agrees_with_read_pull_response(tags: list[str | None], expression: str,
-                                        offset: int, inner: bool) -> None:
+def test_agrees_with_the_straightforward_reading(tags: list[str | None], expression: str,
+                                                 offset: int, inner: bool) -> None:
     body = b"".join(_record(i, t) for i, t in enumerate(tags))
     if inner:
         body += _inner(len(tags), 4)
     response = RemotingCommand(code=0, ext_fields=_ext(len(tags) + 4), body=body)
     sub = Subscription.parse("T", expression)
-    fast = read_pull(response, MQ, sub, address="b", offset=offset)
-    plain = read_pull_response(response, MQ, sub, address="b", offset=offset)
+    fast = read_pull_response(response, MQ, sub, address="b", offset=offset)
+    plain = _reference(response, sub, offset)
     assert fast[:4] == plain[:4]
     _same(fast.messages, plain.messages)
-    _same(read_pull(response, MQ, sub, address="b").messages,
-          read_pull_response(response, MQ, sub, address="b").messages)
+    _same(read_pull_response(response, MQ, sub, address="b").messages,
+          _reference(response, sub).messages)
 
 
-@pytest.mark.parametrize("code", [19, 20, 21])
-def test_not_found_statuses_are_the_plain_readers(code: int) -> None:
+@pytest.mark.parametrize(("code", "status"), [(19, PullStatus.NO_NEW_MSG),
+                                              (20, PullStatus.NO_MATCHED_MSG),
+                                              (21, PullStatus.OFFSET_ILLEGAL)])
+def test_not_found_statuses_carry_no_messages(code: int, status: PullStatus) -> None:
     response = RemotingCommand(code=code, ext_fields=_ext(4))
-    sub = Subscription.parse("T")
-    assert read_pull(response, MQ, sub, address="b") == read_pull_response(
-        response, MQ, sub, address="b")
+    assert read_pull_response(response, MQ, Subscription.parse("T"), address="b") == (
+        PullResult(status, 4, 0, 9, []))
 
 
 def test_queue_state_buffer_takes_slices_in_order() -> None:
     body = b"".join(_record(i, "a") for i in range(6))
-    msgs = read_pull(RemotingCommand(code=0, ext_fields=_ext(6), body=body), MQ,
+    msgs = read_pull_response(RemotingCommand(code=0, ext_fields=_ext(6), body=body), MQ,
                      Subscription.parse("T"), address="b").messages
     state = _QueueState(fetch_offset=6)
     state.add(msgs[:4])

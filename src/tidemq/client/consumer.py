@@ -31,10 +31,9 @@ nothing new) on every queue that has none in flight and waits for the first that
 messages, until its timeout. Pulls still in flight when it returns stay in flight for the
 next poll. The pulls, commits and offset queries of one round to one broker go out as
 one RPC where the broker speaks the batch protocol (:mod:`tidemq.client.batch_rpc`).
-Status handling follows :mod:`tidemq.client.pull`; found messages are read by
-:func:`read_pull`, which sets what the consumer adds (queue id, broker name,
-``MIN_OFFSET``/``MAX_OFFSET``) while decoding, leaving the properties undecoded until read,
-and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
+Status handling and reading follow :mod:`tidemq.client.pull` (one decoding pass that sets
+the queue id, broker name and ``MIN_OFFSET``/``MAX_OFFSET``, properties undecoded until
+read), and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
 fetch offset to the broker's corrected one. A failing queue is pulled again after
 ``pull_error_backoff`` seconds; the others go on. ``seek*`` drops a queue's buffer and
 its pull in flight.
@@ -59,13 +58,10 @@ from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
-from tidemq.codec.headers import PullMessageResponseHeader
-from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode, TideMQError
-from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt, MessageQueue, PullStatus
 
-__all__ = ["PullConsumer", "read_pull"]
+__all__ = ["PullConsumer"]
 
 log = logging.getLogger(__name__)
 
@@ -73,29 +69,6 @@ _OffsetBuild = Callable[[MessageQueue], RemotingCommand]
 
 #: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
 _FLOW_CONTROL_BACKOFF = 5.0
-
-
-def read_pull(response: RemotingCommand, queue: MessageQueue, subscription: Subscription, *,
-              address: str, offset: int | None = None) -> PullResult:
-    """:func:`tidemq.client.pull.read_pull_response` with the found messages' queue id,
-    broker name and ``MIN_OFFSET``/``MAX_OFFSET`` set as they are decoded (one pass; the
-    properties stay undecoded until read), for the consumers' pull loops."""
-    if response.code != ResponseCode.SUCCESS:  # no messages: the plain reader
-        return read_pull_response(response, queue, subscription, address=address,
-                                  offset=offset)
-    header = PullMessageResponseHeader.from_ext(response.ext_fields)
-    bounds = {PropertyKey.MIN_OFFSET: str(header.min_offset),
-              PropertyKey.MAX_OFFSET: str(header.max_offset)}
-    messages = decode_messages(response.full_body(), queue_id=queue.queue_id,
-                               broker_name=queue.broker_name, extra_properties=bounds)
-    # Inner batches (RIP-26) come whole: drop their messages below the requested offset.
-    if offset is not None and messages and messages[0].queue_offset < offset:
-        messages = [m for m in messages if m.queue_offset >= offset]
-    tags = subscription.tags
-    if tags:
-        messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
-    return PullResult(PullStatus.FOUND, header.next_begin_offset, header.min_offset,
-                      header.max_offset, messages)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -512,7 +485,7 @@ class PullConsumer:
             # loop iteration (with the other queues' next pulls) and sent in the one after.
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        return _Fetched(offset, False, read_pull(response, queue, sub, address=addr,
+        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr,
                                                  offset=offset))
 
     def _pull_ahead(self, queue: MessageQueue, offset: int, response: RemotingCommand,
@@ -529,7 +502,7 @@ class PullConsumer:
         try:
             nxt = int(response.ext_fields["nextBeginOffset"])
         except (KeyError, ValueError):
-            return False  # read_pull reports it
+            return False  # read_pull_response reports it
         if nxt - offset < batch:
             return False  # caught up: the next pull would only wait at the broker
         state.next_offset = nxt

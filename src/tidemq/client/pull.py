@@ -120,20 +120,17 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
     nxt, low, high = _offsets(response.ext_fields)
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
+        # One pass: queue id, broker and the offset bounds are set while decoding; the
+        # properties stay undecoded until read (a tag filter reads them).
         bounds = {PropertyKey.MIN_OFFSET: str(low), PropertyKey.MAX_OFFSET: str(high)}
-        lowest = -1 if offset is None else offset
-        queue_id, broker_name = queue.queue_id, queue.broker_name
+        messages = decode_messages(response.full_body(), queue_id=queue.queue_id,
+                                   broker_name=queue.broker_name, extra_properties=bounds)
+        # Inner batches (RIP-26) come whole: drop their messages below the requested offset.
+        if offset is not None and messages and messages[0].queue_offset < offset:
+            messages = [m for m in messages if m.queue_offset >= offset]
         tags = subscription.tags
-        keep = messages.append
-        for msg in decode_messages(response.full_body()):
-            if msg.queue_offset < lowest:
-                continue
-            if tags and msg.properties.get(PropertyKey.TAGS) not in tags:
-                continue
-            msg.queue_id = queue_id
-            msg.broker_name = broker_name
-            msg.properties.update(bounds)
-            keep(msg)
+        if tags:
+            messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
     return PullResult(status, nxt, low, high, messages)
 
 

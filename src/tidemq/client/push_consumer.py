@@ -52,13 +52,12 @@ from tidemq.client.allocate import AllocateStrategy, allocate_averagely
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.consume_service import ConcurrentService, OrderlyService, pause
-from tidemq.client.consumer import read_pull
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
 from tidemq.client.lock_keeper import LockKeeper
 from tidemq.client.process_queue import ProcessQueue
-from tidemq.client.pull import PullResult, pull_request
+from tidemq.client.pull import PullResult, pull_request, read_pull_response
 from tidemq.client.push_options import PushOptions
 from tidemq.client.rebalance import (
     QueueEvent,
@@ -470,7 +469,7 @@ class _PushConsumerBase:
         cmd = pull_request(self._group, mq, offset, max_nums=cfg.pull_batch_size,
                            subscription=sub, suspend_ms=int(cfg.long_polling_timeout * 1000))
         response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
-        return read_pull(response, mq, sub, address=addr, offset=offset)
+        return read_pull_response(response, mq, sub, address=addr, offset=offset)
 
     def _took(self, pq: ProcessQueue, result: PullResult) -> None:
         """Apply a pull's result to its queue (decide only; no awaits)."""

@@ -17,6 +17,7 @@ stream or garbage raise :class:`~tidemq.errors.CorruptRecord`.
 from __future__ import annotations
 
 import enum
+import threading
 import zlib
 
 import lz4.frame
@@ -68,6 +69,24 @@ def sys_flag_for(ctype: CompressionType) -> int:
     return COMPRESSED | (int(ctype) << 8)
 
 
+class _ZstdContexts(threading.local):
+    """zstd contexts reused by one thread (making one costs about as much as compressing
+    a 20 KB batch; they are not thread-safe, hence one set per thread)."""
+
+    def __init__(self) -> None:
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}
+        self.decompressor = zstandard.ZstdDecompressor()
+
+    def compressor(self, level: int) -> zstandard.ZstdCompressor:
+        c = self.compressors.get(level)
+        if c is None:
+            c = self.compressors[level] = zstandard.ZstdCompressor(level=level)
+        return c
+
+
+_zstd_contexts = _ZstdContexts()
+
+
 def compress(data: bytes | bytearray | memoryview, ctype: CompressionType,
              level: int | None = None) -> bytes:
     """Compress ``data`` in the format ``ctype`` names."""
@@ -76,7 +95,7 @@ def compress(data: bytes | bytearray | memoryview, ctype: CompressionType,
         return zlib.compress(data, lvl)
     if ctype is CompressionType.LZ4:
         return bytes(lz4.frame.compress(bytes(data), compression_level=lvl))
-    return zstandard.ZstdCompressor(level=lvl).compress(data)
+    return _zstd_contexts.compressor(lvl).compress(data)
 
 
 #: Bodies shorter than this are never worth a compression frame.
@@ -146,7 +165,7 @@ def _zstd(data: bytes | bytearray | memoryview, max_output: int) -> bytes:
     # With an unknown size (-1) the library stops at max_output_size and reports an
     # incomplete frame; with a declared size it allocates exactly that, checked above.
     try:  # max_output_size=0 would mean "unbounded"
-        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=max(max_output, 1))
+        out = _zstd_contexts.decompressor.decompress(data, max_output_size=max(max_output, 1))
     except zstandard.ZstdError as exc:
         if declared < 0 and "full frame" in str(exc):
             raise CorruptRecord(

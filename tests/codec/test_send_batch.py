@@ -16,7 +16,11 @@ from tidemq.codec.compression import (
     decompress,
     sys_flag_for,
 )
-from tidemq.codec.headers import decode_send_header
+from tidemq.codec.headers import (
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    decode_send_header,
+)
 from tidemq.codec.message import SendOptions, batch_send_request, decode_messages
 from tidemq.codec.send_batch import encode_send_batch, send_batch_request
 from tidemq.codec.uniqkey import UniqKeyGenerator
@@ -116,6 +120,31 @@ def test_requests_inner_and_outer() -> None:
     h = decode_send_header(outer.code, outer.ext_fields)
     assert h.sys_flag == 0 and outer.body == batch.entries  # never compressed
     assert h.properties is not None and "INNER_NUM" not in h.properties
+
+
+@settings(max_examples=150, deadline=None)
+@given(inner=st.booleans(), v1=st.booleans(), queue_id=st.integers(0, 255),
+       now=st.integers(0, 2**45), group=st.sampled_from(["pg", "other"]),
+       broker=st.sampled_from([None, "b", "broker-2"]), n=st.integers(1, 5))
+def test_request_ext_equals_the_header_schema(inner: bool, v1: bool, queue_id: int,
+                                              now: int, group: str, broker: str | None,
+                                              n: int) -> None:
+    """The cached ext template gives, field for field and in order, what the header
+    schema encodes for the same request (the first request fills the cache, later ones
+    reuse it)."""
+    batch = encode_send_batch([Message("T", b"x" * n)] * n, keys=keys(), now_ms=now)
+    flag = sys_flag_for(CompressionType.ZSTD) if inner else 0
+    cmd = send_batch_request(batch, inner=inner, producer_group=group, queue_id=queue_id,
+                             now_ms=now, body=batch.entries, sys_flag=flag,
+                             broker_name=broker, v1=v1)
+    props = f"UNIQ_KEY\x01{batch.batch_key}\x02" + (
+        f"INNER_NUM\x01{n}\x02" if inner else "") + "WAIT\x01true\x02"
+    cls = SendMessageRequestHeader if v1 else SendMessageRequestHeaderV2
+    expected = cls(producer_group=group, topic="T", default_topic="TBW102",
+                   default_topic_queue_nums=4, queue_id=queue_id, sys_flag=flag,
+                   born_timestamp=now, flag=0, properties=props, batch=True,
+                   broker_name=broker).to_ext()
+    assert list(cmd.ext_fields.items()) == list(expected.items())
 
 
 @pytest.mark.parametrize("ctype", list(CompressionType))

@@ -59,6 +59,13 @@ _PROPS_LEN = struct.Struct(">h")
 _KEY_TAG = f"{PropertyKey.UNIQ_KEY}\x01"
 _WAIT_TRUE = f"{PropertyKey.WAIT}\x01true\x02"
 _BODY = operator.attrgetter("body")
+#: Request ext per (form, group, topic, defaults, queue, sysflag, broker): only the born
+#: timestamp and the properties change between batches.
+_templates: dict[tuple[object, ...], dict[str, str]] = {}
+_MAX_TEMPLATES = 65536
+_V1_KEYS = tuple(SendMessageRequestHeader.ext_keys()[f] for f in ("born_timestamp", "properties"))
+_V2_KEYS = tuple(
+    SendMessageRequestHeaderV2.ext_keys()[f] for f in ("born_timestamp", "properties"))
 
 
 @functools.cache
@@ -257,12 +264,23 @@ def send_batch_request(
     else:
         body, sys_flag = None, 0
     props += f"{PropertyKey.WAIT}\x01{batch.wait}\x02"
-    cls = SendMessageRequestHeader if v1 else SendMessageRequestHeaderV2
-    header = cls(
-        producer_group=producer_group, topic=batch.topic, default_topic=default_topic,
-        default_topic_queue_nums=default_topic_queue_nums, queue_id=queue_id,
-        sys_flag=sys_flag, born_timestamp=now_ms, flag=0, properties=props, batch=True,
-        broker_name=broker_name,
-    )
+    key = (v1, producer_group, batch.topic, default_topic, default_topic_queue_nums,
+           queue_id, sys_flag, broker_name)
+    template = _templates.get(key)
+    if template is None:
+        cls = SendMessageRequestHeader if v1 else SendMessageRequestHeaderV2
+        header = cls(
+            producer_group=producer_group, topic=batch.topic, default_topic=default_topic,
+            default_topic_queue_nums=default_topic_queue_nums, queue_id=queue_id,
+            sys_flag=sys_flag, born_timestamp=0, flag=0, properties="", batch=True,
+            broker_name=broker_name,
+        )
+        if len(_templates) >= _MAX_TEMPLATES:
+            _templates.clear()
+        template = _templates[key] = header.to_ext()
+    ext = template.copy()  # the keys keep their places: the same ext as to_ext()
+    born_key, props_key = _V1_KEYS if v1 else _V2_KEYS
+    ext[born_key] = str(now_ms)
+    ext[props_key] = props
     code = RequestCode.SEND_MESSAGE if v1 else RequestCode.SEND_BATCH_MESSAGE
-    return RemotingCommand.request(code, header.to_ext(), batch.entries if body is None else body)
+    return RemotingCommand.request(code, ext, batch.entries if body is None else body)

@@ -14,7 +14,6 @@ from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
 from tidemq.codec.frame import frame_bytes
 from tidemq.errors import ConnectionLost, RemoteProtocolError
 from tidemq.net import Connection, ConnState, Dispatcher
-from tidemq.net.connection import FLUSH_BYTES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,26 +51,6 @@ async def test_pipelined_responses_leave_in_one_write() -> None:
     responses = transport.written_commands()
     assert [(r.opaque, r.body) for r in responses] == [(100 + i, bytes([i])) for i in range(10)]
     assert all(r.flag & FLAG_RESPONSE for r in responses)
-    conn.close()
-
-
-async def test_large_responses_leave_before_the_iteration_ends() -> None:
-    """Past FLUSH_BYTES the queue goes out at once: the peer can start on the first
-    answers while this side still works on the rest of what it read."""
-    conn, transport = await _memory_connection()
-    size = FLUSH_BYTES // 2 + 1
-    frames = b""
-    for i in range(3):
-        request = RemotingCommand.request(1, body=bytes([i]) * size)
-        request.opaque = 200 + i
-        frames += frame_bytes(request)
-    conn.data_received(frames)
-    assert len(transport.writes) == 1  # the first two answers, before any loop iteration
-    await _one_iteration()
-    assert len(transport.writes) == 2  # the third at the end of the iteration
-    responses = transport.written_commands()
-    assert [(r.opaque, bytes(r.body or b"")) for r in responses] == [
-        (200 + i, bytes([i]) * size) for i in range(3)]
     conn.close()
 
 

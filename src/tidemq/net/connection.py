@@ -21,10 +21,8 @@ construction, a plain callable that must not block (the
 
 Writing: commands are encoded into buffers (head + untouched body parts) and queued; the
 buffers queued during one event-loop iteration go to ``transport.writelines`` in one call
-(one system call for many pipelined requests or responses), or as soon as they pass
-``FLUSH_BYTES``: a loop iteration that encodes many large frames (a producer's batches,
-a broker's pull answers) lets the peer start on the first while it encodes the rest,
-instead of the two processes taking turns. Body parts are never joined here.
+(one system call for many pipelined requests or responses). Body parts are never joined
+here.
 Flow control: when the transport pauses writing, :meth:`request` and :meth:`oneway` wait
 for it to drain, and a connection built with ``pause_reads_on_backpressure`` (the server's)
 also stops reading until it drains, so a peer that pipelines requests without reading the
@@ -58,8 +56,6 @@ log = logging.getLogger(__name__)
 
 #: Close a connection after this long without receiving anything (remoting.md §1.1).
 DEFAULT_IDLE_SECONDS = 120.0
-#: Queued bytes that go out at once rather than at the end of the loop iteration.
-FLUSH_BYTES = 32 * 1024
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed int on the wire; stay positive
 _SWEEP_SECONDS = 0.05  # how often overdue requests are looked for; timeouts fire this late
@@ -124,7 +120,6 @@ class Connection(asyncio.BufferedProtocol):
         self._sweeper: asyncio.TimerHandle | None = None
         self._opaque = 0
         self._out: list[Buffer] = []
-        self._out_bytes = 0
         self._write_paused = False
         self._reading_stopped = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -361,22 +356,17 @@ class Connection(asyncio.BufferedProtocol):
         return new
 
     def _write(self, parts: Sequence[Buffer]) -> None:
-        """Queue ``parts``; what is queued in one loop iteration goes out in one call, or
-        at once when it passes ``FLUSH_BYTES``."""
+        """Queue ``parts``; everything queued in one loop iteration goes out in one call."""
         out = self._out
         if not out:
             self._loop.call_soon(self._flush)
         out.extend(parts)
-        self._out_bytes += sum(map(len, parts))
-        if self._out_bytes >= FLUSH_BYTES:
-            self._flush()
 
     def _flush(self) -> None:
         out = self._out
         if not out:
             return
         self._out = []
-        self._out_bytes = 0
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.writelines(out)

@@ -77,6 +77,7 @@ def test_entries_equal_the_per_message_path(bodies: list[bytes], props: list[dic
     old = batch_send_request(keyed, SendOptions("pg"), queue_id=0, now_ms=NOW, keys=old_keys)
     assert ours.entries == old.body
     assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
+    assert ours.joined_keys == ",".join(m.properties["UNIQ_KEY"] for m in keyed)
     assert ours.count == len(msgs) and ours.wait == "true"
 
 
@@ -86,6 +87,8 @@ def test_uniform_batches_wrap_the_16_bit_counter() -> None:
     got = [decode_properties(e.properties)["UNIQ_KEY"][-4:] for e in iter_batch(batch.entries)]
     assert got == ["FFFE", "FFFF", "0000", "0001"]
     assert [k[-4:] for k in batch.keys] == got
+    assert batch.joined_keys == ",".join(batch.keys)
+    assert batch.keys == [gen.reserve(NOW, 0)[0] + d for d in got]
 
 
 @pytest.mark.parametrize(("msgs", "match"), [

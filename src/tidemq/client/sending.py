@@ -175,7 +175,9 @@ class PreparedBatch:
         keys joined by commas."""
         if queue_type is QueueType.BATCH:
             return self.encoded.batch_key
-        return ",".join(self.keys)
+        if self._keys is not None:
+            return ",".join(self._keys)
+        return self.encoded.joined_keys
 
     def request(self, opts: SendOptions, queue: MessageQueue, queue_type: QueueType, *,
                 now_ms: int) -> RemotingCommand:

@@ -100,8 +100,18 @@ class EncodedBatch:
         """Each message's ``UNIQ_KEY``, in order."""
         if self.listed_keys is not None:
             return list(self.listed_keys)
-        head = self.key_head
-        return [f"{head}{c & 0xFFFF:04X}" for c in self.key_counters]
+        return self.joined_keys.split(",")
+
+    @property
+    def joined_keys(self) -> str:
+        """The messages' ``UNIQ_KEY``\\ s joined by commas (an outer batch's ``msg_id``):
+        the shared head, then each counter's four digits from a table -- one ``join``."""
+        if self.listed_keys is not None:
+            return ",".join(self.listed_keys)
+        head = self.key_head.encode("ascii")
+        table = _hex4()
+        digits = [table[c & 0xFFFF] for c in self.key_counters]
+        return (head + (b"," + head).join(digits)).decode("ascii") if digits else ""
 
     def compressed(self, ctype: CompressionType, level: int | None = None,
                    min_saving: float = 0.05) -> tuple[bytes, int]:

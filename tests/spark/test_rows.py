@@ -10,9 +10,16 @@ from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
-from tidemq.codec.columns import decode_columns  # noqa: E402
+from tidemq.codec.columns import decode_columns, decode_entry_columns  # noqa: E402
+from tidemq.codec.compression import (  # noqa: E402
+    CompressionType,
+    compress,
+    sys_flag_for,
+)
 from tidemq.codec.message import decode_messages  # noqa: E402
 from tidemq.errors import CorruptRecord  # noqa: E402
+from tidemq.formats.batch import encode_batch  # noqa: E402
+from tidemq.formats.msgid import encode_offset_msg_id  # noqa: E402
 from tidemq.formats.properties import decode_properties, encode_properties  # noqa: E402
 from tidemq.formats.record import HostAddr, encode_record  # noqa: E402
 from tidemq.spark.rows import ARROW_SCHEMA, columns_to_batch, to_batch  # noqa: E402
@@ -86,3 +93,87 @@ def test_properties_that_are_not_utf8_raise_corrupt_record() -> None:
     assert cols is not None
     with pytest.raises(CorruptRecord, match="UTF-8"):
         columns_to_batch(cols, "Orders", "broker-a", 2)
+
+
+# ---------------------------------------------------------------- inner batches (RIP-26)
+
+_INNER = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
+
+
+def _inner_record(entries: list[tuple[bytes, bytes, int]], i: int, base: int,
+                  ctype: CompressionType | None) -> bytes:
+    batch = encode_batch(entries)
+    sys_flag = _INNER
+    if ctype is not None:
+        batch, sys_flag = compress(batch, ctype), _INNER | sys_flag_for(ctype)
+    return bytes(encode_record(
+        topic=b"Orders", queue_id=2, body=batch, properties=b"UNIQ_KEY\x01BATCH\x02",
+        sys_flag=sys_flag, born_timestamp=1_700_000_000_000 + i,
+        store_timestamp=1_700_000_000_500 + i,
+        store_host=HostAddr(bytes([10, 0, 0, 5]), 10911), queue_offset=base,
+        physical_offset=8192 * i))
+
+
+_entry = st.tuples(st.binary(max_size=40), _props.map(encode_properties),
+                   st.integers(-(2**31), 2**31 - 1))
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.tuples(st.lists(_entry, min_size=1, max_size=6), st.booleans(),
+                          st.sampled_from([None, *CompressionType])), min_size=1, max_size=5))
+def test_inner_batch_columns_equal_message_rows(
+        records: list[tuple[list[tuple[bytes, bytes, int]], bool, CompressionType | None]],
+) -> None:
+    """Each sub-message is a row, as decode_messages unwraps it: uniform batches (found by
+    strided comparisons) and others (walked), plain or compressed with every codec."""
+    body, base = b"", 100
+    for i, (drawn, uniform, ctype) in enumerate(records):
+        entries = drawn
+        if uniform:  # one layout: same body and property lengths, any bytes
+            first = drawn[0]
+            entries = [(bytes([k]) * len(first[0]), first[1], flag)
+                       for k, (_b, _p, flag) in enumerate(drawn)]
+        body += _inner_record(entries, i, base, ctype)
+        base += len(entries) + 3  # offsets of consecutive batches need not touch
+    cols = decode_entry_columns(body)
+    assert cols is not None
+    fast = columns_to_batch(cols, "Orders", "broker-a", 2)
+    slow = to_batch(decode_messages(body), "Orders", "broker-a", 2)
+    assert fast.schema == ARROW_SCHEMA
+    assert fast.equals(slow)
+    assert len(cols) == sum(len(e) for e, _u, _c in records)
+    assert cols.field("flag").tolist() == [m.flag for m in decode_messages(body)]
+
+
+def test_inner_batch_ids_offsets_and_keys() -> None:
+    entries = [(b"a", encode_properties({"UNIQ_KEY": "U1", "KEYS": "k1", "TAGS": "t"}), 7),
+               (b"bb", b"", 0)]
+    body = _inner_record(entries, 0, 40, None) + _inner_record(entries, 1, 42,
+                                                               CompressionType.ZSTD)
+    cols = decode_entry_columns(body)
+    assert cols is not None
+    rows = columns_to_batch(cols, "Orders", "broker-a", 2).to_pylist()
+    assert [r["offset"] for r in rows] == [40, 41, 42, 43]
+    assert [r["msg_id"] for r in rows][0::2] == ["U1", "U1"]
+    offset_ids = [r["msg_id"] for r in rows][1::2]  # no UNIQ_KEY: the record's offset id
+    assert offset_ids == [encode_offset_msg_id(HostAddr(bytes([10, 0, 0, 5]), 10911), p)
+                          for p in (0, 8192)]
+    assert [r["body"] for r in rows] == [b"a", b"bb", b"a", b"bb"]
+    assert [r["keys"] for r in rows] == ["k1", None, "k1", None]
+
+
+@pytest.mark.parametrize("case", ["plain", "mixed", "truncated", "bomb", "garbage", "empty"])
+def test_inner_batch_columns_leave_other_bodies_to_the_decoder(case: str) -> None:
+    entries = [(b"x" * 10, b"", 0)] * 3
+    good = _inner_record(entries, 0, 0, None)
+    body = {
+        "plain": _record(b"a", b"", 0),
+        "mixed": good + _record(b"a", b"", 1),
+        "truncated": _inner_record(entries, 0, 0, None)[:-1],
+        "bomb": _inner_record([(b"\0" * 100_000, b"", 0)], 0, 0, CompressionType.ZSTD),
+        "garbage": bytes(encode_record(
+            topic=b"Orders", queue_id=2, body=b"\x00\x00\x00\x05junk", properties=b"",
+            sys_flag=_INNER, store_host=HostAddr(bytes(4), 1))),
+        "empty": b"",
+    }[case]
+    assert decode_entry_columns(body, max_decompressed=50_000) is None

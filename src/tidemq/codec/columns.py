@@ -37,6 +37,14 @@ If any record of the body is outside it, or does not check out, :func:`decode_co
 returns ``None`` and the caller decodes that body with
 :func:`tidemq.codec.message.decode_messages`, which handles (or rejects) everything.
 Body CRCs are not checked (as ``decode_messages`` by default). Sans-IO, numpy only.
+
+Inner batches (RIP-26) have columns of their own, :func:`decode_entry_columns`: a body
+whose records are all inner batches gives one row per sub-message, as
+``decode_messages`` unwraps them -- the batch inflated when compressed, entry ``i`` at
+``queue_offset = outer + i`` with its own flag, body and properties, the outer record's
+times, and, without a ``UNIQ_KEY``, the outer record's offset message id. The entries
+(:mod:`tidemq.formats.batch`) are found by strided comparisons when they share one
+layout, else by a walk; the Python work is per record, not per sub-message.
 """
 
 from __future__ import annotations
@@ -48,10 +56,14 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
-from tidemq.codec.compression import COMPRESSED
+from tidemq.codec.compression import COMPRESSED, compression_of, decompress
+from tidemq.errors import CorruptRecord
 from tidemq.formats import record as rec
+from tidemq.formats.batch import iter_batch, uniform_layout
+from tidemq.formats.msgid import encode_offset_msg_id
 
-__all__ = ["FIELDS", "RecordColumns", "Spans", "decode_columns"]
+__all__ = ["FIELDS", "EntryColumns", "RecordColumns", "Spans", "decode_columns",
+           "decode_entry_columns"]
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
@@ -207,3 +219,124 @@ def decode_columns(body: Buffer) -> RecordColumns | None:
         return None
     return RecordColumns(buf, pos, Spans(pos + _FIXED, body_len),
                          Spans(body_end + 1, topic_len), Spans(topic_end + 2, props_len))
+
+
+# ---------------------------------------------------------------- inner batches
+
+#: Default bound on one inflated batch (as :data:`tidemq.codec.message.DEFAULT_MAX_DECOMPRESSED`).
+_MAX_INFLATED = 16 * 1024 * 1024
+#: Per-record values an entry takes from its record, by :data:`FIELDS` name.
+_RECORD_FIELDS = ("queue_id", "physical_offset", "sys_flag", "born_timestamp",
+                  "store_timestamp", "reconsume_times", "prepared_tx_offset")
+
+
+class EntryColumns:
+    """The sub-messages of a body of inner-batch records (see the module docstring), with
+    the interface of :class:`RecordColumns`: ``buf`` holds the batches' entries end to
+    end (inflated), ``pos`` each entry's start in it, :meth:`field` a column by name."""
+
+    __slots__ = ("_ids", "_record", "_values", "body", "buf", "pos", "properties")
+
+    def __init__(self, buf: U8, pos: I64, body: Spans, properties: Spans, record: I64,
+                 values: dict[str, I64], ids: list[str]) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.body = body
+        self.properties = properties
+        #: Each entry's record, an index into ``values`` and ``ids``.
+        self._record = record
+        self._values = values
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def field(self, name: str) -> I64:
+        """Field ``name`` of :data:`FIELDS` for every entry, as int64: ``flag`` is the
+        entry's, ``queue_offset`` its record's plus its place in the batch, the others
+        are its record's."""
+        if name == "flag":
+            return _gather(self.buf, self.pos + 12, ">i4")
+        if name == "queue_offset":
+            first = np.searchsorted(self._record, self._record)  # each record's first entry
+            out: I64 = (self._values["queue_offset"][self._record]
+                        + np.arange(len(self.pos), dtype=np.int64) - first)
+            return out
+        if name not in FIELDS:
+            raise KeyError(name)
+        values: I64 = self._values[name][self._record]
+        return values
+
+    def offset_msg_ids(self, rows: I64) -> list[str]:
+        """The offset message id of each entry at ``rows``: its record's."""
+        ids = self._ids
+        return [ids[r] for r in self._record[rows].tolist()]
+
+
+def _entry_starts(batch: memoryview) -> I64 | None:
+    layout = uniform_layout(batch)
+    if layout is not None:
+        return np.arange(0, len(batch), layout[0], dtype=np.int64)
+    try:
+        return np.array([e.offset for e in iter_batch(batch)], np.int64)
+    except CorruptRecord:
+        return None
+
+
+def decode_entry_columns(body: Buffer, *,
+                         max_decompressed: int = _MAX_INFLATED) -> EntryColumns | None:
+    """The sub-messages of a body whose records are all inner batches, as columns; ``None``
+    when a record is not an inner batch, does not decode, or holds a batch that does not
+    (inflated beyond ``max_decompressed``, truncated, malformed) -- the caller then
+    decodes the body with :func:`tidemq.codec.message.decode_messages`, which says what
+    is wrong. Never raises on bad input."""
+    view = body if isinstance(body, memoryview) else memoryview(body)
+    if view.ndim != 1 or view.itemsize != 1:
+        view = view.cast("B")
+    chunks: list[U8] = []
+    starts: list[I64] = []
+    counts: list[int] = []
+    values: dict[str, list[int]] = {name: [] for name in ("queue_offset", *_RECORD_FIELDS)}
+    ids: list[str] = []
+    at, end, shift = 0, len(view), 0
+    while at < end:
+        try:
+            r = rec.decode_record(view, at)
+            if isinstance(r, rec.Blank):
+                return None
+            flags = r.sys_flag
+            if not (flags & _NEED_UNWRAP and flags & _INNER_BATCH):
+                return None
+            ctype = compression_of(flags)
+            batch: memoryview = r.body
+            if ctype is not None:
+                batch = memoryview(decompress(r.body, ctype, max_decompressed))
+                flags &= ~COMPRESSED
+        except CorruptRecord:
+            return None
+        found = _entry_starts(batch)
+        if found is None or not len(found):
+            return None
+        chunks.append(np.frombuffer(batch, np.uint8))
+        starts.append(found + shift)
+        counts.append(len(found))
+        shift += len(batch)
+        for name, value in (("queue_offset", r.queue_offset), ("queue_id", r.queue_id),
+                            ("physical_offset", r.physical_offset), ("sys_flag", flags),
+                            ("born_timestamp", r.born_timestamp),
+                            ("store_timestamp", r.store_timestamp),
+                            ("reconsume_times", r.reconsume_times),
+                            ("prepared_tx_offset", r.prepared_tx_offset)):
+            values[name].append(value)
+        ids.append(encode_offset_msg_id(r.store_host, r.physical_offset))
+        at += r.total_size
+    if not chunks:
+        return None
+    buf: U8 = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    pos = np.concatenate(starts) if len(starts) > 1 else starts[0]
+    body_len = _gather(buf, pos + 16, ">i4")
+    props_len = _gather(buf, pos + 20 + body_len, ">i2")
+    record = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    return EntryColumns(buf, pos, Spans(pos + 20, body_len),
+                        Spans(pos + 22 + body_len, props_len), record,
+                        {k: np.array(v, np.int64) for k, v in values.items()}, ids)

@@ -2,7 +2,8 @@
 
 Runs in Spark's Python workers with nothing but what the partition carries (the options
 and the range). Pulls go through :meth:`ClusterAccess.pull_body`; each body is decoded by
-the columnar decoder (:func:`tidemq.codec.columns.decode_columns` then
+the columnar decoder (:func:`tidemq.codec.columns.decode_columns`, or
+:func:`~tidemq.codec.columns.decode_entry_columns` for inner batches, then
 :func:`tidemq.spark.rows.columns_to_batch`) and, when a record needs the general decoder
 or the read is of an LMQ, by :func:`~tidemq.codec.message.decode_messages` then
 :func:`~tidemq.spark.rows.to_batch`. Rows outside the range (an inner batch starts
@@ -34,7 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemq.client.subscription import Subscription
-from tidemq.codec.columns import decode_columns
+from tidemq.codec.columns import (
+    EntryColumns,
+    RecordColumns,
+    decode_columns,
+    decode_entry_columns,
+)
 from tidemq.codec.message import decode_messages
 from tidemq.spark.access import ClusterAccess, QueueKey
 from tidemq.spark.options import SourceOptions
@@ -72,7 +78,9 @@ def tune_allocator() -> bool:
 
 
 def _decode(body: bytes, q: QueueKey, lmq: str | None) -> pa.RecordBatch:
-    cols = decode_columns(body) if lmq is None else None
+    cols: RecordColumns | EntryColumns | None = None
+    if lmq is None:
+        cols = decode_columns(body) or decode_entry_columns(body)
     if cols is not None:
         return columns_to_batch(cols, q.topic, q.broker, q.queue_id)
     return to_batch(decode_messages(body), q.topic, q.broker, q.queue_id, lmq)

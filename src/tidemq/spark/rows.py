@@ -8,9 +8,12 @@ Two paths give the same rows:
   gaps between them; the property texts are split into the map column with Arrow
   compute (the rules of :mod:`tidemq.formats.properties`); ``keys``, ``tags`` and
   ``msg_id`` are map look-ups;
+  Inner batches (RIP-26) take the same path through their own columns
+  (:func:`~tidemq.codec.columns.decode_entry_columns`: a row per sub-message, the batch
+  inflated when compressed);
 * :func:`to_batch` -- from :class:`~tidemq.types.MessageExt` objects, for bodies the
-  columnar decoder leaves out (compressed records, inner batches, IPv6 hosts) and for
-  LMQ reads (whose offsets come from properties).
+  columnar decoders leave out (compressed single messages, bodies mixing inner batches
+  with other records, IPv6 hosts) and for LMQ reads (whose offsets come from properties).
 
 Inner batches arrive unrolled (each sub-message is its own row with its own offset).
 """
@@ -24,7 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemq.codec.columns import RecordColumns, Spans
+from tidemq.codec.columns import EntryColumns, RecordColumns, Spans
 from tidemq.errors import CorruptRecord
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt
@@ -227,7 +230,7 @@ def _properties(texts: pa.StringArray) -> pa.MapArray:
     return pa.MapArray.from_arrays(pa.array(offsets), names, values)
 
 
-def columns_to_batch(cols: RecordColumns, topic: str, broker: str,
+def columns_to_batch(cols: RecordColumns | EntryColumns, topic: str, broker: str,
                      queue: int) -> pa.RecordBatch:
     """The rows of ``cols`` (see the module docstring); raises :class:`CorruptRecord` if
     a property text is not UTF-8."""

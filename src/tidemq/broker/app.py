@@ -79,6 +79,7 @@ class BrokerApp:
                                      max_frame_size=config.max_frame_size)
         self.client = RemotingClient()
         self.pull = PullProcessor(self)
+        self.send = SendProcessor(self)
         self.pull_holds = PullHoldService(self.pull.rerun)
         self.batch: BatchProcessor | None = None
         self.dispatch_linger: DispatchLinger | None = None
@@ -117,7 +118,7 @@ class BrokerApp:
             raise
         self.pull_holds.attach(loop)
         self.store.add_dispatch_hook(self.pull_holds.on_dispatched)
-        for proc in (SendProcessor(self), self.pull, OffsetProcessor(self), ClientProcessor(self),
+        for proc in (self.send, self.pull, OffsetProcessor(self), ClientProcessor(self),
                      AdminProcessor(self), RetryProcessor(self), LockProcessor(self),
                      GroupProcessor(self)):
             proc.register(self.server)

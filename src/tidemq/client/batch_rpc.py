@@ -16,9 +16,10 @@ as requests of their own: in a parent, every queue's batch would wait for the sl
   a parent that fails (timeout, lost connection, an error code) fails each child with
   that error. A parent waits up to the longest timeout among its children.
 * Children split into several parents above ``max_children`` or ``max_bytes``; once
-  ``flush_at`` requests wait for one (broker, code), they leave as a parent at once
-  (pipelining: a producer of many concurrent sends keeps the broker busy with one parent
-  while it builds the next, instead of the two taking turns).
+  ``flush_at`` requests (``pull_flush_at`` pulls) wait for one (broker, code), they
+  leave as a parent at once (pipelining: a producer of many concurrent sends keeps the
+  broker busy with one parent while it builds the next, instead of the two taking
+  turns).
 
 Negotiation, per broker address (:class:`BatchSupport`; decisions are plain methods, the
 awaits follow):
@@ -42,6 +43,13 @@ once a broker's merged answer accepts it, pulls to that broker that differ only 
 12 bytes per child, compact child answers; :mod:`tidemq.codec.batch_protocol`). A
 shared-form parent the broker refuses, or answers without ``childForm=shared``, turns
 the form off for that broker and its children go alone.
+
+Sends: a standard parent of SEND_MESSAGE_V2 offers the shared send form (ext
+``childForms=sharedSend``, :mod:`tidemq.codec.shared_send`); once the broker accepts it,
+coalesced sends that share a header but for their queue, timestamps, flag, properties
+and body go as shared send parents (and :mod:`tidemq.client.shared_send` sends
+``Producer.send_multi`` that way directly). A refused shared send parent turns the form
+off for that broker for good (it is not offered again) and its children go alone.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
     CHILD_FORMS_KEY,
     DEFAULT_MAX_CHILDREN,
+    SEND_SHARED_CODES,
+    SEND_SHARED_FORM,
     SHARED_CODES,
     SHARED_FORM,
     BatchFormatError,
@@ -69,6 +79,14 @@ from tidemq.codec.batch_protocol import (
     shared_position,
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.shared_send import (
+    RawEntry,
+    decode_send_answers,
+    encode_shared_send,
+    send_answer_command,
+    shared_send_entry,
+    shared_send_key,
+)
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
 from tidemq.types import LOGICAL_BROKER
 
@@ -79,6 +97,7 @@ __all__ = [
     "BatchSupport",
     "Support",
     "batch_requester",
+    "copy_error",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,8 +114,13 @@ _QUEUE_ID, _QUEUE_OFFSET = "queueId", "queueOffset"
 #: Bytes of child frames per parent: half the broker's default ``batchMaxBytes``.
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 #: Requests for one (broker, code) that make a parent leave at once, without waiting for
-#: the end of the loop iteration (so the sender never holds a broker's work back).
-DEFAULT_FLUSH_AT = 16
+#: the end of the loop iteration (so the sender never holds a broker's work back). Each
+#: parent costs both sides a write and a read (system calls are dear): 64 sends to 64
+#: queues go as one parent; rounds in flight still overlap with the broker's work.
+DEFAULT_FLUSH_AT = 64
+#: The same for pulls: 32 halves the parents of a 64-queue consumer against 16 and
+#: still leaves two to overlap with the client's decoding.
+DEFAULT_PULL_FLUSH_AT = 32
 
 
 class Support(enum.Enum):
@@ -116,6 +140,8 @@ class BatchSupport:
         self._present: set[str] = set()
         self._absent_since: dict[str, float] = {}
         self._shared: set[str] = set()  # brokers that read the shared pull form
+        self._send_shared: set[str] = set()  # ... and the shared send form
+        self._send_refused: set[str] = set()  # ... said so, then refused it: not offered
 
     def state(self, address: str) -> Support:
         if not self.enabled:
@@ -137,6 +163,7 @@ class BatchSupport:
         else:
             self._present.discard(address)
             self._shared.discard(address)
+            self._send_shared.discard(address)
             self._absent_since[address] = self._clock()
 
     def shares(self, address: str) -> bool:
@@ -148,6 +175,23 @@ class BatchSupport:
             self._shared.add(address)
         else:
             self._shared.discard(address)
+
+    def shares_send(self, address: str) -> bool:
+        """Whether ``address`` said it reads the shared-header send form
+        (:mod:`tidemq.client.shared_send`)."""
+        return address in self._send_shared and self.state(address) is Support.PRESENT
+
+    def offers_send(self, address: str) -> bool:
+        """Whether a standard send parent to ``address`` offers the shared send form:
+        not once a shared parent was refused there (no flapping between the forms)."""
+        return address not in self._send_shared and address not in self._send_refused
+
+    def mark_send_shared(self, address: str, shared: bool) -> None:
+        if shared:
+            self._send_shared.add(address)
+        else:
+            self._send_shared.discard(address)
+            self._send_refused.add(address)
 
 
 @dataclasses.dataclass(slots=True)
@@ -184,9 +228,11 @@ class BatchRequester:
 
     def __init__(self, instance: ClientInstance, *, enabled: bool = True,
                  recheck: float = 300.0, max_children: int = DEFAULT_MAX_CHILDREN,
-                 max_bytes: int = DEFAULT_MAX_BYTES, flush_at: int = DEFAULT_FLUSH_AT) -> None:
+                 max_bytes: int = DEFAULT_MAX_BYTES, flush_at: int = DEFAULT_FLUSH_AT,
+                 pull_flush_at: int = DEFAULT_PULL_FLUSH_AT) -> None:
         self._instance = instance
         self.flush_at = max(2, min(flush_at, max_children))
+        self.pull_flush_at = max(2, min(pull_flush_at, max_children))
         self.support = BatchSupport(enabled=enabled, recheck=recheck)
         self.max_children = max_children
         self.max_bytes = max_bytes
@@ -213,7 +259,7 @@ class BatchRequester:
             queued = self._pending[key] = []
             asyncio.get_running_loop().call_soon(self._flush, key)
         queued.append(_Child(cmd, future, wait))
-        if len(queued) >= self.flush_at:
+        if len(queued) >= (self.pull_flush_at if cmd.code in SHARED_CODES else self.flush_at):
             # A full parent goes out now: the broker works on it while this loop
             # iteration builds the next one, instead of the two taking turns.
             self._flush(key)
@@ -233,12 +279,17 @@ class BatchRequester:
             for child in children:
                 child.settle(None)
             return
-        offer = False
+        offer = ""
         if code in SHARED_CODES:
             if self.support.shares(address):
                 children = self._flush_shared(address, code, children)
             else:
-                offer = True
+                offer = SHARED_FORM
+        elif code in SEND_SHARED_CODES:
+            if self.support.shares_send(address):
+                children = self._flush_send_shared(address, children)
+            elif self.support.offers_send(address):
+                offer = SEND_SHARED_FORM
         for parent, members in encode_batch_requests(
                 code, [c.cmd for c in children], max_children=self.max_children,
                 max_bytes=self.max_bytes):
@@ -248,7 +299,7 @@ class BatchRequester:
                 group[0].settle(None)
                 continue
             if offer:
-                parent.ext_fields[CHILD_FORMS_KEY] = SHARED_FORM
+                parent.ext_fields[CHILD_FORMS_KEY] = offer
             self._start(address, parent, group)
 
     def _flush_shared(self, address: str, code: int, children: list[_Child]) -> list[_Child]:
@@ -280,6 +331,50 @@ class BatchRequester:
                 self._start(address, parent, [c for c, _ in part])
         return rest
 
+    def count_parent(self, children: int) -> None:
+        """Count a parent sent by another module (the shared send form)."""
+        self.stats.rpcs += 1
+        self.stats.parents += 1
+        self.stats.children += children
+
+    def count_alone(self) -> None:
+        """Count a request sent on its own by another module."""
+        self.stats.rpcs += 1
+
+    def _flush_send_shared(self, address: str, children: list[_Child]) -> list[_Child]:
+        """Send the sends that share a template as shared send parents; returns the
+        others (they go as standard children)."""
+        groups: dict[tuple[object, ...], list[tuple[_Child, RawEntry]]] = {}
+        rest: list[_Child] = []
+        for child in children:
+            entry = shared_send_entry(child.cmd)
+            if entry is None:
+                rest.append(child)
+            else:
+                groups.setdefault(shared_send_key(child.cmd), []).append((child, entry))
+        for members in groups.values():
+            if len(members) < 2:
+                rest.extend(c for c, _ in members)
+                continue
+            start, size = 0, 0
+            for i, (_, entry) in enumerate(members):
+                weight = 26 + len(entry[4]) + len(entry[5])
+                if i > start and (i - start >= self.max_children
+                                  or size + weight > self.max_bytes):
+                    self._send_part(address, members[start:i], rest)
+                    start, size = i, 0
+                size += weight
+            self._send_part(address, members[start:], rest)
+        return rest
+
+    def _send_part(self, address: str, part: list[tuple[_Child, RawEntry]],
+                   rest: list[_Child]) -> None:
+        if len(part) < 2:
+            rest.extend(c for c, _ in part)
+            return
+        parent = encode_shared_send(part[0][0].cmd, [e for _, e in part])
+        self._start(address, parent, [c for c, _ in part])
+
     def _start(self, address: str, parent: RemotingCommand, group: list[_Child]) -> None:
         task = asyncio.ensure_future(self._send(address, parent, group))
         self._tasks.add(task)
@@ -299,13 +394,16 @@ class BatchRequester:
                 for child in group:
                     child.settle(None)
                 return
-            shared = parent.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM
-            if shared and (response.code != ResponseCode.SUCCESS
-                           or response.ext_fields.get(CHILD_FORM_KEY) != SHARED_FORM):
+            form = parent.ext_fields.get(CHILD_FORM_KEY)
+            if form is not None and (response.code != ResponseCode.SUCCESS
+                                     or response.ext_fields.get(CHILD_FORM_KEY) != form):
                 # Not read as the shared form: stop using it; each child goes alone.
-                log.info("%s did not read a shared-form parent (%d %s); not using the form",
-                         address, response.code, response.remark)
-                self.support.mark_shared(address, False)
+                log.info("%s did not read a %s parent (%d %s); not using the form",
+                         address, form, response.code, response.remark)
+                if form == SEND_SHARED_FORM:
+                    self.support.mark_send_shared(address, False)
+                else:
+                    self.support.mark_shared(address, False)
                 for child in group:
                     child.settle(None)
                 return
@@ -315,16 +413,26 @@ class BatchRequester:
                                                 address=address))
                 return
             self.support.mark(address, True)
-            if SHARED_FORM in response.ext_fields.get(CHILD_FORMS_KEY, "").split(","):
+            forms = response.ext_fields.get(CHILD_FORMS_KEY, "").split(",")
+            if SHARED_FORM in forms:
                 self.support.mark_shared(address, True)
-            answers = decode_batch_response(response, range(1, len(group) + 1))
+            if SEND_SHARED_FORM in forms and parent.ext_fields.get(
+                    CHILD_FORMS_KEY) == SEND_SHARED_FORM:
+                self.support.mark_send_shared(address, True)
+            if form == SEND_SHARED_FORM:
+                body = response.body if response.body_parts is None else response.full_body()
+                ext = response.ext_fields
+                answers = [send_answer_command(a, i, ext) for i, a in
+                           enumerate(decode_send_answers(body, len(group)), 1)]
+            else:
+                answers = decode_batch_response(response, range(1, len(group) + 1))
         except BatchFormatError as exc:
             for child in group:
                 child.settle(BatchFormatError(exc.reason))
             return
         except TideMQError as exc:
             for child in group:
-                child.settle(_copy(exc))
+                child.settle(copy_error(exc))
             return
         except asyncio.CancelledError:
             for child in group:
@@ -347,7 +455,7 @@ class BatchRequester:
         return present
 
 
-def _copy(exc: TideMQError) -> TideMQError:
+def copy_error(exc: TideMQError) -> TideMQError:
     """A fresh instance of ``exc`` per child (one exception object is raised once)."""
     clone = exc.__class__.__new__(exc.__class__)
     clone.__dict__.update(exc.__dict__)

@@ -52,6 +52,7 @@ from tidemq.client.sending import (
     read_send_response,
     send_options,
 )
+from tidemq.client.shared_send import send_many
 from tidemq.client.stamps import now_ms
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
@@ -302,13 +303,12 @@ class Producer:
         return_exceptions: bool = False,
     ) -> list[SendResult] | list[SendResult | TideMQError]:
         """Send each message to its queue, concurrently: the messages for one broker go
-        out as one batch-protocol RPC when it supports it (:mod:`tidemq.client.batch_rpc`),
+        out as one batch-protocol RPC when it supports it (:mod:`tidemq.client.batch_rpc`;
+        in the shared send form once negotiated, :mod:`tidemq.client.shared_send`),
         else one send each. Results are in ``items`` order. Every message is tried (as
         :meth:`send` with ``queue``, so without retries); the first failure is raised
         once all are done, or with ``return_exceptions`` left in its place."""
-        results = await asyncio.gather(
-            *(self.send(msg, queue=mq, timeout=timeout) for msg, mq in items),
-            return_exceptions=True)
+        results = await send_many(self, items, timeout)  # shared send parents, or send()
         out: list[SendResult | TideMQError] = []
         for result in results:
             if isinstance(result, BaseException) and (

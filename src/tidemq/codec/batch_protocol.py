@@ -95,6 +95,8 @@ __all__ = [
     "DEFAULT_MAX_CHILDREN",
     "DISPATCH_CODE_KEY",
     "MERGED_REMARK",
+    "SEND_SHARED_CODES",
+    "SEND_SHARED_FORM",
     "SHARED_CODES",
     "SHARED_FORM",
     "BatchChild",
@@ -110,6 +112,7 @@ __all__ = [
     "encode_batch_requests",
     "encode_children",
     "encode_shared_request",
+    "read_child_frame",
     "shared_position",
 ]
 
@@ -127,6 +130,9 @@ CHILD_FORMS_KEY = "childForms"
 SHARED_FORM = "shared"
 #: Request codes the shared form carries.
 SHARED_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
+#: The shared-header send form (:mod:`tidemq.codec.shared_send`) and the codes it carries.
+SEND_SHARED_FORM = "sharedSend"
+SEND_SHARED_CODES = frozenset({RequestCode.SEND_MESSAGE_V2})
 _QUEUE_ID, _QUEUE_OFFSET = "queueId", "queueOffset"
 _POSITION = struct.Struct(">iq")  # a shared-form child: queueId, queueOffset
 _COMPACT = struct.Struct(">BBHiIqqq")  # kind, flags, R, code, B, next, min, max
@@ -163,10 +169,12 @@ class BatchChild:
 
 @dataclasses.dataclass(slots=True)
 class BatchRequest:
-    """A decoded parent: the children's request code and the children, in order."""
+    """A decoded parent: the children's request code and the children, in order; for a
+    shared-form parent also each child's ``(queueId, queueOffset)``."""
 
     dispatch_code: int
     children: list[BatchChild]
+    positions: list[tuple[int, int]] | None = None
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -196,6 +204,10 @@ def _read_child(view: memoryview, pos: int, end: int) -> tuple[BatchChild, int]:
         return BatchChild(None, error=f"child header unreadable: {exc}"), nxt
     cmd.body = view[hstart + hlen:nxt]
     return BatchChild(cmd, cmd.opaque), nxt
+
+
+#: The child frame at ``pos`` of ``view`` (up to ``end``) and the position after it.
+read_child_frame = _read_child
 
 
 def decode_children(body: Buffer, *, max_children: int = DEFAULT_MAX_CHILDREN
@@ -242,7 +254,7 @@ def decode_batch_request(cmd: RemotingCommand, *, max_children: int = DEFAULT_MA
         if form != SHARED_FORM or code not in SHARED_CODES:
             raise BatchFormatError(f"childForm {form!r} is not supported for dispatchCode "
                                    f"{code}")
-        return BatchRequest(code, _shared_children(code, body, max_children))
+        return BatchRequest(code, *_shared_children(code, body, max_children))
     children = decode_children(body, max_children=max_children)
     seen: set[int] = set()
     for child in children:
@@ -261,13 +273,15 @@ def decode_batch_request(cmd: RemotingCommand, *, max_children: int = DEFAULT_MA
     return BatchRequest(code, children)
 
 
-def _shared_children(code: int, body: Buffer, max_children: int) -> list[BatchChild]:
-    """The children of a shared-form parent body, each a command of its own."""
+def _shared_children(code: int, body: Buffer, max_children: int
+                     ) -> tuple[list[BatchChild], list[tuple[int, int]]]:
+    """The children of a shared-form parent body, each a command of its own, and their
+    positions."""
     view = body if isinstance(body, memoryview) else memoryview(body)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
     if not len(view):
-        return []
+        return [], []
     template, pos = _read_child(view, 0, len(view))
     tcmd = template.command
     if tcmd is None:
@@ -283,14 +297,15 @@ def _shared_children(code: int, body: Buffer, max_children: int) -> list[BatchCh
     ext0, stype, flag = tcmd.ext_fields, tcmd.serialize_type, tcmd.flag
     language, version = tcmd.language, tcmd.version
     children: list[BatchChild] = []
-    for i, (queue_id, offset) in enumerate(_POSITION.iter_unpack(view[pos:]), 1):
+    positions = list(_POSITION.iter_unpack(view[pos:]))
+    for i, (queue_id, offset) in enumerate(positions, 1):
         ext = ext0.copy()
         ext[_QUEUE_ID] = str(queue_id)
         ext[_QUEUE_OFFSET] = str(offset)
         children.append(BatchChild(RemotingCommand(
             code=code, opaque=i, flag=flag, language=language, version=version,
             ext_fields=ext, serialize_type=stype), i))
-    return children
+    return children, positions
 
 
 def shared_position(cmd: RemotingCommand) -> tuple[int, int] | None:
@@ -310,6 +325,9 @@ def _plain_int(text: str | None, bounds: tuple[int, int]) -> int | None:
     """``text`` as an int when it is the canonical decimal form (what ``str`` gives)."""
     if text is None or len(text) > 20:
         return None
+    if len(text) < 10 and text.isdigit() and text.isascii() and (
+            text[0] != "0" or len(text) == 1):
+        return int(text)  # the usual case: a small non-negative number, in every bound
     try:
         value = int(text)
     except ValueError:
@@ -527,8 +545,15 @@ def batch_response(request: RemotingCommand, responses: Sequence[RemotingCommand
         resp.ext_fields[CHILD_FORM_KEY] = SHARED_FORM
         resp.body_parts = _compact(responses)
         return resp
-    if SHARED_FORM in ext.get(CHILD_FORMS_KEY, "").split(","):
-        resp.ext_fields[CHILD_FORMS_KEY] = SHARED_FORM
+    offered = ext.get(CHILD_FORMS_KEY)
+    if offered:
+        forms = offered.split(",")
+        accepted = [SHARED_FORM] if SHARED_FORM in forms else []
+        if SEND_SHARED_FORM in forms and parse_java_int(
+                ext.get(DISPATCH_CODE_KEY, "")) in SEND_SHARED_CODES:
+            accepted.append(SEND_SHARED_FORM)
+        if accepted:
+            resp.ext_fields[CHILD_FORMS_KEY] = ",".join(accepted)
     resp.body_parts = encode_children(responses)
     return resp
 

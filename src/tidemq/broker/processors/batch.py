@@ -44,7 +44,11 @@ checks, codes and remarks); its found messages are counted in the stats once per
 A shared-form parent (ext ``childForm=shared``, :mod:`tidemq.codec.batch_protocol`) has
 its template's header parsed once for all its children and is answered with compact
 child entries; a standard pull parent offering the form (ext ``childForms``) is told
-that this broker reads it.
+that this broker reads it. A shared send parent (ext ``childForm=sharedSend``,
+:mod:`tidemq.codec.shared_send`) is decoded without a header map per child; a plain send
+to an ordinary topic goes to :meth:`~tidemq.broker.processors.send.SendProcessor.child`
+from the entry's fields, anything else is built as its standard child and run through
+the registered processor; it is answered with compact entries.
 """
 
 from __future__ import annotations
@@ -52,13 +56,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
 from tidemq.broker.processors.pull import PullProcessor
+from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
+    SEND_SHARED_CODES,
+    SEND_SHARED_FORM,
     SHARED_FORM,
     BatchChild,
     BatchFormatError,
@@ -66,10 +73,17 @@ from tidemq.codec.batch_protocol import (
     batch_response,
     child_error_response,
     decode_batch_request,
+    dispatch_code_of,
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
-from tidemq.codec.headers import PullMessageRequestHeader
+from tidemq.codec.headers import PullMessageRequestHeader, SendFields, decode_send_fields
 from tidemq.codec.schema import parse_java_int
+from tidemq.codec.shared_send import (
+    SendEntry,
+    decode_shared_send,
+    shared_send_child,
+    shared_send_response,
+)
 from tidemq.errors import (
     BrokerResponseError,
     ConnectionLost,
@@ -103,6 +117,8 @@ _SYS_FLAG, _MAX_BYTES, _MAX_NUMS = (_PULL_KEYS["sys_flag"], _PULL_KEYS["max_msg_
                                     _PULL_KEYS["max_msg_nums"])
 _QUEUE_ID, _QUEUE_OFFSET = _PULL_KEYS["queue_id"], _PULL_KEYS["queue_offset"]
 _FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
+#: Numbers the send fast path reads from text have at most 9 (18 for a timestamp) digits.
+_DIGITS9, _DIGITS18 = 10**9, 10**18
 
 
 def _error_response(cmd: RemotingCommand, exc: BaseException) -> RemotingCommand:
@@ -119,17 +135,21 @@ class _Merge:
     """The child responses of one parent, filled in any order; answers the parent on the
     connection once the last one is in (when ``deferred``: the processor returned)."""
 
-    __slots__ = ("conn", "deferred", "missing", "opaques", "parent", "slots", "timer")
+    __slots__ = ("conn", "deferred", "missing", "opaques", "parent", "respond", "slots",
+                 "timer")
 
-    def __init__(self, conn: Connection, parent: RemotingCommand, children: list[BatchChild]
-                 ) -> None:
+    def __init__(self, conn: Connection, parent: RemotingCommand,
+                 children: list[BatchChild] | list[int],
+                 respond: Callable[[RemotingCommand, Sequence[RemotingCommand]],
+                                   RemotingCommand] = batch_response) -> None:
         self.conn = conn
         self.parent = parent
-        self.opaques = [c.opaque for c in children]
+        self.opaques = [c if isinstance(c, int) else c.opaque for c in children]
         self.slots: list[RemotingCommand | None] = [None] * len(children)
         self.missing = len(children)
         self.deferred = False
         self.timer: asyncio.TimerHandle | None = None
+        self.respond = respond
 
     def put(self, index: int, response: RemotingCommand) -> None:
         if self.slots[index] is not None:
@@ -157,7 +177,7 @@ class _Merge:
             self.timer.cancel()
             self.timer = None
         if not self.parent.is_oneway:
-            self.conn.send_response(batch_response(self.parent, self.responses()))
+            self.conn.send_response(self.respond(self.parent, self.responses()))
 
 
 class _ChildConnection:
@@ -242,12 +262,16 @@ class BatchProcessor:
         self._pull_budget = max(1, min(cfg.batch_max_bytes,
                                        cfg.max_frame_size - _FRAME_RESERVE))
         self._child_timeout = 2 * app.store_config.sync_flush_timeout / 1000 + 1.0
+        self._sync = app.store_config.sync_flush
         self._processors: dict[int, Processor] = {}
         self._turn = 0
         self.holds = BatchHoldService(self._answer_held)
         #: The registered pull processors (those seen by :meth:`register`), whose children
         #: of ordinary topics may skip the processor's own header parsing.
         self._fast: set[Processor] = set()
+        #: The send processor whose plain sends shared-form children skip the registered
+        #: processor for (``None``: every child goes through it).
+        self._send: SendProcessor | None = None
 
     def register(self, server: RemotingServer) -> None:
         """Look up the child processors, register for BATCH_REQUEST, hook into the store's
@@ -258,6 +282,9 @@ class BatchProcessor:
                 self._processors[int(code)] = processor
         if isinstance(getattr(self.app, "pull", None), PullProcessor):
             self._fast = {p for c, p in self._processors.items() if c in PULL_CODES}
+        send = getattr(self.app, "send", None)
+        if isinstance(send, SendProcessor):
+            self._send = send
         server.register(RequestCode.BATCH_REQUEST, self.process)
         server.on_connection_closed(self._connection_closed)
         self.holds.attach(asyncio.get_running_loop())
@@ -269,6 +296,8 @@ class BatchProcessor:
     # ------------------------------------------------------------------ parent
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if cmd.ext_fields.get(CHILD_FORM_KEY) == SEND_SHARED_FORM:
+            return self._shared_send(conn, cmd)
         try:
             req = decode_batch_request(cmd, max_children=self._max_children,
                                        max_bytes=self._max_bytes)
@@ -294,6 +323,70 @@ class BatchProcessor:
             return batch_response(cmd, merge.responses())
         self._defer(merge)
         return None
+
+    def _shared_send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """A shared send parent (:mod:`tidemq.codec.shared_send`): each child served as
+        the standard child it stands for; plain sends to an ordinary topic go to the send
+        processor's fast path from the entry's fields, without a header map."""
+        try:
+            code = dispatch_code_of(cmd)
+            if code not in SEND_SHARED_CODES or code not in self._processors:
+                raise BatchFormatError(f"childForm {SEND_SHARED_FORM!r} is not supported for "
+                                       f"dispatchCode {code}")
+            size = cmd.body_length()
+            if size > self._max_bytes:
+                raise BatchFormatError(f"body of {size} bytes exceeds the limit of "
+                                       f"{self._max_bytes}")
+            body = cmd.body if cmd.body_parts is None else cmd.full_body()
+            template, entries = decode_shared_send(code, body, self._max_children)
+        except BatchFormatError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, exc.reason) from None
+        processor = self._processors[code]
+        merge = _Merge(conn, cmd, list(range(1, len(entries) + 1)), shared_send_response)
+        send = self._send
+        base = None
+        if send is not None:
+            base = decode_send_fields(code, {**template.ext_fields, "e": "0", "f": "0",
+                                             "g": "0", "h": "0"})
+            if base is not None and self.app.logical.get(base[0]) is not None:
+                base = None  # a logical topic: the registered processor translates
+        for i, entry in enumerate(entries):
+            if isinstance(entry, str):
+                merge.put(i, child_error_response(BatchChild(None, i + 1),
+                                                  ResponseCode.INVALID_PARAMETER, entry))
+            elif not (send is not None and base is not None
+                      and self._send_fast(send, conn, merge, i, entry, base, template)):
+                self._run(processor, conn, merge, i,
+                          BatchChild(shared_send_child(template, i + 1, entry), i + 1))
+        if merge.missing == 0:
+            return shared_send_response(cmd, merge.responses())
+        self._defer(merge)
+        return None
+
+    def _send_fast(self, send: SendProcessor, conn: Connection, merge: _Merge, index: int,
+                   entry: SendEntry, base: SendFields, template: RemotingCommand
+                   ) -> bool:
+        """Whether the send processor's fast path served the child (else nothing was
+        done). Its numbers must be what the fast path reads from text: plain digits."""
+        qid, sys_flag, born, flag, props, body = entry
+        if not (0 <= qid < _DIGITS9 and 0 <= sys_flag < _DIGITS9 and 0 <= flag < _DIGITS9
+                and 0 <= born < _DIGITS18):
+            return False
+        sub = RemotingCommand(code=template.code, opaque=index + 1, flag=template.flag,
+                              body=body, serialize_type=template.serialize_type)
+        fields: SendFields = (base[0], qid, sys_flag, born, flag, props, base[6])
+        # Only a SYNC_FLUSH send answers later, through the connection it was given.
+        proxy = cast(Connection, _ChildConnection(conn, merge, index)) if self._sync else conn
+        try:
+            result = send.child(proxy, sub, fields)
+        except Exception as exc:
+            merge.put(index, _error_response(sub, exc))
+            return True
+        if result is False:
+            return False
+        if isinstance(result, RemotingCommand):
+            merge.put(index, result)
+        return True  # None: answered later through the proxy (SYNC_FLUSH)
 
     def _defer(self, merge: _Merge) -> None:
         """Answer the parent when its last child answers (or the child timeout passes)."""
@@ -335,7 +428,7 @@ class BatchProcessor:
 
     def _pull(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
               ) -> RemotingCommand | None:
-        kids = _pull_children(cmd, req.children)
+        kids = _pull_children(cmd, req)
         processor = self._processors[req.dispatch_code]
         merge = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
         if merge.missing:  # a child answers later (e.g. forwarded): no hold, wait for it
@@ -479,19 +572,18 @@ class BatchProcessor:
         self.holds.release_all()
 
 
-def _pull_children(cmd: RemotingCommand, children: list[BatchChild]) -> list[_PullChild]:
+def _pull_children(cmd: RemotingCommand, req: BatchRequest) -> list[_PullChild]:
     """Every child with its facts. A shared-form parent's children differ only in their
     position, so the template's header is parsed once for all of them."""
-    if cmd.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM and children:
+    children = req.children
+    if (cmd.ext_fields.get(CHILD_FORM_KEY) == SHARED_FORM and children
+            and req.positions is not None):
         first = children[0].command
         shared = _pull_header(first.ext_fields) if first is not None else None
         if shared is not None:
-            out = []
-            for child in children:
-                ext = cast(RemotingCommand, child.command).ext_fields
-                out.append(_PullChild(child, shared._replace(
-                    queue_id=int(ext[_QUEUE_ID]), queue_offset=int(ext[_QUEUE_OFFSET]))))
-            return out
+            replace = shared._replace
+            return [_PullChild(child, replace(queue_id=q, queue_offset=o))
+                    for child, (q, o) in zip(children, req.positions, strict=True)]
     return [_PullChild(c, None if c.command is None else _pull_header(c.command.ext_fields))
             for c in children]
 

@@ -492,6 +492,15 @@ class SendProcessor:
                     return response
         return self._process(conn, cmd)
 
+    def child(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
+              ) -> RemotingCommand | bool | None:
+        """A batch-protocol child's send from ``fields`` already read (its ext may be
+        empty): the fast path's answer (``None``: answered later, SYNC_FLUSH), or
+        ``False`` when it is not the plain case -- nothing was done, and the caller runs
+        the registered processor on the standard child."""
+        response = self._fast(conn, cmd, fields)
+        return False if response is _GENERIC else response
+
     def _plain_topic(self, topic: str) -> bool:
         """Whether sends to ``topic`` may take the fast path as far as its name goes."""
         if validate_topic(topic) is not None or topic.startswith((RETRY_PREFIX, LMQ_PREFIX)):

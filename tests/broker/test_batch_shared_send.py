@@ -1,0 +1,166 @@
+"""BATCH_REQUEST's shared-header send form against a live broker: the answers and the
+stored messages of standard children, errors per child, SYNC_FLUSH, the offer that
+negotiates it, and a broker that cannot read it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.codec.batch_protocol import (
+    CHILD_FORM_KEY,
+    CHILD_FORMS_KEY,
+    MERGED_REMARK,
+    SEND_SHARED_FORM,
+    decode_batch_response,
+    encode_batch_request,
+)
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.shared_send import (
+    RawEntry,
+    decode_send_answers,
+    encode_shared_send,
+    send_answer_command,
+)
+from tidemq.errors import ResponseCode
+from tidemq.store.config import FlushDiskType
+from tidemq.testing import Cluster
+
+SEND = RequestCode.SEND_MESSAGE_V2
+
+
+@pytest.fixture
+async def topic(peer: Peer) -> str:
+    await peer.ok(wire.create_topic("Ss", 8))
+    return "Ss"
+
+
+def entry(cmd: RemotingCommand) -> RawEntry:
+    """A standard send child as a shared-form entry."""
+    ext = cmd.ext_fields
+    return (int(ext["e"]), int(ext["f"]), int(ext["g"]), int(ext["h"]),
+            ext.get("i", "").encode(), bytes(cmd.body))
+
+
+async def shared(peer: Peer, children: list[RemotingCommand]) -> list[RemotingCommand]:
+    parent = encode_shared_send(RemotingCommand.request(SEND, dict(children[0].ext_fields)),
+                                [entry(c) for c in children])
+    resp = await peer(parent)
+    assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, MERGED_REMARK), resp.remark
+    assert resp.ext_fields[CHILD_FORM_KEY] == SEND_SHARED_FORM
+    answers = decode_send_answers(resp.full_body(), len(children))
+    return [send_answer_command(a, i, resp.ext_fields) for i, a in enumerate(answers, 1)]
+
+
+async def standard(peer: Peer, children: list[RemotingCommand]) -> list[RemotingCommand]:
+    resp = await peer(encode_batch_request(SEND, children))
+    assert resp.code == ResponseCode.SUCCESS
+    return decode_batch_response(resp, [c.opaque for c in children])
+
+
+def copy(cmd: RemotingCommand) -> RemotingCommand:
+    return RemotingCommand.request(cmd.code, dict(cmd.ext_fields), bytes(cmd.body))
+
+
+def view(r: RemotingCommand) -> tuple[object, ...]:
+    ext = dict(r.ext_fields)
+    ext.pop("msgId", None)
+    ext.pop("queueOffset", None)
+    return r.code, r.opaque, r.remark, ext
+
+
+def kids(topic: str) -> list[RemotingCommand]:
+    return [
+        wire.send(topic, b"a", queue_id=0),
+        wire.send(topic, b"b" * 5000, queue_id=3, flag=7),
+        wire.send(topic, b"c", queue_id=99),  # no such queue: INVALID_PARAMETER
+        wire.send(topic, b"d", queue_id=5, properties=wire.props(tags="t", keys="k1 k2")),
+        wire.send(topic, b"e", queue_id=5, properties=""),  # no properties at all
+        wire.send(topic, b"f", queue_id=1, sys_flag=0, properties=wire.props(DELAY="1")),
+        wire.send(topic, b"", queue_id=2),
+    ]
+
+
+async def test_shared_children_get_what_standard_children_get(peer: Peer, topic: str,
+                                                              cluster: Cluster) -> None:
+    sent = kids(topic)
+    got = await shared(peer, sent)
+    want = await standard(peer, [copy(c) for c in sent])
+    assert [view(r) for r in got] == [view(r) for r in want]
+    assert [r.code for r in got] == [0, 0, ResponseCode.INVALID_PARAMETER, 0, 0, 0, 0]
+    await wire.dispatched(cluster.brokers[0])
+    for qid in (0, 3, 5, 2):
+        msgs = await peer.messages(topic, qid)
+        assert len(msgs) == 2 * (1 + (qid == 5))
+        alike = [(m.body, m.flag, m.sys_flag, m.born_timestamp,
+                  {k: v for k, v in m.properties.items() if k != "UNIQ_KEY"}) for m in msgs]
+        half = len(alike) // 2
+        assert alike[:half] == alike[half:]  # the shared copies, then the standard ones
+    assert (await peer.messages(topic, 5))[0].properties["KEYS"] == "k1 k2"
+
+
+async def test_answers_carry_the_stored_positions(peer: Peer, topic: str) -> None:
+    got = await shared(peer, [wire.send(topic, b"x", queue_id=q) for q in (4, 4, 6)])
+    assert [(r.ext_fields["queueId"], r.ext_fields["queueOffset"]) for r in got] == [
+        ("4", "0"), ("4", "1"), ("6", "0")]
+    assert len({r.ext_fields["msgId"] for r in got}) == 3
+    assert {r.ext_fields["MSG_REGION"] for r in got} == {"DefaultRegion"}
+
+
+async def test_bad_children_are_answered_alone(peer: Peer, topic: str) -> None:
+    good = wire.send(topic, b"ok", queue_id=1)
+    parent = encode_shared_send(RemotingCommand.request(SEND, dict(good.ext_fields)), [
+        entry(good), (1, 0, 0, 0, b"\xff\xfe", b"bad props"), (-5, 0, 0, 0, b"", b"neg"),
+        (1, 0, 0, 0, b"", b"x" * (5 * 1024 * 1024))])
+    resp = await peer(parent)
+    assert resp.code == ResponseCode.SUCCESS
+    answers = [send_answer_command(a, i, resp.ext_fields) for i, a in
+               enumerate(decode_send_answers(resp.full_body(), 4), 1)]
+    assert [a.code for a in answers] == [0, ResponseCode.INVALID_PARAMETER,
+                                         ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL]
+    assert "UTF-8" in (answers[1].remark or "")
+
+
+async def test_a_logical_or_unknown_topic_goes_through_the_processor(peer: Peer) -> None:
+    kids = [wire.send("NoSuchTopicHere", b"a", queue_id=0, default_topic="NoDefault")] * 2
+    got = await shared(peer, kids)
+    want = await standard(peer, [wire.send("NoSuchTopicHere", b"a", queue_id=0,
+                                           default_topic="NoDefault") for _ in range(2)])
+    assert [view(r) for r in got] == [view(r) for r in want]
+    assert got[0].code == ResponseCode.TOPIC_NOT_EXIST
+
+
+@pytest.mark.parametrize(("ext", "body", "reason"), [
+    ({"dispatchCode": "11"}, b"", "not supported for dispatchCode 11"),
+    ({}, b"", "needs a template"),
+    ({}, b"\0\0\0\x10garbage", "claims"),
+])
+async def test_malformed_parents_are_refused(peer: Peer, ext: dict[str, str], body: bytes,
+                                             reason: str) -> None:
+    parent = RemotingCommand.request(RequestCode.BATCH_REQUEST, {
+        "dispatchCode": "310", CHILD_FORM_KEY: SEND_SHARED_FORM, **ext}, body)
+    resp = await peer(parent)
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    assert reason in (resp.remark or "")
+
+
+async def test_a_standard_send_parent_may_offer_the_form(peer: Peer, topic: str) -> None:
+    parent = encode_batch_request(SEND, [wire.send(topic, b"a"), wire.send(topic, b"b")])
+    parent.ext_fields[CHILD_FORMS_KEY] = SEND_SHARED_FORM
+    resp = await peer(parent)
+    assert resp.ext_fields[CHILD_FORMS_KEY] == SEND_SHARED_FORM
+
+
+async def test_sync_flush_children_answer_once_flushed(tmp_path: Path) -> None:
+    async with (Cluster(tmp_path, store={"flush_disk_type": FlushDiskType.SYNC_FLUSH}) as c,
+                Peer(c.brokers[0].broker_addr) as peer):
+        await peer.ok(wire.create_topic("Sf", 4))
+        got = await shared(peer, [wire.send("Sf", b"durable", queue_id=q) for q in range(4)]
+                           + [wire.send("Sf", queue_id=77)])
+        assert [r.code for r in got] == [0, 0, 0, 0, ResponseCode.INVALID_PARAMETER]
+        assert c.brokers[0].store.flusher is not None
+        assert c.brokers[0].store.flusher.flushed_offset >= (
+            c.brokers[0].store.commitlog.max_offset)

@@ -67,12 +67,12 @@ def send_sync(namesrv: str, topic: str, group: str, count: int) -> None:
     p.shutdown()
 
 
-def send_with_retry(p: Any, msg: Any, attempts: int = 3) -> Any:
+def send_with_retry(p: Any, msg: Any, attempts: int = 3, *, batch: bool = False) -> Any:
     """The C++ client gives up at once when a route lookup times out (a loaded CI
     machine); a real application retries, and so does this scenario, twice."""
     for attempt in range(attempts):
         try:
-            return p.send_sync(msg)
+            return p.send_batch(msg) if batch else p.send_sync(msg)
         except Exception:
             if attempt == attempts - 1:
                 raise
@@ -82,7 +82,7 @@ def send_with_retry(p: Any, msg: Any, attempts: int = 3) -> Any:
 
 def send_batch(namesrv: str, topic: str, group: str, count: int) -> None:
     p = producer(namesrv, group)
-    r = p.send_batch([message(topic, i) for i in range(count)])
+    r = send_with_retry(p, [message(topic, i) for i in range(count)], batch=True)
     emit({"status": r.status.name, "msg_id": r.msg_id, "offset": r.offset})
     p.shutdown()
 
@@ -102,7 +102,7 @@ def consume(namesrv: str, topic: str, group: str, count: int,
     ``count`` deliveries or the deadline passes."""
     p = producer(namesrv, group + "-producer")
     for i in range(count):
-        p.send_sync(message(topic, i))
+        send_with_retry(p, message(topic, i))
     got: list[dict[str, Any]] = []
     done = threading.Event()
     lock = threading.Lock()

@@ -28,6 +28,7 @@ from typing import Protocol, cast
 import numpy as np
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
+from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 
@@ -70,7 +71,9 @@ class DispatchBatch:
     tags: Sequence[int]
     store_timestamp: int
     end: int  # physical offset just past the last record
-    keys: Sequence[tuple[str, ...]] | None = None  # per record: index keys (UNIQ_KEY, KEYS)
+    #: per record: index keys (UNIQ_KEY, KEYS); a put_batch of a uniform batch gives them
+    #: as :class:`~tidemq.store.index.KeyColumns`
+    keys: Sequence[tuple[str, ...]] | None = None
     batch_sizes: Sequence[int] | None = None  # per record: offsets covered (inner batches)
     #: per record: the LMQs it fans out to and its offset in each (RIP-28), or None
     lmq: Sequence[tuple[Sequence[str], Sequence[int]] | None] | None = None
@@ -189,7 +192,9 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                                  _joined([g.tags for g in group]))
     if queues.lmq is not None:
         _apply_lmq(queues.lmq, batches, touched)
-    if index is not None:
+    if index is not None and any(type(b.keys) is KeyColumns for b in batches):
+        _index_with_columns(index, batches)
+    elif index is not None:
         # In log order: the index skips a record below one it has (folded rows are
         # grouped per queue, so their batches interleave in the log).
         keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys
@@ -198,6 +203,28 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
         for phys_off, topic, keys, ts in keyed:
             index.put_keys(topic, keys, phys_off, ts)
     return touched
+
+
+def _index_with_columns(index: IndexSink, batches: list[DispatchBatch]) -> None:
+    """:func:`apply_batches`' index step when some batches carry :class:`KeyColumns` (a
+    uniform put_batch): those go to the index as one call each when it takes columns
+    (``put_key_columns``), in log order with the other records."""
+    put_columns = getattr(index, "put_key_columns", None)
+    keyed: list[tuple[int, str, tuple[str, ...] | KeyColumns, int, Sequence[int]]] = []
+    for b in batches:
+        if not b.keys:
+            continue
+        if put_columns is not None and type(b.keys) is KeyColumns:
+            keyed.append((b.phys[0], b.topic, b.keys, b.store_timestamp, b.phys))
+            continue
+        keyed.extend((phys_off, b.topic, keys, b.store_timestamp, ())
+                     for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys)
+    keyed.sort(key=_FIRST)
+    for phys_off, topic, keys, ts, phys in keyed:
+        if type(keys) is KeyColumns:
+            put_columns(topic, keys, phys, ts)  # type: ignore[misc]
+        else:
+            index.put_keys(topic, keys, phys_off, ts)  # type: ignore[arg-type]
 
 
 def _joined(parts: list[Sequence[int]]) -> Sequence[int]:

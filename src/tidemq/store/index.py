@@ -36,6 +36,13 @@ the index in log order, so the start of the last record queued is the index's re
 end: :meth:`KeyIndex.put_keys` skips a record at or below it, which makes re-dispatch
 after a crash idempotent.
 
+A producer batch stored record by record (an outer batch of one layout) hands its keys
+over as :class:`KeyColumns` -- a column of same-width ASCII UNIQ_KEYs and the KEYS every
+record shares -- and :meth:`KeyIndex.put_key_columns` queues the whole batch as one item;
+the drain hashes the column with one matrix product (:func:`column_hashes`). The entries
+written are the ones :meth:`KeyIndex.put_keys` would write record by record, byte for
+byte.
+
 Lookups return *candidate* physical offsets: hash collisions and the one-second time
 resolution mean the caller must read each record and compare the real key
 (:meth:`tidemq.store.message_store.MessageStore.query_by_key` does).
@@ -56,11 +63,13 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash
+from tidemq.store.index_keys import KeyColumns, column_hashes, index_hashes
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
 
@@ -101,47 +110,28 @@ assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 IntArray = npt.NDArray[np.int64]
 
 _KEYS = operator.itemgetter(1)
+_PHYS = operator.itemgetter(2)
+_STAMP = operator.itemgetter(3)
+
+#: A record queued by :meth:`KeyIndex.put_keys`: topic, keys, phys, store timestamp.
+_Plain = tuple[str, tuple[str, ...], int, int]
+#: Records queued by :meth:`KeyIndex.put_key_columns`: topic, keys, phys, store timestamp.
+_Columns = tuple[str, KeyColumns, IntArray, int]
+_Queued = _Plain | _Columns
+#: Entry columns of queued records: hashes, phys, store times; keys and start per record.
+_Entries = tuple[IntArray, IntArray, IntArray, IntArray, IntArray]
+
+
+def _kind(item: _Queued) -> tuple[str, int | None, tuple[str, ...]] | None:
+    """What :meth:`KeyIndex._drain` hashes together: ``None`` for a plain record, else a
+    column item's topic, UNIQ_KEY width and shared keys."""
+    keys = item[1]
+    if type(keys) is not KeyColumns:
+        return None
+    return item[0], None if keys.uniq is None else keys.uniq.shape[1], keys.extra
 
 #: Records queued before :meth:`KeyIndex.put_keys` applies them in bulk.
 DRAIN_AT = 1024
-
-_MASK32 = np.uint64(0xFFFFFFFF)
-_VECTOR_MAX_LEN = 256
-#: ``31**i`` and ``31**-i`` mod 2**32 (31 is odd, so invertible): the hash of a key padded
-#: with ``p`` trailing NULs is ``hash(key) * 31**p``, which the inverse powers undo.
-_POW = np.array([pow(31, i, 1 << 32) for i in range(_VECTOR_MAX_LEN)], dtype=np.uint64)
-_INV_POW = np.array([pow(pow(31, -1, 1 << 32), i, 1 << 32)
-                     for i in range(_VECTOR_MAX_LEN + 1)], dtype=np.uint64)
-
-
-def index_hashes(keys: Sequence[str]) -> IntArray:
-    """:func:`~tidemq.formats.hashing.index_hash` of every key, vectorised for ASCII keys."""
-    n = len(keys)
-    out = np.empty(n, dtype=np.int64)
-    if not n:
-        return out
-    encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
-    # ASCII (one byte per character, so one UTF-16 unit per byte) and not too long.
-    fast = (lens == np.fromiter(map(len, keys), dtype=np.int64, count=n)) & (
-        lens <= _VECTOR_MAX_LEN)
-    if not fast.all():
-        for i in np.flatnonzero(~fast).tolist():
-            out[i] = index_hash(keys[i])
-        picked = np.flatnonzero(fast)
-        encoded = [encoded[i] for i in picked.tolist()]
-        lens = lens[picked]
-        if not encoded:
-            return out
-    width = max(int(lens.max()), 1)
-    units = np.array(encoded, dtype=f"S{width}").view(np.uint8).reshape(-1, width)
-    h = (units.astype(np.uint64) @ _POW[width - 1 :: -1]) & _MASK32
-    h = (h * _INV_POW[width - lens]) & _MASK32
-    signed = np.abs(h.astype(np.uint32).view(np.int32).astype(np.int64))
-    signed[signed == 1 << 31] = 0  # Java: abs(MIN_VALUE) stays negative, upstream uses 0
-    out[fast] = signed
-    return out
-
 
 def index_file_size(slot_num: int, max_index_num: int) -> int:
     return HEADER_SIZE + slot_num * SLOT_SIZE + max_index_num * ENTRY_SIZE
@@ -180,36 +170,54 @@ class IndexFile:
         first = self.count
         if first == 1:
             self.begin_ts, self.begin_phys = int(store_ts[0]), int(phys[0])
-        nums = np.arange(first, first + n, dtype=np.int64)
-        slots = hashes % self.slot_num
+        # Entries by slot, in log order within a slot: one sort of slot * 2**32 + index
+        # (unique keys, so any sort is the stable one).
+        key = hashes % self.slot_num
+        key <<= 32
+        key |= np.arange(n, dtype=np.int64)
+        key.sort()
+        order = key & 0xFFFFFFFF
+        s_sorted = key >> 32
+        nums_sorted = order + first  # entry numbers, by slot
         table = np.frombuffer(self.mm, dtype=">i4", count=self.slot_num, offset=HEADER_SIZE)
-        current = table[slots].astype(np.int64)
-        current[(current <= 0) | (current >= first)] = 0  # stale or torn: an empty slot
-        # Chain entries of one slot to each other, the first of each to the slot's head.
-        order = np.argsort(slots, kind="stable")
-        s_sorted = slots[order]
-        starts = np.ones(n, dtype=np.bool_)
-        starts[1:] = s_sorted[1:] != s_sorted[:-1]
-        ends = np.ones(n, dtype=np.bool_)
-        ends[:-1] = starts[1:]
-        prev_sorted = np.empty(n, dtype=np.int64)
-        prev_sorted[1:] = nums[order[:-1]]
-        prev_sorted[starts] = current[order][starts]
+        heads = table[s_sorted].astype(np.int64)  # each entry's slot head before this write
+        # A head outside 1 .. first-1 is stale or torn: an empty slot.
+        heads *= (heads - 1).view(np.uint64) < np.uint64(first - 1)
+        same = s_sorted[1:] == s_sorted[:-1]  # entry i+1 shares entry i's slot
+        if np.count_nonzero(same):  # chain entries of one slot to each other
+            starts = np.ones(n, dtype=np.bool_)
+            np.logical_not(same, out=starts[1:])
+            ends = np.ones(n, dtype=np.bool_)
+            ends[:-1] = starts[1:]
+            prev_sorted = heads.copy()
+            prev_sorted[1:][same] = nums_sorted[:-1][same]
+            new_slots = int(np.count_nonzero(heads[starts] == 0))
+            slots_out, nums_out = s_sorted[ends], nums_sorted[ends]
+        else:
+            prev_sorted = heads
+            new_slots = n - int(np.count_nonzero(heads))
+            slots_out, nums_out = s_sorted, nums_sorted
         prev = np.empty(n, dtype=np.int64)
         prev[order] = prev_sorted
         ent = np.empty(n, dtype=ENTRY_DTYPE)
         ent["hash"] = hashes
         ent["phys"] = phys
-        ent["diff"] = np.clip((store_ts - self.begin_ts) // 1000, 0, INT_MAX)
+        lo, hi = int(store_ts[0]), int(store_ts[-1])
+        if lo == hi and not np.count_nonzero(store_ts != lo):  # one store time (the usual)
+            ent["diff"] = min(max((lo - self.begin_ts) // 1000, 0), INT_MAX)
+        else:
+            diff = store_ts - self.begin_ts
+            diff //= 1000
+            ent["diff"] = np.minimum(np.maximum(diff, 0, out=diff), INT_MAX, out=diff)
         ent["prev"] = prev
         at = self.entries_at + first * ENTRY_SIZE
         self.mm[at : at + n * ENTRY_SIZE] = ent.tobytes()
         count = first + n
         _I32.pack_into(self.mm, _OFF_COUNT, count)
-        table[s_sorted[ends]] = nums[order][ends]
-        self.slot_count += int(np.count_nonzero(current[order][starts] == 0))
+        table[slots_out] = nums_out
+        self.slot_count += new_slots
         self.count = count
-        self.end_ts, self.end_phys = int(store_ts[-1]), int(phys[-1])
+        self.end_ts, self.end_phys = hi, int(phys[-1])
         _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
                           self.end_phys, self.slot_count, count)
         self.dirty = True
@@ -302,7 +310,11 @@ class KeyIndex:
         self.file_size = index_file_size(max_hash_slot_num, max_index_num)
         self.files: list[IndexFile] = []
         self.lock = threading.Lock()
-        self._pending: deque[tuple[str, tuple[str, ...], int, int]] = deque()
+        self._pending: deque[_Queued] = deque()
+        # Column items (and their records) queued, written by the queueing thread only,
+        # and drained, written under ``lock`` only: equal counts mean none is queued.
+        self._columns_in = self._columns_out = 0
+        self._column_rows_in = self._column_rows_out = 0
         self._last_phys = -1  # start of the last record queued (the recorded end)
 
     # ------------------------------------------------------------------ load and recovery
@@ -366,33 +378,108 @@ class KeyIndex:
             with self.lock:
                 self._drain()
 
+    def put_key_columns(self, topic: str, keys: KeyColumns, phys: Sequence[int],
+                        store_timestamp: int) -> None:
+        """:meth:`put_keys` for consecutive records at ``phys`` (increasing) keyed as
+        ``keys`` says, all stored at ``store_timestamp``: the same entries, hashed column-wise
+        (:func:`column_hashes`). Records at or below the recorded end are skipped."""
+        n = len(phys)
+        if n != len(keys):
+            raise ValueError(f"{len(keys)} key rows for {n} records")
+        if not n or not keys.per_record:
+            return
+        at = (np.arange(phys.start, phys.stop, phys.step, dtype=np.int64)
+              if type(phys) is range else np.asarray(phys, dtype=np.int64))
+        if int(at[0]) <= self._last_phys:  # re-dispatch after a crash
+            skip = int(np.searchsorted(at, self._last_phys, side="right"))
+            if skip == n:
+                return
+            at, keys = at[skip:], keys[skip:]
+        self._last_phys = int(at[-1])
+        # Counted before queued: a drain that takes the item has seen it counted.
+        self._columns_in += 1
+        self._column_rows_in += len(at)
+        self._pending.append((topic, keys, at, store_timestamp))
+        queued = (len(self._pending) + self._column_rows_in - self._column_rows_out
+                  - self._columns_in + self._columns_out)  # records, roughly (no lock)
+        if queued >= DRAIN_AT:
+            with self.lock:
+                self._drain()
+
     def _drain(self) -> None:
         """Apply every queued record (``lock`` held)."""
         pending = self._pending
         items = [pending.popleft() for _ in range(len(pending))]
         if not items:
             return
+        if self._columns_in == self._columns_out:  # read after taking: none was taken
+            self._write(*self._plain_entries(items))  # type: ignore[arg-type]
+            return
+        parts: list[_Entries] = []
+        for kind, group in itertools.groupby(items, _kind):
+            if kind is None:
+                parts.append(self._plain_entries(list(group)))  # type: ignore[arg-type]
+                continue
+            run = cast("list[_Columns]", list(group))
+            self._columns_out += len(run)
+            self._column_rows_out += sum(len(it[2]) for it in run)
+            parts.append(self._column_entries(run))
+        if len(parts) == 1:
+            self._write(*parts[0])
+        else:
+            self._write(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+
+    @staticmethod
+    def _plain_entries(items: list[_Plain]) -> _Entries:
+        """Entry columns of records queued by :meth:`put_keys`."""
         key_sets = list(map(_KEYS, items))
         if "" in itertools.chain.from_iterable(key_sets):  # rare: drop empty keys first
             key_sets = [tuple(k for k in keys if k) for keys in key_sets]
         full = [f"{topic}#{k}" for (topic, _, _, _), keys in zip(items, key_sets, strict=True)
                 for k in keys]
         counts = np.fromiter(map(len, key_sets), dtype=np.int64, count=len(items))
-        hashes = index_hashes(full)
-        phys = np.repeat(np.fromiter((it[2] for it in items), np.int64, len(items)), counts)
-        ts = np.repeat(np.fromiter((it[3] for it in items), np.int64, len(items)), counts)
+        starts = np.fromiter(map(_PHYS, items), np.int64, len(items))
+        ts = np.repeat(np.fromiter(map(_STAMP, items), np.int64, len(items)), counts)
+        return index_hashes(full), np.repeat(starts, counts), ts, counts, starts
+
+    @staticmethod
+    def _column_entries(run: list[_Columns]) -> _Entries:
+        """Entry columns of records queued by :meth:`put_key_columns`, for a run of items
+        of one kind (:func:`_kind`): hashed as one set of columns."""
+        topic, keys = run[0][0], run[0][1]
+        if len(run) > 1:
+            uniq = (None if keys.uniq is None
+                    else np.concatenate([it[1].uniq for it in run]))
+            at = np.concatenate([it[2] for it in run])
+            keys = KeyColumns(uniq, keys.extra, len(at))
+            ts = np.repeat(np.fromiter((it[3] for it in run), np.int64, len(run)),
+                           [len(it[2]) for it in run])
+        else:
+            at, ts = run[0][2], np.full(len(run[0][2]), run[0][3], np.int64)
+        k = keys.per_record
+        counts = np.full(len(at), k, np.int64)
+        if k == 1:
+            return column_hashes(topic, keys), at, ts, counts, at
+        return (column_hashes(topic, keys), np.repeat(at, k), np.repeat(ts, k), counts, at)
+
+    def _write(self, hashes: IntArray, phys: IntArray, ts: IntArray, counts: IntArray,
+               starts: IntArray) -> None:
+        """Write entries (``hashes``, ``phys``, ``ts``) of records with ``counts`` keys
+        each, starting at ``starts``; a record's entries never span two files."""
+        n_records = len(counts)
         ends = np.cumsum(counts)  # entry index just past each record
         done, pos = 0, 0  # records, entries written
-        while done < len(items):
+        while done < n_records:
             f = self.files[-1] if self.files else None
             room = f.capacity - f.count if f is not None else 0
             fit = int(np.searchsorted(ends[done:], pos + room, side="right"))
             if fit == 0:
                 if f is None or f.count > 1:
-                    self._roll(int(phys[pos]) if pos < len(phys) else items[done][2])
+                    self._roll(int(phys[pos]) if pos < len(phys) else int(starts[done]))
                     continue
                 log.warning("record at %d has %d keys, more than an index file holds; "
-                            "indexing the first %d", items[done][2], int(counts[done]), room)
+                            "indexing the first %d", int(starts[done]), int(counts[done]),
+                            room)
                 stop, next_pos = pos + room, int(ends[done])
                 fit = 1
             else:

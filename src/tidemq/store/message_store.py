@@ -36,7 +36,13 @@ from tidemq.formats.record import (
     fixed_v4_with_hosts,
     record_size,
 )
-from tidemq.store.append import MessageInput, encode_batch, patch_batch
+from tidemq.store.append import (
+    MessageInput,
+    UniformBatch,
+    encode_batch,
+    encode_uniform_batch,
+    patch_batch,
+)
 from tidemq.store.checkpoint import Checkpoint, StoreLock
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
@@ -429,25 +435,44 @@ class MessageStore:
         born_timestamp: int = 0, born_host: HostAddr | None = None, reconsume_times: int = 0,
         wait_flush: bool = True,
     ) -> PutResult:
-        """Append ``msgs`` to ``(topic, queue_id)`` with consecutive queue offsets."""
+        """Append ``msgs`` to ``(topic, queue_id)`` with consecutive queue offsets.
+
+        A :class:`~tidemq.store.append.UniformBatch` is encoded column-wise and its keys
+        reach the index as columns; the bytes stored are the same."""
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         if not msgs:
             raise ValueError("put_batch needs at least one message")
-        bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
         limit = self.config.max_message_size
-        body_lengths = set(map(len, bodies))
-        biggest = max(body_lengths)
-        if biggest > limit:
-            raise MessageTooLarge(biggest, limit)
         store_host = self._store_host
-        enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
-                           born_timestamp=born_timestamp or self.clock(),
-                           born_host=born_host or store_host, store_host=store_host,
-                           reconsume_times=reconsume_times, body_lengths=body_lengths)
+        enc = None
+        uniform = msgs if type(msgs) is UniformBatch else None
+        if uniform is not None:
+            if uniform.body_length > limit:
+                raise MessageTooLarge(uniform.body_length, limit)
+            enc = encode_uniform_batch(topic, queue_id, uniform, sys_flag=sys_flag,
+                                       born_timestamp=born_timestamp or self.clock(),
+                                       born_host=born_host or store_host,
+                                       store_host=store_host, reconsume_times=reconsume_times)
+        keys: Sequence[tuple[str, ...]] | None
+        tags: Sequence[int]
+        if uniform is not None and enc is not None:
+            n = uniform.n
+            tags = [uniform.tags_code] * n
+            keys = uniform.keys
+        else:
+            bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
+            body_lengths = set(map(len, bodies))
+            biggest = max(body_lengths)
+            if biggest > limit:
+                raise MessageTooLarge(biggest, limit)
+            enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
+                               born_timestamp=born_timestamp or self.clock(),
+                               born_host=born_host or store_host, store_host=store_host,
+                               reconsume_times=reconsume_times, body_lengths=body_lengths)
+            n = len(bodies)
         key = (topic, queue_id)
         cl = self.commitlog
-        n = len(bodies)
         with cl.lock:
             now = self.clock()
             ts = now if now > self._last_ts else self._last_ts

@@ -10,7 +10,10 @@ as plain digits) is read straight from the ext map (:func:`decode_send_fields`),
 appended and answered without the header schema object. Anything else -- every error
 included -- goes the generic way, so codes and remarks are the generic path's. A batch
 whose entries share one layout and differ only in their UNIQ_KEY values is split with a
-few array comparisons instead of a property parse per entry.
+few array comparisons instead of a property parse per entry; from 16 entries on it goes
+to the store as columns over the request body (:class:`UniformBatch`), its keys to the
+index as columns (:class:`KeyColumns`), and the offset message ids of the reply are one
+hex conversion.
 
 SYNC_FLUSH (:class:`GroupCommitWaiters`): sends waiting for durability are queued on the
 event loop in commit-log order. One flush request per loop iteration triggers the group
@@ -27,11 +30,12 @@ import contextlib
 import functools
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tidemq.broker.lmq import parse_lmq_targets
 from tidemq.broker.processors.retry import route_send
@@ -63,7 +67,9 @@ from tidemq.formats.properties import (
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
+from tidemq.store.append import UniformBatch
 from tidemq.store.flush import FlushService, FlushStatus
+from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageInput, PutResult
 
@@ -100,6 +106,46 @@ def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Excepti
     code = (ResponseCode.SERVICE_NOT_AVAILABLE if isinstance(exc, StoreReadOnly)
             else ResponseCode.MESSAGE_ILLEGAL)
     return error_for_code(code, str(exc))
+
+
+def _offset_ids(prefix: str, phys: Sequence[int]) -> str:
+    """The offset message ids of a batch's records at ``phys`` joined by commas: each is
+    ``prefix`` and the offset as 16 upper-case hex digits. Beyond a few records, one
+    ``bytes.hex`` of all offsets (a comma every 8 bytes) instead of a format per record."""
+    if len(phys) < _UNIFORM_SMALL:
+        return ",".join(map(f"{prefix}%016X".__mod__, phys))
+    at = (np.arange(phys.start, phys.stop, phys.step, dtype=">u8") if type(phys) is range
+          else np.asarray(phys, dtype=">u8"))
+    return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated_columns(size: int, blen: int, ustart: int, uend: int) -> npt.NDArray[np.intp]:
+    """The bytes of a batch entry that every entry of a uniform batch repeats: all but
+    MAGICCODE, BODYCRC, FLAG, the body and the UNIQ_KEY value (``ustart:uend`` of the
+    properties)."""
+    pstart = ENTRY_OVERHEAD + blen
+    out: npt.NDArray[np.intp] = np.r_[0:4, 16:20, pstart - 2 : pstart + ustart,
+                                      pstart + uend : size]
+    out.flags.writeable = False
+    return out
+
+
+def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(entry size, body length)`` when the batch is whole entries of the first entry's
+    size and the first entry is well formed -- :func:`uniform_layout`'s checks of the
+    first entry, not of the others -- else ``None``."""
+    n_bytes = len(body)
+    if n_bytes < ENTRY_OVERHEAD:
+        return None
+    size = int.from_bytes(body[0:4], "big", signed=True)
+    blen = int.from_bytes(body[16:20], "big", signed=True)
+    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
+        return None
+    plen = int.from_bytes(body[20 + blen : 22 + blen], "big", signed=True)
+    if ENTRY_OVERHEAD + blen + plen != size:
+        return None
+    return size, blen
 
 
 class GroupCommitWaiters:
@@ -252,7 +298,8 @@ class SendProcessor:
         wait = props.get("WAIT", "true").lower() != "false"
         return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wait
 
-    def _batch(self, body: bytes | bytearray | memoryview) -> tuple[list[MessageInput], bool]:
+    def _batch(self, body: bytes | bytearray | memoryview
+               ) -> tuple[Sequence[MessageInput], bool]:
         uniform = self._uniform_batch(body)
         if uniform is not None:
             return uniform
@@ -275,7 +322,7 @@ class SendProcessor:
         return msgs, wait
 
     def _uniform_batch(self, body: bytes | bytearray | memoryview
-                       ) -> tuple[list[MessageInput], bool] | None:
+                       ) -> tuple[Sequence[MessageInput], bool] | None:
         """:meth:`_batch` for the usual producer batch, or ``None`` (walk it entry by entry).
 
         The usual batch has entries of one layout whose property strings are the same
@@ -286,12 +333,15 @@ class SendProcessor:
         batches of fewer than :data:`_UNIFORM_SMALL` entries, where checking the layout
         costs more than the walk. Batches of fewer than :data:`_UNIFORM_MIN` entries (an
         auto-batcher's at a low rate) are compared with bytes slices, larger ones with
-        arrays.
+        arrays and handed to the store as columns (:class:`UniformBatch`), never as an
+        object per message.
         """
         first_size = int.from_bytes(body[:4], "big")
         if first_size <= 0 or len(body) < _UNIFORM_SMALL * first_size:
             return None
-        layout = uniform_layout(body)
+        # A large batch: the array split checks every entry's lengths with its properties.
+        large = len(body) >= _UNIFORM_MIN * first_size
+        layout = _first_layout(body) if large else uniform_layout(body)
         if layout is None:
             return None
         size, blen = layout
@@ -321,14 +371,16 @@ class SendProcessor:
         cluster = b"" if "CLUSTER" in props else self._cluster_prop
         if plen + len(cluster) > MAX_PROPERTIES_BYTES:
             return None
-        if n < _UNIFORM_MIN:
-            split = self._small_split(data, n, size, blen, cluster, ustart, uend)
-        else:
-            split = self._array_split(data, n, size, blen, cluster, ustart, uend)
+        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+        wait = props.get("WAIT", "true").lower() != "false"
+        if large:
+            batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
+                                      tags_code(props.get("TAGS")), ks if self._index else None)
+            return None if batch is None else (batch, wait)
+        split = self._small_split(data, n, size, blen, cluster, ustart, uend)
         if split is None:
             return None
         bodies, flags, raws, uniqs = split
-        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
         keys: Iterable[tuple[str, ...]]
         if not self._index:
             keys = repeat((), n)
@@ -336,15 +388,15 @@ class SendProcessor:
             keys = repeat(ks, n)
         else:
             keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
-        wait = props.get("WAIT", "true").lower() != "false"
         tags = repeat(tags_code(props.get("TAGS")), n)
         return list(map(_new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
 
     @staticmethod
     def _small_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
                      uend: int) -> _Split | None:
-        """:meth:`_array_split` with bytes slices: for a few entries, array set-up costs
-        more than the comparisons."""
+        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
+        none) of a small batch of uniform layout, as :meth:`_array_split` checks it, with
+        bytes slices: for a few entries, array set-up costs more than the comparisons."""
         pstart = ENTRY_OVERHEAD + blen
         plen = size - pstart
         first = data[pstart : pstart + plen]
@@ -371,41 +423,28 @@ class SendProcessor:
 
     @staticmethod
     def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
-                     uend: int) -> _Split | None:
-        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
-        none) of a batch of uniform layout, or ``None`` when its property strings differ
-        elsewhere than in the UNIQ_KEY value, or that value is not separator-free ASCII."""
+                     uend: int, tags: int, keys: tuple[str, ...] | None) -> UniformBatch | None:
+        """The messages of a batch whose first entry is well formed (:func:`_first_layout`)
+        as columns over ``data``, or ``None`` unless every entry repeats the first one's
+        length fields (then each is well formed, as :func:`uniform_layout` proves it) and
+        property bytes except the UNIQ_KEY value (``ustart:uend`` of the properties;
+        empty: the entries have none), and that value is separator-free ASCII.
+        ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
         pstart = ENTRY_OVERHEAD + blen
-        plen = size - pstart
-        grid = np.frombuffer(data, np.uint8).reshape(n, size)[:, pstart:]
+        rows = np.frombuffer(data, np.uint8).reshape(n, size)
+        uniq = rows[:, pstart + ustart : pstart + uend]
         if ustart != uend:
-            values = grid[:, ustart:uend]
-            if not ((values < 0x80).all() and (values != 2).all()):
+            values = uniq.tobytes()
+            if not values.isascii() or b"\x02" in values:
                 return None
-        if not ((grid[:, :ustart] == grid[0, :ustart]).all()
-                and (grid[:, uend:] == grid[0, uend:]).all()):
+        columns = _repeated_columns(size, blen, ustart, uend)
+        fixed = rows.take(columns, axis=1).tobytes()
+        if fixed != fixed[: len(columns)] * n:
             return None
-        end = n * size
-        bstart = ENTRY_OVERHEAD - 2
-        view = memoryview(data)
-        bodies = list(map(view.__getitem__, map(slice, range(bstart, end, size),
-                                                   range(bstart + blen, end, size))))
-        flags = np.ascontiguousarray(
-            np.frombuffer(data, np.uint8).reshape(n, size)[:, 12:16]).view(">i4").ravel().tolist()
-        width = plen + len(cluster)
-        rows = np.empty((n, width), np.uint8)
-        rows[:, :plen] = grid
-        rows[:, plen:] = np.frombuffer(cluster, np.uint8)
-        blob = rows.tobytes()
-        raws = list(map(blob.__getitem__, map(slice, range(0, n * width, width),
-                                              range(width, n * width + 1, width))))
-        if ustart == uend:
-            return bodies, flags, raws, None
-        uw = uend - ustart
-        joined = grid[:, ustart:uend].tobytes().decode("ascii")
-        uniqs = list(map(joined.__getitem__, map(slice, range(0, n * uw, uw),
-                                                 range(uw, n * uw + 1, uw))))
-        return bodies, flags, raws, uniqs
+        key_columns = None
+        if keys is not None and (keys or ustart != uend):
+            key_columns = KeyColumns(uniq if ustart != uend else None, keys, n)
+        return UniformBatch(data, n, size, blen, cluster, tags, key_columns)
 
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
         if self.store.lmq is None:
@@ -638,10 +677,7 @@ class SendProcessor:
             self._id_host = host
         prefix = self._id_prefix
         phys = result.phys_offsets
-        if len(phys) == 1:
-            msg_id = f"{prefix}{phys[0]:016X}"
-        else:
-            msg_id = ",".join(map(f"{prefix}%016X".__mod__, phys))
+        msg_id = f"{prefix}{phys[0]:016X}" if len(phys) == 1 else _offset_ids(prefix, phys)
         ext = {
             "msgId": msg_id,
             "queueId": str(qid),

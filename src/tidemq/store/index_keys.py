@@ -1,0 +1,169 @@
+"""Index keys: the key hash of specs/store.md §7.1 for many keys at once, and the keys of a
+batch as columns. Feeds :mod:`tidemq.store.index`; no file format of its own.
+
+The hash of a key is Java's ``String.hashCode`` of ``topic + "#" + key`` made non-negative
+(:func:`tidemq.formats.hashing.index_hash`). Over UTF-16 units ``u[0..L-1]`` it is
+``sum(u[i] * 31**(L-1-i)) mod 2**32``, so ASCII keys of one length hash as one matrix
+product of their bytes with the powers of 31, and ``hash(prefix + key)`` is
+``hash(prefix) * 31**len(key) + hash(key)``: a batch's UNIQ_KEY column is hashed without
+building a string per key (:func:`column_hashes`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.formats.hashing import index_hash, java_string_hash
+
+__all__ = ["KeyColumns", "column_hashes", "index_hashes"]
+
+IntArray = npt.NDArray[np.int64]
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+_VECTOR_MAX_LEN = 256
+#: ``31**i`` and ``31**-i`` mod 2**32 (31 is odd, so invertible): the hash of a key padded
+#: with ``p`` trailing NULs is ``hash(key) * 31**p``, which the inverse powers undo.
+_POW = np.array([pow(31, i, 1 << 32) for i in range(_VECTOR_MAX_LEN)], dtype=np.uint64)
+_INV_POW = np.array([pow(pow(31, -1, 1 << 32), i, 1 << 32)
+                     for i in range(_VECTOR_MAX_LEN + 1)], dtype=np.uint64)
+
+
+def index_hashes(keys: Sequence[str]) -> IntArray:
+    """:func:`~tidemq.formats.hashing.index_hash` of every key, vectorised for ASCII keys."""
+    n = len(keys)
+    out = np.empty(n, dtype=np.int64)
+    if not n:
+        return out
+    encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    # ASCII (one byte per character, so one UTF-16 unit per byte) and not too long.
+    fast = (lens == np.fromiter(map(len, keys), dtype=np.int64, count=n)) & (
+        lens <= _VECTOR_MAX_LEN)
+    if not fast.all():
+        for i in np.flatnonzero(~fast).tolist():
+            out[i] = index_hash(keys[i])
+        picked = np.flatnonzero(fast)
+        encoded = [encoded[i] for i in picked.tolist()]
+        lens = lens[picked]
+        if not encoded:
+            return out
+    width = max(int(lens.max()), 1)
+    units = np.array(encoded, dtype=f"S{width}").view(np.uint8).reshape(-1, width)
+    h = (units.astype(np.uint64) @ _POW[width - 1 :: -1]) & _MASK32
+    h = (h * _INV_POW[width - lens]) & _MASK32
+    signed = np.abs(h.astype(np.uint32).view(np.int32).astype(np.int64))
+    signed[signed == 1 << 31] = 0  # Java: abs(MIN_VALUE) stays negative, upstream uses 0
+    out[fast] = signed
+    return out
+
+
+class KeyColumns(Sequence[tuple[str, ...]]):
+    """The index keys of a batch whose records are keyed alike, as columns: record ``i``
+    has its UNIQ_KEY -- row ``i`` of ``uniq``, ASCII bytes of one width (``None``: the
+    records have none) -- then the ``extra`` keys (KEYS) every record shares.
+
+    A sequence of per-record key tuples, like the list it replaces, so every consumer of
+    a :class:`~tidemq.store.dispatch.DispatchBatch` works unchanged;
+    :meth:`KeyIndex.put_key_columns` hashes it without a string per key.
+    """
+
+    __slots__ = ("extra", "n", "uniq")
+
+    def __init__(self, uniq: npt.NDArray[np.uint8] | None, extra: tuple[str, ...],
+                 n: int) -> None:
+        if uniq is not None and (uniq.ndim != 2 or len(uniq) != n or not uniq.shape[1]):
+            raise ValueError("uniq must hold one non-empty row per record")
+        self.uniq = uniq
+        self.extra = extra
+        self.n = n
+
+    @property
+    def per_record(self) -> int:
+        """Keys of each record."""
+        return (self.uniq is not None) + len(self.extra)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[str, ...]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> KeyColumns: ...
+
+    def __getitem__(self, i: int | slice) -> tuple[str, ...] | KeyColumns:
+        uniq = self.uniq
+        if isinstance(i, slice):
+            picked = range(self.n)[i]
+            if uniq is None:
+                return KeyColumns(None, self.extra, len(picked))
+            return KeyColumns(uniq[i], self.extra, len(picked))
+        if uniq is None:
+            range(self.n)[i]  # IndexError as a list would raise
+            return self.extra
+        return (uniq[i].tobytes().decode("ascii"), *self.extra)
+
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        uniq = self.uniq
+        if uniq is None:
+            return itertools.repeat(self.extra, self.n)
+        w = uniq.shape[1]
+        joined = uniq.tobytes().decode("ascii")
+        values = map(joined.__getitem__, map(slice, range(0, self.n * w, w),
+                                             range(w, self.n * w + 1, w)))
+        extra = self.extra
+        if not extra:
+            return zip(values)
+        return ((u, *extra) for u in values)
+
+
+#: Widest UNIQ_KEY hashed in float64: each term is below 2**40, so a sum of up to 2**13 of
+#: them is an exact integer below 2**53.
+_FLOAT_MAX_WIDTH = 1 << 13
+
+
+@functools.lru_cache(maxsize=64)
+def _powers(width: int) -> npt.NDArray[np.float64]:
+    """``31**(width-1) .. 31**0`` mod 2**32: the weights of a key's units, first to last."""
+    out = np.array([pow(31, i, 1 << 32) for i in range(width - 1, -1, -1)], dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
+def column_hashes(topic: str, keys: KeyColumns) -> IntArray:
+    """:func:`~tidemq.formats.hashing.index_hash` of ``topic#key`` for every key of
+    ``keys``, record by record (UNIQ_KEY first, then the extra keys), flat.
+
+    Java's hash of ``prefix + key`` is ``hash(prefix) * 31**len(key) + hash(key)`` mod
+    2**32, and an ASCII key's hash is its bytes weighted by powers of 31, so the UNIQ_KEY
+    column is one matrix product (in float64, exact: see :data:`_FLOAT_MAX_WIDTH`); the
+    shared keys are hashed once.
+    """
+    n, k = keys.n, keys.per_record
+    uniq = keys.uniq
+    hashed: npt.NDArray[np.int32] | None = None
+    if uniq is not None:
+        w = uniq.shape[1]
+        prefix = java_string_hash(f"{topic}#") * pow(31, w, 1 << 32) & 0xFFFFFFFF
+        if w <= _FLOAT_MAX_WIDTH:
+            h = uniq.astype(np.float64).dot(_powers(w)).astype(np.int64).astype(np.uint32)
+        else:
+            h = np.array([java_string_hash(bytes(row).decode("ascii")) & 0xFFFFFFFF
+                          for row in uniq], dtype=np.uint32)
+        h += np.uint32(prefix)  # wraps mod 2**32, as Java's int arithmetic
+        # Java's abs: MIN_VALUE stays negative (numpy's too), and upstream then uses 0.
+        hashed = np.maximum(np.abs(h.view(np.int32)), 0)
+        if not keys.extra:
+            return hashed.astype(np.int64)
+    out = np.empty((n, k), dtype=np.int64)
+    if hashed is not None:
+        out[:, 0] = hashed
+    for j, key in enumerate(keys.extra, k - len(keys.extra)):
+        out[:, j] = index_hash(f"{topic}#{key}")
+    return out.ravel()

@@ -55,7 +55,7 @@ import numpy.typing as npt
 from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
-from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink
+from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink, index_batches
 from tidemq.store.queues import AnyQueue, ConsumeQueueSet
 
 __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
@@ -320,13 +320,8 @@ class ConcurrentDispatcher(Dispatcher):
             for name, max_offset in written.items():
                 touched[(name, 0)] = max_offset
             break
-        index = self.index
-        if index is not None:
-            for b in p.batches:
-                if b.keys:
-                    for keys, phys_off in zip(b.keys, b.phys, strict=True):
-                        if keys:
-                            index.put_keys(b.topic, keys, phys_off, b.store_timestamp)
+        if self.index is not None:
+            index_batches(self.index, p.batches)
         self._publish(p, touched)
 
     def _publish(self, p: PreparedRound, touched: dict[tuple[str, int], int]) -> None:

@@ -32,7 +32,8 @@ from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 
-__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "fold_rows"]
+__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "fold_rows",
+           "index_batches"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64
@@ -192,22 +193,28 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                                  _joined([g.tags for g in group]))
     if queues.lmq is not None:
         _apply_lmq(queues.lmq, batches, touched)
-    if index is not None and any(type(b.keys) is KeyColumns for b in batches):
-        _index_with_columns(index, batches)
-    elif index is not None:
-        # In log order: the index skips a record below one it has (folded rows are
-        # grouped per queue, so their batches interleave in the log).
-        keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys
-                 for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys]
-        keyed.sort(key=_FIRST)
-        for phys_off, topic, keys, ts in keyed:
-            index.put_keys(topic, keys, phys_off, ts)
+    if index is not None:
+        index_batches(index, batches)
     return touched
 
 
-def _index_with_columns(index: IndexSink, batches: list[DispatchBatch]) -> None:
-    """:func:`apply_batches`' index step when some batches carry :class:`KeyColumns` (a
-    uniform put_batch): those go to the index as one call each when it takes columns
+def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
+    """The index step of a dispatch round (both dispatchers), in log order: the index
+    skips a record below one it has, and folded rows are grouped per queue, so their
+    batches interleave in the log."""
+    if any(type(b.keys) is KeyColumns for b in batches):
+        _index_with_columns(index, batches)
+        return
+    keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys
+             for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys]
+    keyed.sort(key=_FIRST)
+    for phys_off, topic, keys, ts in keyed:
+        index.put_keys(topic, keys, phys_off, ts)
+
+
+def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
+    """:func:`index_batches` when some batches carry :class:`KeyColumns` (a uniform
+    put_batch): those go to the index as one call each when it takes columns
     (``put_key_columns``), in log order with the other records."""
     put_columns = getattr(index, "put_key_columns", None)
     keyed: list[tuple[int, str, tuple[str, ...] | KeyColumns, int, Sequence[int]]] = []

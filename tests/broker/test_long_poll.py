@@ -11,11 +11,13 @@ import asyncio
 import statistics
 import time
 
+import pytest
 from tests.broker import wire
 from tests.broker.wire import PULL_SUSPEND, Peer
 
 from tidemq.broker.app import BrokerApp
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.codec.message import decode_messages
 from tidemq.errors import ConnectionLost, ResponseCode
 from tidemq.net import Connection
@@ -145,3 +147,24 @@ async def test_broker_shutdown_answers_held_pulls(cluster: Cluster, peer: Peer) 
     await broker.stop()
     resp = await asyncio.wait_for(task, 5)
     assert resp.code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_a_woken_pull_is_answered_from_the_header_parsed_when_it_was_held(
+        cluster: Cluster, peer: Peer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The final evaluation reuses the first one's parsed header: no second parse."""
+    broker = cluster.brokers[0]
+    await peer.ok(wire.create_topic("LP", 1))
+    task = await park(peer, held_pull("LP", 0))
+    parses: list[object] = []
+    real = PullMessageRequestHeader.from_ext.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[PullMessageRequestHeader], ext: dict[str, str]
+                 ) -> PullMessageRequestHeader:
+        parses.append(ext)
+        return real(cls, ext)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(PullMessageRequestHeader, "from_ext", classmethod(counting))
+    await peer.ok(wire.send("LP", b"wake"))
+    resp = await asyncio.wait_for(task, 5)
+    assert [m.body for m in decode_messages(resp.full_body())] == [b"wake"]
+    assert parses == [] and broker.pull_holds.held_count == 0

@@ -10,6 +10,7 @@ import pytest
 
 from tidemq.errors import MessageTooLarge
 from tidemq.formats.record import BLANK_MAGIC, Record, decode_record
+from tidemq.store.commitlog import CommitLog
 from tidemq.store.layout import StoreLayout, parse_segment_name, segment_name
 from tidemq.store.message_store import MessageInput, MessageStore, PutResult
 
@@ -122,3 +123,30 @@ def test_body_over_max_message_size(open_store: OpenStore) -> None:
         store.put_batch(TOPIC, 0, [msg(b"ok"), msg(b"x" * 1001)])
     assert store.put(TOPIC, 0, msg(b"x" * 1000)).queue_offset == 0
     assert store.commitlog.max_offset == OVERHEAD + 1000
+
+
+def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
+        tmp_path: Path) -> None:
+    """A step for the few pages written since the last one would wake the warmer (and
+    take the GIL) every time: it waits until the writer used ``WARM_MIN`` of the run."""
+    log = CommitLog(StoreLayout(tmp_path), 4 << 20)
+    log.WARM_AHEAD = log.WARM_CHUNK = 1 << 20
+    log.WARM_MIN = 256 << 10
+    try:
+        seg, pos = log.reserve(100)
+        log.write(seg, pos, b"x" * 100)
+        if not log.warm_step():
+            pytest.skip("the kernel lacks MADV_POPULATE_WRITE")
+        assert seg.populated == 100 + (1 << 20)
+        assert not log.warm_step()  # the run is WARM_AHEAD long
+        seg.write_at(seg.wrote, b"x" * 200_000)
+        assert not log.warm_step()  # 200,000 bytes used: less than WARM_MIN
+        assert seg.populated == 100 + (1 << 20)
+        seg.write_at(seg.wrote, b"x" * 100_000)
+        assert log.warm_step()
+        assert seg.populated == seg.wrote + (1 << 20)
+        seg.write_at(seg.wrote, b"x" * (seg.size - (1 << 20) - seg.wrote + 10))
+        assert log.warm_step()  # the end of the segment: the rest, however little
+        assert seg.populated == seg.size
+    finally:
+        log.close()

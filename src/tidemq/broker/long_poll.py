@@ -33,13 +33,16 @@ class HeldPull:
     key: Key
     offset: int
     timer: asyncio.TimerHandle | None = None
+    #: What the processor parsed from ``cmd`` (its header), handed back to ``rerun``.
+    parsed: object = None
 
 
 class PullHoldService:
-    """``rerun(conn, cmd)`` produces the final answer of a held request."""
+    """``rerun(conn, cmd, parsed)`` produces the final answer of a held request
+    (``parsed``: what :meth:`hold` was given)."""
 
-    def __init__(self, rerun: Callable[[Connection, RemotingCommand], RemotingCommand | None]
-                 ) -> None:
+    def __init__(self, rerun: Callable[[Connection, RemotingCommand, object],
+                                       RemotingCommand | None]) -> None:
         self._rerun = rerun
         self._held: dict[Key, list[HeldPull]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -56,11 +59,12 @@ class PullHoldService:
         return sum(len(v) for v in self._held.values())
 
     def hold(self, conn: Connection, cmd: RemotingCommand, topic: str, queue_id: int,
-             offset: int, timeout_ms: int) -> None:
-        """Park a request until its queue passes ``offset`` or ``timeout_ms`` elapses."""
+             offset: int, timeout_ms: int, parsed: object = None) -> None:
+        """Park a request until its queue passes ``offset`` or ``timeout_ms`` elapses;
+        ``parsed`` (the request's parsed header, say) goes back to ``rerun`` with it."""
         loop = self._loop or asyncio.get_running_loop()
         key = (topic, queue_id)
-        held = HeldPull(conn, cmd, key, offset)
+        held = HeldPull(conn, cmd, key, offset, parsed=parsed)
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
         self._held.setdefault(key, []).append(held)
         if self.on_hold is not None:
@@ -110,7 +114,7 @@ class PullHoldService:
             held.timer.cancel()
         if not held.conn.is_open:
             return
-        response = self._rerun(held.conn, held.cmd)
+        response = self._rerun(held.conn, held.cmd, held.parsed)
         if response is not None:
             held.conn.send_response(response)
 

@@ -7,9 +7,12 @@ Layout in :mod:`tidemq.codec.batch_protocol`; the broker side in docs/protocol.m
 pulls and offset requests issued in the same event-loop iteration for the same broker and
 code become the children of one BATCH_REQUEST (20000). The producer's sends, the pull
 and push consumers' pulls and their offset commits go through it, so a consumer of 64
-queues on a broker pulls them with one RPC, and a producer with data for several queues
-sends it with one. (:class:`~tidemq.client.batching.AutoBatchProducer` sends its batches
-as requests of their own: in a parent, every queue's batch would wait for the slowest.)
+queues on a broker pulls those with a backlog with one RPC, and a producer with data for
+several queues sends it with one. (A :class:`~tidemq.client.consumer.PullConsumer`
+sends the long-poll pull of a caught-up queue on its own, counted here with
+:meth:`BatchRequester.count_alone`: held alone, it is woken by its own queue only.
+:class:`~tidemq.client.batching.AutoBatchProducer` sends its batches as requests of their
+own: in a parent, every queue's batch would wait for the slowest.)
 
 * A lone request is sent as it is: no parent, nothing changes on the wire.
 * Each caller gets its own child's response, as if it had sent its request alone;

@@ -32,9 +32,9 @@ and a lone message on an idle lane waits at most ``linger_ms``. The default, ``0
 relies on that alone: in the benchmarks a positive linger made batches no cheaper per
 message (the lanes are busy under load) and only added its wait to the latency; it pays
 for a sender that trickles messages to idle queues and wants fewer, larger requests. An
-open batch that became ready is shipped from a callback queued behind the current loop
-iteration, so messages sent in the same iteration -- for instance by tasks woken by the
-previous batch's results -- travel together.
+open batch that became ready is shipped by a task whose first step, queued behind the
+current loop iteration, takes it and sends it, so messages sent in the same iteration --
+for instance by tasks woken by the previous batch's results -- travel together.
 
 ``send`` returns the message's own future: its :class:`~tidemq.types.SendResult` has the
 message's ``UNIQ_KEY`` as ``msg_id`` and its own ``queue_offset`` (the batch's first
@@ -280,9 +280,7 @@ class AutoBatchProducer:
         if batch.nbytes >= self.max_batch_bytes or len(batch.msgs) >= self.max_batch_messages:
             self._close(lane)
         if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
-            lane.kick_pending = True
-            assert self._loop is not None
-            self._loop.call_soon(self._kick, lane)
+            self._kick_soon(lane)
 
     def _close(self, lane: _Lane) -> None:
         """Close the lane's open batch; unpinned messages move on to another queue."""
@@ -298,14 +296,35 @@ class AutoBatchProducer:
     def _kick(self, lane: _Lane) -> None:
         """Ship the lane's next batch if it is due and nothing of the lane is in flight."""
         lane.kick_pending = False
+        batch = self._take(lane)
+        if batch is not None:
+            self._track(asyncio.ensure_future(self._send(lane, batch)))
+
+    def _kick_soon(self, lane: _Lane) -> None:
+        """Ship the lane's next batch from a task that takes it in its first step, in a
+        later loop iteration, so messages sent in this one still join it. (A callback
+        that then started the sending task would cost every batch one more iteration.)"""
+        lane.kick_pending = True
+        self._track(asyncio.ensure_future(self._ship(lane)))
+
+    async def _ship(self, lane: _Lane) -> None:
+        lane.kick_pending = False
+        batch = self._take(lane)  # None if a flush took it first
+        if batch is not None:
+            await self._send(lane, batch)
+
+    def _take(self, lane: _Lane) -> _Batch | None:
+        """The lane's batch to ship now, the lane marked busy; ``None`` if none."""
         batch = lane.take()
         if batch is None:
-            return
+            return None
         if not lane.pinned and lane.open is None and self._sticky.get(
                 lane.queue.topic) is lane:
             del self._sticky[lane.queue.topic]
         lane.busy = True
-        task = asyncio.ensure_future(self._send(lane, batch))
+        return batch
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -324,8 +343,7 @@ class AutoBatchProducer:
             self._kick(lane)  # full or flushed batches: no reason to wait
         elif lane.ready and not lane.kick_pending:
             # behind the tasks this batch's results woke, which may send more
-            lane.kick_pending = True
-            asyncio.get_running_loop().call_soon(self._kick, lane)
+            self._kick_soon(lane)
 
     async def _send_batch(self, lane: _Lane, batch: _Batch) -> None:
         producer = self.producer

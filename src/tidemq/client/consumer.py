@@ -29,8 +29,14 @@ per ``consume_from``: the queue's max offset (LAST), min offset (FIRST) or the o
 pull (SUSPEND set: the broker holds it up to ``long_polling_timeout`` when there is
 nothing new) on every queue that has none in flight and waits for the first that brings
 messages, until its timeout. Pulls still in flight when it returns stay in flight for the
-next poll. The pulls, commits and offset queries of one round to one broker go out as
-one RPC where the broker speaks the batch protocol (:mod:`tidemq.client.batch_rpc`).
+next poll; each reports to the consumer when it finishes (a done callback: no wait set
+up over every queue's pull per poll), and finished pulls are applied in the order they
+finished. The pulls, commits and offset queries of one round to one broker go out as
+one RPC where the broker speaks the batch protocol (:mod:`tidemq.client.batch_rpc`),
+except the pull of a *caught-up* queue (its last pull brought less than a full batch):
+the broker likely holds it, and a held parent is answered whole as soon as any one of
+its queues has news, leaving every other queue unwatched until it is pulled again. Alone,
+a caught-up queue's pull is held and woken for its own queue only.
 Status handling and reading follow :mod:`tidemq.client.pull` (one decoding pass that sets
 the queue id, broker name and ``MIN_OFFSET``/``MAX_OFFSET``, properties undecoded until
 read), and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
@@ -43,9 +49,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
 from tidemq.client import offsets as ofs
 from tidemq.client.batch_rpc import batch_requester
@@ -96,6 +104,9 @@ class _QueueState:
     next_offset: int = -1
     backoff: float = 0.0
     committed: int | None = None
+    #: The last pull brought less than a full batch: the queue is caught up, so the
+    #: broker will likely hold its next pull, which then goes as a request of its own.
+    caught_up: bool = False
 
     @property
     def buffered(self) -> int:
@@ -132,6 +143,7 @@ class _QueueState:
         """Forget buffered messages and the pull in flight; continue at ``offset``."""
         self.buffer, self.head = [], 0
         self.backoff = 0.0
+        self.caught_up = False
         self.fetch_offset = offset
         if self.task is not None:
             _discard(self.task)
@@ -142,6 +154,11 @@ class _QueueState:
         if self.next is not None:
             _discard(self.next)
             self.next = None
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _discard(task: asyncio.Task[_Fetched]) -> None:
@@ -183,6 +200,10 @@ class PullConsumer:
         self._states: dict[MessageQueue, _QueueState] = {}
         self._reresolve = False
         self._turn = 0
+        #: Pull tasks that finished, in the order they did, not applied yet; a poll
+        #: waiting for one waits on ``_waiter`` (set by the first that finishes).
+        self._finished: list[tuple[MessageQueue, asyncio.Task[_Fetched]]] = []
+        self._waiter: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         return f"<PullConsumer group={self._group!r} queues={len(self._states)}>"
@@ -222,6 +243,7 @@ class PullConsumer:
             for state in self._states.values():
                 state.reset(state.position)
             await asyncio.gather(*tasks, return_exceptions=True)
+            self._finished = []
             await inst.unregister_consumer(self._group)
             if self._given is None:
                 await inst.release()
@@ -412,20 +434,60 @@ class PullConsumer:
         await self._refresh_subscriptions()
         await inst.heartbeat_new_brokers()
         while True:
+            self._apply_finished()
             out = self._drain(limit)
             if out:
                 return out
             self._start_pulls()
             remaining = deadline - loop.time()
-            running = {s.task: s for s in self._states.values() if s.task is not None}
-            if remaining <= 0 or not running:
+            if remaining <= 0 or all(s.task is None for s in self._states.values()):
                 if remaining > 0:
                     await asyncio.sleep(remaining)  # nothing assigned yet
                 return []
-            done, _ = await asyncio.wait(running, timeout=remaining,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                self._apply(running[task], task)
+            # Until a pull finishes (its done callback) or the time is up. No await since
+            # the finished ones were applied: a callback still to come runs in this wait.
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(remaining, _settle, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+
+    def _spawn(self, queue: MessageQueue, pull: Coroutine[Any, Any, _Fetched]
+               ) -> asyncio.Task[_Fetched]:
+        """A task for ``pull``, reported to :meth:`_finished_one` when it finishes."""
+        task = asyncio.ensure_future(pull)
+        task.add_done_callback(functools.partial(self._finished_one, queue))
+        return task
+
+    def _finished_one(self, queue: MessageQueue, task: asyncio.Task[_Fetched]) -> None:
+        self._finished.append((queue, task))
+        if self._waiter is not None:
+            _settle(self._waiter)
+
+    def _apply_finished(self) -> None:
+        """Apply the finished pulls in the order they finished; a pull started ahead
+        (:meth:`_pull_ahead`) that finished before the pull it follows waits for it."""
+        pending, self._finished = self._finished, []
+        while pending:
+            later: list[tuple[MessageQueue, asyncio.Task[_Fetched]]] = []
+            for i, (queue, task) in enumerate(pending):
+                state = self._states.get(queue)
+                if state is None:
+                    _discard(task)
+                elif state.next is task:
+                    later.append((queue, task))
+                else:
+                    try:
+                        self._apply(state, task)
+                    except BaseException:
+                        self._finished = later + pending[i + 1:] + self._finished
+                        raise
+            if len(later) == len(pending):  # their predecessors are still running
+                break
+            pending = later
+        self._finished = pending + self._finished
 
     async def __aiter__(self) -> AsyncIterator[MessageExt]:
         """Messages as they come, until the consumer is closed."""
@@ -460,11 +522,11 @@ class PullConsumer:
         for mq, state in self._states.items():
             if state.task is None and not state.buffered:
                 sub = self._subscriptions.get(mq.topic) or Subscription.parse(mq.topic)
-                state.task = asyncio.ensure_future(
-                    self._pull(mq, state.fetch_offset, sub, state.backoff))
+                state.task = self._spawn(
+                    mq, self._pull(mq, state.fetch_offset, sub, state.backoff, state.caught_up))
 
     async def _pull(self, queue: MessageQueue, offset: int | None, sub: Subscription,
-                    delay: float) -> _Fetched:
+                    delay: float, alone: bool = False) -> _Fetched:
         if delay > 0:
             await asyncio.sleep(delay)
         if offset is None:
@@ -477,8 +539,16 @@ class PullConsumer:
             self._group, queue, offset, max_nums=cfg.pull_batch_size, subscription=sub,
             suspend_ms=int(cfg.long_polling_timeout * 1000),
         )
-        # The pulls of one poll round to one broker go out as one RPC (batch protocol).
-        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
+        if alone:
+            # A caught-up queue's pull is held by the broker until its queue has news. In
+            # a merged parent, news on any one queue would answer every child and the
+            # others would all have to be pulled again, and until they are, nothing
+            # waits on their queues: alone, it is woken for its own queue only.
+            batch_requester(inst).count_alone()  # still a data-path RPC in the stats
+            response = await inst.request(addr, cmd, cfg.pull_rpc_timeout)
+        else:
+            # The pulls of one poll round to one broker go out as one RPC (batch protocol).
+            response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
         if response.code == ResponseCode.SUCCESS and self._pull_ahead(queue, offset, response,
                                                                       sub):
             # Let the next pull leave before this one is decoded: it is queued in the next
@@ -506,7 +576,7 @@ class PullConsumer:
         if nxt - offset < batch:
             return False  # caught up: the next pull would only wait at the broker
         state.next_offset = nxt
-        state.next = asyncio.ensure_future(self._pull(queue, nxt, sub, 0.0))
+        state.next = self._spawn(queue, self._pull(queue, nxt, sub, 0.0))
         return True
 
     def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
@@ -536,6 +606,8 @@ class PullConsumer:
             state.fetch_offset = fetched.offset
             state.committed = fetched.offset if fetched.from_group else None
             return
+        state.caught_up = (result.status is not PullStatus.OFFSET_ILLEGAL and
+                           result.next_offset - fetched.offset < self.config.pull_batch_size)
         if result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("%r: offset %s moved; continuing at %d", self, fetched.offset,
                         result.next_offset)

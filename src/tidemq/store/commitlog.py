@@ -161,6 +161,14 @@ class CommitLog:
 
     WARM_AHEAD = 32 * 1024 * 1024
     WARM_CHUNK = 4 * 1024 * 1024
+    #: The pre-faulted run is topped up once the writer has used this much of it: each
+    #: step then covers many pages instead of the few written since the last one.
+    WARM_MIN = 1024 * 1024
+    #: Seconds the warmer sleeps after a step with nothing to do, doubling up to
+    #: ``WARM_IDLE_MAX`` while that lasts (a writer at 1 GB/s uses 16 MiB of the
+    #: ``WARM_AHEAD`` run in that time).
+    WARM_IDLE_MIN = 0.002
+    WARM_IDLE_MAX = 0.016
 
     def warm_step(self) -> bool:
         """Pre-fault the active segment ahead of the writer; prepare the next segment.
@@ -173,7 +181,8 @@ class CommitLog:
         seg = self.segments[-1]
         seg.populated = max(seg.populated, seg.wrote)
         target = min(seg.size, seg.wrote + self.WARM_AHEAD)
-        if seg.populated < target:
+        if seg.populated < target and (target - seg.populated >= self.WARM_MIN
+                                       or target == seg.size):
             return seg.populate(min(target, seg.populated + self.WARM_CHUNK))
         if self._prepared is None and seg.wrote > seg.size * 3 // 4 and self.preallocate:
             with self._prepare_lock:
@@ -192,9 +201,13 @@ class CommitLog:
 
     def start_warmer(self) -> None:
         def run() -> None:
+            # Every wake-up takes the GIL from the event loop: an idle warmer backs off.
+            idle = self.WARM_IDLE_MIN
             while not self._warm_stop.is_set():
-                if not self.warm_step():
-                    self._warm_stop.wait(0.002)
+                if self.warm_step():
+                    idle = self.WARM_IDLE_MIN
+                elif not self._warm_stop.wait(idle):
+                    idle = min(idle * 2, self.WARM_IDLE_MAX)
 
         self._warm_stop.clear()
         self._warmer = threading.Thread(target=run, name="tidemq-warm", daemon=True)

@@ -82,20 +82,25 @@ class PullProcessor:
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         return self._pull(conn, cmd, first=True)
 
-    def rerun(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """A held request's final evaluation: never suspends, never commits again."""
+    def rerun(self, conn: Connection, cmd: RemotingCommand, parsed: object = None
+              ) -> RemotingCommand | None:
+        """A held request's final evaluation: never suspends, never commits again.
+        ``parsed`` is the header the first evaluation parsed (else it is parsed again)."""
         try:
-            return self._pull(conn, cmd, first=False)
+            return self._pull(conn, cmd, first=False, parsed=parsed)
         except Exception as exc:
             code = getattr(exc, "code", ResponseCode.SYSTEM_ERROR)
             return cmd.response(code, str(exc))
 
-    def _pull(self, conn: Connection, cmd: RemotingCommand, *, first: bool
-              ) -> RemotingCommand | None:
-        try:
-            h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
-        except RemoteProtocolError as exc:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+    def _pull(self, conn: Connection, cmd: RemotingCommand, *, first: bool,
+              parsed: object = None) -> RemotingCommand | None:
+        if isinstance(parsed, PullMessageRequestHeader):
+            h = parsed
+        else:
+            try:
+                h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
+            except RemoteProtocolError as exc:
+                raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
             self.app.config.max_pull_bytes)
         code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,
@@ -106,7 +111,7 @@ class PullProcessor:
             cfg = self.app.config
             timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
                 cfg.short_polling_time_mills)
-            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout)
+            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout, h)
             # Close the race with a dispatch that landed between the read and the hold.
             now_max = self.store.max_offset(h.topic, h.queue_id)
             if now_max > offset:

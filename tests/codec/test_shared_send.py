@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.codec.test_batch_protocol import over_the_wire
 
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
@@ -19,7 +20,7 @@ from tidemq.codec.batch_protocol import (
     encode_batch_request,
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
-from tidemq.codec.frame import FrameDecoder, frame_bytes
+from tidemq.codec.frame import frame_bytes
 from tidemq.codec.shared_send import (
     SendAnswer,
     SendEntry,
@@ -37,14 +38,6 @@ from tidemq.errors import LocalProtocolError, ProtocolError
 SEND = RequestCode.SEND_MESSAGE_V2
 EXT = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
        "n": "broker-a"}
-
-
-def over_the_wire(cmd: RemotingCommand) -> RemotingCommand:
-    dec = FrameDecoder()
-    dec.receive_data(frame_bytes(cmd))
-    got = dec.next_command()
-    assert got is not None
-    return got
 
 
 def template() -> RemotingCommand:

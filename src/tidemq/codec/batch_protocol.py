@@ -112,6 +112,7 @@ __all__ = [
     "encode_batch_requests",
     "encode_children",
     "encode_shared_request",
+    "plain_int",
     "read_child_frame",
     "shared_position",
 ]
@@ -314,14 +315,14 @@ def shared_position(cmd: RemotingCommand) -> tuple[int, int] | None:
     if cmd.body_length() or cmd.body_parts:
         return None
     ext = cmd.ext_fields
-    queue_id = _plain_int(ext.get(_QUEUE_ID), _I32)
-    offset = _plain_int(ext.get(_QUEUE_OFFSET), _I64)
+    queue_id = plain_int(ext.get(_QUEUE_ID), _I32)
+    offset = plain_int(ext.get(_QUEUE_OFFSET), _I64)
     if queue_id is None or offset is None:
         return None
     return queue_id, offset
 
 
-def _plain_int(text: str | None, bounds: tuple[int, int]) -> int | None:
+def plain_int(text: str | None, bounds: tuple[int, int]) -> int | None:
     """``text`` as an int when it is the canonical decimal form (what ``str`` gives)."""
     if text is None or len(text) > 20:
         return None
@@ -385,9 +386,9 @@ def _offsets(ext: dict[str, str]) -> tuple[int, int, int] | None:
     broker id 0), else ``None``."""
     if len(ext) != 4 or ext.get("suggestWhichBrokerId") != "0":
         return None
-    nxt = _plain_int(ext.get("nextBeginOffset"), _I64)
-    low = _plain_int(ext.get("minOffset"), _I64)
-    high = _plain_int(ext.get("maxOffset"), _I64)
+    nxt = plain_int(ext.get("nextBeginOffset"), _I64)
+    low = plain_int(ext.get("minOffset"), _I64)
+    high = plain_int(ext.get("maxOffset"), _I64)
     if nxt is None or low is None or high is None:
         return None
     return nxt, low, high

@@ -72,6 +72,7 @@ from tidemq.codec.batch_protocol import (
     SEND_SHARED_CODES,
     SEND_SHARED_FORM,
     BatchFormatError,
+    plain_int,
     read_child_frame,
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
@@ -176,10 +177,10 @@ def shared_send_entry(cmd: RemotingCommand) -> RawEntry | None:
     if cmd.code not in SEND_SHARED_CODES or cmd.body_parts is not None:
         return None
     ext = cmd.ext_fields
-    qid = _plain_int(ext.get("e"), _I32)
-    sys_flag = _plain_int(ext.get("f"), _I32)
-    born = _plain_int(ext.get("g"), _I64)
-    flag = _plain_int(ext.get("h"), _I32)
+    qid = plain_int(ext.get("e"), _I32)
+    sys_flag = plain_int(ext.get("f"), _I32)
+    born = plain_int(ext.get("g"), _I64)
+    flag = plain_int(ext.get("h"), _I32)
     if qid is None or sys_flag is None or born is None or flag is None:
         return None
     text = ext.get("i")
@@ -204,22 +205,6 @@ def shared_send_key(cmd: RemotingCommand) -> tuple[object, ...]:
     if ext.keys() <= _V2_KEYS:  # the usual header: its shared fields, in a fixed order
         return (*head, *map(ext.get, _SHARED_KEYS))
     return (*head, None, *sorted((k, v) for k, v in ext.items() if k not in _PER_CHILD))
-
-
-def _plain_int(text: str | None, bounds: tuple[int, int]) -> int | None:
-    """``text`` as an int when it is the canonical decimal form (what ``str`` gives)."""
-    if text is None or not 0 < len(text) <= 20:
-        return None
-    if len(text) < 10 and text.isdigit() and text.isascii() and (
-            text[0] != "0" or len(text) == 1):
-        return int(text)  # the usual case: a small non-negative number, in every bound
-    try:
-        value = int(text)
-    except ValueError:
-        return None
-    if str(value) != text or not bounds[0] <= value <= bounds[1]:
-        return None
-    return value
 
 
 def decode_shared_send(code: int, body: Buffer, max_children: int

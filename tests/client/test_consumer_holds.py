@@ -1,4 +1,4 @@
-"""PullConsumer long polling against a real broker: a caught-up queue's pull goes alone,
+"""Pull and push consumers long polling a real broker: a caught-up queue's pull goes alone,
 so news on one queue answers that queue's pull only and the others stay held; pulls
 applied in the order they finished, a pull started ahead after the one it follows."""
 
@@ -11,10 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.client import AdminClient, ClientConfig, Message, Producer, PullConsumer
+from tidemq.client import (
+    AdminClient,
+    ClientConfig,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.consumer import _Fetched
 from tidemq.client.pull import PullResult
+from tidemq.codec.batch_protocol import DISPATCH_CODE_KEY
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import TideMQError
 from tidemq.testing import Cluster
 from tidemq.types import MessageExt, MessageQueue, PullStatus
@@ -112,3 +123,50 @@ async def test_a_pull_ahead_that_finished_first_is_applied_after_the_one_it_foll
     assert consumer._finished == []
     assert [m.queue_offset for m in state.take(10)] == [0, 1, 2, 3]
     assert state.task is None and state.next is None and state.fetch_offset == 4
+
+
+async def test_a_push_consumers_caught_up_pulls_go_alone(cluster: Cluster) -> None:
+    """The push consumer too: once its queues are caught up, news on one queue answers
+    that queue's pull only; no pull parent is sent again (it would be answered whole by
+    the first queue with news, and every other queue pulled again)."""
+    got: list[bytes] = []
+    arrived = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.body for m in msgs)
+        arrived.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("push-holds", config=config(cluster), listener=listener,
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(TOPIC)
+    await consumer.start()
+    producer = Producer("pg", config=config(cluster))
+    await producer.start()
+    inst = consumer.instance
+    pull_parents: list[RemotingCommand] = []
+    sent = inst.request
+
+    async def spy(addr: str, cmd: RemotingCommand, timeout: float | None = None
+                  ) -> RemotingCommand:
+        if (cmd.code == RequestCode.BATCH_REQUEST
+                and cmd.ext_fields.get(DISPATCH_CODE_KEY) == str(int(RequestCode.PULL_MESSAGE))):
+            pull_parents.append(cmd)
+        return await sent(addr, cmd, timeout)
+
+    inst.request = spy  # type: ignore[method-assign]
+    mqs = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
+    try:
+        await producer.send(Message(TOPIC, b"one"), queue=mqs[1])
+        await asyncio.wait_for(arrived.wait(), 10)
+        await _held(cluster, QUEUES)  # each caught-up queue's pull, alone
+        before = len(pull_parents)
+        arrived.clear()
+        await producer.send(Message(TOPIC, b"two"), queue=mqs[2])
+        await asyncio.wait_for(arrived.wait(), 10)
+        await _held(cluster, QUEUES)
+        assert got == [b"one", b"two"]
+        assert len(pull_parents) == before  # every pull since went alone
+    finally:
+        await producer.close()
+        await consumer.close()

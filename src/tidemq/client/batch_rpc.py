@@ -8,9 +8,9 @@ pulls and offset requests issued in the same event-loop iteration for the same b
 code become the children of one BATCH_REQUEST (20000). The producer's sends, the pull
 and push consumers' pulls and their offset commits go through it, so a consumer of 64
 queues on a broker pulls those with a backlog with one RPC, and a producer with data for
-several queues sends it with one. (A :class:`~tidemq.client.consumer.PullConsumer`
-sends the long-poll pull of a caught-up queue on its own, counted here with
-:meth:`BatchRequester.count_alone`: held alone, it is woken by its own queue only.
+several queues sends it with one. (The pull and push consumers send the long-poll pull of
+a caught-up queue on its own, ``request(..., alone=True)``: held alone, it is woken by its
+own queue only.
 :class:`~tidemq.client.batching.AutoBatchProducer` sends its batches as requests of their
 own: in a parent, every queue's batch would wait for the slowest.)
 
@@ -244,12 +244,15 @@ class BatchRequester:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def request(self, address: str, cmd: RemotingCommand,
-                      timeout: float | None = None) -> RemotingCommand:
+                      timeout: float | None = None, *, alone: bool = False) -> RemotingCommand:
         """``cmd``'s response from ``address``, sent in a parent with the other requests
-        for that broker and code of this loop iteration when it has the feature."""
+        for that broker and code of this loop iteration when it has the feature -- unless
+        ``alone``: the long-poll pull of a caught-up queue, which the broker should hold
+        until that queue has news (in a parent, news on any queue answers every held
+        child, and the others wait on nothing until they are pulled again)."""
         inst = self._instance
         wait = inst.config.request_timeout if timeout is None else timeout
-        if (cmd.code not in BATCHABLE_CODES or cmd.is_oneway
+        if (alone or cmd.code not in BATCHABLE_CODES or cmd.is_oneway
                 or cmd.ext_fields.get("bname") == LOGICAL_BROKER  # translated one by one
                 or self.support.state(address) is Support.ABSENT):
             self.stats.rpcs += 1
@@ -339,10 +342,6 @@ class BatchRequester:
         self.stats.rpcs += 1
         self.stats.parents += 1
         self.stats.children += children
-
-    def count_alone(self) -> None:
-        """Count a request sent on its own by another module."""
-        self.stats.rpcs += 1
 
     def _flush_send_shared(self, address: str, children: list[_Child]) -> list[_Child]:
         """Send the sends that share a template as shared send parents; returns the

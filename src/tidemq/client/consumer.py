@@ -539,16 +539,10 @@ class PullConsumer:
             self._group, queue, offset, max_nums=cfg.pull_batch_size, subscription=sub,
             suspend_ms=int(cfg.long_polling_timeout * 1000),
         )
-        if alone:
-            # A caught-up queue's pull is held by the broker until its queue has news. In
-            # a merged parent, news on any one queue would answer every child and the
-            # others would all have to be pulled again, and until they are, nothing
-            # waits on their queues: alone, it is woken for its own queue only.
-            batch_requester(inst).count_alone()  # still a data-path RPC in the stats
-            response = await inst.request(addr, cmd, cfg.pull_rpc_timeout)
-        else:
-            # The pulls of one poll round to one broker go out as one RPC (batch protocol).
-            response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
+        # The pulls of one poll round to one broker go out as one RPC (batch protocol),
+        # but a caught-up queue's long poll goes alone (see BatchRequester.request).
+        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout,
+                                                       alone=alone)
         if response.code == ResponseCode.SUCCESS and self._pull_ahead(queue, offset, response,
                                                                       sub):
             # Let the next pull leave before this one is decoded: it is queued in the next

@@ -442,6 +442,7 @@ class _PushConsumerBase:
         return False
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
+        caught_up = False  # the last pull brought less than a full batch
         while pq.active:
             if pq.over_limit():
                 pq.space.clear()
@@ -450,7 +451,9 @@ class _PushConsumerBase:
             generation, offset = pq.generation, pq.fetch_offset
             assert offset is not None
             try:
-                result = await self._pull(pq.mq, offset)
+                result = await self._pull(pq.mq, offset, alone=caught_up)
+                caught_up = (result.status is not PullStatus.OFFSET_ILLEGAL and
+                             result.next_offset - offset < self.config.pull_batch_size)
             except TideMQError as exc:
                 flow = getattr(exc, "code", None) == ResponseCode.FLOW_CONTROL
                 backoff = _FLOW_CONTROL_BACKOFF if flow else self.config.pull_error_backoff
@@ -461,14 +464,17 @@ class _PushConsumerBase:
             if pq.active and pq.generation == generation:
                 self._took(pq, result)
 
-    async def _pull(self, mq: MessageQueue, offset: int) -> PullResult:
+    async def _pull(self, mq: MessageQueue, offset: int, *, alone: bool = False) -> PullResult:
+        """One pull of ``mq``; ``alone``: not in a batch-protocol parent (a caught-up
+        queue's long poll, woken by its own queue only)."""
         inst = self.instance
         cfg = self.config
         sub = self.subscriptions().get(mq.topic) or Subscription.parse(mq.topic)
         addr = await inst.master_address(mq)
         cmd = pull_request(self._group, mq, offset, max_nums=cfg.pull_batch_size,
                            subscription=sub, suspend_ms=int(cfg.long_polling_timeout * 1000))
-        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout)
+        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout,
+                                                       alone=alone)
         return read_pull_response(response, mq, sub, address=addr, offset=offset)
 
     def _took(self, pq: ProcessQueue, result: PullResult) -> None:

@@ -114,6 +114,7 @@ __all__ = [
     "encode_shared_request",
     "plain_int",
     "read_child_frame",
+    "read_template",
     "shared_position",
 ]
 
@@ -211,6 +212,19 @@ def _read_child(view: memoryview, pos: int, end: int) -> tuple[BatchChild, int]:
 read_child_frame = _read_child
 
 
+def read_template(view: memoryview, code: int) -> tuple[RemotingCommand, int]:
+    """The template child that opens a shared-form parent body (a request of ``code``
+    without a body) and the position after it; raises :class:`BatchFormatError`."""
+    template, pos = _read_child(view, 0, len(view))
+    tcmd = template.command
+    if tcmd is None:
+        raise BatchFormatError(f"template child: {template.error}")
+    if tcmd.code != code or tcmd.flag & FLAG_RESPONSE or tcmd.body_length():
+        raise BatchFormatError("the template child must be a request of dispatchCode "
+                               "without a body")
+    return tcmd, pos
+
+
 def decode_children(body: Buffer, *, max_children: int = DEFAULT_MAX_CHILDREN
                     ) -> list[BatchChild]:
     """Cut a parent body into its child frames (layout only; no code or opaque checks)."""
@@ -283,13 +297,7 @@ def _shared_children(code: int, body: Buffer, max_children: int
         view = view.cast("B")
     if not len(view):
         return [], []
-    template, pos = _read_child(view, 0, len(view))
-    tcmd = template.command
-    if tcmd is None:
-        raise BatchFormatError(f"template child: {template.error}")
-    if tcmd.code != code or tcmd.flag & FLAG_RESPONSE or tcmd.body_length():
-        raise BatchFormatError("the template child must be a request of dispatchCode "
-                               "without a body")
+    tcmd, pos = read_template(view, code)
     rest = len(view) - pos
     if rest % _POSITION.size:
         raise BatchFormatError(f"{rest} bytes after the template are not 12-byte children")

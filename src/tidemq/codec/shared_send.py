@@ -74,6 +74,7 @@ from tidemq.codec.batch_protocol import (
     BatchFormatError,
     plain_int,
     read_child_frame,
+    read_template,
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
@@ -217,13 +218,7 @@ def decode_shared_send(code: int, body: Buffer, max_children: int
     end = len(view)
     if not end:
         raise BatchFormatError("a shared send parent needs a template")
-    template, pos = read_child_frame(view, 0, end)
-    tcmd = template.command
-    if tcmd is None:
-        raise BatchFormatError(f"template child: {template.error}")
-    if tcmd.code != code or tcmd.flag & FLAG_RESPONSE or tcmd.body_length():
-        raise BatchFormatError("the template child must be a request of dispatchCode "
-                               "without a body")
+    tcmd, pos = read_template(view, code)
     out: list[SendEntry | str] = []
     unpack, size = _ENTRY.unpack_from, _ENTRY.size
     while pos < end:

@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.codec.test_batch_protocol import over_the_wire
 
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
@@ -22,21 +23,13 @@ from tidemq.codec.batch_protocol import (
     shared_position,
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
-from tidemq.codec.frame import FrameDecoder, frame_bytes
+from tidemq.codec.frame import frame_bytes
 from tidemq.errors import LocalProtocolError, ProtocolError
 
 PULL = RequestCode.PULL_MESSAGE
 EXT = {"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0",
        "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0",
        "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
-
-
-def over_the_wire(cmd: RemotingCommand) -> RemotingCommand:
-    dec = FrameDecoder()
-    dec.receive_data(frame_bytes(cmd))
-    got = dec.next_command()
-    assert got is not None
-    return got
 
 
 def pull(queue_id: int = 0, offset: int = 0) -> RemotingCommand:

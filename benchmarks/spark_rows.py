@@ -82,7 +82,8 @@ def main() -> None:
         body, count = pull_body(kind, args.records, args.batch, args.size)
 
         def columns(body: bytes = body) -> object:
-            cols = decode_columns(body) or decode_entry_columns(body)
+            cols = decode_columns(body)
+            cols = decode_entry_columns(body) if cols is None else cols
             assert cols is not None
             return columns_to_batch(cols, "T", "b", 0)
 

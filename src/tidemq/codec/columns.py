@@ -225,7 +225,8 @@ def decode_columns(body: Buffer) -> RecordColumns | None:
 
 #: Default bound on one inflated batch (as :data:`tidemq.codec.message.DEFAULT_MAX_DECOMPRESSED`).
 _MAX_INFLATED = 16 * 1024 * 1024
-#: Per-record values an entry takes from its record, by :data:`FIELDS` name.
+#: Per-record values an entry takes from its record, by :data:`FIELDS` name (the same
+#: names as :class:`~tidemq.formats.record.Record`'s).
 _RECORD_FIELDS = ("queue_id", "physical_offset", "sys_flag", "born_timestamp",
                   "store_timestamp", "reconsume_times", "prepared_tx_offset")
 
@@ -235,14 +236,17 @@ class EntryColumns:
     the interface of :class:`RecordColumns`: ``buf`` holds the batches' entries end to
     end (inflated), ``pos`` each entry's start in it, :meth:`field` a column by name."""
 
-    __slots__ = ("_ids", "_record", "_values", "body", "buf", "pos", "properties")
+    __slots__ = ("_ids", "_offsets", "_record", "_values", "body", "buf", "pos",
+                 "properties")
 
-    def __init__(self, buf: U8, pos: I64, body: Spans, properties: Spans, record: I64,
-                 values: dict[str, I64], ids: list[str]) -> None:
+    def __init__(self, buf: U8, pos: I64, body: Spans, properties: Spans, offsets: I64,
+                 record: I64, values: dict[str, I64], ids: list[str]) -> None:
         self.buf = buf
         self.pos = pos
         self.body = body
         self.properties = properties
+        #: Each entry's queue offset.
+        self._offsets = offsets
         #: Each entry's record, an index into ``values`` and ``ids``.
         self._record = record
         self._values = values
@@ -258,10 +262,7 @@ class EntryColumns:
         if name == "flag":
             return _gather(self.buf, self.pos + 12, ">i4")
         if name == "queue_offset":
-            first = np.searchsorted(self._record, self._record)  # each record's first entry
-            out: I64 = (self._values["queue_offset"][self._record]
-                        + np.arange(len(self.pos), dtype=np.int64) - first)
-            return out
+            return self._offsets
         if name not in FIELDS:
             raise KeyError(name)
         values: I64 = self._values[name][self._record]
@@ -296,7 +297,8 @@ def decode_entry_columns(body: Buffer, *,
     chunks: list[U8] = []
     starts: list[I64] = []
     counts: list[int] = []
-    values: dict[str, list[int]] = {name: [] for name in ("queue_offset", *_RECORD_FIELDS)}
+    bases: list[int] = []
+    values: dict[str, list[int]] = {name: [] for name in _RECORD_FIELDS}
     ids: list[str] = []
     at, end, shift = 0, len(view), 0
     while at < end:
@@ -321,13 +323,10 @@ def decode_entry_columns(body: Buffer, *,
         starts.append(found + shift)
         counts.append(len(found))
         shift += len(batch)
-        for name, value in (("queue_offset", r.queue_offset), ("queue_id", r.queue_id),
-                            ("physical_offset", r.physical_offset), ("sys_flag", flags),
-                            ("born_timestamp", r.born_timestamp),
-                            ("store_timestamp", r.store_timestamp),
-                            ("reconsume_times", r.reconsume_times),
-                            ("prepared_tx_offset", r.prepared_tx_offset)):
-            values[name].append(value)
+        bases.append(r.queue_offset)
+        unwrapped = r._replace(sys_flag=flags)  # what its entries say: inflated
+        for name in _RECORD_FIELDS:
+            values[name].append(getattr(unwrapped, name))
         ids.append(encode_offset_msg_id(r.store_host, r.physical_offset))
         at += r.total_size
     if not chunks:
@@ -336,7 +335,11 @@ def decode_entry_columns(body: Buffer, *,
     pos = np.concatenate(starts) if len(starts) > 1 else starts[0]
     body_len = _gather(buf, pos + 16, ">i4")
     props_len = _gather(buf, pos + 20 + body_len, ">i2")
-    record = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    n = np.array(counts, np.int64)
+    record = np.repeat(np.arange(len(counts), dtype=np.int64), n)
+    # entry i of a batch at offset base: base + i (the batch's first entry at cumsum - n)
+    offsets = np.repeat(np.array(bases, np.int64) - (np.cumsum(n) - n), n) + np.arange(
+        len(pos), dtype=np.int64)
     return EntryColumns(buf, pos, Spans(pos + 20, body_len),
-                        Spans(pos + 22 + body_len, props_len), record,
+                        Spans(pos + 22 + body_len, props_len), offsets, record,
                         {k: np.array(v, np.int64) for k, v in values.items()}, ids)

@@ -79,8 +79,10 @@ def tune_allocator() -> bool:
 
 def _decode(body: bytes, q: QueueKey, lmq: str | None) -> pa.RecordBatch:
     cols: RecordColumns | EntryColumns | None = None
-    if lmq is None:
-        cols = decode_columns(body) or decode_entry_columns(body)
+    if lmq is None:  # an empty RecordColumns is falsy: test for None, not truth
+        cols = decode_columns(body)
+        if cols is None:
+            cols = decode_entry_columns(body)
     if cols is not None:
         return columns_to_batch(cols, q.topic, q.broker, q.queue_id)
     return to_batch(decode_messages(body), q.topic, q.broker, q.queue_id, lmq)

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, cast
 
 from tidemq.client.batch_rpc import batch_requester, copy_error
 from tidemq.client.routes import TopicRoute
-from tidemq.client.sending import read_send_response
+from tidemq.client.sending import prepare_message, read_send_response
 from tidemq.client.stamps import now_ms
-from tidemq.client.validation import check_message
 from tidemq.codec.batch_protocol import CHILD_FORM_KEY, SEND_SHARED_FORM, BatchFormatError
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import compress, sys_flag_for
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["send_many"]
 
-_UNIQ, _WAIT = PropertyKey.UNIQ_KEY, PropertyKey.WAIT
+_UNIQ = PropertyKey.UNIQ_KEY
 _SEND_OK = SendStatus.SEND_OK
 #: A member of a shared parent: its index in the caller's items, its UNIQ_KEY.
 _Member = tuple[int, str]
@@ -158,14 +157,12 @@ def _prepare(producer: Producer, msg: Message, mq: MessageQueue, born: int
     when that preparation fails (the message then goes alone, to fail as alone)."""
     opts = producer._opts
     try:
-        check_message(msg, producer.config.max_message_size)
+        msg = prepare_message(msg, max_size=producer.config.max_message_size,
+                              keys=producer.instance.uniq_keys, now_ms=born)
     except TideMQError:
         return None
-    props = dict(msg.properties)
-    uniq = props.get(_UNIQ)
-    if not uniq:
-        uniq = props[_UNIQ] = producer.instance.uniq_keys.next_key(born)
-    props.setdefault(_WAIT, "true")
+    props = msg.properties
+    uniq = props[_UNIQ]
     text = encode_properties(props)
     if len(text) > MAX_PROPERTIES_BYTES:
         return None

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record
+from tidemq.store import lmq_store
 from tidemq.store.lmq_store import LmqEntry, LmqStore
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.recovery import scan_log
@@ -473,3 +476,38 @@ def test_offsets_continue_after_a_crash_with_a_cold_cache(lmq_cfg: Cfg,
         for name in names:
             assert [bytes(r.body) for r in lmq_records(again, name)] == expected[name]
             assert expected[name][-1] == b"n%02d" % names.index(name)
+
+
+@settings(deadline=None, max_examples=40,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(["%LMQ%a", "%LMQ%b", "%LMQ%ab", "%LMQ%z9"]),
+                         min_size=1, max_size=4, unique=True), min_size=1, max_size=40),
+       st.integers(1, 7))
+def test_sorted_runs_store_what_log_order_stores(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        fanouts: list[list[str]], run: int) -> None:
+    """The dispatcher's fan-out goes to RocksDB in sorted runs (``SORT_RUN`` keys each,
+    here tiny so batches span several): every entry, value and max offset equals what
+    one ``write`` per entry in log order stores."""
+    monkeypatch.setattr(lmq_store, "SORT_RUN", run)
+    nxt: dict[str, int] = defaultdict(int)
+    records: list[tuple[list[str], list[int], int, int, int, int]] = []
+    for i, names in enumerate(fanouts):
+        records.append((names, [nxt[n] for n in names], 100 * i, 50 + i, i % 3, 1000 + i))
+        for n in names:
+            nxt[n] += 1
+    base = tmp_path_factory.mktemp("runs")
+    sorted_store, plain_store = LmqStore(base / "sorted"), LmqStore(base / "plain")
+    try:
+        sorted_store.write_fanout(records, 100 * len(records))
+        plain_store.write([LmqEntry(n, o, phys, size, tags, ts)
+                           for names, offsets, phys, size, tags, ts in records
+                           for n, o in zip(names, offsets, strict=True)], 100 * len(records))
+        for name, count in nxt.items():
+            assert sorted_store.max_offset(name) == plain_store.max_offset(name) == count
+            assert (sorted_store.entries(name, 0, count + 1)
+                    == plain_store.entries(name, 0, count + 1))
+            assert len(sorted_store.entries(name, 0, count + 1)) == count
+    finally:
+        sorted_store.close()
+        plain_store.close()

@@ -8,7 +8,8 @@ at most ``round_records`` records) into two phases:
 1. **Prepare**, on ``workers`` threads, rounds in any order: the round's consume-queue
    columns become numpy arrays per queue; its LMQ fan-out becomes a ready RocksDB
    ``WriteBatch`` (one value per record, cached key prefixes, records below a deleted
-   queue's tombstone floor skipped).
+   queue's tombstone floor skipped, keys in sorted runs: :func:`~tidemq.store.lmq_store.
+   sorted_batch`).
 2. **Commit**, on one committer thread, strictly in round order: copy the prepared
    consume-queue arrays into their files, hand the LMQ batch to RocksDB, queue the index
    keys, then advance the commit position and fire the ``on_dispatched`` hooks.
@@ -56,6 +57,7 @@ from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink, index_batches
+from tidemq.store.lmq_store import sorted_batch
 from tidemq.store.queues import AnyQueue, ConsumeQueueSet
 
 __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
@@ -251,7 +253,8 @@ class ConcurrentDispatcher(Dispatcher):
         return prepared
 
     def _prepare_lmq(self, prepared: PreparedRound) -> None:
-        wb: WriteBatch | None = None
+        pairs: list[tuple[bytes, bytes]] = []
+        add = pairs.append
         prefixes = self._lmq_prefixes
         lmq = self.queues.lmq
         assert lmq is not None
@@ -262,7 +265,6 @@ class ConcurrentDispatcher(Dispatcher):
         floors: dict[str, int] = {}  # read once per queue and round
         pack = _ENTRY.pack
         pack_offset = _Q.pack
-        count = 0
         for b in prepared.batches:
             if not b.lmq:
                 continue
@@ -270,9 +272,6 @@ class ConcurrentDispatcher(Dispatcher):
             for i, target in enumerate(b.lmq):
                 if target is None:
                     continue
-                if wb is None:
-                    wb = WriteBatch(raw_mode=True)
-                put = wb.put
                 phys = b.phys[i]
                 value = pack(phys, b.sizes[i], b.tags[i], ts)
                 names, offsets = target
@@ -287,13 +286,12 @@ class ConcurrentDispatcher(Dispatcher):
                         if len(prefixes) > 1_000_000:
                             prefixes.clear()
                         prefix = prefixes[name] = b"E" + name.encode() + b"\x00"
-                    put(prefix + pack_offset(offset), value)
+                    add((prefix + pack_offset(offset), value))
                     if name not in last:
                         first[name] = offset
                     last[name] = offset
-                    count += 1
-        prepared.lmq_batch = wb
-        prepared.lmq_entries = count
+        prepared.lmq_batch = sorted_batch(pairs) if pairs else None
+        prepared.lmq_entries = len(pairs)
 
     # ------------------------------------------------------------------ commit
 

@@ -52,12 +52,13 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-__all__ = ["LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore"]
+__all__ = ["LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "sorted_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,29 @@ def _entry_key(name: bytes, offset: int) -> bytes:
 
 def _offset_key(name: str, group: str) -> bytes:
     return b"O" + name.encode() + b"\x00" + group.encode()
+
+
+def sorted_batch(pairs: list[tuple[bytes, bytes]]) -> WriteBatch:
+    """A write batch of ``pairs`` in runs of up to :data:`SORT_RUN` keys in key order.
+
+    RocksDB inserts a batch into the memtable's skiplist one key at a time, starting each
+    search from where the last insert landed; keys in order land next to each other, so
+    this costs 0.24 us a key instead of 1.2 us for the dispatcher's log order, which
+    jumps between queues with every entry (``tidemq bench dispatch``; sorting costs
+    ~0.25 us a key in runs of this size and more in longer ones, whose tuples no longer
+    fit in the CPU's caches). A queue's entries stay in offset order within a run, and
+    the batch is atomic either way."""
+    wb = WriteBatch(raw_mode=True)
+    put = wb.put
+    for start in range(0, len(pairs), SORT_RUN):
+        for key, value in sorted(pairs[start:start + SORT_RUN], key=_first):
+            put(key, value)
+    return wb
+
+
+#: Keys per sorted run of :func:`sorted_batch`.
+SORT_RUN = 16384
+_first = itemgetter(0)
 
 
 def _pack_meta(nxt: int, lo: int, floor: int) -> bytes:
@@ -244,26 +268,26 @@ class LmqStore:
         record, the loop per entry only builds its key and notes the queue's last
         offset (a queue's offsets rise in log order), and the queues' metadata is
         advanced once per queue afterwards."""
-        wb = WriteBatch(raw_mode=True)
-        put = wb.put
+        pairs: list[tuple[bytes, bytes]] = []
+        add = pairs.append
         pack_offset = _Q.pack
         pack = _ENTRY.pack
         last: dict[str, int] = {}
-        count = 0
         with self._lock:
             floors = self._floors
             for names, offsets, phys, size, tags, store_ts in records:
                 value = pack(phys, size, tags, store_ts)
                 if len(names) != len(offsets):
                     raise ValueError(f"{len(names)} LMQ names but {len(offsets)} offsets")
-                pairs: Iterable[tuple[str, int]] = zip(names, offsets, strict=False)
+                entries: Iterable[tuple[str, int]] = zip(names, offsets, strict=False)
                 if floors and not floors.keys().isdisjoint(names):
-                    pairs = [(name, offset) for name, offset in pairs
-                             if phys >= floors.get(name, 0)]  # else a deleted generation
-                for name, offset in pairs:
-                    put(b"E%b\x00%b" % (name.encode(), pack_offset(offset)), value)
+                    entries = [(name, offset) for name, offset in entries
+                               if phys >= floors.get(name, 0)]  # else a deleted generation
+                for name, offset in entries:
+                    add((b"E%b\x00%b" % (name.encode(), pack_offset(offset)), value))
                     last[name] = offset
-                count += len(pairs) if isinstance(pairs, list) else len(names)
+            count = len(pairs)
+            wb = sorted_batch(pairs)
             meta = self._advance(last, records)
             self._publish(wb, meta, dispatched_end)
             self.entries_written += count

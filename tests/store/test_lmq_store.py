@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record
-from tidemq.store import lmq_store
 from tidemq.store.lmq_store import LmqEntry, LmqStore
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.recovery import scan_log
@@ -480,34 +479,30 @@ def test_offsets_continue_after_a_crash_with_a_cold_cache(lmq_cfg: Cfg,
 
 @settings(deadline=None, max_examples=40,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.sampled_from(["%LMQ%a", "%LMQ%b", "%LMQ%ab", "%LMQ%z9"]),
-                         min_size=1, max_size=4, unique=True), min_size=1, max_size=40),
-       st.integers(1, 7))
-def test_sorted_runs_store_what_log_order_stores(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-        fanouts: list[list[str]], run: int) -> None:
-    """The dispatcher's fan-out goes to RocksDB in sorted runs (``SORT_RUN`` keys each,
-    here tiny so batches span several): every entry, value and max offset equals what
-    one ``write`` per entry in log order stores."""
-    monkeypatch.setattr(lmq_store, "SORT_RUN", run)
+@given(st.lists(st.lists(st.sampled_from(["%LMQ%a", "%LMQ%b", "%LMQ%ab", "%LMQ%z9",
+                                          "%LMQ%\u00e9", "%LMQ%a\u00e9"]),
+                         min_size=1, max_size=4, unique=True), min_size=1, max_size=40))
+def test_grouped_fanout_stores_what_log_order_stores(
+        tmp_path_factory: pytest.TempPathFactory, fanouts: list[list[str]]) -> None:
+    """The dispatcher's fan-out goes to RocksDB grouped per queue: every entry, value and
+    max offset equals what one ``write`` per entry in log order stores."""
     nxt: dict[str, int] = defaultdict(int)
     records: list[tuple[list[str], list[int], int, int, int, int]] = []
     for i, names in enumerate(fanouts):
         records.append((names, [nxt[n] for n in names], 100 * i, 50 + i, i % 3, 1000 + i))
         for n in names:
             nxt[n] += 1
-    base = tmp_path_factory.mktemp("runs")
-    sorted_store, plain_store = LmqStore(base / "sorted"), LmqStore(base / "plain")
+    base = tmp_path_factory.mktemp("groups")
+    grouped, plain = LmqStore(base / "grouped"), LmqStore(base / "plain")
     try:
-        sorted_store.write_fanout(records, 100 * len(records))
-        plain_store.write([LmqEntry(n, o, phys, size, tags, ts)
-                           for names, offsets, phys, size, tags, ts in records
-                           for n, o in zip(names, offsets, strict=True)], 100 * len(records))
+        grouped.write_fanout(records, 100 * len(records))
+        plain.write([LmqEntry(n, o, phys, size, tags, ts)
+                     for names, offsets, phys, size, tags, ts in records
+                     for n, o in zip(names, offsets, strict=True)], 100 * len(records))
+        assert dict(grouped.db.items()) == dict(plain.db.items())
         for name, count in nxt.items():
-            assert sorted_store.max_offset(name) == plain_store.max_offset(name) == count
-            assert (sorted_store.entries(name, 0, count + 1)
-                    == plain_store.entries(name, 0, count + 1))
-            assert len(sorted_store.entries(name, 0, count + 1)) == count
+            assert grouped.max_offset(name) == count
+            assert len(grouped.entries(name, 0, count + 1)) == count
     finally:
-        sorted_store.close()
-        plain_store.close()
+        grouped.close()
+        plain.close()

@@ -7,9 +7,8 @@ at most ``round_records`` records) into two phases:
 
 1. **Prepare**, on ``workers`` threads, rounds in any order: the round's consume-queue
    columns become numpy arrays per queue; its LMQ fan-out becomes a ready RocksDB
-   ``WriteBatch`` (one value per record, cached key prefixes, records below a deleted
-   queue's tombstone floor skipped, keys in sorted runs: :func:`~tidemq.store.lmq_store.
-   sorted_batch`).
+   ``WriteBatch`` (one value per record, records below a deleted queue's tombstone
+   floor skipped, keys grouped per queue: :func:`~tidemq.store.lmq_store.grouped_batch`).
 2. **Commit**, on one committer thread, strictly in round order: copy the prepared
    consume-queue arrays into their files, hand the LMQ batch to RocksDB, queue the index
    keys, then advance the commit position and fire the ``on_dispatched`` hooks.
@@ -57,7 +56,7 @@ from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink, index_batches
-from tidemq.store.lmq_store import sorted_batch
+from tidemq.store.lmq_store import grouped_batch
 from tidemq.store.queues import AnyQueue, ConsumeQueueSet
 
 __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
@@ -115,7 +114,6 @@ class ConcurrentDispatcher(Dispatcher):
         self.inline = inline
         self._committing = False  # a thread is inside _commit (hooks included)
         self._threads: list[threading.Thread] = []
-        self._lmq_prefixes: dict[str, bytes] = {}
         self._round_ts: dict[int, int] = {}  # seq -> store time of its first record
 
     # ------------------------------------------------------------------ threads
@@ -253,9 +251,7 @@ class ConcurrentDispatcher(Dispatcher):
         return prepared
 
     def _prepare_lmq(self, prepared: PreparedRound) -> None:
-        pairs: list[tuple[bytes, bytes]] = []
-        add = pairs.append
-        prefixes = self._lmq_prefixes
+        groups: dict[str, list[tuple[int, bytes]]] = {}
         lmq = self.queues.lmq
         assert lmq is not None
         prepared.lmq_generation = lmq.generation  # before any floor is read
@@ -264,7 +260,7 @@ class ConcurrentDispatcher(Dispatcher):
         floor_of = lmq.floor
         floors: dict[str, int] = {}  # read once per queue and round
         pack = _ENTRY.pack
-        pack_offset = _Q.pack
+        count = 0
         for b in prepared.batches:
             if not b.lmq:
                 continue
@@ -281,17 +277,15 @@ class ConcurrentDispatcher(Dispatcher):
                         floor = floors[name] = floor_of(name)
                     if phys < floor:
                         continue  # a deleted generation of this queue (tombstone)
-                    prefix = prefixes.get(name)
-                    if prefix is None:
-                        if len(prefixes) > 1_000_000:
-                            prefixes.clear()
-                        prefix = prefixes[name] = b"E" + name.encode() + b"\x00"
-                    add((prefix + pack_offset(offset), value))
-                    if name not in last:
+                    group = groups.get(name)
+                    if group is None:
+                        group = groups[name] = []
                         first[name] = offset
+                    group.append((offset, value))
                     last[name] = offset
-        prepared.lmq_batch = sorted_batch(pairs) if pairs else None
-        prepared.lmq_entries = len(pairs)
+                    count += 1
+        prepared.lmq_batch = grouped_batch(groups) if groups else None
+        prepared.lmq_entries = count
 
     # ------------------------------------------------------------------ commit
 

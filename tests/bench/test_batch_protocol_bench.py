@@ -50,3 +50,17 @@ def test_one_run_compares_both_modes_of_every_workload(tmp_path: Path) -> None:
         assert on["rpcs"] < off["rpcs"], (name, on["rpcs"], off["rpcs"])
         assert res["rpc_reduction"] > 1
     assert data["results"]["consume-4"]["on"]["msgs"] == 400
+
+
+@pytest.mark.slow
+def test_columns_adds_a_consume_workload(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    result = runner.invoke(app, [
+        "bench", "batchproto", "--consume-queues", "4", "--produce-queues", "4",
+        "--messages", "400", "--produce-seconds", "0.3", "--repeat", "1", "--columns",
+        "--broker-set", "mappedFileSizeCommitLog=16777216", "--data-dir", str(tmp_path),
+        "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert list(data["results"])[:3] == ["consume-4", "consume-columns-4", "consume-raw-4"]
+    assert data["results"]["consume-columns-4"]["on"]["msgs"] == 400

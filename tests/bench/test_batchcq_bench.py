@@ -58,7 +58,10 @@ def test_one_run_measures_every_phase(tmp_path: Path) -> None:
     for name, row in data["phases"].items():
         assert row["msgs"] > 0 and row["msgs_per_s"] > 0, (name, row)
         assert row["broker_ns_per_msg"] >= 0
-    assert data["phases"]["consume"]["msgs"] == data["phases"]["consume"]["expected"]
+    for phase in ("consume", "consume-columns", "consume-zstd", "consume-zstd-columns"):
+        assert data["phases"][phase]["msgs"] == data["phases"][phase]["expected"], phase
+    assert data["phases"]["consume-columns"]["body_bytes"] > 0
+    assert data["ratios"]["columns_over_objects"] > 0
     assert data["ratios"]["inner_over_outer"] > 0
     assert "inner / outer" in result.output
     assert list(data_dir.iterdir()) == [], "the broker's data directory is left behind"

@@ -77,6 +77,7 @@ def test_sampler_rows_and_summary_skip_the_warmup() -> None:
     ({"flush": "SOMETIMES"}, "flush"), ({"batch": 0}, "batch"), ({"duration": 0}, "duration"),
     ({"linger_ms": -1.0}, "linger_ms"), ({"linger_ms": 1.0, "batch": 10}, "linger_ms"),
     ({"linger_ms": 1.0, "raw": True}, "linger_ms"), ({"max_batch": 0}, "max_batch"),
+    ({"columns": True, "raw": True}, "columns"),
 ])
 def test_config_is_checked(change: dict[str, Any], word: str) -> None:
     with pytest.raises(ValueError, match=word):
@@ -114,6 +115,16 @@ def test_consume_reads_everything(tmp_path: Path, raw: bool) -> None:
     assert summary["prefill_msgs"] == 2000
     assert summary["consumed"] == 2000 and summary["complete"] is True
     assert summary["msgs"] == 2000
+
+
+@pytest.mark.slow
+def test_consume_columns_reads_everything_again(tmp_path: Path) -> None:
+    data = bench(tmp_path, "consume", "--messages", "2000", "--pull-batch", "500",
+                 "--columns")
+    assert data["summary"]["consumed"] == 2000
+    columns = data["columns"]
+    assert columns["command"] == "consume-columns"
+    assert columns["summary"]["consumed"] == 2000 and columns["summary"]["complete"] is True
 
 
 @pytest.mark.slow

@@ -14,6 +14,8 @@ consume-N     N queues of one topic pre-filled with ``messages`` small messages 
               a PullConsumer assigned all N queues (``pull_batch`` per queue per pull)
               reads them from offset 0 until every one is read. Rate: messages returned
               by ``poll`` per second
+consume-      with ``columns``: the same read through ``poll_batches`` (columns, no
+columns-N     object per message; every body taken, its bytes summed)
 produce-N     one Producer sends rounds of one message to each of N queues
               (``Producer.send_multi``), ``rounds_in_flight`` rounds at a time, for
               ``produce_seconds``. Rate: acknowledged messages per second
@@ -83,6 +85,8 @@ class BatchProtoBenchConfig:
     repeat: int = 3
     broker_settings: tuple[str, ...] = ()
     data_dir: str | None = None
+    #: Also run each consume workload through ``poll_batches`` (consume-columns-N).
+    columns: bool = False
 
     def check(self) -> None:
         for name in ("produce_queues", "messages", "size", "pull_batch", "rounds_in_flight",
@@ -198,6 +202,33 @@ async def _consume(namesrv: str, queues: list[MessageQueue], per_queue: int, bat
         clock = _Clock(pid)
         while got < total:
             got += len(await consumer.poll(timeout=5.0, max_messages=1 << 20))
+        return clock.stop(got, rpc.stats.rpcs - rpcs0)
+    finally:
+        await consumer.close(commit=False)
+
+
+async def _consume_columns(namesrv: str, queues: list[MessageQueue], per_queue: int,
+                           batch: bool, run: str, pid: int, cfg: BatchProtoBenchConfig
+                           ) -> _Run:
+    """:func:`_consume` through ``poll_batches``, taking every body."""
+    consumer = PullConsumer(f"bench_bp_{run}", config=_config(namesrv, batch, run, cfg))
+    await consumer.start()
+    try:
+        consumer.assign(queues)
+        for mq in queues:
+            consumer.seek(mq, 0)
+        inst = consumer.instance
+        await inst.routes.get(queues[0].topic)
+        await inst.heartbeat_new_brokers()
+        rpc = batch_requester(inst)
+        total, got, nbytes = per_queue * len(queues), 0, 0
+        rpcs0 = rpc.stats.rpcs
+        clock = _Clock(pid)
+        while got < total:
+            for found in await consumer.poll_batches(timeout=5.0, max_messages=1 << 20):
+                bodies = found.bodies
+                got += len(bodies)
+                nbytes += sum(map(len, bodies))
         return clock.stop(got, rpc.stats.rpcs - rpcs0)
     finally:
         await consumer.close(commit=False)
@@ -351,13 +382,16 @@ async def run_batch_protocol_bench(cfg: BatchProtoBenchConfig,
         for n in cfg.consume_queues:
             per_queue = max(1, cfg.messages // n)
 
-            for raw, reader in ((False, _consume), (True, _consume_raw)):
+            readers: list[tuple[str, _Reader]] = [("", _consume), ("-raw", _consume_raw)]
+            if cfg.columns:
+                readers.insert(1, ("-columns", _consume_columns))
+            for kind, reader in readers:
 
                 async def consume(batch: bool, run: str, qs: list[MessageQueue] = topics[n],
                                   per: int = per_queue, read: _Reader = reader) -> _Run:
                     return await read(namesrv, qs, per, batch, run, pid, cfg)
 
-                name = f"consume{'-raw' if raw else ''}-{n}"
+                name = f"consume{kind}-{n}"
                 results[name] = await _compare(name, cfg, consume, report)
         produce_queues = await _create_topic(namesrv, "BatchProtoProduce", cfg.produce_queues)
         for raw, writer in ((False, _produce), (True, _produce_raw)):

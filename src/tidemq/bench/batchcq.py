@@ -17,7 +17,11 @@ inner-zstd     the same with zstd end-to-end compression (the producer's default
 outer          send_batch to a SimpleCQ topic: the broker stores a record per message
 consume        a PullConsumer reads the ``inner`` topic from its first offset
                (``pull_batch`` messages per pull): messages returned by ``poll``
-consume-zstd   the same for the ``inner-zstd`` topic (the consumer decompresses)
+consume-       the same read with ``poll_batches`` (columns, no object per message;
+columns        every body is taken: its bytes are summed)
+consume-zstd   ``consume`` for the ``inner-zstd`` topic (the consumer decompresses)
+consume-zstd-  the same read with ``poll_batches``
+columns
 =============  ========================================================================
 
 Each phase reports client and broker CPU (100 % is one core) and CPU nanoseconds per
@@ -60,7 +64,8 @@ from tidemq.errors import TideMQError
 
 __all__ = ["PHASES", "BatchCqBenchConfig", "run_batchcq"]
 
-PHASES = ("inner", "inner-zstd", "outer", "consume", "consume-zstd")
+PHASES = ("inner", "inner-zstd", "outer", "consume", "consume-columns", "consume-zstd",
+          "consume-zstd-columns")
 _TOPICS = {"inner": "BcqInner", "inner-zstd": "BcqZstd", "outer": "BcqOuter"}
 _POOL = 16  # distinct message lists the senders take turns with
 _LINE = re.compile(r":\d+\)$")
@@ -252,6 +257,21 @@ async def _produce(cfg: BatchCqBenchConfig, producer: Producer, phase: str,
     return result
 
 
+async def _read_objects(consumer: PullConsumer, limit: int) -> tuple[int, int]:
+    """One poll: messages and body bytes (not summed: the objects hold their bodies)."""
+    return len(await consumer.poll(timeout=1.0, max_messages=limit)), 0
+
+
+async def _read_columns(consumer: PullConsumer, limit: int) -> tuple[int, int]:
+    """One poll_batches: messages, and the bytes of every body taken from the columns."""
+    msgs = nbytes = 0
+    for batch in await consumer.poll_batches(timeout=1.0, max_messages=limit):
+        bodies = batch.bodies
+        msgs += len(bodies)
+        nbytes += sum(map(len, bodies))
+    return msgs, nbytes
+
+
 async def _consume(cfg: BatchCqBenchConfig, namesrv: str, phase: str, topic: str,
                    queues: list[MessageQueue], broker_pid: int) -> dict[str, Any]:
     mine = [mq for mq in queues if mq.topic == topic]
@@ -269,10 +289,15 @@ async def _consume(cfg: BatchCqBenchConfig, namesrv: str, phase: str, topic: str
         with _profiled(cfg, phase, broker_pid, seconds) as profiles:
             window.open()
             deadline = loop.time() + cfg.consume_seconds
+            read = _read_columns if phase.endswith("-columns") else _read_objects
+            nbytes = 0
             while window.msgs < total and loop.time() < deadline:
-                window.msgs += len(await consumer.poll(timeout=1.0,
-                                                       max_messages=cfg.pull_batch * 8))
+                msgs, size = await read(consumer, cfg.pull_batch * 8)
+                window.msgs += msgs
+                nbytes += size
             result = window.close(phase, expected=total)
+            if nbytes:
+                result["body_bytes"] = nbytes
     if profiles:
         result["profiles"] = profiles
     return result
@@ -309,6 +334,11 @@ async def _topics(namesrv: str, cfg: BatchCqBenchConfig) -> list[MessageQueue]:
         return queues
 
 
+def _ratio(rows: dict[str, dict[str, Any]], top: str, bottom: str) -> float | None:
+    below = rows[bottom]["msgs_per_s"]
+    return rows[top]["msgs_per_s"] / below if below else None
+
+
 async def run_batchcq(cfg: BatchCqBenchConfig,
                       report: Any = None) -> dict[str, Any]:
     """Every phase in one run against one broker process; ``report(row)`` is called after
@@ -333,7 +363,9 @@ async def run_batchcq(cfg: BatchCqBenchConfig,
         finally:
             await producer.close()
         for phase, topic in (("consume", _TOPICS["inner"]),
-                             ("consume-zstd", _TOPICS["inner-zstd"])):
+                             ("consume-columns", _TOPICS["inner"]),
+                             ("consume-zstd", _TOPICS["inner-zstd"]),
+                             ("consume-zstd-columns", _TOPICS["inner-zstd"])):
             rows[phase] = await _consume(cfg, namesrv, phase, topic, queues, broker.pid)
             if report is not None:
                 report(rows[phase])
@@ -347,7 +379,10 @@ async def run_batchcq(cfg: BatchCqBenchConfig,
     outer = rows["outer"]["msgs_per_s"]
     ratios = {"inner_over_outer": rows["inner"]["msgs_per_s"] / outer if outer else None,
               "zstd_over_inner": (rows["inner-zstd"]["msgs_per_s"] / rows["inner"]["msgs_per_s"]
-                                  if rows["inner"]["msgs_per_s"] else None)}
+                                  if rows["inner"]["msgs_per_s"] else None),
+              "columns_over_objects": _ratio(rows, "consume-columns", "consume"),
+              "zstd_columns_over_objects": _ratio(rows, "consume-zstd-columns",
+                                                  "consume-zstd")}
     return {"command": "batchcq", "argv": sys.argv[1:], "config": dataclasses.asdict(cfg),
             "phases": rows, "ratios": ratios, "cpus": os.cpu_count(),
             "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}

@@ -14,7 +14,9 @@ produce    ``in_flight`` sends kept running over ``producers`` producers (each w
            ``send_batch`` calls of that many. Rate in messages/s; latency per send call.
 consume    ``messages`` pre-filled in batches of 100, then a PullConsumer reads every queue
            from its first offset, ``pull_batch`` messages per pull; messages/s returned by
-           ``poll``.
+           ``poll``. With ``columns`` a second consumer then reads the same messages with
+           ``poll_batches`` (columns; every body taken, its bytes summed), a second row
+           (``result["columns"]``) of the same run.
 latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (pulls of up
            to ``pull_batch``) receives them; end-to-end latency is receipt time minus the
            send time carried in the first 8 bytes of the body (``perf_counter_ns``: one
@@ -95,6 +97,7 @@ class BrokerBenchConfig:
     messages: int = 1_000_000
     pull_batch: int = 1000
     raw: bool = False
+    columns: bool = False  # consume: also read with poll_batches (a second row)
     linger_ms: float | None = None  # single sends through an AutoBatchProducer
     max_batch: int = 1024  # its max_batch_messages
     max_batch_bytes: int = 32 * 1024  # its max_batch_bytes
@@ -115,6 +118,8 @@ class BrokerBenchConfig:
                 raise ValueError("linger_ms must not be negative")
             if self.batch > 1 or self.raw:
                 raise ValueError("linger_ms auto-batches single sends: not with batch or raw")
+        if self.columns and self.raw:
+            raise ValueError("columns reads through the client API: not with raw")
         if self.duration <= 0 or self.warmup < 0:
             raise ValueError("duration must be positive and warmup not negative")
 
@@ -403,6 +408,17 @@ async def _consume_loop(consumer: PullConsumer, meter: Meter, total: int) -> Non
         meter.count += len(batch)
 
 
+async def _columns_loop(consumer: PullConsumer, meter: Meter, total: int) -> int:
+    """:func:`_consume_loop` through ``poll_batches``, taking every body; their bytes."""
+    nbytes = 0
+    while meter.count < total:
+        for batch in await consumer.poll_batches(timeout=1.0, max_messages=1 << 20):
+            bodies = batch.bodies
+            meter.count += len(bodies)
+            nbytes += sum(map(len, bodies))
+    return nbytes
+
+
 async def _raw_pull_loop(inst: ClientInstance, group: str, queue: MessageQueue, end: int,
                          cfg: BrokerBenchConfig, meter: Meter) -> None:
     addr = await inst.master_address(queue)
@@ -426,8 +442,8 @@ async def _raw_pull_loop(inst: ClientInstance, group: str, queue: MessageQueue, 
 
 
 async def _read_all(cfg: BrokerBenchConfig, namesrv: str, ends: dict[MessageQueue, int],
-                    meter: Meter) -> None:
-    group = f"bench_consumer_{os.getpid()}"
+                    meter: Meter, columns: bool = False) -> None:
+    group = f"bench_consumer_{os.getpid()}{'_columns' if columns else ''}"
     config = dataclasses.replace(_client_config(namesrv, 0), pull_batch_size=cfg.pull_batch)
     consumer = PullConsumer(group, config=config)
     await consumer.start()
@@ -438,7 +454,10 @@ async def _read_all(cfg: BrokerBenchConfig, namesrv: str, ends: dict[MessageQueu
             return
         consumer.assign(ends)
         await consumer.seek_to_beginning()
-        await _consume_loop(consumer, meter, sum(ends.values()))
+        if columns:
+            await _columns_loop(consumer, meter, sum(ends.values()))
+        else:
+            await _consume_loop(consumer, meter, sum(ends.values()))
     finally:
         await consumer.close(commit=False)
 
@@ -450,23 +469,34 @@ async def run_consume(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                    ) -> dict[str, Any]:
         prefill = await _prefill(cfg, namesrv, queues)
         ends = await _max_offsets(namesrv, cfg.topic, prefill["prefill_msgs"])
-        meter = Meter()
-        sampler = Sampler(meter, pid)
-        reader = asyncio.ensure_future(_read_all(cfg, namesrv, ends, meter))
-        try:
-            await measure(sampler, cfg.duration, report, reader)
-        finally:
-            if not reader.done():
-                reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
-        failure = None if reader.cancelled() else reader.exception()
-        if failure is not None:
-            raise failure
-        total = sum(ends.values())
-        extra = {**prefill, "consumed": meter.count, "complete": meter.count >= total}
-        return _result("consume", cfg, sampler, extra)
+        result = await _read_measured(cfg, namesrv, pid, ends, prefill, report, False)
+        if cfg.columns:
+            result["columns"] = await _read_measured(cfg, namesrv, pid, ends, prefill,
+                                                     report, True)
+        return result
 
     return await _run(cfg, body)
+
+
+async def _read_measured(cfg: BrokerBenchConfig, namesrv: str, pid: int | None,
+                         ends: dict[MessageQueue, int], prefill: dict[str, Any],
+                         report: Report | None, columns: bool) -> dict[str, Any]:
+    """One reading of the pre-filled topic, sampled: the consume row."""
+    meter = Meter()
+    sampler = Sampler(meter, pid)
+    reader = asyncio.ensure_future(_read_all(cfg, namesrv, ends, meter, columns))
+    try:
+        await measure(sampler, cfg.duration, report, reader)
+    finally:
+        if not reader.done():
+            reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    failure = None if reader.cancelled() else reader.exception()
+    if failure is not None:
+        raise failure
+    total = sum(ends.values())
+    extra = {**prefill, "consumed": meter.count, "complete": meter.count >= total}
+    return _result("consume-columns" if columns else "consume", cfg, sampler, extra)
 
 
 # ---------------------------------------------------------------------- latency

@@ -47,6 +47,7 @@ from tidemq.client.instance import ClientInstance
 from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
 from tidemq.client.lmq import LmqMessage, lmq_message, lmq_offsets, send_to_lmqs
 from tidemq.client.lmq_consumer import LmqConsumer, LmqPullResult
+from tidemq.client.message_batch import MessageBatch
 from tidemq.client.producer import Producer
 from tidemq.client.pull import PullResult
 from tidemq.client.push_consumer import PushConsumer, ThreadedPushConsumer
@@ -91,6 +92,7 @@ __all__ = [
     "LmqMessage",
     "LmqPullResult",
     "Message",
+    "MessageBatch",
     "MessageExt",
     "MessageNotFoundError",
     "MessageQueue",

@@ -43,6 +43,13 @@ read), and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
 fetch offset to the broker's corrected one. A failing queue is pulled again after
 ``pull_error_backoff`` seconds; the others go on. ``seek*`` drops a queue's buffer and
 its pull in flight.
+
+:meth:`~PullConsumer.poll_batches` is ``poll`` with the messages as columns
+(:class:`~tidemq.client.MessageBatch`, docs/client.md): the same state machine, with a
+queue's buffer holding batches instead of messages. The last of the two calls decides how
+the pulls that finish next are read (:func:`~tidemq.client.pull.read_pull_response` or
+:func:`~tidemq.client.pull.read_pull_batch`); a buffer left in the other form is turned
+into this one when it is taken or added to, so the two can be mixed.
 """
 
 from __future__ import annotations
@@ -53,14 +60,21 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from tidemq.client import offsets as ofs
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
-from tidemq.client.pull import PullResult, pull_request, read_pull_response
+from tidemq.client.message_batch import MessageBatch
+from tidemq.client.pull import (
+    PullBatch,
+    PullResult,
+    pull_request,
+    read_pull_batch,
+    read_pull_response,
+)
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
@@ -74,6 +88,7 @@ __all__ = ["PullConsumer"]
 log = logging.getLogger(__name__)
 
 _OffsetBuild = Callable[[MessageQueue], RemotingCommand]
+_T = TypeVar("_T", MessageExt, MessageBatch)
 
 #: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
 _FLOW_CONTROL_BACKOFF = 5.0
@@ -86,17 +101,19 @@ class _Fetched:
 
     offset: int
     from_group: bool
-    result: PullResult | None
+    result: PullResult | PullBatch | None
 
 
 @dataclasses.dataclass(slots=True)
 class _QueueState:
     """One queue: the pulled messages not returned yet are ``buffer[head:]`` (taken by
-    slices, not one by one)."""
+    slices, not one by one) or, read as columns, ``batches`` -- one of the two is empty,
+    and no batch is."""
 
     fetch_offset: int | None = None
     buffer: list[MessageExt] = dataclasses.field(default_factory=list)
     head: int = 0
+    batches: list[MessageBatch] = dataclasses.field(default_factory=list)
     task: asyncio.Task[_Fetched] | None = None
     #: The pull that follows ``task``, started when its answer came (before decoding it),
     #: and the offset it reads from; it becomes ``task`` once ``task`` is applied.
@@ -110,16 +127,22 @@ class _QueueState:
 
     @property
     def buffered(self) -> int:
+        if self.batches:
+            return sum(len(b) for b in self.batches)
         return len(self.buffer) - self.head
 
     @property
     def position(self) -> int | None:
         if self.head < len(self.buffer):
             return self.buffer[self.head].queue_offset
+        if self.batches:
+            return self.batches[0].first_offset
         return self.fetch_offset
 
     def take(self, limit: int) -> list[MessageExt]:
         """Up to ``limit`` buffered messages, oldest first."""
+        if self.batches:
+            self._unbatch()
         head = self.head
         if head == 0 and limit >= len(self.buffer):
             out, self.buffer = self.buffer, []
@@ -130,7 +153,40 @@ class _QueueState:
             self.buffer, self.head = [], 0
         return out
 
+    def take_batches(self, queue: MessageQueue, limit: int) -> list[MessageBatch]:
+        """Buffered batches of up to ``limit`` messages in all, oldest first (the last one
+        cut when it would go over)."""
+        if self.head < len(self.buffer):
+            self.batches = [MessageBatch.of_messages(queue, self.buffer[self.head:])]
+            self.buffer, self.head = [], 0
+        out: list[MessageBatch] = []
+        batches = self.batches
+        while batches and limit > 0:
+            first = batches[0]
+            if len(first) <= limit:
+                out.append(batches.pop(0))
+                limit -= len(first)
+            else:
+                out.append(first[:limit])
+                batches[0] = first[limit:]
+                limit = 0
+        return out
+
+    def _unbatch(self) -> None:
+        """Turn the buffered batches into buffered messages."""
+        msgs = [m for b in self.batches for m in b.messages()]
+        self.batches = []
+        self.add(msgs)
+
+    def add_batch(self, batch: MessageBatch) -> None:
+        if self.head < len(self.buffer):
+            self.batches = [MessageBatch.of_messages(batch.queue, self.buffer[self.head:])]
+            self.buffer, self.head = [], 0
+        self.batches.append(batch)
+
     def add(self, msgs: list[MessageExt]) -> None:
+        if self.batches:
+            self._unbatch()
         if self.head:
             del self.buffer[:self.head]
             self.head = 0
@@ -142,6 +198,7 @@ class _QueueState:
     def reset(self, offset: int | None) -> None:
         """Forget buffered messages and the pull in flight; continue at ``offset``."""
         self.buffer, self.head = [], 0
+        self.batches = []
         self.backoff = 0.0
         self.caught_up = False
         self.fetch_offset = offset
@@ -204,6 +261,8 @@ class PullConsumer:
         #: waiting for one waits on ``_waiter`` (set by the first that finishes).
         self._finished: list[tuple[MessageQueue, asyncio.Task[_Fetched]]] = []
         self._waiter: asyncio.Future[None] | None = None
+        #: Pulls are read as columns (the last poll was :meth:`poll_batches`).
+        self._columns = False
 
     def __repr__(self) -> str:
         return f"<PullConsumer group={self._group!r} queues={len(self._states)}>"
@@ -427,6 +486,21 @@ class PullConsumer:
                    max_messages: int | None = None) -> list[MessageExt]:
         """Up to ``max_messages`` (default ``pull_batch_size``) messages, waiting at most
         ``timeout`` seconds for some; ``[]`` if none came."""
+        self._columns = False
+        return await self._poll(timeout, max_messages, self._drain)
+
+    async def poll_batches(self, timeout: float = 1.0,
+                           max_messages: int | None = None) -> list[MessageBatch]:
+        """:meth:`poll` with the messages as columns
+        (:class:`~tidemq.client.MessageBatch`, one per pull of a queue): batches of up to
+        ``max_messages`` (default ``pull_batch_size``) messages in all -- a pull's batch
+        may be cut in two by the limit -- or ``[]`` if none came. Positions, filtering,
+        pulls and commits are :meth:`poll`'s; the two may be mixed."""
+        self._columns = True
+        return await self._poll(timeout, max_messages, self._drain_batches)
+
+    async def _poll(self, timeout: float, max_messages: int | None,
+                    drain: Callable[[int], list[_T]]) -> list[_T]:
         inst = self.instance
         limit = max_messages or self.config.pull_batch_size
         loop = asyncio.get_running_loop()
@@ -435,7 +509,7 @@ class PullConsumer:
         await inst.heartbeat_new_brokers()
         while True:
             self._apply_finished()
-            out = self._drain(limit)
+            out = drain(limit)
             if out:
                 return out
             self._start_pulls()
@@ -507,12 +581,29 @@ class PullConsumer:
             return out
         self._turn = (self._turn + 1) % len(states)
         for state in states[self._turn:] + states[:self._turn]:
-            if state.head < len(state.buffer):
+            if state.head < len(state.buffer) or state.batches:
                 if out:
                     out.extend(state.take(limit - len(out)))
                 else:
                     out = state.take(limit)
                 if len(out) >= limit:
+                    break
+        return out
+
+    def _drain_batches(self, limit: int) -> list[MessageBatch]:
+        """:meth:`_drain` taking batches."""
+        out: list[MessageBatch] = []
+        queues = sorted(self._states)
+        if not queues:
+            return out
+        self._turn = (self._turn + 1) % len(queues)
+        for mq in queues[self._turn:] + queues[:self._turn]:
+            state = self._states[mq]
+            if state.head < len(state.buffer) or state.batches:
+                taken = state.take_batches(mq, limit)
+                out += taken
+                limit -= sum(len(b) for b in taken)
+                if limit <= 0:
                     break
         return out
 
@@ -549,8 +640,8 @@ class PullConsumer:
             # loop iteration (with the other queues' next pulls) and sent in the one after.
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        return _Fetched(offset, False, read_pull_response(response, queue, sub, address=addr,
-                                                 offset=offset))
+        read = read_pull_batch if self._columns else read_pull_response
+        return _Fetched(offset, False, read(response, queue, sub, address=addr, offset=offset))
 
     def _pull_ahead(self, queue: MessageQueue, offset: int, response: RemotingCommand,
                     sub: Subscription) -> bool:
@@ -605,7 +696,10 @@ class PullConsumer:
         if result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("%r: offset %s moved; continuing at %d", self, fetched.offset,
                         result.next_offset)
-        state.add(result.messages)
+        if isinstance(result, PullResult):
+            state.add(result.messages)
+        elif result.batch is not None:
+            state.add_batch(result.batch)
         state.fetch_offset = result.next_offset
         if successor is not None:
             if state.next_offset == result.next_offset:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from tidemq.client.message_batch import MessageBatch, read_batch
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -43,8 +44,10 @@ __all__ = [
     "PULL_FLAG_COMMIT_OFFSET",
     "PULL_FLAG_SUBSCRIPTION",
     "PULL_FLAG_SUSPEND",
+    "PullBatch",
     "PullResult",
     "pull_request",
+    "read_pull_batch",
     "read_pull_response",
 ]
 
@@ -75,6 +78,17 @@ class PullResult(NamedTuple):
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+
+
+class PullBatch(NamedTuple):
+    """One pull read as columns (:func:`read_pull_batch`): ``batch`` is ``None`` when no
+    message is left (not FOUND, or all filtered out)."""
+
+    status: PullStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    batch: MessageBatch | None
 
 
 def pull_request(
@@ -132,6 +146,25 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
         if tags:
             messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
     return PullResult(status, nxt, low, high, messages)
+
+
+def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
+                    subscription: Subscription, *, address: str,
+                    offset: int | None = None) -> PullBatch:
+    """:func:`read_pull_response` with the messages as one
+    :class:`~tidemq.client.message_batch.MessageBatch`: the same status handling, errors,
+    offsets, rows and filtering."""
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark or "", address=address)
+    nxt, low, high = _offsets(response.ext_fields)
+    batch = None
+    if status is PullStatus.FOUND:
+        # A child of a batch-protocol parent holds a view of the parent's (immutable)
+        # body: read it in place rather than copy it out first.
+        body = response.body if response.body_parts is None else response.full_body()
+        batch = read_batch(body, queue, low, high, offset, subscription.tags)
+    return PullBatch(status, nxt, low, high, batch)
 
 
 def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:

@@ -1,13 +1,18 @@
 """Pull bodies as columns: find the records, then gather each field with numpy.
 
 For bulk readers that want columns rather than :class:`~tidemq.types.MessageExt`
-objects (the Spark source builds Arrow arrays from them). A pull body is stored
-commit-log records laid end to end (:mod:`tidemq.formats.record`). Records are found
-without per-record Python work when possible: the positions of the V1 magic are the
-candidates, accepted when they chain by ``TOTALSIZE`` exactly; otherwise each
-``TOTALSIZE`` is read in turn (the one per-record Python loop). Fixed fields are then
-gathered for all records at once, on demand, by name (:data:`FIELDS`); variable fields
-are located, not copied (:class:`Spans` into the body buffer):
+objects (the Spark source builds Arrow arrays from them; ``PullConsumer.poll_batches``
+hands them to the application). A pull body is stored commit-log records laid end to end
+(:mod:`tidemq.formats.record`). Records are found without per-record Python work when
+possible: records of one size (the first record's ``TOTALSIZE`` divides the body and
+every ``TOTALSIZE`` at its multiples says so) are a strided array, read through views
+with that stride instead of gathers; else the positions of the V1 magic are the
+candidates, accepted when they chain by ``TOTALSIZE`` exactly; otherwise (and first for
+big records, where the scan costs more) each ``TOTALSIZE`` is read in turn (the one
+per-record Python loop). Fixed fields are then gathered for all records at once, on
+demand, by name (:data:`FIELDS`); variable fields are located, not copied (:class:`Spans`
+into the body buffer), and :func:`cut` makes them bytes -- one ``struct`` unpack per run
+of values of one length at one spacing:
 
 ======  ====  ==================  ======================================================
 offset  size  field               column
@@ -44,13 +49,16 @@ whose records are all inner batches gives one row per sub-message, as
 ``queue_offset = outer + i`` with its own flag, body and properties, the outer record's
 times, and, without a ``UNIQ_KEY``, the outer record's offset message id. The entries
 (:mod:`tidemq.formats.batch`) are found by strided comparisons when they share one
-layout, else by a walk; the Python work is per record, not per sub-message.
+layout, else by a walk; the Python work is per record, not per sub-message. The batches
+are laid end to end in one buffer, so entries of one layout across the whole body are one
+strided array too.
 """
 
 from __future__ import annotations
 
 import binascii
 import dataclasses
+import itertools
 import struct
 
 import numpy as np
@@ -59,11 +67,10 @@ import numpy.typing as npt
 from tidemq.codec.compression import COMPRESSED, compression_of, decompress
 from tidemq.errors import CorruptRecord
 from tidemq.formats import record as rec
-from tidemq.formats.batch import iter_batch, uniform_layout
-from tidemq.formats.msgid import encode_offset_msg_id
+from tidemq.formats.batch import ENTRY_OVERHEAD, iter_batch
 
-__all__ = ["FIELDS", "EntryColumns", "RecordColumns", "Spans", "decode_columns",
-           "decode_entry_columns"]
+__all__ = ["FIELDS", "EntryColumns", "RecordColumns", "Spans", "cut", "decode_columns",
+           "decode_entry_columns", "spans_are_ascii"]
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
@@ -71,11 +78,15 @@ U8 = npt.NDArray[np.uint8]
 
 _NEED_UNWRAP = 0x40
 _INNER_BATCH = 0x80
-_SLOW_FLAGS = (COMPRESSED | _NEED_UNWRAP | _INNER_BATCH | rec.SYSFLAG_BORNHOST_V6
-               | rec.SYSFLAG_STOREHOST_V6)
+_V6_FLAGS = rec.SYSFLAG_BORNHOST_V6 | rec.SYSFLAG_STOREHOST_V6
+_SLOW_FLAGS = COMPRESSED | _NEED_UNWRAP | _INNER_BATCH | _V6_FLAGS
+_BATCH_FLAGS = _NEED_UNWRAP | _INNER_BATCH
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _MIN = rec.MIN_RECORD_SIZE  # 91
 _FIXED = rec.FIXED_V4_SIZE  # 88: BODY starts here
+#: A first record this big: the records are found by their TOTALSIZE chain, not the magic.
+_BIG_RECORD = 2048
 
 #: Fixed fields by name: (offset in the record, numpy big-endian dtype).
 FIELDS: dict[str, tuple[int, str]] = {
@@ -104,15 +115,55 @@ class Spans:
         return buf[s : s + int(self.length[i])].tobytes()
 
 
+def spans_are_ascii(buf: U8, spans: Spans) -> bool:
+    """Whether every byte of every span is below 0x80 (so the values are UTF-8): one
+    ragged maximum over the buffer (``reduceat`` over the spans and the gaps between
+    them). An empty span reads as its first byte's neighbour, so it may say ``False``
+    for ASCII values: a caller falls back to a check per value, never the reverse."""
+    n = len(spans.start)
+    if n == 0:
+        return True
+    if n > 1 and len(buf):
+        start, length = spans.start, spans.length
+        stride = int(start[1] - start[0])
+        size = int(length[0])
+        if (stride >= size and int(start[-1]) + size <= len(buf)
+                and (length == size).all() and (np.diff(start) == stride).all()):
+            # values of one length at one spacing: rows of a strided view
+            rows = np.ndarray(shape=(n, size), dtype=np.uint8, buffer=buf,
+                              offset=int(start[0]), strides=(stride, 1))
+            return bool(rows.max(initial=0) < 0x80)
+    bounds = np.empty(2 * n, np.int64)
+    bounds[0::2] = spans.start
+    bounds[1::2] = spans.start + spans.length
+    if len(buf) == 0:
+        return bool(np.all(spans.length == 0))
+    if bounds[-1] >= len(buf):
+        bounds = bounds[:-1]  # the span before reduces to the end of the buffer
+    np.minimum(bounds, len(buf) - 1, out=bounds)  # empty spans at the very end
+    top = np.maximum.reduceat(buf, bounds)[0::2]
+    return bool(np.all(top < 0x80))
+
+
 class RecordColumns:
     """The records of one pull body (see the module docstring). ``buf`` is the body as a
     uint8 array (no copy); :meth:`field` gathers one fixed field of every record."""
 
-    __slots__ = ("body", "buf", "pos", "properties", "topic")
+    __slots__ = ("_topic", "body", "buf", "data", "pos", "properties", "shaped", "stride",
+                 "topic")
 
     def __init__(self, buf: U8, pos: I64, body: Spans, topic: Spans,
-                 properties: Spans) -> None:
+                 properties: Spans, data: bytes | None = None, stride: int = 0,
+                 shaped: str | None = None) -> None:
         self.buf = buf
+        #: Every record's size when they are all that size (``0``: they are not).
+        self.stride = stride
+        #: Every record has the first one's layout (body, topic and property lengths) and
+        #: this topic (``None``: not known to).
+        self._topic = shaped
+        self.shaped = shaped is not None
+        #: The body as bytes when it came as bytes (values are cut from it).
+        self.data = data
         self.pos = pos
         self.body = body
         self.topic = topic
@@ -124,7 +175,7 @@ class RecordColumns:
     def field(self, name: str) -> I64:
         """Field ``name`` of :data:`FIELDS` for every record, as int64."""
         at, dtype = FIELDS[name]
-        return _gather(self.buf, self.pos + at, dtype)
+        return _gather(self.buf, self.pos + at, dtype, self.stride)
 
     def offset_msg_ids(self, rows: I64) -> list[str]:
         """Offset message ids (:mod:`tidemq.formats.msgid`: store host, then physical
@@ -135,13 +186,58 @@ class RecordColumns:
                               self.buf[(pos + 28)[:, None] + np.arange(8)]], axis=1)
         return [binascii.hexlify(row.tobytes()).decode("ascii").upper() for row in raw]
 
+    def values(self, spans: Spans, rows: I64 | None = None) -> list[bytes]:
+        """The values of ``spans`` (of this buffer) at ``rows`` (``None``: all) as bytes."""
+        if self.data is None:
+            self.data = self.buf.tobytes()
+        start, length = spans.start, spans.length
+        if rows is None and self.shaped and len(start) > 1:  # one run: one unpack
+            cutter = _cutter(int(length[0]), self.stride, len(start))
+            return list(cutter.unpack_from(self.data, int(start[0])))
+        if rows is not None:
+            start, length = start[rows], length[rows]
+        return cut(self.data, start, length)
 
-def _gather(buf: U8, at: I64, dtype: str) -> I64:
+    def single_topic(self) -> str | None:
+        """The topic of every record when they all have the same one and it is UTF-8,
+        else ``None``."""
+        if self._topic is not None:
+            return self._topic
+        if len(self.pos) == 0:
+            return None
+        length = self.topic.length
+        size = int(length[0])
+        if (length != size).any():
+            return None
+        start = self.topic.start
+        if self.stride:  # the records' topics as rows of a strided view: no gather
+            text = np.ndarray(shape=(len(start), size), dtype=np.uint8, buffer=self.buf,
+                              offset=int(start[0]), strides=(self.stride, 1))
+        else:
+            text = self.buf[start[:, None] + np.arange(size)]
+        if len(text) > 1 and (text[1:] != text[0]).any():
+            return None
+        try:
+            name: str = text[0].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return name
+
+
+_WIDTH = {">i2": 2, ">i4": 4, ">i8": 8}
+
+
+def _gather(buf: U8, at: I64, dtype: str, stride: int = 0) -> I64:
     """The big-endian integer of type ``dtype`` at each position ``at``: one gather from
-    a view whose element ``k`` is the integer starting at byte ``k`` (stride 1)."""
-    width = np.dtype(dtype).itemsize
-    if len(at) == 0 or len(buf) < width:
-        return np.zeros(len(at), np.int64)
+    a view whose element ``k`` is the integer starting at byte ``k`` (stride 1) -- or,
+    when the positions are known to be ``stride`` apart, a view with that stride."""
+    width = _WIDTH[dtype]
+    n = len(at)
+    if n == 0 or len(buf) < width:
+        return np.zeros(n, np.int64)
+    if stride > 0:
+        return np.ndarray(shape=(n,), dtype=dtype, buffer=buf, offset=int(at[0]),
+                          strides=(stride,)).astype(np.int64)
     every = np.ndarray(shape=(len(buf) - width + 1,), dtype=dtype, buffer=buf, strides=(1,))
     out: I64 = every[at].astype(np.int64)
     return out
@@ -172,6 +268,16 @@ def _walk_by_magic(buf: U8) -> I64 | None:
     return out
 
 
+def _walk_uniform(buf: U8, size: int) -> I64 | None:
+    """Record starts when every record is ``size`` bytes (the first record's TOTALSIZE):
+    it divides the body and every TOTALSIZE at a multiple of it says so -- the chain
+    :func:`_walk` would follow. ``None`` otherwise."""
+    if size < _MIN or len(buf) % size:
+        return None
+    pos = np.arange(0, len(buf), size, dtype=np.int64)
+    return pos if bool((_gather(buf, pos, ">i4", size) == size).all()) else None
+
+
 def _walk(view: memoryview | bytes) -> I64 | None:
     """Start positions of the records by following TOTALSIZE from record to record, or
     ``None`` if the chain does not end exactly at the end of the body."""
@@ -191,66 +297,184 @@ def _walk(view: memoryview | bytes) -> I64 | None:
     return np.array(starts, np.int64) if pos == end else None
 
 
-def decode_columns(body: Buffer) -> RecordColumns | None:
-    """The records of a pull body as columns, or ``None`` when a record needs the general
-    decoder (see the module docstring). Never raises on bad input: ``None`` instead."""
+def _records(body: Buffer, batches: bool) -> RecordColumns | None:
+    """The records of ``body`` found and checked (see :func:`decode_columns`); with
+    ``batches`` every one must be an inner batch (NEED_UNWRAP and INNER_BATCH set,
+    compressed or not), else none may be, nor compressed. IPv4 hosts and V1 magic."""
     view = body if isinstance(body, memoryview) else memoryview(body)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
+    size = 0
+    if len(view) >= _MIN:  # the first record tells at once whether the body is in scope
+        size, first = _I32.unpack_from(view, 0)[0], _I32.unpack_from(view, 36)[0]
+        if (first & _BATCH_FLAGS == _BATCH_FLAGS) != batches:
+            return None
     buf = np.frombuffer(view, np.uint8)
-    pos = _walk_by_magic(buf)
+    shaped = _one_shape(buf, view, size, batches)
+    if shaped is not None:
+        return shaped
+    pos = _walk_uniform(buf, size)
+    stride = size if pos is not None else 0
+    if pos is None and size <= _BIG_RECORD:
+        # big records (inner batches): following TOTALSIZE costs less than a scan
+        pos = _walk_by_magic(buf)
     if pos is None:
         pos = _walk(view)
     if pos is None:
         return None
-    stop = np.append(pos[1:], len(buf))
-    body_len = _gather(buf, pos + 84, ">i4")
+    stop = pos + _gather(buf, pos, ">i4", stride)
+    body_len = _gather(buf, pos + 84, ">i4", stride)
     body_end = pos + _FIXED + body_len
-    if (np.any(_gather(buf, pos + 4, ">i4") != rec.MAGIC_V1)
-            or np.any(_gather(buf, pos + 36, ">i4") & _SLOW_FLAGS)
-            or np.any(body_len < 0) or np.any(body_end + 3 > stop)):
+    flags = _gather(buf, pos + 36, ">i4", stride)
+    if batches:
+        wrong = (flags & _BATCH_FLAGS != _BATCH_FLAGS) | (flags & _V6_FLAGS != 0)
+    else:
+        wrong = flags & _SLOW_FLAGS != 0
+    wrong |= _gather(buf, pos + 4, ">i4", stride) != rec.MAGIC_V1
+    wrong |= body_len < 0
+    wrong |= body_end + 3 > stop
+    if wrong.any():
         return None
     topic_len = buf[body_end].astype(np.int64)
     topic_end = body_end + 1 + topic_len
-    if np.any(topic_len > rec.MAX_V1_TOPIC_BYTES) or np.any(topic_end + 2 > stop):
+    if ((topic_len > rec.MAX_V1_TOPIC_BYTES) | (topic_end + 2 > stop)).any():
         return None
     props_len = _gather(buf, topic_end, ">i2")
-    if np.any(props_len < 0) or np.any(topic_end + 2 + props_len != stop):
+    if ((props_len < 0) | (topic_end + 2 + props_len != stop)).any():
         return None
+    data = view.obj if isinstance(view.obj, bytes) and len(view.obj) == len(buf) else None
     return RecordColumns(buf, pos, Spans(pos + _FIXED, body_len),
-                         Spans(body_end + 1, topic_len), Spans(topic_end + 2, props_len))
+                         Spans(body_end + 1, topic_len), Spans(topic_end + 2, props_len),
+                         data, stride)
+
+
+def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordColumns | None:
+    """The records when every one repeats the first one's layout -- ``size`` bytes, V1
+    magic, the same body, topic and property lengths and the same topic -- checked by a
+    few strided comparisons; ``None`` when they do not (or the first record is not in
+    scope), and :func:`_records` looks record by record."""
+    if size < _MIN or len(buf) % size:
+        return None
+    magic, flags = _I32.unpack_from(view, 4)[0], _I32.unpack_from(view, 36)[0]
+    body_len = _I32.unpack_from(view, 84)[0]
+    if magic != rec.MAGIC_V1 or body_len < 0 or _FIXED + body_len + 3 > size:
+        return None
+    topic_at = _FIXED + body_len  # TOPICLENGTH
+    topic_len = view[topic_at]
+    props_at = topic_at + 1 + topic_len  # PROPERTIESLENGTH
+    if topic_len > rec.MAX_V1_TOPIC_BYTES or props_at + 2 > size:
+        return None
+    props_len = _I16.unpack_from(view, props_at)[0]
+    if props_len < 0 or props_at + 2 + props_len != size:
+        return None
+    try:
+        topic = bytes(view[topic_at + 1 : props_at]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    n = len(buf) // size
+    rows = np.ndarray(shape=(n, size), dtype=np.uint8, buffer=buf)
+    first = rows[0]
+    # TOTALSIZE and MAGICCODE; BODYLENGTH; TOPICLENGTH, TOPIC, PROPERTIESLENGTH
+    for a, b in ((0, 8), (84, 88), (topic_at, props_at + 2)):
+        if (rows[:, a:b] != first[a:b]).any():
+            return None
+    sys_flag = np.ndarray(shape=(n,), dtype=">i4", buffer=buf, offset=36, strides=(size,))
+    if batches:
+        wrong = (sys_flag & _BATCH_FLAGS != _BATCH_FLAGS) | (sys_flag & _V6_FLAGS != 0)
+    else:
+        wrong = sys_flag & _SLOW_FLAGS != 0
+    if flags & (_SLOW_FLAGS if not batches else _V6_FLAGS) or wrong.any():
+        return None
+    pos = np.arange(0, len(buf), size, dtype=np.int64)
+    data = view.obj if isinstance(view.obj, bytes) and len(view.obj) == len(buf) else None
+    return RecordColumns(buf, pos, Spans(pos + _FIXED, np.full(n, body_len, np.int64)),
+                         Spans(pos + (topic_at + 1), np.full(n, topic_len, np.int64)),
+                         Spans(pos + (props_at + 2), np.full(n, props_len, np.int64)),
+                         data, size, topic)
+
+
+def decode_columns(body: Buffer) -> RecordColumns | None:
+    """The records of a pull body as columns, or ``None`` when a record needs the general
+    decoder (see the module docstring). Never raises on bad input: ``None`` instead."""
+    return _records(body, False)
+
+
+# ---------------------------------------------------------------- cutting values
+
+#: Structs that cut ``count`` values of ``size`` bytes spaced ``stride`` apart, by
+#: ``(size, stride, count)``.
+_cutters: dict[tuple[int, int, int], struct.Struct] = {}
+_MAX_CUTTERS = 512
+
+
+def _cutter(size: int, stride: int, count: int) -> struct.Struct:
+    key = (size, stride, count)
+    got = _cutters.get(key)
+    if got is None:
+        if len(_cutters) >= _MAX_CUTTERS:
+            _cutters.clear()
+        step = f"{size}s{stride - size}x" if stride > size else f"{size}s"
+        got = _cutters[key] = struct.Struct(step * (count - 1) + f"{size}s")
+    return got
+
+
+def cut(data: bytes, start: I64, length: I64) -> list[bytes]:
+    """``data[start[i] : start[i] + length[i]]`` for every ``i``, as bytes. Runs of values
+    of one length at one spacing (an inner batch of equal entries, records of equal
+    size) are cut by one ``struct`` unpack each; the rest one slice at a time."""
+    n = len(start)
+    if n < 4:
+        return [data[s : s + k] for s, k in zip(start.tolist(), length.tolist(), strict=True)]
+    gap = np.diff(start)
+    # row i continues the run of row i-1: same length and the same spacing as before it
+    joins = length[1:] == length[:-1]
+    joins[1:] &= gap[1:] == gap[:-1]
+    heads = np.flatnonzero(~joins) + 1
+    if len(heads) * 8 > n:  # mostly different lengths: slice each
+        ends = start + length
+        return list(map(data.__getitem__, map(slice, start.tolist(), ends.tolist())))
+    out: list[bytes] = []
+    bounds = [0, *heads.tolist(), n]
+    starts, lengths, gaps = start.tolist(), length.tolist(), gap.tolist()
+    for a, b in itertools.pairwise(bounds):
+        s, k = starts[a], lengths[a]
+        if b - a == 1:
+            out.append(data[s : s + k])
+        else:
+            out.extend(_cutter(k, gaps[a], b - a).unpack_from(data, s))
+    return out
 
 
 # ---------------------------------------------------------------- inner batches
 
 #: Default bound on one inflated batch (as :data:`tidemq.codec.message.DEFAULT_MAX_DECOMPRESSED`).
 _MAX_INFLATED = 16 * 1024 * 1024
-#: Per-record values an entry takes from its record, by :data:`FIELDS` name (the same
-#: names as :class:`~tidemq.formats.record.Record`'s).
-_RECORD_FIELDS = ("queue_id", "physical_offset", "sys_flag", "born_timestamp",
-                  "store_timestamp", "reconsume_times", "prepared_tx_offset")
+_ENTRY_HEAD = struct.Struct(">i12xi")  # TOTALSIZE, BODYLENGTH
 
 
 class EntryColumns:
     """The sub-messages of a body of inner-batch records (see the module docstring), with
-    the interface of :class:`RecordColumns`: ``buf`` holds the batches' entries end to
-    end (inflated), ``pos`` each entry's start in it, :meth:`field` a column by name."""
+    the interface of :class:`RecordColumns`: ``buf`` holds the batches end to end
+    (inflated; ``data`` as bytes), ``pos``
+    each entry's start in it, :meth:`field` a column by name; ``records`` are the outer
+    records' columns and ``record`` each entry's record."""
 
-    __slots__ = ("_ids", "_offsets", "_record", "_values", "body", "buf", "pos",
-                 "properties")
+    __slots__ = ("_offsets", "body", "buf", "data", "pos", "properties", "record",
+                 "records", "stride")
 
-    def __init__(self, buf: U8, pos: I64, body: Spans, properties: Spans, offsets: I64,
-                 record: I64, values: dict[str, I64], ids: list[str]) -> None:
-        self.buf = buf
+    def __init__(self, data: bytes, pos: I64, body: Spans, properties: Spans, offsets: I64,
+                 records: RecordColumns, record: I64, stride: int = 0) -> None:
+        self.data = data
+        #: Every entry's size when they all have it (``0``: they do not).
+        self.stride = stride
+        self.buf: U8 = np.frombuffer(data, np.uint8)
         self.pos = pos
         self.body = body
         self.properties = properties
         #: Each entry's queue offset.
         self._offsets = offsets
-        #: Each entry's record, an index into ``values`` and ``ids``.
-        self._record = record
-        self._values = values
-        self._ids = ids
+        self.records = records
+        self.record = record
 
     def __len__(self) -> int:
         return len(self.pos)
@@ -258,30 +482,36 @@ class EntryColumns:
     def field(self, name: str) -> I64:
         """Field ``name`` of :data:`FIELDS` for every entry, as int64: ``flag`` is the
         entry's, ``queue_offset`` its record's plus its place in the batch, the others
-        are its record's."""
+        are its record's (``sys_flag`` with the compression bits cleared: the entries
+        are inflated)."""
         if name == "flag":
-            return _gather(self.buf, self.pos + 12, ">i4")
+            return _gather(self.buf, self.pos + 12, ">i4", self.stride)
         if name == "queue_offset":
             return self._offsets
-        if name not in FIELDS:
-            raise KeyError(name)
-        values: I64 = self._values[name][self._record]
-        return values
+        values = self.records.field(name)
+        if name == "sys_flag":
+            values &= ~COMPRESSED
+        out: I64 = values[self.record]
+        return out
 
     def offset_msg_ids(self, rows: I64) -> list[str]:
         """The offset message id of each entry at ``rows``: its record's."""
-        ids = self._ids
-        return [ids[r] for r in self._record[rows].tolist()]
+        return self.records.offset_msg_ids(self.record[rows])
 
+    def single_topic(self) -> str | None:
+        """The topic of every entry when their records all have the same one, else
+        ``None``."""
+        return self.records.single_topic()
 
-def _entry_starts(batch: memoryview) -> I64 | None:
-    layout = uniform_layout(batch)
-    if layout is not None:
-        return np.arange(0, len(batch), layout[0], dtype=np.int64)
-    try:
-        return np.array([e.offset for e in iter_batch(batch)], np.int64)
-    except CorruptRecord:
-        return None
+    def values(self, spans: Spans, rows: I64 | None = None) -> list[bytes]:
+        """The values of ``spans`` (of this buffer) at ``rows`` (``None``: all) as bytes."""
+        start, length = spans.start, spans.length
+        if rows is None and self.stride and len(start) > 1:  # one layout: one unpack
+            cutter = _cutter(int(length[0]), self.stride, len(start))
+            return list(cutter.unpack_from(self.data, int(start[0])))
+        if rows is not None:
+            start, length = start[rows], length[rows]
+        return cut(self.data, start, length)
 
 
 def decode_entry_columns(body: Buffer, *,
@@ -290,56 +520,114 @@ def decode_entry_columns(body: Buffer, *,
     when a record is not an inner batch, does not decode, or holds a batch that does not
     (inflated beyond ``max_decompressed``, truncated, malformed) -- the caller then
     decodes the body with :func:`tidemq.codec.message.decode_messages`, which says what
-    is wrong. Never raises on bad input."""
-    view = body if isinstance(body, memoryview) else memoryview(body)
-    if view.ndim != 1 or view.itemsize != 1:
-        view = view.cast("B")
-    chunks: list[U8] = []
-    starts: list[I64] = []
-    counts: list[int] = []
-    bases: list[int] = []
-    values: dict[str, list[int]] = {name: [] for name in _RECORD_FIELDS}
-    ids: list[str] = []
-    at, end, shift = 0, len(view), 0
-    while at < end:
+    is wrong. Never raises on bad input.
+
+    The batches (inflated when compressed) are laid end to end in one buffer. A batch
+    whose first entry's size divides the batch is taken to repeat that entry's layout,
+    and every entry's three length fields are then checked at once (what
+    :func:`~tidemq.formats.batch.uniform_layout` proves per batch); any other batch is
+    walked (:func:`~tidemq.formats.batch.iter_batch`). When every batch has one layout
+    the entries are one strided array (no gathers: views with that stride)."""
+    records = _records(body, True)
+    if records is None or not len(records):
+        return None
+    flags = records.field("sys_flag").tolist()
+    view = records.buf.data
+    spans = records.body
+    batches: list[memoryview | bytes] = []
+    for at, size, flag in zip(spans.start.tolist(), spans.length.tolist(), flags,
+                              strict=True):
+        batch: memoryview | bytes = view[at : at + size]
         try:
-            r = rec.decode_record(view, at)
-            if isinstance(r, rec.Blank):
-                return None
-            flags = r.sys_flag
-            if not (flags & _NEED_UNWRAP and flags & _INNER_BATCH):
-                return None
-            ctype = compression_of(flags)
-            batch: memoryview = r.body
+            ctype = compression_of(flag)
             if ctype is not None:
-                batch = memoryview(decompress(r.body, ctype, max_decompressed))
-                flags &= ~COMPRESSED
+                batch = decompress(batch, ctype, max_decompressed)
         except CorruptRecord:
             return None
-        found = _entry_starts(batch)
-        if found is None or not len(found):
-            return None
-        chunks.append(np.frombuffer(batch, np.uint8))
-        starts.append(found + shift)
-        counts.append(len(found))
-        shift += len(batch)
-        bases.append(r.queue_offset)
-        unwrapped = r._replace(sys_flag=flags)  # what its entries say: inflated
-        for name in _RECORD_FIELDS:
-            values[name].append(getattr(unwrapped, name))
-        ids.append(encode_offset_msg_id(r.store_host, r.physical_offset))
-        at += r.total_size
-    if not chunks:
+        batches.append(batch)
+    data = b"".join(batches)
+    found = _entries(batches, data)
+    if found is None:
         return None
-    buf: U8 = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
-    pos = np.concatenate(starts) if len(starts) > 1 else starts[0]
-    body_len = _gather(buf, pos + 16, ">i4")
-    props_len = _gather(buf, pos + 20 + body_len, ">i2")
+    pos, counts, body_len, props_len, stride = found
     n = np.array(counts, np.int64)
     record = np.repeat(np.arange(len(counts), dtype=np.int64), n)
     # entry i of a batch at offset base: base + i (the batch's first entry at cumsum - n)
-    offsets = np.repeat(np.array(bases, np.int64) - (np.cumsum(n) - n), n) + np.arange(
-        len(pos), dtype=np.int64)
-    return EntryColumns(buf, pos, Spans(pos + 20, body_len),
-                        Spans(pos + 22 + body_len, props_len), offsets, record,
-                        {k: np.array(v, np.int64) for k, v in values.items()}, ids)
+    outer = records.field("queue_offset")
+    offsets = np.repeat(outer - (np.cumsum(n) - n), n) + np.arange(len(pos), dtype=np.int64)
+    return EntryColumns(data, pos, Spans(pos + 20, body_len),
+                        Spans(pos + 22 + body_len, props_len), offsets, records, record,
+                        stride)
+
+
+def _entries(batches: list[memoryview | bytes], data: bytes, walk: bool = False
+             ) -> tuple[I64, list[int], I64, I64, int] | None:
+    """Every entry's start in ``data`` (the batches end to end), each batch's entry count,
+    every entry's body and property lengths, and their one size when they all have it
+    (else ``0``); ``None`` when a batch is empty or malformed. A batch presumed uniform
+    that is not is walked after all (as is every batch with ``walk``)."""
+    counts: list[int] = []
+    # per batch: the first entry's size and body length when presumed uniform, else -1
+    sizes: list[int] = []
+    body_lens: list[int] = []
+    walked: dict[int, list[int]] = {}  # batch -> its entries' starts (within the batch)
+    for k, batch in enumerate(batches):
+        end = len(batch)
+        if end < ENTRY_OVERHEAD:
+            return None
+        size, body_len = _ENTRY_HEAD.unpack_from(batch, 0)
+        if (not walk and size >= ENTRY_OVERHEAD and end % size == 0
+                and 0 <= body_len <= size - ENTRY_OVERHEAD):
+            counts.append(end // size)
+            sizes.append(size)
+            body_lens.append(body_len)
+            continue
+        try:
+            walked[k] = [e.offset for e in iter_batch(batch)]
+        except CorruptRecord:
+            return None
+        counts.append(len(walked[k]))
+        sizes.append(-1)
+        body_lens.append(-1)
+    buf = np.frombuffer(data, np.uint8)
+    if not walked and min(sizes) == max(sizes) and min(body_lens) == max(body_lens):
+        found = _one_layout(buf, counts, sizes[0], body_lens[0])
+        return found if found is not None else _entries(batches, data, walk=True)
+    base = 0
+    starts: list[I64] = []
+    for k, batch in enumerate(batches):
+        if k in walked:
+            starts.append(np.array(walked[k], np.int64) + base)
+        else:
+            starts.append(np.arange(base, base + len(batch), sizes[k], dtype=np.int64))
+        base += len(batch)
+    pos = np.concatenate(starts) if len(starts) > 1 else starts[0]
+    body_len = _gather(buf, pos + 16, ">i4")
+    if walked and len(walked) == len(batches):  # every batch walked: its entries checked
+        return pos, counts, body_len, _gather(buf, pos + 20 + body_len, ">i2"), 0
+    n = np.array(counts, np.int64)
+    want_size = np.repeat(np.array(sizes, np.int64), n)
+    want_body = np.repeat(np.array(body_lens, np.int64), n)
+    at = want_size >= 0
+    want_size, want_body = want_size[at], want_body[at]
+    if (_gather(buf, pos[at], ">i4") != want_size).any() or (body_len[at] != want_body).any():
+        return _entries(batches, data, walk=True)
+    props_len = _gather(buf, pos + 20 + body_len, ">i2")  # inside each entry now
+    if (props_len[at] != want_size - ENTRY_OVERHEAD - want_body).any():
+        return _entries(batches, data, walk=True)
+    return pos, counts, body_len, props_len, 0
+
+
+def _one_layout(buf: U8, counts: list[int], size: int, body_len: int
+                ) -> tuple[I64, list[int], I64, I64, int] | None:
+    """:func:`_entries` when every batch presumes one layout: the entries are ``size``
+    apart from the start, and each must repeat the layout's three length fields."""
+    n = len(buf) // size
+    props_len = size - ENTRY_OVERHEAD - body_len
+    for at, dtype, want in ((0, ">i4", size), (16, ">i4", body_len),
+                            (20 + body_len, ">i2", props_len)):
+        column = np.ndarray(shape=(n,), dtype=dtype, buffer=buf, offset=at, strides=(size,))
+        if (column != want).any():
+            return None
+    return (np.arange(0, len(buf), size, dtype=np.int64), counts,
+            np.full(n, body_len, np.int64), np.full(n, props_len, np.int64), size)

@@ -193,6 +193,9 @@ def _broker_bench(kind: str, cfg: BrokerBenchConfig, json_out: Path | None) -> N
         raise typer.Exit(1) from None
     result["argv"] = sys.argv[1:]
     _print_summary(f"tidemq bench {kind} (first {cfg.warmup:g} s left out)", result)
+    if "columns" in result:
+        _print_summary(f"tidemq bench {kind}, columns: poll_batches (same run)",
+                       result["columns"])
     _write_json(json_out, result)
 
 
@@ -237,15 +240,19 @@ def consume(
                                             help="Messages per pull (maxMsgNums).")] = 1000,
     producers: Producers = 1, duration: Annotated[float, typer.Option(
         "--duration", min=0.1, help="At most this many seconds of reading.")] = 60.0,
-    warmup: Warmup = 0.0, raw: Raw = False, broker_set: BrokerSet = None,
+    warmup: Warmup = 0.0, raw: Raw = False,
+    columns: Annotated[bool, typer.Option(
+        "--columns", help="Then read the same messages again with poll_batches (columns, "
+                          "every body taken): a second row of the same run.")] = False,
+    broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
 ) -> None:
     """Pre-fill a topic, then read it back with PullConsumer.poll; messages/s."""
     _broker_bench("consume", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size,
         messages=messages, pull_batch=pull_batch, producers=producers, duration=duration,
-        warmup=warmup, raw=raw, broker_settings=tuple(broker_set or ()), profile=profile,
-        data_dir=data_dir), json_out)
+        warmup=warmup, raw=raw, columns=columns, broker_settings=tuple(broker_set or ()),
+        profile=profile, data_dir=data_dir), json_out)
 
 
 @app.command("latency")
@@ -290,7 +297,9 @@ def _print_batchcq(result: dict[str, Any]) -> None:
     console.print(table)
     ratios = result["ratios"]
     for key, label in (("inner_over_outer", "inner / outer"),
-                       ("zstd_over_inner", "inner-zstd / inner")):
+                       ("zstd_over_inner", "inner-zstd / inner"),
+                       ("columns_over_objects", "consume-columns / consume"),
+                       ("zstd_columns_over_objects", "consume-zstd-columns / consume-zstd")):
         value = ratios.get(key)
         console.print(f"{label}: {'-' if value is None else f'{value:.2f}'}")
     for name, row in result["phases"].items():
@@ -319,7 +328,8 @@ def batchcq(
     json_out: JsonOut = None,
 ) -> None:
     """RIP-26 in one run: inner-batch produce (plain and zstd), outer-batch produce,
-    consume of both inner topics; messages/s and the inner/outer ratio."""
+    consume of both inner topics (poll, then poll_batches: columns); messages/s and the
+    inner/outer ratio."""
     cfg = BatchCqBenchConfig(size=size, batch=batch, queues=queues, in_flight=in_flight,
                              duration=duration, warmup=warmup, pull_batch=pull_batch,
                              broker_settings=tuple(broker_set or ()), data_dir=data_dir,
@@ -629,6 +639,9 @@ def batchproto(
     = 4,
     repeat: Annotated[int, typer.Option(
         "--repeat", min=1, help="Runs per mode (the median is quoted).")] = 3,
+    columns: Annotated[bool, typer.Option(
+        "--columns", help="Also read each consume workload with poll_batches "
+                          "(consume-columns-N).")] = False,
     broker_set: Annotated[list[str] | None, typer.Option(
         "--broker-set", help="Extra broker setting KEY=VALUE (repeatable).")] = None,
     data_dir: Annotated[str | None, typer.Option(
@@ -641,7 +654,7 @@ def batchproto(
     cfg = BatchProtoBenchConfig(
         consume_queues=tuple(consume_queues or (64, 256)), produce_queues=produce_queues,
         messages=messages, size=size, pull_batch=pull_batch, produce_seconds=produce_seconds,
-        rounds_in_flight=rounds_in_flight, repeat=repeat,
+        rounds_in_flight=rounds_in_flight, repeat=repeat, columns=columns,
         broker_settings=tuple(broker_set or ()), data_dir=data_dir)
 
     def report(name: str, mode: str, row: dict[str, Any]) -> None:

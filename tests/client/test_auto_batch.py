@@ -14,9 +14,9 @@ import pytest
 
 from tidemq.client import AdminClient, ClientConfig, Message, MessageQueue, Producer
 from tidemq.client.batch_rpc import batch_requester
-from tidemq.client.batching import AutoBatchProducer, _send_result
+from tidemq.client.batching import AutoBatchProducer
 from tidemq.client.errors import ClientClosedError
-from tidemq.client.sending import BatchCompression, prepare_send_batch
+from tidemq.client.sending import BatchCompression, new_send_result, prepare_send_batch
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError, error_for_code
 from tidemq.testing import Cluster
 from tidemq.types import SendResult, SendStatus
@@ -238,9 +238,11 @@ async def test_a_retriable_failure_of_an_unpinned_batch_is_sent_again(
 
 def test_send_result_built_through_slots_equals_the_dataclass() -> None:
     mq = MessageQueue("T", "b", 3)
-    fast = _send_result(SendStatus.SEND_OK, "key", "offid", mq, 17, None)
+    fast = new_send_result(SendStatus.SEND_OK, "key", "offid", mq, 17, None)
     assert fast == SendResult(SendStatus.SEND_OK, "key", "offid", mq, 17, None)
     assert fast.queue_offsets == range(17, 18)
+    batch = new_send_result(SendStatus.FLUSH_DISK_TIMEOUT, "k", "o", mq, 5, "t", 3)
+    assert batch == SendResult(SendStatus.FLUSH_DISK_TIMEOUT, "k", "o", mq, 5, "t", 3)
     with pytest.raises(AttributeError):
         fast.msg_id = "x"  # type: ignore[misc]
 

@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import InvalidMessageError, InvalidTopicError, MessageTooBigError
 from tidemq.client.sending import (
+    BatchCompression,
     batch_msg_id,
     build_batch,
     build_send,
     prepare_batch,
     prepare_message,
+    prepare_send_batch,
     read_send_response,
     send_options,
 )
 from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.headers import SendMessageRequestHeaderV2
+from tidemq.codec.headers import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.codec.uniqkey import UniqKeyGenerator
-from tidemq.errors import BrokerResponseError
+from tidemq.errors import BrokerResponseError, LocalProtocolError
 from tidemq.formats.properties import decode_properties
-from tidemq.types import Message, MessageQueue, SendStatus
+from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
 KEYS = UniqKeyGenerator("10.0.0.1", 42, 7)
 MQ = MessageQueue("T", "broker-a", 3)
@@ -133,3 +137,63 @@ def test_batch_uniq_id_wins() -> None:
     result = read_send_response(RemotingCommand(code=0, ext_fields=ext), MQ, address="b",
                                 msg_id="A,B")
     assert result.msg_id == "BATCH"
+
+
+def _via_schema(code: int, ext: dict[str, str], msg_id: str) -> SendResult | str:
+    """What read_send_response gave before its plain-digits path: the header schema."""
+    status = {0: SendStatus.SEND_OK, 10: SendStatus.FLUSH_DISK_TIMEOUT}[code]
+    try:
+        h = SendMessageResponseHeader.from_ext(ext)
+    except HeaderFieldError as exc:
+        return str(exc) if status is SendStatus.SEND_OK else SendResult(
+            status, msg_id, "", MQ, -1)
+    return SendResult(status, h.batch_uniq_id or msg_id, h.msg_id,
+                      MessageQueue(MQ.topic, MQ.broker_name, h.queue_id), h.queue_offset,
+                      h.transaction_id)
+
+
+_number = st.one_of(st.integers(-(2**64), 2**64).map(str),
+                    st.sampled_from(["", "+3", "-0", "0x1", " 1", "٣", "²", "1_0", "007"]))
+_text = st.one_of(st.none(), st.sampled_from(["", "K", "ü"]))
+
+
+@settings(deadline=None, max_examples=200)
+@given(code=st.sampled_from([0, 10]), queue_id=st.one_of(st.none(), _number),
+       offset=st.one_of(st.none(), _number), msg=_text, txn=_text, batch=_text)
+def test_send_response_fields_as_the_schema_reads_them(
+        code: int, queue_id: str | None, offset: str | None, msg: str | None,
+        txn: str | None, batch: str | None) -> None:
+    ext = {k: v for k, v in (("msgId", msg), ("queueId", queue_id), ("queueOffset", offset),
+                             ("transactionId", txn), ("batchUniqId", batch)) if v is not None}
+    expected = _via_schema(code, ext, "U")
+    try:
+        got: SendResult | str = read_send_response(
+            RemotingCommand(code=code, ext_fields=ext), MQ, address="b", msg_id="U")
+    except HeaderFieldError as exc:
+        got = str(exc)
+    assert got == expected
+
+
+@pytest.mark.parametrize(("msgs", "error", "text", "size"), [
+    ([], InvalidMessageError, "a batch needs at least one message", None),
+    ([Message("T", b"a"), Message("V", b"b"), Message("U", b"c")], InvalidMessageError,
+     "invalid message for topic 'T': a batch mixes topics 'T' and 'U'", None),
+    ([Message("%RETRY%g", b"a"), Message("U", b"b")], InvalidTopicError,
+     "invalid message for topic '%RETRY%g': a batch cannot go to a retry topic", None),
+    ([Message("T", b"a"), Message("T", b"")], InvalidMessageError,
+     "invalid message for topic 'T': the message body is empty", None),
+    ([Message("T", b"a"), Message("T", b"a" * 11)], MessageTooBigError, None, 11),
+    ([Message("T", b"a" * 11)], MessageTooBigError, None, 11),
+    ([Message("T", b"a", {"DELAY": "2"})] * 2, LocalProtocolError,
+     "batch messages cannot have a delay level", None),
+])
+def test_prepare_send_batch_refuses(msgs: list[Message], error: type[Exception],
+                                    text: str | None, size: int | None) -> None:
+    with pytest.raises(error) as info:
+        prepare_send_batch(msgs, max_size=10, keys=KEYS, now_ms=0,
+                           compression=BatchCompression())
+    assert type(info.value) is error
+    if text is not None:
+        assert str(info.value) == text
+    if size is not None:
+        assert isinstance(info.value, MessageTooBigError) and info.value.size == size

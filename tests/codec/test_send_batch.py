@@ -4,14 +4,17 @@ bulk keys, and the uniform fast path of inner-batch decoding."""
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.codec.compression import (
+    BATCH_LEVELS,
     MIN_COMPRESS_BYTES,
     CompressionType,
+    compress,
     compress_if_smaller,
     decompress,
     sys_flag_for,
@@ -197,3 +200,70 @@ def test_uniform_unwrap_refuses_bad_utf8() -> None:
     batch = encode_batch([(b"x", b"a\x01\xff\x02", 0)] * 3)
     with pytest.raises(CorruptRecord, match="UTF-8"):
         decode_messages(_record(batch))
+
+
+@settings(deadline=None, max_examples=300)
+@given(n=st.integers(1, 40), blen=st.integers(0, 24), one_length=st.booleans(), data=st.data(),
+       props=_props.map(lambda p: {k: v for k, v in p.items() if k not in ("WAIT", "UNIQ_KEY")}),
+       wait=st.sampled_from([None, "true", "false"]), flag=st.integers(-(2**31), 2**31 - 1),
+       start=st.one_of(st.integers(0, 200), st.integers(0xFFC0, 0x1_0010)))
+def test_layout_columns_equal_the_per_message_path(n: int, blen: int, one_length: bool,
+                                                   data: st.DataObject, props: dict[str, str],
+                                                   wait: str | None, flag: int,
+                                                   start: int) -> None:
+    """The column encoders (one layout; distinct bodies of one length, or of any lengths;
+    keys that may wrap the 16-bit counter) send the bytes and keys of the per-message
+    path."""
+    bodies = data.draw(st.lists(st.binary(min_size=blen if one_length else 0,
+                                          max_size=blen if one_length else 300),
+                                min_size=n, max_size=n))
+    if wait is not None:
+        props = dict(props, WAIT=wait)
+    msgs = [Message("T", b, dict(props), flag) for b in bodies]
+    gen = UniqKeyGenerator("10.0.0.7", 4242, process_hash=1, counter_start=start)
+    ours = encode_send_batch(msgs, keys=gen, now_ms=NOW)
+    old_keys = UniqKeyGenerator("10.0.0.7", 4242, process_hash=1, counter_start=start)
+    keyed = []
+    for m in msgs:
+        p = dict(m.properties, UNIQ_KEY=old_keys.next_key(NOW))
+        p.setdefault("WAIT", "true")
+        keyed.append(Message("T", m.body, p, m.flag))
+    old = batch_send_request(keyed, SendOptions("pg"), queue_id=0, now_ms=NOW, keys=old_keys)
+    assert ours.entries == old.body
+    assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
+    assert ours.joined_keys == ",".join(ours.keys)
+    assert ours.batch_key == old_keys.next_key(NOW)[:-4] + f"{(start + n) & 0xFFFF:04X}"
+    lengths = [len(b) for b in bodies]
+    assert (ours.min_body, ours.max_body, ours.wait) == (min(lengths), max(lengths),
+                                                         wait or "true")
+    assert ours.listed_keys is None  # keys in bulk, not one by one
+
+
+def test_keys_from_threads_never_repeat() -> None:
+    gen = keys()
+    got: list[list[str]] = []
+
+    def take() -> None:
+        mine = []
+        for i in range(300):
+            head, counters = gen.reserve(NOW + i % 3, 7)
+            mine += [f"{head}{c & 0xFFFF:04X}" for c in counters]
+            mine.append(gen.next_key(NOW + i % 3))
+        got.append(mine)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [k for mine in got for k in mine]
+    assert len(every) == len(set(every)) == 4 * 300 * 8
+
+
+def test_batches_compress_at_the_batch_level_by_default() -> None:
+    text = b"the same words again and again, with a number: 1234567 " * 300
+    packed, flag = compress_if_smaller(text, CompressionType.ZSTD)
+    assert packed == compress(text, CompressionType.ZSTD, BATCH_LEVELS[CompressionType.ZSTD])
+    assert flag == sys_flag_for(CompressionType.ZSTD) and BATCH_LEVELS[CompressionType.ZSTD] == 1
+    assert compress_if_smaller(text, CompressionType.ZSTD, 3)[0] == compress(
+        text, CompressionType.ZSTD, 3)

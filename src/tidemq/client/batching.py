@@ -62,13 +62,18 @@ from types import TracebackType
 from tidemq.client.errors import ClientClosedError, InvalidMessageError
 from tidemq.client.producer import Producer
 from tidemq.client.selector import RoundRobin, is_retriable, select_by_key, select_round_robin
-from tidemq.client.sending import BatchCompression, prepare_send_batch, publish_queues
+from tidemq.client.sending import (
+    BatchCompression,
+    new_send_result,
+    prepare_send_batch,
+    publish_queues,
+)
 from tidemq.client.stamps import now_ms
 from tidemq.client.validation import check_message
 from tidemq.errors import TideMQError
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.properties import PropertyKey
-from tidemq.types import Message, MessageQueue, SendResult, SendStatus
+from tidemq.types import Message, MessageQueue, SendResult
 
 __all__ = ["AutoBatchProducer"]
 
@@ -420,27 +425,7 @@ def _resolve(futures: Sequence[asyncio.Future[SendResult]], result: SendResult,
     for i, fut in enumerate(futures):
         if fut.done():
             continue
-        fut.set_result(_send_result(status, keys[i], record_ids[i] if per_record else offset_id,
-                                    queue, first + i, txn))
+        fut.set_result(new_send_result(status, keys[i],
+                                       record_ids[i] if per_record else offset_id, queue,
+                                       first + i, txn))
 
-
-_new = object.__new__
-_SET_FIELDS = tuple(SendResult.__dict__[name].__set__ for name in (
-    "status", "msg_id", "offset_msg_id", "queue", "queue_offset", "transaction_id",
-    "message_count"))
-
-
-def _send_result(status: SendStatus, msg_id: str, offset_msg_id: str, queue: MessageQueue,
-                 queue_offset: int, transaction_id: str | None) -> SendResult:
-    """``SendResult(...)`` of one message, built through its slots: the frozen
-    dataclass's ``__init__`` costs three times as much, once per message."""
-    result: SendResult = _new(SendResult)
-    s_status, s_id, s_offset_id, s_queue, s_offset, s_txn, s_count = _SET_FIELDS
-    s_status(result, status)
-    s_id(result, msg_id)
-    s_offset_id(result, offset_msg_id)
-    s_queue(result, queue)
-    s_offset(result, queue_offset)
-    s_txn(result, transaction_id)
-    s_count(result, 1)
-    return result

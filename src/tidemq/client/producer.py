@@ -230,7 +230,8 @@ class Producer:
 
         async def build(route: TopicRoute, mq: MessageQueue,
                         addr: str) -> tuple[RemotingCommand, str]:
-            kind = fixed or await self.queue_types.get(mq.topic, mq.broker_name, addr, route)
+            kind = fixed or self.queue_types.cached(mq.topic, mq.broker_name, route) or (
+                await self.queue_types.get(mq.topic, mq.broker_name, addr, route))
             used.append(kind)
             return prepared.request(self._opts, mq, kind, now_ms=born), prepared.msg_id(kind)
 
@@ -349,7 +350,8 @@ class Producer:
                 break
             addr = ""
             try:
-                addr = await self._address(route, mq)
+                found = route.master_address(mq.broker_name)
+                addr = found if found is not None else await self._address(route, mq)
                 cmd, msg_id = await build(route, mq, addr)
                 response = await request(addr, cmd, max(deadline - loop.time(), 1e-3))
                 return read_send_response(response, mq, address=addr, msg_id=msg_id,

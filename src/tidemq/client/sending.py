@@ -42,7 +42,12 @@ from tidemq.codec.compression import CompressionType
 from tidemq.codec.headers import SendMessageResponseHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
 from tidemq.codec.schema import HeaderFieldError
-from tidemq.codec.send_batch import EncodedBatch, encode_send_batch, send_batch_request
+from tidemq.codec.send_batch import (
+    EncodedBatch,
+    MixedTopicsError,
+    encode_send_batch,
+    send_batch_request,
+)
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import RequestTimeout, ResponseCode, TideMQError, error_for_code
 from tidemq.formats.properties import PropertyKey
@@ -55,6 +60,7 @@ __all__ = [
     "build_batch",
     "build_send",
     "exhausted",
+    "new_send_result",
     "prepare_batch",
     "prepare_message",
     "prepare_send_batch",
@@ -123,9 +129,10 @@ def build_batch(msgs: Sequence[Message], opts: SendOptions, queue: MessageQueue,
 @dataclasses.dataclass(frozen=True, slots=True)
 class BatchCompression:
     """How a producer compresses inner batches (RIP-26 end-to-end compression): with
-    ``codec`` (``None``: never) at ``level`` (the codec's default when ``None``), kept only
-    when it saves at least ``min_saving`` of the body. Outer batches are never compressed
-    (the broker splits them)."""
+    ``codec`` (``None``: never) at ``level`` (when ``None``, the codec's entry in
+    :data:`~tidemq.codec.compression.BATCH_LEVELS`: zstd 1), kept only when it saves at
+    least ``min_saving`` of the body. Outer batches are never compressed (the broker
+    splits them)."""
 
     codec: CompressionType | None = CompressionType.ZSTD
     level: int | None = None
@@ -204,11 +211,11 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     topic = first.topic
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
-    others = {m.topic for m in msgs} - {topic}
-    if others:
-        raise InvalidMessageError(f"a batch mixes topics {topic!r} and {min(others)!r}",
-                                  topic=topic)
-    encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
+    try:  # the encoder checks the topics as it reads the batch
+        encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
+    except MixedTopicsError as exc:
+        raise InvalidMessageError(f"a batch mixes topics {topic!r} and {exc.other!r}",
+                                  topic=topic) from None
     if encoded.min_body == 0:
         raise InvalidMessageError("the message body is empty", topic=topic)
     if encoded.max_body > max_size:
@@ -226,6 +233,13 @@ def read_send_response(response: RemotingCommand, queue: MessageQueue, *, addres
     status = _STATUS.get(response.code)
     if status is None:
         raise error_for_code(response.code, response.remark or "", address=address)
+    fields = _plain_send_fields(response.ext_fields)
+    if fields is not None:  # what from_ext would give, without building the header
+        offset_msg_id, queue_id, queue_offset, txn, batch_id = fields
+        if queue_id != queue.queue_id:
+            queue = MessageQueue(queue.topic, queue.broker_name, queue_id)
+        return new_send_result(status, batch_id or msg_id, offset_msg_id, queue,
+                               queue_offset, txn, count)
     try:
         header = SendMessageResponseHeader.from_ext(response.ext_fields)
     except HeaderFieldError:
@@ -241,6 +255,52 @@ def read_send_response(response: RemotingCommand, queue: MessageQueue, *, addres
         transaction_id=header.transaction_id,
         message_count=count,
     )
+
+
+_RESPONSE_KEYS = SendMessageResponseHeader.ext_keys()
+_K_MSG_ID, _K_QUEUE_ID, _K_QUEUE_OFFSET, _K_TXN, _K_BATCH_ID = (_RESPONSE_KEYS[f] for f in (
+    "msg_id", "queue_id", "queue_offset", "transaction_id", "batch_uniq_id"))
+
+
+def _plain_send_fields(ext: dict[str, str]
+                       ) -> tuple[str, int, int, str | None, str | None] | None:
+    """``(msg_id, queue_id, queue_offset, transaction_id, batch_uniq_id)`` of a send
+    response whose numbers are plain ASCII digits in range -- every answer of a healthy
+    broker; ``None`` for anything else, which the header schema then reads (and
+    refuses with its own error)."""
+    msg_id = ext.get(_K_MSG_ID)
+    qid = ext.get(_K_QUEUE_ID)
+    qoff = ext.get(_K_QUEUE_OFFSET)
+    if (msg_id is None or qid is None or qoff is None or not qid.isascii()
+            or not qid.isdigit() or not qoff.isascii() or not qoff.isdigit()):
+        return None
+    queue_id, queue_offset = int(qid), int(qoff)
+    if queue_id > 0x7FFFFFFF or queue_offset > 0x7FFFFFFFFFFFFFFF:
+        return None
+    return msg_id, queue_id, queue_offset, ext.get(_K_TXN), ext.get(_K_BATCH_ID)
+
+
+_new = object.__new__
+_SET_FIELDS = tuple(SendResult.__dict__[name].__set__ for name in (
+    "status", "msg_id", "offset_msg_id", "queue", "queue_offset", "transaction_id",
+    "message_count"))
+
+
+def new_send_result(status: SendStatus, msg_id: str, offset_msg_id: str,
+                    queue: MessageQueue, queue_offset: int, transaction_id: str | None,
+                    message_count: int = 1) -> SendResult:
+    """``SendResult(...)`` built through its slots: the frozen dataclass's ``__init__``
+    costs three times as much (the auto-batching producer makes one per message)."""
+    result: SendResult = _new(SendResult)
+    s_status, s_id, s_offset_id, s_queue, s_offset, s_txn, s_count = _SET_FIELDS
+    s_status(result, status)
+    s_id(result, msg_id)
+    s_offset_id(result, offset_msg_id)
+    s_queue(result, queue)
+    s_offset(result, queue_offset)
+    s_txn(result, transaction_id)
+    s_count(result, message_count)
+    return result
 
 
 def batch_msg_id(msgs: Sequence[Message]) -> str:

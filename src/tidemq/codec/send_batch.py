@@ -22,19 +22,26 @@ an outer batch into ``n`` records (and could not split a compressed one). Compre
 kept only when it saves at least ``min_saving`` of the body
 (:func:`tidemq.codec.compression.compress_if_smaller`).
 
-Fast path: when the messages have bodies of one length, one flag and equal properties
-(a producer loop, a benchmark), entries differ only in their body bytes and the last four
-digits of their key, so the body is one ``join`` of constant runs, the bodies and digits
-from a table -- a few hundred nanoseconds per message. Anything else takes a plain loop.
+Fast paths: the batch is checked with one comprehension and one ``list.count`` per field
+(not a Python step per message and field). When the messages have one flag and equal
+properties without ``UNIQ_KEY`` (a producer loop, a benchmark) their entries share one
+layout and differ only in their bodies, body lengths and the last four digits of their
+keys (:meth:`~tidemq.codec.uniqkey.UniqKeyGenerator.reserve`), so they are written as
+columns with numpy: bodies of one length into copies of the first entry
+(``_encode_uniform``), bodies of any lengths joined with the runs between them, made as
+columns in one buffer (``_encode_shared``). Anything else takes a plain loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import operator
 import struct
 from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compress_if_smaller
@@ -45,7 +52,7 @@ from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
 from tidemq.types import Message
 
-__all__ = ["EncodedBatch", "encode_send_batch", "send_batch_request"]
+__all__ = ["EncodedBatch", "MixedTopicsError", "encode_send_batch", "send_batch_request"]
 
 _HEAD = struct.Struct(
     ">"
@@ -58,7 +65,6 @@ _HEAD = struct.Struct(
 _PROPS_LEN = struct.Struct(">h")
 _KEY_TAG = f"{PropertyKey.UNIQ_KEY}\x01"
 _WAIT_TRUE = f"{PropertyKey.WAIT}\x01true\x02"
-_BODY = operator.attrgetter("body")
 #: Request ext per (form, group, topic, defaults, queue, sysflag, broker): only the born
 #: timestamp and the properties change between batches.
 _templates: dict[tuple[object, ...], dict[str, str]] = {}
@@ -86,10 +92,10 @@ class EncodedBatch:
     batch_key: str
     #: The messages' shared ``WAIT`` value.
     wait: str
-    #: The messages' keys: ``key_head`` plus four hex digits of each counter, unless
-    #: ``listed_keys`` names them one by one.
+    #: The messages' keys: ``key_head`` plus four hex digits of each counter (a run of
+    #: consecutive values), unless ``listed_keys`` names them one by one.
     key_head: str = ""
-    key_counters: Sequence[int] = ()
+    key_counters: range = range(0)
     listed_keys: tuple[str, ...] | None = None
     #: The shortest and the longest message body, bytes.
     min_body: int = 0
@@ -108,16 +114,32 @@ class EncodedBatch:
         the shared head, then each counter's four digits from a table -- one ``join``."""
         if self.listed_keys is not None:
             return ",".join(self.listed_keys)
+        n = len(self.key_counters)
+        if not n:
+            return ""
         head = self.key_head.encode("ascii")
         table = _hex4()
-        digits = [table[c & 0xFFFF] for c in self.key_counters]
-        return (head + (b"," + head).join(digits)).decode("ascii") if digits else ""
+        start = self.key_counters[0] & 0xFFFF
+        digits = table[start : start + n]
+        if len(digits) < n:  # the 16-bit counter wraps inside this batch
+            digits += table[: n - len(digits)]
+        return (head + (b"," + head).join(digits)).decode("ascii")
 
     def compressed(self, ctype: CompressionType, level: int | None = None,
                    min_saving: float = 0.05) -> tuple[bytes, int]:
         """``(body, sysflag bits)`` for an inner batch: the entries compressed with
         ``ctype`` when that saves at least ``min_saving``, else as they are."""
         return compress_if_smaller(self.entries, ctype, level, min_saving)
+
+
+class MixedTopicsError(LocalProtocolError):
+    """A batch whose messages name more than one topic: ``topic`` (the first message's)
+    and ``other`` (the least other one)."""
+
+    def __init__(self, topic: str, other: str) -> None:
+        super().__init__(f"batch mixes topics {topic!r} and {other!r}")
+        self.topic = topic
+        self.other = other
 
 
 def _check_props(props: dict[str, str], wait: str) -> None:
@@ -127,42 +149,57 @@ def _check_props(props: dict[str, str], wait: str) -> None:
         raise LocalProtocolError("batch messages cannot have a delay level")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Shape:
+class _Shape(NamedTuple):
     topic: str
     wait: str
-    #: Bodies of one length, one flag, equal properties without ``UNIQ_KEY``.
-    uniform: bool
+    #: One flag, equal properties without ``UNIQ_KEY``: one layout but for the bodies.
+    shared: bool
     min_body: int
     max_body: int
+    #: The messages' bodies and their lengths, in order.
+    bodies: list[bytes]
+    lengths: list[int]
+
+    @property
+    def uniform(self) -> bool:
+        """One layout, bodies of one length too."""
+        return self.shared and self.min_body == self.max_body
 
 
 def _check(msgs: Sequence[Message]) -> _Shape:
     """The Java producer's rules for a ``MessageBatch``, and the batch's shape. A message
-    without ``WAIT`` counts as ``WAIT=true``, the value it is sent with."""
-    if not msgs:
+    without ``WAIT`` counts as ``WAIT=true``, the value it is sent with.
+
+    Each field is read with one comprehension over the batch and compared with one
+    ``list.count`` (the first message's value against all of them): a batch from one
+    producer loop costs a few C loops, not a Python step per message and field."""
+    n = len(msgs)
+    if not n:
         raise LocalProtocolError("a batch needs at least one message")
-    topic = msgs[0].topic
+    first = msgs[0]
+    topic = first.topic
     if topic.startswith("%RETRY%"):
         raise LocalProtocolError(f"cannot send a batch to retry topic {topic!r}")
-    topics = {m.topic for m in msgs}
-    if len(topics) > 1:
-        other = min(topics - {topic})
-        raise LocalProtocolError(f"batch mixes topics {topic!r} and {other!r}")
+    topics = [m.topic for m in msgs]
+    if topics.count(topic) != n:
+        raise MixedTopicsError(topic, min(set(topics) - {topic}))
     props = [m.properties for m in msgs]
-    p0 = props[0]
+    p0 = first.properties
     wait = p0.get(PropertyKey.WAIT, "true")
-    same_props = props.count(p0) == len(props)
+    same_props = props.count(p0) == n
     if same_props:
         _check_props(p0, wait)
     else:
         for p in props:
             _check_props(p, wait)
-    lengths = [len(m.body) for m in msgs]
-    lo, hi = min(lengths), max(lengths)
-    uniform = (same_props and lo == hi and PropertyKey.UNIQ_KEY not in p0
-               and len({m.flag for m in msgs}) == 1)
-    return _Shape(topic, wait, uniform, lo, hi)
+    bodies = [m.body for m in msgs]
+    lengths = list(map(len, bodies))
+    lo = hi = lengths[0]
+    if lengths.count(lo) != n:
+        lo, hi = min(lengths), max(lengths)
+    shared = (same_props and PropertyKey.UNIQ_KEY not in p0
+              and [m.flag for m in msgs].count(first.flag) == n)
+    return _Shape(topic, wait, shared, lo, hi, bodies, lengths)
 
 
 def _props_head(props: dict[str, str]) -> str:
@@ -175,31 +212,124 @@ def _too_long(topic: str, plen: int) -> LocalProtocolError:
                               f"{MAX_PROPERTIES_BYTES}")
 
 
-def _encode_uniform(msgs: Sequence[Message], head_text: str, counters: list[int]) -> bytes:
-    """Entries differing only in body bytes and key digits: constant runs between them."""
-    first = msgs[0]
-    n, blen = len(msgs), len(first.body)
-    key_head = head_text.encode("ascii")
-    before = (_props_head(first.properties) + _KEY_TAG).encode("utf-8") + key_head
+_hex4_items: list[npt.NDArray[np.void]] = []
+
+
+def _hex4_column() -> npt.NDArray[np.void]:
+    """:func:`_hex4` as one column of 4-byte items (for strided writes; made once)."""
+    if not _hex4_items:
+        _hex4_items.append(np.frombuffer(b"".join(_hex4()), dtype="V4"))
+    return _hex4_items[0]
+
+
+#: The row type of a uniform batch per (entry size, body length, key digits' offset): the
+#: body and the key digits as fields at their offsets.
+_row_types: dict[tuple[int, int, int], np.dtype[np.void]] = {}
+
+
+def _row_type(size: int, blen: int, at: int) -> np.dtype[np.void]:
+    key = (size, blen, at)
+    row = _row_types.get(key)
+    if row is None:
+        if len(_row_types) >= 1024:
+            _row_types.clear()
+        row = _row_types[key] = np.dtype({
+            "names": ["body", "key"], "formats": [f"V{blen}", "V4"],
+            "offsets": [_HEAD.size, at], "itemsize": size})
+    return row
+
+
+class _Layout(NamedTuple):
+    """What the entries of a batch of one layout share: the text around the key's last
+    four digits (``before``: the properties length and the message's own properties,
+    then ``UNIQ_KEY`` and the shared head of the keys; ``after``: the rest)."""
+
+    before: bytes
+    after: bytes
+    plen: int
+
+
+def _layout(first: Message, head_text: str) -> _Layout:
+    text = (_props_head(first.properties) + _KEY_TAG + head_text).encode("utf-8")
     after = ("\x02" + ("" if PropertyKey.WAIT in first.properties else _WAIT_TRUE)).encode()
-    plen = len(before) + 4 + len(after)
+    plen = len(text) + 4 + len(after)
     if plen > MAX_PROPERTIES_BYTES:
         raise _too_long(first.topic, plen)
-    size = ENTRY_OVERHEAD + blen + plen
-    lead = _HEAD.pack(size, 0, 0, first.flag, blen)
-    middle = _PROPS_LEN.pack(plen) + before
+    return _Layout(_PROPS_LEN.pack(plen) + text, after, plen)
+
+
+def _key_digits(counters: Sequence[int]) -> npt.NDArray[np.void]:
+    """The last four key digits of each of ``counters`` (a run), as a column."""
+    n = len(counters)
     start = counters[0] & 0xFFFF
-    table = _hex4()
-    digits = table[start : start + n]
-    if len(digits) < n:  # the 16-bit counter wraps inside this batch
-        digits += table[: n - len(digits)]
-    # entry i = lead, body i, middle, digits i, after -- "after + lead" is one run
-    parts: list[bytes] = [after + lead] * (4 * n)
-    parts[0] = lead
-    parts[1::4] = map(_BODY, msgs)
-    parts[2::4] = [middle] * n
-    parts[3::4] = digits
-    parts.append(after)
+    table = _hex4_column()
+    if start + n <= len(table):
+        return table[start : start + n]
+    wrapped: npt.NDArray[np.void] = table[np.arange(start, start + n) & 0xFFFF]
+    return wrapped  # the 16-bit counter wraps inside this batch
+
+
+def _encode_uniform(first: Message, bodies: list[bytes], head_text: str,
+                    counters: Sequence[int]) -> bytes:
+    """Entries differing only in body bytes and key digits, as columns: the first entry
+    (with blank body and digits) repeated ``n`` times, then the bodies and the digits
+    written into it as two strided columns."""
+    n, blen = len(bodies), len(bodies[0])
+    before, after, plen = _layout(first, head_text)
+    size = ENTRY_OVERHEAD + blen + plen
+    head = _HEAD.pack(size, 0, 0, first.flag, blen)
+    at = len(head) + blen + len(before)  # where the key's last four digits go
+    buf = bytearray(head + bytes(blen) + before + b"0000" + after) * n
+    rows = np.frombuffer(buf, dtype=_row_type(size, blen, at))
+    if blen:
+        rows["body"] = np.frombuffer(b"".join(bodies), dtype=rows.dtype["body"])
+    rows["key"] = _key_digits(counters)
+    return bytes(buf)
+
+
+#: The type of the run between two bodies of a shared-layout batch per (length of the
+#: text before the key digits, after them): the digits, then the next entry's TOTALSIZE
+#: and BODYLENGTH.
+_gap_types: dict[tuple[int, int], np.dtype[np.void]] = {}
+
+
+def _gap_type(before: int, after: int) -> np.dtype[np.void]:
+    key = (before, after)
+    gap = _gap_types.get(key)
+    if gap is None:
+        if len(_gap_types) >= 1024:
+            _gap_types.clear()
+        head = before + 4 + after
+        gap = _gap_types[key] = np.dtype({
+            "names": ["key", "total", "blen"], "formats": ["V4", ">i4", ">i4"],
+            "offsets": [before, head, head + 16], "itemsize": head + _HEAD.size})
+    return gap
+
+
+def _encode_shared(first: Message, bodies: list[bytes], lengths: list[int], head_text: str,
+                   counters: Sequence[int]) -> bytes:
+    """Entries of one layout but for their bodies (of any lengths). Between body ``i``
+    and body ``i + 1`` lies the same run but for entry ``i``'s key digits and entry
+    ``i + 1``'s lengths: those runs are made as columns in one buffer, cut, and joined
+    with the bodies."""
+    n = len(bodies)
+    before, after, plen = _layout(first, head_text)
+    gap_type = _gap_type(len(before), len(after))
+    step = gap_type.itemsize
+    buf = bytearray(before + b"0000" + after + _HEAD.pack(0, 0, 0, first.flag, 0)) * n
+    gaps = np.frombuffer(buf, dtype=gap_type)
+    rest = np.array(lengths[1:], dtype=np.int32)
+    gaps["blen"][:-1] = rest
+    gaps["total"][:-1] = rest + (ENTRY_OVERHEAD + plen)
+    gaps["key"] = _key_digits(counters)
+    runs = bytes(buf)
+    cut = list(map(runs.__getitem__, map(slice, range(0, n * step, step),
+                                         range(step, (n + 1) * step, step))))
+    cut[-1] = cut[-1][: -_HEAD.size]  # no entry follows the last one
+    parts = [runs] * (2 * n + 1)
+    parts[0] = _HEAD.pack(ENTRY_OVERHEAD + lengths[0] + plen, 0, 0, first.flag, lengths[0])
+    parts[1::2] = bodies
+    parts[2::2] = cut
     return b"".join(parts)
 
 
@@ -236,13 +366,17 @@ def _encode_loop(msgs: Sequence[Message], keys: UniqKeyGenerator,
 def encode_send_batch(msgs: Sequence[Message], *, keys: UniqKeyGenerator,
                       now_ms: int) -> EncodedBatch:
     """Encode ``msgs`` (one topic) once, giving keys to messages without one. Raises
-    :class:`LocalProtocolError` for batches Java's rules refuse."""
+    :class:`LocalProtocolError` for batches Java's rules refuse (:class:`MixedTopicsError`
+    for more than one topic)."""
     shape = _check(msgs)
-    head_text, counters = "", list[int]()
+    head_text, counters = "", range(0)
     listed: tuple[str, ...] | None = None
-    if shape.uniform:
+    if shape.shared:
         head_text, counters = keys.reserve(now_ms, len(msgs))
-        raw = _encode_uniform(msgs, head_text, counters)
+        if shape.uniform:
+            raw = _encode_uniform(msgs[0], shape.bodies, head_text, counters)
+        else:
+            raw = _encode_shared(msgs[0], shape.bodies, shape.lengths, head_text, counters)
     else:
         raw, key_list = _encode_loop(msgs, keys, now_ms)
         listed = tuple(key_list)

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import itertools
 import secrets
 import struct
+import threading
 from typing import NamedTuple
 
 __all__ = ["UniqKeyGenerator", "UniqKeyParts", "parse_uniq_key"]
@@ -65,27 +65,44 @@ class UniqKeyGenerator:
         if process_hash is None:
             process_hash = secrets.randbits(32)
         self._prefix = (raw + _FIXED.pack(pid & 0xFFFF, process_hash & 0xFFFFFFFF)).hex().upper()
-        self._counter = itertools.count(counter_start)
+        #: The next counter value; taken under ``_lock`` (a batch takes a run of them).
+        self._next = counter_start
+        self._lock = threading.Lock()
         self._month_start = 0
         self._next_month = -1  # forces the first computation
+        #: The millisecond of the last key and the text its keys share (one tuple, so
+        #: threads never pair one millisecond with another's text).
+        self._head: tuple[int, str] = (-1, "")
+
+    def _take(self, n: int) -> int:
+        """The first of ``n`` consecutive counter values, which no other call gets."""
+        with self._lock:
+            start = self._next
+            self._next = start + n
+        return start
+
+    def _head_at(self, now_ms: int) -> str:
+        """The text every key made at ``now_ms`` starts with: the fixed prefix and the
+        milliseconds since the start of the month (eight hex digits)."""
+        made_at, head = self._head
+        if made_at != now_ms:
+            if not self._month_start <= now_ms < self._next_month:
+                self._month_start, self._next_month = _month_window(now_ms)
+            head = f"{self._prefix}{(now_ms - self._month_start) & 0xFFFFFFFF:08X}"
+            self._head = (now_ms, head)
+        return head
 
     def next_key(self, now_ms: int) -> str:
         """A new key for a message created at ``now_ms`` (epoch milliseconds)."""
-        if not self._month_start <= now_ms < self._next_month:
-            self._month_start, self._next_month = _month_window(now_ms)
-        diff = now_ms - self._month_start
-        count = next(self._counter) & 0xFFFF
-        return self._prefix + _VARYING.pack(diff & 0xFFFFFFFF, count).hex().upper()
+        return f"{self._head_at(now_ms)}{self._take(1) & 0xFFFF:04X}"
 
-    def reserve(self, now_ms: int, n: int) -> tuple[str, list[int]]:
+    def reserve(self, now_ms: int, n: int) -> tuple[str, range]:
         """``n`` consecutive keys for messages created at ``now_ms``, in parts: the text
         every one of them starts with, and their counters (the last four hex digits are
         ``f"{counter & 0xFFFF:04X}"``). For encoders that build keys in bulk."""
-        if not self._month_start <= now_ms < self._next_month:
-            self._month_start, self._next_month = _month_window(now_ms)
-        diff = now_ms - self._month_start
-        counters = list(itertools.islice(self._counter, n))  # one C loop: not interleaved
-        return f"{self._prefix}{diff & 0xFFFFFFFF:08X}", counters
+        head = self._head_at(now_ms)
+        start = self._take(n)
+        return head, range(start, start + n)
 
     def next_keys(self, now_ms: int, n: int) -> list[str]:
         """``n`` new keys at once (what ``n`` calls of :meth:`next_key` would give)."""

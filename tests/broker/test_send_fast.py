@@ -22,10 +22,10 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
-from tidemq.broker.processors.send import SendProcessor
+from tidemq.broker.processors.send import SendProcessor, _inner_count
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import BrokerResponseError
-from tidemq.formats.batch import encode_batch
+from tidemq.errors import BrokerResponseError, CorruptRecord
+from tidemq.formats.batch import count_entries, encode_batch
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -208,6 +208,56 @@ async def test_the_plain_send_takes_the_fast_path(pair: Pair,
                         properties=wire.props(tags="T", keys="a b"))
         resp = pair.fast.process(_Conn(), cmd)  # type: ignore[arg-type]
         assert resp is not None and resp.code == 0
+
+
+async def test_a_plain_batch_takes_the_fast_batch_path(pair: Pair,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outer batches on an ordinary topic and inner batches on a BatchCQ topic skip the
+    header schema; a batch-level UNIQ_KEY is answered as batchUniqId."""
+    def generic(*_: object) -> None:
+        raise AssertionError("took the generic path")
+
+    monkeypatch.setattr(pair.fast, "_process", generic)
+    body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}"}), 0)
+                         for i in range(20)])
+    for topic, n in (("Gold", 20), ("GoldCQ", 1)):
+        cmd = wire.send_batch(topic, [], queue_id=1)
+        cmd.body = body
+        cmd.ext_fields["i"] = encode_properties({"UNIQ_KEY": "B" * 32}).decode()
+        resp = pair.fast.process(_Conn(), cmd)  # type: ignore[arg-type]
+        assert resp is not None and resp.code == 0
+        assert len(resp.ext_fields["msgId"].split(",")) == n
+        assert resp.ext_fields.get("batchUniqId") == ("B" * 32 if n == 1 else None)
+
+
+@st.composite
+def _inner_bodies(draw: st.DrawFn) -> bytes:
+    """Batches of one layout, sometimes with a byte changed or cut short."""
+    n = draw(st.sampled_from([0, 1, 3, 4, 5, 16, 40]))
+    blen = draw(st.integers(0, 40))
+    props = encode_properties({"UNIQ_KEY": "A" * draw(st.integers(1, 20))})
+    data = bytearray(encode_batch([(b"b" * blen, props, i) for i in range(n)]))
+    for _ in range(draw(st.integers(0, 2))):
+        if data:
+            i = draw(st.integers(0, len(data) - 1))
+            data[i] = draw(st.sampled_from([0, 1, 2, 0x16, 0x80, 0xFF]))
+    if data and draw(st.integers(0, 5)) == 0:
+        del data[draw(st.integers(0, len(data) - 1)):]
+    return bytes(data)
+
+
+def _count(count: Any, body: Any) -> Any:
+    try:
+        return count(body)
+    except CorruptRecord as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=_inner_bodies(), view=st.booleans())
+def test_the_inner_count_is_count_entries(body: bytes, view: bool) -> None:
+    arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
+    assert _count(_inner_count, arg) == _count(count_entries, body)
 
 
 def _split(proc: SendProcessor, body: bytes) -> Any:

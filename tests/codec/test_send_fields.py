@@ -80,3 +80,32 @@ def test_a_java_style_header_is_read(code: int) -> None:
     assert decode_send_fields(code, ext) == ("T", 3, 0, 1763780000000, 7, "A\x01b\x02", 0)
     ext["m" if code == RequestCode.SEND_MESSAGE_V2 else "batch"] = "true"
     assert decode_send_fields(code, ext) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_batch_fields_are_the_schemas_or_none(data: st.DataObject) -> None:
+    """``batch=True`` (SEND_BATCH_MESSAGE): the flag is not read, the rest is as above."""
+    code = RequestCode.SEND_BATCH_MESSAGE
+    ext = data.draw(exts(True))
+    fields = decode_send_fields(code, ext, batch=True)
+    try:
+        h = decode_send_header(code, ext)
+    except RemoteProtocolError:
+        assert fields is None
+        return
+    if fields is None:
+        return
+    assert fields == (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, h.properties,
+                      h.reconsume_times or 0)
+
+
+def test_a_batch_header_is_read_whatever_its_flag() -> None:
+    h = SendMessageRequestHeaderV2(
+        producer_group="pg", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=3, sys_flag=0, born_timestamp=1763780000000, flag=0, properties=None,
+        batch=True)
+    ext = h.to_ext()
+    code = RequestCode.SEND_BATCH_MESSAGE
+    assert decode_send_fields(code, ext) is None
+    assert decode_send_fields(code, ext, batch=True) == ("T", 3, 0, 1763780000000, 0, None, 0)

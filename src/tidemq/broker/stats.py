@@ -45,17 +45,19 @@ class BrokerStats:
         self.group_get: dict[str, RateMeter] = {}
 
     def on_put(self, topic: str, count: int, nbytes: int) -> None:
-        self.put_msgs.add(count)
-        self.put_bytes.add(nbytes)
+        now = time.monotonic()  # one clock read for the three meters
+        self.put_msgs.add(count, now)
+        self.put_bytes.add(nbytes, now)
         meter = self.topic_put.get(topic)
         if meter is None:
             meter = self.topic_put[topic] = RateMeter()
-        meter.add(count)
+        meter.add(count, now)
 
     def on_get(self, topic: str, group: str, count: int, nbytes: int) -> None:
-        self.get_msgs.add(count)
-        self.get_bytes.add(nbytes)
+        now = time.monotonic()
+        self.get_msgs.add(count, now)
+        self.get_bytes.add(nbytes, now)
         meter = self.group_get.get(group)
         if meter is None:
             meter = self.group_get[group] = RateMeter()
-        meter.add(count)
+        meter.add(count, now)

@@ -183,14 +183,17 @@ _FAST_KEYS = {
 }
 
 
-def decode_send_fields(code: int, ext: Mapping[str, str]) -> SendFields | None:
+def decode_send_fields(code: int, ext: Mapping[str, str], *, batch: bool = False
+                       ) -> SendFields | None:
     """The fields of a plain single send, read straight from ``ext``, or ``None``.
 
     ``None`` means "not the plain case": a required key missing, a number that is not
     plain ASCII digits within 9 (int) or 18 (long) digits -- negative queue ids included --
-    an unparsable optional number, or ``batch`` set. Whenever this returns fields, they
-    equal :func:`decode_send_header`'s (a golden test holds the two together); for
-    ``None`` the caller decodes with the schema, which also names what is wrong.
+    an unparsable optional number, or ``batch`` set (unless ``batch``: the caller reads a
+    batch send, whatever the flag says; a boolean never fails to decode). Whenever this
+    returns fields, they equal :func:`decode_send_header`'s (a golden test holds the two
+    together); for ``None`` the caller decodes with the schema, which also names what is
+    wrong.
     """
     required, (ki, kj, kl, km) = _FAST_KEYS[code in _SEND_CODES_V2]
     try:
@@ -213,8 +216,8 @@ def decode_send_fields(code: int, ext: Mapping[str, str]) -> SendFields | None:
     extra = get(kl)
     if extra is not None and not (0 < len(extra) < 10 and extra.isdigit() and extra.isascii()):
         return None
-    batch = get(km)
-    if batch is not None and (batch == "1" or batch.lower() == "true"):
+    flag_text = None if batch else get(km)
+    if flag_text is not None and (flag_text == "1" or flag_text.lower() == "true"):
         return None
     return (topic, int(qid), int(sys_flag), int(born), int(flag), get(ki), reconsume)
 

@@ -82,6 +82,7 @@ SYSFLAG_COMPRESSED = 0x1
 SYSFLAG_INNER_BATCH = 0x80
 _SEND = RequestCode.SEND_MESSAGE
 _SEND_V2 = RequestCode.SEND_MESSAGE_V2
+_SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 _SUCCESS = int(ResponseCode.SUCCESS)
 _TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
 #: Returned by the fast path for "not the plain case: take the generic path".
@@ -146,6 +147,27 @@ def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     if ENTRY_OVERHEAD + blen + plen != size:
         return None
     return size, blen
+
+
+def _inner_count(plain: bytes | bytearray | memoryview) -> int:
+    """:func:`count_entries` of an inner batch body. The usual batch of entries of one
+    layout is proven with ten strided bytes slices -- every entry's TOTALSIZE,
+    BODYLENGTH and PROPERTIESLENGTH bytes equal the first entry's, the check of
+    :func:`uniform_layout` -- which keep the GIL (array gathers may drop it, and a busy
+    dispatcher thread then holds the loop up). Anything else is counted by
+    :func:`count_entries`, errors included."""
+    layout = _first_layout(plain)
+    if layout is not None:
+        size, blen = layout
+        n = len(plain) // size
+        if n >= _UNIFORM_SMALL:
+            data = plain if type(plain) is bytes else bytes(plain)
+            for off in (0, 1, 2, 3, 16, 17, 18, 19, 20 + blen, 21 + blen):
+                if data[off::size] != data[off : off + 1] * n:
+                    break
+            else:
+                return n
+    return count_entries(plain)
 
 
 class GroupCommitWaiters:
@@ -475,30 +497,33 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ processing
 
-    def _inner_batch(self, h: SendMessageRequestHeader, qid: int, body: bytes | bytearray |
-                     memoryview, born: HostAddr) -> tuple[PutResult, bool] | None:
+    def _inner_batch(self, topic: str, qid: int, text: str | None, sys_flag: int,
+                     born_timestamp: int, body: bytes | bytearray | memoryview, born: HostAddr
+                     ) -> tuple[PutResult, bool, str] | None:
         """Store a batch sent to a BatchCQ topic as ONE record (RIP-26), or ``None`` when it
         is not an inner batch (no batch-level UNIQ_KEY: split it as an outer batch). Also
-        whether the producer waits for the flush.
+        whether the producer waits for the flush, and the batch-level UNIQ_KEY.
+        ``text``, ``sys_flag``, ``born_timestamp``: the send header's fields.
 
         The body is never trusted: a compressed body is inflated once with a hard output
         cap (decompression bombs stop there), the entries are counted with a structural
         walk (a uniform-size proof for the usual shape), and a claimed INNER_NUM must
         match. Only the original bytes are stored; consumers decompress.
         """
-        props = decode_properties(h.properties.encode("utf-8")) if h.properties else {}
-        if "UNIQ_KEY" not in props:
+        props = decode_properties(text.encode("utf-8")) if text else {}
+        uniq = props.get("UNIQ_KEY")
+        if uniq is None:
             return None
         plain: bytes | bytearray | memoryview = body
-        if h.sys_flag & SYSFLAG_COMPRESSED:
+        if sys_flag & SYSFLAG_COMPRESSED:
             try:
-                ctype = compression_of(h.sys_flag) or CompressionType.ZLIB
+                ctype = compression_of(sys_flag) or CompressionType.ZLIB
                 plain = decompress(body, ctype, self._max_inflated)
             except CorruptRecord as exc:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                      f"inner batch body rejected: {exc.reason}") from None
         try:
-            count = count_entries(plain)
+            count = _inner_count(plain)
         except CorruptRecord as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"inner batch body is malformed: {exc}") from None
@@ -512,14 +537,14 @@ class SendProcessor:
                                  f"an inner batch holds 1..32767 messages, not {count}")
         props.setdefault("CLUSTER", self.app.config.broker_cluster_name)
         raw = encode_properties(props)
-        keys = (props["UNIQ_KEY"], *(k for k in props.get("KEYS", "").split(" ") if k))
+        keys = (uniq, *(k for k in props.get("KEYS", "").split(" ") if k))
         wait = props.get("WAIT", "true").lower() != "false"
         result = self.store.put_inner_batch(
-            h.topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
-            keys=keys if self._index else (), sys_flag=h.sys_flag,
-            born_timestamp=h.born_timestamp, born_host=born, wait_flush=False)
-        self.app.stats.on_put(h.topic, count, len(body))
-        return result, wait
+            topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
+            keys=keys if self._index else (), sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=born, wait_flush=False)
+        self.app.stats.on_put(topic, count, len(body))
+        return result, wait, uniq
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         code = cmd.code
@@ -527,6 +552,12 @@ class SendProcessor:
             fields = decode_send_fields(code, cmd.ext_fields)
             if fields is not None:
                 response = self._fast(conn, cmd, fields)
+                if response is not _GENERIC:
+                    return response
+        elif code == _SEND_BATCH:
+            fields = decode_send_fields(code, cmd.ext_fields, batch=True)
+            if fields is not None:
+                response = self._fast_batch(conn, cmd, fields)
                 if response is not _GENERIC:
                     return response
         return self._process(conn, cmd)
@@ -599,6 +630,40 @@ class SendProcessor:
             return None
         return self._response(cmd, qid, result, _SUCCESS)
 
+    def _fast_batch(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
+                    ) -> RemotingCommand | None:
+        """A SEND_BATCH_MESSAGE without the header schema object, or :data:`_GENERIC`.
+
+        Taken when every check the generic path makes before it reads the body passes
+        (topic name, existing topic, permissions, queue id, INNER_* only on a BatchCQ
+        topic, no retry topic, no DELAY/TIMER_ property); the body is then handled by the
+        generic path's own code, so its errors are the generic path's."""
+        topic, qid, sys_flag, born_timestamp, _flag, text, reconsume = fields
+        tc = self._topics.get(topic)
+        if (tc is None or not (topic in self._plain_topics or self._plain_topic(topic))
+                or not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE
+                or (qid >= tc.read_queue_nums and qid >= tc.write_queue_nums)
+                or (text and ("DELAY\x01" in text or "TIMER_" in text))):
+            return _GENERIC
+        batch_cq = self.store.is_batch_topic(topic)
+        if not batch_cq and (sys_flag & SYSFLAG_INNER_BATCH
+                             or (text and "INNER_NUM\x01" in text)):
+            return _GENERIC
+        born = self._born_host(conn.remote_address)
+        try:
+            inner = (self._inner_batch(topic, qid, text, sys_flag, born_timestamp, cmd.body,
+                                       born) if batch_cq else None)
+            if inner is not None:
+                return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
+            msgs, wait = self._batch(cmd.body)
+            result = self.store.put_batch(
+                topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                born_host=born, reconsume_times=reconsume, wait_flush=False)
+        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+            raise _store_refusal(exc) from None
+        self.app.stats.on_put(topic, result.count, sum(result.sizes))
+        return self._finish(conn, cmd, qid, result, wait)
+
     def _process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """The generic path: every feature and every error."""
         h = self._header(cmd)
@@ -619,10 +684,13 @@ class SendProcessor:
         # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
         h, qid, reply_qid = route_send(self.app, h, qid, cmd.version, is_batch)
         try:
-            inner = (self._inner_batch(h, qid, cmd.body, born) if is_batch and batch_cq
-                     else None)
+            inner = (self._inner_batch(h.topic, qid, h.properties, h.sys_flag,
+                                       h.born_timestamp, cmd.body, born)
+                     if is_batch and batch_cq else None)
             if inner is not None:
-                return self._finish(conn, cmd, qid, *inner, batch_uniq=True)
+                props = cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or ""
+                uniq = decode_properties(props.encode()).get("UNIQ_KEY")
+                return self._finish(conn, cmd, qid, inner[0], inner[1], uniq)
             if is_batch:
                 msgs, wait = self._batch(cmd.body)
                 result = self.store.put_batch(
@@ -659,11 +727,8 @@ class SendProcessor:
                                           _SUCCESS if durable else _TIMEOUT, uniq))
 
     def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
-                wait: bool, batch_uniq: bool = False) -> RemotingCommand | None:
-        uniq = None
-        if batch_uniq:
-            props = cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or ""
-            uniq = decode_properties(props.encode()).get("UNIQ_KEY")
+                wait: bool, uniq: str | None = None) -> RemotingCommand | None:
+        """The reply (``None``: answered at the group commit); ``uniq``: its batchUniqId."""
         if wait and self._sync and self._durability().wait(
                 result.phys_offsets[-1] + result.sizes[-1], (conn, cmd, qid, result, uniq)):
             return None

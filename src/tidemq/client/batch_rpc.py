@@ -45,7 +45,10 @@ once a broker's merged answer accepts it, pulls to that broker that differ only 
 ``queueId`` / ``queueOffset`` go as shared-form parents (one header for all of them,
 12 bytes per child, compact child answers; :mod:`tidemq.codec.batch_protocol`). A
 shared-form parent the broker refuses, or answers without ``childForm=shared``, turns
-the form off for that broker and its children go alone.
+the form off for that broker and its children go alone. The FOUND answers of a pull
+parent whose bodies are small come back as :class:`~tidemq.client.pull.PullChild`,
+sharing one :class:`~tidemq.client.message_batch.ParentColumns`: ``poll_batches`` reads
+all of them as columns in one pass, ``poll`` ignores it.
 
 Sends: a standard parent of SEND_MESSAGE_V2 offers the shared send form (ext
 ``childForms=sharedSend``, :mod:`tidemq.codec.shared_send`); once the broker accepts it,
@@ -66,6 +69,8 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from tidemq.client.instance import ClientInstance
+from tidemq.client.message_batch import ParentColumns
+from tidemq.client.pull import PullChild
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
     CHILD_FORMS_KEY,
@@ -440,6 +445,8 @@ class BatchRequester:
             for child in group:
                 child.future.cancel()
             raise
+        if group[0].cmd.code in SHARED_CODES:  # pulls
+            answers = _share_columns(answers)
         for child, answer in zip(group, answers, strict=True):
             child.settle(answer)
 
@@ -455,6 +462,23 @@ class BatchRequester:
         if present or response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             self.support.mark(address, present)
         return present
+
+
+def _share_columns(answers: list[RemotingCommand]) -> list[RemotingCommand]:
+    """The answers of a pull parent, those whose bodies are worth reading as one
+    (:meth:`~tidemq.client.message_batch.ParentColumns.pick`) as
+    :class:`~tidemq.client.pull.PullChild` of one
+    :class:`~tidemq.client.message_batch.ParentColumns`; nothing is decoded here."""
+    bodies = [a.body if a.code == ResponseCode.SUCCESS and a.body_parts is None else None
+              for a in answers]
+    picked = ParentColumns.pick(bodies)
+    if not picked:
+        return answers
+    shared = ParentColumns([answers[i].body for i in picked])
+    out = list(answers)
+    for k, i in enumerate(picked):
+        out[i] = PullChild.of(answers[i], shared, k)
+    return out
 
 
 def copy_error(exc: TideMQError) -> TideMQError:

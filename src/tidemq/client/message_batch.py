@@ -45,7 +45,9 @@ checked by the general decoder, which also reports corrupt records) is decoded b
 :func:`~tidemq.codec.message.decode_messages` and the columns are built from its objects
 -- as is a small body (under :data:`SMALL_BODY` bytes, some tens of messages; a quarter of
 that for compressed inner batches), where the columns' fixed cost per pull (tens of numpy
-calls) outweighs what they save.
+calls) outweighs what they save. Small bodies that came together as the pull children
+of one batch-protocol parent are read as columns all the same, in one pass over all of
+them (:class:`ParentColumns`, when a reader first asks), each child taking its own rows.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ from tidemq.codec.message import decode_messages
 from tidemq.formats.properties import PropertyKey, decode_properties
 from tidemq.types import MessageExt, MessageQueue
 
-__all__ = ["SMALL_BODY", "MessageBatch", "read_batch"]
+__all__ = ["SMALL_BODY", "MessageBatch", "ParentColumns", "read_batch"]
 
 I64 = npt.NDArray[np.int64]
 Columns = RecordColumns | EntryColumns
@@ -78,6 +80,7 @@ _TAGS_KEY = b"TAGS\x01"
 #: (some tens of numpy calls) outweighs their saving per message below ~100 messages.
 SMALL_BODY = 20_000  # a quarter of it for compressed inner batches
 _SYSFLAG = struct.Struct(">i")
+_MIN_RECORD = 91  # a record's smallest size (tidemq.formats.record.MIN_RECORD_SIZE)
 _ZIPPED = 0x40 | 0x80 | 0x1  # NEED_UNWRAP, INNER_BATCH, COMPRESSED
 
 #: Column name -> the :data:`tidemq.codec.columns.FIELDS` field, and the MessageExt field.
@@ -102,6 +105,8 @@ class _Pull:
     cols: Columns | None
     topic: str
     messages: list[MessageExt] | None = None
+    #: Child ``i`` of a :class:`ParentColumns` (whose columns ``cols`` are a part of).
+    parent: tuple[ParentColumns, int] | None = None
 
     def decoded(self) -> list[MessageExt]:
         """Every message of the body as ``poll`` decodes it (before filtering)."""
@@ -225,7 +230,14 @@ class MessageBatch:
             else:
                 cols = self._pull.cols
                 assert cols is not None
-                got = cols.values(cols.body, self._rows)
+                shared = self._pull.parent
+                if shared is not None:
+                    # cut once for every child: a cut costs some numpy calls per call
+                    every = shared[0].bodies(shared[1])
+                    got = (every if self._rows is None
+                           else [every[r] for r in self._rows.tolist()])
+                else:
+                    got = cols.values(cols.body, self._rows)
             self._cache["bodies"] = got
         assert isinstance(got, list)
         return got
@@ -345,25 +357,129 @@ def _tag_of(raw: bytes) -> str | None:
     return decode_properties(raw).get(PropertyKey.TAGS)
 
 
+class ParentColumns:
+    """The small FOUND pull bodies of one batch-protocol parent, read as ONE set of
+    columns on first ask (:meth:`columns`), each child then taking its own rows.
+
+    The bodies of a parent's children arrive together; each alone is below
+    :data:`SMALL_BODY` (read through objects: the columns' fixed cost per call does not
+    pay off for some tens of messages), but together they are not. Nothing is decoded
+    until a reader asks (``poll`` never does). The bodies are joined into one buffer (a
+    copy of some hundred kilobytes) and read by
+    :func:`~tidemq.codec.columns.decode_columns`; when that buffer is outside the
+    columns' scope (a record that needs the general decoder, several topics, non-ASCII
+    property text), or a child's body does not start at a record, every child is read
+    on its own, as without a parent.
+    """
+
+    __slots__ = ("_bodies", "_bounds", "_cols", "_cut", "_offsets", "_topic")
+
+    def __init__(self, bodies: list[bytes | bytearray | memoryview]) -> None:
+        #: Child ``i``'s body; emptied once decoded.
+        self._bodies: list[bytes | bytearray | memoryview] | None = bodies
+        self._cols: RecordColumns | None = None
+        self._offsets: I64 = np.zeros(0, np.int64)  # every row's queue offset
+        self._cut: list[bytes] | None = None  # every row's body, once asked for
+        self._topic = ""
+        #: Child ``i`` holds rows ``_bounds[i]:_bounds[i + 1]`` of ``_cols``.
+        self._bounds: list[int] = []
+
+    @staticmethod
+    def pick(bodies: list[bytes | bytearray | memoryview | None]) -> list[int]:
+        """Which of a parent's FOUND child bodies (``None``: not FOUND) to read as one:
+        those that alone would be read through objects -- small, single records (the
+        first record is not an inner batch) -- when there are several and together they
+        come to :data:`SMALL_BODY` at least; else none."""
+        picked = [i for i, body in enumerate(bodies)
+                  if body is not None and _MIN_RECORD <= len(body) < SMALL_BODY
+                  and not _SYSFLAG.unpack_from(body, 36)[0] & _ZIPPED]
+        if len(picked) < 2 or sum(len(bodies[i] or b"") for i in picked) < SMALL_BODY:
+            return []
+        return picked
+
+    def columns(self, index: int) -> tuple[RecordColumns, I64] | None:
+        """Child ``index``'s rows as columns of their own, and their queue offsets
+        (``None``: read the child on its own). The first call decodes every child."""
+        if self._bodies is not None:
+            self._decode(self._bodies)
+            self._bodies = None
+        cols = self._cols
+        if cols is None:
+            return None
+        start, stop = self._bounds[index], self._bounds[index + 1]
+        return cols.part(start, stop), self._offsets[start:stop]
+
+    def bodies(self, index: int) -> list[bytes]:
+        """Child ``index``'s bodies (after :meth:`columns` gave columns): the bodies of
+        every child are cut on the first call."""
+        cols = self._cols
+        assert cols is not None
+        if self._cut is None:
+            self._cut = cols.values(cols.body)
+        return self._cut[self._bounds[index]:self._bounds[index + 1]]
+
+    @property
+    def topic(self) -> str:
+        """The topic of every record (once :meth:`columns` gave columns)."""
+        return self._topic
+
+    def _decode(self, bodies: list[bytes | bytearray | memoryview]) -> None:
+        lengths = np.fromiter((len(b) for b in bodies), np.int64, len(bodies))
+        joined = b"".join(bodies)
+        cols = decode_columns(joined)
+        if cols is None:
+            return
+        topic = cols.single_topic()
+        if topic is None or not spans_are_ascii(cols.buf, cols.properties):
+            return
+        starts = np.cumsum(lengths) - lengths
+        at = np.searchsorted(cols.pos, starts)
+        # each child (but empty ones at the end) starts a record
+        inner = starts < len(joined)
+        probe = np.minimum(at[inner], len(cols) - 1)
+        if not len(cols) or not bool((cols.pos[probe] == starts[inner]).all()):
+            return
+        self._bounds = [*at.tolist(), len(cols)]
+        self._cols, self._topic = cols, topic
+        self._offsets = cols.field("queue_offset")
+
+
 def read_batch(body: bytes | bytearray | memoryview, queue: MessageQueue, min_offset: int,
-               max_offset: int, offset: int | None, tags: frozenset[str]
-               ) -> MessageBatch | None:
+               max_offset: int, offset: int | None, tags: frozenset[str],
+               parent: tuple[ParentColumns, int] | None = None) -> MessageBatch | None:
     """The messages of a FOUND pull body as a batch, filtered as ``poll`` filters them:
     those below ``offset`` dropped (inner batches come whole), those whose tag is not in
     ``tags`` dropped (unless ``tags`` is empty). ``None`` when none is left. Raises
     :class:`~tidemq.errors.CorruptRecord` as :func:`~tidemq.codec.message.decode_messages`
-    does."""
+    does. ``parent``: the body is child ``i`` of a batch-protocol parent whose small
+    bodies are read as one (:class:`ParentColumns`)."""
     extra = {PropertyKey.MIN_OFFSET: str(min_offset), PropertyKey.MAX_OFFSET: str(max_offset)}
+    cols: Columns | None
     if len(body) < (SMALL_BODY // 4 if _compressed_batches(body) else SMALL_BODY):
+        if parent is not None:
+            shared, index = parent
+            got = shared.columns(index)
+            if got is not None:
+                pull = _Pull(body, queue, extra, got[0], shared.topic, parent=parent)
+                return _read_columns(pull, offset, tags, got[1])
         return _read_objects(body, queue, extra, offset, tags)
-    cols: Columns | None = decode_columns(body)
+    cols = decode_columns(body)
     if cols is None:
         cols = decode_entry_columns(body)
     topic = cols.single_topic() if cols is not None else None
     if cols is None or topic is None or not spans_are_ascii(cols.buf, cols.properties):
         return _read_objects(body, queue, extra, offset, tags)
-    pull = _Pull(body, queue, extra, cols, topic)
-    offsets = cols.field("queue_offset")
+    return _read_columns(_Pull(body, queue, extra, cols, topic), offset, tags)
+
+
+def _read_columns(pull: _Pull, offset: int | None, tags: frozenset[str],
+                  offsets: I64 | None = None) -> MessageBatch | None:
+    """:func:`read_batch` from the pull's columns (``offsets``: their queue offsets, when
+    known)."""
+    cols = pull.cols
+    assert cols is not None
+    if offsets is None:
+        offsets = cols.field("queue_offset")
     rows: I64 | None = None
     if offset is not None and len(offsets) and offsets[0] < offset:
         rows = np.flatnonzero(offsets >= offset)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tidemq.client.message_batch import MessageBatch, read_batch
+from tidemq.client.message_batch import MessageBatch, ParentColumns, read_batch
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -45,6 +45,7 @@ __all__ = [
     "PULL_FLAG_SUBSCRIPTION",
     "PULL_FLAG_SUSPEND",
     "PullBatch",
+    "PullChild",
     "PullResult",
     "pull_request",
     "read_pull_batch",
@@ -89,6 +90,26 @@ class PullBatch(NamedTuple):
     min_offset: int
     max_offset: int
     batch: MessageBatch | None
+
+
+class PullChild(RemotingCommand):
+    """A FOUND pull response that came as child ``index`` of a batch-protocol parent whose
+    small bodies :func:`read_pull_batch` reads as one (``parent``); the same response
+    otherwise (:mod:`tidemq.client.batch_rpc` makes these)."""
+
+    __slots__ = ("index", "parent")
+
+    parent: ParentColumns
+    index: int
+
+    @classmethod
+    def of(cls, response: RemotingCommand, parent: ParentColumns, index: int) -> PullChild:
+        child = cls(response.code, response.opaque, response.flag, response.language,
+                    response.version, response.remark, response.ext_fields, response.body,
+                    response.body_parts, response.serialize_type)
+        child.parent = parent
+        child.index = index
+        return child
 
 
 def pull_request(
@@ -163,7 +184,9 @@ def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
         # A child of a batch-protocol parent holds a view of the parent's (immutable)
         # body: read it in place rather than copy it out first.
         body = response.body if response.body_parts is None else response.full_body()
-        batch = read_batch(body, queue, low, high, offset, subscription.tags)
+        parent = ((response.parent, response.index) if isinstance(response, PullChild)
+                  else None)
+        batch = read_batch(body, queue, low, high, offset, subscription.tags, parent)
     return PullBatch(status, nxt, low, high, batch)
 
 

@@ -177,6 +177,17 @@ class RecordColumns:
         at, dtype = FIELDS[name]
         return _gather(self.buf, self.pos + at, dtype, self.stride)
 
+    def part(self, start: int, stop: int) -> RecordColumns:
+        """Records ``start:stop`` as columns of their own: views of these arrays over the
+        same buffer (nothing is copied or checked again)."""
+        rows = slice(start, stop)
+        body, topic, props = self.body, self.topic, self.properties
+        return RecordColumns(self.buf, self.pos[rows],
+                             Spans(body.start[rows], body.length[rows]),
+                             Spans(topic.start[rows], topic.length[rows]),
+                             Spans(props.start[rows], props.length[rows]),
+                             self.data, self.stride, self._topic)
+
     def offset_msg_ids(self, rows: I64) -> list[str]:
         """Offset message ids (:mod:`tidemq.formats.msgid`: store host, then physical
         offset, upper-case hex) of the records at ``rows``: the id of a message that has

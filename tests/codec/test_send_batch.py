@@ -264,6 +264,6 @@ def test_batches_compress_at_the_batch_level_by_default() -> None:
     text = b"the same words again and again, with a number: 1234567 " * 300
     packed, flag = compress_if_smaller(text, CompressionType.ZSTD)
     assert packed == compress(text, CompressionType.ZSTD, BATCH_LEVELS[CompressionType.ZSTD])
-    assert flag == sys_flag_for(CompressionType.ZSTD) and BATCH_LEVELS[CompressionType.ZSTD] == 1
+    assert flag == sys_flag_for(CompressionType.ZSTD) and BATCH_LEVELS[CompressionType.ZSTD] == -1
     assert compress_if_smaller(text, CompressionType.ZSTD, 3)[0] == compress(
         text, CompressionType.ZSTD, 3)

@@ -130,7 +130,7 @@ def build_batch(msgs: Sequence[Message], opts: SendOptions, queue: MessageQueue,
 class BatchCompression:
     """How a producer compresses inner batches (RIP-26 end-to-end compression): with
     ``codec`` (``None``: never) at ``level`` (when ``None``, the codec's entry in
-    :data:`~tidemq.codec.compression.BATCH_LEVELS`: zstd 1), kept only when it saves at
+    :data:`~tidemq.codec.compression.BATCH_LEVELS`: zstd -1), kept only when it saves at
     least ``min_saving`` of the body. Outer batches are never compressed (the broker
     splits them)."""
 

@@ -29,6 +29,7 @@ import concurrent.futures
 import contextlib
 import functools
 import random
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
@@ -94,6 +95,9 @@ _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
 _UNIFORM_MIN = 16
 #: Batches with fewer entries than this are walked.
 _UNIFORM_SMALL = 4
+#: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
+_SIZE_AND_BLEN = struct.Struct(">i12xi")
+_PLEN = struct.Struct(">h")
 #: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
 _Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
 #: ``MessageInput`` from a 5-tuple without the keyword-argument call.
@@ -139,11 +143,10 @@ def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     n_bytes = len(body)
     if n_bytes < ENTRY_OVERHEAD:
         return None
-    size = int.from_bytes(body[0:4], "big", signed=True)
-    blen = int.from_bytes(body[16:20], "big", signed=True)
+    size, blen = _SIZE_AND_BLEN.unpack_from(body)
     if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
         return None
-    plen = int.from_bytes(body[20 + blen : 22 + blen], "big", signed=True)
+    (plen,) = _PLEN.unpack_from(body, 20 + blen)
     if ENTRY_OVERHEAD + blen + plen != size:
         return None
     return size, blen

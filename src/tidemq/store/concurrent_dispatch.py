@@ -36,9 +36,10 @@ spend the same CPU per message (the serial one prepares the LMQ fan-out in bulk 
 ``LmqStore.write_fanout``), so the concurrent one is about as fast; what it adds is
 bounded rounds (RocksDB write batches of thousands of entries instead of one batch per
 backlog), back-pressure, and the ordered-commit structure a free-threaded build could
-use. One worker is the default because more only add hand-offs. Processes were
-rejected: every entry would cross a pipe or shared memory, and the LMQ RocksDB admits
-one writing process.
+use. One worker is the default because more only add hand-offs. Processes are not
+used (yet): the LMQ RocksDB admits one writing process, so only the consume-queue and
+index files and the grouping of the fan-out could move to a second one, with visibility
+and recovery coordinated across the two (docs/benchmarks.md, "What 1.5x would take").
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from tidemq.formats.properties import PropertyKey, encode_properties
 from tidemq.formats.record import HostAddr, encode_record
 from tidemq.types import MessageExt, MessageQueue
 
+from .batch_checks import assert_batch_is
+
 Q = MessageQueue("Orders", "broker-a", 3)
 STORE = HostAddr(bytes([10, 0, 0, 5]), 10911)
 BORN = HostAddr(bytes([10, 0, 0, 9]), 50123)
@@ -76,27 +78,8 @@ def _check(body: bytes, offset: int | None = None, tags: frozenset[str] = frozen
 
 
 def _same(batch: MessageBatch, want: list[MessageExt]) -> None:
-    assert len(batch) == len(want)
     assert batch.queue == Q
-    # columns first (before the objects exist), then the objects
-    assert batch.queue_offsets.tolist() == [m.queue_offset for m in want]
-    assert batch.bodies == [m.body for m in want]
-    assert batch.body_lengths.tolist() == [len(m.body) for m in want]
-    assert batch.store_timestamps.tolist() == [m.store_timestamp for m in want]
-    assert batch.born_timestamps.tolist() == [m.born_timestamp for m in want]
-    assert batch.flags.tolist() == [m.flag for m in want]
-    assert batch.sys_flags.tolist() == [m.sys_flag for m in want]
-    assert batch.commit_log_offsets.tolist() == [m.commit_log_offset for m in want]
-    assert batch.reconsume_times.tolist() == [m.reconsume_times for m in want]
-    for i, m in enumerate(want):
-        assert batch.properties(i) == m.properties
-        assert batch.tags(i) == m.tags
-        assert batch.keys(i) == m.keys
-        assert batch.msg_id(i) == m.msg_id
-        assert batch.topic(i) == m.topic
-    assert batch.messages() == want
-    assert list(batch) == want
-    assert batch[-1] == want[-1]
+    assert_batch_is(batch, want)
 
 
 def test_single_records_are_columns() -> None:

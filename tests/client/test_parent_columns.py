@@ -34,6 +34,8 @@ from tidemq.formats.properties import PropertyKey, encode_properties
 from tidemq.formats.record import SYSFLAG_BORNHOST_V6, HostAddr, encode_record
 from tidemq.testing import Cluster
 
+from .batch_checks import assert_batch_is
+
 Body = bytes | bytearray | memoryview
 
 
@@ -86,25 +88,8 @@ def _same(batch: MessageBatch | None, want: list[MessageExt]) -> None:
     if not want:
         assert batch is None
         return
-    assert batch is not None and len(batch) == len(want)
-    # columns first (before the objects exist), then the objects
-    assert batch.queue_offsets.tolist() == [m.queue_offset for m in want]
-    assert batch.bodies == [m.body for m in want]
-    assert batch.body_lengths.tolist() == [len(m.body) for m in want]
-    assert batch.store_timestamps.tolist() == [m.store_timestamp for m in want]
-    assert batch.born_timestamps.tolist() == [m.born_timestamp for m in want]
-    assert batch.flags.tolist() == [m.flag for m in want]
-    assert batch.sys_flags.tolist() == [m.sys_flag for m in want]
-    assert batch.commit_log_offsets.tolist() == [m.commit_log_offset for m in want]
-    assert batch.reconsume_times.tolist() == [m.reconsume_times for m in want]
-    for i, m in enumerate(want):
-        assert batch.properties(i) == m.properties
-        assert (batch.tags(i), batch.keys(i), batch.msg_id(i)) == (m.tags, m.keys, m.msg_id)
-        assert batch.topic(i) == m.topic
-    assert batch[1:].bodies == [m.body for m in want[1:]]
-    assert batch[::2].queue_offsets.tolist() == [m.queue_offset for m in want[::2]]
-    assert batch.messages() == want
-    assert batch[1:].messages() == want[1:]
+    assert batch is not None
+    assert_batch_is(batch, want)
 
 
 def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[ParentColumns]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import os
 import statistics
 import time
@@ -186,31 +187,10 @@ async def _prefill(namesrv: str, queues: list[MessageQueue], per_queue: int,
 
 
 async def _consume(namesrv: str, queues: list[MessageQueue], per_queue: int, batch: bool,
-                   run: str, pid: int, cfg: BatchProtoBenchConfig) -> _Run:
-    consumer = PullConsumer(f"bench_bp_{run}", config=_config(namesrv, batch, run, cfg))
-    await consumer.start()
-    try:
-        consumer.assign(queues)
-        for mq in queues:
-            consumer.seek(mq, 0)
-        inst = consumer.instance
-        await inst.routes.get(queues[0].topic)
-        await inst.heartbeat_new_brokers()
-        rpc = batch_requester(inst)
-        total, got = per_queue * len(queues), 0
-        rpcs0 = rpc.stats.rpcs
-        clock = _Clock(pid)
-        while got < total:
-            got += len(await consumer.poll(timeout=5.0, max_messages=1 << 20))
-        return clock.stop(got, rpc.stats.rpcs - rpcs0)
-    finally:
-        await consumer.close(commit=False)
-
-
-async def _consume_columns(namesrv: str, queues: list[MessageQueue], per_queue: int,
-                           batch: bool, run: str, pid: int, cfg: BatchProtoBenchConfig
-                           ) -> _Run:
-    """:func:`_consume` through ``poll_batches``, taking every body."""
+                   run: str, pid: int, cfg: BatchProtoBenchConfig, *,
+                   columns: bool = False) -> _Run:
+    """Read every queue from offset 0 with ``poll``, or with ``poll_batches``
+    (``columns``: every body is taken and its bytes summed)."""
     consumer = PullConsumer(f"bench_bp_{run}", config=_config(namesrv, batch, run, cfg))
     await consumer.start()
     try:
@@ -225,6 +205,9 @@ async def _consume_columns(namesrv: str, queues: list[MessageQueue], per_queue: 
         rpcs0 = rpc.stats.rpcs
         clock = _Clock(pid)
         while got < total:
+            if not columns:
+                got += len(await consumer.poll(timeout=5.0, max_messages=1 << 20))
+                continue
             for found in await consumer.poll_batches(timeout=5.0, max_messages=1 << 20):
                 bodies = found.bodies
                 got += len(bodies)
@@ -232,6 +215,9 @@ async def _consume_columns(namesrv: str, queues: list[MessageQueue], per_queue: 
         return clock.stop(got, rpc.stats.rpcs - rpcs0)
     finally:
         await consumer.close(commit=False)
+
+
+_consume_columns: _Reader = functools.partial(_consume, columns=True)
 
 
 async def _produce(namesrv: str, queues: list[MessageQueue], batch: bool, run: str,

@@ -583,18 +583,23 @@ class SendProcessor:
         self._plain_topics.add(topic)
         return True
 
+    def _writable(self, topic: str, qid: int) -> bool:
+        """The fast paths' checks of the topic before the body: it exists, its name
+        needs no special handling, topic and broker are writable, the queue exists."""
+        tc = self._topics.get(topic)
+        return (tc is not None and (topic in self._plain_topics or self._plain_topic(topic))
+                and bool(tc.perm & PERM_WRITE)
+                and bool(self.app.config.broker_permission & PERM_WRITE)
+                and (qid < tc.read_queue_nums or qid < tc.write_queue_nums))
+
     def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
               ) -> RemotingCommand | None:
         """A plain single send, or :data:`_GENERIC` when it is not one (see the module
         docstring). Nothing is changed before the append, so falling back is safe."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
-        tc = self._topics.get(topic)
         body = cmd.body
-        if (tc is None or sys_flag & SYSFLAG_INNER_BATCH or self.store.is_batch_topic(topic)
-                or not (topic in self._plain_topics or self._plain_topic(topic))
-                or not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE
-                or (qid >= tc.read_queue_nums and qid >= tc.write_queue_nums)
-                or len(body) > self._max_body):
+        if (sys_flag & SYSFLAG_INNER_BATCH or not self._writable(topic, qid)
+                or self.store.is_batch_topic(topic) or len(body) > self._max_body):
             return _GENERIC
         if text:
             if "INNER_" in text or "DELAY\x01" in text or "TIMER_" in text:
@@ -642,10 +647,7 @@ class SendProcessor:
         topic, no retry topic, no DELAY/TIMER_ property); the body is then handled by the
         generic path's own code, so its errors are the generic path's."""
         topic, qid, sys_flag, born_timestamp, _flag, text, reconsume = fields
-        tc = self._topics.get(topic)
-        if (tc is None or not (topic in self._plain_topics or self._plain_topic(topic))
-                or not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE
-                or (qid >= tc.read_queue_nums and qid >= tc.write_queue_nums)
+        if (not self._writable(topic, qid)
                 or (text and ("DELAY\x01" in text or "TIMER_" in text))):
             return _GENERIC
         batch_cq = self.store.is_batch_topic(topic)

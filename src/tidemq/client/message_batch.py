@@ -71,7 +71,8 @@ from tidemq.codec.message import decode_messages
 from tidemq.formats.properties import PropertyKey, decode_properties
 from tidemq.types import MessageExt, MessageQueue
 
-__all__ = ["SMALL_BODY", "MessageBatch", "ParentColumns", "read_batch"]
+__all__ = ["SMALL_BODY", "MessageBatch", "ParentColumns", "decode_pulled", "pull_properties",
+           "read_batch"]
 
 I64 = npt.NDArray[np.int64]
 Columns = RecordColumns | EntryColumns
@@ -453,7 +454,7 @@ def read_batch(body: bytes | bytearray | memoryview, queue: MessageQueue, min_of
     :class:`~tidemq.errors.CorruptRecord` as :func:`~tidemq.codec.message.decode_messages`
     does. ``parent``: the body is child ``i`` of a batch-protocol parent whose small
     bodies are read as one (:class:`ParentColumns`)."""
-    extra = {PropertyKey.MIN_OFFSET: str(min_offset), PropertyKey.MAX_OFFSET: str(max_offset)}
+    extra = pull_properties(min_offset, max_offset)
     cols: Columns | None
     if len(body) < (SMALL_BODY // 4 if _compressed_batches(body) else SMALL_BODY):
         if parent is not None:
@@ -504,13 +505,30 @@ def _tagged(pull: _Pull, rows: I64 | None, tags: frozenset[str]) -> I64:
     return picked
 
 
-def _read_objects(body: bytes | bytearray | memoryview, queue: MessageQueue, extra: dict[str, str],
-                  offset: int | None, tags: frozenset[str]) -> MessageBatch | None:
-    """:func:`read_batch` through ``decode_messages`` (what ``read_pull_response`` does)."""
+def pull_properties(min_offset: int, max_offset: int) -> dict[str, str]:
+    """The properties a pull adds to each of its messages: the queue's offset bounds."""
+    return {PropertyKey.MIN_OFFSET: str(min_offset), PropertyKey.MAX_OFFSET: str(max_offset)}
+
+
+def decode_pulled(body: bytes | bytearray | memoryview, queue: MessageQueue,
+                  extra: dict[str, str], offset: int | None,
+                  tags: frozenset[str]) -> list[MessageExt]:
+    """The messages of a FOUND pull body of ``queue`` as ``poll`` returns them: decoded in
+    one pass (queue id, broker and ``extra`` properties set while decoding, properties
+    left undecoded until read), those below ``offset`` dropped (inner batches (RIP-26)
+    come whole), those whose tag is not in ``tags`` dropped (unless ``tags`` is
+    empty)."""
     messages = decode_messages(body, queue_id=queue.queue_id, broker_name=queue.broker_name,
                                extra_properties=extra)
     if offset is not None and messages and messages[0].queue_offset < offset:
         messages = [m for m in messages if m.queue_offset >= offset]
     if tags:
         messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
+    return messages
+
+
+def _read_objects(body: bytes | bytearray | memoryview, queue: MessageQueue, extra: dict[str, str],
+                  offset: int | None, tags: frozenset[str]) -> MessageBatch | None:
+    """:func:`read_batch` through ``decode_messages`` (what ``read_pull_response`` does)."""
+    messages = decode_pulled(body, queue, extra, offset, tags)
     return MessageBatch.of_messages(queue, messages) if messages else None

@@ -31,13 +31,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tidemq.client.message_batch import MessageBatch, ParentColumns, read_batch
+from tidemq.client.message_batch import (
+    MessageBatch,
+    ParentColumns,
+    decode_pulled,
+    pull_properties,
+    read_batch,
+)
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode, error_for_code
-from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt, MessageQueue, PullStatus
 
 __all__ = [
@@ -149,23 +153,11 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
                        offset: int | None = None) -> PullResult:
     """The result of a pull of ``queue`` (see the module docstring); messages below
     ``offset``, the offset the pull asked for, are dropped (``None``: keep all)."""
-    status = _STATUS.get(response.code)
-    if status is None:
-        raise error_for_code(response.code, response.remark or "", address=address)
-    nxt, low, high = _offsets(response.ext_fields)
+    status, nxt, low, high = _head(response, address)
     messages: list[MessageExt] = []
     if status is PullStatus.FOUND:
-        # One pass: queue id, broker and the offset bounds are set while decoding; the
-        # properties stay undecoded until read (a tag filter reads them).
-        bounds = {PropertyKey.MIN_OFFSET: str(low), PropertyKey.MAX_OFFSET: str(high)}
-        messages = decode_messages(response.full_body(), queue_id=queue.queue_id,
-                                   broker_name=queue.broker_name, extra_properties=bounds)
-        # Inner batches (RIP-26) come whole: drop their messages below the requested offset.
-        if offset is not None and messages and messages[0].queue_offset < offset:
-            messages = [m for m in messages if m.queue_offset >= offset]
-        tags = subscription.tags
-        if tags:
-            messages = [m for m in messages if m.properties.get(PropertyKey.TAGS) in tags]
+        messages = decode_pulled(response.full_body(), queue, pull_properties(low, high), offset,
+                                 subscription.tags)
     return PullResult(status, nxt, low, high, messages)
 
 
@@ -175,10 +167,7 @@ def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
     """:func:`read_pull_response` with the messages as one
     :class:`~tidemq.client.message_batch.MessageBatch`: the same status handling, errors,
     offsets, rows and filtering."""
-    status = _STATUS.get(response.code)
-    if status is None:
-        raise error_for_code(response.code, response.remark or "", address=address)
-    nxt, low, high = _offsets(response.ext_fields)
+    status, nxt, low, high = _head(response, address)
     batch = None
     if status is PullStatus.FOUND:
         # A child of a batch-protocol parent holds a view of the parent's (immutable)
@@ -188,6 +177,16 @@ def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
                   else None)
         batch = read_batch(body, queue, low, high, offset, subscription.tags, parent)
     return PullBatch(status, nxt, low, high, batch)
+
+
+def _head(response: RemotingCommand, address: str) -> tuple[PullStatus, int, int, int]:
+    """A pull response's status, next offset and the queue's min and max offsets; an
+    error code raises its error."""
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise error_for_code(response.code, response.remark or "", address=address)
+    nxt, low, high = _offsets(response.ext_fields)
+    return status, nxt, low, high
 
 
 def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:

@@ -573,38 +573,37 @@ class PullConsumer:
             for msg in batch:
                 yield msg
 
+    def _in_turn(self) -> list[tuple[MessageQueue, _QueueState]]:
+        """The queues with buffered messages, starting one queue later each time."""
+        queues = sorted(self._states)
+        if not queues:
+            return []
+        self._turn = (self._turn + 1) % len(queues)
+        states = self._states
+        return [(mq, state) for mq in queues[self._turn:] + queues[:self._turn]
+                if (state := states[mq]).head < len(state.buffer) or state.batches]
+
     def _drain(self, limit: int) -> list[MessageExt]:
-        """Take buffered messages, queue by queue, starting one queue later each time."""
+        """Take buffered messages, queue by queue (:meth:`_in_turn`)."""
         out: list[MessageExt] = []
-        states = [self._states[mq] for mq in sorted(self._states)]
-        if not states:
-            return out
-        self._turn = (self._turn + 1) % len(states)
-        for state in states[self._turn:] + states[:self._turn]:
-            if state.head < len(state.buffer) or state.batches:
-                if out:
-                    out.extend(state.take(limit - len(out)))
-                else:
-                    out = state.take(limit)
-                if len(out) >= limit:
-                    break
+        for _mq, state in self._in_turn():
+            if out:
+                out.extend(state.take(limit - len(out)))
+            else:
+                out = state.take(limit)
+            if len(out) >= limit:
+                break
         return out
 
     def _drain_batches(self, limit: int) -> list[MessageBatch]:
         """:meth:`_drain` taking batches."""
         out: list[MessageBatch] = []
-        queues = sorted(self._states)
-        if not queues:
-            return out
-        self._turn = (self._turn + 1) % len(queues)
-        for mq in queues[self._turn:] + queues[:self._turn]:
-            state = self._states[mq]
-            if state.head < len(state.buffer) or state.batches:
-                taken = state.take_batches(mq, limit)
-                out += taken
-                limit -= sum(len(b) for b in taken)
-                if limit <= 0:
-                    break
+        for mq, state in self._in_turn():
+            taken = state.take_batches(mq, limit)
+            out += taken
+            limit -= sum(len(b) for b in taken)
+            if limit <= 0:
+                break
         return out
 
     def _start_pulls(self) -> None:

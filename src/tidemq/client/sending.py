@@ -37,6 +37,7 @@ from tidemq.client.queue_types import QueueType
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import SendPlan
 from tidemq.client.validation import check_batch, check_message
+from tidemq.codec.batch_protocol import INT32, INT64, plain_int
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType
 from tidemq.codec.headers import SendMessageResponseHeader
@@ -265,17 +266,13 @@ _K_MSG_ID, _K_QUEUE_ID, _K_QUEUE_OFFSET, _K_TXN, _K_BATCH_ID = (_RESPONSE_KEYS[f
 def _plain_send_fields(ext: dict[str, str]
                        ) -> tuple[str, int, int, str | None, str | None] | None:
     """``(msg_id, queue_id, queue_offset, transaction_id, batch_uniq_id)`` of a send
-    response whose numbers are plain ASCII digits in range -- every answer of a healthy
-    broker; ``None`` for anything else, which the header schema then reads (and
+    response whose numbers are in their canonical decimal form and in range -- every
+    answer of a healthy broker; ``None`` for anything else, which the header schema then reads (and
     refuses with its own error)."""
     msg_id = ext.get(_K_MSG_ID)
-    qid = ext.get(_K_QUEUE_ID)
-    qoff = ext.get(_K_QUEUE_OFFSET)
-    if (msg_id is None or qid is None or qoff is None or not qid.isascii()
-            or not qid.isdigit() or not qoff.isascii() or not qoff.isdigit()):
-        return None
-    queue_id, queue_offset = int(qid), int(qoff)
-    if queue_id > 0x7FFFFFFF or queue_offset > 0x7FFFFFFFFFFFFFFF:
+    queue_id = plain_int(ext.get(_K_QUEUE_ID), INT32)
+    queue_offset = plain_int(ext.get(_K_QUEUE_OFFSET), INT64)
+    if msg_id is None or queue_id is None or queue_offset is None:
         return None
     return msg_id, queue_id, queue_offset, ext.get(_K_TXN), ext.get(_K_BATCH_ID)
 

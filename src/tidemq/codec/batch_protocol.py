@@ -94,6 +94,8 @@ __all__ = [
     "CHILD_FORM_KEY",
     "DEFAULT_MAX_CHILDREN",
     "DISPATCH_CODE_KEY",
+    "INT32",
+    "INT64",
     "MERGED_REMARK",
     "SEND_SHARED_CODES",
     "SEND_SHARED_FORM",
@@ -141,8 +143,9 @@ _COMPACT = struct.Struct(">BBHiIqqq")  # kind, flags, R, code, B, next, min, max
 _FULL = b"\x01"  # kind 1: a standard child response frame follows
 _OFFSETS, _REMARK = 0x1, 0x2
 _OFFSET_KEYS = ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
-_I32 = (-(2**31), 2**31 - 1)
-_I64 = (-(2**63), 2**63 - 1)
+#: The bounds of a Java int and long, for :func:`plain_int`.
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
 
 _LEN_WORD = struct.Struct(">ii")
 _HEAD = _LEN_WORD.size
@@ -323,8 +326,8 @@ def shared_position(cmd: RemotingCommand) -> tuple[int, int] | None:
     if cmd.body_length() or cmd.body_parts:
         return None
     ext = cmd.ext_fields
-    queue_id = plain_int(ext.get(_QUEUE_ID), _I32)
-    offset = plain_int(ext.get(_QUEUE_OFFSET), _I64)
+    queue_id = plain_int(ext.get(_QUEUE_ID), INT32)
+    offset = plain_int(ext.get(_QUEUE_OFFSET), INT64)
     if queue_id is None or offset is None:
         return None
     return queue_id, offset
@@ -377,7 +380,7 @@ def _compact(responses: Sequence[RemotingCommand]) -> list[Buffer]:
         offsets = _offsets(ext) if ext else (0, 0, 0)
         remark = b"" if resp.remark is None else resp.remark.encode()
         code = resp.code
-        if offsets is None or len(remark) > 0xFFFF or not _I32[0] <= code <= _I32[1]:
+        if offsets is None or len(remark) > 0xFFFF or not INT32[0] <= code <= INT32[1]:
             out.append(_FULL)
             out.extend(encode_command(resp))
             continue
@@ -394,9 +397,9 @@ def _offsets(ext: dict[str, str]) -> tuple[int, int, int] | None:
     broker id 0), else ``None``."""
     if len(ext) != 4 or ext.get("suggestWhichBrokerId") != "0":
         return None
-    nxt = plain_int(ext.get("nextBeginOffset"), _I64)
-    low = plain_int(ext.get("minOffset"), _I64)
-    high = plain_int(ext.get("maxOffset"), _I64)
+    nxt = plain_int(ext.get("nextBeginOffset"), INT64)
+    low = plain_int(ext.get("minOffset"), INT64)
+    high = plain_int(ext.get("maxOffset"), INT64)
     if nxt is None or low is None or high is None:
         return None
     return nxt, low, high

@@ -68,6 +68,8 @@ from typing import NamedTuple
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
     DISPATCH_CODE_KEY,
+    INT32,
+    INT64,
     MERGED_REMARK,
     SEND_SHARED_CODES,
     SEND_SHARED_FORM,
@@ -108,8 +110,6 @@ _PER_CHILD = ("e", "f", "g", "h", "i")
 _SHARED_KEYS = ("a", "b", "c", "d", "j", "k", "l", "m", "n")
 _V2_KEYS = frozenset(_PER_CHILD + _SHARED_KEYS)
 _COMPACT_KEYS = frozenset({"msgId", "queueId", "queueOffset", REGION_KEY, TRACE_KEY})
-_I32 = (-(2**31), 2**31 - 1)
-_I64 = (-(2**63), 2**63 - 1)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -178,10 +178,10 @@ def shared_send_entry(cmd: RemotingCommand) -> RawEntry | None:
     if cmd.code not in SEND_SHARED_CODES or cmd.body_parts is not None:
         return None
     ext = cmd.ext_fields
-    qid = plain_int(ext.get("e"), _I32)
-    sys_flag = plain_int(ext.get("f"), _I32)
-    born = plain_int(ext.get("g"), _I64)
-    flag = plain_int(ext.get("h"), _I32)
+    qid = plain_int(ext.get("e"), INT32)
+    sys_flag = plain_int(ext.get("f"), INT32)
+    born = plain_int(ext.get("g"), INT64)
+    flag = plain_int(ext.get("h"), INT32)
     if qid is None or sys_flag is None or born is None or flag is None:
         return None
     text = ext.get("i")

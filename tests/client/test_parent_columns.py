@@ -186,7 +186,7 @@ def test_a_child_that_does_not_start_at_a_record_is_not_shared() -> None:
     cut = len(whole) - 50
     views = [memoryview(whole)[:cut], memoryview(whole)[cut:]]
     shared = ParentColumns(list(views))
-    assert shared.columns(0) is None and shared.columns(1) is None
+    assert shared.offsets(0) is None and shared.offsets(1) is None
 
 
 def test_pick() -> None:

@@ -52,7 +52,6 @@ them (:class:`ParentColumns`, when a reader first asks), each child taking its o
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Iterator
 from typing import overload
@@ -95,19 +94,43 @@ _FIELD_OF: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclasses.dataclass(slots=True)
 class _Pull:
     """What the batches cut from one pull body share: the body, its columns, what every
-    message gets (``extra``: MIN_OFFSET/MAX_OFFSET), and its messages once decoded."""
+    message gets (:attr:`extra`: MIN_OFFSET/MAX_OFFSET, from the queue's offset
+    ``bounds``), and its messages once decoded. A child of a :class:`ParentColumns`
+    takes its part of the parent's columns when first asked (most readers never ask)."""
 
-    body: bytes | bytearray | memoryview
-    queue: MessageQueue
-    extra: dict[str, str]
-    cols: Columns | None
-    topic: str
-    messages: list[MessageExt] | None = None
-    #: Child ``i`` of a :class:`ParentColumns` (whose columns ``cols`` are a part of).
-    parent: tuple[ParentColumns, int] | None = None
+    __slots__ = ("_cols", "_extra", "body", "bounds", "messages", "parent", "queue", "topic")
+
+    def __init__(self, body: bytes | bytearray | memoryview, queue: MessageQueue,
+                 bounds: tuple[int, int] | None, cols: Columns | None, topic: str,
+                 parent: tuple[ParentColumns, int] | None = None) -> None:
+        self.body = body
+        self.queue = queue
+        #: The queue's min and max offsets (``None``: no properties are added).
+        self.bounds = bounds
+        self._cols = cols
+        self._extra: dict[str, str] | None = None
+        self.topic = topic
+        self.messages: list[MessageExt] | None = None
+        #: Child ``i`` of a :class:`ParentColumns` (whose columns ``cols`` are a part of).
+        self.parent = parent
+
+    @property
+    def cols(self) -> Columns | None:
+        cols = self._cols
+        if cols is None and self.parent is not None:
+            shared, index = self.parent
+            cols = self._cols = shared.part(index)
+        return cols
+
+    @property
+    def extra(self) -> dict[str, str]:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = ({} if self.bounds is None
+                                   else pull_properties(*self.bounds))
+        return extra
 
     def decoded(self) -> list[MessageExt]:
         """Every message of the body as ``poll`` decodes it (before filtering)."""
@@ -144,7 +167,7 @@ class MessageBatch:
     @classmethod
     def of_messages(cls, queue: MessageQueue, messages: list[MessageExt]) -> MessageBatch:
         """A batch backed by ``messages`` (already decoded and filtered)."""
-        pull = _Pull(b"", queue, {}, None, messages[0].topic if messages else queue.topic)
+        pull = _Pull(b"", queue, None, None, messages[0].topic if messages else queue.topic)
         return cls(pull, None, None, messages)
 
     def __repr__(self) -> str:
@@ -229,8 +252,6 @@ class MessageBatch:
             if self._msgs is not None:
                 got = [m.body for m in self._msgs]
             else:
-                cols = self._pull.cols
-                assert cols is not None
                 shared = self._pull.parent
                 if shared is not None:
                     # cut once for every child: a cut costs some numpy calls per call
@@ -238,6 +259,8 @@ class MessageBatch:
                     got = (every if self._rows is None
                            else [every[r] for r in self._rows.tolist()])
                 else:
+                    cols = self._pull.cols
+                    assert cols is not None
                     got = cols.values(cols.body, self._rows)
             self._cache["bodies"] = got
         assert isinstance(got, list)
@@ -398,17 +421,22 @@ class ParentColumns:
             return []
         return picked
 
-    def columns(self, index: int) -> tuple[RecordColumns, I64] | None:
-        """Child ``index``'s rows as columns of their own, and their queue offsets
-        (``None``: read the child on its own). The first call decodes every child."""
+    def offsets(self, index: int) -> I64 | None:
+        """The queue offsets of child ``index``'s rows (``None``: read the child on its
+        own). The first call decodes every child."""
         if self._bodies is not None:
             self._decode(self._bodies)
             self._bodies = None
-        cols = self._cols
-        if cols is None:
+        if self._cols is None:
             return None
-        start, stop = self._bounds[index], self._bounds[index + 1]
-        return cols.part(start, stop), self._offsets[start:stop]
+        return self._offsets[self._bounds[index]:self._bounds[index + 1]]
+
+    def part(self, index: int) -> RecordColumns:
+        """Child ``index``'s rows as columns of their own (after :meth:`offsets` gave
+        offsets)."""
+        cols = self._cols
+        assert cols is not None
+        return cols.part(self._bounds[index], self._bounds[index + 1])
 
     def bodies(self, index: int) -> list[bytes]:
         """Child ``index``'s bodies (after :meth:`columns` gave columns): the bodies of
@@ -454,15 +482,16 @@ def read_batch(body: bytes | bytearray | memoryview, queue: MessageQueue, min_of
     :class:`~tidemq.errors.CorruptRecord` as :func:`~tidemq.codec.message.decode_messages`
     does. ``parent``: the body is child ``i`` of a batch-protocol parent whose small
     bodies are read as one (:class:`ParentColumns`)."""
-    extra = pull_properties(min_offset, max_offset)
+    bounds = (min_offset, max_offset)
     cols: Columns | None
+    if parent is not None:
+        shared, index = parent
+        offsets = shared.offsets(index)
+        if offsets is not None:
+            pull = _Pull(body, queue, bounds, None, shared.topic, parent=parent)
+            return _read_columns(pull, offset, tags, offsets)
+    extra = pull_properties(min_offset, max_offset)
     if len(body) < (SMALL_BODY // 4 if _compressed_batches(body) else SMALL_BODY):
-        if parent is not None:
-            shared, index = parent
-            got = shared.columns(index)
-            if got is not None:
-                pull = _Pull(body, queue, extra, got[0], shared.topic, parent=parent)
-                return _read_columns(pull, offset, tags, got[1])
         return _read_objects(body, queue, extra, offset, tags)
     cols = decode_columns(body)
     if cols is None:
@@ -470,16 +499,16 @@ def read_batch(body: bytes | bytearray | memoryview, queue: MessageQueue, min_of
     topic = cols.single_topic() if cols is not None else None
     if cols is None or topic is None or not spans_are_ascii(cols.buf, cols.properties):
         return _read_objects(body, queue, extra, offset, tags)
-    return _read_columns(_Pull(body, queue, extra, cols, topic), offset, tags)
+    return _read_columns(_Pull(body, queue, bounds, cols, topic), offset, tags)
 
 
 def _read_columns(pull: _Pull, offset: int | None, tags: frozenset[str],
                   offsets: I64 | None = None) -> MessageBatch | None:
     """:func:`read_batch` from the pull's columns (``offsets``: their queue offsets, when
     known)."""
-    cols = pull.cols
-    assert cols is not None
     if offsets is None:
+        cols = pull.cols
+        assert cols is not None
         offsets = cols.field("queue_offset")
     rows: I64 | None = None
     if offset is not None and len(offsets) and offsets[0] < offset:

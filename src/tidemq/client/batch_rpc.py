@@ -389,50 +389,10 @@ class BatchRequester:
 
     async def _send(self, address: str, parent: RemotingCommand,
                     group: Sequence[_Child]) -> None:
-        self.stats.rpcs += 1
-        self.stats.parents += 1
-        self.stats.children += len(group)
         try:
-            response = await self._instance.request(address, parent,
-                                                    max(c.timeout for c in group))
-            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                log.info("%s does not speak the batch protocol; sending one by one", address)
-                self.support.mark(address, False)
-                for child in group:
-                    child.settle(None)
-                return
-            form = parent.ext_fields.get(CHILD_FORM_KEY)
-            if form is not None and (response.code != ResponseCode.SUCCESS
-                                     or response.ext_fields.get(CHILD_FORM_KEY) != form):
-                # Not read as the shared form: stop using it; each child goes alone.
-                log.info("%s did not read a %s parent (%d %s); not using the form",
-                         address, form, response.code, response.remark)
-                if form == SEND_SHARED_FORM:
-                    self.support.mark_send_shared(address, False)
-                else:
-                    self.support.mark_shared(address, False)
-                for child in group:
-                    child.settle(None)
-                return
-            if response.code != ResponseCode.SUCCESS:
-                for child in group:
-                    child.settle(error_for_code(response.code, response.remark or "",
-                                                address=address))
-                return
-            self.support.mark(address, True)
-            forms = response.ext_fields.get(CHILD_FORMS_KEY, "").split(",")
-            if SHARED_FORM in forms:
-                self.support.mark_shared(address, True)
-            if SEND_SHARED_FORM in forms and parent.ext_fields.get(
-                    CHILD_FORMS_KEY) == SEND_SHARED_FORM:
-                self.support.mark_send_shared(address, True)
-            if form == SEND_SHARED_FORM:
-                body = response.body if response.body_parts is None else response.full_body()
-                ext = response.ext_fields
-                answers = [send_answer_command(a, i, ext) for i, a in
-                           enumerate(decode_send_answers(body, len(group)), 1)]
-            else:
-                answers = decode_batch_response(response, range(1, len(group) + 1))
+            answers = await self._exchange(address, parent, len(group),
+                                           max(c.timeout for c in group),
+                                           pulls=group[0].cmd.code in SHARED_CODES)
         except BatchFormatError as exc:
             for child in group:
                 child.settle(BatchFormatError(exc.reason))
@@ -445,10 +405,65 @@ class BatchRequester:
             for child in group:
                 child.future.cancel()
             raise
-        if group[0].cmd.code in SHARED_CODES:  # pulls
-            answers = _share_columns(answers)
+        if answers is None:
+            for child in group:
+                child.settle(None)
+            return
         for child, answer in zip(group, answers, strict=True):
             child.settle(answer)
+
+    async def pull_shared(self, address: str, template: RemotingCommand,
+                          positions: Sequence[tuple[int, int]],
+                          timeout: float) -> list[RemotingCommand] | None:
+        """The answers, in order, to pulls that are ``template`` but for their
+        ``(queueId, queueOffset)`` -- one shared-form parent for all of them, which the
+        caller knows ``address`` reads (:meth:`BatchSupport.shares`) -- or ``None`` when
+        it did not read it after all: pull them one by one. A failed parent raises its
+        error (every child failed with it)."""
+        parent = encode_shared_request(template.code, template, positions)
+        return await self._exchange(address, parent, len(positions), timeout, pulls=True)
+
+    async def _exchange(self, address: str, parent: RemotingCommand, count: int,
+                        timeout: float, *, pulls: bool) -> list[RemotingCommand] | None:
+        """The ``count`` children's answers to ``parent`` (FOUND ``pulls`` sharing their
+        columns, :func:`_share_columns`); ``None``: the broker does not speak the
+        protocol or did not read the parent's form (learnt here), so each child goes
+        alone. A parent answered with an error code raises that error."""
+        self.stats.rpcs += 1
+        self.stats.parents += 1
+        self.stats.children += count
+        response = await self._instance.request(address, parent, timeout)
+        if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            log.info("%s does not speak the batch protocol; sending one by one", address)
+            self.support.mark(address, False)
+            return None
+        form = parent.ext_fields.get(CHILD_FORM_KEY)
+        if form is not None and (response.code != ResponseCode.SUCCESS
+                                 or response.ext_fields.get(CHILD_FORM_KEY) != form):
+            # Not read as the shared form: stop using it; each child goes alone.
+            log.info("%s did not read a %s parent (%d %s); not using the form",
+                     address, form, response.code, response.remark)
+            if form == SEND_SHARED_FORM:
+                self.support.mark_send_shared(address, False)
+            else:
+                self.support.mark_shared(address, False)
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise error_for_code(response.code, response.remark or "", address=address)
+        self.support.mark(address, True)
+        forms = response.ext_fields.get(CHILD_FORMS_KEY, "").split(",")
+        if SHARED_FORM in forms:
+            self.support.mark_shared(address, True)
+        if SEND_SHARED_FORM in forms and parent.ext_fields.get(
+                CHILD_FORMS_KEY) == SEND_SHARED_FORM:
+            self.support.mark_send_shared(address, True)
+        if form == SEND_SHARED_FORM:
+            body = response.body if response.body_parts is None else response.full_body()
+            ext = response.ext_fields
+            return [send_answer_command(a, i, ext) for i, a in
+                    enumerate(decode_send_answers(body, count), 1)]
+        answers = decode_batch_response(response, range(1, count + 1))
+        return _share_columns(answers) if pulls else answers
 
     async def probe(self, address: str, timeout: float | None = None) -> bool:
         """Ask ``address`` now with an empty parent; remembers and returns the answer."""

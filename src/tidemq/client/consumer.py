@@ -37,6 +37,15 @@ except the pull of a *caught-up* queue (its last pull brought less than a full b
 the broker likely holds it, and a held parent is answered whole as soon as any one of
 its queues has news, leaving every other queue unwatched until it is pulled again. Alone,
 a caught-up queue's pull is held and woken for its own queue only.
+
+Once a broker has said it reads shared-form pull parents, its queues (per topic) that
+have a backlog are pulled in *rounds* instead of a task each: one task sends their pulls
+as one shared-form parent
+(:meth:`~tidemq.client.batch_rpc.BatchRequester.pull_shared`), starts the next round of
+the queues whose answers were full before it reads these, then settles each queue's
+place in the round (a future) as the queue's own task would have finished. Everything
+above holds for them (order of application, pull-ahead, seeks dropping a queue's place,
+errors per queue); a round costs one task and one parent whatever the number of queues.
 Status handling and reading follow :mod:`tidemq.client.pull` (one decoding pass that sets
 the queue id, broker name and ``MIN_OFFSET``/``MAX_OFFSET``, properties undecoded until
 read), and a queue's buffer is handed out in slices. OFFSET_MOVED moves the
@@ -63,7 +72,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from tidemq.client import offsets as ofs
-from tidemq.client.batch_rpc import batch_requester
+from tidemq.client.batch_rpc import batch_requester, copy_error
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
@@ -81,7 +90,7 @@ from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ResponseCode, TideMQError
-from tidemq.types import MessageExt, MessageQueue, PullStatus
+from tidemq.types import LOGICAL_BROKER, MessageExt, MessageQueue, PullStatus
 
 __all__ = ["PullConsumer"]
 
@@ -114,10 +123,11 @@ class _QueueState:
     buffer: list[MessageExt] = dataclasses.field(default_factory=list)
     head: int = 0
     batches: list[MessageBatch] = dataclasses.field(default_factory=list)
-    task: asyncio.Task[_Fetched] | None = None
+    #: The pull in flight: its own task, or its place in a round (:meth:`PullConsumer._round`).
+    task: asyncio.Future[_Fetched] | None = None
     #: The pull that follows ``task``, started when its answer came (before decoding it),
     #: and the offset it reads from; it becomes ``task`` once ``task`` is applied.
-    next: asyncio.Task[_Fetched] | None = None
+    next: asyncio.Future[_Fetched] | None = None
     next_offset: int = -1
     backoff: float = 0.0
     committed: int | None = None
@@ -218,7 +228,7 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-def _discard(task: asyncio.Task[_Fetched]) -> None:
+def _discard(task: asyncio.Future[_Fetched]) -> None:
     """Drop a pull: cancel it if it runs, mark its failure seen if it failed."""
     if not task.done():
         task.cancel()
@@ -259,7 +269,9 @@ class PullConsumer:
         self._turn = 0
         #: Pull tasks that finished, in the order they did, not applied yet; a poll
         #: waiting for one waits on ``_waiter`` (set by the first that finishes).
-        self._finished: list[tuple[MessageQueue, asyncio.Task[_Fetched]]] = []
+        self._finished: list[tuple[MessageQueue, asyncio.Future[_Fetched]]] = []
+        #: The rounds in flight (:meth:`_round`).
+        self._rounds: set[asyncio.Task[None]] = set()
         self._waiter: asyncio.Future[None] | None = None
         #: Pulls are read as columns (the last poll was :meth:`poll_batches`).
         self._columns = False
@@ -297,10 +309,13 @@ class PullConsumer:
                 await self.commit()
         finally:
             self._instance = None
-            tasks = [t for s in self._states.values() for t in (s.task, s.next)
-                     if t is not None]
+            tasks: list[asyncio.Future[Any]] = [
+                t for s in self._states.values() for t in (s.task, s.next) if t is not None]
             for state in self._states.values():
                 state.reset(state.position)
+            for round_ in self._rounds:
+                round_.cancel()
+            tasks += self._rounds
             await asyncio.gather(*tasks, return_exceptions=True)
             self._finished = []
             await inst.unregister_consumer(self._group)
@@ -535,7 +550,7 @@ class PullConsumer:
         task.add_done_callback(functools.partial(self._finished_one, queue))
         return task
 
-    def _finished_one(self, queue: MessageQueue, task: asyncio.Task[_Fetched]) -> None:
+    def _finished_one(self, queue: MessageQueue, task: asyncio.Future[_Fetched]) -> None:
         self._finished.append((queue, task))
         if self._waiter is not None:
             _settle(self._waiter)
@@ -545,7 +560,7 @@ class PullConsumer:
         (:meth:`_pull_ahead`) that finished before the pull it follows waits for it."""
         pending, self._finished = self._finished, []
         while pending:
-            later: list[tuple[MessageQueue, asyncio.Task[_Fetched]]] = []
+            later: list[tuple[MessageQueue, asyncio.Future[_Fetched]]] = []
             for i, (queue, task) in enumerate(pending):
                 state = self._states.get(queue)
                 if state is None:
@@ -607,13 +622,142 @@ class PullConsumer:
         return out
 
     def _start_pulls(self) -> None:
-        """Decide, then start: a task for each queue with an empty buffer and nothing in
-        flight -- a pull, or for a queue without a position, finding its start."""
+        """Decide, then start, for each queue with an empty buffer and nothing in flight:
+        finding its start (a queue without a position) or a pull -- in a task of its
+        own, or with the other queues of its broker and topic in one round
+        (:meth:`_rounds_of`)."""
+        for address, members in self._rounds_of():
+            self._start_round(address, members, ahead=False)
         for mq, state in self._states.items():
             if state.task is None and not state.buffered:
                 sub = self._subscriptions.get(mq.topic) or Subscription.parse(mq.topic)
                 state.task = self._spawn(
                     mq, self._pull(mq, state.fetch_offset, sub, state.backoff, state.caught_up))
+
+    def _rounds_of(self) -> list[tuple[str, list[tuple[MessageQueue, int]]]]:
+        """The pulls to start that go as rounds: queues with a position, no back-off and
+        a backlog (not caught up) with a :meth:`_round_address`, grouped by broker and
+        topic in parts of ``pull_flush_at`` (so one part's answer is decoded while the
+        broker reads the next). The others are left to :meth:`_start_pulls`."""
+        groups: dict[tuple[str, str], list[tuple[MessageQueue, int]]] = {}
+        for mq, state in self._states.items():
+            offset = state.fetch_offset
+            if (state.task is not None or state.buffered or offset is None or state.backoff
+                    or state.caught_up):
+                continue
+            address = self._round_address(mq)
+            if address is not None:
+                groups.setdefault((address, mq.topic), []).append((mq, offset))
+        step = batch_requester(self.instance).pull_flush_at
+        return [(address, members[i:i + step])
+                for (address, _topic), members in groups.items()
+                for i in range(0, len(members), step)]
+
+    def _round_address(self, queue: MessageQueue) -> str | None:
+        """The address of ``queue``'s master when a pull of the queue with a backlog goes
+        in a round: the broker reads shared-form parents (and the queue is not a logical
+        one, translated one by one); ``None`` otherwise."""
+        inst = self.instance
+        if queue.broker_name == LOGICAL_BROKER:
+            return None
+        address = inst.routes.master_address(queue.broker_name)
+        if address is None or not batch_requester(inst).support.shares(address):
+            return None
+        return address
+
+    def _start_round(self, address: str, members: list[tuple[MessageQueue, int]], *,
+                     ahead: bool) -> None:
+        """Start one round pulling ``members`` (queue, offset) from ``address``: each
+        queue's pull in flight (``ahead``: the pull that follows it) is its place in
+        the round, a future the round settles."""
+        loop = asyncio.get_running_loop()
+        slots: list[tuple[MessageQueue, int, asyncio.Future[_Fetched]]] = []
+        for mq, offset in members:
+            state = self._states[mq]
+            slot: asyncio.Future[_Fetched] = loop.create_future()
+            if ahead:
+                state.next, state.next_offset = slot, offset
+            else:
+                state.task = slot
+            slots.append((mq, offset, slot))
+        task = asyncio.ensure_future(self._round(address, slots))
+        self._rounds.add(task)
+        task.add_done_callback(self._rounds.discard)
+
+    async def _round(self, address: str,
+                     slots: list[tuple[MessageQueue, int, asyncio.Future[_Fetched]]]) -> None:
+        """Pull queues of one broker and topic with one shared-form parent
+        (:meth:`~tidemq.client.batch_rpc.BatchRequester.pull_shared`), one by one if the
+        broker does not read it after all; start the next round of the queues that
+        still have a backlog before reading this one's answers, and settle each queue's
+        slot as a task of its own would have finished. A slot already settled (its queue
+        was reset) is skipped."""
+        try:
+            inst = self.instance
+            cfg = self.config
+            requester = batch_requester(inst)
+            topic = slots[0][0].topic
+            sub = self._subscriptions.get(topic) or Subscription.parse(topic)
+            suspend_ms = int(cfg.long_polling_timeout * 1000)
+
+            def pull(mq: MessageQueue, offset: int) -> RemotingCommand:
+                return pull_request(self._group, mq, offset, max_nums=cfg.pull_batch_size,
+                                    subscription=sub, suspend_ms=suspend_ms)
+
+            answers: Sequence[RemotingCommand | BaseException] | None
+            answers = await requester.pull_shared(
+                address, pull(slots[0][0], 0), [(mq.queue_id, off) for mq, off, _ in slots],
+                cfg.pull_rpc_timeout)
+            if answers is None:
+                answers = await asyncio.gather(
+                    *(requester.request(address, pull(mq, off), cfg.pull_rpc_timeout)
+                      for mq, off, _ in slots), return_exceptions=True)
+        except asyncio.CancelledError:
+            for _mq, _off, slot in slots:
+                slot.cancel()
+            raise
+        except Exception as exc:  # the parent failed: so did every pull in it
+            for mq, _off, slot in slots:
+                self._settle_slot(mq, slot, copy_error(exc) if isinstance(exc, TideMQError)
+                                  else exc)
+            return
+        ahead = [(mq, nxt) for (mq, off, slot), answer in zip(slots, answers, strict=True)
+                 if isinstance(answer, RemotingCommand)
+                 and (nxt := self._ahead_offset(mq, off, answer, slot)) is not None]
+        if ahead:
+            if requester.support.shares(address):
+                self._start_round(address, ahead, ahead=True)
+            else:  # not after all (answers): each queue's next pull goes on its own
+                for mq, nxt in ahead:
+                    self._follow(mq, nxt, sub)
+            # As in _pull: the next pulls leave before these answers are read.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        read = read_pull_batch if self._columns else read_pull_response
+        for (mq, off, slot), answer in zip(slots, answers, strict=True):
+            if slot.done():
+                continue
+            if isinstance(answer, BaseException):
+                self._settle_slot(mq, slot, answer)
+                continue
+            try:
+                result = read(answer, mq, sub, address=address, offset=off)
+            except Exception as exc:
+                self._settle_slot(mq, slot, exc)
+            else:
+                self._settle_slot(mq, slot, _Fetched(off, False, result))
+
+    def _settle_slot(self, queue: MessageQueue, slot: asyncio.Future[_Fetched],
+                     outcome: _Fetched | BaseException) -> None:
+        """Settle a queue's place in a round and report it, as :meth:`_finished_one`
+        reports a finished task (unless the queue was reset meanwhile)."""
+        if slot.done():
+            return
+        if isinstance(outcome, BaseException):
+            slot.set_exception(outcome)
+        else:
+            slot.set_result(outcome)
+        self._finished_one(queue, slot)
 
     async def _pull(self, queue: MessageQueue, offset: int | None, sub: Subscription,
                     delay: float, alone: bool = False) -> _Fetched:
@@ -633,8 +777,13 @@ class PullConsumer:
         # but a caught-up queue's long poll goes alone (see BatchRequester.request).
         response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout,
                                                        alone=alone)
-        if response.code == ResponseCode.SUCCESS and self._pull_ahead(queue, offset, response,
-                                                                      sub):
+        task = asyncio.current_task()
+        nxt = None
+        if task is not None and self._round_address(queue) is None:
+            # (Otherwise the next pull goes in a round, which the next poll starts.)
+            nxt = self._ahead_offset(queue, offset, response, task)
+        if nxt is not None:
+            self._follow(queue, nxt, sub)
             # Let the next pull leave before this one is decoded: it is queued in the next
             # loop iteration (with the other queues' next pulls) and sent in the one after.
             await asyncio.sleep(0)
@@ -642,28 +791,34 @@ class PullConsumer:
         read = read_pull_batch if self._columns else read_pull_response
         return _Fetched(offset, False, read(response, queue, sub, address=addr, offset=offset))
 
-    def _pull_ahead(self, queue: MessageQueue, offset: int, response: RemotingCommand,
-                    sub: Subscription) -> bool:
-        """A pull of ``queue`` from ``offset`` brought a full batch (the queue has a
-        backlog): start the next one now, before the batch is decoded, so the broker
-        reads while this side decodes -- unless the queue's buffer already holds a
-        batch, or the queue was reset meanwhile."""
+    def _follow(self, queue: MessageQueue, offset: int, sub: Subscription) -> None:
+        """Start the pull from ``offset`` that follows ``queue``'s pull in flight."""
+        state = self._states[queue]
+        state.next = self._spawn(queue, self._pull(queue, offset, sub, 0.0))
+        state.next_offset = offset
+
+    def _ahead_offset(self, queue: MessageQueue, offset: int, response: RemotingCommand,
+                      pull: asyncio.Future[_Fetched]) -> int | None:
+        """Where the next pull of ``queue`` starts when it should start now, before
+        ``response`` (to the pull ``pull`` from ``offset``) is decoded: the answer is a
+        full batch (the queue has a backlog), so the broker reads the next batch while
+        this side decodes -- unless the queue's buffer already holds a batch, or the
+        queue was reset meanwhile. ``None``: not now."""
         state = self._states.get(queue)
         batch = self.config.pull_batch_size
         if (state is None or state.next is not None or self._instance is None
-                or state.task is not asyncio.current_task() or state.buffered >= batch):
-            return False
+                or state.task is not pull or state.buffered >= batch
+                or response.code != ResponseCode.SUCCESS):
+            return None
         try:
             nxt = int(response.ext_fields["nextBeginOffset"])
         except (KeyError, ValueError):
-            return False  # read_pull_response reports it
+            return None  # reading the response reports it
         if nxt - offset < batch:
-            return False  # caught up: the next pull would only wait at the broker
-        state.next_offset = nxt
-        state.next = self._spawn(queue, self._pull(queue, nxt, sub, 0.0))
-        return True
+            return None  # caught up: the next pull would only wait at the broker
+        return nxt
 
-    def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
+    def _apply(self, state: _QueueState, task: asyncio.Future[_Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile
             _discard(task)
             return

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import mmap
+import socket
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from tests.net.support import ECHO, ECHO_ASYNC, RawPeer, make_server
 
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
-from tidemq.codec.frame import frame_bytes
+from tidemq.codec.frame import FrameDecoder, frame_bytes
 from tidemq.errors import ConnectionLost, ResponseCode, error_for_code
 from tidemq.net import Connection, RemotingClient, RemotingServer
 
@@ -57,6 +60,44 @@ async def test_concurrent_requests_answered_out_of_order(
         gates[i].set()
     responses = await asyncio.gather(*calls)
     assert [r.ext_fields["i"] for r in responses] == [str(i) for i in range(count)]
+
+
+async def test_an_answer_leaves_before_a_slow_next_request_of_the_same_read_is_handled(
+        server: RemotingServer) -> None:
+    """Requests that arrive in one read are handled in turn; once handling them has taken
+    a while, the answers so far go out before the next one is handled (the peer can work
+    on them meanwhile) instead of all together after the last."""
+    first_read = threading.Event()
+    seen: list[bool] = []
+
+    def handle(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if cmd.ext_fields["i"] == "1":
+            time.sleep(0.002)  # a slow request (the loop is blocked: nothing is flushed)
+        else:  # blocks the loop until the peer read the first answer, or 5 s
+            seen.append(first_read.wait(5.0))
+        return cmd.response(ext_fields={"i": cmd.ext_fields["i"]})
+
+    server.register(SLOW, handle)
+    host, port = server.address.rsplit(":", 1)
+    answers: list[str] = []
+
+    def peer() -> None:
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"".join(frame_bytes(RemotingCommand.request(SLOW, {"i": str(i)}))
+                                  for i in (1, 2)))  # one write: most likely one read
+            decoder = FrameDecoder()
+            while len(answers) < 2:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                decoder.receive_data(data)
+                while (cmd := decoder.next_command()) is not None:
+                    answers.append(cmd.ext_fields["i"])
+                    first_read.set()
+
+    await asyncio.to_thread(peer)
+    assert answers == ["1", "2"]
+    assert seen == [True]
 
 
 async def test_unknown_code(server: RemotingServer, client: RemotingClient) -> None:

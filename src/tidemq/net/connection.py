@@ -59,6 +59,9 @@ DEFAULT_IDLE_SECONDS = 120.0
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed int on the wire; stay positive
 _SWEEP_SECONDS = 0.05  # how often overdue requests are looked for; timeouts fire this late
+#: Answers written while one read's requests are handled wait for the rest of them, to go
+#: out in one write, for at most about this long (seconds).
+_HOLD_ANSWERS = 0.0002
 
 Buffer = bytes | bytearray | memoryview
 RequestHandler = Callable[["Connection", RemotingCommand], None]
@@ -290,7 +293,8 @@ class Connection(asyncio.BufferedProtocol):
         if self.state is not ConnState.OPEN:
             self._decoder.clear()  # closing: what still comes is dropped
             return
-        self._last_received = self._loop.time()
+        loop = self._loop
+        started = self._last_received = loop.time()
         decoder = self._decoder
         try:
             while self.state is ConnState.OPEN:
@@ -299,8 +303,13 @@ class Connection(asyncio.BufferedProtocol):
                     break
                 if cmd.flag & FLAG_RESPONSE:
                     self._on_response(cmd)
-                else:
-                    self._handler(self, cmd)
+                    continue
+                if self._out and loop.time() - started > _HOLD_ANSWERS:
+                    # The requests before this one took a while: their answers leave now
+                    # rather than after this one too (the peer works on them meanwhile).
+                    self._flush()
+                    started = loop.time()
+                self._handler(self, cmd)
         except RemoteProtocolError as exc:
             log.warning("closing %s: protocol error from peer: %s", self.remote_address, exc)
             self.close(f"protocol error: {exc}", exc)

@@ -65,7 +65,7 @@ class Spy:
             queue = kwargs.get("queue")
             index = len(self.calls)
             self.calls.append((queue, prepared.count))
-            self.coalesced.append(kwargs.get("coalesce", True))
+            self.coalesced.append(kwargs.get("coalesce", False))  # the default
             self._in_flight[queue] = self._in_flight.get(queue, 0) + 1
             self.max_in_flight[queue] = max(self.max_in_flight.get(queue, 0),
                                             self._in_flight[queue])

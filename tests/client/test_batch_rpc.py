@@ -131,6 +131,21 @@ async def test_concurrent_sends_are_coalesced_and_stay_in_order(cluster: Cluster
         await p.close()
 
 
+async def test_concurrent_batches_go_as_requests_of_their_own(cluster: Cluster) -> None:
+    """Batches are not coalesced: in a parent each would wait for every other."""
+    p = await producer(cluster)
+    try:
+        rpc = batch_requester(p.instance)
+        results = await asyncio.gather(*(
+            p.send_batch([Message(TOPIC, f"{mq.queue_id}:{i}".encode()) for i in range(3)],
+                         queue=mq) for mq in queues(cluster)))
+        assert [(r.queue.queue_id, r.queue_offset) for r in results] == [
+            (q, 0) for q in range(QUEUES)]
+        assert rpc.stats.parents == 0
+    finally:
+        await p.close()
+
+
 async def test_a_lone_send_goes_without_a_parent(cluster: Cluster) -> None:
     p = await producer(cluster)
     try:

@@ -11,8 +11,10 @@ queues on a broker pulls those with a backlog with one RPC, and a producer with 
 several queues sends it with one. (The pull and push consumers send the long-poll pull of
 a caught-up queue on its own, ``request(..., alone=True)``: held alone, it is woken by its
 own queue only.
-:class:`~tidemq.client.batching.AutoBatchProducer` sends its batches as requests of their
-own: in a parent, every queue's batch would wait for the slowest.)
+:meth:`~tidemq.client.producer.Producer.send_batch` and the
+:class:`~tidemq.client.batching.AutoBatchProducer` send their batches as requests of
+their own: in a parent, every queue's batch would wait for the slowest, and concurrent
+senders would take turns with the broker.)
 
 * A lone request is sent as it is: no parent, nothing changes on the wire.
 * Each caller gets its own child's response, as if it had sent its request alone;

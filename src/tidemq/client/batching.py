@@ -364,7 +364,7 @@ class AutoBatchProducer:
                     keys=producer.instance.uniq_keys, now_ms=now_ms(),
                     compression=self.compression or producer.batch_compression)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
-                    prepared, msgs[0], queue=q, coalesce=False))
+                    prepared, msgs[0], queue=q))
                 keys = prepared.keys
         except Exception as exc:  # every message of the batch learns why
             for fut in batch.futures:

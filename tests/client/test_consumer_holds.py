@@ -22,8 +22,8 @@ from tidemq.client import (
     PushConsumer,
 )
 from tidemq.client.batch_rpc import batch_requester
-from tidemq.client.consumer import _Fetched
 from tidemq.client.pull import PullResult
+from tidemq.client.queue_state import Fetched
 from tidemq.codec.batch_protocol import DISPATCH_CODE_KEY
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import TideMQError
@@ -99,8 +99,8 @@ def _msg(mq: MessageQueue, offset: int) -> MessageExt:
                       "", 0, "", 0, broker_name=mq.broker_name)
 
 
-async def _fetched(mq: MessageQueue, start: int, end: int) -> _Fetched:
-    return _Fetched(start, False, PullResult(PullStatus.FOUND, end, 0, end,
+async def _fetched(mq: MessageQueue, start: int, end: int) -> Fetched:
+    return Fetched(start, False, PullResult(PullStatus.FOUND, end, 0, end,
                                              [_msg(mq, o) for o in range(start, end)]))
 
 

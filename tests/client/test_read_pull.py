@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.client.consumer import _QueueState
 from tidemq.client.pull import PullResult, read_pull_response
+from tidemq.client.queue_state import QueueState
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.message import decode_messages
@@ -96,7 +96,7 @@ def test_queue_state_buffer_takes_slices_in_order() -> None:
     body = b"".join(_record(i, "a") for i in range(6))
     msgs = read_pull_response(RemotingCommand(code=0, ext_fields=_ext(6), body=body), MQ,
                      Subscription.parse("T"), address="b").messages
-    state = _QueueState(fetch_offset=6)
+    state = QueueState(fetch_offset=6)
     state.add(msgs[:4])
     assert (state.position, state.buffered) == (0, 4)
     assert [m.queue_offset for m in state.take(3)] == [0, 1, 2]

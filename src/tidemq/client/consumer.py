@@ -14,11 +14,12 @@ Queues come from :meth:`~PullConsumer.assign` (exactly those) or
 :meth:`~PullConsumer.subscribe` (every readable queue of the topic; group rebalancing
 is not done here, so every member of a group reads everything).
 
-Per queue the consumer keeps a *fetch offset* (where the next pull starts), a buffer of
-pulled messages not yet returned, and at most one pull in flight. A pull that brings a
-full batch (``pull_batch_size`` offsets: the queue has a backlog) starts the queue's next
-pull as soon as its answer arrives, before its records are decoded, unless the buffer
-already holds a batch: the broker reads the next batch while this side decodes. A queue's *position*
+Per queue the consumer keeps (:class:`~tidemq.client.queue_state.QueueState`) a *fetch
+offset* (where the next pull starts), a buffer of pulled messages not yet returned, and
+at most one pull in flight. A pull that brings a full batch (``pull_batch_size``
+offsets: the queue has a backlog) starts the queue's next pull as soon as its answer
+arrives, before its records are decoded, unless the buffer already holds a batch: the
+broker reads the next batch while this side decodes. A queue's *position*
 -- what :meth:`~PullConsumer.commit` stores -- is the offset of its first buffered
 message, or the fetch offset when the buffer is empty. A queue without a position finds
 one first, in a task of its own: the group's committed offset (QUERY_CONSUMER_OFFSET), else
@@ -64,7 +65,6 @@ into this one when it is taken or added to, so the two can be mixed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -78,12 +78,12 @@ from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.message_batch import MessageBatch
 from tidemq.client.pull import (
-    PullBatch,
     PullResult,
     pull_request,
     read_pull_batch,
     read_pull_response,
 )
+from tidemq.client.queue_state import Fetched, QueueState, discard
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
@@ -103,137 +103,9 @@ _T = TypeVar("_T", MessageExt, MessageBatch)
 _FLOW_CONTROL_BACKOFF = 5.0
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Fetched:
-    """What one task brings back: a queue's start offset and whether it is the group's
-    committed one (``result`` is ``None``), or where a pull started and its result."""
-
-    offset: int
-    from_group: bool
-    result: PullResult | PullBatch | None
-
-
-@dataclasses.dataclass(slots=True)
-class _QueueState:
-    """One queue: the pulled messages not returned yet are ``buffer[head:]`` (taken by
-    slices, not one by one) or, read as columns, ``batches`` -- one of the two is empty,
-    and no batch is."""
-
-    fetch_offset: int | None = None
-    buffer: list[MessageExt] = dataclasses.field(default_factory=list)
-    head: int = 0
-    batches: list[MessageBatch] = dataclasses.field(default_factory=list)
-    #: The pull in flight: its own task, or its place in a round (:meth:`PullConsumer._round`).
-    task: asyncio.Future[_Fetched] | None = None
-    #: The pull that follows ``task``, started when its answer came (before decoding it),
-    #: and the offset it reads from; it becomes ``task`` once ``task`` is applied.
-    next: asyncio.Future[_Fetched] | None = None
-    next_offset: int = -1
-    backoff: float = 0.0
-    committed: int | None = None
-    #: The last pull brought less than a full batch: the queue is caught up, so the
-    #: broker will likely hold its next pull, which then goes as a request of its own.
-    caught_up: bool = False
-
-    @property
-    def buffered(self) -> int:
-        if self.batches:
-            return sum(len(b) for b in self.batches)
-        return len(self.buffer) - self.head
-
-    @property
-    def position(self) -> int | None:
-        if self.head < len(self.buffer):
-            return self.buffer[self.head].queue_offset
-        if self.batches:
-            return self.batches[0].first_offset
-        return self.fetch_offset
-
-    def take(self, limit: int) -> list[MessageExt]:
-        """Up to ``limit`` buffered messages, oldest first."""
-        if self.batches:
-            self._unbatch()
-        head = self.head
-        if head == 0 and limit >= len(self.buffer):
-            out, self.buffer = self.buffer, []
-            return out
-        out = self.buffer[head:head + limit]
-        self.head = head + len(out)
-        if self.head >= len(self.buffer):
-            self.buffer, self.head = [], 0
-        return out
-
-    def take_batches(self, queue: MessageQueue, limit: int) -> list[MessageBatch]:
-        """Buffered batches of up to ``limit`` messages in all, oldest first (the last one
-        cut when it would go over)."""
-        if self.head < len(self.buffer):
-            self.batches = [MessageBatch.of_messages(queue, self.buffer[self.head:])]
-            self.buffer, self.head = [], 0
-        out: list[MessageBatch] = []
-        batches = self.batches
-        while batches and limit > 0:
-            first = batches[0]
-            if len(first) <= limit:
-                out.append(batches.pop(0))
-                limit -= len(first)
-            else:
-                out.append(first[:limit])
-                batches[0] = first[limit:]
-                limit = 0
-        return out
-
-    def _unbatch(self) -> None:
-        """Turn the buffered batches into buffered messages."""
-        msgs = [m for b in self.batches for m in b.messages()]
-        self.batches = []
-        self.add(msgs)
-
-    def add_batch(self, batch: MessageBatch) -> None:
-        if self.head < len(self.buffer):
-            self.batches = [MessageBatch.of_messages(batch.queue, self.buffer[self.head:])]
-            self.buffer, self.head = [], 0
-        self.batches.append(batch)
-
-    def add(self, msgs: list[MessageExt]) -> None:
-        if self.batches:
-            self._unbatch()
-        if self.head:
-            del self.buffer[:self.head]
-            self.head = 0
-        if self.buffer:
-            self.buffer.extend(msgs)
-        else:
-            self.buffer = msgs
-
-    def reset(self, offset: int | None) -> None:
-        """Forget buffered messages and the pull in flight; continue at ``offset``."""
-        self.buffer, self.head = [], 0
-        self.batches = []
-        self.backoff = 0.0
-        self.caught_up = False
-        self.fetch_offset = offset
-        if self.task is not None:
-            _discard(self.task)
-            self.task = None
-        self.drop_next()
-
-    def drop_next(self) -> None:
-        if self.next is not None:
-            _discard(self.next)
-            self.next = None
-
-
 def _settle(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _discard(task: asyncio.Future[_Fetched]) -> None:
-    """Drop a pull: cancel it if it runs, mark its failure seen if it failed."""
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()
 
 
 class PullConsumer:
@@ -264,12 +136,12 @@ class PullConsumer:
         self._instance: ClientInstance | None = None
         self._subscriptions: dict[str, Subscription] = {}
         self._manual: bool | None = None  # True: assign(), False: subscribe()
-        self._states: dict[MessageQueue, _QueueState] = {}
+        self._states: dict[MessageQueue, QueueState] = {}
         self._reresolve = False
         self._turn = 0
         #: Pull tasks that finished, in the order they did, not applied yet; a poll
         #: waiting for one waits on ``_waiter`` (set by the first that finishes).
-        self._finished: list[tuple[MessageQueue, asyncio.Future[_Fetched]]] = []
+        self._finished: list[tuple[MessageQueue, asyncio.Future[Fetched]]] = []
         #: The rounds in flight (:meth:`_round`).
         self._rounds: set[asyncio.Task[None]] = set()
         self._waiter: asyncio.Future[None] | None = None
@@ -400,7 +272,7 @@ class PullConsumer:
         for mq in [q for q in self._states if q not in keep]:
             self._states.pop(mq).reset(None)
         for mq in keep:
-            self._states.setdefault(mq, _QueueState())
+            self._states.setdefault(mq, QueueState())
 
     async def _refresh_subscriptions(self) -> None:
         if self._manual is not False:
@@ -543,14 +415,14 @@ class PullConsumer:
                 timer.cancel()
                 self._waiter = None
 
-    def _spawn(self, queue: MessageQueue, pull: Coroutine[Any, Any, _Fetched]
-               ) -> asyncio.Task[_Fetched]:
+    def _spawn(self, queue: MessageQueue, pull: Coroutine[Any, Any, Fetched]
+               ) -> asyncio.Task[Fetched]:
         """A task for ``pull``, reported to :meth:`_finished_one` when it finishes."""
         task = asyncio.ensure_future(pull)
         task.add_done_callback(functools.partial(self._finished_one, queue))
         return task
 
-    def _finished_one(self, queue: MessageQueue, task: asyncio.Future[_Fetched]) -> None:
+    def _finished_one(self, queue: MessageQueue, task: asyncio.Future[Fetched]) -> None:
         self._finished.append((queue, task))
         if self._waiter is not None:
             _settle(self._waiter)
@@ -560,11 +432,11 @@ class PullConsumer:
         (:meth:`_pull_ahead`) that finished before the pull it follows waits for it."""
         pending, self._finished = self._finished, []
         while pending:
-            later: list[tuple[MessageQueue, asyncio.Future[_Fetched]]] = []
+            later: list[tuple[MessageQueue, asyncio.Future[Fetched]]] = []
             for i, (queue, task) in enumerate(pending):
                 state = self._states.get(queue)
                 if state is None:
-                    _discard(task)
+                    discard(task)
                 elif state.next is task:
                     later.append((queue, task))
                 else:
@@ -588,7 +460,7 @@ class PullConsumer:
             for msg in batch:
                 yield msg
 
-    def _in_turn(self) -> list[tuple[MessageQueue, _QueueState]]:
+    def _in_turn(self) -> list[tuple[MessageQueue, QueueState]]:
         """The queues with buffered messages, starting one queue later each time."""
         queues = sorted(self._states)
         if not queues:
@@ -671,10 +543,10 @@ class PullConsumer:
         queue's pull in flight (``ahead``: the pull that follows it) is its place in
         the round, a future the round settles."""
         loop = asyncio.get_running_loop()
-        slots: list[tuple[MessageQueue, int, asyncio.Future[_Fetched]]] = []
+        slots: list[tuple[MessageQueue, int, asyncio.Future[Fetched]]] = []
         for mq, offset in members:
             state = self._states[mq]
-            slot: asyncio.Future[_Fetched] = loop.create_future()
+            slot: asyncio.Future[Fetched] = loop.create_future()
             if ahead:
                 state.next, state.next_offset = slot, offset
             else:
@@ -685,7 +557,7 @@ class PullConsumer:
         task.add_done_callback(self._rounds.discard)
 
     async def _round(self, address: str,
-                     slots: list[tuple[MessageQueue, int, asyncio.Future[_Fetched]]]) -> None:
+                     slots: list[tuple[MessageQueue, int, asyncio.Future[Fetched]]]) -> None:
         """Pull queues of one broker and topic with one shared-form parent
         (:meth:`~tidemq.client.batch_rpc.BatchRequester.pull_shared`), one by one if the
         broker does not read it after all; start the next round of the queues that
@@ -745,10 +617,10 @@ class PullConsumer:
             except Exception as exc:
                 self._settle_slot(mq, slot, exc)
             else:
-                self._settle_slot(mq, slot, _Fetched(off, False, result))
+                self._settle_slot(mq, slot, Fetched(off, False, result))
 
-    def _settle_slot(self, queue: MessageQueue, slot: asyncio.Future[_Fetched],
-                     outcome: _Fetched | BaseException) -> None:
+    def _settle_slot(self, queue: MessageQueue, slot: asyncio.Future[Fetched],
+                     outcome: Fetched | BaseException) -> None:
         """Settle a queue's place in a round and report it, as :meth:`_finished_one`
         reports a finished task (unless the queue was reset meanwhile)."""
         if slot.done():
@@ -760,12 +632,12 @@ class PullConsumer:
         self._finished_one(queue, slot)
 
     async def _pull(self, queue: MessageQueue, offset: int | None, sub: Subscription,
-                    delay: float, alone: bool = False) -> _Fetched:
+                    delay: float, alone: bool = False) -> Fetched:
         if delay > 0:
             await asyncio.sleep(delay)
         if offset is None:
             start, from_group = await self._initial_offset(queue)
-            return _Fetched(start, from_group, None)
+            return Fetched(start, from_group, None)
         inst = self.instance
         cfg = self.config
         addr = await inst.master_address(queue)
@@ -789,7 +661,7 @@ class PullConsumer:
             await asyncio.sleep(0)
             await asyncio.sleep(0)
         read = read_pull_batch if self._columns else read_pull_response
-        return _Fetched(offset, False, read(response, queue, sub, address=addr, offset=offset))
+        return Fetched(offset, False, read(response, queue, sub, address=addr, offset=offset))
 
     def _follow(self, queue: MessageQueue, offset: int, sub: Subscription) -> None:
         """Start the pull from ``offset`` that follows ``queue``'s pull in flight."""
@@ -798,7 +670,7 @@ class PullConsumer:
         state.next_offset = offset
 
     def _ahead_offset(self, queue: MessageQueue, offset: int, response: RemotingCommand,
-                      pull: asyncio.Future[_Fetched]) -> int | None:
+                      pull: asyncio.Future[Fetched]) -> int | None:
         """Where the next pull of ``queue`` starts when it should start now, before
         ``response`` (to the pull ``pull`` from ``offset``) is decoded: the answer is a
         full batch (the queue has a backlog), so the broker reads the next batch while
@@ -818,15 +690,15 @@ class PullConsumer:
             return None  # caught up: the next pull would only wait at the broker
         return nxt
 
-    def _apply(self, state: _QueueState, task: asyncio.Future[_Fetched]) -> None:
+    def _apply(self, state: QueueState, task: asyncio.Future[Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile
-            _discard(task)
+            discard(task)
             return
         state.task = None
         successor, state.next = state.next, None
         if successor is not None and (task.cancelled() or task.exception() is not None
                                       or task.result().result is None):
-            _discard(successor)  # only a pull that brought messages is followed
+            discard(successor)  # only a pull that brought messages is followed
             successor = None
         if task.cancelled():
             return
@@ -859,9 +731,9 @@ class PullConsumer:
             if state.next_offset == result.next_offset:
                 state.task = successor  # already on its way
             else:
-                _discard(successor)
+                discard(successor)
 
-    def _state(self, queue: MessageQueue) -> _QueueState:
+    def _state(self, queue: MessageQueue) -> QueueState:
         state = self._states.get(queue)
         if state is None:
             raise ValueError(f"{queue} is not assigned to this consumer")

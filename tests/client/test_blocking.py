@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from tests.client.batch_checks import assert_batch_is
 from tests.client.fakes import FakeBroker, FakeNameServer
 
 from tidemq.client import (
@@ -47,6 +48,13 @@ async def test_produce_then_pull_round_trip(namesrv: FakeNameServer, brokers: li
             assert [m.body for m in msgs] == [b"m0", b"m1"] and hi >= 3
             tagged = consumer.pull(QA, 0, 32, expression="a")
             assert [m.body for m in tagged.messages] == [b"m0", b"m2"]
+            for start, expression in ((0, "*"), (1, "*"), (0, "a")):  # columns: the same
+                rows = consumer.pull_batch(QA, start, 32, expression=expression)
+                objects = consumer.pull(QA, start, 32, expression=expression)
+                assert rows[:4] == objects[:4] and rows.batch is not None
+                assert_batch_is(rows.batch, objects.messages)
+            end_batch = consumer.pull_batch(QA, consumer.get_max_offset(QA), 32)
+            assert end_batch.status is PullStatus.NO_NEW_MSG and end_batch.batch is None
             end = consumer.get_max_offset(QA)
             assert consumer.pull(QA, end, 32).status is PullStatus.NO_NEW_MSG
             assert consumer.pull(QA, end + 5, 32).status is PullStatus.OFFSET_ILLEGAL

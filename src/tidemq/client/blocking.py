@@ -10,8 +10,9 @@ behave alike; only the waiting differs.
   ``poll_name_server_interval``;
 * :class:`BlockingProducer` -- ``send`` / ``send_batch`` with the async producer's retries;
 * :class:`BlockingPullConsumer` -- stateless reads: ``pull(queue, offset, max_nums)``
-  returns ``(status, next_offset, min_offset, max_offset, messages)``; the caller keeps
-  the offsets (a Spark partition knows its range). No heartbeat is sent.
+  returns ``(status, next_offset, min_offset, max_offset, messages)``, ``pull_batch``
+  the same with the messages as columns; the caller keeps the offsets (a Spark
+  partition knows its range). No heartbeat is sent.
 
 Every object is safe to share between threads.
 """
@@ -28,7 +29,13 @@ from types import TracebackType
 from tidemq.client import offsets as ofs
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import NoRouteError
-from tidemq.client.pull import PullResult, pull_request, read_pull_response
+from tidemq.client.pull import (
+    PullBatch,
+    PullResult,
+    pull_request,
+    read_pull_batch,
+    read_pull_response,
+)
 from tidemq.client.queue_types import (
     QueueType,
     QueueTypeCache,
@@ -325,6 +332,16 @@ class BlockingPullConsumer(_BlockingBase):
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
         response, addr = self._request(queue, cmd, timeout)
         return read_pull_response(response, queue, sub, address=addr, offset=offset)
+
+    def pull_batch(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
+                   expression: str = SUB_ALL, timeout: float | None = None) -> PullBatch:
+        """:meth:`pull` with the messages as columns
+        (:class:`~tidemq.client.MessageBatch`, docs/client.md): ``(status, next_offset,
+        min_offset, max_offset, batch)``, ``batch`` ``None`` when no message is left."""
+        sub = Subscription.parse(queue.topic, expression)
+        cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
+        response, addr = self._request(queue, cmd, timeout)
+        return read_pull_batch(response, queue, sub, address=addr, offset=offset)
 
     def get_min_offset(self, queue: MessageQueue) -> int:
         response, addr = self._request(queue, ofs.min_offset_request(queue))

@@ -508,10 +508,11 @@ class PullConsumer:
 
     def _rounds_of(self) -> list[tuple[str, list[tuple[MessageQueue, int]]]]:
         """The pulls to start that go as rounds: queues with a position, no back-off and
-        a backlog (not caught up) with a :meth:`_round_address`, grouped by broker and
-        topic in parts of ``pull_flush_at`` (so one part's answer is decoded while the
-        broker reads the next). The others are left to :meth:`_start_pulls`."""
-        groups: dict[tuple[str, str], list[tuple[MessageQueue, int]]] = {}
+        a backlog (not caught up) with a :meth:`_round_address`, grouped by broker (its
+        address and name: a pull names its broker) and topic, in parts of
+        ``pull_flush_at`` (so one part's answer is decoded while the broker reads the
+        next). The others are left to :meth:`_start_pulls`."""
+        groups: dict[tuple[str, str, str], list[tuple[MessageQueue, int]]] = {}
         for mq, state in self._states.items():
             offset = state.fetch_offset
             if (state.task is not None or state.buffered or offset is None or state.backoff
@@ -519,10 +520,10 @@ class PullConsumer:
                 continue
             address = self._round_address(mq)
             if address is not None:
-                groups.setdefault((address, mq.topic), []).append((mq, offset))
+                groups.setdefault((address, mq.topic, mq.broker_name), []).append((mq, offset))
         step = batch_requester(self.instance).pull_flush_at
         return [(address, members[i:i + step])
-                for (address, _topic), members in groups.items()
+                for (address, _topic, _broker), members in groups.items()
                 for i in range(0, len(members), step)]
 
     def _round_address(self, queue: MessageQueue) -> str | None:

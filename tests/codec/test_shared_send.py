@@ -22,8 +22,10 @@ from tidemq.codec.batch_protocol import (
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.frame import frame_bytes
 from tidemq.codec.shared_send import (
+    PlainAnswer,
     SendAnswer,
     SendEntry,
+    compact_send_responses,
     decode_send_answers,
     decode_shared_send,
     encode_shared_send,
@@ -192,6 +194,31 @@ def test_response_round_trip(answers: list[tuple[int, int, str] | int]) -> None:
         cmd = send_answer_command(answer, i, resp.ext_fields)
         assert (cmd.code, cmd.opaque, cmd.remark, cmd.ext_fields) == (
             want.code, i, want.remark, want.ext_fields)
+
+
+_plain = st.builds(
+    PlainAnswer,
+    msg_id=st.one_of(st.text("0123456789ABCDEF", min_size=1, max_size=40),
+                     st.text(max_size=300)),  # also non-ASCII and over 255 characters
+    queue_id=st.one_of(st.integers(0, 2**31 - 1), st.integers(-2**40, 2**40)),
+    queue_offset=st.integers(0, 2**63 - 1),
+    region=st.sampled_from(["DefaultRegion", "Other"]),
+    trace=st.sampled_from(["true", "false"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers=st.lists(st.one_of(_plain, st.sampled_from([1, 2, 17])), max_size=10))
+def test_a_plain_answer_packs_as_the_command_it_stands_for(
+        answers: list[PlainAnswer | int]) -> None:
+    """The broker's fast path answers with PlainAnswer; the merged response must be the
+    bytes its commands would give, the first answer's region and trace included."""
+    plain = [a if isinstance(a, PlainAnswer) else RemotingCommand(
+        code=a, flag=FLAG_RESPONSE, remark=f"no {a}") for a in answers]
+    commands = [a.command() if isinstance(a, PlainAnswer) else a for a in plain]
+    got_ext, got = compact_send_responses(plain)
+    want_ext, want = compact_send_responses(commands)
+    assert got_ext == want_ext
+    assert b"".join(map(bytes, got)) == b"".join(map(bytes, want))
 
 
 @settings(max_examples=200, deadline=None)

@@ -87,6 +87,7 @@ __all__ = [
     "SEND_SHARED_CODES",
     "SEND_SHARED_FORM",
     "TRACE_KEY",
+    "PlainAnswer",
     "RawEntry",
     "SendAnswer",
     "SendEntry",
@@ -132,6 +133,25 @@ class SendAnswer(NamedTuple):
     msg_id: str
     queue_id: int
     queue_offset: int
+
+
+class PlainAnswer(NamedTuple):
+    """A child send's SUCCESS before any command is made of it (the broker's send fast
+    path): what a compact entry holds, and the ``MSG_REGION`` / ``TRACE_ON`` the
+    response's ext would carry. :func:`compact_send_responses` packs it directly."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    region: str
+    trace: str
+
+    def command(self) -> RemotingCommand:
+        """The standard child response it stands for."""
+        return RemotingCommand(code=0, flag=FLAG_RESPONSE, ext_fields={
+            "msgId": self.msg_id, "queueId": str(self.queue_id),
+            "queueOffset": str(self.queue_offset), REGION_KEY: self.region,
+            TRACE_KEY: self.trace})
 
 
 # ---------------------------------------------------------------------------- request
@@ -263,13 +283,30 @@ def shared_send_child(template: RemotingCommand, index: int, entry: SendEntry
 # ---------------------------------------------------------------------------- response
 
 
-def compact_send_responses(responses: Sequence[RemotingCommand]
+def compact_send_responses(responses: Sequence[RemotingCommand | PlainAnswer]
                            ) -> tuple[dict[str, str], list[Buffer]]:
     """The parent response's ext (``MSG_REGION`` / ``TRACE_ON`` of the first success)
-    and body entries for ``responses`` (module docstring)."""
+    and body entries for ``responses`` (module docstring). A :class:`PlainAnswer` gives
+    the bytes its :meth:`~PlainAnswer.command` would."""
     shared: dict[str, str] = {}
     out: list[Buffer] = []
-    for resp in responses:
+    pack = _ANSWER.pack
+    for item in responses:
+        if isinstance(item, PlainAnswer):
+            if not shared:
+                shared = {REGION_KEY: item.region, TRACE_KEY: item.trace}
+            msg_id = item.msg_id
+            if (item.region == shared[REGION_KEY] and item.trace == shared[TRACE_KEY]
+                    and len(msg_id) <= 255 and msg_id.isascii()):
+                try:
+                    out.append(pack(0, len(msg_id), item.queue_id, item.queue_offset)
+                               + msg_id.encode("ascii"))
+                    continue
+                except struct.error:
+                    pass
+            resp = item.command()
+        else:
+            resp = item
         ext = resp.ext_fields
         if (resp.code == 0 and resp.remark is None and not resp.body_length()
                 and ext.keys() == _COMPACT_KEYS):
@@ -299,7 +336,8 @@ def _compact(ext: dict[str, str], shared: dict[str, str]) -> bytes | None:
         return None
 
 
-def shared_send_response(request: RemotingCommand, responses: Sequence[RemotingCommand]
+def shared_send_response(request: RemotingCommand,
+                         responses: Sequence[RemotingCommand | PlainAnswer]
                          ) -> RemotingCommand:
     """The merged response to a shared send parent: code 0, remark ``"merged"``, ext
     ``childForm=sharedSend`` (and the compact entries' ``MSG_REGION`` / ``TRACE_ON``),

@@ -79,6 +79,7 @@ from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader, SendFields, decode_send_fields
 from tidemq.codec.schema import parse_java_int
 from tidemq.codec.shared_send import (
+    PlainAnswer,
     SendEntry,
     decode_shared_send,
     shared_send_child,
@@ -145,23 +146,28 @@ class _Merge:
         self.conn = conn
         self.parent = parent
         self.opaques = [c if isinstance(c, int) else c.opaque for c in children]
-        self.slots: list[RemotingCommand | None] = [None] * len(children)
+        #: Child responses; a shared send child's plain success may be a PlainAnswer.
+        self.slots: list[RemotingCommand | PlainAnswer | None] = [None] * len(children)
         self.missing = len(children)
         self.deferred = False
         self.timer: asyncio.TimerHandle | None = None
         self.respond = respond
 
-    def put(self, index: int, response: RemotingCommand) -> None:
+    def put(self, index: int, response: RemotingCommand | PlainAnswer) -> None:
         if self.slots[index] is not None:
             return
-        response.opaque = self.opaques[index]
-        response.flag |= FLAG_RESPONSE
+        if isinstance(response, RemotingCommand):
+            response.opaque = self.opaques[index]
+            response.flag |= FLAG_RESPONSE
         self.slots[index] = response
         self.missing -= 1
         if self.missing == 0 and self.deferred:
             self._send()
 
     def responses(self) -> list[RemotingCommand]:
+        """The child responses (as commands: only a shared send parent, whose
+        :func:`~tidemq.codec.shared_send.shared_send_response` takes them, has plain
+        answers among them)."""
         return cast(list[RemotingCommand], self.slots)
 
     def expire(self) -> None:
@@ -384,7 +390,7 @@ class BatchProcessor:
             return True
         if result is False:
             return False
-        if isinstance(result, RemotingCommand):
+        if isinstance(result, (RemotingCommand, PlainAnswer)):
             merge.put(index, result)
         return True  # None: answered later through the proxy (SYNC_FLUSH)
 
@@ -523,8 +529,8 @@ class BatchProcessor:
         ext[_MAX_BYTES] = str(min(own_bytes, budget.bytes))
         ext[_MAX_NUMS] = str(max(1, min(h.max_msg_nums, budget.msgs)))
         self._run(processor, conn, merge, index, kid.child)
-        resp = merge.slots[index]
-        if resp is not None and resp.code == ResponseCode.SUCCESS:
+        resp = merge.slots[index]  # a pull's answer: a command
+        if isinstance(resp, RemotingCommand) and resp.code == ResponseCode.SUCCESS:
             budget.bytes -= resp.body_length()
             nxt = parse_java_int(resp.ext_fields.get("nextBeginOffset", ""), 64)
             budget.msgs -= max(1, (nxt or 0) - h.queue_offset)

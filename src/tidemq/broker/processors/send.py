@@ -33,7 +33,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +49,7 @@ from tidemq.codec.headers import (
     decode_send_fields,
     decode_send_header,
 )
+from tidemq.codec.shared_send import PlainAnswer
 from tidemq.errors import (
     CorruptRecord,
     MessageTooLarge,
@@ -566,12 +567,14 @@ class SendProcessor:
         return self._process(conn, cmd)
 
     def child(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
-              ) -> RemotingCommand | bool | None:
-        """A batch-protocol child's send from ``fields`` already read (its ext may be
-        empty): the fast path's answer (``None``: answered later, SYNC_FLUSH), or
-        ``False`` when it is not the plain case -- nothing was done, and the caller runs
-        the registered processor on the standard child."""
-        response = self._fast(conn, cmd, fields)
+              ) -> RemotingCommand | PlainAnswer | bool | None:
+        """A shared send parent's child from ``fields`` already read (its ext may be
+        empty): the fast path's answer -- a success answered at once as a
+        :class:`~tidemq.codec.shared_send.PlainAnswer` (no command made for it),
+        ``None`` when answered later (SYNC_FLUSH) -- or ``False`` when it is not the
+        plain case: nothing was done, and the caller runs the registered processor on
+        the standard child."""
+        response = self._fast(conn, cmd, fields, plain=True)
         return False if response is _GENERIC else response
 
     def _plain_topic(self, topic: str) -> bool:
@@ -592,10 +595,19 @@ class SendProcessor:
                 and bool(self.app.config.broker_permission & PERM_WRITE)
                 and (qid < tc.read_queue_nums or qid < tc.write_queue_nums))
 
-    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
-              ) -> RemotingCommand | None:
+    @overload
+    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              plain: Literal[False] = False) -> RemotingCommand | None: ...
+    @overload
+    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              plain: Literal[True]) -> RemotingCommand | PlainAnswer | None: ...
+
+    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              plain: bool = False) -> RemotingCommand | PlainAnswer | None:
         """A plain single send, or :data:`_GENERIC` when it is not one (see the module
-        docstring). Nothing is changed before the append, so falling back is safe."""
+        docstring); ``plain``: a success answered at once is a
+        :class:`~tidemq.codec.shared_send.PlainAnswer`. Nothing is changed before the
+        append, so falling back is safe."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
         body = cmd.body
         if (sys_flag & SYSFLAG_INNER_BATCH or not self._writable(topic, qid)
@@ -636,6 +648,9 @@ class SendProcessor:
         if wait and self._sync and self._durability().wait(
                 result.phys_offsets[0] + result.sizes[0], (conn, cmd, qid, result, None)):
             return None
+        if plain:
+            return PlainAnswer(self._msg_id(result), qid, result.queue_offset, self._region,
+                               self._trace)
         return self._response(cmd, qid, result, _SUCCESS)
 
     def _fast_batch(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
@@ -739,17 +754,20 @@ class SendProcessor:
             return None
         return self._response(cmd, qid, result, _SUCCESS, uniq)
 
-    def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
-                  code: int, batch_uniq: str | None = None) -> RemotingCommand:
+    def _msg_id(self, result: PutResult) -> str:
+        """The offset message id(s) of what ``result`` stored, joined by commas."""
         host = self.store.store_host
         if host is not self._id_host:  # the offset id of physical offset p is prefix + %016X
             self._id_prefix = encode_offset_msg_id(host, 0)[:-16]
             self._id_host = host
         prefix = self._id_prefix
         phys = result.phys_offsets
-        msg_id = f"{prefix}{phys[0]:016X}" if len(phys) == 1 else _offset_ids(prefix, phys)
+        return f"{prefix}{phys[0]:016X}" if len(phys) == 1 else _offset_ids(prefix, phys)
+
+    def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
+                  code: int, batch_uniq: str | None = None) -> RemotingCommand:
         ext = {
-            "msgId": msg_id,
+            "msgId": self._msg_id(result),
             "queueId": str(qid),
             "queueOffset": str(result.queue_offset),
             "MSG_REGION": self._region,

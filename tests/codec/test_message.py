@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 from tidemq.codec import message
 from tidemq.codec.command import RequestCode
 from tidemq.codec.compression import CompressionType, compress, decompress, sys_flag_for
-from tidemq.codec.headers import SendMessageRequestHeader, decode_send_header
+from tidemq.codec.headers import (
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    decode_send_header,
+)
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats.batch import encode_batch, iter_batch
@@ -301,6 +305,45 @@ def test_large_bodies_are_compressed_like_java() -> None:
     never = message.SendOptions(producer_group="pg", compress_over=0)
     off = message.send_request(Message("T", body), never, queue_id=0, now_ms=NOW, keys=KEYS)
     assert off.body == body
+
+
+_int = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**64), 2**64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(topic=st.text(min_size=1, max_size=20), group=st.text(max_size=10),
+       broker=st.one_of(st.none(), st.text(max_size=10)), queue_id=_int, sys_flag=_int,
+       flag=_int, now=st.one_of(st.integers(0, 2**63 - 1), st.integers(-(2**64), 2**70)),
+       props=st.dictionaries(st.text("abcKEYS", min_size=1, max_size=5),
+                             st.text("xyz ", max_size=5), max_size=3))
+def test_a_usual_send_is_what_the_header_schema_gives(
+        topic: str, group: str, broker: str | None, queue_id: int, sys_flag: int,
+        flag: int, now: int, props: dict[str, str]) -> None:
+    """The usual send's ext comes from a template; it must be the schema's, key order
+    included, and anything the schema refuses is refused the same way."""
+    opts = message.SendOptions(producer_group=group, compress_over=0)
+    msg = Message(topic, b"x", {**props, "UNIQ_KEY": "K"}, flag=flag)
+
+    def by_schema() -> dict[str, str]:
+        header = SendMessageRequestHeader(
+            producer_group=group, topic=topic, default_topic="TBW102",
+            default_topic_queue_nums=4, queue_id=queue_id, sys_flag=sys_flag,
+            born_timestamp=now, flag=flag,
+            properties=encode_properties(msg.properties).decode(), broker_name=broker)
+        return header.convert(SendMessageRequestHeaderV2).to_ext()
+
+    try:
+        want: dict[str, str] | type[Exception] = by_schema()
+    except (LocalProtocolError, OverflowError) as exc:
+        want = type(exc)
+    try:
+        cmd = message.send_request(msg, opts, queue_id=queue_id, now_ms=now, keys=KEYS,
+                                   broker_name=broker, sys_flag=sys_flag)
+    except (LocalProtocolError, OverflowError) as exc:
+        assert want is type(exc)
+        return
+    assert isinstance(want, dict)
+    assert list(cmd.ext_fields.items()) == list(want.items())
 
 
 def test_send_validation() -> None:

@@ -201,13 +201,7 @@ class RecordColumns:
         """The values of ``spans`` (of this buffer) at ``rows`` (``None``: all) as bytes."""
         if self.data is None:
             self.data = self.buf.tobytes()
-        start, length = spans.start, spans.length
-        if rows is None and self.shaped and len(start) > 1:  # one run: one unpack
-            cutter = _cutter(int(length[0]), self.stride, len(start))
-            return list(cutter.unpack_from(self.data, int(start[0])))
-        if rows is not None:
-            start, length = start[rows], length[rows]
-        return cut(self.data, start, length)
+        return _values(self.data, spans, rows, self.stride if self.shaped else 0)
 
     def single_topic(self) -> str | None:
         """The topic of every record when they all have the same one and it is UTF-8,
@@ -336,11 +330,7 @@ def _records(body: Buffer, batches: bool) -> RecordColumns | None:
     stop = pos + _gather(buf, pos, ">i4", stride)
     body_len = _gather(buf, pos + 84, ">i4", stride)
     body_end = pos + _FIXED + body_len
-    flags = _gather(buf, pos + 36, ">i4", stride)
-    if batches:
-        wrong = (flags & _BATCH_FLAGS != _BATCH_FLAGS) | (flags & _V6_FLAGS != 0)
-    else:
-        wrong = flags & _SLOW_FLAGS != 0
+    wrong = _out_of_scope(_gather(buf, pos + 36, ">i4", stride), batches)
     wrong |= _gather(buf, pos + 4, ">i4", stride) != rec.MAGIC_V1
     wrong |= body_len < 0
     wrong |= body_end + 3 > stop
@@ -353,10 +343,28 @@ def _records(body: Buffer, batches: bool) -> RecordColumns | None:
     props_len = _gather(buf, topic_end, ">i2")
     if ((props_len < 0) | (topic_end + 2 + props_len != stop)).any():
         return None
-    data = view.obj if isinstance(view.obj, bytes) and len(view.obj) == len(buf) else None
     return RecordColumns(buf, pos, Spans(pos + _FIXED, body_len),
                          Spans(body_end + 1, topic_len), Spans(topic_end + 2, props_len),
-                         data, stride)
+                         _as_bytes(view), stride)
+
+
+def _out_of_scope(sys_flags: I64, batches: bool) -> npt.NDArray[np.bool_]:
+    """Which records' SYSFLAG puts them outside the columns' scope: with ``batches``,
+    those that are not inner batches or have an IPv6 host; else those that are inner
+    batches, compressed, or have an IPv6 host."""
+    out: npt.NDArray[np.bool_]
+    if batches:
+        out = (sys_flags & _BATCH_FLAGS != _BATCH_FLAGS) | (sys_flags & _V6_FLAGS != 0)
+    else:
+        out = sys_flags & _SLOW_FLAGS != 0
+    return out
+
+
+def _as_bytes(view: memoryview) -> bytes | None:
+    """The body as the bytes object ``view`` shows whole, if it is one (values are cut
+    from it without a copy)."""
+    obj = view.obj
+    return obj if isinstance(obj, bytes) and len(obj) == view.nbytes else None
 
 
 def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordColumns | None:
@@ -366,7 +374,7 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
     scope), and :func:`_records` looks record by record."""
     if size < _MIN or len(buf) % size:
         return None
-    magic, flags = _I32.unpack_from(view, 4)[0], _I32.unpack_from(view, 36)[0]
+    magic = _I32.unpack_from(view, 4)[0]
     body_len = _I32.unpack_from(view, 84)[0]
     if magic != rec.MAGIC_V1 or body_len < 0 or _FIXED + body_len + 3 > size:
         return None
@@ -390,18 +398,13 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
         if (rows[:, a:b] != first[a:b]).any():
             return None
     sys_flag = np.ndarray(shape=(n,), dtype=">i4", buffer=buf, offset=36, strides=(size,))
-    if batches:
-        wrong = (sys_flag & _BATCH_FLAGS != _BATCH_FLAGS) | (sys_flag & _V6_FLAGS != 0)
-    else:
-        wrong = sys_flag & _SLOW_FLAGS != 0
-    if flags & (_SLOW_FLAGS if not batches else _V6_FLAGS) or wrong.any():
+    if _out_of_scope(sys_flag, batches).any():  # the first record's too
         return None
     pos = np.arange(0, len(buf), size, dtype=np.int64)
-    data = view.obj if isinstance(view.obj, bytes) and len(view.obj) == len(buf) else None
     return RecordColumns(buf, pos, Spans(pos + _FIXED, np.full(n, body_len, np.int64)),
                          Spans(pos + (topic_at + 1), np.full(n, topic_len, np.int64)),
                          Spans(pos + (props_at + 2), np.full(n, props_len, np.int64)),
-                         data, size, topic)
+                         _as_bytes(view), size, topic)
 
 
 def decode_columns(body: Buffer) -> RecordColumns | None:
@@ -427,6 +430,19 @@ def _cutter(size: int, stride: int, count: int) -> struct.Struct:
         step = f"{size}s{stride - size}x" if stride > size else f"{size}s"
         got = _cutters[key] = struct.Struct(step * (count - 1) + f"{size}s")
     return got
+
+
+def _values(data: bytes, spans: Spans, rows: I64 | None, stride: int) -> list[bytes]:
+    """``spans`` of ``data`` at ``rows`` (``None``: all) as bytes. ``stride``: every
+    value has the first one's length and the next is ``stride`` bytes on (one layout:
+    all of them cut by one unpack); ``0``: not known to."""
+    start, length = spans.start, spans.length
+    if rows is None and stride and len(start) > 1:
+        cutter = _cutter(int(length[0]), stride, len(start))
+        return list(cutter.unpack_from(data, int(start[0])))
+    if rows is not None:
+        start, length = start[rows], length[rows]
+    return cut(data, start, length)
 
 
 def cut(data: bytes, start: I64, length: I64) -> list[bytes]:
@@ -516,13 +532,7 @@ class EntryColumns:
 
     def values(self, spans: Spans, rows: I64 | None = None) -> list[bytes]:
         """The values of ``spans`` (of this buffer) at ``rows`` (``None``: all) as bytes."""
-        start, length = spans.start, spans.length
-        if rows is None and self.stride and len(start) > 1:  # one layout: one unpack
-            cutter = _cutter(int(length[0]), self.stride, len(start))
-            return list(cutter.unpack_from(self.data, int(start[0])))
-        if rows is not None:
-            start, length = start[rows], length[rows]
-        return cut(self.data, start, length)
+        return _values(self.data, spans, rows, self.stride)
 
 
 def decode_entry_columns(body: Buffer, *,

@@ -41,6 +41,7 @@ from tidemq.client.message_batch import (
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from tidemq.codec.schema import INT64
 from tidemq.errors import ResponseCode, error_for_code
 from tidemq.types import MessageExt, MessageQueue, PullStatus
 
@@ -62,7 +63,6 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 
 _QUEUE_OFFSET = PullMessageRequestHeader.ext_keys()["queue_offset"]
 _SUGGEST = PullMessageResponseHeader.ext_keys()["suggest_which_broker_id"]
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 #: Pull ext per (group, queue, limits, subscription): only ``queueOffset`` changes.
 _templates: dict[tuple[object, ...], dict[str, str]] = {}
 _MAX_TEMPLATES = 65536
@@ -198,7 +198,7 @@ def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:
         values = int(nxt), int(low), int(high)
         if (len(ext) == 4 and str(values[0]) == nxt and str(values[1]) == low
                 and str(values[2]) == high and str(int(suggest)) == suggest
-                and all(_I64_MIN <= v <= _I64_MAX for v in (*values, int(suggest)))):
+                and all(INT64[0] <= v <= INT64[1] for v in (*values, int(suggest)))):
             return values
     except (KeyError, ValueError):
         pass

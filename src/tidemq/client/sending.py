@@ -37,12 +37,12 @@ from tidemq.client.queue_types import QueueType
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import SendPlan
 from tidemq.client.validation import check_batch, check_message
-from tidemq.codec.batch_protocol import INT32, INT64, plain_int
+from tidemq.codec.batch_protocol import plain_int
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType
 from tidemq.codec.headers import SendMessageResponseHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
-from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.schema import INT32, INT64, HeaderFieldError
 from tidemq.codec.send_batch import (
     EncodedBatch,
     MixedTopicsError,

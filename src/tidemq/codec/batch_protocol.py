@@ -86,7 +86,7 @@ from collections.abc import Sequence
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode, SerializeType
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, encode_command
 from tidemq.codec.header import decode_header
-from tidemq.codec.schema import parse_java_int
+from tidemq.codec.schema import INT32, INT64, parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError, ResponseCode
 
 __all__ = [
@@ -94,8 +94,6 @@ __all__ = [
     "CHILD_FORM_KEY",
     "DEFAULT_MAX_CHILDREN",
     "DISPATCH_CODE_KEY",
-    "INT32",
-    "INT64",
     "MERGED_REMARK",
     "SEND_SHARED_CODES",
     "SEND_SHARED_FORM",
@@ -143,9 +141,6 @@ _COMPACT = struct.Struct(">BBHiIqqq")  # kind, flags, R, code, B, next, min, max
 _FULL = b"\x01"  # kind 1: a standard child response frame follows
 _OFFSETS, _REMARK = 0x1, 0x2
 _OFFSET_KEYS = ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
-#: The bounds of a Java int and long, for :func:`plain_int`.
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
 
 _LEN_WORD = struct.Struct(">ii")
 _HEAD = _LEN_WORD.size

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from tidemq.codec.command import LanguageCode, RemotingCommand, SerializeType
-from tidemq.codec.schema import parse_java_int
+from tidemq.codec.schema import INT32, parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = ["decode_header", "encode_header"]
@@ -44,7 +44,7 @@ _FIXED = struct.Struct(
 )
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT32_MIN, _INT32_MAX = INT32
 _LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
 
 _json_decoder = msgspec.json.Decoder()

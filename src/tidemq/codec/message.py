@@ -47,6 +47,7 @@ from tidemq.codec.compression import (
     sys_flag_for,
 )
 from tidemq.codec.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from tidemq.codec.schema import INT32, INT64
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats import record as rec
@@ -438,8 +439,8 @@ def send_request(
         sys_flag |= sys_flag_for(opts.compression)
     text = props.decode("utf-8")
     if (text and reconsume_times is None and max_reconsume_times is None and not opts.v1
-            and _I32_MIN <= queue_id <= _I32_MAX and _I32_MIN <= sys_flag <= _I32_MAX
-            and _I32_MIN <= msg.flag <= _I32_MAX and 0 <= now_ms <= _I64_MAX):
+            and INT32[0] <= queue_id <= INT32[1] and INT32[0] <= sys_flag <= INT32[1]
+            and INT32[0] <= msg.flag <= INT32[1] and 0 <= now_ms <= INT64[1]):
         # The usual send: the header's fixed fields from a template, five filled in.
         ext = _send_template(opts, msg.topic, broker_name).copy()
         ext["e"], ext["f"], ext["g"] = str(queue_id), str(sys_flag), str(now_ms)
@@ -455,8 +456,6 @@ def send_request(
     return _command(header, opts, RequestCode.SEND_MESSAGE_V2, body)
 
 
-_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
-_I64_MAX = 2**63 - 1
 #: (options, topic, broker name) -> the SEND_MESSAGE_V2 ext of a send to them as the
 #: header schema gives it (its key order too), the per-message keys e-i to fill in.
 _send_templates: dict[tuple[SendOptions, str, str | None], dict[str, str]] = {}

@@ -39,6 +39,8 @@ from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "I64",
+    "INT32",
+    "INT64",
     "FieldSpec",
     "Header",
     "HeaderFieldError",
@@ -50,8 +52,9 @@ __all__ = [
 ]
 
 _INT_RE = re.compile(r"[+-]?[0-9]{1,20}")
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
+#: The bounds of a Java int and long.
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
 
 
 class HeaderFieldError(RemoteProtocolError):
@@ -100,7 +103,7 @@ def parse_java_int(text: str, bits: int = 32) -> int | None:
     if _INT_RE.fullmatch(text) is None:
         return None
     value = int(text)
-    lo, hi = _INT32 if bits == 32 else _INT64
+    lo, hi = INT32 if bits == 32 else INT64
     return value if lo <= value <= hi else None
 
 
@@ -143,7 +146,7 @@ class FieldSpec:
             return value
         if kind is Kind.BOOL:
             return "true" if value else "false"
-        lo, hi = _INT32 if kind is Kind.INT else _INT64
+        lo, hi = INT32 if kind is Kind.INT else INT64
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise LocalProtocolError(
                 f"{header}.{self.name} must be a {kind.value} in [{lo}, {hi}], got {value!r}"
@@ -298,7 +301,7 @@ def _compile_from_ext(cls: type[Header]) -> Any:
             one = " or t == '1'" if f.accept_one else ""
             lines.append(f"        kw[{f.name!r}] = t.lower() == 'true'{one}")
         else:
-            lo, hi = _INT32 if f.kind is Kind.INT else _INT64
+            lo, hi = INT32 if f.kind is Kind.INT else INT64
             lines.append(f"        v = _parse_int(t, {lo}, {hi})")
             lines.append(f"        kw[{f.name!r}] = v if v is not None else "
                          f"_parse_slow(_name, _spec{i}, t)")

@@ -68,8 +68,6 @@ from typing import NamedTuple
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
     DISPATCH_CODE_KEY,
-    INT32,
-    INT64,
     MERGED_REMARK,
     SEND_SHARED_CODES,
     SEND_SHARED_FORM,
@@ -80,6 +78,7 @@ from tidemq.codec.batch_protocol import (
 )
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
+from tidemq.codec.schema import INT32, INT64
 from tidemq.errors import LocalProtocolError, ResponseCode
 
 __all__ = [

@@ -289,49 +289,51 @@ def compact_send_responses(responses: Sequence[RemotingCommand | PlainAnswer]
     the bytes its :meth:`~PlainAnswer.command` would."""
     shared: dict[str, str] = {}
     out: list[Buffer] = []
-    pack = _ANSWER.pack
     for item in responses:
+        answer: tuple[str, int, int] | None
         if isinstance(item, PlainAnswer):
-            if not shared:
-                shared = {REGION_KEY: item.region, TRACE_KEY: item.trace}
-            msg_id = item.msg_id
-            if (item.region == shared[REGION_KEY] and item.trace == shared[TRACE_KEY]
-                    and len(msg_id) <= 255 and msg_id.isascii()):
-                try:
-                    out.append(pack(0, len(msg_id), item.queue_id, item.queue_offset)
-                               + msg_id.encode("ascii"))
-                    continue
-                except struct.error:
-                    pass
-            resp = item.command()
+            answer = item.msg_id, item.queue_id, item.queue_offset
+            region, trace = item.region, item.trace
         else:
-            resp = item
-        ext = resp.ext_fields
-        if (resp.code == 0 and resp.remark is None and not resp.body_length()
-                and ext.keys() == _COMPACT_KEYS):
-            if not shared:
-                shared = {REGION_KEY: ext[REGION_KEY], TRACE_KEY: ext[TRACE_KEY]}
-            entry = _compact(ext, shared)
+            ext = item.ext_fields
+            if not (item.code == 0 and item.remark is None and not item.body_length()
+                    and ext.keys() == _COMPACT_KEYS):
+                out.append(_FULL)
+                out.extend(encode_command(item))
+                continue
+            answer = _numbers(ext)
+            region, trace = ext[REGION_KEY], ext[TRACE_KEY]
+        if not shared:
+            shared = {REGION_KEY: region, TRACE_KEY: trace}
+        if (answer is not None and region == shared[REGION_KEY]
+                and trace == shared[TRACE_KEY]):
+            entry = _pack_answer(*answer)
             if entry is not None:
                 out.append(entry)
                 continue
         out.append(_FULL)
-        out.extend(encode_command(resp))
+        out.extend(encode_command(item.command() if isinstance(item, PlainAnswer) else item))
     return shared, out
 
 
-def _compact(ext: dict[str, str], shared: dict[str, str]) -> bytes | None:
-    if ext[REGION_KEY] != shared[REGION_KEY] or ext[TRACE_KEY] != shared[TRACE_KEY]:
+def _numbers(ext: dict[str, str]) -> tuple[str, int, int] | None:
+    """``(msgId, queueId, queueOffset)`` of a success's ext when its numbers are in their
+    canonical decimal form (a compact entry restores that text)."""
+    qid, qoff = ext["queueId"], ext["queueOffset"]
+    try:
+        q, o = int(qid), int(qoff)
+    except ValueError:
         return None
-    msg_id, qid, qoff = ext["msgId"], ext["queueId"], ext["queueOffset"]
+    return (ext["msgId"], q, o) if str(q) == qid and str(o) == qoff else None
+
+
+def _pack_answer(msg_id: str, queue_id: int, queue_offset: int) -> bytes | None:
+    """A compact entry, or ``None`` when the values do not fit one."""
     if len(msg_id) > 255 or not msg_id.isascii():
         return None
     try:
-        q, o = int(qid), int(qoff)
-        if str(q) != qid or str(o) != qoff:
-            return None
-        return _ANSWER.pack(0, len(msg_id), q, o) + msg_id.encode("ascii")
-    except (ValueError, struct.error):
+        return _ANSWER.pack(0, len(msg_id), queue_id, queue_offset) + msg_id.encode("ascii")
+    except struct.error:
         return None
 
 

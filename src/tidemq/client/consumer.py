@@ -78,6 +78,7 @@ from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.message_batch import MessageBatch
 from tidemq.client.pull import (
+    PullBatch,
     PullResult,
     pull_request,
     read_pull_batch,
@@ -429,7 +430,7 @@ class PullConsumer:
 
     def _apply_finished(self) -> None:
         """Apply the finished pulls in the order they finished; a pull started ahead
-        (:meth:`_pull_ahead`) that finished before the pull it follows waits for it."""
+        (:meth:`_ahead_offset`) that finished before the pull it follows waits for it."""
         pending, self._finished = self._finished, []
         while pending:
             later: list[tuple[MessageQueue, asyncio.Future[Fetched]]] = []
@@ -566,24 +567,17 @@ class PullConsumer:
         slot as a task of its own would have finished. A slot already settled (its queue
         was reset) is skipped."""
         try:
-            inst = self.instance
-            cfg = self.config
-            requester = batch_requester(inst)
+            requester = batch_requester(self.instance)
+            timeout = self.config.pull_rpc_timeout
             topic = slots[0][0].topic
             sub = self._subscriptions.get(topic) or Subscription.parse(topic)
-            suspend_ms = int(cfg.long_polling_timeout * 1000)
-
-            def pull(mq: MessageQueue, offset: int) -> RemotingCommand:
-                return pull_request(self._group, mq, offset, max_nums=cfg.pull_batch_size,
-                                    subscription=sub, suspend_ms=suspend_ms)
-
             answers: Sequence[RemotingCommand | BaseException] | None
             answers = await requester.pull_shared(
-                address, pull(slots[0][0], 0), [(mq.queue_id, off) for mq, off, _ in slots],
-                cfg.pull_rpc_timeout)
+                address, self._pull_command(slots[0][0], 0, sub),
+                [(mq.queue_id, off) for mq, off, _ in slots], timeout)
             if answers is None:
                 answers = await asyncio.gather(
-                    *(requester.request(address, pull(mq, off), cfg.pull_rpc_timeout)
+                    *(requester.request(address, self._pull_command(mq, off, sub), timeout)
                       for mq, off, _ in slots), return_exceptions=True)
         except asyncio.CancelledError:
             for _mq, _off, slot in slots:
@@ -606,7 +600,6 @@ class PullConsumer:
             # As in _pull: the next pulls leave before these answers are read.
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        read = read_pull_batch if self._columns else read_pull_response
         for (mq, off, slot), answer in zip(slots, answers, strict=True):
             if slot.done():
                 continue
@@ -614,7 +607,7 @@ class PullConsumer:
                 self._settle_slot(mq, slot, answer)
                 continue
             try:
-                result = read(answer, mq, sub, address=address, offset=off)
+                result = self._read(answer, mq, sub, address, off)
             except Exception as exc:
                 self._settle_slot(mq, slot, exc)
             else:
@@ -640,16 +633,12 @@ class PullConsumer:
             start, from_group = await self._initial_offset(queue)
             return Fetched(start, from_group, None)
         inst = self.instance
-        cfg = self.config
         addr = await inst.master_address(queue)
-        cmd: RemotingCommand = pull_request(
-            self._group, queue, offset, max_nums=cfg.pull_batch_size, subscription=sub,
-            suspend_ms=int(cfg.long_polling_timeout * 1000),
-        )
         # The pulls of one poll round to one broker go out as one RPC (batch protocol),
         # but a caught-up queue's long poll goes alone (see BatchRequester.request).
-        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout,
-                                                       alone=alone)
+        response = await batch_requester(inst).request(
+            addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
+            alone=alone)
         task = asyncio.current_task()
         nxt = None
         if task is not None and self._round_address(queue) is None:
@@ -661,8 +650,22 @@ class PullConsumer:
             # loop iteration (with the other queues' next pulls) and sent in the one after.
             await asyncio.sleep(0)
             await asyncio.sleep(0)
+        return Fetched(offset, False, self._read(response, queue, sub, addr, offset))
+
+    def _pull_command(self, queue: MessageQueue, offset: int, sub: Subscription
+                      ) -> RemotingCommand:
+        """A pull of ``queue`` from ``offset``: a batch of ``pull_batch_size``, held by
+        the broker up to ``long_polling_timeout`` when there is nothing yet."""
+        cfg = self.config
+        return pull_request(self._group, queue, offset, max_nums=cfg.pull_batch_size,
+                            subscription=sub, suspend_ms=int(cfg.long_polling_timeout * 1000))
+
+    def _read(self, response: RemotingCommand, queue: MessageQueue, sub: Subscription,
+              address: str, offset: int) -> PullResult | PullBatch:
+        """A pull's answer read as the last poll asks: objects (``poll``) or columns
+        (``poll_batches``)."""
         read = read_pull_batch if self._columns else read_pull_response
-        return Fetched(offset, False, read(response, queue, sub, address=addr, offset=offset))
+        return read(response, queue, sub, address=address, offset=offset)
 
     def _follow(self, queue: MessageQueue, offset: int, sub: Subscription) -> None:
         """Start the pull from ``offset`` that follows ``queue``'s pull in flight."""

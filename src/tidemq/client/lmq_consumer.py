@@ -46,6 +46,7 @@ from tidemq.client.errors import ClientClosedError, NoRouteError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.lmq import LmqMessage, lmq_offsets, validate_lmq_name
 from tidemq.client.pull import pull_request
+from tidemq.client.queue_state import discard
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group
 from tidemq.codec.bodies import ConsumeFromWhere
@@ -128,15 +129,8 @@ class _QueueState:
         self.backoff = 0.0
         self.fetch_offset = offset
         if self.task is not None:
-            _discard(self.task)
+            discard(self.task)
             self.task = None
-
-
-def _discard(task: asyncio.Task[_Fetched]) -> None:
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()
 
 
 class LmqConsumer:
@@ -445,7 +439,7 @@ class LmqConsumer:
 
     def _apply(self, state: _QueueState, task: asyncio.Task[_Fetched]) -> None:
         if state.task is not task:  # dropped by a seek meanwhile
-            _discard(task)
+            discard(task)
             return
         state.task = None
         if task.cancelled():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 from tidemq.client.message_batch import MessageBatch
 from tidemq.client.pull import PullBatch, PullResult
@@ -138,7 +139,7 @@ class QueueState:
             self.next = None
 
 
-def discard(task: asyncio.Future[Fetched]) -> None:
+def discard(task: asyncio.Future[Any]) -> None:
     """Drop a pull: cancel it if it runs, mark its failure seen if it failed."""
     if not task.done():
         task.cancel()

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import binascii
 import dataclasses
+import functools
 import itertools
 import struct
 
@@ -415,21 +416,11 @@ def decode_columns(body: Buffer) -> RecordColumns | None:
 
 # ---------------------------------------------------------------- cutting values
 
-#: Structs that cut ``count`` values of ``size`` bytes spaced ``stride`` apart, by
-#: ``(size, stride, count)``.
-_cutters: dict[tuple[int, int, int], struct.Struct] = {}
-_MAX_CUTTERS = 512
-
-
+@functools.lru_cache(maxsize=512)
 def _cutter(size: int, stride: int, count: int) -> struct.Struct:
-    key = (size, stride, count)
-    got = _cutters.get(key)
-    if got is None:
-        if len(_cutters) >= _MAX_CUTTERS:
-            _cutters.clear()
-        step = f"{size}s{stride - size}x" if stride > size else f"{size}s"
-        got = _cutters[key] = struct.Struct(step * (count - 1) + f"{size}s")
-    return got
+    """A struct that cuts ``count`` values of ``size`` bytes spaced ``stride`` apart."""
+    step = f"{size}s{stride - size}x" if stride > size else f"{size}s"
+    return struct.Struct(step * (count - 1) + f"{size}s")
 
 
 def _values(data: bytes, spans: Spans, rows: I64 | None, stride: int) -> list[bytes]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import binascii
 import dataclasses
+import functools
 import struct
 from collections.abc import Sequence
 
@@ -456,24 +457,16 @@ def send_request(
     return _command(header, opts, RequestCode.SEND_MESSAGE_V2, body)
 
 
-#: (options, topic, broker name) -> the SEND_MESSAGE_V2 ext of a send to them as the
-#: header schema gives it (its key order too), the per-message keys e-i to fill in.
-_send_templates: dict[tuple[SendOptions, str, str | None], dict[str, str]] = {}
-_MAX_SEND_TEMPLATES = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def _send_template(opts: SendOptions, topic: str, broker_name: str | None) -> dict[str, str]:
-    key = (opts, topic, broker_name)
-    template = _send_templates.get(key)
-    if template is None:
-        header = SendMessageRequestHeader(
-            producer_group=opts.producer_group, topic=topic, default_topic=opts.default_topic,
-            default_topic_queue_nums=opts.default_topic_queue_nums, queue_id=0, sys_flag=0,
-            born_timestamp=0, flag=0, properties="-", broker_name=broker_name)
-        if len(_send_templates) >= _MAX_SEND_TEMPLATES:
-            _send_templates.clear()
-        template = _send_templates[key] = header.convert(SendMessageRequestHeaderV2).to_ext()
-    return template
+    """The SEND_MESSAGE_V2 ext of a send to ``topic`` on ``broker_name`` as the header
+    schema gives it (its key order too), the per-message keys e-i to fill in. Shared:
+    callers copy it."""
+    header = SendMessageRequestHeader(
+        producer_group=opts.producer_group, topic=topic, default_topic=opts.default_topic,
+        default_topic_queue_nums=opts.default_topic_queue_nums, queue_id=0, sys_flag=0,
+        born_timestamp=0, flag=0, properties="-", broker_name=broker_name)
+    return header.convert(SendMessageRequestHeaderV2).to_ext()
 
 
 def encode_batch_body(msgs: Sequence[Message]) -> bytes:

@@ -212,31 +212,18 @@ def _too_long(topic: str, plen: int) -> LocalProtocolError:
                               f"{MAX_PROPERTIES_BYTES}")
 
 
-_hex4_items: list[npt.NDArray[np.void]] = []
-
-
+@functools.cache
 def _hex4_column() -> npt.NDArray[np.void]:
     """:func:`_hex4` as one column of 4-byte items (for strided writes; made once)."""
-    if not _hex4_items:
-        _hex4_items.append(np.frombuffer(b"".join(_hex4()), dtype="V4"))
-    return _hex4_items[0]
+    return np.frombuffer(b"".join(_hex4()), dtype="V4")
 
 
-#: The row type of a uniform batch per (entry size, body length, key digits' offset): the
-#: body and the key digits as fields at their offsets.
-_row_types: dict[tuple[int, int, int], np.dtype[np.void]] = {}
-
-
+@functools.lru_cache(maxsize=1024)
 def _row_type(size: int, blen: int, at: int) -> np.dtype[np.void]:
-    key = (size, blen, at)
-    row = _row_types.get(key)
-    if row is None:
-        if len(_row_types) >= 1024:
-            _row_types.clear()
-        row = _row_types[key] = np.dtype({
-            "names": ["body", "key"], "formats": [f"V{blen}", "V4"],
-            "offsets": [_HEAD.size, at], "itemsize": size})
-    return row
+    """The row type of a uniform batch per entry size, body length and key digits'
+    offset: the body and the key digits as fields at their offsets."""
+    return np.dtype({"names": ["body", "key"], "formats": [f"V{blen}", "V4"],
+                     "offsets": [_HEAD.size, at], "itemsize": size})
 
 
 class _Layout(NamedTuple):
@@ -287,23 +274,14 @@ def _encode_uniform(first: Message, bodies: list[bytes], head_text: str,
     return bytes(buf)
 
 
-#: The type of the run between two bodies of a shared-layout batch per (length of the
-#: text before the key digits, after them): the digits, then the next entry's TOTALSIZE
-#: and BODYLENGTH.
-_gap_types: dict[tuple[int, int], np.dtype[np.void]] = {}
-
-
+@functools.lru_cache(maxsize=1024)
 def _gap_type(before: int, after: int) -> np.dtype[np.void]:
-    key = (before, after)
-    gap = _gap_types.get(key)
-    if gap is None:
-        if len(_gap_types) >= 1024:
-            _gap_types.clear()
-        head = before + 4 + after
-        gap = _gap_types[key] = np.dtype({
-            "names": ["key", "total", "blen"], "formats": ["V4", ">i4", ">i4"],
-            "offsets": [before, head, head + 16], "itemsize": head + _HEAD.size})
-    return gap
+    """The type of the run between two bodies of a shared-layout batch per length of the
+    text before the key digits and after them: the digits, then the next entry's
+    TOTALSIZE and BODYLENGTH."""
+    head = before + 4 + after
+    return np.dtype({"names": ["key", "total", "blen"], "formats": ["V4", ">i4", ">i4"],
+                     "offsets": [before, head, head + 16], "itemsize": head + _HEAD.size})
 
 
 def _encode_shared(first: Message, bodies: list[bytes], lengths: list[int], head_text: str,

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tidemq.bench.columns import take_columns
 from tidemq.bench.process import BenchError, BrokerProcess, process_cpu_seconds
 from tidemq.client import (
     AdminClient,
@@ -264,12 +265,7 @@ async def _read_objects(consumer: PullConsumer, limit: int) -> tuple[int, int]:
 
 async def _read_columns(consumer: PullConsumer, limit: int) -> tuple[int, int]:
     """One poll_batches: messages, and the bytes of every body taken from the columns."""
-    msgs = nbytes = 0
-    for batch in await consumer.poll_batches(timeout=1.0, max_messages=limit):
-        bodies = batch.bodies
-        msgs += len(bodies)
-        nbytes += sum(map(len, bodies))
-    return msgs, nbytes
+    return await take_columns(consumer, timeout=1.0, limit=limit)
 
 
 async def _consume(cfg: BatchCqBenchConfig, namesrv: str, phase: str, topic: str,

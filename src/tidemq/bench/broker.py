@@ -49,6 +49,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
+from tidemq.bench.columns import take_columns
 from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.process import BenchError, BrokerProcess
 from tidemq.client import (
@@ -412,10 +413,9 @@ async def _columns_loop(consumer: PullConsumer, meter: Meter, total: int) -> int
     """:func:`_consume_loop` through ``poll_batches``, taking every body; their bytes."""
     nbytes = 0
     while meter.count < total:
-        for batch in await consumer.poll_batches(timeout=1.0, max_messages=1 << 20):
-            bodies = batch.bodies
-            meter.count += len(bodies)
-            nbytes += sum(map(len, bodies))
+        msgs, size = await take_columns(consumer, timeout=1.0, limit=1 << 20)
+        meter.count += msgs
+        nbytes += size
     return nbytes
 
 

@@ -109,8 +109,9 @@ def derived_state(store: MessageStore) -> dict[str, Any]:
                 offset += len(entries)
         out[f"queue {q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset, b"".join(parts))
     if store.lmq is not None:
-        out["lmq"] = {bytes(k): bytes(v) for k, v in store.lmq.db.items()
-                      if bytes(k)[:1] in (b"E", b"M")}
+        out["lmq"] = list(store.lmq.stored_entries())  # runs expanded
+        out["lmq-meta"] = {bytes(k): bytes(v) for k, v in store.lmq.db.items(from_key=b"M")
+                            if bytes(k)[:1] == b"M"}
     keys: dict[str, list[int]] = {}
 
     def query(rec: Record, offset: int) -> None:

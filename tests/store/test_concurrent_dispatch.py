@@ -351,8 +351,9 @@ def snapshot(store: MessageStore) -> dict[str, Any]:
         out[f"{q.topic}/{q.queue_id}"] = (q.min_offset, q.max_offset, arr.tobytes())
     lmq = store.lmq
     assert lmq is not None
-    out["lmq"] = {bytes(k): bytes(v) for k, v in lmq.db.items()
-                  if bytes(k)[:1] in (b"E", b"M")}
+    out["lmq"] = list(lmq.stored_entries())  # runs expanded
+    out["lmq-meta"] = {bytes(k): bytes(v) for k, v in lmq.db.items(from_key=b"M")
+                        if bytes(k)[:1] == b"M"}
     keys = {}
     for q in store.queues.all():
         offset = q.min_offset

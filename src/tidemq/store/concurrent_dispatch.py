@@ -8,7 +8,7 @@ at most ``round_records`` records) into two phases:
 1. **Prepare**, on ``workers`` threads, rounds in any order: the round's consume-queue
    columns become numpy arrays per queue; its LMQ fan-out becomes a ready RocksDB
    ``WriteBatch`` (one value per record, records below a deleted queue's tombstone
-   floor skipped, keys grouped per queue: :func:`~tidemq.store.lmq_store.grouped_batch`).
+   floor skipped, grouped per queue column-wise: :func:`~tidemq.store.lmq_fanout.build_fanout`).
 2. **Commit**, on one committer thread, strictly in round order: copy the prepared
    consume-queue arrays into their files, hand the LMQ batch to RocksDB, queue the index
    keys, then advance the commit position and fire the ``on_dispatched`` hooks.
@@ -26,20 +26,30 @@ committer writes is decided by the queues as they are at commit time, exactly as
 serial dispatcher decides (a topic declared BatchCQ after its classic queue exists keeps
 writing classic entries; a deleted LMQ's floor is re-checked).
 
-What the threads buy, measured on the 2-core machine (``tidemq bench dispatch``,
-docs/benchmarks.md, "Concurrent dispatch"): very little. Under the GIL, threads that
-run Python do not run in parallel, and the native calls on this path hold the GIL too:
-rocksdict 0.3 never releases it in ``Rdict.write`` (its ``flush`` and multi-get do),
-and ``np.asarray`` of lists, ``ndarray.tobytes`` and ``mmap`` slice writes hold it; only
-numpy's column copies release it, and they are a sliver of a round. Both dispatchers
-spend the same CPU per message (the serial one prepares the LMQ fan-out in bulk too,
-``LmqStore.write_fanout``), so the concurrent one is about as fast; what it adds is
-bounded rounds (RocksDB write batches of thousands of entries instead of one batch per
-backlog), back-pressure, and the ordered-commit structure a free-threaded build could
-use. One worker is the default because more only add hand-offs. Processes are not
-used (yet): the LMQ RocksDB admits one writing process, so only the consume-queue and
-index files and the grouping of the fan-out could move to a second one, with visibility
-and recovery coordinated across the two (docs/benchmarks.md, "What 1.5x would take").
+What it buys, measured on the 2-core machine (``tidemq bench dispatch``,
+docs/benchmarks.md, "Concurrent dispatch"):
+
+- *The threads, very little.* Under the GIL, threads that run Python do not run in
+  parallel, and the native calls on this path hold the GIL too: rocksdict 0.3 never
+  releases it in ``Rdict.write`` or ``WriteBatch.put`` (its ``flush`` and multi-get
+  do), and ``np.asarray`` of lists, ``ndarray.tobytes`` and ``mmap`` slice writes hold
+  it; only numpy's column copies release it. With the same per-entry work as the
+  serial dispatcher, the pipeline measured 1.2x (bounded rounds and back-pressure are
+  what it added).
+- *Bulk building per round, most.* The round is the unit the pipeline already has, so
+  the LMQ fan-out of a round is built column-wise and written as one *run* per queue
+  (:func:`~tidemq.store.lmq_fanout.build_fanout`): one RocksDB key per queue and round
+  instead of one per entry. On the benchmark's load (ten LMQs per record out of 1,000)
+  that is ~1,000 keys per 2,048-record round instead of ~20,000, and the drain rate went
+  from 1.2x to ~1.8x the serial dispatcher's, which keeps one key per entry, as
+  upstream does, as the baseline.
+
+One worker is the default because more only add hand-offs. Processes were costed and
+not built: shipping a round's records to another process (pickle and unpickle, ~4.5 µs
+a record) costs a quarter of the per-record work, the LMQ RocksDB admits one writing
+process, so the puts and the write stay in the broker, and the commit log is ~20 µs a
+record to parse again; what is left to move barely outweighs the hand-off
+(docs/benchmarks.md, "What 1.5x would take").
 """
 
 from __future__ import annotations
@@ -47,7 +57,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
-import struct
 import threading
 from collections.abc import Callable, Sequence
 
@@ -57,7 +66,7 @@ from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink, index_batches
-from tidemq.store.lmq_store import grouped_batch
+from tidemq.store.lmq_fanout import FanoutRecords, build_fanout
 from tidemq.store.queues import AnyQueue, ConsumeQueueSet
 
 __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
@@ -65,8 +74,6 @@ __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
 
 log = logging.getLogger(__name__)
 
-_ENTRY = struct.Struct(">qiqq")
-_Q = struct.Struct(">q")
 
 #: Defaults (``StoreConfig.dispatch_workers`` ...), chosen by ``tidemq bench dispatch``.
 DEFAULT_WORKERS = 1
@@ -252,41 +259,26 @@ class ConcurrentDispatcher(Dispatcher):
         return prepared
 
     def _prepare_lmq(self, prepared: PreparedRound) -> None:
-        groups: dict[str, list[tuple[int, bytes]]] = {}
         lmq = self.queues.lmq
         assert lmq is not None
         prepared.lmq_generation = lmq.generation  # before any floor is read
-        prepared.lmq_last, prepared.lmq_first = {}, {}
-        last, first = prepared.lmq_last, prepared.lmq_first
-        floor_of = lmq.floor
-        floors: dict[str, int] = {}  # read once per queue and round
-        pack = _ENTRY.pack
-        count = 0
+        records = FanoutRecords()
+        add = records.add
         for b in prepared.batches:
             if not b.lmq:
                 continue
             ts = b.store_timestamp
             for i, target in enumerate(b.lmq):
-                if target is None:
-                    continue
-                phys = b.phys[i]
-                value = pack(phys, b.sizes[i], b.tags[i], ts)
-                names, offsets = target
-                for name, offset in zip(names, offsets, strict=True):
-                    floor = floors.get(name)
-                    if floor is None:
-                        floor = floors[name] = floor_of(name)
-                    if phys < floor:
-                        continue  # a deleted generation of this queue (tombstone)
-                    group = groups.get(name)
-                    if group is None:
-                        group = groups[name] = []
-                        first[name] = offset
-                    group.append((offset, value))
-                    last[name] = offset
-                    count += 1
-        prepared.lmq_batch = grouped_batch(groups) if groups else None
-        prepared.lmq_entries = count
+                if target is not None:
+                    add(target[0], target[1], b.phys[i], b.sizes[i], b.tags[i], ts)
+        fanout = build_fanout(records, lmq.floor, lmq.dispatched)
+        if fanout is None:
+            prepared.lmq_batch, prepared.lmq_first, prepared.lmq_last = None, {}, {}
+            prepared.lmq_entries = 0
+            return
+        prepared.lmq_batch, prepared.lmq_first, prepared.lmq_last = (
+            fanout.batch, fanout.first, fanout.last)
+        prepared.lmq_entries = fanout.entries
 
     # ------------------------------------------------------------------ commit
 

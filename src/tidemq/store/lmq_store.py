@@ -9,19 +9,28 @@ Keys and values (big-endian), in one keyspace separated by a one-byte tag:
 =====================================  ==========================================  =======
 key                                    value                                       kind
 =====================================  ==========================================  =======
-``b"E" name 0x00 offset(8)``           phys(8) size(4) tags(8) store_ts(8)         derived
+``b"E" name 0x00 offset(8)``           a run: n >= 1 entries, for ``offset`` ..    derived
+                                       ``offset + n - 1``, each phys(8) size(4)
+                                       tags(8) store_ts(8)
 ``b"M" name``                          next offset(8) min offset(8) [floor(8)]     derived
 ``b"C"``                               commit-log offset dispatched up to(8)       derived
 ``b"O" name 0x00 group``               committed consumer offset(8)                truth
 ``b"D" name``                          floor(8): tombstone of a deleted LMQ        truth
 =====================================  ==========================================  =======
 
-A queue's *max offset* is the offset of its last ``E`` key plus one, found with one
-reverse seek when the queue is not cached, so dispatch writes one key per entry. ``M``
+An ``E`` value holds a *run* of a queue's consecutive entries (28 bytes each) under the
+offset of its first: the serial dispatcher writes runs of one entry, the concurrent one
+a run per queue and dispatch round (:mod:`tidemq.store.lmq_fanout`), so a hot queue
+costs one key per round instead of one per entry. Runs never overlap: dispatch skips
+records below the checkpoint ``C`` (they are already written), and new entries start at
+the queue's max offset. Readers find the run holding an offset with a reverse seek.
+
+A queue's *max offset* is the end of its last run, found with one reverse seek when the
+queue is not cached, so dispatch writes no metadata. ``M``
 is written only when something else must be remembered: a minimum above 0 (expiry, or a
 queue first seen past 0), a tombstone floor, or a max offset no ``E`` key shows any more
 (every entry expired, a truncation); its ``next offset`` is then a lower bound of the max
-offset, which is ``max(next offset, last E + 1)``. A queue with neither key does not
+offset, which is ``max(next offset, end of the last run)``. A queue with neither key does not
 exist; one with ``E`` keys and no ``M`` starts at 0. Walks over the queues (counting,
 expiry) step through the ``E`` keys queue by queue, jumping to a long queue's end.
 
@@ -51,9 +60,9 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, cast
 
 from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
@@ -63,6 +72,7 @@ log = logging.getLogger(__name__)
 
 LMQ_PREFIX = "%LMQ%"
 _ENTRY = struct.Struct(">qiqq")
+_ENTRY_SIZE = _ENTRY.size
 _META = struct.Struct(">qq")
 _META_FLOOR = struct.Struct(">qqq")
 _Q = struct.Struct(">q")
@@ -72,8 +82,7 @@ _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 _RUN = 16
 #: Entries a metadata miss looks up one by one before it seeks (see _load_meta).
 _PROBE = 4
-_PROBE_SUFFIXES = [_Q.pack(o) for o in range(_PROBE)]
-_ZERO = _PROBE_SUFFIXES[0]
+_ZERO = _Q.pack(0)
 _NEW: tuple[int, int, int] = (0, 0, 0)
 
 #: (next offset, min offset, floor); floor 0 means "never deleted".
@@ -188,11 +197,15 @@ class LmqStore:
         raw = cast(bytes | None, get(b"M" + key))
         base = b"E" + key + b"\x00"
         if raw is None:
-            if get(base + _ZERO) is None:
+            run = cast(bytes | None, get(base + _ZERO))
+            if run is None:
                 return _NEW  # the common miss: a queue never written
-            for offset in range(1, _PROBE):
-                if get(base + _PROBE_SUFFIXES[offset]) is None:
+            offset = len(run) // _ENTRY_SIZE
+            for _ in range(1, _PROBE):  # the next run starts where this one ends
+                run = cast(bytes | None, get(base + _Q.pack(offset)))
+                if run is None:
                     return offset, 0, 0
+                offset += len(run) // _ENTRY_SIZE
             nxt, lo, floor = 0, 0, 0
         else:
             nxt, lo, floor = _unpack_meta(raw)
@@ -202,7 +215,8 @@ class LmqStore:
         if it.valid():
             k = cast(bytes, it.key())
             if len(k) == len(base) + 8 and k.startswith(base):
-                nxt = max(nxt, _Q.unpack_from(k, len(base))[0] + 1)
+                end = _Q.unpack_from(k, len(base))[0] + len(it.value()) // _ENTRY_SIZE
+                nxt = max(nxt, end)
         return nxt, lo, floor
 
     def _prefetch(self, missing: list[str]) -> None:
@@ -235,8 +249,8 @@ class LmqStore:
     def write(self, entries: Sequence[LmqEntry], dispatched_end: int) -> dict[str, int]:
         """Write ``entries`` and the checkpoint in one batch; returns new max offsets.
 
-        Idempotent: an entry at or below a queue's known max is rewritten with the same
-        value (re-dispatch after a crash), never moving the max backwards. Entries of a
+        Idempotent: an entry below a queue's known max offset is already written
+        (re-dispatch after a crash) and is skipped, so runs never overlap. Entries of a
         deleted queue whose record lies below its tombstone floor are dropped.
         """
         wb = WriteBatch(raw_mode=True)
@@ -245,8 +259,8 @@ class LmqStore:
         with self._lock:
             for e in entries:
                 nxt, lo, floor = meta.get(e.name) or self._meta_of(e.name)
-                if e.phys < floor:
-                    continue  # the record belongs to a deleted generation of this queue
+                if e.phys < floor or e.offset < nxt:
+                    continue  # a deleted generation of this queue, or already written
                 wb.put(_entry_key(e.name.encode(), e.offset),
                        _ENTRY.pack(e.phys, e.size, e.tags, e.store_ts))
                 if e.offset + 1 > nxt:
@@ -264,17 +278,21 @@ class LmqStore:
         store_ts)`` -- the dispatcher's hot path: an entry's value is packed once per
         record, the loop per entry only builds its key and notes the queue's last
         offset (a queue's offsets rise in log order), and the queues' metadata is
-        advanced once per queue afterwards."""
+        advanced once per queue afterwards. Records below the checkpoint are written
+        already (re-dispatch after a crash) and skipped."""
         groups: dict[str, list[tuple[int, bytes]]] = {}
         pack = _ENTRY.pack
         last: dict[str, int] = {}
         count = 0
         with self._lock:
             floors = self._floors
+            written = self.dispatched
             for names, offsets, phys, size, tags, store_ts in records:
-                value = pack(phys, size, tags, store_ts)
                 if len(names) != len(offsets):
                     raise ValueError(f"{len(names)} LMQ names but {len(offsets)} offsets")
+                if phys < written:
+                    continue  # re-dispatch after a crash: its entries are in a run already
+                value = pack(phys, size, tags, store_ts)
                 entries: Iterable[tuple[str, int]] = zip(names, offsets, strict=False)
                 if floors and not floors.keys().isdisjoint(names):
                     entries = [(name, offset) for name, offset in entries
@@ -388,12 +406,17 @@ class LmqStore:
         first_gone: dict[str, int] = {}
         dropped = 0
         for k, v in self._items(b"E"):
-            phys, size, _tags, _ts = _ENTRY.unpack(v)
-            if phys + size > end:
+            n = len(v) // _ENTRY_SIZE
+            keep = _first_where(v, lambda phys, size: phys + size > end)
+            if keep == n:
+                continue
+            if keep:
+                wb.put(k, v[: keep * _ENTRY_SIZE])  # the run's head is still in the log
+            else:
                 wb.delete(k)
-                dropped += 1
-                name, offset = _split_entry_key(k)
-                first_gone[name] = min(first_gone.get(name, offset), offset)
+            dropped += n - keep
+            name, offset = _split_entry_key(k)
+            first_gone[name] = min(first_gone.get(name, offset + keep), offset + keep)
         with self._lock:
             for name, nxt in first_gone.items():
                 _old, lo, floor = self._meta_of(name)
@@ -410,26 +433,64 @@ class LmqStore:
     # ------------------------------------------------------------------ reading
 
     def entries(self, name: str, offset: int, count: int) -> list[tuple[int, int, int]]:
-        """Up to ``count`` ``(phys, size, tags)`` from ``offset`` (a multi-get)."""
+        """Up to ``count`` ``(phys, size, tags)`` from ``offset``: a multi-get while the
+        queue holds an entry per key (the serial dispatcher's), else its runs in order."""
         nxt, lo, _floor = self._meta_of(name)
         start = max(offset, lo)
         end = min(nxt, start + count)
         if start >= end:
             return []
         key = name.encode()
-        values = cast(list[bytes | None], self.db.get([_entry_key(key, o)
-                                                       for o in range(start, end)]))
-        out = []
-        for v in values:
-            if v is None:
+        get = self.db.get
+        out: list[tuple[int, int, int]] = []
+        first = cast(bytes | None, get(_entry_key(key, start)))
+        if first is not None and len(first) == _ENTRY_SIZE:
+            out.append(_ENTRY.unpack(first)[:3])
+            if end - start > 1:
+                values = cast(list[bytes | None],
+                              get([_entry_key(key, o) for o in range(start + 1, end)]))
+                for v in values:
+                    if v is None or len(v) != _ENTRY_SIZE:
+                        break  # inside a run, or a run starts here
+                    out.append(_ENTRY.unpack(v)[:3])
+            if len(out) == end - start:
+                return out
+        at = start + len(out)
+        for run_at, run, _k in self._runs(key, at):
+            if run_at > at:
+                break  # a gap: nothing past it is readable in order
+            n = len(run) // _ENTRY_SIZE
+            stop = min(n, end - run_at)
+            out.extend(_ENTRY.unpack_from(run, i * _ENTRY_SIZE)[:3]
+                       for i in range(at - run_at, stop))
+            at = max(at, run_at + stop)
+            if at >= end:
                 break
-            phys, size, tags, _ts = _ENTRY.unpack(v)
-            out.append((phys, size, tags))
         return out
 
     def store_time_at(self, name: str, offset: int) -> int:
-        raw = cast(bytes | None, self.db.get(_entry_key(name.encode(), offset)))
-        return int(_ENTRY.unpack(raw)[3]) if raw is not None else -1
+        for run_at, run, _k in self._runs(name.encode(), offset):
+            i = offset - run_at
+            if 0 <= i < len(run) // _ENTRY_SIZE:
+                return int(_ENTRY.unpack_from(run, i * _ENTRY_SIZE)[3])
+            break
+        return -1
+
+    def _runs(self, name: bytes, offset: int) -> Iterator[tuple[int, bytes, bytes]]:
+        """``name``'s runs in offset order from the one holding ``offset`` (or the first
+        after it): ``(first offset, value, key)``."""
+        base = b"E" + name + b"\x00"
+        size = len(base) + 8
+        it = self.db.iter()
+        it.seek_for_prev(base + _Q.pack(offset))
+        if not it.valid() or not cast(bytes, it.key()).startswith(base):
+            it.seek(base + _Q.pack(offset))
+        while it.valid():
+            k = cast(bytes, it.key())
+            if len(k) != size or not k.startswith(base):
+                return
+            yield _Q.unpack_from(k, len(base))[0], cast(bytes, it.value()), k
+            it.next()
 
     def offset_by_time(self, name: str, timestamp: int) -> int:
         lo, hi = self.min_offset(name), self.max_offset(name)
@@ -506,45 +567,52 @@ class LmqStore:
     def _spans(self, after: bytes | None = None, *, values: bool = False
                ) -> Iterator[tuple[bytes, int, int, bytes]]:
         """Every queue holding entries, in name order (after the queue ``after``):
-        ``(name, first offset, last offset, first entry's value or b"")``. Keys are
-        iterated; a queue longer than :data:`_RUN` costs a seek to its last key and a
-        new iteration after it instead of a step per entry."""
+        ``(name, first offset, last offset, first entry's value or b"")``. Runs are
+        iterated; a queue of more than :data:`_RUN` runs costs a seek to its last run
+        and a new iteration after it instead of a step per run."""
         unpack = _Q.unpack_from
         start = b"E" + after + b"\x01" if after is not None else b"E"
         while True:
             prefix = b""  # b"E" name 0x00 of the current queue: no other key starts so
-            first_key = last_key = value = b""
-            run = 0
+            first = last = 0
+            value = b""
+            runs = 0
             long_queue = False
-            rows = cast(Iterator[Any], self.db.items(from_key=start) if values
-                        else self.db.keys(from_key=start))
-            for row in rows:
-                k = cast(bytes, row[0] if values else row)
+            for row in cast(Iterator[tuple[bytes, bytes]], self.db.items(from_key=start)):
+                k, v = row
                 if prefix and k.startswith(prefix):
-                    last_key = k
-                    run += 1
-                    if run == _RUN:
+                    last = unpack(k, len(prefix))[0] + len(v) // _ENTRY_SIZE - 1
+                    runs += 1
+                    if runs == _RUN:
                         long_queue = True
                         break
                     continue
                 if prefix:
-                    yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
-                           unpack(last_key, len(prefix))[0], value)
+                    yield prefix[1:-1], first, last, value
                 if k[:1] != b"E":
                     return
-                prefix, first_key, last_key, run = k[:-8], k, k, 0
-                value = cast(bytes, row[1]) if values else b""
+                prefix, runs = k[:-8], 0
+                first = unpack(k, len(prefix))[0]
+                last = first + len(v) // _ENTRY_SIZE - 1
+                value = v[:_ENTRY_SIZE] if values else b""
             if not long_queue:
                 if prefix:
-                    yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
-                           unpack(last_key, len(prefix))[0], value)
+                    yield prefix[1:-1], first, last, value
                 return
             it = self.db.iter()
             it.seek_for_prev(prefix + b"\xff" * 8)
-            last_key = cast(bytes, it.key())
-            yield (prefix[1:-1], unpack(first_key, len(prefix))[0],
-                   unpack(last_key, len(prefix))[0], value)
+            last = (unpack(cast(bytes, it.key()), len(prefix))[0]
+                    + len(cast(bytes, it.value())) // _ENTRY_SIZE - 1)
+            yield prefix[1:-1], first, last, value
             start = prefix[:-1] + b"\x01"
+
+    def stored_entries(self) -> Iterator[tuple[str, int, bytes]]:
+        """Every stored entry, runs expanded: ``(queue, offset, value)`` in key order --
+        what two stores hold in common whatever runs their dispatchers wrote."""
+        for k, v in self._items(b"E"):
+            name, offset = _split_entry_key(k)
+            for i in range(len(v) // _ENTRY_SIZE):
+                yield name, offset + i, v[i * _ENTRY_SIZE : (i + 1) * _ENTRY_SIZE]
 
     def _has_entries(self, name: bytes) -> bool:
         prefix = b"E" + name + b"\x00"
@@ -660,18 +728,20 @@ class LmqStore:
     def _expired_prefix(self, name: bytes, lo: int, nxt: int, commitlog_min: int,
                         wb: WriteBatch) -> tuple[int, int]:
         """The first offset of ``name`` whose record is still in the commit log, and how
-        many entries before it were queued for deletion in ``wb``."""
-        raw = cast(bytes | None, self.db.get(_entry_key(name, lo)))
-        if raw is not None and _ENTRY.unpack(raw)[0] >= commitlog_min:
-            return lo, 0
-        prefix = b"E" + name + b"\x00"
+        many entries before it were queued for deletion in ``wb``: whole runs, and the
+        expired head of the run holding that offset (the rest is written again under
+        the offset of its first live entry)."""
         dropped = 0
-        for k, v in self._items(prefix, _entry_key(name, lo)):
-            offset = _Q.unpack(k[-8:])[0]
-            if _ENTRY.unpack(v)[0] >= commitlog_min:
-                return offset, dropped
+        for run_at, run, k in self._runs(name, lo):
+            n = len(run) // _ENTRY_SIZE
+            alive = _first_where(run, lambda phys, _size: phys >= commitlog_min)
+            if alive == 0:
+                return run_at, dropped
             wb.delete(k)
-            dropped += 1
+            dropped += alive
+            if alive < n:
+                wb.put(_entry_key(name, run_at + alive), run[alive * _ENTRY_SIZE:])
+                return run_at + alive, dropped
         return nxt, dropped
 
     def _drop_tombstones(self, commitlog_min: int) -> int:
@@ -703,6 +773,17 @@ class LmqStore:
             self.db.flush()
         finally:
             self.db.close()
+
+
+def _first_where(run: bytes, test: Callable[[int, int], bool]) -> int:
+    """The index of a run's first entry whose ``(phys, size)`` passes ``test``, or the
+    run's length. Entries are in record order, so a run splits at that one index."""
+    unpack = _ENTRY.unpack_from
+    for i in range(len(run) // _ENTRY_SIZE):
+        phys, size, _tags, _ts = unpack(run, i * _ENTRY_SIZE)
+        if test(phys, size):
+            return i
+    return len(run) // _ENTRY_SIZE
 
 
 def _split_entry_key(key: bytes) -> tuple[str, int]:

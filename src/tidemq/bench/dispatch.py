@@ -63,7 +63,7 @@ class DispatchBenchConfig:
     fanout: int = 10
     lmqs: int = 1000
     body_size: int = 128
-    rates: tuple[int, ...] = (2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000, 20000)
+    rates: tuple[int, ...] = (2000, 4000, 8000, 12000, 16000, 20000, 25000, 30000, 35000, 40000)
     seconds: float = 3.0
     warmup: float = 1.0  # seconds at the lowest rate before the measured ladder
     max_lag_ms: float = 100.0

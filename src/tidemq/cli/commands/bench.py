@@ -417,7 +417,7 @@ def dispatch(
     size: Size = 128,
     rates: Annotated[str, typer.Option(
         "--rates", help="Produce rates of part b, msg/s, comma separated, increasing.")]
-    = "2000,4000,6000,8000,10000,12000,14000,16000,20000",
+    = "2000,4000,8000,12000,16000,20000,25000,30000,35000,40000",
     seconds: Annotated[float, typer.Option("--seconds", min=0.1,
                                            help="Seconds per rate.")] = 3.0,
     warmup: Annotated[float, typer.Option(

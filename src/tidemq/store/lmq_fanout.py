@@ -15,15 +15,16 @@ entries' values concatenated -- built with numpy:
    bytes sort (code-point order is UTF-8 byte order), so rank order is key order;
 3. entries of records below the store's checkpoint (re-dispatch after a crash: their
    runs exist) and below their queue's tombstone floor dropped with one mask;
-4. one stable argsort by rank: within a queue, log order is offset order, so the entries
-   come out in key order, and one gather of the value rows gives every run's bytes;
+4. one sort of rank and position: within a queue, log order is offset order, so the
+   entries come out in key order, and one gather of the value rows gives every run's
+   bytes;
 5. a run starts wherever the queue changes (or, defensively, its offsets skip); keys
    and values come from slices, so the puts are one per queue, not one per entry.
 
-With 1,000 queues and ten per record, a round of 2,048 records is 1,000 keys instead of
-20,480: ``tidemq bench dispatch`` measured 7.6 -> 3.3 µs a record to build the batch
-and 2.4 -> 1.0 µs to write it. The result is what
-:meth:`~tidemq.store.lmq_store.LmqStore.write_prepared` applies.
+With 1,000 queues and ten per record (the load of ``tidemq bench dispatch``), a round of
+2,048 records is 1,000 keys instead of 20,480; building its batch went from 7.6 to 3.3 µs
+a record and writing it from 2.4 to 1.0 (docs/benchmarks.md, sixth pass). The result is
+what :meth:`~tidemq.store.lmq_store.LmqStore.write_prepared` applies.
 """
 
 from __future__ import annotations
@@ -37,11 +38,10 @@ from itertools import chain
 import numpy as np
 from rocksdict import WriteBatch
 
+from tidemq.store.lmq_store import ENTRY_DTYPE
+
 __all__ = ["Fanout", "FanoutRecords", "build_fanout"]
 
-#: One entry of an ``E`` run: phys(8) size(4) tags(8) store_ts(8), big-endian.
-ENTRY_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8"),
-                        ("store_ts", ">i8")])
 _ROW = np.dtype((np.void, ENTRY_DTYPE.itemsize))  # an entry as opaque bytes
 _Q = struct.Struct(">q")
 

@@ -26,12 +26,12 @@ records below the checkpoint ``C`` (they are already written), and new entries s
 the queue's max offset. Readers find the run holding an offset with a reverse seek.
 
 A queue's *max offset* is the end of its last run, found with one reverse seek when the
-queue is not cached, so dispatch writes no metadata. ``M``
-is written only when something else must be remembered: a minimum above 0 (expiry, or a
-queue first seen past 0), a tombstone floor, or a max offset no ``E`` key shows any more
-(every entry expired, a truncation); its ``next offset`` is then a lower bound of the max
-offset, which is ``max(next offset, end of the last run)``. A queue with neither key does not
-exist; one with ``E`` keys and no ``M`` starts at 0. Walks over the queues (counting,
+queue is not cached, so dispatch writes no metadata. ``M`` is written only when something
+else must be remembered: a minimum above 0 (expiry, or a queue first seen past 0), a
+tombstone floor, or a max offset no ``E`` key shows any more (every entry expired, a
+truncation); its ``next offset`` is then a lower bound of the max offset, which is
+``max(next offset, end of the last run)``. A queue with neither key does not exist; one
+with ``E`` keys and no ``M`` starts at 0. Walks over the queues (counting,
 expiry) step through the ``E`` keys queue by queue, jumping to a long queue's end.
 
 *Derived* keys are rebuilt from the commit log: RocksDB's WAL is off for them and every
@@ -64,15 +64,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
 
+import numpy as np
 from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-__all__ = ["LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "grouped_batch"]
+__all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "grouped_batch"]
 
 log = logging.getLogger(__name__)
 
 LMQ_PREFIX = "%LMQ%"
 _ENTRY = struct.Struct(">qiqq")
 _ENTRY_SIZE = _ENTRY.size
+#: One entry of an ``E`` run as a numpy row (the layout of :data:`_ENTRY`).
+ENTRY_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8"),
+                        ("store_ts", ">i8")])
 _META = struct.Struct(">qq")
 _META_FLOOR = struct.Struct(">qqq")
 _Q = struct.Struct(">q")
@@ -80,7 +84,7 @@ _CHECKPOINT_KEY = b"C"
 _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 #: A walk over E keys jumps to a queue's last entry after this many of its keys.
 _RUN = 16
-#: Entries a metadata miss looks up one by one before it seeks (see _load_meta).
+#: Runs a metadata miss looks up one by one before it seeks (see _load_meta).
 _PROBE = 4
 _ZERO = _Q.pack(0)
 _NEW: tuple[int, int, int] = (0, 0, 0)
@@ -444,15 +448,19 @@ class LmqStore:
         get = self.db.get
         out: list[tuple[int, int, int]] = []
         first = cast(bytes | None, get(_entry_key(key, start)))
-        if first is not None and len(first) == _ENTRY_SIZE:
-            out.append(_ENTRY.unpack(first)[:3])
-            if end - start > 1:
-                values = cast(list[bytes | None],
-                              get([_entry_key(key, o) for o in range(start + 1, end)]))
-                for v in values:
-                    if v is None or len(v) != _ENTRY_SIZE:
-                        break  # inside a run, or a run starts here
-                    out.append(_ENTRY.unpack(v)[:3])
+        if first is not None:
+            if len(first) == _ENTRY_SIZE:  # an entry per key: the rest by one multi-get
+                out.append(_ENTRY.unpack(first)[:3])
+                if end - start > 1:
+                    values = cast(list[bytes | None],
+                                  get([_entry_key(key, o) for o in range(start + 1, end)]))
+                    for v in values:
+                        if v is None or len(v) != _ENTRY_SIZE:
+                            break  # inside a run, or a run starts here
+                        out.append(_ENTRY.unpack(v)[:3])
+            else:  # a run starts at ``start``
+                out.extend(_ENTRY.unpack_from(first, i * _ENTRY_SIZE)[:3]
+                           for i in range(min(len(first) // _ENTRY_SIZE, end - start)))
             if len(out) == end - start:
                 return out
         at = start + len(out)

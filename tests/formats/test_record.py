@@ -23,6 +23,7 @@ from tidemq.formats.record import (
     HostAddr,
     Record,
     body_crc,
+    crc32,
     decode_record,
     encode_blank,
     encode_record,
@@ -198,6 +199,14 @@ def test_body_crc_is_masked() -> None:
     raw = zlib.crc32(data)  # 0xE8B7BE43
     assert raw & 0x80000000  # the raw CRC of this body has the top bit set
     assert body_crc(data) == raw & 0x7FFFFFFF == 0x68B7BE43
+
+
+@given(st.binary(max_size=3 * 4096 + 7), st.integers(0, 2**32 - 1))
+def test_body_crc_is_zlibs_crc32_whatever_the_length(data: bytes, seed: int) -> None:
+    """The CRC (ISA-L's where installed) is zlib's, for bodies in one piece and in chunks,
+    and when continued from a previous value."""
+    assert body_crc(data) == zlib.crc32(data) & 0x7FFFFFFF
+    assert crc32(data, seed) == zlib.crc32(data, seed)
 
 
 def test_pack_host() -> None:

@@ -40,12 +40,8 @@ from tidemq.formats.record import (
     encode_record,
     store_timestamp_offset,
 )
+from tidemq.formats.record import crc32 as _crc32
 from tidemq.store.index_keys import KeyColumns
-
-try:  # CRC32 with PCLMULQDQ: a third of zlib's time on small bodies; same values
-    from isal.isal_zlib import crc32 as _crc32
-except ImportError:  # pragma: no cover - no isal wheel for this platform
-    from zlib import crc32 as _crc32
 
 __all__ = ["EncodedBatch", "MessageInput", "UniformBatch", "encode_batch", "encode_uniform_batch",
            "patch_batch"]

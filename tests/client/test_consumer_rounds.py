@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from tidemq.client import Message, MessageQueue, PullConsumer
+from tidemq.client import MessageQueue, PullConsumer
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.codec.batch_protocol import CHILD_FORM_KEY, CHILD_FORMS_KEY, SHARED_FORM
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import RequestTimeout, ResponseCode
 from tidemq.testing import Cluster
 
-from .test_batch_rpc import QUEUES, TOPIC, config, make_cluster, producer, queues
+from .test_batch_rpc import QUEUES, config, fill, make_cluster, queues
 
 PER_QUEUE = 40
 BATCH = 4  # pulls per queue: PER_QUEUE / BATCH
@@ -31,14 +31,7 @@ async def filled(tmp_path: Path) -> AsyncIterator[Cluster]:
     """A cluster whose every queue holds PER_QUEUE messages ``b"<queue>:<i>"``."""
     cluster = await make_cluster(tmp_path)
     try:
-        p = await producer(cluster)
-        try:
-            for mq in queues(cluster):
-                await p.send_batch([Message(TOPIC, f"{mq.queue_id}:{i}".encode())
-                                    for i in range(PER_QUEUE)], queue=mq)
-        finally:
-            await p.close()
-        assert await asyncio.to_thread(cluster.brokers[0].store.wait_dispatched, 10.0)
+        await fill(cluster, PER_QUEUE)
         yield cluster
     finally:
         await cluster.stop()

@@ -82,9 +82,7 @@ class QueueState:
     def take_batches(self, queue: MessageQueue, limit: int) -> list[MessageBatch]:
         """Buffered batches of up to ``limit`` messages in all, oldest first (the last one
         cut when it would go over)."""
-        if self.head < len(self.buffer):
-            self.batches = [MessageBatch.of_messages(queue, self.buffer[self.head:])]
-            self.buffer, self.head = [], 0
+        self._batch_buffer(queue)
         out: list[MessageBatch] = []
         batches = self.batches
         while batches and limit > 0:
@@ -104,10 +102,14 @@ class QueueState:
         self.batches = []
         self.add(msgs)
 
-    def add_batch(self, batch: MessageBatch) -> None:
+    def _batch_buffer(self, queue: MessageQueue) -> None:
+        """Turn the buffered messages, if any, into one buffered batch."""
         if self.head < len(self.buffer):
-            self.batches = [MessageBatch.of_messages(batch.queue, self.buffer[self.head:])]
+            self.batches = [MessageBatch.of_messages(queue, self.buffer[self.head:])]
             self.buffer, self.head = [], 0
+
+    def add_batch(self, batch: MessageBatch) -> None:
+        self._batch_buffer(batch.queue)
         self.batches.append(batch)
 
     def add(self, msgs: list[MessageExt]) -> None:

@@ -38,7 +38,7 @@ from itertools import chain
 import numpy as np
 from rocksdict import WriteBatch
 
-from tidemq.store.lmq_store import ENTRY_DTYPE
+from tidemq.store.lmq_store import ENTRY_DTYPE, entry_prefix
 
 __all__ = ["Fanout", "FanoutRecords", "build_fanout"]
 
@@ -120,7 +120,7 @@ def build_fanout(records: FanoutRecords, floor_of: Callable[[str], int],
     new_queue = np.concatenate(([True], ranks[1:] != ranks[:-1]))
     starts = np.flatnonzero(new_queue | np.concatenate(([True], offsets[1:] != offsets[:-1] + 1)))
     bounds = (np.append(starts, total) * ENTRY_DTYPE.itemsize).tolist()
-    prefixes = [b"E" + name.encode() + b"\x00" for name in distinct]
+    prefixes = [entry_prefix(name.encode()) for name in distinct]
     keys = map(bytes.__add__, map(prefixes.__getitem__, ranks[starts].tolist()),
                map(_Q.pack, offsets[starts].tolist()))
     wb = WriteBatch(raw_mode=True)

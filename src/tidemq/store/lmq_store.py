@@ -67,7 +67,8 @@ from typing import NamedTuple, cast
 import numpy as np
 from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
-__all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "grouped_batch"]
+__all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "entry_prefix",
+           "grouped_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,13 @@ class LmqEntry(NamedTuple):
     store_ts: int
 
 
+def entry_prefix(name: bytes) -> bytes:
+    """What every ``E`` key of the queue ``name`` (UTF-8) starts with, and no other."""
+    return b"E" + name + b"\x00"
+
+
 def _entry_key(name: bytes, offset: int) -> bytes:
-    return b"E" + name + b"\x00" + _Q.pack(offset)
+    return entry_prefix(name) + _Q.pack(offset)
 
 
 def _offset_key(name: str, group: str) -> bytes:
@@ -127,7 +133,7 @@ def grouped_batch(groups: Mapping[str, list[tuple[int, bytes]]]) -> WriteBatch:
     put = wb.put
     pack_offset = _Q.pack
     for name in sorted(groups):
-        prefix = b"E" + name.encode() + b"\x00"
+        prefix = entry_prefix(name.encode())
         for offset, value in groups[name]:
             put(prefix + pack_offset(offset), value)
     return wb
@@ -199,7 +205,7 @@ class LmqStore:
         ``it`` when given: a batch shares one iterator)."""
         get = self.db.get
         raw = cast(bytes | None, get(b"M" + key))
-        base = b"E" + key + b"\x00"
+        base = entry_prefix(key)
         if raw is None:
             run = cast(bytes | None, get(base + _ZERO))
             if run is None:
@@ -487,7 +493,7 @@ class LmqStore:
     def _runs(self, name: bytes, offset: int) -> Iterator[tuple[int, bytes, bytes]]:
         """``name``'s runs in offset order from the one holding ``offset`` (or the first
         after it): ``(first offset, value, key)``."""
-        base = b"E" + name + b"\x00"
+        base = entry_prefix(name)
         size = len(base) + 8
         it = self.db.iter()
         it.seek_for_prev(base + _Q.pack(offset))
@@ -623,7 +629,7 @@ class LmqStore:
                 yield name, offset + i, v[i * _ENTRY_SIZE : (i + 1) * _ENTRY_SIZE]
 
     def _has_entries(self, name: bytes) -> bool:
-        prefix = b"E" + name + b"\x00"
+        prefix = entry_prefix(name)
         return next(self._keys(prefix), None) is not None
 
     def _emptied(self) -> Iterator[tuple[bytes, int, int]]:

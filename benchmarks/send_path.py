@@ -1,0 +1,226 @@
+"""What one batch send costs the broker's event-loop thread, request by request.
+
+Starts an in-process cluster (one name server, one broker), builds the SEND_BATCH_MESSAGE
+frames a TideMQ producer sends -- ``--batch`` messages of ``--size`` bytes, to an ordinary
+topic (``outer``: split into one record per message) and to a BatchCQ topic (``inner``:
+one record per batch, RIP-26) -- and feeds them to the broker's real server-side
+``Connection`` ``--per-read`` frames at a time, as if read from the socket. Answers go to
+a sink instead of the socket, so what is measured is the whole path on the event-loop
+thread: frame and header decoding, the send processor, the store append (commit log,
+hand-off to the dispatch thread) and the answer's encoding. Not measured: the syscalls,
+the event loop itself, and the dispatch thread (it runs meanwhile, as in the broker).
+
+Reported per request, median of ``--rounds`` rounds of ``--requests`` requests: wall
+microseconds and, when ``perf stat`` works on this machine, the event-loop thread's
+instructions and cycles -- instruction counts barely move on a noisy machine where
+microseconds do. Ideal throughput = batch / wall time: what the broker could take if this
+thread did nothing else.
+
+    .venv/bin/python benchmarks/send_path.py --requests 2000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidemq.client import AdminClient
+from tidemq.codec.command import RemotingCommand
+from tidemq.codec.frame import encode_command
+from tidemq.codec.send_batch import encode_send_batch, send_batch_request
+from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.net import Connection, RemotingClient
+from tidemq.store.message_store import MessageStore
+from tidemq.testing.cluster import Cluster
+from tidemq.types import Message
+
+#: A private request code: its processor hands the benchmark the server-side connection.
+_GRAB = 29_901
+_TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner"}
+
+
+class _Sink:
+    """Stands in for the connection's transport: answers are dropped."""
+
+    def writelines(self, parts: object) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+@dataclass
+class _Counters:
+    instructions: float
+    cycles: float
+
+
+class _Perf:
+    """``perf stat`` of one thread while a block runs; ``None`` where perf cannot count."""
+
+    def __init__(self) -> None:
+        self.available = shutil.which("perf") is not None and self._probe()
+
+    @staticmethod
+    def _probe() -> bool:
+        try:
+            out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions", "true"],
+                                 check=False, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return out.returncode == 0 and "not supported" not in out.stderr
+
+    def start(self) -> subprocess.Popen[str] | None:
+        if not self.available:
+            return None
+        proc = subprocess.Popen(
+            ["perf", "stat", "-x,", "-e", "instructions:u,cycles:u", "-t",
+             str(threading.get_native_id())], stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)  # perf attaches
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[str] | None) -> _Counters | None:
+        if proc is None:
+            return None
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate()
+        values: dict[str, float] = {}
+        for line in err.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[0].strip().isdigit():
+                values[fields[2].split(":")[0]] = float(fields[0])
+        if "instructions" not in values or "cycles" not in values:
+            return None
+        return _Counters(values["instructions"], values["cycles"])
+
+
+async def _server_connection(cluster: Cluster) -> tuple[Connection, RemotingClient]:
+    app = cluster.brokers[0]
+    grabbed: list[Connection] = []
+
+    def grab(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        grabbed.append(conn)
+        return cmd.response()
+
+    app.server.register(_GRAB, grab)
+    client = RemotingClient()
+    await client.request(app.broker_addr, RemotingCommand.request(_GRAB))
+    return grabbed[0], client
+
+
+def _frame(mode: str, batch: int, size: int) -> bytes:
+    body = (b"the quick brown fox jumps over the lazy dog " * (size // 44 + 1))[:size]
+    msgs = [Message(_TOPICS[mode], body) for _ in range(batch)]
+    now = int(time.time() * 1000)
+    encoded = encode_send_batch(msgs, keys=UniqKeyGenerator("127.0.0.1", os.getpid()), now_ms=now)
+    cmd = send_batch_request(encoded, inner=mode == "inner", producer_group="send-path",
+                             queue_id=0, now_ms=now)
+    return b"".join(bytes(part) for part in encode_command(cmd))
+
+
+def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, per_read: int,
+             requests: int, perf: _Perf) -> dict[str, float]:
+    chunk = frame * per_read
+    reads = max(1, requests // per_read)
+    stored = store.put_messages
+    proc = perf.start()
+    started = time.perf_counter()
+    for _ in range(reads):
+        conn.data_received(chunk)
+        conn._flush()
+    wall = time.perf_counter() - started
+    counters = perf.stop(proc)
+    n = reads * per_read
+    if store.put_messages - stored != n * batch:  # every request must have been stored
+        raise RuntimeError(f"{n} requests of {batch} stored {store.put_messages - stored} "
+                           "messages: the broker refused some (see its log)")
+    out = {"wall_us": wall / n * 1e6}
+    if counters is not None:
+        out["instructions"] = counters.instructions / n
+        out["cycles"] = counters.cycles / n
+    return out
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    perf = _Perf()
+    root = Path(tempfile.mkdtemp(prefix="tidemq-send-path-"))
+    results: dict[str, Any] = {"batch": args.batch, "size": args.size,
+                               "per_read": args.per_read, "perf": perf.available}
+    try:
+        async with Cluster(root, store={"mapped_file_size_commit_log": 1 << 30}) as cluster:
+            async with AdminClient(cluster.namesrv_addr) as admin:
+                await admin.create_topic(_TOPICS["outer"], read_queue_nums=1,
+                                         write_queue_nums=1)
+                await admin.create_topic(_TOPICS["inner"], read_queue_nums=1,
+                                         write_queue_nums=1,
+                                         attributes={"queue.type": "BatchCQ"})
+            conn, client = await _server_connection(cluster)
+            store = cluster.brokers[0].store
+            transport, check_flow = conn._transport, conn._check_flow
+            conn._transport, conn._check_flow = _Sink(), None  # type: ignore[assignment]
+            try:
+                for mode in args.modes:
+                    frame = _frame(mode, args.batch, args.size)
+                    measure = functools.partial(_measure, conn, store, frame, args.batch,
+                                                args.per_read, perf=perf)
+                    measure(args.requests // 4)  # warm-up
+                    rounds = [measure(args.requests) for _ in range(args.rounds)]
+                    summary = {key: statistics.median(r[key] for r in rounds)
+                               for key in rounds[0]}
+                    summary["rounds_wall_us"] = [round(r["wall_us"], 1) for r in rounds]
+                    summary["ideal_msgs_per_s"] = args.batch / summary["wall_us"] * 1e6
+                    summary["frame_bytes"] = len(frame)
+                    results[mode] = summary
+            finally:
+                conn._transport, conn._check_flow = transport, check_flow
+                await client.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch", type=int, default=100, help="messages per request")
+    parser.add_argument("--size", type=int, default=128, help="body bytes per message")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-read", type=int, default=8,
+                        help="frames handed over per data_received call")
+    parser.add_argument("--modes", nargs="+", choices=sorted(_TOPICS), default=["outer", "inner"])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    results = asyncio.run(_run(args))
+    if args.json:
+        print(json.dumps(results))
+        return
+    print(f"send path: batches of {args.batch} x {args.size} B, {args.per_read} frames "
+          f"per read, median of {args.rounds} x {args.requests} requests")
+    for mode in args.modes:
+        r = results[mode]
+        counted = (f", {r['instructions']:,.0f} instructions, {r['cycles']:,.0f} cycles "
+                   f"(IPC {r['instructions'] / r['cycles']:.2f})" if "instructions" in r
+                   else " (perf unavailable: no counts)")
+        print(f"  {mode:5s}: {r['wall_us']:6.1f} us/request (rounds {r['rounds_wall_us']})"
+              f"{counted}; ideal {r['ideal_msgs_per_s']:,.0f} msgs/s")
+
+
+if __name__ == "__main__":
+    main()

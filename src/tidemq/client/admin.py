@@ -31,19 +31,18 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
-from types import TracebackType
 from typing import TypeVar
 
 from tidemq.client import offsets as ofs
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import (
-    ClientClosedError,
     MessageNotFoundError,
     NoRouteError,
     UnknownClusterError,
 )
 from tidemq.client.instance import ClientInstance
 from tidemq.client.pull import pull_request, read_pull_response
+from tidemq.client.role import InstanceRole
 from tidemq.client.routes import PERM_READ, PERM_WRITE, route_request
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import Subscription
@@ -125,7 +124,7 @@ async def _all(calls: Sequence[Awaitable[_T]]) -> list[_T]:
     return results  # type: ignore[return-value]
 
 
-class AdminClient:
+class AdminClient(InstanceRole):
     """Administration over the name servers and brokers; see the module docstring."""
 
     def __init__(
@@ -140,6 +139,9 @@ class AdminClient:
         self._given = instance
         self._instance: ClientInstance | None = None
 
+    def __repr__(self) -> str:
+        return f"<AdminClient namesrv={','.join(self.config.namesrv_addr)!r}>"
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
@@ -153,19 +155,6 @@ class AdminClient:
         if inst is not None and self._given is None:
             await inst.release()
 
-    async def __aenter__(self) -> AdminClient:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientClosedError("AdminClient")
-        return self._instance
 
     async def _namesrv(self, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:
         response, addr = await self.instance.routes.request_any(

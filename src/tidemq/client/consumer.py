@@ -68,7 +68,6 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, TypeVar
 
 from tidemq.client import offsets as ofs
@@ -85,6 +84,7 @@ from tidemq.client.pull import (
     read_pull_response,
 )
 from tidemq.client.queue_state import Fetched, QueueState, discard
+from tidemq.client.role import InstanceRole
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
@@ -109,7 +109,7 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class PullConsumer:
+class PullConsumer(InstanceRole):
     """An asyncio pull consumer for one consumer group; see the module docstring.
 
     One task at a time may call :meth:`poll` (or iterate the consumer).
@@ -195,19 +195,6 @@ class PullConsumer:
             if self._given is None:
                 await inst.release()
 
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientClosedError(repr(self))
-        return self._instance
 
     # ------------------------------------------------------------------ membership
 

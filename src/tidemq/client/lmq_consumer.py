@@ -37,7 +37,6 @@ import collections
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
 from typing import NamedTuple
 
 from tidemq.client import offsets as ofs
@@ -47,6 +46,7 @@ from tidemq.client.instance import ClientInstance
 from tidemq.client.lmq import LmqMessage, lmq_offsets, validate_lmq_name
 from tidemq.client.pull import pull_request
 from tidemq.client.queue_state import discard
+from tidemq.client.role import InstanceRole
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group
 from tidemq.codec.bodies import ConsumeFromWhere
@@ -133,7 +133,7 @@ class _QueueState:
             self.task = None
 
 
-class LmqConsumer:
+class LmqConsumer(InstanceRole):
     """Reads LMQs for one consumer group; see the module docstring.
 
     One task at a time may call :meth:`poll` (or iterate the consumer).
@@ -207,19 +207,6 @@ class LmqConsumer:
             if self._given is None:
                 await inst.release()
 
-    async def __aenter__(self) -> LmqConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientClosedError(repr(self))
-        return self._instance
 
     # ------------------------------------------------------------------ brokers and queues
 

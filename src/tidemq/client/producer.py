@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Literal, overload
 
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
-from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.queue_types import QueueType, QueueTypeCache
+from tidemq.client.role import InstanceRole
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
 from tidemq.client.sending import (
@@ -69,7 +68,7 @@ log = logging.getLogger(__name__)
 _Build = Callable[[TopicRoute, MessageQueue, str], Awaitable[tuple[RemotingCommand, str]]]
 
 
-class Producer:
+class Producer(InstanceRole):
     """An asyncio producer for one producer group; see the module docstring.
 
     ``batch_compression`` sets how inner batches are compressed; ``queue_types`` maps
@@ -130,20 +129,6 @@ class Producer:
         if self._given is None:
             await inst.release()
 
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        """The running client instance (raises :class:`ClientClosedError` when not started)."""
-        if self._instance is None:
-            raise ClientClosedError(repr(self))
-        return self._instance
 
     # ------------------------------------------------------------------ sending
 

@@ -44,7 +44,6 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from tidemq.client import offsets as ofs
@@ -68,6 +67,7 @@ from tidemq.client.rebalance import (
 )
 from tidemq.client.retry import DEFAULT_MAX_RECONSUME_TIMES, restore_retry_topic, retry_topic
 from tidemq.client.retry_sender import RetrySender
+from tidemq.client.role import InstanceRole
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group, validate_topic
@@ -83,7 +83,7 @@ log = logging.getLogger(__name__)
 _FLOW_CONTROL_BACKOFF = 5.0
 
 
-class _PushConsumerBase:
+class _PushConsumerBase(InstanceRole):
     """Everything but how the listener is called; see the module docstring."""
 
     def __init__(
@@ -136,12 +136,6 @@ class _PushConsumerBase:
     @property
     def options(self) -> PushOptions:
         return self._options
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientClosedError(repr(self))
-        return self._instance
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -218,14 +212,6 @@ class _PushConsumerBase:
             await inst.abort()
         else:
             inst.forget_consumer(self._group)
-
-    async def __aenter__(self) -> _PushConsumerBase:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
     async def _stop_background(self) -> None:
         if self._rebalancer is not None:
@@ -572,10 +558,6 @@ class PushConsumer(_PushConsumerBase):
                          consume_timestamp=consume_timestamp, allocate=allocate)
         self._listener = listener
 
-    async def __aenter__(self) -> PushConsumer:
-        await self.start()
-        return self
-
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         return await self._listener(msgs)
 
@@ -604,10 +586,6 @@ class ThreadedPushConsumer(_PushConsumerBase):
                          consume_timestamp=consume_timestamp, allocate=allocate)
         self._listener = listener
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-
-    async def __aenter__(self) -> ThreadedPushConsumer:
-        await self.start()
-        return self
 
     async def start(self) -> None:
         if self._executor is None:

@@ -9,6 +9,7 @@ which they implement.
 
 from __future__ import annotations
 
+import abc
 from types import TracebackType
 from typing import Self
 
@@ -18,16 +19,18 @@ from tidemq.client.instance import ClientInstance
 __all__ = ["InstanceRole"]
 
 
-class InstanceRole:
+class InstanceRole(abc.ABC):
     """Base of the client roles: the context-manager protocol and ``instance``."""
 
     _instance: ClientInstance | None
 
+    @abc.abstractmethod
     async def start(self) -> None:
-        raise NotImplementedError
+        """Acquire the instance and announce the role to the brokers."""
 
+    @abc.abstractmethod
     async def close(self) -> None:
-        raise NotImplementedError
+        """Withdraw the role and release the instance; ``instance`` raises after it."""
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -17,13 +17,14 @@ message.
 A client batch body of one layout arrives as a :class:`UniformBatch` -- columns over the
 body's bytes, never a message object -- and :func:`encode_uniform_batch` copies its flag,
 body and property columns straight from the client's entries into the tiled template:
-the same bytes :func:`encode_batch` writes for its messages.
+the same bytes :func:`encode_batch` writes for its messages. That copy, the body CRCs and
+the patch of records of one size are one call each
+(:mod:`tidemq.formats.crecords`: compiled, or numpy).
 """
 
 from __future__ import annotations
 
 import functools
-import operator
 import struct
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, overload
@@ -32,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.batch import ENTRY_OVERHEAD
+from tidemq.formats.crecords import fill_records, patch_records
 from tidemq.formats.record import (
     FIXED_V4,
     MAGIC_V1,
@@ -78,8 +80,6 @@ class EncodedBatch(NamedTuple):
     starts: Sequence[int]  # a range when every record has the same size
     sizes: Sequence[int]
     ts_offset: int  # STORETIMESTAMP position inside each record
-    #: Uniform batches: the buffer as one structured row per record (``_uniform_layout``).
-    rows: npt.NDArray[np.void] | None = None
 
 
 Bodies = Sequence[bytes | bytearray | memoryview]
@@ -258,17 +258,17 @@ def _encode_uniform(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequenc
         rows["body"] = np.frombuffer(b"".join(bodies), dtype=rows_dtype["body"])
     if plen:
         rows["props"] = np.frombuffer(b"".join(props), dtype=rows_dtype["props"])
-    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56, rows)
+    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56)
 
 
 def encode_uniform_batch(
     topic: str, queue_id: int, batch: UniformBatch, *, sys_flag: int, born_timestamp: int,
     born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
 ) -> EncodedBatch | None:
-    """:func:`encode_batch` of ``batch``'s messages, to the same bytes, by strided copies
-    from the client's entries into the tiled template record: body, flag and property
-    columns, ``batch.cluster`` in the template. Only the body CRCs are computed per
-    message. ``None`` when :func:`encode_batch` would not use the template (IPv6 hosts,
+    """:func:`encode_batch` of ``batch``'s messages, to the same bytes: the template record
+    (``batch.cluster`` in it) tiled, then one :func:`~tidemq.formats.crecords.fill_records`
+    call copies each entry's flag, body and properties into its record and writes the
+    body's CRC. ``None`` when :func:`encode_batch` would not use the template (IPv6 hosts,
     a long topic, fewer than 8 messages): encode the messages then."""
     tbytes = topic.encode("utf-8")
     n = batch.n
@@ -277,8 +277,8 @@ def encode_uniform_batch(
         return None
     size, blen, cluster = batch.entry_size, batch.body_length, batch.cluster
     plen = batch.properties_length
-    template, rows_dtype = _uniform_layout(tbytes, blen, plen, sys_flag & ~0x30, born_host,
-                                           store_host, reconsume_times)
+    template, _ = _uniform_layout(tbytes, blen, plen, sys_flag & ~0x30, born_host, store_host,
+                                  reconsume_times)
     head = bytearray(template)
     rec = len(head)
     _QUEUE_ID.pack_into(head, 12, queue_id)
@@ -286,42 +286,8 @@ def encode_uniform_batch(
     if cluster:
         head[rec - len(cluster) :] = cluster
     buf = head * n
-    grid = np.frombuffer(buf, dtype=np.uint8).reshape(n, rec)
-    data = batch.data
-    entries = np.frombuffer(data, dtype=np.uint8).reshape(n, size)
-    grid[:, 16:20] = entries[:, 12:16]  # FLAG: big-endian int32 in both layouts
-    if blen:
-        grid[:, 88 : 88 + blen] = entries[:, 20 : 20 + blen]
-    pstart = ENTRY_OVERHEAD + blen
-    if size > pstart:
-        at = rec - plen
-        grid[:, at : at + size - pstart] = entries[:, pstart:]
-    rows = np.frombuffer(buf, dtype=rows_dtype)
-    rows["crc"] = _body_crcs(data, n, size, blen)
-    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56, rows)
-
-
-#: Batches of up to this many entries have their bodies read by one cached Struct.
-_BODIES_STRUCT_MAX = 1024
-
-
-@functools.lru_cache(maxsize=32)
-def _bodies_struct(n: int, size: int, blen: int) -> struct.Struct:
-    return struct.Struct("<" + f"20x{blen}s{size - 20 - blen}x" * n)
-
-
-def _body_crcs(data: bytes, n: int, size: int, blen: int) -> npt.NDArray[np.uint32]:
-    """The masked CRC32 of each of the ``n`` bodies of client batch entries of ``size``
-    bytes: the bodies are read as bytes objects by one Struct call (a slice each costs
-    several times as much), then checksummed one by one."""
-    if n <= _BODIES_STRUCT_MAX:
-        bodies: Iterator[bytes] = iter(_bodies_struct(n, size, blen).unpack_from(data))
-    else:
-        bodies = map(operator.itemgetter(0),
-                     struct.iter_unpack(f"<20x{blen}s{size - 20 - blen}x", data))
-    crcs = np.fromiter(map(_crc32, bodies), np.uint32, n)
-    crcs &= 0x7FFFFFFF
-    return crcs
+    fill_records(buf, rec, batch.data, n, size, blen, rec - plen)
+    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, 56)
 
 
 @functools.lru_cache(maxsize=256)
@@ -350,26 +316,13 @@ def _uniform_layout(tbytes: bytes, blen: int, plen: int, sys_flag: int, born_hos
                                "itemsize": rec})
 
 
-@functools.lru_cache(maxsize=64)
-def _steps(n: int, rec: int) -> npt.NDArray[np.int64]:
-    """``[[i, i * rec] for i in range(n)]``: what record ``i`` adds to the batch's first
-    queue offset and physical offset."""
-    steps = np.empty((n, 2), dtype=np.int64)
-    steps[:, 0] = np.arange(n, dtype=np.int64)
-    steps[:, 1] = steps[:, 0] * rec
-    steps.flags.writeable = False
-    return steps
-
-
 def patch_batch(enc: EncodedBatch, queue_offset: int, phys_base: int, store_ts: int,
                 queue_step: Sequence[int] | None = None) -> None:
     """Fill QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of every record."""
     buf, starts = enc.buf, enc.starts
     n = len(starts)
-    rows = enc.rows
-    if rows is not None and queue_step is None:
-        rows["offsets"] = np.add(_steps(n, rows.itemsize), (queue_offset, phys_base))
-        rows["store_timestamp"] = store_ts
+    if type(starts) is range and queue_step is None:  # records of one size
+        patch_records(buf, n, starts.step, queue_offset, phys_base, store_ts, enc.ts_offset)
         return
     if n < _VECTOR_MIN or queue_step is not None:
         qo_i = queue_offset

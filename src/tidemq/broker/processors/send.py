@@ -36,7 +36,6 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
-import numpy.typing as npt
 
 from tidemq.broker.lmq import parse_lmq_targets
 from tidemq.broker.processors.retry import route_send
@@ -59,6 +58,7 @@ from tidemq.errors import (
     error_for_code,
 )
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
+from tidemq.formats.crecords import offset_ids, uniform_entries
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
@@ -116,25 +116,16 @@ def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Excepti
 
 def _offset_ids(prefix: str, phys: Sequence[int]) -> str:
     """The offset message ids of a batch's records at ``phys`` joined by commas: each is
-    ``prefix`` and the offset as 16 upper-case hex digits. Beyond a few records, one
-    ``bytes.hex`` of all offsets (a comma every 8 bytes) instead of a format per record."""
+    ``prefix`` and the offset as 16 upper-case hex digits. Records of one size (``phys``
+    a range) are one :func:`~tidemq.formats.crecords.offset_ids` call; beyond a few
+    records, one ``bytes.hex`` of all offsets (a comma every 8 bytes) instead of a format
+    per record."""
+    if type(phys) is range:
+        return offset_ids(prefix, phys.start, phys.step, len(phys))
     if len(phys) < _UNIFORM_SMALL:
         return ",".join(map(f"{prefix}%016X".__mod__, phys))
-    at = (np.arange(phys.start, phys.stop, phys.step, dtype=">u8") if type(phys) is range
-          else np.asarray(phys, dtype=">u8"))
+    at = np.asarray(phys, dtype=">u8")
     return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
-
-
-@functools.lru_cache(maxsize=64)
-def _repeated_columns(size: int, blen: int, ustart: int, uend: int) -> npt.NDArray[np.intp]:
-    """The bytes of a batch entry that every entry of a uniform batch repeats: all but
-    MAGICCODE, BODYCRC, FLAG, the body and the UNIQ_KEY value (``ustart:uend`` of the
-    properties)."""
-    pstart = ENTRY_OVERHEAD + blen
-    out: npt.NDArray[np.intp] = np.r_[0:4, 16:20, pstart - 2 : pstart + ustart,
-                                      pstart + uend : size]
-    out.flags.writeable = False
-    return out
 
 
 def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:
@@ -456,20 +447,16 @@ class SendProcessor:
         property bytes except the UNIQ_KEY value (``ustart:uend`` of the properties;
         empty: the entries have none), and that value is separator-free ASCII.
         ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
-        pstart = ENTRY_OVERHEAD + blen
-        rows = np.frombuffer(data, np.uint8).reshape(n, size)
-        uniq = rows[:, pstart + ustart : pstart + uend]
-        if ustart != uend:
-            values = uniq.tobytes()
-            if not values.isascii() or b"\x02" in values:
-                return None
-        columns = _repeated_columns(size, blen, ustart, uend)
-        fixed = rows.take(columns, axis=1).tobytes()
-        if fixed != fixed[: len(columns)] * n:
+        if not uniform_entries(data, n, size, blen, ustart, uend):
             return None
         key_columns = None
         if keys is not None and (keys or ustart != uend):
-            key_columns = KeyColumns(uniq if ustart != uend else None, keys, n)
+            uniq = None
+            if ustart != uend:
+                pstart = ENTRY_OVERHEAD + blen
+                rows = np.frombuffer(data, np.uint8).reshape(n, size)
+                uniq = rows[:, pstart + ustart : pstart + uend]
+            key_columns = KeyColumns(uniq, keys, n)
         return UniformBatch(data, n, size, blen, cluster, tags, key_columns)
 
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:

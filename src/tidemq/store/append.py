@@ -161,7 +161,7 @@ def encode_batch(
     ``body_lengths``: the set of ``len(body)``, when the caller has it already."""
     tbytes = topic.encode("utf-8")
     v4 = len(born_host.ip) == 4 and len(store_host.ip) == 4 and len(tbytes) <= MAX_V1_TOPIC_BYTES
-    if not v4:
+    if not v4 or len(bodies) < _VECTOR_MIN:  # below 8 records, numpy's set-up costs more
         return _encode_each(tbytes, queue_id, bodies, props, flags, sys_flag, born_timestamp,
                             born_host, store_host, reconsume_times)
     if body_lengths is None:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import numpy as np
+import numpy.typing as npt
 
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.record import crc32
@@ -40,6 +41,7 @@ from tidemq.formats.record import crc32
 __all__ = [
     "NATIVE",
     "fill_records",
+    "joined_offset_ids",
     "offset_ids",
     "patch_records",
     "py_fill_records",
@@ -133,7 +135,13 @@ def py_offset_ids(prefix: str, start: int, step: int, n: int) -> str:
         raise ValueError("offset_ids: the prefix must be ASCII, n >= 0")
     if n == 0:
         return ""
-    at = (np.arange(n, dtype=np.int64) * step + start).astype(">u8")
+    return joined_offset_ids(prefix, np.arange(n, dtype=np.int64) * step + start)
+
+
+def joined_offset_ids(prefix: str, offsets: npt.ArrayLike) -> str:
+    """The ids of any (non-empty) ``offsets``, joined as :func:`offset_ids` joins them:
+    one ``bytes.hex`` of all of them (a comma every 8 bytes), not a format per offset."""
+    at = np.asarray(offsets).astype(">u8")
     return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
 
 

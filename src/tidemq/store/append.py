@@ -295,15 +295,16 @@ def _uniform_layout(tbytes: bytes, blen: int, plen: int, sys_flag: int, born_hos
                     store_host: HostAddr, reconsume_times: int) -> tuple[bytes, np.dtype[np.void]]:
     """One IPv4 record of a uniform batch with zero body, properties, CRC, queue id,
     offsets and timestamps (the caller patches the queue id and born time), and the
-    structured dtype of such a record: the columns a batch fills or patches."""
+    structured dtype of such a record: the columns :func:`_encode_uniform` fills (offsets
+    and store time are patched by :func:`patch_batch`)."""
     template = bytes(encode_record(
         topic=tbytes, queue_id=0, body=bytes(blen), properties=bytes(plen), sys_flag=sys_flag,
         born_host=born_host, store_host=store_host, reconsume_times=reconsume_times, crc=0,
     ))
     rec = len(template)
-    names = ["crc", "flag", "offsets", "store_timestamp"]
-    formats: list[object] = [">u4", ">i4", (">i8", (2,)), ">i8"]
-    offsets = [8, 16, 20, 56]  # BODYCRC, FLAG, QUEUEOFFSET + PHYSICALOFFSET, STORETIMESTAMP
+    names = ["crc", "flag"]
+    formats: list[object] = [">u4", ">i4"]
+    offsets = [8, 16]  # BODYCRC, FLAG
     if blen:
         names.append("body")
         formats.append(f"V{blen}")

@@ -58,7 +58,7 @@ from tidemq.errors import (
     error_for_code,
 )
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
-from tidemq.formats.crecords import offset_ids, uniform_entries
+from tidemq.formats.crecords import joined_offset_ids, offset_ids, uniform_entries
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
@@ -118,14 +118,13 @@ def _offset_ids(prefix: str, phys: Sequence[int]) -> str:
     """The offset message ids of a batch's records at ``phys`` joined by commas: each is
     ``prefix`` and the offset as 16 upper-case hex digits. Records of one size (``phys``
     a range) are one :func:`~tidemq.formats.crecords.offset_ids` call; beyond a few
-    records, one ``bytes.hex`` of all offsets (a comma every 8 bytes) instead of a format
-    per record."""
+    records, :func:`~tidemq.formats.crecords.joined_offset_ids` instead of a format per
+    record."""
     if type(phys) is range:
         return offset_ids(prefix, phys.start, phys.step, len(phys))
     if len(phys) < _UNIFORM_SMALL:
         return ",".join(map(f"{prefix}%016X".__mod__, phys))
-    at = np.asarray(phys, dtype=">u8")
-    return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
+    return joined_offset_ids(prefix, phys)
 
 
 def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:

@@ -52,6 +52,7 @@ from tidemq.formats.record import Record, decode_record
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.store.threads import NamedThread
 from tidemq.types import GetStatus
 
 __all__ = ["ScheduleService"]
@@ -133,7 +134,7 @@ class ScheduleService:
         self._woken = {0, *levels}
         self._stopping = False
         self.store.add_dispatch_hook(self.on_dispatched)
-        self._thread = threading.Thread(target=self._run, name="tidemq-schedule", daemon=True)
+        self._thread = NamedThread(target=self._run, name="tidemq-schedule", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from tidemq.errors import MessageTooLarge, StoreReadOnly
 from tidemq.formats.record import BLANK_SIZE, encode_blank
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile, all_zero
+from tidemq.store.threads import NamedThread
 
 __all__ = ["CommitLog"]
 
@@ -210,7 +211,7 @@ class CommitLog:
                     idle = min(idle * 2, self.WARM_IDLE_MAX)
 
         self._warm_stop.clear()
-        self._warmer = threading.Thread(target=run, name="tidemq-warm", daemon=True)
+        self._warmer = NamedThread(target=run, name="tidemq-warm", daemon=True)
         self._warmer.start()
 
     def stop_warmer(self) -> None:

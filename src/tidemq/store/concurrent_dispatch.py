@@ -68,6 +68,7 @@ from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, IndexSink, index_batches
 from tidemq.store.lmq_fanout import FanoutRecords, build_fanout
 from tidemq.store.queues import AnyQueue, ConsumeQueueSet
+from tidemq.store.threads import NamedThread
 
 __all__ = ["DEFAULT_RING_SIZE", "DEFAULT_ROUND_RECORDS", "DEFAULT_WORKERS",
            "ConcurrentDispatcher", "PreparedRound"]
@@ -127,9 +128,9 @@ class ConcurrentDispatcher(Dispatcher):
     # ------------------------------------------------------------------ threads
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._prepare_loop, name=f"tidemq-prep-{i}",
+        self._threads = [NamedThread(target=self._prepare_loop, name=f"tidemq-prep-{i}",
                                           daemon=True) for i in range(self.workers)]
-        self._threads.append(threading.Thread(target=self._commit_loop, name="tidemq-commit",
+        self._threads.append(NamedThread(target=self._commit_loop, name="tidemq-commit",
                                               daemon=True))
         for t in self._threads:
             t.start()

@@ -31,6 +31,7 @@ from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
+from tidemq.store.threads import NamedThread
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "fold_rows",
            "index_batches"]
@@ -390,7 +391,7 @@ class Dispatcher:
         self._wakeup.set()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="tidemq-dispatch", daemon=True)
+        self._thread = NamedThread(target=self._run, name="tidemq-dispatch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from tidemq.errors import StoreReadOnly
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
+from tidemq.store.threads import NamedThread
 
 __all__ = ["FLUSHED_GROUP", "FlushGroup", "FlushService", "FlushStatus"]
 
@@ -167,10 +168,10 @@ class FlushService:
 
     def start(self) -> None:
         target = self._run_sync if self.config.sync_flush else self._run_async
-        self._thread = threading.Thread(target=target, name="tidemq-flush", daemon=True)
+        self._thread = NamedThread(target=target, name="tidemq-flush", daemon=True)
         self._thread.start()
         if self.config.sync_flush:
-            self._watchdog = threading.Thread(target=self._run_watchdog,
+            self._watchdog = NamedThread(target=self._run_watchdog,
                                               name="tidemq-flush-watchdog", daemon=True)
             self._watchdog.start()
 

@@ -67,6 +67,8 @@ from typing import NamedTuple, cast
 import numpy as np
 from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 
+from tidemq.store.threads import NamedThread
+
 __all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "entry_prefix",
            "grouped_batch"]
 
@@ -671,7 +673,7 @@ class LmqStore:
         if stats is None:
             stats = self._stats = (time.monotonic(), *self.stats())
         elif time.monotonic() - stats[0] > max_age and self._stats_thread is None:
-            self._stats_thread = threading.Thread(target=self._refresh_stats,
+            self._stats_thread = NamedThread(target=self._refresh_stats,
                                                   name="tidemq-lmq-stats", daemon=True)
             self._stats_thread.start()
         return stats[1], stats[2]

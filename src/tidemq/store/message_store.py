@@ -52,6 +52,7 @@ from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
+from tidemq.store.threads import NamedThread
 
 __all__ = ["MessageInput", "MessageStore", "PutResult", "PutStatus"]
 
@@ -229,7 +230,7 @@ class MessageStore:
         self.dispatcher.start()
         self.commitlog.start_warmer()
         self._stop_event.clear()
-        self._housekeeper = threading.Thread(target=self._housekeep, name="tidemq-housekeep",
+        self._housekeeper = NamedThread(target=self._housekeep, name="tidemq-housekeep",
                                              daemon=True)
         self._housekeeper.start()
         self._running = True

@@ -59,10 +59,15 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=1024, help="MiB written per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where the file goes (default: a temp dir)")
+    parser.add_argument("--idle", type=float, default=0.0,
+                        help="seconds to wait between rounds (lets freed pages be reported "
+                             "back to a VM's host)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tidemq-page-cost-", dir=args.dir) as tmp:
         print(f"page cost: {args.mib} MiB per round into a fresh preallocated, mapped file")
         for i in range(args.rounds):
+            if i and args.idle > 0:
+                time.sleep(args.idle)  # nothing to wait for: the host's reclaim is the point
             kernel, user, rate = _round(Path(tmp), args.mib)
             print(f"  round {i + 1}: populate {kernel:5.2f} us kernel/page, copy {user:4.2f} "
                   f"us user/page, {rate:6.0f} MB/s")

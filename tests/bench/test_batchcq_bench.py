@@ -61,6 +61,14 @@ def test_one_run_measures_every_phase(tmp_path: Path) -> None:
     for phase in ("consume", "consume-columns", "consume-zstd", "consume-zstd-columns"):
         assert data["phases"][phase]["msgs"] == data["phases"][phase]["expected"], phase
     assert data["phases"]["consume-columns"]["body_bytes"] > 0
+    produce = {name: data["phases"][name] for name in ("inner", "inner-zstd", "outer")}
+    for name, row in produce.items():  # the commit log grew by at least the bodies
+        assert row["log_bytes_per_msg"] > (128 if name != "inner-zstd" else 0), (name, row)
+        assert "main" in {t["thread"] for t in row["broker_threads"]}, (name, row)
+    # one record per batch against one per message; compressed bodies are smaller still
+    assert (produce["inner-zstd"]["log_bytes_per_msg"] < produce["inner"]["log_bytes_per_msg"]
+            < produce["outer"]["log_bytes_per_msg"])
+    assert "inner broker threads (" in result.output
     assert data["ratios"]["columns_over_objects"] > 0
     assert data["ratios"]["inner_over_outer"] > 0
     assert "inner / outer" in result.output

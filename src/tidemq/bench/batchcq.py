@@ -49,7 +49,12 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.bench.columns import take_columns
-from tidemq.bench.process import BenchError, BrokerProcess, process_cpu_seconds
+from tidemq.bench.process import (
+    BenchError,
+    BrokerProcess,
+    process_cpu_seconds,
+    thread_cpu_seconds,
+)
 from tidemq.client import (
     AdminClient,
     ClientConfig,
@@ -123,27 +128,40 @@ def payloads(cfg: BatchCqBenchConfig, topic: str) -> list[list[Message]]:
 
 @dataclasses.dataclass(slots=True)
 class _Window:
-    """Messages, wall time and CPU of both processes over the measured part of a phase."""
+    """Messages, wall time and CPU of both processes -- and of each broker thread -- over
+    the measured part of a phase."""
 
     broker_pid: int
     t0: float = 0.0
     client0: float = 0.0
     broker0: float = 0.0
+    threads0: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     msgs: int = 0
 
     def open(self) -> None:
         self.t0 = time.perf_counter()
         self.client0 = time.process_time()
         self.broker0 = process_cpu_seconds(self.broker_pid) or 0.0
+        self.threads0 = thread_cpu_seconds(self.broker_pid)
         self.msgs = 0
 
     def close(self, name: str, **extra: Any) -> dict[str, Any]:
         """The row of the phase. ``*_ns_per_msg`` is CPU time per message: what a side
-        would sustain with a whole core is 1e9 / that (``*_msgs_per_core_s``)."""
+        would sustain with a whole core is 1e9 / that (``*_msgs_per_core_s``).
+        ``broker_threads`` splits the broker's CPU by thread (``sys_pct``: kernel time,
+        which for ``tidemq-warm`` is the price of new page-cache pages)."""
         dt = time.perf_counter() - self.t0
         client = time.process_time() - self.client0
         broker = (process_cpu_seconds(self.broker_pid) or 0.0) - self.broker0
         msgs = max(self.msgs, 1)
+        threads: list[dict[str, Any]] = []
+        for thread, (user, system) in thread_cpu_seconds(self.broker_pid).items():
+            u0, s0 = self.threads0.get(thread, (0.0, 0.0))
+            cpu, kernel = user + system - u0 - s0, system - s0
+            if dt > 0 and cpu / dt >= 0.005:
+                threads.append({"thread": thread, "cpu_pct": 100 * cpu / dt,
+                                "sys_pct": 100 * kernel / dt, "ns_per_msg": 1e9 * cpu / msgs})
+        threads.sort(key=lambda t: -float(t["cpu_pct"]))
         return {"phase": name, "msgs": self.msgs, "seconds": dt,
                 "msgs_per_s": self.msgs / dt if dt > 0 else 0.0,
                 "client_cpu_pct": 100 * client / dt if dt > 0 else 0.0,
@@ -151,7 +169,8 @@ class _Window:
                 "client_ns_per_msg": 1e9 * client / msgs,
                 "broker_ns_per_msg": 1e9 * broker / msgs,
                 "client_msgs_per_core_s": msgs / client if client > 0 else None,
-                "broker_msgs_per_core_s": msgs / broker if broker > 0 else None, **extra}
+                "broker_msgs_per_core_s": msgs / broker if broker > 0 else None,
+                "broker_threads": threads, **extra}
 
 
 def _py_spy() -> str | None:
@@ -213,8 +232,19 @@ def top_functions(collapsed: str, limit: int = 8) -> list[tuple[str, float]]:
 # ---------------------------------------------------------------------- phases
 
 
-async def _produce(cfg: BatchCqBenchConfig, producer: Producer, phase: str,
-                   queues: list[MessageQueue], broker_pid: int) -> dict[str, Any]:
+async def _log_offset(admin: AdminClient, broker: BrokerProcess) -> int | None:
+    """The broker's commit-log end offset (GET_BROKER_RUNTIME_INFO), if it says."""
+    with contextlib.suppress(TideMQError, ValueError):
+        return int((await admin.broker_status(broker.broker_addr))["commitLogMaxOffset"])
+    return None
+
+
+async def _produce(cfg: BatchCqBenchConfig, producer: Producer, admin: AdminClient,
+                   phase: str, queues: list[MessageQueue],
+                   broker: BrokerProcess) -> dict[str, Any]:
+    """A produce phase's row; ``log_bytes_per_msg`` is what the broker's commit log grew
+    by per measured message (every byte of it is page cache the kernel had to find)."""
+    broker_pid = broker.pid
     topic = _TOPICS[phase]
     pool = payloads(cfg, topic)
     compression = BatchCompression(CompressionType.ZSTD, cfg.zstd_level) if (
@@ -244,12 +274,16 @@ async def _produce(cfg: BatchCqBenchConfig, producer: Producer, phase: str,
     try:
         await asyncio.sleep(cfg.warmup)
         with _profiled(cfg, phase, broker_pid, cfg.duration) as profiles:
+            start = await _log_offset(admin, broker)
             window.open()
             measuring[0] = True
             await asyncio.sleep(cfg.duration)
             measuring[0] = False
             result = window.close(phase, errors=len(errors),
                                   last_error=errors[-1] if errors else "")
+            end = await _log_offset(admin, broker)
+            if start is not None and end is not None and window.msgs:
+                result["log_bytes_per_msg"] = (end - start) / window.msgs
     finally:
         running[0] = False
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -352,10 +386,11 @@ async def run_batchcq(cfg: BatchCqBenchConfig,
         producer = Producer("bench_batchcq", config=_client_config(namesrv, "producer"))
         await producer.start()
         try:
-            for phase in ("inner", "inner-zstd", "outer"):
-                rows[phase] = await _produce(cfg, producer, phase, queues, broker.pid)
-                if report is not None:
-                    report(rows[phase])
+            async with AdminClient(namesrv) as admin:
+                for phase in ("inner", "inner-zstd", "outer"):
+                    rows[phase] = await _produce(cfg, producer, admin, phase, queues, broker)
+                    if report is not None:
+                        report(rows[phase])
         finally:
             await producer.close()
         for phase, topic in (("consume", _TOPICS["inner"]),

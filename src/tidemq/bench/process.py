@@ -7,7 +7,9 @@ name server. :meth:`~BrokerProcess.stop` sends SIGTERM (a clean shutdown) and re
 directory. With ``profile`` the broker runs under ``py-spy record`` (every thread); the
 profile is written when the broker exits.
 
-CPU use of any process is read from ``/proc/<pid>/stat`` (:func:`process_cpu_seconds`).
+CPU use of any process is read from ``/proc/<pid>/stat`` (:func:`process_cpu_seconds`),
+and thread by thread from ``/proc/<pid>/task`` (:func:`thread_cpu_seconds`): the broker's
+threads carry their names for the kernel (:class:`tidemq.store.threads.NamedThread`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from pathlib import Path
 from tidemq.client import AdminClient, ClientConfig
 from tidemq.errors import TideMQError
 
-__all__ = ["BenchError", "BrokerProcess", "free_ports", "process_cpu_seconds"]
+__all__ = ["MAIN_THREAD", "BenchError", "BrokerProcess", "free_ports", "process_cpu_seconds",
+           "thread_cpu_seconds"]
 
 #: How the subprocess runs the CLI (``tidemq.cli.main`` has no ``__main__`` guard).
 _BOOT = "from tidemq.cli.main import main; main()"
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: How :func:`thread_cpu_seconds` names a process's first thread (a broker's event loop).
+MAIN_THREAD = "main"
 
 
 class BenchError(TideMQError):
@@ -57,6 +62,34 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:
+    """``{thread name: (user, system) CPU seconds}`` of process ``pid``'s live threads,
+    threads of one name summed; the first thread is :data:`MAIN_THREAD`. Empty when
+    ``/proc`` cannot tell (another OS, the process gone)."""
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name_part, _, rest = raw.rpartition(b")")
+        fields = rest.split()
+        try:
+            user, system = int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
+        except (IndexError, ValueError):
+            continue
+        name = (MAIN_THREAD if tid == str(pid)
+                else name_part.split(b"(", 1)[-1].decode("utf-8", "replace"))
+        u0, s0 = out.get(name, (0.0, 0.0))
+        out[name] = (u0 + user, s0 + system)
+    return out
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -76,6 +109,7 @@ class BrokerProcess:
         self.data = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=data_dir))
         self.log_path = self.data / "broker.log"
         self.namesrv_addr = ""
+        self.broker_addr = ""
         self.proc: subprocess.Popen[bytes] | None = None
         self.pid = 0
 
@@ -98,6 +132,7 @@ class BrokerProcess:
         """Start the broker and wait until it registered; returns the name-server address."""
         ns_port, broker_port = free_ports(2)
         self.namesrv_addr = f"127.0.0.1:{ns_port}"
+        self.broker_addr = f"127.0.0.1:{broker_port}"
         try:
             cmd = self.command(ns_port, broker_port)
         except BenchError:

@@ -303,6 +303,13 @@ def _print_batchcq(result: dict[str, Any]) -> None:
         value = ratios.get(key)
         console.print(f"{label}: {'-' if value is None else f'{value:.2f}'}")
     for name, row in result["phases"].items():
+        if not name.startswith("consume") and row.get("broker_threads"):
+            per_page = row.get("log_bytes_per_msg")
+            logged = f" ({per_page:,.0f} commit-log bytes/msg)" if per_page else ""
+            console.print(f"{name} broker threads{logged}: " + "; ".join(
+                f"{t['thread']} {t['cpu_pct']:.0f}% (sys {t['sys_pct']:.0f}%) "
+                f"{t['ns_per_msg']:,.0f} ns/msg" for t in row["broker_threads"][:5]),
+                soft_wrap=True)
         for side, top in row.get("top", {}).items():
             console.print(f"[bold]{name} {side}[/]: " + "; ".join(
                 f"{escape(fn)} {share:.0%}" for fn, share in top[:5]), soft_wrap=True)

@@ -52,14 +52,27 @@ def free_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
+def _stat_cpu(path: str) -> tuple[str, float, float] | None:
+    """``(comm, user, system)`` CPU seconds from a ``/proc`` ``stat`` file (a process's or
+    one thread's), or ``None`` when it cannot be read (gone, another OS)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    name_part, _, rest = raw.rpartition(b")")  # comm may itself hold ")"
+    fields = rest.split()
+    try:
+        user, system = int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK  # utime, stime
+    except (IndexError, ValueError):
+        return None
+    return name_part.split(b"(", 1)[-1].decode("utf-8", "replace"), user, system
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` (all its threads), or ``None``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return None
+    stat = _stat_cpu(f"/proc/{pid}/stat")
+    return None if stat is None else stat[1] + stat[2]
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:
@@ -72,19 +85,11 @@ def thread_cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:
     except OSError:
         return out
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
+        stat = _stat_cpu(f"/proc/{pid}/task/{tid}/stat")
+        if stat is None:
             continue  # the thread ended meanwhile
-        name_part, _, rest = raw.rpartition(b")")
-        fields = rest.split()
-        try:
-            user, system = int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
-        except (IndexError, ValueError):
-            continue
-        name = (MAIN_THREAD if tid == str(pid)
-                else name_part.split(b"(", 1)[-1].decode("utf-8", "replace"))
+        comm, user, system = stat
+        name = MAIN_THREAD if tid == str(pid) else comm
         u0, s0 = out.get(name, (0.0, 0.0))
         out[name] = (u0 + user, s0 + system)
     return out

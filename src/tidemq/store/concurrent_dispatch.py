@@ -129,9 +129,9 @@ class ConcurrentDispatcher(Dispatcher):
 
     def start(self) -> None:
         self._threads = [NamedThread(target=self._prepare_loop, name=f"tidemq-prep-{i}",
-                                          daemon=True) for i in range(self.workers)]
+                                     daemon=True) for i in range(self.workers)]
         self._threads.append(NamedThread(target=self._commit_loop, name="tidemq-commit",
-                                              daemon=True))
+                                         daemon=True))
         for t in self._threads:
             t.start()
         super().start()  # the round builder: Dispatcher._run -> run_once below

@@ -172,7 +172,7 @@ class FlushService:
         self._thread.start()
         if self.config.sync_flush:
             self._watchdog = NamedThread(target=self._run_watchdog,
-                                              name="tidemq-flush-watchdog", daemon=True)
+                                         name="tidemq-flush-watchdog", daemon=True)
             self._watchdog.start()
 
     def stop(self) -> None:

@@ -674,7 +674,7 @@ class LmqStore:
             stats = self._stats = (time.monotonic(), *self.stats())
         elif time.monotonic() - stats[0] > max_age and self._stats_thread is None:
             self._stats_thread = NamedThread(target=self._refresh_stats,
-                                                  name="tidemq-lmq-stats", daemon=True)
+                                             name="tidemq-lmq-stats", daemon=True)
             self._stats_thread.start()
         return stats[1], stats[2]
 

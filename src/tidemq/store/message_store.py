@@ -231,7 +231,7 @@ class MessageStore:
         self.commitlog.start_warmer()
         self._stop_event.clear()
         self._housekeeper = NamedThread(target=self._housekeep, name="tidemq-housekeep",
-                                             daemon=True)
+                                        daemon=True)
         self._housekeeper.start()
         self._running = True
         self._put_limit = self._fast_put_limit()

@@ -23,15 +23,11 @@ from tidemq.client import (
     SendStatus,
 )
 from tidemq.errors import BrokerResponseError
+from tidemq.testing import Cluster
 from tidemq.types import PullStatus
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 T = TypeVar("T")
-
-try:
-    from tidemq.testing import Cluster
-except ImportError:  # pragma: no cover - the fixture is not there yet
-    Cluster = None  # type: ignore[assignment,misc]
 
 
 async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
@@ -50,8 +46,6 @@ async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    if Cluster is None:
-        pytest.skip("tidemq.testing.Cluster is not available")
     async with Cluster(tmp_path, brokers=2) as running:
         yield running
 

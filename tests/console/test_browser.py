@@ -2,9 +2,10 @@
 web console), driven by a real headless Chromium (tests/console/browser.py).
 
 Skipped when Chromium is not installed (``make test`` installs Debian's ``chromium``
-when it can). On failure the page is saved as ``failure.png`` under the test's tmp dir;
-with ``TIDEMQ_CONSOLE_SCREENSHOTS=<dir>`` every page visited is saved there too (that
-is how docs/console.md's pictures are made).
+or stops); under ``CI=true`` that skip is a failure (tests/conftest.py). On failure the
+page is saved as ``failure.png`` under the test's tmp dir; with
+``TIDEMQ_CONSOLE_SCREENSHOTS=<dir>`` every page visited is saved there too (that is how
+docs/console.md's pictures are made).
 """
 
 from __future__ import annotations

@@ -1,0 +1,71 @@
+"""Suite-wide policy: under CI a skipped test is a failed test, unless its reason is on
+the allow-list below.
+
+A skip hides whatever the test would have found, and a CI run that skips because a
+browser or a native client is missing looks green while testing less. With ``CI`` set
+(to anything but ``""``, ``0`` or ``false``) every skip, at collection or at run time,
+whose reason is not in :data:`ALLOWED_SKIPS` is reported as a failure naming the reason.
+Expected failures (``xfail``) are not skips and are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+#: Skip reasons CI accepts, exactly as the test states them, with why each is fine.
+ALLOWED_SKIPS: dict[str, str] = {
+    "set TIDEMQ_SLOW=1": "the kill -9 soaks run for many minutes; CI runs their short "
+                         "versions, and TIDEMQ_SLOW=1 asks for the soaks",
+}
+
+
+def ci_strict() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def unexpected_skip(report: pytest.CollectReport | pytest.TestReport) -> str | None:
+    """The failure text for ``report`` when it is a skip CI does not allow, else None."""
+    if not report.skipped or hasattr(report, "wasxfail") or not ci_strict():
+        return None
+    reason = skip_reason(report)
+    if reason in ALLOWED_SKIPS:
+        return None
+    return (f"unexpected skip under CI: {reason}\n"
+            "CI runs every test: install what the test needs (`make test` does), or add the "
+            "reason to ALLOWED_SKIPS in tests/conftest.py with a justification")
+
+
+def fail(report: pytest.CollectReport | pytest.TestReport, message: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = message
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    message = unexpected_skip(report)
+    if message is not None:
+        fail(report, message)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    message = unexpected_skip(report)
+    if message is not None:
+        fail(report, message)
+    return report

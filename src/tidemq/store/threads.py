@@ -12,7 +12,6 @@ thread.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 import threading
@@ -26,11 +25,17 @@ NATIVE_NAME_BYTES = 15
 
 @functools.cache
 def _prctl() -> ctypes._NamedFuncPointer | None:
+    """libc's ``prctl``, from the symbols the interpreter already has loaded.
+
+    Not ``ctypes.util.find_library``: it runs ``ldconfig -p`` in a child process, and a
+    child forked while the store is open holds a copy of the store lock's file
+    description until it execs -- long enough, on a busy machine, for the lock to
+    outlive a store process killed with -9.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 

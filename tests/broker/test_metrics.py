@@ -16,6 +16,7 @@ from prometheus_client.samples import Sample
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from tidemq.testing import Cluster
+from tidemq.types import FlushDiskType
 
 
 def free_port() -> int:
@@ -40,7 +41,10 @@ def value(families: dict[str, list[Sample]], name: str, **labels: str) -> float:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=1, broker={"metrics_port": free_port()}) as c:
+    """SYNC_FLUSH, so that every acknowledged send was flushed by the flusher the
+    flush metrics describe."""
+    async with Cluster(tmp_path, brokers=1, broker={"metrics_port": free_port()},
+                       store={"flush_disk_type": FlushDiskType.SYNC_FLUSH}) as c:
         yield c
 
 
@@ -76,7 +80,8 @@ async def test_broker_metrics_follow_traffic(cluster: Cluster) -> None:
     assert value(m, "tidemq_broker_get_messages_total") >= 10
     assert value(m, "tidemq_broker_topic_put_messages_total", topic="Metered") == 10
     assert value(m, "tidemq_broker_group_get_messages_total", group="metrics-group") >= 10
-    assert value(m, "tidemq_broker_put_tps") >= 0
+    # Full seconds of the last 10 count: 10 messages make 0.0, 0.1, ... or 1.0 per second.
+    assert round(value(m, "tidemq_broker_put_tps") * 10, 6) in range(11)
     sends = sum(s.value for s in m["tidemq_broker_send_latency_seconds"]
                 if s.name.endswith("_count"))
     pulls = sum(s.value for s in m["tidemq_broker_pull_latency_seconds"]
@@ -88,10 +93,12 @@ async def test_broker_metrics_follow_traffic(cluster: Cluster) -> None:
                  topic="Metered") == 6
     assert value(m, "tidemq_broker_consumer_offset", group="metrics-group",
                  topic="Metered") == 4
-    assert value(m, "tidemq_broker_dispatch_behind_bytes") >= 0
-    assert value(m, "tidemq_broker_dispatch_lag_seconds") >= 0
-    assert value(m, "tidemq_broker_flushes_total") >= 0
-    assert value(m, "tidemq_broker_flush_last_seconds") >= 0
+    # Everything was dispatched and flushed (SYNC_FLUSH) before the scrape; nothing since.
+    assert value(m, "tidemq_broker_dispatch_behind_bytes") == 0
+    assert value(m, "tidemq_broker_dispatch_lag_seconds") == 0
+    assert app.store.flusher is not None
+    assert 1 <= value(m, "tidemq_broker_flushes_total") <= app.store.flusher.flush_count
+    assert value(m, "tidemq_broker_flush_last_seconds") > 0
     assert value(m, "tidemq_broker_commitlog_bytes") > 1000
     assert 0 < value(m, "tidemq_broker_disk_used_ratio") < 1
     assert value(m, "tidemq_broker_connections") >= 1

@@ -141,8 +141,12 @@ async def test_bad_topic_names_are_invalid_parameter(peer: Peer, topic: str, cod
     assert resp.code == ResponseCode.INVALID_PARAMETER and resp.remark
 
 
-async def test_longest_legal_topic_name_is_accepted(peer: Peer) -> None:
-    await peer.ok(wire.send("T" * 127))
+async def test_longest_legal_topic_name_is_accepted(cluster: Cluster, peer: Peer) -> None:
+    resp = await peer.ok(wire.send("T" * 127, b"long name"))
+    queue_id = int(resp.ext_fields["queueId"])
+    await wire.dispatched(cluster.brokers[0])
+    [msg] = await peer.messages("T" * 127, queue_id)
+    assert (msg.topic, msg.body, msg.queue_offset) == ("T" * 127, b"long name", 0)
 
 
 @pytest.mark.parametrize("qid", [4, 5, 1000])

@@ -335,6 +335,21 @@ class LogicalProcessor:
         self._run(conn, cmd, forward())
         return None
 
+    async def _call(self, cmd: RemotingCommand, seg: Segment, **ext: str) -> RemotingCommand:
+        """The physical request on the segment's broker, its answer untranslated."""
+        physical = self._physical(cmd, seg, **ext)
+        if seg.broker != self.me:
+            resp = await self._forward(seg.broker, physical)
+        else:
+            done: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+            answer = self._orig[cmd.code](_Capture(cast(Connection, _FutureConn(done)),
+                                                   lambda r: r), physical)
+            if isinstance(answer, RemotingCommand):
+                done.set_result(answer)
+            resp = await done
+        resp.opaque, resp.serialize_type = cmd.opaque, cmd.serialize_type
+        return resp
+
     # ------------------------------------------------------------------ logical paths
 
     def _logical(self, code: int, mapping: TopicMapping, conn: Connection,
@@ -471,6 +486,7 @@ class LogicalProcessor:
 
         def translate(resp: RemotingCommand) -> RemotingCommand:
             ext = resp.ext_fields
+            dispatched = _int(ext.get("maxOffset"), 0)  # physical, before translation
             for key in ("nextBeginOffset", "maxOffset"):
                 if key in ext:
                     ext[key] = str(seg.to_logical(int(ext[key])))
@@ -482,11 +498,28 @@ class LogicalProcessor:
                 resp.body_parts = None
                 if sealed_end >= 0 and int(ext.get("nextBeginOffset", "0")) > seg.logical_end:
                     ext["nextBeginOffset"] = str(seg.logical_end)
-            elif resp.code == ResponseCode.PULL_NOT_FOUND and sealed_end >= 0:
+            elif (resp.code == ResponseCode.PULL_NOT_FOUND and sealed_end >= 0
+                  and dispatched >= sealed_end):
+                # Only once the sealed tail is dispatched: the seal fixes the end from the
+                # appends, and the consume queue may still be behind them.
                 ext["nextBeginOffset"] = str(seg.logical_end)
             return resp
 
-        return self._execute(conn, cmd, seg, translate, **extra)
+        if sealed_end < 0:
+            return self._execute(conn, cmd, seg, translate, **extra)
+
+        async def pull_sealed() -> RemotingCommand:
+            # The reader's lag is against the logical queue, not the sealed segment.
+            top = seg.logical_end
+            with contextlib.suppress(TideMQError):  # the leader's broker may be down
+                top = max(top, await self._max_logical(mapping, lq))
+            resp = translate(await self._call(cmd, seg, **extra))
+            if "maxOffset" in resp.ext_fields:
+                resp.ext_fields["maxOffset"] = str(top)
+            return resp
+
+        self._run(conn, cmd, pull_sealed())
+        return None
 
     def _offsets(self, mapping: TopicMapping, lq: int, conn: Connection,
                  cmd: RemotingCommand) -> Any:

@@ -9,11 +9,13 @@ from tests.client.batch_checks import assert_batch_is
 from tests.client.fakes import FakeBroker, FakeNameServer
 
 from tidemq.client import (
+    BlockingLmqPullConsumer,
     BlockingProducer,
     BlockingPullConsumer,
     ClientConfig,
     MessageTooBigError,
 )
+from tidemq.client.records import decode_messages
 from tidemq.codec.command import RequestCode
 from tidemq.errors import BrokerResponseError, ResponseCode
 from tidemq.types import Message, MessageQueue, PullStatus, SendStatus
@@ -95,3 +97,31 @@ async def test_blocking_retry_and_auto_create(namesrv: FakeNameServer,
     await asyncio.to_thread(produce)
     assert brokers[0].log.of(RequestCode.SEND_MESSAGE_V2)
     assert "Fresh" in brokers[1].topics
+
+
+async def test_topic_list_and_undecoded_pulls(namesrv: FakeNameServer,
+                                              brokers: list[FakeBroker],
+                                              config: ClientConfig) -> None:
+    """What readers with their own decoder use (the Spark source): the topic list, and
+    pulls whose records come back as the body, decodable by tidemq.client.records."""
+    namesrv.add_topic("T", brokers)
+    namesrv.add_topic("U", brokers)
+
+    def run() -> None:
+        with BlockingProducer("pg", config=config) as producer:
+            producer.send_batch([Message("T", b"m0", {"TAGS": "a"}), Message("T", b"m1")],
+                                queue=QA)
+        with BlockingPullConsumer("cg", config=config) as consumer:
+            assert {"T", "U"} <= set(consumer.routes.topic_list())
+            raw = consumer.pull_body(QA, 0, 32)
+            objects = consumer.pull(QA, 0, 32)
+            assert raw[:4] == objects[:4] and raw.status is PullStatus.FOUND
+            assert [m.body for m in decode_messages(raw.body)] == [b"m0", b"m1"]
+            end = consumer.pull_body(QA, raw.next_offset, 32)
+            assert end.status is PullStatus.NO_NEW_MSG and end.body == b""
+        unrouted = MessageQueue("T", "in-no-route", 0)  # reached by address alone
+        with BlockingLmqPullConsumer("cg", brokers[0].address, config=config) as lmq:
+            assert [m.body for m in lmq.pull(unrouted, 0, 32).messages] == [b"m0", b"m1"]
+            assert lmq.pull_body(unrouted, 0, 32)[:4] == raw[:4]
+
+    await asyncio.to_thread(run)

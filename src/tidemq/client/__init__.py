@@ -18,7 +18,9 @@ Consumer groups (push consumers, rebalancing, ordered consumption, retries and d
 letters) are described in ``docs/consumer-groups.md``.
 
 Synchronous API for scripts and Spark executors: :class:`BlockingProducer`,
-:class:`BlockingPullConsumer`. The modules behind these names are private.
+:class:`BlockingPullConsumer`, :class:`BlockingLmqPullConsumer`. Pull bodies decoded by
+the reader: :mod:`tidemq.client.records`. The other modules behind these names are
+private.
 """
 
 from tidemq.client.admin import AdminClient, BrokerInfo, ConsumerOffset, QueueStatus
@@ -30,7 +32,12 @@ from tidemq.client.allocate import (
     consistent_hash,
 )
 from tidemq.client.batching import AutoBatchProducer
-from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer, BlockingRouteCache
+from tidemq.client.blocking import (
+    BlockingLmqPullConsumer,
+    BlockingProducer,
+    BlockingPullConsumer,
+    BlockingRouteCache,
+)
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.errors import (
@@ -75,6 +82,7 @@ __all__ = [
     "AutoBatchProducer",
     "BatchCompression",
     "BlockingListener",
+    "BlockingLmqPullConsumer",
     "BlockingProducer",
     "BlockingPullConsumer",
     "BlockingRouteCache",

@@ -12,7 +12,10 @@ behave alike; only the waiting differs.
 * :class:`BlockingPullConsumer` -- stateless reads: ``pull(queue, offset, max_nums)``
   returns ``(status, next_offset, min_offset, max_offset, messages)``, ``pull_batch``
   the same with the messages as columns; the caller keeps the offsets (a Spark
-  partition knows its range). No heartbeat is sent.
+  partition knows its range). No heartbeat is sent. ``pull_body`` leaves the records
+  undecoded for callers with their own decoder (:mod:`tidemq.client.records`);
+* :class:`BlockingLmqPullConsumer` -- the same reads of light message queues (RIP-28),
+  which no route names, from one given broker.
 
 Every object is safe to share between threads.
 """
@@ -31,9 +34,11 @@ from tidemq.client.config import ClientConfig
 from tidemq.client.errors import NoRouteError
 from tidemq.client.pull import (
     PullBatch,
+    PulledBody,
     PullResult,
     pull_request,
     read_pull_batch,
+    read_pull_body,
     read_pull_response,
 )
 from tidemq.client.queue_types import (
@@ -62,8 +67,8 @@ from tidemq.client.sending import (
 from tidemq.client.stamps import new_uniq_keys, now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.validation import validate_group
-from tidemq.codec.bodies import TopicRouteData
-from tidemq.codec.command import RemotingCommand
+from tidemq.codec.bodies import TopicList, TopicRouteData, decode_body
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import (
     BrokerResponseError,
     ConnectionLost,
@@ -75,7 +80,8 @@ from tidemq.formats.properties import PropertyKey
 from tidemq.net.blocking import BlockingClient
 from tidemq.types import Message, MessageQueue, SendResult
 
-__all__ = ["BlockingProducer", "BlockingPullConsumer", "BlockingRouteCache"]
+__all__ = ["BlockingLmqPullConsumer", "BlockingProducer", "BlockingPullConsumer",
+           "BlockingRouteCache"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +142,13 @@ class BlockingRouteCache:
     def fetch(self, topic: str) -> TopicRouteData:
         response, addr = self.request_any(lambda: route_request(topic))
         return read_route_response(response, address=addr)
+
+    def topic_list(self) -> list[str]:
+        """Every topic the name servers know, sorted."""
+        response, addr = self.request_any(
+            lambda: RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        ofs.check_success(response, address=addr)
+        return sorted(decode_body(response.full_body(), TopicList).topic_list)
 
     def request_any(self, build: Callable[[], RemotingCommand]) -> tuple[RemotingCommand, str]:
         """Send ``build()`` to the name servers in turn until one answers."""
@@ -343,6 +356,16 @@ class BlockingPullConsumer(_BlockingBase):
         response, addr = self._request(queue, cmd, timeout)
         return read_pull_batch(response, queue, sub, address=addr, offset=offset)
 
+    def pull_body(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
+                  expression: str = SUB_ALL, timeout: float | None = None) -> PulledBody:
+        """:meth:`pull` with the records left undecoded: ``(status, next_offset,
+        min_offset, max_offset, body)``. The broker filters tags by hash only; the caller
+        decodes (:mod:`tidemq.client.records`) and filters the rest."""
+        sub = Subscription.parse(queue.topic, expression)
+        cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
+        response, addr = self._request(queue, cmd, timeout)
+        return read_pull_body(response, address=addr)
+
     def get_min_offset(self, queue: MessageQueue) -> int:
         response, addr = self._request(queue, ofs.min_offset_request(queue))
         return ofs.read_offset(response, address=addr)
@@ -368,3 +391,27 @@ class BlockingPullConsumer(_BlockingBase):
         response, addr = self._request(queue, ofs.update_offset_request(self.group, queue,
                                                                         offset))
         ofs.check_success(response, address=addr)
+
+
+class BlockingLmqPullConsumer(BlockingPullConsumer):
+    """:class:`BlockingPullConsumer` for light message queues (RIP-28): every request goes
+    to ``broker`` (an ``ip:port``), since LMQs are registered in no route."""
+
+    def __init__(self, group: str, broker: str, *, config: ClientConfig | None = None) -> None:
+        super().__init__(group, None, config=ClientConfig.for_namesrv(broker, config))
+        self.broker = broker
+
+    def __enter__(self) -> BlockingLmqPullConsumer:
+        return self
+
+    def _request(self, queue: MessageQueue, cmd: RemotingCommand,
+                 timeout: float | None = None) -> tuple[RemotingCommand, str]:
+        return self.client.request(self.broker, cmd, timeout), self.broker
+
+    def pull(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
+             expression: str = SUB_ALL, timeout: float | None = None) -> PullResult:
+        # A record's queue offset is its parent queue's, not the LMQ's: never filter by it.
+        sub = Subscription.parse(queue.topic, expression)
+        cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
+        response, addr = self._request(queue, cmd, timeout)
+        return read_pull_response(response, queue, sub, address=addr, offset=None)

@@ -52,8 +52,10 @@ __all__ = [
     "PullBatch",
     "PullChild",
     "PullResult",
+    "PulledBody",
     "pull_request",
     "read_pull_batch",
+    "read_pull_body",
     "read_pull_response",
 ]
 
@@ -94,6 +96,17 @@ class PullBatch(NamedTuple):
     min_offset: int
     max_offset: int
     batch: MessageBatch | None
+
+
+class PulledBody(NamedTuple):
+    """One pull with its records left undecoded (:func:`read_pull_body`): ``body`` is
+    ``b""`` unless ``status`` is FOUND."""
+
+    status: PullStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
 
 
 class PullChild(RemotingCommand):
@@ -177,6 +190,15 @@ def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
                   else None)
         batch = read_batch(body, queue, low, high, offset, subscription.tags, parent)
     return PullBatch(status, nxt, low, high, batch)
+
+
+def read_pull_body(response: RemotingCommand, *, address: str) -> PulledBody:
+    """:func:`read_pull_response` without the decoding, for readers that decode the
+    records themselves (:mod:`tidemq.client.records`): the same status handling and
+    errors; no tag filtering beyond the broker's (by tag hash)."""
+    status, nxt, low, high = _head(response, address)
+    body = response.full_body() if status is PullStatus.FOUND else b""
+    return PulledBody(status, nxt, low, high, body)
 
 
 def _head(response: RemotingCommand, address: str) -> tuple[PullStatus, int, int, int]:

@@ -2,10 +2,10 @@
 
 Runs in Spark's Python workers with nothing but what the partition carries (the options
 and the range). Pulls go through :meth:`ClusterAccess.pull_body`; each body is decoded by
-the columnar decoder (:func:`tidemq.codec.columns.decode_columns`, or
-:func:`~tidemq.codec.columns.decode_entry_columns` for inner batches, then
+the columnar decoder (:func:`tidemq.client.records.decode_columns`, or
+:func:`~tidemq.client.records.decode_entry_columns` for inner batches, then
 :func:`tidemq.spark.rows.columns_to_batch`) and, when a record needs the general decoder
-or the read is of an LMQ, by :func:`~tidemq.codec.message.decode_messages` then
+or the read is of an LMQ, by :func:`~tidemq.client.records.decode_messages` then
 :func:`~tidemq.spark.rows.to_batch`. Rows outside the range (an inner batch starts
 before it, the last pull runs past it) and rows whose tag the expression does not name
 (the broker filters by tag hash only) are dropped. Consecutive pulls are joined into
@@ -13,11 +13,11 @@ batches of at least ``MIN_BATCH_ROWS`` rows: the JVM pays per batch.
 
 Allocator: a pull response is megabytes (``pullBatchSize`` messages), received, framed and
 copied by the blocking client. glibc serves such sizes with a fresh ``mmap`` each time,
-and faulting those pages in cost more kernel time than everything else on this path
-(about 5 ms per 2 MB pull, measured; 0.3 ms with the heap reused). :func:`tune_allocator`
-therefore raises the executor process's mmap and trim thresholds once (``mallopt``;
-glibc only, a no-op elsewhere). The Python workers exist to run Spark tasks, so the
-process-wide setting is theirs to choose.
+and faulting those pages in costs more kernel time than everything else on this path,
+many times what reusing the heap costs. :func:`tune_allocator` therefore raises the
+executor process's mmap and trim thresholds once (``mallopt``; glibc only, a no-op
+elsewhere). The Python workers exist to run Spark tasks, so the process-wide setting is
+theirs to choose.
 
 ``failOnDataLoss``: when retention moved the queue's minimum past the read position (the
 broker answers with a minimum above it), the read fails (``true``) with
@@ -34,14 +34,14 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemq.client.subscription import Subscription
-from tidemq.codec.columns import (
+from tidemq.client.records import (
     EntryColumns,
     RecordColumns,
     decode_columns,
     decode_entry_columns,
+    decode_messages,
 )
-from tidemq.codec.message import decode_messages
+from tidemq.client.subscription import Subscription
 from tidemq.spark.access import ClusterAccess, QueueKey
 from tidemq.spark.options import SourceOptions
 from tidemq.spark.plan import DataLossError

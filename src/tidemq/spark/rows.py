@@ -2,14 +2,14 @@
 
 Two paths give the same rows:
 
-* :func:`columns_to_batch` -- the common records (:mod:`tidemq.codec.columns`): no
+* :func:`columns_to_batch` -- the common records (:mod:`tidemq.client.records`): no
   per-message Python object at all. Bodies and property texts are cut out of the pull
   body by one Arrow ``take`` over an array whose offsets interleave the values with the
   gaps between them; the property texts are split into the map column with Arrow
   compute (the rules of :mod:`tidemq.formats.properties`); ``keys``, ``tags`` and
   ``msg_id`` are map look-ups;
   Inner batches (RIP-26) take the same path through their own columns
-  (:func:`~tidemq.codec.columns.decode_entry_columns`: a row per sub-message, the batch
+  (:func:`~tidemq.client.records.decode_entry_columns`: a row per sub-message, the batch
   inflated when compressed);
 * :func:`to_batch` -- from :class:`~tidemq.types.MessageExt` objects, for bodies the
   columnar decoders leave out (compressed single messages, bodies mixing inner batches
@@ -27,7 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemq.codec.columns import EntryColumns, RecordColumns, Spans
+from tidemq.client.records import EntryColumns, RecordColumns, Spans
 from tidemq.errors import CorruptRecord
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt

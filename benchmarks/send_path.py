@@ -44,7 +44,7 @@ from tidemq.codec.send_batch import encode_send_batch, send_batch_request
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.net import Connection, RemotingClient
 from tidemq.store.message_store import MessageStore
-from tidemq.testing.cluster import Cluster
+from tidemq.testing import Cluster
 from tidemq.types import Message
 
 #: A private request code: its processor hands the benchmark the server-side connection.

@@ -24,7 +24,7 @@ from typing import Any
 
 from tidemq.client import AdminClient, Producer, PullConsumer
 from tidemq.client.logical_admin import LogicalQueueAdmin
-from tidemq.testing import Cluster
+from tidemq.inprocess import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
 __all__ = ["MigrationBenchConfig", "run_migration_bench"]

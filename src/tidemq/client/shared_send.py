@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from tidemq.client.batch_rpc import batch_requester, copy_error
+from tidemq.client.config import ClientConfig
+from tidemq.client.instance import ClientInstance
 from tidemq.client.routes import TopicRoute
 from tidemq.client.sending import prepare_message, read_send_response
 from tidemq.client.stamps import now_ms
@@ -30,6 +32,7 @@ from tidemq.codec.batch_protocol import CHILD_FORM_KEY, SEND_SHARED_FORM, BatchF
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import compress, sys_flag_for
 from tidemq.codec.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from tidemq.codec.message import SendOptions
 from tidemq.codec.shared_send import (
     RawEntry,
     SendAnswer,
@@ -40,9 +43,6 @@ from tidemq.errors import ResponseCode, TideMQError
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue, SendResult, SendStatus
 
-if TYPE_CHECKING:
-    from tidemq.client.producer import Producer
-
 __all__ = ["send_many"]
 
 _UNIQ = PropertyKey.UNIQ_KEY
@@ -52,7 +52,21 @@ _Member = tuple[int, str]
 Outcome = SendResult | BaseException
 
 
-async def send_many(producer: Producer, items: Sequence[tuple[Message, MessageQueue]],
+class _Producer(Protocol):
+    """What this module uses of its :class:`~tidemq.client.producer.Producer` (a protocol,
+    so that the producer can import this module without this module importing it)."""
+
+    config: ClientConfig
+    _opts: SendOptions
+
+    @property
+    def instance(self) -> ClientInstance: ...
+
+    async def send(self, msg: Message, *, queue: MessageQueue | None = None,
+                   timeout: float | None = None) -> SendResult: ...
+
+
+async def send_many(producer: _Producer, items: Sequence[tuple[Message, MessageQueue]],
                     timeout: float | None) -> list[Outcome]:
     """Each item's result or exception, in order (module docstring)."""
     inst = producer.instance
@@ -81,7 +95,7 @@ async def send_many(producer: Producer, items: Sequence[tuple[Message, MessageQu
     return cast(list[Outcome], out)  # every item has its outcome now
 
 
-async def _address(producer: Producer, routes: dict[str, TopicRoute | None], msg: Message,
+async def _address(producer: _Producer, routes: dict[str, TopicRoute | None], msg: Message,
                    mq: MessageQueue) -> str | None:
     """The master address of ``mq`` from the topic's route, or ``None`` when this item
     must go alone (its errors are :meth:`Producer.send`'s)."""
@@ -98,7 +112,7 @@ async def _address(producer: Producer, routes: dict[str, TopicRoute | None], msg
     return None if route is None else route.master_address(mq.broker_name)
 
 
-async def _alone(producer: Producer, items: Sequence[tuple[Message, MessageQueue]],
+async def _alone(producer: _Producer, items: Sequence[tuple[Message, MessageQueue]],
                  idxs: list[int], out: list[Outcome | None], timeout: float | None) -> None:
     results = await asyncio.gather(
         *(producer.send(items[i][0], queue=items[i][1], timeout=timeout) for i in idxs),
@@ -107,7 +121,7 @@ async def _alone(producer: Producer, items: Sequence[tuple[Message, MessageQueue
         out[i] = result
 
 
-async def _send_group(producer: Producer, addr: str, topic: str, broker: str,
+async def _send_group(producer: _Producer, addr: str, topic: str, broker: str,
                       idxs: list[int], items: Sequence[tuple[Message, MessageQueue]],
                       out: list[Outcome | None], timeout: float | None) -> None:
     """The items of one (broker, topic, broker name) as shared send parents."""
@@ -151,7 +165,7 @@ async def _send_group(producer: Producer, addr: str, topic: str, broker: str,
     await asyncio.gather(*jobs)
 
 
-def _prepare(producer: Producer, msg: Message, mq: MessageQueue, born: int
+def _prepare(producer: _Producer, msg: Message, mq: MessageQueue, born: int
              ) -> tuple[RawEntry, str] | None:
     """``msg``'s entry and UNIQ_KEY, prepared as :meth:`Producer.send` prepares it; ``None``
     when that preparation fails (the message then goes alone, to fail as alone)."""
@@ -174,7 +188,7 @@ def _prepare(producer: Producer, msg: Message, mq: MessageQueue, born: int
     return (mq.queue_id, sys_flag, born, msg.flag, text, body), uniq
 
 
-async def _parent(producer: Producer, addr: str, topic: str, broker: str,
+async def _parent(producer: _Producer, addr: str, topic: str, broker: str,
                   template: RemotingCommand, entries: list[RawEntry], members: list[_Member],
                   items: Sequence[tuple[Message, MessageQueue]], out: list[Outcome | None],
                   timeout: float | None) -> None:

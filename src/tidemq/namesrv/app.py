@@ -121,7 +121,7 @@ class NameServerApp:
         self._scanner: asyncio.Task[None] | None = None
         self._started_ms: int | None = None
         self._ready = not config.need_wait_for_service
-        self.metrics = NamesrvMetrics(self)
+        self.metrics = NamesrvMetrics(self.routes, self.server)
         self.metrics_server: MetricsHttpServer | None = None
         for code, processor in self._processors().items():
             self.server.register(code, self.metrics.counted(code, processor))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,10 +28,9 @@ from prometheus_client.registry import Collector
 
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
+from tidemq.namesrv.routes import RouteInfoManager
 from tidemq.net.connection import Connection
-
-if TYPE_CHECKING:
-    from tidemq.namesrv.app import NameServerApp
+from tidemq.net.server import RemotingServer
 
 __all__ = ["NamesrvMetrics"]
 
@@ -42,12 +40,12 @@ _Handler = Callable[[Connection, RemotingCommand], RemotingCommand]
 class NamesrvMetrics:
     """The registry of one name server; see the module docstring."""
 
-    def __init__(self, app: NameServerApp) -> None:
+    def __init__(self, routes: RouteInfoManager, server: RemotingServer) -> None:
         self.requests: Counter[int] = Counter()
         self.routes_found = 0
         self.routes_missing = 0
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_NamesrvCollector(app, self))
+        self.registry.register(_NamesrvCollector(routes, server, self))
 
     def counted(self, code: int, handler: _Handler) -> _Handler:
         """``handler`` counting its requests (and, for routes, whether one was found)."""
@@ -71,12 +69,14 @@ class NamesrvMetrics:
 
 
 class _NamesrvCollector(Collector):
-    def __init__(self, app: NameServerApp, metrics: NamesrvMetrics) -> None:
-        self.app = app
+    def __init__(self, routes: RouteInfoManager, server: RemotingServer,
+                 metrics: NamesrvMetrics) -> None:
+        self.routes = routes
+        self.server = server
         self.metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        routes = self.app.routes
+        routes = self.routes
         info = routes.cluster_info()
         yield GaugeMetricFamily("tidemq_namesrv_brokers", "Live broker registrations.",
                                 value=len(routes.live_brokers()))
@@ -87,7 +87,7 @@ class _NamesrvCollector(Collector):
         yield GaugeMetricFamily("tidemq_namesrv_topics", "Topics with a route.",
                                 value=len(routes.topics()))
         yield GaugeMetricFamily("tidemq_namesrv_connections", "Open remoting connections.",
-                                value=len(self.app.server.connections))
+                                value=len(self.server.connections))
         requests = CounterMetricFamily("tidemq_namesrv_requests", "Requests served, by code.",
                                        labels=["code", "name"])
         for code, count in sorted(self.metrics.requests.items()):

@@ -36,17 +36,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import json
-import sys
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Iterable
+from typing import Annotated, Any
 
 import msgspec
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tidemq.cli.commands.admin_common import (
+    JsonFlag,
+    Namesrv,
+    Topic,
+    console_err,
+    console_out,
+    emit_json,
+    run_admin,
+    table_of,
+)
+from tidemq.cli.commands.logical import create_logical_topic
 from tidemq.client import (
     AdminClient,
     ConsumeFromWhere,
@@ -65,67 +73,14 @@ __all__ = ["app"]
 app = typer.Typer(no_args_is_help=True,
                   help="Administer a running cluster (mqadmin-style commands).")
 
-T = TypeVar("T")
-
 #: The groups the tools use, as mqadmin's.
 TOOLS_PRODUCER = "TOOLS_PRODUCER"
 TOOLS_CONSUMER = "TOOLS_CONSUMER"
-
-Namesrv = Annotated[str, typer.Option(
-    "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
-    help="Name server addresses, 'host:port;host:port'.")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
-
-
-def _out() -> Console:
-    """Tables for humans; when piped, wide enough that ids are not cut."""
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 200)
-    return console
-
-
-def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
-
-
-def _run(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
-    """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
-
-    async def main() -> T:
-        async with AdminClient(namesrv) as admin:
-            return await action(admin)
-
-    try:
-        return asyncio.run(main())
-    except (TideMQError, ValueError) as exc:
-        _err().print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
 
 def _when(ms: int) -> str:
     if ms <= 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
-
-
-def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[object]],
-           right: Iterable[str] = ()) -> Table:
-    table = Table(title=title)
-    aligned = set(right)
-    for col in columns:
-        table.add_column(col, justify="right" if col in aligned else "left",
-                         no_wrap=col.lower().endswith("msgid"))
-    for row in rows:
-        table.add_row(*(escape(str(v)) for v in row))
-    return table
 
 
 def _kv_table(title: str, items: Iterable[tuple[str, object]]) -> Table:
@@ -186,11 +141,11 @@ def _print_message(msg: MessageExt, title: str) -> None:
         ("Properties", " ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
         ("Body", _body_text(msg.body, 2000)),
     ]
-    _out().print(_kv_table(title, rows))
+    console_out().print(_kv_table(title, rows))
 
 
 def _print_messages(msgs: list[MessageExt], title: str) -> None:
-    _out().print(_table(
+    console_out().print(table_of(
         title, ("msgId", "queue", "offset", "tags", "keys", "stored", "body"),
         ([m.uniq_key or m.msg_id, _queue_text(m), m.queue_offset,
           m.tags or "", " ".join(m.keys), _when(m.store_timestamp), _body_text(m.body, 40)]
@@ -238,7 +193,6 @@ def update_topic(
 ) -> None:
     """Create or update a topic."""
     if logical_queue is not None:
-        from tidemq.cli.commands.logical import create_logical_topic  # it imports this module
         create_logical_topic(namesrv, topic, logical_queue, cluster=cluster, brokers=broker,
                              json_out=json_out)
         return
@@ -248,15 +202,15 @@ def update_topic(
         raise typer.BadParameter(f"perm must be 2, 4 or 6, got {perm}", param_hint="-p")
     ordered = _parse_order(order)
     attrs = _parse_attrs(attributes)
-    targets = _run(namesrv, lambda admin: admin.create_topic(
+    targets = run_admin(namesrv, lambda admin: admin.create_topic(
         topic, cluster=cluster, broker_addr=broker, read_queue_nums=read_queues,
         write_queue_nums=write_queues, perm=perm, order=ordered, attributes=attrs or None))
     if json_out:
-        _emit_json({"topic": topic, "brokers": targets, "readQueueNums": read_queues,
+        emit_json({"topic": topic, "brokers": targets, "readQueueNums": read_queues,
                     "writeQueueNums": write_queues, "perm": perm, "order": ordered,
                     "attributes": attrs})
         return
-    out = _out()
+    out = console_out()
     for addr in targets:
         out.print(f"create topic to {addr} success.")
     out.print(f"TopicConfig [topicName={topic}, readQueueNums={read_queues}, "
@@ -273,23 +227,23 @@ def delete_topic(
     json_out: JsonFlag = False,
 ) -> None:
     """Delete a topic from the brokers and the name servers."""
-    targets = _run(namesrv, lambda admin: admin.delete_topic(topic, cluster=cluster))
+    targets = run_admin(namesrv, lambda admin: admin.delete_topic(topic, cluster=cluster))
     if json_out:
-        _emit_json({"topic": topic, "brokers": targets})
+        emit_json({"topic": topic, "brokers": targets})
         return
     where = f"cluster {cluster}" if cluster else "every cluster"
-    _out().print(f"delete topic [{escape(topic)}] from {escape(where)} success "
+    console_out().print(f"delete topic [{escape(topic)}] from {escape(where)} success "
                  f"({', '.join(targets) or 'no broker'}).")
 
 
 @app.command("topicList")
 def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every topic the name servers know."""
-    topics = _run(namesrv, lambda admin: admin.topic_list())
+    topics = run_admin(namesrv, lambda admin: admin.topic_list())
     if json_out:
-        _emit_json(topics)
+        emit_json(topics)
         return
-    out = _out()
+    out = console_out()
     for name in topics:
         out.print(name, markup=False)
 
@@ -298,16 +252,16 @@ def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -
 def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
                 json_out: JsonFlag = False) -> None:
     """A topic's route: which brokers serve how many queues."""
-    route = _run(namesrv, lambda admin: admin.topic_route(topic))
+    route = run_admin(namesrv, lambda admin: admin.topic_route(topic))
     if json_out:
-        _emit_json(msgspec.to_builtins(route))
+        emit_json(msgspec.to_builtins(route))
         return
-    out = _out()
-    out.print(_table(f"queues of {topic}", ("broker", "read", "write", "perm", "sysFlag"),
+    out = console_out()
+    out.print(table_of(f"queues of {topic}", ("broker", "read", "write", "perm", "sysFlag"),
                      ((q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm,
                        q.topic_sys_flag) for q in route.queue_datas),
                      right=("read", "write", "perm", "sysFlag")))
-    out.print(_table("brokers", ("cluster", "broker", "id", "address"),
+    out.print(table_of("brokers", ("cluster", "broker", "id", "address"),
                      ((b.cluster, b.broker_name, bid, addr) for b in route.broker_datas
                       for bid, addr in sorted(b.broker_addrs.items())), right=("id",)))
     if route.order_topic_conf:
@@ -318,15 +272,15 @@ def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
 def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
                  json_out: JsonFlag = False) -> None:
     """Min and max offset and the last store time of every queue of a topic."""
-    status = sorted(_run(namesrv, lambda admin: admin.topic_status(topic)),
+    status = sorted(run_admin(namesrv, lambda admin: admin.topic_status(topic)),
                     key=lambda s: s.queue)
     if json_out:
-        _emit_json([{"brokerName": s.queue.broker_name, "queueId": s.queue.queue_id,
+        emit_json([{"brokerName": s.queue.broker_name, "queueId": s.queue.queue_id,
                      "minOffset": s.min_offset, "maxOffset": s.max_offset,
                      "earliestStoreTime": s.earliest_store_time,
                      "lastUpdateTime": s.last_update_time} for s in status])
         return
-    _out().print(_table(
+    console_out().print(table_of(
         f"status of {topic}", ("broker", "qid", "min offset", "max offset", "last updated"),
         ((s.queue.broker_name, s.queue.queue_id, s.min_offset, s.max_offset,
           _when(s.last_update_time)) for s in status),
@@ -356,11 +310,11 @@ async def _cluster_rows(admin: AdminClient) -> list[dict[str, Any]]:
 @app.command("clusterList")
 def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every broker of every cluster, with its put and get TPS."""
-    rows = _run(namesrv, _cluster_rows)
+    rows = run_admin(namesrv, _cluster_rows)
     if json_out:
-        _emit_json(rows)
+        emit_json(rows)
         return
-    _out().print(_table(
+    console_out().print(table_of(
         "clusters", ("cluster", "broker", "id", "address", "version", "InTPS", "OutTPS"),
         ((r["cluster"], r["brokerName"], r["brokerId"], r["address"],
           r["version"] or r["error"] or "", r["inTps"], r["outTps"]) for r in rows),
@@ -374,11 +328,11 @@ def broker_status(
     json_out: JsonFlag = False,
 ) -> None:
     """A broker's runtime figures (its KVTable)."""
-    table = _run(namesrv, lambda admin: admin.broker_status(broker))
+    table = run_admin(namesrv, lambda admin: admin.broker_status(broker))
     if json_out:
-        _emit_json(table)
+        emit_json(table)
         return
-    _out().print(_kv_table(f"broker {broker}", table.items()))
+    console_out().print(_kv_table(f"broker {broker}", table.items()))
 
 
 @app.command("deleteLmq")
@@ -389,11 +343,11 @@ def delete_lmq(
     json_out: JsonFlag = False,
 ) -> None:
     """Delete a light message queue (RIP-28) on one broker, with every group's offset."""
-    _run(namesrv, lambda admin: admin.delete_lmq(broker, lmq))
+    run_admin(namesrv, lambda admin: admin.delete_lmq(broker, lmq))
     if json_out:
-        _emit_json({"broker": broker, "lmq": lmq, "deleted": True})
+        emit_json({"broker": broker, "lmq": lmq, "deleted": True})
         return
-    _out().print(f"deleted {escape(lmq)} on {broker}")
+    console_out().print(f"deleted {escape(lmq)} on {broker}")
 
 
 # ---------------------------------------------------------------------- lookups
@@ -408,9 +362,9 @@ def query_msg_by_id(
     json_out: JsonFlag = False,
 ) -> None:
     """A message by its offset id (or by UNIQ_KEY when the topic is given)."""
-    msg = _run(namesrv, lambda admin: admin.view_message(msg_id, topic))
+    msg = run_admin(namesrv, lambda admin: admin.view_message(msg_id, topic))
     if json_out:
-        _emit_json(message_json(msg))
+        emit_json(message_json(msg))
     else:
         _print_message(msg, f"message {msg_id}")
 
@@ -424,10 +378,10 @@ def query_msg_by_key(
     json_out: JsonFlag = False,
 ) -> None:
     """Messages of a topic whose KEYS contain a key."""
-    msgs = _run(namesrv, lambda admin: admin.query_messages_by_key(topic, key,
+    msgs = run_admin(namesrv, lambda admin: admin.query_messages_by_key(topic, key,
                                                                    max_num=max_num))
     if json_out:
-        _emit_json([message_json(m) for m in msgs])
+        emit_json([message_json(m) for m in msgs])
     else:
         _print_messages(msgs, f"{len(msgs)} messages of {topic} with key {key}")
 
@@ -443,9 +397,9 @@ def query_msg_by_offset(
 ) -> None:
     """The message at an offset of one queue."""
     queue = MessageQueue(topic, broker_name, queue_id)
-    msg = _run(namesrv, lambda admin: admin.message_at(queue, offset))
+    msg = run_admin(namesrv, lambda admin: admin.message_at(queue, offset))
     if json_out:
-        _emit_json(message_json(msg))
+        emit_json(message_json(msg))
     else:
         _print_message(msg, f"{topic} {broker_name}:{queue_id} @ {offset}")
 
@@ -479,16 +433,17 @@ def send_message(
         async with Producer(TOOLS_PRODUCER, instance=admin.instance) as producer:
             return await producer.send(Message(topic, body.encode("utf-8"), props), queue=queue)
 
-    result = _run(namesrv, send)
+    result = run_admin(namesrv, send)
     row = {"status": result.status.value, "msgId": result.msg_id,
            "offsetMsgId": result.offset_msg_id, "brokerName": result.queue.broker_name,
            "queueId": result.queue.queue_id, "queueOffset": result.queue_offset}
     if json_out:
-        _emit_json(row)
+        emit_json(row)
         return
-    _out().print(_table("sent", ("broker", "qid", "offset", "status", "msgId", "offsetMsgId"),
-                        [(row["brokerName"], row["queueId"], row["queueOffset"], row["status"],
-                          row["msgId"], row["offsetMsgId"])], right=("qid", "offset")))
+    console_out().print(table_of(
+        "sent", ("broker", "qid", "offset", "status", "msgId", "offsetMsgId"),
+        [(row["brokerName"], row["queueId"], row["queueOffset"], row["status"],
+          row["msgId"], row["offsetMsgId"])], right=("qid", "offset")))
 
 
 @app.command("consumeMessage")
@@ -511,7 +466,7 @@ def consume_message(
 ) -> None:
     """Print messages of a topic (or of queue -b/-i); commits nothing."""
     queue = _fixed_queue(topic, broker, queue_id)
-    out = _out()
+    out = console_out()
 
     def show(msg: MessageExt) -> None:
         out.print(f"{_queue_text(msg)}@{msg.queue_offset}  "
@@ -543,8 +498,8 @@ def consume_message(
         finally:
             await consumer.close(commit=False)
 
-    msgs = _run(namesrv, consume)
+    msgs = run_admin(namesrv, consume)
     if json_out:
-        _emit_json([message_json(m) for m in msgs])
+        emit_json([message_json(m) for m in msgs])
     else:
-        _err().print(f"{len(msgs)} messages")
+        console_err().print(f"{len(msgs)} messages")

@@ -30,14 +30,14 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from tidemq.cli.commands.admin import (
+from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
     Topic,
-    _emit_json,
-    _out,
-    _run,
-    _table,
+    console_out,
+    emit_json,
+    run_admin,
+    table_of,
 )
 from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_mapping(mapping: TopicMapping) -> None:
-    _out().print(_table(f"{mapping.topic} (epoch {mapping.epoch}, "
+    console_out().print(table_of(f"{mapping.topic} (epoch {mapping.epoch}, "
                         f"{len(writable(mapping))}/{mapping.total} writable)",
                         COLUMNS, mapping.table()))
 
@@ -100,11 +100,11 @@ def create_logical_topic(namesrv: str, topic: str, total: int, *, cluster: str |
         lqa = LogicalQueueAdmin(admin, cluster)
         return await lqa.create(topic, total, await _resolve_brokers(admin, cluster, brokers))
 
-    mapping = _run(namesrv, create)
+    mapping = run_admin(namesrv, create)
     if json_out:
-        _emit_json(_summary(mapping))
+        emit_json(_summary(mapping))
         return
-    out = _out()
+    out = console_out()
     out.print(f"create logical topic {escape(topic)} with {total} logical queues on "
               f"{', '.join(sorted(mapping.brokers()))} success.")
     _print_mapping(mapping)
@@ -141,11 +141,11 @@ def update_mapping(
     async def update(admin: AdminClient) -> None:
         await LogicalQueueAdmin(admin, cluster).update(mapping, force=force)
 
-    _run(namesrv, update)
+    run_admin(namesrv, update)
     if json_out:
-        _emit_json(_summary(mapping))
+        emit_json(_summary(mapping))
         return
-    _out().print(f"update logical queue mapping of {escape(topic)} (epoch {mapping.epoch}) "
+    console_out().print(f"update logical queue mapping of {escape(topic)} (epoch {mapping.epoch}) "
                  "success.")
     _print_mapping(mapping)
 
@@ -153,19 +153,19 @@ def update_mapping(
 def delete_mapping(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, cluster: Cluster = None,
                    json_out: JsonFlag = False) -> None:
     """Drop a topic's logical-queue mapping from every master (DeleteLogicalQueueMapping)."""
-    _run(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).delete(topic))
+    run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).delete(topic))
     if json_out:
-        _emit_json({"topic": topic, "deleted": True})
+        emit_json({"topic": topic, "deleted": True})
         return
-    _out().print(f"delete logical queue mapping of {escape(topic)} success.")
+    console_out().print(f"delete logical queue mapping of {escape(topic)} success.")
 
 
 def query_mapping(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, cluster: Cluster = None,
                   json_out: JsonFlag = False) -> None:
     """The newest mapping the masters hold, one row per segment (QueryLogicalQueueMapping)."""
-    mapping = _run(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).query(topic))
+    mapping = run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).query(topic))
     if json_out:
-        _emit_json(mapping.to_json())
+        emit_json(mapping.to_json())
         return
     _print_mapping(mapping)
 
@@ -181,12 +181,12 @@ def update_num(
     """Change the number of writable logical queues (UpdateLogicalQueueNum). Fewer: the
     highest ones are sealed -- still readable, no more sends. More: sealed ones below the
     number are re-opened first, then new ones are added."""
-    mapping = _run(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).resize(
+    mapping = run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).resize(
         topic, queues))
     if json_out:
-        _emit_json(_summary(mapping))
+        emit_json(_summary(mapping))
         return
-    _out().print(f"{escape(topic)} now has {len(writable(mapping))} writable logical queues "
+    console_out().print(f"{escape(topic)} now has {len(writable(mapping))} writable logical queues "
                  f"of {mapping.total}.")
     _print_mapping(mapping)
 
@@ -202,7 +202,7 @@ def migrate(
     """Move a logical queue's writes to another broker (MigrateLogicalQueue): planned,
     sealed, committed. Only the mapping moves; re-running resumes where it stopped."""
     steps: list[dict[str, Any]] = []
-    out = _out()
+    out = console_out()
 
     def on_step(name: str, now: bool, mapping: TopicMapping) -> None:
         text = _step_text(name, now, mapping, queue)
@@ -212,10 +212,10 @@ def migrate(
         if not json_out:
             out.print(f"{name:>9}: {'' if now else '(already) '}{escape(text)}")
 
-    mapping = _run(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).migrate(
+    mapping = run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).migrate(
         topic, queue, broker, on_step))
     if json_out:
-        _emit_json({"topic": topic, "queue": queue, "broker": broker, "steps": steps,
+        emit_json({"topic": topic, "queue": queue, "broker": broker, "steps": steps,
                     "mapping": mapping.to_json()})
         return
     if not any(s["done"] == "now" for s in steps):

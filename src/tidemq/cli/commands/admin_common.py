@@ -1,0 +1,77 @@
+"""What the ``tidemq admin`` command modules share: the common options, how a command runs
+against the cluster, and how it prints (tables for humans, ``--json`` for scripts).
+
+Both :mod:`tidemq.cli.commands.admin` and :mod:`tidemq.cli.commands.logical` import this
+module; neither imports the other's commands at module level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tidemq.client import AdminClient
+from tidemq.errors import TideMQError
+
+__all__ = ["JsonFlag", "Namesrv", "Topic", "console_err", "console_out", "emit_json",
+           "run_admin", "table_of"]
+
+T = TypeVar("T")
+
+Namesrv = Annotated[str, typer.Option(
+    "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
+    help="Name server addresses, 'host:port;host:port'.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
+
+
+def console_out() -> Console:
+    """Tables for humans; when piped, wide enough that ids are not cut."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    return console
+
+
+def console_err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
+    """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
+
+    async def main() -> T:
+        async with AdminClient(namesrv) as admin:
+            return await action(admin)
+
+    try:
+        return asyncio.run(main())
+    except (TideMQError, ValueError) as exc:
+        console_err().print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def table_of(title: str, columns: Iterable[str], rows: Iterable[Iterable[object]],
+           right: Iterable[str] = ()) -> Table:
+    table = Table(title=title)
+    aligned = set(right)
+    for col in columns:
+        table.add_column(col, justify="right" if col in aligned else "left",
+                         no_wrap=col.lower().endswith("msgid"))
+    for row in rows:
+        table.add_row(*(escape(str(v)) for v in row))
+    return table

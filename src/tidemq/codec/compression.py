@@ -54,12 +54,10 @@ DEFAULT_LEVELS = {CompressionType.ZLIB: 5, CompressionType.LZ4: 0, CompressionTy
 #: Levels of end-to-end (inner batch) compression, :func:`compress_if_smaller`, when none
 #: is given: zstd level -1 (the first "fast" level). On a producer's batch (tens of KB of
 #: similar messages) libzstd is nearly all of the cost of compression, and -1 spends the
-#: least of it that still packs well (batchcq bench, 128-byte JSON messages, 100 a batch,
-#: 20.2 KB each: level 3 1.03 KB; level 1 0.98 KB, 23 us to compress, 10 us to inflate;
-#: level -1 1.33 KB, 18 us and 7 us). The batch is inflated twice after it is sent -- by
-#: the broker, which counts its entries, and by the consumer -- so -1 saves about 45 ns a
-#: message on the producer and 30 ns on each of the others; lower levels barely save
-#: more CPU (-2: 17.7 us, 7 us) and pack much worse (1.89 KB).
+#: least of it that still packs well (``tidemq bench batchcq``: levels 1 and 3 pack
+#: better and cost more to compress and to inflate). The batch is inflated twice
+#: after it is sent -- by the broker, which counts its entries, and by the consumer -- so
+#: the saving counts three times; lower levels barely save more CPU and pack much worse.
 BATCH_LEVELS = {**DEFAULT_LEVELS, CompressionType.ZSTD: -1}
 #: A compression type by sysflag bits 8-10 (0 is read as ZLIB; above 3 is an error).
 _BY_BITS = (CompressionType.ZLIB, CompressionType.LZ4, CompressionType.ZSTD,
@@ -73,7 +71,7 @@ def compression_of(sys_flag: int) -> CompressionType | None:
     bits = (sys_flag & COMPRESSION_MASK) >> 8
     if bits > 3:
         raise CorruptRecord(f"unknown compression type {bits} in sysflag {sys_flag:#x}")
-    return _BY_BITS[bits]  # a tuple index: CompressionType(bits) costs ~0.7 us
+    return _BY_BITS[bits]  # a tuple index: the enum call CompressionType(bits) is slower
 
 
 def sys_flag_for(ctype: CompressionType) -> int:

@@ -102,8 +102,8 @@ def _checked_text(raw: bytes, offset: int) -> bytes:
 
 
 #: ``"ip:port"`` of the hosts seen in records, shared by every body decoded: formatting
-#: one through ``ipaddress`` costs ~10 us, which a pull of 32 small messages paid twice
-#: (8 % of a 64-queue consumer's CPU). Bounded: cleared when it holds :data:`_HOSTS_MAX`.
+#: one through ``ipaddress`` costs more than decoding a small message, and every message
+#: of a pull would pay it twice. Bounded: cleared when it holds :data:`_HOSTS_MAX`.
 _HOSTS: dict[tuple[bytes, int], str] = {}
 _HOSTS_MAX = 4096
 

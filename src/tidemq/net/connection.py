@@ -60,9 +60,9 @@ DEFAULT_IDLE_SECONDS = 120.0
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed int on the wire; stay positive
 _SWEEP_SECONDS = 0.05  # how often overdue requests are looked for; timeouts fire this late
 #: Answers written while one read's requests are handled wait for the rest of them, to go
-#: out in one write, for at most about this long (seconds). Measured (docs/benchmarks.md):
-#: 200 us let produce-64 parents of ~1.3 ms each reach 44-46k msgs/s, 1 ms 40-44k, no
-#: limit 28k (the client idled while the broker handled a whole read).
+#: out in one write, for at most about this long (seconds): a fraction of one batch
+#: parent's handling, so that the client never idles while the broker handles a whole read
+#: (``tidemq bench produce`` with batch parents: a longer hold, or none, is slower).
 _HOLD_ANSWERS = 0.0002
 
 Buffer = bytes | bytearray | memoryview

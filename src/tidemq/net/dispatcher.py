@@ -4,7 +4,7 @@ A processor takes ``(conn, request)`` and returns the response, or ``None`` when
 answers later itself with ``conn.send_response`` (a long poll) or has nothing to say. It is
 either a coroutine function -- ``async def processor(conn, request)`` -- or a plain
 function that returns at once: plain functions run inline in the receive callback (no
-task; about 3 us cheaper per request), so use them for handlers that never wait.
+task, so cheaper per request), so use them for handlers that never wait.
 
 The dispatcher applies remoting.md §1.5:
 

@@ -26,30 +26,27 @@ committer writes is decided by the queues as they are at commit time, exactly as
 serial dispatcher decides (a topic declared BatchCQ after its classic queue exists keeps
 writing classic entries; a deleted LMQ's floor is re-checked).
 
-What it buys, measured on the 2-core machine (``tidemq bench dispatch``,
-docs/benchmarks.md, "Concurrent dispatch"):
+What it buys (``tidemq bench dispatch`` measures it against the serial dispatcher):
 
 - *The threads, very little.* Under the GIL, threads that run Python do not run in
   parallel, and the native calls on this path hold the GIL too: rocksdict 0.3 never
   releases it in ``Rdict.write`` or ``WriteBatch.put`` (its ``flush`` and multi-get
   do), and ``np.asarray`` of lists, ``ndarray.tobytes`` and ``mmap`` slice writes hold
   it; only numpy's column copies release it. With the same per-entry work as the
-  serial dispatcher, the pipeline measured 1.2x (bounded rounds and back-pressure are
-  what it added).
+  serial dispatcher, the pipeline gains little (bounded rounds and back-pressure are
+  what it adds).
 - *Bulk building per round, most.* The round is the unit the pipeline already has, so
   the LMQ fan-out of a round is built column-wise and written as one *run* per queue
   (:func:`~tidemq.store.lmq_fanout.build_fanout`): one RocksDB key per queue and round
-  instead of one per entry. On the benchmark's load (ten LMQs per record out of 1,000)
-  that is ~1,000 keys per 2,048-record round instead of ~20,000, and the drain rate went
-  from 1.2x to ~1.8x the serial dispatcher's, which keeps one key per entry, as
-  upstream does, as the baseline.
+  instead of one per entry, as the serial dispatcher (like upstream) writes. When records
+  name several LMQs each out of many, that is several times fewer keys, and most of the
+  gain.
 
 One worker is the default because more only add hand-offs. Processes were costed and
-not built: shipping a round's records to another process (pickle and unpickle, ~4.5 µs
-a record) costs a quarter of the per-record work, the LMQ RocksDB admits one writing
-process, so the puts and the write stay in the broker, and the commit log is ~20 µs a
-record to parse again; what is left to move barely outweighs the hand-off
-(docs/benchmarks.md, "What 1.5x would take").
+not built: shipping a round's records to another process (pickle and unpickle) costs a
+sizeable share of the per-record work, the LMQ RocksDB admits one writing process, so
+the puts and the write stay in the broker, and parsing the commit log again in the other
+process costs more still; what is left to move barely outweighs the hand-off.
 """
 
 from __future__ import annotations

@@ -37,9 +37,9 @@ log = logging.getLogger(__name__)
 PAGE = 4096
 #: SYNC_FLUSH under load (the last group had several members): before closing the next
 #: group, wait this fraction of the last fdatasync's duration (at most GATHER_MAX
-#: seconds). Measured with 64 appender threads (``tidemq bench store``): without it a
-#: group holds about half of the threads, as those woken by one flush miss the next
-#: (~28 per fdatasync); with it ~40-50. A lone appender never waits for it.
+#: seconds). With many appender threads (``tidemq bench store``) a group otherwise holds
+#: about half of them, as those woken by one flush miss the next. A lone appender never
+#: waits for it.
 GATHER_FRACTION = 0.25
 GATHER_MAX = 0.001
 _monotonic = time.monotonic
@@ -56,7 +56,7 @@ class FlushGroup:
 
     :attr:`status` is ``None`` until the flusher finishes the group. Blocking waiters
     share one event: finishing wakes them all at once. (A lock handed from one waiter
-    to the next was measured too: the serial wake-ups shrank the groups by a third.)
+    to the next was tried: the serial wake-ups made the groups smaller.)
     """
 
     __slots__ = ("_futures", "_gate", "_lock", "members", "status")

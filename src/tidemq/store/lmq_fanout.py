@@ -2,8 +2,8 @@
 
 Every record that names light message queues adds one entry per queue to the LMQ store
 (:mod:`tidemq.store.lmq_store` has the layout). One RocksDB key per entry costs, per
-entry, a Python loop step (~1 µs: look the queue up, group, build the key), a
-``WriteBatch.put`` (~0.25 µs, holding the GIL) and a memtable insert in
+entry, a Python loop step (look the queue up, group, build the key), a
+``WriteBatch.put`` (holding the GIL) and a memtable insert in
 ``Rdict.write``; a record of the dispatch benchmark names ten queues. The concurrent
 dispatcher instead writes each queue's entries of a round as one *run* -- one key, the
 entries' values concatenated -- built with numpy:
@@ -22,9 +22,9 @@ entries' values concatenated -- built with numpy:
    and values come from slices, so the puts are one per queue, not one per entry.
 
 With 1,000 queues and ten per record (the load of ``tidemq bench dispatch``), a round of
-2,048 records is 1,000 keys instead of 20,480; building its batch went from 7.6 to 3.3 µs
-a record and writing it from 2.4 to 1.0 (docs/benchmarks.md, sixth pass). The result is
-what :meth:`~tidemq.store.lmq_store.LmqStore.write_prepared` applies.
+2,048 records is 1,000 keys instead of 20,480, and both building the batch and writing it
+cost less than half as much a record. The result is what
+:meth:`~tidemq.store.lmq_store.LmqStore.write_prepared` applies.
 """
 
 from __future__ import annotations

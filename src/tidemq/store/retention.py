@@ -74,8 +74,8 @@ DiskUsage = Callable[[Path], float]
 def disk_usage_ratio(path: Path) -> float:
     """Used fraction of the partition holding ``path``, as ``df`` reports it:
     ``used / (used + available)``. Blocks reserved for root, or otherwise unavailable on
-    a shared volume, count neither way (``(total - free) / total`` read 69 % on a volume
-    ``df`` shows 25 % full)."""
+    a shared volume, count neither way (``(total - free) / total`` can read far fuller
+    than ``df`` shows)."""
     usage = shutil.disk_usage(path)
     size = usage.used + usage.free
     return usage.used / size if size else 0.0

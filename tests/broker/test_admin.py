@@ -10,6 +10,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
+import tidemq
 from tidemq.codec.bodies import KVTable, TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.message import decode_messages
@@ -126,6 +127,23 @@ async def test_runtime_info_is_a_kv_table(cluster: Cluster, peer: Peer) -> None:
     assert table["storeStatus"] == "RUNNING"
     assert int(table["commitLogMaxOffset"]) > 0
     assert all(isinstance(v, str) for v in table.values())
+
+
+async def test_runtime_info_reports_the_oldest_message_time_and_the_package_version(
+        cluster: Cluster, peer: Peer) -> None:
+    async def table() -> dict[str, str]:
+        resp = await peer.ok(wire.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        return decode_body(resp.body, KVTable).table
+
+    empty = await table()
+    assert empty["earliestMessageTimeStamp"] == "-1"  # nothing stored yet
+    assert empty["brokerVersionDesc"].startswith(f"TideMQ {tidemq.__version__} ")
+    first = await peer.ok(wire.send("Old", b"first"))
+    _, phys = decode_offset_msg_id(first.ext_fields["msgId"])
+    resp = await peer.ok(wire.request(RequestCode.VIEW_MESSAGE_BY_ID, offset=phys))
+    [msg] = decode_messages(resp.full_body())
+    await peer.ok(wire.send("Old", b"second"))
+    assert (await table())["earliestMessageTimeStamp"] == str(msg.store_timestamp)
 
 
 async def test_topic_and_consume_stats(cluster: Cluster, peer: Peer) -> None:

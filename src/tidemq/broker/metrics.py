@@ -1,6 +1,6 @@
 """Prometheus metrics of one broker, served at ``/metrics`` when ``metricsPort`` > 0.
 
-Each :class:`BrokerApp` owns a :class:`CollectorRegistry` of its own (tests run several
+Each :class:`BrokerContext` owns a :class:`CollectorRegistry` of its own (tests run several
 brokers in one process). Most figures are read from the broker's state when Prometheus
 scrapes (a custom collector, nothing kept twice); only the send and pull latencies are
 observed as they happen, by wrapping the processors that serve those codes
@@ -43,18 +43,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tidemq.broker.processors.admin import disk_usage_ratio
+from tidemq.broker.context import BrokerContext
+from tidemq.broker.status import VERSION, disk_usage_ratio
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.net import Connection
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["LATENCY_BUCKETS", "BrokerCollector", "BrokerMetrics"]
 
@@ -93,7 +91,7 @@ def _timed(processor: _Processor, histogram: Any) -> _Processor:
 class BrokerMetrics:
     """The registry of one broker; see the module docstring."""
 
-    def __init__(self, app: BrokerApp, *, max_series: int = 2000) -> None:
+    def __init__(self, ctx: BrokerContext, *, max_series: int = 2000) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.send_latency = Histogram(
             "tidemq_broker_send_latency_seconds", "Time a send processor ran, by request code.",
@@ -101,7 +99,7 @@ class BrokerMetrics:
         self.pull_latency = Histogram(
             "tidemq_broker_pull_latency_seconds", "Time a pull processor ran, by request code.",
             ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
-        self.registry.register(BrokerCollector(app, max_series=max_series))
+        self.registry.register(BrokerCollector(ctx, max_series=max_series))
 
     def time_processors(self, server: Any) -> None:
         """Re-register the send and pull processors of ``server`` wrapped in a timer
@@ -120,12 +118,12 @@ class BrokerMetrics:
 class BrokerCollector(Collector):
     """Reads the broker's state at scrape time."""
 
-    def __init__(self, app: BrokerApp, *, max_series: int) -> None:
-        self.app = app
+    def __init__(self, ctx: BrokerContext, *, max_series: int) -> None:
+        self.ctx = ctx
         self.max_series = max_series
 
     def collect(self) -> Iterator[Metric]:
-        app = self.app
+        ctx = self.ctx
         dropped = GaugeMetricFamily("tidemq_broker_series_dropped",
                                     "Series left out of a labelled family (cardinality bound).",
                                     labels=["family"])
@@ -134,19 +132,19 @@ class BrokerCollector(Collector):
         yield from self._queues(dropped)
         yield from self._lag(dropped)
         yield _gauge("tidemq_broker_connections", "Open remoting connections.",
-                     len(app.server.connections))
+                     len(ctx.server.connections))
         yield _gauge("tidemq_broker_pull_held", "Pull requests held by long polling.",
-                     app.pull_holds.held_count)
+                     ctx.pull_holds.held_count)
         yield _gauge("tidemq_broker_topics", "Topics configured on this broker.",
-                     len(app.topics.topics))
+                     len(ctx.topics.topics))
         yield dropped
 
     def _throughput(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
-        app, stats = self.app, self.app.stats
+        ctx, stats = self.ctx, self.ctx.stats
         info = GaugeMetricFamily("tidemq_broker_info", "The broker (value 1).",
                                  labels=["broker", "cluster", "addr", "version"])
-        info.add_metric([app.config.broker_name, app.config.broker_cluster_name,
-                         app.broker_addr, "0.1.0"], 1)
+        info.add_metric([ctx.config.broker_name, ctx.config.broker_cluster_name,
+                         ctx.broker_addr, VERSION], 1)
         yield info
         yield _counter("tidemq_broker_put_messages", "Messages stored.", stats.put_msgs.total)
         yield _counter("tidemq_broker_put_bytes", "Message bytes stored.", stats.put_bytes.total)
@@ -171,7 +169,7 @@ class BrokerCollector(Collector):
         yield group_get
 
     def _store(self) -> Iterator[Metric]:
-        app, store = self.app, self.app.store
+        ctx, store = self.ctx, self.ctx.store
         behind, lag_ms = store.dispatch_lag()
         yield _gauge("tidemq_broker_dispatch_behind_bytes",
                      "Commit-log bytes not yet in the consume queues.", behind)
@@ -185,7 +183,7 @@ class BrokerCollector(Collector):
         yield _gauge("tidemq_broker_commitlog_bytes", "Commit-log bytes retained.",
                      store.commitlog.max_offset - store.commitlog.min_offset)
         yield _gauge("tidemq_broker_disk_used_ratio", "Used fraction of the store's disk.",
-                     disk_usage_ratio(str(app.layout.root)))
+                     disk_usage_ratio(str(ctx.layout.root)))
         healthy = GaugeMetricFamily("tidemq_broker_store_healthy",
                                     "1 while the store is RUNNING, else 0.", labels=["status"])
         healthy.add_metric([store.status], 1 if store.status == "RUNNING" else 0)
@@ -197,7 +195,7 @@ class BrokerCollector(Collector):
             yield _gauge("tidemq_broker_lmq_entries", "Entries in light message queues.", entries)
 
     def _queues(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
-        store = self.app.store
+        store = self.ctx.store
         hi = GaugeMetricFamily("tidemq_broker_queue_max_offset",
                                "Next offset of a consume queue (its depth from 0).",
                                labels=["topic", "queue_id"])
@@ -212,7 +210,7 @@ class BrokerCollector(Collector):
         yield lo
 
     def _lag(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
-        app = self.app
+        ctx = self.ctx
         lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
                                 "Messages stored but not yet committed by a group "
                                 "(sum over the topic's queues on this broker).",
@@ -220,14 +218,14 @@ class BrokerCollector(Collector):
         committed = GaugeMetricFamily("tidemq_broker_consumer_offset",
                                       "Sum of a group's committed offsets over the queues.",
                                       labels=["group", "topic"])
-        keys = sorted(app.offsets.table.items())
+        keys = sorted(ctx.offsets.table.items())
         for key, queues in self._bounded(keys, "consumer_lag", dropped):
             topic, _, group = key.partition("@")
-            tc = app.topics.get(topic)
+            tc = ctx.topics.get(topic)
             qids = set(queues) | (set(range(tc.read_queue_nums)) if tc is not None else set())
             total = done = 0
             for qid in qids:
-                top = app.store.max_offset(topic, qid)
+                top = ctx.store.max_offset(topic, qid)
                 mine = queues.get(qid, 0)
                 total += max(0, top - mine)
                 done += mine

@@ -9,11 +9,11 @@ Statistics bodies use standard JSON lists (``{"offsetTable": [{"topic":..., "que
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.status import runtime_info
 from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.bodies import (
     KVTable,
@@ -36,10 +36,6 @@ from tidemq.codec.headers import (
 from tidemq.errors import CorruptRecord, RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.formats.record import Record, decode_record
 from tidemq.net import Connection
-from tidemq.store.retention import disk_usage_ratio as store_disk_usage_ratio
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["AdminProcessor"]
 
@@ -49,9 +45,9 @@ def _json(obj: Any) -> bytes:
 
 
 class AdminProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -84,7 +80,7 @@ class AdminProcessor:
             filter_type = TopicFilterType(h.topic_filter_type or "SINGLE_TAG")
         except (RemoteProtocolError, ValueError) as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
-        old = self.app.topics.get(h.topic)
+        old = self.ctx.topics.get(h.topic)
         attrs = dict(old.attributes) if old is not None else {}
         for key, value in changes.items():
             if key == QUEUE_TYPE and value not in (None, "SimpleCQ", "BatchCQ"):
@@ -102,27 +98,27 @@ class AdminProcessor:
                          write_queue_nums=h.write_queue_nums, perm=h.perm,
                          topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
                          order=h.order, attributes=attrs)
-        if self.app.topics.upsert(tc):
-            self.app.topics_changed()
+        if self.ctx.topics.upsert(tc):
+            self.ctx.topics_changed()
         return cmd.response()
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(DeleteTopicRequestHeader, cmd)
         if h.topic in SYSTEM_TOPICS:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
-        if self.app.topics.delete(h.topic):
-            self.app.offsets.delete_topic(h.topic)
+        if self.ctx.topics.delete(h.topic):
+            self.ctx.offsets.delete_topic(h.topic)
             self.store.delete_topic(h.topic)
-            self.app.topics_changed()
+            self.ctx.topics_changed()
         return cmd.response()
 
     def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        wrapper = self.app.topics.wrapper()
+        wrapper = self.ctx.topics.wrapper()
         return cmd.response(body=encode_body(wrapper))
 
     def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetTopicConfigRequestHeader, cmd)
-        tc = self.app.topics.get(h.topic)
+        tc = self.ctx.topics.get(h.topic)
         if tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"no topic in this broker {h.topic}")
         body = encode_body(TopicConfigSerializeWrapper(topic_config_table={h.topic: tc}))
@@ -131,50 +127,50 @@ class AdminProcessor:
     # ------------------------------------------------------------------ status
 
     def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=encode_body(KVTable(table=self.app.runtime_info())))
+        return cmd.response(body=encode_body(KVTable(table=runtime_info(self.ctx))))
 
     def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetTopicStatsInfoRequestHeader, cmd)
-        tc = self.app.topics.get(h.topic)
+        tc = self.ctx.topics.get(h.topic)
         if tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         rows = []
         for qid in range(tc.write_queue_nums):
             max_off = self.store.max_offset(h.topic, qid)
             last = self.store.store_time_at(h.topic, qid, max_off - 1) if max_off else 0
-            rows.append({"topic": h.topic, "brokerName": self.app.config.broker_name,
+            rows.append({"topic": h.topic, "brokerName": self.ctx.config.broker_name,
                          "queueId": qid, "minOffset": self.store.min_offset(h.topic, qid),
                          "maxOffset": max_off, "lastUpdateTimestamp": max(last, 0)})
-        meter = self.app.stats.topic_put.get(h.topic)
+        meter = self.ctx.stats.topic_put.get(h.topic)
         return cmd.response(body=_json({"offsetTable": rows,
                                         "putTps": meter.rate() if meter else 0.0}))
 
     def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetConsumeStatsRequestHeader, cmd)
-        topics = [h.topic] if h.topic else self.app.offsets.topics_of(h.consumer_group)
+        topics = [h.topic] if h.topic else self.ctx.offsets.topics_of(h.consumer_group)
         rows = []
         for topic in topics:
-            tc = self.app.topics.get(topic)
+            tc = self.ctx.topics.get(topic)
             if tc is None:
                 continue
-            committed = self.app.offsets.offsets(h.consumer_group, topic)
+            committed = self.ctx.offsets.offsets(h.consumer_group, topic)
             for qid in range(tc.read_queue_nums):
                 broker_off = self.store.max_offset(topic, qid)
                 consumer_off = committed.get(qid, 0)
                 last = (self.store.store_time_at(topic, qid, consumer_off - 1)
                         if consumer_off else 0)
-                rows.append({"topic": topic, "brokerName": self.app.config.broker_name,
+                rows.append({"topic": topic, "brokerName": self.ctx.config.broker_name,
                              "queueId": qid, "brokerOffset": broker_off,
                              "consumerOffset": consumer_off,
                              "lag": max(0, broker_off - consumer_off),
                              "lastTimestamp": max(last, 0)})
-        meter = self.app.stats.group_get.get(h.consumer_group)
+        meter = self.ctx.stats.group_get.get(h.consumer_group)
         return cmd.response(body=_json({"offsetTable": rows,
                                         "consumeTps": meter.rate() if meter else 0.0}))
 
     def consumer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("consumerGroup", "")
-        info = self.app.consumers.groups.get(group)
+        info = self.ctx.consumers.groups.get(group)
         if info is None:
             raise error_for_code(ResponseCode.CONSUMER_NOT_ONLINE,
                                  f"the consumer group[{group}] not online")
@@ -190,7 +186,7 @@ class AdminProcessor:
 
     def producer_connections(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("producerGroup", "")
-        members = self.app.producers.groups.get(group, {})
+        members = self.ctx.producers.groups.get(group, {})
         body = {"connectionSet": [{"clientId": c.client_id, "clientAddr": c.conn.remote_address,
                                    "language": c.language, "version": c.version}
                                   for c in members.values()]}
@@ -246,16 +242,3 @@ def _is_record_at(view: memoryview, phys_offset: int) -> bool:
     except CorruptRecord:
         return False
     return isinstance(rec, Record)
-
-
-def disk_usage_ratio(path: str) -> float:
-    """Used fraction of the partition holding ``path`` (as the store's retention sees it)."""
-    try:
-        return store_disk_usage_ratio(Path(path))
-    except OSError:
-        return 0.0
-
-
-def uptime_text(started: float) -> str:
-    secs = int(time.time() - started)
-    return f"{secs // 86400} days, {secs % 86400 // 3600} hours, {secs % 3600 // 60} minutes"

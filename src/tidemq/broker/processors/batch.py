@@ -57,9 +57,10 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.batch_protocol import (
@@ -94,9 +95,6 @@ from tidemq.errors import (
     error_for_code,
 )
 from tidemq.net import Connection, Processor, RemotingServer
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["MERGE_ALL_CODES", "PULL_CODES", "BatchProcessor"]
 
@@ -259,16 +257,17 @@ class _Budget:
 class BatchProcessor:
     """BATCH_REQUEST; see the module docstring."""
 
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
-        cfg = app.config
+    def __init__(self, ctx: BrokerContext, pull: PullProcessor | None = None,
+                 send: SendProcessor | None = None) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        cfg = ctx.config
         self._max_children = cfg.batch_max_children
         self._max_bytes = min(cfg.batch_max_bytes, cfg.max_frame_size)
         self._pull_budget = max(1, min(cfg.batch_max_bytes,
                                        cfg.max_frame_size - _FRAME_RESERVE))
-        self._child_timeout = 2 * app.store_config.sync_flush_timeout / 1000 + 1.0
-        self._sync = app.store_config.sync_flush
+        self._child_timeout = 2 * ctx.store_config.sync_flush_timeout / 1000 + 1.0
+        self._sync = ctx.store_config.sync_flush
         self._processors: dict[int, Processor] = {}
         self._turn = 0
         self.holds = BatchHoldService(self._answer_held)
@@ -277,7 +276,8 @@ class BatchProcessor:
         self._fast: set[Processor] = set()
         #: The send processor whose plain sends shared-form children skip the registered
         #: processor for (``None``: every child goes through it).
-        self._send: SendProcessor | None = None
+        self._send = send
+        self._pull_processor = pull
 
     def register(self, server: RemotingServer) -> None:
         """Look up the child processors, register for BATCH_REQUEST, hook into the store's
@@ -286,11 +286,8 @@ class BatchProcessor:
             processor = server.processor(code)
             if processor is not None:
                 self._processors[int(code)] = processor
-        if isinstance(getattr(self.app, "pull", None), PullProcessor):
+        if self._pull_processor is not None:
             self._fast = {p for c, p in self._processors.items() if c in PULL_CODES}
-        send = getattr(self.app, "send", None)
-        if isinstance(send, SendProcessor):
-            self._send = send
         server.register(RequestCode.BATCH_REQUEST, self.process)
         server.on_connection_closed(self._connection_closed)
         self.holds.attach(asyncio.get_running_loop())
@@ -354,7 +351,7 @@ class BatchProcessor:
         if send is not None:
             base = decode_send_fields(code, {**template.ext_fields, "e": "0", "f": "0",
                                              "g": "0", "h": "0"})
-            if base is not None and self.app.logical.get(base[0]) is not None:
+            if base is not None and self.ctx.logical.get(base[0]) is not None:
                 base = None  # a logical topic: the registered processor translates
         for i, entry in enumerate(entries):
             if isinstance(entry, str):
@@ -478,7 +475,7 @@ class BatchProcessor:
             waits.append(((h.topic, h.queue_id), h.queue_offset))
         if longest <= 0:
             return None
-        cfg = self.app.config
+        cfg = self.ctx.config
         return waits, longest if cfg.long_polling_enable else cfg.short_polling_time_mills
 
     def _answer_held(self, held: HeldBatch) -> None:
@@ -505,7 +502,7 @@ class BatchProcessor:
             i = (start + step) % n
             self._read_one(processor, conn, merge, i, kids[i], budget, first)
         for (topic, group), (msgs, nbytes) in budget.found.items():
-            self.app.stats.on_get(topic, group, msgs, nbytes)
+            self.ctx.stats.on_get(topic, group, msgs, nbytes)
         return merge
 
     def _read_one(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
@@ -518,14 +515,14 @@ class BatchProcessor:
         if budget.spent:
             merge.put(index, self._skipped(sub, h))
             return
-        if processor in self._fast and self.app.logical.get(h.topic) is None:
+        if processor in self._fast and self.ctx.logical.get(h.topic) is None:
             self._read_fast(merge, index, sub, h, budget, first)
             return
         # Set from the facts each time (a re-run starts from the same request).
         ext = sub.ext_fields
         clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
         ext[_SYS_FLAG] = str(h.sys_flag & ~clear)
-        own_bytes = h.max_msg_bytes or self.app.config.max_pull_bytes
+        own_bytes = h.max_msg_bytes or self.ctx.config.max_pull_bytes
         ext[_MAX_BYTES] = str(min(own_bytes, budget.bytes))
         ext[_MAX_NUMS] = str(max(1, min(h.max_msg_nums, budget.msgs)))
         self._run(processor, conn, merge, index, kid.child)
@@ -541,9 +538,10 @@ class BatchProcessor:
         header: no ext rewritten and parsed again (a logical topic's child goes through
         the registered processor, which translates it)."""
         clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
-        own_bytes = h.max_msg_bytes or self.app.config.max_pull_bytes
+        own_bytes = h.max_msg_bytes or self.ctx.config.max_pull_bytes
+        assert self._pull_processor is not None  # the processor is in _fast
         try:
-            resp, msgs, nbytes, nxt = self.app.pull.child(
+            resp, msgs, nbytes, nxt = self._pull_processor.child(
                 sub, h.header, h.queue_id, h.queue_offset, h.sys_flag & ~clear,
                 max(1, min(h.max_msg_nums, budget.msgs)), min(own_bytes, budget.bytes),
                 first=first)

@@ -3,24 +3,20 @@ CHECK_CLIENT_CONFIG (46): client registration and group membership (remoting.md 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tidemq.broker.clients import ClientChannel
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.topics import RETRY_PREFIX
 from tidemq.codec.bodies import ConsumerListBody, HeartbeatData, decode_body, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
 
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
-
 __all__ = ["ClientProcessor"]
 
 
 class ClientProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -34,23 +30,23 @@ class ClientProcessor:
             data = decode_body(cmd.body, HeartbeatData)
         except RemoteProtocolError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad heartbeat: {exc}") from None
-        app = self.app
+        ctx = self.ctx
         for producer in data.producer_data_set:
-            app.producers.register(producer.group_name,
+            ctx.producers.register(producer.group_name,
                                    ClientChannel(data.client_id, conn, cmd.language, cmd.version))
         changed_groups = []
         for consumer in data.consumer_data_set:
             group = consumer.group_name
-            app.subscription_groups.ensure(group)
+            ctx.subscription_groups.ensure(group)
             retry = RETRY_PREFIX + group
-            if app.topics.get(retry) is None:
-                app.topics.create_on_send(retry, retry, 1)
-                app.topics_changed()
+            if ctx.topics.get(retry) is None:
+                ctx.topics.create_on_send(retry, retry, 1)
+                ctx.topics_changed()
             channel = ClientChannel(data.client_id, conn, cmd.language, cmd.version)
-            if app.consumers.register(consumer, channel):
+            if ctx.consumers.register(consumer, channel):
                 changed_groups.append(group)
         for group in changed_groups:
-            app.notify_consumer_ids_changed(group)
+            ctx.notify_consumer_ids_changed(group)
         return cmd.response(ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "true",
                                         "IS_SUB_CHANGE": "true"})
 
@@ -58,17 +54,17 @@ class ClientProcessor:
         ext = cmd.ext_fields
         client_id = ext.get("clientID", "")
         if ext.get("producerGroup"):
-            self.app.producers.unregister(ext["producerGroup"], client_id)
+            self.ctx.producers.unregister(ext["producerGroup"], client_id)
         group = ext.get("consumerGroup")
-        if group and self.app.consumers.unregister(group, client_id):
-            self.app.notify_consumer_ids_changed(group)
+        if group and self.ctx.consumers.unregister(group, client_id):
+            self.ctx.notify_consumer_ids_changed(group)
         return cmd.response()
 
     def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("consumerGroup")
         if not group:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, "consumerGroup is required")
-        ids = self.app.consumers.client_ids(group)
+        ids = self.ctx.consumers.client_ids(group)
         if not ids:
             raise error_for_code(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return cmd.response(body=encode_body(ConsumerListBody(consumer_id_list=ids)))

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.groups import validate_group_config
 from tidemq.broker.processors.offsets import parse_header
 from tidemq.codec.bodies import TopicConfig
@@ -27,9 +28,6 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import DeleteSubscriptionGroupRequestHeader, ResetOffsetRequestHeader
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
 from tidemq.net import Connection
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["GroupProcessor"]
 
@@ -39,9 +37,9 @@ def _json(obj: Any) -> bytes:
 
 
 class GroupProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -58,7 +56,7 @@ class GroupProcessor:
         except (ValueError, RecursionError) as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"SubscriptionGroupConfig body is not JSON: {exc}") from None
-        groups = self.app.subscription_groups
+        groups = self.ctx.subscription_groups
         cfg = validate_group_config(raw, groups.defaults(""))
         if isinstance(cfg, str):
             raise error_for_code(ResponseCode.INVALID_PARAMETER, cfg)
@@ -66,13 +64,13 @@ class GroupProcessor:
         return cmd.response()
 
     def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=_json(self.app.subscription_groups.wrapper()))
+        return cmd.response(body=_json(self.ctx.subscription_groups.wrapper()))
 
     def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(DeleteSubscriptionGroupRequestHeader, cmd)
-        self.app.subscription_groups.delete(h.group_name)
+        self.ctx.subscription_groups.delete(h.group_name)
         if h.clean_offset:
-            self.app.offsets.delete_group(h.group_name)
+            self.ctx.offsets.delete_group(h.group_name)
         return cmd.response()
 
     # ------------------------------------------------------------------ reset offsets
@@ -100,7 +98,7 @@ class GroupProcessor:
                 new = hi
             else:
                 new = self.store.offset_by_time(h.topic, qid, h.timestamp)
-            current = self.app.committed_offset(h.group, h.topic, qid)
+            current = self.ctx.committed_offset(h.group, h.topic, qid)
             if not h.is_force and current is not None and current < new:
                 new = current
             plan.append((qid, new))
@@ -108,24 +106,24 @@ class GroupProcessor:
 
     async def reset_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(ResetOffsetRequestHeader, cmd)
-        app = self.app
-        tc = app.topics.get(h.topic)
+        ctx = self.ctx
+        tc = ctx.topics.get(h.topic)
         if tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"Topic {h.topic} does not exist")
-        if h.group not in app.subscription_groups.groups:
+        if h.group not in ctx.subscription_groups.groups:
             raise error_for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                  f"Group {h.group} does not exist")
         plan = self.plan_reset(h, tc)
         for qid, offset in plan:
-            app.commit_offset(h.group, h.topic, qid, offset)
-        app.offsets.persist()
-        broker = app.config.broker_name
+            ctx.commit_offset(h.group, h.topic, qid, offset)
+        ctx.offsets.persist()
+        broker = ctx.config.broker_name
         body = _json({"offsetTable": [
             {"topic": h.topic, "brokerName": broker, "queueId": qid, "offset": offset}
             for qid, offset in plan]})
         ext = ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp,
                                        is_force=h.is_force).to_ext()
-        for channel in app.consumers.channels(h.group):
+        for channel in ctx.consumers.channels(h.group):
             notice = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
                                              dict(ext), body, oneway=True)
             with contextlib.suppress(TideMQError):

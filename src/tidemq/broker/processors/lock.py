@@ -12,8 +12,9 @@ exactly one broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from tidemq.broker.context import BrokerContext
 from tidemq.codec.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -25,9 +26,6 @@ from tidemq.codec.bodies import (
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["LockProcessor"]
 
@@ -46,8 +44,8 @@ def _body(cmd: RemotingCommand, cls: type[B]) -> B:
 
 
 class LockProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -56,13 +54,13 @@ class LockProcessor:
 
     def lock(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = _body(cmd, LockBatchRequestBody)
-        held = self.app.locks.lock(body.consumer_group, body.client_id,
+        held = self.ctx.locks.lock(body.consumer_group, body.client_id,
                                    [q.to_queue() for q in body.mq_set])
         reply = LockBatchResponseBody(lock_ok_mq_set=[MessageQueueData.of(mq) for mq in held])
         return cmd.response(body=encode_body(reply))
 
     def unlock(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = _body(cmd, UnlockBatchRequestBody)
-        self.app.locks.unlock(body.consumer_group, body.client_id,
+        self.ctx.locks.unlock(body.consumer_group, body.client_id,
                               [q.to_queue() for q in body.mq_set])
         return cmd.response()

@@ -41,8 +41,9 @@ import logging
 import random
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
 from tidemq.broker.processors.offsets import parse_header
 from tidemq.codec.bodies import ClusterInfo, TopicConfig, decode_body
@@ -56,9 +57,6 @@ from tidemq.errors import (
     error_for_code,
 )
 from tidemq.net import Connection
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["LogicalProcessor"]
 
@@ -150,9 +148,9 @@ class LogicalProcessor:
     MOVE_WAIT = 3.0  # seconds a send waits out a migration before answering "moved"
     REFRESH_INTERVAL = 1.0  # seconds between two address look-ups at the name server
 
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.lqs = app.logical
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.lqs = ctx.logical
         self._orig: dict[int, Processor] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._events: dict[str, asyncio.Event] = {}
@@ -205,11 +203,21 @@ class LogicalProcessor:
 
         return process
 
+    def mapping_changed(self, mapping: TopicMapping | None, topic: str | None = None) -> None:
+        """A logical-queue mapping changed: register the topic's physical queues and its
+        ``logical.queues`` attribute so the name server publishes the placeholder route."""
+        if mapping is not None:
+            self.ctx.topics.upsert(logical_topic_config(mapping, self.ctx.config.broker_name))
+            self.notify(mapping.topic)
+        elif topic is not None:
+            self.ctx.topics.delete(topic)
+        self.ctx.topics_changed()
+
     # ------------------------------------------------------------------ helpers
 
     @property
     def me(self) -> str:
-        return self.app.config.broker_name
+        return self.ctx.config.broker_name
 
     def _is_open(self, mapping: TopicMapping, cmd: RemotingCommand) -> bool:
         """Whether the physical queue ``cmd`` names holds an open (NORMAL) segment here."""
@@ -247,7 +255,7 @@ class LogicalProcessor:
         return out
 
     def _address(self, broker: str) -> str:
-        addr = self.app.broker_addresses.get(broker)
+        addr = self.ctx.broker_addresses.get(broker)
         if addr is None:
             self.refresh_addresses()
             raise error_for_code(ResponseCode.SYSTEM_BUSY,
@@ -258,7 +266,7 @@ class LogicalProcessor:
                        timeout: float = 3.0) -> RemotingCommand:
         """``cmd`` to ``broker``; a lost connection makes us look its address up again."""
         try:
-            return await self.app.client.request(self._address(broker), cmd, timeout)
+            return await self.ctx.client.request(self._address(broker), cmd, timeout)
         except ConnectionLost:
             self.refresh_addresses()  # the broker may have restarted elsewhere
             raise
@@ -267,14 +275,14 @@ class LogicalProcessor:
         """Learn the brokers' addresses from the name server (at most once a second): a
         restarted broker knows none, and a broker that restarted elsewhere has moved."""
         loop = asyncio.get_running_loop()
-        if loop.time() < self._refresh_after or not self.app.config.namesrv_addrs:
+        if loop.time() < self._refresh_after or not self.ctx.config.namesrv_addrs:
             return
         self._refresh_after = loop.time() + self.REFRESH_INTERVAL
 
         async def refresh() -> None:
-            for namesrv in self.app.config.namesrv_addrs:
+            for namesrv in self.ctx.config.namesrv_addrs:
                 try:
-                    resp = await self.app.client.request(namesrv, RemotingCommand.request(
+                    resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
                         RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
                     info = decode_body(resp.full_body(), ClusterInfo)
                 except (TideMQError, ValueError) as exc:
@@ -283,7 +291,7 @@ class LogicalProcessor:
                 for name, data in info.broker_addr_table.items():
                     addr = data.master_addr()
                     if addr is not None and name != self.me:
-                        self.app.broker_addresses[name] = addr
+                        self.ctx.broker_addresses[name] = addr
                 return
 
         task = loop.create_task(refresh())
@@ -476,7 +484,7 @@ class LogicalProcessor:
             # the segment's broker store it under its physical queue id.
             commit = _int(cmd.ext_fields.get("commitOffset"), -1)
             group = cmd.ext_fields.get("consumerGroup", "")
-            if commit >= 0 and self.app.offsets.query(group, mapping.topic, lq) != commit:
+            if commit >= 0 and self.ctx.offsets.query(group, mapping.topic, lq) != commit:
                 self._commit(mapping, group, lq, commit)
             extra["sysFlag"] = str(sys_flag & ~_FLAG_COMMIT_OFFSET)
         if sealed_end >= 0:
@@ -524,7 +532,7 @@ class LogicalProcessor:
     def _offsets(self, mapping: TopicMapping, lq: int, conn: Connection,
                  cmd: RemotingCommand) -> Any:
         code = cmd.code
-        app = self.app
+        ctx = self.ctx
         if code in (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET):
             group = cmd.ext_fields.get("consumerGroup", "")
             if code == RequestCode.UPDATE_CONSUMER_OFFSET:
@@ -534,7 +542,7 @@ class LogicalProcessor:
                 self._commit(mapping, group, lq, offset,
                              replicate=cmd.ext_fields.get("replicated") != "true")
                 return cmd.response()
-            stored = app.offsets.query(group, mapping.topic, lq)
+            stored = ctx.offsets.query(group, mapping.topic, lq)
             if stored is None:
                 return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no committed offset")
             return cmd.response(ext_fields={"offset": str(stored)})
@@ -634,7 +642,7 @@ class LogicalProcessor:
         ones included -- stored here, replicated, and pushed to the group's consumers
         under the placeholder broker."""
         h = parse_header(ResetOffsetRequestHeader, cmd)
-        if h.group not in self.app.subscription_groups.groups:
+        if h.group not in self.ctx.subscription_groups.groups:
             raise error_for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                  f"Group {h.group} does not exist")
         if h.queue_id >= 0 and h.queue_id not in mapping.queues:
@@ -657,17 +665,17 @@ class LogicalProcessor:
                     new = hi
                 else:
                     new = await self._search_by_time(mapping, lq, h.timestamp)
-                current = self.app.offsets.query(h.group, h.topic, lq)
+                current = self.ctx.offsets.query(h.group, h.topic, lq)
                 if not h.is_force and current is not None and current < new:
                     new = current
                 plan.append((lq, new))
             for lq, offset in plan:
                 self._commit(mapping, h.group, lq, offset)
-            self.app.offsets.persist()
+            self.ctx.offsets.persist()
             body = json.dumps({"offsetTable": [
                 {"topic": h.topic, "brokerName": LOGICAL_BROKER, "queueId": lq,
                  "offset": offset} for lq, offset in plan]}, sort_keys=True).encode()
-            for channel in self.app.consumers.channels(h.group):
+            for channel in self.ctx.consumers.channels(h.group):
                 notice = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
                                                  dict(cmd.ext_fields), body, oneway=True)
                 with contextlib.suppress(TideMQError):
@@ -687,14 +695,14 @@ class LogicalProcessor:
                 replicate: bool = True) -> None:
         """Store ``group``'s logical offset of ``lq`` here and (unless this is a copy)
         send it oneway to the mapping's other brokers -- best effort."""
-        self.app.offsets.commit(group, mapping.topic, lq, offset)
+        self.ctx.offsets.commit(group, mapping.topic, lq, offset)
         if replicate:
             self._replicate(mapping, group, lq, offset)
 
     def _replicate(self, mapping: TopicMapping, group: str, lq: int, offset: int) -> None:
         others = sorted(b for b in mapping.brokers() if b != self.me)
         for broker in others:
-            addr = self.app.broker_addresses.get(broker)
+            addr = self.ctx.broker_addresses.get(broker)
             if addr is None:
                 continue
             fields = {"consumerGroup": group, "topic": mapping.topic, "queueId": str(lq),
@@ -704,7 +712,7 @@ class LogicalProcessor:
 
             async def send(a: str = addr, c: RemotingCommand = copy) -> None:
                 try:
-                    await self.app.client.oneway(a, c)
+                    await self.ctx.client.oneway(a, c)
                 except TideMQError as exc:
                     log.info("replicating a logical offset to %s failed: %s", a, exc)
 
@@ -725,9 +733,9 @@ class LogicalProcessor:
             raise error_for_code(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
         addrs = cmd.ext_fields.get("brokerAddrs")
         if addrs:
-            self.app.broker_addresses.update(json.loads(addrs))
+            self.ctx.broker_addresses.update(json.loads(addrs))
         if changed:
-            self.app.logical_changed(mapping)
+            self.mapping_changed(mapping)
         return cmd.response()
 
     def query_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -756,25 +764,23 @@ class LogicalProcessor:
         if seg.broker != self.me:
             raise error_for_code(ResponseCode.ILLEGAL_OPERATION,
                                  f"{topic}/{lq} is open on {seg.broker}, not {self.me}")
-        with self.app.store.commitlog.lock:
-            end = self.app.store.next_queue_offset(topic, seg.queue_id)
+        with self.ctx.store.commitlog.lock:
+            end = self.ctx.store.next_queue_offset(topic, seg.queue_id)
         sealed = dataclasses.replace(seg, physical_end=max(end, seg.physical_start),
                                      state=SegmentState.READONLY)
         new = mapping.replace(lq, (*segs[:idx], sealed, *segs[idx + 1:]), mapping.epoch + 1)
         self.lqs.update(new)
-        self.app.logical_changed(new)
+        self.mapping_changed(new)
         # Pulls held on the sealed queue wait for messages that will never come: answer
         # them now, so readers move on to the next segment at once.
-        self.app.pull_holds.notify(topic, seg.queue_id, 1 << 62)
-        if self.app.batch is not None:
-            self.app.batch.holds.notify(topic, seg.queue_id, 1 << 62)
+        self.ctx.notify_held(topic, seg.queue_id, 1 << 62)
         return cmd.response(body=json.dumps(new.to_json()).encode())
 
     def expire_segments(self) -> list[TopicMapping]:
         """Sealed segments hosted here whose data retention removed become EXPIRED (RIP-21
         scenario b); the new mapping is pushed to the other brokers. Returns the changes."""
         changed = []
-        store = self.app.store
+        store = self.ctx.store
         for mapping in list(self.lqs.mappings.values()):
             new = mapping
             for lq, segs in mapping.queues.items():
@@ -789,7 +795,7 @@ class LogicalProcessor:
                     new = new.replace(lq, updated, new.epoch + 1)
             if new is not mapping:
                 self.lqs.update(new)
-                self.app.logical_changed(new)
+                self.mapping_changed(new)
                 self._push_others(new)
                 changed.append(new)
         return changed
@@ -797,14 +803,14 @@ class LogicalProcessor:
     def _push_others(self, mapping: TopicMapping) -> None:
         body = json.dumps(mapping.to_json()).encode()
         for broker in sorted(mapping.brokers() - {self.me}):
-            addr = self.app.broker_addresses.get(broker)
+            addr = self.ctx.broker_addresses.get(broker)
             if addr is None:
                 continue
             cmd = RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {}, body)
 
             async def send(a: str = addr, c: RemotingCommand = cmd) -> None:
                 try:
-                    await self.app.client.request(a, c, 3.0)
+                    await self.ctx.client.request(a, c, 3.0)
                 except TideMQError as exc:
                     log.info("pushing the logical mapping to %s failed: %s", a, exc)
 
@@ -815,7 +821,7 @@ class LogicalProcessor:
     def delete_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic", "")
         if self.lqs.delete(topic):
-            self.app.logical_changed(None, topic)
+            self.mapping_changed(None, topic)
         return cmd.response()
 
 

@@ -3,8 +3,9 @@ SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32) -- remoting.md 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from tidemq.broker.context import BrokerContext
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -17,9 +18,6 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import Header
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["OffsetProcessor", "parse_header"]
 
@@ -35,9 +33,9 @@ def parse_header(cls: type[H], cmd: RemotingCommand) -> H:
 
 
 class OffsetProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -50,7 +48,7 @@ class OffsetProcessor:
 
     def query(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(QueryConsumerOffsetRequestHeader, cmd)
-        offset = self.app.committed_offset(h.consumer_group, h.topic, h.queue_id)
+        offset = self.ctx.committed_offset(h.consumer_group, h.topic, h.queue_id)
         if offset is not None:
             return cmd.response(ext_fields={"offset": str(offset)})
         # Upstream quirk (remoting.md §2.9): a young queue still holding message 0 answers 0.
@@ -66,7 +64,7 @@ class OffsetProcessor:
         if h.commit_offset < 0:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"commitOffset {h.commit_offset} is negative")
-        self.app.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self.ctx.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response()
 
     def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

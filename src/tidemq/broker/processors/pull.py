@@ -24,8 +24,7 @@ out as the store's memoryviews (``body_parts``), never joined.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.topics import PERM_READ
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
@@ -34,9 +33,6 @@ from tidemq.formats.hashing import tags_code
 from tidemq.net import Connection
 from tidemq.store.reader import GetResult
 from tidemq.types import GetStatus
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["PullProcessor", "parse_subscription"]
 
@@ -56,9 +52,9 @@ def parse_subscription(expression: str | None) -> frozenset[int] | None:
 
 
 class PullProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
         self._subs: dict[str, frozenset[int] | None] = {}
 
     def register(self, server: object) -> None:
@@ -69,7 +65,7 @@ class PullProcessor:
         if sys_flag & FLAG_SUBSCRIPTION:
             expr = h.subscription
         else:
-            expr = self.app.consumers.subscription(h.consumer_group, h.topic)
+            expr = self.ctx.consumers.subscription(h.consumer_group, h.topic)
         if expr is None:
             return None
         codes = self._subs.get(expr)
@@ -102,20 +98,20 @@ class PullProcessor:
             except RemoteProtocolError as exc:
                 raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
-            self.app.config.max_pull_bytes)
+            self.ctx.config.max_pull_bytes)
         code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,
                                     max(1, h.max_msg_nums), max_bytes, first)
         offset = h.queue_offset
         if (code == ResponseCode.PULL_NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0):
-            cfg = self.app.config
+            cfg = self.ctx.config
             timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
                 cfg.short_polling_time_mills)
-            self.app.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout, h)
+            self.ctx.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout, h)
             # Close the race with a dispatch that landed between the read and the hold.
             now_max = self.store.max_offset(h.topic, h.queue_id)
             if now_max > offset:
-                self.app.pull_holds.notify(h.topic, h.queue_id, now_max)
+                self.ctx.pull_holds.notify(h.topic, h.queue_id, now_max)
             return None
         return self._answer(cmd, h, code, nxt, res)
 
@@ -144,7 +140,7 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             resp.body_parts = res.buffers
             if count:
-                self.app.stats.on_get(h.topic, h.consumer_group, res.message_count,
+                self.ctx.stats.on_get(h.topic, h.consumer_group, res.message_count,
                                       res.total_bytes)
         return resp
 
@@ -153,7 +149,7 @@ class PullProcessor:
         """Check, commit (first evaluation), read: the response code, nextBeginOffset and
         the store's result (status table in the module docstring)."""
         topic = h.topic
-        tc = self.app.topics.get(topic)
+        tc = self.ctx.topics.get(topic)
         if self.store.is_lmq(topic):
             read_queues = 1  # an LMQ is synthetic: one read/write queue, never registered
         elif tc is None:
@@ -170,7 +166,7 @@ class PullProcessor:
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{read_queues}]")
         if first and sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            self.app.commit_offset(h.consumer_group, topic, queue_id, h.commit_offset)
+            self.ctx.commit_offset(h.consumer_group, topic, queue_id, h.commit_offset)
         res = self.store.get(topic, queue_id, offset, max_nums, max_bytes,
                              self._tag_codes(h, sys_flag))
         status = res.status

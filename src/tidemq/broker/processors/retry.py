@@ -32,8 +32,9 @@ import asyncio
 import dataclasses
 import random
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.delay import (
     DELAY,
     REAL_QID,
@@ -65,9 +66,6 @@ from tidemq.formats.record import Record, decode_record
 from tidemq.net import Connection
 from tidemq.store.flush import FlushStatus
 from tidemq.store.message_store import MessageInput, PutResult
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["RetryProcessor", "SendRoute", "ensure_group_topic", "route_send"]
 
@@ -103,48 +101,48 @@ def _group_int(cfg: dict[str, Any], key: str, default: int) -> int:
     return value if isinstance(value, int) else default
 
 
-def ensure_group_topic(app: BrokerApp, topic: str) -> TopicConfig:
+def ensure_group_topic(ctx: BrokerContext, topic: str) -> TopicConfig:
     """The config of a retry or DLQ topic, created (1 queue, perm 6) when missing."""
-    tc = app.topics.get(topic)
+    tc = ctx.topics.get(topic)
     if tc is None:
-        tc = app.topics.create_on_send(topic, topic, 1)
+        tc = ctx.topics.create_on_send(topic, topic, 1)
         assert tc is not None  # retry and DLQ topics are always creatable
-        app.topics_changed()
+        ctx.topics_changed()
     return tc
 
 
-def _group_config(app: BrokerApp, group: str) -> dict[str, Any]:
+def _group_config(ctx: BrokerContext, group: str) -> dict[str, Any]:
     why = "the group name is empty" if not group else validate_topic(RETRY_PREFIX + group)
     if why is not None:
         raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
-    cfg = app.subscription_groups.ensure(group)
+    cfg = ctx.subscription_groups.ensure(group)
     if cfg is None:
         raise error_for_code(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                              f"subscription group not exist, {group}")
     return cfg
 
 
-def _dlq(app: BrokerApp, group: str) -> str:
+def _dlq(ctx: BrokerContext, group: str) -> str:
     topic = DLQ_PREFIX + group  # valid: the group passed _group_config
-    ensure_group_topic(app, topic)
+    ensure_group_topic(ctx, topic)
     return topic
 
 
 # ---------------------------------------------------------------- send path (§2.7 steps 5, 6)
 
 
-def route_send(app: BrokerApp, h: SendMessageRequestHeader, queue_id: int, version: int,
+def route_send(ctx: BrokerContext, h: SendMessageRequestHeader, queue_id: int, version: int,
                is_batch: bool) -> SendRoute:
     """Decide where a send is stored: its topic, a DLQ, or a delay queue."""
     if h.topic.startswith(RETRY_PREFIX):
         if is_batch:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"a batch cannot be sent to the retry topic {h.topic}")
-        h, dead = _retry_or_dlq(app, h, version)
+        h, dead = _retry_or_dlq(ctx, h, version)
         if dead:
             return SendRoute(h, DLQ_QUEUE, DLQ_QUEUE)
     try:
-        diversion = app.schedule.policy.divert(h.properties, h.topic, queue_id, h.sys_flag)
+        diversion = ctx.schedule.policy.divert(h.properties, h.topic, queue_id, h.sys_flag)
     except DelayError as exc:
         raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
     if diversion is None:
@@ -156,15 +154,15 @@ def route_send(app: BrokerApp, h: SendMessageRequestHeader, queue_id: int, versi
     return SendRoute(parked, diversion.queue_id, queue_id)
 
 
-def _retry_or_dlq(app: BrokerApp, h: SendMessageRequestHeader, version: int
+def _retry_or_dlq(ctx: BrokerContext, h: SendMessageRequestHeader, version: int
                   ) -> tuple[SendMessageRequestHeader, bool]:
     group = h.topic[len(RETRY_PREFIX):]
-    cfg = _group_config(app, group)
+    cfg = _group_config(ctx, group)
     props = decode_properties(h.properties.encode("utf-8")) if h.properties else {}
     reconsume = h.reconsume_times
     if reconsume is None:
         reconsume = _int_prop(props, RECONSUME_TIME) or 0
-    max_times = _group_int(cfg, "retryMaxTimes", app.config.max_reconsume_times)
+    max_times = _group_int(cfg, "retryMaxTimes", ctx.config.max_reconsume_times)
     if version >= V3_4_9:
         asked = h.max_reconsume_times
         if asked is None:
@@ -172,21 +170,21 @@ def _retry_or_dlq(app: BrokerApp, h: SendMessageRequestHeader, version: int
         if asked is not None:
             max_times = asked
     h = dataclasses.replace(h, reconsume_times=reconsume)
-    if reconsume <= max_times and not app.locks.has_unexpired(group):
+    if reconsume <= max_times and not ctx.locks.has_unexpired(group):
         return h, False
     for name in _PARKING:
         props.pop(name, None)
     text = encode_properties(props).decode("utf-8")
-    return dataclasses.replace(h, topic=_dlq(app, group), properties=text or None), True
+    return dataclasses.replace(h, topic=_dlq(ctx, group), properties=text or None), True
 
 
 # ---------------------------------------------------------------- send-back (§2.11)
 
 
 class RetryProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     def register(self, server: object) -> None:
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)  # type: ignore[attr-defined]
@@ -205,13 +203,13 @@ class RetryProcessor:
     def _target(self, h: ConsumerSendMsgBackRequestHeader, cfg: dict[str, Any]
                 ) -> tuple[str, int]:
         """The retry topic and queue a send-back goes to (creating the topic)."""
-        app = self.app
+        ctx = self.ctx
         topic = RETRY_PREFIX + h.group
-        if not app.config.broker_permission & PERM_WRITE:
+        if not ctx.config.broker_permission & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
-                                 f"the broker[{app.config.broker_name}] sending message is "
+                                 f"the broker[{ctx.config.broker_name}] sending message is "
                                  "forbidden")
-        tc = ensure_group_topic(app, topic)
+        tc = ensure_group_topic(ctx, topic)
         if not tc.perm & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
                                  f"the topic[{topic}] sending message is forbidden")
@@ -220,8 +218,8 @@ class RetryProcessor:
 
     def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = parse_header(ConsumerSendMsgBackRequestHeader, cmd)
-        app = self.app
-        cfg = _group_config(app, h.group)
+        ctx = self.ctx
+        cfg = _group_config(ctx, h.group)
         if _group_int(cfg, "retryQueueNums", 1) <= 0:
             return cmd.response()  # upstream: a group without retry queues drops it
         retry_topic, retry_queue = self._target(h, cfg)
@@ -234,16 +232,16 @@ class RetryProcessor:
         props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or encode_offset_msg_id(
             rec.store_host, rec.physical_offset)
         props[RECONSUME_TIME] = str(reconsume + 1)
-        max_times = _group_int(cfg, "retryMaxTimes", app.config.max_reconsume_times)
+        max_times = _group_int(cfg, "retryMaxTimes", ctx.config.max_reconsume_times)
         if cmd.version >= V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
         text = encode_properties(props).decode("utf-8")
         if reconsume >= max_times or h.delay_level < 0:
-            target = Diversion(_dlq(app, h.group), DLQ_QUEUE, text)
+            target = Diversion(_dlq(ctx, h.group), DLQ_QUEUE, text)
         else:
             level = h.delay_level or 3 + reconsume
             delayed = text + encode_properties({DELAY: str(level)}).decode("utf-8")
-            target = app.schedule.policy.divert(delayed, retry_topic, retry_queue) or Diversion(
+            target = ctx.schedule.policy.divert(delayed, retry_topic, retry_queue) or Diversion(
                 retry_topic, retry_queue, text)
         result = self._put(rec, target, props.get("TAGS"), reconsume + 1)
         if result.durable is None:
@@ -271,5 +269,5 @@ class RetryProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         except StoreReadOnly as exc:
             raise error_for_code(ResponseCode.SYSTEM_ERROR, str(exc)) from None
-        self.app.stats.on_put(target.topic, 1, result.sizes[0])
+        self.ctx.stats.on_put(target.topic, 1, result.sizes[0])
         return result

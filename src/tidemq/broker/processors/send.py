@@ -33,10 +33,11 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
+from tidemq.broker.context import BrokerContext
 from tidemq.broker.lmq import parse_lmq_targets
 from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
@@ -74,9 +75,6 @@ from tidemq.store.flush import FlushService, FlushStatus
 from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageInput, PutResult
-
-if TYPE_CHECKING:
-    from tidemq.broker.app import BrokerApp
 
 __all__ = ["GroupCommitWaiters", "SendProcessor"]
 
@@ -235,20 +233,20 @@ class GroupCommitWaiters:
 
 
 class SendProcessor:
-    def __init__(self, app: BrokerApp) -> None:
-        self.app = app
-        self.store = app.store
-        cfg = app.config
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        cfg = ctx.config
         self._cluster_prop = f"CLUSTER\x01{cfg.broker_cluster_name}\x02".encode()
         self._region = cfg.region_id
         self._trace = "true" if cfg.trace_on else "false"
         self._max_body = cfg.max_message_size
-        self._index = app.store_config.message_index_enable
+        self._index = ctx.store_config.message_index_enable
         self._hosts: dict[str, HostAddr] = {}
         self._max_inflated = cfg.max_inner_batch_inflated_bytes
-        self._topics = app.topics
+        self._topics = ctx.topics
         self._plain_topics: set[str] = set()
-        self._sync = app.store_config.sync_flush
+        self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
@@ -270,7 +268,7 @@ class SendProcessor:
         why = validate_topic(h.topic)
         if why is not None:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
-        topics = self.app.topics
+        topics = self.ctx.topics
         tc = topics.get(h.topic)
         if tc is None:
             tc = topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
@@ -279,8 +277,8 @@ class SendProcessor:
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{h.topic}] not exist, apply first please!",
                 )
-            self.app.topics_changed()
-        if not tc.perm & PERM_WRITE or not self.app.config.broker_permission & PERM_WRITE:
+            self.ctx.topics_changed()
+        if not tc.perm & PERM_WRITE or not self.ctx.config.broker_permission & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
                                  f"the topic[{h.topic}] sending is forbidden")
         qid = h.queue_id
@@ -468,7 +466,7 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_QUEUE_OFFSET is assigned by the broker")
         targets = parse_lmq_targets(props.get("INNER_MULTI_DISPATCH", ""), h.topic,
-                                    self.app.store_config.max_lmq_targets_per_message)
+                                    self.ctx.store_config.max_lmq_targets_per_message)
         if isinstance(targets, str):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, targets)
         return targets
@@ -525,7 +523,7 @@ class SendProcessor:
         if count == 0 or count > 0x7FFF:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"an inner batch holds 1..32767 messages, not {count}")
-        props.setdefault("CLUSTER", self.app.config.broker_cluster_name)
+        props.setdefault("CLUSTER", self.ctx.config.broker_cluster_name)
         raw = encode_properties(props)
         keys = (uniq, *(k for k in props.get("KEYS", "").split(" ") if k))
         wait = props.get("WAIT", "true").lower() != "false"
@@ -533,7 +531,7 @@ class SendProcessor:
             topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
             keys=keys if self._index else (), sys_flag=sys_flag,
             born_timestamp=born_timestamp, born_host=born, wait_flush=False)
-        self.app.stats.on_put(topic, count, len(body))
+        self.ctx.stats.on_put(topic, count, len(body))
         return result, wait, uniq
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -578,7 +576,7 @@ class SendProcessor:
         tc = self._topics.get(topic)
         return (tc is not None and (topic in self._plain_topics or self._plain_topic(topic))
                 and bool(tc.perm & PERM_WRITE)
-                and bool(self.app.config.broker_permission & PERM_WRITE)
+                and bool(self.ctx.config.broker_permission & PERM_WRITE)
                 and (qid < tc.read_queue_nums or qid < tc.write_queue_nums))
 
     @overload
@@ -630,7 +628,7 @@ class SendProcessor:
                 wait_flush=False)
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        self.app.stats.on_put(topic, 1, result.sizes[0])
+        self.ctx.stats.on_put(topic, 1, result.sizes[0])
         if wait and self._sync and self._durability().wait(
                 result.phys_offsets[0] + result.sizes[0], (conn, cmd, qid, result, None)):
             return None
@@ -667,7 +665,7 @@ class SendProcessor:
                 born_host=born, reconsume_times=reconsume, wait_flush=False)
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        self.app.stats.on_put(topic, result.count, sum(result.sizes))
+        self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
         return self._finish(conn, cmd, qid, result, wait)
 
     def _process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -688,7 +686,7 @@ class SendProcessor:
                                  f"INNER_NUM on {h.topic}, which is not a BatchCQ topic")
         is_batch = h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE
         # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
-        h, qid, reply_qid = route_send(self.app, h, qid, cmd.version, is_batch)
+        h, qid, reply_qid = route_send(self.ctx, h, qid, cmd.version, is_batch)
         try:
             inner = (self._inner_batch(h.topic, qid, h.properties, h.sys_flag,
                                        h.born_timestamp, cmd.body, born)
@@ -716,7 +714,7 @@ class SendProcessor:
                     born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        self.app.stats.on_put(h.topic, result.count, sum(result.sizes))
+        self.ctx.stats.on_put(h.topic, result.count, sum(result.sizes))
         return self._finish(conn, cmd, reply_qid, result, wait)
 
     def _durability(self) -> GroupCommitWaiters:

@@ -1,0 +1,126 @@
+"""BrokerContext: what request processors may use -- the broker's state and services.
+
+Processors receive this object, never the broker itself: the store, the metadata managers
+(topics, consumer offsets, subscription groups, logical-queue mappings), the client
+tables, locks, delays, statistics, the broker's configuration, the outbound client, the
+two tables of parked pulls and the few broker-wide events (topics changed, consumer ids
+changed, an offset committed). :class:`~tidemq.broker.app.BrokerApp` builds it, wires the
+processors to it and runs their lifecycle; nothing here imports a processor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from tidemq.broker.batch_hold import BatchHoldService
+from tidemq.broker.clients import ConsumerManager, ProducerManager
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.delay import DelayPolicy, parse_delay_levels
+from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.locks import LockTable
+from tidemq.broker.logical import LogicalQueues
+from tidemq.broker.long_poll import PullHoldService
+from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.schedule import ScheduleService
+from tidemq.broker.stats import BrokerStats
+from tidemq.broker.topics import TopicManager
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import TideMQError
+from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.store.config import StoreConfig
+from tidemq.store.layout import StoreLayout
+from tidemq.store.lmq_store import LMQ_PREFIX
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["BrokerContext"]
+
+
+class BrokerContext:
+    """The broker's state and services, shared by its processors (module docstring)."""
+
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.layout = StoreLayout(store_config.store_path_root_dir)
+        self.store = MessageStore(store_config)
+        self.topics = TopicManager(self.layout, broker_name=config.broker_name,
+                                   cluster_name=config.broker_cluster_name,
+                                   auto_create=config.auto_create_topic_enable,
+                                   default_queue_nums=config.default_topic_queue_nums)
+        self.offsets = OffsetManager(self.layout)
+        self.subscription_groups = SubscriptionGroupManager(
+            self.layout, auto_create=config.auto_create_subscription_group,
+            retry_max_times=config.max_reconsume_times)
+        self.producers = ProducerManager()
+        self.consumers = ConsumerManager()
+        self.locks = LockTable(config.rebalance_lock_max_live_time)
+        self.schedule = ScheduleService(self.store, self.layout, DelayPolicy(
+            parse_delay_levels(config.message_delay_level),
+            max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
+        self.stats = BrokerStats()
+        self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
+        self.server = RemotingServer("0.0.0.0", config.listen_port,
+                                     max_frame_size=config.max_frame_size)
+        self.client = RemotingClient()
+        #: Parked single pulls; the broker gives it the pull processor's re-run.
+        self.pull_holds: PullHoldService
+        #: Parked batch-protocol pull parents (``None`` without ``batchProtocolEnable``).
+        self.batch_holds: BatchHoldService | None = None
+        self.broker_addr = config.broker_addr
+        #: broker name -> address, for forwarding logical-queue requests
+        self.broker_addresses: dict[str, str] = {}
+        #: Called after the topic table changed (the registrar re-registers soon).
+        self.on_topics_changed: list[Callable[[], None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ events
+
+    def topics_changed(self) -> None:
+        self.sync_queue_types()
+        for listener in self.on_topics_changed:
+            listener()
+
+    def sync_queue_types(self) -> None:
+        """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ)."""
+        for name in self.topics.topics:
+            if self.topics.is_batch_cq(name) and not self.store.is_batch_topic(name):
+                self.store.set_batch_topic(name)
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A consumer offset: LMQ offsets live in the LMQ store, keyed by queue and group."""
+        lmq = self.store.lmq
+        if lmq is not None and topic.startswith(LMQ_PREFIX):
+            lmq.commit_offset(group, topic, offset)
+        else:
+            self.offsets.commit(group, topic, queue_id, offset)
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        lmq = self.store.lmq
+        if lmq is not None and topic.startswith(LMQ_PREFIX):
+            return lmq.committed_offset(group, topic)
+        return self.offsets.query(group, topic, queue_id)
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Tell every member of ``group`` to rebalance now (oneway, remoting.md §2.6)."""
+        loop = asyncio.get_running_loop()
+        for channel in self.consumers.channels(group):
+            cmd = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                          {"consumerGroup": group}, oneway=True)
+            if channel.conn.is_open:
+                task = loop.create_task(_oneway(channel.conn, cmd))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+
+    def notify_held(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Answer the pulls parked on ``(topic, queue_id)`` that ``max_offset`` satisfies
+        (both tables), from the event loop."""
+        self.pull_holds.notify(topic, queue_id, max_offset)
+        if self.batch_holds is not None:
+            self.batch_holds.notify(topic, queue_id, max_offset)
+
+
+async def _oneway(conn: Connection, cmd: RemotingCommand) -> None:
+    with contextlib.suppress(TideMQError):
+        await conn.oneway(cmd)

@@ -298,3 +298,46 @@ async def test_send_code_is_batch_only(cluster: Cluster, bcq: Peer) -> None:
     await wire.dispatched(cluster.brokers[0])
     msgs, nxt = await pull_all(bcq)
     assert nxt == 1 and len(msgs) == 1 and msgs[0].body == entries(3)
+
+
+def tagged(tags: list[str | None], start: int = 0) -> bytes:
+    return encode_batch([
+        (b"body%d" % (start + i),
+         encode_properties({"UNIQ_KEY": f"SUB{start + i:06d}",
+                            **({"TAGS": t} if t is not None else {})}), 0)
+        for i, t in enumerate(tags)
+    ])
+
+
+@pytest.mark.parametrize("ctype", [None, *CompressionType], ids=str)
+async def test_a_tag_subscription_keeps_batches_holding_that_tag(
+        cluster: Cluster, bcq: Peer, ctype: CompressionType | None) -> None:
+    """The broker keeps an inner batch when any of its messages has a subscribed tag
+    (the outer record has none); the client then drops the others."""
+    batches = [["a", "b", "a"], ["b", "b"], [None, "c"], ["c", "a"]]
+    start = 0
+    for tags in batches:
+        body = tagged(tags, start)
+        flag = 0
+        if ctype is not None:
+            body, flag = compress(body, ctype), sys_flag_for(ctype)
+        await bcq.ok(inner_send(body, sys_flag=flag))
+        start += len(tags)
+    await wire.dispatched(cluster.brokers[0])
+    for sub, want in [("a", [0, 1, 2, 7, 8]), ("b", [0, 1, 2, 3, 4]),
+                      ("c", [5, 6, 7, 8]), ("b || c", list(range(9))), ("*", list(range(9)))]:
+        msgs, nxt = await pull_all(bcq, subscription=sub)
+        assert [m.queue_offset for m in msgs] == want, sub
+        assert nxt == 9
+    resp = await bcq(wire.pull(TOPIC, 0, 0, subscription="zzz"))
+    assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert resp.ext_fields["nextBeginOffset"] == "9"
+
+
+async def test_a_tag_subscription_stops_at_max_nums_among_inner_batches(
+        cluster: Cluster, bcq: Peer) -> None:
+    for start in range(0, 40, 4):
+        await bcq.ok(inner_send(tagged(["x", "y", "x", "y"], start)))
+    await wire.dispatched(cluster.brokers[0])
+    msgs, nxt = await pull_all(bcq, subscription="y", max_nums=8)
+    assert [m.queue_offset for m in msgs] == list(range(8)) and nxt == 8

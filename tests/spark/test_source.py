@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -101,3 +103,19 @@ def test_lmq_read(spark: Any, server: Server) -> None:
         .option("lmq", "%LMQ%inboxA").option("broker", server.broker).load().collect()
     assert sorted(r.offset for r in rows) == list(range(10))
     assert {r.lmq for r in rows} == {"%LMQ%inboxA"}
+
+
+def test_batch_read_by_tag_of_a_batch_cq_topic(spark: Any, server: Server) -> None:
+    """A tag option keeps exactly the messages with that tag inside inner batches."""
+    subprocess.run([str(Path(sys.executable).parent / "tidemq"), "admin", "updateTopic",
+                    "-n", server.namesrv, "-t", "SparkBcqTags", "-r", "1", "-w", "1",
+                    "-a", "+queue.type=BatchCQ"], check=True, capture_output=True, timeout=60)
+    with BlockingProducer("spark-bcq", server.namesrv) as p:
+        for start in (0, 20):
+            p.send_batch([Message("SparkBcqTags", f"m{i}".encode(), {"TAGS": f"tag{i % 2}"})
+                          for i in range(start, start + 20)])
+    wait_visible(server, "SparkBcqTags", 40)
+    rows = spark.read.format("tidemq").option("namesrv", server.namesrv) \
+        .option("topic", "SparkBcqTags").option("tags", "tag1").load().collect()
+    assert sorted(r.body for r in rows) == sorted(f"m{i}".encode() for i in range(1, 40, 2))
+    assert {r.tags for r in rows} == {"tag1"}

@@ -49,7 +49,7 @@ from tidemq.store.index import KeyIndex
 from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
-from tidemq.store.reader import GetResult, QueueReader
+from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
@@ -640,9 +640,12 @@ class MessageStore:
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 4 * 1024 * 1024,
-            tag_codes: frozenset[int] | None = None) -> GetResult:
-        """Records from ``offset``: zero-copy views grouped into contiguous runs."""
-        return self.reader.get(topic, queue_id, offset, max_count, max_bytes, tag_codes)
+            tag_codes: frozenset[int] | None = None,
+            inner_tags: InnerTags | None = None) -> GetResult:
+        """Records from ``offset``: zero-copy views grouped into contiguous runs.
+        ``inner_tags``: see :meth:`QueueReader.get`."""
+        return self.reader.get(topic, queue_id, offset, max_count, max_bytes, tag_codes,
+                               inner_tags)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):

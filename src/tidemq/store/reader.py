@@ -31,9 +31,16 @@ from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.types import GetStatus
 
-__all__ = ["GetResult", "QueueReader"]
+__all__ = ["GetResult", "InnerTags", "QueueReader"]
 
 Array = npt.NDArray[np.int64] | npt.NDArray[np.bool_]
+#: ``(phys, record) -> tag codes`` of the messages of the inner batch stored at ``phys``,
+#: ``None`` when they cannot be told (the batch is then kept).
+InnerTags = Callable[[int, memoryview], frozenset[int] | None]
+_INNER_BATCH = 0x80
+#: A tag-filtered read of a BatchCQ looks inside at most this many record bytes of inner
+#: batches whose outer tags code does not match, beyond ``max_bytes``.
+INNER_SCAN_BYTES = 4 * 1024 * 1024
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -65,7 +72,10 @@ class QueueReader:
         self.queues = queues
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
-            tag_codes: frozenset[int] | None = None) -> GetResult:
+            tag_codes: frozenset[int] | None = None,
+            inner_tags: InnerTags | None = None) -> GetResult:
+        """``tag_codes`` filters by the entries' tags codes; on a BatchCQ, ``inner_tags``
+        also keeps an inner batch any of whose messages has one of them."""
         lmq = self.queues.lmq
         if lmq is not None and topic.startswith(LMQ_PREFIX):
             return self._get_lmq(lmq, topic, offset, max_count, max_bytes, tag_codes)
@@ -83,7 +93,8 @@ class QueueReader:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, lo, hi)
         if isinstance(cq, BatchConsumeQueue):
-            return self._get_batches(cq, result, offset, max_count, max_bytes, tag_codes)
+            return self._get_batches(cq, result, offset, max_count, max_bytes, tag_codes,
+                                     inner_tags)
         cl_min = self.commitlog.min_offset
         if max_count <= SMALL_READ and tag_codes is None:
             return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
@@ -255,8 +266,8 @@ class QueueReader:
         return result
 
     def _get_batches(self, cq: BatchConsumeQueue, result: GetResult, offset: int,
-                     max_count: int, max_bytes: int, tag_codes: frozenset[int] | None
-                     ) -> GetResult:
+                     max_count: int, max_bytes: int, tag_codes: frozenset[int] | None,
+                     inner_tags: InnerTags | None = None) -> GetResult:
         """Whole batches from the one containing ``offset``: each entry counts as its batch
         size toward ``max_count`` and the first entry is always admitted (store.md §3.6)."""
         entries = cq.entries(offset, max(max_count, 64))
@@ -264,11 +275,17 @@ class QueueReader:
             return result
         phys = entries["phys"].astype(np.int64)
         size = entries["size"].astype(np.int64)
-        base = entries["base"].astype(np.int64)
-        batch = entries["batch"].astype(np.int64)
         keep = phys >= self.commitlog.min_offset
         if tag_codes is not None:
-            keep &= np.isin(entries["tags"].astype(np.int64), list(tag_codes))
+            match = np.isin(entries["tags"].astype(np.int64), list(tag_codes))
+            if inner_tags is not None and not match[keep].all():
+                n = self._match_inner(phys, size, entries["batch"].astype(np.int64), keep,
+                                      match, tag_codes, inner_tags, max_count, max_bytes)
+                entries, phys, size, keep, match = (
+                    entries[:n], phys[:n], size[:n], keep[:n], match[:n])
+            keep &= match
+        base = entries["base"].astype(np.int64)
+        batch = entries["batch"].astype(np.int64)
         kept = np.flatnonzero(keep)
         msgs = np.cumsum(batch[kept])
         nbytes = np.cumsum(size[kept])
@@ -287,6 +304,39 @@ class QueueReader:
         if result.message_count:
             result.status = GetStatus.FOUND
         return result
+
+    def _match_inner(self, phys: Array, size: Array, batch: Array, alive: Array,
+                     match: Array, tag_codes: frozenset[int], inner_tags: InnerTags,
+                     max_count: int, max_bytes: int) -> int:
+        """Mark in ``match`` the live inner batches whose outer tags code differs but one
+        of whose messages has a code of ``tag_codes``, in order, until the kept entries
+        fill ``max_count`` or ``max_bytes`` or the looked-at bytes pass their budget.
+        Returns how many entries were decided (the rest are read again next time)."""
+        msgs = nbytes = looked = 0
+        n = len(phys)
+        for i in range(n):
+            if not alive[i]:
+                continue
+            if not match[i]:
+                if looked > max_bytes + INNER_SCAN_BYTES and i:
+                    return i
+                at, length = int(phys[i]), int(size[i])
+                rec = self.commitlog.read(at, length)
+                if rec is None or len(rec) < 40:
+                    continue
+                (sys_flag,) = _I32.unpack_from(rec, 36)
+                if not sys_flag & _INNER_BATCH:
+                    continue
+                looked += length
+                codes = inner_tags(at, rec)
+                if codes is not None and codes.isdisjoint(tag_codes):
+                    continue
+                match[i] = True
+            msgs += int(batch[i])
+            nbytes += int(size[i])
+            if msgs >= max_count or nbytes >= max_bytes:
+                return i + 1
+        return n
 
     def _collect(self, result: GetResult, phys: Array, size: Array, keep: Array,
                  max_count: int, max_bytes: int) -> int:

@@ -20,11 +20,15 @@ OFFSET_OVERFLOW_BADLY      PULL_OFFSET_MOVED        max offset
 A PULL_NOT_FOUND with the SUSPEND bit on its first evaluation is held by
 :class:`~tidemq.broker.long_poll.PullHoldService` instead of answered. Found records go
 out as the store's memoryviews (``body_parts``), never joined.
+
+A tag subscription keeps a BatchCQ inner batch when any of its messages has a subscribed
+tag (:class:`~tidemq.broker.inner_tags.InnerBatchTags`); the client keeps exactly those.
 """
 
 from __future__ import annotations
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.inner_tags import InnerBatchTags
 from tidemq.broker.topics import PERM_READ
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
@@ -56,6 +60,7 @@ class PullProcessor:
         self.ctx = ctx
         self.store = ctx.store
         self._subs: dict[str, frozenset[int] | None] = {}
+        self._inner_tags = InnerBatchTags(ctx.config.max_inner_batch_inflated_bytes)
 
     def register(self, server: object) -> None:
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
@@ -168,7 +173,7 @@ class PullProcessor:
         if first and sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             self.ctx.commit_offset(h.consumer_group, topic, queue_id, h.commit_offset)
         res = self.store.get(topic, queue_id, offset, max_nums, max_bytes,
-                             self._tag_codes(h, sys_flag))
+                             self._tag_codes(h, sys_flag), self._inner_tags)
         status = res.status
         if status is GetStatus.FOUND:
             code, nxt = ResponseCode.SUCCESS, res.next_begin_offset

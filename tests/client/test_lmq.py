@@ -258,3 +258,31 @@ def test_consumer_needs_exactly_one_way_to_find_brokers() -> None:
     consumer = LmqConsumer("g", broker_addr="127.0.0.1:1")
     with pytest.raises(InvalidMessageError):
         consumer.subscribe("not-an-lmq")
+
+
+async def test_tag_subscription_of_lmqs_fed_from_a_batch_cq_parent(
+        cluster: Cluster, producer: Producer, cfg: ClientConfig) -> None:
+    """An LMQ holds one entry per message even when its parent topic is BatchCQ (an inner
+    batch cannot fan out), so a tag subscription gets exactly the tagged messages."""
+    async with AdminClient(config=cfg) as admin:
+        await admin.create_topic("BcqDevices", read_queue_nums=1, write_queue_nums=1,
+                                 broker_addr=addr_of(cluster),
+                                 attributes={"queue.type": "BatchCQ"})
+    mq = MessageQueue("BcqDevices", "broker-a", 0)
+    for i in range(12):
+        await send_to_lmqs(producer, Message("BcqDevices", b"t%d" % i, {"TAGS": f"tag{i % 3}"}),
+                           ["%LMQ%bcq"], queue=mq)
+    batch = [lmq_message(Message("BcqDevices", b"x", {"TAGS": "tag1"}), ["%LMQ%bcq"])] * 2
+    with pytest.raises(BrokerResponseError, match="INNER_MULTI_DISPATCH") as refused:
+        await producer.send_batch(batch, queue=mq)
+    assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+    await dispatched(cluster)
+    async with LmqConsumer("bcq-tagged", broker_addr=addr_of(cluster), config=cfg,
+                           consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+                           ) as consumer:
+        consumer.subscribe("%LMQ%bcq", expression="tag1")
+        got = await poll_all(consumer, 4)
+        assert [(m.offset, m.body, m.tags) for m in got] == [
+            (i, b"t%d" % i, "tag1") for i in range(1, 12, 3)]
+        assert await consumer.poll(timeout=0.3) == []
+        assert consumer.position("%LMQ%bcq") == 12

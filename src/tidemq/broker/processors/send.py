@@ -141,6 +141,11 @@ def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     return size, blen
 
 
+_MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
+_NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in batches: send "
+                     "such messages one by one")
+
+
 def _inner_count(plain: bytes | bytearray | memoryview) -> int:
     """:func:`count_entries` of an inner batch body. The usual batch of entries of one
     layout is proven with ten strided bytes slices -- every entry's TOTALSIZE,
@@ -323,9 +328,7 @@ class SendProcessor:
             for entry in iter_batch(body):
                 props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
                 if props and "INNER_MULTI_DISPATCH\x01" in props:
-                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                         "INNER_MULTI_DISPATCH (LMQ fan-out) is not supported "
-                                         "in batches: send such messages one by one")
+                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, _NO_BATCH_FAN_OUT)
                 m, w = self._message(entry.body, props, entry.flag)
                 msgs.append(m)
                 wait = wait and w
@@ -515,6 +518,9 @@ class SendProcessor:
         except CorruptRecord as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"inner batch body is malformed: {exc}") from None
+        if "INNER_MULTI_DISPATCH" in props or _MULTI_DISPATCH_KEY in (
+                plain if isinstance(plain, bytes) else bytes(plain)):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, _NO_BATCH_FAN_OUT)
         claimed = props.pop("INNER_NUM", None)
         props.pop("INNER_BASE", None)
         if claimed is not None and claimed != str(count):

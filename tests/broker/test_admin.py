@@ -89,9 +89,9 @@ async def test_bad_topic_filter_type_is_invalid_parameter(peer: Peer) -> None:
 async def test_delete_topic(cluster: Cluster, peer: Peer) -> None:
     await peer.ok(wire.create_topic("Del", 1))
     await peer.ok(wire.send("Del"))
+    await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g",
                                topic="Del", queueId=0, commitOffset=1))
-    await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Del"))
     assert cluster.brokers[0].topics.get("Del") is None
     assert (await peer(wire.pull("Del", 0, 0))).code == ResponseCode.TOPIC_NOT_EXIST

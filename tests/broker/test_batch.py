@@ -123,28 +123,40 @@ async def test_malformed_children_get_their_own_error(peer: Peer, topic: str) ->
     assert "dispatchCode" in (kids[1].command.remark or "")  # type: ignore[union-attr]
 
 
-async def test_offset_commits_and_queries_in_one_rpc(peer: Peer, topic: str) -> None:
+async def _fill(peer: Peer, cluster: Cluster, topic: str, counts: dict[int, int]) -> None:
+    """``counts[q]`` messages in queue ``q``, dispatched: offsets up to them can be
+    committed."""
+    for qid, count in counts.items():
+        for _ in range(count):
+            await peer.ok(wire.send(topic, queue_id=qid))
+    await wire.dispatched(cluster.brokers[0])
+
+
+async def test_offset_commits_and_queries_in_one_rpc(peer: Peer, topic: str,
+                                                     cluster: Cluster) -> None:
+    await _fill(peer, cluster, topic, {q: 1 + q for q in range(4)})
     commits = [wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="cg",
-                            topic=topic, queueId=q, commitOffset=10 + q) for q in range(4)]
+                            topic=topic, queueId=q, commitOffset=1 + q) for q in range(4)]
     got = await merged(peer, RequestCode.UPDATE_CONSUMER_OFFSET, commits)
     assert [r.code for r in got] == [0] * 4
     queries = [wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="cg",
                             topic=topic, queueId=q) for q in (3, 0, 6)]
     got = await merged(peer, RequestCode.QUERY_CONSUMER_OFFSET, queries)
     assert [r.code for r in got] == [0, 0, ResponseCode.QUERY_NOT_FOUND]
-    assert [r.ext_fields.get("offset") for r in got[:2]] == ["13", "10"]
+    assert [r.ext_fields.get("offset") for r in got[:2]] == ["4", "1"]
 
 
 async def test_a_oneway_parent_is_processed_and_not_answered(
         peer: Peer, topic: str, cluster: Cluster) -> None:
+    await _fill(peer, cluster, topic, {q: 2 for q in range(3)})
     commits = [wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="ow",
-                            topic=topic, queueId=q, commitOffset=7) for q in range(3)]
+                            topic=topic, queueId=q, commitOffset=2) for q in range(3)]
     await peer.client.oneway(peer.addr, encode_batch_request(
         RequestCode.UPDATE_CONSUMER_OFFSET, commits, oneway=True))
     query = wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="ow", topic=topic,
                          queueId=2)
-    assert (await peer.ok(query)).ext_fields["offset"] == "7"  # same connection: in order
-    assert cluster.brokers[0].committed_offset("ow", topic, 0) == 7
+    assert (await peer.ok(query)).ext_fields["offset"] == "2"  # same connection: in order
+    assert cluster.brokers[0].committed_offset("ow", topic, 0) == 2
 
 
 # ---------------------------------------------------------------- parent errors and limits

@@ -81,6 +81,10 @@ async def test_subscription_group_create_read_update_delete(cluster: Cluster, pe
     saved = json.loads(cluster.brokers[0].layout.config_file("subscriptionGroup.json").read_text())
     assert saved["subscriptionGroupTable"]["Gx"]["retryQueueNums"] == 2
 
+    await peer.ok(wire.create_topic("T", 1))
+    for _ in range(5):
+        await peer.ok(wire.send("T"))
+    await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="Gx",
                                topic="T", queueId=0, commitOffset=5))
     await peer.ok(wire.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName="Gx"))

@@ -197,6 +197,7 @@ async def test_long_poll_on_an_lmq_is_woken_by_a_fan_out(lmq_cluster: Cluster,
 async def test_consumer_offsets_are_kept_per_lmq_and_group(lmq_cluster: Cluster,
                                                           lmq_peer: Peer) -> None:
     await lmq_peer.ok(fan_out("%LMQ%o1,%LMQ%o2"))
+    await wire.dispatched(lmq_cluster.brokers[0])  # an offset is committed once pulled
     await lmq_peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g1",
                                    topic="%LMQ%o1", queueId=0, commitOffset=1))
     resp = await lmq_peer.ok(wire.request(RequestCode.QUERY_CONSUMER_OFFSET,
@@ -223,8 +224,9 @@ async def test_delete_lmq_drops_entries_and_offsets(lmq_cluster: Cluster,
                                                    lmq_peer: Peer) -> None:
     for i in range(3):
         await lmq_peer.ok(fan_out("%LMQ%del,%LMQ%stay", b"old%d" % i))
+    # Offset 0 is valid whether or not the three were dispatched yet.
     await lmq_peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g",
-                                   topic="%LMQ%del", queueId=0, commitOffset=2))
+                                   topic="%LMQ%del", queueId=0, commitOffset=0))
     await lmq_peer.ok(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%del"))
     await wire.dispatched(lmq_cluster.brokers[0])  # the three were maybe not dispatched yet:
     assert await lmq_peer.max_offset("%LMQ%del") == 0  # the tombstone drops them anyway

@@ -23,27 +23,58 @@ def update(topic: str, offset: int, queue_id: int = 0, group: str = "og") -> Rem
                         queueId=queue_id, commitOffset=offset)
 
 
-async def test_update_then_query(peer: Peer) -> None:
+async def test_update_then_query(cluster: Cluster, peer: Peer) -> None:
     await peer.ok(wire.create_topic("O", 2))
+    for _ in range(42):
+        await peer.ok(wire.send("O", queue_id=1))
+    await wire.dispatched(cluster.brokers[0])
     resp = await peer.ok(update("O", 42, queue_id=1))
     assert resp.ext_fields == {}
     assert (await peer.ok(query("O", 1))).ext_fields["offset"] == "42"
     await peer.ok(update("O", 7, queue_id=1))  # going backwards is allowed (reset)
     assert (await peer.ok(query("O", 1))).ext_fields["offset"] == "7"
     # Other groups and queues are separate.
-    assert (await peer(query("O", 1, group="other"))).code == ResponseCode.QUERY_NOT_FOUND
+    other = query("O", 1, group="other", setZeroIfNotFound="false")
+    assert (await peer(other)).code == ResponseCode.QUERY_NOT_FOUND
 
 
 async def test_oneway_update_is_applied_without_an_answer(cluster: Cluster, peer: Peer) -> None:
     await peer.ok(wire.create_topic("O", 1))
+    for _ in range(9):
+        await peer.ok(wire.send("O"))
+    await wire.dispatched(cluster.brokers[0])
     await peer.client.oneway(peer.addr, update("O", 9))
     # Frames on one connection are handled in order: the query sees the update.
     assert (await peer.ok(query("O"))).ext_fields["offset"] == "9"
 
 
 async def test_negative_commit_offset_is_rejected(peer: Peer) -> None:
+    await peer.ok(wire.create_topic("O", 1))
     resp = await peer(update("O", -1))
-    assert resp.code == ResponseCode.INVALID_PARAMETER and resp.remark
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "negative" in resp.remark
+
+
+@pytest.mark.parametrize(("topic", "queue_id", "offset", "code", "words"), [
+    ("V", 0, 1 << 62, ResponseCode.INVALID_PARAMETER, "beyond the max offset 2"),
+    ("V", 0, 3, ResponseCode.INVALID_PARAMETER, "beyond the max offset 2"),
+    ("V", 2, 0, ResponseCode.INVALID_PARAMETER, "queueId 2 is out of range"),
+    ("V", -1, 0, ResponseCode.INVALID_PARAMETER, "queueId -1 is out of range"),
+    ("NoSuchTopic", 0, 0, ResponseCode.TOPIC_NOT_EXIST, "NoSuchTopic does not exist"),
+])
+async def test_impossible_commit_is_refused_and_stores_nothing(
+        cluster: Cluster, peer: Peer, topic: str, queue_id: int, offset: int, code: int,
+        words: str) -> None:
+    await peer.ok(wire.create_topic("V", 2))
+    for _ in range(2):
+        await peer.ok(wire.send("V", queue_id=0))
+    await wire.dispatched(cluster.brokers[0])
+    resp = await peer(update(topic, offset, queue_id=queue_id))
+    assert resp.code == code and words in resp.remark, resp.remark
+    assert (await peer(query(topic, queue_id, setZeroIfNotFound="false"))).code == \
+        ResponseCode.QUERY_NOT_FOUND
+    # The queue's own limit is still accepted: "consumed everything".
+    await peer.ok(update("V", 2, queue_id=0))
+    assert (await peer.ok(query("V", 0))).ext_fields["offset"] == "2"
 
 
 async def test_zero_quirk(cluster: Cluster, peer: Peer) -> None:

@@ -539,6 +539,10 @@ class LogicalProcessor:
                 offset = _int(cmd.ext_fields.get("commitOffset"), -1)
                 if offset < 0:
                     raise error_for_code(ResponseCode.INVALID_PARAMETER, "negative commitOffset")
+                if lq not in mapping.queues:
+                    raise error_for_code(
+                        ResponseCode.INVALID_PARAMETER,
+                        f"queueId {lq} is not a logical queue of {mapping.topic}")
                 self._commit(mapping, group, lq, offset,
                              replicate=cmd.ext_fields.get("replicated") != "true")
                 return cmd.response()

@@ -18,6 +18,7 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import Header
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
+from tidemq.store.lmq_store import LMQ_PREFIX
 
 __all__ = ["OffsetProcessor", "parse_header"]
 
@@ -61,11 +62,32 @@ class OffsetProcessor:
 
     def update(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(UpdateConsumerOffsetRequestHeader, cmd)
-        if h.commit_offset < 0:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                                 f"commitOffset {h.commit_offset} is negative")
+        self.check_commit(h.topic, h.queue_id, h.commit_offset)
         self.ctx.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response()
+
+    def check_commit(self, topic: str, queue_id: int, offset: int) -> None:
+        """Refuse a committed offset no consumer could have reached: negative, past the
+        queue's max offset, or on a topic or queue this broker does not have. An offset
+        equal to the max offset is the usual "consumed everything"."""
+        if offset < 0:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"commitOffset {offset} is negative")
+        if not topic.startswith(LMQ_PREFIX):  # an LMQ has no topic config, one queue
+            tc = self.ctx.topics.get(topic)
+            if tc is None:
+                raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
+                                     f"topic {topic} does not exist on this broker")
+            queues = max(tc.read_queue_nums, tc.write_queue_nums)
+            if not 0 <= queue_id < queues:
+                raise error_for_code(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"queueId {queue_id} is out of range: topic {topic} has {queues} queues")
+        top = self.store.max_offset(topic, queue_id)
+        if offset > top:
+            raise error_for_code(
+                ResponseCode.INVALID_PARAMETER,
+                f"commitOffset {offset} is beyond the max offset {top} of {topic}/{queue_id}")
 
     def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetMaxOffsetRequestHeader, cmd)

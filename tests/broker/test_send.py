@@ -180,6 +180,34 @@ async def test_properties_over_32767_bytes_are_message_illegal(peer: Peer) -> No
     await peer.ok(wire.send("Props", properties=wire.props(big="v" * 30_000)))
 
 
+#: Property strings of pairs whose name or value held a separator, as a careless writer
+#: would join them: read back, a pair would be cut or dropped without a word.
+SPLIT_PROPERTIES = [
+    "KEYS\x01a\x02b\x02",  # value "a\x02b"
+    "KEYS\x01a\x01b\x02",  # value "a\x01b"
+    "KEYS\x01a\x02\x02WAIT\x01true\x02",  # value "a\x02"
+    "\x02KEYS\x01a\x02",  # name "\x02KEYS"
+]
+
+
+@pytest.mark.parametrize("code", SEND_CODES)
+@pytest.mark.parametrize("text", SPLIT_PROPERTIES)
+async def test_properties_with_a_separator_inside_are_message_illegal(
+        cluster: Cluster, peer: Peer, code: int, text: str) -> None:
+    await peer.ok(wire.create_topic("Sep", 1))
+    resp = await peer(wire.send("Sep", code=code, properties=text))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert resp.remark and "separator" in resp.remark, resp.remark
+    entries = [(b"a", wire.props()), (b"b", text)]
+    resp = await peer(wire.send_batch("Sep", entries))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "separator" in (resp.remark or "")
+    uniform = [(b"c", text)] * 40  # one layout: the broker's uniform-batch path
+    resp = await peer(wire.send_batch("Sep", uniform))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "separator" in (resp.remark or "")
+    await wire.dispatched(cluster.brokers[0])
+    assert await peer.max_offset("Sep") == 0  # nothing stored
+
+
 @pytest.mark.parametrize("body", [b"", b"\x00\x00\x00\x05junk", b"\x00" * 30])
 async def test_malformed_batch_bodies_are_message_illegal(peer: Peer, body: bytes) -> None:
     cmd = wire.send_batch("BadBatch", [])

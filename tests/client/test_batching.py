@@ -28,6 +28,7 @@ from tidemq.client.batching import AutoBatchProducer
 from tidemq.client.errors import (
     ClientClosedError,
     InvalidMessageError,
+    InvalidPropertyError,
     InvalidTopicError,
     MessageTooBigError,
 )
@@ -367,6 +368,10 @@ async def test_a_failed_batch_fails_each_message(cluster: Cluster, admin: AdminC
     fresh = AutoBatchProducer(producer)
     with pytest.raises(InvalidMessageError):
         await fresh.send(Message("ReadOnly", b"x", {"DELAY": "3"}))
+    # The topic was checked and remembered by now: the properties are still checked.
+    with pytest.raises(InvalidPropertyError) as info:
+        await fresh.send(Message("ReadOnly", b"x", {"KEYS": "a\x02b"}))
+    assert info.value.name == "KEYS"
     with pytest.raises(InvalidMessageError):
         await fresh.send(Message("ReadOnly", b""))
     await fresh.close()
@@ -381,6 +386,7 @@ async def test_a_failed_batch_fails_each_message(cluster: Cluster, admin: AdminC
     ([Message("A", b"x"), Message("A", b"")], InvalidMessageError),
     ([Message("A", b"x" * 2000)], MessageTooBigError),
     ([Message("A", b"x" * 600)] * 2, MessageTooBigError),
+    ([Message("A", b"x"), Message("A", b"x", {"KEYS": "a\x01b"})], InvalidPropertyError),
     ([Message("%RETRY%g", b"x")], InvalidTopicError),
     ([Message("TBW102", b"x")], InvalidTopicError),
     ([Message("A", b"x", {"WAIT": "false"}), Message("A", b"x")], LocalProtocolError),

@@ -7,7 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.client.config import ClientConfig
-from tidemq.client.errors import InvalidMessageError, InvalidTopicError, MessageTooBigError
+from tidemq.client.errors import (
+    InvalidMessageError,
+    InvalidPropertyError,
+    InvalidTopicError,
+    MessageTooBigError,
+)
 from tidemq.client.sending import (
     BatchCompression,
     batch_msg_id,
@@ -73,6 +78,21 @@ def test_prepare_rejects_bad_messages() -> None:
         prepare_message(Message("TBW102", b"x"), max_size=10, keys=KEYS, now_ms=0)
     with pytest.raises(InvalidTopicError):
         prepare_message(Message("bad topic", b"x"), max_size=10, keys=KEYS, now_ms=0)
+
+
+@pytest.mark.parametrize(("props", "name"), [
+    ({"KEYS": "a\x02b"}, "KEYS"), ({"KEYS": "a\x01b"}, "KEYS"), ({"TAGS": "x\x02"}, "TAGS"),
+    ({"ok": "1", "bad\x01name": "v"}, "bad\x01name"), ({"\x02": "v"}, "\x02"),
+])
+def test_a_separator_in_a_property_is_refused_before_sending(props: dict[str, str],
+                                                             name: str) -> None:
+    with pytest.raises(InvalidPropertyError) as info:
+        prepare_message(Message("T", b"x", props), max_size=10, keys=KEYS, now_ms=0)
+    assert (info.value.topic, info.value.name) == ("T", name)
+    assert "separator" in str(info.value)
+    with pytest.raises(InvalidPropertyError):
+        prepare_batch([Message("T", b"a"), Message("T", b"x", props)], max_size=1000,
+                      keys=KEYS, now_ms=0)
 
 
 def test_prepare_batch() -> None:

@@ -6,7 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.errors import CorruptRecord
-from tidemq.formats.properties import decode_properties, encode_properties
+from tidemq.formats.properties import (
+    decode_properties,
+    encode_properties,
+    property_error,
+    property_text_error,
+)
 
 
 def test_golden_encoding() -> None:
@@ -68,3 +73,44 @@ def test_invalid_utf8_is_corrupt() -> None:
         assert "UTF-8" in exc.reason
     else:
         raise AssertionError("invalid UTF-8 accepted")
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), min_size=1,
+                max_size=8)
+_ANY = st.text(st.sampled_from("ab\x01\x02"), min_size=1, max_size=6)
+
+
+@given(st.dictionaries(_TEXT, _TEXT, max_size=6))
+def test_pairs_without_separators_pass_both_checks_and_read_back(props: dict[str, str]) -> None:
+    assert all(property_error(k, v) is None for k, v in props.items())
+    text = encode_properties(props).decode()
+    assert property_text_error(text) is None
+    assert decode_properties(text.encode()) == props
+
+
+@given(st.dictionaries(_ANY, _ANY, min_size=1, max_size=4))
+def test_a_writer_refuses_exactly_the_pairs_holding_a_separator(props: dict[str, str]) -> None:
+    for name, value in props.items():
+        held = any(c in name + value for c in "\x01\x02")
+        assert (property_error(name, value) is not None) == held
+
+
+@given(st.dictionaries(_ANY, _ANY, min_size=1, max_size=4))
+def test_a_string_that_passes_the_check_loses_no_segment(props: dict[str, str]) -> None:
+    """Joined without the writer's check, a string the broker accepts reads back as
+    exactly its segments: none is cut or dropped silently (a pair with an empty side is
+    dropped, as by every reader; Java writers send empty values)."""
+    text = "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+    if property_text_error(text) is None:
+        pairs = [s.partition("\x01") for s in text.split("\x02") if s]
+        names = {name for name, _, value in pairs if name and value}  # empty sides: dropped
+        assert set(decode_properties(text.encode())) == names
+
+
+def test_the_check_names_the_broken_pair() -> None:
+    assert property_text_error("A\x011\x02B\x012") is None  # no final separator: fine
+    assert property_text_error("A\x01\x02") is None  # empty value: dropped by readers, as ever
+    problem = property_text_error("A\x011\x02b\x02")
+    assert problem is not None and "pair 1 ('b')" in problem
+    assert property_text_error("A\x011\x012\x02") is not None
+    assert property_text_error("A\x011\x02\x02B\x012\x02") is not None

@@ -69,7 +69,7 @@ from tidemq.client.sending import (
     publish_queues,
 )
 from tidemq.client.stamps import now_ms
-from tidemq.client.validation import check_message
+from tidemq.client.validation import check_message, check_properties
 from tidemq.errors import TideMQError
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.properties import PropertyKey
@@ -249,6 +249,8 @@ class AutoBatchProducer:
             self._checked_topics.add(msg.topic)
         elif not body or len(body) > self.producer.config.max_message_size:
             check_message(msg, self.producer.config.max_message_size)
+        else:
+            check_properties(msg)
         props = msg.properties
         if props and props.get(PropertyKey.DELAY, "0") not in _NO_DELAY:
             raise InvalidMessageError("a batched message cannot have a delay level",

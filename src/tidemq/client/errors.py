@@ -14,6 +14,7 @@ __all__ = [
     "ClientClosedError",
     "ClientError",
     "InvalidMessageError",
+    "InvalidPropertyError",
     "InvalidTopicError",
     "MessageNotFoundError",
     "MessageTooBigError",
@@ -45,6 +46,15 @@ class InvalidMessageError(ClientError):
 
 class InvalidTopicError(InvalidMessageError):
     """The topic name breaks ``[A-Za-z0-9_%|-]{1,127}`` or names a system topic."""
+
+
+class InvalidPropertyError(InvalidMessageError):
+    """A property ``name`` (or its value) holds a character the property string reserves
+    (``\\x01``, ``\\x02``): read back, the pair would be cut or lost."""
+
+    def __init__(self, reason: str, *, topic: str, name: str) -> None:
+        super().__init__(reason, topic=topic)
+        self.name = name
 
 
 class MessageTooBigError(InvalidMessageError):

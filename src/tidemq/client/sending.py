@@ -36,7 +36,7 @@ from tidemq.client.errors import (
 from tidemq.client.queue_types import QueueType
 from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import SendPlan
-from tidemq.client.validation import check_batch, check_message
+from tidemq.client.validation import check_batch, check_message, check_properties
 from tidemq.codec.batch_protocol import plain_int
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType
@@ -212,6 +212,8 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     topic = first.topic
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
+    for msg in msgs:
+        check_properties(msg)
     try:  # the encoder checks the topics as it reads the batch
         encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
     except MixedTopicsError as exc:

@@ -9,9 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from tidemq.client.errors import InvalidMessageError, InvalidTopicError, MessageTooBigError
+from tidemq.client.errors import (
+    InvalidMessageError,
+    InvalidPropertyError,
+    InvalidTopicError,
+    MessageTooBigError,
+)
 from tidemq.formats.batch import ENTRY_OVERHEAD
-from tidemq.formats.properties import encode_properties
+from tidemq.formats.properties import encode_properties, property_error
 from tidemq.types import Message
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "batch_size",
     "check_batch",
     "check_message",
+    "check_properties",
     "validate_group",
     "validate_topic",
 ]
@@ -58,7 +64,7 @@ def validate_group(group: str) -> None:
 
 def check_message(msg: Message, max_size: int) -> None:
     """Java ``Validators.checkMessage``: legal, sendable topic; non-empty body within
-    ``max_size``."""
+    ``max_size``; and no property separator in a property name or value."""
     validate_topic(msg.topic)
     if msg.topic in NOT_ALLOWED_SEND_TOPICS:
         raise InvalidTopicError("this is a system topic; messages cannot be sent to it",
@@ -68,6 +74,16 @@ def check_message(msg: Message, max_size: int) -> None:
         raise InvalidMessageError("the message body is empty", topic=msg.topic)
     if size > max_size:
         raise MessageTooBigError(topic=msg.topic, size=size, limit=max_size)
+    check_properties(msg)
+
+
+def check_properties(msg: Message) -> None:
+    """Raise :class:`InvalidPropertyError` if a property name or value holds a separator
+    of the property string (it would be cut or dropped when read back)."""
+    for name, value in msg.properties.items():
+        if ("\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value):
+            reason = property_error(name, value) or "a separator in the property"
+            raise InvalidPropertyError(reason, topic=msg.topic, name=name)
 
 
 def batch_size(msgs: Sequence[Message]) -> int:

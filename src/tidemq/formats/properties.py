@@ -10,6 +10,9 @@ Layout (UTF-8 text)::
   at the first ``\\x01`` and drops pairs with an empty side. A repeated name keeps the
   last value.
 * Stored length is a signed short: at most 32 767 bytes.
+* Names and values cannot contain either separator: a writer refuses them
+  (:func:`property_error`), and a property string whose pairs a reader would split
+  differently than they were written is refused (:func:`property_text_error`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "parse_property_text",
+    "property_error",
+    "property_text_error",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -91,3 +96,32 @@ def parse_property_text(text: str) -> dict[str, str]:
         if sep and name and value:
             out[name] = value
     return out
+
+
+def property_error(name: str, value: str) -> str | None:
+    """Why the pair ``name = value`` cannot be written, or ``None``: a separator in either
+    would split or cut it when read back."""
+    for what, text in (("name", name), ("value", value)):
+        for sep, label in ((NAME_VALUE_SEPARATOR, "\\x01"), (PROPERTY_SEPARATOR, "\\x02")):
+            if sep in text:
+                return (f"property {name!r}: the {what} contains {label}, a separator of the "
+                        "property string")
+    return None
+
+
+def property_text_error(text: str) -> str | None:
+    """Why the encoded property string ``text`` would not read back as the pairs it was
+    written from, or ``None``. Every segment between ``\\x02`` separators must hold
+    exactly one ``\\x01``; only the last separator may be followed by nothing (it may also
+    be missing). Pairs with an empty name or value are tolerated (a reader drops them)."""
+    if not text:
+        return None
+    segments = text.split(PROPERTY_SEPARATOR)
+    if not segments[-1]:
+        segments.pop()
+    for i, segment in enumerate(segments):
+        if segment.count(NAME_VALUE_SEPARATOR) != 1:
+            shown = segment if len(segment) <= 40 else segment[:37] + "..."
+            return (f"property pair {i} ({shown!r}) is not one name \\x01 value: a name or "
+                    "value holds a separator of the property string (\\x01 or \\x02)")
+    return None

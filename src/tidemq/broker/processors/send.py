@@ -67,6 +67,7 @@ from tidemq.formats.properties import (
     decode_properties,
     encode_properties,
     parse_property_text,
+    property_text_error,
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
@@ -303,6 +304,9 @@ class SendProcessor:
         if len(body) > self._max_body:
             raise MessageTooLarge(len(body), self._max_body)
         raw = props_text.encode("utf-8") if props_text else b""
+        problem = property_text_error(props_text) if props_text else None
+        if problem is not None:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
         props = parse_property_text(props_text) if props_text else {}
         if "CLUSTER" not in props:
             raw += self._cluster_prop
@@ -373,7 +377,7 @@ class SendProcessor:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        if "INNER_MULTI_DISPATCH\x01" in text:
+        if "INNER_MULTI_DISPATCH\x01" in text or property_text_error(text) is not None:
             return None
         props = parse_property_text(text)
         uniq = props.get("UNIQ_KEY")
@@ -604,7 +608,8 @@ class SendProcessor:
                 or self.store.is_batch_topic(topic) or len(body) > self._max_body):
             return _GENERIC
         if text:
-            if "INNER_" in text or "DELAY\x01" in text or "TIMER_" in text:
+            if ("INNER_" in text or "DELAY\x01" in text or "TIMER_" in text
+                    or property_text_error(text) is not None):
                 return _GENERIC
             try:
                 raw = text.encode("utf-8")

@@ -384,3 +384,20 @@ async def test_server_stops_reading_while_client_does_not_read(
         assert response.opaque == i and response.body == answer
     await writer
     assert handled == total
+
+
+async def test_a_bound_server_refuses_connections_until_it_serves(
+        client: RemotingClient) -> None:
+    server = make_server()
+    await server.start(serving=False)
+    try:
+        assert server.port > 0
+        request = RemotingCommand.request(ECHO, {}, b"early")
+        with pytest.raises(ConnectionLost):
+            await client.request(server.address, request)
+        await server.serve()
+        await server.serve()  # a second call changes nothing
+        response = await client.request(server.address, RemotingCommand.request(ECHO, {}, b"x"))
+        assert response.body == b"x"
+    finally:
+        await server.close()

@@ -1,8 +1,11 @@
 """BrokerApp: wires the store, the remoting server, the processors and background tasks.
 
-Lifecycle: :meth:`start` binds the server (so ``listenPort=0`` learns its port), starts
-the store with that advertised address (offset message ids must decode to it), loads the
-metadata, registers processors and hooks, then registers with the name servers.
+Lifecycle: :meth:`start` binds the server's port without accepting on it (so
+``listenPort=0`` learns its port), starts the store with that advertised address (offset
+message ids must decode to it), loads the metadata, registers processors and hooks, and
+only then accepts connections -- a client connecting earlier is refused, as by a broker
+that is down, and tries again, instead of getting REQUEST_CODE_NOT_SUPPORTED -- and
+registers with the name servers.
 :meth:`stop` unregisters, answers held pulls, drains the server, persists metadata and
 shuts the store down cleanly.
 """
@@ -83,7 +86,7 @@ class BrokerApp:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        await self.server.start()
+        await self.server.start(serving=False)
         self.broker_addr = f"{self.config.broker_ip1}:{self.server.port}"
         self.broker_addresses[self.config.broker_name] = self.broker_addr
         try:
@@ -126,6 +129,7 @@ class BrokerApp:
                 self.metrics_server = metrics
             except OSError as exc:  # metrics are auxiliary: serve messages without them
                 log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
+        await self.server.serve()  # ready: every processor is registered
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
             broker_name=self.config.broker_name, broker_id=self.config.broker_id,

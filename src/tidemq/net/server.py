@@ -93,14 +93,26 @@ class RemotingServer:
         """Call ``callback(conn, error)`` whenever a client connection goes away."""
         self._close_callbacks.append(callback)
 
-    async def start(self) -> None:
-        """Bind and start accepting; :attr:`port` is the bound port afterwards."""
+    async def start(self, *, serving: bool = True) -> None:
+        """Bind and start accepting; :attr:`port` is the bound port afterwards. With
+        ``serving=False`` the port is only bound -- connecting to it is refused, as to a
+        server that is down -- until :meth:`serve`."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._new_connection, self.host, self._requested_port, reuse_address=True
+            self._new_connection, self.host, self._requested_port, reuse_address=True,
+            start_serving=serving,
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("remoting server listening on %s", self.address)
+        if serving:
+            log.info("remoting server listening on %s", self.address)
+
+    async def serve(self) -> None:
+        """Start accepting on the port :meth:`start` bound (``serving=False``)."""
+        if self._server is None:
+            raise RuntimeError("serve() before start()")
+        if not self._server.is_serving():
+            await self._server.start_serving()
+            log.info("remoting server listening on %s", self.address)
 
     async def close(self, drain_timeout: float = 5.0) -> None:
         """Stop accepting, let running processors finish (bounded), close connections."""

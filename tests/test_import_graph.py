@@ -11,7 +11,7 @@ from __future__ import annotations
 import grimp
 import pytest
 
-PACKAGES = ["tidemq.client", "tidemq.namesrv", "tidemq.cli"]
+PACKAGES = ["tidemq.client", "tidemq.namesrv", "tidemq.cli", "tidemq.broker"]
 
 
 @pytest.fixture(scope="module")

@@ -139,6 +139,9 @@ class BrokerApp:
             await self.registrar.register_all()
             self.registrar.start()
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
+        # Catch up on logical-queue mappings missed while down, then keep comparing.
+        self._tasks.append(loop.create_task(self.logical_processor.run_sync(
+            self.config.logical_sync_interval / 1000), name="broker-logical-sync"))
         self.started = True
         log.info("broker %s (%s) serving on %s", self.config.broker_name,
                  self.config.broker_cluster_name, self.broker_addr)

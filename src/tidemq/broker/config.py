@@ -64,6 +64,9 @@ class BrokerConfig:
     #: Switch the store dispatcher's linger (``dispatchLingerMs``) off while pulls are
     #: held: a held pull waits for the very round the linger delays.
     skip_dispatch_linger_when_held: bool = True
+    #: How often a broker compares its logical-queue mappings with the other brokers'
+    #: and takes in what it missed (also done once at start), ms.
+    logical_sync_interval: int = 2000
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -75,6 +78,8 @@ class BrokerConfig:
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be positive",
                               key="defaultTopicQueueNums")
+        if self.logical_sync_interval < 1:
+            raise ConfigError("logicalSyncInterval must be positive", key="logicalSyncInterval")
         if self.batch_max_children < 1 or self.batch_max_bytes < 1:
             raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
                               key="batchMaxChildren" if self.batch_max_children < 1

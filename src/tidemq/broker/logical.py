@@ -1,5 +1,8 @@
 """The logical-queue mappings a broker holds, persisted to ``config/logicalQueues.json``
-(replaced atomically). The model itself is :mod:`tidemq.formats.logical_mapping`."""
+(replaced atomically). The model itself is :mod:`tidemq.formats.logical_mapping`; a copy
+received from the admin tool or a peer is merged into the one held
+(:func:`~tidemq.formats.logical_migration.merge`), so no fact this broker knows -- its own
+seals above all -- is ever lost to an older or partial copy."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from tidemq.formats.logical_mapping import (
     SegmentState,
     TopicMapping,
 )
+from tidemq.formats.logical_migration import complete, merge
 from tidemq.store.checkpoint import atomic_write
 
 __all__ = ["LOGICAL_BROKER", "LogicalQueues", "Segment", "SegmentState", "TopicMapping"]
@@ -39,11 +43,30 @@ class LogicalQueues:
         return self.mappings.get(topic)
 
     def update(self, mapping: TopicMapping, *, force: bool = False) -> bool:
-        """Accept ``mapping`` unless its epoch is older; returns whether it changed."""
+        """A copy pushed by the admin tool: merged into the one held (``force``: replaces
+        it). Refused (ValueError) when its epoch is older, when it belongs to an older
+        incarnation of the topic, or when it contradicts the one held. Returns whether
+        the held mapping changed."""
         old = self.mappings.get(mapping.topic)
-        if old is not None and mapping.epoch < old.epoch and not force:
+        if old is None or force or mapping.created > old.created:
+            return self._store(mapping)
+        if mapping.created < old.created:
+            raise ValueError(f"mapping of {mapping.topic} created at {mapping.created} is "
+                             f"older than the one held (created at {old.created})")
+        if mapping.epoch < old.epoch:
             raise ValueError(f"mapping epoch {mapping.epoch} is older than {old.epoch}")
-        if old == mapping:
+        return self._store(merge(old, mapping))
+
+    def absorb(self, mapping: TopicMapping) -> bool:
+        """A peer's copy, whatever its epoch: merged in, and any migration whose old
+        segment is sealed committed. Returns whether the held mapping changed."""
+        old = self.mappings.get(mapping.topic)
+        if old is None:
+            return False  # a topic this broker does not hold (or deleted): not taken
+        return self._store(complete(merge(old, mapping, strict=False)))
+
+    def _store(self, mapping: TopicMapping) -> bool:
+        if self.mappings.get(mapping.topic) == mapping:
             return False
         self.mappings[mapping.topic] = mapping
         self.persist()

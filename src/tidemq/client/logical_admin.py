@@ -1,28 +1,34 @@
 """Logical-queue administration (RIP-21): create, query, migrate, resize, delete.
 
-Every broker of the cluster holds the whole mapping of a logical topic; these operations
-read it from all of them, decide the next mapping synchronously (plain functions below),
-then push it to all of them. A migration is a resumable state machine::
+Every broker of the cluster holds a copy of a logical topic's mapping. Each operation
+first reads every copy, merges them into the one that knows every fact
+(:func:`~tidemq.formats.logical_migration.merge`) and pushes that to every broker whose
+copy differs -- so re-running any command repairs what an interrupted one left -- then
+decides the next mapping synchronously (plain functions below) and pushes it to every
+broker it can reach. A broker it cannot reach catches up from its peers by itself.
 
-    planned   -- the target segment added as PENDING (epoch + 1)
-    sealed    -- the old NORMAL segment sealed at its exact end by its broker (epoch + 1)
+A migration is the state machine of :mod:`tidemq.formats.logical_migration`::
+
+    planned   -- the target segment added as PENDING
+    sealed    -- the old NORMAL segment sealed at its exact end by its broker
     committed -- the target made NORMAL, its logical start = the old segment's end
 
-Each step is recognised from the mapping itself, so re-running ``migrate`` after a crash
-of the admin process or of a broker between steps continues where it stopped.
+Each step is recognised from the merged mapping, so re-running ``migrate`` after a crash
+of the admin process or of any broker continues where it stopped.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import TideMQError
+from tidemq.errors import BrokerResponseError, TideMQError
 from tidemq.formats.logical_mapping import Segment, SegmentState, TopicMapping
+from tidemq.formats.logical_migration import MappingConflict, MigrationState, merge, migration_state
+from tidemq.formats.logical_migration import plan_commit as commit_at
 
 if TYPE_CHECKING:
     from tidemq.client.admin import AdminClient
@@ -30,8 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["LogicalQueueAdmin", "MigrationStep", "plan_commit", "plan_create", "plan_migration",
            "plan_resize", "writable"]
 
-#: ``(step, done_now, mapping)`` -- step is "planned", "sealed" or "committed"; done_now is
-#: False when a resumed migration found the step already done.
+#: ``(step, done_now, mapping)`` -- step is "synced", "planned", "sealed" or "committed";
+#: done_now is False when a resumed migration found the step already done. "synced" is
+#: heard only when brokers held older copies and were brought up to date.
 MigrationStep = Callable[[str, bool, TopicMapping], None]
 
 
@@ -49,7 +56,8 @@ def plan_create(topic: str, total: int, brokers: list[str]) -> TopicMapping:
         broker = brokers[lq % len(brokers)]
         queues[lq] = (Segment(broker, counters[broker], 0),)
         counters[broker] += 1
-    return TopicMapping(topic, _epoch(), queues)
+    epoch = _epoch()
+    return TopicMapping(topic, epoch, queues, epoch)
 
 
 def _next_physical(mapping: TopicMapping, broker: str) -> int:
@@ -77,15 +85,7 @@ def plan_migration(mapping: TopicMapping, lq: int, target: str) -> TopicMapping 
 
 def plan_commit(mapping: TopicMapping, lq: int) -> TopicMapping:
     """After the seal: the pending segment becomes NORMAL, contiguous with the old one."""
-    segs = mapping.queues[lq]
-    pending = mapping.pending(lq)
-    if pending is None:
-        return mapping
-    sealed = [s for s in segs if s.state is SegmentState.READONLY and s.logical_end >= 0]
-    start = max((s.logical_end for s in sealed), default=0)
-    committed = dataclasses.replace(pending, logical_start=start, state=SegmentState.NORMAL)
-    return mapping.replace(lq, tuple(committed if s == pending else s for s in segs),
-                           _epoch(mapping.epoch))
+    return commit_at(mapping, lq, _epoch(mapping.epoch))
 
 
 def writable(mapping: TopicMapping) -> list[int]:
@@ -113,69 +113,137 @@ def plan_resize(mapping: TopicMapping, total: int, brokers: list[str]) -> TopicM
                             work.epoch)
     if work is mapping:
         return mapping
-    return TopicMapping(work.topic, _epoch(mapping.epoch), work.queues)
+    return TopicMapping(work.topic, _epoch(mapping.epoch), work.queues, mapping.created)
+
+
+class PushReport:
+    """Which brokers took a mapping and which could not be reached."""
+
+    def __init__(self) -> None:
+        self.reached: list[str] = []
+        self.missed: dict[str, str] = {}  # broker name -> why
 
 
 class LogicalQueueAdmin:
     def __init__(self, admin: AdminClient, cluster: str | None = None) -> None:
         self.admin = admin
         self.cluster = cluster
+        #: brokers the last operation could not reach (they catch up from their peers)
+        self.missed: dict[str, str] = {}
 
     async def _brokers(self) -> dict[str, str]:
         return await self.admin.masters(self.cluster)
 
     async def _push(self, mapping: TopicMapping, brokers: dict[str, str], *,
-                    force: bool = False, first: str | None = None) -> None:
-        """To every broker, ``first`` (a name) before the others."""
+                    force: bool = False, first: str | None = None,
+                    only: set[str] | None = None) -> PushReport:
+        """To every broker (or those in ``only``), ``first`` (a name) before the others.
+        An unreachable broker does not stop the others; the report says who missed it."""
         body = json.dumps(mapping.to_json()).encode()
         ext = {"brokerAddrs": json.dumps(brokers, sort_keys=True)}
         if force:
             ext["force"] = "true"
-        for addr in sorted(brokers.values(), key=lambda a: a != brokers.get(first or "")):
-            await self.admin._broker(addr, RemotingCommand.request(
-                RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
+        report = PushReport()
+        for name in sorted(brokers, key=lambda n: (n != first, n)):
+            if only is not None and name not in only:
+                continue
+            try:
+                await self.admin._broker(brokers[name], RemotingCommand.request(
+                    RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
+            except BrokerResponseError:
+                raise  # it answered and refused: not a broker that will catch up
+            except TideMQError as exc:
+                report.missed[name] = str(exc)
+                self.missed[name] = str(exc)
+            else:
+                report.reached.append(name)
+                self.missed.pop(name, None)
+        return report
 
-    async def _seal(self, topic: str, lq: int, broker: str, addrs: dict[str, str]
-                    ) -> TopicMapping:
-        """SEAL_LOGICAL_QUEUE on the broker holding the open segment; the sealed mapping.
-        Only that broker knows the exact end, so a dead one stops the operation here (the
-        mapping is left as planned: re-run once the broker is back)."""
+    async def _seal(self, mapping: TopicMapping, lq: int, broker: str,
+                    addrs: dict[str, str]) -> TopicMapping:
+        """SEAL_LOGICAL_QUEUE on the broker holding the open segment, carrying ``mapping``
+        (so the broker knows the pending segment even if it missed that push); the sealed
+        mapping. Only that broker knows the exact end, so a dead one stops the operation
+        here (the mapping is left as planned and the queue writable where it was)."""
         addr = addrs.get(broker)
+        topic = mapping.topic
         if addr is None:
             raise TideMQError(f"broker {broker}, which holds the open segment of {topic}/{lq}, "
                               f"is not registered (live: {sorted(addrs)}); restart it and "
                               "run the operation again")
-        resp = await self.admin._broker(addr, RemotingCommand.request(
-            RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)}))
+        try:
+            resp = await self.admin._broker(addr, RemotingCommand.request(
+                RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)},
+                json.dumps(mapping.to_json()).encode()))
+        except TideMQError as exc:
+            raise TideMQError(f"sealing {topic}/{lq} on {broker} failed ({exc}); the queue "
+                              f"stays writable on {broker}: restart it if it is down and run "
+                              "the operation again") from exc
         return TopicMapping.from_json(json.loads(resp.full_body()))
 
-    async def query(self, topic: str) -> TopicMapping:
-        """The newest mapping any broker of the cluster holds for ``topic``."""
-        best: TopicMapping | None = None
-        for addr in (await self._brokers()).values():
+    async def copies(self, topic: str, addrs: dict[str, str]
+                     ) -> dict[str, TopicMapping | None]:
+        """Each reachable broker's copy of ``topic``'s mapping (None: it holds none)."""
+        out: dict[str, TopicMapping | None] = {}
+        for name, addr in sorted(addrs.items()):
             try:
                 resp = await self.admin._broker(addr, RemotingCommand.request(
                     RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": topic}))
-            except TideMQError:
+            except BrokerResponseError:
+                out[name] = None  # reachable, holds no copy
                 continue
-            m = TopicMapping.from_json(json.loads(resp.full_body()))
-            if best is None or m.epoch > best.epoch:
-                best = m
-        if best is None:
+            except TideMQError as exc:
+                self.missed[name] = str(exc)
+                continue
+            out[name] = TopicMapping.from_json(json.loads(resp.full_body()))
+        return out
+
+    async def converge(self, topic: str, addrs: dict[str, str] | None = None,
+                       on_step: MigrationStep | None = None) -> TopicMapping:
+        """Every copy merged; brokers whose copy differs get the merged one."""
+        addrs = addrs if addrs is not None else await self._brokers()
+        copies = await self.copies(topic, addrs)
+        held = [m for m in copies.values() if m is not None]
+        if not held:
             raise TideMQError(f"{topic} has no logical-queue mapping on any broker")
-        return best
+        truth = held[0]
+        try:
+            for m in held[1:]:
+                truth = merge(truth, m)
+        except MappingConflict as exc:
+            raise TideMQError(f"the brokers' copies of {topic} conflict ({exc}); push the "
+                              "right one with updateLogicalQueueMapping --force") from None
+        # A broker holding no copy is left alone: it may have missed a delete.
+        behind = {n for n, m in copies.items() if m is not None and m != truth}
+        if behind:
+            report = await self._push(truth, addrs, only=behind)
+            if report.reached and on_step is not None:
+                on_step("synced", True, truth)
+        return truth
+
+    async def query(self, topic: str) -> TopicMapping:
+        """The mapping of ``topic``: every broker's copy merged, and the merged one pushed
+        to the brokers whose copy was behind."""
+        return await self.converge(topic)
 
     async def create(self, topic: str, total: int, brokers: list[str] | None = None
                      ) -> TopicMapping:
         addrs = await self._brokers()
         names = sorted(brokers or addrs)
         mapping = plan_create(topic, total, names)
-        await self._push(mapping, addrs)
+        report = await self._push(mapping, addrs)
+        if any(n in report.missed for n in names):
+            raise TideMQError(f"creating {topic}: brokers {sorted(report.missed)} were not "
+                              f"reached ({'; '.join(report.missed.values())})")
         return mapping
 
     async def update(self, mapping: TopicMapping, *, force: bool = False) -> None:
         """Push ``mapping`` to every broker; ``force`` lets it replace a newer epoch."""
-        await self._push(mapping, await self._brokers(), force=force)
+        report = await self._push(mapping, await self._brokers(), force=force)
+        if not report.reached:
+            raise TideMQError(f"no broker took the mapping of {mapping.topic}: "
+                              f"{'; '.join(report.missed.values())}")
 
     async def migrate(self, topic: str, lq: int, target: str,
                       on_step: MigrationStep | None = None) -> TopicMapping:
@@ -188,28 +256,33 @@ class LogicalQueueAdmin:
         addrs = await self._brokers()
         if target not in addrs:
             raise TideMQError(f"no broker {target!r} in the cluster ({sorted(addrs)})")
-        mapping = await self.query(topic)
+        mapping = await self.converge(topic, addrs, on_step)
         if lq not in mapping.queues:
             raise TideMQError(f"{topic} has no logical queue {lq}")
         pending = mapping.pending(lq)
         if pending is not None and pending.broker != target:
             raise TideMQError(f"{topic}/{lq} has a migration to {pending.broker} pending: "
                               f"finish it first (migrate to {pending.broker} again)")
-        planned = plan_migration(mapping, lq, target)
-        if planned is not None:
+        state = migration_state(mapping, lq, target)
+        if state is MigrationState.IDLE:
+            planned = plan_migration(mapping, lq, target)
+            if planned is None:
+                raise TideMQError(f"{topic}/{lq} has no open segment to migrate")
             await self._push(planned, addrs)
             mapping = planned
-        step("planned", planned is not None, mapping)
+        step("planned", state is MigrationState.IDLE, mapping)
         leader = mapping.leader(lq)
-        sealing = leader is not None and leader.broker != target
-        if leader is not None and sealing:
-            mapping = await self._seal(topic, lq, leader.broker, addrs)
+        sealing = migration_state(mapping, lq, target) is MigrationState.PLANNED
+        if sealing and leader is not None:
+            mapping = await self._seal(mapping, lq, leader.broker, addrs)
         step("sealed", sealing, mapping)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:
             # The new leader first: the brokers forwarding the sends held since the seal
             # find it already accepting them.
             await self._push(committed, addrs, first=target)
+        elif sealing:  # committed by a broker meanwhile: everyone gets the sealed facts
+            await self._push(mapping, addrs, first=target)
         step("committed", committed is not mapping, committed)
         return committed
 
@@ -217,7 +290,7 @@ class LogicalQueueAdmin:
         """``total`` writable LQs: re-open or add below it, seal (decrease) at or above
         it. A sealed LQ stays readable, and its id is never reused by another queue."""
         addrs = await self._brokers()
-        mapping = await self.query(topic)
+        mapping = await self.converge(topic, addrs)
         grown = plan_resize(mapping, total, sorted(addrs))
         if grown is not mapping:
             await self._push(grown, addrs)
@@ -225,11 +298,18 @@ class LogicalQueueAdmin:
         for lq in range(total, mapping.total):  # seal the tail: readable, no more writes
             leader = mapping.leader(lq)
             if leader is not None:
-                mapping = await self._seal(topic, lq, leader.broker, addrs)
+                mapping = await self._seal(mapping, lq, leader.broker, addrs)
                 await self._push(mapping, addrs)  # the next seal must see this one
         return mapping
 
     async def delete(self, topic: str) -> None:
-        for addr in (await self._brokers()).values():
-            await self.admin._broker(addr, RemotingCommand.request(
-                RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, {"topic": topic}))
+        missed: dict[str, str] = {}
+        for name, addr in (await self._brokers()).items():
+            try:
+                await self.admin._broker(addr, RemotingCommand.request(
+                    RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, {"topic": topic}))
+            except TideMQError as exc:
+                missed[name] = str(exc)
+        if missed:
+            raise TideMQError(f"deleting the mapping of {topic}: brokers {sorted(missed)} "
+                              f"were not reached ({'; '.join(missed.values())})")

@@ -19,10 +19,12 @@ Rule 1: a broker appends to a logical queue only while it holds that LQ's NORMAL
 in the mapping of the highest epoch it has seen; everything else answers "moved".
 
 The mapping of a topic (:class:`TopicMapping`) carries an ``epoch`` compared as an integer;
-brokers accept a mapping only with an epoch at least as high as the one they hold. Every
-broker taking part stores the whole mapping, so any of them can translate for any LQ and
-forward to the segment's broker. JSON shape: ``{"topic", "epoch", "queues": {"0":
-[{"broker", "queueId", "logicalStart", "physicalStart", "physicalEnd", "state"}]}}``.
+and ``created``, the epoch the topic was created with (it tells a copy of a deleted and
+re-created topic from the current one). Every broker taking part stores the whole
+mapping, so any of them can translate for any LQ and forward to the segment's broker; how
+copies change and converge is :mod:`tidemq.formats.logical_migration`. JSON shape:
+``{"topic", "epoch", "created", "queues": {"0": [{"broker", "queueId", "logicalStart",
+"physicalStart", "physicalEnd", "state"}]}}`` (``created`` absent = 0).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class TopicMapping:
     topic: str
     epoch: int
     queues: dict[int, tuple[Segment, ...]]
+    created: int = 0
 
     @property
     def total(self) -> int:
@@ -128,10 +131,10 @@ class TopicMapping:
     def replace(self, lq: int, segments: tuple[Segment, ...], epoch: int) -> TopicMapping:
         queues = dict(self.queues)
         queues[lq] = segments
-        return TopicMapping(self.topic, epoch, queues)
+        return TopicMapping(self.topic, epoch, queues, self.created)
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "epoch": self.epoch,
+        return {"topic": self.topic, "epoch": self.epoch, "created": self.created,
                 "queues": {str(k): [s.to_json() for s in v]
                            for k, v in sorted(self.queues.items())}}
 
@@ -139,7 +142,7 @@ class TopicMapping:
     def from_json(cls, d: dict[str, Any]) -> TopicMapping:
         return cls(str(d["topic"]), int(d["epoch"]),
                    {int(k): tuple(Segment.from_json(s) for s in v)
-                    for k, v in d["queues"].items()})
+                    for k, v in d["queues"].items()}, int(d.get("created", 0)))
 
     def table(self) -> list[tuple[str, str, str, str]]:
         """Rows ``brokerName | MessageQueue | LogicalQueue(range) | QueueStatus`` (RIP-21)."""

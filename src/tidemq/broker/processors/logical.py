@@ -278,25 +278,117 @@ class LogicalProcessor:
         if loop.time() < self._refresh_after or not self.ctx.config.namesrv_addrs:
             return
         self._refresh_after = loop.time() + self.REFRESH_INTERVAL
+        self._spawn(self.lookup_addresses())
 
-        async def refresh() -> None:
-            for namesrv in self.ctx.config.namesrv_addrs:
-                try:
-                    resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
-                        RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-                    info = decode_body(resp.full_body(), ClusterInfo)
-                except (TideMQError, ValueError) as exc:
-                    log.info("asking %s for broker addresses failed: %s", namesrv, exc)
-                    continue
-                for name, data in info.broker_addr_table.items():
-                    addr = data.master_addr()
-                    if addr is not None and name != self.me:
-                        self.ctx.broker_addresses[name] = addr
-                return
+    async def lookup_addresses(self) -> None:
+        """The master addresses the first answering name server knows, taken in."""
+        for namesrv in self.ctx.config.namesrv_addrs:
+            try:
+                resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
+                    RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+                info = decode_body(resp.full_body(), ClusterInfo)
+            except (TideMQError, ValueError) as exc:
+                log.info("asking %s for broker addresses failed: %s", namesrv, exc)
+                continue
+            for name, data in info.broker_addr_table.items():
+                addr = data.master_addr()
+                if addr is not None and name != self.me:
+                    self.ctx.broker_addresses[name] = addr
+            return
 
-        task = loop.create_task(refresh())
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        async def run() -> None:
+            await coro
+
+        task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ convergence
+
+    async def run_sync(self, interval: float) -> None:
+        """:meth:`sync` now and every ``interval`` seconds, until cancelled."""
+        while True:
+            try:
+                await self.sync()
+            except (TideMQError, OSError, ValueError) as exc:
+                log.warning("syncing logical-queue mappings failed: %s", exc)
+            await asyncio.sleep(interval)
+
+    async def sync(self) -> list[str]:
+        """Every mapping held compared with the other brokers' copies: what this broker
+        missed (a push, a seal, a commit) is merged in, a migration whose old segment is
+        sealed is committed, and a peer holding less gets the result. Returns the topics
+        whose mapping changed here."""
+        if not self.lqs.mappings:
+            return []
+        if any(b not in self.ctx.broker_addresses for m in self.lqs.mappings.values()
+               for b in m.brokers()):
+            await self.lookup_addresses()
+        changed = []
+        for topic in sorted(self.lqs.mappings):
+            before = self.lqs.get(topic)
+            if before is None:
+                continue
+            peers = sorted((before.brokers() | set(self.ctx.broker_addresses)) - {self.me})
+            copies = await asyncio.gather(*(self._peer_copy(b, topic) for b in peers))
+            for copy in copies:
+                if copy is not None:
+                    self.lqs.absorb(copy)
+            self.lqs.absorb(before)  # commits a sealed migration even with no peer up
+            held = self.lqs.get(topic)
+            if held is None:
+                continue
+            if held != before:
+                changed.append(topic)
+                self.mapping_changed(held)
+            for broker, copy in zip(peers, copies, strict=True):
+                if copy is not None and copy != held:
+                    self._spawn(self._push_to(broker, held))
+        return changed
+
+    async def exchange(self, broker: str, topic: str) -> None:
+        """``broker``'s copy of ``topic`` merged in here, and ours pushed there if it
+        differs: the two agree afterwards (when both are up)."""
+        copy = await self._peer_copy(broker, topic)
+        if copy is None:
+            return
+        if self.lqs.absorb(copy):
+            held = self.lqs.get(topic)
+            assert held is not None
+            self.mapping_changed(held)
+        held = self.lqs.get(topic)
+        if held is not None and held != copy:
+            await self._push_to(broker, held)
+
+    async def _peer_copy(self, broker: str, topic: str) -> TopicMapping | None:
+        addr = self.ctx.broker_addresses.get(broker)
+        if addr is None:
+            return None
+        try:
+            resp = await self.ctx.client.request(addr, RemotingCommand.request(
+                RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": topic}), 2.0)
+            if resp.code != ResponseCode.SUCCESS:
+                return None
+            return TopicMapping.from_json(json.loads(resp.full_body()))
+        except (TideMQError, ValueError, KeyError, TypeError) as exc:
+            log.debug("reading %s's mapping of %s failed: %s", broker, topic, exc)
+            return None
+
+    async def _push_to(self, broker: str, mapping: TopicMapping) -> None:
+        addr = self.ctx.broker_addresses.get(broker)
+        if addr is None:
+            return
+        cmd = RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {},
+                                      json.dumps(mapping.to_json()).encode())
+        try:
+            resp = await self.ctx.client.request(addr, cmd, 3.0)
+        except TideMQError as exc:
+            log.info("pushing the logical mapping to %s failed: %s", broker, exc)
+            return
+        if resp.code != ResponseCode.SUCCESS:
+            log.info("%s refused the logical mapping of %s: %s", broker, mapping.topic,
+                     resp.remark)
 
     def _run(self, conn: Connection, cmd: RemotingCommand,
              coro: Awaitable[RemotingCommand]) -> None:
@@ -332,10 +424,12 @@ class LogicalProcessor:
             resp = await self._forward(seg.broker, physical, timeout)
             if (cmd.code in SEND_CODES and resp.code == ResponseCode.SYSTEM_BUSY
                     and (resp.remark or "").startswith("moved")):
-                # Our mapping is older than the segment's broker: wait for the new one.
+                # The segment's broker and we disagree on the mapping: agree, then
+                # deliver by the result (or wait for the migration to finish).
+                topic = physical.ext_fields.get(_topic_key(cmd.code)[0], "")
+                await self.exchange(seg.broker, topic)
                 lq = int(cmd.ext_fields.get(_topic_key(cmd.code)[1], "-1"))
-                return await self._send_when_moved(physical.ext_fields.get(
-                    _topic_key(cmd.code)[0], ""), lq, cmd)
+                return await self._send_when_moved(topic, lq, cmd)
             resp.opaque = cmd.opaque
             resp.serialize_type = cmd.serialize_type
             return translate(resp)
@@ -413,6 +507,7 @@ class LogicalProcessor:
         the committed segment (forwarding when it is remote); "moved" only on timeout."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.MOVE_WAIT
+        exchanged: set[str] = set()
         while True:
             mapping = self.lqs.get(topic)
             seg = mapping.leader(lq) if mapping is not None else None
@@ -429,8 +524,13 @@ class LogicalProcessor:
                     resp = await done
                 else:
                     resp = await self._forward(seg.broker, physical)
-                if not (resp.code == ResponseCode.SYSTEM_BUSY
-                        and (resp.remark or "").startswith("moved")):
+                moved = (resp.code == ResponseCode.SYSTEM_BUSY
+                         and (resp.remark or "").startswith("moved"))
+                if moved and seg.broker != self.me and seg.broker not in exchanged:
+                    exchanged.add(seg.broker)  # once: it may simply be mid-migration
+                    await self.exchange(seg.broker, topic)
+                    continue
+                if not moved:
                     resp.opaque, resp.serialize_type = cmd.opaque, cmd.serialize_type
                     if resp.code == 0 and "queueOffset" in resp.ext_fields:
                         resp.ext_fields["queueOffset"] = str(
@@ -727,20 +827,33 @@ class LogicalProcessor:
     # ------------------------------------------------------------------ admin codes
 
     def update_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self._take(cmd, None)
+        addrs = cmd.ext_fields.get("brokerAddrs")
+        if addrs:
+            with contextlib.suppress(ValueError, TypeError):
+                self.ctx.broker_addresses.update({
+                    str(k): str(v) for k, v in dict(json.loads(addrs)).items()
+                    if k != self.me})
+        return cmd.response()
+
+    def _take(self, cmd: RemotingCommand, topic: str | None) -> None:
+        """The mapping in ``cmd``'s body, merged into the one held (replacing it when
+        ``force``); the topic re-registered if it changed. ``topic``: the one it must map."""
         try:
             mapping = TopicMapping.from_json(json.loads(cmd.full_body()))
         except (ValueError, KeyError, TypeError) as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad mapping: {exc}") from None
+        if topic is not None and mapping.topic != topic:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"the mapping is of {mapping.topic}, not {topic}")
         try:
             changed = self.lqs.update(mapping, force=cmd.ext_fields.get("force") == "true")
         except ValueError as exc:
             raise error_for_code(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
-        addrs = cmd.ext_fields.get("brokerAddrs")
-        if addrs:
-            self.ctx.broker_addresses.update(json.loads(addrs))
         if changed:
-            self.mapping_changed(mapping)
-        return cmd.response()
+            held = self.lqs.get(mapping.topic)
+            assert held is not None
+            self.mapping_changed(held)
 
     def query_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic", "")
@@ -755,7 +868,9 @@ class LogicalProcessor:
         loop like every append, so no send can slip in between reading the end and the
         fence going up."""
         topic = cmd.ext_fields.get("topic", "")
-        lq = int(cmd.ext_fields.get("lq", "-1"))
+        lq = _int(cmd.ext_fields.get("lq"), -1)
+        if cmd.full_body():  # the admin's copy: the pending segment, even if a push missed
+            self._take(cmd, topic)
         mapping = self.lqs.get(topic)
         if mapping is None or lq not in mapping.queues:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"no logical queue {topic}/{lq}")
@@ -805,22 +920,8 @@ class LogicalProcessor:
         return changed
 
     def _push_others(self, mapping: TopicMapping) -> None:
-        body = json.dumps(mapping.to_json()).encode()
         for broker in sorted(mapping.brokers() - {self.me}):
-            addr = self.ctx.broker_addresses.get(broker)
-            if addr is None:
-                continue
-            cmd = RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {}, body)
-
-            async def send(a: str = addr, c: RemotingCommand = cmd) -> None:
-                try:
-                    await self.ctx.client.request(a, c, 3.0)
-                except TideMQError as exc:
-                    log.info("pushing the logical mapping to %s failed: %s", a, exc)
-
-            task = asyncio.get_running_loop().create_task(send())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._push_to(broker, mapping))
 
     def delete_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic", "")

@@ -18,6 +18,7 @@ updateLogicalQueueNum          N writable logical queues: add or re-open below N
                                (decrease) at and above N
 migrateLogicalQueue            move one logical queue's writes to broker ``-b``, printing
                                each step; re-running it resumes an interrupted migration
+                               and brings every broker's copy to the same mapping
 =============================  ===========================================================
 """
 
@@ -212,18 +213,31 @@ def migrate(
         if not json_out:
             out.print(f"{name:>9}: {'' if now else '(already) '}{escape(text)}")
 
-    mapping = run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).migrate(
-        topic, queue, broker, on_step))
+    missed: dict[str, str] = {}
+
+    async def go(admin: AdminClient) -> TopicMapping:
+        lqa = LogicalQueueAdmin(admin, cluster)
+        try:
+            return await lqa.migrate(topic, queue, broker, on_step)
+        finally:
+            missed.update(lqa.missed)
+
+    mapping = run_admin(namesrv, go)
     if json_out:
         emit_json({"topic": topic, "queue": queue, "broker": broker, "steps": steps,
-                    "mapping": mapping.to_json()})
+                   "mapping": mapping.to_json(), "notReached": sorted(missed)})
         return
+    for name, why in sorted(missed.items()):
+        out.print(f"[yellow]warning:[/] {escape(name)} was not reached ({escape(why)}); it "
+                  "takes the mapping from the other brokers when it is back")
     if not any(s["done"] == "now" for s in steps):
         out.print(f"logical queue {queue} of {escape(topic)} is already on {escape(broker)}.")
     _print_mapping(mapping)
 
 
 def _step_text(name: str, now: bool, mapping: TopicMapping, lq: int) -> str:
+    if name == "synced":
+        return f"brokers holding older copies brought to epoch {mapping.epoch}"
     segs = mapping.queues[lq]
     new = segs[-1]
     where = f"MessageQueue({mapping.topic}, {new.broker}, {new.queue_id})"

@@ -1,0 +1,144 @@
+"""Logical queues (RIP-21): the brokers' copies of a mapping converge after an interrupted
+migration -- by re-running the admin command, and by the brokers themselves.
+
+The kill -9 matrix over separate processes is :mod:`tests.crash.test_logical_kill9`; these
+are the same repairs, in-process and step by step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.integration.test_logical_queues import TOPIC, N, create
+
+from tidemq.broker.app import BrokerApp
+from tidemq.client import AdminClient, Producer
+from tidemq.client.logical_admin import LogicalQueueAdmin, plan_commit, plan_migration
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.formats.logical_mapping import TopicMapping
+from tidemq.testing import Cluster
+from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
+
+SYNC_MS = 200
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, brokers=3, broker={"logical_sync_interval": SYNC_MS}) as c:
+        yield c
+
+
+@pytest.fixture
+async def admin(cluster: Cluster) -> AsyncIterator[AdminClient]:
+    a = AdminClient(cluster.namesrv_addr)
+    await a.start()
+    yield a
+    await a.close()
+
+
+def broker(cluster: Cluster, name: str) -> BrokerApp:
+    return next(b for b in cluster.brokers if b.config.broker_name == name)
+
+
+def copies(cluster: Cluster) -> dict[str, TopicMapping | None]:
+    return {b.config.broker_name: b.logical.get(TOPIC) for b in cluster.brokers}
+
+
+async def push_to(admin: AdminClient, app: BrokerApp, mapping: TopicMapping) -> None:
+    await admin._broker(app.broker_addr, RemotingCommand.request(
+        RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {}, json.dumps(mapping.to_json()).encode()))
+
+
+async def seal_on(admin: AdminClient, app: BrokerApp, lq: int) -> TopicMapping:
+    resp = await admin._broker(app.broker_addr, RemotingCommand.request(
+        RequestCode.SEAL_LOGICAL_QUEUE, {"topic": TOPIC, "lq": str(lq)}))
+    return TopicMapping.from_json(json.loads(resp.full_body()))
+
+
+async def one_mapping(cluster: Cluster, timeout: float = 15.0) -> TopicMapping:
+    """Wait for every broker to hold the same copy (the brokers sync on a timer: there is
+    no event to wait on), and return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = copies(cluster)
+        values = list(held.values())
+        if values[0] is not None and all(v == values[0] for v in values):
+            return values[0]
+        assert time.monotonic() < deadline, f"the copies never converged: {held}"
+        await asyncio.sleep(0.05)
+
+
+async def send(cluster: Cluster, lq: int, body: bytes) -> int:
+    producer = Producer("converge-producer", cluster.namesrv_addr)
+    await producer.start()
+    try:
+        res = await producer.send(Message(TOPIC, body),
+                                  queue=MessageQueue(TOPIC, LOGICAL_BROKER, lq))
+        return res.queue_offset
+    finally:
+        await producer.close()
+
+
+async def test_rerunning_the_migration_repairs_a_commit_pushed_to_one_broker(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """Issue #22: the admin died while pushing the commit -- only the new leader has it.
+    Re-running the command used to answer "(already)" and leave three copies."""
+    for app in cluster.brokers:  # only the admin repairs here
+        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
+    await create(admin, ["broker-a", "broker-b"])  # LQ 1 on broker-b
+    lqa = LogicalQueueAdmin(admin)
+    planned = plan_migration(await lqa.query(TOPIC), 1, "broker-c")
+    assert planned is not None
+    await push_to(admin, broker(cluster, "broker-b"), planned)
+    await push_to(admin, broker(cluster, "broker-c"), planned)  # broker-a missed it
+    sealed = await seal_on(admin, broker(cluster, "broker-b"), 1)
+    await push_to(admin, broker(cluster, "broker-c"), plan_commit(sealed, 1))
+    assert len({json.dumps(m.to_json()) if m else "" for m in copies(cluster).values()}) == 3
+
+    steps: list[tuple[str, bool]] = []
+    m = await lqa.migrate(TOPIC, 1, "broker-c", lambda s, now, _m: steps.append((s, now)))
+    assert steps[0] == ("synced", True)
+    assert all(c == m for c in copies(cluster).values())
+    leader = m.leader(1)
+    assert leader is not None and leader.broker == "broker-c"
+    assert leader.logical_start == m.queues[1][0].logical_end
+
+
+async def _no_sync() -> list[str]:
+    return []
+
+
+async def test_a_broker_that_missed_a_migration_catches_up_when_restarted(
+        cluster: Cluster, admin: AdminClient) -> None:
+    await create(admin, ["broker-a", "broker-b"])
+    lqa = LogicalQueueAdmin(admin)
+    index_c = next(i for i, b in enumerate(cluster.brokers)
+                   if b.config.broker_name == "broker-c")
+    down = cluster.brokers[index_c]
+    await down.stop()
+    m = await lqa.migrate(TOPIC, 0, "broker-b")  # broker-c is down: it misses every push
+    assert down.logical.get(TOPIC) != m
+    await cluster.restart_broker(index_c)
+    assert await one_mapping(cluster) == m
+
+
+async def test_a_sealed_queue_is_committed_by_the_brokers_when_the_admin_died(
+        cluster: Cluster, admin: AdminClient) -> None:
+    await create(admin, ["broker-a", "broker-b"])
+    lqa = LogicalQueueAdmin(admin)
+    assert await send(cluster, 2, b"before") == 0  # LQ 2 on broker-a
+    planned = plan_migration(await lqa.query(TOPIC), 2, "broker-c")
+    assert planned is not None
+    await lqa.update(planned)
+    sealed = await seal_on(admin, broker(cluster, "broker-a"), 2)  # then the admin died
+    assert sealed.leader(2) is None
+    m = await one_mapping(cluster)
+    leader = m.leader(2)
+    assert leader is not None and leader.broker == "broker-c" and leader.logical_start == 1
+    assert await send(cluster, 2, b"after") == 1  # writable again, contiguous
+    assert N == 4

@@ -68,6 +68,7 @@ from tidemq.codec.columns import (
 )
 from tidemq.codec.message import decode_messages
 from tidemq.formats.properties import PropertyKey, decode_properties
+from tidemq.formats.record import MIN_RECORD_SIZE, OFF_SYSFLAG
 from tidemq.types import MessageExt, MessageQueue
 
 __all__ = ["SMALL_BODY", "MessageBatch", "ParentColumns", "decode_pulled", "pull_properties",
@@ -80,7 +81,6 @@ _TAGS_KEY = b"TAGS\x01"
 #: (some tens of numpy calls) outweighs their saving per message below ~100 messages.
 SMALL_BODY = 20_000  # a quarter of it for compressed inner batches
 _SYSFLAG = struct.Struct(">i")
-_MIN_RECORD = 91  # a record's smallest size (tidemq.formats.record.MIN_RECORD_SIZE)
 _ZIPPED = 0x40 | 0x80 | 0x1  # NEED_UNWRAP, INNER_BATCH, COMPRESSED
 
 #: Column name -> the :data:`tidemq.codec.columns.FIELDS` field, and the MessageExt field.
@@ -371,7 +371,8 @@ class MessageBatch:
 def _compressed_batches(body: bytes | bytearray | memoryview) -> bool:
     """Whether the first record is a compressed inner batch: its body stands for some
     four times its size in messages."""
-    return len(body) >= 40 and _SYSFLAG.unpack_from(body, 36)[0] & _ZIPPED == _ZIPPED
+    return (len(body) >= OFF_SYSFLAG + 4
+            and _SYSFLAG.unpack_from(body, OFF_SYSFLAG)[0] & _ZIPPED == _ZIPPED)
 
 
 def _tag_of(raw: bytes) -> str | None:
@@ -415,8 +416,8 @@ class ParentColumns:
         first record is not an inner batch) -- when there are several and together they
         come to :data:`SMALL_BODY` at least; else none."""
         picked = [i for i, body in enumerate(bodies)
-                  if body is not None and _MIN_RECORD <= len(body) < SMALL_BODY
-                  and not _SYSFLAG.unpack_from(body, 36)[0] & _ZIPPED]
+                  if body is not None and MIN_RECORD_SIZE <= len(body) < SMALL_BODY
+                  and not _SYSFLAG.unpack_from(body, OFF_SYSFLAG)[0] & _ZIPPED]
         if len(picked) < 2 or sum(len(bodies[i] or b"") for i in picked) < SMALL_BODY:
             return []
         return picked

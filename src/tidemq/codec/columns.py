@@ -14,28 +14,28 @@ demand, by name (:data:`FIELDS`); variable fields are located, not copied (:clas
 into the body buffer), and :func:`cut` makes them bytes -- one ``struct`` unpack per run
 of values of one length at one spacing:
 
-======  ====  ==================  ======================================================
-offset  size  field               column
-======  ====  ==================  ======================================================
-0       4     TOTALSIZE           (checked: ``91 + body + topic + properties``)
-4       4     MAGICCODE           (checked: V1)
-12      4     QUEUEID             ``queue_id``
-16      4     FLAG                ``flag``
-20      8     QUEUEOFFSET         ``queue_offset``
-28      8     PHYSICALOFFSET      ``physical_offset``
-36      4     SYSFLAG             ``sys_flag`` (checked: no compression, no inner batch,
-                                  IPv4 hosts)
-40      8     BORNTIMESTAMP       ``born_timestamp`` (ms)
-48      8     BORNHOST            (IPv4 + port)
-56      8     STORETIMESTAMP      ``store_timestamp`` (ms)
-64      8     STOREHOST           IPv4 + port: with PHYSICALOFFSET, the offset message id
-72      4     RECONSUMETIMES      ``reconsume_times``
-76      8     PREPARED_TX_OFFSET  ``prepared_tx_offset``
-84      4+n   BODYLENGTH, BODY    :attr:`RecordColumns.body`
-88+n    1+t   TOPICLENGTH, TOPIC  :attr:`RecordColumns.topic`
-..      2+p   PROPERTIES          :attr:`RecordColumns.properties` (the raw property text
-                                  of specs/store.md §1.5)
-======  ====  ==================  ======================================================
+==================  ==================================================================
+record field        column
+==================  ==================================================================
+TOTALSIZE           (checked: ``91 + body + topic + properties``)
+MAGICCODE           (checked: V1)
+QUEUEID             ``queue_id``
+FLAG                ``flag``
+QUEUEOFFSET         ``queue_offset``
+PHYSICALOFFSET      ``physical_offset``
+SYSFLAG             ``sys_flag`` (checked: no compression, no inner batch, IPv4 hosts)
+BORNTIMESTAMP       ``born_timestamp`` (ms)
+STORETIMESTAMP      ``store_timestamp`` (ms)
+STOREHOST           with PHYSICALOFFSET, the offset message id
+RECONSUMETIMES      ``reconsume_times``
+PREPARED_TX_OFFSET  ``prepared_tx_offset``
+BODY                :attr:`RecordColumns.body`
+TOPIC               :attr:`RecordColumns.topic`
+PROPERTIES          :attr:`RecordColumns.properties` (the raw property text of
+                    specs/store.md §1.5)
+==================  ==================================================================
+
+The fields are where :mod:`tidemq.formats.record.layout` puts them, by name.
 
 Scope is the common record: V1 magic, IPv4 hosts, neither compressed nor an inner batch.
 If any record of the body is outside it, or does not check out, :func:`decode_columns`
@@ -68,7 +68,14 @@ import numpy.typing as npt
 from tidemq.codec.compression import COMPRESSED, compression_of, decompress
 from tidemq.errors import CorruptRecord
 from tidemq.formats import record as rec
-from tidemq.formats.batch import ENTRY_OVERHEAD, iter_batch
+from tidemq.formats.batch import (
+    ENTRY_OFF_BODY,
+    ENTRY_OFF_BODY_LENGTH,
+    ENTRY_OFF_FLAG,
+    ENTRY_OFF_TOTAL_SIZE,
+    ENTRY_OVERHEAD,
+    iter_batch,
+)
 
 __all__ = ["FIELDS", "EntryColumns", "RecordColumns", "Spans", "cut", "decode_columns",
            "decode_entry_columns", "spans_are_ascii"]
@@ -84,22 +91,22 @@ _SLOW_FLAGS = COMPRESSED | _NEED_UNWRAP | _INNER_BATCH | _V6_FLAGS
 _BATCH_FLAGS = _NEED_UNWRAP | _INNER_BATCH
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_MIN = rec.MIN_RECORD_SIZE  # 91
-_FIXED = rec.FIXED_V4_SIZE  # 88: BODY starts here
+_MIN = rec.MIN_RECORD_SIZE
+_FIXED = rec.FIXED_V4_SIZE  # BODY starts here
 #: A first record this big: the records are found by their TOTALSIZE chain, not the magic.
 _BIG_RECORD = 2048
 
 #: Fixed fields by name: (offset in the record, numpy big-endian dtype).
 FIELDS: dict[str, tuple[int, str]] = {
-    "queue_id": (12, ">i4"),
-    "flag": (16, ">i4"),
-    "queue_offset": (20, ">i8"),
-    "physical_offset": (28, ">i8"),
-    "sys_flag": (36, ">i4"),
-    "born_timestamp": (40, ">i8"),
-    "store_timestamp": (56, ">i8"),
-    "reconsume_times": (72, ">i4"),
-    "prepared_tx_offset": (76, ">i8"),
+    "queue_id": (rec.OFF_QUEUE_ID, ">i4"),
+    "flag": (rec.OFF_FLAG, ">i4"),
+    "queue_offset": (rec.OFF_QUEUE_OFFSET, ">i8"),
+    "physical_offset": (rec.OFF_PHYSICAL_OFFSET, ">i8"),
+    "sys_flag": (rec.OFF_SYSFLAG, ">i4"),
+    "born_timestamp": (rec.OFF_BORN_TIMESTAMP, ">i8"),
+    "store_timestamp": (rec.OFF_STORE_TIMESTAMP, ">i8"),
+    "reconsume_times": (rec.OFF_RECONSUME_TIMES, ">i4"),
+    "prepared_tx_offset": (rec.OFF_PREPARED_TX_OFFSET, ">i8"),
 }
 
 
@@ -194,8 +201,10 @@ class RecordColumns:
         offset, upper-case hex) of the records at ``rows``: the id of a message that has
         no ``UNIQ_KEY`` property."""
         pos = self.pos[rows]
-        raw = np.concatenate([self.buf[(pos + 64)[:, None] + np.arange(8)],
-                              self.buf[(pos + 28)[:, None] + np.arange(8)]], axis=1)
+        lanes = np.arange(8)
+        raw = np.concatenate([self.buf[(pos + rec.OFF_STORE_HOST)[:, None] + lanes],
+                              self.buf[(pos + rec.OFF_PHYSICAL_OFFSET)[:, None] + lanes]],
+                             axis=1)
         return [binascii.hexlify(row.tobytes()).decode("ascii").upper() for row in raw]
 
     def values(self, spans: Spans, rows: I64 | None = None) -> list[bytes]:
@@ -253,17 +262,17 @@ _MAGIC = struct.pack(">i", rec.MAGIC_V1)
 
 
 def _walk_by_magic(buf: U8) -> I64 | None:
-    """Record starts found without a Python loop: every position whose next bytes 4..7
+    """Record starts found without a Python loop: every position whose MAGICCODE bytes
     are the V1 magic is a candidate, and the candidates must chain exactly (each start
     plus its TOTALSIZE is the next start, the last ends the body). ``None`` when they
     do not -- a body or property text that happens to contain the magic, or a record
     that is not V1 -- and :func:`_walk` decides."""
     if len(buf) < _MIN:
         return None
-    cand = np.flatnonzero(buf[4:] == _MAGIC[0])
+    cand = np.flatnonzero(buf[rec.OFF_MAGIC :] == _MAGIC[0])
     for i in (1, 2, 3):
-        cand = cand[cand + 4 + i < len(buf)]
-        cand = cand[buf[cand + 4 + i] == _MAGIC[i]]
+        cand = cand[cand + rec.OFF_MAGIC + i < len(buf)]
+        cand = cand[buf[cand + rec.OFF_MAGIC + i] == _MAGIC[i]]
     if len(cand) == 0 or cand[0] != 0:
         return None
     cand = cand[cand <= len(buf) - _MIN]
@@ -312,7 +321,8 @@ def _records(body: Buffer, batches: bool) -> RecordColumns | None:
         view = view.cast("B")
     size = 0
     if len(view) >= _MIN:  # the first record tells at once whether the body is in scope
-        size, first = _I32.unpack_from(view, 0)[0], _I32.unpack_from(view, 36)[0]
+        size = _I32.unpack_from(view, rec.OFF_TOTAL_SIZE)[0]
+        first = _I32.unpack_from(view, rec.OFF_SYSFLAG)[0]
         if (first & _BATCH_FLAGS == _BATCH_FLAGS) != batches:
             return None
     buf = np.frombuffer(view, np.uint8)
@@ -329,10 +339,10 @@ def _records(body: Buffer, batches: bool) -> RecordColumns | None:
     if pos is None:
         return None
     stop = pos + _gather(buf, pos, ">i4", stride)
-    body_len = _gather(buf, pos + 84, ">i4", stride)
+    body_len = _gather(buf, pos + rec.OFF_BODY_LENGTH, ">i4", stride)
     body_end = pos + _FIXED + body_len
-    wrong = _out_of_scope(_gather(buf, pos + 36, ">i4", stride), batches)
-    wrong |= _gather(buf, pos + 4, ">i4", stride) != rec.MAGIC_V1
+    wrong = _out_of_scope(_gather(buf, pos + rec.OFF_SYSFLAG, ">i4", stride), batches)
+    wrong |= _gather(buf, pos + rec.OFF_MAGIC, ">i4", stride) != rec.MAGIC_V1
     wrong |= body_len < 0
     wrong |= body_end + 3 > stop
     if wrong.any():
@@ -375,8 +385,8 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
     scope), and :func:`_records` looks record by record."""
     if size < _MIN or len(buf) % size:
         return None
-    magic = _I32.unpack_from(view, 4)[0]
-    body_len = _I32.unpack_from(view, 84)[0]
+    magic = _I32.unpack_from(view, rec.OFF_MAGIC)[0]
+    body_len = _I32.unpack_from(view, rec.OFF_BODY_LENGTH)[0]
     if magic != rec.MAGIC_V1 or body_len < 0 or _FIXED + body_len + 3 > size:
         return None
     topic_at = _FIXED + body_len  # TOPICLENGTH
@@ -395,10 +405,12 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
     rows = np.ndarray(shape=(n, size), dtype=np.uint8, buffer=buf)
     first = rows[0]
     # TOTALSIZE and MAGICCODE; BODYLENGTH; TOPICLENGTH, TOPIC, PROPERTIESLENGTH
-    for a, b in ((0, 8), (84, 88), (topic_at, props_at + 2)):
+    for a, b in ((rec.OFF_TOTAL_SIZE, rec.OFF_MAGIC + 4), (rec.OFF_BODY_LENGTH, rec.OFF_BODY),
+                 (topic_at, props_at + 2)):
         if (rows[:, a:b] != first[a:b]).any():
             return None
-    sys_flag = np.ndarray(shape=(n,), dtype=">i4", buffer=buf, offset=36, strides=(size,))
+    sys_flag = np.ndarray(shape=(n,), dtype=">i4", buffer=buf, offset=rec.OFF_SYSFLAG,
+                          strides=(size,))
     if _out_of_scope(sys_flag, batches).any():  # the first record's too
         return None
     pos = np.arange(0, len(buf), size, dtype=np.int64)
@@ -503,7 +515,7 @@ class EntryColumns:
         are its record's (``sys_flag`` with the compression bits cleared: the entries
         are inflated)."""
         if name == "flag":
-            return _gather(self.buf, self.pos + 12, ">i4", self.stride)
+            return _gather(self.buf, self.pos + ENTRY_OFF_FLAG, ">i4", self.stride)
         if name == "queue_offset":
             return self._offsets
         values = self.records.field(name)
@@ -567,8 +579,8 @@ def decode_entry_columns(body: Buffer, *,
     # entry i of a batch at offset base: base + i (the batch's first entry at cumsum - n)
     outer = records.field("queue_offset")
     offsets = np.repeat(outer - (np.cumsum(n) - n), n) + np.arange(len(pos), dtype=np.int64)
-    return EntryColumns(data, pos, Spans(pos + 20, body_len),
-                        Spans(pos + 22 + body_len, props_len), offsets, records, record,
+    return EntryColumns(data, pos, Spans(pos + ENTRY_OFF_BODY, body_len),
+                        Spans(pos + ENTRY_OVERHEAD + body_len, props_len), offsets, records, record,
                         stride)
 
 
@@ -614,9 +626,9 @@ def _entries(batches: list[memoryview | bytes], data: bytes, walk: bool = False
             starts.append(np.arange(base, base + len(batch), sizes[k], dtype=np.int64))
         base += len(batch)
     pos = np.concatenate(starts) if len(starts) > 1 else starts[0]
-    body_len = _gather(buf, pos + 16, ">i4")
+    body_len = _gather(buf, pos + ENTRY_OFF_BODY_LENGTH, ">i4")
     if walked and len(walked) == len(batches):  # every batch walked: its entries checked
-        return pos, counts, body_len, _gather(buf, pos + 20 + body_len, ">i2"), 0
+        return pos, counts, body_len, _gather(buf, pos + ENTRY_OFF_BODY + body_len, ">i2"), 0
     n = np.array(counts, np.int64)
     want_size = np.repeat(np.array(sizes, np.int64), n)
     want_body = np.repeat(np.array(body_lens, np.int64), n)
@@ -624,7 +636,7 @@ def _entries(batches: list[memoryview | bytes], data: bytes, walk: bool = False
     want_size, want_body = want_size[at], want_body[at]
     if (_gather(buf, pos[at], ">i4") != want_size).any() or (body_len[at] != want_body).any():
         return _entries(batches, data, walk=True)
-    props_len = _gather(buf, pos + 20 + body_len, ">i2")  # inside each entry now
+    props_len = _gather(buf, pos + ENTRY_OFF_BODY + body_len, ">i2")  # inside each entry now
     if (props_len[at] != want_size - ENTRY_OVERHEAD - want_body).any():
         return _entries(batches, data, walk=True)
     return pos, counts, body_len, props_len, 0
@@ -636,8 +648,9 @@ def _one_layout(buf: U8, counts: list[int], size: int, body_len: int
     apart from the start, and each must repeat the layout's three length fields."""
     n = len(buf) // size
     props_len = size - ENTRY_OVERHEAD - body_len
-    for at, dtype, want in ((0, ">i4", size), (16, ">i4", body_len),
-                            (20 + body_len, ">i2", props_len)):
+    for at, dtype, want in ((ENTRY_OFF_TOTAL_SIZE, ">i4", size),
+                            (ENTRY_OFF_BODY_LENGTH, ">i4", body_len),
+                            (ENTRY_OFF_BODY + body_len, ">i2", props_len)):
         column = np.ndarray(shape=(n,), dtype=dtype, buffer=buf, offset=at, strides=(size,))
         if (column != want).any():
             return None

@@ -52,7 +52,14 @@ from tidemq.codec.schema import INT32, INT64
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats import record as rec
-from tidemq.formats.batch import ENTRY_OVERHEAD, encode_batch, iter_batch, uniform_layout
+from tidemq.formats.batch import (
+    ENTRY_OFF_BODY,
+    ENTRY_OFF_FLAG,
+    ENTRY_OVERHEAD,
+    encode_batch,
+    iter_batch,
+    uniform_layout,
+)
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
 from tidemq.types import Message, MessageExt
 
@@ -191,7 +198,7 @@ class _Decoder:
             try:
                 (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
                  born, store_ts, store, reconsume, prepared, body_len) = unpack(data, pos)
-            except struct.error:  # fewer than 88 bytes left
+            except struct.error:  # fewer bytes left than the fixed part
                 return pos
             stop = pos + total
             body_end = pos + _FIXED_SIZE + body_len
@@ -302,7 +309,7 @@ class _Decoder:
         n = len(data) // size
         props_at = ENTRY_OVERHEAD + blen
         rows = np.frombuffer(data, dtype=np.uint8).reshape(n, size)
-        flags = rows[:, 12:16].copy().view(">i4").ravel().tolist()
+        flags = rows[:, ENTRY_OFF_FLAG : ENTRY_OFF_FLAG + 4].copy().view(">i4").ravel().tolist()
         if size > props_at and not rows[:, props_at:].tobytes().isascii():
             for at in range(0, len(data), size):
                 _checked_text(data[at + props_at : at + size], offset)
@@ -314,7 +321,8 @@ class _Decoder:
         append = out.append
         end = len(data)
         for queue_offset, b0, b1, p1, flag in zip(
-                range(base, base + n), range(20, end, size), range(20 + blen, end, size),
+                range(base, base + n), range(ENTRY_OFF_BODY, end, size),
+                range(ENTRY_OFF_BODY + blen, end, size),
                 range(size, end + size, size), flags, strict=True):
             msg: MessageExt = _new(MessageExt)
             msg.topic = topic

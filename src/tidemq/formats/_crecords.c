@@ -2,23 +2,16 @@
 
 A producer batch of one layout (every entry the same size, the same property bytes but
 for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a template
-(tidemq/store/append.py). What then varies per message is a handful of fixed-offset
-fields; in Python each costs a numpy call per column or a call per message. These
-functions do the same work in one call per batch. Every one has a pure-Python
-equivalent (the fallback when this module is not built), and the tests compare the two
-byte for byte.
+(tidemq/formats/record/batch.py). What then varies per message is a handful of
+fixed-offset fields; in Python each costs a numpy call per column or a call per message.
+These functions do the same work in one call per batch. Every one has a pure-Python
+twin in tidemq/formats/record/loops.py (the fallback when this module is not built),
+and the tests compare the two byte for byte.
 
-Byte positions, all big-endian, as formats/batch.py and formats/record.py lay them out:
-
-  client batch entry (size bytes)        commit-log record (rec bytes, IPv4)
-  ------------------------------------   ----------------------------------------
-  0   TOTALSIZE   int32                  8   BODYCRC        crc32(body) & 0x7FFFFFFF
-  12  FLAG        int32                  16  FLAG
-  16  BODYLENGTH  int32                  20  QUEUEOFFSET    int64
-  20  BODY        blen bytes             28  PHYSICALOFFSET int64
-  20+blen PROPERTIESLENGTH int16         56  STORETIMESTAMP int64 (ts_at)
-  22+blen PROPERTIES                     88  BODY
-                                         props_at PROPERTIES
+Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
+(client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
+IPv4 hosts, OFF_*), where the layouts are. loops.py checks on import that this module
+writes at the layout's positions and refuses it otherwise.
 
 The GIL is kept: the work is microseconds, and dropping it lets another thread hold the
 event loop up for a switch interval.
@@ -30,6 +23,16 @@ event loop up for a switch interval.
 #include <zlib.h>
 
 #define ENTRY_OVERHEAD 22
+#define ENTRY_OFF_TOTAL_SIZE 0
+#define ENTRY_OFF_FLAG 12
+#define ENTRY_OFF_BODY_LENGTH 16
+#define ENTRY_OFF_BODY 20
+
+#define OFF_BODY_CRC 8
+#define OFF_FLAG 16
+#define OFF_QUEUE_OFFSET 20
+#define OFF_PHYSICAL_OFFSET 28
+#define OFF_BODY 88
 
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
@@ -52,7 +55,7 @@ static PyObject *fill_records(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
-    if (n < 0 || blen < 0 || plen < 0 || rec < 88 + blen || props_at < 88 + blen
+    if (n < 0 || blen < 0 || plen < 0 || rec < OFF_BODY + blen || props_at < OFF_BODY + blen
             || props_at + plen > rec || out.len < n * rec || in.len < n * size) {
         PyErr_Format(PyExc_ValueError,
                      "fill_records: %zd entries of %zd bytes (%zd-byte bodies) do not fit "
@@ -63,11 +66,11 @@ static PyObject *fill_records(PyObject *self, PyObject *args) {
     unsigned char *dst = (unsigned char *)out.buf;
     const unsigned char *src = (const unsigned char *)in.buf;
     for (Py_ssize_t i = 0; i < n; i++, dst += rec, src += size) {
-        memcpy(dst + 16, src + 12, 4);
-        memcpy(dst + 88, src + 20, (size_t)blen);
+        memcpy(dst + OFF_FLAG, src + ENTRY_OFF_FLAG, 4);
+        memcpy(dst + OFF_BODY, src + ENTRY_OFF_BODY, (size_t)blen);
         memcpy(dst + props_at, src + pstart, (size_t)plen);
-        uLong crc = crc32(0L, src + 20, (uInt)blen);
-        put_be32(dst + 8, (uint32_t)crc & 0x7FFFFFFFu);
+        uLong crc = crc32(0L, src + ENTRY_OFF_BODY, (uInt)blen);
+        put_be32(dst + OFF_BODY_CRC, (uint32_t)crc & 0x7FFFFFFFu);
     }
     result = Py_NewRef(Py_None);
 done:
@@ -86,7 +89,8 @@ static PyObject *patch_records(PyObject *self, PyObject *args) {
     long long qo, phys, ts;
     if (!PyArg_ParseTuple(args, "w*nnLLLn", &out, &n, &rec, &qo, &phys, &ts, &ts_at))
         return NULL;
-    if (n < 0 || rec < 36 || ts_at < 0 || ts_at + 8 > rec || out.len < n * rec) {
+    if (n < 0 || rec < OFF_PHYSICAL_OFFSET + 8 || ts_at < 0 || ts_at + 8 > rec
+            || out.len < n * rec) {
         PyErr_Format(PyExc_ValueError, "patch_records: %zd records of %zd bytes (store time "
                      "at %zd) do not fit %zd bytes", n, rec, ts_at, out.len);
         PyBuffer_Release(&out);
@@ -94,8 +98,8 @@ static PyObject *patch_records(PyObject *self, PyObject *args) {
     }
     unsigned char *p = (unsigned char *)out.buf;
     for (Py_ssize_t i = 0; i < n; i++, p += rec) {
-        put_be64(p + 20, (uint64_t)(qo + i));
-        put_be64(p + 28, (uint64_t)(phys + (long long)i * rec));
+        put_be64(p + OFF_QUEUE_OFFSET, (uint64_t)(qo + i));
+        put_be64(p + OFF_PHYSICAL_OFFSET, (uint64_t)(phys + (long long)i * rec));
         put_be64(p + ts_at, (uint64_t)ts);
     }
     PyBuffer_Release(&out);
@@ -128,7 +132,8 @@ static PyObject *uniform_entries(PyObject *self, PyObject *args) {
             if (e[k] >= 0x80 || e[k] == 0x02) { same = 0; break; }
         }
         if (i == 0 || !same) continue;
-        same = memcmp(e, first, 4) == 0 && memcmp(e + 16, first + 16, 4) == 0
+        same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0
+            && memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) == 0
             && memcmp(e + pstart - 2, first + pstart - 2, (size_t)(ustart + 2)) == 0
             && memcmp(e + pstart + uend, first + pstart + uend, (size_t)(plen - uend)) == 0;
     }

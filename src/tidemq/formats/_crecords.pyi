@@ -1,6 +1,6 @@
-# The compiled loops of tidemq.formats.crecords (see _crecords.c); the same signatures
+# The compiled loops of tidemq.formats.record.loops (see _crecords.c); the same signatures
 # as its py_* functions.
-from tidemq.formats.crecords import Buffer
+from tidemq.formats.record.loops import Buffer
 
 def fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
                  blen: int, props_at: int, /) -> None: ...

@@ -23,7 +23,9 @@ from typing import NamedTuple
 
 from tidemq.errors import CorruptRecord
 
-__all__ = ["BatchEntry", "count_entries", "encode_batch", "iter_batch", "uniform_layout"]
+__all__ = ["ENTRY_OFF_BODY", "ENTRY_OFF_BODY_LENGTH", "ENTRY_OFF_FLAG", "ENTRY_OFF_TOTAL_SIZE",
+           "ENTRY_OVERHEAD", "BatchEntry", "count_entries", "encode_batch", "iter_batch",
+           "uniform_layout"]
 
 _HEAD = struct.Struct(
     ">"
@@ -35,6 +37,10 @@ _HEAD = struct.Struct(
 )
 _PROPS_LEN = struct.Struct(">h")
 ENTRY_OVERHEAD = _HEAD.size + _PROPS_LEN.size  # 22
+ENTRY_OFF_TOTAL_SIZE = 0
+ENTRY_OFF_FLAG = 12
+ENTRY_OFF_BODY_LENGTH = 16
+ENTRY_OFF_BODY = _HEAD.size  # 20
 
 
 class BatchEntry(NamedTuple):

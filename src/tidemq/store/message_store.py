@@ -32,13 +32,8 @@ from tidemq.formats.record import (
     record_size,
 )
 from tidemq.formats.record import crc32 as _crc32
-from tidemq.store.append import (
-    MessageInput,
-    UniformBatch,
-    encode_batch,
-    encode_uniform_batch,
-    patch_batch,
-)
+from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.checkpoint import Checkpoint, StoreLock
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.concurrent_dispatch import ConcurrentDispatcher

@@ -23,7 +23,7 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
-from tidemq.formats.record import store_timestamp_offset
+from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.consume_queue import ConsumeQueue
@@ -397,7 +397,7 @@ class QueueReader:
         rec = self.commitlog.read(entry[0], entry[1])
         if rec is None:
             return -1
-        (sys_flag,) = _I32.unpack_from(rec, 36)
+        (sys_flag,) = _I32.unpack_from(rec, OFF_SYSFLAG)
         (ts,) = _I64.unpack_from(rec, store_timestamp_offset(sys_flag))
         return int(ts)
 

@@ -41,7 +41,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tidemq.formats.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE
+from tidemq.formats.record import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    OFF_MAGIC,
+    OFF_PHYSICAL_OFFSET,
+    OFF_SYSFLAG,
+)
 from tidemq.formats.record import store_timestamp_offset as _ts_offset
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
@@ -168,8 +176,6 @@ _BLANK_BYTES = _I32.pack(BLANK_MAGIC)
 _MAGIC_PREFIX = _I32.pack(MAGIC_V1)[:3]  # V1 and V2 differ only in the last byte
 assert _I32.pack(MAGIC_V2)[:3] == _MAGIC_PREFIX
 _MAGIC_LAST = frozenset({_I32.pack(MAGIC_V1)[3], _I32.pack(MAGIC_V2)[3]})
-_OFF_PHYS = 28
-_OFF_SYSFLAG = 36
 
 
 def _last_record_by_marker(seg: MappedFile) -> int:
@@ -181,12 +187,12 @@ def _last_record_by_marker(seg: MappedFile) -> int:
     end = marker + 1  # exclusive bound for rfind: a magic must start before the marker
     while True:
         m = mm.rfind(_MAGIC_PREFIX, 0, end)
-        if m < 4:
+        if m < OFF_MAGIC:
             return -1
-        start = m - 4
+        start = m - OFF_MAGIC
         if (mm[m + 3] in _MAGIC_LAST
                 and _I32.unpack_from(mm, start)[0] == marker - start
-                and _I64.unpack_from(mm, start + _OFF_PHYS)[0] == seg.base + start):
+                and _I64.unpack_from(mm, start + OFF_PHYSICAL_OFFSET)[0] == seg.base + start):
             return start
         end = m + 2
 
@@ -210,7 +216,7 @@ def last_record_timestamp(seg: MappedFile) -> int:
         start = _last_record_by_walk(seg)
     if start < 0:
         return UNKNOWN
-    (sys_flag,) = _I32.unpack_from(seg.mm, start + _OFF_SYSFLAG)
+    (sys_flag,) = _I32.unpack_from(seg.mm, start + OFF_SYSFLAG)
     (ts,) = _I64.unpack_from(seg.mm, start + _ts_offset(sys_flag))
     return int(ts)
 

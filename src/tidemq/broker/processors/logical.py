@@ -39,7 +39,6 @@ import dataclasses
 import json
 import logging
 import random
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -56,6 +55,7 @@ from tidemq.errors import (
     TideMQError,
     error_for_code,
 )
+from tidemq.formats.record import rewrite_queue
 from tidemq.net import Connection
 
 __all__ = ["LogicalProcessor"]
@@ -64,9 +64,6 @@ log = logging.getLogger(__name__)
 
 Processor = Callable[[Any, RemotingCommand], "RemotingCommand | Awaitable[Any] | None"]
 _FLAG_COMMIT_OFFSET = 0x1  # pull sysFlag: commitOffset carries the group's position
-_QID = struct.Struct(">i")
-_QOFF = struct.Struct(">q")
-_SIZE = struct.Struct(">i")
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
               RequestCode.SEND_BATCH_MESSAGE)
@@ -88,25 +85,6 @@ def _int(text: str | None, default: int) -> int:
         return int(text) if text is not None else default
     except ValueError:
         return default
-
-
-def rewrite_records(body: bytes, queue_id: int, seg: Segment, end_physical: int) -> bytes:
-    """Stored records with QUEUEID = the LQ and QUEUEOFFSET made logical; records at or
-    past ``end_physical`` (a sealed segment's end, -1 = open) are dropped."""
-    out = bytearray(body)
-    pos = keep = 0
-    while pos + 28 <= len(out):
-        (size,) = _SIZE.unpack_from(out, pos)
-        if size <= 0 or pos + size > len(out):
-            break
-        (phys_off,) = _QOFF.unpack_from(out, pos + 20)
-        if 0 <= end_physical <= phys_off:
-            break
-        _QID.pack_into(out, pos + 12, queue_id)
-        _QOFF.pack_into(out, pos + 20, seg.to_logical(phys_off))
-        pos += size
-        keep = pos
-    return bytes(out[:keep])
 
 
 class _Capture:
@@ -602,7 +580,7 @@ class LogicalProcessor:
                 ext["minOffset"] = str(first.logical_start)
             if resp.code == ResponseCode.SUCCESS:
                 body = resp.full_body()
-                resp.body = rewrite_records(body, lq, seg, sealed_end)
+                resp.body = rewrite_queue(body, lq, seg.to_logical, sealed_end)
                 resp.body_parts = None
                 if sealed_end >= 0 and int(ext.get("nextBeginOffset", "0")) > seg.logical_end:
                     ext["nextBeginOffset"] = str(seg.logical_end)

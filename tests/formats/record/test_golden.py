@@ -15,13 +15,9 @@ import pytest
 from tidemq.formats.batch import encode_batch as encode_client_batch
 from tidemq.formats.logical_mapping import Segment
 from tidemq.formats.properties import encode_properties
-from tidemq.formats.record import HostAddr, encode_blank, encode_record
-from tidemq.store.append import (
-    UniformBatch,
-    encode_batch,
-    encode_uniform_batch,
-    patch_batch,
-)
+from tidemq.formats.record import HostAddr, encode_blank, encode_record, rewrite_queue
+from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.store.append import UniformBatch
 
 V4 = HostAddr(b"\x0a\x01\x02\x03", 40001)
 V4_STORE = HostAddr(b"\xc0\xa8\x00\x07", 10911)
@@ -152,13 +148,13 @@ def test_the_uniform_client_batch_writes_the_golden_bytes(n: int, cluster: bytes
 
 
 def test_the_logical_rewrite_writes_the_golden_bytes() -> None:
-    from tidemq.broker.processors.logical import rewrite_records
     recs = [encode_record(topic=b"LQ", queue_id=1, body=b"m%d" % i, properties=b"",
                           born_host=V4, store_host=V4_STORE, queue_offset=100 + i,
                           physical_offset=1000 * i) for i in range(6)]
     body = b"".join(recs)
     seg = Segment("b", 1, 500, 100, -1)
     sealed = Segment("b", 1, 500, 100, 104)
-    assert _digest(rewrite_records(body, 9, seg, -1), rewrite_records(body, 9, sealed, 104),
-                   rewrite_records(body + b"\x00\x00", 9, seg, -1)) == (
+    assert _digest(rewrite_queue(body, 9, seg.to_logical, -1),
+                   rewrite_queue(body, 9, sealed.to_logical, 104),
+                   rewrite_queue(body + b"\x00\x00", 9, seg.to_logical, -1)) == (
         "8294c088276c693de7b50f93116788f593955b4a69adc2479ddf3e711d022e36")

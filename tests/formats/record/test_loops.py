@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.formats import crecords
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.record import HostAddr, decode_record, encode_record
+from tidemq.formats.record import loops as crecords
 
 
 def _native() -> ModuleType:
@@ -142,3 +142,20 @@ def test_impossible_geometry_is_a_value_error(name: str, args: tuple[Any, ...]) 
     for fn in _both(name):
         with pytest.raises(ValueError, match=name):
             fn(*args)
+
+
+def test_a_compiled_module_writing_elsewhere_is_refused() -> None:
+    """The C module repeats the layout's positions as numbers: one that disagrees with
+    the layout (stale build, edited source) must not store records."""
+
+    def shifted_patch(buf: bytearray, n: int, rec: int, qo: int, phys: int, ts: int,
+                      ts_at: int) -> None:
+        crecords.py_patch_records(buf, n, rec, qo, phys, ts, ts_at)
+        buf[rec - 1] ^= 1
+
+    stale = ModuleType("stale")
+    stale.fill_records = crecords.py_fill_records  # type: ignore[attr-defined]
+    stale.patch_records = shifted_patch  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="rebuild"):
+        crecords._check_native(stale)
+    crecords._check_native(_native())  # the module built from this source passes

@@ -1,0 +1,213 @@
+"""The per-message loops of a uniform batch: compiled when built, numpy otherwise.
+
+A producer batch whose entries share one layout becomes commit-log records of one size,
+tiled from a template (:mod:`.batch`). Per message, only fixed-offset fields then vary.
+These four functions do that work in one call per batch:
+
+==================  ==========================================================
+function            what it does, for ``n`` records of ``rec`` bytes in ``buf``
+==================  ==========================================================
+fill_records        FLAG, BODY and PROPERTIES from client entry ``i``, and
+                    BODYCRC = crc32(body) & 0x7FFFFFFF, into record ``i``
+patch_records       QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``,
+                    STORETIMESTAMP
+uniform_entries     whether every client entry repeats the first one's length
+                    fields and property bytes but for the UNIQ_KEY value
+                    (separator-free ASCII in each)
+offset_ids          the records' offset message ids, joined by commas
+==================  ==========================================================
+
+:data:`NATIVE` says which implementation runs: the C module ``tidemq.formats._crecords``
+(built by ``setup.py`` where a compiler and zlib's headers exist; ``TIDEMQ_NO_NATIVE=1``
+ignores it) or the numpy code below (the ``py_*`` twins), which the tests hold to the same
+bytes. Byte positions are the names of :mod:`.layout` and :mod:`tidemq.formats.batch`;
+the C module repeats them as numbers, and :func:`_check_native` proves on import that it
+writes what the twins write.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import os
+import struct
+from collections.abc import Callable, Iterator
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.formats.batch import (
+    ENTRY_OFF_BODY,
+    ENTRY_OFF_BODY_LENGTH,
+    ENTRY_OFF_FLAG,
+    ENTRY_OFF_TOTAL_SIZE,
+    ENTRY_OVERHEAD,
+)
+from tidemq.formats.record.layout import (
+    OFF_BODY,
+    OFF_BODY_CRC,
+    OFF_FLAG,
+    OFF_PHYSICAL_OFFSET,
+    OFF_QUEUE_OFFSET,
+    crc32,
+)
+
+__all__ = [
+    "NATIVE",
+    "fill_records",
+    "joined_offset_ids",
+    "offset_ids",
+    "patch_records",
+    "py_fill_records",
+    "py_offset_ids",
+    "py_patch_records",
+    "py_uniform_entries",
+    "uniform_entries",
+]
+
+Buffer = bytes | bytearray | memoryview
+
+
+def py_fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
+                    blen: int, props_at: int) -> None:
+    """Copy each of the ``n`` client entries of ``size`` bytes in ``data`` into record
+    ``i`` of ``buf``: FLAG, the ``blen``-byte BODY, the PROPERTIES (the entry's rest, to
+    record ``props_at``), and the body's masked CRC32 as BODYCRC."""
+    pstart = ENTRY_OVERHEAD + blen
+    plen = size - pstart
+    if (n < 0 or blen < 0 or plen < 0 or rec < OFF_BODY + blen or props_at < OFF_BODY + blen
+            or props_at + plen > rec or len(buf) < n * rec or len(data) < n * size):
+        raise ValueError(f"fill_records: {n} entries of {size} bytes ({blen}-byte bodies) "
+                         f"do not fit {n} records of {rec} bytes (properties at {props_at}) "
+                         f"in {len(data)}/{len(buf)} bytes")
+    grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
+    entries = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
+    grid[:, OFF_FLAG : OFF_FLAG + 4] = entries[:, ENTRY_OFF_FLAG : ENTRY_OFF_FLAG + 4]
+    grid[:, OFF_BODY : OFF_BODY + blen] = entries[:, ENTRY_OFF_BODY : ENTRY_OFF_BODY + blen]
+    grid[:, props_at : props_at + plen] = entries[:, pstart:]
+    # The bodies as bytes objects from one Struct call (a slice each costs several times
+    # as much), then one CRC call each.
+    if n <= _BODIES_STRUCT_MAX:
+        bodies: Iterator[bytes] = iter(_bodies_struct(n, size, blen).unpack_from(data))
+    else:
+        bodies = map(operator.itemgetter(0),
+                     struct.iter_unpack(_body_format(size, blen), data[: n * size]))
+    crcs = np.fromiter(map(crc32, bodies), np.uint32, n)
+    crcs &= 0x7FFFFFFF
+    grid[:, OFF_BODY_CRC : OFF_BODY_CRC + 4] = crcs.astype(">u4").view(np.uint8).reshape(n, 4)
+
+
+#: Batches of up to this many entries have their bodies read by one cached Struct.
+_BODIES_STRUCT_MAX = 1024
+
+
+def _body_format(size: int, blen: int) -> str:
+    """One entry's BODY as a struct field, the rest of the entry skipped."""
+    return f"{ENTRY_OFF_BODY}x{blen}s{size - ENTRY_OFF_BODY - blen}x"
+
+
+@functools.lru_cache(maxsize=32)
+def _bodies_struct(n: int, size: int, blen: int) -> struct.Struct:
+    return struct.Struct("<" + _body_format(size, blen) * n)
+
+
+_PHYSICAL_END = OFF_PHYSICAL_OFFSET + 8
+
+
+def py_patch_records(buf: bytearray | memoryview, n: int, rec: int, queue_offset: int,
+                     phys_base: int, store_ts: int, ts_at: int) -> None:
+    """Record ``i`` of ``buf`` gets QUEUEOFFSET ``queue_offset + i``, PHYSICALOFFSET
+    ``phys_base + i * rec`` and STORETIMESTAMP (at ``ts_at``)."""
+    if n < 0 or rec < _PHYSICAL_END or ts_at < 0 or ts_at + 8 > rec or len(buf) < n * rec:
+        raise ValueError(f"patch_records: {n} records of {rec} bytes (store time at "
+                         f"{ts_at}) do not fit {len(buf)} bytes")
+    grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
+    steps = np.arange(n, dtype=np.int64)
+    grid[:, OFF_QUEUE_OFFSET : OFF_QUEUE_OFFSET + 8] = (
+        (steps + queue_offset).astype(">i8").view(np.uint8).reshape(n, 8))
+    grid[:, OFF_PHYSICAL_OFFSET : _PHYSICAL_END] = (
+        (steps * rec + phys_base).astype(">i8").view(np.uint8).reshape(n, 8))
+    grid[:, ts_at : ts_at + 8] = np.frombuffer(store_ts.to_bytes(8, "big", signed=True),
+                                               np.uint8)
+
+
+def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
+                       uend: int) -> bool:
+    """Whether each of the ``n`` entries of ``size`` bytes repeats the first one's
+    TOTALSIZE, BODYLENGTH, PROPERTIESLENGTH and property bytes, except property bytes
+    ``ustart:uend`` (the UNIQ_KEY value), which are ASCII without 0x02 in every entry."""
+    pstart = ENTRY_OVERHEAD + blen
+    plen = size - pstart
+    if (n < 1 or blen < 0 or plen < 0 or ustart < 0 or ustart > uend or uend > plen
+            or len(data) < n * size):
+        raise ValueError(f"uniform_entries: {n} entries of {size} bytes with {blen}-byte "
+                         f"bodies and a key at {ustart}:{uend} do not fit {len(data)} bytes")
+    rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
+    if ustart != uend:
+        values = rows[:, pstart + ustart : pstart + uend].tobytes()
+        if not values.isascii() or b"\x02" in values:
+            return False
+    columns = np.r_[ENTRY_OFF_TOTAL_SIZE : ENTRY_OFF_TOTAL_SIZE + 4,
+                    ENTRY_OFF_BODY_LENGTH : ENTRY_OFF_BODY_LENGTH + 4,
+                    pstart - 2 : pstart + ustart, pstart + uend : size]
+    fixed = rows.take(columns, axis=1).tobytes()
+    return fixed == fixed[: len(columns)] * n
+
+
+def py_offset_ids(prefix: str, start: int, step: int, n: int) -> str:
+    """``",".join(prefix + "%016X" % (start + i * step) for i in range(n))``."""
+    if not prefix.isascii() or n < 0:
+        raise ValueError("offset_ids: the prefix must be ASCII, n >= 0")
+    if n == 0:
+        return ""
+    return joined_offset_ids(prefix, np.arange(n, dtype=np.int64) * step + start)
+
+
+def joined_offset_ids(prefix: str, offsets: npt.ArrayLike) -> str:
+    """The ids of any (non-empty) ``offsets``, joined as :func:`offset_ids` joins them:
+    one ``bytes.hex`` of all of them (a comma every 8 bytes), not a format per offset."""
+    at = np.asarray(offsets).astype(">u8")
+    return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
+
+
+def _native() -> ModuleType | None:
+    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
+        return None
+    try:
+        from tidemq.formats import _crecords
+    except ImportError:
+        return None
+    _check_native(_crecords)
+    return _crecords
+
+
+def _check_native(mod: ModuleType) -> None:
+    """Refuse a compiled module whose byte positions are not the layout's: it would store
+    records that nothing can read. Two small records, filled and patched by both."""
+    from tidemq.formats.batch import encode_batch as encode_entries
+
+    data = encode_entries([(b"abc", b"K\x01v\x02", 7), (b"xyz", b"K\x01w\x02", -2)])
+    size, blen, rec = len(data) // 2, 3, OFF_BODY + 3 + 16
+    ours, theirs = bytearray(2 * rec), bytearray(2 * rec)
+    for fill, patch, buf in ((py_fill_records, py_patch_records, ours),
+                             (mod.fill_records, mod.patch_records, theirs)):
+        fill(buf, rec, data, 2, size, blen, rec - 5)
+        patch(buf, 2, rec, 5, 1 << 40, -3, rec - 8)
+    if ours != theirs:
+        raise ImportError("tidemq.formats._crecords writes other byte positions than "
+                          "tidemq.formats.record.layout: rebuild it from this source")
+
+
+_mod = _native()
+#: Whether the compiled loops run (``False``: the numpy code of this module).
+NATIVE = _mod is not None
+
+fill_records: Callable[[bytearray | memoryview, int, Buffer, int, int, int, int], None] = (
+    _mod.fill_records if _mod is not None else py_fill_records)
+patch_records: Callable[[bytearray | memoryview, int, int, int, int, int, int], None] = (
+    _mod.patch_records if _mod is not None else py_patch_records)
+uniform_entries: Callable[[Buffer, int, int, int, int, int], bool] = (
+    _mod.uniform_entries if _mod is not None else py_uniform_entries)
+offset_ids: Callable[[str, int, int, int], str] = (
+    _mod.offset_ids if _mod is not None else py_offset_ids)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tidemq.formats.record import Record, decode_record
+from tidemq.formats.record import HostAddr, Record, decode_record
 from tidemq.store.message_store import PutStatus
 
 from .conftest import FakeClock, OpenStore, crash_copy, msg, read_queue
@@ -95,3 +95,25 @@ def test_offset_by_time_and_earliest_store_time(open_store: OpenStore) -> None:
     expected = {0: 0, 1000: 0, 1001: 1, 2000: 1, 2001: 4, 3000: 4, 4000: 5, 5000: 5, 5001: 6}
     assert {ts: store.offset_by_time("T", 0, ts) for ts in expected} == expected
     assert store.offset_by_time("T", 9, 1000) == 0  # unknown queue
+
+
+def test_ipv6_host_bits_of_a_sender_never_move_the_store_time(open_store: OpenStore) -> None:
+    """A sender's SYSFLAG may carry the IPv6 host bits while the hosts stored are IPv4:
+    the record is laid out for the hosts it holds, and STORETIMESTAMP goes where that
+    layout puts it (it used to land 12 bytes further, over the store host's port and
+    RECONSUMETIMES, leaving the store time 0)."""
+    clock = FakeClock(1_700_000_000_000)
+    store = open_store(clock=clock)
+    born = HostAddr(b"\x0a\x00\x00\x09", 5555)
+    one = store.put("T", 0, msg(b"single"), sys_flag=0x10, born_host=born, reconsume_times=3)
+    few = store.put_batch("T", 0, [msg(b"a"), msg(b"bb")], sys_flag=0x30, born_host=born,
+                          reconsume_times=2)
+    for phys, reconsume in ((one.phys_offsets[0], 3), *((p, 2) for p in few.phys_offsets)):
+        view = store.read_record(phys)
+        assert view is not None
+        got = decode_record(view)
+        assert isinstance(got, Record)
+        assert got.sys_flag & 0x30 == 0
+        assert got.store_timestamp == clock.now
+        assert got.store_host == store.store_host
+        assert got.reconsume_times == reconsume

@@ -96,7 +96,7 @@ def _columns(n: int, uniform: bool) -> tuple[list[bytes], list[bytes], list[int]
 
 @pytest.mark.parametrize(("n", "uniform", "born", "topic", "digest"), [
     (3, False, V4, "Topic",
-     "958c9692cc5ae345c078ca62cd5364a96b2007dd8a92b7258703fa5670ece362"),  # record by record
+     "341044b60aaaff7cdf5aa260dfce7f81ace879f03a764d5f428795ab3bd60ab1"),  # record by record
     (20, False, V4, "Topic",
      "c5da74a3ad275c173b7c99a9b9b4a8d0e7b6ec66e2d48e9c5415227d35413cf0"),  # column-wise headers
     (20, True, V4, "Topic",
@@ -104,8 +104,11 @@ def _columns(n: int, uniform: bool) -> tuple[list[bytes], list[bytes], list[int]
     (20, True, V6, "Topic",
      "ad81f6d214db1f524b5c883007876d9fe97a5ea4721a9809fd10d99a7f297bb2"),  # IPv6: record by record
     (20, True, V4, "T" * 200,
-     "49aba59c374881c15dce2348e4537fcdc04a693a2957d4e807a441657aaf4a9c"),  # V2: record by record
+     "eeec05cc9022cb7bd2311d3429cf6985ed41c696785a287b7c9c5668567409b9"),  # V2: record by record
 ])
+# The record-by-record digests changed once, on purpose: with IPv4 hosts and the IPv6 host
+# bits in ``sys_flag`` (as here), the store time was patched 12 bytes too far, over the
+# store host's port and RECONSUMETIMES (tests/store/test_put.py).
 def test_batch_encoders_write_the_golden_bytes(n: int, uniform: bool, born: HostAddr,
                                                topic: str, digest: str) -> None:
     bodies, props, flags = _columns(n, uniform)

@@ -147,8 +147,9 @@ def _encode_each(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[b
         starts.append(pos)
         sizes.append(len(rec))
         pos += len(rec)
-    flag_v6 = sys_flag | (SYSFLAG_BORNHOST_V6 if len(born_host.ip) == 16 else 0)
-    return EncodedBatch(bytearray().join(parts), starts, sizes, store_timestamp_offset(flag_v6))
+    # encode_record sets the host bits from the hosts' widths, whatever ``sys_flag`` says
+    born_v6 = SYSFLAG_BORNHOST_V6 if len(born_host.ip) == 16 else 0
+    return EncodedBatch(bytearray().join(parts), starts, sizes, store_timestamp_offset(born_v6))
 
 
 def _crc_column(bodies: Bodies) -> npt.NDArray[np.uint32]:

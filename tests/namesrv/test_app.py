@@ -52,7 +52,7 @@ def brokers_in(route: dict[str, Any]) -> list[str]:
 
 async def test_route_of_a_topic_on_two_brokers(app: NameServerApp,
                                                client: RemotingClient) -> None:
-    """broker-a registers a JSON body, broker-b a compressed one (remoting.md §2.4)."""
+    """broker-a registers a JSON body, broker-b a compressed one."""
     response = await client.request(app.address, register_request("broker-a", A, ORDERS_A))
     assert (response.code, response.is_response, response.version) == (0, True, TIDEMQ_VERSION)
     await ok(client, app, register_request("broker-b", B, ORDERS_B, compressed=True))

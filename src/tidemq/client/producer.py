@@ -1,4 +1,4 @@
-"""Producer: sends messages to the master brokers of a topic's route (remoting.md §2.7).
+"""Producer: sends messages to the master brokers of a topic's route.
 
 ::
 

@@ -1,4 +1,4 @@
-"""tidemq.namesrv: the name server (specs/remoting.md §2.3-§2.5).
+"""tidemq.namesrv: the name server.
 
 * :class:`NameServerApp` -- remoting server, processors, expiry task;
 * :class:`RouteInfoManager` -- the route table and broker liveness, pure and synchronous;

@@ -7,7 +7,7 @@
     ...
     await app.stop()
 
-Request codes served (specs/remoting.md §2.3-§2.5): REGISTER_BROKER (103),
+Request codes served: REGISTER_BROKER (103),
 UNREGISTER_BROKER (104), GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO (106),
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216),
 QUERY_DATA_VERSION (322), BROKER_HEARTBEAT (904); any other code is answered 3
@@ -256,7 +256,7 @@ class NameServerApp:
             )
         if self.config.order_message_enable:
             route.order_topic_conf = self.routes.order_topic_conf(header.topic)
-        # Standard JSON for every client version (remoting.md §1.7): quoted numeric keys.
+        # Standard JSON for every client version: quoted numeric keys.
         return cmd.response(body=encode_body(route))
 
     @_guarded

@@ -8,7 +8,7 @@ overrides (command-line flags).
 
 ``brokerChannelExpiredTime`` is a constant upstream (``DEFAULT_BROKER_CHANNEL_EXPIRED_TIME``,
 two minutes); here it is the liveness timeout of a broker that registers without
-``heartbeatTimeoutMillis`` (specs/remoting.md §2.4).
+``heartbeatTimeoutMillis``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Broker liveness in the name server: a state table per broker address (remoting.md §2.4).
+"""Broker liveness in the name server: a state table per broker address.
 
 Pure: no I/O, no asyncio; time comes from an injected clock (milliseconds). The route
 table (:mod:`tidemq.namesrv.routes`) feeds events in and removes a broker from the routes

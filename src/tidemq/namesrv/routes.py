@@ -1,4 +1,4 @@
-"""RouteInfoManager: the name server's route table (specs/remoting.md §2.3-§2.5).
+"""RouteInfoManager: the name server's route table.
 
 Pure in-memory state, synchronous, no I/O: the app feeds it requests and connection
 events and does whatever I/O the returned results call for (closing a socket, logging).

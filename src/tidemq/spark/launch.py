@@ -1,7 +1,7 @@
 """Launching Spark jobs that use the tidemq source: the environment and ``spark-submit``.
 
 No pyspark import, so the CLI (``tidemq pipeline run``) can use it without the spark
-extra loaded. What a job needs (specs/pyspark.md §7):
+extra loaded. What a job needs:
 
 * ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` -- this interpreter, else Spark's
   Python workers run whatever ``python3`` is first on ``PATH`` (without pyarrow, without

@@ -1,7 +1,7 @@
 """The ``tidemq`` PySpark data source: batch and streaming reads, batch and streaming
 writes. pyspark is imported only in this package (import-linter contract).
 
-Where things run (specs/pyspark.md §2): planning methods (``partitions``,
+Where things run: planning methods (``partitions``,
 ``latestOffset``, ``initialOffset``) run in a long-lived driver-side process per query;
 ``read`` runs on executors with nothing but the pickled :class:`QueueRange`, so every
 range carries what it needs (:mod:`tidemq.spark.ranges`).
@@ -155,7 +155,7 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._stored: dict[QueueKey, int] = {}
 
     def initialOffset(self) -> Offsets:  # noqa: N802 - the pyspark API
-        if self._initial is None:  # called twice by Spark: memoise (pyspark.md §2)
+        if self._initial is None:  # called twice by Spark: memoise
             self._initial = nest(self.planner.start_offsets())
         return self._initial
 

@@ -1,4 +1,5 @@
-"""The client against a real in-process cluster (tidemq.testing: name server + 2 brokers)."""
+"""The client against a real cluster: in-process (tidemq.testing: name server + 2 brokers),
+and broker processes for failover."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from tests.broker.wire import Peer
+from tests.crash.broker_process import BrokerProcess
 
 from tidemq.client import (
     AdminClient,
@@ -23,6 +26,7 @@ from tidemq.client import (
     SendStatus,
 )
 from tidemq.errors import BrokerResponseError
+from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.testing import Cluster
 from tidemq.types import PullStatus
 
@@ -156,3 +160,63 @@ async def test_blocking_client(cfg: ClientConfig) -> None:
             assert consumer.get_max_offset(mq) >= positions[mq]
 
     await asyncio.to_thread(work)
+
+
+async def test_send_oneway_is_stored(cfg: ClientConfig) -> None:
+    async with AdminClient(config=cfg) as admin:
+        await _create(admin, "Oneway")
+    async with Producer("pg", config=cfg) as producer:
+        for i in range(5):
+            assert await producer.send_oneway(Message("Oneway", f"o{i}".encode())) is None
+    got: list[MessageExt] = []
+    async with PullConsumer("cg", config=cfg, consume_from=FIRST) as consumer:
+        consumer.subscribe("Oneway")
+        async with asyncio.timeout(10):  # no answer to wait for: read until all are there
+            while len(got) < 5:
+                got += await consumer.poll(timeout=1)
+    assert sorted(m.body for m in got) == [f"o{i}".encode() for i in range(5)]
+
+
+async def test_send_fails_over_when_a_broker_is_killed(tmp_path: Path) -> None:
+    """Two broker processes; broker-a is killed with SIGKILL between sends: every later
+    send is retried onto broker-b, acknowledged, and stored there."""
+    ns = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
+    await ns.start()
+    a = BrokerProcess(tmp_path / "a", ns.address, {})
+    b = BrokerProcess(tmp_path / "b", ns.address, {"brokerName": "broker-b"})
+    try:
+        await asyncio.to_thread(a.start)
+        await asyncio.to_thread(b.start)
+        cfg = ClientConfig(namesrv_addr=(ns.address,), pull_error_backoff=0.1)
+        async with AdminClient(config=cfg) as admin:
+            for broker in (a, b):
+                await admin.create_topic("Failover", broker_addr=broker.addr,
+                                         read_queue_nums=2, write_queue_nums=2)
+            await eventually(lambda: admin.topic_route("Failover"),
+                             lambda r: len(r.queue_datas) == 2, timeout=30)
+        async with Producer("pg", config=cfg) as producer:
+            before = [await producer.send(Message("Failover", f"before-{i}".encode()))
+                      for i in range(4)]
+            assert {r.queue.broker_name for r in before} == {"broker-a", "broker-b"}
+            await asyncio.to_thread(a.kill9)
+            after = [await producer.send(Message("Failover", f"after-{i}".encode()))
+                     for i in range(6)]
+        assert all(r.status is SendStatus.SEND_OK for r in after)
+        assert {r.queue.broker_name for r in after} == {"broker-b"}
+        stored = []
+        async with Peer(b.addr) as peer:
+            for queue_id in range(2):
+                end = max((r.queue_offset + 1 for r in after if r.queue.queue_id == queue_id),
+                          default=0)
+                # dispatch to the consume queue follows the acknowledgement (bounded)
+                await eventually(lambda q=queue_id: peer.max_offset("Failover", q),
+                                 lambda n, end=end: n >= end)
+                stored += await peer.messages("Failover", queue_id)
+        assert sorted(m.body for m in stored if m.body.startswith(b"after")) == [
+            f"after-{i}".encode() for i in range(6)]
+        assert {(m.queue_id, m.queue_offset) for m in stored} >= {
+            (r.queue.queue_id, r.queue_offset) for r in after}
+    finally:
+        await asyncio.to_thread(a.stop)
+        await asyncio.to_thread(b.stop)
+        await ns.stop()

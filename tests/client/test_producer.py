@@ -150,26 +150,6 @@ async def test_sharding_key_keeps_one_queue(namesrv: FakeNameServer,
     assert picked.queue == MessageQueue("Orders", "broker-b", 3)
 
 
-async def test_send_oneway(namesrv: FakeNameServer, brokers: list[FakeBroker],
-                           config: ClientConfig) -> None:
-    namesrv.add_topic("Orders", brokers[:1])
-    async with Producer("pg", config=config) as producer:
-        await producer.send_oneway(Message("Orders", b"fire"))
-        await brokers[0].log.wait_for(RequestCode.SEND_MESSAGE_V2)
-    [request] = brokers[0].log.of(RequestCode.SEND_MESSAGE_V2)
-    assert request.is_oneway
-
-
-async def test_broker_down_then_other_broker(namesrv: FakeNameServer,
-                                             brokers: list[FakeBroker],
-                                             config: ClientConfig) -> None:
-    namesrv.add_topic("Orders", brokers)
-    await brokers[0].close()
-    async with Producer("pg", config=config) as producer:
-        results = [await producer.send(Message("Orders", b"x")) for _ in range(6)]
-    assert all(r.queue.broker_name == "broker-b" for r in results)
-
-
 async def test_unknown_topic_without_template(namesrv: FakeNameServer,
                                               config: ClientConfig) -> None:
     async with Producer("pg", config=config) as producer:

@@ -171,42 +171,6 @@ async def test_batches_and_tag_filter(cluster: list[FakeBroker], config: ClientC
     assert a.offsets[("cg", "T", 0)] == 10
 
 
-async def test_flow_control_pauses_pulling(cluster: list[FakeBroker],
-                                           config: ClientConfig) -> None:
-    a = cluster[0]
-    await _fill(a, QA0, 60)
-    gate = asyncio.Event()
-    rec = Recorder(gate=gate)
-    cfg = dataclasses.replace(config, pull_batch_size=4)
-    options = dataclasses.replace(FAST, pull_threshold_for_queue=8, consume_concurrency=2)
-    async with _consumer(cfg, rec, options=options, consume_from=FIRST):
-        await rec.started.wait()
-        await until(lambda: len(_pulls(a, QA0)) >= 3)
-        await asyncio.sleep(0.2)  # a window in which no more pulls may happen
-        pulled = len(_pulls(a, QA0))
-        assert pulled == 3  # 12 buffered > 8: pulling paused after the third batch of 4
-        gate.set()
-        await rec.wait(lambda r: len(r.ok) == 60)
-    assert len(_pulls(a, QA0)) >= 15
-
-
-async def test_flow_control_by_bytes(cluster: list[FakeBroker], config: ClientConfig) -> None:
-    a = cluster[0]
-    for i in range(20):
-        await a.put("T", 0, bytes(1000), {"UNIQ_KEY": f"k{i}"})
-    gate = asyncio.Event()
-    rec = Recorder(gate=gate)
-    cfg = dataclasses.replace(config, pull_batch_size=2)
-    options = dataclasses.replace(FAST, pull_threshold_size_for_queue=3500)
-    async with _consumer(cfg, rec, options=options, consume_from=FIRST):
-        await rec.started.wait()
-        await until(lambda: len(_pulls(a, QA0)) >= 2)
-        await asyncio.sleep(0.2)
-        assert len(_pulls(a, QA0)) == 2  # 4000 bytes buffered > 3500
-        gate.set()
-        await rec.wait(lambda r: len(r.ok) == 20)
-
-
 def _pulls(broker: FakeBroker, mq: MessageQueue) -> list[int]:
     out = []
     for cmd in broker.log.of(RequestCode.PULL_MESSAGE):
@@ -668,3 +632,63 @@ async def test_reset_offset_reaches_only_its_group(cluster: list[FakeBroker],
         bad = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
                                       {"topic": "T", "group": "pg", "timestamp": "0"}, b"[1")
         assert (await member.request(bad, 2.0)).code == ResponseCode.SYSTEM_ERROR
+
+
+def _served(broker: Any, group: str) -> int:
+    """Messages ``broker`` has served to ``group``'s pulls (its own counter)."""
+    meter = broker.stats.group_get.get(group)
+    return 0 if meter is None else int(meter.total)
+
+
+async def _flow_setup(real: Cluster, count: int, size: int) -> Any:
+    await _topic(real, "Flow", 1)
+    a = real.brokers[0]
+    async with Producer("flow-producer", config=_real_config(real, "p")) as producer:
+        for i in range(count):
+            await producer.send(Message("Flow", f"{i:04d}".encode() + bytes(size)),
+                                queue=MessageQueue("Flow", "broker-a", 0))
+    assert await asyncio.to_thread(a.store.wait_dispatched, 10.0)
+    return a
+
+
+async def _paused_at(broker: Any, served: int) -> None:
+    """The consumer stopped pulling once ``served`` messages were buffered: the broker
+    served that many, and no more in a window of several pull round trips."""
+    await until(lambda: _served(broker, "flow") >= served)
+    await asyncio.sleep(0.3)  # a window in which no more pulls may happen
+    assert _served(broker, "flow") == served
+
+
+async def test_flow_control_pauses_pulling(real: Cluster) -> None:
+    a = await _flow_setup(real, 60, 10)
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    cfg = dataclasses.replace(_real_config(real, "c1"), pull_batch_size=4)
+    options = dataclasses.replace(REAL, pull_threshold_for_queue=8, consume_concurrency=2)
+    consumer = PushConsumer("flow", config=cfg, listener=rec, options=options,
+                            consume_from=FIRST)
+    consumer.subscribe("Flow")
+    async with consumer:
+        await rec.started.wait()
+        await _paused_at(a, 12)  # 12 buffered > 8: pulling paused after the third batch of 4
+        gate.set()
+        await rec.wait(lambda r: len(r.ok) == 60, timeout=20)
+    assert _served(a, "flow") == 60
+    assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(60))
+
+
+async def test_flow_control_by_bytes(real: Cluster) -> None:
+    a = await _flow_setup(real, 20, 1000)
+    gate = asyncio.Event()
+    rec = Recorder(gate=gate)
+    cfg = dataclasses.replace(_real_config(real, "c1"), pull_batch_size=2)
+    options = dataclasses.replace(REAL, pull_threshold_size_for_queue=3500)
+    consumer = PushConsumer("flow", config=cfg, listener=rec, options=options,
+                            consume_from=FIRST)
+    consumer.subscribe("Flow")
+    async with consumer:
+        await rec.started.wait()
+        await _paused_at(a, 4)  # 4 bodies of 1004 bytes buffered > 3500
+        gate.set()
+        await rec.wait(lambda r: len(r.ok) == 20, timeout=20)
+    assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(20))

@@ -38,6 +38,7 @@ from tidemq.client.rebalance import (
     next_state,
     plan_rebalance,
 )
+from tidemq.errors import TideMQError
 from tidemq.testing import Cluster
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -348,7 +349,7 @@ async def eventually_route(admin: AdminClient, topic: str) -> None:
                 route = await admin.topic_route(topic)
                 if len(route.queue_datas) == 2:
                     return
-            except Exception:
+            except TideMQError:  # the topic is not routed yet
                 pass
             await asyncio.sleep(0.02)
 

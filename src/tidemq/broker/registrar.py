@@ -1,5 +1,12 @@
-"""Registration with every name server: at start, every registerNameServerPeriod, and soon
-after any topic change (debounced), as REGISTER_BROKER with the topic config table."""
+"""Registration with every name server: at start, every registerNameServerPeriod, soon
+after any topic change (debounced), as REGISTER_BROKER with the topic config table -- and
+again as soon as a name server can be reached after it was lost.
+
+A name server that restarts has forgotten every broker; waiting for the periodic
+registration would leave the topics of this broker out of its routes for up to a period.
+So the connection a registration went over is watched: when it closes, or when a
+registration fails, that name server is asked again after :data:`RETRY_FIRST` seconds,
+doubling up to :data:`RETRY_MAX`, until it accepts."""
 
 from __future__ import annotations
 
@@ -13,11 +20,16 @@ from tidemq.codec.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper,
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from tidemq.errors import TideMQError
-from tidemq.net import RemotingClient
+from tidemq.net import Connection, RemotingClient
 
-__all__ = ["Registrar"]
+__all__ = ["RETRY_FIRST", "RETRY_MAX", "Registrar"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds before a lost or refusing name server is asked again; doubled each time.
+RETRY_FIRST = 0.2
+#: The longest wait between two registration attempts with such a name server.
+RETRY_MAX = 2.0
 
 
 class Registrar:
@@ -37,6 +49,9 @@ class Registrar:
         self.registrations = 0
         self._pending: set[asyncio.Task[int]] = set()
         self.last_error: str | None = None
+        self._watched: dict[str, Connection] = {}  # name server -> the registering link
+        self._due: set[str] = set()  # name servers to register with again soon
+        self._wake = asyncio.Event()
 
     def _request(self) -> RemotingCommand:
         body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
@@ -51,20 +66,42 @@ class Registrar:
         """Register with every name server; returns how many accepted."""
         ok = 0
         for ns in self.namesrv_addrs:
-            try:
-                resp = await self.client.request(ns, self._request(), timeout=6.0)
-            except TideMQError as exc:
-                self.last_error = f"{ns}: {exc}"
-                log.warning("registering with name server %s failed: %s", ns, exc)
-                continue
-            if resp.code == 0:
-                ok += 1
-            else:
-                self.last_error = f"{ns}: code {resp.code} {resp.remark}"
-                log.warning("name server %s refused registration: %s %s", ns, resp.code,
-                            resp.remark)
+            ok += await self._register(ns)
         self.registrations += 1
         return ok
+
+    async def _register(self, ns: str) -> bool:
+        """Register with ``ns``; on success watch the connection it went over, else
+        have it asked again soon."""
+        try:
+            resp = await self.client.request(ns, self._request(), timeout=6.0)
+        except TideMQError as exc:
+            self.last_error = f"{ns}: {exc}"
+            log.warning("registering with name server %s failed: %s", ns, exc)
+            self._retry(ns)
+            return False
+        if resp.code != 0:
+            self.last_error = f"{ns}: code {resp.code} {resp.remark}"
+            log.warning("name server %s refused registration: %s %s", ns, resp.code,
+                        resp.remark)
+            self._retry(ns)
+            return False
+        self._due.discard(ns)
+        conn = self.client.connections.get(ns)
+        if conn is not None and self._watched.get(ns) is not conn:
+            self._watched[ns] = conn
+            conn.on_close(lambda _conn, _error: self._lost(ns, conn))
+        return True
+
+    def _retry(self, ns: str) -> None:
+        self._due.add(ns)
+        self._wake.set()
+
+    def _lost(self, ns: str, conn: Connection) -> None:
+        if self._watched.get(ns) is conn:
+            del self._watched[ns]
+            log.info("connection to name server %s lost: registering again", ns)
+            self._retry(ns)
 
     async def unregister_all(self) -> None:
         header = UnRegisterBrokerRequestHeader(broker_name=self.broker_name,
@@ -83,9 +120,31 @@ class Registrar:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="registrar")
 
     async def _run(self) -> None:
-        while True:
+        """The periodic registration with every name server, and in between the retries
+        of those lost or refusing, backing off while they stay so."""
+        loop = asyncio.get_running_loop()
+        if not self.registrations:
             await self.register_all()
-            await asyncio.sleep(self.period)
+        next_all = loop.time() + self.period
+        backoff = RETRY_FIRST
+        while True:
+            now = loop.time()
+            if self._due:
+                await asyncio.sleep(max(0.0, min(backoff, next_all - now)))
+            else:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, next_all - now)):
+                        await self._wake.wait()
+                if self._due:
+                    continue  # a link was lost: ask again after the first backoff
+            if loop.time() >= next_all:
+                await self.register_all()
+                next_all = loop.time() + self.period
+            else:
+                for ns in sorted(self._due):
+                    await self._register(ns)
+            backoff = min(backoff * 2, RETRY_MAX) if self._due else RETRY_FIRST
 
     def register_soon(self, delay: float = 0.05) -> None:
         """Debounced re-registration after a topic change."""

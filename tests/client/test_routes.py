@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
 from tests.client.fakes import FakeBroker, FakeNameServer
 
-from tidemq.client.routes import RouteCache, TopicRoute, name_server_order, read_route_response
+from tidemq.client.routes import (
+    RouteCache,
+    TopicRoute,
+    name_server_order,
+    read_route_response,
+    with_absent_brokers,
+)
 from tidemq.codec.bodies import BrokerData, QueueData, TopicRouteData
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import BrokerResponseError, ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.net import RemotingClient
+from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
 
 
@@ -152,3 +164,62 @@ async def test_topics_to_refresh_by_age(namesrv: FakeNameServer,
         route = cache.cached("T")
         assert route is not None and {q.broker_name for q in route.publish_queues} == {
             "broker-a"}
+
+
+def test_with_absent_brokers_adds_only_what_is_missing() -> None:
+    known = _route(_qd("a", 4, 4), _qd("b", 2, 2))
+    fresh = _route(_qd("a", 8, 8))
+    merged = with_absent_brokers(fresh, known)
+    assert [(q.broker_name, q.read_queue_nums) for q in merged.queue_datas] == [("a", 8),
+                                                                               ("b", 2)]
+    assert sorted(b.broker_name for b in merged.broker_datas) == ["a", "b"]
+    assert with_absent_brokers(known, fresh) is known
+
+
+async def _restart_namesrv(cluster: Cluster, **config: int) -> None:
+    old = cluster.namesrv
+    assert old is not None
+    port = old.port
+    await old.stop()
+    cluster.namesrv = NameServerApp(NamesrvConfig(listen_port=port, bind_address="127.0.0.1",
+                                                  **config))
+    await cluster.namesrv.start()
+
+
+@pytest.mark.parametrize("window", [60_000, 0], ids=["rejoining", "settled"])
+async def test_a_restarted_name_server_does_not_drop_brokers_yet_to_register(
+        tmp_path: Path, window: int) -> None:
+    """While a restarted name server may still be waiting for brokers, a route lacking
+    one the cache knew keeps it (and a topic only it has stays); after that window a
+    route is taken as it is."""
+    async with Cluster(tmp_path, brokers=2, broker={"register_name_server_period": 600_000}
+                       ) as cluster:
+        a, b = cluster.brokers
+        for broker, topics in ((a, ["Both"]), (b, ["Both", "OnlyB"])):
+            async with Peer(broker.broker_addr) as peer:
+                for topic in topics:
+                    await peer.ok(wire.create_topic(topic, 2))
+        async with Peer(cluster.namesrv_addr) as ns:
+            await wire.eventually_route(ns, "Both", lambda r: len(r.broker_datas) == 2)
+            await wire.eventually_route(ns, "OnlyB")
+        async with RemotingClient() as client:
+            cache = RouteCache(client, [cluster.namesrv_addr])
+            both = await cache.get("Both")
+            only_b = await cache.get("OnlyB")
+            changed: list[str] = []
+            cache.add_listener(changed.append)
+            assert b.registrar is not None
+            await b.registrar.stop()  # broker-b is slow to come back
+            await _restart_namesrv(cluster, broker_rejoin_window=window)
+            async with Peer(cluster.namesrv_addr) as ns:
+                await wire.eventually_route(ns, "Both", timeout=30)
+            again = await cache.get("Both", refresh=True)
+            if window:
+                assert again.subscribe_queues == both.subscribe_queues
+                assert await cache.get("OnlyB", refresh=True) == only_b
+                assert changed == []
+            else:
+                assert {q.broker_name for q in again.subscribe_queues} == {"broker-a"}
+                with pytest.raises(BrokerResponseError):
+                    await cache.get("OnlyB", refresh=True)
+                assert changed == ["Both"]

@@ -32,9 +32,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+import msgspec
+
 from tidemq.codec.bodies import BrokerData, QueueData, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.headers import GetRouteInfoRequestHeader
+from tidemq.codec.headers import ROUTE_MAY_BE_INCOMPLETE, GetRouteInfoRequestHeader
 from tidemq.errors import (
     BrokerResponseError,
     ConnectionLost,
@@ -59,6 +61,7 @@ __all__ = [
     "name_server_order",
     "read_route_response",
     "route_request",
+    "with_absent_brokers",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,6 +160,23 @@ class TopicRoute:
             if addr is not None:
                 out[name] = addr
         return out
+
+
+def with_absent_brokers(data: TopicRouteData, known: TopicRouteData) -> TopicRouteData:
+    """``data`` plus the brokers of ``known`` that it lacks (their queue data and
+    addresses): the route to use while the answering name server may not have heard from
+    every broker yet. Brokers ``data`` has are taken as ``data`` says."""
+    present = {bd.broker_name for bd in data.broker_datas}
+    absent = [bd for bd in known.broker_datas if bd.broker_name not in present]
+    if not absent:
+        return data
+    names = {bd.broker_name for bd in absent}
+    log.info("keeping brokers %s in a route from a name server that has just started",
+             sorted(names))
+    return msgspec.structs.replace(
+        data, broker_datas=[*data.broker_datas, *absent],
+        queue_datas=[*data.queue_datas,
+                     *(qd for qd in known.queue_datas if qd.broker_name in names)])
 
 
 # ---------------------------------------------------------------- request and response
@@ -358,8 +378,21 @@ class RouteCache:
             task.exception()  # seen here even if every waiter was cancelled
 
     async def _load(self, topic: str, allow_default: bool) -> TopicRoute:
+        known = self._entries.get(topic)
+        if known is not None and known.route.from_default:
+            known = None
         try:
-            route = TopicRoute.build(topic, await self.fetch(topic))
+            response, addr = await self.request_any(lambda: route_request(topic))
+            incomplete = response.ext_fields.get(ROUTE_MAY_BE_INCOMPLETE) == "true"
+            if (incomplete and known is not None
+                    and response.code == ResponseCode.TOPIC_NOT_EXIST):
+                log.info("keeping the route of %s: the name server at %s has just started",
+                         topic, addr)
+                return known.route
+            data = read_route_response(response, address=addr)
+            if incomplete and known is not None:
+                data = with_absent_brokers(data, known.route.data)
+            route = TopicRoute.build(topic, data)
         except BrokerResponseError as exc:
             if not allow_default or exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise

@@ -26,6 +26,7 @@ from tidemq.errors import RemoteProtocolError
 __all__ = [
     "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
+    "ROUTE_MAY_BE_INCOMPLETE",
     "BrokerHeartbeatRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
@@ -353,6 +354,12 @@ class GetRouteInfoRequestHeader(TopicRequestHeader):
 
     topic: str
     accept_standard_json_only: bool | None = None
+
+
+#: An ext field of GET_ROUTEINFO_BY_TOPIC answers (TideMQ; other clients ignore it):
+#: ``"true"`` while the name server has just started and brokers may not have registered
+#: again yet, so the route (or TOPIC_NOT_EXIST) may lack brokers that are alive.
+ROUTE_MAY_BE_INCOMPLETE = "routeMayBeIncomplete"
 
 
 class GetTopicConfigRequestHeader(TopicRequestHeader):

@@ -22,6 +22,10 @@ Liveness: every ``scanNotActiveBrokerInterval`` ms the expiry task drops brokers
 their timeout and closes the connections they registered on, unless another live broker
 still uses that connection; a connection that closes takes the brokers registered on it
 with it. :meth:`NameServerApp.on_brokers_removed` reports each removal (tests await it).
+
+Restart: a name server keeps no routes across runs. For ``brokerRejoinWindow`` ms after
+start its route answers say ``routeMayBeIncomplete=true``, so that TideMQ clients keep
+the brokers they knew until those have had time to register again.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from tidemq.codec.bodies import (
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
+    ROUTE_MAY_BE_INCOMPLETE,
     BrokerHeartbeatRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetRouteInfoRequestHeader,
@@ -249,15 +254,16 @@ class NameServerApp:
         if not self._is_ready():
             return cmd.response(ResponseCode.SYSTEM_ERROR, "name server not ready")
         route = self.routes.pick_route(header.topic)
+        ext = {ROUTE_MAY_BE_INCOMPLETE: "true"} if self._rejoining() else None
         if route is None:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {header.topic}",
+                f"No topic route info in name server for the topic: {header.topic}", ext,
             )
         if self.config.order_message_enable:
             route.order_topic_conf = self.routes.order_topic_conf(header.topic)
         # Standard JSON for every client version: quoted numeric keys.
-        return cmd.response(body=encode_body(route))
+        return cmd.response(body=encode_body(route), ext_fields=ext)
 
     @_guarded
     def _cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -296,6 +302,13 @@ class NameServerApp:
         return cmd.response()
 
     # ------------------------------------------------------------------ internals
+
+    def _rejoining(self) -> bool:
+        """Whether brokers known to a previous run may still be on their way back
+        (``brokerRejoinWindow`` after start)."""
+        started = self._started_ms
+        return started is not None and (
+            self.routes.clock() - started < self.config.broker_rejoin_window)
 
     def _is_ready(self) -> bool:
         if not self._ready and self._started_ms is not None:

@@ -50,6 +50,10 @@ class NamesrvConfig:
     max_frame_size: int = 16 * 1024 * 1024
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0
+    #: Milliseconds after start during which route answers carry
+    #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
+    #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
+    broker_rejoin_window: int = 35_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -65,6 +69,9 @@ class NamesrvConfig:
         if self.wait_seconds_for_service < 0:
             raise ConfigError("waitSecondsForService must not be negative",
                               key="waitSecondsForService")
+        if self.broker_rejoin_window < 0:
+            raise ConfigError("brokerRejoinWindow must not be negative",
+                              key="brokerRejoinWindow")
         if self.max_frame_size < 1024:
             raise ConfigError("maxFrameSize must be at least 1024 bytes", key="maxFrameSize")
 

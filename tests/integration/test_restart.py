@@ -18,6 +18,7 @@ async def test_restart_keeps_topics_offsets_and_messages(cluster: Cluster, peer:
         await peer.ok(wire.send("Keep", f"m{i}".encode(), queue_id=1,
                                 properties=wire.props(tags=f"t{i}")))
     await peer.ok(wire.send("AutoMade"))
+    await wire.dispatched(cluster.brokers[0])  # an offset is refused beyond what is visible
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="kg",
                                topic="Keep", queueId=1, commitOffset=3))
     await peer.ok(wire.heartbeat("c1", consumer_groups={"kg": {"Keep": "*"}}))

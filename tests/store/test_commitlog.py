@@ -133,8 +133,8 @@ def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
     log.WARM_AHEAD = log.WARM_CHUNK = 1 << 20
     log.WARM_MIN = 256 << 10
     try:
-        seg, pos = log.reserve(100)
-        log.write(seg, pos, b"x" * 100)
+        seg = log.new_segment(0)
+        seg.write_at(0, b"x" * 100)
         if not log.warm_step():
             pytest.skip("the kernel lacks MADV_POPULATE_WRITE")
         assert seg.populated == 100 + (1 << 20)

@@ -228,7 +228,7 @@ def test_a_uniform_batch_writes_the_bytes_encode_record_writes(open_store: OpenS
 def test_put_without_a_cached_layout_writes_the_same_bytes(
         open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past LAYOUTS_PER_TOPIC shapes a topic's puts are packed and joined instead."""
-    monkeypatch.setattr("tidemq.store.message_store.LAYOUTS_PER_TOPIC", 1)
+    monkeypatch.setattr("tidemq.store.appender.LAYOUTS_PER_TOPIC", 1)
     clock = FakeClock(1_700_000_000_900)
     store = open_store(clock=clock)
     store.put("T", 0, msg(b"first"))

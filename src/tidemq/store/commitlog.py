@@ -1,8 +1,9 @@
 """CommitLog: the ordered list of segments holding every record. The source of truth.
 
-Records are byte-compatible with RocketMQ (``tidemq.formats.record``). A record never
-spans two segments: when ``L + 8`` bytes no longer fit, the segment is closed with the
-8-byte BLANK marker and the record goes to offset 0 of a new segment.
+Records are byte-compatible with RocketMQ (``tidemq.formats.record``). This class owns
+the segment files: loading, creating, pre-faulting, reading, flushing, truncating and
+deleting them. Writing records into them, rolling to a new one and the sticky write
+error on a failed write are the append point's (:mod:`tidemq.store.appender`).
 
 Concurrency: every mutating method expects the caller to hold :attr:`CommitLog.lock`
 (the one append lock of the store). Reads take no lock: they only touch bytes below the
@@ -15,8 +16,7 @@ import logging
 import threading
 from pathlib import Path
 
-from tidemq.errors import MessageTooLarge, StoreReadOnly
-from tidemq.formats.record import BLANK_SIZE, encode_blank
+from tidemq.errors import StoreReadOnly
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile, all_zero
 from tidemq.store.threads import NamedThread
@@ -35,6 +35,8 @@ class CommitLog:
         self.preallocate = preallocate
         self.lock = threading.Lock()
         self.segments: list[MappedFile] = []
+        #: The sticky write error: set by the append point when a write fails and here when
+        #: an fdatasync does; the store stays read-only until restarted.
         self.werr: str | None = None
         #: Set by retention while the disk is above the warning ratio: appends are refused.
         self.disk_full: str | None = None
@@ -106,15 +108,10 @@ class CommitLog:
                 return seg
         return None
 
-    # ------------------------------------------------------------------ writing (lock held)
+    # ------------------------------------------------------------------ segments (lock held)
 
-    def _check_writable(self) -> None:
-        if self.werr is not None:
-            raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
-        if self.disk_full is not None:
-            raise StoreReadOnly("DISK_FULL", cause=self.disk_full)
-
-    def _new_segment(self, base: int) -> MappedFile:
+    def new_segment(self, base: int) -> MappedFile:
+        """Segment ``base``, created (or the one the warmer prepared) and appended."""
         with self._prepare_lock:  # held throughout: the warmer may be creating this file
             prepared, self._prepared = self._prepared, None
             if prepared is not None:
@@ -132,31 +129,6 @@ class CommitLog:
                                     cause=f"cannot create segment {path.name}: {exc}") from exc
             self.segments.append(seg)
             return seg
-
-    def reserve(self, length: int) -> tuple[MappedFile, int]:
-        """A segment and position where ``length`` bytes fit, rolling if needed."""
-        self._check_writable()
-        if length + BLANK_SIZE > self.segment_size:
-            raise MessageTooLarge(length, self.segment_size - BLANK_SIZE)
-        if not self.segments:
-            return self._new_segment(0), 0
-        seg = self.segments[-1]
-        remaining = seg.size - seg.wrote
-        if length + BLANK_SIZE <= remaining:
-            return seg, seg.wrote
-        if remaining >= BLANK_SIZE:
-            seg.write_at(seg.wrote, encode_blank(remaining))
-        seg.wrote = seg.size
-        return self._new_segment(seg.end), 0
-
-    def write(self, seg: MappedFile, pos: int, data: bytes | bytearray | memoryview) -> None:
-        try:
-            seg.write_at(pos, data)
-        except StoreReadOnly:
-            raise
-        except (OSError, ValueError) as exc:
-            self.werr = f"write to {seg.path.name} failed: {exc}"
-            raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
 
     # ------------------------------------------------------------------ warming
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from tidemq.errors import MessageTooLarge
 from tidemq.formats.record.layout import (
@@ -22,16 +23,50 @@ from tidemq.formats.record.layout import (
     SYSFLAG_STOREHOST_V6,
     HostAddr,
     body_crc,
+    fixed_v4_with_hosts,
     record_size,
 )
 
-__all__ = ["encode_blank", "encode_record"]
+__all__ = ["FIXED_V4_PACKED_HOSTS", "encode_blank", "encode_record", "encode_v4_joined",
+           "v4_record_packer"]
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _BLANK = struct.Struct(">ii")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED_TX_OFFSET, BODYLENGTH
+
+
+#: :data:`~.layout.FIXED_V4` with each host as its 8 packed bytes (address, port).
+FIXED_V4_PACKED_HOSTS = fixed_v4_with_hosts("8s")
+#: The 2-byte PROPERTIESLENGTH of the usual lengths (longer ones are packed per record).
+_PROPS_LEN = [_I16.pack(n) for n in range(4096)]
+
+
+def v4_record_packer(topic_field_len: int, blen: int, plen: int) -> Callable[..., None]:
+    """``pack_into`` of a whole IPv4 V1 record with a ``blen``-byte body and ``plen``
+    bytes of properties, its TOPICLENGTH and TOPIC as one ``topic_field_len``-byte field:
+    every field written by one C call. Its arguments are those of
+    :func:`encode_v4_joined` with PROPERTIESLENGTH before PROPERTIES; ``s`` fields take
+    ``bytes`` only."""
+    return struct.Struct(
+        f"{FIXED_V4_PACKED_HOSTS.format}{blen}s{topic_field_len}sh{plen}s").pack_into
+
+
+def encode_v4_joined(size: int, crc: int, queue_id: int, flag: int, queue_offset: int,
+                     physical_offset: int, sys_flag: int, born_timestamp: int,
+                     born_host: bytes, store_timestamp: int, store_host: bytes,
+                     reconsume_times: int, body: bytes | bytearray | memoryview,
+                     topic_field: bytes, properties: bytes | bytearray | memoryview) -> bytes:
+    """What :func:`v4_record_packer` writes, for any buffers: the fixed fields packed
+    (hosts as their 8 packed bytes, V1 magic, PREPARED_TX_OFFSET 0), then BODY,
+    ``topic_field`` (TOPICLENGTH and TOPIC), PROPERTIESLENGTH and PROPERTIES joined."""
+    plen = len(properties)
+    return b"".join((
+        FIXED_V4_PACKED_HOSTS.pack(size, MAGIC_V1, crc, queue_id, flag, queue_offset,
+                                   physical_offset, sys_flag, born_timestamp, born_host,
+                                   store_timestamp, store_host, reconsume_times, 0, len(body)),
+        body, topic_field, _PROPS_LEN[plen] if plen < 4096 else _I16.pack(plen), properties))
 
 
 def encode_blank(remaining: int) -> bytes:

@@ -1,0 +1,465 @@
+"""The append point: the one code that writes records into the commit log.
+
+Every put variant is here -- :meth:`Appender.put` (one message, the hot path),
+:meth:`~Appender.put_batch`, :meth:`~Appender.put_multi_dispatch` and
+:meth:`~Appender.put_inner_batch` -- and so are the roll to a new segment (with its BLANK
+marker) and the sticky write error. Each put encodes outside the append lock
+(:mod:`tidemq.formats.record`), then, holding it, picks the store time (never going
+backwards), the queue offset and the segment position, writes the bytes, and hands the
+records to the dispatcher.
+
+Bytes enter a segment in exactly two statements, both here: :meth:`Appender._write` (an
+encoded buffer) and the hot path's packer, which writes the record straight into the
+map with one C call. Whoever needs every appended byte -- replication will -- registers
+:meth:`Appender.add_append_hook`: ``hook(start_offset, view)`` is called under the append
+lock, in log order, for every run of bytes written, BLANK markers and the unused tail of a
+rolled segment included, so the runs are contiguous from the first one seen.
+
+:class:`~tidemq.store.message_store.MessageStore` owns the lifecycle around it: it
+:meth:`~Appender.attach`\\ es the dispatcher and the flusher on start and
+:meth:`~Appender.detach`\\ es them on shutdown.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Sequence
+
+from tidemq.errors import MessageTooLarge, StoreReadOnly
+from tidemq.formats.record import (
+    BLANK_SIZE,
+    MAGIC_V1,
+    MAX_V1_TOPIC_BYTES,
+    MIN_RECORD_SIZE,
+    SYSFLAG_BORNHOST_V6,
+    SYSFLAG_HOSTS_V6,
+    SYSFLAG_STOREHOST_V6,
+    HostAddr,
+    encode_blank,
+    encode_record,
+    record_size,
+)
+from tidemq.formats.record import crc32 as _crc32
+from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.formats.record.encode import encode_v4_joined, v4_record_packer
+from tidemq.store.append import MessageInput, UniformBatch
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.config import StoreConfig
+from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
+from tidemq.store.flush import FlushGroup, FlushService
+from tidemq.store.mapped_file import MappedFile
+from tidemq.store.put_result import PutResult, PutStatus
+from tidemq.store.queues import ConsumeQueueSet
+
+__all__ = ["AppendHook", "Appender", "wall_clock_ms"]
+
+#: ``hook(start_offset, view)``: ``view`` holds the bytes written at ``start_offset``.
+AppendHook = Callable[[int, memoryview], None]
+
+_I32 = struct.Struct(">i")
+INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+_new_result = tuple.__new__
+_PUT_OK = PutStatus.PUT_OK
+_monotonic = time.monotonic
+_time_ns = time.time_ns
+#: Whole-record packers kept per topic, one per (body length, properties length) seen
+#: first; a topic's puts of other shapes are packed and joined.
+LAYOUTS_PER_TOPIC = 64
+
+
+class Appender:
+    """Appends to one commit log. Every method that writes takes ``commitlog.lock``."""
+
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueSet, config: StoreConfig,
+                 clock: Callable[[], int], store_host: HostAddr, *, index_keys: bool) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.config = config
+        self.clock = clock
+        self._wall_clock = clock is wall_clock_ms
+        self._index_keys = index_keys
+        self._sync_flush = config.sync_flush
+        self._flush_timeout = config.sync_flush_timeout / 1000
+        #: Next queue offset per ``(topic, queue_id)``, and per LMQ once one is used.
+        self.next_offsets: dict[tuple[str, int], int] = {}
+        self.lmq_next: dict[str, int] = {}
+        #: The last store time given: the next is never smaller.
+        self.last_ts = 0
+        self.put_messages = 0
+        #: Per topic: fixed record size, TOPICLENGTH + TOPIC, packers by body and props
+        #: length, and the ``(topic, queue_id)`` key of each queue by queue id.
+        self._topic_shapes: dict[str, tuple[int, bytes, dict[int, Callable[..., None]],
+                                            dict[int, tuple[str, int]]]] = {}
+        self._hooks: list[AppendHook] = []
+        self._running = False
+        #: Bodies up to this size take :meth:`put`'s fast path (-1: none, not running).
+        self._put_limit = -1
+        self.store_host = store_host
+        # Bound by attach(): the dispatcher the hot path hands rows to, and the flusher.
+        self._live: Dispatcher
+        self._pending_append: Callable[[Row], None]
+        self._join_flush: Callable[[int], FlushGroup]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def attach(self, dispatcher: Dispatcher, flusher: FlushService) -> None:
+        """Start taking puts: records go to ``dispatcher``, SYNC_FLUSH waits on ``flusher``."""
+        self._live = dispatcher
+        self._pending_append = dispatcher.pending.append
+        self._join_flush = flusher.join
+        self._running = True
+        self._put_limit = self._fast_put_limit()
+
+    def detach(self) -> None:
+        """Refuse puts from now on (shutdown)."""
+        self._running = False
+        self._put_limit = -1
+
+    @property
+    def store_host(self) -> HostAddr:
+        """The address written into every record as STOREHOST."""
+        return self._store_host
+
+    @store_host.setter
+    def store_host(self, host: HostAddr) -> None:
+        self._store_host = host
+        self._store_host_bytes = host.ip + _I32.pack(host.port)
+        if self._running:
+            self._put_limit = self._fast_put_limit()
+
+    def _fast_put_limit(self) -> int:
+        """:meth:`put`'s fast path writes the V1 (IPv4) layout only."""
+        return self.config.max_message_size if len(self._store_host.ip) == 4 else -1
+
+    def add_append_hook(self, hook: AppendHook) -> None:
+        """Call ``hook(start_offset, view)`` for every run of bytes written from now on
+        (see the module docstring). It runs under the append lock: keep it short."""
+        self._hooks.append(hook)
+
+    def _appended(self, seg: MappedFile, pos: int, end: int) -> None:
+        view = seg.view[pos:end]
+        for hook in self._hooks:
+            hook(seg.base + pos, view)
+
+    # ------------------------------------------------------------------ segments
+
+    def _reserve(self, length: int) -> tuple[MappedFile, int]:
+        """A segment and position where ``length`` bytes fit, rolling if needed: the full
+        segment is closed with the BLANK marker and ``length`` goes to offset 0 of the
+        next one (a record never spans two segments)."""
+        cl = self.commitlog
+        if cl.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=cl.werr)
+        if cl.disk_full is not None:
+            raise StoreReadOnly("DISK_FULL", cause=cl.disk_full)
+        if length + BLANK_SIZE > cl.segment_size:
+            raise MessageTooLarge(length, cl.segment_size - BLANK_SIZE)
+        if not cl.segments:
+            return cl.new_segment(0), 0
+        seg = cl.segments[-1]
+        pos = seg.wrote
+        remaining = seg.size - pos
+        if length + BLANK_SIZE <= remaining:
+            return seg, pos
+        if remaining >= BLANK_SIZE:
+            self._write(seg, pos, encode_blank(remaining))
+        seg.wrote = seg.size
+        if self._hooks and remaining:
+            self._appended(seg, pos, seg.size)
+        return cl.new_segment(seg.end), 0
+
+    def _write(self, seg: MappedFile, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` into ``seg`` at ``pos``; a failure is sticky: the store turns
+        read-only (WRITE_ERROR) until restarted."""
+        try:
+            seg.write_at(pos, data)
+        except StoreReadOnly:
+            raise
+        except (OSError, ValueError) as exc:
+            cl = self.commitlog
+            cl.werr = f"write to {seg.path.name} failed: {exc}"
+            raise StoreReadOnly("WRITE_ERROR", cause=cl.werr) from exc
+
+    def _write_record(self, seg: MappedFile, pos: int, data: bytes | bytearray) -> None:
+        self._write(seg, pos, data)
+        if self._hooks:
+            self._appended(seg, pos, pos + len(data))
+
+    def _store_time(self) -> int:
+        """A store time never before the last one given (the lock is held)."""
+        now = self.clock()
+        ts = now if now > self.last_ts else self.last_ts
+        self.last_ts = ts
+        return ts
+
+    def _result(self, qo: int, phys: Sequence[int], sizes: Sequence[int], ts: int, end: int,
+                wait_flush: bool) -> PutResult:
+        if wait_flush and self._sync_flush:
+            return _new_result(PutResult, (_PUT_OK, qo, phys, sizes, ts, self._join_flush(end),
+                                           _monotonic() + self._flush_timeout))
+        return _new_result(PutResult, (_PUT_OK, qo, phys, sizes, ts, None, 0.0))
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+
+    # ------------------------------------------------------------------ puts
+
+    def put(
+        self, topic: str, queue_id: int, msg: MessageInput, *, sys_flag: int = 0,
+        born_timestamp: int = 0, born_host: HostAddr | None = None, reconsume_times: int = 0,
+        wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one message. The hot path: written flat, one copy into the map."""
+        body, props, flag, tags, keys = msg
+        shape = self._topic_shapes.get(topic)
+        blen = len(body)
+        plen = len(props)
+        if born_host is None:
+            bhost = self._store_host_bytes
+        elif len(born_host.ip) == 4:
+            bhost = born_host.ip + _I32.pack(born_host.port)
+        else:
+            bhost = b""
+        if shape is None or blen > self._put_limit or not bhost or plen > 0x7FFF:
+            # Unknown topic, V2 or IPv6 layout, not running, too large: the general path.
+            if shape is None and len(topic.encode()) <= MAX_V1_TOPIC_BYTES:
+                tb = topic.encode()
+                self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb), bytes([len(tb)]) + tb,
+                                             {}, {})
+            return self.put_batch(topic, queue_id, (msg,), sys_flag=sys_flag,
+                                  born_timestamp=born_timestamp, born_host=born_host,
+                                  reconsume_times=reconsume_times, wait_flush=wait_flush)
+        fixed, tail, layouts, queue_keys = shape
+        pack = layouts.get(blen << 15 | plen) if type(body) is bytes else None  # "s" wants bytes
+        if pack is None and len(layouts) < LAYOUTS_PER_TOPIC and type(body) is bytes:
+            pack = layouts[blen << 15 | plen] = v4_record_packer(len(tail), blen, plen)
+        size = fixed + blen + plen
+        crc = _crc32(body) & 0x7FFFFFFF
+        sys_flag &= ~SYSFLAG_HOSTS_V6
+        key = queue_keys.get(queue_id)
+        if key is None:  # one key object per queue: a row in flight is one object, not two
+            key = queue_keys[queue_id] = (topic, queue_id)
+        cl = self.commitlog
+        lock = cl.lock
+        lock.acquire()  # not `with`: its __exit__ call costs a third more
+        try:
+            now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
+            ts = now if now > self.last_ts else self.last_ts
+            self.last_ts = ts
+            qo = self.next_offsets.get(key, 0)
+            segs = cl.segments
+            if segs and cl.werr is None and cl.disk_full is None:
+                seg = segs[-1]  # _reserve's answer when the record fits, without the call
+                pos = seg.wrote
+                if size + BLANK_SIZE > seg.size - pos:
+                    seg, pos = self._reserve(size)
+            else:
+                seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            if pack is None:  # many shapes, or not bytes: the fixed fields packed, then joined
+                seg.mm[pos : pos + size] = encode_v4_joined(
+                    size, crc, queue_id, flag, qo, phys, sys_flag, born_timestamp or ts, bhost,
+                    ts, self._store_host_bytes, reconsume_times, body, tail, props)
+            else:
+                try:  # one C call writes the record straight into the map
+                    pack(seg.mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys, sys_flag,
+                         born_timestamp or ts, bhost, ts, self._store_host_bytes,
+                         reconsume_times, 0, blen, body, tail, plen, props)
+                except BaseException:
+                    seg.mm[pos : pos + size] = bytes(size)  # pack_into may have written a part
+                    if type(props) is bytes:
+                        raise  # a field out of range: nothing stored, as before the write
+                    seg.mm[pos : pos + size] = encode_v4_joined(  # memoryview properties
+                        size, crc, queue_id, flag, qo, phys, sys_flag, born_timestamp or ts,
+                        bhost, ts, self._store_host_bytes, reconsume_times, body, tail, props)
+            end = phys + size
+            seg.wrote = pos + size
+            if self._hooks:
+                self._appended(seg, pos, pos + size)
+            self.next_offsets[key] = qo + 1
+            self._pending_append((end, ts, key, qo, phys, size, tags,
+                                  keys if self._index_keys else None))
+            if self._live.idle:
+                self._live.poke()
+            self.put_messages += 1
+        finally:
+            lock.release()
+        if wait_flush and self._sync_flush:
+            return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts,
+                                           self._join_flush(end),
+                                           _monotonic() + self._flush_timeout))
+        return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0))
+
+    def put_batch(
+        self, topic: str, queue_id: int, msgs: Sequence[MessageInput], *, sys_flag: int = 0,
+        born_timestamp: int = 0, born_host: HostAddr | None = None, reconsume_times: int = 0,
+        wait_flush: bool = True,
+    ) -> PutResult:
+        """Append ``msgs`` to ``(topic, queue_id)`` with consecutive queue offsets.
+
+        A :class:`~tidemq.store.append.UniformBatch` is encoded column-wise and its keys
+        reach the index as columns; the bytes stored are the same."""
+        self._check_running()
+        if not msgs:
+            raise ValueError("put_batch needs at least one message")
+        limit = self.config.max_message_size
+        store_host = self._store_host
+        enc = None
+        uniform = msgs if type(msgs) is UniformBatch else None
+        if uniform is not None:
+            if uniform.body_length > limit:
+                raise MessageTooLarge(uniform.body_length, limit)
+            enc = encode_uniform_batch(topic, queue_id, uniform, sys_flag=sys_flag,
+                                       born_timestamp=born_timestamp or self.clock(),
+                                       born_host=born_host or store_host,
+                                       store_host=store_host, reconsume_times=reconsume_times)
+        keys: Sequence[tuple[str, ...]] | None
+        tags: Sequence[int]
+        if uniform is not None and enc is not None:
+            n = uniform.n
+            tags = [uniform.tags_code] * n
+            keys = uniform.keys
+        else:
+            bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
+            body_lengths = set(map(len, bodies))
+            biggest = max(body_lengths)
+            if biggest > limit:
+                raise MessageTooLarge(biggest, limit)
+            enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
+                               born_timestamp=born_timestamp or self.clock(),
+                               born_host=born_host or store_host, store_host=store_host,
+                               reconsume_times=reconsume_times, body_lengths=body_lengths)
+            n = len(bodies)
+        key = (topic, queue_id)
+        with self.commitlog.lock:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            seg, pos = self._reserve(len(enc.buf))
+            phys_base = seg.base + pos
+            patch_batch(enc, qo, phys_base, ts)
+            self._write_record(seg, pos, enc.buf)
+            self.next_offsets[key] = qo + n
+            end = phys_base + len(enc.buf)
+            starts = enc.starts
+            if type(starts) is range:
+                phys: Sequence[int] = range(phys_base, end, starts.step)
+            else:
+                phys = [phys_base + s for s in starts]
+            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, enc.sizes, tags, ts, end,
+                                            keys if self._index_keys else None))
+            self.put_messages += n
+        return self._result(qo, phys, enc.sizes, ts, end, wait_flush)
+
+    def put_multi_dispatch(
+        self, topic: str, queue_id: int, msg: MessageInput, lmqs: Sequence[str], *,
+        sys_flag: int = 0, born_timestamp: int = 0, born_host: HostAddr | None = None,
+        reconsume_times: int = 0, wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one message that is also indexed into every LMQ of ``lmqs`` (RIP-28).
+
+        The LMQ offsets are assigned under the append lock -- the one lock every parent
+        queue shares -- and written into ``INNER_MULTI_QUEUE_OFFSET`` (upstream lost
+        messages when this used the per-queue lock, store.md §4.2). They advance only
+        after the record is in the segment. ``msg.properties`` must already carry
+        ``INNER_MULTI_DISPATCH`` naming exactly ``lmqs``; names are validated upstream.
+        """
+        lmq = self.queues.lmq
+        if lmq is None:
+            raise ValueError("LMQ is disabled (enableLmq and enableMultiDispatch)")
+        self._check_running()
+        if len(msg.body) > self.config.max_message_size:
+            raise MessageTooLarge(len(msg.body), self.config.max_message_size)
+        tbytes = topic.encode()
+        bhost = born_host or self.store_host
+        key = (topic, queue_id)
+        flags = _host_bits(bhost, self.store_host)
+        with self.commitlog.lock:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            nexts = self.lmq_next
+            offsets = []
+            for name in lmqs:
+                nxt = nexts.get(name)
+                if nxt is None:
+                    nxt = lmq.max_offset(name)
+                offsets.append(nxt)
+            props = msg.properties + (
+                "INNER_MULTI_QUEUE_OFFSET\x01" + ",".join(map(str, offsets)) + "\x02").encode()
+            size = record_size(len(msg.body), len(tbytes), len(props), flags)
+            seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body, properties=props,
+                                flag=msg.flag, sys_flag=sys_flag,
+                                born_timestamp=born_timestamp or ts, born_host=bhost,
+                                store_host=self.store_host, store_timestamp=ts,
+                                queue_offset=qo, physical_offset=phys,
+                                reconsume_times=reconsume_times)
+            self._write_record(seg, pos, rec)
+            self.next_offsets[key] = qo + 1
+            for name, nxt in zip(lmqs, offsets, strict=True):
+                nexts[name] = nxt + 1
+            end = phys + size
+            self._live.submit(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (msg.tags_code,), ts, end,
+                (msg.keys,) if self._index_keys else None, None,
+                ((tuple(lmqs), tuple(offsets)),)))
+            self.put_messages += 1
+        return self._result(qo, (phys,), (size,), ts, end, wait_flush)
+
+    def put_inner_batch(
+        self, topic: str, queue_id: int, body: bytes | bytearray | memoryview, properties: bytes,
+        inner_num: int, *, tags_code: int = 0, keys: tuple[str, ...] = (), sys_flag: int = 0,
+        born_timestamp: int = 0, born_host: HostAddr | None = None, wait_flush: bool = True,
+    ) -> PutResult:
+        """Append one record holding ``inner_num`` messages (RIP-26 inner batch).
+
+        The record gets NEED_UNWRAP|INNER_BATCH, ``INNER_NUM`` and ``INNER_BASE``; its
+        QUEUEOFFSET is the base offset and the queue advances by ``inner_num``. The body
+        (possibly compressed) is stored untouched; validating it is the caller's job.
+        """
+        self._check_running()
+        if len(body) > self.config.max_message_size:
+            raise MessageTooLarge(len(body), self.config.max_message_size)
+        if not 1 <= inner_num <= 0x7FFF:
+            raise ValueError(f"INNER_NUM must be in 1..32767, got {inner_num}")
+        if topic not in self.queues.batch_topics:
+            raise ValueError(f"topic {topic} is not a BatchCQ topic")
+        sys_flag = (sys_flag | INNER_BATCH_FLAGS) & ~SYSFLAG_HOSTS_V6
+        head = properties + f"INNER_NUM\x01{inner_num}\x02".encode()
+        tbytes = topic.encode()
+        bhost = born_host or self.store_host
+        key = (topic, queue_id)
+        with self.commitlog.lock:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            props = head + f"INNER_BASE\x01{qo}\x02".encode()
+            size = record_size(len(body), len(tbytes), len(props),
+                               _host_bits(bhost, self.store_host))
+            seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            rec = encode_record(topic=tbytes, queue_id=queue_id, body=body, properties=props,
+                                sys_flag=sys_flag, born_timestamp=born_timestamp or ts,
+                                born_host=bhost, store_host=self.store_host,
+                                store_timestamp=ts, queue_offset=qo, physical_offset=phys)
+            self._write_record(seg, pos, rec)
+            self.next_offsets[key] = qo + inner_num
+            end = phys + size
+            self._live.submit(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (tags_code,), ts, end,
+                (keys,) if self._index_keys else None, (inner_num,)))
+            self.put_messages += inner_num
+        return self._result(qo, (phys,), (size,), ts, end, wait_flush)
+
+
+def _host_bits(born: HostAddr, store: HostAddr) -> int:
+    """The SYSFLAG host bits of records with these hosts."""
+    return ((SYSFLAG_BORNHOST_V6 if len(born.ip) == 16 else 0)
+            | (SYSFLAG_STOREHOST_V6 if len(store.ip) == 16 else 0))

@@ -1,0 +1,47 @@
+"""The append point: the hook sees every byte the commit log gets, in order, and rolls
+close a segment with its BLANK marker."""
+
+from __future__ import annotations
+
+from tidemq.formats.batch import encode_batch as encode_entries
+from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import BLANK_MAGIC, HostAddr
+from tidemq.store.append import MessageInput, UniformBatch
+
+from .conftest import FakeClock, OpenStore
+
+V6 = HostAddr(bytes(range(16)), 40002)
+SEGMENT = 8192
+
+
+def test_the_append_hook_sees_every_byte_in_log_order(open_store: OpenStore) -> None:
+    clock = FakeClock(1_700_000_000_000)
+    store = open_store(clock=clock, enable_lmq=True, enable_multi_dispatch=True,
+                       mapped_file_size_commit_log=SEGMENT)
+    store.set_batch_topic("Bcq")
+    runs: list[tuple[int, bytes]] = []
+    store.add_append_hook(lambda start, view: runs.append((start, bytes(view))))
+    props = encode_properties({"TAGS": "a"})
+    for i in range(60):
+        store.put("T", i % 3, MessageInput(b"m%d" % i * (1 + i % 9), props),
+                  born_host=V6 if i % 7 == 0 else None)
+        if i % 10 == 0:
+            store.put_batch("T", 0, [MessageInput(b"b" * (i % 5 + 1), props)] * 12)
+    data = bytes(encode_entries([(b"e%03d" % i, b"", 0) for i in range(16)]))
+    store.put_batch("T", 1, UniformBatch(data, 16, len(data) // 16, 4, b"", 0, None))
+    store.put_inner_batch("Bcq", 0, data, props, 16)
+    store.put_multi_dispatch("T", 2, MessageInput(b"lmq", props + b"INNER_MULTI_DISPATCH"
+                                                  b"\x01%LMQ%x\x02"), ["%LMQ%x"])
+    log = store.commitlog
+    assert len(log.segments) >= 3  # rolled
+    at = 0
+    for start, data_run in runs:  # contiguous from offset 0, nothing written twice
+        assert start == at
+        at += len(data_run)
+    assert at == log.max_offset
+    written = b"".join(bytes(seg.view[: seg.wrote]) for seg in log.segments)
+    assert b"".join(run for _, run in runs) == written
+    for seg in log.segments[:-1]:  # each rolled segment ends with its BLANK marker run
+        blank = next(run for start, run in runs if start + len(run) == seg.end)
+        assert int.from_bytes(blank[:4], "big") == len(blank)
+        assert int.from_bytes(blank[4:8], "big", signed=True) == BLANK_MAGIC

@@ -60,9 +60,10 @@ class Round:
     """One life of the broker: senders until the kill, what was acknowledged."""
 
     def __init__(self, namesrv: str, ids: Iterator[int], rng: random.Random,
-                 kill_after: int) -> None:
+                 kill_after: int, batch_protocol: bool) -> None:
         self.config = ClientConfig(namesrv_addr=(namesrv,), retry_times_when_send_failed=0,
-                                   send_msg_timeout=60.0, request_timeout=60.0)
+                                   send_msg_timeout=60.0, request_timeout=60.0,
+                                   batch_protocol_enable=batch_protocol)
         self.ids = ids
         self.rng = rng
         self.kill_after = kill_after
@@ -163,9 +164,12 @@ async def routed(namesrv: str) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("batch_protocol", [True, False], ids=["batch-rpc", "send-v2"])
 @pytest.mark.parametrize("broker", ["SYNC_FLUSH", "ASYNC_FLUSH"], indirect=True)
 async def test_kill9_of_the_broker_loses_no_acknowledged_message(
-        broker: BrokerProcess, namesrv: NameServerApp) -> None:
+        broker: BrokerProcess, namesrv: NameServerApp, batch_protocol: bool) -> None:
+    """``batch_protocol``: the client coalesces sends into batch-protocol RPCs (its
+    default), or sends each with SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE as other clients do."""
     rng = random.Random(20261128)
     await asyncio.to_thread(broker.start)  # the name server answers meanwhile
     async with AdminClient(namesrv.address) as admin:
@@ -175,7 +179,8 @@ async def test_kill9_of_the_broker_loses_no_acknowledged_message(
     acked: dict[int, list[tuple[int, int]]] = {q: [] for q in range(QUEUES)}
     for round_ in range(ROUNDS):
         await routed(namesrv.address)
-        life = Round(namesrv.address, ids, rng, kill_after=rng.randint(100, 400))
+        life = Round(namesrv.address, ids, rng, kill_after=rng.randint(100, 400),
+                     batch_protocol=batch_protocol)
         await life.run(broker)
         for queue_id, pairs in life.acked.items():
             acked[queue_id] += pairs

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,7 +144,6 @@ def test_console_end_to_end(standalone: Standalone, browser: Browser, tmp_path: 
 
 def scenario(visit: Visit, server: Standalone) -> None:
     b = visit.browser
-    started = time.monotonic()
 
     # Every page of the navigation renders against the live server.
     visit.page("/cluster")
@@ -217,7 +215,6 @@ def scenario(visit: Visit, server: Standalone) -> None:
 
     scrape_metrics(server)
     json_logs(server)
-    assert time.monotonic() - started < 60
 
 
 async def produce_and_commit(namesrv: str, *, commit: int, produce: int = 20) -> None:

@@ -692,3 +692,33 @@ async def test_flow_control_by_bytes(real: Cluster) -> None:
         gate.set()
         await rec.wait(lambda r: len(r.ok) == 20, timeout=20)
     assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(20))
+
+
+async def test_a_new_groups_first_retry_comes_after_its_delay(tmp_path: Path) -> None:
+    """The first rebalance of a new group runs before the broker has registered the
+    group's retry topic; the retry must not wait for the next periodic rebalance."""
+    levels = " ".join(["1s"] * 18)
+    async with Cluster(tmp_path, brokers=2, broker={"message_delay_level": levels}) as cluster:
+        await _topic(cluster, "FirstRetry", 2)
+        loop = asyncio.get_running_loop()
+        deliveries: list[tuple[int, float]] = []  # (reconsume times, when)
+        came = asyncio.Event()
+
+        async def fail_once(msgs: list[MessageExt]) -> ConsumeStatus:
+            deliveries.extend((m.reconsume_times, loop.time()) for m in msgs)
+            came.set()
+            return OK if msgs[0].reconsume_times else ConsumeStatus.RECONSUME_LATER
+
+        interval = 60.0
+        options = dataclasses.replace(REAL, rebalance_interval=interval, retry_delay_level=1)
+        consumer = PushConsumer("first-retry", config=_real_config(cluster, "c"),
+                                listener=fail_once, options=options, consume_from=FIRST)
+        consumer.subscribe("FirstRetry")
+        async with Producer("first-retry-producer", config=_real_config(cluster, "p")) as p:
+            await p.send(Message("FirstRetry", b"once"))
+        async with consumer:
+            await _until_logged(deliveries, came, lambda: len(deliveries) >= 2,
+                                timeout=interval * 1.5)
+    (times0, first), (times1, again) = deliveries[:2]
+    assert (times0, times1) == (0, 1)
+    assert again - first < interval / 2  # the 1 s delay, not a periodic rebalance later

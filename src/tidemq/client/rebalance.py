@@ -16,7 +16,10 @@ queues to add, queues to release. Only then does the consumer apply it
 * at once when asked (:meth:`Rebalancer.request`): at start, when a broker sends
   NOTIFY_CONSUMER_IDS_CHANGED (40), when a subscription changes, and when the route of a
   subscribed topic changes (a :class:`~tidemq.client.routes.RouteCache` listener);
-* every ``interval`` seconds otherwise (Java: 20 s);
+* every ``interval`` seconds otherwise (Java: 20 s) -- but after a run that could not
+  see a subscribed topic (no route yet, as for a new group's retry topic, which the
+  broker creates on the group's first heartbeat and registers a moment later), again
+  after :data:`INCOMPLETE_RETRY_FIRST` seconds, doubling up to ``interval``;
 
 and counts the runs and the changes in :class:`RebalanceStats`.
 
@@ -64,6 +67,7 @@ from tidemq.types import MessageQueue
 
 __all__ = [
     "DEFAULT_REBALANCE_INTERVAL",
+    "INCOMPLETE_RETRY_FIRST",
     "TRANSITIONS",
     "QueueEvent",
     "QueueState",
@@ -83,6 +87,8 @@ log = logging.getLogger(__name__)
 
 #: Java ``rebalanceInterval``: the periodic check, seconds.
 DEFAULT_REBALANCE_INTERVAL = 20.0
+#: Seconds before a run that missed a subscribed topic is repeated (then doubled).
+INCOMPLETE_RETRY_FIRST = 0.2
 
 
 class QueueState(enum.Enum):
@@ -243,6 +249,7 @@ class Rebalancer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._incomplete = False  # the last run missed a subscribed topic
 
     def __repr__(self) -> str:
         return f"<Rebalancer group={self.group!r} runs={self.stats.runs}>"
@@ -271,9 +278,16 @@ class Rebalancer:
             self.request()
 
     async def _run(self) -> None:
+        backoff = INCOMPLETE_RETRY_FIRST
         while True:
+            wait = self.interval
+            if self._incomplete:
+                wait = min(backoff, self.interval)
+                backoff = min(backoff * 2, self.interval)
+            else:
+                backoff = INCOMPLETE_RETRY_FIRST
             try:
-                async with asyncio.timeout(self.interval):
+                async with asyncio.timeout(wait):
                     await self._wake.wait()
             except TimeoutError:
                 pass
@@ -294,7 +308,8 @@ class Rebalancer:
                                   self.target.owned_queues(), topics)
             stats = self.stats
             stats.runs += 1
-            if len(views) < len(topics):
+            self._incomplete = len(views) < len(topics)
+            if self._incomplete:
                 stats.failures += 1
             if plan:
                 stats.changes += 1

@@ -148,21 +148,21 @@ def test_bit_flip_mid_log(tmp_path: Path, with_checkpoint: bool) -> None:
         (root / "checkpoint").unlink()
         (root / "abort").touch()
     report = verify(root)
-    crc = [p for p in report.problems if p.detail == "body CRC mismatch"]
-    assert [p.offset for p in crc] == [victim]
+    crc = [p for p in report.problems if p.detail.startswith("body CRC mismatch")]
+    assert [(p.offset, p.where) for p in crc] == [(victim, path.name)]
+    assert [(d.offset, d.reason) for d in report.damaged] == [(victim, "body CRC mismatch")]
     assert report.records == N - 1  # the damaged one is skipped, the rest still checked
     rec = report.recovery
-    assert rec is not None
+    assert rec is not None and rec.records_lost == 0  # a damaged middle record drops nothing
+    assert rec.end_offset > victim
     if with_checkpoint:  # recovery starts at the checkpoint, after the damage
-        assert rec.end_offset == rec.start_offset and rec.records_lost == 0
-    else:  # recovery scans from the start and stops at the damage
-        assert rec.start_offset == 0 and rec.end_offset == victim
-        assert rec.records_lost == N - 26
-        assert rec.queue_entries_dropped == N - 25
-        assert any("drop 34 well-formed records" in p.detail for p in report.problems)
+        assert rec.end_offset == rec.start_offset and rec.damaged_skipped == 0
+    else:  # recovery scans from the start, skips the damage and goes on to the end
+        assert rec.start_offset == 0 and rec.damaged_skipped == 1
     real = recover_copy(root, tmp_path / "copy")
     assert (real.start_offset, real.end_offset) == (rec.start_offset, rec.end_offset)
     assert real.segments_deleted == rec.segments_deleted
+    assert [d.offset for d in real.damaged] == ([] if with_checkpoint else [victim])
 
 
 def test_damaged_queue_entries(tmp_path: Path) -> None:

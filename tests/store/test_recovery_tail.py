@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.store import recovery
+from tidemq.store import log_scan
 from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
 
@@ -98,12 +98,12 @@ def test_last_nonzero_without_hole_queries(tmp_path: Path,
 
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert recovery._last_nonzero(fd, 0, 5 << 20) == (2 << 20) + 8
+        assert log_scan.last_nonzero_in_file(path, 0, 5 << 20) == (2 << 20) + 8
         monkeypatch.setattr(os, "lseek", no_seek_data)
-        assert recovery._data_extents(fd, 100, 5 << 20) == [(100, 5 << 20)]
-        assert recovery._last_nonzero(fd, 0, 5 << 20) == (2 << 20) + 8
-        assert recovery._last_nonzero(fd, (2 << 20) + 8, 5 << 20) == (2 << 20) + 8
-        assert recovery._last_nonzero(fd, 3, 4) == 3
+        assert log_scan._data_extents(fd, 100, 5 << 20) == [(100, 5 << 20)]
+        assert log_scan.last_nonzero_in_file(path, 0, 5 << 20) == (2 << 20) + 8
+        assert log_scan.last_nonzero_in_file(path, (2 << 20) + 8, 5 << 20) == (2 << 20) + 8
+        assert log_scan.last_nonzero_in_file(path, 3, 4) == 3
     finally:
         os.close(fd)
 
@@ -117,7 +117,7 @@ def test_holes_of_a_fresh_segment_are_not_read(tmp_path: Path) -> None:
     end = filled(root, segment=big)
     fd = os.open(segment(root), os.O_RDONLY)
     try:
-        extents = recovery._data_extents(fd, end, big)
+        extents = log_scan._data_extents(fd, end, big)
     finally:
         os.close(fd)
     if extents == [(end, big)]:

@@ -35,9 +35,10 @@ import numpy.typing as npt
 from tidemq.errors import QueueGap
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
+from tidemq.store.queue_extent import assess
 from tidemq.store.queue_files import QueueFiles
 
-__all__ = ["BCQ_DTYPE", "BCQ_UNIT", "BatchConsumeQueue"]
+__all__ = ["BCQ_DTYPE", "BCQ_UNIT", "BatchConsumeQueue", "valid_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,13 @@ BCQ_DTYPE = np.dtype([
 assert BCQ_DTYPE.itemsize == BCQ_UNIT
 
 Entries = npt.NDArray[np.void]
+
+
+def valid_bytes(entries: Entries) -> int:
+    """Bytes of valid entries at the start of a file's entries."""
+    bad = np.flatnonzero((entries["phys"] < 0) | (entries["size"] <= 0) | (entries["base"] < 0)
+                         | (entries["batch"] <= 0))
+    return (int(bad[0]) if len(bad) else len(entries)) * BCQ_UNIT
 
 
 class BatchConsumeQueue(QueueFiles):
@@ -101,30 +109,18 @@ class BatchConsumeQueue(QueueFiles):
         recovery rebuilds it from the start of the commit log.
         """
         found = self.layout.segments_in(self.dir)
-        wrong = [p for _, p in found if p.stat().st_size != self.file_size]
-        contiguous = all(b == found[0][0] + i * self.file_size for i, (b, _) in enumerate(found))
-        if wrong or not contiguous:
-            self._drop([p for _, p in found], "wrong file size" if wrong else "a missing file")
+        extent = assess([(b, p.stat().st_size) for b, p in found], self.file_size,
+                        lambda k: valid_bytes(np.fromfile(found[k][1], dtype=BCQ_DTYPE)),
+                        keep_one_empty=False)
+        if extent.doubt:
+            self._drop([p for _, p in found], extent.doubt)
             return
-        for base, path in found:
+        for (base, path), wrote in zip(found, extent.wrote, strict=False):
             mf = MappedFile(path, base, self.file_size, create=False)
-            mf.wrote = mf.flushed = self.file_size
+            mf.wrote = mf.flushed = wrote
             self.files.append(mf)
-        for mf in self.files[-3:]:  # only the last files can be partly written
-            arr = np.frombuffer(mf.view, dtype=BCQ_DTYPE)
-            bad = np.flatnonzero((arr["phys"] < 0) | (arr["size"] <= 0) | (arr["base"] < 0)
-                                 | (arr["batch"] <= 0))
-            if len(bad):
-                mf.wrote = mf.flushed = int(bad[0]) * BCQ_UNIT
-        while self.files and self.files[-1].wrote == 0:
-            self.files.pop().destroy()
-        if any(mf.wrote < mf.size for mf in self.files[:-1]):
-            paths = [mf.path for mf in self.files]
-            for mf in self.files:
-                mf.close()
-            self.files = []
-            self._drop(paths, "invalid entries before valid ones")
-            return
+        for _, path in found[len(extent.wrote):]:
+            path.unlink()  # empty trailing files
         self._first_bases = [int(self._arr(mf)["base"][0]) for mf in self.files]
         if self.files:
             self.min_offset = self._first_bases[0]

@@ -13,7 +13,9 @@ offset  size  field
 Files hold ``file_size / 20`` entries and are named by the logic byte offset of their
 first slot. No checksum: the commit log is the truth and a consume queue is rebuilt from
 it whenever it is in doubt. Slots before the first real entry of a queue that starts
-late are filled with the blank unit ``(0, 0x7FFFFFFF, 0)``.
+late are filled with the blank unit ``(0, 0x7FFFFFFF, 0)``; a record lost to damage in the
+middle of a queue leaves a hole entry ``(end of the previous entry, 0x7FFFFFFF, 0)``
+that readers skip.
 
 Writes are idempotent (entries already covered are skipped) and a gap is refused with
 :class:`~tidemq.errors.QueueGap`. Entries are written per queue in bulk.
@@ -31,9 +33,10 @@ import numpy.typing as npt
 from tidemq.errors import QueueGap
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile, all_zero
+from tidemq.store.queue_extent import assess
 from tidemq.store.queue_files import QueueFiles
 
-__all__ = ["CQ_DTYPE", "CQ_UNIT", "ConsumeQueue"]
+__all__ = ["CQ_DTYPE", "CQ_UNIT", "ConsumeQueue", "creation_cut_short", "valid_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,19 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 POPULATE_AHEAD = 128 * 1024
 
 Entries = npt.NDArray[np.void]
+
+
+def valid_bytes(entries: Entries) -> int:
+    """Bytes of valid entries at the start of a file's entries (up to the first with a
+    negative offset or a size of zero or less)."""
+    bad = np.flatnonzero((entries["phys"] < 0) | (entries["size"] <= 0))
+    return (int(bad[0]) if len(bad) else len(entries)) * CQ_UNIT
+
+
+def creation_cut_short(found: list[tuple[int, Path]], file_size: int) -> bool:
+    """Whether the last file is one whose creation a crash cut short: of the wrong size
+    and all zeros. It is ignored (and removed on load)."""
+    return bool(found) and found[-1][1].stat().st_size != file_size and all_zero(found[-1][1])
 
 
 def _column(values: Sequence[int]) -> Sequence[int] | npt.NDArray[np.int64] | int:
@@ -98,36 +114,24 @@ class ConsumeQueue(QueueFiles):
         """Map the files on disk and find the end of valid entries in the last ones.
 
         Files of the wrong size, a missing file or invalid entries followed by valid ones
-        put the whole queue in doubt: its files are dropped and :attr:`damaged` is set.
+        put the whole queue in doubt (:func:`~tidemq.store.queue_extent.assess`): its
+        files are dropped and :attr:`damaged` is set.
         """
         found = self.layout.segments_in(self.dir)
-        if found and found[-1][1].stat().st_size != self.file_size and all_zero(found[-1][1]):
+        if creation_cut_short(found, self.file_size):
             found.pop()[1].unlink()  # a crash while the file was being created
-        contiguous = all(b == found[0][0] + i * self.file_size for i, (b, _) in enumerate(found))
-        wrong = [p for _, p in found if p.stat().st_size != self.file_size]
-        if wrong or not contiguous:
-            self._drop([p for _, p in found], "wrong file size" if wrong else "a missing file")
+        extent = assess([(b, p.stat().st_size) for b, p in found], self.file_size,
+                        lambda k: valid_bytes(np.fromfile(found[k][1], dtype=CQ_DTYPE)),
+                        keep_one_empty=True)
+        if extent.doubt:
+            self._drop([p for _, p in found], extent.doubt)
             return
-        for base, path in found:
+        for (base, path), wrote in zip(found, extent.wrote, strict=False):
             mf = MappedFile(path, base, self.file_size, create=False)
-            mf.wrote = mf.flushed = self.file_size
+            mf.wrote = mf.flushed = wrote
             self.files.append(mf)
-        # Only the last files can be partly written: scan from the third-last.
-        for mf in self.files[-3:]:
-            arr = np.frombuffer(mf.view, dtype=CQ_DTYPE)
-            bad = np.flatnonzero((arr["phys"] < 0) | (arr["size"] <= 0))
-            if len(bad):
-                mf.wrote = mf.flushed = int(bad[0]) * CQ_UNIT
-        # Drop empty trailing files (except keep one if it is the only one).
-        while len(self.files) > 1 and self.files[-1].wrote == 0:
-            self.files.pop().destroy()
-        if any(mf.wrote < mf.size for mf in self.files[:-1]):
-            paths = [mf.path for mf in self.files]
-            for mf in self.files:
-                mf.close()
-            self.files = []
-            self._drop(paths, "invalid entries before valid ones")
-            return
+        for _, path in found[len(extent.wrote):]:
+            path.unlink()  # empty trailing files
         if self.files:
             first = self.files[0]
             arr = np.frombuffer(first.view[: first.wrote], dtype=CQ_DTYPE)
@@ -218,6 +222,20 @@ class ConsumeQueue(QueueFiles):
         self._write(first, arr)
         self.max_phys_end = int(phys[-1]) + int(sizes[-1])
         return self.max_offset
+
+    def fill_holes(self, upto: int) -> None:
+        """Hole entries for queue offsets ``max_offset .. upto - 1``, whose records are
+        gone (damaged beyond their header): ``(end of the previous entry, 0x7FFFFFFF, 0)``,
+        so physical offsets still never decrease. Readers skip them; the queue goes on."""
+        first = self.max_offset
+        if upto <= first:
+            return
+        holes = np.zeros(upto - first, dtype=CQ_DTYPE)
+        holes["phys"] = self.max_phys_end
+        holes["size"] = BLANK_UNIT_SIZE
+        if not self.files:
+            self._start_at(first)
+        self._write(first, holes)
 
     def _start_at(self, first: int) -> None:
         mf = self._file_for_slot(first)

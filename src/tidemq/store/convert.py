@@ -44,6 +44,7 @@ from tidemq.store.batch_consume_queue import BCQ_UNIT, BatchConsumeQueue
 from tidemq.store.checkpoint import StoreLock, atomic_write, fsync_dir
 from tidemq.store.consume_queue import CQ_DTYPE, CQ_UNIT
 from tidemq.store.layout import StoreLayout
+from tidemq.store.log_scan import Damage
 from tidemq.store.readonly import close_all, lock_held, map_readonly, open_log, walk_log
 from tidemq.store.recovery import dispatch_batch_for
 
@@ -182,10 +183,14 @@ def _scan(layout: StoreLayout, topic: str, check_crc: bool, report: ConversionRe
         next_report = start
         for offset, item in walk_log(log, start, check_crc):
             if isinstance(item, str):
-                if item != "end of data":
+                if item not in ("end of data", "end of log"):
                     report.warnings.append(f"the valid log ends at {offset}: {item}")
                 report.log_end = offset
                 break
+            if isinstance(item, Damage):
+                report.warnings.append(f"damaged record at {offset} ({item.length} bytes): "
+                                       f"{item.reason}; skipped")
+                continue
             report.records_scanned += 1
             report.log_end = offset + item.total_size
             if item.topic == topic:

@@ -39,23 +39,29 @@ import numpy as np
 from tidemq.errors import CorruptRecord, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
+from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT
+from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
-from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT
+from tidemq.store.config import StoreConfig
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT, creation_cut_short
+from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
 from tidemq.store.layout import StoreLayout
+from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
+from tidemq.store.queue_extent import assess
 from tidemq.store.readonly import (
-    ZERO8,
     ReadOnlyFile,
     ReadOnlyLog,
     close_all,
-    last_nonzero,
     lock_held,
     map_readonly,
     open_log,
     walk_log,
 )
+from tidemq.store.recovery_plan import StartFacts, choose_scan, ends_a_record, plan
 
 __all__ = [
     "CheckpointDump",
+    "DamageInfo",
     "InspectError",
     "Problem",
     "ProgressFn",
@@ -77,6 +83,9 @@ _HEAD = struct.Struct(">ii")
 LMQ_PREFIX = "%LMQ%"
 MAX_EXAMPLES = 5  # problems reported per queue before they are only counted
 PROGRESS_EVERY = 4096  # records between progress calls
+_DEFAULTS = StoreConfig()
+DEFAULT_CQ_FILE_SIZE = _DEFAULTS.mapped_file_size_consume_queue
+DEFAULT_BCQ_FILE_SIZE = _DEFAULTS.mapper_file_size_batch_consume_queue
 
 
 class InspectError(StoreError):
@@ -104,6 +113,13 @@ class Problem:
 
 
 @dataclasses.dataclass(slots=True)
+class DamageInfo:
+    offset: int  # physical offset where the damaged bytes start
+    length: int  # bytes up to the next trustworthy record
+    reason: str
+
+
+@dataclasses.dataclass(slots=True)
 class RecoveryPreview:
     """What starting the store on this directory would do."""
 
@@ -116,6 +132,9 @@ class RecoveryPreview:
     records_lost: int = 0  # well-formed records beyond the end
     queue_entries_dropped: int = 0
     start_fails: str = ""  # non-empty: the store would refuse to start
+    damaged_skipped: int = 0  # damaged records the scan skips (and keeps)
+    #: queues dropped whole on load and rebuilt from the start of the commit log
+    queues_rebuilt: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(slots=True)
@@ -135,6 +154,9 @@ class VerifyReport:
     recovery: RecoveryPreview | None = None
     problems: list[Problem] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    #: damaged commit-log records (readers and dispatch skip them; nothing after them is
+    #: lost)
+    damaged: list[DamageInfo] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -173,6 +195,7 @@ class RecordDump:
     records: list[RecordInfo]
     next_offset: int  # where the next record starts (or where the valid log ends)
     end_reason: str  # non-empty when the dump stopped at the end of the valid log
+    damaged: list[DamageInfo] = dataclasses.field(default_factory=list)  # stepped over
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = _as_dict(self)
@@ -234,6 +257,44 @@ class _Records:
                                    ("queue_offset", "q"), ("topic", "i"))}
 
 
+@dataclasses.dataclass(slots=True)
+class _QueueFacts:
+    in_doubt: list[str] = dataclasses.field(default_factory=list)  # "topic/id: why"
+    last_entries: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+
+
+def _nonzero_after(m: ReadOnlyFile, offset: int) -> int:
+    """Non-zero bytes of segment ``m`` from ``offset`` (or its start) up to its last one."""
+    if m.end <= offset or not m.size:
+        return 0
+    first = max(offset - m.base, 0)
+    return last_nonzero_in_file(m.path, first, m.size) - first
+
+
+def _read_entries(path: Path, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    data = path.read_bytes()
+    return np.frombuffer(data[: len(data) - len(data) % dtype.itemsize], dtype=dtype)
+
+
+def _last_real_entry(found: list[tuple[int, Path]], wrote: tuple[int, ...], unit: int,
+                     dtype: np.dtype[Any], batch: bool) -> tuple[int, int] | None:
+    """``(phys, size)`` of the entry a loaded queue ends with, as its ``last_entry``."""
+    for (_, path), n in zip(reversed(found[: len(wrote)]), reversed(wrote), strict=True):
+        if not n:
+            continue
+        with path.open("rb") as f:
+            f.seek(n - unit)
+            e = np.frombuffer(f.read(unit), dtype=dtype)[0]
+        if batch or int(e["size"]) != BLANK_UNIT_SIZE:
+            return int(e["phys"]), int(e["size"])
+    return None
+
+
+def _entry_file(offset: int, file_size: int) -> str:
+    byte = offset * CQ_UNIT
+    return f"{byte - byte % file_size:020d}" if file_size else "?"
+
+
 class _Verifier:
     def __init__(self, root: Path, log: ReadOnlyLog, report: VerifyReport, check_crc: bool,
                  cq_file_size: int | None, progress: ProgressFn | None) -> None:
@@ -243,8 +304,12 @@ class _Verifier:
         self.check_crc = check_crc
         self.cq_file_size = cq_file_size
         self.progress = progress
+        sizes = [p.stat().st_size for _, _, qdir in self.layout.queues(batch=True)
+                 for _, p in self.layout.segments_in(qdir)]
+        sizes = [n for n in sizes if n and n % BCQ_UNIT == 0]
+        self.bcq_file_size = max(set(sizes), key=sizes.count) if sizes else DEFAULT_BCQ_FILE_SIZE
         self.records = _Records()
-        self.stops: list[tuple[int, str]] = []  # where a recovery scan passing by would stop
+        self.damaged: list[Damage] = []
         self.start_fails = ""
 
     def problem(self, kind: str, where: str, offset: int, detail: str) -> None:
@@ -257,17 +322,14 @@ class _Verifier:
         size = log.segment_size
         rep.segment_size, rep.segments = size, len(log.maps)
         rep.min_offset = log.maps[0].base if log.maps else 0
-        total = sum(m.size for m in log.maps)
-        done = 0
         # Trailing segments that hold nothing (prepared ahead of the writer) are not data.
         last_data = len(log.maps) - 1
         while last_data > 0 and log.maps[last_data].view[:8] in (ZERO8, b""):
             last_data -= 1
         for i, seg in enumerate(log.maps):
-            last = i >= last_data
             if seg.size != size:
                 detail = f"{seg.size} bytes, expected {size}"
-                if not (last and seg.size == 0):
+                if not (i >= last_data and seg.size == 0):
                     self.start_fails = f"segment {seg.path.name} has {detail}"
                 self.problem("commitlog", seg.path.name, seg.base, detail)
             if size and seg.base % size:
@@ -275,47 +337,26 @@ class _Verifier:
             if i and seg.base != log.maps[i - 1].end:
                 self.problem("commitlog", seg.path.name, seg.base,
                              f"gap: previous segment ends at {log.maps[i - 1].end}")
-            self._scan_segment(seg, last, done, total)
-            done += seg.size
-            if self.progress is not None:
-                self.progress("commitlog", done, total)
+        total = sum(m.size for m in log.maps)
+        for step in walk(log.maps, rep.min_offset, self.check_crc):
+            if type(step) is tuple:
+                offset, rec = step
+                self._record(offset, rec)
+                if self.progress is not None and rep.records % PROGRESS_EVERY == 0:
+                    self.progress("commitlog", offset - rep.min_offset, total)
+            elif isinstance(step, Damage):
+                self.damaged.append(step)
+                self.problem("commitlog", self._segment_name(step.offset), step.offset,
+                             f"{step.reason} ({step.length} bytes skipped; the records "
+                             "after them are kept)")
+            elif isinstance(step, End):
+                self._end(step)
+        if self.progress is not None:
+            self.progress("commitlog", total, total)
 
-    def _scan_segment(self, seg: ReadOnlyFile, last: bool, done: int, total: int) -> None:
-        view, pos, name = seg.view, 0, seg.path.name
-        while pos + 8 <= seg.size:
-            offset = seg.base + pos
-            try:
-                item = decode_record(view, pos, check_crc=self.check_crc,
-                                     expected_physical_offset=offset)
-            except CorruptRecord as exc:
-                if view[pos : pos + 8] == ZERO8:
-                    self._end_of_data(seg, pos, last)
-                    return
-                self.stops.append((offset, exc.reason))
-                length, magic = _HEAD.unpack_from(view, pos)
-                if magic in (MAGIC_V1, MAGIC_V2) and MIN_RECORD_SIZE <= length <= seg.size - pos:
-                    self.problem("commitlog", name, offset, exc.reason)
-                    pos += length  # a damaged record of plausible length: check what follows
-                    continue
-                if last:
-                    garbage = last_nonzero(view, pos) - pos
-                    self.problem("commitlog", name, offset,
-                                 f"{garbage} bytes of torn tail after the last valid record "
-                                 f"({exc.reason})")
-                else:
-                    self.problem("commitlog", name, offset,
-                                 f"{exc.reason}; the rest of the segment cannot be read")
-                return
-            if isinstance(item, Blank):
-                if pos + item.size != seg.size:
-                    reason = f"blank marker of {item.size} bytes does not end the segment"
-                    self.stops.append((offset, reason))
-                    self.problem("commitlog", name, offset, reason)
-                return
-            self._record(offset, item)
-            pos += item.total_size
-            if self.progress is not None and self.report.records % PROGRESS_EVERY == 0:
-                self.progress("commitlog", done + pos, total)
+    def _segment_name(self, offset: int) -> str:
+        seg = self.log.segment_for(offset)
+        return seg.path.name if seg is not None else ""
 
     def _record(self, offset: int, rec: Record) -> None:
         rep = self.report
@@ -330,59 +371,84 @@ class _Verifier:
         rep.record_bytes += rec.total_size
         self.records.add(offset, rec)
 
-    def _end_of_data(self, seg: ReadOnlyFile, pos: int, last: bool) -> None:
-        offset = seg.base + pos
-        self.stops.append((offset, "end of data"))
-        if not last:
-            self.problem("commitlog", seg.path.name, offset,
-                         "segment ends without a BLANK marker; recovery stops here and drops "
-                         "every later segment")
-        garbage = last_nonzero(seg.view, pos) - pos
+    def _end(self, end: End) -> None:
+        """The walk ended at ``end``: every non-zero byte after it is torn tail."""
+        garbage = sum(_nonzero_after(m, end.offset) for m in self.log.maps)
         if garbage:
-            self.problem("commitlog", seg.path.name, offset,
-                         f"{garbage} bytes of torn tail after the end of data")
+            self.problem("commitlog", self._segment_name(end.offset), end.offset,
+                         f"{garbage} bytes of torn tail after the last valid record "
+                         f"({end.reason or 'end of the last segment'})")
 
     # -------------------------------------------------------------- recovery dry run
 
     def preview(self, checkpoint: Checkpoint, clean: bool) -> RecoveryPreview:
+        """What a start would do: the plan of :mod:`tidemq.store.recovery_plan` on the
+        facts a start would load (the queues' extents are assessed as on load)."""
         log = self.log
-        lo = log.maps[0].base if log.maps else 0
-        hi = log.maps[-1].end if log.maps else 0
-        start = checkpoint.dispatched_phy_offset
-        if not lo <= start <= hi:
-            start = lo
-        end, reason = self._stop_after(start)
-        if end == start and reason not in ("", "end of data") and start != lo:
-            start = lo
-            end, reason = self._stop_after(start)
-        prev = RecoveryPreview(clean, start, end, reason)
-        for i, m in enumerate(log.maps):
-            if m.base > end or (m.base == end and end != 0 and i > 0):
-                prev.segments_deleted += 1
-            if m.end > end and m.mm is not None:
-                first = max(end - m.base, 0)
-                prev.bytes_truncated += last_nonzero(m.view, first) - first
+        maps = [m for m in log.maps if m.size]
+        queues = self.queue_facts()
+        facts = StartFacts(
+            log_start=log.maps[0].base if log.maps else 0,
+            log_end=maps[-1].end if maps else 0,
+            checkpoint_dispatched=checkpoint.dispatched_phy_offset,
+            queues_end=max((p + s for p, s in queues.last_entries), default=0),
+            queues_in_doubt=bool(queues.in_doubt),
+        )
+        if self.layout.lmq_dir.exists():
+            self.report.warnings.append(
+                "the LMQ store is not read: a start may scan from earlier than previewed")
+        found = choose_scan(
+            log.maps, facts,
+            lambda offset: ends_a_record(offset, queues.last_entries, log.read,
+                                         self.check_crc),
+            self.check_crc)
+        tails = {m.base: _nonzero_after(m, found.end) for m in log.maps if m.end > found.end}
+        the_plan = plan(found, [(m.base, m.end) for m in log.maps], tails)
+        prev = RecoveryPreview(clean, the_plan.start, the_plan.end, the_plan.reason)
+        prev.bytes_truncated = the_plan.tail_bytes if not clean or the_plan.reason else 0
+        prev.segments_deleted = len(the_plan.segments_deleted)
+        prev.damaged_skipped = len(the_plan.damaged)
+        prev.queues_rebuilt = queues.in_doubt
         cols = self.records.arrays()
-        prev.records_lost = int(np.count_nonzero(cols["phys"] >= end))
+        prev.records_lost = int(np.count_nonzero(cols["phys"] >= the_plan.end))
         prev.start_fails = self.start_fails
         return prev
 
-    def _stop_after(self, start: int) -> tuple[int, str]:
-        """Where a recovery scan from ``start`` ends, and why."""
-        phys = np.frombuffer(self.records.phys, dtype=np.int64)
-        k = int(np.searchsorted(phys, start))
-        on_chain = (k < len(phys) and phys[k] == start) or any(
-            start in (m.base, m.end) for m in self.log.maps) or any(
-            s == start for s, _ in self.stops)
-        if not on_chain:
-            for offset, item in walk_log(self.log, start, self.check_crc):
-                if isinstance(item, str):
-                    return offset, item
-                break  # a record where the scan found none: resynchronised; use the scan
-        for offset, reason in sorted(self.stops):
-            if offset >= start:
-                return offset, reason
-        return (self.log.maps[-1].end if self.log.maps else 0), ""
+    def queue_facts(self) -> _QueueFacts:
+        """Each queue's extent as a start's load finds it (:mod:`tidemq.store.queue_extent`),
+        read-only."""
+        out = _QueueFacts()
+        for batch in (False, True):
+            for topic, queue_id, qdir in self.layout.queues(batch=batch):
+                found = self.layout.segments_in(qdir)
+                if not batch and creation_cut_short(found, self.cq_size()):
+                    found = found[:-1]
+                unit, dtype = (BCQ_UNIT, BCQ_DTYPE) if batch else (CQ_UNIT, CQ_DTYPE)
+                file_size = self.bcq_file_size if batch else self.cq_size()
+                valid = bcq_valid_bytes if batch else cq_valid_bytes
+                extent = assess(
+                    [(b, p.stat().st_size) for b, p in found], file_size,
+                    lambda k, found=found, dtype=dtype, valid=valid: valid(  # type: ignore[misc]
+                        _read_entries(found[k][1], dtype)),
+                    keep_one_empty=not batch)
+                if extent.doubt:
+                    out.in_doubt.append(f"{topic}/{queue_id}: {extent.doubt}")
+                    continue
+                last = _last_real_entry(found, extent.wrote, unit, dtype, batch)
+                if last is not None:
+                    out.last_entries.append(last)
+        return out
+
+    def cq_size(self) -> int:
+        """The consume-queue file size: as given, else the most common size among the
+        queue files whose size is a whole number of entries, else the default."""
+        if self.cq_file_size is None:
+            sizes = [p.stat().st_size for _, _, qdir in self.layout.queues()
+                     for _, p in self.layout.segments_in(qdir)]
+            sizes = [n for n in sizes if n and n % CQ_UNIT == 0]
+            self.cq_file_size = (max(set(sizes), key=sizes.count) if sizes
+                                 else DEFAULT_CQ_FILE_SIZE)
+        return self.cq_file_size
 
     # -------------------------------------------------------------- consume queues
 
@@ -397,6 +463,7 @@ class _Verifier:
             if self.progress is not None:
                 self.progress("queues", n, len(queues))
         self.report.queues = len(queues)
+        self._check_queueless_records(cols, topic_ids, end)
         return dropped
 
     def _check_queue(self, topic: str, queue_id: int, qdir: Path,
@@ -406,16 +473,20 @@ class _Verifier:
         found = self.layout.segments_in(qdir)
         if not found:
             return 0
+        file_size = self.cq_size()
         maps = [map_readonly(p, b) for b, p in found]
         try:
-            file_size = self.cq_file_size or maps[0].size
             issues: list[tuple[int, str]] = []
             parts = []
             for i, m in enumerate(maps):
                 if m.size != file_size or m.base % CQ_UNIT or (
                         i and m.base != maps[i - 1].end):
-                    issues.append((m.base // CQ_UNIT, f"file {m.path.name}: {m.size} bytes at "
-                                   f"{m.base}, expected {file_size} following the previous"))
+                    issues.append((m.base // CQ_UNIT, f"{m.size} bytes at {m.base}, expected "
+                                   f"{file_size} following the previous file; a start drops "
+                                   "the queue and rebuilds it from the commit log"))
+                    whole = m.size - m.size % CQ_UNIT
+                    if i == 0 or m.base == maps[i - 1].end:  # its whole entries still count
+                        parts.append(np.frombuffer(m.view[:whole], dtype=CQ_DTYPE).copy())
                     break
                 parts.append(np.frombuffer(m.view, dtype=CQ_DTYPE).copy())
             ent = np.concatenate(parts) if parts else np.empty(0, dtype=CQ_DTYPE)
@@ -425,10 +496,29 @@ class _Verifier:
         finally:
             close_all(maps)
         for offset, detail in issues[:MAX_EXAMPLES]:
-            self.problem("queue", where, offset, detail)
+            self.problem("queue", where, offset,
+                         f"{detail} (file {_entry_file(offset, file_size)})")
         if len(issues) > MAX_EXAMPLES:
             self.problem("queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
         return dropped
+
+    def _check_queueless_records(self, cols: dict[str, np.ndarray[Any, Any]],
+                                 topic_ids: dict[str, int], end: int) -> None:
+        """Records of queues that have no queue directory at all."""
+        have = {(t, q) for t, q, _ in self.layout.queues()} | {
+            (t, q) for t, q, _ in self.layout.queues(batch=True)}
+        names = {v: k for k, v in topic_ids.items()}
+        live = cols["phys"] < end
+        pairs = np.stack([cols["topic"][live], cols["queue_id"][live]], axis=1) if len(
+            cols["phys"]) else np.empty((0, 2), dtype=np.int64)
+        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+        for (tid, qid), k in zip(uniq.tolist(), counts.tolist(), strict=True):
+            topic = names[int(tid)]
+            if (topic, int(qid)) not in have:
+                self.problem("queue", f"{topic}/{qid}", -1,
+                             f"{k} records in the commit log but no consume queue: a start "
+                             "does not rebuild it unless its queues are in doubt (run "
+                             "verify --repair)")
 
     def _check_entries(self, where: str, topic: str, queue_id: int, ent: np.ndarray[Any, Any],
                        first_offset: int, cols: dict[str, np.ndarray[Any, Any]],
@@ -441,6 +531,7 @@ class _Verifier:
         if np.any(ent[n:].view(np.uint8)):
             issues.append((first_offset + n, "non-zero entries after the end of valid entries"))
         phys, size = phys[:n], size[:n]
+        self._check_missing(topic, queue_id, first_offset + n, cols, topic_ids, end, issues)
         blank = size == BLANK_UNIT_SIZE
         lead = int(np.argmin(blank)) if not blank.all() else n
         if np.any(blank[lead:]):
@@ -480,6 +571,19 @@ class _Verifier:
             for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
                 issues.append((first_offset + int(idx[j]), text.format(phys=int(phys[j]))))
         return int(np.count_nonzero(beyond))
+
+    @staticmethod
+    def _check_missing(topic: str, queue_id: int, queue_end: int,
+                       cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
+                       end: int, issues: list[tuple[int, str]]) -> None:
+        """Records of this queue in the valid log at or past the queue's end."""
+        tid = topic_ids.get(topic, -1)
+        mine = (cols["topic"] == tid) & (cols["queue_id"] == queue_id) & (cols["phys"] < end)
+        offsets = cols["queue_offset"][mine & (cols["queue_offset"] >= queue_end)]
+        if len(offsets):
+            issues.append((queue_end, f"{len(offsets)} records of the commit log (queue "
+                           f"offsets {int(offsets.min())}..{int(offsets.max())}) have no "
+                           f"entry: the queue ends at {queue_end}"))
 
     # -------------------------------------------------------------- checkpoint
 
@@ -538,11 +642,16 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
         preview.queue_entries_dropped = v.check_queues(preview.end_offset)
         v.check_checkpoint(checkpoint, preview.end_offset)
         report.recovery = preview
+        report.damaged = [DamageInfo(d.offset, d.length, d.reason) for d in v.damaged]
         if preview.records_lost:
             report.problems.append(Problem(
                 "commitlog", "", preview.end_offset,
                 f"a start would truncate the log at {preview.end_offset} ({preview.reason}) "
                 f"and drop {preview.records_lost} well-formed records after it"))
+        for queue in preview.queues_rebuilt:
+            report.problems.append(Problem("queue", queue.split(":")[0], -1,
+                                           f"in doubt ({queue.split(': ', 1)[1]}): a start "
+                                           "rebuilds it from the start of the commit log"))
     return report
 
 
@@ -562,23 +671,33 @@ def _record_info(offset: int, rec: Record) -> RecordInfo:
 
 def dump_records(root: str | os.PathLike[str], start: int | None = None, count: int = 20, *,
                  check_crc: bool = True, segment_size: int | None = None) -> RecordDump:
-    """Up to ``count`` records from physical offset ``start`` (default: the first)."""
+    """Up to ``count`` records from physical offset ``start`` (default: the first); damaged
+    records on the way are listed in ``damaged`` and stepped over as recovery does."""
     layout = StoreLayout(root)
     with open_log(layout, segment_size) as log:
         offset = log.maps[0].base if start is None and log.maps else (start or 0)
         out: list[RecordInfo] = []
+        damaged: list[DamageInfo] = []
         if count <= 0:
             return RecordDump(out, offset, "")
         for at, item in walk_log(log, offset, check_crc):
+            if isinstance(item, Damage):
+                if start is not None and at == offset and not out:
+                    raise InspectError(f"no valid record at offset {offset}: {item.reason} "
+                                       f"(the next one starts at {item.end})",
+                                       path=str(layout.commitlog_dir), offset=offset)
+                damaged.append(DamageInfo(item.offset, item.length, item.reason))
+                continue
             if isinstance(item, str):
-                if not out and at == offset and item != "end of data":
+                if not out and not damaged and at == offset and item not in (
+                        "end of data", "end of log"):
                     raise InspectError(f"no valid record at offset {offset}: {item}",
                                        path=str(layout.commitlog_dir), offset=offset)
-                return RecordDump(out, at, item)
+                return RecordDump(out, at, item, damaged)
             out.append(_record_info(at, item))
             if len(out) >= count:
-                return RecordDump(out, at + item.total_size, "")
-        return RecordDump(out, log.maps[-1].end if log.maps else 0, "end of log")
+                return RecordDump(out, at + item.total_size, "", damaged)
+        return RecordDump(out, log.maps[-1].end if log.maps else 0, "end of log", damaged)
 
 
 def dump_queue(root: str | os.PathLike[str], topic: str, queue_id: int,

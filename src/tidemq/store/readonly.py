@@ -1,8 +1,8 @@
 """Read-only access to a store directory, for offline tools. Nothing here writes a byte.
 
-Files are mapped with ``ACCESS_READ``; :func:`walk_log` reads records exactly as
-:mod:`tidemq.store.recovery` does (length, magic, CRC, PHYSICALOFFSET; a BLANK marker
-continues at the next segment) and yields a string where recovery would stop.
+Files are mapped with ``ACCESS_READ``; :func:`walk_log` reads records with the walker
+recovery uses (:mod:`tidemq.store.log_scan`): records, damaged stretches it skips, and a
+string where the valid log ends.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tidemq.errors import CorruptRecord
-from tidemq.formats.record import Blank, Record, decode_record
+from tidemq.formats.record import Record
 from tidemq.store.layout import StoreLayout
+from tidemq.store.log_scan import ZERO8, Damage, End, walk
 
 __all__ = [
     "ZERO8",
@@ -32,8 +32,6 @@ __all__ = [
     "open_log",
     "walk_log",
 ]
-
-ZERO8 = bytes(8)  # where a segment's data ends: no record starts with eight zero bytes
 
 
 @dataclasses.dataclass(slots=True)
@@ -103,31 +101,17 @@ def open_log(layout: StoreLayout, segment_size: int | None) -> Iterator[ReadOnly
         log.close()
 
 
-def walk_log(log: ReadOnlyLog, start: int, check_crc: bool) -> Iterator[tuple[int, Record | str]]:
-    """Records from ``start`` as recovery reads them; a string is where and why it stops."""
-    offset = start
-    while True:
-        seg = log.segment_for(offset)
-        if seg is None:
-            return
-        pos = offset - seg.base
-        if pos + 8 > seg.size:
-            offset = seg.end
-            continue
-        view = seg.view
-        try:
-            item = decode_record(view, pos, check_crc=check_crc, expected_physical_offset=offset)
-        except CorruptRecord as exc:
-            yield offset, "end of data" if view[pos : pos + 8] == ZERO8 else exc.reason
-            return
-        if isinstance(item, Blank):
-            if pos + item.size != seg.size:
-                yield offset, f"blank marker of {item.size} bytes does not end the segment"
-                return
-            offset = seg.end
-            continue
-        yield offset, item
-        offset += item.total_size
+def walk_log(log: ReadOnlyLog, start: int, check_crc: bool
+             ) -> Iterator[tuple[int, Record | Damage | str]]:
+    """Records from ``start`` as recovery reads them, with the damaged stretches it skips;
+    a string is where and why the valid log ends."""
+    for step in walk(log.maps, start, check_crc):
+        if type(step) is tuple:
+            yield step
+        elif isinstance(step, Damage):
+            yield step.offset, step
+        elif isinstance(step, End):
+            yield step.offset, step.reason or "end of log"
 
 
 def last_nonzero(view: memoryview, start: int) -> int:

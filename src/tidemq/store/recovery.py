@@ -1,46 +1,50 @@
 """Startup recovery: find the end of the valid log, truncate, re-dispatch.
 
-Steps (specs/store.md §6.4, with TideMQ's two fixes of §10.9):
+Steps (specs/store.md §6.4, with TideMQ's fixes of §10.9):
 
 1. Consume queues are loaded; each finds the end of its valid entries.
-2. The scan starts at the checkpoint's dispatched offset (a record boundary that was
-   fully dispatched and flushed), or earlier where the derived data is in doubt: at the
-   end of the newest consume-queue entry when the queues end before it (a lost tail,
-   deleted queue files), at the start of the log when a queue had to be dropped whole.
-   A start that yields no record must be proven a record boundary -- the end of a
-   consume-queue entry whose record checks out -- or the scan restarts at the start of
-   its segment, which always is one (a garbage checkpoint never truncates good data).
-3. Records are checked in order -- length, magic, lengths adding up, body CRC, and
-   PHYSICALOFFSET equal to the record's position -- until the first failure: that is the
-   end of the valid log. A BLANK marker continues at the next segment.
-4. Consume queues are truncated to that end, the commit log's torn tail is zeroed and
+2. :mod:`tidemq.store.recovery_plan` decides: where the scan starts, where the valid log
+   ends (the walker of :mod:`tidemq.store.log_scan`: a damaged record with a trustworthy
+   record after it is skipped and kept, never a reason to truncate; damage with nothing
+   trustworthy after it is the torn tail), which segments go and how many bytes of torn
+   tail are zeroed. ``tidemq store verify`` previews the same plan.
+3. Consume queues are truncated to that end, the commit log's torn tail is zeroed and
    later segments are deleted, and the scanned records are re-dispatched (writers skip
-   what they already hold). A queue that would get a gap is rebuilt by re-dispatching
-   the whole log.
+   what they already hold). A damaged record whose header still decodes gets its queue
+   entry (readers skip it); one whose header is gone leaves a hole entry in its queue,
+   so the queue continues past it. A queue that would get a gap otherwise is rebuilt by
+   re-dispatching the whole log.
 
-A torn tail never raises: it is reported in a :class:`RecoveryReport`.
+A torn tail never raises and damage never stops a start: both are reported in a
+:class:`RecoveryReport`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import logging
-import os
-from collections.abc import Callable, Iterator
-
-import numpy as np
+from collections.abc import Callable
 
 from tidemq.errors import CorruptRecord, QueueGap
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
-from tidemq.formats.record import Blank, Record, decode_record
+from tidemq.formats.record import Record
+from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.dispatch import DispatchBatch, IndexSink, apply_batches
+from tidemq.store.log_scan import Damage, last_nonzero_in_file, scan
 from tidemq.store.queues import ConsumeQueueSet
+from tidemq.store.recovery_plan import (
+    RecoveryPlan,
+    StartFacts,
+    choose_scan,
+    ends_a_record,
+    plan,
+)
 
-__all__ = ["RecoveryReport", "dispatch_batch_for", "recover", "scan_log"]
+__all__ = ["RecoveryReport", "dispatch_batch_for", "plan_recovery", "recover", "scan_log",
+           "start_facts"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,8 @@ class RecoveryReport:
     #: Largest STORETIMESTAMP among the scanned records (0 if none were scanned); the
     #: store never stamps a later record lower, even if the wall clock stepped back.
     max_store_timestamp: int = 0
+    #: Damaged records skipped (and kept) in the scanned part of the log.
+    damaged: list[Damage] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         kind = "clean" if self.clean else "crash"
@@ -70,6 +76,9 @@ class RecoveryReport:
                f"{self.start_offset} to {self.end_offset}")
         if self.bytes_dropped:
             msg += f"; dropped {self.bytes_dropped} bytes of torn tail ({self.reason})"
+        if self.damaged:
+            msg += (f"; skipped {len(self.damaged)} damaged records (first at "
+                    f"{self.damaged[0].offset}: {self.damaged[0].reason})")
         return msg
 
 
@@ -78,7 +87,10 @@ def dispatch_batch_for(rec: Record, offset: int) -> DispatchBatch | None:
     tx = rec.sys_flag & TRANSACTION_MASK
     if tx in (PREPARED, ROLLBACK):
         return None
-    props = decode_properties(rec.properties) if rec.properties else {}
+    try:
+        props = decode_properties(rec.properties) if rec.properties else {}
+    except CorruptRecord:
+        props = {}  # a damaged record: its queue entry is kept, readers skip it
     keys: list[str] = []
     uniq = props.get("UNIQ_KEY")
     if uniq:
@@ -122,49 +134,47 @@ def scan_log(
     commitlog: CommitLog, start: int, *, check_crc: bool = True,
     on_record: Callable[[Record, int], None] | None = None,
 ) -> tuple[int, int, str]:
-    """Validate records from ``start``; returns (end offset, records, reason it stopped)."""
-    count = 0
-    for offset, item in _walk(commitlog, start, check_crc):
-        if isinstance(item, str):
-            return offset, count, item
-        count += 1
-        if on_record is not None:
-            on_record(item, offset)
-    return commitlog.max_offset, count, ""
+    """Walk the log from ``start``; returns (end offset, valid records, reason it ended)."""
+    found = scan(commitlog.segments, start, check_crc, on_record)
+    return found.end, found.records, found.reason
 
 
-def _walk(commitlog: CommitLog, start: int,
-          check_crc: bool) -> Iterator[tuple[int, Record | str]]:
-    offset = start
-    size = commitlog.segment_size
-    while True:
-        seg = commitlog.segment_for(offset)
-        if seg is None:
-            return
-        pos = offset - seg.base
-        if pos + 8 > seg.size:
-            offset = seg.end
-            continue
-        try:
-            item = decode_record(seg.view, pos, check_crc=check_crc,
-                                 expected_physical_offset=offset)
-        except CorruptRecord as exc:
-            if seg.view[pos : pos + 8] == b"\x00" * 8:
-                yield offset, "end of data"
-            else:
-                yield offset, exc.reason
-            return
-        if isinstance(item, Blank):
-            if pos + item.size != size:
-                yield offset, f"blank marker of {item.size} bytes does not end the segment"
-                return
-            offset = seg.end
-            continue
-        yield offset, item
-        offset += item.total_size
+def damaged_batch(damage: Damage) -> DispatchBatch | None:
+    """The queue entry of a damaged record whose header decodes: offsets stay dense and
+    readers skip the record. ``None`` without a header."""
+    rec = damage.record
+    if rec is None or rec.total_size != damage.length:
+        return None
+    return DispatchBatch(
+        topic=rec.topic, queue_id=rec.queue_id, queue_offset=rec.queue_offset,
+        phys=[damage.offset], sizes=[rec.total_size], tags=[0],
+        store_timestamp=rec.store_timestamp, end=damage.end, keys=[()],
+    )
 
 
 REDISPATCH_CHUNK = 4096
+
+
+def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet,
+                checkpoint: Checkpoint) -> StartFacts:
+    return StartFacts(
+        log_start=commitlog.min_offset, log_end=commitlog.max_offset,
+        checkpoint_dispatched=checkpoint.dispatched_phy_offset,
+        queues_end=queues.max_phys_end(),
+        queues_in_doubt=any(cq.damaged for cq in queues.all()),
+        lmq_dispatched=queues.lmq.dispatched if queues.lmq is not None else None,
+    )
+
+
+def plan_recovery(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint,
+                  check_crc: bool = True) -> tuple[RecoveryPlan, StartFacts]:
+    """Decide what :func:`recover` does, touching nothing."""
+    facts = start_facts(commitlog, queues, checkpoint)
+    found = choose_scan(commitlog.segments, facts,
+                        lambda offset: _ends_a_record(commitlog, queues, offset, check_crc),
+                        check_crc)
+    segs = commitlog.segments
+    return plan(found, [(s.base, s.end) for s in segs], _dirty_tails(commitlog, found.end)), facts
 
 
 def recover(
@@ -173,85 +183,84 @@ def recover(
 ) -> RecoveryReport:
     """Bring commit log and consume queues to one consistent end; see the module doc."""
     lo = commitlog.min_offset
-    start = _start_offset(commitlog, queues, checkpoint)
-    pending: list[DispatchBatch] = []
-
-    def collect(rec: Record, offset: int) -> None:
-        report.max_store_timestamp = max(report.max_store_timestamp, rec.store_timestamp)
-        batch = dispatch_batch_for(rec, offset)
-        if batch is not None:
-            pending.append(batch)
-            if len(pending) >= REDISPATCH_CHUNK:
-                apply_batches(queues, index, pending)
-                pending.clear()
-
-    def redispatch(first: int) -> None:
-        pending.clear()
-        scan_log(commitlog, first, check_crc=False, on_record=collect)
-        if pending:
-            apply_batches(queues, index, pending)
-
-    end, count, reason = scan_log(commitlog, start, check_crc=check_crc)
-    if count == 0 and start != lo and not _ends_a_record(commitlog, queues, start, check_crc):
-        # Nothing proves the start is a record boundary: scan its whole segment instead.
-        seg = commitlog.segment_for(start) or commitlog.segments[-1]
-        log.warning("recovery start %d is not a known record boundary (%s); scanning from %d",
-                    start, reason or "end of log", seg.base)
-        start = seg.base
-        end, count, reason = scan_log(commitlog, start, check_crc=check_crc)
-    report = RecoveryReport(clean=clean, start_offset=start, end_offset=end,
-                            records_scanned=count, reason=reason)
-    tails = _dirty_tails(commitlog, end)
-    report.bytes_dropped = sum(tails.values()) if not clean or reason else 0
+    the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc)
+    end = the_plan.end
+    report = RecoveryReport(clean=clean, start_offset=the_plan.start, end_offset=end,
+                            records_scanned=the_plan.records, reason=the_plan.reason,
+                            max_store_timestamp=the_plan.max_store_timestamp,
+                            damaged=list(the_plan.damaged))
+    for d in the_plan.damaged:
+        log.error("damaged commit-log record at %d (%d bytes): %s; skipped, the log "
+                  "continues at %d", d.offset, d.length, d.reason, d.end)
+    report.bytes_dropped = the_plan.tail_bytes if not clean or the_plan.reason else 0
     # Queues first: drop entries that point at or beyond the end of the valid log.
     for cq in queues.all():
         before = cq.max_offset
         cq.truncate_phys(end)
         report.queue_entries_dropped += before - cq.max_offset
-    report.segments_deleted = sum(1 for seg in commitlog.segments if seg.base > end)
-    _truncate(commitlog, end, tails)
+    report.segments_deleted = len(the_plan.segments_deleted)
+    _truncate(commitlog, end, the_plan.tail_bytes)
     if queues.lmq is not None:
         report.queue_entries_dropped += queues.lmq.truncate_phys(end)
-    if count:
+    if the_plan.redispatch:
         try:
-            redispatch(start)
+            _redispatch(commitlog, queues, index, the_plan.start, check_crc, fill_gaps=False)
         except QueueGap as exc:
             log.warning("%s; rebuilding the consume queues from the whole log", exc)
-            redispatch(lo)
+            _redispatch(commitlog, queues, index, lo, check_crc, fill_gaps=True)
     return report
 
 
-def _start_offset(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint) -> int:
-    """Where the scan starts: the checkpoint, unless the consume queues say otherwise."""
-    lo, hi = commitlog.min_offset, commitlog.max_offset
-    if any(cq.damaged for cq in queues.all()):
-        return lo
-    start = min(checkpoint.dispatched_phy_offset, queues.max_phys_end())
-    if queues.lmq is not None:
-        start = min(start, queues.lmq.dispatched)  # the LMQ store has no WAL: it may lag
-    return start if lo <= start <= hi else lo
+def _redispatch(commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,
+                first: int, check_crc: bool, *, fill_gaps: bool) -> None:
+    """Dispatch every record (and damaged record with a header) from ``first``; with
+    ``fill_gaps``, a queue offset that no record holds any more (its record lost its
+    header) becomes a hole entry instead of a :class:`QueueGap`."""
+    pending: list[DispatchBatch] = []
+
+    def flush() -> None:
+        while True:
+            try:
+                apply_batches(queues, index, pending)
+                break
+            except QueueGap as exc:
+                if not fill_gaps or not _fill_gap(queues, exc):
+                    raise
+        pending.clear()
+
+    def add(batch: DispatchBatch | None) -> None:
+        if batch is not None:
+            pending.append(batch)
+            if len(pending) >= REDISPATCH_CHUNK:
+                flush()
+
+    scan(commitlog.segments, first, check_crc,
+         on_record=lambda rec, offset: add(dispatch_batch_for(rec, offset)),
+         on_damage=lambda damage: add(damaged_batch(damage)))
+    if pending:
+        flush()
+
+
+def _fill_gap(queues: ConsumeQueueSet, gap: QueueGap) -> bool:
+    """Hole entries for the offsets a gap skips (classic queues); whether it was filled."""
+    cq = queues.get(gap.topic, gap.queue_id)
+    if cq is None or isinstance(cq, BatchConsumeQueue) or gap.got <= gap.expected:
+        return False
+    log.error("consume queue %s/%d: offsets %d..%d have no record left in the commit log "
+              "(damaged); hole entries keep the queue going", gap.topic, gap.queue_id,
+              gap.expected, gap.got - 1)
+    cq.fill_holes(gap.got)
+    return True
 
 
 def _ends_a_record(commitlog: CommitLog, queues: ConsumeQueueSet, offset: int,
                    check_crc: bool) -> bool:
     """Whether a consume-queue entry ends at ``offset`` and its record checks out."""
+    lasts = []
     for cq in queues.all():
-        if cq.max_phys_end != offset:
-            continue
-        last = cq.last_entry()
-        if last is None:
-            continue
-        phys, size = int(last["phys"]), int(last["size"])
-        view = commitlog.read(phys, size)
-        if view is None:
-            continue
-        try:
-            rec = decode_record(view, check_crc=check_crc, expected_physical_offset=phys)
-        except CorruptRecord:
-            continue
-        if isinstance(rec, Record) and rec.total_size == size:
-            return True
-    return False
+        if cq.max_phys_end == offset and (last := cq.last_entry()) is not None:
+            lasts.append((int(last["phys"]), int(last["size"])))
+    return ends_a_record(offset, lasts, commitlog.read, check_crc)
 
 
 def _dirty_tails(commitlog: CommitLog, end: int) -> dict[int, int]:
@@ -259,71 +268,21 @@ def _dirty_tails(commitlog: CommitLog, end: int) -> dict[int, int]:
     how many bytes from ``end`` (or the segment's start) up to its last non-zero byte.
 
     Every byte after the end must read zero once recovery is done, or a later scan could
-    resurrect a stale record behind new ones. Reading a whole 1 GiB segment through its
-    mapping took seconds and faulted it all in, so the file is read instead, and only
-    where it may hold data: ``SEEK_DATA`` skips holes and the unwritten extents of the
-    pre-allocated file, which read as zeros by definition (on a file system without it,
-    everything is data). Data extents are read in 1 MiB chunks and tested as 64-bit
-    words; the search runs backwards, so it stops at the last non-zero byte.
+    resurrect a stale record behind new ones.
     """
     tails: dict[int, int] = {}
     for seg in commitlog.segments:
         if seg.end <= end:
             continue
         start = max(end - seg.base, 0)
-        fd = os.open(seg.path, os.O_RDONLY)
-        try:
-            last = _last_nonzero(fd, start, seg.size)
-        finally:
-            os.close(fd)
-        tails[seg.base] = last - start
+        tails[seg.base] = last_nonzero_in_file(seg.path, start, seg.size) - start
     return tails
 
 
 _TAIL_CHUNK = 1 << 20
 
 
-def _data_extents(fd: int, start: int, stop: int) -> list[tuple[int, int]]:
-    """The ranges of ``[start, stop)`` that may hold non-zero bytes (the rest are holes)."""
-    out: list[tuple[int, int]] = []
-    pos = start
-    while pos < stop:
-        try:
-            data = os.lseek(fd, pos, os.SEEK_DATA)
-            hole = os.lseek(fd, data, os.SEEK_HOLE)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:  # nothing but a hole up to the end of the file
-                break
-            out.append((pos, stop))  # no hole queries here: everything may be data
-            break
-        if data >= stop:
-            break
-        out.append((data, min(hole, stop)))
-        pos = hole
-    return out
-
-
-def _last_nonzero(fd: int, start: int, stop: int) -> int:
-    """The position just past the last non-zero byte of ``[start, stop)`` (``start`` if
-    there is none)."""
-    buf = bytearray(_TAIL_CHUNK)
-    view = memoryview(buf)
-    for lo, hi in reversed(_data_extents(fd, start, stop)):
-        pos = hi
-        while pos > lo:
-            first = max(lo, pos - _TAIL_CHUNK)
-            n = os.preadv(fd, [view[: pos - first]], first)
-            if n < pos - first:  # the file is shorter than its segment size says
-                raise OSError(errno.EIO, f"short read at {first} of a commit-log segment")
-            words = np.frombuffer(buf, dtype=np.uint64, count=n // 8)
-            if words.any() or any(buf[n - n % 8 : n]):
-                nz = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8, count=n))
-                return first + int(nz[-1]) + 1
-            pos = first
-    return start
-
-
-def _truncate(commitlog: CommitLog, end: int, tails: dict[int, int]) -> None:
+def _truncate(commitlog: CommitLog, end: int, tail_bytes: int) -> None:
     """``commitlog.truncate(end)`` that zeroes only the torn tail :func:`_dirty_tails`
     found, instead of scanning the rest of the last segment through its mapping again.
 
@@ -339,7 +298,7 @@ def _truncate(commitlog: CommitLog, end: int, tails: dict[int, int]) -> None:
     pos = end - last.base
     if pos >= last.size:
         return
-    stop = pos + tails.get(last.base, last.size - pos)
+    stop = last_nonzero_in_file(last.path, pos, last.size) if tail_bytes else pos
     for first in range(pos, stop, _TAIL_CHUNK):
         upto = min(first + _TAIL_CHUNK, stop)
         last.mm[first:upto] = bytes(upto - first)

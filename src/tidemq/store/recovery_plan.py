@@ -1,0 +1,122 @@
+"""What recovery will do, decided before it does anything.
+
+A start and ``tidemq store verify`` both call :func:`scan_start` and :func:`choose_scan`
+on the same facts and hand the scan to :func:`plan`, so verify's preview is what a start
+does: where the scan starts, where the valid log ends, which damaged records are skipped
+(and kept: nothing after them is dropped), which segments are deleted, how many torn-tail
+bytes are zeroed, and whether the consume queues are rebuilt from the start of the log.
+
+Where the scan starts (specs/store.md §6.4, with TideMQ's fixes of §10.9): at the
+checkpoint's dispatched offset, or earlier where the derived data is in doubt -- at the
+end of the newest consume-queue entry when the queues end before it, at the LMQ store's
+dispatched offset when it lags, at the start of the log when a queue was dropped whole.
+A start that yields no record must be proven a record boundary (the end of a
+consume-queue entry whose record checks out), or the scan restarts at the start of its
+segment, which always is one: a garbage checkpoint never truncates good data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from tidemq.errors import CorruptRecord
+from tidemq.formats.record import Record, decode_record
+from tidemq.store.log_scan import Damage, LogScan, Segment, scan
+
+__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "ends_a_record", "plan", "scan_start"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StartFacts:
+    """What the start of the scan depends on."""
+
+    log_start: int  # the commit log's min offset
+    log_end: int  # the end of its last segment
+    checkpoint_dispatched: int
+    queues_end: int  # the largest end (phys + size) of a consume-queue entry
+    queues_in_doubt: bool  # some queue was dropped whole on load
+    lmq_dispatched: int | None = None  # the LMQ store's dispatched offset, if enabled
+
+
+def scan_start(facts: StartFacts) -> int:
+    """Where the recovery scan starts (see the module doc)."""
+    lo, hi = facts.log_start, facts.log_end
+    if facts.queues_in_doubt:
+        return lo
+    start = min(facts.checkpoint_dispatched, facts.queues_end)
+    if facts.lmq_dispatched is not None:
+        start = min(start, facts.lmq_dispatched)  # the LMQ store has no WAL: it may lag
+    return start if lo <= start <= hi else lo
+
+
+def choose_scan(segments: Sequence[Segment], facts: StartFacts,
+                ends_a_record: Callable[[int], bool], check_crc: bool) -> LogScan:
+    """The scan recovery validates with: from :func:`scan_start`, or from the start of
+    its segment when that start yields no record and is not proven a boundary."""
+    start = scan_start(facts)
+    found = scan(segments, start, check_crc)
+    if found.records == 0 and not found.damaged and start != facts.log_start and (
+            not ends_a_record(start)):
+        seg = next((s for s in segments if s.base <= start < s.base + s.size), None)
+        base = seg.base if seg is not None else (segments[-1].base if segments else start)
+        found = scan(segments, base, check_crc)
+    return found
+
+
+def ends_a_record(offset: int, last_entries: Iterable[tuple[int, int]],
+                  read: Callable[[int, int], memoryview | None], check_crc: bool) -> bool:
+    """Whether one of the queues' last entries ``(phys, size)`` ends at ``offset`` and its
+    record checks out: then ``offset`` is a record boundary."""
+    for phys, size in last_entries:
+        if phys + size != offset:
+            continue
+        view = read(phys, size)
+        if view is None:
+            continue
+        try:
+            rec = decode_record(view, check_crc=check_crc, expected_physical_offset=phys)
+        except CorruptRecord:
+            continue
+        if isinstance(rec, Record) and rec.total_size == size:
+            return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecoveryPlan:
+    start: int  # where the scan (and the re-dispatch) starts
+    end: int  # where the valid log ends: the commit log is truncated here
+    reason: str  # why it ends there ("" or "end of data" are normal ends)
+    records: int  # valid records from start to end
+    damaged: tuple[Damage, ...]  # skipped, reported, never truncated
+    segments_deleted: tuple[int, ...]  # bases of segments wholly after the end
+    tail_bytes: int  # non-zero bytes from the end on, zeroed
+    max_store_timestamp: int
+
+    @property
+    def redispatch(self) -> bool:
+        return self.records > 0 or any(d.record is not None for d in self.damaged)
+
+
+def plan(found: LogScan, segments: Sequence[tuple[int, int]],
+         tails: Mapping[int, int]) -> RecoveryPlan:
+    """The plan for a scan: ``segments`` are ``(base, end)`` of every segment, ``tails``
+    the non-zero bytes after the scan's end per segment base."""
+    end = found.end
+    return RecoveryPlan(
+        start=found.start, end=end, reason=found.reason, records=found.records,
+        damaged=tuple(found.damaged),
+        segments_deleted=_deleted(segments, end),
+        tail_bytes=sum(tails.values()),
+        max_store_timestamp=found.max_store_timestamp,
+    )
+
+
+def _deleted(segments: Sequence[tuple[int, int]], end: int) -> tuple[int, ...]:
+    """Bases of the segments a truncation at ``end`` deletes: every one after the segment
+    that keeps ``end`` (the last starting before it; the first if none does)."""
+    if not segments:
+        return ()
+    keep = [base for base, _ in segments if base < end] or [segments[0][0]]
+    return tuple(base for base, _ in segments if base > keep[-1])

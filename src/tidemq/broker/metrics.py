@@ -25,6 +25,7 @@ tidemq_broker_consumer_lag_messages            gauge    group, topic (bounded; s
 tidemq_broker_consumer_offset                  gauge    group, topic (sum of committed)
 tidemq_broker_flush_last_seconds               gauge
 tidemq_broker_flushes_total                    counter
+tidemq_broker_damaged_records_skipped_total    counter  (damaged records reads skipped)
 tidemq_broker_commitlog_bytes                  gauge    (max - min physical offset)
 tidemq_broker_disk_used_ratio                  gauge
 tidemq_broker_connections / pull_held          gauge
@@ -180,6 +181,9 @@ class BrokerCollector(Collector):
                      flusher.last_flush_ms / 1000 if flusher is not None else 0.0)
         yield _counter("tidemq_broker_flushes", "Commit-log flushes.",
                        flusher.flush_count if flusher is not None else 0)
+        yield _counter("tidemq_broker_damaged_records_skipped",
+                       "Damaged commit-log records a read skipped instead of serving.",
+                       store.reader.damaged.skipped)
         yield _gauge("tidemq_broker_commitlog_bytes", "Commit-log bytes retained.",
                      store.commitlog.max_offset - store.commitlog.min_offset)
         yield _gauge("tidemq_broker_disk_used_ratio", "Used fraction of the store's disk.",

@@ -108,6 +108,8 @@ class MessageStore:
             raise
         (log.warning if report.bytes_dropped else log.info)("%s", report)
         self.recovery_report = report
+        self.reader.damaged.reset(report.start_offset,
+                                  [(d.offset, d.reason) for d in report.damaged])
         appender = self.appender
         for cq in self.queues.all():
             appender.next_offsets[(cq.topic, cq.queue_id)] = cq.max_offset

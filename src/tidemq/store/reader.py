@@ -10,6 +10,12 @@ queues asks per queue) skip numpy, whose per-call overhead dominates a few entri
 entries are unpacked with one ``struct`` call per chunk and their runs of back-to-back
 records found by comparing spans with running sums of sizes -- the same answer as the
 vectorised path, a few microseconds instead of some forty.
+
+Damaged records are never served (:mod:`tidemq.store.damaged`): runs that may hold one
+-- records from before the store started, or known damaged ones -- take the vectorised
+path, which checks each record and leaves the damaged ones out; the next offset still
+moves past them. Hole entries (a record lost with its header) are skipped like expired
+ones.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import numpy.typing as npt
 from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
-from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from tidemq.store.damaged import DamagedRecords
 from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.types import GetStatus
@@ -67,9 +74,11 @@ class GetResult:
 
 
 class QueueReader:
-    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueSet) -> None:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueSet,
+                 damaged: DamagedRecords | None = None) -> None:
         self.commitlog = commitlog
         self.queues = queues
+        self.damaged = damaged if damaged is not None else DamagedRecords()
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
             tag_codes: frozenset[int] | None = None,
@@ -96,7 +105,7 @@ class QueueReader:
             return self._get_batches(cq, result, offset, max_count, max_bytes, tag_codes,
                                      inner_tags)
         cl_min = self.commitlog.min_offset
-        if max_count <= SMALL_READ and tag_codes is None:
+        if max_count <= SMALL_READ and tag_codes is None and not self._may_be_damaged(cq, offset):
             return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
         pos = offset
         # Scan up to a bounded number of entries so a selective tag filter still progresses.
@@ -108,7 +117,7 @@ class QueueReader:
             budget -= len(entries)
             phys = entries["phys"].astype(np.int64)
             size = entries["size"].astype(np.int64)
-            keep = phys >= cl_min
+            keep = (phys >= cl_min) & (size != BLANK_UNIT_SIZE)
             if tag_codes is not None:
                 keep &= np.isin(entries["tags"].astype(np.int64), list(tag_codes))
             consumed = self._collect(result, phys, size, keep, max_count, max_bytes)
@@ -119,6 +128,22 @@ class QueueReader:
         if result.message_count:
             result.status = GetStatus.FOUND
         return result
+
+    def _may_be_damaged(self, cq: ConsumeQueue, offset: int) -> bool:
+        """Whether a read from ``offset`` may meet a record to check: a damaged record is
+        known, or the entry at ``offset`` (physical offsets grow along a queue) points
+        before the records validated since the start."""
+        damaged = self.damaged
+        if damaged.known:
+            return True
+        if not damaged.unchecked_below:
+            return False
+        got = cq.entry_bytes(offset, 1)
+        if got is None:
+            return False
+        view, at, _ = got
+        phys: int = _I64.unpack_from(view, at)[0]
+        return phys < damaged.unchecked_below
 
     def _get_small(self, cq: ConsumeQueue, result: GetResult, offset: int, hi: int,
                    max_count: int, max_bytes: int, cl_min: int) -> GetResult:
@@ -146,8 +171,8 @@ class QueueReader:
             for i in range(n):
                 phys, size, _tags = unpack(view, at)
                 at += 20
-                if phys < cl_min:
-                    continue  # expired: skipped
+                if phys < cl_min or size == BLANK_UNIT_SIZE:
+                    continue  # expired or a hole: skipped
                 if taken >= max_count or (taken and total + size > max_bytes):
                     pos += after_taken if after_taken >= 0 else i
                     n = -1
@@ -196,6 +221,13 @@ class QueueReader:
             if not taken and values[0] < cl_min:
                 return None  # expired entries to skip: the general loop
             phys, sizes = values[0::3], values[1::3]
+            if BLANK_UNIT_SIZE in sizes:  # a hole entry to skip: the general loop
+                if not taken:
+                    return None
+                n = sizes.index(BLANK_UNIT_SIZE)
+                if not n:
+                    break
+                phys, sizes = phys[:n], sizes[:n]
             cum = list(accumulate(sizes))
             k = bisect_right(cum, max_bytes - total)
             if k == 0 and not taken:
@@ -362,15 +394,43 @@ class QueueReader:
         breaks = np.flatnonzero(phys[1:] != phys[:-1] + size[:-1]) + 1
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [n]))
+        needs_check = self.damaged.needs_check
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
             begin = int(phys[s])
             length = int(phys[e - 1] + size[e - 1]) - begin
+            if needs_check(begin, begin + length):
+                self._checked_views(result, phys[s:e].tolist(), size[s:e].tolist())
+                continue
             view = self.commitlog.read(begin, length)
             if view is None:
                 continue
             result.buffers.append(view)
             result.message_count += e - s
             result.total_bytes += length
+
+    def _checked_views(self, result: GetResult, phys: list[int], sizes: list[int]) -> None:
+        """Views of back-to-back records with the damaged ones left out."""
+        read = self.commitlog.read
+        damaged = self.damaged.damaged
+        begin = end = count = 0
+        for p, size in zip(phys, sizes, strict=True):
+            if damaged(read(p, size), p, size):
+                if count:
+                    self._add_part(result, begin, end, count)
+                count = 0
+                continue
+            if not count:
+                begin = p
+            end, count = p + size, count + 1
+        if count:
+            self._add_part(result, begin, end, count)
+
+    def _add_part(self, result: GetResult, begin: int, end: int, count: int) -> None:
+        view = self.commitlog.read(begin, end - begin)
+        if view is not None:
+            result.buffers.append(view)
+            result.message_count += count
+            result.total_bytes += end - begin
 
     # ------------------------------------------------------------------ single lookups
 
@@ -381,7 +441,11 @@ class QueueReader:
         (size,) = _I32.unpack_from(head, 0)
         if size <= 8:
             return None
-        return self.commitlog.read(phys_offset, size)
+        view = self.commitlog.read(phys_offset, size)
+        if view is not None and self.damaged.needs_check(phys_offset, phys_offset + size) and (
+                self.damaged.damaged(view, phys_offset, size)):
+            return None
+        return view
 
     def store_time_at(self, topic: str, queue_id: int, offset: int) -> int:
         if self.queues.lmq is not None and topic.startswith(LMQ_PREFIX):

@@ -228,11 +228,19 @@ def _redispatch(commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink 
                     raise
         pending.clear()
 
+    following: dict[tuple[str, int], int] = {}  # per queue: the offset the next batch has
+
     def add(batch: DispatchBatch | None) -> None:
-        if batch is not None:
-            pending.append(batch)
-            if len(pending) >= REDISPATCH_CHUNK:
-                flush()
+        if batch is None:
+            return
+        key = (batch.topic, batch.queue_id)
+        if following.get(key, batch.queue_offset) != batch.queue_offset and pending:
+            flush()  # a chunk joins a queue's batches as consecutive: gaps go on their own
+        pending.append(batch)
+        following[key] = batch.queue_offset + (
+            sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys))
+        if len(pending) >= REDISPATCH_CHUNK:
+            flush()
 
     scan(commitlog.segments, first, check_crc,
          on_record=lambda rec, offset: add(dispatch_batch_for(rec, offset)),

@@ -1,0 +1,105 @@
+"""Damaged commit-log records the read path must not serve.
+
+A record is trusted without a second look when this process wrote it, or when the
+startup recovery scan validated it (every record from the scan's start on). The records
+before that start were checked when they were written, but their bytes may have rotted
+on disk since: the read path checks each of them before serving it
+(:func:`~tidemq.store.log_scan.check_record`: length, magic, PHYSICALOFFSET, body CRC,
+UTF-8 properties). Damaged records -- found by the recovery scan or by a read -- are
+skipped: the consumer's next offset moves past them, so the queue goes on, every skip is
+counted (:attr:`DamagedRecords.skipped`, exported by the broker) and reported in the log
+at most once per :data:`REPORT_EVERY` seconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from tidemq.formats.record import Record
+from tidemq.store.log_scan import check_record
+
+__all__ = ["REPORT_EVERY", "DamagedRecords"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two reports of skipped records in the log.
+REPORT_EVERY = 10.0
+#: Damaged offsets remembered at most (the count of skips goes on past it).
+MAX_KNOWN = 1 << 16
+
+
+class DamagedRecords:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        #: Records below this offset were not validated since the store started.
+        self.unchecked_below = 0
+        self._known: list[int] = []  # sorted physical offsets of damaged records
+        self._reasons: dict[int, str] = {}
+        #: Damaged records a read skipped (each time it skipped one).
+        self.skipped = 0
+        self._clock = clock
+        self._reported_at: float | None = None
+        self._unreported = 0
+        self._lock = threading.Lock()
+
+    def reset(self, unchecked_below: int, known: Iterable[tuple[int, str]]) -> None:
+        """After recovery: its scan validated everything from ``unchecked_below`` on and
+        found ``known`` (offset, reason) damaged."""
+        self.unchecked_below = unchecked_below
+        for offset, reason in known:
+            self._remember(offset, reason)
+
+    def _remember(self, offset: int, reason: str) -> None:
+        with self._lock:
+            if offset in self._reasons or len(self._known) >= MAX_KNOWN:
+                return
+            bisect.insort(self._known, offset)
+            self._reasons[offset] = reason
+
+    @property
+    def known(self) -> list[int]:
+        return list(self._known)
+
+    def needs_check(self, begin: int, end: int) -> bool:
+        """Whether records in ``[begin, end)`` may be damaged (the cheap test first)."""
+        if begin < self.unchecked_below:
+            return True
+        known = self._known
+        if not known:
+            return False
+        k = bisect.bisect_left(known, begin)
+        return k < len(known) and known[k] < end
+
+    def damaged(self, view: memoryview | None, phys: int, size: int) -> bool:
+        """Whether the record at ``phys`` (``view`` holds its ``size`` bytes, ``None``
+        when they cannot be read) must be skipped; a damaged one is counted and
+        reported."""
+        reason = self._reasons.get(phys)
+        if reason is None and phys < self.unchecked_below:
+            if view is None or len(view) != size:
+                reason = "record lies outside the commit log"
+            else:
+                item, _, why = check_record(view, 0, phys, True)
+                if not isinstance(item, Record) or item.total_size != size:
+                    reason = why or f"queue entry size {size} differs from the record's"
+            if reason is not None:
+                self._remember(phys, reason)
+        if reason is None:
+            return False
+        self._skip(phys, reason)
+        return True
+
+    def _skip(self, phys: int, reason: str) -> None:
+        with self._lock:
+            self.skipped += 1
+            self._unreported += 1
+            now = self._clock()
+            if self._reported_at is not None and now - self._reported_at < REPORT_EVERY:
+                return
+            self._reported_at = now
+            count, self._unreported = self._unreported, 0
+        log.error("skipped %d damaged commit-log record(s) a read asked for (last at %d: "
+                  "%s); run 'tidemq store verify' on a stopped broker", count, phys, reason)

@@ -1,0 +1,213 @@
+"""Damaged records in the middle of the log: a start goes on, reads skip them, nothing
+after them is lost, and verify says what a start will do."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import Record, decode_record
+from tidemq.store.inspect import verify
+from tidemq.store.layout import StoreLayout
+from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.types import GetStatus
+
+from .conftest import CQ_FILE, SEGMENT, small_config
+
+N = 48
+
+
+def message(i: int) -> MessageInput:
+    return MessageInput(b"%04d" % i + bytes(200), encode_properties(
+        {"UNIQ_KEY": f"U{i:04d}", "TAGS": "a"}), keys=(f"U{i:04d}",))
+
+
+def build(root: Path, n: int = N) -> list[tuple[int, int]]:
+    """``n`` messages in queue T/0, stopped cleanly; ``(phys, size)`` of each."""
+    out = []
+    with MessageStore(small_config(root)) as store:
+        for i in range(n):
+            r = store.put("T", 0, message(i))
+            out.append((r.phys_offsets[0], r.sizes[0]))
+    return out
+
+
+def patch(root: Path, phys: int, data: bytes) -> None:
+    with StoreLayout(root).commitlog_segment(phys - phys % SEGMENT).open("r+b") as f:
+        f.seek(phys % SEGMENT)
+        f.write(data)
+
+
+def props_at(root: Path, phys: int, size: int) -> int:
+    """Where the properties of the record at ``phys`` start."""
+    with StoreLayout(root).commitlog_segment(phys - phys % SEGMENT).open("rb") as f:
+        f.seek(phys % SEGMENT)
+        rec = decode_record(f.read(size))
+    assert isinstance(rec, Record)
+    return phys + size - len(rec.properties)
+
+
+def crashed(root: Path) -> None:
+    """As if the broker died: no checkpoint to start from, the abort marker left."""
+    StoreLayout(root).checkpoint_file.unlink()
+    StoreLayout(root).abort_file.touch()
+
+
+def bodies(store: MessageStore, max_count: int, **kw: Any) -> tuple[list[int], int]:
+    """Every message of T/0 read in pulls of ``max_count``: body ids and pulls that came
+    back empty although the queue went on."""
+    out: list[int] = []
+    offset, empty = 0, 0
+    while offset < store.max_offset("T", 0):
+        result = store.get("T", 0, offset, max_count=max_count, **kw)
+        assert result.next_begin_offset > offset, result.status
+        if not result.found:
+            empty += 1
+        for buf in result.buffers:
+            pos = 0
+            while pos < len(buf):
+                rec = decode_record(buf, pos, check_crc=True)
+                assert isinstance(rec, Record)
+                rec.properties.decode("utf-8")
+                out.append(int(bytes(rec.body[:4])))
+                pos += rec.total_size
+        offset = result.next_begin_offset
+    return out, empty
+
+
+@pytest.mark.parametrize("max_count", [1, 32, 100])
+def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path,
+                                                         max_count: int) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 20
+    patch(root, props_at(root, *records[victim]) + 2, b"\xff")  # not UTF-8 any more
+    with MessageStore(small_config(root)) as store:
+        got, empty = bodies(store, max_count)
+        assert got == [i for i in range(N) if i != victim]
+        assert store.reader.damaged.skipped >= 1
+        assert empty == (1 if max_count == 1 else 0)
+        assert store.read_record(records[victim][0]) is None
+        assert store.read_record(records[victim + 1][0]) is not None
+        only = store.get("T", 0, victim, max_count=1)
+        assert only.status is GetStatus.NO_MATCHED_MESSAGE
+        assert only.next_begin_offset == victim + 1
+
+
+def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 17
+    phys, _ = records[victim]
+    patch(root, phys + 100, b"\x5a")  # the body: the CRC no longer matches
+    crashed(root)
+    with MessageStore(small_config(root)) as store:
+        report = store.recovery_report
+        assert report is not None
+        assert [(d.offset, d.reason) for d in report.damaged] == [(phys, "body CRC mismatch")]
+        assert report.end_offset == records[-1][0] + records[-1][1]
+        assert report.bytes_dropped == 0
+        assert store.max_offset("T", 0) == N
+        got, _ = bodies(store, 32)
+        assert got == [i for i in range(N) if i != victim]
+        res = store.put("T", 0, message(N))  # the queue goes on
+        assert res.queue_offset == N
+
+
+def test_header_damaged_with_its_queue_lost_leaves_a_hole(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 9
+    phys, _ = records[victim]
+    patch(root, phys + 4, b"\x00")  # the magic code: nothing of the record decodes
+    shutil.rmtree(StoreLayout(root).consumequeue_dir)
+    with MessageStore(small_config(root)) as store:
+        report = store.recovery_report
+        assert report is not None and [d.offset for d in report.damaged] == [phys]
+        assert store.max_offset("T", 0) == N
+        got, _ = bodies(store, 32)
+        assert got == [i for i in range(N) if i != victim]
+        got1, _ = bodies(store, 1)
+        assert got1 == got
+
+
+def test_damaged_properties_and_a_truncated_queue_still_start(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 5
+    patch(root, props_at(root, *records[victim]) + 1, b"\xfe")
+    cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[0]
+    cq.write_bytes(cq.read_bytes()[: CQ_FILE - 7])  # not a whole number of entries
+    with MessageStore(small_config(root)) as store:
+        got, _ = bodies(store, 32)
+        assert got == [i for i in range(N) if i != victim]
+
+
+# ---------------------------------------------------------------------- verify
+
+
+def test_verify_reports_a_queue_file_cut_short(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    build(root)
+    cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[-1]
+    cq.write_bytes(cq.read_bytes()[:47])  # two entries and a bit
+    report = verify(root, cq_file_size=CQ_FILE)
+    assert not report.ok
+    assert any(p.where == "T/0" and "47 bytes" in p.detail and cq.name in p.detail
+               for p in report.problems), report.problems
+    assert report.recovery is not None and report.recovery.queues_rebuilt
+
+
+def test_verify_reports_queue_entries_that_are_missing(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    build(root)
+    files = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())
+    files[-1].write_bytes(bytes(CQ_FILE))  # a whole file of entries gone, sizes intact
+    report = verify(root)
+    lost = N - (len(files) - 1) * (CQ_FILE // 20)
+    assert any(p.where == "T/0" and f"{lost} records of the commit log" in p.detail
+               for p in report.problems), report.problems
+
+
+def test_verify_finds_damaged_properties(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    patch(root, props_at(root, *records[30]) + 3, b"\xff")
+    report = verify(root)
+    assert [(d.offset, d.reason) for d in report.damaged] == [
+        (records[30][0], "properties are not UTF-8")]
+    assert report.recovery is not None and report.recovery.records_lost == 0
+
+
+FLIPS = {"magic": 4, "totalsize": 2, "physical offset": 35, "body": 120, "body length": 87}
+
+
+@pytest.mark.parametrize("flip", FLIPS)
+@pytest.mark.parametrize("where", ["middle", "tail"])
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_verify_previews_what_a_start_does(tmp_path: Path, flip: str, where: str,
+                                           checkpoint: bool) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    phys, _ = records[N // 2 if where == "middle" else -1]
+    patch(root, phys + FLIPS[flip], b"\x80")
+    if not checkpoint:
+        crashed(root)
+    shutil.rmtree(StoreLayout(root).queue_dir("T", 0) / f"{CQ_FILE:020d}",
+                  ignore_errors=True)  # a lost queue file: the queue is in doubt
+    preview = verify(root).recovery
+    assert preview is not None
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    with MessageStore(small_config(copy)) as store:
+        real = store.recovery_report
+    assert real is not None
+    assert (real.start_offset, real.end_offset, real.reason) == (
+        preview.start_offset, preview.end_offset, preview.reason)
+    assert real.segments_deleted == preview.segments_deleted
+    assert real.bytes_dropped == preview.bytes_truncated
+    assert len(real.damaged) == preview.damaged_skipped

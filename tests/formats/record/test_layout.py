@@ -47,7 +47,7 @@ def _fields(draw: Callable[[st.SearchStrategy[Any]], Any], born: HostAddr,
     )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_every_named_offset_reads_the_decoded_field(data: st.DataObject) -> None:
     born, store = data.draw(HOSTS), data.draw(HOSTS)
@@ -62,7 +62,7 @@ def test_every_named_offset_reads_the_decoded_field(data: st.DataObject) -> None
     assert buf[rec.OFF_BODY : rec.OFF_BODY + body_len] == got.body
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_an_ipv6_born_host_moves_store_timestamp_where_the_layout_says(
         data: st.DataObject) -> None:

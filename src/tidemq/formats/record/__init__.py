@@ -10,6 +10,7 @@ module        what it owns
 ``decode``    one record into an object (:func:`decode_record`, :class:`Record`)
 ``batch``     batches: encoded back to back, column-wise (numpy) or from a tiled template,
               and patched with offsets and store time inside the append lock
+``columns``   a body of records decoded as columns (numpy)
 ``loops``     the per-message loops of uniform batches: the compiled module
               ``tidemq.formats._crecords`` when built, else their numpy twins
 ``rewrite``   records rewritten in place for a logical queue
@@ -50,7 +51,10 @@ from tidemq.formats.record.layout import (
     OFF_TOTAL_SIZE,
     PREFIX,
     SYSFLAG_BORNHOST_V6,
+    SYSFLAG_COMPRESSED,
     SYSFLAG_HOSTS_V6,
+    SYSFLAG_INNER_BATCH,
+    SYSFLAG_NEED_UNWRAP,
     SYSFLAG_STOREHOST_V6,
     V4_FIELDS,
     HostAddr,
@@ -93,7 +97,10 @@ __all__ = [
     "OFF_TOTAL_SIZE",
     "PREFIX",
     "SYSFLAG_BORNHOST_V6",
+    "SYSFLAG_COMPRESSED",
     "SYSFLAG_HOSTS_V6",
+    "SYSFLAG_INNER_BATCH",
+    "SYSFLAG_NEED_UNWRAP",
     "SYSFLAG_STOREHOST_V6",
     "V4_FIELDS",
     "Blank",

@@ -80,7 +80,10 @@ __all__ = [
     "OFF_TOTAL_SIZE",
     "PREFIX",
     "SYSFLAG_BORNHOST_V6",
+    "SYSFLAG_COMPRESSED",
     "SYSFLAG_HOSTS_V6",
+    "SYSFLAG_INNER_BATCH",
+    "SYSFLAG_NEED_UNWRAP",
     "SYSFLAG_STOREHOST_V6",
     "V4_FIELDS",
     "HostAddr",
@@ -97,9 +100,13 @@ MAGIC_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC = -875286124  # 0xCBD43194
 BLANK_SIZE = 8
 
+#: SYSFLAG bits (specs/store.md §1.4) that change how a record's bytes are read.
+SYSFLAG_COMPRESSED = 0x1  # BODY compressed; the algorithm in bits 8-10
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
 SYSFLAG_HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+SYSFLAG_NEED_UNWRAP = 0x40  # with INNER_BATCH: BODY is a client batch body
+SYSFLAG_INNER_BATCH = 0x80
 
 #: The fixed part for IPv4 born and store hosts, field by field: (name, struct code).
 _V4_CODES = (

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.codec.columns import FIELDS, decode_columns
 from tidemq.codec.compression import CompressionType, compress, sys_flag_for
 from tidemq.codec.message import decode_messages
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import MAGIC_V1, HostAddr, encode_record
+from tidemq.formats.record.columns import FIELDS, decode_columns
 
 STORE = HostAddr(bytes([10, 0, 0, 5]), 10911)
 BORN = HostAddr(bytes([10, 0, 0, 9]), 50123)

@@ -159,7 +159,7 @@ def test_body_parts_are_passed_through_uncopied() -> None:
 
 def test_oversized_length_is_rejected_before_the_body_arrives() -> None:
     dec = FrameDecoder(max_frame_size=1024)
-    dec.receive_data(struct.pack(">i", 1025))  # only the length field
+    dec.receive_data(struct.pack(">ii", 1025, 0))  # the length field and an empty header
     with pytest.raises(RemoteProtocolError, match="exceeds"):
         dec.next_command()
 

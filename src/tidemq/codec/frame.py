@@ -12,11 +12,20 @@ offset  size  field        meaning
 
 :class:`FrameDecoder` takes bytes with :meth:`~FrameDecoder.receive_data` and hands back
 commands from :meth:`~FrameDecoder.next_command`, or ``None`` when it needs more data.
-It rejects a length above ``max_frame_size`` before allocating anything. Garbage raises
+Its buffer grows with the bytes that arrive, never with the length a frame announces:
+a peer that announces 16 MiB and sends ten bytes costs ten bytes. Garbage raises
 :class:`~tidemq.errors.RemoteProtocolError` (the peer broke the protocol).
 
+A frame longer than ``max_frame_size`` raises :class:`FrameTooLarge` once its header
+has arrived, carrying the decoded header (code, opaque, flags) so the caller can answer
+it; the decoder then drops the rest of that frame as it arrives, without keeping it, and
+goes on with the next one. A header too long to wait for (over
+``max_oversized_header``) makes the error carry no command.
+
 :func:`encode_command` returns a list of buffers for ``writelines``: the frame head, then
-the body parts untouched, so stored records go out without being copied or joined.
+the body parts untouched, so stored records go out without being copied or joined. Given
+a ``limit``, it refuses a longer frame with :class:`FrameTooLargeToSend` before anything
+is written.
 """
 
 from __future__ import annotations
@@ -31,12 +40,17 @@ from tidemq.errors import LocalProtocolError, RemoteProtocolError
 __all__ = [
     "DEFAULT_KEEP_CAPACITY",
     "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_OVERSIZED_HEADER",
     "FrameDecoder",
+    "FrameTooLarge",
+    "FrameTooLargeToSend",
     "encode_command",
     "frame_bytes",
 ]
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+#: The longest header of an oversized frame the decoder waits for, to answer it.
+DEFAULT_MAX_OVERSIZED_HEADER = 64 * 1024
 #: A decoder's receive buffer keeps at most this size between frames.
 DEFAULT_KEEP_CAPACITY = 4 * 1024 * 1024
 #: The size of a new receive buffer.
@@ -50,6 +64,32 @@ _INT = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview
 
 
+class FrameTooLarge(RemoteProtocolError):
+    """The peer sent a frame of ``size`` bytes (the length field's value) over ``limit``.
+
+    ``command`` is the frame's decoded header (its body left out) when the header could
+    be read, so the request can be answered; ``None`` otherwise. The decoder that raised
+    it skips the rest of the frame and can go on being used.
+    """
+
+    def __init__(self, size: int, limit: int, command: RemotingCommand | None) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the maximum of {limit} bytes")
+        self.size = size
+        self.limit = limit
+        self.command = command
+
+
+class FrameTooLargeToSend(LocalProtocolError):
+    """A command would make a frame of ``size`` bytes, over the ``limit`` a peer accepts."""
+
+    def __init__(self, size: int, limit: int, code: int) -> None:
+        super().__init__(f"request code {code}: a frame of {size} bytes exceeds the maximum "
+                         f"of {limit} bytes")
+        self.size = size
+        self.limit = limit
+        self.code = code
+
+
 class FrameDecoder:
     """Incremental decoder for one direction of one connection.
 
@@ -57,21 +97,25 @@ class FrameDecoder:
     transport that reads into a caller's buffer (``asyncio.BufferedProtocol``,
     ``socket.recv_into``) -- :meth:`get_buffer` hands out the free space and
     :meth:`buffer_updated` says how much of it was filled. Bytes land in one reused
-    buffer (a frame whose length is known gets room for all of it, so a large body is
-    read in place), and each command's header and body are copied out of it once: no
-    per-read allocation, no re-copying of a large body. Between frames the buffer keeps
-    its size up to ``keep_capacity`` bytes; a larger one is dropped once emptied.
+    buffer, and each command's header and body are copied out of it once: no per-read
+    allocation. The buffer doubles when it is full, up to what the frame being received
+    needs (so memory follows the bytes received, at most twice them); between frames it
+    keeps its size up to ``keep_capacity`` bytes, so frames up to that size are read in
+    place; a larger one is dropped once emptied.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 keep_capacity: int = DEFAULT_KEEP_CAPACITY) -> None:
+                 keep_capacity: int = DEFAULT_KEEP_CAPACITY,
+                 max_oversized_header: int = DEFAULT_MAX_OVERSIZED_HEADER) -> None:
         self.max_frame_size = max_frame_size
         self.keep_capacity = keep_capacity
+        self.max_oversized_header = max_oversized_header
         self._buf = bytearray(_MIN_READ)
         self._view = memoryview(self._buf)
         self._pos = 0  # the first byte not returned as a command
         self._end = 0  # the end of the bytes received
         self._want = 0  # bytes from _pos the frame begun there needs (0: not known)
+        self._skip = 0  # bytes of an oversized frame still to drop as they arrive
 
     def receive_data(self, data: Buffer) -> None:
         """Append bytes read from the peer."""
@@ -82,8 +126,7 @@ class FrameDecoder:
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Free space to read into (at least ``sizehint`` bytes, or some KiB when it is
-        -1 or 0); then call :meth:`buffer_updated`. The room of a partly received frame
-        is offered whole."""
+        -1 or 0); then call :meth:`buffer_updated`."""
         start = self._reserve(max(sizehint, _MIN_FREE))
         return self._view[start:]
 
@@ -92,12 +135,12 @@ class FrameDecoder:
         self._end += nbytes
 
     def _reserve(self, n: int) -> int:
-        """Make room for ``n`` more bytes (and for all of a frame whose length is known);
-        returns where they go. The buffer is replaced, never resized (a view of it may
-        still be held by the transport), and compacted when that leaves enough room."""
+        """Make room for ``n`` more bytes; returns where they go. The buffer is replaced,
+        never resized (a view of it may still be held by the transport), and compacted
+        when that leaves enough room."""
         pos, end = self._pos, self._end
         pending = end - pos
-        need = max(pending + n, self._want)  # bytes from ``pos`` that must fit
+        need = pending + n  # bytes from ``pos`` that must fit
         cap = len(self._buf)
         if not pending:
             self._pos = self._end = 0
@@ -111,8 +154,8 @@ class FrameDecoder:
         if need <= cap:  # moving the pending bytes to the start makes room
             self._buf[0:pending] = self._view[pos:end]
             self._pos, self._end = 0, pending
-        else:
-            grown = min(2 * cap, self.max_frame_size + 4, max(self.keep_capacity, cap))
+        else:  # double, but not past the frame being received
+            grown = 2 * cap if not self._want else min(2 * cap, self._want)
             self._replace(max(need, grown), pending)
         return pending
 
@@ -123,16 +166,31 @@ class FrameDecoder:
         self._pos, self._end = 0, pending
 
     def clear(self) -> None:
-        """Drop every byte received and not returned yet."""
-        self._pos = self._end = self._want = 0
+        """Drop every byte received and not returned yet, and a grown buffer."""
+        self._pos = self._end = self._want = self._skip = 0
+        if len(self._buf) > _MIN_READ:
+            self._replace(_MIN_READ, 0)
 
     @property
     def buffered(self) -> int:
-        """Bytes received but not yet returned as commands."""
+        """Bytes received but not yet returned as commands (after :meth:`next_command`
+        returned ``None``: the part of a frame received so far)."""
         return self._end - self._pos
 
+    @property
+    def capacity(self) -> int:
+        """The size of the receive buffer."""
+        return len(self._buf)
+
     def next_command(self) -> RemotingCommand | None:
-        """The next complete command, or ``None`` if more bytes are needed."""
+        """The next complete command, or ``None`` if more bytes are needed.
+
+        Raises :class:`FrameTooLarge` for an oversized frame (the decoder stays usable)
+        and :class:`~tidemq.errors.RemoteProtocolError` for garbage (it does not)."""
+        if self._skip:
+            self._drop()
+            if self._skip:
+                return None
         pos, end = self._pos, self._end
         if end - pos < 4:
             return None
@@ -141,9 +199,8 @@ class FrameDecoder:
         if length < 4:
             raise RemoteProtocolError(f"frame length {length} is below the 4-byte minimum")
         if length > self.max_frame_size:
-            raise RemoteProtocolError(
-                f"frame length {length} exceeds the maximum of {self.max_frame_size} bytes"
-            )
+            self._oversized(length)
+            return None
         if end - pos - 4 < length:
             self._want = 4 + length
             return None
@@ -166,15 +223,53 @@ class FrameDecoder:
         cmd.body = body
         return cmd
 
+    def _oversized(self, length: int) -> None:
+        """Wait for the header of an oversized frame, then raise :class:`FrameTooLarge`
+        with it and start skipping the rest of the frame."""
+        pos, end = self._pos, self._end
+        self._want = 0
+        if end - pos < 8:
+            return None
+        (word,) = _INT.unpack_from(self._buf, pos + 4)
+        hlen = word & 0xFFFFFF
+        if hlen > length - 4 or hlen > self.max_oversized_header:
+            raise FrameTooLarge(length, self.max_frame_size, None)
+        if end - pos < 8 + hlen:
+            return None
+        try:
+            stype = SerializeType((word >> 24) & 0xFF)
+        except ValueError:
+            raise FrameTooLarge(length, self.max_frame_size, None) from None
+        header = bytes(self._view[pos + 8 : pos + 8 + hlen])
+        self._pos = pos + 8 + hlen
+        self._skip = length - 4 - hlen
+        self._drop()
+        try:
+            cmd = decode_header(header, stype)
+        except RemoteProtocolError as exc:
+            raise FrameTooLarge(length, self.max_frame_size, None) from exc
+        raise FrameTooLarge(length, self.max_frame_size, cmd)
 
-def encode_command(cmd: RemotingCommand) -> list[Buffer]:
-    """Encode ``cmd`` as a list of buffers: the head (length, word, header), then body parts."""
+    def _drop(self) -> None:
+        """Drop the bytes of an oversized frame received so far."""
+        drop = min(self._skip, self._end - self._pos)
+        self._pos += drop
+        self._skip -= drop
+
+
+def encode_command(cmd: RemotingCommand, limit: int | None = None) -> list[Buffer]:
+    """Encode ``cmd`` as a list of buffers: the head (length, word, header), then body parts.
+
+    A frame whose length field would exceed ``limit`` raises :class:`FrameTooLargeToSend`.
+    """
     header = encode_header(cmd)
     parts: Sequence[Buffer] = cmd.body_parts if cmd.body_parts is not None else (cmd.body,)
     body_len = sum(len(p) for p in parts)
     if len(header) > 0xFFFFFF:
         raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
     length = 4 + len(header) + body_len
+    if limit is not None and length > limit:
+        raise FrameTooLargeToSend(length, limit, cmd.code)
     if length > 0x7FFFFFFF:
         raise LocalProtocolError(f"frame of {length} bytes does not fit the 32-bit length field")
     head = _LEN_WORD.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header

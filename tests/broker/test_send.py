@@ -13,10 +13,12 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 from tidemq.codec.command import RequestCode
+from tidemq.codec.frame import frame_bytes
 from tidemq.codec.message import decode_messages
-from tidemq.errors import ResponseCode
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import decode_properties
+from tidemq.net import RemotingClient
 from tidemq.testing import Cluster
 from tidemq.types import FlushDiskType
 
@@ -164,6 +166,24 @@ async def test_oversized_body_is_message_illegal_and_stores_nothing(peer: Peer) 
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL and resp.remark
     await peer.ok(wire.send("Big", b"x" * limit))
     assert (await peer.ok(wire.send("Big", b"ok"))).ext_fields["queueOffset"] == "1"
+
+
+async def test_a_17_mib_send_is_answered_with_the_size_and_the_limit(
+        cluster: Cluster, peer: Peer) -> None:
+    """Not a bare reset: MESSAGE_ILLEGAL naming both sizes, and the connection serves on."""
+    await peer.ok(wire.create_topic("Huge", 1))
+    big = Peer(peer.addr, RemotingClient(request_timeout=30.0, max_frame_size=64 * 1024 * 1024))
+    async with big:
+        cmd = wire.send("Huge", b"x" * (17 * 1024 * 1024))
+        size = len(frame_bytes(cmd)) - 4
+        resp = await big(cmd)
+        assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+        assert resp.remark and f"{size} bytes" in resp.remark and "16777216" in resp.remark
+        error = error_for_code(resp.code, resp.remark)  # what a producer raises
+        assert error.code == ResponseCode.MESSAGE_ILLEGAL and not error.retriable
+        await big.ok(wire.send("Huge", b"small"))  # same connection, still served
+    await wire.dispatched(cluster.brokers[0])
+    assert await peer.max_offset("Huge") == 1
 
 
 async def test_oversized_batch_entry_is_message_illegal(peer: Peer) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from tests.client.fakes import FakeBroker, FakeNameServer
 
 from tidemq.client import ClientConfig, MessageTooBigError, NoRouteError, Producer
 from tidemq.codec.command import RequestCode
+from tidemq.codec.frame import FrameTooLargeToSend
 from tidemq.codec.headers import SendMessageRequestHeaderV2
 from tidemq.codec.message import decode_messages
 from tidemq.errors import BrokerResponseError, ConnectionLost, ResponseCode
@@ -119,6 +122,19 @@ async def test_oversized_message_fails_before_sending(
             await producer.send_batch([Message("Orders", b"x" * 600)] * 2)
     assert info.value.size == 1025 and info.value.limit == 1024
     assert not namesrv.log.of(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+    assert not any(b.log.of(RequestCode.SEND_MESSAGE_V2) for b in brokers)
+
+
+async def test_a_message_over_the_frame_limit_fails_before_sending(
+        namesrv: FakeNameServer, brokers: list[FakeBroker]) -> None:
+    """Even with a raised max_message_size, no frame over the 16 MiB limit leaves."""
+    namesrv.add_topic("Orders", brokers)
+    config = ClientConfig(namesrv_addr=(namesrv.address,), max_message_size=32 * 1024 * 1024)
+    async with Producer("pg", config=config) as producer:
+        with pytest.raises(FrameTooLargeToSend) as info:
+            await producer.send(Message("Orders", os.urandom(17 * 1024 * 1024)))  # no squeeze
+    assert info.value.limit == 16 * 1024 * 1024 and info.value.size > 17 * 1024 * 1024
+    assert info.value.code == RequestCode.SEND_MESSAGE_V2
     assert not any(b.log.of(RequestCode.SEND_MESSAGE_V2) for b in brokers)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import mmap
 import socket
 import struct
@@ -14,9 +15,11 @@ import pytest
 from tests.net.support import ECHO, ECHO_ASYNC, RawPeer, make_server
 
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
-from tidemq.codec.frame import FrameDecoder, frame_bytes
+from tidemq.codec.frame import FrameDecoder, FrameTooLarge, FrameTooLargeToSend, frame_bytes
 from tidemq.errors import ConnectionLost, ResponseCode, error_for_code
 from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.net import connection as connection_module
+from tidemq.net.rate_limited_log import RateLimitedLog
 
 SLOW = 20010
 FAIL = 20011
@@ -200,19 +203,81 @@ async def test_undecodable_header_closes(server: RemotingServer, raw_peers: list
     await peer.wait_eof()
 
 
-async def test_oversized_frame_closes(raw_peers: list[RawPeer]) -> None:
+async def test_oversized_frame_is_answered_skipped_and_the_connection_serves_on(
+        raw_peers: list[RawPeer]) -> None:
     async with make_server(max_frame_size=1024) as small:
         peer = await RawPeer.connect(small.port)
         raw_peers.append(peer)
-        await peer.send(struct.pack(">i", 1025))  # only the length: rejected before the body
+        big = RemotingCommand.request(ECHO, {"topic": "T"}, body=b"x" * 300_000)
+        big.opaque = 41
+        await peer.send(big)
+        resp = await peer.read_command()
+        assert (resp.code, resp.opaque, resp.is_response) == (
+            ResponseCode.MESSAGE_ILLEGAL, 41, True)
+        size = len(frame_bytes(big)) - 4
+        assert resp.remark and f"{size} bytes" in resp.remark and "1024" in resp.remark
+        after = RemotingCommand.request(ECHO, body=b"next")
+        after.opaque = 42
+        await peer.send(after)
+        resp = await peer.read_command()
+        assert (resp.code, resp.opaque, resp.body) == (0, 42, b"next")
+
+
+async def test_oversized_oneway_gets_no_answer(raw_peers: list[RawPeer]) -> None:
+    async with make_server(max_frame_size=1024) as small:
+        peer = await RawPeer.connect(small.port)
+        raw_peers.append(peer)
+        await peer.send(RemotingCommand.request(ECHO, body=b"x" * 5000, oneway=True))
+        after = RemotingCommand.request(ECHO, body=b"next")
+        after.opaque = 7
+        await peer.send(after)
+        resp = await peer.read_command()
+        assert (resp.code, resp.opaque) == (0, 7)  # the first answer is this one's
+
+
+async def test_oversized_frame_without_a_readable_header_closes(
+        raw_peers: list[RawPeer]) -> None:
+    async with make_server(max_frame_size=1024) as small:
+        peer = await RawPeer.connect(small.port)
+        raw_peers.append(peer)
+        # a header longer than the decoder waits for (64 KiB): nothing to answer
+        await peer.send(struct.pack(">ii", 200_000, 100_000) + b"{not json")
         await peer.wait_eof()
 
 
 async def test_default_limit_is_16_mib(server: RemotingServer, raw_peers: list[RawPeer]) -> None:
     peer = await RawPeer.connect(server.port)
     raw_peers.append(peer)
-    await peer.send(struct.pack(">i", 16 * 1024 * 1024 + 1))
-    await peer.wait_eof()
+    header = frame_bytes(RemotingCommand.request(ECHO))[8:]
+    await peer.send(struct.pack(">ii", 16 * 1024 * 1024 + 1, len(header)) + header)
+    resp = await peer.read_command()
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert resp.remark and "16777217 bytes" in resp.remark and "16777216" in resp.remark
+
+
+async def test_a_client_refuses_to_send_over_its_frame_limit(server: RemotingServer) -> None:
+    cli = RemotingClient(request_timeout=5.0, max_frame_size=2048)
+    try:
+        with pytest.raises(FrameTooLargeToSend) as info:
+            await cli.request(server.address, RemotingCommand.request(ECHO, body=b"x" * 3000))
+        assert info.value.limit == 2048 and info.value.size > 3000
+        ok = await cli.request(server.address, RemotingCommand.request(ECHO, body=b"y" * 100))
+        assert ok.body == b"y" * 100
+    finally:
+        await cli.close()
+
+
+async def test_an_oversized_response_fails_only_its_request(server: RemotingServer) -> None:
+    server.register(FAIL, lambda _conn, cmd: cmd.response(body=b"x" * 8000))
+    cli = RemotingClient(request_timeout=5.0, max_frame_size=4096)
+    try:
+        with pytest.raises(FrameTooLarge) as info:
+            await cli.request(server.address, RemotingCommand.request(FAIL))
+        assert info.value.limit == 4096 and info.value.size > 8000
+        ok = await cli.request(server.address, RemotingCommand.request(ECHO, body=b"small"))
+        assert ok.body == b"small"
+    finally:
+        await cli.close()
 
 
 async def test_server_initiated_request(server: RemotingServer, client: RemotingClient) -> None:
@@ -401,3 +466,45 @@ async def test_a_bound_server_refuses_connections_until_it_serves(
         assert response.body == b"x"
     finally:
         await server.close()
+
+
+# ---------------------------------------------------------------- hostile peers
+
+
+async def test_over_the_receive_budget_the_worst_holder_is_closed(
+        client: RemotingClient, raw_peers: list[RawPeer]) -> None:
+    async with make_server(receive_budget=1_000_000) as small:
+        big = frame_bytes(RemotingCommand.request(ECHO, body=b"b" * 900_000))
+        slow = await RawPeer.connect(small.port)
+        fast = await RawPeer.connect(small.port)
+        raw_peers += [slow, fast]
+        # When the total passes the budget, slow holds more than 600 kB and fast less,
+        # and slow has held its bytes longer: slow ranks worst however the reads fall.
+        await slow.send(big[:700_000])
+        resp = await client.request(small.address, RemotingCommand.request(ECHO, body=b"?"))
+        assert resp.body == b"?"
+        await fast.send(big[:400_000])  # 1.1 MB in all: over
+        await slow.wait_eof()
+        await fast.send(big[400_000:])
+        resp = await fast.read_command()
+        assert resp.code == 0 and resp.body == b"b" * 900_000
+        assert small.budget.total == 0
+        resp = await client.request(small.address, RemotingCommand.request(ECHO, body=b"!"))
+        assert resp.body == b"!"
+
+
+async def test_protocol_errors_are_logged_at_a_limited_rate(
+        server: RemotingServer, raw_peers: list[RawPeer], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    limited = RateLimitedLog(logging.getLogger("tidemq.net.connection"), burst=5, period=3600)
+    monkeypatch.setattr(connection_module, "protocol_log", limited)
+    with caplog.at_level(logging.WARNING, logger="tidemq.net.connection"):
+        for _ in range(12):
+            bad = await RawPeer.connect(server.port)
+            raw_peers.append(bad)
+            await bad.send(struct.pack(">ii", 12, (9 << 24) | 8) + b"\x00" * 8)
+            await bad.wait_eof()
+        limited.flush()
+    lines = [r.getMessage() for r in caplog.records if r.name == "tidemq.net.connection"]
+    assert len(lines) == 6 and all("protocol error" in line for line in lines[:5])
+    assert lines[5] == "7 similar lines suppressed" and limited.suppressed == 7

@@ -49,6 +49,9 @@ class BrokerConfig:
     trace_on: bool = True
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
+    #: Bytes of incomplete frames held over all connections; past it the connections
+    #: holding the most for the longest are closed.
+    max_incomplete_frame_bytes: int = 256 * 1024 * 1024
     max_pull_bytes: int = 4 * 1024 * 1024
     max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024
     batch_protocol_enable: bool = True
@@ -80,6 +83,9 @@ class BrokerConfig:
                               key="defaultTopicQueueNums")
         if self.logical_sync_interval < 1:
             raise ConfigError("logicalSyncInterval must be positive", key="logicalSyncInterval")
+        if self.max_incomplete_frame_bytes < 1:
+            raise ConfigError("maxIncompleteFrameBytes must be positive",
+                              key="maxIncompleteFrameBytes")
         if self.batch_max_children < 1 or self.batch_max_bytes < 1:
             raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
                               key="batchMaxChildren" if self.batch_max_children < 1

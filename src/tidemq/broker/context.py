@@ -62,7 +62,8 @@ class BrokerContext:
         self.stats = BrokerStats()
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
         self.server = RemotingServer("0.0.0.0", config.listen_port,
-                                     max_frame_size=config.max_frame_size)
+                                     max_frame_size=config.max_frame_size,
+                                     receive_budget=config.max_incomplete_frame_bytes)
         self.client = RemotingClient()
         #: Parked single pulls; the broker gives it the pull processor's re-run.
         self.pull_holds: PullHoldService

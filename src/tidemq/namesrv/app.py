@@ -66,11 +66,14 @@ from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
 from tidemq.net.connection import Connection
 from tidemq.net.http import MetricsHttpServer
+from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
 
 __all__ = ["NameServerApp", "RemovedListener"]
 
 log = logging.getLogger(__name__)
+#: Bad requests: a peer can send as many as it likes.
+bad_request_log = RateLimitedLog(log)
 
 #: Called with the brokers one event removed (an expiry scan, a closed connection, ...).
 RemovedListener = Callable[[list[RemovedBroker]], None]
@@ -91,7 +94,7 @@ def _guarded(handler: _Handler) -> _Handler:
             remark = f"{_name(cmd.code)}: bad header field {exc.key!r}: {exc.reason}"
         except RemoteProtocolError as exc:
             remark = f"{_name(cmd.code)}: {exc}"
-        log.info("bad request from %s: %s", conn.remote_address, remark)
+        bad_request_log.info("bad request from %s: %s", conn.remote_address, remark)
         return cmd.response(ResponseCode.INVALID_PARAMETER, remark)
 
     return run
@@ -118,6 +121,7 @@ class NameServerApp:
         self.server = RemotingServer(
             config.bind_address, config.listen_port,
             max_frame_size=config.max_frame_size, idle_seconds=config.idle_seconds,
+            receive_budget=config.max_incomplete_frame_bytes,
         )
         self._conn_ids: dict[Connection, int] = {}
         self._conns: dict[int, Connection] = {}

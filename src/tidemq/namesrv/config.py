@@ -48,6 +48,9 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = 120
     # TideMQ additions
     max_frame_size: int = 16 * 1024 * 1024
+    #: Bytes of incomplete frames held over all connections; past it the connections
+    #: holding the most for the longest are closed.
+    max_incomplete_frame_bytes: int = 256 * 1024 * 1024
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0
     #: Milliseconds after start during which route answers carry
@@ -74,6 +77,9 @@ class NamesrvConfig:
                               key="brokerRejoinWindow")
         if self.max_frame_size < 1024:
             raise ConfigError("maxFrameSize must be at least 1024 bytes", key="maxFrameSize")
+        if self.max_incomplete_frame_bytes < 1:
+            raise ConfigError("maxIncompleteFrameBytes must be positive",
+                              key="maxIncompleteFrameBytes")
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)

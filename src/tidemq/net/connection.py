@@ -17,7 +17,16 @@ A :class:`Connection` is the asyncio protocol of one TCP socket. It owns:
 Inbound requests (frames without the response flag) go to the ``handler`` given at
 construction, a plain callable that must not block (the
 :class:`~tidemq.net.dispatcher.Dispatcher` of a server or client). Frame-level garbage
-(:class:`~tidemq.errors.RemoteProtocolError`) closes this connection only.
+(:class:`~tidemq.errors.RemoteProtocolError`) closes this connection only. A frame over
+``max_frame_size`` is answered with ``MESSAGE_ILLEGAL`` (13) and a remark naming its size
+and the limit -- or, if it was a response, fails the request awaiting it -- and is skipped
+as it arrives; the connection goes on. This side refuses to send a frame over its own
+``max_frame_size`` (:class:`~tidemq.codec.frame.FrameTooLargeToSend`).
+
+A server's connections share a :class:`~tidemq.net.receive_budget.ReceiveBudget`: after
+each read a connection reports the bytes of the incomplete frame it holds, and closes
+(aborts) the connections the budget names when the server's total goes over it.
+Protocol errors are logged through a :class:`~tidemq.net.rate_limited_log.RateLimitedLog`.
 
 Writing: commands are encoded into buffers (head + untouched body parts) and queued; the
 buffers queued during one event-loop iteration go to ``transport.writelines`` in one call
@@ -40,9 +49,16 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
 
 from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command
-from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
+from tidemq.codec.frame import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameDecoder,
+    FrameTooLarge,
+    encode_command,
+)
+from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, ResponseCode
 from tidemq.net.address import format_address
+from tidemq.net.rate_limited_log import RateLimitedLog
+from tidemq.net.receive_budget import ReceiveBudget
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",
@@ -53,6 +69,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+#: Lines a peer causes at will: protocol errors, oversized frames, budget closes.
+protocol_log = RateLimitedLog(log)
 
 #: Close a connection after this long without receiving anything (remoting.md §1.1).
 DEFAULT_IDLE_SECONDS = 120.0
@@ -111,10 +129,13 @@ class Connection(asyncio.BufferedProtocol):
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         pause_reads_on_backpressure: bool = False,
+        budget: ReceiveBudget[Connection] | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._handler = handler
+        self._max_frame_size = max_frame_size
         self._decoder = FrameDecoder(max_frame_size)
+        self._budget = budget
         self._idle_seconds = idle_seconds or None
         self._pause_reads = pause_reads_on_backpressure
         self.state = ConnState.OPENING
@@ -170,7 +191,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._sweeper is None:
             self._sweeper = loop.call_later(_SWEEP_SECONDS, self._sweep)
         try:
-            self._write(encode_command(cmd))
+            self._write(encode_command(cmd, self._max_frame_size))
             if self._write_paused:
                 await self._drain_while(future)
             return await future
@@ -183,7 +204,7 @@ class Connection(asyncio.BufferedProtocol):
             raise self._lost_error()
         cmd.opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
-        self._write(encode_command(cmd))
+        self._write(encode_command(cmd, self._max_frame_size))
         if self._write_paused:
             await self.drain()
 
@@ -228,6 +249,9 @@ class Connection(asyncio.BufferedProtocol):
         """Start closing: fail pending requests, flush what was written, close the socket."""
         if self._move(_Event.CLOSE) is not ConnState.CLOSING:
             return
+        if self._budget is not None:
+            self._budget.release(self)
+        self._decoder.clear()
         self._record_loss(reason, cause)
         self._fail_pending()
         self._wake_drainers()
@@ -298,11 +322,18 @@ class Connection(asyncio.BufferedProtocol):
         loop = self._loop
         started = self._last_received = loop.time()
         decoder = self._decoder
+        completed = False
         try:
             while self.state is ConnState.OPEN:
-                cmd = decoder.next_command()
+                try:
+                    cmd = decoder.next_command()
+                except FrameTooLarge as exc:
+                    self._too_large(exc)
+                    completed = True
+                    continue
                 if cmd is None:
                     break
+                completed = True
                 if cmd.flag & FLAG_RESPONSE:
                     self._on_response(cmd)
                     continue
@@ -313,8 +344,43 @@ class Connection(asyncio.BufferedProtocol):
                     started = loop.time()
                 self._handler(self, cmd)
         except RemoteProtocolError as exc:
-            log.warning("closing %s: protocol error from peer: %s", self.remote_address, exc)
+            protocol_log.warning("closing %s: protocol error from peer: %s",
+                                 self.remote_address, exc)
             self.close(f"protocol error: {exc}", exc)
+            return
+        budget = self._budget
+        if budget is not None and self.state is ConnState.OPEN:
+            victims = budget.update(self, decoder.buffered, self._last_received,
+                                    completed=completed)
+            for victim in victims:
+                victim._over_budget(budget)
+
+    def _too_large(self, exc: FrameTooLarge) -> None:
+        """Answer (or fail the request awaiting) a frame over the size limit."""
+        cmd = exc.command
+        if cmd is None:  # nothing to answer: as garbage
+            raise exc
+        if cmd.flag & FLAG_RESPONSE:
+            pending = self._pending.pop(cmd.opaque, None)
+            if pending is not None and not pending.future.done():
+                pending.future.set_exception(exc)
+            return
+        protocol_log.warning("%s sent request code %d (opaque %d) in %s", self.remote_address,
+                             cmd.code, cmd.opaque, exc)
+        if not cmd.flag & FLAG_ONEWAY:
+            remark = (f"request code {cmd.code}: a frame of {exc.size} bytes exceeds the "
+                      f"maximum frame size of {exc.limit} bytes; it was not processed")
+            self.send_response(cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark))
+
+    def _over_budget(self, budget: ReceiveBudget[Connection]) -> None:
+        """Close at once: the server holds too many bytes of incomplete frames and this
+        connection ranks worst."""
+        held = self._decoder.buffered
+        protocol_log.warning(
+            "closing %s: it held %d bytes of an incomplete frame when the server's incomplete "
+            "frames passed %d bytes", self.remote_address, held, budget.limit)
+        self.close(f"over the receive budget: {held} bytes of an incomplete frame held")
+        self.abort()
 
     def eof_received(self) -> bool:
         return False  # let the transport close; connection_lost follows
@@ -324,6 +390,9 @@ class Connection(asyncio.BufferedProtocol):
         self._record_loss(reason, exc)
         if self._move(_Event.LOST) is not ConnState.CLOSED:
             return
+        if self._budget is not None:
+            self._budget.release(self)
+        self._decoder.clear()
         self._fail_pending()
         self._wake_drainers()
         if self._idle_timer is not None:

@@ -32,10 +32,13 @@ from collections.abc import Awaitable, Callable
 from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
 from tidemq.net.connection import Connection
+from tidemq.net.rate_limited_log import RateLimitedLog
 
 __all__ = ["Dispatcher", "Processor"]
 
 log = logging.getLogger(__name__)
+#: Failures a peer causes at will (a bad header, an unknown topic ...).
+request_log = RateLimitedLog(log)
 
 Response = RemotingCommand | None
 Processor = Callable[[Connection, RemotingCommand], Awaitable[Response] | Response]
@@ -131,7 +134,7 @@ def _error_response(request: RemotingCommand, exc: Exception) -> RemotingCommand
     if isinstance(exc, BrokerResponseError):
         return request.response(exc.code, exc.remark)
     if isinstance(exc, TideMQError):
-        log.info("processor for code %d failed: %s", request.code, exc)
+        request_log.info("processor for code %d failed: %s", request.code, exc)
         return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
     log.error("processor for code %d raised", request.code, exc_info=exc)
     text = str(exc)

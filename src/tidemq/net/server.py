@@ -13,6 +13,11 @@ requests go to the server's :class:`~tidemq.net.dispatcher.Dispatcher` (answerin
 there). Server connections stop reading while their writes are paused, which slows down
 a client that pipelines requests without reading the responses.
 
+Memory taken by peers is bounded: a frame's buffer grows with the bytes that arrive, and
+the bytes of incomplete frames over all connections stay within ``receive_budget``
+(:class:`~tidemq.net.receive_budget.ReceiveBudget`): past it, the connections holding
+the most for the longest are closed.
+
 Shutdown is graceful: stop accepting and stop reading new requests, give the processors
 still running up to ``drain_timeout`` seconds to finish and answer (their responses are
 flushed), then close every connection, aborting those that cannot flush within a second.
@@ -27,8 +32,9 @@ from types import TracebackType
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
 from tidemq.errors import ConnectionLost
 from tidemq.net.address import format_address
-from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection
+from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection, protocol_log
 from tidemq.net.dispatcher import Dispatcher, Processor
+from tidemq.net.receive_budget import DEFAULT_RECEIVE_BUDGET, ReceiveBudget
 
 __all__ = ["RemotingServer"]
 
@@ -47,10 +53,12 @@ class RemotingServer:
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
+        receive_budget: int = DEFAULT_RECEIVE_BUDGET,
     ) -> None:
         self.host = host
         self._requested_port = port
         self._max_frame_size = max_frame_size
+        self.budget: ReceiveBudget[Connection] = ReceiveBudget(receive_budget)
         self._idle_seconds = idle_seconds
         self._dispatcher = Dispatcher()
         self._server: asyncio.Server | None = None
@@ -135,6 +143,7 @@ class RemotingServer:
             *(conn.aclose("server shutting down", _ABORT_AFTER) for conn in connections)
         )
         await server.wait_closed()
+        protocol_log.flush()
         log.info("remoting server on %s closed", self.address)
 
     async def __aenter__(self) -> RemotingServer:
@@ -155,6 +164,7 @@ class RemotingServer:
             max_frame_size=self._max_frame_size,
             idle_seconds=self._idle_seconds,
             pause_reads_on_backpressure=True,
+            budget=self.budget,
         )
         self._connections.add(conn)
         conn.on_close(self._connection_closed)

@@ -145,15 +145,19 @@ def test_forked_copies_conflict_unless_told_to_pick() -> None:
     base = plan_create("T", 1, ["a"])
     to_b, to_c = plan_migration(base, 0, "b"), plan_migration(base, 0, "c")
     assert to_b is not None and to_c is not None
-    to_c = dataclasses.replace(to_c, epoch=to_b.epoch + 1)
+    to_c = dataclasses.replace(to_c, epoch=to_b.epoch + 5)
     with pytest.raises(MappingConflict) as info:
         merge(to_b, to_c)
     assert info.value.lq == 0 and "fork" in info.value.reason
     assert merge(to_b, to_c, strict=False) == merge(to_c, to_b, strict=False)
     assert merge(to_b, to_c, strict=False).queues == to_c.queues  # the higher epoch
-    sealed_b, sealed_c = seal(to_b, 0, 3), seal(to_b, 0, 4)
+    sealed_b = seal(to_b, 0, 3)  # the old leader sealed for the migration to b
+    picked = merge(sealed_b, to_c, strict=False)
+    assert picked.queues[0][0] == sealed_b.queues[0][0]  # the seal survives the fork
+    assert picked.queues[0][1] == to_c.queues[0][1]  # the rest from the higher copy
+    assert picked == merge(to_c, sealed_b, strict=False)
     with pytest.raises(MappingConflict, match="physical end"):
-        merge(sealed_b, sealed_c)
+        merge(sealed_b, seal(to_b, 0, 4))
 
 
 def test_a_newer_incarnation_wins_whole() -> None:

@@ -95,14 +95,22 @@ def _merge_segment(a: Segment, b: Segment, topic: str, lq: int) -> Segment:
         physical_end=_decided(a.physical_end, b.physical_end, "the physical end", topic, lq))
 
 
-def _merge_queue(a: tuple[Segment, ...], b: tuple[Segment, ...], topic: str,
-                 lq: int) -> tuple[Segment, ...]:
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    if [_key(s) for s in short] != [_key(s) for s in long_[:len(short)]]:
-        raise MappingConflict(topic, lq, "the segment lists fork: "
-                              f"{[_key(s) for s in a]} vs {[_key(s) for s in b]}")
-    merged = tuple(_merge_segment(x, y, topic, lq) for x, y in zip(short, long_, strict=False))
-    return merged + long_[len(short):]
+def _merge_queue(a: tuple[Segment, ...], b: tuple[Segment, ...], topic: str, lq: int,
+                 fork: tuple[Segment, ...] | None = None) -> tuple[Segment, ...]:
+    """``a`` and ``b`` segment by segment. Lists that fork raise, unless ``fork`` (one of
+    the two) is given: the common part is merged and the rest taken from ``fork``."""
+    common = 0
+    while common < min(len(a), len(b)) and _key(a[common]) == _key(b[common]):
+        common += 1
+    if common < min(len(a), len(b)):
+        if fork is None:
+            raise MappingConflict(topic, lq, "the segment lists fork: "
+                                  f"{[_key(s) for s in a]} vs {[_key(s) for s in b]}")
+        tail = fork[common:]
+    else:
+        tail = (a if len(a) > len(b) else b)[common:]
+    return tuple(_merge_segment(x, y, topic, lq) for x, y in zip(a[:common], b[:common],
+                                                                 strict=True)) + tail
 
 
 def _rank(m: TopicMapping) -> tuple[int, int, str]:
@@ -115,7 +123,8 @@ def merge(a: TopicMapping, b: TopicMapping, *, strict: bool = True) -> TopicMapp
     Copies of different incarnations of the topic (deleted and created again) do not
     mix: the newer incarnation wins whole. Two copies that disagree on a fixed fact (only
     two admin tools racing each other produce that) raise :class:`MappingConflict` when
-    ``strict``; otherwise that logical queue is taken from the copy ranked higher by
+    ``strict``; otherwise the segments both lists share are merged (a seal is never
+    lost) and the rest of that logical queue is taken from the copy ranked higher by
     (epoch, content), the same choice wherever it is made."""
     if a.topic != b.topic:
         raise ValueError(f"mappings of {a.topic!r} and {b.topic!r} do not merge")
@@ -130,7 +139,7 @@ def merge(a: TopicMapping, b: TopicMapping, *, strict: bool = True) -> TopicMapp
         except MappingConflict:
             if strict:
                 raise
-            queues[lq] = high.queues.get(lq, ())
+            queues[lq] = _merge_queue(sa, sb, a.topic, lq, fork=high.queues.get(lq, ()))
     return TopicMapping(a.topic, max(a.epoch, b.epoch), queues, a.created)
 
 

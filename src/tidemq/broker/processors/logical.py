@@ -55,6 +55,7 @@ from tidemq.errors import (
     TideMQError,
     error_for_code,
 )
+from tidemq.formats.logical_migration import MappingConflict
 from tidemq.formats.record import rewrite_queue
 from tidemq.net import Connection
 
@@ -310,9 +311,13 @@ class LogicalProcessor:
                 continue
             peers = sorted((before.brokers() | set(self.ctx.broker_addresses)) - {self.me})
             copies = await asyncio.gather(*(self._peer_copy(b, topic) for b in peers))
-            for copy in copies:
+            for broker, copy in zip(peers, copies, strict=True):
                 if copy is not None:
-                    self.lqs.absorb(copy)
+                    try:
+                        self.lqs.absorb(copy)
+                    except MappingConflict as exc:  # only racing admin tools do that
+                        log.warning("%s's copy of %s contradicts ours, not taken: %s",
+                                    broker, topic, exc)
             self.lqs.absorb(before)  # commits a sealed migration even with no peer up
             held = self.lqs.get(topic)
             if held is None:
@@ -331,7 +336,12 @@ class LogicalProcessor:
         copy = await self._peer_copy(broker, topic)
         if copy is None:
             return
-        if self.lqs.absorb(copy):
+        try:
+            changed = self.lqs.absorb(copy)
+        except MappingConflict as exc:
+            log.warning("%s's copy of %s contradicts ours, not taken: %s", broker, topic, exc)
+            return
+        if changed:
             held = self.lqs.get(topic)
             assert held is not None
             self.mapping_changed(held)

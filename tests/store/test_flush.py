@@ -90,3 +90,21 @@ def test_stalled_flush_times_out_and_hides_unflushed_data(
     assert store.get("T", 0, 1).found
     third = store.put("T", 0, msg(b"after"))
     assert third.wait_durable(10) is PutStatus.PUT_OK
+
+
+def test_async_flush_counts_and_announces_the_checkpoints_flush(open_store: OpenStore) -> None:
+    """Under light ASYNC_FLUSH load the checkpoint, not the flusher's interval, makes the
+    commit log durable; that flush is counted (the broker's flush metrics) and announced
+    to flush listeners like the flusher's own."""
+    store = open_store(flush_interval_consume_queue=20,
+                       flush_commit_log_thorough_interval=600_000)
+    assert store.flusher is not None
+    announced: list[int] = []
+    flushed = threading.Event()
+    store.flusher.add_flush_listener(lambda offset: (announced.append(offset), flushed.set()))
+    res = store.put("T", 0, msg(b"a"))
+    end = res.phys_offsets[0] + res.sizes[0]
+    assert flushed.wait(10)  # a checkpoint comes every 20 ms; nothing was dirty before
+    assert announced == [end] and store.flusher.flushed_offset == end
+    assert store.flusher.flush_count >= 1 and store.flusher.last_flush_ms > 0
+    assert store.commitlog.flushed_offset >= end

@@ -164,6 +164,7 @@ class FlushService:
         self.flushed_offset = commitlog.flushed_offset
         self.flush_count = 0
         self.last_flush_ms = 0.0
+        self._flush_lock = threading.Lock()
         self.timeout = config.sync_flush_timeout / 1000
 
     def start(self) -> None:
@@ -221,16 +222,22 @@ class FlushService:
 
     # ------------------------------------------------------------------ work
 
+    def flush_now(self) -> int:
+        """Flush from another thread (the store's checkpoint), counted and announced like
+        the flusher's own flushes; the flushed offset."""
+        return self._flush()
+
     def _flush(self) -> int:
-        t0 = time.perf_counter()
-        offset = self.commitlog.flush()
-        self.last_flush_ms = (time.perf_counter() - t0) * 1000
-        self.flush_count += 1
-        if offset > self.flushed_offset:
-            self.flushed_offset = offset
-            self._on_flushed(offset)
-            for listener in self._listeners:
-                listener(offset)
+        with self._flush_lock:  # the flushed offset only advances, listeners in order
+            t0 = time.perf_counter()
+            offset = self.commitlog.flush()
+            self.last_flush_ms = (time.perf_counter() - t0) * 1000
+            self.flush_count += 1
+            if offset > self.flushed_offset:
+                self.flushed_offset = offset
+                self._on_flushed(offset)
+                for listener in self._listeners:
+                    listener(offset)
         return offset
 
     def _complete_all(self) -> None:

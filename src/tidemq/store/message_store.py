@@ -339,7 +339,8 @@ class MessageStore:
         if self.queues.lmq is not None:
             self.queues.lmq.checkpoint(dispatched)
         index_ts = self.index.flush() if self.index is not None else logics_ts
-        flushed = self.commitlog.flush() if not self.commitlog.werr else self.flusher.flushed_offset
+        flusher = self.flusher
+        flushed = flusher.flush_now() if not self.commitlog.werr else flusher.flushed_offset
         last_ts = self.appender.last_ts
         Checkpoint(
             physic_msg_timestamp=last_ts if flushed >= self.commitlog.max_offset else 0,

@@ -341,3 +341,15 @@ async def test_a_tag_subscription_stops_at_max_nums_among_inner_batches(
     await wire.dispatched(cluster.brokers[0])
     msgs, nxt = await pull_all(bcq, subscription="y", max_nums=8)
     assert [m.queue_offset for m in msgs] == list(range(8)) and nxt == 8
+
+
+async def test_an_inner_batch_naming_lmqs_is_refused(cluster: Cluster, bcq: Peer) -> None:
+    """An inner batch is never fanned out: a batch whose first message or whose header
+    names LMQs is refused rather than stored without its fan-out."""
+    fan_out = encode_batch([
+        (b"x", encode_properties({"UNIQ_KEY": "SUB1", "INNER_MULTI_DISPATCH": "%LMQ%a"}), 0),
+        (b"y", encode_properties({"UNIQ_KEY": "SUB2"}), 0)])
+    await rejected(bcq, cluster, inner_send(fan_out), "INNER_MULTI_DISPATCH")
+    await rejected(bcq, cluster, inner_send(
+        entries(2), batch_props={"UNIQ_KEY": wire.uniq_key(),
+                                 "INNER_MULTI_DISPATCH": "%LMQ%a"}), "INNER_MULTI_DISPATCH")

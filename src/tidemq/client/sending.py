@@ -201,6 +201,9 @@ class PreparedBatch:
             broker_name=queue.broker_name, v1=opts.v1)
 
 
+_FAN_OUT = "INNER_MULTI_DISPATCH"  # the brokers refuse it in batches
+
+
 def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyGenerator,
                        now_ms: int, compression: BatchCompression) -> PreparedBatch:
     """Check ``msgs`` as :func:`prepare_batch` does (without a per-message copy) and
@@ -214,6 +217,9 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
     for msg in msgs:
         check_properties(msg)
+        if _FAN_OUT in msg.properties:
+            raise InvalidMessageError("a message naming LMQs (INNER_MULTI_DISPATCH) cannot "
+                                      "go in a batch: send it on its own", topic=topic)
     try:  # the encoder checks the topics as it reads the batch
         encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
     except MixedTopicsError as exc:

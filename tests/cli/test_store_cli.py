@@ -133,3 +133,37 @@ def test_dump_checkpoint(root: Path) -> None:
 def test_dump_choose_one(root: Path) -> None:
     result = runner.invoke(app, ["store", "dump", str(root), "--records", "--checkpoint"])
     assert result.exit_code == 2
+
+
+def test_verify_repair_rebuilds_queues_and_sets_damage_aside(root: Path) -> None:
+    cq = sorted((root / "consumequeue" / "Orders" / "0").iterdir())[0]
+    cq.write_bytes(cq.read_bytes()[: 5 * 20])  # entries 5.. of the first file lost
+    dumped = json.loads(runner.invoke(app, ["store", "dump", str(root), "--json",
+                                            "--count", "100"]).stdout)["records"]
+    victim = dumped[12]
+    seg = sorted((root / "commitlog").iterdir())[victim["phys"] // SEGMENT]
+    data = bytearray(seg.read_bytes())
+    data[victim["phys"] % SEGMENT + victim["size"] - 3] = 0xFF  # properties: not UTF-8
+    seg.write_bytes(data)
+
+    before = runner.invoke(app, ["store", "verify", str(root), "--json",
+                                 "--cq-file-size", str(20 * 16)])
+    assert before.exit_code == 1
+    found = json.loads(before.stdout)
+    assert [d["offset"] for d in found["damaged"]] == [victim["phys"]]
+    assert found["recovery"]["queues_rebuilt"]
+
+    result = runner.invoke(app, ["store", "verify", str(root), "--repair",
+                                 "--cq-file-size", str(20 * 16)])
+    assert result.exit_code == 0, result.output
+    assert "repair: 1 damaged stretches copied" in result.stdout
+    assert (root / "quarantine" / f"{victim['phys']:020d}").stat().st_size == victim["size"]
+    after = json.loads(runner.invoke(app, ["store", "verify", str(root), "--json"]).stdout)
+    assert after["ok"] and after["queue_entries"] == 30
+    cfg = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=SEGMENT,
+                      mapped_file_size_consume_queue=20 * 16, max_hash_slot_num=16,
+                      max_index_num=64)
+    with MessageStore(cfg) as store:
+        assert (store.max_offset("Orders", 0), store.max_offset("Orders", 1)) == (15, 15)
+        served = sum(store.get("Orders", q, 0, max_count=64).message_count for q in (0, 1))
+        assert served == 29  # all but the damaged one

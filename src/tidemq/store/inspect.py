@@ -58,6 +58,7 @@ from tidemq.store.readonly import (
     walk_log,
 )
 from tidemq.store.recovery_plan import StartFacts, choose_scan, ends_a_record, plan
+from tidemq.store.repair import QUARANTINE_DIR
 
 __all__ = [
     "CheckpointDump",
@@ -148,8 +149,11 @@ class VerifyReport:
     first_store_timestamp: int = 0
     last_store_timestamp: int = 0
     queues: int = 0
+    cq_file_size: int = 0  # as given or inferred from the files
+    bcq_file_size: int = 0
     queue_entries: int = 0
     expired_entries: int = 0
+    hole_entries: int = 0  # entries of records lost to damage, which readers skip
     checkpoint: Checkpoint | None = None
     recovery: RecoveryPreview | None = None
     problems: list[Problem] = dataclasses.field(default_factory=list)
@@ -233,7 +237,8 @@ class CheckpointDump:
 
 
 class _Records:
-    """Columns of every well-formed record found, in log order."""
+    """Columns of every well-formed record found, and of damaged ones whose header
+    decodes (their queue entries are right), in log order."""
 
     def __init__(self) -> None:
         self.phys = array.array("q")
@@ -346,13 +351,29 @@ class _Verifier:
                     self.progress("commitlog", offset - rep.min_offset, total)
             elif isinstance(step, Damage):
                 self.damaged.append(step)
-                self.problem("commitlog", self._segment_name(step.offset), step.offset,
-                             f"{step.reason} ({step.length} bytes skipped; the records "
-                             "after them are kept)")
+                if step.record is not None and step.record.total_size == step.length:
+                    self.records.add(step.offset, step.record)  # its queue entry is right
+                detail = (f"{step.reason} ({step.length} bytes skipped; the records after "
+                          "them are kept)")
+                if self._quarantined(step):
+                    rep.warnings.append(f"damaged record at {step.offset}: {detail}; a copy "
+                                        f"is in {QUARANTINE_DIR}/")
+                else:
+                    self.problem("commitlog", self._segment_name(step.offset), step.offset,
+                                 detail)
             elif isinstance(step, End):
                 self._end(step)
         if self.progress is not None:
             self.progress("commitlog", total, total)
+
+    def _quarantined(self, damage: Damage) -> bool:
+        """Whether ``verify --repair`` set these damaged bytes aside already."""
+        path = self.layout.root / QUARANTINE_DIR / f"{damage.offset:020d}"
+        seg = self.log.segment_for(damage.offset)
+        if seg is None or not path.is_file():
+            return False
+        pos = damage.offset - seg.base
+        return path.read_bytes() == bytes(seg.view[pos : min(pos + damage.length, seg.size)])
 
     def _segment_name(self, offset: int) -> str:
         seg = self.log.segment_for(offset)
@@ -534,9 +555,13 @@ class _Verifier:
         self._check_missing(topic, queue_id, first_offset + n, cols, topic_ids, end, issues)
         blank = size == BLANK_UNIT_SIZE
         lead = int(np.argmin(blank)) if not blank.all() else n
-        if np.any(blank[lead:]):
-            issues.append((first_offset + lead + int(np.argmax(blank[lead:])),
+        # After the first real entry a blank size is a hole entry (a record lost with its
+        # header; readers skip it) and carries the previous entry's end; a zero there is not.
+        stray = blank[lead:] & (phys[lead:] == 0)
+        if np.any(stray):
+            issues.append((first_offset + lead + int(np.argmax(stray)),
                            "blank unit after the first real entry"))
+        self.report.hole_entries += int(np.count_nonzero(blank[lead:] & ~stray))
         idx = np.arange(lead, n)
         real = ~blank[lead:]
         idx, phys, size = idx[real], phys[lead:][real], size[lead:][real]
@@ -643,6 +668,7 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
         v.check_checkpoint(checkpoint, preview.end_offset)
         report.recovery = preview
         report.damaged = [DamageInfo(d.offset, d.length, d.reason) for d in v.damaged]
+        report.cq_file_size, report.bcq_file_size = v.cq_size(), v.bcq_file_size
         if preview.records_lost:
             report.problems.append(Problem(
                 "commitlog", "", preview.end_offset,

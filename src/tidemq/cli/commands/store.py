@@ -1,6 +1,8 @@
 """``tidemq store``: offline verification, dumps and queue conversion of a store directory.
 
-``verify`` and ``dump`` read the files without starting the store or taking its lock.
+``verify`` and ``dump`` read the files without starting the store or taking its lock;
+``verify --repair`` takes the lock (the broker must be stopped), copies damaged commit-log
+bytes to ``quarantine/`` and rebuilds every consume queue from the commit log.
 ``convert-cq`` rebuilds a topic's consume queues as batch consume queues (RIP-26); it
 takes the lock, so the broker must be stopped. Humans get tables (and a progress bar on
 large directories); ``--json`` prints one JSON document on stdout for scripts. ``verify``
@@ -30,6 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tidemq.errors import StoreReadOnly
 from tidemq.store.convert import ConversionError, ConversionReport, convert_topic
 from tidemq.store.inspect import (
     InspectError,
@@ -42,6 +45,7 @@ from tidemq.store.inspect import (
     verify,
 )
 from tidemq.store.layout import StoreLayout
+from tidemq.store.repair import repair
 
 app = typer.Typer(no_args_is_help=True,
                   help="Offline store tools: verify, dump or convert a data directory "
@@ -108,20 +112,45 @@ def verify_command(
     no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip body CRC checks.")] = False,
     segment_size: Annotated[int | None, typer.Option(
         help="Commit-log segment size (default: inferred from the files).")] = None,
+    cq_file_size: Annotated[int | None, typer.Option(
+        help="Consume-queue file size, mappedFileSizeConsumeQueue (default: inferred).")]
+    = None,
+    fix: Annotated[bool, typer.Option(
+        "--repair", help="With the broker stopped: copy damaged commit-log bytes to "
+                         "quarantine/ and rebuild every consume queue from the commit log, "
+                         "then verify again.")] = False,
 ) -> None:
     """Check every record, queue entry and the checkpoint; preview what a start would do."""
-    with _progress(directory, not json_out) as progress:
+    report = _verify(directory, json_out, no_crc, segment_size, cq_file_size)
+    if fix and report.records + len(report.damaged):
         try:
-            report = verify(directory, check_crc=not no_crc, segment_size=segment_size,
-                            progress=progress)
-        except InspectError as exc:
-            raise _fail(exc) from exc
+            done = repair(directory, segment_size=report.segment_size,
+                          cq_file_size=report.cq_file_size, bcq_file_size=report.bcq_file_size,
+                          check_crc=not no_crc)
+        except StoreReadOnly as exc:
+            _err().print(f"[red]error:[/red] {exc}: stop the broker first")
+            raise typer.Exit(2) from exc
+        if not json_out:
+            _out().print(f"repair: {len(done.quarantined)} damaged stretches copied to "
+                         f"quarantine/, {done.queue_files_removed} consume-queue files "
+                         f"rebuilt ({done.recovery})")
+        report = _verify(directory, json_out, no_crc, segment_size, cq_file_size)
     if json_out:
         _emit_json(report.to_dict())
     else:
         _print_verify(report)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _verify(directory: Path, json_out: bool, no_crc: bool, segment_size: int | None,
+            cq_file_size: int | None) -> VerifyReport:
+    with _progress(directory, not json_out) as progress:
+        try:
+            return verify(directory, check_crc=not no_crc, segment_size=segment_size,
+                          cq_file_size=cq_file_size, progress=progress)
+        except InspectError as exc:
+            raise _fail(exc) from exc
 
 
 def _print_verify(report: VerifyReport) -> None:
@@ -147,7 +176,11 @@ def _print_verify(report: VerifyReport) -> None:
             ("recovery would drop", f"{rec.bytes_truncated:,} bytes, "
                                     f"{rec.segments_deleted} segments, {rec.records_lost} records, "
                                     f"{rec.queue_entries_dropped} queue entries"),
+            ("recovery would skip", f"{rec.damaged_skipped} damaged records (kept)"),
+            ("damaged records", f"{len(report.damaged)} in the whole log"),
         ]
+        if rec.queues_rebuilt:
+            rows.append(("recovery would rebuild", ", ".join(rec.queues_rebuilt)))
         if rec.start_fails:
             rows.append(("start would fail", rec.start_fails))
     for item, value in rows:

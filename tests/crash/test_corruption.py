@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tidemq.formats.record import MIN_RECORD_SIZE
+from tidemq.formats.record import MIN_RECORD_SIZE, Record, decode_record
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageStore
@@ -97,6 +97,52 @@ def test_torn_write_of_the_last_record(root: Path) -> None:
     assert report.end_offset == tail_phys
     assert report.bytes_dropped == tail_size // 2
     assert ids[0] == list(range(9))
+
+
+# ---------------------------------------------------------------- damage in the middle
+
+
+MIDDLE_FLIPS = {**FLIPS, "properties": -3}  # negative: from the record's end
+
+
+@pytest.mark.parametrize("field", MIDDLE_FLIPS)
+@pytest.mark.parametrize("checkpoint", ["none", "earlier"])
+def test_bit_flip_in_a_middle_record_drops_nothing_after_it(root: Path, field: str,
+                                                            checkpoint: str) -> None:
+    entries = fill(root, 20)
+    set_checkpoint(root, None if checkpoint == "none" else entries[4][1])
+    _, phys, size = entries[10]
+    where = phys + MIDDLE_FLIPS[field] % size
+    patch_log(root, where, bytes([read_log(root, where, 1)[0] ^ 0x90]))
+
+    store = MessageStore(crash_config(root))
+    report = store.start()
+    try:
+        assert report.end_offset == end_of(entries) and report.bytes_dropped == 0
+        assert [d.offset for d in report.damaged] == [phys]
+        ids = [int(bytes(r.body[:8])) for r in queue_records_skipping(store)]
+        assert ids == [i for i in range(20) if i != 10]
+        assert store.max_offset(TOPIC, 0) == 20  # offsets stay dense past the damage
+    finally:
+        store.shutdown()
+    assert read_log(root, phys + size, 8) != bytes(8)  # the records after it are intact
+
+
+def queue_records_skipping(store: MessageStore) -> list[Record]:
+    out: list[Record] = []
+    offset = 0
+    while offset < store.max_offset(TOPIC, 0):
+        result = store.get(TOPIC, 0, offset, max_count=7)
+        assert result.next_begin_offset > offset
+        for buf in result.buffers:
+            pos = 0
+            while pos < len(buf):
+                rec = decode_record(buf, pos, check_crc=True)
+                assert isinstance(rec, Record)
+                out.append(rec)
+                pos += rec.total_size
+        offset = result.next_begin_offset
+    return out
 
 
 # ---------------------------------------------------------------- garbage after the end

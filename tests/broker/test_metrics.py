@@ -130,3 +130,29 @@ async def test_metrics_are_off_by_default_and_a_busy_port_is_not_fatal(
         async with Cluster(tmp_path / "b", brokers=1, broker={"metrics_port": port}) as busy:
             assert busy.brokers[0].metrics_server is None
             assert busy.brokers[0].started
+
+
+async def test_forced_retention_counts_what_no_group_consumed(tmp_path: Path) -> None:
+    """Messages a forced pass deletes above the group's committed offset are exported."""
+    async with Cluster(tmp_path, brokers=1, broker={"metrics_port": free_port()},
+                       store={"mapped_file_size_commit_log": 4096,
+                              "mapped_file_size_consume_queue": 20 * 30}) as c:
+        app = c.brokers[0]
+        async with AdminClient(c.namesrv_addr) as admin:
+            await admin.create_topic("Lost", read_queue_nums=1, write_queue_nums=1)
+        assert app.registrar is not None
+        await app.registrar.register_all()
+        mq = MessageQueue("Lost", "broker-a", 0)
+        async with Producer("lost-producers", c.namesrv_addr) as producer:
+            for i in range(30):
+                await producer.send(Message("Lost", bytes([i]) * 400), queue=mq)
+        assert app.store.wait_dispatched()
+        async with PullConsumer("slow-group", c.namesrv_addr) as consumer:
+            await consumer.commit({mq: 2})
+        app.store.retention.disk_usage = lambda _path: 0.87  # over the forced ratio
+        report = await asyncio.to_thread(app.store.run_retention)
+        assert report.forced and report.deleted_segments
+        new_min = app.store.min_offset("Lost", 0)
+        assert [(r.topic, r.start, r.end) for r in report.lost] == [("Lost", 2, new_min)]
+        m = await asyncio.to_thread(scrape, app.config.metrics_port)
+        assert value(m, "tidemq_broker_retention_lost_messages_total") == new_min - 2

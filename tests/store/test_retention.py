@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.retention import (
     HOUR_MS,
+    LostRange,
     RetentionPolicy,
     SegmentAge,
     _last_record_by_walk,
@@ -287,6 +289,43 @@ def test_forced_mode_ignores_age_never_deletes_the_last(make_store: Any,
     assert store.run_retention(early).deleted_segments == []
     assert len(store.commitlog.segments) == 1 and n > 3
     assert store.min_offset("T", 0) == store.max_offset("T", 0) - _records_in_last(store)
+
+
+def test_forced_deletion_of_unconsumed_messages_is_a_warning_naming_the_ranges(
+        make_store: Any, disk: FakeDisk, caplog: pytest.LogCaptureFixture) -> None:
+    store, clock = make_store(delete_file_batch_max=2)
+    fill(store, clock)
+    # Queue 0 was consumed up to offset 5 by its slowest group; queue 1 by nobody.
+    store.retention.consumed_offsets = lambda: {("T", 0): 5}
+    disk.ratio = 0.87
+    with caplog.at_level(logging.INFO, logger="tidemq.store.retention"):
+        report = store.run_retention(T0)  # nothing is old: only forced mode deletes
+    assert report.forced and len(report.deleted_segments) == 2
+    new_min = store.min_offset("T", 0)
+    assert new_min > 5
+    assert sorted(report.lost, key=str) == [LostRange("T", 0, 5, new_min),
+                                            LostRange("T", 1, 0, 3)]
+    assert store.retention.unconsumed_deleted == new_min - 5 + 3
+    [warning] = [r for r in caplog.records if "no consumer group had consumed" in r.message]
+    assert warning.levelno == logging.WARNING
+    assert f"T/0 offsets 5..{new_min - 1}" in warning.message
+    assert "T/1 offsets 0..2" in warning.message
+    assert f"deleted {new_min - 5 + 3} messages" in warning.message
+    segment_lines = [r for r in caplog.records if "deleted commit-log segment" in r.message]
+    assert len(segment_lines) == 2 and all(r.levelno == logging.WARNING for r in segment_lines)
+
+
+def test_an_unforced_pass_loses_nothing_it_should_warn_about(
+        make_store: Any, caplog: pytest.LogCaptureFixture) -> None:
+    store, clock = make_store()
+    fill(store, clock)
+    store.retention.consumed_offsets = dict  # no group consumed anything
+    with caplog.at_level(logging.INFO, logger="tidemq.store.retention"):
+        report = store.run_retention(NOW, manual=True)  # expired data: policy, not loss
+    assert report.deleted_segments and not report.forced and report.lost == []
+    assert store.retention.unconsumed_deleted == 0
+    assert not [r for r in caplog.records
+                if r.name == "tidemq.store.retention" and r.levelno >= logging.WARNING]
 
 
 def _records_in_last(store: MessageStore) -> int:

@@ -50,6 +50,7 @@ class BrokerContext:
                                    auto_create=config.auto_create_topic_enable,
                                    default_queue_nums=config.default_topic_queue_nums)
         self.offsets = OffsetManager(self.layout)
+        self.store.retention.consumed_offsets = self.offsets.lowest_by_queue
         self.subscription_groups = SubscriptionGroupManager(
             self.layout, auto_create=config.auto_create_subscription_group,
             retry_max_times=config.max_reconsume_times)

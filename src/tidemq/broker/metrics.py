@@ -26,6 +26,7 @@ tidemq_broker_consumer_offset                  gauge    group, topic (sum of com
 tidemq_broker_flush_last_seconds               gauge
 tidemq_broker_flushes_total                    counter
 tidemq_broker_damaged_records_skipped_total    counter  (damaged records reads skipped)
+tidemq_broker_retention_lost_messages_total    counter  (forced retention, unconsumed)
 tidemq_broker_commitlog_bytes                  gauge    (max - min physical offset)
 tidemq_broker_disk_used_ratio                  gauge
 tidemq_broker_connections / pull_held          gauge
@@ -184,6 +185,9 @@ class BrokerCollector(Collector):
         yield _counter("tidemq_broker_damaged_records_skipped",
                        "Damaged commit-log records a read skipped instead of serving.",
                        store.reader.damaged.skipped)
+        yield _counter("tidemq_broker_retention_lost_messages",
+                       "Messages forced retention deleted before any group consumed them.",
+                       store.retention.unconsumed_deleted)
         yield _gauge("tidemq_broker_commitlog_bytes", "Commit-log bytes retained.",
                      store.commitlog.max_offset - store.commitlog.min_offset)
         yield _gauge("tidemq_broker_disk_used_ratio", "Used fraction of the store's disk.",

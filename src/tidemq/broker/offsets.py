@@ -58,6 +58,18 @@ class OffsetManager:
     def topics_of(self, group: str) -> list[str]:
         return sorted(k.split("@", 1)[0] for k in self.table if k.split("@", 1)[1] == group)
 
+    def lowest_by_queue(self) -> dict[tuple[str, int], int]:
+        """The lowest offset any group committed on each queue. Safe from another thread:
+        the table and each group's queues are copied whole (one C call each) first."""
+        out: dict[tuple[str, int], int] = {}
+        for key, queues in self.table.copy().items():
+            topic = key.split("@", 1)[0]
+            for queue_id, offset in queues.copy().items():
+                old = out.get((topic, queue_id))
+                if old is None or offset < old:
+                    out[topic, queue_id] = offset
+        return out
+
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 

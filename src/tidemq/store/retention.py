@@ -8,6 +8,13 @@ first, moves every consume queue's minimum offset past the deleted data, deletes
 files wholly below the new commit-log minimum and raises or clears the disk-full state
 that makes the commit log refuse appends.
 
+A forced pass deletes data younger than ``fileReservedTime``: what no consumer group had
+consumed yet is lost. Such a pass logs at WARNING, naming the queue-offset ranges lost
+(:class:`LostRange`: from the lowest offset any group committed on the queue, or from
+the queue's old minimum if none did), and adds their messages to
+:attr:`RetentionService.unconsumed_deleted` (the broker exports it). Committed offsets
+live above the store: the owner injects ``consumed_offsets``.
+
 Rules of the plan, as upstream:
 
 * A pass deletes only if a trigger holds: **time** (the local hour is in ``deleteWhen``),
@@ -38,7 +45,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tidemq.formats.record import (
@@ -58,7 +65,9 @@ from tidemq.store.mapped_file import MappedFile
 from tidemq.store.queues import ConsumeQueueSet
 
 __all__ = [
+    "ConsumedOffsets",
     "DiskUsage",
+    "LostRange",
     "RetentionPlan",
     "RetentionPolicy",
     "RetentionReport",
@@ -77,6 +86,11 @@ UNKNOWN = -1
 
 #: ``disk_usage(path) -> used fraction 0.0..1.0`` of the partition holding ``path``.
 DiskUsage = Callable[[Path], float]
+#: ``consumed_offsets() -> {(topic, queue_id): offset}``: the lowest offset any consumer
+#: group committed on each queue; queues no group committed on are absent.
+ConsumedOffsets = Callable[[], Mapping[tuple[str, int], int]]
+#: Lost ranges named in one warning; the rest are counted.
+_LOST_SHOWN = 20
 
 
 def disk_usage_ratio(path: Path) -> float:
@@ -224,6 +238,24 @@ def last_record_timestamp(seg: MappedFile) -> int:
 # ---------------------------------------------------------------------- carrying it out
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class LostRange:
+    """Queue offsets ``start`` .. ``end - 1`` of ``topic``/``queue_id``, deleted by a
+    forced pass before any consumer group consumed them."""
+
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.queue_id} offsets {self.start}..{self.end - 1}"
+
+
 @dataclasses.dataclass(slots=True)
 class RetentionReport:
     now_ms: int
@@ -238,6 +270,11 @@ class RetentionReport:
     queues_removed: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     index_files_deleted: int = 0
     lmq_entries_expired: int = 0
+    #: ``(topic, queue_id, old min offset, new min offset)`` of the queues corrected.
+    queue_ranges_deleted: list[tuple[str, int, int, int]] = dataclasses.field(
+        default_factory=list)
+    #: Of those, what no group had consumed (forced passes only).
+    lost: list[LostRange] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         what = ", ".join(self.triggers) + (" (forced)" if self.forced else "")
@@ -264,6 +301,9 @@ class RetentionService:
         self._corrected_min = -1
         self._lock = threading.Lock()
         self.disk_full = False
+        self.consumed_offsets: ConsumedOffsets | None = None
+        #: Messages forced passes deleted before any group consumed them, since start.
+        self.unconsumed_deleted = 0
 
     def segment_ages(self) -> list[SegmentAge]:
         """Ages of the segments a pass may delete (at most ``batch_max``); the rest -1."""
@@ -301,10 +341,14 @@ class RetentionService:
                 if len(cl.segments) <= 1 or cl.segments[0].base != base:
                     break
                 cl.delete_first()
-            log.info("retention deleted commit-log segment %020d", base)
+            log.log(logging.WARNING if plan.forced else logging.INFO,
+                    "retention%s deleted commit-log segment %020d",
+                    " (forced)" if plan.forced else "", base)
             report.deleted_segments.append(base)
         report.min_offset_after = cl.min_offset
         self._correct_if_moved(report)
+        if plan.forced and report.queue_ranges_deleted:
+            self._report_lost(report)
         self._expire_lmq(report)
         if report.deleted_segments:
             usage = report.usage = self.measure()
@@ -335,8 +379,35 @@ class RetentionService:
             cq.correct_min_offset(cl_min)
             if cq.min_offset != before:
                 report.queues_corrected += 1
+                report.queue_ranges_deleted.append(
+                    (cq.topic, cq.queue_id, before, cq.min_offset))
         if self.index is not None:
             report.index_files_deleted = self.index.delete_below(cl_min)
+
+    def _report_lost(self, report: RetentionReport) -> None:
+        """Name, count and warn about what a forced pass deleted unconsumed."""
+        consumed: Mapping[tuple[str, int], int] = {}
+        if self.consumed_offsets is not None:
+            try:
+                consumed = self.consumed_offsets()
+            except Exception:
+                log.exception("reading the committed offsets failed; counting every "
+                              "deleted message as unconsumed")
+        for topic, queue_id, start, end in report.queue_ranges_deleted:
+            committed = consumed.get((topic, queue_id))
+            first = start if committed is None else max(start, committed)
+            if first < end:
+                report.lost.append(LostRange(topic, queue_id, first, end))
+        if not report.lost:
+            return
+        count = sum(r.count for r in report.lost)
+        self.unconsumed_deleted += count
+        shown = ", ".join(str(r) for r in report.lost[:_LOST_SHOWN])
+        more = len(report.lost) - _LOST_SHOWN
+        log.warning("forced retention (disk %.0f%% used, above diskSpaceCleanForciblyRatio "
+                    "%.0f%%) deleted %d messages no consumer group had consumed: %s%s",
+                    report.usage * 100, self.policy.clean_forcibly_ratio * 100, count, shown,
+                    f" and {more} more queues" if more > 0 else "")
 
     def _expire_lmq(self, report: RetentionReport) -> None:
         """One budgeted step of the LMQ store's sweep (it resumes on the next pass)."""

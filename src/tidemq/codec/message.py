@@ -14,8 +14,8 @@ VIEW_MESSAGE_BY_ID body is stored commit-log records laid end to end, in the lay
 * ``msg_id`` is the ``UNIQ_KEY`` property, else the offset id (:mod:`tidemq.formats.msgid`).
 
 The common record -- V1 magic, IPv4 hosts, neither compressed nor batched -- is decoded
-by a fast path: one ``struct`` unpack per record (each host read as one 8-byte integer),
-host and topic strings reused from the record before, the message's slots filled directly;
+by the record package's fast path (:func:`tidemq.formats.record.messages.decode_plain_messages`:
+one ``struct`` unpack per record, cached strings, the message's slots filled directly);
 any other record, or one that does not check out, goes through
 :func:`tidemq.formats.record.decode_record`. Property texts are checked to be UTF-8 here
 but parsed only when a message's ``properties`` (or ``msg_id``, ``tags``, ``keys``) is
@@ -61,6 +61,7 @@ from tidemq.formats.batch import (
     uniform_layout,
 )
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
+from tidemq.formats.record.messages import decode_plain_messages
 from tidemq.types import Message, MessageExt
 
 __all__ = [
@@ -77,23 +78,9 @@ Buffer = bytes | bytearray | memoryview
 #: Default bound on one decompressed body (the Java broker's own message limit is 4 MiB).
 DEFAULT_MAX_DECOMPRESSED = 16 * 1024 * 1024
 
-NEED_UNWRAP = 0x40
-INNER_BATCH = 0x80
-#: Records with any of these bits take the general path.
-_SLOW_FLAGS = (
-    COMPRESSED | NEED_UNWRAP | INNER_BATCH | rec.SYSFLAG_BORNHOST_V6 | rec.SYSFLAG_STOREHOST_V6
-)
-
-#: The record's fixed part for IPv4 hosts, TOTALSIZE through BODYLENGTH, for the fast
-#: path: :data:`tidemq.formats.record.FIXED_V4` with each host (4-byte IP, 4-byte port)
-#: read as one 8-byte integer -- a cache key, no bytes objects.
-_FIXED_FAST = rec.fixed_v4_with_hosts("q")
-_FIXED_SIZE = rec.FIXED_V4_SIZE
-_MIN = rec.MIN_RECORD_SIZE
-_MAGIC_V1 = rec.MAGIC_V1
-_HOST8 = struct.Struct(">4si")
+NEED_UNWRAP = rec.SYSFLAG_NEED_UNWRAP
+INNER_BATCH = rec.SYSFLAG_INNER_BATCH
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
 _new = object.__new__
 
@@ -182,80 +169,9 @@ class _Decoder:
 
     def plain(self, data: bytes, pos: int, out: list[MessageExt]) -> int:
         """Decode the common records from ``pos`` into ``out``; returns where the first
-        record that needs the general path starts (``len(data)`` when none does). One
-        unpack per record, cached strings, properties left undecoded."""
-        end = len(data)
-        unpack = _FIXED_FAST.unpack_from
-        append = out.append
-        check_crc = self.check_crc
-        last_store = last_born = None  # IP and port as one integer: the cache key
-        store_host = born_host = ""
-        lazy: tuple[str, dict[str, str] | None] = ("", None)
-        raw_topic, raw_topic_len, topic = b"", -1, ""
-        fixed_qid = self.queue_id
-        broker_name = self.broker_name
-        while pos < end:
-            try:
-                (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
-                 born, store_ts, store, reconsume, prepared, body_len) = unpack(data, pos)
-            except struct.error:  # fewer bytes left than the fixed part
-                return pos
-            stop = pos + total
-            body_end = pos + _FIXED_SIZE + body_len
-            if (magic != _MAGIC_V1 or sys_flag & _SLOW_FLAGS or total < _MIN or stop > end
-                    or body_len < 0 or body_end + 3 > stop):
-                return pos
-            topic_len = data[body_end]
-            props_at = body_end + 3 + topic_len
-            # PROPERTIESLENGTH must be exactly what is left of the record (and >= 0)
-            if (topic_len > 127 or props_at > stop
-                    or data[props_at - 2] << 8 | data[props_at - 1] != stop - props_at):
-                return pos
-            body = data[pos + _FIXED_SIZE : body_end]
-            if check_crc and rec.body_crc(body) != crc:
-                return pos
-            if topic_len != raw_topic_len or not data.startswith(raw_topic, body_end + 1):
-                raw_topic = data[body_end + 1 : props_at - 2]  # a new topic
-                raw_topic_len = topic_len
-                try:
-                    topic = raw_topic.decode("utf-8")
-                except UnicodeDecodeError:
-                    return pos
-            raw_props = data[props_at:stop]
-            if not raw_props.isascii():
-                try:
-                    raw_props.decode("utf-8")
-                except UnicodeDecodeError:
-                    return pos
-            if store != last_store:
-                ip, port = _HOST8.unpack(_I64.pack(store))
-                store_host, lazy, last_store = self.host(ip, port), self.lazy(ip, port), store
-            if born != last_born:
-                born_host, last_born = self.host(*_HOST8.unpack(_I64.pack(born))), born
-            msg: MessageExt = _new(MessageExt)
-            msg.topic = topic
-            msg.body = body
-            msg._properties = None
-            msg._raw_properties = raw_props
-            msg._msg_id = None
-            msg._lazy = lazy
-            msg.queue_id = queue_id if fixed_qid is None else fixed_qid
-            msg.queue_offset = queue_offset
-            msg.commit_log_offset = phys
-            msg.store_size = total
-            msg.sys_flag = sys_flag
-            msg.born_timestamp = born_ts
-            msg.born_host = born_host
-            msg.store_timestamp = store_ts
-            msg.store_host = store_host
-            msg.reconsume_times = reconsume
-            msg.flag = flag
-            msg.body_crc = crc
-            msg.prepared_transaction_offset = prepared
-            msg.broker_name = broker_name
-            append(msg)
-            pos = stop
-        return pos
+        record that needs the general path starts (``len(data)`` when none does)."""
+        return decode_plain_messages(data, pos, out, self.check_crc, self.queue_id,
+                                     self.broker_name, self.host, self.lazy)
 
     def general(self, view: memoryview, pos: int, out: list[MessageExt]) -> int:
         """Decode any record at ``pos`` into ``out``; returns the next position."""

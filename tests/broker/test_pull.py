@@ -125,6 +125,13 @@ async def test_commit_offset_is_piggy_backed_only_with_the_flag(five: Peer) -> N
     assert await committed() == -1
     await five.ok(wire.pull("P", 0, 3, group="pg1", commit_offset=3, sys_flag=PULL_COMMIT))
     assert await committed() == 3
+    # Past the queue's max offset (5): the pull is served, the commit is dropped.
+    await five.ok(wire.pull("P", 0, 3, group="pg1", commit_offset=1 << 62,
+                            sys_flag=PULL_COMMIT))
+    await five.ok(wire.pull("P", 0, 3, group="pg1", commit_offset=6, sys_flag=PULL_COMMIT))
+    assert await committed() == 3
+    await five.ok(wire.pull("P", 0, 3, group="pg1", commit_offset=5, sys_flag=PULL_COMMIT))
+    assert await committed() == 5
 
 
 @pytest.mark.parametrize(("cmd", "code"), [

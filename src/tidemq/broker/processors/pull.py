@@ -170,7 +170,10 @@ class PullProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{read_queues}]")
-        if first and sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+        if (first and sys_flag & FLAG_COMMIT_OFFSET
+                and 0 <= h.commit_offset <= self.store.max_offset(topic, queue_id)):
+            # A commit riding on a pull is best effort: one past the queue is dropped,
+            # the pull is still served.
             self.ctx.commit_offset(h.consumer_group, topic, queue_id, h.commit_offset)
         res = self.store.get(topic, queue_id, offset, max_nums, max_bytes,
                              self._tag_codes(h, sys_flag), self._inner_tags)

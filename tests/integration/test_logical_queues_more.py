@@ -293,7 +293,10 @@ async def test_offsets_survive_1_2_3_1_without_a_rebalance(cluster: Cluster,
 
     consumer = push()
     await consumer.start()
-    await eventually(lambda: owns_all(consumer))
+    # Settled: the topic's queues and the group's retry queue (its route appears a moment
+    # after the first heartbeat, and the rebalance takes it then).
+    await eventually(lambda: owns_all(consumer) and any(
+        q.topic == f"%RETRY%{consumer.group}" for q in consumer.assignment()))
     started = consumer.rebalance_count
     async with load(cluster) as state:
         for target in ("broker-b", "broker-c"):

@@ -8,6 +8,7 @@ are the same repairs, in-process and step by step.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -142,3 +143,19 @@ async def test_a_sealed_queue_is_committed_by_the_brokers_when_the_admin_died(
     assert leader is not None and leader.broker == "broker-c" and leader.logical_start == 1
     assert await send(cluster, 2, b"after") == 1  # writable again, contiguous
     assert N == 4
+
+
+async def test_the_seal_takes_the_admins_copy_even_below_the_leaders_epoch(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """The old leader's housekeeping may bump its epoch (an expiry) between the planned
+    push and the seal: the seal must still go through with the planned copy."""
+    await create(admin, ["broker-a", "broker-b"])
+    lqa = LogicalQueueAdmin(admin)
+    planned = plan_migration(await lqa.query(TOPIC), 0, "broker-c")
+    assert planned is not None
+    await lqa.update(planned)
+    old_leader = broker(cluster, "broker-a")
+    bumped = dataclasses.replace(planned, epoch=planned.epoch + 1)
+    assert old_leader.logical.update(bumped)  # what an expiry there does to the epoch
+    mapping = await lqa._seal(planned, 0, "broker-a", await admin.masters())
+    assert mapping.leader(0) is None and mapping.epoch == bumped.epoch + 1

@@ -42,18 +42,19 @@ class LogicalQueues:
     def get(self, topic: str) -> TopicMapping | None:
         return self.mappings.get(topic)
 
-    def update(self, mapping: TopicMapping, *, force: bool = False) -> bool:
+    def update(self, mapping: TopicMapping, *, force: bool = False,
+               older: bool = False) -> bool:
         """A copy pushed by the admin tool: merged into the one held (``force``: replaces
-        it). Refused (ValueError) when its epoch is older, when it belongs to an older
-        incarnation of the topic, or when it contradicts the one held. Returns whether
-        the held mapping changed."""
+        it). Refused (ValueError) when its epoch is older (unless ``older``: a copy that
+        only has to be merged in), when it belongs to an older incarnation of the topic,
+        or when it contradicts the one held. Returns whether the held mapping changed."""
         old = self.mappings.get(mapping.topic)
         if old is None or force or mapping.created > old.created:
             return self._store(mapping)
         if mapping.created < old.created:
             raise ValueError(f"mapping of {mapping.topic} created at {mapping.created} is "
                              f"older than the one held (created at {old.created})")
-        if mapping.epoch < old.epoch:
+        if mapping.epoch < old.epoch and not older:
             raise ValueError(f"mapping epoch {mapping.epoch} is older than {old.epoch}")
         return self._store(merge(old, mapping))
 

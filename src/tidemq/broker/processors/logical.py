@@ -824,9 +824,10 @@ class LogicalProcessor:
                     if k != self.me})
         return cmd.response()
 
-    def _take(self, cmd: RemotingCommand, topic: str | None) -> None:
+    def _take(self, cmd: RemotingCommand, topic: str | None, *, older: bool = False) -> None:
         """The mapping in ``cmd``'s body, merged into the one held (replacing it when
-        ``force``); the topic re-registered if it changed. ``topic``: the one it must map."""
+        ``force``); the topic re-registered if it changed. ``topic``: the one it must map;
+        ``older``: an older epoch is merged in rather than refused."""
         try:
             mapping = TopicMapping.from_json(json.loads(cmd.full_body()))
         except (ValueError, KeyError, TypeError) as exc:
@@ -835,7 +836,8 @@ class LogicalProcessor:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"the mapping is of {mapping.topic}, not {topic}")
         try:
-            changed = self.lqs.update(mapping, force=cmd.ext_fields.get("force") == "true")
+            changed = self.lqs.update(mapping, force=cmd.ext_fields.get("force") == "true",
+                                      older=older)
         except ValueError as exc:
             raise error_for_code(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
         if changed:
@@ -858,7 +860,7 @@ class LogicalProcessor:
         topic = cmd.ext_fields.get("topic", "")
         lq = _int(cmd.ext_fields.get("lq"), -1)
         if cmd.full_body():  # the admin's copy: the pending segment, even if a push missed
-            self._take(cmd, topic)
+            self._take(cmd, topic, older=True)  # merged, even below an epoch bumped here
         mapping = self.lqs.get(topic)
         if mapping is None or lq not in mapping.queues:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST, f"no logical queue {topic}/{lq}")

@@ -98,6 +98,34 @@ def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path,
         assert only.next_begin_offset == victim + 1
 
 
+@pytest.mark.parametrize("where", ["body", "physical offset", "body crc"])
+def test_records_from_before_the_start_are_checked_when_read(tmp_path: Path,
+                                                             where: str) -> None:
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 33
+    phys, _ = records[victim]
+    patch(root, phys + {"body": 150, "physical offset": 30, "body crc": 9}[where], b"\x99")
+    with MessageStore(small_config(root)) as store:  # a clean start: nothing rescanned
+        assert store.recovery_report is not None and not store.recovery_report.damaged
+        got, _ = bodies(store, 32)
+        assert got == [i for i in range(N) if i != victim]
+        assert store.reader.damaged.skipped == 1
+
+
+def test_sound_records_from_before_the_start_are_all_served(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore(small_config(root)) as store:
+        for i in range(N):  # every third one with UTF-8 beyond ASCII in its properties
+            props = {"UNIQ_KEY": f"U{i:04d}", "TAGS": "é" if i % 3 == 0 else "a"}
+            store.put("T", 0, MessageInput(b"%04d" % i + bytes(i), encode_properties(props)))
+    with MessageStore(small_config(root)) as store:
+        for max_count in (1, 7, 32, 100):
+            got, empty = bodies(store, max_count)
+            assert got == list(range(N)) and empty == 0
+        assert store.reader.damaged.skipped == 0
+
+
 def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path) -> None:
     root = tmp_path / "s"
     records = build(root)

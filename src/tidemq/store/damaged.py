@@ -3,12 +3,13 @@
 A record is trusted without a second look when this process wrote it, or when the
 startup recovery scan validated it (every record from the scan's start on). The records
 before that start were checked when they were written, but their bytes may have rotted
-on disk since: the read path checks each of them before serving it
+on disk since: the read path checks them before serving them
 (:func:`~tidemq.store.log_scan.check_record`: length, magic, PHYSICALOFFSET, body CRC,
-UTF-8 properties). Damaged records -- found by the recovery scan or by a read -- are
-skipped: the consumer's next offset moves past them, so the queue goes on, every skip is
-counted (:attr:`DamagedRecords.skipped`, exported by the broker) and reported in the log
-at most once per :data:`REPORT_EVERY` seconds.
+UTF-8 properties) -- all the records of a read at once where they are common records
+(:func:`all_sound`), one by one otherwise. Damaged records -- found by the recovery scan
+or by a read -- are skipped: the consumer's next offset moves past them, so the queue
+goes on, every skip is counted (:attr:`DamagedRecords.skipped`, exported by the broker)
+and reported in the log at most once per :data:`REPORT_EVERY` seconds.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from tidemq.formats.record import Record
+import numpy as np
+
+from tidemq.formats.record import OFF_BODY_CRC, OFF_TOTAL_SIZE, Record, body_crc
+from tidemq.formats.record.columns import decode_columns, gather, spans_are_ascii
 from tidemq.store.log_scan import check_record
 
 __all__ = ["REPORT_EVERY", "DamagedRecords"]
@@ -92,6 +96,18 @@ class DamagedRecords:
         self._skip(phys, reason)
         return True
 
+    def keep(self, read: Callable[[int, int], memoryview | None], phys: Sequence[int],
+             sizes: Sequence[int]) -> list[bool] | None:
+        """Which of the records ``(phys, size)`` a read may serve (``None``: all); damaged
+        ones are counted and reported."""
+        views = [read(p, n) for p, n in zip(phys, sizes, strict=True)]
+        if (not self._known and phys and phys[-1] < self.unchecked_below
+                and all(v is not None for v in views)
+                and all_sound(views, phys)):  # type: ignore[arg-type]
+            return None
+        out = [not self.damaged(v, p, n) for v, p, n in zip(views, phys, sizes, strict=True)]
+        return None if all(out) else out
+
     def _skip(self, phys: int, reason: str) -> None:
         with self._lock:
             self.skipped += 1
@@ -103,3 +119,30 @@ class DamagedRecords:
             count, self._unreported = self._unreported, 0
         log.error("skipped %d damaged commit-log record(s) a read asked for (last at %d: "
                   "%s); run 'tidemq store verify' on a stopped broker", count, phys, reason)
+
+
+def all_sound(views: Sequence[memoryview], phys: Sequence[int]) -> bool:
+    """Whether every record of ``views`` (stored at ``phys``) checks out, tested for all of
+    them at once: the columns decoder finds exactly these records (magic, lengths adding up
+    to each TOTALSIZE), each PHYSICALOFFSET is its position, topics and properties are
+    ASCII, and body CRCs match. ``False`` means "look record by record", not "damaged"
+    (records outside the columns' scope, non-ASCII properties)."""
+    joined = b"".join(views)
+    cols = decode_columns(joined)
+    if cols is None or len(cols) != len(views):
+        return False
+    sizes = np.fromiter(map(len, views), np.int64, len(views))
+    starts = np.cumsum(sizes) - sizes
+    buf = cols.buf
+    if not (np.array_equal(cols.pos, starts)
+            and np.array_equal(gather(buf, cols.pos + OFF_TOTAL_SIZE, ">i4"), sizes)
+            and np.array_equal(cols.field("physical_offset"), np.asarray(phys, np.int64))
+            and spans_are_ascii(buf, cols.topic) and spans_are_ascii(buf, cols.properties)):
+        return False
+    crcs = gather(buf, cols.pos + OFF_BODY_CRC, ">i4").tolist()
+    data = memoryview(joined)
+    for at, length, crc in zip(cols.body.start.tolist(), cols.body.length.tolist(), crcs,
+                               strict=True):
+        if body_crc(data[at : at + length]) != crc:
+            return False
+    return True

@@ -391,46 +391,25 @@ class QueueReader:
         n = len(phys)
         if not n:
             return
+        if self.damaged.needs_check(int(phys[0]), int(phys[-1] + size[-1])):
+            keep = self.damaged.keep(self.commitlog.read, phys.tolist(), size.tolist())
+            if keep is not None:  # damaged records left out
+                phys, size = phys[keep], size[keep]
+                n = len(phys)
+                if not n:
+                    return
         breaks = np.flatnonzero(phys[1:] != phys[:-1] + size[:-1]) + 1
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [n]))
-        needs_check = self.damaged.needs_check
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
             begin = int(phys[s])
             length = int(phys[e - 1] + size[e - 1]) - begin
-            if needs_check(begin, begin + length):
-                self._checked_views(result, phys[s:e].tolist(), size[s:e].tolist())
-                continue
             view = self.commitlog.read(begin, length)
             if view is None:
                 continue
             result.buffers.append(view)
             result.message_count += e - s
             result.total_bytes += length
-
-    def _checked_views(self, result: GetResult, phys: list[int], sizes: list[int]) -> None:
-        """Views of back-to-back records with the damaged ones left out."""
-        read = self.commitlog.read
-        damaged = self.damaged.damaged
-        begin = end = count = 0
-        for p, size in zip(phys, sizes, strict=True):
-            if damaged(read(p, size), p, size):
-                if count:
-                    self._add_part(result, begin, end, count)
-                count = 0
-                continue
-            if not count:
-                begin = p
-            end, count = p + size, count + 1
-        if count:
-            self._add_part(result, begin, end, count)
-
-    def _add_part(self, result: GetResult, begin: int, end: int, count: int) -> None:
-        view = self.commitlog.read(begin, end - begin)
-        if view is not None:
-            result.buffers.append(view)
-            result.message_count += count
-            result.total_bytes += end - begin
 
     # ------------------------------------------------------------------ single lookups
 

@@ -126,6 +126,21 @@ def test_sound_records_from_before_the_start_are_all_served(tmp_path: Path) -> N
         assert store.reader.damaged.skipped == 0
 
 
+def test_a_batch_consume_queue_reads_past_a_damaged_record(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore(small_config(root)) as store:
+        store.set_batch_topic("T")
+        records = [(r.phys_offsets[0], r.sizes[0]) for r in
+                   (store.put("T", 0, message(i)) for i in range(N))]
+    victim = 25
+    patch(root, records[victim][0] + 150, b"\x99")  # the body: the CRC no longer matches
+    with MessageStore(small_config(root)) as store:
+        for max_count in (1, 10, 64):
+            got, empty = bodies(store, max_count)
+            assert got == [i for i in range(N) if i != victim]
+            assert empty == (1 if max_count == 1 else 0)
+
+
 def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path) -> None:
     root = tmp_path / "s"
     records = build(root)

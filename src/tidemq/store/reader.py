@@ -325,8 +325,11 @@ class QueueReader:
                       np.searchsorted(nbytes, max_bytes, side="right")))
         take = kept[: max(fit, 1 if len(kept) else 0)]
         if len(take):
-            self._views(result, phys[take], size[take])
-            result.message_count = int(batch[take].sum())
+            sound = self._sound(phys[take], size[take])
+            # damaged batches are left out; the next offset still moves past them
+            served = take if sound is None else take[sound]
+            self._runs(result, phys[served], size[served])
+            result.message_count = int(batch[served].sum())
             last = int(take[-1])
         else:
             last = len(entries) - 1
@@ -387,17 +390,24 @@ class QueueReader:
             return len(keep)
         return int(idx[-1]) + 1 if len(idx) else int(kept[0])
 
+    def _sound(self, phys: Array, size: Array) -> list[bool] | None:
+        """Which of these records a read may serve (``None``: all of them)."""
+        if not len(phys) or not self.damaged.needs_check(int(phys[0]),
+                                                          int(phys[-1] + size[-1])):
+            return None
+        return self.damaged.keep(self.commitlog.read, phys.tolist(), size.tolist())
+
     def _views(self, result: GetResult, phys: Array, size: Array) -> None:
+        sound = self._sound(phys, size)
+        if sound is not None:  # damaged records left out
+            phys, size = phys[sound], size[sound]
+        self._runs(result, phys, size)
+
+    def _runs(self, result: GetResult, phys: Array, size: Array) -> None:
+        """One view per run of back-to-back records."""
         n = len(phys)
         if not n:
             return
-        if self.damaged.needs_check(int(phys[0]), int(phys[-1] + size[-1])):
-            keep = self.damaged.keep(self.commitlog.read, phys.tolist(), size.tolist())
-            if keep is not None:  # damaged records left out
-                phys, size = phys[keep], size[keep]
-                n = len(phys)
-                if not n:
-                    return
         breaks = np.flatnonzero(phys[1:] != phys[:-1] + size[:-1]) + 1
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [n]))

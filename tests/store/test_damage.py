@@ -11,7 +11,7 @@ import pytest
 
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
-from tidemq.store.inspect import verify
+from tidemq.store.inspect import dump_records, verify
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import GetStatus
@@ -254,3 +254,29 @@ def test_verify_previews_what_a_start_does(tmp_path: Path, flip: str, where: str
     assert real.segments_deleted == preview.segments_deleted
     assert real.bytes_dropped == preview.bytes_truncated
     assert len(real.damaged) == preview.damaged_skipped
+
+
+def test_verify_checks_batch_consume_queues(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore(small_config(root)) as store:
+        store.set_batch_topic("T")
+        for i in range(N):
+            store.put("T", 0, message(i))
+    clean = verify(root)
+    assert clean.ok, clean.problems
+    assert clean.queues == 1 and clean.queue_entries == N
+    bcq = sorted(StoreLayout(root).queue_dir("T", 0, batch=True).iterdir())[0]
+    data = bytearray(bcq.read_bytes())
+    data[7 * 46 + 11] ^= 0x01  # entry 7: its size
+    data[20 * 46 : N * 46] = bytes((N - 20) * 46)  # entries 20.. lost
+    bcq.write_bytes(data)
+    report = verify(root)
+    details = [(p.kind, p.where, p.offset, p.detail) for p in report.problems]
+    assert ("batch queue", "T/0", 7, f"size differs from record at {records_of(root)[7]}"
+            ) in details, details
+    assert any(d[3] == f"{N - 20} records of the commit log after the last entry have no "
+               "entry" for d in details), details
+
+
+def records_of(root: Path) -> list[int]:
+    return [r.phys for r in dump_records(root, None, 10_000).records]

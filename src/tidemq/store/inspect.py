@@ -483,9 +483,78 @@ class _Verifier:
             dropped += self._check_queue(topic, queue_id, qdir, cols, topic_ids, cl_min, end)
             if self.progress is not None:
                 self.progress("queues", n, len(queues))
-        self.report.queues = len(queues)
+        batch_queues = self.layout.queues(batch=True)
+        for topic, queue_id, qdir in batch_queues:
+            dropped += self._check_batch_queue(topic, queue_id, qdir, cols, topic_ids,
+                                               cl_min, end)
+        self.report.queues = len(queues) + len(batch_queues)
         self._check_queueless_records(cols, topic_ids, end)
         return dropped
+
+    def _check_batch_queue(self, topic: str, queue_id: int, qdir: Path,
+                           cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
+                           cl_min: int, end: int) -> int:
+        """A batch consume queue: file sizes, then each entry against the record it names
+        (exists, same size, this queue's), offsets that grow, and records of the queue
+        after its last entry."""
+        where = f"{topic}/{queue_id}"
+        file_size = self.bcq_file_size
+        issues: list[tuple[int, str]] = []
+        parts = []
+        found = self.layout.segments_in(qdir)
+        for i, (first, path) in enumerate(found):
+            n = path.stat().st_size
+            if n != file_size or (i and first != found[i - 1][0] + file_size):
+                issues.append((-1, f"file {path.name}: {n} bytes at {first}, expected "
+                               f"{file_size} following the previous; a start drops the queue "
+                               "and rebuilds it from the commit log"))
+                break
+            parts.append(_read_entries(path, BCQ_DTYPE))
+        ent = np.concatenate(parts) if parts else np.empty(0, dtype=BCQ_DTYPE)
+        n = bcq_valid_bytes(ent) // BCQ_UNIT
+        if np.any(ent[n:].view(np.uint8)):
+            issues.append((-1, f"non-zero entries after the end of valid entries (entry {n})"))
+        ent = ent[:n]
+        phys, size = ent["phys"].astype(np.int64), ent["size"].astype(np.int64)
+        base, batch = ent["base"].astype(np.int64), ent["batch"].astype(np.int64)
+        self.report.queue_entries += n
+        if n > 1 and np.any(np.diff(phys) <= 0):
+            at = int(np.argmax(np.diff(phys) <= 0)) + 1
+            issues.append((int(base[at]), "physical offsets do not increase"))
+        if n > 1 and np.any(base[1:] != base[:-1] + batch[:-1]):
+            at = int(np.argmax(base[1:] != base[:-1] + batch[:-1])) + 1
+            issues.append((int(base[at]), "queue offsets do not follow on"))
+        expired = phys < cl_min
+        self.report.expired_entries += int(np.count_nonzero(expired))
+        beyond = phys >= end
+        for j in np.flatnonzero(beyond)[:MAX_EXAMPLES]:
+            issues.append((int(base[j]), f"points at {int(phys[j])}, past the end of the "
+                           f"valid log {end}"))
+        live = ~expired & ~beyond
+        rp = cols["phys"]
+        k = np.minimum(np.searchsorted(rp, phys), max(len(rp) - 1, 0))
+        hit = rp[k] == phys if len(rp) else np.zeros(len(phys), dtype=np.bool_)
+        tid = topic_ids.get(topic, -1)
+        checks = [(live & ~hit, "no record starts at {phys}")]
+        if len(rp):
+            other = (cols["topic"][k] != tid) | (cols["queue_id"][k] != queue_id)
+            checks += [(live & hit & (cols["size"][k] != size),
+                        "size differs from record at {phys}"),
+                       (live & hit & other, "record at {phys} belongs to another queue")]
+        for mask, text in checks:
+            for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
+                issues.append((int(base[j]), text.format(phys=int(phys[j]))))
+        last = int(phys[-1]) if n else -1
+        mine = (cols["topic"] == tid) & (cols["queue_id"] == queue_id) & (rp > last) & (rp < end)
+        if np.any(mine):
+            issues.append((int(base[-1] + batch[-1]) if n else -1,
+                           f"{int(np.count_nonzero(mine))} records of the commit log after "
+                           "the last entry have no entry"))
+        for offset, detail in issues[:MAX_EXAMPLES]:
+            self.problem("batch queue", where, offset, detail)
+        if len(issues) > MAX_EXAMPLES:
+            self.problem("batch queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
+        return int(np.count_nonzero(beyond))
 
     def _check_queue(self, topic: str, queue_id: int, qdir: Path,
                      cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],

@@ -280,3 +280,14 @@ def test_verify_checks_batch_consume_queues(tmp_path: Path) -> None:
 
 def records_of(root: Path) -> list[int]:
     return [r.phys for r in dump_records(root, None, 10_000).records]
+
+
+def test_verify_reports_a_queue_file_cut_to_whole_entries(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    build(root)
+    cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[-1]
+    cq.write_bytes(cq.read_bytes()[: 2 * 20])  # file size inferred from the others
+    report = verify(root)
+    details = [p.detail for p in report.problems if p.where == "T/0"]
+    assert any("40 bytes" in d and cq.name in d for d in details), details
+    assert any(f"{N - 34} records of the commit log" in d for d in details), details

@@ -15,18 +15,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-
 from tidemq.formats.record import Record
 from tidemq.store.layout import StoreLayout
-from tidemq.store.log_scan import ZERO8, Damage, End, walk
+from tidemq.store.log_scan import Damage, End, walk
 
 __all__ = [
-    "ZERO8",
     "ReadOnlyFile",
     "ReadOnlyLog",
     "close_all",
-    "last_nonzero",
     "lock_held",
     "map_readonly",
     "open_log",
@@ -112,18 +108,6 @@ def walk_log(log: ReadOnlyLog, start: int, check_crc: bool
             yield step.offset, step
         elif isinstance(step, End):
             yield step.offset, step.reason or "end of log"
-
-
-def last_nonzero(view: memoryview, start: int) -> int:
-    """Position just past the last non-zero byte at or after ``start`` (``start`` if none)."""
-    chunk = 1 << 20
-    last = start
-    for pos in range(start, len(view), chunk):
-        block = np.frombuffer(view[pos : min(pos + chunk, len(view))], dtype=np.uint8)
-        nz = np.flatnonzero(block)
-        if len(nz):
-            last = pos + int(nz[-1]) + 1
-    return last
 
 
 def lock_held(layout: StoreLayout) -> bool:

@@ -289,7 +289,8 @@ async def test_a_pull_child_answered_later_is_waited_for_without_a_hold(
     to another broker does): the parent waits for that child and is not held."""
     batch = cluster.brokers[0].batch
     assert batch is not None
-    real = batch._processors[RequestCode.PULL_MESSAGE]
+    real = batch._chain(RequestCode.PULL_MESSAGE)
+    assert real is not None
 
     def late(conn: Any, cmd: RemotingCommand) -> RemotingCommand | None:
         resp = real(conn, cmd)
@@ -298,7 +299,8 @@ async def test_a_pull_child_answered_later_is_waited_for_without_a_hold(
         asyncio.get_running_loop().call_later(0.05, conn.send_response, resp)
         return None
 
-    monkeypatch.setitem(batch._processors, RequestCode.PULL_MESSAGE, late)
+    monkeypatch.setattr(batch, "_pull_processor", None)  # every child runs the chain
+    monkeypatch.setattr(batch, "_chain", lambda code: late)
     t0 = time.monotonic()
     got = await merged(peer, RequestCode.PULL_MESSAGE, pulls(topic, [0, 1, 2],
                                                              suspend_ms=10_000))

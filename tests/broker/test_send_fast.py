@@ -56,8 +56,8 @@ class _Conn:
 class Pair:
     def __init__(self, a: BrokerApp, b: BrokerApp) -> None:
         self.a, self.b = a, b
-        self.fast = SendProcessor(a)
-        self.generic = SendProcessor(b)
+        self.fast = SendProcessor(a.ctx)
+        self.generic = SendProcessor(b.ctx)
 
     def run(self, cmd: RemotingCommand, seed: int) -> tuple[Any, Any]:
         out = []
@@ -294,7 +294,7 @@ def _uniform_bodies(draw: st.DrawFn) -> bytes:
 @GOLDEN
 @given(body=_uniform_bodies())
 async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
-    walker = SendProcessor(pair.a)
+    walker = SendProcessor(pair.a.ctx)
     walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
 
@@ -320,7 +320,7 @@ async def test_a_small_uniform_batch_is_split_without_arrays(
     monkeypatch.setattr(pair.fast, "_array_split", arrays)
     split = pair.fast._uniform_batch(body)
     assert split is not None
-    walker = SendProcessor(pair.a)
+    walker = SendProcessor(pair.a.ctx)
     walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
     assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]

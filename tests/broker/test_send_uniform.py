@@ -45,8 +45,8 @@ class _Conn:
 class Pair:
     def __init__(self, a: BrokerApp, b: BrokerApp) -> None:
         self.apps = (a, b)
-        self.fast = SendProcessor(a)
-        self.walker = SendProcessor(b)
+        self.fast = SendProcessor(a.ctx)
+        self.walker = SendProcessor(b.ctx)
         self.walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
 
     def send(self, cmd: RemotingCommand) -> tuple[Any, Any]:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.long_poll import DispatchLinger, PullHoldService
 from tidemq.broker.metrics import BrokerMetrics
+from tidemq.broker.pipeline import Interceptor, Pipeline
 from tidemq.broker.processors.admin import AdminProcessor
 from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
@@ -44,8 +46,13 @@ log = logging.getLogger(__name__)
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig) -> None:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *,
+                 interceptors: Sequence[Interceptor] = ()) -> None:
+        """``interceptors``: request interceptors run before the broker's own, outermost
+        first (:mod:`tidemq.broker.pipeline`)."""
         ctx = self.ctx = BrokerContext(config, store_config)
+        self._interceptors = tuple(interceptors)
+        self.pipeline = Pipeline()
         self.config = config
         self.store_config = store_config
         self.layout = ctx.layout
@@ -109,20 +116,10 @@ class BrokerApp:
             raise
         self.pull_holds.attach(loop)
         self.store.add_dispatch_hook(self.pull_holds.on_dispatched)
-        ctx = self.ctx
-        for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
-                     AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
-                     GroupProcessor(ctx)):
-            proc.register(self.server)
-        self.logical_processor.register(self.server)  # wraps send/pull/offsets: after them
-        if self.config.batch_protocol_enable:  # last: it runs children through the others
-            self.batch = BatchProcessor(ctx, self.pull, self.send)
-            ctx.batch_holds = self.batch.holds
-            self.batch.register(self.server)
+        self._build_pipeline()
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
         if self.config.metrics_port:
-            self.metrics.time_processors(self.server)
             metrics = MetricsHttpServer(self.metrics.render, "0.0.0.0", self.config.metrics_port)
             try:
                 await metrics.start()
@@ -174,6 +171,30 @@ class BrokerApp:
         await loop.run_in_executor(None, self.store.shutdown)
         self.schedule.persist()  # the final delivery progress, now that the log is flushed
         log.info("broker %s stopped", self.config.broker_name)
+
+    def _build_pipeline(self) -> None:
+        """Every handler and every interceptor of the broker, registered here and only
+        here (:mod:`tidemq.broker.pipeline`)."""
+        ctx = self.ctx
+        pipeline = self.pipeline
+        for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
+                     AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
+                     GroupProcessor(ctx), self.logical_processor):
+            proc.register(pipeline)
+        if self.config.batch_protocol_enable:
+            self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)
+            ctx.batch_holds = self.batch.holds
+            self.batch.register(pipeline)
+            self.server.on_connection_closed(self.batch.connection_closed)
+            self.batch.holds.attach(asyncio.get_running_loop())
+            self.store.add_dispatch_hook(self.batch.holds.on_dispatched)
+        # Outermost first: gates given by the embedder, then metrics (timing everything
+        # a request costs), then the logical-queue translation.
+        pipeline.intercept(*self._interceptors)
+        if self.config.metrics_port:
+            pipeline.intercept(self.metrics)
+        pipeline.intercept(self.logical_processor)
+        pipeline.install(self.server)
 
     def _wire_dispatch_linger(self) -> None:
         """``skipDispatchLingerWhenHeld``: held pulls switch the dispatcher's linger off."""

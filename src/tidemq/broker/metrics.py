@@ -3,9 +3,10 @@
 Each :class:`BrokerContext` owns a :class:`CollectorRegistry` of its own (tests run several
 brokers in one process). Most figures are read from the broker's state when Prometheus
 scrapes (a custom collector, nothing kept twice); only the send and pull latencies are
-observed as they happen, by wrapping the processors that serve those codes
-(:meth:`BrokerMetrics.time_processors`). The latency is the time the processor ran: a SYNC_FLUSH
-send is measured up to its hand-off to the flusher, a long-polled pull up to its hold.
+observed as they happen, by the broker's request pipeline (:meth:`BrokerMetrics.wrap`
+is one of its interceptors), for requests and batch-protocol children alike. The latency
+is the time the processor ran: a SYNC_FLUSH send is measured up to its hand-off to the
+flusher, a long-polled pull up to its hold.
 
 =============================================  =======  ====================================
 metric                                         type     labels
@@ -51,9 +52,10 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tidemq.broker.codes import PULL_CODES, SEND_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.status import VERSION, disk_usage_ratio
-from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.command import RemotingCommand
 from tidemq.net import Connection
 
 __all__ = ["LATENCY_BUCKETS", "BrokerCollector", "BrokerMetrics"]
@@ -61,10 +63,6 @@ __all__ = ["LATENCY_BUCKETS", "BrokerCollector", "BrokerMetrics"]
 #: Seconds: 50 us .. 5 s (a processor returns in microseconds; a slow disk shows above).
 LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-
-SEND_CODES = (int(RequestCode.SEND_MESSAGE), int(RequestCode.SEND_MESSAGE_V2),
-              int(RequestCode.SEND_BATCH_MESSAGE))
-PULL_CODES = (int(RequestCode.PULL_MESSAGE), int(RequestCode.LITE_PULL_MESSAGE))
 
 _Processor = Callable[[Connection, RemotingCommand], Any]
 
@@ -103,15 +101,17 @@ class BrokerMetrics:
             ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
         self.registry.register(BrokerCollector(ctx, max_series=max_series))
 
-    def time_processors(self, server: Any) -> None:
-        """Re-register the send and pull processors of ``server`` wrapped in a timer
-        (requests the batch protocol carries run the unwrapped ones)."""
-        for codes, histogram in ((SEND_CODES, self.send_latency),
-                                 (PULL_CODES, self.pull_latency)):
-            for code in codes:
-                processor = server.processor(code)
-                if processor is not None:
-                    server.register(code, _timed(processor, histogram.labels(code=str(code))))
+    #: A meter: held requests evaluated again are not timed again.
+    rewrites = False
+
+    def wrap(self, code: int, proceed: _Processor) -> _Processor:
+        """The pipeline interceptor (:mod:`tidemq.broker.pipeline`): send and pull
+        requests -- batch-protocol children included -- timed by code."""
+        if code in SEND_CODES:
+            return _timed(proceed, self.send_latency.labels(code=str(code)))
+        if code in PULL_CODES:
+            return _timed(proceed, self.pull_latency.labels(code=str(code)))
+        return proceed
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

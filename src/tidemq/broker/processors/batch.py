@@ -4,13 +4,14 @@ Layout in :mod:`tidemq.codec.batch_protocol`; codes and differences in docs/prot
 Registered only with ``batchProtocolEnable=true``; a broker without it answers 3
 REQUEST_CODE_NOT_SUPPORTED, which clients read as "feature absent".
 
-Each child runs through the processor registered for its code (looked up when this one is
-registered, so whatever wraps send, pull or offsets applies to children too). The child
-gets a :class:`_ChildConnection`: the real connection for everything but
-``send_response``, which hands the child's late answer (a SYNC_FLUSH send) to the merge
-instead of the socket. A child raising :class:`~tidemq.errors.BrokerResponseError` is
-answered with that code and remark; a malformed child with INVALID_PARAMETER; its siblings
-are served either way.
+Each child runs through the broker's request pipeline (:mod:`tidemq.broker.pipeline`): the
+chain of its code, so every interceptor -- the logical-queue translation, metrics, any
+gate -- sees it exactly as a request of its own, and may refuse it alone. The child gets
+a :class:`_ChildConnection`: the real connection for everything but ``send_response``,
+which hands the child's late answer (a SYNC_FLUSH send) to the merge instead of the
+socket. A child raising :class:`~tidemq.errors.BrokerResponseError` is answered with that
+code and remark; a malformed child with INVALID_PARAMETER; its siblings are served either
+way.
 
 =========================  ==============================================================
 dispatchCode               the parent is answered
@@ -37,18 +38,20 @@ SYSTEM_ERROR after twice the sync-flush timeout.
 Found records go out as the store's memoryviews: the parent's ``body_parts`` are each
 child's head followed by its body parts, never joined.
 
-A pull child of an ordinary topic (no logical-queue mapping) whose code is served by the
-broker's own pull processor skips that processor's entry: its header is parsed once
-here and handed to :meth:`~tidemq.broker.processors.pull.PullProcessor.child` (same
-checks, codes and remarks); its found messages are counted in the stats once per parent.
-A shared-form parent (ext ``childForm=shared``, :mod:`tidemq.codec.batch_protocol`) has
-its template's header parsed once for all its children and is answered with compact
-child entries; a standard pull parent offering the form (ext ``childForms``) is told
-that this broker reads it. A shared send parent (ext ``childForm=sharedSend``,
-:mod:`tidemq.codec.shared_send`) is decoded without a header map per child; a plain send
-to an ordinary topic goes to :meth:`~tidemq.broker.processors.send.SendProcessor.child`
-from the entry's fields, anything else is built as its standard child and run through
-the registered processor; it is answered with compact entries.
+A pull child of an ordinary topic (no logical-queue mapping) is served from its header
+parsed once here: the pipeline's interceptors of its code run around
+:meth:`~tidemq.broker.processors.pull.PullProcessor.child` (same checks, codes and
+remarks) instead of around the registered handler; its found messages are counted in the
+stats once per parent. A held parent read again is no new request: only the interceptors
+that rewrite requests run again. A shared-form parent (ext ``childForm=shared``,
+:mod:`tidemq.codec.batch_protocol`) has its template's header parsed once for all its
+children and is answered with compact child entries; a standard pull parent offering the
+form (ext ``childForms``) is told that this broker reads it. A shared send parent (ext
+``childForm=sharedSend``, :mod:`tidemq.codec.shared_send`) is decoded without a header
+map per child; a plain send to an ordinary topic runs the interceptors of its code
+around :meth:`~tidemq.broker.processors.send.SendProcessor.child` from the entry's fields
+(the child's ext is the template's: topic and producer group), anything else is built as
+its standard child and runs its code's chain; it is answered with compact entries.
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
 
 from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
+from tidemq.broker.codes import PULL_CODES
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.pipeline import Pipeline
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.batch_protocol import (
@@ -94,9 +99,9 @@ from tidemq.errors import (
     TideMQError,
     error_for_code,
 )
-from tidemq.net import Connection, Processor, RemotingServer
+from tidemq.net import Connection, Processor
 
-__all__ = ["MERGE_ALL_CODES", "PULL_CODES", "BatchProcessor"]
+__all__ = ["MERGE_ALL_CODES", "BatchProcessor"]
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +111,6 @@ MERGE_ALL_CODES = frozenset({
     RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET,
     RequestCode.GET_MAX_OFFSET,
 })
-#: Children answered as soon as any has data.
-PULL_CODES = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
 
 _FLAG_COMMIT_OFFSET = 0x1
 _FLAG_SUSPEND = 0x2
@@ -116,6 +119,8 @@ _SYS_FLAG, _MAX_BYTES, _MAX_NUMS = (_PULL_KEYS["sys_flag"], _PULL_KEYS["max_msg_
                                     _PULL_KEYS["max_msg_nums"])
 _QUEUE_ID, _QUEUE_OFFSET = _PULL_KEYS["queue_id"], _PULL_KEYS["queue_offset"]
 _FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
+#: Codes a child may have.
+_CHILD_CODES = MERGE_ALL_CODES | PULL_CODES
 #: Numbers the send fast path reads from text have at most 9 (18 for a timestamp) digits.
 _DIGITS9, _DIGITS18 = 10**9, 10**18
 
@@ -211,6 +216,36 @@ class _ChildConnection:
         return getattr(self._conn, name)
 
 
+class _FastPull(_ChildConnection):
+    """A pull child's connection that also carries what its fast handler reads from:
+    the request it was made for, its parsed facts and the parent's budget."""
+
+    __slots__ = ("budget", "facts", "first", "request")
+
+    def __init__(self, conn: Connection, merge: _Merge, index: int, request: RemotingCommand,
+                 facts: _PullFacts, budget: _Budget, first: bool) -> None:
+        super().__init__(conn, merge, index)
+        self.request = request
+        self.facts = facts
+        self.budget = budget
+        self.first = first
+
+
+class _FastSend(_ChildConnection):
+    """A shared send child's connection that also carries its entry, the header fields
+    shared by its siblings and the parent's template."""
+
+    __slots__ = ("entry", "fields", "request", "template")
+
+    def __init__(self, conn: Connection, merge: _Merge, index: int, request: RemotingCommand,
+                 entry: SendEntry, fields: SendFields, template: RemotingCommand) -> None:
+        super().__init__(conn, merge, index)
+        self.request = request
+        self.entry = entry
+        self.fields = fields
+        self.template = template
+
+
 class _PullFacts(NamedTuple):
     """A pull child's parsed header and the fields the merge uses. ``header``'s own
     ``queue_id`` / ``queue_offset`` may be a shared-form template's: the child's are
@@ -236,9 +271,9 @@ class _PullChild:
 
 @dataclasses.dataclass(slots=True)
 class _HeldPulls:
-    """What a held parent needs to be read again: the pull processor and its children."""
+    """What a held parent needs to be read again: its dispatch code and its children."""
 
-    processor: Processor
+    code: int
     kids: list[_PullChild]
 
 
@@ -257,9 +292,11 @@ class _Budget:
 class BatchProcessor:
     """BATCH_REQUEST; see the module docstring."""
 
-    def __init__(self, ctx: BrokerContext, pull: PullProcessor | None = None,
-                 send: SendProcessor | None = None) -> None:
+    def __init__(self, ctx: BrokerContext, pipeline: Pipeline,
+                 pull: PullProcessor | None = None, send: SendProcessor | None = None
+                 ) -> None:
         self.ctx = ctx
+        self._pipeline = pipeline
         self.store = ctx.store
         cfg = ctx.config
         self._max_children = cfg.batch_max_children
@@ -268,33 +305,50 @@ class BatchProcessor:
                                        cfg.max_frame_size - _FRAME_RESERVE))
         self._child_timeout = 2 * ctx.store_config.sync_flush_timeout / 1000 + 1.0
         self._sync = ctx.store_config.sync_flush
-        self._processors: dict[int, Processor] = {}
         self._turn = 0
         self.holds = BatchHoldService(self._answer_held)
-        #: The registered pull processors (those seen by :meth:`register`), whose children
-        #: of ordinary topics may skip the processor's own header parsing.
-        self._fast: set[Processor] = set()
-        #: The send processor whose plain sends shared-form children skip the registered
-        #: processor for (``None``: every child goes through it).
+        #: The send processor whose plain sends shared-form children are served from the
+        #: entry's fields (``None``: every child is built and runs its code's chain).
         self._send = send
+        #: The pull processor whose children of ordinary topics are served from the
+        #: header parsed here (``None``: every child runs its code's chain).
         self._pull_processor = pull
+        #: Chains by (code, handler kind, re-run), composed on first use.
+        self._composed: dict[tuple[int, str, bool], Processor] = {}
 
-    def register(self, server: RemotingServer) -> None:
-        """Look up the child processors, register for BATCH_REQUEST, hook into the store's
-        dispatch (held pulls) and connection closes. Call after the others registered."""
-        for code in MERGE_ALL_CODES | PULL_CODES:
-            processor = server.processor(code)
-            if processor is not None:
-                self._processors[int(code)] = processor
-        if self._pull_processor is not None:
-            self._fast = {p for c, p in self._processors.items() if c in PULL_CODES}
-        server.register(RequestCode.BATCH_REQUEST, self.process)
-        server.on_connection_closed(self._connection_closed)
-        self.holds.attach(asyncio.get_running_loop())
-        self.store.add_dispatch_hook(self.holds.on_dispatched)
+    def register(self, pipeline: Pipeline) -> None:
+        pipeline.register(RequestCode.BATCH_REQUEST, self.process)
 
-    def _connection_closed(self, conn: Connection, _error: ConnectionLost) -> None:
+    def connection_closed(self, conn: Connection, _error: ConnectionLost) -> None:
         self.holds.drop_connection(conn)
+
+    # ------------------------------------------------------------------ chains
+
+    def _chain(self, code: int) -> Processor | None:
+        """What a child with ``code`` runs through: the pipeline's chain of the code."""
+        return self._pipeline.chain(code) if code in _CHILD_CODES else None
+
+    def _supported(self) -> list[int]:
+        return sorted(c for c in _CHILD_CODES if self._pipeline.chain(c) is not None)
+
+    def _composed_chain(self, code: int, kind: str, rerun: bool) -> Processor:
+        """The pipeline's interceptors of ``code`` around one of this processor's fast
+        handlers (``kind``), or around the registered handler (``"handler"``) for a held
+        parent's re-run."""
+        key = (code, kind, rerun)
+        chain = self._composed.get(key)
+        if chain is None:
+            handler: Processor
+            if kind == "pull":
+                handler = self._fast_pull
+            elif kind == "send":
+                handler = self._fast_send
+            else:
+                registered = self._pipeline.handler(code)
+                assert registered is not None  # a child code with a chain has a handler
+                handler = registered
+            chain = self._composed[key] = self._pipeline.compose(code, handler, rerun=rerun)
+        return chain
 
     # ------------------------------------------------------------------ parent
 
@@ -306,10 +360,10 @@ class BatchProcessor:
                                        max_bytes=self._max_bytes)
         except BatchFormatError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, exc.reason) from None
-        if req.dispatch_code not in self._processors:
+        if self._chain(req.dispatch_code) is None:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"dispatchCode {req.dispatch_code} is not supported in a "
-                                 f"batch (supported: {sorted(self._processors)})")
+                                 f"batch (supported: {self._supported()})")
         if req.dispatch_code in PULL_CODES:
             return self._pull(conn, cmd, req)
         return self._merge_all(conn, cmd, req)
@@ -318,7 +372,8 @@ class BatchProcessor:
 
     def _merge_all(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
                    ) -> RemotingCommand | None:
-        processor = self._processors[req.dispatch_code]
+        processor = self._chain(req.dispatch_code)
+        assert processor is not None  # checked by process
         merge = _Merge(conn, cmd, req.children)
         for i, child in enumerate(req.children):
             self._run(processor, conn, merge, i, child)
@@ -333,7 +388,7 @@ class BatchProcessor:
         processor's fast path from the entry's fields, without a header map."""
         try:
             code = dispatch_code_of(cmd)
-            if code not in SEND_SHARED_CODES or code not in self._processors:
+            if code not in SEND_SHARED_CODES or self._chain(code) is None:
                 raise BatchFormatError(f"childForm {SEND_SHARED_FORM!r} is not supported for "
                                        f"dispatchCode {code}")
             size = cmd.body_length()
@@ -344,7 +399,8 @@ class BatchProcessor:
             template, entries = decode_shared_send(code, body, self._max_children)
         except BatchFormatError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, exc.reason) from None
-        processor = self._processors[code]
+        processor = self._chain(code)
+        assert processor is not None  # checked above
         merge = _Merge(conn, cmd, list(range(1, len(entries) + 1)), shared_send_response)
         send = self._send
         base = None
@@ -357,8 +413,16 @@ class BatchProcessor:
             if isinstance(entry, str):
                 merge.put(i, child_error_response(BatchChild(None, i + 1),
                                                   ResponseCode.INVALID_PARAMETER, entry))
-            elif not (send is not None and base is not None
-                      and self._send_fast(send, conn, merge, i, entry, base, template)):
+            elif base is not None and _plain_numbers(entry):
+                qid, sys_flag, born, flag, props, body = entry
+                sub = RemotingCommand(code=template.code, opaque=i + 1, flag=template.flag,
+                                      ext_fields=template.ext_fields, body=body,
+                                      serialize_type=template.serialize_type)
+                fields: SendFields = (base[0], qid, sys_flag, born, flag, props, base[6])
+                self._run(self._composed_chain(code, "send", False), conn, merge, i,
+                          BatchChild(sub, i + 1),
+                          _FastSend(conn, merge, i, sub, entry, fields, template))
+            else:
                 self._run(processor, conn, merge, i,
                           BatchChild(shared_send_child(template, i + 1, entry), i + 1))
         if merge.missing == 0:
@@ -366,30 +430,29 @@ class BatchProcessor:
         self._defer(merge)
         return None
 
-    def _send_fast(self, send: SendProcessor, conn: Connection, merge: _Merge, index: int,
-                   entry: SendEntry, base: SendFields, template: RemotingCommand
-                   ) -> bool:
-        """Whether the send processor's fast path served the child (else nothing was
-        done). Its numbers must be what the fast path reads from text: plain digits."""
-        qid, sys_flag, born, flag, props, body = entry
-        if not (0 <= qid < _DIGITS9 and 0 <= sys_flag < _DIGITS9 and 0 <= flag < _DIGITS9
-                and 0 <= born < _DIGITS18):
-            return False
-        sub = RemotingCommand(code=template.code, opaque=index + 1, flag=template.flag,
-                              body=body, serialize_type=template.serialize_type)
-        fields: SendFields = (base[0], qid, sys_flag, born, flag, props, base[6])
+    def _fast_send(self, conn: Connection, request: RemotingCommand
+                   ) -> RemotingCommand | None:
+        """The handler of a shared send child of an ordinary topic, past the pipeline's
+        interceptors: the send processor's fast path from the entry's fields (its ext is
+        the template's: topic and producer group, what interceptors look at), else the
+        standard child it stands for through the registered handler."""
+        job: object = conn
+        if not isinstance(job, _FastSend) or request is not job.request:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 "a shared send child was replaced on its way")
+        send = self._send
+        assert send is not None  # fast children exist only with a send processor
         # Only a SYNC_FLUSH send answers later, through the connection it was given.
-        proxy = cast(Connection, _ChildConnection(conn, merge, index)) if self._sync else conn
-        try:
-            result = send.child(proxy, sub, fields)
-        except Exception as exc:
-            merge.put(index, _error_response(sub, exc))
-            return True
-        if result is False:
-            return False
-        if isinstance(result, (RemotingCommand, PlainAnswer)):
-            merge.put(index, result)
-        return True  # None: answered later through the proxy (SYNC_FLUSH)
+        result = send.child(conn if self._sync else job._conn, request, job.fields)
+        if isinstance(result, bool):  # not the plain case: nothing was done
+            handler = self._pipeline.handler(request.code)
+            assert handler is not None
+            standard = shared_send_child(job.template, job._index + 1, job.entry)
+            return cast("RemotingCommand | None", handler(conn, standard))
+        if isinstance(result, PlainAnswer):
+            job._merge.put(job._index, result)
+            return None
+        return result
 
     def _defer(self, merge: _Merge) -> None:
         """Answer the parent when its last child answers (or the child timeout passes)."""
@@ -397,16 +460,18 @@ class BatchProcessor:
         merge.timer = asyncio.get_running_loop().call_later(self._child_timeout, merge.expire)
 
     def _run(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
-             child: BatchChild) -> None:
-        """Run one child; its answer lands in ``merge`` now or later."""
+             child: BatchChild, proxy: _ChildConnection | None = None) -> None:
+        """Run one child through ``processor`` (a chain); its answer lands in ``merge``
+        now or later. ``proxy``: the child's connection, when it carries facts."""
         sub = child.command
         if sub is None:
             merge.put(index, child_error_response(
                 child, ResponseCode.INVALID_PARAMETER, child.error))
             return
-        proxy = cast(Connection, _ChildConnection(conn, merge, index))
+        if proxy is None:
+            proxy = _ChildConnection(conn, merge, index)
         try:
-            result = processor(proxy, sub)
+            result = processor(cast(Connection, proxy), sub)
         except Exception as exc:
             merge.put(index, _error_response(sub, exc))
             return
@@ -432,8 +497,8 @@ class BatchProcessor:
     def _pull(self, conn: Connection, cmd: RemotingCommand, req: BatchRequest
               ) -> RemotingCommand | None:
         kids = _pull_children(cmd, req)
-        processor = self._processors[req.dispatch_code]
-        merge = self._read_all(processor, conn, cmd, kids, self._budget(cmd), first=True)
+        code = req.dispatch_code
+        merge = self._read_all(code, conn, cmd, kids, self._budget(cmd), first=True)
         if merge.missing:  # a child answers later (e.g. forwarded): no hold, wait for it
             self._defer(merge)
             return None
@@ -442,7 +507,7 @@ class BatchProcessor:
         if hold is None or cmd.is_oneway:
             return batch_response(cmd, responses)
         waits, timeout = hold
-        self.holds.hold(conn, cmd, waits, timeout, _HeldPulls(processor, kids))
+        self.holds.hold(conn, cmd, waits, timeout, _HeldPulls(code, kids))
         # Close the race with a dispatch that landed between the reads and the hold.
         for (topic, queue_id), offset in waits:
             now_max = self.store.max_offset(topic, queue_id)
@@ -482,17 +547,26 @@ class BatchProcessor:
         if not held.conn.is_open:
             return
         payload = cast(_HeldPulls, held.payload)
-        merge = self._read_all(payload.processor, held.conn, held.cmd, payload.kids,
+        merge = self._read_all(payload.code, held.conn, held.cmd, payload.kids,
                                self._budget(held.cmd), first=False)
         if merge.missing:
             self._defer(merge)
         else:
             held.conn.send_response(batch_response(held.cmd, merge.responses()))
 
-    def _read_all(self, processor: Processor, conn: Connection, cmd: RemotingCommand,
+    def _read_all(self, code: int, conn: Connection, cmd: RemotingCommand,
                   kids: Sequence[_PullChild], budget: _Budget, *, first: bool) -> _Merge:
         """Every child read once, never suspending, starting at a rotating child; a child
-        whose processor answers later leaves its slot empty for now."""
+        whose processor answers later leaves its slot empty for now. A held parent's
+        re-run (``first`` false) is no new request: only the interceptors that rewrite
+        requests run again (:mod:`tidemq.broker.pipeline`)."""
+        if first:
+            processor = self._chain(code)
+            assert processor is not None  # checked by process
+        else:
+            processor = self._composed_chain(code, "handler", True)
+        fast = (None if self._pull_processor is None
+                else self._composed_chain(code, "pull", not first))
         children = [k.child for k in kids]
         merge = _Merge(conn, cmd, children)
         n = len(kids)
@@ -500,13 +574,14 @@ class BatchProcessor:
         self._turn += 1
         for step in range(n):
             i = (start + step) % n
-            self._read_one(processor, conn, merge, i, kids[i], budget, first)
+            self._read_one(processor, fast, conn, merge, i, kids[i], budget, first)
         for (topic, group), (msgs, nbytes) in budget.found.items():
             self.ctx.stats.on_get(topic, group, msgs, nbytes)
         return merge
 
-    def _read_one(self, processor: Processor, conn: Connection, merge: _Merge, index: int,
-                  kid: _PullChild, budget: _Budget, first: bool) -> None:
+    def _read_one(self, processor: Processor, fast: Processor | None, conn: Connection,
+                  merge: _Merge, index: int, kid: _PullChild, budget: _Budget, first: bool
+                  ) -> None:
         h = kid.header
         sub = kid.child.command
         if sub is None or h is None:
@@ -515,8 +590,9 @@ class BatchProcessor:
         if budget.spent:
             merge.put(index, self._skipped(sub, h))
             return
-        if processor in self._fast and self.ctx.logical.get(h.topic) is None:
-            self._read_fast(merge, index, sub, h, budget, first)
+        if fast is not None and self.ctx.logical.get(h.topic) is None:
+            self._run(fast, conn, merge, index, kid.child,
+                      _FastPull(conn, merge, index, sub, h, budget, first))
             return
         # Set from the facts each time (a re-run starts from the same request).
         ext = sub.ext_fields
@@ -532,23 +608,24 @@ class BatchProcessor:
             nxt = parse_java_int(resp.ext_fields.get("nextBeginOffset", ""), 64)
             budget.msgs -= max(1, (nxt or 0) - h.queue_offset)
 
-    def _read_fast(self, merge: _Merge, index: int, sub: RemotingCommand, h: _PullFacts,
-                   budget: _Budget, first: bool) -> None:
-        """The pull processor's read for a child of an ordinary topic, from the parsed
-        header: no ext rewritten and parsed again (a logical topic's child goes through
-        the registered processor, which translates it)."""
+    def _fast_pull(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """The handler of a pull child of an ordinary topic, past the pipeline's
+        interceptors: the pull processor's read from the header parsed here -- no ext
+        rewritten and parsed again (a logical topic's child runs the chain of its code,
+        whose translation needs the ext)."""
+        job: object = conn
+        if not isinstance(job, _FastPull) or request is not job.request:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 "a pull child was replaced on its way")
+        pull = self._pull_processor
+        assert pull is not None  # fast children exist only with a pull processor
+        h, budget, first = job.facts, job.budget, job.first
         clear = _FLAG_SUSPEND if first else _FLAG_SUSPEND | _FLAG_COMMIT_OFFSET
         own_bytes = h.max_msg_bytes or self.ctx.config.max_pull_bytes
-        assert self._pull_processor is not None  # the processor is in _fast
-        try:
-            resp, msgs, nbytes, nxt = self._pull_processor.child(
-                sub, h.header, h.queue_id, h.queue_offset, h.sys_flag & ~clear,
-                max(1, min(h.max_msg_nums, budget.msgs)), min(own_bytes, budget.bytes),
-                first=first)
-        except Exception as exc:
-            merge.put(index, _error_response(sub, exc))
-            return
-        merge.put(index, resp)
+        resp, msgs, nbytes, nxt = pull.child(
+            request, h.header, h.queue_id, h.queue_offset, h.sys_flag & ~clear,
+            max(1, min(h.max_msg_nums, budget.msgs)), min(own_bytes, budget.bytes),
+            first=first)
         if resp.code == ResponseCode.SUCCESS:
             budget.bytes -= nbytes
             budget.msgs -= max(1, nxt - h.queue_offset)
@@ -559,6 +636,7 @@ class BatchProcessor:
             else:
                 tally[0] += msgs
                 tally[1] += nbytes
+        return resp
 
     def _skipped(self, sub: RemotingCommand, h: _PullFacts) -> RemotingCommand:
         """A child not read because the parent's budget is spent: pull again at once."""
@@ -603,3 +681,10 @@ def _pull_header(ext: dict[str, str]) -> _PullFacts | None:
                       h.suspend_timeout_millis, h.max_msg_nums, max(h.max_msg_bytes or 0, 0),
                       h)
 
+
+def _plain_numbers(entry: SendEntry) -> bool:
+    """Whether a shared send entry's numbers are what the send fast path reads from
+    text: plain digits."""
+    qid, sys_flag, born, flag, _props, _body = entry
+    return (0 <= qid < _DIGITS9 and 0 <= sys_flag < _DIGITS9 and 0 <= flag < _DIGITS9
+            and 0 <= born < _DIGITS18)

@@ -26,6 +26,11 @@ fence that keeps exactly one writable segment per LQ, and that a pull of one is 
 held. A broker whose forward fails for a lost connection asks the name server for the
 brokers' addresses again (a restarted broker may listen elsewhere).
 
+The translation is an interceptor of the broker's request pipeline
+(:mod:`tidemq.broker.pipeline`), so batch-protocol children are translated like requests;
+a translated request runs on the registered handler of its code, past the interceptors
+that admitted the original.
+
 Admin codes (docs/protocol.md): 20100 UPDATE_LOGICAL_QUEUE_MAPPING (body = mapping JSON),
 20101 QUERY_LOGICAL_QUEUE_MAPPING, 20102 SEAL_LOGICAL_QUEUE, 20103
 DELETE_LOGICAL_QUEUE_MAPPING.
@@ -42,8 +47,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from tidemq.broker.codes import OFFSET_CODES, PULL_CODES, SEND_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
+from tidemq.broker.pipeline import Pipeline
 from tidemq.broker.processors.offsets import parse_header
 from tidemq.codec.bodies import ClusterInfo, TopicConfig, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -57,21 +64,15 @@ from tidemq.errors import (
 )
 from tidemq.formats.logical_migration import MappingConflict
 from tidemq.formats.record import rewrite_queue
-from tidemq.net import Connection
+from tidemq.net import Connection, Processor
 
 __all__ = ["LogicalProcessor"]
 
 log = logging.getLogger(__name__)
 
-Processor = Callable[[Any, RemotingCommand], "RemotingCommand | Awaitable[Any] | None"]
 _FLAG_COMMIT_OFFSET = 0x1  # pull sysFlag: commitOffset carries the group's position
 
-SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-              RequestCode.SEND_BATCH_MESSAGE)
-PULL_CODES = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
-OFFSET_CODES = (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
-                RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
-                RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, RequestCode.GET_EARLIEST_MSG_STORETIME)
+_TRANSLATED = SEND_CODES | PULL_CODES | OFFSET_CODES
 
 
 def _topic_key(code: int) -> tuple[str, str]:
@@ -123,6 +124,21 @@ class _FutureConn:
         return True
 
 
+class _Handlers:
+    """The pipeline's handlers by code: what a translated request runs on, past the
+    interceptors that admitted the original."""
+
+    def __init__(self, pipeline: Pipeline | None) -> None:
+        self._pipeline = pipeline
+
+    def __getitem__(self, code: int) -> Processor:
+        handler = None if self._pipeline is None else self._pipeline.handler(code)
+        if handler is None:
+            raise error_for_code(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                 f"request code {code} is not served here")
+        return handler
+
+
 class LogicalProcessor:
     MOVE_WAIT = 3.0  # seconds a send waits out a migration before answering "moved"
     REFRESH_INTERVAL = 1.0  # seconds between two address look-ups at the name server
@@ -130,36 +146,38 @@ class LogicalProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.lqs = ctx.logical
-        self._orig: dict[int, Processor] = {}
+        self._orig = _Handlers(None)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._events: dict[str, asyncio.Event] = {}
         self._refresh_after = 0.0
 
     # ------------------------------------------------------------------ install
 
-    def register(self, server: Any) -> None:
-        """Wrap the ordinary processors of the codes logical topics use; add admin codes."""
-        for code in (*SEND_CODES, *PULL_CODES, *OFFSET_CODES):
-            orig = server.processor(code)
-            if orig is not None:
-                self._orig[int(code)] = orig
-                server.register(code, self._wrap(int(code)))
-        reset = server.processor(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET)
-        if reset is not None:
-            server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self._wrap_reset(reset))
-        server.register(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, self.update_mapping)
-        server.register(RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, self.query_mapping)
-        server.register(RequestCode.SEAL_LOGICAL_QUEUE, self.seal)
-        server.register(RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, self.delete_mapping)
+    #: The translation changes what a request means: a held request evaluated again
+    #: needs it too (:mod:`tidemq.broker.pipeline`).
+    rewrites = True
 
-    def _wrap(self, code: int) -> Callable[[Connection, RemotingCommand], Any]:
-        orig = self._orig[code]
+    def register(self, pipeline: Pipeline) -> None:
+        """Register the admin codes; the ordinary handlers run translated requests."""
+        self._orig = _Handlers(pipeline)
+        pipeline.register(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, self.update_mapping)
+        pipeline.register(RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, self.query_mapping)
+        pipeline.register(RequestCode.SEAL_LOGICAL_QUEUE, self.seal)
+        pipeline.register(RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, self.delete_mapping)
+
+    def wrap(self, code: int, proceed: Processor) -> Processor:
+        """The pipeline interceptor: requests for mapped topics of the codes logical
+        topics use are translated; everything else goes on unchanged."""
+        if code == RequestCode.INVOKE_BROKER_TO_RESET_OFFSET:
+            return self._wrap_reset(proceed)
+        if code not in _TRANSLATED:
+            return proceed
         tkey, _ = _topic_key(code)
 
         def process(conn: Connection, cmd: RemotingCommand) -> Any:
             mapping = self.lqs.get(cmd.ext_fields.get(tkey, ""))
             if mapping is None:
-                return orig(conn, cmd)
+                return proceed(conn, cmd)
             if cmd.ext_fields.get("lo") == "false":
                 if code in SEND_CODES:
                     self._fence(mapping, cmd)
@@ -167,7 +185,7 @@ class LogicalProcessor:
                     # A sealed segment never grows: holding the pull would stall the
                     # reader until its timeout instead of moving it to the next segment.
                     cmd.ext_fields["suspendTimeoutMillis"] = "0"
-                return orig(conn, cmd)
+                return proceed(conn, cmd)
             return self._logical(code, mapping, conn, cmd)
 
         return process
@@ -400,7 +418,7 @@ class LogicalProcessor:
         """Run the physical request on the segment's broker, answer translated."""
         physical = self._physical(cmd, seg, **ext)
         if seg.broker == self.me:
-            resp = self._orig[cmd.code](_Capture(conn, translate), physical)
+            resp = self._orig[cmd.code](cast(Connection, _Capture(conn, translate)), physical)
             if resp is None or not isinstance(resp, RemotingCommand):
                 return resp
             return translate(resp)
@@ -432,8 +450,8 @@ class LogicalProcessor:
             resp = await self._forward(seg.broker, physical)
         else:
             done: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-            answer = self._orig[cmd.code](_Capture(cast(Connection, _FutureConn(done)),
-                                                   lambda r: r), physical)
+            answer = self._orig[cmd.code](cast(Connection, _Capture(
+                cast(Connection, _FutureConn(done)), lambda r: r)), physical)
             if isinstance(answer, RemotingCommand):
                 done.set_result(answer)
             resp = await done
@@ -506,7 +524,7 @@ class LogicalProcessor:
                 if seg.broker == self.me:
                     done: asyncio.Future[RemotingCommand] = loop.create_future()
                     proxy = _Capture(cast(Connection, _FutureConn(done)), lambda r: r)
-                    resp = self._orig[cmd.code](proxy, physical)
+                    resp = self._orig[cmd.code](cast(Connection, proxy), physical)
                     if isinstance(resp, RemotingCommand):
                         done.set_result(resp)
                     resp = await done

@@ -361,9 +361,11 @@ async def test_pulled_records_go_out_as_store_memoryviews(
 
 async def test_pull_children_commit_their_offset_once(peer: Peer, topic: str,
                                                       cluster: Cluster) -> None:
+    await _fill(peer, cluster, topic, {0: 4, 1: 9})  # a commit may not pass the queue
     kids = pulls(topic, [0, 1], suspend_ms=200, flags=wire.PULL_COMMIT)
     for kid, off in zip(kids, (4, 9), strict=True):
         kid.ext_fields["commitOffset"] = str(off)
+        kid.ext_fields["queueOffset"] = str(off)  # at the end: held, then run again
     await merged(peer, RequestCode.PULL_MESSAGE, kids)
     broker: BrokerApp = cluster.brokers[0]
     assert broker.committed_offset("cg", topic, 0) == 4

@@ -153,3 +153,22 @@ def test_encode_refuses_a_frame_over_the_limit() -> None:
     with pytest.raises(FrameTooLargeToSend) as info:
         encode_command(cmd, limit=size - 1)
     assert (info.value.size, info.value.limit, info.value.code) == (size, size - 1, 310)
+
+
+def test_a_kept_buffer_is_spare_between_frames_and_can_be_given_back() -> None:
+    dec = FrameDecoder()
+    first = dec.capacity
+    data = frame_bytes(RemotingCommand(code=1, body=b"x" * 500_000))
+    dec.receive_data(data[:-1])
+    assert dec.next_command() is None
+    assert dec.spare == 0  # in use by the frame
+    dec.release()  # not while a frame is pending
+    assert dec.capacity > 500_000
+    dec.receive_data(data[-1:])
+    assert dec.next_command() is not None
+    assert dec.spare == dec.capacity - first > 0  # kept for the next large frame
+    dec.release()
+    assert (dec.capacity, dec.spare) == (first, 0)
+    dec.receive_data(data)
+    cmd = dec.next_command()
+    assert cmd is not None and len(cmd.body) == 500_000

@@ -149,3 +149,25 @@ def test_incomplete_frames_stay_within_the_budget_and_others_are_served(
         assert len(closed) >= 8, f"only {len(closed)} of 16 connections were closed"
         assert grown < 3 * BUDGET + 32 * MIB, f"name server grew by {grown / MIB:.0f} MiB"
         _served(client, address)
+
+
+def test_buffers_kept_between_frames_stay_within_the_budget(
+        namesrv: tuple[subprocess.Popen[str], str]) -> None:
+    """40 peers each send one whole 4 MiB frame (answered) and stay idle: the buffers
+    they leave behind are given back instead of piling up (160 MiB before)."""
+    proc, address = namesrv
+    client = BlockingClient()
+    with contextlib.ExitStack() as stack:
+        stack.callback(client.close)
+        _served(client, address)
+        before = _memory(proc.pid)
+        body = b"z" * (4 * MIB - 1024)
+        for _ in range(40):
+            peer = stack.enter_context(_connect(address))
+            cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"},
+                                          body)
+            peer.sendall(frame_bytes(cmd))
+            assert peer.recv(1)  # answered: the frame was read whole
+        _served(client, address)
+        grown = _memory(proc.pid)["VmRSS"] - before["VmRSS"]
+        assert grown < 3 * BUDGET + 32 * MIB, f"name server grew by {grown / MIB:.0f} MiB"

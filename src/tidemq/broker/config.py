@@ -49,8 +49,9 @@ class BrokerConfig:
     trace_on: bool = True
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
-    #: Bytes of incomplete frames held over all connections; past it the connections
-    #: holding the most for the longest are closed.
+    #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all
+    #: connections; past it kept buffers are dropped, then the connections holding the
+    #: most for the longest are closed.
     max_incomplete_frame_bytes: int = 256 * 1024 * 1024
     max_pull_bytes: int = 4 * 1024 * 1024
     max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024

@@ -182,6 +182,18 @@ class FrameDecoder:
         """The size of the receive buffer."""
         return len(self._buf)
 
+    @property
+    def spare(self) -> int:
+        """Buffer bytes kept beyond the first buffer's size while no frame is pending
+        (kept for the next large frame; :meth:`release` gives them back)."""
+        return 0 if self._end != self._pos else len(self._buf) - _MIN_READ
+
+    def release(self) -> None:
+        """Drop a grown buffer while no frame is pending (the next large frame grows it
+        again)."""
+        if self._end == self._pos and len(self._buf) > _MIN_READ:
+            self._replace(_MIN_READ, 0)
+
     def next_command(self) -> RemotingCommand | None:
         """The next complete command, or ``None`` if more bytes are needed.
 

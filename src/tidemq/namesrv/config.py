@@ -48,8 +48,9 @@ class NamesrvConfig:
     server_channel_max_idle_time_seconds: int = 120
     # TideMQ additions
     max_frame_size: int = 16 * 1024 * 1024
-    #: Bytes of incomplete frames held over all connections; past it the connections
-    #: holding the most for the longest are closed.
+    #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all
+    #: connections; past it kept buffers are dropped, then the connections holding the
+    #: most for the longest are closed.
     max_incomplete_frame_bytes: int = 256 * 1024 * 1024
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0

@@ -24,8 +24,10 @@ as it arrives; the connection goes on. This side refuses to send a frame over it
 ``max_frame_size`` (:class:`~tidemq.codec.frame.FrameTooLargeToSend`).
 
 A server's connections share a :class:`~tidemq.net.receive_budget.ReceiveBudget`: after
-each read a connection reports the bytes of the incomplete frame it holds, and closes
-(aborts) the connections the budget names when the server's total goes over it.
+each read a connection reports the bytes of the incomplete frame it holds (or the spare
+buffer it keeps between frames); when the server's total goes over the budget it makes
+the connections the budget names give back their spare buffers, and aborts those it
+names to close.
 Protocol errors are logged through a :class:`~tidemq.net.rate_limited_log.RateLimitedLog`.
 
 Writing: commands are encoded into buffers (head + untouched body parts) and queued; the
@@ -350,10 +352,12 @@ class Connection(asyncio.BufferedProtocol):
             return
         budget = self._budget
         if budget is not None and self.state is ConnState.OPEN:
-            victims = budget.update(self, decoder.buffered, self._last_received,
-                                    completed=completed)
-            for victim in victims:
-                victim._over_budget(budget)
+            trim, close = budget.update(self, decoder.buffered, self._last_received,
+                                        completed=completed, spare=decoder.spare)
+            for conn in trim:
+                conn._decoder.release()
+            for conn in close:
+                conn._over_budget(budget)
 
     def _too_large(self, exc: FrameTooLarge) -> None:
         """Answer (or fail the request awaiting) a frame over the size limit."""

@@ -14,9 +14,10 @@ there). Server connections stop reading while their writes are paused, which slo
 a client that pipelines requests without reading the responses.
 
 Memory taken by peers is bounded: a frame's buffer grows with the bytes that arrive, and
-the bytes of incomplete frames over all connections stay within ``receive_budget``
-(:class:`~tidemq.net.receive_budget.ReceiveBudget`): past it, the connections holding
-the most for the longest are closed.
+the receive buffers over all connections -- incomplete frames, and the grown buffers
+kept between frames -- stay within ``receive_budget``
+(:class:`~tidemq.net.receive_budget.ReceiveBudget`): past it, kept buffers are given
+back first, then the connections holding the most for the longest are closed.
 
 Shutdown is graceful: stop accepting and stop reading new requests, give the processors
 still running up to ``drain_timeout`` seconds to finish and answer (their responses are

@@ -152,6 +152,15 @@ async def test_a_lying_inner_num_is_refused(cluster: Cluster, bcq: Peer, claimed
     await rejected(bcq, cluster, cmd, f"INNER_NUM says {claimed}")
 
 
+async def test_batch_properties_holding_a_separator_are_refused(cluster: Cluster,
+                                                               bcq: Peer) -> None:
+    """They become the stored record's properties: one a reader would cut is refused."""
+    await bcq.ok(inner_send(entries(2)))
+    cmd = inner_send(entries(3))
+    cmd.ext_fields["i"] = f"UNIQ_KEY\x01{wire.uniq_key()}\x02KEYS\x01a\x02b\x02"
+    await rejected(bcq, cluster, cmd, "separator")
+
+
 @pytest.mark.parametrize("ctype", [None, *CompressionType])
 async def test_truncated_bodies_are_refused(cluster: Cluster, bcq: Peer,
                                             ctype: CompressionType | None) -> None:

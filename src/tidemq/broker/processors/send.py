@@ -516,6 +516,9 @@ class SendProcessor:
         walk (a uniform-size proof for the usual shape), and a claimed INNER_NUM must
         match. Only the original bytes are stored; consumers decompress.
         """
+        problem = property_text_error(text) if text else None
+        if problem is not None:  # stored as the record's properties
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
         props = decode_properties(text.encode("utf-8")) if text else {}
         uniq = props.get("UNIQ_KEY")
         if uniq is None:

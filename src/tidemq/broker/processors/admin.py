@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
-from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.status import runtime_info
 from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.bodies import (

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from tidemq.broker.clients import ClientChannel
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.processors.decode import decoded
 from tidemq.broker.topics import RETRY_PREFIX
 from tidemq.codec.bodies import ConsumerListBody, HeartbeatData, decode_body, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 
 __all__ = ["ClientProcessor"]
@@ -26,10 +27,7 @@ class ClientProcessor:
         reg(RequestCode.CHECK_CLIENT_CONFIG, lambda conn, cmd: cmd.response())
 
     def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        try:
-            data = decode_body(cmd.body, HeartbeatData)
-        except RemoteProtocolError as exc:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, f"bad heartbeat: {exc}") from None
+        data = decoded(lambda: decode_body(cmd.body, HeartbeatData), "bad heartbeat: ")
         ctx = self.ctx
         for producer in data.producer_data_set:
             ctx.producers.register(producer.group_name,

@@ -22,7 +22,7 @@ from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.groups import validate_group_config
-from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.processors.decode import parse_header
 from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import DeleteSubscriptionGroupRequestHeader, ResetOffsetRequestHeader

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.processors.decode import decoded
 from tidemq.codec.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -24,7 +25,7 @@ from tidemq.codec.bodies import (
     encode_body,
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 
 __all__ = ["LockProcessor"]
@@ -33,10 +34,7 @@ B = TypeVar("B", LockBatchRequestBody, UnlockBatchRequestBody)
 
 
 def _body(cmd: RemotingCommand, cls: type[B]) -> B:
-    try:
-        body = decode_body(cmd.body, cls)
-    except RemoteProtocolError as exc:
-        raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+    body = decoded(lambda: decode_body(cmd.body, cls))
     if not body.consumer_group or not body.client_id:
         raise error_for_code(ResponseCode.INVALID_PARAMETER,
                              "consumerGroup and clientId are required")

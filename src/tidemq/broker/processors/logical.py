@@ -51,7 +51,7 @@ from tidemq.broker.codes import OFFSET_CODES, PULL_CODES, SEND_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
 from tidemq.broker.pipeline import Pipeline
-from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.processors.decode import parse_header
 from tidemq.codec.bodies import ClusterInfo, TopicConfig, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import ResetOffsetRequestHeader

@@ -3,9 +3,8 @@ SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32) -- remoting.md 
 
 from __future__ import annotations
 
-from typing import TypeVar
-
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.processors.decode import parse_header
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -15,22 +14,12 @@ from tidemq.codec.headers import (
     SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from tidemq.codec.schema import Header
-from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 from tidemq.store.lmq_store import LMQ_PREFIX
 
 __all__ = ["OffsetProcessor", "parse_header"]
 
-H = TypeVar("H", bound=Header)
-
-
-def parse_header(cls: type[H], cmd: RemotingCommand) -> H:
-    """Decode ``cmd``'s ext as ``cls``; bad input becomes INVALID_PARAMETER with the reason."""
-    try:
-        return cls.from_ext(cmd.ext_fields)
-    except RemoteProtocolError as exc:
-        raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
 
 
 class OffsetProcessor:

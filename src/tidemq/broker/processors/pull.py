@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.inner_tags import InnerBatchTags
+from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.topics import PERM_READ
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
-from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.formats.hashing import tags_code
 from tidemq.net import Connection
 from tidemq.store.reader import GetResult
@@ -98,10 +99,7 @@ class PullProcessor:
         if isinstance(parsed, PullMessageRequestHeader):
             h = parsed
         else:
-            try:
-                h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
-            except RemoteProtocolError as exc:
-                raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+            h = parse_header(PullMessageRequestHeader, cmd)
         max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
             self.ctx.config.max_pull_bytes)
         code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,

@@ -43,7 +43,7 @@ from tidemq.broker.delay import (
     DelayError,
     Diversion,
 )
-from tidemq.broker.processors.offsets import parse_header
+from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.topics import DLQ_PREFIX, PERM_WRITE, RETRY_PREFIX, validate_topic
 from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.command import RemotingCommand, RequestCode

@@ -39,6 +39,7 @@ import numpy as np
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.lmq import parse_lmq_targets
+from tidemq.broker.processors.decode import decoded
 from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
@@ -53,7 +54,6 @@ from tidemq.codec.shared_send import PlainAnswer
 from tidemq.errors import (
     CorruptRecord,
     MessageTooLarge,
-    RemoteProtocolError,
     ResponseCode,
     StoreReadOnly,
     error_for_code,
@@ -274,10 +274,7 @@ class SendProcessor:
     # ------------------------------------------------------------------ validation
 
     def _header(self, cmd: RemotingCommand) -> SendMessageRequestHeader:
-        try:
-            return decode_send_header(cmd.code, cmd.ext_fields)
-        except RemoteProtocolError as exc:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        return decoded(lambda: decode_send_header(cmd.code, cmd.ext_fields))
 
     def _queue(self, h: SendMessageRequestHeader) -> int:
         why = validate_topic(h.topic)

@@ -16,6 +16,7 @@ from tests.broker import wire
 from tests.broker.wire import PULL_SUSPEND, Peer
 
 from tidemq.broker.app import BrokerApp
+from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.codec.message import decode_messages
@@ -168,3 +169,28 @@ async def test_a_woken_pull_is_answered_from_the_header_parsed_when_it_was_held(
     resp = await asyncio.wait_for(task, 5)
     assert [m.body for m in decode_messages(resp.full_body())] == [b"wake"]
     assert parses == [] and broker.pull_holds.held_count == 0
+
+
+async def test_single_pulls_and_batch_parents_wait_in_one_table(
+        cluster: Cluster, peer: Peer) -> None:
+    """A held pull and a held batch-protocol parent on the same queue: one table counts
+    both, one message wakes both, a closed connection's holds are forgotten."""
+    broker = cluster.brokers[0]
+    await peer.ok(wire.create_topic("LP", 2))
+    single = await park(peer, held_pull("LP", 0))
+    kids = [wire.pull("LP", q, 0, sys_flag=PULL_SUSPEND, suspend_ms=10_000) for q in (0, 1)]
+    parent = await park(peer, encode_batch_request(RequestCode.PULL_MESSAGE, kids))
+    closed = asyncio.Event()
+    broker.server.on_connection_closed(lambda conn, error: closed.set())
+    async with Peer(broker.broker_addr) as other:  # a third, dropped with its connection
+        dropped = await park(other, held_pull("LP", 0))
+        assert broker.pull_holds.held_count == 3
+    with pytest.raises(ConnectionLost):
+        await dropped
+    await asyncio.wait_for(closed.wait(), 5)  # the broker saw the close
+    assert broker.pull_holds.held_count == 2
+    await peer.ok(wire.send("LP", b"both", queue_id=0))
+    got = decode_batch_response(await asyncio.wait_for(parent, 5), [1, 2])
+    assert [r.code for r in got] == [ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND]
+    assert (await asyncio.wait_for(single, 5)).code == ResponseCode.SUCCESS
+    assert broker.pull_holds.held_count == 0 and broker.pull_holds.woken == 2

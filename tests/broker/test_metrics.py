@@ -112,7 +112,7 @@ async def test_label_cardinality_is_bounded(cluster: Cluster) -> None:
     app = cluster.brokers[0]
     for i in range(5):
         app.offsets.commit(f"g{i}", "Bounded", 0, 0)
-    text = BrokerMetrics(app, max_series=2).render().decode()
+    text = BrokerMetrics(app.ctx, max_series=2).render().decode()
     families = {f.name: f.samples for f in text_string_to_metric_families(text)}
     assert len(families["tidemq_broker_consumer_lag_messages"]) == 2
     assert value(families, "tidemq_broker_series_dropped", family="consumer_lag") == 3

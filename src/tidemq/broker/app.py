@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
-from tidemq.broker.long_poll import DispatchLinger, PullHoldService
+from tidemq.broker.long_poll import DispatchLinger
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.pipeline import Interceptor, Pipeline
 from tidemq.broker.processors.admin import AdminProcessor
@@ -73,7 +73,8 @@ class BrokerApp:
         self.metrics_server: MetricsHttpServer | None = None
         self.pull = PullProcessor(ctx)
         self.send = SendProcessor(ctx)
-        self.pull_holds = ctx.pull_holds = PullHoldService(self.pull.rerun)
+        #: Parked pulls, single and batch-protocol (:mod:`tidemq.broker.holds`).
+        self.pull_holds = ctx.holds
         self.batch: BatchProcessor | None = None
         self.dispatch_linger: DispatchLinger | None = None
         self.registrar: Registrar | None = None
@@ -159,8 +160,6 @@ class BrokerApp:
         if self.metrics_server is not None:
             await self.metrics_server.close()
         self.pull_holds.release_all()
-        if self.batch is not None:
-            self.batch.release_all()
         if self.dispatch_linger is not None:
             self.dispatch_linger.close()
         await self.server.close(drain_timeout=5.0)
@@ -183,11 +182,7 @@ class BrokerApp:
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)
-            ctx.batch_holds = self.batch.holds
             self.batch.register(pipeline)
-            self.server.on_connection_closed(self.batch.connection_closed)
-            self.batch.holds.attach(asyncio.get_running_loop())
-            self.store.add_dispatch_hook(self.batch.holds.on_dispatched)
         # Outermost first: gates given by the embedder, then metrics (timing everything
         # a request costs), then the logical-queue translation.
         pipeline.intercept(*self._interceptors)
@@ -202,15 +197,10 @@ class BrokerApp:
         if (not self.config.skip_dispatch_linger_when_held or dispatcher is None
                 or not dispatcher.linger):
             return
-        batch = self.batch
-
-        def waiting() -> bool:
-            return bool(self.pull_holds.held_count or (batch and batch.holds.held_count))
-
-        linger = self.dispatch_linger = DispatchLinger(dispatcher, waiting)
-        self.pull_holds.on_hold = linger.held
-        if batch is not None:
-            batch.holds.on_hold = linger.held
+        holds = self.pull_holds
+        linger = self.dispatch_linger = DispatchLinger(dispatcher, lambda: bool(
+            holds.held_count))
+        holds.on_hold = linger.held
 
     async def __aenter__(self) -> BrokerApp:
         await self.start()

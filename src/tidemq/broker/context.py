@@ -3,7 +3,7 @@
 Processors receive this object, never the broker itself: the store, the metadata managers
 (topics, consumer offsets, subscription groups, logical-queue mappings), the client
 tables, locks, delays, statistics, the broker's configuration, the outbound client, the
-two tables of parked pulls and the few broker-wide events (topics changed, consumer ids
+table of parked pulls and the few broker-wide events (topics changed, consumer ids
 changed, an offset committed). :class:`~tidemq.broker.app.BrokerApp` builds it, wires the
 processors to it and runs their lifecycle; nothing here imports a processor.
 """
@@ -14,14 +14,13 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from tidemq.broker.batch_hold import BatchHoldService
 from tidemq.broker.clients import ConsumerManager, ProducerManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.delay import DelayPolicy, parse_delay_levels
 from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.holds import HoldTable
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues
-from tidemq.broker.long_poll import PullHoldService
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
@@ -66,10 +65,8 @@ class BrokerContext:
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes)
         self.client = RemotingClient()
-        #: Parked single pulls; the broker gives it the pull processor's re-run.
-        self.pull_holds: PullHoldService
-        #: Parked batch-protocol pull parents (``None`` without ``batchProtocolEnable``).
-        self.batch_holds: BatchHoldService | None = None
+        #: Parked pulls: single pulls and batch-protocol parents alike.
+        self.holds = HoldTable()
         self.broker_addr = config.broker_addr
         #: broker name -> address, for forwarding logical-queue requests
         self.broker_addresses: dict[str, str] = {}
@@ -115,12 +112,6 @@ class BrokerContext:
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
 
-    def notify_held(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Answer the pulls parked on ``(topic, queue_id)`` that ``max_offset`` satisfies
-        (both tables), from the event loop."""
-        self.pull_holds.notify(topic, queue_id, max_offset)
-        if self.batch_holds is not None:
-            self.batch_holds.notify(topic, queue_id, max_offset)
 
 
 async def _oneway(conn: Connection, cmd: RemotingCommand) -> None:

@@ -136,7 +136,7 @@ class BrokerCollector(Collector):
         yield _gauge("tidemq_broker_connections", "Open remoting connections.",
                      len(ctx.server.connections))
         yield _gauge("tidemq_broker_pull_held", "Pull requests held by long polling.",
-                     ctx.pull_holds.held_count)
+                     ctx.holds.held_count)
         yield _gauge("tidemq_broker_topics", "Topics configured on this broker.",
                      len(ctx.topics.topics))
         yield dropped

@@ -69,7 +69,7 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         "commitLogDiskRatio": f"{disk_usage_ratio(str(ctx.layout.root)):.4f}",
         "dispatchBehindBytes": str(behind),
         "dispatchLagMs": f"{lag_ms:.0f}",
-        "pullHeldCount": str(ctx.pull_holds.held_count),
+        "pullHeldCount": str(ctx.holds.held_count),
         "topicCount": str(len(ctx.topics.topics)),
         "connectionCount": str(len(ctx.server.connections)),
         "earliestMessageTimeStamp": str(earliest_message_time(store)),

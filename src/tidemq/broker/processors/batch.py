@@ -20,7 +20,7 @@ dispatchCode               the parent is answered
 14, 15, 30 (offsets)       when the last flush is confirmed (or times out) under SYNC_FLUSH
 11, 361 (pull)             at once when any child found data, failed or must move; else,
                            if a child allows suspension, the parent is held
-                           (:mod:`tidemq.broker.batch_hold`) until any child's queue gets
+                           (:mod:`tidemq.broker.holds`) until any child's queue gets
                            data or the longest suspend timeout passes, and then every child
                            is read again without suspension (and without committing again)
 =========================  ==============================================================
@@ -62,9 +62,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
 
-from tidemq.broker.batch_hold import BatchHoldService, HeldBatch
 from tidemq.broker.codes import PULL_CODES
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.holds import Held
 from tidemq.broker.pipeline import Pipeline
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.send import SendProcessor
@@ -93,7 +93,6 @@ from tidemq.codec.shared_send import (
 )
 from tidemq.errors import (
     BrokerResponseError,
-    ConnectionLost,
     RemoteProtocolError,
     ResponseCode,
     TideMQError,
@@ -306,7 +305,7 @@ class BatchProcessor:
         self._child_timeout = 2 * ctx.store_config.sync_flush_timeout / 1000 + 1.0
         self._sync = ctx.store_config.sync_flush
         self._turn = 0
-        self.holds = BatchHoldService(self._answer_held)
+        self.holds = ctx.holds
         #: The send processor whose plain sends shared-form children are served from the
         #: entry's fields (``None``: every child is built and runs its code's chain).
         self._send = send
@@ -318,9 +317,6 @@ class BatchProcessor:
 
     def register(self, pipeline: Pipeline) -> None:
         pipeline.register(RequestCode.BATCH_REQUEST, self.process)
-
-    def connection_closed(self, conn: Connection, _error: ConnectionLost) -> None:
-        self.holds.drop_connection(conn)
 
     # ------------------------------------------------------------------ chains
 
@@ -507,7 +503,7 @@ class BatchProcessor:
         if hold is None or cmd.is_oneway:
             return batch_response(cmd, responses)
         waits, timeout = hold
-        self.holds.hold(conn, cmd, waits, timeout, _HeldPulls(code, kids))
+        self.holds.hold(conn, cmd, waits, timeout, self._answer_held, _HeldPulls(code, kids))
         # Close the race with a dispatch that landed between the reads and the hold.
         for (topic, queue_id), offset in waits:
             now_max = self.store.max_offset(topic, queue_id)
@@ -543,7 +539,7 @@ class BatchProcessor:
         cfg = self.ctx.config
         return waits, longest if cfg.long_polling_enable else cfg.short_polling_time_mills
 
-    def _answer_held(self, held: HeldBatch) -> None:
+    def _answer_held(self, held: Held) -> None:
         if not held.conn.is_open:
             return
         payload = cast(_HeldPulls, held.payload)
@@ -649,9 +645,6 @@ class BatchProcessor:
         return sub.response(ResponseCode.PULL_RETRY_IMMEDIATELY,
                             "the batch's byte or message budget is spent", ext)
 
-    def release_all(self) -> None:
-        """Answer every held parent now (shutdown)."""
-        self.holds.release_all()
 
 
 def _pull_children(cmd: RemotingCommand, req: BatchRequest) -> list[_PullChild]:

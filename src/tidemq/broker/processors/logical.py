@@ -900,7 +900,7 @@ class LogicalProcessor:
         self.mapping_changed(new)
         # Pulls held on the sealed queue wait for messages that will never come: answer
         # them now, so readers move on to the next segment at once.
-        self.ctx.notify_held(topic, seg.queue_id, 1 << 62)
+        self.ctx.holds.notify(topic, seg.queue_id, 1 << 62)
         return cmd.response(body=json.dumps(new.to_json()).encode())
 
     def expire_segments(self) -> list[TopicMapping]:

@@ -18,7 +18,7 @@ OFFSET_OVERFLOW_BADLY      PULL_OFFSET_MOVED        max offset
 =========================  =======================  =======================
 
 A PULL_NOT_FOUND with the SUSPEND bit on its first evaluation is held by
-:class:`~tidemq.broker.long_poll.PullHoldService` instead of answered. Found records go
+:class:`~tidemq.broker.holds.HoldTable` instead of answered. Found records go
 out as the store's memoryviews (``body_parts``), never joined.
 
 A tag subscription keeps a BatchCQ inner batch when any of its messages has a subscribed
@@ -28,6 +28,7 @@ tag (:class:`~tidemq.broker.inner_tags.InnerBatchTags`); the client keeps exactl
 from __future__ import annotations
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.holds import Held
 from tidemq.broker.inner_tags import InnerBatchTags
 from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.topics import PERM_READ
@@ -84,6 +85,14 @@ class PullProcessor:
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         return self._pull(conn, cmd, first=True)
 
+    def answer_held(self, held: Held) -> None:
+        """A held request woken (or timed out): evaluated again and answered."""
+        if not held.conn.is_open:
+            return
+        response = self.rerun(held.conn, held.cmd, held.payload)
+        if response is not None:
+            held.conn.send_response(response)
+
     def rerun(self, conn: Connection, cmd: RemotingCommand, parsed: object = None
               ) -> RemotingCommand | None:
         """A held request's final evaluation: never suspends, never commits again.
@@ -110,11 +119,12 @@ class PullProcessor:
             cfg = self.ctx.config
             timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
                 cfg.short_polling_time_mills)
-            self.ctx.pull_holds.hold(conn, cmd, h.topic, h.queue_id, offset, timeout, h)
+            self.ctx.holds.hold(conn, cmd, (((h.topic, h.queue_id), offset),), timeout,
+                                self.answer_held, h)
             # Close the race with a dispatch that landed between the read and the hold.
             now_max = self.store.max_offset(h.topic, h.queue_id)
             if now_max > offset:
-                self.ctx.pull_holds.notify(h.topic, h.queue_id, now_max)
+                self.ctx.holds.notify(h.topic, h.queue_id, now_max)
             return None
         return self._answer(cmd, h, code, nxt, res)
 

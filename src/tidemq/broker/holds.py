@@ -1,0 +1,134 @@
+"""Held pulls (long polling): one table for single pulls and batch-protocol parents.
+
+A request that finds nothing new and allows suspension is parked under every ``(topic,
+queue id)`` it reads, each with the offset it waits beyond, and with one deadline: a single
+pull waits on one queue, a merged batch parent on the queues of all its children. The first
+of its queues whose max offset passes its offset wakes it: it is taken out of every queue's
+list and handed to its ``answer`` callback, which evaluates it again without suspension and
+sends the response. The deadline answers it the same way.
+
+Wakes come from the store's dispatch hook (on the dispatcher thread: an O(1) check whether
+anyone waits on that queue, and only then ``call_soon_threadsafe``) or from
+:meth:`HoldTable.notify` on the loop. Deciding who is woken is synchronous; the callbacks
+run after. No polling loop: deadlines are timer handles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+
+from tidemq.codec.command import RemotingCommand
+from tidemq.net import Connection
+
+__all__ = ["Held", "HoldTable"]
+
+Key = tuple[str, int]
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Held:
+    """One parked request: its connection and request, the ``(queue, offset)`` pairs it
+    waits on, the callback that answers it and whatever that callback needs."""
+
+    conn: Connection
+    cmd: RemotingCommand
+    waits: tuple[tuple[Key, int], ...]
+    answer: Callable[[Held], None]
+    payload: object = None
+    timer: asyncio.TimerHandle | None = None
+
+
+class HoldTable:
+    """Parked requests by queue; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._by_queue: dict[Key, list[tuple[Held, int]]] = {}
+        self._held: set[Held] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.woken = 0
+        self.expired = 0
+        #: Called on the loop for every hold (the broker's ``DispatchLinger.held``).
+        self.on_hold: Callable[[], None] | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    @property
+    def held_count(self) -> int:
+        """Requests parked now."""
+        return len(self._held)
+
+    def hold(self, conn: Connection, cmd: RemotingCommand,
+             waits: Sequence[tuple[Key, int]], timeout_ms: int,
+             answer: Callable[[Held], None], payload: object = None) -> Held:
+        """Park ``cmd`` until one of its queues passes its offset or ``timeout_ms``
+        elapses; then ``answer(held)`` is called once, on the loop."""
+        loop = self._loop or asyncio.get_running_loop()
+        held = Held(conn, cmd, tuple(waits), answer, payload)
+        held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
+        self._held.add(held)
+        for key, offset in held.waits:
+            self._by_queue.setdefault(key, []).append((held, offset))
+        if self.on_hold is not None:
+            self.on_hold()
+        return held
+
+    # ------------------------------------------------------------------ store hook
+
+    def on_dispatched(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Called from the dispatcher thread; cheap when nobody waits on the queue."""
+        if (topic, queue_id) in self._by_queue and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake, (topic, queue_id), max_offset)
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Same as the hook, from the event loop itself."""
+        self._wake((topic, queue_id), max_offset)
+
+    # ------------------------------------------------------------------ on the loop
+
+    def _wake(self, key: Key, max_offset: int) -> None:
+        waiting = self._by_queue.get(key)
+        if not waiting:
+            return
+        ready = list(dict.fromkeys(h for h, offset in waiting if offset < max_offset))
+        if not ready:
+            return
+        self._take(ready)
+        for held in ready:
+            self.woken += 1
+            held.answer(held)
+
+    def _expire(self, held: Held) -> None:
+        if held in self._held:
+            self._take((held,))
+            self.expired += 1
+            held.answer(held)
+
+    def _take(self, helds: Iterable[Held]) -> None:
+        """Take parked requests out of every queue's list and cancel their deadlines."""
+        gone = set(helds)
+        self._held -= gone
+        keys: set[Key] = set()
+        for held in gone:
+            if held.timer is not None:
+                held.timer.cancel()
+            keys.update(key for key, _ in held.waits)
+        for key in keys:
+            rest = [e for e in self._by_queue.get(key, ()) if e[0] not in gone]
+            if rest:
+                self._by_queue[key] = rest
+            else:
+                self._by_queue.pop(key, None)
+
+    def drop_connection(self, conn: Connection) -> None:
+        """Forget the requests of a closed connection (nobody is left to answer)."""
+        self._take([h for h in self._held if h.conn is conn])
+
+    def release_all(self) -> None:
+        """Answer every parked request now (shutdown)."""
+        held = list(self._held)
+        self._take(held)
+        for h in held:
+            h.answer(h)

@@ -167,3 +167,21 @@ def test_verify_repair_rebuilds_queues_and_sets_damage_aside(root: Path) -> None
         assert (store.max_offset("Orders", 0), store.max_offset("Orders", 1)) == (15, 15)
         served = sum(store.get("Orders", q, 0, max_count=64).message_count for q in (0, 1))
         assert served == 29  # all but the damaged one
+
+
+def test_dump_steps_over_a_damaged_record(root: Path) -> None:
+    records = json.loads(runner.invoke(app, ["store", "dump", str(root), "--json",
+                                             "--count", "100"]).stdout)["records"]
+    victim = records[4]
+    seg = sorted((root / "commitlog").iterdir())[victim["phys"] // SEGMENT]
+    data = bytearray(seg.read_bytes())
+    data[victim["phys"] % SEGMENT + 100] ^= 0x01  # the body: the CRC no longer matches
+    seg.write_bytes(data)
+    result = runner.invoke(app, ["store", "dump", str(root), "--count", "100"])
+    assert result.exit_code == 0, result.output
+    assert f"damaged: {victim['size']} bytes at {victim['phys']} (body CRC mismatch)" in (
+        " ".join(result.stdout.split()))
+    dumped = json.loads(runner.invoke(app, ["store", "dump", str(root), "--json",
+                                            "--count", "100"]).stdout)
+    assert [r["phys"] for r in dumped["records"]] == [
+        r["phys"] for r in records if r["phys"] != victim["phys"]]

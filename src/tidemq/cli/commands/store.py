@@ -253,6 +253,9 @@ def _dump_records(directory: Path, start: int | None, count: int, json_out: bool
                       _when(r.store_timestamp), str(r.body_size), props)
     out = _out()
     out.print(table)
+    for d in dump.damaged:
+        out.print(f"[yellow]damaged:[/yellow] {d.length} bytes at {d.offset} ({d.reason}); "
+                  "skipped, as recovery and reads do")
     if dump.end_reason:
         out.print(f"valid log ends at {dump.next_offset} ({dump.end_reason})")
     else:

@@ -216,6 +216,15 @@ async def test_send_fails_over_when_a_broker_is_killed(tmp_path: Path) -> None:
             f"after-{i}".encode() for i in range(6)]
         assert {(m.queue_id, m.queue_offset) for m in stored} >= {
             (r.queue.queue_id, r.queue_offset) for r in after}
+        # A consumer still reads everything broker-b holds while broker-a stays down.
+        got: list[MessageExt] = []
+        async with PullConsumer("cg", config=cfg, consume_from=FIRST) as consumer:
+            consumer.subscribe("Failover")
+            async with asyncio.timeout(30):
+                while len([m for m in got if m.body.startswith(b"after")]) < 6:
+                    got += await consumer.poll(timeout=1)
+        assert {m.broker_name for m in got} == {"broker-b"}
+        assert sorted(m.body for m in got) == sorted(m.body for m in stored)
     finally:
         await asyncio.to_thread(a.stop)
         await asyncio.to_thread(b.stop)

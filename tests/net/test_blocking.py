@@ -13,6 +13,7 @@ import pytest
 from tests.net.support import ECHO, make_server
 
 from tidemq.codec.command import RemotingCommand
+from tidemq.codec.frame import FrameTooLargeToSend
 from tidemq.errors import ConnectionLost, RequestTimeout
 from tidemq.net import BlockingClient, Connection, RemotingServer
 
@@ -28,6 +29,17 @@ async def test_round_trip(server: RemotingServer) -> None:
         response = await asyncio.to_thread(client.request, server.address, request)
         assert (response.code, response.opaque) == (0, request.opaque)
         assert (response.ext_fields, response.body) == ({"a": "1"}, b"payload")
+
+
+async def test_a_frame_over_the_limit_is_refused_before_sending(server: RemotingServer) -> None:
+    with BlockingClient(max_frame_size=2048) as client:
+        big = RemotingCommand.request(ECHO, {}, b"x" * 3000)
+        with pytest.raises(FrameTooLargeToSend) as info:
+            await asyncio.to_thread(client.request, server.address, big)
+        assert info.value.limit == 2048 and info.value.size > 3000
+        small = RemotingCommand.request(ECHO, {}, b"fits")
+        response = await asyncio.to_thread(client.request, server.address, small)
+        assert response.body == b"fits"
 
 
 async def test_body_parts_are_sent_intact(server: RemotingServer) -> None:

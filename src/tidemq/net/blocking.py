@@ -116,7 +116,7 @@ class _BlockingConnection:
             try:
                 with map_exceptions(errors):
                     sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                    _send_all(sock, encode_command(cmd))
+                    _send_all(sock, encode_command(cmd, self._max_frame_size))
             except (RequestTimeout, ConnectionLost):
                 self._drop_socket()  # a frame may be half written
                 raise

@@ -66,6 +66,7 @@ def wall_clock_ms() -> int:
 
 
 _new_result = tuple.__new__
+_NO_V6_HOSTS = ~SYSFLAG_HOSTS_V6  # the fast path writes IPv4 hosts
 _PUT_OK = PutStatus.PUT_OK
 _monotonic = time.monotonic
 _time_ns = time.time_ns
@@ -243,7 +244,7 @@ class Appender:
             pack = layouts[blen << 15 | plen] = v4_record_packer(len(tail), blen, plen)
         size = fixed + blen + plen
         crc = _crc32(body) & 0x7FFFFFFF
-        sys_flag &= ~SYSFLAG_HOSTS_V6
+        sys_flag &= _NO_V6_HOSTS
         key = queue_keys.get(queue_id)
         if key is None:  # one key object per queue: a row in flight is one object, not two
             key = queue_keys[queue_id] = (topic, queue_id)

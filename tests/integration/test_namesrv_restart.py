@@ -73,7 +73,7 @@ class Processes:
 
     def start_broker(self, name: str) -> None:
         self.start(name, "broker", "--set", f"brokerName={name}",
-                   "--set", f"listenPort={_free_port()}", "--set", f"namesrvAddr={self.namesrv}",
+                   "--set", "listenPort=0", "--set", f"namesrvAddr={self.namesrv}",
                    "--set", f"storePathRootDir={self.root / name}",
                    "--set", "mappedFileSizeCommitLog=16777216",
                    "--set", f"registerNameServerPeriod={PERIOD_MS}")

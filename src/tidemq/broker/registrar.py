@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 #: Seconds before a lost or refusing name server is asked again; doubled each time.
 RETRY_FIRST = 0.2
 #: The longest wait between two registration attempts with such a name server.
-RETRY_MAX = 2.0
+RETRY_MAX = 1.0
 
 
 class Registrar:

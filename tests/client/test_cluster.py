@@ -4,6 +4,8 @@ and broker processes for failover."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from tests.broker.wire import Peer
 from tests.crash.broker_process import BrokerProcess
 
+from tidemq.broker.app import BrokerApp
 from tidemq.client import (
     AdminClient,
     BlockingProducer,
@@ -229,3 +232,40 @@ async def test_send_fails_over_when_a_broker_is_killed(tmp_path: Path) -> None:
         await asyncio.to_thread(a.stop)
         await asyncio.to_thread(b.stop)
         await ns.stop()
+
+
+async def test_sends_while_a_broker_restarts_are_retried_elsewhere(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """broker-a comes back on its old port and is held in its store recovery: the
+    producer's sends to it are refused at connect (not answered 'request code not
+    supported') and go to broker-b; none fails."""
+    async with Cluster(tmp_path, brokers=2) as cluster:
+        cfg = ClientConfig(namesrv_addr=(cluster.namesrv_addr,), pull_error_backoff=0.1)
+        async with AdminClient(config=cfg) as admin:
+            await _create(admin, "Restarting")
+        a = cluster.brokers[0]
+        async with Producer("pg", config=cfg) as producer:
+            first = [await producer.send(Message("Restarting", b"x")) for _ in range(4)]
+            assert {r.queue.broker_name for r in first} == {"broker-a", "broker-b"}
+            await a.stop()
+            again = BrokerApp(dataclasses.replace(a.config, listen_port=a.server.port),
+                              a.store_config)
+            recovering, go_on = threading.Event(), threading.Event()
+            start_store = again.store.start
+
+            def slow_start() -> object:
+                recovering.set()
+                go_on.wait(30)
+                return start_store()
+
+            monkeypatch.setattr(again.store, "start", slow_start)
+            starting = asyncio.ensure_future(again.start())
+            try:
+                assert await asyncio.to_thread(recovering.wait, 30)
+                during = [await producer.send(Message("Restarting", b"y")) for _ in range(8)]
+            finally:
+                go_on.set()
+                await starting
+                cluster.brokers[0] = again
+    assert all(r.status is SendStatus.SEND_OK for r in during)
+    assert {r.queue.broker_name for r in during} == {"broker-b"}

@@ -14,7 +14,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
-from tidemq.broker.processors.send import GroupCommitWaiters
+from tidemq.broker.group_commit import GroupCommitWaiters
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ResponseCode
 from tidemq.formats.msgid import decode_offset_msg_id

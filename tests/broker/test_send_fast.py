@@ -22,7 +22,8 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
-from tidemq.broker.processors.send import SendProcessor, _inner_count
+from tidemq.broker.processors.batch_split import inner_count
+from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import BrokerResponseError, CorruptRecord
 from tidemq.formats.batch import count_entries, encode_batch
@@ -257,12 +258,12 @@ def _count(count: Any, body: Any) -> Any:
 @given(body=_inner_bodies(), view=st.booleans())
 def test_the_inner_count_is_count_entries(body: bytes, view: bool) -> None:
     arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
-    assert _count(_inner_count, arg) == _count(count_entries, body)
+    assert _count(inner_count, arg) == _count(count_entries, body)
 
 
 def _split(proc: SendProcessor, body: bytes) -> Any:
     try:
-        msgs, wait = proc._batch(body)
+        msgs, wait = proc._splitter.split(body)
     except BrokerResponseError as exc:
         return ("error", exc.code, exc.remark)
     return wait, [(bytes(m.body), m.properties, m.flag, m.tags_code, m.keys) for m in msgs]
@@ -295,14 +296,14 @@ def _uniform_bodies(draw: st.DrawFn) -> bytes:
 @given(body=_uniform_bodies())
 async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
     walker = SendProcessor(pair.a.ctx)
-    walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
+    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
 
 
 async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
                           i) for i in range(20)])
-    split = pair.fast._uniform_batch(body)
+    split = pair.fast._splitter.uniform(body)
     assert split is not None
     msgs, wait = split
     assert wait and [m.keys for m in msgs] == [(f"{i:032X}",) for i in range(20)]
@@ -317,10 +318,10 @@ async def test_a_small_uniform_batch_is_split_without_arrays(
     def arrays(*_: object) -> None:
         raise AssertionError("took the array split")
 
-    monkeypatch.setattr(pair.fast, "_array_split", arrays)
-    split = pair.fast._uniform_batch(body)
+    monkeypatch.setattr(pair.fast._splitter, "_array_split", arrays)
+    split = pair.fast._splitter.uniform(body)
     assert split is not None
     walker = SendProcessor(pair.a.ctx)
-    walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
+    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
     assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]

@@ -47,7 +47,7 @@ class Pair:
         self.apps = (a, b)
         self.fast = SendProcessor(a.ctx)
         self.walker = SendProcessor(b.ctx)
-        self.walker._uniform_batch = lambda _body: None  # type: ignore[method-assign]
+        self.walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
 
     def send(self, cmd: RemotingCommand) -> tuple[Any, Any]:
         out = []
@@ -143,7 +143,7 @@ async def test_a_producer_batch_takes_the_column_split(pair: Pair,
     def walk(*_: object) -> None:
         raise AssertionError("walked the batch")
 
-    monkeypatch.setattr("tidemq.broker.processors.send.iter_batch", walk)
+    monkeypatch.setattr("tidemq.broker.processors.batch_split.iter_batch", walk)
     entries = [(b"body%03d" % i, f"UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02".encode(), i)
                for i in range(100)]
     cmd = wire.send_batch("Cols", [], queue_id=0)

@@ -8,37 +8,31 @@ Fast path: a plain single send (SEND_MESSAGE_V2 / SEND_MESSAGE to an existing, w
 ordinary topic; no batch, delay, timer, LMQ, inner-batch or retry-topic features; numbers
 as plain digits) is read straight from the ext map (:func:`decode_send_fields`), checked,
 appended and answered without the header schema object. Anything else -- every error
-included -- goes the generic way, so codes and remarks are the generic path's. A batch
-whose entries share one layout and differ only in their UNIQ_KEY values is split with a
-few array comparisons instead of a property parse per entry; from 16 entries on it goes
-to the store as columns over the request body (:class:`UniformBatch`), its keys to the
-index as columns (:class:`KeyColumns`), and the offset message ids of the reply are one
-hex conversion.
+included -- goes the generic way, so codes and remarks are the generic path's. Batch
+bodies are split by :mod:`tidemq.broker.processors.batch_split` (columns for the usual
+uniform batch); the offset message ids of the reply are one hex conversion.
 
-SYNC_FLUSH (:class:`GroupCommitWaiters`): sends waiting for durability are queued on the
-event loop in commit-log order. One flush request per loop iteration triggers the group
-commit; the flusher's listener posts one callback per commit with the durable offset,
-which answers every waiter up to it. A request that fails or times out answers its
-waiters FLUSH_DISK_TIMEOUT, as a per-message future would have.
+SYNC_FLUSH: sends waiting for durability wait for their group commit
+(:mod:`tidemq.broker.group_commit`) and are answered then.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
-import functools
 import random
-import struct
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
-from typing import Any, Literal, overload
-
-import numpy as np
+from collections.abc import Sequence
+from typing import Literal, overload
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.group_commit import GroupCommitWaiters
 from tidemq.broker.lmq import parse_lmq_targets
+from tidemq.broker.processors.batch_split import (
+    NO_BATCH_FAN_OUT,
+    UNIFORM_SMALL,
+    BatchSplitter,
+    first_fans_out,
+    inner_count,
+    new_input,
+)
 from tidemq.broker.processors.decode import decoded
 from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
@@ -58,8 +52,7 @@ from tidemq.errors import (
     StoreReadOnly,
     error_for_code,
 )
-from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
-from tidemq.formats.crecords import joined_offset_ids, offset_ids, uniform_entries
+from tidemq.formats.crecords import joined_offset_ids, offset_ids
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
@@ -71,13 +64,10 @@ from tidemq.formats.properties import (
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
-from tidemq.store.append import UniformBatch
-from tidemq.store.flush import FlushService, FlushStatus
-from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageInput, PutResult
 
-__all__ = ["GroupCommitWaiters", "SendProcessor"]
+__all__ = ["SendProcessor"]
 
 SYSFLAG_COMPRESSED = 0x1
 SYSFLAG_INNER_BATCH = 0x80
@@ -90,21 +80,6 @@ _TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
 _GENERIC = RemotingCommand(code=-1)
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
-#: Uniform batches with fewer entries than this are split without arrays
-#: (see ``SendProcessor._uniform_batch``).
-_UNIFORM_MIN = 16
-#: Batches with fewer entries than this are walked.
-_UNIFORM_SMALL = 4
-#: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
-_SIZE_AND_BLEN = struct.Struct(">i12xi")
-_PLEN = struct.Struct(">h")
-#: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
-_Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
-#: ``MessageInput`` from a 5-tuple without the keyword-argument call.
-_new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
-    tuple.__new__, MessageInput)
-
-
 def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
     """The response error for a put the store refused: a read-only store is
     SERVICE_NOT_AVAILABLE, anything about the message itself MESSAGE_ILLEGAL."""
@@ -121,130 +96,9 @@ def _offset_ids(prefix: str, phys: Sequence[int]) -> str:
     record."""
     if type(phys) is range:
         return offset_ids(prefix, phys.start, phys.step, len(phys))
-    if len(phys) < _UNIFORM_SMALL:
+    if len(phys) < UNIFORM_SMALL:
         return ",".join(map(f"{prefix}%016X".__mod__, phys))
     return joined_offset_ids(prefix, phys)
-
-
-def _first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:
-    """``(entry size, body length)`` when the batch is whole entries of the first entry's
-    size and the first entry is well formed -- :func:`uniform_layout`'s checks of the
-    first entry, not of the others -- else ``None``."""
-    n_bytes = len(body)
-    if n_bytes < ENTRY_OVERHEAD:
-        return None
-    size, blen = _SIZE_AND_BLEN.unpack_from(body)
-    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
-        return None
-    (plen,) = _PLEN.unpack_from(body, 20 + blen)
-    if ENTRY_OVERHEAD + blen + plen != size:
-        return None
-    return size, blen
-
-
-_MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
-_NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in batches: send "
-                     "such messages one by one")
-
-
-def _first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
-    """Whether the first message of a batch body (already counted, so well formed) names
-    LMQs. Only the first: scanning every message's properties would cost an inner batch
-    of small messages a tenth of its whole send path, and the TideMQ client refuses any
-    batch holding such a message before sending it."""
-    first = next(iter_batch(plain), None)
-    return first is not None and _MULTI_DISPATCH_KEY in bytes(first.properties)
-
-
-def _inner_count(plain: bytes | bytearray | memoryview) -> int:
-    """:func:`count_entries` of an inner batch body. The usual batch of entries of one
-    layout is proven with ten strided bytes slices -- every entry's TOTALSIZE,
-    BODYLENGTH and PROPERTIESLENGTH bytes equal the first entry's, the check of
-    :func:`uniform_layout` -- which keep the GIL (array gathers may drop it, and a busy
-    dispatcher thread then holds the loop up). Anything else is counted by
-    :func:`count_entries`, errors included."""
-    layout = _first_layout(plain)
-    if layout is not None:
-        size, blen = layout
-        n = len(plain) // size
-        if n >= _UNIFORM_SMALL:
-            data = plain if type(plain) is bytes else bytes(plain)
-            for off in (0, 1, 2, 3, 16, 17, 18, 19, 20 + blen, 21 + blen):
-                if data[off::size] != data[off : off + 1] * n:
-                    break
-            else:
-                return n
-    return count_entries(plain)
-
-
-class GroupCommitWaiters:
-    """SYNC_FLUSH sends waiting for their group commit, answered on the event loop.
-
-    ``wait(end, item)`` queues ``item`` until the commit log is durable up to ``end``
-    (ends arrive in increasing order: every append happens on the loop thread).
-    ``complete(item, durable)`` is called on the loop for each, exactly once.
-    """
-
-    def __init__(self, flusher: FlushService, complete: Callable[[Any, bool], None]) -> None:
-        self._flusher = flusher
-        self._complete = complete
-        self._queue: deque[tuple[int, Any]] = deque()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._asking = False
-        flusher.add_flush_listener(self._flushed_threadsafe)
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def wait(self, end: int, item: Any) -> bool:
-        """Queue ``item``; ``False`` (nothing queued) when ``end`` is durable already."""
-        if end <= self._flusher.flushed_offset:
-            return False
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        self._queue.append((end, item))
-        if not self._asking:
-            self._asking = True
-            loop.call_soon(self._ask)
-        return True
-
-    def _ask(self) -> None:
-        """One flush request for everything queued in this loop iteration."""
-        self._asking = False
-        if self._queue:
-            end = self._queue[-1][0]
-            if end <= self._flusher.flushed_offset:
-                return  # flushed meanwhile: the listener's callback answers them
-            self._flusher.request(end).add_done_callback(
-                functools.partial(self._requested_threadsafe, end))
-
-    def _flushed_threadsafe(self, offset: int) -> None:
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(self._flushed, offset)
-
-    def _requested_threadsafe(self, end: int, fut: concurrent.futures.Future[FlushStatus]
-                              ) -> None:
-        if fut.cancelled() or fut.result() is not FlushStatus.FLUSHED:
-            loop = self._loop
-            if loop is not None:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(self._failed, end)
-
-    def _flushed(self, offset: int) -> None:
-        queue, complete = self._queue, self._complete
-        while queue and queue[0][0] <= offset:
-            complete(queue.popleft()[1], True)
-
-    def _failed(self, end: int) -> None:
-        """The request for ``end`` timed out or failed: its waiters are answered."""
-        queue, complete = self._queue, self._complete
-        durable = self._flusher.flushed_offset
-        while queue and queue[0][0] <= end:
-            e, item = queue.popleft()
-            complete(item, e <= durable)
 
 
 class SendProcessor:
@@ -265,6 +119,8 @@ class SendProcessor:
         self._waiters: GroupCommitWaiters | None = None
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
+        self._splitter = BatchSplitter(max_body=self._max_body, cluster_prop=self._cluster_prop,
+                                       index=self._index, message=self._message)
 
     def register(self, server: object) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
@@ -327,150 +183,6 @@ class SendProcessor:
         wait = props.get("WAIT", "true").lower() != "false"
         return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wait
 
-    def _batch(self, body: bytes | bytearray | memoryview
-               ) -> tuple[Sequence[MessageInput], bool]:
-        uniform = self._uniform_batch(body)
-        if uniform is not None:
-            return uniform
-        msgs: list[MessageInput] = []
-        wait = True
-        try:
-            for entry in iter_batch(body):
-                props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
-                if props and "INNER_MULTI_DISPATCH\x01" in props:
-                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, _NO_BATCH_FAN_OUT)
-                m, w = self._message(entry.body, props, entry.flag)
-                msgs.append(m)
-                wait = wait and w
-        except (CorruptRecord, UnicodeDecodeError) as exc:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        if not msgs:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-        return msgs, wait
-
-    def _uniform_batch(self, body: bytes | bytearray | memoryview
-                       ) -> tuple[Sequence[MessageInput], bool] | None:
-        """:meth:`_batch` for the usual producer batch, or ``None`` (walk it entry by entry).
-
-        The usual batch has entries of one layout whose property strings are the same
-        bytes except for the UNIQ_KEY value (ASCII, no separator in it). Then the first
-        entry's properties describe every entry (TAGS, KEYS, WAIT, CLUSTER), the values are
-        valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
-        would find, entry by entry. Anything else, errors included, is walked; so are
-        batches of fewer than :data:`_UNIFORM_SMALL` entries, where checking the layout
-        costs more than the walk. Batches of fewer than :data:`_UNIFORM_MIN` entries (an
-        auto-batcher's at a low rate) are compared with bytes slices, larger ones with
-        arrays and handed to the store as columns (:class:`UniformBatch`), never as an
-        object per message.
-        """
-        first_size = int.from_bytes(body[:4], "big")
-        if first_size <= 0 or len(body) < _UNIFORM_SMALL * first_size:
-            return None
-        # A large batch: the array split checks every entry's lengths with its properties.
-        large = len(body) >= _UNIFORM_MIN * first_size
-        layout = _first_layout(body) if large else uniform_layout(body)
-        if layout is None:
-            return None
-        size, blen = layout
-        if blen > self._max_body:
-            return None
-        data = body if isinstance(body, bytes) else bytes(body)
-        n = len(data) // size
-        pstart = ENTRY_OVERHEAD + blen
-        plen = size - pstart
-        first = data[pstart : pstart + plen]
-        try:
-            text = first.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if "INNER_MULTI_DISPATCH\x01" in text or property_text_error(text) is not None:
-            return None
-        props = parse_property_text(text)
-        uniq = props.get("UNIQ_KEY")
-        ustart = uend = plen
-        if uniq is not None:
-            ustart = text.find("UNIQ_KEY\x01") + 9
-            uend = ustart + len(uniq)
-            if (not text.isascii() or text.count("UNIQ_KEY\x01") != 1
-                    or (ustart > 9 and text[ustart - 10] != "\x02")
-                    or text[uend : uend + 1] not in ("", "\x02")):
-                return None
-        cluster = b"" if "CLUSTER" in props else self._cluster_prop
-        if plen + len(cluster) > MAX_PROPERTIES_BYTES:
-            return None
-        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
-        wait = props.get("WAIT", "true").lower() != "false"
-        if large:
-            batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
-                                      tags_code(props.get("TAGS")), ks if self._index else None)
-            return None if batch is None else (batch, wait)
-        split = self._small_split(data, n, size, blen, cluster, ustart, uend)
-        if split is None:
-            return None
-        bodies, flags, raws, uniqs = split
-        keys: Iterable[tuple[str, ...]]
-        if not self._index:
-            keys = repeat((), n)
-        elif uniqs is None:
-            keys = repeat(ks, n)
-        else:
-            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
-        tags = repeat(tags_code(props.get("TAGS")), n)
-        return list(map(_new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
-
-    @staticmethod
-    def _small_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
-                     uend: int) -> _Split | None:
-        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
-        none) of a small batch of uniform layout, as :meth:`_array_split` checks it, with
-        bytes slices: for a few entries, array set-up costs more than the comparisons."""
-        pstart = ENTRY_OVERHEAD + blen
-        plen = size - pstart
-        first = data[pstart : pstart + plen]
-        head, tail = first[:ustart], first[uend:]
-        view = memoryview(data)
-        bodies: list[memoryview] = []
-        flags: list[int] = []
-        raws: list[bytes] = []
-        uniqs: list[str] | None = None if ustart == uend else []
-        bstart = ENTRY_OVERHEAD - 2
-        for base in range(0, n * size, size):
-            props = data[base + pstart : base + size]
-            if props[:ustart] != head or props[uend:] != tail:
-                return None
-            if uniqs is not None:
-                value = props[ustart:uend]
-                if not value.isascii() or 1 in value or 2 in value:
-                    return None
-                uniqs.append(value.decode("ascii"))
-            bodies.append(view[base + bstart : base + bstart + blen])
-            flags.append(int.from_bytes(data[base + 12 : base + 16], "big", signed=True))
-            raws.append(props + cluster if cluster else props)
-        return bodies, flags, raws, uniqs
-
-    @staticmethod
-    def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
-                     uend: int, tags: int, keys: tuple[str, ...] | None) -> UniformBatch | None:
-        """The messages of a batch whose first entry is well formed (:func:`_first_layout`)
-        as columns over ``data``, or ``None`` unless every entry repeats the first one's
-        length fields (then each is well formed, as :func:`uniform_layout` proves it) and
-        property bytes except the UNIQ_KEY value (``ustart:uend`` of the properties;
-        empty: the entries have none), and that value is separator-free ASCII.
-        ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
-        if not uniform_entries(data, n, size, blen, ustart, uend):
-            return None
-        uniq = None
-        if ustart != uend:  # uniform_entries let 0x01 through: a pair it splits is walked
-            pstart = ENTRY_OVERHEAD + blen
-            rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
-            uniq = rows[:, pstart + ustart : pstart + uend]
-            if (uniq == 1).any():
-                return None
-        key_columns = None
-        if keys is not None and (keys or ustart != uend):
-            key_columns = KeyColumns(uniq, keys, n)
-        return UniformBatch(data, n, size, blen, cluster, tags, key_columns)
-
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
         if self.store.lmq is None:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
@@ -529,12 +241,12 @@ class SendProcessor:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                      f"inner batch body rejected: {exc.reason}") from None
         try:
-            count = _inner_count(plain)
+            count = inner_count(plain)
         except CorruptRecord as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"inner batch body is malformed: {exc}") from None
-        if "INNER_MULTI_DISPATCH" in props or _first_fans_out(plain):
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, _NO_BATCH_FAN_OUT)
+        if "INNER_MULTI_DISPATCH" in props or first_fans_out(plain):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
         claimed = props.pop("INNER_NUM", None)
         props.pop("INNER_BASE", None)
         if claimed is not None and claimed != str(count):
@@ -638,10 +350,10 @@ class SendProcessor:
                 if ks:
                     keys += tuple(k for k in ks.split(" ") if k)
             wait = props.get("WAIT", "true").lower() != "false"
-            msg = _new_input((body, raw, flag, tags_code(props.get("TAGS")), keys))
+            msg = new_input((body, raw, flag, tags_code(props.get("TAGS")), keys))
         else:
             wait = True
-            msg = _new_input((body, self._cluster_prop, flag, 0, ()))
+            msg = new_input((body, self._cluster_prop, flag, 0, ()))
         try:
             result = self.store.put(
                 topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
@@ -680,7 +392,7 @@ class SendProcessor:
                                        born) if batch_cq else None)
             if inner is not None:
                 return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
-            msgs, wait = self._batch(cmd.body)
+            msgs, wait = self._splitter.split(cmd.body)
             result = self.store.put_batch(
                 topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
                 born_host=born, reconsume_times=reconsume, wait_flush=False)
@@ -717,7 +429,7 @@ class SendProcessor:
                 uniq = decode_properties(props.encode()).get("UNIQ_KEY")
                 return self._finish(conn, cmd, qid, inner[0], inner[1], uniq)
             if is_batch:
-                msgs, wait = self._batch(cmd.body)
+                msgs, wait = self._splitter.split(cmd.body)
                 result = self.store.put_batch(
                     h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                     born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)

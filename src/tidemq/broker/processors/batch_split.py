@@ -1,0 +1,261 @@
+"""SEND_BATCH_MESSAGE bodies (outer batches, remoting.md §3.2) split into store inputs,
+and inner-batch bodies (BatchCQ topics) counted.
+
+A batch whose entries share one layout and differ only in their UNIQ_KEY values is split
+with a few array comparisons instead of a property parse per entry; from 16 entries on it
+goes to the store as columns over the request body (:class:`UniformBatch`), its keys to
+the index as columns (:class:`KeyColumns`). Anything else is walked entry by entry with
+the send processor's own per-message check, so its errors are that check's.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+
+from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
+from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
+from tidemq.formats.crecords import uniform_entries
+from tidemq.formats.hashing import tags_code
+from tidemq.formats.properties import (
+    MAX_PROPERTIES_BYTES,
+    parse_property_text,
+    property_text_error,
+)
+from tidemq.store.append import UniformBatch
+from tidemq.store.index_keys import KeyColumns
+from tidemq.store.message_store import MessageInput
+
+__all__ = ["NO_BATCH_FAN_OUT", "UNIFORM_SMALL", "BatchSplitter", "first_fans_out",
+           "inner_count", "new_input"]
+
+#: Uniform batches with fewer entries than this are split without arrays
+#: (see :meth:`BatchSplitter.uniform`).
+_UNIFORM_MIN = 16
+#: Batches with fewer entries than this are walked.
+UNIFORM_SMALL = 4
+#: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
+_SIZE_AND_BLEN = struct.Struct(">i12xi")
+_PLEN = struct.Struct(">h")
+#: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
+_Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
+#: ``MessageInput`` from a 5-tuple without the keyword-argument call.
+new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
+    tuple.__new__, MessageInput)
+
+
+def first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(entry size, body length)`` when the batch is whole entries of the first entry's
+    size and the first entry is well formed -- :func:`uniform_layout`'s checks of the
+    first entry, not of the others -- else ``None``."""
+    n_bytes = len(body)
+    if n_bytes < ENTRY_OVERHEAD:
+        return None
+    size, blen = _SIZE_AND_BLEN.unpack_from(body)
+    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
+        return None
+    (plen,) = _PLEN.unpack_from(body, 20 + blen)
+    if ENTRY_OVERHEAD + blen + plen != size:
+        return None
+    return size, blen
+
+
+_MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
+NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in batches: send "
+                     "such messages one by one")
+
+
+def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
+    """Whether the first message of a batch body (already counted, so well formed) names
+    LMQs. Only the first: scanning every message's properties would cost an inner batch
+    of small messages a tenth of its whole send path, and the TideMQ client refuses any
+    batch holding such a message before sending it."""
+    first = next(iter_batch(plain), None)
+    return first is not None and _MULTI_DISPATCH_KEY in bytes(first.properties)
+
+
+def inner_count(plain: bytes | bytearray | memoryview) -> int:
+    """:func:`count_entries` of an inner batch body. The usual batch of entries of one
+    layout is proven with ten strided bytes slices -- every entry's TOTALSIZE,
+    BODYLENGTH and PROPERTIESLENGTH bytes equal the first entry's, the check of
+    :func:`uniform_layout` -- which keep the GIL (array gathers may drop it, and a busy
+    dispatcher thread then holds the loop up). Anything else is counted by
+    :func:`count_entries`, errors included."""
+    layout = first_layout(plain)
+    if layout is not None:
+        size, blen = layout
+        n = len(plain) // size
+        if n >= UNIFORM_SMALL:
+            data = plain if type(plain) is bytes else bytes(plain)
+            for off in (0, 1, 2, 3, 16, 17, 18, 19, 20 + blen, 21 + blen):
+                if data[off::size] != data[off : off + 1] * n:
+                    break
+            else:
+                return n
+    return count_entries(plain)
+
+
+#: One message's store input and whether its producer waits for the flush, from its body,
+#: property text and flag (the send processor's check of a single message).
+MessageCheck = Callable[[bytes | bytearray | memoryview, str | None, int],
+                        tuple[MessageInput, bool]]
+
+
+class BatchSplitter:
+    """Outer batches into store inputs; see the module docstring."""
+
+    def __init__(self, *, max_body: int, cluster_prop: bytes, index: bool,
+                 message: MessageCheck) -> None:
+        self._max_body = max_body
+        self._cluster_prop = cluster_prop
+        self._index = index
+        self._message = message
+
+    def split(self, body: bytes | bytearray | memoryview
+               ) -> tuple[Sequence[MessageInput], bool]:
+        uniform = self.uniform(body)
+        if uniform is not None:
+            return uniform
+        msgs: list[MessageInput] = []
+        wait = True
+        try:
+            for entry in iter_batch(body):
+                props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
+                if props and "INNER_MULTI_DISPATCH\x01" in props:
+                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
+                m, w = self._message(entry.body, props, entry.flag)
+                msgs.append(m)
+                wait = wait and w
+        except (CorruptRecord, UnicodeDecodeError) as exc:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        if not msgs:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        return msgs, wait
+
+    def uniform(self, body: bytes | bytearray | memoryview
+                       ) -> tuple[Sequence[MessageInput], bool] | None:
+        """:meth:`split` for the usual producer batch, or ``None`` (walk it entry by entry).
+
+        The usual batch has entries of one layout whose property strings are the same
+        bytes except for the UNIQ_KEY value (ASCII, no separator in it). Then the first
+        entry's properties describe every entry (TAGS, KEYS, WAIT, CLUSTER), the values are
+        valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
+        would find, entry by entry. Anything else, errors included, is walked; so are
+        batches of fewer than :data:`UNIFORM_SMALL` entries, where checking the layout
+        costs more than the walk. Batches of fewer than :data:`_UNIFORM_MIN` entries (an
+        auto-batcher's at a low rate) are compared with bytes slices, larger ones with
+        arrays and handed to the store as columns (:class:`UniformBatch`), never as an
+        object per message.
+        """
+        first_size = int.from_bytes(body[:4], "big")
+        if first_size <= 0 or len(body) < UNIFORM_SMALL * first_size:
+            return None
+        # A large batch: the array split checks every entry's lengths with its properties.
+        large = len(body) >= _UNIFORM_MIN * first_size
+        layout = first_layout(body) if large else uniform_layout(body)
+        if layout is None:
+            return None
+        size, blen = layout
+        if blen > self._max_body:
+            return None
+        data = body if isinstance(body, bytes) else bytes(body)
+        n = len(data) // size
+        pstart = ENTRY_OVERHEAD + blen
+        plen = size - pstart
+        first = data[pstart : pstart + plen]
+        try:
+            text = first.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if "INNER_MULTI_DISPATCH\x01" in text or property_text_error(text) is not None:
+            return None
+        props = parse_property_text(text)
+        uniq = props.get("UNIQ_KEY")
+        ustart = uend = plen
+        if uniq is not None:
+            ustart = text.find("UNIQ_KEY\x01") + 9
+            uend = ustart + len(uniq)
+            if (not text.isascii() or text.count("UNIQ_KEY\x01") != 1
+                    or (ustart > 9 and text[ustart - 10] != "\x02")
+                    or text[uend : uend + 1] not in ("", "\x02")):
+                return None
+        cluster = b"" if "CLUSTER" in props else self._cluster_prop
+        if plen + len(cluster) > MAX_PROPERTIES_BYTES:
+            return None
+        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
+        wait = props.get("WAIT", "true").lower() != "false"
+        if large:
+            batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
+                                      tags_code(props.get("TAGS")), ks if self._index else None)
+            return None if batch is None else (batch, wait)
+        split = self._small_split(data, n, size, blen, cluster, ustart, uend)
+        if split is None:
+            return None
+        bodies, flags, raws, uniqs = split
+        keys: Iterable[tuple[str, ...]]
+        if not self._index:
+            keys = repeat((), n)
+        elif uniqs is None:
+            keys = repeat(ks, n)
+        else:
+            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
+        tags = repeat(tags_code(props.get("TAGS")), n)
+        return list(map(new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
+
+    @staticmethod
+    def _small_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
+                     uend: int) -> _Split | None:
+        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
+        none) of a small batch of uniform layout, as :meth:`_array_split` checks it, with
+        bytes slices: for a few entries, array set-up costs more than the comparisons."""
+        pstart = ENTRY_OVERHEAD + blen
+        plen = size - pstart
+        first = data[pstart : pstart + plen]
+        head, tail = first[:ustart], first[uend:]
+        view = memoryview(data)
+        bodies: list[memoryview] = []
+        flags: list[int] = []
+        raws: list[bytes] = []
+        uniqs: list[str] | None = None if ustart == uend else []
+        bstart = ENTRY_OVERHEAD - 2
+        for base in range(0, n * size, size):
+            props = data[base + pstart : base + size]
+            if props[:ustart] != head or props[uend:] != tail:
+                return None
+            if uniqs is not None:
+                value = props[ustart:uend]
+                if not value.isascii() or 1 in value or 2 in value:
+                    return None
+                uniqs.append(value.decode("ascii"))
+            bodies.append(view[base + bstart : base + bstart + blen])
+            flags.append(int.from_bytes(data[base + 12 : base + 16], "big", signed=True))
+            raws.append(props + cluster if cluster else props)
+        return bodies, flags, raws, uniqs
+
+    @staticmethod
+    def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
+                     uend: int, tags: int, keys: tuple[str, ...] | None) -> UniformBatch | None:
+        """The messages of a batch whose first entry is well formed (:func:`first_layout`)
+        as columns over ``data``, or ``None`` unless every entry repeats the first one's
+        length fields (then each is well formed, as :func:`uniform_layout` proves it) and
+        property bytes except the UNIQ_KEY value (``ustart:uend`` of the properties;
+        empty: the entries have none), and that value is separator-free ASCII.
+        ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
+        if not uniform_entries(data, n, size, blen, ustart, uend):
+            return None
+        uniq = None
+        if ustart != uend:  # uniform_entries let 0x01 through: a pair it splits is walked
+            pstart = ENTRY_OVERHEAD + blen
+            rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
+            uniq = rows[:, pstart + ustart : pstart + uend]
+            if (uniq == 1).any():
+                return None
+        key_columns = None
+        if keys is not None and (keys or ustart != uend):
+            key_columns = KeyColumns(uniq, keys, n)
+        return UniformBatch(data, n, size, blen, cluster, tags, key_columns)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from tests.console.conftest import Http
 
-from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
+from tidemq.client.logical_admin import LogicalQueueAdmin, plan_migration
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.console import ConsoleServer
 from tidemq.testing import Cluster
 
@@ -192,6 +194,31 @@ async def test_logical_queues_created_and_migrated_from_the_console(tmp_path: Pa
         bad = await http.post("/logical-queues", {"action": "create", "topic": "X",
                                                  "queues": "lots"})
         assert bad.status == 400
+
+
+async def test_the_logical_queue_page_leaves_the_brokers_copies_untouched(
+        tmp_path: Path) -> None:
+    """A GET shows the merged mapping but pushes nothing, even to a broker whose copy is
+    behind (the brokers' own sync is off here, so only the page could have pushed)."""
+    hour = 3_600_000
+    async with Cluster(tmp_path, brokers=2, broker={"logical_sync_interval": hour}) as two, \
+            ConsoleServer(two.namesrv_addr, port=0) as web, \
+            AdminClient(two.namesrv_addr) as admin:
+        created = await LogicalQueueAdmin(admin).create("Views", 2)
+        planned = plan_migration(created, 0, "broker-b")
+        assert planned is not None
+        ahead, behind = (next(b for b in two.brokers if b.config.broker_name == name)
+                         for name in ("broker-a", "broker-b"))
+        await admin._broker(ahead.broker_addr, RemotingCommand.request(
+            RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {},
+            json.dumps(planned.to_json()).encode()))
+        assert ahead.logical.get("Views") == planned and behind.logical.get("Views") == created
+
+        page = await Http(web.url).get("/logical-queues")
+        assert page.status == 200 and f"epoch {planned.epoch}" in page.text  # merged view
+        assert "PENDING" in page.text
+        assert behind.logical.get("Views") == created  # not pushed to
+        assert ahead.logical.get("Views") == planned
 
 
 async def test_unreachable_cluster_is_an_error_page(unused_tcp_port: int) -> None:

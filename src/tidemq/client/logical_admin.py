@@ -1,11 +1,13 @@
 """Logical-queue administration (RIP-21): create, query, migrate, resize, delete.
 
-Every broker of the cluster holds a copy of a logical topic's mapping. Each operation
-first reads every copy, merges them into the one that knows every fact
-(:func:`~tidemq.formats.logical_migration.merge`) and pushes that to every broker whose
-copy differs -- so re-running any command repairs what an interrupted one left -- then
+Every broker of the cluster holds a copy of a logical topic's mapping. ``migrate`` and
+``resize`` first read every copy, merge them into the one that knows every fact
+(:func:`~tidemq.formats.logical_migration.merge`) and push that to every broker whose
+copy differs -- so re-running either repairs what an interrupted one left -- then
 decides the next mapping synchronously (plain functions below) and pushes it to every
 broker it can reach. A broker it cannot reach catches up from its peers by itself.
+:meth:`LogicalQueueAdmin.query` reads and merges the same way but pushes nothing (a
+listing must not write), unless asked to repair.
 
 A migration is the state machine of :mod:`tidemq.formats.logical_migration`::
 
@@ -199,9 +201,10 @@ class LogicalQueueAdmin:
             out[name] = TopicMapping.from_json(json.loads(resp.full_body()))
         return out
 
-    async def converge(self, topic: str, addrs: dict[str, str] | None = None,
-                       on_step: MigrationStep | None = None) -> TopicMapping:
-        """Every copy merged; brokers whose copy differs get the merged one."""
+    async def merged(self, topic: str, addrs: dict[str, str] | None = None
+                     ) -> tuple[TopicMapping, set[str]]:
+        """Every reachable copy merged, and the brokers whose copy differs from it. Reads
+        only: nothing is pushed."""
         addrs = addrs if addrs is not None else await self._brokers()
         copies = await self.copies(topic, addrs)
         held = [m for m in copies.values() if m is not None]
@@ -214,18 +217,28 @@ class LogicalQueueAdmin:
         except MappingConflict as exc:
             raise TideMQError(f"the brokers' copies of {topic} conflict ({exc}); push the "
                               "right one with updateLogicalQueueMapping --force") from None
-        # A broker holding no copy is left alone: it may have missed a delete.
-        behind = {n for n, m in copies.items() if m is not None and m != truth}
+        # A broker holding no copy is not behind: it may have missed a delete.
+        return truth, {n for n, m in copies.items() if m is not None and m != truth}
+
+    async def converge(self, topic: str, addrs: dict[str, str] | None = None,
+                       on_step: MigrationStep | None = None) -> TopicMapping:
+        """Every copy merged; brokers whose copy differs get the merged one."""
+        addrs = addrs if addrs is not None else await self._brokers()
+        truth, behind = await self.merged(topic, addrs)
         if behind:
             report = await self._push(truth, addrs, only=behind)
             if report.reached and on_step is not None:
                 on_step("synced", True, truth)
         return truth
 
-    async def query(self, topic: str) -> TopicMapping:
-        """The mapping of ``topic``: every broker's copy merged, and the merged one pushed
-        to the brokers whose copy was behind."""
-        return await self.converge(topic)
+    async def query(self, topic: str, *, repair: bool = False) -> TopicMapping:
+        """The mapping of ``topic``: every broker's copy merged. Read-only unless
+        ``repair``, which also pushes the merged copy to the brokers whose copy was behind
+        (what every mutating operation does first)."""
+        if repair:
+            return await self.converge(topic)
+        truth, _ = await self.merged(topic)
+        return truth
 
     async def create(self, topic: str, total: int, brokers: list[str] | None = None
                      ) -> TopicMapping:

@@ -463,7 +463,7 @@ async def logical_page(console: Console, request: Request) -> StarletteResponse:
     topics = sorted({t for w in wrappers.values() for t, tc in w.topic_config_table.items()
                      if LOGICAL_ATTRIBUTE in tc.attributes})
     lqa = LogicalQueueAdmin(admin)
-    mappings = await _bounded(lqa.query(t) for t in topics)
+    mappings = await _bounded(lqa.query(t, repair=False) for t in topics)  # a GET never writes
     tables = []
     for topic, mapping in zip(topics, mappings, strict=True):
         if isinstance(mapping, BaseException):

@@ -13,7 +13,8 @@ updateLogicalQueueMapping      push a mapping (JSON file) to every master; ``--f
                                lets it replace a newer epoch
 deleteLogicalQueueMapping      drop a topic's mapping from every master
 queryLogicalQueueMapping       the newest mapping: ``brokerName | MessageQueue |
-                               LogicalQueue(range) | QueueStatus``
+                               LogicalQueue(range) | QueueStatus``; read-only (a copy
+                               found behind is shown merged, not repaired)
 updateLogicalQueueNum          N writable logical queues: add or re-open below N, seal
                                (decrease) at and above N
 migrateLogicalQueue            move one logical queue's writes to broker ``-b``, printing
@@ -163,7 +164,8 @@ def delete_mapping(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, cluster: Cl
 
 def query_mapping(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV, cluster: Cluster = None,
                   json_out: JsonFlag = False) -> None:
-    """The newest mapping the masters hold, one row per segment (QueryLogicalQueueMapping)."""
+    """The newest mapping the masters hold, one row per segment (QueryLogicalQueueMapping).
+    Read-only: a master whose copy is behind is not updated."""
     mapping = run_admin(namesrv, lambda admin: LogicalQueueAdmin(admin, cluster).query(topic))
     if json_out:
         emit_json(mapping.to_json())

@@ -72,16 +72,21 @@ async def topic(request: pytest.FixtureRequest, cfg: ClientConfig) -> str:
     return name
 
 
-async def _pull(cfg: ClientConfig, topic: str, expression: str, group: str
-                ) -> list[MessageExt]:
-    """Everything a new pull consumer group subscribed with ``expression`` gets until it
-    has read the whole queue."""
-    got: list[MessageExt] = []
+async def _pull(cfg: ClientConfig, topic: str, expression: str, group: str, *,
+                columns: bool = False) -> list[tuple[bytes, str | None]]:
+    """(body, tag) of everything a new pull consumer group subscribed with
+    ``expression`` gets until it has read the whole queue; ``columns``: through
+    ``poll_batches``."""
+    got: list[tuple[bytes, str | None]] = []
     async with PullConsumer(group, config=cfg, consume_from=FIRST) as consumer:
         consumer.subscribe(topic, expression)
         async with asyncio.timeout(20):
             while True:
-                got += await consumer.poll(timeout=0.2)
+                if columns:
+                    for batch in await consumer.poll_batches(timeout=0.2):
+                        got += [(body, batch.tags(i)) for i, body in enumerate(batch.bodies)]
+                else:
+                    got += [(m.body, m.tags) for m in await consumer.poll(timeout=0.2)]
                 queues = consumer.assignment()
                 if queues and consumer.position(queues[0]) == TOTAL:
                     break
@@ -90,12 +95,13 @@ async def _pull(cfg: ClientConfig, topic: str, expression: str, group: str
 
 async def test_pull_by_tag_gets_the_matching_messages_of_batches(cfg: ClientConfig,
                                                                   topic: str) -> None:
-    assert sorted(m.body for m in await _pull(cfg, topic, "*", "all")) == bodies(None)
-    ones = await _pull(cfg, topic, "tag1", "ones")
-    assert sorted(m.body for m in ones) == bodies("tag1")
-    assert {m.tags for m in ones} == {"tag1"}
+    assert sorted(b for b, _ in await _pull(cfg, topic, "*", "all")) == bodies(None)
+    for columns in (False, True):
+        ones = await _pull(cfg, topic, "tag1", f"ones{columns}", columns=columns)
+        assert sorted(b for b, _ in ones) == bodies("tag1")
+        assert {t for _, t in ones} == {"tag1"}
     either = await _pull(cfg, topic, "tag0 || tag1", "either")
-    assert sorted(m.body for m in either) == bodies(None)
+    assert sorted(b for b, _ in either) == bodies(None)
     assert await _pull(cfg, topic, "tag7", "none") == []
 
 

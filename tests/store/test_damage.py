@@ -4,10 +4,13 @@ after them is lost, and verify says what a start will do."""
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -291,3 +294,65 @@ def test_verify_reports_a_queue_file_cut_to_whole_entries(tmp_path: Path) -> Non
     details = [p.detail for p in report.problems if p.where == "T/0"]
     assert any("40 bytes" in d and cq.name in d for d in details), details
     assert any(f"{N - 34} records of the commit log" in d for d in details), details
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, int]]]:
+    root = tmp_path_factory.mktemp("pristine") / "s"
+    return root, build(root)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(index=st.integers(0, N - 1), at=st.integers(0, 300), bit=st.integers(0, 7),
+       checkpoint=st.booleans(), lost_queue=st.booleans())
+def test_verify_preview_equals_a_start_for_any_flip(
+        pristine: tuple[Path, list[tuple[int, int]]], index: int, at: int, bit: int,
+        checkpoint: bool, lost_queue: bool) -> None:
+    source, records = pristine
+    phys, size = records[index]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "s"
+        shutil.copytree(source, root)
+        patch(root, phys + at % size, bytes([_byte(root, phys + at % size) ^ (1 << bit)]))
+        if not checkpoint:
+            crashed(root)
+        if lost_queue:
+            for f in sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[1:]:
+                f.unlink()
+        preview = verify(root).recovery
+        assert preview is not None
+        with MessageStore(small_config(root)) as store:
+            real = store.recovery_report
+        assert real is not None
+        assert (real.start_offset, real.end_offset, real.reason, real.segments_deleted,
+                real.bytes_dropped, len(real.damaged)) == (
+            preview.start_offset, preview.end_offset, preview.reason,
+            preview.segments_deleted, preview.bytes_truncated, preview.damaged_skipped)
+
+
+def _byte(root: Path, phys: int) -> int:
+    with StoreLayout(root).commitlog_segment(phys - phys % SEGMENT).open("rb") as f:
+        f.seek(phys % SEGMENT)
+        return f.read(1)[0]
+
+
+@pytest.mark.parametrize("flip", [(20, 0x01), (27, 0x01), (27, 0x02)],
+                         ids=["far ahead", "one off", "behind"])
+def test_a_damaged_queue_offset_becomes_a_hole_on_rebuild(tmp_path: Path,
+                                                          flip: tuple[int, int]) -> None:
+    """QUEUEOFFSET has no checksum: a flipped one is found when the queue is rebuilt
+    (it does not follow its queue), its slot becomes a hole, the queue goes on."""
+    root = tmp_path / "s"
+    records = build(root)
+    victim = 10 if flip[1] == 0x01 else 11  # 11 ^ 2 = 9: behind its queue
+    phys, _ = records[victim]
+    at, mask = flip
+    patch(root, phys + at, bytes([_byte(root, phys + at) ^ mask]))
+    shutil.rmtree(StoreLayout(root).consumequeue_dir)  # rebuilt from the whole log
+    with MessageStore(small_config(root)) as store:
+        report = store.recovery_report
+        assert report is not None and [d.offset for d in report.misplaced] == [phys]
+        assert store.max_offset("T", 0) == N
+        got, _ = bodies(store, 32)
+        assert got == [i for i in range(N) if i != victim]

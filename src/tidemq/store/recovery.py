@@ -28,10 +28,11 @@ from collections.abc import Callable
 from tidemq.errors import CorruptRecord, QueueGap
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
-from tidemq.formats.record import Record
+from tidemq.formats.record import MIN_RECORD_SIZE, Record
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.commitlog import CommitLog
+from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, IndexSink, apply_batches
 from tidemq.store.log_scan import Damage, last_nonzero_in_file, scan
 from tidemq.store.queues import ConsumeQueueSet
@@ -69,6 +70,8 @@ class RecoveryReport:
     max_store_timestamp: int = 0
     #: Damaged records skipped (and kept) in the scanned part of the log.
     damaged: list[Damage] = dataclasses.field(default_factory=list)
+    #: Records whose QUEUEOFFSET does not follow their queue: their slot became a hole.
+    misplaced: list[Damage] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         kind = "clean" if self.clean else "crash"
@@ -204,61 +207,98 @@ def recover(
         report.queue_entries_dropped += queues.lmq.truncate_phys(end)
     if the_plan.redispatch:
         try:
-            _redispatch(commitlog, queues, index, the_plan.start, check_crc, fill_gaps=False)
+            _redispatch(commitlog, queues, index, the_plan.start, check_crc, report)
         except QueueGap as exc:
             log.warning("%s; rebuilding the consume queues from the whole log", exc)
-            _redispatch(commitlog, queues, index, lo, check_crc, fill_gaps=True)
+            report.misplaced.clear()
+            _redispatch(commitlog, queues, index, lo, check_crc, report)
     return report
 
 
 def _redispatch(commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,
-                first: int, check_crc: bool, *, fill_gaps: bool) -> None:
-    """Dispatch every record (and damaged record with a header) from ``first``; with
-    ``fill_gaps``, a queue offset that no record holds any more (its record lost its
-    header) becomes a hole entry instead of a :class:`QueueGap`."""
-    pending: list[DispatchBatch] = []
+                first: int, check_crc: bool, report: RecoveryReport | None = None) -> None:
+    """Dispatch every record (and damaged record with a header) from ``first``."""
+    run = _Redispatch(queues, index, report)
+    scan(commitlog.segments, first, check_crc, on_record=run.record, on_damage=run.damage)
+    run.flush()
 
-    def flush() -> None:
-        while True:
-            try:
-                apply_batches(queues, index, pending)
-                break
-            except QueueGap as exc:
-                if not fill_gaps or not _fill_gap(queues, exc):
-                    raise
-        pending.clear()
 
-    following: dict[tuple[str, int], int] = {}  # per queue: the offset the next batch has
+class _Redispatch:
+    """The re-dispatch of recovery, in chunks, keeping every classic queue dense.
 
-    def add(batch: DispatchBatch | None) -> None:
+    A queue offset that no record holds any more -- its record lost its header, so its
+    queue is unknown -- becomes a hole entry when the next record of the queue shows the
+    gap, up to as many offsets as header-less damage could hide. A record whose
+    QUEUEOFFSET does not follow its queue otherwise (a field the format has no checksum
+    for) is damaged itself: its slot becomes a hole and it is reported, instead of a gap
+    that stops the start or an offset that makes the queue jump.
+    """
+
+    def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
+                 report: RecoveryReport | None) -> None:
+        self.queues = queues
+        self.index = index
+        self.report = report
+        self.pending: list[DispatchBatch] = []
+        self.following: dict[tuple[str, int], int] = {}  # per queue: its next offset
+        self.hidden = 0  # offsets header-less damage may have hidden (any queue)
+
+    def flush(self) -> None:
+        if self.pending:
+            apply_batches(self.queues, self.index, self.pending)
+            self.pending.clear()
+
+    def damage(self, damage: Damage) -> None:
+        batch = damaged_batch(damage)
         if batch is None:
+            self.hidden += max(1, damage.length // MIN_RECORD_SIZE)
             return
+        self.add(batch, damage.record)
+
+    def record(self, rec: Record, offset: int) -> None:
+        batch = dispatch_batch_for(rec, offset)
+        if batch is not None:
+            self.add(batch, rec)
+
+    def add(self, batch: DispatchBatch, rec: Record | None) -> None:
         key = (batch.topic, batch.queue_id)
-        if following.get(key, batch.queue_offset) != batch.queue_offset and pending:
-            flush()  # a chunk joins a queue's batches as consecutive: gaps go on their own
-        pending.append(batch)
-        following[key] = batch.queue_offset + (
+        cq = self.queues.get(*key)
+        expected = self.following.get(key)
+        if expected is None and cq is not None and cq.max_offset:
+            if batch.phys[0] + batch.sizes[0] <= cq.max_phys_end:
+                self.pending.append(batch)  # already in its queue: the writer skips it
+                return
+            expected = cq.max_offset
+        got = batch.queue_offset
+        batch_queue = isinstance(cq, BatchConsumeQueue) or key[0] in self.queues.batch_topics
+        if expected is not None and got != expected and not batch_queue:
+            self.flush()
+            queue = self.queues.get_or_create(*key)
+            assert isinstance(queue, ConsumeQueue)
+            if expected < got <= expected + self.hidden:
+                log.error("consume queue %s/%d: offsets %d..%d have no record left in the "
+                          "commit log (damaged); hole entries keep the queue going",
+                          key[0], key[1], expected, got - 1)
+                self.hidden -= got - expected
+                queue.fill_holes(got)
+            else:
+                reason = (f"QUEUEOFFSET {got} does not follow {key[0]}/{key[1]} (next is "
+                          f"{expected})")
+                log.error("damaged commit-log record at %d: %s; skipped, its slot is a hole",
+                          batch.phys[0], reason)
+                if self.report is not None:
+                    self.report.misplaced.append(
+                        Damage(batch.phys[0], batch.sizes[0], reason, rec))
+                queue.fill_holes(expected + 1)
+                self.following[key] = expected + 1
+                return
+        elif expected is not None and got != expected:
+            self.flush()  # a chunk joins a queue's batches as consecutive: gaps on their own
+        self.pending.append(batch)
+        self.following[key] = got + (
             sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys))
-        if len(pending) >= REDISPATCH_CHUNK:
-            flush()
-
-    scan(commitlog.segments, first, check_crc,
-         on_record=lambda rec, offset: add(dispatch_batch_for(rec, offset)),
-         on_damage=lambda damage: add(damaged_batch(damage)))
-    if pending:
-        flush()
-
-
-def _fill_gap(queues: ConsumeQueueSet, gap: QueueGap) -> bool:
-    """Hole entries for the offsets a gap skips (classic queues); whether it was filled."""
-    cq = queues.get(gap.topic, gap.queue_id)
-    if cq is None or isinstance(cq, BatchConsumeQueue) or gap.got <= gap.expected:
-        return False
-    log.error("consume queue %s/%d: offsets %d..%d have no record left in the commit log "
-              "(damaged); hole entries keep the queue going", gap.topic, gap.queue_id,
-              gap.expected, gap.got - 1)
-    cq.fill_holes(gap.got)
-    return True
+        if len(self.pending) >= REDISPATCH_CHUNK:
+            self.flush()
 
 
 def _ends_a_record(commitlog: CommitLog, queues: ConsumeQueueSet, offset: int,

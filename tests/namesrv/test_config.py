@@ -79,6 +79,7 @@ def test_env_values_matches_keys_and_field_names() -> None:
         ({"scanNotActiveBrokerInterval": "0"}, "scanNotActiveBrokerInterval"),
         ({"brokerChannelExpiredTime": "-1"}, "brokerChannelExpiredTime"),
         ({"orderMessageEnable": "maybe"}, "orderMessageEnable"),
+        ({"brokerRejoinWindow": "-1"}, "brokerRejoinWindow"),
     ],
 )
 def test_bad_values_name_the_key(values: dict[str, str], key: str) -> None:

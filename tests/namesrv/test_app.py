@@ -359,3 +359,18 @@ async def test_address_of_a_wildcard_bind(clock: FakeClock, client: RemotingClie
     async with NameServerApp(config, clock=clock) as app:
         assert app.address == f"127.0.0.1:{app.port}" and app.port > 0
         await ok(client, app, register_request("broker-a", A, ORDERS_A))
+
+
+async def test_routes_say_they_may_be_incomplete_just_after_start(
+        app: NameServerApp, clock: FakeClock, client: RemotingClient) -> None:
+    """For brokerRejoinWindow after start, routes and TOPIC_NOT_EXIST answers carry
+    routeMayBeIncomplete=true; then neither does."""
+    await register_both(client, app)
+    window = app.config.broker_rejoin_window
+    for elapsed, flagged in ((0, True), (window - 1, True), (window, False)):
+        clock.now = START_MS + elapsed
+        found = await ok(client, app, route_request("Orders"))
+        missing = await client.request(app.address, route_request("NoSuchTopic"))
+        assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+        for response in (found, missing):
+            assert (response.ext_fields.get("routeMayBeIncomplete") == "true") is flagged

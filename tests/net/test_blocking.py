@@ -13,7 +13,7 @@ import pytest
 from tests.net.support import ECHO, make_server
 
 from tidemq.codec.command import RemotingCommand
-from tidemq.codec.frame import FrameTooLargeToSend
+from tidemq.codec.frame import FrameTooLarge, FrameTooLargeToSend
 from tidemq.errors import ConnectionLost, RequestTimeout
 from tidemq.net import BlockingClient, Connection, RemotingServer
 
@@ -21,6 +21,8 @@ pytestmark = pytest.mark.timeout(60)
 
 GATED = 20030
 NOISY = 20031
+SIZED = 20032  # answers with a body of ext "size" bytes
+SEEN = 20033  # echoes, recording the server-side connection
 
 
 async def test_round_trip(server: RemotingServer) -> None:
@@ -100,6 +102,60 @@ async def test_threads_share_a_client(server: RemotingServer) -> None:
 
     flags = await asyncio.to_thread(run_all)
     assert len(flags) == 180 and all(flags)
+
+
+def sized_and_seen(server: RemotingServer) -> list[Connection]:
+    """Register SIZED and SEEN on ``server``; the list fills with SEEN's connections."""
+    seen: list[Connection] = []
+
+    def sized(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=b"z" * int(cmd.ext_fields["size"]))
+
+    def record(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        seen.append(conn)
+        return cmd.response(body=cmd.body)
+
+    server.register(SIZED, sized)
+    server.register(SEEN, record)
+    return seen
+
+
+async def test_an_oversized_response_fails_only_its_request(server: RemotingServer) -> None:
+    seen = sized_and_seen(server)
+    with BlockingClient(max_frame_size=8192) as client:
+        for i in range(2):  # the second: the skipped frame left the stream in step
+            big = RemotingCommand.request(SIZED, {"size": str(300_000 + i)})
+            with pytest.raises(FrameTooLarge) as info:
+                await asyncio.to_thread(client.request, server.address, big)
+            assert info.value.command is not None
+            assert (info.value.command.opaque, info.value.limit) == (big.opaque, 8192)
+            assert info.value.size > 300_000 + i
+            after = RemotingCommand.request(SEEN, body=f"after {i}".encode())
+            response = await asyncio.to_thread(client.request, server.address, after)
+            assert (response.opaque, response.body) == (after.opaque, f"after {i}".encode())
+    assert len(seen) == 2 and seen[0] is seen[1]  # one connection throughout
+
+
+async def test_an_oversized_late_response_is_skipped(server: RemotingServer) -> None:
+    seen = sized_and_seen(server)
+    gate = asyncio.Event()
+
+    async def gated_big(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await gate.wait()
+        return cmd.response(body=b"z" * 300_000)
+
+    server.register(GATED, gated_big)
+    with BlockingClient(max_frame_size=8192) as client:
+        first = RemotingCommand.request(SEEN, body=b"first")
+        await asyncio.to_thread(client.request, server.address, first)
+        with pytest.raises(RequestTimeout):
+            await asyncio.to_thread(client.request, server.address,
+                                    RemotingCommand.request(GATED), 0.2)
+        gate.set()  # the oversized late answer now travels ahead of the next one
+        request = RemotingCommand.request(SEEN, body=b"fresh")
+        response = await asyncio.to_thread(client.request, server.address, request)
+        assert (response.opaque, response.body) == (request.opaque, b"fresh")
+    assert len(seen) == 2 and seen[0] is seen[1]
 
 
 async def test_refused_then_reconnects_after_restart() -> None:

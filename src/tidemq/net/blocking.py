@@ -9,6 +9,12 @@ A timeout while *waiting* for the response leaves the connection usable (a late 
 is skipped by opaque); a timeout while *sending*, a reset or a protocol error drops the
 socket, and the next request dials again. Errors are :class:`~tidemq.errors.RequestTimeout` and
 :class:`~tidemq.errors.ConnectionLost`, never raw socket exceptions.
+
+A response frame over ``max_frame_size`` fails only the request waiting for it, with
+:class:`~tidemq.codec.frame.FrameTooLarge` (its ``command`` the response's header); the
+decoder drops the rest of that frame as it arrives and the socket stays open, as in the
+asyncio client. An oversized stray frame is skipped like any other; one whose header
+cannot be read is a protocol error.
 """
 
 from __future__ import annotations
@@ -20,7 +26,12 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command
+from tidemq.codec.frame import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameDecoder,
+    FrameTooLarge,
+    encode_command,
+)
 from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
 from tidemq.net.address import parse_address
 from tidemq.net.errors import map_exceptions, network_errors
@@ -126,6 +137,11 @@ class _BlockingConnection:
             except ConnectionLost:
                 self._drop_socket()
                 raise
+            except FrameTooLarge as exc:
+                if exc.command is not None:
+                    raise  # only this request fails: its frame is skipped, the socket kept
+                self._drop_socket()
+                raise ConnectionLost(self.address, f"protocol error: {exc}") from exc
             except RemoteProtocolError as exc:
                 self._drop_socket()
                 raise ConnectionLost(self.address, f"protocol error: {exc}") from exc
@@ -152,11 +168,17 @@ class _BlockingConnection:
     def _receive(self, sock: socket.socket, opaque: int, deadline: float) -> RemotingCommand:
         decoder = self._decoder
         while True:
-            cmd = decoder.next_command()
-            while cmd is not None:
+            try:
+                cmd = decoder.next_command()
+            except FrameTooLarge as exc:
+                head = exc.command
+                if head is None or (head.flag & FLAG_RESPONSE and head.opaque == opaque):
+                    raise
+                continue  # an oversized stray response or server request: skipped
+            if cmd is not None:
                 if cmd.flag & FLAG_RESPONSE and cmd.opaque == opaque:
                     return cmd
-                cmd = decoder.next_command()  # stray response or server request: skip
+                continue  # stray response or server request: skip
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError

@@ -9,8 +9,8 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.client.fakes import FakeBroker, FakeNameServer
 
-from tidemq.client.routes import (
-    RouteCache,
+from tidemq.client.routes import RouteCache
+from tidemq.client.topic_route import (
     TopicRoute,
     name_server_order,
     read_route_response,

@@ -111,6 +111,11 @@ def test_plan_rejects_two_choices() -> None:
         SendPlan(MSG, attempts=1, counter=RoundRobin(0), queue=QUEUES[0], sharding_key="k")
 
 
+def test_plan_rejects_a_queue_of_another_topic() -> None:
+    with pytest.raises(ValueError, match="not a queue of topic 'T'"):
+        SendPlan(MSG, attempts=1, counter=RoundRobin(0), queue=MessageQueue("U", "a", 0))
+
+
 def test_selector_must_choose_a_publish_queue() -> None:
     plan = SendPlan(MSG, attempts=1, counter=RoundRobin(0),
                     selector=lambda _q, _m: MessageQueue("T", "zzz", 0))

@@ -31,7 +31,7 @@ from tidemq.client import (
     PushConsumer,
     PushOptions,
 )
-from tidemq.client.routes import read_route_response, route_request
+from tidemq.client.topic_route import read_route_response, route_request
 from tidemq.errors import TideMQError
 from tidemq.net import RemotingClient
 

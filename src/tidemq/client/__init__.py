@@ -62,10 +62,11 @@ from tidemq.client.push_consumer import PushConsumer, ThreadedPushConsumer
 from tidemq.client.push_options import PushOptions
 from tidemq.client.queue_types import QueueType
 from tidemq.client.rebalance import QueueState, RebalancePlan, RebalanceStats
-from tidemq.client.routes import RouteCache, TopicRoute
+from tidemq.client.routes import RouteCache
 from tidemq.client.selector import QueueSelector, select_by_key, select_round_robin
 from tidemq.client.sending import BatchCompression
 from tidemq.client.subscription import Subscription
+from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.types import (
     Message,

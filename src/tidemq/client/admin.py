@@ -43,9 +43,9 @@ from tidemq.client.errors import (
 from tidemq.client.instance import ClientInstance
 from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.role import InstanceRole
-from tidemq.client.routes import PERM_READ, PERM_WRITE, route_request
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import Subscription
+from tidemq.client.topic_route import PERM_READ, PERM_WRITE, route_request
 from tidemq.codec.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (

@@ -1,10 +1,11 @@
 """A synchronous client for scripts and Spark executors: no event loop, plain sockets.
 
-Built on :class:`tidemq.net.BlockingClient` and the same plain functions as the asyncio
-client -- route derivation (:mod:`~tidemq.client.routes`), message preparation, queue
-choice and send results (:mod:`~tidemq.client.sending`, :mod:`~tidemq.client.selector`),
-pulls (:mod:`~tidemq.client.pull`) and offsets (:mod:`~tidemq.client.offsets`) -- so both
-behave alike; only the waiting differs.
+Built on :class:`tidemq.net.BlockingClient` and the same plain code as the asyncio
+client -- routes and what the cache decides (:mod:`~tidemq.client.topic_route`,
+:mod:`~tidemq.client.route_table`), message preparation, queue choice, send attempts and
+results (:mod:`~tidemq.client.sending`, :mod:`~tidemq.client.selector`,
+:mod:`~tidemq.client.send_attempts`), pulls (:mod:`~tidemq.client.pull`) and offsets
+(:mod:`~tidemq.client.offsets`) -- so both behave alike; only the waiting differs.
 
 * :class:`BlockingRouteCache` -- routes from any live name server, cached for
   ``poll_name_server_interval``;
@@ -22,9 +23,7 @@ Every object is safe to share between threads.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -47,33 +46,24 @@ from tidemq.client.queue_types import (
     read_queue_type,
     topic_config_request,
 )
-from tidemq.client.routes import (
-    TopicRoute,
-    name_server_order,
-    read_route_response,
-    route_request,
-)
+from tidemq.client.route_table import NEXT_SERVER, RouteCacheCore
 from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
+from tidemq.client.send_attempts import SendAttempts
 from tidemq.client.sending import (
     BatchCompression,
     build_send,
-    exhausted,
     prepare_message,
     prepare_send_batch,
-    publish_queues,
     read_send_response,
     send_options,
 )
 from tidemq.client.stamps import new_uniq_keys, now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
+from tidemq.client.topic_route import TopicRoute, read_route_response, route_request
 from tidemq.client.validation import validate_group
 from tidemq.codec.bodies import TopicList, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import (
-    BrokerResponseError,
-    ConnectionLost,
-    RequestTimeout,
-    ResponseCode,
     TideMQError,
 )
 from tidemq.formats.properties import PropertyKey
@@ -86,57 +76,29 @@ __all__ = ["BlockingLmqPullConsumer", "BlockingProducer", "BlockingPullConsumer"
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(slots=True)
-class _Entry:
-    route: TopicRoute
-    fetched_at: float
+class BlockingRouteCache(RouteCacheCore[BlockingClient]):
+    """Routes by topic over a :class:`BlockingClient`; see the module docstring. Its
+    options and decisions are :mod:`tidemq.client.route_table`'s, as for the asyncio
+    cache; a lookup fetches a route older than ``ttl`` (default 30 s) again."""
 
-
-class BlockingRouteCache:
-    """Routes by topic over a :class:`BlockingClient`; see the module docstring."""
-
-    def __init__(
-        self,
-        client: BlockingClient,
-        namesrv: Sequence[str],
-        *,
-        timeout: float = 3.0,
-        ttl: float = 30.0,
-        default_topic: str = "TBW102",
-        default_queue_nums: int = 4,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if not namesrv:
-            raise ValueError("BlockingRouteCache needs at least one name server address")
-        self._client = client
-        self.namesrv = tuple(namesrv)
-        self.timeout = timeout
-        self.ttl = ttl
-        self.default_topic = default_topic
-        self.default_queue_nums = default_queue_nums
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self._ns_index = 0
+    default_ttl = 30.0
 
     def get(self, topic: str, *, allow_default: bool = False,
             refresh: bool = False) -> TopicRoute:
         """The cached route of ``topic`` if younger than ``ttl``, else a fresh one (see
         :meth:`tidemq.client.routes.RouteCache.get` for ``allow_default``)."""
-        with self._lock:
-            entry = self._entries.get(topic)
-        if (entry is not None and not refresh and self._clock() - entry.fetched_at < self.ttl
-                and (allow_default or not entry.route.from_default)):
-            return entry.route
+        found = self._lookup(topic, allow_default, refresh)
+        if found.route is not None:
+            return found.route
+        fetch = self._route_fetch(topic, allow_default)
+        fetch.known = None  # the blocking cache does not keep brokers a name server lacks
+        route = None
         try:
-            route = self._load(topic, allow_default)
-        except (ConnectionLost, RequestTimeout) as exc:
-            if entry is None:
-                raise
-            log.info("keeping the cached route of %s: %s", topic, exc)
-            return entry.route
-        with self._lock:
-            self._entries[topic] = _Entry(route, self._clock())
+            while route is None:
+                route = fetch.answer(*self.request_any(fetch.request))
+        except NEXT_SERVER as exc:
+            return self._table.kept(topic, exc, found.fallback)
+        self.store(topic, route)
         return route
 
     def fetch(self, topic: str) -> TopicRouteData:
@@ -153,17 +115,15 @@ class BlockingRouteCache:
     def request_any(self, build: Callable[[], RemotingCommand]) -> tuple[RemotingCommand, str]:
         """Send ``build()`` to the name servers in turn until one answers."""
         last: TideMQError | None = None
-        for i, addr in enumerate(name_server_order(self.namesrv, self._ns_index)):
+        for addr in self._ring.order():
             try:
                 response = self._client.request(addr, build(), self.timeout)
-            except (ConnectionLost, RequestTimeout) as exc:
-                log.info("name server %s failed: %s", addr, exc)
-                last = exc
+            except NEXT_SERVER as exc:
+                last = self._ring.failed(addr, exc)
                 continue
-            self._ns_index = (self._ns_index + i) % len(self.namesrv)
+            self._ring.answered(addr)
             return response, addr
-        assert last is not None
-        raise last
+        raise self._ring.exhausted(last)
 
     def master_address(self, queue: MessageQueue, *, allow_default: bool = False) -> str:
         """The master broker serving ``queue`` (refetching the route once if unknown);
@@ -175,15 +135,6 @@ class BlockingRouteCache:
                 return addr
         raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no master",
                            queue=queue)
-
-    def _load(self, topic: str, allow_default: bool) -> TopicRoute:
-        try:
-            return TopicRoute.build(topic, self.fetch(topic))
-        except BrokerResponseError as exc:
-            if not allow_default or exc.code != ResponseCode.TOPIC_NOT_EXIST:
-                raise
-        return TopicRoute.build(topic, self.fetch(self.default_topic), from_default=True,
-                                default_queue_nums=self.default_queue_nums)
 
 
 class _BlockingBase:
@@ -285,8 +236,6 @@ class BlockingProducer(_BlockingBase):
 
     def _plan(self, msg: Message, queue: MessageQueue | None, sharding_key: str | None,
               selector: QueueSelector | None) -> SendPlan:
-        if queue is not None and queue.topic != msg.topic:
-            raise ValueError(f"queue {queue} is not a queue of topic {msg.topic!r}")
         return SendPlan(msg, attempts=1 + self.config.retry_times_when_send_failed,
                         counter=self._counter, queue=queue, sharding_key=sharding_key,
                         selector=selector)
@@ -295,30 +244,29 @@ class BlockingProducer(_BlockingBase):
                  build: Callable[[TopicRoute, MessageQueue, str], tuple[RemotingCommand, str]],
                  timeout: float | None, count: int = 1) -> SendResult:
         budget = self.config.send_msg_timeout if timeout is None else timeout
-        deadline = time.monotonic() + budget
-        route = self.routes.get(topic, allow_default=True)
-        while (mq := plan.next_queue(publish_queues(route, plan.fixed_queue))) is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+        attempts = SendAttempts(plan, self.routes.get(topic, allow_default=True),
+                                budget=budget, now=time.monotonic())
+        while (mq := attempts.next(time.monotonic())) is not None:
             addr = ""
             try:
-                addr = route.master_address(mq.broker_name) or self.routes.master_address(
+                addr = attempts.address(mq) or self.routes.master_address(
                     mq, allow_default=True)
-                cmd, msg_id = build(route, mq, addr)
-                response = self.client.request(addr, cmd, max(deadline - time.monotonic(),
-                                                              1e-3))
+                cmd, msg_id = build(attempts.route, mq, addr)
+                response = self.client.request(addr, cmd, attempts.wait(time.monotonic()))
                 return read_send_response(response, mq, address=addr, msg_id=msg_id,
                                           count=count)
             except TideMQError as exc:
-                if not plan.failed(mq, exc):
+                if not attempts.failed(mq, addr, exc):
                     raise
-                log.info("send to %s (%s) failed, trying again: %s", mq, addr, exc)
-            try:
-                route = self.routes.get(topic, allow_default=True, refresh=True)
-            except TideMQError as exc:
-                log.info("route refresh of %s failed: %s", topic, exc)
-        raise exhausted(plan, topic, budget)
+            attempts.rerouted(self._refreshed(topic))
+        raise attempts.exhausted()
+
+    def _refreshed(self, topic: str) -> TopicRoute | TideMQError:
+        """The route fetched again after a failure, or why it could not be."""
+        try:
+            return self.routes.get(topic, allow_default=True, refresh=True)
+        except TideMQError as exc:
+            return exc
 
 
 class BlockingPullConsumer(_BlockingBase):

@@ -38,13 +38,12 @@ from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance
 from tidemq.client.queue_types import QueueType, QueueTypeCache
 from tidemq.client.role import InstanceRole
-from tidemq.client.routes import TopicRoute
 from tidemq.client.selector import QueueSelector, RoundRobin, SendPlan
+from tidemq.client.send_attempts import SendAttempts
 from tidemq.client.sending import (
     BatchCompression,
     PreparedBatch,
     build_send,
-    exhausted,
     prepare_message,
     prepare_send_batch,
     publish_queues,
@@ -53,6 +52,7 @@ from tidemq.client.sending import (
 )
 from tidemq.client.shared_send import send_many
 from tidemq.client.stamps import now_ms
+from tidemq.client.topic_route import TopicRoute
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
@@ -310,8 +310,6 @@ class Producer(InstanceRole):
 
     def _plan(self, msg: Message, queue: MessageQueue | None, sharding_key: str | None,
               selector: QueueSelector | None) -> SendPlan:
-        if queue is not None and queue.topic != msg.topic:
-            raise ValueError(f"queue {queue} is not a queue of topic {msg.topic!r}")
         return SendPlan(msg, attempts=1 + self.config.retry_times_when_send_failed,
                         counter=self._counter, queue=queue, sharding_key=sharding_key,
                         selector=selector)
@@ -328,34 +326,27 @@ class Producer(InstanceRole):
                        coalesce: bool = True) -> SendResult:
         inst = self.instance
         request = batch_requester(inst).request if coalesce else inst.request
-        loop = asyncio.get_running_loop()
+        clock = asyncio.get_running_loop().time
         budget = self.config.send_msg_timeout if timeout is None else timeout
-        deadline = loop.time() + budget
-        route = await inst.routes.get(topic, allow_default=True)
-        while (mq := plan.next_queue(publish_queues(route, plan.fixed_queue))) is not None:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
+        attempts = SendAttempts(plan, await inst.routes.get(topic, allow_default=True),
+                                budget=budget, now=clock())
+        while (mq := attempts.next(clock())) is not None:
             addr = ""
             try:
-                found = route.master_address(mq.broker_name)
-                addr = found if found is not None else await self._address(route, mq)
-                cmd, msg_id = await build(route, mq, addr)
-                response = await request(addr, cmd, max(deadline - loop.time(), 1e-3))
+                addr = attempts.address(mq) or await inst.master_address(mq)
+                cmd, msg_id = await build(attempts.route, mq, addr)
+                response = await request(addr, cmd, attempts.wait(clock()))
                 return read_send_response(response, mq, address=addr, msg_id=msg_id,
                                           count=count)
             except TideMQError as exc:
-                if not plan.failed(mq, exc):
+                if not attempts.failed(mq, addr, exc):
                     raise
-                log.info("send to %s (%s) failed, trying again: %s", mq, addr, exc)
-            route = await self._refreshed(route)
-        raise exhausted(plan, topic, budget)
+            attempts.rerouted(await self._refreshed(topic))
+        raise attempts.exhausted()
 
-    async def _refreshed(self, route: TopicRoute) -> TopicRoute:
-        """The route fetched again after a failure (the old one if that fails too)."""
+    async def _refreshed(self, topic: str) -> TopicRoute | TideMQError:
+        """The route fetched again after a failure, or why it could not be."""
         try:
-            return await self.instance.routes.get(route.topic, allow_default=True,
-                                                  refresh=True)
+            return await self.instance.routes.get(topic, allow_default=True, refresh=True)
         except TideMQError as exc:
-            log.info("route refresh of %s failed: %s", route.topic, exc)
-            return route
+            return exc

@@ -58,7 +58,7 @@ from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.errors import NoRouteError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.offsets import check_success
-from tidemq.client.routes import TopicRoute
+from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.bodies import ConsumerListBody, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import GetConsumerListByGroupRequestHeader

@@ -82,7 +82,8 @@ def is_retriable(exc: BaseException) -> bool:
 class SendPlan:
     """The attempts of one send: call :meth:`next_queue` before each, :meth:`failed` after
     a failure. Only a default (round-robin) choice is retried; a send to a fixed queue, by
-    key or through a selector fails at once, as an ordered send must stay on its queue."""
+    key or through a selector fails at once, as an ordered send must stay on its queue.
+    A fixed ``queue`` must be one of ``msg``'s topic."""
 
     def __init__(
         self,
@@ -94,6 +95,8 @@ class SendPlan:
         sharding_key: str | None = None,
         selector: QueueSelector | None = None,
     ) -> None:
+        if queue is not None and queue.topic != msg.topic:
+            raise ValueError(f"queue {queue} is not a queue of topic {msg.topic!r}")
         chosen = sum(x is not None for x in (queue, sharding_key, selector))
         if chosen > 1:
             raise ValueError("give at most one of queue, sharding_key and selector")

@@ -34,11 +34,10 @@ from tidemq.client.errors import (
     NoRouteError,
 )
 from tidemq.client.queue_types import QueueType
-from tidemq.client.routes import TopicRoute
-from tidemq.client.selector import SendPlan
+from tidemq.client.topic_route import TopicRoute
 from tidemq.client.validation import check_batch, check_message, check_properties
 from tidemq.codec.batch_protocol import plain_int
-from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.command import RemotingCommand
 from tidemq.codec.compression import CompressionType
 from tidemq.codec.headers import SendMessageResponseHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
@@ -50,7 +49,7 @@ from tidemq.codec.send_batch import (
     send_batch_request,
 )
 from tidemq.codec.uniqkey import UniqKeyGenerator
-from tidemq.errors import RequestTimeout, ResponseCode, TideMQError, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
@@ -60,7 +59,6 @@ __all__ = [
     "batch_msg_id",
     "build_batch",
     "build_send",
-    "exhausted",
     "new_send_result",
     "prepare_batch",
     "prepare_message",
@@ -319,11 +317,3 @@ def publish_queues(route: TopicRoute, fixed: MessageQueue | None) -> Sequence[Me
     if fixed is None and not route.publish_queues:
         raise NoRouteError(route.topic, "the route has no writable queue with a master")
     return route.publish_queues
-
-
-def exhausted(plan: SendPlan, topic: str, budget: float) -> TideMQError:
-    """The error of a send that ran out of attempts or time: the last failure, else a
-    timeout."""
-    if plan.errors:
-        return plan.errors[-1]
-    return RequestTimeout(topic, int(RequestCode.SEND_MESSAGE_V2), 0, budget * 1e3)

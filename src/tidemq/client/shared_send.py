@@ -25,9 +25,9 @@ from typing import Protocol, cast
 from tidemq.client.batch_rpc import batch_requester, copy_error
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance
-from tidemq.client.routes import TopicRoute
 from tidemq.client.sending import prepare_message, read_send_response
 from tidemq.client.stamps import now_ms
+from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.batch_protocol import CHILD_FORM_KEY, SEND_SHARED_FORM, BatchFormatError
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import compress, sys_flag_for

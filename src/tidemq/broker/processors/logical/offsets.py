@@ -46,9 +46,7 @@ class LogicalOffsets:
                     raise error_for_code(
                         ResponseCode.INVALID_PARAMETER,
                         f"queueId {lq} is not a logical queue of {mapping.topic}")
-                self.commit(mapping, group, lq, offset,
-                             replicate=cmd.ext_fields.get("replicated") != "true")
-                return cmd.response()
+                return self.update(mapping, lq, group, offset, conn, cmd)
             stored = ctx.offsets.query(group, mapping.topic, lq)
             if stored is None:
                 return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no committed offset")
@@ -81,6 +79,67 @@ class LogicalOffsets:
         self.fwd.run(conn, cmd, search())
         return None
 
+    def update(self, mapping: TopicMapping, lq: int, group: str, offset: int,
+               conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """UPDATE_CONSUMER_OFFSET on ``lq``: refused past the LQ's max logical offset.
+        The max is known here when the last segment is sealed or on this broker;
+        otherwise its broker is asked (the answer is sent when it replies). If that
+        broker cannot be reached, only offsets provably below the max (up to its
+        segment's logical start) are taken; a higher one is answered SYSTEM_BUSY, and
+        the consumer's next commit retries it."""
+        replicate = cmd.ext_fields.get("replicated") != "true"
+        top = self.known_max(mapping, lq)
+        if top is not None:
+            self.check_commit(mapping, lq, offset, top)
+            self.commit(mapping, group, lq, offset, replicate=replicate)
+            return cmd.response()
+        seg = self.top_segment(mapping, lq)
+        assert seg is not None  # known_max answers when there is none
+
+        async def checked() -> RemotingCommand:
+            try:
+                top = await self.max_logical(mapping, lq)
+            except TideMQError as exc:
+                if offset > seg.logical_start:
+                    raise error_for_code(
+                        ResponseCode.SYSTEM_BUSY,
+                        f"commitOffset {offset} of {mapping.topic}/{lq} cannot be checked "
+                        f"against the max offset: {seg.broker}, which holds the last "
+                        f"segment, did not answer ({exc}); retry later") from exc
+            else:
+                self.check_commit(mapping, lq, offset, top)
+            self.commit(mapping, group, lq, offset, replicate=replicate)
+            return cmd.response()
+
+        self.fwd.run(conn, cmd, checked())
+        return None
+
+    @staticmethod
+    def check_commit(mapping: TopicMapping, lq: int, offset: int, top: int) -> None:
+        if offset > top:
+            raise error_for_code(
+                ResponseCode.INVALID_PARAMETER,
+                f"commitOffset {offset} is beyond the max offset {top} of logical queue "
+                f"{mapping.topic}/{lq}")
+
+    @staticmethod
+    def top_segment(mapping: TopicMapping, lq: int) -> Segment | None:
+        """The segment holding the LQ's max offset: the writable one, else the last
+        readable one."""
+        return mapping.leader(lq) or mapping.segment_for(lq, 1 << 62)
+
+    def known_max(self, mapping: TopicMapping, lq: int) -> int | None:
+        """The LQ's max logical offset if it is known without asking another broker."""
+        seg = self.top_segment(mapping, lq)
+        if seg is None:
+            return 0
+        if seg.state is SegmentState.READONLY:
+            return seg.logical_end
+        if seg.broker == self.fwd.me:
+            phys = self.ctx.store.max_offset(mapping.topic, seg.queue_id)
+            return max(seg.logical_start, seg.to_logical(phys))
+        return None
+
     async def ask(self, code: int, seg: Segment, ext: dict[str, str]) -> int:
         """Ask the broker of ``seg`` an offset question about its physical queue; the
         answer's ``offset`` (physical)."""
@@ -105,7 +164,7 @@ class LogicalOffsets:
         return max(seg.logical_start, seg.to_logical(phys))
 
     async def max_logical(self, mapping: TopicMapping, lq: int) -> int:
-        seg = mapping.leader(lq) or mapping.segment_for(lq, 1 << 62)
+        seg = self.top_segment(mapping, lq)
         if seg is None:
             return 0
         if seg.state is SegmentState.READONLY:

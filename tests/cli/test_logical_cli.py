@@ -12,8 +12,9 @@ from tests.cli.test_admin_cli import eventually
 from typer.testing import CliRunner, Result
 
 from tidemq.cli.main import app
-from tidemq.client import Message, Producer
+from tidemq.client import AdminClient, Message, Producer
 from tidemq.client.logical_admin import plan_migration
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.formats.logical_mapping import TopicMapping
 from tidemq.types import LOGICAL_BROKER, MessageQueue
 
@@ -171,3 +172,35 @@ def test_clean_errors(cluster: ThreadedCluster, tmp_path: Path) -> None:
     bad = run(cluster, "updateLogicalQueueMapping", "-t", "CliErrors", "-f", str(file), code=2)
     assert "is not a logical-queue mapping" in flat(bad.output)
     run(cluster, "updateLogicalQueueNum", "-t", "CliErrors", "-q", "0", code=2)
+
+
+async def push(cluster: ThreadedCluster, addr: str, mapping: TopicMapping) -> None:
+    """UPDATE_LOGICAL_QUEUE_MAPPING to one broker only."""
+    async with AdminClient(cluster.namesrv) as admin:
+        await admin._broker(addr, RemotingCommand.request(
+            RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {}, json.dumps(mapping.to_json()).encode()))
+
+
+def test_query_reads_without_repairing_a_copy_behind(tmp_path: Path) -> None:
+    """queryLogicalQueueMapping shows every copy merged and writes nothing: a broker whose
+    copy is behind keeps it (its own sync is off here, so only the query could push)."""
+    quiet = ThreadedCluster(tmp_path, broker={"logical_sync_interval": 3_600_000}).start()
+    try:
+        created = TopicMapping.from_json(run_json(quiet, "updateTopic", "-t", "CliRead",
+                                                  "--logical-queue", "2"))
+        planned = plan_migration(created, 0, "broker-b")
+        assert planned is not None
+        ahead, behind = quiet.cluster.brokers
+        assert ahead.config.broker_name == "broker-a"
+        quiet.call(push(quiet, ahead.broker_addr, planned))
+        assert ahead.logical.get("CliRead") == planned
+        assert behind.logical.get("CliRead") == created
+
+        shown = run_json(quiet, "queryLogicalQueueMapping", "-t", "CliRead")
+        assert shown["epoch"] == planned.epoch  # the merged view
+        assert behind.logical.get("CliRead") == created  # not repaired
+        synced = run(quiet, "migrateLogicalQueue", "-t", "CliRead", "-q", "0", "-b",
+                     "broker-b").stdout
+        assert synced.splitlines()[0].strip().startswith("synced:")  # a mutating command
+    finally:
+        quiet.stop()

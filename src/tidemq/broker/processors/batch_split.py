@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tidemq.broker.processors.message_facts import user_keys, wants_flush
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
 from tidemq.formats.crecords import uniform_entries
@@ -187,8 +188,8 @@ class BatchSplitter:
         cluster = b"" if "CLUSTER" in props else self._cluster_prop
         if plen + len(cluster) > MAX_PROPERTIES_BYTES:
             return None
-        ks = tuple(k for k in props.get("KEYS", "").split(" ") if k)
-        wait = props.get("WAIT", "true").lower() != "false"
+        ks = user_keys(props)
+        wait = wants_flush(props)
         if large:
             batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
                                       tags_code(props.get("TAGS")), ks if self._index else None)

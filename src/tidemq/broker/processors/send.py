@@ -34,6 +34,7 @@ from tidemq.broker.processors.batch_split import (
     new_input,
 )
 from tidemq.broker.processors.decode import decoded
+from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
 from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
@@ -175,13 +176,9 @@ class SendProcessor:
         if len(raw) > MAX_PROPERTIES_BYTES:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
-        keys: tuple[str, ...] = ()
-        if self._index:
-            uniq = props.get("UNIQ_KEY")
-            ks = [k for k in props.get("KEYS", "").split(" ") if k]
-            keys = ((uniq,) if uniq else ()) + tuple(ks)
-        wait = props.get("WAIT", "true").lower() != "false"
-        return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wait
+        keys = index_keys(props) if self._index else ()
+        return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wants_flush(
+            props)
 
     def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
         if self.store.lmq is None:
@@ -257,8 +254,8 @@ class SendProcessor:
                                  f"an inner batch holds 1..32767 messages, not {count}")
         props.setdefault("CLUSTER", self.ctx.config.broker_cluster_name)
         raw = encode_properties(props)
-        keys = (uniq, *(k for k in props.get("KEYS", "").split(" ") if k))
-        wait = props.get("WAIT", "true").lower() != "false"
+        keys = (uniq, *user_keys(props))  # the batch-level UNIQ_KEY, even an empty one
+        wait = wants_flush(props)
         result = self.store.put_inner_batch(
             topic, qid, body, raw, count, tags_code=tags_code(props.get("TAGS")),
             keys=keys if self._index else (), sys_flag=sys_flag,
@@ -342,14 +339,8 @@ class SendProcessor:
                 raw += self._cluster_prop
             if len(raw) > MAX_PROPERTIES_BYTES:
                 return _GENERIC
-            keys: tuple[str, ...] = ()
-            if self._index:
-                uniq = props.get("UNIQ_KEY")
-                ks = props.get("KEYS")
-                keys = (uniq,) if uniq else ()
-                if ks:
-                    keys += tuple(k for k in ks.split(" ") if k)
-            wait = props.get("WAIT", "true").lower() != "false"
+            keys = index_keys(props) if self._index else ()
+            wait = wants_flush(props)
             msg = new_input((body, raw, flag, tags_code(props.get("TAGS")), keys))
         else:
             wait = True

@@ -108,3 +108,39 @@ async def test_with_the_leader_down_only_provable_offsets_are_taken(
     assert "cannot be checked against the max offset" in (unsure.remark or "")
     assert "broker-b" in (unsure.remark or "")
     assert a.offsets.query(GROUP, TOPIC, 0) == 3
+
+
+async def pull_committing(plain: RemotingClient, via: BrokerApp, lq: int, offset: int,
+                          commit_offset: int, group: str = GROUP) -> RemotingCommand:
+    """A pull carrying a commit (sysFlag bit 0), as RocketMQ push consumers send."""
+    return await plain.request(via.broker_addr, RemotingCommand.request(
+        RequestCode.PULL_MESSAGE, {
+            "consumerGroup": group, "topic": TOPIC, "queueId": str(lq),
+            "queueOffset": str(offset), "maxMsgNums": "32", "sysFlag": "1",
+            "commitOffset": str(commit_offset), "suspendTimeoutMillis": "0",
+            "subVersion": "0", "bname": LOGICAL_BROKER}), 5)
+
+
+async def test_a_commit_piggy_backed_past_the_max_is_dropped_and_the_pull_served(
+        cluster: Cluster, admin: AdminClient, plain: RemotingClient) -> None:
+    await create(admin, ["broker-a", "broker-b"])  # LQ 0 on broker-a
+    await send(cluster, 0, 3)
+    a, b = broker(cluster, "broker-a"), broker(cluster, "broker-b")
+    for via, good in ((a, 2), (b, 3)):  # the leader itself; the leader's broker asked
+        group = f"{GROUP}-{via.config.broker_name}"
+        pulled = await pull_committing(plain, via, 0, 0, 1 << 62, group)
+        assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+        assert via.offsets.query(group, TOPIC, 0) is None, via.config.broker_name
+        again = await pull_committing(plain, via, 0, 0, good, group)
+        assert again.code == ResponseCode.SUCCESS
+        assert via.offsets.query(group, TOPIC, 0) == good, via.config.broker_name
+
+    # Reading the sealed segment on broker-a while the leader (from 3) is on broker-b.
+    await LogicalQueueAdmin(admin).migrate(TOPIC, 0, "broker-b")
+    await send(cluster, 0, 2)
+    pulled = await pull_committing(plain, a, 0, 0, 6, GROUP)
+    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    assert pulled.ext_fields["maxOffset"] == "5"
+    assert a.offsets.query(GROUP, TOPIC, 0) is None  # 6 dropped
+    assert (await pull_committing(plain, a, 0, 0, 5, GROUP)).code == ResponseCode.SUCCESS
+    assert a.offsets.query(GROUP, TOPIC, 0) == 5

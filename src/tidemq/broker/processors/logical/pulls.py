@@ -54,14 +54,28 @@ class LogicalPulls:
         sealed_end = seg.physical_end if seg.state is SegmentState.READONLY else -1
         extra = {"queueOffset": str(seg.to_physical(logical))}
         sys_flag = to_int(cmd.ext_fields.get("sysFlag"), 0)
+        group = cmd.ext_fields.get("consumerGroup", "")
+        unchecked = -1  # a piggy-backed commit waiting for the max this pull learns
         if sys_flag & _FLAG_COMMIT_OFFSET:
             # The piggy-backed commit is logical: store it here under the LQ, never let
-            # the segment's broker store it under its physical queue id.
+            # the segment's broker store it under its physical queue id. Best effort, as
+            # on a classic queue: one past the LQ's max offset is dropped, the pull served.
             commit = to_int(cmd.ext_fields.get("commitOffset"), -1)
-            group = cmd.ext_fields.get("consumerGroup", "")
             if commit >= 0 and self.ctx.offsets.query(group, mapping.topic, lq) != commit:
-                self.offsets.commit(mapping, group, lq, commit)
+                known = self.offsets.known_max(mapping, lq)
+                top_seg = self.offsets.top_segment(mapping, lq)
+                floor = known if known is not None else (
+                    top_seg.logical_start if top_seg is not None else 0)
+                if commit <= floor:
+                    self.offsets.commit(mapping, group, lq, commit)
+                elif known is None:
+                    unchecked = commit
             extra["sysFlag"] = str(sys_flag & ~_FLAG_COMMIT_OFFSET)
+        is_top = seg == self.offsets.top_segment(mapping, lq)
+
+        def commit_within(top: int) -> None:
+            if 0 <= unchecked <= top:
+                self.offsets.commit(mapping, group, lq, unchecked)
         if sealed_end >= 0:
             extra["suspendTimeoutMillis"] = "0"
             extra["maxMsgNums"] = str(max(1, min(int(cmd.ext_fields.get("maxMsgNums", "32")),
@@ -73,6 +87,8 @@ class LogicalPulls:
             for key in ("nextBeginOffset", "maxOffset"):
                 if key in ext:
                     ext[key] = str(seg.to_logical(int(ext[key])))
+            if is_top and "maxOffset" in ext:  # the segment's max is the LQ's
+                commit_within(max(seg.logical_start, int(ext["maxOffset"])))
             if "minOffset" in ext:
                 ext["minOffset"] = str(first.logical_start)
             if resp.code == ResponseCode.SUCCESS:
@@ -96,6 +112,7 @@ class LogicalPulls:
             top = seg.logical_end
             with contextlib.suppress(TideMQError):  # the leader's broker may be down
                 top = max(top, await self.offsets.max_logical(mapping, lq))
+                commit_within(top)
             resp = translate(await self.fwd.call(cmd, seg, **extra))
             if "maxOffset" in resp.ext_fields:
                 resp.ext_fields["maxOffset"] = str(top)

@@ -134,26 +134,16 @@ class AdminClient(InstanceRole):
         config: ClientConfig | None = None,
         instance: ClientInstance | None = None,
     ) -> None:
-        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
-            namesrv, config)
-        self._given = instance
-        self._instance: ClientInstance | None = None
+        super().__init__(namesrv, config, instance)
 
     def __repr__(self) -> str:
         return f"<AdminClient namesrv={','.join(self.config.namesrv_addr)!r}>"
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        if self._instance is None:
-            inst = self._given or ClientInstance.acquire(self.config)
-            await inst.start()
-            self._instance = inst
-
     async def close(self) -> None:
-        inst, self._instance = self._instance, None
-        if inst is not None and self._given is None:
-            await inst.release()
+        if self._instance is not None:
+            await self._withdraw(self._instance)
 
 
     async def _namesrv(self, code: int, ext: dict[str, str] | None = None) -> RemotingCommand:

@@ -73,6 +73,7 @@ from typing import Any, TypeVar
 from tidemq.client import offsets as ofs
 from tidemq.client.batch_rpc import batch_requester, copy_error
 from tidemq.client.config import ClientConfig
+from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.message_batch import MessageBatch
@@ -84,10 +85,8 @@ from tidemq.client.pull import (
     read_pull_response,
 )
 from tidemq.client.queue_state import Fetched, QueueState, discard
-from tidemq.client.role import InstanceRole
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
-from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ResponseCode, TideMQError
@@ -109,7 +108,7 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class PullConsumer(InstanceRole):
+class PullConsumer(ConsumerRole):
     """An asyncio pull consumer for one consumer group; see the module docstring.
 
     One task at a time may call :meth:`poll` (or iterate the consumer).
@@ -125,17 +124,8 @@ class PullConsumer(InstanceRole):
         consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
     ) -> None:
-        validate_group(group)
-        if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and consume_timestamp is None:
-            raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp (epoch ms)")
-        self._group = group
-        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
-            namesrv, config)
-        self.consume_from = consume_from
-        self.consume_timestamp = consume_timestamp
-        self._given = instance
-        self._instance: ClientInstance | None = None
-        self._subscriptions: dict[str, Subscription] = {}
+        super().__init__(group, namesrv, config, instance, consume_from=consume_from,
+                         consume_timestamp=consume_timestamp)
         self._manual: bool | None = None  # True: assign(), False: subscribe()
         self._states: dict[MessageQueue, QueueState] = {}
         self._reresolve = False
@@ -152,51 +142,30 @@ class PullConsumer(InstanceRole):
     def __repr__(self) -> str:
         return f"<PullConsumer group={self._group!r} queues={len(self._states)}>"
 
-    @property
-    def group(self) -> str:
-        return self._group
-
     # ------------------------------------------------------------------ lifecycle
-
-    async def start(self) -> None:
-        """Join the client instance and announce the group to the brokers."""
-        if self._instance is not None:
-            return
-        inst = self._given if self._given is not None else ClientInstance.acquire(self.config)
-        try:
-            inst.register_consumer(self)
-            await inst.start()
-        except BaseException:
-            if self._given is None:
-                await inst.release()
-            raise
-        self._instance = inst
 
     async def close(self, *, commit: bool = True) -> None:
         """Commit the positions reached (unless ``commit=False``), stop pulling, leave."""
-        inst = self._instance
-        if inst is None:
-            return
-        try:
-            if commit:
-                await self.commit()
-        finally:
-            self._instance = None
-            tasks: list[asyncio.Future[Any]] = [
-                t for s in self._states.values() for t in (s.task, s.next) if t is not None]
-            for state in self._states.values():
-                state.reset(state.position)
-            for round_ in self._rounds:
-                round_.cancel()
-            tasks += self._rounds
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._finished = []
-            await inst.unregister_consumer(self._group)
-            if self._given is None:
-                await inst.release()
+        await self._close_reading(self.commit if commit else None, self._stop_pulls)
 
+    async def _stop_pulls(self) -> None:
+        tasks: list[asyncio.Future[Any]] = [
+            t for s in self._states.values() for t in (s.task, s.next) if t is not None]
+        for state in self._states.values():
+            state.reset(state.position)
+        for round_ in self._rounds:
+            round_.cancel()
+        tasks += self._rounds
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._finished = []
 
     # ------------------------------------------------------------------ membership
+
+    def _register(self, inst: ClientInstance) -> None:
+        inst.register_consumer(self)
+
+    async def _unregister(self, inst: ClientInstance) -> None:
+        await inst.unregister_consumer(self._group)
 
     def consumer_data(self) -> ConsumerData:
         """This consumer as HEART_BEAT announces it."""
@@ -209,8 +178,8 @@ class PullConsumer(InstanceRole):
             subscription_data_set=[s.to_data() for _, s in sorted(subs.items())],
         )
 
-    def on_consumer_ids_changed(self) -> None:
-        """A broker says the group changed: look at the topics' routes again next poll."""
+    def _schedule_rebalance(self) -> None:
+        """Look at the subscribed topics' routes again at the next poll."""
         self._reresolve = True
 
     def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None:
@@ -241,10 +210,8 @@ class PullConsumer(InstanceRole):
         (``"*"`` or ``"a || b"``). Cannot be combined with :meth:`assign`."""
         if self._manual is True:
             raise ValueError("this consumer has assigned queues; it cannot also subscribe")
-        validate_topic(topic)
+        self._subscribe(topic, expression)
         self._manual = False
-        self._subscriptions[topic] = Subscription.parse(topic, expression, version=now_ms())
-        self._reresolve = True
 
     def unsubscribe(self) -> None:
         """Drop every subscription and assignment."""

@@ -41,14 +41,13 @@ from typing import NamedTuple
 
 from tidemq.client import offsets as ofs
 from tidemq.client.config import ClientConfig
+from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError, NoRouteError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.lmq import LmqMessage, lmq_offsets, validate_lmq_name
 from tidemq.client.pull import pull_request
 from tidemq.client.queue_state import discard
-from tidemq.client.role import InstanceRole
 from tidemq.client.subscription import SUB_ALL, Subscription
-from tidemq.client.validation import validate_group
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.headers import PullMessageResponseHeader
@@ -133,7 +132,7 @@ class _QueueState:
             self.task = None
 
 
-class LmqConsumer(InstanceRole):
+class LmqConsumer(ConsumerRole):
     """Reads LMQs for one consumer group; see the module docstring.
 
     One task at a time may call :meth:`poll` (or iterate the consumer).
@@ -151,21 +150,12 @@ class LmqConsumer(InstanceRole):
         consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         consume_timestamp: int | None = None,
     ) -> None:
-        validate_group(group)
         if (broker_addr is None) == (parent_topic is None):
             raise ValueError("give exactly one of broker_addr and parent_topic")
-        if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and consume_timestamp is None:
-            raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp (epoch ms)")
-        self.group = group
+        super().__init__(group, namesrv, config, instance, consume_from=consume_from,
+                         consume_timestamp=consume_timestamp)
         self.parent_topic = parent_topic
-        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
-            namesrv, config)
-        self.consume_from = consume_from
-        self.consume_timestamp = consume_timestamp
-        self._given = instance
-        self._instance: ClientInstance | None = None
         self._brokers: dict[str, str] = {broker_addr: broker_addr} if broker_addr else {}
-        self._subs: dict[str, Subscription] = {}
         self._states: dict[MessageQueue, _QueueState] = {}
         self._turn = 0
 
@@ -176,37 +166,24 @@ class LmqConsumer(InstanceRole):
 
     async def start(self) -> None:
         """Join the client instance and find the brokers (the parent topic's route)."""
-        if self._instance is not None:
-            return
-        inst = self._given if self._given is not None else ClientInstance.acquire(self.config)
-        try:
-            await inst.start()
-            self._instance = inst
-            if self.parent_topic is not None:
-                await self.refresh_brokers()
-        except BaseException:
-            self._instance = None
-            if self._given is None:
-                await inst.release()
-            raise
+        await super().start()
+
+    async def _joined(self) -> None:
+        if self.parent_topic is not None:
+            await self.refresh_brokers()
+
+    def _schedule_rebalance(self) -> None:
+        self._reconcile()
 
     async def close(self, *, commit: bool = True) -> None:
         """Commit the positions reached (unless ``commit=False``), stop pulling, leave."""
-        inst = self._instance
-        if inst is None:
-            return
-        try:
-            if commit:
-                await self.commit()
-        finally:
-            self._instance = None
-            tasks = [s.task for s in self._states.values() if s.task is not None]
-            for state in self._states.values():
-                state.reset(state.position)
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self._given is None:
-                await inst.release()
+        await self._close_reading(self.commit if commit else None, self._stop_pulls)
 
+    async def _stop_pulls(self) -> None:
+        tasks = [s.task for s in self._states.values() if s.task is not None]
+        for state in self._states.values():
+            state.reset(state.position)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # ------------------------------------------------------------------ brokers and queues
 
@@ -234,13 +211,13 @@ class LmqConsumer(InstanceRole):
         for name in lmqs:
             validate_lmq_name(name)
         for name in lmqs:
-            self._subs[name] = Subscription.parse(name, expression)
+            self._subscriptions[name] = Subscription.parse(name, expression)
         self._reconcile()
 
     def unsubscribe(self, *lmqs: str) -> None:
         """Stop reading ``lmqs`` (all of them when none are named)."""
-        for name in lmqs or list(self._subs):
-            self._subs.pop(name, None)
+        for name in lmqs or list(self._subscriptions):
+            self._subscriptions.pop(name, None)
         self._reconcile()
 
     def assignment(self) -> list[MessageQueue]:
@@ -256,7 +233,7 @@ class LmqConsumer(InstanceRole):
         return MessageQueue(lmq, broker_name, 0)
 
     def _reconcile(self) -> None:
-        wanted = {MessageQueue(name, b, 0) for name in self._subs for b in self._brokers}
+        wanted = {MessageQueue(name, b, 0) for name in self._subscriptions for b in self._brokers}
         for mq in [q for q in self._states if q not in wanted]:
             self._states.pop(mq).reset(None)
         for mq in wanted:
@@ -410,7 +387,8 @@ class LmqConsumer(InstanceRole):
         for mq, state in self._states.items():
             if state.task is None and not state.buffer:
                 state.task = asyncio.ensure_future(
-                    self._fetch(mq, state.fetch_offset, self._subs[mq.topic], state.backoff))
+                    self._fetch(mq, state.fetch_offset, self._subscriptions[mq.topic],
+                                state.backoff))
 
     async def _fetch(self, queue: MessageQueue, offset: int | None, sub: Subscription,
                      delay: float) -> _Fetched:

@@ -86,11 +86,8 @@ class Producer(InstanceRole):
         queue_types: Mapping[str, str | QueueType] | None = None,
     ) -> None:
         validate_group(group)
+        super().__init__(namesrv, config, instance)
         self.group = group
-        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
-            namesrv, config)
-        self._given = instance
-        self._instance: ClientInstance | None = None
         self._opts = send_options(self.config, group)
         self._counter = RoundRobin()
         #: How inner batches are compressed (default: zstd when it saves 5 %).
@@ -107,28 +104,21 @@ class Producer(InstanceRole):
 
     async def start(self) -> None:
         """Join the client instance (shared per name-server set) and announce the group."""
-        if self._instance is not None:
-            return
-        inst = self._given if self._given is not None else ClientInstance.acquire(self.config)
-        try:
-            inst.register_producer(self.group)
-            await inst.start()
-        except BaseException:
-            if self._given is None:
-                await inst.release()
-            raise
-        self._instance = inst
+        await super().start()
+
+    def _register(self, inst: ClientInstance) -> None:
+        inst.register_producer(self.group)
+
+    async def _unregister(self, inst: ClientInstance) -> None:
+        await inst.unregister_producer(self.group)
+
+    async def _started(self, inst: ClientInstance) -> None:
         await inst.send_heartbeat()
 
     async def close(self) -> None:
         """Unregister the group from the brokers and leave the instance."""
-        inst, self._instance = self._instance, None
-        if inst is None:
-            return
-        await inst.unregister_producer(self.group)
-        if self._given is None:
-            await inst.release()
-
+        if self._instance is not None:
+            await self._withdraw(self._instance)
 
     # ------------------------------------------------------------------ sending
 

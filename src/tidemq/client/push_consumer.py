@@ -44,13 +44,14 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tidemq.client import offsets as ofs
 from tidemq.client.allocate import AllocateStrategy, allocate_averagely
 from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.consume_service import ConcurrentService, OrderlyService, pause
+from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
@@ -67,10 +68,7 @@ from tidemq.client.rebalance import (
 )
 from tidemq.client.retry import DEFAULT_MAX_RECONSUME_TIMES, restore_retry_topic, retry_topic
 from tidemq.client.retry_sender import RetrySender
-from tidemq.client.role import InstanceRole
-from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
-from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.types import MessageExt, MessageQueue, PullStatus
@@ -83,7 +81,11 @@ log = logging.getLogger(__name__)
 _FLOW_CONTROL_BACKOFF = 5.0
 
 
-class _PushConsumerBase(InstanceRole):
+#: How the listener is called: an :data:`AsyncListener` or a :data:`BlockingListener`.
+_Listener = TypeVar("_Listener")
+
+
+class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
     """Everything but how the listener is called; see the module docstring."""
 
     def __init__(
@@ -91,6 +93,7 @@ class _PushConsumerBase(InstanceRole):
         group: str,
         namesrv: str | Sequence[str] | None = None,
         *,
+        listener: _Listener,
         config: ClientConfig | None = None,
         instance: ClientInstance | None = None,
         options: PushOptions | None = None,
@@ -99,20 +102,12 @@ class _PushConsumerBase(InstanceRole):
         consume_timestamp: int | None = None,
         allocate: AllocateStrategy = allocate_averagely,
     ) -> None:
-        validate_group(group)
-        if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and consume_timestamp is None:
-            raise ValueError("CONSUME_FROM_TIMESTAMP needs consume_timestamp (epoch ms)")
-        self._group = group
-        self.config = instance.config if instance is not None else ClientConfig.for_namesrv(
-            namesrv, config)
+        super().__init__(group, namesrv, config, instance, consume_from=consume_from,
+                         consume_timestamp=consume_timestamp)
+        self._listener: _Listener = listener
         self._options = options or PushOptions()
         self.orderly = orderly
-        self.consume_from = consume_from
-        self.consume_timestamp = consume_timestamp
         self.allocate = allocate
-        self._given = instance
-        self._instance: ClientInstance | None = None
-        self._subscriptions: dict[str, Subscription] = {}
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._releasing: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._runners: dict[ProcessQueue, asyncio.Task[None]] = {}
@@ -130,10 +125,6 @@ class _PushConsumerBase(InstanceRole):
         return f"<{type(self).__name__} {kind}group={self._group!r} queues={len(self._queues)}>"
 
     @property
-    def group(self) -> str:
-        return self._group
-
-    @property
     def options(self) -> PushOptions:
         return self._options
 
@@ -141,17 +132,9 @@ class _PushConsumerBase(InstanceRole):
 
     async def start(self) -> None:
         """Join the group: announce the subscriptions, rebalance, start consuming."""
-        if self._instance is not None:
-            return
-        inst = self._given if self._given is not None else ClientInstance.acquire(self.config)
-        try:
-            inst.register_consumer(self)
-            await inst.start()
-        except BaseException:
-            if self._given is None:
-                await inst.release()
-            raise
-        self._instance = inst
+        await super().start()
+
+    async def _started(self, inst: ClientInstance) -> None:
         self._service = (OrderlyService(self, max_reconsume_times=self._max_reconsume)
                          if self.orderly else ConcurrentService(self))
         self._service.start()
@@ -187,10 +170,7 @@ class _PushConsumerBase(InstanceRole):
             self._revoke(pq)
         await asyncio.gather(*self._releasing.values(), return_exceptions=True)
         await self._stop_service()
-        self._instance = None
-        await inst.unregister_consumer(self._group)
-        if self._given is None:
-            await inst.release()
+        await self._withdraw(inst)
 
     async def abort(self) -> None:
         """Stop at once without finishing, committing or unregistering -- what a crash
@@ -237,9 +217,7 @@ class _PushConsumerBase(InstanceRole):
     def subscribe(self, topic: str, expression: str = SUB_ALL) -> None:
         """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or
         ``"a || b"``); the group's retry topic is subscribed as well."""
-        validate_topic(topic)
-        self._subscriptions[topic] = Subscription.parse(topic, expression, version=now_ms())
-        self._subscriptions_changed()
+        self._subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``; its queues are released at the next rebalance."""
@@ -249,6 +227,10 @@ class _PushConsumerBase(InstanceRole):
     def _subscriptions_changed(self) -> None:
         if self._instance is not None and self._rebalancer is not None:
             self._spawn(self._learn_routes(heartbeat=True))
+            self._rebalancer.request()
+
+    def _schedule_rebalance(self) -> None:
+        if self._rebalancer is not None:
             self._rebalancer.request()
 
     def subscriptions(self) -> dict[str, Subscription]:
@@ -271,6 +253,12 @@ class _PushConsumerBase(InstanceRole):
 
     # ------------------------------------------------------------------ membership
 
+    def _register(self, inst: ClientInstance) -> None:
+        inst.register_consumer(self)
+
+    async def _unregister(self, inst: ClientInstance) -> None:
+        await inst.unregister_consumer(self._group)
+
     def consumer_data(self) -> ConsumerData:
         """This member as HEART_BEAT announces it."""
         return ConsumerData(
@@ -278,10 +266,6 @@ class _PushConsumerBase(InstanceRole):
             message_model=MessageModel.CLUSTERING, consume_from_where=self.consume_from,
             subscription_data_set=[s.to_data() for _, s in sorted(self.subscriptions().items())],
         )
-
-    def on_consumer_ids_changed(self) -> None:
-        if self._rebalancer is not None:
-            self._rebalancer.request()
 
     def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: the owned queues among ``offsets`` drop their
@@ -530,7 +514,7 @@ class _PushConsumerBase(InstanceRole):
         return await self._sender.send_back(msg, delay_level)
 
 
-class PushConsumer(_PushConsumerBase):
+class PushConsumer(_PushConsumerBase[AsyncListener]):
     """A push consumer whose listener is ``async def listener(msgs) -> ConsumeStatus``.
 
     ``options`` tunes batching, concurrency, flow control, retries and timers
@@ -539,53 +523,16 @@ class PushConsumer(_PushConsumerBase):
     (:mod:`tidemq.client.allocate`).
     """
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str | Sequence[str] | None = None,
-        *,
-        listener: AsyncListener,
-        config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        options: PushOptions | None = None,
-        orderly: bool = False,
-        consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: int | None = None,
-        allocate: AllocateStrategy = allocate_averagely,
-    ) -> None:
-        super().__init__(group, namesrv, config=config, instance=instance, options=options,
-                         orderly=orderly, consume_from=consume_from,
-                         consume_timestamp=consume_timestamp, allocate=allocate)
-        self._listener = listener
-
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         return await self._listener(msgs)
 
 
-class ThreadedPushConsumer(_PushConsumerBase):
+class ThreadedPushConsumer(_PushConsumerBase[BlockingListener]):
     """A push consumer whose listener blocks: ``def listener(msgs) -> ConsumeStatus``,
     run in a pool of ``consume_concurrency`` threads. Otherwise as :class:`PushConsumer`.
     """
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str | Sequence[str] | None = None,
-        *,
-        listener: BlockingListener,
-        config: ClientConfig | None = None,
-        instance: ClientInstance | None = None,
-        options: PushOptions | None = None,
-        orderly: bool = False,
-        consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: int | None = None,
-        allocate: AllocateStrategy = allocate_averagely,
-    ) -> None:
-        super().__init__(group, namesrv, config=config, instance=instance, options=options,
-                         orderly=orderly, consume_from=consume_from,
-                         consume_timestamp=consume_timestamp, allocate=allocate)
-        self._listener = listener
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+    _executor: concurrent.futures.ThreadPoolExecutor | None = None  # while started
 
     async def start(self) -> None:
         if self._executor is None:

@@ -6,14 +6,18 @@ The server runs on the test's event loop; blocking calls go through ``asyncio.to
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.net.support import ECHO, make_server
 
-from tidemq.codec.command import RemotingCommand
-from tidemq.codec.frame import FrameTooLarge, FrameTooLargeToSend
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
+from tidemq.codec.frame import FrameDecoder, FrameTooLarge, FrameTooLargeToSend, frame_bytes
 from tidemq.errors import ConnectionLost, RequestTimeout
 from tidemq.net import BlockingClient, Connection, RemotingServer
 
@@ -188,3 +192,86 @@ async def test_closed_client_refuses(server: RemotingServer) -> None:
     client.close()
     with pytest.raises(ConnectionLost):
         await asyncio.to_thread(client.request, server.address, RemotingCommand.request(ECHO))
+
+
+# ---------------------------------------------------------------- oversized frames, property
+
+
+@dataclasses.dataclass
+class Answer:
+    """What the scripted peer writes for one request: frames before the answer (strays:
+    responses to other opaques, or server requests), then the answer, in chunks."""
+
+    strays: list[tuple[bool, int]]  # (a response?, body size) each
+    answer_size: int
+    chunk: int
+
+
+class ScriptedPeer:
+    """A plain TCP listener answering each request with the next :class:`Answer`."""
+
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = list(answers)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.accepted = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        with self.listener:
+            conn, _ = self.listener.accept()
+            self.accepted += 1
+            self.listener.close()
+            decoder = FrameDecoder()
+            with conn:
+                for answer in self.answers:
+                    while (request := decoder.next_command()) is None:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        decoder.receive_data(data)
+                    out = b""
+                    for n, (is_response, size) in enumerate(answer.strays):
+                        stray = RemotingCommand.request(40 + n, {}, b"s" * size)
+                        if is_response:
+                            stray.flag |= FLAG_RESPONSE
+                            stray.opaque = request.opaque + 1 + n
+                        out += frame_bytes(stray)
+                    out += frame_bytes(request.response(body=b"a" * answer.answer_size))
+                    try:
+                        for i in range(0, len(out), answer.chunk):
+                            conn.sendall(out[i : i + answer.chunk])
+                    except OSError:  # the client closed after an oversized last answer
+                        return
+
+
+LIMIT = 4096
+answers = st.builds(
+    Answer,
+    st.lists(st.tuples(st.booleans(), st.sampled_from([0, 100, LIMIT, 3 * LIMIT, 70_000])),
+             max_size=4),
+    st.sampled_from([0, 10, LIMIT - 200, LIMIT + 1, 5 * LIMIT, 70_000]),
+    st.sampled_from([1, 7, 512, 4096, 1 << 20]))
+
+
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(answers, min_size=1, max_size=5))
+def test_oversized_frames_fail_only_their_request(script: list[Answer]) -> None:
+    """Any mix of strays and answers, oversized or not, split anywhere: each request gets
+    its own answer or FrameTooLarge for it, over one connection."""
+    peer = ScriptedPeer(script)
+    with BlockingClient(max_frame_size=LIMIT, request_timeout=10) as client:
+        for answer in script:
+            request = RemotingCommand.request(ECHO)
+            if answer.answer_size > LIMIT:  # the sizes sampled leave room for the header
+                with pytest.raises(FrameTooLarge) as info:
+                    client.request(peer.address, request)
+                assert info.value.command is not None
+                assert info.value.command.opaque == request.opaque
+            else:
+                response = client.request(peer.address, request)
+                assert response.opaque == request.opaque
+                assert response.body == b"a" * answer.answer_size
+    peer.thread.join(10)
+    assert peer.accepted == 1

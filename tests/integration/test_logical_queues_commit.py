@@ -14,6 +14,7 @@ from tests.integration.test_logical_queues import TOPIC, create
 from tidemq.broker.app import BrokerApp
 from tidemq.client import AdminClient, Producer
 from tidemq.client.logical_admin import LogicalQueueAdmin
+from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.net import RemotingClient
@@ -144,3 +145,24 @@ async def test_a_commit_piggy_backed_past_the_max_is_dropped_and_the_pull_served
     assert a.offsets.query(GROUP, TOPIC, 0) is None  # 6 dropped
     assert (await pull_committing(plain, a, 0, 0, 5, GROUP)).code == ResponseCode.SUCCESS
     assert a.offsets.query(GROUP, TOPIC, 0) == 5
+
+
+async def test_batched_commits_are_checked_each(
+        cluster: Cluster, admin: AdminClient, plain: RemotingClient) -> None:
+    """The client batches its commits (BATCH_REQUEST); a child asked of another broker
+    is answered when that broker replies, each with its own verdict."""
+    await create(admin, ["broker-a", "broker-b"])  # LQ 0 on broker-a, LQ 1 on broker-b
+    await send(cluster, 0, 3)
+    b = broker(cluster, "broker-b")
+    children = [RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(lq),
+        "commitOffset": str(offset)}) for lq, offset in ((0, 3), (0, 1 << 62), (1, 0))]
+    for opaque, child in enumerate(children, 1):
+        child.opaque = opaque
+    parent = encode_batch_request(RequestCode.UPDATE_CONSUMER_OFFSET, children)
+    resp = await plain.request(b.broker_addr, parent, 5)
+    assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, MERGED_REMARK)
+    got = decode_batch_response(resp, [c.opaque for c in children])
+    assert [r.code for r in got] == [ResponseCode.SUCCESS, ResponseCode.INVALID_PARAMETER,
+                                     ResponseCode.SUCCESS]
+    assert b.offsets.query(GROUP, TOPIC, 0) == 3 and b.offsets.query(GROUP, TOPIC, 1) == 0

@@ -219,6 +219,8 @@ async def test_the_logical_queue_page_leaves_the_brokers_copies_untouched(
         assert "PENDING" in page.text
         assert behind.logical.get("Views") == created  # not pushed to
         assert ahead.logical.get("Views") == planned
+        await LogicalQueueAdmin(admin).query("Views", repair=True)  # asked to: it pushes
+        assert behind.logical.get("Views") == planned
 
 
 async def test_unreachable_cluster_is_an_error_page(unused_tcp_port: int) -> None:

@@ -234,7 +234,7 @@ class LogicalQueueAdmin:
     async def query(self, topic: str, *, repair: bool = False) -> TopicMapping:
         """The mapping of ``topic``: every broker's copy merged. Read-only unless
         ``repair``, which also pushes the merged copy to the brokers whose copy was behind
-        (what every mutating operation does first)."""
+        (what ``migrate`` and ``resize`` do first)."""
         if repair:
             return await self.converge(topic)
         truth, _ = await self.merged(topic)

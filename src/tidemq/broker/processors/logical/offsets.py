@@ -84,7 +84,7 @@ class LogicalOffsets:
         """UPDATE_CONSUMER_OFFSET on ``lq``: refused past the LQ's max logical offset.
         The max is known here when the last segment is sealed or on this broker;
         otherwise its broker is asked (the answer is sent when it replies). If that
-        broker cannot be reached, only offsets provably below the max (up to its
+        broker cannot be reached, only offsets provably within the max (up to that
         segment's logical start) are taken; a higher one is answered SYSTEM_BUSY, and
         the consumer's next commit retries it."""
         replicate = cmd.ext_fields.get("replicated") != "true"

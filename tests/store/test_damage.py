@@ -94,6 +94,8 @@ def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path,
         assert got == [i for i in range(N) if i != victim]
         assert store.reader.damaged.skipped >= 1
         assert empty == (1 if max_count == 1 else 0)
+        again, _ = bodies(store, 5)  # a second reader of records checked already
+        assert again == got
         assert store.read_record(records[victim][0]) is None
         assert store.read_record(records[victim + 1][0]) is not None
         only = store.get("T", 0, victim, max_count=1)

@@ -42,6 +42,8 @@ class DamagedRecords:
         self.unchecked_below = 0
         self._known: list[int] = []  # sorted physical offsets of damaged records
         self._reasons: dict[int, str] = {}
+        #: Per classic queue: queue offsets ``[lo, hi)`` whose records a read checked.
+        self._checked: dict[tuple[str, int], tuple[int, int]] = {}
         #: Damaged records a read skipped (each time it skipped one).
         self.skipped = 0
         self._clock = clock
@@ -67,9 +69,22 @@ class DamagedRecords:
     def known(self) -> list[int]:
         return list(self._known)
 
-    def needs_check(self, begin: int, end: int) -> bool:
-        """Whether records in ``[begin, end)`` may be damaged (the cheap test first)."""
-        if begin < self.unchecked_below:
+    def checked_upto(self, queue: tuple[str, int], offset: int) -> int:
+        """The queue offset up to which a read from ``offset`` of ``queue`` finds records
+        that an earlier read checked already (``offset`` or less: none)."""
+        lo, hi = self._checked.get(queue, (0, 0))
+        return hi if lo <= offset < hi else offset
+
+    def mark_checked(self, queue: tuple[str, int], offset: int, end: int) -> None:
+        """A read checked the records of queue offsets ``[offset, end)`` of ``queue``;
+        one run of checked offsets is remembered per queue (readers move forward)."""
+        lo, hi = self._checked.get(queue, (0, 0))
+        self._checked[queue] = (lo, max(hi, end)) if lo <= offset <= hi else (offset, end)
+
+    def needs_check(self, begin: int, end: int, checked: bool = False) -> bool:
+        """Whether records in ``[begin, end)`` may be damaged (the cheap test first);
+        ``checked``: an earlier read checked them, only known damage counts."""
+        if begin < self.unchecked_below and not checked:
             return True
         known = self._known
         if not known:

@@ -105,7 +105,12 @@ class QueueReader:
             return self._get_batches(cq, result, offset, max_count, max_bytes, tag_codes,
                                      inner_tags)
         cl_min = self.commitlog.min_offset
-        if max_count <= SMALL_READ and tag_codes is None and not self._may_be_damaged(cq, offset):
+        checked_upto = self.damaged.checked_upto((topic, queue_id), offset)
+        checked = checked_upto > offset
+        if checked:  # records an earlier read checked: this read goes up to there only
+            hi = min(hi, checked_upto)
+        if max_count <= SMALL_READ and tag_codes is None and (
+                (checked and not self.damaged.known) or not self._may_be_damaged(cq, offset)):
             return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
         pos = offset
         # Scan up to a bounded number of entries so a selective tag filter still progresses.
@@ -120,11 +125,14 @@ class QueueReader:
             keep = (phys >= cl_min) & (size != BLANK_UNIT_SIZE)
             if tag_codes is not None:
                 keep &= np.isin(entries["tags"].astype(np.int64), list(tag_codes))
-            consumed = self._collect(result, phys, size, keep, max_count, max_bytes)
+            consumed = self._collect(result, phys, size, keep, max_count, max_bytes,
+                                     checked)
             pos += consumed
             if consumed < len(entries):
                 break
         result.next_begin_offset = pos
+        if not checked and self._may_be_damaged(cq, offset):
+            self.damaged.mark_checked((topic, queue_id), offset, pos)
         if result.message_count:
             result.status = GetStatus.FOUND
         return result
@@ -374,7 +382,7 @@ class QueueReader:
         return n
 
     def _collect(self, result: GetResult, phys: Array, size: Array, keep: Array,
-                 max_count: int, max_bytes: int) -> int:
+                 max_count: int, max_bytes: int, checked: bool = False) -> int:
         """Append views of kept records within the limits; returns entries consumed."""
         kept = np.flatnonzero(keep)
         idx = kept[: max_count - result.message_count]
@@ -385,20 +393,22 @@ class QueueReader:
                 fit = 1  # the first message is always admitted
             idx = idx[:fit]
         if len(idx):
-            self._views(result, phys[idx], size[idx])
+            self._views(result, phys[idx], size[idx], checked)
         if len(idx) == len(kept):
             return len(keep)
         return int(idx[-1]) + 1 if len(idx) else int(kept[0])
 
-    def _sound(self, phys: Array, size: Array) -> list[bool] | None:
-        """Which of these records a read may serve (``None``: all of them)."""
-        if not len(phys) or not self.damaged.needs_check(int(phys[0]),
-                                                          int(phys[-1] + size[-1])):
+    def _sound(self, phys: Array, size: Array, checked: bool = False) -> list[bool] | None:
+        """Which of these records a read may serve (``None``: all of them); ``checked``:
+        an earlier read checked them."""
+        if not len(phys) or not self.damaged.needs_check(
+                int(phys[0]), int(phys[-1] + size[-1]), checked):
             return None
         return self.damaged.keep(self.commitlog.read, phys.tolist(), size.tolist())
 
-    def _views(self, result: GetResult, phys: Array, size: Array) -> None:
-        sound = self._sound(phys, size)
+    def _views(self, result: GetResult, phys: Array, size: Array,
+               checked: bool = False) -> None:
+        sound = self._sound(phys, size, checked)
         if sound is not None:  # damaged records left out
             phys, size = phys[sound], size[sound]
         self._runs(result, phys, size)

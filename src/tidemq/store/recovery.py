@@ -242,11 +242,13 @@ class _Redispatch:
         self.pending: list[DispatchBatch] = []
         self.following: dict[tuple[str, int], int] = {}  # per queue: its next offset
         self.hidden = 0  # offsets header-less damage may have hidden (any queue)
+        self.present: set[tuple[str, int]] = set()  # queues with pending present records
 
     def flush(self) -> None:
         if self.pending:
             apply_batches(self.queues, self.index, self.pending)
             self.pending.clear()
+        self.present.clear()
 
     def damage(self, damage: Damage) -> None:
         batch = damaged_batch(damage)
@@ -266,9 +268,15 @@ class _Redispatch:
         expected = self.following.get(key)
         if expected is None and cq is not None and cq.max_offset:
             if batch.phys[0] + batch.sizes[0] <= cq.max_phys_end:
-                self.pending.append(batch)  # already in its queue: the writer skips it
+                # already in its queue: the writer skips it (the index may not have it)
+                self.pending.append(batch)
+                self.present.add(key)
                 return
             expected = cq.max_offset
+        if key in self.present:
+            # a chunk joins a queue's batches from the first one's offset: one read from
+            # a present record's header (which may be damaged) must not place new ones
+            self.flush()
         got = batch.queue_offset
         batch_queue = isinstance(cq, BatchConsumeQueue) or key[0] in self.queues.batch_topics
         if expected is not None and got != expected and not batch_queue:

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tidemq.client.errors import NoRouteError
 from tidemq.client.selector import RoundRobin, SendPlan
 from tidemq.client.send_attempts import MIN_WAIT, SendAttempts
 from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.bodies import BrokerData, QueueData, TopicRouteData
-from tidemq.errors import ConnectionLost, RequestTimeout, ResponseCode, error_for_code
+from tidemq.errors import (
+    ConnectionLost,
+    RequestTimeout,
+    ResponseCode,
+    TideMQError,
+    error_for_code,
+)
 from tidemq.types import Message, MessageQueue
 
 MSG = Message("T", b"x")
+
+_RETRIABLE = st.sampled_from([ConnectionLost("x"), RequestTimeout("x", 310, 1, 1.0),
+                              error_for_code(ResponseCode.SYSTEM_BUSY)])
 
 
 def _route(*brokers: str, masters: bool = True) -> TopicRoute:
@@ -99,3 +110,31 @@ def test_a_route_without_writable_masters_has_no_queue_to_choose() -> None:
     pinned = _attempts(_route("a", masters=False), queue=fixed)
     assert pinned.next(10.0) == fixed
     assert pinned.address(fixed) is None  # the driver asks its cache
+
+
+@given(attempts=st.integers(min_value=1, max_value=6),
+       budget=st.floats(min_value=0.5, max_value=10.0),
+       steps=st.lists(st.floats(min_value=0.0, max_value=3.0), min_size=1, max_size=10),
+       failures=st.lists(_RETRIABLE, min_size=10, max_size=10))
+def test_never_more_attempts_than_planned_nor_one_after_the_deadline(
+        attempts: int, budget: float, steps: list[float],
+        failures: list[TideMQError]) -> None:
+    sends = _attempts(_route("a", "b"), attempts=attempts, budget=budget)
+    now, tried = 10.0, 0
+    for step, exc in zip(steps, failures, strict=False):
+        now += step
+        mq = sends.next(now)
+        if mq is None:
+            break
+        assert now < sends.deadline
+        assert sends.wait(now) >= MIN_WAIT
+        tried += 1
+        if not sends.failed(mq, "x", exc):
+            break
+    assert tried <= attempts
+    if tried == attempts:
+        assert sends.next(now) is None
+    if tried:
+        assert sends.exhausted() is failures[tried - 1]
+    else:
+        assert isinstance(sends.exhausted(), RequestTimeout)

@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from tests.broker import wire
+from tests.broker.wire import Peer
 
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
+from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
+from tidemq.codec.command import RequestCode
 from tidemq.testing import Cluster
 from tidemq.types import FlushDiskType
 
@@ -156,3 +160,22 @@ async def test_forced_retention_counts_what_no_group_consumed(tmp_path: Path) ->
         assert [(r.topic, r.start, r.end) for r in report.lost] == [("Lost", 2, new_min)]
         m = await asyncio.to_thread(scrape, app.config.metrics_port)
         assert value(m, "tidemq_broker_retention_lost_messages_total") == new_min - 2
+
+
+async def test_batch_children_are_timed_like_requests(cluster: Cluster) -> None:
+    """The latency histograms are a pipeline interceptor: a batch-protocol parent of
+    three sends counts three sends, each under its child's code."""
+    app = cluster.brokers[0]
+    async with Peer(app.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Timed", 2))
+        before = await asyncio.to_thread(scrape, app.config.metrics_port)
+        kids = [wire.send("Timed", b"t%d" % i, queue_id=i % 2) for i in range(3)]
+        resp = await peer(encode_batch_request(RequestCode.SEND_MESSAGE_V2, kids))
+        assert [r.code for r in decode_batch_response(resp, [1, 2, 3])] == [0, 0, 0]
+    after = await asyncio.to_thread(scrape, app.config.metrics_port)
+
+    def count(m: dict[str, list[Sample]]) -> float:
+        return sum(s.value for s in m.get("tidemq_broker_send_latency_seconds", [])
+                   if s.name.endswith("_count") and s.labels.get("code") == "310")
+
+    assert count(after) - count(before) == 3

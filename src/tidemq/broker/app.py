@@ -37,6 +37,7 @@ from tidemq.broker.status import runtime_info
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
+from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.http import MetricsHttpServer
 from tidemq.store.config import StoreConfig
 
@@ -49,7 +50,9 @@ class BrokerApp:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, *,
                  interceptors: Sequence[Interceptor] = ()) -> None:
         """``interceptors``: request interceptors run before the broker's own, outermost
-        first (:mod:`tidemq.broker.pipeline`)."""
+        first (:mod:`tidemq.broker.pipeline`), after the ACL's (``aclEnable``)."""
+        #: The ACL interceptor (``aclEnable``), outermost of all.
+        self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
         ctx = self.ctx = BrokerContext(config, store_config)
         self._interceptors = tuple(interceptors)
         self.pipeline = Pipeline()
@@ -183,8 +186,10 @@ class BrokerApp:
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)
             self.batch.register(pipeline)
-        # Outermost first: gates given by the embedder, then metrics (timing everything
-        # a request costs), then the logical-queue translation.
+        # Outermost first: the ACL, gates given by the embedder, then metrics (timing
+        # everything a request costs), then the logical-queue translation.
+        if self.acl is not None:
+            pipeline.intercept(self.acl)
         pipeline.intercept(*self._interceptors)
         if self.config.metrics_port:
             pipeline.intercept(self.metrics)

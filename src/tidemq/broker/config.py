@@ -71,8 +71,22 @@ class BrokerConfig:
     #: How often a broker compares its logical-queue mappings with the other brokers'
     #: and takes in what it missed (also done once at start), ms.
     logical_sync_interval: int = 2000
+    #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
+    acl_enable: bool = False
+    #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
+    acl_file: str = ""
+    #: The account this broker signs its own requests with (to name servers and to other
+    #: brokers), when they check ACLs; empty: unsigned.
+    access_key: str = ""
+    secret_key: str = ""
 
     def __post_init__(self) -> None:
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("accessKey and secretKey go together",
+                              key="secretKey" if self.access_key else "accessKey")
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
+                              key="aclFile")
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
         if not 0 <= self.metrics_port <= 65535:

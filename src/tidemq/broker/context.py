@@ -26,6 +26,7 @@ from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicManager
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.signature import Credentials
 from tidemq.errors import TideMQError
 from tidemq.net import Connection, RemotingClient, RemotingServer
 from tidemq.store.config import StoreConfig
@@ -64,7 +65,8 @@ class BrokerContext:
         self.server = RemotingServer("0.0.0.0", config.listen_port,
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes)
-        self.client = RemotingClient()
+        self.client = RemotingClient(credentials=Credentials(
+            config.access_key, config.secret_key) if config.access_key else None)
         #: Parked pulls: single pulls and batch-protocol parents alike.
         self.holds = HoldTable()
         self.broker_addr = config.broker_addr

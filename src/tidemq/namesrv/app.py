@@ -64,7 +64,9 @@ from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
+from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.connection import Connection
+from tidemq.net.dispatcher import Processor
 from tidemq.net.http import MetricsHttpServer
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
@@ -132,8 +134,13 @@ class NameServerApp:
         self._ready = not config.need_wait_for_service
         self.metrics = NamesrvMetrics(self.routes, self.server)
         self.metrics_server: MetricsHttpServer | None = None
+        #: The ACL interceptor (``aclEnable``): around every processor.
+        self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
         for code, processor in self._processors().items():
-            self.server.register(code, self.metrics.counted(code, processor))
+            handler: Processor = self.metrics.counted(code, processor)
+            if self.acl is not None:
+                handler = self.acl.wrap(code, handler)
+            self.server.register(code, handler)
         self.server.on_connection_closed(self._connection_closed)
 
     def __repr__(self) -> str:

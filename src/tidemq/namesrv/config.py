@@ -58,8 +58,15 @@ class NamesrvConfig:
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
     broker_rejoin_window: int = 35_000
+    #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
+    acl_enable: bool = False
+    #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
+    acl_file: str = ""
 
     def __post_init__(self) -> None:
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
+                              key="aclFile")
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
         if not 0 <= self.metrics_port <= 65535:

@@ -32,6 +32,7 @@ from tidemq.codec.frame import (
     FrameTooLarge,
     encode_command,
 )
+from tidemq.codec.signature import Credentials
 from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
 from tidemq.net.address import parse_address
 from tidemq.net.errors import map_exceptions, network_errors
@@ -54,7 +55,10 @@ class BlockingClient:
         request_timeout: float = 3.0,
         connect_timeout: float = 3.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        credentials: Credentials | None = None,
     ) -> None:
+        #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
+        self.credentials = credentials
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._max_frame_size = max_frame_size
@@ -67,6 +71,8 @@ class BlockingClient:
     ) -> RemotingCommand:
         """Send ``cmd`` to ``address`` and return its response (any response code)."""
         timeout = self.request_timeout if timeout is None else timeout
+        if self.credentials is not None:
+            self.credentials.sign(cmd)
         return self._connection(address).request(cmd, timeout)
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from types import TracebackType
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
+from tidemq.codec.signature import Credentials
 from tidemq.errors import ConnectionLost
 from tidemq.net.address import parse_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, Connection
@@ -47,7 +48,10 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        credentials: Credentials | None = None,
     ) -> None:
+        #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
+        self.credentials = credentials
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._idle_seconds = idle_seconds
@@ -89,6 +93,8 @@ class RemotingClient:
         :class:`~tidemq.errors.ConnectionLost`; a non-success response code is returned,
         not raised (the caller knows which codes it expects).
         """
+        if self.credentials is not None:
+            self.credentials.sign(cmd)
         conn = self._connections.get(address)
         if conn is None or not conn.is_open:
             conn = await self.connection(address)
@@ -96,6 +102,8 @@ class RemotingClient:
 
     async def oneway(self, address: str, cmd: RemotingCommand) -> None:
         """Send ``cmd`` to ``address`` as a oneway request."""
+        if self.credentials is not None:
+            self.credentials.sign(cmd)
         conn = await self.connection(address)
         await conn.oneway(cmd)
 

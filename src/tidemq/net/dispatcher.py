@@ -62,6 +62,11 @@ class Dispatcher:
         """Route requests whose code has no processor to ``processor``."""
         self._default = processor
 
+    @property
+    def codes(self) -> frozenset[int]:
+        """The codes with a registered processor."""
+        return frozenset(self._processors)
+
     def processor(self, code: int) -> Processor | None:
         """The processor registered for ``code`` (``None`` if none; the default is not
         consulted)."""

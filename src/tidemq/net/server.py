@@ -89,6 +89,11 @@ class RemotingServer:
         """Route requests with ``code`` to ``processor``."""
         self._dispatcher.register(code, processor)
 
+    @property
+    def codes(self) -> frozenset[int]:
+        """The request codes with a registered processor."""
+        return self._dispatcher.codes
+
     def register_default(self, processor: Processor) -> None:
         """Route requests with a code nobody registered to ``processor``."""
         self._dispatcher.register_default(processor)

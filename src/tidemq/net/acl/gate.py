@@ -1,0 +1,188 @@
+"""The ACL interceptor: every request a broker or name server serves is checked against
+:data:`~tidemq.net.acl.table.PERMISSIONS` and the accounts of ``plain_acl.yml`` before
+its handler runs.
+
+The order of the checks is upstream's: an address of ``globalWhiteRemoteAddresses``
+passes without credentials; otherwise the request names an account (``AccessKey``); an
+account whose ``whiteRemoteAddress`` matches the caller passes without signature or
+permission checks; otherwise the ``Signature`` must check
+(:mod:`tidemq.codec.signature`), then the code's rule: admin, or the permission on the
+topic and group the request names (the listed ones, else the account's defaults).
+
+A refusal is NO_PERMISSION (16) with a remark naming what was missing; it is counted
+(:attr:`AclGate.refused`, by reason) and logged through a rate-limited log.
+
+A batch-protocol parent is checked as a whole (its signature covers its body, hence its
+children); each child then passes its own code's rule as the parent's account.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.signature import ACCESS_KEY, verify
+from tidemq.errors import ResponseCode
+from tidemq.net.acl.accounts import Account, AclFile
+from tidemq.net.acl.perm import Perm, allows
+from tidemq.net.acl.table import PERMISSIONS, Need, Rule
+from tidemq.net.connection import Connection
+from tidemq.net.dispatcher import Processor
+from tidemq.net.rate_limited_log import RateLimitedLog
+
+__all__ = ["AclGate", "Refusal"]
+
+_log = RateLimitedLog(logging.getLogger(__name__), burst=20, period=60.0)
+
+RETRY_PREFIX = "%RETRY%"
+
+
+class _Trusted:
+    """Who a request passed as: an account checked in full, or trusted by address."""
+
+    __slots__ = ("account", "by_address")
+
+    def __init__(self, account: Account | None, by_address: bool) -> None:
+        self.account = account
+        self.by_address = by_address
+
+
+#: The identity of the batch parent whose children are being checked.
+_parent: contextvars.ContextVar[_Trusted | None] = contextvars.ContextVar(
+    "tidemq_acl_parent", default=None)
+
+
+class Refusal(Exception):
+    """Why a request is refused; ``reason`` is the metric label."""
+
+    def __init__(self, reason: str, remark: str) -> None:
+        super().__init__(remark)
+        self.reason = reason
+        self.remark = remark
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request code {code}"
+
+
+class AclGate:
+    """The interceptor (the broker pipeline's ``Interceptor`` shape: ``wrap(code,
+    proceed)``); see the module docstring. ``table``: the rules by code (tests give
+    others)."""
+
+    rewrites = False
+
+    def __init__(self, acl_file: AclFile, *,
+                 table: Mapping[int, Rule] = PERMISSIONS) -> None:
+        self.acl_file = acl_file
+        self.table = table
+        #: Refusals by reason: credentials, account, signature, admin, permission,
+        #: unlisted.
+        self.refused: Counter[str] = Counter()
+
+    def wrap(self, code: int, proceed: Processor) -> Processor:
+        rule = self.table.get(int(code))
+        if rule is not None and rule.need is Need.OPEN:
+            return proceed
+        is_batch = int(code) == RequestCode.BATCH_REQUEST
+
+        def checked(conn: Connection, request: RemotingCommand) -> Any:
+            try:
+                trusted = self.check(code, rule, conn.remote_address, request)
+            except Refusal as refusal:
+                self.refused[refusal.reason] += 1
+                _log.warning("ACL refused %s from %s: %s", _code_name(code),
+                             conn.remote_address, refusal.remark)
+                return request.response(ResponseCode.NO_PERMISSION, refusal.remark)
+            if not is_batch:
+                return proceed(conn, request)
+            token = _parent.set(trusted)
+            try:
+                result = proceed(conn, request)
+            finally:
+                _parent.reset(token)
+            if inspect.isawaitable(result):
+                return _under(trusted, result)
+            return result
+
+        return checked
+
+    def check(self, code: int, rule: Rule | None, remote: str,
+              request: RemotingCommand) -> _Trusted:
+        """Who ``request`` passes as, or :class:`Refusal`."""
+        name = _code_name(code)
+        if rule is None:
+            raise Refusal("unlisted", f"{name} has no entry in the ACL permission table")
+        trusted = _parent.get()
+        if trusted is None:
+            trusted = self._authenticate(name, rule, remote, request)
+        if trusted.by_address or rule.need is Need.AUTH:
+            return trusted
+        account = trusted.account
+        assert account is not None  # only trust by address has no account
+        if rule.need is Need.ADMIN:
+            if not account.admin:
+                raise Refusal("admin", f"{name} needs an admin account; "
+                                       f"{account.access_key} is not admin")
+            return trusted
+        ext = request.ext_fields
+        for key in rule.topic_keys:
+            topic = ext.get(key)
+            if topic is None:
+                continue
+            if topic.startswith(RETRY_PREFIX):
+                self._need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm,
+                           account.group_perm, name)
+            else:
+                self._need(account, "topic", topic, rule.topic_perm, account.topic_perm,
+                           name)
+        for key in rule.group_keys:
+            group = ext.get(key)
+            if group is not None:
+                self._need(account, "group", group, rule.group_perm, account.group_perm,
+                           name)
+        return trusted
+
+    def _authenticate(self, name: str, rule: Rule, remote: str,
+                      request: RemotingCommand) -> _Trusted:
+        rules = self.acl_file.rules()
+        if any(p.matches(remote) for p in rules.global_white):
+            return _Trusted(None, True)
+        key = request.ext_fields.get(ACCESS_KEY)
+        if not key:
+            raise Refusal("credentials", f"{name} needs {rule.describe()}: "
+                                         f"the request has no AccessKey")
+        account = rules.accounts.get(key)
+        if account is None:
+            raise Refusal("account", f"{name} needs {rule.describe()}: "
+                                     f"no account has AccessKey {key}")
+        if account.white is not None and account.white.matches(remote):
+            return _Trusted(account, True)
+        if not verify(request, account.secret_key):
+            raise Refusal("signature", f"{name} needs {rule.describe()}: the signature "
+                                       f"of AccessKey {key} does not check")
+        return _Trusted(account, False)
+
+    @staticmethod
+    def _need(account: Account, kind: str, name: str, needed: Perm,
+              owned_of: Any, code_name: str) -> None:
+        if not allows(owned_of(name), needed):
+            text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
+            raise Refusal("permission", f"{code_name} needs {text} on {kind} {name}; "
+                                        f"{account.access_key} does not have it")
+
+
+async def _under(trusted: _Trusted, result: Awaitable[Any]) -> Any:
+    token = _parent.set(trusted)
+    try:
+        return await result
+    finally:
+        _parent.reset(token)

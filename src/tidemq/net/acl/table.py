@@ -1,0 +1,134 @@
+"""The permission every request code served by a broker or a name server needs when the
+ACL is on: one table, :data:`PERMISSIONS`. A code served without an entry here is refused
+(and a test fails when a registered code has none).
+
+``Need``:
+
+* ``OPEN`` -- no credentials (a name server's route and cluster reads);
+* ``AUTH`` -- any account whose signature checks (reads, client bookkeeping, a batch
+  parent: each of its children is checked on its own against its code's entry);
+* ``RESOURCE`` -- a signed account that holds the named permission on the topic and/or
+  group named by the request's ext fields (every field of ``topic_keys`` /
+  ``group_keys`` present is checked; a retry topic ``%RETRY%g`` is group ``g``);
+* ``ADMIN`` -- a signed account with ``admin: true``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+
+from tidemq.codec.command import RequestCode as C
+from tidemq.net.acl.perm import Perm
+
+__all__ = ["PERMISSIONS", "Need", "Rule"]
+
+
+class Need(enum.Enum):
+    OPEN = "open"
+    AUTH = "auth"
+    RESOURCE = "resource"
+    ADMIN = "admin"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    need: Need
+    topic_keys: tuple[str, ...] = ()
+    topic_perm: Perm = Perm.NONE
+    group_keys: tuple[str, ...] = ()
+    group_perm: Perm = Perm.NONE
+
+    def describe(self) -> str:
+        """The rule in words (the documentation's table)."""
+        if self.need is not Need.RESOURCE:
+            return {Need.OPEN: "none", Need.AUTH: "any account",
+                    Need.ADMIN: "admin"}[self.need]
+        parts = []
+        if self.topic_keys:
+            parts.append(f"topic {_perm_text(self.topic_perm)}")
+        if self.group_keys:
+            parts.append(f"group {_perm_text(self.group_perm)}")
+        return ", ".join(parts)
+
+
+def _perm_text(perm: Perm) -> str:
+    return "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if perm & p)
+
+
+OPEN = Rule(Need.OPEN)
+AUTH = Rule(Need.AUTH)
+ADMIN = Rule(Need.ADMIN)
+_TOPIC = ("topic", "b")  # SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE name it "b"
+PUB_TOPIC = Rule(Need.RESOURCE, _TOPIC, Perm.PUB)
+SUB_TOPIC = Rule(Need.RESOURCE, ("topic",), Perm.SUB)
+SUB_TOPIC_GROUP = Rule(Need.RESOURCE, ("topic",), Perm.SUB, ("consumerGroup",), Perm.SUB)
+
+
+def _group(*keys: str) -> Rule:
+    return Rule(Need.RESOURCE, group_keys=keys, group_perm=Perm.SUB)
+
+
+#: Request code -> what it needs.
+PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
+    # Sends and pulls.
+    C.SEND_MESSAGE: PUB_TOPIC,
+    C.SEND_MESSAGE_V2: PUB_TOPIC,
+    C.SEND_BATCH_MESSAGE: PUB_TOPIC,
+    C.PULL_MESSAGE: SUB_TOPIC_GROUP,
+    C.LITE_PULL_MESSAGE: SUB_TOPIC_GROUP,
+    C.BATCH_REQUEST: AUTH,
+    C.CONSUMER_SEND_MSG_BACK: _group("group"),
+    # Offsets and queue positions.
+    C.QUERY_CONSUMER_OFFSET: SUB_TOPIC_GROUP,
+    C.UPDATE_CONSUMER_OFFSET: SUB_TOPIC_GROUP,
+    C.GET_MAX_OFFSET: SUB_TOPIC,
+    C.GET_MIN_OFFSET: SUB_TOPIC,
+    C.SEARCH_OFFSET_BY_TIMESTAMP: SUB_TOPIC,
+    C.GET_EARLIEST_MSG_STORETIME: SUB_TOPIC,
+    C.QUERY_MESSAGE: SUB_TOPIC,
+    C.VIEW_MESSAGE_BY_ID: AUTH,
+    # Clients.
+    C.HEART_BEAT: AUTH,
+    C.UNREGISTER_CLIENT: _group("consumerGroup"),
+    C.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup"),
+    C.CHECK_CLIENT_CONFIG: AUTH,
+    C.LOCK_BATCH_MQ: AUTH,
+    C.UNLOCK_BATCH_MQ: AUTH,
+    # Reads of metadata and statistics.
+    C.GET_TOPIC_CONFIG: AUTH,
+    C.GET_ALL_TOPIC_CONFIG: AUTH,
+    C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AUTH,
+    C.GET_TOPIC_STATS_INFO: AUTH,
+    C.GET_CONSUME_STATS: AUTH,
+    C.GET_PRODUCER_CONNECTION_LIST: AUTH,
+    C.GET_CONSUMER_CONNECTION_LIST: AUTH,
+    C.GET_BROKER_RUNTIME_INFO: AUTH,
+    C.GET_BROKER_CONFIG: AUTH,
+    C.QUERY_LOGICAL_QUEUE_MAPPING: AUTH,
+    # Administration.
+    C.UPDATE_AND_CREATE_TOPIC: ADMIN,
+    C.DELETE_TOPIC_IN_BROKER: ADMIN,
+    C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ADMIN,
+    C.DELETE_SUBSCRIPTIONGROUP: ADMIN,
+    C.INVOKE_BROKER_TO_RESET_OFFSET: ADMIN,
+    C.RESET_CONSUMER_CLIENT_OFFSET: ADMIN,
+    C.UPDATE_LOGICAL_QUEUE_MAPPING: ADMIN,
+    C.DELETE_LOGICAL_QUEUE_MAPPING: ADMIN,
+    C.SEAL_LOGICAL_QUEUE: ADMIN,
+    C.DELETE_LMQ: ADMIN,
+    C.UPDATE_BROKER_CONFIG: ADMIN,
+    # Name server: brokers (and admins) write, anyone reads routes.
+    C.REGISTER_BROKER: ADMIN,
+    C.UNREGISTER_BROKER: ADMIN,
+    C.BROKER_HEARTBEAT: ADMIN,
+    C.QUERY_DATA_VERSION: ADMIN,
+    C.DELETE_TOPIC_IN_NAMESRV: ADMIN,
+    C.PUT_KV_CONFIG: ADMIN,
+    C.DELETE_KV_CONFIG: ADMIN,
+    C.GET_KV_CONFIG: OPEN,
+    C.GET_ROUTEINFO_BY_TOPIC: OPEN,
+    C.GET_BROKER_CLUSTER_INFO: OPEN,
+    C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: OPEN,
+}.items()}

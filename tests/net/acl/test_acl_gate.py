@@ -1,0 +1,207 @@
+"""The ACL over real TCP, on a broker and a name server with ``aclEnable=true``.
+
+Table-driven over :data:`~tidemq.net.acl.PERMISSIONS`: every request code either server
+serves is sent without credentials, by an ordinary account and by an admin account, and
+is refused (NO_PERMISSION, counted by the gate) exactly when its rule says so. Then the
+cases that matter on their own: a wrong secret stores nothing, per-topic DENY, batch
+children checked one by one, brokers registering with their own account, a changed
+accounts file taking effect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.broker.app import BrokerApp
+from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.signature import Credentials
+from tidemq.errors import ConfigError, ResponseCode
+from tidemq.inprocess import Cluster
+from tidemq.namesrv.app import NameServerApp
+from tidemq.namesrv.config import NamesrvConfig
+from tidemq.net import RemotingClient
+from tidemq.net.acl import PERMISSIONS, AclGate, Need
+
+ACCOUNTS = """
+accounts:
+  - accessKey: user
+    secretKey: user-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+    topicPerms: ["Secret=DENY", "ReadOnly=SUB"]
+    groupPerms: ["closed=DENY"]
+  - accessKey: admin
+    secretKey: admin-secret
+    admin: true
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: PUB|SUB
+"""
+USER = Credentials("user", "user-secret")
+ADMIN = Credentials("admin", "admin-secret")
+NO_PERMISSION = ResponseCode.NO_PERMISSION
+
+
+@pytest.fixture
+def acl_file(tmp_path: Path) -> Path:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACCOUNTS)
+    return path
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, acl_file: Path) -> AsyncIterator[Cluster]:
+    acl = {"acl_enable": True, "acl_file": str(acl_file)}
+    async with Cluster(tmp_path / "c", broker={**acl, "access_key": "admin",
+                                               "secret_key": "admin-secret"},
+                       namesrv=acl) as cluster:
+        async with Peer(cluster.brokers[0].broker_addr, _client(ADMIN)) as admin:
+            for topic in ("Pt", "Secret", "ReadOnly"):
+                await admin.ok(wire.create_topic(topic, 4))
+        yield cluster
+
+
+def _client(credentials: Credentials | None) -> RemotingClient:
+    return RemotingClient(request_timeout=10.0, credentials=credentials)
+
+
+def _generic(code: int) -> RemotingCommand:
+    """A request naming topic Pt and group cg under every field name the table reads."""
+    return wire.request(code, topic="Pt", b="Pt", consumerGroup="cg", group="cg",
+                        producerGroup="pg", a="pg", queueId=0)
+
+
+def _gate(cluster: Cluster, server: str) -> AclGate:
+    app: BrokerApp | NameServerApp | None = (
+        cluster.brokers[0] if server == "broker" else cluster.namesrv)
+    assert app is not None and app.acl is not None
+    return app.acl
+
+
+def _codes(cluster: Cluster, server: str) -> list[int]:
+    if server == "broker":
+        return sorted(cluster.brokers[0].pipeline.codes)
+    assert cluster.namesrv is not None
+    return sorted(cluster.namesrv.server.codes)
+
+
+@pytest.mark.parametrize("server", ["broker", "namesrv"])
+@pytest.mark.parametrize("who", ["nobody", "user", "admin"])
+async def test_every_code_is_refused_exactly_when_its_rule_says(
+        cluster: Cluster, server: str, who: str) -> None:
+    creds = {"nobody": None, "user": USER, "admin": ADMIN}[who]
+    addr = cluster.brokers[0].broker_addr if server == "broker" else cluster.namesrv_addr
+    gate = _gate(cluster, server)
+    got: dict[str, bool] = {}
+    expected: dict[str, bool] = {}
+    async with Peer(addr, _client(creds)) as peer:
+        for code in _codes(cluster, server):
+            name = RequestCode(code).name
+            need = PERMISSIONS[code].need
+            expected[name] = (need is not Need.OPEN if who == "nobody"
+                              else need is Need.ADMIN if who == "user" else False)
+            before = sum(gate.refused.values())
+            resp = await peer(_generic(code))
+            refused = sum(gate.refused.values()) > before
+            assert refused == (resp.code == NO_PERMISSION and "needs" in (resp.remark or "")), \
+                (name, resp.code, resp.remark)
+            got[name] = refused
+    assert got == expected
+
+
+@pytest.mark.parametrize("server", ["broker", "namesrv"])
+async def test_every_served_code_has_an_entry(cluster: Cluster, server: str) -> None:
+    assert [RequestCode(c).name for c in _codes(cluster, server)
+            if c not in PERMISSIONS] == []
+
+
+async def test_a_wrong_secret_is_refused_and_stores_nothing(cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    async with Peer(addr, _client(Credentials("user", "not-the-secret"))) as wrong, \
+            Peer(addr, _client(ADMIN)) as admin:
+        resp = await wrong(wire.send("Pt", b"nope"))
+        assert resp.code == NO_PERMISSION
+        assert "signature of AccessKey user does not check" in (resp.remark or "")
+        assert await admin.max_offset("Pt") == 0
+    async with Peer(addr, _client(Credentials("stranger", "whatever1"))) as stranger:
+        resp = await stranger(wire.send("Pt", b"nope"))
+        assert (resp.code, "no account has AccessKey stranger" in (resp.remark or "")) == (
+            NO_PERMISSION, True)
+    assert _gate(cluster, "broker").refused["signature"] == 1
+
+
+async def test_topic_and_group_permissions(cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(ADMIN)) as admin:
+        await user.ok(wire.send("Pt", b"fine"))
+        resp = await user(wire.send("Secret", b"no"))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "SEND_MESSAGE_V2 needs PUB on topic Secret; user does not have it")
+        resp = await user(wire.send("ReadOnly", b"no"))
+        assert resp.code == NO_PERMISSION and "PUB on topic ReadOnly" in (resp.remark or "")
+        resp = await user(wire.pull("Pt", group="closed"))
+        assert resp.code == NO_PERMISSION and "SUB on group closed" in (resp.remark or "")
+        await wire.dispatched(cluster.brokers[0])
+        assert [m.body for m in await user.messages("Pt")] == [b"fine"]
+        assert await admin.max_offset("Secret") == 0
+        assert await admin.max_offset("ReadOnly") == 0
+
+
+async def test_batch_children_are_checked_one_by_one(cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    children = [wire.send("Pt", b"a"), wire.send("Secret", b"b"), wire.send("Pt", b"c")]
+    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(None)) as nobody, \
+            Peer(addr, _client(ADMIN)) as admin:
+        resp = await user(encode_batch_request(RequestCode.SEND_MESSAGE_V2, children))
+        assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, MERGED_REMARK)
+        answers = decode_batch_response(resp, [c.opaque for c in children])
+        assert [a.code for a in answers] == [0, NO_PERMISSION, 0]
+        assert "PUB on topic Secret" in (answers[1].remark or "")
+        unsigned = [wire.send("Pt", b"x")]
+        resp = await nobody(encode_batch_request(RequestCode.SEND_MESSAGE_V2, unsigned))
+        assert resp.code == NO_PERMISSION
+        # A child carrying someone else's AccessKey still acts as the parent's account.
+        forged = wire.send("Secret", b"f")
+        forged.ext_fields["AccessKey"] = "admin"
+        resp = await user(encode_batch_request(RequestCode.SEND_MESSAGE_V2, [forged]))
+        assert [a.code for a in decode_batch_response(resp, [forged.opaque])] == [
+            NO_PERMISSION]
+        await wire.dispatched(cluster.brokers[0])
+        assert await admin.max_offset("Secret") == 0
+        assert await admin.max_offset("Pt") == 2
+
+
+async def test_the_broker_registers_with_its_own_account(cluster: Cluster) -> None:
+    async with Peer(cluster.namesrv_addr, _client(None)) as ns:
+        route = await wire.eventually_route(ns, "Pt")
+        assert [b.broker_name for b in route.broker_datas] == [
+            cluster.brokers[0].config.broker_name]
+
+
+async def test_a_changed_accounts_file_takes_effect(cluster: Cluster, acl_file: Path
+                                                   ) -> None:
+    gate = _gate(cluster, "broker")
+    addr = cluster.brokers[0].broker_addr
+    async with Peer(addr, _client(USER)) as user:
+        await user.ok(wire.send("Pt", b"before"))
+        acl_file.write_text(ACCOUNTS.replace("user-secret", "rotated-secret"))
+        os.utime(acl_file, ns=(1, 1))
+        gate.acl_file.poll_seconds = 0.0
+        resp = await user(wire.send("Pt", b"old key"))
+        assert resp.code == NO_PERMISSION
+    async with Peer(addr, _client(Credentials("user", "rotated-secret"))) as user:
+        await user.ok(wire.send("Pt", b"new key"))
+
+
+def test_acl_enable_needs_a_file() -> None:
+    with pytest.raises(ConfigError) as info:
+        NamesrvConfig(acl_enable=True)
+    assert info.value.key == "aclFile"
+    assert dataclasses.replace(NamesrvConfig(), acl_enable=False).acl_file == ""

@@ -38,6 +38,7 @@ from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
 from tidemq.net.acl import AclFile, AclGate
+from tidemq.net.acl.metrics import AclCollector
 from tidemq.net.http import MetricsHttpServer
 from tidemq.store.config import StoreConfig
 
@@ -73,6 +74,8 @@ class BrokerApp:
         self.client = ctx.client
         self.broker_addresses = ctx.broker_addresses
         self.metrics = BrokerMetrics(ctx)
+        if self.acl is not None:
+            self.metrics.registry.register(AclCollector(self.acl, "tidemq_broker"))
         self.metrics_server: MetricsHttpServer | None = None
         self.pull = PullProcessor(ctx)
         self.send = SendProcessor(ctx)

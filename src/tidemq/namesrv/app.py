@@ -65,6 +65,7 @@ from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
 from tidemq.net.acl import AclFile, AclGate
+from tidemq.net.acl.metrics import AclCollector
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
 from tidemq.net.http import MetricsHttpServer
@@ -136,6 +137,8 @@ class NameServerApp:
         self.metrics_server: MetricsHttpServer | None = None
         #: The ACL interceptor (``aclEnable``): around every processor.
         self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
+        if self.acl is not None:
+            self.metrics.registry.register(AclCollector(self.acl, "tidemq_namesrv"))
         for code, processor in self._processors().items():
             handler: Processor = self.metrics.counted(code, processor)
             if self.acl is not None:

@@ -205,3 +205,18 @@ def test_acl_enable_needs_a_file() -> None:
         NamesrvConfig(acl_enable=True)
     assert info.value.key == "aclFile"
     assert dataclasses.replace(NamesrvConfig(), acl_enable=False).acl_file == ""
+
+
+async def test_refusals_are_counted_in_the_metrics(cluster: Cluster) -> None:
+    broker = cluster.brokers[0]
+    async with Peer(broker.broker_addr, _client(None)) as nobody:
+        assert (await nobody(wire.send("Pt", b"x"))).code == NO_PERMISSION
+    async with Peer(cluster.namesrv_addr, _client(USER)) as user:
+        resp = await user(wire.request(RequestCode.REGISTER_BROKER, brokerName="evil"))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "REGISTER_BROKER needs an admin account; user is not admin")
+    assert cluster.namesrv is not None
+    assert 'tidemq_broker_acl_refused_total{reason="credentials"} 1.0' in (
+        broker.metrics.render().decode())
+    assert 'tidemq_namesrv_acl_refused_total{reason="admin"} 1.0' in (
+        cluster.namesrv.metrics.render().decode())

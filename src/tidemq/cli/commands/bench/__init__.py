@@ -1,0 +1,27 @@
+"""``tidemq bench``: throughput and latency workloads; each prints a table, optionally
+JSON, through one renderer (:mod:`.render`)."""
+
+from __future__ import annotations
+
+import typer
+
+from tidemq.cli.commands.bench import (
+    batchcq,
+    batchproto,
+    broker,
+    dispatch,
+    lmq,
+    migration,
+    push,
+    spark,
+    store,
+)
+
+__all__ = ["app"]
+
+app = typer.Typer(no_args_is_help=True, help="Benchmarks (results go to docs/benchmarks.md).")
+
+for _command in (store.store, broker.produce, broker.consume, broker.latency,
+                 batchcq.batchcq, lmq.lmq, dispatch.dispatch, spark.spark,
+                 migration.migration, batchproto.batchproto, push.push):
+    app.command(_command.__name__)(_command)

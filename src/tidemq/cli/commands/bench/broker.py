@@ -1,0 +1,173 @@
+"""``tidemq bench produce|consume|latency``: a broker process (or a running cluster)
+loaded over the wire; a line per second, then a table of the run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tidemq.bench.broker import BrokerBenchConfig, run_consume, run_latency, run_produce
+from tidemq.cli.commands.bench.measure import measure, run_async
+from tidemq.cli.commands.bench.options import (
+    BrokerSet,
+    DataDir,
+    Duration,
+    Flush,
+    InFlight,
+    JsonOut,
+    Linger,
+    MaxBatch,
+    MaxBatchBytes,
+    Namesrv,
+    Producers,
+    Profile,
+    Queues,
+    Raw,
+    Size,
+    TopicOpt,
+    Warmup,
+)
+from tidemq.cli.commands.bench.render import Report, Table, console, figures, ms, pct, show, us
+
+__all__ = ["consume", "latency", "produce", "report"]
+
+#: Summary figures listed after the fixed ones, by the start of their key.
+_EXTRA = ("prefill", "consumed", "sent", "skipped", "received", "complete")
+
+
+def _print_second(row: dict[str, Any]) -> None:
+    extra = ""
+    if "sent_per_s" in row:
+        extra = f"  sent {row['sent_per_s']:,.0f}/s ack-p99 {ms(row['ack_p99_ms'])} ms"
+    errors = f"  [red]errors {row['errors']}[/]" if row["errors"] else ""
+    console.print(f"{row['t']:>6.1f}s {row['msgs_per_s']:>10,.0f} msg/s  "
+                  f"p50 {ms(row['p50_ms'])} p99 {ms(row['p99_ms'])} "
+                  f"p999 {ms(row['p999_ms'])} ms  "
+                  f"CPU client {pct(row['client_cpu_pct'])} broker "
+                  f"{pct(row['broker_cpu_pct'])}{extra}{errors}", soft_wrap=True)
+
+
+def _summary(title: str, s: dict[str, Any]) -> Table:
+    rows = [("messages/s (mean)", f"{s.get('msgs_per_s', 0):,.0f}"),
+            ("messages/s (median second)", f"{s.get('median_msgs_per_s', 0):,.0f}"),
+            ("latency p50 / p99 / p999 ms",
+             f"{ms(s.get('p50_ms'))} / {ms(s.get('p99_ms'))} / {ms(s.get('p999_ms'))}"),
+            ("client CPU", pct(s.get("client_cpu_pct"))),
+            ("broker CPU", pct(s.get("broker_cpu_pct"))),
+            ("CPU µs per message client / broker",
+             f"{us(s.get('client_cpu_us_per_msg'))} / {us(s.get('broker_cpu_us_per_msg'))}"),
+            ("errors", str(s.get("errors", 0)))]
+    rows += [(k.replace("_", " "), f"{v:,.0f}" if isinstance(v, float) else str(v))
+             for k, v in s.items() if k.startswith(_EXTRA)]
+    if isinstance(s.get("ack"), dict):
+        ack = s["ack"]
+        rows.append(("send ack p50 / p99 / p999 ms",
+                     f"{ms(ack['p50_ms'])} / {ms(ack['p99_ms'])} / {ms(ack['p999_ms'])}"))
+    if s.get("last_error"):
+        rows.append(("last error", str(s["last_error"])))
+    return figures(title, rows, header=False)
+
+
+def report(kind: str, cfg: BrokerBenchConfig, result: dict[str, Any]) -> Report:
+    """The summary table of a run (and of its columns pass, if any)."""
+    out = Report(result)
+    out.table(_summary(f"tidemq bench {kind} (first {cfg.warmup:g} s left out)",
+                       result["summary"]))
+    if "columns" in result:
+        out.table(_summary(f"tidemq bench {kind}, columns: poll_batches (same run)",
+                           result["columns"]["summary"]))
+    return out
+
+
+def _linger_note(cfg: BrokerBenchConfig) -> str:
+    if cfg.linger_ms is None:
+        return ""
+    return (f", auto-batched (linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} messages "
+            f"and {cfg.max_batch_bytes:,} bytes per batch)")
+
+
+def _broker_bench(kind: str, cfg: BrokerBenchConfig, json_out: Path | None) -> None:
+    runner = {"produce": run_produce, "consume": run_consume, "latency": run_latency}[kind]
+    target = cfg.namesrv or f"a new broker process ({cfg.flush})"
+    console.print(f"tidemq bench {kind}: {target}, topic {cfg.topic} x {cfg.queues} queues, "
+                  f"{cfg.size} B bodies{', raw requests' if cfg.raw else ''}"
+                  f"{_linger_note(cfg)}", soft_wrap=True)
+
+    def run() -> dict[str, Any]:
+        cfg.check()
+        return run_async(runner(cfg, _print_second))
+
+    result = measure(run)
+    result["argv"] = sys.argv[1:]
+    show(report(kind, cfg, result), json_out)
+
+
+def produce(
+    namesrv: Namesrv = None, flush: Flush = "ASYNC_FLUSH", topic: TopicOpt = "BenchTopic",
+    queues: Queues = 8, size: Size = 128,
+    batch: Annotated[int, typer.Option("--batch", min=1,
+                                       help="Messages per send (send_batch when > 1).")] = 1,
+    producers: Producers = 1, in_flight: InFlight = 256, duration: Duration = 10.0,
+    warmup: Warmup = 1.0, raw: Raw = False, linger_ms: Linger = None,
+    max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
+    broker_set: BrokerSet = None,
+    profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+) -> None:
+    """Send as fast as IN_FLIGHT concurrent sends allow; rate and per-send latency."""
+    _broker_bench("produce", BrokerBenchConfig(
+        namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, batch=batch,
+        producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
+        linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
+        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
+        json_out)
+
+
+def consume(
+    namesrv: Namesrv = None, flush: Flush = "ASYNC_FLUSH", topic: TopicOpt = "BenchTopic",
+    queues: Queues = 8, size: Size = 128,
+    messages: Annotated[int, typer.Option("--messages", min=1,
+                                          help="Messages pre-filled, then read.")] = 1_000_000,
+    pull_batch: Annotated[int, typer.Option("--pull-batch", min=1,
+                                            help="Messages per pull (maxMsgNums).")] = 1000,
+    producers: Producers = 1, duration: Annotated[float, typer.Option(
+        "--duration", min=0.1, help="At most this many seconds of reading.")] = 60.0,
+    warmup: Warmup = 0.0, raw: Raw = False,
+    columns: Annotated[bool, typer.Option(
+        "--columns", help="Then read the same messages again with poll_batches (columns, "
+                          "every body taken): a second row of the same run.")] = False,
+    broker_set: BrokerSet = None,
+    profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+) -> None:
+    """Pre-fill a topic, then read it back with PullConsumer.poll; messages/s."""
+    _broker_bench("consume", BrokerBenchConfig(
+        namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size,
+        messages=messages, pull_batch=pull_batch, producers=producers, duration=duration,
+        warmup=warmup, raw=raw, columns=columns, broker_settings=tuple(broker_set or ()),
+        profile=profile, data_dir=data_dir), json_out)
+
+
+def latency(
+    namesrv: Namesrv = None, flush: Flush = "ASYNC_FLUSH", topic: TopicOpt = "BenchTopic",
+    queues: Queues = 8, size: Size = 128,
+    rate: Annotated[int, typer.Option("--rate", min=1, help="Messages sent per second.")]
+    = 5000,
+    in_flight: Annotated[int, typer.Option(
+        "--in-flight", min=1, help="Sends outstanding at most (more are skipped).")] = 1024,
+    pull_batch: Annotated[int, typer.Option("--pull-batch", min=1,
+                                            help="Messages per pull at most.")] = 1000,
+    duration: Duration = 10.0, warmup: Warmup = 1.0, linger_ms: Linger = None,
+    max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
+    broker_set: BrokerSet = None,
+    profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+) -> None:
+    """End-to-end latency at a fixed rate: send time in the body to receipt by a
+    long-polling consumer."""
+    _broker_bench("latency", BrokerBenchConfig(
+        namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, rate=rate,
+        in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
+        linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
+        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
+        json_out)

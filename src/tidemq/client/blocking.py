@@ -145,7 +145,8 @@ class _BlockingBase:
         self.config = ClientConfig.for_namesrv(namesrv, config)
         cfg = self.config
         self.client = BlockingClient(request_timeout=cfg.request_timeout,
-                                     connect_timeout=cfg.request_timeout)
+                                     connect_timeout=cfg.request_timeout,
+                                     credentials=cfg.credentials)
         self.routes = BlockingRouteCache(
             self.client, cfg.namesrv_addr, timeout=cfg.request_timeout,
             ttl=cfg.poll_name_server_interval, default_topic=cfg.default_topic,

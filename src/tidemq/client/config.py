@@ -13,12 +13,17 @@ import re
 import socket
 from collections.abc import Sequence
 
+from tidemq.codec.signature import Credentials
 from tidemq.errors import ConfigError
 from tidemq.net.address import parse_address
 
-__all__ = ["DEFAULT_NAMESRV", "ClientConfig", "detect_client_ip", "parse_namesrv"]
+__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "SECRET_KEY_ENV", "ClientConfig",
+           "detect_client_ip", "parse_namesrv"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
+#: The environment's account, used when a config gives none.
+ACCESS_KEY_ENV = "TIDEMQ_ACCESS_KEY"
+SECRET_KEY_ENV = "TIDEMQ_SECRET_KEY"
 _SPLIT = re.compile(r"[;,\s]+")
 
 
@@ -79,8 +84,19 @@ class ClientConfig:
     #: Coalesce sends, pulls and offset requests per broker into batch-protocol RPCs
     #: where the broker supports them (tidemq.client.batch_rpc).
     batch_protocol_enable: bool = True
+    #: The account every request is signed with (RocketMQ ACL 1.0), for brokers and name
+    #: servers with ``aclEnable=true``. Both empty: ``TIDEMQ_ACCESS_KEY`` and
+    #: ``TIDEMQ_SECRET_KEY`` from the environment, else unsigned.
+    access_key: str = ""
+    secret_key: str = dataclasses.field(default="", repr=False)
 
     def __post_init__(self) -> None:
+        if not self.access_key and not self.secret_key:
+            object.__setattr__(self, "access_key", os.environ.get(ACCESS_KEY_ENV, ""))
+            object.__setattr__(self, "secret_key", os.environ.get(SECRET_KEY_ENV, ""))
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together",
+                              key="secret_key" if self.access_key else "access_key")
         addrs = parse_namesrv(self.namesrv_addr)
         if not addrs:
             raise ConfigError("namesrv_addr names no name server", key="namesrv_addr")
@@ -112,6 +128,13 @@ class ClientConfig:
     def client_id(self) -> str:
         """``ip@instanceName@pid``: what brokers list as this client."""
         return f"{self.client_ip}@{self.instance_name}@{os.getpid()}"
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """What requests are signed with (``None``: unsigned)."""
+        if not self.access_key:
+            return None
+        return Credentials(self.access_key, self.secret_key)
 
     @property
     def pull_rpc_timeout(self) -> float:

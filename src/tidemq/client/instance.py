@@ -74,7 +74,8 @@ class ClientInstance:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.client_id = config.client_id
-        self.remoting = RemotingClient(request_timeout=config.request_timeout)
+        self.remoting = RemotingClient(request_timeout=config.request_timeout,
+                                       credentials=config.credentials)
         self.routes = RouteCache(
             self.remoting, config.namesrv_addr, timeout=config.request_timeout,
             refresh_interval=config.poll_name_server_interval,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.net.acl.accounts import ACCOUNTS, ADMIN, USER
 
 from tidemq.broker.app import BrokerApp
 from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
@@ -30,22 +31,6 @@ from tidemq.namesrv.config import NamesrvConfig
 from tidemq.net import RemotingClient
 from tidemq.net.acl import PERMISSIONS, AclGate, Need
 
-ACCOUNTS = """
-accounts:
-  - accessKey: user
-    secretKey: user-secret
-    defaultTopicPerm: PUB|SUB
-    defaultGroupPerm: SUB
-    topicPerms: ["Secret=DENY", "ReadOnly=SUB"]
-    groupPerms: ["closed=DENY"]
-  - accessKey: admin
-    secretKey: admin-secret
-    admin: true
-    defaultTopicPerm: PUB|SUB
-    defaultGroupPerm: PUB|SUB
-"""
-USER = Credentials("user", "user-secret")
-ADMIN = Credentials("admin", "admin-secret")
 NO_PERMISSION = ResponseCode.NO_PERMISSION
 
 

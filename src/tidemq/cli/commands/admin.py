@@ -45,13 +45,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidemq.cli.commands.admin_common import (
+    AccessKey,
     JsonFlag,
     Namesrv,
+    SecretKey,
     Topic,
     console_err,
     console_out,
     emit_json,
     run_admin,
+    set_account,
     table_of,
 )
 from tidemq.cli.commands.logical import create_logical_topic
@@ -72,6 +75,12 @@ __all__ = ["app"]
 
 app = typer.Typer(no_args_is_help=True,
                   help="Administer a running cluster (mqadmin-style commands).")
+
+
+@app.callback()
+def _account(access_key: AccessKey = "", secret_key: SecretKey = "") -> None:
+    """Administer a running cluster (mqadmin-style commands)."""
+    set_account(access_key, secret_key)
 
 #: The groups the tools use, as mqadmin's.
 TOOLS_PRODUCER = "TOOLS_PRODUCER"

@@ -19,16 +19,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidemq.client import AdminClient
+from tidemq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientConfig, parse_namesrv
 from tidemq.errors import TideMQError
 
-__all__ = ["JsonFlag", "Namesrv", "Topic", "console_err", "console_out", "emit_json",
-           "run_admin", "table_of"]
+__all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "Topic", "console_err",
+           "console_out", "emit_json", "run_admin", "set_account", "table_of"]
 
 T = TypeVar("T")
 
 Namesrv = Annotated[str, typer.Option(
     "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
     help="Name server addresses, 'host:port;host:port'.")]
+AccessKey = Annotated[str, typer.Option(
+    "--access-key", envvar=ACCESS_KEY_ENV, show_envvar=True,
+    help="Sign requests with this account (brokers and name servers with aclEnable).")]
+SecretKey = Annotated[str, typer.Option(
+    "--secret-key", envvar=SECRET_KEY_ENV, show_envvar=True,
+    help="The account's secret key (prefer the environment variable: command lines are "
+         "visible to other users).")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
 
@@ -49,11 +57,27 @@ def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+#: The account of this invocation (``--access-key`` / ``--secret-key``), set by the
+#: ``admin`` group's options.
+_account: dict[str, str] = {}
+
+
+def set_account(access_key: str, secret_key: str) -> None:
+    """Sign this invocation's requests with the account (both empty: unsigned)."""
+    if bool(access_key) != bool(secret_key):
+        console_err().print("[red]error:[/red] --access-key and --secret-key go together")
+        raise typer.Exit(2)
+    _account.update(access_key=access_key, secret_key=secret_key)
+
+
 def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
 
     async def main() -> T:
-        async with AdminClient(namesrv) as admin:
+        config = ClientConfig(namesrv_addr=parse_namesrv(namesrv),
+                              access_key=_account.get("access_key", ""),
+                              secret_key=_account.get("secret_key", ""))
+        async with AdminClient(config=config) as admin:
             return await action(admin)
 
     try:

@@ -16,11 +16,16 @@ heartbeat thread for a new connection, and a send that loses fails ("No route in
 this topic") or, oneway, is dropped without a word. Every result carries ``retried``:
 the failures a scenario retried past. The tests accept those of the warm-up only, and
 report them.
+
+With ``TIDEMQ_ACCESS_KEY`` and ``TIDEMQ_SECRET_KEY`` in the environment, every producer and
+consumer signs its requests with that account (``set_session_credentials``, RocketMQ ACL
+1.0). ``send_denied`` sends once, without the warm-up, and reports the error it gets.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -75,8 +80,16 @@ def message(topic: str, i: int) -> Message:
     return msg
 
 
+def signed(client: Any) -> Any:
+    """``client`` with the environment's account, if there is one."""
+    key = os.environ.get("TIDEMQ_ACCESS_KEY")
+    if key:
+        client.set_session_credentials(key, os.environ["TIDEMQ_SECRET_KEY"], "TideMQ")
+    return client
+
+
 def producer(namesrv: str, group: str) -> Producer:
-    p = Producer(group, timeout=6000)
+    p = signed(Producer(group, timeout=6000))
     p.set_namesrv_addr(namesrv)
     p.start()
     _warming_up.set()
@@ -121,8 +134,20 @@ def send_batch(namesrv: str, topic: str, group: str, count: int) -> None:
     p.shutdown()
 
 
+def send_denied(namesrv: str, topic: str, group: str, count: int) -> None:
+    p = signed(Producer(group, timeout=6000))
+    p.set_namesrv_addr(namesrv)
+    p.start()
+    try:
+        r = p.send_sync(message(topic, 0))
+        emit({"error": None, "status": r.status.name})
+    except Exception as exc:
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+    p.shutdown()
+
+
 def pull(namesrv: str, topic: str, group: str, count: int, expression: str = "*") -> None:
-    c = PullConsumer(group)
+    c = signed(PullConsumer(group))
     c.set_namesrv_addr(namesrv)
     c.start()
     found = [describe(m) for m in c.pull(topic, expression, count)]
@@ -151,7 +176,7 @@ def consume(namesrv: str, topic: str, group: str, count: int,
             if len(got) >= count:
                 done.set()
 
-    c = PushConsumer(group, orderly=orderly)
+    c = signed(PushConsumer(group, orderly=orderly))
     c.set_namesrv_addr(namesrv)
     c.subscribe(topic, callback)
     c.start()
@@ -283,7 +308,7 @@ def broadcast(namesrv: str, topic: str, group: str, count: int) -> None:
 
     consumers = []
     for n in (0, 1):
-        c = PushConsumer(group, message_model=MessageModel.BROADCASTING)
+        c = signed(PushConsumer(group, message_model=MessageModel.BROADCASTING))
         c.set_instance_name(f"broadcast-{n}")
         c.set_namesrv_addr(namesrv)
         c.subscribe(topic, callback_for(n))
@@ -306,9 +331,9 @@ def broadcast(namesrv: str, topic: str, group: str, count: int) -> None:
     p.shutdown()
 
 
-SCENARIOS = {"send_sync": send_sync, "send_batch": send_batch, "send_oneway": send_oneway,
-             "send_async": send_async, "pull": pull, "push": push, "retry": retry,
-             "features": features, "orderly": orderly, "broadcast": broadcast}
+SCENARIOS = {"send_sync": send_sync, "send_denied": send_denied, "send_batch": send_batch,
+             "send_oneway": send_oneway, "send_async": send_async, "pull": pull, "push": push,
+             "retry": retry, "features": features, "orderly": orderly, "broadcast": broadcast}
 
 if __name__ == "__main__":
     name, addr, topic_name, group_name = sys.argv[1:5]

@@ -111,7 +111,7 @@ def _lmq_result() -> dict[str, Any]:
                   "steady": {"entries_per_s": 812345.6, "cpu_us_per_entry": 1.23},
                   "get": {"p50_ms": 0.0123, "p99_ms": 0.0456}},
         "broker": {"broker_lmq_count": 1000000, "rss_started": rss, "rss_after_sends": rss,
-                   "restart_s": 2.5, "wire": {"error": "timed out"},
+                   "restart_s": 2.5, "wire": {"error": "no route [topic %LMQ%a]"},
                    "pull": {"p50_ms": 0.75, "p99_ms": 2.5}},
         "compare_errors": {"file-cq": "Traceback\nOSError: too many open files\n"},
         "compare": {"rocksdb": compare},
@@ -328,3 +328,15 @@ def test_bench_reports_a_failed_measurement_the_same(
     assert status == (1 if error == "tidemq" else 2), text
     assert not out.exists(), "a failed measurement wrote a JSON file"
     _compare({f"{case}-{error}-error.txt": text})
+
+
+@pytest.mark.parametrize(("case", "text"), [("produce", "CODE 14 [broker busy]"),
+                                            ("lmq", "no route [topic %LMQ%a]")])
+def test_error_text_from_a_run_is_printed_as_written(
+        case: str, text: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An error message carried in a result is text, not rich markup: its brackets stay."""
+    argv, module, name, fake = CASES[case]
+    _patch(monkeypatch, module, name, fake)
+    status, output = _invoke(monkeypatch, tmp_path, argv)
+    assert status == 0, output
+    assert text in output

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from tidemq.bench.broker import BrokerBenchConfig, run_consume, run_latency, run_produce
 from tidemq.cli.commands.bench.measure import measure, run_async
@@ -67,7 +68,7 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
         rows.append(("send ack p50 / p99 / p999 ms",
                      f"{ms(ack['p50_ms'])} / {ms(ack['p99_ms'])} / {ms(ack['p999_ms'])}"))
     if s.get("last_error"):
-        rows.append(("last error", str(s["last_error"])))
+        rows.append(("last error", escape(str(s["last_error"]))))
     return figures(title, rows, header=False)
 
 

@@ -6,6 +6,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from tidemq.bench.lmq import LmqBenchConfig, run_lmq_bench, summary_rows
 from tidemq.cli.commands.bench.measure import measure
@@ -17,10 +18,11 @@ __all__ = ["lmq", "report"]
 
 
 def report(cfg: LmqBenchConfig, result: dict[str, Any]) -> Report:
-    """The figures of every phase, then the verdicts."""
+    """The figures of every phase (plain text: an error quoted in one keeps its
+    brackets), then the verdicts."""
     out = Report(result)
     out.table(figures(f"tidemq bench lmq ({cfg.lmqs:,} LMQs, fan-out {cfg.fanout})",
-                      summary_rows(result)))
+                      [(what, escape(value)) for what, value in summary_rows(result)]))
     out.lines(verdicts(result["verdicts"]))
     return out
 

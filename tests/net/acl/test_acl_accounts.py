@@ -111,3 +111,4 @@ def test_a_missing_file_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         AclFile(tmp_path / "absent.yml")
     assert info.value.key == "aclFile"
+

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from tidemq.codec.command import RequestCode as C
 from tidemq.net.acl.perm import Perm
 
-__all__ = ["PERMISSIONS", "Need", "Rule"]
+__all__ = ["PERMISSIONS", "Need", "Rule", "markdown_table"]
 
 
 class Need(enum.Enum):
@@ -132,3 +132,13 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.GET_BROKER_CLUSTER_INFO: OPEN,
     C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: OPEN,
 }.items()}
+
+
+def markdown_table(table: Mapping[int, Rule] = PERMISSIONS) -> str:
+    """The table as Markdown rows (the one in ``docs/security.md``), by code."""
+    rows = ["| Code | Request | Needs | Fields read |", "|---:|---|---|---|"]
+    for code in sorted(table):
+        rule = table[code]
+        fields = ", ".join(f"`{k}`" for k in (*rule.topic_keys, *rule.group_keys))
+        rows.append(f"| {code} | {C(code).name} | {rule.describe()} | {fields} |")
+    return "\n".join(rows) + "\n"

@@ -13,9 +13,11 @@ $(STAMP): pyproject.toml setup.py src/tidemq/formats/_crecords.c
 	$(BIN)/python -m pip install -q -e '.[dev,spark]'
 	@touch $(STAMP)
 
-## run: start the standalone server (name server, broker, web console on :8080) on ./data
+## run: start the standalone server (name server, broker, web console on :8080) on ./data,
+## listening on 127.0.0.1 (HOST=0.0.0.0 opens every port to the network, with no access control)
+HOST ?= 127.0.0.1
 run: $(STAMP)
-	$(BIN)/tidemq standalone --data ./data
+	$(BIN)/tidemq standalone --data ./data --host $(HOST)
 
 ## lint: ruff, mypy strict on src/, import-linter layer contracts
 lint: $(STAMP)

@@ -86,3 +86,20 @@ def test_bad_values_name_the_key(values: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_namesrv_config(env={}, overrides=values)
     assert info.value.key == key
+
+
+def test_listens_on_loopback_unless_told() -> None:
+    config, _ = load_namesrv_config(env={})
+    assert (config.bind_address, config.metrics_host) == ("127.0.0.1", "127.0.0.1")
+    config, unknown = load_namesrv_config(env={"TIDEMQ_BINDADDRESS": "0.0.0.0"})
+    assert (config.bind_address, config.metrics_host) == ("0.0.0.0", "0.0.0.0")
+    config, unknown = load_namesrv_config(
+        env={}, overrides={"bindAddress": "0.0.0.0", "metricsBindAddress": "127.0.0.1"})
+    assert unknown == []
+    assert (config.bind_address, config.metrics_host) == ("0.0.0.0", "127.0.0.1")
+
+
+def test_empty_bind_address_is_refused() -> None:
+    with pytest.raises(ConfigError, match="bindAddress") as err:
+        load_namesrv_config(env={}, overrides={"bindAddress": ""})
+    assert err.value.key == "bindAddress"

@@ -39,6 +39,7 @@ from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
+from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http import MetricsHttpServer
 from tidemq.store.config import StoreConfig
 
@@ -101,7 +102,8 @@ class BrokerApp:
 
     async def start(self) -> None:
         await self.server.start(serving=False)
-        self.broker_addr = f"{self.config.broker_ip1}:{self.server.port}"
+        warn_if_exposed(log, "the broker", self.config.bind_address, acl=self.acl is not None)
+        self.broker_addr = f"{self.config.advertised_host}:{self.server.port}"
         self.broker_addresses[self.config.broker_name] = self.broker_addr
         try:
             self.store.store_host = pack_host(self.broker_addr)
@@ -127,7 +129,10 @@ class BrokerApp:
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
         if self.config.metrics_port:
-            metrics = MetricsHttpServer(self.metrics.render, "0.0.0.0", self.config.metrics_port)
+            host = self.config.metrics_host
+            warn_if_exposed(log, "the broker's metrics endpoint", host,
+                            reach="read its metrics (topic, group and client names, rates)")
+            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

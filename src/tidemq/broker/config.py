@@ -19,6 +19,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.net.bind import advertised_host, check_advertised
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
@@ -29,8 +30,13 @@ class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0
-    broker_ip1: str = "127.0.0.1"
+    #: The host advertised to name servers and clients (empty: derived from
+    #: ``bindAddress``, see :mod:`tidemq.net.bind`).
+    broker_ip1: str = dataclasses.field(default="", metadata={"key": "brokerIP1"})
     listen_port: int = 10911
+    #: The address the remoting port listens on (``NettyServerConfig.bindAddress``);
+    #: loopback unless told otherwise, ``0.0.0.0`` for every interface.
+    bind_address: str = "127.0.0.1"
     namesrv_addr: str = ""
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -58,6 +64,8 @@ class BrokerConfig:
     batch_protocol_enable: bool = True
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0
+    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
+    metrics_bind_address: str = ""
     batch_max_children: int = 1000
     #: How long an orderly-consumption lock lives after its last renewal (upstream's
     #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
@@ -87,6 +95,10 @@ class BrokerConfig:
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
+        if not self.bind_address:
+            raise ConfigError("bindAddress must not be empty (0.0.0.0: every interface)",
+                              key="bindAddress")
+        check_advertised(self.bind_address, self.broker_ip1)
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
         if not 0 <= self.metrics_port <= 65535:
@@ -107,8 +119,18 @@ class BrokerConfig:
                               else "batchMaxBytes")
 
     @property
+    def advertised_host(self) -> str:
+        """The host name servers and clients are given (``brokerIP1`` when set)."""
+        return advertised_host(self.bind_address, self.broker_ip1)
+
+    @property
     def broker_addr(self) -> str:
-        return f"{self.broker_ip1}:{self.listen_port}"
+        return f"{self.advertised_host}:{self.listen_port}"
+
+    @property
+    def metrics_host(self) -> str:
+        """Where the metrics endpoint listens."""
+        return self.metrics_bind_address or self.bind_address
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -62,7 +62,7 @@ class BrokerContext:
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
         self.stats = BrokerStats()
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
-        self.server = RemotingServer("0.0.0.0", config.listen_port,
+        self.server = RemotingServer(config.bind_address, config.listen_port,
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes)
         self.client = RemotingClient(credentials=Credentials(

@@ -66,6 +66,7 @@ from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
+from tidemq.net.bind import local_host, warn_if_exposed
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
 from tidemq.net.http import MetricsHttpServer
@@ -82,8 +83,6 @@ bad_request_log = RateLimitedLog(log)
 RemovedListener = Callable[[list[RemovedBroker]], None]
 
 _Handler = Callable[["NameServerApp", Connection, RemotingCommand], RemotingCommand]
-
-_WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 
 
 def _guarded(handler: _Handler) -> _Handler:
@@ -157,7 +156,7 @@ class NameServerApp:
     @property
     def address(self) -> str:
         """``"host:port"`` to reach this server; a wildcard bind gives the loopback host."""
-        host = _WILDCARDS.get(self.server.host, self.server.host)
+        host = local_host(self.server.host)
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
     def on_brokers_removed(self, listener: RemovedListener) -> None:
@@ -166,18 +165,22 @@ class NameServerApp:
 
     async def start(self) -> None:
         """Bind, then start the expiry task."""
+        warn_if_exposed(log, "the name server", self.config.bind_address,
+                        acl=self.acl is not None, reach="read every route and delete topics")
         await self.server.start()
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
-        log.info("name server listening on %s", self.address)
         if self.config.metrics_port:
-            metrics = MetricsHttpServer(self.metrics.render, self.config.bind_address,
-                                        self.config.metrics_port)
+            host = self.config.metrics_host
+            warn_if_exposed(log, "the name server's metrics endpoint", host,
+                            reach="read its metrics (broker and topic names)")
+            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port)
             try:
                 await metrics.start()
                 self.metrics_server = metrics
             except OSError as exc:  # metrics are auxiliary: serve routes without them
                 log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
+        log.info("name server listening on %s", self.address)
 
     async def stop(self) -> None:
         """Stop the expiry task and close the server (idempotent)."""

@@ -28,7 +28,9 @@ __all__ = ["NamesrvConfig", "load_namesrv_config"]
 @dataclasses.dataclass(frozen=True, slots=True)
 class NamesrvConfig:
     listen_port: int = 9876
-    bind_address: str = "0.0.0.0"
+    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
+    #: unless told otherwise, ``0.0.0.0`` for every interface.
+    bind_address: str = "127.0.0.1"
     #: Milliseconds between two scans for brokers whose registration is too old.
     scan_not_active_broker_interval: int = 5000
     #: Liveness timeout (ms) of a broker that does not send ``heartbeatTimeoutMillis``.
@@ -54,6 +56,8 @@ class NamesrvConfig:
     max_incomplete_frame_bytes: int = 256 * 1024 * 1024
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0
+    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
+    metrics_bind_address: str = ""
     #: Milliseconds after start during which route answers carry
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
@@ -67,6 +71,9 @@ class NamesrvConfig:
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
+        if not self.bind_address:
+            raise ConfigError("bindAddress must not be empty (0.0.0.0: every interface)",
+                              key="bindAddress")
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
         if not 0 <= self.metrics_port <= 65535:
@@ -91,6 +98,11 @@ class NamesrvConfig:
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def metrics_host(self) -> str:
+        """Where the metrics endpoint listens."""
+        return self.metrics_bind_address or self.bind_address
 
     @property
     def idle_seconds(self) -> float | None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
+import logging
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,13 +21,17 @@ from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import load_broker_config
 from tidemq.cli.logs import setup_logging
 from tidemq.errors import TideMQError
-from tidemq.namesrv import NameServerApp, NamesrvConfig
+from tidemq.namesrv import NameServerApp
 from tidemq.namesrv.config import load_namesrv_config
+from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
 if TYPE_CHECKING:
     from tidemq.console import ConsoleServer
 
 console = Console(stderr=True)
+log = logging.getLogger("tidemq.cli")
+#: What anyone who reaches the web console can do.
+CONSOLE_REACH = "see, send and delete topics and messages through it (it has no login)"
 
 ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help=".properties file.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -33,6 +39,9 @@ SetOpt = Annotated[list[str] | None, typer.Option(
 LogLevel = Annotated[str, typer.Option(help="Log level.")]
 LogFile = Annotated[Path | None, typer.Option(help="Also log to this rotating file.")]
 LogFormat = Annotated[str, typer.Option(help="Log lines as 'text' or 'json' (one object a line).")]
+HostOpt = Annotated[str | None, typer.Option(
+    help="Address to listen on (bindAddress; default 127.0.0.1, this machine only; "
+         "0.0.0.0: every interface, with no access control).")]
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -83,11 +92,17 @@ def _run(coro: Awaitable[None]) -> None:
         raise typer.Exit(1) from None
 
 
-def namesrv(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel = "INFO",
-            log_file: LogFile = None, log_format: LogFormat = "text") -> None:
-    """Run a name server."""
+def _with_host(host: str | None, overrides: dict[str, str]) -> dict[str, str]:
+    """``--host`` as the ``bindAddress`` override (an explicit ``--set`` wins)."""
+    return overrides if host is None else {"bindAddress": host, **overrides}
+
+
+def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
+            log_level: LogLevel = "INFO", log_file: LogFile = None,
+            log_format: LogFormat = "text") -> None:
+    """Run a name server (on 127.0.0.1 unless --host or bindAddress says otherwise)."""
     _setup_logging(log_level, log_file, log_format)
-    cfg, unknown = load_namesrv_config(config, overrides=_overrides(set_))
+    cfg, unknown = _load(load_namesrv_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
     app = NameServerApp(cfg)
 
@@ -98,11 +113,13 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel =
     _run(_serve(start, app.stop))
 
 
-def broker(config: ConfigOpt = None, set_: SetOpt = None, log_level: LogLevel = "INFO",
-           log_file: LogFile = None, log_format: LogFormat = "text") -> None:
-    """Run a broker (registers with the name servers in namesrvAddr)."""
+def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
+           log_level: LogLevel = "INFO", log_file: LogFile = None,
+           log_format: LogFormat = "text") -> None:
+    """Run a broker (registers with the name servers in namesrvAddr; listens on 127.0.0.1
+    unless --host or bindAddress says otherwise)."""
     _setup_logging(log_level, log_file, log_format)
-    bcfg, scfg, unknown = load_broker_config(config, overrides=_overrides(set_))
+    bcfg, scfg, unknown = _load(load_broker_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
     app = BrokerApp(bcfg, scfg)
 
@@ -122,48 +139,84 @@ def standalone(
     log_file: LogFile = None, log_format: LogFormat = "text",
     console_port: Annotated[int, typer.Option(help="Web console port.")] = 8080,
     no_console: Annotated[bool, typer.Option("--no-console", help="No web console.")] = False,
+    host: Annotated[str, typer.Option(
+        help="Address every server listens on: 127.0.0.1 (this machine only) unless "
+             "told otherwise; 0.0.0.0 opens all of them to the network, with no access "
+             "control.")] = LOOPBACK,
 ) -> None:
     """Run a name server, a broker and the web console in one process, data in ./data."""
     _setup_logging(log_level, log_file, log_format)
-    ns = NameServerApp(NamesrvConfig(listen_port=namesrv_port))
-    web: ConsoleServer | None = None
-    if not no_console:  # imported here: the other server commands need no web stack
-        from tidemq.console import ConsoleServer
-
-        web = ConsoleServer(f"127.0.0.1:{namesrv_port}", port=console_port)
-    overrides = {"listenPort": broker_port, "namesrvAddr": f"127.0.0.1:{namesrv_port}",
-                 "storePathRootDir": str(data / "store"), **_overrides(set_)}
-    bcfg, scfg, unknown = load_broker_config(config, overrides=overrides)
+    user_overrides = _overrides(set_)
+    ns_cfg, _ = _load(load_namesrv_config, None, {"listenPort": namesrv_port,
+                                                  "bindAddress": host})
+    ns = NameServerApp(ns_cfg)
+    # The broker and the console reach the name server where it listens; with port 0 that
+    # is known once it has started.
+    local = local_host(host)
+    overrides = {"listenPort": broker_port, "bindAddress": host,
+                 "namesrvAddr": f"{local}:{namesrv_port}",
+                 "storePathRootDir": str(data / "store"), **user_overrides}
+    bcfg, scfg, unknown = _load(load_broker_config, config, overrides)
     _report_unknown(unknown)
-    app = BrokerApp(bcfg, scfg)
+    app: BrokerApp | None = None
+    web: ConsoleServer | None = None
 
     async def start() -> None:
-        nonlocal web
+        nonlocal app, web
         await ns.start()
+        namesrv_addr = ns.address
+        broker_cfg = bcfg
+        if "namesrvAddr" not in user_overrides:
+            broker_cfg = dataclasses.replace(bcfg, namesrv_addr=namesrv_addr)
+        app = BrokerApp(broker_cfg, scfg)
         await app.start()
-        if web is not None:
+        if not no_console:  # imported here: the other server commands need no web stack
+            from tidemq.console import ConsoleServer
+
+            web = ConsoleServer(namesrv_addr, host=host, port=console_port)
             try:
                 await web.start()
+                warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
             except OSError as exc:  # the console is auxiliary: serve messages without it
                 console.print(f"[yellow]warning:[/] no web console on port {console_port}: "
                               f"{exc} (choose another with --console-port)")
                 await web.stop()
                 web = None
         console.print(f"[bold green]TideMQ standalone is running[/]\n"
-                      f"  name server  {ns.address}   (clients: namesrv=127.0.0.1:{ns.port})\n"
+                      f"  name server  {ns.address}   (clients: namesrv={namesrv_addr})\n"
                       f"  broker       {app.broker_addr}  ({bcfg.broker_name})\n"
                       f"  console      {web.url if web is not None else 'off'}\n"
                       f"  data         {data.resolve()}\n"
-                      f"  try: tidemq admin sendMessage -n 127.0.0.1:{ns.port} -t Hello -b hi\n"
+                      f"  listening    {_exposure(host)}\n"
+                      f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -b hi\n"
                       f"Press Ctrl+C to stop.")
 
     async def stop() -> None:
         if web is not None:
             await web.stop()
-        await app.stop()
+        if app is not None:
+            await app.stop()
         await ns.stop()
 
     _run(_serve(start, stop))
+
+
+def _exposure(host: str) -> str:
+    if is_loopback(host):
+        return f"on {host}: this machine only (--host 0.0.0.0 opens it to the network)"
+    return f"on {host}: reachable from other machines, with no access control"
+
+
+_C = TypeVar("_C")
+
+
+def _load(loader: Callable[..., _C], path: Path | None, overrides: dict[str, Any]) -> _C:
+    """A configuration, or the process ends with the error saying which key is wrong."""
+    try:
+        return loader(path, overrides=overrides)
+    except TideMQError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
 
 
 def _setup_logging(level: str, log_file: Path | None, log_format: str) -> None:

@@ -670,8 +670,10 @@ async def test_flow_control_pauses_pulling(real: Cluster) -> None:
     consumer.subscribe("Flow")
     async with consumer:
         await rec.started.wait()
-        await _paused_at(a, 12)  # 12 buffered > 8: pulling paused after the third batch of 4
-        gate.set()
+        try:
+            await _paused_at(a, 12)  # 12 buffered > 8: paused after the third batch of 4
+        finally:
+            gate.set()  # a failure must not leave the consumer blocked in its listener
         await rec.wait(lambda r: len(r.ok) == 60, timeout=20)
     assert _served(a, "flow") == 60
     assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(60))
@@ -688,8 +690,10 @@ async def test_flow_control_by_bytes(real: Cluster) -> None:
     consumer.subscribe("Flow")
     async with consumer:
         await rec.started.wait()
-        await _paused_at(a, 4)  # 4 bodies of 1004 bytes buffered > 3500
-        gate.set()
+        try:
+            await _paused_at(a, 4)  # 4 bodies of 1004 bytes buffered > 3500
+        finally:
+            gate.set()
         await rec.wait(lambda r: len(r.ok) == 20, timeout=20)
     assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(20))
 

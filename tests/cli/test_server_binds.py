@@ -87,9 +87,9 @@ def connects(host: str, port: int) -> bool:
 class Server:
     """One ``tidemq`` process; its output is collected line by line."""
 
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-        env = {k: v for k, v in env.items() if not k.startswith("TIDEMQ_")}
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TIDEMQ_")},
+               "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
         self.proc = subprocess.Popen([TIDEMQ, *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -152,8 +152,9 @@ def servers() -> Iterator[list[Server]]:
             server.stop()
 
 
-def _start(servers: list[Server], marker: str, *args: str) -> Server:
-    server = Server(*args, "--log-level", "INFO")
+def _start(servers: list[Server], marker: str, *args: str,
+           env: dict[str, str] | None = None) -> Server:
+    server = Server(*args, "--log-level", "INFO", env=env)
     servers.append(server)
     server.wait_for(marker)
     return server
@@ -175,8 +176,10 @@ def _standalone(servers: list[Server], tmp_path: Path, *host: str) -> tuple[Serv
     ports = {"namesrv": _free_port(), "metrics": _free_port()}
     server = _start(servers, "TideMQ standalone is running", "standalone",
                     "--data", str(tmp_path), "--namesrv-port", str(ports["namesrv"]),
-                    "--broker-port", "0", "--console-port", "0",
-                    "--set", f"metricsPort={ports['metrics']}", *host)
+                    "--broker-port", "0", "--console-port", "0", *host,
+                    env={"TIDEMQ_METRICSPORT": str(ports["metrics"])})
+    # the variable is the broker's: the name server does not take the port first
+    assert "cannot serve metrics" not in server.text, server.text
     return server, ports
 
 

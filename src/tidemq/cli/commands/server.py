@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import logging
 import signal
@@ -147,8 +148,10 @@ def standalone(
     """Run a name server, a broker and the web console in one process, data in ./data."""
     _setup_logging(log_level, log_file, log_format)
     user_overrides = _overrides(set_)
-    ns_cfg, _ = _load(load_namesrv_config, None, {"listenPort": namesrv_port,
-                                                  "bindAddress": host})
+    # The name server takes no TIDEMQ_* variables here: they are the broker's
+    # (TIDEMQ_METRICSPORT would otherwise give both the same port).
+    ns_cfg, _ = _load(functools.partial(load_namesrv_config, env={}), None,
+                      {"listenPort": namesrv_port, "bindAddress": host})
     ns = NameServerApp(ns_cfg)
     # The broker and the console reach the name server where it listens; with port 0 that
     # is known once it has started.

@@ -23,6 +23,7 @@ from tests.net.acl.accounts import ACCOUNTS, ADMIN, USER
 from tidemq.broker.app import BrokerApp
 from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.shared_send import decode_send_answers, encode_shared_send
 from tidemq.codec.signature import Credentials
 from tidemq.errors import ConfigError, ResponseCode
 from tidemq.inprocess import Cluster
@@ -161,6 +162,28 @@ async def test_batch_children_are_checked_one_by_one(cluster: Cluster) -> None:
         await wire.dispatched(cluster.brokers[0])
         assert await admin.max_offset("Secret") == 0
         assert await admin.max_offset("Pt") == 2
+
+
+async def test_batch_pull_and_shared_send_children_are_checked(cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(ADMIN)) as admin:
+        await admin.ok(wire.send("Secret", b"hidden"))
+        await user.ok(wire.send("Pt", b"open"))
+        await wire.dispatched(cluster.brokers[0])
+        pulls = [wire.pull("Pt", 0), wire.pull("Secret", 0)]
+        resp = await user(encode_batch_request(RequestCode.PULL_MESSAGE, pulls))
+        answers = decode_batch_response(resp, [c.opaque for c in pulls])
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS, NO_PERMISSION]
+        assert "SUB on topic Secret" in (answers[1].remark or "")
+        template = wire.send("Secret", b"")
+        shared = encode_shared_send(RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, dict(template.ext_fields)),
+            [(0, 0, 1, 0, b"", b"s0"), (1, 0, 1, 0, b"", b"s1")])
+        resp = await user(shared)
+        answers = decode_send_answers(resp.full_body(), 2)
+        assert [a.code if isinstance(a, RemotingCommand) else 0 for a in answers] == [
+            NO_PERMISSION, NO_PERMISSION]
+        assert await admin.max_offset("Secret") == 1
 
 
 async def test_the_broker_registers_with_its_own_account(cluster: Cluster) -> None:

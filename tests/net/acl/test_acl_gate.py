@@ -22,6 +22,7 @@ from tests.net.acl.accounts import ACCOUNTS, ADMIN, USER
 
 from tidemq.broker.app import BrokerApp
 from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
+from tidemq.codec.bodies import LockBatchRequestBody, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.shared_send import decode_send_answers, encode_shared_send
 from tidemq.codec.signature import Credentials
@@ -138,6 +139,29 @@ async def test_topic_and_group_permissions(cluster: Cluster) -> None:
         assert [m.body for m in await user.messages("Pt")] == [b"fine"]
         assert await admin.max_offset("Secret") == 0
         assert await admin.max_offset("ReadOnly") == 0
+
+
+async def test_heartbeats_and_locks_are_checked_by_their_bodies(cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    lock_body = encode_body(LockBatchRequestBody(consumer_group="closed", client_id="c1"))
+    async with Peer(addr, _client(USER)) as user:
+        await user.ok(wire.heartbeat("c1", consumer_groups={"cg": {"Pt": "*"}}))
+        for beat, missing in (
+                (wire.heartbeat("c1", consumer_groups={"closed": {"Pt": "*"}}),
+                 "SUB on group closed"),
+                (wire.heartbeat("c1", consumer_groups={"cg": {"Secret": "*"}}),
+                 "SUB on topic Secret"),
+                (wire.heartbeat("c1", consumer_groups={"cg": {"%RETRY%closed": "*"}}),
+                 "SUB on group closed"),
+                (wire.request(RequestCode.LOCK_BATCH_MQ, lock_body), "SUB on group closed"),
+                (wire.request(RequestCode.UNLOCK_BATCH_MQ, lock_body),
+                 "SUB on group closed")):
+            resp = await user(beat)
+            assert (resp.code, missing in (resp.remark or "")) == (NO_PERMISSION, True), (
+                resp.remark)
+    consumers = cluster.brokers[0].consumers
+    assert (consumers.client_ids("closed"), consumers.subscription("cg", "Secret")) == (
+        [], None)
 
 
 async def test_batch_children_are_checked_one_by_one(cluster: Cluster) -> None:

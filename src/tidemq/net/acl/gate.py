@@ -25,9 +25,10 @@ from collections import Counter
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
+from tidemq.codec.bodies import HeartbeatData, UnlockBatchRequestBody, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.signature import ACCESS_KEY, verify
-from tidemq.errors import ResponseCode
+from tidemq.errors import RemoteProtocolError, ResponseCode
 from tidemq.net.acl.accounts import Account, AclFile
 from tidemq.net.acl.perm import Perm, allows
 from tidemq.net.acl.table import PERMISSIONS, Need, Rule
@@ -149,6 +150,12 @@ class AclGate:
             if group is not None:
                 self._need(account, "group", group, rule.group_perm, account.group_perm,
                            name)
+        for kind, resource in _from_body(rule.body, request):
+            if kind == "topic" and not resource.startswith(RETRY_PREFIX):
+                self._need(account, "topic", resource, Perm.SUB, account.topic_perm, name)
+            else:
+                group = resource.removeprefix(RETRY_PREFIX)
+                self._need(account, "group", group, Perm.SUB, account.group_perm, name)
         return trusted
 
     def _authenticate(self, name: str, rule: Rule, remote: str,
@@ -178,6 +185,25 @@ class AclGate:
             text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
             raise Refusal("permission", f"{code_name} needs {text} on {kind} {name}; "
                                         f"{account.access_key} does not have it")
+
+
+def _from_body(kind: str, request: RemotingCommand) -> list[tuple[str, str]]:
+    """The (``topic``/``group``, name) pairs a body of ``kind`` names; none for a body
+    that does not decode (its handler refuses it, saying why)."""
+    if not kind:
+        return []
+    try:
+        if kind == "heartbeat":
+            data = decode_body(request.body, HeartbeatData)
+            out = []
+            for consumer in data.consumer_data_set:
+                out.append(("group", consumer.group_name))
+                out += [("topic", sub.topic) for sub in consumer.subscription_data_set]
+            return out
+        lock = decode_body(request.body, UnlockBatchRequestBody)
+        return [("group", lock.consumer_group)]
+    except RemoteProtocolError:
+        return []
 
 
 async def _under(trusted: _Trusted, result: Awaitable[Any]) -> Any:

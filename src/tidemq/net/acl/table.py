@@ -9,7 +9,9 @@ ACL is on: one table, :data:`PERMISSIONS`. A code served without an entry here i
   parent: each of its children is checked on its own against its code's entry);
 * ``RESOURCE`` -- a signed account that holds the named permission on the topic and/or
   group named by the request's ext fields (every field of ``topic_keys`` /
-  ``group_keys`` present is checked; a retry topic ``%RETRY%g`` is group ``g``);
+  ``group_keys`` present is checked; a retry topic ``%RETRY%g`` is group ``g``), or by
+  its body (``body``: ``heartbeat`` -- each consumer's group and subscribed topics;
+  ``lock`` -- the consumer group of a lock or unlock request);
 * ``ADMIN`` -- a signed account with ``admin: true``.
 """
 
@@ -39,6 +41,8 @@ class Rule:
     topic_perm: Perm = Perm.NONE
     group_keys: tuple[str, ...] = ()
     group_perm: Perm = Perm.NONE
+    #: Resources named by the body (see the module docstring), needing SUB.
+    body: str = ""
 
     def describe(self) -> str:
         """The rule in words (the documentation's table)."""
@@ -46,6 +50,10 @@ class Rule:
             return {Need.OPEN: "none", Need.AUTH: "any account",
                     Need.ADMIN: "admin"}[self.need]
         parts = []
+        if self.body == "heartbeat":
+            parts.append("topic SUB, group SUB (each consumer's, from the body)")
+        elif self.body == "lock":
+            parts.append("group SUB (from the body)")
         if self.topic_keys:
             parts.append(f"topic {_perm_text(self.topic_perm)}")
         if self.group_keys:
@@ -90,12 +98,12 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.QUERY_MESSAGE: SUB_TOPIC,
     C.VIEW_MESSAGE_BY_ID: AUTH,
     # Clients.
-    C.HEART_BEAT: AUTH,
+    C.HEART_BEAT: Rule(Need.RESOURCE, body="heartbeat"),
     C.UNREGISTER_CLIENT: _group("consumerGroup"),
     C.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup"),
     C.CHECK_CLIENT_CONFIG: AUTH,
-    C.LOCK_BATCH_MQ: AUTH,
-    C.UNLOCK_BATCH_MQ: AUTH,
+    C.LOCK_BATCH_MQ: Rule(Need.RESOURCE, body="lock"),
+    C.UNLOCK_BATCH_MQ: Rule(Need.RESOURCE, body="lock"),
     # Reads of metadata and statistics.
     C.GET_TOPIC_CONFIG: AUTH,
     C.GET_ALL_TOPIC_CONFIG: AUTH,
@@ -139,6 +147,7 @@ def markdown_table(table: Mapping[int, Rule] = PERMISSIONS) -> str:
     rows = ["| Code | Request | Needs | Fields read |", "|---:|---|---|---|"]
     for code in sorted(table):
         rule = table[code]
-        fields = ", ".join(f"`{k}`" for k in (*rule.topic_keys, *rule.group_keys))
+        fields = ", ".join([f"`{k}`" for k in (*rule.topic_keys, *rule.group_keys)]
+                           + (["body"] if rule.body else []))
         rows.append(f"| {code} | {C(code).name} | {rule.describe()} | {fields} |")
     return "\n".join(rows) + "\n"

@@ -63,3 +63,23 @@ def test_signed_requests_verify_and_any_change_fails(
         changed = dict(cmd.ext_fields)
         changed[key] += "!"
         assert not verify(RemotingCommand.request(10, changed, body), secret)
+
+
+@given(st.dictionaries(_text, _text, max_size=4), st.lists(st.binary(max_size=16), max_size=5))
+def test_a_body_in_parts_signs_as_its_content(fields: dict[str, str], parts: list[bytes]
+                                              ) -> None:
+    fields.pop("Signature", None)
+    cmd = RemotingCommand.request(10, dict(fields))
+    cmd.body_parts = [memoryview(p) for p in parts]
+    sign(cmd, "ak", "secret12")
+    whole = b"".join(parts)
+    assert cmd.ext_fields["Signature"] == signature_of(content_of(cmd.ext_fields, whole),
+                                                       "secret12")
+    assert verify(RemotingCommand.request(10, dict(cmd.ext_fields), whole), "secret12")
+
+
+def test_keys_sort_as_java_strings_beyond_ascii() -> None:
+    # U+FF21 sorts before U+1F600 by code point, after it in UTF-16 (whose surrogate
+    # pair starts with 0xD83D), which is Java's order.
+    fields = {"\U0001F600": "emoji", "\uFF21": "fullwidth", "a": "ascii"}
+    assert content_of(fields, b"") == b"asciiemojifullwidth"

@@ -39,12 +39,18 @@ def _java_order(key: str) -> list[int]:
     return [int.from_bytes(encoded[i:i + 2], "big") for i in range(0, len(encoded), 2)]
 
 
+def _values(ext_fields: Mapping[str, str], skip: frozenset[str]) -> bytes:
+    # Code point order is UTF-16 order below U+D800, so plain sorting serves ASCII keys.
+    keys = sorted(ext_fields) if all(k.isascii() for k in ext_fields) else sorted(
+        ext_fields, key=_java_order)
+    return "".join(ext_fields[k] for k in keys
+                   if k != SIGNATURE and k not in skip).encode()
+
+
 def content_of(ext_fields: Mapping[str, str], body: bytes | bytearray | memoryview,
                *, skip: frozenset[str] = frozenset()) -> bytes:
     """The signed content of a request with ``ext_fields`` and ``body``."""
-    values = "".join(ext_fields[k] for k in sorted(ext_fields, key=_java_order)
-                     if k != SIGNATURE and k not in skip)
-    return values.encode() + bytes(body)
+    return _values(ext_fields, skip) + bytes(body)
 
 
 def signature_of(content: bytes, secret_key: str) -> str:
@@ -52,16 +58,20 @@ def signature_of(content: bytes, secret_key: str) -> str:
         hmac.new(secret_key.encode(), content, hashlib.sha1).digest()).decode("ascii")
 
 
-def _body(cmd: RemotingCommand) -> bytes | bytearray | memoryview:
-    return cmd.full_body() if cmd.body_parts is not None else cmd.body
+def _signature(cmd: RemotingCommand, secret_key: str,
+               skip: frozenset[str] = frozenset()) -> str:
+    """``signature_of(content_of(...))`` without copying the body."""
+    mac = hmac.new(secret_key.encode(), _values(cmd.ext_fields, skip), hashlib.sha1)
+    for part in (cmd.body,) if cmd.body_parts is None else cmd.body_parts:
+        mac.update(part)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 def sign(cmd: RemotingCommand, access_key: str, secret_key: str) -> RemotingCommand:
     """Add ``AccessKey`` and ``Signature`` to ``cmd`` (in place; returned for chaining)."""
     cmd.ext_fields.pop(SIGNATURE, None)
     cmd.ext_fields[ACCESS_KEY] = access_key
-    cmd.ext_fields[SIGNATURE] = signature_of(content_of(cmd.ext_fields, _body(cmd)),
-                                             secret_key)
+    cmd.ext_fields[SIGNATURE] = _signature(cmd, secret_key)
     return cmd
 
 
@@ -70,14 +80,11 @@ def verify(cmd: RemotingCommand, secret_key: str) -> bool:
     given = cmd.ext_fields.get(SIGNATURE)
     if given is None:
         return False
-    body = _body(cmd)
     expected = given.encode()
-    if hmac.compare_digest(
-            signature_of(content_of(cmd.ext_fields, body), secret_key).encode(), expected):
+    if hmac.compare_digest(_signature(cmd, secret_key).encode(), expected):
         return True
     return LEGACY_SKIPPED_KEY in cmd.ext_fields and hmac.compare_digest(
-        signature_of(content_of(cmd.ext_fields, body, skip=frozenset({LEGACY_SKIPPED_KEY})),
-                     secret_key).encode(), expected)
+        _signature(cmd, secret_key, frozenset({LEGACY_SKIPPED_KEY})).encode(), expected)
 
 
 class Credentials:

@@ -33,6 +33,14 @@ event loop up for a switch interval.
 #define OFF_QUEUE_OFFSET 20
 #define OFF_PHYSICAL_OFFSET 28
 #define OFF_BODY 88
+#define OFF_MAGIC 4
+#define OFF_SYSFLAG 36
+#define OFF_BORN_HOST 48
+#define MIN_RECORD_SIZE 91
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define SYSFLAG_BORNHOST_V6 0x10
+#define SYSFLAG_STOREHOST_V6 0x20
 
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
@@ -174,7 +182,111 @@ static PyObject *offset_ids(PyObject *self, PyObject *args) {
     return s;
 }
 
+static int32_t get_be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
+                     | (uint32_t)p[3]);
+}
+
+static int is_ascii(const unsigned char *p, Py_ssize_t n) {
+    unsigned char any = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        any |= p[i];
+    return any < 0x80;
+}
+
+/* Whether the record of `size` bytes at r, stored at log position `phys`, is sound
+   beyond doubt: TOTALSIZE is `size`, a record magic, PHYSICALOFFSET is `phys`, the field
+   lengths add up to TOTALSIZE, BODYCRC matches, topic and properties are ASCII. */
+static int record_sound(const unsigned char *r, Py_ssize_t size, long long phys) {
+    if (size < MIN_RECORD_SIZE || get_be32(r) != size)
+        return 0;
+    int32_t magic = get_be32(r + OFF_MAGIC);
+    if (magic != MAGIC_V1 && magic != MAGIC_V2)
+        return 0;
+    uint64_t at_phys = ((uint64_t)(uint32_t)get_be32(r + OFF_PHYSICAL_OFFSET) << 32)
+                       | (uint32_t)get_be32(r + OFF_PHYSICAL_OFFSET + 4);
+    if ((long long)at_phys != phys)
+        return 0;
+    int32_t sys = get_be32(r + OFF_SYSFLAG);
+    /* BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED_TX_OFFSET */
+    Py_ssize_t at = OFF_BORN_HOST + ((sys & SYSFLAG_BORNHOST_V6) ? 20 : 8) + 8
+                    + ((sys & SYSFLAG_STOREHOST_V6) ? 20 : 8) + 4 + 8;
+    if (at + 4 > size)
+        return 0;
+    int32_t blen = get_be32(r + at);
+    at += 4;
+    if (blen < 0 || blen > size - at)
+        return 0;
+    const unsigned char *body = r + at;
+    at += blen;
+    Py_ssize_t tlen;
+    if (magic == MAGIC_V1) {
+        if (at + 1 > size || r[at] > 127)
+            return 0;
+        tlen = r[at];
+        at += 1;
+    } else {
+        if (at + 2 > size)
+            return 0;
+        tlen = (int16_t)(((unsigned)r[at] << 8) | r[at + 1]);
+        at += 2;
+    }
+    if (tlen < 0 || tlen > size - at || !is_ascii(r + at, tlen))
+        return 0;
+    at += tlen;
+    if (at + 2 > size)
+        return 0;
+    Py_ssize_t plen = (int16_t)(((unsigned)r[at] << 8) | r[at + 1]);
+    at += 2;
+    if (plen < 0 || at + plen != size || !is_ascii(r + at, plen))
+        return 0;
+    uint32_t crc = (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu;
+    return (uint32_t)get_be32(r + OFF_BODY_CRC) == crc;
+}
+
+/* check_records(buf, phys, starts, sizes) -> int
+
+   Record i of buf is the sizes[i] bytes at starts[i], stored at log position
+   phys + starts[i]: how many of them, from the first, are sound beyond doubt (see
+   record_sound). The record where this stops may still be sound (UTF-8 beyond ASCII):
+   the caller looks closer. */
+static PyObject *check_records(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long phys;
+    PyObject *starts, *sizes, *at_seq = NULL, *size_seq = NULL, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*LOO", &in, &phys, &starts, &sizes))
+        return NULL;
+    at_seq = PySequence_Fast(starts, "check_records: starts must be a sequence");
+    if (at_seq == NULL)
+        goto done;
+    size_seq = PySequence_Fast(sizes, "check_records: sizes must be a sequence");
+    if (size_seq == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(size_seq), i;
+    if (PySequence_Fast_GET_SIZE(at_seq) != n) {
+        PyErr_SetString(PyExc_ValueError, "check_records: starts and sizes differ in length");
+        goto done;
+    }
+    const unsigned char *b = in.buf;
+    for (i = 0; i < n; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(at_seq, i));
+        Py_ssize_t size = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(size_seq, i));
+        if ((at == -1 || size == -1) && PyErr_Occurred())
+            goto done;
+        if (at < 0 || size < MIN_RECORD_SIZE || size > in.len - at
+                || !record_sound(b + at, size, phys + (long long)at))
+            break;
+    }
+    result = PyLong_FromSsize_t(i);
+done:
+    Py_XDECREF(at_seq);
+    Py_XDECREF(size_seq);
+    PyBuffer_Release(&in);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},

@@ -1,5 +1,7 @@
 # The compiled loops of tidemq.formats.record.loops (see _crecords.c); the same signatures
 # as its py_* functions.
+from collections.abc import Sequence
+
 from tidemq.formats.record.loops import Buffer
 
 def fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
@@ -9,3 +11,5 @@ def patch_records(buf: bytearray | memoryview, n: int, rec: int, queue_offset: i
 def uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int, uend: int,
                     /) -> bool: ...
 def offset_ids(prefix: str, start: int, step: int, n: int, /) -> str: ...
+def check_records(buf: Buffer, phys: int, starts: Sequence[int], sizes: Sequence[int],
+                  /) -> int: ...

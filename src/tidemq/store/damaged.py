@@ -5,11 +5,12 @@ startup recovery scan validated it (every record from the scan's start on). The 
 before that start were checked when they were written, but their bytes may have rotted
 on disk since: the read path checks them before serving them
 (:func:`~tidemq.store.log_scan.check_record`: length, magic, PHYSICALOFFSET, body CRC,
-UTF-8 properties) -- all the records of a read at once where they are common records
-(:func:`all_sound`), one by one otherwise. Damaged records -- found by the recovery scan
-or by a read -- are skipped: the consumer's next offset moves past them, so the queue
-goes on, every skip is counted (:attr:`DamagedRecords.skipped`, exported by the broker)
-and reported in the log at most once per :data:`REPORT_EVERY` seconds.
+UTF-8 properties) -- all the records of a read in one compiled call
+(:func:`sound_records`), record by record only where that call cannot vouch for one.
+Damaged records -- found by the recovery scan or by a read -- are skipped: the
+consumer's next offset moves past them, so the queue goes on, every skip is counted
+(:attr:`DamagedRecords.skipped`, exported by the broker) and reported in the log at most
+once per :data:`REPORT_EVERY` seconds.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-import numpy as np
-
-from tidemq.formats.record import OFF_BODY_CRC, OFF_TOTAL_SIZE, Record, body_crc
-from tidemq.formats.record.columns import decode_columns, gather, spans_are_ascii
+from tidemq.formats.record import Record
+from tidemq.formats.record.loops import check_records
 from tidemq.store.log_scan import check_record
 
-__all__ = ["REPORT_EVERY", "DamagedRecords"]
+__all__ = ["REPORT_EVERY", "DamagedRecords", "sound_records"]
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +114,10 @@ class DamagedRecords:
              sizes: Sequence[int]) -> list[bool] | None:
         """Which of the records ``(phys, size)`` a read may serve (``None``: all); damaged
         ones are counted and reported."""
-        views = [read(p, n) for p, n in zip(phys, sizes, strict=True)]
         if (not self._known and phys and phys[-1] < self.unchecked_below
-                and all(v is not None for v in views)
-                and all_sound(views, phys)):  # type: ignore[arg-type]
+                and sound_records(read, phys, sizes)):
             return None
+        views = [read(p, n) for p, n in zip(phys, sizes, strict=True)]
         out = [not self.damaged(v, p, n) for v, p, n in zip(views, phys, sizes, strict=True)]
         return None if all(out) else out
 
@@ -136,28 +134,30 @@ class DamagedRecords:
                   "%s); run 'tidemq store verify' on a stopped broker", count, phys, reason)
 
 
-def all_sound(views: Sequence[memoryview], phys: Sequence[int]) -> bool:
-    """Whether every record of ``views`` (stored at ``phys``) checks out, tested for all of
-    them at once: the columns decoder finds exactly these records (magic, lengths adding up
-    to each TOTALSIZE), each PHYSICALOFFSET is its position, topics and properties are
-    ASCII, and body CRCs match. ``False`` means "look record by record", not "damaged"
-    (records outside the columns' scope, non-ASCII properties)."""
-    joined = b"".join(views)
-    cols = decode_columns(joined)
-    if cols is None or len(cols) != len(views):
-        return False
-    sizes = np.fromiter(map(len, views), np.int64, len(views))
-    starts = np.cumsum(sizes) - sizes
-    buf = cols.buf
-    if not (np.array_equal(cols.pos, starts)
-            and np.array_equal(gather(buf, cols.pos + OFF_TOTAL_SIZE, ">i4"), sizes)
-            and np.array_equal(cols.field("physical_offset"), np.asarray(phys, np.int64))
-            and spans_are_ascii(buf, cols.topic) and spans_are_ascii(buf, cols.properties)):
-        return False
-    crcs = gather(buf, cols.pos + OFF_BODY_CRC, ">i4").tolist()
-    data = memoryview(joined)
-    for at, length, crc in zip(cols.body.start.tolist(), cols.body.length.tolist(), crcs,
-                               strict=True):
-        if body_crc(data[at : at + length]) != crc:
+def sound_records(read: Callable[[int, int], memoryview | None], phys: Sequence[int],
+                  sizes: Sequence[int]) -> bool:
+    """Whether every record ``(phys[i], sizes[i])`` can be read and passes
+    :func:`check_record` with its size. The stretch of the log holding them is read as
+    one view and the compiled loop of :func:`~tidemq.formats.record.loops.check_records`
+    checks them all in one call; only a record it cannot vouch for (properties beyond
+    ASCII, or damage) gets the full check. ``False`` means "look record by record"."""
+    n = len(phys)
+    if not n:
+        return True
+    base = min(phys)
+    span = read(base, max(p + s for p, s in zip(phys, sizes, strict=True)) - base)
+    if span is None:  # the records lie in more than one segment
+        return all(sound_records(read, (p,), (s,)) for p, s in zip(phys, sizes, strict=True)
+                   ) if n > 1 else False
+    starts = [p - base for p in phys]
+    i = 0
+    while i < n:
+        i += check_records(span, base, starts[i:], sizes[i:])
+        if i == n:
+            break
+        at, size = starts[i], sizes[i]
+        item, _, _ = check_record(span[at : at + size], 0, base + at, True)
+        if not isinstance(item, Record) or item.total_size != size:
             return False
+        i += 1
     return True

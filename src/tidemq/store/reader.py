@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 
 import numpy as np
@@ -33,7 +33,7 @@ from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
-from tidemq.store.damaged import DamagedRecords
+from tidemq.store.damaged import DamagedRecords, sound_records
 from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.types import GetStatus
@@ -109,9 +109,16 @@ class QueueReader:
         checked = checked_upto > offset
         if checked:  # records an earlier read checked: this read goes up to there only
             hi = min(hi, checked_upto)
-        if max_count <= SMALL_READ and tag_codes is None and (
-                (checked and not self.damaged.known) or not self._may_be_damaged(cq, offset)):
-            return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
+        if max_count <= SMALL_READ and tag_codes is None:
+            if (checked and not self.damaged.known) or not self._may_be_damaged(cq, offset):
+                return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
+            if not checked and not self.damaged.known:
+                sound = self._get_runs(cq, dataclasses.replace(result, buffers=[]), offset,
+                                       hi, max_count, max_bytes, sound_records)
+                if sound is not None:
+                    self.damaged.mark_checked((topic, queue_id), offset,
+                                              sound.next_begin_offset)
+                    return sound
         pos = offset
         # Scan up to a bounded number of entries so a selective tag filter still progresses.
         budget = max(max_count * 16, 512)
@@ -208,15 +215,22 @@ class QueueReader:
         return result
 
     def _get_runs(self, cq: ConsumeQueue, result: GetResult, offset: int, hi: int,
-                  max_count: int, max_bytes: int) -> GetResult | None:
+                  max_count: int, max_bytes: int,
+                  check: Callable[[Callable[[int, int], memoryview | None], Sequence[int],
+                                   Sequence[int]], bool] | None = None
+                  ) -> GetResult | None:
         """:meth:`_get_small` when no entry is expired (phys grows along a queue, so the
         first entry tells): each chunk's entries unpacked in one call and taken as runs of
         back-to-back records, found by comparing spans with running sums of sizes.
-        ``None`` when the first entry is expired (the general loop skips those)."""
+        ``None`` when the first entry is expired (the general loop skips those), or when
+        ``check`` (``(read, phys, sizes)`` of the records taken) does not find them all
+        sound or one cannot be read (the caller then looks record by record)."""
         cl_min = self.commitlog.min_offset
         read = self.commitlog.read
         buffers = result.buffers
         pos, taken, total = offset, 0, 0
+        checked_phys: list[int] = []
+        checked_sizes: list[int] = []
         while pos < hi and taken < max_count:
             got = cq.entry_bytes(pos, min(hi - pos, max_count - taken))
             if got is None:
@@ -255,16 +269,23 @@ class QueueReader:
                             up = mid - 1
                     j = lo
                 view_ = read(first, cum[j - 1] - base)
+                if check is not None and view_ is None:
+                    return None
                 if view_ is not None:
                     buffers.append(view_)
                     result.message_count += j - i
                     result.total_bytes += len(view_)
                 i = j
+            if check is not None:
+                checked_phys.extend(phys[:k])
+                checked_sizes.extend(sizes[:k])
             taken += k
             pos += k
             if k < n:
                 break
             total += cum[k - 1]
+        if check is not None and not check(read, checked_phys, checked_sizes):
+            return None
         result.next_begin_offset = pos
         if result.message_count:
             result.status = GetStatus.FOUND

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidemq.errors import CorruptRecord
 from tidemq.formats.batch import encode_batch
-from tidemq.formats.record import HostAddr, decode_record, encode_record
+from tidemq.formats.record import HostAddr, Record, decode_record, encode_record
 from tidemq.formats.record import loops as crecords
 
 
@@ -159,3 +160,71 @@ def test_a_compiled_module_writing_elsewhere_is_refused() -> None:
     with pytest.raises(ImportError, match="rebuild"):
         crecords._check_native(stale)
     crecords._check_native(_native())  # the module built from this source passes
+
+
+@st.composite
+def _stored(draw: st.DrawFn) -> tuple[bytearray, int, list[int], list[int]]:
+    """Records as the store writes them, maybe with gaps between them (other queues'
+    records): ``(bytes, log position of byte 0, starts, sizes)``; topics and properties
+    ASCII or not, IPv4 or IPv6 hosts."""
+    phys = draw(st.integers(0, 2**50))
+    out = bytearray()
+    starts, sizes = [], []
+    for _ in range(draw(st.integers(0, 6))):
+        out += bytes(draw(st.sampled_from([0, 0, 5, 91])))
+        v6 = draw(st.booleans())
+        host = HostAddr(bytes(range(16)), 7) if v6 else _HOST
+        rec = encode_record(
+            topic=draw(st.sampled_from([b"T", b"t" * 130, "\u00e9".encode()])),
+            queue_id=draw(st.integers(0, 7)), body=draw(st.binary(max_size=80)),
+            properties=draw(st.sampled_from([b"", b"K\x01v\x02",
+                                             "K\x01\u00e9\x02".encode()])),
+            born_host=host, store_host=draw(st.sampled_from([host, _STORE])),
+            physical_offset=phys + len(out))
+        starts.append(len(out))
+        sizes.append(len(rec))
+        out += rec
+    return out, phys, starts, sizes
+
+
+@settings(max_examples=300, deadline=None)
+@given(stored=_stored(), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)),
+                                        max_size=2),
+       resize=st.one_of(st.none(), st.tuples(st.integers(0, 5), st.integers(-3, 3))),
+       move=st.one_of(st.none(), st.tuples(st.integers(0, 5), st.integers(-200, 200))),
+       shift=st.sampled_from([0, 0, 1]))
+def test_check_records_agrees_with_decoding_record_by_record(
+        stored: tuple[bytearray, int, list[int], list[int]], flips: list[tuple[int, int]],
+        resize: tuple[int, int] | None, move: tuple[int, int] | None, shift: int) -> None:
+    """Flipped bytes, a size or start that is not the record's, a wrong position: the
+    compiled loop and its twin stop at the same record, and that is the first one that
+    decoding with its CRC and position checked does not find sound, sized and ASCII."""
+    buf, phys, starts, sizes = stored
+    for at, x in flips:
+        if buf:
+            buf[at % len(buf)] ^= x
+    if resize is not None and sizes:
+        i, d = resize
+        sizes[i % len(sizes)] = max(0, sizes[i % len(sizes)] + d)
+    if move is not None and starts:
+        i, d = move
+        starts[i % len(starts)] += d
+    phys += shift
+    expect = len(sizes)
+    for i, (at, size) in enumerate(zip(starts, sizes, strict=True)):
+        try:
+            if at < 0:
+                raise CorruptRecord("before the buffer", offset=at)
+            rec = decode_record(buf, at, check_crc=True, expected_physical_offset=phys + at)
+        except CorruptRecord:
+            expect = i
+            break
+        if (not isinstance(rec, Record) or rec.total_size != size
+                or not (rec.topic + rec.properties.decode("latin-1")).isascii()):
+            expect = i
+            break
+    for fn in _both("check_records"):
+        assert fn(bytes(buf), phys, starts, sizes) == expect
+        assert fn(memoryview(buf), phys, tuple(starts), tuple(sizes)) == expect
+        with pytest.raises(ValueError, match="differ in length"):
+            fn(bytes(buf), phys, [*starts, 0], sizes)

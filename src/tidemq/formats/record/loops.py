@@ -15,6 +15,9 @@ uniform_entries     whether every client entry repeats the first one's length
                     fields and property bytes but for the UNIQ_KEY value
                     (separator-free ASCII in each)
 offset_ids          the records' offset message ids, joined by commas
+check_records       how many records of ``buf`` (at given starts, of given
+                    sizes), from the first, are sound beyond doubt: what the
+                    read path checks of records written before a start
 ==================  ==========================================================
 
 :data:`NATIVE` says which implementation runs: the C module ``tidemq.formats._crecords``
@@ -31,12 +34,13 @@ import functools
 import operator
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from tidemq.errors import CorruptRecord
 from tidemq.formats.batch import (
     ENTRY_OFF_BODY,
     ENTRY_OFF_BODY_LENGTH,
@@ -44,6 +48,7 @@ from tidemq.formats.batch import (
     ENTRY_OFF_TOTAL_SIZE,
     ENTRY_OVERHEAD,
 )
+from tidemq.formats.record.decode import Record, decode_record
 from tidemq.formats.record.layout import (
     OFF_BODY,
     OFF_BODY_CRC,
@@ -55,10 +60,12 @@ from tidemq.formats.record.layout import (
 
 __all__ = [
     "NATIVE",
+    "check_records",
     "fill_records",
     "joined_offset_ids",
     "offset_ids",
     "patch_records",
+    "py_check_records",
     "py_fill_records",
     "py_offset_ids",
     "py_patch_records",
@@ -171,6 +178,30 @@ def joined_offset_ids(prefix: str, offsets: npt.ArrayLike) -> str:
     return prefix + at.tobytes().hex(",", 8).upper().replace(",", "," + prefix)
 
 
+def py_check_records(buf: Buffer, phys: int, starts: Sequence[int],
+                     sizes: Sequence[int]) -> int:
+    """How many of the records of ``buf`` -- record ``i`` the ``sizes[i]`` bytes at
+    ``starts[i]``, stored at log position ``phys + starts[i]`` -- are sound beyond doubt,
+    from the first: each decodes with its body CRC and PHYSICALOFFSET checked, its
+    TOTALSIZE is its size, its topic and properties are ASCII. The record where the
+    count stops may still be sound (UTF-8 beyond ASCII): the caller looks closer."""
+    if len(starts) != len(sizes):
+        raise ValueError("check_records: starts and sizes differ in length")
+    view = memoryview(buf)
+    for i, (at, size) in enumerate(zip(starts, sizes, strict=True)):
+        if at < 0 or size > len(view) - at:
+            return i
+        try:
+            rec = decode_record(view[at : at + size], 0, check_crc=True,
+                                expected_physical_offset=phys + at)
+        except CorruptRecord:
+            return i
+        if (not isinstance(rec, Record) or rec.total_size != size or not rec.topic.isascii()
+                or not rec.properties.isascii()):
+            return i
+    return len(sizes)
+
+
 def _native() -> ModuleType | None:
     if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
         return None
@@ -211,3 +242,5 @@ uniform_entries: Callable[[Buffer, int, int, int, int, int], bool] = (
     _mod.uniform_entries if _mod is not None else py_uniform_entries)
 offset_ids: Callable[[str, int, int, int], str] = (
     _mod.offset_ids if _mod is not None else py_offset_ids)
+check_records: Callable[[Buffer, int, Sequence[int], Sequence[int]], int] = (
+    _mod.check_records if _mod is not None else py_check_records)

@@ -144,8 +144,9 @@ def sound_records(read: Callable[[int, int], memoryview | None], phys: Sequence[
     n = len(phys)
     if not n:
         return True
-    base = min(phys)
-    span = read(base, max(p + s for p, s in zip(phys, sizes, strict=True)) - base)
+    base = phys[0]  # physical offsets grow along a queue; a record out of order fails
+    length = phys[-1] + sizes[-1] - base
+    span = read(base, length) if length > 0 else None
     if span is None:  # the records lie in more than one segment
         return all(sound_records(read, (p,), (s,)) for p, s in zip(phys, sizes, strict=True)
                    ) if n > 1 else False

@@ -113,8 +113,8 @@ class QueueReader:
             if (checked and not self.damaged.known) or not self._may_be_damaged(cq, offset):
                 return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
             if not checked and not self.damaged.known:
-                sound = self._get_runs(cq, dataclasses.replace(result, buffers=[]), offset,
-                                       hi, max_count, max_bytes, sound_records)
+                sound = self._get_runs(cq, GetResult(result.status, offset, lo, result.max_offset),
+                                       offset, hi, max_count, max_bytes, sound_records)
                 if sound is not None:
                     self.damaged.mark_checked((topic, queue_id), offset,
                                               sound.next_begin_offset)

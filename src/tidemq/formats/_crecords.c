@@ -4,8 +4,9 @@ A producer batch of one layout (every entry the same size, the same property byt
 for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a template
 (tidemq/formats/record/batch.py). What then varies per message is a handful of
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
-These functions do the same work in one call per batch. Every one has a pure-Python
-twin in tidemq/formats/record/loops.py (the fallback when this module is not built),
+These functions do the same work in one call per batch; check_records checks the
+stored records of a read in one call. Every one has a pure-Python twin in
+tidemq/formats/record/loops.py (the fallback when this module is not built),
 and the tests compare the two byte for byte.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py

@@ -1,8 +1,9 @@
-"""The per-message loops of a uniform batch: compiled when built, numpy otherwise.
+"""The per-message loops of a batch of records: compiled when built, numpy otherwise.
 
 A producer batch whose entries share one layout becomes commit-log records of one size,
 tiled from a template (:mod:`.batch`). Per message, only fixed-offset fields then vary.
-These four functions do that work in one call per batch:
+The first four functions do that work in one call per batch; the last checks the stored
+records a read is about to serve, all of them in one call:
 
 ==================  ==========================================================
 function            what it does, for ``n`` records of ``rec`` bytes in ``buf``

@@ -137,7 +137,8 @@ async def test_retry_dlq_and_system_parents_are_refused(lmq_cluster: Cluster, lm
     store = lmq_cluster.brokers[0].store
     before = store.commitlog.max_offset
     resp = await lmq_peer(fan_out("%LMQ%a", topic=parent))
-    assert resp.code in (ResponseCode.MESSAGE_ILLEGAL, ResponseCode.INVALID_PARAMETER)
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert f"{parent} cannot carry INNER_MULTI_DISPATCH" in (resp.remark or "")
     assert store.commitlog.max_offset == before
 
 

@@ -15,16 +15,27 @@ import re
 from tidemq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from tidemq.store.lmq_store import LMQ_PREFIX
 
-__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "parse_lmq_targets"]
+__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "parent_refusal", "parse_lmq_targets"]
 
 MAX_LMQ_NAME = 255
 _NAME_RE = re.compile(r"^%LMQ%[A-Za-z0-9_|%-]+$")
 
 
-def parse_lmq_targets(value: str, parent_topic: str, max_targets: int) -> list[str] | str:
-    """The LMQ names of an ``INNER_MULTI_DISPATCH`` value, or why it is refused."""
+def parent_refusal(parent_topic: str) -> str | None:
+    """Why ``parent_topic`` cannot carry ``INNER_MULTI_DISPATCH``, or ``None`` when it can.
+
+    Checked before the topic name itself, so a fan-out to a system topic is refused for
+    what it is (MESSAGE_ILLEGAL) rather than as a send to a forbidden name."""
     if parent_topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or parent_topic in SYSTEM_TOPICS:
         return f"{parent_topic} cannot carry INNER_MULTI_DISPATCH (retry, DLQ or system topic)"
+    return None
+
+
+def parse_lmq_targets(value: str, parent_topic: str, max_targets: int) -> list[str] | str:
+    """The LMQ names of an ``INNER_MULTI_DISPATCH`` value, or why it is refused."""
+    refusal = parent_refusal(parent_topic)
+    if refusal is not None:
+        return refusal
     names = value.split(",")
     if len(names) > max_targets:
         return f"INNER_MULTI_DISPATCH names {len(names)} queues; the limit is {max_targets}"

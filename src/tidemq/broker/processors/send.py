@@ -24,7 +24,7 @@ from typing import Literal, overload
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.group_commit import GroupCommitWaiters
-from tidemq.broker.lmq import parse_lmq_targets
+from tidemq.broker.lmq import parent_refusal, parse_lmq_targets
 from tidemq.broker.processors.batch_split import (
     NO_BATCH_FAN_OUT,
     UNIFORM_SMALL,
@@ -399,6 +399,10 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"{h.topic} is a light message queue: send to its parent "
                                  "topic with INNER_MULTI_DISPATCH naming it")
+        if h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
+            refusal = parent_refusal(h.topic)
+            if refusal is not None:
+                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
         qid = self._queue(h)
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(h.topic)

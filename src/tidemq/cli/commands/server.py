@@ -42,7 +42,7 @@ LogFile = Annotated[Path | None, typer.Option(help="Also log to this rotating fi
 LogFormat = Annotated[str, typer.Option(help="Log lines as 'text' or 'json' (one object a line).")]
 HostOpt = Annotated[str | None, typer.Option(
     help="Address to listen on (bindAddress; default 127.0.0.1, this machine only; "
-         "0.0.0.0: every interface, with no access control).")]
+         "0.0.0.0: every interface, open to anyone unless aclEnable is on).")]
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -142,8 +142,8 @@ def standalone(
     no_console: Annotated[bool, typer.Option("--no-console", help="No web console.")] = False,
     host: Annotated[str, typer.Option(
         help="Address every server listens on: 127.0.0.1 (this machine only) unless "
-             "told otherwise; 0.0.0.0 opens all of them to the network, with no access "
-             "control.")] = LOOPBACK,
+             "told otherwise; 0.0.0.0 opens all of them to the network (the console has "
+             "no login; the broker checks an ACL only with aclEnable).")] = LOOPBACK,
 ) -> None:
     """Run a name server, a broker and the web console in one process, data in ./data."""
     _setup_logging(log_level, log_file, log_format)
@@ -207,7 +207,7 @@ def standalone(
 def _exposure(host: str) -> str:
     if is_loopback(host):
         return f"on {host}: this machine only (--host 0.0.0.0 opens it to the network)"
-    return f"on {host}: reachable from other machines, with no access control"
+    return f"on {host}: reachable from other machines (see the warnings above)"
 
 
 _C = TypeVar("_C")

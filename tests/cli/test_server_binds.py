@@ -70,12 +70,6 @@ def listening(pid: int) -> dict[int, str]:
     return found
 
 
-def other_address() -> str | None:
-    """An address of this machine beyond loopback, if it has one."""
-    host = machine_host()
-    return None if host.startswith("127.") else host
-
-
 def connects(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=5):
@@ -194,9 +188,6 @@ def test_standalone_listens_on_loopback_only_by_default(servers: list[Server],
     assert [a.rsplit(":", 1)[0] for a in
             broker_addresses(f"127.0.0.1:{ports['namesrv']}")] == ["127.0.0.1"]
     assert EXPOSED not in server.text
-    other = other_address()
-    if other is not None:
-        assert not any(connects(other, port) for port in bound)
 
 
 def test_standalone_host_opens_every_port_and_says_so(servers: list[Server],
@@ -211,9 +202,6 @@ def test_standalone_host_opens_every_port_and_says_so(servers: list[Server],
     warnings = [line for line in server.text.splitlines() if EXPOSED in line]
     for what in ("the name server ", "the broker ", "metrics endpoint", "the web console"):
         assert any(what in line for line in warnings), (what, server.text)
-    other = other_address()
-    if other is not None:
-        assert all(connects(other, port) for port in bound)
 
 
 def test_standalone_binds_one_given_address_and_advertises_it(servers: list[Server],

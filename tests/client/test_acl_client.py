@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from tests.broker import wire
 from tests.cli.conftest import ThreadedCluster
 from tests.net.acl.accounts import ADMIN, USER, write_accounts
 from typer.testing import CliRunner
@@ -32,7 +33,7 @@ from tidemq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from tidemq.codec.signature import Credentials
 from tidemq.errors import BrokerResponseError, ConfigError, ResponseCode, TopicNotExistError
 from tidemq.testing import Cluster
-from tidemq.types import PullStatus
+from tidemq.types import MessageQueue, PullStatus
 
 
 @pytest.fixture
@@ -97,15 +98,19 @@ async def test_blocking_clients_take_the_account_from_the_environment(
     cfg = _cfg(cluster, None)
     assert cfg.credentials is not None and cfg.credentials.access_key == "user"
 
-    def round_trip() -> list[bytes]:
+    def produce() -> MessageQueue:
         with BlockingProducer("pg", config=cfg) as producer:
-            queue = producer.send(Message("Blocking", b"b0")).queue
+            return producer.send(Message("Blocking", b"b0")).queue
+
+    def consume(queue: MessageQueue) -> list[bytes]:
         with BlockingPullConsumer("cg", config=cfg) as consumer:
             result = consumer.pull(queue, 0, 8)
             assert result.status is PullStatus.FOUND
             return [m.body for m in result.messages]
 
-    assert await asyncio.to_thread(round_trip) == [b"b0"]
+    queue = await asyncio.to_thread(produce)
+    await wire.dispatched(cluster.brokers[0])  # pullable once the store dispatched it
+    assert await asyncio.to_thread(consume, queue) == [b"b0"]
 
 
 def test_half_an_account_names_the_missing_key() -> None:

@@ -186,6 +186,22 @@ async def test_refused_then_reconnects_after_restart() -> None:
             assert response.body == b"again"
 
 
+async def test_first_request_after_an_idle_restart_succeeds() -> None:
+    """A socket whose server went away while it was idle is dialed again before sending:
+    the first request to the restarted server is answered, not lost."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+    with BlockingClient() as client:
+        async with make_server(port=port):
+            await asyncio.to_thread(client.request, address, RemotingCommand.request(ECHO))
+        async with make_server(port=port):
+            response = await asyncio.to_thread(
+                client.request, address, RemotingCommand.request(ECHO, body=b"back"))
+            assert response.body == b"back"
+
+
 async def test_closed_client_refuses(server: RemotingServer) -> None:
     client = BlockingClient()
     await asyncio.to_thread(client.request, server.address, RemotingCommand.request(ECHO))

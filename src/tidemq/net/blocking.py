@@ -123,7 +123,12 @@ class _BlockingConnection:
         with self.lock:
             if self._closed:
                 raise ConnectionLost(self.address, "client closed")
-            sock = self._sock if self._sock is not None else self._dial()
+            sock = self._sock
+            if sock is not None and _closed_by_peer(sock):
+                self._drop_socket()  # idle while the peer went away: nothing sent yet
+                sock = None
+            if sock is None:
+                sock = self._dial()
             opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
             cmd.opaque = opaque
             cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
@@ -200,6 +205,19 @@ class _BlockingConnection:
         self._decoder = FrameDecoder(self._max_frame_size)
         if sock is not None:
             sock.close()
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether an idle socket's peer has closed it (or reset it), seen without waiting;
+    bytes waiting to be read are not a close. The socket is left non-blocking; every
+    request sets its own timeout before using it."""
+    sock.settimeout(0.0)  # with a timeout, recv would first wait for data
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 def _send_all(sock: socket.socket, parts: Sequence[Buffer]) -> None:

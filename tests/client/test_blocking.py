@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
 from tests.client.batch_checks import assert_batch_is
 from tests.client.fakes import FakeBroker, FakeNameServer
+from tests.client.test_routes import _restart_namesrv
 
 from tidemq.client import (
     BlockingLmqPullConsumer,
@@ -15,9 +19,12 @@ from tidemq.client import (
     ClientConfig,
     MessageTooBigError,
 )
+from tidemq.client.blocking import BlockingRouteCache
 from tidemq.client.records import decode_messages
 from tidemq.codec.command import RequestCode
 from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.net.blocking import BlockingClient
+from tidemq.testing import Cluster
 from tidemq.types import Message, MessageQueue, PullStatus, SendStatus
 
 QA = MessageQueue("T", "broker-a", 0)
@@ -125,3 +132,42 @@ async def test_topic_list_and_undecoded_pulls(namesrv: FakeNameServer,
             assert lmq.pull_body(unrouted, 0, 32)[:4] == raw[:4]
 
     await asyncio.to_thread(run)
+
+
+@pytest.mark.parametrize("window", [60_000, 0], ids=["rejoining", "settled"])
+async def test_blocking_cache_keeps_brokers_a_restarted_name_server_lacks(
+        tmp_path: Path, window: int) -> None:
+    """As the asyncio cache: while a restarted name server may still be waiting for
+    brokers, a route lacking one the cache knew keeps it (and a topic only it has stays);
+    after that window a route is taken as it is."""
+    async with Cluster(tmp_path, brokers=2, broker={"register_name_server_period": 600_000}
+                       ) as cluster:
+        a, b = cluster.brokers
+        for broker, topics in ((a, ["Both"]), (b, ["Both", "OnlyB"])):
+            async with Peer(broker.broker_addr) as peer:
+                for topic in topics:
+                    await peer.ok(wire.create_topic(topic, 2))
+        async with Peer(cluster.namesrv_addr) as ns:
+            await wire.eventually_route(ns, "Both", lambda r: len(r.broker_datas) == 2)
+            await wire.eventually_route(ns, "OnlyB")
+        with BlockingClient() as client:
+            cache = BlockingRouteCache(client, [cluster.namesrv_addr])
+            both = await asyncio.to_thread(cache.get, "Both")
+            only_b = await asyncio.to_thread(cache.get, "OnlyB")
+            changed: list[str] = []
+            cache.add_listener(changed.append)
+            assert b.registrar is not None
+            await b.registrar.stop()  # broker-b is slow to come back
+            await _restart_namesrv(cluster, broker_rejoin_window=window)
+            async with Peer(cluster.namesrv_addr) as ns:
+                await wire.eventually_route(ns, "Both", timeout=30)
+            again = await asyncio.to_thread(cache.get, "Both", refresh=True)
+            if window:
+                assert again.subscribe_queues == both.subscribe_queues
+                assert await asyncio.to_thread(cache.get, "OnlyB", refresh=True) == only_b
+                assert changed == []
+            else:
+                assert {q.broker_name for q in again.subscribe_queues} == {"broker-a"}
+                with pytest.raises(BrokerResponseError):
+                    await asyncio.to_thread(cache.get, "OnlyB", refresh=True)
+                assert changed == ["Both"]

@@ -91,14 +91,14 @@ class BlockingRouteCache(RouteCacheCore[BlockingClient]):
         if found.route is not None:
             return found.route
         fetch = self._route_fetch(topic, allow_default)
-        fetch.known = None  # the blocking cache does not keep brokers a name server lacks
         route = None
         try:
             while route is None:
                 route = fetch.answer(*self.request_any(fetch.request))
         except NEXT_SERVER as exc:
             return self._table.kept(topic, exc, found.fallback)
-        self.store(topic, route)
+        if route is not fetch.known:  # a route kept whole was not fetched afresh
+            self.store(topic, route)
         return route
 
     def fetch(self, topic: str) -> TopicRouteData:

@@ -155,11 +155,23 @@ def test_a_compiled_module_writing_elsewhere_is_refused() -> None:
         buf[rec - 1] ^= 1
 
     stale = ModuleType("stale")
-    stale.fill_records = crecords.py_fill_records  # type: ignore[attr-defined]
+    for name in crecords._NATIVE_NAMES:
+        setattr(stale, name, getattr(crecords, "py_" + name))
     stale.patch_records = shifted_patch  # type: ignore[attr-defined]
-    with pytest.raises(ImportError, match="rebuild"):
+    with pytest.raises(ImportError, match="other byte positions"):
         crecords._check_native(stale)
     crecords._check_native(_native())  # the module built from this source passes
+
+
+def test_a_compiled_module_built_from_an_older_source_is_refused_by_name() -> None:
+    """A build that predates a function (the source was updated, the module was not
+    rebuilt) is refused at import with what is missing, not at the first call."""
+    old = ModuleType("old")
+    for name in crecords._NATIVE_NAMES:
+        if name != "check_records":
+            setattr(old, name, getattr(crecords, "py_" + name))
+    with pytest.raises(ImportError, match="no check_records"):
+        crecords._check_native(old)
 
 
 @st.composite

@@ -203,6 +203,11 @@ def py_check_records(buf: Buffer, phys: int, starts: Sequence[int],
     return len(sizes)
 
 
+#: The functions the compiled module must have; each has a twin in this module.
+_NATIVE_NAMES = ("fill_records", "patch_records", "uniform_entries", "offset_ids",
+                 "check_records")
+
+
 def _native() -> ModuleType | None:
     if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
         return None
@@ -218,6 +223,12 @@ def _check_native(mod: ModuleType) -> None:
     """Refuse a compiled module whose byte positions are not the layout's: it would store
     records that nothing can read. Two small records, filled and patched by both."""
     from tidemq.formats.batch import encode_batch as encode_entries
+
+    missing = [name for name in _NATIVE_NAMES if not hasattr(mod, name)]
+    if missing:
+        raise ImportError(f"tidemq.formats._crecords was built from an older source (it has "
+                          f"no {', '.join(missing)}): rebuild it (`make` does; or "
+                          f"`pip install -e .`), or set TIDEMQ_NO_NATIVE=1")
 
     data = encode_entries([(b"abc", b"K\x01v\x02", 7), (b"xyz", b"K\x01w\x02", -2)])
     size, blen, rec = len(data) // 2, 3, OFF_BODY + 3 + 16

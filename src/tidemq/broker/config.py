@@ -86,7 +86,7 @@ class BrokerConfig:
     #: The account this broker signs its own requests with (to name servers and to other
     #: brokers), when they check ACLs; empty: unsigned.
     access_key: str = ""
-    secret_key: str = ""
+    secret_key: str = dataclasses.field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if bool(self.access_key) != bool(self.secret_key):

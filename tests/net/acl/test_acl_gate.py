@@ -21,6 +21,7 @@ from tests.broker.wire import Peer
 from tests.net.acl.accounts import ACCOUNTS, ADMIN, USER
 
 from tidemq.broker.app import BrokerApp
+from tidemq.broker.config import BrokerConfig
 from tidemq.codec.batch_protocol import MERGED_REMARK, decode_batch_response, encode_batch_request
 from tidemq.codec.bodies import LockBatchRequestBody, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -252,3 +253,11 @@ async def test_refusals_are_counted_in_the_metrics(cluster: Cluster) -> None:
         broker.metrics.render().decode())
     assert 'tidemq_namesrv_acl_refused_total{reason="admin"} 1.0' in (
         cluster.namesrv.metrics.render().decode())
+
+
+def test_a_brokers_secret_stays_out_of_its_config_repr() -> None:
+    config = BrokerConfig(access_key="ops", secret_key="ops-secret-value")
+    assert "ops-secret-value" not in repr(config)
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(access_key="ops")
+    assert info.value.key == "secretKey"

@@ -225,3 +225,23 @@ async def test_a_lost_checkpoint_delivers_again(short: Cluster) -> None:
         got = await collect(p, "Again", 4)
     assert sorted(m.body for m in got) == [b"timer", b"timer", b"twice", b"twice"]
 
+
+
+async def test_parked_messages_can_be_read_over_the_wire(short: Cluster, peer: Peer) -> None:
+    """The parking topics are readable like any topic (upstream's admin reads them with
+    ``queryMsgByOffset``): one queue per delay level, pulls return what waits there, and
+    sending to them stays refused."""
+    held = [await send_delayed(peer, "Dl", f"p{i}".encode(), DELAY="3") for i in range(3)]
+    timer = await send_delayed(peer, "Dl", b"t", TIMER_DELAY_SEC="3600")
+    for topic, queues in ((SCHEDULE_TOPIC, len(DELAYS)), (TIMER_TOPIC, 1)):
+        tc = short.brokers[0].topics.get(topic)
+        assert tc is not None and (tc.read_queue_nums, tc.write_queue_nums) == (queues, queues)
+    got = await collect(peer, SCHEDULE_TOPIC, 3, queue_id=2)
+    assert [(m.body, m.queue_offset) for m in got] == [(m.body, m.queue_offset) for m in held]
+    assert {m.properties["REAL_TOPIC"] for m in got} == {"Dl"}
+    [parked] = await collect(peer, TIMER_TOPIC, 1)
+    assert (parked.body, parked.queue_offset) == (b"t", timer.queue_offset)
+    resp = await peer(wire.pull(SCHEDULE_TOPIC, len(DELAYS), 0))
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "queueId[3]" in resp.remark
+    resp = await peer(wire.send(SCHEDULE_TOPIC, b"x"))
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "system topic" in resp.remark

@@ -48,7 +48,9 @@ class BrokerContext:
         self.topics = TopicManager(self.layout, broker_name=config.broker_name,
                                    cluster_name=config.broker_cluster_name,
                                    auto_create=config.auto_create_topic_enable,
-                                   default_queue_nums=config.default_topic_queue_nums)
+                                   default_queue_nums=config.default_topic_queue_nums,
+                                   schedule_queue_nums=len(
+                                       parse_delay_levels(config.message_delay_level)))
         self.offsets = OffsetManager(self.layout)
         self.store.retention.consumed_offsets = self.offsets.lowest_by_queue
         self.subscription_groups = SubscriptionGroupManager(

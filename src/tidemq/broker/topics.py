@@ -3,8 +3,13 @@
 Persisted to ``config/topics.json`` as a TopicConfigSerializeWrapper (RocketMQ's shape),
 replaced atomically on every change. The data version counter moves on every change so
 the name server registration can tell. System topics: ``TBW102`` (the auto-create
-template, perm 7 = INHERIT|READ|WRITE, only while ``autoCreateTopicEnable``) and the
-broker-name and cluster-name topics, as upstream.
+template, perm 7 = INHERIT|READ|WRITE, only while ``autoCreateTopicEnable``), the
+broker-name and cluster-name topics, and the topics where delayed messages wait --
+``SCHEDULE_TOPIC_XXXX`` with one queue per delay level and ``rmq_sys_wheel_timer`` with
+one queue -- as upstream. The parking topics are declared so that they can be read like
+any topic (pulls, offsets, stats, ``queryMsgByOffset``); sending to them stays refused by
+name (:func:`validate_topic`), and their queue counts follow ``messageDelayLevel`` at
+every start.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import re
 import threading
 import time
 
+from tidemq.broker.delay import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.codec.bodies import (
     DataVersion,
     TopicConfig,
@@ -67,8 +73,11 @@ def validate_topic(topic: str, *, allow_system: bool = False) -> str | None:
 
 class TopicManager:
     def __init__(self, layout: StoreLayout, *, broker_name: str, cluster_name: str,
-                 auto_create: bool, default_queue_nums: int) -> None:
+                 auto_create: bool, default_queue_nums: int,
+                 schedule_queue_nums: int = 18) -> None:
         self.path = layout.config_file("topics.json")
+        #: Queues of SCHEDULE_TOPIC_XXXX: one per delay level.
+        self.schedule_queue_nums = schedule_queue_nums
         self.broker_name = broker_name
         self.cluster_name = cluster_name
         self.auto_create = auto_create
@@ -101,6 +110,10 @@ class TopicManager:
             self.topics.setdefault(name, TopicConfig(
                 topic_name=name, read_queue_nums=1, write_queue_nums=1,
                 perm=PERM_READ | PERM_WRITE))
+        for name, queues in ((SCHEDULE_TOPIC, self.schedule_queue_nums), (TIMER_TOPIC, 1)):
+            self.topics[name] = TopicConfig(topic_name=name, read_queue_nums=queues,
+                                            write_queue_nums=queues,
+                                            perm=PERM_READ | PERM_WRITE)
 
     def persist(self) -> None:
         wrapper = TopicConfigSerializeWrapper(topic_config_table=dict(self.topics),

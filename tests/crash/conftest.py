@@ -1,21 +1,35 @@
-"""Helpers for crash tests: the child-process store and a full consistency check."""
+"""Helpers for crash tests: the child-process store, a full consistency check, and a
+name server for broker-process tests."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Record, decode_record
+from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.store.message_store import MessageStore
 from tidemq.store.recovery import RecoveryReport, scan_log
 
 from .store_proc import QUEUES, TOPIC, body_for, body_id, crash_config
 
 HELPER = Path(__file__).with_name("store_proc.py")
+
+
+@pytest.fixture
+async def namesrv() -> AsyncIterator[NameServerApp]:
+    """An in-process name server on a free loopback port, for broker-process tests."""
+    app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
+    await app.start()
+    yield app
+    await app.stop()
 
 
 def run_helper(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,7 @@ from tests.broker.wire import Peer
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.codec.message import decode_messages
 from tidemq.formats.record import Record, decode_record
-from tidemq.namesrv import NameServerApp, NamesrvConfig
+from tidemq.namesrv import NameServerApp
 from tidemq.store.inspect import dump_records
 from tidemq.store.layout import StoreLayout
 from tidemq.types import MessageQueue
@@ -27,14 +27,6 @@ TOPIC = "Damaged"
 N = 60
 SEGMENT = 64 * 1024
 STORE = {"mappedFileSizeCommitLog": str(SEGMENT), "mappedFileSizeConsumeQueue": str(100 * 20)}
-
-
-@pytest.fixture
-async def namesrv() -> AsyncIterator[NameServerApp]:
-    app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
-    await app.start()
-    yield app
-    await app.stop()
 
 
 @pytest.fixture

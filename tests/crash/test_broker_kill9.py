@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
-from tidemq.namesrv import NameServerApp, NamesrvConfig
+from tidemq.namesrv import NameServerApp
 from tidemq.types import MessageQueue, SendStatus
 
 from .broker_process import BrokerProcess
@@ -139,14 +139,6 @@ def check(stored: dict[int, list[int]], acked: dict[int, list[tuple[int, int]]],
         lost = [(offset, i) for offset, i in pairs if offset >= len(ids) or ids[offset] != i]
         assert not lost, f"queue {queue_id}: acknowledged (offset, id) not found: {lost[:20]}"
         assert ids == sorted(ids), f"queue {queue_id} is out of its sender's order"
-
-
-@pytest.fixture
-async def namesrv() -> AsyncIterator[NameServerApp]:
-    app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
-    await app.start()
-    yield app
-    await app.stop()
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from tidemq.client.rebalance import RebalancePlan
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import TideMQError
 from tidemq.formats.logical_mapping import TopicMapping
-from tidemq.namesrv import NameServerApp, NamesrvConfig
+from tidemq.namesrv import NameServerApp
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
 from .broker_process import BrokerProcess
@@ -58,14 +58,6 @@ VICTIMS = ("admin", "old", "new", "bystander")
 SETTINGS = {"logicalSyncInterval": "300", "mappedFileSizeCommitLog": str(4 * 1024 * 1024),
             "mappedFileSizeConsumeQueue": str(6000 * 20)}
 QUEUES = [MessageQueue(TOPIC, LOGICAL_BROKER, i) for i in range(N)]
-
-
-@pytest.fixture
-async def namesrv() -> AsyncIterator[NameServerApp]:
-    app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
-    await app.start()
-    yield app
-    await app.stop()
 
 
 @pytest.fixture

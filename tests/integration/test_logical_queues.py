@@ -37,14 +37,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield c
 
 
-@pytest.fixture
-async def admin(cluster: Cluster) -> AsyncIterator[AdminClient]:
-    a = AdminClient(cluster.namesrv_addr)
-    await a.start()
-    yield a
-    await a.close()
-
-
 async def logical_route(admin: AdminClient, n: int = N) -> tuple[int, int, str]:
     """Wait for the placeholder route; returns (read queues, write queues, gateway)."""
     for _ in range(200):

@@ -6,9 +6,9 @@ taken only up to what is provably below the max."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
+from tests.integration import test_logical_queues as base
 from tests.integration.test_logical_queues import TOPIC, create
 
 from tidemq.broker.app import BrokerApp
@@ -24,18 +24,7 @@ from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 GROUP = "lq-commit"
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=3) as c:
-        yield c
-
-
-@pytest.fixture
-async def admin(cluster: Cluster) -> AsyncIterator[AdminClient]:
-    a = AdminClient(cluster.namesrv_addr)
-    await a.start()
-    yield a
-    await a.close()
+cluster = base.cluster  # three brokers
 
 
 @pytest.fixture

@@ -34,14 +34,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield c
 
 
-@pytest.fixture
-async def admin(cluster: Cluster) -> AsyncIterator[AdminClient]:
-    a = AdminClient(cluster.namesrv_addr)
-    await a.start()
-    yield a
-    await a.close()
-
-
 def broker(cluster: Cluster, name: str) -> BrokerApp:
     return next(b for b in cluster.brokers if b.config.broker_name == name)
 

@@ -42,8 +42,7 @@ from tidemq.net import RemotingClient
 from tidemq.testing import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
-cluster = base.cluster  # the fixtures of the base scenarios: three brokers, an admin
-admin = base.admin
+cluster = base.cluster  # the base scenarios' three brokers
 
 QUEUES = [MessageQueue(TOPIC, LOGICAL_BROKER, i) for i in range(N)]
 Got = dict[int, list[tuple[int, bytes]]]

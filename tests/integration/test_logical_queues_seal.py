@@ -23,7 +23,6 @@ from tidemq.testing import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
 cluster = base.cluster
-admin = base.admin
 
 QUEUES = [MessageQueue(TOPIC, LOGICAL_BROKER, i) for i in range(N)]
 

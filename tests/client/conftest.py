@@ -1,13 +1,16 @@
-"""Fixtures for the client tests: a fake name server and two fake brokers on port 0."""
+"""Fixtures for the client tests: a fake name server and two fake brokers on port 0, and
+a real one-broker cluster (``cluster``) for the tests that need a real store."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from tests.client.fakes import FakeBroker, FakeNameServer
 
 from tidemq.client import ClientConfig
+from tidemq.testing import Cluster
 
 
 @pytest.fixture
@@ -16,6 +19,13 @@ async def namesrv() -> AsyncIterator[FakeNameServer]:
     await ns.start()
     yield ns
     await ns.close()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A real name server and one real broker on loopback; modules needing more override it."""
+    async with Cluster(tmp_path, brokers=1) as running:
+        yield running
 
 
 @pytest.fixture

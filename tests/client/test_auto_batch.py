@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +19,6 @@ from tidemq.client.sending import BatchCompression, new_send_result, prepare_sen
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError, error_for_code
 from tidemq.testing import Cluster
 from tidemq.types import SendResult, SendStatus
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=1) as running:
-        yield running
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -38,12 +36,6 @@ def bodies(tag: str | None) -> list[bytes]:
     for b, tags in enumerate(BATCHES):
         out += [f"b{b}m{i}".encode() for i, t in enumerate(tags) if tag in (None, t)]
     return sorted(out)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=1) as running:
-        yield running
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ child by child as before."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -210,12 +209,6 @@ def test_pick() -> None:
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 QUEUES, PER_QUEUE = 8, 70
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=1) as running:
-        yield running
 
 
 @pytest.fixture

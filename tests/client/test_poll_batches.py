@@ -5,7 +5,6 @@ batch, tag filters, seeks, and the two mixed."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from tests.client.test_batching import BATCH_CQ, create, dispatched, text_messages
@@ -34,12 +33,6 @@ _END = 40  # what _fill writes
 def _columns_for_small_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
     """These bodies are small: read them as columns all the same (see SMALL_BODY)."""
     monkeypatch.setattr(message_batch, "SMALL_BODY", 0)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, brokers=1) as running:
-        yield running
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from tidemq.errors import ConfigError
 from tidemq.net.bind import (
     advertised_host,
+    check_listen,
     is_loopback,
     is_wildcard,
     local_host,
@@ -62,6 +63,27 @@ def test_a_loopback_bind_cannot_advertise_an_outside_address() -> None:
     with pytest.raises(ConfigError, match=expected) as err:
         advertised_host("127.0.0.1", "192.0.2.9")
     assert err.value.key == "brokerIP1"
+
+
+@pytest.mark.parametrize(("args", "key"), [
+    (("", 0, 0), "bindAddress"),
+    (("127.0.0.1", 0, 0, "203.0.113.9"), "brokerIP1"),
+    (("127.0.0.1", 65536, 0), "listenPort"),
+    (("127.0.0.1", -1, 0), "listenPort"),
+    (("127.0.0.1", 0, 70000), "metricsPort"),
+    (("", 70000, 70000), "bindAddress"),  # the first setting wrong is the one named
+    (("127.0.0.1", 70000, 70000, "203.0.113.9"), "brokerIP1"),
+])
+def test_check_listen_names_the_setting_that_cannot_work(args: tuple[object, ...],
+                                                         key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_listen(*args)  # type: ignore[arg-type]
+    assert err.value.key == key
+
+
+def test_check_listen_takes_the_ends_of_the_port_range() -> None:
+    check_listen("0.0.0.0", 0, 65535, "203.0.113.9")
+    check_listen("::1", 65535, 0)
 
 
 def test_warning_only_beyond_loopback(caplog: pytest.LogCaptureFixture) -> None:

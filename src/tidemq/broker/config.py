@@ -19,7 +19,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
-from tidemq.net.bind import advertised_host, check_advertised
+from tidemq.net.bind import advertised_host, check_listen
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
@@ -95,14 +95,7 @@ class BrokerConfig:
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
-        if not self.bind_address:
-            raise ConfigError("bindAddress must not be empty (0.0.0.0: every interface)",
-                              key="bindAddress")
-        check_advertised(self.bind_address, self.broker_ip1)
-        if not 0 <= self.listen_port <= 65535:
-            raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metricsPort {self.metrics_port} is not a port", key="metricsPort")
+        check_listen(self.bind_address, self.listen_port, self.metrics_port, self.broker_ip1)
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty", key="brokerName")
         if self.default_topic_queue_nums < 1:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.net.bind import check_listen
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
@@ -71,13 +72,7 @@ class NamesrvConfig:
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
-        if not self.bind_address:
-            raise ConfigError("bindAddress must not be empty (0.0.0.0: every interface)",
-                              key="bindAddress")
-        if not 0 <= self.listen_port <= 65535:
-            raise ConfigError(f"listenPort {self.listen_port} is not a port", key="listenPort")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metricsPort {self.metrics_port} is not a port", key="metricsPort")
+        check_listen(self.bind_address, self.listen_port, self.metrics_port)
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be positive",
                               key="scanNotActiveBrokerInterval")

@@ -76,6 +76,19 @@ def check_advertised(bind: str, broker_ip1: str) -> None:
             "(--host), or leave brokerIP1 unset", key="brokerIP1")
 
 
+def check_listen(bind: str, listen_port: int, metrics_port: int,
+                 broker_ip1: str = "") -> None:
+    """Refuse listening settings a server cannot start with: an empty ``bindAddress``, a
+    ``brokerIP1`` nobody could connect to (:func:`check_advertised`), a port out of range."""
+    if not bind:
+        raise ConfigError("bindAddress must not be empty (0.0.0.0: every interface)",
+                          key="bindAddress")
+    check_advertised(bind, broker_ip1)
+    for key, port in (("listenPort", listen_port), ("metricsPort", metrics_port)):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key} {port} is not a port", key=key)
+
+
 def advertised_host(bind: str, broker_ip1: str = "") -> str:
     """The host a broker bound to ``bind`` gives the name servers and clients (see the
     table at the top of this module)."""

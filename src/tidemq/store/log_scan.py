@@ -167,21 +167,18 @@ def walk(segments: Sequence[Segment], start: int, check_crc: bool = True) -> Ite
     while True:
         seg = segs[i]
         pos = offset - seg.base
-        if pos + 8 > seg.size:
-            if i + 1 == len(segs):
-                yield End(seg.base + seg.size, "")
-                return
-            i += 1
-            offset = segs[i].base
-            continue
-        view = seg.view
-        item, header, reason = check_record(view, pos, offset, check_crc)
-        if isinstance(item, Record):
-            seen.add(item)
-            yield offset, item
-            offset += item.total_size
-            continue
-        if isinstance(item, Blank) and pos + item.size == seg.size:
+        if pos + 8 <= seg.size:
+            view = seg.view
+            item, header, reason = check_record(view, pos, offset, check_crc)
+            if isinstance(item, Record):
+                seen.add(item)
+                yield offset, item
+                offset += item.total_size
+                continue
+            segment_ends = isinstance(item, Blank) and pos + item.size == seg.size
+        else:  # no room for another record: the segment ends here
+            segment_ends = True
+        if segment_ends:
             if i + 1 == len(segs):
                 yield End(seg.base + seg.size, "")
                 return

@@ -142,6 +142,17 @@ async def test_retry_dlq_and_system_parents_are_refused(lmq_cluster: Cluster, lm
     assert store.commitlog.max_offset == before
 
 
+@pytest.mark.parametrize("delay", [{"DELAY": "1"}, {"TIMER_DELAY_SEC": "60"}])
+async def test_delayed_fan_out_is_refused_naming_the_delay(
+        lmq_cluster: Cluster, lmq_peer: Peer, delay: dict[str, str]) -> None:
+    store = lmq_cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    resp = await lmq_peer(fan_out("%LMQ%a", **delay))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+    assert resp.remark == "INNER_MULTI_DISPATCH cannot be combined with DELAY or TIMER_* properties"
+    assert store.commitlog.max_offset == before
+
+
 async def test_other_refusals(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
     store = lmq_cluster.brokers[0].store
     before = store.commitlog.max_offset

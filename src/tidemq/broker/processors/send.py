@@ -414,6 +414,7 @@ class SendProcessor:
                                  f"INNER_NUM on {h.topic}, which is not a BatchCQ topic")
         is_batch = h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE
         # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
+        named = h.topic
         h, qid, reply_qid = route_send(self.ctx, h, qid, cmd.version, is_batch)
         try:
             inner = (self._inner_batch(h.topic, qid, h.properties, h.sys_flag,
@@ -429,6 +430,10 @@ class SendProcessor:
                     h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
                     born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
             elif h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
+                if h.topic != named:  # parked (only a delay diverts a fan-out's parent)
+                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                         "INNER_MULTI_DISPATCH cannot be combined with "
+                                         "DELAY or TIMER_* properties")
                 msg, wait = self._message(cmd.body, h.properties, h.flag)
                 lmqs = self._lmq_targets(h)
                 result = self.store.put_multi_dispatch(

@@ -90,20 +90,31 @@ def _served(client: BlockingClient, address: str) -> None:
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
 
+def _memory_once_serving(client: BlockingClient, address: str, pid: int) -> dict[str, int]:
+    """The server's memory (:func:`_memory`) after it has answered ``client`` once."""
+    _served(client, address)
+    return _memory(pid)
+
+
+@pytest.fixture
+def client() -> Iterator[BlockingClient]:
+    """A well-behaved client of the name server."""
+    good = BlockingClient()
+    yield good
+    good.close()
+
+
 def _connect(address: str) -> socket.socket:
     host, port = address.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=30)
 
 
 def test_announced_frames_cost_only_the_bytes_sent(
-        namesrv: tuple[subprocess.Popen[str], str]) -> None:
+        namesrv: tuple[subprocess.Popen[str], str], client: BlockingClient) -> None:
     """100 peers announce 16 MiB frames and send a few bytes each."""
     proc, address = namesrv
-    client = BlockingClient()
+    before = _memory_once_serving(client, address, proc.pid)
     with contextlib.ExitStack() as stack:
-        stack.callback(client.close)
-        _served(client, address)
-        before = _memory(proc.pid)
         peers = [stack.enter_context(_connect(address)) for _ in range(100)]
         for peer in peers:
             peer.sendall(_head(16 * MIB - 1))
@@ -117,15 +128,12 @@ def test_announced_frames_cost_only_the_bytes_sent(
 
 
 def test_incomplete_frames_stay_within_the_budget_and_others_are_served(
-        namesrv: tuple[subprocess.Popen[str], str]) -> None:
+        namesrv: tuple[subprocess.Popen[str], str], client: BlockingClient) -> None:
     """16 peers each send 4 MiB of a 16 MiB frame (64 MiB in all, 4x the budget): the
     server closes the worst of them, its memory stays bounded, a good client is served."""
     proc, address = namesrv
-    client = BlockingClient()
+    before = _memory_once_serving(client, address, proc.pid)
     with contextlib.ExitStack() as stack:
-        stack.callback(client.close)
-        _served(client, address)
-        before = _memory(proc.pid)
         peers = [stack.enter_context(_connect(address)) for _ in range(16)]
         chunk = b"\0" * (256 * 1024)
         closed: set[socket.socket] = set()
@@ -152,15 +160,12 @@ def test_incomplete_frames_stay_within_the_budget_and_others_are_served(
 
 
 def test_buffers_kept_between_frames_stay_within_the_budget(
-        namesrv: tuple[subprocess.Popen[str], str]) -> None:
+        namesrv: tuple[subprocess.Popen[str], str], client: BlockingClient) -> None:
     """40 peers each send one whole 4 MiB frame (answered) and stay idle: the buffers
     they leave behind are given back instead of piling up (160 MiB before)."""
     proc, address = namesrv
-    client = BlockingClient()
+    before = _memory_once_serving(client, address, proc.pid)
     with contextlib.ExitStack() as stack:
-        stack.callback(client.close)
-        _served(client, address)
-        before = _memory(proc.pid)
         body = b"z" * (4 * MIB - 1024)
         for _ in range(40):
             peer = stack.enter_context(_connect(address))

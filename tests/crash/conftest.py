@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.store.conftest import records
 
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Record, decode_record
@@ -59,13 +60,7 @@ def queue_records(store: MessageStore, queue_id: int) -> list[Record]:
     while offset < store.max_offset(TOPIC, queue_id):
         result = store.get(TOPIC, queue_id, offset, max_count=64)
         assert result.found, (queue_id, offset, result.status)
-        for buf in result.buffers:
-            pos = 0
-            while pos < len(buf):
-                rec = decode_record(buf, pos, check_crc=True)
-                assert isinstance(rec, Record)
-                out.append(rec)
-                pos += rec.total_size
+        out += records(result)
         offset = result.next_begin_offset
     return out
 

@@ -8,8 +8,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from tests.store.conftest import records
 
-from tidemq.formats.record import MIN_RECORD_SIZE, Record, decode_record
+from tidemq.formats.record import MIN_RECORD_SIZE, Record
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageStore
@@ -134,13 +135,7 @@ def queue_records_skipping(store: MessageStore) -> list[Record]:
     while offset < store.max_offset(TOPIC, 0):
         result = store.get(TOPIC, 0, offset, max_count=7)
         assert result.next_begin_offset > offset
-        for buf in result.buffers:
-            pos = 0
-            while pos < len(buf):
-                rec = decode_record(buf, pos, check_crc=True)
-                assert isinstance(rec, Record)
-                out.append(rec)
-                pos += rec.total_size
+        out += records(result)
         offset = result.next_begin_offset
     return out
 

@@ -33,7 +33,7 @@ from tidemq.store.dispatch import DispatchBatch
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import GetStatus
 
-from .conftest import FakeClock, small_config
+from .conftest import FakeClock, records, small_config
 
 CLASSIC = "Classic"
 CLASSIC_QUEUES = 64
@@ -152,15 +152,7 @@ def slow_prepare(monkeypatch: pytest.MonkeyPatch) -> random.Random:
 def decode_all(store: MessageStore, topic: str, queue_id: int, offset: int,
                max_count: int = 32) -> tuple[GetStatus, int, int, list[Record]]:
     result = store.get(topic, queue_id, offset, max_count=max_count)
-    out: list[Record] = []
-    for buf in result.buffers:
-        pos = 0
-        while pos < len(buf):
-            rec = decode_record(buf, pos, check_crc=True)
-            assert isinstance(rec, Record)
-            out.append(rec)
-            pos += rec.total_size
-    return result.status, result.next_begin_offset, result.max_offset, out
+    return result.status, result.next_begin_offset, result.max_offset, records(result)
 
 
 def mid_of(rec: Record) -> int:

@@ -659,42 +659,40 @@ async def _paused_at(broker: Any, served: int) -> None:
     assert _served(broker, "flow") == served
 
 
-async def test_flow_control_pauses_pulling(real: Cluster) -> None:
-    a = await _flow_setup(real, 60, 10)
+async def _paused_then_drained(real: Cluster, broker: Any, count: int, pull_batch_size: int,
+                               options: PushOptions, paused_at: int) -> Recorder:
+    """Consume "Flow" with a listener held at its first batch: pulling pauses once
+    ``paused_at`` messages are buffered; released, the consumer takes all ``count``."""
     gate = asyncio.Event()
     rec = Recorder(gate=gate)
-    cfg = dataclasses.replace(_real_config(real, "c1"), pull_batch_size=4)
-    options = dataclasses.replace(REAL, pull_threshold_for_queue=8, consume_concurrency=2)
+    cfg = dataclasses.replace(_real_config(real, "c1"), pull_batch_size=pull_batch_size)
     consumer = PushConsumer("flow", config=cfg, listener=rec, options=options,
                             consume_from=FIRST)
     consumer.subscribe("Flow")
     async with consumer:
         await rec.started.wait()
         try:
-            await _paused_at(a, 12)  # 12 buffered > 8: paused after the third batch of 4
+            await _paused_at(broker, paused_at)
         finally:
             gate.set()  # a failure must not leave the consumer blocked in its listener
-        await rec.wait(lambda r: len(r.ok) == 60, timeout=20)
+        await rec.wait(lambda r: len(r.ok) == count, timeout=20)
+    return rec
+
+
+async def test_flow_control_pauses_pulling(real: Cluster) -> None:
+    a = await _flow_setup(real, 60, 10)
+    options = dataclasses.replace(REAL, pull_threshold_for_queue=8, consume_concurrency=2)
+    # 12 buffered > 8: paused after the third batch of 4
+    rec = await _paused_then_drained(real, a, 60, 4, options, paused_at=12)
     assert _served(a, "flow") == 60
     assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(60))
 
 
 async def test_flow_control_by_bytes(real: Cluster) -> None:
     a = await _flow_setup(real, 20, 1000)
-    gate = asyncio.Event()
-    rec = Recorder(gate=gate)
-    cfg = dataclasses.replace(_real_config(real, "c1"), pull_batch_size=2)
     options = dataclasses.replace(REAL, pull_threshold_size_for_queue=3500)
-    consumer = PushConsumer("flow", config=cfg, listener=rec, options=options,
-                            consume_from=FIRST)
-    consumer.subscribe("Flow")
-    async with consumer:
-        await rec.started.wait()
-        try:
-            await _paused_at(a, 4)  # 4 bodies of 1004 bytes buffered > 3500
-        finally:
-            gate.set()
-        await rec.wait(lambda r: len(r.ok) == 20, timeout=20)
+    # 4 bodies of 1004 bytes buffered > 3500
+    rec = await _paused_then_drained(real, a, 20, 2, options, paused_at=4)
     assert sorted(int(m.body[:4]) for m in rec.ok) == list(range(20))
 
 

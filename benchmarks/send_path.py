@@ -1,14 +1,16 @@
-"""What one batch send costs the broker's event-loop thread, request by request.
+"""What one send costs the broker's event-loop thread, request by request.
 
 Starts an in-process cluster (one name server, one broker), builds the SEND_BATCH_MESSAGE
-frames a TideMQ producer sends -- ``--batch`` messages of ``--size`` bytes, to an ordinary
-topic (``outer``: split into one record per message) and to a BatchCQ topic (``inner``:
-one record per batch, RIP-26) -- and feeds them to the broker's real server-side
-``Connection`` ``--per-read`` frames at a time, as if read from the socket. Answers go to
-a sink instead of the socket, so what is measured is the whole path on the event-loop
-thread: frame and header decoding, the send processor, the store append (commit log,
-hand-off to the dispatch thread) and the answer's encoding. Not measured: the syscalls,
-the event loop itself, and the dispatch thread (it runs meanwhile, as in the broker).
+frames a TideMQ producer sends -- ``--batch`` messages of ``--size`` bytes, to an
+ordinary topic (``outer``: split into one record per message) and to a BatchCQ topic
+(``inner``: one record per batch, RIP-26) -- or, for ``single``, a SEND_MESSAGE_V2 of one
+message of ``--size`` bytes with tags and keys to an ordinary topic, and feeds them to
+the broker's real server-side ``Connection`` ``--per-read`` frames at a time, as if read
+from the socket. Answers go to a sink instead of the socket, so what is measured is the
+whole path on the event-loop thread: frame and header decoding, the send processor, the
+store append (commit log, hand-off to the dispatch thread) and the answer's encoding. Not
+measured: the syscalls, the event loop itself, and the dispatch thread (it runs
+meanwhile, as in the broker).
 
 Reported per request, median of ``--rounds`` rounds of ``--requests`` requests: wall
 microseconds and, when ``perf stat`` works on this machine, the event-loop thread's
@@ -38,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.client import AdminClient
-from tidemq.codec.command import RemotingCommand
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
 from tidemq.codec.send_batch import encode_send_batch, send_batch_request
 from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.formats.properties import encode_properties
 from tidemq.net import Connection, RemotingClient
 from tidemq.store.message_store import MessageStore
 from tidemq.testing import Cluster
@@ -49,7 +52,7 @@ from tidemq.types import Message
 
 #: A private request code: its processor hands the benchmark the server-side connection.
 _GRAB = 29_901
-_TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner"}
+_TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner", "single": "SendPathOuter"}
 
 
 class _Sink:
@@ -125,8 +128,23 @@ async def _server_connection(cluster: Cluster) -> tuple[Connection, RemotingClie
     return grabbed[0], client
 
 
+def _single(body: bytes) -> RemotingCommand:
+    """A SEND_MESSAGE_V2 as a producer sends it: header in short keys, UNIQ_KEY, WAIT,
+    TAGS and KEYS properties."""
+    now = int(time.time() * 1000)
+    uniq = UniqKeyGenerator("127.0.0.1", os.getpid()).next_key(now)
+    props = encode_properties({"UNIQ_KEY": uniq, "WAIT": "true", "TAGS": "TagA",
+                               "KEYS": "order-1"}).decode()
+    ext = {"a": "send-path", "b": _TOPICS["single"], "c": "TBW102", "d": "4", "e": "0",
+           "f": "0", "g": str(now), "h": "0", "i": props, "j": "0",
+           "k": "false"}
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
+
+
 def _frame(mode: str, batch: int, size: int) -> bytes:
     body = (b"the quick brown fox jumps over the lazy dog " * (size // 44 + 1))[:size]
+    if mode == "single":
+        return b"".join(bytes(part) for part in encode_command(_single(body)))
     msgs = [Message(_TOPICS[mode], body) for _ in range(batch)]
     now = int(time.time() * 1000)
     encoded = encode_send_batch(msgs, keys=UniqKeyGenerator("127.0.0.1", os.getpid()), now_ms=now)
@@ -178,14 +196,15 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 for mode in args.modes:
                     frame = _frame(mode, args.batch, args.size)
-                    measure = functools.partial(_measure, conn, store, frame, args.batch,
+                    batch = 1 if mode == "single" else args.batch
+                    measure = functools.partial(_measure, conn, store, frame, batch,
                                                 args.per_read, perf=perf)
                     measure(args.requests // 4)  # warm-up
                     rounds = [measure(args.requests) for _ in range(args.rounds)]
                     summary = {key: statistics.median(r[key] for r in rounds)
                                for key in rounds[0]}
                     summary["rounds_wall_us"] = [round(r["wall_us"], 1) for r in rounds]
-                    summary["ideal_msgs_per_s"] = args.batch / summary["wall_us"] * 1e6
+                    summary["ideal_msgs_per_s"] = batch / summary["wall_us"] * 1e6
                     summary["frame_bytes"] = len(frame)
                     results[mode] = summary
             finally:
@@ -198,7 +217,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch", type=int, default=100, help="messages per request")
+    parser.add_argument("--batch", type=int, default=100,
+                        help="messages per batch request (single: one)")
     parser.add_argument("--size", type=int, default=128, help="body bytes per message")
     parser.add_argument("--requests", type=int, default=2000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=3)

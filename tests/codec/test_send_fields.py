@@ -1,4 +1,5 @@
-"""decode_send_fields (the send fast path's header read) against the header schema."""
+"""decode_send_fields (the send processor's read of a header without the schema) against
+the header schema."""
 
 from __future__ import annotations
 

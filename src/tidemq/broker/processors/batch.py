@@ -120,7 +120,8 @@ _QUEUE_ID, _QUEUE_OFFSET = _PULL_KEYS["queue_id"], _PULL_KEYS["queue_offset"]
 _FRAME_RESERVE = 1024 * 1024  # room left in a frame for the child heads
 #: Codes a child may have.
 _CHILD_CODES = MERGE_ALL_CODES | PULL_CODES
-#: Numbers the send fast path reads from text have at most 9 (18 for a timestamp) digits.
+#: Numbers the send processor reads without the header schema: at most 9 (18 for a
+#: timestamp) digits.
 _DIGITS9, _DIGITS18 = 10**9, 10**18
 
 
@@ -429,7 +430,7 @@ class BatchProcessor:
     def _fast_send(self, conn: Connection, request: RemotingCommand
                    ) -> RemotingCommand | None:
         """The handler of a shared send child of an ordinary topic, past the pipeline's
-        interceptors: the send processor's fast path from the entry's fields (its ext is
+        interceptors: the send processor's one path from the entry's fields (its ext is
         the template's: topic and producer group, what interceptors look at), else the
         standard child it stands for through the registered handler."""
         job: object = conn
@@ -676,8 +677,8 @@ def _pull_header(ext: dict[str, str]) -> _PullFacts | None:
 
 
 def _plain_numbers(entry: SendEntry) -> bool:
-    """Whether a shared send entry's numbers are what the send fast path reads from
-    text: plain digits."""
+    """Whether a shared send entry's numbers are what the send processor reads without
+    the header schema from text: plain digits."""
     qid, sys_flag, born, flag, _props, _body = entry
     return (0 <= qid < _DIGITS9 and 0 <= sys_flag < _DIGITS9 and 0 <= flag < _DIGITS9
             and 0 <= born < _DIGITS18)

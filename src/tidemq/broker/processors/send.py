@@ -4,13 +4,15 @@ The processor is a plain function (no task per request): it validates, appends t
 store and answers at once under ASYNC_FLUSH. Batches are split into one record per entry
 on ordinary topics (outer batch, remoting.md §3.2).
 
-Fast path: a plain single send (SEND_MESSAGE_V2 / SEND_MESSAGE to an existing, writable,
-ordinary topic; no batch, delay, timer, LMQ, inner-batch or retry-topic features; numbers
-as plain digits) is read straight from the ext map (:func:`decode_send_fields`), checked,
-appended and answered without the header schema object. Anything else -- every error
-included -- goes the generic way, so codes and remarks are the generic path's. Batch
-bodies are split by :mod:`tidemq.broker.processors.batch_split` (columns for the usual
-uniform batch); the offset message ids of the reply are one hex conversion.
+One path for every send: the header's fields are read straight from the ext map
+(:func:`decode_send_fields`) when they are plain numbers and deciding needs nothing else;
+otherwise -- odd numbers, a topic to auto-create, a retry topic, a delay or timer -- the
+header schema is decoded (it also names what is wrong). Then one function decides
+(writable topic and queue, LMQ and inner-batch rules, retry/DLQ and delay routes) and
+stores; a message's property text is parsed once, for its keys, WAIT and tags
+(:mod:`tidemq.broker.processors.message_facts`). Batch bodies are split by
+:mod:`tidemq.broker.processors.batch_split` (columns for the usual uniform batch); the
+offset message ids of the reply are one hex conversion.
 
 SYNC_FLUSH: sends waiting for durability wait for their group commit
 (:mod:`tidemq.broker.group_commit`) and are answered then.
@@ -65,7 +67,6 @@ from tidemq.formats.properties import (
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
-from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageInput, PutResult
 
 __all__ = ["SendProcessor"]
@@ -77,8 +78,6 @@ _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 _SUCCESS = int(ResponseCode.SUCCESS)
 _TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
-#: Returned by the fast path for "not the plain case: take the generic path".
-_GENERIC = RemotingCommand(code=-1)
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
 def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
@@ -115,7 +114,8 @@ class SendProcessor:
         self._hosts: dict[str, HostAddr] = {}
         self._max_inflated = cfg.max_inner_batch_inflated_bytes
         self._topics = ctx.topics
-        self._plain_topics: set[str] = set()
+        #: Names of existing topics already checked by validate_topic.
+        self._valid_names: set[str] = set()
         self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
         self._id_host: HostAddr | None = None
@@ -133,63 +133,81 @@ class SendProcessor:
     def _header(self, cmd: RemotingCommand) -> SendMessageRequestHeader:
         return decoded(lambda: decode_send_header(cmd.code, cmd.ext_fields))
 
-    def _queue(self, h: SendMessageRequestHeader) -> int:
-        why = validate_topic(h.topic)
-        if why is not None:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
-        topics = self.ctx.topics
-        tc = topics.get(h.topic)
-        if tc is None:
-            tc = topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+    def _needs_header(self, fields: SendFields) -> bool:
+        """Whether deciding this send reads header fields :data:`SendFields` lacks: the
+        auto-create template of a topic that does not exist yet, the retry rules'
+        optional numbers (retry topics), the original header for a delay or timer."""
+        topic, text = fields[0], fields[5]
+        return (self._topics.get(topic) is None or topic.startswith(RETRY_PREFIX)
+                or (text is not None and ("DELAY\x01" in text or "TIMER_" in text)))
+
+    def _queue(self, topic: str, qid: int, h: SendMessageRequestHeader | None) -> int:
+        """The queue a send to ``topic`` is stored in: the topic's name is valid, it
+        exists (or is auto-created from ``h``'s template), topic and broker are writable
+        and ``qid`` is one of its queues (negative: a random write queue)."""
+        tc = self._topics.get(topic)
+        if tc is None or topic not in self._valid_names:
+            why = validate_topic(topic)
+            if why is not None:
+                raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
             if tc is None:
-                raise error_for_code(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{h.topic}] not exist, apply first please!",
-                )
-            self.ctx.topics_changed()
+                assert h is not None  # see _needs_header
+                tc = self._topics.create_on_send(topic, h.default_topic,
+                                                 h.default_topic_queue_nums)
+                if tc is None:
+                    raise error_for_code(
+                        ResponseCode.TOPIC_NOT_EXIST,
+                        f"topic[{topic}] not exist, apply first please!",
+                    )
+                self.ctx.topics_changed()
+            if len(self._valid_names) > 65536:
+                self._valid_names.clear()
+            self._valid_names.add(topic)
         if not tc.perm & PERM_WRITE or not self.ctx.config.broker_permission & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
-                                 f"the topic[{h.topic}] sending is forbidden")
-        qid = h.queue_id
+                                 f"the topic[{topic}] sending is forbidden")
         if qid < 0:
             return random.randrange(tc.write_queue_nums)
-        if qid >= max(tc.read_queue_nums, tc.write_queue_nums):
+        if qid >= tc.read_queue_nums and qid >= tc.write_queue_nums:
             raise error_for_code(
                 ResponseCode.INVALID_PARAMETER,
-                f"queueId[{qid}] is illegal, topic:[{h.topic}] topicConfig.writeQueueNums:"
+                f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.writeQueueNums:"
                 f"[{tc.write_queue_nums}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
         return qid
 
     def _message(self, body: bytes | bytearray | memoryview, props_text: str | None,
                  flag: int) -> tuple[MessageInput, bool]:
-        """The store input for one message, and whether the producer waits for the flush."""
+        """The store input for one message, and whether the producer waits for the flush:
+        the property text is checked and parsed once, for the keys, WAIT and tags."""
         if len(body) > self._max_body:
             raise MessageTooLarge(len(body), self._max_body)
-        raw = props_text.encode("utf-8") if props_text else b""
-        problem = property_text_error(props_text) if props_text else None
+        if not props_text:
+            return new_input((body, self._cluster_prop, flag, 0, ())), True
+        problem = property_text_error(props_text)
         if problem is not None:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
-        props = parse_property_text(props_text) if props_text else {}
+        raw = props_text.encode("utf-8")
+        props = parse_property_text(props_text)
         if "CLUSTER" not in props:
             raw += self._cluster_prop
         if len(raw) > MAX_PROPERTIES_BYTES:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
         keys = index_keys(props) if self._index else ()
-        return MessageInput(body, raw, flag, tags_code(props.get("TAGS")), keys), wants_flush(
+        return new_input((body, raw, flag, tags_code(props.get("TAGS")), keys)), wants_flush(
             props)
 
-    def _lmq_targets(self, h: SendMessageRequestHeader) -> list[str]:
+    def _lmq_targets(self, topic: str, text: str | None) -> list[str]:
         if self.store.lmq is None:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_DISPATCH needs enableLmq=true and "
                                  "enableMultiDispatch=true on this broker")
-        props = decode_properties((h.properties or "").encode("utf-8"))
+        props = decode_properties((text or "").encode("utf-8"))
         if "INNER_MULTI_QUEUE_OFFSET" in props:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_QUEUE_OFFSET is assigned by the broker")
-        targets = parse_lmq_targets(props.get("INNER_MULTI_DISPATCH", ""), h.topic,
+        targets = parse_lmq_targets(props.get("INNER_MULTI_DISPATCH", ""), topic,
                                     self.ctx.store_config.max_lmq_targets_per_message)
         if isinstance(targets, str):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, targets)
@@ -265,189 +283,105 @@ class SendProcessor:
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         code = cmd.code
-        if code in (_SEND_V2, _SEND):
-            fields = decode_send_fields(code, cmd.ext_fields)
-            if fields is not None:
-                response = self._fast(conn, cmd, fields)
-                if response is not _GENERIC:
-                    return response
-        elif code == _SEND_BATCH:
-            fields = decode_send_fields(code, cmd.ext_fields, batch=True)
-            if fields is not None:
-                response = self._fast_batch(conn, cmd, fields)
-                if response is not _GENERIC:
-                    return response
-        return self._process(conn, cmd)
+        is_batch = code == _SEND_BATCH
+        if is_batch or code in (_SEND_V2, _SEND):
+            fields = decode_send_fields(code, cmd.ext_fields, batch=is_batch)
+            if fields is not None and not self._needs_header(fields):
+                return self._send(conn, cmd, fields, None, is_batch, False)
+        h = self._header(cmd)
+        fields = (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, h.properties,
+                  h.reconsume_times or 0)
+        return self._send(conn, cmd, fields, h, is_batch or h.batch, False)
 
     def child(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
               ) -> RemotingCommand | PlainAnswer | bool | None:
         """A shared send parent's child from ``fields`` already read (its ext may be
-        empty): the fast path's answer -- a success answered at once as a
+        empty): the answer -- a success answered at once as a
         :class:`~tidemq.codec.shared_send.PlainAnswer` (no command made for it),
-        ``None`` when answered later (SYNC_FLUSH) -- or ``False`` when it is not the
-        plain case: nothing was done, and the caller runs the registered processor on
-        the standard child."""
-        response = self._fast(conn, cmd, fields, plain=True)
-        return False if response is _GENERIC else response
-
-    def _plain_topic(self, topic: str) -> bool:
-        """Whether sends to ``topic`` may take the fast path as far as its name goes."""
-        if validate_topic(topic) is not None or topic.startswith((RETRY_PREFIX, LMQ_PREFIX)):
+        ``None`` when answered later (SYNC_FLUSH) -- or ``False`` when deciding it needs
+        header fields the child lacks (see :meth:`_needs_header`): nothing was done, and
+        the caller runs the registered processor on the standard child."""
+        if self._needs_header(fields):
             return False
-        if len(self._plain_topics) > 65536:
-            self._plain_topics.clear()
-        self._plain_topics.add(topic)
-        return True
-
-    def _writable(self, topic: str, qid: int) -> bool:
-        """The fast paths' checks of the topic before the body: it exists, its name
-        needs no special handling, topic and broker are writable, the queue exists."""
-        tc = self._topics.get(topic)
-        return (tc is not None and (topic in self._plain_topics or self._plain_topic(topic))
-                and bool(tc.perm & PERM_WRITE)
-                and bool(self.ctx.config.broker_permission & PERM_WRITE)
-                and (qid < tc.read_queue_nums or qid < tc.write_queue_nums))
+        return self._send(conn, cmd, fields, None, False, True)
 
     @overload
-    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
-              plain: Literal[False] = False) -> RemotingCommand | None: ...
+    def _send(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              h: SendMessageRequestHeader | None, is_batch: bool, plain: Literal[False]
+              ) -> RemotingCommand | None: ...
     @overload
-    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
-              plain: Literal[True]) -> RemotingCommand | PlainAnswer | None: ...
+    def _send(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              h: SendMessageRequestHeader | None, is_batch: bool, plain: Literal[True]
+              ) -> RemotingCommand | PlainAnswer | None: ...
 
-    def _fast(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
-              plain: bool = False) -> RemotingCommand | PlainAnswer | None:
-        """A plain single send, or :data:`_GENERIC` when it is not one (see the module
-        docstring); ``plain``: a success answered at once is a
-        :class:`~tidemq.codec.shared_send.PlainAnswer`. Nothing is changed before the
-        append, so falling back is safe."""
+    def _send(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
+              h: SendMessageRequestHeader | None, is_batch: bool, plain: bool
+              ) -> RemotingCommand | PlainAnswer | None:
+        """The one send path: decide from the facts read once (``fields``; ``h``, the
+        decoded header, when :meth:`_needs_header` asked for it), then store.
+        ``plain``: a success answered at once is a
+        :class:`~tidemq.codec.shared_send.PlainAnswer`. Every check comes before the
+        append."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
-        body = cmd.body
-        if (sys_flag & SYSFLAG_INNER_BATCH or not self._writable(topic, qid)
-                or self.store.is_batch_topic(topic) or len(body) > self._max_body):
-            return _GENERIC
-        if text:
-            if ("INNER_" in text or "DELAY\x01" in text or "TIMER_" in text
-                    or property_text_error(text) is not None):
-                return _GENERIC
-            try:
-                raw = text.encode("utf-8")
-            except UnicodeEncodeError:
-                return _GENERIC
-            props = parse_property_text(text)
-            if "CLUSTER" not in props:
-                raw += self._cluster_prop
-            if len(raw) > MAX_PROPERTIES_BYTES:
-                return _GENERIC
-            keys = index_keys(props) if self._index else ()
-            wait = wants_flush(props)
-            msg = new_input((body, raw, flag, tags_code(props.get("TAGS")), keys))
-        else:
-            wait = True
-            msg = new_input((body, self._cluster_prop, flag, 0, ()))
-        try:
-            result = self.store.put(
-                topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                born_host=self._born_host(conn.remote_address), reconsume_times=reconsume,
-                wait_flush=False)
-        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
-            raise _store_refusal(exc) from None
-        self.ctx.stats.on_put(topic, 1, result.sizes[0])
-        if wait and self._sync and self._durability().wait(
-                result.phys_offsets[0] + result.sizes[0], (conn, cmd, qid, result, None)):
-            return None
-        if plain:
-            return PlainAnswer(self._msg_id(result), qid, result.queue_offset, self._region,
-                               self._trace)
-        return self._response(cmd, qid, result, _SUCCESS)
-
-    def _fast_batch(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
-                    ) -> RemotingCommand | None:
-        """A SEND_BATCH_MESSAGE without the header schema object, or :data:`_GENERIC`.
-
-        Taken when every check the generic path makes before it reads the body passes
-        (topic name, existing topic, permissions, queue id, INNER_* only on a BatchCQ
-        topic, no retry topic, no DELAY/TIMER_ property); the body is then handled by the
-        generic path's own code, so its errors are the generic path's."""
-        topic, qid, sys_flag, born_timestamp, _flag, text, reconsume = fields
-        if (not self._writable(topic, qid)
-                or (text and ("DELAY\x01" in text or "TIMER_" in text))):
-            return _GENERIC
-        batch_cq = self.store.is_batch_topic(topic)
-        if not batch_cq and (sys_flag & SYSFLAG_INNER_BATCH
-                             or (text and "INNER_NUM\x01" in text)):
-            return _GENERIC
-        born = self._born_host(conn.remote_address)
-        try:
-            inner = (self._inner_batch(topic, qid, text, sys_flag, born_timestamp, cmd.body,
-                                       born) if batch_cq else None)
-            if inner is not None:
-                return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
-            msgs, wait = self._splitter.split(cmd.body)
-            result = self.store.put_batch(
-                topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                born_host=born, reconsume_times=reconsume, wait_flush=False)
-        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
-            raise _store_refusal(exc) from None
-        self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
-        return self._finish(conn, cmd, qid, result, wait)
-
-    def _process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """The generic path: every feature and every error."""
-        h = self._header(cmd)
-        if self.store.is_lmq(h.topic):
+        if self.store.is_lmq(topic):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"{h.topic} is a light message queue: send to its parent "
+                                 f"{topic} is a light message queue: send to its parent "
                                  "topic with INNER_MULTI_DISPATCH naming it")
-        if h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
-            refusal = parent_refusal(h.topic)
+        fans_out = text is not None and "INNER_MULTI_DISPATCH\x01" in text
+        if fans_out:
+            refusal = parent_refusal(topic)
             if refusal is not None:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
-        qid = self._queue(h)
+        qid = self._queue(topic, qid, h)
+        batch_cq = self.store.is_batch_topic(topic)
+        if sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"INNER_BATCH flag on {topic}, which is not a BatchCQ topic")
+        if text and "INNER_NUM\x01" in text and not batch_cq:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"INNER_NUM on {topic}, which is not a BatchCQ topic")
+        reply_qid, named = qid, topic
+        if h is not None:
+            # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking
+            # queue (without retry topic, DELAY or TIMER_ the route is the send's own).
+            h, qid, reply_qid = route_send(self.ctx, h, qid, cmd.version, is_batch)
+            topic, text, reconsume = h.topic, h.properties, h.reconsume_times or 0
         born = self._born_host(conn.remote_address)
-        batch_cq = self.store.is_batch_topic(h.topic)
-        if h.sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"INNER_BATCH flag on {h.topic}, which is not a BatchCQ topic")
-        if h.properties and "INNER_NUM\x01" in h.properties and not batch_cq:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"INNER_NUM on {h.topic}, which is not a BatchCQ topic")
-        is_batch = h.batch or cmd.code == RequestCode.SEND_BATCH_MESSAGE
-        # remoting.md §2.7 steps 5-6: a retry may go to the DLQ, a delay to its parking queue.
-        named = h.topic
-        h, qid, reply_qid = route_send(self.ctx, h, qid, cmd.version, is_batch)
         try:
-            inner = (self._inner_batch(h.topic, qid, h.properties, h.sys_flag,
-                                       h.born_timestamp, cmd.body, born)
-                     if is_batch and batch_cq else None)
-            if inner is not None:
-                props = cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or ""
-                uniq = decode_properties(props.encode()).get("UNIQ_KEY")
-                return self._finish(conn, cmd, qid, inner[0], inner[1], uniq)
             if is_batch:
+                inner = (self._inner_batch(topic, qid, text, sys_flag, born_timestamp,
+                                           cmd.body, born) if batch_cq else None)
+                if inner is not None:
+                    return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
                 msgs, wait = self._splitter.split(cmd.body)
                 result = self.store.put_batch(
-                    h.topic, qid, msgs, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
-                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
-            elif h.properties and "INNER_MULTI_DISPATCH\x01" in h.properties:
-                if h.topic != named:  # parked (only a delay diverts a fan-out's parent)
+                    topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                    born_host=born, reconsume_times=reconsume, wait_flush=False)
+            elif text is not None and "INNER_MULTI_DISPATCH\x01" in text:
+                if topic != named:  # parked (only a delay diverts a fan-out's parent)
                     raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                          "INNER_MULTI_DISPATCH cannot be combined with "
                                          "DELAY or TIMER_* properties")
-                msg, wait = self._message(cmd.body, h.properties, h.flag)
-                lmqs = self._lmq_targets(h)
+                msg, wait = self._message(cmd.body, text, flag)
                 result = self.store.put_multi_dispatch(
-                    h.topic, qid, msg, lmqs, sys_flag=h.sys_flag,
-                    born_timestamp=h.born_timestamp, born_host=born,
-                    reconsume_times=h.reconsume_times or 0, wait_flush=False)
+                    topic, qid, msg, self._lmq_targets(topic, text), sys_flag=sys_flag,
+                    born_timestamp=born_timestamp, born_host=born,
+                    reconsume_times=reconsume, wait_flush=False)
             else:
-                msg, wait = self._message(cmd.body, h.properties, h.flag)
+                msg, wait = self._message(cmd.body, text, flag)
                 result = self.store.put(
-                    h.topic, qid, msg, sys_flag=h.sys_flag, born_timestamp=h.born_timestamp,
-                    born_host=born, reconsume_times=h.reconsume_times or 0, wait_flush=False)
+                    topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                    born_host=born, reconsume_times=reconsume, wait_flush=False)
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        self.ctx.stats.on_put(h.topic, result.count, sum(result.sizes))
+        self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
+        if plain:
+            if wait and self._sync and self._durability().wait(
+                    result.phys_offsets[-1] + result.sizes[-1],
+                    (conn, cmd, reply_qid, result, None)):
+                return None
+            return PlainAnswer(self._msg_id(result), reply_qid, result.queue_offset,
+                               self._region, self._trace)
         return self._finish(conn, cmd, reply_qid, result, wait)
 
     def _durability(self) -> GroupCommitWaiters:

@@ -1,12 +1,16 @@
-"""Golden tests: the send fast paths against the generic path on the same inputs.
+"""The facts of a send read two ways: straight from the ext map, and through the header
+schema, must decide and store alike.
 
-Two brokers of one cluster get the same generated sends: broker A through
-:meth:`SendProcessor.process` (fast path first), broker B through the generic path only.
-Both must answer alike -- code, remark, queue id and offset, the physical offset inside the
-offset message id -- and store alike: every stored record's fields but the store time and
-the store host (each broker has its own port). Generated sends cover the plain case and its
-neighbours: V1 and V2 keys, odd numbers, unknown or invalid topics, retry topics, delays,
-batches (uniform and not), inner-batch flags, oversized properties.
+The send processor reads a send's fields with
+:func:`~tidemq.codec.headers.decode_send_fields` and decodes the header schema only when
+the fields are not plain or deciding needs more of the header. Two brokers of one cluster
+get the same generated sends: broker A through :meth:`SendProcessor.process`, broker B
+with every send read through the header schema. Both must answer alike -- code, remark,
+queue id and offset, the physical offset inside the offset message id -- and store alike:
+every stored record's fields but the store time and the store host (each broker has its
+own port). Generated sends cover the plain case and its neighbours: V1 and V2 keys, odd
+numbers, unknown or invalid topics, retry topics, delays, batches (uniform and not),
+inner-batch flags, oversized properties.
 """
 
 from __future__ import annotations
@@ -22,11 +26,10 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
-from tidemq.broker.processors.batch_split import inner_count
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import BrokerResponseError, CorruptRecord
-from tidemq.formats.batch import count_entries, encode_batch
+from tidemq.errors import BrokerResponseError
+from tidemq.formats.batch import encode_batch
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -59,10 +62,11 @@ class Pair:
         self.a, self.b = a, b
         self.fast = SendProcessor(a.ctx)
         self.generic = SendProcessor(b.ctx)
+        self.generic._needs_header = lambda _fields: True  # type: ignore[method-assign]
 
     def run(self, cmd: RemotingCommand, seed: int) -> tuple[Any, Any]:
         out = []
-        for app, call in ((self.a, self.fast.process), (self.b, self.generic._process)):
+        for app, call in ((self.a, self.fast.process), (self.b, self.generic.process)):
             random.seed(seed)  # the same pick for queueId < 0
             clone = RemotingCommand(code=cmd.code, opaque=cmd.opaque,
                                     ext_fields=dict(cmd.ext_fields), body=cmd.body,
@@ -191,19 +195,20 @@ def sends(draw: st.DrawFn) -> RemotingCommand:
 
 @GOLDEN
 @given(cmd=sends(), seed=st.integers(0, 1000))
-async def test_fast_paths_answer_and_store_as_the_generic_path(
+async def test_sends_read_without_the_header_schema_answer_and_store_alike(
         pair: Pair, cmd: RemotingCommand, seed: int) -> None:
     fast, generic = pair.run(cmd, seed)
     assert fast == generic
     event(f"{fast[0]} {fast[1]} {str(fast[2])[:50]}")
 
 
-async def test_the_plain_send_takes_the_fast_path(pair: Pair,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    def generic(*_: object) -> None:
-        raise AssertionError("took the generic path")
+def _no_header(*_: object) -> None:
+    raise AssertionError("decoded the header schema")
 
-    monkeypatch.setattr(pair.fast, "_process", generic)
+
+async def test_a_plain_send_is_read_without_the_header_schema(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pair.fast, "_header", _no_header)
     for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
         cmd = wire.send("Gold", b"x", code=code, queue_id=1,
                         properties=wire.props(tags="T", keys="a b"))
@@ -211,14 +216,11 @@ async def test_the_plain_send_takes_the_fast_path(pair: Pair,
         assert resp is not None and resp.code == 0
 
 
-async def test_a_plain_batch_takes_the_fast_batch_path(pair: Pair,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_plain_batch_is_read_without_the_header_schema(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outer batches on an ordinary topic and inner batches on a BatchCQ topic skip the
     header schema; a batch-level UNIQ_KEY is answered as batchUniqId."""
-    def generic(*_: object) -> None:
-        raise AssertionError("took the generic path")
-
-    monkeypatch.setattr(pair.fast, "_process", generic)
+    monkeypatch.setattr(pair.fast, "_header", _no_header)
     body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}"}), 0)
                          for i in range(20)])
     for topic, n in (("Gold", 20), ("GoldCQ", 1)):
@@ -229,99 +231,3 @@ async def test_a_plain_batch_takes_the_fast_batch_path(pair: Pair,
         assert resp is not None and resp.code == 0
         assert len(resp.ext_fields["msgId"].split(",")) == n
         assert resp.ext_fields.get("batchUniqId") == ("B" * 32 if n == 1 else None)
-
-
-@st.composite
-def _inner_bodies(draw: st.DrawFn) -> bytes:
-    """Batches of one layout, sometimes with a byte changed or cut short."""
-    n = draw(st.sampled_from([0, 1, 3, 4, 5, 16, 40]))
-    blen = draw(st.integers(0, 40))
-    props = encode_properties({"UNIQ_KEY": "A" * draw(st.integers(1, 20))})
-    data = bytearray(encode_batch([(b"b" * blen, props, i) for i in range(n)]))
-    for _ in range(draw(st.integers(0, 2))):
-        if data:
-            i = draw(st.integers(0, len(data) - 1))
-            data[i] = draw(st.sampled_from([0, 1, 2, 0x16, 0x80, 0xFF]))
-    if data and draw(st.integers(0, 5)) == 0:
-        del data[draw(st.integers(0, len(data) - 1)):]
-    return bytes(data)
-
-
-def _count(count: Any, body: Any) -> Any:
-    try:
-        return count(body)
-    except CorruptRecord as exc:
-        return ("error", str(exc))
-
-
-@settings(max_examples=200, deadline=None)
-@given(body=_inner_bodies(), view=st.booleans())
-def test_the_inner_count_is_count_entries(body: bytes, view: bool) -> None:
-    arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
-    assert _count(inner_count, arg) == _count(count_entries, body)
-
-
-def _split(proc: SendProcessor, body: bytes) -> Any:
-    try:
-        msgs, wait = proc._splitter.split(body)
-    except BrokerResponseError as exc:
-        return ("error", exc.code, exc.remark)
-    return wait, [(bytes(m.body), m.properties, m.flag, m.tags_code, m.keys) for m in msgs]
-
-
-@st.composite
-def _uniform_bodies(draw: st.DrawFn) -> bytes:
-    """Batches of one layout (UNIQ_KEYs of one length), sometimes with a byte changed;
-    mostly large enough for the array split."""
-    n = draw(st.sampled_from([1, 3, 4, 5, 15, 16, 17, 40]))
-    width = draw(st.integers(1, 34))
-    base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
-                                 {"CLUSTER": "c", "WAIT": "false"}, {"KEYS": "k"}]))
-    with_uniq = draw(st.integers(0, 5)) > 0
-    order = sorted([*base, *(["UNIQ_KEY"] if with_uniq else [])], reverse=draw(st.booleans()))
-    entries = []
-    for i in range(n):
-        props = dict(base)
-        if with_uniq:
-            props["UNIQ_KEY"] = f"{i:0{width}X}"[-width:]
-        entries.append((b"body", encode_properties({k: props[k] for k in order}), i % 3))
-    data = bytearray(encode_batch(entries))
-    for _ in range(draw(st.integers(0, 2))):
-        i = draw(st.integers(0, len(data) - 1))
-        data[i] = draw(st.sampled_from([0, 1, 2, 0x41, 0x80, 0xC3, 0xFF]))
-    return bytes(data)
-
-
-@GOLDEN
-@given(body=_uniform_bodies())
-async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
-    walker = SendProcessor(pair.a.ctx)
-    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
-    assert _split(pair.fast, body) == _split(walker, body)
-
-
-async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
-    body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
-                          i) for i in range(20)])
-    split = pair.fast._splitter.uniform(body)
-    assert split is not None
-    msgs, wait = split
-    assert wait and [m.keys for m in msgs] == [(f"{i:032X}",) for i in range(20)]
-    assert [m.flag for m in msgs] == list(range(20))
-
-
-async def test_a_small_uniform_batch_is_split_without_arrays(
-        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    body = encode_batch([(b"body%d" % i, encode_properties(
-        {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(5)])
-
-    def arrays(*_: object) -> None:
-        raise AssertionError("took the array split")
-
-    monkeypatch.setattr(pair.fast._splitter, "_array_split", arrays)
-    split = pair.fast._splitter.uniform(body)
-    assert split is not None
-    walker = SendProcessor(pair.a.ctx)
-    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
-    assert _split(pair.fast, body) == _split(walker, body)
-    assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]

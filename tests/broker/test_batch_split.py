@@ -1,0 +1,116 @@
+"""The batch splitter (:mod:`tidemq.broker.processors.batch_split`): the inner-batch entry
+count against the batch format's own count, the uniform (column) split against the
+entry-by-entry walk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.broker.test_send_facts import GOLDEN, Pair, pair
+
+from tidemq.broker.processors.batch_split import inner_count
+from tidemq.broker.processors.send import SendProcessor
+from tidemq.errors import BrokerResponseError, CorruptRecord
+from tidemq.formats.batch import count_entries, encode_batch
+from tidemq.formats.properties import encode_properties
+
+__all__ = ["pair"]
+
+
+@st.composite
+def _inner_bodies(draw: st.DrawFn) -> bytes:
+    """Batches of one layout, sometimes with a byte changed or cut short."""
+    n = draw(st.sampled_from([0, 1, 3, 4, 5, 16, 40]))
+    blen = draw(st.integers(0, 40))
+    props = encode_properties({"UNIQ_KEY": "A" * draw(st.integers(1, 20))})
+    data = bytearray(encode_batch([(b"b" * blen, props, i) for i in range(n)]))
+    for _ in range(draw(st.integers(0, 2))):
+        if data:
+            i = draw(st.integers(0, len(data) - 1))
+            data[i] = draw(st.sampled_from([0, 1, 2, 0x16, 0x80, 0xFF]))
+    if data and draw(st.integers(0, 5)) == 0:
+        del data[draw(st.integers(0, len(data) - 1)):]
+    return bytes(data)
+
+
+def _count(count: Any, body: Any) -> Any:
+    try:
+        return count(body)
+    except CorruptRecord as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=_inner_bodies(), view=st.booleans())
+def test_the_inner_count_is_count_entries(body: bytes, view: bool) -> None:
+    arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
+    assert _count(inner_count, arg) == _count(count_entries, body)
+
+
+def _split(proc: SendProcessor, body: bytes) -> Any:
+    try:
+        msgs, wait = proc._splitter.split(body)
+    except BrokerResponseError as exc:
+        return ("error", exc.code, exc.remark)
+    return wait, [(bytes(m.body), m.properties, m.flag, m.tags_code, m.keys) for m in msgs]
+
+
+@st.composite
+def _uniform_bodies(draw: st.DrawFn) -> bytes:
+    """Batches of one layout (UNIQ_KEYs of one length), sometimes with a byte changed;
+    mostly large enough for the array split."""
+    n = draw(st.sampled_from([1, 3, 4, 5, 15, 16, 17, 40]))
+    width = draw(st.integers(1, 34))
+    base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
+                                 {"CLUSTER": "c", "WAIT": "false"}, {"KEYS": "k"}]))
+    with_uniq = draw(st.integers(0, 5)) > 0
+    order = sorted([*base, *(["UNIQ_KEY"] if with_uniq else [])], reverse=draw(st.booleans()))
+    entries = []
+    for i in range(n):
+        props = dict(base)
+        if with_uniq:
+            props["UNIQ_KEY"] = f"{i:0{width}X}"[-width:]
+        entries.append((b"body", encode_properties({k: props[k] for k in order}), i % 3))
+    data = bytearray(encode_batch(entries))
+    for _ in range(draw(st.integers(0, 2))):
+        i = draw(st.integers(0, len(data) - 1))
+        data[i] = draw(st.sampled_from([0, 1, 2, 0x41, 0x80, 0xC3, 0xFF]))
+    return bytes(data)
+
+
+@GOLDEN
+@given(body=_uniform_bodies())
+async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
+    walker = SendProcessor(pair.a.ctx)
+    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
+    assert _split(pair.fast, body) == _split(walker, body)
+
+
+async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
+    body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
+                          i) for i in range(20)])
+    split = pair.fast._splitter.uniform(body)
+    assert split is not None
+    msgs, wait = split
+    assert wait and [m.keys for m in msgs] == [(f"{i:032X}",) for i in range(20)]
+    assert [m.flag for m in msgs] == list(range(20))
+
+
+async def test_a_small_uniform_batch_is_split_without_arrays(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = encode_batch([(b"body%d" % i, encode_properties(
+        {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(5)])
+
+    def arrays(*_: object) -> None:
+        raise AssertionError("took the array split")
+
+    monkeypatch.setattr(pair.fast._splitter, "_array_split", arrays)
+    split = pair.fast._splitter.uniform(body)
+    assert split is not None
+    walker = SendProcessor(pair.a.ctx)
+    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
+    assert _split(pair.fast, body) == _split(walker, body)
+    assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]

@@ -154,7 +154,7 @@ class RequestTimeout(TideMQError):
 
 
 class ResponseCode(enum.IntEnum):
-    """Remoting response codes (specs/remoting.md §2.1). Values are stable wire numbers."""
+    """Remoting response codes (docs/reference/remoting.md §2.1). Values are stable wire numbers."""
 
     SUCCESS = 0
     SYSTEM_ERROR = 1

@@ -32,7 +32,7 @@ class MessageQueue(NamedTuple):
 
 
 class SysFlag(enum.IntFlag):
-    """Record sysflag bits (specs/store.md §1.4)."""
+    """Record sysflag bits (docs/reference/store.md §1.4)."""
 
     NONE = 0
     COMPRESSED = 0x1
@@ -108,8 +108,9 @@ _MASK64 = (1 << 64) - 1
 
 
 def _parse_property_text(raw: bytes) -> dict[str, str]:
-    """The property string of specs/store.md §1.5 (as ``formats.properties.decode_properties``;
-    this layer may not import it). ``raw`` was checked to be UTF-8 by its decoder."""
+    """The property string of docs/reference/store.md §1.5 (as
+    ``formats.properties.decode_properties``; this layer may not import it). ``raw`` was
+    checked to be UTF-8 by its decoder."""
     out: dict[str, str] = {}
     if raw:
         for segment in raw.decode("utf-8").split("\x02"):

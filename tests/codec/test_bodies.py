@@ -1,4 +1,4 @@
-"""JSON bodies: standard out, lenient in (specs/remoting.md §1.7)."""
+"""JSON bodies: standard out, lenient in (docs/reference/remoting.md §1.7)."""
 
 from __future__ import annotations
 

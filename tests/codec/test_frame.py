@@ -1,4 +1,4 @@
-"""Frames and header serializations (specs/remoting.md §1.2-§1.4)."""
+"""Frames and header serializations (docs/reference/remoting.md §1.2-§1.4)."""
 
 from __future__ import annotations
 

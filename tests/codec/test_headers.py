@@ -1,4 +1,4 @@
-"""Custom header schemas (specs/remoting.md §2) and the schema machinery."""
+"""Custom header schemas (docs/reference/remoting.md §2) and the schema machinery."""
 
 from __future__ import annotations
 

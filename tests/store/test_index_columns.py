@@ -1,5 +1,5 @@
 """The key index fed column-wise (:class:`KeyColumns`, ``put_key_columns``) against the
-per-record path and against a per-entry reference of specs/store.md §7.1: the same file
+per-record path and against a per-entry reference of docs/reference/store.md §7.1: the same file
 bytes, the same lookups."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_key_columns_refuses_rows_that_do_not_match() -> None:
 def _reference_append(slots: list[int], entries: list[tuple[int, int, int, int]],
                       header: dict[str, int], slot_num: int, hashes: list[int],
                       phys: list[int], stamps: list[int]) -> None:
-    """specs/store.md §7.1, one entry at a time; heads from before the call outside
+    """docs/reference/store.md §7.1, one entry at a time; heads from before the call outside
     ``1 .. count-1`` are empty slots (stale or torn)."""
     first = header["count"]
     if first == 1:

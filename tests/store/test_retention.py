@@ -400,6 +400,6 @@ def test_restart_corrects_min_offsets_on_first_pass(tmp_path: Path, disk: FakeDi
         low = store.min_offset("T", 0)
         assert low > 0
     with MessageStore(cfg, clock=clock, disk_usage=disk) as store:
-        # corrected at start, before any retention pass (specs/store.md §6.4 step 9)
+        # corrected at start, before any retention pass (docs/reference/store.md §6.4 step 9)
         assert store.min_offset("T", 0) == low
         assert store.get("T", 0, 0).status is GetStatus.OFFSET_TOO_SMALL

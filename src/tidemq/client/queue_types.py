@@ -1,4 +1,4 @@
-"""Which queue type a topic has on a broker: SimpleCQ or BatchCQ (specs/store.md §3.1).
+"""Which queue type a topic has on a broker: SimpleCQ or BatchCQ (docs/reference/store.md §3.1).
 
 A producer sends a batch to a BatchCQ topic as one inner batch (one record, compressed
 end to end) and to any other topic as an outer batch, so it must know the type before it

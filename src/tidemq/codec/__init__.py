@@ -1,4 +1,4 @@
-"""tidemq.codec: the sans-IO RocketMQ remoting codec (specs/remoting.md).
+"""tidemq.codec: the sans-IO RocketMQ remoting codec (docs/reference/remoting.md).
 
 Bytes in, commands out, and back; no asyncio, no sockets, no clock.
 

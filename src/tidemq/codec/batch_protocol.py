@@ -2,7 +2,7 @@
 
 Parent request, code ``BATCH_REQUEST`` (20000), ext ``dispatchCode`` = the request code
 every child carries (decimal text). The body is the child frames laid end to end, each a
-complete remoting frame (specs/remoting.md §1.2) as :mod:`tidemq.codec.frame` encodes it:
+complete remoting frame (docs/reference/remoting.md §1.2) as :mod:`tidemq.codec.frame` encodes it:
 
 ======  =====  ===========  ========================================================
 offset  size   field        meaning

@@ -1,4 +1,4 @@
-"""JSON command bodies (specs/remoting.md §1.7, §2.3-§2.13), typed with msgspec.
+"""JSON command bodies (docs/reference/remoting.md §1.7, §2.3-§2.13), typed with msgspec.
 
 Java writes bodies with fastjson: keys sorted, nulls omitted, enums by *name*, and maps
 with numeric keys *unquoted* (``{"brokerAddrs":{0:"10.0.0.1:10911"}}`` -- not JSON).

@@ -53,7 +53,7 @@ class LanguageCode(enum.IntEnum):
 
 
 class RequestCode(enum.IntEnum):
-    """Request codes (specs/remoting.md §2.2). TideMQ extensions start at 20000."""
+    """Request codes (docs/reference/remoting.md §2.2). TideMQ extensions start at 20000."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11

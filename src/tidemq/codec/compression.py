@@ -1,4 +1,4 @@
-"""Message body compression as RocketMQ marks it in the sysflag (specs/remoting.md §3.5).
+"""Message body compression as RocketMQ marks it in the sysflag (docs/reference/remoting.md §3.5).
 
 ==========  ===========  ===============  ============================================
 sysflag     bits 8-10    type             format

@@ -1,4 +1,4 @@
-"""Remoting frames: length-prefixed commands (specs/remoting.md §1.2). Sans-IO.
+"""Remoting frames: length-prefixed commands (docs/reference/remoting.md §1.2). Sans-IO.
 
 ======  ====  ===========  ==================================================
 offset  size  field        meaning

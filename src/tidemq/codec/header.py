@@ -1,4 +1,4 @@
-"""Header serializations (specs/remoting.md §1.3 and §1.4). Sans-IO.
+"""Header serializations (docs/reference/remoting.md §1.3 and §1.4). Sans-IO.
 
 JSON (type 0): a UTF-8 object with ``code``, ``language`` (a name), ``version``,
 ``opaque``, ``flag``, optional ``remark`` and ``extFields`` (string map; numbers and

@@ -1,4 +1,4 @@
-"""Every custom header TideMQ reads or writes, declared once (specs/remoting.md §2).
+"""Every custom header TideMQ reads or writes, declared once (docs/reference/remoting.md §2).
 
 Each class is a schema (:mod:`tidemq.codec.schema`): field name, type, default, and the
 ext key when it is not the camelCase of the field name. Decoding and encoding are derived:

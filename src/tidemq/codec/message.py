@@ -1,6 +1,6 @@
 """Messages on the wire: decoding pull/query/view bodies, building send requests.
 
-Decoding (specs/remoting.md §3.3, store.md §3.6). A PULL_MESSAGE, QUERY_MESSAGE or
+Decoding (docs/reference/remoting.md §3.3, store.md §3.6). A PULL_MESSAGE, QUERY_MESSAGE or
 VIEW_MESSAGE_BY_ID body is stored commit-log records laid end to end, in the layout of
 :mod:`tidemq.formats.record`. :func:`decode_messages` turns it into
 :class:`~tidemq.types.MessageExt` objects the way the Java client does:

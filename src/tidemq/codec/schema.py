@@ -1,7 +1,7 @@
 """Command custom headers declared once as schemas; ext-map conversion derived from them.
 
 A header is a frozen dataclass deriving from :class:`Header`. Each field is one ext key
-(specs/remoting.md §2): its key is the field name in camelCase unless an
+(docs/reference/remoting.md §2): its key is the field name in camelCase unless an
 ``Annotated[..., Key("key")]`` marker names it. A field without a default is required.
 The field's type picks the conversion, following what the Java peer does:
 

@@ -1,5 +1,5 @@
 """SEND_BATCH_MESSAGE encoded once per batch: keyed entries, end-to-end compression, and
-the request of an inner (RIP-26) or an outer batch (specs/store.md §1.8, §3.3, §3.5).
+the request of an inner (RIP-26) or an outer batch (docs/reference/store.md §1.8, §3.3, §3.5).
 
 A batch is encoded before its first attempt (:func:`encode_send_batch`); retries reuse
 the bytes, so the ids the application sees never change between attempts, and the request

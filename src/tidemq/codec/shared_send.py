@@ -43,7 +43,7 @@ Merged response: ext ``childForm=sharedSend``; body = one entry per child, in or
 offset  size   field         meaning
 ======  =====  ============  ========================================================
 0       1      kind          0: compact (this table); 1: a standard child response
-                             frame (specs/remoting.md §1.2) follows
+                             frame (docs/reference/remoting.md §1.2) follows
 1       1      M             msgId bytes
 2       4      queueId       ext ``queueId`` (int32)
 6       8      queueOffset   ext ``queueOffset`` (int64)

@@ -1,4 +1,4 @@
-"""UNIQ_KEY, the client-generated message id (specs/remoting.md §3.4, store.md §7.2).
+"""UNIQ_KEY, the client-generated message id (docs/reference/remoting.md §3.4, store.md §7.2).
 
 Layout before upper-case hex encoding (Java ``MessageClientIDSetter``), big-endian:
 

@@ -1,4 +1,4 @@
-"""Client batch body: sub-messages laid end to end (specs/store.md §3.5, remoting.md §3.2).
+"""Client batch body: sub-messages laid end to end (docs/reference/store.md §3.5, remoting.md §3.2).
 
 Used by SEND_BATCH_MESSAGE bodies and, unchanged, as the body of a stored inner batch.
 

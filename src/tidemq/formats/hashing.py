@@ -5,7 +5,7 @@ units), ``h = 31 * h + unit`` with 32-bit wrap-around, read as a signed int.
 
 * Consume-queue tags code: the signed hash sign-extended to 64 bits; absent tags give 0.
 * Index hash: Java ``Math.abs`` of the hash, where ``-2**31`` stays negative and is then
-  forced to 0 (specs/store.md §7.1 and §10.3).
+  forced to 0 (docs/reference/store.md §7.1 and §10.3).
 
 Test vectors: ``"TagA"`` -> 2598919, ``"polygenelubricants"`` -> -2147483648.
 """

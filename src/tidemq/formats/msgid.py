@@ -1,4 +1,4 @@
-"""Offset message ids (specs/store.md §7.2).
+"""Offset message ids (docs/reference/store.md §7.2).
 
 Layout before upper-case hex encoding:
 

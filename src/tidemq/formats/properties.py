@@ -1,4 +1,4 @@
-"""The message property string (specs/store.md §1.5, specs/remoting.md §3.1).
+"""The message property string (docs/reference/store.md §1.5, docs/reference/remoting.md §3.1).
 
 Layout (UTF-8 text)::
 

@@ -1,7 +1,7 @@
 """BatchConsumeQueue (RIP-26): one 46-byte entry per stored record, covering ``batchSize``
 queue offsets. Derived data, rebuilt from the commit log when in doubt.
 
-Entry layout (specs/store.md §3.2), big-endian:
+Entry layout (docs/reference/store.md §3.2), big-endian:
 
 ======  ====  ==============  ================================================
 offset  size  field           meaning

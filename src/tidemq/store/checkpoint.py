@@ -1,6 +1,6 @@
 """Small metadata files: atomic replacement, the store checkpoint, abort and lock markers.
 
-Checkpoint file layout (derived, but guides recovery; specs/store.md §6.3):
+Checkpoint file layout (derived, but guides recovery; docs/reference/store.md §6.3):
 
 ======  ====  ======================  ==============================================
 offset  size  field                   meaning

@@ -3,7 +3,7 @@
 Every field ``snake_case`` is also settable by its RocketMQ key ``camelCase``
 (``mapped_file_size_commit_log`` <- ``mappedFileSizeCommitLog``); a field whose RocketMQ
 key is not plain camelCase names it in its metadata (``checkCRCOnRecover``). Defaults follow
-specs/store.md §9. Load from a ``.properties`` file with :meth:`StoreConfig.load`;
+docs/reference/store.md §9. Load from a ``.properties`` file with :meth:`StoreConfig.load`;
 unknown keys are returned so the caller reports them.
 """
 

@@ -1,6 +1,6 @@
 """ConsumeQueue (SimpleCQ): fixed 20-byte entries per (topic, queueId). Derived data.
 
-Entry for queue offset N sits at logic byte offset N x 20 (specs/store.md §2.1):
+Entry for queue offset N sits at logic byte offset N x 20 (docs/reference/store.md §2.1):
 
 ======  ====  ===========================================================
 offset  size  field

@@ -1,7 +1,7 @@
 """Dispatch: turn appended records into consume-queue and index entries, in log order.
 
 The append path already knows everything an entry needs, so it hands the dispatcher a
-:class:`DispatchBatch` per put call (specs/store.md §10.17), or, for a single-record put
+:class:`DispatchBatch` per put call (docs/reference/store.md §10.17), or, for a single-record put
 (the hottest path), a plain :data:`Row` tuple: building a tuple is a fraction of building
 an object, and the dispatcher folds each run of rows into one batch per queue and store
 millisecond (:func:`fold_rows`) before writing. The commit-log parse path is kept for

@@ -1,6 +1,6 @@
 """Key index: message lookups by ``UNIQ_KEY`` and ``KEYS``. Derived data, no checksum.
 
-RocketMQ's IndexFile layout (specs/store.md §7.1), all integers big-endian. One file holds
+RocketMQ's IndexFile layout (docs/reference/store.md §7.1), all integers big-endian. One file holds
 ``maxHashSlotNum`` slots and room for ``maxIndexNum`` entries:
 
 ======================  ====  ===================  ==========================================

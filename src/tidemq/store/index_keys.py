@@ -1,4 +1,4 @@
-"""Index keys: the key hash of specs/store.md §7.1 for many keys at once, and the keys of a
+"""Index keys: the key hash of docs/reference/store.md §7.1 for many keys at once, and the keys of a
 batch as columns. Feeds :mod:`tidemq.store.index`; no file format of its own.
 
 The hash of a key is Java's ``String.hashCode`` of ``topic + "#" + key`` made non-negative

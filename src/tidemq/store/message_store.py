@@ -372,7 +372,7 @@ class MessageStore:
 
     def run_retention(self, now_ms: int | None = None, *, manual: bool = False,
                       remove_expired_queues: bool = False) -> RetentionReport:
-        """One retention pass (specs/store.md §6.5-6.6); the housekeeper runs one every
+        """One retention pass (docs/reference/store.md §6.5-6.6); the housekeeper runs one every
         ``cleanResourceInterval`` ms. ``manual`` is the admin trigger; with
         ``remove_expired_queues`` (admin ``cleanExpiredCQ``) queues whose records are all
         gone are destroyed and restart at offset 0.

@@ -1,6 +1,6 @@
 """Startup recovery: find the end of the valid log, truncate, re-dispatch.
 
-Steps (specs/store.md §6.4, with TideMQ's fixes of §10.9):
+Steps (docs/reference/store.md §6.4, with TideMQ's fixes of §10.9):
 
 1. Consume queues are loaded; each finds the end of its valid entries.
 2. :mod:`tidemq.store.recovery_plan` decides: where the scan starts, where the valid log

@@ -6,7 +6,7 @@ does: where the scan starts, where the valid log ends, which damaged records are
 (and kept: nothing after them is dropped), which segments are deleted, how many torn-tail
 bytes are zeroed, and whether the consume queues are rebuilt from the start of the log.
 
-Where the scan starts (specs/store.md §6.4, with TideMQ's fixes of §10.9): at the
+Where the scan starts (docs/reference/store.md §6.4, with TideMQ's fixes of §10.9): at the
 checkpoint's dispatched offset, or earlier where the derived data is in doubt -- at the
 end of the newest consume-queue entry when the queues end before it, at the LMQ store's
 dispatched offset when it lags, at the start of the log when a queue was dropped whole.

@@ -1,4 +1,6 @@
-"""Retention: which commit-log segments to delete, and deleting them (specs/store.md §6.5-6.6).
+"""Retention: which commit-log segments to delete, and deleting them.
+
+See docs/reference/store.md §6.5-6.6.
 
 Decide synchronously, then do I/O. :func:`plan_retention` is a pure function of the
 segments' ages, the time, the disk usage and the :class:`RetentionPolicy`; it returns a
@@ -28,7 +30,7 @@ Rules of the plan, as upstream:
   deletions. The last segment is never deleted.
 
 Ages come from the store timestamp of a segment's last record, not from the file's
-mtime as upstream (specs/store.md §10.21): a backup, copy or ``touch`` changes an mtime
+mtime as upstream (docs/reference/store.md §10.21): a backup, copy or ``touch`` changes an mtime
 and would keep data far too long (or, restored from an archive with old mtimes, delete it
 at once), while the store timestamp is written inside the append lock and never goes
 backwards along the log, so it is exactly "when the newest data of this segment
@@ -358,7 +360,7 @@ class RetentionService:
 
     def correct_min_offsets(self) -> RetentionReport:
         """Move queue minimums and the index past the commit-log minimum (after a restart:
-        specs/store.md §6.4 step 9). Each pass does this when the minimum moved."""
+        docs/reference/store.md §6.4 step 9). Each pass does this when the minimum moved."""
         with self._lock:
             cl_min = self.commitlog.min_offset
             report = RetentionReport(0, 0.0, min_offset_before=cl_min, min_offset_after=cl_min)

@@ -32,7 +32,7 @@ PREPARED_TX_OFFSET  ``prepared_tx_offset``
 BODY                :attr:`RecordColumns.body`
 TOPIC               :attr:`RecordColumns.topic`
 PROPERTIES          :attr:`RecordColumns.properties` (the raw property text of
-                    specs/store.md §1.5)
+                    docs/reference/store.md §1.5)
 ==================  ==================================================================
 
 The fields are where :mod:`tidemq.formats.record.layout` puts them, by name.

@@ -80,7 +80,7 @@ def decode_record(
 
     With ``check_crc`` the body CRC is verified; with ``expected_physical_offset`` the
     PHYSICALOFFSET field must equal it (TideMQ treats a mismatch as end of log, closing the
-    stale-record hole of specs/store.md §10.9).
+    stale-record hole of docs/reference/store.md §10.9).
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = len(view)

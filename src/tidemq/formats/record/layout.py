@@ -1,4 +1,6 @@
-"""Commit-log record: RocketMQ's stored message layout (specs/store.md §1.2). Source of truth.
+"""Commit-log record: RocketMQ's stored message layout (docs/reference/store.md §1.2).
+
+The source of truth.
 
 All integers big-endian, signed. Offsets are for IPv4 born and store hosts; each IPv6 host
 adds 12 bytes (sysflag 0x10 born host, 0x20 store host) and shifts what follows.
@@ -14,7 +16,7 @@ offset  size  field                   meaning
 16      4     FLAG                    application flag
 20      8     QUEUEOFFSET             queue offset (inner batch: base offset)
 28      8     PHYSICALOFFSET          position of this record in the log
-36      4     SYSFLAG                 specs/store.md §1.4
+36      4     SYSFLAG                 docs/reference/store.md §1.4
 40      8     BORNTIMESTAMP           producer clock, ms
 48      8     BORNHOST                IPv4 (4) + port (4); IPv6 16 + 4
 56      8     STORETIMESTAMP          broker clock inside the append lock, ms
@@ -23,7 +25,7 @@ offset  size  field                   meaning
 76      8     PREPARED_TX_OFFSET
 84      4+n   BODYLENGTH, BODY
 88+n    1+t   TOPICLENGTH, TOPIC      V1: signed byte length; V2: 2-byte length
-..      2+p   PROPERTIESLENGTH, PROPS signed short; specs/store.md §1.5
+..      2+p   PROPERTIESLENGTH, PROPS signed short; docs/reference/store.md §1.5
 ======  ====  ======================  ================================================
 
 Fixed overhead with IPv4 hosts and V1 is 91 bytes: ``TOTALSIZE = 91 + n + t + p``.
@@ -100,7 +102,7 @@ MAGIC_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC = -875286124  # 0xCBD43194
 BLANK_SIZE = 8
 
-#: SYSFLAG bits (specs/store.md §1.4) that change how a record's bytes are read.
+#: SYSFLAG bits (docs/reference/store.md §1.4) that change how a record's bytes are read.
 SYSFLAG_COMPRESSED = 0x1  # BODY compressed; the algorithm in bits 8-10
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20

@@ -1,5 +1,5 @@
 """Rewriting stored records in place: a logical queue's view of a physical queue's records
-(specs/logical_queue.md). Layout: :mod:`.layout`."""
+(docs/reference/logical_queue.md). Layout: :mod:`.layout`."""
 
 from __future__ import annotations
 

@@ -172,3 +172,4 @@ async def test_reset_errors(cluster: Cluster, peer: Peer) -> None:
     for extra in ({"queueId": 5}, {"queueId": 0, "offset": 9}):
         resp = await peer(reset("Re", "eg", 0, **extra))
         assert resp.code == ResponseCode.INVALID_PARAMETER and resp.remark
+    assert resp.remark == "offset 9 is outside 0..0 of queue 0"

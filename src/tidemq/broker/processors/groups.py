@@ -36,6 +36,20 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
+def reset_target(h: ResetOffsetRequestHeader, lo: int, hi: int, queue: str) -> int | None:
+    """Where a reset moves ``queue`` (offsets ``lo``..``hi``) without a search by time:
+    the requested offset, refused outside ``lo..hi``, or the end for timestamp -1;
+    ``None``: the caller searches by ``h.timestamp``."""
+    if h.offset is not None and h.offset != -1:
+        if not lo <= h.offset <= hi:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"offset {h.offset} is outside {lo}..{hi} of {queue}")
+        return h.offset
+    if h.timestamp == -1:
+        return hi
+    return None
+
+
 class GroupProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
@@ -88,15 +102,8 @@ class GroupProcessor:
         for qid in queues:
             lo = self.store.min_offset(h.topic, qid)
             hi = self.store.max_offset(h.topic, qid)
-            if h.offset is not None and h.offset != -1:
-                if not lo <= h.offset <= hi:
-                    raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                                         f"offset {h.offset} is outside {lo}..{hi} of queue "
-                                         f"{qid}")
-                new = h.offset
-            elif h.timestamp == -1:
-                new = hi
-            else:
+            new = reset_target(h, lo, hi, f"queue {qid}")
+            if new is None:
                 new = self.store.offset_by_time(h.topic, qid, h.timestamp)
             current = self.ctx.committed_offset(h.group, h.topic, qid)
             if not h.is_force and current is not None and current < new:

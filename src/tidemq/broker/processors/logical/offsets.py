@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from tidemq.broker.logical import LOGICAL_BROKER, Segment, SegmentState, TopicMapping
 from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.processors.groups import reset_target
 from tidemq.broker.processors.logical.forwarding import Forwarder, to_int
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import ResetOffsetRequestHeader
@@ -219,15 +220,8 @@ class LogicalOffsets:
             for lq in lqs:  # decide every queue first, then change anything
                 lo, hi = await self.min_logical(mapping, lq), await self.max_logical(
                     mapping, lq)
-                if h.offset is not None and h.offset != -1:
-                    if not lo <= h.offset <= hi:
-                        raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                                             f"offset {h.offset} is outside {lo}..{hi} of "
-                                             f"logical queue {lq}")
-                    new = h.offset
-                elif h.timestamp == -1:
-                    new = hi
-                else:
+                new = reset_target(h, lo, hi, f"logical queue {lq}")
+                if new is None:
                     new = await self.search_by_time(mapping, lq, h.timestamp)
                 current = self.ctx.offsets.query(h.group, h.topic, lq)
                 if not h.is_force and current is not None and current < new:

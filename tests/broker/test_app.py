@@ -3,12 +3,11 @@ can answer every request it serves."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 
 import pytest
 from tests.broker import wire
+from tests.broker.held_recovery import recovery_held
 from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
@@ -22,27 +21,14 @@ async def test_a_starting_broker_refuses_connections_until_it_is_ready(
     app = BrokerApp(BrokerConfig(listen_port=0, namesrv_addr=""),
                     StoreConfig(store_path_root_dir=str(tmp_path),
                                 mapped_file_size_commit_log=16 * 1024 * 1024))
-    recovering, go_on = threading.Event(), threading.Event()
-    start_store = app.store.start
-
-    def slow_start() -> object:  # a long recovery, held open by the test
-        recovering.set()
-        go_on.wait(30)
-        return start_store()
-
-    monkeypatch.setattr(app.store, "start", slow_start)
-    starting = asyncio.ensure_future(app.start())
     try:
-        assert await asyncio.to_thread(recovering.wait, 30)
-        async with Peer(f"127.0.0.1:{app.server.port}") as early:
-            with pytest.raises(ConnectionLost):
-                await early(wire.send("Early"), timeout=5)
-        go_on.set()
-        await starting
-        async with Peer(app.broker_addr) as ready:
-            await ready.ok(wire.create_topic("Early", 1))
-            await ready.ok(wire.send("Early"))
+        async with recovery_held(app, monkeypatch) as release:  # a long recovery
+            async with Peer(f"127.0.0.1:{app.server.port}") as early:
+                with pytest.raises(ConnectionLost):
+                    await early(wire.send("Early"), timeout=5)
+            await release()
+            async with Peer(app.broker_addr) as ready:
+                await ready.ok(wire.create_topic("Early", 1))
+                await ready.ok(wire.send("Early"))
     finally:
-        go_on.set()
-        await asyncio.wait_for(starting, 30)
         await app.stop()

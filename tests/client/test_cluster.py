@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from tests.broker.held_recovery import recovery_held
 from tests.broker.wire import Peer
 from tests.crash.broker_process import BrokerProcess
 
@@ -250,22 +250,11 @@ async def test_sends_while_a_broker_restarts_are_retried_elsewhere(
             await a.stop()
             again = BrokerApp(dataclasses.replace(a.config, listen_port=a.server.port),
                               a.store_config)
-            recovering, go_on = threading.Event(), threading.Event()
-            start_store = again.store.start
-
-            def slow_start() -> object:
-                recovering.set()
-                go_on.wait(30)
-                return start_store()
-
-            monkeypatch.setattr(again.store, "start", slow_start)
-            starting = asyncio.ensure_future(again.start())
             try:
-                assert await asyncio.to_thread(recovering.wait, 30)
-                during = [await producer.send(Message("Restarting", b"y")) for _ in range(8)]
+                async with recovery_held(again, monkeypatch):
+                    during = [await producer.send(Message("Restarting", b"y"))
+                              for _ in range(8)]
             finally:
-                go_on.set()
-                await starting
-                cluster.brokers[0] = again
+                cluster.brokers[0] = again  # the cluster stops it
     assert all(r.status is SendStatus.SEND_OK for r in during)
     assert {r.queue.broker_name for r in during} == {"broker-b"}

@@ -323,12 +323,14 @@ class SendProcessor:
         :class:`~tidemq.codec.shared_send.PlainAnswer`. Every check comes before the
         append."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
-        if self.store.is_lmq(topic):
+        # A name in _valid_names passed _queue, so it is no LMQ (checked first).
+        if topic not in self._valid_names and self.store.is_lmq(topic):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"{topic} is a light message queue: send to its parent "
                                  "topic with INNER_MULTI_DISPATCH naming it")
-        fans_out = text is not None and "INNER_MULTI_DISPATCH\x01" in text
-        if fans_out:
+        told = text or ""
+        inner_props = "INNER_" in told  # one search of the usual text
+        if inner_props and "INNER_MULTI_DISPATCH\x01" in told:
             refusal = parent_refusal(topic)
             if refusal is not None:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
@@ -337,7 +339,7 @@ class SendProcessor:
         if sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"INNER_BATCH flag on {topic}, which is not a BatchCQ topic")
-        if text and "INNER_NUM\x01" in text and not batch_cq:
+        if inner_props and "INNER_NUM\x01" in told and not batch_cq:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"INNER_NUM on {topic}, which is not a BatchCQ topic")
         reply_qid, named = qid, topic

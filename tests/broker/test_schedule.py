@@ -99,6 +99,27 @@ async def send_delayed(peer: Peer, topic: str, body: bytes, queue_id: int = 0,
     return await view(peer, resp.ext_fields["msgId"])
 
 
+def _names(text: str) -> list[str]:
+    return [pair.split("\x01", 1)[0] for pair in text.split("\x02") if pair]
+
+
+def test_a_parked_message_holds_each_property_once() -> None:
+    """The parked copy sets DELAY (clamped), REAL_TOPIC and REAL_QID; where the sender's
+    text already had one of them it is replaced, not written a second time."""
+    policy = DelayPolicy((100, 200), max_timer_ms=10_000, clock=lambda: 1_000)
+    for sent in ("DELAY\x017\x02", "KEYS\x01k\x02DELAY\x012\x02REAL_TOPIC\x01X\x02",
+                 "TIMER_DELAY_MS\x01500\x02REAL_QID\x019\x02"):
+        d = policy.divert(sent, "T", 3)
+        assert d is not None
+        names = _names(d.properties)
+        assert len(names) == len(set(names)), d.properties
+        props = decode_properties(d.properties.encode())
+        assert (props["REAL_TOPIC"], props["REAL_QID"]) == ("T", "3")
+    # a text without any of the names is only appended to
+    d = policy.divert("KEYS\x01k\x02TIMER_DELAY_MS\x01500\x02", "T", 3)
+    assert d is not None and d.properties.startswith("KEYS\x01k\x02TIMER_DELAY_MS\x01500\x02")
+
+
 async def test_delay_levels_are_delivered_when_due_and_never_before(
         short: Cluster, peer: Peer) -> None:
     sent = {}

@@ -98,9 +98,12 @@ def _int(props: dict[str, str], name: str) -> int:
     return int(value)
 
 
-def _append(text: str, pairs: dict[str, str]) -> str:
-    """``text`` with ``pairs`` added; a later pair wins when a reader meets a name twice."""
-    return text + encode_properties(pairs).decode("utf-8")
+def _append(text: str, props: dict[str, str], pairs: dict[str, str]) -> str:
+    """``text`` (whose decoded form is ``props``) with ``pairs`` set: appended when none
+    of their names is there yet, else the whole text re-encoded, so a name appears once."""
+    if not any(name in props for name in pairs):
+        return text + encode_properties(pairs).decode("utf-8")
+    return encode_properties({**props, **pairs}).decode("utf-8")
 
 
 class DelayPolicy:
@@ -138,12 +141,12 @@ class DelayPolicy:
                 for p in TIMER_PROPERTIES:
                     props.pop(p, None)
                 properties = encode_properties(props).decode("utf-8")
-            return Diversion(SCHEDULE_TOPIC, level - 1, _append(properties, {
+            return Diversion(SCHEDULE_TOPIC, level - 1, _append(properties, props, {
                 DELAY: str(level), REAL_TOPIC: topic, REAL_QID: str(queue_id)}))
         due = self._timer_due(props)
         if due is None:
             return None
-        return Diversion(TIMER_TOPIC, 0, _append(properties, {
+        return Diversion(TIMER_TOPIC, 0, _append(properties, props, {
             TIMER_OUT_MS: str(due), REAL_TOPIC: topic, REAL_QID: str(queue_id)}))
 
     def _timer_due(self, props: dict[str, str]) -> int | None:

@@ -10,7 +10,7 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.client.batch_checks import assert_batch_is
 from tests.client.fakes import FakeBroker, FakeNameServer
-from tests.client.test_routes import _restart_namesrv
+from tests.client.rejoin import restart_namesrv, route_both_and_only_b
 
 from tidemq.client import (
     BlockingLmqPullConsumer,
@@ -142,14 +142,8 @@ async def test_blocking_cache_keeps_brokers_a_restarted_name_server_lacks(
     after that window a route is taken as it is."""
     async with Cluster(tmp_path, brokers=2, broker={"register_name_server_period": 600_000}
                        ) as cluster:
-        a, b = cluster.brokers
-        for broker, topics in ((a, ["Both"]), (b, ["Both", "OnlyB"])):
-            async with Peer(broker.broker_addr) as peer:
-                for topic in topics:
-                    await peer.ok(wire.create_topic(topic, 2))
-        async with Peer(cluster.namesrv_addr) as ns:
-            await wire.eventually_route(ns, "Both", lambda r: len(r.broker_datas) == 2)
-            await wire.eventually_route(ns, "OnlyB")
+        b = cluster.brokers[1]
+        await route_both_and_only_b(cluster)
         with BlockingClient() as client:
             cache = BlockingRouteCache(client, [cluster.namesrv_addr])
             both = await asyncio.to_thread(cache.get, "Both")
@@ -158,7 +152,7 @@ async def test_blocking_cache_keeps_brokers_a_restarted_name_server_lacks(
             cache.add_listener(changed.append)
             assert b.registrar is not None
             await b.registrar.stop()  # broker-b is slow to come back
-            await _restart_namesrv(cluster, broker_rejoin_window=window)
+            await restart_namesrv(cluster, broker_rejoin_window=window)
             async with Peer(cluster.namesrv_addr) as ns:
                 await wire.eventually_route(ns, "Both", timeout=30)
             again = await asyncio.to_thread(cache.get, "Both", refresh=True)

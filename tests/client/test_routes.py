@@ -8,6 +8,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.client.fakes import FakeBroker, FakeNameServer
+from tests.client.rejoin import restart_namesrv, route_both_and_only_b
 
 from tidemq.client.routes import RouteCache
 from tidemq.client.topic_route import (
@@ -19,7 +20,6 @@ from tidemq.client.topic_route import (
 from tidemq.codec.bodies import BrokerData, QueueData, TopicRouteData
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import BrokerResponseError, ConnectionLost, RemoteProtocolError, ResponseCode
-from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.net import RemotingClient
 from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
@@ -176,16 +176,6 @@ def test_with_absent_brokers_adds_only_what_is_missing() -> None:
     assert with_absent_brokers(known, fresh) is known
 
 
-async def _restart_namesrv(cluster: Cluster, **config: int) -> None:
-    old = cluster.namesrv
-    assert old is not None
-    port = old.port
-    await old.stop()
-    cluster.namesrv = NameServerApp(NamesrvConfig(listen_port=port, bind_address="127.0.0.1",
-                                                  **config))
-    await cluster.namesrv.start()
-
-
 @pytest.mark.parametrize("window", [60_000, 0], ids=["rejoining", "settled"])
 async def test_a_restarted_name_server_does_not_drop_brokers_yet_to_register(
         tmp_path: Path, window: int) -> None:
@@ -194,14 +184,8 @@ async def test_a_restarted_name_server_does_not_drop_brokers_yet_to_register(
     route is taken as it is."""
     async with Cluster(tmp_path, brokers=2, broker={"register_name_server_period": 600_000}
                        ) as cluster:
-        a, b = cluster.brokers
-        for broker, topics in ((a, ["Both"]), (b, ["Both", "OnlyB"])):
-            async with Peer(broker.broker_addr) as peer:
-                for topic in topics:
-                    await peer.ok(wire.create_topic(topic, 2))
-        async with Peer(cluster.namesrv_addr) as ns:
-            await wire.eventually_route(ns, "Both", lambda r: len(r.broker_datas) == 2)
-            await wire.eventually_route(ns, "OnlyB")
+        b = cluster.brokers[1]
+        await route_both_and_only_b(cluster)
         async with RemotingClient() as client:
             cache = RouteCache(client, [cluster.namesrv_addr])
             both = await cache.get("Both")
@@ -210,7 +194,7 @@ async def test_a_restarted_name_server_does_not_drop_brokers_yet_to_register(
             cache.add_listener(changed.append)
             assert b.registrar is not None
             await b.registrar.stop()  # broker-b is slow to come back
-            await _restart_namesrv(cluster, broker_rejoin_window=window)
+            await restart_namesrv(cluster, broker_rejoin_window=window)
             async with Peer(cluster.namesrv_addr) as ns:
                 await wire.eventually_route(ns, "Both", timeout=30)
             again = await cache.get("Both", refresh=True)

@@ -2,7 +2,7 @@
 
 ``tidemq.formats._crecords`` (the per-message loops of uniform batches) is optional: where
 it cannot be compiled (no C compiler, no zlib headers), the install goes on and TideMQ
-uses the equivalent numpy code (``tidemq.formats.crecords``).
+uses the equivalent numpy code (``tidemq.formats.record.loops``).
 """
 
 from setuptools import Extension, setup

@@ -21,13 +21,13 @@ import numpy as np
 from tidemq.broker.processors.message_facts import user_keys, wants_flush
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
-from tidemq.formats.crecords import uniform_entries
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     parse_property_text,
     property_text_error,
 )
+from tidemq.formats.record.loops import uniform_entries
 from tidemq.store.append import UniformBatch
 from tidemq.store.index_keys import KeyColumns
 from tidemq.store.message_store import MessageInput

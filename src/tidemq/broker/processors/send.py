@@ -55,7 +55,6 @@ from tidemq.errors import (
     StoreReadOnly,
     error_for_code,
 )
-from tidemq.formats.crecords import joined_offset_ids, offset_ids
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
@@ -66,6 +65,7 @@ from tidemq.formats.properties import (
     property_text_error,
 )
 from tidemq.formats.record import HostAddr, pack_host
+from tidemq.formats.record.loops import joined_offset_ids, offset_ids
 from tidemq.net import Connection
 from tidemq.store.message_store import MessageInput, PutResult
 
@@ -91,8 +91,8 @@ def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Excepti
 def _offset_ids(prefix: str, phys: Sequence[int]) -> str:
     """The offset message ids of a batch's records at ``phys`` joined by commas: each is
     ``prefix`` and the offset as 16 upper-case hex digits. Records of one size (``phys``
-    a range) are one :func:`~tidemq.formats.crecords.offset_ids` call; beyond a few
-    records, :func:`~tidemq.formats.crecords.joined_offset_ids` instead of a format per
+    a range) are one :func:`~tidemq.formats.record.loops.offset_ids` call; beyond a few
+    records, :func:`~tidemq.formats.record.loops.joined_offset_ids` instead of a format per
     record."""
     if type(phys) is range:
         return offset_ids(prefix, phys.start, phys.step, len(phys))

@@ -119,7 +119,7 @@ static PyObject *patch_records(PyObject *self, PyObject *args) {
 
    Whether every entry repeats the first one's TOTALSIZE, BODYLENGTH, PROPERTIESLENGTH and
    property bytes, except bytes ustart:uend of the properties (the UNIQ_KEY value), which
-   must be ASCII without the 0x02 separator in every entry. */
+   must be ASCII without the 0x01 and 0x02 separators in every entry. */
 static PyObject *uniform_entries(PyObject *self, PyObject *args) {
     Py_buffer in;
     Py_ssize_t n, size, blen, ustart, uend;
@@ -138,7 +138,7 @@ static PyObject *uniform_entries(PyObject *self, PyObject *args) {
     int same = 1;
     for (Py_ssize_t i = 0; i < n && same; i++, e += size) {
         for (Py_ssize_t k = pstart + ustart; k < pstart + uend; k++) {
-            if (e[k] >= 0x80 || e[k] == 0x02) { same = 0; break; }
+            if (e[k] >= 0x80 || e[k] == 0x01 || e[k] == 0x02) { same = 0; break; }
         }
         if (i == 0 || !same) continue;
         same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0

@@ -249,14 +249,12 @@ class BatchSplitter:
         ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
         if not uniform_entries(data, n, size, blen, ustart, uend):
             return None
-        uniq = None
-        if ustart != uend:  # uniform_entries let 0x01 through: a pair it splits is walked
-            pstart = ENTRY_OVERHEAD + blen
-            rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
-            uniq = rows[:, pstart + ustart : pstart + uend]
-            if (uniq == 1).any():
-                return None
         key_columns = None
         if keys is not None and (keys or ustart != uend):
+            uniq = None
+            if ustart != uend:
+                pstart = ENTRY_OVERHEAD + blen
+                rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
+                uniq = rows[:, pstart + ustart : pstart + uend]
             key_columns = KeyColumns(uniq, keys, n)
         return UniformBatch(data, n, size, blen, cluster, tags, key_columns)

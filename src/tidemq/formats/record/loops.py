@@ -144,7 +144,8 @@ def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
                        uend: int) -> bool:
     """Whether each of the ``n`` entries of ``size`` bytes repeats the first one's
     TOTALSIZE, BODYLENGTH, PROPERTIESLENGTH and property bytes, except property bytes
-    ``ustart:uend`` (the UNIQ_KEY value), which are ASCII without 0x02 in every entry."""
+    ``ustart:uend`` (the UNIQ_KEY value), which are ASCII without the 0x01 and 0x02
+    separators in every entry."""
     pstart = ENTRY_OVERHEAD + blen
     plen = size - pstart
     if (n < 1 or blen < 0 or plen < 0 or ustart < 0 or ustart > uend or uend > plen
@@ -154,7 +155,7 @@ def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
     rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
     if ustart != uend:
         values = rows[:, pstart + ustart : pstart + uend].tobytes()
-        if not values.isascii() or b"\x02" in values:
+        if not values.isascii() or b"\x01" in values or b"\x02" in values:
             return False
     columns = np.r_[ENTRY_OFF_TOTAL_SIZE : ENTRY_OFF_TOTAL_SIZE + 4,
                     ENTRY_OFF_BODY_LENGTH : ENTRY_OFF_BODY_LENGTH + 4,
@@ -240,6 +241,10 @@ def _check_native(mod: ModuleType) -> None:
     if ours != theirs:
         raise ImportError("tidemq.formats._crecords writes other byte positions than "
                           "tidemq.formats.record.layout: rebuild it from this source")
+    keyed = encode_entries([(b"a", b"U\x01k\x01x", 0), (b"b", b"U\x01k\x01y", 0)])
+    if mod.uniform_entries(keyed, 2, len(keyed) // 2, 1, 2, 5):
+        raise ImportError("tidemq.formats._crecords lets a separator through a UNIQ_KEY "
+                          "value: it was built from an older source; rebuild it")
 
 
 _mod = _native()

@@ -19,6 +19,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.broker.replication.role import BrokerRole
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.store.config import StoreConfig
 
@@ -87,6 +88,35 @@ class BrokerConfig:
     #: brokers), when they check ACLs; empty: unsigned.
     access_key: str = ""
     secret_key: str = dataclasses.field(default="", repr=False)
+    # Replication (docs/replication.md); RocketMQ's keys.
+    #: ASYNC_MASTER, SYNC_MASTER or SLAVE; a master has brokerId 0, a replica another id.
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: The port replicas connect to (-1: listenPort + 1, or any free port when listenPort
+    #: is 0), on ``bindAddress``.
+    ha_listen_port: int = -1
+    #: A replica's master, as the master's ``host:haListenPort`` (empty: none yet).
+    ha_master_address: str = ""
+    #: How often a replica reports its offset when nothing arrives, ms.
+    ha_send_heartbeat_interval: int = 5000
+    #: A replica connection silent for this long is closed, ms.
+    ha_housekeeping_interval: int = 20_000
+    #: Commit-log bytes per HA frame at most.
+    ha_transfer_batch_size: int = 256 * 1024
+    #: A replica more than this many bytes behind is not in sync.
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    #: Copies (the master included) that must hold a message before SYNC_MASTER answers.
+    in_sync_replicas: int = 2
+    #: With ``enableAutoInSyncReplicas``: the fewest copies a send waits for.
+    min_in_sync_replicas: int = 1
+    #: Lower the copies waited for to the in-sync replicas present (never below
+    #: ``minInSyncReplicas``) instead of answering SLAVE_NOT_AVAILABLE.
+    enable_auto_in_sync_replicas: bool = False
+    #: Wait for every in-sync replica, however many ``inSyncReplicas`` says.
+    all_ack_in_sync_state_set: bool = False
+    #: Consumers may be told to pull from a replica (``suggestWhichBrokerId``).
+    slave_read_enable: bool = False
+    #: How often a replica copies topics, groups and offsets from its master, ms.
+    slave_metadata_sync_interval: int = 10_000
 
     def __post_init__(self) -> None:
         if bool(self.access_key) != bool(self.secret_key):
@@ -101,6 +131,18 @@ class BrokerConfig:
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be positive",
                               key="defaultTopicQueueNums")
+        if self.broker_role.is_master and self.broker_id != 0:
+            raise ConfigError(f"a {self.broker_role.value} has brokerId 0, not "
+                              f"{self.broker_id}", key="brokerId")
+        if not self.broker_role.is_master and self.broker_id == 0:
+            raise ConfigError("a SLAVE needs a brokerId other than 0 (0 is the master's)",
+                              key="brokerId")
+        if self.in_sync_replicas < 1 or self.min_in_sync_replicas < 1:
+            raise ConfigError("inSyncReplicas and minInSyncReplicas must be positive",
+                              key="inSyncReplicas" if self.in_sync_replicas < 1
+                              else "minInSyncReplicas")
+        if self.ha_transfer_batch_size < 1:
+            raise ConfigError("haTransferBatchSize must be positive", key="haTransferBatchSize")
         if self.logical_sync_interval < 1:
             raise ConfigError("logicalSyncInterval must be positive", key="logicalSyncInterval")
         if self.max_incomplete_frame_bytes < 1:
@@ -119,6 +161,13 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.advertised_host}:{self.listen_port}"
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port to bind (``haListenPort``, by default ``listenPort + 1``)."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def metrics_host(self) -> str:

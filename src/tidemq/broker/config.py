@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
-from tidemq.broker.replication.role import BrokerRole
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.store.config import StoreConfig
 

@@ -12,6 +12,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
+from tidemq.broker.topics import SYSTEM_TOPICS
 from tidemq.codec.command import RequestCode
 from tidemq.codec.frame import frame_bytes
 from tidemq.codec.message import decode_messages
@@ -135,12 +136,22 @@ async def test_unknown_topic_without_an_inherit_template_is_17(peer: Peer) -> No
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
 
 
-@pytest.mark.parametrize("topic", ["", "has space", "a/b", "x" * 128, "中文",
-                                   "SCHEDULE_TOPIC_XXXX"])
+@pytest.mark.parametrize("topic", ["", "has space", "a/b", "x" * 128, "中文"])
 @pytest.mark.parametrize("code", SEND_CODES)
 async def test_bad_topic_names_are_invalid_parameter(peer: Peer, topic: str, code: int) -> None:
     resp = await peer(wire.send(topic, code=code))
     assert resp.code == ResponseCode.INVALID_PARAMETER and resp.remark
+
+
+@pytest.mark.parametrize("topic", sorted(SYSTEM_TOPICS))
+@pytest.mark.parametrize("code", SEND_CODES)
+async def test_sends_to_system_topics_are_no_permission(peer: Peer, topic: str, code: int
+                                                       ) -> None:
+    """As upstream (``TopicValidator.isNotAllowedSendTopic``): a topic nobody may send to
+    is a permission refusal, not a bad parameter."""
+    resp = await peer(wire.send(topic, code=code))
+    assert (resp.code, resp.remark) == (
+        ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
 
 
 async def test_longest_legal_topic_name_is_accepted(cluster: Cluster, peer: Peer) -> None:

@@ -38,7 +38,7 @@ from tidemq.broker.processors.batch_split import (
 from tidemq.broker.processors.decode import decoded
 from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
 from tidemq.broker.processors.retry import route_send
-from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, validate_topic
+from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import (
@@ -147,6 +147,9 @@ class SendProcessor:
         and ``qid`` is one of its queues (negative: a random write queue)."""
         tc = self._topics.get(topic)
         if tc is None or topic not in self._valid_names:
+            if topic in SYSTEM_TOPICS:  # as upstream's TopicValidator.isNotAllowedSendTopic
+                raise error_for_code(ResponseCode.NO_PERMISSION,
+                                     f"Sending message to topic[{topic}] is forbidden.")
             why = validate_topic(topic)
             if why is not None:
                 raise error_for_code(ResponseCode.INVALID_PARAMETER, why)

@@ -9,7 +9,8 @@ backwards), the queue offset and the segment position, writes the bytes, and han
 records to the dispatcher.
 
 Bytes enter a segment in exactly two statements, both here: :meth:`Appender._write` (an
-encoded buffer) and the hot path's packer, which writes the record straight into the
+encoded buffer, or a master's bytes on a replica: :meth:`Appender.write_replicated`) and
+the hot path's packer, which writes the record straight into the
 map with one C call. Whoever needs every appended byte -- replication will -- registers
 :meth:`Appender.add_append_hook`: ``hook(start_offset, view)`` is called under the append
 lock, in log order, for every run of bytes written, BLANK markers and the unused tail of a
@@ -210,6 +211,44 @@ class Appender:
     def _check_running(self) -> None:
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+
+    # ------------------------------------------------------------------ replicas
+
+    def write_replicated(self, offset: int, data: bytes | memoryview) -> None:
+        """Write a master's commit-log bytes at ``offset``, the end of this log, rolling
+        to a new segment exactly where the master's did (the lock is held; the records
+        are dispatched by :class:`~tidemq.store.replica_log.ReplicaLog`)."""
+        cl = self.commitlog
+        if cl.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=cl.werr)
+        view = memoryview(data)
+        while view:
+            segs = cl.segments
+            if not segs:
+                seg = cl.new_segment(offset - offset % cl.segment_size)
+                seg.wrote = offset - seg.base
+            elif segs[-1].full:
+                seg = cl.new_segment(segs[-1].end)
+            else:
+                seg = segs[-1]
+            pos = seg.wrote
+            n = min(len(view), seg.size - pos)
+            self._write(seg, pos, view[:n])
+            if self._hooks:
+                self._appended(seg, pos, pos + n)
+            view = view[n:]
+            offset += n
+
+    def note_replicated(self, batch: DispatchBatch, lmq_names: Sequence[str] = (),
+                        lmq_offsets: Sequence[int] = ()) -> None:
+        """A replicated record's dispatch: the queue offsets, LMQ offsets and store time
+        it implies become the appender's, as if it had been put here (lock held)."""
+        n = sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys)
+        self.next_offsets[(batch.topic, batch.queue_id)] = batch.queue_offset + n
+        for name, at in zip(lmq_names, lmq_offsets, strict=True):
+            self.lmq_next[name] = at + 1
+        self.last_ts = max(self.last_ts, batch.store_timestamp)
+        self._live.submit(batch)
 
     # ------------------------------------------------------------------ puts
 

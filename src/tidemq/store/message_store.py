@@ -36,6 +36,7 @@ from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
+from tidemq.store.replica_log import ReplicaLog
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
 
@@ -81,6 +82,7 @@ class MessageStore:
         self.put_batch = self.appender.put_batch
         self.put_multi_dispatch = self.appender.put_multi_dispatch
         self.put_inner_batch = self.appender.put_inner_batch
+        self._replica_log: ReplicaLog | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -150,6 +152,36 @@ class MessageStore:
         """``hook(start_offset, view)`` for every run of bytes appended to the commit log
         (:meth:`Appender.add_append_hook <tidemq.store.appender.Appender.add_append_hook>`)."""
         self.appender.add_append_hook(hook)
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+        """A replica's write: its master's commit-log bytes from ``offset`` (this log's
+        end), dispatched as they complete records (:mod:`tidemq.store.replica_log`);
+        returns the new end of the log."""
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        replica = self._replica_log
+        if replica is None:
+            replica = self._replica_log = ReplicaLog(
+                self.appender, check_crc=self.config.check_crc_on_recover)
+        end = replica.append(offset, data)
+        if self.config.sync_flush and self.flusher is not None:
+            self.flusher.request(end)  # the dispatcher confirms flushed bytes only
+        return end
+
+    @property
+    def replica_log(self) -> ReplicaLog | None:
+        """The replica side of the log, once bytes were replicated into it."""
+        return self._replica_log
+
+    def read_log(self, offset: int, max_bytes: int) -> memoryview | None:
+        """Up to ``max_bytes`` of the commit log from ``offset``, within one segment and
+        up to what is written (empty at the end; ``None`` if ``offset`` is not stored).
+        A master reads what it sends its replicas here."""
+        seg = self.commitlog.segment_for(offset)
+        if seg is None:
+            return memoryview(b"") if offset == self.commitlog.max_offset else None
+        pos = offset - seg.base
+        return seg.view[pos : min(seg.wrote, pos + max_bytes)]
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
         return self.appender.next_offsets.get((topic, queue_id), 0)

@@ -1,0 +1,123 @@
+"""A replica's log: the master's bytes, cut anywhere, give the replica the master's
+commit log and the same consume queues, batch consume queues, LMQ entries and index."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidemq.formats.batch import encode_batch as encode_entries
+from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import HostAddr
+from tidemq.store.append import MessageInput, UniformBatch
+from tidemq.store.message_store import MessageStore
+from tidemq.store.replica_log import ReplicaGap
+
+from .conftest import FakeClock, OpenStore, small_config
+
+V6 = HostAddr(bytes(range(16)), 40002)
+SEGMENT = 8192
+LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
+QUEUES = [("T", 0), ("T", 1), ("T", 2), ("Bcq", 0)]
+
+
+def fill(store: MessageStore, rounds: int = 60) -> None:
+    """Every kind of put: single (V4 and V6 hosts), batch, uniform batch, inner batch, LMQ
+    fan-out, across several segment rolls."""
+    store.set_batch_topic("Bcq")
+    for i in range(rounds):
+        props = encode_properties({"TAGS": "a", "KEYS": f"k{i}", "UNIQ_KEY": f"U{i:04d}"})
+        keys = (f"U{i:04d}", f"k{i}")  # as the broker reads them from the properties
+        store.put("T", i % 3, MessageInput(b"m%d" % i * (1 + i % 9), props, keys=keys),
+                  born_host=V6 if i % 7 == 0 else None)
+        if i % 10 == 0:
+            store.put_batch("T", 0, [MessageInput(b"b" * (i % 5 + 1), props, keys=keys)] * 12)
+            data = bytes(encode_entries([(b"e%03d" % j, b"", 0) for j in range(16)]))
+            store.put_batch("T", 1, UniformBatch(data, 16, len(data) // 16, 4, b"", 0, None))
+            store.put_inner_batch("Bcq", 0, data, props, 16, keys=keys)
+            store.put_multi_dispatch("T", 2, MessageInput(
+                b"lmq%d" % i, props + b"INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02", keys=keys),
+                ["%LMQ%x", "%LMQ%y"])
+
+
+def master_runs(root: Path) -> tuple[bytes, dict[str, object]]:
+    """The master's whole log, and what its queues hold."""
+    store = MessageStore(small_config(root, mapped_file_size_commit_log=SEGMENT, **LMQ),
+                         clock=FakeClock(1_700_000_000_000))
+    store.start()
+    try:
+        runs: list[bytes] = []
+        store.add_append_hook(lambda _start, view: runs.append(bytes(view)))
+        fill(store)
+        assert len(store.commitlog.segments) >= 3
+        return b"".join(runs), snapshot(store)
+    finally:
+        store.shutdown()
+
+
+def snapshot(store: MessageStore) -> dict[str, object]:
+    assert store.wait_dispatched()
+    out: dict[str, object] = {"end": store.commitlog.max_offset}
+    for topic, qid in QUEUES:
+        got = store.get(topic, qid, 0, max_count=10_000, max_bytes=1 << 30)
+        out[f"{topic}/{qid}"] = (store.max_offset(topic, qid),
+                                 b"".join(bytes(b) for b in got.buffers))
+    for name in ("%LMQ%x", "%LMQ%y"):
+        got = store.get(name, 0, 0, max_count=10_000, max_bytes=1 << 30)
+        out[name] = (store.max_offset(name, 0), b"".join(bytes(b) for b in got.buffers))
+    out["keys"] = [bytes(v) for v in store.query_by_key("T", "k30")]
+    out["uniq"] = [bytes(v) for v in store.query_by_key("T", "U0041")]
+    assert out["keys"] and out["uniq"]
+    return out
+
+
+@functools.cache
+def master() -> tuple[bytes, dict[str, object]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return master_runs(Path(tmp))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cuts=st.lists(st.integers(0, 10**6), max_size=40))
+def test_any_cut_of_the_master_log_gives_the_masters_queues(cuts: list[int]) -> None:
+    wire, expected = master()
+    points = sorted({c % len(wire) for c in cuts} | {0, len(wire)})
+    with tempfile.TemporaryDirectory() as tmp:
+        replica = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=SEGMENT,
+                                            **LMQ), clock=FakeClock(1_700_000_000_000))
+        replica.start()
+        try:
+            replica.set_batch_topic("Bcq")
+            for a, b in itertools.pairwise(points):
+                assert replica.append_replicated(a, wire[a:b]) == b
+            assert snapshot(replica) == expected
+            # what a promoted replica would put next continues the master's queues
+            assert replica.next_queue_offset("T", 2) == expected["T/2"][0]  # type: ignore[index]
+            assert replica.next_queue_offset("Bcq", 0) == expected["Bcq/0"][0]  # type: ignore[index]
+        finally:
+            replica.shutdown()
+
+
+def test_a_gap_is_refused_and_a_restarted_replica_continues(open_store: OpenStore) -> None:
+    wire, expected = master()
+    clock = FakeClock(1_700_000_000_000)
+    replica = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    replica.set_batch_topic("Bcq")
+    half = len(wire) // 2 + 3  # inside a record
+    replica.append_replicated(0, wire[:half])
+    with pytest.raises(ReplicaGap) as err:
+        replica.append_replicated(half + 1, wire[half + 1 :])
+    assert (err.value.expected, err.value.got) == (half, half + 1)
+    replica.shutdown()  # a torn record at the end: recovery cuts it, the master resends it
+    again = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    again.set_batch_topic("Bcq")
+    end = again.commitlog.max_offset
+    assert end < half
+    again.append_replicated(end, wire[end:])
+    assert snapshot(again) == expected

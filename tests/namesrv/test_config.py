@@ -37,7 +37,8 @@ def test_properties_file_with_unknown_keys(tmp_path: Path) -> None:
         "utf-8",
     )
     config, unknown = load_namesrv_config(path, env={})
-    assert unknown == ["clusterTest", "kvConfigPath"]
+    assert unknown == ["clusterTest"]
+    assert config.kv_config_path == "/tmp/kv.json"
     assert config.listen_port == 19876
     assert config.scan_not_active_broker_interval == 1000
     assert config.broker_channel_expired_time == 30_000

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from tidemq.cli.commands import admin, bench, logical, pipeline, server
+from tidemq.cli.commands import admin, bench, kv, logical, pipeline, server
 from tidemq.cli.commands import console as console_commands
 from tidemq.cli.commands import store as store_commands
 
 app = typer.Typer(no_args_is_help=True, help="TideMQ: a RocketMQ-compatible broker in Python.")
 app.add_typer(admin.app, name="admin")
 logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
+kv.register(admin.app)  # the name servers' KV config
 app.add_typer(bench.app, name="bench")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(store_commands.app, name="store")

@@ -22,7 +22,13 @@ operation                        requests
 :meth:`query_messages_by_key`    12 on every master of the topic, merged, keys verified
 :meth:`message_at`               11 PULL_MESSAGE of one message at an offset
 :meth:`consumer_offsets`         14 QUERY_CONSUMER_OFFSET and 30 per queue
+:meth:`update_kv_config`         100 PUT_KV_CONFIG on every name server
+:meth:`delete_kv_config`         102 DELETE_KV_CONFIG on every name server
+:meth:`get_kv_config`            101 GET_KV_CONFIG (``None`` when not set)
+:meth:`kv_list`                  219 GET_KVLIST_BY_NAMESPACE (empty when not set)
 ===============================  ==========================================================
+
+The ACL 2.0 users and policies are administered by :mod:`tidemq.client.auth_admin`.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ from tidemq.codec.headers import (
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
+    GetKVListByNamespaceRequestHeader,
+    KVConfigRequestHeader,
+    PutKVConfigRequestHeader,
     QueryMessageRequestHeader,
     ViewMessageRequestHeader,
     format_attributes,
@@ -246,6 +255,44 @@ class AdminClient(InstanceRole):
             RequestCode.DELETE_TOPIC_IN_NAMESRV, ns_ext)) for a in self.config.namesrv_addr])
         self.instance.routes.forget(topic)
         return targets
+
+    # ------------------------------------------------------------------ KV config
+
+    async def _every_namesrv(self, cmd: RemotingCommand) -> list[str]:
+        addrs = list(self.config.namesrv_addr)
+        await _all([self._broker(a, RemotingCommand.request(cmd.code, dict(cmd.ext_fields)))
+                    for a in addrs])
+        return addrs
+
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """Set ``key`` of ``namespace`` on every name server; returns their addresses."""
+        ext = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_ext()
+        return await self._every_namesrv(RemotingCommand.request(RequestCode.PUT_KV_CONFIG,
+                                                                 ext))
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """Remove ``key`` of ``namespace`` from every name server."""
+        ext = KVConfigRequestHeader(namespace=namespace, key=key).to_ext()
+        return await self._every_namesrv(RemotingCommand.request(
+            RequestCode.DELETE_KV_CONFIG, ext))
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        ext = KVConfigRequestHeader(namespace=namespace, key=key).to_ext()
+        response, addr = await self.instance.routes.request_any(
+            lambda: RemotingCommand.request(RequestCode.GET_KV_CONFIG, dict(ext)))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        ofs.check_success(response, address=addr)
+        return response.ext_fields.get("value")
+
+    async def kv_list(self, namespace: str) -> dict[str, str]:
+        ext = GetKVListByNamespaceRequestHeader(namespace=namespace).to_ext()
+        response, addr = await self.instance.routes.request_any(
+            lambda: RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE, dict(ext)))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return {}
+        ofs.check_success(response, address=addr)
+        return dict(sorted(decode_body(response.full_body(), KVTable).table.items()))
 
     async def topic_list(self) -> list[str]:
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)

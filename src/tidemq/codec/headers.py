@@ -27,9 +27,11 @@ __all__ = [
     "REQUEST_HEADERS",
     "RESPONSE_HEADERS",
     "ROUTE_MAY_BE_INCOMPLETE",
+    "AclRequestHeader",
     "BrokerHeartbeatRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
+    "DeleteAclRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
@@ -37,6 +39,8 @@ __all__ = [
     "GetConsumerListByGroupRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetEarliestMsgStoretimeResponseHeader",
+    "GetKVConfigResponseHeader",
+    "GetKVListByNamespaceRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMaxOffsetResponseHeader",
     "GetMinOffsetRequestHeader",
@@ -46,10 +50,14 @@ __all__ = [
     "GetTopicStatsInfoRequestHeader",
     "HeartbeatRequestHeader",
     "HeartbeatResponseHeader",
+    "KVConfigRequestHeader",
+    "ListAclsRequestHeader",
+    "ListUsersRequestHeader",
     "LockBatchMqRequestHeader",
     "NotifyConsumerIdsChangedRequestHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
+    "PutKVConfigRequestHeader",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
     "QueryDataVersionRequestHeader",
@@ -71,6 +79,7 @@ __all__ = [
     "UnlockBatchMqRequestHeader",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
+    "UserRequestHeader",
     "decode_send_fields",
     "decode_send_header",
     "format_attributes",
@@ -441,6 +450,67 @@ class UnRegisterBrokerRequestHeader(Header):
     broker_id: I64
 
 
+class PutKVConfigRequestHeader(Header):
+    """PUT_KV_CONFIG (100)."""
+
+    namespace: str
+    key: str
+    value: str
+
+
+class KVConfigRequestHeader(Header):
+    """GET_KV_CONFIG (101) and DELETE_KV_CONFIG (102)."""
+
+    namespace: str
+    key: str
+
+
+class GetKVConfigResponseHeader(Header):
+    """A successful GET_KV_CONFIG (101) answer."""
+
+    value: str | None = None
+
+
+class GetKVListByNamespaceRequestHeader(Header):
+    """GET_KVLIST_BY_NAMESPACE (219)."""
+
+    namespace: str
+
+
+class UserRequestHeader(Header):
+    """AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER, AUTH_GET_USER (3001-3004)."""
+
+    username: str
+
+
+class ListUsersRequestHeader(Header):
+    """AUTH_LIST_USER (3005): users whose name contains ``filter``."""
+
+    filter: str | None = None
+
+
+class AclRequestHeader(Header):
+    """AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_GET_ACL (3006, 3007, 3009): ``User:name``."""
+
+    subject: str
+
+
+class DeleteAclRequestHeader(Header):
+    """AUTH_DELETE_ACL (3008): the subject's whole ACL, or only its entries on
+    ``resource``."""
+
+    subject: str
+    policy_type: str | None = None
+    resource: str | None = None
+
+
+class ListAclsRequestHeader(Header):
+    """AUTH_LIST_ACL (3010)."""
+
+    subject_filter: str | None = None
+    resource_filter: str | None = None
+
+
 class BrokerHeartbeatRequestHeader(Header):
     """BROKER_HEARTBEAT (904); ``heartbeatTimeoutMills`` is the upstream spelling."""
 
@@ -610,6 +680,20 @@ REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
+    RequestCode.GET_KV_CONFIG: KVConfigRequestHeader,
+    RequestCode.DELETE_KV_CONFIG: KVConfigRequestHeader,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader,
+    RequestCode.AUTH_CREATE_USER: UserRequestHeader,
+    RequestCode.AUTH_UPDATE_USER: UserRequestHeader,
+    RequestCode.AUTH_DELETE_USER: UserRequestHeader,
+    RequestCode.AUTH_GET_USER: UserRequestHeader,
+    RequestCode.AUTH_LIST_USER: ListUsersRequestHeader,
+    RequestCode.AUTH_CREATE_ACL: AclRequestHeader,
+    RequestCode.AUTH_UPDATE_ACL: AclRequestHeader,
+    RequestCode.AUTH_DELETE_ACL: DeleteAclRequestHeader,
+    RequestCode.AUTH_GET_ACL: AclRequestHeader,
+    RequestCode.AUTH_LIST_ACL: ListAclsRequestHeader,
 }
 
 #: The header schema of a *successful* response to each request code that has one.
@@ -630,4 +714,5 @@ RESPONSE_HEADERS: dict[int, type[Header]] = {
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
     RequestCode.HEART_BEAT: HeartbeatResponseHeader,
     RequestCode.QUERY_MESSAGE: QueryMessageResponseHeader,
+    RequestCode.GET_KV_CONFIG: GetKVConfigResponseHeader,
 }

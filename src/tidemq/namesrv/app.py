@@ -10,7 +10,9 @@
 Request codes served: REGISTER_BROKER (103),
 UNREGISTER_BROKER (104), GET_ROUTEINFO_BY_TOPIC (105), GET_BROKER_CLUSTER_INFO (106),
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), DELETE_TOPIC_IN_NAMESRV (216),
-QUERY_DATA_VERSION (322), BROKER_HEARTBEAT (904); any other code is answered 3
+QUERY_DATA_VERSION (322), BROKER_HEARTBEAT (904), and the KV config: PUT_KV_CONFIG (100),
+GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219)
+(:mod:`tidemq.namesrv.kv_config`); any other code is answered 3
 REQUEST_CODE_NOT_SUPPORTED by the dispatcher. Every handler is a plain function: the route
 table is synchronous, so nothing here waits.
 
@@ -51,7 +53,11 @@ from tidemq.codec.headers import (
     ROUTE_MAY_BE_INCOMPLETE,
     BrokerHeartbeatRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
+    KVConfigRequestHeader,
+    PutKVConfigRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
@@ -61,6 +67,7 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
@@ -125,6 +132,10 @@ class NameServerApp:
             max_frame_size=config.max_frame_size, idle_seconds=config.idle_seconds,
             receive_budget=config.max_incomplete_frame_bytes,
         )
+        #: The KV config (``kvConfigPath``), read at construction.
+        self.kv_config = KVConfig(config.kv_config_path or None)
+        self.kv_config.on_change(self._kv_changed)
+        self.kv_config.load()
         self._conn_ids: dict[Connection, int] = {}
         self._conns: dict[int, Connection] = {}
         self._ids = itertools.count(1)
@@ -227,6 +238,10 @@ class NameServerApp:
             RequestCode.DELETE_TOPIC_IN_NAMESRV: NameServerApp._delete_topic,
             RequestCode.QUERY_DATA_VERSION: NameServerApp._query_data_version,
             RequestCode.BROKER_HEARTBEAT: NameServerApp._broker_heartbeat,
+            RequestCode.PUT_KV_CONFIG: NameServerApp._put_kv_config,
+            RequestCode.GET_KV_CONFIG: NameServerApp._get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: NameServerApp._delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: NameServerApp._get_kv_list,
         }
         return {int(code): functools.partial(handler, self) for code, handler in table.items()}
 
@@ -318,7 +333,47 @@ class NameServerApp:
         self.routes.heartbeat(header.broker_addr)
         return cmd.response()
 
+    @_guarded
+    def _put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = PutKVConfigRequestHeader.from_ext(cmd.ext_fields)
+        if not h.namespace or not h.key:
+            raise RemoteProtocolError("namespace and key must not be empty")
+        self.kv_config.put(h.namespace, h.key, h.value)
+        log.info("KV config put: %s %s=%s (from %s)", h.namespace, h.key, h.value,
+                 conn.remote_address)
+        return cmd.response()
+
+    @_guarded
+    def _get_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = KVConfigRequestHeader.from_ext(cmd.ext_fields)
+        value = self.kv_config.get(h.namespace, h.key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {h.namespace} Key: {h.key}")
+        return cmd.response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext())
+
+    @_guarded
+    def _delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = KVConfigRequestHeader.from_ext(cmd.ext_fields)
+        if self.kv_config.delete(h.namespace, h.key):
+            log.info("KV config deleted: %s %s (from %s)", h.namespace, h.key,
+                     conn.remote_address)
+        return cmd.response()
+
+    @_guarded
+    def _get_kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = GetKVListByNamespaceRequestHeader.from_ext(cmd.ext_fields)
+        pairs = self.kv_config.namespace(h.namespace)
+        if pairs is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {h.namespace}")
+        return cmd.response(body=encode_body(KVTable(table=pairs)))
+
     # ------------------------------------------------------------------ internals
+
+    def _kv_changed(self, namespace: str, key: str, value: str | None) -> None:
+        if namespace == ORDER_TOPIC_CONFIG:
+            self.routes.set_order_topic_conf(key, value)
 
     def _rejoining(self) -> bool:
         """Whether brokers known to a previous run may still be on their way back

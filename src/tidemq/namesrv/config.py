@@ -63,6 +63,9 @@ class NamesrvConfig:
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
     broker_rejoin_window: int = 35_000
+    #: Where the KV config is kept (upstream's ``kvConfig.json`` layout); empty: in
+    #: memory only.
+    kv_config_path: str = ""
     #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
     acl_enable: bool = False
     #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).

@@ -151,7 +151,8 @@ def standalone(
     # The name server takes no TIDEMQ_* variables here: they are the broker's
     # (TIDEMQ_METRICSPORT would otherwise give both the same port).
     ns_cfg, _ = _load(functools.partial(load_namesrv_config, env={}), None,
-                      {"listenPort": namesrv_port, "bindAddress": host})
+                      {"listenPort": namesrv_port, "bindAddress": host,
+                       "kvConfigPath": str(data / "namesrv" / "kvConfig.json")})
     ns = NameServerApp(ns_cfg)
     # The broker and the console reach the name server where it listens; with port 0 that
     # is known once it has started.

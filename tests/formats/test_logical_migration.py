@@ -20,6 +20,7 @@ from tidemq.formats.logical_migration import (
     MappingConflict,
     MigrationState,
     complete,
+    forced_cut,
     merge,
     migration_state,
     plan_commit,
@@ -50,7 +51,11 @@ def history(ops: list[tuple[int, int, int]], queues: int = 2) -> list[TopicMappi
     for kind, which, n in ops:
         lq = which % queues
         state = migration_state(m, lq, m.pending(lq).broker if m.pending(lq) else "")
-        if state is MigrationState.PLANNED:
+        if state is MigrationState.PLANNED and kind == 3:  # its broker is unreachable
+            leader = m.leader(lq)
+            assert leader is not None
+            m = forced_cut(m, lq, leader.physical_start + n, m.epoch + 1)
+        elif state is MigrationState.PLANNED:
             m = seal(m, lq, n)
         elif state is MigrationState.SEALED:
             m = plan_commit(m, lq, m.epoch + 1)
@@ -158,6 +163,63 @@ def test_forked_copies_conflict_unless_told_to_pick() -> None:
     assert picked == merge(to_c, sealed_b, strict=False)
     with pytest.raises(MappingConflict, match="physical end"):
         merge(sealed_b, seal(to_b, 0, 4))
+
+
+def planned_lq0(ops: list[tuple[int, int, int]]) -> TopicMapping:
+    """The newest version of a history, then LQ 0 planned to move if it is not already."""
+    m = history(ops)[-1]
+    if migration_state(m, 0, m.pending(0).broker if m.pending(0) else "") is MigrationState.SEALED:
+        m = plan_commit(m, 0, m.epoch + 1)
+    if m.pending(0) is None:
+        leader = m.leader(0)
+        assert leader is not None
+        m = plan_migration(m, 0, BROKERS[(BROKERS.index(leader.broker) + 1) % 3]) or m
+    return m
+
+
+@settings(max_examples=150, deadline=None)
+@given(OPS, st.integers(0, 50), st.integers(0, 50), st.randoms(use_true_random=False))
+def test_a_seal_racing_a_forced_cut_merges_to_the_cut_in_any_order(
+        ops: list[tuple[int, int, int]], exact: int, known: int, rnd: random.Random) -> None:
+    """The old leader sealed at its exact end and died before the admin tool heard it; the
+    tool cut at the end the others knew and committed the target there. Every copy --
+    the planned one, the dead broker's sealed one, the cut, the committed cut -- merges,
+    in any order and any number of times, into the committed cut."""
+    planned = planned_lq0(ops)
+    leader = planned.leader(0)
+    assert leader is not None and planned.pending(0) is not None
+    sealed = seal(planned, 0, exact)
+    cut = forced_cut(planned, 0, leader.physical_start + known, planned.epoch + 1)
+    committed = complete(cut)
+    assert committed.leader(0) is not None
+    assert committed.leader(0).logical_start == leader.logical_start + known
+    copies = [planned, sealed, cut, committed, rnd.choice([planned, sealed, cut])]
+    rnd.shuffle(copies)
+    merged = copies[0]
+    for c in copies[1:]:
+        merged = merge(merged, c)
+        assert merge(c, merged) == merge(merged, c)
+    assert merged.queues == committed.queues and merged.epoch == committed.epoch
+    assert merge(merged, sealed) == merged  # idempotent
+    assert complete(merged) == merged
+
+
+def test_a_forced_cut_seals_at_the_known_end_and_commits_there() -> None:
+    planned = plan_migration(plan_create("T", 1, ["a"]), 0, "b")
+    assert planned is not None
+    cut = forced_cut(planned, 0, 9, planned.epoch + 1)
+    old = cut.queues[0][0]
+    assert (old.state, old.physical_end, old.forced) == (SegmentState.READONLY, 9, True)
+    assert migration_state(cut, 0, "b") is MigrationState.SEALED
+    assert complete(cut).leader(0) is not None and complete(cut).leader(0).logical_start == 9
+    assert forced_cut(cut, 0, 12, cut.epoch + 1) is cut  # nothing open: nothing to cut
+    below = forced_cut(planned, 0, -1, planned.epoch + 1)  # nothing known: an empty segment
+    assert below.queues[0][0].physical_end == 0
+    two = forced_cut(planned, 0, 4, planned.epoch + 1)
+    with pytest.raises(MappingConflict, match="physical end"):  # two admin tools racing
+        merge(cut, two)
+    assert TopicMapping.from_json(json.loads(json.dumps(cut.to_json()))) == cut
+    assert "forced" not in planned.to_json()["queues"]["0"][0]
 
 
 def test_a_newer_incarnation_wins_whole() -> None:

@@ -15,6 +15,11 @@ READONLY sealed with an exact ``physical_end``: still served for reads
 EXPIRED sealed and its data removed by retention: neither readable nor writable
 ======  ==============================================================================
 
+A segment sealed by a *forced cut* (its broker was unreachable, so the admin tool sealed
+it at the end the other brokers knew) says so with ``forced``; a forced end outranks an
+end its own broker may have written at the same time
+(:mod:`tidemq.formats.logical_migration`).
+
 Rule 1: a broker appends to a logical queue only while it holds that LQ's NORMAL segment
 in the mapping of the highest epoch it has seen; everything else answers "moved".
 
@@ -24,7 +29,8 @@ re-created topic from the current one). Every broker taking part stores the whol
 mapping, so any of them can translate for any LQ and forward to the segment's broker; how
 copies change and converge is :mod:`tidemq.formats.logical_migration`. JSON shape:
 ``{"topic", "epoch", "created", "queues": {"0": [{"broker", "queueId", "logicalStart",
-"physicalStart", "physicalEnd", "state"}]}}`` (``created`` absent = 0).
+"physicalStart", "physicalEnd", "state", "forced"}]}}`` (``created`` absent = 0,
+``forced`` absent = false; it is written only when true).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ class Segment:
     physical_start: int = 0
     physical_end: int = -1  # exclusive; -1 while open
     state: SegmentState = SegmentState.NORMAL
+    forced: bool = False  # sealed by a forced cut, not by its own broker
 
     def to_logical(self, physical: int) -> int:
         return self.logical_start + (physical - self.physical_start)
@@ -69,15 +76,19 @@ class Segment:
         return self.logical_start + (self.physical_end - self.physical_start)
 
     def to_json(self) -> dict[str, Any]:
-        return {"broker": self.broker, "queueId": self.queue_id,
-                "logicalStart": self.logical_start, "physicalStart": self.physical_start,
-                "physicalEnd": self.physical_end, "state": self.state.value}
+        out: dict[str, Any] = {
+            "broker": self.broker, "queueId": self.queue_id,
+            "logicalStart": self.logical_start, "physicalStart": self.physical_start,
+            "physicalEnd": self.physical_end, "state": self.state.value}
+        if self.forced:
+            out["forced"] = True
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Segment:
         return cls(str(d["broker"]), int(d["queueId"]), int(d["logicalStart"]),
                    int(d.get("physicalStart", 0)), int(d.get("physicalEnd", -1)),
-                   SegmentState(d.get("state", "NORMAL")))
+                   SegmentState(d.get("state", "NORMAL")), d.get("forced") is True)
 
 
 @dataclasses.dataclass(frozen=True)

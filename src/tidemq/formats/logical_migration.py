@@ -6,7 +6,9 @@ Rule 1 -- what may follow what, per segment (nothing else is a legal change):
 state      may become    by
 =========  ============  ================================================================
 PENDING    NORMAL        commit: its logical start is the sealed end of the segment before
-NORMAL     READONLY      seal, by the segment's own broker, at its exact physical end
+NORMAL     READONLY      seal, by the segment's own broker, at its exact physical end; or
+                         forced cut, by the admin tool while that broker is unreachable,
+                         at the highest end the other brokers know it reached
 READONLY   EXPIRED       retention removed its data
 EXPIRED    --            (a reused physical queue is a new segment)
 =========  ============  ================================================================
@@ -15,7 +17,10 @@ A state never goes back, a decided ``logical_start`` or ``physical_end`` never c
 a logical queue's segment list only grows at its tail. Two copies of one mapping therefore
 always combine into the copy that knows every fact either knows (:func:`merge`): the
 brokers and the admin tool combine whatever copies they see, in any order, and all end on
-the same mapping. A broker appends to a logical queue only while the NORMAL segment of its
+the same mapping. The one exception to "a decided end never changes" is a race between
+a seal and a forced cut of the same segment (the broker sealed, then died before the
+admin tool heard it): the forced end wins, because the next segment already starts there.
+A broker appends to a logical queue only while the NORMAL segment of its
 combined copy is its own.
 
 A migration of logical queue ``q`` to broker ``T`` is recognised from the mapping alone
@@ -27,12 +32,15 @@ state       the mapping shows                                      step    next
 ==========  =====================================================  ======  ==========
 IDLE        q's NORMAL segment is elsewhere, nothing pending       plan    PLANNED
 PLANNED     a PENDING segment on T after a NORMAL one              seal    SEALED
+PLANNED     ... and the NORMAL segment's broker is unreachable     cut     SEALED
 SEALED      a PENDING segment on T after a READONLY one            commit  COMMITTED
 COMMITTED   q's NORMAL segment is on T, nothing pending            --      --
 ==========  =====================================================  ======  ==========
 
 *plan* adds the PENDING segment (the admin tool); *seal* is done by the broker of the
-NORMAL segment, the only one that knows its end; *commit* is decided by the sealed end
+NORMAL segment, the only one that knows its exact end; *cut* (:func:`forced_cut`, only
+when the operator asks for it) seals that segment without its broker, at an end taken
+from what the other brokers know; *commit* is decided by the sealed end
 alone, so any broker may make it (:func:`complete`) -- a sealed queue never stays
 unwritable for want of the admin tool.
 """
@@ -45,7 +53,7 @@ import json
 
 from tidemq.formats.logical_mapping import Segment, SegmentState, TopicMapping
 
-__all__ = ["FOLLOWS", "MappingConflict", "MigrationState", "complete", "merge",
+__all__ = ["FOLLOWS", "MappingConflict", "MigrationState", "complete", "forced_cut", "merge",
            "migration_state", "plan_commit"]
 
 #: Rule 1: the states a segment in a given state may become next.
@@ -89,10 +97,13 @@ def _decided(a: int, b: int, what: str, topic: str, lq: int) -> int:
 
 def _merge_segment(a: Segment, b: Segment, topic: str, lq: int) -> Segment:
     state = a.state if _RANK[a.state] >= _RANK[b.state] else b.state
+    if a.forced != b.forced and a.physical_end >= 0 and b.physical_end >= 0:
+        end = a.physical_end if a.forced else b.physical_end  # the cut outranks a late seal
+    else:
+        end = _decided(a.physical_end, b.physical_end, "the physical end", topic, lq)
     return dataclasses.replace(
-        a, state=state,
-        logical_start=_decided(a.logical_start, b.logical_start, "the logical start", topic, lq),
-        physical_end=_decided(a.physical_end, b.physical_end, "the physical end", topic, lq))
+        a, state=state, forced=a.forced or b.forced, physical_end=end,
+        logical_start=_decided(a.logical_start, b.logical_start, "the logical start", topic, lq))
 
 
 def _merge_queue(a: tuple[Segment, ...], b: tuple[Segment, ...], topic: str, lq: int,
@@ -154,6 +165,21 @@ def plan_commit(mapping: TopicMapping, lq: int, epoch: int) -> TopicMapping:
     start = sealed[-1].logical_end if sealed else 0
     committed = dataclasses.replace(pending, logical_start=start, state=SegmentState.NORMAL)
     return mapping.replace(lq, tuple(committed if s == pending else s for s in segs), epoch)
+
+
+def forced_cut(mapping: TopicMapping, lq: int, end: int, epoch: int) -> TopicMapping:
+    """``lq``'s NORMAL segment sealed without its broker: READONLY at physical ``end`` (at
+    least its start), marked ``forced``. ``mapping`` itself when ``lq`` has no NORMAL
+    segment."""
+    segs = mapping.queues[lq]
+    idx = next((i for i in range(len(segs) - 1, -1, -1)
+                if segs[i].state is SegmentState.NORMAL), None)
+    if idx is None:
+        return mapping
+    seg = segs[idx]
+    cut = dataclasses.replace(seg, physical_end=max(end, seg.physical_start),
+                              state=SegmentState.READONLY, forced=True)
+    return mapping.replace(lq, (*segs[:idx], cut, *segs[idx + 1:]), epoch)
 
 
 def complete(mapping: TopicMapping) -> TopicMapping:

@@ -144,20 +144,20 @@ PLAN = (Migration("broker-b", "broker-a", "broker-c"),
         Migration("broker-a", "broker-c", "broker-b"))
 
 
-async def admin_process(namesrv: str, target: str) -> asyncio.subprocess.Process:
+async def admin_process(namesrv: str, target: str, *extra: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from tidemq.cli.main import main; main()", "admin",
-        "migrateLogicalQueue", "-n", namesrv, "-t", TOPIC, "-q", "0", "-b", target,
+        "migrateLogicalQueue", "-n", namesrv, "-t", TOPIC, "-q", "0", "-b", target, *extra,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "COLUMNS": "400", "PYTHONUNBUFFERED": "1"})
 
 
 async def run_admin(namesrv: str, target: str, kill_at: str | None = None,
                     kill: Callable[[asyncio.subprocess.Process], Awaitable[None]] | None = None,
-                    ) -> tuple[int, list[str]]:
+                    extra: tuple[str, ...] = ()) -> tuple[int, list[str]]:
     """The migration command; ``kill`` runs when the line of step ``kill_at`` appears.
     Returns its exit status and output lines."""
-    proc = await admin_process(namesrv, target)
+    proc = await admin_process(namesrv, target, *extra)
     assert proc.stdout is not None
     lines: list[str] = []
     fired = False
@@ -301,3 +301,56 @@ async def test_kill9_migration_soak(namesrv: NameServerApp,
     kills = [(rng.choice(VICTIMS), rng.choice(STEPS)) for _ in range(24)]
     print(f"seed {seed}: {kills}")
     await run_matrix(namesrv, brokers, kills)
+
+
+@pytest.mark.timeout(300)
+async def test_a_dead_leader_is_cut_out_and_converges_when_it_returns(
+        namesrv: NameServerApp, brokers: dict[str, BrokerProcess]) -> None:
+    """LQ 0 leads on broker-b; the gateway (broker-a) forwards every send to it. broker-b
+    is killed with SIGKILL under load and stays down: without ``--force`` the migration to
+    broker-c stops at the seal naming it; with ``--force`` the queue is cut at the end the
+    gateway saw acknowledged and is writable again on broker-c while broker-b is still
+    down. broker-b then returns, takes the cut mapping before it serves, and every
+    acknowledged send of every LQ is consumed exactly once, in logical order."""
+    await start_all(brokers)
+    ns = namesrv.address
+    async with AdminClient(ns) as admin:
+        await LogicalQueueAdmin(admin).create(TOPIC, N, ["broker-b", "broker-c"])
+        before = await one_mapping(admin, brokers)
+        assert before.leader(0) is not None and before.leader(0).broker == "broker-b"
+        load = Load(ns)
+        stop = asyncio.Event()
+        producer = asyncio.ensure_future(load.produce())
+        consumer = asyncio.ensure_future(load.consume(stop))
+        try:
+            await wait_for(lambda: len(load.acked.get(0, {})) >= 20, 60)
+            await asyncio.to_thread(brokers["broker-b"].kill9)
+            acked_before = set(load.acked.get(0, {}))
+
+            code, lines = await run_admin(ns, "broker-c")
+            assert code == 1 and "--force" in "\n".join(lines), lines
+            code, lines = await run_admin(ns, "broker-c", extra=("--force", "--wait", "1"))
+            assert code == 0, lines
+            assert any("forced cut: broker-b unreachable" in line for line in lines), lines
+
+            live = {n: b for n, b in brokers.items() if n != "broker-b"}
+            m = await one_mapping(admin, live)
+            old, new = m.queues[0][0], m.leader(0)
+            assert old.forced and new is not None and new.broker == "broker-c"
+            # The cut is where the gateway saw the last acknowledged send of LQ 0.
+            assert new.logical_start == max(acked_before) + 1
+            # Nothing else was acknowledged below the cut while broker-b was dead.
+            assert {o for o in load.acked[0] if o <= max(acked_before)} == acked_before
+            # Writable again with broker-b still down.
+            await wait_for(lambda: len(load.acked[0]) > len(acked_before) + 10, 60)
+
+            await asyncio.to_thread(brokers["broker-b"].start)
+            after = await one_mapping(admin, brokers)
+            assert after.queues[0] == m.queues[0]
+        finally:
+            load.running = False
+            await producer
+            stop.set()
+            await asyncio.wait_for(consumer, 90)
+        load.check()
+        assert min(o for o in load.acked[0] if o not in acked_before) == max(acked_before) + 1

@@ -138,6 +138,7 @@ class BrokerApp:
                 self.metrics_server = metrics
             except OSError as exc:  # metrics are auxiliary: serve messages without them
                 log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
+        await self.logical_processor.sync_at_start()
         await self.server.serve()  # ready: every processor is registered
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
@@ -148,7 +149,7 @@ class BrokerApp:
             await self.registrar.register_all()
             self.registrar.start()
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
-        # Catch up on logical-queue mappings missed while down, then keep comparing.
+        # Keep comparing logical-queue mappings with the peers (caught up once above).
         self._tasks.append(loop.create_task(self.logical_processor.run_sync(
             self.config.logical_sync_interval / 1000), name="broker-logical-sync"))
         self.started = True

@@ -17,26 +17,41 @@ A migration is the state machine of :mod:`tidemq.formats.logical_migration`::
 
 Each step is recognised from the merged mapping, so re-running ``migrate`` after a crash
 of the admin process or of any broker continues where it stopped.
+
+When the old leader cannot be reached for the seal, ``migrate(force=True)`` waits up to
+``wait`` seconds for it, then cuts its segment without it
+(:func:`~tidemq.formats.logical_migration.forced_cut`) at the highest end any reachable
+broker knows it reached (the ``ends`` of their QUERY_LOGICAL_QUEUE_MAPPING answers,
+:mod:`tidemq.codec.logical_ends`). Only the operator can know that the broker is dead and
+not merely cut off from the admin tool, so the cut is never taken without ``force``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.logical_ends import decode_ends
 from tidemq.errors import BrokerResponseError, TideMQError
 from tidemq.formats.logical_mapping import Segment, SegmentState, TopicMapping
-from tidemq.formats.logical_migration import MappingConflict, MigrationState, merge, migration_state
+from tidemq.formats.logical_migration import (
+    MappingConflict,
+    MigrationState,
+    forced_cut,
+    merge,
+    migration_state,
+)
 from tidemq.formats.logical_migration import plan_commit as commit_at
 
 if TYPE_CHECKING:
     from tidemq.client.admin import AdminClient
 
-__all__ = ["LogicalQueueAdmin", "MigrationStep", "plan_commit", "plan_create", "plan_migration",
-           "plan_resize", "writable"]
+__all__ = ["LeaderUnreachable", "LogicalQueueAdmin", "MigrationStep", "plan_commit",
+           "plan_create", "plan_migration", "plan_resize", "writable"]
 
 #: ``(step, done_now, mapping)`` -- step is "synced", "planned", "sealed" or "committed";
 #: done_now is False when a resumed migration found the step already done. "synced" is
@@ -118,6 +133,14 @@ def plan_resize(mapping: TopicMapping, total: int, brokers: list[str]) -> TopicM
     return TopicMapping(work.topic, _epoch(mapping.epoch), work.queues, mapping.created)
 
 
+class LeaderUnreachable(TideMQError):
+    """The broker holding a logical queue's open segment could not be asked to seal it."""
+
+    def __init__(self, message: str, broker: str) -> None:
+        super().__init__(message)
+        self.broker = broker
+
+
 class PushReport:
     """Which brokers took a mapping and which could not be reached."""
 
@@ -132,6 +155,8 @@ class LogicalQueueAdmin:
         self.cluster = cluster
         #: brokers the last operation could not reach (they catch up from their peers)
         self.missed: dict[str, str] = {}
+        #: per topic, ``(broker, queueId) -> end`` the brokers last read know of
+        self.ends: dict[str, dict[tuple[str, int], int]] = {}
 
     async def _brokers(self) -> dict[str, str]:
         return await self.admin.masters(self.cluster)
@@ -166,23 +191,52 @@ class LogicalQueueAdmin:
                     addrs: dict[str, str]) -> TopicMapping:
         """SEAL_LOGICAL_QUEUE on the broker holding the open segment, carrying ``mapping``
         (so the broker knows the pending segment even if it missed that push); the sealed
-        mapping. Only that broker knows the exact end, so a dead one stops the operation
-        here (the mapping is left as planned and the queue writable where it was)."""
+        mapping. Only that broker knows the exact end: when it cannot be reached this
+        raises :class:`LeaderUnreachable` (the mapping is left as planned)."""
         addr = addrs.get(broker)
         topic = mapping.topic
+        hint = ("restart it and run the operation again, or, if it is dead, run it with "
+                "--force to cut the queue where the other brokers know it reached")
         if addr is None:
-            raise TideMQError(f"broker {broker}, which holds the open segment of {topic}/{lq}, "
-                              f"is not registered (live: {sorted(addrs)}); restart it and "
-                              "run the operation again")
+            raise LeaderUnreachable(f"broker {broker}, which holds the open segment of "
+                                    f"{topic}/{lq}, is not registered (live: {sorted(addrs)}); "
+                                    f"{hint}", broker)
         try:
             resp = await self.admin._broker(addr, RemotingCommand.request(
                 RequestCode.SEAL_LOGICAL_QUEUE, {"topic": topic, "lq": str(lq)},
                 json.dumps(mapping.to_json()).encode()))
+        except BrokerResponseError as exc:
+            raise TideMQError(f"sealing {topic}/{lq} on {broker} was refused ({exc})") from exc
         except TideMQError as exc:
-            raise TideMQError(f"sealing {topic}/{lq} on {broker} failed ({exc}); the queue "
-                              f"stays writable on {broker}: restart it if it is down and run "
-                              "the operation again") from exc
+            raise LeaderUnreachable(f"sealing {topic}/{lq} on {broker} failed ({exc}); {hint}",
+                                    broker) from exc
         return TopicMapping.from_json(json.loads(resp.full_body()))
+
+    async def _seal_or_cut(self, mapping: TopicMapping, lq: int, broker: str,
+                           addrs: dict[str, str], force: bool, wait: float) -> TopicMapping:
+        """The seal; with ``force``, a leader that stays unreachable for ``wait`` seconds
+        is cut out instead: its segment sealed at the highest end a reachable broker
+        knows it reached (at least its start), pushed to every broker reached."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return await self._seal(mapping, lq, broker, addrs)
+            except LeaderUnreachable:
+                if not force or time.monotonic() >= deadline:
+                    if not force:
+                        raise
+                    break
+            await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            addrs = await self._brokers()
+        live = {n: a for n, a in addrs.items() if n != broker}
+        mapping, _ = await self.merged(mapping.topic, live)  # the newest ends, too
+        leader = mapping.leader(lq)
+        if leader is None or leader.broker != broker:
+            return mapping  # sealed meanwhile (the broker came back)
+        end = self.ends.get(mapping.topic, {}).get((broker, leader.queue_id), -1)
+        cut = forced_cut(mapping, lq, end, _epoch(mapping.epoch))
+        await self._push(cut, live)
+        return cut
 
     async def copies(self, topic: str, addrs: dict[str, str]
                      ) -> dict[str, TopicMapping | None]:
@@ -199,6 +253,9 @@ class LogicalQueueAdmin:
                 self.missed[name] = str(exc)
                 continue
             out[name] = TopicMapping.from_json(json.loads(resp.full_body()))
+            ends = self.ends.setdefault(topic, {})
+            for key, end in decode_ends(resp.ext_fields.get("ends")).items():
+                ends[key] = max(end, ends.get(key, -1))
         return out
 
     async def merged(self, topic: str, addrs: dict[str, str] | None = None
@@ -259,9 +316,11 @@ class LogicalQueueAdmin:
                               f"{'; '.join(report.missed.values())}")
 
     async def migrate(self, topic: str, lq: int, target: str,
-                      on_step: MigrationStep | None = None) -> TopicMapping:
+                      on_step: MigrationStep | None = None, *, force: bool = False,
+                      wait: float = 10.0) -> TopicMapping:
         """Move ``lq``'s writes to ``target``; resumable (see the module docstring).
-        ``on_step`` hears of each step, done now or found done."""
+        ``on_step`` hears of each step, done now or found done. ``force``: an old leader
+        unreachable for ``wait`` seconds is cut out (the module docstring)."""
         def step(name: str, now: bool, m: TopicMapping) -> None:
             if on_step is not None:
                 on_step(name, now, m)
@@ -287,7 +346,7 @@ class LogicalQueueAdmin:
         leader = mapping.leader(lq)
         sealing = migration_state(mapping, lq, target) is MigrationState.PLANNED
         if sealing and leader is not None:
-            mapping = await self._seal(mapping, lq, leader.broker, addrs)
+            mapping = await self._seal_or_cut(mapping, lq, leader.broker, addrs, force, wait)
         step("sealed", sealing, mapping)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:

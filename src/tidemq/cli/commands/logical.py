@@ -19,7 +19,8 @@ updateLogicalQueueNum          N writable logical queues: add or re-open below N
                                (decrease) at and above N
 migrateLogicalQueue            move one logical queue's writes to broker ``-b``, printing
                                each step; re-running it resumes an interrupted migration
-                               and brings every broker's copy to the same mapping
+                               and brings every broker's copy to the same mapping;
+                               ``--force`` cuts out an old leader that stays unreachable
 =============================  ===========================================================
 """
 
@@ -201,6 +202,14 @@ def migrate(
     namesrv: Namesrv = DEFAULT_NAMESRV,
     cluster: Cluster = None,
     json_out: JsonFlag = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="If the queue's current broker cannot be reached, cut the queue "
+        "without it at the highest offset the other brokers know it reached: messages it "
+        "acknowledged past that point are left out of the queue. Only for a broker that "
+        "is dead, not merely cut off.")] = False,
+    wait: Annotated[float, typer.Option(
+        "--wait", min=0, help="With --force: seconds to keep trying the current broker "
+        "before cutting.")] = 10.0,
 ) -> None:
     """Move a logical queue's writes to another broker (MigrateLogicalQueue): planned,
     sealed, committed. Only the mapping moves; re-running resumes where it stopped."""
@@ -220,7 +229,7 @@ def migrate(
     async def go(admin: AdminClient) -> TopicMapping:
         lqa = LogicalQueueAdmin(admin, cluster)
         try:
-            return await lqa.migrate(topic, queue, broker, on_step)
+            return await lqa.migrate(topic, queue, broker, on_step, force=force, wait=wait)
         finally:
             missed.update(lqa.missed)
 
@@ -251,6 +260,7 @@ def _step_text(name: str, now: bool, mapping: TopicMapping, lq: int) -> str:
         old = next((s for s in reversed(segs[:-1]) if s.logical_end >= 0), None)
         if old is None:
             return f"LogicalQueue({lq}) has no segment to seal"
+        cut = f" (forced cut: {old.broker} unreachable)" if old.forced else ""
         return (f"MessageQueue({mapping.topic}, {old.broker}, {old.queue_id}) {old.state.value}"
-                f" at logical end {old.logical_end}")
+                f" at logical end {old.logical_end}{cut}")
     return f"LogicalQueue({lq}) continues at {new.logical_start} on {where} (epoch {mapping.epoch})"

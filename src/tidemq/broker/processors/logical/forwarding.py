@@ -13,6 +13,7 @@ from tidemq.broker.codes import PULL_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import Segment, TopicMapping
 from tidemq.broker.pipeline import Pipeline
+from tidemq.broker.processors.logical.ends import KnownEnds
 from tidemq.codec.bodies import ClusterInfo, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import (
@@ -104,6 +105,8 @@ class Forwarder:
         self.handlers = Handlers(None)
         self.tasks: set[asyncio.Task[Any]] = set()
         self._refresh_after = 0.0
+        #: how far other brokers' segments are known to reach (for a forced cut)
+        self.ends = KnownEnds()
 
     @property
     def me(self) -> str:
@@ -154,12 +157,15 @@ class Forwarder:
 
     async def forward(self, broker: str, cmd: RemotingCommand,
                        timeout: float = 3.0) -> RemotingCommand:
-        """``cmd`` to ``broker``; a lost connection makes us look its address up again."""
+        """``cmd`` to ``broker``; a lost connection makes us look its address up again. A
+        stored send raises the end known of its queue before anyone hears of it."""
         try:
-            return await self.ctx.client.request(self.address(broker), cmd, timeout)
+            resp = await self.ctx.client.request(self.address(broker), cmd, timeout)
         except ConnectionLost:
             self.refresh_addresses()  # the broker may have restarted elsewhere
             raise
+        self.ends.saw_send(broker, cmd, resp)
+        return resp
 
     def refresh_addresses(self) -> None:
         """Learn the brokers' addresses from the name server (at most once a second): a

@@ -35,6 +35,7 @@ class MappingAdmin:
         self.lqs = lqs
         self.sync = sync
         self.sends = sends
+        self._cut_reported: set[tuple[str, int, int]] = set()
 
     def mapping_changed(self, mapping: TopicMapping | None, topic: str | None = None) -> None:
         """A logical-queue mapping changed: register the topic's physical queues and its
@@ -42,9 +43,28 @@ class MappingAdmin:
         if mapping is not None:
             self.ctx.topics.upsert(logical_topic_config(mapping, self.ctx.config.broker_name))
             self.sends.notify(mapping.topic)
+            self.report_cut_tails(mapping)
         elif topic is not None:
             self.ctx.topics.delete(topic)
         self.ctx.topics_changed()
+
+    def report_cut_tails(self, mapping: TopicMapping) -> None:
+        """A segment of this broker that a forced cut sealed while it was down, below what
+        its physical queue holds: the messages past the cut are not in the logical queue
+        (docs/logical-queues.md). Said once per segment, at WARNING, with the range."""
+        for lq, segs in mapping.queues.items():
+            for s in segs:
+                key = (mapping.topic, s.queue_id, s.physical_end)
+                if not s.forced or s.broker != self.fwd.me or key in self._cut_reported:
+                    continue
+                held = self.ctx.store.next_queue_offset(mapping.topic, s.queue_id)
+                if held > s.physical_end:
+                    self._cut_reported.add(key)
+                    log.warning("logical queue %s/%d was cut at physical offset %d of queue %d "
+                                "while this broker was unreachable; the %d messages it holds "
+                                "past the cut (physical offsets %d..%d) are not part of the "
+                                "logical queue", mapping.topic, lq, s.physical_end, s.queue_id,
+                                held - s.physical_end, s.physical_end, held - 1)
 
     def update_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         self.take(cmd, None)
@@ -83,7 +103,12 @@ class MappingAdmin:
         if mapping is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
                                  f"{topic} has no logical-queue mapping on {self.fwd.me}")
-        return cmd.response(body=json.dumps(mapping.to_json()).encode())
+        resp = cmd.response(body=json.dumps(mapping.to_json()).encode())
+        own = {(s.broker, s.queue_id): self.ctx.store.next_queue_offset(topic, s.queue_id)
+               for segs in mapping.queues.values() for s in segs
+               if s.broker == self.fwd.me and s.state is SegmentState.NORMAL}
+        resp.ext_fields["ends"] = self.fwd.ends.encode(topic, own)
+        return resp
 
     def seal(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Seal the NORMAL segment of ``lq`` held here at its exact end. Runs on the event
@@ -144,6 +169,7 @@ class MappingAdmin:
     def delete_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic", "")
         if self.lqs.delete(topic):
+            self.fwd.ends.forget(topic)
             self.mapping_changed(None, topic)
         return cmd.response()
 

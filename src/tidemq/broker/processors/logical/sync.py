@@ -95,6 +95,7 @@ class MappingSync:
                 RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": topic}), 2.0)
             if resp.code != ResponseCode.SUCCESS:
                 return None
+            self.fwd.ends.take(topic, resp.ext_fields.get("ends"))
             return TopicMapping.from_json(json.loads(resp.full_body()))
         except (TideMQError, ValueError, KeyError, TypeError) as exc:
             log.debug("reading %s's mapping of %s failed: %s", broker, topic, exc)

@@ -132,6 +132,19 @@ class LogicalProcessor:
             return self.pulls.pull(mapping, lq, conn, cmd)
         return self.offsets.handle(mapping, lq, conn, cmd)
 
+    START_SYNC_TIMEOUT = 10.0  # seconds a starting broker gives its peers to answer
+
+    async def sync_at_start(self) -> None:
+        """Before the broker serves: its copies merged with the peers'. A broker that was
+        down while a forced cut sealed its segment thus never appends to that segment
+        again; peers that do not answer in time are left to the periodic sync."""
+        if not self.lqs.mappings:
+            return
+        try:
+            await asyncio.wait_for(self.sync(), self.START_SYNC_TIMEOUT)
+        except (TimeoutError, TideMQError, OSError, ValueError) as exc:
+            log.warning("syncing logical-queue mappings at start failed: %s", exc)
+
     async def run_sync(self, interval: float) -> None:
         """:meth:`sync` now and every ``interval`` seconds, until cancelled."""
         while True:

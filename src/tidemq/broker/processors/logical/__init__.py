@@ -44,6 +44,7 @@ pulls           pulls, across sealed segments
 offsets         consumer offsets, min/max, time search and reset in logical terms
 mappings        the admin codes, expiry, the topic config a mapped topic registers
 sync            the convergence of the brokers' copies of a mapping
+ends            how far other brokers' segments are known to reach (for a forced cut)
 forwarding      running a physical request here or on the segment's broker; addresses
 ==============  ============================================================================
 """

@@ -14,6 +14,7 @@ import os
 from collections.abc import Generator
 
 import pytest
+from tests.tls_certs import Certs, make_certs
 
 pytest_plugins = ("pytester",)
 
@@ -69,3 +70,9 @@ def pytest_make_collect_report(collector: pytest.Collector
     if message is not None:
         fail(report, message)
     return report
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A CA and the certificates of ``tests/tls_certs.py``, made once per session."""
+    return make_certs(tmp_path_factory.mktemp("tls"))

@@ -34,6 +34,7 @@ __all__ = [
     "StoreError",
     "StoreReadOnly",
     "TideMQError",
+    "TlsError",
     "error_for_code",
 ]
 
@@ -134,6 +135,16 @@ class ConnectionLost(TideMQError):
         super().__init__(f"connection to {address} lost{': ' + reason if reason else ''}")
         self.address = address
         self.reason = reason
+
+
+class TlsError(ConnectionLost):
+    """A TLS connection to ``address`` could not be set up; ``cause`` says why in words
+    (an expired or untrusted certificate, a host name it does not cover, a server that
+    wants a client certificate or does not speak TLS)."""
+
+    def __init__(self, address: str, cause: str) -> None:
+        super().__init__(address, f"TLS: {cause}")
+        self.cause = cause
 
 
 class RequestTimeout(TideMQError):

@@ -15,11 +15,16 @@ A response frame over ``max_frame_size`` fails only the request waiting for it, 
 decoder drops the rest of that frame as it arrives and the socket stays open, as in the
 asyncio client. An oversized stray frame is skipped like any other; one whose header
 cannot be read is a protocol error.
+
+With ``tls`` settings that enable it, sockets are wrapped in TLS (the server's
+certificate checked against the address's host); a failed handshake raises
+:class:`~tidemq.errors.TlsError` saying why.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -33,9 +38,10 @@ from tidemq.codec.frame import (
     encode_command,
 )
 from tidemq.codec.signature import Credentials
-from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
+from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, TlsError
 from tidemq.net.address import parse_address
 from tidemq.net.errors import map_exceptions, network_errors
+from tidemq.net.tls import TlsClientSettings, describe_tls_failure
 
 __all__ = ["BlockingClient"]
 
@@ -56,9 +62,12 @@ class BlockingClient:
         connect_timeout: float = 3.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         credentials: Credentials | None = None,
+        tls: TlsClientSettings | None = None,
     ) -> None:
         #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
         self.credentials = credentials
+        #: The context every socket is wrapped in; ``None``: plain.
+        self.tls_context = tls.context() if tls is not None else None
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._max_frame_size = max_frame_size
@@ -100,7 +109,8 @@ class BlockingClient:
                 raise ConnectionLost(address, "client closed")
             conn = self._connections.get(address)
             if conn is None:
-                conn = _BlockingConnection(address, self.connect_timeout, self._max_frame_size)
+                conn = _BlockingConnection(address, self.connect_timeout, self._max_frame_size,
+                                           self.tls_context)
                 self._connections[address] = conn
             return conn
 
@@ -108,8 +118,10 @@ class BlockingClient:
 class _BlockingConnection:
     """One socket to one address, dialed on first use and again after it broke."""
 
-    def __init__(self, address: str, connect_timeout: float, max_frame_size: int) -> None:
+    def __init__(self, address: str, connect_timeout: float, max_frame_size: int,
+                 tls_context: ssl.SSLContext | None = None) -> None:
         self.address = address
+        self._tls_context = tls_context
         self.lock = threading.Lock()
         self._connect_timeout = connect_timeout
         self._max_frame_size = max_frame_size
@@ -124,7 +136,7 @@ class _BlockingConnection:
             if self._closed:
                 raise ConnectionLost(self.address, "client closed")
             sock = self._sock
-            if sock is not None and _closed_by_peer(sock):
+            if sock is not None and self._closed_by_peer(sock):
                 self._drop_socket()  # idle while the peer went away: nothing sent yet
                 sock = None
             if sock is None:
@@ -173,8 +185,36 @@ class _BlockingConnection:
         with map_exceptions(errors):
             sock = socket.create_connection((host, port), timeout=self._connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls_context is not None:
+            try:
+                sock = self._tls_context.wrap_socket(sock, server_hostname=host)
+            except (OSError, ValueError) as exc:
+                sock.close()
+                if isinstance(exc, TimeoutError):
+                    raise TlsError(self.address, f"no TLS handshake within "
+                                   f"{self._connect_timeout} s: does the server accept "
+                                   "TLS on this port?") from exc
+                raise TlsError(self.address, describe_tls_failure(exc)) from exc
         self._sock = sock
         return sock
+
+    def _closed_by_peer(self, sock: socket.socket) -> bool:
+        if not isinstance(sock, ssl.SSLSocket):
+            return _closed_by_peer(sock)
+        # TLS has no peek: read what is there; bytes are kept for the decoder, which
+        # skips frames that are not the response awaited.
+        sock.settimeout(0.0)
+        try:
+            data = sock.recv(_RECV_SIZE)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError,
+                InterruptedError):
+            return False
+        except OSError:
+            return True
+        if not data:
+            return True
+        self._decoder.receive_data(data)
+        return False
 
     def _receive(self, sock: socket.socket, opaque: int, deadline: float) -> RemotingCommand:
         decoder = self._decoder
@@ -222,6 +262,9 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 def _send_all(sock: socket.socket, parts: Sequence[Buffer]) -> None:
     """Write every buffer with scatter I/O (``sendmsg``): body parts are not joined."""
+    if isinstance(sock, ssl.SSLSocket):  # no scatter I/O through TLS
+        sock.sendall(b"".join(parts))
+        return
     views = [memoryview(p).cast("B") for p in parts if len(p)]
     while views:
         sent = sock.sendmsg(views[:_IOV_MAX])

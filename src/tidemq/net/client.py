@@ -13,6 +13,10 @@ the dial awaited, so concurrent callers share a single connection. A connection 
 closes is forgotten (its pending requests fail with
 :class:`~tidemq.errors.ConnectionLost`) and the next request dials again.
 
+With ``tls`` settings that enable it (:class:`~tidemq.net.tls.TlsClientSettings`) every
+connection is TLS, the server's certificate checked against the host of the address; a
+handshake that fails raises :class:`~tidemq.errors.TlsError` saying why.
+
 Servers may send requests to the client over the same connection (for example
 ``NOTIFY_CONSUMER_IDS_CHANGED``); :meth:`RemotingClient.register` routes them, with the
 answering rules of :mod:`tidemq.net.dispatcher`.
@@ -22,16 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from collections.abc import Callable
 from types import TracebackType
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
 from tidemq.codec.signature import Credentials
-from tidemq.errors import ConnectionLost
+from tidemq.errors import ConnectionLost, TideMQError, TlsError
 from tidemq.net.address import parse_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, Connection
 from tidemq.net.dispatcher import Dispatcher, Processor
 from tidemq.net.errors import ExceptionMapping, map_exceptions, network_errors
+from tidemq.net.tls import TlsClientSettings, describe_tls_failure
 
 __all__ = ["RemotingClient"]
 
@@ -49,7 +56,11 @@ class RemotingClient:
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         credentials: Credentials | None = None,
+        tls: TlsClientSettings | None = None,
     ) -> None:
+        #: The context of every connection; ``None``: plain. Built here, so a bad file
+        #: raises ConfigError now rather than at the first request.
+        self.tls_context = tls.context() if tls is not None else None
         #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
         self.credentials = credentials
         self.request_timeout = request_timeout
@@ -149,7 +160,12 @@ class RemotingClient:
             loop = asyncio.get_running_loop()
             with map_exceptions(self._dial_errors(address)):
                 async with asyncio.timeout(self.connect_timeout):
-                    _, conn = await loop.create_connection(self._new_connection, host, port)
+                    if self.tls_context is None:
+                        _, conn = await loop.create_connection(self._new_connection, host, port)
+                    else:
+                        _, conn = await loop.create_connection(
+                            self._new_connection, host, port, ssl=self.tls_context,
+                            server_hostname=host, ssl_handshake_timeout=self.connect_timeout)
         finally:
             self._dials.pop(address, None)
         conn.remote_address = address
@@ -160,9 +176,22 @@ class RemotingClient:
 
     def _dial_errors(self, address: str) -> ExceptionMapping:
         def timed_out(_exc: BaseException) -> ConnectionLost:
+            if self.tls_context is not None:
+                return TlsError(address, f"no TLS handshake within {self.connect_timeout} s: "
+                                "does the server accept TLS on this port?")
             return ConnectionLost(address, f"connect timed out after {self.connect_timeout} s")
 
-        return {**network_errors(address), TimeoutError: timed_out}  # keeps its place: first
+        def tls_failed(exc: BaseException) -> ConnectionLost:
+            return TlsError(address, describe_tls_failure(exc))
+
+        mapping: dict[type[BaseException], Callable[[BaseException], TideMQError]] = {
+            TimeoutError: timed_out, ssl.SSLError: tls_failed}  # timeouts keep their place
+        if self.tls_context is not None:
+            mapping[ConnectionResetError] = tls_failed
+            mapping[ConnectionAbortedError] = tls_failed
+        for foreign, factory in network_errors(address).items():
+            mapping.setdefault(foreign, factory)  # after these: the first match wins
+        return mapping
 
     def _new_connection(self) -> Connection:
         return Connection(

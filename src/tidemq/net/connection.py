@@ -46,6 +46,7 @@ import asyncio
 import enum
 import logging
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, cast
@@ -61,6 +62,7 @@ from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, R
 from tidemq.net.address import format_address
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.receive_budget import ReceiveBudget
+from tidemq.net.tls import describe_tls_failure
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",
@@ -155,6 +157,9 @@ class Connection(asyncio.BufferedProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._close_callbacks: list[CloseCallback] = []
         self._lost: ConnectionLost | None = None
+        #: A TLS connection that has not had an answer yet: in TLS 1.3 a server that
+        #: refuses our certificate does so after our handshake ended, by closing.
+        self._tls_unanswered = False
         self._closed = self._loop.create_future()
 
     def __repr__(self) -> str:
@@ -295,6 +300,7 @@ class Connection(asyncio.BufferedProtocol):
             # (fixed in 3.12.9 / 3.13.2); its own idempotent check runs after each flush.
             self._check_flow = getattr(transport, "_maybe_pause_protocol", None)
         self.remote_address = format_address(transport.get_extra_info("peername"))
+        self._tls_unanswered = transport.get_extra_info("ssl_object") is not None
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -390,7 +396,13 @@ class Connection(asyncio.BufferedProtocol):
         return False  # let the transport close; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by peer"
+        if isinstance(exc, ssl.SSLError):
+            reason = f"TLS: {describe_tls_failure(exc)}"
+        elif exc is None and self._tls_unanswered and self._pending:
+            reason = ("TLS: the server closed the connection before its first answer: it "
+                      "may require a client certificate (tls.client.certPath) or refuse ours")
+        else:
+            reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by peer"
         self._record_loss(reason, exc)
         if self._move(_Event.LOST) is not ConnState.CLOSED:
             return
@@ -458,6 +470,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._check_flow()
 
     def _on_response(self, cmd: RemotingCommand) -> None:
+        self._tls_unanswered = False
         pending = self._pending.pop(cmd.opaque, None)
         if pending is None:
             log.debug("%s: response for unknown opaque %d (timed out?)", self, cmd.opaque)

@@ -19,6 +19,10 @@ kept between frames -- stay within ``receive_budget``
 (:class:`~tidemq.net.receive_budget.ReceiveBudget`): past it, kept buffers are given
 back first, then the connections holding the most for the longest are closed.
 
+With ``tls`` settings that have a certificate (:mod:`tidemq.net.tls`), connections are
+accepted by a :class:`~tidemq.net.tls_listener.TlsListener`, which takes TLS, plain or
+both on the one port as ``tls.server.mode`` says; otherwise asyncio accepts them plain.
+
 Shutdown is graceful: stop accepting and stop reading new requests, give the processors
 still running up to ``drain_timeout`` seconds to finish and answer (their responses are
 flushed), then close every connection, aborting those that cannot flush within a second.
@@ -36,12 +40,17 @@ from tidemq.net.address import format_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection, protocol_log
 from tidemq.net.dispatcher import Dispatcher, Processor
 from tidemq.net.receive_budget import DEFAULT_RECEIVE_BUDGET, ReceiveBudget
+from tidemq.net.tls import ServerTlsContext, TlsServerSettings
+from tidemq.net.tls_listener import TlsListener, refusing_dispatcher
 
 __all__ = ["RemotingServer"]
 
 log = logging.getLogger(__name__)
 
 _ABORT_AFTER = 1.0  # seconds a closing connection may take to flush before it is aborted
+#: A refused plain connection (enforcing mode) is answered once: it needs no big frames.
+_REFUSED_MAX_FRAME = 64 * 1024
+_REFUSED_IDLE = 10.0
 
 
 class RemotingServer:
@@ -55,6 +64,7 @@ class RemotingServer:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         receive_budget: int = DEFAULT_RECEIVE_BUDGET,
+        tls: TlsServerSettings | None = None,
     ) -> None:
         self.host = host
         self._requested_port = port
@@ -63,6 +73,13 @@ class RemotingServer:
         self._idle_seconds = idle_seconds
         self._dispatcher = Dispatcher()
         self._server: asyncio.Server | None = None
+        #: Set when ``tls`` is active; builds its context now, so bad files fail early.
+        self._listener: TlsListener | None = None
+        if tls is not None and tls.active:
+            self._listener = TlsListener(
+                host, port, mode=tls.mode, contexts=ServerTlsContext(tls),
+                accepted=self._new_connection, refused=self._refused_connection,
+                not_started=self._not_started)
         self._connections: set[Connection] = set()
         self._close_callbacks: list[CloseCallback] = []
         self.port = 0
@@ -111,6 +128,12 @@ class RemotingServer:
         """Bind and start accepting; :attr:`port` is the bound port afterwards. With
         ``serving=False`` the port is only bound -- connecting to it is refused, as to a
         server that is down -- until :meth:`serve`."""
+        if self._listener is not None:
+            self.port = self._listener.bind()
+            if serving:
+                self._listener.serve()
+                self._log_listening()
+            return
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._new_connection, self.host, self._requested_port, reuse_address=True,
@@ -118,22 +141,44 @@ class RemotingServer:
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         if serving:
+            self._log_listening()
+
+    def _log_listening(self) -> None:
+        if self._listener is None:
             log.info("remoting server listening on %s", self.address)
+        else:
+            log.info("remoting server listening on %s (TLS %s)", self.address,
+                     self._listener.mode.value)
+
+    @property
+    def tls(self) -> TlsListener | None:
+        """The listener that admits TLS connections, when TLS is configured."""
+        return self._listener
 
     async def serve(self) -> None:
         """Start accepting on the port :meth:`start` bound (``serving=False``)."""
+        if self._listener is not None:
+            if not self._listener.serving:
+                self._listener.serve()
+                self._log_listening()
+            return
         if self._server is None:
             raise RuntimeError("serve() before start()")
         if not self._server.is_serving():
             await self._server.start_serving()
-            log.info("remoting server listening on %s", self.address)
+            self._log_listening()
 
     async def close(self, drain_timeout: float = 5.0) -> None:
         """Stop accepting, let running processors finish (bounded), close connections."""
         server, self._server = self._server, None
-        if server is None:
+        listener = self._listener
+        if server is None and (listener is None or not listener.port):
             return
-        server.close()
+        if server is not None:
+            server.close()
+        if listener is not None:
+            await listener.close()
+            listener.port = 0
         for conn in self._connections:
             conn.stop_reading()
         if not await self._dispatcher.drain(drain_timeout):
@@ -148,7 +193,8 @@ class RemotingServer:
         await asyncio.gather(
             *(conn.aclose("server shutting down", _ABORT_AFTER) for conn in connections)
         )
-        await server.wait_closed()
+        if server is not None:
+            await server.wait_closed()
         protocol_log.flush()
         log.info("remoting server on %s closed", self.address)
 
@@ -175,6 +221,18 @@ class RemotingServer:
         self._connections.add(conn)
         conn.on_close(self._connection_closed)
         return conn
+
+    def _refused_connection(self) -> Connection:
+        conn = Connection(refusing_dispatcher(), max_frame_size=_REFUSED_MAX_FRAME,
+                          idle_seconds=_REFUSED_IDLE)
+        self._connections.add(conn)
+        conn.on_close(self._connection_closed)
+        return conn
+
+    def _not_started(self, protocol: asyncio.BaseProtocol) -> None:
+        """A connection whose TLS handshake failed never opened: forget it."""
+        if isinstance(protocol, Connection):
+            self._connections.discard(protocol)
 
     def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
         self._connections.discard(conn)

@@ -1,0 +1,350 @@
+"""TLS on a RemotingServer over real TCP on 127.0.0.1: each tls.server.mode with TLS and
+plain clients (asyncio and blocking), client certificates, and every refusal naming its
+cause. Certificates come from ``tests/tls_certs.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.net.support import ECHO, RawPeer, make_server
+from tests.tls_certs import KEY_PASSWORD, Certs
+
+from tidemq.codec.command import RemotingCommand
+from tidemq.errors import ConfigError, ConnectionLost, ResponseCode, TlsError
+from tidemq.net import BlockingClient, RemotingClient, RemotingServer
+from tidemq.net.tls import (
+    ClientAuth,
+    ServerTlsContext,
+    TlsClientSettings,
+    TlsMode,
+    TlsServerSettings,
+)
+from tidemq.net.tls_listener import PLAIN_REFUSED_REMARK, Admission, admit
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def server_tls(certs: Certs, mode: str = "permissive", *, cert: Path | None = None,
+               key: Path | None = None, client_auth: str = "none") -> TlsServerSettings:
+    return TlsServerSettings.parse(
+        mode=mode, cert_path=str(cert or certs.server_cert),
+        key_path=str(key or certs.server_key), need_client_auth=client_auth,
+        trust_cert_path=str(certs.ca))
+
+
+def client_tls(certs: Certs, *, client_cert: bool = False, ca: Path | None = None,
+               stranger: bool = False) -> TlsClientSettings:
+    cert = key = ""
+    if client_cert:
+        cert = str(certs.stranger_client_cert if stranger else certs.client_cert)
+        key = str(certs.stranger_client_key if stranger else certs.client_key)
+    return TlsClientSettings(enable=True, trust_cert_path=str(ca or certs.ca),
+                             cert_path=cert, key_path=key)
+
+
+async def started(settings: TlsServerSettings) -> RemotingServer:
+    server = make_server(tls=settings)  # type: ignore[arg-type]
+    await server.start()
+    return server
+
+
+async def echo(client: RemotingClient, server: RemotingServer, text: str = "hi") -> bytes:
+    response = await client.request(server.address, RemotingCommand.request(
+        ECHO, {"k": "v"}, text.encode()))
+    assert response.code == ResponseCode.SUCCESS
+    return bytes(response.body)
+
+
+@pytest.fixture
+async def servers() -> AsyncIterator[list[RemotingServer]]:
+    running: list[RemotingServer] = []
+    yield running
+    for server in running:
+        await server.close(drain_timeout=0.2)
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[RemotingClient]]:
+    made: list[RemotingClient] = []
+    yield made
+    for client in made:
+        await client.close()
+
+
+def new_client(clients: list[RemotingClient], tls: TlsClientSettings | None = None
+               ) -> RemotingClient:
+    client = RemotingClient(request_timeout=5.0, connect_timeout=5.0, tls=tls)
+    clients.append(client)
+    return client
+
+
+# ---------------------------------------------------------------- the admission table
+
+
+@pytest.mark.parametrize(("first", "mode", "expected"), [
+    (0x16, TlsMode.PERMISSIVE, Admission.TLS),
+    (0x00, TlsMode.PERMISSIVE, Admission.PLAIN),
+    (0x16, TlsMode.ENFORCING, Admission.TLS),
+    (0x00, TlsMode.ENFORCING, Admission.REFUSE),
+    (0x17, TlsMode.ENFORCING, Admission.REFUSE),
+    (0x16, TlsMode.DISABLED, Admission.PLAIN),
+])
+def test_admission_by_first_byte(first: int, mode: TlsMode, expected: Admission) -> None:
+    assert admit(first, mode) is expected
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_settings_parse_rocketmq_values(tls_certs: Certs) -> None:
+    settings = server_tls(tls_certs, "ENFORCING", client_auth="require")
+    assert settings.mode is TlsMode.ENFORCING
+    assert settings.need_client_auth is ClientAuth.REQUIRE
+    assert settings.active
+
+
+@pytest.mark.parametrize(("kwargs", "key"), [
+    ({"mode": "strict"}, "tls.server.mode"),
+    ({"need_client_auth": "always"}, "tls.server.need.client.auth"),
+    ({"mode": "enforcing"}, "tls.server.certPath"),
+    ({"cert_path": "/x.crt"}, "tls.server.keyPath"),
+])
+def test_bad_server_settings_name_their_key(kwargs: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        TlsServerSettings.parse(**kwargs)
+    assert info.value.key == key
+
+
+def test_permissive_without_certificate_is_plain() -> None:
+    assert not TlsServerSettings.parse().active
+    assert not TlsServerSettings.parse(mode="disabled").active
+
+
+def test_unloadable_files_name_their_key(tls_certs: Certs, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        server_tls(tls_certs, cert=tmp_path / "missing.crt").context()
+    assert info.value.key == "tls.server.certPath"
+    with pytest.raises(ConfigError) as info:  # a key that is not the certificate's
+        server_tls(tls_certs, key=tls_certs.client_key).context()
+    assert info.value.key == "tls.server.keyPath"
+    with pytest.raises(ConfigError) as info:
+        TlsClientSettings(enable=True, trust_cert_path=str(tmp_path / "ca.crt")).context()
+    assert info.value.key == "tls.client.trustCertPath"
+
+
+def test_encrypted_key_needs_its_password(tls_certs: Certs) -> None:
+    settings = TlsServerSettings.parse(
+        mode="enforcing", cert_path=str(tls_certs.server_cert),
+        key_path=str(tls_certs.encrypted_server_key), key_password=KEY_PASSWORD)
+    assert isinstance(settings.context(), ssl.SSLContext)
+    wrong = TlsServerSettings.parse(
+        mode="enforcing", cert_path=str(tls_certs.server_cert),
+        key_path=str(tls_certs.encrypted_server_key), key_password="wrong")
+    with pytest.raises(ConfigError) as info:
+        wrong.context()
+    assert info.value.key == "tls.server.keyPath"
+    assert "keyPassword" in str(info.value)
+    assert KEY_PASSWORD not in repr(settings)
+
+
+def test_server_context_follows_renewed_files(tls_certs: Certs, tmp_path: Path) -> None:
+    cert, key = tmp_path / "s.crt", tmp_path / "s.key"
+    shutil.copy(tls_certs.server_cert, cert)
+    shutil.copy(tls_certs.server_key, key)
+    now = [0.0]
+    holder = ServerTlsContext(server_tls(tls_certs, cert=cert, key=key), clock=lambda: now[0])
+    first = holder.current()
+    shutil.copy(tls_certs.other_host_cert, cert)
+    shutil.copy(tls_certs.other_host_key, key)
+    stamp = os.stat(cert).st_mtime + 5
+    os.utime(cert, (stamp, stamp))
+    assert holder.current() is first  # not looked at again within a second
+    now[0] = 2.0
+    assert holder.current() is not first
+    assert holder.reloads == 1
+    key.write_text("not a key")  # a broken renewal keeps the working context
+    os.utime(key, (stamp + 5, stamp + 5))
+    now[0] = 4.0
+    kept = holder.current()
+    assert holder.reloads == 1
+    now[0] = 6.0
+    assert holder.current() is kept
+
+
+# ---------------------------------------------------------------- modes over real TCP
+
+
+async def test_permissive_serves_tls_and_plain_on_one_port(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient]) -> None:
+    server = await started(server_tls(tls_certs, "permissive"))
+    servers.append(server)
+    tls_client = new_client(clients, client_tls(tls_certs))
+    plain_client = new_client(clients)
+    assert await echo(tls_client, server, "over tls") == b"over tls"
+    assert await echo(plain_client, server, "plain") == b"plain"
+    tls_conn = (await tls_client.connection(server.address))
+    plain_conn = (await plain_client.connection(server.address))
+    assert tls_conn._transport is not None and plain_conn._transport is not None
+    assert tls_conn._transport.get_extra_info("ssl_object") is not None
+    assert plain_conn._transport.get_extra_info("ssl_object") is None
+
+
+async def test_enforcing_refuses_plain_clients_naming_tls(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient],
+        caplog: pytest.LogCaptureFixture) -> None:
+    server = await started(server_tls(tls_certs, "enforcing"))
+    servers.append(server)
+    assert await echo(new_client(clients, client_tls(tls_certs)), server) == b"hi"
+    plain = new_client(clients)
+    with caplog.at_level(logging.WARNING, logger="tidemq.net.tls_listener"):
+        response = await plain.request(server.address, RemotingCommand.request(ECHO, {}, b"x"))
+    assert response.code == ResponseCode.SYSTEM_ERROR
+    assert response.remark == PLAIN_REFUSED_REMARK
+    assert "tls.server.mode=enforcing" in caplog.text
+    peer = await RawPeer.connect(server.port)  # and the connection is then closed
+    await peer.send(RemotingCommand.request(ECHO, {}, b"y"))
+    assert (await peer.read_command()).code == ResponseCode.SYSTEM_ERROR
+    await peer.wait_eof()
+    await peer.close()
+
+
+def test_enforcing_refuses_a_blocking_plain_client(tls_certs: Certs) -> None:
+    async def run() -> None:
+        server = await started(server_tls(tls_certs, "enforcing"))
+        try:
+            def call(client: BlockingClient) -> RemotingCommand:
+                with client:
+                    return client.request(server.address, RemotingCommand.request(
+                        ECHO, {}, b"blocking"), timeout=5.0)
+            refused = await asyncio.to_thread(call, BlockingClient())
+            assert refused.code == ResponseCode.SYSTEM_ERROR
+            assert refused.remark == PLAIN_REFUSED_REMARK
+            answered = await asyncio.to_thread(call, BlockingClient(tls=client_tls(tls_certs)))
+            assert answered.code == ResponseCode.SUCCESS and answered.body == b"blocking"
+        finally:
+            await server.close(drain_timeout=0.2)
+
+    asyncio.run(run())
+
+
+def test_blocking_client_reuses_a_tls_connection_and_sees_its_close(tls_certs: Certs) -> None:
+    async def run() -> None:
+        server = await started(server_tls(tls_certs, "enforcing"))
+        client = BlockingClient(tls=client_tls(tls_certs))
+        try:
+            def two() -> list[bytes]:
+                out = []
+                for text in (b"one", b"two"):
+                    out.append(bytes(client.request(server.address, RemotingCommand.request(
+                        ECHO, {}, text), timeout=5.0).body))
+                return out
+            assert await asyncio.to_thread(two) == [b"one", b"two"]
+            for conn in server.connections:  # the server drops the idle connection
+                await conn.aclose("test")
+            assert await asyncio.to_thread(two) == [b"one", b"two"]  # dialed again
+        finally:
+            client.close()
+            await server.close(drain_timeout=0.2)
+
+    asyncio.run(run())
+
+
+async def test_disabled_mode_never_does_tls(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient]) -> None:
+    server = await started(server_tls(tls_certs, "disabled"))
+    servers.append(server)
+    assert server.tls is None
+    assert await echo(new_client(clients), server) == b"hi"
+    tls_client = RemotingClient(connect_timeout=1.0, tls=client_tls(tls_certs))
+    clients.append(tls_client)
+    with pytest.raises(TlsError) as info:
+        await echo(tls_client, server)
+    assert "TLS" in str(info.value)
+
+
+# ---------------------------------------------------------------- refusals, client side
+
+
+@pytest.mark.parametrize(("which", "cause"), [
+    ("expired", "has expired"),
+    ("self_signed", "not signed by a trusted CA"),
+    ("other_host", "does not name this host"),
+])
+async def test_bad_server_certificates_are_refused_naming_why(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient],
+        which: str, cause: str) -> None:
+    server = await started(server_tls(
+        tls_certs, "enforcing", cert=getattr(tls_certs, f"{which}_cert"),
+        key=getattr(tls_certs, f"{which}_key")))
+    servers.append(server)
+    client = new_client(clients, client_tls(tls_certs))
+    with pytest.raises(TlsError) as info:
+        await echo(client, server)
+    assert cause in info.value.cause
+    assert info.value.address == server.address
+    assert isinstance(info.value, ConnectionLost)  # failover treats it as a lost broker
+
+    def blocking() -> None:
+        with BlockingClient(tls=client_tls(tls_certs)) as sync_client:
+            sync_client.request(server.address, RemotingCommand.request(ECHO), timeout=5.0)
+    with pytest.raises(TlsError) as info:
+        await asyncio.to_thread(blocking)
+    assert cause in info.value.cause
+
+
+async def test_client_certificate_required(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient],
+        caplog: pytest.LogCaptureFixture) -> None:
+    server = await started(server_tls(tls_certs, "enforcing", client_auth="require"))
+    servers.append(server)
+    with_cert = new_client(clients, client_tls(tls_certs, client_cert=True))
+    assert await echo(with_cert, server) == b"hi"
+    assert server.tls is not None
+    without = new_client(clients, client_tls(tls_certs))
+    with caplog.at_level(logging.WARNING, logger="tidemq.net.tls_listener"), \
+            pytest.raises(ConnectionLost) as info:
+        await echo(without, server)
+    assert "client certificate" in str(info.value)
+    stranger = new_client(clients, client_tls(tls_certs, client_cert=True, stranger=True))
+    with pytest.raises(ConnectionLost) as info:
+        await echo(stranger, server)
+    assert "certificate" in str(info.value)
+    assert "TLS handshake with 127.0.0.1" in caplog.text
+    assert await echo(with_cert, server, "still") == b"still"  # others keep being served
+
+
+async def test_optional_client_certificate(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient]) -> None:
+    server = await started(server_tls(tls_certs, "permissive", client_auth="optional"))
+    servers.append(server)
+    assert await echo(new_client(clients, client_tls(tls_certs)), server) == b"hi"
+    assert await echo(new_client(clients, client_tls(tls_certs, client_cert=True)),
+                      server) == b"hi"
+    assert await echo(new_client(clients), server) == b"hi"
+
+
+async def test_silent_and_failed_handshakes_leave_nothing_behind(
+        tls_certs: Certs, servers: list[RemotingServer], clients: list[RemotingClient]) -> None:
+    server = await started(server_tls(tls_certs, "enforcing", client_auth="require"))
+    servers.append(server)
+    assert server.tls is not None
+    server.tls.handshake_timeout = 0.5
+    _, silent = await asyncio.open_connection("127.0.0.1", server.port)
+    for _ in range(3):
+        with pytest.raises(ConnectionLost):
+            await echo(new_client(clients, client_tls(tls_certs)), server)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    assert await reader.read() == b""  # a silent peer is closed after the timeout
+    for stream in (silent, writer):
+        stream.close()
+        await stream.wait_closed()
+    assert await echo(new_client(clients, client_tls(tls_certs, client_cert=True)),
+                      server) == b"hi"
+    assert len(server.connections) == 1

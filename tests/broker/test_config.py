@@ -43,3 +43,28 @@ def test_an_unreachable_broker_ip1_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"brokerIP1 203\.0\.113\.9 is advertised") as err:
         load_broker_config(env={}, overrides={"brokerIP1": "203.0.113.9"})
     assert err.value.key == "brokerIP1"
+
+
+def test_tls_keys_are_read_under_rocketmq_names(tmp_path: Path) -> None:
+    props = tmp_path / "broker.properties"
+    props.write_text("tls.server.mode=enforcing\ntls.server.certPath=/etc/s.crt\n"
+                     "tls.server.keyPath=/etc/s.key\ntls.server.need.client.auth=optional\n"
+                     "tls.enable=true\ntls.client.trustCertPath=/etc/ca.crt\n")
+    broker, _, unknown = load_broker_config(
+        props, env={"TIDEMQ_TLS_SERVER_KEY_PASSWORD": "pw"})
+    assert unknown == []
+    server = broker.tls_server
+    assert (server.mode.value, server.cert_path, server.need_client_auth.value,
+            server.key_password) == ("enforcing", "/etc/s.crt", "optional", "pw")
+    assert "pw" not in repr(broker)
+    client = broker.tls_client
+    assert client.enable and client.trust_cert_path == "/etc/ca.crt" and client.auth_server
+
+
+def test_enforcing_tls_without_a_certificate_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(overrides={"tls.server.mode": "enforcing"}, env={})
+    assert info.value.key == "tls.server.certPath"
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(overrides={"tls.server.mode": "sometimes"}, env={})
+    assert info.value.key == "tls.server.mode"

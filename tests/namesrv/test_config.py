@@ -104,3 +104,17 @@ def test_empty_bind_address_is_refused() -> None:
     with pytest.raises(ConfigError, match="bindAddress") as err:
         load_namesrv_config(env={}, overrides={"bindAddress": ""})
     assert err.value.key == "bindAddress"
+
+
+def test_tls_server_keys_are_read_under_rocketmq_names(tmp_path: Path) -> None:
+    props = tmp_path / "namesrv.properties"
+    props.write_text("tls.server.mode=disabled\ntls.server.certPath=/etc/s.crt\n"
+                     "tls.server.keyPath=/etc/s.key\n")
+    config, unknown = load_namesrv_config(props, env={"TIDEMQ_TLS_SERVER_MODE": "permissive"})
+    assert unknown == []
+    assert config.tls_server.mode.value == "permissive"  # the environment wins
+    assert config.tls_server.active
+    assert not NamesrvConfig().tls_server.active  # no certificate: plain
+    with pytest.raises(ConfigError) as info:
+        NamesrvConfig(tls_server_mode="enforcing")
+    assert info.value.key == "tls.server.certPath"

@@ -21,6 +21,7 @@ from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import advertised_host, check_listen
+from tidemq.net.tls import TlsClientSettings, TlsServerSettings
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
@@ -117,8 +118,40 @@ class BrokerConfig:
     slave_read_enable: bool = False
     #: How often a replica copies topics, groups and offsets from its master, ms.
     slave_metadata_sync_interval: int = 10_000
+    #: TLS on the remoting port (RocketMQ's ``TlsSystemConfig`` keys; see
+    #: :mod:`tidemq.net.tls`): disabled, permissive (TLS and plain on one port) or
+    #: enforcing (TLS only). Without a certificate the port is plain.
+    tls_server_mode: str = dataclasses.field(default="permissive",
+                                             metadata={"key": "tls.server.mode"})
+    tls_server_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.server.keyPath"})
+    tls_server_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
+    #: none, optional or require: ask clients for a certificate signed by
+    #: ``tls.server.trustCertPath``.
+    tls_server_need_client_auth: str = dataclasses.field(
+        default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.server.trustCertPath"})
+    #: Connect to name servers and other brokers with TLS (``tls.enable``), trusting the
+    #: CAs of ``tls.client.trustCertPath``; a client certificate for servers that ask.
+    tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
+    tls_client_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.client.trustCertPath"})
+    tls_client_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.client.certPath"})
+    tls_client_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.client.keyPassword"})
+    tls_client_auth_server: bool = dataclasses.field(
+        default=True, metadata={"key": "tls.client.authServer"})
 
     def __post_init__(self) -> None:
+        self.tls_server.check()
+        self.tls_client.check()
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")
@@ -152,6 +185,23 @@ class BrokerConfig:
             raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
                               key="batchMaxChildren" if self.batch_max_children < 1
                               else "batchMaxBytes")
+
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """The remoting port's TLS settings."""
+        return TlsServerSettings.parse(
+            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path)
+
+    @property
+    def tls_client(self) -> TlsClientSettings:
+        """TLS of this broker's own connections (name servers, other brokers)."""
+        return TlsClientSettings(
+            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def advertised_host(self) -> str:

@@ -66,9 +66,11 @@ class BrokerContext:
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
         self.server = RemotingServer(config.bind_address, config.listen_port,
                                      max_frame_size=config.max_frame_size,
-                                     receive_budget=config.max_incomplete_frame_bytes)
+                                     receive_budget=config.max_incomplete_frame_bytes,
+                                     tls=config.tls_server)
         self.client = RemotingClient(credentials=Credentials(
-            config.access_key, config.secret_key) if config.access_key else None)
+            config.access_key, config.secret_key) if config.access_key else None,
+            tls=config.tls_client)
         #: Parked pulls: single pulls and batch-protocol parents alike.
         self.holds = HoldTable()
         self.broker_addr = config.broker_addr

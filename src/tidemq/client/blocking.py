@@ -146,7 +146,7 @@ class _BlockingBase:
         cfg = self.config
         self.client = BlockingClient(request_timeout=cfg.request_timeout,
                                      connect_timeout=cfg.request_timeout,
-                                     credentials=cfg.credentials)
+                                     credentials=cfg.credentials, tls=cfg.tls)
         self.routes = BlockingRouteCache(
             self.client, cfg.namesrv_addr, timeout=cfg.request_timeout,
             ttl=cfg.poll_name_server_interval, default_topic=cfg.default_topic,

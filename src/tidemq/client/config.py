@@ -16,14 +16,24 @@ from collections.abc import Sequence
 from tidemq.codec.signature import Credentials
 from tidemq.errors import ConfigError
 from tidemq.net.address import parse_address
+from tidemq.net.tls import TlsClientSettings
 
-__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "SECRET_KEY_ENV", "ClientConfig",
-           "detect_client_ip", "parse_namesrv"]
+__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "SECRET_KEY_ENV", "TLS_CA_ENV", "TLS_CERT_ENV",
+           "TLS_ENV", "TLS_KEY_ENV", "TLS_KEY_PASSWORD_ENV", "ClientConfig", "detect_client_ip",
+           "parse_namesrv"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 #: The environment's account, used when a config gives none.
 ACCESS_KEY_ENV = "TIDEMQ_ACCESS_KEY"
 SECRET_KEY_ENV = "TIDEMQ_SECRET_KEY"
+#: The environment's TLS settings, used for what a config leaves unset.
+TLS_ENV = "TIDEMQ_TLS"
+TLS_CA_ENV = "TIDEMQ_TLS_CA"
+TLS_CERT_ENV = "TIDEMQ_TLS_CERT"
+TLS_KEY_ENV = "TIDEMQ_TLS_KEY"
+TLS_KEY_PASSWORD_ENV = "TIDEMQ_TLS_KEY_PASSWORD"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 _SPLIT = re.compile(r"[;,\s]+")
 
 
@@ -89,8 +99,22 @@ class ClientConfig:
     #: ``TIDEMQ_SECRET_KEY`` from the environment, else unsigned.
     access_key: str = ""
     secret_key: str = dataclasses.field(default="", repr=False)
+    #: Connect to name servers and brokers with TLS (Java's ``useTLS``). ``None``:
+    #: ``TIDEMQ_TLS`` from the environment, else on when a CA file is given.
+    use_tls: bool | None = None
+    #: CA certificates (PEM) that sign the servers' certificates; empty: ``TIDEMQ_TLS_CA``,
+    #: else the system's CAs.
+    tls_trust_cert_path: str = ""
+    #: A client certificate and key, for servers with ``tls.server.need.client.auth``;
+    #: empty: ``TIDEMQ_TLS_CERT`` / ``TIDEMQ_TLS_KEY`` (and ``TIDEMQ_TLS_KEY_PASSWORD``).
+    tls_cert_path: str = ""
+    tls_key_path: str = ""
+    tls_key_password: str = dataclasses.field(default="", repr=False)
+    #: Verify the server's certificate and that it names the host connected to.
+    tls_auth_server: bool = True
 
     def __post_init__(self) -> None:
+        self._tls_from_env()
         if not self.access_key and not self.secret_key:
             object.__setattr__(self, "access_key", os.environ.get(ACCESS_KEY_ENV, ""))
             object.__setattr__(self, "secret_key", os.environ.get(SECRET_KEY_ENV, ""))
@@ -135,6 +159,28 @@ class ClientConfig:
         if not self.access_key:
             return None
         return Credentials(self.access_key, self.secret_key)
+
+    def _tls_from_env(self) -> None:
+        for field, env in (("tls_trust_cert_path", TLS_CA_ENV), ("tls_cert_path", TLS_CERT_ENV),
+                           ("tls_key_path", TLS_KEY_ENV),
+                           ("tls_key_password", TLS_KEY_PASSWORD_ENV)):
+            if not getattr(self, field):
+                object.__setattr__(self, field, os.environ.get(env, ""))
+        if self.use_tls is None:
+            raw = os.environ.get(TLS_ENV, "").strip().lower()
+            if raw not in _TRUE and raw not in _FALSE:
+                raise ConfigError(f"{TLS_ENV}={raw!r}: expected true or false", key=TLS_ENV)
+            enabled = raw in _TRUE or (not raw and bool(self.tls_trust_cert_path))
+            object.__setattr__(self, "use_tls", enabled)
+        self.tls.check()
+
+    @property
+    def tls(self) -> TlsClientSettings:
+        """The TLS settings of every connection this client opens."""
+        return TlsClientSettings(
+            enable=bool(self.use_tls), trust_cert_path=self.tls_trust_cert_path,
+            cert_path=self.tls_cert_path, key_path=self.tls_key_path,
+            key_password=self.tls_key_password, auth_server=self.tls_auth_server)
 
     @property
     def pull_rpc_timeout(self) -> float:

@@ -43,6 +43,7 @@ from tidemq.errors import ResponseCode, TideMQError
 from tidemq.net.client import RemotingClient
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
+from tidemq.net.tls import TlsClientSettings
 from tidemq.types import MessageQueue
 
 __all__ = ["ClientInstance", "ConsumerMember"]
@@ -63,7 +64,7 @@ class ConsumerMember(Protocol):
     def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None: ...
 
 
-_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], str]
+_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], str, TlsClientSettings]
 
 
 class ClientInstance:
@@ -75,7 +76,7 @@ class ClientInstance:
         self.config = config
         self.client_id = config.client_id
         self.remoting = RemotingClient(request_timeout=config.request_timeout,
-                                       credentials=config.credentials)
+                                       credentials=config.credentials, tls=config.tls)
         self.routes = RouteCache(
             self.remoting, config.namesrv_addr, timeout=config.request_timeout,
             refresh_interval=config.poll_name_server_interval,
@@ -101,9 +102,10 @@ class ClientInstance:
 
     @classmethod
     def acquire(cls, config: ClientConfig) -> ClientInstance:
-        """The instance shared by clients with ``config``'s name servers and instance name
-        on the running loop (created if needed); pair with :meth:`release`."""
-        key: _Key = (asyncio.get_running_loop(), config.namesrv_addr, config.instance_name)
+        """The instance shared by clients with ``config``'s name servers, instance name and
+        TLS settings on the running loop (created if needed); pair with :meth:`release`."""
+        key: _Key = (asyncio.get_running_loop(), config.namesrv_addr, config.instance_name,
+                     config.tls)
         inst = cls._shared.get(key)
         if inst is None or inst._closed:
             inst = cls._shared[key] = cls(config)

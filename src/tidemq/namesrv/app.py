@@ -130,7 +130,7 @@ class NameServerApp:
         self.server = RemotingServer(
             config.bind_address, config.listen_port,
             max_frame_size=config.max_frame_size, idle_seconds=config.idle_seconds,
-            receive_budget=config.max_incomplete_frame_bytes,
+            receive_budget=config.max_incomplete_frame_bytes, tls=config.tls_server,
         )
         #: The KV config (``kvConfigPath``), read at construction.
         self.kv_config = KVConfig(config.kv_config_path or None)

@@ -22,6 +22,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import check_listen
+from tidemq.net.tls import TlsServerSettings
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
@@ -70,8 +71,26 @@ class NamesrvConfig:
     acl_enable: bool = False
     #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
     acl_file: str = ""
+    #: TLS on the remoting port (RocketMQ's ``TlsSystemConfig`` keys; see
+    #: :mod:`tidemq.net.tls`): disabled, permissive (TLS and plain on one port) or
+    #: enforcing (TLS only). Without a certificate the port is plain.
+    tls_server_mode: str = dataclasses.field(default="permissive",
+                                             metadata={"key": "tls.server.mode"})
+    tls_server_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.server.keyPath"})
+    tls_server_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
+    #: none, optional or require: ask clients for a certificate signed by
+    #: ``tls.server.trustCertPath``.
+    tls_server_need_client_auth: str = dataclasses.field(
+        default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.server.trustCertPath"})
 
     def __post_init__(self) -> None:
+        self.tls_server.check()
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
@@ -96,6 +115,15 @@ class NamesrvConfig:
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """The remoting port's TLS settings."""
+        return TlsServerSettings.parse(
+            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path)
 
     @property
     def metrics_host(self) -> str:

@@ -25,6 +25,11 @@ their timeout and closes the connections they registered on, unless another live
 still uses that connection; a connection that closes takes the brokers registered on it
 with it. :meth:`NameServerApp.on_brokers_removed` reports each removal (tests await it).
 
+Controller mode: given a :class:`~tidemq.namesrv.controller.ControllerApp`
+(``enableControllerInNamesrv=true``), the name server also serves the controller's request
+codes on its port, passes each BROKER_HEARTBEAT on to it, and starts and stops it with
+itself (docs/replication.md).
+
 Restart: a name server keeps no routes across runs. For ``brokerRejoinWindow`` ms after
 start its route answers say ``routeMayBeIncomplete=true``, so that TideMQ clients keep
 the brokers they knew until those have had time to register again.
@@ -67,6 +72,7 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.controller import ControllerApp
 from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.namesrv.metrics import NamesrvMetrics
@@ -120,8 +126,10 @@ class NameServerApp:
     """A name server: remoting server, route table, expiry task. See the module docstring."""
 
     def __init__(self, config: NamesrvConfig | None = None, *,
-                 clock: Clock = monotonic_ms) -> None:
+                 clock: Clock = monotonic_ms, controller: ControllerApp | None = None) -> None:
         self.config = config = config or NamesrvConfig()
+        #: The embedded controller (``enableControllerInNamesrv``), if any.
+        self.controller = controller
         self.routes = RouteInfoManager(
             clock=clock,
             default_timeout_ms=config.broker_channel_expired_time,
@@ -149,8 +157,13 @@ class NameServerApp:
         self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
         if self.acl is not None:
             self.metrics.registry.register(AclCollector(self.acl, "tidemq_namesrv"))
-        for code, processor in self._processors().items():
-            handler: Processor = self.metrics.counted(code, processor)
+        processors: dict[int, Processor] = {}
+        if controller is not None:  # coroutines: not counted (the counter is synchronous)
+            processors.update(controller.processors())
+        processors.update(
+            (code, self.metrics.counted(code, p)) for code, p in self._processors().items())
+        for code, processor in processors.items():
+            handler = processor
             if self.acl is not None:
                 handler = self.acl.wrap(code, handler)
             self.server.register(code, handler)
@@ -179,6 +192,8 @@ class NameServerApp:
         warn_if_exposed(log, "the name server", self.config.bind_address,
                         acl=self.acl is not None, reach="read every route and delete topics")
         await self.server.start()
+        if self.controller is not None:
+            await self.controller.start(self.address)
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
         if self.config.metrics_port:
@@ -204,6 +219,8 @@ class NameServerApp:
         if metrics is not None:
             await metrics.close()
         await self.server.close()
+        if self.controller is not None:
+            await self.controller.stop()
 
     async def __aenter__(self) -> NameServerApp:
         await self.start()
@@ -331,6 +348,8 @@ class NameServerApp:
     def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
         self.routes.heartbeat(header.broker_addr)
+        if self.controller is not None:
+            self.controller.heartbeat(header)
         return cmd.response()
 
     @_guarded

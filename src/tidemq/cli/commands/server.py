@@ -1,4 +1,5 @@
-"""``tidemq namesrv``, ``tidemq broker`` and ``tidemq standalone``: run servers in the
+"""``tidemq namesrv``, ``tidemq controller``, ``tidemq broker`` and ``tidemq standalone``: run
+servers in the
 foreground until SIGINT/SIGTERM, then shut down cleanly (the store writes its checkpoint
 and removes its abort marker, so the next start skips crash recovery)."""
 
@@ -24,6 +25,7 @@ from tidemq.cli.logs import setup_logging
 from tidemq.errors import TideMQError
 from tidemq.namesrv import NameServerApp
 from tidemq.namesrv.config import load_namesrv_config
+from tidemq.namesrv.controller import ControllerApp, load_controller_config
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
 if TYPE_CHECKING:
@@ -101,15 +103,41 @@ def _with_host(host: str | None, overrides: dict[str, str]) -> dict[str, str]:
 def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
             log_level: LogLevel = "INFO", log_file: LogFile = None,
             log_format: LogFormat = "text") -> None:
-    """Run a name server (on 127.0.0.1 unless --host or bindAddress says otherwise)."""
+    """Run a name server (on 127.0.0.1 unless --host or bindAddress says otherwise); with
+    enableControllerInNamesrv=true it is also a controller (docs/replication.md)."""
     _setup_logging(log_level, log_file, log_format)
-    cfg, unknown = _load(load_namesrv_config, config, _with_host(host, _overrides(set_)))
-    _report_unknown(unknown)
-    app = NameServerApp(cfg)
+    overrides = _with_host(host, _overrides(set_))
+    cfg, unknown = _load(load_namesrv_config, config, overrides)
+    ccfg, controller_unknown = _load(load_controller_config, config, overrides)
+    _report_unknown(sorted(set(unknown) & set(controller_unknown)))
+    embedded = ControllerApp(ccfg) if ccfg.enable_controller_in_namesrv else None
+    app = NameServerApp(cfg, controller=embedded)
 
     async def start() -> None:
         await app.start()
         console.print(f"name server listening on {app.address}")
+
+    _run(_serve(start, app.stop))
+
+
+def controller(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
+               log_level: LogLevel = "INFO", log_file: LogFile = None,
+               log_format: LogFormat = "text") -> None:
+    """Run a standalone controller (controllerRaftPeers, controllerRaftSelfId, listenPort;
+    see docs/replication.md)."""
+    _setup_logging(log_level, log_file, log_format)
+    cfg, unknown = _load(load_controller_config, config, _with_host(host, _overrides(set_)))
+    _report_unknown(unknown)
+    if not cfg.controller_raft_peers:
+        console.print("[red]error:[/] a controller needs controllerRaftPeers and "
+                      "controllerRaftSelfId")
+        raise typer.Exit(1)
+    app = ControllerApp(cfg)
+
+    async def start() -> None:
+        await app.start()
+        console.print(f"controller {cfg.controller_raft_self_id} listening on {app.address}, "
+                      f"Raft on {cfg.raft_address}")
 
     _run(_serve(start, app.stop))
 
@@ -232,5 +260,6 @@ def _setup_logging(level: str, log_file: Path | None, log_format: str) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("namesrv")(namesrv)
+    app.command("controller")(controller)
     app.command("broker")(broker)
     app.command("standalone")(standalone)

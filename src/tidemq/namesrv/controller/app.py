@@ -1,0 +1,350 @@
+"""ControllerApp: the controller-mode request processors over a Raft-replicated state.
+
+::
+
+    app = ControllerApp(ControllerConfig(controller_raft_peers="n0-127.0.0.1:9880;...",
+                                         controller_raft_self_id="n0"))
+    await app.start()          # standalone: its own remoting server on listenPort
+    ...
+    await app.stop()
+
+Inside a name server, :meth:`ControllerApp.processors` are registered on the name
+server's own port and :meth:`ControllerApp.start` is given that address.
+
+Requests that change the state (register, elect, alter the sync-state set, clean) are
+answered by the Raft leader only, one at a time: it decides against the state it has
+(:mod:`~tidemq.namesrv.controller.decide`), appends the events and answers once they are
+applied. Another controller answers 2007 CONTROLLER_NOT_LEADER with the leader's address
+in the remark; so do reads, which would otherwise show a follower's possibly older view.
+CONTROLLER_GET_METADATA_INFO is answered by every controller. BROKER_HEARTBEAT is
+recorded by every controller.
+
+The leader looks every ``controllerScanInterval`` ms for masters whose lease lapsed and
+elects a new master from the sync-state set. A leader that cannot hear from a quorum
+elects nobody: its events could not be committed anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+from tidemq.codec.bodies import decode_body
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.controller import (
+    AlterSyncStateSetRequestHeader,
+    CleanControllerBrokerDataRequestHeader,
+    ElectMasterRequestHeader,
+    GetMetaDataResponseHeader,
+    GetReplicaInfoRequestHeader,
+    RegisterBrokerToControllerRequestHeader,
+    SyncStateSet,
+    decode_broker_names,
+)
+from tidemq.codec.headers import BrokerHeartbeatRequestHeader
+from tidemq.codec.schema import HeaderFieldError
+from tidemq.errors import RemoteProtocolError, ResponseCode
+from tidemq.namesrv.controller import decide
+from tidemq.namesrv.controller.config import ControllerConfig
+from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
+from tidemq.namesrv.controller.events import AnnounceController
+from tidemq.namesrv.controller.heartbeats import Heartbeats
+from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
+from tidemq.namesrv.controller.state import ControllerState
+from tidemq.namesrv.liveness import Clock, monotonic_ms
+from tidemq.net.bind import local_host
+from tidemq.net.connection import Connection
+from tidemq.net.dispatcher import Processor
+from tidemq.net.rate_limited_log import RateLimitedLog
+from tidemq.net.server import RemotingServer
+
+__all__ = ["ControllerApp"]
+
+log = logging.getLogger(__name__)
+bad_request_log = RateLimitedLog(log)
+
+_Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand]]
+
+
+def _guarded(handler: _Handler) -> _Handler:
+    """Answer bad input with INVALID_PARAMETER naming what was wrong."""
+
+    @functools.wraps(handler)
+    async def run(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            return await handler(conn, cmd)
+        except HeaderFieldError as exc:
+            remark = f"{RequestCode(cmd.code).name}: bad header field {exc.key!r}: {exc.reason}"
+        except RemoteProtocolError as exc:
+            remark = f"{RequestCode(cmd.code).name}: {exc}"
+        bad_request_log.info("bad request from %s: %s", conn.remote_address, remark)
+        return cmd.response(ResponseCode.INVALID_PARAMETER, remark)
+
+    return run
+
+
+class ControllerApp:
+    def __init__(self, config: ControllerConfig, *, clock: Clock = monotonic_ms,
+                 timing: RaftTiming | None = None) -> None:
+        if not config.controller_raft_peers:
+            raise ValueError("a controller needs controllerRaftPeers and controllerRaftSelfId")
+        self.config = config
+        self.clock = clock
+        self.timing = timing or RaftTiming()
+        self.heartbeats = Heartbeats(config.controller_broker_heartbeat_timeout)
+        self.server: RemotingServer | None = None
+        self.raft: RaftLog | None = None
+        self.address = ""
+        self._decide_lock = asyncio.Lock()
+        self._watcher: asyncio.Task[None] | None = None
+        self._leading = False
+        self._announced = False
+        #: Elections this controller carried out (tests and logs read it).
+        self.elections = 0
+
+    def __repr__(self) -> str:
+        return f"<ControllerApp {self.config.controller_raft_self_id} {self.address}>"
+
+    # ------------------------------------------------------------------ life cycle
+
+    def processors(self) -> dict[int, Processor]:
+        table: dict[int, _Handler] = {
+            RequestCode.CONTROLLER_REGISTER_BROKER: self._register_broker,
+            RequestCode.CONTROLLER_ELECT_MASTER: self._elect_master,
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+            RequestCode.CLEAN_BROKER_DATA: self._clean_broker_data,
+            RequestCode.CONTROLLER_GET_REPLICA_INFO: self._replica_info,
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._sync_state_data,
+            RequestCode.CONTROLLER_GET_METADATA_INFO: self._metadata,
+            RequestCode.BROKER_HEARTBEAT: self._heartbeat,
+        }
+        return {int(code): _guarded(handler) for code, handler in table.items()}
+
+    async def start(self, address: str | None = None) -> None:
+        """Start the Raft node and the lease watcher; without ``address`` (standalone)
+        also serve the processors on ``listenPort``."""
+        if address is None:
+            config = self.config
+            server = RemotingServer(config.bind_address, config.listen_port,
+                                    max_frame_size=config.max_frame_size)
+            for code, processor in self.processors().items():
+                server.register(code, processor)
+            await server.start()
+            self.server = server
+            host = local_host(server.host)
+            address = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
+        self.address = address
+        self.raft = RaftLog(self.config.raft_address, self.config.raft_partners,
+                            journal_dir=self.config.controller_store_path or None,
+                            timing=self.timing)
+        self._watcher = asyncio.ensure_future(self._watch_forever())
+        log.info("controller %s serving on %s, Raft on %s", self.config.controller_raft_self_id,
+                 address, self.config.raft_address)
+
+    async def stop(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        server, self.server = self.server, None
+        if server is not None:
+            await server.close()
+        raft, self.raft = self.raft, None
+        if raft is not None:
+            await asyncio.to_thread(raft.close)
+
+    async def __aenter__(self) -> ControllerApp:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft is not None and self.raft.is_leader
+
+    def leader_address(self) -> str | None:
+        """The request address of the leading controller, if it has announced itself."""
+        raft = self.raft
+        if raft is None:
+            return None
+        leader = raft.leader
+        if leader is None:
+            return None
+        with raft.reading() as state:
+            return state.controllers.get(leader)
+
+    # ------------------------------------------------------------------ the lease watcher
+
+    async def _watch_forever(self) -> None:
+        interval = self.config.controller_scan_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.watch_once()
+            except Exception:  # a bug here must not stop failover for good
+                log.exception("controller lease scan failed")
+
+    async def watch_once(self) -> None:
+        """Announce this controller's address once, and on the leader elect a new master
+        for every group whose master's lease lapsed."""
+        raft = self.raft
+        if raft is None:
+            return
+        if not self._announced and raft.leader is not None:
+            with contextlib.suppress(NotCommitted):
+                await raft.submit(AnnounceController(raft_address=raft.self_address,
+                                                     address=self.address))
+                self._announced = True
+        if not raft.is_leader:
+            self._leading = False
+            return
+        now = self.clock()
+        with raft.reading() as state:
+            if not self._leading:
+                self._leading = True
+                log.info("controller %s leads (term %d)", self.config.controller_raft_self_id,
+                         raft.term)
+                self.heartbeats.grant_all(
+                    (((g.broker_name, i), addr) for g in state.groups.values()
+                     for i, addr in g.brokers.items()), now)
+            lapsed = [g.broker_name for g in state.groups.values()
+                      if not g.never_elected and (
+                          g.master_id is None
+                          or not self.heartbeats.alive((g.broker_name, g.master_id), now))]
+        for name in lapsed:
+            header = ElectMasterRequestHeader(broker_name=name, broker_id=CONTROLLER_TRIGGER)
+            async with self._decide_lock:
+                with raft.reading() as state:
+                    decision = decide.elect_master(
+                        state, self.heartbeats, header, self.clock(),
+                        unclean=self.config.enable_elect_unclean_master)
+                if await self._commit(decision) and decision.code == ResponseCode.SUCCESS:
+                    self.elections += 1
+                    log.warning("broker group %s: master lease lapsed, elected %s",
+                                name, decision.header)
+
+    # ------------------------------------------------------------------ processors
+
+    def _not_leader(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        if self.is_leader:
+            return None
+        leader = self.leader_address()
+        where = f"the leader is at {leader}" if leader else "no leader is known"
+        return cmd.response(ResponseCode.CONTROLLER_NOT_LEADER,
+                            f"controller {self.config.controller_raft_self_id} is not the "
+                            f"leader; {where}")
+
+    async def _commit(self, decision: Decision) -> bool:
+        """Replicate the decision's events; ``False`` (and the decision answers a
+        failure) when one could not be committed or no longer applied."""
+        assert self.raft is not None
+        for event in decision.events:
+            try:
+                applied = await self.raft.submit(event)
+            except NotCommitted as exc:
+                decision.code, decision.remark = ResponseCode.CONTROLLER_NOT_LEADER, str(exc)
+                decision.header, decision.body = None, b""
+                return False
+            if not applied:
+                decision.code = ResponseCode.CONTROLLER_INVALID_REQUEST
+                decision.remark = "the state changed while the request was decided; ask again"
+                decision.header, decision.body = None, b""
+                return False
+        return True
+
+    async def _decide(self, cmd: RemotingCommand,
+                      make: Callable[[], Decision]) -> RemotingCommand:
+        refused = self._not_leader(cmd)
+        if refused is not None:
+            return refused
+        async with self._decide_lock:
+            decision = make()
+            await self._commit(decision)
+        ext = decision.header.to_ext() if decision.header is not None else None
+        return cmd.response(decision.code, decision.remark, ext, decision.body)
+
+    def _reading(self, make: Callable[[ControllerState], Decision]) -> Decision:
+        assert self.raft is not None
+        with self.raft.reading() as state:
+            return make(state)
+
+    async def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = RegisterBrokerToControllerRequestHeader.from_ext(cmd.ext_fields)
+        return await self._decide(cmd, lambda: self._reading(
+            lambda s: decide.register_broker(s, self.heartbeats, header, self.clock())))
+
+    async def _elect_master(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = ElectMasterRequestHeader.from_ext(cmd.ext_fields)
+        unclean = self.config.enable_elect_unclean_master
+        response = await self._decide(cmd, lambda: self._reading(
+            lambda s: decide.elect_master(s, self.heartbeats, header, self.clock(),
+                                          unclean=unclean)))
+        if response.code == ResponseCode.SUCCESS:
+            self.elections += 1
+            log.warning("broker group %s: elected master %s on request from %s",
+                        header.broker_name, response.ext_fields.get("masterBrokerId"),
+                        conn.remote_address)
+        return response
+
+    async def _alter_sync_state_set(self, conn: Connection,
+                                    cmd: RemotingCommand) -> RemotingCommand:
+        header = AlterSyncStateSetRequestHeader.from_ext(cmd.ext_fields)
+        if not cmd.body:
+            raise RemoteProtocolError("the body must be the new SyncStateSet")
+        body = decode_body(cmd.body, SyncStateSet)
+        return await self._decide(cmd, lambda: self._reading(
+            lambda s: decide.alter_sync_state_set(s, self.heartbeats, header, body,
+                                                  self.clock())))
+
+    async def _clean_broker_data(self, conn: Connection,
+                                 cmd: RemotingCommand) -> RemotingCommand:
+        header = CleanControllerBrokerDataRequestHeader.from_ext(cmd.ext_fields)
+        return await self._decide(cmd, lambda: self._reading(
+            lambda s: decide.clean_broker_data(s, self.heartbeats, header, self.clock())))
+
+    async def _replica_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = GetReplicaInfoRequestHeader.from_ext(cmd.ext_fields)
+        refused = self._not_leader(cmd)
+        if refused is not None:
+            return refused
+        decision = self._reading(lambda s: decide.replica_info(s, header.broker_name))
+        ext = decision.header.to_ext() if decision.header is not None else None
+        return cmd.response(decision.code, decision.remark, ext, decision.body)
+
+    async def _sync_state_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        names = decode_broker_names(cmd.body) if cmd.body else []
+        refused = self._not_leader(cmd)
+        if refused is not None:
+            return refused
+        decision = self._reading(
+            lambda s: decide.sync_state_data(s, self.heartbeats, names, self.clock()))
+        return cmd.response(decision.code, decision.remark, None, decision.body)
+
+    async def _metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        raft = self.raft
+        leader = raft.leader if raft is not None else None
+        leader_id = next((p for p, a in self.config.peers.items() if a == leader), None)
+        header = GetMetaDataResponseHeader(
+            group=self.config.controller_raft_self_id and "tidemq-controllers",
+            controller_leader_id=leader_id, controller_leader_address=self.leader_address(),
+            is_leader=self.is_leader, peers=self.config.controller_raft_peers)
+        return cmd.response(ext_fields=header.to_ext())
+
+    async def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.heartbeat(BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields))
+        return cmd.response()
+
+    def heartbeat(self, header: BrokerHeartbeatRequestHeader) -> None:
+        """Record a broker's BROKER_HEARTBEAT (the name server passes its own on)."""
+        if header.broker_id is None:
+            return  # a broker outside controller mode heartbeating its name server
+        self.heartbeats.beat(
+            (header.broker_name, header.broker_id), header.broker_addr, self.clock(),
+            timeout_ms=header.heartbeat_timeout_millis, epoch=header.epoch,
+            max_offset=header.max_offset, election_priority=header.election_priority)

@@ -1,0 +1,122 @@
+"""Controller settings, read from the same ``.properties`` as the name server's when the
+controller runs inside it (``enableControllerInNamesrv=true``), or on their own for a
+standalone ``tidemq controller``.
+
+``controllerRaftPeers`` lists every controller's Raft endpoint as ``id-host:port``,
+``;``-separated (the shape of upstream's ``controllerDLegerPeers``), and
+``controllerRaftSelfId`` names this one; the Raft port is separate from the port brokers
+and ``tidemq admin`` talk to. Three controllers tolerate the loss of one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.net.bind import check_listen
+
+__all__ = ["ControllerConfig", "controller_keys", "load_controller_config", "parse_peers"]
+
+
+def parse_peers(text: str) -> dict[str, str]:
+    """``"n0-127.0.0.1:9880;n1-127.0.0.1:9881"`` -> ``{"n0": "127.0.0.1:9880", ...}``."""
+    peers: dict[str, str] = {}
+    for raw in text.replace(",", ";").split(";"):
+        part = raw.strip()
+        if not part:
+            continue
+        peer_id, sep, address = part.partition("-")
+        host, colon, port = address.rpartition(":")
+        if not sep or not peer_id or not colon or not host or not port.isdigit():
+            raise ConfigError(f"controllerRaftPeers: {part!r} is not id-host:port",
+                              key="controllerRaftPeers")
+        if peer_id in peers:
+            raise ConfigError(f"controllerRaftPeers: id {peer_id!r} appears twice",
+                              key="controllerRaftPeers")
+        peers[peer_id] = address
+    return peers
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    #: Run the controller inside the name server (its requests on the name server's port).
+    enable_controller_in_namesrv: bool = False
+    #: Standalone controller: the port brokers and admin tools reach it on.
+    listen_port: int = 9878
+    bind_address: str = "127.0.0.1"
+    #: Every controller's Raft endpoint, ``id-host:port;...``.
+    controller_raft_peers: str = ""
+    #: This controller's id in ``controllerRaftPeers``.
+    controller_raft_self_id: str = ""
+    #: The Raft log's directory (empty: memory only; a restarted controller then catches
+    #: up from its peers).
+    controller_store_path: str = ""
+    #: A broker not heard from for this many ms has lost its lease; a master that loses it
+    #: is replaced. A broker's heartbeat may name its own (``heartbeatTimeoutMills``).
+    controller_broker_heartbeat_timeout: int = 3000
+    #: How often the leading controller looks for lapsed master leases, ms.
+    controller_scan_interval: int = 250
+    #: Elect a broker outside the sync-state set when none in it is alive (may lose
+    #: acknowledged messages).
+    enable_elect_unclean_master: bool = False
+    max_frame_size: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        peers = parse_peers(self.controller_raft_peers)
+        if self.controller_raft_peers and self.controller_raft_self_id not in peers:
+            raise ConfigError(
+                f"controllerRaftSelfId {self.controller_raft_self_id!r} is not one of "
+                f"controllerRaftPeers ({', '.join(peers)})", key="controllerRaftSelfId")
+        check_listen(self.bind_address, self.listen_port, 0)
+        if self.controller_broker_heartbeat_timeout <= 0:
+            raise ConfigError("controllerBrokerHeartbeatTimeout must be positive",
+                              key="controllerBrokerHeartbeatTimeout")
+        if self.controller_scan_interval <= 0:
+            raise ConfigError("controllerScanInterval must be positive",
+                              key="controllerScanInterval")
+
+    def replace(self, **changes: Any) -> ControllerConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def peers(self) -> dict[str, str]:
+        return parse_peers(self.controller_raft_peers)
+
+    @property
+    def raft_address(self) -> str:
+        """This controller's Raft endpoint (a single controller when no peers are set)."""
+        if not self.controller_raft_peers:
+            raise ConfigError("controllerRaftPeers is not set", key="controllerRaftPeers")
+        return self.peers[self.controller_raft_self_id]
+
+    @property
+    def raft_partners(self) -> list[str]:
+        me = self.controller_raft_self_id
+        return [addr for peer, addr in self.peers.items() if peer != me]
+
+
+def controller_keys() -> set[str]:
+    """Every key (RocketMQ spelling and field name) the controller reads."""
+    return set(config_keys(ControllerConfig)) | {
+        f.name for f in dataclasses.fields(ControllerConfig)}
+
+
+def load_controller_config(
+    path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[ControllerConfig, list[str]]:
+    """The config from a file, ``TIDEMQ_*`` variables and overrides; plus the unknown keys."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(parse_properties(Path(path).read_text("utf-8")))
+    values.update(env_values(ControllerConfig, os.environ if env is None else env))
+    values.update(overrides or {})
+    known = controller_keys()
+    unknown = sorted(k for k in values if k not in known)
+    config, _ = bind(ControllerConfig, {k: v for k, v in values.items() if k in known})
+    return config, unknown

@@ -131,8 +131,10 @@ class BrokerApp:
         if self.config.metrics_port:
             host = self.config.metrics_host
             warn_if_exposed(log, "the broker's metrics endpoint", host,
+                            acl=self.config.metrics_auth is not None,
                             reach="read its metrics (topic, group and client names, rates)")
-            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port)
+            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
+                                        auth=self.config.metrics_auth)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

@@ -21,6 +21,7 @@ from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import advertised_host, check_listen
+from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import TlsClientSettings, TlsServerSettings
 from tidemq.store.config import StoreConfig
 
@@ -68,6 +69,11 @@ class BrokerConfig:
     metrics_port: int = 0
     #: The address the metrics endpoint listens on (empty: ``bindAddress``).
     metrics_bind_address: str = ""
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
+    metrics_auth_token: str = dataclasses.field(default="", repr=False)
+    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = dataclasses.field(default="", repr=False)
     batch_max_children: int = 1000
     #: How long an orderly-consumption lock lives after its last renewal (upstream's
     #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
@@ -152,6 +158,9 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         self.tls_server.check()
         self.tls_client.check()
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
+                              key="metricsAuthPassword")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")
@@ -223,6 +232,12 @@ class BrokerConfig:
     def metrics_host(self) -> str:
         """Where the metrics endpoint listens."""
         return self.metrics_bind_address or self.bind_address
+
+    @property
+    def metrics_auth(self) -> MetricsAuth | None:
+        """The credentials ``/metrics`` needs; None: it needs none."""
+        return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
+                                       self.metrics_auth_password)
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -199,8 +199,10 @@ class NameServerApp:
         if self.config.metrics_port:
             host = self.config.metrics_host
             warn_if_exposed(log, "the name server's metrics endpoint", host,
+                            acl=self.config.metrics_auth is not None,
                             reach="read its metrics (broker and topic names)")
-            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port)
+            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
+                                        auth=self.config.metrics_auth)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

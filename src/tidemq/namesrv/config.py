@@ -22,6 +22,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import check_listen
+from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import TlsServerSettings
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
@@ -60,6 +61,11 @@ class NamesrvConfig:
     metrics_port: int = 0
     #: The address the metrics endpoint listens on (empty: ``bindAddress``).
     metrics_bind_address: str = ""
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
+    metrics_auth_token: str = dataclasses.field(default="", repr=False)
+    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = dataclasses.field(default="", repr=False)
     #: Milliseconds after start during which route answers carry
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
@@ -91,6 +97,9 @@ class NamesrvConfig:
 
     def __post_init__(self) -> None:
         self.tls_server.check()
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
+                              key="metricsAuthPassword")
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
@@ -129,6 +138,12 @@ class NamesrvConfig:
     def metrics_host(self) -> str:
         """Where the metrics endpoint listens."""
         return self.metrics_bind_address or self.bind_address
+
+    @property
+    def metrics_auth(self) -> MetricsAuth | None:
+        """The credentials ``/metrics`` needs; None: it needs none."""
+        return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
+                                       self.metrics_auth_password)
 
     @property
     def idle_seconds(self) -> float | None:

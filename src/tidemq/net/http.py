@@ -5,15 +5,19 @@ request per connection (``Connection: close``), GET and HEAD only, a head of at 
 8 KiB read within 10 seconds, every answer complete in one write. ``render()`` runs on
 the event loop, so it reads the application's state without locks; it must be quick.
 
-================  =================================================
-request           answer
-================  =================================================
-GET /metrics      200, ``render()`` with ``content_type``
-GET /             200, the same (scrapers that drop the path)
-GET other path    404
-other method      405
-bad or slow head  400 / connection closed
-================  =================================================
+==========================  ===============================================
+request                     answer
+==========================  ===============================================
+GET /metrics                200, ``render()`` with ``content_type``
+GET /                       200, the same (scrapers that drop the path)
+GET other path              404
+other method                405
+bad or slow head            400 / connection closed
+no or wrong credentials     401 with ``WWW-Authenticate`` (only with ``auth``)
+==========================  ===============================================
+
+With ``auth`` (:class:`~tidemq.net.http_auth.MetricsAuth`, from the ``metricsAuth*``
+keys) every request must carry its bearer token or basic credentials.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 from collections.abc import Callable
 
 from tidemq.net.address import format_address
+from tidemq.net.http_auth import MetricsAuth
 
 __all__ = ["MetricsHttpServer"]
 
@@ -32,16 +37,18 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 8192
 READ_TIMEOUT = 10.0
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            405: "Method Not Allowed", 500: "Internal Server Error"}
 
 
 class MetricsHttpServer:
     """Serve ``render()`` at ``/metrics`` on ``host:port`` (port 0: any free port)."""
 
     def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0,
-                 *, content_type: str = "text/plain; version=0.0.4; charset=utf-8") -> None:
+                 *, content_type: str = "text/plain; version=0.0.4; charset=utf-8",
+                 auth: MetricsAuth | None = None) -> None:
         self.render = render
+        self.auth = auth
         self.host = host
         self._requested_port = port
         self.content_type = content_type
@@ -83,8 +90,10 @@ class MetricsHttpServer:
         self._clients.add(task)
         try:
             status, body, ctype, head_only = await self._answer(reader)
+            extra = "".join(f"WWW-Authenticate: {c}\r\n" for c in self.auth.challenges
+                            ) if status == 401 and self.auth is not None else ""
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+                    f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n")
             writer.write(head.encode("ascii") + (b"" if head_only else body))
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
@@ -101,12 +110,15 @@ class MetricsHttpServer:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
         except (asyncio.LimitOverrunError, ValueError):
             return 400, b"request head too large\n", text, False
-        parts = head.split(b"\r\n", 1)[0].split(b" ")
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ")
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return 400, b"bad request line\n", text, False
         method, target = parts[0], parts[1].split(b"?", 1)[0]
         if method not in (b"GET", b"HEAD"):
             return 405, b"only GET and HEAD\n", text, False
+        if self.auth is not None and not self.auth.allows(_header(lines[1:], b"authorization")):
+            return 401, b"credentials needed for /metrics\n", text, method == b"HEAD"
         if target not in (b"/metrics", b"/"):
             return 404, b"metrics are at /metrics\n", text, False
         try:
@@ -115,3 +127,10 @@ class MetricsHttpServer:
             log.exception("rendering metrics failed")
             return 500, b"rendering metrics failed\n", text, False
         return 200, body, self.content_type, method == b"HEAD"
+
+
+def _header(lines: list[bytes], name: bytes) -> bytes | None:
+    """The value of header ``name`` (lower case) when it appears exactly once."""
+    found = [value.strip() for key, sep, value in (line.partition(b":") for line in lines)
+             if sep and key.strip().lower() == name]
+    return found[0] if len(found) == 1 else None

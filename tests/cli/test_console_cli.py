@@ -80,3 +80,56 @@ def test_console_command_serves_a_cluster(tmp_path: Path) -> None:
             stop(web)
     finally:
         stop(server)
+
+
+def run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", BOOT, *args], input=stdin, text=True,
+                          capture_output=True, timeout=60, check=False)
+
+
+def test_user_commands_write_the_users_file(tmp_path: Path) -> None:
+    users = tmp_path / "users.yml"
+    added = run(["console", "user", "add", "alice", "--role", "admin", "--users-file",
+                 str(users), "--password-stdin"], "alice-pw\n")
+    assert added.returncode == 0, added.stderr
+    assert "alice (admin)" in added.stderr
+    assert "alice-pw" not in users.read_text() and "$scrypt$ln=15,r=8,p=1$" in users.read_text()
+    assert run(["console", "user", "add", "bob", "-f", str(users), "--password-stdin"],
+               "b\n").returncode == 0
+    listed = run(["console", "user", "list", "-f", str(users)])
+    assert listed.stdout.splitlines() == ["alice\tadmin", "bob\tviewer"]
+    bad_role = run(["console", "user", "add", "x", "--role", "root", "-f", str(users),
+                    "--password-stdin"], "x\n")
+    assert bad_role.returncode != 0 and "admin or viewer" in bad_role.stderr
+    empty = run(["console", "user", "passwd", "bob", "-f", str(users), "--password-stdin"],
+                "\n")
+    assert empty.returncode != 0 and "must not be empty" in empty.stderr
+    assert run(["console", "user", "remove", "bob", "-f", str(users)]).returncode == 0
+    gone = run(["console", "user", "remove", "bob", "-f", str(users)])
+    assert gone.returncode == 1 and "no user named 'bob'" in gone.stderr
+
+
+def test_console_with_users_asks_for_a_login(tmp_path: Path) -> None:
+    users = tmp_path / "users.yml"
+    assert run(["console", "user", "add", "alice", "--role", "admin", "-f", str(users),
+                "--password-stdin"], "pw\n").returncode == 0
+    (port,) = free_ports(1)
+    web, lines = start(["console", "-n", "127.0.0.1:9", "--port", str(port),
+                        "--users-file", str(users)], "TideMQ console on")
+    try:
+        assert "users log in" in "".join(lines)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/cluster", timeout=10) as resp:
+            assert "/login?next=" in resp.url and 'id="login-form"' in resp.read().decode()
+    finally:
+        stop(web)
+
+
+def test_an_anonymous_console_beyond_loopback_does_not_start(tmp_path: Path) -> None:
+    refused = run(["console", "-n", "127.0.0.1:9", "--host", "0.0.0.0", "--port", "0"])
+    assert refused.returncode == 1 and "no users" in refused.stderr, refused.stderr
+    assert "--allow-anonymous" in refused.stderr and "Traceback" not in refused.stderr
+    (ns_port,) = free_ports(1)
+    alone = run(["standalone", "--data", str(tmp_path), "--host", "0.0.0.0",
+                 "--namesrv-port", str(ns_port), "--broker-port", "0"])
+    assert alone.returncode == 1 and "no users" in alone.stderr, alone.stderr
+    assert "standalone is running" not in alone.stderr

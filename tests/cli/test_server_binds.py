@@ -192,7 +192,8 @@ def test_standalone_listens_on_loopback_only_by_default(servers: list[Server],
 
 def test_standalone_host_opens_every_port_and_says_so(servers: list[Server],
                                                       tmp_path: Path) -> None:
-    server, ports = _standalone(servers, tmp_path, "--host", "0.0.0.0")
+    server, ports = _standalone(servers, tmp_path, "--host", "0.0.0.0",
+                                "--console-allow-anonymous")
     bound = listening(server.proc.pid)
     assert len(bound) == 4, (bound, server.text)
     assert set(bound.values()) == {"0.0.0.0"}, bound

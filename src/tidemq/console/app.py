@@ -20,12 +20,17 @@ path                            method  what
 /logical-queues                 GET     the RIP-21 logical-queue mapping tables
 /logical-queues                 POST    create a logical topic, migrate a logical queue
 /lmq                            GET     light message queue counts per broker
+/login                          GET     the login form; POST logs in
+/logout                         POST    ends the session
+/metrics                        GET     the console's Prometheus metrics
 /healthz                        GET     ``ok``
 ==============================  ======  ============================================
 
-Destructive actions (delete a topic, reset offsets) go through a confirmation page; a
-POST whose ``Origin`` names another host is refused (403), so another site cannot
-submit the forms from a browser that can reach the console.
+Destructive actions (delete a topic, reset offsets) go through a confirmation page.
+Before any handler runs, a request for a name that is not on the Host allow-list is
+refused (:mod:`tidemq.console.gate`); every page but ``/login``, ``/metrics`` and
+``/healthz`` needs a session, and a state-changing request its session's CSRF token and
+an admin (:mod:`tidemq.console.auth`).
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.responses import Response as StarletteResponse
@@ -50,6 +57,19 @@ from starlette.routing import Route
 from tidemq.client import AdminClient, Message, MessageExt, MessageQueue, Producer, monitor
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
+from tidemq.console.auth import (
+    CSRF_FIELD,
+    SAFE_METHODS,
+    ConsoleAuth,
+    Visitor,
+    set_session_cookie,
+)
+from tidemq.console.config import ConsoleConfig
+from tidemq.console.gate import HostGate
+from tidemq.console.hosts import HostAllowList
+from tidemq.console.login import login_page, login_submit, logout, metrics_page
+from tidemq.console.login_limit import LoginLimiter
+from tidemq.console.metrics import ConsoleMetrics
 from tidemq.console.model import (
     LagHistory,
     body_preview,
@@ -58,8 +78,11 @@ from tidemq.console.model import (
     parse_form,
     when,
 )
+from tidemq.console.sessions import SessionStore
 from tidemq.console.templates import render
+from tidemq.console.users import UserDirectory
 from tidemq.errors import TideMQError
+from tidemq.net.http_auth import MetricsAuth
 
 __all__ = ["Console", "create_app"]
 
@@ -74,15 +97,27 @@ CONSOLE_PRODUCER_GROUP = "TIDEMQ_CONSOLE_PRODUCER"
 LOGICAL_ATTRIBUTE = "logical.queues"
 #: Concurrent per-topic / per-group requests while building one page.
 FAN_OUT = 8
+#: Largest request body read (the forms are small).
+MAX_BODY = 64 * 1024
 
 
 class Console:
-    """What the pages share: the admin client, a lazily started producer, lag history."""
+    """What the pages share: the admin client, a lazily started producer, lag history,
+    and who may see and change what (users, sessions, the login limit, metrics).
+    ``users`` None: nobody logs in, everyone is an admin."""
 
-    def __init__(self, admin: AdminClient) -> None:
+    def __init__(self, admin: AdminClient, config: ConsoleConfig | None = None,
+                 users: UserDirectory | None = None) -> None:
         self.admin = admin
+        self.config = config = config or ConsoleConfig()
         self.namesrv = ";".join(admin.config.namesrv_addr)
         self.history = LagHistory()
+        self.auth = ConsoleAuth(users, SessionStore(idle_timeout=config.session_timeout,
+                                                    max_age=config.session_max_age))
+        self.limiter = LoginLimiter(attempts=config.login_attempts)
+        self.metrics = ConsoleMetrics(lambda: len(self.auth.sessions))
+        self.metrics_auth = MetricsAuth.from_config(
+            config.metrics_auth_token, config.metrics_auth_user, config.metrics_auth_password)
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
 
@@ -103,8 +138,23 @@ class Console:
              ) -> HTMLResponse:
         context.setdefault("flash", request.query_params.get("msg"))
         context.setdefault("title", name.replace("-", " ").capitalize())
-        html = render(name, namesrv=self.namesrv, active=_section(request.url.path), **context)
-        return HTMLResponse(html, status_code=code)
+        visitor: Visitor | None = getattr(request.state, "visitor", None)
+        if visitor is not None:
+            context.update(
+                user=visitor.user, readonly=not visitor.user.may_change,
+                csrf_token=visitor.session.csrf_token,
+                lock="disabled" if not visitor.user.may_change else "",
+                csrf_field=Markup('<input type="hidden" name="{}" value="{}">').format(
+                    CSRF_FIELD, escape(visitor.session.csrf_token)))
+        html = render(name, namesrv=self.namesrv, active=_section(request.url.path),
+                      logins=self.auth.logins, **context)
+        return HTMLResponse(html, status_code=code, headers=PAGE_HEADERS)
+
+
+#: Sent with every page: no framing by other sites, no caching of what a user saw.
+PAGE_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
+                "Cache-Control": "no-store", "Referrer-Policy": "same-origin",
+                "X-Content-Type-Options": "nosniff"}
 
 
 def _section(path: str) -> str:
@@ -500,42 +550,77 @@ async def logical_submit(console: Console, request: Request) -> StarletteRespons
 # ---------------------------------------------------------------------- wiring
 
 
-def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[StarletteResponse]]
-           ) -> Handler:
-    """Refuse cross-site POSTs; turn a cluster error into an error page."""
+def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[StarletteResponse]],
+           *, needs_admin: bool = True) -> Handler:
+    """Find the visitor (or send them to log in); refuse a state-changing request without
+    the session's CSRF token, from another site, or (``needs_admin``) by a viewer; turn
+    a cluster error into an error page."""
 
     @functools.wraps(handler)
     async def run(request: Request) -> StarletteResponse:
-        if request.method == "POST" and not _same_origin(request):
-            return PlainTextResponse("cross-site form submission refused", status_code=403)
-        try:
-            return await handler(console, request)
-        except TideMQError as exc:
-            log.info("%s %s: %s", request.method, request.url.path, exc)
-            if request.url.path.startswith("/api/"):
-                return JSONResponse({"error": str(exc)}, status_code=502)
-            return console.page("error", request, 502, title="The cluster answered with an error",
-                                error=str(exc))
+        visitor = console.auth.visitor(request)
+        if visitor is None:
+            return _login_needed(request)
+        request.state.visitor = visitor
+        response = await _checked(console, handler, request, visitor, needs_admin)
+        if visitor.new:
+            set_session_cookie(response, request, visitor.session)
+        return response
 
     return run
 
 
-def _same_origin(request: Request) -> bool:
-    origin = request.headers.get("origin")
-    if not origin or origin == "null":
-        return origin is None
-    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host")
+def _login_needed(request: Request) -> StarletteResponse:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": "log in first"}, status_code=401)
+    if request.method not in SAFE_METHODS:
+        return PlainTextResponse("log in first (the session ended)", status_code=401)
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse("/login?" + urllib.parse.urlencode({"next": target}),
+                            status_code=303)
+
+
+async def _checked(console: Console,
+                   handler: Callable[[Console, Request], Awaitable[StarletteResponse]],
+                   request: Request, visitor: Visitor, needs_admin: bool) -> StarletteResponse:
+    if request.method not in SAFE_METHODS:
+        size = request.headers.get("content-length")
+        if size is None or not size.isdigit() or int(size) > MAX_BODY:
+            return PlainTextResponse(f"a form needs a Content-Length of at most {MAX_BODY}",
+                                     status_code=413 if size and size.isdigit() else 411)
+        form = parse_form(await request.body())
+        reason = console.auth.refuse_change(request, visitor, form, needs_admin=needs_admin)
+        if reason is not None:
+            console.metrics.refused.labels("role" if "viewer" in reason else "csrf").inc()
+            log.info("%s %s refused for %s: %s", request.method, request.url.path,
+                     visitor.user.name, reason)
+            return console.page("error", request, 403, title="Refused", error=reason)
+    try:
+        return await handler(console, request)
+    except TideMQError as exc:
+        log.info("%s %s: %s", request.method, request.url.path, exc)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=502)
+        return console.page("error", request, 502, title="The cluster answered with an error",
+                            error=str(exc))
 
 
 async def _health(request: Request) -> StarletteResponse:
     return PlainTextResponse("ok")
 
 
-def create_app(console: Console) -> Starlette:
+def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
+    """The application for ``console``, answering the names of the Host allow-list for a
+    console bound to ``bind``."""
     g = functools.partial(_guard, console)
+    plain = functools.partial(_plain, console)
     routes = [
         Route("/", lambda r: _redirect("/cluster")),
         Route("/healthz", _health),
+        Route("/login", plain(login_page), methods=["GET"]),
+        Route("/login", plain(login_submit), methods=["POST"]),
+        Route("/logout", _guard(console, logout, needs_admin=False), methods=["POST"]),
+        Route("/metrics", plain(metrics_page), methods=["GET"]),
         Route("/cluster", g(cluster_page)),
         Route("/brokers/{addr}", g(broker_page)),
         Route("/lmq", g(lmq_page)),
@@ -552,4 +637,16 @@ def create_app(console: Console) -> Starlette:
         Route("/logical-queues", g(logical_page), methods=["GET"]),
         Route("/logical-queues", g(logical_submit), methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+    hosts = HostAllowList(bind, console.config.host_names)
+    refused = console.metrics.refused
+    return Starlette(routes=routes, middleware=[
+        Middleware(HostGate, hosts=hosts, refused=lambda reason: refused.labels(reason).inc())])
+
+
+def _plain(console: Console, handler: Callable[[Console, Request], Awaitable[StarletteResponse]]
+           ) -> Handler:
+    @functools.wraps(handler)
+    async def run(request: Request) -> StarletteResponse:
+        return await handler(console, request)
+
+    return run

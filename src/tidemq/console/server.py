@@ -11,6 +11,11 @@ It shares the loop with whatever else runs there (``tidemq standalone`` runs it 
 the name server and the broker). uvicorn's startup, main loop and shutdown are driven
 directly, leaving out its signal handling: the process that owns the loop decides when
 to stop.
+
+Who may use it: with ``consoleUsersFile`` set, users log in; without, nobody does and
+everyone may change everything, so the console then refuses to start on an address
+other machines reach unless ``consoleAllowAnonymous`` says so. Start-up logs which of
+the three it is.
 """
 
 from __future__ import annotations
@@ -25,20 +30,48 @@ import uvicorn
 
 from tidemq.client import AdminClient
 from tidemq.console.app import Console, create_app
+from tidemq.console.config import ConsoleConfig
+from tidemq.console.hosts import is_loopback
+from tidemq.console.users import UserDirectory, UsersFile
+from tidemq.errors import ConfigError
 
-__all__ = ["ConsoleServer"]
+__all__ = ["ConsoleServer", "check_exposure", "users_of"]
 
 log = logging.getLogger(__name__)
+
+
+def users_of(config: ConsoleConfig) -> UserDirectory | None:
+    """The users of ``consoleUsersFile``; None when it is not set. Raises
+    :class:`ConfigError` when the file does not read."""
+    return UsersFile(config.users_file) if config.users_file else None
+
+
+def check_exposure(host: str, config: ConsoleConfig, users: UserDirectory | None) -> None:
+    """Refuse an anonymous console bound beyond loopback, unless the config allows it."""
+    if users is None and not is_loopback(host) and not config.allow_anonymous:
+        raise ConfigError(
+            f"the web console would listen on {host} with no users: anyone who reaches "
+            "it could change the cluster. Add users (tidemq console user add, then "
+            "consoleUsersFile / --users-file), bind 127.0.0.1, or allow it explicitly "
+            "(consoleAllowAnonymous=true, --allow-anonymous)", key="consoleUsersFile")
 
 
 class ConsoleServer:
     """The console on ``host:port`` for the cluster behind ``namesrv``."""
 
     def __init__(self, namesrv: str | Sequence[str], *, host: str = "127.0.0.1",
-                 port: int = 8080) -> None:
+                 port: int = 8080, config: ConsoleConfig | None = None,
+                 users: UserDirectory | None = None) -> None:
+        """``users``: where users come from; by default the ``consoleUsersFile`` of
+        ``config``, if any. Raises :class:`ConfigError` for a users file that does not
+        read, and for an anonymous console bound beyond loopback."""
+        config = config or ConsoleConfig()
+        if users is None:
+            users = users_of(config)
+        check_exposure(host, config, users)
         self.admin = AdminClient(namesrv)
-        self.console = Console(self.admin)
-        self.app = create_app(self.console)
+        self.console = Console(self.admin, config, users)
+        self.app = create_app(self.console, host)
         self.host = host
         self._requested_port = port
         self.port = 0
@@ -74,7 +107,16 @@ class ConsoleServer:
         await server.startup(sockets=[sock])  # listening once this returns
         self._server = server
         self._task = asyncio.create_task(self._serve(server, sock), name="tidemq-console")
-        log.info("console on %s", self.url)
+        if self.console.auth.logins:
+            log.info("console on %s: users log in (%s)", self.url,
+                     self.console.config.users_file or "users given by the embedder")
+        elif is_loopback(self.host):
+            log.info("console on %s: no users configured, so no login (this machine only)",
+                     self.url)
+        else:
+            log.warning("console on %s: no users configured and consoleAllowAnonymous set: "
+                        "anyone who reaches it can change the cluster, with no login",
+                        self.url)
 
     @staticmethod
     async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:

@@ -17,6 +17,7 @@ LAYOUT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{% block title %}{{ title }}{% endblock %} · TideMQ console</title>
+{% if csrf_token %}<meta name="csrf-token" content="{{ csrf_token }}">{% endif %}
 <style>
 :root { --ink:#1d2433; --muted:#667085; --line:#e4e7ec; --bg:#f6f7f9; --brand:#0b6bcb;
         --ok:#12805c; --warn:#b54708; --bad:#b42318; }
@@ -77,14 +78,28 @@ pre.body { background:#0f1b2d; color:#e6edf7; padding:12px; border-radius:6px;
 .grow { flex:1 1 420px; } dl.kv { display:grid; grid-template-columns:max-content auto;
         gap:4px 18px; background:#fff; border:1px solid var(--line); border-radius:8px;
         padding:12px 16px; margin:0; } dl.kv dt { color:var(--muted); } dl.kv dd { margin:0; }
+fieldset.controls { display:contents; }
+fieldset.controls:disabled button, fieldset.controls:disabled input, fieldset.controls:disabled select,
+fieldset.controls:disabled textarea, .ghost.disabled { opacity:.45; cursor:not-allowed; }
+header .who { color:#c9d3e3; font-size:12px; display:flex; gap:10px; align-items:center; }
+header .who button { padding:3px 10px; font-size:12px; background:transparent; border-color:#5cc8ff; }
+.readonly { padding:8px 14px; border-radius:6px; margin-bottom:16px; background:#fffaeb;
+            border:1px solid #fedf89; color:var(--warn); }
+form.login { max-width:340px; margin:60px auto; background:#fff; border:1px solid var(--line);
+             border-radius:8px; padding:22px 24px; display:flex; flex-direction:column; gap:12px; }
+form.login label { display:flex; flex-direction:column; gap:4px; font-size:13px; }
 #lag-chart { background:#fff; border:1px solid var(--line); border-radius:8px; width:100%; }
 </style></head>
 <body>
 <header><div class="logo">Tide<span>MQ</span></div>
-<nav>{% for href, label in nav %}<a href="{{ href }}"
-  class="{{ 'on' if active == href else '' }}">{{ label }}</a>{% endfor %}</nav>
-<div class="ns">name server {{ namesrv }}</div></header>
+{% if user %}<nav>{% for href, label in nav %}<a href="{{ href }}"
+  class="{{ 'on' if active == href else '' }}">{{ label }}</a>{% endfor %}</nav>{% endif %}
+<div class="ns">name server {{ namesrv }}</div>
+{% if user and logins %}<form class="who" method="post" action="/logout" id="logout">{{ csrf_field }}
+<span id="user">{{ user.name }}</span> <span class="badge" id="role">{{ user.role.value }}</span>
+<button type="submit">Log out</button></form>{% endif %}</header>
 <main>
+{% if readonly %}<div class="readonly" id="readonly">You are logged in as a viewer: you can look, not change.</div>{% endif %}
 {% if flash %}<div class="flash" id="flash">{{ flash }}</div>{% endif %}
 {% if error %}<div class="error" id="error">{{ error }}</div>{% endif %}
 {% block content %}{% endblock %}
@@ -134,7 +149,7 @@ BROKER = """{% extends "layout" %}{% block content %}
 TOPICS = """{% extends "layout" %}{% block content %}
 <h1>Topics</h1>
 <h2>Create or update a topic</h2>
-<form class="inline" method="post" action="/topics" id="create-topic">
+<form class="inline" method="post" action="/topics" id="create-topic">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
  <label>Topic <input name="topic" required pattern="[%|a-zA-Z0-9_-]+" maxlength="127" placeholder="Orders"></label>
  <label>Read queues <input name="read_queues" type="number" min="1" max="1024" value="8" style="width:90px"></label>
  <label>Write queues <input name="write_queues" type="number" min="1" max="1024" value="8" style="width:90px"></label>
@@ -145,7 +160,7 @@ TOPICS = """{% extends "layout" %}{% block content %}
  <label>Cluster <select name="cluster"><option value="">all clusters</option>
    {% for c in clusters %}<option>{{ c }}</option>{% endfor %}</select></label>
  <button type="submit">Create / update</button>
-</form>
+</fieldset></form>
 <h2>{{ topics|length }} topic{{ '' if topics|length == 1 else 's' }} {% if show_system %}<a class="muted" href="/topics">hide system topics</a>
 {% else %}<a class="muted" href="/topics?system=1">show system topics</a>{% endif %}</h2>
 {% if topics %}
@@ -190,32 +205,32 @@ TOPIC = """{% extends "layout" %}{% block content %}
 {% else %}<p class="muted">No group has committed offsets of this topic.</p>{% endif %}
 </div><div class="grow">
 <h2>Update</h2>
-<form class="inline" method="post" action="/topics" id="update-topic">
+<form class="inline" method="post" action="/topics" id="update-topic">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
  <input type="hidden" name="topic" value="{{ topic }}"><input type="hidden" name="queue_type" value="{{ queue_type }}">
  <label>Read queues <input name="read_queues" type="number" min="1" max="1024" value="{{ read_queues }}" style="width:90px"></label>
  <label>Write queues <input name="write_queues" type="number" min="1" max="1024" value="{{ write_queues }}" style="width:90px"></label>
  <label>Permission <select name="perm">{% for v, l in [(6, 'read + write'), (4, 'read only'), (2, 'write only')] %}
   <option value="{{ v }}" {{ 'selected' if v == perm else '' }}>{{ l }}</option>{% endfor %}</select></label>
- <button type="submit">Update</button></form>
+ <button type="submit">Update</button></fieldset></form>
 <h2>Send a message</h2>
-<form class="inline" method="post" action="/topics/{{ topic|urlencode }}/send" id="send-message">
+<form class="inline" method="post" action="/topics/{{ topic|urlencode }}/send" id="send-message">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
  <label>Tags <input name="tags" placeholder="TagA" style="width:110px"></label>
  <label>Keys <input name="keys" placeholder="order-1 order-2" style="width:160px"></label>
  <label style="flex:1 1 100%">Body <textarea name="body" rows="3" required></textarea></label>
- <button type="submit">Send</button></form>
+ <button type="submit">Send</button></fieldset></form>
 <h2>Danger zone</h2>
-<a class="ghost" href="/topics/{{ topic|urlencode }}/delete" id="delete-topic">Delete topic…</a>
+{% if readonly %}<span class="ghost disabled" id="delete-topic">Delete topic…</span>{% else %}<a class="ghost" href="/topics/{{ topic|urlencode }}/delete" id="delete-topic">Delete topic…</a>{% endif %}
 </div></div>
 {% endblock %}"""
 
 CONFIRM = """{% extends "layout" %}{% block content %}
 <h1>{{ heading }}</h1>
 <div class="error">{{ warning }}</div>
-<form method="post" action="{{ action }}" id="confirm-form">
+<form method="post" action="{{ action }}" id="confirm-form">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
 {% for k, v in fields.items() %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
 <input type="hidden" name="confirm" value="yes">
 <button type="submit" class="danger" id="confirm">{{ button }}</button>
-<a class="ghost" href="{{ cancel }}">Cancel</a></form>
+<a class="ghost" href="{{ cancel }}">Cancel</a></fieldset></form>
 {% endblock %}"""
 
 GROUPS = """{% extends "layout" %}{% block content %}
@@ -256,12 +271,12 @@ GROUP = """{% extends "layout" %}{% block content %}
 {% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td class="num">{{ c.version }}</td></tr>{% endfor %}
 </tbody></table>{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
 <h2>Reset offsets</h2>
-<form class="inline" method="post" action="/groups/{{ group|urlencode }}/reset" id="reset-form">
+<form class="inline" method="post" action="/groups/{{ group|urlencode }}/reset" id="reset-form">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
  <label>Topic <select name="topic">{% for t in stats.topics %}<option>{{ t }}</option>{% endfor %}</select></label>
  <label>To <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option>
   <option value="time">a point in time</option></select></label>
  <label>Time (local) <input name="time" type="datetime-local" step="1"></label>
- <button type="submit" class="danger">Reset…</button></form>
+ <button type="submit" class="danger">Reset…</button></fieldset></form>
 <script>
 (function () {
   var url = {{ api_url|tojson }};
@@ -383,16 +398,16 @@ None of the {{ broker_count }} broker{{ '' if broker_count == 1 else 's' }} hold
 {% endfor %}
 <div class="row" style="margin-top:22px">
 <div class="grow"><h2>Create a logical topic</h2>
-<form class="inline" method="post" action="/logical-queues" id="create-logical"><input type="hidden" name="action" value="create">
+<form class="inline" method="post" action="/logical-queues" id="create-logical">{{ csrf_field }}<fieldset class="controls" {{ lock }}><input type="hidden" name="action" value="create">
  <label>Topic <input name="topic" required pattern="[%|a-zA-Z0-9_-]+" maxlength="127"></label>
  <label>Logical queues <input name="queues" type="number" min="1" max="1024" value="4" style="width:90px"></label>
- <button type="submit">Create</button></form></div>
+ <button type="submit">Create</button></fieldset></form></div>
 <div class="grow"><h2>Migrate a logical queue</h2>
-<form class="inline" method="post" action="/logical-queues" id="migrate-logical"><input type="hidden" name="action" value="migrate">
+<form class="inline" method="post" action="/logical-queues" id="migrate-logical">{{ csrf_field }}<fieldset class="controls" {{ lock }}><input type="hidden" name="action" value="migrate">
  <label>Topic <select name="topic">{% for t in tables %}<option>{{ t.topic }}</option>{% endfor %}</select></label>
  <label>Logical queue <input name="lq" type="number" min="0" value="0" style="width:80px"></label>
  <label>To broker <select name="target">{% for b in brokers %}<option>{{ b }}</option>{% endfor %}</select></label>
- <button type="submit">Migrate</button></form></div>
+ <button type="submit">Migrate</button></fieldset></form></div>
 </div>
 {% endblock %}"""
 
@@ -408,6 +423,15 @@ info (refreshed by the broker at most every 30 s). Enable them with <code>enable
 <code>enableMultiDispatch=true</code>.</p>
 {% endblock %}"""
 
+LOGIN = """{% extends "layout" %}{% block content %}
+<form class="login" method="post" action="/login" id="login-form">
+<h1>Log in</h1>
+<input type="hidden" name="login_token" value="{{ login_token }}"><input type="hidden" name="next" value="{{ next }}">
+<label>User <input name="username" autocomplete="username" required autofocus></label>
+<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Log in</button></form>
+{% endblock %}"""
+
 ERROR = """{% extends "layout" %}{% block content %}<h1>{{ title }}</h1>{% endblock %}"""
 
 _ENV = jinja2.Environment(
@@ -415,6 +439,7 @@ _ENV = jinja2.Environment(
         "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "topics": TOPICS,
         "topic": TOPIC, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
+        "login": LOGIN,
     }),
     autoescape=True,
     undefined=jinja2.ChainableUndefined,

@@ -1,58 +1,168 @@
 """``tidemq console``: the web console for a running cluster, in the foreground until
-SIGINT/SIGTERM (``tidemq standalone`` also starts one, on port 8080 by default)."""
+SIGINT/SIGTERM (``tidemq standalone`` also starts one, on port 8080 by default); and
+``tidemq console user ...``, which edits the console's users file."""
 
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tidemq.cli.commands.server import (
     CONSOLE_REACH,
+    ConfigOpt,
     LogFile,
     LogFormat,
     LogLevel,
+    SetOpt,
+    _overrides,
+    _report_unknown,
     _run,
     _serve,
     _setup_logging,
+    console_config,
 )
 from tidemq.cli.commands.server import console as err_console
 from tidemq.client.config import DEFAULT_NAMESRV
-from tidemq.errors import ConfigError
+from tidemq.errors import ConfigError, TideMQError
 from tidemq.net.bind import LOOPBACK, warn_if_exposed
 
-__all__ = ["console", "register"]
+__all__ = ["app", "register"]
 
 log = logging.getLogger("tidemq.cli")
 
+app = typer.Typer(help="The web console, and its users.")
+users_app = typer.Typer(help="Console users: tidemq console user add NAME --role viewer.",
+                        no_args_is_help=True)
+app.add_typer(users_app, name="user")
 
+UsersFileOpt = Annotated[Path, typer.Option(
+    "--users-file", "-f", envvar="TIDEMQ_CONSOLEUSERSFILE", show_envvar=True,
+    help="The console users file (YAML; created when missing).")]
+PasswordStdin = Annotated[bool, typer.Option(
+    "--password-stdin", help="Read the password from the first line of standard input "
+                             "(else it is asked for, twice, without echo).")]
+
+
+@app.callback(invoke_without_command=True)
 def console(
+    ctx: typer.Context,
     namesrv: Annotated[str, typer.Option(
         "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
         help="Name server addresses, 'host:port;host:port'.")] = DEFAULT_NAMESRV,
     host: Annotated[str, typer.Option(
-        help="Address to listen on (0.0.0.0: every interface; the console has no login).")
-    ] = LOOPBACK,
+        help="Address to listen on (0.0.0.0: every interface; needs users, or "
+             "--allow-anonymous).")] = LOOPBACK,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    users_file: Annotated[Path | None, typer.Option(
+        "--users-file", help="Users log in; they are in this file (consoleUsersFile).")
+    ] = None,
+    allow_anonymous: Annotated[bool, typer.Option(
+        "--allow-anonymous", help="Serve beyond loopback with no users and no login "
+                                  "(consoleAllowAnonymous).")] = False,
+    config: ConfigOpt = None, set_: SetOpt = None,
     log_level: LogLevel = "INFO", log_file: LogFile = None, log_format: LogFormat = "text",
 ) -> None:
     """Serve the web console: cluster, topics, consumer groups and lag, messages."""
+    if ctx.invoked_subcommand is not None:
+        return
     _setup_logging(log_level, log_file, log_format)
     from tidemq.console import ConsoleServer  # here: other commands need no web stack
 
-    web = ConsoleServer(namesrv, host=host, port=port)
+    cfg, unknown = console_config(config, _overrides(set_), users_file=users_file,
+                                  allow_anonymous=allow_anonymous)
+    _report_unknown(unknown)
+    try:
+        web = ConsoleServer(namesrv, host=host, port=port, config=cfg)
+    except TideMQError as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
 
     async def start() -> None:
         try:
             await web.start()
         except OSError as exc:
             raise ConfigError(f"web console on {host}:{port}: {exc}", key="port") from None
-        warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
-        err_console.print(f"TideMQ console on {web.url} (name server {namesrv})")
+        if not web.console.auth.logins:
+            warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
+        err_console.print(f"TideMQ console on {web.url} (name server {namesrv}; "
+                          f"{'users log in' if web.console.auth.logins else 'no login'})")
 
     _run(_serve(start, web.stop))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("console")(console)
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        raise typer.BadParameter("the password must not be empty")
+    return password
+
+
+def _edit(path: Path, name: str, **changes: object) -> None:
+    from tidemq.console.users import edit_users_file
+
+    try:
+        user = edit_users_file(path, name, **changes)  # type: ignore[arg-type]
+    except TideMQError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if user is None:
+        typer.echo(f"removed {name} from {path}", err=True)
+    else:
+        typer.echo(f"{path}: {user.name} ({user.role.value})", err=True)
+
+
+@users_app.command("add")
+def user_add(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    users_file: UsersFileOpt,
+    role: Annotated[str, typer.Option(help="admin (may change things) or viewer "
+                                           "(read-only).")] = "viewer",
+    password_stdin: PasswordStdin = False,
+) -> None:
+    """Add a user, or replace one of the same name (role and password)."""
+    from tidemq.console.users import Role
+
+    try:
+        parsed = Role(role)
+    except ValueError:
+        raise typer.BadParameter("admin or viewer", param_hint="--role") from None
+    _edit(users_file, name, role=parsed, password=_password(password_stdin))
+
+
+@users_app.command("passwd")
+def user_passwd(name: Annotated[str, typer.Argument(help="User name.")],
+                users_file: UsersFileOpt, password_stdin: PasswordStdin = False) -> None:
+    """Set a user's password (their open sessions end)."""
+    _edit(users_file, name, password=_password(password_stdin))
+
+
+@users_app.command("remove")
+def user_remove(name: Annotated[str, typer.Argument(help="User name.")],
+                users_file: UsersFileOpt) -> None:
+    """Remove a user (their open sessions end)."""
+    _edit(users_file, name, remove=True)
+
+
+@users_app.command("list")
+def user_list(users_file: UsersFileOpt) -> None:
+    """The users and their roles."""
+    from tidemq.console.users import parse_users
+
+    try:
+        users = parse_users(users_file.read_text("utf-8"), str(users_file))
+    except (OSError, TideMQError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for name, (role, _hash) in users.items():
+        typer.echo(f"{name}\t{role.value}")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="console")

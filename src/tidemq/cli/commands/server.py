@@ -30,11 +30,15 @@ from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
 if TYPE_CHECKING:
     from tidemq.console import ConsoleServer
+    from tidemq.console.config import ConsoleConfig
 
 console = Console(stderr=True)
 log = logging.getLogger("tidemq.cli")
 #: What anyone who reaches the web console can do.
-CONSOLE_REACH = "see, send and delete topics and messages through it (it has no login)"
+CONSOLE_REACH = ("see, send and delete topics and messages through it (no users are "
+                 "configured, so it has no login)")
+#: The keys the broker's metrics endpoint and the console's share.
+METRICS_AUTH_KEYS = ("metricsAuthToken", "metricsAuthUser", "metricsAuthPassword")
 
 ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help=".properties file.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -93,6 +97,29 @@ def _run(coro: Awaitable[None]) -> None:
     except TideMQError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+
+
+def console_config(path: Path | None, overrides: dict[str, str], *,
+                   users_file: Path | None = None, allow_anonymous: bool = False,
+                   ) -> tuple[ConsoleConfig, list[str]]:
+    """The console's settings: ``path``, ``TIDEMQ_*`` variables, ``overrides``, then
+    the flags; the process ends with the error when one is wrong."""
+    from tidemq.console.config import load_console_config
+
+    if users_file is not None:
+        overrides = {**overrides, "consoleUsersFile": str(users_file)}
+    if allow_anonymous:
+        overrides = {**overrides, "consoleAllowAnonymous": "true"}
+    return _load(load_console_config, path, overrides)
+
+
+def _console_keys(overrides: dict[str, str]) -> dict[str, str]:
+    """The ``--set`` keys of ``tidemq standalone`` that are the console's."""
+    from tidemq.console.config import ConsoleConfig
+    from tidemq.formats.javaprops import config_keys
+
+    keys = set(config_keys(ConsoleConfig))
+    return {k: v for k, v in overrides.items() if k in keys}
 
 
 def _with_host(host: str | None, overrides: dict[str, str]) -> dict[str, str]:
@@ -170,12 +197,36 @@ def standalone(
     no_console: Annotated[bool, typer.Option("--no-console", help="No web console.")] = False,
     host: Annotated[str, typer.Option(
         help="Address every server listens on: 127.0.0.1 (this machine only) unless "
-             "told otherwise; 0.0.0.0 opens all of them to the network (the console has "
-             "no login; the broker checks an ACL only with aclEnable).")] = LOOPBACK,
+             "told otherwise; 0.0.0.0 opens all of them to the network (the console then "
+             "needs --console-users or --console-allow-anonymous; the broker checks an "
+             "ACL only with aclEnable).")] = LOOPBACK,
+    console_users: Annotated[Path | None, typer.Option(
+        "--console-users", help="Console users log in; they are in this file "
+                                "(consoleUsersFile; see tidemq console user add).")] = None,
+    console_allow_anonymous: Annotated[bool, typer.Option(
+        "--console-allow-anonymous", help="Serve the console beyond loopback with no users "
+                                          "and no login.")] = False,
 ) -> None:
     """Run a name server, a broker and the web console in one process, data in ./data."""
     _setup_logging(log_level, log_file, log_format)
-    user_overrides = _overrides(set_)
+    all_overrides = _overrides(set_)
+    console_overrides = _console_keys(all_overrides)
+    # metricsAuth* guard the broker's metrics and the console's alike.
+    user_overrides = {k: v for k, v in all_overrides.items()
+                      if k not in console_overrides or k in METRICS_AUTH_KEYS}
+    console_cfg = None
+    console_users_dir = None
+    if not no_console:  # checked before anything starts: a refusal leaves nothing running
+        from tidemq.console.server import check_exposure, users_of
+
+        console_cfg, _ = console_config(None, console_overrides, users_file=console_users,
+                                        allow_anonymous=console_allow_anonymous)
+        try:
+            console_users_dir = users_of(console_cfg)
+            check_exposure(host, console_cfg, console_users_dir)
+        except TideMQError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(1) from None
     # The name server takes no TIDEMQ_* variables here: they are the broker's
     # (TIDEMQ_METRICSPORT would otherwise give both the same port).
     ns_cfg, _ = _load(functools.partial(load_namesrv_config, env={}), None,
@@ -205,10 +256,12 @@ def standalone(
         if not no_console:  # imported here: the other server commands need no web stack
             from tidemq.console import ConsoleServer
 
-            web = ConsoleServer(namesrv_addr, host=host, port=console_port)
+            web = ConsoleServer(namesrv_addr, host=host, port=console_port,
+                                config=console_cfg, users=console_users_dir)
             try:
                 await web.start()
-                warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
+                if not web.console.auth.logins:
+                    warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
             except OSError as exc:  # the console is auxiliary: serve messages without it
                 console.print(f"[yellow]warning:[/] no web console on port {console_port}: "
                               f"{exc} (choose another with --console-port)")

@@ -1,0 +1,80 @@
+"""Console settings, as ``.properties`` keys (``tidemq console -c FILE``, ``--set
+key=value``, ``TIDEMQ_<KEY>`` variables; ``tidemq standalone`` passes its ``--set``
+keys that name one of these to the console).
+
+The ``metricsAuth*`` keys are the same as the broker's and the name server's: they
+guard the console's own ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+
+__all__ = ["ConsoleConfig", "load_console_config"]
+
+
+def _key(name: str) -> dict[str, str]:
+    return {"key": name}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConsoleConfig:
+    #: The users file (YAML, written by ``tidemq console user add``). Empty: no users,
+    #: no login; then the console serves loopback only, unless ``consoleAllowAnonymous``.
+    users_file: str = dataclasses.field(default="", metadata=_key("consoleUsersFile"))
+    #: Seconds without a request after which a session ends.
+    session_timeout: int = dataclasses.field(default=3600,
+                                             metadata=_key("consoleSessionTimeout"))
+    #: Seconds after login after which a session ends, however busy.
+    session_max_age: int = dataclasses.field(default=12 * 3600,
+                                             metadata=_key("consoleSessionMaxAge"))
+    #: More names the console answers to (``Host``), comma-separated.
+    allowed_hosts: str = dataclasses.field(default="", metadata=_key("consoleAllowedHosts"))
+    #: Serve beyond loopback with no users (anyone who reaches the port can change
+    #: the cluster).
+    allow_anonymous: bool = dataclasses.field(default=False,
+                                              metadata=_key("consoleAllowAnonymous"))
+    #: Failed logins allowed per client address per minute.
+    login_attempts: int = dataclasses.field(default=5, metadata=_key("consoleLoginAttempts"))
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (or the user below).
+    metrics_auth_token: str = ""
+    #: ``/metrics`` needs HTTP basic auth with this user and password.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = ""
+
+    def __post_init__(self) -> None:
+        for key, value in (("consoleSessionTimeout", self.session_timeout),
+                           ("consoleSessionMaxAge", self.session_max_age),
+                           ("consoleLoginAttempts", self.login_attempts)):
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1", key=key)
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
+                              key="metricsAuthPassword")
+
+    @property
+    def host_names(self) -> list[str]:
+        return [n.strip() for n in self.allowed_hosts.split(",") if n.strip()]
+
+
+def load_console_config(
+    path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[ConsoleConfig, list[str]]:
+    """The config from a file, ``TIDEMQ_*`` variables and overrides; plus unknown keys."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(parse_properties(Path(path).read_text("utf-8")))
+    values.update(env_values(ConsoleConfig, os.environ if env is None else env))
+    values.update(overrides or {})
+    known = set(config_keys(ConsoleConfig)) | {f.name for f in dataclasses.fields(ConsoleConfig)}
+    unknown = sorted(k for k in values if k not in known)
+    config, _ = bind(ConsoleConfig, {k: v for k, v in values.items() if k in known})
+    return config, unknown

@@ -17,12 +17,14 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from tidemq.broker.auth_store import AuthStore
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.long_poll import DispatchLinger
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.pipeline import Interceptor, Pipeline
 from tidemq.broker.processors.admin import AdminProcessor
+from tidemq.broker.processors.auth import AuthProcessor
 from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
 from tidemq.broker.processors.groups import GroupProcessor
@@ -39,6 +41,8 @@ from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
+from tidemq.net.acl.policy import User, UserType
+from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http import MetricsHttpServer
 from tidemq.store.config import StoreConfig
@@ -53,9 +57,18 @@ class BrokerApp:
                  interceptors: Sequence[Interceptor] = ()) -> None:
         """``interceptors``: request interceptors run before the broker's own, outermost
         first (:mod:`tidemq.broker.pipeline`), after the ACL's (``aclEnable``)."""
-        #: The ACL interceptor (``aclEnable``), outermost of all.
-        self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
         ctx = self.ctx = BrokerContext(config, store_config)
+        #: The ACL 2.0 users and policies (served whatever ACL model is on).
+        self.auth_store = AuthStore(ctx.layout.config_dir)
+        #: The ACL interceptor (``aclEnable`` or ``authenticationEnabled``), outermost of
+        #: all: one gate and one permission table for both models.
+        self.acl: AclGate | None = None
+        if config.acl_enable:
+            self.acl = AclGate(AclFile(config.acl_file))
+        elif config.authentication_enabled:
+            self.acl = AclGate(UserDirectory(self.auth_store,
+                                             authorize=config.authorization_enabled,
+                                             cluster=config.broker_cluster_name))
         self._interceptors = tuple(interceptors)
         self.pipeline = Pipeline()
         self.config = config
@@ -102,7 +115,10 @@ class BrokerApp:
 
     async def start(self) -> None:
         await self.server.start(serving=False)
-        warn_if_exposed(log, "the broker", self.config.bind_address, acl=self.acl is not None)
+        warn_if_exposed(log, "the broker", self.config.bind_address,
+                        acl=self.acl is not None and not (
+                            self.config.authentication_enabled
+                            and not self.config.authorization_enabled))
         self.broker_addr = f"{self.config.advertised_host}:{self.server.port}"
         self.broker_addresses[self.config.broker_name] = self.broker_addr
         try:
@@ -113,6 +129,7 @@ class BrokerApp:
             loop = asyncio.get_running_loop()
             self.topics.load()
             self.logical.load()
+            self._load_auth()
             self.ctx.sync_queue_types()
             report = await loop.run_in_executor(None, self.store.start)
             log.info("store ready: %s", report)
@@ -185,6 +202,13 @@ class BrokerApp:
         self.schedule.persist()  # the final delivery progress, now that the log is flushed
         log.info("broker %s stopped", self.config.broker_name)
 
+    def _load_auth(self) -> None:
+        self.auth_store.load()
+        init = self.config.init_user
+        if init is not None and self.auth_store.ensure_user(
+                User(init[0], init[1], UserType.SUPER)):
+            log.info("initAuthenticationUser: Super user %s created", init[0])
+
     def _build_pipeline(self) -> None:
         """Every handler and every interceptor of the broker, registered here and only
         here (:mod:`tidemq.broker.pipeline`)."""
@@ -192,7 +216,8 @@ class BrokerApp:
         pipeline = self.pipeline
         for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
-                     GroupProcessor(ctx), self.logical_processor):
+                     GroupProcessor(ctx), AuthProcessor(self.auth_store),
+                     self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

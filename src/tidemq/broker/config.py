@@ -12,6 +12,7 @@ variables (``TIDEMQ_LISTENPORT=10911`` or ``TIDEMQ_LISTEN_PORT``), explicit over
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,6 +96,19 @@ class BrokerConfig:
     #: brokers), when they check ACLs; empty: unsigned.
     access_key: str = ""
     secret_key: str = dataclasses.field(default="", repr=False)
+    #: ACL 2.0 (RocketMQ 5.3's keys): every request must be signed by a user of the
+    #: broker's user store (docs/security.md). Not together with ``aclEnable``.
+    authentication_enabled: bool = False
+    #: ACL 2.0: check each request against its user's policies (needs
+    #: ``authenticationEnabled``); off, every signed-in user may do everything.
+    authorization_enabled: bool = False
+    #: ACL 2.0: the Super user created at start if no user of that name exists, as JSON
+    #: ``{"username": "...", "password": "..."}``, so that a fresh broker with
+    #: authentication on is not locked out.
+    init_authentication_user: str = dataclasses.field(default="", repr=False)
+    #: The broker's own credentials as JSON ``{"accessKey": "...", "secretKey": "..."}``
+    #: (upstream's key; ``accessKey``/``secretKey`` say the same and win).
+    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
     # Replication (docs/replication.md); RocketMQ's keys.
     #: ASYNC_MASTER, SYNC_MASTER or SLAVE; a master has brokerId 0, a replica another id.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
@@ -167,6 +181,16 @@ class BrokerConfig:
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
+        if self.acl_enable and self.authentication_enabled:
+            raise ConfigError("aclEnable (ACL 1.0, plain_acl.yml) and authenticationEnabled "
+                              "(ACL 2.0, users and policies) exclude each other: choose one",
+                              key="authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true "
+                              "(a policy is only as good as the signature naming its user)",
+                              key="authorizationEnabled")
+        self.init_user  # noqa: B018 -- checked here, read at start
+        self.credentials  # noqa: B018
         check_listen(self.bind_address, self.listen_port, self.metrics_port, self.broker_ip1)
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty", key="brokerName")
@@ -213,6 +237,33 @@ class BrokerConfig:
             key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
+    def init_user(self) -> tuple[str, str] | None:
+        """``initAuthenticationUser`` as (username, password)."""
+        if not self.init_authentication_user:
+            return None
+        doc = _json_object(self.init_authentication_user, "initAuthenticationUser")
+        name, password = doc.get("username"), doc.get("password")
+        if not isinstance(name, str) or not name or not isinstance(password, str) or len(
+                password) < 6:
+            raise ConfigError("initAuthenticationUser needs a username and a password of at "
+                              "least 6 characters", key="initAuthenticationUser")
+        return name, password
+
+    @property
+    def credentials(self) -> tuple[str, str] | None:
+        """The (access key, secret key) this broker signs its own requests with."""
+        if self.access_key:
+            return self.access_key, self.secret_key
+        if not self.inner_client_authentication_credentials:
+            return None
+        key = "innerClientAuthenticationCredentials"
+        doc = _json_object(self.inner_client_authentication_credentials, key)
+        ak, sk = doc.get("accessKey"), doc.get("secretKey")
+        if not isinstance(ak, str) or not ak or not isinstance(sk, str) or not sk:
+            raise ConfigError(f"{key} needs accessKey and secretKey", key=key)
+        return ak, sk
+
+    @property
     def advertised_host(self) -> str:
         """The host name servers and clients are given (``brokerIP1`` when set)."""
         return advertised_host(self.bind_address, self.broker_ip1)
@@ -242,6 +293,16 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+
+
+def _json_object(text: str, key: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key} is not JSON: {exc}", key=key) from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{key} must be a JSON object", key=key)
+    return doc
 
 
 def load_broker_config(

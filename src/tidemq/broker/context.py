@@ -68,9 +68,9 @@ class BrokerContext:
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes,
                                      tls=config.tls_server)
-        self.client = RemotingClient(credentials=Credentials(
-            config.access_key, config.secret_key) if config.access_key else None,
-            tls=config.tls_client)
+        own = config.credentials
+        self.client = RemotingClient(credentials=Credentials(*own) if own else None,
+                                     tls=config.tls_client)
         #: Parked pulls: single pulls and batch-protocol parents alike.
         self.holds = HoldTable()
         self.broker_addr = config.broker_addr

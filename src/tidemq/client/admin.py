@@ -166,6 +166,11 @@ class AdminClient(InstanceRole):
         ofs.check_success(response, address=addr)
         return response
 
+    async def request(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        """``cmd`` to the server at ``addr``; its answer, or the error a failure code
+        stands for."""
+        return await self._broker(addr, cmd)
+
     # ------------------------------------------------------------------ clusters
 
     async def cluster_info(self) -> ClusterInfo:

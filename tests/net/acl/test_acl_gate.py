@@ -32,7 +32,7 @@ from tidemq.inprocess import Cluster
 from tidemq.namesrv.app import NameServerApp
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.net import RemotingClient
-from tidemq.net.acl import PERMISSIONS, AclGate, Need
+from tidemq.net.acl import PERMISSIONS, AclFile, AclGate, Need
 
 NO_PERMISSION = ResponseCode.NO_PERMISSION
 
@@ -226,7 +226,8 @@ async def test_a_changed_accounts_file_takes_effect(cluster: Cluster, acl_file: 
         await user.ok(wire.send("Pt", b"before"))
         acl_file.write_text(ACCOUNTS.replace("user-secret", "rotated-secret"))
         os.utime(acl_file, ns=(1, 1))
-        gate.acl_file.poll_seconds = 0.0
+        assert isinstance(gate.directory, AclFile)
+        gate.directory.poll_seconds = 0.0
         resp = await user(wire.send("Pt", b"old key"))
         assert resp.code == NO_PERMISSION
     async with Peer(addr, _client(Credentials("user", "rotated-secret"))) as user:

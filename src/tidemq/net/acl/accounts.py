@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from tidemq.errors import ConfigError
-from tidemq.net.acl.perm import Perm, parse_perm
+from tidemq.net.acl.perm import Perm, allows, parse_perm
 from tidemq.net.acl.whitelist import AddressPattern
 
 __all__ = ["Account", "AclFile", "AclRules", "parse_acl"]
@@ -53,6 +53,29 @@ class Account:
 
     def group_perm(self, group: str) -> Perm:
         return self.group_perms.get(group, self.default_group_perm)
+
+    # The gate's Principal (tidemq.net.acl.principal).
+
+    @property
+    def name(self) -> str:
+        return self.access_key
+
+    @property
+    def secret(self) -> str:
+        return self.secret_key
+
+    def unusable(self) -> str | None:
+        return None
+
+    def trusted_from(self, remote: str) -> bool:
+        return self.white is not None and self.white.matches(remote)
+
+    def is_admin(self, remote: str) -> bool:
+        return self.admin
+
+    def may(self, kind: str, name: str, needed: Perm, remote: str) -> bool:
+        return allows(self.topic_perm(name) if kind == "topic" else self.group_perm(name),
+                      needed)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -160,6 +183,14 @@ class AclFile:
             self._polled = now
             self.reload_if_changed()
         return self._rules
+
+    # The gate's Directory (tidemq.net.acl.principal).
+
+    def trusted_address(self, remote: str) -> bool:
+        return any(p.matches(remote) for p in self.rules().global_white)
+
+    def principal(self, access_key: str) -> Account | None:
+        return self.rules().accounts.get(access_key)
 
     def reload_if_changed(self) -> bool:
         """Read the file again if its modification time changed; whether rules changed."""

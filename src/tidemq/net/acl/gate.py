@@ -1,13 +1,15 @@
 """The ACL interceptor: every request a broker or name server serves is checked against
-:data:`~tidemq.net.acl.table.PERMISSIONS` and the accounts of ``plain_acl.yml`` before
-its handler runs.
+:data:`~tidemq.net.acl.table.PERMISSIONS` and a directory of principals before its
+handler runs -- the accounts of ``plain_acl.yml`` (ACL 1.0) or the broker's users and
+ACLs (ACL 2.0); see :mod:`tidemq.net.acl.principal`.
 
 The order of the checks is upstream's: an address of ``globalWhiteRemoteAddresses``
-passes without credentials; otherwise the request names an account (``AccessKey``); an
-account whose ``whiteRemoteAddress`` matches the caller passes without signature or
-permission checks; otherwise the ``Signature`` must check
-(:mod:`tidemq.codec.signature`), then the code's rule: admin, or the permission on the
-topic and group the request names (the listed ones, else the account's defaults).
+passes without credentials; otherwise the request names a principal (``AccessKey``: an
+account's access key, a user's name); an account whose ``whiteRemoteAddress`` matches
+the caller passes without signature or permission checks; otherwise the ``Signature``
+must check (:mod:`tidemq.codec.signature`; keyed by the secret key or the password),
+then the code's rule: admin, or the permission on the topic and group the request names
+(ACL 1.0: the listed ones, else the account's defaults; ACL 2.0: the user's policies).
 
 A refusal is NO_PERMISSION (16) with a remark naming what was missing; it is counted
 (:attr:`AclGate.refused`, by reason) and logged through a rate-limited log.
@@ -29,8 +31,8 @@ from tidemq.codec.bodies import HeartbeatData, UnlockBatchRequestBody, decode_bo
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.signature import ACCESS_KEY, verify
 from tidemq.errors import RemoteProtocolError, ResponseCode
-from tidemq.net.acl.accounts import Account, AclFile
-from tidemq.net.acl.perm import Perm, allows
+from tidemq.net.acl.perm import Perm
+from tidemq.net.acl.principal import Directory, Principal
 from tidemq.net.acl.table import PERMISSIONS, Need, Rule
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
@@ -44,11 +46,11 @@ RETRY_PREFIX = "%RETRY%"
 
 
 class _Trusted:
-    """Who a request passed as: an account checked in full, or trusted by address."""
+    """Who a request passed as: a principal checked in full, or trusted by address."""
 
     __slots__ = ("account", "by_address")
 
-    def __init__(self, account: Account | None, by_address: bool) -> None:
+    def __init__(self, account: Principal | None, by_address: bool) -> None:
         self.account = account
         self.by_address = by_address
 
@@ -81,9 +83,10 @@ class AclGate:
 
     rewrites = False
 
-    def __init__(self, acl_file: AclFile, *,
+    def __init__(self, directory: Directory, *,
                  table: Mapping[int, Rule] = PERMISSIONS) -> None:
-        self.acl_file = acl_file
+        #: Who may sign requests: an ``AclFile`` or a ``UserDirectory``.
+        self.directory = directory
         self.table = table
         #: Refusals by reason: credentials, account, signature, admin, permission,
         #: unlisted.
@@ -130,9 +133,9 @@ class AclGate:
         account = trusted.account
         assert account is not None  # only trust by address has no account
         if rule.need is Need.ADMIN:
-            if not account.admin:
+            if not account.is_admin(remote):
                 raise Refusal("admin", f"{name} needs an admin account; "
-                                       f"{account.access_key} is not admin")
+                                       f"{account.name} is not admin")
             return trusted
         ext = request.ext_fields
         for key in rule.topic_keys:
@@ -140,51 +143,52 @@ class AclGate:
             if topic is None:
                 continue
             if topic.startswith(RETRY_PREFIX):
-                self._need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm,
-                           account.group_perm, name)
+                _need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm, remote,
+                      name)
             else:
-                self._need(account, "topic", topic, rule.topic_perm, account.topic_perm,
-                           name)
+                _need(account, "topic", topic, rule.topic_perm, remote, name)
         for key in rule.group_keys:
             group = ext.get(key)
             if group is not None:
-                self._need(account, "group", group, rule.group_perm, account.group_perm,
-                           name)
+                _need(account, "group", group, rule.group_perm, remote, name)
         for kind, resource in _from_body(rule.body, request):
             if kind == "topic" and not resource.startswith(RETRY_PREFIX):
-                self._need(account, "topic", resource, Perm.SUB, account.topic_perm, name)
+                _need(account, "topic", resource, Perm.SUB, remote, name)
             else:
-                group = resource.removeprefix(RETRY_PREFIX)
-                self._need(account, "group", group, Perm.SUB, account.group_perm, name)
+                _need(account, "group", resource.removeprefix(RETRY_PREFIX), Perm.SUB,
+                      remote, name)
         return trusted
 
     def _authenticate(self, name: str, rule: Rule, remote: str,
                       request: RemotingCommand) -> _Trusted:
-        rules = self.acl_file.rules()
-        if any(p.matches(remote) for p in rules.global_white):
+        directory = self.directory
+        if directory.trusted_address(remote):
             return _Trusted(None, True)
         key = request.ext_fields.get(ACCESS_KEY)
         if not key:
             raise Refusal("credentials", f"{name} needs {rule.describe()}: "
                                          f"the request has no AccessKey")
-        account = rules.accounts.get(key)
+        account = directory.principal(key)
         if account is None:
             raise Refusal("account", f"{name} needs {rule.describe()}: "
                                      f"no account has AccessKey {key}")
-        if account.white is not None and account.white.matches(remote):
+        why = account.unusable()
+        if why is not None:
+            raise Refusal("account", f"{name} needs {rule.describe()}: {why}")
+        if account.trusted_from(remote):
             return _Trusted(account, True)
-        if not verify(request, account.secret_key):
+        if not verify(request, account.secret):
             raise Refusal("signature", f"{name} needs {rule.describe()}: the signature "
                                        f"of AccessKey {key} does not check")
         return _Trusted(account, False)
 
-    @staticmethod
-    def _need(account: Account, kind: str, name: str, needed: Perm,
-              owned_of: Any, code_name: str) -> None:
-        if not allows(owned_of(name), needed):
-            text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
-            raise Refusal("permission", f"{code_name} needs {text} on {kind} {name}; "
-                                        f"{account.access_key} does not have it")
+
+def _need(account: Principal, kind: str, name: str, needed: Perm, remote: str,
+          code_name: str) -> None:
+    if not account.may(kind, name, needed, remote):
+        text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
+        raise Refusal("permission", f"{code_name} needs {text} on {kind} {name}; "
+                                    f"{account.name} does not have it")
 
 
 def _from_body(kind: str, request: RemotingCommand) -> list[tuple[str, str]]:

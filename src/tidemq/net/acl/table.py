@@ -127,6 +127,17 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.SEAL_LOGICAL_QUEUE: ADMIN,
     C.DELETE_LMQ: ADMIN,
     C.UPDATE_BROKER_CONFIG: ADMIN,
+    # ACL 2.0 users and policies: reading them is administration too.
+    C.AUTH_CREATE_USER: ADMIN,
+    C.AUTH_UPDATE_USER: ADMIN,
+    C.AUTH_DELETE_USER: ADMIN,
+    C.AUTH_GET_USER: ADMIN,
+    C.AUTH_LIST_USER: ADMIN,
+    C.AUTH_CREATE_ACL: ADMIN,
+    C.AUTH_UPDATE_ACL: ADMIN,
+    C.AUTH_DELETE_ACL: ADMIN,
+    C.AUTH_GET_ACL: ADMIN,
+    C.AUTH_LIST_ACL: ADMIN,
     # Name server: brokers (and admins) write, anyone reads routes.
     C.REGISTER_BROKER: ADMIN,
     C.UNREGISTER_BROKER: ADMIN,

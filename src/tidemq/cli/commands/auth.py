@@ -1,0 +1,221 @@
+"""The ACL 2.0 commands of ``tidemq admin``, with mqadmin's names and flags: users
+(createUser, updateUser, deleteUser, getUser, listUser) and ACLs (createAcl, updateAcl,
+deleteAcl, getAcl, listAcl). Each goes to broker ``-b`` or to every master of cluster
+``-c`` (default: every master), since each broker keeps its own users and ACLs; reads
+print one table over the brokers, or with ``--json`` a document by broker address."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+import typer
+
+from tidemq.cli.commands.admin_common import (
+    JsonFlag,
+    Namesrv,
+    console_out,
+    emit_json,
+    run_admin,
+    table_of,
+)
+from tidemq.client import AdminClient
+from tidemq.client.auth_admin import AuthAdmin
+from tidemq.client.config import DEFAULT_NAMESRV
+from tidemq.codec.auth_bodies import AclInfo
+
+__all__ = ["register"]
+
+T = TypeVar("T")
+
+Broker = Annotated[str | None, typer.Option("-b", "--broker-addr",
+                                            help="This broker only.")]
+Cluster = Annotated[str | None, typer.Option(
+    "-c", "--cluster", help="Every master of this cluster (default: of every cluster).")]
+Username = Annotated[str, typer.Option("-u", "--username", help="The user's name.")]
+Subject = Annotated[str, typer.Option("-s", "--subject", help="The subject: User:<name>.")]
+Resources = Annotated[str, typer.Option(
+    "-r", "--resources", help="Comma separated: Topic:orders, Topic:orders-*, Group:g1, "
+                              "Cluster:*, *.")]
+Actions = Annotated[str, typer.Option(
+    "-a", "--actions", help="Comma separated: Pub, Sub, Create, Update, Delete, Get, List, "
+                            "All.")]
+SourceIps = Annotated[str | None, typer.Option(
+    "-i", "--sourceIp", help="Comma separated addresses or CIDR ranges (default: any).")]
+Decision = Annotated[str, typer.Option("-d", "--decision", help="Allow or Deny.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the commands to the ``tidemq admin`` app."""
+    for name, command in (("createUser", create_user), ("updateUser", update_user),
+                          ("deleteUser", delete_user), ("getUser", get_user),
+                          ("listUser", list_user), ("createAcl", create_acl),
+                          ("updateAcl", update_acl), ("deleteAcl", delete_acl),
+                          ("getAcl", get_acl), ("listAcl", list_acl)):
+        app.command(name)(command)
+
+
+def _run(namesrv: str, broker: str | None, cluster: str | None,
+         action: Callable[[AuthAdmin], Awaitable[T]]) -> T:
+    if broker and cluster:
+        raise typer.BadParameter("give -b or -c, not both")
+
+    async def run(admin: AdminClient) -> T:
+        return await action(AuthAdmin(admin, broker_addr=broker, cluster=cluster))
+
+    return run_admin(namesrv, run)
+
+
+def _split(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def _done(what: str, addrs: list[str], json_out: bool, **fields: Any) -> None:
+    if json_out:
+        emit_json({**fields, "brokers": addrs})
+        return
+    out = console_out()
+    for addr in addrs:
+        out.print(f"{what} to {addr} success.", markup=False)
+
+
+# ---------------------------------------------------------------------- users
+
+
+def create_user(username: Username,
+                password: Annotated[str, typer.Option("-p", "--password",
+                                                      help="At least 6 characters.")],
+                user_type: Annotated[str, typer.Option("-t", "--userType",
+                                                       help="Super or Normal.")] = "Normal",
+                broker: Broker = None, cluster: Cluster = None,
+                namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Create a user on the brokers."""
+    addrs = _run(namesrv, broker, cluster, lambda a: a.create_user(username, password,
+                                                                    user_type))
+    _done("create user", addrs, json_out, username=username, userType=user_type)
+
+
+def update_user(username: Username,
+                password: Annotated[str | None, typer.Option("-p", "--password")] = None,
+                user_type: Annotated[str | None, typer.Option("-t", "--userType")] = None,
+                user_status: Annotated[str | None, typer.Option(
+                    "-s", "--userStatus", help="enable or disable.")] = None,
+                broker: Broker = None, cluster: Cluster = None,
+                namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Change a user's password, type or status (what is not given stays)."""
+    addrs = _run(namesrv, broker, cluster, lambda a: a.update_user(
+        username, password=password, user_type=user_type, user_status=user_status))
+    _done("update user", addrs, json_out, username=username)
+
+
+def delete_user(username: Username, broker: Broker = None, cluster: Cluster = None,
+                namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Delete a user (and its ACL)."""
+    addrs = _run(namesrv, broker, cluster, lambda a: a.delete_user(username))
+    _done("delete user", addrs, json_out, username=username)
+
+
+_USER_COLUMNS = ("broker", "username", "userType", "userStatus")
+
+
+def _print_users(title: str, by_broker: dict[str, list[Any]], json_out: bool) -> None:
+    if json_out:
+        emit_json({a: [msgspec.to_builtins(u) for u in users] for a, users in
+                   by_broker.items()})
+        return
+    console_out().print(table_of(title, _USER_COLUMNS, (
+        (addr, u.username, u.user_type, u.user_status)
+        for addr, users in by_broker.items() for u in users)))
+
+
+def get_user(username: Username, broker: Broker = None, cluster: Cluster = None,
+             namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """A user (without its password)."""
+    found = _run(namesrv, broker, cluster, lambda a: a.get_user(username))
+    _print_users(f"user {username}", {a: [u] for a, u in found.items()}, json_out)
+
+
+def list_user(contains: Annotated[str | None, typer.Option(
+                  "-f", "--filter", help="Only names containing this.")] = None,
+              broker: Broker = None, cluster: Cluster = None,
+              namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """The users of the brokers."""
+    found = _run(namesrv, broker, cluster, lambda a: a.list_users(contains))
+    _print_users("users", found, json_out)
+
+
+# ---------------------------------------------------------------------- ACLs
+
+
+def create_acl(subject: Subject, resources: Resources, actions: Actions,
+               source_ips: SourceIps = None, decision: Decision = "Allow",
+               broker: Broker = None, cluster: Cluster = None,
+               namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Give a subject an ACL (entries on resources already in it are replaced)."""
+    addrs = _run(namesrv, broker, cluster, lambda a: a.create_acl(
+        subject, _split(resources), _split(actions), _split(source_ips), decision))
+    _done("create acl", addrs, json_out, subject=subject)
+
+
+def update_acl(subject: Subject, resources: Resources, actions: Actions,
+               source_ips: SourceIps = None, decision: Decision = "Allow",
+               broker: Broker = None, cluster: Cluster = None,
+               namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Add or replace entries of a subject's ACL."""
+    addrs = _run(namesrv, broker, cluster, lambda a: a.update_acl(
+        subject, _split(resources), _split(actions), _split(source_ips), decision))
+    _done("update acl", addrs, json_out, subject=subject)
+
+
+def delete_acl(subject: Subject,
+               resources: Annotated[str | None, typer.Option(
+                   "-r", "--resources", help="Only the entries on these resources.")] = None,
+               broker: Broker = None, cluster: Cluster = None,
+               namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Delete a subject's ACL, or its entries on some resources."""
+
+    async def delete(a: AuthAdmin) -> list[str]:
+        if not resources:
+            return await a.delete_acl(subject)
+        addrs: list[str] = []
+        for resource in _split(resources):
+            addrs = await a.delete_acl(subject, resource)
+        return addrs
+
+    addrs = _run(namesrv, broker, cluster, delete)
+    _done("delete acl", addrs, json_out, subject=subject)
+
+
+_ACL_COLUMNS = ("broker", "subject", "policyType", "resource", "actions", "sourceIp",
+                "decision")
+
+
+def _print_acls(title: str, by_broker: dict[str, list[AclInfo]], json_out: bool) -> None:
+    if json_out:
+        emit_json({a: [msgspec.to_builtins(acl) for acl in acls]
+                   for a, acls in by_broker.items()})
+        return
+    console_out().print(table_of(title, _ACL_COLUMNS, (
+        (addr, acl.subject, policy.policy_type, entry.resource, ",".join(entry.actions or ()),
+         ",".join(entry.source_ips or ()), entry.decision)
+        for addr, acls in by_broker.items() for acl in acls
+        for policy in acl.policies or () for entry in policy.entries or ())))
+
+
+def get_acl(subject: Subject, broker: Broker = None, cluster: Cluster = None,
+            namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """A subject's ACL."""
+    found = _run(namesrv, broker, cluster, lambda a: a.get_acl(subject))
+    _print_acls(f"acl of {subject}", {a: [acl] for a, acl in found.items()}, json_out)
+
+
+def list_acl(subject: Annotated[str | None, typer.Option(
+                 "-s", "--subject", help="Only subjects containing this.")] = None,
+             resource: Annotated[str | None, typer.Option(
+                 "-r", "--resource", help="Only ACLs with a resource containing this.")] = None,
+             broker: Broker = None, cluster: Cluster = None,
+             namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """The ACLs of the brokers."""
+    found = _run(namesrv, broker, cluster, lambda a: a.list_acls(subject, resource))
+    _print_acls("acls", found, json_out)

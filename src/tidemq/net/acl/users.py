@@ -1,0 +1,91 @@
+"""ACL 2.0 principals: a user (:class:`~tidemq.net.acl.policy.User`) with its ACL, looked
+up in a :class:`UserSource` (the broker's store of users and ACLs).
+
+With authorisation off (``authenticationEnabled=true``, ``authorizationEnabled=false``)
+every user whose signature checks may do everything, as upstream. With it on, a
+``Super`` user may do everything and a ``Normal`` one what its ACL allows
+(:func:`~tidemq.net.acl.policy.decide`): PUB is action ``Pub``, SUB is ``Sub``, on
+resource ``Topic:<name>`` or ``Group:<name>``; an administrative request needs
+``Update`` on ``Cluster:<cluster>``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tidemq.net.acl.perm import Perm
+from tidemq.net.acl.policy import Acl, Action, Decision, ResourceType, User, UserType, decide
+from tidemq.net.acl.principal import Principal
+
+__all__ = ["UserDirectory", "UserPrincipal", "UserSource"]
+
+_KINDS = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP}
+
+
+class UserSource(Protocol):
+    def user(self, username: str) -> User | None: ...
+
+    def acl_of(self, username: str) -> Acl | None: ...
+
+
+class UserPrincipal:
+    __slots__ = ("acl", "authorize", "cluster", "user")
+
+    def __init__(self, user: User, acl: Acl | None, *, authorize: bool, cluster: str) -> None:
+        self.user = user
+        self.acl = acl
+        self.authorize = authorize
+        self.cluster = cluster
+
+    @property
+    def name(self) -> str:
+        return self.user.username
+
+    @property
+    def secret(self) -> str:
+        return self.user.password
+
+    def unusable(self) -> str | None:
+        return None if self.user.enabled else f"user {self.user.username} is disabled"
+
+    def trusted_from(self, remote: str) -> bool:
+        return False
+
+    def _free(self) -> bool:
+        return not self.authorize or self.user.user_type is UserType.SUPER
+
+    def is_admin(self, remote: str) -> bool:
+        return self._free() or decide(self.acl, ResourceType.CLUSTER, self.cluster,
+                                      Action.UPDATE, remote) is Decision.ALLOW
+
+    def may(self, kind: str, name: str, needed: Perm, remote: str) -> bool:
+        if self._free():
+            return True
+        rtype = _KINDS[kind]
+        for perm, action in ((Perm.PUB, Action.PUB), (Perm.SUB, Action.SUB)):
+            if needed & perm and decide(self.acl, rtype, name, action,
+                                        remote) is not Decision.ALLOW:
+                return False
+        if needed & Perm.ANY:
+            return any(decide(self.acl, rtype, name, a, remote) is Decision.ALLOW
+                       for a in (Action.PUB, Action.SUB))
+        return True
+
+
+class UserDirectory:
+    """The gate's :class:`~tidemq.net.acl.principal.Directory` over ``source``."""
+
+    def __init__(self, source: UserSource, *, authorize: bool, cluster: str) -> None:
+        self.source = source
+        self.authorize = authorize
+        self.cluster = cluster
+
+    def trusted_address(self, remote: str) -> bool:
+        return False
+
+    def principal(self, access_key: str) -> Principal | None:
+        user = self.source.user(access_key)
+        if user is None:
+            return None
+        acl = self.source.acl_of(access_key) if self.authorize else None
+        return UserPrincipal(user, acl, authorize=self.authorize, cluster=self.cluster)

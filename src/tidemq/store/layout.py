@@ -81,6 +81,16 @@ class StoreLayout:
     def lock_file(self) -> Path:
         return self.root / "lock"
 
+    @property
+    def epoch_file(self) -> Path:
+        """Controller mode: which epoch began where (``tidemq.store.epoch_file``)."""
+        return self.root / "epochFileCheckpoint"
+
+    @property
+    def truncation_file(self) -> Path:
+        """A cut of the commit log the next recovery makes (``tidemq.store.truncation``)."""
+        return self.root / "truncateTo"
+
     def commitlog_segment(self, base_offset: int) -> Path:
         return self.commitlog_dir / segment_name(base_offset)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from tidemq.errors import CorruptRecord, StoreReadOnly
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import HostAddr, Record, decode_record
+from tidemq.store import truncation
 from tidemq.store.append import MessageInput
 from tidemq.store.appender import Appender, AppendHook, wall_clock_ms
 from tidemq.store.checkpoint import Checkpoint, StoreLock
@@ -28,6 +29,7 @@ from tidemq.store.commitlog import CommitLog
 from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
 from tidemq.store.config import StoreConfig
 from tidemq.store.dispatch import Dispatcher, DispatchHook
+from tidemq.store.epoch_file import EpochFile
 from tidemq.store.flush import FlushService
 from tidemq.store.index import KeyIndex
 from tidemq.store.layout import StoreLayout
@@ -83,6 +85,8 @@ class MessageStore:
         self.put_multi_dispatch = self.appender.put_multi_dispatch
         self.put_inner_batch = self.appender.put_inner_batch
         self._replica_log: ReplicaLog | None = None
+        #: Controller mode: which epoch began where (loaded at start).
+        self.epochs = EpochFile(self.layout.epoch_file)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -96,14 +100,21 @@ class MessageStore:
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
                 self.queues.lmq = LmqStore(self.layout.lmq_dir)
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
+            cut_at = truncation.pending(self.layout)
+            self.epochs.load()
             if self.index is not None:
                 self.index.load()
-                if not clean:  # only what the last checkpoint flushed is trusted
+                if not clean or cut_at is not None:  # trust only what the checkpoint flushed
                     self.index.truncate(checkpoint.dispatched_phy_offset)
             report = recover(self.commitlog, self.queues, self.index, checkpoint, clean=clean,
-                             check_crc=self.config.check_crc_on_recover)
+                             check_crc=self.config.check_crc_on_recover, cut_at=cut_at)
             if self.index is not None:
                 self.index.truncate(report.end_offset)
+            if cut_at is not None:
+                self.epochs.truncate(report.end_offset)
+                for seg in self.commitlog.segments[-1:]:
+                    seg.sync()  # the zeroed tail is on disk before the request goes
+                truncation.clear(self.layout)
             self.retention.correct_min_offsets()
         except BaseException:
             self._lock.release()

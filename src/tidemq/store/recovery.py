@@ -42,6 +42,7 @@ from tidemq.store.recovery_plan import (
     choose_scan,
     ends_a_record,
     plan,
+    valid_end,
 )
 
 __all__ = ["RecoveryReport", "dispatch_batch_for", "plan_recovery", "recover", "scan_log",
@@ -159,34 +160,41 @@ REDISPATCH_CHUNK = 4096
 
 
 def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet,
-                checkpoint: Checkpoint) -> StartFacts:
+                checkpoint: Checkpoint, cut_at: int | None = None) -> StartFacts:
     return StartFacts(
         log_start=commitlog.min_offset, log_end=commitlog.max_offset,
         checkpoint_dispatched=checkpoint.dispatched_phy_offset,
         queues_end=queues.max_phys_end(),
         queues_in_doubt=any(cq.damaged for cq in queues.all()),
         lmq_dispatched=queues.lmq.dispatched if queues.lmq is not None else None,
+        cut_at=cut_at,
     )
 
 
 def plan_recovery(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint,
-                  check_crc: bool = True) -> tuple[RecoveryPlan, StartFacts]:
-    """Decide what :func:`recover` does, touching nothing."""
-    facts = start_facts(commitlog, queues, checkpoint)
+                  check_crc: bool = True, cut_at: int | None = None,
+                  ) -> tuple[RecoveryPlan, StartFacts]:
+    """Decide what :func:`recover` does, touching nothing; ``cut_at`` is a requested cut
+    of the log (:mod:`tidemq.store.truncation`)."""
+    facts = start_facts(commitlog, queues, checkpoint, cut_at)
     found = choose_scan(commitlog.segments, facts,
                         lambda offset: _ends_a_record(commitlog, queues, offset, check_crc),
                         check_crc)
     segs = commitlog.segments
-    return plan(found, [(s.base, s.end) for s in segs], _dirty_tails(commitlog, found.end)), facts
+    end, _ = valid_end(found, cut_at)
+    return plan(found, [(s.base, s.end) for s in segs], _dirty_tails(commitlog, end),
+                cut_at), facts
 
 
 def recover(
     commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,
     checkpoint: Checkpoint, *, clean: bool, check_crc: bool = True,
+    cut_at: int | None = None,
 ) -> RecoveryReport:
-    """Bring commit log and consume queues to one consistent end; see the module doc."""
+    """Bring commit log and consume queues to one consistent end; see the module doc.
+    ``cut_at`` ends the valid log there if it reaches further (a requested cut)."""
     lo = commitlog.min_offset
-    the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc)
+    the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc, cut_at)
     end = the_plan.end
     report = RecoveryReport(clean=clean, start_offset=the_plan.start, end_offset=end,
                             records_scanned=the_plan.records, reason=the_plan.reason,

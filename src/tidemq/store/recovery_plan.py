@@ -24,7 +24,8 @@ from tidemq.errors import CorruptRecord
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.log_scan import Damage, LogScan, Segment, scan
 
-__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "ends_a_record", "plan", "scan_start"]
+__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "ends_a_record", "plan", "scan_start",
+           "valid_end"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class StartFacts:
     queues_end: int  # the largest end (phys + size) of a consume-queue entry
     queues_in_doubt: bool  # some queue was dropped whole on load
     lmq_dispatched: int | None = None  # the LMQ store's dispatched offset, if enabled
+    cut_at: int | None = None  # a requested cut of the log (tidemq.store.truncation)
 
 
 def scan_start(facts: StartFacts) -> int:
@@ -47,6 +49,8 @@ def scan_start(facts: StartFacts) -> int:
     start = min(facts.checkpoint_dispatched, facts.queues_end)
     if facts.lmq_dispatched is not None:
         start = min(start, facts.lmq_dispatched)  # the LMQ store has no WAL: it may lag
+    if facts.cut_at is not None:
+        start = min(start, facts.cut_at)  # a record boundary: both logs agree up to it
     return start if lo <= start <= hi else lo
 
 
@@ -99,14 +103,23 @@ class RecoveryPlan:
         return self.records > 0 or any(d.record is not None for d in self.damaged)
 
 
+def valid_end(found: LogScan, cut_at: int | None) -> tuple[int, str]:
+    """Where the valid log ends and why: where the scan ended, or earlier at a requested
+    cut."""
+    if cut_at is not None and cut_at < found.end:
+        return cut_at, (f"cut at {cut_at} as requested (the tail diverged from the "
+                        "master's log)")
+    return found.end, found.reason
+
+
 def plan(found: LogScan, segments: Sequence[tuple[int, int]],
-         tails: Mapping[int, int]) -> RecoveryPlan:
+         tails: Mapping[int, int], cut_at: int | None = None) -> RecoveryPlan:
     """The plan for a scan: ``segments`` are ``(base, end)`` of every segment, ``tails``
-    the non-zero bytes after the scan's end per segment base."""
-    end = found.end
+    the non-zero bytes after the valid end per segment base, ``cut_at`` a requested cut."""
+    end, reason = valid_end(found, cut_at)
     return RecoveryPlan(
-        start=found.start, end=end, reason=found.reason, records=found.records,
-        damaged=tuple(found.damaged),
+        start=found.start, end=end, reason=reason, records=found.records,
+        damaged=tuple(d for d in found.damaged if d.offset < end),
         segments_deleted=_deleted(segments, end),
         tail_bytes=sum(tails.values()),
         max_store_timestamp=found.max_store_timestamp,

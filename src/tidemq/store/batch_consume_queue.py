@@ -16,6 +16,12 @@ offset  size  field           meaning
 42      4     reserved        written as 0
 ======  ====  ==============  ================================================
 
+A *hole entry* stands for queue offsets whose record is damaged beyond what recovery can
+index (its header is gone, or its message count is unreadable): ``size`` is
+``0x7FFFFFFF`` (as a consume queue's hole entry), ``phys`` the end of the entry before it,
+``base``/``batch`` the offsets it covers, ``tags`` 0 and ``store_ts`` the previous entry's.
+Readers skip it and move past its offsets, so the queue goes on.
+
 Files hold ``file_size / 46`` entries and are named by the logic byte offset of their
 first slot. Because entries cover variable numbers of messages, the slot of a queue
 offset is found by a floor search: first over a per-file cache of first base offsets,
@@ -33,12 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.errors import QueueGap
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.queue_extent import assess
 from tidemq.store.queue_files import QueueFiles
 
-__all__ = ["BCQ_DTYPE", "BCQ_UNIT", "BatchConsumeQueue", "valid_bytes"]
+__all__ = ["BCQ_DTYPE", "BCQ_UNIT", "HOLE_SIZE", "BatchConsumeQueue", "valid_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +55,10 @@ BCQ_DTYPE = np.dtype([
     ("batch", ">i2"), ("compacted", ">i4"), ("reserved", ">i4"),
 ])
 assert BCQ_DTYPE.itemsize == BCQ_UNIT
+#: ``size`` of a hole entry.
+HOLE_SIZE = BLANK_UNIT_SIZE
+#: Most queue offsets one entry covers (``batch`` is a signed 16-bit field).
+MAX_BATCH = 0x7FFF
 
 Entries = npt.NDArray[np.void]
 
@@ -89,7 +100,8 @@ class BatchConsumeQueue(QueueFiles):
             self.max_phys_end = 0
         else:
             self.max_offset = int(last["base"]) + int(last["batch"])
-            self.max_phys_end = int(last["phys"]) + int(last["size"])
+            size = int(last["size"])
+            self.max_phys_end = int(last["phys"]) + (0 if size == HOLE_SIZE else size)
 
     def last_entry(self) -> np.void | None:
         for mf in reversed(self.files):
@@ -177,7 +189,7 @@ class BatchConsumeQueue(QueueFiles):
         arr["tags"] = tags[skip:]
         arr["store_ts"] = store_ts if isinstance(store_ts, int) else store_ts[skip:]
         cnt = np.asarray(counts[skip:], dtype=np.int64)
-        if (cnt <= 0).any() or (cnt > 0x7FFF).any():
+        if (cnt <= 0).any() or (cnt > MAX_BATCH).any():
             raise ValueError(f"batch sizes must be in 1..32767, got {counts[skip:]}")
         arr["batch"] = cnt
         bases = np.empty(m, dtype=np.int64)
@@ -190,6 +202,29 @@ class BatchConsumeQueue(QueueFiles):
         self.max_offset = int(bases[-1] + cnt[-1])
         self.max_phys_end = int(phys[-1]) + int(sizes[-1])
         return self.max_offset
+
+    def fill_hole(self, upto: int) -> None:
+        """Hole entries for queue offsets ``max_offset .. upto - 1``, whose record recovery
+        could not index (damaged): readers skip them, the queue goes on (module doc)."""
+        first = self.max_offset
+        if upto <= first:
+            return
+        last = self.last_entry()
+        counts = [MAX_BATCH] * ((upto - first) // MAX_BATCH)
+        if (upto - first) % MAX_BATCH:
+            counts.append((upto - first) % MAX_BATCH)
+        arr = np.zeros(len(counts), dtype=BCQ_DTYPE)
+        arr["phys"] = self.max_phys_end
+        arr["size"] = HOLE_SIZE
+        arr["store_ts"] = int(last["store_ts"]) if last is not None else 0
+        cnt = np.asarray(counts, dtype=np.int64)
+        arr["batch"] = cnt
+        arr["base"] = first + np.concatenate(([0], np.cumsum(cnt)[:-1]))
+        arr["compacted"] = -1
+        if not self.files and self.max_offset == 0:
+            self.min_offset = first
+        self._write(arr)
+        self.max_offset = upto
 
     def _write(self, arr: Entries) -> None:
         i, n = 0, len(arr)

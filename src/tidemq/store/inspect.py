@@ -39,7 +39,7 @@ import numpy as np
 from tidemq.errors import CorruptRecord, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
-from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT
+from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT, HOLE_SIZE
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
@@ -517,13 +517,22 @@ class _Verifier:
         ent = ent[:n]
         phys, size = ent["phys"].astype(np.int64), ent["size"].astype(np.int64)
         base, batch = ent["base"].astype(np.int64), ent["batch"].astype(np.int64)
+        if n > 1 and np.any(base[1:] != base[:-1] + batch[:-1]):
+            at = int(np.argmax(base[1:] != base[:-1] + batch[:-1])) + 1
+            issues.append((int(base[at]), "queue offsets do not follow on"))
+        # Hole entries (offsets of a damaged record; readers skip them) point at no record.
+        hole = size == HOLE_SIZE
+        self.report.hole_entries += int(np.count_nonzero(hole))
+        if np.any(hole):
+            if np.any(phys[1:][hole[1:]] < phys[:-1][hole[1:]]):
+                at = int(np.flatnonzero(hole[1:] & (phys[1:] < phys[:-1]))[0]) + 1
+                issues.append((int(base[at]), "hole entry goes back in the commit log"))
+            phys, size, base, batch = phys[~hole], size[~hole], base[~hole], batch[~hole]
+            n = len(phys)
         self.report.queue_entries += n
         if n > 1 and np.any(np.diff(phys) <= 0):
             at = int(np.argmax(np.diff(phys) <= 0)) + 1
             issues.append((int(base[at]), "physical offsets do not increase"))
-        if n > 1 and np.any(base[1:] != base[:-1] + batch[:-1]):
-            at = int(np.argmax(base[1:] != base[:-1] + batch[:-1])) + 1
-            issues.append((int(base[at]), "queue offsets do not follow on"))
         expired = phys < cl_min
         self.report.expired_entries += int(np.count_nonzero(expired))
         beyond = phys >= end

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
-from tidemq.store.batch_consume_queue import BatchConsumeQueue
+from tidemq.store.batch_consume_queue import HOLE_SIZE, BatchConsumeQueue
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from tidemq.store.damaged import DamagedRecords, sound_records
@@ -336,7 +336,7 @@ class QueueReader:
             return result
         phys = entries["phys"].astype(np.int64)
         size = entries["size"].astype(np.int64)
-        keep = phys >= self.commitlog.min_offset
+        keep = (phys >= self.commitlog.min_offset) & (size != HOLE_SIZE)  # holes: skipped
         if tag_codes is not None:
             match = np.isin(entries["tags"].astype(np.int64), list(tag_codes))
             if inner_tags is not None and not match[keep].all():

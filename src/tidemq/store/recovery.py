@@ -250,6 +250,7 @@ class _Redispatch:
         self.pending: list[DispatchBatch] = []
         self.following: dict[tuple[str, int], int] = {}  # per queue: its next offset
         self.hidden = 0  # offsets header-less damage may have hidden (any queue)
+        self.damaged_in: set[tuple[str, int]] = set()  # queues of damaged records with headers
         self.present: set[tuple[str, int]] = set()  # queues with pending present records
 
     def flush(self) -> None:
@@ -263,6 +264,7 @@ class _Redispatch:
         if batch is None:
             self.hidden += max(1, damage.length // MIN_RECORD_SIZE)
             return
+        self.damaged_in.add((batch.topic, batch.queue_id))
         self.add(batch, damage.record)
 
     def record(self, rec: Record, offset: int) -> None:
@@ -310,11 +312,41 @@ class _Redispatch:
                 return
         elif expected is not None and got != expected:
             self.flush()  # a chunk joins a queue's batches as consecutive: gaps on their own
+            if not self._batch_gap(key, batch, rec, expected):
+                return
         self.pending.append(batch)
         self.following[key] = got + (
             sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys))
         if len(self.pending) >= REDISPATCH_CHUNK:
             self.flush()
+
+    def _batch_gap(self, key: tuple[str, int], batch: DispatchBatch, rec: Record | None,
+                   expected: int) -> bool:
+        """A batch consume queue's next record does not start at ``expected``: whether it
+        is appended. After damage that hid this queue's offsets (a damaged record of the
+        queue, whose message count is unreadable, or one that lost its header) a hole
+        entry covers the gap and the record follows it. Otherwise the record's own queue
+        offset is damaged (QUEUEOFFSET, or INNER_BASE, has no checksum): its offsets
+        become a hole at ``expected`` and it is reported, as a consume queue does."""
+        got = batch.queue_offset
+        queue = self.queues.get_or_create(*key)
+        if not isinstance(queue, BatchConsumeQueue):
+            return True
+        if got > expected and (self.hidden or key in self.damaged_in):
+            log.error("batch consume queue %s/%d: offsets %d..%d have no readable record "
+                      "left in the commit log (damaged); a hole entry keeps the queue going",
+                      key[0], key[1], expected, got - 1)
+            queue.fill_hole(got)
+            return True
+        count = sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys)
+        reason = f"queue offset {got} does not follow {key[0]}/{key[1]} (next is {expected})"
+        log.error("damaged commit-log record at %d: %s; skipped, its offsets are a hole",
+                  batch.phys[0], reason)
+        if self.report is not None:
+            self.report.misplaced.append(Damage(batch.phys[0], batch.sizes[0], reason, rec))
+        queue.fill_hole(expected + count)
+        self.following[key] = expected + count
+        return False
 
 
 def _ends_a_record(commitlog: CommitLog, queues: ConsumeQueueSet, offset: int,

@@ -58,7 +58,8 @@ def chromium_path() -> str | None:
 
 
 class Browser:
-    def __init__(self, profile: Path, timeout: float = 15.0) -> None:
+    def __init__(self, profile: Path, timeout: float = 15.0, flags: list[str] | None = None
+                 ) -> None:
         exe = chromium_path()
         if exe is None:
             raise BrowserError("chromium is not installed")
@@ -69,7 +70,7 @@ class Browser:
         # looks for them (via high fds, so that neither end is clobbered on the way).
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _TRAMPOLINE, str(to_child_r), str(from_child_w), exe,
-             *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+             *FLAGS, *(flags or []), f"--user-data-dir={profile}", "about:blank"],
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_child_r)

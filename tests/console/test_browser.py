@@ -51,7 +51,7 @@ def free_ports(n: int) -> list[int]:
 class Standalone:
     """``tidemq standalone`` as a child process; its stderr is collected by a thread."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, *extra: str) -> None:
         self.namesrv_port, self.broker_port, self.console_port, self.metrics_port = (
             free_ports(4))
         self.lines: list[str] = []
@@ -60,7 +60,7 @@ class Standalone:
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", "standalone",
              "--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
-             "--set", f"metricsPort={self.metrics_port}", "--log-format", "json"],
+             "--set", f"metricsPort={self.metrics_port}", "--log-format", "json", *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, env={**os.environ, "COLUMNS": "200"})
         self._drainer = threading.Thread(target=self._drain, daemon=True)

@@ -175,8 +175,8 @@ def test_a_rebinding_host_is_refused(anonymous: Standalone, browser: Browser) ->
     assert not b.exists("#create-topic")
     # A script on the rebound name (the attacker's origin, now pointing at the console)
     # posts the form: refused before any handler, nothing created.
-    status = b.eval(f"""fetch("/topics", {{method: "POST", headers: {{"Content-Type":
-        "application/x-www-form-urlencoded"}}, body: "topic=Rebound&read_queues=1"}})
+    status = b.eval("""fetch("/topics", {method: "POST", headers: {"Content-Type":
+        "application/x-www-form-urlencoded"}, body: "topic=Rebound&read_queues=1"})
         .then(r => r.status)""")
     assert status == 421
     assert not topic_listed(b, anonymous.console, "Rebound")

@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml setup.py src/tidemq/formats/_crecords.c
 	@touch $(STAMP)
 
 ## run: start the standalone server (name server, broker, web console on :8080) on ./data,
-## listening on 127.0.0.1 (HOST=0.0.0.0 opens every port to the network, with no access control)
+## listening on 127.0.0.1 (HOST=0.0.0.0 opens every port to the network, with no access control;
+## the console then needs users: RUN_ARGS="--console-users console-users.yml")
 HOST ?= 127.0.0.1
+RUN_ARGS ?=
 run: $(STAMP)
-	$(BIN)/tidemq standalone --data ./data --host $(HOST)
+	$(BIN)/tidemq standalone --data ./data --host $(HOST) $(RUN_ARGS)
 
 ## lint: ruff, mypy strict on src/, import-linter layer contracts
 lint: $(STAMP)

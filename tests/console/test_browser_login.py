@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.skipif(
     reason="chromium is not installed (apt-get install chromium; `make test` does it)")
 
 CHEAP = (10, 1, 1)
+TOKEN = "scrape-token-1"
 RESOLVE = ["--host-resolver-rules=MAP attacker.example 127.0.0.1, MAP rebind.example 127.0.0.1",
            "--no-proxy-server"]
 
@@ -36,7 +39,8 @@ def with_users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     users = root / "console-users.yml"
     edit_users_file(users, "alice", role=Role.ADMIN, password="alice-pw", cost=CHEAP)
     edit_users_file(users, "victor", role=Role.VIEWER, password="victor-pw", cost=CHEAP)
-    server = Standalone(root / "data", "--console-users", str(users))
+    server = Standalone(root / "data", "--console-users", str(users),
+                        "--set", f"metricsAuthToken={TOKEN}")
     yield server
     server.stop()
     assert server.proc.returncode == 0, "".join(server.lines[-40:])
@@ -180,3 +184,25 @@ def test_a_rebinding_host_is_refused(anonymous: Standalone, browser: Browser) ->
         .then(r => r.status)""")
     assert status == 421
     assert not topic_listed(b, anonymous.console, "Rebound")
+
+
+def scrape(url: str, token: str | None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.headers.get("WWW-Authenticate", "")
+
+
+def test_standalone_metrics_and_the_console_metrics_need_the_token(
+        with_users: Standalone) -> None:
+    for url, family in ((f"http://127.0.0.1:{with_users.metrics_port}/metrics",
+                         "tidemq_broker_put_messages"),
+                        (with_users.console + "/metrics", "tidemq_console_sessions")):
+        assert scrape(url, None) == (401, 'Bearer realm="tidemq metrics"'), url
+        assert scrape(url, "wrong")[0] == 401
+        status, text = scrape(url, TOKEN)
+        assert status == 200 and family in text, url

@@ -18,6 +18,7 @@ from typing import Any
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.role import BrokerRole
 from tidemq.namesrv import NameServerApp, NamesrvConfig
 from tidemq.store.config import StoreConfig
 
@@ -67,6 +68,21 @@ class Cluster:
         bc, sc = self.broker_config(index)
         if changes:
             bc = dataclasses.replace(bc, **changes)
+        app = BrokerApp(bc, sc)
+        await app.start()
+        self.brokers.append(app)
+        return app
+
+    async def add_replica(self, master: BrokerApp, broker_id: int = 1,
+                          **changes: Any) -> BrokerApp:
+        """A replica (brokerRole SLAVE) of ``master``'s group, with its own store; it is
+        appended to :attr:`brokers`."""
+        bc = dataclasses.replace(master.config, broker_role=BrokerRole.SLAVE,
+                                 broker_id=broker_id, listen_port=0, ha_listen_port=0,
+                                 ha_master_address=master.ctx.replication.ha_address,
+                                 **changes)
+        sc = dataclasses.replace(master.store_config, store_path_root_dir=str(
+            self.root / f"{bc.broker_name}-{broker_id}"))
         app = BrokerApp(bc, sc)
         await app.start()
         self.brokers.append(app)

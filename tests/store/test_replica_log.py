@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.errors import StoreReadOnly
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import HostAddr
@@ -121,3 +122,22 @@ def test_a_gap_is_refused_and_a_restarted_replica_continues(open_store: OpenStor
     assert end < half
     again.append_replicated(end, wire[end:])
     assert snapshot(again) == expected
+
+
+def test_a_replica_store_refuses_every_put(open_store: OpenStore) -> None:
+    store = open_store(**LMQ)
+    store.set_batch_topic("Bcq")
+    store.put("T", 0, MessageInput(b"before"))
+    store.replica = True
+    for attempt in (
+        lambda: store.put("T", 0, MessageInput(b"x")),
+        lambda: store.put_batch("T", 0, [MessageInput(b"x")]),
+        lambda: store.put_inner_batch("Bcq", 0, b"x", b"", 1),
+        lambda: store.put_multi_dispatch("T", 0, MessageInput(
+            b"x", b"INNER_MULTI_DISPATCH\x01%LMQ%a\x02"), ["%LMQ%a"]),
+    ):
+        with pytest.raises(StoreReadOnly) as err:
+            attempt()
+        assert err.value.status == "SLAVE"
+    store.replica = False  # promoted: puts continue the queue
+    assert store.put("T", 0, MessageInput(b"after")).queue_offset == 1

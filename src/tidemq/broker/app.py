@@ -32,9 +32,12 @@ from tidemq.broker.processors.lock import LockProcessor
 from tidemq.broker.processors.logical import LogicalProcessor
 from tidemq.broker.processors.offsets import OffsetProcessor
 from tidemq.broker.processors.pull import PullProcessor
+from tidemq.broker.processors.replication import SlaveSyncProcessor
 from tidemq.broker.processors.retry import RetryProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.registrar import Registrar
+from tidemq.broker.replication.metadata import MetadataSync
+from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.status import runtime_info
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
@@ -99,6 +102,8 @@ class BrokerApp:
         self.dispatch_linger: DispatchLinger | None = None
         self.registrar: Registrar | None = None
         self.logical_processor = LogicalProcessor(ctx)
+        #: A replica's copy of its master's metadata (idle on a master).
+        self.metadata_sync = MetadataSync(ctx)
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False
@@ -110,6 +115,12 @@ class BrokerApp:
     @broker_addr.setter
     def broker_addr(self, addr: str) -> None:
         self.ctx.broker_addr = addr
+
+    @property
+    def role(self) -> RoleHolder:
+        """The broker's role in its group; a controller changes it here
+        (``docs/replication.md``)."""
+        return self.ctx.replication.role
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -137,7 +148,9 @@ class BrokerApp:
             self.offsets.load()
             self.subscription_groups.load()
             self.schedule.start()
+            await self.ctx.replication.start()
         except BaseException:
+            await self.ctx.replication.stop()
             await self.server.close(0)
             raise
         self.pull_holds.attach(loop)
@@ -161,13 +174,17 @@ class BrokerApp:
         await self.server.serve()  # ready: every processor is registered
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
-            broker_name=self.config.broker_name, broker_id=self.config.broker_id,
+            broker_name=self.config.broker_name, broker_id=self.role.state.broker_id,
             broker_addr=lambda: self.broker_addr, topics=self.topics.wrapper,
-            period_ms=self.config.register_name_server_period)
+            period_ms=self.config.register_name_server_period,
+            ha_addr=lambda: self.ctx.replication.ha_address)
+        self.role.add_listener(self._role_changed)
+        self.registrar.on_master_addr.append(self.metadata_sync.master_known)
         if self.config.namesrv_addrs:
             await self.registrar.register_all()
             self.registrar.start()
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
+        self._tasks.append(loop.create_task(self.metadata_sync.run(), name="broker-slave-sync"))
         # Keep comparing logical-queue mappings with the peers (caught up once above).
         self._tasks.append(loop.create_task(self.logical_processor.run_sync(
             self.config.logical_sync_interval / 1000), name="broker-logical-sync"))
@@ -194,6 +211,7 @@ class BrokerApp:
         if self.dispatch_linger is not None:
             self.dispatch_linger.close()
         await self.server.close(drain_timeout=5.0)
+        await self.ctx.replication.stop()
         await self.client.close()
         self.offsets.persist()
         loop = asyncio.get_running_loop()
@@ -217,7 +235,7 @@ class BrokerApp:
         for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
-                     self.logical_processor):
+                     SlaveSyncProcessor(ctx), self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)
@@ -251,6 +269,12 @@ class BrokerApp:
         await self.stop()
 
     # ------------------------------------------------------------------ events
+
+    def _role_changed(self, state: RoleState) -> None:
+        """Name servers learn the new brokerId at once."""
+        if self.registrar is not None:
+            self.registrar.broker_id = state.broker_id
+            self.registrar.register_soon()
 
     def _register_soon(self) -> None:
         if self.registrar is not None:

@@ -134,6 +134,8 @@ class BrokerConfig:
     enable_auto_in_sync_replicas: bool = False
     #: Wait for every in-sync replica, however many ``inSyncReplicas`` says.
     all_ack_in_sync_state_set: bool = False
+    #: How long a SYNC_MASTER send waits for its replica copies, ms (FLUSH_SLAVE_TIMEOUT).
+    slave_timeout: int = 3000
     #: Consumers may be told to pull from a replica (``suggestWhichBrokerId``).
     slave_read_enable: bool = False
     #: How often a replica copies topics, groups and offsets from its master, ms.

@@ -22,6 +22,7 @@ from tidemq.broker.holds import HoldTable
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues
 from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.replication.service import ReplicationService
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicManager
@@ -63,6 +64,8 @@ class BrokerContext:
             parse_delay_levels(config.message_delay_level),
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
         self.stats = BrokerStats()
+        #: The broker's role in its group and the replication that follows it.
+        self.replication = ReplicationService(config, self.store)
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
         self.server = RemotingServer(config.bind_address, config.listen_port,
                                      max_frame_size=config.max_frame_size,

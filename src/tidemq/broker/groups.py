@@ -133,6 +133,17 @@ class SubscriptionGroupManager:
                              "counter": self.data_version.get("counter", 0) + 1}
         self.persist()
 
+    def replace(self, wrapper: dict[str, Any]) -> bool:
+        """Take a GET_ALL_SUBSCRIPTIONGROUP_CONFIG body whole (a replica copying its
+        master); returns whether anything changed."""
+        groups = wrapper.get("subscriptionGroupTable", {})
+        if groups == self.groups:
+            return False
+        self.groups = groups
+        self.data_version = wrapper.get("dataVersion", self.data_version)
+        self.persist()
+        return True
+
     def defaults(self, group: str) -> dict[str, Any]:
         return {"groupName": group, **GROUP_DEFAULTS, "retryMaxTimes": self.retry_max_times,
                 "attributes": {}}

@@ -43,6 +43,12 @@ class OffsetManager:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, json.dumps({"offsetTable": snapshot}, sort_keys=True).encode())
 
+    def replace(self, table: dict[str, dict[int, int]]) -> None:
+        """Take ``table`` whole (a replica copying its master's offsets)."""
+        if table != self.table:
+            self.table = table
+            self._dirty = True
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self.table.setdefault(self.key(topic, group), {})
         if queues.get(queue_id) != offset:

@@ -35,13 +35,21 @@ RETRY_MAX = 1.0
 class Registrar:
     def __init__(self, client: RemotingClient, namesrv_addrs: list[str], *, cluster: str,
                  broker_name: str, broker_id: int, broker_addr: Callable[[], str],
-                 topics: Callable[[], TopicConfigSerializeWrapper], period_ms: int) -> None:
+                 topics: Callable[[], TopicConfigSerializeWrapper], period_ms: int,
+                 ha_addr: Callable[[], str] | None = None) -> None:
+        """``ha_addr``: where replicas connect (``haServerAddr``); the broker's address
+        when not given."""
         self.client = client
         self.namesrv_addrs = namesrv_addrs
         self.cluster = cluster
         self.broker_name = broker_name
         self.broker_id = broker_id
         self._addr = broker_addr
+        #: The group master's address as the name servers answer it (a replica's
+        #: registration learns it); listeners hear of every change.
+        self.master_addr = ""
+        self.on_master_addr: list[Callable[[str], None]] = []
+        self._ha_addr = ha_addr or broker_addr
         self._topics = topics
         self.period = period_ms / 1000
         self._task: asyncio.Task[None] | None = None
@@ -58,7 +66,7 @@ class Registrar:
         addr = self._addr()
         header = RegisterBrokerRequestHeader(
             broker_name=self.broker_name, broker_addr=addr, cluster_name=self.cluster,
-            ha_server_addr=addr, broker_id=self.broker_id, compressed=False,
+            ha_server_addr=self._ha_addr(), broker_id=self.broker_id, compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
 
@@ -87,6 +95,11 @@ class Registrar:
             self._retry(ns)
             return False
         self._due.discard(ns)
+        master = resp.ext_fields.get("masterAddr") or ""
+        if master != self.master_addr:
+            self.master_addr = master
+            for listener in self.on_master_addr:
+                listener(master)
         conn = self.client.connections.get(ns)
         if conn is not None and self._watched.get(ns) is not conn:
             self._watched[ns] = conn

@@ -163,6 +163,17 @@ class ScheduleService:
             atomic_write(self.timer_path, json.dumps(timer.to_json()).encode())
         self._written = (levels, timer)
 
+    def adopt_offsets(self, offsets: dict[int, int]) -> None:
+        """Take a master's delivery progress per level (on a replica, which delivers
+        nothing itself) and keep it on disk."""
+        if offsets == self.offsets:
+            return
+        self.offsets = dict(offsets)
+        table = {str(k): v for k, v in sorted(offsets.items())}
+        atomic_write(self.offsets_path, json.dumps({"offsetTable": table}).encode())
+        written = self._written
+        self._written = (dict(offsets), written[1] if written else TimerCheckpoint())
+
     # ------------------------------------------------------------------ wake-ups
 
     def on_dispatched(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -194,6 +205,10 @@ class ScheduleService:
                 if self._stopping:
                     return
                 woken, self._woken = self._woken, set()
+                if self.store.replica:  # a replica delivers nothing: its master does
+                    self._woken |= woken
+                    self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
+                    continue
             failed = True
             try:
                 self._pass(woken)

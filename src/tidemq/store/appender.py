@@ -101,6 +101,8 @@ class Appender:
                                             dict[int, tuple[str, int]]]] = {}
         self._hooks: list[AppendHook] = []
         self._running = False
+        #: Set while the store is a replica: puts are refused, replicated bytes taken.
+        self._replica = False
         #: Bodies up to this size take :meth:`put`'s fast path (-1: none, not running).
         self._put_limit = -1
         self.store_host = store_host
@@ -117,6 +119,16 @@ class Appender:
         self._pending_append = dispatcher.pending.append
         self._join_flush = flusher.join
         self._running = True
+        self._put_limit = self._fast_put_limit()
+
+    @property
+    def replica(self) -> bool:
+        """Whether puts are refused because the store copies a master."""
+        return self._replica
+
+    @replica.setter
+    def replica(self, on: bool) -> None:
+        self._replica = on
         self._put_limit = self._fast_put_limit()
 
     def detach(self) -> None:
@@ -137,7 +149,10 @@ class Appender:
             self._put_limit = self._fast_put_limit()
 
     def _fast_put_limit(self) -> int:
-        """:meth:`put`'s fast path writes the V1 (IPv4) layout only."""
+        """:meth:`put`'s fast path writes the V1 (IPv4) layout only, and nothing on a
+        replica or a store not running."""
+        if not self._running or self._replica:
+            return -1
         return self.config.max_message_size if len(self._store_host.ip) == 4 else -1
 
     def add_append_hook(self, hook: AppendHook) -> None:
@@ -211,6 +226,9 @@ class Appender:
     def _check_running(self) -> None:
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        if self._replica:
+            raise StoreReadOnly("SLAVE", cause="this store is a replica: messages are put "
+                                "to its master")
 
     # ------------------------------------------------------------------ replicas
 

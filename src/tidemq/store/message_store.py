@@ -180,6 +180,17 @@ class MessageStore:
         return end
 
     @property
+    def replica(self) -> bool:
+        """Whether the store copies a master: puts are refused (``StoreReadOnly`` with
+        status ``SLAVE``) and :meth:`append_replicated` writes."""
+        return self.appender.replica
+
+    @replica.setter
+    def replica(self, on: bool) -> None:
+        with self.commitlog.lock:  # no put is half-way when the switch happens
+            self.appender.replica = on
+
+    @property
     def replica_log(self) -> ReplicaLog | None:
         """The replica side of the log, once bytes were replicated into it."""
         return self._replica_log

@@ -303,7 +303,8 @@ class BatchProcessor:
         self._max_bytes = min(cfg.batch_max_bytes, cfg.max_frame_size)
         self._pull_budget = max(1, min(cfg.batch_max_bytes,
                                        cfg.max_frame_size - _FRAME_RESERVE))
-        self._child_timeout = 2 * ctx.store_config.sync_flush_timeout / 1000 + 1.0
+        self._child_timeout = 2 * (ctx.store_config.sync_flush_timeout
+                                   + cfg.slave_timeout) / 1000 + 1.0
         self._sync = ctx.store_config.sync_flush
         self._turn = 0
         self.holds = ctx.holds
@@ -439,8 +440,10 @@ class BatchProcessor:
                                  "a shared send child was replaced on its way")
         send = self._send
         assert send is not None  # fast children exist only with a send processor
-        # Only a SYNC_FLUSH send answers later, through the connection it was given.
-        result = send.child(conn if self._sync else job._conn, request, job.fields)
+        # Only a SYNC_FLUSH or SYNC_MASTER send answers later, through the connection it
+        # was given.
+        later = self._sync or self.ctx.replication.acks is not None
+        result = send.child(conn if later else job._conn, request, job.fields)
         if isinstance(result, bool):  # not the plain case: nothing was done
             handler = self._pipeline.handler(request.code)
             assert handler is not None

@@ -78,8 +78,20 @@ _SEND_V2 = RequestCode.SEND_MESSAGE_V2
 _SEND_BATCH = RequestCode.SEND_BATCH_MESSAGE
 _SUCCESS = int(ResponseCode.SUCCESS)
 _TIMEOUT = int(ResponseCode.FLUSH_DISK_TIMEOUT)
+#: The remark of each answer that is not SUCCESS but still carries the stored message.
+_REMARKS = {
+    _TIMEOUT: "flush disk timeout",
+    int(ResponseCode.SLAVE_NOT_AVAILABLE): "slave not available: fewer replicas in sync "
+                                           "than the send waits for",
+    int(ResponseCode.FLUSH_SLAVE_TIMEOUT): "flush slave timeout: the replicas did not "
+                                           "confirm the message in time",
+}
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
+_REPLICA_REFUSAL = ("this broker is a replica (brokerRole SLAVE): messages are put to its "
+                    "master")
+
+
 def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
     """The response error for a put the store refused: a read-only store is
     SERVICE_NOT_AVAILABLE, anything about the message itself MESSAGE_ILLEGAL."""
@@ -118,6 +130,8 @@ class SendProcessor:
         self._valid_names: set[str] = set()
         self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
+        self._replication = ctx.replication
+        ctx.replication.complete = self._replicated
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
         self._splitter = BatchSplitter(max_body=self._max_body, cluster_prop=self._cluster_prop,
@@ -326,6 +340,8 @@ class SendProcessor:
         :class:`~tidemq.codec.shared_send.PlainAnswer`. Every check comes before the
         append."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
+        if self.store.replica:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
         # A name in _valid_names passed _queue, so it is no LMQ (checked first).
         if topic not in self._valid_names and self.store.is_lmq(topic):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
@@ -381,10 +397,12 @@ class SendProcessor:
             raise _store_refusal(exc) from None
         self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
         if plain:
-            if wait and self._sync and self._durability().wait(
-                    result.phys_offsets[-1] + result.sizes[-1],
-                    (conn, cmd, reply_qid, result, None)):
-                return None
+            if wait and (self._sync or self._replication.acks is not None):
+                code = self._wait(result, (conn, cmd, reply_qid, result, None))
+                if code is None:
+                    return None
+                if code != _SUCCESS:
+                    return self._response(cmd, reply_qid, result, code)
             return PlainAnswer(self._msg_id(result), reply_qid, result.queue_offset,
                                self._region, self._trace)
         return self._finish(conn, cmd, reply_qid, result, wait)
@@ -397,17 +415,38 @@ class SendProcessor:
             waiters = self._waiters = GroupCommitWaiters(flusher, self._durable)
         return waiters
 
+    def _wait(self, result: PutResult, item: _Pending) -> int | None:
+        """Wait for the group commit (SYNC_FLUSH), then for the replicas (SYNC_MASTER):
+        ``None`` when the answer comes later, else its code now."""
+        end = result.phys_offsets[-1] + result.sizes[-1]
+        if self._sync and self._durability().wait(end, item):
+            return None  # _durable goes on to the replicas
+        acks = self._replication.acks
+        return _SUCCESS if acks is None else acks.wait(end, item)
+
     def _durable(self, item: _Pending, durable: bool) -> None:
         conn, cmd, qid, result, uniq = item
-        conn.send_response(self._response(cmd, qid, result,
-                                          _SUCCESS if durable else _TIMEOUT, uniq))
+        code: int | None = _TIMEOUT
+        if durable:
+            acks = self._replication.acks
+            code = (_SUCCESS if acks is None
+                    else acks.wait(result.phys_offsets[-1] + result.sizes[-1], item))
+        if code is not None:  # else _replicated answers it
+            conn.send_response(self._response(cmd, qid, result, code, uniq))
+
+    def _replicated(self, item: _Pending, code: int) -> None:
+        conn, cmd, qid, result, uniq = item
+        conn.send_response(self._response(cmd, qid, result, code, uniq))
 
     def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
                 wait: bool, uniq: str | None = None) -> RemotingCommand | None:
-        """The reply (``None``: answered at the group commit); ``uniq``: its batchUniqId."""
-        if wait and self._sync and self._durability().wait(
-                result.phys_offsets[-1] + result.sizes[-1], (conn, cmd, qid, result, uniq)):
-            return None
+        """The reply (``None``: answered at the group commit or when the replicas hold
+        it); ``uniq``: its batchUniqId."""
+        if wait and (self._sync or self._replication.acks is not None):
+            code = self._wait(result, (conn, cmd, qid, result, uniq))
+            if code is None:
+                return None
+            return self._response(cmd, qid, result, code, uniq)
         return self._response(cmd, qid, result, _SUCCESS, uniq)
 
     def _msg_id(self, result: PutResult) -> str:
@@ -433,5 +472,5 @@ class SendProcessor:
             ext["batchUniqId"] = batch_uniq
         return RemotingCommand(
             code=code, opaque=cmd.opaque, flag=FLAG_RESPONSE,
-            remark=None if code == _SUCCESS else "flush disk timeout", ext_fields=ext,
+            remark=None if code == _SUCCESS else _REMARKS.get(code), ext_fields=ext,
             serialize_type=cmd.serialize_type)

@@ -107,6 +107,8 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     # Reads of metadata and statistics.
     C.GET_TOPIC_CONFIG: AUTH,
     C.GET_ALL_TOPIC_CONFIG: AUTH,
+    C.GET_ALL_CONSUMER_OFFSET: AUTH,
+    C.GET_ALL_DELAY_OFFSET: AUTH,
     C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AUTH,
     C.GET_TOPIC_STATS_INFO: AUTH,
     C.GET_CONSUME_STATS: AUTH,

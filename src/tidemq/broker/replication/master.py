@@ -1,0 +1,217 @@
+"""The master's side of the HA transfer: replicas connect, report, and are streamed to.
+
+Each replica connection (:class:`ReplicaLink`) has a reader, which takes the replica's
+offset reports (:class:`~tidemq.codec.ha.ReportDecoder`), and a sender, which streams
+the commit log from the first offset reported, in order, in frames of at most
+``haTransferBatchSize`` bytes read from the mapped segments
+(:meth:`MessageStore.read_log <tidemq.store.message_store.MessageStore.read_log>`). A
+replica that is far behind is served the same way as one that is current: nothing is
+buffered for it. The store's append hook only records that the log grew and wakes
+senders that wait for data (:meth:`HaServer.appended`, under the append lock: it never
+touches the network). A sender with nothing to send writes an empty frame every
+``haSendHeartbeatInterval``; a replica silent for ``haHousekeepingInterval`` is dropped.
+
+A replica that reports an offset this master does not hold -- beyond its end, or before
+its first segment when not 0 -- is disconnected with the reason logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from tidemq.codec.ha import ReportDecoder, encode_frame_header
+from tidemq.errors import RemoteProtocolError
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["HaServer", "ReplicaLink"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class ReplicaLink:
+    """One connected replica."""
+
+    address: str
+    #: The replica's commit log ends here, as it last reported.
+    acked: int = -1
+    #: The next offset to send it.
+    sending: int = -1
+    last_report: float = dataclasses.field(default_factory=time.monotonic)
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    waiting: bool = False
+
+
+class HaServer:
+    """Accepts replicas on ``host:port`` and streams them the store's commit log."""
+
+    def __init__(self, store: MessageStore, host: str, port: int, *, batch_size: int,
+                 heartbeat_ms: int, housekeeping_ms: int, max_gap_not_in_sync: int) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.batch_size = batch_size
+        self.heartbeat = heartbeat_ms / 1000
+        self.housekeeping = housekeeping_ms / 1000
+        self.max_gap = max_gap_not_in_sync
+        self.links: list[ReplicaLink] = []
+        #: Called on the loop after every offset report.
+        self.on_report: list[Callable[[], None]] = []
+        self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._hooked = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        if not self._hooked:
+            self.store.add_append_hook(self.appended)
+            self._hooked = True
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HA server listening on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.links.clear()
+
+    # ------------------------------------------------------------------ figures
+
+    def acked_offsets(self) -> list[int]:
+        return [link.acked for link in self.links if link.acked >= 0]
+
+    def in_sync(self) -> int:
+        """Replicas within ``haMaxGapNotInSync`` bytes of the log's end."""
+        end = self.store.commitlog.max_offset
+        return sum(1 for link in self.links if link.acked >= 0 and end - link.acked <= self.max_gap)
+
+    def lag_bytes(self) -> dict[str, int]:
+        """Per replica address: bytes of the log it does not hold yet."""
+        end = self.store.commitlog.max_offset
+        return {link.address: max(0, end - link.acked) for link in self.links if link.acked >= 0}
+
+    # ------------------------------------------------------------------ the append hook
+
+    def appended(self, _start: int, _view: memoryview) -> None:
+        """The log grew (under the append lock): wake the senders that wait."""
+        for link in self.links:
+            if link.waiting:
+                link.waiting = False
+                if threading.get_ident() == self._loop_thread:
+                    link.wake.set()
+                elif self._loop is not None:
+                    with contextlib.suppress(RuntimeError):
+                        self._loop.call_soon_threadsafe(link.wake.set)
+
+    # ------------------------------------------------------------------ one replica
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        link = ReplicaLink(f"{peer[0]}:{peer[1]}" if peer else "?")
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        decoder = ReportDecoder()
+        sender: asyncio.Task[None] | None = None
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(reader.read(4096), self.housekeeping)
+                except TimeoutError:
+                    log.warning("replica %s silent for %.0f s: disconnected", link.address,
+                                self.housekeeping)
+                    return
+                if not data:
+                    return
+                offset = decoder.receive(data)
+                if offset is None:
+                    continue
+                link.last_report = time.monotonic()
+                if sender is None:
+                    refusal = self._refusal(offset)
+                    if refusal:
+                        log.error("replica %s: %s; disconnected", link.address, refusal)
+                        return
+                    link.sending = max(offset, self.store.commitlog.min_offset)
+                    link.acked = offset
+                    self.links.append(link)
+                    log.info("replica %s connected at offset %d", link.address, offset)
+                    sender = asyncio.get_running_loop().create_task(self._send(link, writer))
+                    self._tasks.add(sender)
+                    sender.add_done_callback(self._tasks.discard)
+                link.acked = offset
+                for listener in self.on_report:
+                    listener()
+                if sender.done():
+                    return
+        except (ConnectionError, RemoteProtocolError) as exc:
+            log.warning("replica %s: %s", link.address, exc)
+        except asyncio.CancelledError:
+            pass  # the server closes: the connection ends with it
+        finally:
+            if link in self.links:
+                self.links.remove(link)
+                log.info("replica %s disconnected", link.address)
+            if sender is not None:
+                sender.cancel()
+            writer.close()
+            self._tasks.discard(task)
+            for listener in self.on_report:
+                listener()
+
+    def _refusal(self, offset: int) -> str:
+        cl = self.store.commitlog
+        if offset > cl.max_offset:
+            return (f"it reports offset {offset}, beyond this master's end {cl.max_offset}: "
+                    "its log has diverged")
+        if offset and offset < cl.min_offset:
+            return (f"it reports offset {offset}, before this master's first segment "
+                    f"{cl.min_offset}: start it with an empty store")
+        return ""
+
+    async def _send(self, link: ReplicaLink, writer: asyncio.StreamWriter) -> None:
+        store = self.store
+        try:
+            while True:
+                view = store.read_log(link.sending, self.batch_size)
+                if view is None:
+                    log.error("replica %s: offset %d is no longer stored", link.address,
+                              link.sending)
+                    return
+                if len(view):
+                    writer.write(encode_frame_header(link.sending, len(view)) + view)
+                    link.sending += len(view)
+                    await writer.drain()
+                    continue
+                link.waiting = True
+                link.wake.clear()
+                if store.commitlog.max_offset > link.sending:  # grew meanwhile
+                    link.waiting = False
+                    continue
+                try:
+                    await asyncio.wait_for(link.wake.wait(), self.heartbeat)
+                except TimeoutError:
+                    link.waiting = False
+                    writer.write(encode_frame_header(link.sending, 0))
+                    await writer.drain()
+        except ConnectionError as exc:
+            log.warning("replica %s: %s", link.address, exc)
+        finally:
+            writer.close()

@@ -1,0 +1,85 @@
+"""A replica's copy of its master's metadata (RocketMQ's slave synchronisation).
+
+Every ``slaveMetadataSyncInterval`` ms, and as soon as the master's address is known
+(the name servers answer it to the replica's registration), the replica reads from its
+master -- with RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONFIG, 21),
+the consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
+(GET_ALL_DELAY_OFFSET, 45) and the subscription groups
+(GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table whole, as upstream's
+``SlaveSynchronize`` does. Logical-queue mappings reach every broker through the
+logical-queue sync all brokers run. A master does not run this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from tidemq.broker.context import BrokerContext
+from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import TideMQError
+
+__all__ = ["MetadataSync"]
+
+log = logging.getLogger(__name__)
+
+
+class MetadataSync:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.interval = ctx.config.slave_metadata_sync_interval / 1000
+        self.master_addr = ""
+        self.syncs = 0
+        self.last_error = ""
+        self._wake = asyncio.Event()
+        #: Set after every completed copy (tests and tools wait on it).
+        self.synced = asyncio.Event()
+
+    def master_known(self, addr: str) -> None:
+        """The registrar learned the master's address."""
+        self.master_addr = addr
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            if self.master_addr and not self.ctx.replication.role.is_master:
+                try:
+                    await self.sync_once(self.master_addr)
+                except (TideMQError, ValueError, KeyError, TypeError) as exc:
+                    self.last_error = f"{self.master_addr}: {exc}"
+                    log.warning("copying metadata from master %s failed: %s",
+                                self.master_addr, exc)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+
+    async def _read(self, addr: str, code: int) -> bytes:
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(code), 10.0)
+        if resp.code != 0:
+            raise TideMQError(f"request code {code}: answer {resp.code} {resp.remark}")
+        return resp.full_body()
+
+    async def sync_once(self, addr: str) -> None:
+        ctx = self.ctx
+        wrapper = decode_body(await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
+                              TopicConfigSerializeWrapper)
+        changed = False
+        for tc in wrapper.topic_config_table.values():
+            changed |= ctx.topics.upsert(tc)
+        for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):
+            changed |= ctx.topics.delete(name)
+        if changed:
+            ctx.topics_changed()
+        offsets = json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
+        ctx.offsets.replace({key: {int(q): int(o) for q, o in queues.items()}
+                             for key, queues in offsets.get("offsetTable", {}).items()})
+        delay = json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET))
+        ctx.schedule.adopt_offsets({int(k): int(v)
+                                    for k, v in delay.get("offsetTable", {}).items()})
+        groups = json.loads(await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        ctx.subscription_groups.replace(groups)
+        self.syncs += 1
+        self.synced.set()

@@ -1,0 +1,125 @@
+"""The replica's side of the HA transfer: connect, report, receive, append.
+
+:class:`HaClient` connects to its master's HA port, reports where its commit log ends
+(:func:`~tidemq.codec.ha.encode_report`), and appends every transfer frame
+(:class:`~tidemq.codec.ha.TransferDecoder`) to its store at the frame's offset
+(:meth:`MessageStore.append_replicated
+<tidemq.store.message_store.MessageStore.append_replicated>`), reporting its new end after
+each read -- the acknowledgement a SYNC_MASTER waits for -- and every
+``haSendHeartbeatInterval`` when nothing arrives. A frame that does not continue its log,
+a lost connection or a master that says nothing for ``haHousekeepingInterval`` closes the
+connection; the client connects again after :data:`RECONNECT_DELAY` seconds and reports
+again, so the master resumes from what the replica really holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from tidemq.codec.ha import TransferDecoder, encode_report
+from tidemq.errors import ProtocolError, StoreError
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["RECONNECT_DELAY", "HaClient"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two connection attempts to the master.
+RECONNECT_DELAY = 0.5
+_READ = 1 << 20
+
+
+class HaClient:
+    """Copies the log of the master at ``master_address`` (``host:haListenPort``)."""
+
+    def __init__(self, store: MessageStore, master_address: str, *, max_frame: int,
+                 heartbeat_ms: int, housekeeping_ms: int) -> None:
+        self.store = store
+        self.master_address = master_address
+        self.max_frame = max_frame
+        self.heartbeat = heartbeat_ms / 1000
+        self.housekeeping = housekeeping_ms / 1000
+        self.connected = asyncio.Event()
+        #: time.monotonic() of the last frame from the master (0: none yet).
+        self.last_frame = 0.0
+        self.frames = 0
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+        self._progress = asyncio.Event()
+
+    async def reached(self, offset: int) -> None:
+        """Return once this replica's log reaches ``offset``."""
+        while self.store.commitlog.max_offset < offset:
+            self._progress.clear()
+            await self._progress.wait()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"ha-client-{self.master_address}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        host, _, port = self.master_address.rpartition(":")
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection(host, int(port))
+            except OSError as exc:
+                self.last_error = f"connecting to {self.master_address}: {exc}"
+                await asyncio.sleep(RECONNECT_DELAY)
+                continue
+            try:
+                await self._copy(reader, writer)
+            except (ConnectionError, ProtocolError, StoreError, TimeoutError) as exc:
+                self.last_error = f"{self.master_address}: {exc}"
+                log.warning("replication from %s stopped: %s; reconnecting",
+                            self.master_address, exc)
+            finally:
+                self.connected.clear()
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+            await asyncio.sleep(RECONNECT_DELAY)
+
+    async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        store = self.store
+        decoder = TransferDecoder(self.max_frame)
+        writer.write(encode_report(store.commitlog.max_offset))
+        await writer.drain()
+        self.connected.set()
+        log.info("replicating from %s at offset %d", self.master_address,
+                 store.commitlog.max_offset)
+        last_heard = time.monotonic()
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(_READ), self.heartbeat)
+            except TimeoutError:
+                if time.monotonic() - last_heard > self.housekeeping:
+                    raise TimeoutError(f"master silent for {self.housekeeping:.0f} s") from None
+                writer.write(encode_report(store.commitlog.max_offset))
+                await writer.drain()
+                continue
+            if not data:
+                raise ConnectionError("the master closed the connection")
+            last_heard = time.monotonic()
+            decoder.receive(data)
+            got = False
+            while (frame := decoder.next_frame()) is not None:
+                offset, body = frame
+                if body:
+                    store.append_replicated(offset, body)
+                    got = True
+                self.frames += 1
+            self.last_frame = last_heard
+            if got:
+                writer.write(encode_report(store.commitlog.max_offset))
+                self._progress.set()
+                await writer.drain()

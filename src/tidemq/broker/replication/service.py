@@ -1,0 +1,157 @@
+"""The broker's replication: the role it plays and the parts that follow the role.
+
+:class:`ReplicationService` owns the broker's :class:`~tidemq.broker.replication.role.RoleHolder`
+and applies each role it is given:
+
+* a master (ASYNC_MASTER or SYNC_MASTER) takes puts, serves replicas on its HA port
+  (:class:`~tidemq.broker.replication.master.HaServer`) and, as a SYNC_MASTER, makes
+  sends wait for their copies (:attr:`ReplicationService.acks`);
+* a replica (SLAVE) refuses puts (the store answers ``StoreReadOnly("SLAVE")``, sends
+  get SERVICE_NOT_AVAILABLE), closes its HA port and copies its master's log
+  (:class:`~tidemq.broker.replication.replica.HaClient`).
+
+The send path reads :attr:`ReplicationService.acks` on every send that waits, so a
+role change takes effect on the next send; sends still waiting when a SYNC_MASTER
+stops being one are answered FLUSH_SLAVE_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.acks import AckPolicy, ReplicaAcks
+from tidemq.broker.replication.master import HaServer
+from tidemq.broker.replication.replica import HaClient
+from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
+from tidemq.codec.ha import FRAME_HEADER_SIZE
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["ReplicationService"]
+
+log = logging.getLogger(__name__)
+
+#: The largest HA frame body a replica accepts, whatever its own haTransferBatchSize.
+MAX_FRAME = 64 * 1024 * 1024
+
+
+def _unwired(_item: Any, _code: int) -> None:
+    raise RuntimeError("no send processor answers replicated sends")
+
+
+class ReplicationService:
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.role = RoleHolder(RoleState(config.broker_role, config.broker_id,
+                                         config.ha_master_address))
+        self.server: HaServer | None = None
+        self.client: HaClient | None = None
+        #: Set while a SYNC_MASTER: where sends wait for their copies.
+        self.acks: ReplicaAcks | None = None
+        #: ``complete(item, code)`` answers a send that waited (the send processor's).
+        self.complete: Callable[[Any, int], None] = _unwired
+        self.policy = AckPolicy(config.in_sync_replicas, config.min_in_sync_replicas,
+                                auto=config.enable_auto_in_sync_replicas,
+                                all_in_sync=config.all_ack_in_sync_state_set)
+        self._ha_port = config.ha_port
+        self._started = False
+        self.role.add_listener(self._apply)
+
+    @property
+    def ha_address(self) -> str:
+        """Where replicas connect: the advertised host and the HA port."""
+        port = self.server.port if self.server is not None else self._ha_port
+        return f"{self.config.advertised_host}:{port}"
+
+    async def start(self) -> None:
+        """Apply the configured role (the store is started)."""
+        self._started = True
+        await self._apply(self.role.state)
+
+    async def stop(self) -> None:
+        self._started = False
+        if self.acks is not None:
+            self.acks.fail_all()
+            self.acks = None
+        if self.client is not None:
+            await self.client.stop()
+            self.client = None
+        if self.server is not None:
+            await self.server.close()
+            self.server = None
+
+    # ------------------------------------------------------------------ figures
+
+    def lag_bytes(self) -> dict[str, int]:
+        """A master's replicas and the bytes each still lacks (empty on a replica)."""
+        return self.server.lag_bytes() if self.server is not None else {}
+
+    # ------------------------------------------------------------------ roles
+
+    async def _apply(self, state: RoleState) -> None:
+        if not self._started:
+            return
+        if state.is_master:
+            await self._become_master(state)
+        else:
+            await self._become_replica(state)
+        log.info("broker role: %s (brokerId %d, epoch %d%s)", state.role.value,
+                 state.broker_id, state.epoch,
+                 f", master {state.master_ha_address}" if state.master_ha_address else "")
+
+    async def _become_master(self, state: RoleState) -> None:
+        if self.client is not None:
+            await self.client.stop()
+            self.client = None
+        self.store.replica = False
+        if self.server is None:
+            cfg = self.config
+            server = HaServer(self.store, cfg.bind_address, self._ha_port,
+                              batch_size=cfg.ha_transfer_batch_size,
+                              heartbeat_ms=cfg.ha_send_heartbeat_interval,
+                              housekeeping_ms=cfg.ha_housekeeping_interval,
+                              max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync)
+            await server.start()
+            self._ha_port = server.port  # the same address after a later restart
+            server.on_report.append(self._on_report)
+            self.server = server
+        if state.role is BrokerRole.SYNC_MASTER:
+            if self.acks is None:
+                server = self.server
+                self.acks = ReplicaAcks(self.policy, server.acked_offsets, server.in_sync,
+                                        self._answer,
+                                        self.config.slave_timeout / 1000)
+        elif self.acks is not None:
+            self.acks.fail_all()
+            self.acks = None
+
+    async def _become_replica(self, state: RoleState) -> None:
+        if self.acks is not None:
+            self.acks.fail_all()
+            self.acks = None
+        if self.server is not None:
+            await self.server.close()
+            self.server = None
+        self.store.replica = True
+        client = self.client
+        if client is not None and client.master_address != state.master_ha_address:
+            await client.stop()
+            client = self.client = None
+        if client is None and state.master_ha_address:
+            cfg = self.config
+            client = self.client = HaClient(
+                self.store, state.master_ha_address,
+                max_frame=max(cfg.ha_transfer_batch_size, MAX_FRAME) + FRAME_HEADER_SIZE,
+                heartbeat_ms=cfg.ha_send_heartbeat_interval,
+                housekeeping_ms=cfg.ha_housekeeping_interval)
+            client.start()
+
+    def _answer(self, item: Any, code: int) -> None:
+        self.complete(item, code)
+
+    def _on_report(self) -> None:
+        if self.acks is not None:
+            self.acks.on_report()

@@ -3,6 +3,7 @@ roles, CSRF, the login limit and its metrics, and who may start where."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -149,3 +150,20 @@ def test_an_anonymous_console_beyond_loopback_needs_saying_so(users_file: Path) 
                   config=ConsoleConfig(users_file=str(users_file)))
 
 
+
+
+async def test_big_or_unsized_bodies_are_not_read(http: Http, web: ConsoleServer) -> None:
+    big = await http.post("/login", {"login_token": "x", "username": "a" * 70_000,
+                                     "password": "p"}, csrf=False)
+    assert big.status == 413 and "at most 65536" in big.text
+    await http.login("alice", "alice-pw")
+    session = next(c.value for c in http.cookies if c.name == "tidemq_session")
+    reader, writer = await asyncio.open_connection("127.0.0.1", web.port)
+    writer.write(f"POST /topics HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: tidemq_session="
+                 f"{session}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                 "5\r\nab=cd\r\n0\r\n\r\n".encode())
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    assert answer.startswith(b"HTTP/1.1 411 "), answer[:200]

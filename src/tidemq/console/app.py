@@ -62,6 +62,7 @@ from tidemq.console.auth import (
     SAFE_METHODS,
     ConsoleAuth,
     Visitor,
+    oversized_form,
     set_session_cookie,
 )
 from tidemq.console.config import ConsoleConfig
@@ -97,8 +98,6 @@ CONSOLE_PRODUCER_GROUP = "TIDEMQ_CONSOLE_PRODUCER"
 LOGICAL_ATTRIBUTE = "logical.queues"
 #: Concurrent per-topic / per-group requests while building one page.
 FAN_OUT = 8
-#: Largest request body read (the forms are small).
-MAX_BODY = 64 * 1024
 
 
 class Console:
@@ -584,10 +583,9 @@ async def _checked(console: Console,
                    handler: Callable[[Console, Request], Awaitable[StarletteResponse]],
                    request: Request, visitor: Visitor, needs_admin: bool) -> StarletteResponse:
     if request.method not in SAFE_METHODS:
-        size = request.headers.get("content-length")
-        if size is None or not size.isdigit() or int(size) > MAX_BODY:
-            return PlainTextResponse(f"a form needs a Content-Length of at most {MAX_BODY}",
-                                     status_code=413 if size and size.isdigit() else 411)
+        too_big = oversized_form(request)
+        if too_big is not None:
+            return too_big
         form = parse_form(await request.body())
         reason = console.auth.refuse_change(request, visitor, form, needs_admin=needs_admin)
         if reason is not None:

@@ -20,7 +20,7 @@ import dataclasses
 import urllib.parse
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from tidemq.console.sessions import Session, SessionStore, same_token
 from tidemq.console.users import ConsoleUser, Role, UserDirectory
@@ -34,6 +34,8 @@ CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Password checks (scrypt: memory and CPU) running at once.
 CONCURRENT_CHECKS = 2
+#: Largest request body read (the forms are small).
+MAX_FORM_BYTES = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,6 +94,16 @@ class ConsoleAuth:
         if needs_admin and not visitor.user.may_change:
             return f"{visitor.user.name} is a viewer: viewers cannot change anything"
         return None
+
+
+def oversized_form(request: Request) -> Response | None:
+    """The answer to a request whose body is not known to be small (no
+    ``Content-Length``, or one above :data:`MAX_FORM_BYTES`); None when it may be read."""
+    size = request.headers.get("content-length")
+    if size is not None and size.isdigit() and int(size) <= MAX_FORM_BYTES:
+        return None
+    return PlainTextResponse(f"a form needs a Content-Length of at most {MAX_FORM_BYTES}",
+                             status_code=413 if size and size.isdigit() else 411)
 
 
 def same_origin(request: Request) -> bool:

@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from tidemq.console.auth import (
     SESSION_COOKIE,
     clear_session_cookie,
+    oversized_form,
     same_origin,
     set_session_cookie,
 )
@@ -70,6 +71,9 @@ async def login_page(console: Console, request: Request) -> Response:
 async def login_submit(console: Console, request: Request) -> Response:
     if not console.auth.logins:
         return RedirectResponse("/cluster", status_code=303)
+    too_big = oversized_form(request)
+    if too_big is not None:
+        return too_big
     form = parse_form(await request.body())
     next_path = safe_next(form.get("next"))
     address = _address(request)

@@ -49,12 +49,17 @@ from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
     SecretKey,
+    TlsCa,
+    TlsCert,
+    TlsKey,
     Topic,
+    UseTls,
     console_err,
     console_out,
     emit_json,
     run_admin,
     set_account,
+    set_tls,
     table_of,
 )
 from tidemq.cli.commands.logical import create_logical_topic
@@ -78,9 +83,11 @@ app = typer.Typer(no_args_is_help=True,
 
 
 @app.callback()
-def _account(access_key: AccessKey = "", secret_key: SecretKey = "") -> None:
+def _account(access_key: AccessKey = "", secret_key: SecretKey = "", tls: UseTls = None,
+             tls_ca: TlsCa = "", tls_cert: TlsCert = "", tls_key: TlsKey = "") -> None:
     """Administer a running cluster (mqadmin-style commands)."""
     set_account(access_key, secret_key)
+    set_tls(tls, tls_ca, tls_cert, tls_key)
 
 #: The groups the tools use, as mqadmin's.
 TOOLS_PRODUCER = "TOOLS_PRODUCER"

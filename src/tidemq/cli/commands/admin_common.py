@@ -19,11 +19,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from tidemq.client import AdminClient
-from tidemq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientConfig, parse_namesrv
+from tidemq.client.config import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    TLS_CA_ENV,
+    TLS_CERT_ENV,
+    TLS_ENV,
+    TLS_KEY_ENV,
+    ClientConfig,
+    parse_namesrv,
+)
 from tidemq.errors import TideMQError
 
-__all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "Topic", "console_err",
-           "console_out", "emit_json", "run_admin", "set_account", "table_of"]
+__all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "TlsCa", "TlsCert", "TlsKey",
+           "Topic", "UseTls", "client_tls", "console_err", "console_out", "emit_json",
+           "run_admin", "set_account", "set_tls", "table_of"]
 
 T = TypeVar("T")
 
@@ -37,6 +47,19 @@ SecretKey = Annotated[str, typer.Option(
     "--secret-key", envvar=SECRET_KEY_ENV, show_envvar=True,
     help="The account's secret key (prefer the environment variable: command lines are "
          "visible to other users).")]
+UseTls = Annotated[bool | None, typer.Option(
+    "--tls/--no-tls", envvar=TLS_ENV, show_envvar=True, show_default=False,
+    help="Connect to name servers and brokers with TLS (on by default when a CA file is "
+         "given).")]
+TlsCa = Annotated[str, typer.Option(
+    "--tls-ca", envvar=TLS_CA_ENV, show_envvar=True,
+    help="CA certificates (PEM) that sign the servers' certificates (default: the "
+         "system's).")]
+TlsCert = Annotated[str, typer.Option(
+    "--tls-cert", envvar=TLS_CERT_ENV, show_envvar=True,
+    help="Client certificate (PEM), for servers that ask for one.")]
+TlsKey = Annotated[str, typer.Option(
+    "--tls-key", envvar=TLS_KEY_ENV, show_envvar=True, help="The client certificate's key.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
 
@@ -70,13 +93,29 @@ def set_account(access_key: str, secret_key: str) -> None:
     _account.update(access_key=access_key, secret_key=secret_key)
 
 
+#: The TLS settings of this invocation (``--tls``, ``--tls-ca`` ...), set by the ``admin``
+#: group's options.
+_tls: dict[str, Any] = {}
+
+
+def set_tls(use_tls: bool | None, ca: str, cert: str, key: str) -> None:
+    """Connect with TLS as the flags say (unset: from the environment, as any client)."""
+    _tls.update(use_tls=use_tls, tls_trust_cert_path=ca, tls_cert_path=cert,
+                tls_key_path=key)
+
+
+def client_tls() -> dict[str, Any]:
+    """This invocation's TLS settings as :class:`ClientConfig` arguments."""
+    return dict(_tls)
+
+
 def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
 
     async def main() -> T:
         config = ClientConfig(namesrv_addr=parse_namesrv(namesrv),
                               access_key=_account.get("access_key", ""),
-                              secret_key=_account.get("secret_key", ""))
+                              secret_key=_account.get("secret_key", ""), **_tls)
         async with AdminClient(config=config) as admin:
             return await action(admin)
 

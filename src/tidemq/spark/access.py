@@ -45,10 +45,11 @@ class ClusterAccess:
         self.opts = opts
         if opts.is_lmq:
             assert opts.broker is not None
-            self.consumer: BlockingPullConsumer = BlockingLmqPullConsumer(opts.group,
-                                                                          opts.broker)
+            self.consumer: BlockingPullConsumer = BlockingLmqPullConsumer(
+                opts.group, opts.broker, config=opts.tls.client_config(opts.broker))
         else:
-            self.consumer = BlockingPullConsumer(opts.group, opts.namesrv)
+            self.consumer = BlockingPullConsumer(
+                opts.group, config=opts.tls.client_config(opts.namesrv))
 
     def close(self) -> None:
         self.consumer.close()

@@ -27,10 +27,17 @@ tags                   tag expression (``a || b``); rows with other tags are dro
 group                  consumer group used for reads and lag reporting (``spark-<topic>``)
 pullBatchSize          messages per pull request (default 8192; pulls are joined into
                        Arrow batches of at least 32,768 rows)
+useTLS                 ``true``: connect with TLS (default: ``TIDEMQ_TLS`` of the
+                       executor's environment, else on when a CA file is given)
+tlsTrustCertPath       CA certificates (PEM) that sign the servers' certificates, a path
+                       readable on the driver and every executor
+tlsCertPath /          a client certificate and its key, for servers that ask for one
+tlsKeyPath
 =====================  ==================================================================
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column), ``producerGroup``
-(default ``spark-sink``). The sink is at-least-once (see :mod:`tidemq.spark.sink`).
+(default ``spark-sink``), and the TLS options above. The sink is at-least-once (see
+:mod:`tidemq.spark.sink`).
 """
 
 from __future__ import annotations
@@ -40,10 +47,12 @@ import json
 import re
 from collections.abc import Mapping
 
+from tidemq.client import ClientConfig
+from tidemq.client.config import parse_namesrv
 from tidemq.errors import TideMQError
 
 __all__ = ["DEFAULT_PULL_BATCH", "SinkOptions", "SourceOptionError", "SourceOptions",
-           "parse_sink_options", "parse_source_options"]
+           "TlsOptions", "parse_sink_options", "parse_source_options"]
 
 #: Messages per pull request of the executors' reads (option ``pullBatchSize``).
 DEFAULT_PULL_BATCH = 8192
@@ -52,9 +61,11 @@ READ_KEYS = {
     "namesrv", "topic", "topics", "topicpattern", "lmq", "broker", "startingoffsets",
     "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "tags", "group", "pullbatchsize", "path",
+    "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath",
 }
 #: Spark itself passes ``path`` and ``checkpointLocation`` along with the user's options.
-WRITE_KEYS = {"namesrv", "topic", "producergroup", "path", "checkpointlocation"}
+WRITE_KEYS = {"namesrv", "topic", "producergroup", "path", "checkpointlocation",
+              "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath"}
 
 
 class SourceOptionError(TideMQError, ValueError):
@@ -63,6 +74,31 @@ class SourceOptionError(TideMQError, ValueError):
     def __init__(self, option: str, message: str) -> None:
         super().__init__(f"tidemq option {option!r}: {message}")
         self.option = option
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsOptions:
+    """The clients' TLS settings (``useTLS``, ``tlsTrustCertPath`` ...); unset ones come
+    from the environment where the client runs, as for any TideMQ client."""
+
+    use_tls: bool | None = None
+    trust_cert_path: str = ""
+    cert_path: str = ""
+    key_path: str = ""
+
+    def client_config(self, namesrv: str) -> ClientConfig:
+        return ClientConfig(namesrv_addr=parse_namesrv(namesrv), use_tls=self.use_tls,
+                            tls_trust_cert_path=self.trust_cert_path,
+                            tls_cert_path=self.cert_path, tls_key_path=self.key_path)
+
+
+def _tls(opts: Mapping[str, str]) -> TlsOptions:
+    raw = opts.get("usetls")
+    if opts.get("tlskeypath") and not opts.get("tlscertpath"):
+        raise SourceOptionError("tlsKeyPath", "needs tlsCertPath")
+    return TlsOptions(use_tls=None if raw is None else _bool("useTLS", raw),
+                      trust_cert_path=opts.get("tlstrustcertpath", ""),
+                      cert_path=opts.get("tlscertpath", ""), key_path=opts.get("tlskeypath", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +118,7 @@ class SourceOptions:
     tags: str = "*"
     group: str = "spark-reader"
     pull_batch_size: int = DEFAULT_PULL_BATCH
+    tls: TlsOptions = TlsOptions()
 
     @property
     def is_lmq(self) -> bool:
@@ -93,6 +130,7 @@ class SinkOptions:
     namesrv: str
     topic: str | None
     producer_group: str
+    tls: TlsOptions = TlsOptions()
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -203,6 +241,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         group=opts.get("group") or f"spark-{name}"[:120],
         pull_batch_size=_int("pullBatchSize", opts.get("pullbatchsize", str(DEFAULT_PULL_BATCH)),
                              minimum=1),
+        tls=_tls(opts),
     )
 
 
@@ -215,4 +254,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if not namesrv:
         raise SourceOptionError("namesrv", "required: the name server address host:port")
     return SinkOptions(namesrv=namesrv, topic=opts.get("topic") or None,
-                       producer_group=opts.get("producergroup") or "spark-sink")
+                       producer_group=opts.get("producergroup") or "spark-sink",
+                       tls=_tls(opts))

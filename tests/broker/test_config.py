@@ -68,3 +68,14 @@ def test_enforcing_tls_without_a_certificate_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(overrides={"tls.server.mode": "sometimes"}, env={})
     assert info.value.key == "tls.server.mode"
+
+
+def test_metrics_https_needs_certificate_and_key() -> None:
+    broker, _, _ = load_broker_config(
+        overrides={"metricsCertPath": "/etc/m.crt", "metricsKeyPath": "/etc/m.key"}, env={})
+    https = broker.metrics_tls
+    assert https is not None and https.cert_path == "/etc/m.crt"
+    assert load_broker_config(env={})[0].metrics_tls is None
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(overrides={"metricsCertPath": "/etc/m.crt"}, env={})
+    assert info.value.key == "metricsKeyPath"

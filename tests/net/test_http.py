@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+
+from tests.tls_certs import Certs
 
 from tidemq.net.http import MetricsHttpServer
+from tidemq.net.tls import TlsMode, TlsServerSettings
 
 
 async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -69,3 +73,25 @@ async def test_close_drops_a_silent_client() -> None:
     assert await reader.read() == b""
     writer.close()
     await writer.wait_closed()
+
+
+async def test_metrics_over_https(tls_certs: Certs) -> None:
+    context = TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=str(tls_certs.server_cert),
+                                key_path=str(tls_certs.server_key)).context()
+    async with MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0, ssl=context) as server:
+        client = ssl.create_default_context(cafile=str(tls_certs.ca))
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = await reader.read()
+        writer.close()
+        with contextlib.suppress(ssl.SSLError, ConnectionError):
+            await writer.wait_closed()
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\nup 1\n")
+        # plain HTTP to the HTTPS port gets no metrics
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+        with contextlib.suppress(ConnectionError):
+            assert b"up 1" not in await reader.read()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()

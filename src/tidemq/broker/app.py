@@ -163,8 +163,10 @@ class BrokerApp:
             warn_if_exposed(log, "the broker's metrics endpoint", host,
                             acl=self.config.metrics_auth is not None,
                             reach="read its metrics (topic, group and client names, rates)")
+            https = self.config.metrics_tls
             metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
-                                        auth=self.config.metrics_auth)
+                                        auth=self.config.metrics_auth,
+                                        ssl=https.context() if https is not None else None)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

@@ -23,7 +23,7 @@ from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.http_auth import MetricsAuth
-from tidemq.net.tls import TlsClientSettings, TlsServerSettings
+from tidemq.net.tls import TlsClientSettings, TlsMode, TlsServerSettings
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
@@ -75,6 +75,9 @@ class BrokerConfig:
     #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
     metrics_auth_user: str = ""
     metrics_auth_password: str = dataclasses.field(default="", repr=False)
+    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
+    metrics_cert_path: str = ""
+    metrics_key_path: str = ""
     batch_max_children: int = 1000
     #: How long an orderly-consumption lock lives after its last renewal (upstream's
     #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
@@ -173,6 +176,10 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         self.tls_server.check()
+        if bool(self.metrics_cert_path) != bool(self.metrics_key_path):
+            raise ConfigError("metricsCertPath and metricsKeyPath go together",
+                              key="metricsKeyPath" if self.metrics_cert_path
+                              else "metricsCertPath")
         self.tls_client.check()
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
@@ -280,6 +287,14 @@ class BrokerConfig:
         if self.ha_listen_port >= 0:
             return self.ha_listen_port
         return self.listen_port + 1 if self.listen_port else 0
+
+    @property
+    def metrics_tls(self) -> TlsServerSettings | None:
+        """The metrics endpoint's HTTPS settings (``None``: plain HTTP)."""
+        if not self.metrics_cert_path:
+            return None
+        return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=self.metrics_cert_path,
+                                 key_path=self.metrics_key_path)
 
     @property
     def metrics_host(self) -> str:

@@ -123,7 +123,7 @@ class Console:
     async def producer(self) -> Producer:
         async with self._producer_lock:
             if self._producer is None:
-                producer = Producer(CONSOLE_PRODUCER_GROUP, self.admin.config.namesrv_addr)
+                producer = Producer(CONSOLE_PRODUCER_GROUP, config=self.admin.config)
                 await producer.start()
                 self._producer = producer
             return self._producer

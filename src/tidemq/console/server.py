@@ -16,6 +16,10 @@ Who may use it: with ``consoleUsersFile`` set, users log in; without, nobody doe
 everyone may change everything, so the console then refuses to start on an address
 other machines reach unless ``consoleAllowAnonymous`` says so. Start-up logs which of
 the three it is.
+
+Given an ``ssl`` context (the command line builds it with :mod:`tidemq.net.tls`), the
+console is served over HTTPS only; ``client`` is the admin client's config (name servers
+with TLS or an ACL need it; by default the environment's settings apply).
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl as ssl_module
 from collections.abc import Sequence
 
 import uvicorn
 
-from tidemq.client import AdminClient
+from tidemq.client import AdminClient, ClientConfig
 from tidemq.console.app import Console, create_app
 from tidemq.console.config import ConsoleConfig
 from tidemq.console.hosts import is_loopback
@@ -61,7 +66,8 @@ class ConsoleServer:
 
     def __init__(self, namesrv: str | Sequence[str], *, host: str = "127.0.0.1",
                  port: int = 8080, config: ConsoleConfig | None = None,
-                 users: UserDirectory | None = None) -> None:
+                 users: UserDirectory | None = None, ssl: ssl_module.SSLContext | None = None,
+                 client: ClientConfig | None = None) -> None:
         """``users``: where users come from; by default the ``consoleUsersFile`` of
         ``config``, if any. Raises :class:`ConfigError` for a users file that does not
         read, and for an anonymous console bound beyond loopback."""
@@ -69,7 +75,9 @@ class ConsoleServer:
         if users is None:
             users = users_of(config)
         check_exposure(host, config, users)
-        self.admin = AdminClient(namesrv)
+        #: The HTTPS context; ``None``: plain HTTP.
+        self.tls_context = ssl
+        self.admin = AdminClient(namesrv, config=client)
         self.console = Console(self.admin, config, users)
         self.app = create_app(self.console, host)
         self.host = host
@@ -82,7 +90,8 @@ class ConsoleServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.tls_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         await self.admin.start()
@@ -102,6 +111,7 @@ class ConsoleServer:
         config = uvicorn.Config(self.app, lifespan="off", ws="none", http="h11",
                                 access_log=False, log_config=None, server_header=False)
         config.load()
+        config.ssl = self.tls_context  # uvicorn's create_server takes it as it is
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
         await server.startup(sockets=[sock])  # listening once this returns

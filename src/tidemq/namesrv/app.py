@@ -201,8 +201,10 @@ class NameServerApp:
             warn_if_exposed(log, "the name server's metrics endpoint", host,
                             acl=self.config.metrics_auth is not None,
                             reach="read its metrics (broker and topic names)")
+            https = self.config.metrics_tls
             metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
-                                        auth=self.config.metrics_auth)
+                                        auth=self.config.metrics_auth,
+                                        ssl=https.context() if https is not None else None)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

@@ -23,7 +23,7 @@ from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import check_listen
 from tidemq.net.http_auth import MetricsAuth
-from tidemq.net.tls import TlsServerSettings
+from tidemq.net.tls import TlsMode, TlsServerSettings
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
@@ -66,6 +66,9 @@ class NamesrvConfig:
     #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
     metrics_auth_user: str = ""
     metrics_auth_password: str = dataclasses.field(default="", repr=False)
+    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
+    metrics_cert_path: str = ""
+    metrics_key_path: str = ""
     #: Milliseconds after start during which route answers carry
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
@@ -100,6 +103,10 @@ class NamesrvConfig:
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
                               key="metricsAuthPassword")
+        if bool(self.metrics_cert_path) != bool(self.metrics_key_path):
+            raise ConfigError("metricsCertPath and metricsKeyPath go together",
+                              key="metricsKeyPath" if self.metrics_cert_path
+                              else "metricsCertPath")
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
@@ -133,6 +140,14 @@ class NamesrvConfig:
             key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
             need_client_auth=self.tls_server_need_client_auth,
             trust_cert_path=self.tls_server_trust_cert_path)
+
+    @property
+    def metrics_tls(self) -> TlsServerSettings | None:
+        """The metrics endpoint's HTTPS settings (``None``: plain HTTP)."""
+        if not self.metrics_cert_path:
+            return None
+        return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=self.metrics_cert_path,
+                                 key_path=self.metrics_key_path)
 
     @property
     def metrics_host(self) -> str:

@@ -17,7 +17,8 @@ no or wrong credentials     401 with ``WWW-Authenticate`` (only with ``auth``)
 ==========================  ===============================================
 
 With ``auth`` (:class:`~tidemq.net.http_auth.MetricsAuth`, from the ``metricsAuth*``
-keys) every request must carry its bearer token or basic credentials.
+keys) every request must carry its bearer token or basic credentials. Given an ``ssl``
+context (from :mod:`tidemq.net.tls`) it answers over HTTPS only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl as ssl_module
 from collections.abc import Callable
 
 from tidemq.net.address import format_address
@@ -46,9 +48,11 @@ class MetricsHttpServer:
 
     def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0,
                  *, content_type: str = "text/plain; version=0.0.4; charset=utf-8",
-                 auth: MetricsAuth | None = None) -> None:
+                 auth: MetricsAuth | None = None,
+                 ssl: ssl_module.SSLContext | None = None) -> None:
         self.render = render
         self.auth = auth
+        self.ssl = ssl
         self.host = host
         self._requested_port = port
         self.content_type = content_type
@@ -62,9 +66,10 @@ class MetricsHttpServer:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._handle, self.host, self._requested_port, limit=MAX_HEAD)
+            self._handle, self.host, self._requested_port, limit=MAX_HEAD, ssl=self.ssl,
+            ssl_handshake_timeout=READ_TIMEOUT if self.ssl is not None else None)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics on http://%s/metrics", self.address)
+        log.info("metrics on %s://%s/metrics", "https" if self.ssl else "http", self.address)
 
     async def close(self) -> None:
         server, self._server = self._server, None

@@ -11,9 +11,12 @@ from typing import Annotated
 
 import typer
 
+from tidemq.cli.commands.admin_common import TlsCa, TlsCert, TlsKey, UseTls
 from tidemq.cli.commands.server import (
     CONSOLE_REACH,
     ConfigOpt,
+    HttpsCert,
+    HttpsKey,
     LogFile,
     LogFormat,
     LogLevel,
@@ -24,9 +27,10 @@ from tidemq.cli.commands.server import (
     _serve,
     _setup_logging,
     console_config,
+    https_context,
 )
 from tidemq.cli.commands.server import console as err_console
-from tidemq.client.config import DEFAULT_NAMESRV
+from tidemq.client.config import DEFAULT_NAMESRV, ClientConfig, parse_namesrv
 from tidemq.errors import ConfigError, TideMQError
 from tidemq.net.bind import LOOPBACK, warn_if_exposed
 
@@ -65,6 +69,8 @@ def console(
                                   "(consoleAllowAnonymous).")] = False,
     config: ConfigOpt = None, set_: SetOpt = None,
     log_level: LogLevel = "INFO", log_file: LogFile = None, log_format: LogFormat = "text",
+    https_cert: HttpsCert = "", https_key: HttpsKey = "",
+    tls: UseTls = None, tls_ca: TlsCa = "", tls_cert: TlsCert = "", tls_key: TlsKey = "",
 ) -> None:
     """Serve the web console: cluster, topics, consumer groups and lag, messages."""
     if ctx.invoked_subcommand is not None:
@@ -76,7 +82,11 @@ def console(
                                   allow_anonymous=allow_anonymous)
     _report_unknown(unknown)
     try:
-        web = ConsoleServer(namesrv, host=host, port=port, config=cfg)
+        client = ClientConfig(namesrv_addr=parse_namesrv(namesrv), use_tls=tls,
+                              tls_trust_cert_path=tls_ca, tls_cert_path=tls_cert,
+                              tls_key_path=tls_key)
+        web = ConsoleServer(namesrv, host=host, port=port, config=cfg, client=client,
+                            ssl=https_context(https_cert, https_key))
     except TideMQError as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

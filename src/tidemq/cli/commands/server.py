@@ -12,6 +12,7 @@ import functools
 import gc
 import logging
 import signal
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,11 +23,13 @@ from rich.console import Console
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import load_broker_config
 from tidemq.cli.logs import setup_logging
+from tidemq.client.config import ClientConfig
 from tidemq.errors import TideMQError
 from tidemq.namesrv import NameServerApp
 from tidemq.namesrv.config import load_namesrv_config
 from tidemq.namesrv.controller import ControllerApp, load_controller_config
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
+from tidemq.net.tls import TlsMode, TlsServerSettings
 
 if TYPE_CHECKING:
     from tidemq.console import ConsoleServer
@@ -49,6 +52,23 @@ LogFormat = Annotated[str, typer.Option(help="Log lines as 'text' or 'json' (one
 HostOpt = Annotated[str | None, typer.Option(
     help="Address to listen on (bindAddress; default 127.0.0.1, this machine only; "
          "0.0.0.0: every interface, open to anyone unless aclEnable is on).")]
+
+HttpsCert = Annotated[str, typer.Option(
+    "--https-cert", envvar="TIDEMQ_CONSOLE_CERT", show_envvar=True,
+    help="Serve the web console over HTTPS with this certificate (PEM; with --https-key).")]
+HttpsKey = Annotated[str, typer.Option(
+    "--https-key", envvar="TIDEMQ_CONSOLE_KEY", show_envvar=True,
+    help="The HTTPS certificate's private key (PEM).")]
+
+
+def https_context(cert: str, key: str) -> ssl.SSLContext | None:
+    """The web console's HTTPS context from its flags (``None``: plain HTTP); a file that
+    does not load raises ConfigError naming it."""
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise typer.BadParameter("--https-cert and --https-key go together")
+    return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=cert, key_path=key).context()
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -195,6 +215,7 @@ def standalone(
     log_file: LogFile = None, log_format: LogFormat = "text",
     console_port: Annotated[int, typer.Option(help="Web console port.")] = 8080,
     no_console: Annotated[bool, typer.Option("--no-console", help="No web console.")] = False,
+    console_cert: HttpsCert = "", console_key: HttpsKey = "",
     host: Annotated[str, typer.Option(
         help="Address every server listens on: 127.0.0.1 (this machine only) unless "
              "told otherwise; 0.0.0.0 opens all of them to the network (the console then "
@@ -232,7 +253,6 @@ def standalone(
     ns_cfg, _ = _load(functools.partial(load_namesrv_config, env={}), None,
                       {"listenPort": namesrv_port, "bindAddress": host,
                        "kvConfigPath": str(data / "namesrv" / "kvConfig.json")})
-    ns = NameServerApp(ns_cfg)
     # The broker and the console reach the name server where it listens; with port 0 that
     # is known once it has started.
     local = local_host(host)
@@ -241,6 +261,10 @@ def standalone(
                  "storePathRootDir": str(data / "store"), **user_overrides}
     bcfg, scfg, unknown = _load(load_broker_config, config, overrides)
     _report_unknown(unknown)
+    # One process, one certificate: the name server's port takes the broker's TLS settings.
+    ns = NameServerApp(dataclasses.replace(ns_cfg, **{
+        f.name: getattr(bcfg, f.name) for f in dataclasses.fields(ns_cfg)
+        if f.name.startswith("tls_server_")}))
     app: BrokerApp | None = None
     web: ConsoleServer | None = None
 
@@ -256,8 +280,16 @@ def standalone(
         if not no_console:  # imported here: the other server commands need no web stack
             from tidemq.console import ConsoleServer
 
+            tls = broker_cfg.tls_client
             web = ConsoleServer(namesrv_addr, host=host, port=console_port,
-                                config=console_cfg, users=console_users_dir)
+                                config=console_cfg, users=console_users_dir,
+                                ssl=https_context(console_cert, console_key),
+                                client=ClientConfig(
+                                    namesrv_addr=(namesrv_addr,), use_tls=tls.enable,
+                                    tls_trust_cert_path=tls.trust_cert_path,
+                                    tls_cert_path=tls.cert_path, tls_key_path=tls.key_path,
+                                    tls_key_password=tls.key_password,
+                                    tls_auth_server=tls.auth_server))
             try:
                 await web.start()
                 if not web.console.auth.logins:

@@ -7,7 +7,10 @@ for about a second; they are marked ``slow``. The meter tests need no process, a
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import ssl
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +22,9 @@ from typer.testing import CliRunner
 
 from tidemq.bench.broker import BrokerBenchConfig
 from tidemq.bench.meter import Meter, Sampler, percentiles_ms
+from tidemq.bench.security import BenchSecurity
 from tidemq.cli.main import app
+from tidemq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_CA_ENV, TLS_ENV
 
 runner = CliRunner()
 
@@ -78,6 +83,8 @@ def test_sampler_rows_and_summary_skip_the_warmup() -> None:
     ({"linger_ms": -1.0}, "linger_ms"), ({"linger_ms": 1.0, "batch": 10}, "linger_ms"),
     ({"linger_ms": 1.0, "raw": True}, "linger_ms"), ({"max_batch": 0}, "max_batch"),
     ({"columns": True, "raw": True}, "columns"),
+    ({"namesrv": "127.0.0.1:9876", "tls": True}, "tls"),
+    ({"namesrv": "127.0.0.1:9876", "acl": True}, "acl"),
 ])
 def test_config_is_checked(change: dict[str, Any], word: str) -> None:
     with pytest.raises(ValueError, match=word):
@@ -125,6 +132,48 @@ def test_consume_columns_reads_everything_again(tmp_path: Path) -> None:
     columns = data["columns"]
     assert columns["command"] == "consume-columns"
     assert columns["summary"]["consumed"] == 2000 and columns["summary"]["complete"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["produce", "consume"])
+def test_with_acl_and_tls(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_ENV, TLS_CA_ENV):
+        monkeypatch.delenv(name, raising=False)
+    extra = (["--duration", "1", "--warmup", "0", "--batch", "10"] if kind == "produce"
+             else ["--messages", "2000", "--pull-batch", "100"])
+    data = bench(tmp_path, kind, "--acl", "--tls", *extra)
+    assert data["config"]["acl"] is True and data["config"]["tls"] is True
+    summary = data["summary"]
+    assert summary["errors"] == 0, summary.get("last_error")
+    assert summary["msgs"] > 0
+    assert all(name not in os.environ  # the clients' environment is put back
+               for name in (ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_ENV, TLS_CA_ENV))
+
+
+def test_security_settings_turn_each_part_on(tmp_path: Path) -> None:
+    settings, env = BenchSecurity(acl=True, tls=True).prepare(tmp_path)
+    keys = dict(item.split("=", 1) for item in settings)
+    assert keys["aclEnable"] == "true" and Path(keys["aclFile"]).is_file()
+    assert keys["tls.server.mode"] == "enforcing" and keys["tls.enable"] == "true"
+    assert env[ACCESS_KEY_ENV] == keys["accessKey"] and env[SECRET_KEY_ENV] == keys["secretKey"]
+    assert env[TLS_ENV] == "true"
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(keys["tls.server.certPath"], keys["tls.server.keyPath"])
+
+    async def handshake() -> str:  # the certificate checks against the CA, for 127.0.0.1
+        listening = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0,
+                                               ssl=server)
+        port = listening.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ssl.create_default_context(cafile=env[TLS_CA_ENV]))
+        version = str(writer.get_extra_info("ssl_object").version())
+        writer.close()
+        listening.close()
+        await listening.wait_closed()
+        return version
+
+    assert asyncio.run(handshake()).startswith("TLS")
+    assert BenchSecurity().prepare(tmp_path) == ([], {})
 
 
 @pytest.mark.slow

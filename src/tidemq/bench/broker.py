@@ -29,6 +29,9 @@ latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (
 single-message sends for the caller, shipped as batches; the auto-batcher picks the
 queues (its sticky queue), and latency is per message.
 
+``acl`` and ``tls`` start the broker process with an ACL, or TLS only, and the clients
+to match (:mod:`tidemq.bench.security`): the same load, to measure what each costs.
+
 ``raw`` (produce, consume) takes the client API's per-message work out, so the figures are
 the broker's: a producer re-sends one pre-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
 command (a fresh UNIQ_KEY patched into its properties each time; a batch's entries keep
@@ -44,6 +47,7 @@ import contextlib
 import dataclasses
 import gc
 import os
+import shutil
 import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -52,6 +56,7 @@ from typing import Any
 from tidemq.bench.columns import take_columns
 from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.process import BenchError, BrokerProcess
+from tidemq.bench.security import BenchSecurity, client_environment
 from tidemq.client import (
     AdminClient,
     AutoBatchProducer,
@@ -105,6 +110,12 @@ class BrokerBenchConfig:
     broker_settings: tuple[str, ...] = ()  # extra KEY=VALUE for the broker process
     data_dir: str | None = None
     profile: str | None = None  # py-spy output for the broker process
+    acl: bool = False  # the broker process checks an ACL; clients sign (bench.security)
+    tls: bool = False  # the broker process speaks TLS only; clients use it
+
+    @property
+    def security(self) -> BenchSecurity:
+        return BenchSecurity(acl=self.acl, tls=self.tls)
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""
@@ -121,6 +132,10 @@ class BrokerBenchConfig:
                 raise ValueError("linger_ms auto-batches single sends: not with batch or raw")
         if self.columns and self.raw:
             raise ValueError("columns reads through the client API: not with raw")
+        if self.namesrv and (self.acl or self.tls):
+            raise ValueError("acl and tls set up the benchmark's own broker; for a running "
+                             "cluster, give the clients TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY "
+                             "and TIDEMQ_TLS_CA in the environment")
         if self.duration <= 0 or self.warmup < 0:
             raise ValueError("duration must be positive and warmup not negative")
 
@@ -136,11 +151,18 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None
         return
     broker = BrokerProcess(flush=cfg.flush, settings=cfg.broker_settings,
                            data_dir=cfg.data_dir, profile=cfg.profile)
-    await broker.start()
     try:
-        yield broker.namesrv_addr, broker.pid
-    finally:
-        await broker.stop()
+        extra, env = cfg.security.prepare(broker.data)
+    except BaseException:
+        shutil.rmtree(broker.data, ignore_errors=True)
+        raise
+    broker.settings += tuple(extra)
+    with client_environment(env):
+        await broker.start()
+        try:
+            yield broker.namesrv_addr, broker.pid
+        finally:
+            await broker.stop()
 
 
 async def _create_topic(namesrv: str, topic: str, queues: int) -> list[MessageQueue]:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from tidemq.bench.broker import BrokerBenchConfig, run_consume, run_latency, run_produce
 from tidemq.cli.commands.bench.measure import measure, run_async
 from tidemq.cli.commands.bench.options import (
+    Acl,
     BrokerSet,
     DataDir,
     Duration,
@@ -28,6 +29,7 @@ from tidemq.cli.commands.bench.options import (
     Queues,
     Raw,
     Size,
+    Tls,
     TopicOpt,
     Warmup,
 )
@@ -90,12 +92,17 @@ def _linger_note(cfg: BrokerBenchConfig) -> str:
             f"and {cfg.max_batch_bytes:,} bytes per batch)")
 
 
+def _security_note(cfg: BrokerBenchConfig) -> str:
+    on = [name for name, flag in (("ACL", cfg.acl), ("TLS", cfg.tls)) if flag]
+    return f", with {' and '.join(on)}" if on else ""
+
+
 def _broker_bench(kind: str, cfg: BrokerBenchConfig, json_out: Path | None) -> None:
     runner = {"produce": run_produce, "consume": run_consume, "latency": run_latency}[kind]
     target = cfg.namesrv or f"a new broker process ({cfg.flush})"
     console.print(f"tidemq bench {kind}: {target}, topic {cfg.topic} x {cfg.queues} queues, "
                   f"{cfg.size} B bodies{', raw requests' if cfg.raw else ''}"
-                  f"{_linger_note(cfg)}", soft_wrap=True)
+                  f"{_linger_note(cfg)}{_security_note(cfg)}", soft_wrap=True)
 
     def run() -> dict[str, Any]:
         cfg.check()
@@ -116,13 +123,15 @@ def produce(
     max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+    acl: Acl = False, tls: Tls = False,
 ) -> None:
     """Send as fast as IN_FLIGHT concurrent sends allow; rate and per-send latency."""
     _broker_bench("produce", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, batch=batch,
         producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
         linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
-        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
+        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
+        acl=acl, tls=tls),
         json_out)
 
 
@@ -141,13 +150,14 @@ def consume(
                           "every body taken): a second row of the same run.")] = False,
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+    acl: Acl = False, tls: Tls = False,
 ) -> None:
     """Pre-fill a topic, then read it back with PullConsumer.poll; messages/s."""
     _broker_bench("consume", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size,
         messages=messages, pull_batch=pull_batch, producers=producers, duration=duration,
         warmup=warmup, raw=raw, columns=columns, broker_settings=tuple(broker_set or ()),
-        profile=profile, data_dir=data_dir), json_out)
+        profile=profile, data_dir=data_dir, acl=acl, tls=tls), json_out)
 
 
 def latency(
@@ -163,6 +173,7 @@ def latency(
     max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
+    acl: Acl = False, tls: Tls = False,
 ) -> None:
     """End-to-end latency at a fixed rate: send time in the body to receipt by a
     long-polling consumer."""
@@ -170,5 +181,6 @@ def latency(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, rate=rate,
         in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
         linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
-        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir),
+        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
+        acl=acl, tls=tls),
         json_out)

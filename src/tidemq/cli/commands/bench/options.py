@@ -40,3 +40,10 @@ MaxBatch = Annotated[int, typer.Option(
 MaxBatchBytes = Annotated[int, typer.Option(
     "--max-batch-bytes", min=1, help="With --linger-ms: bytes per batch at most.")]
 JsonFile = Annotated[Path | None, typer.Option("--json", help="Write results as JSON.")]
+Acl = Annotated[bool, typer.Option(
+    "--acl", help="The broker process checks an ACL (aclEnable) and the clients sign every "
+                  "request: what the ACL costs.")]
+Tls = Annotated[bool, typer.Option(
+    "--tls", help="The broker process and its name server take TLS connections only "
+                  "(tls.server.mode=enforcing, a throwaway CA made with openssl) and the "
+                  "clients use TLS: what TLS costs.")]

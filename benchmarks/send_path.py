@@ -13,10 +13,11 @@ measured: the syscalls, the event loop itself, and the dispatch thread (it runs
 meanwhile, as in the broker).
 
 Reported per request, median of ``--rounds`` rounds of ``--requests`` requests: wall
-microseconds and, when ``perf stat`` works on this machine, the event-loop thread's
-instructions and cycles -- instruction counts barely move on a noisy machine where
-microseconds do. Ideal throughput = batch / wall time: what the broker could take if this
-thread did nothing else.
+microseconds, the event-loop thread's CPU microseconds (steadier than wall time when
+other processes compete for the cores) and, when ``perf stat`` works on this machine, the
+event-loop thread's instructions and cycles -- instruction counts barely move on a noisy
+machine where microseconds do. Ideal throughput = batch / wall time: what the broker could
+take if this thread did nothing else.
 
     .venv/bin/python benchmarks/send_path.py --requests 2000 --rounds 3
 """
@@ -159,17 +160,18 @@ def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, pe
     reads = max(1, requests // per_read)
     stored = store.put_messages
     proc = perf.start()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     for _ in range(reads):
         conn.data_received(chunk)
         conn._flush()
     wall = time.perf_counter() - started
+    cpu = time.thread_time() - cpu_started
     counters = perf.stop(proc)
     n = reads * per_read
     if store.put_messages - stored != n * batch:  # every request must have been stored
         raise RuntimeError(f"{n} requests of {batch} stored {store.put_messages - stored} "
                            "messages: the broker refused some (see its log)")
-    out = {"wall_us": wall / n * 1e6}
+    out = {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6}
     if counters is not None:
         out["instructions"] = counters.instructions / n
         out["cycles"] = counters.cycles / n
@@ -204,6 +206,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     summary = {key: statistics.median(r[key] for r in rounds)
                                for key in rounds[0]}
                     summary["rounds_wall_us"] = [round(r["wall_us"], 1) for r in rounds]
+                    summary["rounds_cpu_us"] = [round(r["cpu_us"], 1) for r in rounds]
                     summary["ideal_msgs_per_s"] = batch / summary["wall_us"] * 1e6
                     summary["frame_bytes"] = len(frame)
                     results[mode] = summary
@@ -238,7 +241,8 @@ def main() -> None:
         counted = (f", {r['instructions']:,.0f} instructions, {r['cycles']:,.0f} cycles "
                    f"(IPC {r['instructions'] / r['cycles']:.2f})" if "instructions" in r
                    else " (perf unavailable: no counts)")
-        print(f"  {mode:5s}: {r['wall_us']:6.1f} us/request (rounds {r['rounds_wall_us']})"
+        print(f"  {mode:5s}: {r['wall_us']:6.1f} us/request (rounds {r['rounds_wall_us']}), "
+              f"{r['cpu_us']:6.1f} us of the thread's CPU (rounds {r['rounds_cpu_us']})"
               f"{counted}; ideal {r['ideal_msgs_per_s']:,.0f} msgs/s")
 
 

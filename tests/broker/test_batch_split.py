@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.broker.test_send_facts import GOLDEN, Pair, pair
 
-from tidemq.broker.processors.batch_split import inner_count
+from tidemq.broker.processors.batch_split import first_fans_out, inner_count
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.errors import BrokerResponseError, CorruptRecord
-from tidemq.formats.batch import count_entries, encode_batch
+from tidemq.formats.batch import count_entries, encode_batch, iter_batch
 from tidemq.formats.properties import encode_properties
 
 __all__ = ["pair"]
@@ -114,3 +114,21 @@ async def test_a_small_uniform_batch_is_split_without_arrays(
     walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
     assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]
+
+
+_FAN_OUT = "INNER_MULTI_DISPATCH"
+
+
+@given(st.lists(st.tuples(st.binary(max_size=30), st.dictionaries(
+    st.sampled_from(["UNIQ_KEY", "KEYS", _FAN_OUT, "TAGS"]),
+    st.sampled_from(["v", "%LMQ%a", "INNER_MULTI_DISPATCH"]), max_size=3)), min_size=1,
+    max_size=5), st.booleans())
+def test_the_fan_out_check_reads_the_first_entrys_properties(
+        entries: list[tuple[bytes, dict[str, str]]], as_view: bool) -> None:
+    """The check reads the first entry's properties through its length fields, as the
+    entry-by-entry reader does; a body naming the key does not count."""
+    body = encode_batch([(b + _FAN_OUT.encode() + b"\x01", encode_properties(p), 0)
+                         for b, p in entries])
+    first = next(iter_batch(body))
+    expected = f"{_FAN_OUT}\x01".encode() in bytes(first.properties)
+    assert first_fans_out(memoryview(body) if as_view else body) is expected

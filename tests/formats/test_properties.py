@@ -9,6 +9,7 @@ from tidemq.errors import CorruptRecord
 from tidemq.formats.properties import (
     decode_properties,
     encode_properties,
+    first_broken_pair,
     property_error,
     property_text_error,
 )
@@ -105,6 +106,11 @@ def test_a_string_that_passes_the_check_loses_no_segment(props: dict[str, str]) 
         pairs = [s.partition("\x01") for s in text.split("\x02") if s]
         names = {name for name, _, value in pairs if name and value}  # empty sides: dropped
         assert set(decode_properties(text.encode())) == names
+
+
+@given(st.text(st.sampled_from("ab\x01\x02"), max_size=12))
+def test_the_check_agrees_with_its_segment_by_segment_twin(text: str) -> None:
+    assert property_text_error(text) == first_broken_pair(text)
 
 
 def test_the_check_names_the_broken_pair() -> None:

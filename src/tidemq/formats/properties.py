@@ -17,6 +17,7 @@ Layout (UTF-8 text)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from tidemq.errors import CorruptRecord
@@ -28,6 +29,7 @@ __all__ = [
     "PropertyKey",
     "decode_properties",
     "encode_properties",
+    "first_broken_pair",
     "parse_property_text",
     "property_error",
     "property_text_error",
@@ -109,11 +111,25 @@ def property_error(name: str, value: str) -> str | None:
     return None
 
 
+#: A property string every segment of which holds exactly one ``\\x01``, the last
+#: ``\\x02`` optional: what :func:`property_text_error` accepts, in one C-level match.
+_WELL_FORMED = re.compile("(?:[^\x01\x02]*\x01[^\x01\x02]*\x02)*"
+                          "(?:[^\x01\x02]*\x01[^\x01\x02]*)?")
+
+
 def property_text_error(text: str) -> str | None:
     """Why the encoded property string ``text`` would not read back as the pairs it was
     written from, or ``None``. Every segment between ``\\x02`` separators must hold
     exactly one ``\\x01``; only the last separator may be followed by nothing (it may also
     be missing). Pairs with an empty name or value are tolerated (a reader drops them)."""
+    if _WELL_FORMED.fullmatch(text) is not None:
+        return None
+    return first_broken_pair(text)
+
+
+def first_broken_pair(text: str) -> str | None:
+    """:func:`property_text_error`, segment by segment: the check's plain twin, which
+    also says which pair is broken."""
     if not text:
         return None
     segments = text.split(PROPERTY_SEPARATOR)

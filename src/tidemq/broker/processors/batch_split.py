@@ -43,6 +43,7 @@ UNIFORM_SMALL = 4
 #: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
 _SIZE_AND_BLEN = struct.Struct(">i12xi")
 _PLEN = struct.Struct(">h")
+_BLEN = struct.Struct(">i")
 #: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
 _Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
 #: ``MessageInput`` from a 5-tuple without the keyword-argument call.
@@ -76,8 +77,13 @@ def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
     LMQs. Only the first: scanning every message's properties would cost an inner batch
     of small messages a tenth of its whole send path, and the TideMQ client refuses any
     batch holding such a message before sending it."""
-    first = next(iter_batch(plain), None)
-    return first is not None and _MULTI_DISPATCH_KEY in bytes(first.properties)
+    if len(plain) < ENTRY_OVERHEAD:
+        return False
+    (blen,) = _BLEN.unpack_from(plain, 16)
+    (plen,) = _PLEN.unpack_from(plain, 20 + blen)
+    start = ENTRY_OVERHEAD + blen
+    return plain.find(_MULTI_DISPATCH_KEY, start, start + plen) >= 0 if isinstance(
+        plain, (bytes, bytearray)) else _MULTI_DISPATCH_KEY in bytes(plain[start : start + plen])
 
 
 def inner_count(plain: bytes | bytearray | memoryview) -> int:

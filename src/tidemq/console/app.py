@@ -70,6 +70,7 @@ from tidemq.console.gate import HostGate
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
 from tidemq.console.login_limit import LoginLimiter
+from tidemq.console.logs import ConsoleLogs
 from tidemq.console.metrics import ConsoleMetrics
 from tidemq.console.model import (
     LagHistory,
@@ -114,6 +115,7 @@ class Console:
         self.auth = ConsoleAuth(users, SessionStore(idle_timeout=config.session_timeout,
                                                     max_age=config.session_max_age))
         self.limiter = LoginLimiter(attempts=config.login_attempts)
+        self.logs = ConsoleLogs()
         self.metrics = ConsoleMetrics(lambda: len(self.auth.sessions))
         self.metrics_auth = MetricsAuth.from_config(
             config.metrics_auth_token, config.metrics_auth_user, config.metrics_auth_password)
@@ -587,12 +589,12 @@ async def _checked(console: Console,
         if too_big is not None:
             return too_big
         form = parse_form(await request.body())
-        reason = console.auth.refuse_change(request, visitor, form, needs_admin=needs_admin)
-        if reason is not None:
-            console.metrics.refused.labels("role" if "viewer" in reason else "csrf").inc()
-            log.info("%s %s refused for %s: %s", request.method, request.url.path,
-                     visitor.user.name, reason)
-            return console.page("error", request, 403, title="Refused", error=reason)
+        refusal = console.auth.refuse_change(request, visitor, form, needs_admin=needs_admin)
+        if refusal is not None:
+            console.metrics.refused.labels(refusal.kind).inc()
+            console.logs.refusal.info("%s %s refused for %s: %s", request.method,
+                                      request.url.path, visitor.user.name, refusal.message)
+            return console.page("error", request, 403, title="Refused", error=refusal.message)
     try:
         return await handler(console, request)
     except TideMQError as exc:

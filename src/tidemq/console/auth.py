@@ -25,7 +25,7 @@ from starlette.responses import PlainTextResponse, Response
 from tidemq.console.sessions import Session, SessionStore, same_token
 from tidemq.console.users import ConsoleUser, Role, UserDirectory
 
-__all__ = ["ANONYMOUS", "CSRF_FIELD", "SESSION_COOKIE", "ConsoleAuth", "Visitor"]
+__all__ = ["ANONYMOUS", "CSRF_FIELD", "SESSION_COOKIE", "ConsoleAuth", "Refusal", "Visitor"]
 
 ANONYMOUS = ConsoleUser("anonymous", Role.ADMIN)
 SESSION_COOKIE = "tidemq_session"
@@ -36,6 +36,15 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CONCURRENT_CHECKS = 2
 #: Largest request body read (the forms are small).
 MAX_FORM_BYTES = 64 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a state-changing request is refused: ``kind`` is ``csrf`` (cross-site, or
+    without the session's token) or ``role`` (a viewer); ``message`` is for the user."""
+
+    kind: str
+    message: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,18 +90,20 @@ class ConsoleAuth:
 
     @staticmethod
     def refuse_change(request: Request, visitor: Visitor, form: dict[str, str], *,
-                      needs_admin: bool = True) -> str | None:
+                      needs_admin: bool = True) -> Refusal | None:
         """Why the state-changing ``request`` is refused, or None when it may proceed."""
         if request.headers.get("sec-fetch-site") == "cross-site":
-            return "cross-site request refused"
+            return Refusal("csrf", "cross-site request refused")
         if not same_origin(request):
-            return "cross-site form submission refused (Origin is another site)"
+            return Refusal("csrf", "cross-site form submission refused (Origin is another "
+                                   "site)")
         token = form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)
         if not same_token(token, visitor.session.csrf_token):
-            return ("the form's CSRF token is missing or out of date: reload the page and "
-                    "submit it again")
+            return Refusal("csrf", "the form's CSRF token is missing or out of date: reload "
+                                   "the page and submit it again")
         if needs_admin and not visitor.user.may_change:
-            return f"{visitor.user.name} is a viewer: viewers cannot change anything"
+            return Refusal("role", f"{visitor.user.name} is a viewer: viewers cannot change "
+                                   "anything")
         return None
 
 

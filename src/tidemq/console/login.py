@@ -24,7 +24,6 @@ from tidemq.console.auth import (
 )
 from tidemq.console.model import parse_form
 from tidemq.console.sessions import same_token
-from tidemq.net.rate_limited_log import RateLimitedLog
 
 if TYPE_CHECKING:
     from tidemq.console.app import Console
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["login_page", "login_submit", "logout", "metrics_page", "safe_next"]
 
 log = logging.getLogger(__name__)
-failure_log = RateLimitedLog(log, burst=20, period=60.0)
 
 LOGIN_COOKIE = "tidemq_login"
 #: Seconds a login form stays usable.
@@ -87,8 +85,8 @@ async def login_submit(console: Console, request: Request) -> Response:
     wait = console.limiter.blocked_for(address)
     if wait > 0:
         console.metrics.login_failures.labels("throttled").inc()
-        failure_log.warning("console login from %s refused unchecked: too many failures "
-                            "(%.0f s to wait)", address, wait)
+        console.logs.login.warning("console login from %s refused unchecked: too many "
+                                   "failures (%.0f s to wait)", address, wait)
         response = _form(console, request, code=429, next_path=next_path,
                          error=f"Too many failed logins from {address}: try again in "
                                f"{int(wait) + 1} s.")
@@ -98,7 +96,8 @@ async def login_submit(console: Console, request: Request) -> Response:
     if user is None:
         console.limiter.failed(address)
         console.metrics.login_failures.labels("password").inc()
-        failure_log.warning("console login failed for user %r from %s", name[:64], address)
+        console.logs.login.warning("console login failed for user %r from %s", name[:64],
+                                   address)
         return _form(console, request, code=401, next_path=next_path,
                      error="Wrong user name or password.")
     console.limiter.succeeded(address)

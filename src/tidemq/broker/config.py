@@ -143,6 +143,22 @@ class BrokerConfig:
     slave_read_enable: bool = False
     #: How often a replica copies topics, groups and offsets from its master, ms.
     slave_metadata_sync_interval: int = 10_000
+    # Controller mode (docs/replication.md#controller-mode); RocketMQ 5's keys.
+    #: Take the role from the controllers: ``brokerId`` is then this broker's id in its
+    #: group (1, 2, ...; the name server lists the master as 0), ``brokerRole`` the kind
+    #: of master it is when elected (SYNC_MASTER or ASYNC_MASTER).
+    enable_controller_mode: bool = False
+    #: The controllers' request addresses (name servers with the controller embedded, or
+    #: standalone controllers), ``host:port;host:port``.
+    controller_addr: str = ""
+    #: How often the broker heartbeats to the controllers and asks for its group's
+    #: master, ms (upstream's ``brokerHeartbeatInterval``, default 1000 there).
+    broker_heartbeat_interval: int = 500
+    #: The lease this broker asks for: not heard from for this long, it is taken for dead
+    #: and, if master, replaced, ms (upstream's ``controllerHeartBeatTimeoutMills``).
+    controller_heart_beat_timeout_mills: int = 3000
+    #: Among equally current replicas the lowest wins an election.
+    broker_election_priority: int = 2**31 - 1
     #: TLS on the remoting port (RocketMQ's ``TlsSystemConfig`` keys; see
     #: :mod:`tidemq.net.tls`): disabled, permissive (TLS and plain on one port) or
     #: enforcing (TLS only). Without a certificate the port is plain.
@@ -206,10 +222,24 @@ class BrokerConfig:
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be positive",
                               key="defaultTopicQueueNums")
-        if self.broker_role.is_master and self.broker_id != 0:
+        if self.enable_controller_mode:
+            if self.broker_id < 1:
+                raise ConfigError("in controller mode brokerId is the broker's id in its "
+                                  "group, 1 or more (the name server lists the master as 0)",
+                                  key="brokerId")
+            if not self.controller_addrs:
+                raise ConfigError("enableControllerMode=true needs controllerAddr",
+                                  key="controllerAddr")
+            if self.broker_heartbeat_interval < 1:
+                raise ConfigError("brokerHeartbeatInterval must be positive",
+                                  key="brokerHeartbeatInterval")
+            if self.controller_heart_beat_timeout_mills <= self.broker_heartbeat_interval:
+                raise ConfigError("controllerHeartBeatTimeoutMills must be longer than "
+                                  "brokerHeartbeatInterval", key="controllerHeartBeatTimeoutMills")
+        elif self.broker_role.is_master and self.broker_id != 0:
             raise ConfigError(f"a {self.broker_role.value} has brokerId 0, not "
                               f"{self.broker_id}", key="brokerId")
-        if not self.broker_role.is_master and self.broker_id == 0:
+        elif not self.broker_role.is_master and self.broker_id == 0:
             raise ConfigError("a SLAVE needs a brokerId other than 0 (0 is the master's)",
                               key="brokerId")
         if self.in_sync_replicas < 1 or self.min_in_sync_replicas < 1:
@@ -306,6 +336,11 @@ class BrokerConfig:
         """The credentials ``/metrics`` needs; None: it needs none."""
         return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
                                        self.metrics_auth_password)
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in self.controller_addr.replace(",", ";").split(";")
+                if a.strip()]
 
     @property
     def namesrv_addrs(self) -> list[str]:

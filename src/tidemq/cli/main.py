@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tidemq.cli.commands import admin, auth, bench, kv, logical, pipeline, server
+from tidemq.cli.commands import admin, auth, bench, controller, kv, logical, pipeline, server
 from tidemq.cli.commands import console as console_commands
 from tidemq.cli.commands import store as store_commands
 
@@ -13,6 +13,7 @@ app.add_typer(admin.app, name="admin")
 logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
 kv.register(admin.app)  # the name servers' KV config
 auth.register(admin.app)  # ACL 2.0 users and ACLs
+controller.register(admin.app)  # controller mode (automatic failover)
 app.add_typer(bench.app, name="bench")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(store_commands.app, name="store")

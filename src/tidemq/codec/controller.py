@@ -18,6 +18,10 @@ Codes and what they carry (header field names are upstream's ext keys):
 - CLEAN_BROKER_DATA (1011): :class:`CleanControllerBrokerDataRequestHeader`.
 - BROKER_HEARTBEAT (904): :class:`~tidemq.codec.headers.BrokerHeartbeatRequestHeader`.
 
+TideMQ adds one key to upstream's headers, which Java peers ignore: ``haAddress``, the
+broker's HA endpoint (``host:haListenPort``), sent when it registers and returned as
+``masterHaAddress`` wherever the master is named, so a replica knows where to copy from.
+
 A broker's controller id is the ``brokerId`` the controller knows it by (1 and up); the
 master is listed under brokerId 0 in the name server's routes, as upstream.
 """
@@ -97,6 +101,7 @@ class RegisterBrokerToControllerRequestHeader(Header):
     broker_id: I64
     broker_address: str
     invoke_time: I64 | None = None
+    ha_address: str | None = None  # TideMQ
 
 
 class RegisterBrokerToControllerResponseHeader(Header):
@@ -106,6 +111,7 @@ class RegisterBrokerToControllerResponseHeader(Header):
     master_address: str | None = None
     master_epoch: int | None = None
     sync_state_set_epoch: int | None = None
+    master_ha_address: str | None = None  # TideMQ
 
 
 class GetReplicaInfoRequestHeader(Header):
@@ -116,6 +122,7 @@ class GetReplicaInfoResponseHeader(Header):
     master_broker_id: I64 | None = None
     master_address: str | None = None
     master_epoch: int | None = None
+    master_ha_address: str | None = None  # TideMQ
 
 
 class GetMetaDataResponseHeader(Header):

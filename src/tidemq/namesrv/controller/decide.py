@@ -87,18 +87,21 @@ def register_broker(state: ControllerState, heartbeats: Heartbeats,
                        f"broker {header.broker_name} belongs to cluster {group.cluster}, "
                        f"not {header.cluster_name}")
     events: list[Event] = []
-    if group is None or group.brokers.get(header.broker_id) != header.broker_address:
+    ha_address = header.ha_address or ""
+    if (group is None or group.brokers.get(header.broker_id) != header.broker_address
+            or group.ha_addresses.get(header.broker_id, "") != ha_address):
         events.append(RegisterBroker(cluster=header.cluster_name,
                                      broker_name=header.broker_name,
                                      broker_id=header.broker_id,
-                                     address=header.broker_address))
+                                     address=header.broker_address, ha_address=ha_address))
     heartbeats.beat((header.broker_name, header.broker_id), header.broker_address, now_ms)
     response = RegisterBrokerToControllerResponseHeader(
         cluster_name=header.cluster_name, broker_name=header.broker_name)
     if group is not None and group.master_id is not None:
         response = dataclasses.replace(
             response, master_broker_id=group.master_id, master_address=group.master_address,
-            master_epoch=group.master_epoch, sync_state_set_epoch=group.sync_state_set_epoch)
+            master_epoch=group.master_epoch, sync_state_set_epoch=group.sync_state_set_epoch,
+            master_ha_address=group.master_ha_address)
     body = SyncStateSet(sync_state_set=sorted(group.sync_state_set) if group else [],
                         sync_state_set_epoch=group.sync_state_set_epoch if group else 0)
     return Decision(header=response, body=encode_body(body), events=events)
@@ -232,7 +235,7 @@ def replica_info(state: ControllerState, broker_name: str) -> Decision:
     return Decision(
         header=GetReplicaInfoResponseHeader(
             master_broker_id=group.master_id, master_address=group.master_address,
-            master_epoch=group.master_epoch),
+            master_epoch=group.master_epoch, master_ha_address=group.master_ha_address),
         body=encode_body(SyncStateSet(sync_state_set=sorted(group.sync_state_set),
                                       sync_state_set_epoch=group.sync_state_set_epoch)))
 

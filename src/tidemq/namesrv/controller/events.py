@@ -32,6 +32,8 @@ class RegisterBroker(msgspec.Struct, frozen=True, tag="register", kw_only=True):
     broker_name: str
     broker_id: int
     address: str
+    #: The broker's HA endpoint (``host:haListenPort``), if it said.
+    ha_address: str = ""
 
 
 class ElectMaster(msgspec.Struct, frozen=True, tag="elect", kw_only=True):

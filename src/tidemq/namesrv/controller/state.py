@@ -32,6 +32,8 @@ class BrokerGroup:
     broker_name: str
     #: Controller broker id -> the broker's remoting address.
     brokers: dict[int, str] = dataclasses.field(default_factory=dict)
+    #: Controller broker id -> the broker's HA endpoint (when it said).
+    ha_addresses: dict[int, str] = dataclasses.field(default_factory=dict)
     master_id: int | None = None
     #: Rises by one with every master elected.
     master_epoch: int = 0
@@ -42,6 +44,10 @@ class BrokerGroup:
     @property
     def master_address(self) -> str | None:
         return None if self.master_id is None else self.brokers.get(self.master_id)
+
+    @property
+    def master_ha_address(self) -> str | None:
+        return None if self.master_id is None else self.ha_addresses.get(self.master_id)
 
     @property
     def never_elected(self) -> bool:
@@ -75,6 +81,10 @@ class ControllerState:
         if group is None:
             group = self.groups[event.broker_name] = BrokerGroup(event.cluster, event.broker_name)
         group.brokers[event.broker_id] = event.address
+        if event.ha_address:
+            group.ha_addresses[event.broker_id] = event.ha_address
+        else:
+            group.ha_addresses.pop(event.broker_id, None)
         return True
 
     def _elect(self, event: ElectMaster) -> bool:
@@ -113,6 +123,7 @@ class ControllerState:
             return True
         for broker_id in event.broker_ids:
             group.brokers.pop(broker_id, None)
+            group.ha_addresses.pop(broker_id, None)
         if group.sync_state_set & event.broker_ids:
             group.sync_state_set -= event.broker_ids
             group.sync_state_set_epoch += 1

@@ -1,0 +1,408 @@
+"""Controller mode on the broker: register with the controllers, heartbeat, learn the
+group's master and play the role it implies (``enableControllerMode=true``).
+
+Every ``brokerHeartbeatInterval`` ms the link
+
+1. sends BROKER_HEARTBEAT to every controller (its lease, epoch and commit-log end);
+2. registers with the leading controller (once; again after a controller lost it) and
+   asks it for the group's master (CONTROLLER_GET_REPLICA_INFO);
+3. acts on the answer, as :func:`next_step` decides: become master of the new epoch
+   (recording the epoch's start in the epoch file), become a replica of the new master
+   (taking its epochs), or ask for an election when the group has no master;
+4. as master, tells the controller which replicas are in sync
+   (CONTROLLER_ALTER_SYNC_STATE_SET): a live replica that follows this master's epoch and
+   is less than ``haMaxGapNotInSync`` bytes behind, as its GET_BROKER_EPOCH_CACHE says.
+
+Before the store starts, :meth:`ControllerLink.prepare` asks the controllers who is
+master; a broker that is not compares its epoch file with the master's and asks
+recovery to cut the tail where they stop agreeing (:mod:`tidemq.store.truncation`): an
+old master coming back loses what the new master never had, before it copies anything.
+A master told while running that it is no longer master stops taking sends at once
+(replica role); if its log went further than the new master's it records the cut, which
+the next start makes, and says so in the log.
+
+Controllers that cannot be reached change nothing: a master stays master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.role import RoleHolder, RoleState, StaleEpoch
+from tidemq.codec.bodies import decode_body, encode_body
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.controller import (
+    AlterSyncStateSetRequestHeader,
+    BrokerReplicasInfo,
+    ElectMasterRequestHeader,
+    EpochEntryCache,
+    GetMetaDataResponseHeader,
+    GetReplicaInfoRequestHeader,
+    GetReplicaInfoResponseHeader,
+    RegisterBrokerToControllerRequestHeader,
+    SyncStateSet,
+    encode_broker_names,
+)
+from tidemq.codec.headers import BrokerHeartbeatRequestHeader
+from tidemq.errors import ResponseCode, TideMQError
+from tidemq.net import RemotingClient
+from tidemq.store import truncation
+from tidemq.store.epoch_file import EpochEntry, EpochFile, consistent_point
+from tidemq.store.message_store import MessageStore
+
+__all__ = ["Assignment", "BecomeMaster", "BecomeReplica", "ControllerLink", "Step",
+           "next_step"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds a request to one controller may take.
+REQUEST_TIMEOUT = 2.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Assignment:
+    """What the leading controller says about the group."""
+
+    master_id: int | None
+    master_address: str | None
+    master_ha_address: str | None
+    master_epoch: int
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BecomeMaster:
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BecomeReplica:
+    master_address: str
+    master_ha_address: str
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AskElection:
+    pass
+
+
+Step = BecomeMaster | BecomeReplica | AskElection | None
+
+
+def next_step(me: int, role: RoleState, assignment: Assignment) -> Step:
+    """What a broker with controller id ``me`` in ``role`` does about ``assignment``."""
+    if assignment.master_id is None:
+        never = assignment.master_epoch == 0
+        return AskElection() if never or me in assignment.sync_state_set else None
+    if assignment.master_id == me:
+        if role.is_master and role.epoch == assignment.master_epoch:
+            return None
+        return BecomeMaster(assignment.master_epoch)
+    if not assignment.master_ha_address or not assignment.master_address:
+        return None  # a master that said no HA address: nothing to copy from yet
+    if (not role.is_master and role.epoch == assignment.master_epoch
+            and role.master_ha_address == assignment.master_ha_address):
+        return None
+    return BecomeReplica(assignment.master_address, assignment.master_ha_address,
+                         assignment.master_epoch)
+
+
+def _entries(cache: EpochEntryCache) -> list[EpochEntry]:
+    return [EpochEntry(e.epoch, e.start_offset) for e in cache.epoch_list]
+
+
+class ControllerLink:
+    def __init__(self, client: RemotingClient, config: BrokerConfig, store: MessageStore,
+                 role: RoleHolder, *, broker_addr: Callable[[], str],
+                 ha_address: Callable[[], str],
+                 max_gap_not_in_sync: int = 256 * 1024 * 1024) -> None:
+        self.client = client
+        self.config = config
+        self.store = store
+        self.role = role
+        self._broker_addr = broker_addr
+        self._ha_address = ha_address
+        self.max_gap = max_gap_not_in_sync
+        self.me = config.broker_id
+        self.controllers = config.controller_addrs
+        self._leader: str | None = None
+        self._registered = False
+        self._task: asyncio.Task[None] | None = None
+        #: The last assignment seen (tests and the status read it).
+        self.assignment: Assignment | None = None
+
+    # ------------------------------------------------------------------ controllers
+
+    async def _find_leader(self) -> str | None:
+        for addr in self.controllers:
+            try:
+                response = await self.client.request(addr, RemotingCommand.request(
+                    RequestCode.CONTROLLER_GET_METADATA_INFO), REQUEST_TIMEOUT)
+            except TideMQError:
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                continue
+            meta = GetMetaDataResponseHeader.from_ext(response.ext_fields)
+            if meta.is_leader:
+                return addr
+            if meta.controller_leader_address:
+                return meta.controller_leader_address
+        return None
+
+    async def _at_leader(self, cmd: RemotingCommand) -> RemotingCommand | None:
+        """``cmd`` answered by the leading controller, or ``None`` when none answers."""
+        for _ in range(2):
+            leader = self._leader or await self._find_leader()
+            if leader is None:
+                return None
+            try:
+                response = await self.client.request(leader, cmd, REQUEST_TIMEOUT)
+            except TideMQError as exc:
+                log.info("controller %s unreachable: %s", leader, exc)
+                self._leader = None
+                continue
+            if response.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                self._leader = None
+                continue
+            self._leader = leader
+            return response
+        return None
+
+    async def _heartbeat_all(self) -> None:
+        role = self.role.state
+        header = BrokerHeartbeatRequestHeader(
+            cluster_name=self.config.broker_cluster_name, broker_addr=self._broker_addr(),
+            broker_name=self.config.broker_name, broker_id=self.me, epoch=role.epoch,
+            max_offset=self.store.commitlog.max_offset,
+            heartbeat_timeout_millis=self.config.controller_heart_beat_timeout_mills,
+            election_priority=self.config.broker_election_priority)
+        ext = header.to_ext()
+
+        async def beat(addr: str) -> None:
+            with contextlib.suppress(TideMQError):
+                await self.client.request(
+                    addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(ext)),
+                    REQUEST_TIMEOUT)
+
+        await asyncio.gather(*(beat(addr) for addr in self.controllers))
+
+    async def _register(self) -> bool:
+        header = RegisterBrokerToControllerRequestHeader(
+            cluster_name=self.config.broker_cluster_name, broker_name=self.config.broker_name,
+            broker_id=self.me, broker_address=self._broker_addr(),
+            ha_address=self._ha_address() or None)
+        response = await self._at_leader(RemotingCommand.request(
+            RequestCode.CONTROLLER_REGISTER_BROKER, header.to_ext()))
+        if response is None:
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.error("the controller refused to register %s id %d: %s %s",
+                      self.config.broker_name, self.me, response.code, response.remark)
+            return False
+        return True
+
+    async def fetch_assignment(self) -> Assignment | None:
+        """The group's master as the leading controller knows it (``None``: no answer)."""
+        header = GetReplicaInfoRequestHeader(broker_name=self.config.broker_name)
+        response = await self._at_leader(RemotingCommand.request(
+            RequestCode.CONTROLLER_GET_REPLICA_INFO, header.to_ext()))
+        if response is None:
+            return None
+        if response.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+            self._registered = False
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("CONTROLLER_GET_REPLICA_INFO: %s %s", response.code, response.remark)
+            return None
+        info = GetReplicaInfoResponseHeader.from_ext(response.ext_fields)
+        sync = decode_body(response.body, SyncStateSet) if response.body else SyncStateSet()
+        return Assignment(info.master_broker_id, info.master_address, info.master_ha_address,
+                          info.master_epoch or 0, frozenset(sync.sync_state_set),
+                          sync.sync_state_set_epoch)
+
+    async def _epoch_cache(self, broker_address: str) -> EpochEntryCache | None:
+        try:
+            response = await self.client.request(broker_address, RemotingCommand.request(
+                RequestCode.GET_BROKER_EPOCH_CACHE), REQUEST_TIMEOUT)
+        except TideMQError:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        return decode_body(response.body, EpochEntryCache)
+
+    # ------------------------------------------------------------------ start-up
+
+    async def prepare(self) -> None:
+        """Before the store starts: if another broker is master, cut what of this log
+        diverged from the master's (through recovery, at the coming start)."""
+        if not await self._register():
+            log.warning("no controller answered before the store started: starting without "
+                        "checking this log against the group's master")
+            return
+        self._registered = True
+        assignment = await self.fetch_assignment()
+        if assignment is None or assignment.master_id in (None, self.me):
+            return
+        if assignment.master_address is None:
+            return
+        theirs = await self._epoch_cache(assignment.master_address)
+        if theirs is None:
+            log.warning("master %s did not give its epochs: starting without checking this "
+                        "log against it", assignment.master_address)
+            return
+        mine = EpochFile(self.store.layout.epoch_file).load()
+        self._cut_if_diverged(mine, theirs, my_end=None)
+
+    def _cut_if_diverged(self, mine: list[EpochEntry], theirs: EpochEntryCache,
+                         my_end: int | None) -> int | None:
+        """Request the cut of this log's divergent tail; the offset, or ``None``."""
+        if not mine:
+            return None  # nothing written as a member of a controlled group
+        end = my_end if my_end is not None else 2**63 - 1
+        point = consistent_point(mine, end, _entries(theirs), theirs.max_offset)
+        if point is None:
+            log.error("this log shares no epoch with the master's (%s vs %s): not cut; "
+                      "clean this broker's store to rejoin", mine, _entries(theirs))
+            return None
+        if my_end is not None and point >= my_end:
+            return None
+        truncation.request(self.store.layout, point)
+        log.warning("this log diverged from master %s's after offset %d: the tail is cut "
+                    "there when the store starts", theirs.broker_id, point)
+        return point
+
+    # ------------------------------------------------------------------ the loop
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(),
+                                                            name="broker-controller-link")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        interval = self.config.broker_heartbeat_interval / 1000
+        while True:
+            try:
+                await self.tick()
+            except Exception:  # a bug here must not stop the heartbeats for good
+                log.exception("controller link round failed")
+            await asyncio.sleep(interval)
+
+    async def tick(self) -> None:
+        """One round: heartbeat, learn the master, act (see the module doc)."""
+        await self._heartbeat_all()
+        if not self._registered:
+            self._registered = await self._register()
+            if not self._registered:
+                return
+        assignment = await self.fetch_assignment()
+        if assignment is None:
+            return
+        self.assignment = assignment
+        step = next_step(self.me, self.role.state, assignment)
+        try:
+            match step:
+                case BecomeMaster(epoch):
+                    await self._become_master(epoch)
+                case BecomeReplica():
+                    await self._become_replica(step)
+                case AskElection():
+                    await self._ask_election()
+                case None:
+                    pass
+        except StaleEpoch as exc:
+            log.warning("role order ignored: %s", exc)
+        if self.role.state.is_master and assignment.master_id == self.me:
+            await self._report_in_sync(assignment)
+
+    async def _become_master(self, epoch: int) -> None:
+        start = self.store.commitlog.max_offset
+        epochs = self.store.epochs
+        epochs.truncate(start + 1)  # epochs adopted from a master it never caught up with
+        epochs.append(epoch, start)
+        await self.role.become_master(epoch)
+        log.warning("%s id %d is master of epoch %d from commit-log offset %d",
+                    self.config.broker_name, self.me, epoch, start)
+
+    async def _become_replica(self, step: BecomeReplica) -> None:
+        was_master = self.role.state.is_master
+        theirs = await self._epoch_cache(step.master_address)
+        if theirs is None:
+            if was_master:  # fenced: stop taking sends even without the master's epochs
+                await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
+            return
+        point = self._cut_if_diverged(self.store.epochs.entries, theirs,
+                                      my_end=self.store.commitlog.max_offset)
+        if point is None:
+            self.store.epochs.replace(_entries(theirs))
+        else:
+            log.error("%s id %d must cut its commit log at %d to follow master %s: restart "
+                      "it to make the cut (it takes no sends meanwhile)",
+                      self.config.broker_name, self.me, point, step.master_address)
+        await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
+        log.warning("%s id %d is a replica of %s (epoch %d)", self.config.broker_name, self.me,
+                    step.master_address, step.epoch)
+
+    async def _ask_election(self) -> None:
+        header = ElectMasterRequestHeader(cluster_name=self.config.broker_cluster_name,
+                                          broker_name=self.config.broker_name,
+                                          broker_id=self.me)
+        response = await self._at_leader(RemotingCommand.request(
+            RequestCode.CONTROLLER_ELECT_MASTER, header.to_ext()))
+        if response is not None and response.code not in (
+                ResponseCode.SUCCESS, ResponseCode.CONTROLLER_MASTER_STILL_EXIST):
+            log.info("election for %s not held: %s", self.config.broker_name, response.remark)
+
+    async def _report_in_sync(self, assignment: Assignment) -> None:
+        """Tell the controller which replicas hold this master's log (the set changes
+        only when it must: a replica catches up, or one falls behind or goes away)."""
+        mine = self.store.commitlog.max_offset
+        in_sync = {self.me}
+        for broker_id, address in (await self._members()).items():
+            if broker_id == self.me:
+                continue
+            cache = await self._epoch_cache(address)
+            if cache is None or not cache.epoch_list:
+                continue
+            if (cache.epoch_list[-1].epoch == assignment.master_epoch
+                    and cache.max_offset >= mine - self.max_gap):
+                in_sync.add(broker_id)
+        if frozenset(in_sync) == assignment.sync_state_set:
+            return
+        header = AlterSyncStateSetRequestHeader(
+            broker_name=self.config.broker_name, master_broker_id=self.me,
+            master_epoch=assignment.master_epoch)
+        body = SyncStateSet(sync_state_set=sorted(in_sync),
+                            sync_state_set_epoch=assignment.sync_state_set_epoch)
+        response = await self._at_leader(RemotingCommand.request(
+            RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header.to_ext(), encode_body(body)))
+        if response is not None and response.code == ResponseCode.SUCCESS:
+            log.info("%s: in-sync replicas now %s", self.config.broker_name, sorted(in_sync))
+        elif response is not None:
+            log.info("sync-state set not changed: %s %s", response.code, response.remark)
+
+    async def _members(self) -> dict[int, str]:
+        """The group's brokers, by controller id, as the controller lists them alive."""
+        response = await self._at_leader(RemotingCommand.request(
+            RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+            body=encode_broker_names([self.config.broker_name])))
+        if response is None or response.code != ResponseCode.SUCCESS:
+            return {}
+        info = decode_body(response.body, BrokerReplicasInfo)
+        group = info.replicas_info_table.get(self.config.broker_name)
+        if group is None:
+            return {}
+        return {r.broker_id: r.broker_address
+                for r in [*group.in_sync_replicas, *group.not_in_sync_replicas] if r.alive}

@@ -1,0 +1,127 @@
+"""``tidemq admin`` controller commands through typer's CliRunner against three real
+controller processes; two brokers of broker-a are played over TCP from a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.namesrv.controller.fake_broker import GROUP, FakeBroker, set_up_group
+from tests.namesrv.controller.processes import controller_trio
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.client.controller_admin import ControllerAdmin
+from tidemq.net import RemotingClient
+
+runner = CliRunner()
+
+
+class Brokers:
+    """The fake brokers' event loop on a thread of its own, heartbeating throughout."""
+
+    def __init__(self, controllers: list[str]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.controllers = controllers
+        self.brokers: list[FakeBroker] = []
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    async def _setup(self) -> None:
+        self.client = RemotingClient(request_timeout=3.0)
+        admin = ControllerAdmin(self.client.request, self.controllers)
+        self.brokers = [FakeBroker(self.client, self.controllers, i) for i in (1, 2)]
+        await set_up_group(admin, self.client, self.brokers)
+
+    async def _close(self) -> None:
+        for b in self.brokers:
+            await b.stop()
+        await self.client.close()
+
+    def close(self) -> None:
+        self.run(self._close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def group() -> Iterator[tuple[str, Brokers]]:
+    trio = controller_trio()
+    brokers = None
+    try:
+        for c in trio:
+            c.start()
+        addrs = ";".join(c.addr for c in trio)
+        brokers = Brokers([c.addr for c in trio])
+        brokers.run(brokers._setup())
+        yield addrs, brokers
+    finally:
+        if brokers is not None:
+            brokers.close()
+        for c in trio:
+            c.kill9()
+
+
+def admin(*args: str, code: int = 0) -> Any:
+    result = runner.invoke(app, ["admin", *args, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout) if code == 0 else result.output
+
+
+def test_get_controller_metadata(group: tuple[str, Brokers]) -> None:
+    addrs, _ = group
+    rows = admin("getControllerMetaData", "-a", addrs)
+    assert [r["address"] for r in rows] == addrs.split(";")
+    leaders = [r for r in rows if r["isLeader"]]
+    assert len(leaders) == 1
+    assert {r["controllerLeaderAddress"] for r in rows} == {leaders[0]["address"]}
+    assert all(r["peers"].count("-127.0.0.1:") == 3 for r in rows)
+    table = runner.invoke(app, ["admin", "getControllerMetaData", "-a", addrs])
+    assert table.exit_code == 0 and "isLeader" in table.stdout
+    assert leaders[0]["address"] in table.stdout
+
+
+def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
+    addrs, brokers = group
+    info = admin("getSyncStateSet", "-a", addrs, "-b", GROUP)
+    replicas = info["replicasInfoTable"][GROUP]
+    assert replicas["masterBrokerId"] == 1
+    assert [r["brokerId"] for r in replicas["inSyncReplicas"]] == [1, 2]
+    epoch = replicas["masterEpoch"]
+    table = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs])
+    assert table.exit_code == 0, table.output
+    assert "InSyncReplica" in table.stdout and brokers.brokers[1].address in table.stdout
+
+    elected = admin("electMaster", "-a", addrs, "-b", "2", "-bn", GROUP, "-c", "c")
+    assert (elected["masterBrokerId"], elected["masterEpoch"]) == (2, epoch + 1)
+    assert elected["masterAddress"] == brokers.brokers[1].address
+    # already master: reported, not an error
+    again = admin("electMaster", "-a", addrs, "-b", "2", "-bn", GROUP)
+    assert again["masterEpoch"] == epoch + 1
+    # a broker outside the set is refused with the reason
+    refused = admin("electMaster", "-a", addrs, "-b", "1", "-bn", GROUP, code=1)
+    assert "CONTROLLER_ELECT_MASTER_FAILED" in refused and "sync-state set" in refused
+
+    refused = admin("cleanBrokerMetadata", "-a", addrs, "-bn", GROUP, "-b", "1", code=1)
+    assert "alive" in refused
+    assert admin("cleanBrokerMetadata", "-a", addrs, "-bn", GROUP, "-b", "1", "-l")[
+        "cleaned"] == [1]
+    info = admin("getSyncStateSet", "-a", addrs)["replicasInfoTable"][GROUP]
+    assert [r["brokerId"] for r in info["inSyncReplicas"] + info["notInSyncReplicas"]] == [2]
+
+
+def test_bad_flags_are_refused(group: tuple[str, Brokers]) -> None:
+    addrs, _ = group
+    result = runner.invoke(app, ["admin", "cleanBrokerMetadata", "-a", addrs, "-bn", GROUP,
+                                 "-b", "1;x"])
+    assert result.exit_code == 2 and "not a ';'-separated list" in result.output
+    result = runner.invoke(app, ["admin", "getSyncStateSet", "-a", "127.0.0.1:1"])
+    assert result.exit_code == 1 and "no controller leader found" in result.output

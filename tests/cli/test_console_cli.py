@@ -3,6 +3,7 @@ start) and ``tidemq console`` for a running cluster, as subprocesses."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import subprocess
 import sys
@@ -133,3 +134,26 @@ def test_an_anonymous_console_beyond_loopback_does_not_start(tmp_path: Path) -> 
                  "--namesrv-port", str(ns_port), "--broker-port", "0"])
     assert alone.returncode == 1 and "no users" in alone.stderr, alone.stderr
     assert "standalone is running" not in alone.stderr
+
+
+def test_standalone_passes_its_console_keys_to_the_console(tmp_path: Path) -> None:
+    ns_port, console_port = free_ports(2)
+    proc, lines = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
+                         "--broker-port", "0", "--console-port", str(console_port),
+                         "--set", "consoleAllowedHosts=console.example",
+                         "--set", "consoleSessionTimeout=60"], "TideMQ standalone is running")
+    try:
+        assert "unknown configuration key" not in "".join(lines), "".join(lines)
+
+        def status(host: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", console_port, timeout=10)
+            try:
+                conn.request("GET", "/healthz", headers={"Host": f"{host}:{console_port}"})
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        assert status("console.example") == 200
+        assert status("rebind.example") == 421
+    finally:
+        stop(proc)

@@ -30,7 +30,8 @@ import secrets
 __all__ = ["DEFAULT_COST", "PasswordHash", "PasswordHashError", "hash_password",
            "verify_password"]
 
-#: log2 n, r, p of new hashes: 32 MiB and some tens of milliseconds per check.
+#: log2 n, r, p of new hashes: 32 MiB of memory and a noticeable fraction of a second of
+#: CPU per check, which is what makes guessing slow.
 DEFAULT_COST = (15, 8, 1)
 SALT_BYTES = 16
 #: The most memory one check may take (scrypt needs 128 * n * r bytes).

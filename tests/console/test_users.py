@@ -6,11 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tidemq.console.passwords import PasswordHash
 from tidemq.console.users import (
     Role,
     UsersFile,
     UsersFileError,
+    dump_users,
     edit_users_file,
     parse_users,
 )
@@ -87,3 +91,15 @@ def _touch_later(path: Path) -> None:
     """Move the modification time on, as a later edit would (the clock may not have)."""
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+
+
+_names = st.text(st.characters(codec="utf-8", exclude_categories=("Zs", "Zl", "Zp", "Cc",
+                                                                   "Cs", "Co", "Cn", "Cf")),
+                 min_size=1, max_size=20).filter(lambda n: n.isprintable())
+_hashes = st.builds(lambda salt, digest: PasswordHash(10, 1, 1, salt, digest).encode(),
+                    st.binary(min_size=16, max_size=32), st.binary(min_size=32, max_size=32))
+
+
+@given(st.dictionaries(_names, st.tuples(st.sampled_from(Role), _hashes), max_size=6))
+def test_the_file_format_round_trips(users: dict[str, tuple[Role, str]]) -> None:
+    assert parse_users(dump_users(users)) == users

@@ -13,11 +13,11 @@ measured: the syscalls, the event loop itself, and the dispatch thread (it runs
 meanwhile, as in the broker).
 
 Reported per request, median of ``--rounds`` rounds of ``--requests`` requests: wall
-microseconds, the event-loop thread's CPU microseconds (steadier than wall time when
-other processes compete for the cores) and, when ``perf stat`` works on this machine, the
-event-loop thread's instructions and cycles -- instruction counts barely move on a noisy
-machine where microseconds do. Ideal throughput = batch / wall time: what the broker could
-take if this thread did nothing else.
+microseconds, the event-loop thread's CPU microseconds, user and kernel (steadier than
+wall time when other processes compete for the cores) and, when ``perf stat`` works on
+this machine, the event-loop thread's instructions and cycles -- instruction counts barely
+move on a noisy machine where microseconds do. Ideal throughput = batch / wall time: what
+the broker could take if this thread did nothing else.
 
     .venv/bin/python benchmarks/send_path.py --requests 2000 --rounds 3
 """
@@ -29,6 +29,7 @@ import asyncio
 import functools
 import json
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -160,18 +161,20 @@ def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, pe
     reads = max(1, requests // per_read)
     stored = store.put_messages
     proc = perf.start()
-    started, cpu_started = time.perf_counter(), time.thread_time()
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
     for _ in range(reads):
         conn.data_received(chunk)
         conn._flush()
     wall = time.perf_counter() - started
-    cpu = time.thread_time() - cpu_started
+    after = resource.getrusage(resource.RUSAGE_THREAD)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     counters = perf.stop(proc)
     n = reads * per_read
     if store.put_messages - stored != n * batch:  # every request must have been stored
         raise RuntimeError(f"{n} requests of {batch} stored {store.put_messages - stored} "
                            "messages: the broker refused some (see its log)")
-    out = {"wall_us": wall / n * 1e6, "cpu_us": cpu / n * 1e6}
+    out = {"wall_us": wall / n * 1e6, "cpu_us": (user + system) / n * 1e6,
+           "user_us": user / n * 1e6, "sys_us": system / n * 1e6}
     if counters is not None:
         out["instructions"] = counters.instructions / n
         out["cycles"] = counters.cycles / n
@@ -206,7 +209,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     summary = {key: statistics.median(r[key] for r in rounds)
                                for key in rounds[0]}
                     summary["rounds_wall_us"] = [round(r["wall_us"], 1) for r in rounds]
-                    summary["rounds_cpu_us"] = [round(r["cpu_us"], 1) for r in rounds]
+                    for key in ("cpu_us", "user_us", "sys_us"):
+                        summary[f"rounds_{key}"] = [round(r[key], 1) for r in rounds]
                     summary["ideal_msgs_per_s"] = batch / summary["wall_us"] * 1e6
                     summary["frame_bytes"] = len(frame)
                     results[mode] = summary
@@ -242,7 +246,8 @@ def main() -> None:
                    f"(IPC {r['instructions'] / r['cycles']:.2f})" if "instructions" in r
                    else " (perf unavailable: no counts)")
         print(f"  {mode:5s}: {r['wall_us']:6.1f} us/request (rounds {r['rounds_wall_us']}), "
-              f"{r['cpu_us']:6.1f} us of the thread's CPU (rounds {r['rounds_cpu_us']})"
+              f"{r['cpu_us']:6.1f} us of the thread's CPU ({r['user_us']:.1f} user, "
+              f"{r['sys_us']:.1f} kernel; rounds {r['rounds_cpu_us']})"
               f"{counted}; ideal {r['ideal_msgs_per_s']:,.0f} msgs/s")
 
 

@@ -46,10 +46,10 @@ class ClusterAccess:
         if opts.is_lmq:
             assert opts.broker is not None
             self.consumer: BlockingPullConsumer = BlockingLmqPullConsumer(
-                opts.group, opts.broker, config=opts.tls.client_config(opts.broker))
+                opts.group, opts.broker, config=opts.client_config(opts.broker))
         else:
             self.consumer = BlockingPullConsumer(
-                opts.group, config=opts.tls.client_config(opts.namesrv))
+                opts.group, config=opts.client_config())
 
     def close(self) -> None:
         self.consumer.close()

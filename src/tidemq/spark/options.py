@@ -33,10 +33,13 @@ tlsTrustCertPath       CA certificates (PEM) that sign the servers' certificates
                        readable on the driver and every executor
 tlsCertPath /          a client certificate and its key, for servers that ask for one
 tlsKeyPath
+accessKey / secretKey  the account (ACL 1.0) or user (ACL 2.0) to sign requests with,
+                       both or neither; neither: ``TIDEMQ_ACCESS_KEY`` /
+                       ``TIDEMQ_SECRET_KEY`` of the driver's and executors' environment
 =====================  ==================================================================
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column), ``producerGroup``
-(default ``spark-sink``), and the TLS options above. The sink is at-least-once (see
+(default ``spark-sink``), and the TLS and account options above. The sink is at-least-once (see
 :mod:`tidemq.spark.sink`).
 """
 
@@ -61,11 +64,12 @@ READ_KEYS = {
     "namesrv", "topic", "topics", "topicpattern", "lmq", "broker", "startingoffsets",
     "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "tags", "group", "pullbatchsize", "path",
-    "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath",
+    "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath", "accesskey", "secretkey",
 }
 #: Spark itself passes ``path`` and ``checkpointLocation`` along with the user's options.
 WRITE_KEYS = {"namesrv", "topic", "producergroup", "path", "checkpointlocation",
-              "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath"}
+              "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath", "accesskey",
+              "secretkey"}
 
 
 class SourceOptionError(TideMQError, ValueError):
@@ -119,6 +123,13 @@ class SourceOptions:
     group: str = "spark-reader"
     pull_batch_size: int = DEFAULT_PULL_BATCH
     tls: TlsOptions = TlsOptions()
+    access_key: str = ""
+    secret_key: str = dataclasses.field(default="", repr=False)
+
+    def client_config(self, namesrv: str | None = None) -> ClientConfig:
+        """The clients' config: ``namesrv`` (default: the option's), TLS and account."""
+        return _with_account(self.tls.client_config(namesrv or self.namesrv),
+                             self.access_key, self.secret_key)
 
     @property
     def is_lmq(self) -> bool:
@@ -131,6 +142,27 @@ class SinkOptions:
     topic: str | None
     producer_group: str
     tls: TlsOptions = TlsOptions()
+    access_key: str = ""
+    secret_key: str = dataclasses.field(default="", repr=False)
+
+    def client_config(self) -> ClientConfig:
+        return _with_account(self.tls.client_config(self.namesrv), self.access_key,
+                             self.secret_key)
+
+
+def _with_account(config: ClientConfig, access_key: str, secret_key: str) -> ClientConfig:
+    if not access_key:
+        return config  # the environment's account, if any
+    return dataclasses.replace(config, access_key=access_key, secret_key=secret_key)
+
+
+def _account(opts: Mapping[str, str]) -> dict[str, str]:
+    """``accessKey`` and ``secretKey``, both or neither."""
+    key, secret = opts.get("accesskey", ""), opts.get("secretkey", "")
+    if bool(key) != bool(secret):
+        missing = "secretKey" if key else "accessKey"
+        raise SourceOptionError(missing, "accessKey and secretKey go together")
+    return {"access_key": key, "secret_key": secret}
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -242,6 +274,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         pull_batch_size=_int("pullBatchSize", opts.get("pullbatchsize", str(DEFAULT_PULL_BATCH)),
                              minimum=1),
         tls=_tls(opts),
+        **_account(opts),
     )
 
 
@@ -255,4 +288,4 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise SourceOptionError("namesrv", "required: the name server address host:port")
     return SinkOptions(namesrv=namesrv, topic=opts.get("topic") or None,
                        producer_group=opts.get("producergroup") or "spark-sink",
-                       tls=_tls(opts))
+                       tls=_tls(opts), **_account(opts))

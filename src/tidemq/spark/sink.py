@@ -91,7 +91,7 @@ def send_rows(opts: SinkOptions, rows: Iterator[Any], write_id: str) -> tuple[in
     n = 0
     pending: list[Message] = []
     with BlockingProducer(opts.producer_group,
-                          config=opts.tls.client_config(opts.namesrv)) as producer:
+                          config=opts.client_config()) as producer:
         for row in rows:
             data = row.asDict() if hasattr(row, "asDict") else dict(row)
             msg = _message(opts, data, f"{prefix}:{partition}:{n}")

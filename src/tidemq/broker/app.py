@@ -182,6 +182,7 @@ class BrokerApp:
             ha_addr=lambda: self.ctx.replication.ha_address)
         self.role.add_listener(self._role_changed)
         self.registrar.on_master_addr.append(self.metadata_sync.master_known)
+        self.metadata_sync.ask_master = self.registrar.register_soon
         if self.config.namesrv_addrs:
             await self.registrar.register_all()
             self.registrar.start()

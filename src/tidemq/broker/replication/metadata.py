@@ -1,7 +1,8 @@
 """A replica's copy of its master's metadata (RocketMQ's slave synchronisation).
 
 Every ``slaveMetadataSyncInterval`` ms, and as soon as the master's address is known
-(the name servers answer it to the replica's registration), the replica reads from its
+(the name servers answer it to the replica's registration, which is repeated every
+interval while the master is unknown), the replica reads from its
 master -- with RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONFIG, 21),
 the consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
 (GET_ALL_DELAY_OFFSET, 45) and the subscription groups
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
@@ -37,6 +39,8 @@ class MetadataSync:
         self._wake = asyncio.Event()
         #: Set after every completed copy (tests and tools wait on it).
         self.synced = asyncio.Event()
+        #: Asks the name servers again (a registration) while the master is unknown.
+        self.ask_master: Callable[[], None] | None = None
 
     def master_known(self, addr: str) -> None:
         """The registrar learned the master's address."""
@@ -45,7 +49,10 @@ class MetadataSync:
 
     async def run(self) -> None:
         while True:
-            if self.master_addr and not self.ctx.replication.role.is_master:
+            replica = not self.ctx.replication.role.is_master
+            if replica and not self.master_addr and self.ask_master is not None:
+                self.ask_master()  # the master may have registered after this broker
+            if self.master_addr and replica:
                 try:
                     await self.sync_once(self.master_addr)
                 except (TideMQError, ValueError, KeyError, TypeError) as exc:

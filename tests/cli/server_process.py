@@ -1,6 +1,6 @@
-"""A ``tidemq namesrv`` or ``tidemq broker`` in a child process on loopback: started with
-``--set key=value`` settings, waited for (its start-up log line), killed with SIGKILL or
-stopped with SIGTERM, and started again with the same settings."""
+"""A ``tidemq namesrv``, ``tidemq broker`` or ``tidemq standalone`` in a child process on
+loopback: started with ``--set key=value`` settings, waited for (its start-up line),
+killed with SIGKILL or stopped with SIGTERM, and started again with the same settings."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import sys
 import threading
 
 #: The log line each server writes once it serves.
-READY = {"namesrv": "name server listening on ", "broker": " serving on "}
+READY = {"namesrv": "name server listening on ", "broker": " serving on ",
+         "standalone": "TideMQ standalone is running"}
 
 
 def free_port() -> int:
@@ -22,10 +23,18 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, kind: str, settings: dict[str, str]) -> None:
+    def __init__(self, kind: str, settings: dict[str, str], *args: str) -> None:
+        """``args``: more command-line arguments; a standalone's port (:attr:`port`) is
+        its name server's."""
         self.kind = kind
         self.port = free_port()
-        self.settings = {"listenPort": str(self.port), **settings}
+        self.args = args
+        if kind == "standalone":
+            self.args = ("--namesrv-port", str(self.port), "--broker-port", str(free_port()),
+                         "--no-console", *args)
+            self.settings = dict(settings)
+        else:
+            self.settings = {"listenPort": str(self.port), **settings}
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
@@ -42,8 +51,8 @@ class ServerProcess:
         self._ready = threading.Event()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.kind,
-             *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "400"})
+             *self.args, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
         self._drainer.start()
         if not self._ready.wait(timeout) or self.proc.poll() is not None:
@@ -52,8 +61,8 @@ class ServerProcess:
         return self
 
     def _drain(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             self.lines.append(line)
             if READY[self.kind] in line:
                 self._ready.set()
@@ -89,5 +98,5 @@ class ServerProcess:
     def _close(self, proc: subprocess.Popen[str]) -> None:
         if self._drainer is not None:
             self._drainer.join(10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -261,10 +261,11 @@ def standalone(
                  "storePathRootDir": str(data / "store"), **user_overrides}
     bcfg, scfg, unknown = _load(load_broker_config, config, overrides)
     _report_unknown(unknown)
-    # One process, one certificate: the name server's port takes the broker's TLS settings.
+    # One process, one certificate and one ACL: the name server's port takes the broker's
+    # TLS settings and its ACL 1.0 accounts (aclEnable, aclFile).
     ns = NameServerApp(dataclasses.replace(ns_cfg, **{
         f.name: getattr(bcfg, f.name) for f in dataclasses.fields(ns_cfg)
-        if f.name.startswith("tls_server_")}))
+        if f.name.startswith("tls_server_") or f.name in ("acl_enable", "acl_file")}))
     app: BrokerApp | None = None
     web: ConsoleServer | None = None
 

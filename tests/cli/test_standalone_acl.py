@@ -1,0 +1,53 @@
+"""``tidemq standalone`` with the ACL on, as docs/security.md says to turn it on: the
+broker and the name server of the one process both check requests -- the admin CLI
+needs an admin account for topics and for the name server's KV config, an ordinary
+account sends, and unsigned requests are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.cli.server_process import ServerProcess
+from tests.net.acl.accounts import ADMIN, USER, write_accounts
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.codec.signature import Credentials
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess("standalone", {
+        "aclEnable": "true", "aclFile": str(write_accounts(tmp_path)),
+        "accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key},
+        "--data", str(tmp_path / "data"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _admin(server: ServerProcess, who: Credentials | None, *args: str) -> tuple[int, str]:
+    account = [] if who is None else ["--access-key", who.access_key,
+                                      "--secret-key", who.secret_key]
+    result = CliRunner().invoke(app, ["admin", *account, *args, "-n", server.addr])
+    return result.exit_code, result.output
+
+
+def test_standalone_checks_every_request(standalone: ServerProcess) -> None:
+    code, out = _admin(standalone, None, "updateTopic", "-t", "Sa", "-r", "1", "-w", "1")
+    assert code == 1 and "the request has no AccessKey" in out, out
+    code, out = _admin(standalone, ADMIN, "updateTopic", "-t", "Sa", "-r", "1", "-w", "1")
+    assert code == 0, out
+    code, out = _admin(standalone, USER, "sendMessage", "-t", "Sa", "-p", "signed")
+    assert code == 0, out
+    code, out = _admin(standalone, None, "sendMessage", "-t", "Sa", "-p", "unsigned")
+    assert code == 1 and "NO_PERMISSION" in out, out
+    # The name server of the same process checks too: KV writes are admin-only.
+    code, out = _admin(standalone, None, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+    assert code == 1 and "PUT_KV_CONFIG needs admin" in out, out
+    code, out = _admin(standalone, ADMIN, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+    assert code == 0, out

@@ -38,7 +38,7 @@ __all__ = ["app", "register"]
 
 log = logging.getLogger("tidemq.cli")
 
-app = typer.Typer(help="The web console, and its users.")
+app = typer.Typer(help="Serve the web console (no command), or edit its users (user ...).")
 users_app = typer.Typer(help="Console users: tidemq console user add NAME --role viewer.",
                         no_args_is_help=True)
 app.add_typer(users_app, name="user")

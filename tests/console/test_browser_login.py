@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -91,6 +92,13 @@ def forged_form(console: str, topic: str) -> str:
             '<button id="go" type="submit">Claim</button></form>')
 
 
+def shot(b: Browser, name: str) -> None:
+    """Save the page for docs/console.md when TIDEMQ_CONSOLE_SCREENSHOTS names a directory."""
+    where = os.environ.get("TIDEMQ_CONSOLE_SCREENSHOTS")
+    if where:
+        b.screenshot(Path(where) / f"{name}.png")
+
+
 def body(b: Browser) -> str:
     return str(b.eval("document.body ? document.body.innerText : ''"))
 
@@ -114,6 +122,7 @@ def test_login_logout_and_a_forged_post(with_users: Standalone, browser: Browser
     assert not b.exists("nav")
     b.submit("#login-form", {"username": "alice", "password": "wrong"})
     assert "Wrong user name or password" in b.text("#error")
+    shot(b, "login")
     b.submit("#login-form", {"username": "alice", "password": "alice-pw"})
     assert b.eval("location.pathname") == "/topics"  # back where the login started
     assert b.text("#user") == "alice" and b.text("#role") == "admin"
@@ -142,6 +151,7 @@ def test_a_viewer_sees_the_forms_disabled_and_cannot_force_them(
     login(b, base, "victor", "victor-pw")
     assert b.text("#role") == "viewer" and b.exists("#readonly")
     b.goto(base + "/topics")
+    shot(b, "viewer")
     assert b.eval("document.querySelector('#create-topic button').matches(':disabled')")
     assert b.eval("document.querySelector('#create-topic input[name=topic]').matches(':disabled')")
     b.goto(base + "/logical-queues")

@@ -52,6 +52,7 @@ async def test_nothing_is_served_before_logging_in(http: Http, cluster: Cluster)
     page = await http.get("/topics?system=1")
     assert page.status == 200 and "/login?next=%2Ftopics%3Fsystem%3D1" in page.url
     assert 'id="login-form"' in page.text and 'id="topics"' not in page.text
+    assert cluster.namesrv_addr not in page.text  # nothing about the cluster before a login
     assert (await http.get("/api/groups/g/lag")).status == 401
     posted = await http.post("/topics", {"topic": "Anon", "read_queues": "1"}, csrf=False)
     assert posted.status == 401 and cluster.brokers[0].topics.get("Anon") is None

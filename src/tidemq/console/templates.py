@@ -94,7 +94,7 @@ form.login label { display:flex; flex-direction:column; gap:4px; font-size:13px;
 <header><div class="logo">Tide<span>MQ</span></div>
 {% if user %}<nav>{% for href, label in nav %}<a href="{{ href }}"
   class="{{ 'on' if active == href else '' }}">{{ label }}</a>{% endfor %}</nav>{% endif %}
-<div class="ns">name server {{ namesrv }}</div>
+<div class="ns">{% if user %}name server {{ namesrv }}{% endif %}</div>
 {% if user and logins %}<form class="who" method="post" action="/logout" id="logout">{{ csrf_field }}
 <span id="user">{{ user.name }}</span> <span class="badge" id="role">{{ user.role.value }}</span>
 <button type="submit">Log out</button></form>{% endif %}</header>

@@ -19,7 +19,7 @@ from tidemq.codec.command import RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.app import NameServerApp
 from tidemq.namesrv.config import NamesrvConfig
-from tidemq.namesrv.kv_config import KVConfig
+from tidemq.namesrv.kv_config import KVConfig, KVConfigFull
 
 
 def _app(path: Path) -> NameServerApp:
@@ -75,6 +75,20 @@ def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:
     else:
         raise AssertionError("the write should have failed")
     assert kv.get("ns", "k") is None
+
+
+def test_the_number_of_items_is_bounded() -> None:
+    kv = KVConfig()
+    kv.put("a", "1", "x", max_items=2)
+    kv.put("b", "1", "x", max_items=2)
+    kv.put("b", "1", "changed", max_items=2)  # an existing key may change
+    try:
+        kv.put("b", "2", "x", max_items=2)
+    except KVConfigFull as exc:
+        assert "holds 2 items already" in str(exc)
+    else:
+        raise AssertionError("a third item was kept")
+    assert kv.namespace("b") == {"1": "changed"}
 
 
 _TEXT = st.text(min_size=1, max_size=12)

@@ -7,6 +7,9 @@ change and before the change is answered; read at start. A file that does not re
 stops the start with an error naming the key. Without ``kvConfigPath`` the pairs live
 in memory only.
 
+At most :data:`MAX_ITEMS` pairs are kept (a put of a new key past it is refused), so a
+name server's memory and file stay bounded whoever writes.
+
 The namespace ``ORDER_TOPIC_CONFIG`` holds the ordered topics' ``brokerName:queues;...``
 settings, as upstream: ``on_change`` tells the route table.
 """
@@ -21,11 +24,17 @@ from tidemq.codec.auth_bodies import KVConfigSerializeWrapper, decode_auth, enco
 from tidemq.errors import ConfigError, RemoteProtocolError
 from tidemq.store.checkpoint import atomic_write
 
-__all__ = ["ORDER_TOPIC_CONFIG", "KVConfig"]
+__all__ = ["MAX_ITEMS", "ORDER_TOPIC_CONFIG", "KVConfig", "KVConfigFull"]
 
 log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+#: Pairs kept at most, over every namespace.
+MAX_ITEMS = 100_000
+
+
+class KVConfigFull(RemoteProtocolError):
+    """A put of a new key when :data:`MAX_ITEMS` pairs are kept."""
 
 #: Called with (namespace, key, value or None when deleted).
 ChangeListener = Callable[[str, str, "str | None"], None]
@@ -55,7 +64,12 @@ class KVConfig:
                 self._notify(namespace, key, value)
         log.info("KV config loaded from %s: %d namespaces", self.path, len(self._table))
 
-    def put(self, namespace: str, key: str, value: str) -> None:
+    def put(self, namespace: str, key: str, value: str, *, max_items: int = MAX_ITEMS
+            ) -> None:
+        if key not in self._table.get(namespace, {}) and (
+                sum(map(len, self._table.values())) >= max_items):
+            raise KVConfigFull(f"the KV config holds {max_items} items already; delete "
+                               f"some first")
         table = self._copy()
         table.setdefault(namespace, {})[key] = value
         self._persist(table)

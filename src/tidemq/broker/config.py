@@ -141,6 +141,9 @@ class BrokerConfig:
     slave_timeout: int = 3000
     #: Consumers may be told to pull from a replica (``suggestWhichBrokerId``).
     slave_read_enable: bool = False
+    #: With ``slaveReadEnable``: a pull reading further than this share (%) of the
+    #: machine's memory behind the log's end is told to go to a replica.
+    access_message_in_memory_max_ratio: int = 40
     #: How often a replica copies topics, groups and offsets from its master, ms.
     slave_metadata_sync_interval: int = 10_000
     # Controller mode (docs/replication.md#controller-mode); RocketMQ 5's keys.

@@ -89,7 +89,7 @@ from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
-from tidemq.errors import ResponseCode, TideMQError
+from tidemq.errors import ConnectionLost, ResponseCode, TideMQError
 from tidemq.types import LOGICAL_BROKER, MessageExt, MessageQueue, PullStatus
 
 __all__ = ["PullConsumer"]
@@ -587,12 +587,23 @@ class PullConsumer(ConsumerRole):
             start, from_group = await self._initial_offset(queue)
             return Fetched(start, from_group, None)
         inst = self.instance
-        addr = await inst.master_address(queue)
+        addr = await inst.read_address(queue)
         # The pulls of one poll round to one broker go out as one RPC (batch protocol),
         # but a caught-up queue's long poll goes alone (see BatchRequester.request).
-        response = await batch_requester(inst).request(
-            addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
-            alone=alone)
+        try:
+            response = await batch_requester(inst).request(
+                addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
+                alone=alone)
+        except ConnectionLost:
+            # The broker is gone: its group's replica serves the pull if the name servers
+            # no longer list the master (docs/replication.md).
+            fresh = await inst.read_address(queue, refresh=True)
+            if fresh == addr:
+                raise
+            addr = fresh
+            response = await batch_requester(inst).request(
+                addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
+                alone=alone)
         task = asyncio.current_task()
         nxt = None
         if task is not None and self._round_address(queue) is None:

@@ -286,6 +286,19 @@ class ClientInstance:
                                queue=queue)
         return addr
 
+    async def read_address(self, queue: MessageQueue, *, refresh: bool = False) -> str:
+        """The broker to pull ``queue`` from: its master, or a replica of its group while
+        the name servers list no master (it is down). ``refresh`` asks the name servers
+        first (a pull from the address given before failed)."""
+        addr = None if refresh else self.routes.read_address(queue.broker_name)
+        if addr is None:
+            route = await self.routes.get(queue.topic, refresh=True)
+            addr = route.read_address(queue.broker_name)
+        if addr is None:
+            raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no member",
+                               queue=queue)
+        return addr
+
     async def request(self, address: str, cmd: RemotingCommand,
                       timeout: float | None = None) -> RemotingCommand:
         if self._closed:

@@ -54,6 +54,18 @@ class RouteCache(RouteCacheCore[RemotingClient]):
                 return addr
         return None
 
+    def read_address(self, broker_name: str) -> str | None:
+        """Where to read ``broker_name``'s queues according to any cached route: its
+        master, else a replica (:meth:`TopicRoute.read_address
+        <tidemq.client.topic_route.TopicRoute.read_address>`)."""
+        fallback = None
+        for route in self._table.routes():
+            addr = route.read_address(broker_name)
+            if addr is not None and addr == route.master_address(broker_name):
+                return addr
+            fallback = fallback or addr
+        return fallback
+
     def master_addresses(self) -> set[str]:
         """Every master address in the cached routes."""
         out: set[str] = set()

@@ -136,6 +136,15 @@ class TopicRoute:
         broker = self.brokers.get(broker_name)
         return broker.master_addr() if broker is not None else None
 
+    def read_address(self, broker_name: str) -> str | None:
+        """Where to read ``broker_name``'s queues: its master, or when the route names
+        none (the master is down), the replica with the lowest brokerId."""
+        broker = self.brokers.get(broker_name)
+        if broker is None or not broker.broker_addrs:
+            return None
+        addrs = broker.broker_addrs
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+
     @property
     def master_addresses(self) -> dict[str, str]:
         """Broker name -> master address, for brokers that have a master."""

@@ -31,6 +31,7 @@ from tidemq.broker.context import BrokerContext
 from tidemq.broker.holds import Held
 from tidemq.broker.inner_tags import InnerBatchTags
 from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.replication.read_advice import ReadAdvice
 from tidemq.broker.topics import PERM_READ
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
@@ -63,6 +64,8 @@ class PullProcessor:
         self.store = ctx.store
         self._subs: dict[str, frozenset[int] | None] = {}
         self._inner_tags = InnerBatchTags(ctx.config.max_inner_batch_inflated_bytes)
+        #: ``suggestWhichBrokerId`` of an answer (``slaveReadEnable``), else always 0.
+        self._suggest = ReadAdvice(ctx) if ctx.config.slave_read_enable else None
 
     def register(self, server: object) -> None:
         for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
@@ -147,7 +150,7 @@ class PullProcessor:
             "nextBeginOffset": str(nxt),
             "minOffset": str(res.min_offset),
             "maxOffset": str(res.max_offset),
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": "0" if self._suggest is None else self._suggest(h, res),
         }
         resp = cmd.response(code, res.status.value, ext)
         if code == ResponseCode.SUCCESS:

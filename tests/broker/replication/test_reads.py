@@ -1,0 +1,79 @@
+"""Reading from a replica: the client pulls from it once the master is gone, and a
+master with ``slaveReadEnable`` suggests a replica to a consumer that reads far behind."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.broker.replication.test_group import SMALL, caught_up
+from tests.broker.wire import Peer, create_topic, pull, send
+
+from tidemq.broker.replication.role import BrokerRole
+from tidemq.client import ClientConfig, PullConsumer
+from tidemq.testing import Cluster
+from tidemq.types import MessageQueue
+
+TOTAL = 40
+
+
+async def test_a_consumer_goes_on_reading_from_the_replica_when_the_master_stops(
+        tmp_path: Path) -> None:
+    async with Cluster(tmp_path, broker={"broker_role": BrokerRole.ASYNC_MASTER},
+                       store=SMALL) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=1.0,
+                           pull_error_backoff=0.1, retry_times_when_send_failed=0)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(create_topic("T", 1))
+            for i in range(TOTAL):
+                await peer.ok(send("T", b"m%d" % i))
+        await caught_up(master, replica)
+        while replica.topics.get("T") is None:
+            replica.metadata_sync.synced.clear()
+            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        mq = MessageQueue("T", "broker-a", 0)
+        got: list[bytes] = []
+        first = PullConsumer("cg", config=cfg)  # reads from the master; its client
+        await first.start()                      # instance keeps the master in its routes
+        later = PullConsumer("cg2", config=cfg)
+        try:
+            first.assign([mq])
+            first.seek(mq, 0)
+            async with asyncio.timeout(20):
+                while len(got) < 10:
+                    got += [m.body for m in await first.poll(timeout=0.2, max_messages=10)]
+            got = got[:10]
+            await master.stop()  # unregisters: the name servers list only the replica
+            await later.start()
+            later.assign([mq])
+            later.seek(mq, 10)
+            async with asyncio.timeout(30):
+                while later.position(mq) != TOTAL:
+                    got += [m.body for m in await later.poll(timeout=0.2)]
+        finally:
+            await later.close(commit=False)
+            await first.close(commit=False)
+        assert got == [b"m%d" % i for i in range(TOTAL)]
+
+
+async def test_slave_read_enable_suggests_a_replica_to_a_reader_far_behind(
+        tmp_path: Path) -> None:
+    async def suggestion(ratio: int, read_enable: bool) -> str:
+        root = tmp_path / f"{ratio}-{read_enable}"
+        async with Cluster(root, broker={"slave_read_enable": read_enable,
+                                         "access_message_in_memory_max_ratio": ratio},
+                           store=SMALL) as group, Peer(group.brokers[0].broker_addr) as peer:
+            await peer.ok(create_topic("T", 1))
+            for i in range(3):
+                await peer.ok(send("T", b"m%d" % i))
+            while group.brokers[0].store.max_offset("T", 0) < 3:
+                await asyncio.to_thread(group.brokers[0].store.wait_dispatched)
+            resp = await peer.ok(pull("T", 0, 0))
+            return resp.ext_fields["suggestWhichBrokerId"]
+
+    # ratio 0: any record behind the log's end is "not in memory": go to a replica
+    assert await suggestion(0, True) == "1"
+    assert await suggestion(40, True) == "0"  # three small records are in memory
+    assert await suggestion(0, False) == "0"  # without slaveReadEnable: the master

@@ -34,6 +34,10 @@ tidemq_broker_connections / pull_held          gauge
 tidemq_broker_topics                           gauge
 tidemq_broker_store_healthy                    gauge    status (1 while RUNNING)
 tidemq_broker_lmq_queues / lmq_entries         gauge    (only with enableLmq)
+tidemq_broker_role                             gauge    role (1 for the role held), epoch
+tidemq_broker_replication_lag_bytes            gauge    replica (a master: bytes it lacks)
+tidemq_broker_replicas_in_sync                 gauge    (a master)
+tidemq_broker_replica_frame_age_seconds        gauge    (a replica: since its last frame)
 tidemq_broker_series_dropped                   gauge    family (series past the bound)
 =============================================  =======  ====================================
 
@@ -133,6 +137,7 @@ class BrokerCollector(Collector):
         yield from self._store()
         yield from self._queues(dropped)
         yield from self._lag(dropped)
+        yield from self._replication()
         yield _gauge("tidemq_broker_connections", "Open remoting connections.",
                      len(ctx.server.connections))
         yield _gauge("tidemq_broker_pull_held", "Pull requests held by long polling.",
@@ -169,6 +174,29 @@ class BrokerCollector(Collector):
         for group, meter in self._bounded(sorted(stats.group_get.items()), "group_get", dropped):
             group_get.add_metric([group], meter.total)
         yield group_get
+
+    def _replication(self) -> Iterator[Metric]:
+        replication = self.ctx.replication
+        state = replication.role.state
+        role = GaugeMetricFamily("tidemq_broker_role", "The broker's role (value 1).",
+                                 labels=["role", "epoch"])
+        role.add_metric([state.role.value, str(state.epoch)], 1)
+        yield role
+        if replication.server is not None:
+            lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
+                                    "Commit-log bytes a replica does not hold yet.",
+                                    labels=["replica"])
+            for replica, behind in sorted(replication.lag_bytes().items()):
+                lag.add_metric([replica], behind)
+            yield lag
+            yield _gauge("tidemq_broker_replicas_in_sync",
+                         "Replicas within haMaxGapNotInSync of the log's end.",
+                         replication.server.in_sync())
+        client = replication.client
+        if client is not None and client.last_frame:
+            yield _gauge("tidemq_broker_replica_frame_age_seconds",
+                         "Seconds since this replica last heard from its master.",
+                         time.monotonic() - client.last_frame)
 
     def _store(self) -> Iterator[Metric]:
         ctx, store = self.ctx, self.ctx.store

@@ -74,6 +74,7 @@ def runtime_info(ctx: BrokerContext) -> dict[str, str]:
         "connectionCount": str(len(ctx.server.connections)),
         "earliestMessageTimeStamp": str(earliest_message_time(store)),
         **_lmq_info(store),
+        **ctx.replication.runtime_info(),
     }
 
 

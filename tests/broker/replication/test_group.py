@@ -16,7 +16,10 @@ import pytest
 from tests.broker.wire import Peer, create_topic, dispatched, request, send, send_batch
 
 from tidemq.broker.app import BrokerApp
+from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.replication.role import BrokerRole
+from tidemq.cli.commands.admin import _cluster_rows
+from tidemq.client import AdminClient
 from tidemq.codec.bodies import TopicRouteData, decode_body
 from tidemq.codec.command import RequestCode
 from tidemq.codec.ha import encode_report
@@ -103,8 +106,13 @@ async def test_a_replica_that_does_not_confirm_times_sends_out(tmp_path: Path) -
         try:
             async with Peer(master.broker_addr) as peer:
                 await peer.ok(create_topic("T", 1))
-                while not master.ctx.replication.server.links:  # type: ignore[union-attr]
-                    await asyncio.sleep(0.01)
+                server = master.ctx.replication.server
+                assert server is not None
+                reported = asyncio.Event()
+                server.on_report.append(reported.set)
+                while not server.links:
+                    reported.clear()
+                    await asyncio.wait_for(reported.wait(), 10)
                 sends = [peer(send("T", b"m%d" % i)) for i in range(20)]
                 answers = await asyncio.gather(*sends)
                 assert {a.code for a in answers} == {ResponseCode.FLUSH_SLAVE_TIMEOUT}
@@ -137,3 +145,39 @@ async def test_a_far_behind_replica_catches_up_while_the_master_takes_writes(
             for qid in range(4):
                 assert queue_bytes(replica, "T", qid) == queue_bytes(master, "T", qid)
             assert replica.store.max_offset("T", 0) == master.store.max_offset("T", 0)
+
+
+async def test_cluster_list_and_metrics_show_roles_and_replication_lag(group: Cluster) -> None:
+    master = group.brokers[0]
+    replica = await group.add_replica(master)
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(create_topic("T", 1))
+        await asyncio.wait_for(replica.ctx.replication.client.connected.wait(), 10)  # type: ignore[union-attr]
+        await peer.ok(send("T", b"x"))
+    async with AdminClient(group.namesrv_addr) as admin:
+        rows = {r["brokerId"]: r for r in await _cluster_rows(admin)}
+    assert rows[0]["role"] == "SYNC_MASTER" and rows[0]["replicationLagBytes"] == "0"
+    assert rows[1]["role"] == "SLAVE" and rows[1]["address"] == replica.broker_addr
+    # a replica that stops confirming shows as lag on its master
+    server = master.ctx.replication.server
+    assert server is not None
+    reported = asyncio.Event()
+    server.on_report.append(reported.set)
+    host, _, port = master.ctx.replication.ha_address.rpartition(":")
+    _, silent = await asyncio.open_connection(host, int(port))
+    silent.write(encode_report(master.store.commitlog.max_offset))  # and never again
+    await silent.drain()
+    try:
+        while len(server.links) < 2:
+            reported.clear()
+            await asyncio.wait_for(reported.wait(), 10)
+        await master.ctx.replication.role.become_master(sync=False)  # sends do not wait
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(send("T", b"y" * 1000))
+        assert max(master.ctx.replication.lag_bytes().values()) > 1000
+        text = BrokerMetrics(master.ctx).render().decode()
+        assert 'tidemq_broker_role{epoch="0",role="ASYNC_MASTER"} 1.0' in text
+        assert "tidemq_broker_replicas_in_sync 2.0" in text  # 1000 B is within the gap
+        assert "tidemq_broker_replication_lag_bytes{replica=" in text
+    finally:
+        silent.close()

@@ -18,6 +18,7 @@ stops being one are answered FLUSH_SLAVE_TIMEOUT.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,26 @@ class ReplicationService:
     def lag_bytes(self) -> dict[str, int]:
         """A master's replicas and the bytes each still lacks (empty on a replica)."""
         return self.server.lag_bytes() if self.server is not None else {}
+
+    def runtime_info(self) -> dict[str, str]:
+        """The role and replication figures of the runtime-info table: on a master the
+        bytes its furthest replica lacks (``slaveFallBehindMuch``, as upstream) and its
+        replicas; on a replica its master and the age of the last frame received."""
+        state = self.role.state
+        out = {"brokerRole": state.role.value, "brokerId": str(state.broker_id),
+               "haEpoch": str(state.epoch)}
+        if self.server is not None:
+            lags = self.lag_bytes()
+            out["slaveFallBehindMuch"] = str(max(lags.values(), default=0))
+            out["haReplicas"] = str(len(lags))
+            out["haInSyncReplicas"] = str(self.server.in_sync())
+        client = self.client
+        if client is not None:
+            out["haMasterAddress"] = client.master_address
+            out["haConnected"] = "true" if client.connected.is_set() else "false"
+            age = time.monotonic() - client.last_frame if client.last_frame else -1.0
+            out["haLastFrameAgeMs"] = f"{age * 1000:.0f}" if age >= 0 else "-1"
+        return out
 
     # ------------------------------------------------------------------ roles
 

@@ -17,7 +17,7 @@ deleteTopic           delete a topic from the masters and the name servers
 topicList             every topic the name servers know
 topicRoute            a topic's route (queue and broker data)
 topicStatus           min/max offset and last store time of every queue
-clusterList           every broker of every cluster, with its TPS
+clusterList           every broker of every cluster, with its role, TPS and replication lag
 brokerStatus          a broker's runtime figures (GET_BROKER_RUNTIME_INFO), LMQ counts
                       included (``lmqCount``, ``lmqEntries``)
 deleteLmq             delete a light message queue on broker ``-b``: its entries and
@@ -319,22 +319,27 @@ async def _cluster_rows(admin: AdminClient) -> list[dict[str, Any]]:
     return [{"cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
              "address": b.address, "version": s.get("brokerVersionDesc", ""),
              "inTps": s.get("putTps", ""), "outTps": s.get("getTransferedTps", ""),
+             "role": s.get("brokerRole", ""), "replicationLagBytes": s.get(
+                 "slaveFallBehindMuch", ""),
              "error": s.get("error")}
             for b, s in zip(brokers, status, strict=True)]
 
 
 @app.command("clusterList")
 def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
-    """Every broker of every cluster, with its put and get TPS."""
+    """Every broker of every cluster, with its role, put and get TPS and, for a master,
+    the bytes its furthest replica lacks."""
     rows = run_admin(namesrv, _cluster_rows)
     if json_out:
         emit_json(rows)
         return
     console_out().print(table_of(
-        "clusters", ("cluster", "broker", "id", "address", "version", "InTPS", "OutTPS"),
-        ((r["cluster"], r["brokerName"], r["brokerId"], r["address"],
-          r["version"] or r["error"] or "", r["inTps"], r["outTps"]) for r in rows),
-        right=("id", "InTPS", "OutTPS")))
+        "clusters", ("cluster", "broker", "id", "address", "role", "version", "InTPS",
+                     "OutTPS", "lag (B)"),
+        ((r["cluster"], r["brokerName"], r["brokerId"], r["address"], r["role"],
+          r["version"] or r["error"] or "", r["inTps"], r["outTps"],
+          r["replicationLagBytes"]) for r in rows),
+        right=("id", "InTPS", "OutTPS", "lag (B)")))
 
 
 @app.command("brokerStatus")

@@ -11,6 +11,11 @@ senders that wait for data (:meth:`HaServer.appended`, under the append lock: it
 touches the network). A sender with nothing to send writes an empty frame every
 ``haSendHeartbeatInterval``; a replica silent for ``haHousekeepingInterval`` is dropped.
 
+With ``tls`` settings that have a certificate, the port follows ``tls.server.mode`` as the
+remoting port does (:class:`~tidemq.net.tls_listener.TlsListener`): replicas speak first,
+so TLS and plain replicas are told apart by their first byte; a plain replica refused by
+``enforcing`` is closed (and logged).
+
 A replica that reports an offset this master does not hold -- beyond its end, or before
 its first segment when not 0 -- is disconnected with the reason logged.
 """
@@ -27,6 +32,8 @@ from collections.abc import Callable
 
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
 from tidemq.errors import RemoteProtocolError
+from tidemq.net.tls import ServerTlsContext, TlsServerSettings
+from tidemq.net.tls_listener import TlsListener
 from tidemq.store.message_store import MessageStore
 
 __all__ = ["HaServer", "ReplicaLink"]
@@ -52,8 +59,10 @@ class HaServer:
     """Accepts replicas on ``host:port`` and streams them the store's commit log."""
 
     def __init__(self, store: MessageStore, host: str, port: int, *, batch_size: int,
-                 heartbeat_ms: int, housekeeping_ms: int, max_gap_not_in_sync: int) -> None:
+                 heartbeat_ms: int, housekeeping_ms: int, max_gap_not_in_sync: int,
+                 tls: TlsServerSettings | None = None) -> None:
         self.store = store
+        self.tls = tls if tls is not None and tls.active else None
         self.host = host
         self.port = port
         self.batch_size = batch_size
@@ -64,6 +73,7 @@ class HaServer:
         #: Called on the loop after every offset report.
         self.on_report: list[Callable[[], None]] = []
         self._server: asyncio.Server | None = None
+        self._listener: TlsListener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -77,14 +87,28 @@ class HaServer:
         if not self._hooked:
             self.store.add_append_hook(self.appended)
             self._hooked = True
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("HA server listening on %s:%d", self.host, self.port)
+        if self.tls is not None:
+            self._listener = TlsListener(
+                self.host, self.port, mode=self.tls.mode, contexts=ServerTlsContext(self.tls),
+                accepted=self._stream_protocol, refused=_Closing)
+            self.port = self._listener.bind()
+            self._listener.serve()
+        else:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+            self.port = self._server.sockets[0].getsockname()[1]
+        log.info("HA server listening on %s:%d%s", self.host, self.port,
+                 f" (TLS {self.tls.mode.value})" if self.tls is not None else "")
+
+    def _stream_protocol(self) -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -215,3 +239,10 @@ class HaServer:
             log.warning("replica %s: %s", link.address, exc)
         finally:
             writer.close()
+
+
+class _Closing(asyncio.Protocol):
+    """A plain replica refused by ``tls.server.mode=enforcing``: closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()

@@ -9,7 +9,8 @@ each read -- the acknowledgement a SYNC_MASTER waits for -- and every
 ``haSendHeartbeatInterval`` when nothing arrives. A frame that does not continue its log,
 a lost connection or a master that says nothing for ``haHousekeepingInterval`` closes the
 connection; the client connects again after :data:`RECONNECT_DELAY` seconds and reports
-again, so the master resumes from what the replica really holds.
+again, so the master resumes from what the replica really holds. With a ``tls`` context it
+connects with TLS, checking the master's certificate against the host it dials.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 
 from tidemq.codec.ha import TransferDecoder, encode_report
 from tidemq.errors import ProtocolError, StoreError
+from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
 
 __all__ = ["RECONNECT_DELAY", "HaClient"]
@@ -36,8 +39,10 @@ class HaClient:
     """Copies the log of the master at ``master_address`` (``host:haListenPort``)."""
 
     def __init__(self, store: MessageStore, master_address: str, *, max_frame: int,
-                 heartbeat_ms: int, housekeeping_ms: int) -> None:
+                 heartbeat_ms: int, housekeeping_ms: int,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.store = store
+        self.tls = tls
         self.master_address = master_address
         self.max_frame = max_frame
         self.heartbeat = heartbeat_ms / 1000
@@ -71,9 +76,12 @@ class HaClient:
         host, _, port = self.master_address.rpartition(":")
         while True:
             try:
-                reader, writer = await asyncio.open_connection(host, int(port))
+                reader, writer = await asyncio.open_connection(
+                    host, int(port), ssl=self.tls,
+                    server_hostname=host if self.tls is not None else None)
             except OSError as exc:
-                self.last_error = f"connecting to {self.master_address}: {exc}"
+                why = describe_tls_failure(exc) if isinstance(exc, ssl.SSLError) else exc
+                self.last_error = f"connecting to {self.master_address}: {why}"
                 await asyncio.sleep(RECONNECT_DELAY)
                 continue
             try:

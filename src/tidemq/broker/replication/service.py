@@ -134,7 +134,8 @@ class ReplicationService:
                               batch_size=cfg.ha_transfer_batch_size,
                               heartbeat_ms=cfg.ha_send_heartbeat_interval,
                               housekeeping_ms=cfg.ha_housekeeping_interval,
-                              max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync)
+                              max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync,
+                              tls=cfg.tls_server)
             await server.start()
             self._ha_port = server.port  # the same address after a later restart
             server.on_report.append(self._on_report)
@@ -167,7 +168,7 @@ class ReplicationService:
                 self.store, state.master_ha_address,
                 max_frame=max(cfg.ha_transfer_batch_size, MAX_FRAME) + FRAME_HEADER_SIZE,
                 heartbeat_ms=cfg.ha_send_heartbeat_interval,
-                housekeeping_ms=cfg.ha_housekeeping_interval)
+                housekeeping_ms=cfg.ha_housekeeping_interval, tls=cfg.tls_client.context())
             client.start()
 
     def _answer(self, item: Any, code: int) -> None:

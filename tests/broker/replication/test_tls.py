@@ -1,0 +1,52 @@
+"""The HA port with TLS: a SYNC_MASTER and its replica, both with
+``tls.server.mode=enforcing`` and ``tls.enable``, replicate over TLS; a plain connection to
+the master's HA port is closed without a byte of the log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from tests.broker.wire import Peer, create_topic, send
+from tests.tls_certs import Certs
+
+from tidemq.broker.replication.role import BrokerRole
+from tidemq.codec.ha import encode_report
+from tidemq.errors import ResponseCode
+from tidemq.net import RemotingClient
+from tidemq.net.tls import TlsClientSettings
+from tidemq.testing import Cluster
+
+
+async def test_replication_over_tls(tmp_path: Path, tls_certs: Certs) -> None:
+    tls = {"tls_server_mode": "enforcing", "tls_server_cert_path": str(tls_certs.server_cert),
+           "tls_server_key_path": str(tls_certs.server_key), "tls_enable": True,
+           "tls_client_trust_cert_path": str(tls_certs.ca)}
+    async with Cluster(tmp_path, broker={"broker_role": BrokerRole.SYNC_MASTER, **tls},
+                       namesrv={k: v for k, v in tls.items() if k.startswith("tls_server")},
+                       store={"mapped_file_size_commit_log": 64 * 1024}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master)
+        client = replica.ctx.replication.client
+        assert client is not None and client.tls is not None
+        await asyncio.wait_for(client.connected.wait(), 10)
+        client_tls = TlsClientSettings(enable=True, trust_cert_path=str(tls_certs.ca))
+        async with Peer(master.broker_addr,
+                        RemotingClient(request_timeout=10.0, tls=client_tls)) as peer:
+            await peer.ok(create_topic("T", 1))
+            for i in range(20):
+                resp = await peer(send("T", b"m%d" % i))
+                assert resp.code == ResponseCode.SUCCESS, resp.remark  # the replica holds it
+        assert replica.store.commitlog.max_offset == master.store.commitlog.max_offset > 0
+        host, _, port = master.ctx.replication.ha_address.rpartition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(encode_report(0))  # a plain replica asking for the whole log
+        try:  # closed with our report unread: a reset, or an end of stream
+            data = await asyncio.wait_for(reader.read(), 10)
+        except ConnectionResetError:
+            data = b""
+        assert data == b""
+        writer.close()
+        with contextlib.suppress(ConnectionResetError):
+            await writer.wait_closed()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.console.hosts import HostAllowList, host_name, is_loopback
@@ -50,6 +50,7 @@ def test_loopback() -> None:
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}(\.[a-z][a-z0-9-]{0,20}){0,3}", fullmatch=True)
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names, st.integers(0, 65535))
 def test_only_listed_names_pass(name: str, port: int) -> None:
     assert HostAllowList("127.0.0.1", [name]).allows(f"{name}:{port}")
@@ -57,6 +58,7 @@ def test_only_listed_names_pass(name: str, port: int) -> None:
     assert HostAllowList("0.0.0.0").allows(f"{name}:{port}") == allowed
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=40))
 def test_any_header_is_decided_without_error(header: str) -> None:
     HostAllowList("0.0.0.0", ["a.example"]).allows(header)

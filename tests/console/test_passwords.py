@@ -4,7 +4,7 @@ malformed hash is a clear error (never a match)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.console.passwords import (
@@ -55,11 +55,13 @@ hashes = st.builds(
                                                            max_size=HASH_BYTES))
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hashes)
 def test_the_format_round_trips(h: PasswordHash) -> None:
     assert PasswordHash.parse(h.encode()) == h
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=120))
 def test_any_text_parses_or_is_refused_with_the_error(text: str) -> None:
     try:
@@ -70,7 +72,7 @@ def test_any_text_parses_or_is_refused_with_the_error(text: str) -> None:
         assert PasswordHash.parse(parsed.encode()) == parsed
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=30), st.text(max_size=30))
 def test_verification_is_exact(password: str, other: str) -> None:
     stored = hash_password(password, CHEAP)

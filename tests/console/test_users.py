@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.console.passwords import PasswordHash
@@ -100,6 +100,7 @@ _hashes = st.builds(lambda salt, digest: PasswordHash(10, 1, 1, salt, digest).en
                     st.binary(min_size=16, max_size=32), st.binary(min_size=32, max_size=32))
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_names, st.tuples(st.sampled_from(Role), _hashes), max_size=6))
 def test_the_file_format_round_trips(users: dict[str, tuple[Role, str]]) -> None:
     assert parse_users(dump_users(users)) == users

@@ -8,7 +8,7 @@ import base64
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.broker.config import BrokerConfig
@@ -42,6 +42,7 @@ def test_token_and_basic_decisions() -> None:
         MetricsAuth(user="u")
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and " " not in s),
        st.text(max_size=40))
 def test_only_the_token_itself_passes(token: str, other: str) -> None:
@@ -50,6 +51,7 @@ def test_only_the_token_itself_passes(token: str, other: str) -> None:
     assert auth.allows(f"Bearer {other}") == (other.strip() == token)
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=20).filter(lambda s: ":" not in s),
        st.text(min_size=1, max_size=20), st.text(max_size=20), st.text(max_size=20))
 def test_basic_passes_exactly_the_pair(user: str, password: str, u2: str, p2: str) -> None:

@@ -7,6 +7,7 @@ import pytest
 from starlette.requests import Request
 
 from tidemq.console.auth import ANONYMOUS, ConsoleAuth, Visitor, same_origin
+from tidemq.console.login import safe_next
 from tidemq.console.sessions import SessionStore
 from tidemq.console.users import ConsoleUser, Role
 
@@ -92,3 +93,13 @@ def test_without_users_everyone_is_an_anonymous_admin_with_a_session() -> None:
     assert first is not None and first.user == ANONYMOUS and first.new
     again = auth.visitor(request("GET", cookie=f"tidemq_session={first.session.token}"))
     assert again is not None and again.session is first.session and not again.new
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    ("/topics?system=1", "/topics?system=1"), (None, "/cluster"), ("", "/cluster"),
+    ("https://evil.example/", "/cluster"), ("//evil.example/", "/cluster"),
+    ("/\\evil.example", "/cluster"), ("/\t/evil.example", "/cluster"),
+    ("/\n/evil.example", "/cluster"), ("topics", "/cluster"),
+])
+def test_after_a_login_only_paths_of_the_console(target: str | None, expected: str) -> None:
+    assert safe_next(target) == expected

@@ -39,8 +39,9 @@ LOGIN_FORM_AGE = 600
 
 def safe_next(target: str | None) -> str:
     """Where to go after logging in: a path on this console, else the start page."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/cluster"
+    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
+            or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)):
+        return "/cluster"  # browsers drop tabs and newlines: "/\t/x" would mean "//x"
     return target
 
 

@@ -18,7 +18,8 @@ from tests.tls_certs import KEY_PASSWORD, Certs
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ConfigError, ConnectionLost, ResponseCode, TlsError
-from tidemq.net import BlockingClient, RemotingClient, RemotingServer
+from tidemq.net import BlockingClient, RemotingClient, RemotingServer, tls_listener
+from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.tls import (
     ClientAuth,
     ServerTlsContext,
@@ -60,6 +61,13 @@ async def echo(client: RemotingClient, server: RemotingServer, text: str = "hi")
         ECHO, {"k": "v"}, text.encode()))
     assert response.code == ResponseCode.SUCCESS
     return bytes(response.body)
+
+
+@pytest.fixture(autouse=True)
+def fresh_peer_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with the refusal log's whole burst: earlier tests in the process
+    may have spent it (the limiter is per process, by design)."""
+    monkeypatch.setattr(tls_listener, "peer_log", RateLimitedLog(tls_listener.log))
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import os
 import shutil
@@ -105,6 +106,7 @@ class BrokerBenchConfig:
     raw: bool = False
     columns: bool = False  # consume: also read with poll_batches (a second row)
     linger_ms: float | None = None  # single sends through an AutoBatchProducer
+    produce_api: bool = False  # with linger_ms: AutoBatchProducer.produce and callbacks
     max_batch: int = 1024  # its max_batch_messages
     max_batch_bytes: int = 32 * 1024  # its max_batch_bytes
     broker_settings: tuple[str, ...] = ()  # extra KEY=VALUE for the broker process
@@ -130,6 +132,8 @@ class BrokerBenchConfig:
                 raise ValueError("linger_ms must not be negative")
             if self.batch > 1 or self.raw:
                 raise ValueError("linger_ms auto-batches single sends: not with batch or raw")
+        if self.produce_api and self.linger_ms is None:
+            raise ValueError("produce_api sends through the auto-batcher: give linger_ms")
         if self.columns and self.raw:
             raise ValueError("columns reads through the client API: not with raw")
         if self.namesrv and (self.acl or self.tls):
@@ -296,6 +300,39 @@ async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter
         meter.count += 1
 
 
+class _ProduceWindow:
+    """One sender through :meth:`AutoBatchProducer.produce`: at most ``window`` messages
+    produced and not yet delivered, topped up whenever half of them were; the latency of
+    each message runs from its ``produce`` call to its delivery callback."""
+
+    def __init__(self, batcher: AutoBatchProducer, topic: str, body: bytes, window: int,
+                 meter: Meter) -> None:
+        self.batcher, self.topic, self.body, self.window = batcher, topic, body, window
+        self.meter = meter
+        self.outstanding = 0
+        self.wake = asyncio.Event()
+
+    def delivered(self, error: BaseException | None, _result: object, *, t0: float) -> None:
+        self.outstanding -= 1
+        if error is None:
+            self.meter.latencies.append(time.perf_counter() - t0)
+            self.meter.count += 1
+        else:
+            self.meter.fail(error)
+        if self.outstanding <= self.window // 2:
+            self.wake.set()
+
+    async def run(self, running: list[bool]) -> None:
+        produce, topic, body = self.batcher.produce, self.topic, self.body
+        clock, delivered = time.perf_counter, self.delivered
+        while running[0]:
+            for _ in range(self.window - self.outstanding):
+                produce(topic, body, on_delivery=functools.partial(delivered, t0=clock()))
+            self.outstanding = self.window
+            self.wake.clear()
+            await self.wake.wait()
+
+
 class _RawSend:
     """One pre-built send command for ``queue``, re-sent with a fresh UNIQ_KEY."""
 
@@ -354,6 +391,11 @@ def _start_senders(cfg: BrokerBenchConfig, producers: list[Producer],
     tasks = []
     msg = Message(cfg.topic, b"x" * cfg.size)
     payload: Message | list[Message] = msg if cfg.batch == 1 else [msg] * cfg.batch
+    if batchers is not None and cfg.produce_api:  # one window per producer
+        window = max(1, cfg.in_flight // len(batchers))
+        return [asyncio.ensure_future(_ProduceWindow(b, cfg.topic, msg.body, window,
+                                                     meter).run(running))
+                for b in batchers]
     for k in range(cfg.in_flight):
         producer, queue = producers[k % len(producers)], queues[k % len(queues)]
         loop: Awaitable[None]

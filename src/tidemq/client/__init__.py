@@ -41,8 +41,10 @@ from tidemq.client.blocking import (
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.errors import (
+    BufferFullError,
     ClientClosedError,
     ClientError,
+    DeliveryError,
     InvalidMessageError,
     InvalidPropertyError,
     InvalidTopicError,
@@ -89,6 +91,7 @@ __all__ = [
     "BlockingPullConsumer",
     "BlockingRouteCache",
     "BrokerInfo",
+    "BufferFullError",
     "ClientClosedError",
     "ClientConfig",
     "ClientError",
@@ -96,6 +99,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeStatus",
     "ConsumerOffset",
+    "DeliveryError",
     "InvalidMessageError",
     "InvalidPropertyError",
     "InvalidTopicError",

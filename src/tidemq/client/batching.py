@@ -36,6 +36,13 @@ open batch that became ready is shipped by a task whose first step, queued behin
 current loop iteration, takes it and sends it, so messages sent in the same iteration --
 for instance by tasks woken by the previous batch's results -- travel together.
 
+:meth:`AutoBatchProducer.produce` is the same queueing without a future or a coroutine
+per message (Kafka's ``produce``): a delivery callback per message, or none at all; it
+never waits, so it refuses a message the full buffer has no room for
+(:class:`~tidemq.client.errors.BufferFullError`) and the caller yields with
+:meth:`~AutoBatchProducer.drain`. A message whose topic's route is not cached yet waits in
+produce order until the route arrives.
+
 ``send`` returns the message's own future: its :class:`~tidemq.types.SendResult` has the
 message's ``UNIQ_KEY`` as ``msg_id`` and its own ``queue_offset`` (the batch's first
 offset plus its index); a failed batch fails the future of every message in it with the
@@ -59,7 +66,13 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
-from tidemq.client.errors import ClientClosedError, InvalidMessageError
+from tidemq.client.errors import (
+    BufferFullError,
+    ClientClosedError,
+    DeliveryError,
+    InvalidMessageError,
+    NoRouteError,
+)
 from tidemq.client.producer import Producer
 from tidemq.client.selector import RoundRobin, is_retriable, select_by_key, select_round_robin
 from tidemq.client.sending import (
@@ -86,17 +99,22 @@ MAX_INNER_BATCH = 0x7FFF
 _NO_DELAY = ("", "0", "-1")
 
 _Key = tuple[MessageQueue, bool]
+#: ``on_delivery(error, result)``: exactly one of the two is ``None``.
+DeliveryCallback = Callable[[BaseException | None, SendResult | None], None]
+#: Who learns a message's outcome: its future (``send``), its callback (``produce``), or
+#: no one (``produce`` without a callback: a failure is counted for :meth:`flush`).
+_Waiter = asyncio.Future[SendResult] | DeliveryCallback | None
 
 
 class _Batch:
-    """Messages of one lane shipped together, and their futures."""
+    """Messages of one lane shipped together, and who waits for each."""
 
-    __slots__ = ("futures", "msgs", "nbytes", "wait")
+    __slots__ = ("msgs", "nbytes", "wait", "waiters")
 
     def __init__(self, wait: str) -> None:
         self.wait = wait
         self.msgs: list[Message] = []
-        self.futures: list[asyncio.Future[SendResult]] = []
+        self.waiters: list[_Waiter] = []
         self.nbytes = 0
 
 
@@ -140,6 +158,10 @@ class _Lane:
         return None
 
 
+#: :func:`_size` of a message without properties, less its body.
+_BARE_SIZE = ENTRY_OVERHEAD + _KEY_OVERHEAD
+
+
 def _size(msg: Message) -> int:
     props = msg.properties
     extra = sum(len(k) + len(v) + 2 for k, v in props.items()) if props else 0
@@ -170,6 +192,7 @@ class AutoBatchProducer:
         if not 1 <= max_batch_messages <= MAX_INNER_BATCH:
             raise ValueError(f"max_batch_messages must be in 1..{MAX_INNER_BATCH}")
         max_body = producer.config.max_message_size
+        self._max_body = max_body
         self.producer = producer
         self.linger = linger_ms / 1000.0
         self.max_batch_bytes = min(max_batch_bytes, max_body)
@@ -186,6 +209,12 @@ class AutoBatchProducer:
         self._sticky: dict[str, _Lane] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: Produced messages waiting for their topic's route, in produce order.
+        self._parked: dict[str, list[tuple[Message, _Waiter, int, MessageQueue | None,
+                                           str | None]]] = {}
+        #: Messages produced without a callback that failed, and the last error.
+        self._undelivered = 0
+        self._last_error: BaseException | None = None
 
     def __repr__(self) -> str:
         return (f"<AutoBatchProducer group={self.producer.group!r} "
@@ -231,6 +260,116 @@ class AutoBatchProducer:
         self._append(lane, msg, fut, size)
         return fut
 
+    def produce(self, topic: str, body: bytes, *, tags: str | None = None,
+                keys: str | Sequence[str] | None = None,
+                properties: dict[str, str] | None = None, queue: MessageQueue | None = None,
+                sharding_key: str | None = None,
+                on_delivery: DeliveryCallback | None = None) -> None:
+        """Queue one message for its next batch, without waiting and without a future (in
+        the spirit of Kafka's ``produce``): the cheapest way to send one message at a time.
+
+        ``on_delivery(error, result)`` is called once the message's batch is answered;
+        without it, nothing per message is made, and a failure is reported by the next
+        :meth:`flush` (:class:`DeliveryError`). Raises :class:`BufferFullError` when the
+        buffer has no room: ``await drain()`` and produce it again. This method never
+        yields to the event loop, so batches ship only when the caller does (``await
+        drain()`` every few hundred messages, or any other ``await``).
+        """
+        if self._closed:
+            raise ClientClosedError(repr(self))
+        if queue is not None and sharding_key is not None:
+            raise ValueError("give at most one of queue and sharding_key")
+        if properties or tags or keys:
+            props = dict(properties) if properties else {}
+            if tags:
+                props[PropertyKey.TAGS] = tags
+            if keys:
+                props[PropertyKey.KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+            msg = Message(topic, body, props)
+            size = _size(msg)
+            self._check(msg)
+        else:
+            msg = Message(topic, body, {})
+            size = _BARE_SIZE + len(body)
+            if topic not in self._checked_topics or not 0 < size - _BARE_SIZE <= self._max_body:
+                self._check(msg)
+        if self._buffered and self._buffered + size > self.total_buffer_bytes:
+            raise BufferFullError(buffered=self._buffered, size=size,
+                                  limit=self.total_buffer_bytes)
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self._buffered += size
+        if queue is None and sharding_key is None and not self._parked:
+            lane = self._sticky.get(topic)  # the usual message: its topic's sticky lane
+            if lane is not None:
+                self._append(lane, msg, on_delivery, size)
+                return
+        parked = self._parked.get(topic)
+        lane = None if parked is not None else self._lane_now(msg, queue, sharding_key)
+        if lane is not None:
+            self._append(lane, msg, on_delivery, size)
+            return
+        if parked is None:  # the first of its topic to wait: fetch the route once
+            parked = self._parked[topic] = []
+            self._track(asyncio.ensure_future(self._unpark(topic)))
+        parked.append((msg, on_delivery, size, queue, sharding_key))
+
+    async def drain(self, max_buffered: int | None = None) -> None:
+        """Wait until at most ``max_buffered`` bytes (default: half the buffer) are
+        waiting for their answers; yields to the event loop at least once."""
+        limit = self.total_buffer_bytes // 2 if max_buffered is None else max_buffered
+        await asyncio.sleep(0)
+        while self._buffered > limit and not self._closed:
+            self._space.clear()
+            await self._space.wait()
+
+    def _lane_now(self, msg: Message, queue: MessageQueue | None,
+                  sharding_key: str | None) -> _Lane | None:
+        """The lane of a produced message, or ``None`` when choosing it needs a route the
+        producer has not cached."""
+        if queue is not None:
+            return self._lane(queue, True)
+        if sharding_key is None:
+            sticky = self._sticky.get(msg.topic)
+            if sticky is not None:
+                return sticky
+        route = self.producer.instance.routes.ready(msg.topic, allow_default=True)
+        if route is None:
+            return None
+        queues = publish_queues(route, None)
+        if sharding_key is not None:
+            return self._lane(select_by_key(queues, sharding_key), True)
+        sticky = self._sticky[msg.topic] = self._lane(
+            select_round_robin(queues, self._counter), False)
+        return sticky
+
+    async def _unpark(self, topic: str) -> None:
+        """Fetch ``topic``'s route, then queue its parked messages in produce order."""
+        try:
+            await self.producer.instance.routes.get(topic, allow_default=True)
+        except Exception as exc:
+            self._drop(self._parked.pop(topic, []), exc)
+            return
+        parked = self._parked.pop(topic, [])
+        for i, (msg, waiter, size, queue, sharding_key) in enumerate(parked):
+            try:
+                lane = self._lane_now(msg, queue, sharding_key)
+                if lane is None:
+                    raise NoRouteError(topic, "the route was dropped while messages waited "
+                                              "for it")
+            except TideMQError as exc:
+                self._drop(parked[i:], exc)
+                return
+            self._append(lane, msg, waiter, size)
+
+    def _drop(self, parked: Sequence[tuple[Message, _Waiter, int, MessageQueue | None,
+                                           str | None]], exc: BaseException) -> None:
+        """Parked messages that cannot be queued fail with ``exc``."""
+        for _, waiter, size, _, _ in parked:
+            self._buffered -= size
+            self._fail([waiter], exc)
+        self._space.set()
+
     def _lane(self, mq: MessageQueue, pinned: bool) -> _Lane:
         key = (mq, pinned)
         lane = self._lanes.get(key)
@@ -249,13 +388,14 @@ class AutoBatchProducer:
             self._checked_topics.add(msg.topic)
         elif not body or len(body) > self.producer.config.max_message_size:
             check_message(msg, self.producer.config.max_message_size)
-        else:
-            check_properties(msg)
         props = msg.properties
-        if props and props.get(PropertyKey.DELAY, "0") not in _NO_DELAY:
+        if not props:
+            return
+        check_properties(msg)
+        if props.get(PropertyKey.DELAY, "0") not in _NO_DELAY:
             raise InvalidMessageError("a batched message cannot have a delay level",
                                       topic=msg.topic)
-        if props and "INNER_MULTI_DISPATCH" in props:
+        if "INNER_MULTI_DISPATCH" in props:
             raise InvalidMessageError("a batched message cannot name LMQs "
                                       "(INNER_MULTI_DISPATCH): send it with Producer.send",
                                       topic=msg.topic)
@@ -267,8 +407,7 @@ class AutoBatchProducer:
             return select_by_key(queues, sharding_key)
         return select_round_robin(queues, self._counter)
 
-    def _append(self, lane: _Lane, msg: Message, fut: asyncio.Future[SendResult],
-                size: int) -> None:
+    def _append(self, lane: _Lane, msg: Message, waiter: _Waiter, size: int) -> None:
         """Decide without I/O: add to the lane's open batch, close it when it is full,
         ship what is due."""
         props = msg.properties
@@ -286,7 +425,7 @@ class AutoBatchProducer:
             else:
                 lane.ready = True
         batch.msgs.append(msg)
-        batch.futures.append(fut)
+        batch.waiters.append(waiter)
         batch.nbytes += size
         if batch.nbytes >= self.max_batch_bytes or len(batch.msgs) >= self.max_batch_messages:
             self._close(lane)
@@ -342,9 +481,8 @@ class AutoBatchProducer:
     async def _send(self, lane: _Lane, batch: _Batch) -> None:
         try:
             await self._send_batch(lane, batch)
-        except BaseException:  # cancelled: its messages are not left hanging
-            for fut in batch.futures:
-                fut.cancel()
+        except BaseException as exc:  # cancelled: its messages are not left hanging
+            self._fail(batch.waiters, exc)
             raise
         finally:
             self._buffered -= batch.nbytes
@@ -368,16 +506,29 @@ class AutoBatchProducer:
                 prepared = prepare_send_batch(
                     msgs, max_size=producer.config.max_message_size,
                     keys=producer.instance.uniq_keys, now_ms=now_ms(),
-                    compression=self.compression or producer.batch_compression)
+                    compression=self.compression or producer.batch_compression,
+                    checked=True)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
                     prepared, msgs[0], queue=q))
                 keys = prepared.keys
         except Exception as exc:  # every message of the batch learns why
-            for fut in batch.futures:
-                if not fut.done():
-                    fut.set_exception(exc)
+            self._fail(batch.waiters, exc)
             return
-        _resolve(batch.futures, result, keys)
+        _resolve(batch.waiters, result, keys)
+
+    def _fail(self, waiters: Sequence[_Waiter], exc: BaseException) -> None:
+        for waiter in waiters:
+            if waiter is None:
+                self._undelivered += 1
+                self._last_error = exc
+            elif isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        waiter.cancel()
+                    else:
+                        waiter.set_exception(exc)
+            else:
+                _call(waiter, exc, None)
 
     async def _attempt(self, lane: _Lane,
                        send: Callable[[MessageQueue | None], Awaitable[SendResult]]
@@ -395,12 +546,19 @@ class AutoBatchProducer:
     # ------------------------------------------------------------------ lifecycle
 
     async def flush(self) -> None:
-        """Ship every batch now and wait until all of them are answered."""
+        """Ship every batch now and wait until all of them are answered. Raises
+        :class:`DeliveryError` if messages produced without a callback failed since the
+        last flush."""
         for lane in self._lanes.values():
             self._close(lane)
             self._kick(lane)
         while self._inflight:  # each batch's outcome is its messages' business
             await asyncio.wait(set(self._inflight))  # a cancelled flush cancels no send
+        if self._undelivered:
+            count, cause = self._undelivered, self._last_error
+            self._undelivered, self._last_error = 0, None
+            assert cause is not None
+            raise DeliveryError(count, cause)
 
     async def close(self) -> None:
         """Flush, then refuse further sends (the producer stays open)."""
@@ -420,18 +578,36 @@ class AutoBatchProducer:
         await self.close()
 
 
-def _resolve(futures: Sequence[asyncio.Future[SendResult]], result: SendResult,
-             keys: Sequence[str]) -> None:
-    """Each message's own result from its batch's: its key, its offset, its record id."""
+def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]) -> None:
+    """Each message's own result from its batch's -- its key, its offset, its record id --
+    for those who wait for it (a batch produced without callbacks makes none)."""
+    if not any(waiters):
+        return
     record_ids = result.offset_msg_id.split(",")
-    per_record = len(record_ids) == len(futures)
+    per_record = len(record_ids) == len(waiters)
     status, queue, first, txn = (result.status, result.queue, result.queue_offset,
                                  result.transaction_id)
     offset_id = result.offset_msg_id
-    for i, fut in enumerate(futures):
-        if fut.done():
+    future = asyncio.Future
+    for i, waiter in enumerate(waiters):
+        if waiter is None:
             continue
-        fut.set_result(new_send_result(status, keys[i],
-                                       record_ids[i] if per_record else offset_id, queue,
-                                       first + i, txn))
+        one = new_send_result(status, keys[i], record_ids[i] if per_record else offset_id,
+                              queue, first + i, txn)
+        if isinstance(waiter, future):
+            if not waiter.done():
+                waiter.set_result(one)
+            continue
+        try:
+            waiter(None, one)
+        except Exception:
+            log.exception("delivery callback %r failed", waiter)
 
+
+def _call(callback: DeliveryCallback, error: BaseException | None,
+          result: SendResult | None) -> None:
+    """A delivery callback's own failure is logged, never the batch's business."""
+    try:
+        callback(error, result)
+    except Exception:
+        log.exception("delivery callback %r failed", callback)

@@ -11,8 +11,10 @@ from tidemq.errors import TideMQError
 from tidemq.types import MessageQueue
 
 __all__ = [
+    "BufferFullError",
     "ClientClosedError",
     "ClientError",
+    "DeliveryError",
     "InvalidMessageError",
     "InvalidPropertyError",
     "InvalidTopicError",
@@ -33,6 +35,28 @@ class ClientClosedError(ClientError):
     def __init__(self, what: str) -> None:
         super().__init__(f"{what} is not running (start it first, or it was closed)")
         self.what = what
+
+
+class BufferFullError(ClientError):
+    """A message would take the producer's buffer over ``limit`` bytes (``buffered`` are
+    held now): wait for deliveries (``await batcher.drain()``) and produce it again."""
+
+    def __init__(self, *, buffered: int, size: int, limit: int) -> None:
+        super().__init__(f"the send buffer holds {buffered} of {limit} bytes: no room for "
+                         f"{size} more (await drain() and produce again)")
+        self.buffered = buffered
+        self.size = size
+        self.limit = limit
+
+
+class DeliveryError(ClientError):
+    """``count`` messages produced without a delivery callback were not delivered;
+    ``cause`` is the last error seen."""
+
+    def __init__(self, count: int, cause: BaseException) -> None:
+        super().__init__(f"{count} produced message(s) were not delivered: {cause}")
+        self.count = count
+        self.cause = cause
 
 
 class InvalidMessageError(ClientError):

@@ -281,6 +281,11 @@ class RouteCacheCore(Generic[_Client]):
             for callback in list(self._listeners):
                 callback(topic)
 
+    def ready(self, topic: str, *, allow_default: bool = False) -> TopicRoute | None:
+        """The route :meth:`get` would return without asking a name server, or ``None``
+        when it would ask."""
+        return self._lookup(topic, allow_default, False).route
+
     def _lookup(self, topic: str, allow_default: bool, refresh: bool) -> Lookup:
         with self._lock:
             return self._table.lookup(topic, allow_default=allow_default, refresh=refresh)

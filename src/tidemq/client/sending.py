@@ -203,9 +203,11 @@ _FAN_OUT = "INNER_MULTI_DISPATCH"  # the brokers refuse it in batches
 
 
 def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyGenerator,
-                       now_ms: int, compression: BatchCompression) -> PreparedBatch:
+                       now_ms: int, compression: BatchCompression,
+                       checked: bool = False) -> PreparedBatch:
     """Check ``msgs`` as :func:`prepare_batch` does (without a per-message copy) and
-    encode them once, giving keys to messages without one."""
+    encode them once, giving keys to messages without one. ``checked``: each message's
+    properties were checked already (the auto-batcher checks them as they arrive)."""
     if not msgs:
         raise InvalidMessageError("a batch needs at least one message")
     first = msgs[0]
@@ -213,7 +215,7 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     topic = first.topic
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
-    for msg in msgs:
+    for msg in () if checked else msgs:
         check_properties(msg)
         if _FAN_OUT in msg.properties:
             raise InvalidMessageError("a message naming LMQs (INNER_MULTI_DISPATCH) cannot "

@@ -24,6 +24,7 @@ from tidemq.cli.commands.bench.options import (
     MaxBatch,
     MaxBatchBytes,
     Namesrv,
+    ProduceApi,
     Producers,
     Profile,
     Queues,
@@ -88,8 +89,9 @@ def report(kind: str, cfg: BrokerBenchConfig, result: dict[str, Any]) -> Report:
 def _linger_note(cfg: BrokerBenchConfig) -> str:
     if cfg.linger_ms is None:
         return ""
-    return (f", auto-batched (linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} messages "
-            f"and {cfg.max_batch_bytes:,} bytes per batch)")
+    api = "produce() with callbacks" if cfg.produce_api else "send() futures"
+    return (f", auto-batched ({api}, linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} "
+            f"messages and {cfg.max_batch_bytes:,} bytes per batch)")
 
 
 def _security_note(cfg: BrokerBenchConfig) -> str:
@@ -120,6 +122,7 @@ def produce(
                                        help="Messages per send (send_batch when > 1).")] = 1,
     producers: Producers = 1, in_flight: InFlight = 256, duration: Duration = 10.0,
     warmup: Warmup = 1.0, raw: Raw = False, linger_ms: Linger = None,
+    produce_api: ProduceApi = False,
     max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
@@ -129,9 +132,9 @@ def produce(
     _broker_bench("produce", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, batch=batch,
         producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
-        linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
-        broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
-        acl=acl, tls=tls),
+        linger_ms=linger_ms, produce_api=produce_api, max_batch=max_batch,
+        max_batch_bytes=max_batch_bytes, broker_settings=tuple(broker_set or ()),
+        profile=profile, data_dir=data_dir, acl=acl, tls=tls),
         json_out)
 
 

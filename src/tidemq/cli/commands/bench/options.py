@@ -35,6 +35,9 @@ Linger = Annotated[float | None, typer.Option(
     "--linger-ms", min=0.0,
     help="Send each message through an AutoBatchProducer lingering this long (one future "
          "per message; batches of one queue shipped as send_batch).")]
+ProduceApi = Annotated[bool, typer.Option(
+    "--produce", help="With --linger-ms: AutoBatchProducer.produce, one call per message "
+                      "and a delivery callback, no future; IN_FLIGHT messages outstanding.")]
 MaxBatch = Annotated[int, typer.Option(
     "--max-batch", min=1, help="With --linger-ms: messages per batch at most.")]
 MaxBatchBytes = Annotated[int, typer.Option(

@@ -1,0 +1,189 @@
+"""``AutoBatchProducer.produce`` against a real cluster: one call per message, no future
+per message; a delivery callback (or none), a topic whose route is not cached yet, the
+full buffer, and failures reported by ``flush``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.client.test_batching import create, dispatched, read_queue
+
+from tidemq.client import AdminClient, ClientConfig, MessageQueue, Producer
+from tidemq.client.batching import AutoBatchProducer
+from tidemq.client.errors import (
+    BufferFullError,
+    ClientClosedError,
+    DeliveryError,
+    InvalidMessageError,
+)
+from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.testing import Cluster
+from tidemq.types import SendResult, SendStatus
+
+BATCH_CQ = {"queue.type": "BatchCQ"}
+Outcome = tuple[BaseException | None, SendResult | None]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, brokers=2) as running:
+        yield running
+
+
+@pytest.fixture
+async def admin(cluster: Cluster) -> AsyncIterator[AdminClient]:
+    async with AdminClient(config=ClientConfig(namesrv_addr=(cluster.namesrv_addr,))) as a:
+        yield a
+
+
+@pytest.fixture
+async def producer(cluster: Cluster) -> AsyncIterator[Producer]:
+    async with Producer("pg", config=ClientConfig(namesrv_addr=(cluster.namesrv_addr,))) as p:
+        yield p
+
+
+def _recorder(outcomes: dict[int, Outcome], i: int):  # type: ignore[no-untyped-def]
+    def on_delivery(error: BaseException | None, result: SendResult | None) -> None:
+        assert i not in outcomes  # called once
+        outcomes[i] = (error, result)
+    return on_delivery
+
+
+@pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])
+async def test_each_produced_message_is_stored_once_and_told_its_place(
+        cluster: Cluster, admin: AdminClient, producer: Producer,
+        attributes: dict[str, str | None] | None) -> None:
+    await create(admin, "Produced", attributes=attributes)
+    outcomes: dict[int, Outcome] = {}
+    async with AutoBatchProducer(producer, max_batch_messages=40) as batcher:
+        # The route of "Produced" is not cached yet: the first messages wait for it.
+        assert producer.instance.routes.ready("Produced") is None
+        for i in range(300):
+            batcher.produce("Produced", b"body %04d" % i, tags="even" if i % 2 == 0 else "odd",
+                            keys=[f"k{i}", "all"], properties={"n": str(i)},
+                            on_delivery=_recorder(outcomes, i))
+            if i % 50 == 49:
+                await batcher.drain()
+    assert sorted(outcomes) == list(range(300))
+    assert all(error is None for error, _ in outcomes.values())
+    results = {i: r for i, (_, r) in outcomes.items() if r is not None}
+    assert all(r.status is SendStatus.SEND_OK and r.message_count == 1
+               for r in results.values())
+    await dispatched(cluster)
+    stored = {}
+    for mq in {r.queue for r in results.values()}:
+        for m in await read_queue(producer.instance, mq):
+            stored[(mq, m.queue_offset)] = m
+    assert len(stored) == 300  # nothing stored twice, nothing missing
+    for i, r in results.items():
+        m = stored[(r.queue, r.queue_offset)]
+        assert (m.body, m.msg_id, m.properties["n"]) == (b"body %04d" % i, r.msg_id, str(i))
+        assert m.tags == ("even" if i % 2 == 0 else "odd")
+        assert m.keys == [f"k{i}", "all"]
+    per_queue: dict[MessageQueue, list[int]] = {}
+    for i in sorted(results):
+        per_queue.setdefault(results[i].queue, []).append(results[i].queue_offset)
+    assert all(offs == sorted(offs) for offs in per_queue.values())  # produce order
+
+
+async def test_without_callbacks_messages_arrive_and_flush_reports_nothing(
+        cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
+    await create(admin, "Quiet", queues=1, brokers=2)
+    batcher = AutoBatchProducer(producer)
+    for i in range(120):
+        batcher.produce("Quiet", b"q%03d" % i, queue=MessageQueue("Quiet", "broker-a", 0))
+    await batcher.flush()
+    await dispatched(cluster)
+    got = await read_queue(producer.instance, MessageQueue("Quiet", "broker-a", 0))
+    assert [m.body for m in got] == [b"q%03d" % i for i in range(120)]
+    await batcher.close()
+    with pytest.raises(ClientClosedError):
+        batcher.produce("Quiet", b"late")
+
+
+async def test_failures_reach_each_callback_and_flush_counts_the_rest(
+        cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
+    await create(admin, "Closed")
+    await admin.create_topic("Closed", read_queue_nums=2, write_queue_nums=2, perm=4)
+    async with asyncio.timeout(5):
+        while (await producer.instance.routes.get("Closed", refresh=True)).publish_queues:
+            await asyncio.sleep(0.05)
+    mq = MessageQueue("Closed", "broker-a", 0)
+    batcher = AutoBatchProducer(producer)
+    outcomes: dict[int, Outcome] = {}
+    for i in range(4):
+        batcher.produce("Closed", b"x", queue=mq, on_delivery=_recorder(outcomes, i))
+    for _ in range(3):
+        batcher.produce("Closed", b"y", queue=mq)  # no callback: counted
+    with pytest.raises(DeliveryError) as info:
+        await batcher.flush()
+    assert info.value.count == 3
+    assert isinstance(info.value.cause, BrokerResponseError)
+    assert info.value.cause.code == ResponseCode.NO_PERMISSION
+    assert sorted(outcomes) == [0, 1, 2, 3]
+    for error, result in outcomes.values():
+        assert result is None and isinstance(error, BrokerResponseError)
+        assert error.code == ResponseCode.NO_PERMISSION
+    await batcher.flush()  # reported once
+    await batcher.close()
+
+
+async def test_a_full_buffer_refuses_until_drained(cluster: Cluster, admin: AdminClient,
+                                                   producer: Producer) -> None:
+    await create(admin, "Full", attributes=BATCH_CQ)
+    batcher = AutoBatchProducer(producer, max_batch_bytes=4 * 1024,
+                                total_buffer_bytes=16 * 1024)
+    delivered: list[int] = []
+    refused = peak = 0
+    i = 0
+    while i < 200:
+        try:
+            batcher.produce("Full", b"z" * 500,
+                            on_delivery=lambda e, r, i=i: delivered.append(i))  # type: ignore[misc]
+        except BufferFullError as exc:
+            assert exc.limit == 16 * 1024 and exc.buffered + exc.size > exc.limit
+            refused += 1
+            await batcher.drain()
+            continue
+        peak = max(peak, batcher.buffered_bytes)
+        i += 1
+    await batcher.close()
+    assert refused > 0  # nothing yielded before the buffer filled: produce refused
+    assert peak <= 16 * 1024
+    assert sorted(delivered) == list(range(200))
+
+
+async def test_a_refused_message_is_refused_at_the_call(admin: AdminClient,
+                                                        producer: Producer) -> None:
+    batcher = AutoBatchProducer(producer)
+    with pytest.raises(InvalidMessageError):
+        batcher.produce("Bad", b"")
+    with pytest.raises(InvalidMessageError):
+        batcher.produce("Bad", b"x", properties={"DELAY": "3"})
+    with pytest.raises(ValueError):
+        batcher.produce("Bad", b"x", queue=MessageQueue("Bad", "broker-a", 0),
+                        sharding_key="k")
+    assert batcher.buffered_bytes == 0
+    await batcher.close()
+
+
+async def test_a_failing_callback_is_logged_and_the_others_still_run(
+        cluster: Cluster, admin: AdminClient, producer: Producer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    await create(admin, "Callbacks")
+    seen: list[int] = []
+
+    def broken(error: BaseException | None, result: SendResult | None) -> None:
+        raise RuntimeError("the application's own bug")
+
+    async with AutoBatchProducer(producer) as batcher:
+        with caplog.at_level(logging.ERROR, logger="tidemq.client.batching"):
+            batcher.produce("Callbacks", b"a", on_delivery=broken)
+            batcher.produce("Callbacks", b"b", on_delivery=lambda e, r: seen.append(1))
+            await batcher.flush()
+    assert seen == [1]
+    assert "delivery callback" in caplog.text and "the application's own bug" in caplog.text

@@ -22,7 +22,7 @@ from tidemq.client import (
 from tidemq.client.blocking import BlockingRouteCache
 from tidemq.client.records import decode_messages
 from tidemq.codec.command import RequestCode
-from tidemq.errors import BrokerResponseError, ResponseCode
+from tidemq.errors import BrokerResponseError, ConnectionLost, ResponseCode
 from tidemq.net.blocking import BlockingClient
 from tidemq.testing import Cluster
 from tidemq.types import Message, MessageQueue, PullStatus, SendStatus
@@ -165,3 +165,23 @@ async def test_blocking_cache_keeps_brokers_a_restarted_name_server_lacks(
                 with pytest.raises(BrokerResponseError):
                     await asyncio.to_thread(cache.get, "OnlyB", refresh=True)
                 assert changed == ["Both"]
+
+
+async def test_a_blocking_fixed_queue_send_finds_the_new_master(
+        namesrv: FakeNameServer, brokers: list[FakeBroker], config: ClientConfig) -> None:
+    old, new = brokers
+    namesrv.add_topic("Fail", [old])
+    queue = MessageQueue("Fail", "broker-a", 0)
+    producer = BlockingProducer("pg", config=config)
+    try:
+        await asyncio.to_thread(producer.send, Message("Fail", b"1"), queue=queue)
+        await old.close()
+        new.name = "broker-a"
+        namesrv.add_broker(new)
+        namesrv.add_topic("Fail", [new])
+        with pytest.raises(ConnectionLost):
+            await asyncio.to_thread(producer.send, Message("Fail", b"2"), queue=queue)
+        result = await asyncio.to_thread(producer.send, Message("Fail", b"3"), queue=queue)
+    finally:
+        await asyncio.to_thread(producer.close)
+    assert result.status is SendStatus.SEND_OK and len(new.stored("Fail", 0)) == 1

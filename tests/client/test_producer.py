@@ -193,3 +193,25 @@ async def test_name_server_down(config: ClientConfig, namesrv: FakeNameServer) -
     async with Producer("pg", config=config) as producer:
         with pytest.raises(ConnectionLost):
             await producer.send(Message("T", b"x"))
+
+
+async def test_a_fixed_queue_send_finds_the_new_master_after_the_old_one_died(
+        namesrv: FakeNameServer, brokers: list[FakeBroker], config: ClientConfig) -> None:
+    # broker-a's master dies and a new one takes over (controller mode): the failed send
+    # to it says the route is out of date, so the next send asks the name server again
+    old, new = brokers
+    namesrv.add_topic("Fail", [old])
+    queue = MessageQueue("Fail", "broker-a", 0)
+    async with Producer("pg", config=config) as producer:
+        assert (await producer.send(Message("Fail", b"1"), queue=queue)).status is (
+            SendStatus.SEND_OK)
+        await old.close()
+        new.name = "broker-a"
+        namesrv.add_broker(new)
+        namesrv.add_topic("Fail", [new])
+        with pytest.raises(ConnectionLost):
+            await producer.send(Message("Fail", b"2"), queue=queue)
+        result = await producer.send(Message("Fail", b"3"), queue=queue)
+    assert result.status is SendStatus.SEND_OK
+    [stored] = new.stored("Fail", 0)
+    assert [m.body for m in decode_messages(stored.record)] == [b"3"]

@@ -101,6 +101,10 @@ class BlockingRouteCache(RouteCacheCore[BlockingClient]):
             self.store(topic, route)
         return route
 
+    def mark_stale(self, topic: str) -> None:
+        """Fetch ``topic`` again on its next use (after a send to it failed)."""
+        self._table.mark_stale(topic)
+
     def fetch(self, topic: str) -> TopicRouteData:
         response, addr = self.request_any(lambda: route_request(topic))
         return read_route_response(response, address=addr)
@@ -258,8 +262,12 @@ class BlockingProducer(_BlockingBase):
                                           count=count)
             except TideMQError as exc:
                 if not attempts.failed(mq, addr, exc):
+                    if attempts.route_outdated:
+                        self.routes.mark_stale(topic)
                     raise
             attempts.rerouted(self._refreshed(topic))
+        if attempts.route_outdated:
+            self.routes.mark_stale(topic)
         raise attempts.exhausted()
 
     def _refreshed(self, topic: str) -> TopicRoute | TideMQError:

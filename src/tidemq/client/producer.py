@@ -330,8 +330,12 @@ class Producer(InstanceRole):
                                           count=count)
             except TideMQError as exc:
                 if not attempts.failed(mq, addr, exc):
+                    if attempts.route_outdated:
+                        inst.routes.mark_stale(topic)
                     raise
             attempts.rerouted(await self._refreshed(topic))
+        if attempts.route_outdated:
+            inst.routes.mark_stale(topic)
         raise attempts.exhausted()
 
     async def _refreshed(self, topic: str) -> TopicRoute | TideMQError:

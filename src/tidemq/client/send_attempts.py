@@ -7,6 +7,11 @@ route names the queue's master, else to the master its cache finds -- and reads 
 answer. After a failure it asks :meth:`SendAttempts.failed` whether to go on; if so it
 fetches the route again and hands it to :meth:`SendAttempts.rerouted` (a failed refresh
 keeps the old route). When the attempts run out it raises :meth:`SendAttempts.exhausted`.
+A send that fails for good after a failure suggesting the route is out of date
+(:attr:`SendAttempts.route_outdated`: the broker was unreachable or does not take sends
+any more, as a master that died or became a replica) has the driver mark the topic's
+cached route stale, so the next send asks the name servers -- an ordered sender, which
+is never rerouted, then finds a newly elected master without waiting for the refresh.
 Which queue each attempt takes and which failures are worth another attempt is
 :class:`~tidemq.client.selector.SendPlan`'s.
 """
@@ -19,15 +24,28 @@ from tidemq.client.selector import SendPlan
 from tidemq.client.sending import publish_queues
 from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.command import RequestCode
-from tidemq.errors import RequestTimeout, TideMQError
+from tidemq.errors import (
+    BrokerResponseError,
+    ConnectionLost,
+    RequestTimeout,
+    ResponseCode,
+    TideMQError,
+)
 from tidemq.types import MessageQueue
 
-__all__ = ["MIN_WAIT", "SendAttempts"]
+__all__ = ["MIN_WAIT", "SendAttempts", "outdated_route"]
 
 log = logging.getLogger(__name__)
 
 #: The shortest wait given to an attempt that starts just before the deadline, seconds.
 MIN_WAIT = 1e-3
+
+
+def outdated_route(exc: TideMQError) -> bool:
+    """Whether a failed send suggests that the route it used is out of date."""
+    if isinstance(exc, (ConnectionLost, RequestTimeout)):
+        return True
+    return isinstance(exc, BrokerResponseError) and exc.code == ResponseCode.SERVICE_NOT_AVAILABLE
 
 
 class SendAttempts:
@@ -40,6 +58,8 @@ class SendAttempts:
         self.route = route
         self.budget = budget
         self.deadline = now + budget
+        #: A failure suggested that the cached route is out of date.
+        self.route_outdated = False
 
     def next(self, now: float) -> MessageQueue | None:
         """The queue of the next attempt, or ``None`` when no attempt or time is left."""
@@ -60,6 +80,7 @@ class SendAttempts:
         """Record that the attempt on ``mq`` (at ``address``) failed with ``exc``;
         ``True`` if another attempt follows (after the route is fetched again),
         ``False`` if ``exc`` is the send's error."""
+        self.route_outdated = self.route_outdated or outdated_route(exc)
         if not self.plan.failed(mq, exc):
             return False
         log.info("send to %s (%s) failed, trying again: %s", mq, address, exc)

@@ -79,3 +79,19 @@ def test_metrics_https_needs_certificate_and_key() -> None:
     with pytest.raises(ConfigError) as info:
         load_broker_config(overrides={"metricsCertPath": "/etc/m.crt"}, env={})
     assert info.value.key == "metricsKeyPath"
+
+
+def test_controller_mode_keys() -> None:
+    base = {"enableControllerMode": "true", "controllerAddr": "127.0.0.1:9876;127.0.0.1:9877",
+            "brokerId": "2", "brokerRole": "SYNC_MASTER"}
+    cfg, _, unknown = load_broker_config(overrides=base, env={})
+    assert not unknown
+    assert cfg.controller_addrs == ["127.0.0.1:9876", "127.0.0.1:9877"]
+    assert cfg.initial_role.value == "SLAVE" and cfg.master_is_sync
+    with pytest.raises(ConfigError, match="brokerId") as exc:
+        load_broker_config(overrides={**base, "brokerId": "0"}, env={})
+    assert exc.value.key == "brokerId"
+    with pytest.raises(ConfigError, match="controllerAddr"):
+        load_broker_config(overrides={**base, "controllerAddr": ""}, env={})
+    with pytest.raises(ConfigError, match="controllerHeartBeatTimeoutMills"):
+        load_broker_config(overrides={**base, "brokerHeartbeatInterval": "5000"}, env={})

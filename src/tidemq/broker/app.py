@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from tidemq.broker.auth_store import AuthStore
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.controller_link import ControllerLink
 from tidemq.broker.long_poll import DispatchLinger
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.broker.pipeline import Interceptor, Pipeline
@@ -27,6 +28,7 @@ from tidemq.broker.processors.admin import AdminProcessor
 from tidemq.broker.processors.auth import AuthProcessor
 from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
+from tidemq.broker.processors.epochs import EpochCacheProcessor
 from tidemq.broker.processors.groups import GroupProcessor
 from tidemq.broker.processors.lock import LockProcessor
 from tidemq.broker.processors.logical import LogicalProcessor
@@ -104,6 +106,14 @@ class BrokerApp:
         self.logical_processor = LogicalProcessor(ctx)
         #: A replica's copy of its master's metadata (idle on a master).
         self.metadata_sync = MetadataSync(ctx)
+        #: Controller mode (``enableControllerMode``): the role comes from the controllers.
+        self.controller_link: ControllerLink | None = None
+        if config.enable_controller_mode:
+            self.controller_link = ControllerLink(
+                self.client, config, self.store, ctx.replication.role,
+                broker_addr=lambda: self.broker_addr,
+                ha_address=lambda: self.ctx.replication.ha_address,
+                max_gap_not_in_sync=config.ha_max_gap_not_in_sync)
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False
@@ -142,6 +152,8 @@ class BrokerApp:
             self.logical.load()
             self._load_auth()
             self.ctx.sync_queue_types()
+            if self.controller_link is not None:  # may ask recovery to cut a divergent tail
+                await self.controller_link.prepare()
             report = await loop.run_in_executor(None, self.store.start)
             log.info("store ready: %s", report)
             self.topics.persist()
@@ -186,6 +198,8 @@ class BrokerApp:
         if self.config.namesrv_addrs:
             await self.registrar.register_all()
             self.registrar.start()
+        if self.controller_link is not None:
+            self.controller_link.start()
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
         self._tasks.append(loop.create_task(self.metadata_sync.run(), name="broker-slave-sync"))
         # Keep comparing logical-queue mappings with the peers (caught up once above).
@@ -199,6 +213,8 @@ class BrokerApp:
         if not self.started:
             return
         self.started = False
+        if self.controller_link is not None:
+            await self.controller_link.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -238,7 +254,7 @@ class BrokerApp:
         for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
-                     SlaveSyncProcessor(ctx), self.logical_processor):
+                     SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

@@ -341,6 +341,17 @@ class BrokerConfig:
                                        self.metrics_auth_password)
 
     @property
+    def initial_role(self) -> BrokerRole:
+        """The role the broker starts in: ``brokerRole``, but in controller mode a
+        replica without master until the controllers say (it takes no sends)."""
+        return BrokerRole.SLAVE if self.enable_controller_mode else self.broker_role
+
+    @property
+    def master_is_sync(self) -> bool:
+        """Whether this broker, when master, waits for replicas (SYNC_MASTER)."""
+        return self.broker_role is BrokerRole.SYNC_MASTER
+
+    @property
     def controller_addrs(self) -> list[str]:
         return [a.strip() for a in self.controller_addr.replace(",", ";").split(";")
                 if a.strip()]

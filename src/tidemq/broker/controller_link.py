@@ -134,6 +134,7 @@ class ControllerLink:
         self.controllers = config.controller_addrs
         self._leader: str | None = None
         self._registered = False
+        self._registered_ha = ""
         self._task: asyncio.Task[None] | None = None
         #: The last assignment seen (tests and the status read it).
         self.assignment: Assignment | None = None
@@ -194,10 +195,11 @@ class ControllerLink:
         await asyncio.gather(*(beat(addr) for addr in self.controllers))
 
     async def _register(self) -> bool:
+        ha_address = self._ha_address()
         header = RegisterBrokerToControllerRequestHeader(
             cluster_name=self.config.broker_cluster_name, broker_name=self.config.broker_name,
             broker_id=self.me, broker_address=self._broker_addr(),
-            ha_address=self._ha_address() or None)
+            ha_address=ha_address or None)
         response = await self._at_leader(RemotingCommand.request(
             RequestCode.CONTROLLER_REGISTER_BROKER, header.to_ext()))
         if response is None:
@@ -206,6 +208,7 @@ class ControllerLink:
             log.error("the controller refused to register %s id %d: %s %s",
                       self.config.broker_name, self.me, response.code, response.remark)
             return False
+        self._registered_ha = ha_address
         return True
 
     async def fetch_assignment(self) -> Assignment | None:
@@ -303,6 +306,8 @@ class ControllerLink:
     async def tick(self) -> None:
         """One round: heartbeat, learn the master, act (see the module doc)."""
         await self._heartbeat_all()
+        if self._registered_ha != self._ha_address():
+            self._registered = False  # the HA port is bound now: tell the controllers
         if not self._registered:
             self._registered = await self._register()
             if not self._registered:
@@ -332,7 +337,7 @@ class ControllerLink:
         epochs = self.store.epochs
         epochs.truncate(start + 1)  # epochs adopted from a master it never caught up with
         epochs.append(epoch, start)
-        await self.role.become_master(epoch)
+        await self.role.become_master(epoch, sync=self.config.master_is_sync)
         log.warning("%s id %d is master of epoch %d from commit-log offset %d",
                     self.config.broker_name, self.me, epoch, start)
 

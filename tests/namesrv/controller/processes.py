@@ -15,11 +15,18 @@ READY = " listening on "
 
 
 class ControllerProcess:
-    def __init__(self, self_id: str, peers: str, port: int, settings: dict[str, str]) -> None:
+    """``tidemq controller``, or with ``command="namesrv"`` a name server with the
+    controller embedded."""
+
+    def __init__(self, self_id: str, peers: str, port: int, settings: dict[str, str],
+                 command: str = "controller") -> None:
         self.self_id = self_id
+        self.command = command
         self.port = port
         self.settings = {"controllerRaftPeers": peers, "controllerRaftSelfId": self_id,
                          "listenPort": str(port), **settings}
+        if command == "namesrv":
+            self.settings["enableControllerInNamesrv"] = "true"
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
@@ -35,7 +42,7 @@ class ControllerProcess:
         self.lines = []
         self._ready = threading.Event()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tidemq.cli.main import main; main()", "controller",
+            [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
              *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "400"})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
@@ -68,8 +75,11 @@ class ControllerProcess:
             proc.stderr.close()
 
 
-def controller_trio(settings: dict[str, str] | None = None) -> list[ControllerProcess]:
-    """Three controllers (not started) that know each other."""
+def controller_trio(settings: dict[str, str] | None = None,
+                    command: str = "controller") -> list[ControllerProcess]:
+    """Three controllers (not started) that know each other; ``command="namesrv"``: three
+    name servers with the controller embedded."""
     raft = [free_port() for _ in range(3)]
     peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(raft))
-    return [ControllerProcess(f"n{i}", peers, free_port(), settings or {}) for i in range(3)]
+    return [ControllerProcess(f"n{i}", peers, free_port(), settings or {}, command)
+            for i in range(3)]

@@ -16,7 +16,7 @@ __all__ = ["EpochCacheProcessor", "epoch_cache"]
 
 def epoch_cache(ctx: BrokerContext) -> EpochEntryCache:
     entries = ctx.store.epochs.entries
-    nexts = [e.start_offset for e in entries[1:]] + [OPEN_END]
+    nexts = [e.start_offset for e in entries[1:]] + [OPEN_END] if entries else []
     return EpochEntryCache(
         cluster_name=ctx.config.broker_cluster_name, broker_name=ctx.config.broker_name,
         broker_id=ctx.config.broker_id, max_offset=ctx.store.commitlog.max_offset,

@@ -46,7 +46,7 @@ class ReplicationService:
     def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
         self.config = config
         self.store = store
-        self.role = RoleHolder(RoleState(config.broker_role, config.broker_id,
+        self.role = RoleHolder(RoleState(config.initial_role, config.broker_id,
                                          config.ha_master_address))
         self.server: HaServer | None = None
         self.client: HaClient | None = None

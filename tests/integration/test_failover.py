@@ -1,0 +1,194 @@
+"""Automatic failover with real processes on loopback: three name servers with the
+controller embedded, broker-a as three brokers in controller mode (SYNC_MASTER,
+inSyncReplicas 2), a real client.
+
+* kill -9 of the master: a replica of the sync-state set is elected, the master epoch
+  rises, the name servers list the new master as brokerId 0, the producer's next send is
+  acknowledged by it without a restart, and every message acknowledged before the kill
+  is read back from it exactly once, in order;
+* the old master, given a tail nobody else holds and started again, cuts that tail
+  through recovery, takes the new master's epochs and copies its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.crash.broker_process import BrokerProcess
+from tests.namesrv.controller.processes import ControllerProcess, controller_trio
+
+from tidemq.client import AdminClient, ClientConfig, Message, Producer
+from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
+from tidemq.client.pull import pull_request, read_pull_response
+from tidemq.client.subscription import Subscription
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import GetTopicConfigRequestHeader
+from tidemq.errors import ResponseCode, TideMQError
+from tidemq.store.config import StoreConfig
+from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.types import MessageQueue, PullStatus, SendStatus
+
+TOPIC = "Failover"
+GROUP = "broker-a"
+LEASE_MS = 1500
+SEGMENT = 64 * 1024
+
+
+def broker_settings(controllers: str) -> dict[str, str]:
+    return {
+        "enableControllerMode": "true", "controllerAddr": controllers,
+        "brokerRole": "SYNC_MASTER", "inSyncReplicas": "2",
+        "brokerHeartbeatInterval": "300", "controllerHeartBeatTimeoutMills": str(LEASE_MS),
+        "slaveMetadataSyncInterval": "500", "haSendHeartbeatInterval": "500",
+        "mappedFileSizeCommitLog": str(SEGMENT),
+    }
+
+
+@pytest.fixture
+def namesrvs() -> Iterator[list[ControllerProcess]]:
+    trio = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
+                           command="namesrv")
+    try:
+        for c in trio:
+            c.start()
+        yield trio
+    finally:
+        for c in trio:
+            c.kill9()
+
+
+@pytest.fixture
+def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+    addrs = ";".join(c.addr for c in namesrvs)
+    group = [BrokerProcess(tmp_path / f"b{i}", addrs,
+                           {**broker_settings(addrs), "brokerId": str(i)}) for i in (1, 2, 3)]
+    try:
+        yield group
+    finally:
+        for b in group:
+            b.kill9()
+
+
+async def eventually(probe, ok, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await probe()
+        if ok(value):
+            return value
+        assert loop.time() < deadline, f"not reached in {timeout}s: {value!r}"
+        await asyncio.sleep(0.1)
+
+
+async def has_topic(admin: AdminClient, address: str) -> bool:
+    header = GetTopicConfigRequestHeader(topic=TOPIC)
+    response = await admin.instance.request(address, RemotingCommand.request(
+        RequestCode.GET_TOPIC_CONFIG, header.to_ext()))
+    return response.code == ResponseCode.SUCCESS
+
+
+async def read_queue(admin: AdminClient, address: str, queue: MessageQueue) -> list[bytes]:
+    sub = Subscription.parse(TOPIC)
+    out: list[bytes] = []
+    offset = 0
+    while True:
+        cmd = pull_request("failover-check", queue, offset, max_nums=32, subscription=sub)
+        result = read_pull_response(await admin.instance.request(address, cmd), queue, sub,
+                                    address=address, offset=offset)
+        if result.status is not PullStatus.FOUND:
+            return out
+        out += [bytes(m.body) for m in result.messages]
+        offset = result.next_offset
+
+
+async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
+        namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
+    addrs = [c.addr for c in namesrvs]
+    config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
+    for b in brokers:  # the first to start is the first master
+        b.start()
+    async with AdminClient(config=config) as admin, Producer("failover-p", config=config) as p:
+        controllers = ControllerAdmin(admin.instance.request, addrs)
+
+        async def group() -> object:
+            return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]
+
+        await eventually(group, lambda g: g.master_broker_id == 1  # type: ignore[attr-defined]
+                         and len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
+        await admin.create_topic(TOPIC, broker_addr=brokers[0].addr, read_queue_nums=2,
+                                 write_queue_nums=2)
+        for replica in brokers[1:]:  # topic configs reach replicas every 500 ms
+            await eventually(lambda r=replica: has_topic(admin, r.addr), bool)
+        acked: dict[int, list[bytes]] = {0: [], 1: []}
+        for i in range(120):
+            body = f"m{i:04d}".encode()
+            result = await p.send(Message(TOPIC, body), queue=MessageQueue(TOPIC, GROUP, i % 2))
+            assert result.status is SendStatus.SEND_OK
+            acked[i % 2].append(body)
+
+        old = brokers[0]
+        old.kill9()
+        killed = time.monotonic()
+        attempt = 0
+        while True:  # the producer finds the new master through the name servers
+            attempt += 1
+            body = f"after{attempt:05d}".encode()
+            try:
+                result = await p.send(Message(TOPIC, body), queue=MessageQueue(TOPIC, GROUP, 0))
+            except TideMQError:  # no master until the controllers elect one
+                await asyncio.sleep(0.05)
+                continue
+            if result.status is SendStatus.SEND_OK:
+                break
+            # stored, but its copy is not confirmed (FLUSH_SLAVE_TIMEOUT ...): not acked
+            await asyncio.sleep(0.05)
+        took = time.monotonic() - killed
+        print(f"kill -9 of the master to the first acknowledged send: {took:.2f} s "
+              f"({attempt} attempts)")
+
+        g = await group()
+        new_id = g.master_broker_id  # type: ignore[attr-defined]
+        assert new_id in (2, 3)
+        assert g.master_epoch == 2  # type: ignore[attr-defined]
+        new = brokers[new_id - 1]
+        route = await admin.topic_route(TOPIC)
+        (data,) = [d for d in route.broker_datas if d.broker_name == GROUP]
+        assert data.broker_addrs[0] == new.addr
+        for queue_id, bodies in acked.items():
+            got = await read_queue(admin, new.addr, MessageQueue(TOPIC, GROUP, queue_id))
+            assert got[:len(bodies)] == bodies, f"queue {queue_id} on the new master"
+            later = got[len(bodies):]
+            assert all(b.startswith(b"after") for b in later)
+            assert len(set(later)) == len(later) and (queue_id == 1 or body in later)
+            acked[queue_id] = got  # what the returned old master must copy
+
+        # the old master comes back with a tail it alone wrote
+        store = MessageStore(StoreConfig(store_path_root_dir=str(old.root),
+                                         mapped_file_size_commit_log=SEGMENT))
+        store.start()
+        ghost_end = 0
+        for i in range(5):
+            put = store.put(TOPIC, 1, MessageInput(f"ghost{i}".encode(), b""))
+            ghost_end = put.phys_offsets[0] + put.sizes[0]
+        store.shutdown()
+        old.start()
+
+        async def caught_up() -> tuple[object, object]:
+            return (await broker_epoch_cache(admin.instance.request, old.addr),
+                    await broker_epoch_cache(admin.instance.request, new.addr))
+
+        mine, _ = await eventually(
+            caught_up, lambda c: c[0].max_offset == c[1].max_offset  # type: ignore[attr-defined]
+            and c[0].epoch_list == c[1].epoch_list)  # type: ignore[attr-defined]
+        assert [e.epoch for e in mine.epoch_list] == [1, 2]  # type: ignore[attr-defined]
+        assert "diverged" in old.log(200)
+        assert ghost_end > 0
+        for queue_id, bodies in acked.items():
+            got = await read_queue(admin, old.addr, MessageQueue(TOPIC, GROUP, queue_id))
+            assert got == bodies, f"queue {queue_id} on the returned old master"
+        await eventually(group, lambda g: 1 in [  # type: ignore[attr-defined]
+            r.broker_id for r in g.in_sync_replicas])  # type: ignore[attr-defined]

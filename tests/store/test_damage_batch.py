@@ -53,7 +53,8 @@ def build(root: Path, counts: list[int]) -> list[tuple[int, int, int, int]]:
         for i, n in enumerate(counts):
             tag = TAGS[i % 2]
             r = store.put_inner_batch("T", 0, inner(n, base), encode_properties(
-                {"UNIQ_KEY": f"B{base}", "TAGS": tag}), n, tags_code=tag_code(tag))
+                {"UNIQ_KEY": f"B{base}", "TAGS": tag}), n, tags_code=tag_code(tag),
+                keys=(f"B{base}",))
             out.append((r.phys_offsets[0], r.sizes[0], base, n))
             base += n
     finally:
@@ -120,7 +121,7 @@ def test_a_damaged_inner_batch_is_skipped_and_the_queue_goes_on(
         assert served(store, 16, only_a) == [b for i, (_, _, b, _) in enumerate(records)
                                              if i % 2 == 0 and i != victim]
         r = store.put_inner_batch("T", 0, inner(2, total), encode_properties(
-            {"UNIQ_KEY": "next", "TAGS": "a"}), 2, tags_code=tag_code("a"))
+            {"UNIQ_KEY": "next", "TAGS": "a"}), 2, tags_code=tag_code("a"), keys=("next",))
         assert r.queue_offset == total  # the queue goes on
     finally:
         store.shutdown()

@@ -14,6 +14,8 @@ are at that moment.
 * every consume-queue entry: it points at a record that exists, with the right size,
   topic, queue id and queue offset (LMQ entries point at their parent's records and are
   only checked for existence and size);
+* the key index (:mod:`tidemq.store.index_check`) and the LMQ store's entries
+  (:mod:`tidemq.store.lmq_check`) against what dispatch writes for each record;
 * the checkpoint: its offsets lie on record boundaries within the valid log, and its
   timestamps are not newer than the data;
 * a recovery dry run: where a start would begin scanning, where the valid log ends, and
@@ -45,7 +47,10 @@ from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT, creation_cut_short
 from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
+from tidemq.store.index_check import check_index, geometry
+from tidemq.store.index_keys import index_hashes
 from tidemq.store.layout import StoreLayout
+from tidemq.store.lmq_check import check_lmq
 from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
 from tidemq.store.queue_extent import assess
 from tidemq.store.readonly import (
@@ -57,6 +62,7 @@ from tidemq.store.readonly import (
     open_log,
     walk_log,
 )
+from tidemq.store.recovery import dispatch_batch_for
 from tidemq.store.recovery_plan import StartFacts, choose_scan, ends_a_record, plan
 from tidemq.store.repair import QUARANTINE_DIR
 
@@ -107,7 +113,7 @@ def _as_dict(obj: Any) -> Any:
 
 @dataclasses.dataclass(slots=True)
 class Problem:
-    kind: str  # "commitlog", "queue", "checkpoint"
+    kind: str  # "commitlog", "queue", "batch queue", "index", "lmq", "checkpoint"
     where: str  # a file name or "topic/queueId"
     offset: int  # physical offset, queue offset or -1
     detail: str
@@ -154,6 +160,8 @@ class VerifyReport:
     queue_entries: int = 0
     expired_entries: int = 0
     hole_entries: int = 0  # entries of records lost to damage, which readers skip
+    index_entries: int = 0  # key-index entries read
+    lmq_entries: int = 0  # LMQ entries read
     checkpoint: Checkpoint | None = None
     recovery: RecoveryPreview | None = None
     problems: list[Problem] = dataclasses.field(default_factory=list)
@@ -247,6 +255,9 @@ class _Records:
         self.queue_offset = array.array("q")
         self.topic = array.array("i")
         self.topics: dict[str, int] = {}
+        self.index_keys: list[str] = []  # "topic#key" of every key dispatch indexes
+        self.index_phys = array.array("q")  # the record of each
+        self.lmq: dict[tuple[str, int], tuple[int, int]] = {}  # (LMQ, offset) -> record
 
     def add(self, offset: int, rec: Record) -> None:
         self.phys.append(offset)
@@ -254,6 +265,21 @@ class _Records:
         self.queue_id.append(rec.queue_id)
         self.queue_offset.append(rec.queue_offset)
         self.topic.append(self.topics.setdefault(rec.topic, len(self.topics)))
+
+    def derive(self, offset: int, rec: Record) -> None:
+        """What dispatch writes for the record beside its queue entry: index keys, LMQ
+        entries (:func:`~tidemq.store.recovery.dispatch_batch_for`)."""
+        batch = dispatch_batch_for(rec, offset)
+        if batch is None:
+            return
+        for key in batch.keys[0] if batch.keys else ():
+            if key:
+                self.index_keys.append(f"{batch.topic}#{key}")
+                self.index_phys.append(offset)
+        target = batch.lmq[0] if batch.lmq else None
+        if target is not None:
+            for name, lmq_offset in zip(target[0], target[1], strict=True):
+                self.lmq[(name, lmq_offset)] = (offset, rec.total_size)
 
     def arrays(self) -> dict[str, np.ndarray[Any, Any]]:
         return {name: np.frombuffer(getattr(self, name), dtype=np.int64 if code == "q"
@@ -391,6 +417,7 @@ class _Verifier:
         rep.records += 1
         rep.record_bytes += rec.total_size
         self.records.add(offset, rec)
+        self.records.derive(offset, rec)
 
     def _end(self, end: End) -> None:
         """The walk ended at ``end``: every non-zero byte after it is torn tail."""
@@ -417,7 +444,8 @@ class _Verifier:
         )
         if self.layout.lmq_dir.exists():
             self.report.warnings.append(
-                "the LMQ store is not read: a start may scan from earlier than previewed")
+                "the preview does not take the LMQ store's dispatch checkpoint into account: "
+                "a start may scan from earlier than previewed")
         found = choose_scan(
             log.maps, facts,
             lambda offset: ends_a_record(offset, queues.last_entries, log.read,
@@ -690,6 +718,40 @@ class _Verifier:
 
     # -------------------------------------------------------------- checkpoint
 
+    def check_derived(self, cp: Checkpoint, end: int, slot_num: int | None,
+                      max_index_num: int | None) -> None:
+        """The key index and the LMQ store against the records of the valid log."""
+        cols = self.records.arrays()
+        damaged = np.array(sorted(d.offset for d in self.damaged), dtype=np.int64)
+        sound = ~np.isin(cols["phys"], damaged)
+        phys, size = cols["phys"][sound], cols["size"][sound].astype(np.int64)
+        log_min = self.log.maps[0].base if self.log.maps else 0
+        shape = geometry(self.layout, slot_num, max_index_num,
+                         (_DEFAULTS.max_hash_slot_num, _DEFAULTS.max_index_num))
+        if isinstance(shape, str):
+            self.report.warnings.append(shape)
+        elif self.layout.index_dir.is_dir():
+            keyed = np.frombuffer(self.records.index_phys, dtype=np.int64)
+            live = keyed < end
+            hashes = index_hashes([k for k, ok in zip(self.records.index_keys, live.tolist(),
+                                                      strict=True) if ok])
+            n, findings = check_index(
+                self.layout, hashes, keyed[live], record_phys=phys[phys < end],
+                damaged_phys=damaged, log_min=log_min, valid_end=end,
+                covered_end=min(cp.dispatched_phy_offset, end), slot_num=shape[0],
+                max_index_num=shape[1])
+            self.report.index_entries = n
+            for where, offset, detail in findings:
+                self.problem("index", where, offset, detail)
+        if self.layout.lmq_dir.is_dir():
+            expected = {k: v for k, v in self.records.lmq.items() if v[0] < end}
+            n, findings = check_lmq(self.layout.lmq_dir, expected, record_phys=phys,
+                                    record_size=size, damaged_phys=set(damaged.tolist()),
+                                    log_min=log_min, valid_end=end)
+            self.report.lmq_entries = n
+            for where, offset, detail in findings:
+                self.problem("lmq", where, offset, detail)
+
     def check_checkpoint(self, cp: Checkpoint, end: int) -> None:
         path = self.layout.checkpoint_file
         rep = self.report
@@ -724,8 +786,11 @@ class _Verifier:
 
 def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
            segment_size: int | None = None, cq_file_size: int | None = None,
-           progress: ProgressFn | None = None) -> VerifyReport:
-    """Check a store directory without starting it; see the module docstring."""
+           progress: ProgressFn | None = None, max_hash_slot_num: int | None = None,
+           max_index_num: int | None = None) -> VerifyReport:
+    """Check a store directory without starting it; see the module docstring. The index
+    files are checked for the size ``max_hash_slot_num`` and ``max_index_num`` give them
+    (default: as :func:`~tidemq.store.index_check.geometry` infers)."""
     layout = StoreLayout(root)
     if not layout.root.is_dir():
         raise InspectError(f"{layout.root} is not a directory", path=str(layout.root))
@@ -743,6 +808,7 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
         v.scan_log()
         preview = v.preview(checkpoint, clean)
         preview.queue_entries_dropped = v.check_queues(preview.end_offset)
+        v.check_derived(checkpoint, preview.end_offset, max_hash_slot_num, max_index_num)
         v.check_checkpoint(checkpoint, preview.end_offset)
         report.recovery = preview
         report.damaged = [DamageInfo(d.offset, d.length, d.reason) for d in v.damaged]

@@ -70,7 +70,7 @@ from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
 from tidemq.store.threads import NamedThread
 
 __all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "entry_prefix",
-           "grouped_batch"]
+           "grouped_batch", "split_entry_key"]
 
 log = logging.getLogger(__name__)
 
@@ -427,7 +427,7 @@ class LmqStore:
             else:
                 wb.delete(k)
             dropped += n - keep
-            name, offset = _split_entry_key(k)
+            name, offset = split_entry_key(k)
             first_gone[name] = min(first_gone.get(name, offset + keep), offset + keep)
         with self._lock:
             for name, nxt in first_gone.items():
@@ -553,6 +553,27 @@ class LmqStore:
                 return
             yield key, cast(bytes, v)
 
+    def drop_derived(self) -> int:
+        """Drop every derived key -- entries, metadata, the checkpoint -- keeping the truth
+        (consumer offsets, tombstones, whose floors go back into ``M``), so that a
+        re-dispatch from the start of the commit log rebuilds the entries (``tidemq store
+        verify --repair``). Returns the entries dropped."""
+        dropped = sum(len(v) // _ENTRY_SIZE for _k, v in self._items(b"E"))
+        floors = self.tombstones()
+        wb = WriteBatch(raw_mode=True)
+        wb.delete_range(b"E", b"F")
+        wb.delete_range(b"M", b"N")
+        for name, floor in floors.items():
+            wb.put(b"M" + name.encode(), _pack_meta(0, 0, floor))
+        wb.delete(_CHECKPOINT_KEY)
+        with self._lock:
+            self.db.write(wb, write_opt=self._wal)
+            self._meta.clear()
+            self._floors = dict(floors)
+            self.dispatched = 0
+            self._stats = None
+        return dropped
+
     def delete_queue(self, name: str, floor: int) -> bool:
         """Drop an LMQ with its entries and every group's offset for it; returns whether
         it had entries.
@@ -626,7 +647,7 @@ class LmqStore:
         """Every stored entry, runs expanded: ``(queue, offset, value)`` in key order --
         what two stores hold in common whatever runs their dispatchers wrote."""
         for k, v in self._items(b"E"):
-            name, offset = _split_entry_key(k)
+            name, offset = split_entry_key(k)
             for i in range(len(v) // _ENTRY_SIZE):
                 yield name, offset + i, v[i * _ENTRY_SIZE : (i + 1) * _ENTRY_SIZE]
 
@@ -802,6 +823,6 @@ def _first_where(run: bytes, test: Callable[[int, int], bool]) -> int:
     return len(run) // _ENTRY_SIZE
 
 
-def _split_entry_key(key: bytes) -> tuple[str, int]:
+def split_entry_key(key: bytes) -> tuple[str, int]:
     """``(name, offset)`` of an ``E`` key."""
     return key[1:-9].decode(), int(_Q.unpack(key[-8:])[0])

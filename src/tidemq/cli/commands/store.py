@@ -2,7 +2,8 @@
 
 ``verify`` and ``dump`` read the files without starting the store or taking its lock;
 ``verify --repair`` takes the lock (the broker must be stopped), copies damaged commit-log
-bytes to ``quarantine/`` and rebuilds every consume queue from the commit log.
+bytes to ``quarantine/`` and rebuilds every consume queue, the key index and the LMQ
+entries from the commit log.
 ``convert-cq`` rebuilds a topic's consume queues as batch consume queues (RIP-26); it
 takes the lock, so the broker must be stopped. Humans get tables (and a progress bar on
 large directories); ``--json`` prints one JSON document on stdout for scripts. ``verify``
@@ -33,7 +34,9 @@ from rich.progress import (
 from rich.table import Table
 
 from tidemq.errors import StoreReadOnly
+from tidemq.store.config import StoreConfig
 from tidemq.store.convert import ConversionError, ConversionReport, convert_topic
+from tidemq.store.index_check import geometry
 from tidemq.store.inspect import (
     InspectError,
     ProgressFn,
@@ -117,24 +120,43 @@ def verify_command(
     = None,
     fix: Annotated[bool, typer.Option(
         "--repair", help="With the broker stopped: copy damaged commit-log bytes to "
-                         "quarantine/ and rebuild every consume queue from the commit log, "
-                         "then verify again.")] = False,
+                         "quarantine/ and rebuild every consume queue, the key index and "
+                         "the LMQ entries from the commit log, then verify again.")] = False,
+    max_hash_slot_num: Annotated[int | None, typer.Option(
+        min=1, help="The broker's maxHashSlotNum, for the key-index files (default: "
+                    "inferred from their size).")] = None,
+    max_index_num: Annotated[int | None, typer.Option(
+        min=2, help="The broker's maxIndexNum (default: inferred).")] = None,
 ) -> None:
-    """Check every record, queue entry and the checkpoint; preview what a start would do."""
-    report = _verify(directory, json_out, no_crc, segment_size, cq_file_size)
+    """Check every record, queue entry, key-index and LMQ entry and the checkpoint; preview
+    what a start would do."""
+    index = (max_hash_slot_num, max_index_num)
+    report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index)
     if fix and report.records + len(report.damaged):
+        defaults = StoreConfig()
+        shape = geometry(StoreLayout(directory), max_hash_slot_num, max_index_num,
+                         (defaults.max_hash_slot_num, defaults.max_index_num))
         try:
             done = repair(directory, segment_size=report.segment_size,
                           cq_file_size=report.cq_file_size, bcq_file_size=report.bcq_file_size,
-                          check_crc=not no_crc)
+                          check_crc=not no_crc,
+                          index_geometry=None if isinstance(shape, str) else shape)
         except StoreReadOnly as exc:
             _err().print(f"[red]error:[/red] {exc}: stop the broker first")
             raise typer.Exit(2) from exc
         if not json_out:
+            lmq = ""
+            if done.lmq_repaired:
+                lmq = (f", the LMQ store repaired by RocksDB (it could not be opened: "
+                       f"{done.lmq_repaired})")
             _out().print(f"repair: {len(done.quarantined)} damaged stretches copied to "
-                         f"quarantine/, {done.queue_files_removed} consume-queue files "
-                         f"rebuilt ({done.recovery})")
-        report = _verify(directory, json_out, no_crc, segment_size, cq_file_size)
+                         f"quarantine/, {done.queue_files_removed} consume-queue files and "
+                         f"{done.index_files_removed} index files rebuilt, "
+                         f"{done.lmq_entries_dropped} LMQ entries rebuilt{lmq} "
+                         f"({done.recovery})")
+            if isinstance(shape, str):
+                _out().print(f"[yellow]warning:[/yellow] {shape}; the index was left as it is")
+        report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index)
     if json_out:
         _emit_json(report.to_dict())
     else:
@@ -144,11 +166,12 @@ def verify_command(
 
 
 def _verify(directory: Path, json_out: bool, no_crc: bool, segment_size: int | None,
-            cq_file_size: int | None) -> VerifyReport:
+            cq_file_size: int | None, index: tuple[int | None, int | None]) -> VerifyReport:
     with _progress(directory, not json_out) as progress:
         try:
             return verify(directory, check_crc=not no_crc, segment_size=segment_size,
-                          cq_file_size=cq_file_size, progress=progress)
+                          cq_file_size=cq_file_size, progress=progress,
+                          max_hash_slot_num=index[0], max_index_num=index[1])
         except InspectError as exc:
             raise _fail(exc) from exc
 
@@ -166,6 +189,8 @@ def _print_verify(report: VerifyReport) -> None:
                    f"{_when(report.last_store_timestamp)}"),
         ("queues", f"{report.queues:,}"),
         ("queue entries", f"{report.queue_entries:,} ({report.expired_entries:,} expired)"),
+        ("key-index entries", f"{report.index_entries:,}"),
+        ("LMQ entries", f"{report.lmq_entries:,}"),
     ]
     rec = report.recovery
     if rec is not None:

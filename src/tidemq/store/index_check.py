@@ -1,0 +1,197 @@
+"""The key index checked against the commit log, read-only (``tidemq store verify``).
+
+The layout is :mod:`tidemq.store.index`'s. Each index file must have the size the store's
+``maxHashSlotNum`` and ``maxIndexNum`` give it, an ``indexCount`` within its capacity, a
+header that agrees with its entries, slots and chains that point only at written entries
+(backwards), and entries that each name a record of the valid log under one of that
+record's keys (``UNIQ_KEY`` and ``KEYS``, as dispatch indexes them). Every key of a record
+the index must cover -- from the first file's first record up to the checkpoint's
+dispatched offset, below which the store flushed the index -- must have its entry.
+Findings are ``(where, offset, detail)``: the file name and the entry number (or -1).
+
+The files do not record the ``maxHashSlotNum`` and ``maxIndexNum`` they were made with.
+When they are not given and the files' common size does not fit the defaults, the
+geometry of RocketMQ's defaults (``maxIndexNum = 4 * maxHashSlotNum``) is tried; when
+that does not fit either the index is not checked and a warning says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from tidemq.store.index import ENTRY_DTYPE, HEADER_SIZE, SLOT_SIZE, index_file_size
+from tidemq.store.layout import StoreLayout
+
+__all__ = ["IndexFinding", "check_index", "geometry"]
+
+#: ``(where, offset, detail)``: an index file's name, an entry number or -1, what is wrong.
+IndexFinding = tuple[str, int, str]
+
+_HEADER = np.dtype([("begin_ts", ">i8"), ("end_ts", ">i8"), ("begin_phys", ">i8"),
+                    ("end_phys", ">i8"), ("slot_count", ">i4"), ("count", ">i4")])
+MAX_EXAMPLES = 5
+
+Ints = npt.NDArray[np.int64]
+
+
+def geometry(layout: StoreLayout, slot_num: int | None, max_index_num: int | None,
+             defaults: tuple[int, int]) -> tuple[int, int] | str:
+    """``(maxHashSlotNum, maxIndexNum)`` to check the files with, or why they cannot be
+    checked (see the module doc): the given values; else the defaults, or the geometry
+    ``maxIndexNum = 4 * maxHashSlotNum``, whichever fits the size of some file (a file of
+    another size is then reported as cut short or grown)."""
+    if slot_num is not None or max_index_num is not None:
+        return slot_num or defaults[0], max_index_num or defaults[1]
+    sizes = sorted({p.stat().st_size for _, p in layout.segments_in(layout.index_dir)})
+    if not sizes or index_file_size(*defaults) in sizes:
+        return defaults
+    for size in sizes:
+        slots, rest = divmod(size - HEADER_SIZE, SLOT_SIZE + 4 * ENTRY_DTYPE.itemsize)
+        if slots >= 1 and not rest:
+            return slots, 4 * slots
+    return (f"the index files ({', '.join(map(str, sizes))} bytes) fit neither the default "
+            f"maxHashSlotNum={defaults[0]} and maxIndexNum={defaults[1]} nor "
+            "maxIndexNum = 4 * maxHashSlotNum: the index is not checked (give the broker's "
+            "values)")
+
+
+def check_index(layout: StoreLayout, expected_hash: Ints, expected_phys: Ints, *,
+                record_phys: Ints, damaged_phys: Ints, log_min: int, valid_end: int,
+                covered_end: int, slot_num: int, max_index_num: int
+                ) -> tuple[int, list[IndexFinding]]:
+    """``(entries, findings)`` for the index files under ``layout``. ``expected_*``: the
+    entries dispatch writes for the records of the valid log, in log order;
+    ``record_phys``: where every sound record of the valid log starts (sorted);
+    ``damaged_phys``: where damaged ones start (their entries are left alone: the damage
+    is reported, and a lookup reads and checks the record anyway); ``covered_end``: the
+    index must hold every key of records below it."""
+    findings: list[IndexFinding] = []
+    size = index_file_size(slot_num, max_index_num)
+    found_hash: list[Ints] = []
+    found_phys: list[Ints] = []
+    first_begin = -1
+    entries = 0
+    for _, path in layout.segments_in(layout.index_dir):
+        actual = path.stat().st_size
+        if actual != size:
+            findings.append((path.name, -1, f"{actual} bytes, expected {size} for "
+                             f"maxHashSlotNum={slot_num} and maxIndexNum={max_index_num}: a "
+                             "start deletes it and lookups of its keys are lost"))
+            continue
+        got = list(_check_file(path, slot_num, max_index_num, findings))
+        if not got:
+            continue
+        h, p = got[0]
+        entries += len(p)
+        if len(p):
+            first_begin = int(p[0]) if first_begin < 0 else first_begin
+            found_hash.append(h)
+            found_phys.append(p)
+    if not found_phys:
+        return entries, findings
+    fh, fp = np.concatenate(found_hash), np.concatenate(found_phys)
+    live = (fp >= log_min) & ~np.isin(fp, damaged_phys)
+    beyond = live & (fp >= valid_end)
+    for at in np.unique(fp[beyond])[:MAX_EXAMPLES].tolist():
+        findings.append(("index", -1, f"an entry points at {at}, past the end of the valid "
+                         f"log {valid_end}"))
+    live &= ~beyond
+    k = np.minimum(np.searchsorted(record_phys, fp), max(len(record_phys) - 1, 0))
+    is_record = (record_phys[k] == fp) if len(record_phys) else np.zeros(len(fp), bool)
+    for at in np.unique(fp[live & ~is_record])[:MAX_EXAMPLES].tolist():
+        findings.append(("index", -1, f"an entry points at {at}, where no record starts"))
+    live &= is_record
+    found_pairs = _pairs(fh[live], fp[live])
+    want = expected_phys >= max(first_begin, log_min)
+    want_pairs = _pairs(expected_hash[want], expected_phys[want])
+    stray = sorted(found_pairs - want_pairs, key=lambda pair: pair[1])
+    for _h, at in stray[:MAX_EXAMPLES]:
+        findings.append(("index", -1, f"an entry for the record at {at} has a key hash none "
+                         "of its keys has"))
+    if len(stray) > MAX_EXAMPLES:
+        findings.append(("index", -1, f"... and {len(stray) - MAX_EXAMPLES} more such entries"))
+    covered = want & (expected_phys < covered_end)
+    missing = _pairs(expected_hash[covered], expected_phys[covered]) - found_pairs
+    if missing:
+        at = [p for _h, p in missing]
+        findings.append(("index", -1, f"{len(missing)} keys of records at {min(at)}.."
+                         f"{max(at)} have no entry (lookups by them fail)"))
+    return entries, findings
+
+
+def _pairs(hashes: Ints, phys: Ints) -> set[tuple[int, int]]:
+    return set(zip(hashes.tolist(), phys.tolist(), strict=True))
+
+
+def _check_file(path: Path, slot_num: int, max_index_num: int,
+                findings: list[IndexFinding]) -> Iterator[tuple[Ints, Ints]]:
+    """One file's header, slots and entries; yields its ``(hashes, phys)`` once."""
+    name = path.name
+    with path.open("rb") as f:
+        head = np.frombuffer(f.read(HEADER_SIZE), dtype=_HEADER)[0]
+        count = int(head["count"])
+        if not 1 <= count <= max_index_num:
+            findings.append((name, -1, f"indexCount {count} is outside 1..{max_index_num}: "
+                             "a start reads the file as empty"))
+            return
+        slots = np.frombuffer(f.read(slot_num * 4), dtype=">i4").astype(np.int64)
+        f.read(ENTRY_DTYPE.itemsize)  # entry number 0 is the null entry: never written
+        ent = np.frombuffer(f.read((count - 1) * ENTRY_DTYPE.itemsize), dtype=ENTRY_DTYPE)
+    if len(ent) != count - 1:
+        findings.append((name, -1, f"indexCount {count} but only {len(ent)} entries written"))
+        return
+    bad_slot = np.flatnonzero((slots < 0) | (slots >= count))
+    if len(bad_slot):
+        findings.append((name, -1, f"{len(bad_slot)} hash slots point past the entries "
+                         f"written (slot {int(bad_slot[0])} -> {int(slots[bad_slot[0]])})"))
+    phys = ent["phys"].astype(np.int64)
+    prev = ent["prev"].astype(np.int64)
+    numbers = np.arange(1, count, dtype=np.int64)
+    bad_prev = np.flatnonzero((prev < 0) | (prev >= numbers))
+    for i in bad_prev[:MAX_EXAMPLES].tolist():
+        findings.append((name, i + 1, f"chain link {int(prev[i])} does not point back"))
+    if not len(bad_prev) and not len(bad_slot):
+        _check_chains(name, ent["hash"].astype(np.int64) % slot_num, prev, slots, findings)
+    if len(phys) > 1 and np.any(np.diff(phys) < 0):
+        i = int(np.argmax(np.diff(phys) < 0)) + 1
+        findings.append((name, i + 1, "physical offsets go back"))
+    if len(phys) and (int(head["begin_phys"]) != int(phys[0])
+                      or int(head["end_phys"]) != int(phys[-1])):
+        findings.append((name, -1, f"header says entries {int(head['begin_phys'])}.."
+                         f"{int(head['end_phys'])}, the entries {int(phys[0])}.."
+                         f"{int(phys[-1])}"))
+    yield ent["hash"].astype(np.int64), phys
+
+
+def _check_chains(name: str, slot_of: Ints, prev: Ints, slots: Ints,
+                  findings: list[IndexFinding]) -> None:
+    """Every entry on exactly one chain, the chain of its key's slot: it is the head of
+    that slot or the link of exactly one later entry of the same slot. (Links point
+    back, so chains cannot loop.) An entry off its chain is invisible to lookups."""
+    n = len(prev)
+    refs = np.zeros(n + 1, dtype=np.int64)  # by entry number
+    np.add.at(refs, prev, 1)
+    heads = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(heads, slots, 1)
+    reached = refs[1:] + heads[1:]
+    linked = prev > 0
+    wrong_slot = np.zeros(n, dtype=bool)
+    wrong_slot[linked] = slot_of[prev[linked] - 1] != slot_of[linked]
+    head_of = np.flatnonzero(slots > 0)
+    for s in head_of[slot_of[slots[head_of] - 1] != head_of][:MAX_EXAMPLES].tolist():
+        findings.append((name, int(slots[s]), f"hash slot {s} points at an entry of "
+                         f"slot {int(slot_of[slots[s] - 1])}"))
+    for i in np.flatnonzero(wrong_slot)[:MAX_EXAMPLES].tolist():
+        findings.append((name, i + 1, f"chain link {int(prev[i])} leads to another slot's "
+                         "entry"))
+    lost = np.flatnonzero(reached != 1)
+    for i in lost[:MAX_EXAMPLES].tolist():
+        findings.append((name, i + 1, "not on its slot's chain (lookups miss it)"
+                         if reached[i] == 0 else "on more than one chain"))
+    if len(lost) > MAX_EXAMPLES:
+        findings.append((name, -1, f"... and {len(lost) - MAX_EXAMPLES} more entries off "
+                         "their chains"))

@@ -17,7 +17,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-from tidemq.broker.auth_store import AuthStore
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.controller_link import ControllerLink
@@ -64,7 +63,7 @@ class BrokerApp:
         first (:mod:`tidemq.broker.pipeline`), after the ACL's (``aclEnable``)."""
         ctx = self.ctx = BrokerContext(config, store_config)
         #: The ACL 2.0 users and policies (served whatever ACL model is on).
-        self.auth_store = AuthStore(ctx.layout.config_dir)
+        self.auth_store = ctx.auth
         #: The ACL interceptor (``aclEnable`` or ``authenticationEnabled``), outermost of
         #: all: one gate and one permission table for both models.
         self.acl: AclGate | None = None

@@ -23,8 +23,11 @@ from typing import TypeVar
 
 from tidemq.codec.auth_bodies import (
     AclInfo,
+    AuthMetadata,
     UserInfo,
+    decode_auth,
     decode_auth_list,
+    encode_auth,
     encode_auth_list,
 )
 from tidemq.errors import ConfigError, RemoteProtocolError, ResponseCode, error_for_code
@@ -171,6 +174,31 @@ class AuthStore:
         return [to_acl_info(a) for s, a in sorted(self._acls.items())
                 if (not subject_filter or subject_filter in s)
                 and (not resource_filter or mentions(a, resource_filter))]
+
+    # ------------------------------------------------------------------ replication
+
+    def snapshot(self) -> bytes:
+        """Every user (with its password) and ACL: what a replica copies."""
+        return encode_auth(AuthMetadata(
+            users=[to_user_info(u, with_password=True) for _, u in sorted(self._users.items())],
+            acls=[to_acl_info(a) for _, a in sorted(self._acls.items())]))
+
+    def replace(self, data: bytes) -> bool:
+        """Take a master's :meth:`snapshot` whole; whether anything changed. Raises
+        ``ValueError`` or ``RemoteProtocolError`` for one that does not read (nothing
+        changes then)."""
+        doc = decode_auth(data, AuthMetadata)
+        users = {u.username: u for u in map(parse_user, doc.users)}
+        acls = {a.subject: a for a in map(parse_acl_info, doc.acls)}
+        with self._lock:
+            changed = False
+            if users != self._users:
+                self._write_users(users)
+                changed = True
+            if acls != self._acls:
+                self._write_acls(acls)
+                changed = True
+            return changed
 
     # ------------------------------------------------------------------ internals
 

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from tidemq.broker.auth_store import AuthStore
 from tidemq.broker.clients import ConsumerManager, ProducerManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.delay import DelayPolicy, parse_delay_levels
@@ -67,6 +68,8 @@ class BrokerContext:
         #: The broker's role in its group and the replication that follows it.
         self.replication = ReplicationService(config, self.store)
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
+        #: The ACL 2.0 users and ACLs (served whatever ACL model is on).
+        self.auth = AuthStore(self.layout.config_dir)
         self.server = RemotingServer(config.bind_address, config.listen_port,
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes,

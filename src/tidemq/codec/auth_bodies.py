@@ -14,6 +14,8 @@ body                         members
                              ``Sub``, ...), ``sourceIps``, ``decision`` (``Allow`` /
                              ``Deny``)
 ``KVConfigSerializeWrapper`` ``configTable``: namespace -> key -> value
+``AuthMetadata``             ``users``: list of UserInfo (passwords included), ``acls``:
+                             list of AclInfo -- GET_AUTH_METADATA (20300), a TideMQ code
 ===========================  ===============================================================
 
 AUTH_LIST_USER and AUTH_LIST_ACL answer a JSON array of UserInfo / AclInfo. Every member
@@ -30,8 +32,9 @@ import msgspec
 
 from tidemq.errors import RemoteProtocolError
 
-__all__ = ["AclInfo", "KVConfigSerializeWrapper", "PolicyEntryInfo", "PolicyInfo", "UserInfo",
-           "decode_auth", "decode_auth_list", "encode_auth", "encode_auth_list"]
+__all__ = ["AclInfo", "AuthMetadata", "KVConfigSerializeWrapper", "PolicyEntryInfo",
+           "PolicyInfo", "UserInfo", "decode_auth", "decode_auth_list", "encode_auth",
+           "encode_auth_list"]
 
 
 class _Auth(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
@@ -60,6 +63,11 @@ class PolicyInfo(_Auth):
 class AclInfo(_Auth):
     subject: str | None = None
     policies: list[PolicyInfo] | None = None
+
+
+class AuthMetadata(_Auth):
+    users: list[UserInfo] = []
+    acls: list[AclInfo] = []
 
 
 class KVConfigSerializeWrapper(_Auth):

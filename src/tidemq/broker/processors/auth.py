@@ -2,7 +2,8 @@
 AUTH_UPDATE_USER (3002), AUTH_DELETE_USER (3003), AUTH_GET_USER (3004), AUTH_LIST_USER
 (3005), AUTH_CREATE_ACL (3006), AUTH_UPDATE_ACL (3007), AUTH_DELETE_ACL (3008),
 AUTH_GET_ACL (3009), AUTH_LIST_ACL (3010), over the broker's
-:class:`~tidemq.broker.auth_store.AuthStore`.
+:class:`~tidemq.broker.auth_store.AuthStore`; and TideMQ's GET_AUTH_METADATA (20300),
+every user with its password and every ACL, which a replica copies from its master.
 
 Headers and bodies are upstream's (:mod:`tidemq.codec.headers`,
 :mod:`tidemq.codec.auth_bodies`): ``username`` with a UserInfo body; ``subject`` with an
@@ -59,6 +60,7 @@ class AuthProcessor:
         reg(RequestCode.AUTH_DELETE_ACL, self.delete_acl)
         reg(RequestCode.AUTH_GET_ACL, self.get_acl)
         reg(RequestCode.AUTH_LIST_ACL, self.list_acls)
+        reg(RequestCode.GET_AUTH_METADATA, self.metadata)
 
     # ------------------------------------------------------------------ users
 
@@ -122,6 +124,9 @@ class AuthProcessor:
     def get_acl(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(AclRequestHeader, cmd)
         return cmd.response(body=encode_auth(self.store.get_acl(h.subject)))
+
+    def metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=self.store.snapshot())
 
     def list_acls(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(ListAclsRequestHeader, cmd)

@@ -7,8 +7,9 @@ master -- with RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONF
 the consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
 (GET_ALL_DELAY_OFFSET, 45) and the subscription groups
 (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table whole, as upstream's
-``SlaveSynchronize`` does. Logical-queue mappings reach every broker through the
-logical-queue sync all brokers run. A master does not run this.
+``SlaveSynchronize`` does; then the ACL 2.0 users and ACLs (TideMQ's GET_AUTH_METADATA,
+20300; skipped when the master does not serve it). Logical-queue mappings reach every
+broker through the logical-queue sync all brokers run. A master does not run this.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import TideMQError
+from tidemq.errors import ResponseCode, TideMQError
 
 __all__ = ["MetadataSync"]
 
@@ -88,5 +89,12 @@ class MetadataSync:
                                     for k, v in delay.get("offsetTable", {}).items()})
         groups = json.loads(await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         ctx.subscription_groups.replace(groups)
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(
+            RequestCode.GET_AUTH_METADATA), 10.0)
+        if resp.code == ResponseCode.SUCCESS:
+            if ctx.auth.replace(resp.full_body()):
+                log.info("ACL 2.0 users and ACLs copied from master %s", addr)
+        elif resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            raise TideMQError(f"GET_AUTH_METADATA: answer {resp.code} {resp.remark}")
         self.syncs += 1
         self.synced.set()

@@ -1,16 +1,19 @@
 """``tidemq standalone`` with the ACL on, as docs/security.md says to turn it on: the
 broker and the name server of the one process both check requests -- the admin CLI
 needs an admin account for topics and for the name server's KV config, an ordinary
-account sends, and unsigned requests are refused."""
+account sends, and unsigned requests are refused. With ACL 2.0 the name server checks
+against the broker's users."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.cli.server_process import ServerProcess
 from tests.net.acl.accounts import ADMIN, USER, write_accounts
+from tests.net.acl.users import ALICE, ROOT
 from typer.testing import CliRunner
 
 from tidemq.cli.main import app
@@ -51,3 +54,28 @@ def test_standalone_checks_every_request(standalone: ServerProcess) -> None:
     assert code == 1 and "PUT_KV_CONFIG needs admin" in out, out
     code, out = _admin(standalone, ADMIN, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
     assert code == 0, out
+
+
+def test_standalone_with_acl2_protects_its_name_server_with_the_brokers_users(
+        tmp_path: Path) -> None:
+    server = ServerProcess("standalone", {
+        "authenticationEnabled": "true", "authorizationEnabled": "true",
+        "initAuthenticationUser": json.dumps({"username": ROOT.access_key,
+                                              "password": ROOT.secret_key}),
+        "accessKey": ROOT.access_key, "secretKey": ROOT.secret_key},
+        "--data", str(tmp_path / "data"))
+    server.start()
+    try:
+        code, out = _admin(server, None, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+        assert code == 1 and "the request has no AccessKey" in out, out
+        code, out = _admin(server, ROOT, "createUser", "-u", "alice", "-p",
+                           ALICE.secret_key)
+        assert code == 0, out
+        code, out = _admin(server, ALICE, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+        assert code == 1 and "PUT_KV_CONFIG needs an admin account; alice is not admin" in out
+        code, out = _admin(server, ROOT, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
+        assert code == 0, out
+        code, out = _admin(server, ROOT, "updateTopic", "-t", "Sa2", "-r", "1", "-w", "1")
+        assert code == 0, out  # the broker registered with the name server as root
+    finally:
+        server.stop()

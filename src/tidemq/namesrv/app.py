@@ -79,6 +79,7 @@ from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
+from tidemq.net.acl.principal import Directory
 from tidemq.net.bind import local_host, warn_if_exposed
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
@@ -126,7 +127,10 @@ class NameServerApp:
     """A name server: remoting server, route table, expiry task. See the module docstring."""
 
     def __init__(self, config: NamesrvConfig | None = None, *,
-                 clock: Clock = monotonic_ms, controller: ControllerApp | None = None) -> None:
+                 clock: Clock = monotonic_ms, controller: ControllerApp | None = None,
+                 acl_directory: Directory | None = None) -> None:
+        """``acl_directory``: check requests against these principals (an embedding
+        process's ACL 2.0 users) instead of ``aclEnable``'s file."""
         self.config = config = config or NamesrvConfig()
         #: The embedded controller (``enableControllerInNamesrv``), if any.
         self.controller = controller
@@ -154,7 +158,8 @@ class NameServerApp:
         self.metrics = NamesrvMetrics(self.routes, self.server)
         self.metrics_server: MetricsHttpServer | None = None
         #: The ACL interceptor (``aclEnable``): around every processor.
-        self.acl = AclGate(AclFile(config.acl_file)) if config.acl_enable else None
+        self.acl = (AclGate(acl_directory) if acl_directory is not None
+                    else AclGate(AclFile(config.acl_file)) if config.acl_enable else None)
         if self.acl is not None:
             self.metrics.registry.register(AclCollector(self.acl, "tidemq_namesrv"))
         processors: dict[int, Processor] = {}

@@ -28,6 +28,8 @@ from tidemq.errors import TideMQError
 from tidemq.namesrv import NameServerApp
 from tidemq.namesrv.config import load_namesrv_config
 from tidemq.namesrv.controller import ControllerApp, load_controller_config
+from tidemq.net.acl.policy import Acl, User
+from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 from tidemq.net.tls import TlsMode, TlsServerSettings
 
@@ -207,6 +209,22 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     _run(_serve(start, app.stop))
 
 
+class _BrokerUsers:
+    """The ACL 2.0 users of a standalone's broker, for its name server (none until the
+    broker has started)."""
+
+    def __init__(self, broker: Callable[[], BrokerApp | None]) -> None:
+        self._broker = broker
+
+    def user(self, username: str) -> User | None:
+        app = self._broker()
+        return None if app is None else app.auth_store.user(username)
+
+    def acl_of(self, username: str) -> Acl | None:
+        app = self._broker()
+        return None if app is None else app.auth_store.acl_of(username)
+
+
 def standalone(
     data: Annotated[Path, typer.Option(help="Data directory.")] = Path("./data"),
     namesrv_port: Annotated[int, typer.Option(help="Name server port.")] = 9876,
@@ -261,12 +279,18 @@ def standalone(
                  "storePathRootDir": str(data / "store"), **user_overrides}
     bcfg, scfg, unknown = _load(load_broker_config, config, overrides)
     _report_unknown(unknown)
+    app: BrokerApp | None = None
     # One process, one certificate and one ACL: the name server's port takes the broker's
-    # TLS settings and its ACL 1.0 accounts (aclEnable, aclFile).
+    # TLS settings and its ACL -- the ACL 1.0 accounts (aclEnable, aclFile), or the
+    # broker's ACL 2.0 users (authenticationEnabled), once the broker has loaded them.
+    users = None
+    if bcfg.authentication_enabled:
+        users = UserDirectory(_BrokerUsers(lambda: app), authorize=bcfg.authorization_enabled,
+                              cluster=bcfg.broker_cluster_name)
     ns = NameServerApp(dataclasses.replace(ns_cfg, **{
         f.name: getattr(bcfg, f.name) for f in dataclasses.fields(ns_cfg)
-        if f.name.startswith("tls_server_") or f.name in ("acl_enable", "acl_file")}))
-    app: BrokerApp | None = None
+        if f.name.startswith("tls_server_") or f.name in ("acl_enable", "acl_file")}),
+        acl_directory=users)
     web: ConsoleServer | None = None
 
     async def start() -> None:

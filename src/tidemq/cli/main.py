@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from tidemq.cli.commands import admin, auth, bench, controller, kv, logical, pipeline, server
+from tidemq.cli.commands import (
+    admin,
+    auth,
+    bench,
+    cluster,
+    controller,
+    kv,
+    logical,
+    pipeline,
+    server,
+)
 from tidemq.cli.commands import console as console_commands
 from tidemq.cli.commands import store as store_commands
 
@@ -18,6 +28,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(store_commands.app, name="store")
 server.register(app)
+cluster.register(app)  # tidemq cluster: a failover group on one machine
 console_commands.register(app)
 
 

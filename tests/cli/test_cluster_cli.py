@@ -1,0 +1,122 @@
+"""``tidemq cluster`` as a real process: three name servers with embedded controllers and a
+three-broker group come up, the group has a master and two in-sync replicas, the admin
+commands read it (getSyncStateSet, getBrokerEpoch), a message goes through, and SIGTERM
+stops every child."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+
+runner = CliRunner()
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _bases() -> tuple[int, int, int]:
+    """Name-server, Raft and broker port bases whose ranges are all free."""
+    rng = random.Random()
+    while True:
+        base = rng.randrange(20000, 60000, 100)
+        ns, raft, broker = base, base + 10, base + 40
+        ports = [ns, ns + 1, ns + 2, raft, raft + 1, raft + 2,
+                 *(broker + 10 * i + k for i in range(3) for k in (0, 1))]
+        if all(_free(p) for p in ports):
+            return ns, raft, broker
+
+
+def admin(*args: str) -> Any:
+    result = runner.invoke(app, ["admin", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def eventually(probe: Any, ok: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if ok(value):
+            return value
+        assert time.monotonic() < deadline, value
+        time.sleep(0.2)
+
+
+def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
+    ns, raft, broker = _bases()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from tidemq.cli.main import main; main()", "cluster",
+         "--data", str(tmp_path), "--namesrv-port", str(ns), "--raft-port", str(raft),
+         "--broker-port", str(broker)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "COLUMNS": "200"})
+    lines: list[str] = []
+    running = threading.Event()
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "cluster is running" in line:
+                running.set()
+        running.set()
+
+    drainer = threading.Thread(target=drain, daemon=True)
+    drainer.start()
+    try:
+        assert running.wait(180) and proc.poll() is None, "".join(lines)
+        assert "tidemq admin sendMessage" in "".join(lines) and "-p hi" in "".join(lines)
+        namesrvs = ";".join(f"127.0.0.1:{ns + i}" for i in range(3))
+        pids = [int(line.rsplit("pid", 1)[1]) for line in lines if " pid " in line]
+        assert len(pids) == 6
+
+        def group() -> Any:
+            return admin("getSyncStateSet", "-a", namesrvs)["replicasInfoTable"]["broker-a"]
+
+        g = eventually(group, lambda g: len(g["inSyncReplicas"]) == 3)
+        assert g["masterBrokerId"] == 1 and g["masterAddress"] == f"127.0.0.1:{broker}"
+        epochs = eventually(lambda: admin("getBrokerEpoch", "-b", "broker-a", "-n", namesrvs),
+                            lambda rows: len(rows) == 3)
+        assert {r["brokerId"] for r in epochs} == {1, 2, 3}
+        assert all([e["epoch"] for e in r["epochList"]] == [1] for r in epochs)
+        sent = runner.invoke(app, ["admin", "sendMessage", "-n", namesrvs, "-t", "Hello",
+                                   "-p", "hi", "--json"])
+        assert sent.exit_code == 0, sent.output
+        assert "SEND_OK" in sent.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        drainer.join(10)
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert proc.returncode == 0, "".join(lines[-30:])
+    for pid in pids:
+        assert not _alive(pid), f"child {pid} still runs"
+    assert (tmp_path / "logs" / "broker-1.log").read_text().count("serving on") >= 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -45,7 +45,8 @@ from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
-from tidemq.net.acl.policy import User, UserType
+from tidemq.net.acl.migrate import migrate_rules
+from tidemq.net.acl.policy import User, UserType, to_acl_info
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http import MetricsHttpServer
@@ -244,6 +245,14 @@ class BrokerApp:
         if init is not None and self.auth_store.ensure_user(
                 User(init[0], init[1], UserType.SUPER)):
             log.info("initAuthenticationUser: Super user %s created", init[0])
+        if self.config.migrate_auth_from_v1_enabled:
+            rules = AclFile(self.config.acl_file).rules()
+            for user, acl in migrate_rules(rules):
+                if self.auth_store.ensure_user(user):
+                    if acl is not None:
+                        self.auth_store.put_acl(acl.subject, to_acl_info(acl), create=True)
+                    log.info("migrateAuthFromV1Enabled: account %s is now a user",
+                             user.username)
 
     def _build_pipeline(self) -> None:
         """Every handler and every interceptor of the broker, registered here and only

@@ -112,6 +112,10 @@ class BrokerConfig:
     #: The broker's own credentials as JSON ``{"accessKey": "...", "secretKey": "..."}``
     #: (upstream's key; ``accessKey``/``secretKey`` say the same and win).
     inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
+    #: ACL 2.0: at start, make a user and an ACL of every ``aclFile`` account that has no
+    #: user of its name yet (:mod:`tidemq.net.acl.migrate`).
+    migrate_auth_from_v1_enabled: bool = dataclasses.field(
+        default=False, metadata={"key": "migrateAuthFromV1Enabled"})
     # Replication (docs/replication.md); RocketMQ's keys.
     #: ASYNC_MASTER, SYNC_MASTER or SLAVE; a master has brokerId 0, a replica another id.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
@@ -217,6 +221,11 @@ class BrokerConfig:
             raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true "
                               "(a policy is only as good as the signature naming its user)",
                               key="authorizationEnabled")
+        if self.migrate_auth_from_v1_enabled and not (
+                self.authentication_enabled and self.acl_file):
+            raise ConfigError("migrateAuthFromV1Enabled=true needs authenticationEnabled=true "
+                              "and aclFile (the plain_acl.yml to migrate)",
+                              key="migrateAuthFromV1Enabled")
         self.init_user  # noqa: B018 -- checked here, read at start
         self.credentials  # noqa: B018
         check_listen(self.bind_address, self.listen_port, self.metrics_port, self.broker_ip1)

@@ -214,7 +214,8 @@ def test_configuration_errors_name_the_key() -> None:
                          ({"init_authentication_user": '{"username": "u", "password": "p"}'},
                           "initAuthenticationUser"),
                          ({"inner_client_authentication_credentials": '{"accessKey": "a"}'},
-                          "innerClientAuthenticationCredentials")):
+                          "innerClientAuthenticationCredentials"),
+                         ({"migrate_auth_from_v1_enabled": True}, "migrateAuthFromV1Enabled")):
         with pytest.raises(ConfigError) as info:
             BrokerConfig(**{**ACL2, **changes})
         assert info.value.key == key, changes

@@ -8,9 +8,11 @@ module; neither imports the other's commands at module level.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import re
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -33,7 +35,8 @@ from tidemq.errors import TideMQError
 
 __all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "TlsCa", "TlsCert", "TlsKey",
            "Topic", "UseTls", "client_tls", "console_err", "console_out", "emit_json",
-           "run_admin", "set_account", "set_tls", "table_of"]
+           "format_ms", "parse_bool", "parse_time_ms", "print_columns", "run_admin",
+           "set_account", "set_tls", "table_of"]
 
 T = TypeVar("T")
 
@@ -138,3 +141,49 @@ def table_of(title: str, columns: Iterable[str], rows: Iterable[Iterable[object]
     for row in rows:
         table.add_row(*(escape(str(v)) for v in row))
     return table
+
+
+def print_columns(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """Rows under mqadmin's ``#Header`` columns, each column as wide as its widest cell
+    and two spaces apart (what scripts written for mqadmin's output split on)."""
+    cells = [list(headers)] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = sys.stdout
+    for row in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                  + "\n")
+
+
+def parse_bool(value: str, flag: str) -> bool:
+    """mqadmin's ``true``/``false`` option values."""
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise typer.BadParameter(f"expected true or false, got {value!r}", param_hint=flag)
+    return lowered == "true"
+
+
+_MQADMIN_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}#\d{2}:\d{2}:\d{2}:\d{3}$")
+
+
+def parse_time_ms(value: str, flag: str) -> int:
+    """mqadmin's time values: ``now``, epoch milliseconds, or local time as
+    ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    text = value.strip()
+    if text.lower() == "now":
+        return int(datetime.datetime.now().timestamp() * 1000)
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if _MQADMIN_TIME.match(text):
+        when = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
+        return int(when.timestamp() * 1000)
+    raise typer.BadParameter(
+        f"expected now, epoch milliseconds or yyyy-MM-dd#HH:mm:ss:SSS, got {value!r}",
+        param_hint=flag)
+
+
+def format_ms(ms: int) -> str:
+    """Epoch milliseconds as local ``yyyy-MM-dd HH:mm:ss``, ``-`` for none (as mqadmin's
+    #LastTime)."""
+    if ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,366 @@
+"""``tidemq admin`` group commands, with mqadmin's names, flags and columns.
+
+====================  =========================================================
+command               what it does
+====================  =========================================================
+consumerProgress      a group's offsets and lag per queue (``-g``, ``-t``, ``-c``); without
+                      ``-g`` one line per consumer group
+consumerConnection    the online consumers of a group and their subscriptions
+producerConnection    the producers of a group connected to a topic's brokers
+brokerConsumeStats    every group's progress on one broker (``-b``; ``-l``: only queues
+                      whose diff is at least this)
+resetOffsetByTime     move a group's offsets of a topic to a time (``-s``) or an offset
+                      (``-q``/``-o``); online consumers follow
+skipAccumulatedMessage  move a group's offsets of a topic to the end
+cloneGroupOffset      give a group (``-d``) the offsets another (``-s``) committed
+updateSubGroup        create or replace a subscription group on ``-b`` or cluster ``-c``
+deleteSubGroup        delete a subscription group (``-r true``: and its offsets)
+====================  =========================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from tidemq.cli.commands.admin_common import (
+    JsonFlag,
+    Namesrv,
+    console_out,
+    emit_json,
+    format_ms,
+    parse_bool,
+    parse_time_ms,
+    print_columns,
+    run_admin,
+)
+from tidemq.client import AdminClient
+from tidemq.client import group_admin as ga
+from tidemq.client.config import DEFAULT_NAMESRV
+from tidemq.codec.headers import parse_attributes
+from tidemq.errors import TideMQError
+
+__all__ = ["register"]
+
+Group = Annotated[str, typer.Option("-g", "--groupName", help="Consumer group name.")]
+Cluster = Annotated[str | None, typer.Option(
+    "-c", "--clusterName", help="Every master of this cluster.")]
+BrokerAddr = Annotated[str | None, typer.Option(
+    "-b", "--brokerAddr", help="This broker only (host:port).")]
+TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the commands to the ``tidemq admin`` app."""
+    app.command("consumerProgress")(consumer_progress)
+    app.command("consumerConnection")(consumer_connection)
+    app.command("producerConnection")(producer_connection)
+    app.command("brokerConsumeStats")(broker_consume_stats)
+    app.command("resetOffsetByTime")(reset_offset_by_time)
+    app.command("skipAccumulatedMessage")(skip_accumulated)
+    app.command("cloneGroupOffset")(clone_group_offset)
+    app.command("updateSubGroup")(update_sub_group)
+    app.command("deleteSubGroup")(delete_sub_group)
+
+
+def _progress_json(p: ga.ConsumeProgress) -> dict[str, Any]:
+    return {"group": p.group, "consumeTps": p.consume_tps, "diffTotal": p.diff_total,
+            "queues": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
+                        "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset,
+                        "diff": q.diff, "lastTimestamp": q.last_timestamp}
+                       for q in p.queues]}
+
+
+def consumer_progress(
+    group: Annotated[str | None, typer.Option(
+        "-g", "--groupName", help="Consumer group name (default: a line per group).")] = None,
+    topic: Annotated[str | None, typer.Option("-t", "--topicName", help="Topic name.")]
+    = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
+    = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """A consumer group's offsets and lag per queue; without -g, every group's summary."""
+    if group is None:
+        _all_groups(namesrv, cluster, json_out)
+        return
+    progress = run_admin(namesrv, lambda admin: ga.consume_progress(
+        admin, group, topic=topic, cluster=cluster))
+    if json_out:
+        emit_json(_progress_json(progress))
+        return
+    print_columns(("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
+                   "#Diff", "#LastTime"),
+                  ((q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,
+                    q.diff, format_ms(q.last_timestamp)) for q in progress.queues))
+    out = console_out()
+    out.print("")
+    out.print(f"Consume TPS: {progress.consume_tps:.2f}", markup=False)
+    out.print(f"Consume Diff Total: {progress.diff_total}", markup=False)
+
+
+def _all_groups(namesrv: str, cluster: str | None, json_out: bool) -> None:
+    async def collect(admin: AdminClient) -> list[ga.GroupSummary]:
+        return [await ga.group_summary(admin, g)
+                for g in await ga.group_names(admin, cluster)]
+
+    rows = run_admin(namesrv, collect)
+    if json_out:
+        emit_json([{"group": r.group, "count": r.count, "version": r.version,
+                    "consumeType": r.consume_type, "messageModel": r.message_model,
+                    "consumeTps": r.consume_tps, "diffTotal": r.diff_total} for r in rows])
+        return
+    print_columns(("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"),
+                  ((r.group, r.count, r.version, r.consume_type, r.message_model,
+                    f"{r.consume_tps:.0f}", r.diff_total) for r in rows))
+
+
+def _connections_json(c: ga.Connections) -> dict[str, Any]:
+    return {"connections": c.clients, "subscriptions": c.subscriptions,
+            "consumeType": c.consume_type, "messageModel": c.message_model,
+            "consumeFromWhere": c.consume_from_where}
+
+
+def consumer_connection(
+    group: Annotated[str, typer.Option("-g", "--consumerGroup", help="Consumer group name.")],
+    broker: BrokerAddr = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """The online consumers of a group, their subscriptions and consume settings."""
+    conns = run_admin(namesrv, lambda admin: ga.consumer_connection(
+        admin, group, broker_addr=broker))
+    if json_out:
+        emit_json(_connections_json(conns))
+        return
+    print_columns(("#ClientId", "#ClientAddr", "#Language", "#Version"),
+                  ((c["clientId"], c["clientAddr"], c["language"], c["version"])
+                   for c in conns.clients))
+    out = console_out()
+    out.print("\nBelow is subscription:", markup=False)
+    print_columns(("#Topic", "#SubExpression"), sorted(conns.subscriptions.items()))
+    out.print("")
+    out.print(f"ConsumeType: {conns.consume_type}", markup=False)
+    out.print(f"MessageModel: {conns.message_model}", markup=False)
+    out.print(f"ConsumeFromWhere: {conns.consume_from_where}", markup=False)
+
+
+def producer_connection(
+    group: Annotated[str, typer.Option("-g", "--producerGroup", help="Producer group name.")],
+    topic: TopicOpt,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """The producers of a group connected to the brokers of a topic."""
+    conns = run_admin(namesrv, lambda admin: ga.producer_connection(admin, group, topic))
+    if json_out:
+        emit_json({"connections": conns.clients})
+        return
+    print_columns(("#Index", "#ClientId", "#ClientAddr", "#Language", "#Version"),
+                  ((f"{i:04d}", c["clientId"], c["clientAddr"], c["language"], c["version"])
+                   for i, c in enumerate(conns.clients, 1)))
+
+
+def broker_consume_stats(
+    broker: Annotated[str, typer.Option("-b", "--brokerAddr", help="Broker address.")],
+    level: Annotated[int, typer.Option(
+        "-l", "--level", min=0, help="Only queues whose diff is at least this.")] = 0,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Every consumer group's progress on one broker."""
+    stats = run_admin(namesrv, lambda admin: ga.broker_consume_stats(admin, broker))
+    kept = [dataclasses.replace(p, queues=[q for q in p.queues if q.diff >= level])
+            for p in stats]
+    total = sum(p.diff_total for p in stats)
+    if json_out:
+        emit_json({"brokerAddr": broker, "totalDiff": total,
+                   "groups": [_progress_json(p) for p in kept if p.queues]})
+        return
+    print_columns(("#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset",
+                   "#Consumer Offset", "#Diff", "#LastTime"),
+                  ((q.topic, p.group, q.broker_name, q.queue_id, q.broker_offset,
+                    q.consumer_offset, q.diff, format_ms(q.last_timestamp))
+                   for p in kept for q in p.queues))
+    console_out().print(f"\nDiff Total: {total}", markup=False)
+
+
+def _print_reset(rows: list[ga.ResetRow], json_out: bool, **extra: Any) -> None:
+    if json_out:
+        emit_json({**extra, "offsets": [{"brokerName": r.broker_name, "queueId": r.queue_id,
+                                         "offset": r.offset} for r in rows]})
+        return
+    print_columns(("#brokerName", "#queueId", "#offset"),
+                  ((r.broker_name, r.queue_id, r.offset) for r in rows))
+
+
+def reset_offset_by_time(
+    group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
+    topic: TopicOpt,
+    timestamp: Annotated[str | None, typer.Option(
+        "-s", "--timestamp", help="now, epoch ms, or yyyy-MM-dd#HH:mm:ss:SSS (local).")]
+    = None,
+    force: Annotated[str, typer.Option(
+        "-f", "--force", help="true: also move forward; false: only move back.")] = "true",
+    broker: Annotated[str | None, typer.Option(
+        "-b", "--broker", help="This broker address only.")] = None,
+    queue: Annotated[int | None, typer.Option("-q", "--queue", min=0, help="Queue id.")]
+    = None,
+    offset: Annotated[int | None, typer.Option(
+        "-o", "--offset", min=0, help="Reset queue -q to this offset (needs -b and -q).")]
+    = None,
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
+    = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Move a group's offsets of a topic to the first message stored at or after a time
+    (or queue -q to offset -o); online consumers drop what they hold and follow."""
+    del cluster  # accepted for mqadmin's command lines; the topic's route names the brokers
+    if offset is not None and (queue is None or broker is None):
+        raise typer.BadParameter("-o needs -b (broker address) and -q (queue id)")
+    if timestamp is None and offset is None:
+        raise typer.BadParameter("give -s (timestamp) or -o (offset)", param_hint="-s")
+    when = parse_time_ms(timestamp, "-s") if timestamp is not None else 0
+    forced = parse_bool(force, "-f")
+    rows = run_admin(namesrv, lambda admin: ga.reset_offset(
+        admin, group, topic, when, force=forced, broker_addr=broker,
+        queue_id=-1 if queue is None else queue, offset=offset))
+    _print_reset(rows, json_out, group=group, topic=topic, timestamp=when)
+
+
+def skip_accumulated(
+    group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
+    topic: TopicOpt,
+    force: Annotated[str, typer.Option(
+        "-f", "--force", help="true: also move forward (the default).")] = "true",
+    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
+    = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Move a group's offsets of a topic to the end: what was not consumed is skipped."""
+    del cluster  # accepted for mqadmin's command lines; the topic's route names the brokers
+    forced = parse_bool(force, "-f")
+    rows = run_admin(namesrv, lambda admin: ga.reset_offset(admin, group, topic, -1,
+                                                            force=forced))
+    _print_reset(rows, json_out, group=group, topic=topic, timestamp=-1)
+
+
+def clone_group_offset(
+    src: Annotated[str, typer.Option("-s", "--srcGroup", help="Source consumer group.")],
+    dest: Annotated[str, typer.Option("-d", "--destGroup", help="Destination group.")],
+    topic: TopicOpt,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Give a group the offsets another group committed on a topic's queues."""
+    rows = run_admin(namesrv, lambda admin: ga.clone_group_offset(admin, src, dest, topic))
+    if json_out:
+        _print_reset(rows, True, srcGroup=src, destGroup=dest, topic=topic)
+        return
+    console_out().print(f"clone group offset success. srcGroup[{escape(src)}], "
+                        f"destGroup=[{escape(dest)}], topic[{escape(topic)}], "
+                        f"{len(rows)} queues")
+
+
+def _group_targets(broker: str | None, cluster: str | None) -> None:
+    if bool(broker) == bool(cluster):
+        raise typer.BadParameter("give -b (broker address) or -c (cluster), one of them")
+
+
+def _bool_opt(value: str | None, flag: str) -> bool | None:
+    return None if value is None else parse_bool(value, flag)
+
+
+BoolValue = str | None
+
+
+def update_sub_group(
+    group: Group,
+    broker: BrokerAddr = None,
+    cluster: Cluster = None,
+    consume_enable: Annotated[BoolValue, typer.Option("-s", "--consumeEnable")] = None,
+    from_min: Annotated[BoolValue, typer.Option("-m", "--consumeFromMinEnable")] = None,
+    broadcast: Annotated[BoolValue, typer.Option("-d", "--consumeBroadcastEnable")] = None,
+    orderly: Annotated[BoolValue, typer.Option("-o", "--consumeMessageOrderly")] = None,
+    retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums", min=0)] = None,
+    retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes", min=-1)] = None,
+    retry_policy: Annotated[str | None, typer.Option(
+        "-p", "--groupRetryPolicy", help="GroupRetryPolicy as JSON.")] = None,
+    broker_id: Annotated[int | None, typer.Option("-i", "--brokerId", min=0)] = None,
+    slowly: Annotated[int | None, typer.Option(
+        "-w", "--whichBrokerWhenConsumeSlowly", min=0)] = None,
+    notify: Annotated[BoolValue, typer.Option("-a", "--notifyConsumerIdsChanged")] = None,
+    attributes: Annotated[str | None, typer.Option(
+        "--attributes", help="+key=value,+key2=value2 (the group's whole attribute set).")]
+    = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Create or replace a subscription group on one broker or every master of a cluster;
+    members not given take the broker's defaults (broadcast and from-min off, as mqadmin)."""
+    _group_targets(broker, cluster)
+    config: dict[str, Any] = {"groupName": group, "consumeBroadcastEnable": False,
+                              "consumeFromMinEnable": False}
+    for key, value, flag in (("consumeEnable", consume_enable, "-s"),
+                             ("consumeFromMinEnable", from_min, "-m"),
+                             ("consumeBroadcastEnable", broadcast, "-d"),
+                             ("consumeMessageOrderly", orderly, "-o"),
+                             ("notifyConsumerIdsChangedEnable", notify, "-a")):
+        parsed = _bool_opt(value, flag)
+        if parsed is not None:
+            config[key] = parsed
+    for key, number in (("retryQueueNums", retry_queues), ("retryMaxTimes", retry_max),
+                        ("brokerId", broker_id), ("whichBrokerWhenConsumeSlowly", slowly)):
+        if number is not None:
+            config[key] = number
+    if retry_policy is not None:
+        try:
+            config["groupRetryPolicy"] = json.loads(retry_policy)
+        except ValueError as exc:
+            raise typer.BadParameter(f"not JSON: {exc}", param_hint="-p") from None
+    if attributes is not None:
+        try:
+            parsed_attrs = parse_attributes(attributes)
+        except TideMQError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--attributes") from None
+        config["attributes"] = {k: v for k, v in parsed_attrs.items() if v is not None}
+
+    async def update(admin: AdminClient) -> list[str]:
+        addrs = await ga.targets(admin, broker_addr=broker, cluster=cluster)
+        await ga.update_group(admin, config, addrs)
+        return addrs
+
+    addrs = run_admin(namesrv, update)
+    if json_out:
+        emit_json({"brokers": addrs, "config": config})
+        return
+    out = console_out()
+    for addr in addrs:
+        out.print(f"create subscription group to {addr} success.", markup=False)
+    out.print(json.dumps(config, sort_keys=True), markup=False)
+
+
+def delete_sub_group(
+    group: Group,
+    broker: BrokerAddr = None,
+    cluster: Cluster = None,
+    remove_offset: Annotated[str, typer.Option(
+        "-r", "--removeOffset", help="true: delete the group's offsets too.")] = "false",
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Delete a subscription group from one broker or every master of a cluster."""
+    _group_targets(broker, cluster)
+    clean = parse_bool(remove_offset, "-r")
+
+    async def delete(admin: AdminClient) -> list[str]:
+        addrs = await ga.targets(admin, broker_addr=broker, cluster=cluster)
+        await ga.delete_group(admin, group, addrs, clean_offset=clean)
+        return addrs
+
+    addrs = run_admin(namesrv, delete)
+    if json_out:
+        emit_json({"group": group, "brokers": addrs, "removeOffset": clean})
+        return
+    out = console_out()
+    for addr in addrs:
+        out.print(f"delete subscription group [{escape(group)}] from broker [{addr}] "
+                  "success.")

@@ -1,0 +1,225 @@
+"""``tidemq admin`` group commands (consumerProgress, consumerConnection, ...) against a
+real two-broker cluster; every mutation is read back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.cli.conftest import ThreadedCluster
+from tests.cli.test_admin_cli import admin, create, runner
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+
+__all__ = ["runner"]
+
+
+def human(cluster: ThreadedCluster, *args: str) -> list[list[str]]:
+    """``tidemq admin ARGS`` without --json: its lines, split on runs of blanks."""
+    result = CliRunner().invoke(app, ["admin", *args, "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    return [line.split() for line in result.stdout.splitlines()]
+
+
+class Online:
+    """A producer and a subscribed pull consumer kept open on the cluster's loop."""
+
+    def __init__(self, cluster: ThreadedCluster, topic: str, group: str,
+                 producer_group: str) -> None:
+        self.cluster = cluster
+        self.topic, self.group, self.producer_group = topic, group, producer_group
+        self.producer = Producer(producer_group, cluster.namesrv)
+        self.consumer = PullConsumer(group, cluster.namesrv)
+        self.consumer.subscribe(topic, "tagA || tagB")
+        cluster.call(self.producer.start())
+        cluster.call(self.consumer.start())
+        assert not cluster.call(self.consumer.instance.send_heartbeat(cluster.broker_addrs))
+
+    def send(self, queue: MessageQueue, n: int, **props: str) -> list[Any]:
+        async def go() -> list[Any]:
+            return [await self.producer.send(Message(queue.topic, b"m%d" % i, props),
+                                             queue=queue) for i in range(n)]
+        results = self.cluster.call(go())
+        for broker in self.cluster.cluster.brokers:  # a commit may not pass the queue's end
+            assert broker.store.wait_dispatched()
+        return results
+
+    def commit(self, offsets: dict[MessageQueue, int]) -> None:
+        self.cluster.call(self.consumer.commit(offsets))
+
+    def close(self) -> None:
+        self.cluster.call(self.consumer.close(commit=False))
+        self.cluster.call(self.producer.close())
+
+
+@pytest.fixture
+def online(cluster: ThreadedCluster, request: pytest.FixtureRequest) -> Iterator[Online]:
+    """A topic and groups of the test's own (the cluster serves the whole module)."""
+    n = request.node.name.split("_", 1)[1][:40]
+    create(cluster, f"GrpTopic-{n}", 2)
+    running = Online(cluster, f"GrpTopic-{n}", f"GrpConsumer-{n}", f"GrpProducer-{n}")
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def _queue(online: Online, broker: str, qid: int) -> MessageQueue:
+    return MessageQueue(online.topic, broker, qid)
+
+
+def test_consumer_progress_rows_and_totals(cluster: ThreadedCluster, online: Online) -> None:
+    online.send(_queue(online, "broker-a", 0), 5)
+    online.send(_queue(online, "broker-b", 1), 3)
+    online.commit({_queue(online, "broker-a", 0): 2, _queue(online, "broker-b", 1): 3})
+
+    got = admin(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
+    rows = {(q["brokerName"], q["queueId"]): q for q in got["queues"]}
+    assert set(rows) == {(b, q) for b in ("broker-a", "broker-b") for q in (0, 1)}
+    a0, b1 = rows[("broker-a", 0)], rows[("broker-b", 1)]
+    assert (a0["brokerOffset"], a0["consumerOffset"], a0["diff"]) == (5, 2, 3)
+    assert (b1["brokerOffset"], b1["consumerOffset"], b1["diff"]) == (3, 3, 0)
+    assert a0["lastTimestamp"] > 0 and rows[("broker-a", 1)]["lastTimestamp"] == 0
+    assert got["diffTotal"] == 3
+
+    lines = human(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
+    assert lines[0] == ["#Topic", "#Broker", "Name", "#QID", "#Broker", "Offset",
+                        "#Consumer", "Offset", "#Diff", "#LastTime"]
+    assert lines[1][:6] == [online.topic, "broker-a", "0", "5", "2", "3"]
+    assert ["Consume", "Diff", "Total:", "3"] in lines
+
+
+def test_consumer_progress_without_a_group_lists_groups(cluster: ThreadedCluster,
+                                                        online: Online) -> None:
+    online.send(_queue(online, "broker-a", 1), 4)
+    online.commit({_queue(online, "broker-a", 1): 1})
+    groups = {g["group"]: g for g in admin(cluster, "consumerProgress")}
+    mine = groups[online.group]
+    assert mine["count"] == 1 and mine["diffTotal"] == 3
+    assert mine["consumeType"] == "CONSUME_ACTIVELY"
+    assert mine["messageModel"] == "CLUSTERING"
+    lines = human(cluster, "consumerProgress")
+    assert lines[0][0] == "#Group"
+    assert [online.group, "1"] == next(r for r in lines if r[0] == online.group)[:2]
+
+
+def test_consumer_and_producer_connections(cluster: ThreadedCluster, online: Online) -> None:
+    online.send(_queue(online, "broker-a", 0), 1)
+    conns = admin(cluster, "consumerConnection", "-g", online.group)
+    assert [c["clientId"] for c in conns["connections"]] == [
+        online.consumer.instance.client_id]
+    assert conns["connections"][0]["clientAddr"].startswith("127.0.0.1:")
+    assert conns["subscriptions"] == {online.topic: "tagA || tagB"}
+    assert conns["messageModel"] == "CLUSTERING"
+    one_broker = admin(cluster, "consumerConnection", "-g", online.group,
+                       "-b", cluster.broker_addrs[1])
+    assert len(one_broker["connections"]) == 1
+
+    lines = human(cluster, "consumerConnection", "-g", online.group)
+    assert lines[0] == ["#ClientId", "#ClientAddr", "#Language", "#Version"]
+    assert lines[1][0] == online.consumer.instance.client_id
+    assert [online.topic, "tagA", "||", "tagB"] in lines
+    assert ["MessageModel:", "CLUSTERING"] in lines
+
+    prods = admin(cluster, "producerConnection", "-g", online.producer_group, "-t", online.topic)
+    assert [c["clientId"] for c in prods["connections"]] == [
+        online.producer.instance.client_id]
+    lines = human(cluster, "producerConnection", "-g", online.producer_group, "-t", online.topic)
+    assert lines[1][:2] == ["0001", online.producer.instance.client_id]
+
+    offline = admin(cluster, "consumerConnection", "-g", "NobodyHere", code=1)
+    assert "not online" in offline.stderr
+
+
+def test_reset_offset_by_time_and_skip(cluster: ThreadedCluster, online: Online) -> None:
+    q = _queue(online, "broker-b", 0)
+    online.send(q, 3)
+    time.sleep(0.01)  # store times are in ms: the next send must be in a later one
+    cut = int(time.time() * 1000)
+    time.sleep(0.01)
+    online.send(q, 2)
+    online.commit({q: 5})
+
+    got = admin(cluster, "resetOffsetByTime", "-g", online.group, "-t", online.topic,
+                "-s", str(cut))
+    rows = {(r["brokerName"], r["queueId"]): r["offset"] for r in got["offsets"]}
+    assert rows[("broker-b", 0)] == 3
+    assert set(rows) == {(b, i) for b in ("broker-a", "broker-b") for i in (0, 1)}
+    assert online.cluster.call(online.consumer.committed(q)) == 3
+
+    skipped = admin(cluster, "skipAccumulatedMessage", "-g", online.group, "-t", online.topic)
+    assert {(r["brokerName"], r["queueId"]): r["offset"]
+            for r in skipped["offsets"]}[("broker-b", 0)] == 5
+    assert online.cluster.call(online.consumer.committed(q)) == 5
+
+    one = admin(cluster, "resetOffsetByTime", "-g", online.group, "-t", online.topic,
+                "-b", cluster.broker_addrs[1], "-q", "0", "-o", "1")
+    assert [(r["brokerName"], r["queueId"], r["offset"]) for r in one["offsets"]] == [
+        ("broker-b", 0, 1)]
+    assert online.cluster.call(online.consumer.committed(q)) == 1
+
+    lines = human(cluster, "resetOffsetByTime", "-g", online.group, "-t", online.topic,
+                  "-s", "now")
+    assert lines[0] == ["#brokerName", "#queueId", "#offset"]
+    assert ["broker-b", "0", "5"] in lines
+
+    bad = runner.invoke(app, ["admin", "resetOffsetByTime", "-g", online.group, "-t",
+                              online.topic, "-s", "yesterday", "-n", cluster.namesrv])
+    assert bad.exit_code == 2 and "yyyy-MM-dd#HH:mm:ss:SSS" in bad.output
+
+
+def test_clone_group_offset(cluster: ThreadedCluster, online: Online) -> None:
+    online.send(_queue(online, "broker-a", 1), 4)
+    online.commit({_queue(online, "broker-a", 1): 4, _queue(online, "broker-b", 1): 0})
+    got = admin(cluster, "cloneGroupOffset", "-s", online.group, "-d", "GrpClone",
+                "-t", online.topic)
+    assert {(r["brokerName"], r["queueId"], r["offset"]) for r in got["offsets"]} >= {
+        ("broker-a", 1, 4), ("broker-b", 1, 0)}
+    progress = admin(cluster, "consumerProgress", "-g", "GrpClone", "-t", online.topic)
+    cloned = {(q["brokerName"], q["queueId"]): q["consumerOffset"]
+              for q in progress["queues"]}
+    assert cloned[("broker-a", 1)] == 4
+
+
+def test_broker_consume_stats(cluster: ThreadedCluster, online: Online) -> None:
+    online.send(_queue(online, "broker-a", 0), 6)
+    online.commit({_queue(online, "broker-a", 0): 1})
+    addr = cluster.broker_addrs[0]
+    got = admin(cluster, "brokerConsumeStats", "-b", addr)
+    mine = next(g for g in got["groups"] if g["group"] == online.group)
+    row = next(q for q in mine["queues"] if q["topic"] == online.topic and q["queueId"] == 0)
+    assert (row["brokerOffset"], row["consumerOffset"], row["diff"]) == (6, 1, 5)
+    assert all(q["brokerName"] == "broker-a" for g in got["groups"] for q in g["queues"])
+    high = admin(cluster, "brokerConsumeStats", "-b", addr, "-l", "1000000")
+    assert high["groups"] == [] and high["totalDiff"] == got["totalDiff"]
+    lines = human(cluster, "brokerConsumeStats", "-b", addr)
+    assert lines[0][:3] == ["#Topic", "#Group", "#Broker"]
+    assert ["Diff", "Total:", str(got["totalDiff"])] in lines
+
+
+def test_update_and_delete_sub_group(cluster: ThreadedCluster) -> None:
+    out = admin(cluster, "updateSubGroup", "-g", "GrpMade", "-c", "DefaultCluster",
+                "-r", "3", "-q", "2", "-o", "true", "--attributes", "+lite.bind=on")
+    assert sorted(out["brokers"]) == sorted(cluster.broker_addrs)
+    for broker in cluster.cluster.brokers:
+        cfg = broker.subscription_groups.groups["GrpMade"]
+        assert (cfg["retryMaxTimes"], cfg["retryQueueNums"],
+                cfg["consumeMessageOrderly"], cfg["consumeBroadcastEnable"]) == (
+                    3, 2, True, False)
+        assert cfg["attributes"] == {"lite.bind": "on"}
+
+    lines = human(cluster, "deleteSubGroup", "-g", "GrpMade", "-b", cluster.broker_addrs[0])
+    assert lines == [["delete", "subscription", "group", "[GrpMade]", "from", "broker",
+                      f"[{cluster.broker_addrs[0]}]", "success."]]
+    assert "GrpMade" not in cluster.cluster.brokers[0].subscription_groups.groups
+    assert "GrpMade" in cluster.cluster.brokers[1].subscription_groups.groups
+
+    refused = admin(cluster, "updateSubGroup", "-g", "Bad Name", "-b",
+                    cluster.broker_addrs[0], code=1)
+    assert "groupName" in refused.stderr
+    both = admin(cluster, "deleteSubGroup", "-g", "GrpMade", code=2)
+    assert "-b" in both.output

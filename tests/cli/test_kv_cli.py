@@ -58,4 +58,5 @@ def test_kv_commands_against_a_name_server_process(namesrv: ServerProcess,
         0, {"namespace": "app", "key": "color", "namesrv": [namesrv.addr]})
     code, out = _admin(namesrv, USER, "getKvConfig", "-s", "app", "--json")
     assert (code, json.loads(out)) == (0, {})
-    assert json.loads((tmp_path / "namesrv" / "kvConfig.json").read_text()) == {}
+    assert json.loads((tmp_path / "namesrv" / "kvConfig.json").read_text()) == {
+        "configTable": {}}

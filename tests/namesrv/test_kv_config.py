@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from tests.broker import wire
 from tests.broker.wire import Peer
 
-from tidemq.codec.auth_bodies import KVConfigSerializeWrapper, decode_auth, encode_auth
-from tidemq.codec.bodies import KVTable, decode_body
+from tidemq.codec.bodies import KVConfigSerializeWrapper, KVTable, decode_body, encode_body
 from tidemq.codec.command import RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.app import NameServerApp
@@ -98,6 +97,6 @@ _TEXT = st.text(min_size=1, max_size=12)
                        max_size=4))
 def test_the_file_layout_round_trips(table: dict[str, dict[str, str]]) -> None:
     wrapper = KVConfigSerializeWrapper(config_table=table)
-    data = encode_auth(wrapper)
-    assert json.loads(data) == ({"configTable": table} if table else {})
-    assert decode_auth(data, KVConfigSerializeWrapper) == wrapper
+    data = encode_body(wrapper)
+    assert json.loads(data) == {"configTable": table}
+    assert decode_body(data, KVConfigSerializeWrapper) == wrapper

@@ -1,6 +1,6 @@
 """The JSON bodies of RocketMQ 5.3's ACL 2.0 requests (AUTH_CREATE_USER 3001 ...
-AUTH_LIST_ACL 3010) and of the name server's KV config (GET_KVLIST_BY_NAMESPACE 219,
-``kvConfig.json``): sans-IO.
+AUTH_LIST_ACL 3010), also the layout of a broker's ``users.json`` and ``acls.json``:
+sans-IO.
 
 ===========================  ===============================================================
 body                         members
@@ -13,7 +13,6 @@ body                         members
 ``PolicyEntryInfo``          ``resource`` (``Topic:orders-*``), ``actions`` (``Pub``,
                              ``Sub``, ...), ``sourceIps``, ``decision`` (``Allow`` /
                              ``Deny``)
-``KVConfigSerializeWrapper`` ``configTable``: namespace -> key -> value
 ``AuthMetadata``             ``users``: list of UserInfo (passwords included), ``acls``:
                              list of AclInfo -- GET_AUTH_METADATA (20300), a TideMQ code
 ===========================  ===============================================================
@@ -32,7 +31,7 @@ import msgspec
 
 from tidemq.errors import RemoteProtocolError
 
-__all__ = ["AclInfo", "AuthMetadata", "KVConfigSerializeWrapper", "PolicyEntryInfo",
+__all__ = ["AclInfo", "AuthMetadata", "PolicyEntryInfo",
            "PolicyInfo", "UserInfo", "decode_auth", "decode_auth_list", "encode_auth",
            "encode_auth_list"]
 
@@ -68,10 +67,6 @@ class AclInfo(_Auth):
 class AuthMetadata(_Auth):
     users: list[UserInfo] = []
     acls: list[AclInfo] = []
-
-
-class KVConfigSerializeWrapper(_Auth):
-    config_table: dict[str, dict[str, str]] = {}
 
 
 _A = TypeVar("_A", bound=_Auth)

@@ -38,6 +38,7 @@ __all__ = [
     "ConsumerListBody",
     "DataVersion",
     "HeartbeatData",
+    "KVConfigSerializeWrapper",
     "KVTable",
     "LockBatchRequestBody",
     "LockBatchResponseBody",
@@ -140,6 +141,12 @@ class KVTable(_Body):
     """REGISTER_BROKER response body: ordered-topic settings."""
 
     table: dict[str, str] = {}
+
+
+class KVConfigSerializeWrapper(_Body):
+    """A name server's ``kvConfig.json``: namespace -> key -> value."""
+
+    config_table: dict[str, dict[str, str]] = {}
 
 
 class QueueData(_Body):

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from tidemq.codec.auth_bodies import KVConfigSerializeWrapper, decode_auth, encode_auth
+from tidemq.codec.bodies import KVConfigSerializeWrapper, decode_body, encode_body
 from tidemq.errors import ConfigError, RemoteProtocolError
 from tidemq.store.checkpoint import atomic_write
 
@@ -54,7 +54,7 @@ class KVConfig:
         if self.path is None or not self.path.exists():
             return
         try:
-            wrapper = decode_auth(self.path.read_bytes(), KVConfigSerializeWrapper)
+            wrapper = decode_body(self.path.read_bytes(), KVConfigSerializeWrapper)
         except (OSError, RemoteProtocolError) as exc:
             raise ConfigError(f"kvConfigPath {self.path} does not read: {exc}",
                               key="kvConfigPath") from None
@@ -105,7 +105,7 @@ class KVConfig:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, encode_auth(KVConfigSerializeWrapper(
+        atomic_write(self.path, encode_body(KVConfigSerializeWrapper(
             config_table={ns: dict(sorted(kv.items())) for ns, kv in sorted(table.items())})))
 
     def _notify(self, namespace: str, key: str, value: str | None) -> None:

@@ -91,6 +91,12 @@ def test_users_and_acls_from_the_cli_survive_kill9(
     assert (code, out.strip()) == (0, f"delete acl to {broker.addr} success.")
     code, out = _admin(namesrv, ALICE, "sendMessage", "-t", "orders-1", "-p", "refused")
     assert code == 1 and "needs PUB on topic orders-1; alice does not have it" in out, out
+    code, out = _admin(namesrv, ROOT, "updateUser", *b, "-u", "alice", "-s", "disable")
+    assert (code, out.strip()) == (0, f"update user to {broker.addr} success.")
+    code, out = _admin(namesrv, ROOT, "getUser", *b, "-u", "alice")
+    assert code == 0 and "alice" in out and "disable" in out and ALICE.secret_key not in out
+    code, out = _admin(namesrv, ALICE, "sendMessage", "-t", "orders-1", "-p", "disabled")
+    assert code == 1 and "user alice is disabled" in out, out
     code, out = _admin(namesrv, ROOT, "deleteUser", *b, "-u", "alice")
     assert code == 0, out
     code, out = _admin(namesrv, ROOT, "getAcl", *b, "-s", "User:alice")

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from tests.store.conftest import OpenStore, msg
 
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint, atomic_write
 
@@ -83,3 +84,21 @@ def test_a_failed_fsync_keeps_the_old_file(tmp_path: Path,
         Checkpoint(flushed_phy_offset=2).write(path)
     monkeypatch.undo()
     assert Checkpoint.read(path).flushed_phy_offset == 1
+
+
+def test_an_idle_store_does_not_rewrite_its_checkpoint(open_store: OpenStore) -> None:
+    """The housekeeper writes (and fsyncs) the checkpoint only when it changed: an idle
+    broker does no disk work every second."""
+    store = open_store()
+    store.put("T", 0, msg(b"first"))
+    assert store.wait_dispatched(10.0)
+    path = store.layout.checkpoint_file
+    store._write_checkpoint()
+    written = path.stat().st_ino  # atomic_write replaces the file: a new inode each time
+    store._write_checkpoint()
+    assert path.stat().st_ino == written
+    store.put("T", 0, msg(b"second"))
+    assert store.wait_dispatched(10.0)
+    store._write_checkpoint()
+    assert path.stat().st_ino != written
+    assert Checkpoint.read(path).flushed_phy_offset == store.commitlog.max_offset

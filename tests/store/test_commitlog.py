@@ -150,3 +150,21 @@ def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
         assert seg.populated == seg.size
     finally:
         log.close()
+
+
+def test_an_idle_warmer_sleeps_longer_the_longer_the_writer_stands_still(
+        tmp_path: Path) -> None:
+    """An idle broker's warmer must not wake sixty times a second; a writer that moves
+    brings it back to short naps at once."""
+    log = CommitLog(StoreLayout(tmp_path), 4 << 20)
+    try:
+        pause, naps = log.WARM_IDLE_MIN, []
+        for _ in range(12):  # the writer stands still
+            pause = log.warm_pause(pause, moved=False)
+            naps.append(pause)
+        assert naps == sorted(naps) and naps[-1] == log.WARM_IDLE_DEEP
+        assert sum(1 / n for n in naps[-3:]) / 3 <= 4  # wake-ups per second, idle
+        assert log.warm_pause(pause, moved=True) == log.WARM_IDLE_MAX  # the writer moved
+        assert log.warm_pause(log.WARM_IDLE_MIN, moved=True) == 2 * log.WARM_IDLE_MIN
+    finally:
+        log.close()

@@ -142,6 +142,10 @@ class CommitLog:
     #: ``WARM_AHEAD`` run in that time).
     WARM_IDLE_MIN = 0.002
     WARM_IDLE_MAX = 0.016
+    #: ... and up to this while the writer has not moved either: an idle broker's warmer
+    #: wakes a few times a second, not sixty (a writer that starts meanwhile has the whole
+    #: ``WARM_AHEAD`` run pre-faulted before the warmer is back).
+    WARM_IDLE_DEEP = 0.25
 
     def warm_step(self) -> bool:
         """Pre-fault the active segment ahead of the writer; prepare the next segment.
@@ -172,15 +176,26 @@ class CommitLog:
                 return True
         return False
 
+    def warm_pause(self, last: float, moved: bool) -> float:
+        """The warmer's next sleep when it found nothing to do after sleeping ``last``:
+        doubling from ``WARM_IDLE_MIN``, at most ``WARM_IDLE_MAX`` while the writer moves
+        (``moved``: since the last look) and ``WARM_IDLE_DEEP`` while it does not."""
+        cap = self.WARM_IDLE_MAX if moved else self.WARM_IDLE_DEEP
+        return min(max(last * 2, self.WARM_IDLE_MIN), cap)
+
     def start_warmer(self) -> None:
         def run() -> None:
             # Every wake-up takes the GIL from the event loop: an idle warmer backs off.
-            idle = self.WARM_IDLE_MIN
+            idle, seen = self.WARM_IDLE_MIN, -1
             while not self._warm_stop.is_set():
                 if self.warm_step():
                     idle = self.WARM_IDLE_MIN
-                elif not self._warm_stop.wait(idle):
-                    idle = min(idle * 2, self.WARM_IDLE_MAX)
+                    continue
+                written = self.max_offset
+                moved, seen = written != seen, written
+                idle = self.warm_pause(idle, moved)
+                if self._warm_stop.wait(idle):
+                    return
 
         self._warm_stop.clear()
         self._warmer = NamedThread(target=run, name="tidemq-warm", daemon=True)

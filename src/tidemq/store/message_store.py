@@ -72,6 +72,8 @@ class MessageStore:
         self._hooks: list[DispatchHook] = []
         self._housekeeper: threading.Thread | None = None
         self._stop_event = threading.Event()
+        #: The checkpoint last written by the housekeeper (``None``: none yet).
+        self._checkpointed: Checkpoint | None = None
         self.dispatcher: Dispatcher | None = None
         self.flusher: FlushService | None = None
         self.reader = QueueReader(self.commitlog, self.queues)
@@ -396,13 +398,16 @@ class MessageStore:
         flusher = self.flusher
         flushed = flusher.flush_now() if not self.commitlog.werr else flusher.flushed_offset
         last_ts = self.appender.last_ts
-        Checkpoint(
+        checkpoint = Checkpoint(
             physic_msg_timestamp=last_ts if flushed >= self.commitlog.max_offset else 0,
             logics_msg_timestamp=logics_ts,
             index_msg_timestamp=index_ts,
             flushed_phy_offset=flushed,
             dispatched_phy_offset=min(dispatched, flushed),
-        ).write(self.layout.checkpoint_file)
+        )
+        if checkpoint != self._checkpointed:  # an idle store writes (and fsyncs) nothing
+            checkpoint.write(self.layout.checkpoint_file)
+            self._checkpointed = checkpoint
 
     def _housekeep(self) -> None:
         interval = self.config.flush_interval_consume_queue / 1000

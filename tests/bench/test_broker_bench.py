@@ -85,6 +85,7 @@ def test_sampler_rows_and_summary_skip_the_warmup() -> None:
     ({"columns": True, "raw": True}, "columns"),
     ({"namesrv": "127.0.0.1:9876", "tls": True}, "tls"),
     ({"namesrv": "127.0.0.1:9876", "acl": True}, "acl"),
+    ({"replica": "sometimes"}, "replica"),
 ])
 def test_config_is_checked(change: dict[str, Any], word: str) -> None:
     with pytest.raises(ValueError, match=word):
@@ -102,6 +103,17 @@ def test_produce_writes_json(tmp_path: Path) -> None:
     summary = data["summary"]
     assert summary["msgs"] > 0 and summary["errors"] == 0
     assert summary["p50_ms"] > 0 and summary["p999_ms"] >= summary["p99_ms"]
+
+
+@pytest.mark.slow
+def test_produce_to_a_sync_master_with_a_replica(tmp_path: Path) -> None:
+    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "8",
+                 "--batch", "10", "--replica", "sync")
+    assert data["config"]["replica"] == "sync"
+    summary = data["summary"]
+    # every send was answered SEND_OK: the replica confirmed it (else SLAVE_NOT_AVAILABLE)
+    assert summary["errors"] == 0, summary["last_error"]
+    assert summary["msgs"] > 0
 
 
 @pytest.mark.slow

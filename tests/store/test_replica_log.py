@@ -98,6 +98,10 @@ def test_any_cut_of_the_master_log_gives_the_masters_queues(cuts: list[int]) -> 
             for a, b in itertools.pairwise(points):
                 assert replica.append_replicated(a, wire[a:b]) == b
             assert snapshot(replica) == expected
+            replica_log = replica.replica_log
+            assert replica_log is not None
+            # both ways of dispatching were taken: runs as columns, the rest one by one
+            assert 0 < replica_log.column_records < replica_log.records
             # what a promoted replica would put next continues the master's queues
             assert replica.next_queue_offset("T", 2) == expected["T/2"][0]  # type: ignore[index]
             assert replica.next_queue_offset("Bcq", 0) == expected["Bcq/0"][0]  # type: ignore[index]

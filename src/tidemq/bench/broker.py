@@ -56,7 +56,8 @@ from typing import Any
 
 from tidemq.bench.columns import take_columns
 from tidemq.bench.meter import Meter, Report, Sampler, measure
-from tidemq.bench.process import BenchError, BrokerProcess
+from tidemq.bench.process import BenchError, BrokerProcess, free_ports
+from tidemq.bench.replica import REPLICA_MODES, ReplicaProcess, replica_settings
 from tidemq.bench.security import BenchSecurity, client_environment
 from tidemq.client import (
     AdminClient,
@@ -72,6 +73,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.types import SendResult, SendStatus
 
 __all__ = [
     "FLUSH_TYPES",
@@ -114,6 +116,9 @@ class BrokerBenchConfig:
     profile: str | None = None  # py-spy output for the broker process
     acl: bool = False  # the broker process checks an ACL; clients sign (bench.security)
     tls: bool = False  # the broker process speaks TLS only; clients use it
+    #: "async" / "sync": the broker process is an ASYNC_MASTER / SYNC_MASTER with one
+    #: replica in a second process (bench.replica); None: a single broker
+    replica: str | None = None
 
     @property
     def security(self) -> BenchSecurity:
@@ -121,6 +126,9 @@ class BrokerBenchConfig:
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first setting out of range."""
+        if self.replica is not None and self.replica not in REPLICA_MODES:
+            raise ValueError(f"replica must be one of {sorted(REPLICA_MODES)}, "
+                             f"got {self.replica!r}")
         if self.flush not in FLUSH_TYPES:
             raise ValueError(f"flush must be one of {FLUSH_TYPES}, got {self.flush!r}")
         for name in ("queues", "size", "batch", "producers", "in_flight", "rate",
@@ -161,11 +169,22 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None
         shutil.rmtree(broker.data, ignore_errors=True)
         raise
     broker.settings += tuple(extra)
+    replica = None
+    if cfg.replica is not None:
+        (ha_port,) = free_ports(1)
+        broker.settings += replica_settings(cfg.replica, ha_port)
+        replica = ReplicaProcess(broker.data / "replica", "", ha_port, cfg.flush)
     with client_environment(env):
         await broker.start()
         try:
+            if replica is not None:
+                replica.namesrv = broker.namesrv_addr
+                replica.master = broker.broker_addr
+                await replica.start()
             yield broker.namesrv_addr, broker.pid
         finally:
+            if replica is not None:
+                await replica.stop()
             await broker.stop()
 
 
@@ -272,13 +291,20 @@ async def _send_loop(producer: Producer, queue: MessageQueue, payload: Message |
     while running[0]:
         t0 = clock()
         try:
-            await send(payload, queue=queue)
+            _acknowledged(await send(payload, queue=queue))
         except TideMQError as exc:
             meter.fail(exc)
             await asyncio.sleep(0.01)  # do not spin against a failing broker
             continue
         lat.append(clock() - t0)
         meter.count += count
+
+
+def _acknowledged(result: SendResult) -> None:
+    """A send answered with anything but SEND_OK (a flush or replica timeout, no replica
+    in sync) is stored, not acknowledged: it counts as an error, not as throughput."""
+    if result.status is not SendStatus.SEND_OK:
+        raise TideMQError(f"send answered {result.status.name}")
 
 
 async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter,
@@ -291,7 +317,7 @@ async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter
     while running[0]:
         t0 = clock()
         try:
-            await (await send(msg))
+            _acknowledged(await (await send(msg)))
         except TideMQError as exc:
             meter.fail(exc)
             await asyncio.sleep(0.01)
@@ -312,8 +338,11 @@ class _ProduceWindow:
         self.outstanding = 0
         self.wake = asyncio.Event()
 
-    def delivered(self, error: BaseException | None, _result: object, *, t0: float) -> None:
+    def delivered(self, error: BaseException | None, result: object, *, t0: float) -> None:
         self.outstanding -= 1
+        if (error is None and isinstance(result, SendResult)
+                and result.status is not SendStatus.SEND_OK):
+            error = TideMQError(f"send answered {result.status.name}")
         if error is None:
             self.meter.latencies.append(time.perf_counter() - t0)
             self.meter.count += 1

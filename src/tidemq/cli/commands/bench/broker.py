@@ -102,6 +102,8 @@ def _security_note(cfg: BrokerBenchConfig) -> str:
 def _broker_bench(kind: str, cfg: BrokerBenchConfig, json_out: Path | None) -> None:
     runner = {"produce": run_produce, "consume": run_consume, "latency": run_latency}[kind]
     target = cfg.namesrv or f"a new broker process ({cfg.flush})"
+    if cfg.replica is not None and not cfg.namesrv:
+        target += f" with one replica ({cfg.replica.upper()}_MASTER)"
     console.print(f"tidemq bench {kind}: {target}, topic {cfg.topic} x {cfg.queues} queues, "
                   f"{cfg.size} B bodies{', raw requests' if cfg.raw else ''}"
                   f"{_linger_note(cfg)}{_security_note(cfg)}", soft_wrap=True)
@@ -127,6 +129,9 @@ def produce(
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
     acl: Acl = False, tls: Tls = False,
+    replica: Annotated[str | None, typer.Option(
+        "--replica", help="async or sync: the broker process is an ASYNC_MASTER or a "
+                          "SYNC_MASTER with one replica in a second process.")] = None,
 ) -> None:
     """Send as fast as IN_FLIGHT concurrent sends allow; rate and per-send latency."""
     _broker_bench("produce", BrokerBenchConfig(
@@ -134,7 +139,7 @@ def produce(
         producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
         linger_ms=linger_ms, produce_api=produce_api, max_batch=max_batch,
         max_batch_bytes=max_batch_bytes, broker_settings=tuple(broker_set or ()),
-        profile=profile, data_dir=data_dir, acl=acl, tls=tls),
+        profile=profile, data_dir=data_dir, acl=acl, tls=tls, replica=replica),
         json_out)
 
 

@@ -13,105 +13,20 @@ back (the stores are kept in ``<data>``).
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
-from typing import IO, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from tidemq.net.bind import LOOPBACK, local_host
+from tidemq.bench.group import plan_group, start_child, stop_children
+from tidemq.net.bind import LOOPBACK
 
-__all__ = ["Child", "cluster", "plan_cluster", "register"]
+__all__ = ["cluster", "register"]
 
 console = Console(stderr=True)
-
-#: Seconds a server may take to say it serves.
-START_TIMEOUT = 60.0
-READY = {"namesrv": "listening on", "broker": "serving on"}
-
-
-@dataclasses.dataclass(slots=True)
-class Child:
-    name: str
-    command: str  # "namesrv" or "broker"
-    settings: dict[str, str]
-    address: str
-    proc: subprocess.Popen[bytes] | None = None
-
-    def args(self) -> list[str]:
-        sets = [a for key, value in self.settings.items() for a in ("--set", f"{key}={value}")]
-        return [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
-                *sets]
-
-
-def plan_cluster(data: Path, host: str, namesrv_port: int, raft_port: int, broker_port: int,
-                 broker_name: str, sync: bool) -> list[Child]:
-    """The six servers, in start order (name servers first), with their settings."""
-    local = local_host(host)
-    namesrvs = [f"{local}:{namesrv_port + i}" for i in range(3)]
-    peers = ";".join(f"n{i}-{local}:{raft_port + i}" for i in range(3))
-    children = [
-        Child(f"namesrv-{i}", "namesrv", {
-            "listenPort": str(namesrv_port + i), "bindAddress": host,
-            "enableControllerInNamesrv": "true", "controllerRaftPeers": peers,
-            "controllerRaftSelfId": f"n{i}",
-            "controllerStorePath": str(data / f"controller-{i}")}, namesrvs[i])
-        for i in range(3)]
-    for i in range(3):
-        port = broker_port + 10 * i
-        children.append(Child(f"broker-{i + 1}", "broker", {
-            "brokerName": broker_name, "brokerId": str(i + 1), "listenPort": str(port),
-            "bindAddress": host, "namesrvAddr": ";".join(namesrvs),
-            "enableControllerMode": "true", "controllerAddr": ";".join(namesrvs),
-            "brokerRole": "SYNC_MASTER" if sync else "ASYNC_MASTER",
-            "storePathRootDir": str(data / f"broker-{i + 1}")}, f"{local}:{port}"))
-    return children
-
-
-def _start(child: Child, logs: Path) -> None:
-    """Start ``child`` and return once its log says it serves."""
-    log_path = logs / f"{child.name}.log"
-    log_file: IO[bytes] = log_path.open("ab")
-    ready = threading.Event()
-    proc = subprocess.Popen(child.args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
-                            start_new_session=True)
-    child.proc = proc
-
-    def copy() -> None:  # the child's log to its file, watching for the ready line
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            log_file.write(line)
-            log_file.flush()
-            if READY[child.command].encode() in line:
-                ready.set()
-        ready.set()
-        log_file.close()
-
-    threading.Thread(target=copy, name=f"log-{child.name}", daemon=True).start()
-    if not ready.wait(START_TIMEOUT) or proc.poll() is not None:
-        raise RuntimeError(f"{child.name} did not start; see {log_path}")
-
-
-def _stop(children: list[Child]) -> None:
-    for child in reversed(children):  # brokers first: they unregister from name servers
-        if child.proc is not None and child.proc.poll() is None:
-            child.proc.terminate()
-    for child in reversed(children):
-        if child.proc is None:
-            continue
-        try:
-            child.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            child.proc.kill()
-            child.proc.wait(10)
-
 
 def cluster(
     data: Annotated[Path, typer.Option(help="Data directory (stores, controller logs, "
@@ -131,8 +46,10 @@ def cluster(
 ) -> None:
     """Run 3 name servers with embedded controllers and a 3-broker group with automatic
     failover on this machine (loopback unless --host says otherwise)."""
-    children = plan_cluster(data, host, namesrv_port, raft_port, broker_port, broker_name,
-                            sync)
+    children = plan_group(data, host, [namesrv_port + i for i in range(3)],
+                          [raft_port + i for i in range(3)],
+                          [broker_port + 10 * i for i in range(3)],
+                          broker_name=broker_name, sync=sync)
     logs = data / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stopping = threading.Event()
@@ -142,7 +59,7 @@ def cluster(
         for child in children:
             if stopping.is_set():
                 return
-            _start(child, logs)
+            start_child(child, logs)
         namesrvs = ";".join(c.address for c in children if c.command == "namesrv")
         lines = [f"  {c.name:<10} {c.address:<22} pid {c.proc.pid if c.proc else '-'}"
                  for c in children]
@@ -164,7 +81,7 @@ def cluster(
         raise typer.Exit(1) from None
     finally:
         console.print("stopping ...")
-        _stop(children)
+        stop_children(children)
         console.print("stopped")
 
 

@@ -10,6 +10,7 @@ from tidemq.cli.commands.bench import (
     batchproto,
     broker,
     dispatch,
+    failover,
     lmq,
     migration,
     push,
@@ -23,5 +24,5 @@ app = typer.Typer(no_args_is_help=True, help="Benchmarks (results go to docs/ben
 
 for _command in (store.store, broker.produce, broker.consume, broker.latency,
                  batchcq.batchcq, lmq.lmq, dispatch.dispatch, spark.spark,
-                 migration.migration, batchproto.batchproto, push.push):
+                 migration.migration, batchproto.batchproto, push.push, failover.failover):
     app.command(_command.__name__)(_command)

@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, camel, config_keys, parse_properties
+from tidemq.formats.javaprops import (
+    MASK,
+    bind,
+    camel,
+    config_keys,
+    describe,
+    parse_properties,
+    properties_text,
+)
 
 
 def test_syntax() -> None:
@@ -158,3 +166,24 @@ values = _text.filter(lambda s: s == s.rstrip(" \t\f"))
 @given(st.dictionaries(keys, values, max_size=8), st.lists(st.integers(0, 40), max_size=4))
 def test_round_trip(props: dict[str, str], splits: list[int]) -> None:
     assert parse_properties(write_properties(props, splits)) == props
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(keys, values, max_size=8))
+def test_properties_text_reads_back(props: dict[str, str]) -> None:
+    assert parse_properties(properties_text(props)) == props
+
+
+def test_describe_shows_every_key_and_masks_secrets() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Conf:
+        listen_port: int = 1
+        use_it: bool = False
+        kind: Mode = Mode.SAFE
+        password: str = dataclasses.field(default="", repr=False)
+        token: str = dataclasses.field(default="", repr=False)
+
+    shown = describe(Conf, Conf(password="hunter2"))
+    assert shown == {"listenPort": "1", "useIt": "false", "kind": "SAFE", "password": MASK,
+                     "token": ""}
+    assert "hunter2" not in properties_text(shown)

@@ -27,6 +27,7 @@ from tidemq.broker.processors.admin import AdminProcessor
 from tidemq.broker.processors.auth import AuthProcessor
 from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
+from tidemq.broker.processors.config import ConfigProcessor
 from tidemq.broker.processors.epochs import EpochCacheProcessor
 from tidemq.broker.processors.groups import GroupProcessor
 from tidemq.broker.processors.lock import LockProcessor
@@ -39,7 +40,9 @@ from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
 from tidemq.broker.replication.role import RoleHolder, RoleState
+from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
+from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.net import Connection
@@ -126,6 +129,11 @@ class BrokerApp:
     def broker_addr(self, addr: str) -> None:
         self.ctx.broker_addr = addr
 
+    def _registered_topics(self) -> TopicConfigSerializeWrapper:
+        """The topics as registered: limited to the broker's permission
+        (``brokerPermission`` may change at run time)."""
+        return registered_topics(self.topics.wrapper(), self.ctx.config.broker_permission)
+
     @property
     def role(self) -> RoleHolder:
         """The broker's role in its group; a controller changes it here
@@ -189,7 +197,7 @@ class BrokerApp:
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
             broker_name=self.config.broker_name, broker_id=self.role.state.broker_id,
-            broker_addr=lambda: self.broker_addr, topics=self.topics.wrapper,
+            broker_addr=lambda: self.broker_addr, topics=self._registered_topics,
             period_ms=self.config.register_name_server_period,
             ha_addr=lambda: self.ctx.replication.ha_address)
         self.role.add_listener(self._role_changed)
@@ -262,7 +270,8 @@ class BrokerApp:
         for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
-                     SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), self.logical_processor):
+                     SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
+                     self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

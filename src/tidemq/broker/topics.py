@@ -128,6 +128,11 @@ class TopicManager:
                                         counter=dv.counter + 1)
         self.persist()
 
+    def new_version(self) -> None:
+        """Step the data version without changing the table: the name servers take the
+        next registration's topics whole (the broker's permission changed)."""
+        self._changed()
+
     # ------------------------------------------------------------------ queries
 
     def get(self, topic: str) -> TopicConfig | None:

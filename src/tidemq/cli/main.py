@@ -6,6 +6,7 @@ import typer
 
 from tidemq.cli.commands import (
     admin,
+    admin_config,
     admin_groups,
     auth,
     bench,
@@ -24,6 +25,7 @@ app.add_typer(admin.app, name="admin")
 logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
 kv.register(admin.app)  # the name servers' KV config
 admin_groups.register(admin.app)  # consumer and producer groups
+admin_config.register(admin.app)  # broker and name-server configuration, permissions
 auth.register(admin.app)  # ACL 2.0 users and ACLs
 controller.register(admin.app)  # controller mode (automatic failover)
 app.add_typer(bench.app, name="bench")

@@ -26,7 +26,8 @@ from typing import Any, TypeVar
 
 from tidemq.errors import ConfigError
 
-__all__ = ["bind", "camel", "config_keys", "env_values", "parse_properties"]
+__all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "parse_properties",
+           "properties_text"]
 
 T = TypeVar("T")
 
@@ -170,3 +171,42 @@ def env_values(cls: type[Any], env: Mapping[str, str], prefix: str = "TIDEMQ_") 
             if key is not None:
                 out[key] = value
     return out
+
+
+MASK = "******"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def describe(cls: type[Any], obj: Any) -> dict[str, str]:
+    """Every key of config dataclass ``cls`` -> ``obj``'s value as properties text; the
+    fields declared ``repr=False`` (secrets) shown as :data:`MASK` when set."""
+    secret = {f.name for f in dataclasses.fields(cls) if not f.repr}
+    out: dict[str, str] = {}
+    for key, field in config_keys(cls).items():
+        value = getattr(obj, field)
+        out[key] = MASK if field in secret and value else _text(value)
+    return out
+
+
+_STORE_ESCAPES = {"\\": "\\\\", " ": "\\ ", "\t": "\\t", "\n": "\\n", "\r": "\\r",
+                  "\f": "\\f", "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """As ``java.util.Properties.store`` escapes (UTF-8 output, so no ``\\u`` escapes):
+    a value keeps its inner spaces."""
+    return "".join(ch if ch == " " and not key and i > 0 else _STORE_ESCAPES.get(ch, ch)
+                   for i, ch in enumerate(text))
+
+
+def properties_text(props: Mapping[str, str]) -> str:
+    """``key=value`` lines that :func:`parse_properties` reads back as ``props``."""
+    return "".join(f"{_escape(k, key=True)}={_escape(v, key=False)}\n"
+                   for k, v in props.items())

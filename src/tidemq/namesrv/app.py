@@ -70,7 +70,9 @@ from tidemq.codec.headers import (
     UnRegisterBrokerRequestHeader,
 )
 from tidemq.codec.schema import HeaderFieldError
-from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.formats.javaprops import describe, parse_properties, properties_text
+from tidemq.namesrv import runtime_config
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.controller import ControllerApp
 from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
@@ -268,6 +270,10 @@ class NameServerApp:
             RequestCode.GET_KV_CONFIG: NameServerApp._get_kv_config,
             RequestCode.DELETE_KV_CONFIG: NameServerApp._delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: NameServerApp._get_kv_list,
+            RequestCode.GET_NAMESRV_CONFIG: NameServerApp._get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: NameServerApp._update_config,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: NameServerApp._wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: NameServerApp._add_write_perm,
         }
         return {int(code): functools.partial(handler, self) for code, handler in table.items()}
 
@@ -398,6 +404,43 @@ class NameServerApp:
         return cmd.response(body=encode_body(KVTable(table=pairs)))
 
     # ------------------------------------------------------------------ internals
+
+    def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        props = dict(sorted(describe(NamesrvConfig, self.config).items()))
+        return cmd.response(body=properties_text(props).encode("utf-8"))
+
+    @_guarded
+    def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            changes = parse_properties(bytes(cmd.body).decode("utf-8"))
+            new = runtime_config.plan_update(self.config, changes)
+        except UnicodeDecodeError as exc:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                f"the body is not UTF-8 properties text: {exc}")
+        except ConfigError as exc:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
+        self.config = new
+        self.routes.delete_topic_with_broker_registration = (
+            new.delete_topic_with_broker_registration)
+        log.info("name server config updated by %s: %s", conn.remote_address,
+                 ", ".join(sorted(changes)))
+        return cmd.response()
+
+    def _write_perm(self, cmd: RemotingCommand, *, writable: bool) -> RemotingCommand:
+        name = cmd.ext_fields.get("brokerName", "")
+        if not name:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, "brokerName is required")
+        count = self.routes.change_write_perm(name, writable=writable)
+        log.info("%s write permission of broker %s: %d topics",
+                 "added" if writable else "wiped", name, count)
+        key = "addTopicCount" if writable else "wipeTopicCount"
+        return cmd.response(ext_fields={key: str(count)})
+
+    def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._write_perm(cmd, writable=False)
+
+    def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._write_perm(cmd, writable=True)
 
     def _kv_changed(self, namespace: str, key: str, value: str | None) -> None:
         if namespace == ORDER_TOPIC_CONFIG:

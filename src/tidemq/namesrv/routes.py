@@ -260,6 +260,22 @@ class RouteInfoManager:
             del self._topic_queues[topic]
         return bool(gone)
 
+    def change_write_perm(self, broker_name: str, *, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (``writable`` false) / ADD_WRITE_PERM_OF_BROKER: take
+        the write permission from (or give it to) every topic's queues on
+        ``broker_name``; returns how many topics changed. It holds until the broker
+        registers a changed topic table (upstream's rule)."""
+        changed = 0
+        for queues in self._topic_queues.values():
+            qd = queues.get(broker_name)
+            if qd is None:
+                continue
+            perm = qd.perm | _PERM_WRITE if writable else qd.perm & ~_PERM_WRITE
+            if perm != qd.perm:
+                queues[broker_name] = msgspec.structs.replace(qd, perm=perm)
+                changed += 1
+        return changed
+
     def set_order_topic_conf(self, topic: str, conf: str | None) -> None:
         """Set (``None``: clear) the ``brokerName:queueCount;...`` of an ordered topic."""
         if conf is None:

@@ -116,6 +116,7 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.GET_CONSUMER_CONNECTION_LIST: AUTH,
     C.GET_BROKER_RUNTIME_INFO: AUTH,
     C.GET_BROKER_CONFIG: AUTH,
+    C.GET_NAMESRV_CONFIG: AUTH,
     C.QUERY_LOGICAL_QUEUE_MAPPING: AUTH,
     # Administration.
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
@@ -129,6 +130,9 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.SEAL_LOGICAL_QUEUE: ADMIN,
     C.DELETE_LMQ: ADMIN,
     C.UPDATE_BROKER_CONFIG: ADMIN,
+    C.UPDATE_NAMESRV_CONFIG: ADMIN,
+    C.WIPE_WRITE_PERM_OF_BROKER: ADMIN,
+    C.ADD_WRITE_PERM_OF_BROKER: ADMIN,
     # ACL 2.0 users and policies: reading them is administration too.
     C.AUTH_CREATE_USER: ADMIN,
     C.AUTH_UPDATE_USER: ADMIN,

@@ -1,0 +1,45 @@
+"""What GET_NAMESRV_CONFIG (319) shows and what UPDATE_NAMESRV_CONFIG (318) may change.
+
+Every key is shown with its current value (secrets masked). Only the keys of
+:data:`RUNTIME_KEYS` change while the name server runs, because only they are read again
+at each request (or applied by the caller); any other key is refused, naming it. A
+change lasts until the name server restarts. Both bodies are Java properties text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import bind, config_keys
+from tidemq.namesrv.config import NamesrvConfig
+
+__all__ = ["RUNTIME_KEYS", "plan_update"]
+
+#: RocketMQ key -> what it changes at once.
+RUNTIME_KEYS: Mapping[str, str] = {
+    "orderMessageEnable": "routes carry orderTopicConf",
+    "returnOrderTopicConfigToBroker": "registrations are answered with the ordered-topic "
+                                      "settings",
+    "enableAllTopicList": "GET_ALL_TOPIC_LIST_FROM_NAMESERVER is answered",
+    "deleteTopicWithBrokerRegistration": "a master's registration drops the topics it "
+                                         "left out",
+}
+
+
+def plan_update(config: NamesrvConfig, changes: Mapping[str, str]) -> NamesrvConfig:
+    """The config after ``changes``; raises :class:`~tidemq.errors.ConfigError` naming the
+    first key that is unknown, cannot change at run time or has a bad value."""
+    if not changes:
+        raise ConfigError("no key given")
+    known = config_keys(NamesrvConfig)
+    for key in sorted(changes):
+        if key not in known:
+            raise ConfigError(f"unknown config key {key!r}", key=key)
+        if key not in RUNTIME_KEYS:
+            raise ConfigError(
+                f"{key} cannot change while the name server runs: set it in its properties "
+                f"file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})",
+                key=key)
+    new, _ = bind(NamesrvConfig, dict(changes), base=config)
+    return new

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tidemq.broker import auth_store
 from tidemq.broker.auth_store import AuthStore
 from tidemq.codec.auth_bodies import AclInfo, PolicyEntryInfo, PolicyInfo
 from tidemq.errors import BrokerResponseError, ConfigError, ResponseCode
@@ -35,6 +36,22 @@ def test_what_is_written_reads_back(tmp_path: Path) -> None:
     with pytest.raises(BrokerResponseError) as info:
         again.put_acl("User:u1", ACL, create=True)
     assert info.value.code == ResponseCode.INVALID_PARAMETER
+
+
+def test_the_store_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth_store, "MAX_USERS", 1)
+    monkeypatch.setattr(auth_store, "MAX_ENTRIES", 1)
+    store = AuthStore(tmp_path)
+    store.create_user(User("u1", "secret1"))
+    with pytest.raises(BrokerResponseError, match="holds 1 users already"):
+        store.create_user(User("u2", "secret2"))
+    store.put_acl("User:u1", ACL, create=True)
+    more = AclInfo(policies=[PolicyInfo(entries=[PolicyEntryInfo(
+        resource="Topic:other", actions=["Sub"], decision="Allow")])])
+    with pytest.raises(BrokerResponseError, match="at most 1"):
+        store.put_acl("User:u1", more, create=False)
+    acl = store.acl_of("u1")
+    assert acl is not None and len(acl.entries) == 1
 
 
 def test_a_failed_write_changes_nothing(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ so the broker needs it, as upstream's store does. Keep the ``config`` directory 
 by the broker's user only.
 
 Errors are :class:`~tidemq.errors.BrokerResponseError`: INVALID_PARAMETER for what a
-request got wrong (a user that exists already, an ACL for an unknown user),
-QUERY_NOT_FOUND for a user or ACL that does not exist.
+request got wrong (a user that exists already, an ACL for an unknown user, more than
+:data:`MAX_USERS` users or :data:`MAX_ENTRIES` entries in one ACL: the store stays
+bounded whoever writes), QUERY_NOT_FOUND for a user or ACL that does not exist.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ from tidemq.net.acl.policy import (
 )
 from tidemq.store.checkpoint import atomic_write
 
-__all__ = ["AuthStore"]
+__all__ = ["MAX_ENTRIES", "MAX_USERS", "AuthStore"]
+
+#: Users at most (an ACL needs its user, so ACLs are bounded too).
+MAX_USERS = 100_000
+#: Policy entries of one ACL at most.
+MAX_ENTRIES = 1000
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +104,9 @@ class AuthStore:
             if user.username in self._users:
                 raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                      f"user {user.username} exists already")
+            if len(self._users) >= MAX_USERS:
+                raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                     f"this broker holds {MAX_USERS} users already")
             self._write_users({**self._users, user.username: user})
 
     def ensure_user(self, user: User) -> bool:
@@ -148,6 +157,10 @@ class AuthStore:
                 raise error_for_code(ResponseCode.QUERY_NOT_FOUND,
                                      f"no ACL for {new.subject} (createAcl makes one)")
             acl = merge_policies(old, new)
+            if len(acl.entries) > MAX_ENTRIES:
+                raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                     f"the ACL of {acl.subject} would hold "
+                                     f"{len(acl.entries)} entries; at most {MAX_ENTRIES}")
             self._write_acls({**self._acls, acl.subject: acl})
             return acl
 

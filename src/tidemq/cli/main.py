@@ -8,6 +8,7 @@ from tidemq.cli.commands import (
     admin,
     admin_config,
     admin_groups,
+    admin_messages,
     auth,
     bench,
     cluster,
@@ -26,6 +27,7 @@ logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their
 kv.register(admin.app)  # the name servers' KV config
 admin_groups.register(admin.app)  # consumer and producer groups
 admin_config.register(admin.app)  # broker and name-server configuration, permissions
+admin_messages.register(admin.app)  # printing and finding messages
 auth.register(admin.app)  # ACL 2.0 users and ACLs
 controller.register(admin.app)  # controller mode (automatic failover)
 app.add_typer(bench.app, name="bench")

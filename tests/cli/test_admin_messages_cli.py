@@ -1,0 +1,95 @@
+"""``tidemq admin`` printMsg, printMsgByQueue and queryMsgByUniqueKey against a real
+two-broker cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.cli.conftest import ThreadedCluster
+from tests.cli.test_admin_cli import admin, create, eventually
+from tests.cli.test_admin_groups_cli import human
+
+from tidemq.client import Message, MessageQueue, Producer
+
+TOPIC = "MsgPrint"
+
+
+@pytest.fixture(scope="module")
+def sent(cluster: ThreadedCluster) -> list[Any]:
+    """Five messages on broker-a queue 0 (three tagA, two tagB), one tagA on broker-b 1."""
+    create(cluster, TOPIC)
+    plan = [("broker-a", 0, "tagA")] * 3 + [("broker-a", 0, "tagB")] * 2 + [
+        ("broker-b", 1, "tagA")]
+
+    async def send() -> list[Any]:
+        async with Producer("msg-print", cluster.namesrv) as producer:
+            return [await producer.send(Message(TOPIC, f"body-{i}".encode(), {"TAGS": tag}),
+                                        queue=MessageQueue(TOPIC, broker, qid))
+                    for i, (broker, qid, tag) in enumerate(plan)]
+
+    results = cluster.call(send())
+    for broker in cluster.cluster.brokers:
+        assert broker.store.wait_dispatched()
+    return results
+
+
+def test_print_msg(cluster: ThreadedCluster, sent: list[Any]) -> None:
+    every = admin(cluster, "printMsg", "-t", TOPIC)
+    assert sorted(m["body"] for m in every) == [f"body-{i}" for i in range(6)]
+    assert {m["msgId"] for m in every} == {r.msg_id for r in sent}
+    tagged = admin(cluster, "printMsg", "-t", TOPIC, "-s", "tagB")
+    assert sorted(m["body"] for m in tagged) == ["body-3", "body-4"]
+
+    stamps = sorted(m["storeTimestamp"] for m in every)
+    cut = stamps[3]
+    later = admin(cluster, "printMsg", "-t", TOPIC, "-b", str(cut))
+    assert sorted(m["body"] for m in later) == sorted(
+        m["body"] for m in every if m["storeTimestamp"] >= cut)
+    earlier = admin(cluster, "printMsg", "-t", TOPIC, "-e", str(cut))
+    assert sorted(m["body"] for m in earlier) == sorted(
+        m["body"] for m in every if m["storeTimestamp"] <= cut)
+    assert admin(cluster, "printMsg", "-t", TOPIC, "-b", str(stamps[-1] + 60_000)) == []
+
+    lines = human(cluster, "printMsg", "-t", TOPIC)
+    msg_lines = [line for line in lines if line[0] == "MSGID:"]
+    assert len(msg_lines) == 6
+    assert any(line[-2:] == ["BODY:", "body-0"] for line in msg_lines)
+    ranges = [line[:2] for line in lines if line[0].startswith("minOffset")
+              and "brokerName=broker-a," in line and "queueId=0]" in line]
+    assert ranges == [["minOffset=0,", "maxOffset=5,"]]
+    no_body = human(cluster, "printMsg", "-t", TOPIC, "-d", "false")
+    assert all(line[-1] == "BODY:" for line in no_body if line[0] == "MSGID:")
+
+
+def test_print_msg_by_queue(cluster: ThreadedCluster, sent: list[Any]) -> None:
+    counted = admin(cluster, "printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0",
+                    "-f", "true")
+    assert (counted["count"], counted["minOffset"], counted["maxOffset"]) == (5, 0, 5)
+    assert counted["tags"] == {"tagA": 3, "tagB": 2}
+    assert "messages" not in counted
+    shown = admin(cluster, "printMsgByQueue", "-t", TOPIC, "-a", "broker-b", "-i", "1",
+                  "-p", "true")
+    assert [m["body"] for m in shown["messages"]] == ["body-5"]
+
+    lines = human(cluster, "printMsgByQueue", "-t", TOPIC, "-a", "broker-a", "-i", "0",
+                  "-f", "true", "-p", "true", "-d", "true")
+    assert ["Tag:", "tagA", "Count:", "3"] in lines
+    assert ["Tag:", "tagB", "Count:", "2"] in lines
+    assert [line[-1] for line in lines if line[0] == "MSGID:"] == [
+        f"body-{i}" for i in range(5)]
+
+
+def test_query_msg_by_unique_key(cluster: ThreadedCluster, sent: list[Any]) -> None:
+    target = sent[2]
+    found = eventually(
+        lambda: admin(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC),
+        lambda m: m.get("body") == "body-2")  # the key index is built after dispatch
+    assert (found["queueOffset"], found["brokerName"] or "broker-a") == (2, "broker-a")
+    every = admin(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC, "-a")
+    assert [m["body"] for m in every] == ["body-2"]
+    lines = human(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC)
+    assert ["Topic:", TOPIC] in lines and ["Tags:", "[tagA]"] in lines
+    assert ["Message", "Body:", "body-2"] in lines
+    missing = admin(cluster, "queryMsgByUniqueKey", "-i", "0" * 32, "-t", TOPIC, code=1)
+    assert "0" * 32 in missing.stderr and "error" in missing.stderr

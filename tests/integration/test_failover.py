@@ -192,3 +192,41 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
             assert got == bodies, f"queue {queue_id} on the returned old master"
         await eventually(group, lambda g: 1 in [  # type: ignore[attr-defined]
             r.broker_id for r in g.in_sync_replicas])  # type: ignore[attr-defined]
+
+
+async def test_with_two_controllers_killed_the_master_keeps_serving(
+        namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
+    addrs = [c.addr for c in namesrvs]
+    for b in brokers:
+        b.start()
+    config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
+    async with AdminClient(config=config) as admin:
+        controllers = ControllerAdmin(admin.instance.request, addrs)
+
+        async def group() -> object:
+            return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]
+
+        await eventually(group, lambda g: g.master_broker_id == 1  # type: ignore[attr-defined]
+                         and len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
+        await admin.create_topic(TOPIC, broker_addr=brokers[0].addr, read_queue_nums=1,
+                                 write_queue_nums=1)
+    for c in namesrvs[:2]:
+        c.kill9()
+    # well past every lease: nobody may be elected, and nobody is
+    await asyncio.sleep(LEASE_MS / 1000 * 3)
+    survivor = [namesrvs[2].addr]
+    config = ClientConfig(namesrv_addr=tuple(survivor), request_timeout=3.0)
+    async with AdminClient(config=config) as admin, Producer("two-down", config=config) as p:
+        queue = MessageQueue(TOPIC, GROUP, 0)
+        for replica in brokers[1:]:
+            await eventually(lambda r=replica: has_topic(admin, r.addr), bool)
+        for i in range(20):
+            result = await p.send(Message(TOPIC, b"still %d" % i), queue=queue)
+            assert result.status is SendStatus.SEND_OK
+        route = await admin.topic_route(TOPIC)
+        (data,) = [d for d in route.broker_datas if d.broker_name == GROUP]
+        assert data.broker_addrs[0] == brokers[0].addr
+        got = await read_queue(admin, brokers[0].addr, queue)
+        assert got == [b"still %d" % i for i in range(20)]
+    assert "is master of epoch 1" in brokers[0].log(400)
+    assert all("is master" not in b.log(400) for b in brokers[1:])

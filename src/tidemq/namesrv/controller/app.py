@@ -341,9 +341,15 @@ class ControllerApp:
         return cmd.response()
 
     def heartbeat(self, header: BrokerHeartbeatRequestHeader) -> None:
-        """Record a broker's BROKER_HEARTBEAT (the name server passes its own on)."""
-        if header.broker_id is None:
+        """Record a broker's BROKER_HEARTBEAT (the name server passes its own on). Only
+        members of a registered group are recorded: what peers send cannot grow the
+        table beyond the groups the controllers keep."""
+        if header.broker_id is None or self.raft is None:
             return  # a broker outside controller mode heartbeating its name server
+        with self.raft.reading() as state:
+            group = state.groups.get(header.broker_name)
+            if group is None or header.broker_id not in group.brokers:
+                return
         self.heartbeats.beat(
             (header.broker_name, header.broker_id), header.broker_addr, self.clock(),
             timeout_ms=header.heartbeat_timeout_millis, epoch=header.epoch,

@@ -1,0 +1,94 @@
+"""One controller in-process (a Raft group of one) over real TCP: bad requests are
+answered with a code and a remark naming what was wrong, the server keeps serving, and
+heartbeats of brokers no group holds are not kept."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from tests.crash.broker_process import free_port
+
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.controller import RegisterBrokerToControllerRequestHeader
+from tidemq.codec.headers import BrokerHeartbeatRequestHeader
+from tidemq.errors import ResponseCode
+from tidemq.namesrv.controller import ControllerApp, ControllerConfig
+from tidemq.net import RemotingClient
+
+
+@pytest.fixture
+async def controller() -> AsyncIterator[ControllerApp]:
+    config = ControllerConfig(listen_port=0, controller_raft_self_id="n0",
+                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}")
+    app = ControllerApp(config)
+    await app.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (app.is_leader and app.leader_address()):
+            assert loop.time() < deadline, "a controller alone never led"
+            await asyncio.sleep(0.05)
+        yield app
+    finally:
+        await app.stop()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    remoting = RemotingClient(request_timeout=5.0)
+    yield remoting
+    await remoting.close()
+
+
+def _beat(name: str, broker_id: int, max_offset: int = 0) -> RemotingCommand:
+    header = BrokerHeartbeatRequestHeader(cluster_name="c", broker_addr="127.0.0.1:1",
+                                          broker_name=name, broker_id=broker_id,
+                                          max_offset=max_offset)
+    return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, header.to_ext())
+
+
+async def test_bad_requests_are_answered_naming_the_problem(controller: ControllerApp,
+                                                            client: RemotingClient) -> None:
+    addr = controller.address
+    missing = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_ELECT_MASTER, {"clusterName": "c"}))
+    assert missing.code == ResponseCode.INVALID_PARAMETER
+    assert "brokerName" in (missing.remark or "")
+    bad_id = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_REGISTER_BROKER,
+        {"clusterName": "c", "brokerName": "b", "brokerId": "one", "brokerAddress": "h:1"}))
+    assert bad_id.code == ResponseCode.INVALID_PARAMETER and "brokerId" in (bad_id.remark or "")
+    no_body = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+        {"brokerName": "b", "masterBrokerId": "1", "masterEpoch": "1"}))
+    assert no_body.code == ResponseCode.INVALID_PARAMETER
+    assert "SyncStateSet" in (no_body.remark or "")
+    garbage = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=b"\xff{"))
+    assert garbage.code == ResponseCode.INVALID_PARAMETER
+    unknown = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "nope"}))
+    assert unknown.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
+    assert "nope" in (unknown.remark or "")
+    # still serving
+    meta = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_METADATA_INFO))
+    assert meta.code == 0 and meta.ext_fields["isLeader"] == "true"
+
+
+async def test_only_heartbeats_of_registered_brokers_are_kept(
+        controller: ControllerApp, client: RemotingClient) -> None:
+    addr = controller.address
+    for i in range(50):  # a peer inventing brokers
+        assert (await client.request(addr, _beat(f"ghost-{i}", 1))).code == 0
+    assert all(controller.heartbeats.get((f"ghost-{i}", 1)) is None for i in range(50))
+    header = RegisterBrokerToControllerRequestHeader(
+        cluster_name="c", broker_name="real", broker_id=1, broker_address="127.0.0.1:1")
+    response = await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_REGISTER_BROKER, header.to_ext()))
+    assert response.code == 0, response.remark
+    assert (await client.request(addr, _beat("real", 1, max_offset=77))).code == 0
+    beat = controller.heartbeats.get(("real", 1))
+    assert beat is not None and beat.max_offset == 77

@@ -145,3 +145,15 @@ def test_a_replica_store_refuses_every_put(open_store: OpenStore) -> None:
         assert err.value.status == "SLAVE"
     store.replica = False  # promoted: puts continue the queue
     assert store.put("T", 0, MessageInput(b"after")).queue_offset == 1
+
+
+def test_bytes_are_held_before_they_are_dispatched(open_store: OpenStore) -> None:
+    wire, expected = master()
+    replica = open_store(clock=FakeClock(1_700_000_000_000),
+                         mapped_file_size_commit_log=SEGMENT, **LMQ)
+    replica.set_batch_topic("Bcq")
+    assert replica.append_replicated(0, wire, dispatch=False) == len(wire)
+    assert replica.wait_dispatched()
+    assert replica.max_offset("T", 0) == 0  # held, not yet in a queue
+    replica.dispatch_replicated()
+    assert snapshot(replica) == expected

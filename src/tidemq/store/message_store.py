@@ -166,20 +166,27 @@ class MessageStore:
         (:meth:`Appender.add_append_hook <tidemq.store.appender.Appender.add_append_hook>`)."""
         self.appender.add_append_hook(hook)
 
-    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+    def append_replicated(self, offset: int, data: bytes | memoryview, *,
+                          dispatch: bool = True) -> int:
         """A replica's write: its master's commit-log bytes from ``offset`` (this log's
-        end), dispatched as they complete records (:mod:`tidemq.store.replica_log`);
-        returns the new end of the log."""
+        end), dispatched as they complete records (:mod:`tidemq.store.replica_log`) --
+        now, or with ``dispatch=False`` at the next :meth:`dispatch_replicated`; returns
+        the new end of the log."""
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         replica = self._replica_log
         if replica is None:
             replica = self._replica_log = ReplicaLog(
                 self.appender, check_crc=self.config.check_crc_on_recover)
-        end = replica.append(offset, data)
+        end = replica.append(offset, data, dispatch=dispatch)
         if self.config.sync_flush and self.flusher is not None:
             self.flusher.request(end)  # the dispatcher confirms flushed bytes only
         return end
+
+    def dispatch_replicated(self) -> None:
+        """Dispatch what :meth:`append_replicated` wrote without dispatching."""
+        if self._replica_log is not None:
+            self._replica_log.dispatch()
 
     @property
     def replica(self) -> bool:

@@ -100,9 +100,11 @@ class ReplicaLog:
         """Where this log ends: the offset a replica reports to its master."""
         return self.commitlog.max_offset
 
-    def append(self, offset: int, data: bytes | memoryview) -> int:
+    def append(self, offset: int, data: bytes | memoryview, *, dispatch: bool = True) -> int:
         """Write ``data`` (the master's bytes from ``offset``, which must be where this
-        log ends), dispatch the records it completes; returns the new end."""
+        log ends) and, with ``dispatch``, dispatch the records it completes; returns the
+        new end. Without it the records wait for :meth:`dispatch` (a replica reports
+        what it holds before it spends time on dispatching)."""
         cl = self.commitlog
         with cl.lock:
             end = cl.max_offset
@@ -112,9 +114,15 @@ class ReplicaLog:
                 self.parsed = offset
             if data:
                 self.appender.write_replicated(offset, data)
-                if self.error is None:
+                if dispatch and self.error is None:
                     self._dispatch()
             return cl.max_offset
+
+    def dispatch(self) -> None:
+        """Dispatch every whole record written and not dispatched yet."""
+        with self.commitlog.lock:
+            if self.error is None:
+                self._dispatch()
 
     def _dispatch(self) -> None:
         """Dispatch every whole record from :attr:`parsed` (the lock is held)."""

@@ -5,7 +5,8 @@
 (:class:`~tidemq.codec.ha.TransferDecoder`) to its store at the frame's offset
 (:meth:`MessageStore.append_replicated
 <tidemq.store.message_store.MessageStore.append_replicated>`), reporting its new end after
-each read -- the acknowledgement a SYNC_MASTER waits for -- and every
+each read -- the acknowledgement a SYNC_MASTER waits for, sent before the records are
+dispatched into the replica's queues, as upstream's slave does -- and every
 ``haSendHeartbeatInterval`` when nothing arrives. A frame that does not continue its log,
 a lost connection or a master that says nothing for ``haHousekeepingInterval`` closes the
 connection; the client connects again after :data:`RECONNECT_DELAY` seconds and reports
@@ -123,11 +124,14 @@ class HaClient:
             while (frame := decoder.next_frame()) is not None:
                 offset, body = frame
                 if body:
-                    store.append_replicated(offset, body)
+                    store.append_replicated(offset, body, dispatch=False)
                     got = True
                 self.frames += 1
             self.last_frame = last_heard
             if got:
+                # The log holds the bytes: confirm them, then build the queues (a
+                # SYNC_MASTER's sends wait for the report, not for the dispatch).
                 writer.write(encode_report(store.commitlog.max_offset))
+                store.dispatch_replicated()
                 self._progress.set()
                 await writer.drain()

@@ -5,10 +5,12 @@ cause. Certificates come from ``tests/tls_certs.py``."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
 import ssl
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -356,3 +358,21 @@ async def test_silent_and_failed_handshakes_leave_nothing_behind(
     assert await echo(new_client(clients, client_tls(tls_certs, client_cert=True)),
                       server) == b"hi"
     assert len(server.connections) == 1
+
+
+async def test_closing_while_a_connection_waits_for_its_first_byte_closes_it(
+        tls_certs: Certs) -> None:
+    server = await started(server_tls(tls_certs, "enforcing"))
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    assert server.tls is not None
+    async with asyncio.timeout(10):
+        while not server.tls._admitting:  # accepted, waiting for the peer to speak
+            await asyncio.sleep(0.01)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        await server.close(drain_timeout=0.2)
+        gc.collect()
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    await writer.wait_closed()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]

@@ -175,9 +175,12 @@ class TlsListener:
             peer = format_address(sock.getpeername())
             async with asyncio.timeout(self.handshake_timeout):
                 first = await _peek_first_byte(sock)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError):  # gone, or silent for too long
             sock.close()
             return
+        except asyncio.CancelledError:  # the listener is closing
+            sock.close()
+            raise
         if first is None:  # connected and closed without a byte (a port probe)
             sock.close()
             return
@@ -206,12 +209,16 @@ class TlsListener:
             else:
                 await loop.connect_accepted_socket(
                     protocol, sock, ssl=context, ssl_handshake_timeout=self.handshake_timeout)
-        except (OSError, TimeoutError) as exc:
-            peer_log.warning("TLS handshake with %s failed: %s", peer, _describe(exc))
+        except (OSError, TimeoutError, asyncio.CancelledError) as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                what = "TLS handshake with" if context is not None else "connection from"
+                peer_log.warning("%s %s failed: %s", what, peer, _describe(exc))
             for proto in made:
                 self._not_started(proto)
             with contextlib.suppress(OSError):
                 sock.close()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
 
 
 async def _peek_first_byte(sock: socket.socket) -> int | None:

@@ -4,7 +4,9 @@ prometheus_client's own parser, against a real in-process cluster."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
+import time
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from tidemq.broker.metrics import BrokerMetrics
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
 from tidemq.codec.command import RequestCode
+from tidemq.errors import ResponseCode
 from tidemq.testing import Cluster
 from tidemq.types import FlushDiskType
 
@@ -75,6 +78,9 @@ async def test_broker_metrics_follow_traffic(cluster: Cluster) -> None:
                 got += await consumer.poll(timeout=1.0)
     async with PullConsumer("metrics-group", cluster.namesrv_addr) as rewinder:
         await rewinder.commit({mq: 4})
+    async with PullConsumer("caught-up", cluster.namesrv_addr) as done:
+        await done.commit({mq: 10})
+    fourth = app.store.store_time_at("Metered", 1, 4)  # the oldest one metrics-group lacks
 
     async with AdminClient(cluster.namesrv_addr) as admin:
         await admin.broker_status(app.broker_addr)  # one open connection while scraping
@@ -84,19 +90,40 @@ async def test_broker_metrics_follow_traffic(cluster: Cluster) -> None:
     assert value(m, "tidemq_broker_get_messages_total") >= 10
     assert value(m, "tidemq_broker_topic_put_messages_total", topic="Metered") == 10
     assert value(m, "tidemq_broker_group_get_messages_total", group="metrics-group") >= 10
-    # Full seconds of the last 10 count: 10 messages make 0.0, 0.1, ... or 1.0 per second.
-    assert round(value(m, "tidemq_broker_put_tps") * 10, 6) in range(11)
+    assert "tidemq_broker_put_tps" not in m  # rates are rate() of the counters
     sends = sum(s.value for s in m["tidemq_broker_send_latency_seconds"]
-                if s.name.endswith("_count"))
+                if s.name.endswith("_count") and s.labels["request"] == "SEND_MESSAGE_V2")
     pulls = sum(s.value for s in m["tidemq_broker_pull_latency_seconds"]
-                if s.name.endswith("_count"))
+                if s.name.endswith("_count") and s.labels["request"] == "PULL_MESSAGE")
     assert sends >= 10 and pulls >= 1
+    # SYNC_FLUSH: each send was answered by the flush, after its processor returned.
+    assert value(m, "tidemq_broker_requests_total", request="SEND_MESSAGE_V2",
+                 response="DEFERRED") == sends
+    assert value(m, "tidemq_broker_requests_total", request="GET_BROKER_RUNTIME_INFO",
+                 response="SUCCESS") >= 1
     assert value(m, "tidemq_broker_queue_max_offset", topic="Metered", queue_id="1") == 10
     assert value(m, "tidemq_broker_queue_min_offset", topic="Metered", queue_id="1") == 0
     assert value(m, "tidemq_broker_consumer_lag_messages", group="metrics-group",
                  topic="Metered") == 6
-    assert value(m, "tidemq_broker_consumer_offset", group="metrics-group",
-                 topic="Metered") == 4
+    assert "tidemq_broker_consumer_offset" not in m  # a sum of offsets means nothing
+    behind = value(m, "tidemq_broker_consumer_lag_seconds", group="metrics-group",
+                   topic="Metered")
+    assert fourth > 0 and behind >= 0
+    assert abs(behind - (time.time() * 1000 - fourth) / 1000) < 5  # since message 4
+    assert value(m, "tidemq_broker_consumer_lag_messages", group="caught-up",
+                 topic="Metered") == 0
+    assert value(m, "tidemq_broker_consumer_lag_seconds", group="caught-up",
+                 topic="Metered") == 0
+    assert "tidemq_broker_consumer_queue_lag_messages" not in m  # metricsQueueLag is off
+    app.ctx.config = dataclasses.replace(app.config, metrics_queue_lag=True)
+    q = {f.name: f.samples for f in text_string_to_metric_families(
+        BrokerMetrics(app.ctx).render().decode())}
+    assert value(q, "tidemq_broker_consumer_queue_lag_messages", group="metrics-group",
+                 topic="Metered", queue_id="1") == 6
+    assert value(q, "tidemq_broker_consumer_queue_lag_messages", group="metrics-group",
+                 topic="Metered", queue_id="0") == 0
+    assert value(q, "tidemq_broker_consumer_queue_lag_seconds", group="metrics-group",
+                 topic="Metered", queue_id="0") == 0
     # Everything was dispatched and flushed (SYNC_FLUSH) before the scrape; nothing since.
     assert value(m, "tidemq_broker_dispatch_behind_bytes") == 0
     assert value(m, "tidemq_broker_dispatch_lag_seconds") == 0
@@ -176,6 +203,22 @@ async def test_batch_children_are_timed_like_requests(cluster: Cluster) -> None:
 
     def count(m: dict[str, list[Sample]]) -> float:
         return sum(s.value for s in m.get("tidemq_broker_send_latency_seconds", [])
-                   if s.name.endswith("_count") and s.labels.get("code") == "310")
+                   if s.name.endswith("_count")
+                   and s.labels.get("request") == "SEND_MESSAGE_V2")
 
     assert count(after) - count(before) == 3
+
+
+async def test_each_answer_is_counted_under_its_names(cluster: Cluster) -> None:
+    """Requests are counted by request and response name, refusals included."""
+    app = cluster.brokers[0]
+    async with Peer(app.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Named", 1))
+        answer = await peer(wire.send("Named", b"x", queue_id=7))  # no such queue
+        assert answer.code == ResponseCode.INVALID_PARAMETER
+    m = await asyncio.to_thread(scrape, app.config.metrics_port)
+    assert value(m, "tidemq_broker_requests_total", request="UPDATE_AND_CREATE_TOPIC",
+                 response="SUCCESS") == 1
+    refused = [s for s in m["tidemq_broker_requests"] if s.name.endswith("_total")
+               and s.labels["request"] == "SEND_MESSAGE_V2"]
+    assert [(s.labels["response"], s.value) for s in refused] == [("INVALID_PARAMETER", 1)]

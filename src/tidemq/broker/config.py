@@ -68,6 +68,8 @@ class BrokerConfig:
     batch_protocol_enable: bool = True
     #: Serve Prometheus metrics over HTTP on this port (0: off).
     metrics_port: int = 0
+    #: Export each group's lag per queue too (one series per group and queue).
+    metrics_queue_lag: bool = False
     #: The address the metrics endpoint listens on (empty: ``bindAddress``).
     metrics_bind_address: str = ""
     #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).

@@ -4,9 +4,9 @@ Each :class:`BrokerContext` owns a :class:`CollectorRegistry` of its own (tests 
 brokers in one process). Most figures are read from the broker's state when Prometheus
 scrapes (a custom collector, nothing kept twice); only the send and pull latencies are
 observed as they happen, by the broker's request pipeline (:meth:`BrokerMetrics.wrap`
-is one of its interceptors), for requests and batch-protocol children alike. The latency
-is the time the processor ran: a SYNC_FLUSH send is measured up to its hand-off to the
-flusher, a long-polled pull up to its hold.
+is one of its interceptors), for requests and batch-protocol children alike, with every
+request's answer counted. The latency is the time the processor ran: a SYNC_FLUSH send is
+measured up to its hand-off to the flusher, a long-polled pull up to its hold.
 
 =============================================  =======  ====================================
 metric                                         type     labels
@@ -14,16 +14,18 @@ metric                                         type     labels
 tidemq_broker_info                             gauge    broker, cluster, addr, version
 tidemq_broker_put_messages_total / _bytes      counter
 tidemq_broker_get_messages_total / _bytes      counter
-tidemq_broker_put_tps / get_tps                gauge    (messages/s over the last 10 s)
 tidemq_broker_topic_put_messages_total         counter  topic (bounded)
 tidemq_broker_group_get_messages_total         counter  group (bounded)
-tidemq_broker_send_latency_seconds             hist.    code
-tidemq_broker_pull_latency_seconds             hist.    code
+tidemq_broker_requests_total                   counter  request, response (names)
+tidemq_broker_send_latency_seconds             hist.    request, response (names)
+tidemq_broker_pull_latency_seconds             hist.    request, response (names)
 tidemq_broker_dispatch_behind_bytes            gauge
 tidemq_broker_dispatch_lag_seconds             gauge
 tidemq_broker_queue_max_offset / min_offset    gauge    topic, queue_id (bounded)
 tidemq_broker_consumer_lag_messages            gauge    group, topic (bounded; sum of queues)
-tidemq_broker_consumer_offset                  gauge    group, topic (sum of committed)
+tidemq_broker_consumer_lag_seconds             gauge    group, topic (bounded; oldest queue)
+tidemq_broker_consumer_queue_lag_messages      gauge    group, topic, queue_id (metricsQueueLag)
+tidemq_broker_consumer_queue_lag_seconds       gauge    group, topic, queue_id (metricsQueueLag)
 tidemq_broker_flush_last_seconds               gauge
 tidemq_broker_flushes_total                    counter
 tidemq_broker_damaged_records_skipped_total    counter  (damaged records reads skipped)
@@ -41,6 +43,13 @@ tidemq_broker_replica_frame_age_seconds        gauge    (a replica: since its la
 tidemq_broker_series_dropped                   gauge    family (series past the bound)
 =============================================  =======  ====================================
 
+Rates are counters only: ``rate(tidemq_broker_put_messages_total[1m])`` is the put rate.
+Request and response labels are names (``SEND_MESSAGE_V2``, ``SUCCESS``; a number when
+the code has no name); ``DEFERRED`` is a request answered later (a SYNC_FLUSH send waiting
+for the flush, a held pull), whose time is the processor's up to that hand-off. A group's
+lag in seconds is how long ago its oldest unconsumed message was stored (the RocketMQ
+exporter's ``rocketmq_group_get_latency_by_storetime``); 0 when it is caught up.
+
 Label cardinality is bounded: at most ``max_series`` series per labelled family (system
 topics and retry topics count like any other); what is left out is counted in
 ``tidemq_broker_series_dropped`` so a truncated scrape is visible.
@@ -50,16 +59,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from enum import IntEnum
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tidemq.broker.codes import PULL_CODES, SEND_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.status import VERSION, disk_usage_ratio
-from tidemq.codec.command import RemotingCommand
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import BrokerResponseError, ResponseCode
 from tidemq.net import Connection
 
 __all__ = ["LATENCY_BUCKETS", "BrokerCollector", "BrokerMetrics"]
@@ -71,23 +82,72 @@ LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 _Processor = Callable[[Connection, RemotingCommand], Any]
 
 
-def _timed(processor: _Processor, histogram: Any) -> _Processor:
-    observe = histogram.observe
+def _name(enum_type: type[IntEnum], code: int) -> str:
+    try:
+        return enum_type(code).name
+    except ValueError:
+        return str(code)
+
+
+class _Meter:
+    """One request code's series: its answers counted (and timed, with a histogram) by
+    response code, each label child made once."""
+
+    def __init__(self, code: int, requests: Counter, histogram: Histogram | None) -> None:
+        self.request = _name(RequestCode, code)
+        self.requests, self.histogram = requests, histogram
+        self.children: dict[int | None, tuple[Any, Any]] = {}
+
+    def child(self, response: int | None) -> tuple[Any, Any]:
+        found = self.children.get(response)
+        if found is None:
+            label = "DEFERRED" if response is None else _name(ResponseCode, response)
+            found = self.children[response] = (
+                self.requests.labels(request=self.request, response=label),
+                None if self.histogram is None else self.histogram.labels(
+                    request=self.request, response=label))
+        return found
+
+    def done(self, response: int | None, t0: float) -> None:
+        count, timed = self.child(response)
+        count.inc()
+        if timed is not None:
+            timed.observe(time.perf_counter() - t0)
+
+
+def _metered(processor: _Processor, meter: _Meter) -> _Processor:
     clock = time.perf_counter
+    done = meter.done
 
     def run(conn: Connection, cmd: RemotingCommand) -> Any:
         t0 = clock()
-        result = processor(conn, cmd)
-        if result is None or isinstance(result, RemotingCommand):
-            observe(clock() - t0)
+        try:
+            result = processor(conn, cmd)
+        except BrokerResponseError as exc:
+            done(exc.code, t0)
+            raise
+        except Exception:
+            done(ResponseCode.SYSTEM_ERROR, t0)
+            raise
+        if result is None:
+            done(None, t0)
+            return result
+        if isinstance(result, RemotingCommand):
+            done(result.code, t0)
             return result
         return _finish(result, t0)
 
     async def _finish(pending: Awaitable[Any], t0: float) -> Any:
         try:
-            return await pending
-        finally:
-            observe(clock() - t0)
+            result = await pending
+        except BrokerResponseError as exc:
+            done(exc.code, t0)
+            raise
+        except Exception:
+            done(ResponseCode.SYSTEM_ERROR, t0)
+            raise
+        done(result.code if isinstance(result, RemotingCommand) else None, t0)
+        return result
 
     return run
 
@@ -97,25 +157,27 @@ class BrokerMetrics:
 
     def __init__(self, ctx: BrokerContext, *, max_series: int = 2000) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self.requests = Counter(
+            "tidemq_broker_requests", "Requests answered, by request and response.",
+            ["request", "response"], registry=self.registry)
         self.send_latency = Histogram(
-            "tidemq_broker_send_latency_seconds", "Time a send processor ran, by request code.",
-            ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
+            "tidemq_broker_send_latency_seconds", "Time a send processor ran.",
+            ["request", "response"], registry=self.registry, buckets=LATENCY_BUCKETS)
         self.pull_latency = Histogram(
-            "tidemq_broker_pull_latency_seconds", "Time a pull processor ran, by request code.",
-            ["code"], registry=self.registry, buckets=LATENCY_BUCKETS)
+            "tidemq_broker_pull_latency_seconds", "Time a pull processor ran.",
+            ["request", "response"], registry=self.registry, buckets=LATENCY_BUCKETS)
         self.registry.register(BrokerCollector(ctx, max_series=max_series))
 
     #: A meter: held requests evaluated again are not timed again.
     rewrites = False
 
     def wrap(self, code: int, proceed: _Processor) -> _Processor:
-        """The pipeline interceptor (:mod:`tidemq.broker.pipeline`): send and pull
-        requests -- batch-protocol children included -- timed by code."""
-        if code in SEND_CODES:
-            return _timed(proceed, self.send_latency.labels(code=str(code)))
-        if code in PULL_CODES:
-            return _timed(proceed, self.pull_latency.labels(code=str(code)))
-        return proceed
+        """The pipeline interceptor (:mod:`tidemq.broker.pipeline`): every request --
+        batch-protocol children included -- counted by its answer; sends and pulls
+        timed."""
+        histogram = (self.send_latency if code in SEND_CODES
+                     else self.pull_latency if code in PULL_CODES else None)
+        return _metered(proceed, _Meter(code, self.requests, histogram))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -159,10 +221,6 @@ class BrokerCollector(Collector):
                        stats.get_msgs.total)
         yield _counter("tidemq_broker_get_bytes", "Message bytes served to pulls.",
                        stats.get_bytes.total)
-        yield _gauge("tidemq_broker_put_tps", "Messages stored per second (last 10 s).",
-                     stats.put_msgs.rate())
-        yield _gauge("tidemq_broker_get_tps", "Messages served per second (last 10 s).",
-                     stats.get_msgs.rate())
         topic_put = CounterMetricFamily("tidemq_broker_topic_put_messages",
                                         "Messages stored, by topic.", labels=["topic"])
         for topic, meter in self._bounded(sorted(stats.topic_put.items()), "topic_put", dropped):
@@ -247,28 +305,51 @@ class BrokerCollector(Collector):
 
     def _lag(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
         ctx = self.ctx
+        labels = ["group", "topic"]
         lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
                                 "Messages stored but not yet committed by a group "
-                                "(sum over the topic's queues on this broker).",
-                                labels=["group", "topic"])
-        committed = GaugeMetricFamily("tidemq_broker_consumer_offset",
-                                      "Sum of a group's committed offsets over the queues.",
-                                      labels=["group", "topic"])
+                                "(sum over the topic's queues on this broker).", labels=labels)
+        age = GaugeMetricFamily("tidemq_broker_consumer_lag_seconds",
+                                "Seconds since the oldest message a group has not committed "
+                                "was stored (0: caught up).", labels=labels)
+        per_queue = ctx.config.metrics_queue_lag
+        q_labels = [*labels, "queue_id"]
+        q_lag = GaugeMetricFamily("tidemq_broker_consumer_queue_lag_messages",
+                                  "A group's lag on one queue, in messages.", labels=q_labels)
+        q_age = GaugeMetricFamily("tidemq_broker_consumer_queue_lag_seconds",
+                                  "A group's lag on one queue, in seconds.", labels=q_labels)
+        now_ms = time.time() * 1000
         keys = sorted(ctx.offsets.table.items())
         for key, queues in self._bounded(keys, "consumer_lag", dropped):
             topic, _, group = key.partition("@")
             tc = ctx.topics.get(topic)
             qids = set(queues) | (set(range(tc.read_queue_nums)) if tc is not None else set())
-            total = done = 0
-            for qid in qids:
-                top = ctx.store.max_offset(topic, qid)
-                mine = queues.get(qid, 0)
-                total += max(0, top - mine)
-                done += mine
+            total, oldest = 0, now_ms
+            for qid in sorted(qids):
+                behind, stored = self._queue_lag(topic, qid, queues.get(qid, 0), now_ms)
+                total += behind
+                oldest = min(oldest, stored)
+                if per_queue:
+                    q_lag.add_metric([group, topic, str(qid)], behind)
+                    q_age.add_metric([group, topic, str(qid)], max(0.0, now_ms - stored) / 1000)
             lag.add_metric([group, topic], total)
-            committed.add_metric([group, topic], done)
+            age.add_metric([group, topic], max(0.0, now_ms - oldest) / 1000)
         yield lag
-        yield committed
+        yield age
+        if per_queue:
+            yield q_lag
+            yield q_age
+
+    def _queue_lag(self, topic: str, qid: int, committed: int, now_ms: float
+                   ) -> tuple[int, float]:
+        """Messages of one queue past ``committed``, and when the first of them was stored
+        (``now_ms`` when there are none, or its record is gone)."""
+        store = self.ctx.store
+        behind = max(0, store.max_offset(topic, qid) - committed)
+        if not behind:
+            return 0, now_ms
+        stored = store.store_time_at(topic, qid, max(committed, store.min_offset(topic, qid)))
+        return behind, stored if stored > 0 else now_ms
 
     def _bounded(self, items: list[Any], family: str, dropped: GaugeMetricFamily) -> list[Any]:
         if len(items) > self.max_series:

@@ -32,11 +32,13 @@ from tidemq.broker.processors.epochs import EpochCacheProcessor
 from tidemq.broker.processors.groups import GroupProcessor
 from tidemq.broker.processors.lock import LockProcessor
 from tidemq.broker.processors.logical import LogicalProcessor
+from tidemq.broker.processors.maintenance import MaintenanceProcessor
 from tidemq.broker.processors.offsets import OffsetProcessor
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.replication import SlaveSyncProcessor
 from tidemq.broker.processors.retry import RetryProcessor
 from tidemq.broker.processors.send import SendProcessor
+from tidemq.broker.processors.stats import StatsProcessor
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
 from tidemq.broker.replication.role import RoleHolder, RoleState
@@ -271,7 +273,7 @@ class BrokerApp:
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
-                     self.logical_processor):
+                     StatsProcessor(ctx), MaintenanceProcessor(ctx), self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

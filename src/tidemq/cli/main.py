@@ -6,6 +6,7 @@ import typer
 
 from tidemq.cli.commands import (
     admin,
+    admin_cluster,
     admin_config,
     admin_groups,
     admin_messages,
@@ -28,6 +29,7 @@ kv.register(admin.app)  # the name servers' KV config
 admin_groups.register(admin.app)  # consumer and producer groups
 admin_config.register(admin.app)  # broker and name-server configuration, permissions
 admin_messages.register(admin.app)  # printing and finding messages
+admin_cluster.register(admin.app)  # traffic, send probes, housekeeping
 auth.register(admin.app)  # ACL 2.0 users and ACLs
 controller.register(admin.app)  # controller mode (automatic failover)
 app.add_typer(bench.app, name="bench")

@@ -117,6 +117,8 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.GET_BROKER_RUNTIME_INFO: AUTH,
     C.GET_BROKER_CONFIG: AUTH,
     C.GET_NAMESRV_CONFIG: AUTH,
+    C.VIEW_BROKER_STATS_DATA: AUTH,
+    C.QUERY_TOPIC_CONSUME_BY_WHO: AUTH,
     C.QUERY_LOGICAL_QUEUE_MAPPING: AUTH,
     # Administration.
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
@@ -133,6 +135,8 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.UPDATE_NAMESRV_CONFIG: ADMIN,
     C.WIPE_WRITE_PERM_OF_BROKER: ADMIN,
     C.ADD_WRITE_PERM_OF_BROKER: ADMIN,
+    C.CLEAN_UNUSED_TOPIC: ADMIN,
+    C.CLEAN_EXPIRED_CONSUMEQUEUE: ADMIN,
     # ACL 2.0 users and policies: reading them is administration too.
     C.AUTH_CREATE_USER: ADMIN,
     C.AUTH_UPDATE_USER: ADMIN,

@@ -1,0 +1,46 @@
+"""RateMeter: the per-second rate and the per-minute sums of the last day."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.broker.stats import DAY_MINUTES, BrokerStats, RateMeter
+
+
+def test_rate_and_sums() -> None:
+    meter = RateMeter(window=10)
+    for sec in range(120, 130):
+        meter.add(3, now=sec + 0.5)
+    assert meter.rate(now=130.0) == 3.0
+    assert meter.total == 30
+    assert meter.sum_since(60, now=130.0) == 30  # minute 2 (120..179 s)
+    assert meter.sum_since(60, now=190.0) == 0
+    assert meter.sum_since(120, now=190.0) == 30
+    assert meter.sum_since(86_400, now=130.0 + 86_400) == 0  # a day later, gone
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 3 * 86_400), st.integers(0, 1000)), max_size=60),
+       st.sampled_from([60, 600, 3600, 86_400]))
+def test_sum_since_counts_the_whole_minutes_asked(adds: list[tuple[int, int]],
+                                                  seconds: int) -> None:
+    meter = RateMeter()
+    adds.sort()
+    for sec, n in adds:
+        meter.add(n, now=float(sec))
+    now = adds[-1][0] if adds else 0
+    first = now // 60 - seconds // 60 + 1
+    expected = sum(n for sec, n in adds if sec // 60 >= first
+                   and sec // 60 > now // 60 - DAY_MINUTES)
+    assert meter.sum_since(seconds, now=float(now)) == expected
+    assert meter.total == sum(n for _, n in adds)
+
+
+def test_gets_are_counted_per_topic_and_group() -> None:
+    stats = BrokerStats()
+    stats.on_get("T", "G", 4, 400)
+    stats.on_get("T", "H", 1, 100)
+    stats.on_get("U", "G", 2, 200)
+    assert stats.topic_group_get["T@G"].total == 4
+    assert stats.group_get["G"].total == 6

@@ -190,10 +190,17 @@ class PolicyEntry:
         return not self.source_ips or _from(host, self.source_ips)
 
 
+#: Decisions an ACL remembers at most (it is replaced, never changed, so they stay right).
+_MEMO_SIZE = 4096
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Acl:
     subject: str
     entries: tuple[PolicyEntry, ...] = ()
+    #: (type, name, action, host) -> decision, for :func:`decide`.
+    memo: dict[tuple[ResourceType, str, Action, str], Decision | None] = dataclasses.field(
+        default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def subject_of(username: str) -> str:
@@ -214,13 +221,21 @@ def decide(acl: Acl | None, rtype: ResourceType, name: str, action: Action,
     if acl is None:
         return None
     host = _host(remote)
-    allowed = False
+    key = (rtype, name, action, host)
+    memo = acl.memo
+    if key in memo:
+        return memo[key]
+    decision: Decision | None = None
     for entry in acl.entries:
         if entry.applies(rtype, name, action, host):
             if entry.decision is Decision.DENY:
-                return Decision.DENY
-            allowed = True
-    return Decision.ALLOW if allowed else None
+                decision = Decision.DENY
+                break
+            decision = Decision.ALLOW
+    if len(memo) >= _MEMO_SIZE:
+        memo.clear()
+    memo[key] = decision
+    return decision
 
 
 # ---------------------------------------------------------------------- bodies

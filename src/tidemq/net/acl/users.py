@@ -20,6 +20,8 @@ from tidemq.net.acl.principal import Principal
 __all__ = ["UserDirectory", "UserPrincipal", "UserSource"]
 
 _KINDS = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP}
+_ACTIONS = ((int(Perm.PUB), Action.PUB), (int(Perm.SUB), Action.SUB))
+_ANY = int(Perm.ANY)
 
 
 class UserSource(Protocol):
@@ -62,11 +64,12 @@ class UserPrincipal:
         if self._free():
             return True
         rtype = _KINDS[kind]
-        for perm, action in ((Perm.PUB, Action.PUB), (Perm.SUB, Action.SUB)):
-            if needed & perm and decide(self.acl, rtype, name, action,
-                                        remote) is not Decision.ALLOW:
+        bits = int(needed)  # plain ints: IntFlag arithmetic costs microseconds a step
+        for perm, action in _ACTIONS:
+            if bits & perm and decide(self.acl, rtype, name, action,
+                                      remote) is not Decision.ALLOW:
                 return False
-        if needed & Perm.ANY:
+        if bits & _ANY:
             return any(decide(self.acl, rtype, name, a, remote) is Decision.ALLOW
                        for a in (Action.PUB, Action.SUB))
         return True

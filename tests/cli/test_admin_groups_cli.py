@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
-from tests.cli.test_admin_cli import admin, create, runner
+from tests.cli.test_admin_cli import admin, create, eventually, runner
 from typer.testing import CliRunner
 
 from tidemq.cli.main import app
@@ -223,3 +223,45 @@ def test_update_and_delete_sub_group(cluster: ThreadedCluster) -> None:
     assert "groupName" in refused.stderr
     both = admin(cluster, "deleteSubGroup", "-g", "GrpMade", code=2)
     assert "-b" in both.output
+
+
+def test_consumer_status(cluster: ThreadedCluster, online: Online) -> None:
+    online.send(_queue(online, "broker-a", 1), 2)
+
+    async def poll() -> None:  # a subscribed pull consumer takes its queues on a poll
+        await online.consumer.poll(timeout=0.5)
+
+    def status() -> Any:
+        cluster.call(poll())
+        return admin(cluster, "consumerStatus", "-g", online.group)
+
+    got = eventually(status, lambda s: s["rebalanceOk"] is True)
+    client = online.consumer.instance.client_id
+    assert got["sameSubscription"] is True and got["problems"] == []
+    info = got["consumers"][client]
+    assert {(q["brokerName"], q["queueId"]) for q in info["mqTable"]} == {
+        (b, i) for b in ("broker-a", "broker-b") for i in (0, 1)}
+    assert [s["topic"] for s in info["subscriptionSet"]] == [online.topic]
+    assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+
+    lines = human(cluster, "consumerStatus", "-g", online.group)
+    assert lines[0] == ["#Index", "#ClientId", "#Version", "#Queues"]
+    assert lines[1][1] == client and lines[1][-1] == "4"
+    assert ["Rebalance", "OK"] in lines
+    detail = human(cluster, "consumerStatus", "-g", online.group, "-i", client)
+    assert ["#Consumer", "Offset#"] in detail
+    assert [online.topic, "broker-a", "1"] == next(
+        line[:3] for line in detail if line[:3] == [online.topic, "broker-a", "1"])
+
+    nobody = admin(cluster, "consumerStatus", "-g", online.group, "-i", "1.2.3.4@x", code=1)
+    assert "not online" in nobody.stderr
+
+
+def test_split_check_names_overlaps_and_gaps() -> None:
+    from tidemq.cli.commands.admin_groups import _split_check
+
+    row = {"topic": "T", "brokerName": "b", "queueId": 0}
+    infos = {"c1": {"mqTable": [row]}, "c2": {"mqTable": [row]}}
+    same, ok, problems = _split_check(infos, {("T", "b", 0), ("T", "b", 1)})
+    assert same and not ok
+    assert problems == ["T/b/0 held by c1, c2", "T/b/1 held by nobody"]

@@ -37,6 +37,7 @@ from tidemq.broker.processors.offsets import OffsetProcessor
 from tidemq.broker.processors.pull import PullProcessor
 from tidemq.broker.processors.replication import SlaveSyncProcessor
 from tidemq.broker.processors.retry import RetryProcessor
+from tidemq.broker.processors.running_info import RunningInfoProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.processors.stats import StatsProcessor
 from tidemq.broker.registrar import Registrar
@@ -273,7 +274,8 @@ class BrokerApp:
                      AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
-                     StatsProcessor(ctx), MaintenanceProcessor(ctx), self.logical_processor):
+                     StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
+                     self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

@@ -294,6 +294,15 @@ class PullConsumer(ConsumerRole):
             return plan, False
         return await self._ask_offset(queue, lambda _mq: plan), False
 
+    def running_queues(self) -> list[dict[str, Any]]:
+        """The queues held, for GET_CONSUMER_RUNNING_INFO (:mod:`tidemq.client.running_info`)."""
+        return [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                 "nextPullOffset": -1 if st.fetch_offset is None else st.fetch_offset,
+                 "commitOffset": -1 if st.committed is None else st.committed,
+                 "cachedMsgCount": len(st.buffer) - st.head + sum(
+                     len(b) for b in st.batches)}
+                for mq, st in self._states.items()]
+
     # ------------------------------------------------------------------ committing
 
     async def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:

@@ -20,6 +20,8 @@ operation                        requests
 :func:`update_group`             200 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on the targets
 :func:`delete_group`             207 DELETE_SUBSCRIPTIONGROUP on the targets
 :func:`group_configs`            201 on one broker
+:func:`running_info`             307 GET_CONSUMER_RUNNING_INFO on a broker the consumer is
+                                 connected to, which asks the consumer
 ===============================  ==========================================================
 """
 
@@ -60,6 +62,7 @@ __all__ = [
     "group_summary",
     "producer_connection",
     "reset_offset",
+    "running_info",
     "targets",
     "update_group",
 ]
@@ -333,3 +336,24 @@ async def delete_group(admin: AdminClient, group: str, addrs: list[str], *,
     for addr in addrs:
         await admin.request(addr, RemotingCommand.request(
             RequestCode.DELETE_SUBSCRIPTIONGROUP, dict(ext)))
+
+
+async def running_info(admin: AdminClient, group: str, client_id: str, *,
+                       broker_addr: str | None = None) -> dict[str, Any]:
+    """What consumer ``client_id`` of ``group`` reports about itself
+    (:mod:`tidemq.client.running_info`), asked through ``broker_addr`` or the first
+    master it is connected to."""
+    addrs = [broker_addr] if broker_addr else sorted((await admin.masters()).values())
+    last: TideMQError | None = None
+    for addr in addrs:
+        cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"})
+        response = await admin.instance.request(addr, cmd)
+        if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            last = error_for_code(response.code, response.remark or "", address=addr)
+            continue
+        ofs.check_success(response, address=addr)
+        body = _json_body(response, "GET_CONSUMER_RUNNING_INFO answer", addr)
+        return body if isinstance(body, dict) else {}
+    raise last or error_for_code(ResponseCode.CONSUMER_NOT_ONLINE,
+                                 f"the consumer {client_id} of {group} is not online")

@@ -13,6 +13,7 @@ users; :meth:`release` closes it when the last one leaves. It owns
   with UNREGISTER_CLIENT (35) (remoting.md §2.6);
 * the handlers for requests brokers send to us: NOTIFY_CONSUMER_IDS_CHANGED (40) and
   RESET_CONSUMER_CLIENT_OFFSET (220) go to the consumer of the group they name;
+  GET_CONSUMER_RUNNING_INFO (307) is answered for it (:mod:`tidemq.client.running_info`);
   :meth:`handle` adds others.
 
 :meth:`close` unregisters every group first; :meth:`abort` drops the connections without
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
@@ -30,6 +32,7 @@ from tidemq.client.config import ClientConfig
 from tidemq.client.errors import ClientClosedError, NoRouteError
 from tidemq.client.offsets import check_success, read_reset_offsets
 from tidemq.client.routes import RouteCache
+from tidemq.client.running_info import encode_running_info
 from tidemq.client.stamps import new_uniq_keys
 from tidemq.codec.bodies import ConsumerData, HeartbeatData, ProducerData, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -94,6 +97,8 @@ class ClientInstance:
         self._closed = False
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        self.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self._started_ms = int(time.time() * 1000)
 
     def __repr__(self) -> str:
         return f"<ClientInstance {self.client_id} namesrv={list(self.config.namesrv_addr)}>"
@@ -318,6 +323,18 @@ class ClientInstance:
         member = self._consumers.get(group)
         if member is not None:
             member.on_consumer_ids_changed()
+
+    def _on_running_info(self, _conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307), passed on by a broker for an admin."""
+        group = cmd.ext_fields.get("consumerGroup", "")
+        member = self._consumers.get(group)
+        if member is None:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                f"no consumer of group {group!r} in {self.client_id}")
+        body = encode_running_info(member.consumer_data(), member,
+                                   namesrv=self.config.namesrv_addr,
+                                   started_ms=self._started_ms)
+        return cmd.response(body=body)
 
     def _on_reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:

@@ -128,6 +128,15 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
     def options(self) -> PushOptions:
         return self._options
 
+    def running_queues(self) -> list[dict[str, Any]]:
+        """The queues held, for GET_CONSUMER_RUNNING_INFO (:mod:`tidemq.client.running_info`)."""
+        return [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                 "nextPullOffset": -1 if pq.fetch_offset is None else pq.fetch_offset,
+                 "commitOffset": -1 if pq.committed is None else pq.committed,
+                 "cachedMsgCount": pq.inflight, "cachedMsgSizeInMiB": pq.body_bytes / 2**20,
+                 "locked": pq.locked_at is not None}
+                for mq, pq in self._queues.items()]
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:

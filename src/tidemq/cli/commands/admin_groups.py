@@ -7,6 +7,9 @@ consumerProgress      a group's offsets and lag per queue (``-g``, ``-t``, ``-c`
                       ``-g`` one line per consumer group
 consumerConnection    the online consumers of a group and their subscriptions
 producerConnection    the producers of a group connected to a topic's brokers
+consumerStatus        what each online consumer of a group reports about itself (its
+                      queues and positions) and whether the group's queues are split
+                      without overlap or gap; ``-i`` one consumer in detail
 brokerConsumeStats    every group's progress on one broker (``-b``; ``-l``: only queues
                       whose diff is at least this)
 resetOffsetByTime     move a group's offsets of a topic to a time (``-s``) or an offset
@@ -59,6 +62,7 @@ def register(app: typer.Typer) -> None:
     app.command("consumerProgress")(consumer_progress)
     app.command("consumerConnection")(consumer_connection)
     app.command("producerConnection")(producer_connection)
+    app.command("consumerStatus")(consumer_status)
     app.command("brokerConsumeStats")(broker_consume_stats)
     app.command("resetOffsetByTime")(reset_offset_by_time)
     app.command("skipAccumulatedMessage")(skip_accumulated)
@@ -161,6 +165,83 @@ def producer_connection(
     print_columns(("#Index", "#ClientId", "#ClientAddr", "#Language", "#Version"),
                   ((f"{i:04d}", c["clientId"], c["clientAddr"], c["language"], c["version"])
                    for i, c in enumerate(conns.clients, 1)))
+
+
+def _split_check(infos: dict[str, dict[str, Any]], expected: set[tuple[str, str, int]]
+                 ) -> tuple[bool, bool, list[str]]:
+    """(same subscriptions?, queues split without overlap or gap?, what is wrong)."""
+    subs = {cid: json.dumps(i.get("subscriptionSet", []), sort_keys=True)
+            for cid, i in infos.items()}
+    same = len(set(subs.values())) <= 1
+    held: dict[tuple[str, str, int], list[str]] = {}
+    for cid, info in infos.items():
+        for q in info.get("mqTable", []):
+            held.setdefault((q["topic"], q["brokerName"], int(q["queueId"])), []).append(cid)
+    problems = [f"{t}/{b}/{i} held by {', '.join(sorted(c))}"
+                for (t, b, i), c in sorted(held.items()) if len(c) > 1]
+    problems += [f"{t}/{b}/{i} held by nobody" for t, b, i in sorted(expected - set(held))]
+    return same, not problems, problems
+
+
+def consumer_status(
+    group: Annotated[str, typer.Option("-g", "--consumerGroup", help="Consumer group name.")],
+    client_id: Annotated[str | None, typer.Option(
+        "-i", "--clientId", help="One consumer, in detail.")] = None,
+    broker: BrokerAddr = None,
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """What the online consumers of a group report: their queues and positions, and
+    whether the group's queues are split among them without overlap or gap."""
+
+    async def collect(admin: AdminClient) -> tuple[dict[str, dict[str, Any]],
+                                                   ga.Connections,
+                                                   set[tuple[str, str, int]]]:
+        conns = await ga.consumer_connection(admin, group, broker_addr=broker)
+        ids = [client_id] if client_id else [c["clientId"] for c in conns.clients]
+        infos = {cid: await ga.running_info(admin, group, cid, broker_addr=broker)
+                 for cid in ids}
+        expected: set[tuple[str, str, int]] = set()
+        if conns.message_model == "CLUSTERING":
+            for topic in conns.subscriptions:
+                route = await admin.instance.routes.get(topic, refresh=True)
+                expected.update((q.topic, q.broker_name, q.queue_id)
+                                for q in route.subscribe_queues)
+        return infos, conns, expected
+
+    infos, conns, expected = run_admin(namesrv, collect)
+    same, split_ok, problems = _split_check(infos, expected if client_id is None else set())
+    if json_out:
+        emit_json({"group": group, "consumers": infos, "sameSubscription": same,
+                   "rebalanceOk": split_ok if client_id is None else None,
+                   "problems": problems if client_id is None else []})
+        return
+    out = console_out()
+    if client_id is not None:
+        info = infos[client_id]
+        out.print("#Consumer Properties#", markup=False)
+        for key, value in sorted(info.get("properties", {}).items()):
+            out.print(f"{key:<40s}: {value}", markup=False)
+        out.print("\n#Consumer Subscription#", markup=False)
+        for i, sub in enumerate(info.get("subscriptionSet", []), 1):
+            out.print(f"{i:03d} Topic: {sub.get('topic', ''):<40s} SubExpression: "
+                      f"{sub.get('subString', '')}", markup=False)
+        out.print("\n#Consumer Offset#", markup=False)
+        print_columns(("#Topic", "#Broker Name", "#QID", "#Consumer Offset"),
+                      ((q["topic"], q["brokerName"], q["queueId"], q.get("commitOffset", -1))
+                       for q in info.get("mqTable", [])))
+        return
+    versions = {c["clientId"]: c["version"] for c in conns.clients}
+    print_columns(("#Index", "#ClientId", "#Version", "#Queues"),
+                  ((i, cid, versions.get(cid, ""), len(info.get("mqTable", [])))
+                   for i, (cid, info) in enumerate(sorted(infos.items()), 1)))
+    if not same:
+        out.print("\n\nWARN: Different subscription in the same group of consumer!!!",
+                  markup=False)
+        return
+    out.print("\n\nSame subscription in the same group of consumer", markup=False)
+    out.print(f"\n\nRebalance {'OK' if split_ok else 'Failed'}", markup=False)
+    for problem in problems:
+        out.print(problem, markup=False)
 
 
 def broker_consume_stats(

@@ -5,6 +5,7 @@ heartbeats of brokers no group holds are not kept."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,6 +16,8 @@ from tidemq.codec.controller import RegisterBrokerToControllerRequestHeader
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.controller import ControllerApp, ControllerConfig
+from tidemq.namesrv.controller.events import AlterSyncStateSet, ElectMaster, RegisterBroker
+from tidemq.namesrv.controller.state import ControllerState
 from tidemq.net import RemotingClient
 
 
@@ -92,3 +95,48 @@ async def test_only_heartbeats_of_registered_brokers_are_kept(
     assert (await client.request(addr, _beat("real", 1, max_offset=77))).code == 0
     beat = controller.heartbeats.get(("real", 1))
     assert beat is not None and beat.max_offset == 77
+
+
+class _ReplayingLog:
+    """A Raft log whose state is filled in only after this node leads, as PySyncObj does
+    when it replays its journal after a restart (the fault injected here)."""
+
+    self_address = "127.0.0.1:1"
+    leader = "127.0.0.1:1"
+    is_leader = True
+    term = 2
+
+    def __init__(self) -> None:
+        self.state = ControllerState()
+        self.submitted: list[object] = []
+
+    def reading(self) -> contextlib.nullcontext[ControllerState]:
+        return contextlib.nullcontext(self.state)
+
+    def submit(self, event: object) -> asyncio.Future[bool]:
+        self.submitted.append(event)
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        future.set_result(self.state.apply(event))  # type: ignore[arg-type]
+        return future
+
+
+async def test_a_group_replayed_after_taking_the_lead_gets_fresh_leases() -> None:
+    now = [1_000_000]
+    config = ControllerConfig(controller_raft_self_id="n0",
+                              controller_raft_peers="n0-127.0.0.1:1",
+                              controller_broker_heartbeat_timeout=1500)
+    app = ControllerApp(config, clock=lambda: now[0])
+    log = _ReplayingLog()
+    app.raft = log  # type: ignore[assignment]
+    app._announced = True
+    await app.watch_once()  # leads, the log not replayed yet
+    for i in (1, 2):
+        log.state.apply(RegisterBroker(cluster="c", broker_name="b", broker_id=i,
+                                       address=f"h:{i}"))
+    log.state.apply(ElectMaster(broker_name="b", new_master=1, expected_master_epoch=0))
+    log.state.apply(AlterSyncStateSet(broker_name="b", master_id=1, master_epoch=1,
+                                      expected_epoch=1, sync_state_set=frozenset({1, 2})))
+    now[0] += 5000  # the replay took a while; no heartbeat has come in yet
+    await app.watch_once()
+    assert log.submitted == [], "a master was judged dead before it could heartbeat"
+    assert log.state.groups["b"].master_id == 1

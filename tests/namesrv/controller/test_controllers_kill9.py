@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from tests.namesrv.controller.fake_broker import (
@@ -101,3 +102,29 @@ async def test_with_two_controllers_killed_nobody_is_elected_and_the_master_stay
     finally:
         await master.stop()
         await replica.stop()
+
+
+async def test_with_a_store_path_the_state_survives_kill9_of_every_controller(
+        tmp_path: Path, client: RemotingClient) -> None:
+    trio = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)})
+    for i, c in enumerate(trio):
+        c.settings["controllerStorePath"] = str(tmp_path / f"raft-{i}")
+    addrs = [c.addr for c in trio]
+    admin = ControllerAdmin(client.request, addrs)
+    master, replica = FakeBroker(client, addrs, 1), FakeBroker(client, addrs, 2)
+    try:
+        for c in trio:
+            c.start()
+        await set_up_group(admin, client, [master, replica])
+        for c in trio:
+            c.kill9()
+        for c in trio:  # off the event loop: the brokers go on heartbeating meanwhile
+            await asyncio.to_thread(c.start)
+        info = (await admin.sync_state_set([GROUP])).replicas_info_table[GROUP]
+        assert (info.master_broker_id, info.master_epoch) == (1, 1)
+        assert [r.broker_id for r in info.in_sync_replicas] == [1, 2]
+    finally:
+        await master.stop()
+        await replica.stop()
+        for c in trio:
+            c.kill9()

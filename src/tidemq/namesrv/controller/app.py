@@ -20,7 +20,10 @@ CONTROLLER_GET_METADATA_INFO is answered by every controller. BROKER_HEARTBEAT i
 recorded by every controller.
 
 The leader looks every ``controllerScanInterval`` ms for masters whose lease lapsed and
-elects a new master from the sync-state set. A leader that cannot hear from a quorum
+elects a new master from the sync-state set. A group it meets for the first time as
+leader -- having just taken over, or replaying its log after a restart -- starts with
+fresh leases for all its brokers: heartbeats are not replicated, and no broker is taken
+for dead for having talked to another controller. A leader that cannot hear from a quorum
 elects nobody: its events could not be committed anyway.
 """
 
@@ -101,6 +104,8 @@ class ControllerApp:
         self._decide_lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
         self._leading = False
+        #: Groups whose leases this leader has started (see :meth:`watch_once`).
+        self._judged: set[str] = set()
         self._announced = False
         #: Elections this controller carried out (tests and logs read it).
         self.elections = 0
@@ -203,6 +208,7 @@ class ControllerApp:
                 self._announced = True
         if not raft.is_leader:
             self._leading = False
+            self._judged.clear()
             return
         now = self.clock()
         with raft.reading() as state:
@@ -210,9 +216,13 @@ class ControllerApp:
                 self._leading = True
                 log.info("controller %s leads (term %d)", self.config.controller_raft_self_id,
                          raft.term)
-                self.heartbeats.grant_all(
-                    (((g.broker_name, i), addr) for g in state.groups.values()
-                     for i, addr in g.brokers.items()), now)
+            # A group this leader has not judged yet (it just took over, or the group
+            # just appeared as the log was replayed) starts with fresh leases.
+            fresh = [g for name, g in state.groups.items() if name not in self._judged]
+            self.heartbeats.grant_all(
+                (((g.broker_name, i), addr) for g in fresh for i, addr in g.brokers.items()),
+                now)
+            self._judged.update(g.broker_name for g in fresh)
             lapsed = [g.broker_name for g in state.groups.values()
                       if not g.never_elected and (
                           g.master_id is None
@@ -224,10 +234,14 @@ class ControllerApp:
                     decision = decide.elect_master(
                         state, self.heartbeats, header, self.clock(),
                         unclean=self.config.enable_elect_unclean_master)
-                if await self._commit(decision) and decision.code == ResponseCode.SUCCESS:
+                if not await self._commit(decision) or not decision.events:
+                    continue
+                if decision.code == ResponseCode.SUCCESS:
                     self.elections += 1
                     log.warning("broker group %s: master lease lapsed, elected %s",
                                 name, decision.header)
+                else:
+                    log.error("broker group %s: %s", name, decision.remark)
 
     # ------------------------------------------------------------------ processors
 

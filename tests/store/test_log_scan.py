@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record
 from tidemq.store.layout import StoreLayout
-from tidemq.store.log_scan import Damage, End, walk
+from tidemq.store.log_scan import Damage, End, replay, scan, walk
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.readonly import open_log
 
@@ -168,3 +168,37 @@ def test_a_copy_of_an_earlier_record_behind_damage_is_not_trusted(
         steps = list(walk(log.maps, 0))
     assert steps[-1] == End(end, "bad magic code 0x77777777")
     assert not any(isinstance(s, Damage) for s in steps)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 7)), max_size=4),
+       start=st.integers(0, N - 1))
+def test_a_replay_takes_the_steps_of_the_walk_it_follows(
+        pristine: tuple[Path, list[tuple[int, Record]]],
+        flips: list[tuple[int, int]], start: int) -> None:
+    """Recovery re-dispatches what its plan's scan validated with :func:`replay`: from
+    any record boundary, over bytes with any flips, it sees the records and damaged
+    stretches the scan saw, in the same order, and nothing past the scan's end."""
+    commitlog, records = pristine
+    log_end = records[-1][0] + records[-1][1].total_size
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "store"
+        shutil.copytree(commitlog, root / "commitlog")
+        for where, bit in flips:
+            at = where % log_end
+            seg = root / "commitlog" / f"{at - at % SEGMENT:020d}"
+            with seg.open("r+b") as f:
+                f.seek(at % SEGMENT)
+                byte = f.read(1)[0]
+                f.seek(at % SEGMENT)
+                f.write(bytes([byte ^ (1 << bit)]))
+        with open_log(StoreLayout(root), SEGMENT) as log:
+            begin = records[start][0]
+            walked: list[object] = []
+            found = scan(log.maps, begin, on_record=lambda r, o: walked.append((o, r.queue_offset)),
+                         on_damage=walked.append)
+            replayed: list[object] = []
+            replay(log.maps, begin, found.end, found.damaged,
+                   lambda r, o: replayed.append((o, r.queue_offset)), replayed.append)
+    assert replayed == walked

@@ -23,6 +23,10 @@ later segments, reading only where the files hold non-zero bytes.
 Eight zero bytes where a record should start are the normal end of data; they are a
 damaged stretch only if a trustworthy record follows them (a page that never reached the
 disk in the middle of the log).
+
+:func:`replay` walks a stretch of the log that :func:`walk` has just validated again,
+yielding the same steps without checking anything twice: recovery's re-dispatch after
+its plan.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ __all__ = [
     "Step",
     "check_record",
     "last_nonzero_in_file",
+    "replay",
     "scan",
     "walk",
 ]
@@ -261,6 +266,38 @@ def _search(seg: Segment, first: int, check_crc: bool, seen: _Seen) -> int | Non
                 return p
         w = hi
     return None
+
+
+def replay(segments: Sequence[Segment], start: int, end: int, damaged: Sequence[Damage],
+           on_record: Callable[[Record, int], None],
+           on_damage: Callable[[Damage], None]) -> None:
+    """The steps :func:`walk` took from ``start`` to ``end`` -- its valid records and its
+    ``damaged`` stretches -- taken again over the same, unchanged bytes: each record is
+    decoded for its fields only (no CRC, position or UTF-8 check: the walk made them), and
+    each damaged stretch is stepped over where the walk found it."""
+    segs = [s for s in segments if s.size]
+    todo = sorted((d for d in damaged if start <= d.offset < end), key=lambda d: d.offset)
+    k = 0
+    i = next((n for n, s in enumerate(segs) if s.base <= start < s.base + s.size), len(segs))
+    offset = start
+    while offset < end and i < len(segs):
+        seg = segs[i]
+        if k < len(todo) and todo[k].offset == offset:
+            on_damage(todo[k])
+            offset = todo[k].end
+            k += 1
+        else:
+            pos = offset - seg.base
+            item = decode_record(seg.view, pos) if pos + 8 <= seg.size else None
+            if isinstance(item, Record):
+                on_record(item, offset)
+                offset += item.total_size
+                continue
+            offset = seg.base + seg.size  # a BLANK (or no room) ends the segment
+        while i < len(segs) and offset >= segs[i].base + segs[i].size:
+            i += 1
+        if i < len(segs) and offset < segs[i].base:
+            offset = segs[i].base
 
 
 @dataclasses.dataclass(slots=True)

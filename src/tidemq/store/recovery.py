@@ -34,7 +34,7 @@ from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, IndexSink, apply_batches
-from tidemq.store.log_scan import Damage, last_nonzero_in_file, scan
+from tidemq.store.log_scan import Damage, last_nonzero_in_file, replay, scan
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.recovery_plan import (
     RecoveryPlan,
@@ -215,12 +215,21 @@ def recover(
         report.queue_entries_dropped += queues.lmq.truncate_phys(end)
     if the_plan.redispatch:
         try:
-            _redispatch(commitlog, queues, index, the_plan.start, check_crc, report)
+            _replay(commitlog, queues, index, the_plan, report)
         except QueueGap as exc:
             log.warning("%s; rebuilding the consume queues from the whole log", exc)
             report.misplaced.clear()
             _redispatch(commitlog, queues, index, lo, check_crc, report)
     return report
+
+
+def _replay(commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,
+            the_plan: RecoveryPlan, report: RecoveryReport) -> None:
+    """Dispatch what the plan's scan validated, without validating it again."""
+    run = _Redispatch(queues, index, report)
+    replay(commitlog.segments, the_plan.start, the_plan.end, the_plan.damaged, run.record,
+           run.damage)
+    run.flush()
 
 
 def _redispatch(commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,

@@ -12,7 +12,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
-from tidemq.broker.topics import SYSTEM_TOPICS
+from tidemq.broker.topics import SEND_FORBIDDEN_TOPICS
 from tidemq.codec.command import RequestCode
 from tidemq.codec.frame import frame_bytes
 from tidemq.codec.message import decode_messages
@@ -143,7 +143,7 @@ async def test_bad_topic_names_are_invalid_parameter(peer: Peer, topic: str, cod
     assert resp.code == ResponseCode.INVALID_PARAMETER and resp.remark
 
 
-@pytest.mark.parametrize("topic", sorted(SYSTEM_TOPICS))
+@pytest.mark.parametrize("topic", sorted(SEND_FORBIDDEN_TOPICS))
 @pytest.mark.parametrize("code", SEND_CODES)
 async def test_sends_to_system_topics_are_no_permission(peer: Peer, topic: str, code: int
                                                        ) -> None:

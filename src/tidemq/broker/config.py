@@ -57,6 +57,10 @@ class BrokerConfig:
     timer_max_delay_sec: int = 3 * 86400
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as
+    #: upstream; clients with trace on send their trace records there.
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all

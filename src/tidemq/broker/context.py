@@ -51,6 +51,8 @@ class BrokerContext:
                                    cluster_name=config.broker_cluster_name,
                                    auto_create=config.auto_create_topic_enable,
                                    default_queue_nums=config.default_topic_queue_nums,
+                                   trace_topic=(config.msg_trace_topic_name
+                                                if config.trace_topic_enable else None),
                                    schedule_queue_nums=len(
                                        parse_delay_levels(config.message_delay_level)))
         self.offsets = OffsetManager(self.layout)

@@ -6,9 +6,11 @@ the name server registration can tell. System topics: ``TBW102`` (the auto-creat
 template, perm 7 = INHERIT|READ|WRITE, only while ``autoCreateTopicEnable``), the
 broker-name and cluster-name topics, and the topics where delayed messages wait --
 ``SCHEDULE_TOPIC_XXXX`` with one queue per delay level and ``rmq_sys_wheel_timer`` with
-one queue -- as upstream. The parking topics are declared so that they can be read like
-any topic (pulls, offsets, stats, ``queryMsgByOffset``); sending to them stays refused by
-name (:func:`validate_topic`), and their queue counts follow ``messageDelayLevel`` at
+one queue -- as upstream; with ``traceTopicEnable``, the message-trace topic
+(``msgTraceTopicName``, default ``RMQ_SYS_TRACE_TOPIC``) with one queue. The parking
+topics are declared so that they can be read like any topic (pulls, offsets, stats,
+``queryMsgByOffset``); sending to them stays refused by name (:func:`validate_topic`,
+:data:`SEND_FORBIDDEN_TOPICS`), and their queue counts follow ``messageDelayLevel`` at
 every start.
 """
 
@@ -27,7 +29,7 @@ from tidemq.codec.bodies import (
     decode_body,
     encode_body,
 )
-from tidemq.errors import RemoteProtocolError
+from tidemq.errors import ConfigError, RemoteProtocolError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -36,6 +38,8 @@ __all__ = [
     "PERM_INHERIT",
     "PERM_READ",
     "PERM_WRITE",
+    "SEND_FORBIDDEN_TOPICS",
+    "TRACE_TOPIC",
     "TopicManager",
     "validate_topic",
 ]
@@ -53,12 +57,18 @@ MAX_TOPIC_LENGTH = 127
 SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
                            "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
                            "OFFSET_MOVED_EVENT"})
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+#: System topics a client may not send to (upstream's ``TopicValidator``
+#: ``NOT_ALLOWED_SEND_TOPIC_SET``): every one but the trace topic, where clients with
+#: message trace on send their records.
+SEND_FORBIDDEN_TOPICS = SYSTEM_TOPICS - {TRACE_TOPIC}
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9%_|-]+$")
 QUEUE_TYPE = "queue.type"
 
 
 def validate_topic(topic: str, *, allow_system: bool = False) -> str | None:
-    """Why ``topic`` is not a valid topic name, or ``None`` when it is."""
+    """Why ``topic`` is not a valid topic name, or ``None`` when it is (a system topic is
+    not, unless ``allow_system``)."""
     if not topic:
         return "the topic name is empty"
     limit = 255 if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) else MAX_TOPIC_LENGTH
@@ -74,7 +84,12 @@ def validate_topic(topic: str, *, allow_system: bool = False) -> str | None:
 class TopicManager:
     def __init__(self, layout: StoreLayout, *, broker_name: str, cluster_name: str,
                  auto_create: bool, default_queue_nums: int,
-                 schedule_queue_nums: int = 18) -> None:
+                 schedule_queue_nums: int = 18, trace_topic: str | None = None) -> None:
+        if trace_topic is not None and (why := validate_topic(trace_topic,
+                                                              allow_system=True)):
+            raise ConfigError(f"msgTraceTopicName: {why}", key="msgTraceTopicName")
+        #: The message-trace topic created at start (``traceTopicEnable``), if any.
+        self.trace_topic = trace_topic
         self.path = layout.config_file("topics.json")
         #: Queues of SCHEDULE_TOPIC_XXXX: one per delay level.
         self.schedule_queue_nums = schedule_queue_nums
@@ -109,6 +124,10 @@ class TopicManager:
         for name in (self.broker_name, self.cluster_name):
             self.topics.setdefault(name, TopicConfig(
                 topic_name=name, read_queue_nums=1, write_queue_nums=1,
+                perm=PERM_READ | PERM_WRITE))
+        if self.trace_topic is not None:
+            self.topics.setdefault(self.trace_topic, TopicConfig(
+                topic_name=self.trace_topic, read_queue_nums=1, write_queue_nums=1,
                 perm=PERM_READ | PERM_WRITE))
         for name, queues in ((SCHEDULE_TOPIC, self.schedule_queue_nums), (TIMER_TOPIC, 1)):
             self.topics[name] = TopicConfig(topic_name=name, read_queue_nums=queues,

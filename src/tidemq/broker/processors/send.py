@@ -38,7 +38,12 @@ from tidemq.broker.processors.batch_split import (
 from tidemq.broker.processors.decode import decoded
 from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
 from tidemq.broker.processors.retry import route_send
-from tidemq.broker.topics import PERM_WRITE, RETRY_PREFIX, SYSTEM_TOPICS, validate_topic
+from tidemq.broker.topics import (
+    PERM_WRITE,
+    RETRY_PREFIX,
+    SEND_FORBIDDEN_TOPICS,
+    validate_topic,
+)
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import (
@@ -161,10 +166,10 @@ class SendProcessor:
         and ``qid`` is one of its queues (negative: a random write queue)."""
         tc = self._topics.get(topic)
         if tc is None or topic not in self._valid_names:
-            if topic in SYSTEM_TOPICS:  # as upstream's TopicValidator.isNotAllowedSendTopic
+            if topic in SEND_FORBIDDEN_TOPICS:  # upstream's isNotAllowedSendTopic
                 raise error_for_code(ResponseCode.NO_PERMISSION,
                                      f"Sending message to topic[{topic}] is forbidden.")
-            why = validate_topic(topic)
+            why = validate_topic(topic, allow_system=True)
             if why is not None:
                 raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
             if tc is None:

@@ -376,3 +376,26 @@ async def test_closing_while_a_connection_waits_for_its_first_byte_closes_it(
     writer.close()
     await writer.wait_closed()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+async def test_a_renewed_certificate_is_served_to_new_connections(
+        tls_certs: Certs, tmp_path: Path, servers: list[RemotingServer],
+        clients: list[RemotingClient]) -> None:
+    cert, key = tmp_path / "live.crt", tmp_path / "live.key"
+    shutil.copy(tls_certs.server_cert, cert)
+    shutil.copy(tls_certs.server_key, key)
+    server = await started(server_tls(tls_certs, "enforcing", cert=cert, key=key))
+    servers.append(server)
+    first = new_client(clients, client_tls(tls_certs))
+    assert await echo(first, server) == b"hi"
+    assert server.tls is not None
+    server.tls.contexts.recheck = 0.0  # look at the files on every connection
+    shutil.copy(tls_certs.other_host_key, key)  # a renewal that names another host
+    shutil.copy(tls_certs.other_host_cert, cert)
+    stamp = os.stat(cert).st_mtime + 5
+    os.utime(cert, (stamp, stamp))
+    with pytest.raises(TlsError) as info:
+        await echo(new_client(clients, client_tls(tls_certs)), server)
+    assert "does not name this host" in info.value.cause
+    assert server.tls.contexts.reloads == 1
+    assert await echo(first, server, "kept") == b"kept"  # open connections keep theirs

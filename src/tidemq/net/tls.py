@@ -221,7 +221,8 @@ class ServerTlsContext:
         self.settings = settings
         self._paths = tuple(p for p in (settings.cert_path, settings.key_path,
                                         settings.trust_cert_path) if p)
-        self._recheck = recheck
+        #: Seconds between two looks at the files.
+        self.recheck = recheck
         self._clock = clock
         self._context = settings.context()  # a bad file fails the start, naming its key
         self._stamp = _mtimes(self._paths)
@@ -233,7 +234,7 @@ class ServerTlsContext:
         """The context for a new connection (a changed file is loaded first; a change
         that cannot be loaded is logged and the previous context kept)."""
         now = self._clock()
-        if now - self._checked >= self._recheck:
+        if now - self._checked >= self.recheck:
             self._checked = now
             stamp = _mtimes(self._paths)
             if stamp != self._stamp:

@@ -509,7 +509,7 @@ class AutoBatchProducer:
                     compression=self.compression or producer.batch_compression,
                     checked=True)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
-                    prepared, msgs[0], queue=q))
+                    prepared, msgs[0], queue=q, messages=msgs))
                 keys = prepared.keys
         except Exception as exc:  # every message of the batch learns why
             self._fail(batch.waiters, exc)

@@ -14,13 +14,14 @@ import socket
 from collections.abc import Sequence
 
 from tidemq.codec.signature import Credentials
+from tidemq.codec.trace import DEFAULT_TRACE_TOPIC
 from tidemq.errors import ConfigError
 from tidemq.net.address import parse_address
 from tidemq.net.tls import TlsClientSettings
 
-__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "SECRET_KEY_ENV", "TLS_CA_ENV", "TLS_CERT_ENV",
-           "TLS_ENV", "TLS_KEY_ENV", "TLS_KEY_PASSWORD_ENV", "ClientConfig", "detect_client_ip",
-           "parse_namesrv"]
+__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "MSG_TRACE_ENV", "SECRET_KEY_ENV",
+           "TLS_CA_ENV", "TLS_CERT_ENV", "TLS_ENV", "TLS_KEY_ENV", "TLS_KEY_PASSWORD_ENV",
+           "ClientConfig", "detect_client_ip", "parse_namesrv"]
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 #: The environment's account, used when a config gives none.
@@ -32,6 +33,8 @@ TLS_CA_ENV = "TIDEMQ_TLS_CA"
 TLS_CERT_ENV = "TIDEMQ_TLS_CERT"
 TLS_KEY_ENV = "TIDEMQ_TLS_KEY"
 TLS_KEY_PASSWORD_ENV = "TIDEMQ_TLS_KEY_PASSWORD"
+#: The environment's message-trace switch, used when a config leaves it unset.
+MSG_TRACE_ENV = "TIDEMQ_MSG_TRACE"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 _SPLIT = re.compile(r"[;,\s]+")
@@ -61,6 +64,14 @@ def detect_client_ip(target: str | None = None) -> str:
         except (OSError, ConfigError):
             pass
     return "127.0.0.1"
+
+
+def _env_switch(name: str) -> bool:
+    """The true/false environment variable ``name`` (unset: false)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw not in _TRUE and raw not in _FALSE:
+        raise ConfigError(f"{name}={raw!r}: expected true or false", key=name)
+    return raw in _TRUE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,9 +123,23 @@ class ClientConfig:
     tls_key_password: str = dataclasses.field(default="", repr=False)
     #: Verify the server's certificate and that it names the host connected to.
     tls_auth_server: bool = True
+    #: Record message trace (Java's ``enableMsgTrace``): producers record a Pub event per
+    #: message sent, consumers SubBefore/SubAfter per message consumed, sent in the
+    #: background to ``trace_topic`` (:mod:`tidemq.client.tracer`). ``None``:
+    #: ``TIDEMQ_MSG_TRACE`` from the environment, else off.
+    enable_msg_trace: bool | None = None
+    trace_topic: str = DEFAULT_TRACE_TOPIC
+    #: Trace events queued at most; past it events are dropped and counted.
+    trace_queue_size: int = 20_000
 
     def __post_init__(self) -> None:
         self._tls_from_env()
+        if self.enable_msg_trace is None:
+            object.__setattr__(self, "enable_msg_trace", _env_switch(MSG_TRACE_ENV))
+        if self.trace_queue_size < 1:
+            raise ConfigError("trace_queue_size must be positive", key="trace_queue_size")
+        if not self.trace_topic:
+            raise ConfigError("trace_topic is empty", key="trace_topic")
         if not self.access_key and not self.secret_key:
             object.__setattr__(self, "access_key", os.environ.get(ACCESS_KEY_ENV, ""))
             object.__setattr__(self, "secret_key", os.environ.get(SECRET_KEY_ENV, ""))
@@ -168,9 +193,7 @@ class ClientConfig:
                 object.__setattr__(self, field, os.environ.get(env, ""))
         if self.use_tls is None:
             raw = os.environ.get(TLS_ENV, "").strip().lower()
-            if raw not in _TRUE and raw not in _FALSE:
-                raise ConfigError(f"{TLS_ENV}={raw!r}: expected true or false", key=TLS_ENV)
-            enabled = raw in _TRUE or (not raw and bool(self.tls_trust_cert_path))
+            enabled = _env_switch(TLS_ENV) or (not raw and bool(self.tls_trust_cert_path))
             object.__setattr__(self, "use_tls", enabled)
         self.tls.check()
 

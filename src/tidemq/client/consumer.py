@@ -77,6 +77,7 @@ from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.message_batch import MessageBatch
+from tidemq.client.poll_trace import PollTrace
 from tidemq.client.pull import (
     PullBatch,
     PullResult,
@@ -138,11 +139,18 @@ class PullConsumer(ConsumerRole):
         self._waiter: asyncio.Future[None] | None = None
         #: Pulls are read as columns (the last poll was :meth:`poll_batches`).
         self._columns = False
+        #: The trace of polled messages until a commit covers them (``enable_msg_trace``).
+        self._poll_trace: PollTrace | None = None
 
     def __repr__(self) -> str:
         return f"<PullConsumer group={self._group!r} queues={len(self._states)}>"
 
     # ------------------------------------------------------------------ lifecycle
+
+    async def _started(self, inst: ClientInstance) -> None:
+        await self._start_tracing(inst)
+        if self.tracer is not None:
+            self._poll_trace = PollTrace(self.tracer, self._group, self.config.trace_queue_size)
 
     async def close(self, *, commit: bool = True) -> None:
         """Commit the positions reached (unless ``commit=False``), stop pulling, leave."""
@@ -322,6 +330,8 @@ class PullConsumer(ConsumerRole):
         state = self._states.get(queue)
         if state is not None:
             state.committed = offset
+        if self._poll_trace is not None:
+            self._poll_trace.committed(queue, offset)
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """The group's stored offset for ``queue`` (``None`` if it has none)."""
@@ -338,7 +348,10 @@ class PullConsumer(ConsumerRole):
         """Up to ``max_messages`` (default ``pull_batch_size``) messages, waiting at most
         ``timeout`` seconds for some; ``[]`` if none came."""
         self._columns = False
-        return await self._poll(timeout, max_messages, self._drain)
+        msgs = await self._poll(timeout, max_messages, self._drain)
+        if self._poll_trace is not None:
+            self._poll_trace.polled(msgs)
+        return msgs
 
     async def poll_batches(self, timeout: float = 1.0,
                            max_messages: int | None = None) -> list[MessageBatch]:

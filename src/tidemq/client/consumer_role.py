@@ -23,9 +23,11 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from tidemq.client.config import ClientConfig
 from tidemq.client.instance import ClientInstance
+from tidemq.client.producer import start_tracer
 from tidemq.client.role import InstanceRole
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import Subscription
+from tidemq.client.tracer import Tracer
 from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.bodies import ConsumeFromWhere
 
@@ -46,6 +48,8 @@ class ConsumerRole(InstanceRole):
         self.consume_from = consume_from
         self.consume_timestamp = consume_timestamp
         self._subscriptions: dict[str, Subscription] = {}
+        #: Records this consumer's deliveries (``enable_msg_trace``), else ``None``.
+        self.tracer: Tracer | None = None
 
     @property
     def group(self) -> str:
@@ -71,6 +75,18 @@ class ConsumerRole(InstanceRole):
     @abc.abstractmethod
     def _schedule_rebalance(self) -> None:
         """Work out which queues to read again, soon (never here and now)."""
+
+    # ------------------------------------------------------------------ tracing
+
+    async def _start_tracing(self, inst: ClientInstance) -> None:
+        if self.config.enable_msg_trace and self.tracer is None:
+            self.tracer = await start_tracer(inst, self._group, "sub")
+
+    async def _withdraw(self, inst: ClientInstance) -> None:
+        tracer, self.tracer = self.tracer, None
+        if tracer is not None:  # its records go out before the instance is released
+            await tracer.close(self.config.send_msg_timeout)
+        await super()._withdraw(inst)
 
     # ------------------------------------------------------------------ leaving
 

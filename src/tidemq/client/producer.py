@@ -29,6 +29,8 @@ an outer batch to any other.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, overload
@@ -53,19 +55,36 @@ from tidemq.client.sending import (
 from tidemq.client.shared_send import send_many
 from tidemq.client.stamps import now_ms
 from tidemq.client.topic_route import TopicRoute
+from tidemq.client.tracer import Tracer, pub_records
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
+from tidemq.codec.trace import TRACE_PRODUCER_GROUP
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import Message, MessageQueue, SendResult
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "start_tracer"]
 
 log = logging.getLogger(__name__)
 
 #: Builds an attempt's request for a queue (given its route and broker address), with the
 #: ``msg_id`` its result gets.
 _Build = Callable[[TopicRoute, MessageQueue, str], Awaitable[tuple[RemotingCommand, str]]]
+_tracer_numbers = itertools.count(1)
+
+
+async def start_tracer(inst: ClientInstance, owner: str, kind: str) -> Tracer:
+    """A started :class:`~tidemq.client.tracer.Tracer` for the role ``owner`` (a group) of
+    ``kind`` (``pub``, ``sub``), sending with a producer of its own on ``inst`` (upstream's
+    ``_INNER_TRACE_PRODUCER-<group>-<kind>-<n>`` group)."""
+    cfg = inst.config
+    producer = Producer(f"{TRACE_PRODUCER_GROUP}-{owner}-{kind}-{next(_tracer_numbers)}",
+                        instance=inst)
+    await producer.start()
+    tracer = Tracer(producer.send, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
+                    on_close=producer.close)
+    tracer.start()
+    return tracer
 
 
 class Producer(InstanceRole):
@@ -96,6 +115,8 @@ class Producer(InstanceRole):
         self.queue_types = QueueTypeCache(self._request)
         for topic, queue_type in (queue_types or {}).items():
             self.queue_types.hint(topic, queue_type)
+        #: Records this producer's sends (``enable_msg_trace``), else ``None``.
+        self.tracer: Tracer | None = None
 
     def __repr__(self) -> str:
         return f"<Producer group={self.group!r}>"
@@ -114,10 +135,16 @@ class Producer(InstanceRole):
 
     async def _started(self, inst: ClientInstance) -> None:
         await inst.send_heartbeat()
+        if self.config.enable_msg_trace and not self.group.startswith(TRACE_PRODUCER_GROUP):
+            self.tracer = await start_tracer(inst, self.group, "pub")
 
     async def close(self) -> None:
-        """Unregister the group from the brokers and leave the instance."""
+        """Send the queued trace records, unregister the group from the brokers and leave
+        the instance."""
         if self._instance is not None:
+            if self.tracer is not None:
+                await self.tracer.close(self.config.send_msg_timeout)
+                self.tracer = None
             await self._withdraw(self._instance)
 
     # ------------------------------------------------------------------ sending
@@ -148,7 +175,11 @@ class Producer(InstanceRole):
                         _addr: str) -> tuple[RemotingCommand, str]:
             return build_send(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys), uniq
 
-        return await self._deliver(prepared.topic, plan, build, timeout)
+        result = await self._deliver(prepared.topic, plan, build, timeout)
+        if self.tracer is not None:  # the records are made by the tracer's task
+            self.tracer.record(functools.partial(pub_records, self.group, (prepared,),
+                                                 (uniq,), result, born, now_ms() - born))
+        return result
 
     async def send_batch(
         self,
@@ -178,7 +209,8 @@ class Producer(InstanceRole):
                                       compression=compression or self.batch_compression)
         return await self.send_prepared_batch(prepared, msgs[0], queue=queue,
                                               sharding_key=sharding_key, selector=selector,
-                                              timeout=timeout, queue_type=queue_type)
+                                              timeout=timeout, queue_type=queue_type,
+                                              messages=msgs)
 
     async def send_prepared_batch(
         self,
@@ -191,6 +223,7 @@ class Producer(InstanceRole):
         timeout: float | None = None,
         queue_type: str | QueueType | None = None,
         coalesce: bool = False,
+        messages: Sequence[Message] | None = None,
     ) -> SendResult:
         """:meth:`send_batch` of a batch already checked and encoded
         (:func:`~tidemq.client.sending.prepare_send_batch`), whose first message is
@@ -201,7 +234,8 @@ class Producer(InstanceRole):
         batch-protocol parent, its answer would wait for every child of the parent, so
         concurrent senders take turns with the broker instead of overlapping with it.
         Concurrent ``send_batch`` calls therefore go faster alone, at every batch size
-        measured (``tidemq bench produce --in-flight 32``)."""
+        measured (``tidemq bench produce --in-flight 32``). ``messages`` are the batch's
+        messages, for the trace records of a producer with ``enable_msg_trace``."""
         born = now_ms()
         fixed = QueueType.parse(queue_type) if queue_type is not None else None
         used: list[QueueType] = []
@@ -214,17 +248,21 @@ class Producer(InstanceRole):
             return prepared.request(self._opts, mq, kind, now_ms=born), prepared.msg_id(kind)
 
         try:
-            return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
-                                                                  selector),
-                                       build, timeout, prepared.count, coalesce)
+            result = await self._deliver(prepared.topic, self._plan(first, queue,
+                                                                    sharding_key, selector),
+                                         build, timeout, prepared.count, coalesce)
         except BrokerResponseError as exc:
             if fixed is not None or not await self._no_longer_batch(exc, prepared, used):
                 raise
-        log.info("%s is no longer a BatchCQ topic; sending the batch as an outer batch",
-                 prepared.topic)
-        return await self._deliver(prepared.topic, self._plan(first, queue, sharding_key,
-                                                              selector),
-                                   build, timeout, prepared.count, coalesce)
+            log.info("%s is no longer a BatchCQ topic; sending the batch as an outer batch",
+                     prepared.topic)
+            result = await self._deliver(prepared.topic, self._plan(first, queue,
+                                                                    sharding_key, selector),
+                                         build, timeout, prepared.count, coalesce)
+        if self.tracer is not None and messages is not None:
+            self.tracer.record(functools.partial(
+                pub_records, self.group, messages, prepared, result, born, now_ms() - born))
+        return result
 
     async def _no_longer_batch(self, exc: BrokerResponseError, prepared: PreparedBatch,
                                used: list[QueueType]) -> bool:

@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
+import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -68,8 +70,11 @@ from tidemq.client.rebalance import (
 )
 from tidemq.client.retry import DEFAULT_MAX_RECONSUME_TIMES, restore_retry_topic, retry_topic
 from tidemq.client.retry_sender import RetrySender
+from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
+from tidemq.client.tracer import sub_after_records, sub_before_records
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.codec.trace import ConsumeReturn
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.types import MessageExt, MessageQueue, PullStatus
 
@@ -144,6 +149,7 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         await super().start()
 
     async def _started(self, inst: ClientInstance) -> None:
+        await self._start_tracing(inst)
         self._service = (OrderlyService(self, max_reconsume_times=self._max_reconsume)
                          if self.orderly else ConcurrentService(self))
         self._service.start()
@@ -503,15 +509,32 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
     # ------------------------------------------------------------------ consuming
 
     async def invoke(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        """Run the listener; an exception or an unexpected answer is RECONSUME_LATER."""
+        """Run the listener; an exception or an unexpected answer is RECONSUME_LATER.
+        With a tracer, the delivery is recorded (SubBefore, SubAfter)."""
+        tracer = self.tracer
+        if tracer is None:
+            status, _ = await self._listen(msgs)
+            return status
+        delivered = tuple(msgs)
+        request_id, begin = uuid.uuid4().hex.upper(), now_ms()
+        tracer.record(functools.partial(sub_before_records, self._group, request_id,
+                                        delivered, begin))
+        status, code = await self._listen(msgs)
+        end = now_ms()
+        tracer.record(functools.partial(
+            sub_after_records, request_id, delivered, end - begin,
+            status is ConsumeStatus.CONSUME_SUCCESS, code, end))
+        return status
+
+    async def _listen(self, msgs: list[MessageExt]) -> tuple[ConsumeStatus, ConsumeReturn]:
         try:
             status = await self._call_listener(msgs)
         except Exception:
             log.exception("%r: the listener failed on %d message(s)", self, len(msgs))
-            return ConsumeStatus.RECONSUME_LATER
+            return ConsumeStatus.RECONSUME_LATER, ConsumeReturn.EXCEPTION
         if status is ConsumeStatus.CONSUME_SUCCESS:
-            return status
-        return ConsumeStatus.RECONSUME_LATER
+            return status, ConsumeReturn.SUCCESS
+        return ConsumeStatus.RECONSUME_LATER, ConsumeReturn.FAILED
 
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         raise NotImplementedError

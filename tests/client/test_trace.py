@@ -1,0 +1,200 @@
+"""Message trace against a real cluster: a producer and consumers with trace on write
+Pub, SubBefore and SubAfter records to the trace topic, found by the message's id; with
+trace off nothing is written; a full trace queue drops and counts."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+
+from tidemq.client import (
+    AdminClient,
+    AutoBatchProducer,
+    ClientConfig,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    PushOptions,
+)
+from tidemq.client.trace_view import MessageTrace, query_trace
+from tidemq.client.tracer import Tracer
+from tidemq.codec.trace import PubRecord, decode_trace_data
+from tidemq.errors import ConfigError
+from tidemq.testing import Cluster
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+FAST = PushOptions(rebalance_interval=1.0, persist_consumer_offset_interval=0.1,
+                   handover_delay=0.0, consume_retry_delay=0.05)
+TRACE = "RMQ_SYS_TRACE_TOPIC"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, broker={"trace_topic_enable": True}) as running:
+        yield running
+
+
+def _config(cluster: Cluster, **kw: object) -> ClientConfig:
+    return ClientConfig(namesrv_addr=(cluster.namesrv_addr,), **kw)  # type: ignore[arg-type]
+
+
+async def _trace_of(cluster: Cluster, admin: AdminClient, msg_id: str,
+                    done: int) -> MessageTrace:
+    """The trace of ``msg_id`` once ``done`` deliveries have their outcome; the records
+    are sent (the tracers were flushed) and dispatched, but the key index is written a
+    moment after dispatch, so it is asked again until they show (bounded)."""
+    await wire.dispatched(cluster.brokers[0])
+    async with asyncio.timeout(10):
+        while True:
+            trace = await query_trace(admin, msg_id)
+            if trace.sends and sum(c.success is not None for c in trace.consumes) >= done:
+                return trace
+            await asyncio.sleep(0.05)
+
+
+async def test_send_and_consumes_are_traced(cluster: Cluster) -> None:
+    config = _config(cluster, enable_msg_trace=True)
+    failed_once: set[str] = set()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        for m in msgs:
+            if m.msg_id not in failed_once:
+                failed_once.add(m.msg_id)
+                return ConsumeStatus.RECONSUME_LATER
+        done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    done = asyncio.Event()
+    async with AdminClient(config=config) as admin:
+        async with Producer("pg", config=config) as producer:
+            sent = await producer.send(Message("Orders", b"order-1",
+                                               {"TAGS": "new", "KEYS": "k1"}))
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+        push = PushConsumer("push-cg", config=config, consume_from=FIRST, options=FAST,
+                            listener=listener)
+        push.subscribe("Orders")
+        async with push:
+            await asyncio.wait_for(done.wait(), 30)
+            assert push.tracer is not None
+            await push.tracer.flush()
+        async with PullConsumer("pull-cg", config=config, consume_from=FIRST) as pull:
+            pull.subscribe("Orders")
+            got: list[MessageExt] = []
+            async with asyncio.timeout(20):
+                while not got:
+                    got = await pull.poll(timeout=1)
+            await pull.commit()
+            assert pull.tracer is not None
+            await pull.tracer.flush()
+        trace = await _trace_of(cluster, admin, sent.msg_id, done=3)
+
+    [send] = trace.sends
+    assert (send.group, send.topic, send.tags, send.keys, send.success) == (
+        "pg", "Orders", "new", "k1", True)
+    assert send.offset_msg_id == sent.offset_msg_id
+    assert send.store_host == cluster.brokers[0].broker_addr
+    assert send.store_ms >= send.send_ms > 0
+    by_group = {(c.group, c.retry_times, c.success) for c in trace.consumes}
+    # push-cg failed once, then got it back through its retry topic (1 retry)
+    assert by_group == {("push-cg", 0, False), ("push-cg", 1, True), ("pull-cg", 0, True)}
+    assert all(c.cost_ms is not None and c.cost_ms >= 0 for c in trace.consumes)
+    assert trace.refused == []
+
+
+async def test_batches_through_the_auto_batching_producer_are_traced(cluster: Cluster
+                                                                      ) -> None:
+    config = _config(cluster, enable_msg_trace=True)
+    async with AdminClient(config=config) as admin:
+        async with Producer("bpg", config=config) as producer:
+            auto = AutoBatchProducer(producer, linger_ms=50)
+            futures = [await auto.send(Message("Batched", f"m{i}".encode(),
+                                               {"KEYS": f"key{i}"}), queue=None)
+                       for i in range(5)]
+            results = await asyncio.gather(*futures)
+            await auto.close()
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+            assert producer.tracer.sent_records == 5
+        await wire.dispatched(cluster.brokers[0])
+        async with asyncio.timeout(10):
+            while not (trace := await query_trace(admin, results[3].msg_id)).sends:
+                await asyncio.sleep(0.05)
+    [send] = trace.sends
+    assert (send.keys, send.group, send.success) == ("key3", "bpg", True)
+    assert send.offset_msg_id == results[3].offset_msg_id
+
+
+async def test_trace_off_writes_nothing(cluster: Cluster) -> None:
+    config = _config(cluster)
+    assert config.enable_msg_trace is False
+    async with AdminClient(config=config) as admin:
+        async with Producer("pg", config=config) as producer:
+            await producer.send(Message("Quiet", b"x"))
+            assert producer.tracer is None
+        async with PullConsumer("cg", config=config, consume_from=FIRST) as pull:
+            pull.subscribe("Quiet")
+            async with asyncio.timeout(20):
+                while not await pull.poll(timeout=1):
+                    pass
+            await pull.commit()
+            assert pull.tracer is None
+        await wire.dispatched(cluster.brokers[0])
+        [status] = await admin.topic_status(TRACE)
+        assert status.max_offset == 0
+
+
+def test_the_environment_turns_trace_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIDEMQ_MSG_TRACE", "true")
+    assert ClientConfig().enable_msg_trace is True
+    assert ClientConfig(enable_msg_trace=False).enable_msg_trace is False
+    monkeypatch.setenv("TIDEMQ_MSG_TRACE", "maybe")
+    with pytest.raises(ConfigError, match="TIDEMQ_MSG_TRACE"):
+        ClientConfig()
+
+
+async def test_a_full_queue_drops_and_counts_and_never_blocks(cluster: Cluster) -> None:
+    sent: list[Message] = []
+    release = asyncio.Event()
+
+    async def slow_send(msg: Message) -> object:
+        sent.append(msg)
+        await release.wait()  # the trace topic's broker does not answer
+        return None
+
+    tracer = Tracer(slow_send, topic=TRACE, capacity=3)  # type: ignore[arg-type]
+    tracer.start()
+    record = PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    tracer.record(record)
+    async with asyncio.timeout(5):
+        while not sent:  # the task took the first record and is stuck sending it
+            await asyncio.sleep(0.01)
+    for _ in range(10):
+        tracer.record(dataclasses.replace(record, msg_id="later"))
+    assert (tracer.queued, tracer.dropped) == (3, 7)
+    release.set()
+    await tracer.close()
+    assert tracer.sent_records == 4 and len(sent) == 2
+    assert [r.msg_id for r in decode_trace_data(sent[1].body).records] == ["later"] * 3
+    assert sent[1].properties["KEYS"] == "later"
+    tracer.record(record)  # after close: dropped, not queued
+    assert tracer.dropped == 8
+
+
+async def test_a_failing_trace_send_is_counted_not_raised(cluster: Cluster) -> None:
+    async def refuse(msg: Message) -> object:
+        raise ConnectionError("trace broker away")
+
+    tracer = Tracer(refuse, topic=TRACE)  # type: ignore[arg-type]
+    tracer.record(PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True))  # type: ignore[arg-type]
+    await tracer.flush()
+    assert (tracer.failed_records, tracer.sent_records) == (1, 0)

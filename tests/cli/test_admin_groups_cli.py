@@ -253,6 +253,12 @@ def test_consumer_status(cluster: ThreadedCluster, online: Online) -> None:
     assert [online.topic, "broker-a", "1"] == next(
         line[:3] for line in detail if line[:3] == [online.topic, "broker-a", "1"])
 
+    with_ip = admin(cluster, "consumerProgress", "-g", online.group, "-s", "true")
+    assert {q["clientIp"] for q in with_ip["queues"] if q["topic"] == online.topic} == {
+        "127.0.0.1"}
+    table = human(cluster, "consumerProgress", "-g", online.group, "-s", "true")
+    assert table[0][8:10] == ["#Client", "IP"] and table[1][5] == "127.0.0.1"
+
     nobody = admin(cluster, "consumerStatus", "-g", online.group, "-i", "1.2.3.4@x", code=1)
     assert "not online" in nobody.stderr
 

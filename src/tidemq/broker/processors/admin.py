@@ -147,7 +147,12 @@ class AdminProcessor:
 
     def consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetConsumeStatsRequestHeader, cmd)
-        topics = [h.topic] if h.topic else self.ctx.offsets.topics_of(h.consumer_group)
+        if h.topic:
+            topics = [h.topic]
+        else:  # what it committed on, and what its online members subscribe to
+            online = self.ctx.consumers.groups.get(h.consumer_group)
+            topics = sorted(set(self.ctx.offsets.topics_of(h.consumer_group)).union(
+                online.subscriptions if online is not None else ()))
         rows = []
         for topic in topics:
             tc = self.ctx.topics.get(topic)

@@ -84,6 +84,9 @@ def consumer_progress(
         "-g", "--groupName", help="Consumer group name (default: a line per group).")] = None,
     topic: Annotated[str | None, typer.Option("-t", "--topicName", help="Topic name.")]
     = None,
+    show_ip: Annotated[str, typer.Option(
+        "-s", "--showClientIP", help="true: the IP of the consumer holding each queue.")]
+    = "false",
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
     = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
@@ -92,19 +95,50 @@ def consumer_progress(
     if group is None:
         _all_groups(namesrv, cluster, json_out)
         return
-    progress = run_admin(namesrv, lambda admin: ga.consume_progress(
-        admin, group, topic=topic, cluster=cluster))
+    with_ip = parse_bool(show_ip, "-s")
+
+    async def collect(admin: AdminClient) -> tuple[ga.ConsumeProgress,
+                                                   dict[tuple[str, str, int], str]]:
+        progress = await ga.consume_progress(admin, group, topic=topic, cluster=cluster)
+        return progress, (await _holders(admin, group) if with_ip else {})
+
+    progress, holders = run_admin(namesrv, collect)
     if json_out:
-        emit_json(_progress_json(progress))
+        doc = _progress_json(progress)
+        if with_ip:
+            for row in doc["queues"]:
+                row["clientIp"] = holders.get(
+                    (row["topic"], row["brokerName"], row["queueId"]), "")
+        emit_json(doc)
         return
-    print_columns(("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
-                   "#Diff", "#LastTime"),
-                  ((q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,
-                    q.diff, format_ms(q.last_timestamp)) for q in progress.queues))
+    rows = [[q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,
+             q.diff, format_ms(q.last_timestamp)] for q in progress.queues]
+    headers = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
+               "#Diff", "#LastTime"]
+    if with_ip:
+        headers.insert(5, "#Client IP")
+        for row, q in zip(rows, progress.queues, strict=True):
+            row.insert(5, holders.get((q.topic, q.broker_name, q.queue_id), "N/A"))
+    print_columns(headers, rows)
     out = console_out()
     out.print("")
     out.print(f"Consume TPS: {progress.consume_tps:.2f}", markup=False)
     out.print(f"Consume Diff Total: {progress.diff_total}", markup=False)
+
+
+async def _holders(admin: AdminClient, group: str) -> dict[tuple[str, str, int], str]:
+    """(topic, broker, queue) -> the IP of the online consumer that holds it."""
+    try:
+        conns = await ga.consumer_connection(admin, group)
+    except TideMQError:
+        return {}  # nobody online: no queue has a holder
+    out: dict[tuple[str, str, int], str] = {}
+    for client in conns.clients:
+        info = await ga.running_info(admin, group, client["clientId"])
+        ip = str(client["clientAddr"]).rsplit(":", 1)[0]
+        for q in info.get("mqTable", []):
+            out[(q["topic"], q["brokerName"], int(q["queueId"]))] = ip
+    return out
 
 
 def _all_groups(namesrv: str, cluster: str | None, json_out: bool) -> None:

@@ -10,6 +10,7 @@ from tidemq.cli.commands import (
     admin_config,
     admin_groups,
     admin_messages,
+    admin_trace,
     auth,
     bench,
     cluster,
@@ -30,6 +31,7 @@ admin_groups.register(admin.app)  # consumer and producer groups
 admin_config.register(admin.app)  # broker and name-server configuration, permissions
 admin_messages.register(admin.app)  # printing and finding messages
 admin_cluster.register(admin.app)  # traffic, send probes, housekeeping
+admin_trace.register(admin.app)  # message trace
 auth.register(admin.app)  # ACL 2.0 users and ACLs
 controller.register(admin.app)  # controller mode (automatic failover)
 app.add_typer(bench.app, name="bench")

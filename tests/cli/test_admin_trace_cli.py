@@ -1,0 +1,88 @@
+"""``tidemq admin queryMsgTraceById`` against a real cluster: a producer and a consumer
+with message trace on, then the command's table and JSON."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from tests.cli.conftest import ThreadedCluster
+from tests.cli.test_admin_cli import admin, eventually
+from typer.testing import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.client import ClientConfig, ConsumeFromWhere, Message, Producer, PullConsumer
+
+TOPIC = "Traced"
+
+
+@pytest.fixture(scope="module")
+def traced(cluster: ThreadedCluster) -> Any:
+    """One message sent by ``trace-pg`` and consumed (polled, committed) by ``trace-cg``,
+    both with trace on; the trace records are flushed and dispatched."""
+    config = ClientConfig(namesrv_addr=(cluster.namesrv,), enable_msg_trace=True)
+
+    async def run() -> Any:
+        async with Producer("trace-pg", config=config) as producer:
+            sent = await producer.send(Message(TOPIC, b"hello", {"TAGS": "tA",
+                                                                   "KEYS": "order-7"}))
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+        async with PullConsumer("trace-cg", config=config,
+                                consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+                                ) as consumer:
+            consumer.subscribe(TOPIC)
+            async with asyncio.timeout(20):
+                while not await consumer.poll(timeout=1):
+                    pass
+            await consumer.commit()
+            assert consumer.tracer is not None
+            await consumer.tracer.flush()
+        return sent
+
+    sent = cluster.call(run())
+    for broker in cluster.cluster.brokers:
+        assert broker.store.wait_dispatched()
+    return sent
+
+
+def test_query_msg_trace_by_id_json(cluster: ThreadedCluster, traced: Any) -> None:
+    doc = eventually(lambda: admin(cluster, "queryMsgTraceById", "-i", traced.msg_id),
+                     lambda d: bool(d["sends"]) and bool(d["consumes"]))
+    [send] = doc["sends"]
+    assert (send["producerGroup"], send["status"], send["topic"], send["tags"],
+            send["keys"]) == ("trace-pg", "success", TOPIC, "tA", "order-7")
+    assert send["offsetMsgId"] == traced.offset_msg_id
+    assert send["storeTime"] >= send["sendTime"] > 0
+    [consume] = doc["consumes"]
+    assert (consume["consumerGroup"], consume["status"], consume["retryTimes"]) == (
+        "trace-cg", "success", 0)
+    assert consume["costTime"] >= 0
+    assert doc["unreadable"] == []
+
+
+def test_query_msg_trace_by_id_table(cluster: ThreadedCluster, traced: Any) -> None:
+    eventually(lambda: admin(cluster, "queryMsgTraceById", "-i", traced.msg_id),
+               lambda d: bool(d["sends"]) and bool(d["consumes"]))
+    result = CliRunner().invoke(app, ["admin", "queryMsgTraceById", "-i", traced.msg_id,
+                                      "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["#Type", "#ProducerGroup", "#ClientHost", "#SendTime",
+                                "#CostTimes", "#Status", "#StoreTime"]
+    assert lines[0].index("#ProducerGroup") == 11  # mqadmin's %-10s columns
+    pub = lines[1].split()
+    assert pub[:2] == ["Pub", "trace-pg"] and pub[-3] == "success"
+    assert pub[-4].endswith("ms")
+    sub_header = lines.index(next(x for x in lines if x.startswith("#Type")
+                                  and "#ConsumerGroup" in x))
+    sub = lines[sub_header + 1].split()
+    assert sub[:2] == ["Sub", "trace-cg"] and sub[-2:] == ["success", "0"]
+
+
+def test_an_untraced_message_is_an_error(cluster: ThreadedCluster, traced: Any) -> None:
+    result = CliRunner().invoke(app, ["admin", "queryMsgTraceById", "-i", "0" * 32,
+                                      "-n", cluster.namesrv])
+    assert result.exit_code == 1
+    assert "no trace of message" in result.output

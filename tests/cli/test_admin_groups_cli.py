@@ -13,7 +13,14 @@ from tests.cli.test_admin_cli import admin, create, eventually, runner
 from typer.testing import CliRunner
 
 from tidemq.cli.main import app
-from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.client import (
+    ConsumeStatus,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 
 __all__ = ["runner"]
 
@@ -271,3 +278,25 @@ def test_split_check_names_overlaps_and_gaps() -> None:
     same, ok, problems = _split_check(infos, {("T", "b", 0), ("T", "b", 1)})
     assert same and not ok
     assert problems == ["T/b/0 held by c1, c2", "T/b/1 held by nobody"]
+
+
+def test_consumer_status_of_a_push_consumer(cluster: ThreadedCluster) -> None:
+    create(cluster, "GrpPushTopic", 2)
+    consumer = PushConsumer("GrpPushGroup", cluster.namesrv, listener=_consumed)
+    consumer.subscribe("GrpPushTopic")
+    cluster.call(consumer.start())
+    try:
+        got = eventually(lambda: admin(cluster, "consumerStatus", "-g", "GrpPushGroup"),
+                         lambda s: s["rebalanceOk"] is True)
+        [info] = got["consumers"].values()
+        held = {(q["brokerName"], q["queueId"]) for q in info["mqTable"]}
+        assert held == {(b, i) for b in ("broker-a", "broker-b") for i in (0, 1)}
+        assert all({"commitOffset", "nextPullOffset", "cachedMsgCount", "locked"} <= set(q)
+                   for q in info["mqTable"])
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+    finally:
+        cluster.call(consumer.close())
+
+
+async def _consumed(msgs: list[Any]) -> ConsumeStatus:
+    return ConsumeStatus.CONSUME_SUCCESS

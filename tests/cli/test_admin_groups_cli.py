@@ -300,3 +300,18 @@ def test_consumer_status_of_a_push_consumer(cluster: ThreadedCluster) -> None:
 
 async def _consumed(msgs: list[Any]) -> ConsumeStatus:
     return ConsumeStatus.CONSUME_SUCCESS
+
+
+def test_reset_and_skip_within_a_cluster(cluster: ThreadedCluster, online: Online) -> None:
+    q = _queue(online, "broker-a", 0)
+    online.send(q, 3)
+    online.commit({q: 1})
+    got = admin(cluster, "skipAccumulatedMessage", "-g", online.group, "-t", online.topic,
+                "-c", "DefaultCluster")
+    assert {(r["brokerName"], r["queueId"]): r["offset"] for r in got["offsets"]}[
+        ("broker-a", 0)] == 3
+    assert cluster.call(online.consumer.committed(q)) == 3
+    unknown = admin(cluster, "resetOffsetByTime", "-g", online.group, "-t", online.topic,
+                    "-s", "0", "-c", "NoSuchCluster", code=1)
+    assert "NoSuchCluster" in unknown.stderr
+    assert cluster.call(online.consumer.committed(q)) == 3

@@ -276,11 +276,16 @@ async def broker_consume_stats(admin: AdminClient, addr: str) -> list[ConsumePro
 
 async def reset_offset(admin: AdminClient, group: str, topic: str, timestamp: int, *,
                        force: bool = True, broker_addr: str | None = None,
-                       queue_id: int = -1, offset: int | None = None) -> list[ResetRow]:
+                       cluster: str | None = None, queue_id: int = -1,
+                       offset: int | None = None) -> list[ResetRow]:
     """Move ``group``'s offsets of ``topic`` to the first message stored at or after
     ``timestamp`` (epoch ms; -1: the end), or to ``offset`` of ``queue_id``; on
-    ``broker_addr`` or every master of the topic. Unless ``force``, only moves back."""
+    ``broker_addr``, or every master of the topic (of ``cluster`` only, when given).
+    Unless ``force``, only moves back."""
     addrs = [broker_addr] if broker_addr else await _topic_masters(admin, topic)
+    if cluster and not broker_addr:
+        in_cluster = set((await admin.masters(cluster)).values())
+        addrs = [a for a in addrs if a in in_cluster]
     if not addrs:
         raise NoRouteError(topic, "no master broker")
     header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp,

@@ -325,13 +325,12 @@ def reset_offset_by_time(
     offset: Annotated[int | None, typer.Option(
         "-o", "--offset", min=0, help="Reset queue -q to this offset (needs -b and -q).")]
     = None,
-    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
-    = None,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="Only the topic's brokers in this cluster.")] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Move a group's offsets of a topic to the first message stored at or after a time
     (or queue -q to offset -o); online consumers drop what they hold and follow."""
-    del cluster  # accepted for mqadmin's command lines; the topic's route names the brokers
     if offset is not None and (queue is None or broker is None):
         raise typer.BadParameter("-o needs -b (broker address) and -q (queue id)")
     if timestamp is None and offset is None:
@@ -339,7 +338,7 @@ def reset_offset_by_time(
     when = parse_time_ms(timestamp, "-s") if timestamp is not None else 0
     forced = parse_bool(force, "-f")
     rows = run_admin(namesrv, lambda admin: ga.reset_offset(
-        admin, group, topic, when, force=forced, broker_addr=broker,
+        admin, group, topic, when, force=forced, broker_addr=broker, cluster=cluster,
         queue_id=-1 if queue is None else queue, offset=offset))
     _print_reset(rows, json_out, group=group, topic=topic, timestamp=when)
 
@@ -354,10 +353,9 @@ def skip_accumulated(
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Move a group's offsets of a topic to the end: what was not consumed is skipped."""
-    del cluster  # accepted for mqadmin's command lines; the topic's route names the brokers
     forced = parse_bool(force, "-f")
     rows = run_admin(namesrv, lambda admin: ga.reset_offset(admin, group, topic, -1,
-                                                            force=forced))
+                                                            force=forced, cluster=cluster))
     _print_reset(rows, json_out, group=group, topic=topic, timestamp=-1)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.broker.stats import DAY_MINUTES, BrokerStats, RateMeter
+from tidemq.broker.stats import DAY_HOURS, HOUR_MINUTES, BrokerStats, RateMeter
 
 
 def test_rate_and_sums() -> None:
@@ -22,19 +22,27 @@ def test_rate_and_sums() -> None:
 
 @settings(deadline=None, max_examples=200)
 @given(st.lists(st.tuples(st.integers(0, 3 * 86_400), st.integers(0, 1000)), max_size=60),
-       st.sampled_from([60, 600, 3600, 86_400]))
-def test_sum_since_counts_the_whole_minutes_asked(adds: list[tuple[int, int]],
-                                                  seconds: int) -> None:
+       st.sampled_from([60, 600, 3600, 7200, 86_400]))
+def test_sum_since_counts_the_whole_slots_asked(adds: list[tuple[int, int]],
+                                                seconds: int) -> None:
     meter = RateMeter()
     adds.sort()
     for sec, n in adds:
         meter.add(n, now=float(sec))
     now = adds[-1][0] if adds else 0
-    first = now // 60 - seconds // 60 + 1
-    expected = sum(n for sec, n in adds if sec // 60 >= first
-                   and sec // 60 > now // 60 - DAY_MINUTES)
+    slot, span = (60, seconds // 60) if seconds <= 3600 else (3600, seconds // 3600)
+    first = now // slot - span + 1
+    expected = sum(n for sec, n in adds if sec // slot >= first)
     assert meter.sum_since(seconds, now=float(now)) == expected
     assert meter.total == sum(n for _, n in adds)
+
+
+def test_a_meter_keeps_a_bounded_number_of_buckets() -> None:
+    meter = RateMeter()
+    for sec in range(0, 3 * 86_400, 7):
+        meter.add(1, now=float(sec))
+    assert len(meter._minutes) <= HOUR_MINUTES and len(meter._hours) <= DAY_HOURS
+    assert meter.sum_since(86_400, now=3 * 86_400 - 1) == len(range(2 * 86_400, 3 * 86_400, 7))
 
 
 def test_gets_are_counted_per_topic_and_group() -> None:

@@ -9,19 +9,22 @@ from collections import deque
 __all__ = ["BrokerStats", "RateMeter"]
 
 
-#: Minutes of counts a meter keeps for :meth:`RateMeter.sum_since` (a day).
-DAY_MINUTES = 24 * 60
+#: Per-minute counts a meter keeps (the last hour) and per-hour counts (the last day):
+#: 84 small buckets at most per meter, however long the broker runs.
+HOUR_MINUTES = 60
+DAY_HOURS = 24
 
 
 class RateMeter:
     """Count per whole second; ``rate()`` is the average over the last full seconds.
-    Counts are also kept per minute for a day (``sum_since``)."""
+    Counts are also kept per minute for an hour and per hour for a day (``sum_since``)."""
 
     def __init__(self, window: int = 10) -> None:
         self.total = 0
         self._window = window
         self._buckets: deque[list[int]] = deque()
         self._minutes: deque[list[int]] = deque()
+        self._hours: deque[list[int]] = deque()
 
     def add(self, n: int, now: float | None = None) -> None:
         self.total += n
@@ -29,32 +32,39 @@ class RateMeter:
         buckets = self._buckets
         if buckets and buckets[-1][0] == sec:
             buckets[-1][1] += n
-            self._minutes[-1][1] += n  # the second's minute is the last one counted
+            self._minutes[-1][1] += n  # the second's minute and hour are the last counted
+            self._hours[-1][1] += n
             return
         buckets.append([sec, n])
         while len(buckets) > self._window + 1:
             buckets.popleft()
-        self._count_minute(sec // 60, n)
-
-    def _count_minute(self, minute: int, n: int) -> None:
-        minutes = self._minutes
-        if minutes and minutes[-1][0] == minute:
-            minutes[-1][1] += n
-            return
-        minutes.append([minute, n])
-        while minutes and minutes[0][0] <= minute - DAY_MINUTES:
-            minutes.popleft()
+        _count(self._minutes, sec // 60, n, HOUR_MINUTES)
+        _count(self._hours, sec // 3600, n, DAY_HOURS)
 
     def sum_since(self, seconds: int, now: float | None = None) -> int:
-        """How many were counted in the last ``seconds`` (whole minutes, up to a day)."""
-        minute = int(time.monotonic() if now is None else now) // 60
-        first = minute - max(1, seconds // 60) + 1
-        return sum(n for m, n in self._minutes if m >= first)
+        """How many were counted in the last ``seconds``: whole minutes up to an hour,
+        whole hours beyond (up to a day)."""
+        sec = int(time.monotonic() if now is None else now)
+        if seconds <= 3600:
+            first = sec // 60 - max(1, seconds // 60) + 1
+            return sum(n for m, n in self._minutes if m >= first)
+        first = sec // 3600 - min(DAY_HOURS, max(1, seconds // 3600)) + 1
+        return sum(n for h, n in self._hours if h >= first)
 
     def rate(self, now: float | None = None) -> float:
         sec = int(time.monotonic() if now is None else now)
         full = [n for s, n in self._buckets if sec - self._window <= s < sec]
         return sum(full) / self._window if full else 0.0
+
+
+def _count(buckets: deque[list[int]], slot: int, n: int, keep: int) -> None:
+    """Add ``n`` to ``slot``'s bucket (appended when new); drop buckets ``keep`` slots old."""
+    if buckets and buckets[-1][0] == slot:
+        buckets[-1][1] += n
+        return
+    buckets.append([slot, n])
+    while buckets[0][0] <= slot - keep:
+        buckets.popleft()
 
 
 class BrokerStats:

@@ -4,8 +4,9 @@
 315 takes ext ``statsName`` and ``statsKey``: ``TOPIC_PUT_NUMS`` (key: a topic),
 ``GROUP_GET_NUMS`` (key: ``topic@group``), ``BROKER_PUT_NUMS`` / ``BROKER_GET_NUMS`` (key
 ignored). Its body is upstream's ``BrokerStatsData``: ``statsMinute``, ``statsHour`` and
-``statsDay``, each ``{"sum", "tps"}`` over the last minute, hour and day (``statsMinute``'s
-``tps`` is the rate of the last seconds). A name or key the broker has no count for is
+``statsDay``, each ``{"sum", "tps"}`` over the current minute, the last 60 minutes and the
+last 24 hours (whole hours, the current one included); ``statsMinute``'s ``tps`` is the
+rate of the last seconds. A name or key the broker has no count for is
 answered SYSTEM_ERROR, as upstream. 300 answers ``{"groupList": [...]}``: the groups
 online with a subscription to the topic and those with offsets on it.
 """

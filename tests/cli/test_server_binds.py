@@ -181,8 +181,9 @@ def test_standalone_listens_on_loopback_only_by_default(servers: list[Server],
                                                         tmp_path: Path) -> None:
     server, ports = _standalone(servers, tmp_path)
     bound = listening(server.proc.pid)
-    # name server, broker, broker metrics, console: four ports, every one on loopback
-    assert len(bound) == 4, (bound, server.text)
+    # name server, broker, its HA port (replicas connect there), broker metrics, console:
+    # five ports, every one on loopback
+    assert len(bound) == 5, (bound, server.text)
     assert set(bound.values()) == {"127.0.0.1"}, bound
     assert bound.keys() >= {ports["namesrv"], ports["metrics"]}
     assert [a.rsplit(":", 1)[0] for a in
@@ -195,13 +196,14 @@ def test_standalone_host_opens_every_port_and_says_so(servers: list[Server],
     server, ports = _standalone(servers, tmp_path, "--host", "0.0.0.0",
                                 "--console-allow-anonymous")
     bound = listening(server.proc.pid)
-    assert len(bound) == 4, (bound, server.text)
+    assert len(bound) == 5, (bound, server.text)
     assert set(bound.values()) == {"0.0.0.0"}, bound
     # a wildcard bind advertises this machine's address, which other machines can use
     advertised = broker_addresses(f"127.0.0.1:{ports['namesrv']}")
     assert [a.rsplit(":", 1)[0] for a in advertised] == [machine_host()]
     warnings = [line for line in server.text.splitlines() if EXPOSED in line]
-    for what in ("the name server ", "the broker ", "metrics endpoint", "the web console"):
+    for what in ("the name server ", "the broker ", "the broker's HA port", "metrics endpoint",
+                 "the web console"):
         assert any(what in line for line in warnings), (what, server.text)
 
 
@@ -209,7 +211,7 @@ def test_standalone_binds_one_given_address_and_advertises_it(servers: list[Serv
                                                               tmp_path: Path) -> None:
     server, ports = _standalone(servers, tmp_path, "--host", "127.0.0.2")
     bound = listening(server.proc.pid)
-    assert len(bound) == 4, (bound, server.text)
+    assert len(bound) == 5, (bound, server.text)
     assert set(bound.values()) == {"127.0.0.2"}, bound
     # the broker and the console found the name server where it listens
     advertised = broker_addresses(f"127.0.0.2:{ports['namesrv']}")
@@ -231,7 +233,8 @@ def test_cluster_servers_bind_where_told_and_loopback_by_default(
                     "--set", f"storePathRootDir={tmp_path / 'store'}")
     assert listening(ns.proc.pid) == {ns_port: expected, ns_metrics: expected}
     broker_bound = listening(broker.proc.pid)
-    assert len(broker_bound) == 2 and broker_bound[broker_metrics] == expected, broker_bound
+    # remoting, HA (replicas connect there) and metrics
+    assert len(broker_bound) == 3 and broker_bound[broker_metrics] == expected, broker_bound
     assert set(broker_bound.values()) == {expected}
     advertised = [a.rsplit(":", 1)[0] for a in broker_addresses(f"127.0.0.1:{ns_port}")]
     assert advertised == ["127.0.0.1" if host is None else machine_host()]

@@ -28,6 +28,7 @@ from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.replica import HaClient
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
 from tidemq.codec.ha import FRAME_HEADER_SIZE
+from tidemq.net.bind import warn_if_exposed
 from tidemq.store.message_store import MessageStore
 
 __all__ = ["ReplicationService"]
@@ -137,6 +138,10 @@ class ReplicationService:
                               max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync,
                               tls=cfg.tls_server)
             await server.start()
+            # Replicas need no credentials: whoever reaches this port can copy the log.
+            warn_if_exposed(log, "the broker's HA port", cfg.bind_address,
+                            reach="copy every stored message (replication checks no ACL; "
+                                  "client certificates with tls.server.need.client.auth do)")
             self._ha_port = server.port  # the same address after a later restart
             server.on_report.append(self._on_report)
             self.server = server

@@ -89,8 +89,8 @@ def report(kind: str, cfg: BrokerBenchConfig, result: dict[str, Any]) -> Report:
 def _linger_note(cfg: BrokerBenchConfig) -> str:
     if cfg.linger_ms is None:
         return ""
-    api = "produce() with callbacks" if cfg.produce_api else "send() futures"
-    return (f", auto-batched ({api}, linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} "
+    api = "produce() with callbacks, " if cfg.produce_api else ""
+    return (f", auto-batched ({api}linger {cfg.linger_ms:g} ms, at most {cfg.max_batch} "
             f"messages and {cfg.max_batch_bytes:,} bytes per batch)")
 
 

@@ -10,6 +10,8 @@ from tidemq.cli.commands import (
     admin_config,
     admin_groups,
     admin_messages,
+    admin_offsets,
+    admin_subgroups,
     admin_trace,
     auth,
     bench,
@@ -28,6 +30,8 @@ app.add_typer(admin.app, name="admin")
 logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
 kv.register(admin.app)  # the name servers' KV config
 admin_groups.register(admin.app)  # consumer and producer groups
+admin_offsets.register(admin.app)  # resetting and copying group offsets
+admin_subgroups.register(admin.app)  # subscription group configs
 admin_config.register(admin.app)  # broker and name-server configuration, permissions
 admin_messages.register(admin.app)  # printing and finding messages
 admin_cluster.register(admin.app)  # traffic, send probes, housekeeping

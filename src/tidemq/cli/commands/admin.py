@@ -2,8 +2,10 @@
 
 Command names and short flags follow RocketMQ's ``mqadmin`` (``docs/admin.md`` lists
 every command). This module holds the topic, cluster and lookup commands below; the
-group commands are in :mod:`tidemq.cli.commands.admin_groups`, configuration and
-permissions in :mod:`~tidemq.cli.commands.admin_config`, message printing in
+group commands are in :mod:`tidemq.cli.commands.admin_groups`,
+:mod:`~tidemq.cli.commands.admin_offsets` and
+:mod:`~tidemq.cli.commands.admin_subgroups`, configuration and permissions in
+:mod:`~tidemq.cli.commands.admin_config`, message printing in
 :mod:`~tidemq.cli.commands.admin_messages`, traffic, probes and housekeeping in
 :mod:`~tidemq.cli.commands.admin_cluster`. Every command takes
 ``-n/--namesrv`` (default: ``$TIDEMQ_NAMESRV``, else ``127.0.0.1:9876``) and ``--json``

@@ -12,12 +12,6 @@ consumerStatus        what each online consumer of a group reports about itself 
                       without overlap or gap; ``-i`` one consumer in detail
 brokerConsumeStats    every group's progress on one broker (``-b``; ``-l``: only queues
                       whose diff is at least this)
-resetOffsetByTime     move a group's offsets of a topic to a time (``-s``) or an offset
-                      (``-q``/``-o``); online consumers follow
-skipAccumulatedMessage  move a group's offsets of a topic to the end
-cloneGroupOffset      give a group (``-d``) the offsets another (``-s``) committed
-updateSubGroup        create or replace a subscription group on ``-b`` or cluster ``-c``
-deleteSubGroup        delete a subscription group (``-r true``: and its offsets)
 ====================  =========================================================
 """
 
@@ -28,7 +22,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
@@ -37,21 +30,16 @@ from tidemq.cli.commands.admin_common import (
     emit_json,
     format_ms,
     parse_bool,
-    parse_time_ms,
     print_columns,
     run_admin,
 )
 from tidemq.client import AdminClient
 from tidemq.client import group_admin as ga
 from tidemq.client.config import DEFAULT_NAMESRV
-from tidemq.codec.headers import parse_attributes
 from tidemq.errors import TideMQError
 
 __all__ = ["register"]
 
-Group = Annotated[str, typer.Option("-g", "--groupName", help="Consumer group name.")]
-Cluster = Annotated[str | None, typer.Option(
-    "-c", "--clusterName", help="Every master of this cluster.")]
 BrokerAddr = Annotated[str | None, typer.Option(
     "-b", "--brokerAddr", help="This broker only (host:port).")]
 TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
@@ -64,11 +52,6 @@ def register(app: typer.Typer) -> None:
     app.command("producerConnection")(producer_connection)
     app.command("consumerStatus")(consumer_status)
     app.command("brokerConsumeStats")(broker_consume_stats)
-    app.command("resetOffsetByTime")(reset_offset_by_time)
-    app.command("skipAccumulatedMessage")(skip_accumulated)
-    app.command("cloneGroupOffset")(clone_group_offset)
-    app.command("updateSubGroup")(update_sub_group)
-    app.command("deleteSubGroup")(delete_sub_group)
 
 
 def _progress_json(p: ga.ConsumeProgress) -> dict[str, Any]:
@@ -299,181 +282,3 @@ def broker_consume_stats(
                     q.consumer_offset, q.diff, format_ms(q.last_timestamp))
                    for p in kept for q in p.queues))
     console_out().print(f"\nDiff Total: {total}", markup=False)
-
-
-def _print_reset(rows: list[ga.ResetRow], json_out: bool, **extra: Any) -> None:
-    if json_out:
-        emit_json({**extra, "offsets": [{"brokerName": r.broker_name, "queueId": r.queue_id,
-                                         "offset": r.offset} for r in rows]})
-        return
-    print_columns(("#brokerName", "#queueId", "#offset"),
-                  ((r.broker_name, r.queue_id, r.offset) for r in rows))
-
-
-def reset_offset_by_time(
-    group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
-    topic: TopicOpt,
-    timestamp: Annotated[str | None, typer.Option(
-        "-s", "--timestamp", help="now, epoch ms, or yyyy-MM-dd#HH:mm:ss:SSS (local).")]
-    = None,
-    force: Annotated[str, typer.Option(
-        "-f", "--force", help="true: also move forward; false: only move back.")] = "true",
-    broker: Annotated[str | None, typer.Option(
-        "-b", "--broker", help="This broker address only.")] = None,
-    queue: Annotated[int | None, typer.Option("-q", "--queue", min=0, help="Queue id.")]
-    = None,
-    offset: Annotated[int | None, typer.Option(
-        "-o", "--offset", min=0, help="Reset queue -q to this offset (needs -b and -q).")]
-    = None,
-    cluster: Annotated[str | None, typer.Option(
-        "-c", "--cluster", help="Only the topic's brokers in this cluster.")] = None,
-    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
-) -> None:
-    """Move a group's offsets of a topic to the first message stored at or after a time
-    (or queue -q to offset -o); online consumers drop what they hold and follow."""
-    if offset is not None and (queue is None or broker is None):
-        raise typer.BadParameter("-o needs -b (broker address) and -q (queue id)")
-    if timestamp is None and offset is None:
-        raise typer.BadParameter("give -s (timestamp) or -o (offset)", param_hint="-s")
-    when = parse_time_ms(timestamp, "-s") if timestamp is not None else 0
-    forced = parse_bool(force, "-f")
-    rows = run_admin(namesrv, lambda admin: ga.reset_offset(
-        admin, group, topic, when, force=forced, broker_addr=broker, cluster=cluster,
-        queue_id=-1 if queue is None else queue, offset=offset))
-    _print_reset(rows, json_out, group=group, topic=topic, timestamp=when)
-
-
-def skip_accumulated(
-    group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
-    topic: TopicOpt,
-    force: Annotated[str, typer.Option(
-        "-f", "--force", help="true: also move forward (the default).")] = "true",
-    cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
-    = None,
-    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
-) -> None:
-    """Move a group's offsets of a topic to the end: what was not consumed is skipped."""
-    forced = parse_bool(force, "-f")
-    rows = run_admin(namesrv, lambda admin: ga.reset_offset(admin, group, topic, -1,
-                                                            force=forced, cluster=cluster))
-    _print_reset(rows, json_out, group=group, topic=topic, timestamp=-1)
-
-
-def clone_group_offset(
-    src: Annotated[str, typer.Option("-s", "--srcGroup", help="Source consumer group.")],
-    dest: Annotated[str, typer.Option("-d", "--destGroup", help="Destination group.")],
-    topic: TopicOpt,
-    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
-) -> None:
-    """Give a group the offsets another group committed on a topic's queues."""
-    rows = run_admin(namesrv, lambda admin: ga.clone_group_offset(admin, src, dest, topic))
-    if json_out:
-        _print_reset(rows, True, srcGroup=src, destGroup=dest, topic=topic)
-        return
-    console_out().print(f"clone group offset success. srcGroup[{escape(src)}], "
-                        f"destGroup=[{escape(dest)}], topic[{escape(topic)}], "
-                        f"{len(rows)} queues")
-
-
-def _group_targets(broker: str | None, cluster: str | None) -> None:
-    if bool(broker) == bool(cluster):
-        raise typer.BadParameter("give -b (broker address) or -c (cluster), one of them")
-
-
-def _bool_opt(value: str | None, flag: str) -> bool | None:
-    return None if value is None else parse_bool(value, flag)
-
-
-BoolValue = str | None
-
-
-def update_sub_group(
-    group: Group,
-    broker: BrokerAddr = None,
-    cluster: Cluster = None,
-    consume_enable: Annotated[BoolValue, typer.Option("-s", "--consumeEnable")] = None,
-    from_min: Annotated[BoolValue, typer.Option("-m", "--consumeFromMinEnable")] = None,
-    broadcast: Annotated[BoolValue, typer.Option("-d", "--consumeBroadcastEnable")] = None,
-    orderly: Annotated[BoolValue, typer.Option("-o", "--consumeMessageOrderly")] = None,
-    retry_queues: Annotated[int | None, typer.Option("-q", "--retryQueueNums", min=0)] = None,
-    retry_max: Annotated[int | None, typer.Option("-r", "--retryMaxTimes", min=-1)] = None,
-    retry_policy: Annotated[str | None, typer.Option(
-        "-p", "--groupRetryPolicy", help="GroupRetryPolicy as JSON.")] = None,
-    broker_id: Annotated[int | None, typer.Option("-i", "--brokerId", min=0)] = None,
-    slowly: Annotated[int | None, typer.Option(
-        "-w", "--whichBrokerWhenConsumeSlowly", min=0)] = None,
-    notify: Annotated[BoolValue, typer.Option("-a", "--notifyConsumerIdsChanged")] = None,
-    attributes: Annotated[str | None, typer.Option(
-        "--attributes", help="+key=value,+key2=value2 (the group's whole attribute set).")]
-    = None,
-    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
-) -> None:
-    """Create or replace a subscription group on one broker or every master of a cluster;
-    members not given take the broker's defaults (broadcast and from-min off, as mqadmin)."""
-    _group_targets(broker, cluster)
-    config: dict[str, Any] = {"groupName": group, "consumeBroadcastEnable": False,
-                              "consumeFromMinEnable": False}
-    for key, value, flag in (("consumeEnable", consume_enable, "-s"),
-                             ("consumeFromMinEnable", from_min, "-m"),
-                             ("consumeBroadcastEnable", broadcast, "-d"),
-                             ("consumeMessageOrderly", orderly, "-o"),
-                             ("notifyConsumerIdsChangedEnable", notify, "-a")):
-        parsed = _bool_opt(value, flag)
-        if parsed is not None:
-            config[key] = parsed
-    for key, number in (("retryQueueNums", retry_queues), ("retryMaxTimes", retry_max),
-                        ("brokerId", broker_id), ("whichBrokerWhenConsumeSlowly", slowly)):
-        if number is not None:
-            config[key] = number
-    if retry_policy is not None:
-        try:
-            config["groupRetryPolicy"] = json.loads(retry_policy)
-        except ValueError as exc:
-            raise typer.BadParameter(f"not JSON: {exc}", param_hint="-p") from None
-    if attributes is not None:
-        try:
-            parsed_attrs = parse_attributes(attributes)
-        except TideMQError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--attributes") from None
-        config["attributes"] = {k: v for k, v in parsed_attrs.items() if v is not None}
-
-    async def update(admin: AdminClient) -> list[str]:
-        addrs = await ga.targets(admin, broker_addr=broker, cluster=cluster)
-        await ga.update_group(admin, config, addrs)
-        return addrs
-
-    addrs = run_admin(namesrv, update)
-    if json_out:
-        emit_json({"brokers": addrs, "config": config})
-        return
-    out = console_out()
-    for addr in addrs:
-        out.print(f"create subscription group to {addr} success.", markup=False)
-    out.print(json.dumps(config, sort_keys=True), markup=False)
-
-
-def delete_sub_group(
-    group: Group,
-    broker: BrokerAddr = None,
-    cluster: Cluster = None,
-    remove_offset: Annotated[str, typer.Option(
-        "-r", "--removeOffset", help="true: delete the group's offsets too.")] = "false",
-    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
-) -> None:
-    """Delete a subscription group from one broker or every master of a cluster."""
-    _group_targets(broker, cluster)
-    clean = parse_bool(remove_offset, "-r")
-
-    async def delete(admin: AdminClient) -> list[str]:
-        addrs = await ga.targets(admin, broker_addr=broker, cluster=cluster)
-        await ga.delete_group(admin, group, addrs, clean_offset=clean)
-        return addrs
-
-    addrs = run_admin(namesrv, delete)
-    if json_out:
-        emit_json({"group": group, "brokers": addrs, "removeOffset": clean})
-        return
-    out = console_out()
-    for addr in addrs:
-        out.print(f"delete subscription group [{escape(group)}] from broker [{addr}] "
-                  "success.")

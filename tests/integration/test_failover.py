@@ -14,95 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from tests.crash.broker_process import BrokerProcess
-from tests.namesrv.controller.processes import ControllerProcess, controller_trio
+from tests.integration.failover_group import (
+    GROUP,
+    LEASE_MS,
+    SEGMENT,
+    TOPIC,
+    brokers,
+    eventually,
+    has_topic,
+    namesrvs,
+    read_queue,
+)
+from tests.namesrv.controller.processes import ControllerProcess
 
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
-from tidemq.client.pull import pull_request, read_pull_response
-from tidemq.client.subscription import Subscription
-from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.headers import GetTopicConfigRequestHeader
-from tidemq.errors import ResponseCode, TideMQError
+from tidemq.errors import TideMQError
 from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
-from tidemq.types import MessageQueue, PullStatus, SendStatus
+from tidemq.types import MessageQueue, SendStatus
 
-TOPIC = "Failover"
-GROUP = "broker-a"
-LEASE_MS = 1500
-SEGMENT = 64 * 1024
-
-
-def broker_settings(controllers: str) -> dict[str, str]:
-    return {
-        "enableControllerMode": "true", "controllerAddr": controllers,
-        "brokerRole": "SYNC_MASTER", "inSyncReplicas": "2",
-        "brokerHeartbeatInterval": "300", "controllerHeartBeatTimeoutMills": str(LEASE_MS),
-        "slaveMetadataSyncInterval": "500", "haSendHeartbeatInterval": "500",
-        "mappedFileSizeCommitLog": str(SEGMENT),
-    }
-
-
-@pytest.fixture
-def namesrvs() -> Iterator[list[ControllerProcess]]:
-    trio = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
-                           command="namesrv")
-    try:
-        for c in trio:
-            c.start()
-        yield trio
-    finally:
-        for c in trio:
-            c.kill9()
-
-
-@pytest.fixture
-def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    addrs = ";".join(c.addr for c in namesrvs)
-    group = [BrokerProcess(tmp_path / f"b{i}", addrs,
-                           {**broker_settings(addrs), "brokerId": str(i)}) for i in (1, 2, 3)]
-    try:
-        yield group
-    finally:
-        for b in group:
-            b.kill9()
-
-
-async def eventually(probe, ok, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await probe()
-        if ok(value):
-            return value
-        assert loop.time() < deadline, f"not reached in {timeout}s: {value!r}"
-        await asyncio.sleep(0.1)
-
-
-async def has_topic(admin: AdminClient, address: str) -> bool:
-    header = GetTopicConfigRequestHeader(topic=TOPIC)
-    response = await admin.instance.request(address, RemotingCommand.request(
-        RequestCode.GET_TOPIC_CONFIG, header.to_ext()))
-    return response.code == ResponseCode.SUCCESS
-
-
-async def read_queue(admin: AdminClient, address: str, queue: MessageQueue) -> list[bytes]:
-    sub = Subscription.parse(TOPIC)
-    out: list[bytes] = []
-    offset = 0
-    while True:
-        cmd = pull_request("failover-check", queue, offset, max_nums=32, subscription=sub)
-        result = read_pull_response(await admin.instance.request(address, cmd), queue, sub,
-                                    address=address, offset=offset)
-        if result.status is not PullStatus.FOUND:
-            return out
-        out += [bytes(m.body) for m in result.messages]
-        offset = result.next_offset
+__all__ = ["brokers", "namesrvs"]  # fixtures
 
 
 async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(

@@ -331,6 +331,8 @@ class ControllerLink:
             log.warning("role order ignored: %s", exc)
         if self.role.state.is_master and assignment.master_id == self.me:
             await self._report_in_sync(assignment)
+        elif step is None and not self.role.state.is_master:
+            await self._follow_epochs(assignment)
 
     async def _become_master(self, epoch: int) -> None:
         start = self.store.commitlog.max_offset
@@ -359,6 +361,22 @@ class ControllerLink:
         await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
         log.warning("%s id %d is a replica of %s (epoch %d)", self.config.broker_name, self.me,
                     step.master_address, step.epoch)
+
+    async def _follow_epochs(self, assignment: Assignment) -> None:
+        """A replica takes its master's epochs once the master has recorded the current
+        one (it may have been asked before the master got there): a master counts a
+        replica in sync only when it follows the master's epoch."""
+        last = self.store.epochs.last
+        if (assignment.master_address is None
+                or (last is not None and last.epoch == assignment.master_epoch)):
+            return
+        theirs = await self._epoch_cache(assignment.master_address)
+        if theirs is None or not theirs.epoch_list or (
+                theirs.epoch_list[-1].epoch != assignment.master_epoch):
+            return
+        if self._cut_if_diverged(self.store.epochs.entries, theirs,
+                                 my_end=self.store.commitlog.max_offset) is None:
+            self.store.epochs.replace(_entries(theirs))
 
     async def _ask_election(self) -> None:
         header = ElectMasterRequestHeader(cluster_name=self.config.broker_cluster_name,

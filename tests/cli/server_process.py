@@ -23,15 +23,19 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, kind: str, settings: dict[str, str], *args: str) -> None:
+    def __init__(self, kind: str, settings: dict[str, str], *args: str,
+                 console: bool = False) -> None:
         """``args``: more command-line arguments; a standalone's port (:attr:`port`) is
-        its name server's."""
+        its name server's; ``console``: a standalone serves its web console on
+        :attr:`console_port`."""
         self.kind = kind
         self.port = free_port()
+        self.console_port = free_port() if console else 0
         self.args = args
         if kind == "standalone":
+            web = ("--console-port", str(self.console_port)) if console else ("--no-console",)
             self.args = ("--namesrv-port", str(self.port), "--broker-port", str(free_port()),
-                         "--no-console", *args)
+                         *web, *args)
             self.settings = dict(settings)
         else:
             self.settings = {"listenPort": str(self.port), **settings}

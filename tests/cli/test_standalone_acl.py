@@ -7,6 +7,7 @@ against the broker's users."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,5 +78,24 @@ def test_standalone_with_acl2_protects_its_name_server_with_the_brokers_users(
         assert code == 0, out
         code, out = _admin(server, ROOT, "updateTopic", "-t", "Sa2", "-r", "1", "-w", "1")
         assert code == 0, out  # the broker registered with the name server as root
+    finally:
+        server.stop()
+
+
+def test_the_console_of_a_standalone_with_the_acl_signs_as_its_broker(tmp_path: Path) -> None:
+    """Standalone's web console is the broker's own client: with the ACL on it signs
+    with the broker's credentials, so its pages show the cluster instead of refusals."""
+    server = ServerProcess("standalone", {
+        "aclEnable": "true", "aclFile": str(write_accounts(tmp_path)),
+        "accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key},
+        "--data", str(tmp_path / "data"), console=True)
+    server.start()
+    try:
+        code, out = _admin(server, ADMIN, "updateTopic", "-t", "Shown", "-r", "1", "-w", "1")
+        assert code == 0, out
+        url = f"http://127.0.0.1:{server.console_port}/topics"
+        with urllib.request.urlopen(url, timeout=30) as page:
+            text = page.read().decode()
+        assert "Shown" in text and "NO_PERMISSION" not in text
     finally:
         server.stop()

@@ -306,15 +306,23 @@ def standalone(
             from tidemq.console import ConsoleServer
 
             tls = broker_cfg.tls_client
+            # The console is the broker's own client: it signs as the broker does
+            # (accessKey/secretKey, innerClientAuthenticationCredentials), else with
+            # TIDEMQ_ACCESS_KEY / TIDEMQ_SECRET_KEY.
+            access_key, secret_key = broker_cfg.credentials or ("", "")
+            client_cfg = ClientConfig(
+                namesrv_addr=(namesrv_addr,), use_tls=tls.enable,
+                tls_trust_cert_path=tls.trust_cert_path, tls_cert_path=tls.cert_path,
+                tls_key_path=tls.key_path, tls_key_password=tls.key_password,
+                tls_auth_server=tls.auth_server, access_key=access_key, secret_key=secret_key)
             web = ConsoleServer(namesrv_addr, host=host, port=console_port,
                                 config=console_cfg, users=console_users_dir,
-                                ssl=https_context(console_cert, console_key),
-                                client=ClientConfig(
-                                    namesrv_addr=(namesrv_addr,), use_tls=tls.enable,
-                                    tls_trust_cert_path=tls.trust_cert_path,
-                                    tls_cert_path=tls.cert_path, tls_key_path=tls.key_path,
-                                    tls_key_password=tls.key_password,
-                                    tls_auth_server=tls.auth_server))
+                                ssl=https_context(console_cert, console_key), client=client_cfg)
+            if (bcfg.acl_enable or bcfg.authentication_enabled) and not client_cfg.access_key:
+                log.warning("the web console has no credentials while the ACL is on: its "
+                            "pages will be refused; set accessKey/secretKey (or "
+                            "innerClientAuthenticationCredentials) for the broker, or "
+                            "TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY")
             try:
                 await web.start()
                 if not web.console.auth.logins:

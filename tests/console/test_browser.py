@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.console.browser import Browser, chromium_path
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.client.blocking import BlockingPullConsumer
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None,
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.skipif(
 
 TOPIC = "ConsoleE2E"
 GROUP = "console-e2e-group"
+SPARK_GROUP = f"spark-{TOPIC}"
 BANNER = "TideMQ standalone is running"
 
 
@@ -188,11 +190,17 @@ def scenario(visit: Visit, server: Standalone) -> None:
     b.wait_for("document.getElementById('group-lag').textContent === '6'", timeout=10)
     b.wait_for("document.querySelectorAll('#lag-chart path').length === 1")
     visit.shot("group")
+    # A Spark query's group: stored offsets, no heartbeat, so no group config.
+    with BlockingPullConsumer(SPARK_GROUP, server.namesrv) as spark:
+        spark.commit(MessageQueue(TOPIC, "broker-a", 0), 10)
     visit.page(f"/topics/{TOPIC}", "topic")
     assert b.text("#message-count") == "21"
+    assert b.exists(f'a[href="/groups/{SPARK_GROUP}"]')
     visit.page("/topics", "topics")
     visit.page("/groups", "groups")
     assert b.exists(f'tr[data-group="{GROUP}"]')
+    assert "Spark?" in b.text(f'tr[data-group="{SPARK_GROUP}"]')
+    assert "Spark?" not in b.text(f'tr[data-group="{GROUP}"]')
     visit.page("/cluster", "cluster")
     visit.page("/lmq", "lmq")
 

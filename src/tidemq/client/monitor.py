@@ -12,6 +12,9 @@ function                         requests
 :func:`topic_stats`              202 GET_TOPIC_STATS_INFO on every master of the topic
 :func:`consume_stats`            208 GET_CONSUME_STATS on every master
 :func:`subscription_groups`      201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG on every master
+:func:`committed_groups`         43 GET_ALL_CONSUMER_OFFSET on every master: the groups
+                                 with stored offsets, configured or not
+:func:`topic_consumers`          300 QUERY_TOPIC_CONSUME_BY_WHO on the given brokers
 :func:`consumer_connections`     203 GET_CONSUMER_CONNECTION_LIST on every master
 :func:`reset_offset`             222 INVOKE_BROKER_TO_RESET_OFFSET on every master of the
                                  topic (3 REQUEST_CODE_NOT_SUPPORTED from a broker that
@@ -40,11 +43,13 @@ __all__ = [
     "QueueStats",
     "ResetNotSupportedError",
     "TopicStats",
+    "committed_groups",
     "consume_stats",
     "consumer_connections",
     "reset_offset",
     "subscription_groups",
     "topic_configs",
+    "topic_consumers",
     "topic_stats",
 ]
 
@@ -199,6 +204,42 @@ async def subscription_groups(admin: AdminClient) -> dict[str, dict[str, Any]]:
         for name, cfg in table.items():
             out.setdefault(name, cfg if isinstance(cfg, dict) else {})
     return dict(sorted(out.items()))
+
+
+async def committed_groups(admin: AdminClient) -> dict[str, list[str]]:
+    """Group name -> the topics it has stored offsets of, merged over every master.
+
+    A group that commits offsets without ever sending a heartbeat (a Spark query, any
+    stateless pull reader) has no subscription-group config, so only the brokers' offset
+    tables (``topic@group`` keys) know it. Retry topics are left out of the topics; a
+    group whose only offsets are on its retry topic is still listed."""
+    addrs = sorted((await admin.masters()).values())
+    bodies = await _gather([_call(admin, a, RequestCode.GET_ALL_CONSUMER_OFFSET)
+                            for a in addrs])
+    out: dict[str, set[str]] = {}
+    for response in bodies:
+        table = _json(response, "GET_ALL_CONSUMER_OFFSET").get("offsetTable", {})
+        for key in table if isinstance(table, dict) else ():
+            topic, sep, group = str(key).partition("@")
+            if not sep or not group:
+                continue
+            topics = out.setdefault(group, set())
+            if not topic.startswith("%RETRY%"):
+                topics.add(topic)
+    return {g: sorted(t) for g, t in sorted(out.items())}
+
+
+async def topic_consumers(admin: AdminClient, topic: str, addresses: Sequence[str]
+                          ) -> list[str]:
+    """The groups that consume ``topic`` on the brokers at ``addresses``: those with
+    stored offsets of it and those online with a subscription to it."""
+    bodies = await _gather([_call(admin, a, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                  {"topic": topic}) for a in addresses])
+    groups: set[str] = set()
+    for response in bodies:
+        found = _json(response, "QUERY_TOPIC_CONSUME_BY_WHO").get("groupList", [])
+        groups.update(str(g) for g in found if isinstance(found, list))
+    return sorted(groups)
 
 
 async def consumer_connections(admin: AdminClient, group: str) -> list[dict[str, Any]]:

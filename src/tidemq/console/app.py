@@ -77,7 +77,9 @@ from tidemq.console.model import (
     body_preview,
     is_system_group,
     is_system_topic,
+    offsets_only,
     parse_form,
+    spark_group,
     when,
 )
 from tidemq.console.sessions import SessionStore
@@ -97,6 +99,13 @@ Handler = Callable[[Request], Awaitable[StarletteResponse]]
 CONSOLE_PRODUCER_GROUP = "TIDEMQ_CONSOLE_PRODUCER"
 #: The topic attribute brokers set on a topic with logical queues (its queue count).
 LOGICAL_ATTRIBUTE = "logical.queues"
+#: Said before resetting a group that may be a Spark query's (model.spark_group).
+SPARK_RESET_WARNING = (
+    "This group looks like a Spark query's (its name is the Spark source's default "
+    "spark-<topic>, or it has stored offsets but no group config and no consumer online). "
+    "A Spark query keeps its own offsets in its checkpoint and only copies them to the "
+    "brokers for monitoring: resetting them here does not change what the query reads "
+    "next. To re-read, start the query with a new checkpoint location and startingOffsets.")
 #: Concurrent per-topic / per-group requests while building one page.
 FAN_OUT = 8
 
@@ -299,7 +308,7 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
                             error=f"no broker has a topic named {topic!r}")
     stats, groups = await asyncio.gather(
         monitor.topic_stats(admin, topic, addresses=[masters[name] for name, _ in configs]),
-        _groups_of(admin, topic))
+        _groups_of(admin, topic, [masters[name] for name, _ in configs]))
     first = configs[0][1]
     logical = any(LOGICAL_ATTRIBUTE in c.attributes for _, c in configs)
     return console.page(
@@ -309,11 +318,8 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
         perm=first.perm, groups=groups)
 
 
-async def _groups_of(admin: AdminClient, topic: str) -> list[str]:
-    names = list(await monitor.subscription_groups(admin))
-    stats = await _bounded(monitor.consume_stats(admin, g) for g in names)
-    return [g for g, st in zip(names, stats, strict=True)
-            if not isinstance(st, BaseException) and topic in st.topics]
+async def _groups_of(admin: AdminClient, topic: str, addresses: Sequence[str]) -> list[str]:
+    return await monitor.topic_consumers(admin, topic, addresses)
 
 
 async def topic_submit(console: Console, request: Request) -> StarletteResponse:
@@ -382,21 +388,36 @@ async def topic_delete(console: Console, request: Request) -> StarletteResponse:
 
 
 async def groups_page(console: Console, request: Request) -> StarletteResponse:
+    """Every group with a subscription-group config or stored offsets on some master:
+    a Spark query's group has only the latter."""
     admin = console.admin
-    configs = await monitor.subscription_groups(admin)
-    names = list(configs)
+    configs, committed = await asyncio.gather(monitor.subscription_groups(admin),
+                                              monitor.committed_groups(admin))
+    names = sorted(set(configs) | set(committed))
     stats, online = await asyncio.gather(
         _bounded(monitor.consume_stats(admin, g) for g in names),
         _bounded(monitor.consumer_connections(admin, g) for g in names))
     rows = []
     for name, st, conns in zip(names, stats, online, strict=True):
+        count = len(conns) if isinstance(conns, list) else 0
+        configured = name in configs
         rows.append({"name": name, "system": is_system_group(name),
-                     "topics": st.topics if isinstance(st, ConsumeStats) else [],
+                     "topics": (st.topics if isinstance(st, ConsumeStats)
+                                else committed.get(name, [])),
                      "lag": st.lag if isinstance(st, ConsumeStats) else "-",
                      "tps": st.consume_tps if isinstance(st, ConsumeStats) else 0.0,
-                     "online": len(conns) if isinstance(conns, list) else 0,
-                     "enabled": bool(configs[name].get("consumeEnable", True))})
+                     "online": count, "configured": configured,
+                     "offsets_only": offsets_only(configured, count),
+                     "spark": spark_group(name, configured, count),
+                     "enabled": (bool(configs[name].get("consumeEnable", True))
+                                 if configured else None)})
     return console.page("groups", request, title="Consumer groups", groups=rows)
+
+
+async def _spark_hint(admin: AdminClient, group: str) -> bool:
+    configs, consumers = await asyncio.gather(monitor.subscription_groups(admin),
+                                              monitor.consumer_connections(admin, group))
+    return spark_group(group, group in configs, len(consumers))
 
 
 def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
@@ -413,11 +434,14 @@ def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
 
 async def group_page(console: Console, request: Request) -> StarletteResponse:
     group = request.path_params["group"]
-    stats, consumers = await asyncio.gather(monitor.consume_stats(console.admin, group),
-                                            monitor.consumer_connections(console.admin, group))
+    admin = console.admin
+    stats, consumers, configs = await asyncio.gather(
+        monitor.consume_stats(admin, group), monitor.consumer_connections(admin, group),
+        monitor.subscription_groups(admin))
     history = console.history.add(group, stats.lag)
     return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
                         consumers=consumers, history=history,
+                        spark=spark_group(group, group in configs, len(consumers)),
                         api_url=f"/api/groups/{urllib.parse.quote(group, safe='')}/lag")
 
 
@@ -448,11 +472,14 @@ async def group_reset(console: Console, request: Request) -> StarletteResponse:
         return console.page("error", request, 400, title=f"Group {group}",
                             error="give the point in time to reset to")
     if form.get("confirm") != "yes":
+        warning = (f"Every queue of {topic} is moved to {words} for group {group}, on every "
+                   "master broker. Running consumers of the group are told to continue from "
+                   "there: messages may be consumed again or skipped.")
+        if await _spark_hint(console.admin, group):
+            warning += " " + SPARK_RESET_WARNING
         return console.page(
             "confirm", request, title=f"Reset {group}", heading=f"Reset offsets of {group}?",
-            warning=f"Every queue of {topic} is moved to {words} for group {group}, on every "
-                    "master broker. Running consumers of the group are told to continue from "
-                    "there: messages may be consumed again or skipped.",
+            warning=warning,
             action=f"/groups/{quoted}/reset", fields={k: v for k, v in form.items()
                                                       if k in ("topic", "to", "time")},
             button="Reset offsets", cancel=f"/groups/{quoted}")

@@ -20,7 +20,9 @@ __all__ = [
     "human_bytes",
     "is_system_group",
     "is_system_topic",
+    "offsets_only",
     "parse_form",
+    "spark_group",
     "uptime",
     "when",
 ]
@@ -52,6 +54,24 @@ def is_system_topic(topic: str, clusters: Iterable[str] = (), brokers: Iterable[
 
 def is_system_group(group: str) -> bool:
     return group in SYSTEM_GROUPS or group.startswith("CID_RMQ_SYS_")
+
+
+#: How the Spark source names its group when the query gives no ``group`` option.
+SPARK_GROUP_PREFIX = "spark-"
+
+
+def offsets_only(configured: bool, online: int) -> bool:
+    """A group with stored offsets, no subscription-group config on any broker and no
+    consumer online: a reader that commits without heartbeats, as the Spark source does
+    (brokers create a group's config on its first heartbeat, and the source sends none)."""
+    return not configured and online == 0
+
+
+def spark_group(group: str, configured: bool, online: int) -> bool:
+    """Whether ``group`` may belong to a Spark query: its name is the source's default
+    (``spark-<topic>``), or it has the source's signature (:func:`offsets_only`). The
+    source leaves no other mark on the brokers, so this is a likelihood, not a fact."""
+    return group.startswith(SPARK_GROUP_PREFIX) or offsets_only(configured, online)
 
 
 # ---------------------------------------------------------------------- formats

@@ -202,7 +202,7 @@ TOPIC = """{% extends "layout" %}{% block content %}
 {% endfor %}</tbody></table>
 <h2>Consumer groups</h2>
 {% if groups %}<ul>{% for g in groups %}<li><a href="/groups/{{ g|urlencode }}">{{ g }}</a></li>{% endfor %}</ul>
-{% else %}<p class="muted">No group has committed offsets of this topic.</p>{% endif %}
+{% else %}<p class="muted">No group has stored offsets of this topic or subscribes to it.</p>{% endif %}
 </div><div class="grow">
 <h2>Update</h2>
 <form class="inline" method="post" action="/topics" id="update-topic">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
@@ -239,13 +239,17 @@ GROUPS = """{% extends "layout" %}{% block content %}
 <table id="groups"><thead><tr><th>Group</th><th>Topics</th><th class="num">Online consumers</th>
 <th class="num">Lag</th><th class="num">Consume TPS</th><th>Consume enabled</th></tr></thead><tbody>
 {% for g in groups %}<tr data-group="{{ g.name }}"><td><a href="/groups/{{ g.name|urlencode }}">{{ g.name }}</a>
-{% if g.system %} <span class="badge">system</span>{% endif %}</td>
+{% if g.system %} <span class="badge">system</span>{% endif %}{% if g.spark %} <span class="badge warn" title="a Spark query keeps its offsets in its checkpoint">Spark?</span>{% endif %}{% if g.offsets_only %} <span class="badge" title="stored offsets, no group config, nobody online">offsets only</span>{% endif %}</td>
 <td>{{ g.topics|join(', ') or '-' }}</td><td class="num">{{ g.online }}</td>
 <td class="num">{{ g.lag }}</td><td class="num">{{ '%.1f'|format(g.tps) }}</td>
-<td>{{ 'yes' if g.enabled else 'no' }}</td></tr>{% endfor %}
+<td>{{ '-' if g.enabled is none else ('yes' if g.enabled else 'no') }}</td></tr>{% endfor %}
 </tbody></table>
+<p class="muted">Listed: every group with a group config or stored offsets on a master broker.
+<b>Spark?</b> marks a group named like the Spark source's default (<code>spark-&lt;topic&gt;</code>)
+or one with stored offsets, no group config and nobody online, which is how a Spark query's
+group looks to the brokers.</p>
 {% else %}<div class="empty"><b>No consumer groups</b>A group appears once one of its consumers
-has sent a heartbeat to a broker.</div>{% endif %}
+has sent a heartbeat to a broker or stored an offset.</div>{% endif %}
 {% endblock %}"""
 
 GROUP = """{% extends "layout" %}{% block content %}
@@ -271,6 +275,8 @@ GROUP = """{% extends "layout" %}{% block content %}
 {% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td class="num">{{ c.version }}</td></tr>{% endfor %}
 </tbody></table>{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
 <h2>Reset offsets</h2>
+{% if spark %}<p class="error" id="spark-note">This group looks like a Spark query's. A Spark query keeps its own
+offsets in its checkpoint: resetting the brokers' copy does not change what it reads next.</p>{% endif %}
 <form class="inline" method="post" action="/groups/{{ group|urlencode }}/reset" id="reset-form">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
  <label>Topic <select name="topic">{% for t in stats.topics %}<option>{{ t }}</option>{% endfor %}</select></label>
  <label>To <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option>

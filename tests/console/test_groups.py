@@ -1,0 +1,54 @@
+"""The groups page and a topic's page list every group with stored offsets, including
+those of Spark queries, which commit offsets without a heartbeat and so have no group
+config; resetting such a group warns that the query keeps its own offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+
+from tests.console.conftest import Http
+from tests.console.test_app import registered
+
+from tidemq.client import Message, MessageQueue, Producer
+from tidemq.client.blocking import BlockingPullConsumer
+from tidemq.testing import Cluster
+
+
+def _commit_like_spark(namesrv: str, group: str, topic: str, offset: int) -> None:
+    """What the Spark source does after a batch (spark/access.py): a blocking pull
+    consumer of ``group`` stores offsets and never sends a heartbeat."""
+    with BlockingPullConsumer(group, namesrv) as consumer:
+        consumer.commit(MessageQueue(topic, "broker-a", 0), offset)
+
+
+async def test_groups_with_offsets_but_no_config_are_listed(http: Http, cluster: Cluster
+                                                             ) -> None:
+    await http.post("/topics", {"topic": "Orders", "read_queues": "1", "write_queues": "1"})
+    await registered(cluster)
+    async with Producer("orders-producers", cluster.namesrv_addr) as producer:
+        for i in range(5):
+            await producer.send(Message("Orders", f"o{i}".encode()),
+                                queue=MessageQueue("Orders", "broker-a", 0))
+    cluster.brokers[0].store.wait_dispatched()
+    await asyncio.to_thread(_commit_like_spark, cluster.namesrv_addr, "spark-Orders",
+                            "Orders", 3)
+    await asyncio.to_thread(_commit_like_spark, cluster.namesrv_addr, "nightly-etl",
+                            "Orders", 5)
+    assert "spark-Orders" not in cluster.brokers[0].subscription_groups.groups
+
+    groups = await http.get("/groups")
+    assert 'data-group="spark-Orders"' in groups.text
+    assert 'data-group="nightly-etl"' in groups.text
+    topic = await http.get("/topics/Orders")
+    assert 'href="/groups/spark-Orders"' in topic.text
+    assert 'href="/groups/nightly-etl"' in topic.text
+
+    page = await http.get("/groups/spark-Orders")
+    assert 'id="spark-note"' in page.text and 'id="group-lag">2<' in page.text
+    for group in ("spark-Orders", "nightly-etl"):
+        confirm = await http.post(f"/groups/{group}/reset", {"topic": "Orders",
+                                                             "to": "earliest"})
+        assert "A Spark query keeps its own offsets in its checkpoint" in html.unescape(
+            confirm.text)
+    assert cluster.brokers[0].offsets.query("spark-Orders", "Orders", 0) == 3

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+from tests.broker.test_metrics import free_port
 
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from tidemq.testing import Cluster
@@ -20,12 +20,6 @@ DASHBOARD = Path(__file__).parent.parent / "docs" / "grafana" / "tidemq-dashboar
 _ADDED = {"instance", "job", "le"}
 #: The label set of a family with no series at scrape time: any label passes.
 _ANY_LABEL = ("*",)
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _series(port: int) -> dict[str, set[str]]:
@@ -49,7 +43,7 @@ def _queries() -> list[tuple[str, str]]:
 
 
 async def test_every_query_of_the_dashboard_names_an_exported_series(tmp_path: Path) -> None:
-    broker_port, namesrv_port = _port(), _port()
+    broker_port, namesrv_port = free_port(), free_port()
     async with Cluster(tmp_path, brokers=1, broker={"metrics_port": broker_port},
                        namesrv={"metrics_port": namesrv_port}) as cluster:
         app = cluster.brokers[0]

@@ -115,6 +115,16 @@ class _Meter:
             timed.observe(time.perf_counter() - t0)
 
 
+def _refusal(exc: Exception) -> int:
+    """The response code a processor's exception is answered with (net/dispatcher)."""
+    return exc.code if isinstance(exc, BrokerResponseError) else ResponseCode.SYSTEM_ERROR
+
+
+def _answered(result: object) -> int | None:
+    """A processor's response code, ``None`` when it answers later."""
+    return result.code if isinstance(result, RemotingCommand) else None
+
+
 def _metered(processor: _Processor, meter: _Meter) -> _Processor:
     clock = time.perf_counter
     done = meter.done
@@ -123,30 +133,21 @@ def _metered(processor: _Processor, meter: _Meter) -> _Processor:
         t0 = clock()
         try:
             result = processor(conn, cmd)
-        except BrokerResponseError as exc:
-            done(exc.code, t0)
+        except Exception as exc:
+            done(_refusal(exc), t0)
             raise
-        except Exception:
-            done(ResponseCode.SYSTEM_ERROR, t0)
-            raise
-        if result is None:
-            done(None, t0)
-            return result
-        if isinstance(result, RemotingCommand):
-            done(result.code, t0)
+        if result is None or isinstance(result, RemotingCommand):
+            done(_answered(result), t0)
             return result
         return _finish(result, t0)
 
     async def _finish(pending: Awaitable[Any], t0: float) -> Any:
         try:
             result = await pending
-        except BrokerResponseError as exc:
-            done(exc.code, t0)
+        except Exception as exc:
+            done(_refusal(exc), t0)
             raise
-        except Exception:
-            done(ResponseCode.SYSTEM_ERROR, t0)
-            raise
-        done(result.code if isinstance(result, RemotingCommand) else None, t0)
+        done(_answered(result), t0)
         return result
 
     return run

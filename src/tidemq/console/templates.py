@@ -283,44 +283,13 @@ offsets in its checkpoint: resetting the brokers' copy does not change what it r
   <option value="time">a point in time</option></select></label>
  <label>Time (local) <input name="time" type="datetime-local" step="1"></label>
  <button type="submit" class="danger">Reset…</button></fieldset></form>
+<script>{{ chart_js|safe }}</script>
 <script>
 (function () {
   var url = {{ api_url|tojson }};
   var svg = document.getElementById("lag-chart");
-  var NS = "http://www.w3.org/2000/svg";
-  function el(name, attrs, text) {
-    var e = document.createElementNS(NS, name);
-    for (var k in attrs) { e.setAttribute(k, attrs[k]); }
-    if (text !== undefined) { e.textContent = text; }
-    return e;
-  }
-  function draw(points) {
-    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
-    var W = Math.max(svg.clientWidth, 300), H = 220, L = 60, R = 10, T = 12, B = 26;
-    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
-    var max = 1;
-    points.forEach(function (p) { if (p[1] > max) { max = p[1]; } });
-    var t0 = points.length ? points[0][0] : 0, t1 = points.length ? points[points.length - 1][0] : 1;
-    var span = Math.max(t1 - t0, 1000);
-    for (var i = 0; i <= 4; i++) {
-      var y = T + (H - T - B) * i / 4;
-      svg.appendChild(el("line", {x1: L, x2: W - R, y1: y, y2: y, stroke: "#eaecf0"}));
-      svg.appendChild(el("text", {x: L - 6, y: y + 4, "text-anchor": "end", "font-size": 11,
-                                  fill: "#667085"}, String(Math.round(max * (4 - i) / 4))));
-    }
-    svg.appendChild(el("text", {x: W - R, y: H - 6, "text-anchor": "end", "font-size": 11,
-                                fill: "#667085"}, "last " + Math.round(span / 1000) + " s"));
-    if (!points.length) { return; }
-    var d = points.map(function (p, j) {
-      var x = L + (W - L - R) * (p[0] - t0) / span;
-      var y = T + (H - T - B) * (1 - p[1] / max);
-      return (j ? "L" : "M") + x.toFixed(1) + " " + y.toFixed(1);
-    }).join(" ");
-    svg.appendChild(el("path", {d: d, fill: "none", stroke: "#0b6bcb", "stroke-width": 2}));
-    var last = points[points.length - 1];
-    svg.appendChild(el("circle", {cx: L + (W - L - R) * (last[0] - t0) / span,
-      cy: T + (H - T - B) * (1 - last[1] / max), r: 3.5, fill: "#0b6bcb"}));
-  }
+  function draw(points) { chart(svg, [{points: points, color: "#0b6bcb"}],
+                                {title: "messages behind", integer: true}); }
   function rows(queues) {
     var body = document.getElementById("queue-rows");
     if (!body) { return; }
@@ -438,6 +407,67 @@ LOGIN = """{% extends "layout" %}{% block content %}
 <button type="submit">Log in</button></form>
 {% endblock %}"""
 
+#: ``chart(svg, series, opts)``: lines of ``[epoch ms, value]`` points on a time axis
+#: (clock times) and a value axis whose ticks are round steps from 0 (1, 2 or 5 times a
+#: power of ten; whole numbers when ``opts.integer``). A series that is all zero has the
+#: single tick 0 and its line on the axis.
+CHART_JS = """
+function chart(svg, series, opts) {
+  var NS = "http://www.w3.org/2000/svg";
+  function el(name, attrs, text) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) { e.setAttribute(k, attrs[k]); }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+  function ticks(max) {
+    if (!(max > 0)) { return [0]; }
+    var raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw))), step = mag * 10;
+    [1, 2, 5].some(function (m) { if (m * mag >= raw) { step = m * mag; return true; } return false; });
+    if (opts.integer && step < 1) { step = 1; }
+    var out = [];
+    for (var i = 0; out.length === 0 || out[out.length - 1] < max; i++) { out.push(i * step); }
+    return out;
+  }
+  function label(v) { return opts.integer ? String(Math.round(v)) : String(+v.toPrecision(3)); }
+  function clock(ms) {
+    var d = new Date(ms);
+    return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) {
+      return (n < 10 ? "0" : "") + n; }).join(":");
+  }
+  while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+  var W = Math.max(svg.clientWidth, 300), H = 220, L = 64, R = 14, T = 22, B = 30;
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  var max = 0, t0 = Infinity, t1 = -Infinity;
+  series.forEach(function (s) { s.points.forEach(function (p) {
+    if (p[1] > max) { max = p[1]; } if (p[0] < t0) { t0 = p[0]; } if (p[0] > t1) { t1 = p[0]; } }); });
+  if (t0 === Infinity) { t0 = Date.now() - 60000; t1 = Date.now(); }
+  var span = Math.max(t1 - t0, 1000), ys = ticks(max), top = ys[ys.length - 1] || 1;
+  function X(t) { return L + (W - L - R) * (t - t0) / span; }
+  function Y(v) { return H - B - (H - T - B) * v / top; }
+  ys.forEach(function (v) {
+    svg.appendChild(el("line", {x1: L, x2: W - R, y1: Y(v), y2: Y(v), stroke: v ? "#eaecf0" : "#98a2b3"}));
+    svg.appendChild(el("text", {"class": "ytick", x: L - 6, y: Y(v) + 4, "text-anchor": "end",
+                                "font-size": 11, fill: "#667085"}, label(v)));
+  });
+  svg.appendChild(el("text", {"class": "ytitle", x: L, y: 13, "font-size": 11, fill: "#344054"},
+                          opts.title));
+  [0, 0.5, 1].forEach(function (f, i) {
+    svg.appendChild(el("line", {x1: X(t0 + span * f), x2: X(t0 + span * f), y1: H - B, y2: H - B + 4, stroke: "#98a2b3"}));
+    svg.appendChild(el("text", {"class": "xtick", x: X(t0 + span * f), y: H - 10, "font-size": 11,
+      fill: "#667085", "text-anchor": ["start", "middle", "end"][i]}, clock(t0 + span * f)));
+  });
+  series.forEach(function (s) {
+    if (!s.points.length) { return; }
+    var d = s.points.map(function (p, j) {
+      return (j ? "L" : "M") + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1); }).join(" ");
+    svg.appendChild(el("path", {d: d, fill: "none", stroke: s.color, "stroke-width": 2}));
+    var last = s.points[s.points.length - 1];
+    svg.appendChild(el("circle", {cx: X(last[0]), cy: Y(last[1]), r: 3.5, fill: s.color}));
+  });
+}
+"""
+
 ERROR = """{% extends "layout" %}{% block content %}<h1>{{ title }}</h1>{% endblock %}"""
 
 _ENV = jinja2.Environment(
@@ -450,7 +480,7 @@ _ENV = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.ChainableUndefined,
 )
-_ENV.globals.update(hb=human_bytes, when=when, uptime=uptime)
+_ENV.globals.update(hb=human_bytes, when=when, uptime=uptime, chart_js=CHART_JS)
 
 NAV = [("/cluster", "Cluster"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
        ("/messages", "Messages"), ("/logical-queues", "Logical queues"), ("/lmq", "LMQ")]

@@ -1,0 +1,67 @@
+"""The charts in a real headless Chromium: a caught-up group's lag chart reads 0 on its
+value axis, and both axes are labelled (time and values)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.console.browser import Browser, chromium_path
+from tests.console.test_browser import Standalone, Visit
+
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+
+pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
+
+TOPIC = "ChartE2E"
+GROUP = "chart-e2e-group"
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[Standalone]:
+    server = Standalone(tmp_path / "data")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    with Browser(tmp_path / "profile") as b:
+        yield b
+
+
+async def caught_up(namesrv: str) -> None:
+    """Five messages, all consumed: the group's lag is 0."""
+    mq = MessageQueue(TOPIC, "broker-a", 0)
+    async with Producer("chart-e2e-producer", namesrv) as producer:
+        for i in range(5):
+            await producer.send(Message(TOPIC, f"m{i}".encode()), queue=mq)
+    async with PullConsumer(GROUP, namesrv) as consumer:
+        consumer.subscribe(TOPIC)
+        await consumer.instance.routes.get(TOPIC, refresh=True)
+        await consumer.instance.send_heartbeat()
+        await consumer.commit({mq: 5})
+
+
+def labels(b: Browser, selector: str) -> list[str]:
+    found = b.eval(f"Array.from(document.querySelectorAll({selector!r}))"
+                   ".map(function (e) { return e.textContent; }).join('|')")
+    return [t for t in str(found).split("|") if t]
+
+
+def test_a_caught_up_groups_lag_chart_reads_zero(standalone: Standalone, browser: Browser
+                                                 ) -> None:
+    visit = Visit(browser, standalone.console)
+    visit.page("/topics")
+    browser.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
+                                     "queue_type": "SimpleCQ"})
+    asyncio.run(caught_up(standalone.namesrv))
+    visit.page(f"/groups/{GROUP}")
+    browser.wait_for("document.getElementById('group-lag').textContent === '0'")
+    browser.wait_for("document.querySelectorAll('#lag-chart path').length === 1")
+    assert labels(browser, "#lag-chart .ytick") == ["0"], labels(browser, "#lag-chart text")
+    assert "messages behind" in labels(browser, "#lag-chart .ytitle")
+    times = labels(browser, "#lag-chart .xtick")
+    assert times and all(len(t.split(":")) == 3 for t in times), times

@@ -55,7 +55,7 @@ def test_failure_after_the_write_of_batch_1_gives_copies_with_one_key(
     copies: dict[bytes, list[str]] = {}
     for r in rows:
         copies.setdefault(r.body, []).append(r.properties["SPARK_DEDUP_KEY"])
-        assert r.keys.split()[-1] == r.properties["SPARK_DEDUP_KEY"]  # also a message key
+        assert r.keys == f"k{r.body.decode()[1:]}"  # the user's keys, without the dedup key
     assert set(copies) == {f"m{i}".encode() for i in range(30)}  # every row at least once
     assert sum(len(v) == 2 for v in copies.values()) == replayed  # at-least-once, not more
     assert all(len(set(keys)) == 1 for keys in copies.values())  # a copy has the same key
@@ -73,7 +73,7 @@ def test_sink_options_are_checked(spark: Any, server: Server) -> None:
 
 def test_rows_to_messages() -> None:
     from tidemq.spark.options import parse_sink_options
-    from tidemq.spark.sink import _message, dedup_prefix
+    from tidemq.spark.sink import _message, dedup_prefix, sharding_key
 
     opts = parse_sink_options({"namesrv": "ns:9876", "topic": "Out"})
     source_row = {"topic": "In", "body": b"b", "keys": "k1", "tags": "t",
@@ -81,10 +81,20 @@ def test_rows_to_messages() -> None:
                                  "color": "red", "KEYS": "old"}}
     msg = _message(opts, source_row, "spark:q:3:1:7")
     assert msg.topic == "Out"  # the option wins over the row's topic column
-    assert msg.properties == {"color": "red", "KEYS": "k1 spark:q:3:1:7",
+    assert msg.properties == {"color": "red", "KEYS": "k1",
                               "SPARK_DEDUP_KEY": "spark:q:3:1:7", "TAGS": "t"}
     bare = parse_sink_options({"namesrv": "ns:9876"})
     assert _message(bare, {"topic": "In", "body": "text"}, "d").body == b"text"
+    kafka_row = {"key": b"k2", "value": b"v", "topic": "In", "partition": 1,
+                 "headers": [{"key": "color", "value": b"blue"}, {"key": "UNIQ_KEY",
+                                                                  "value": b"U"}]}
+    msg = _message(bare, kafka_row, "d")
+    assert (msg.topic, msg.body) == ("In", b"v")
+    assert msg.properties == {"color": "blue", "KEYS": "k2", "SPARK_DEDUP_KEY": "d"}
+    assert sharding_key(kafka_row) == "partition:1"
+    assert sharding_key({"key": b"k2"}) == "k2"  # Kafka: one key, one partition, in order
+    with pytest.raises(ValueError, match="key is not UTF-8"):
+        _message(bare, {"topic": "In", "value": b"v", "key": b"\xff"}, "d")
     with pytest.raises(ValueError, match="no topic"):
         _message(bare, {"body": b"x"}, "d")
     assert dedup_prefix("w1") == ("spark:w1", 0)  # outside a Spark task

@@ -90,7 +90,8 @@ def test_sink_round_trip(spark: Any, server: Server) -> None:
     back = spark.read.format("tidemq").option("namesrv", server.namesrv) \
         .option("topic", "SparkSink").load().collect()
     assert sorted(r.body.decode() for r in back) == sorted(f"s{i}" for i in range(25))
-    assert all("key" in r.keys and "spark:" in r.keys for r in back)
+    assert sorted(r.keys for r in back) == sorted(f"key{i}" for i in range(25))
+    assert all(r.properties["SPARK_DEDUP_KEY"].startswith("spark:") for r in back)
 
 
 def test_lmq_read(spark: Any, server: Server) -> None:

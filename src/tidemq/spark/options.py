@@ -1,8 +1,10 @@
 """Options of the ``tidemq`` Spark data source, checked at planning time.
 
-Names mirror Spark's Kafka source where they make sense. Unknown options and
-contradictory combinations raise :class:`SourceOptionError` with the option's name, before
-any task runs. Pure: no pyspark import, so it is unit-tested without a JVM.
+Names mirror Spark's Kafka source where they make sense; Kafka's ``subscribe`` and
+``subscribePattern`` are aliases of ``topics`` and ``topicPattern``, and a Kafka-only
+option (``kafka.bootstrap.servers`` ...) is refused with the name to use instead. Unknown
+options and contradictory combinations raise :class:`SourceOptionError` with the option's
+name, before any task runs. Pure: no pyspark import, so it is unit-tested without a JVM.
 
 =====================  ==================================================================
 option                 meaning
@@ -10,6 +12,7 @@ option                 meaning
 namesrv                name server address(es), ``host:port[;host:port]`` (required)
 topic / topics         one topic, or a comma-separated list
 topicPattern           a regular expression over the name server's topic list
+assign                 Kafka's ``{"topic": [0, 1]}``: partition numbers or ``"broker:queue"``
 lmq                    comma-separated light message queues (read side; needs ``broker``)
 broker                 ``host:port`` of the broker holding the LMQs
 startingOffsets        ``earliest`` (default for batch), ``latest`` (default for streams),
@@ -19,8 +22,17 @@ startingTimestamp      ms since the epoch: start each queue at the first message
                        at or after it (overrides startingOffsets)
 endingTimestamp        batch only: end each queue before the first message stored at or
                        after it
+startingOffsetsBy-     JSON ``{"topic": {"broker:queue" or partition: ms}}``: a time per queue
+Timestamp /            (queues left out: earliest / latest)
+endingOffsetsBy-
+Timestamp
 maxOffsetsPerTrigger   streaming admission control: at most this many rows per batch
+minOffsetsPerTrigger   streaming: hold a batch back until this many rows wait, or until
+maxTriggerDelay        this long (default ``15m``) after the last batch
 minPartitions          split queue ranges so that at least this many tasks read
+maxRecordsPerPartition split queue ranges so that no task reads more offsets than this
+schema                 ``tidemq`` (default) or ``kafka``: Spark's Kafka source columns
+includeHeaders         with ``schema=kafka``: add the ``headers`` column
 failOnDataLoss         ``true`` (default): fail when offsets fell below a queue's minimum;
                        ``false``: skip ahead to the minimum and log a warning
 tags                   tag expression (``a || b``); rows with other tags are dropped
@@ -39,7 +51,9 @@ accessKey / secretKey  the account (ACL 1.0) or user (ACL 2.0) to sign requests 
 =====================  ==================================================================
 
 Sink options: ``namesrv``, ``topic`` (wins over a ``topic`` column), ``producerGroup``
-(default ``spark-sink``), and the TLS and account options above. The sink is at-least-once (see
+(default ``spark-sink``), ``schema`` (accepted so one option map serves a job's reads and
+writes; the sink takes the columns of either schema), and the TLS and account options
+above. The sink is at-least-once (see
 :mod:`tidemq.spark.sink`).
 """
 
@@ -65,11 +79,42 @@ READ_KEYS = {
     "endingoffsets", "startingtimestamp", "endingtimestamp", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "tags", "group", "pullbatchsize", "path",
     "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath", "accesskey", "secretkey",
+    "assign", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+    "minoffsetspertrigger", "maxtriggerdelay", "maxrecordsperpartition", "includeheaders",
+    "schema",
+}
+#: Spark's Kafka source option names that mean the same as a TideMQ one.
+ALIASES = {"subscribe": "topics", "subscribepattern": "topicpattern"}
+#: Kafka-only options, answered with what to use instead.
+KAFKA_ONLY = {
+    "kafka.bootstrap.servers": "use namesrv: the name server address host:port (brokers "
+                               "are found through it)",
+    "kafka.group.id": "use group",
+    "groupidprefix": "use group",
+    "kafka.security.protocol": "use useTLS, and accessKey/secretKey for accounts",
+    "kafka.ssl.truststore.location": "use tlsTrustCertPath (PEM)",
+    "kafka.ssl.keystore.location": "use tlsCertPath and tlsKeyPath (PEM)",
+    "kafka.sasl.jaas.config": "use accessKey and secretKey",
+    "kafka.sasl.mechanism": "use accessKey and secretKey",
+    "kafkaconsumer.polltimeoutms": "not needed: a task pulls its whole range",
+    "fetchoffset.numretries": "not needed: offsets are fetched once at planning",
+    "fetchoffset.retryintervalms": "not needed: offsets are fetched once at planning",
+    "startingoffsetsbytimestampstrategy": "not supported: a timestamp past a queue's "
+                                          "last message starts at its end",
 }
 #: Spark itself passes ``path`` and ``checkpointLocation`` along with the user's options.
 WRITE_KEYS = {"namesrv", "topic", "producergroup", "path", "checkpointlocation",
               "usetls", "tlstrustcertpath", "tlscertpath", "tlskeypath", "accesskey",
-              "secretkey"}
+              "secretkey", "schema"}
+
+
+def _kafka_only(name: str, sink: bool) -> None:
+    hint = KAFKA_ONLY.get(name)
+    if hint is None and name.startswith("kafka."):
+        hint = ("Kafka client settings have no TideMQ equivalent; see the tidemq "
+                f"{'sink' if sink else 'read'} options in docs/spark.md")
+    if hint is not None:
+        raise SourceOptionError(name, f"is a Kafka option; {hint}")
 
 
 class SourceOptionError(TideMQError, ValueError):
@@ -125,6 +170,14 @@ class SourceOptions:
     tls: TlsOptions = TlsOptions()
     access_key: str = ""
     secret_key: str = dataclasses.field(default="", repr=False)
+    assign: dict[str, tuple[str, ...]] | None = None
+    starting_by_timestamp: dict[str, dict[str, int]] | None = None
+    ending_by_timestamp: dict[str, dict[str, int]] | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    max_records_per_partition: int | None = None
+    schema: str = "tidemq"
+    include_headers: bool = False
 
     def client_config(self, namesrv: str | None = None) -> ClientConfig:
         """The clients' config: ``namesrv`` (default: the option's), TLS and account."""
@@ -194,7 +247,8 @@ def _offsets(name: str, value: str, allowed: tuple[str, ...]
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        raise SourceOptionError(name, f"expected {' or '.join(allowed)} or JSON like "
+        words = f"{' or '.join(allowed)} or " if allowed else ""
+        raise SourceOptionError(name, f"expected {words}JSON like "
                                 '{"topic": {"broker-a:0": 42}}') from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise SourceOptionError(name, 'JSON must map topic -> {"broker:queue": offset}')
@@ -211,22 +265,83 @@ def _offsets(name: str, value: str, allowed: tuple[str, ...]
     return out
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = _lower(options)
-    unknown = sorted(set(opts) - READ_KEYS)
+_DURATION = re.compile(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+            "d": 86_400_000}
+
+
+def _duration_ms(name: str, value: str) -> int:
+    """``15m``, ``30s``, ``500ms``, ``2h`` (Spark's duration forms); a bare number is ms."""
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise SourceOptionError(name, f"expected a duration like 30s or 15m, got {value!r}")
+    return int(match.group(1)) * _UNIT_MS[(match.group(2) or "ms").lower()]
+
+
+def _assign(value: str) -> dict[str, tuple[str, ...]]:
+    """Kafka's ``{"topic": [0, 1]}``: partition numbers, or ``"broker:queueId"`` keys."""
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError:
+        data = None
+    if (not isinstance(data, dict) or not data
+            or not all(isinstance(v, list) and v for v in data.values())):
+        raise SourceOptionError("assign", 'expected JSON like {"topicA": [0, 1]} or '
+                                '{"topicA": ["broker-a:0"]}')
+    out: dict[str, tuple[str, ...]] = {}
+    for topic, queues in data.items():
+        for q in queues:
+            if isinstance(q, bool) or not isinstance(q, (int, str)):
+                raise SourceOptionError("assign", f"{topic}: {q!r} is neither a partition "
+                                        "number nor a broker:queueId key")
+        out[str(topic)] = tuple(str(q) for q in queues)
+    return out
+
+
+def _timestamps(name: str, value: str) -> dict[str, dict[str, int]]:
+    """Kafka's ``{"topic": {"0": 1700000000000}}`` (ms since the epoch per partition or
+    ``"broker:queueId"``; ``-2`` earliest, ``-1`` latest)."""
+    parsed = _offsets(name, value, ())
+    if isinstance(parsed, str):  # unreachable: no keyword is allowed
+        raise SourceOptionError(name, "expected JSON")
+    return parsed
+
+
+def _aliased(options: Mapping[str, str], known: set[str], *, sink: bool) -> dict[str, str]:
+    """Lower-cased options with Kafka's aliases renamed; Kafka-only and unknown ones
+    refused with the name to use."""
+    out: dict[str, str] = {}
+    for name, value in _lower(options).items():
+        _kafka_only(name, sink)
+        target = ALIASES.get(name, name) if not sink else name
+        if target in out:
+            raise SourceOptionError(name, f"means the same as {target}; give one")
+        out[target] = value
+    unknown = sorted(set(out) - known)
     if unknown:
-        raise SourceOptionError(unknown[0], f"unknown option; known: {sorted(READ_KEYS)}")
+        what = "sink option" if sink else "option"
+        raise SourceOptionError(unknown[0], f"unknown {what}; known: {sorted(known)}")
+    return out
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    opts = _aliased(options, READ_KEYS, sink=False)
     namesrv = opts.get("namesrv", "").strip()
     if not namesrv:
         raise SourceOptionError("namesrv", "required: the name server address host:port")
-    chosen = [k for k in ("topic", "topics", "topicpattern", "lmq") if opts.get(k)]
+    chosen = [k for k in ("topic", "topics", "topicpattern", "lmq", "assign") if opts.get(k)]
     if len(chosen) != 1:
-        raise SourceOptionError("topic", "give exactly one of topic, topics, topicPattern, "
-                                f"lmq (got {chosen or 'none'})")
+        raise SourceOptionError("topic", "give exactly one of topic, topics (subscribe), "
+                                "topicPattern (subscribePattern), lmq, assign "
+                                f"(got {chosen or 'none'})")
     topics: tuple[str, ...] = ()
     pattern = None
     lmqs: tuple[str, ...] = ()
-    if "topic" in chosen:
+    assign = None
+    if "assign" in chosen:
+        assign = _assign(opts["assign"])
+        topics = tuple(assign)
+    elif "topic" in chosen:
         topics = (opts["topic"].strip(),)
     elif "topics" in chosen:
         topics = tuple(t.strip() for t in opts["topics"].split(",") if t.strip())
@@ -248,8 +363,26 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise SourceOptionError("endingTimestamp", "is for batch reads only")
     if not streaming and "maxoffsetspertrigger" in opts:
         raise SourceOptionError("maxOffsetsPerTrigger", "is for streaming reads only")
-    if "startingtimestamp" in opts and "startingoffsets" in opts:
-        raise SourceOptionError("startingTimestamp", "contradicts startingOffsets; give one")
+    if not streaming and "minoffsetspertrigger" in opts:
+        raise SourceOptionError("minOffsetsPerTrigger", "is for streaming reads only")
+    if not streaming and "maxtriggerdelay" in opts:
+        raise SourceOptionError("maxTriggerDelay", "is for streaming reads only")
+    if streaming and "endingoffsetsbytimestamp" in opts:
+        raise SourceOptionError("endingOffsetsByTimestamp", "is for batch reads only")
+    for group_ in (("startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets"),
+                   ("endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets")):
+        given = [k for k in group_ if k in opts]
+        if len(given) > 1:
+            raise SourceOptionError(given[0], f"contradicts {given[1]}; give one")
+    schema = opts.get("schema", "tidemq").strip().lower()
+    if schema not in ("tidemq", "kafka"):
+        raise SourceOptionError("schema", f"expected tidemq or kafka, got {schema!r}")
+    if schema == "kafka" and lmqs:
+        raise SourceOptionError("schema", "LMQ reads have the tidemq schema only")
+    headers = _bool("includeHeaders", opts.get("includeheaders", "false"))
+    if headers and schema != "kafka":
+        raise SourceOptionError("includeHeaders", "applies to schema=kafka; the tidemq "
+                                "schema always has the properties column")
     starting = _offsets("startingOffsets", opts.get(
         "startingoffsets", "latest" if streaming else "earliest"), ("earliest", "latest"))
     ending = _offsets("endingOffsets", opts.get("endingoffsets", "latest"), ("latest",))
@@ -275,14 +408,29 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
                              minimum=1),
         tls=_tls(opts),
         **_account(opts),
+        assign=assign,
+        starting_by_timestamp=(_timestamps("startingOffsetsByTimestamp",
+                                           opts["startingoffsetsbytimestamp"])
+                               if "startingoffsetsbytimestamp" in opts else None),
+        ending_by_timestamp=(_timestamps("endingOffsetsByTimestamp",
+                                         opts["endingoffsetsbytimestamp"])
+                             if "endingoffsetsbytimestamp" in opts else None),
+        min_offsets_per_trigger=(_int("minOffsetsPerTrigger", opts["minoffsetspertrigger"],
+                                      minimum=1) if "minoffsetspertrigger" in opts else None),
+        max_trigger_delay_ms=_duration_ms("maxTriggerDelay",
+                                          opts.get("maxtriggerdelay", "15m")),
+        max_records_per_partition=(_int("maxRecordsPerPartition",
+                                        opts["maxrecordsperpartition"], minimum=1)
+                                   if "maxrecordsperpartition" in opts else None),
+        schema=schema, include_headers=headers,
     )
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    opts = _lower(options)
-    unknown = sorted(set(opts) - WRITE_KEYS)
-    if unknown:
-        raise SourceOptionError(unknown[0], f"unknown sink option; known: {sorted(WRITE_KEYS)}")
+    opts = _aliased(options, WRITE_KEYS, sink=True)
+    if opts.get("schema", "tidemq").strip().lower() not in ("tidemq", "kafka"):
+        raise SourceOptionError("schema", "expected tidemq or kafka (the sink takes the "
+                                f"columns of either), got {opts['schema']!r}")
     namesrv = opts.get("namesrv", "").strip()
     if not namesrv:
         raise SourceOptionError("namesrv", "required: the name server address host:port")

@@ -45,7 +45,7 @@ from tidemq.client.subscription import Subscription
 from tidemq.spark.access import ClusterAccess, QueueKey
 from tidemq.spark.options import SourceOptions
 from tidemq.spark.plan import DataLossError
-from tidemq.spark.rows import columns_to_batch, to_batch
+from tidemq.spark.rows import columns_to_batch, to_batch, to_kafka
 from tidemq.types import PullStatus
 
 __all__ = ["MIN_BATCH_ROWS", "read_range", "tune_allocator"]
@@ -107,9 +107,18 @@ def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
-def read_range(opts: SourceOptions, q: QueueKey, start: int, end: int
+def read_range(opts: SourceOptions, q: QueueKey, start: int, end: int, partition: int = 0
                ) -> Iterator[pa.RecordBatch]:
-    """Rows of ``q`` with offsets in ``[start, end)`` (see the module docstring)."""
+    """Rows of ``q`` with offsets in ``[start, end)`` (see the module docstring), in
+    the Kafka schema (partition number ``partition``) when the options ask for it."""
+    batches = _read_range(opts, q, start, end)
+    if opts.schema != "kafka":
+        return batches
+    return (to_kafka(b, partition, opts.include_headers) for b in batches)
+
+
+def _read_range(opts: SourceOptions, q: QueueKey, start: int, end: int
+                ) -> Iterator[pa.RecordBatch]:
     tune_allocator()
     lmq = q.topic if opts.is_lmq else None
     tags = Subscription.parse(q.topic, opts.tags).tags

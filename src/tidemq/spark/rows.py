@@ -32,8 +32,8 @@ from tidemq.errors import CorruptRecord
 from tidemq.formats.properties import PropertyKey
 from tidemq.types import MessageExt
 
-__all__ = ["ARROW_SCHEMA", "DDL", "LMQ_ARROW_SCHEMA", "LMQ_DDL", "columns_to_batch",
-           "to_batch"]
+__all__ = ["ARROW_SCHEMA", "DDL", "KAFKA_ARROW_SCHEMA", "LMQ_ARROW_SCHEMA", "LMQ_DDL",
+           "columns_to_batch", "to_batch", "to_kafka"]
 
 DDL = ("topic string, queue int, broker string, offset long, msg_id string, keys string, "
        "tags string, body binary, properties map<string,string>, "
@@ -49,6 +49,36 @@ ARROW_SCHEMA = pa.schema([
     ("born_timestamp", _TS), ("store_timestamp", _TS),
 ])
 LMQ_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field("lmq", pa.string()))
+_HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+KAFKA_ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", _TS),
+    ("timestampType", pa.int32()),
+])
+_KAFKA_HEADERS_SCHEMA = KAFKA_ARROW_SCHEMA.append(pa.field("headers", pa.list_(_HEADER)))
+#: Kafka's timestampType of the producer's clock (``CreateTime``): ``born_timestamp``.
+CREATE_TIME = 0
+
+
+def to_kafka(batch: pa.RecordBatch, partition: int, headers: bool) -> pa.RecordBatch:
+    """A batch of the tidemq schema in Spark's Kafka source columns: ``key`` is the
+    ``KEYS`` text as bytes, ``value`` the body, ``timestamp`` the producer's clock
+    (``CreateTime``), ``headers`` the properties."""
+    n = batch.num_rows
+    cols: list[pa.Array] = [
+        batch.column("keys").cast(pa.binary()), batch.column("body"),
+        batch.column("topic"), pa.repeat(pa.scalar(partition, pa.int32()), n),
+        batch.column("offset"), batch.column("born_timestamp"),
+        pa.repeat(pa.scalar(CREATE_TIME, pa.int32()), n),
+    ]
+    if not headers:
+        return pa.RecordBatch.from_arrays(cols, schema=KAFKA_ARROW_SCHEMA)
+    props = batch.column("properties")
+    offsets = pc.subtract(props.offsets, props.offsets[0]) if n else pa.array([0], pa.int32())
+    pairs = pa.StructArray.from_arrays([props.keys, props.items.cast(pa.binary())],
+                                       fields=list(_HEADER))
+    cols.append(pa.ListArray.from_arrays(offsets, pairs, type=pa.list_(_HEADER)))
+    return pa.RecordBatch.from_arrays(cols, schema=_KAFKA_HEADERS_SCHEMA)
 
 
 def to_batch(messages: Iterable[MessageExt], topic: str, broker: str, queue: int,

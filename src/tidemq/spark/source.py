@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -53,15 +54,25 @@ from tidemq.spark.options import (
 )
 from tidemq.spark.plan import (
     Offsets,
+    check_ending,
     check_loss,
+    delay_batch,
     flatten,
+    named_queues,
     nest,
+    partition_numbers,
     prorate,
     ranges,
     resolve,
 )
 from tidemq.spark.ranges import read_range
-from tidemq.spark.rows import DDL, LMQ_DDL
+from tidemq.spark.schemas import (
+    Field,
+    check_read_schema,
+    check_sink_schema,
+    ddl,
+    read_fields,
+)
 from tidemq.spark.sink import send_rows
 
 __all__ = ["QueueRange", "TideMQDataSource"]
@@ -79,10 +90,18 @@ class QueueRange(InputPartition):
     start: int
     end: int
     options: SourceOptions
+    partition: int = 0  # Kafka's partition number (schema=kafka)
 
 
-def _read(p: QueueRange) -> Iterator[Any]:
-    return read_range(p.options, QueueKey(p.topic, p.broker, p.queue_id), p.start, p.end)
+def _read(p: InputPartition) -> Iterator[Any]:
+    if not isinstance(p, QueueRange):  # Spark's stand-in when there is nothing to read
+        return iter(())
+    return read_range(p.options, QueueKey(p.topic, p.broker, p.queue_id), p.start, p.end,
+                      p.partition)
+
+
+def _fields(schema: Any) -> list[Field]:
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 
 class _Planner:
@@ -91,6 +110,7 @@ class _Planner:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._access: ClusterAccess | None = None
+        self._numbers: dict[QueueKey, int] = {}
 
     @property
     def access(self) -> ClusterAccess:
@@ -105,26 +125,55 @@ class _Planner:
 
     def queues_and_bounds(self) -> tuple[list[QueueKey], dict[QueueKey, tuple[int, int]]]:
         queues = self.access.queues()
+        self._numbers = partition_numbers(queues)
+        if self.opts.assign is not None:
+            spec = {t: dict.fromkeys(keys, 0) for t, keys in self.opts.assign.items()}
+            queues = sorted(named_queues("assign", spec, queues))
         return queues, self.access.bounds(queues)
+
+    def _by_timestamp(self, option: str, stamps: dict[str, dict[str, int]],
+                      queues: list[QueueKey], bounds: dict[QueueKey, tuple[int, int]],
+                      default: str) -> dict[QueueKey, int]:
+        """Kafka's ``*OffsetsByTimestamp``: a time per queue (-2/-1: earliest/latest);
+        queues left out take ``default``."""
+        given = named_queues(option, stamps, queues)
+        out = resolve(default, queues, bounds)
+        for q, ts in given.items():
+            lo, hi = bounds[q]
+            out[q] = lo if ts == -2 else hi if ts == -1 else self.access.search(q, ts)
+        return out
 
     def start_offsets(self) -> dict[QueueKey, int]:
         queues, bounds = self.queues_and_bounds()
-        ts = self.opts.starting_timestamp
-        search = (lambda q: self.access.search(q, ts)) if ts is not None else None
-        start = resolve(self.opts.starting, queues, bounds, search)
+        if self.opts.starting_by_timestamp is not None:
+            start = self._by_timestamp("startingOffsetsByTimestamp",
+                                       self.opts.starting_by_timestamp, queues, bounds,
+                                       "earliest")
+        else:
+            ts = self.opts.starting_timestamp
+            search = (lambda q: self.access.search(q, ts)) if ts is not None else None
+            start = resolve(self.opts.starting, queues, bounds, search)
         return check_loss(start, bounds, fail=self.opts.fail_on_data_loss)
 
     def end_offsets(self) -> dict[QueueKey, int]:
         queues, bounds = self.queues_and_bounds()
+        if self.opts.ending_by_timestamp is not None:
+            return self._by_timestamp("endingOffsetsByTimestamp",
+                                      self.opts.ending_by_timestamp, queues, bounds, "latest")
         ts = self.opts.ending_timestamp
-        search = (lambda q: self.access.search(q, ts)) if ts is not None else None
-        return resolve(self.opts.ending if search is None else "latest", queues, bounds, search)
+        if ts is not None:
+            return resolve("latest", queues, bounds, lambda q: self.access.search(q, ts))
+        if isinstance(self.opts.ending, dict):
+            given = named_queues("endingOffsets", self.opts.ending, queues)
+            check_ending("endingOffsets", {q: o for q, o in given.items() if o >= 0}, bounds)
+        return resolve(self.opts.ending, queues, bounds, option="endingOffsets")
 
     def partitions(self, start: dict[QueueKey, int], end: dict[QueueKey, int]
                    ) -> list[QueueRange]:
         return [QueueRange(r.queue.topic, r.queue.broker, r.queue.queue_id, r.start, r.end,
-                           self.opts)
-                for r in ranges(start, end, self.opts.min_partitions)]
+                           self.opts, self._numbers.get(r.queue, r.queue.queue_id))
+                for r in ranges(start, end, self.opts.min_partitions,
+                                self.opts.max_records_per_partition)]
 
 
 class TideMQBatchReader(DataSourceReader):
@@ -142,7 +191,6 @@ class TideMQBatchReader(DataSourceReader):
             planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, QueueRange)
         return _read(partition)
 
 
@@ -153,6 +201,7 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: Offsets | None = None
         self._target: dict[QueueKey, int] | None = None
         self._stored: dict[QueueKey, int] = {}
+        self._last_batch_ms = 0  # when latestOffset last let a batch through
 
     def initialOffset(self) -> Offsets:  # noqa: N802 - the pyspark API
         if self._initial is None:  # called twice by Spark: memoise
@@ -178,6 +227,12 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends[q] = max(ends.get(q, begin[q]), begin[q])
         for q in ends:  # new queues start at their beginning
             begin.setdefault(q, 0)
+        now = int(time.time() * 1000)
+        if self._target is None and delay_batch(
+                begin, ends, self.opts.min_offsets_per_trigger, now - self._last_batch_ms,
+                self.opts.max_trigger_delay_ms):
+            return start
+        self._last_batch_ms = now
         if isinstance(limit, ReadMaxRows):
             ends = prorate(begin, ends, limit.max_rows)
         return nest(ends)
@@ -196,7 +251,6 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.partitions(begin, ends)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, QueueRange)
         return _read(partition)
 
     def commit(self, end: Offsets) -> None:
@@ -265,18 +319,35 @@ class TideMQDataSource(DataSource):
     def name(cls) -> str:
         return "tidemq"
 
+    def _served(self, opts: SourceOptions | None = None) -> tuple[Field, ...]:
+        if opts is not None:
+            return read_fields(opts.schema, lmq=opts.is_lmq, headers=opts.include_headers)
+        raw = {k.lower(): str(v).strip().lower() for k, v in self.options.items()}
+        return read_fields(raw.get("schema", "tidemq"), lmq="lmq" in raw,
+                           headers=raw.get("includeheaders") == "true")
+
     def schema(self) -> str:
-        return LMQ_DDL if "lmq" in {k.lower() for k in self.options} else DDL
+        return ddl(self._served())
+
+    def _source(self, schema: Any, *, streaming: bool) -> SourceOptions:
+        opts = parse_source_options(self.options, streaming=streaming)
+        check_read_schema(_fields(schema), self._served(opts))
+        return opts
+
+    def _sink(self, schema: Any) -> SinkOptions:
+        opts = parse_sink_options(self.options)
+        check_sink_schema(_fields(schema), topic_option=opts.topic is not None)
+        return opts
 
     def reader(self, schema: Any) -> TideMQBatchReader:
-        return TideMQBatchReader(parse_source_options(self.options, streaming=False))
+        return TideMQBatchReader(self._source(schema, streaming=False))
 
     def streamReader(self, schema: Any) -> TideMQStreamReader:  # noqa: N802
-        return TideMQStreamReader(parse_source_options(self.options, streaming=True))
+        return TideMQStreamReader(self._source(schema, streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> TideMQWriter:
-        return TideMQWriter(parse_sink_options(self.options))
+        return TideMQWriter(self._sink(schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> TideMQStreamWriter:  # noqa: N802
-        return TideMQStreamWriter(parse_sink_options(self.options))
+        return TideMQStreamWriter(self._sink(schema))
 

@@ -142,7 +142,7 @@ def _dispatch_result() -> dict[str, Any]:
 
 def _spark_result() -> dict[str, Any]:
     return {"pull_batch": 1000,
-            "raw": {"median_rows_per_s": 412345.6,
+            "raw": {"median_rows_per_s": 412345.6, "workers": 2,
                     "cpu_us_per_row": {"client": 2.345, "broker": 0.5}},
             "spark": {"noop": {"median_rows_per_s": 312345.6,
                                "cpu_us_per_row": {"spark": 3.5, "jvm": 1.25, "broker": 0.75}},

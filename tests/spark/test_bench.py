@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from tidemq.bench.spark import SparkBenchConfig, run_spark_bench, tree_cpu_seconds
+from tidemq.bench.spark import (
+    SparkBenchConfig,
+    master_cores,
+    run_spark_bench,
+    tree_cpu_seconds,
+)
 
 from .conftest import Server
 
@@ -21,6 +26,7 @@ def test_bench_reports_rates_cpu_and_verdicts(spark: Any, server: Server) -> Non
                            topic="BenchSparkSmall", namesrv=server.namesrv)
     result = run_spark_bench(cfg, lines.append)
     assert result["fill"]["msgs_per_s"] > 0
+    assert result["raw"]["workers"] == 2  # as many readers as local[2] runs tasks
     for res in (result["raw"], result["spark"]["noop"], result["spark"]["count"]):
         assert res["median_rows_per_s"] > 0 and len(res["runs"]) == 1
     assert set(result["spark"]["noop"]["cpu_us_per_row"]) == {"spark", "jvm"}
@@ -28,6 +34,11 @@ def test_bench_reports_rates_cpu_and_verdicts(spark: Any, server: Server) -> Non
     assert set(result["verdicts"]) == {"spark_rows_per_s", "spark_over_raw"}
     assert any(line.startswith("spark noop run 1") for line in lines)
     assert spark.range(3).count() == 3  # the session it found is still running
+
+
+def test_raw_readers_match_the_tasks_spark_runs_at_once() -> None:
+    assert [master_cores(m) for m in ("local", "local[3]", "local[4, 2]")] == [1, 3, 4]
+    assert master_cores("local[*]") >= 1 and master_cores("spark://h:7077") == 2
 
 
 BUSY = """

@@ -7,9 +7,13 @@ phase  what is measured
 fill   ``messages`` small messages (a JSON order of about 60 bytes, ``KEYS`` and ``TAGS``)
        sent to a topic of ``queues`` queues with ``send_batch`` of ``batch`` messages from
        ``producers`` threads; then wait until every message is visible
-raw    every queue read start to end by one process with
+raw    every queue read start to end with
        :class:`~tidemq.client.blocking.BlockingPullConsumer` (``pull`` of ``pull_batch``
-       messages, each decoded into ``MessageExt`` objects), ``repeat`` runs: rows/s
+       messages, each decoded into ``MessageExt`` objects) by as many reader processes as
+       Spark runs tasks at once (the master's cores, at most one per queue; queues dealt
+       round robin), started before the clock, ``repeat`` runs: rows/s. Processes, not
+       threads: Spark's tasks run in separate Python workers, and threads of one
+       interpreter would share one GIL
 spark  ``spark.read.format("tidemq")`` of the whole topic in ``master`` (``local[2]``):
        one untimed warm-up run into each sink (JVM start, worker processes, JIT), then
        ``repeat`` timed runs into each sink -- ``noop`` (every row through a sink that drops it) and
@@ -19,7 +23,8 @@ spark  ``spark.read.format("tidemq")`` of the whole topic in ``master`` (``local
 Medians are quoted. CPU per row is reported next to each rate -- the broker process,
 and the reading side (this process for *raw*; the JVM with its Python workers for
 *spark*, and the JVM alone) -- because these machines are shared: a rate moves with the
-load, CPU per row much less. Targets: Spark >= 300,000 rows/s and Spark / raw >= 0.5.
+load, CPU per row much less; so is the ratio of the two rates measured in one run.
+Targets: Spark >= 300,000 rows/s and Spark / raw >= 0.5.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import multiprocessing
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +48,8 @@ from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer
 from tidemq.errors import TideMQError
 from tidemq.types import Message, MessageQueue
 
-__all__ = ["TARGETS", "SparkBenchConfig", "run_spark_bench", "tree_cpu_seconds"]
+__all__ = ["TARGETS", "SparkBenchConfig", "master_cores", "run_spark_bench",
+           "tree_cpu_seconds"]
 
 TARGETS = {"spark_rows_per_s": 300_000.0, "spark_over_raw": 0.5}
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -134,10 +142,27 @@ def _wait_visible(cfg: SparkBenchConfig, namesrv: str, timeout: float = 120.0) -
     raise BenchError(f"{cfg.topic}: not all {cfg.messages} messages became visible")
 
 
-def _raw_once(cfg: SparkBenchConfig, namesrv: str, pull_batch: int) -> int:
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+
+
+def master_cores(master: str) -> int:
+    """Tasks a ``local`` master runs at once (``local``: 1, ``local[N]``: N, ``local[*]``:
+    the CPUs); 2 for other masters, whose executors this process cannot see."""
+    match = _LOCAL.fullmatch(master.strip())
+    if match is None:
+        return 2
+    cores = match.group(1)
+    if cores is None:
+        return 1
+    return (os.cpu_count() or 1) if cores == "*" else max(1, int(cores))
+
+
+def _read_queues(namesrv: str, queues: list[tuple[str, str, int]], pull_batch: int) -> int:
+    """One raw reader: ``queues`` start to end; returns the rows (a pool worker)."""
     rows = 0
     with BlockingPullConsumer("bench-spark-raw", namesrv) as c:
-        for q in _queues(c, cfg.topic):
+        for topic, broker, queue_id in queues:
+            q = MessageQueue(topic, broker, queue_id)
             end, offset = c.get_max_offset(q), c.get_min_offset(q)
             while offset < end:
                 result = c.pull(q, offset, min(pull_batch, end - offset))
@@ -146,6 +171,20 @@ def _raw_once(cfg: SparkBenchConfig, namesrv: str, pull_batch: int) -> int:
                     raise BenchError(f"{q}: no progress at {offset}")
                 offset = result.next_offset
     return rows
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+def _raw_once(cfg: SparkBenchConfig, namesrv: str, pull_batch: int, pool: Executor,
+              workers: int) -> int:
+    with BlockingPullConsumer("bench-spark-probe", namesrv) as c:
+        queues = [(q.topic, q.broker_name, q.queue_id) for q in _queues(c, cfg.topic)]
+    shares = [queues[i::workers] for i in range(workers)]
+    futures = [pool.submit(_read_queues, namesrv, share, pull_batch)
+               for share in shares if share]
+    return sum(f.result() for f in futures)
 
 
 def _own_cpu_seconds(pid: int) -> float:
@@ -181,17 +220,25 @@ def _summary(runs: list[dict[str, Any]], rows: int) -> dict[str, Any]:
 
 def _raw(cfg: SparkBenchConfig, namesrv: str, pull_batch: int, broker_pid: int | None,
          say: Report) -> dict[str, Any]:
+    workers = min(master_cores(cfg.master), cfg.queues)
     runs = []
-    for i in range(cfg.repeat):
-        with _cpu({"client": 0, "broker": broker_pid}) as cpu:
-            t0 = time.perf_counter()
-            rows = _raw_once(cfg, namesrv, pull_batch)
-            seconds = time.perf_counter() - t0
-        if rows != cfg.messages:
-            raise BenchError(f"the raw read returned {rows} rows, not {cfg.messages}")
-        runs.append({"seconds": seconds, "rows_per_s": rows / seconds, "cpu_s": cpu})
-        say(f"raw run {i + 1}: {rows / seconds:,.0f} rows/s ({seconds:.2f} s)")
-    return _summary(runs, cfg.messages)
+    spawn = multiprocessing.get_context("spawn")  # no fork of a threaded process
+    with ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+        for f in [pool.submit(_ready) for _ in range(workers)]:  # start them off the clock
+            f.result()
+        for i in range(cfg.repeat):
+            with _cpu({"client": os.getpid(), "broker": broker_pid}) as cpu:
+                t0 = time.perf_counter()
+                rows = _raw_once(cfg, namesrv, pull_batch, pool, workers)
+                seconds = time.perf_counter() - t0
+            if rows != cfg.messages:
+                raise BenchError(f"the raw read returned {rows} rows, not {cfg.messages}")
+            runs.append({"seconds": seconds, "rows_per_s": rows / seconds, "cpu_s": cpu})
+            say(f"raw run {i + 1} ({workers} reader processes): {rows / seconds:,.0f} rows/s "
+                f"({seconds:.2f} s)")
+    out = _summary(runs, cfg.messages)
+    out["workers"] = workers
+    return out
 
 
 def _spark(cfg: SparkBenchConfig, namesrv: str, broker_pid: int | None,

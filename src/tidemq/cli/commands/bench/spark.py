@@ -24,7 +24,8 @@ def report(cfg: SparkBenchConfig, result: dict[str, Any]) -> Report:
         f"tidemq bench spark ({cfg.messages:,} messages, {cfg.queues} queues, {cfg.master}, "
         f"pull batch {result['pull_batch']}, median of {cfg.repeat})",
         ("reader", "rows/s", "reader CPU us/row", "broker CPU us/row")))
-    for name, res in (("raw BlockingPullConsumer", result["raw"]),
+    raw = f"raw BlockingPullConsumer x {result['raw']['workers']} processes"
+    for name, res in ((raw, result["raw"]),
                       ("spark.read -> noop", result["spark"]["noop"]),
                       ("spark.read -> count()", result["spark"]["count"])):
         cpu = res["cpu_us_per_row"]

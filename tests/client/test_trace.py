@@ -166,8 +166,8 @@ async def test_a_full_queue_drops_and_counts_and_never_blocks(cluster: Cluster) 
     sent: list[Message] = []
     release = asyncio.Event()
 
-    async def slow_send(msg: Message) -> object:
-        sent.append(msg)
+    async def slow_send(msgs: list[Message]) -> object:
+        sent.extend(msgs)
         await release.wait()  # the trace topic's broker does not answer
         return None
 
@@ -191,10 +191,32 @@ async def test_a_full_queue_drops_and_counts_and_never_blocks(cluster: Cluster) 
 
 
 async def test_a_failing_trace_send_is_counted_not_raised(cluster: Cluster) -> None:
-    async def refuse(msg: Message) -> object:
+    async def refuse(msgs: list[Message]) -> object:
         raise ConnectionError("trace broker away")
 
     tracer = Tracer(refuse, topic=TRACE)  # type: ignore[arg-type]
     tracer.record(PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True))  # type: ignore[arg-type]
     await tracer.flush()
     assert (tracer.failed_records, tracer.sent_records) == (1, 0)
+
+
+async def test_many_records_are_split_into_bounded_messages_sent_in_batches() -> None:
+    requests: list[list[Message]] = []
+
+    async def send(msgs: list[Message]) -> object:
+        requests.append(list(msgs))
+        return None
+
+    tracer = Tracer(send, topic=TRACE)  # type: ignore[arg-type]
+    base = PubRecord(1, "R", "pg", "T", "", "", "k", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    for i in range(20_000):
+        tracer.record(dataclasses.replace(base, msg_id=f"{i:032X}"))
+    await tracer.flush()
+    msgs = [m for r in requests for m in r]
+    assert tracer.sent_records == 20_000 and tracer.dropped == 0
+    assert all(len(r) <= 8 for r in requests)
+    assert all(len(m.body) <= 128_000 and len(m.properties["KEYS"]) <= 24_000 for m in msgs)
+    ids = [rec.msg_id for m in msgs for rec in decode_trace_data(m.body).records]
+    assert ids == [f"{i:032X}" for i in range(20_000)]
+    assert all(set(m.properties["KEYS"].split(" ")) == {
+        "k", *(r.msg_id for r in decode_trace_data(m.body).records)} for m in msgs)

@@ -119,3 +119,23 @@ def test_round_trip(records: list[TraceRecord]) -> None:
 def test_any_bytes_decode_without_raising(data: bytes) -> None:
     decoded = decode_trace_data(data)
     assert len(decoded.records) + len(decoded.refused) <= data.count(b"\x02") + 1
+
+
+@given(st.lists(st.tuples(_text, _text, _text, _int, _text), max_size=5), _ms, _text,
+       _text, _text, _text, _int, _types, st.booleans())
+def test_encode_pubs_is_encode_record_of_each(rows: list[tuple[str, str, str, int, str]],
+                                              ts: int, region: str, group: str, topic: str,
+                                              host: str, cost: int, msg_type: MessageType,
+                                              ok: bool) -> None:
+    from tidemq.codec.trace import encode_pubs, encode_record
+    expected = [encode_record(PubRecord(ts, region, group, topic, msg_id, tags, keys, host,
+                                        length, cost, msg_type, offset_id, ok))
+                for msg_id, tags, keys, length, offset_id in rows]
+    assert encode_pubs(ts, region, group, topic, host, cost, msg_type, ok, rows) == expected
+
+
+def test_encode_pubs_refuses_a_separator() -> None:
+    from tidemq.codec.trace import encode_pubs
+    with pytest.raises(ValueError, match="0x01 or 0x02"):
+        encode_pubs(1, "R", "G", "T", "h", 1, MessageType.NORMAL, True,
+                    [("ID", "t\x01", "", 1, "")])

@@ -119,6 +119,8 @@ class BrokerBenchConfig:
     #: "async" / "sync": the broker process is an ASYNC_MASTER / SYNC_MASTER with one
     #: replica in a second process (bench.replica); None: a single broker
     replica: str | None = None
+    #: The producers record message trace (enable_msg_trace) to the broker's trace topic.
+    trace: bool = False
 
     @property
     def security(self) -> BenchSecurity:
@@ -144,6 +146,8 @@ class BrokerBenchConfig:
             raise ValueError("produce_api sends through the auto-batcher: give linger_ms")
         if self.columns and self.raw:
             raise ValueError("columns reads through the client API: not with raw")
+        if self.trace and self.raw:
+            raise ValueError("trace is recorded by the client API: not with raw")
         if self.namesrv and (self.acl or self.tls):
             raise ValueError("acl and tls set up the benchmark's own broker; for a running "
                              "cluster, give the clients TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY "
@@ -169,6 +173,8 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None
         shutil.rmtree(broker.data, ignore_errors=True)
         raise
     broker.settings += tuple(extra)
+    if cfg.trace:
+        broker.settings += ("traceTopicEnable=true",)
     replica = None
     if cfg.replica is not None:
         (ha_port,) = free_ports(1)
@@ -219,15 +225,17 @@ def _tuned_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _client_config(namesrv: str, index: int) -> ClientConfig:
+def _client_config(namesrv: str, index: int, *, trace: bool = False) -> ClientConfig:
     """Producer ``index`` gets its own client instance, hence its own connections."""
     return ClientConfig(namesrv_addr=(namesrv,), instance_name=f"bench-{os.getpid()}-{index}",
-                        send_msg_timeout=30.0, request_timeout=30.0, long_polling_timeout=5.0)
+                        send_msg_timeout=30.0, request_timeout=30.0, long_polling_timeout=5.0,
+                        enable_msg_trace=trace)
 
 
 @contextlib.asynccontextmanager
-async def _producers(namesrv: str, count: int) -> AsyncIterator[list[Producer]]:
-    producers = [Producer(f"bench_producer_{i}", config=_client_config(namesrv, i))
+async def _producers(namesrv: str, count: int, *, trace: bool = False
+                     ) -> AsyncIterator[list[Producer]]:
+    producers = [Producer(f"bench_producer_{i}", config=_client_config(namesrv, i, trace=trace))
                  for i in range(count)]
     try:
         for p in producers:
@@ -252,6 +260,16 @@ async def _batchers(cfg: BrokerBenchConfig, producers: list[Producer]
     finally:
         for b in batchers:
             await b.close()
+
+
+def _trace_counts(producers: Sequence[Producer]) -> dict[str, int]:
+    """What the producers' tracers did by the end of the run (before closing sends the
+    rest of their queues)."""
+    tracers = [p.tracer for p in producers if p.tracer is not None]
+    return {"trace_sent_records": sum(t.sent_records for t in tracers),
+            "trace_queued_events": sum(t.queued for t in tracers),
+            "trace_dropped_events": sum(t.dropped for t in tracers),
+            "trace_failed_records": sum(t.failed_records for t in tracers)}
 
 
 def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
@@ -444,7 +462,8 @@ async def run_produce(cfg: BrokerBenchConfig, report: Report | None = None) -> d
     async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
         meter, running = Meter(), [True]
-        async with (_producers(namesrv, cfg.producers) as producers,
+        trace: dict[str, Any] = {}
+        async with (_producers(namesrv, cfg.producers, trace=cfg.trace) as producers,
                     _batchers(cfg, producers) as batchers):
             tasks = _start_senders(cfg, producers, batchers, queues, meter, running)
             sampler = Sampler(meter, pid)
@@ -452,7 +471,8 @@ async def run_produce(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                 await measure(sampler, cfg.duration, report)
             finally:
                 await _stop(tasks, running)
-        return _result("produce", cfg, sampler)
+                trace = _trace_counts(producers) if cfg.trace else {}
+        return _result("produce", cfg, sampler, trace)
 
     return await _run(cfg, body)
 

@@ -81,7 +81,7 @@ async def start_tracer(inst: ClientInstance, owner: str, kind: str) -> Tracer:
     producer = Producer(f"{TRACE_PRODUCER_GROUP}-{owner}-{kind}-{next(_tracer_numbers)}",
                         instance=inst)
     await producer.start()
-    tracer = Tracer(producer.send, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
+    tracer = Tracer(producer.send_batch, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
                     on_close=producer.close)
     tracer.start()
     return tracer

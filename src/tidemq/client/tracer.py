@@ -7,10 +7,11 @@ event and counts it (:attr:`Tracer.dropped`), so tracing never blocks or fails a
 a consume. An event is a trace record, or a function that makes records (a batch send
 costs one append; its records are made by the background task). The background task
 takes what is queued, encodes the records (:mod:`tidemq.codec.trace`) into trace messages
-of at most :data:`MAX_BODY` bytes and :data:`MAX_RECORDS` records, each with the msgIds
-and keys of its records as its ``KEYS`` so the broker's key index finds them, and sends
-them with the given send function. A failed trace send is counted
-(:attr:`Tracer.failed_records`) and logged, never raised.
+of at most :data:`MAX_BODY` bytes, each with the msgIds and keys of its records as its
+``KEYS`` so the broker's key index finds them, and sends them with the given send
+function (a batch send: up to :data:`BATCH_MESSAGES` messages per request, up to
+:data:`IN_FLIGHT` requests at a time, so tracing keeps up with a fast producer). A failed
+trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised.
 """
 
 from __future__ import annotations
@@ -25,33 +26,43 @@ from typing import Protocol
 
 from tidemq.codec.trace import (
     MessageType,
-    PubRecord,
     SubAfterRecord,
     SubBeforeRecord,
     TraceRecord,
+    encode_pubs,
     encode_record,
-    trace_keys,
 )
 from tidemq.errors import TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
-__all__ = ["MAX_BODY", "MAX_RECORDS", "TraceEvent", "Tracer", "pub_records",
-           "sub_after_records", "sub_before_records"]
+__all__ = ["BATCH_MESSAGES", "IN_FLIGHT", "MAX_BODY", "Encoded", "EncodedRecords",
+           "TraceEvent", "Tracer",
+           "pub_records", "sub_after_records", "sub_before_records"]
 
 log = logging.getLogger(__name__)
 
 #: Largest trace-message body, bytes (upstream's ``maxMsgSize``).
 MAX_BODY = 128_000
-#: Records in one trace message at most (bounds its ``KEYS`` property).
-MAX_RECORDS = 100
+#: Trace messages sent in one request (one send_batch) at most, and requests in flight.
+BATCH_MESSAGES = 8
+IN_FLIGHT = 4
 #: Characters of a trace message's ``KEYS`` at most (a property value stays well under
 #: the 32 KiB the property string may hold).
-_MAX_KEYS = 16_000
+_MAX_KEYS = 24_000
 REGION = "DefaultRegion"
 
-TraceEvent = TraceRecord | Callable[[], Iterable[TraceRecord]]
-SendTrace = Callable[[Message], Awaitable[SendResult]]
+#: A record already encoded (:func:`~tidemq.codec.trace.encode_pubs`), with the msgId and
+#: keys its trace message is indexed under.
+Encoded = tuple[str, str, str]
+
+
+class EncodedRecords(list[Encoded]):
+    """Records already encoded, as a batch send's event makes them."""
+
+
+TraceEvent = TraceRecord | Callable[[], Iterable[TraceRecord] | EncodedRecords]
+SendTrace = Callable[[Sequence[Message]], Awaitable[SendResult]]
 
 
 def _store_host(offset_msg_id: str) -> str:
@@ -75,20 +86,23 @@ class _Keyed(Protocol):
 
 
 def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _Keyed,
-                result: SendResult, born_ms: int, cost_ms: int) -> list[PubRecord]:
-    """The Pub records of a send of ``msgs`` (one, or a batch whose ``UNIQ_KEY``\\ s are
-    ``msg_ids``, or the ``keys`` of a prepared batch) answered by ``result``."""
+                result: SendResult, born_ms: int, cost_ms: int) -> EncodedRecords:
+    """The Pub records, encoded, of a send of ``msgs`` (one, or a batch whose
+    ``UNIQ_KEY``\\ s are ``msg_ids``, or the ``keys`` of a prepared batch) answered by
+    ``result``."""
     if not isinstance(msg_ids, Sequence):
         msg_ids = msg_ids.keys
     offset_ids = result.offset_msg_id.split(",")
     if len(offset_ids) != len(msgs):
         offset_ids = [result.offset_msg_id] * len(msgs)
-    ok = result.status is SendStatus.SEND_OK
-    host = _store_host(offset_ids[0])
-    return [PubRecord(born_ms, REGION, group, msg.topic, msg_id, msg.tags or "",
-                      " ".join(msg.keys), host, len(msg.body), cost_ms, _msg_type(msg),
-                      offset_id, ok)
+    first = msgs[0]
+    rows = [(msg_id, (props := msg.properties).get("TAGS", ""), props.get("KEYS", ""),
+             len(msg.body), offset_id)
             for msg, msg_id, offset_id in zip(msgs, msg_ids, offset_ids, strict=False)]
+    texts = encode_pubs(born_ms, REGION, group, first.topic, _store_host(offset_ids[0]),
+                        cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, rows)
+    return EncodedRecords([(text, row[0], row[2])
+                           for text, row in zip(texts, rows, strict=True)])
 
 
 def sub_before_records(group: str, request_id: str, msgs: Sequence[MessageExt],
@@ -174,59 +188,116 @@ class Tracer:
 
     async def _drain(self) -> None:
         async with self._draining:
-            await self._drain_locked()
+            sends: set[asyncio.Task[None]] = set()
+            try:
+                await self._drain_locked(sends)
+            finally:
+                if sends:
+                    await asyncio.wait(sends)
 
-    async def _drain_locked(self) -> None:
-        pending: list[TraceRecord] = []
+    async def _drain_locked(self, sends: set[asyncio.Task[None]]) -> None:
+        """Turn the queued events into trace messages and send them, a batch of up to
+        :data:`BATCH_MESSAGES` messages per request and :data:`IN_FLIGHT` requests at a
+        time, while events keep coming."""
+        builder = _MessageBuilder(self.topic)
         while self._queue:
             event = self._queue.popleft()
             if callable(event):
                 try:
-                    pending.extend(event())
+                    records = event()
                 except Exception:  # a trace must never take the client down
                     log.exception("making trace records failed")
+                    continue
             else:
-                pending.append(event)
-            if len(pending) >= MAX_RECORDS:
-                await self._send_records(pending)
-                pending = []
-        if pending:
-            await self._send_records(pending)
+                records = (event,)
+            if isinstance(records, EncodedRecords):
+                builder.extend(records)
+            else:
+                for record in records:
+                    if not builder.add(record):
+                        self.failed_records += 1
+            if len(builder.messages) >= BATCH_MESSAGES:
+                await self._launch(sends, builder.take())
+        builder.close()
+        if builder.messages:
+            await self._launch(sends, builder.take())
 
-    async def _send_records(self, records: list[TraceRecord]) -> None:
-        body: list[str] = []
-        size = 0
-        group: list[TraceRecord] = []
-        keys_len = 0
-        for record in records:
-            try:
-                text = encode_record(record)
-            except ValueError as exc:
-                self.failed_records += 1
-                log.warning("a trace record was left out: %s", exc)
-                continue
-            record_keys = len(record.msg_id) + len(record.keys) + 2
-            if group and (size + len(text) > MAX_BODY or keys_len + record_keys > _MAX_KEYS):
-                await self._send_one(body, group)
-                body, group, size, keys_len = [], [], 0, 0
-            body.append(text)
-            group.append(record)
-            size += len(text)
-            keys_len += record_keys
-        if group:
-            await self._send_one(body, group)
+    async def _launch(self, sends: set[asyncio.Task[None]],
+                      batch: list[tuple[Message, int]]) -> None:
+        while len(sends) >= IN_FLIGHT:
+            done, _ = await asyncio.wait(sends, return_when=asyncio.FIRST_COMPLETED)
+            sends -= done
+        sends.add(asyncio.get_running_loop().create_task(self._send_batch(batch)))
 
-    async def _send_one(self, body: list[str], records: list[TraceRecord]) -> None:
-        msg = Message(self.topic, "".join(body).encode(),
-                      {"KEYS": " ".join(trace_keys(records))})
+    async def _send_batch(self, batch: list[tuple[Message, int]]) -> None:
+        count = sum(n for _, n in batch)
         try:
-            await self._send(msg)
+            await self._send([m for m, _ in batch])
         except Exception as exc:  # counted and logged: tracing never fails the client
-            self.failed_records += len(records)
+            self.failed_records += count
             now = time.monotonic()
             if now - self._last_failure_log >= 10.0:
                 self._last_failure_log = now
-                log.warning("sending %d trace record(s) to %s failed: %s", len(records),
+                log.warning("sending %d trace record(s) to %s failed: %s", count,
                             self.topic, exc)
             return
-        self.sent_records += len(records)
+        self.sent_records += count
+
+
+class _MessageBuilder:
+    """Records laid into trace messages of at most :data:`MAX_BODY` bytes and
+    :data:`_MAX_KEYS` characters of keys."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.messages: list[tuple[Message, int]] = []
+        self._body: list[str] = []
+        self._keys: dict[str, None] = {}
+        self._size = self._keys_len = self._count = 0
+
+    def add(self, record: TraceRecord) -> bool:
+        """Add ``record``; ``False`` when it cannot be written (a separator in a field)."""
+        try:
+            text = encode_record(record)
+        except ValueError as exc:
+            log.warning("a trace record was left out: %s", exc)
+            return False
+        self.extend(((text, record.msg_id, record.keys),))
+        return True
+
+    def extend(self, records: Iterable[Encoded]) -> None:
+        """Add records already encoded (one loop over locals: a batch send's hundreds)."""
+        body, known = self._body, self._keys
+        size, keys_len, count = self._size, self._keys_len, self._count
+        for text, msg_id, keys in records:
+            if count and (size + len(text) > MAX_BODY
+                          or keys_len + len(msg_id) + len(keys) + 2 > _MAX_KEYS):
+                self._size, self._keys_len, self._count = size, keys_len, count
+                self.close()
+                body, known, size, keys_len, count = self._body, self._keys, 0, 0, 0
+            body.append(text)
+            size += len(text)
+            count += 1
+            if msg_id not in known:
+                known[msg_id] = None
+                keys_len += len(msg_id) + 1
+            if keys:
+                for key in keys.split(" "):
+                    if key and key not in known:
+                        known[key] = None
+                        keys_len += len(key) + 1
+        self._size, self._keys_len, self._count = size, keys_len, count
+
+    def close(self) -> None:
+        """End the message being built."""
+        if self._count:
+            body = "".join(self._body).encode()
+            keys = " ".join(k for k in self._keys if k)
+            self.messages.append((Message(self.topic, body, {"KEYS": keys}),
+                                  self._count))
+        self._body, self._keys = [], {}
+        self._size = self._keys_len = self._count = 0
+
+    def take(self) -> list[tuple[Message, int]]:
+        out, self.messages = self.messages, []
+        return out

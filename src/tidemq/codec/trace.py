@@ -56,6 +56,8 @@ __all__ = [
     "TraceDecoding",
     "TraceRecord",
     "decode_trace_data",
+    "encode_pubs",
+    "encode_record",
     "encode_trace_data",
     "trace_keys",
 ]
@@ -175,6 +177,31 @@ def encode_record(record: TraceRecord) -> str:
     for value in fields:
         _check_text(value)
     return CONTENT_SEPARATOR.join(map(str, fields)) + RECORD_SEPARATOR
+
+
+def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_host: str,
+                cost_ms: int, msg_type: MessageType, success: bool,
+                messages: Iterable[tuple[str, str, str, int, str]]) -> list[str]:
+    """Pub records of one send of several messages, each ``(msgId, tags, keys, body
+    length, offsetMsgId)``: what :func:`encode_record` makes of each, with the fields the
+    messages share checked and joined once. A text field holding a separator is a
+    ``ValueError``."""
+    head = (timestamp, region_id, group, topic)
+    for value in (*head, store_host):
+        _check_text(value)
+    c = CONTENT_SEPARATOR
+    start = "Pub" + c + c.join(map(str, head)) + c
+    host = c + store_host + c
+    cost = f"{c}{cost_ms}{c}{int(msg_type)}{c}"
+    end = c + _b(success) + RECORD_SEPARATOR
+    out = []
+    for msg_id, tags, keys, body_length, offset_id in messages:
+        fields = f"{msg_id}{tags}{keys}{offset_id}"
+        if "\x01" in fields or "\x02" in fields:
+            raise ValueError(f"a trace field may not contain 0x01 or 0x02: {fields!r}")
+        out.append(f"{start}{msg_id}{c}{tags}{c}{keys}{host}{body_length}{cost}{offset_id}"
+                   f"{end}")
+    return out
 
 
 def encode_trace_data(records: Iterable[TraceRecord]) -> bytes:

@@ -95,7 +95,8 @@ def _linger_note(cfg: BrokerBenchConfig) -> str:
 
 
 def _security_note(cfg: BrokerBenchConfig) -> str:
-    on = [name for name, flag in (("ACL", cfg.acl), ("TLS", cfg.tls)) if flag]
+    on = [name for name, flag in (("ACL", cfg.acl), ("TLS", cfg.tls),
+                                  ("message trace", cfg.trace)) if flag]
     return f", with {' and '.join(on)}" if on else ""
 
 
@@ -132,6 +133,9 @@ def produce(
     replica: Annotated[str | None, typer.Option(
         "--replica", help="async or sync: the broker process is an ASYNC_MASTER or a "
                           "SYNC_MASTER with one replica in a second process.")] = None,
+    trace: Annotated[bool, typer.Option(
+        "--trace", help="The producers record message trace (enable_msg_trace) to the "
+                        "broker's trace topic: what trace costs.")] = False,
 ) -> None:
     """Send as fast as IN_FLIGHT concurrent sends allow; rate and per-send latency."""
     _broker_bench("produce", BrokerBenchConfig(
@@ -139,7 +143,7 @@ def produce(
         producers=producers, in_flight=in_flight, duration=duration, warmup=warmup, raw=raw,
         linger_ms=linger_ms, produce_api=produce_api, max_batch=max_batch,
         max_batch_bytes=max_batch_bytes, broker_settings=tuple(broker_set or ()),
-        profile=profile, data_dir=data_dir, acl=acl, tls=tls, replica=replica),
+        profile=profile, data_dir=data_dir, acl=acl, tls=tls, replica=replica, trace=trace),
         json_out)
 
 

@@ -220,3 +220,23 @@ async def test_many_records_are_split_into_bounded_messages_sent_in_batches() ->
     assert ids == [f"{i:032X}" for i in range(20_000)]
     assert all(set(m.properties["KEYS"].split(" ")) == {
         "k", *(r.msg_id for r in decode_trace_data(m.body).records)} for m in msgs)
+
+
+async def test_events_holding_too_many_message_bytes_are_dropped() -> None:
+    """An event that makes its records later keeps the messages it describes: the bytes
+    held are bounded as well as the events."""
+    requests: list[list[Message]] = []
+
+    async def send(msgs: list[Message]) -> object:
+        requests.append(list(msgs))
+        return None
+
+    tracer = Tracer(send, topic=TRACE, max_bytes=100)  # type: ignore[arg-type]
+    record = PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    tracer.record(lambda: [record], 60)
+    tracer.record(lambda: [record], 60)  # 120 bytes held: over the bound
+    assert (tracer.queued, tracer.held_bytes, tracer.dropped) == (1, 60, 1)
+    await tracer.flush()
+    assert (tracer.held_bytes, tracer.sent_records) == (0, 1)
+    tracer.record(lambda: [record], 60)  # room again
+    assert tracer.dropped == 1 and tracer.queued == 1

@@ -10,23 +10,25 @@ consumer that never commits holds bounded memory.
 from __future__ import annotations
 
 import collections
-import functools
 import uuid
 from collections.abc import Sequence
 
 from tidemq.client.stamps import now_ms
 from tidemq.client.tracer import Tracer, sub_before_records
-from tidemq.codec.trace import ConsumeReturn, SubAfterRecord
+from tidemq.codec.trace import ConsumeReturn, SubAfterRecord, TraceRecord
 from tidemq.types import MessageExt, MessageQueue
 
 __all__ = ["PollTrace"]
 
-_Polled = tuple[str, int, MessageExt]  # request id, poll time (epoch ms), the message
+#: request id, poll time (epoch ms), queue offset, msgId and keys of a polled message (not
+#: the message: its body is not kept)
+_Polled = tuple[str, int, int, str, str]
 
 
-def _sub_after(polled: list[_Polled], end_ms: int) -> list[SubAfterRecord]:
-    return [SubAfterRecord(request_id, m.msg_id, end_ms - begin, True, " ".join(m.keys),
-                           ConsumeReturn.SUCCESS, end_ms) for request_id, begin, m in polled]
+def _sub_after(polled: list[_Polled], end_ms: int) -> list[TraceRecord]:
+    return [SubAfterRecord(request_id, msg_id, end_ms - begin, True, keys,
+                           ConsumeReturn.SUCCESS, end_ms)
+            for request_id, begin, _, msg_id, keys in polled]
 
 
 class PollTrace:
@@ -43,13 +45,12 @@ class PollTrace:
         if not msgs:
             return
         request_id, begin = uuid.uuid4().hex.upper(), now_ms()
-        delivered = tuple(msgs)
-        self.tracer.record(functools.partial(sub_before_records, self.group, request_id,
-                                             delivered, begin))
-        for m in delivered:
+        self.tracer.record(sub_before_records(self.group, request_id, msgs, begin))
+        for m in msgs:
             mq = MessageQueue(m.topic, m.broker_name, m.queue_id)
-            self._waiting.setdefault(mq, collections.deque()).append((request_id, begin, m))
-        self._count += len(delivered)
+            self._waiting.setdefault(mq, collections.deque()).append(
+                (request_id, begin, m.queue_offset, m.msg_id, " ".join(m.keys)))
+        self._count += len(msgs)
         while self._count > self.limit:
             self._forget_oldest()
 
@@ -65,8 +66,8 @@ class PollTrace:
         if not waiting:
             return
         done: list[_Polled] = []
-        while waiting and waiting[0][2].queue_offset < offset:
+        while waiting and waiting[0][2] < offset:
             done.append(waiting.popleft())
         if done:
             self._count -= len(done)
-            self.tracer.record(functools.partial(_sub_after, done, now_ms()))
+            self.tracer.record(_sub_after(done, now_ms()))

@@ -178,7 +178,8 @@ class Producer(InstanceRole):
         result = await self._deliver(prepared.topic, plan, build, timeout)
         if self.tracer is not None:  # the records are made by the tracer's task
             self.tracer.record(functools.partial(pub_records, self.group, (prepared,),
-                                                 (uniq,), result, born, now_ms() - born))
+                                                 (uniq,), result, born, now_ms() - born),
+                               len(prepared.body))
         return result
 
     async def send_batch(
@@ -261,7 +262,8 @@ class Producer(InstanceRole):
                                          build, timeout, prepared.count, coalesce)
         if self.tracer is not None and messages is not None:
             self.tracer.record(functools.partial(
-                pub_records, self.group, messages, prepared, result, born, now_ms() - born))
+                pub_records, self.group, messages, prepared, result, born, now_ms() - born),
+                len(prepared.encoded.entries))
         return result
 
     async def _no_longer_batch(self, exc: BrokerResponseError, prepared: PreparedBatch,

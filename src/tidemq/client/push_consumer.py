@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import logging
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
@@ -515,15 +514,13 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         if tracer is None:
             status, _ = await self._listen(msgs)
             return status
-        delivered = tuple(msgs)
+        delivered = tuple(msgs)  # the listener may change its list
         request_id, begin = uuid.uuid4().hex.upper(), now_ms()
-        tracer.record(functools.partial(sub_before_records, self._group, request_id,
-                                        delivered, begin))
+        tracer.record(sub_before_records(self._group, request_id, delivered, begin))
         status, code = await self._listen(msgs)
         end = now_ms()
-        tracer.record(functools.partial(
-            sub_after_records, request_id, delivered, end - begin,
-            status is ConsumeStatus.CONSUME_SUCCESS, code, end))
+        tracer.record(sub_after_records(request_id, delivered, end - begin,
+                                        status is ConsumeStatus.CONSUME_SUCCESS, code, end))
         return status
 
     async def _listen(self, msgs: list[MessageExt]) -> tuple[ConsumeStatus, ConsumeReturn]:

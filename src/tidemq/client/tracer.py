@@ -61,7 +61,8 @@ class EncodedRecords(list[Encoded]):
     """Records already encoded, as a batch send's event makes them."""
 
 
-TraceEvent = TraceRecord | Callable[[], Iterable[TraceRecord] | EncodedRecords]
+TraceEvent = (TraceRecord | list[TraceRecord]
+              | Callable[[], Iterable[TraceRecord] | EncodedRecords])
 SendTrace = Callable[[Sequence[Message]], Awaitable[SendResult]]
 
 
@@ -106,14 +107,14 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
 
 
 def sub_before_records(group: str, request_id: str, msgs: Sequence[MessageExt],
-                       begin_ms: int) -> list[SubBeforeRecord]:
+                       begin_ms: int) -> list[TraceRecord]:
     """The SubBefore records of a delivery of ``msgs`` to ``group``."""
     return [SubBeforeRecord(begin_ms, REGION, group, request_id, m.msg_id, m.reconsume_times,
                             " ".join(m.keys)) for m in msgs]
 
 
 def sub_after_records(request_id: str, msgs: Sequence[MessageExt], cost_ms: int,
-                      success: bool, code: int, end_ms: int) -> list[SubAfterRecord]:
+                      success: bool, code: int, end_ms: int) -> list[TraceRecord]:
     """The SubAfter records of the delivery ``request_id``: its cost shared out over its
     messages, as upstream."""
     each = cost_ms // max(1, len(msgs))
@@ -122,18 +123,23 @@ def sub_after_records(request_id: str, msgs: Sequence[MessageExt], cost_ms: int,
 
 
 class Tracer:
-    """See the module docstring. ``send`` sends one trace message; ``capacity`` bounds
-    the queued events."""
+    """See the module docstring. ``send`` sends a batch of trace messages; ``capacity``
+    bounds the queued events and ``max_bytes`` the message bytes they hold on to (an
+    event that makes its records later keeps the messages it describes until then)."""
 
     def __init__(self, send: SendTrace, *, topic: str, capacity: int = 20_000,
+                 max_bytes: int = 64 * 1024 * 1024,
                  on_close: Callable[[], Awaitable[None]] | None = None) -> None:
-        if capacity < 1:
+        if capacity < 1 or max_bytes < 1:
             raise ValueError("the trace queue needs room for at least one event")
         self.topic = topic
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        #: Message bytes the queued events hold on to.
+        self.held_bytes = 0
         self._send = send
         self._on_close = on_close
-        self._queue: collections.deque[TraceEvent] = collections.deque()
+        self._queue: collections.deque[tuple[TraceEvent, int]] = collections.deque()
         self._wake = asyncio.Event()
         self._draining = asyncio.Lock()  # one drain at a time: close waits for the task's
         self._task: asyncio.Task[None] | None = None
@@ -149,12 +155,15 @@ class Tracer:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def record(self, event: TraceEvent) -> None:
-        """Queue ``event``; a full queue drops it (counted). Never blocks, never raises."""
-        if len(self._queue) >= self.capacity or self._closing:
+    def record(self, event: TraceEvent, held: int = 0) -> None:
+        """Queue ``event``, which holds on to ``held`` bytes of messages until its records
+        are made; a full queue drops it (counted). Never blocks, never raises."""
+        if (len(self._queue) >= self.capacity or self.held_bytes + held > self.max_bytes
+                or self._closing):
             self.dropped += 1
             return
-        self._queue.append(event)
+        self.held_bytes += held
+        self._queue.append((event, held))
         if not self._wake.is_set():
             self._wake.set()
 
@@ -201,8 +210,11 @@ class Tracer:
         time, while events keep coming."""
         builder = _MessageBuilder(self.topic)
         while self._queue:
-            event = self._queue.popleft()
-            if callable(event):
+            event, held = self._queue.popleft()
+            self.held_bytes -= held
+            if isinstance(event, list):
+                records: Iterable[TraceRecord] | EncodedRecords = event
+            elif callable(event):
                 try:
                     records = event()
                 except Exception:  # a trace must never take the client down

@@ -21,7 +21,7 @@ GROUP = "chart-e2e-group"
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "data")
+    server = Standalone(tmp_path / "data", "--set", "consoleSampleInterval=0.5")
     yield server
     server.stop()
 
@@ -32,8 +32,8 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
         yield b
 
 
-async def caught_up(namesrv: str) -> None:
-    """Five messages, all consumed: the group's lag is 0."""
+async def caught_up(namesrv: str, total: int = 5) -> None:
+    """Five more messages, all consumed (``total`` in the queue): the group's lag is 0."""
     mq = MessageQueue(TOPIC, "broker-a", 0)
     async with Producer("chart-e2e-producer", namesrv) as producer:
         for i in range(5):
@@ -42,7 +42,7 @@ async def caught_up(namesrv: str) -> None:
         consumer.subscribe(TOPIC)
         await consumer.instance.routes.get(TOPIC, refresh=True)
         await consumer.instance.send_heartbeat()
-        await consumer.commit({mq: 5})
+        await consumer.commit({mq: total})
 
 
 def labels(b: Browser, selector: str) -> list[str]:
@@ -65,3 +65,23 @@ def test_a_caught_up_groups_lag_chart_reads_zero(standalone: Standalone, browser
     assert "messages behind" in labels(browser, "#lag-chart .ytitle")
     times = labels(browser, "#lag-chart .xtick")
     assert times and all(len(t.split(":")) == 3 for t in times), times
+
+
+def test_a_topics_rate_chart_draws_put_and_get_over_time(standalone: Standalone,
+                                                        browser: Browser) -> None:
+    visit = Visit(browser, standalone.console)
+    visit.page("/topics")
+    browser.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
+                                     "queue_type": "SimpleCQ"})
+    asyncio.run(caught_up(standalone.namesrv))
+    visit.page(f"/topics/{TOPIC}")
+    # Both lines appear once the sampler has two rounds with the topic in them.
+    browser.wait_for("document.querySelectorAll('#rate-chart path').length === 2",
+                     timeout=20)
+    assert labels(browser, "#rate-chart .ytitle") == ["messages per second"]
+    assert labels(browser, "#rate-chart .ytick")[0] == "0"
+    asyncio.run(caught_up(standalone.namesrv, total=10))  # traffic while the page is open
+    browser.wait_for("document.querySelectorAll('#rate-chart .ytick').length > 1", timeout=20)
+    times = labels(browser, "#rate-chart .xtick")
+    assert len(times) == 3 and all(len(t.split(":")) == 3 for t in times), times
+    visit.shot("topic-rates")

@@ -34,6 +34,8 @@ def test_keys_from_a_file_the_environment_and_overrides(tmp_path: Path) -> None:
     ({"consoleLoginAttempts": "-1"}, "consoleLoginAttempts"),
     ({"metricsAuthUser": "prom"}, "metricsAuthPassword"),
     ({"consoleAllowAnonymous": "perhaps"}, "consoleAllowAnonymous"),
+    ({"consoleSampleInterval": "0"}, "consoleSampleInterval"),
+    ({"consoleSampleInterval": "120", "consoleHistorySeconds": "60"}, "consoleSampleInterval"),
 ])
 def test_bad_values_name_their_key(values: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -1,9 +1,8 @@
-"""The console's pure helpers: previews, logical-queue rows, forms, lag history."""
+"""The console's pure helpers: previews, logical-queue rows, forms."""
 
 from __future__ import annotations
 
 from tidemq.console.model import (
-    LagHistory,
     body_preview,
     human_bytes,
     is_system_group,
@@ -61,16 +60,3 @@ def test_formats() -> None:
     assert uptime(1000, now_ms=13_000) == "12s" and uptime(0 + 1, now_ms=7 * 60_000) == "6m"
     assert uptime(1, now_ms=(2 * 3600 + 5 * 60) * 1000 + 1) == "2h 5m"
     assert uptime(1, now_ms=(3 * 86400 + 4 * 3600) * 1000 + 1) == "3d 4h"
-
-
-def test_lag_history_merges_close_samples_and_is_bounded() -> None:
-    h = LagHistory(size=3, min_gap_ms=500, max_groups=2)
-    h.add("g", 10, now_ms=1000)
-    h.add("g", 11, now_ms=1200)  # replaces the last sample's value
-    assert h.get("g") == [(1000, 11)]
-    for i in range(5):
-        h.add("g", i, now_ms=2000 + i * 1000)
-    assert h.get("g") == [(4000, 2), (5000, 3), (6000, 4)]
-    h.add("a", 1, now_ms=1)
-    h.add("b", 1, now_ms=1)  # a third group evicts the oldest
-    assert h.get("g") == [] and h.get("b") == [(1, 1)]

@@ -16,6 +16,7 @@ path                            method  what
 /groups/{group}                 GET     per-queue lag, consumers, live lag chart
 /groups/{group}/reset           POST    confirmation page, then the reset (222)
 /api/groups/{group}/lag         GET     JSON the chart polls every 2 s
+/api/topics/{topic}/rates       GET     the topic's sampled put/get rates (JSON)
 /messages                       GET     lookup by id, by key, at an offset
 /logical-queues                 GET     the RIP-21 logical-queue mapping tables
 /logical-queues                 POST    create a logical topic, migrate a logical queue
@@ -67,13 +68,13 @@ from tidemq.console.auth import (
 )
 from tidemq.console.config import ConsoleConfig
 from tidemq.console.gate import HostGate
+from tidemq.console.history import History
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
 from tidemq.console.login_limit import LoginLimiter
 from tidemq.console.logs import ConsoleLogs
 from tidemq.console.metrics import ConsoleMetrics
 from tidemq.console.model import (
-    LagHistory,
     body_preview,
     is_system_group,
     is_system_topic,
@@ -82,6 +83,7 @@ from tidemq.console.model import (
     spark_group,
     when,
 )
+from tidemq.console.sampler import Sampler
 from tidemq.console.sessions import SessionStore
 from tidemq.console.templates import render
 from tidemq.console.users import UserDirectory
@@ -120,7 +122,10 @@ class Console:
         self.admin = admin
         self.config = config = config or ConsoleConfig()
         self.namesrv = ";".join(admin.config.namesrv_addr)
-        self.history = LagHistory()
+        self.history = History(seconds=config.history_seconds,
+                               interval=config.sample_interval,
+                               min_gap_ms=min(1000, int(config.sample_interval * 500)))
+        self.sampler = Sampler(admin, self.history, config.sample_interval)
         self.auth = ConsoleAuth(users, SessionStore(idle_timeout=config.session_timeout,
                                                     max_age=config.session_max_age))
         self.limiter = LoginLimiter(attempts=config.login_attempts)
@@ -140,6 +145,7 @@ class Console:
             return self._producer
 
     async def close(self) -> None:
+        await self.sampler.stop()
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.close()
@@ -315,7 +321,19 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
         "topic", request, title=f"Topic {topic}", topic=topic, stats=stats, configs=configs,
         queue_type=first.attributes.get("queue.type", "SimpleCQ"), logical=logical,
         read_queues=first.read_queue_nums, write_queues=first.write_queue_nums,
-        perm=first.perm, groups=groups)
+        perm=first.perm, groups=groups, rates=_rates(console, topic),
+        api_url=f"/api/topics/{urllib.parse.quote(topic, safe='')}/rates")
+
+
+def _rates(console: Console, topic: str) -> dict[str, Any]:
+    return {"put": console.history.get(f"put:{topic}"),
+            "get": console.history.get(f"get:{topic}"),
+            "interval": console.config.sample_interval}
+
+
+async def topic_rates_api(console: Console, request: Request) -> StarletteResponse:
+    return JSONResponse(_rates(console, request.path_params["topic"]),
+                        headers={"Cache-Control": "no-store"})
 
 
 async def _groups_of(admin: AdminClient, topic: str, addresses: Sequence[str]) -> list[str]:
@@ -422,7 +440,9 @@ async def _spark_hint(admin: AdminClient, group: str) -> bool:
 
 def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
     now = int(time.time() * 1000)
-    history = console.history.add(stats.group, stats.lag, now)
+    key = f"lag:{stats.group}"
+    console.history.add(key, now, stats.lag)
+    history = console.history.get(key)
     return {
         "group": stats.group, "ts": now, "lag": stats.lag, "consumeTps": stats.consume_tps,
         "history": history,
@@ -438,7 +458,9 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
     stats, consumers, configs = await asyncio.gather(
         monitor.consume_stats(admin, group), monitor.consumer_connections(admin, group),
         monitor.subscription_groups(admin))
-    history = console.history.add(group, stats.lag)
+    key = f"lag:{group}"
+    console.history.add(key, int(time.time() * 1000), stats.lag)
+    history = console.history.get(key)
     return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
                         consumers=consumers, history=history,
                         spark=spark_group(group, group in configs, len(consumers)),
@@ -660,6 +682,7 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/groups/{group}", g(group_page)),
         Route("/groups/{group}/reset", g(group_reset), methods=["POST"]),
         Route("/api/groups/{group}/lag", g(group_lag_api)),
+        Route("/api/topics/{topic}/rates", g(topic_rates_api)),
         Route("/messages", g(messages_page)),
         Route("/logical-queues", g(logical_page), methods=["GET"]),
         Route("/logical-queues", g(logical_submit), methods=["POST"]),

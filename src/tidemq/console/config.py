@@ -43,6 +43,13 @@ class ConsoleConfig:
                                               metadata=_key("consoleAllowAnonymous"))
     #: Failed logins allowed per client address per minute.
     login_attempts: int = dataclasses.field(default=5, metadata=_key("consoleLoginAttempts"))
+    #: Seconds between two background samples of every group's lag and every topic's
+    #: put/get rate (the charts' history).
+    sample_interval: float = dataclasses.field(default=5.0,
+                                               metadata=_key("consoleSampleInterval"))
+    #: Seconds of history the charts keep (memory: 16 bytes a sample per series).
+    history_seconds: int = dataclasses.field(default=3600,
+                                             metadata=_key("consoleHistorySeconds"))
     #: ``/metrics`` needs ``Authorization: Bearer <token>`` (or the user below).
     metrics_auth_token: str = ""
     #: ``/metrics`` needs HTTP basic auth with this user and password.
@@ -55,6 +62,9 @@ class ConsoleConfig:
                            ("consoleLoginAttempts", self.login_attempts)):
             if value < 1:
                 raise ConfigError(f"{key} must be at least 1", key=key)
+        if not 0 < self.sample_interval <= self.history_seconds:
+            raise ConfigError("consoleSampleInterval must be above 0 and at most "
+                              "consoleHistorySeconds", key="consoleSampleInterval")
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
                               key="metricsAuthPassword")

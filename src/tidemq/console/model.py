@@ -1,7 +1,7 @@
 """Pure helpers that turn client answers into what the console's pages show.
 
 Nothing here does I/O: body previews, number formats, form parsing, system names, and
-the small lag history the live chart reads.
+and how a group that may be a Spark query's is told apart.
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ import dataclasses
 import datetime
 import time
 import urllib.parse
-from collections import deque
 from collections.abc import Iterable
 
 __all__ = [
     "BodyPreview",
-    "LagHistory",
     "body_preview",
     "human_bytes",
     "is_system_group",
@@ -145,33 +143,3 @@ def parse_form(body: bytes) -> dict[str, str]:
     pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,
                                    max_num_fields=200)
     return {k: v.strip() for k, v in pairs}
-
-
-# ---------------------------------------------------------------------- lag history
-
-
-class LagHistory:
-    """The last ``size`` (epoch ms, lag) samples of each group the console was asked
-    about, for the live chart; samples closer than ``min_gap_ms`` replace the last one."""
-
-    def __init__(self, size: int = 300, min_gap_ms: int = 500, max_groups: int = 256) -> None:
-        self.size = size
-        self.min_gap_ms = min_gap_ms
-        self.max_groups = max_groups
-        self._series: dict[str, deque[tuple[int, int]]] = {}
-
-    def add(self, group: str, lag: int, now_ms: int | None = None) -> list[tuple[int, int]]:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        series = self._series.get(group)
-        if series is None:
-            if len(self._series) >= self.max_groups:
-                self._series.pop(next(iter(self._series)))
-            series = self._series[group] = deque(maxlen=self.size)
-        if series and now - series[-1][0] < self.min_gap_ms:
-            series[-1] = (series[-1][0], lag)
-        else:
-            series.append((now, lag))
-        return list(series)
-
-    def get(self, group: str) -> list[tuple[int, int]]:
-        return list(self._series.get(group, ()))

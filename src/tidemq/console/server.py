@@ -117,6 +117,7 @@ class ConsoleServer:
         await server.startup(sockets=[sock])  # listening once this returns
         self._server = server
         self._task = asyncio.create_task(self._serve(server, sock), name="tidemq-console")
+        self.console.sampler.start()
         if self.console.auth.logins:
             log.info("console on %s: users log in (%s)", self.url,
                      self.console.config.users_file or "users given by the embedder")

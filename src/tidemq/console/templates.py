@@ -47,6 +47,8 @@ th { background:#f0f2f5; font-weight:600; font-size:12px; color:#344054; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 tr:last-child td { border-bottom:none; }
 a { color:var(--brand); }
+.legend { font-size:12px; font-weight:400; color:var(--muted); margin-left:10px; }
+.legend i { display:inline-block; width:12px; height:3px; vertical-align:middle; margin:0 4px 0 8px; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
          background:#eef4ff; color:#3538cd; }
 .badge.ok { background:#ecfdf3; color:var(--ok); } .badge.bad { background:#fef3f2;
@@ -88,7 +90,7 @@ header .who button { padding:3px 10px; font-size:12px; background:transparent; b
 form.login { max-width:340px; margin:60px auto; background:#fff; border:1px solid var(--line);
              border-radius:8px; padding:22px 24px; display:flex; flex-direction:column; gap:12px; }
 form.login label { display:flex; flex-direction:column; gap:4px; font-size:13px; }
-#lag-chart { background:#fff; border:1px solid var(--line); border-radius:8px; width:100%; }
+.chart { background:#fff; border:1px solid var(--line); border-radius:8px; width:100%; }
 </style></head>
 <body>
 <header><div class="logo">Tide<span>MQ</span></div>
@@ -186,6 +188,23 @@ TOPIC = """{% extends "layout" %}{% block content %}
  <div class="card"><div class="k">Messages stored</div><div class="v" id="message-count">{{ stats.messages }}</div></div>
  <div class="card"><div class="k">Put TPS</div><div class="v">{{ '%.1f'|format(stats.put_tps) }}</div></div>
 </div>
+<h2>Put and get rates <span class="muted" id="rate-note">(sampled every {{ rates.interval }} s, the last hour)</span>
+ <span class="legend"><i style="background:#0b6bcb"></i>put <i style="background:#12805c"></i>get</span></h2>
+<svg id="rate-chart" class="chart" viewBox="0 0 900 220" height="220"></svg>
+<script>{{ chart_js|safe }}</script>
+<script>
+(function () {
+  var url = {{ api_url|tojson }}, svg = document.getElementById("rate-chart");
+  function draw(r) { chart(svg, [{points: r.put, color: "#0b6bcb"}, {points: r.get, color: "#12805c"}],
+                           {title: "messages per second", integer: false}); }
+  function poll() {
+    fetch(url, {cache: "no-store"}).then(function (r) { return r.json(); }).then(draw)
+      .catch(function (e) { document.getElementById("rate-note").textContent = "(update failed: " + e + ")"; });
+  }
+  draw({{ rates|tojson }});
+  setInterval(poll, {{ (rates.interval * 1000)|int }});
+})();
+</script>
 <div class="row"><div class="grow">
 <h2>Queues</h2>
 <table id="queues"><thead><tr><th>Broker</th><th class="num">Queue</th><th class="num">Min offset</th>
@@ -260,8 +279,8 @@ GROUP = """{% extends "layout" %}{% block content %}
  <div class="card"><div class="k">Topics</div><div class="v">{{ stats.topics|length }}</div></div>
  <div class="card"><div class="k">Online consumers</div><div class="v">{{ consumers|length }}</div></div>
 </div>
-<h2>Lag, live <span class="muted" id="chart-note">(refreshes every 2 s)</span></h2>
-<svg id="lag-chart" viewBox="0 0 900 220" height="220"></svg>
+<h2>Lag, the last hour <span class="muted" id="chart-note">(refreshes every 2 s)</span></h2>
+<svg id="lag-chart" class="chart" viewBox="0 0 900 220" height="220"></svg>
 <h2>Queues</h2>
 {% if stats.queues %}
 <table id="group-queues"><thead><tr><th>Topic</th><th>Broker</th><th class="num">Queue</th>

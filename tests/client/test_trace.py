@@ -27,7 +27,7 @@ from tidemq.client import (
 )
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.client.tracer import Tracer
-from tidemq.codec.trace import PubRecord, decode_trace_data
+from tidemq.codec.trace import MessageType, PubRecord, decode_trace_data
 from tidemq.errors import ConfigError
 from tidemq.testing import Cluster
 
@@ -240,3 +240,27 @@ async def test_events_holding_too_many_message_bytes_are_dropped() -> None:
     assert (tracer.held_bytes, tracer.sent_records) == (0, 1)
     tracer.record(lambda: [record], 60)  # room again
     assert tracer.dropped == 1 and tracer.queued == 1
+
+
+@pytest.mark.parametrize("keys", ["", "order-1 order-2"])
+def test_a_large_encoded_batch_is_cut_into_bounded_messages(keys: str) -> None:
+    from tidemq.client.tracer import EncodedRecords, _MessageBuilder
+    from tidemq.codec.trace import encode_pubs
+
+    n = 3000
+    ids = [f"{i:032X}" for i in range(n)]
+    texts = encode_pubs(1, "R", "pg", "T", "h:1", 1, MessageType.NORMAL, True, ids,
+                        ["tag"] * n, [keys] * n, [128] * n, ["0" * 32] * n)
+    builder = _MessageBuilder(TRACE)
+    builder.extend(EncodedRecords(texts[:10], ids[:10], [keys] * 10))
+    builder.extend(EncodedRecords(texts[10:], ids[10:], [keys] * (n - 10)))
+    builder.close()
+    msgs = [m for m, _ in builder.messages]
+    assert len(msgs) > 2
+    assert sum(count for _, count in builder.messages) == n
+    assert all(len(m.body) <= 128_000 and len(m.properties["KEYS"]) <= 24_000 for m in msgs)
+    decoded = [decode_trace_data(m.body).records for m in msgs]
+    assert [r.msg_id for recs in decoded for r in recs] == ids
+    for m, recs in zip(msgs, decoded, strict=True):
+        assert set(m.properties["KEYS"].split(" ")) == {
+            r.msg_id for r in recs} | set(keys.split(" ")) - {""}

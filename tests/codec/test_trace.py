@@ -131,11 +131,13 @@ def test_encode_pubs_is_encode_record_of_each(rows: list[tuple[str, str, str, in
     expected = [encode_record(PubRecord(ts, region, group, topic, msg_id, tags, keys, host,
                                         length, cost, msg_type, offset_id, ok))
                 for msg_id, tags, keys, length, offset_id in rows]
-    assert encode_pubs(ts, region, group, topic, host, cost, msg_type, ok, rows) == expected
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 5
+    assert encode_pubs(ts, region, group, topic, host, cost, msg_type, ok,
+                       *columns) == expected
 
 
 def test_encode_pubs_refuses_a_separator() -> None:
     from tidemq.codec.trace import encode_pubs
     with pytest.raises(ValueError, match="0x01 or 0x02"):
         encode_pubs(1, "R", "G", "T", "h", 1, MessageType.NORMAL, True,
-                    [("ID", "t\x01", "", 1, "")])
+                    ["ID"], ["t\x01"], [""], [1], [""])

@@ -17,9 +17,12 @@ trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
+import itertools
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
@@ -36,7 +39,7 @@ from tidemq.errors import TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
-__all__ = ["BATCH_MESSAGES", "IN_FLIGHT", "MAX_BODY", "Encoded", "EncodedRecords",
+__all__ = ["BATCH_MESSAGES", "IN_FLIGHT", "MAX_BODY", "EncodedRecords",
            "TraceEvent", "Tracer",
            "pub_records", "sub_after_records", "sub_before_records"]
 
@@ -52,13 +55,14 @@ IN_FLIGHT = 4
 _MAX_KEYS = 24_000
 REGION = "DefaultRegion"
 
-#: A record already encoded (:func:`~tidemq.codec.trace.encode_pubs`), with the msgId and
-#: keys its trace message is indexed under.
-Encoded = tuple[str, str, str]
+class EncodedRecords:
+    """Records already encoded (:func:`~tidemq.codec.trace.encode_pubs`), as columns: each
+    record's text, and the msgId and keys its trace message is indexed under."""
 
+    __slots__ = ("keys", "msg_ids", "texts")
 
-class EncodedRecords(list[Encoded]):
-    """Records already encoded, as a batch send's event makes them."""
+    def __init__(self, texts: list[str], msg_ids: list[str], keys: list[str]) -> None:
+        self.texts, self.msg_ids, self.keys = texts, msg_ids, keys
 
 
 TraceEvent = (TraceRecord | list[TraceRecord]
@@ -81,6 +85,12 @@ def _msg_type(msg: Message) -> MessageType:
     return MessageType.NORMAL
 
 
+_PROPERTIES = operator.attrgetter("properties")
+_BODY = operator.attrgetter("body")
+_TAGS = operator.methodcaller("get", "TAGS", "")
+_KEYS = operator.methodcaller("get", "KEYS", "")
+
+
 class _Keyed(Protocol):
     @property
     def keys(self) -> list[str]: ...
@@ -97,13 +107,20 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
     if len(offset_ids) != len(msgs):
         offset_ids = [result.offset_msg_id] * len(msgs)
     first = msgs[0]
-    rows = [(msg_id, (props := msg.properties).get("TAGS", ""), props.get("KEYS", ""),
-             len(msg.body), offset_id)
-            for msg, msg_id, offset_id in zip(msgs, msg_ids, offset_ids, strict=False)]
+    n = len(msgs)
+    if n == 1:
+        tags, keys = [first.properties.get("TAGS", "")], [first.properties.get("KEYS", "")]
+        lengths = [len(first.body)]
+    else:
+        props = list(map(_PROPERTIES, msgs))  # map and operator: C loops
+        tags = list(map(_TAGS, props))
+        keys = list(map(_KEYS, props))
+        lengths = list(map(len, map(_BODY, msgs)))
+    ids = list(msg_ids[:n])
     texts = encode_pubs(born_ms, REGION, group, first.topic, _store_host(offset_ids[0]),
-                        cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, rows)
-    return EncodedRecords([(text, row[0], row[2])
-                           for text, row in zip(texts, rows, strict=True)])
+                        cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, ids,
+                        tags, keys, lengths, offset_ids[:n])
+    return EncodedRecords(texts, ids, keys)
 
 
 def sub_before_records(group: str, request_id: str, msgs: Sequence[MessageExt],
@@ -274,31 +291,46 @@ class _MessageBuilder:
         except ValueError as exc:
             log.warning("a trace record was left out: %s", exc)
             return False
-        self.extend(((text, record.msg_id, record.keys),))
+        self.extend(EncodedRecords([text], [record.msg_id], [record.keys]))
         return True
 
-    def extend(self, records: Iterable[Encoded]) -> None:
-        """Add records already encoded (one loop over locals: a batch send's hundreds)."""
-        body, known = self._body, self._keys
-        size, keys_len, count = self._size, self._keys_len, self._count
-        for text, msg_id, keys in records:
-            if count and (size + len(text) > MAX_BODY
-                          or keys_len + len(msg_id) + len(keys) + 2 > _MAX_KEYS):
-                self._size, self._keys_len, self._count = size, keys_len, count
+    def extend(self, records: EncodedRecords) -> None:
+        """Add records already encoded, as many at a time as fit in the message being
+        built (lengths summed and cut points found by C loops: a batch's hundreds)."""
+        texts, msg_ids, keys = records.texts, records.msg_ids, records.keys
+        start, n = 0, len(texts)
+        with_keys = any(keys)
+        while start < n:
+            sizes = list(itertools.accumulate(map(len, texts[start:]), initial=self._size))
+            cut = bisect.bisect_right(sizes, MAX_BODY) - 1
+            key_sizes = list(itertools.accumulate(
+                map(len, msg_ids[start:]), initial=self._keys_len))
+            if with_keys:
+                key_sizes = [a + b for a, b in zip(key_sizes, itertools.accumulate(
+                    map(len, keys[start:]), initial=0), strict=True)]
+            # a separator after each msgId and each record's keys, counted without
+            # removing repeats: never less than the keys take
+            per = 2 if with_keys else 1
+            cut = min(cut, bisect.bisect_right(
+                [k + i * per for i, k in enumerate(key_sizes)], _MAX_KEYS) - 1)
+            if cut == 0:
+                if self._count:
+                    self.close()
+                    continue
+                cut = 1  # one record larger than a message: it goes alone
+            end = start + cut
+            self._body.extend(texts[start:end])
+            self._keys.update(dict.fromkeys(msg_ids[start:end]))
+            if with_keys:
+                for k in keys[start:end]:
+                    if k:
+                        self._keys.update(dict.fromkeys(k.split(" ")))
+            self._size = sizes[cut]
+            self._keys_len = key_sizes[cut] + cut * per
+            self._count += cut
+            start = end
+            if start < n:
                 self.close()
-                body, known, size, keys_len, count = self._body, self._keys, 0, 0, 0
-            body.append(text)
-            size += len(text)
-            count += 1
-            if msg_id not in known:
-                known[msg_id] = None
-                keys_len += len(msg_id) + 1
-            if keys:
-                for key in keys.split(" "):
-                    if key and key not in known:
-                        known[key] = None
-                        keys_len += len(key) + 1
-        self._size, self._keys_len, self._count = size, keys_len, count
 
     def close(self) -> None:
         """End the message being built."""

@@ -180,28 +180,28 @@ def encode_record(record: TraceRecord) -> str:
 
 
 def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_host: str,
-                cost_ms: int, msg_type: MessageType, success: bool,
-                messages: Iterable[tuple[str, str, str, int, str]]) -> list[str]:
-    """Pub records of one send of several messages, each ``(msgId, tags, keys, body
-    length, offsetMsgId)``: what :func:`encode_record` makes of each, with the fields the
-    messages share checked and joined once. A text field holding a separator is a
-    ``ValueError``."""
+                cost_ms: int, msg_type: MessageType, success: bool, msg_ids: Sequence[str],
+                tags: Sequence[str], keys: Sequence[str], body_lengths: Sequence[int],
+                offset_ids: Sequence[str]) -> list[str]:
+    """Pub records of one send of several messages, given as columns (message ``i`` is
+    ``msg_ids[i]``, ``tags[i]`` ...): what :func:`encode_record` makes of each, with the
+    fields the messages share checked and joined once and the others checked in one
+    pass. A text field holding a separator is a ``ValueError``."""
     head = (timestamp, region_id, group, topic)
     for value in (*head, store_host):
         _check_text(value)
+    for column in (msg_ids, tags, keys, offset_ids):
+        joined = "".join(column)
+        if CONTENT_SEPARATOR in joined or RECORD_SEPARATOR in joined:
+            raise ValueError(f"a trace field may not contain 0x01 or 0x02: {joined!r}")
     c = CONTENT_SEPARATOR
     start = "Pub" + c + c.join(map(str, head)) + c
     host = c + store_host + c
     cost = f"{c}{cost_ms}{c}{int(msg_type)}{c}"
     end = c + _b(success) + RECORD_SEPARATOR
-    out = []
-    for msg_id, tags, keys, body_length, offset_id in messages:
-        fields = f"{msg_id}{tags}{keys}{offset_id}"
-        if "\x01" in fields or "\x02" in fields:
-            raise ValueError(f"a trace field may not contain 0x01 or 0x02: {fields!r}")
-        out.append(f"{start}{msg_id}{c}{tags}{c}{keys}{host}{body_length}{cost}{offset_id}"
-                   f"{end}")
-    return out
+    return [f"{start}{m}{c}{t}{c}{k}{host}{n}{cost}{o}{end}"
+            for m, t, k, n, o in zip(msg_ids, tags, keys, body_lengths, offset_ids,
+                                     strict=True)]
 
 
 def encode_trace_data(records: Iterable[TraceRecord]) -> bytes:

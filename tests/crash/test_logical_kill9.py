@@ -444,3 +444,50 @@ async def test_a_dead_gateway_leader_is_cut_where_its_peers_last_heard(
             brokers["broker-a"].log()
     for lq in (1, 2):  # the other queues lost nothing
         assert load.acked.get(lq, {}).items() <= dict(load.consumed.get(lq, [])).items()
+
+
+@pytest.mark.timeout(300)
+async def test_a_forced_cut_with_a_margin_loses_nothing_the_dead_gateway_acknowledged(
+        namesrv: NameServerApp, brokers: dict[str, BrokerProcess]) -> None:
+    """The same dead gateway leader, cut with ``--margin``: the offsets past its known
+    end are reserved for what it acknowledged unseen. When it returns, every message it
+    acknowledged is read from it, exactly once, and readers step over the unused
+    offsets to broker-c's, which start past the margin: no logical offset is given
+    twice."""
+    await start_all(brokers)
+    ns = namesrv.address
+    async with AdminClient(ns) as admin:
+        await LogicalQueueAdmin(admin).create(TOPIC, N, list(NAMES))
+        await one_mapping(admin, brokers)
+        load = LossyLoad(ns)
+        stop = asyncio.Event()
+        producer = asyncio.ensure_future(load.produce())
+        consumer = asyncio.ensure_future(load.consume(stop))
+        try:
+            await wait_for(lambda: len(load.acked.get(0, {})) >= 20, 60)
+            await asyncio.to_thread(brokers["broker-a"].kill9)
+            code, lines = await run_admin(ns, "broker-c", extra=(
+                "--force", "--wait", "1", "--margin", "1000"))
+            assert code == 0, lines
+            live = {n: b for n, b in brokers.items() if n != "broker-a"}
+            m = await one_mapping(admin, live)
+            new = m.leader(0)
+            assert m.queues[0][0].forced and new is not None and new.broker == "broker-c"
+            by = {name: b.port for name, b in brokers.items()}
+            before = {o: b for lq, o, b, port in load.sends if lq == 0 and port == by["broker-a"]}
+            assert new.logical_start > max(before) + 1  # the margin, past everything
+            sent = len(load.sends)
+            await wait_for(lambda: any(lq == 0 for lq, *_ in load.sends[sent:]), 60)
+            await asyncio.to_thread(brokers["broker-a"].start)
+            assert (await one_mapping(admin, brokers)).queues[0] == m.queues[0]
+        finally:
+            load.running = False
+            await producer
+            stop.set()
+            await asyncio.wait_for(consumer, 90)
+    offsets = [lq_o for lq_o, _ in load.consumed.get(0, [])]
+    assert offsets == sorted(set(offsets))  # increasing: nothing read twice
+    acked = {(o, b) for lq, o, b, _port in load.sends if lq == 0}
+    assert set(load.consumed[0]) == acked  # every acknowledged message, from both brokers
+    for lq in (1, 2):
+        assert load.acked.get(lq, {}).items() <= dict(load.consumed.get(lq, [])).items()

@@ -213,10 +213,12 @@ class LogicalQueueAdmin:
         return TopicMapping.from_json(json.loads(resp.full_body()))
 
     async def _seal_or_cut(self, mapping: TopicMapping, lq: int, broker: str,
-                           addrs: dict[str, str], force: bool, wait: float) -> TopicMapping:
+                           addrs: dict[str, str], force: bool, wait: float,
+                           margin: int = 0) -> TopicMapping:
         """The seal; with ``force``, a leader that stays unreachable for ``wait`` seconds
-        is cut out instead: its segment sealed at the highest end a reachable broker
-        knows it reached (at least its start), pushed to every broker reached."""
+        is cut out instead: its segment sealed ``margin`` offsets past the highest end a
+        reachable broker knows it reached (at least its start), pushed to every broker
+        reached."""
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -234,6 +236,7 @@ class LogicalQueueAdmin:
         if leader is None or leader.broker != broker:
             return mapping  # sealed meanwhile (the broker came back)
         end = self.ends.get(mapping.topic, {}).get((broker, leader.queue_id), -1)
+        end = max(end, leader.physical_start) + max(margin, 0)
         cut = forced_cut(mapping, lq, end, _epoch(mapping.epoch))
         await self._push(cut, live)
         return cut
@@ -317,10 +320,11 @@ class LogicalQueueAdmin:
 
     async def migrate(self, topic: str, lq: int, target: str,
                       on_step: MigrationStep | None = None, *, force: bool = False,
-                      wait: float = 10.0) -> TopicMapping:
+                      wait: float = 10.0, margin: int = 0) -> TopicMapping:
         """Move ``lq``'s writes to ``target``; resumable (see the module docstring).
         ``on_step`` hears of each step, done now or found done. ``force``: an old leader
-        unreachable for ``wait`` seconds is cut out (the module docstring)."""
+        unreachable for ``wait`` seconds is cut out (the module docstring), ``margin``
+        offsets past its known end (reserved for what it acknowledged unseen)."""
         def step(name: str, now: bool, m: TopicMapping) -> None:
             if on_step is not None:
                 on_step(name, now, m)
@@ -346,7 +350,8 @@ class LogicalQueueAdmin:
         leader = mapping.leader(lq)
         sealing = migration_state(mapping, lq, target) is MigrationState.PLANNED
         if sealing and leader is not None:
-            mapping = await self._seal_or_cut(mapping, lq, leader.broker, addrs, force, wait)
+            mapping = await self._seal_or_cut(mapping, lq, leader.broker, addrs, force, wait,
+                                              margin)
         step("sealed", sealing, mapping)
         committed = plan_commit(mapping, lq)
         if committed is not mapping:

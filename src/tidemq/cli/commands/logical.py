@@ -210,6 +210,11 @@ def migrate(
     wait: Annotated[float, typer.Option(
         "--wait", min=0, help="With --force: seconds to keep trying the current broker "
         "before cutting.")] = 10.0,
+    margin: Annotated[int, typer.Option(
+        "--margin", min=0, help="With --force: cut this many offsets past the known end, "
+        "so that messages the dead broker acknowledged unseen stay in the queue (up to "
+        "the margin) and no logical offset is given twice; the unused offsets are a gap "
+        "readers step over.")] = 0,
 ) -> None:
     """Move a logical queue's writes to another broker (MigrateLogicalQueue): planned,
     sealed, committed. Only the mapping moves; re-running resumes where it stopped."""
@@ -229,7 +234,8 @@ def migrate(
     async def go(admin: AdminClient) -> TopicMapping:
         lqa = LogicalQueueAdmin(admin, cluster)
         try:
-            return await lqa.migrate(topic, queue, broker, on_step, force=force, wait=wait)
+            return await lqa.migrate(topic, queue, broker, on_step, force=force, wait=wait,
+                                     margin=margin)
         finally:
             missed.update(lqa.missed)
 

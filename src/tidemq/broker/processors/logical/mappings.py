@@ -10,7 +10,7 @@ import dataclasses
 import json
 import logging
 
-from tidemq.broker.logical import LogicalQueues, SegmentState, TopicMapping
+from tidemq.broker.logical import LogicalQueues, Segment, SegmentState, TopicMapping
 from tidemq.broker.processors.logical.forwarding import Forwarder, to_int
 from tidemq.broker.processors.logical.sends import LogicalSends
 from tidemq.broker.processors.logical.sync import MappingSync
@@ -146,17 +146,13 @@ class MappingAdmin:
         """Sealed segments hosted here whose data retention removed become EXPIRED (RIP-21
         scenario b); the new mapping is pushed to the other brokers. Returns the changes."""
         changed = []
-        store = self.ctx.store
         for mapping in list(self.lqs.mappings.values()):
             new = mapping
             for lq, segs in mapping.queues.items():
                 updated = tuple(
                     dataclasses.replace(s, state=SegmentState.EXPIRED)
                     if s.broker == self.fwd.me and s.state is SegmentState.READONLY
-                    and store.min_offset(mapping.topic, s.queue_id) >= s.physical_end
-                    and (s.physical_end == s.physical_start
-                         or store.max_offset(mapping.topic, s.queue_id) >= s.physical_end)
-                    else s for s in segs)
+                    and self._data_removed(mapping.topic, s) else s for s in segs)
                 if updated != segs:
                     new = new.replace(lq, updated, new.epoch + 1)
             if new is not mapping:
@@ -165,6 +161,17 @@ class MappingAdmin:
                 self.sync.push_others(new)
                 changed.append(new)
         return changed
+
+    def _data_removed(self, topic: str, s: Segment) -> bool:
+        """Whether retention removed every message of the sealed segment ``s`` held
+        here. A forced cut may end past what its queue holds (a margin): its data end
+        where the queue does."""
+        store = self.ctx.store
+        end = s.physical_end
+        if s.forced:
+            end = min(end, store.max_offset(topic, s.queue_id))
+        return store.min_offset(topic, s.queue_id) >= end and (
+            end == s.physical_start or store.max_offset(topic, s.queue_id) >= end)
 
     def delete_mapping(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic", "")

@@ -53,6 +53,7 @@ class LogicalPulls:
             seg = nxt
         sealed_end = seg.physical_end if seg.state is SegmentState.READONLY else -1
         extra = {"queueOffset": str(seg.to_physical(logical))}
+        extra_physical = seg.to_physical(logical)
         sys_flag = to_int(cmd.ext_fields.get("sysFlag"), 0)
         group = cmd.ext_fields.get("consumerGroup", "")
         unchecked = -1  # a piggy-backed commit waiting for the max this pull learns
@@ -101,6 +102,11 @@ class LogicalPulls:
                   and dispatched >= sealed_end):
                 # Only once the sealed tail is dispatched: the seal fixes the end from the
                 # appends, and the consume queue may still be behind them.
+                ext["nextBeginOffset"] = str(seg.logical_end)
+            elif (resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED)
+                  and seg.forced and extra_physical >= dispatched):
+                # A forced cut with a margin ends past what its broker holds; that broker
+                # recovered before it served and is fenced, so what it holds is final.
                 ext["nextBeginOffset"] = str(seg.logical_end)
             return resp
 

@@ -7,6 +7,7 @@ path                            method  what
 ==============================  ======  ============================================
 /cluster                        GET     clusters and brokers: status, disk, TPS, lag
 /brokers/{addr}                 GET     one broker's runtime figures
+/brokers/{addr}/config          GET     its configuration (26); POST: confirm, then 25
 /topics                         GET     topics: queue type, queues, messages, TPS
 /topics                         POST    create or update a topic (form)
 /topics/{topic}                 GET     queues, offsets, config, update/send forms
@@ -55,7 +56,16 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
-from tidemq.client import AdminClient, Message, MessageExt, MessageQueue, Producer, monitor
+from tidemq.client import (
+    AdminClient,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    config_admin,
+    group_admin,
+    monitor,
+)
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
 from tidemq.console.auth import (
@@ -81,6 +91,7 @@ from tidemq.console.model import (
     offsets_only,
     parse_form,
     spark_group,
+    version_name,
     when,
 )
 from tidemq.console.sampler import Sampler
@@ -227,12 +238,62 @@ async def cluster_page(console: Console, request: Request) -> StarletteResponse:
 
 async def broker_page(console: Console, request: Request) -> StarletteResponse:
     addr = request.path_params["addr"]
-    known = {b.address for b in await console.admin.cluster_list()}
-    if addr not in known:
-        return console.page("error", request, 404, title="Unknown broker",
-                            error=f"no registered broker has the address {addr}")
+    if not await _known_broker(console.admin, addr):
+        return _unknown_broker(console, request, addr)
     status = await console.admin.broker_status(addr)
     return console.page("broker", request, title=f"Broker {addr}", status=status, address=addr)
+
+
+async def _known_broker(admin: AdminClient, addr: str) -> bool:
+    return addr in {b.address for b in await admin.cluster_list()}
+
+
+def _unknown_broker(console: Console, request: Request, addr: str) -> StarletteResponse:
+    return console.page("error", request, 404, title="Unknown broker",
+                        error=f"no registered broker has the address {addr}")
+
+
+async def broker_config_page(console: Console, request: Request) -> StarletteResponse:
+    """Every key of one broker with its current value (GET_BROKER_CONFIG), and a form
+    to change one; the broker itself decides which keys may change while it runs."""
+    addr = request.path_params["addr"]
+    if not await _known_broker(console.admin, addr):
+        return _unknown_broker(console, request, addr)
+    config = await config_admin.broker_config(console.admin, addr)
+    return console.page("broker-config", request, title=f"Broker {addr} configuration",
+                        address=addr, config=config, key=request.query_params.get("key", ""))
+
+
+async def broker_config_submit(console: Console, request: Request) -> StarletteResponse:
+    addr = request.path_params["addr"]
+    form = parse_form(await request.body())
+    key, value = form.get("key", ""), form.get("value", "")
+    base = f"/brokers/{urllib.parse.quote(addr, safe='')}/config"
+    if not key or any(c in key for c in "=:#! \t\r\n"):
+        return console.page("error", request, 400, title="Bad form",
+                            error="give the name of one configuration key")
+    if "\n" in value or "\r" in value:
+        return console.page("error", request, 400, title="Bad form",
+                            error="a configuration value is one line")
+    if not await _known_broker(console.admin, addr):
+        return _unknown_broker(console, request, addr)
+    if form.get("confirm") != "yes":
+        current = (await config_admin.broker_config(console.admin, addr)).get(key)
+        was = "is not set" if current is None else f"is {current!r}"
+        return console.page(
+            "confirm", request, title=f"Change {key}", heading=f"Set {key} on {addr}?",
+            warning=f"{key} {was} on the broker at {addr}; it becomes {value!r} at once, "
+                    "for every client, until the broker restarts (put it in the broker's "
+                    "properties file to keep it). The broker refuses a key that cannot "
+                    "change while it runs.",
+            action=base, fields={"key": key, "value": value}, button=f"Set {key}",
+            cancel=base)
+    try:
+        await config_admin.update_broker_config(console.admin, [addr], {key: value})
+    except TideMQError as exc:
+        return console.page("error", request, 400, title=f"Broker {addr} configuration",
+                            error=f"The broker at {addr} refused to set {key}: {exc}")
+    return _redirect(base, f"{key} is now {value!r} on {addr} (until it restarts).")
 
 
 async def lmq_page(console: Console, request: Request) -> StarletteResponse:
@@ -315,13 +376,28 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
     stats, groups = await asyncio.gather(
         monitor.topic_stats(admin, topic, addresses=[masters[name] for name, _ in configs]),
         _groups_of(admin, topic, [masters[name] for name, _ in configs]))
+    online = await _bounded(monitor.consumer_connections(admin, g) for g in groups)
+    consumers = [{**c, "group": g, "version_name": version_name(c.get("version"))}
+                 for g, conns in zip(groups, online, strict=True)
+                 if isinstance(conns, list) for c in conns]
+    producer_group = request.query_params.get("producer_group", "").strip()
+    producers: list[dict[str, Any]] | None = None
+    producer_error = None
+    if producer_group:
+        try:
+            found = await group_admin.producer_connection(admin, producer_group, topic)
+            producers = [{**c, "version_name": version_name(c.get("version"))}
+                         for c in found.clients]
+        except TideMQError as exc:
+            producer_error = str(exc)
     first = configs[0][1]
     logical = any(LOGICAL_ATTRIBUTE in c.attributes for _, c in configs)
     return console.page(
         "topic", request, title=f"Topic {topic}", topic=topic, stats=stats, configs=configs,
         queue_type=first.attributes.get("queue.type", "SimpleCQ"), logical=logical,
         read_queues=first.read_queue_nums, write_queues=first.write_queue_nums,
-        perm=first.perm, groups=groups, rates=_rates(console, topic),
+        perm=first.perm, groups=groups, rates=_rates(console, topic), consumers=consumers,
+        producer_group=producer_group, producers=producers, producer_error=producer_error,
         api_url=f"/api/topics/{urllib.parse.quote(topic, safe='')}/rates")
 
 
@@ -458,6 +534,7 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
     stats, consumers, configs = await asyncio.gather(
         monitor.consume_stats(admin, group), monitor.consumer_connections(admin, group),
         monitor.subscription_groups(admin))
+    consumers = [{**c, "version_name": version_name(c.get("version"))} for c in consumers]
     key = f"lag:{group}"
     console.history.add(key, int(time.time() * 1000), stats.lag)
     history = console.history.get(key)
@@ -672,6 +749,8 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/metrics", plain(metrics_page), methods=["GET"]),
         Route("/cluster", g(cluster_page)),
         Route("/brokers/{addr}", g(broker_page)),
+        Route("/brokers/{addr}/config", g(broker_config_page), methods=["GET"]),
+        Route("/brokers/{addr}/config", g(broker_config_submit), methods=["POST"]),
         Route("/lmq", g(lmq_page)),
         Route("/topics", g(topics_page), methods=["GET"]),
         Route("/topics", g(topic_submit), methods=["POST"]),

@@ -145,7 +145,26 @@ Start one with <code>tidemq broker --set namesrvAddr={{ namesrv }}</code>.</div>
 
 BROKER = """{% extends "layout" %}{% block content %}
 <h1>Broker {{ status.brokerName or address }} <span class="muted">{{ address }}</span></h1>
+<p><a href="/brokers/{{ address|urlencode }}/config" id="broker-config-link">Configuration</a></p>
 <dl class="kv" id="broker-status">{% for k, v in status.items() %}<dt>{{ k }}</dt><dd>{{ v }}</dd>{% endfor %}</dl>
+{% endblock %}"""
+
+BROKER_CONFIG = """{% extends "layout" %}{% block content %}
+<h1>Broker {{ address }}: configuration</h1>
+<h2>Change a key</h2>
+<form class="inline" method="post" action="/brokers/{{ address|urlencode }}/config" id="config-form">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
+ <label>Key <input name="key" list="config-keys" required value="{{ key }}" style="width:260px"></label>
+ <label>Value <input name="value" style="width:200px" value="{{ config.get(key, '') }}"></label>
+ <button type="submit">Change…</button></fieldset></form>
+<datalist id="config-keys">{% for k in config %}<option value="{{ k }}">{% endfor %}</datalist>
+<p class="muted">Only some keys change while a broker runs (for example <code>brokerPermission</code>,
+<code>autoCreateTopicEnable</code>, <code>autoCreateSubscriptionGroup</code>); the broker refuses the
+others, and this page shows its answer. A change lasts until the broker restarts.</p>
+<h2>{{ config|length }} keys</h2>
+<table id="broker-config"><thead><tr><th>Key</th><th>Value</th><th></th></tr></thead><tbody>
+{% for k, v in config.items() %}<tr data-key="{{ k }}"><td>{{ k }}</td><td class="value">{{ v }}</td>
+<td>{% if not readonly %}<a href="?key={{ k|urlencode }}#config-form">change…</a>{% endif %}</td></tr>{% endfor %}
+</tbody></table>
 {% endblock %}"""
 
 TOPICS = """{% extends "layout" %}{% block content %}
@@ -222,6 +241,18 @@ TOPIC = """{% extends "layout" %}{% block content %}
 <h2>Consumer groups</h2>
 {% if groups %}<ul>{% for g in groups %}<li><a href="/groups/{{ g|urlencode }}">{{ g }}</a></li>{% endfor %}</ul>
 {% else %}<p class="muted">No group has stored offsets of this topic or subscribes to it.</p>{% endif %}
+<h2>Consumers online</h2>
+{% if consumers %}<table id="topic-consumers"><thead><tr><th>Group</th><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
+{% for c in consumers %}<tr><td>{{ c.group }}</td><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
+</tbody></table>{% else %}<p class="muted">No consumer of this topic is connected.</p>{% endif %}
+<h2>Producers</h2>
+<form class="inline" method="get" action="/topics/{{ topic|urlencode }}" id="producer-form"><fieldset class="controls">
+ <label>Producer group <input name="producer_group" required value="{{ producer_group }}" style="width:220px"></label>
+ <button type="submit">Show connections</button></fieldset></form>
+{% if producer_error %}<div class="error" id="producer-error">{{ producer_error }}</div>
+{% elif producers %}<table id="topic-producers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
+{% for c in producers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
+</tbody></table>{% elif producers is not none %}<p class="muted" id="no-producers">No producer of {{ producer_group }} is connected to this topic's brokers.</p>{% endif %}
 </div><div class="grow">
 <h2>Update</h2>
 <form class="inline" method="post" action="/topics" id="update-topic">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
@@ -290,8 +321,8 @@ GROUP = """{% extends "layout" %}{% block content %}
 <td class="num">{{ q.lag }}</td><td>{{ when(q.last_timestamp) }}</td></tr>{% endfor %}</tbody></table>
 {% else %}<div class="empty"><b>No committed offsets</b>The group has not committed an offset of any topic yet.</div>{% endif %}
 <h2>Consumers</h2>
-{% if consumers %}<table id="consumers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th class="num">Version</th></tr></thead><tbody>
-{% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td class="num">{{ c.version }}</td></tr>{% endfor %}
+{% if consumers %}<table id="consumers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
+{% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
 </tbody></table>{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
 <h2>Reset offsets</h2>
 {% if spark %}<p class="error" id="spark-note">This group looks like a Spark query's. A Spark query keeps its own
@@ -491,7 +522,7 @@ ERROR = """{% extends "layout" %}{% block content %}<h1>{{ title }}</h1>{% endbl
 
 _ENV = jinja2.Environment(
     loader=jinja2.DictLoader({
-        "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "topics": TOPICS,
+        "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "broker-config": BROKER_CONFIG, "topics": TOPICS,
         "topic": TOPIC, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
         "login": LOGIN,

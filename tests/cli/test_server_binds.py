@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import queue
+import shlex
 import socket
 import subprocess
 import sys
@@ -21,7 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from tidemq.cli.main import app
 from tidemq.client import AdminClient
 from tidemq.net.bind import machine_host
 
@@ -189,6 +192,15 @@ def test_standalone_listens_on_loopback_only_by_default(servers: list[Server],
     assert [a.rsplit(":", 1)[0] for a in
             broker_addresses(f"127.0.0.1:{ports['namesrv']}")] == ["127.0.0.1"]
     assert EXPOSED not in server.text
+
+
+def test_the_command_standalone_suggests_works(servers: list[Server], tmp_path: Path) -> None:
+    server, _ = _standalone(servers, tmp_path)
+    (hint,) = [line for line in server.text.splitlines() if "try: tidemq admin" in line]
+    args = shlex.split(hint.split("try: tidemq", 1)[1])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (hint, result.output)
+    assert "SEND_OK" in result.output
 
 
 def test_standalone_host_opens_every_port_and_says_so(servers: list[Server],

@@ -338,7 +338,7 @@ def standalone(
                       f"  console      {web.url if web is not None else 'off'}\n"
                       f"  data         {data.resolve()}\n"
                       f"  listening    {_exposure(host)}\n"
-                      f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -b hi\n"
+                      f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -p hi\n"
                       f"Press Ctrl+C to stop.")
 
     async def stop() -> None:

@@ -264,3 +264,27 @@ def test_a_large_encoded_batch_is_cut_into_bounded_messages(keys: str) -> None:
     for m, recs in zip(msgs, decoded, strict=True):
         assert set(m.properties["KEYS"].split(" ")) == {
             r.msg_id for r in recs} | set(keys.split(" ")) - {""}
+
+
+async def test_abort_stops_the_task_and_sends_nothing_more() -> None:
+    sent: list[Message] = []
+    stuck = asyncio.Event()
+
+    async def send(msgs: list[Message]) -> object:
+        sent.extend(msgs)
+        await stuck.wait()
+        return None
+
+    tracer = Tracer(send, topic=TRACE)  # type: ignore[arg-type]
+    tracer.start()
+    record = PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    tracer.record(record)
+    async with asyncio.timeout(5):
+        while not sent:
+            await asyncio.sleep(0.01)
+    tracer.record(record)
+    await tracer.abort()
+    assert (tracer.queued, tracer.held_bytes, len(sent)) == (0, 0, 1)
+    assert not tracer._sends and tracer.sent_records == 0  # the stuck send was cancelled
+    tracer.record(record)
+    assert tracer.dropped == 1 and tracer.queued == 0

@@ -195,6 +195,9 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         if inst is None:
             return
         self._instance = None
+        tracer, self.tracer = self.tracer, None
+        if tracer is not None:
+            await tracer.abort()
         await self._stop_background()
         tasks = [*self._runners.values(), *self._releasing.values()]
         for task in tasks:

@@ -160,6 +160,8 @@ class Tracer:
         self._wake = asyncio.Event()
         self._draining = asyncio.Lock()  # one drain at a time: close waits for the task's
         self._task: asyncio.Task[None] | None = None
+        #: Trace sends in flight.
+        self._sends: set[asyncio.Task[None]] = set()
         self._closing = False
         #: Events refused because the queue was full.
         self.dropped = 0
@@ -193,18 +195,31 @@ class Tracer:
         await self._drain()
 
     async def close(self, timeout: float = 5.0) -> None:
-        """Send what is queued (for at most ``timeout`` seconds), then stop."""
+        """Send what is queued (for at most ``timeout`` seconds; what is left then is
+        dropped and counted), then stop."""
         self._closing = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._drain(), timeout)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        self.dropped += len(self._queue)
+        await self._cancel()
         if self._on_close is not None:
             await self._on_close()
             self._on_close = None
+
+    async def abort(self) -> None:
+        """Stop at once, sending nothing more (what a crash leaves behind)."""
+        self._closing = True
+        await self._cancel()
+
+    async def _cancel(self) -> None:
+        self._queue.clear()
+        self.held_bytes = 0
+        tasks = [*self._sends, *([self._task] if self._task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._sends.clear()
+        self._task = None
 
     async def _run(self) -> None:
         while True:
@@ -214,12 +229,13 @@ class Tracer:
 
     async def _drain(self) -> None:
         async with self._draining:
-            sends: set[asyncio.Task[None]] = set()
+            sends = self._sends
             try:
                 await self._drain_locked(sends)
             finally:
                 if sends:
                     await asyncio.wait(sends)
+                    sends.clear()
 
     async def _drain_locked(self, sends: set[asyncio.Task[None]]) -> None:
         """Turn the queued events into trace messages and send them, a batch of up to

@@ -12,6 +12,7 @@ path                            method  what
 /topics                         POST    create or update a topic (form)
 /topics/{topic}                 GET     queues, offsets, config, update/send forms
 /topics/{topic}/send            POST    send one message (form)
+/topics/{topic}/messages        GET     messages stored between two times, paged
 /topics/{topic}/delete          GET     confirmation page; POST deletes
 /groups                         GET     consumer groups with their lag
 /groups/{group}                 GET     per-queue lag, consumers, live lag chart
@@ -64,6 +65,7 @@ from tidemq.client import (
     Producer,
     config_admin,
     group_admin,
+    message_scan,
     monitor,
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
@@ -478,6 +480,102 @@ async def topic_delete(console: Console, request: Request) -> StarletteResponse:
     return _redirect("/topics", f"Topic {topic} deleted from {len(brokers)} broker(s).")
 
 
+# ---------------------------------------------------------------------- a topic's messages
+
+#: Messages on one page of a topic's time-range listing.
+PAGE_SIZE = 20
+
+
+def _moment(text: str, default_ms: int, *, end: bool = False) -> int:
+    """A ``datetime-local`` form value (local time) as epoch ms; ``default_ms`` if empty.
+    An ``end`` given to the second or minute takes in all of that second or minute."""
+    if not text:
+        return default_ms
+    moment = datetime.datetime.fromisoformat(text)
+    ms = int(moment.timestamp() * 1000)
+    if end and "." not in text:
+        ms += 999 if text.count(":") == 2 else 59_999
+    return ms
+
+
+def _local(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds")
+
+
+async def topic_messages_page(console: Console, request: Request) -> StarletteResponse:
+    """The messages of a topic stored between two times, ``PAGE_SIZE`` a page, queue by
+    queue in offset order (a page reads only its own messages); for each, whether each
+    group consuming the topic has committed past it."""
+    admin = console.admin
+    topic = request.path_params["topic"]
+    q = request.query_params
+    now = int(time.time() * 1000)
+    try:
+        begin = _moment(q.get("begin", ""), now - 3600_000)
+        end = _moment(q.get("end", ""), now, end=True)
+        page = int(q.get("page", "1"))
+        if page < 1 or end < begin:
+            raise ValueError
+    except ValueError:
+        return console.page("error", request, 400, title=f"Messages of {topic}",
+                            error="give a begin time before the end time, and a page from 1")
+    holders = await _holders(admin, topic)
+    if not holders:
+        return console.page("error", request, 404, title=f"Messages of {topic}",
+                            error=f"no broker has a topic named {topic!r}")
+    stats, groups = await asyncio.gather(
+        monitor.topic_stats(admin, topic, addresses=holders),
+        monitor.topic_consumers(admin, topic, holders))
+    queues = [MessageQueue(topic, qs.broker_name, qs.queue_id) for qs in stats.queues]
+    ranges = await _gather_all([message_scan.queue_range(admin, mq, begin, end)
+                                for mq in queues])
+    total = sum(hi - lo for lo, hi in ranges)
+    skip, want = (page - 1) * PAGE_SIZE, PAGE_SIZE
+    slices: list[tuple[MessageQueue, int, int]] = []
+    for mq, (lo, hi) in zip(queues, ranges, strict=True):
+        if want <= 0:
+            break
+        if skip >= hi - lo:
+            skip -= hi - lo
+            continue
+        start = lo + skip
+        stop = min(hi, start + want)
+        slices.append((mq, start, stop))
+        want -= stop - start
+        skip = 0
+    found = await _gather_all([_read_slice(admin, mq, a, b) for mq, a, b in slices])
+    committed: dict[tuple[str, str, int], int] = {}
+    for group, st in zip(groups, await _bounded(
+            monitor.consume_stats(admin, g, topic) for g in groups), strict=True):
+        if isinstance(st, ConsumeStats):
+            for ql in st.queues:
+                committed[(group, ql.broker_name, ql.queue_id)] = ql.consumer_offset
+    rows = [{"msg": m, "broker_name": mq.broker_name,
+             "consumed": [committed.get((g, mq.broker_name, mq.queue_id), 0) > m.queue_offset
+                          for g in groups]}
+            for (mq, _a, _b), msgs in zip(slices, found, strict=True) for m in msgs]
+    pages = max(1, -(-total // PAGE_SIZE))
+    return console.page("topic-messages", request, title=f"Messages of {topic}", topic=topic,
+                        rows=rows, groups=groups, total=total, page=page, pages=pages,
+                        begin=_local(begin), end=_local(end))
+
+
+async def _gather_all(calls: Sequence[Awaitable[T]]) -> list[T]:
+    results = await _bounded(calls)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [r for r in results if not isinstance(r, BaseException)]
+
+
+async def _read_slice(admin: AdminClient, mq: MessageQueue, start: int, stop: int
+                      ) -> list[MessageExt]:
+    out: list[MessageExt] = []
+    async for batch in message_scan.scan_queue(admin, mq, start, stop):
+        out.extend(batch)
+    return out
+
+
 # ---------------------------------------------------------------------- groups
 
 
@@ -756,6 +854,7 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/topics", g(topic_submit), methods=["POST"]),
         Route("/topics/{topic}", g(topic_page)),
         Route("/topics/{topic}/send", g(topic_send), methods=["POST"]),
+        Route("/topics/{topic}/messages", g(topic_messages_page)),
         Route("/topics/{topic}/delete", g(topic_delete), methods=["GET", "POST"]),
         Route("/groups", g(groups_page)),
         Route("/groups/{group}", g(group_page)),

@@ -241,6 +241,7 @@ TOPIC = """{% extends "layout" %}{% block content %}
 <h2>Consumer groups</h2>
 {% if groups %}<ul>{% for g in groups %}<li><a href="/groups/{{ g|urlencode }}">{{ g }}</a></li>{% endfor %}</ul>
 {% else %}<p class="muted">No group has stored offsets of this topic or subscribes to it.</p>{% endif %}
+<p><a href="/topics/{{ topic|urlencode }}/messages" id="messages-by-time">Messages by time…</a></p>
 <h2>Consumers online</h2>
 {% if consumers %}<table id="topic-consumers"><thead><tr><th>Group</th><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
 {% for c in consumers %}<tr><td>{{ c.group }}</td><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
@@ -271,6 +272,28 @@ TOPIC = """{% extends "layout" %}{% block content %}
 <h2>Danger zone</h2>
 {% if readonly %}<span class="ghost disabled" id="delete-topic">Delete topic…</span>{% else %}<a class="ghost" href="/topics/{{ topic|urlencode }}/delete" id="delete-topic">Delete topic…</a>{% endif %}
 </div></div>
+{% endblock %}"""
+
+TOPIC_MESSAGES = """{% extends "layout" %}{% block content %}
+<h1>Messages of <a href="/topics/{{ topic|urlencode }}">{{ topic }}</a></h1>
+<form class="inline" method="get" action="/topics/{{ topic|urlencode }}/messages" id="by-time"><fieldset class="controls">
+ <label>Stored from (local) <input name="begin" type="datetime-local" step="1" value="{{ begin }}"></label>
+ <label>to <input name="end" type="datetime-local" step="1" value="{{ end }}"></label>
+ <button type="submit">Show</button></fieldset></form>
+<h2 id="range-total">{{ total }} message{{ '' if total == 1 else 's' }} stored from {{ begin.replace('T', ' ') }} to {{ end.replace('T', ' ') }}</h2>
+{% if rows %}
+<table id="range-messages"><thead><tr><th>Message id</th><th>Queue</th><th class="num">Offset</th><th>Tags</th><th>Keys</th><th>Stored</th>
+{% for g in groups %}<th>{{ g }}</th>{% endfor %}</tr></thead><tbody>
+{% for r in rows %}<tr><td><a href="/messages?by=offset&topic={{ topic|urlencode }}&broker={{ r.broker_name|urlencode }}&queue_id={{ r.msg.queue_id }}&offset={{ r.msg.queue_offset }}">{{ r.msg.uniq_key or r.msg.msg_id }}</a></td>
+<td>{{ r.broker_name }} / {{ r.msg.queue_id }}</td><td class="num">{{ r.msg.queue_offset }}</td><td>{{ r.msg.tags or '-' }}</td><td>{{ r.msg.keys|join(' ') or '-' }}</td>
+<td>{{ when(r.msg.store_timestamp) }}</td>
+{% for c in r.consumed %}<td class="{{ 'consumed' if c else 'pending' }}">{% if c %}<span class="badge ok">consumed</span>{% else %}<span class="badge warn">not consumed</span>{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table>
+<p class="pager" id="pager">Page {{ page }} of {{ pages }}
+{% if page > 1 %}<a id="prev-page" href="?begin={{ begin|urlencode }}&end={{ end|urlencode }}&page={{ page - 1 }}">previous</a>{% endif %}
+{% if page < pages %}<a id="next-page" href="?begin={{ begin|urlencode }}&end={{ end|urlencode }}&page={{ page + 1 }}">next</a>{% endif %}</p>
+<p class="muted">Queue by queue, in offset order. A group has consumed a message when it has committed an offset past it.</p>
+{% else %}<div class="empty"><b>No messages</b>Nothing of {{ topic }} was stored in that time{{ ' (or the page is past the end)' if total else '' }}.</div>{% endif %}
 {% endblock %}"""
 
 CONFIRM = """{% extends "layout" %}{% block content %}
@@ -523,7 +546,7 @@ ERROR = """{% extends "layout" %}{% block content %}<h1>{{ title }}</h1>{% endbl
 _ENV = jinja2.Environment(
     loader=jinja2.DictLoader({
         "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "broker-config": BROKER_CONFIG, "topics": TOPICS,
-        "topic": TOPIC, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
+        "topic": TOPIC, "topic-messages": TOPIC_MESSAGES, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
         "login": LOGIN,
     }),

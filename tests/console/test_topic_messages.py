@@ -66,3 +66,28 @@ async def test_messages_by_time_are_paged_with_their_consumption(http: Http,
     assert re.search(r'id="range-total">30 messages', everything.text)
     bad = await http.get(f"/topics/Timed/messages?begin={end}&end={begin}")
     assert bad.status == 400 and "begin time before the end time" in bad.text
+
+
+async def test_a_messages_page_says_which_groups_consumed_it(http: Http,
+                                                             cluster: Cluster) -> None:
+    await http.post("/topics", {"topic": "Seen", "read_queues": "1", "write_queues": "1"})
+    await registered(cluster)
+    mq = MessageQueue("Seen", "broker-a", 0)
+    async with Producer("seen-producers", cluster.namesrv_addr) as producer:
+        for i in range(4):
+            await producer.send(Message("Seen", f"m{i}".encode()), queue=mq)
+    cluster.brokers[0].store.wait_dispatched()
+    for group, upto in (("seen-fast", 4), ("seen-slow", 2)):
+        async with PullConsumer(group, cluster.namesrv_addr) as consumer:
+            consumer.subscribe("Seen")
+            await consumer.instance.routes.get("Seen", refresh=True)
+            await consumer.instance.send_heartbeat()
+            await consumer.commit({mq: upto})
+
+    async def status(offset: int) -> dict[str, str]:
+        page = await http.get(f"/messages?by=offset&topic=Seen&broker=broker-a&queue_id=0"
+                              f"&offset={offset}")
+        return dict(re.findall(r'data-group="([^"]+)">[^:]+: ([a-z ]+)<', page.text))
+
+    assert await status(1) == {"seen-fast": "consumed", "seen-slow": "consumed"}
+    assert await status(3) == {"seen-fast": "consumed", "seen-slow": "not consumed"}

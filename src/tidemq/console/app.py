@@ -714,15 +714,39 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
                             results=[], error=str(exc))
     names = {b.address: b.broker_name for b in await admin.cluster_list()} if results else {}
     shown = [_message_view(m, names) for m in results]
+    for view in shown[:PAGE_SIZE]:
+        view["consumption"] = await _consumption(admin, view["topic"], view["broker_name"],
+                                                 view["queue_id"], view["queue_offset"])
     return console.page("messages", request, title="Messages", q=q, searched=by is not None,
                         results=shown)
+
+
+async def _consumption(admin: AdminClient, topic: str, broker_name: str, queue_id: int,
+                       offset: int) -> list[tuple[str, bool]] | None:
+    """(group, consumed) for every group consuming ``topic``: consumed when the group has
+    committed an offset past ``offset`` on that queue. None when it cannot be told."""
+    try:
+        holders = await _holders(admin, topic)
+        groups = await monitor.topic_consumers(admin, topic, holders) if holders else []
+        stats = await _bounded(monitor.consume_stats(admin, g, topic) for g in groups)
+    except TideMQError as exc:
+        log.info("consumption of %s@%s/%s: %s", topic, broker_name, queue_id, exc)
+        return None
+    out = []
+    for group, st in zip(groups, stats, strict=True):
+        if isinstance(st, ConsumeStats):
+            committed = next((q.consumer_offset for q in st.queues
+                              if q.broker_name == broker_name and q.queue_id == queue_id), 0)
+            out.append((group, committed > offset))
+    return out
 
 
 def _message_view(msg: MessageExt, broker_names: dict[str, str]) -> dict[str, Any]:
     view = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
     view.update(tags=msg.tags, msg_keys=msg.keys, uniq_key=msg.uniq_key,
                 preview=body_preview(msg.body),
-                broker_name=msg.broker_name or broker_names.get(msg.store_host, ""))
+                broker_name=msg.broker_name or broker_names.get(msg.store_host, ""),
+                consumption=None)
     return view
 
 

@@ -423,6 +423,7 @@ MESSAGES = """{% extends "layout" %}{% block content %}
 <dt>Tags</dt><dd>{{ m.tags or '-' }}</dd><dt>Keys</dt><dd class="msg-keys">{{ m.msg_keys|join(' ') or '-' }}</dd>
 <dt>Stored</dt><dd>{{ when(m.store_timestamp) }} on {{ m.store_host }}</dd><dt>Born</dt><dd>{{ when(m.born_timestamp) }} on {{ m.born_host }}</dd>
 <dt>Reconsumed</dt><dd>{{ m.reconsume_times }}</dd>
+{% if m.consumption is not none %}<dt>Consumed by</dt><dd class="consumption">{% for g, done in m.consumption %}<span class="badge {{ 'ok' if done else 'warn' }}" data-group="{{ g }}">{{ g }}: {{ 'consumed' if done else 'not consumed' }}</span> {% else %}no group consumes {{ m.topic }}{% endfor %}</dd>{% endif %}
 <dt>Properties</dt><dd>{% for k, v in m.properties|dictsort %}<span class="badge">{{ k }}={{ v }}</span> {% endfor %}</dd>
 </dl><div class="grow"><div class="muted">Body: {{ m.preview.size }} bytes, shown as {{ m.preview.kind }}{{ ', truncated' if m.preview.truncated }}</div>
 <pre class="body">{{ m.preview.text }}</pre></div></div>

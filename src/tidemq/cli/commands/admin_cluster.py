@@ -28,8 +28,10 @@ from typing import Annotated, Any
 import typer
 
 from tidemq.cli.commands.admin_common import (
+    BrokerAddr,
     JsonFlag,
     Namesrv,
+    Topic,
     console_out,
     emit_json,
     parse_bool,
@@ -46,9 +48,6 @@ from tidemq.client.config import DEFAULT_NAMESRV
 
 __all__ = ["register"]
 
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
-BrokerAddr = Annotated[str | None, typer.Option(
-    "-b", "--brokerAddr", help="This broker only (host:port).")]
 ClusterOpt = Annotated[str | None, typer.Option(
     "-c", "--cluster", help="Every master of this cluster.")]
 
@@ -90,7 +89,7 @@ def stats_all(
 
 
 def allocate_mq(
-    topic: TopicOpt,
+    topic: Topic,
     ips: Annotated[str, typer.Option("-i", "--ipList", help="Client ids, comma separated.")],
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
@@ -140,7 +139,7 @@ def send_msg_status(
 
 
 def check_msg_send_rt(
-    topic: TopicOpt,
+    topic: Topic,
     amount: Annotated[int, typer.Option("-a", "--amount", min=2)] = 100,
     size: Annotated[int, typer.Option("-s", "--size", min=1)] = 128,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
@@ -245,7 +244,7 @@ def clean_expired_cq(broker: BrokerAddr = None, cluster: ClusterOpt = None,
 
 
 def update_order_conf(
-    topic: TopicOpt,
+    topic: Topic,
     method: Annotated[str, typer.Option("-m", "--method", help="get, put or delete.")],
     conf: Annotated[str | None, typer.Option(
         "-v", "--orderConf", help="brokerName1:num;brokerName2:num (for put).")] = None,

@@ -65,6 +65,10 @@ TlsKey = Annotated[str, typer.Option(
     "--tls-key", envvar=TLS_KEY_ENV, show_envvar=True, help="The client certificate's key.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 Topic = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
+BrokerAddr = Annotated[str | None, typer.Option(
+    "-b", "--brokerAddr", help="This broker only (host:port).")]
+ClusterName = Annotated[str | None, typer.Option(
+    "-c", "--clusterName", help="Every master of this cluster.")]
 
 
 def console_out() -> Console:

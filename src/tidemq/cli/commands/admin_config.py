@@ -23,8 +23,11 @@ from typing import Annotated
 import typer
 
 from tidemq.cli.commands.admin_common import (
+    BrokerAddr,
+    ClusterName,
     JsonFlag,
     Namesrv,
+    Topic,
     console_out,
     emit_json,
     parse_bool,
@@ -37,10 +40,6 @@ from tidemq.client.config import DEFAULT_NAMESRV
 
 __all__ = ["register"]
 
-BrokerAddr = Annotated[str | None, typer.Option(
-    "-b", "--brokerAddr", help="This broker only (host:port).")]
-Cluster = Annotated[str | None, typer.Option(
-    "-c", "--clusterName", help="Every master of this cluster.")]
 BrokerName = Annotated[str, typer.Option("-b", "--brokerName", help="Broker name.")]
 Key = Annotated[str, typer.Option("-k", "--key", help="Config key.")]
 Value = Annotated[str, typer.Option("-v", "--value", help="Config value.")]
@@ -80,7 +79,7 @@ async def _brokers(admin: AdminClient, broker: str | None, cluster: str | None,
     return sorted(b.address for b in await admin.cluster_list() if b.cluster == cluster)
 
 
-def get_broker_config(broker: BrokerAddr = None, cluster: Cluster = None,
+def get_broker_config(broker: BrokerAddr = None, cluster: ClusterName = None,
                       namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every key of a broker (or of each broker of a cluster) with its current value."""
     _one_of(broker, cluster)
@@ -97,7 +96,7 @@ def get_broker_config(broker: BrokerAddr = None, cluster: Cluster = None,
 
 
 def update_broker_config(
-    key: Key, value: Value, broker: BrokerAddr = None, cluster: Cluster = None,
+    key: Key, value: Value, broker: BrokerAddr = None, cluster: ClusterName = None,
     update_all: Annotated[str, typer.Option(
         "-a", "--updateAllBroker", help="true: with -c, the replicas too.")] = "false",
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
@@ -142,9 +141,9 @@ def update_namesrv_config(key: Key, value: Value, namesrv: Namesrv = DEFAULT_NAM
 
 
 def update_topic_perm(
-    topic: Annotated[str, typer.Option("-t", "--topic", help="Topic name.")],
+    topic: Topic,
     perm: Annotated[int, typer.Option("-p", "--perm", help="2 write, 4 read, 6 both.")],
-    broker: BrokerAddr = None, cluster: Cluster = None,
+    broker: BrokerAddr = None, cluster: ClusterName = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Set a topic's permission, keeping its queues and attributes."""

@@ -24,8 +24,10 @@ from typing import Annotated, Any
 import typer
 
 from tidemq.cli.commands.admin_common import (
+    BrokerAddr,
     JsonFlag,
     Namesrv,
+    Topic,
     console_out,
     emit_json,
     format_ms,
@@ -40,9 +42,6 @@ from tidemq.errors import TideMQError
 
 __all__ = ["register"]
 
-BrokerAddr = Annotated[str | None, typer.Option(
-    "-b", "--brokerAddr", help="This broker only (host:port).")]
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -171,7 +170,7 @@ def consumer_connection(
 
 def producer_connection(
     group: Annotated[str, typer.Option("-g", "--producerGroup", help="Producer group name.")],
-    topic: TopicOpt,
+    topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """The producers of a group connected to the brokers of a topic."""

@@ -24,6 +24,7 @@ from tidemq.cli.commands.admin import message_json
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
+    Topic,
     console_err,
     console_out,
     emit_json,
@@ -38,7 +39,6 @@ from tidemq.client.errors import MessageNotFoundError
 
 __all__ = ["register"]
 
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
 Charset = Annotated[str, typer.Option(
     "-c", "--charsetName", help="Decode bodies with this charset.")]
 SubExpr = Annotated[str, typer.Option(
@@ -107,7 +107,7 @@ async def _read(admin: AdminClient, queues: list[MessageQueue], expression: str,
 
 
 def print_msg(
-    topic: TopicOpt, charset: Charset = "UTF-8", expression: SubExpr = "*",
+    topic: Topic, charset: Charset = "UTF-8", expression: SubExpr = "*",
     begin: Begin = None, end: End = None,
     print_body: Annotated[str, typer.Option(
         "-d", "--printBody", help="true: print each body (the default).")] = "true",
@@ -136,7 +136,7 @@ def print_msg(
 
 
 def print_msg_by_queue(
-    topic: TopicOpt,
+    topic: Topic,
     broker: Annotated[str, typer.Option("-a", "--brokerName", help="Broker name.")],
     queue_id: Annotated[int, typer.Option("-i", "--queueId", min=0, help="Queue id.")],
     charset: Charset = "UTF-8", expression: SubExpr = "*",
@@ -177,7 +177,7 @@ def print_msg_by_queue(
 
 def query_msg_by_unique_key(
     msg_id: Annotated[str, typer.Option("-i", "--msgId", help="Message id (UNIQ_KEY).")],
-    topic: TopicOpt,
+    topic: Topic,
     show_all: Annotated[bool, typer.Option(
         "-a", "--showAll", help="Every message with this key (at most 32).")] = False,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,

@@ -20,6 +20,7 @@ from rich.markup import escape
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
+    Topic,
     console_out,
     emit_json,
     parse_bool,
@@ -32,7 +33,6 @@ from tidemq.client.config import DEFAULT_NAMESRV
 
 __all__ = ["register"]
 
-TopicOpt = Annotated[str, typer.Option("-t", "--topic", help="Topic name.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +53,7 @@ def _print_reset(rows: list[ga.ResetRow], json_out: bool, **extra: Any) -> None:
 
 def reset_offset_by_time(
     group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
-    topic: TopicOpt,
+    topic: Topic,
     timestamp: Annotated[str | None, typer.Option(
         "-s", "--timestamp", help="now, epoch ms, or yyyy-MM-dd#HH:mm:ss:SSS (local).")]
     = None,
@@ -86,7 +86,7 @@ def reset_offset_by_time(
 
 def skip_accumulated(
     group: Annotated[str, typer.Option("-g", "--group", help="Consumer group.")],
-    topic: TopicOpt,
+    topic: Topic,
     force: Annotated[str, typer.Option(
         "-f", "--force", help="true: also move forward (the default).")] = "true",
     cluster: Annotated[str | None, typer.Option("-c", "--cluster", help="Cluster name.")]
@@ -103,7 +103,7 @@ def skip_accumulated(
 def clone_group_offset(
     src: Annotated[str, typer.Option("-s", "--srcGroup", help="Source consumer group.")],
     dest: Annotated[str, typer.Option("-d", "--destGroup", help="Destination group.")],
-    topic: TopicOpt,
+    topic: Topic,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Give a group the offsets another group committed on a topic's queues."""

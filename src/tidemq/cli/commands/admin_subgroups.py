@@ -17,6 +17,8 @@ import typer
 from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
+    BrokerAddr,
+    ClusterName,
     JsonFlag,
     Namesrv,
     console_out,
@@ -33,10 +35,6 @@ from tidemq.errors import TideMQError
 __all__ = ["register"]
 
 Group = Annotated[str, typer.Option("-g", "--groupName", help="Consumer group name.")]
-Cluster = Annotated[str | None, typer.Option(
-    "-c", "--clusterName", help="Every master of this cluster.")]
-BrokerAddr = Annotated[str | None, typer.Option(
-    "-b", "--brokerAddr", help="This broker only (host:port).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +58,7 @@ BoolValue = str | None
 def update_sub_group(
     group: Group,
     broker: BrokerAddr = None,
-    cluster: Cluster = None,
+    cluster: ClusterName = None,
     consume_enable: Annotated[BoolValue, typer.Option("-s", "--consumeEnable")] = None,
     from_min: Annotated[BoolValue, typer.Option("-m", "--consumeFromMinEnable")] = None,
     broadcast: Annotated[BoolValue, typer.Option("-d", "--consumeBroadcastEnable")] = None,
@@ -125,7 +123,7 @@ def update_sub_group(
 def delete_sub_group(
     group: Group,
     broker: BrokerAddr = None,
-    cluster: Cluster = None,
+    cluster: ClusterName = None,
     remove_offset: Annotated[str, typer.Option(
         "-r", "--removeOffset", help="true: delete the group's offsets too.")] = "false",
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tidemq.client.blocking import BlockingProducer
+from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer
 from tidemq.types import Message, MessageQueue
 
 from .conftest import Server, wait_visible
@@ -73,3 +73,28 @@ def test_kafka_options_at_planning(spark: Any, server: Server) -> None:
     assert rows.rdd.getNumPartitions() >= 2
     assert sorted(r.offset for r in rows.collect() if r.partition == 1) == list(range(6))
     assert {r.partition for r in rows.collect()} == {1}
+
+
+def test_offsets_by_timestamp_per_partition(spark: Any, server: Server) -> None:
+    q0, q1 = MessageQueue("KafkaTs", "broker-a", 0), MessageQueue("KafkaTs", "broker-a", 1)
+    with BlockingProducer("kafka-port-ts", server.namesrv) as p:
+        for i in range(10):
+            p.send(Message("KafkaTs", f"a{i}".encode()), queue=q0)
+        for i in range(3):
+            p.send(Message("KafkaTs", f"b{i}".encode()), queue=q1)
+    wait_visible(server, "KafkaTs", 13)
+    with BlockingPullConsumer("kafka-port-ts", server.namesrv) as c:
+        stored = [m.store_timestamp for m in c.pull(q0, 0, 32).messages]
+    at = stored[6]
+    first = min(o for o, ts in enumerate(stored) if ts >= at)  # the broker's search rule
+
+    def offsets(**options: str) -> list[tuple[int, int]]:
+        rows = (spark.read.format("tidemq").option("namesrv", server.namesrv)
+                .option("subscribe", "KafkaTs").option("schema", "kafka")
+                .options(**options).load().collect())
+        return sorted((r.partition, r.offset) for r in rows)
+
+    assert offsets(startingOffsetsByTimestamp=f'{{"KafkaTs": {{"0": {at}}}}}') == \
+        [(0, o) for o in range(first, 10)] + [(1, o) for o in range(3)]  # left out: earliest
+    assert offsets(endingOffsetsByTimestamp=f'{{"KafkaTs": {{"broker-a:0": {at}}}}}') == \
+        [(0, o) for o in range(first)] + [(1, o) for o in range(3)]  # left out: latest

@@ -1,0 +1,96 @@
+"""A ``tidemq`` server command in a child process on loopback, for the tests that need
+real processes: started with ``--set key=value`` settings and waited for (the line it
+prints once it serves), killed with SIGKILL as a crash or stopped with SIGTERM, started
+again with the same settings; what it printed is kept for failure messages."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Self
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ChildServer:
+    """``tidemq <command> <args> --set k=v ...``; :attr:`ready` is its serving line."""
+
+    def __init__(self, command: str, settings: dict[str, str], args: Sequence[str] = (),
+                 *, ready: str) -> None:
+        self.command = command
+        self.settings = settings
+        self.args = tuple(args)
+        self.ready = ready
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+        self._drainer: threading.Thread | None = None
+
+    def start(self, timeout: float = 60) -> Self:
+        """Start the process and return once it serves."""
+        assert self.proc is None
+        sets = [a for key, value in self.settings.items() for a in ("--set", f"{key}={value}")]
+        self.lines = []
+        self._ready = threading.Event()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
+             *self.args, *sets], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"})
+        self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._drainer.start()
+        if not self._ready.wait(timeout) or self.proc.poll() is not None:
+            self.kill9()
+            raise AssertionError(f"the {self.command} did not start:\n" + self.log())
+        return self
+
+    def _drain(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line)
+            if self.ready in line:
+                self._ready.set()
+        self._ready.set()  # ended: start() sees the exit
+
+    def log(self, last: int = 60) -> str:
+        return "".join(self.lines[-last:])
+
+    def kill9(self) -> int | None:
+        """SIGKILL, as a crash: no shutdown hook, no checkpoint, no flush. Its exit status
+        (``None``: it was not running)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        self._close(proc)
+        return proc.returncode
+
+    def stop(self) -> None:
+        """SIGTERM, a clean shutdown."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self._close(proc)
+
+    def _close(self, proc: subprocess.Popen[str]) -> None:
+        if self._drainer is not None:
+            self._drainer.join(10)
+        if proc.stdout is not None:
+            proc.stdout.close()

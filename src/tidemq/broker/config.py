@@ -22,15 +22,15 @@ from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import advertised_host, check_listen
-from tidemq.net.http_auth import MetricsAuth
-from tidemq.net.tls import TlsClientSettings, TlsMode, TlsServerSettings
+from tidemq.net.server_keys import ServerKeys
+from tidemq.net.tls import TlsClientSettings
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class BrokerConfig:
+class BrokerConfig(ServerKeys):
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0
@@ -38,9 +38,6 @@ class BrokerConfig:
     #: ``bindAddress``, see :mod:`tidemq.net.bind`).
     broker_ip1: str = dataclasses.field(default="", metadata={"key": "brokerIP1"})
     listen_port: int = 10911
-    #: The address the remoting port listens on (``NettyServerConfig.bindAddress``);
-    #: loopback unless told otherwise, ``0.0.0.0`` for every interface.
-    bind_address: str = "127.0.0.1"
     namesrv_addr: str = ""
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -70,20 +67,8 @@ class BrokerConfig:
     max_pull_bytes: int = 4 * 1024 * 1024
     max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024
     batch_protocol_enable: bool = True
-    #: Serve Prometheus metrics over HTTP on this port (0: off).
-    metrics_port: int = 0
     #: Export each group's lag per queue too (one series per group and queue).
     metrics_queue_lag: bool = False
-    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
-    metrics_bind_address: str = ""
-    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
-    metrics_auth_token: str = dataclasses.field(default="", repr=False)
-    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
-    metrics_auth_user: str = ""
-    metrics_auth_password: str = dataclasses.field(default="", repr=False)
-    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
-    metrics_cert_path: str = ""
-    metrics_key_path: str = ""
     batch_max_children: int = 1000
     #: How long an orderly-consumption lock lives after its last renewal (upstream's
     #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
@@ -172,23 +157,6 @@ class BrokerConfig:
     controller_heart_beat_timeout_mills: int = 3000
     #: Among equally current replicas the lowest wins an election.
     broker_election_priority: int = 2**31 - 1
-    #: TLS on the remoting port (RocketMQ's ``TlsSystemConfig`` keys; see
-    #: :mod:`tidemq.net.tls`): disabled, permissive (TLS and plain on one port) or
-    #: enforcing (TLS only). Without a certificate the port is plain.
-    tls_server_mode: str = dataclasses.field(default="permissive",
-                                             metadata={"key": "tls.server.mode"})
-    tls_server_cert_path: str = dataclasses.field(default="",
-                                                  metadata={"key": "tls.server.certPath"})
-    tls_server_key_path: str = dataclasses.field(default="",
-                                                 metadata={"key": "tls.server.keyPath"})
-    tls_server_key_password: str = dataclasses.field(
-        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
-    #: none, optional or require: ask clients for a certificate signed by
-    #: ``tls.server.trustCertPath``.
-    tls_server_need_client_auth: str = dataclasses.field(
-        default="none", metadata={"key": "tls.server.need.client.auth"})
-    tls_server_trust_cert_path: str = dataclasses.field(
-        default="", metadata={"key": "tls.server.trustCertPath"})
     #: Connect to name servers and other brokers with TLS (``tls.enable``), trusting the
     #: CAs of ``tls.client.trustCertPath``; a client certificate for servers that ask.
     tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
@@ -204,15 +172,8 @@ class BrokerConfig:
         default=True, metadata={"key": "tls.client.authServer"})
 
     def __post_init__(self) -> None:
-        self.tls_server.check()
-        if bool(self.metrics_cert_path) != bool(self.metrics_key_path):
-            raise ConfigError("metricsCertPath and metricsKeyPath go together",
-                              key="metricsKeyPath" if self.metrics_cert_path
-                              else "metricsCertPath")
+        self.check_server_keys()
         self.tls_client.check()
-        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
-            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
-                              key="metricsAuthPassword")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")
@@ -277,15 +238,6 @@ class BrokerConfig:
                               else "batchMaxBytes")
 
     @property
-    def tls_server(self) -> TlsServerSettings:
-        """The remoting port's TLS settings."""
-        return TlsServerSettings.parse(
-            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
-            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
-            need_client_auth=self.tls_server_need_client_auth,
-            trust_cert_path=self.tls_server_trust_cert_path)
-
-    @property
     def tls_client(self) -> TlsClientSettings:
         """TLS of this broker's own connections (name servers, other brokers)."""
         return TlsClientSettings(
@@ -335,25 +287,6 @@ class BrokerConfig:
         if self.ha_listen_port >= 0:
             return self.ha_listen_port
         return self.listen_port + 1 if self.listen_port else 0
-
-    @property
-    def metrics_tls(self) -> TlsServerSettings | None:
-        """The metrics endpoint's HTTPS settings (``None``: plain HTTP)."""
-        if not self.metrics_cert_path:
-            return None
-        return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=self.metrics_cert_path,
-                                 key_path=self.metrics_key_path)
-
-    @property
-    def metrics_host(self) -> str:
-        """Where the metrics endpoint listens."""
-        return self.metrics_bind_address or self.bind_address
-
-    @property
-    def metrics_auth(self) -> MetricsAuth | None:
-        """The credentials ``/metrics`` needs; None: it needs none."""
-        return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
-                                       self.metrics_auth_password)
 
     @property
     def initial_role(self) -> BrokerRole:

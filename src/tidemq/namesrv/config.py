@@ -22,18 +22,14 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.bind import check_listen
-from tidemq.net.http_auth import MetricsAuth
-from tidemq.net.tls import TlsMode, TlsServerSettings
+from tidemq.net.server_keys import ServerKeys
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class NamesrvConfig:
+class NamesrvConfig(ServerKeys):
     listen_port: int = 9876
-    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
-    #: unless told otherwise, ``0.0.0.0`` for every interface.
-    bind_address: str = "127.0.0.1"
     #: Milliseconds between two scans for brokers whose registration is too old.
     scan_not_active_broker_interval: int = 5000
     #: Liveness timeout (ms) of a broker that does not send ``heartbeatTimeoutMillis``.
@@ -57,18 +53,6 @@ class NamesrvConfig:
     #: connections; past it kept buffers are dropped, then the connections holding the
     #: most for the longest are closed.
     max_incomplete_frame_bytes: int = 256 * 1024 * 1024
-    #: Serve Prometheus metrics over HTTP on this port (0: off).
-    metrics_port: int = 0
-    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
-    metrics_bind_address: str = ""
-    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
-    metrics_auth_token: str = dataclasses.field(default="", repr=False)
-    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
-    metrics_auth_user: str = ""
-    metrics_auth_password: str = dataclasses.field(default="", repr=False)
-    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
-    metrics_cert_path: str = ""
-    metrics_key_path: str = ""
     #: Milliseconds after start during which route answers carry
     #: ``routeMayBeIncomplete=true``: brokers known to the previous run may not have
     #: registered again yet, and TideMQ clients keep the brokers they knew meanwhile.
@@ -80,33 +64,9 @@ class NamesrvConfig:
     acl_enable: bool = False
     #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
     acl_file: str = ""
-    #: TLS on the remoting port (RocketMQ's ``TlsSystemConfig`` keys; see
-    #: :mod:`tidemq.net.tls`): disabled, permissive (TLS and plain on one port) or
-    #: enforcing (TLS only). Without a certificate the port is plain.
-    tls_server_mode: str = dataclasses.field(default="permissive",
-                                             metadata={"key": "tls.server.mode"})
-    tls_server_cert_path: str = dataclasses.field(default="",
-                                                  metadata={"key": "tls.server.certPath"})
-    tls_server_key_path: str = dataclasses.field(default="",
-                                                 metadata={"key": "tls.server.keyPath"})
-    tls_server_key_password: str = dataclasses.field(
-        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
-    #: none, optional or require: ask clients for a certificate signed by
-    #: ``tls.server.trustCertPath``.
-    tls_server_need_client_auth: str = dataclasses.field(
-        default="none", metadata={"key": "tls.server.need.client.auth"})
-    tls_server_trust_cert_path: str = dataclasses.field(
-        default="", metadata={"key": "tls.server.trustCertPath"})
 
     def __post_init__(self) -> None:
-        self.tls_server.check()
-        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
-            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
-                              key="metricsAuthPassword")
-        if bool(self.metrics_cert_path) != bool(self.metrics_key_path):
-            raise ConfigError("metricsCertPath and metricsKeyPath go together",
-                              key="metricsKeyPath" if self.metrics_cert_path
-                              else "metricsCertPath")
+        self.check_server_keys()
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
@@ -131,34 +91,6 @@ class NamesrvConfig:
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
-
-    @property
-    def tls_server(self) -> TlsServerSettings:
-        """The remoting port's TLS settings."""
-        return TlsServerSettings.parse(
-            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
-            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
-            need_client_auth=self.tls_server_need_client_auth,
-            trust_cert_path=self.tls_server_trust_cert_path)
-
-    @property
-    def metrics_tls(self) -> TlsServerSettings | None:
-        """The metrics endpoint's HTTPS settings (``None``: plain HTTP)."""
-        if not self.metrics_cert_path:
-            return None
-        return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=self.metrics_cert_path,
-                                 key_path=self.metrics_key_path)
-
-    @property
-    def metrics_host(self) -> str:
-        """Where the metrics endpoint listens."""
-        return self.metrics_bind_address or self.bind_address
-
-    @property
-    def metrics_auth(self) -> MetricsAuth | None:
-        """The credentials ``/metrics`` needs; None: it needs none."""
-        return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
-                                       self.metrics_auth_password)
 
     @property
     def idle_seconds(self) -> float | None:

@@ -1,0 +1,88 @@
+"""The settings every remoting server has, whatever it serves: where it listens, TLS on its
+port (RocketMQ's ``TlsSystemConfig`` keys, :mod:`tidemq.net.tls`) and its Prometheus
+endpoint (port, address, credentials, HTTPS). :class:`ServerKeys` is the base of the
+broker's and the name server's configs, so both read the same keys the same way."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tidemq.errors import ConfigError
+from tidemq.net.http_auth import MetricsAuth
+from tidemq.net.tls import TlsMode, TlsServerSettings
+
+__all__ = ["ServerKeys"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerKeys:
+    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
+    #: unless told otherwise, ``0.0.0.0`` for every interface.
+    bind_address: str = "127.0.0.1"
+    #: Serve Prometheus metrics over HTTP on this port (0: off).
+    metrics_port: int = 0
+    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
+    metrics_bind_address: str = ""
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
+    metrics_auth_token: str = dataclasses.field(default="", repr=False)
+    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = dataclasses.field(default="", repr=False)
+    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
+    metrics_cert_path: str = ""
+    metrics_key_path: str = ""
+    #: TLS on the remoting port: disabled, permissive (TLS and plain on one port) or
+    #: enforcing (TLS only). Without a certificate the port is plain.
+    tls_server_mode: str = dataclasses.field(default="permissive",
+                                             metadata={"key": "tls.server.mode"})
+    tls_server_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.server.keyPath"})
+    tls_server_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
+    #: none, optional or require: ask clients for a certificate signed by
+    #: ``tls.server.trustCertPath``.
+    tls_server_need_client_auth: str = dataclasses.field(
+        default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.server.trustCertPath"})
+
+    def check_server_keys(self) -> None:
+        """Raise :class:`ConfigError` naming the first of these keys that is wrong."""
+        self.tls_server.check()
+        if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
+            raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
+                              key="metricsAuthPassword")
+        if bool(self.metrics_cert_path) != bool(self.metrics_key_path):
+            raise ConfigError("metricsCertPath and metricsKeyPath go together",
+                              key="metricsKeyPath" if self.metrics_cert_path
+                              else "metricsCertPath")
+
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """The remoting port's TLS settings."""
+        return TlsServerSettings.parse(
+            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path)
+
+    @property
+    def metrics_tls(self) -> TlsServerSettings | None:
+        """The metrics endpoint's HTTPS settings (``None``: plain HTTP)."""
+        if not self.metrics_cert_path:
+            return None
+        return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=self.metrics_cert_path,
+                                 key_path=self.metrics_key_path)
+
+    @property
+    def metrics_host(self) -> str:
+        """Where the metrics endpoint listens."""
+        return self.metrics_bind_address or self.bind_address
+
+    @property
+    def metrics_auth(self) -> MetricsAuth | None:
+        """The credentials ``/metrics`` needs; None: it needs none."""
+        return MetricsAuth.from_config(self.metrics_auth_token, self.metrics_auth_user,
+                                       self.metrics_auth_password)

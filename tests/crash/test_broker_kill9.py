@@ -31,6 +31,7 @@ from tidemq.namesrv import NameServerApp
 from tidemq.types import MessageQueue, SendStatus
 
 from .broker_process import BrokerProcess
+from .kill_round import KillRound
 
 TOPIC = "Acked"
 QUEUES = 4
@@ -56,21 +57,15 @@ def body_id(body: bytes) -> int:
     return int(body[:8])
 
 
-class Round:
+class Round(KillRound):
     """One life of the broker: senders until the kill, what was acknowledged."""
 
     def __init__(self, namesrv: str, ids: Iterator[int], rng: random.Random,
                  kill_after: int, batch_protocol: bool) -> None:
-        self.config = ClientConfig(namesrv_addr=(namesrv,), retry_times_when_send_failed=0,
-                                   send_msg_timeout=60.0, request_timeout=60.0,
-                                   batch_protocol_enable=batch_protocol)
-        self.ids = ids
-        self.rng = rng
-        self.kill_after = kill_after
-        self.acked: dict[int, list[tuple[int, int]]] = {q: [] for q in range(QUEUES)}
-        self.count = 0
-        self.enough = asyncio.Event()
-        self.killed = False
+        super().__init__(ClientConfig(namesrv_addr=(namesrv,), retry_times_when_send_failed=0,
+                                      send_msg_timeout=60.0, request_timeout=60.0,
+                                      batch_protocol_enable=batch_protocol),
+                         ids, rng, kill_after, QUEUES)
 
     async def sender(self, producer: Producer, queue_id: int) -> None:
         mq = MessageQueue(TOPIC, "broker-a", queue_id)
@@ -90,24 +85,7 @@ class Round:
                 assert self.killed, result
                 return
             assert result.queue == mq and result.message_count == len(batch), result
-            self.acked[queue_id] += zip(result.queue_offsets, batch, strict=True)
-            self.count += len(batch)
-            if self.count >= self.kill_after:
-                self.enough.set()
-
-    async def run(self, broker: BrokerProcess) -> None:
-        async with Producer("crash-producer", config=self.config) as producer:
-            senders = [asyncio.create_task(self.sender(producer, q)) for q in range(QUEUES)]
-            waiting = asyncio.create_task(self.enough.wait())
-            await asyncio.wait([waiting, *senders], return_when=asyncio.FIRST_COMPLETED)
-            for task in senders:
-                if task.done():  # a sender failed before the kill
-                    waiting.cancel()
-                    await task
-            await asyncio.sleep(self.rng.uniform(0, 0.05))  # the crash moment
-            self.killed = True
-            await asyncio.to_thread(broker.kill9)
-            await asyncio.gather(*senders)
+            self.acknowledged(queue_id, result, batch)
 
 
 async def read_queues(addr: str) -> dict[int, list[int]]:

@@ -37,6 +37,7 @@ from tidemq.namesrv import NameServerApp
 from tidemq.types import MessageQueue, SendStatus
 
 from .broker_process import BrokerProcess, free_port
+from .kill_round import KillRound
 from .test_broker_kill9 import QUEUES, STORE, TOPIC, body_for, body_id, check
 
 SLOW = os.environ.get("TIDEMQ_SLOW") == "1"
@@ -56,7 +57,7 @@ class WarmBroker(BrokerProcess):
                 for arg in ("--set", f"{key}={value}")]
         self._warm = subprocess.Popen(
             [sys.executable, "-c", _WAIT_THEN_MAIN, "broker", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env={**os.environ, "COLUMNS": "400"})
 
     def start(self, timeout: float = 60) -> None:
@@ -80,7 +81,7 @@ class WarmBroker(BrokerProcess):
         if proc is not None:
             proc.kill()
             proc.wait(30)
-            for stream in (proc.stdin, proc.stderr):
+            for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     stream.close()
 
@@ -88,20 +89,16 @@ class WarmBroker(BrokerProcess):
 _WAIT_THEN_MAIN = "import sys; from tidemq.cli.main import main; sys.stdin.readline(); main()"
 
 
-class Life:
+class Life(KillRound):
     """One life of the master: senders until the kill, what was acknowledged."""
+
+    producer_group = "ha-crash-producer"
 
     def __init__(self, namesrv: str, ids: Iterator[int], rng: random.Random,
                  kill_after: int) -> None:
-        self.config = ClientConfig(namesrv_addr=(namesrv,), retry_times_when_send_failed=0,
-                                   send_msg_timeout=30.0, request_timeout=30.0)
-        self.ids = ids
-        self.rng = rng
-        self.kill_after = kill_after
-        self.acked: dict[int, list[tuple[int, int]]] = {q: [] for q in range(QUEUES)}
-        self.count = 0
-        self.enough = asyncio.Event()
-        self.killed = False
+        super().__init__(ClientConfig(namesrv_addr=(namesrv,), retry_times_when_send_failed=0,
+                                      send_msg_timeout=30.0, request_timeout=30.0),
+                         ids, rng, kill_after, QUEUES)
         self.failures: list[str] = []
 
     async def sender(self, producer: Producer, queue_id: int) -> None:
@@ -127,24 +124,7 @@ class Life:
                 await asyncio.sleep(0.02)  # the replica is reconnecting; not acknowledged
                 continue
             assert result.status is SendStatus.SEND_OK, result
-            self.acked[queue_id] += zip(result.queue_offsets, batch, strict=True)
-            self.count += len(batch)
-            if self.count >= self.kill_after:
-                self.enough.set()
-
-    async def run(self, master: BrokerProcess) -> None:
-        async with Producer("ha-crash-producer", config=self.config) as producer:
-            senders = [asyncio.create_task(self.sender(producer, q)) for q in range(QUEUES)]
-            waiting = asyncio.create_task(self.enough.wait())
-            await asyncio.wait([waiting, *senders], return_when=asyncio.FIRST_COMPLETED)
-            for task in senders:
-                if task.done():  # a sender failed before the kill
-                    waiting.cancel()
-                    await task
-            await asyncio.sleep(self.rng.uniform(0, 0.05))  # the crash moment
-            self.killed = True
-            await asyncio.to_thread(master.kill9)
-            await asyncio.gather(*senders)
+            self.acknowledged(queue_id, result, batch)
 
 
 async def read_replica(addr: str, acked: dict[int, list[tuple[int, int]]]) -> dict[int, list[int]]:

@@ -33,6 +33,7 @@ class ChildServer:
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
+        self._served = False
         self._drainer: threading.Thread | None = None
 
     def start(self, timeout: float = 60) -> Self:
@@ -41,14 +42,16 @@ class ChildServer:
         sets = [a for key, value in self.settings.items() for a in ("--set", f"{key}={value}")]
         self.lines = []
         self._ready = threading.Event()
+        self._served = False
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
              *self.args, *sets], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
         self._drainer.start()
-        if not self._ready.wait(timeout) or self.proc.poll() is not None:
-            self.kill9()
+        # Its output ending (it exited) also wakes the wait: only the ready line counts.
+        if not self._ready.wait(timeout) or not self._served:
+            ChildServer.kill9(self)  # however it ended: the log says why
             raise AssertionError(f"the {self.command} did not start:\n" + self.log())
         return self
 
@@ -57,6 +60,7 @@ class ChildServer:
         for line in proc.stdout:
             self.lines.append(line)
             if self.ready in line:
+                self._served = True
                 self._ready.set()
         self._ready.set()  # ended: start() sees the exit
 

@@ -25,7 +25,9 @@ class ServerProcess(ChildServer):
             web = ("--console-port", str(self.console_port)) if console else ("--no-console",)
             args = ("--namesrv-port", str(self.port), "--broker-port", str(free_port()),
                     *web, *args)
-            settings = dict(settings)
+            settings = {"haListenPort": "0", **settings}
+        elif kind == "broker":
+            settings = {"listenPort": str(self.port), "haListenPort": "0", **settings}
         else:
             settings = {"listenPort": str(self.port), **settings}
         super().__init__(kind, settings, args, ready=READY[kind])

@@ -54,7 +54,9 @@ class Brokers:
 
 @pytest.fixture(scope="module")
 def group() -> Iterator[tuple[str, Brokers]]:
-    trio = controller_trio()
+    # A long lease: these tests elect and clean by hand; a busy machine must not make a
+    # heartbeating fake broker look dead between two commands.
+    trio = controller_trio({"controllerBrokerHeartbeatTimeout": "15000"})
     brokers = None
     try:
         for c in trio:

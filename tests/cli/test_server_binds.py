@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli.server_process import ServerProcess
 from typer.testing import CliRunner
 
 from tidemq.cli.main import app
@@ -290,3 +291,18 @@ def test_no_warning_for_a_server_that_checks_an_acl(servers: list[Server],
     warnings = [line for line in ns.text.splitlines() if EXPOSED in line]
     # the ACL guards the remoting port, not the metrics endpoint
     assert len(warnings) == 1 and "metrics endpoint" in warnings[0], ns.text
+
+
+def test_a_taken_ha_port_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """A master's HA port defaults to listenPort + 1, which another program may hold: the
+    broker stops with a sentence naming the key, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = ServerProcess("broker", {"haListenPort": str(taken.getsockname()[1]),
+                                          "storePathRootDir": str(tmp_path / "store")})
+        with pytest.raises(AssertionError) as info:
+            server.start()
+    text = str(info.value)
+    assert "the HA port cannot be bound" in text and "haListenPort" in text, text
+    assert "Traceback" not in text, text

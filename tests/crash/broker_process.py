@@ -22,6 +22,7 @@ class BrokerProcess(ChildServer):
         self.port = free_port()
         super().__init__("broker", {
             "brokerName": "broker-a", "listenPort": str(self.port), "namesrvAddr": namesrv,
+            "haListenPort": "0",  # any free port: listenPort + 1 may be another's
             "storePathRootDir": str(root), **settings}, ready=READY)
 
     @property

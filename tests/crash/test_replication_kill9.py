@@ -69,10 +69,11 @@ class WarmBroker(BrokerProcess):
         proc.stdin.close()
         self.lines = []
         self._ready = threading.Event()
+        self._served = False
         self.proc = proc
         self._drainer = threading.Thread(target=self._drain, args=(proc,), daemon=True)
         self._drainer.start()
-        if not self._ready.wait(timeout) or proc.poll() is not None:
+        if not self._ready.wait(timeout) or not self._served:
             self.kill9()
             raise AssertionError("the broker did not start:\n" + self.log())
 

@@ -122,6 +122,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-c", _BOOT, "standalone", "--data", str(self.data / "data"),
                "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
                "--log-level", "WARNING", "--no-console", "--set", f"flushDiskType={self.flush}"]
+        if not any(item.startswith("haListenPort=") for item in self.settings):
+            cmd += ["--set", "haListenPort=0"]  # any free port: listenPort + 1 may be taken
         for item in self.settings:
             cmd += ["--set", item]
         if self.profile:

@@ -28,6 +28,7 @@ from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.replica import HaClient
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
 from tidemq.codec.ha import FRAME_HEADER_SIZE
+from tidemq.errors import ConfigError
 from tidemq.net.bind import warn_if_exposed
 from tidemq.store.message_store import MessageStore
 
@@ -137,7 +138,12 @@ class ReplicationService:
                               housekeeping_ms=cfg.ha_housekeeping_interval,
                               max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync,
                               tls=cfg.tls_server)
-            await server.start()
+            try:
+                await server.start()
+            except OSError as exc:
+                raise ConfigError(f"the HA port cannot be bound ({exc.strerror or exc}): set "
+                                  "haListenPort (by default listenPort + 1; 0: any free port)",
+                                  key="haListenPort") from None
             # Replicas need no credentials: whoever reaches this port can copy the log.
             warn_if_exposed(log, "the broker's HA port", cfg.bind_address,
                             reach="copy every stored message (replication checks no ACL; "

@@ -119,6 +119,9 @@ def _run(coro: Awaitable[None]) -> None:
     except TideMQError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
+    except OSError as exc:  # a port that cannot be bound, a store directory ...
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
 
 
 def console_config(path: Path | None, overrides: dict[str, str], *,

@@ -215,11 +215,15 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     topic = first.topic
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
-    for msg in () if checked else msgs:
-        check_properties(msg)
-        if _FAN_OUT in msg.properties:
-            raise InvalidMessageError("a message naming LMQs (INNER_MULTI_DISPATCH) cannot "
-                                      "go in a batch: send it on its own", topic=topic)
+    if not checked:
+        # A batch from one producer loop usually repeats one property set: checked once.
+        props = [m.properties for m in msgs]
+        for msg in (first,) if props.count(first.properties) == len(props) else msgs:
+            check_properties(msg)
+            if _FAN_OUT in msg.properties:
+                raise InvalidMessageError("a message naming LMQs (INNER_MULTI_DISPATCH) "
+                                          "cannot go in a batch: send it on its own",
+                                          topic=topic)
     try:  # the encoder checks the topics as it reads the batch
         encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
     except MixedTopicsError as exc:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
-from tests.tls_certs import Certs, make_certs
+
+if TYPE_CHECKING:
+    from tests.tls_certs import Certs
 
 pytest_plugins = ("pytester",)
 
@@ -74,5 +77,9 @@ def pytest_make_collect_report(collector: pytest.Collector
 
 @pytest.fixture(scope="session")
 def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    """A CA and the certificates of ``tests/tls_certs.py``, made once per session."""
+    """A CA and the certificates of ``tests/tls_certs.py``, made once per session.
+    (Imported here: this file must load where ``tests`` is not a package, as in the skip
+    policy's own tests.)"""
+    from tests.tls_certs import make_certs
+
     return make_certs(tmp_path_factory.mktemp("tls"))

@@ -53,7 +53,7 @@ def test_standalone_serves_without_a_console_when_its_port_is_busy(tmp_path: Pat
         busy.listen()
         proc, lines = start(["standalone", "--data", str(tmp_path), "--namesrv-port",
                              str(ns_port), "--broker-port", str(broker_port),
-                             "--console-port", str(console_port)],
+                             "--console-port", str(console_port), "--set", "haListenPort=0"],
                             "TideMQ standalone is running")
         try:
             more = [proc.stderr.readline() for _ in range(3)] if proc.stderr else []
@@ -67,7 +67,8 @@ def test_standalone_serves_without_a_console_when_its_port_is_busy(tmp_path: Pat
 def test_console_command_serves_a_cluster(tmp_path: Path) -> None:
     ns_port, broker_port, console_port = free_ports(3)
     server, _ = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
-                       "--broker-port", str(broker_port), "--no-console"],
+                       "--broker-port", str(broker_port), "--no-console",
+                       "--set", "haListenPort=0"],
                       "TideMQ standalone is running")
     try:
         web, _ = start(["console", "-n", f"127.0.0.1:{ns_port}", "--port", str(console_port),

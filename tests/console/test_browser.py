@@ -62,7 +62,8 @@ class Standalone:
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", "standalone",
              "--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
-             "--set", f"metricsPort={self.metrics_port}", "--log-format", "json", *extra],
+             "--set", f"metricsPort={self.metrics_port}", "--set", "haListenPort=0",
+             "--log-format", "json", *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, env={**os.environ, "COLUMNS": "200"})
         self._drainer = threading.Thread(target=self._drain, daemon=True)

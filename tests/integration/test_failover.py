@@ -160,7 +160,9 @@ async def test_with_two_controllers_killed_the_master_keeps_serving(
         route = await admin.topic_route(TOPIC)
         (data,) = [d for d in route.broker_datas if d.broker_name == GROUP]
         assert data.broker_addrs[0] == brokers[0].addr
-        got = await read_queue(admin, brokers[0].addr, queue)
+        # acknowledged before the consume queue has them: dispatch runs behind the send
+        got = await eventually(lambda: read_queue(admin, brokers[0].addr, queue),
+                               lambda stored: len(stored) >= 20)
         assert got == [b"still %d" % i for i in range(20)]
     assert "is master of epoch 1" in brokers[0].log(400)
     assert all("is master" not in b.log(400) for b in brokers[1:])

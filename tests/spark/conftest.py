@@ -53,7 +53,8 @@ def start_standalone(data: Path, *settings: str) -> Server:
     ns_port, broker_port = _free_port(), _free_port()
     log = open(data / "server.log", "wb")  # noqa: SIM115 - closed by Server.stop
     cmd = [str(Path(sys.executable).parent / "tidemq"), "standalone", "--data", str(data),
-           "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--no-console"]
+           "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--no-console",
+           "--set", "haListenPort=0"]  # any free port: listenPort + 1 may be another's
     for item in settings:
         cmd += ["--set", item]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -66,6 +67,7 @@ def start_standalone(data: Path, *settings: str) -> Server:
                 return server
             except TideMQError:
                 if proc.poll() is not None:
+                    server.stop()  # closes its log
                     raise RuntimeError((data / "server.log").read_text()) from None
                 time.sleep(0.1)  # another process: nothing to wait on but its answers
     server.stop()

@@ -398,8 +398,12 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if isinstance(exc, ssl.SSLError):
             reason = f"TLS: {describe_tls_failure(exc)}"
-        elif exc is None and self._tls_unanswered and self._pending:
-            reason = ("TLS: the server closed the connection before its first answer: it "
+        elif (exc is None or isinstance(exc, ConnectionResetError)) and (
+                self._tls_unanswered and self._pending):
+            # A server that refuses our certificate after the handshake closes; whether we
+            # read its alert or a reset first is the kernel's timing.
+            how = "closed" if exc is None else "reset"
+            reason = (f"TLS: the server {how} the connection before its first answer: it "
                       "may require a client certificate (tls.client.certPath) or refuse ours")
         else:
             reason = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by peer"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.net.acl.sweep import signed_client, sweep
 from tests.net.acl.users import ACL2, ALICE, ALICE_ACL, ROOT
 
 from tidemq.broker.config import BrokerConfig
@@ -23,14 +24,8 @@ from tidemq.codec.command import RequestCode
 from tidemq.codec.signature import Credentials
 from tidemq.errors import BrokerResponseError, ConfigError, ResponseCode
 from tidemq.inprocess import Cluster
-from tidemq.net import RemotingClient
-from tidemq.net.acl import PERMISSIONS, Need
 
 NO_PERMISSION = ResponseCode.NO_PERMISSION
-
-
-def _client(credentials: Credentials | None) -> RemotingClient:
-    return RemotingClient(request_timeout=10.0, credentials=credentials)
 
 
 def _auth(cluster: Cluster) -> AdminClient:
@@ -45,7 +40,7 @@ async def _setup(cluster: Cluster) -> None:
         await auth.create_user(ALICE.access_key, ALICE.secret_key)
         for resources, actions, decision in ALICE_ACL:
             await auth.create_acl("User:alice", resources, actions, decision=decision)
-    async with Peer(cluster.brokers[0].broker_addr, _client(ROOT)) as root:
+    async with Peer(cluster.brokers[0].broker_addr, signed_client(ROOT)) as root:
         for topic in ("Pt", "orders-1", "orders-secret", "ReadOnly", "Other"):
             await root.ok(wire.create_topic(topic, 2))
 
@@ -57,11 +52,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield running
 
 
-def _generic(code: int) -> wire.RemotingCommand:
-    return wire.request(code, topic="Pt", b="Pt", consumerGroup="cg", group="cg",
-                        producerGroup="pg", a="pg", queueId=0)
-
-
 @pytest.mark.parametrize("who", ["nobody", "alice", "root"])
 async def test_every_code_is_refused_exactly_when_its_rule_says(cluster: Cluster,
                                                                 who: str) -> None:
@@ -69,27 +59,16 @@ async def test_every_code_is_refused_exactly_when_its_rule_says(cluster: Cluster
     broker = cluster.brokers[0]
     gate = broker.acl
     assert gate is not None
-    got: dict[str, bool] = {}
-    expected: dict[str, bool] = {}
-    async with Peer(broker.broker_addr, _client(creds)) as peer:
-        for code in sorted(broker.pipeline.codes):
-            name = RequestCode(code).name
-            need = PERMISSIONS[code].need
-            expected[name] = (need is not Need.OPEN if who == "nobody"
-                              else need is Need.ADMIN if who == "alice" else False)
-            before = sum(gate.refused.values())
-            resp = await peer(_generic(code))
-            refused = sum(gate.refused.values()) > before
-            assert refused == (resp.code == NO_PERMISSION and "needs" in (resp.remark or "")), \
-                (name, resp.code, resp.remark)
-            got[name] = refused
+    role = {"nobody": "nobody", "alice": "normal", "root": "admin"}[who]
+    got, expected = await sweep(broker.broker_addr, gate, creds, sorted(broker.pipeline.codes),
+                                role)
     assert got == expected
     assert {RequestCode.AUTH_CREATE_USER.name, RequestCode.AUTH_LIST_ACL.name} <= set(got)
 
 
 async def test_patterns_and_deny_wins(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(ALICE)) as alice, Peer(addr, _client(ROOT)) as root:
+    async with Peer(addr, signed_client(ALICE)) as alice, Peer(addr, signed_client(ROOT)) as root:
         await alice.ok(wire.send("Pt", b"p"))
         await alice.ok(wire.send("orders-1", b"o"))
         for topic, missing in (("orders-secret", "PUB on topic orders-secret"),
@@ -114,11 +93,11 @@ async def test_users_are_refused_when_disabled_or_signing_with_an_old_password(
     async with _auth(cluster) as admin:
         auth = AuthAdmin(admin, broker_addr=addr)
         await auth.update_user("alice", password="alice-rotated")
-        async with Peer(addr, _client(ALICE)) as old:
+        async with Peer(addr, signed_client(ALICE)) as old:
             resp = await old(wire.send("Pt", b"x"))
             assert resp.code == NO_PERMISSION and "does not check" in (resp.remark or "")
         rotated = Credentials("alice", "alice-rotated")
-        async with Peer(addr, _client(rotated)) as new:
+        async with Peer(addr, signed_client(rotated)) as new:
             await new.ok(wire.send("Pt", b"y"))
             await auth.update_user("alice", user_status="disable")
             resp = await new(wire.send("Pt", b"z"))
@@ -144,26 +123,26 @@ async def test_source_ips_and_cluster_policies(cluster: Cluster) -> None:
         await auth.create_acl("User:ops", ["Topic:*"], ["Pub"], ["10.0.0.0/8"])
         await auth.create_acl("User:ops", ["Cluster:DefaultCluster"], ["Update"])
         ops = Credentials("ops", "ops-secret")
-        async with Peer(addr, _client(ops)) as peer:
+        async with Peer(addr, signed_client(ops)) as peer:
             resp = await peer(wire.send("Pt", b"x"))  # from 127.0.0.1, not 10/8
             assert resp.code == NO_PERMISSION
             await peer.ok(wire.create_topic("ByOps", 1))  # Update on its cluster
             resp = await peer(wire.request(RequestCode.AUTH_LIST_USER))
             assert resp.code == 0  # administration: the same rule as every admin code
         await auth.update_acl("User:ops", ["Topic:*"], ["Pub"], ["127.0.0.1"])
-        async with Peer(addr, _client(ops)) as peer:
+        async with Peer(addr, signed_client(ops)) as peer:
             await peer.ok(wire.send("Pt", b"x"))
         acl = (await auth.get_acl("User:ops"))[addr]
         assert [(e.resource, e.source_ips) for p in acl.policies or () for e in p.entries or ()
                 ] == [("Cluster:DefaultCluster", None), ("Topic:*", ["127.0.0.1/32"])]
         await auth.delete_acl("User:ops", "Cluster:DefaultCluster")
-        async with Peer(addr, _client(ops)) as peer:
+        async with Peer(addr, signed_client(ops)) as peer:
             resp = await peer(wire.create_topic("ByOps2", 1))
             assert resp.code == NO_PERMISSION
 
 
 async def test_bad_bodies_are_invalid_parameter(cluster: Cluster) -> None:
-    async with Peer(cluster.brokers[0].broker_addr, _client(ROOT)) as root:
+    async with Peer(cluster.brokers[0].broker_addr, signed_client(ROOT)) as root:
         for code, body, subject, why in (
                 (RequestCode.AUTH_CREATE_ACL, b"{}", "User:alice", "no policy entry"),
                 (RequestCode.AUTH_CREATE_ACL, b"not json", "User:alice", "not a valid"),
@@ -191,7 +170,8 @@ async def test_authentication_without_authorisation(tmp_path: Path) -> None:
     async with Cluster(tmp_path / "c", broker=config) as cluster:
         await _setup(cluster)
         addr = cluster.brokers[0].broker_addr
-        async with Peer(addr, _client(ALICE)) as alice, Peer(addr, _client(None)) as nobody:
+        async with Peer(addr, signed_client(ALICE)) as alice, \
+                Peer(addr, signed_client(None)) as nobody:
             await alice.ok(wire.send("orders-secret", b"any user may"))
             await alice.ok(wire.create_topic("AliceMay", 1))
             resp = await nobody(wire.send("Pt", b"x"))
@@ -201,7 +181,7 @@ async def test_authentication_without_authorisation(tmp_path: Path) -> None:
 async def test_users_and_acls_survive_a_restart(cluster: Cluster) -> None:
     await cluster.restart_broker(0)
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(ALICE)) as alice:
+    async with Peer(addr, signed_client(ALICE)) as alice:
         await alice.ok(wire.send("Pt", b"after restart"))
         resp = await alice(wire.send("orders-secret", b"x"))
         assert resp.code == NO_PERMISSION

@@ -19,6 +19,7 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.net.acl.accounts import ACCOUNTS, ADMIN, USER
+from tests.net.acl.sweep import signed_client, sweep
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import BrokerConfig
@@ -31,8 +32,7 @@ from tidemq.errors import ConfigError, ResponseCode
 from tidemq.inprocess import Cluster
 from tidemq.namesrv.app import NameServerApp
 from tidemq.namesrv.config import NamesrvConfig
-from tidemq.net import RemotingClient
-from tidemq.net.acl import PERMISSIONS, AclFile, AclGate, Need
+from tidemq.net.acl import PERMISSIONS, AclFile, AclGate
 
 NO_PERMISSION = ResponseCode.NO_PERMISSION
 
@@ -50,20 +50,10 @@ async def cluster(tmp_path: Path, acl_file: Path) -> AsyncIterator[Cluster]:
     async with Cluster(tmp_path / "c", broker={**acl, "access_key": "admin",
                                                "secret_key": "admin-secret"},
                        namesrv=acl) as cluster:
-        async with Peer(cluster.brokers[0].broker_addr, _client(ADMIN)) as admin:
+        async with Peer(cluster.brokers[0].broker_addr, signed_client(ADMIN)) as admin:
             for topic in ("Pt", "Secret", "ReadOnly"):
                 await admin.ok(wire.create_topic(topic, 4))
         yield cluster
-
-
-def _client(credentials: Credentials | None) -> RemotingClient:
-    return RemotingClient(request_timeout=10.0, credentials=credentials)
-
-
-def _generic(code: int) -> RemotingCommand:
-    """A request naming topic Pt and group cg under every field name the table reads."""
-    return wire.request(code, topic="Pt", b="Pt", consumerGroup="cg", group="cg",
-                        producerGroup="pg", a="pg", queueId=0)
 
 
 def _gate(cluster: Cluster, server: str) -> AclGate:
@@ -86,21 +76,9 @@ async def test_every_code_is_refused_exactly_when_its_rule_says(
         cluster: Cluster, server: str, who: str) -> None:
     creds = {"nobody": None, "user": USER, "admin": ADMIN}[who]
     addr = cluster.brokers[0].broker_addr if server == "broker" else cluster.namesrv_addr
-    gate = _gate(cluster, server)
-    got: dict[str, bool] = {}
-    expected: dict[str, bool] = {}
-    async with Peer(addr, _client(creds)) as peer:
-        for code in _codes(cluster, server):
-            name = RequestCode(code).name
-            need = PERMISSIONS[code].need
-            expected[name] = (need is not Need.OPEN if who == "nobody"
-                              else need is Need.ADMIN if who == "user" else False)
-            before = sum(gate.refused.values())
-            resp = await peer(_generic(code))
-            refused = sum(gate.refused.values()) > before
-            assert refused == (resp.code == NO_PERMISSION and "needs" in (resp.remark or "")), \
-                (name, resp.code, resp.remark)
-            got[name] = refused
+    role = {"nobody": "nobody", "user": "normal", "admin": "admin"}[who]
+    got, expected = await sweep(addr, _gate(cluster, server), creds,
+                                _codes(cluster, server), role)
     assert got == expected
 
 
@@ -112,13 +90,13 @@ async def test_every_served_code_has_an_entry(cluster: Cluster, server: str) -> 
 
 async def test_a_wrong_secret_is_refused_and_stores_nothing(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(Credentials("user", "not-the-secret"))) as wrong, \
-            Peer(addr, _client(ADMIN)) as admin:
+    async with Peer(addr, signed_client(Credentials("user", "not-the-secret"))) as wrong, \
+            Peer(addr, signed_client(ADMIN)) as admin:
         resp = await wrong(wire.send("Pt", b"nope"))
         assert resp.code == NO_PERMISSION
         assert "signature of AccessKey user does not check" in (resp.remark or "")
         assert await admin.max_offset("Pt") == 0
-    async with Peer(addr, _client(Credentials("stranger", "whatever1"))) as stranger:
+    async with Peer(addr, signed_client(Credentials("stranger", "whatever1"))) as stranger:
         resp = await stranger(wire.send("Pt", b"nope"))
         assert (resp.code, "no account has AccessKey stranger" in (resp.remark or "")) == (
             NO_PERMISSION, True)
@@ -127,7 +105,7 @@ async def test_a_wrong_secret_is_refused_and_stores_nothing(cluster: Cluster) ->
 
 async def test_topic_and_group_permissions(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(ADMIN)) as admin:
+    async with Peer(addr, signed_client(USER)) as user, Peer(addr, signed_client(ADMIN)) as admin:
         await user.ok(wire.send("Pt", b"fine"))
         resp = await user(wire.send("Secret", b"no"))
         assert (resp.code, resp.remark) == (
@@ -145,7 +123,7 @@ async def test_topic_and_group_permissions(cluster: Cluster) -> None:
 async def test_heartbeats_and_locks_are_checked_by_their_bodies(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
     lock_body = encode_body(LockBatchRequestBody(consumer_group="closed", client_id="c1"))
-    async with Peer(addr, _client(USER)) as user:
+    async with Peer(addr, signed_client(USER)) as user:
         await user.ok(wire.heartbeat("c1", consumer_groups={"cg": {"Pt": "*"}}))
         for beat, missing in (
                 (wire.heartbeat("c1", consumer_groups={"closed": {"Pt": "*"}}),
@@ -168,8 +146,8 @@ async def test_heartbeats_and_locks_are_checked_by_their_bodies(cluster: Cluster
 async def test_batch_children_are_checked_one_by_one(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
     children = [wire.send("Pt", b"a"), wire.send("Secret", b"b"), wire.send("Pt", b"c")]
-    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(None)) as nobody, \
-            Peer(addr, _client(ADMIN)) as admin:
+    async with Peer(addr, signed_client(USER)) as user, Peer(addr, signed_client(None)) as nobody, \
+            Peer(addr, signed_client(ADMIN)) as admin:
         resp = await user(encode_batch_request(RequestCode.SEND_MESSAGE_V2, children))
         assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, MERGED_REMARK)
         answers = decode_batch_response(resp, [c.opaque for c in children])
@@ -191,7 +169,7 @@ async def test_batch_children_are_checked_one_by_one(cluster: Cluster) -> None:
 
 async def test_batch_pull_and_shared_send_children_are_checked(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(USER)) as user, Peer(addr, _client(ADMIN)) as admin:
+    async with Peer(addr, signed_client(USER)) as user, Peer(addr, signed_client(ADMIN)) as admin:
         await admin.ok(wire.send("Secret", b"hidden"))
         await user.ok(wire.send("Pt", b"open"))
         await wire.dispatched(cluster.brokers[0])
@@ -212,7 +190,7 @@ async def test_batch_pull_and_shared_send_children_are_checked(cluster: Cluster)
 
 
 async def test_the_broker_registers_with_its_own_account(cluster: Cluster) -> None:
-    async with Peer(cluster.namesrv_addr, _client(None)) as ns:
+    async with Peer(cluster.namesrv_addr, signed_client(None)) as ns:
         route = await wire.eventually_route(ns, "Pt")
         assert [b.broker_name for b in route.broker_datas] == [
             cluster.brokers[0].config.broker_name]
@@ -222,7 +200,7 @@ async def test_a_changed_accounts_file_takes_effect(cluster: Cluster, acl_file: 
                                                    ) -> None:
     gate = _gate(cluster, "broker")
     addr = cluster.brokers[0].broker_addr
-    async with Peer(addr, _client(USER)) as user:
+    async with Peer(addr, signed_client(USER)) as user:
         await user.ok(wire.send("Pt", b"before"))
         acl_file.write_text(ACCOUNTS.replace("user-secret", "rotated-secret"))
         os.utime(acl_file, ns=(1, 1))
@@ -230,7 +208,7 @@ async def test_a_changed_accounts_file_takes_effect(cluster: Cluster, acl_file: 
         gate.directory.poll_seconds = 0.0
         resp = await user(wire.send("Pt", b"old key"))
         assert resp.code == NO_PERMISSION
-    async with Peer(addr, _client(Credentials("user", "rotated-secret"))) as user:
+    async with Peer(addr, signed_client(Credentials("user", "rotated-secret"))) as user:
         await user.ok(wire.send("Pt", b"new key"))
 
 
@@ -243,9 +221,9 @@ def test_acl_enable_needs_a_file() -> None:
 
 async def test_refusals_are_counted_in_the_metrics(cluster: Cluster) -> None:
     broker = cluster.brokers[0]
-    async with Peer(broker.broker_addr, _client(None)) as nobody:
+    async with Peer(broker.broker_addr, signed_client(None)) as nobody:
         assert (await nobody(wire.send("Pt", b"x"))).code == NO_PERMISSION
-    async with Peer(cluster.namesrv_addr, _client(USER)) as user:
+    async with Peer(cluster.namesrv_addr, signed_client(USER)) as user:
         resp = await user(wire.request(RequestCode.REGISTER_BROKER, brokerName="evil"))
         assert (resp.code, resp.remark) == (
             NO_PERMISSION, "REGISTER_BROKER needs an admin account; user is not admin")

@@ -9,13 +9,12 @@ guard the console's own ``/metrics``.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.formats.javaprops import load_config
 
 __all__ = ["ConsoleConfig", "load_console_config"]
 
@@ -79,12 +78,4 @@ def load_console_config(
     env: Mapping[str, str] | None = None,
 ) -> tuple[ConsoleConfig, list[str]]:
     """The config from a file, ``TIDEMQ_*`` variables and overrides; plus unknown keys."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        values.update(parse_properties(Path(path).read_text("utf-8")))
-    values.update(env_values(ConsoleConfig, os.environ if env is None else env))
-    values.update(overrides or {})
-    known = set(config_keys(ConsoleConfig)) | {f.name for f in dataclasses.fields(ConsoleConfig)}
-    unknown = sorted(k for k in values if k not in known)
-    config, _ = bind(ConsoleConfig, {k: v for k, v in values.items() if k in known})
-    return config, unknown
+    return load_config(ConsoleConfig, path, overrides=overrides, env=env)

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import re
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tidemq.errors import ConfigError
 
-__all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "parse_properties",
+__all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
+           "parse_properties",
            "properties_text"]
 
 T = TypeVar("T")
@@ -210,3 +213,20 @@ def properties_text(props: Mapping[str, str]) -> str:
     """``key=value`` lines that :func:`parse_properties` reads back as ``props``."""
     return "".join(f"{_escape(k, key=True)}={_escape(v, key=False)}\n"
                    for k, v in props.items())
+
+
+def load_config(cls: type[T], path: str | Path | None = None, *,
+                overrides: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> tuple[T, list[str]]:
+    """``cls`` from a properties file, ``TIDEMQ_*`` variables of ``env`` (default:
+    ``os.environ``) and ``overrides``, later ones winning; plus the unknown keys of the file
+    and the overrides (variables that name no key are not ours to report)."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(parse_properties(Path(path).read_text("utf-8")))
+    values.update(env_values(cls, os.environ if env is None else env))
+    values.update(overrides or {})
+    known = set(config_keys(cls)) | {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(k for k in values if k not in known)
+    config, _ = bind(cls, {k: v for k, v in values.items() if k in known})
+    return config, unknown

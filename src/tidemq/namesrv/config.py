@@ -14,13 +14,12 @@ two minutes); here it is the liveness timeout of a broker that registers without
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.formats.javaprops import load_config
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
 
@@ -108,12 +107,4 @@ def load_namesrv_config(
     ``env`` defaults to ``os.environ``. Unknown keys come from the file and the overrides
     (environment variables that name no key are not ours to report).
     """
-    values: dict[str, Any] = {}
-    if path is not None:
-        values.update(parse_properties(Path(path).read_text("utf-8")))
-    values.update(env_values(NamesrvConfig, os.environ if env is None else env))
-    values.update(overrides or {})
-    known = set(config_keys(NamesrvConfig)) | {f.name for f in dataclasses.fields(NamesrvConfig)}
-    unknown = sorted(k for k in values if k not in known)
-    config, _ = bind(NamesrvConfig, {k: v for k, v in values.items() if k in known})
-    return config, unknown
+    return load_config(NamesrvConfig, path, overrides=overrides, env=env)

@@ -11,16 +11,15 @@ and ``tidemq admin`` talk to. Three controllers tolerate the loss of one.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.formats.javaprops import load_config
 from tidemq.net.bind import check_listen
 
-__all__ = ["ControllerConfig", "controller_keys", "load_controller_config", "parse_peers"]
+__all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
 
 def parse_peers(text: str) -> dict[str, str]:
@@ -100,23 +99,9 @@ class ControllerConfig:
         return [addr for peer, addr in self.peers.items() if peer != me]
 
 
-def controller_keys() -> set[str]:
-    """Every key (RocketMQ spelling and field name) the controller reads."""
-    return set(config_keys(ControllerConfig)) | {
-        f.name for f in dataclasses.fields(ControllerConfig)}
-
-
 def load_controller_config(
     path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[ControllerConfig, list[str]]:
     """The config from a file, ``TIDEMQ_*`` variables and overrides; plus the unknown keys."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        values.update(parse_properties(Path(path).read_text("utf-8")))
-    values.update(env_values(ControllerConfig, os.environ if env is None else env))
-    values.update(overrides or {})
-    known = controller_keys()
-    unknown = sorted(k for k in values if k not in known)
-    config, _ = bind(ControllerConfig, {k: v for k, v in values.items() if k in known})
-    return config, unknown
+    return load_config(ControllerConfig, path, overrides=overrides, env=env)

@@ -47,7 +47,7 @@ from tidemq.errors import TideMQError
 from tidemq.formats.logical_mapping import TopicMapping
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.namesrv import NameServerApp
-from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
+from tidemq.types import LOGICAL_BROKER, Message, MessageQueue, SendResult
 
 from .broker_process import BrokerProcess
 
@@ -100,10 +100,13 @@ class Load:
                     self.failed += 1
                     await asyncio.sleep(0.05)  # pacing while a broker is down
                     continue
-                assert res.queue.queue_id == lq
-                assert res.queue_offset not in self.acked.setdefault(lq, {}), "offset twice"
-                self.acked[lq][res.queue_offset] = body
+                self.acknowledged(lq, res, body)
                 await asyncio.sleep(0.005)  # pacing: a steady trickle, not a benchmark
+
+    def acknowledged(self, lq: int, res: SendResult, body: bytes) -> None:
+        assert res.queue.queue_id == lq
+        assert res.queue_offset not in self.acked.setdefault(lq, {}), "offset twice"
+        self.acked[lq][res.queue_offset] = body
 
     async def consume(self, stop: asyncio.Event) -> None:
         consumer = PullConsumer("lq-kill-reader", config=self.config("c"))
@@ -365,22 +368,10 @@ class LossyLoad(Load):
     #: (lq, offset, body, port of the broker that stored it)
     sends: list[tuple[int, int, bytes, int]] = field(default_factory=list)
 
-    async def produce(self) -> None:
-        async with Producer("lq-kill-producer", config=self.config("p")) as producer:
-            n = 0
-            while self.running:
-                lq, body = n % N, f"m{n}".encode()
-                n += 1
-                try:
-                    res = await producer.send(Message(TOPIC, body), queue=QUEUES[lq])
-                except TideMQError:
-                    self.failed += 1
-                    await asyncio.sleep(0.05)  # pacing while a broker is down
-                    continue
-                port = decode_offset_msg_id(res.offset_msg_id)[0].port
-                self.sends.append((lq, res.queue_offset, body, port))
-                self.acked.setdefault(lq, {})[res.queue_offset] = body
-                await asyncio.sleep(0.005)  # pacing: a steady trickle, not a benchmark
+    def acknowledged(self, lq: int, res: SendResult, body: bytes) -> None:
+        port = decode_offset_msg_id(res.offset_msg_id)[0].port
+        self.sends.append((lq, res.queue_offset, body, port))
+        self.acked.setdefault(lq, {})[res.queue_offset] = body
 
 
 @pytest.mark.timeout(300)

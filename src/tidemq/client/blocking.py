@@ -59,13 +59,17 @@ from tidemq.client.sending import (
 )
 from tidemq.client.stamps import new_uniq_keys, now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
-from tidemq.client.topic_route import TopicRoute, read_route_response, route_request
+from tidemq.client.suggestions import PullSuggestions
+from tidemq.client.topic_route import (
+    MASTER_ID,
+    TopicRoute,
+    read_route_response,
+    route_request,
+)
 from tidemq.client.validation import validate_group
 from tidemq.codec.bodies import TopicList, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import (
-    TideMQError,
-)
+from tidemq.errors import ConnectionLost, TideMQError
 from tidemq.formats.properties import PropertyKey
 from tidemq.net.blocking import BlockingClient
 from tidemq.types import Message, MessageQueue, SendResult
@@ -138,6 +142,19 @@ class BlockingRouteCache(RouteCacheCore[BlockingClient]):
             if addr is not None:
                 return addr
         raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no master",
+                           queue=queue)
+
+    def read_address(self, queue: MessageQueue, broker_id: int = MASTER_ID, *,
+                     refresh: bool = False) -> str:
+        """The member of ``queue``'s broker group to read from: ``broker_id`` if listed,
+        else the master, else a replica (:func:`~tidemq.client.topic_route.read_member`);
+        ``refresh`` asks the name servers first."""
+        for again in (refresh, True):
+            route = self.get(queue.topic, refresh=again)
+            addr = route.read_address(queue.broker_name, broker_id)
+            if addr is not None:
+                return addr
+        raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no member",
                            queue=queue)
 
 
@@ -286,9 +303,38 @@ class BlockingPullConsumer(_BlockingBase):
         validate_group(group)
         super().__init__(namesrv, config)
         self.group = group
+        #: The member each queue is pulled from next, as the brokers suggest.
+        self.suggestions = PullSuggestions()
 
     def __enter__(self) -> BlockingPullConsumer:
         return self
+
+    def _request(self, queue: MessageQueue, cmd: RemotingCommand,
+                 timeout: float | None = None) -> tuple[RemotingCommand, str]:
+        """``cmd`` to the group's master, or to a replica while the master is down."""
+        return self._member(queue, cmd, MASTER_ID, timeout)
+
+    def _pull_request(self, queue: MessageQueue, cmd: RemotingCommand,
+                      timeout: float | None) -> tuple[RemotingCommand, str]:
+        """A pull, to the member the last answer for ``queue`` suggested."""
+        response, addr = self._member(queue, cmd, self.suggestions.broker_id(queue), timeout)
+        self.suggestions.note(queue, response)
+        return response, addr
+
+    def _member(self, queue: MessageQueue, cmd: RemotingCommand, broker_id: int,
+                timeout: float | None) -> tuple[RemotingCommand, str]:
+        """``cmd`` to member ``broker_id`` of ``queue``'s group (as the asyncio client's
+        :func:`~tidemq.client.member_request.member_request`): once more, to the member
+        a fresh route names, when the connection is lost."""
+        addr = self.routes.read_address(queue, broker_id)
+        try:
+            return self.client.request(addr, cmd, timeout), addr
+        except ConnectionLost:
+            self.suggestions.forget(queue)
+            fresh = self.routes.read_address(queue, refresh=True)
+            if fresh == addr:
+                raise
+            return self.client.request(fresh, cmd, timeout), fresh
 
     def queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic`` (fresh from the name server)."""
@@ -300,7 +346,7 @@ class BlockingPullConsumer(_BlockingBase):
         new ones: ``(status, next_offset, min_offset, max_offset, messages)``."""
         sub = Subscription.parse(queue.topic, expression)
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
-        response, addr = self._request(queue, cmd, timeout)
+        response, addr = self._pull_request(queue, cmd, timeout)
         return read_pull_response(response, queue, sub, address=addr, offset=offset)
 
     def pull_batch(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
@@ -310,7 +356,7 @@ class BlockingPullConsumer(_BlockingBase):
         min_offset, max_offset, batch)``, ``batch`` ``None`` when no message is left."""
         sub = Subscription.parse(queue.topic, expression)
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
-        response, addr = self._request(queue, cmd, timeout)
+        response, addr = self._pull_request(queue, cmd, timeout)
         return read_pull_batch(response, queue, sub, address=addr, offset=offset)
 
     def pull_body(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
@@ -320,7 +366,7 @@ class BlockingPullConsumer(_BlockingBase):
         decodes (:mod:`tidemq.client.records`) and filters the rest."""
         sub = Subscription.parse(queue.topic, expression)
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub)
-        response, addr = self._request(queue, cmd, timeout)
+        response, addr = self._pull_request(queue, cmd, timeout)
         return read_pull_body(response, address=addr)
 
     def get_min_offset(self, queue: MessageQueue) -> int:
@@ -364,6 +410,10 @@ class BlockingLmqPullConsumer(BlockingPullConsumer):
     def _request(self, queue: MessageQueue, cmd: RemotingCommand,
                  timeout: float | None = None) -> tuple[RemotingCommand, str]:
         return self.client.request(self.broker, cmd, timeout), self.broker
+
+    def _pull_request(self, queue: MessageQueue, cmd: RemotingCommand,
+                      timeout: float | None) -> tuple[RemotingCommand, str]:
+        return self._request(queue, cmd, timeout)
 
     def pull(self, queue: MessageQueue, offset: int, max_nums: int = 32, *,
              expression: str = SUB_ALL, timeout: float | None = None) -> PullResult:

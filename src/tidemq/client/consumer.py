@@ -76,6 +76,7 @@ from tidemq.client.config import ClientConfig
 from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
+from tidemq.client.member_request import member_request
 from tidemq.client.message_batch import MessageBatch
 from tidemq.client.poll_trace import PollTrace
 from tidemq.client.pull import (
@@ -90,7 +91,7 @@ from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.codec.command import RemotingCommand
-from tidemq.errors import ConnectionLost, ResponseCode, TideMQError
+from tidemq.errors import ResponseCode, TideMQError
 from tidemq.types import LOGICAL_BROKER, MessageExt, MessageQueue, PullStatus
 
 __all__ = ["PullConsumer"]
@@ -287,10 +288,8 @@ class PullConsumer(ConsumerRole):
             self.seek(mq, offset)
 
     async def _ask_offset(self, queue: MessageQueue, build: _OffsetBuild) -> int:
-        inst = self.instance
-        addr = await inst.master_address(queue)
-        response = await batch_requester(inst).request(addr, build(queue))
-        return ofs.read_offset(response, address=addr)
+        answer = await member_request(self.instance, queue, lambda: build(queue))
+        return ofs.read_offset(answer.response, address=answer.address)
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
         """Where ``queue`` starts, and whether that is the group's committed offset."""
@@ -322,24 +321,23 @@ class PullConsumer(ConsumerRole):
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in offsets.items()))
 
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
-        inst = self.instance
-        addr = await inst.master_address(queue)
-        response = await batch_requester(inst).request(  # one RPC per broker
-            addr, ofs.update_offset_request(self._group, queue, offset))
-        ofs.check_success(response, address=addr)
+        # One RPC per broker (batch protocol). With the master down a replica takes the
+        # commit; the queue then stays "not committed", so that the next commit sends
+        # its position again -- to the master once the name servers list one.
+        answer = await member_request(
+            self.instance, queue, lambda: ofs.update_offset_request(self._group, queue, offset))
+        ofs.check_success(answer.response, address=answer.address)
         state = self._states.get(queue)
-        if state is not None:
+        if state is not None and answer.master:
             state.committed = offset
         if self._poll_trace is not None:
             self._poll_trace.committed(queue, offset)
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """The group's stored offset for ``queue`` (``None`` if it has none)."""
-        inst = self.instance
-        addr = await inst.master_address(queue)
-        response = await batch_requester(inst).request(
-            addr, ofs.query_offset_request(self._group, queue))
-        return ofs.read_committed(response, address=addr)
+        answer = await member_request(
+            self.instance, queue, lambda: ofs.query_offset_request(self._group, queue))
+        return ofs.read_committed(answer.response, address=answer.address)
 
     # ------------------------------------------------------------------ polling
 
@@ -510,7 +508,7 @@ class PullConsumer(ConsumerRole):
         inst = self.instance
         if queue.broker_name == LOGICAL_BROKER:
             return None
-        address = inst.routes.master_address(queue.broker_name)
+        address = inst.cached_read_address(queue, inst.suggestions.broker_id(queue))
         if address is None or not batch_requester(inst).support.shares(address):
             return None
         return address
@@ -609,23 +607,14 @@ class PullConsumer(ConsumerRole):
             start, from_group = await self._initial_offset(queue)
             return Fetched(start, from_group, None)
         inst = self.instance
-        addr = await inst.read_address(queue)
         # The pulls of one poll round to one broker go out as one RPC (batch protocol),
-        # but a caught-up queue's long poll goes alone (see BatchRequester.request).
-        try:
-            response = await batch_requester(inst).request(
-                addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
-                alone=alone)
-        except ConnectionLost:
-            # The broker is gone: its group's replica serves the pull if the name servers
-            # no longer list the master (docs/replication.md).
-            fresh = await inst.read_address(queue, refresh=True)
-            if fresh == addr:
-                raise
-            addr = fresh
-            response = await batch_requester(inst).request(
-                addr, self._pull_command(queue, offset, sub), self.config.pull_rpc_timeout,
-                alone=alone)
+        # but a caught-up queue's long poll goes alone (see BatchRequester.request). The
+        # member pulled is the one the last answer suggested; with the master gone, its
+        # group's replica (docs/replication.md).
+        response, addr, _ = await member_request(
+            inst, queue, lambda: self._pull_command(queue, offset, sub),
+            broker_id=inst.suggestions.broker_id(queue), timeout=self.config.pull_rpc_timeout,
+            alone=alone)
         task = asyncio.current_task()
         nxt = None
         if task is not None and self._round_address(queue) is None:
@@ -652,6 +641,7 @@ class PullConsumer(ConsumerRole):
         """A pull's answer read as the last poll asks: objects (``poll``) or columns
         (``poll_batches``)."""
         read = read_pull_batch if self._columns else read_pull_response
+        self.instance.suggestions.note(queue, response)
         return read(response, queue, sub, address=address, offset=offset)
 
     def _follow(self, queue: MessageQueue, offset: int, sub: Subscription) -> None:

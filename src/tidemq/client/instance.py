@@ -34,6 +34,8 @@ from tidemq.client.offsets import check_success, read_reset_offsets
 from tidemq.client.routes import RouteCache
 from tidemq.client.running_info import encode_running_info
 from tidemq.client.stamps import new_uniq_keys
+from tidemq.client.suggestions import PullSuggestions
+from tidemq.client.topic_route import MASTER_ID
 from tidemq.codec.bodies import ConsumerData, HeartbeatData, ProducerData, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
@@ -87,6 +89,8 @@ class ClientInstance:
             default_queue_nums=config.default_topic_queue_nums,
         )
         self.uniq_keys = new_uniq_keys(config.client_ip)
+        #: The member each queue is pulled from next, as the brokers suggest.
+        self.suggestions = PullSuggestions()
         self._producers: set[str] = set()
         self._consumers: dict[str, ConsumerMember] = {}
         self._announced: set[str] = set()
@@ -291,14 +295,27 @@ class ClientInstance:
                                queue=queue)
         return addr
 
-    async def read_address(self, queue: MessageQueue, *, refresh: bool = False) -> str:
-        """The broker to pull ``queue`` from: its master, or a replica of its group while
-        the name servers list no master (it is down). ``refresh`` asks the name servers
-        first (a pull from the address given before failed)."""
-        addr = None if refresh else self.routes.read_address(queue.broker_name)
+    def cached_read_address(self, queue: MessageQueue, broker_id: int = MASTER_ID
+                            ) -> str | None:
+        """:meth:`read_address` from the cached routes only (``None``: none lists the
+        group): the route of ``queue``'s topic first, as it is the one refreshed when a
+        request to the group fails."""
+        route = self.routes.cached(queue.topic)
+        addr = None if route is None else route.read_address(queue.broker_name, broker_id)
+        return addr or self.routes.read_address(queue.broker_name, broker_id)
+
+    async def read_address(self, queue: MessageQueue, *, broker_id: int = MASTER_ID,
+                           refresh: bool = False) -> str:
+        """The member of ``queue``'s broker group to read it from, or to take its group's
+        offsets: member ``broker_id`` if listed (a pull answer's suggestion,
+        :attr:`suggestions`), else its master, or a replica while the name servers list
+        no master (it is down). ``refresh`` asks the name servers first (a request to the
+        address given before failed)."""
+        name = queue.broker_name
+        addr = None if refresh else self.cached_read_address(queue, broker_id)
         if addr is None:
             route = await self.routes.get(queue.topic, refresh=True)
-            addr = route.read_address(queue.broker_name)
+            addr = route.read_address(name, broker_id)
         if addr is None:
             raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no member",
                                queue=queue)

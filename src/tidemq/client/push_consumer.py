@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
@@ -49,7 +50,6 @@ from typing import Any, Generic, TypeVar
 
 from tidemq.client import offsets as ofs
 from tidemq.client.allocate import AllocateStrategy, allocate_averagely
-from tidemq.client.batch_rpc import batch_requester
 from tidemq.client.config import ClientConfig
 from tidemq.client.consume_service import ConcurrentService, OrderlyService, pause
 from tidemq.client.consumer_role import ConsumerRole
@@ -57,6 +57,7 @@ from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
 from tidemq.client.lock_keeper import LockKeeper
+from tidemq.client.member_request import member_request
 from tidemq.client.process_queue import ProcessQueue
 from tidemq.client.pull import PullResult, pull_request, read_pull_response
 from tidemq.client.push_options import PushOptions
@@ -73,6 +74,7 @@ from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.tracer import sub_after_records, sub_before_records
 from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.codec.command import RemotingCommand
 from tidemq.codec.trace import ConsumeReturn
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.types import MessageExt, MessageQueue, PullStatus
@@ -410,17 +412,18 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         mq = pq.mq
         while pq.state is QueueState.STARTING:
             try:
-                addr = await inst.master_address(mq)
-                rpc = batch_requester(inst)  # one RPC per broker for a rebalance's queues
-                committed = ofs.read_committed(
-                    await rpc.request(addr, ofs.query_offset_request(self._group, mq)),
-                    address=addr)
+                # One RPC per broker for a rebalance's queues; the master's answer, or a
+                # replica's while the master is down.
+                answer = await member_request(
+                    inst, mq, lambda: ofs.query_offset_request(self._group, mq))
+                committed = ofs.read_committed(answer.response, address=answer.address)
                 if committed is not None and committed >= 0:
                     pq.fetch_offset = pq.committed = committed
                     return True
                 start = ofs.start_offset_request(mq, self.consume_from, self.consume_timestamp)
                 if not isinstance(start, int):
-                    start = ofs.read_offset(await rpc.request(addr, start), address=addr)
+                    answer = await member_request(inst, mq, functools.partial(_same, start))
+                    start = ofs.read_offset(answer.response, address=answer.address)
                 pq.fetch_offset = start
                 return True
             except TideMQError as exc:
@@ -457,11 +460,13 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         inst = self.instance
         cfg = self.config
         sub = self.subscriptions().get(mq.topic) or Subscription.parse(mq.topic)
-        addr = await inst.master_address(mq)
-        cmd = pull_request(self._group, mq, offset, max_nums=cfg.pull_batch_size,
-                           subscription=sub, suspend_ms=int(cfg.long_polling_timeout * 1000))
-        response = await batch_requester(inst).request(addr, cmd, cfg.pull_rpc_timeout,
-                                                       alone=alone)
+        response, addr, _ = await member_request(
+            inst, mq, lambda: pull_request(
+                self._group, mq, offset, max_nums=cfg.pull_batch_size, subscription=sub,
+                suspend_ms=int(cfg.long_polling_timeout * 1000)),
+            broker_id=inst.suggestions.broker_id(mq), timeout=cfg.pull_rpc_timeout,
+            alone=alone)
+        inst.suggestions.note(mq, response)
         return read_pull_response(response, mq, sub, address=addr, offset=offset)
 
     def _took(self, pq: ProcessQueue, result: PullResult) -> None:
@@ -501,12 +506,14 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         offset = pq.commit_offset
         if offset is None or offset == pq.committed:
             return
-        inst = self.instance
-        addr = await inst.master_address(pq.mq)
-        response = await batch_requester(inst).request(  # one RPC per broker per commit round
-            addr, ofs.update_offset_request(self._group, pq.mq, offset))
-        ofs.check_success(response, address=addr)
-        pq.committed = offset
+        # One RPC per broker per commit round. A commit a replica took (the master is
+        # down) leaves the queue "not committed": the next round sends it again, to the
+        # master once the name servers list one.
+        answer = await member_request(
+            self.instance, pq.mq, lambda: ofs.update_offset_request(self._group, pq.mq, offset))
+        ofs.check_success(answer.response, address=answer.address)
+        if answer.master:
+            pq.committed = offset
 
     # ------------------------------------------------------------------ consuming
 
@@ -544,6 +551,10 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         if self._sender is None:
             return False
         return await self._sender.send_back(msg, delay_level)
+
+
+def _same(cmd: RemotingCommand) -> RemotingCommand:
+    return cmd
 
 
 class PushConsumer(_PushConsumerBase[AsyncListener]):

@@ -19,7 +19,13 @@ import logging
 from collections.abc import Callable
 
 from tidemq.client.route_table import NEXT_SERVER, RouteCacheCore
-from tidemq.client.topic_route import TopicRoute, read_route_response, route_request
+from tidemq.client.topic_route import (
+    MASTER_ID,
+    TopicRoute,
+    read_member,
+    read_route_response,
+    route_request,
+)
 from tidemq.codec.bodies import TopicRouteData
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import TideMQError
@@ -54,17 +60,22 @@ class RouteCache(RouteCacheCore[RemotingClient]):
                 return addr
         return None
 
-    def read_address(self, broker_name: str) -> str | None:
-        """Where to read ``broker_name``'s queues according to any cached route: its
-        master, else a replica (:meth:`TopicRoute.read_address
-        <tidemq.client.topic_route.TopicRoute.read_address>`)."""
-        fallback = None
+    def read_address(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """Where to read ``broker_name``'s queues according to the cached routes: member
+        ``broker_id`` (a pull answer's suggestion), else the master, else a replica
+        (:func:`~tidemq.client.topic_route.read_member`). Routes cached at different
+        times may list different members: one that lists the member wanted wins, then
+        one that lists a master."""
+        best: tuple[int, str] | None = None
         for route in self._table.routes():
-            addr = route.read_address(broker_name)
-            if addr is not None and addr == route.master_address(broker_name):
-                return addr
-            fallback = fallback or addr
-        return fallback
+            broker = route.brokers.get(broker_name)
+            if broker is None or not broker.broker_addrs:
+                continue
+            member = read_member(broker.broker_addrs, broker_id)
+            rank = 0 if member == broker_id else 1 if member == MASTER_ID else 2
+            if best is None or rank < best[0]:
+                best = rank, broker.broker_addrs[member]
+        return None if best is None else best[1]
 
     def master_addresses(self) -> set[str]:
         """Every master address in the cached routes."""

@@ -44,6 +44,7 @@ __all__ = [
     "is_readable",
     "is_writable",
     "name_server_order",
+    "read_member",
     "read_route_response",
     "route_request",
     "with_absent_brokers",
@@ -136,14 +137,12 @@ class TopicRoute:
         broker = self.brokers.get(broker_name)
         return broker.master_addr() if broker is not None else None
 
-    def read_address(self, broker_name: str) -> str | None:
-        """Where to read ``broker_name``'s queues: its master, or when the route names
-        none (the master is down), the replica with the lowest brokerId."""
+    def read_address(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """Where to read ``broker_name``'s queues: the member :func:`read_member` picks."""
         broker = self.brokers.get(broker_name)
         if broker is None or not broker.broker_addrs:
             return None
-        addrs = broker.broker_addrs
-        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+        return broker.broker_addrs[read_member(broker.broker_addrs, broker_id)]
 
     @property
     def master_addresses(self) -> dict[str, str]:
@@ -154,6 +153,19 @@ class TopicRoute:
             if addr is not None:
                 out[name] = addr
         return out
+
+
+def read_member(addrs: Mapping[int, str], broker_id: int = MASTER_ID) -> int:
+    """Which member of a broker group (``addrs``: brokerId -> address, not empty) to
+    read from when ``broker_id`` is wanted (a pull answer's ``suggestWhichBrokerId``):
+    that one if listed; for a replica id that is not listed, the next id, as upstream's
+    ``findBrokerAddressInSubscribe``; else the master; else, the master being down, the
+    replica with the lowest brokerId."""
+    if broker_id in addrs:
+        return broker_id
+    if broker_id != MASTER_ID and broker_id + 1 in addrs:
+        return broker_id + 1
+    return MASTER_ID if MASTER_ID in addrs else min(addrs)
 
 
 def with_absent_brokers(data: TopicRouteData, known: TopicRouteData) -> TopicRouteData:

@@ -10,7 +10,8 @@ from tests.broker.replication.test_group import SMALL, caught_up
 from tests.broker.wire import Peer, create_topic, pull, send
 
 from tidemq.broker.replication.role import BrokerRole
-from tidemq.client import ClientConfig, PullConsumer
+from tidemq.client import ClientConfig, ConsumeStatus, MessageExt, PullConsumer, PushConsumer
+from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
 
@@ -77,3 +78,64 @@ async def test_slave_read_enable_suggests_a_replica_to_a_reader_far_behind(
     assert await suggestion(0, True) == "1"
     assert await suggestion(40, True) == "0"  # three small records are in memory
     assert await suggestion(0, False) == "0"  # without slaveReadEnable: the master
+
+
+async def test_consumers_follow_the_masters_suggestion_to_read_from_the_replica(
+        tmp_path: Path) -> None:
+    """With ``slaveReadEnable`` and a ratio of 0 every found pull is sent to replica 1:
+    after the first pull (from the master) the pull and push consumers read from the
+    replica, and get every message once, in order."""
+    async with Cluster(tmp_path, broker={"slave_read_enable": True,
+                                         "access_message_in_memory_max_ratio": 0},
+                       store=SMALL) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(create_topic("T", 1))
+            for i in range(TOTAL):
+                await peer.ok(send("T", b"m%d" % i))
+        await caught_up(master, replica)
+        while replica.topics.get("T") is None:
+            replica.metadata_sync.synced.clear()
+            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=1.0,
+                           pull_batch_size=4)
+        mq = MessageQueue("T", "broker-a", 0)
+        consumer = PullConsumer("cg", config=cfg)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.assign([mq])
+            consumer.seek(mq, 0)
+            async with asyncio.timeout(30):
+                while consumer.position(mq) != TOTAL:
+                    got += [m.body for m in await consumer.poll(timeout=0.2)]
+            from_master = master.ctx.stats.get_msgs.total
+            assert from_master < TOTAL  # the first pulls only
+            assert replica.ctx.stats.get_msgs.total == TOTAL - from_master
+            assert consumer.instance.suggestions.broker_id(mq) == 1
+        finally:
+            await consumer.close(commit=False)
+        assert got == [b"m%d" % i for i in range(TOTAL)]
+
+        # the push consumer: the same rule
+        seen: list[bytes] = []
+        done = asyncio.Event()
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+            seen.extend(m.body for m in msgs)
+            if len(seen) >= TOTAL:
+                done.set()
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        before = replica.ctx.stats.get_msgs.total
+        push = PushConsumer("push-cg", listener=listener, config=cfg,
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        push.subscribe("T")
+        await push.start()
+        try:
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            await push.close()
+        assert sorted(seen) == sorted(b"m%d" % i for i in range(TOTAL))
+        assert replica.ctx.stats.get_msgs.total > before

@@ -20,6 +20,7 @@ from tidemq.namesrv import NameServerApp
 from tidemq.types import MessageQueue
 
 from .broker_process import BrokerProcess, free_port
+from .test_replication_kill9 import WarmBroker
 
 TOPIC = "ReplicaServes"
 QUEUES = 2
@@ -27,18 +28,19 @@ PER_QUEUE = 20
 
 
 @pytest.fixture
-def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[BrokerProcess,
+def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[WarmBroker,
                                                                       BrokerProcess]]:
     ha_port = free_port()
     common = {"slaveMetadataSyncInterval": "300", "haSendHeartbeatInterval": "1000",
               "flushConsumerOffsetInterval": "200"}
-    master = BrokerProcess(tmp_path / "master", namesrv.address, {
+    master = WarmBroker(tmp_path / "master", namesrv.address, {
         **common, "brokerRole": "ASYNC_MASTER", "haListenPort": str(ha_port)})
     replica = BrokerProcess(tmp_path / "replica", namesrv.address, {
         **common, "brokerRole": "SLAVE", "brokerId": "1",
         "haMasterAddress": f"127.0.0.1:{ha_port}"})
     yield master, replica
     master.stop()
+    master.discard()
     replica.stop()
 
 
@@ -67,7 +69,7 @@ async def stored_offsets(addr: str, group: str) -> list[int | None]:
 
 @pytest.mark.timeout(180)
 async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
-        group: tuple[BrokerProcess, BrokerProcess], namesrv: NameServerApp) -> None:
+        group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
     master, replica = group
     await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
     async with AdminClient(namesrv.address) as admin:
@@ -100,6 +102,7 @@ async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
         await consumer.commit()
         assert await stored_offsets(master.addr, "rs-cg") == reached
 
+        master.prepare()  # the restart's interpreter imports while the replica serves
         master.kill9()
         async with asyncio.timeout(60):  # the same consumer, now served by the replica
             while any(consumer.position(mq) < PER_QUEUE for mq in queues):

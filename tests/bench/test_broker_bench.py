@@ -103,6 +103,9 @@ def test_produce_writes_json(tmp_path: Path) -> None:
     summary = data["summary"]
     assert summary["msgs"] > 0 and summary["errors"] == 0
     assert summary["p50_ms"] > 0 and summary["p999_ms"] >= summary["p99_ms"]
+    # the broker's CPU a message, user and kernel apart, and its event loop among the threads
+    assert summary["broker_user_us_per_msg"] > 0 and summary["broker_sys_us_per_msg"] >= 0
+    assert "main" in {t["thread"] for t in summary["broker_threads"]}
 
 
 @pytest.mark.slow

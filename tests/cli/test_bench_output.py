@@ -52,13 +52,23 @@ def _summary(**extra: Any) -> dict[str, Any]:
     return s
 
 
+def _thread(name: str, cpu_pct: float, ns_per_msg: float) -> dict[str, Any]:
+    """A row of thread_cpu_split: a tenth of the time in the kernel."""
+    return {"thread": name, "cpu_pct": cpu_pct, "sys_pct": cpu_pct / 10,
+            "ns_per_msg": ns_per_msg, "user_ns_per_msg": ns_per_msg * 0.9,
+            "sys_ns_per_msg": ns_per_msg * 0.1}
+
+
 def _broker_result(kind: str) -> dict[str, Any]:
     seconds = [_cpu_second(1.0), _cpu_second(2.0, sent_per_s=60000.0, ack_p99_ms=3.5,
                                               errors=2)]
     if kind == "produce":
         summary = _summary(sent=123456, skipped_sends=0.0,
                            ack={"p50_ms": 0.5, "p99_ms": 2.25, "p999_ms": None},
-                           last_error="CODE 14 [broker busy]")
+                           last_error="CODE 14 [broker busy]",
+                           broker_user_us_per_msg=1.125, broker_sys_us_per_msg=0.25,
+                           broker_threads=[_thread("main", 45.5, 812.5),
+                                           _thread("tidemq-dispatch", 12.25, 212.5)])
         return {"summary": summary, "seconds": seconds}
     if kind == "consume":
         return {"summary": _summary(prefill_msgs_per_s=81234.56, consumed=100000,
@@ -81,17 +91,14 @@ def _batchcq_result() -> dict[str, Any]:
                 "broker_ns_per_msg": 987.6}
 
     inner = phase("inner", 812345.6)
-    inner["broker_threads"] = [
-        {"thread": f"t{i}", "cpu_pct": 10.0 * i, "sys_pct": float(i), "ns_per_msg": 100.0 * i}
-        for i in range(6)]
+    inner["broker_threads"] = [_thread(f"t{i}", 10.0 * i, 100.0 * i) for i in range(6)]
+    inner["broker_user_ns_per_msg"], inner["broker_sys_ns_per_msg"] = 1350.0, 150.0
     inner["log_bytes_per_msg"] = 151.2
     inner["top"] = {"broker": [("put [store.py]", 0.25), ("dispatch", 0.125)]}
     outer = phase("outer", 301234.5)
-    outer["broker_threads"] = [{"thread": "io", "cpu_pct": 50.0, "sys_pct": 5.0,
-                                "ns_per_msg": 500.0}]
+    outer["broker_threads"] = [_thread("io", 50.0, 500.0)]
     consume = phase("consume-inner", 2001234.0)
-    consume["broker_threads"] = [{"thread": "io", "cpu_pct": 1.0, "sys_pct": 0.0,
-                                  "ns_per_msg": 1.0}]
+    consume["broker_threads"] = [_thread("io", 1.0, 1.0)]
     return {"config": {"size": 128, "batch": 100, "in_flight": 32},
             "phases": {"inner": inner, "outer": outer, "consume-inner": consume},
             "ratios": {"inner_over_outer": 2.6967, "zstd_over_inner": None,

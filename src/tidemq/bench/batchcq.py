@@ -54,6 +54,7 @@ from tidemq.bench.process import (
     BrokerProcess,
     process_cpu_seconds,
     thread_cpu_seconds,
+    thread_cpu_split,
 )
 from tidemq.client import (
     AdminClient,
@@ -151,20 +152,15 @@ class _Window:
     def close(self, name: str, **extra: Any) -> dict[str, Any]:
         """The row of the phase. ``*_ns_per_msg`` is CPU time per message: what a side
         would sustain with a whole core is 1e9 / that (``*_msgs_per_core_s``).
-        ``broker_threads`` splits the broker's CPU by thread (``sys_pct``: kernel time,
-        which for ``tidemq-warm`` is the price of new page-cache pages)."""
+        ``broker_user_ns_per_msg``/``broker_sys_ns_per_msg`` and ``broker_threads``
+        split the broker's CPU into user and kernel time and by thread
+        (:func:`~tidemq.bench.process.thread_cpu_split`)."""
         dt = time.perf_counter() - self.t0
         client = time.process_time() - self.client0
         broker = (process_cpu_seconds(self.broker_pid) or 0.0) - self.broker0
         msgs = max(self.msgs, 1)
-        threads: list[dict[str, Any]] = []
-        for thread, (user, system) in thread_cpu_seconds(self.broker_pid).items():
-            u0, s0 = self.threads0.get(thread, (0.0, 0.0))
-            cpu, kernel = user + system - u0 - s0, system - s0
-            if dt > 0 and cpu / dt >= 0.005:
-                threads.append({"thread": thread, "cpu_pct": 100 * cpu / dt,
-                                "sys_pct": 100 * kernel / dt, "ns_per_msg": 1e9 * cpu / msgs})
-        threads.sort(key=lambda t: -float(t["cpu_pct"]))
+        split = thread_cpu_split(self.threads0, thread_cpu_seconds(self.broker_pid), dt,
+                                 self.msgs)
         return {"phase": name, "msgs": self.msgs, "seconds": dt,
                 "msgs_per_s": self.msgs / dt if dt > 0 else 0.0,
                 "client_cpu_pct": 100 * client / dt if dt > 0 else 0.0,
@@ -173,7 +169,9 @@ class _Window:
                 "broker_ns_per_msg": 1e9 * broker / msgs,
                 "client_msgs_per_core_s": msgs / client if client > 0 else None,
                 "broker_msgs_per_core_s": msgs / broker if broker > 0 else None,
-                "broker_threads": threads, **extra}
+                "broker_user_ns_per_msg": split["user_ns_per_msg"],
+                "broker_sys_ns_per_msg": split["sys_ns_per_msg"],
+                "broker_threads": split["threads"], **extra}
 
 
 def _py_spy() -> str | None:

@@ -9,7 +9,9 @@ Row fields: ``t`` (seconds since start, at the row's end), ``seconds``, ``msgs``
 ``msgs_per_s``, ``p50_ms``/``p99_ms``/``p999_ms`` (``None`` without samples),
 ``client_cpu_pct``, ``broker_cpu_pct`` (``None`` when the broker is not ours), ``errors``.
 The summary adds CPU microseconds per message of each side, the figure to compare on a
-machine shared with other work.
+machine shared with other work, and for a broker process of ours its CPU per message
+split into user and kernel time and by thread (``broker_user_us_per_msg``,
+``broker_sys_us_per_msg``, ``broker_threads``: :func:`~tidemq.bench.process.thread_cpu_split`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from tidemq.bench.process import process_cpu_seconds
+from tidemq.bench.process import (
+    ThreadCpu,
+    process_cpu_seconds,
+    thread_cpu_seconds,
+    thread_cpu_split,
+)
 
 __all__ = ["Meter", "Report", "Sampler", "measure", "percentiles_ms"]
 
@@ -63,6 +70,11 @@ class Sampler:
         self._last = (self.t0, time.process_time(), self._broker_cpu(), 0, 0, 0)
         self.rows: list[dict[str, Any]] = []
         self._spans: list[tuple[int, int]] = []  # latency index range of each row
+        #: The broker's threads' CPU when sampling began, then at the end of each row.
+        self._threads: list[ThreadCpu] = [self._broker_threads()]
+
+    def _broker_threads(self) -> ThreadCpu:
+        return thread_cpu_seconds(self.broker_pid) if self.broker_pid else {}
 
     def _broker_cpu(self) -> float | None:
         return process_cpu_seconds(self.broker_pid) if self.broker_pid else None
@@ -84,6 +96,7 @@ class Sampler:
         self._last = (now, cpu, bcpu, count, lat_end, errors)
         self.rows.append(row)
         self._spans.append((lat_start, lat_end))
+        self._threads.append(self._broker_threads())
         return row
 
     def summary(self, warmup: float) -> dict[str, Any]:
@@ -98,6 +111,11 @@ class Sampler:
         msgs = sum(r["msgs"] for r in rows)
         lat = self.meter.latencies[self._spans[keep[0]][0]:self._spans[keep[-1]][1]]
         rates = sorted(r["msgs_per_s"] for r in rows)
+        split = thread_cpu_split(self._threads[keep[0]], self._threads[keep[-1] + 1], seconds,
+                                 msgs)
+        threads = {"broker_user_us_per_msg": split["user_ns_per_msg"] / 1000,
+                   "broker_sys_us_per_msg": split["sys_ns_per_msg"] / 1000,
+                   "broker_threads": split["threads"]} if split["threads"] else {}
         return {"seconds": seconds, "msgs": msgs, "msgs_per_s": msgs / seconds,
                 "median_msgs_per_s": rates[len(rates) // 2], **percentiles_ms(lat),
                 "client_cpu_pct": _mean(r["client_cpu_pct"] for r in rows),
@@ -105,7 +123,7 @@ class Sampler:
                 "client_cpu_us_per_msg": _cpu_per_msg(rows, "client_cpu_pct", msgs),
                 "broker_cpu_us_per_msg": _cpu_per_msg(rows, "broker_cpu_pct", msgs),
                 "errors": sum(r["errors"] for r in rows),
-                "last_error": self.meter.last_error or None}
+                "last_error": self.meter.last_error or None, **threads}
 
 
 def _cpu_per_msg(rows: list[dict[str, Any]], key: str, msgs: int) -> float | None:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from tidemq.bench.batchcq import BatchCqBenchConfig, run_batchcq
 from tidemq.cli.commands.bench.measure import measure, run_async
 from tidemq.cli.commands.bench.options import BrokerSet, DataDir, JsonOut, Queues, Size, Warmup
-from tidemq.cli.commands.bench.render import Report, Table, console, pct, show
+from tidemq.cli.commands.bench.render import Report, Table, console, num, pct, show, threads
 
 __all__ = ["batchcq", "report"]
 
@@ -43,10 +43,9 @@ def report(result: dict[str, Any]) -> Report:
         if not name.startswith("consume") and row.get("broker_threads"):
             per_page = row.get("log_bytes_per_msg")
             logged = f" ({per_page:,.0f} commit-log bytes/msg)" if per_page else ""
-            out.line(f"{name} broker threads{logged}: " + "; ".join(
-                f"{t['thread']} {t['cpu_pct']:.0f}% (sys {t['sys_pct']:.0f}%) "
-                f"{t['ns_per_msg']:,.0f} ns/msg" for t in row["broker_threads"][:5]),
-                soft_wrap=True)
+            out.line(f"{name} broker user {num(row.get('broker_user_ns_per_msg'))} sys "
+                     f"{num(row.get('broker_sys_ns_per_msg'))} ns/msg{logged}: "
+                     f"{threads(row['broker_threads'])}", soft_wrap=True)
         for side, top in row.get("top", {}).items():
             out.line(f"[bold]{name} {side}[/]: " + "; ".join(
                 f"{escape(fn)} {share:.0%}" for fn, share in top[:5]), soft_wrap=True)

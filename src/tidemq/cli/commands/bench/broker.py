@@ -34,7 +34,18 @@ from tidemq.cli.commands.bench.options import (
     TopicOpt,
     Warmup,
 )
-from tidemq.cli.commands.bench.render import Report, Table, console, figures, ms, pct, show, us
+from tidemq.cli.commands.bench.render import (
+    Report,
+    Table,
+    console,
+    figures,
+    ms,
+    num,
+    pct,
+    show,
+    threads,
+    us,
+)
 
 __all__ = ["consume", "latency", "produce", "report"]
 
@@ -64,6 +75,10 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
             ("CPU µs per message client / broker",
              f"{us(s.get('client_cpu_us_per_msg'))} / {us(s.get('broker_cpu_us_per_msg'))}"),
             ("errors", str(s.get("errors", 0)))]
+    if s.get("broker_user_us_per_msg") is not None:
+        rows.insert(-1, ("broker CPU ns per message user / kernel",
+                         f"{num(_ns(s['broker_user_us_per_msg']))} / "
+                         f"{num(_ns(s.get('broker_sys_us_per_msg')))}"))
     rows += [(k.replace("_", " "), f"{v:,.0f}" if isinstance(v, float) else str(v))
              for k, v in s.items() if k.startswith(_EXTRA)]
     if isinstance(s.get("ack"), dict):
@@ -75,14 +90,22 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
     return figures(title, rows, header=False)
 
 
+def _ns(us_per_msg: float | None) -> float | None:
+    return None if us_per_msg is None else us_per_msg * 1000
+
+
 def report(kind: str, cfg: BrokerBenchConfig, result: dict[str, Any]) -> Report:
-    """The summary table of a run (and of its columns pass, if any)."""
+    """The summary table of a run (and of its columns pass, if any), each followed by the
+    broker's busiest threads when the broker process is ours."""
     out = Report(result)
-    out.table(_summary(f"tidemq bench {kind} (first {cfg.warmup:g} s left out)",
-                       result["summary"]))
+    passes = [(f"tidemq bench {kind} (first {cfg.warmup:g} s left out)", result["summary"])]
     if "columns" in result:
-        out.table(_summary(f"tidemq bench {kind}, columns: poll_batches (same run)",
-                           result["columns"]["summary"]))
+        passes.append((f"tidemq bench {kind}, columns: poll_batches (same run)",
+                       result["columns"]["summary"]))
+    for title, summary in passes:
+        out.table(_summary(title, summary))
+        if summary.get("broker_threads"):
+            out.line(f"broker threads: {threads(summary['broker_threads'])}", soft_wrap=True)
     return out
 
 

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 __all__ = ["Line", "Report", "Table", "console", "figures", "met", "ms", "num", "pct", "say",
-           "show", "us", "verdicts"]
+           "show", "threads", "us", "verdicts"]
 
 console = Console()
 
@@ -104,6 +104,14 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[str]:
     """One line per target: the value, the target and whether it is met."""
     return [f"{key}: {v['value']:,.3g} (target {v['target']:,}) {met(v['met'])}"
             for key, v in results.items()]
+
+
+def threads(rows: Sequence[dict[str, Any]], limit: int = 5) -> str:
+    """The busiest ``limit`` threads of a :func:`~tidemq.bench.process.thread_cpu_split`:
+    each one's share of a core, then its user and kernel nanoseconds per message."""
+    return "; ".join(
+        f"{t['thread']} {t['cpu_pct']:.0f}% user {num(t.get('user_ns_per_msg'))} "
+        f"sys {num(t.get('sys_ns_per_msg'))} ns/msg" for t in rows[:limit])
 
 
 def met(ok: bool, missed: str = "NOT met") -> str:

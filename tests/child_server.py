@@ -11,14 +11,26 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Self
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports that were free a moment ago (bound together, so no
+    two are the same)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 class ChildServer:
@@ -31,38 +43,56 @@ class ChildServer:
         self.args = tuple(args)
         self.ready = ready
         self.proc: subprocess.Popen[str] | None = None
+        self.returncode: int | None = None
         self.lines: list[str] = []
-        self._ready = threading.Event()
-        self._served = False
+        self._printed = threading.Condition()
+        self._ended = False
         self._drainer: threading.Thread | None = None
 
     def start(self, timeout: float = 60) -> Self:
         """Start the process and return once it serves."""
         assert self.proc is None
         sets = [a for key, value in self.settings.items() for a in ("--set", f"{key}={value}")]
-        self.lines = []
-        self._ready = threading.Event()
-        self._served = False
+        with self._printed:
+            self.lines = []
+            self._ended = False
+        self.returncode = None
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
              *self.args, *sets], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
         self._drainer.start()
-        # Its output ending (it exited) also wakes the wait: only the ready line counts.
-        if not self._ready.wait(timeout) or not self._served:
+        if self.wait_for(self.ready, timeout) is None:  # it exited, or it is too slow
             ChildServer.kill9(self)  # however it ended: the log says why
             raise AssertionError(f"the {self.command} did not start:\n" + self.log())
         return self
 
+    def wait_for(self, text: str, timeout: float = 30) -> str | None:
+        """The first line printed since the start that contains ``text``, once it is
+        printed; ``None`` when the process ended or ``timeout`` passed without it."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._printed:
+            while True:
+                for line in self.lines[seen:]:
+                    if text in line:
+                        return line
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if self._ended or left <= 0:
+                    return None
+                self._printed.wait(left)
+
     def _drain(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            self.lines.append(line)
-            if self.ready in line:
-                self._served = True
-                self._ready.set()
-        self._ready.set()  # ended: start() sees the exit
+            with self._printed:
+                self.lines.append(line)
+                self._printed.notify_all()
+        with self._printed:
+            self._ended = True
+            self._printed.notify_all()
 
     def log(self, last: int = 60) -> str:
         return "".join(self.lines[-last:])
@@ -94,6 +124,7 @@ class ChildServer:
         self._close(proc)
 
     def _close(self, proc: subprocess.Popen[str]) -> None:
+        self.returncode = proc.returncode
         if self._drainer is not None:
             self._drainer.join(10)
         if proc.stdout is not None:

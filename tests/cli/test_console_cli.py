@@ -10,40 +10,19 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from tests.child_server import ChildServer, free_ports
+
 BOOT = "from tidemq.cli.main import main; main()"
 
 
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+def start(args: list[str], ready: str) -> ChildServer:
+    command, *rest = args
+    return ChildServer(command, {}, rest, ready=ready).start(60)
 
 
-def start(args: list[str], ready: str) -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen([sys.executable, "-c", BOOT, *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines = []
-    for line in proc.stderr:  # until the banner; the process prints it once it serves
-        lines.append(line)
-        if ready in line:
-            return proc, lines
-    proc.wait(10)
-    raise AssertionError("".join(lines))
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        assert proc.wait(20) == 0
-    finally:
-        if proc.stderr is not None:
-            proc.stderr.close()
+def stop(server: ChildServer) -> None:
+    server.stop()
+    assert server.returncode == 0, server.log()
 
 
 def test_standalone_serves_without_a_console_when_its_port_is_busy(tmp_path: Path) -> None:
@@ -51,27 +30,25 @@ def test_standalone_serves_without_a_console_when_its_port_is_busy(tmp_path: Pat
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", console_port))
         busy.listen()
-        proc, lines = start(["standalone", "--data", str(tmp_path), "--namesrv-port",
-                             str(ns_port), "--broker-port", str(broker_port),
-                             "--console-port", str(console_port), "--set", "haListenPort=0"],
-                            "TideMQ standalone is running")
+        server = start(["standalone", "--data", str(tmp_path), "--namesrv-port",
+                        str(ns_port), "--broker-port", str(broker_port),
+                        "--console-port", str(console_port), "--set", "haListenPort=0"],
+                       "TideMQ standalone is running")
         try:
-            more = [proc.stderr.readline() for _ in range(3)] if proc.stderr else []
-            text = "".join(lines + more)
-            assert f"no web console on port {console_port}" in text
-            assert "console      off" in text
+            assert server.wait_for(f"no web console on port {console_port}", 0), server.log()
+            assert server.wait_for("  console      off", 30), server.log()
         finally:
-            stop(proc)
+            stop(server)
 
 
 def test_console_command_serves_a_cluster(tmp_path: Path) -> None:
     ns_port, broker_port, console_port = free_ports(3)
-    server, _ = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
+    server = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
                        "--broker-port", str(broker_port), "--no-console",
                        "--set", "haListenPort=0"],
                       "TideMQ standalone is running")
     try:
-        web, _ = start(["console", "-n", f"127.0.0.1:{ns_port}", "--port", str(console_port),
+        web = start(["console", "-n", f"127.0.0.1:{ns_port}", "--port", str(console_port),
                         "--log-format", "json"], "TideMQ console on")
         try:
             url = f"http://127.0.0.1:{console_port}/cluster"
@@ -116,10 +93,10 @@ def test_console_with_users_asks_for_a_login(tmp_path: Path) -> None:
     assert run(["console", "user", "add", "alice", "--role", "admin", "-f", str(users),
                 "--password-stdin"], "pw\n").returncode == 0
     (port,) = free_ports(1)
-    web, lines = start(["console", "-n", "127.0.0.1:9", "--port", str(port),
-                        "--users-file", str(users)], "TideMQ console on")
+    web = start(["console", "-n", "127.0.0.1:9", "--port", str(port),
+                 "--users-file", str(users)], "TideMQ console on")
     try:
-        assert "users log in" in "".join(lines)
+        assert "users log in" in web.log()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/cluster", timeout=10) as resp:
             assert "/login?next=" in resp.url and 'id="login-form"' in resp.read().decode()
     finally:
@@ -139,12 +116,12 @@ def test_an_anonymous_console_beyond_loopback_does_not_start(tmp_path: Path) -> 
 
 def test_standalone_passes_its_console_keys_to_the_console(tmp_path: Path) -> None:
     ns_port, console_port = free_ports(2)
-    proc, lines = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
-                         "--broker-port", "0", "--console-port", str(console_port),
-                         "--set", "consoleAllowedHosts=console.example",
-                         "--set", "consoleSessionTimeout=60"], "TideMQ standalone is running")
+    server = start(["standalone", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
+                    "--broker-port", "0", "--console-port", str(console_port),
+                    "--set", "consoleAllowedHosts=console.example",
+                    "--set", "consoleSessionTimeout=60"], "TideMQ standalone is running")
     try:
-        assert "unknown configuration key" not in "".join(lines), "".join(lines)
+        assert "unknown configuration key" not in server.log(), server.log()
 
         def status(host: str) -> int:
             conn = http.client.HTTPConnection("127.0.0.1", console_port, timeout=10)
@@ -157,4 +134,4 @@ def test_standalone_passes_its_console_keys_to_the_console(tmp_path: Path) -> No
         assert status("console.example") == 200
         assert status("rebind.example") == 421
     finally:
-        stop(proc)
+        stop(server)

@@ -14,16 +14,13 @@ import asyncio
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.child_server import ChildServer, free_ports
 from tests.console.browser import Browser, chromium_path
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
@@ -39,46 +36,18 @@ SPARK_GROUP = f"spark-{TOPIC}"
 BANNER = "TideMQ standalone is running"
 
 
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class Standalone:
-    """``tidemq standalone`` as a child process; its stderr is collected by a thread."""
+class Standalone(ChildServer):
+    """``tidemq standalone`` with its console and metrics on free ports, JSON logs."""
 
     def __init__(self, data: Path, *extra: str) -> None:
         self.namesrv_port, self.broker_port, self.console_port, self.metrics_port = (
             free_ports(4))
-        self.lines: list[str] = []
-        self._ready = threading.Event()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tidemq.cli.main import main; main()", "standalone",
-             "--data", str(data), "--namesrv-port", str(self.namesrv_port),
+        super().__init__(
+            "standalone", {"metricsPort": str(self.metrics_port), "haListenPort": "0"},
+            ["--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
-             "--set", f"metricsPort={self.metrics_port}", "--set", "haListenPort=0",
-             "--log-format", "json", *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, env={**os.environ, "COLUMNS": "200"})
-        self._drainer = threading.Thread(target=self._drain, daemon=True)
-        self._drainer.start()
-        if not self._ready.wait(30) or self.proc.poll() is not None:
-            self.stop()
-            raise AssertionError("standalone did not start:\n" + "".join(self.lines[-40:]))
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-            if BANNER in line:
-                self._ready.set()
-        self._ready.set()
+             "--log-format", "json", *extra], ready=BANNER)
+        self.start(30)
 
     @property
     def namesrv(self) -> str:
@@ -88,25 +57,13 @@ class Standalone:
     def console(self) -> str:
         return f"http://127.0.0.1:{self.console_port}"
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self._drainer.join(10)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
-
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Standalone]:
     server = Standalone(tmp_path / "data")
     yield server
     server.stop()
-    assert server.proc.returncode == 0, "".join(server.lines[-40:])
+    assert server.returncode == 0, server.log(40)
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def with_users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
                         "--set", f"metricsAuthToken={TOKEN}")
     yield server
     server.stop()
-    assert server.proc.returncode == 0, "".join(server.lines[-40:])
+    assert server.returncode == 0, server.log(40)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
     server = Standalone(tmp_path_factory.mktemp("anonymous") / "data")
     yield server
     server.stop()
-    assert server.proc.returncode == 0, "".join(server.lines[-40:])
+    assert server.returncode == 0, server.log(40)
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ subprocess (Spark's Python workers are separate processes and reach it over TCP)
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
+from tests.child_server import ChildServer, free_ports
 
 from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer
 from tidemq.errors import TideMQError
@@ -27,52 +25,28 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Server(ChildServer):
+    """``tidemq standalone`` without a console on free ports."""
 
-
-class Server:
-    def __init__(self, namesrv: str, broker: str, proc: subprocess.Popen[bytes],
-                 log: IO[bytes], data: Path) -> None:
-        self.namesrv = namesrv
-        self.broker = broker
-        self.proc = proc
-        self.log = log
+    def __init__(self, data: Path, *settings: str) -> None:
+        ns_port, broker_port = free_ports(2)
+        self.namesrv = f"127.0.0.1:{ns_port}"
+        self.broker = f"127.0.0.1:{broker_port}"
         self.data = data
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-        self.log.close()
+        super().__init__(
+            "standalone", {"haListenPort": "0", **dict(item.split("=", 1) for item in settings)},
+            ["--data", str(data), "--namesrv-port", str(ns_port),
+             "--broker-port", str(broker_port), "--no-console"],
+            ready="TideMQ standalone is running")
 
 
 def start_standalone(data: Path, *settings: str) -> Server:
-    """``tidemq standalone`` in a subprocess on free ports, with ``--set`` ``settings``."""
-    ns_port, broker_port = _free_port(), _free_port()
-    log = open(data / "server.log", "wb")  # noqa: SIM115 - closed by Server.stop
-    cmd = [str(Path(sys.executable).parent / "tidemq"), "standalone", "--data", str(data),
-           "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--no-console",
-           "--set", "haListenPort=0"]  # any free port: listenPort + 1 may be another's
-    for item in settings:
-        cmd += ["--set", item]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    server = Server(f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}", proc, log, data)
-    deadline = time.monotonic() + 30
+    """``tidemq standalone`` in a subprocess on free ports, with ``--set`` ``settings``;
+    returned once its broker is registered (the name server routes TBW102 by then)."""
+    server = Server(data, *settings).start(60)
     with BlockingPullConsumer("probe", server.namesrv) as probe:
-        while time.monotonic() < deadline:
-            try:  # ready once the broker registered (with the default topic) by name
-                probe.routes.fetch("TBW102")
-                return server
-            except TideMQError:
-                if proc.poll() is not None:
-                    server.stop()  # closes its log
-                    raise RuntimeError((data / "server.log").read_text()) from None
-                time.sleep(0.1)  # another process: nothing to wait on but its answers
-    server.stop()
-    raise RuntimeError("the standalone server did not get ready:\n"
-                       + (data / "server.log").read_text())
+        probe.routes.fetch("TBW102")
+    return server
 
 
 @pytest.fixture(scope="session")

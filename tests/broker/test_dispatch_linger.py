@@ -7,8 +7,10 @@ the integration tests hold real pulls (plain and batch-protocol) on a broker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 from tests.broker import wire
 from tests.broker.test_long_poll import held_pull, park
 from tests.broker.wire import Peer
@@ -18,6 +20,15 @@ from tidemq.codec.batch_protocol import encode_batch_request
 from tidemq.codec.command import RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.testing import Cluster
+
+#: The broker tests configure a linger (``dispatchLingerMs``; the store's default is 0).
+LINGER = {"dispatch_linger_ms": 1.0}
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, store=LINGER) as c:
+        yield c
 
 
 class _Dispatcher:
@@ -74,7 +85,7 @@ async def test_a_held_pull_switches_the_broker_dispatcher(cluster: Cluster, peer
     dispatcher = broker.store.dispatcher
     assert dispatcher is not None and broker.dispatch_linger is not None
     configured = dispatcher.linger
-    assert configured > 0  # dispatchLingerMs defaults to 1 ms
+    assert configured > 0
     await peer.ok(wire.create_topic("LP", 1))
     task = await park(peer, held_pull("LP", 0))
     assert dispatcher.linger == 0.0
@@ -104,7 +115,8 @@ async def test_a_held_batch_parent_switches_it_too(cluster: Cluster, peer: Peer)
 
 
 async def test_the_setting_off_leaves_the_linger_alone(tmp_path: Path) -> None:
-    async with Cluster(tmp_path, broker={"skip_dispatch_linger_when_held": False}) as c:
+    async with Cluster(tmp_path, broker={"skip_dispatch_linger_when_held": False},
+                       store=LINGER) as c:
         broker = c.brokers[0]
         assert broker.dispatch_linger is None and broker.pull_holds.on_hold is None
         async with Peer(broker.broker_addr) as peer:

@@ -121,13 +121,17 @@ def open_store(root: Path, dispatcher: str, clock: Callable[[], int] | None = No
         mapper_file_size_batch_consume_queue=46 * 64, enable_lmq=True,
         enable_multi_dispatch=True,
         enable_build_consume_queue_concurrently=dispatcher != "serial",
-        dispatch_workers=3, dispatch_round_records=24, dispatch_ring_size=6, **overrides)
+        **{"dispatch_workers": 3, "dispatch_round_records": 24, "dispatch_ring_size": 6,
+           **overrides})
     store = MessageStore(config, clock=clock) if clock is not None else MessageStore(config)
     store.set_batch_topic(BATCH)
     store.start()
     if dispatcher == "pipelined":
         assert isinstance(store.dispatcher, ConcurrentDispatcher)
         store.dispatcher.inline = False
+    elif dispatcher == "concurrent":  # inline rounds take both ways: serial and prepared
+        assert isinstance(store.dispatcher, ConcurrentDispatcher)
+        store.dispatcher.serial_below = 8
     return store
 
 
@@ -393,6 +397,46 @@ def test_serial_and_concurrent_build_identical_queues(
     assert len(serial["lmq"]) > 100 and len(serial["index"]) > 1000
 
 
+def test_small_inline_rounds_are_applied_the_serial_way(tmp_path: Path) -> None:
+    """A round below ``serial_below`` records skips the column-wise preparation (whose
+    fixed cost per round and queue a small round does not repay), a larger one is
+    prepared; the queues come out as the serial dispatcher writes them."""
+    prepared: list[int] = []
+    stores = {}
+    for dispatcher in ("serial", "concurrent"):
+        store = open_store(tmp_path / dispatcher, dispatcher, clock=FakeClock(),
+                           dispatch_round_records=0)
+        stores[dispatcher] = store
+        d = store.dispatcher
+        assert d is not None
+        if isinstance(d, ConcurrentDispatcher):
+            d.serial_below = 16
+            original = d._prepare
+
+            def counted(seq: int, batches: list[DispatchBatch],
+                        original: Any = original) -> Any:
+                prepared.append(sum(len(b.phys) for b in batches))
+                return original(seq, batches)
+
+            d._prepare = counted  # type: ignore[method-assign]
+        mid = 0
+        for size in (3, 40, 1, 15, 16, 2, 100):  # one round each: paused while putting
+            d.pause()
+            for _ in range(size):
+                lmqs = (LMQS[mid % 24], LMQS[(mid * 7 + 1) % 24])
+                store.put_multi_dispatch(CLASSIC, mid % CLASSIC_QUEUES, message(mid, lmqs),
+                                         lmqs)
+                mid += 1
+            d.resume()
+            assert store.wait_dispatched()
+    try:
+        assert prepared == [40, 16, 100]
+        assert snapshot(stores["serial"]) == snapshot(stores["concurrent"])
+    finally:
+        for store in stores.values():
+            store.shutdown()
+
+
 # ---------------------------------------------------------------------- visibility units
 
 
@@ -537,6 +581,8 @@ def test_prepare_failure_stops_dispatch_with_an_error(
         raise RuntimeError("injected preparation failure")
 
     store = open_store(tmp_path / "store", dispatcher)
+    assert isinstance(store.dispatcher, ConcurrentDispatcher)
+    store.dispatcher.serial_below = 0  # a round of one record is prepared too
     try:
         monkeypatch.setattr(ConcurrentDispatcher, "_prepare", broken)
         store.put(CLASSIC, 0, message(1))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from tidemq.store.message_store import MessageStore
 from tidemq.types import GetStatus
@@ -59,3 +62,31 @@ def test_hook_registered_before_start_and_failing_hook(store_root: Path) -> None
         assert store.status == "RUNNING"
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_a_put_is_dispatched_on_the_append_without_waiting_to_fill(
+        store_root: Path, concurrent: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default configuration the dispatcher is woken by the append and takes
+    the round as it is: it never sleeps to let a small round fill (a linger adds its
+    length, and a sleep's scheduling delay, to every message's dispatch lag)."""
+    sleeps: list[float] = []
+    real_sleep = time.sleep
+
+    def recorded(seconds: float) -> None:
+        if threading.current_thread().name == "tidemq-dispatch":
+            sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", recorded)
+    store = MessageStore(small_config(
+        store_root, enable_build_consume_queue_concurrently=concurrent))
+    store.start()
+    try:
+        for i in range(20):
+            store.put("T", 0, msg(b"%d" % i))
+            assert store.wait_dispatched()
+            assert store.max_offset("T", 0) == i + 1
+    finally:
+        store.shutdown()
+    assert sleeps == []

@@ -63,7 +63,11 @@ class StoreConfig:
     preallocate_segments: bool = True
     dispatch_lag_warn_ms: int = 1000
     #: Wait this long before dispatching a small round, so rounds batch up (0 = never).
-    dispatch_linger_ms: float = 1.0
+    #: Off by default: the dispatcher wakes on the append and takes what is there; while
+    #: it writes a round the next one fills by itself. A linger saves some CPU per
+    #: message at moderate rates and adds its length (and a sleep's scheduling delay on a
+    #: busy machine) to every message's dispatch lag.
+    dispatch_linger_ms: float = 0.0
     #: Concurrent dispatch (enableBuildConsumeQueueConcurrently): preparing threads, rounds
     #: prepared ahead of the committer, and records per round (docs/benchmarks.md).
     dispatch_workers: int = 1

@@ -33,8 +33,8 @@ from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.threads import NamedThread
 
-__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "fold_rows",
-           "index_batches"]
+__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "apply_batches",
+           "fold_rows", "index_batches"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64

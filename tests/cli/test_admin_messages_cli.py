@@ -10,7 +10,14 @@ from tests.cli.conftest import ThreadedCluster
 from tests.cli.test_admin_cli import admin, create, eventually
 from tests.cli.test_admin_groups_cli import human
 
-from tidemq.client import Message, MessageQueue, Producer
+from tidemq.client import (
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 
 TOPIC = "MsgPrint"
 
@@ -93,3 +100,45 @@ def test_query_msg_by_unique_key(cluster: ThreadedCluster, sent: list[Any]) -> N
     assert ["Message", "Body:", "body-2"] in lines
     missing = admin(cluster, "queryMsgByUniqueKey", "-i", "0" * 32, "-t", TOPIC, code=1)
     assert "0" * 32 in missing.stderr and "error" in missing.stderr
+
+
+def test_query_msg_by_unique_key_resends_to_one_consumer(cluster: ThreadedCluster,
+                                                         sent: list[Any]) -> None:
+    """mqadmin's ``-g GROUP -d CLIENT_ID``: the consumer's listener gets the message and
+    its answer is printed as mqadmin prints it."""
+    target = sent[4]
+    got: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.body for m in msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("msg-resend", cluster.namesrv, listener=listener)
+    consumer.subscribe("MsgResendOther")  # the message reaches it only by the resend
+    cluster.call(consumer.start())
+    try:
+        assert not cluster.call(consumer.instance.send_heartbeat(cluster.broker_addrs))
+        client_id = consumer.instance.client_id
+        eventually(lambda: admin(cluster, "queryMsgByUniqueKey", "-i", target.msg_id,
+                                 "-t", TOPIC), lambda m: m.get("body") == "body-4")
+        lines = human(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC,
+                      "-g", "msg-resend", "-d", client_id)
+        [line] = lines
+        assert line[:4] == ["ConsumeMessageDirectlyResult", "[order=false,",
+                            "autoCommit=true,", "consumeResult=CR_SUCCESS,"]
+        assert line[4] == "remark=null," and line[5].startswith("spentTimeMills=")
+        assert got == [b"body-4"]
+
+        as_json = admin(cluster, "queryMsgById", "-i", target.offset_msg_id,
+                        "-g", "msg-resend", "-d", client_id)
+        assert as_json["consumeResult"] == "CR_SUCCESS" and as_json["order"] is False
+        assert got == [b"body-4", b"body-4"]
+
+        gone = admin(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC,
+                     "-g", "msg-resend", "-d", "10.1.1.1@gone@7", code=1)
+        assert "10.1.1.1@gone@7" in gone.stderr and "not online" in gone.stderr
+        half = admin(cluster, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", TOPIC,
+                     "-g", "msg-resend", code=2)
+        assert "go together" in half.output
+    finally:
+        cluster.call(consumer.close())

@@ -192,6 +192,7 @@ _CLASSES = [
     bodies.LockBatchResponseBody,
     bodies.TopicConfig,
     bodies.KVTable,
+    bodies.ConsumeMessageDirectlyResult,
 ]
 
 
@@ -385,3 +386,40 @@ def test_register_garbage_raises_only_remote_protocol_error(data: bytes, deflate
 
 def test_struct_types_are_msgspec() -> None:
     assert issubclass(bodies.TopicRouteData, msgspec.Struct)
+
+
+# ---------------------------------------------------------------- CONSUME_MESSAGE_DIRECTLY
+
+
+def test_consume_directly_result_has_upstreams_members() -> None:
+    result = bodies.ConsumeMessageDirectlyResult(
+        consume_result=bodies.CMResult.CR_THROW_EXCEPTION, remark="ValueError: no",
+        spent_time_mills=7)
+    assert json.loads(bodies.encode_body(result)) == {
+        "order": False, "autoCommit": True, "consumeResult": "CR_THROW_EXCEPTION",
+        "remark": "ValueError: no", "spentTimeMills": 7}
+    assert str(result) == ("ConsumeMessageDirectlyResult [order=false, autoCommit=true, "
+                           "consumeResult=CR_THROW_EXCEPTION, remark=ValueError: no, "
+                           "spentTimeMills=7]")
+
+
+def test_consume_directly_result_reads_java_json_and_ordinals() -> None:
+    java = b'{"autoCommit":false,"consumeResult":"CR_LATER","order":true,"spentTimeMills":12}'
+    got = bodies.decode_body(java, bodies.ConsumeMessageDirectlyResult)
+    assert (got.order, got.auto_commit, got.consume_result, got.remark,
+            got.spent_time_mills) == (True, False, bodies.CMResult.CR_LATER, None, 12)
+    assert str(got).endswith("remark=null, spentTimeMills=12]")
+    by_ordinal = bodies.decode_body(b'{"consumeResult":5}', bodies.ConsumeMessageDirectlyResult)
+    assert by_ordinal.consume_result is bodies.CMResult.CR_RETURN_NULL
+
+
+@given(st.booleans(), st.booleans(), st.none() | st.sampled_from(bodies.CMResult),
+       st.none() | st.text(max_size=20), st.integers(0, 2**63 - 1))
+def test_consume_directly_result_round_trip(order: bool, auto: bool,
+                                            result: bodies.CMResult | None,
+                                            remark: str | None, spent: int) -> None:
+    body = bodies.ConsumeMessageDirectlyResult(order=order, auto_commit=auto,
+                                               consume_result=result, remark=remark,
+                                               spent_time_mills=spent)
+    assert bodies.decode_body(bodies.encode_body(body),
+                              bodies.ConsumeMessageDirectlyResult) == body

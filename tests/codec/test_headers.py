@@ -365,3 +365,12 @@ def test_attributes(text: str, parsed: dict[str, str | None]) -> None:
 def test_bad_attributes(text: str) -> None:
     with pytest.raises(RemoteProtocolError, match="attributes"):
         headers.parse_attributes(text)
+
+
+def test_consume_directly_header_uses_upstreams_keys() -> None:
+    header = headers.ConsumeMessageDirectlyResultRequestHeader(
+        consumer_group="g", client_id="c", msg_id="0A", origin_broker="broker-a",
+        topic="T", topic_sys_flag=0, group_sys_flag=1)
+    assert header.to_ext() == {"consumerGroup": "g", "clientId": "c", "msgId": "0A",
+                               "brokerName": "broker-a", "topic": "T", "topicSysFlag": "0",
+                               "groupSysFlag": "1"}

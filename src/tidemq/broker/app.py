@@ -28,6 +28,7 @@ from tidemq.broker.processors.auth import AuthProcessor
 from tidemq.broker.processors.batch import BatchProcessor
 from tidemq.broker.processors.client import ClientProcessor
 from tidemq.broker.processors.config import ConfigProcessor
+from tidemq.broker.processors.consume_directly import ConsumeDirectlyProcessor
 from tidemq.broker.processors.epochs import EpochCacheProcessor
 from tidemq.broker.processors.groups import GroupProcessor
 from tidemq.broker.processors.lock import LockProcessor
@@ -275,7 +276,7 @@ class BrokerApp:
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
-                     self.logical_processor):
+                     ConsumeDirectlyProcessor(ctx), self.logical_processor):
             proc.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)

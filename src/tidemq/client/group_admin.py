@@ -22,6 +22,9 @@ operation                        requests
 :func:`group_configs`            201 on one broker
 :func:`running_info`             307 GET_CONSUMER_RUNNING_INFO on a broker the consumer is
                                  connected to, which asks the consumer
+:func:`consume_message_directly`  33 VIEW_MESSAGE_BY_ID or 12 QUERY_MESSAGE to find the
+                                 message, then 309 CONSUME_MESSAGE_DIRECTLY on the broker
+                                 that stores it, which has the consumer consume it
 ===============================  ==========================================================
 """
 
@@ -34,13 +37,17 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.client import offsets as ofs
 from tidemq.client.errors import NoRouteError
+from tidemq.codec.bodies import ConsumeMessageDirectlyResult, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
 )
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.formats.msgid import encode_offset_msg_id
+from tidemq.formats.record import pack_host
 from tidemq.types import MessageQueue
 
 if TYPE_CHECKING:
@@ -54,6 +61,7 @@ __all__ = [
     "ResetRow",
     "broker_consume_stats",
     "clone_group_offset",
+    "consume_message_directly",
     "consume_progress",
     "consumer_connection",
     "delete_group",
@@ -362,3 +370,26 @@ async def running_info(admin: AdminClient, group: str, client_id: str, *,
         return body if isinstance(body, dict) else {}
     raise last or error_for_code(ResponseCode.CONSUMER_NOT_ONLINE,
                                  f"the consumer {client_id} of {group} is not online")
+
+
+#: How long an admin waits for a message consumed directly: the broker gives the consumer
+#: 5 s (:mod:`tidemq.broker.consumer_call`), and the answer has to come back.
+CONSUME_DIRECTLY_TIMEOUT = 10.0
+
+
+async def consume_message_directly(admin: AdminClient, group: str, client_id: str,
+                                   topic: str | None, msg_id: str
+                                   ) -> ConsumeMessageDirectlyResult:
+    """Have consumer ``client_id`` of ``group`` consume the message ``msg_id`` again,
+    whatever its offsets say; what the consumer's listener answered
+    (:mod:`tidemq.client.direct_consume`). ``msg_id`` is an offset id, or a UNIQ_KEY of
+    ``topic``."""
+    msg = await admin.view_message(msg_id, topic)
+    offset_id = encode_offset_msg_id(pack_host(msg.store_host), msg.commit_log_offset)
+    header = ConsumeMessageDirectlyResultRequestHeader(
+        consumer_group=group, client_id=client_id, msg_id=offset_id, topic=topic or msg.topic)
+    cmd = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, header.to_ext())
+    addr = msg.store_host
+    response = await admin.instance.request(addr, cmd, CONSUME_DIRECTLY_TIMEOUT)
+    ofs.check_success(response, address=addr)
+    return decode_body(response.full_body(), ConsumeMessageDirectlyResult)

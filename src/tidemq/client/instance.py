@@ -13,7 +13,8 @@ users; :meth:`release` closes it when the last one leaves. It owns
   with UNREGISTER_CLIENT (35) (remoting.md §2.6);
 * the handlers for requests brokers send to us: NOTIFY_CONSUMER_IDS_CHANGED (40) and
   RESET_CONSUMER_CLIENT_OFFSET (220) go to the consumer of the group they name;
-  GET_CONSUMER_RUNNING_INFO (307) is answered for it (:mod:`tidemq.client.running_info`);
+  GET_CONSUMER_RUNNING_INFO (307) is answered for it (:mod:`tidemq.client.running_info`),
+  CONSUME_MESSAGE_DIRECTLY (309) by it (:mod:`tidemq.client.direct_consume`);
   :meth:`handle` adds others.
 
 :meth:`close` unregisters every group first; :meth:`abort` drops the connections without
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
 from tidemq.client.config import ClientConfig
+from tidemq.client.direct_consume import answer_consume_directly
 from tidemq.client.errors import ClientClosedError, NoRouteError
 from tidemq.client.offsets import check_success, read_reset_offsets
 from tidemq.client.routes import RouteCache
@@ -102,6 +104,7 @@ class ClientInstance:
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
         self._started_ms = int(time.time() * 1000)
 
     def __repr__(self) -> str:
@@ -352,6 +355,11 @@ class ClientInstance:
                                    namesrv=self.config.namesrv_addr,
                                    started_ms=self._started_ms)
         return cmd.response(body=body)
+
+    async def _on_consume_directly(self, _conn: Connection, cmd: RemotingCommand
+                                   ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309), passed on by a broker for an admin."""
+        return await answer_consume_directly(cmd, self._consumers, self.client_id)
 
     def _on_reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:

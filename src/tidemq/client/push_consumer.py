@@ -33,6 +33,9 @@ What one member does:
   at least once; ``docs/consumer-groups.md`` lists when a message comes twice.
 * **Offset resets**: RESET_CONSUMER_CLIENT_OFFSET (220) drops the buffered messages of
   the named queues it owns and continues at the given offsets.
+* **Direct consumption**: CONSUME_MESSAGE_DIRECTLY (309), an admin's "resend to this
+  consumer", runs the listener on one message outside the queues
+  (:mod:`tidemq.client.direct_consume`).
 
 :class:`ThreadedPushConsumer` is the same consumer for a blocking listener, which it runs
 in a thread pool of ``consume_concurrency`` threads.
@@ -53,6 +56,7 @@ from tidemq.client.allocate import AllocateStrategy, allocate_averagely
 from tidemq.client.config import ClientConfig
 from tidemq.client.consume_service import ConcurrentService, OrderlyService, pause
 from tidemq.client.consumer_role import ConsumerRole
+from tidemq.client.direct_consume import run_listener
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
@@ -73,7 +77,13 @@ from tidemq.client.retry_sender import RetrySender
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import SUB_ALL, Subscription
 from tidemq.client.tracer import sub_after_records, sub_before_records
-from tidemq.codec.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.codec.bodies import (
+    ConsumeFromWhere,
+    ConsumeMessageDirectlyResult,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+)
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.trace import ConsumeReturn
 from tidemq.errors import ResponseCode, TideMQError
@@ -545,6 +555,15 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
 
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeStatus:
         raise NotImplementedError
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str
+                               ) -> ConsumeMessageDirectlyResult:
+        """Run the listener on ``msg`` for an admin (CONSUME_MESSAGE_DIRECTLY, 309),
+        outside the queues: nothing is committed or sent back."""
+        if self._closing:
+            raise ClientClosedError(repr(self))
+        return await run_listener(self._call_listener, msg, group=self._group,
+                                  broker_name=broker_name, orderly=self.orderly)
 
     async def send_back(self, msg: MessageExt, delay_level: int) -> bool:
         """Hand a failed message back to the broker (:mod:`tidemq.client.retry_sender`)."""

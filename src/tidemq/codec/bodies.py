@@ -31,8 +31,10 @@ from tidemq.types import MessageQueue
 
 __all__ = [
     "BrokerData",
+    "CMResult",
     "ClusterInfo",
     "ConsumeFromWhere",
+    "ConsumeMessageDirectlyResult",
     "ConsumeType",
     "ConsumerData",
     "ConsumerListBody",
@@ -87,6 +89,17 @@ class ConsumeFromWhere(enum.StrEnum):
     CONSUME_FROM_MAX_OFFSET = "CONSUME_FROM_MAX_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+class CMResult(enum.StrEnum):
+    """How a consumer's listener took a message given to it directly (309)."""
+
+    CR_SUCCESS = "CR_SUCCESS"
+    CR_LATER = "CR_LATER"
+    CR_ROLLBACK = "CR_ROLLBACK"
+    CR_COMMIT = "CR_COMMIT"
+    CR_THROW_EXCEPTION = "CR_THROW_EXCEPTION"
+    CR_RETURN_NULL = "CR_RETURN_NULL"
 
 
 class TopicFilterType(enum.StrEnum):
@@ -219,6 +232,26 @@ class HeartbeatData(_Body):
 
 class ConsumerListBody(_Body):
     consumer_id_list: list[str] = []
+
+
+class ConsumeMessageDirectlyResult(_Body):
+    """A consumer's answer to CONSUME_MESSAGE_DIRECTLY (309): whether it is an orderly
+    consumer, how its listener answered, the exception's text (``remark``) and how long
+    the listener took (``spentTimeMills``, upstream's spelling)."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: CMResult | None = None
+    remark: str | None = None
+    spent_time_mills: int = 0
+
+    def __str__(self) -> str:
+        """mqadmin's text for it."""
+        return (f"ConsumeMessageDirectlyResult [order={str(self.order).lower()}, "
+                f"autoCommit={str(self.auto_commit).lower()}, "
+                f"consumeResult={self.consume_result or 'null'}, "
+                f"remark={'null' if self.remark is None else self.remark}, "
+                f"spentTimeMills={self.spent_time_mills}]")
 
 
 class MessageQueueData(_Body):

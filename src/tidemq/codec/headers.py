@@ -29,6 +29,7 @@ __all__ = [
     "ROUTE_MAY_BE_INCOMPLETE",
     "AclRequestHeader",
     "BrokerHeartbeatRequestHeader",
+    "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteAclRequestHeader",
@@ -639,6 +640,20 @@ class ResetOffsetRequestHeader(TopicRequestHeader):
     offset: I64 | None = None
 
 
+class ConsumeMessageDirectlyResultRequestHeader(TopicRequestHeader):
+    """CONSUME_MESSAGE_DIRECTLY (309), admin -> broker -> consumer. ``msgId`` is the
+    message's offset id on the broker asked; the broker fills in ``brokerName`` (its own
+    name), ``topicSysFlag`` and ``groupSysFlag`` before it passes the request on."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    origin_broker: Annotated[str | None, Key("brokerName")] = None
+    topic: str | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
 # ---------------------------------------------------------------- registries
 
 #: The header schema of each request code that has one.
@@ -680,6 +695,7 @@ REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: KVConfigRequestHeader,
     RequestCode.DELETE_KV_CONFIG: KVConfigRequestHeader,

@@ -13,6 +13,7 @@ from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.record_lookup import record_at
 from tidemq.broker.status import runtime_info
 from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.bodies import (
@@ -33,8 +34,7 @@ from tidemq.codec.headers import (
     ViewMessageRequestHeader,
     parse_attributes,
 )
-from tidemq.errors import CorruptRecord, RemoteProtocolError, ResponseCode, error_for_code
-from tidemq.formats.record import Record, decode_record
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
 
 __all__ = ["AdminProcessor"]
@@ -230,20 +230,11 @@ class AdminProcessor:
 
     def view_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(ViewMessageRequestHeader, cmd)
-        record = self.store.read_record(h.offset)
-        if record is None or not _is_record_at(record, h.offset):
+        record = record_at(self.store, h.offset)
+        if record is None:
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  f"can not find message by the offset, {h.offset}")
         resp = cmd.response()
         resp.body_parts = [record]
         return resp
 
-
-def _is_record_at(view: memoryview, phys_offset: int) -> bool:
-    """Whether ``view`` is a whole record stored at ``phys_offset`` (an offset inside a
-    record, or inside padding, must not come back as a message)."""
-    try:
-        rec = decode_record(view, expected_physical_offset=phys_offset)
-    except CorruptRecord:
-        return False
-    return isinstance(rec, Record)

@@ -69,6 +69,12 @@ from tidemq.cli.commands.admin_common import (
     set_tls,
     table_of,
 )
+from tidemq.cli.commands.admin_resend import (
+    ClientIdOpt,
+    ConsumerGroupOpt,
+    resend_to_consumer,
+    wants_resend,
+)
 from tidemq.cli.commands.logical import create_logical_topic
 from tidemq.client import (
     AdminClient,
@@ -386,10 +392,16 @@ def query_msg_by_id(
     msg_id: Annotated[str, typer.Option("-i", "--msg-id", help="Offset id or UNIQ_KEY.")],
     topic: Annotated[str | None, typer.Option(
         "-t", "--topic", help="Needed to look a UNIQ_KEY up.")] = None,
+    group: ConsumerGroupOpt = None, client_id: ClientIdOpt = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
-    """A message by its offset id (or by UNIQ_KEY when the topic is given)."""
+    """A message by its offset id (or by UNIQ_KEY when the topic is given); with -g and
+    -d, have that consumer consume it again."""
+    if wants_resend(group, client_id):
+        assert group is not None and client_id is not None
+        resend_to_consumer(namesrv, group, client_id, topic, msg_id, json_out)
+        return
     msg = run_admin(namesrv, lambda admin: admin.view_message(msg_id, topic))
     if json_out:
         emit_json(message_json(msg))

@@ -8,7 +8,8 @@ printMsg              every message of a topic stored between ``-b`` and ``-e``
 printMsgByQueue       the same for one queue (``-a`` broker name, ``-i`` queue id);
                       ``-f true`` counts messages by tag
 queryMsgByUniqueKey   a message by its message id (UNIQ_KEY) in topic ``-t``; ``-a``
-                      every message with that key (at most 32)
+                      every message with that key (at most 32); ``-g GROUP -d CLIENT``
+                      have that consumer consume it (:mod:`.admin_resend`)
 ====================  =========================================================
 """
 
@@ -31,6 +32,12 @@ from tidemq.cli.commands.admin_common import (
     parse_bool,
     parse_time_ms,
     run_admin,
+)
+from tidemq.cli.commands.admin_resend import (
+    ClientIdOpt,
+    ConsumerGroupOpt,
+    resend_to_consumer,
+    wants_resend,
 )
 from tidemq.client import AdminClient, MessageExt, MessageQueue
 from tidemq.client import message_scan as scan
@@ -180,9 +187,15 @@ def query_msg_by_unique_key(
     topic: Topic,
     show_all: Annotated[bool, typer.Option(
         "-a", "--showAll", help="Every message with this key (at most 32).")] = False,
+    group: ConsumerGroupOpt = None, client_id: ClientIdOpt = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
-    """A message by its message id (the producer's UNIQ_KEY)."""
+    """A message by its message id (the producer's UNIQ_KEY); with -g and -d, have that
+    consumer consume it again."""
+    if wants_resend(group, client_id):
+        assert group is not None and client_id is not None
+        resend_to_consumer(namesrv, group, client_id, topic, msg_id, json_out)
+        return
     found = run_admin(namesrv, lambda admin: admin.query_messages_by_key(
         topic, msg_id, max_num=32, unique=True))
     if not found:

@@ -4,18 +4,31 @@ page, paged, with each group's consumed / not consumed status."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from tests.console.browser import Browser, chromium_path
 from tests.console.test_browser import Standalone, Visit
 
-from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.client import (
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    SendResult,
+)
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
 
 TOPIC = "TimedE2E"
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -62,3 +75,79 @@ def test_a_topics_messages_by_time(standalone: Standalone, browser: Browser) -> 
     assert b.eval("document.querySelectorAll('#range-messages tbody tr').length") == 5
     assert b.eval("document.querySelectorAll('td.consumed').length") == 0
     assert "Page 2 of 2" in b.text("#pager")
+
+
+class OnlineConsumer:
+    """A push consumer of ``topic`` kept online on an event loop of its own thread (the
+    browser blocks the test's thread), recording the bodies its listener gets."""
+
+    def __init__(self, namesrv: str, group: str, topic: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.bodies: list[bytes] = []
+        self.changed = threading.Condition()
+        self.consumer = PushConsumer(group, namesrv, listener=self._listen,
+                                     consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        self.consumer.subscribe(topic)
+        self._call(self.consumer.start())
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    async def _listen(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        with self.changed:
+            self.bodies.extend(m.body for m in msgs)
+            self.changed.notify_all()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def wait_for(self, count: int) -> list[bytes]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.bodies) >= count, 20), self.bodies
+            return list(self.bodies)
+
+    @property
+    def client_id(self) -> str:
+        return self.consumer.instance.client_id
+
+    def close(self) -> None:
+        try:
+            self._call(self.consumer.close())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+def test_a_message_is_resent_to_one_consumer(standalone: Standalone, browser: Browser) -> None:
+    """The message page's "Resend to consumer": the chosen consumer's listener gets the
+    message again, and the page says how it answered."""
+    visit = Visit(browser, standalone.console)
+    b = browser
+    visit.page("/topics")
+    b.submit("#create-topic", {"topic": "ResendE2E", "read_queues": "1", "write_queues": "1",
+                               "queue_type": "SimpleCQ"})
+
+    async def send() -> SendResult:
+        async with Producer("resend-e2e-producer", standalone.namesrv) as producer:
+            return await producer.send(Message("ResendE2E", b"resend me", {"KEYS": "r-1"}))
+
+    sent = asyncio.run(send())
+    consumer = OnlineConsumer(standalone.namesrv, "resend-e2e-group", "ResendE2E")
+    try:
+        assert consumer.wait_for(1) == [b"resend me"]  # its normal delivery
+        for _attempt in range(50):  # the key index follows the send shortly
+            visit.page(f"/messages?by=id&topic=ResendE2E&msg_id={sent.msg_id}")
+            if b.exists("form.resend select"):
+                break
+        target = f"resend-e2e-group {consumer.client_id}"
+        assert b.eval("Array.from(document.querySelectorAll('form.resend option'))"
+                      ".map(o => o.value)") == [target]
+        visit.shot("message-resend")
+        b.submit("form.resend", {"target": target})
+        flash = b.text("#flash")
+        assert f"{consumer.client_id} of resend-e2e-group consumed it: CR_SUCCESS" in flash
+        assert consumer.wait_for(2) == [b"resend me", b"resend me"]
+        assert b.text(".msg-keys") == "r-1"  # back on the message's page
+    finally:
+        consumer.close()

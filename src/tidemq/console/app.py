@@ -20,6 +20,7 @@ path                            method  what
 /api/groups/{group}/lag         GET     JSON the chart polls every 2 s
 /api/topics/{topic}/rates       GET     the topic's sampled put/get rates (JSON)
 /messages                       GET     lookup by id, by key, at an offset
+/messages/resend                POST    have one online consumer consume a message (309)
 /logical-queues                 GET     the RIP-21 logical-queue mapping tables
 /logical-queues                 POST    create a logical topic, migrate a logical queue
 /lmq                            GET     light message queue counts per broker
@@ -717,8 +718,46 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
     for view in shown[:PAGE_SIZE]:
         view["consumption"] = await _consumption(admin, view["topic"], view["broker_name"],
                                                  view["queue_id"], view["queue_offset"])
+        view["consumers"] = await _online_consumers(
+            admin, [g for g, _ in view["consumption"] or ()])
     return console.page("messages", request, title="Messages", q=q, searched=by is not None,
                         results=shown)
+
+
+async def _online_consumers(admin: AdminClient, groups: Sequence[str]
+                            ) -> list[tuple[str, str]]:
+    """(group, client id) of every consumer of ``groups`` online now: who the "resend to
+    consumer" form offers (a pull consumer among them answers that it cannot)."""
+    found = await _bounded(monitor.consumer_connections(admin, g) for g in groups)
+    out: list[tuple[str, str]] = []
+    for group, rows in zip(groups, found, strict=True):
+        if isinstance(rows, BaseException):
+            log.info("consumers of %s: %s", group, rows)
+            continue
+        out.extend((group, str(row.get("clientId"))) for row in rows)
+    return sorted(out)
+
+
+async def message_resend(console: Console, request: Request) -> StarletteResponse:
+    """CONSUME_MESSAGE_DIRECTLY: the chosen consumer consumes the message now, whatever
+    its group's offsets say; back to the message with what its listener answered."""
+    form = parse_form(await request.body())
+    msg_id, topic = form.get("msg_id", ""), form.get("topic", "")
+    group, _, client_id = form.get("target", "").partition(" ")  # group names hold no blank
+    back = "/messages?" + urllib.parse.urlencode({"by": "id", "msg_id": msg_id,
+                                                  "topic": topic})
+    if not msg_id or not group or not client_id:
+        return console.page("error", request, 400, title="Messages",
+                            error="choose a consumer to resend the message to")
+    try:
+        result = await group_admin.consume_message_directly(
+            console.admin, group, client_id, topic or None, msg_id)
+    except TideMQError as exc:
+        return _redirect(back, f"Not resent to {client_id} of {group}: {exc}")
+    said = f"{client_id} of {group} consumed it: {result.consume_result or 'no answer'}"
+    if result.remark:
+        said += f" ({result.remark})"
+    return _redirect(back, f"{said}, in {result.spent_time_mills} ms.")
 
 
 async def _consumption(admin: AdminClient, topic: str, broker_name: str, queue_id: int,
@@ -886,6 +925,7 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/api/groups/{group}/lag", g(group_lag_api)),
         Route("/api/topics/{topic}/rates", g(topic_rates_api)),
         Route("/messages", g(messages_page)),
+        Route("/messages/resend", g(message_resend), methods=["POST"]),
         Route("/logical-queues", g(logical_page), methods=["GET"]),
         Route("/logical-queues", g(logical_submit), methods=["POST"]),
     ]

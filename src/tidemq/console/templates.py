@@ -426,7 +426,12 @@ MESSAGES = """{% extends "layout" %}{% block content %}
 {% if m.consumption is not none %}<dt>Consumed by</dt><dd class="consumption">{% for g, done in m.consumption %}<span class="badge {{ 'ok' if done else 'warn' }}" data-group="{{ g }}">{{ g }}: {{ 'consumed' if done else 'not consumed' }}</span> {% else %}no group consumes {{ m.topic }}{% endfor %}</dd>{% endif %}
 <dt>Properties</dt><dd>{% for k, v in m.properties|dictsort %}<span class="badge">{{ k }}={{ v }}</span> {% endfor %}</dd>
 </dl><div class="grow"><div class="muted">Body: {{ m.preview.size }} bytes, shown as {{ m.preview.kind }}{{ ', truncated' if m.preview.truncated }}</div>
-<pre class="body">{{ m.preview.text }}</pre></div></div>
+<pre class="body">{{ m.preview.text }}</pre>
+{% if m.consumers is defined %}<form class="inline resend" method="post" action="/messages/resend">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
+<input type="hidden" name="msg_id" value="{{ m.uniq_key or m.msg_id }}"><input type="hidden" name="topic" value="{{ m.topic }}">
+{% if m.consumers %}<label>Resend to <select name="target">{% for g, c in m.consumers %}<option value="{{ g }} {{ c }}">{{ g }} / {{ c }}</option>{% endfor %}</select></label>
+<button type="submit">Resend to consumer</button>{% else %}<span class="muted">No consumer of a group consuming {{ m.topic }} is online to resend it to.</span>{% endif %}
+</fieldset></form>{% endif %}</div></div>
 {% else %}<div class="empty"><b>Nothing found</b>No message matched.</div>{% endfor %}{% endif %}
 {% endblock %}"""
 

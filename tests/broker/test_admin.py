@@ -92,8 +92,13 @@ async def test_delete_topic(cluster: Cluster, peer: Peer) -> None:
     await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="g",
                                topic="Del", queueId=0, commitOffset=1))
+    assert (await peer(wire.pull("Del", 0, 0, group="g"))).code == ResponseCode.SUCCESS
+    stats = cluster.brokers[0].ctx.stats
+    assert "Del" in stats.topic_put and "Del@g" in stats.topic_group_get
     await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Del"))
     assert cluster.brokers[0].topics.get("Del") is None
+    # Its meters go with it: topic churn does not grow the broker's stats.
+    assert "Del" not in stats.topic_put and "Del@g" not in stats.topic_group_get
     assert (await peer(wire.pull("Del", 0, 0))).code == ResponseCode.TOPIC_NOT_EXIST
     assert await peer.max_offset("Del") == 0
     resp = await peer(wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="g",

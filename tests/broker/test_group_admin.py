@@ -91,8 +91,12 @@ async def test_subscription_group_create_read_update_delete(cluster: Cluster, pe
     assert "Gx" not in await all_groups(peer)
     assert await committed(peer, "Gx", "T", 0) == 5  # offsets stay unless asked
     await peer.ok(update_group(groupName="Gx"))
+    assert (await peer(wire.pull("T", 0, 0, group="Gx"))).code == ResponseCode.SUCCESS
+    stats = cluster.brokers[0].ctx.stats
+    assert "Gx" in stats.group_get and "T@Gx" in stats.topic_group_get
     await peer.ok(wire.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName="Gx",
                                cleanOffset="true"))
+    assert "Gx" not in stats.group_get and "T@Gx" not in stats.topic_group_get
     resp = await peer(wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="Gx",
                                    topic="T", queueId=0, setZeroIfNotFound="false"))
     assert resp.code == ResponseCode.QUERY_NOT_FOUND

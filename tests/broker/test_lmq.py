@@ -255,6 +255,16 @@ async def test_delete_lmq_drops_entries_and_offsets(lmq_cluster: Cluster,
     assert [m.body for m in await read_lmq(lmq_peer, "%LMQ%del")] == [b"new"]
 
 
+async def test_a_deleted_lmq_leaves_no_meters(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
+    await lmq_peer.ok(fan_out("%LMQ%gone", b"x"))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    assert len(await read_lmq(lmq_peer, "%LMQ%gone")) == 1
+    stats = lmq_cluster.brokers[0].ctx.stats
+    assert "%LMQ%gone@cg" in stats.topic_group_get
+    await lmq_peer.ok(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%gone"))
+    assert "%LMQ%gone@cg" not in stats.topic_group_get  # a million LMQs come and go
+
+
 async def test_runtime_info_counts_lmqs_and_survives_restart(lmq_cluster: Cluster,
                                                             lmq_peer: Peer) -> None:
     for i in range(4):

@@ -52,3 +52,16 @@ def test_gets_are_counted_per_topic_and_group() -> None:
     stats.on_get("U", "G", 2, 200)
     assert stats.topic_group_get["T@G"].total == 4
     assert stats.group_get["G"].total == 6
+
+
+def test_a_deleted_topic_or_group_leaves_no_meters() -> None:
+    stats = BrokerStats()
+    stats.on_put("T", 1, 10)
+    stats.on_put("U", 1, 10)
+    for topic, group in (("T", "G"), ("T", "H"), ("U", "G"), ("a@b", "G")):
+        stats.on_get(topic, group, 1, 10)
+    stats.forget_topic("T")
+    assert set(stats.topic_put) == {"U"}
+    assert set(stats.topic_group_get) == {"U@G", "a@b@G"}
+    stats.forget_group("G")
+    assert set(stats.group_get) == {"H"} and stats.topic_group_get == {}

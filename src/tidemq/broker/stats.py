@@ -101,3 +101,15 @@ class BrokerStats:
         if meter is None:
             meter = self.topic_group_get[key] = RateMeter()
         meter.add(count, now)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's (or LMQ's) meters, so that topic churn does not grow them."""
+        self.topic_put.pop(topic, None)
+        for key in [k for k in self.topic_group_get if k.rpartition("@")[0] == topic]:
+            del self.topic_group_get[key]
+
+    def forget_group(self, group: str) -> None:
+        """Drop a deleted subscription group's meters."""
+        self.group_get.pop(group, None)
+        for key in [k for k in self.topic_group_get if k.rpartition("@")[2] == group]:
+            del self.topic_group_get[key]

@@ -109,6 +109,7 @@ class AdminProcessor:
         if self.ctx.topics.delete(h.topic):
             self.ctx.offsets.delete_topic(h.topic)
             self.store.delete_topic(h.topic)
+            self.ctx.stats.forget_topic(h.topic)
             self.ctx.topics_changed()
         return cmd.response()
 
@@ -208,6 +209,7 @@ class AdminProcessor:
                                  f"{name!r} is not a light message queue")
         if not self.store.delete_lmq(name):
             raise error_for_code(ResponseCode.QUERY_NOT_FOUND, f"no LMQ named {name}")
+        self.ctx.stats.forget_topic(name)
         return cmd.response()
 
     # ------------------------------------------------------------------ lookups

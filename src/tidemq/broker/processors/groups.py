@@ -83,6 +83,7 @@ class GroupProcessor:
     def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(DeleteSubscriptionGroupRequestHeader, cmd)
         self.ctx.subscription_groups.delete(h.group_name)
+        self.ctx.stats.forget_group(h.group_name)
         if h.clean_offset:
             self.ctx.offsets.delete_group(h.group_name)
         return cmd.response()

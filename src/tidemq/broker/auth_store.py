@@ -68,6 +68,7 @@ class AuthStore:
         self._users: dict[str, User] = {}
         self._acls: dict[str, Acl] = {}
         self._lock = threading.Lock()
+        self._version = 0
 
     def load(self) -> None:
         """Read both files (missing ones are empty); a file that does not read stops the
@@ -87,6 +88,7 @@ class AuthStore:
             raise ConfigError(f"the ACL 2.0 store in {self.users_path.parent} does not "
                               f"read: {exc}", key="authenticationEnabled") from None
         self._users, self._acls = users, acls
+        self._version += 1
         log.info("ACL 2.0 store: %d users, %d ACLs", len(users), len(acls))
 
     # ------------------------------------------------------------------ UserSource
@@ -96,6 +98,11 @@ class AuthStore:
 
     def acl_of(self, username: str) -> Acl | None:
         return self._acls.get(subject_of(username))
+
+    @property
+    def version(self) -> int:
+        """Changes with every change of a user or an ACL."""
+        return self._version
 
     # ------------------------------------------------------------------ users
 
@@ -226,12 +233,14 @@ class AuthStore:
         atomic_write(self.users_path, encode_auth_list(
             [to_user_info(u, with_password=True) for _, u in sorted(users.items())]))
         self._users = users
+        self._version += 1
 
     def _write_acls(self, acls: dict[str, Acl]) -> None:
         self.acls_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.acls_path, encode_auth_list(
             [to_acl_info(a) for _, a in sorted(acls.items())]))
         self._acls = acls
+        self._version += 1
 
 
 def _parsed(parse: Callable[[], _T]) -> _T:

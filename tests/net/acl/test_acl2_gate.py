@@ -115,6 +115,21 @@ async def test_users_are_refused_when_disabled_or_signing_with_an_old_password(
         assert "at least 6 characters" in str(short.value)
 
 
+async def test_a_changed_acl_is_decided_again_on_a_connection_that_was_allowed(
+        cluster: Cluster) -> None:
+    addr = cluster.brokers[0].broker_addr
+    async with _auth(cluster) as admin, Peer(addr, signed_client(ALICE)) as alice:
+        auth = AuthAdmin(admin, broker_addr=addr)
+        await alice.ok(wire.send("Pt", b"allowed"))
+        await alice.ok(wire.send("Pt", b"allowed again"))
+        await auth.update_acl("User:alice", ["Topic:Pt"], ["Pub"], decision="Deny")
+        resp = await alice(wire.send("Pt", b"denied"))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "SEND_MESSAGE_V2 needs PUB on topic Pt; alice does not have it")
+        await auth.update_acl("User:alice", ["Topic:Pt"], ["Pub", "Sub"])
+        await alice.ok(wire.send("Pt", b"allowed once more"))
+
+
 async def test_source_ips_and_cluster_policies(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
     async with _auth(cluster) as admin:

@@ -33,6 +33,7 @@ from tidemq.inprocess import Cluster
 from tidemq.namesrv.app import NameServerApp
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.net.acl import PERMISSIONS, AclFile, AclGate
+from tidemq.net.acl.gate import Refusal
 
 NO_PERMISSION = ResponseCode.NO_PERMISSION
 
@@ -210,6 +211,39 @@ async def test_a_changed_accounts_file_takes_effect(cluster: Cluster, acl_file: 
         assert resp.code == NO_PERMISSION
     async with Peer(addr, signed_client(Credentials("user", "rotated-secret"))) as user:
         await user.ok(wire.send("Pt", b"new key"))
+
+
+async def test_a_revoked_permission_is_refused_on_a_connection_that_had_it(
+        cluster: Cluster, acl_file: Path) -> None:
+    # The gate remembers decisions per connection; a reloaded file must forget them.
+    gate = _gate(cluster, "broker")
+    assert isinstance(gate.directory, AclFile)
+    gate.directory.poll_seconds = 0.0
+    async with Peer(cluster.brokers[0].broker_addr, signed_client(USER)) as user:
+        await user.ok(wire.send("Pt", b"allowed"))
+        await user.ok(wire.send("Pt", b"allowed again"))
+        acl_file.write_text(ACCOUNTS.replace('"Secret=DENY"', '"Secret=DENY", "Pt=SUB"'))
+        os.utime(acl_file, ns=(1, 1))
+        resp = await user(wire.send("Pt", b"revoked"))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "SEND_MESSAGE_V2 needs PUB on topic Pt; user does not have it")
+        acl_file.write_text(ACCOUNTS)
+        os.utime(acl_file, ns=(2, 2))
+        await user.ok(wire.send("Pt", b"granted again"))
+
+
+def test_decisions_kept_are_bounded(acl_file: Path) -> None:
+    gate = AclGate(AclFile(acl_file))
+    rule = PERMISSIONS[RequestCode.SEND_MESSAGE_V2]
+    for i in range(gate.MAX_DECISIONS * 2 + 3):
+        cmd = USER.sign(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                                {"b": f"T{i}"}, b"x"))
+        gate.check(RequestCode.SEND_MESSAGE_V2, rule, "127.0.0.1:1", cmd)
+    assert 0 < len(gate._decisions) <= gate.MAX_DECISIONS
+    denied = USER.sign(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                               {"b": "Secret"}, b"x"))
+    with pytest.raises(Refusal):
+        gate.check(RequestCode.SEND_MESSAGE_V2, rule, "127.0.0.1:1", denied)
 
 
 def test_acl_enable_needs_a_file() -> None:

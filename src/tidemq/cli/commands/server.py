@@ -227,6 +227,11 @@ class _BrokerUsers:
         app = self._broker()
         return None if app is None else app.auth_store.acl_of(username)
 
+    @property
+    def version(self) -> int:
+        app = self._broker()
+        return -1 if app is None else app.auth_store.version
+
 
 def standalone(
     data: Annotated[Path, typer.Option(help="Data directory.")] = Path("./data"),

@@ -192,6 +192,11 @@ class AclFile:
     def principal(self, access_key: str) -> Account | None:
         return self.rules().accounts.get(access_key)
 
+    @property
+    def version(self) -> int:
+        self.rules()  # a changed file is read first
+        return self.reloads
+
     def reload_if_changed(self) -> bool:
         """Read the file again if its modification time changed; whether rules changed."""
         mtime = self._stat()

@@ -29,7 +29,7 @@ from typing import Any
 
 from tidemq.codec.bodies import HeartbeatData, UnlockBatchRequestBody, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.signature import ACCESS_KEY, verify
+from tidemq.codec.signature import ACCESS_KEY, SigningKey
 from tidemq.errors import RemoteProtocolError, ResponseCode
 from tidemq.net.acl.perm import Perm
 from tidemq.net.acl.principal import Directory, Principal
@@ -79,9 +79,18 @@ def _code_name(code: int) -> str:
 class AclGate:
     """The interceptor (the broker pipeline's ``Interceptor`` shape: ``wrap(code,
     proceed)``); see the module docstring. ``table``: the rules by code (tests give
-    others)."""
+    others).
+
+    What a principal may do is decided once per (principal, resource, permission,
+    connection) and remembered until the directory's :attr:`~Directory.version` changes
+    (a reloaded ``plain_acl.yml``, a changed user or ACL); at most :attr:`MAX_DECISIONS`
+    decisions are kept (past that they are forgotten and decided again). The signature
+    is checked on every request, with the principal's key made once
+    (:class:`~tidemq.codec.signature.SigningKey`)."""
 
     rewrites = False
+    #: Remembered decisions, and signing keys, at most.
+    MAX_DECISIONS = 4096
 
     def __init__(self, directory: Directory, *,
                  table: Mapping[int, Rule] = PERMISSIONS) -> None:
@@ -91,6 +100,11 @@ class AclGate:
         #: Refusals by reason: credentials, account, signature, admin, permission,
         #: unlisted.
         self.refused: Counter[str] = Counter()
+        self._version = directory.version
+        #: (principal, kind, resource, needed, remote address) -> allowed.
+        self._decisions: dict[tuple[str, str, str, int, str], bool] = {}
+        #: (principal, secret) -> its key.
+        self._keys: dict[tuple[str, str], SigningKey] = {}
 
     def wrap(self, code: int, proceed: Processor) -> Processor:
         rule = self.table.get(int(code))
@@ -122,19 +136,20 @@ class AclGate:
     def check(self, code: int, rule: Rule | None, remote: str,
               request: RemotingCommand) -> _Trusted:
         """Who ``request`` passes as, or :class:`Refusal`."""
-        name = _code_name(code)
         if rule is None:
-            raise Refusal("unlisted", f"{name} has no entry in the ACL permission table")
+            raise Refusal("unlisted",
+                          f"{_code_name(code)} has no entry in the ACL permission table")
         trusted = _parent.get()
         if trusted is None:
-            trusted = self._authenticate(name, rule, remote, request)
-        if trusted.by_address or rule.need is Need.AUTH:
+            trusted = self._authenticate(code, rule, remote, request)
+        need = rule.need
+        if trusted.by_address or need is Need.AUTH:
             return trusted
         account = trusted.account
         assert account is not None  # only trust by address has no account
-        if rule.need is Need.ADMIN:
-            if not account.is_admin(remote):
-                raise Refusal("admin", f"{name} needs an admin account; "
+        if need is Need.ADMIN:
+            if not self._allows(account, "admin", "", Perm.NONE, remote):
+                raise Refusal("admin", f"{_code_name(code)} needs an admin account; "
                                        f"{account.name} is not admin")
             return trusted
         ext = request.ext_fields
@@ -143,52 +158,77 @@ class AclGate:
             if topic is None:
                 continue
             if topic.startswith(RETRY_PREFIX):
-                _need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm, remote,
-                      name)
+                self._need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm,
+                           remote, code)
             else:
-                _need(account, "topic", topic, rule.topic_perm, remote, name)
+                self._need(account, "topic", topic, rule.topic_perm, remote, code)
         for key in rule.group_keys:
             group = ext.get(key)
             if group is not None:
-                _need(account, "group", group, rule.group_perm, remote, name)
+                self._need(account, "group", group, rule.group_perm, remote, code)
         for kind, resource in _from_body(rule.body, request):
             if kind == "topic" and not resource.startswith(RETRY_PREFIX):
-                _need(account, "topic", resource, Perm.SUB, remote, name)
+                self._need(account, "topic", resource, Perm.SUB, remote, code)
             else:
-                _need(account, "group", resource.removeprefix(RETRY_PREFIX), Perm.SUB,
-                      remote, name)
+                self._need(account, "group", resource.removeprefix(RETRY_PREFIX), Perm.SUB,
+                           remote, code)
         return trusted
 
-    def _authenticate(self, name: str, rule: Rule, remote: str,
+    def _authenticate(self, code: int, rule: Rule, remote: str,
                       request: RemotingCommand) -> _Trusted:
         directory = self.directory
         if directory.trusted_address(remote):
             return _Trusted(None, True)
         key = request.ext_fields.get(ACCESS_KEY)
         if not key:
-            raise Refusal("credentials", f"{name} needs {rule.describe()}: "
+            raise Refusal("credentials", f"{_code_name(code)} needs {rule.describe()}: "
                                          f"the request has no AccessKey")
+        # The version before the lookup: a principal is then never older than the
+        # version its decisions are remembered under.
+        version = directory.version
+        if version != self._version:
+            self._version = version
+            self._decisions.clear()
+            self._keys.clear()
         account = directory.principal(key)
         if account is None:
-            raise Refusal("account", f"{name} needs {rule.describe()}: "
+            raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: "
                                      f"no account has AccessKey {key}")
         why = account.unusable()
         if why is not None:
-            raise Refusal("account", f"{name} needs {rule.describe()}: {why}")
+            raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: {why}")
         if account.trusted_from(remote):
             return _Trusted(account, True)
-        if not verify(request, account.secret):
-            raise Refusal("signature", f"{name} needs {rule.describe()}: the signature "
-                                       f"of AccessKey {key} does not check")
+        secret = account.secret
+        signing = self._keys.get((key, secret))
+        if signing is None:
+            if len(self._keys) >= self.MAX_DECISIONS:
+                self._keys.clear()
+            signing = self._keys[key, secret] = SigningKey(secret)
+        if not signing.verify(request):
+            raise Refusal("signature", f"{_code_name(code)} needs {rule.describe()}: the "
+                                       f"signature of AccessKey {key} does not check")
         return _Trusted(account, False)
 
+    def _allows(self, account: Principal, kind: str, name: str, needed: Perm,
+                remote: str) -> bool:
+        """``account.may`` (``kind`` ``admin``: ``account.is_admin``), remembered."""
+        key = (account.name, kind, name, int(needed), remote)
+        allowed = self._decisions.get(key)
+        if allowed is None:
+            allowed = (account.is_admin(remote) if kind == "admin"
+                       else account.may(kind, name, needed, remote))
+            if len(self._decisions) >= self.MAX_DECISIONS:
+                self._decisions.clear()
+            self._decisions[key] = allowed
+        return allowed
 
-def _need(account: Principal, kind: str, name: str, needed: Perm, remote: str,
-          code_name: str) -> None:
-    if not account.may(kind, name, needed, remote):
-        text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
-        raise Refusal("permission", f"{code_name} needs {text} on {kind} {name}; "
-                                    f"{account.name} does not have it")
+    def _need(self, account: Principal, kind: str, name: str, needed: Perm, remote: str,
+              code: int) -> None:
+        if not self._allows(account, kind, name, needed, remote):
+            text = "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if needed & p)
+            raise Refusal("permission", f"{_code_name(code)} needs {text} on {kind} "
+                                        f"{name}; {account.name} does not have it")
 
 
 def _from_body(kind: str, request: RemotingCommand) -> list[tuple[str, str]]:

@@ -51,3 +51,9 @@ class Directory(Protocol):
         ...
 
     def principal(self, access_key: str) -> Principal | None: ...
+
+    @property
+    def version(self) -> int:
+        """Changes whenever what a principal may do may have changed (the gate forgets
+        its decisions then)."""
+        ...

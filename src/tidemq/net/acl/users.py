@@ -29,6 +29,11 @@ class UserSource(Protocol):
 
     def acl_of(self, username: str) -> Acl | None: ...
 
+    @property
+    def version(self) -> int:
+        """Changes with every change of a user or an ACL."""
+        ...
+
 
 class UserPrincipal:
     __slots__ = ("acl", "authorize", "cluster", "user")
@@ -76,19 +81,40 @@ class UserPrincipal:
 
 
 class UserDirectory:
-    """The gate's :class:`~tidemq.net.acl.principal.Directory` over ``source``."""
+    """The gate's :class:`~tidemq.net.acl.principal.Directory` over ``source``; the
+    principals of the source's current :attr:`~UserSource.version` are kept (at most
+    :attr:`MAX_KEPT`)."""
+
+    MAX_KEPT = 4096
 
     def __init__(self, source: UserSource, *, authorize: bool, cluster: str) -> None:
         self.source = source
         self.authorize = authorize
         self.cluster = cluster
+        self._kept: dict[str, UserPrincipal] = {}
+        self._kept_version = source.version
 
     def trusted_address(self, remote: str) -> bool:
         return False
 
+    @property
+    def version(self) -> int:
+        return self.source.version
+
     def principal(self, access_key: str) -> Principal | None:
+        version = self.source.version
+        if version != self._kept_version:
+            self._kept.clear()
+            self._kept_version = version
+        kept = self._kept.get(access_key)
+        if kept is not None:
+            return kept
         user = self.source.user(access_key)
         if user is None:
             return None
         acl = self.source.acl_of(access_key) if self.authorize else None
-        return UserPrincipal(user, acl, authorize=self.authorize, cluster=self.cluster)
+        principal = UserPrincipal(user, acl, authorize=self.authorize, cluster=self.cluster)
+        if len(self._kept) >= self.MAX_KEPT:
+            self._kept.clear()
+        self._kept[access_key] = principal
+        return principal

@@ -1,7 +1,8 @@
 """A master and its replica as separate processes; the master is killed with SIGKILL
 while a consumer reads. The consumer goes on reading from the replica without a
 restart, its offset commits are taken by the replica, a new consumer of the group starts
-from them, and once the master is back the commits reach it."""
+from them, and once the master is back the commits reach it: sent again by the consumer,
+and carried by the replica for a consumer that is gone."""
 
 from __future__ import annotations
 
@@ -122,12 +123,28 @@ async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
         finally:
             await later.close(commit=False)
 
-        # the master comes back: the consumer's next commit reaches it
+        # a consumer of another group commits to the replica and is gone before the
+        # master is back
+        async with Peer(replica.addr) as peer:
+            for qid in range(QUEUES):
+                await peer.ok(wire.request(
+                    RequestCode.UPDATE_CONSUMER_OFFSET, topic=TOPIC, queueId=qid,
+                    consumerGroup="gone-cg", commitOffset=PER_QUEUE - qid))
+
+        # the master comes back: the replica carries what it took, and the consumer's
+        # next commit reaches the master too
         await asyncio.to_thread(master.start)
+        async with asyncio.timeout(30):
+            while await stored_offsets(master.addr, "gone-cg") != [PER_QUEUE, PER_QUEUE - 1]:
+                await asyncio.sleep(0.05)
         async with Peer(namesrv.address) as ns:
             await wire.eventually_route(ns, TOPIC, has_master, timeout=30)
         await consumer.instance.routes.get(TOPIC, refresh=True)
         await consumer.commit()
         assert await stored_offsets(master.addr, "rs-cg") == [PER_QUEUE] * QUEUES
+        # and the replica's copies of the master's table keep them
+        async with asyncio.timeout(30):
+            while await stored_offsets(replica.addr, "gone-cg") != [PER_QUEUE, PER_QUEUE - 1]:
+                await asyncio.sleep(0.05)
     finally:
         await consumer.close(commit=False)

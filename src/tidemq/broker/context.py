@@ -23,6 +23,7 @@ from tidemq.broker.holds import HoldTable
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues
 from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.replication.carried_offsets import CarriedOffsets
 from tidemq.broker.replication.service import ReplicationService
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
@@ -69,6 +70,8 @@ class BrokerContext:
         self.stats = BrokerStats()
         #: The broker's role in its group and the replication that follows it.
         self.replication = ReplicationService(config, self.store)
+        #: Offsets this broker took while a replica, for its master (metadata sync).
+        self.carried_offsets = CarriedOffsets()
         self.logical = LogicalQueues(self.layout.config_file("logicalQueues.json"))
         #: The ACL 2.0 users and ACLs (served whatever ACL model is on).
         self.auth = AuthStore(self.layout.config_dir)
@@ -108,6 +111,8 @@ class BrokerContext:
             lmq.commit_offset(group, topic, offset)
         else:
             self.offsets.commit(group, topic, queue_id, offset)
+            if not self.replication.role.is_master:
+                self.carried_offsets.took(group, topic, queue_id, offset)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         lmq = self.store.lmq

@@ -7,9 +7,12 @@ master -- with RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONF
 the consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
 (GET_ALL_DELAY_OFFSET, 45) and the subscription groups
 (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table whole, as upstream's
-``SlaveSynchronize`` does; then the ACL 2.0 users and ACLs (TideMQ's GET_AUTH_METADATA,
-20300; skipped when the master does not serve it). Logical-queue mappings reach every
-broker through the logical-queue sync all brokers run. A master does not run this.
+``SlaveSynchronize`` does -- but for the consumer offsets it took itself while the
+master was down, which it first sends to the master where the master's are lower
+(:mod:`tidemq.broker.replication.carried_offsets`); then the ACL 2.0 users and ACLs
+(TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it).
+Logical-queue mappings reach every broker through the logical-queue sync all brokers
+run. A master does not run this.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import logging
 from collections.abc import Callable
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
 from tidemq.errors import ResponseCode, TideMQError
 
 __all__ = ["MetadataSync"]
@@ -51,6 +57,8 @@ class MetadataSync:
     async def run(self) -> None:
         while True:
             replica = not self.ctx.replication.role.is_master
+            if not replica:
+                self.ctx.carried_offsets.clear()
             if replica and not self.master_addr and self.ask_master is not None:
                 self.ask_master()  # the master may have registered after this broker
             if self.master_addr and replica:
@@ -70,6 +78,36 @@ class MetadataSync:
             raise TideMQError(f"request code {code}: answer {resp.code} {resp.remark}")
         return resp.full_body()
 
+    async def _carry(self, addr: str, table: dict[str, dict[int, int]]
+                     ) -> dict[OffsetKey, int]:
+        """Send the master the offsets this replica took that it lacks or holds lower
+        (``table``: its offsets); those it took, to keep in the copy."""
+        master: dict[OffsetKey, int] = {}
+        for key, queues in table.items():
+            topic, _, group = key.partition("@")
+            for queue_id, offset in queues.items():
+                master[group, topic, queue_id] = offset
+        carry = self.ctx.carried_offsets.to_carry(master)
+        if not carry:
+            return {}
+
+        async def one(key: OffsetKey, offset: int) -> bool:
+            group, topic, queue_id = key
+            header = UpdateConsumerOffsetRequestHeader(
+                consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset)
+            resp = await self.ctx.client.request(addr, RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext()), 10.0)
+            if resp.code != ResponseCode.SUCCESS:
+                log.warning("master %s refused the offset %d of %s on %s/%d taken while it "
+                            "was down: %s", addr, offset, group, topic, queue_id, resp.remark)
+            return resp.code == ResponseCode.SUCCESS
+
+        taken = await asyncio.gather(*(one(k, o) for k, o in carry.items()))
+        self.ctx.carried_offsets.carried(carry)  # refused ones are not sent again
+        log.info("carried %d consumer offsets taken while the master was down to %s",
+                 sum(taken), addr)
+        return {k: o for (k, o), ok in zip(carry.items(), taken, strict=True) if ok}
+
     async def sync_once(self, addr: str) -> None:
         ctx = self.ctx
         wrapper = decode_body(await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
@@ -82,8 +120,11 @@ class MetadataSync:
         if changed:
             ctx.topics_changed()
         offsets = json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
-        ctx.offsets.replace({key: {int(q): int(o) for q, o in queues.items()}
-                             for key, queues in offsets.get("offsetTable", {}).items()})
+        table = {key: {int(q): int(o) for q, o in queues.items()}
+                 for key, queues in offsets.get("offsetTable", {}).items()}
+        for (group, topic, queue_id), offset in (await self._carry(addr, table)).items():
+            table.setdefault(OffsetManager.key(topic, group), {})[queue_id] = offset
+        ctx.offsets.replace(table)
         delay = json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET))
         ctx.schedule.adopt_offsets({int(k): int(v)
                                     for k, v in delay.get("offsetTable", {}).items()})

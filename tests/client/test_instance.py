@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -49,6 +50,18 @@ async def test_clients_share_one_instance(config: ClientConfig) -> None:
     other = ClientConfig.for_namesrv(config.namesrv_addr, config)
     async with Producer("p1", config=other) as again:
         assert again.instance is not inst
+
+
+async def test_clients_with_other_credentials_do_not_share_an_instance(
+        config: ClientConfig) -> None:
+    alice = dataclasses.replace(config, access_key="alice", secret_key="a-secret")
+    bob = dataclasses.replace(config, access_key="bob", secret_key="b-secret")
+    async with Producer("pa", config=alice) as pa, Producer("pa2", config=alice) as pa2, \
+            Producer("pb", config=bob) as pb:
+        assert pa.instance is pa2.instance  # the same account shares, as before
+        assert pb.instance is not pa.instance  # bob never signs as alice
+        assert pb.instance.remoting.credentials is not None
+        assert pb.instance.remoting.credentials.access_key == "bob"
 
 
 async def test_periodic_heartbeat_and_route_refresh(namesrv: FakeNameServer,

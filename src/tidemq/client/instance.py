@@ -71,7 +71,8 @@ class ConsumerMember(Protocol):
     def on_reset_offset(self, offsets: Mapping[MessageQueue, int]) -> None: ...
 
 
-_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], str, TlsClientSettings]
+_Key = tuple[asyncio.AbstractEventLoop, tuple[str, ...], str, TlsClientSettings,
+             tuple[str, str]]
 
 
 class ClientInstance:
@@ -114,10 +115,11 @@ class ClientInstance:
 
     @classmethod
     def acquire(cls, config: ClientConfig) -> ClientInstance:
-        """The instance shared by clients with ``config``'s name servers, instance name and
-        TLS settings on the running loop (created if needed); pair with :meth:`release`."""
+        """The instance shared by clients with ``config``'s name servers, instance name, TLS
+        settings and credentials on the running loop (created if needed; a client never
+        signs with another's account); pair with :meth:`release`."""
         key: _Key = (asyncio.get_running_loop(), config.namesrv_addr, config.instance_name,
-                     config.tls)
+                     config.tls, (config.access_key, config.secret_key))
         inst = cls._shared.get(key)
         if inst is None or inst._closed:
             inst = cls._shared[key] = cls(config)

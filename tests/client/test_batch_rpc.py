@@ -156,6 +156,39 @@ async def test_a_lone_send_goes_without_a_parent(cluster: Cluster) -> None:
         await p.close()
 
 
+async def _iterations(request: Any) -> int:
+    """Event-loop iterations from making ``request`` (a coroutine) to its answer."""
+    task = asyncio.ensure_future(request)
+    count = 0
+    while not task.done():
+        count += 1
+        await asyncio.sleep(0)
+    task.result()
+    return count
+
+
+async def test_a_lone_send_takes_no_more_loop_iterations_than_a_plain_request(
+        cluster: Cluster) -> None:
+    """The requester's coalescing step sends a lone request itself: waiting for the end
+    of the iteration costs it nothing beyond what the connection's own write costs."""
+    p = await producer(cluster)
+    try:
+        rpc = batch_requester(p.instance)
+        addr = cluster.brokers[0].broker_addr
+        await p.send(Message(TOPIC, b"warm"), queue=queues(cluster)[0])  # connected
+
+        def cmd() -> RemotingCommand:
+            ext = GetMaxOffsetRequestHeader(topic=TOPIC, queue_id=0).to_ext()
+            return RemotingCommand.request(RequestCode.GET_MAX_OFFSET, ext)
+
+        plain = min([await _iterations(p.instance.request(addr, cmd())) for _ in range(5)])
+        lone = min([await _iterations(rpc.request(addr, cmd())) for _ in range(5)])
+        assert lone <= plain
+        assert rpc.stats.parents == 0
+    finally:
+        await p.close()
+
+
 async def test_sends_fall_back_to_one_rpc_each_without_the_feature(legacy: Cluster) -> None:
     p = await producer(legacy)
     try:

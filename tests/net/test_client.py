@@ -56,6 +56,36 @@ async def test_request_timeout_has_fields(server: RemotingServer, client: Remoti
     assert client.connections[server.address].pending_requests == 0
 
 
+async def test_start_request_sends_on_an_open_connection_only(
+    server: RemotingServer, client: RemotingClient
+) -> None:
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[RemotingCommand] = loop.create_future()
+    cmd = RemotingCommand.request(ECHO, body=b"now")
+    assert not client.start_request(server.address, cmd, future)  # not dialled: the caller's
+    assert not future.done() and client.connections == {}
+    await client.request(server.address, RemotingCommand.request(ECHO, body=b"dial"))
+    assert client.start_request(server.address, cmd, future, timeout=5.0)
+    assert (await future).body == b"now"
+    assert client.connections[server.address].pending_requests == 0
+
+
+async def test_start_request_times_out_like_request(
+    server: RemotingServer, client: RemotingClient
+) -> None:
+    async def never(_conn: Connection, _cmd: RemotingCommand) -> None:
+        await asyncio.Event().wait()
+
+    server.register(NEVER, never)
+    await client.request(server.address, RemotingCommand.request(ECHO, body=b"dial"))
+    future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+    assert client.start_request(server.address, RemotingCommand.request(NEVER), future,
+                                timeout=0.1)
+    with pytest.raises(RequestTimeout):
+        await future
+    assert client.connections[server.address].pending_requests == 0
+
+
 async def test_pending_fail_when_server_goes_away(client: RemotingClient) -> None:
     srv = make_server()
     await srv.start()

@@ -332,6 +332,16 @@ class ClientInstance:
             raise ClientClosedError(repr(self))
         return await self.remoting.request(address, cmd, timeout)
 
+    def start_request(self, address: str, cmd: RemotingCommand,
+                      future: asyncio.Future[RemotingCommand], timeout: float | None = None
+                      ) -> bool:
+        """:meth:`request` without awaiting, when ``address``'s connection is open and
+        accepts writes: sent now, its answer settles ``future``; ``False``: nothing sent
+        (:meth:`~tidemq.net.client.RemotingClient.start_request`)."""
+        if self._closed:
+            raise ClientClosedError(repr(self))
+        return self.remoting.start_request(address, cmd, future, timeout)
+
     def handle(self, code: int, processor: Processor) -> None:
         """Route requests with ``code`` that brokers send to this client to ``processor``."""
         self.remoting.register(code, processor)

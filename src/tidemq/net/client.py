@@ -111,6 +111,22 @@ class RemotingClient:
             conn = await self.connection(address)
         return await conn.request(cmd, self.request_timeout if timeout is None else timeout)
 
+    def start_request(self, address: str, cmd: RemotingCommand,
+                      future: asyncio.Future[RemotingCommand], timeout: float | None = None
+                      ) -> bool:
+        """Send ``cmd`` to ``address`` now, without awaiting, if a connection to it is open
+        and accepts writes: its response (or failure) settles ``future``
+        (:meth:`Connection.send_request <tidemq.net.connection.Connection.send_request>`,
+        written at once). ``False``, with nothing sent: use :meth:`request`."""
+        conn = self._connections.get(address)
+        if conn is None or not conn.is_open or conn.writing_paused:
+            return False
+        if self.credentials is not None:
+            self.credentials.sign(cmd)
+        conn.send_request(cmd, future, self.request_timeout if timeout is None else timeout,
+                          write_now=True)
+        return True
+
     async def oneway(self, address: str, cmd: RemotingCommand) -> None:
         """Send ``cmd`` to ``address`` as a oneway request."""
         if self.credentials is not None:

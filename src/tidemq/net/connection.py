@@ -187,23 +187,40 @@ class Connection(asyncio.BufferedProtocol):
         Raises :class:`RequestTimeout` after ``timeout`` seconds and
         :class:`ConnectionLost` if the connection closes first.
         """
-        if self.state is not ConnState.OPEN:
-            raise self._lost_error()
-        opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
-        cmd.opaque = opaque
-        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        loop = self._loop
-        future: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._pending[opaque] = _Pending(future, loop.time() + timeout, cmd.code, timeout)
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(_SWEEP_SECONDS, self._sweep)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        opaque = self.send_request(cmd, future, timeout)
         try:
-            self._write(encode_command(cmd, self._max_frame_size))
             if self._write_paused:
                 await self._drain_while(future)
             return await future
         finally:
             self._pending.pop(opaque, None)
+
+    def send_request(self, cmd: RemotingCommand, future: asyncio.Future[RemotingCommand],
+                     timeout: float, *, write_now: bool = False) -> int:
+        """Send ``cmd`` as a request whose response (or failure) settles ``future``;
+        returns its opaque. Synchronous: for a caller that decided, at the end of its own
+        coalescing step, that this request goes now -- with ``write_now`` it is written at
+        once rather than with the rest of this loop iteration's writes, saving the
+        request one loop iteration. The caller owns ``future``: cancelling it leaves the
+        entry until the response or the timeout removes it. Raises as :meth:`request`
+        does before anything is sent (:class:`ConnectionLost`, a frame too large)."""
+        if self.state is not ConnState.OPEN:
+            raise self._lost_error()
+        opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
+        cmd.opaque = opaque
+        cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        parts = encode_command(cmd, self._max_frame_size)
+        loop = self._loop
+        self._pending[opaque] = _Pending(future, loop.time() + timeout, cmd.code, timeout)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(_SWEEP_SECONDS, self._sweep)
+        if write_now and not self._write_paused:
+            self._out.extend(parts)
+            self._flush()
+        else:
+            self._write(parts)
+        return opaque
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` as a oneway request (flag bit 1): the peer sends no response."""

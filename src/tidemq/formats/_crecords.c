@@ -183,6 +183,90 @@ static PyObject *offset_ids(PyObject *self, PyObject *args) {
     return s;
 }
 
+/* The body CRC: zlib's CRC-32, computed by carry-less multiplication where the CPU has
+   it (x86-64 PCLMULQDQ, SSE4.1), which is several times faster than zlib's table loop on
+   the bodies of a few hundred bytes that records hold. The folding follows Gopal et al.,
+   "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction" (Intel,
+   2009): four 128-bit lanes fold 64 bytes a step, then one lane 16 bytes a step, then a
+   Barrett reduction to 32 bits; the constants are x^n mod P for the bit-reflected
+   polynomial 0xEDB88320 at that paper's distances. zlib takes the buffer's last
+   len % 16 bytes, and every buffer under 64 bytes. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_CLMUL_CRC 1
+
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_fold(uint32_t reg, const unsigned char *p, size_t len) {
+    /* len >= 64 and a multiple of 16; reg is the CRC register (the CRC inverted) */
+    const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
+    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+    __m128i a = _mm_loadu_si128((const __m128i *)p);
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
+    p += 64;
+    len -= 64;
+#define FOLD(x, k, next) \
+    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), \
+                                _mm_clmulepi64_si128((x), (k), 0x11)), (next))
+    for (; len >= 64; p += 64, len -= 64) {
+        a = FOLD(a, k1k2, _mm_loadu_si128((const __m128i *)p));
+        b = FOLD(b, k1k2, _mm_loadu_si128((const __m128i *)(p + 16)));
+        c = FOLD(c, k1k2, _mm_loadu_si128((const __m128i *)(p + 32)));
+        d = FOLD(d, k1k2, _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    a = FOLD(a, k3k4, b);
+    a = FOLD(a, k3k4, c);
+    a = FOLD(a, k3k4, d);
+    for (; len >= 16; p += 16, len -= 16)
+        a = FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)p));
+#undef FOLD
+    /* 128 bits to 64, then 64 to 32 with the Barrett reduction */
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
+    a = _mm_xor_si128(_mm_srli_si128(a, 4),
+                      _mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00));
+    __m128i t = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10),
+                              low32);
+    a = _mm_xor_si128(a, _mm_clmulepi64_si128(t, poly, 0x00));
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+#endif
+
+static int clmul_crc = 0;  /* set at import: the CPU has PCLMULQDQ and SSE4.1 */
+
+static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len) {
+#ifdef HAVE_CLMUL_CRC
+    if (clmul_crc && len >= 64) {
+        size_t folded = len & ~(size_t)15;
+        crc = ~crc32_fold(~crc, p, folded);
+        p += folded;
+        len -= folded;
+    }
+#endif
+    while (len > 0x40000000u) {  /* zlib takes an unsigned int */
+        crc = (uint32_t)crc32(crc, p, 0x40000000u);
+        p += 0x40000000u;
+        len -= 0x40000000u;
+    }
+    return (uint32_t)crc32(crc, p, (uInt)len);
+}
+
+/* body_crc32(data, value=0) -> int: zlib.crc32's value, computed as the record checks
+   compute body CRCs. */
+static PyObject *body_crc32(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    unsigned int value = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &in, &value))
+        return NULL;
+    uint32_t crc = crc32_body(value, (const unsigned char *)in.buf, (size_t)in.len);
+    PyBuffer_Release(&in);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static int32_t get_be32(const unsigned char *p) {
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8)
                      | (uint32_t)p[3]);
@@ -241,8 +325,51 @@ static int record_sound(const unsigned char *r, Py_ssize_t size, long long phys)
     at += 2;
     if (plen < 0 || at + plen != size || !is_ascii(r + at, plen))
         return 0;
-    uint32_t crc = (uint32_t)crc32(0L, body, (uInt)blen) & 0x7FFFFFFFu;
+    uint32_t crc = crc32_body(0, body, (size_t)blen) & 0x7FFFFFFFu;
     return (uint32_t)get_be32(r + OFF_BODY_CRC) == crc;
+}
+
+/* A sequence of integers as check_records takes it: a contiguous buffer of 64-bit
+   integers (a numpy int64 array: no object per item), else any sequence of ints. */
+typedef struct {
+    Py_buffer buf;
+    PyObject *seq;  /* NULL when buf holds the integers */
+    Py_ssize_t n;
+} ints_t;
+
+static int ints_open(PyObject *obj, ints_t *v, const char *what) {
+    v->seq = NULL;
+    if (PyObject_CheckBuffer(obj)
+            && PyObject_GetBuffer(obj, &v->buf, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) == 0) {
+        const char *f = v->buf.format;
+        if (f != NULL && (*f == '<' || *f == '=' || *f == '@'))
+            f++;
+        if (v->buf.itemsize == 8 && v->buf.ndim == 1 && f != NULL
+                && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
+            v->n = v->buf.shape[0];
+            return 0;
+        }
+        PyBuffer_Release(&v->buf);
+    }
+    PyErr_Clear();
+    v->seq = PySequence_Fast(obj, what);
+    if (v->seq == NULL)
+        return -1;
+    v->n = PySequence_Fast_GET_SIZE(v->seq);
+    return 0;
+}
+
+static Py_ssize_t ints_get(const ints_t *v, Py_ssize_t i) {
+    if (v->seq == NULL)
+        return (Py_ssize_t)((const int64_t *)v->buf.buf)[i];
+    return PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(v->seq, i), PyExc_OverflowError);
+}
+
+static void ints_close(ints_t *v) {
+    if (v->seq != NULL)
+        Py_DECREF(v->seq);
+    else
+        PyBuffer_Release(&v->buf);
 }
 
 /* check_records(buf, phys, starts, sizes) -> int
@@ -250,28 +377,31 @@ static int record_sound(const unsigned char *r, Py_ssize_t size, long long phys)
    Record i of buf is the sizes[i] bytes at starts[i], stored at log position
    phys + starts[i]: how many of them, from the first, are sound beyond doubt (see
    record_sound). The record where this stops may still be sound (UTF-8 beyond ASCII):
-   the caller looks closer. */
+   the caller looks closer. starts and sizes are int64 arrays or sequences of ints. */
 static PyObject *check_records(PyObject *self, PyObject *args) {
     Py_buffer in;
     long long phys;
-    PyObject *starts, *sizes, *at_seq = NULL, *size_seq = NULL, *result = NULL;
+    PyObject *starts, *sizes, *result = NULL;
+    ints_t at_v, size_v;
     if (!PyArg_ParseTuple(args, "y*LOO", &in, &phys, &starts, &sizes))
         return NULL;
-    at_seq = PySequence_Fast(starts, "check_records: starts must be a sequence");
-    if (at_seq == NULL)
-        goto done;
-    size_seq = PySequence_Fast(sizes, "check_records: sizes must be a sequence");
-    if (size_seq == NULL)
-        goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(size_seq), i;
-    if (PySequence_Fast_GET_SIZE(at_seq) != n) {
+    if (ints_open(starts, &at_v, "check_records: starts must be a sequence") < 0) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    if (ints_open(sizes, &size_v, "check_records: sizes must be a sequence") < 0) {
+        ints_close(&at_v);
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    Py_ssize_t n = size_v.n, i;
+    if (at_v.n != n) {
         PyErr_SetString(PyExc_ValueError, "check_records: starts and sizes differ in length");
         goto done;
     }
     const unsigned char *b = in.buf;
     for (i = 0; i < n; i++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(at_seq, i));
-        Py_ssize_t size = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(size_seq, i));
+        Py_ssize_t at = ints_get(&at_v, i), size = ints_get(&size_v, i);
         if ((at == -1 || size == -1) && PyErr_Occurred())
             goto done;
         if (at < 0 || size < MIN_RECORD_SIZE || size > in.len - at
@@ -280,14 +410,15 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromSsize_t(i);
 done:
-    Py_XDECREF(at_seq);
-    Py_XDECREF(size_seq);
+    ints_close(&at_v);
+    ints_close(&size_v);
     PyBuffer_Release(&in);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
+    {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
     {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
@@ -299,4 +430,10 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_crecords", "Compiled loops of uniform batches.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__crecords(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__crecords(void) {
+#ifdef HAVE_CLMUL_CRC
+    __builtin_cpu_init();
+    clmul_crc = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+    return PyModule_Create(&module);
+}

@@ -19,10 +19,12 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
+
+import numpy as np
 
 from tidemq.formats.record import Record
-from tidemq.formats.record.loops import check_records
+from tidemq.formats.record.loops import Ints, check_records
 from tidemq.store.log_scan import check_record
 
 __all__ = ["REPORT_EVERY", "DamagedRecords", "sound_records"]
@@ -110,15 +112,17 @@ class DamagedRecords:
         self._skip(phys, reason)
         return True
 
-    def keep(self, read: Callable[[int, int], memoryview | None], phys: Sequence[int],
-             sizes: Sequence[int]) -> list[bool] | None:
+    def keep(self, read: Callable[[int, int], memoryview | None], phys: Ints,
+             sizes: Ints) -> list[bool] | None:
         """Which of the records ``(phys, size)`` a read may serve (``None``: all); damaged
         ones are counted and reported."""
-        if (not self._known and phys and phys[-1] < self.unchecked_below
+        if (not self._known and len(phys) and phys[-1] < self.unchecked_below
                 and sound_records(read, phys, sizes)):
             return None
-        views = [read(p, n) for p, n in zip(phys, sizes, strict=True)]
-        out = [not self.damaged(v, p, n) for v, p, n in zip(views, phys, sizes, strict=True)]
+        at = phys.tolist() if isinstance(phys, np.ndarray) else phys
+        size = sizes.tolist() if isinstance(sizes, np.ndarray) else sizes
+        views = [read(p, n) for p, n in zip(at, size, strict=True)]
+        out = [not self.damaged(v, p, n) for v, p, n in zip(views, at, size, strict=True)]
         return None if all(out) else out
 
     def _skip(self, phys: int, reason: str) -> None:
@@ -134,29 +138,30 @@ class DamagedRecords:
                   "%s); run 'tidemq store verify' on a stopped broker", count, phys, reason)
 
 
-def sound_records(read: Callable[[int, int], memoryview | None], phys: Sequence[int],
-                  sizes: Sequence[int]) -> bool:
+def sound_records(read: Callable[[int, int], memoryview | None], phys: Ints,
+                  sizes: Ints) -> bool:
     """Whether every record ``(phys[i], sizes[i])`` can be read and passes
     :func:`check_record` with its size. The stretch of the log holding them is read as
     one view and the compiled loop of :func:`~tidemq.formats.record.loops.check_records`
-    checks them all in one call; only a record it cannot vouch for (properties beyond
-    ASCII, or damage) gets the full check. ``False`` means "look record by record"."""
+    checks them all in one call (int64 arrays reach it without an object per record);
+    only a record it cannot vouch for (properties beyond ASCII, or damage) gets the full
+    check. ``False`` means "look record by record"."""
     n = len(phys)
     if not n:
         return True
-    base = phys[0]  # physical offsets grow along a queue; a record out of order fails
-    length = phys[-1] + sizes[-1] - base
+    base = int(phys[0])  # physical offsets grow along a queue; a record out of order fails
+    length = int(phys[-1] + sizes[-1]) - base
     span = read(base, length) if length > 0 else None
     if span is None:  # the records lie in more than one segment
-        return all(sound_records(read, (p,), (s,)) for p, s in zip(phys, sizes, strict=True)
-                   ) if n > 1 else False
-    starts = [p - base for p in phys]
+        return all(sound_records(read, (int(p),), (int(s),))
+                   for p, s in zip(phys, sizes, strict=True)) if n > 1 else False
+    starts: Ints = phys - base if isinstance(phys, np.ndarray) else [p - base for p in phys]
     i = 0
     while i < n:
         i += check_records(span, base, starts[i:], sizes[i:])
         if i == n:
             break
-        at, size = starts[i], sizes[i]
+        at, size = int(starts[i]), int(sizes[i])
         item, _, _ = check_record(span[at : at + size], 0, base + at, True)
         if not isinstance(item, Record) or item.total_size != size:
             return False

@@ -41,6 +41,7 @@ from tidemq.types import GetStatus
 __all__ = ["GetResult", "InnerTags", "QueueReader"]
 
 Array = npt.NDArray[np.int64] | npt.NDArray[np.bool_]
+Int64s = npt.NDArray[np.int64]
 #: ``(phys, record) -> tag codes`` of the messages of the inner batch stored at ``phys``,
 #: ``None`` when they cannot be told (the batch is then kept).
 InnerTags = Callable[[int, memoryview], frozenset[int] | None]
@@ -402,7 +403,7 @@ class QueueReader:
                 return i + 1
         return n
 
-    def _collect(self, result: GetResult, phys: Array, size: Array, keep: Array,
+    def _collect(self, result: GetResult, phys: Int64s, size: Int64s, keep: Array,
                  max_count: int, max_bytes: int, checked: bool = False) -> int:
         """Append views of kept records within the limits; returns entries consumed."""
         kept = np.flatnonzero(keep)
@@ -419,15 +420,15 @@ class QueueReader:
             return len(keep)
         return int(idx[-1]) + 1 if len(idx) else int(kept[0])
 
-    def _sound(self, phys: Array, size: Array, checked: bool = False) -> list[bool] | None:
+    def _sound(self, phys: Int64s, size: Int64s, checked: bool = False) -> list[bool] | None:
         """Which of these records a read may serve (``None``: all of them); ``checked``:
         an earlier read checked them."""
         if not len(phys) or not self.damaged.needs_check(
                 int(phys[0]), int(phys[-1] + size[-1]), checked):
             return None
-        return self.damaged.keep(self.commitlog.read, phys.tolist(), size.tolist())
+        return self.damaged.keep(self.commitlog.read, phys, size)
 
-    def _views(self, result: GetResult, phys: Array, size: Array,
+    def _views(self, result: GetResult, phys: Int64s, size: Int64s,
                checked: bool = False) -> None:
         sound = self._sound(phys, size, checked)
         if sound is not None:  # damaged records left out

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,7 +189,7 @@ def _stored(draw: st.DrawFn) -> tuple[bytearray, int, list[int], list[int]]:
         host = HostAddr(bytes(range(16)), 7) if v6 else _HOST
         rec = encode_record(
             topic=draw(st.sampled_from([b"T", b"t" * 130, "\u00e9".encode()])),
-            queue_id=draw(st.integers(0, 7)), body=draw(st.binary(max_size=80)),
+            queue_id=draw(st.integers(0, 7)), body=draw(st.binary(max_size=300)),
             properties=draw(st.sampled_from([b"", b"K\x01v\x02",
                                              "K\x01\u00e9\x02".encode()])),
             born_host=host, store_host=draw(st.sampled_from([host, _STORE])),
@@ -238,5 +239,33 @@ def test_check_records_agrees_with_decoding_record_by_record(
     for fn in _both("check_records"):
         assert fn(bytes(buf), phys, starts, sizes) == expect
         assert fn(memoryview(buf), phys, tuple(starts), tuple(sizes)) == expect
+        at, size = np.array(starts, np.int64), np.array(sizes, np.int64)
+        assert fn(buf, phys, at, size) == expect  # int64 arrays, as the read path passes
+        assert fn(buf, phys, at.astype(">i8"), size.astype(np.int32)) == expect
+        assert fn(buf, phys, np.repeat(at, 2)[::2], size) == expect  # not contiguous
         with pytest.raises(ValueError, match="differ in length"):
             fn(bytes(buf), phys, [*starts, 0], sizes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=700), value=st.integers(0, 2**32 - 1),
+       skip=st.integers(0, 15))
+def test_body_crc32_is_zlibs_crc32(data: bytes, value: int, skip: int) -> None:
+    """The compiled CRC folds 64 and 16 bytes at a time and leaves the rest to zlib: every
+    length and alignment (a view that starts ``skip`` bytes into its buffer) gives zlib's
+    value, also continuing from any earlier one."""
+    view = memoryview(bytes(skip) + data)[skip:]
+    for fn in _both("body_crc32"):
+        assert fn(view, value) == zlib.crc32(data, value)
+        assert fn(data, 0) == zlib.crc32(data)
+
+
+def test_a_compiled_module_whose_crc_differs_from_zlibs_is_refused() -> None:
+    """A compiled CRC that is wrong on this CPU would mark every record read after a
+    start damaged: it is refused at import, and the twins take over."""
+    wrong = ModuleType("wrong")
+    for name in crecords._NATIVE_NAMES:
+        setattr(wrong, name, getattr(crecords, "py_" + name))
+    wrong.body_crc32 = lambda data, value=0: zlib.crc32(bytes(data)[:-1], value)  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="other CRC-32 values"):
+        crecords._check_native(wrong)

@@ -36,6 +36,18 @@ class ConsoleConfig:
                                              metadata=_key("consoleSessionMaxAge"))
     #: More names the console answers to (``Host``), comma-separated.
     allowed_hosts: str = dataclasses.field(default="", metadata=_key("consoleAllowedHosts"))
+    #: Users log in with the name and password of an ACL 2.0 user of a broker
+    #: (``consoleAclBroker``, else the master of the first broker name); Super users and
+    #: users allowed Update on the cluster are admins, the others viewers.
+    users_from_acl: bool = dataclasses.field(default=False,
+                                             metadata=_key("consoleUsersFromAcl"))
+    #: The broker whose ACL 2.0 users log in (``host:port``); empty: the master of the
+    #: first broker name, clusters and names in sorted order.
+    acl_broker: str = dataclasses.field(default="", metadata=_key("consoleAclBroker"))
+    #: Seconds between two reads of the ACL 2.0 users (a removed user, or a changed
+    #: password, ends its sessions at the next read).
+    acl_refresh: float = dataclasses.field(default=5.0,
+                                           metadata=_key("consoleAclRefreshSeconds"))
     #: Serve beyond loopback with no users (anyone who reaches the port can change
     #: the cluster).
     allow_anonymous: bool = dataclasses.field(default=False,
@@ -64,6 +76,12 @@ class ConsoleConfig:
         if not 0 < self.sample_interval <= self.history_seconds:
             raise ConfigError("consoleSampleInterval must be above 0 and at most "
                               "consoleHistorySeconds", key="consoleSampleInterval")
+        if self.users_from_acl and self.users_file:
+            raise ConfigError("consoleUsersFromAcl and consoleUsersFile are alternatives: "
+                              "set one", key="consoleUsersFromAcl")
+        if self.acl_refresh <= 0:
+            raise ConfigError("consoleAclRefreshSeconds must be above 0",
+                              key="consoleAclRefreshSeconds")
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
                               key="metricsAuthPassword")

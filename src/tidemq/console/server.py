@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import ssl as ssl_module
@@ -34,6 +35,8 @@ from collections.abc import Sequence
 import uvicorn
 
 from tidemq.client import AdminClient, ClientConfig
+from tidemq.client.acl_logins import acl_logins
+from tidemq.console.acl_users import AclUsers
 from tidemq.console.app import Console, create_app
 from tidemq.console.config import ConsoleConfig
 from tidemq.console.hosts import is_loopback
@@ -45,15 +48,23 @@ __all__ = ["ConsoleServer", "check_exposure", "users_of"]
 log = logging.getLogger(__name__)
 
 
-def users_of(config: ConsoleConfig) -> UserDirectory | None:
-    """The users of ``consoleUsersFile``; None when it is not set. Raises
+def users_of(config: ConsoleConfig, admin: AdminClient | None = None
+             ) -> UserDirectory | None:
+    """The users of ``consoleUsersFile``, or the ACL 2.0 users read through ``admin``
+    (``consoleUsersFromAcl``; None without ``admin``); None when neither is set. Raises
     :class:`ConfigError` when the file does not read."""
-    return UsersFile(config.users_file) if config.users_file else None
+    if config.users_file:
+        return UsersFile(config.users_file)
+    if config.users_from_acl and admin is not None:
+        return AclUsers(functools.partial(acl_logins, admin, config.acl_broker or None),
+                        refresh=config.acl_refresh)
+    return None
 
 
 def check_exposure(host: str, config: ConsoleConfig, users: UserDirectory | None) -> None:
     """Refuse an anonymous console bound beyond loopback, unless the config allows it."""
-    if users is None and not is_loopback(host) and not config.allow_anonymous:
+    if (users is None and not config.users_from_acl and not is_loopback(host)
+            and not config.allow_anonymous):
         raise ConfigError(
             f"the web console would listen on {host} with no users: anyone who reaches "
             "it could change the cluster. Add users (tidemq console user add, then "
@@ -72,12 +83,14 @@ class ConsoleServer:
         ``config``, if any. Raises :class:`ConfigError` for a users file that does not
         read, and for an anonymous console bound beyond loopback."""
         config = config or ConsoleConfig()
+        self.admin = AdminClient(namesrv, config=client)
         if users is None:
-            users = users_of(config)
+            users = users_of(config, self.admin)
         check_exposure(host, config, users)
+        #: The users read from the ACL (``consoleUsersFromAcl``), refreshed while it runs.
+        self.acl_users = users if isinstance(users, AclUsers) else None
         #: The HTTPS context; ``None``: plain HTTP.
         self.tls_context = ssl
-        self.admin = AdminClient(namesrv, config=client)
         self.console = Console(self.admin, config, users)
         self.app = create_app(self.console, host)
         self.host = host
@@ -95,6 +108,8 @@ class ConsoleServer:
 
     async def start(self) -> None:
         await self.admin.start()
+        if self.acl_users is not None:
+            await self.acl_users.start()
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -104,6 +119,8 @@ class ConsoleServer:
             sock.setblocking(False)
         except OSError:
             sock.close()
+            if self.acl_users is not None:
+                await self.acl_users.stop()
             await self.admin.close()
             raise
         self._sock = sock
@@ -119,8 +136,11 @@ class ConsoleServer:
         self._task = asyncio.create_task(self._serve(server, sock), name="tidemq-console")
         self.console.sampler.start()
         if self.console.auth.logins:
+            cfg = self.console.config
             log.info("console on %s: users log in (%s)", self.url,
-                     self.console.config.users_file or "users given by the embedder")
+                     cfg.users_file or ("the ACL 2.0 users of "
+                                        + (cfg.acl_broker or "the first master broker"))
+                     if cfg.users_file or cfg.users_from_acl else "users given by the embedder")
         elif is_loopback(self.host):
             log.info("console on %s: no users configured, so no login (this machine only)",
                      self.url)
@@ -143,6 +163,8 @@ class ConsoleServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        if self.acl_users is not None:
+            await self.acl_users.stop()
         await self.console.close()
         await self.admin.close()
 

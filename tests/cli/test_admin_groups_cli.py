@@ -21,6 +21,7 @@ from tidemq.client import (
     PullConsumer,
     PushConsumer,
 )
+from tidemq.codec.command import RemotingCommand, RequestCode
 
 __all__ = ["runner"]
 
@@ -293,6 +294,35 @@ def test_consumer_status_of_a_push_consumer(cluster: ThreadedCluster) -> None:
         assert held == {(b, i) for b in ("broker-a", "broker-b") for i in (0, 1)}
         assert all({"commitOffset", "nextPullOffset", "cachedMsgCount", "locked"} <= set(q)
                    for q in info["mqTable"])
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+    finally:
+        cluster.call(consumer.close())
+
+
+def test_consumer_status_of_a_java_consumer(cluster: ThreadedCluster) -> None:
+    """A Java consumer answers 307 as fastjson writes it: ``mqTable`` keyed by queue
+    objects, which no JSON reader accepts ("not JSON" before)."""
+    create(cluster, "GrpJavaTopic", 1)
+    consumer = PushConsumer("GrpJavaGroup", cluster.namesrv, listener=_consumed)
+    consumer.subscribe("GrpJavaTopic")
+    cluster.call(consumer.start())
+
+    def as_java(_conn: object, cmd: RemotingCommand) -> RemotingCommand:
+        key = '{"brokerName":"BROKER","queueId":0,"topic":"GrpJavaTopic"}'
+        table = ",".join(key.replace("BROKER", b) + ':{"cachedMsgCount":0,"commitOffset":5,'
+                         '"locked":false}' for b in ("broker-a", "broker-b"))
+        body = ('{"jstack":"","mqTable":{' + table + '},"properties":{"PROP_CONSUME_TYPE":'
+                '"CONSUME_PASSIVELY"},"subscriptionSet":[{"subString":"*","topic":'
+                '"GrpJavaTopic"}]}')
+        return cmd.response(body=body.encode())
+
+    consumer.instance.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, as_java)
+    try:
+        got = eventually(lambda: admin(cluster, "consumerStatus", "-g", "GrpJavaGroup"),
+                         lambda s: s["rebalanceOk"] is True)
+        [info] = got["consumers"].values()
+        assert sorted((q["brokerName"], q["queueId"], q["commitOffset"])
+                      for q in info["mqTable"]) == [("broker-a", 0, 5), ("broker-b", 0, 5)]
         assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
     finally:
         cluster.call(consumer.close())

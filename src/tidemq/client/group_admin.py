@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.client import offsets as ofs
 from tidemq.client.errors import NoRouteError
+from tidemq.codec import fastjson
 from tidemq.codec.bodies import ConsumeMessageDirectlyResult, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
@@ -139,7 +140,7 @@ class ResetRow:
 
 def _json_body(response: RemotingCommand, what: str, addr: str) -> Any:
     try:
-        return json.loads(bytes(response.full_body()) or b"{}")
+        return fastjson.loads(bytes(response.full_body()) or b"{}")
     except ValueError as exc:
         raise error_for_code(ResponseCode.SYSTEM_ERROR, f"{what} from {addr} is not JSON: "
                              f"{exc}", address=addr) from None

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from tidemq.client import offsets as ofs
 from tidemq.client.admin import AdminClient
 from tidemq.client.errors import ClientError
+from tidemq.codec import fastjson
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, error_for_code
@@ -138,7 +138,7 @@ def _masters_of(route: TopicRouteData) -> list[str]:
 
 def _json(response: RemotingCommand, what: str) -> Any:
     try:
-        return json.loads(bytes(response.full_body()) or b"{}")
+        return fastjson.loads(bytes(response.full_body()) or b"{}")
     except ValueError as exc:
         raise error_for_code(ResponseCode.SYSTEM_ERROR, f"{what}: body is not JSON: {exc}"
                              ) from None

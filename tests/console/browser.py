@@ -181,7 +181,7 @@ class Browser:
         self.eval(f"setTimeout(() => document.querySelector({json.dumps(selector)}).click(), 0)")
         self._wait_event("Page.loadEventFired")
 
-    def wait_for(self, condition: str, timeout: float = 10.0) -> None:
+    def wait_for(self, condition: str, timeout: float = 30.0) -> None:
         """Wait until the JavaScript ``condition`` is true in the page (checked on every
         animation frame, in the page)."""
         ms = int(timeout * 1000)

@@ -145,7 +145,7 @@ def scenario(visit: Visit, server: Standalone) -> None:
     visit.page(f"/groups/{GROUP}")
     b.wait_for("document.getElementById('group-lag').textContent === '16'")
     asyncio.run(produce_and_commit(server.namesrv, commit=15, produce=0))
-    b.wait_for("document.getElementById('group-lag').textContent === '6'", timeout=10)
+    b.wait_for("document.getElementById('group-lag').textContent === '6'", timeout=30)
     b.wait_for("document.querySelectorAll('#lag-chart path').length === 1")
     visit.shot("group")
     # A Spark query's group: stored offsets, no heartbeat, so no group config.
@@ -170,7 +170,7 @@ def scenario(visit: Visit, server: Standalone) -> None:
     assert not b.exists("#error"), b.text("#error")
     assert "reset to the earliest offset" in b.text("#flash")
     visit.page(f"/groups/{GROUP}")  # every message is unconsumed again
-    b.wait_for("document.getElementById('group-lag').textContent === '21'", timeout=10)
+    b.wait_for("document.getElementById('group-lag').textContent === '21'", timeout=30)
 
     # Delete the topic: a confirmation page first.
     visit.page(f"/topics/{TOPIC}")

@@ -77,11 +77,11 @@ def test_a_topics_rate_chart_draws_put_and_get_over_time(standalone: Standalone,
     visit.page(f"/topics/{TOPIC}")
     # Both lines appear once the sampler has two rounds with the topic in them.
     browser.wait_for("document.querySelectorAll('#rate-chart path').length === 2",
-                     timeout=20)
+                     timeout=60)
     assert labels(browser, "#rate-chart .ytitle") == ["messages per second"]
     assert labels(browser, "#rate-chart .ytick")[0] == "0"
     asyncio.run(caught_up(standalone.namesrv, total=10))  # traffic while the page is open
-    browser.wait_for("document.querySelectorAll('#rate-chart .ytick').length > 1", timeout=20)
+    browser.wait_for("document.querySelectorAll('#rate-chart .ytick').length > 1", timeout=60)
     times = labels(browser, "#rate-chart .xtick")
     assert len(times) == 3 and all(len(t.split(":")) == 3 for t in times), times
     visit.shot("topic-rates")

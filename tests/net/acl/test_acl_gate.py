@@ -104,6 +104,17 @@ async def test_a_wrong_secret_is_refused_and_stores_nothing(cluster: Cluster) ->
     assert _gate(cluster, "broker").refused["signature"] == 1
 
 
+async def test_only_an_admin_reads_a_brokers_config(cluster: Cluster) -> None:
+    # The answer names every file path of the broker (and which secrets are set).
+    async with Peer(cluster.brokers[0].broker_addr, signed_client(USER)) as user:
+        resp = await user(wire.request(RequestCode.GET_BROKER_CONFIG))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "GET_BROKER_CONFIG needs an admin account; user is not admin")
+    async with Peer(cluster.brokers[0].broker_addr, signed_client(ADMIN)) as admin:
+        resp = await admin(wire.request(RequestCode.GET_BROKER_CONFIG))
+        assert resp.code == ResponseCode.SUCCESS and b"storePathRootDir=" in resp.full_body()
+
+
 async def test_topic_and_group_permissions(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
     async with Peer(addr, signed_client(USER)) as user, Peer(addr, signed_client(ADMIN)) as admin:

@@ -65,3 +65,25 @@ def test_a_deleted_topic_or_group_leaves_no_meters() -> None:
     assert set(stats.topic_group_get) == {"U@G", "a@b@G"}
     stats.forget_group("G")
     assert set(stats.group_get) == {"H"} and stats.topic_group_get == {}
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 50), st.booleans()),
+                max_size=60))
+def test_reading_between_adds_changes_no_count(adds: list[tuple[int, int, bool]]) -> None:
+    """Adds within one second are held until a later second or a reader settles them:
+    a meter read after every add and one never read agree."""
+    read, unread = RateMeter(window=5), RateMeter(window=5)
+    adds.sort()
+    for sec, n, look in adds:
+        read.add(n, now=sec + 0.25)
+        unread.add(n, now=sec + 0.25)
+        if look:
+            read.rate(now=sec + 0.5)
+            read.sum_since(60, now=sec + 0.5)
+    end = (adds[-1][0] if adds else 0) + 1.0
+    for meter in (read, unread):
+        meter.rate(now=end)
+    assert read._buckets == unread._buckets and read._minutes == unread._minutes
+    assert read.rate(now=end) == unread.rate(now=end)
+    assert read.sum_since(120, now=end) == unread.sum_since(120, now=end)

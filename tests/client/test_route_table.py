@@ -112,6 +112,26 @@ def test_a_template_route_serves_only_callers_that_may_auto_create() -> None:
     assert table.cached("T") is template
 
 
+@given(st.lists(st.sampled_from(["store", "template", "stale", "tick"]), max_size=12),
+       st.booleans())
+def test_serving_is_what_a_lookup_without_refresh_serves(steps: list[str],
+                                                         allow_default: bool) -> None:
+    clock = _Clock()
+    table = RouteTable(clock=clock, max_age=30.0)
+    for step in steps:
+        if step == "store":
+            table.store("T", TopicRoute.build("T", _data("a")))
+        elif step == "template":
+            table.store("T", TopicRoute.build("T", _data("a"), from_default=True,
+                                              default_queue_nums=2))
+        elif step == "stale":
+            table.mark_stale("T")
+        else:
+            clock.now += 20.0
+        assert table.serving("T", allow_default=allow_default) is table.lookup(
+            "T", allow_default=allow_default).route
+
+
 def test_kept_returns_the_fallback_only_when_no_name_server_answered() -> None:
     table = RouteTable(clock=_Clock())
     route = TopicRoute.build("T", _data("a"))

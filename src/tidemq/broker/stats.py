@@ -17,7 +17,13 @@ DAY_HOURS = 24
 
 class RateMeter:
     """Count per whole second; ``rate()`` is the average over the last full seconds.
-    Counts are also kept per minute for an hour and per hour for a day (``sum_since``)."""
+    Counts are also kept per minute for an hour and per hour for a day (``sum_since``).
+
+    Every request adds to a few meters, so :meth:`add` only adds to the count of the
+    second it is in; that count joins the buckets when a later second begins or a
+    reader asks."""
+
+    __slots__ = ("_buckets", "_held", "_hours", "_minutes", "_sec", "_window", "total")
 
     def __init__(self, window: int = 10) -> None:
         self.total = 0
@@ -25,10 +31,25 @@ class RateMeter:
         self._buckets: deque[list[int]] = deque()
         self._minutes: deque[list[int]] = deque()
         self._hours: deque[list[int]] = deque()
+        self._sec = -1  # the second ``_held`` counts (-1: none yet)
+        self._held = 0
 
     def add(self, n: int, now: float | None = None) -> None:
         self.total += n
         sec = int(time.monotonic() if now is None else now)
+        if sec == self._sec:
+            self._held += n
+            return
+        self._settle()
+        self._sec = sec
+        self._held = n
+
+    def _settle(self) -> None:
+        """Move the held count into the second's, minute's and hour's buckets."""
+        sec, n = self._sec, self._held
+        if sec < 0:
+            return
+        self._held = 0
         buckets = self._buckets
         if buckets and buckets[-1][0] == sec:
             buckets[-1][1] += n
@@ -44,6 +65,7 @@ class RateMeter:
     def sum_since(self, seconds: int, now: float | None = None) -> int:
         """How many were counted in the last ``seconds``: whole minutes up to an hour,
         whole hours beyond (up to a day)."""
+        self._settle()
         sec = int(time.monotonic() if now is None else now)
         if seconds <= 3600:
             first = sec // 60 - max(1, seconds // 60) + 1
@@ -52,6 +74,7 @@ class RateMeter:
         return sum(n for h, n in self._hours if h >= first)
 
     def rate(self, now: float | None = None) -> float:
+        self._settle()
         sec = int(time.monotonic() if now is None else now)
         full = [n for s, n in self._buckets if sec - self._window <= s < sec]
         return sum(full) / self._window if full else 0.0

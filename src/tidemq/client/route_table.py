@@ -117,6 +117,16 @@ class RouteTable:
             return Lookup(entry.route, entry.route)
         return Lookup(None, entry.route)
 
+    def serving(self, topic: str, *, allow_default: bool = False) -> TopicRoute | None:
+        """The cached route of ``topic`` if it serves (:meth:`lookup` without
+        ``refresh``), else ``None``: the question every send asks first."""
+        entry = self._entries.get(topic)
+        if entry is None or entry.stale or (
+                self.max_age is not None and self._clock() - entry.fetched_at >= self.max_age):
+            return None
+        route = entry.route
+        return route if allow_default or not route.from_default else None
+
     def kept(self, topic: str, exc: TideMQError, fallback: TopicRoute | None) -> TopicRoute:
         """The route to use when fetching ``topic`` failed with ``exc``: ``fallback``
         if no name server could be reached, else ``exc`` is raised."""
@@ -284,7 +294,8 @@ class RouteCacheCore(Generic[_Client]):
     def ready(self, topic: str, *, allow_default: bool = False) -> TopicRoute | None:
         """The route :meth:`get` would return without asking a name server, or ``None``
         when it would ask."""
-        return self._lookup(topic, allow_default, False).route
+        with self._lock:
+            return self._table.serving(topic, allow_default=allow_default)
 
     def _lookup(self, topic: str, allow_default: bool, refresh: bool) -> Lookup:
         with self._lock:

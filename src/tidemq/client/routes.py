@@ -94,6 +94,10 @@ class RouteCache(RouteCacheCore[RemotingClient]):
         producer's auto-creation path); otherwise TOPIC_NOT_EXIST is raised. When no name
         server can be reached, a cached route (even a stale one) is returned.
         """
+        if not refresh:
+            route = self.ready(topic, allow_default=allow_default)
+            if route is not None:
+                return route
         found = self._lookup(topic, allow_default, refresh)
         if found.route is not None:
             return found.route

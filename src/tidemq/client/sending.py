@@ -93,6 +93,8 @@ def _keyed(msg: Message, keys: UniqKeyGenerator, now_ms: int,
     props.setdefault(PropertyKey.WAIT, "true")
     if sharding_key is not None:
         props[PropertyKey.SHARDING_KEY] = sharding_key
+    if type(msg) is Message:  # a subclass may have fields of its own
+        return Message(msg.topic, msg.body, props, msg.flag)
     return dataclasses.replace(msg, properties=props)
 
 

@@ -21,6 +21,8 @@ from tidemq.client import (
     PullConsumer,
     PushConsumer,
 )
+from tidemq.client.pull import pull_request, read_pull_response
+from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 
 __all__ = ["runner"]
@@ -80,25 +82,53 @@ def _queue(online: Online, broker: str, qid: int) -> MessageQueue:
     return MessageQueue(online.topic, broker, qid)
 
 
+def pulled(cluster: ThreadedCluster, online: Online, queue: MessageQueue, offset: int,
+           max_nums: int) -> int:
+    """A bare pull of ``online.group`` (no commit): the nextBeginOffset it got."""
+    async def go() -> int:
+        inst = online.consumer.instance
+        addr = await inst.master_address(queue)
+        sub = Subscription.parse(queue.topic)
+        result = read_pull_response(
+            await inst.request(addr, pull_request(online.group, queue, offset,
+                                                  max_nums=max_nums, subscription=sub)),
+            queue, sub, address=addr, offset=offset)
+        return result.next_offset
+    return cluster.call(go())
+
+
 def test_consumer_progress_rows_and_totals(cluster: ThreadedCluster, online: Online) -> None:
     online.send(_queue(online, "broker-a", 0), 5)
     online.send(_queue(online, "broker-b", 1), 3)
     online.commit({_queue(online, "broker-a", 0): 2, _queue(online, "broker-b", 1): 3})
+    assert pulled(cluster, online, _queue(online, "broker-a", 0), 0, 4) == 4  # 2 in flight
 
     got = admin(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
     rows = {(q["brokerName"], q["queueId"]): q for q in got["queues"]}
     assert set(rows) == {(b, q) for b in ("broker-a", "broker-b") for q in (0, 1)}
     a0, b1 = rows[("broker-a", 0)], rows[("broker-b", 1)]
     assert (a0["brokerOffset"], a0["consumerOffset"], a0["diff"]) == (5, 2, 3)
+    assert (a0["pullOffset"], a0["inflight"]) == (4, 2)
     assert (b1["brokerOffset"], b1["consumerOffset"], b1["diff"]) == (3, 3, 0)
+    assert (b1["pullOffset"], b1["inflight"]) == (3, 0)  # never pulled: its commit
     assert a0["lastTimestamp"] > 0 and rows[("broker-a", 1)]["lastTimestamp"] == 0
-    assert got["diffTotal"] == 3
+    assert (got["diffTotal"], got["inflightTotal"]) == (3, 2)
 
     lines = human(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
     assert lines[0] == ["#Topic", "#Broker", "Name", "#QID", "#Broker", "Offset",
-                        "#Consumer", "Offset", "#Diff", "#LastTime"]
-    assert lines[1][:6] == [online.topic, "broker-a", "0", "5", "2", "3"]
+                        "#Consumer", "Offset", "#Diff", "#Inflight", "#LastTime"]
+    assert lines[1][:7] == [online.topic, "broker-a", "0", "5", "2", "3", "2"]
     assert ["Consume", "Diff", "Total:", "3"] in lines
+    assert ["Consume", "Inflight", "Total:", "2"] in lines
+
+    # a commit past the pulls leaves nothing in flight; a reset forgets the pulls
+    online.commit({_queue(online, "broker-a", 0): 5})
+    got = admin(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
+    assert got["inflightTotal"] == 0
+    assert pulled(cluster, online, _queue(online, "broker-a", 0), 0, 5) == 5
+    admin(cluster, "resetOffsetByTime", "-g", online.group, "-t", online.topic, "-s", "0")
+    got = admin(cluster, "consumerProgress", "-g", online.group, "-t", online.topic)
+    assert got["inflightTotal"] == 0
 
 
 def test_consumer_progress_without_a_group_lists_groups(cluster: ThreadedCluster,
@@ -193,6 +223,28 @@ def test_clone_group_offset(cluster: ThreadedCluster, online: Online) -> None:
     assert cloned[("broker-a", 1)] == 4
 
 
+def test_clone_group_offset_of_a_topic_the_online_group_left(cluster: ThreadedCluster,
+                                                             online: Online) -> None:
+    """mqadmin's ``-o``: an online source group that no longer subscribes to the topic
+    has stale offsets of it; they are cloned only with ``-o true``."""
+    old_topic = f"{online.topic}-old"
+    create(cluster, old_topic, 1)
+    online.send(MessageQueue(old_topic, "broker-a", 0), 3)
+    online.commit({MessageQueue(old_topic, "broker-a", 0): 2})
+    refused = admin(cluster, "cloneGroupOffset", "-s", online.group, "-d", "GrpCloneOld",
+                    "-t", old_topic, code=1)
+    assert "does not subscribe to" in refused.stderr and "-o true" in refused.stderr
+    assert admin(cluster, "cloneGroupOffset", "-s", online.group, "-d", "GrpCloneOld",
+                 "-t", old_topic, "-o", "false", code=1)
+    got = admin(cluster, "cloneGroupOffset", "-s", online.group, "-d", "GrpCloneOld",
+                "-t", old_topic, "-o", "true")
+    assert {(r["brokerName"], r["queueId"], r["offset"]) for r in got["offsets"]} == {
+        ("broker-a", 0, 2)}
+    # the topic the online group subscribes to needs no -o
+    admin(cluster, "cloneGroupOffset", "-s", online.group, "-d", "GrpCloneOld",
+          "-t", online.topic)
+
+
 def test_broker_consume_stats(cluster: ThreadedCluster, online: Online) -> None:
     online.send(_queue(online, "broker-a", 0), 6)
     online.commit({_queue(online, "broker-a", 0): 1})
@@ -207,6 +259,29 @@ def test_broker_consume_stats(cluster: ThreadedCluster, online: Online) -> None:
     lines = human(cluster, "brokerConsumeStats", "-b", addr)
     assert lines[0][:3] == ["#Topic", "#Group", "#Broker"]
     assert ["Diff", "Total:", str(got["totalDiff"])] in lines
+
+
+def test_broker_consume_stats_of_ordered_topics(cluster: ThreadedCluster,
+                                                online: Online) -> None:
+    """mqadmin's ``-o true``: only the topics the broker holds as ordered; ``-t`` bounds
+    each request."""
+    ordered = f"{online.topic}-ord"
+    create(cluster, ordered, 2, "-o", "true")
+    online.send(_queue(online, "broker-a", 0), 2)
+    online.send(MessageQueue(ordered, "broker-a", 0), 3)
+    online.commit({_queue(online, "broker-a", 0): 1, MessageQueue(ordered, "broker-a", 0): 1})
+    addr = cluster.broker_addrs[0]
+
+    def topics(*flags: str) -> set[str]:
+        got = admin(cluster, "brokerConsumeStats", "-b", addr, "-t", "20000", *flags)
+        mine = [g for g in got["groups"] if g["group"] == online.group]
+        return {q["topic"] for g in mine for q in g["queues"]}
+
+    assert topics() == {online.topic, ordered}
+    assert topics("-o", "false") == {online.topic, ordered}
+    assert topics("-o", "true") == {ordered}
+    bad = admin(cluster, "brokerConsumeStats", "-b", addr, "-t", "0", code=2)
+    assert "timeoutMillis" in bad.output or "-t" in bad.output
 
 
 def test_update_and_delete_sub_group(cluster: ThreadedCluster) -> None:
@@ -295,6 +370,18 @@ def test_consumer_status_of_a_push_consumer(cluster: ThreadedCluster) -> None:
         assert all({"commitOffset", "nextPullOffset", "cachedMsgCount", "locked"} <= set(q)
                    for q in info["mqTable"])
         assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info["jstack"] == ""  # only asked for with -s
+
+        # -s: the consumer's threads and asyncio tasks, as mqadmin's jstack
+        cid = consumer.instance.client_id
+        text = CliRunner().invoke(app, ["admin", "consumerStatus", "-g", "GrpPushGroup",
+                                        "-i", cid, "-s", "-n", cluster.namesrv])
+        assert text.exit_code == 0, text.output
+        dump = text.stdout.split("#Consumer jstack#", 1)[1]
+        assert '"cli-cluster" thread' in dump  # the thread the consumer runs on
+        assert "push_consumer.py" in dump and " task " in dump  # its pull loops
+        got = admin(cluster, "consumerStatus", "-g", "GrpPushGroup", "-s")
+        assert '"cli-cluster" thread' in got["consumers"][cid]["jstack"]
     finally:
         cluster.call(consumer.close())
 

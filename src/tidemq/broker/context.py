@@ -23,6 +23,7 @@ from tidemq.broker.holds import HoldTable
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues
 from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.pull_positions import PullPositions
 from tidemq.broker.replication.carried_offsets import CarriedOffsets
 from tidemq.broker.replication.service import ReplicationService
 from tidemq.broker.schedule import ScheduleService
@@ -57,6 +58,8 @@ class BrokerContext:
                                    schedule_queue_nums=len(
                                        parse_delay_levels(config.message_delay_level)))
         self.offsets = OffsetManager(self.layout)
+        #: Where each group's pulls have reached (for GET_CONSUME_STATS' pullOffset).
+        self.pulled = PullPositions()
         self.store.retention.consumed_offsets = self.offsets.lowest_by_queue
         self.subscription_groups = SubscriptionGroupManager(
             self.layout, auto_create=config.auto_create_subscription_group,

@@ -13,7 +13,8 @@ operation                        requests
 :func:`consumer_connection`      203 GET_CONSUMER_CONNECTION_LIST on one broker, or the
                                  first master that knows the group online
 :func:`producer_connection`      204 GET_PRODUCER_CONNECTION_LIST on the topic's masters
-:func:`broker_consume_stats`     201, then 208 per group, on one broker
+:func:`broker_consume_stats`     201, then 208 per group, on one broker (and 21
+                                 GET_ALL_TOPIC_CONFIG for the ordered topics only)
 :func:`reset_offset`             222 INVOKE_BROKER_TO_RESET_OFFSET on the topic's masters
 :func:`clone_group_offset`       14 QUERY_CONSUMER_OFFSET of the source group, 15
                                  UPDATE_CONSUMER_OFFSET for the destination, per queue
@@ -38,7 +39,11 @@ from typing import TYPE_CHECKING, Any
 from tidemq.client import offsets as ofs
 from tidemq.client.errors import NoRouteError
 from tidemq.codec import fastjson
-from tidemq.codec.bodies import ConsumeMessageDirectlyResult, decode_body
+from tidemq.codec.bodies import (
+    ConsumeMessageDirectlyResult,
+    TopicConfigSerializeWrapper,
+    decode_body,
+)
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -46,7 +51,7 @@ from tidemq.codec.headers import (
     GetConsumeStatsRequestHeader,
     ResetOffsetRequestHeader,
 )
-from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError, error_for_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.record import pack_host
 from tidemq.types import MessageQueue
@@ -80,7 +85,8 @@ __all__ = [
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueProgress:
     """One queue of a group's progress; ``last_timestamp`` is the store time (epoch ms)
-    of the last message the group consumed, 0 when none."""
+    of the last message the group consumed, 0 when none; ``pull_offset`` is where its
+    pulls have reached (the consumer offset when the broker does not say)."""
 
     topic: str
     broker_name: str
@@ -89,6 +95,12 @@ class QueueProgress:
     consumer_offset: int
     diff: int
     last_timestamp: int
+    pull_offset: int = -1
+
+    @property
+    def inflight(self) -> int:
+        """Messages pulled but not committed yet (mqadmin's ``#Inflight``)."""
+        return max(0, self.pull_offset - self.consumer_offset)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,6 +114,10 @@ class ConsumeProgress:
     @property
     def diff_total(self) -> int:
         return sum(q.diff for q in self.queues)
+
+    @property
+    def inflight_total(self) -> int:
+        return sum(q.inflight for q in self.queues)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,15 +181,24 @@ async def _topic_masters(admin: AdminClient, topic: str) -> list[str]:
     return sorted(set(route.master_addresses.values()))
 
 
-async def _stats_of(admin: AdminClient, addr: str, group: str, topic: str | None
-                    ) -> tuple[list[QueueProgress], float]:
+async def _ask(admin: AdminClient, addr: str, cmd: RemotingCommand,
+               timeout: float | None) -> RemotingCommand:
+    """``cmd``'s successful answer (``timeout`` seconds, None: the client's default)."""
+    response = await admin.instance.request(addr, cmd, timeout)
+    ofs.check_success(response, address=addr)
+    return response
+
+
+async def _stats_of(admin: AdminClient, addr: str, group: str, topic: str | None, *,
+                    timeout: float | None = None) -> tuple[list[QueueProgress], float]:
     header = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
-    response = await admin.request(addr, RemotingCommand.request(
-        RequestCode.GET_CONSUME_STATS, header.to_ext()))
+    response = await _ask(admin, addr, RemotingCommand.request(
+        RequestCode.GET_CONSUME_STATS, header.to_ext()), timeout)
     body = _json_body(response, "GET_CONSUME_STATS answer", addr)
     rows = [QueueProgress(r["topic"], r["brokerName"], int(r["queueId"]),
                           int(r["brokerOffset"]), int(r["consumerOffset"]), int(r["lag"]),
-                          int(r.get("lastTimestamp", 0)))
+                          int(r.get("lastTimestamp", 0)),
+                          int(r.get("pullOffset", r["consumerOffset"])))
             for r in body.get("offsetTable", [])]
     return rows, float(body.get("consumeTps", 0.0))
 
@@ -194,10 +219,11 @@ async def consume_progress(admin: AdminClient, group: str, *, topic: str | None 
     return ConsumeProgress(group, rows, tps)
 
 
-async def group_configs(admin: AdminClient, addr: str) -> dict[str, dict[str, Any]]:
+async def group_configs(admin: AdminClient, addr: str, *, timeout: float | None = None
+                        ) -> dict[str, dict[str, Any]]:
     """Every subscription group config of the broker at ``addr``, by name."""
-    response = await admin.request(addr, RemotingCommand.request(
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+    response = await _ask(admin, addr, RemotingCommand.request(
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), timeout)
     body = _json_body(response, "GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer", addr)
     table = body.get("subscriptionGroupTable", {})
     return dict(sorted(table.items())) if isinstance(table, dict) else {}
@@ -273,11 +299,22 @@ async def group_summary(admin: AdminClient, group: str) -> GroupSummary:
                         progress.consume_tps, progress.diff_total)
 
 
-async def broker_consume_stats(admin: AdminClient, addr: str) -> list[ConsumeProgress]:
-    """Every group's progress on the broker at ``addr``."""
+async def broker_consume_stats(admin: AdminClient, addr: str, *, ordered_only: bool = False,
+                               timeout: float | None = None) -> list[ConsumeProgress]:
+    """Every group's progress on the broker at ``addr`` (``ordered_only``: on the topics
+    that broker holds as ordered only, as mqadmin's ``-o true``); each request waits
+    ``timeout`` seconds at most."""
+    ordered: set[str] = set()
+    if ordered_only:
+        response = await _ask(admin, addr, RemotingCommand.request(
+            RequestCode.GET_ALL_TOPIC_CONFIG), timeout)
+        table = decode_body(response.full_body(), TopicConfigSerializeWrapper)
+        ordered = {name for name, tc in table.topic_config_table.items() if tc.order}
     out = []
-    for group in await group_configs(admin, addr):
-        rows, tps = await _stats_of(admin, addr, group, None)
+    for group in await group_configs(admin, addr, timeout=timeout):
+        rows, tps = await _stats_of(admin, addr, group, None, timeout=timeout)
+        if ordered_only:
+            rows = [r for r in rows if r.topic in ordered]
         if rows:
             out.append(ConsumeProgress(group, rows, tps))
     return out
@@ -310,10 +347,28 @@ async def reset_offset(admin: AdminClient, group: str, topic: str, timestamp: in
     return rows
 
 
-async def clone_group_offset(admin: AdminClient, src: str, dest: str, topic: str
-                             ) -> list[ResetRow]:
+async def clone_group_offset(admin: AdminClient, src: str, dest: str, topic: str, *,
+                             offline: bool = False) -> list[ResetRow]:
     """Give ``dest`` the offsets ``src`` committed on each queue of ``topic``; queues
-    where ``src`` has none are left alone. Returns what was written."""
+    where ``src`` has none are left alone. Returns what was written.
+
+    Unless ``offline`` (mqadmin's ``-o true``, upstream's ``isOffline``: the group or the
+    topic is offline), a ``src`` that is online and subscribes to other topics only is
+    refused with INVALID_PARAMETER: its offsets of ``topic`` are left from before, which
+    upstream's broker skips without a word."""
+    if not offline:
+        try:
+            online = await consumer_connection(admin, src)
+        except BrokerResponseError as exc:
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                raise
+        else:
+            if online.subscriptions and topic not in online.subscriptions:
+                raise error_for_code(
+                    ResponseCode.INVALID_PARAMETER,
+                    f"consumer group {src} is online and does not subscribe to {topic} "
+                    f"(it subscribes to {', '.join(sorted(online.subscriptions))}); its "
+                    "offsets of the topic are old: give -o true to clone them anyway")
     route = await admin.instance.routes.get(topic, refresh=True)
     rows: list[ResetRow] = []
     for queue in sorted(route.subscribe_queues, key=_queue_key):
@@ -353,15 +408,17 @@ async def delete_group(admin: AdminClient, group: str, addrs: list[str], *,
 
 
 async def running_info(admin: AdminClient, group: str, client_id: str, *,
-                       broker_addr: str | None = None) -> dict[str, Any]:
+                       broker_addr: str | None = None, jstack: bool = False
+                       ) -> dict[str, Any]:
     """What consumer ``client_id`` of ``group`` reports about itself
-    (:mod:`tidemq.client.running_info`), asked through ``broker_addr`` or the first
-    master it is connected to."""
+    (:mod:`tidemq.client.running_info`; ``jstack``: with its threads' and tasks'
+    stacks), asked through ``broker_addr`` or the first master it is connected to."""
     addrs = [broker_addr] if broker_addr else sorted((await admin.masters()).values())
     last: TideMQError | None = None
     for addr in addrs:
         cmd = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
-            "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"})
+            "consumerGroup": group, "clientId": client_id,
+            "jstackEnable": "true" if jstack else "false"})
         response = await admin.instance.request(addr, cmd)
         if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
             last = error_for_code(response.code, response.remark or "", address=addr)

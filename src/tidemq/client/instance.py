@@ -363,9 +363,10 @@ class ClientInstance:
         if member is None:
             return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
                                 f"no consumer of group {group!r} in {self.client_id}")
-        body = encode_running_info(member.consumer_data(), member,
-                                   namesrv=self.config.namesrv_addr,
-                                   started_ms=self._started_ms)
+        body = encode_running_info(
+            member.consumer_data(), member, namesrv=self.config.namesrv_addr,
+            started_ms=self._started_ms,
+            jstack=cmd.ext_fields.get("jstackEnable", "").lower() == "true")
         return cmd.response(body=body)
 
     async def _on_consume_directly(self, _conn: Connection, cmd: RemotingCommand

@@ -2,7 +2,9 @@
 from ``mqadmin consumerStatus``: upstream's ``ConsumerRunningInfo`` members
 ``properties``, ``subscriptionSet`` and ``mqTable`` (here a JSON list of rows, one per
 queue the consumer holds, instead of fastjson's map keyed by queue objects;
-docs/protocol.md), and an empty ``jstack`` (there is no Java stack to dump).
+docs/protocol.md), and ``jstack``: empty, or, when the request's ``jstackEnable`` is
+true, what a Python process has in place of a Java thread dump -- the stack of every
+thread and of every asyncio task of the consumer's event loop (:func:`stack_dump`).
 
 A consumer role that can say more about its queues offers ``running_queues()``
 (:class:`QueueReporter`); the rows then carry its positions.
@@ -10,7 +12,12 @@ A consumer role that can say more about its queues offers ``running_queues()``
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import sys
+import threading
+import traceback
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,7 +26,7 @@ import msgspec
 from tidemq.codec.bodies import ConsumerData
 from tidemq.codec.command import TIDEMQ_VERSION
 
-__all__ = ["QueueReporter", "encode_running_info"]
+__all__ = ["QueueReporter", "encode_running_info", "stack_dump"]
 
 
 @runtime_checkable
@@ -31,8 +38,27 @@ class QueueReporter(Protocol):
     def running_queues(self) -> Sequence[dict[str, Any]]: ...
 
 
+def stack_dump() -> str:
+    """Every thread's stack, then every asyncio task's of the running loop (if any)."""
+    out = io.StringIO()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in sorted(sys._current_frames().items()):
+        out.write(f'"{names.get(ident, "?")}" thread {ident}\n')
+        out.write("".join(traceback.format_stack(frame)))
+        out.write("\n")
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:  # no running loop
+        tasks = set()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        out.write(f'"{task.get_name()}" task {task.get_coro()!r}\n')
+        task.print_stack(file=out)
+        out.write("\n")
+    return out.getvalue()
+
+
 def encode_running_info(data: ConsumerData, member: object, *, namesrv: Sequence[str],
-                        started_ms: int) -> bytes:
+                        started_ms: int, jstack: bool = False) -> bytes:
     """The body answered for consumer ``member`` (whose heartbeat data is ``data``)."""
     queues = list(member.running_queues()) if isinstance(member, QueueReporter) else []
     body = {
@@ -48,6 +74,6 @@ def encode_running_info(data: ConsumerData, member: object, *, namesrv: Sequence
         "subscriptionSet": msgspec.to_builtins(data.subscription_data_set),
         "mqTable": sorted(queues, key=lambda q: (q.get("topic", ""), q.get("brokerName", ""),
                                                 q.get("queueId", 0))),
-        "jstack": "",
+        "jstack": stack_dump() if jstack else "",
     }
     return json.dumps(body, sort_keys=True).encode()

@@ -108,6 +108,7 @@ class AdminProcessor:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
         if self.ctx.topics.delete(h.topic):
             self.ctx.offsets.delete_topic(h.topic)
+            self.ctx.pulled.forget(topic=h.topic)
             self.store.delete_topic(h.topic)
             self.ctx.stats.forget_topic(h.topic)
             self.ctx.topics_changed()
@@ -163,11 +164,13 @@ class AdminProcessor:
             for qid in range(tc.read_queue_nums):
                 broker_off = self.store.max_offset(topic, qid)
                 consumer_off = committed.get(qid, 0)
+                pulled = self.ctx.pulled.query(h.consumer_group, topic, qid)
                 last = (self.store.store_time_at(topic, qid, consumer_off - 1)
                         if consumer_off else 0)
                 rows.append({"topic": topic, "brokerName": self.ctx.config.broker_name,
                              "queueId": qid, "brokerOffset": broker_off,
                              "consumerOffset": consumer_off,
+                             "pullOffset": max(consumer_off, pulled or 0),
                              "lag": max(0, broker_off - consumer_off),
                              "lastTimestamp": max(last, 0)})
         meter = self.ctx.stats.group_get.get(h.consumer_group)

@@ -86,6 +86,7 @@ class GroupProcessor:
         self.ctx.stats.forget_group(h.group_name)
         if h.clean_offset:
             self.ctx.offsets.delete_group(h.group_name)
+            self.ctx.pulled.forget(group=h.group_name)
         return cmd.response()
 
     # ------------------------------------------------------------------ reset offsets
@@ -124,6 +125,7 @@ class GroupProcessor:
         plan = self.plan_reset(h, tc)
         for qid, offset in plan:
             ctx.commit_offset(h.group, h.topic, qid, offset)
+        ctx.pulled.forget(group=h.group, topic=h.topic)
         ctx.offsets.persist()
         broker = ctx.config.broker_name
         body = _json({"offsetTable": [

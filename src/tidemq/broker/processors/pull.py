@@ -166,7 +166,8 @@ class PullProcessor:
         the store's result (status table in the module docstring)."""
         topic = h.topic
         tc = self.ctx.topics.get(topic)
-        if self.store.is_lmq(topic):
+        lmq = self.store.is_lmq(topic)
+        if lmq:
             read_queues = 1  # an LMQ is synthetic: one read/write queue, never registered
         elif tc is None:
             raise error_for_code(ResponseCode.TOPIC_NOT_EXIST,
@@ -191,6 +192,8 @@ class PullProcessor:
         status = res.status
         if status is GetStatus.FOUND:
             code, nxt = ResponseCode.SUCCESS, res.next_begin_offset
+            if not lmq:
+                self.ctx.pulled.note(h.consumer_group, topic, queue_id, nxt)
         elif status is GetStatus.NO_MATCHED_MESSAGE:
             code, nxt = ResponseCode.PULL_RETRY_IMMEDIATELY, res.next_begin_offset
         elif status in _NOT_FOUND_STATUSES and res.max_offset > 0:

@@ -55,9 +55,11 @@ def register(app: typer.Typer) -> None:
 
 def _progress_json(p: ga.ConsumeProgress) -> dict[str, Any]:
     return {"group": p.group, "consumeTps": p.consume_tps, "diffTotal": p.diff_total,
+            "inflightTotal": p.inflight_total,
             "queues": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
                         "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset,
-                        "diff": q.diff, "lastTimestamp": q.last_timestamp}
+                        "diff": q.diff, "pullOffset": q.pull_offset,
+                        "inflight": q.inflight, "lastTimestamp": q.last_timestamp}
                        for q in p.queues]}
 
 
@@ -94,9 +96,9 @@ def consumer_progress(
         emit_json(doc)
         return
     rows = [[q.topic, q.broker_name, q.queue_id, q.broker_offset, q.consumer_offset,
-             q.diff, format_ms(q.last_timestamp)] for q in progress.queues]
+             q.diff, q.inflight, format_ms(q.last_timestamp)] for q in progress.queues]
     headers = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
-               "#Diff", "#LastTime"]
+               "#Diff", "#Inflight", "#LastTime"]
     if with_ip:
         headers.insert(5, "#Client IP")
         for row, q in zip(rows, progress.queues, strict=True):
@@ -106,6 +108,7 @@ def consumer_progress(
     out.print("")
     out.print(f"Consume TPS: {progress.consume_tps:.2f}", markup=False)
     out.print(f"Consume Diff Total: {progress.diff_total}", markup=False)
+    out.print(f"Consume Inflight Total: {progress.inflight_total}", markup=False)
 
 
 async def _holders(admin: AdminClient, group: str) -> dict[tuple[str, str, int], str]:
@@ -204,6 +207,9 @@ def consumer_status(
     client_id: Annotated[str | None, typer.Option(
         "-i", "--clientId", help="One consumer, in detail.")] = None,
     broker: BrokerAddr = None,
+    jstack: Annotated[bool, typer.Option(
+        "-s", "--jstack", help="Each consumer's thread and asyncio task stacks too.")]
+    = False,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """What the online consumers of a group report: their queues and positions, and
@@ -214,7 +220,8 @@ def consumer_status(
                                                    set[tuple[str, str, int]]]:
         conns = await ga.consumer_connection(admin, group, broker_addr=broker)
         ids = [client_id] if client_id else [c["clientId"] for c in conns.clients]
-        infos = {cid: await ga.running_info(admin, group, cid, broker_addr=broker)
+        infos = {cid: await ga.running_info(admin, group, cid, broker_addr=broker,
+                                            jstack=jstack)
                  for cid in ids}
         expected: set[tuple[str, str, int]] = set()
         if conns.message_model == "CLUSTERING":
@@ -245,6 +252,9 @@ def consumer_status(
         print_columns(("#Topic", "#Broker Name", "#QID", "#Consumer Offset"),
                       ((q["topic"], q["brokerName"], q["queueId"], q.get("commitOffset", -1))
                        for q in info.get("mqTable", [])))
+        if jstack:
+            out.print("\n\n#Consumer jstack#", markup=False)
+            out.print(info.get("jstack", ""), markup=False, soft_wrap=True)
         return
     versions = {c["clientId"]: c["version"] for c in conns.clients}
     print_columns(("#Index", "#ClientId", "#Version", "#Queues"),
@@ -258,16 +268,28 @@ def consumer_status(
     out.print(f"\n\nRebalance {'OK' if split_ok else 'Failed'}", markup=False)
     for problem in problems:
         out.print(problem, markup=False)
+    if jstack:
+        for cid, info in sorted(infos.items()):
+            out.print(f"\n\n#Consumer jstack# {cid}", markup=False)
+            out.print(info.get("jstack", ""), markup=False, soft_wrap=True)
 
 
 def broker_consume_stats(
     broker: Annotated[str, typer.Option("-b", "--brokerAddr", help="Broker address.")],
     level: Annotated[int, typer.Option(
         "-l", "--level", min=0, help="Only queues whose diff is at least this.")] = 0,
+    timeout_ms: Annotated[int, typer.Option(
+        "-t", "--timeoutMillis", min=1, help="How long each request may take, ms.")]
+    = 50_000,
+    order: Annotated[str, typer.Option(
+        "-o", "--order", help="true: only the topics the broker holds as ordered.")]
+    = "false",
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Every consumer group's progress on one broker."""
-    stats = run_admin(namesrv, lambda admin: ga.broker_consume_stats(admin, broker))
+    ordered_only = parse_bool(order, "-o")
+    stats = run_admin(namesrv, lambda admin: ga.broker_consume_stats(
+        admin, broker, ordered_only=ordered_only, timeout=timeout_ms / 1000))
     kept = [dataclasses.replace(p, queues=[q for q in p.queues if q.diff >= level])
             for p in stats]
     total = sum(p.diff_total for p in stats)

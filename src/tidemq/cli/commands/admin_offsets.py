@@ -104,10 +104,16 @@ def clone_group_offset(
     src: Annotated[str, typer.Option("-s", "--srcGroup", help="Source consumer group.")],
     dest: Annotated[str, typer.Option("-d", "--destGroup", help="Destination group.")],
     topic: Topic,
+    offline: Annotated[str, typer.Option(
+        "-o", "--offline", help="true: the source group or the topic is offline; clone "
+                                "even if the online group does not subscribe to it.")]
+    = "false",
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Give a group the offsets another group committed on a topic's queues."""
-    rows = run_admin(namesrv, lambda admin: ga.clone_group_offset(admin, src, dest, topic))
+    anyway = parse_bool(offline, "-o")
+    rows = run_admin(namesrv, lambda admin: ga.clone_group_offset(admin, src, dest, topic,
+                                                                  offline=anyway))
     if json_out:
         _print_reset(rows, True, srcGroup=src, destGroup=dest, topic=topic)
         return

@@ -506,3 +506,41 @@ def test_grouped_fanout_stores_what_log_order_stores(
     finally:
         grouped.close()
         plain.close()
+
+
+# ---------------------------------------------------------------------- pages for replicas
+
+_NAMES = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF), min_size=1,
+                 max_size=6).map(lambda s: "%LMQ%" + s)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.tuples(_NAMES, st.sampled_from(["g", "g\x01", "h", "gg"])),
+                       st.integers(0, 1 << 40), max_size=30),
+       st.dictionaries(_NAMES, st.integers(1, 1 << 40), max_size=10), st.integers(1, 7))
+def test_offsets_and_tombstones_come_in_pages_each_row_once(
+        tmp_path_factory: pytest.TempPathFactory, offsets: dict[tuple[str, str], int],
+        tombstones: dict[str, int], limit: int) -> None:
+    lmq = LmqStore(tmp_path_factory.mktemp("lmq"))
+    try:
+        for (name, group), offset in offsets.items():
+            lmq.commit_offset(group, name, offset)
+        for name, floor in tombstones.items():
+            lmq.delete_queue(name, floor)
+        rows: list[tuple[str, str, int]] = []
+        after: tuple[str, str] | None = None
+        while page := lmq.offsets_after(after, limit):
+            assert len(page) <= limit
+            rows += page
+            after = page[-1][:2]
+        kept = {k: v for k, v in offsets.items() if k[0] not in tombstones}
+        assert rows == sorted((n, g, o) for (n, g), o in kept.items())  # byte order
+        stones: list[tuple[str, int]] = []
+        name_after: str | None = None
+        while page2 := lmq.tombstones_after(name_after, limit):
+            stones += page2
+            name_after = page2[-1][0]
+        assert sorted(stones) == sorted(tombstones.items())
+    finally:
+        lmq.close()

@@ -174,6 +174,24 @@ class ScheduleService:
         written = self._written
         self._written = (dict(offsets), written[1] if written else TimerCheckpoint())
 
+    def timer_progress(self) -> TimerCheckpoint:
+        """The timer checkpoint last written to disk (what a replica copies: it covers
+        only deliveries whose copies are flushed)."""
+        written = self._written
+        return written[1] if written is not None else TimerCheckpoint()
+
+    def adopt_timer(self, checkpoint: TimerCheckpoint) -> None:
+        """Take a master's timer progress (on a replica, which delivers nothing itself)
+        and keep it on disk: elected master, it rebuilds its timer heap from there."""
+        with self._cond:
+            written = self._written
+            if written is not None and written[1] == checkpoint:
+                return
+            self.timers = TimerHeap(checkpoint)
+            atomic_write(self.timer_path, json.dumps(checkpoint.to_json()).encode())
+            self._written = (dict(written[0]) if written else dict(self.offsets), checkpoint)
+            self._woken.add(0)  # once master: read the timer queue from the checkpoint
+
     # ------------------------------------------------------------------ wake-ups
 
     def on_dispatched(self, topic: str, queue_id: int, max_offset: int) -> None:

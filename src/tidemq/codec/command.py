@@ -153,6 +153,7 @@ class RequestCode(enum.IntEnum):
     DELETE_LOGICAL_QUEUE_MAPPING = 20103
     BATCH_REQUEST = 20000  # the batch protocol, tidemq.codec.batch_protocol
     DELETE_LMQ = 20200
+    GET_LMQ_METADATA = 20201  # a replica's copy of its master's LMQ offsets and tombstones
     GET_AUTH_METADATA = 20300  # a replica's copy of its master's ACL 2.0 users and ACLs
 
 

@@ -529,6 +529,30 @@ class LmqStore:
         raw = cast(bytes | None, self.db.get(_offset_key(name, group)))
         return int(_Q.unpack(raw)[0]) if raw is not None else None
 
+    def offsets_after(self, after: tuple[str, str] | None, limit: int
+                      ) -> list[tuple[str, str, int]]:
+        """Up to ``limit`` committed offsets ``(lmq, group, offset)`` in key order, from
+        the one after ``after`` (an ``(lmq, group)``; ``None``: from the first)."""
+        start = b"O" if after is None else _offset_key(*after) + b"\x00"
+        rows: list[tuple[str, str, int]] = []
+        for key, value in self._items(b"O", start):
+            if len(rows) >= limit:
+                break
+            name, _, group = key[1:].partition(b"\x00")
+            rows.append((name.decode(), group.decode(), int(_Q.unpack(value)[0])))
+        return rows
+
+    def tombstones_after(self, after: str | None, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` tombstones ``(lmq, floor)`` in name order, from the one after
+        ``after`` (``None``: from the first)."""
+        start = b"D" if after is None else b"D" + after.encode() + b"\x00"
+        rows: list[tuple[str, int]] = []
+        for key, value in self._items(b"D", start):
+            if len(rows) >= limit:
+                break
+            rows.append((key[1:].decode(), int(_Q.unpack(value)[0])))
+        return rows
+
     def offsets_of(self, name: str) -> dict[str, int]:
         """Every group's committed offset of ``name``."""
         prefix = b"O" + name.encode() + b"\x00"

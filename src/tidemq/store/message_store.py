@@ -316,6 +316,18 @@ class MessageStore:
             assigned = self.appender.lmq_next.pop(name, 0) > 0  # offsets handed out, maybe not
             return lmq.delete_queue(name, self.commitlog.max_offset) or assigned  # visible
 
+    def adopt_lmq_tombstone(self, name: str, floor: int) -> bool:
+        """Delete an LMQ as the master did at commit-log offset ``floor`` (a replica
+        copying its master's tombstones), unless it already holds that deletion or a
+        later one; whether it deleted."""
+        lmq = self.queues.lmq
+        if lmq is None or lmq.floor(name) >= floor:
+            return False
+        with self.commitlog.lock:
+            self.appender.lmq_next.pop(name, None)
+            lmq.delete_queue(name, floor)
+        return True
+
     def set_batch_topic(self, topic: str, batch: bool = True) -> None:
         """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""
         if batch:

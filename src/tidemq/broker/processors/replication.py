@@ -2,7 +2,15 @@
 
 GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45), with RocketMQ's bodies
 (``{"offsetTable": {"topic@group": {"0": 42}}}`` and ``{"offsetTable": {"1": 7}}``, the
-level as text). Topic configs (GET_ALL_TOPIC_CONFIG, 21) and subscription groups
+level as text; TideMQ adds ``"timerCheckpoint": {"enqueueOffset", "frontierMs",
+"scanOffset"}``, the timer messages' progress, which Java replicas ignore), and TideMQ's
+GET_LMQ_METADATA (20201): the light message queues' consumer offsets or tombstones, a
+page at a time, as there may be millions of them --
+ext ``kind`` (``offsets`` or ``tombstones``), ``afterLmq`` and, for offsets,
+``afterGroup`` (the last row of the previous page; absent: from the first) and
+``maxCount`` (at most :data:`MAX_LMQ_ROWS`); body ``{"rows": [[lmq, group, offset],
+...]}`` or ``{"rows": [[lmq, floor], ...]}``, ``"more": true`` when the page is full.
+Topic configs (GET_ALL_TOPIC_CONFIG, 21) and subscription groups
 (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201) are served by the admin and group processors.
 """
 
@@ -13,9 +21,13 @@ from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 
-__all__ = ["SlaveSyncProcessor"]
+__all__ = ["MAX_LMQ_ROWS", "SlaveSyncProcessor"]
+
+#: The most rows one GET_LMQ_METADATA answer holds.
+MAX_LMQ_ROWS = 10_000
 
 
 def _json(obj: Any) -> bytes:
@@ -30,12 +42,46 @@ class SlaveSyncProcessor:
         reg = server.register  # type: ignore[attr-defined]
         reg(RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_offsets)
         reg(RequestCode.GET_ALL_DELAY_OFFSET, self.delay_offsets)
+        reg(RequestCode.GET_LMQ_METADATA, self.lmq_metadata)
 
     def all_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         table = {key: {str(q): o for q, o in queues.copy().items()}
                  for key, queues in self.ctx.offsets.table.copy().items()}
         return cmd.response(body=_json({"offsetTable": table}))
 
+    def lmq_metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        lmq = self.ctx.store.lmq
+        if lmq is None:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                 "LMQ is disabled on this broker (enableLmq/enableMultiDispatch)")
+        ext = cmd.ext_fields
+        kind = ext.get("kind", "")
+        try:
+            limit = int(ext.get("maxCount", MAX_LMQ_ROWS))
+        except ValueError:
+            limit = -1
+        if not 0 < limit <= MAX_LMQ_ROWS:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"maxCount must be 1..{MAX_LMQ_ROWS}, not "
+                                 f"{ext.get('maxCount')!r}")
+        after = ext.get("afterLmq")
+        rows: list[Any]
+        if kind == "offsets":
+            group = ext.get("afterGroup")
+            if (after is None) != (group is None):
+                raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                     "afterLmq and afterGroup go together")
+            rows = lmq.offsets_after(None if after is None or group is None
+                                     else (after, group), limit)
+        elif kind == "tombstones":
+            rows = lmq.tombstones_after(after, limit)
+        else:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"kind must be offsets or tombstones, not {kind!r}")
+        return cmd.response(body=_json({"rows": rows, "more": len(rows) == limit}))
+
     def delay_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        table = {str(level): o for level, o in self.ctx.schedule.offsets.copy().items()}
-        return cmd.response(body=_json({"offsetTable": table}))
+        schedule = self.ctx.schedule
+        table = {str(level): o for level, o in schedule.offsets.copy().items()}
+        return cmd.response(body=_json({"offsetTable": table,
+                                        "timerCheckpoint": schedule.timer_progress().to_json()}))

@@ -2,17 +2,21 @@
 
 Every ``slaveMetadataSyncInterval`` ms, and as soon as the master's address is known
 (the name servers answer it to the replica's registration, which is repeated every
-interval while the master is unknown), the replica reads from its
-master -- with RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONFIG, 21),
-the consumer offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
-(GET_ALL_DELAY_OFFSET, 45) and the subscription groups
-(GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table whole, as upstream's
-``SlaveSynchronize`` does -- but for the consumer offsets it took itself while the
-master was down, which it first sends to the master where the master's are lower
-(:mod:`tidemq.broker.replication.carried_offsets`); then the ACL 2.0 users and ACLs
-(TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it).
-Logical-queue mappings reach every broker through the logical-queue sync all brokers
-run. A master does not run this.
+interval while the master is unknown), the replica reads from its master -- with
+RocketMQ's request codes -- the topic configs (GET_ALL_TOPIC_CONFIG, 21), the consumer
+offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
+(GET_ALL_DELAY_OFFSET, 45, with the timer messages' checkpoint TideMQ adds to it) and
+the subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table
+whole, as upstream's ``SlaveSynchronize`` does -- but for the consumer offsets it took
+itself while the master was down, which it first sends to the master where the master's
+are lower (:mod:`tidemq.broker.replication.carried_offsets`); then the ACL 2.0 users and
+ACLs (TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it) and,
+with LMQ on, the light message queues' tombstones and consumer offsets (TideMQ's
+GET_LMQ_METADATA, 20201, page by page): an LMQ the master deleted is deleted here at the
+same commit-log offset, and each offset is taken as the master's. A topic gone from the
+master's table is deleted here with its consume queues. Logical-queue mappings
+reach every broker through the logical-queue sync all brokers run. A master does not run
+this.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.replication.carried_offsets import OffsetKey
+from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
@@ -116,7 +122,9 @@ class MetadataSync:
         for tc in wrapper.topic_config_table.values():
             changed |= ctx.topics.upsert(tc)
         for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):
-            changed |= ctx.topics.delete(name)
+            if ctx.topics.delete(name):  # deleted on the master: its queues go, as there
+                ctx.store.delete_topic(name)
+                changed = True
         if changed:
             ctx.topics_changed()
         offsets = json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
@@ -128,6 +136,12 @@ class MetadataSync:
         delay = json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET))
         ctx.schedule.adopt_offsets({int(k): int(v)
                                     for k, v in delay.get("offsetTable", {}).items()})
+        timer = delay.get("timerCheckpoint")
+        if timer is not None:  # absent from a Java master
+            checkpoint = TimerCheckpoint.from_json(timer)
+            if checkpoint.to_json() != timer:
+                raise ValueError(f"timerCheckpoint {timer!r} is not a timer checkpoint")
+            ctx.schedule.adopt_timer(checkpoint)
         groups = json.loads(await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         ctx.subscription_groups.replace(groups)
         resp = await self.ctx.client.request(addr, RemotingCommand.request(
@@ -137,5 +151,46 @@ class MetadataSync:
                 log.info("ACL 2.0 users and ACLs copied from master %s", addr)
         elif resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise TideMQError(f"GET_AUTH_METADATA: answer {resp.code} {resp.remark}")
+        if ctx.store.lmq is not None:
+            await self._lmq(addr)
         self.syncs += 1
         self.synced.set()
+
+    async def _lmq_page(self, addr: str, kind: str, after: list[str] | None
+                        ) -> tuple[list[list[Any]], bool] | None:
+        ext = {"kind": kind}
+        if after is not None:
+            ext["afterLmq"] = after[0]
+            if kind == "offsets":
+                ext["afterGroup"] = after[1]
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(
+            RequestCode.GET_LMQ_METADATA, ext), 10.0)
+        if resp.code in (ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                         ResponseCode.SERVICE_NOT_AVAILABLE):
+            return None  # an older master, or one without LMQ: nothing to copy
+        if resp.code != ResponseCode.SUCCESS:
+            raise TideMQError(f"GET_LMQ_METADATA: answer {resp.code} {resp.remark}")
+        body = json.loads(resp.full_body())
+        return body["rows"], bool(body["more"])
+
+    async def _lmq(self, addr: str) -> None:
+        """Copy the master's LMQ tombstones, then its LMQ consumer offsets."""
+        store = self.ctx.store
+        lmq = store.lmq
+        assert lmq is not None
+        for kind in ("tombstones", "offsets"):
+            after: list[str] | None = None
+            while True:
+                page = await self._lmq_page(addr, kind, after)
+                if page is None:
+                    return
+                rows, more = page
+                for row in rows:
+                    if kind == "tombstones":
+                        if store.adopt_lmq_tombstone(str(row[0]), int(row[1])):
+                            log.info("LMQ %s deleted, as on master %s", row[0], addr)
+                    elif lmq.committed_offset(str(row[1]), str(row[0])) != int(row[2]):
+                        lmq.commit_offset(str(row[1]), str(row[0]), int(row[2]))
+                if not more or not rows:
+                    break
+                after = [str(rows[-1][0]), str(rows[-1][1])]

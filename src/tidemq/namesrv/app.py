@@ -73,6 +73,7 @@ from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import describe, parse_properties, properties_text
 from tidemq.namesrv import runtime_config
+from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.controller import ControllerApp
 from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
@@ -160,6 +161,17 @@ class NameServerApp:
         self.metrics = NamesrvMetrics(self.routes, self.server)
         self.metrics_server: MetricsHttpServer | None = None
         #: The ACL interceptor (``aclEnable``): around every processor.
+        #: The copy of a broker's ACL 2.0 users (``authenticationEnabled``), if any.
+        self.auth_mirror: AuthMirror | None = None
+        if acl_directory is None and config.authentication_enabled:
+            credentials = config.auth_credentials
+            assert credentials is not None  # the config checks it
+            self.auth_mirror = AuthMirror(
+                self.routes.cluster_info, credentials=credentials,
+                init_user=config.init_user, authorize=config.authorization_enabled,
+                broker=config.auth_metadata_broker,
+                refresh=config.auth_metadata_refresh_seconds, tls=config.tls_client)
+            acl_directory = self.auth_mirror.directory
         self.acl = (AclGate(acl_directory) if acl_directory is not None
                     else AclGate(AclFile(config.acl_file)) if config.acl_enable else None)
         if self.acl is not None:
@@ -203,6 +215,8 @@ class NameServerApp:
             await self.controller.start(self.address)
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
+        if self.auth_mirror is not None:
+            self.auth_mirror.start()
         if self.config.metrics_port:
             host = self.config.metrics_host
             warn_if_exposed(log, "the name server's metrics endpoint", host,
@@ -229,6 +243,8 @@ class NameServerApp:
         metrics, self.metrics_server = self.metrics_server, None
         if metrics is not None:
             await metrics.close()
+        if self.auth_mirror is not None:
+            await self.auth_mirror.stop()
         await self.server.close()
         if self.controller is not None:
             await self.controller.stop()
@@ -292,6 +308,8 @@ class NameServerApp:
         if result.transition.joined:
             log.info("broker registered: %s %s id %d (%s)", header.cluster_name,
                      header.broker_name, header.broker_id, header.broker_addr)
+            if self.auth_mirror is not None and self.auth_mirror.source is None:
+                self.auth_mirror.wake()  # the first broker to copy the users from
         self._notify(list(result.displaced))
         ext = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr

@@ -20,8 +20,10 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
+from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
+from tidemq.net.tls import TlsClientSettings
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
@@ -63,12 +65,55 @@ class NamesrvConfig(ServerKeys):
     acl_enable: bool = False
     #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
     acl_file: str = ""
+    #: ACL 2.0 (the brokers' keys): every request must be signed by a user of the brokers'
+    #: store, which this name server copies from a broker (:mod:`tidemq.namesrv.auth_mirror`).
+    authentication_enabled: bool = False
+    #: ... and be allowed by that user's ACL.
+    authorization_enabled: bool = False
+    #: JSON ``{"username", "password"}``: a Super user known before any copy (the
+    #: brokers register with it).
+    init_authentication_user: str = dataclasses.field(default="", repr=False)
+    #: JSON ``{"accessKey", "secretKey"}``: what the copy is asked with (an administrator
+    #: of the brokers); default: ``initAuthenticationUser``.
+    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
+    #: The broker whose users are copied (``host:port``); empty: the master of the first
+    #: registered broker name, clusters and names in sorted order.
+    auth_metadata_broker: str = ""
+    #: Seconds between two copies of the users.
+    auth_metadata_refresh_seconds: float = 5.0
+    #: The copy is asked for over TLS (``tls.enable``), trusting the CAs of
+    #: ``tls.client.trustCertPath`` (the brokers' keys).
+    tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
+    tls_client_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.client.trustCertPath"})
+    tls_client_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.client.certPath"})
+    tls_client_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.client.keyPassword"})
+    tls_client_auth_server: bool = dataclasses.field(
+        default=True, metadata={"key": "tls.client.authServer"})
 
     def __post_init__(self) -> None:
         self.check_server_keys()
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
+        if self.acl_enable and self.authentication_enabled:
+            raise ConfigError("aclEnable (ACL 1.0) and authenticationEnabled (ACL 2.0) are "
+                              "alternatives: set one", key="authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorizationEnabled needs authenticationEnabled",
+                              key="authorizationEnabled")
+        if self.authentication_enabled and self.auth_credentials is None:
+            raise ConfigError("authenticationEnabled needs initAuthenticationUser (or "
+                              "innerClientAuthenticationCredentials): the name server "
+                              "asks a broker for its users with them",
+                              key="initAuthenticationUser")
+        if self.auth_metadata_refresh_seconds <= 0:
+            raise ConfigError("authMetadataRefreshSeconds must be above 0",
+                              key="authMetadataRefreshSeconds")
         check_listen(self.bind_address, self.listen_port, self.metrics_port)
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be positive",
@@ -90,6 +135,22 @@ class NamesrvConfig(ServerKeys):
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def init_user(self) -> tuple[str, str] | None:
+        return init_user(self.init_authentication_user)
+
+    @property
+    def auth_credentials(self) -> tuple[str, str] | None:
+        """What the copy of the users is asked with."""
+        return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
+
+    @property
+    def tls_client(self) -> TlsClientSettings:
+        return TlsClientSettings(
+            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def idle_seconds(self) -> float | None:

@@ -1,0 +1,160 @@
+"""A name server's copy of the brokers' ACL 2.0 users and ACLs (``authenticationEnabled``
+on a name server in its own process): the gate's
+:class:`~tidemq.net.acl.users.UserSource`.
+
+Brokers keep users; a name server keeps none of its own. Every
+``authMetadataRefreshSeconds`` it asks one broker for all of them with
+GET_AUTH_METADATA (20300, the request a replica copies its master's users with), signed
+with ``innerClientAuthenticationCredentials`` (else ``initAuthenticationUser``): the
+broker of ``authMetadataBroker``, else the master of the first broker name registered
+with it, clusters and names in sorted order. The copy is held in memory only.
+
+``initAuthenticationUser`` is a Super user known from the start, before any copy: the
+brokers register with it (their ``innerClientAuthenticationCredentials``), which is how
+the name server learns where to ask. A user of the same name in the copy replaces it.
+A copy that fails (no broker yet, a refusal) is logged and the previous one stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from tidemq.codec.auth_bodies import AuthMetadata, decode_auth
+from tidemq.codec.bodies import ClusterInfo
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.signature import Credentials
+from tidemq.errors import RemoteProtocolError, TideMQError
+from tidemq.net.acl.policy import Acl, User, UserType, parse_acl_info, parse_user, subject_of
+from tidemq.net.acl.users import UserDirectory
+from tidemq.net.client import RemotingClient
+from tidemq.net.tls import TlsClientSettings
+
+__all__ = ["AuthMirror"]
+
+log = logging.getLogger(__name__)
+
+
+def _first_master(info: ClusterInfo) -> tuple[str, str] | None:
+    for cluster, names in sorted(info.cluster_addr_table.items()):
+        for name in sorted(names):
+            broker = info.broker_addr_table.get(name)
+            addr = broker.master_addr() if broker is not None else None
+            if addr is not None:
+                return addr, cluster
+    return None
+
+
+def _cluster_of(info: ClusterInfo, addr: str) -> str:
+    for cluster, names in info.cluster_addr_table.items():
+        for name in names:
+            broker = info.broker_addr_table.get(name)
+            if broker is not None and addr in broker.broker_addrs.values():
+                return cluster
+    return ""
+
+
+class AuthMirror:
+    """See the module docstring. ``cluster_info``: the name server's routes, where the
+    brokers to ask are found."""
+
+    def __init__(self, cluster_info: Callable[[], ClusterInfo], *,
+                 credentials: tuple[str, str], init_user: tuple[str, str] | None,
+                 authorize: bool, broker: str = "", refresh: float = 5.0,
+                 tls: TlsClientSettings | None = None) -> None:
+        self._cluster_info = cluster_info
+        self.broker = broker
+        self.refresh_seconds = refresh
+        self._client = RemotingClient(credentials=Credentials(*credentials), tls=tls,
+                                      request_timeout=10.0)
+        self._init = (User(init_user[0], init_user[1], UserType.SUPER)
+                      if init_user is not None else None)
+        self._users: dict[str, User] = {}
+        self._acls: dict[str, Acl] = {}
+        self._version = 0
+        #: Where the last copy came from, or None before the first.
+        self.source: str | None = None
+        #: Copies taken.
+        self.copies = 0
+        #: The gate's directory over this copy.
+        self.directory = UserDirectory(self, authorize=authorize, cluster="")
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    # ------------------------------------------------------------------ UserSource
+
+    def user(self, username: str) -> User | None:
+        user = self._users.get(username)
+        if user is None and self._init is not None and username == self._init.username:
+            return self._init
+        return user
+
+    def acl_of(self, username: str) -> Acl | None:
+        return self._acls.get(subject_of(username))
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    # ------------------------------------------------------------------ copying
+
+    async def copy_once(self) -> bool:
+        """Ask a broker for its users now; whether a copy was taken (a failure is logged
+        and the previous copy stays)."""
+        info = self._cluster_info()
+        if self.broker:
+            target: tuple[str, str] | None = (self.broker, _cluster_of(info, self.broker))
+        else:
+            target = _first_master(info)
+        if target is None:
+            log.debug("no broker registered yet to copy the ACL 2.0 users from")
+            return False
+        addr, cluster = target
+        try:
+            resp = await self._client.request(addr, RemotingCommand.request(
+                RequestCode.GET_AUTH_METADATA))
+            if resp.code != 0:
+                raise TideMQError(f"answer {resp.code}: {resp.remark}")
+            doc = decode_auth(resp.full_body(), AuthMetadata)
+            users = {u.username: u for u in map(parse_user, doc.users)}
+            acls = {a.subject: a for a in map(parse_acl_info, doc.acls)}
+        except (TideMQError, OSError, ValueError, RemoteProtocolError) as exc:
+            log.warning("ACL 2.0 users not copied from broker %s (%s); the previous copy "
+                        "stays (%d users)", addr, exc, len(self._users))
+            return False
+        changed = (users != self._users or acls != self._acls
+                   or cluster != self.directory.cluster)
+        if changed:
+            self._users, self._acls = users, acls
+            self.directory.cluster = cluster
+            self._version += 1
+            log.info("ACL 2.0 users copied from broker %s: %d users, %d ACLs", addr,
+                     len(users), len(acls))
+        self.source = addr
+        self.copies += 1
+        return True
+
+    def wake(self) -> None:
+        """Copy now rather than at the next period (a broker registered, say)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="tidemq-namesrv-auth-mirror")
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            await self.copy_once()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.refresh_seconds)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._client.close()

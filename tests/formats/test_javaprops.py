@@ -174,6 +174,18 @@ def test_properties_text_reads_back(props: dict[str, str]) -> None:
     assert parse_properties(properties_text(props)) == props
 
 
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(keys, _text, max_size=8))
+def test_properties_text_keeps_trailing_spaces(props: dict[str, str]) -> None:
+    """The writer escapes what the reader would trim: any value reads back whole."""
+    assert parse_properties(properties_text(props)) == props
+
+
+def test_trailing_spaces_of_a_value_are_escaped() -> None:
+    assert properties_text({"k": "a b  "}) == "k=a b\\ \\ \n"
+    assert parse_properties(properties_text({"k": " "})) == {"k": " "}
+
+
 def test_describe_shows_every_key_and_masks_secrets() -> None:
     @dataclasses.dataclass(frozen=True)
     class Conf:

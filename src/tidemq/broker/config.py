@@ -4,20 +4,24 @@ A RocketMQ ``broker.properties`` mixes broker keys (``brokerName``, ``listenPort
 ``namesrvAddr`` ...) and store keys (``storePathRootDir``, ``flushDiskType`` ...). Both are
 read here; a key known to neither is reported as unknown, never silently ignored.
 
-Precedence, lowest first: defaults, the ``.properties`` file, ``TIDEMQ_<KEY>`` environment
-variables (``TIDEMQ_LISTENPORT=10911`` or ``TIDEMQ_LISTEN_PORT``), explicit overrides
-(command-line flags).
+Precedence, lowest first: defaults, the ``.properties`` file, the keys changed at run time
+and kept in the store's ``config/runtimeOverrides.properties``
+(:mod:`tidemq.broker.config_overrides`), ``TIDEMQ_<KEY>`` environment variables
+(``TIDEMQ_LISTENPORT=10911`` or ``TIDEMQ_LISTEN_PORT``), explicit overrides (command-line
+flags).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tidemq.broker.config_overrides import overrides_path, read_overrides
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
@@ -27,6 +31,8 @@ from tidemq.net.tls import TlsClientSettings
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -323,14 +329,31 @@ def load_broker_config(
     path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[BrokerConfig, StoreConfig, list[str]]:
-    """Broker and store config from a file, the environment and overrides; plus unknown keys."""
-    values: dict[str, Any] = {}
+    """Broker and store config from a file, the keys changed at run time, the environment
+    and overrides; plus unknown keys."""
+    from_file: dict[str, Any] = {}
     if path is not None:
-        values.update(parse_properties(Path(path).read_text("utf-8")))
+        from_file.update(parse_properties(Path(path).read_text("utf-8")))
     environ = os.environ if env is None else env
-    values.update(env_values(BrokerConfig, environ))
-    values.update(env_values(StoreConfig, environ))
-    values.update(overrides or {})
+    later: dict[str, Any] = {**env_values(BrokerConfig, environ),
+                             **env_values(StoreConfig, environ), **(overrides or {})}
+    broker, store, unknown = _bind({**from_file, **later})
+    kept_path = overrides_path(store.store_path_root_dir)
+    kept = read_overrides(kept_path)
+    if not kept:
+        return broker, store, unknown
+    shadowed = sorted(k for k in kept if k in later)
+    if shadowed:
+        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
+                    "again, and wins", kept_path, ", ".join(shadowed),
+                    "it" if len(shadowed) == 1 else "them")
+    try:
+        return _bind({**from_file, **kept, **later})
+    except ConfigError as exc:
+        raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
+
+
+def _bind(values: dict[str, Any]) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     broker_keys = set(config_keys(BrokerConfig)) | {
         f.name for f in dataclasses.fields(BrokerConfig)}
     store_keys = set(config_keys(StoreConfig)) | {f.name for f in dataclasses.fields(StoreConfig)}

@@ -4,8 +4,8 @@ A running broker shows every broker and store key with its current value (secret
 fields declared ``repr=False``, as ``******``). Only the keys of :data:`RUNTIME_KEYS`
 change while it runs, because only they are read again at each request (or are applied
 to the table that reads them by :func:`apply`); every other key is refused, naming the
-key, and needs ``broker.properties`` and a restart. A change lasts until the broker
-restarts: put it in the broker's properties file to keep it.
+key, and needs ``broker.properties`` and a restart. A change is kept across restarts in the
+store's ``config/runtimeOverrides.properties`` (:mod:`tidemq.broker.config_overrides`).
 
 Both bodies are Java properties text (``key=value`` lines), as upstream's.
 """

@@ -286,9 +286,9 @@ async def broker_config_submit(console: Console, request: Request) -> StarletteR
         return console.page(
             "confirm", request, title=f"Change {key}", heading=f"Set {key} on {addr}?",
             warning=f"{key} {was} on the broker at {addr}; it becomes {value!r} at once, "
-                    "for every client, until the broker restarts (put it in the broker's "
-                    "properties file to keep it). The broker refuses a key that cannot "
-                    "change while it runs.",
+                    "for every client, and the broker keeps it across restarts (a key set "
+                    "by its environment or --set wins again at the next start). The "
+                    "broker refuses a key that cannot change while it runs.",
             action=base, fields={"key": key, "value": value}, button=f"Set {key}",
             cancel=base)
     try:

@@ -159,7 +159,7 @@ BROKER_CONFIG = """{% extends "layout" %}{% block content %}
 <datalist id="config-keys">{% for k in config %}<option value="{{ k }}">{% endfor %}</datalist>
 <p class="muted">Only some keys change while a broker runs (for example <code>brokerPermission</code>,
 <code>autoCreateTopicEnable</code>, <code>autoCreateSubscriptionGroup</code>); the broker refuses the
-others, and this page shows its answer. A change lasts until the broker restarts.</p>
+others, and this page shows its answer. The broker keeps a change across restarts.</p>
 <h2>{{ config|length }} keys</h2>
 <table id="broker-config"><thead><tr><th>Key</th><th>Value</th><th></th></tr></thead><tbody>
 {% for k, v in config.items() %}<tr data-key="{{ k }}"><td>{{ k }}</td><td class="value">{{ v }}</td>

@@ -204,9 +204,11 @@ _STORE_ESCAPES = {"\\": "\\\\", " ": "\\ ", "\t": "\\t", "\n": "\\n", "\r": "\\r
 
 def _escape(text: str, *, key: bool) -> str:
     """As ``java.util.Properties.store`` escapes (UTF-8 output, so no ``\\u`` escapes):
-    a value keeps its inner spaces."""
-    return "".join(ch if ch == " " and not key and i > 0 else _STORE_ESCAPES.get(ch, ch)
-                   for i, ch in enumerate(text))
+    a value keeps its inner spaces; its trailing ones are escaped too, since the reader
+    trims unescaped ones."""
+    inner = len(text.rstrip(" "))
+    return "".join(ch if ch == " " and not key and 0 < i < inner
+                   else _STORE_ESCAPES.get(ch, ch) for i, ch in enumerate(text))
 
 
 def properties_text(props: Mapping[str, str]) -> str:

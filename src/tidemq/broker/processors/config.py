@@ -3,7 +3,9 @@ changed at run time by the rules of :mod:`tidemq.broker.runtime_config`.
 
 The GET answer's body is every key as Java properties text; UPDATE's request body is the
 ``key=value`` lines to change. A refused update changes nothing and is answered
-INVALID_PARAMETER with a remark naming the key.
+INVALID_PARAMETER with a remark naming the key. An accepted one is first kept for the
+next start (:mod:`tidemq.broker.config_overrides`), then applied; one that cannot be kept
+is answered SYSTEM_ERROR and changes nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import logging
 
 from tidemq.broker import runtime_config
+from tidemq.broker.config_overrides import FILE_NAME, write_overrides
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, error_for_code
@@ -45,10 +48,19 @@ class ConfigProcessor:
         except UnicodeDecodeError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"the body is not UTF-8 properties text: {exc}") from None
+        changes = parse_properties(text)
         try:
-            new = runtime_config.plan_update(self.ctx.config, parse_properties(text))
+            new = runtime_config.plan_update(self.ctx.config, changes)
         except runtime_config.ConfigRefused as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        shown = runtime_config.config_properties(new, self.ctx.store_config)
+        path = self.ctx.layout.config_file(FILE_NAME)
+        try:  # kept first: a change that cannot be kept is not made
+            write_overrides(path, {key: shown[key] for key in changes})
+        except OSError as exc:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"nothing changed: {path} could not be written: {exc}"
+                                 ) from None
         runtime_config.apply(self.ctx, new)
         self._version += 1
         log.info("broker config updated by %s: %s", conn.remote_address,

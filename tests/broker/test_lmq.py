@@ -162,11 +162,63 @@ async def test_other_refusals(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
     # An LMQ is written by fan-out only, never as a topic of its own.
     resp = await lmq_peer(wire.send("%LMQ%direct", b"x"))
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "parent topic" in resp.remark
-    # Fan-out inside an outer batch is refused as a whole.
-    props = wire.props(INNER_MULTI_DISPATCH="%LMQ%a")
-    resp = await lmq_peer(wire.send_batch("Parent", [(b"1", wire.props()), (b"2", props)]))
-    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "batches" in resp.remark
+    # One bad target in a batch refuses the whole batch.
+    good = wire.props(INNER_MULTI_DISPATCH="%LMQ%a")
+    bad = wire.props(INNER_MULTI_DISPATCH="%LMQ%a/b")
+    resp = await lmq_peer(wire.send_batch("Parent", [(b"1", good), (b"2", bad)]))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "must be %LMQ%" in resp.remark
+    resp = await lmq_peer(wire.send_batch("Parent", [(b"1", good), (b"2", wire.props(
+        INNER_MULTI_DISPATCH="%LMQ%b", INNER_MULTI_QUEUE_OFFSET="3"))]))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "assigned by the broker" in resp.remark
     assert store.commitlog.max_offset == before
+    assert store.lmq is not None and store.lmq.stats() == (0, 0)
+
+
+def batch_entry(body: bytes, names: str = "") -> tuple[bytes, str]:
+    return body, (wire.props(INNER_MULTI_DISPATCH=names) if names else wire.props())
+
+
+async def test_batched_fan_out(lmq_cluster: Cluster, lmq_peer: Peer) -> None:
+    """An outer batch mixing plain and fan-out messages is stored as one batch on the
+    parent queue; each message goes to its own LMQs, an LMQ named twice in the batch gets
+    consecutive offsets, and single fan-outs before and after continue the same offsets,
+    also across a restart."""
+    await lmq_peer.ok(fan_out("%LMQ%a", b"s0", queue_id=1))
+    resp = await lmq_peer.ok(wire.send_batch("Parent", [
+        batch_entry(b"p1"), batch_entry(b"b1", "%LMQ%a,%LMQ%b"), batch_entry(b"b2", "%LMQ%b"),
+        batch_entry(b"p2"), batch_entry(b"b3", "%LMQ%c,%LMQ%a")], queue_id=1))
+    assert resp.ext_fields["queueOffset"] == "1" and len(resp.ext_fields["msgId"].split(",")) == 5
+    await lmq_peer.ok(fan_out("%LMQ%b", b"s1", queue_id=2))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    want = {"%LMQ%a": [b"s0", b"b1", b"b3"], "%LMQ%b": [b"b1", b"b2", b"s1"],
+            "%LMQ%c": [b"b3"]}
+    for name, bodies in want.items():
+        assert [m.body for m in await read_lmq(lmq_peer, name)] == bodies  # offsets checked
+    parent = await lmq_peer.messages("Parent", 1)
+    assert [m.body for m in parent] == [b"s0", b"p1", b"b1", b"b2", b"p2", b"b3"]
+    assert "INNER_MULTI_QUEUE_OFFSET" not in parent[1].properties
+    broker = await lmq_cluster.restart_broker(0)
+    async with Peer(broker.broker_addr) as again:
+        await again.ok(wire.send_batch("Parent", [batch_entry(b"r1", "%LMQ%c,%LMQ%a"),
+                                                  batch_entry(b"r2", "%LMQ%new")]))
+        await wire.dispatched(broker)
+        assert [m.body for m in await read_lmq(again, "%LMQ%a")] == [*want["%LMQ%a"], b"r1"]
+        assert [m.body for m in await read_lmq(again, "%LMQ%c")] == [b"b3", b"r1"]
+        assert [m.body for m in await read_lmq(again, "%LMQ%new")] == [b"r2"]
+
+
+async def test_batched_fan_out_after_deleting_an_lmq(lmq_cluster: Cluster,
+                                                     lmq_peer: Peer) -> None:
+    """A batch naming a deleted LMQ re-creates it from offset 0, even when the batch is
+    sent before the deletion's older entries were dispatched."""
+    await lmq_peer.ok(wire.send_batch("Parent", [batch_entry(b"o%d" % i, "%LMQ%d,%LMQ%k")
+                                                 for i in range(3)]))
+    await lmq_peer.ok(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%d"))
+    await lmq_peer.ok(wire.send_batch("Parent", [batch_entry(b"n0", "%LMQ%d"),
+                                                 batch_entry(b"n1", "%LMQ%k,%LMQ%d")]))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    assert [m.body for m in await read_lmq(lmq_peer, "%LMQ%d")] == [b"n0", b"n1"]
+    assert [m.body for m in await read_lmq(lmq_peer, "%LMQ%k")] == [b"o0", b"o1", b"o2", b"n1"]
 
 
 async def test_lmq_disabled_refuses_fan_out(cluster: Cluster, peer: Peer) -> None:

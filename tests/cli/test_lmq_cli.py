@@ -74,4 +74,8 @@ def test_bench_lmq_runs_small(tmp_path: Path) -> None:
     assert set(data["compare"]) == {"rocksdb", "file-cq", "put-per-target"}
     assert data["compare"]["file-cq"]["index_disk"]["files"] == 40 + 8  # + parent queues
     assert set(data["verdicts"]) == {"rss_gib", "restart_s", "dispatch_entries_per_s",
-                                     "pull_p99_ms"}
+                                     "pull_p99_ms", "wire_single_msgs_per_s",
+                                     "wire_batched_msgs_per_s"}
+    wire = data["broker"]["wire"]
+    assert {mode: wire[mode]["messages"] for mode in ("raw", "single", "batched")} == {
+        "raw": 50, "single": 50, "batched": 50}

@@ -368,8 +368,6 @@ async def test_a_failed_batch_fails_each_message(cluster: Cluster, admin: AdminC
     fresh = AutoBatchProducer(producer)
     with pytest.raises(InvalidMessageError):
         await fresh.send(Message("ReadOnly", b"x", {"DELAY": "3"}))
-    with pytest.raises(InvalidMessageError, match="LMQ"):
-        await fresh.send(Message("ReadOnly", b"x", {"INNER_MULTI_DISPATCH": "%LMQ%a"}))
     # The topic was checked and remembered by now: the properties are still checked.
     with pytest.raises(InvalidPropertyError) as info:
         await fresh.send(Message("ReadOnly", b"x", {"KEYS": "a\x02b"}))
@@ -392,8 +390,6 @@ async def test_a_failed_batch_fails_each_message(cluster: Cluster, admin: AdminC
     ([Message("%RETRY%g", b"x")], InvalidTopicError),
     ([Message("TBW102", b"x")], InvalidTopicError),
     ([Message("A", b"x", {"WAIT": "false"}), Message("A", b"x")], LocalProtocolError),
-    ([Message("A", b"x"), Message("A", b"x", {"INNER_MULTI_DISPATCH": "%LMQ%a"})],
-     InvalidMessageError),
 ])
 def test_prepare_send_batch_refuses_before_any_io(msgs: list[Message],
                                                   error: type[Exception]) -> None:

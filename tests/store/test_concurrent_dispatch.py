@@ -89,6 +89,17 @@ def produce(store: MessageStore, rng: random.Random, first_id: int, count: int,
             n = min(rng.randint(2, 9), end - mid)
             ids = list(range(mid, mid + n))
             store.put_batch(CLASSIC, rng.randrange(CLASSIC_QUEUES), [message(i) for i in ids])
+        elif kind < 0.68:  # a batch whose messages fan out (or not) each on their own
+            n = min(rng.randint(1, 6), end - mid)
+            ids = list(range(mid, mid + n))
+            targets = [tuple(rng.sample(LMQS, rng.randint(0, 3))) for _ in ids]
+            msgs = [message(i, t) for i, t in zip(ids, targets, strict=True)]
+            store.put_batch_multi_dispatch(CLASSIC, rng.randrange(CLASSIC_QUEUES), msgs,
+                                           targets)
+            with lock:
+                for i, names in zip(ids, targets, strict=True):
+                    for name in names:
+                        sent.per_lmq.setdefault(name, set()).add(i)
         elif kind < 0.8:
             lmqs = tuple(rng.sample(LMQS, rng.randint(1, 4)))
             store.put_multi_dispatch(CLASSIC, rng.randrange(CLASSIC_QUEUES),

@@ -395,10 +395,6 @@ class AutoBatchProducer:
         if props.get(PropertyKey.DELAY, "0") not in _NO_DELAY:
             raise InvalidMessageError("a batched message cannot have a delay level",
                                       topic=msg.topic)
-        if "INNER_MULTI_DISPATCH" in props:
-            raise InvalidMessageError("a batched message cannot name LMQs "
-                                      "(INNER_MULTI_DISPATCH): send it with Producer.send",
-                                      topic=msg.topic)
 
     async def _choose(self, msg: Message, sharding_key: str | None) -> MessageQueue:
         route = await self.producer.instance.routes.get(msg.topic, allow_default=True)

@@ -201,9 +201,6 @@ class PreparedBatch:
             broker_name=queue.broker_name, v1=opts.v1)
 
 
-_FAN_OUT = "INNER_MULTI_DISPATCH"  # the brokers refuse it in batches
-
-
 def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyGenerator,
                        now_ms: int, compression: BatchCompression,
                        checked: bool = False) -> PreparedBatch:
@@ -222,10 +219,6 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
         props = [m.properties for m in msgs]
         for msg in (first,) if props.count(first.properties) == len(props) else msgs:
             check_properties(msg)
-            if _FAN_OUT in msg.properties:
-                raise InvalidMessageError("a message naming LMQs (INNER_MULTI_DISPATCH) "
-                                          "cannot go in a batch: send it on its own",
-                                          topic=topic)
     try:  # the encoder checks the topics as it reads the batch
         encoded = encode_send_batch(msgs, keys=keys, now_ms=now_ms)
     except MixedTopicsError as exc:

@@ -1,12 +1,13 @@
 """The append point: the one code that writes records into the commit log.
 
 Every put variant is here -- :meth:`Appender.put` (one message, the hot path),
-:meth:`~Appender.put_batch`, :meth:`~Appender.put_multi_dispatch` and
-:meth:`~Appender.put_inner_batch` -- and so are the roll to a new segment (with its BLANK
-marker) and the sticky write error. Each put encodes outside the append lock
-(:mod:`tidemq.formats.record`), then, holding it, picks the store time (never going
-backwards), the queue offset and the segment position, writes the bytes, and hands the
-records to the dispatcher.
+:meth:`~Appender.put_batch`, :meth:`~Appender.put_multi_dispatch`,
+:meth:`~Appender.put_batch_multi_dispatch` and :meth:`~Appender.put_inner_batch` -- and
+so are the roll to a new segment (with its BLANK marker) and the sticky write error. Each
+put encodes outside the append lock (:mod:`tidemq.formats.record`), then, holding it,
+picks the store time (never going backwards), the queue offset and the segment position,
+writes the bytes, and hands the records to the dispatcher. The LMQ fan-outs encode under
+the lock: their records carry the LMQ offsets assigned there.
 
 Bytes enter a segment in exactly two statements, both here: :meth:`Appender._write` (an
 encoded buffer, or a master's bytes on a replica: :meth:`Appender.write_replicated`) and
@@ -60,6 +61,11 @@ AppendHook = Callable[[int, memoryview], None]
 
 _I32 = struct.Struct(">i")
 INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
+
+
+def _offsets_property(offsets: Sequence[int]) -> bytes:
+    """``INNER_MULTI_QUEUE_OFFSET`` with a fan-out's LMQ offsets, in the order of its names."""
+    return ("INNER_MULTI_QUEUE_OFFSET\x01" + ",".join(map(str, offsets)) + "\x02").encode()
 
 
 def wall_clock_ms() -> int:
@@ -439,18 +445,17 @@ class Appender:
         bhost = born_host or self.store_host
         key = (topic, queue_id)
         flags = _host_bits(bhost, self.store_host)
+        nexts = self.lmq_next
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
-            nexts = self.lmq_next
             offsets = []
             for name in lmqs:
                 nxt = nexts.get(name)
                 if nxt is None:
                     nxt = lmq.max_offset(name)
                 offsets.append(nxt)
-            props = msg.properties + (
-                "INNER_MULTI_QUEUE_OFFSET\x01" + ",".join(map(str, offsets)) + "\x02").encode()
+            props = msg.properties + _offsets_property(offsets)
             size = record_size(len(msg.body), len(tbytes), len(props), flags)
             seg, pos = self._reserve(size)
             phys = seg.base + pos
@@ -471,6 +476,74 @@ class Appender:
                 ((tuple(lmqs), tuple(offsets)),)))
             self.put_messages += 1
         return self._result(qo, (phys,), (size,), ts, end, wait_flush)
+
+    def put_batch_multi_dispatch(
+        self, topic: str, queue_id: int, msgs: Sequence[MessageInput],
+        targets: Sequence[Sequence[str]], *, sys_flag: int = 0, born_timestamp: int = 0,
+        born_host: HostAddr | None = None, reconsume_times: int = 0, wait_flush: bool = True,
+    ) -> PutResult:
+        """:meth:`put_batch` whose message ``i`` is also indexed into every LMQ of
+        ``targets[i]`` (none: an ordinary record of the batch), as
+        :meth:`put_multi_dispatch` does for one message: the LMQ offsets are assigned
+        under the append lock, in batch order (an LMQ named by several messages gets
+        consecutive offsets), and written into each record's
+        ``INNER_MULTI_QUEUE_OFFSET``. Each message's properties must already carry
+        ``INNER_MULTI_DISPATCH`` naming exactly its targets."""
+        lmq = self.queues.lmq
+        if lmq is None:
+            raise ValueError("LMQ is disabled (enableLmq and enableMultiDispatch)")
+        self._check_running()
+        if not msgs or len(targets) != len(msgs):
+            raise ValueError(f"{len(msgs)} messages but {len(targets)} target lists")
+        bodies, props, flags, tags, keys = zip(*msgs, strict=True)
+        body_lengths = set(map(len, bodies))
+        limit = self.config.max_message_size
+        if max(body_lengths) > limit:
+            raise MessageTooLarge(max(body_lengths), limit)
+        nexts = self.lmq_next
+        store_host = self._store_host
+        key = (topic, queue_id)
+        n = len(bodies)
+        with self.commitlog.lock:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            assigned: dict[str, int] = {}  # taken by this batch: published after the write
+            stored: list[bytes] = []
+            fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
+            for names, raw in zip(targets, props, strict=True):
+                if not names:
+                    stored.append(raw)
+                    fan.append(None)
+                    continue
+                offsets = []
+                for name in names:
+                    nxt = assigned.get(name)
+                    if nxt is None:
+                        nxt = nexts.get(name)
+                        if nxt is None:
+                            nxt = lmq.max_offset(name)
+                    offsets.append(nxt)
+                    assigned[name] = nxt + 1
+                stored.append(raw + _offsets_property(offsets))
+                fan.append((tuple(names), tuple(offsets)))
+            enc = encode_batch(topic, queue_id, bodies, stored, flags, sys_flag=sys_flag,
+                               born_timestamp=born_timestamp or ts,
+                               born_host=born_host or store_host, store_host=store_host,
+                               reconsume_times=reconsume_times, body_lengths=body_lengths)
+            seg, pos = self._reserve(len(enc.buf))
+            phys_base = seg.base + pos
+            patch_batch(enc, qo, phys_base, ts)
+            self._write_record(seg, pos, enc.buf)
+            self.next_offsets[key] = qo + n
+            nexts.update(assigned)
+            end = phys_base + len(enc.buf)
+            starts = enc.starts
+            phys: Sequence[int] = (range(phys_base, end, starts.step) if type(starts) is range
+                                   else [phys_base + s for s in starts])
+            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, enc.sizes, tags, ts, end,
+                                            keys if self._index_keys else None, None, fan))
+            self.put_messages += n
+        return self._result(qo, phys, enc.sizes, ts, end, wait_flush)
 
     def put_inner_batch(
         self, topic: str, queue_id: int, body: bytes | bytearray | memoryview, properties: bytes,

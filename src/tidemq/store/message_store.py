@@ -2,8 +2,9 @@
 
 The puts are the append point's (:class:`~tidemq.store.appender.Appender`, the one code
 that writes records into the commit log); the store exposes them as its own methods
-(``put``, ``put_batch``, ``put_multi_dispatch``, ``put_inner_batch``: the appender's
-bound methods, so a put costs no extra call) and owns everything around them.
+(``put``, ``put_batch``, ``put_multi_dispatch``, ``put_batch_multi_dispatch``,
+``put_inner_batch``: the appender's bound methods, so a put costs no extra call) and owns
+everything around them.
 
 Synchronous code with no asyncio. Background threads: the flusher (``store.flush``), the
 dispatcher (``store.dispatch``) and a housekeeper that flushes consume queues, writes the
@@ -85,6 +86,7 @@ class MessageStore:
         self.put = self.appender.put
         self.put_batch = self.appender.put_batch
         self.put_multi_dispatch = self.appender.put_multi_dispatch
+        self.put_batch_multi_dispatch = self.appender.put_batch_multi_dispatch
         self.put_inner_batch = self.appender.put_inner_batch
         self._replica_log: ReplicaLog | None = None
         #: Controller mode: which epoch began where (loaded at start).

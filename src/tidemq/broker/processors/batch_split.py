@@ -68,8 +68,8 @@ def first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None
 
 
 _MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
-NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in batches: send "
-                     "such messages one by one")
+NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in inner batches "
+                     "(BatchCQ topics): send such messages one by one or to a classic topic")
 
 
 def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
@@ -125,24 +125,47 @@ class BatchSplitter:
 
     def split(self, body: bytes | bytearray | memoryview
                ) -> tuple[Sequence[MessageInput], bool]:
+        """The store inputs of an outer batch and whether its producer waits for the
+        flush; a message naming LMQs is refused (:meth:`split_fan_out` takes them)."""
         uniform = self.uniform(body)
         if uniform is not None:
             return uniform
+        msgs, wait, _texts = self._walk(body, False)
+        return msgs, wait
+
+    def split_fan_out(self, body: bytes | bytearray | memoryview
+                      ) -> tuple[Sequence[MessageInput], bool, list[str | None] | None]:
+        """:meth:`split`, where messages may name LMQs (RIP-28): also the property text of
+        each message that does (``None`` for one that does not), or ``None`` when none
+        does. A uniform batch (:meth:`uniform`) has none: its entries' properties differ
+        only in UNIQ_KEY, and the first one's do not name LMQs."""
+        uniform = self.uniform(body)
+        if uniform is not None:
+            return uniform[0], uniform[1], None
+        return self._walk(body, True)
+
+    def _walk(self, body: bytes | bytearray | memoryview, fan_out: bool
+              ) -> tuple[list[MessageInput], bool, list[str | None] | None]:
         msgs: list[MessageInput] = []
+        texts: list[str | None] = []
+        fans = False
         wait = True
         try:
             for entry in iter_batch(body):
                 props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
-                if props and "INNER_MULTI_DISPATCH\x01" in props:
+                fans_out = props is not None and "INNER_MULTI_DISPATCH\x01" in props
+                if fans_out and not fan_out:
                     raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
                 m, w = self._message(entry.body, props, entry.flag)
                 msgs.append(m)
+                texts.append(props if fans_out else None)
+                fans = fans or fans_out
                 wait = wait and w
         except (CorruptRecord, UnicodeDecodeError) as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
         if not msgs:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-        return msgs, wait
+        return msgs, wait, texts if fans else None
 
     def uniform(self, body: bytes | bytearray | memoryview
                        ) -> tuple[Sequence[MessageInput], bool] | None:

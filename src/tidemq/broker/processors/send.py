@@ -235,6 +235,21 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, targets)
         return targets
 
+    def _fan_out_batch(self, topic: str, named: str, qid: int, msgs: Sequence[MessageInput],
+                       texts: list[str | None], sys_flag: int, born_timestamp: int,
+                       born: HostAddr, reconsume: int) -> PutResult:
+        """Store an outer batch some of whose messages name LMQs (``texts``: each one's
+        property text, ``None`` for one that does not): every message's targets are
+        checked as a single send's are before anything is stored."""
+        if topic != named:  # parked (only a delay diverts a fan-out's parent)
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 "INNER_MULTI_DISPATCH cannot be combined with DELAY or "
+                                 "TIMER_* properties")
+        targets = [() if text is None else self._lmq_targets(topic, text) for text in texts]
+        return self.store.put_batch_multi_dispatch(
+            topic, qid, msgs, targets, sys_flag=sys_flag, born_timestamp=born_timestamp,
+            born_host=born, reconsume_times=reconsume, wait_flush=False)
+
     def _born_host(self, address: str) -> HostAddr:
         host = self._hosts.get(address)
         if host is None:
@@ -379,10 +394,14 @@ class SendProcessor:
                                            cmd.body, born) if batch_cq else None)
                 if inner is not None:
                     return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
-                msgs, wait = self._splitter.split(cmd.body)
-                result = self.store.put_batch(
-                    topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                    born_host=born, reconsume_times=reconsume, wait_flush=False)
+                msgs, wait, fan_out = self._splitter.split_fan_out(cmd.body)
+                if fan_out is None:
+                    result = self.store.put_batch(
+                        topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                        born_host=born, reconsume_times=reconsume, wait_flush=False)
+                else:
+                    result = self._fan_out_batch(topic, named, qid, msgs, fan_out, sys_flag,
+                                                 born_timestamp, born, reconsume)
             elif text is not None and "INNER_MULTI_DISPATCH\x01" in text:
                 if topic != named:  # parked (only a delay diverts a fan-out's parent)
                     raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,

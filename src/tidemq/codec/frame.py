@@ -60,6 +60,7 @@ _MIN_FREE = 16 * 1024
 
 _LEN_WORD = struct.Struct(">ii")
 _INT = struct.Struct(">i")
+_SERIALIZE_TYPES: dict[int, SerializeType] = {t.value: t for t in SerializeType}
 
 Buffer = bytes | bytearray | memoryview
 
@@ -221,10 +222,9 @@ class FrameDecoder:
         hlen = word & 0xFFFFFF
         if hlen > length - 4:
             raise RemoteProtocolError(f"header length {hlen} exceeds frame length {length}")
-        try:
-            stype = SerializeType(ser)
-        except ValueError:
-            raise RemoteProtocolError(f"unknown serialization type {ser}") from None
+        stype = _SERIALIZE_TYPES.get(ser)
+        if stype is None:
+            raise RemoteProtocolError(f"unknown serialization type {ser}")
         hstart = pos + 8
         view = self._view
         header = bytes(view[hstart : hstart + hlen])

@@ -24,7 +24,7 @@ offset  size  field
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -88,14 +88,18 @@ def _language_name(value: Any) -> str:
     return "OTHER"
 
 
-class _TypedJsonHeader(msgspec.Struct):
-    """The shape nearly every peer sends: decoded by msgspec in one C pass."""
+_Int32 = Annotated[int, msgspec.Meta(ge=_INT32_MIN, le=_INT32_MAX)]
 
-    code: int
-    opaque: int = 0
-    flag: int = 0
+
+class _TypedJsonHeader(msgspec.Struct):
+    """The shape nearly every peer sends: decoded and range-checked by msgspec in one C
+    pass."""
+
+    code: _Int32
+    opaque: _Int32 = 0
+    flag: _Int32 = 0
     language: str = "JAVA"
-    version: int = 0
+    version: _Int32 = 0
     remark: str | None = None
     extFields: dict[str, str] | None = None  # noqa: N815 - the wire name
 
@@ -108,10 +112,7 @@ def _decode_json(data: bytes) -> RemotingCommand:
     language, strings for ints) goes through the lenient generic path below."""
     try:
         h = _typed_decoder.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return _decode_json_lenient(data)
-    if not (_INT32_MIN <= h.code <= _INT32_MAX and _INT32_MIN <= h.opaque <= _INT32_MAX
-            and _INT32_MIN <= h.flag <= _INT32_MAX and _INT32_MIN <= h.version <= _INT32_MAX):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # and out of range
         return _decode_json_lenient(data)
     return RemotingCommand(
         code=h.code, opaque=h.opaque, flag=h.flag, language=h.language, version=h.version,
@@ -201,6 +202,10 @@ def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
 
 
 def _check_ints(cmd: RemotingCommand) -> None:
+    lo, hi = _INT32_MIN, _INT32_MAX
+    if (lo <= cmd.code <= hi and lo <= cmd.opaque <= hi and lo <= cmd.flag <= hi
+            and lo <= cmd.version <= hi):
+        return
     for name in ("code", "opaque", "flag", "version"):
         value = getattr(cmd, name)
         if not _INT32_MIN <= value <= _INT32_MAX:

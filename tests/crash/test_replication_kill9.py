@@ -67,13 +67,14 @@ class WarmBroker(BrokerProcess):
         assert proc is not None and proc.stdin is not None and self.proc is None
         proc.stdin.write("go\n")
         proc.stdin.close()
-        self.lines = []
-        self._ready = threading.Event()
-        self._served = False
+        with self._printed:
+            self.lines = []
+            self._ended = False
+        self.returncode = None
         self.proc = proc
         self._drainer = threading.Thread(target=self._drain, args=(proc,), daemon=True)
         self._drainer.start()
-        if not self._ready.wait(timeout) or not self._served:
+        if self.wait_for(self.ready, timeout) is None:
             self.kill9()
             raise AssertionError("the broker did not start:\n" + self.log())
 

@@ -39,11 +39,11 @@ BANNER = "TideMQ standalone is running"
 class Standalone(ChildServer):
     """``tidemq standalone`` with its console and metrics on free ports, JSON logs."""
 
-    def __init__(self, data: Path, *extra: str) -> None:
+    def __init__(self, data: Path, *extra: str, ha_port: int = 0) -> None:
         self.namesrv_port, self.broker_port, self.console_port, self.metrics_port = (
             free_ports(4))
         super().__init__(
-            "standalone", {"metricsPort": str(self.metrics_port), "haListenPort": "0"},
+            "standalone", {"metricsPort": str(self.metrics_port), "haListenPort": str(ha_port)},
             ["--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
              "--log-format", "json", *extra], ready=BANNER)

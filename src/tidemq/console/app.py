@@ -97,6 +97,7 @@ from tidemq.console.model import (
     version_name,
     when,
 )
+from tidemq.console.replica_groups import broker_groups
 from tidemq.console.sampler import Sampler
 from tidemq.console.sessions import SessionStore
 from tidemq.console.templates import render
@@ -234,6 +235,7 @@ async def cluster_page(console: Console, request: Request) -> StarletteResponse:
 
     lags = [int(float(r["s"].get("dispatchLagMs", 0) or 0)) for r in rows]
     return console.page("cluster", request, title="Cluster", brokers=rows,
+                        groups=broker_groups(rows),
                         clusters=sorted({r["cluster"] for r in rows}), topic_count=len(topics),
                         put_tps=total("putTps"), get_tps=total("getTransferedTps"),
                         max_lag_ms=max(lags, default=0))

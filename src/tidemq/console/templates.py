@@ -141,6 +141,23 @@ CLUSTER = """{% extends "layout" %}{% block content %}
 </tbody></table>
 {% else %}<div class="empty"><b>No brokers registered</b>The name server knows no broker yet.
 Start one with <code>tidemq broker --set namesrvAddr={{ namesrv }}</code>.</div>{% endif %}
+{% if groups|selectattr('replicas')|list or groups|rejectattr('master')|list %}
+<h2>Replication</h2>
+<table id="replication"><thead><tr><th>Cluster</th><th>Broker group</th><th>Master</th>
+<th>Replica</th><th class="num">Id</th><th>State</th><th class="num">Behind</th>
+<th class="num">Behind (s)</th></tr></thead><tbody>
+{% for g in groups %}{% for r in (g.replicas or [none]) %}<tr data-group="{{ g.name }}"{% if r %} data-replica="{{ r.broker_id }}"{% endif %}>
+<td>{{ g.cluster }}</td><td>{{ g.name }}</td>
+<td class="master">{% if g.master %}{{ g.master }}{% else %}<span class="badge bad">no master</span>{% endif %}</td>
+{% if r %}<td>{{ r.address }}</td><td class="num">{{ r.broker_id }}</td>
+<td class="state">{% if not r.connected %}<span class="badge warn">not copying</span>
+{% elif r.in_sync %}<span class="badge ok">in sync</span>{% else %}<span class="badge bad">out of sync</span>{% endif %}</td>
+<td class="num lag-bytes">{{ hb(r.lag_bytes) if r.connected else '-' }}</td>
+<td class="num lag-seconds">{{ '%.1f'|format(r.lag_ms / 1000) if r.connected and r.lag_ms >= 0 else '-' }}</td>
+{% else %}<td class="muted" colspan="5">no replica</td>{% endif %}</tr>{% endfor %}{% endfor %}
+</tbody></table>
+<p class="muted" id="in-sync">{% for g in groups %}{{ g.name }}: {{ g.in_sync + (1 if g.master else 0) }} of {{ g.replicas|length + (1 if g.master else 0) }} in sync{% if not loop.last %}; {% endif %}{% endfor %}</p>
+{% endif %}
 {% endblock %}"""
 
 BROKER = """{% extends "layout" %}{% block content %}

@@ -26,12 +26,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
 from tidemq.errors import RemoteProtocolError
+from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
 from tidemq.net.tls import ServerTlsContext, TlsServerSettings
 from tidemq.net.tls_listener import TlsListener
 from tidemq.store.message_store import MessageStore
@@ -39,6 +42,9 @@ from tidemq.store.message_store import MessageStore
 __all__ = ["HaServer", "ReplicaLink"]
 
 log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -125,6 +131,38 @@ class HaServer:
         """Replicas within ``haMaxGapNotInSync`` bytes of the log's end."""
         end = self.store.commitlog.max_offset
         return sum(1 for link in self.links if link.acked >= 0 and end - link.acked <= self.max_gap)
+
+    def replica_status(self, now_ms: int) -> list[dict[str, Any]]:
+        """Per connected replica: its HA address (the replica's end of the connection),
+        the offset it reported, the bytes it lacks, whether it is in sync, and how far
+        behind it is in time -- the age of the oldest record it lacks (0 when it lacks
+        none, -1 when that record cannot be read)."""
+        end = self.store.commitlog.max_offset
+        out = []
+        for link in self.links:
+            if link.acked < 0:
+                continue
+            lag = max(0, end - link.acked)
+            out.append({"address": link.address, "ackedOffset": link.acked, "lagBytes": lag,
+                        "lagMs": self._lag_ms(link.acked, now_ms) if lag else 0,
+                        "inSync": lag <= self.max_gap})
+        return out
+
+    def _lag_ms(self, offset: int, now_ms: int) -> int:
+        """``now_ms`` less the store time of the record at ``offset`` (or the first one of
+        the next segment, when ``offset`` is a segment's unused tail); -1 if unreadable."""
+        store = self.store
+        view = store.read_record(offset)
+        if view is None:
+            size = store.config.mapped_file_size_commit_log
+            view = store.read_record((offset // size + 1) * size)
+        if view is None or len(view) < OFF_SYSFLAG + 4:
+            return -1
+        at = store_timestamp_offset(_I32.unpack_from(view, OFF_SYSFLAG)[0])
+        if len(view) < at + 8:
+            return -1
+        stored: int = _I64.unpack_from(view, at)[0]
+        return max(0, now_ms - stored)
 
     def lag_bytes(self) -> dict[str, int]:
         """Per replica address: bytes of the log it does not hold yet."""

@@ -53,6 +53,8 @@ class HaClient:
         self.last_frame = 0.0
         self.frames = 0
         self.last_error = ""
+        #: This end of the connection to the master (the master lists the replica so).
+        self.local_address = ""
         self._task: asyncio.Task[None] | None = None
         self._progress = asyncio.Event()
 
@@ -85,6 +87,8 @@ class HaClient:
                 self.last_error = f"connecting to {self.master_address}: {why}"
                 await asyncio.sleep(RECONNECT_DELAY)
                 continue
+            sock = writer.get_extra_info("sockname")
+            self.local_address = f"{sock[0]}:{sock[1]}" if sock else ""
             try:
                 await self._copy(reader, writer)
             except (ConnectionError, ProtocolError, StoreError, TimeoutError) as exc:

@@ -17,6 +17,7 @@ stops being one are answered FLUSH_SLAVE_TIMEOUT.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -95,7 +96,9 @@ class ReplicationService:
     def runtime_info(self) -> dict[str, str]:
         """The role and replication figures of the runtime-info table: on a master the
         bytes its furthest replica lacks (``slaveFallBehindMuch``, as upstream) and its
-        replicas; on a replica its master and the age of the last frame received."""
+        replicas, with each one's lag in bytes and time (``haReplicaStatus``, JSON); on a
+        replica its master, the age of the last frame received and its own end of the
+        connection (``haLocalAddress``, as the master's ``haReplicaStatus`` names it)."""
         state = self.role.state
         out = {"brokerRole": state.role.value, "brokerId": str(state.broker_id),
                "haEpoch": str(state.epoch)}
@@ -104,12 +107,15 @@ class ReplicationService:
             out["slaveFallBehindMuch"] = str(max(lags.values(), default=0))
             out["haReplicas"] = str(len(lags))
             out["haInSyncReplicas"] = str(self.server.in_sync())
+            out["haReplicaStatus"] = json.dumps(
+                self.server.replica_status(int(time.time() * 1000)), separators=(",", ":"))
         client = self.client
         if client is not None:
             out["haMasterAddress"] = client.master_address
             out["haConnected"] = "true" if client.connected.is_set() else "false"
             age = time.monotonic() - client.last_frame if client.last_frame else -1.0
             out["haLastFrameAgeMs"] = f"{age * 1000:.0f}" if age >= 0 else "-1"
+            out["haLocalAddress"] = client.local_address
         return out
 
     # ------------------------------------------------------------------ roles

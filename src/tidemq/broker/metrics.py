@@ -38,6 +38,7 @@ tidemq_broker_store_healthy                    gauge    status (1 while RUNNING)
 tidemq_broker_lmq_queues / lmq_entries         gauge    (only with enableLmq)
 tidemq_broker_role                             gauge    role (1 for the role held), epoch
 tidemq_broker_replication_lag_bytes            gauge    replica (a master: bytes it lacks)
+tidemq_broker_replication_lag_seconds          gauge    replica (age of the oldest it lacks)
 tidemq_broker_replicas_in_sync                 gauge    (a master)
 tidemq_broker_replica_frame_age_seconds        gauge    (a replica: since its last frame)
 tidemq_broker_series_dropped                   gauge    family (series past the bound)
@@ -245,9 +246,16 @@ class BrokerCollector(Collector):
             lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
                                     "Commit-log bytes a replica does not hold yet.",
                                     labels=["replica"])
-            for replica, behind in sorted(replication.lag_bytes().items()):
-                lag.add_metric([replica], behind)
+            age = GaugeMetricFamily("tidemq_broker_replication_lag_seconds",
+                                    "Age of the oldest record a replica does not hold yet "
+                                    "(0 when it holds them all).", labels=["replica"])
+            rows = replication.server.replica_status(int(time.time() * 1000))
+            for row in sorted(rows, key=lambda r: str(r["address"])):
+                lag.add_metric([row["address"]], row["lagBytes"])
+                if row["lagMs"] >= 0:  # -1: the record could not be read
+                    age.add_metric([row["address"]], row["lagMs"] / 1000)
             yield lag
+            yield age
             yield _gauge("tidemq_broker_replicas_in_sync",
                          "Replicas within haMaxGapNotInSync of the log's end.",
                          replication.server.in_sync())

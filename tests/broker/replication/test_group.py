@@ -179,5 +179,15 @@ async def test_cluster_list_and_metrics_show_roles_and_replication_lag(group: Cl
         assert 'tidemq_broker_role{epoch="0",role="ASYNC_MASTER"} 1.0' in text
         assert "tidemq_broker_replicas_in_sync 2.0" in text  # 1000 B is within the gap
         assert "tidemq_broker_replication_lag_bytes{replica=" in text
+
+        def series(name: str) -> dict[str, float]:
+            return {line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines() if line.startswith(name + "{")}
+
+        # each replica's lag in time too: the age of the oldest record it lacks, 0 if none
+        by_bytes = series("tidemq_broker_replication_lag_bytes")
+        by_age = series("tidemq_broker_replication_lag_seconds")
+        assert by_age.keys() == by_bytes.keys() and len(by_age) == 2, text
+        assert all(by_age[r] == 0 for r, lag in by_bytes.items() if lag == 0), text
     finally:
         silent.close()

@@ -58,6 +58,7 @@ from tidemq.namesrv.controller.heartbeats import Heartbeats
 from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
 from tidemq.namesrv.controller.state import ControllerState
 from tidemq.namesrv.liveness import Clock, monotonic_ms
+from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.bind import local_host
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
@@ -109,6 +110,10 @@ class ControllerApp:
         self._announced = False
         #: Elections this controller carried out (tests and logs read it).
         self.elections = 0
+        #: The ACL of a standalone controller's port (``aclEnable``); inside a name
+        #: server, the name server's applies.
+        self.acl = (AclGate(AclFile(config.acl_file))
+                    if config.acl_enable and not config.enable_controller_in_namesrv else None)
 
     def __repr__(self) -> str:
         return f"<ControllerApp {self.config.controller_raft_self_id} {self.address}>"
@@ -134,9 +139,11 @@ class ControllerApp:
         if address is None:
             config = self.config
             server = RemotingServer(config.bind_address, config.listen_port,
-                                    max_frame_size=config.max_frame_size)
+                                    max_frame_size=config.max_frame_size,
+                                    tls=config.tls_server)
+            acl = self.acl
             for code, processor in self.processors().items():
-                server.register(code, processor)
+                server.register(code, processor if acl is None else acl.wrap(code, processor))
             await server.start()
             self.server = server
             host = local_host(server.host)
@@ -144,7 +151,8 @@ class ControllerApp:
         self.address = address
         self.raft = RaftLog(self.config.raft_address, self.config.raft_partners,
                             journal_dir=self.config.controller_store_path or None,
-                            timing=self.timing)
+                            timing=self.timing,
+                            password=self.config.controller_raft_password)
         self._watcher = asyncio.ensure_future(self._watch_forever())
         log.info("controller %s serving on %s, Raft on %s", self.config.controller_raft_self_id,
                  address, self.config.raft_address)

@@ -18,6 +18,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
 from tidemq.net.bind import check_listen
+from tidemq.net.tls import TlsServerSettings
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
@@ -64,6 +65,28 @@ class ControllerConfig:
     #: acknowledged messages).
     enable_elect_unclean_master: bool = False
     max_frame_size: int = 16 * 1024 * 1024
+    #: Encrypt and authenticate the Raft traffic between controllers with a key derived
+    #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);
+    #: every controller needs the same. Empty: the Raft traffic is plain.
+    controller_raft_password: str = dataclasses.field(default="", repr=False)
+    # A standalone controller's remoting port (a controller inside a name server is
+    # served on the name server's port, with its settings): TLS with the name server's
+    # and the broker's keys, and the ACL 1.0 accounts of ``aclFile``.
+    tls_server_mode: str = dataclasses.field(default="permissive",
+                                             metadata={"key": "tls.server.mode"})
+    tls_server_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.server.certPath"})
+    tls_server_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.server.keyPath"})
+    tls_server_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
+    tls_server_need_client_auth: str = dataclasses.field(
+        default="none", metadata={"key": "tls.server.need.client.auth"})
+    tls_server_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.server.trustCertPath"})
+    #: Check every request on the remoting port against the accounts of ``aclFile``.
+    acl_enable: bool = False
+    acl_file: str = ""
 
     def __post_init__(self) -> None:
         peers = parse_peers(self.controller_raft_peers)
@@ -72,6 +95,11 @@ class ControllerConfig:
                 f"controllerRaftSelfId {self.controller_raft_self_id!r} is not one of "
                 f"controllerRaftPeers ({', '.join(peers)})", key="controllerRaftSelfId")
         check_listen(self.bind_address, self.listen_port, 0)
+        if not self.enable_controller_in_namesrv:
+            self.tls_server.check()
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
+                              key="aclFile")
         if self.controller_broker_heartbeat_timeout <= 0:
             raise ConfigError("controllerBrokerHeartbeatTimeout must be positive",
                               key="controllerBrokerHeartbeatTimeout")
@@ -81,6 +109,15 @@ class ControllerConfig:
 
     def replace(self, **changes: Any) -> ControllerConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """TLS of a standalone controller's remoting port."""
+        return TlsServerSettings.parse(
+            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path)
 
     @property
     def peers(self) -> dict[str, str]:

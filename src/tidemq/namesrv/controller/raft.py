@@ -72,7 +72,10 @@ class _Consumer(SyncObjConsumer):  # type: ignore[misc]
 class RaftLog:
     def __init__(self, self_address: str, partners: list[str], *,
                  journal_dir: str | Path | None = None,
-                 timing: RaftTiming | None = None) -> None:
+                 timing: RaftTiming | None = None, password: str = "") -> None:
+        """``password``: encrypt and authenticate the traffic with peers with a key derived
+        from it (PySyncObj's own; every peer needs the same, a peer without it cannot
+        join); empty: plain."""
         timing = timing or RaftTiming()
         self.self_address = self_address
         self.partners = list(partners)
@@ -88,7 +91,7 @@ class RaftLog:
             dynamicMembershipChange=False, commandsWaitLeader=False,
             raftMinTimeout=timing.min_timeout, raftMaxTimeout=timing.max_timeout,
             appendEntriesPeriod=timing.heartbeat, leaderFallbackTimeout=timing.leader_fallback,
-            connectionRetryTime=timing.reconnect, **files)
+            connectionRetryTime=timing.reconnect, password=password or None, **files)
         self._sync = SyncObj(self_address, self.partners, conf, consumers=[self._consumer])
 
     @contextlib.contextmanager

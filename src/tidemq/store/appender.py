@@ -32,6 +32,7 @@ from tidemq.errors import MessageTooLarge, StoreReadOnly
 from tidemq.formats.record import (
     BLANK_SIZE,
     MAGIC_V1,
+    MAX_PROPERTIES_BYTES,
     MAX_V1_TOPIC_BYTES,
     MIN_RECORD_SIZE,
     SYSFLAG_BORNHOST_V6,
@@ -44,7 +45,11 @@ from tidemq.formats.record import (
 )
 from tidemq.formats.record import crc32 as _crc32
 from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
-from tidemq.formats.record.encode import encode_v4_joined, v4_record_packer
+from tidemq.formats.record.encode import (
+    FIXED_V4_PACKED_HOSTS,
+    encode_v4_joined,
+    v4_record_packer,
+)
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
@@ -60,6 +65,7 @@ __all__ = ["AppendHook", "Appender", "wall_clock_ms"]
 AppendHook = Callable[[int, memoryview], None]
 
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
 
 
@@ -294,10 +300,8 @@ class Appender:
             bhost = b""
         if shape is None or blen > self._put_limit or not bhost or plen > 0x7FFF:
             # Unknown topic, V2 or IPv6 layout, not running, too large: the general path.
-            if shape is None and len(topic.encode()) <= MAX_V1_TOPIC_BYTES:
-                tb = topic.encode()
-                self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb), bytes([len(tb)]) + tb,
-                                             {}, {})
+            if shape is None:
+                self._v1_topic_field(topic)
             return self.put_batch(topic, queue_id, (msg,), sys_flag=sys_flag,
                                   born_timestamp=born_timestamp, born_host=born_host,
                                   reconsume_times=reconsume_times, wait_flush=wait_flush)
@@ -555,23 +559,101 @@ class Appender:
         The record gets NEED_UNWRAP|INNER_BATCH, ``INNER_NUM`` and ``INNER_BASE``; its
         QUEUEOFFSET is the base offset and the queue advances by ``inner_num``. The body
         (possibly compressed) is stored untouched; validating it is the caller's job.
+        With IPv4 hosts and a V1 topic (the usual case) the record is written straight
+        into the segment, its body CRC taken before the lock; else it is encoded, then
+        copied.
         """
-        self._check_running()
-        if len(body) > self.config.max_message_size:
-            raise MessageTooLarge(len(body), self.config.max_message_size)
+        if not self._running or self._replica:
+            self._check_running()
+        blen = len(body)
+        if blen > self.config.max_message_size:
+            raise MessageTooLarge(blen, self.config.max_message_size)
         if not 1 <= inner_num <= 0x7FFF:
             raise ValueError(f"INNER_NUM must be in 1..32767, got {inner_num}")
         if topic not in self.queues.batch_topics:
             raise ValueError(f"topic {topic} is not a BatchCQ topic")
         sys_flag = (sys_flag | INNER_BATCH_FLAGS) & ~SYSFLAG_HOSTS_V6
-        head = properties + f"INNER_NUM\x01{inner_num}\x02".encode()
+        head = properties + b"INNER_NUM\x01%d\x02INNER_BASE\x01" % inner_num
+        store_host = self._store_host
+        tail = self._v1_topic_field(topic)
+        if (tail is None or len(store_host.ip) != 4
+                or (born_host is not None and len(born_host.ip) != 4)):
+            return self._put_inner_encoded(topic, queue_id, body, head, inner_num, tags_code,
+                                           keys, sys_flag, born_timestamp,
+                                           born_host or store_host, wait_flush)
+        bhost = (self._store_host_bytes if born_host is None
+                 else born_host.ip + _I32.pack(born_host.port))
+        crc = _crc32(body) & 0x7FFFFFFF
+        fixed = tail_at = FIXED_V4_PACKED_HOSTS.size
+        tail_at += blen
+        key = (topic, queue_id)
+        cl = self.commitlog
+        lock = cl.lock
+        lock.acquire()
+        try:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            props = head + b"%d\x02" % qo
+            plen = len(props)
+            if plen > MAX_PROPERTIES_BYTES:
+                raise MessageTooLarge(plen, MAX_PROPERTIES_BYTES)
+            size = tail_at + len(tail) + 2 + plen
+            segs = cl.segments
+            if segs and cl.werr is None and cl.disk_full is None:
+                seg = segs[-1]  # _reserve's answer when the record fits, without the call
+                pos = seg.wrote
+                if size + BLANK_SIZE > seg.size - pos:
+                    seg, pos = self._reserve(size)
+            else:
+                seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            mm = seg.mm
+            try:
+                FIXED_V4_PACKED_HOSTS.pack_into(
+                    mm, pos, size, MAGIC_V1, crc, queue_id, 0, qo, phys, sys_flag,
+                    born_timestamp or ts, bhost, ts, self._store_host_bytes, 0, 0, blen)
+                mm[pos + fixed : pos + tail_at] = body
+                mm[pos + tail_at : pos + size] = tail + _I16.pack(plen) + props
+            except BaseException:
+                mm[pos : pos + size] = bytes(size)  # a part may be written
+                raise
+            seg.wrote = pos + size
+            if self._hooks:
+                self._appended(seg, pos, pos + size)
+            self.next_offsets[key] = qo + inner_num
+            end = phys + size
+            self._live.submit(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (tags_code,), ts, end,
+                (keys,) if self._index_keys else None, (inner_num,)))
+            self.put_messages += inner_num
+        finally:
+            lock.release()
+        return self._result(qo, (phys,), (size,), ts, end, wait_flush)
+
+    def _v1_topic_field(self, topic: str) -> bytes | None:
+        """TOPICLENGTH and TOPIC of a V1 record to ``topic`` (``None``: V2, the topic is
+        too long), kept with the topic's shape that :meth:`put` uses."""
+        shape = self._topic_shapes.get(topic)
+        if shape is None:
+            tb = topic.encode()
+            if len(tb) > MAX_V1_TOPIC_BYTES:
+                return None
+            shape = self._topic_shapes[topic] = (MIN_RECORD_SIZE + len(tb),
+                                                 bytes([len(tb)]) + tb, {}, {})
+        return shape[1]
+
+    def _put_inner_encoded(self, topic: str, queue_id: int,
+                           body: bytes | bytearray | memoryview, head: bytes, inner_num: int,
+                           tags_code: int, keys: tuple[str, ...], sys_flag: int,
+                           born_timestamp: int, bhost: HostAddr, wait_flush: bool) -> PutResult:
+        """:meth:`put_inner_batch` for IPv6 hosts or a V2 topic: the record encoded, then
+        copied into the segment. ``head``: the properties up to INNER_BASE's value."""
         tbytes = topic.encode()
-        bhost = born_host or self.store_host
         key = (topic, queue_id)
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
-            props = head + f"INNER_BASE\x01{qo}\x02".encode()
+            props = head + b"%d\x02" % qo
             size = record_size(len(body), len(tbytes), len(props),
                                _host_bits(bhost, self.store_host))
             seg, pos = self._reserve(size)

@@ -77,7 +77,54 @@ def test_rejects_out_of_range_batch_sizes(tmp_path: Path) -> None:
     assert bcq.max_offset == 0 and not bcq.files
 
 
+def test_rejects_out_of_range_batch_sizes_in_a_large_append(tmp_path: Path) -> None:
+    bcq = BatchConsumeQueue(StoreLayout(tmp_path), TOPIC, 0, BCQ_UNIT * 32)
+    with pytest.raises(ValueError, match="batch sizes"):
+        bcq.append(0, list(range(0, 1200, 100)), [100] * 12, [0] * 12,
+                   batch_sizes=[1] * 11 + [32768])
+    assert bcq.max_offset == 0 and not bcq.files
+
+
 # ---------------------------------------------------------------------- property tests
+
+
+@settings(deadline=None, max_examples=100)
+@given(entries=st.lists(st.tuples(st.integers(1, 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+                                  st.integers(0, 2**62), st.integers(1, 0x7FFF)),
+                        min_size=1, max_size=40),
+       chunks=st.lists(st.integers(1, 20), min_size=1, max_size=40),
+       per_file=st.integers(1, 12), one_time=st.booleans())
+def test_appends_of_any_size_write_the_entry_layout(
+        tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[int, int, int, int]],
+        chunks: list[int], per_file: int, one_time: bool) -> None:
+    """Small appends (packed entry by entry) and large ones (columns) write the same
+    bytes: the layout table's, across files."""
+    root = tmp_path_factory.mktemp("bcq")
+    bcq = BatchConsumeQueue(StoreLayout(root), TOPIC, 0, BCQ_UNIT * per_file)
+    expected = b""
+    phys_at, base, i = 0, 0, 0
+    chunk_iter = iter(chunks)
+    while i < len(entries):
+        part = entries[i : i + next(chunk_iter, len(entries))]
+        phys = []
+        for size, _, _, _ in part:
+            phys.append(phys_at)
+            phys_at += size
+        stamps: int | list[int] = 77 if one_time else [s for _, _, s, _ in part]
+        assert bcq.append(base, phys, [p[0] for p in part], [p[1] for p in part],
+                          store_ts=stamps, batch_sizes=[p[3] for p in part]) == (
+            base + sum(p[3] for p in part))
+        for at, (size, tags, stamp, count) in zip(phys, part, strict=True):
+            expected += entry_bytes(at, size, tags, 77 if one_time else stamp, base, count)
+            base += count
+        i += len(part)
+    bcq.flush()
+    written = b"".join(mf.view[: mf.wrote].tobytes() for mf in bcq.files)
+    assert written == expected
+    assert (bcq.max_offset, bcq.max_phys_end) == (base, phys_at)
+    assert bcq._first_bases == [int.from_bytes(expected[k + 28 : k + 36], "big")
+                                for k in range(0, len(expected), per_file * BCQ_UNIT)]
+    bcq.close()
 
 
 def _build(root: Path, sizes: list[int], chunks: list[int], per_file: int,

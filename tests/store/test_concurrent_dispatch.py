@@ -550,8 +550,8 @@ def test_batch_queue_reads_never_pass_its_max_offset(
     errors: list[str] = []
     write = BatchConsumeQueue._write
 
-    def write_then_pull(self: BatchConsumeQueue, arr: Any) -> None:
-        write(self, arr)  # entries written, max offset not moved yet
+    def write_then_pull(self: BatchConsumeQueue, raw: Any, bases: Any) -> None:
+        write(self, raw, bases)  # entries written, max offset not moved yet
         res = store.get(self.topic, self.queue_id, 0, max_count=10_000)
         if res.next_begin_offset > self.max_offset:
             errors.append(f"read up to {res.next_begin_offset}, max {self.max_offset}")

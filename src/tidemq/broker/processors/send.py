@@ -280,7 +280,7 @@ class SendProcessor:
         problem = property_text_error(text) if text else None
         if problem is not None:  # stored as the record's properties
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
-        props = decode_properties(text.encode("utf-8")) if text else {}
+        props = parse_property_text(text) if text else {}
         uniq = props.get("UNIQ_KEY")
         if uniq is None:
             return None

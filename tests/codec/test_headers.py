@@ -64,6 +64,47 @@ def test_header_round_trip(header: Header) -> None:
     assert type(header).from_ext(ext) == header
 
 
+def _reference_from_ext(cls: type[Header], ext: dict[str, str]) -> Header:
+    """What ``from_ext`` must return: each field through its spec, then the dataclass
+    ``__init__``."""
+    kw: dict[str, Any] = {}
+    for spec in cls.__schema__:
+        text = next((ext[k] for k in (spec.key, *spec.aliases) if k in ext), None)
+        if text is None:
+            if spec.required:
+                raise HeaderFieldError(cls.__name__, spec.name, spec.key, None, "missing")
+            continue
+        kw[spec.name] = spec.parse(cls.__name__, text)
+    return cls(**kw)
+
+
+_int_texts = (st.integers(-(2**64), 2**64).map(str) | st.from_regex(r"\A[+-]?[0-9]{0,20}\Z")
+              | st.sampled_from(["", "٣", "1_000", " 1", "0x10", "\uff11"]))
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.sampled_from(ALL_HEADERS), st.data())
+def test_from_ext_agrees_with_each_fields_own_parser(cls: type[Header],
+                                                     data: st.DataObject) -> None:
+    ext: dict[str, str] = {}
+    for spec in cls.__schema__:
+        if data.draw(st.integers(0, 9)) == 0:
+            continue  # absent
+        text = data.draw(_text if spec.kind is Kind.STR else _int_texts
+                         if spec.kind in (Kind.INT, Kind.LONG) else st.sampled_from(
+                             ["true", "false", "TRUE", "1", "0", "yes"]))
+        ext[spec.key] = text
+    try:
+        expected: Header | type[HeaderFieldError] = _reference_from_ext(cls, ext)
+    except HeaderFieldError:
+        expected = HeaderFieldError
+    if expected is HeaderFieldError:
+        with pytest.raises(HeaderFieldError):
+            cls.from_ext(ext)
+    else:
+        assert cls.from_ext(ext) == expected
+
+
 @settings(deadline=None, max_examples=200)
 @given(header_instances(), st.sampled_from(SerializeType))
 def test_header_round_trip_through_frames(header: Header, stype: SerializeType) -> None:

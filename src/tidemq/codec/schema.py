@@ -276,13 +276,34 @@ def _parse_int(text: str, lo: int, hi: int) -> int | None:
     return None
 
 
+def _fills_dict(cls: type[Header]) -> dict[str, Any] | None:
+    """The defaults of ``cls``'s fields when an instance can be made by filling its
+    ``__dict__`` (the dataclass ``__init__`` would only set the fields), else ``None``."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if (hasattr(cls, "__post_init__") or hasattr(cls, "__slots__")
+            or any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields)):
+        return None
+    return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+
+
 def _compile_from_ext(cls: type[Header]) -> Any:
-    """Generate ``from_ext`` for one schema: straight-line code, one block per field."""
+    """Generate ``from_ext`` for one schema: straight-line code, one block per field.
+
+    Where the dataclass ``__init__`` would only set the fields (no ``__post_init__``,
+    no factories), the instance is made empty and its ``__dict__`` filled: the frozen
+    ``__init__`` sets each field through ``object.__setattr__``, the most expensive
+    part of decoding a header. Plain ASCII digits short enough to be in range are
+    converted inline; anything else goes through :func:`_parse_int`."""
     name = cls.__name__
-    lines = ["def from_ext(ext):", "    get = ext.get", "    kw = {}"]
+    defaults = _fills_dict(cls)
+    if defaults is None:
+        lines = ["def from_ext(ext):", "    get = ext.get", "    kw = {}"]
+    else:
+        lines = ["def from_ext(ext):", "    get = ext.get", "    obj = _new(cls)",
+                 "    kw = obj.__dict__", "    kw.update(_defaults)"]
     env: dict[str, Any] = {"cls": cls, "HeaderFieldError": HeaderFieldError,
                            "_parse_int": _parse_int, "_parse_slow": _parse_slow,
-                           "_name": name}
+                           "_name": name, "_new": object.__new__, "_defaults": defaults}
     for i, f in enumerate(cls.__schema__):
         env[f"_spec{i}"] = f
         lines.append(f"    t = get({f.key!r})")
@@ -302,9 +323,13 @@ def _compile_from_ext(cls: type[Header]) -> Any:
             lines.append(f"        kw[{f.name!r}] = t.lower() == 'true'{one}")
         else:
             lo, hi = INT32 if f.kind is Kind.INT else INT64
-            lines.append(f"        v = _parse_int(t, {lo}, {hi})")
-            lines.append(f"        kw[{f.name!r}] = v if v is not None else "
+            safe = len(str(hi)) - 1  # this many digits are always in range
+            lines.append(f"        if len(t) <= {safe} and t.isascii() and t.isdigit():")
+            lines.append(f"            kw[{f.name!r}] = int(t)")
+            lines.append("        else:")
+            lines.append(f"            v = _parse_int(t, {lo}, {hi})")
+            lines.append(f"            kw[{f.name!r}] = v if v is not None else "
                          f"_parse_slow(_name, _spec{i}, t)")
-    lines.append("    return cls(**kw)")
+    lines.append("    return cls(**kw)" if defaults is None else "    return obj")
     exec("\n".join(lines), env)
     return env["from_ext"]

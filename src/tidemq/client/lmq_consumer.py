@@ -12,10 +12,14 @@
 
 LMQs are not in any route. They live on the broker that stored the messages, so the
 consumer reads each subscribed LMQ on every broker it knows: the one given as
-``broker_addr``, or every master of ``parent_topic``'s route (looked up at
-:meth:`~LmqConsumer.start` and again by :meth:`~LmqConsumer.refresh_brokers`). Each
-(LMQ, broker) pair is one queue -- ``MessageQueue(lmq, broker_name, 0)``; with
-``broker_addr`` the broker name is that address.
+``broker_addr``, or every broker group of ``parent_topic``'s route -- its master, or a
+replica while the group's master is down (looked up at :meth:`~LmqConsumer.start`, again
+by :meth:`~LmqConsumer.refresh_brokers`, and whenever a request's connection is lost, so
+that reads and commits go on on a replica, or on a newly elected master, without a
+restart). Each (LMQ, broker group) pair is one queue -- ``MessageQueue(lmq,
+broker_name, 0)``; with ``broker_addr`` the broker name is that address. A commit a
+replica took is sent again by the next :meth:`~LmqConsumer.commit`, to the master once
+the route lists one (docs/replication.md).
 
 Per queue the consumer keeps a *fetch offset*, a buffer and at most one pull in flight,
 as :class:`~tidemq.client.PullConsumer` does, but positions are LMQ offsets: a
@@ -52,7 +56,7 @@ from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.headers import PullMessageResponseHeader
 from tidemq.codec.message import decode_messages
-from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.errors import ConnectionLost, ResponseCode, TideMQError, error_for_code
 from tidemq.types import MessageQueue, PullStatus
 
 __all__ = ["LmqConsumer", "LmqPullResult", "read_lmq_pull"]
@@ -193,17 +197,36 @@ class LmqConsumer(ConsumerRole):
         return dict(self._brokers)
 
     async def refresh_brokers(self) -> dict[str, str]:
-        """Look up the masters of the parent topic's route again (new brokers get every
-        subscribed LMQ; queues of vanished brokers are dropped)."""
+        """Look up the parent topic's route again: each broker group's master, or a
+        replica while it has none (new groups get every subscribed LMQ; queues of
+        vanished groups are dropped)."""
         if self.parent_topic is None:
             return self.brokers
         route = await self.instance.routes.get(self.parent_topic, refresh=True)
-        masters = route.master_addresses
-        if not masters:
-            raise NoRouteError(self.parent_topic, "no master broker hosts the parent topic")
-        self._brokers = masters
+        members = {name: addr for name in sorted(route.brokers)
+                   if (addr := route.read_address(name)) is not None}
+        if not members:
+            raise NoRouteError(self.parent_topic, "no broker hosts the parent topic")
+        self._brokers = members
         self._reconcile()
         return self.brokers
+
+    async def _request(self, queue: MessageQueue, cmd: RemotingCommand,
+                       timeout: float | None = None) -> tuple[RemotingCommand, str]:
+        """``cmd`` to the broker serving ``queue``; once more, after looking the parent
+        topic's route up again, when the connection is lost and the route now names
+        another member of the group."""
+        addr = self._address(queue)
+        try:
+            return await self.instance.request(addr, cmd, timeout), addr
+        except ConnectionLost:
+            if self.parent_topic is None:
+                raise
+            await self.refresh_brokers()
+            fresh = self._address(queue)
+            if fresh == addr:
+                raise
+            return await self.instance.request(fresh, cmd, timeout), fresh
 
     def subscribe(self, *lmqs: str, expression: str = SUB_ALL) -> None:
         """Read ``lmqs`` (added to earlier subscriptions), filtered by the tag
@@ -275,14 +298,13 @@ class LmqConsumer(ConsumerRole):
         return await self._ask(mq, ofs.max_offset_request(mq))
 
     async def _ask(self, queue: MessageQueue, cmd: RemotingCommand) -> int:
-        addr = self._address(queue)
-        return ofs.read_offset(await self.instance.request(addr, cmd), address=addr)
+        response, addr = await self._request(queue, cmd)
+        return ofs.read_offset(response, address=addr)
 
     async def committed(self, queue: MessageQueue | str) -> int | None:
         """The group's stored offset for ``queue`` (``None`` if it has none)."""
         mq = self.queue(queue) if isinstance(queue, str) else queue
-        addr = self._address(mq)
-        response = await self.instance.request(addr, ofs.query_offset_request(self.group, mq))
+        response, addr = await self._request(mq, ofs.query_offset_request(self.group, mq))
         return ofs.read_committed(response, address=addr)
 
     async def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
@@ -294,11 +316,13 @@ class LmqConsumer(ConsumerRole):
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in offsets.items()))
 
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
-        addr = self._address(queue)
         cmd = ofs.update_offset_request(self.group, queue, offset)
-        ofs.check_success(await self.instance.request(addr, cmd), address=addr)
+        response, addr = await self._request(queue, cmd)
+        ofs.check_success(response, address=addr)
         state = self._states.get(queue)
-        if state is not None:
+        on_replica = (self.parent_topic is not None
+                      and addr != self.instance.routes.master_address(queue.broker_name))
+        if state is not None and not on_replica:  # a replica's: sent again next time
             state.committed = offset
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
@@ -326,12 +350,11 @@ class LmqConsumer(ConsumerRole):
 
     async def _pull_once(self, queue: MessageQueue, offset: int, sub: Subscription,
                          max_nums: int, suspend: float) -> LmqPullResult:
-        addr = self._address(queue)
         suspend_ms = int(suspend * 1000)
         cmd = pull_request(self.group, queue, offset, max_nums=max_nums, subscription=sub,
                            suspend_ms=suspend_ms)
         timeout = suspend + max(self.config.request_timeout, 5.0)
-        response = await self.instance.request(addr, cmd, timeout)
+        response, addr = await self._request(queue, cmd, timeout)
         return read_lmq_pull(response, queue, sub, offset=offset, address=addr)
 
     async def poll(self, timeout: float = 1.0,

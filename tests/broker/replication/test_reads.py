@@ -7,10 +7,18 @@ import asyncio
 from pathlib import Path
 
 from tests.broker.replication.test_group import SMALL, caught_up
+from tests.broker.test_lmq import fan_out
 from tests.broker.wire import Peer, create_topic, pull, send
 
 from tidemq.broker.replication.role import BrokerRole
-from tidemq.client import ClientConfig, ConsumeStatus, MessageExt, PullConsumer, PushConsumer
+from tidemq.client import (
+    ClientConfig,
+    ConsumeStatus,
+    LmqConsumer,
+    MessageExt,
+    PullConsumer,
+    PushConsumer,
+)
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
@@ -139,3 +147,52 @@ async def test_consumers_follow_the_masters_suggestion_to_read_from_the_replica(
             await push.close()
         assert sorted(seen) == sorted(b"m%d" % i for i in range(TOTAL))
         assert replica.ctx.stats.get_msgs.total > before
+
+
+async def test_an_lmq_consumer_goes_on_on_the_replica_when_the_master_stops(
+        tmp_path: Path) -> None:
+    """Reading LMQs through the parent topic's route: with the master gone the consumer
+    reads and commits on the replica, without a restart; the replica holds the LMQ
+    offsets its master had (metadata copy) and the commits it took."""
+    store = {**SMALL, "enable_lmq": True, "enable_multi_dispatch": True}
+    async with Cluster(tmp_path, store=store) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(create_topic("Parent", 1))
+            for i in range(TOTAL):
+                await peer.ok(fan_out("%LMQ%inbox", b"m%d" % i))
+        await caught_up(master, replica)
+        while replica.topics.get("Parent") is None:
+            replica.metadata_sync.synced.clear()
+            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=0.5,
+                           pull_error_backoff=0.1, pull_batch_size=8)
+        consumer = LmqConsumer("lmq-cg", parent_topic="Parent", config=cfg)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.subscribe("%LMQ%inbox")
+            async with asyncio.timeout(30):
+                while len(got) < 10:
+                    got += [m.body for m in await consumer.poll(timeout=0.2, max_messages=2)]
+            await consumer.commit()
+            assert master.store.lmq is not None
+            assert master.store.lmq.committed_offset("lmq-cg", "%LMQ%inbox") == len(got)
+            while (replica.store.lmq is not None and replica.store.lmq.committed_offset(
+                    "lmq-cg", "%LMQ%inbox") != len(got)):  # the replica's copy
+                replica.metadata_sync.synced.clear()
+                await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+
+            await master.stop()  # unregisters: the name servers list only the replica
+            async with asyncio.timeout(30):
+                while len(got) < TOTAL:
+                    got += [m.body for m in await consumer.poll(timeout=0.2)]
+            assert consumer.brokers == {"broker-a": replica.broker_addr}
+            await consumer.commit()
+            assert replica.store.lmq is not None
+            assert replica.store.lmq.committed_offset("lmq-cg", "%LMQ%inbox") == TOTAL
+            assert await consumer.committed("%LMQ%inbox") == TOTAL
+        finally:
+            await consumer.close(commit=False)
+        assert got == [b"m%d" % i for i in range(TOTAL)]

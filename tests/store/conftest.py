@@ -12,6 +12,7 @@ import pytest
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
+from tidemq.store import spool
 from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.reader import GetResult
@@ -41,6 +42,13 @@ def small_config(root: Path, **overrides: Any) -> StoreConfig:
 
 
 OpenStore = Callable[..., MessageStore]
+
+
+@pytest.fixture(autouse=True)
+def small_spool_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``store verify`` spills what it collects every few rows here, so that the tests'
+    small stores cross many chunk boundaries (:mod:`tidemq.store.spool`)."""
+    monkeypatch.setattr(spool, "CHUNK", 7)
 
 
 @pytest.fixture

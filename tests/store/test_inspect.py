@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rocksdict import Options, Rdict
 
 from tidemq.formats.properties import encode_properties
+from tidemq.store import spool
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.config import StoreConfig
 from tidemq.store.inspect import (
@@ -185,6 +188,72 @@ def test_damaged_queue_entries(tmp_path: Path) -> None:
     statuses = [e.status for e in dump_queue(root, "T", 1, 1, 4)]
     assert statuses[0] == "ok" and statuses[1].startswith("size mismatch")
     assert statuses[2] == "no record starts here" and statuses[3] == "belongs to T/0"
+
+
+def test_records_no_queue_entry_names_are_reported_per_queue(tmp_path: Path) -> None:
+    """One pass over the records (chunk by chunk) finds, for each queue, the records past
+    its last entry, and the records of a queue that has no directory at all."""
+    root = build(tmp_path / "s")  # T/0, T/1, T/2 get 20 records each
+    cq = root / "consumequeue" / "T" / "1" / f"{0:020d}"
+    data = bytearray(cq.read_bytes())
+    data[15 * 20 : 16 * 20] = bytes(20)  # T/1 ends at offset 15: offsets 15..19 unnamed
+    cq.write_bytes(data)
+    shutil.rmtree(root / "consumequeue" / "T" / "2")
+    found = [(p.kind, p.where, p.offset, p.detail) for p in verify(root).problems]
+    assert ("queue", "T/1", 15, "5 records of the commit log (queue offsets 15..19) have no "
+            "entry: the queue ends at 15 (file 00000000000000000000)") in found
+    assert ("queue", "T/2", -1, "20 records in the commit log but no consume queue: a start "
+            "does not rebuild it unless its queues are in doubt (run verify --repair)") in found
+    assert not [f for f in found if f[1] == "T/0"]
+
+
+FANOUT = tuple(f"%LMQ%m{k}" for k in range(8))
+
+
+def build_keyed(root: Path, n: int) -> Path:
+    """``n`` messages with ten index keys each, fanned out to eight LMQs."""
+    cfg = small_config(root, mapped_file_size_commit_log=1 << 20, enable_lmq=True,
+                       enable_multi_dispatch=True, max_hash_slot_num=1024, max_index_num=4096)
+    with MessageStore(cfg) as store:
+        for i in range(n):
+            keys = tuple(f"K{i}-{k}" for k in range(9))
+            props = encode_properties({"UNIQ_KEY": f"U{i}", "KEYS": " ".join(keys),
+                                       "INNER_MULTI_DISPATCH": ",".join(FANOUT)})
+            store.put_multi_dispatch("T", i % 4, MessageInput(b"x" * 64, props,
+                                                              keys=(f"U{i}", *keys)), FANOUT)
+        assert store.wait_dispatched()
+    return root
+
+
+def test_verify_memory_does_not_grow_with_the_keys_and_lmq_entries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What verify collects per record, key and LMQ entry is spilled to disk a chunk at a
+    time: ten times the keys and LMQ entries leave its peak of traced memory where it was
+    (holding them all took ~1 kB a message), and the findings are still all there."""
+    monkeypatch.setattr(spool, "CHUNK", 256)
+    peaks = []
+    for n in (150, 1500):
+        root = build_keyed(tmp_path / f"s{n}", n)
+        shutil.rmtree(root / "consumequeue" / "T" / "3")
+        with Rdict(str(root / "lmq"), Options(raw_mode=True)) as db:
+            gone = [k for k in db.keys(from_key=b"E%LMQ%m5\x00")
+                    if k.startswith(b"E%LMQ%m5\x00")]
+            for k in gone:
+                del db[k]
+        tracemalloc.start()
+        try:
+            report = verify(root)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert (report.index_entries, report.lmq_entries) == (10 * n, 7 * n)
+        found = {(p.kind, p.where, p.detail) for p in report.problems}
+        assert found == {
+            ("queue", "T/3", f"{n // 4} records in the commit log but no consume queue: a "
+             "start does not rebuild it unless its queues are in doubt (run verify --repair)"),
+            ("lmq", "%LMQ%m5", f"{n} entries of records below the LMQ checkpoint "
+             f"{report.recovery.end_offset if report.recovery else -1} are missing")}
+    assert peaks[1] < peaks[0] + 256 * 1024, peaks
 
 
 def test_checkpoint_past_the_valid_log(tmp_path: Path) -> None:

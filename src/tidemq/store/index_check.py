@@ -23,8 +23,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from tidemq.store import spool
 from tidemq.store.index import ENTRY_DTYPE, HEADER_SIZE, SLOT_SIZE, index_file_size
 from tidemq.store.layout import StoreLayout
+from tidemq.store.spool import SpilledColumns
 
 __all__ = ["IndexFinding", "check_index", "geometry"]
 
@@ -61,66 +63,121 @@ def geometry(layout: StoreLayout, slot_num: int | None, max_index_num: int | Non
 
 def check_index(layout: StoreLayout, expected_hash: Ints, expected_phys: Ints, *,
                 record_phys: Ints, damaged_phys: Ints, log_min: int, valid_end: int,
-                covered_end: int, slot_num: int, max_index_num: int
+                covered_end: int, slot_num: int, max_index_num: int, work_dir: Path
                 ) -> tuple[int, list[IndexFinding]]:
     """``(entries, findings)`` for the index files under ``layout``. ``expected_*``: the
-    entries dispatch writes for the records of the valid log, in log order;
-    ``record_phys``: where every sound record of the valid log starts (sorted);
-    ``damaged_phys``: where damaged ones start (their entries are left alone: the damage
-    is reported, and a lookup reads and checks the record anyway); ``covered_end``: the
-    index must hold every key of records below it."""
+    entries dispatch writes for the records of the log, in log order (those from
+    ``valid_end`` on are left out); ``record_phys``: where every record of the log
+    starts, damaged ones included (sorted); ``damaged_phys``: where damaged ones start
+    (their entries are left alone: the damage is reported, and a lookup reads and checks
+    the record anyway); ``covered_end``: the index must hold every key of records below
+    it.
+
+    Memory stays bounded whatever the size of the store: each file is read mapped, its
+    entries that name a record are spilled to ``work_dir`` in log order, and the two
+    sorted lists are compared a window of :data:`~tidemq.store.spool.CHUNK` entries at a
+    time. (Only an index whose entries go back, which is reported, is compared in
+    memory.)"""
     findings: list[IndexFinding] = []
     size = index_file_size(slot_num, max_index_num)
-    found_hash: list[Ints] = []
-    found_phys: list[Ints] = []
+    found = SpilledColumns(work_dir, {"found_hash": "q", "found_phys": "q"})
+    beyond: set[int] = set()
+    not_record: set[int] = set()
     first_begin = -1
     entries = 0
-    for _, path in layout.segments_in(layout.index_dir):
-        actual = path.stat().st_size
-        if actual != size:
-            findings.append((path.name, -1, f"{actual} bytes, expected {size} for "
-                             f"maxHashSlotNum={slot_num} and maxIndexNum={max_index_num}: a "
-                             "start deletes it and lookups of its keys are lost"))
-            continue
-        got = list(_check_file(path, slot_num, max_index_num, findings))
-        if not got:
-            continue
-        h, p = got[0]
-        entries += len(p)
-        if len(p):
-            first_begin = int(p[0]) if first_begin < 0 else first_begin
-            found_hash.append(h)
-            found_phys.append(p)
-    if not found_phys:
-        return entries, findings
-    fh, fp = np.concatenate(found_hash), np.concatenate(found_phys)
-    live = (fp >= log_min) & ~np.isin(fp, damaged_phys)
-    beyond = live & (fp >= valid_end)
-    for at in np.unique(fp[beyond])[:MAX_EXAMPLES].tolist():
-        findings.append(("index", -1, f"an entry points at {at}, past the end of the valid "
-                         f"log {valid_end}"))
-    live &= ~beyond
-    k = np.minimum(np.searchsorted(record_phys, fp), max(len(record_phys) - 1, 0))
-    is_record = (record_phys[k] == fp) if len(record_phys) else np.zeros(len(fp), bool)
-    for at in np.unique(fp[live & ~is_record])[:MAX_EXAMPLES].tolist():
-        findings.append(("index", -1, f"an entry points at {at}, where no record starts"))
-    live &= is_record
-    found_pairs = _pairs(fh[live], fp[live])
-    want = expected_phys >= max(first_begin, log_min)
-    want_pairs = _pairs(expected_hash[want], expected_phys[want])
-    stray = sorted(found_pairs - want_pairs, key=lambda pair: pair[1])
-    for _h, at in stray[:MAX_EXAMPLES]:
+    try:
+        for _, path in layout.segments_in(layout.index_dir):
+            actual = path.stat().st_size
+            if actual != size:
+                findings.append((path.name, -1, f"{actual} bytes, expected {size} for "
+                                 f"maxHashSlotNum={slot_num} and maxIndexNum={max_index_num}: "
+                                 "a start deletes it and lookups of its keys are lost"))
+                continue
+            for fh, fp in _check_file(path, slot_num, max_index_num, findings):
+                entries += len(fp)
+                if len(fp):
+                    first_begin = int(fp[0]) if first_begin < 0 else first_begin
+                for at in range(0, len(fp), found.chunk):
+                    h, p = fh[at : at + found.chunk], fp[at : at + found.chunk]
+                    live = (p >= log_min) & ~np.isin(p, damaged_phys)
+                    past = live & (p >= valid_end)
+                    if len(beyond) < MAX_EXAMPLES:
+                        beyond.update(np.unique(p[past])[:MAX_EXAMPLES].tolist())
+                    live &= ~past
+                    k = np.minimum(np.searchsorted(record_phys, p),
+                                   max(len(record_phys) - 1, 0))
+                    is_record = (record_phys[k] == p) if len(record_phys) else np.zeros(
+                        len(p), bool)
+                    if len(not_record) < MAX_EXAMPLES:
+                        not_record.update(np.unique(p[live & ~is_record])[:MAX_EXAMPLES].tolist())
+                    live &= is_record
+                    found.cols["found_hash"].extend(h[live].tolist())
+                    found.cols["found_phys"].extend(p[live].tolist())
+                    found.spill()
+        for at in sorted(beyond)[:MAX_EXAMPLES]:
+            findings.append(("index", -1, f"an entry points at {at}, past the end of the valid "
+                             f"log {valid_end}"))
+        for at in sorted(not_record)[:MAX_EXAMPLES]:
+            findings.append(("index", -1, f"an entry points at {at}, where no record starts"))
+        if first_begin < 0:
+            return entries, findings
+        got = found.arrays()
+        fh, fp = got["found_hash"], got["found_phys"]
+        if len(fp) > 1 and not _sorted(fp):
+            order = np.lexsort((fh, fp))
+            fh, fp = fh[order], fp[order]
+        lo = max(first_begin, log_min)
+        first = int(np.searchsorted(expected_phys, lo))
+        last = int(np.searchsorted(expected_phys, valid_end))
+        _compare(expected_hash[first:last], expected_phys[first:last], fh, fp, covered_end,
+                 found.chunk, findings)
+    finally:
+        found.close()
+    return entries, findings
+
+
+def _sorted(a: Ints) -> bool:
+    step = spool.CHUNK
+    return all(not np.any(np.diff(a[at : at + step + 1]) < 0) for at in range(0, len(a), step))
+
+
+def _compare(eh: Ints, ep: Ints, fh: Ints, fp: Ints, covered_end: int, chunk: int,
+             findings: list[IndexFinding]) -> None:
+    """The entries found ``(fh, fp)`` against those expected ``(eh, ep)``, both sorted by
+    record, a window of records at a time: found ones no key of their record has (stray),
+    and expected ones of records below ``covered_end`` that are not found (missing)."""
+    i = j = 0
+    ne, nf = len(ep), len(fp)
+    stray: list[int] = []
+    strays = missing = 0
+    missing_lo = missing_hi = -1
+    while i < ne or j < nf:
+        least = min(int(ep[i]) if i < ne else 1 << 63, int(fp[j]) if j < nf else 1 << 63)
+        hi = min(int(ep[i + chunk]) if i + chunk < ne else 1 << 63,
+                 int(fp[j + chunk]) if j + chunk < nf else 1 << 63)
+        hi = max(hi, least + 1)  # a window holds at least one record
+        i2 = ne if hi == 1 << 63 else int(np.searchsorted(ep, hi))
+        j2 = nf if hi == 1 << 63 else int(np.searchsorted(fp, hi))
+        want = _pairs(eh[i:i2], ep[i:i2])
+        have = _pairs(fh[j:j2], fp[j:j2])
+        extra = have - want
+        strays += len(extra)
+        if len(stray) < MAX_EXAMPLES:
+            stray.extend(sorted(at for _h, at in extra)[: MAX_EXAMPLES - len(stray)])
+        lost = [at for _h, at in want - have if at < covered_end]
+        if lost:
+            missing += len(lost)
+            missing_lo = min(lost) if missing_lo < 0 else min(missing_lo, *lost)
+            missing_hi = max(missing_hi, *lost)
+        i, j = i2, j2
+    for at in stray:
         findings.append(("index", -1, f"an entry for the record at {at} has a key hash none "
                          "of its keys has"))
-    if len(stray) > MAX_EXAMPLES:
-        findings.append(("index", -1, f"... and {len(stray) - MAX_EXAMPLES} more such entries"))
-    covered = want & (expected_phys < covered_end)
-    missing = _pairs(expected_hash[covered], expected_phys[covered]) - found_pairs
+    if strays > MAX_EXAMPLES:
+        findings.append(("index", -1, f"... and {strays - MAX_EXAMPLES} more such entries"))
     if missing:
-        at = [p for _h, p in missing]
-        findings.append(("index", -1, f"{len(missing)} keys of records at {min(at)}.."
-                         f"{max(at)} have no entry (lookups by them fail)"))
-    return entries, findings
+        findings.append(("index", -1, f"{missing} keys of records at {missing_lo}.."
+                         f"{missing_hi} have no entry (lookups by them fail)"))
 
 
 def _pairs(hashes: Ints, phys: Ints) -> set[tuple[int, int]]:

@@ -22,16 +22,22 @@ are at that moment.
   what it would drop (torn-tail bytes, whole segments, valid records behind a damaged one,
   consume-queue entries). It follows :mod:`tidemq.store.recovery` step by step.
 
+Memory does not grow with the store: the columns collected per record, the key-index
+entries and the LMQ entries the log implies are spilled to a temporary directory as they
+are collected (:mod:`tidemq.store.spool`, :class:`~tidemq.store.lmq_check.ExpectedLmq`)
+and compared a chunk at a time; one consume queue's entries and one index file are read
+whole.
+
 :func:`dump_records`, :func:`dump_queue` and :func:`dump_checkpoint` return plain
 dataclasses (``to_dict()`` gives JSON-ready values) for the ``tidemq store`` commands.
 """
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import os
 import struct
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +47,7 @@ import numpy as np
 from tidemq.errors import CorruptRecord, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
+from tidemq.store import spool
 from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT, HOLE_SIZE
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
@@ -50,7 +57,7 @@ from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
 from tidemq.store.index_check import check_index, geometry
 from tidemq.store.index_keys import index_hashes
 from tidemq.store.layout import StoreLayout
-from tidemq.store.lmq_check import check_lmq
+from tidemq.store.lmq_check import ExpectedLmq, check_lmq
 from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
 from tidemq.store.queue_extent import assess
 from tidemq.store.readonly import (
@@ -65,6 +72,7 @@ from tidemq.store.readonly import (
 from tidemq.store.recovery import dispatch_batch_for
 from tidemq.store.recovery_plan import StartFacts, choose_scan, ends_a_record, plan
 from tidemq.store.repair import QUARANTINE_DIR
+from tidemq.store.spool import SpilledColumns
 
 __all__ = [
     "CheckpointDump",
@@ -244,27 +252,58 @@ class CheckpointDump:
 # ---------------------------------------------------------------------- verify
 
 
+def _queue_key(topic: Any, queue_id: Any) -> Any:
+    """Topic number and queue id in one int64 (arrays or ints)."""
+    return (np.asarray(topic, dtype=np.int64) << 32) | (
+        np.asarray(queue_id, dtype=np.int64) & 0xFFFFFFFF)
+
+
+def _lookup(keys: np.ndarray[Any, Any], key: np.ndarray[Any, Any]
+            ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``(found, index)`` of each of ``key`` in the sorted ``keys``."""
+    if not len(keys):
+        return np.zeros(len(key), dtype=bool), np.zeros(len(key), dtype=np.int64)
+    k = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+    return keys[k] == key, k
+
+
+def _queue_name(names: dict[int, str], key: int) -> str:
+    queue_id = key & 0xFFFFFFFF
+    return f"{names[key >> 32]}/{queue_id - (1 << 32) if queue_id >= 1 << 31 else queue_id}"
+
+
+
 class _Records:
     """Columns of every well-formed record found, and of damaged ones whose header
-    decodes (their queue entries are right), in log order."""
+    decodes (their queue entries are right), in log order; the key-index entries and
+    LMQ entries dispatch writes for them. All spilled to ``directory`` as they grow
+    (:mod:`tidemq.store.spool`, a temporary RocksDB for the LMQ entries), so memory holds
+    a chunk of each, whatever the size of the store."""
 
-    def __init__(self) -> None:
-        self.phys = array.array("q")
-        self.size = array.array("i")
-        self.queue_id = array.array("i")
-        self.queue_offset = array.array("q")
-        self.topic = array.array("i")
+    def __init__(self, directory: Path) -> None:
+        (directory / "records").mkdir()
+        (directory / "keys").mkdir()
+        self.rows = SpilledColumns(directory / "records", {
+            "phys": "q", "size": "i", "queue_id": "i", "queue_offset": "q", "topic": "i"})
+        c = self.rows.cols
+        self._phys, self._size, self._queue_id = c["phys"], c["size"], c["queue_id"]
+        self._queue_offset, self._topic = c["queue_offset"], c["topic"]
         self.topics: dict[str, int] = {}
-        self.index_keys: list[str] = []  # "topic#key" of every key dispatch indexes
-        self.index_phys = array.array("q")  # the record of each
-        self.lmq: dict[tuple[str, int], tuple[int, int]] = {}  # (LMQ, offset) -> record
+        #: The index entries dispatch writes, ``(hash of "topic#key", record)`` in log
+        #: order; the keys of the chunk not spilled yet are hashed when it is.
+        self.keys = SpilledColumns(directory / "keys", {"hash": "q", "phys": "q"})
+        self._key_text: list[str] = []
+        self._key_phys = self.keys.cols["phys"]
+        self.lmq = ExpectedLmq(directory / "lmq")  # (LMQ, offset) -> record
 
     def add(self, offset: int, rec: Record) -> None:
-        self.phys.append(offset)
-        self.size.append(rec.total_size)
-        self.queue_id.append(rec.queue_id)
-        self.queue_offset.append(rec.queue_offset)
-        self.topic.append(self.topics.setdefault(rec.topic, len(self.topics)))
+        self._phys.append(offset)
+        self._size.append(rec.total_size)
+        self._queue_id.append(rec.queue_id)
+        self._queue_offset.append(rec.queue_offset)
+        self._topic.append(self.topics.setdefault(rec.topic, len(self.topics)))
+        if self.rows.full():
+            self.rows.spill()
 
     def derive(self, offset: int, rec: Record) -> None:
         """What dispatch writes for the record beside its queue entry: index keys, LMQ
@@ -274,18 +313,32 @@ class _Records:
             return
         for key in batch.keys[0] if batch.keys else ():
             if key:
-                self.index_keys.append(f"{batch.topic}#{key}")
-                self.index_phys.append(offset)
+                self._key_text.append(f"{batch.topic}#{key}")
+                self._key_phys.append(offset)
+        if len(self._key_text) >= self.keys.chunk:
+            self._spill_keys()
         target = batch.lmq[0] if batch.lmq else None
         if target is not None:
             for name, lmq_offset in zip(target[0], target[1], strict=True):
-                self.lmq[(name, lmq_offset)] = (offset, rec.total_size)
+                self.lmq.add(name, lmq_offset, offset, rec.total_size)
+
+    def _spill_keys(self) -> None:
+        self.keys.cols["hash"].extend(index_hashes(self._key_text).tolist())
+        self._key_text.clear()
+        self.keys.spill()
 
     def arrays(self) -> dict[str, np.ndarray[Any, Any]]:
-        return {name: np.frombuffer(getattr(self, name), dtype=np.int64 if code == "q"
-                                    else np.int32)
-                for name, code in (("phys", "q"), ("size", "i"), ("queue_id", "i"),
-                                   ("queue_offset", "q"), ("topic", "i"))}
+        return self.rows.arrays()
+
+    def key_arrays(self) -> dict[str, np.ndarray[Any, Any]]:
+        """``hash`` and ``phys`` of every index entry dispatch writes, in log order."""
+        self._spill_keys()
+        return self.keys.arrays()
+
+    def close(self) -> None:
+        self.rows.close()
+        self.keys.close()
+        self.lmq.close()
 
 
 @dataclasses.dataclass(slots=True)
@@ -328,7 +381,8 @@ def _entry_file(offset: int, file_size: int) -> str:
 
 class _Verifier:
     def __init__(self, root: Path, log: ReadOnlyLog, report: VerifyReport, check_crc: bool,
-                 cq_file_size: int | None, progress: ProgressFn | None) -> None:
+                 cq_file_size: int | None, progress: ProgressFn | None,
+                 work_dir: Path) -> None:
         self.layout = StoreLayout(root)
         self.log = log
         self.report = report
@@ -339,9 +393,12 @@ class _Verifier:
                  for _, p in self.layout.segments_in(qdir)]
         sizes = [n for n in sizes if n and n % BCQ_UNIT == 0]
         self.bcq_file_size = max(set(sizes), key=sizes.count) if sizes else DEFAULT_BCQ_FILE_SIZE
-        self.records = _Records()
+        self.records = _Records(work_dir)
         self.damaged: list[Damage] = []
         self.start_fails = ""
+        self._queue_ends: dict[tuple[str, int], int] = {}  # consume queue -> its end
+        #: batch consume queue -> (record of its last entry, queue offset after it)
+        self._batch_lasts: dict[tuple[str, int], tuple[int, int]] = {}
 
     def problem(self, kind: str, where: str, offset: int, detail: str) -> None:
         self.report.problems.append(Problem(kind, where, offset, detail))
@@ -458,8 +515,8 @@ class _Verifier:
         prev.segments_deleted = len(the_plan.segments_deleted)
         prev.damaged_skipped = len(the_plan.damaged)
         prev.queues_rebuilt = queues.in_doubt
-        cols = self.records.arrays()
-        prev.records_lost = int(np.count_nonzero(cols["phys"] >= the_plan.end))
+        phys = self.records.arrays()["phys"]  # in log order
+        prev.records_lost = len(phys) - int(np.searchsorted(phys, the_plan.end))
         prev.start_fails = self.start_fails
         return prev
 
@@ -516,7 +573,7 @@ class _Verifier:
             dropped += self._check_batch_queue(topic, queue_id, qdir, cols, topic_ids,
                                                cl_min, end)
         self.report.queues = len(queues) + len(batch_queues)
-        self._check_queueless_records(cols, topic_ids, end)
+        self._check_unqueued(cols, topic_ids, end)
         return dropped
 
     def _check_batch_queue(self, topic: str, queue_id: int, qdir: Path,
@@ -581,12 +638,9 @@ class _Verifier:
         for mask, text in checks:
             for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
                 issues.append((int(base[j]), text.format(phys=int(phys[j]))))
-        last = int(phys[-1]) if n else -1
-        mine = (cols["topic"] == tid) & (cols["queue_id"] == queue_id) & (rp > last) & (rp < end)
-        if np.any(mine):
-            issues.append((int(base[-1] + batch[-1]) if n else -1,
-                           f"{int(np.count_nonzero(mine))} records of the commit log after "
-                           "the last entry have no entry"))
+        # records after the last entry: see _check_unqueued
+        self._batch_lasts[(topic, queue_id)] = (int(phys[-1]) if n else -1,
+                                                int(base[-1] + batch[-1]) if n else -1)
         for offset, detail in issues[:MAX_EXAMPLES]:
             self.problem("batch queue", where, offset, detail)
         if len(issues) > MAX_EXAMPLES:
@@ -629,23 +683,60 @@ class _Verifier:
             self.problem("queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
         return dropped
 
-    def _check_queueless_records(self, cols: dict[str, np.ndarray[Any, Any]],
-                                 topic_ids: dict[str, int], end: int) -> None:
-        """Records of queues that have no queue directory at all."""
-        have = {(t, q) for t, q, _ in self.layout.queues()} | {
-            (t, q) for t, q, _ in self.layout.queues(batch=True)}
+    def _check_unqueued(self, cols: dict[str, np.ndarray[Any, Any]],
+                        topic_ids: dict[str, int], end: int) -> None:
+        """Records of the valid log that no queue entry names: past the end of their
+        consume queue, after the last entry of their batch consume queue, or of a queue
+        that has no directory at all. One pass over the records, a chunk at a time; what
+        it keeps is a few numbers per queue."""
         names = {v: k for k, v in topic_ids.items()}
-        live = cols["phys"] < end
-        pairs = np.stack([cols["topic"][live], cols["queue_id"][live]], axis=1) if len(
-            cols["phys"]) else np.empty((0, 2), dtype=np.int64)
-        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-        for (tid, qid), k in zip(uniq.tolist(), counts.tolist(), strict=True):
-            topic = names[int(tid)]
-            if (topic, int(qid)) not in have:
-                self.problem("queue", f"{topic}/{qid}", -1,
-                             f"{k} records in the commit log but no consume queue: a start "
-                             "does not rebuild it unless its queues are in doubt (run "
-                             "verify --repair)")
+        ends = {int(_queue_key(topic_ids[t], q)): e for (t, q), e in self._queue_ends.items()
+                if t in topic_ids}
+        lasts = {int(_queue_key(topic_ids[t], q)): v for (t, q), v in self._batch_lasts.items()
+                 if t in topic_ids}
+        have = {int(_queue_key(topic_ids[t], q)) for t, q, _ in [
+            *self.layout.queues(), *self.layout.queues(batch=True)] if t in topic_ids}
+        keys = np.array(sorted(ends), dtype=np.int64)
+        limit = np.array([ends[k] for k in keys.tolist()] or [0], dtype=np.int64)
+        bkeys = np.array(sorted(lasts), dtype=np.int64)
+        blast = np.array([lasts[k][0] for k in bkeys.tolist()] or [0], dtype=np.int64)
+        past: dict[int, list[int]] = {}  # queue -> count, lowest, highest queue offset
+        after: dict[int, int] = {}  # batch queue -> records after its last entry
+        queueless: dict[int, int] = {}
+        count = int(np.searchsorted(cols["phys"], end))  # the records of the valid log
+        for at in range(0, count, spool.CHUNK):
+            stop = min(at + spool.CHUNK, count)
+            key = _queue_key(cols["topic"][at:stop], cols["queue_id"][at:stop])
+            qo = cols["queue_offset"][at:stop]
+            hit, k = _lookup(keys, key)
+            late = hit & (qo >= limit[k])
+            for q in np.unique(key[late]).tolist():
+                offsets = qo[late & (key == q)]
+                got = past.setdefault(q, [0, int(offsets.min()), int(offsets.max())])
+                got[0] += len(offsets)
+                got[1], got[2] = min(got[1], int(offsets.min())), max(got[2], int(offsets.max()))
+            bhit, bk = _lookup(bkeys, key)
+            blate = bhit & (cols["phys"][at:stop] > blast[bk])
+            for q, c in zip(*np.unique(key[blate], return_counts=True), strict=True):
+                after[int(q)] = after.get(int(q), 0) + int(c)
+            for q, c in zip(*np.unique(key, return_counts=True), strict=True):
+                if int(q) not in have:
+                    queueless[int(q)] = queueless.get(int(q), 0) + int(c)
+        file_size = self.cq_size()
+        for q, (c, lo, hi) in sorted(past.items()):
+            where, queue_end = _queue_name(names, q), ends[q]
+            self.problem("queue", where, queue_end,
+                         f"{c} records of the commit log (queue offsets {lo}..{hi}) have no "
+                         f"entry: the queue ends at {queue_end} (file "
+                         f"{_entry_file(queue_end, file_size)})")
+        for q, c in sorted(after.items()):
+            self.problem("batch queue", _queue_name(names, q), lasts[q][1],
+                         f"{c} records of the commit log after the last entry have no entry")
+        for q, c in sorted(queueless.items()):
+            self.problem("queue", _queue_name(names, q), -1,
+                         f"{c} records in the commit log but no consume queue: a start "
+                         "does not rebuild it unless its queues are in doubt (run "
+                         "verify --repair)")
 
     def _check_entries(self, where: str, topic: str, queue_id: int, ent: np.ndarray[Any, Any],
                        first_offset: int, cols: dict[str, np.ndarray[Any, Any]],
@@ -658,7 +749,7 @@ class _Verifier:
         if np.any(ent[n:].view(np.uint8)):
             issues.append((first_offset + n, "non-zero entries after the end of valid entries"))
         phys, size = phys[:n], size[:n]
-        self._check_missing(topic, queue_id, first_offset + n, cols, topic_ids, end, issues)
+        self._queue_ends[(topic, queue_id)] = first_offset + n  # see _check_unqueued
         blank = size == BLANK_UNIT_SIZE
         lead = int(np.argmin(blank)) if not blank.all() else n
         # After the first real entry a blank size is a hole entry (a record lost with its
@@ -703,19 +794,6 @@ class _Verifier:
                 issues.append((first_offset + int(idx[j]), text.format(phys=int(phys[j]))))
         return int(np.count_nonzero(beyond))
 
-    @staticmethod
-    def _check_missing(topic: str, queue_id: int, queue_end: int,
-                       cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
-                       end: int, issues: list[tuple[int, str]]) -> None:
-        """Records of this queue in the valid log at or past the queue's end."""
-        tid = topic_ids.get(topic, -1)
-        mine = (cols["topic"] == tid) & (cols["queue_id"] == queue_id) & (cols["phys"] < end)
-        offsets = cols["queue_offset"][mine & (cols["queue_offset"] >= queue_end)]
-        if len(offsets):
-            issues.append((queue_end, f"{len(offsets)} records of the commit log (queue "
-                           f"offsets {int(offsets.min())}..{int(offsets.max())}) have no "
-                           f"entry: the queue ends at {queue_end}"))
-
     # -------------------------------------------------------------- checkpoint
 
     def check_derived(self, cp: Checkpoint, end: int, slot_num: int | None,
@@ -723,31 +801,26 @@ class _Verifier:
         """The key index and the LMQ store against the records of the valid log."""
         cols = self.records.arrays()
         damaged = np.array(sorted(d.offset for d in self.damaged), dtype=np.int64)
-        sound = ~np.isin(cols["phys"], damaged)
-        phys, size = cols["phys"][sound], cols["size"][sound].astype(np.int64)
         log_min = self.log.maps[0].base if self.log.maps else 0
         shape = geometry(self.layout, slot_num, max_index_num,
                          (_DEFAULTS.max_hash_slot_num, _DEFAULTS.max_index_num))
         if isinstance(shape, str):
             self.report.warnings.append(shape)
         elif self.layout.index_dir.is_dir():
-            keyed = np.frombuffer(self.records.index_phys, dtype=np.int64)
-            live = keyed < end
-            hashes = index_hashes([k for k, ok in zip(self.records.index_keys, live.tolist(),
-                                                      strict=True) if ok])
+            keys = self.records.key_arrays()
             n, findings = check_index(
-                self.layout, hashes, keyed[live], record_phys=phys[phys < end],
+                self.layout, keys["hash"], keys["phys"], record_phys=cols["phys"],
                 damaged_phys=damaged, log_min=log_min, valid_end=end,
                 covered_end=min(cp.dispatched_phy_offset, end), slot_num=shape[0],
-                max_index_num=shape[1])
+                max_index_num=shape[1], work_dir=self.records.keys.directory)
             self.report.index_entries = n
             for where, offset, detail in findings:
                 self.problem("index", where, offset, detail)
         if self.layout.lmq_dir.is_dir():
-            expected = {k: v for k, v in self.records.lmq.items() if v[0] < end}
-            n, findings = check_lmq(self.layout.lmq_dir, expected, record_phys=phys,
-                                    record_size=size, damaged_phys=set(damaged.tolist()),
-                                    log_min=log_min, valid_end=end)
+            n, findings = check_lmq(self.layout.lmq_dir, self.records.lmq,
+                                    record_phys=cols["phys"], record_size=cols["size"],
+                                    damaged_phys=set(damaged.tolist()), log_min=log_min,
+                                    valid_end=end)
             self.report.lmq_entries = n
             for where, offset, detail in findings:
                 self.problem("lmq", where, offset, detail)
@@ -769,7 +842,7 @@ class _Verifier:
             self.problem("checkpoint", path.name, cp.dispatched_phy_offset,
                          "dispatched offset is past the flushed offset")
         d = cp.dispatched_phy_offset
-        phys = np.frombuffer(self.records.phys, dtype=np.int64)
+        phys = self.records.arrays()["phys"]
         k = int(np.searchsorted(phys, d))
         boundary = (k < len(phys) and phys[k] == d) or d in (end, 0) or any(
             d in (m.base, m.end) for m in self.log.maps)
@@ -787,10 +860,13 @@ class _Verifier:
 def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
            segment_size: int | None = None, cq_file_size: int | None = None,
            progress: ProgressFn | None = None, max_hash_slot_num: int | None = None,
-           max_index_num: int | None = None) -> VerifyReport:
+           max_index_num: int | None = None,
+           work_dir: str | os.PathLike[str] | None = None) -> VerifyReport:
     """Check a store directory without starting it; see the module docstring. The index
     files are checked for the size ``max_hash_slot_num`` and ``max_index_num`` give them
-    (default: as :func:`~tidemq.store.index_check.geometry` infers)."""
+    (default: as :func:`~tidemq.store.index_check.geometry` infers). What verify collects
+    per record, key and LMQ entry goes to a temporary directory under ``work_dir``
+    (default: the system's), deleted when it returns."""
     layout = StoreLayout(root)
     if not layout.root.is_dir():
         raise InspectError(f"{layout.root} is not a directory", path=str(layout.root))
@@ -803,8 +879,9 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
         report.warnings.append("abort marker present: the last run did not shut down cleanly")
     checkpoint = Checkpoint.read(layout.checkpoint_file)
     report.checkpoint = checkpoint
-    with open_log(layout, segment_size) as log:
-        v = _Verifier(layout.root, log, report, check_crc, cq_file_size, progress)
+    with open_log(layout, segment_size) as log, tempfile.TemporaryDirectory(
+            prefix="tidemq-verify-", dir=work_dir) as tmp:
+        v = _Verifier(layout.root, log, report, check_crc, cq_file_size, progress, Path(tmp))
         v.scan_log()
         preview = v.preview(checkpoint, clean)
         preview.queue_entries_dropped = v.check_queues(preview.end_offset)
@@ -822,6 +899,7 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
             report.problems.append(Problem("queue", queue.split(":")[0], -1,
                                            f"in doubt ({queue.split(': ', 1)[1]}): a start "
                                            "rebuilds it from the start of the commit log"))
+        v.records.close()
     return report
 
 

@@ -127,11 +127,21 @@ def verify_command(
                     "inferred from their size).")] = None,
     max_index_num: Annotated[int | None, typer.Option(
         min=2, help="The broker's maxIndexNum (default: inferred).")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Where verify keeps what it collects while it runs, in a temporary directory "
+             "deleted at the end (default: $TMPDIR or /tmp). It needs about 28 bytes a "
+             "record, 16 a key-index key and 60 an LMQ entry.", exists=True, file_okay=False)]
+    = None,
 ) -> None:
     """Check every record, queue entry, key-index and LMQ entry and the checkpoint; preview
-    what a start would do."""
+    what a start would do.
+
+    Everything is checked, in memory that does not grow with the store: what verify
+    collects per record, key and LMQ entry goes to temporary files (see --work-dir) and
+    is compared a chunk at a time. It grows with the largest single consume queue (20
+    bytes an entry) and with the broker's maxIndexNum (one index file at a time)."""
     index = (max_hash_slot_num, max_index_num)
-    report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index)
+    report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index, work_dir)
     if fix and report.records + len(report.damaged):
         defaults = StoreConfig()
         shape = geometry(StoreLayout(directory), max_hash_slot_num, max_index_num,
@@ -156,7 +166,8 @@ def verify_command(
                          f"({done.recovery})")
             if isinstance(shape, str):
                 _out().print(f"[yellow]warning:[/yellow] {shape}; the index was left as it is")
-        report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index)
+        report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index,
+                         work_dir)
     if json_out:
         _emit_json(report.to_dict())
     else:
@@ -166,12 +177,14 @@ def verify_command(
 
 
 def _verify(directory: Path, json_out: bool, no_crc: bool, segment_size: int | None,
-            cq_file_size: int | None, index: tuple[int | None, int | None]) -> VerifyReport:
+            cq_file_size: int | None, index: tuple[int | None, int | None],
+            work_dir: Path | None) -> VerifyReport:
     with _progress(directory, not json_out) as progress:
         try:
             return verify(directory, check_crc=not no_crc, segment_size=segment_size,
                           cq_file_size=cq_file_size, progress=progress,
-                          max_hash_slot_num=index[0], max_index_num=index[1])
+                          max_hash_slot_num=index[0], max_index_num=index[1],
+                          work_dir=work_dir)
         except InspectError as exc:
             raise _fail(exc) from exc
 

@@ -95,3 +95,17 @@ def test_controller_mode_keys() -> None:
         load_broker_config(overrides={**base, "controllerAddr": ""}, env={})
     with pytest.raises(ConfigError, match="controllerHeartBeatTimeoutMills"):
         load_broker_config(overrides={**base, "brokerHeartbeatInterval": "5000"}, env={})
+    # the lease (timeout less two intervals) must outlast an interval
+    with pytest.raises(ConfigError, match="three brokerHeartbeatInterval"):
+        load_broker_config(overrides={**base, "brokerHeartbeatInterval": "1001"}, env={})
+    load_broker_config(overrides={**base, "brokerHeartbeatInterval": "1000"}, env={})
+
+
+def test_ha_advertised_address() -> None:
+    cfg, _, unknown = load_broker_config(overrides={"haAdvertisedAddress": "10.0.0.5:30912"},
+                                         env={})
+    assert not unknown and cfg.ha_advertised_address == "10.0.0.5:30912"
+    for bad in ("10.0.0.5", "10.0.0.5:x", ":1", "h:70000"):
+        with pytest.raises(ConfigError, match="haAdvertisedAddress") as exc:
+            load_broker_config(overrides={"haAdvertisedAddress": bad}, env={})
+        assert exc.value.key == "haAdvertisedAddress"

@@ -7,14 +7,19 @@ inSyncReplicas 2), a real client.
   acknowledged by it without a restart, and every message acknowledged before the kill
   is read back from it exactly once, in order;
 * the old master, given a tail nobody else holds and started again, cuts that tail
-  through recovery, takes the new master's epochs and copies its log.
+  through recovery, takes the new master's epochs and copies its log;
+* with two of the three controllers killed nobody is elected, and the master stops
+  acknowledging once its lease lapses; with a controller back it is master again, in
+  the same epoch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
+from tests.broker import wire
 from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
@@ -31,7 +36,7 @@ from tests.namesrv.controller.processes import ControllerProcess
 
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
-from tidemq.errors import TideMQError
+from tidemq.errors import ResponseCode, TideMQError
 from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import MessageQueue, SendStatus
@@ -128,11 +133,12 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
             r.broker_id for r in g.in_sync_replicas])  # type: ignore[attr-defined]
 
 
-async def test_with_two_controllers_killed_the_master_keeps_serving(
+async def test_without_a_quorum_of_controllers_the_master_stops_until_one_is_back(
         namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
     addrs = [c.addr for c in namesrvs]
     for b in brokers:
         b.start()
+    master = brokers[0]
     config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
     async with AdminClient(config=config) as admin:
         controllers = ControllerAdmin(admin.instance.request, addrs)
@@ -142,27 +148,43 @@ async def test_with_two_controllers_killed_the_master_keeps_serving(
 
         await eventually(group, lambda g: g.master_broker_id == 1  # type: ignore[attr-defined]
                          and len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
-        await admin.create_topic(TOPIC, broker_addr=brokers[0].addr, read_queue_nums=1,
+        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=1,
                                  write_queue_nums=1)
-    for c in namesrvs[:2]:
-        c.kill9()
-    # well past every lease: nobody may be elected, and nobody is
-    await asyncio.sleep(LEASE_MS / 1000 * 3)
-    survivor = [namesrvs[2].addr]
-    config = ClientConfig(namesrv_addr=tuple(survivor), request_timeout=3.0)
-    async with AdminClient(config=config) as admin, Producer("two-down", config=config) as p:
-        queue = MessageQueue(TOPIC, GROUP, 0)
         for replica in brokers[1:]:
             await eventually(lambda r=replica: has_topic(admin, r.addr), bool)
-        for i in range(20):
-            result = await p.send(Message(TOPIC, b"still %d" % i), queue=queue)
-            assert result.status is SendStatus.SEND_OK
-        route = await admin.topic_route(TOPIC)
-        (data,) = [d for d in route.broker_datas if d.broker_name == GROUP]
-        assert data.broker_addrs[0] == brokers[0].addr
-        # acknowledged before the consume queue has them: dispatch runs behind the send
-        got = await eventually(lambda: read_queue(admin, brokers[0].addr, queue),
-                               lambda stored: len(stored) >= 20)
-        assert got == [b"still %d" % i for i in range(20)]
-    assert "is master of epoch 1" in brokers[0].log(400)
-    assert all("is master" not in b.log(400) for b in brokers[1:])
+        acked: list[bytes] = []
+        sent = itertools.count()
+
+        async def send() -> tuple[int, str]:
+            body = b"m%05d" % next(sent)
+            try:
+                response = await admin.instance.request(master.addr, wire.send(TOPIC, body))
+            except TideMQError as exc:
+                return -1, str(exc)
+            if response.code == ResponseCode.SUCCESS:
+                acked.append(body)
+            return response.code, response.remark or ""
+
+        for _ in range(20):
+            assert (await send())[0] == ResponseCode.SUCCESS
+        for c in namesrvs[:2]:
+            c.kill9()
+        # no quorum renews the master's lease: within it, it acknowledges nothing more
+        code, remark = await eventually(send, lambda r: r[0] != ResponseCode.SUCCESS)
+        assert code == ResponseCode.SERVICE_NOT_AVAILABLE, remark  # lease lapsed, or stepped down
+        # and nobody else is elected meanwhile, well past every lease
+        await asyncio.sleep(LEASE_MS / 1000 * 2)
+        assert (await send())[0] == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "stops being master of epoch 1: its lease lapsed" in master.log(400)
+        assert all("is master" not in b.log(400) for b in brokers[1:])
+
+        namesrvs[0].start()  # a quorum again: the same master, in the same epoch
+        await eventually(send, lambda r: r[0] == ResponseCode.SUCCESS)
+        for _ in range(20):
+            assert (await send())[0] == ResponseCode.SUCCESS
+        g = await group()
+        assert (g.master_broker_id, g.master_epoch) == (1, 1)  # type: ignore[attr-defined]
+        queue = MessageQueue(TOPIC, GROUP, 0)
+        got = await eventually(lambda: read_queue(admin, master.addr, queue),
+                               lambda stored: len(stored) >= len(acked))
+        assert [b for b in got if b in set(acked)] == acked

@@ -120,7 +120,8 @@ class BrokerApp:
                 self.client, config, self.store, ctx.replication.role,
                 broker_addr=lambda: self.broker_addr,
                 ha_address=lambda: self.ctx.replication.ha_address,
-                max_gap_not_in_sync=config.ha_max_gap_not_in_sync)
+                max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
+                lease=ctx.replication.lease)
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False

@@ -119,6 +119,10 @@ class BrokerConfig(ServerKeys):
     #: The port replicas connect to (-1: listenPort + 1, or any free port when listenPort
     #: is 0), on ``bindAddress``.
     ha_listen_port: int = -1
+    #: TideMQ: where replicas are told to connect, ``host:port``, when a proxy or a port
+    #: mapping stands between them and ``haListenPort`` (empty: the advertised host and
+    #: the HA port).
+    ha_advertised_address: str = ""
     #: A replica's master, as the master's ``host:haListenPort`` (empty: none yet).
     ha_master_address: str = ""
     #: How often a replica reports its offset when nothing arrives, ms.
@@ -218,9 +222,11 @@ class BrokerConfig(ServerKeys):
             if self.broker_heartbeat_interval < 1:
                 raise ConfigError("brokerHeartbeatInterval must be positive",
                                   key="brokerHeartbeatInterval")
-            if self.controller_heart_beat_timeout_mills <= self.broker_heartbeat_interval:
-                raise ConfigError("controllerHeartBeatTimeoutMills must be longer than "
-                                  "brokerHeartbeatInterval", key="controllerHeartBeatTimeoutMills")
+            if self.controller_heart_beat_timeout_mills < 3 * self.broker_heartbeat_interval:
+                raise ConfigError("controllerHeartBeatTimeoutMills must be at least three "
+                                  "brokerHeartbeatInterval: a master's lease is the timeout "
+                                  "less two intervals, and is renewed every interval",
+                                  key="controllerHeartBeatTimeoutMills")
         elif self.broker_role.is_master and self.broker_id != 0:
             raise ConfigError(f"a {self.broker_role.value} has brokerId 0, not "
                               f"{self.broker_id}", key="brokerId")
@@ -231,6 +237,11 @@ class BrokerConfig(ServerKeys):
             raise ConfigError("inSyncReplicas and minInSyncReplicas must be positive",
                               key="inSyncReplicas" if self.in_sync_replicas < 1
                               else "minInSyncReplicas")
+        if self.ha_advertised_address:
+            host, _, port = self.ha_advertised_address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"haAdvertisedAddress {self.ha_advertised_address!r} is not "
+                                  "host:port", key="haAdvertisedAddress")
         if self.ha_transfer_batch_size < 1:
             raise ConfigError("haTransferBatchSize must be positive", key="haTransferBatchSize")
         if self.logical_sync_interval < 1:

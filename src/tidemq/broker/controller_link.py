@@ -3,7 +3,11 @@ group's master and play the role it implies (``enableControllerMode=true``).
 
 Every ``brokerHeartbeatInterval`` ms the link
 
-1. sends BROKER_HEARTBEAT to every controller (its lease, epoch and commit-log end);
+1. sends BROKER_HEARTBEAT to every controller (its lease, epoch and commit-log end), on
+   its own schedule: a controller that does not answer delays nothing. The answers renew
+   the master's lease (:mod:`tidemq.broker.replication.lease`); a master whose lease
+   lapsed steps down (replica of nobody: it takes no sends) until the controllers say
+   who is master;
 2. registers with the leading controller (once; again after a controller lost it) and
    asks it for the group's master (CONTROLLER_GET_REPLICA_INFO);
 3. acts on the answer, as :func:`next_step` decides: become master of the new epoch
@@ -21,7 +25,8 @@ A master told while running that it is no longer master stops taking sends at on
 (replica role); if its log went further than the new master's it records the cut, which
 the next start makes, and says so in the log.
 
-Controllers that cannot be reached change nothing: a master stays master.
+Controllers that cannot be reached elect no one; a master that cannot reach a quorum of
+them stops acknowledging when its lease lapses.
 """
 
 from __future__ import annotations
@@ -29,15 +34,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.lease import HeartbeatAnswer, MasterLease, renews
 from tidemq.broker.replication.role import RoleHolder, RoleState, StaleEpoch
 from tidemq.codec.bodies import decode_body, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import (
     AlterSyncStateSetRequestHeader,
+    BrokerHeartbeatResponseHeader,
     BrokerReplicasInfo,
     ElectMasterRequestHeader,
     EpochEntryCache,
@@ -49,6 +57,7 @@ from tidemq.codec.controller import (
     encode_broker_names,
 )
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
+from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.net import RemotingClient
 from tidemq.store import truncation
@@ -122,7 +131,8 @@ class ControllerLink:
     def __init__(self, client: RemotingClient, config: BrokerConfig, store: MessageStore,
                  role: RoleHolder, *, broker_addr: Callable[[], str],
                  ha_address: Callable[[], str],
-                 max_gap_not_in_sync: int = 256 * 1024 * 1024) -> None:
+                 max_gap_not_in_sync: int = 256 * 1024 * 1024,
+                 lease: MasterLease | None = None) -> None:
         self.client = client
         self.config = config
         self.store = store
@@ -136,6 +146,13 @@ class ControllerLink:
         self._registered = False
         self._registered_ha = ""
         self._task: asyncio.Task[None] | None = None
+        self._beater: asyncio.Task[None] | None = None
+        #: Heartbeats still unanswered, by controller; rounds still waiting for answers.
+        self._beating: dict[str, asyncio.Task[HeartbeatAnswer | None]] = {}
+        self._rounds: set[asyncio.Task[None]] = set()
+        self._beat_now = asyncio.Event()
+        self.lease = lease
+        self._master_since = 0.0
         #: The last assignment seen (tests and the status read it).
         self.assignment: Assignment | None = None
 
@@ -176,23 +193,60 @@ class ControllerLink:
             return response
         return None
 
-    async def _heartbeat_all(self) -> None:
+    def _heartbeat_ext(self) -> dict[str, str]:
         role = self.role.state
-        header = BrokerHeartbeatRequestHeader(
+        return BrokerHeartbeatRequestHeader(
             cluster_name=self.config.broker_cluster_name, broker_addr=self._broker_addr(),
             broker_name=self.config.broker_name, broker_id=self.me, epoch=role.epoch,
             max_offset=self.store.commitlog.max_offset,
             heartbeat_timeout_millis=self.config.controller_heart_beat_timeout_mills,
-            election_priority=self.config.broker_election_priority)
-        ext = header.to_ext()
+            election_priority=self.config.broker_election_priority).to_ext()
 
-        async def beat(addr: str) -> None:
-            with contextlib.suppress(TideMQError):
-                await self.client.request(
-                    addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(ext)),
-                    REQUEST_TIMEOUT)
+    async def _beat(self, addr: str, ext: dict[str, str]) -> HeartbeatAnswer | None:
+        try:
+            response = await self.client.request(
+                addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(ext)),
+                REQUEST_TIMEOUT)
+        except TideMQError:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        try:
+            h = BrokerHeartbeatResponseHeader.from_ext(response.ext_fields)
+        except HeaderFieldError as exc:
+            log.warning("controller %s answered a heartbeat with a bad header: %s", addr, exc)
+            return None
+        return HeartbeatAnswer(h.controller_leader_id, h.is_leader, h.master_broker_id,
+                               h.master_epoch)
 
-        await asyncio.gather(*(beat(addr) for addr in self.controllers))
+    def _answered(self, addr: str, _task: object) -> None:
+        self._beating.pop(addr, None)
+
+    async def heartbeat_round(self) -> None:
+        """Heartbeat every controller not still busy with the previous one; renew the
+        lease (from the time the round began) once the answers allow it, without
+        waiting for controllers that do not answer."""
+        lease = self.lease
+        sent_at = lease.clock() if lease is not None else 0.0
+        epoch = self.role.state.epoch
+        ext = self._heartbeat_ext()
+        started: list[asyncio.Task[HeartbeatAnswer | None]] = []
+        for addr in self.controllers:
+            if addr in self._beating:
+                continue  # unanswered yet: one heartbeat in flight per controller
+            task = asyncio.ensure_future(self._beat(addr, ext))
+            self._beating[addr] = task
+            task.add_done_callback(functools.partial(self._answered, addr))
+            started.append(task)
+        answers: list[HeartbeatAnswer] = []
+        for next_answer in asyncio.as_completed(started):
+            answer = await next_answer
+            if answer is None:
+                continue
+            answers.append(answer)
+            if lease is not None and renews(answers, len(self.controllers), self.me, epoch):
+                lease.renew(sent_at)
+                return
 
     async def _register(self) -> bool:
         ha_address = self._ha_address()
@@ -284,13 +338,17 @@ class ControllerLink:
     # ------------------------------------------------------------------ the loop
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(),
-                                                            name="broker-controller-link")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="broker-controller-link")
+        self._beater = loop.create_task(self._beat_forever(), name="broker-controller-beat")
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
+        tasks = [t for t in (self._task, self._beater, *self._rounds, *self._beating.values())
+                 if t is not None]
+        self._task = self._beater = None
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -299,13 +357,43 @@ class ControllerLink:
         while True:
             try:
                 await self.tick()
-            except Exception:  # a bug here must not stop the heartbeats for good
+            except Exception:  # a bug here must not stop the link for good
                 log.exception("controller link round failed")
             await asyncio.sleep(interval)
 
+    async def _beat_forever(self) -> None:
+        """A heartbeat round every ``brokerHeartbeatInterval`` (at once when the broker
+        has just become master), never waiting for the last; a master whose lease lapsed
+        steps down."""
+        interval = self.config.broker_heartbeat_interval / 1000
+        while True:
+            round_ = asyncio.ensure_future(self.heartbeat_round())
+            self._rounds.add(round_)
+            round_.add_done_callback(self._round_done)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._beat_now.wait(), interval)
+            self._beat_now.clear()
+            lease = self.lease
+            if (lease is not None and self.role.state.is_master and not lease.holds()
+                    and lease.clock() - self._master_since >= lease.duration):
+                await self._step_down()  # (a new master gets one lease to be confirmed)
+
+    def _round_done(self, task: asyncio.Task[None]) -> None:
+        self._rounds.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("heartbeat round failed", exc_info=task.exception())
+
+    async def _step_down(self) -> None:
+        state = self.role.state
+        await self.role.step_down(self.me)
+        log.warning("%s id %d stops being master of epoch %d: its lease lapsed (no quorum of "
+                    "controllers confirmed it in time); it takes no sends until the "
+                    "controllers say who is master", self.config.broker_name, self.me,
+                    state.epoch)
+
     async def tick(self) -> None:
-        """One round: heartbeat, learn the master, act (see the module doc)."""
-        await self._heartbeat_all()
+        """One round: learn the master, act (see the module doc); heartbeats are sent
+        on their own (:meth:`heartbeat_round`)."""
         if self._registered_ha != self._ha_address():
             self._registered = False  # the HA port is bound now: tell the controllers
         if not self._registered:
@@ -338,8 +426,12 @@ class ControllerLink:
         start = self.store.commitlog.max_offset
         epochs = self.store.epochs
         epochs.truncate(start + 1)  # epochs adopted from a master it never caught up with
-        epochs.append(epoch, start)
+        last = epochs.last
+        if last is None or last.epoch != epoch:  # else master again after its lease lapsed
+            epochs.append(epoch, start)
         await self.role.become_master(epoch, sync=self.config.master_is_sync)
+        self._master_since = self.lease.clock() if self.lease is not None else 0.0
+        self._beat_now.set()  # renew the lease now: it acknowledges nothing until then
         log.warning("%s id %d is master of epoch %d from commit-log offset %d",
                     self.config.broker_name, self.me, epoch, start)
 

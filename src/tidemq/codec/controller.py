@@ -16,11 +16,14 @@ Codes and what they carry (header field names are upstream's ext keys):
   :class:`BrokerReplicasInfo`.
 - GET_BROKER_EPOCH_CACHE (1007), served by a broker: answered :class:`EpochEntryCache`.
 - CLEAN_BROKER_DATA (1011): :class:`CleanControllerBrokerDataRequestHeader`.
-- BROKER_HEARTBEAT (904): :class:`~tidemq.codec.headers.BrokerHeartbeatRequestHeader`.
+- BROKER_HEARTBEAT (904): :class:`~tidemq.codec.headers.BrokerHeartbeatRequestHeader`;
+  a TideMQ controller answers :class:`BrokerHeartbeatResponseHeader` (upstream answers no
+  header).
 
-TideMQ adds one key to upstream's headers, which Java peers ignore: ``haAddress``, the
-broker's HA endpoint (``host:haListenPort``), sent when it registers and returned as
-``masterHaAddress`` wherever the master is named, so a replica knows where to copy from.
+TideMQ adds to upstream's headers what Java peers ignore: ``haAddress``, the broker's HA
+endpoint (``host:haListenPort``), sent when it registers and returned as
+``masterHaAddress`` wherever the master is named, so a replica knows where to copy from;
+and the heartbeat's answer, from which a master renews its lease.
 
 A broker's controller id is the ``brokerId`` the controller knows it by (1 and up); the
 master is listed under brokerId 0 in the name server's routes, as upstream.
@@ -39,6 +42,7 @@ from tidemq.errors import RemoteProtocolError
 __all__ = [
     "AlterSyncStateSetRequestHeader",
     "AlterSyncStateSetResponseHeader",
+    "BrokerHeartbeatResponseHeader",
     "BrokerMemberGroup",
     "BrokerReplicasInfo",
     "CleanControllerBrokerDataRequestHeader",
@@ -123,6 +127,18 @@ class GetReplicaInfoResponseHeader(Header):
     master_address: str | None = None
     master_epoch: int | None = None
     master_ha_address: str | None = None  # TideMQ
+
+
+class BrokerHeartbeatResponseHeader(Header):
+    """A controller's answer to BROKER_HEARTBEAT (TideMQ): the Raft leader it knows
+    (``controllerLeaderId``, empty: none), whether it is that leader, and, from the
+    leader only, the group's master and epoch. A master renews its lease from these
+    answers (``docs/replication.md``)."""
+
+    controller_leader_id: str | None = None
+    is_leader: Annotated[bool, Key("isLeader")] = False
+    master_broker_id: I64 | None = None
+    master_epoch: int | None = None
 
 
 class GetMetaDataResponseHeader(Header):

@@ -381,9 +381,9 @@ class NameServerApp:
     def _broker_heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
         self.routes.heartbeat(header.broker_addr)
-        if self.controller is not None:
-            self.controller.heartbeat(header)
-        return cmd.response()
+        if self.controller is None:
+            return cmd.response()
+        return cmd.response(ext_fields=self.controller.heartbeat(header).to_ext())
 
     @_guarded
     def _put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

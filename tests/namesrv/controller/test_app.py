@@ -12,7 +12,11 @@ import pytest
 from tests.crash.broker_process import free_port
 
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.controller import RegisterBrokerToControllerRequestHeader
+from tidemq.codec.controller import (
+    BrokerHeartbeatResponseHeader,
+    ElectMasterRequestHeader,
+    RegisterBrokerToControllerRequestHeader,
+)
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.controller import ControllerApp, ControllerConfig
@@ -95,6 +99,25 @@ async def test_only_heartbeats_of_registered_brokers_are_kept(
     assert (await client.request(addr, _beat("real", 1, max_offset=77))).code == 0
     beat = controller.heartbeats.get(("real", 1))
     assert beat is not None and beat.max_offset == 77
+
+
+async def test_a_heartbeat_is_answered_with_the_leader_and_the_groups_master(
+        controller: ControllerApp, client: RemotingClient) -> None:
+    addr = controller.address
+    outsider = await client.request(addr, _beat("unknown", 1))
+    assert BrokerHeartbeatResponseHeader.from_ext(outsider.ext_fields) == (
+        BrokerHeartbeatResponseHeader(controller_leader_id="n0", is_leader=True))
+    header = RegisterBrokerToControllerRequestHeader(
+        cluster_name="c", broker_name="g", broker_id=1, broker_address="127.0.0.1:1")
+    assert (await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_REGISTER_BROKER, header.to_ext()))).code == 0
+    elect = ElectMasterRequestHeader(cluster_name="c", broker_name="g", broker_id=1)
+    assert (await client.request(addr, RemotingCommand.request(
+        RequestCode.CONTROLLER_ELECT_MASTER, elect.to_ext()))).code == 0
+    answer = await client.request(addr, _beat("g", 1))
+    assert BrokerHeartbeatResponseHeader.from_ext(answer.ext_fields) == (
+        BrokerHeartbeatResponseHeader(controller_leader_id="n0", is_leader=True,
+                                      master_broker_id=1, master_epoch=1))
 
 
 class _ReplayingLog:

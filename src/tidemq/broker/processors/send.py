@@ -90,11 +90,17 @@ _REMARKS = {
                                            "than the send waits for",
     int(ResponseCode.FLUSH_SLAVE_TIMEOUT): "flush slave timeout: the replicas did not "
                                            "confirm the message in time",
+    int(ResponseCode.SERVICE_NOT_AVAILABLE): "not master: this broker's lease from the "
+                                             "controllers lapsed while the message waited; "
+                                             "it is stored here but not acknowledged",
 }
+_NOT_MASTER = int(ResponseCode.SERVICE_NOT_AVAILABLE)
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
 _REPLICA_REFUSAL = ("this broker is a replica (brokerRole SLAVE): messages are put to its "
                     "master")
+_LAPSED = ("not master: this broker's lease from the controllers lapsed (it cannot reach "
+           "them); send to the group's master")
 
 
 def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
@@ -136,6 +142,8 @@ class SendProcessor:
         self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
         self._replication = ctx.replication
+        #: Controller mode: a master acknowledges only while its lease holds.
+        self._lease = ctx.replication.lease
         ctx.replication.complete = self._replicated
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
@@ -362,6 +370,8 @@ class SendProcessor:
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
         if self.store.replica:
             raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
+        if self._lease is not None and not self._lease.holds():
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
         # A name in _valid_names passed _queue, so it is no LMQ (checked first).
         if topic not in self._valid_names and self.store.is_lmq(topic):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
@@ -456,11 +466,18 @@ class SendProcessor:
             code = (_SUCCESS if acks is None
                     else acks.wait(result.phys_offsets[-1] + result.sizes[-1], item))
         if code is not None:  # else _replicated answers it
-            conn.send_response(self._response(cmd, qid, result, code, uniq))
+            conn.send_response(self._response(cmd, qid, result, self._leased(code), uniq))
 
     def _replicated(self, item: _Pending, code: int) -> None:
         conn, cmd, qid, result, uniq = item
-        conn.send_response(self._response(cmd, qid, result, code, uniq))
+        conn.send_response(self._response(cmd, qid, result, self._leased(code), uniq))
+
+    def _leased(self, code: int) -> int:
+        """``code`` for a send answered after waiting, unless it is a success that a
+        master whose lease lapsed meanwhile may no longer give."""
+        if code == _SUCCESS and self._lease is not None and not self._lease.holds():
+            return _NOT_MASTER
+        return code
 
     def _finish(self, conn: Connection, cmd: RemotingCommand, qid: int, result: PutResult,
                 wait: bool, uniq: str | None = None) -> RemotingCommand | None:

@@ -7,7 +7,8 @@ again, each time with an epoch. Both go through :class:`RoleHolder`:
 
 * :meth:`RoleHolder.become_master` -- "you are the master of epoch E";
 * :meth:`RoleHolder.become_replica` -- "you are replica ``broker_id`` of the master
-  whose HA port is ``master_ha_address``, epoch E".
+  whose HA port is ``master_ha_address``, epoch E";
+* :meth:`RoleHolder.step_down` -- "stop being master; which broker is, is not known".
 
 An order carrying an epoch older than the one held is refused with
 :class:`StaleEpoch`; the listeners (the HA server, the HA client, the send path, the
@@ -110,6 +111,12 @@ class RoleHolder:
             raise ValueError("a replica needs its master's HA address")
         return await self._change(RoleState(BrokerRole.SLAVE, broker_id, master_ha_address,
                                             epoch))
+
+    async def step_down(self, broker_id: int) -> RoleState:
+        """Stop being master without knowing the next one: replica ``broker_id`` with no
+        master to copy, in the epoch held (a controller-mode master whose lease lapsed)."""
+        return await self._change(RoleState(BrokerRole.SLAVE, broker_id, "",
+                                            self._state.epoch))
 
     async def _change(self, new: RoleState) -> RoleState:
         if new.epoch < self._state.epoch:

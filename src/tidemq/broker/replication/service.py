@@ -12,7 +12,9 @@ and applies each role it is given:
 
 The send path reads :attr:`ReplicationService.acks` on every send that waits, so a
 role change takes effect on the next send; sends still waiting when a SYNC_MASTER
-stops being one are answered FLUSH_SLAVE_TIMEOUT.
+stops being one are answered FLUSH_SLAVE_TIMEOUT. In controller mode the send path also
+reads :attr:`ReplicationService.lease`: a master whose lease lapsed acknowledges nothing
+(:mod:`~tidemq.broker.replication.lease`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.replication.acks import AckPolicy, ReplicaAcks
+from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.replica import HaClient
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
@@ -60,13 +63,22 @@ class ReplicationService:
         self.policy = AckPolicy(config.in_sync_replicas, config.min_in_sync_replicas,
                                 auto=config.enable_auto_in_sync_replicas,
                                 all_in_sync=config.all_ack_in_sync_state_set)
+        #: Controller mode: how long this broker may still acknowledge sends as master
+        #: (renewed by its controller link; ``None`` under a static configuration).
+        self.lease: MasterLease | None = None
+        if config.enable_controller_mode:
+            self.lease = MasterLease(lease_ms(config.controller_heart_beat_timeout_mills,
+                                              config.broker_heartbeat_interval))
         self._ha_port = config.ha_port
         self._started = False
         self.role.add_listener(self._apply)
 
     @property
     def ha_address(self) -> str:
-        """Where replicas connect: the advertised host and the HA port."""
+        """Where replicas connect: ``haAdvertisedAddress``, else the advertised host and
+        the HA port."""
+        if self.config.ha_advertised_address:
+            return self.config.ha_advertised_address
         port = self.server.port if self.server is not None else self._ha_port
         return f"{self.config.advertised_host}:{port}"
 

@@ -17,7 +17,8 @@ answered by the Raft leader only, one at a time: it decides against the state it
 applied. Another controller answers 2007 CONTROLLER_NOT_LEADER with the leader's address
 in the remark; so do reads, which would otherwise show a follower's possibly older view.
 CONTROLLER_GET_METADATA_INFO is answered by every controller. BROKER_HEARTBEAT is
-recorded by every controller.
+recorded by every controller, and answered with the Raft leader it knows (and, by the
+leader, the group's master): a master's lease is renewed from those answers.
 
 The leader looks every ``controllerScanInterval`` ms for masters whose lease lapsed and
 elects a new master from the sync-state set. A group it meets for the first time as
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -39,6 +41,7 @@ from tidemq.codec.bodies import decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import (
     AlterSyncStateSetRequestHeader,
+    BrokerHeartbeatResponseHeader,
     CleanControllerBrokerDataRequestHeader,
     ElectMasterRequestHeader,
     GetMetaDataResponseHeader,
@@ -349,30 +352,45 @@ class ControllerApp:
         return cmd.response(decision.code, decision.remark, None, decision.body)
 
     async def _metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        raft = self.raft
-        leader = raft.leader if raft is not None else None
-        leader_id = next((p for p, a in self.config.peers.items() if a == leader), None)
         header = GetMetaDataResponseHeader(
             group=self.config.controller_raft_self_id and "tidemq-controllers",
-            controller_leader_id=leader_id, controller_leader_address=self.leader_address(),
+            controller_leader_id=self._leader_id(),
+            controller_leader_address=self.leader_address(),
             is_leader=self.is_leader, peers=self.config.controller_raft_peers)
         return cmd.response(ext_fields=header.to_ext())
 
-    async def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        self.heartbeat(BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields))
-        return cmd.response()
+    def _leader_id(self) -> str | None:
+        """The id (in ``controllerRaftPeers``) of the Raft leader this controller knows."""
+        leader = self.raft.leader if self.raft is not None else None
+        return next((p for p, a in self.config.peers.items() if a == leader), None)
 
-    def heartbeat(self, header: BrokerHeartbeatRequestHeader) -> None:
-        """Record a broker's BROKER_HEARTBEAT (the name server passes its own on). Only
-        members of a registered group are recorded: what peers send cannot grow the
-        table beyond the groups the controllers keep."""
-        if header.broker_id is None or self.raft is None:
-            return  # a broker outside controller mode heartbeating its name server
-        with self.raft.reading() as state:
+    async def _heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        answer = self.heartbeat(BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields))
+        return cmd.response(ext_fields=answer.to_ext())
+
+    def heartbeat(self, header: BrokerHeartbeatRequestHeader) -> BrokerHeartbeatResponseHeader:
+        """Record a broker's BROKER_HEARTBEAT (the name server passes its own on) and
+        answer this controller's view: the leader it knows and, on the leader, the
+        group's master, from which a master renews its lease. Only members of a
+        registered group are recorded: what peers send cannot grow the table beyond the
+        groups the controllers keep."""
+        raft = self.raft
+        if raft is None:
+            return BrokerHeartbeatResponseHeader()
+        leading = self.is_leader
+        answer = BrokerHeartbeatResponseHeader(controller_leader_id=self._leader_id(),
+                                               is_leader=leading)
+        if header.broker_id is None:
+            return answer  # a broker outside controller mode heartbeating its name server
+        with raft.reading() as state:
             group = state.groups.get(header.broker_name)
             if group is None or header.broker_id not in group.brokers:
-                return
+                return answer
+            if leading:
+                answer = dataclasses.replace(answer, master_broker_id=group.master_id,
+                                             master_epoch=group.master_epoch)
         self.heartbeats.beat(
             (header.broker_name, header.broker_id), header.broker_addr, self.clock(),
             timeout_ms=header.heartbeat_timeout_millis, epoch=header.epoch,
             max_offset=header.max_offset, election_priority=header.election_priority)
+        return answer

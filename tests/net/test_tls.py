@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from tests.net.support import ECHO, RawPeer, make_server
-from tests.tls_certs import KEY_PASSWORD, Certs
+from tests.tls_certs import KEY_PASSWORD, Certs, make_certs
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ConfigError, ConnectionLost, ResponseCode, TlsError
@@ -399,3 +399,62 @@ async def test_a_renewed_certificate_is_served_to_new_connections(
     assert "does not name this host" in info.value.cause
     assert server.tls.contexts.reloads == 1
     assert await echo(first, server, "kept") == b"kept"  # open connections keep theirs
+
+
+@pytest.fixture(scope="module")
+def new_ca(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("new-ca"))
+
+
+async def test_clients_follow_a_renewed_ca_and_client_certificate(
+        tls_certs: Certs, new_ca: Certs, tmp_path: Path, servers: list[RemotingServer],
+        clients: list[RemotingClient]) -> None:
+    # The cluster moves to a new CA: the server's certificate is reissued by it and the
+    # server asks for client certificates of the new CA. A running client whose CA and
+    # certificate files are renewed in place dials with them, without a restart.
+    new = new_ca
+    live = {name: tmp_path / name for name in ("server.crt", "server.key", "trust.pem",
+                                               "ca.pem", "client.crt", "client.key")}
+    for name, source in (("server.crt", tls_certs.server_cert),
+                         ("server.key", tls_certs.server_key), ("trust.pem", tls_certs.ca),
+                         ("ca.pem", tls_certs.ca), ("client.crt", tls_certs.client_cert),
+                         ("client.key", tls_certs.client_key)):
+        shutil.copy(source, live[name])
+    server = await started(TlsServerSettings.parse(
+        mode="enforcing", cert_path=str(live["server.crt"]), key_path=str(live["server.key"]),
+        need_client_auth="require", trust_cert_path=str(live["trust.pem"])))
+    servers.append(server)
+    assert server.tls is not None
+    server.tls.contexts.recheck = 0.0
+    settings = TlsClientSettings(enable=True, trust_cert_path=str(live["ca.pem"]),
+                                 cert_path=str(live["client.crt"]),
+                                 key_path=str(live["client.key"]))
+    client = new_client(clients, settings)
+    blocking = BlockingClient(connect_timeout=5.0, request_timeout=5.0, tls=settings)
+    assert client.tls is not None and blocking.tls is not None
+    client.tls.recheck = blocking.tls.recheck = 0.0
+    try:
+        assert await echo(client, server) == b"hi"
+
+        def renew(pairs: tuple[tuple[str, Path], ...]) -> None:
+            for name, source in pairs:
+                shutil.copy(source, live[name])
+                stamp = os.stat(live[name]).st_mtime + 5
+                os.utime(live[name], (stamp, stamp))
+
+        renew((("server.key", new.server_key), ("server.crt", new.server_cert),
+               ("trust.pem", new.ca)))
+        await client.close()  # connections are dialed again from here
+        client = new_client(clients, settings)
+        client.tls.recheck = 0.0  # type: ignore[union-attr]
+        with pytest.raises(TlsError):  # the old CA does not sign the new certificate
+            await echo(client, server)
+        renew((("ca.pem", new.ca), ("client.key", new.client_key),
+               ("client.crt", new.client_cert)))
+        assert await echo(client, server, "renewed") == b"renewed"
+        assert client.tls.reloads == 1  # type: ignore[union-attr]
+        response = await asyncio.to_thread(blocking.request, server.address,
+                                           RemotingCommand.request(ECHO, {}, b"blocking"))
+        assert bytes(response.body) == b"blocking" and blocking.tls.reloads == 1
+    finally:
+        blocking.close()

@@ -27,7 +27,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -41,7 +41,7 @@ from tidemq.codec.signature import Credentials
 from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, TlsError
 from tidemq.net.address import parse_address
 from tidemq.net.errors import map_exceptions, network_errors
-from tidemq.net.tls import TlsClientSettings, describe_tls_failure
+from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["BlockingClient"]
 
@@ -67,7 +67,8 @@ class BlockingClient:
         #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
         self.credentials = credentials
         #: The context every socket is wrapped in; ``None``: plain.
-        self.tls_context = tls.context() if tls is not None else None
+        #: The context of new connections, following its files; ``None``: plain.
+        self.tls = ClientTlsContext(tls) if tls is not None and tls.enable else None
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._max_frame_size = max_frame_size
@@ -110,7 +111,7 @@ class BlockingClient:
             conn = self._connections.get(address)
             if conn is None:
                 conn = _BlockingConnection(address, self.connect_timeout, self._max_frame_size,
-                                           self.tls_context)
+                                           self.tls.current if self.tls is not None else None)
                 self._connections[address] = conn
             return conn
 
@@ -119,7 +120,8 @@ class _BlockingConnection:
     """One socket to one address, dialed on first use and again after it broke."""
 
     def __init__(self, address: str, connect_timeout: float, max_frame_size: int,
-                 tls_context: ssl.SSLContext | None = None) -> None:
+                 tls_context: Callable[[], ssl.SSLContext] | None = None) -> None:
+        """``tls_context``: the context for each dial (``None``: plain)."""
         self.address = address
         self._tls_context = tls_context
         self.lock = threading.Lock()
@@ -187,7 +189,7 @@ class _BlockingConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls_context is not None:
             try:
-                sock = self._tls_context.wrap_socket(sock, server_hostname=host)
+                sock = self._tls_context().wrap_socket(sock, server_hostname=host)
             except (OSError, ValueError) as exc:
                 sock.close()
                 if isinstance(exc, TimeoutError):

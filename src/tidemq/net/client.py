@@ -38,7 +38,7 @@ from tidemq.net.address import parse_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, Connection
 from tidemq.net.dispatcher import Dispatcher, Processor
 from tidemq.net.errors import ExceptionMapping, map_exceptions, network_errors
-from tidemq.net.tls import TlsClientSettings, describe_tls_failure
+from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["RemotingClient"]
 
@@ -58,9 +58,9 @@ class RemotingClient:
         credentials: Credentials | None = None,
         tls: TlsClientSettings | None = None,
     ) -> None:
-        #: The context of every connection; ``None``: plain. Built here, so a bad file
-        #: raises ConfigError now rather than at the first request.
-        self.tls_context = tls.context() if tls is not None else None
+        #: The context of new connections, following its files; ``None``: plain. Built
+        #: here, so a bad file raises ConfigError now rather than at the first request.
+        self.tls = ClientTlsContext(tls) if tls is not None and tls.enable else None
         #: Signs every request sent (RocketMQ ACL 1.0); ``None``: unsigned.
         self.credentials = credentials
         self.request_timeout = request_timeout
@@ -87,6 +87,11 @@ class RemotingClient:
     def connections(self) -> dict[str, Connection]:
         """Open connections by address."""
         return dict(self._connections)
+
+    @property
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The context a connection dialed now uses (``None``: plain)."""
+        return self.tls.current() if self.tls is not None else None
 
     async def connection(self, address: str) -> Connection:
         """The open connection to ``address``, dialing it if there is none."""
@@ -174,13 +179,14 @@ class RemotingClient:
         try:
             host, port = parse_address(address)
             loop = asyncio.get_running_loop()
+            context = self.tls_context
             with map_exceptions(self._dial_errors(address)):
                 async with asyncio.timeout(self.connect_timeout):
-                    if self.tls_context is None:
+                    if context is None:
                         _, conn = await loop.create_connection(self._new_connection, host, port)
                     else:
                         _, conn = await loop.create_connection(
-                            self._new_connection, host, port, ssl=self.tls_context,
+                            self._new_connection, host, port, ssl=context,
                             server_hostname=host, ssl_handshake_timeout=self.connect_timeout)
         finally:
             self._dials.pop(address, None)

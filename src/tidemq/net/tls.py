@@ -36,6 +36,8 @@ verifies the server's certificate and host name unless told ``tls.client.authSer
 A server's context follows its files: :class:`ServerTlsContext` looks at the certificate
 and key files' modification times at most once a second, and builds a new context when
 they changed, so a renewed certificate is served to new connections without a restart.
+A client's follows its CA, certificate and key files the same way
+(:class:`ClientTlsContext`), when it dials a connection.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ from collections.abc import Callable
 
 from tidemq.errors import ConfigError
 
-__all__ = ["TLS_HANDSHAKE_BYTE", "ClientAuth", "ServerTlsContext", "TlsClientSettings",
-           "TlsMode", "TlsServerSettings", "describe_tls_failure"]
+__all__ = ["TLS_HANDSHAKE_BYTE", "ClientAuth", "ClientTlsContext", "ServerTlsContext",
+           "TlsClientSettings", "TlsMode", "TlsServerSettings", "describe_tls_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -212,20 +214,20 @@ def _mtimes(paths: tuple[str, ...]) -> tuple[float, ...]:
     return tuple(out)
 
 
-class ServerTlsContext:
-    """A server's current context, rebuilt when its certificate, key or trust files
-    change (checked at most every ``recheck`` seconds, when a connection asks)."""
+class _FollowedContext:
+    """A context rebuilt by ``build`` when one of ``paths`` changes (checked at most
+    every ``recheck`` seconds, when a connection asks)."""
 
-    def __init__(self, settings: TlsServerSettings, *, recheck: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings = settings
-        self._paths = tuple(p for p in (settings.cert_path, settings.key_path,
-                                        settings.trust_cert_path) if p)
+    def __init__(self, build: Callable[[], ssl.SSLContext], paths: tuple[str, ...], *,
+                 recheck: float, clock: Callable[[], float], what: str) -> None:
+        self._build = build
+        self._paths = paths
+        self._what = what
         #: Seconds between two looks at the files.
         self.recheck = recheck
         self._clock = clock
-        self._context = settings.context()  # a bad file fails the start, naming its key
-        self._stamp = _mtimes(self._paths)
+        self._context = build()  # a bad file fails the start, naming its key
+        self._stamp = _mtimes(paths)
         self._checked = clock()
         #: How many times a changed file was loaded.
         self.reloads = 0
@@ -240,14 +242,48 @@ class ServerTlsContext:
             if stamp != self._stamp:
                 self._stamp = stamp
                 try:
-                    self._context = self.settings.context()
+                    self._context = self._build()
                 except ConfigError as exc:
-                    log.warning("TLS files changed but cannot be loaded, still serving the "
-                                "previous certificate: %s", exc)
+                    log.warning("%s TLS files changed but cannot be loaded, the previous "
+                                "ones stay in use: %s", self._what, exc)
                 else:
                     self.reloads += 1
-                    log.info("TLS certificate reloaded from %s", self.settings.cert_path)
+                    log.info("%s TLS files reloaded (%s)", self._what, ", ".join(self._paths))
         return self._context
+
+
+class ServerTlsContext(_FollowedContext):
+    """A server's current context, rebuilt when its certificate, key or trust files
+    change (checked at most every ``recheck`` seconds, when a connection asks)."""
+
+    def __init__(self, settings: TlsServerSettings, *, recheck: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        super().__init__(settings.context, tuple(
+            p for p in (settings.cert_path, settings.key_path, settings.trust_cert_path)
+            if p), recheck=recheck, clock=clock, what="server")
+
+
+class ClientTlsContext(_FollowedContext):
+    """A client's current context, rebuilt when its CA, certificate or key files change
+    (checked at most every ``recheck`` seconds, when a connection is dialed): a renewed
+    client certificate or a new CA file is used by the next connection, without a
+    restart; open connections keep the context they started with."""
+
+    def __init__(self, settings: TlsClientSettings, *, recheck: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not settings.enable:
+            raise ValueError("a client TLS context needs tls.enable")
+        self.settings = settings
+
+        def build() -> ssl.SSLContext:
+            context = settings.context()
+            assert context is not None  # enabled
+            return context
+
+        super().__init__(build, tuple(
+            p for p in (settings.trust_cert_path, settings.cert_path, settings.key_path)
+            if p), recheck=recheck, clock=clock, what="client")
 
 
 def describe_tls_failure(exc: BaseException) -> str:

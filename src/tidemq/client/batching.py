@@ -586,11 +586,17 @@ def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]
     offset_id = result.offset_msg_id
     future = asyncio.Future
     for i, waiter in enumerate(waiters):
+        if type(waiter) is future:  # send()'s own future, the usual waiter
+            if not waiter.done():
+                waiter.set_result(new_send_result(
+                    status, keys[i], record_ids[i] if per_record else offset_id, queue,
+                    first + i, txn))
+            continue
         if waiter is None:
             continue
         one = new_send_result(status, keys[i], record_ids[i] if per_record else offset_id,
                               queue, first + i, txn)
-        if isinstance(waiter, future):
+        if isinstance(waiter, future):  # a future of another loop implementation
             if not waiter.done():
                 waiter.set_result(one)
             continue

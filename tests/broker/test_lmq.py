@@ -112,6 +112,8 @@ async def test_send_answer_is_the_parent_queue(lmq_cluster: Cluster, lmq_peer: P
     ("%LMQ%a/b", "must be %LMQ% followed by"),
     ("%LMQ%a\\b", "must be %LMQ% followed by"),
     ("%LMQ%a b", "must be %LMQ% followed by"),
+    ("%LMQ%a\n", "must be %LMQ% followed by"),
+    ("%LMQ%b,%LMQ%a\n", "must be %LMQ% followed by"),
     ("%LMQ%" + "x" * 251, "longer than 255 bytes"),
     (",".join(f"%LMQ%n{i}" for i in range(9)), "the limit is 8"),
     ("plain", "is not a light message queue"),

@@ -18,7 +18,9 @@ from tidemq.store.lmq_store import LMQ_PREFIX
 __all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "parent_refusal", "parse_lmq_targets"]
 
 MAX_LMQ_NAME = 255
-_NAME_RE = re.compile(r"^%LMQ%[A-Za-z0-9_|%-]+$")
+_NAME_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+")
+#: A whole value of good names (one C-level match for the usual case).
+_NAMES_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+(?:,%LMQ%[A-Za-z0-9_|%-]+)*")
 
 
 def parent_refusal(parent_topic: str) -> str | None:
@@ -39,6 +41,9 @@ def parse_lmq_targets(value: str, parent_topic: str, max_targets: int) -> list[s
     names = value.split(",")
     if len(names) > max_targets:
         return f"INNER_MULTI_DISPATCH names {len(names)} queues; the limit is {max_targets}"
+    if (_NAMES_RE.fullmatch(value) is not None and len(set(names)) == len(names)
+            and max(map(len, names)) <= MAX_LMQ_NAME):  # ASCII: characters are bytes
+        return names
     seen: set[str] = set()
     for name in names:
         if not name:
@@ -47,7 +52,7 @@ def parse_lmq_targets(value: str, parent_topic: str, max_targets: int) -> list[s
             return f"{name!r} is not a light message queue (names start with {LMQ_PREFIX})"
         if len(name.encode()) > MAX_LMQ_NAME:
             return f"LMQ name {name[:40]!r}... is longer than {MAX_LMQ_NAME} bytes"
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             return f"LMQ name {name!r} must be {LMQ_PREFIX} followed by [A-Za-z0-9_|%-]"
         if name in seen:
             return f"LMQ {name!r} is named twice"

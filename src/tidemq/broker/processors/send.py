@@ -233,7 +233,7 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_DISPATCH needs enableLmq=true and "
                                  "enableMultiDispatch=true on this broker")
-        props = decode_properties((text or "").encode("utf-8"))
+        props = parse_property_text(text or "")
         if "INNER_MULTI_QUEUE_OFFSET" in props:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_QUEUE_OFFSET is assigned by the broker")

@@ -64,7 +64,6 @@ from tidemq.formats.hashing import tags_code
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
-    decode_properties,
     encode_properties,
     parse_property_text,
     property_text_error,

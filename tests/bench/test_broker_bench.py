@@ -120,6 +120,16 @@ def test_produce_to_a_sync_master_with_a_replica(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_latency_with_a_replica_samples_its_lag(tmp_path: Path) -> None:
+    data = bench(tmp_path, "latency", "--duration", "1.5", "--warmup", "0", "--rate", "500",
+                 "--replica", "async")
+    lag = data["summary"]["replication_lag"]
+    # the master answered how far its replica was behind, in time, many times a second
+    assert lag["samples"] >= 10 and 0 <= lag["p50_ms"] <= lag["p99_ms"] <= lag["max_ms"]
+    assert data["summary"]["received"] > 0
+
+
+@pytest.mark.slow
 def test_produce_raw_batches_sync_flush(tmp_path: Path) -> None:
     data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "4",
                  "--batch", "10", "--raw", "--producers", "2", "--flush", "SYNC_FLUSH")

@@ -58,6 +58,7 @@ from tidemq.bench.columns import take_columns
 from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.process import BenchError, BrokerProcess, free_ports
 from tidemq.bench.replica import REPLICA_MODES, ReplicaProcess, replica_settings
+from tidemq.bench.replication_lag import ReplicationLagSampler
 from tidemq.bench.security import BenchSecurity, client_environment
 from tidemq.client import (
     AdminClient,
@@ -681,6 +682,16 @@ async def _receive_loop(consumer: PullConsumer, meter: Meter, running: list[bool
         meter.count += len(batch)
 
 
+async def _lag_sampler(cfg: BrokerBenchConfig, namesrv: str, queues: list[MessageQueue]
+                       ) -> ReplicationLagSampler | None:
+    """With a replica, a sampler of its lag behind the master that ``queues`` live on."""
+    if cfg.replica is None:
+        return None
+    async with AdminClient(namesrv) as admin:
+        master = (await admin.masters())[queues[0].broker_name]
+    return ReplicationLagSampler(namesrv, master)
+
+
 async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
     """The latency workload (module docstring): end-to-end at a fixed rate."""
     if cfg.size < _STAMP.size:
@@ -693,6 +704,7 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
         consumer = PullConsumer(f"bench_latency_{os.getpid()}", config=config)
         await consumer.start()
         received, acks, running = Meter(), Meter(), [True]
+        lag = await _lag_sampler(cfg, namesrv, queues)
         try:
             consumer.assign(queues)
             await consumer.seek_to_end()
@@ -702,6 +714,8 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                 pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
                 tasks = [asyncio.ensure_future(_receive_loop(consumer, received, running)),
                          asyncio.ensure_future(pacer.run(running))]
+                if lag is not None:
+                    tasks.append(asyncio.ensure_future(lag.run(running)))
                 sampler, ack_sampler = Sampler(received, pid), Sampler(acks, None)
 
                 def both(row: dict[str, Any]) -> None:
@@ -721,6 +735,8 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                  "received": received.count, "send_errors": acks.errors,
                  "send_last_error": acks.last_error or None,
                  "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}
+        if lag is not None:
+            extra["replication_lag"] = lag.summary(cfg.warmup)
         return _result("latency", cfg, sampler, extra)
 
     return await _run(cfg, body)

@@ -53,6 +53,11 @@ __all__ = ["consume", "latency", "produce", "report"]
 _EXTRA = ("prefill", "consumed", "sent", "skipped", "received", "complete")
 
 
+Replica = Annotated[str | None, typer.Option(
+    "--replica", help="async or sync: the broker process is an ASYNC_MASTER or a "
+                      "SYNC_MASTER with one replica in a second process.")]
+
+
 def _print_second(row: dict[str, Any]) -> None:
     extra = ""
     if "sent_per_s" in row:
@@ -85,6 +90,10 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
         ack = s["ack"]
         rows.append(("send ack p50 / p99 / p999 ms",
                      f"{ms(ack['p50_ms'])} / {ms(ack['p99_ms'])} / {ms(ack['p999_ms'])}"))
+    lag = s.get("replication_lag")
+    if isinstance(lag, dict) and lag.get("samples"):
+        rows.append(("replication lag p50 / p99 / max ms",
+                     f"{ms(lag['p50_ms'])} / {ms(lag['p99_ms'])} / {ms(lag['max_ms'])}"))
     if s.get("last_error"):
         rows.append(("last error", escape(str(s["last_error"]))))
     return figures(title, rows, header=False)
@@ -153,9 +162,7 @@ def produce(
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
     acl: Acl = False, tls: Tls = False,
-    replica: Annotated[str | None, typer.Option(
-        "--replica", help="async or sync: the broker process is an ASYNC_MASTER or a "
-                          "SYNC_MASTER with one replica in a second process.")] = None,
+    replica: Replica = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="The producers record message trace (enable_msg_trace) to the "
                         "broker's trace topic: what trace costs.")] = False,
@@ -208,14 +215,14 @@ def latency(
     max_batch: MaxBatch = 1024, max_batch_bytes: MaxBatchBytes = 32 * 1024,
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
-    acl: Acl = False, tls: Tls = False,
+    acl: Acl = False, tls: Tls = False, replica: Replica = None,
 ) -> None:
     """End-to-end latency at a fixed rate: send time in the body to receipt by a
-    long-polling consumer."""
+    long-polling consumer; with --replica also how far the replica is behind, in time."""
     _broker_bench("latency", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, rate=rate,
         in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
         linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
         broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
-        acl=acl, tls=tls),
+        acl=acl, tls=tls, replica=replica),
         json_out)

@@ -11,10 +11,14 @@ from pathlib import Path
 import pytest
 from tests.console.conftest import Http
 
+from tidemq.broker.app import BrokerApp
+from tidemq.broker.pipeline import Check
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from tidemq.client.logical_admin import LogicalQueueAdmin, plan_migration
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.console import ConsoleServer
+from tidemq.errors import ResponseCode
+from tidemq.net import Connection
 from tidemq.testing import Cluster
 
 PAGES = ["/cluster", "/topics", "/topics?system=1", "/groups", "/messages", "/logical-queues",
@@ -238,3 +242,34 @@ def unused_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def test_the_topic_list_names_a_broker_it_could_not_read(tmp_path: Path) -> None:
+    """A master that answers GET_ALL_TOPIC_CONFIG with an error is named on the topic
+    list (its topics are missing from it), instead of being dropped with a log line."""
+    def refuse(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "topic table unreadable (injected)")
+
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        bc, sc = cluster.broker_config(1)
+        sick = BrokerApp(bc, sc, interceptors=[
+            Check(refuse, codes=[RequestCode.GET_ALL_TOPIC_CONFIG])])
+        await sick.start()
+        cluster.brokers.append(sick)  # stopped with the cluster
+        await registered(cluster)
+        async with ConsoleServer(cluster.namesrv_addr, port=0) as web:
+            http = Http(web.url)
+            page = await http.get("/topics")
+            assert page.status == 200
+            unread = re.search(r'<div class="error" id="unread-brokers">(.*?)</div>',
+                               page.text, re.S)
+            assert unread is not None, page.text[:2000]
+            assert f'data-broker="{bc.broker_name}"' in unread.group(1)
+            assert sick.broker_addr in unread.group(1)
+            assert "topic table unreadable (injected)" in unread.group(1)
+            assert 'data-broker="broker-a"' not in unread.group(1)
+            # with every broker readable, nothing is said
+            cluster.brokers.remove(sick)
+            await sick.stop()
+            again = await http.get("/topics")
+            assert 'id="unread-brokers"' not in again.text

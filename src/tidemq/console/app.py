@@ -310,16 +310,26 @@ async def lmq_page(console: Console, request: Request) -> StarletteResponse:
 
 
 async def _configs(admin: AdminClient) -> tuple[dict[str, str], dict[str, Any]]:
-    """Master name -> address, and address -> its topic-config wrapper."""
+    """Master name -> address, and address -> its topic-config wrapper (a master whose
+    configs cannot be read is left out; :func:`_read_configs` says which)."""
+    masters, wrappers, _unread = await _read_configs(admin)
+    return masters, wrappers
+
+
+async def _read_configs(admin: AdminClient
+                        ) -> tuple[dict[str, str], dict[str, Any], dict[str, str]]:
+    """As :func:`_configs`, and master name -> why its configs could not be read."""
     masters = await admin.masters()
     results = await _bounded(monitor.topic_configs(admin, a) for a in masters.values())
     wrappers = {}
-    for addr, result in zip(masters.values(), results, strict=True):
+    unread = {}
+    for (name, addr), result in zip(masters.items(), results, strict=True):
         if isinstance(result, BaseException):
             log.warning("topic configs of %s: %s", addr, result)
+            unread[name] = f"{addr}: {result}"
             continue
         wrappers[addr] = result
-    return masters, wrappers
+    return masters, wrappers, unread
 
 
 async def _holders(admin: AdminClient, topic: str) -> list[str]:
@@ -332,7 +342,7 @@ async def topics_page(console: Console, request: Request) -> StarletteResponse:
     admin = console.admin
     show_system = request.query_params.get("system") == "1"
     info, names = await asyncio.gather(admin.cluster_info(), admin.topic_list())
-    masters, wrappers = await _configs(admin)
+    masters, wrappers, unread = await _read_configs(admin)
     by_addr = {addr: name for name, addr in masters.items()}
     per_topic: dict[str, dict[str, Any]] = {}
     for addr, wrapper in wrappers.items():
@@ -361,7 +371,8 @@ async def topics_page(console: Console, request: Request) -> StarletteResponse:
         if not isinstance(st, BaseException):
             row["messages"], row["put_tps"] = st.messages, st.put_tps
     return console.page("topics", request, title="Topics", topics=rows, show_system=show_system,
-                        clusters=sorted(info.cluster_addr_table))
+                        clusters=sorted(info.cluster_addr_table),
+                        unread=sorted(unread.items()))
 
 
 def _perm(perm: int) -> str:

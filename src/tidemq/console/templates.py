@@ -201,6 +201,9 @@ TOPICS = """{% extends "layout" %}{% block content %}
 </fieldset></form>
 <h2>{{ topics|length }} topic{{ '' if topics|length == 1 else 's' }} {% if show_system %}<a class="muted" href="/topics">hide system topics</a>
 {% else %}<a class="muted" href="/topics?system=1">show system topics</a>{% endif %}</h2>
+{% if unread %}<div class="error" id="unread-brokers"><b>Not every broker could be read.</b>
+The topics below miss what these brokers hold (their queues, or topics only they have):
+<ul>{% for name, why in unread %}<li data-broker="{{ name }}">{{ name }} ({{ why }})</li>{% endfor %}</ul></div>{% endif %}
 {% if topics %}
 <table id="topics"><thead><tr><th>Topic</th><th>Queue type</th><th>Logical</th><th class="num">Read / write queues</th>
 <th>Brokers</th><th>Perm</th><th class="num">Messages</th><th class="num">Put TPS</th></tr></thead><tbody>

@@ -258,6 +258,8 @@ async def partition_and_heal(g: Group, *, cut_ha: bool) -> None:
         c[0].max_offset == c[1].max_offset  # type: ignore[attr-defined]
         and c[0].epoch_list == c[1].epoch_list))  # type: ignore[attr-defined]
     assert old.proc is not None and old.proc.poll() is None  # the same process
+    if cut_ha:  # it stored sends it could not have copied: a tail of its own, cut
+        assert "while running" in old.log(400)
     await check_every_ack_read_once(g.admin, new.addr, senders.acks)
     await eventually(lambda: _readable(g.admin, old.addr, senders.acks), bool)
 
@@ -274,3 +276,8 @@ async def test_a_master_cut_off_from_the_controllers_stops_acknowledging_by_its_
         group: Group) -> None:
     await partition_and_heal(group, cut_ha=False)
 
+
+
+async def test_a_master_cut_off_from_replicas_and_controllers_acknowledges_nothing_more(
+        group: Group) -> None:
+    await partition_and_heal(group, cut_ha=True)

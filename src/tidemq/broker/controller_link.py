@@ -21,9 +21,9 @@ Before the store starts, :meth:`ControllerLink.prepare` asks the controllers who
 master; a broker that is not compares its epoch file with the master's and asks
 recovery to cut the tail where they stop agreeing (:mod:`tidemq.store.truncation`): an
 old master coming back loses what the new master never had, before it copies anything.
-A master told while running that it is no longer master stops taking sends at once
-(replica role); if its log went further than the new master's it records the cut, which
-the next start makes, and says so in the log.
+A broker told while running to follow a master whose log its own went further than
+stops taking sends and copying at once, cuts that tail while it runs
+(:meth:`~tidemq.store.message_store.MessageStore.cut_tail`), and copies from there.
 
 Controllers that cannot be reached elect no one; a master that cannot reach a quorum of
 them stops acknowledging when its lease lapses.
@@ -58,7 +58,7 @@ from tidemq.codec.controller import (
 )
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
-from tidemq.errors import ResponseCode, TideMQError
+from tidemq.errors import ResponseCode, StoreReadOnly, TideMQError
 from tidemq.net import RemotingClient
 from tidemq.store import truncation
 from tidemq.store.epoch_file import EpochEntry, EpochFile, consistent_point
@@ -331,8 +331,8 @@ class ControllerLink:
         if my_end is not None and point >= my_end:
             return None
         truncation.request(self.store.layout, point)
-        log.warning("this log diverged from master %s's after offset %d: the tail is cut "
-                    "there when the store starts", theirs.broker_id, point)
+        log.warning("this log diverged from master %s's after offset %d: the tail after it "
+                    "is cut", theirs.broker_id, point)
         return point
 
     # ------------------------------------------------------------------ the loop
@@ -444,12 +444,17 @@ class ControllerLink:
             return
         point = self._cut_if_diverged(self.store.epochs.entries, theirs,
                                       my_end=self.store.commitlog.max_offset)
-        if point is None:
-            self.store.epochs.replace(_entries(theirs))
-        else:
-            log.error("%s id %d must cut its commit log at %d to follow master %s: restart "
-                      "it to make the cut (it takes no sends meanwhile)",
-                      self.config.broker_name, self.me, point, step.master_address)
+        if point is not None:
+            # No put and no copy may run during the cut: a replica of no one first.
+            await self.role.step_down(self.me)
+            try:
+                self.store.cut_tail(point)  # on the loop: no request reads meanwhile
+            except (StoreReadOnly, OSError) as exc:
+                log.error("%s id %d could not cut its commit log at %d to follow master %s "
+                          "(%s): restart it to make the cut (it takes no sends meanwhile)",
+                          self.config.broker_name, self.me, point, step.master_address, exc)
+                return
+        self.store.epochs.replace(_entries(theirs))
         await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
         log.warning("%s id %d is a replica of %s (epoch %d)", self.config.broker_name, self.me,
                     step.master_address, step.epoch)

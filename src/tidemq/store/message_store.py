@@ -201,6 +201,55 @@ class MessageStore:
         with self.commitlog.lock:  # no put is half-way when the switch happens
             self.appender.replica = on
 
+    def cut_tail(self, offset: int) -> int:
+        """Cut a running replica's commit log at ``offset`` (a record boundary), as
+        recovery makes a requested cut at start: the commit log zeroed from there and
+        later segments deleted, consume queues, LMQ entries, index and epoch file cut.
+        Returns the bytes dropped.
+
+        Only a replica's log (no put can run) that copies nobody (the caller stopped its
+        HA client) is cut while it runs. The cut is requested first
+        (:mod:`tidemq.store.truncation`), so a process killed half-way makes it at its
+        next start; the request goes once the cut and a checkpoint are on disk."""
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        if not self.appender.replica:
+            raise ValueError("only a replica's commit log is cut while the store runs")
+        dispatcher, flusher = self.dispatcher, self.flusher
+        assert dispatcher is not None and flusher is not None
+        end = self.commitlog.max_offset
+        if offset >= end:
+            return 0
+        truncation.request(self.layout, offset)
+        if not dispatcher.drain():
+            raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch up "
+                                "before the cut; the next start makes it")
+        dispatcher.pause()
+        try:
+            with self.commitlog.lock:
+                for cq in self.queues.all():
+                    cq.truncate_phys(offset)
+                if self.queues.lmq is not None:
+                    self.queues.lmq.truncate_phys(offset)
+                if self.index is not None:
+                    self.index.truncate(offset)
+                self.commitlog.truncate(offset)
+                self.epochs.truncate(offset)
+                dispatcher.dispatched_offset = offset
+                flusher.flushed_offset = min(flusher.flushed_offset, offset)
+                appender = self.appender
+                appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                                         for cq in self.queues.all()}
+                appender.lmq_next.clear()  # read again from the LMQ store when needed
+                self._replica_log = None  # the next copy starts at the new end
+                self._write_checkpoint()
+            truncation.clear(self.layout)
+        finally:
+            dispatcher.resume()
+        log.warning("commit log cut at %d while running: %d bytes dropped", offset,
+                    end - offset)
+        return end - offset
+
     @property
     def replica_log(self) -> ReplicaLog | None:
         """The replica side of the log, once bytes were replicated into it."""

@@ -7,7 +7,9 @@ written atomically. The next :meth:`MessageStore.start
 valid log there exactly as it ends it at a torn tail -- commit log zeroed and later
 segments deleted, consume queues, LMQ entries and index cut, the epoch file cut -- and
 only then removes the file. A process killed in between finds the request again and
-makes the same cut: it is idempotent.
+makes the same cut: it is idempotent. A running replica cuts at once instead
+(:meth:`MessageStore.cut_tail <tidemq.store.message_store.MessageStore.cut_tail>`),
+with the request written first and removed last in the same way.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ again, each time with an epoch. Both go through :class:`RoleHolder`:
 * :meth:`RoleHolder.become_master` -- "you are the master of epoch E";
 * :meth:`RoleHolder.become_replica` -- "you are replica ``broker_id`` of the master
   whose HA port is ``master_ha_address``, epoch E";
-* :meth:`RoleHolder.step_down` -- "stop being master; which broker is, is not known".
+* :meth:`RoleHolder.step_down` -- "stop being master (or copying one); which broker
+  is master is not known".
 
 An order carrying an epoch older than the one held is refused with
 :class:`StaleEpoch`; the listeners (the HA server, the HA client, the send path, the
@@ -113,8 +114,9 @@ class RoleHolder:
                                             epoch))
 
     async def step_down(self, broker_id: int) -> RoleState:
-        """Stop being master without knowing the next one: replica ``broker_id`` with no
-        master to copy, in the epoch held (a controller-mode master whose lease lapsed)."""
+        """Stop being master, or copying one, without knowing the next master: replica
+        ``broker_id`` of no one, in the epoch held (a controller-mode master whose lease
+        lapsed, or a broker about to cut its log)."""
         return await self._change(RoleState(BrokerRole.SLAVE, broker_id, "",
                                             self._state.epoch))
 

@@ -1,0 +1,122 @@
+"""A running replica cuts its commit log where it diverged from its new master, and
+copies on from there: the result is the master's log and queues, also after a restart;
+a cut that fails half-way is made by the next start."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidemq.formats.properties import encode_properties
+from tidemq.store import truncation
+from tidemq.store.append import MessageInput
+from tidemq.store.epoch_file import EpochEntry
+from tidemq.store.message_store import MessageStore
+
+from .conftest import FakeClock, OpenStore, small_config
+from .test_replica_log import LMQ, SEGMENT, fill, snapshot
+
+
+@functools.cache
+def master() -> tuple[bytes, tuple[int, ...], dict[str, object]]:
+    """The master's log, where each appended run of it starts, and its queues."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=SEGMENT,
+                                          **LMQ), clock=FakeClock(1_700_000_000_000))
+        store.start()
+        try:
+            runs: list[tuple[int, bytes]] = []
+            store.add_append_hook(lambda start, view: runs.append((start, bytes(view))))
+            fill(store)
+            return (b"".join(r for _, r in runs), tuple(s for s, _ in runs),
+                    snapshot(store))
+        finally:
+            store.shutdown()
+
+
+def diverge(replica: MessageStore, wire: bytes, point: int, ghosts: int) -> None:
+    """The replica holds the master's log up to ``point``, then a tail of its own (an old
+    master that wrote after the others stopped copying), in epoch 2 from ``point``."""
+    replica.set_batch_topic("Bcq")
+    replica.epochs.replace([EpochEntry(1, 0)])
+    if point:
+        replica.append_replicated(0, wire[:point])
+    replica.replica = False
+    replica.epochs.append(2, point)
+    for i in range(ghosts):  # across segment rolls, into queues, LMQs and the index
+        props = encode_properties({"KEYS": "k30", "UNIQ_KEY": f"G{i}"})
+        replica.put("T", i % 3, MessageInput(b"ghost%d" % i * 40, props, keys=("k30",)))
+        replica.put_multi_dispatch("T", 2, MessageInput(
+            b"lmq-ghost", b"INNER_MULTI_DISPATCH\x01%LMQ%x\x02"), ["%LMQ%x"])
+    replica.replica = True
+    assert replica.wait_dispatched()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(at=st.integers(0, 10**6), ghosts=st.integers(1, 120))
+def test_a_cut_running_replica_copies_on_to_the_masters_log(at: int, ghosts: int) -> None:
+    wire, starts, expected = master()
+    point = starts[at % len(starts)]
+    with tempfile.TemporaryDirectory() as tmp:
+        config = small_config(Path(tmp), mapped_file_size_commit_log=SEGMENT, **LMQ)
+        clock = FakeClock(1_700_000_000_000)
+        replica = MessageStore(config, clock=clock)
+        replica.start()
+        try:
+            diverge(replica, wire, point, ghosts)
+            end = replica.commitlog.max_offset
+            assert replica.cut_tail(point) == end - point
+            assert replica.commitlog.max_offset == point
+            # epochs that began at or after the cut go, as a cut at start drops them
+            assert replica.epochs.entries == ([EpochEntry(1, 0)] if point else [])
+            assert truncation.pending(replica.layout) is None
+            assert replica.append_replicated(point, wire[point:]) == len(wire)
+            assert snapshot(replica) == expected
+        finally:
+            replica.shutdown()
+        again = MessageStore(config, clock=clock)
+        again.start()
+        try:
+            again.set_batch_topic("Bcq")
+            assert again.recovery_report is not None
+            assert again.recovery_report.bytes_dropped == 0
+            assert snapshot(again) == expected
+        finally:
+            again.shutdown()
+
+
+def test_only_a_replica_is_cut_while_running(open_store: OpenStore) -> None:
+    store = open_store()
+    store.put("T", 0, MessageInput(b"x"))
+    with pytest.raises(ValueError, match="replica"):
+        store.cut_tail(0)
+    store.replica = True
+    assert store.cut_tail(store.commitlog.max_offset) == 0  # nothing beyond: nothing cut
+
+
+def test_a_cut_that_fails_half_way_is_made_at_the_next_start(
+        open_store: OpenStore, store_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wire, starts, expected = master()
+    point = starts[len(starts) // 2]
+    clock = FakeClock(1_700_000_000_000)
+    replica = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    diverge(replica, wire, point, 30)
+    with monkeypatch.context() as m:  # the disk fails as the commit log is cut
+        def fail(offset: int) -> None:
+            raise OSError(5, "Input/output error")
+        m.setattr(replica.commitlog, "truncate", fail)
+        with pytest.raises(OSError):
+            replica.cut_tail(point)
+    assert truncation.pending(replica.layout) == point
+    replica.shutdown()
+    again = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    again.set_batch_topic("Bcq")
+    assert again.commitlog.max_offset == point
+    assert truncation.pending(again.layout) is None
+    again.append_replicated(point, wire[point:])
+    assert snapshot(again) == expected

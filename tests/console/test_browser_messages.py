@@ -14,6 +14,7 @@ from tests.console.browser import Browser, chromium_path
 from tests.console.test_browser import Standalone, Visit
 
 from tidemq.client import (
+    ClientConfig,
     ConsumeFromWhere,
     ConsumeStatus,
     Message,
@@ -33,7 +34,7 @@ T = TypeVar("T")
 
 @pytest.fixture
 def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "data")
+    server = Standalone(tmp_path / "data", "--set", "traceTopicEnable=true")
     yield server
     server.stop()
 
@@ -81,13 +82,14 @@ class OnlineConsumer:
     """A push consumer of ``topic`` kept online on an event loop of its own thread (the
     browser blocks the test's thread), recording the bodies its listener gets."""
 
-    def __init__(self, namesrv: str, group: str, topic: str) -> None:
+    def __init__(self, namesrv: str, group: str, topic: str, *, trace: bool = False) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.bodies: list[bytes] = []
         self.changed = threading.Condition()
-        self.consumer = PushConsumer(group, namesrv, listener=self._listen,
+        config = ClientConfig(namesrv_addr=(namesrv,), enable_msg_trace=trace)
+        self.consumer = PushConsumer(group, listener=self._listen, config=config,
                                      consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         self.consumer.subscribe(topic)
         self._call(self.consumer.start())
@@ -119,27 +121,35 @@ class OnlineConsumer:
             self.loop.close()
 
 
-def test_a_message_is_resent_to_one_consumer(standalone: Standalone, browser: Browser) -> None:
+def test_a_message_is_resent_to_one_consumer_and_its_trace_shown(
+        standalone: Standalone, browser: Browser) -> None:
     """The message page's "Resend to consumer": the chosen consumer's listener gets the
-    message again, and the page says how it answered."""
+    message again, and the page says how it answered. With trace on in the producer and
+    the consumer, the page shows the message's trace: who sent it, where it was stored,
+    which group consumed it and how."""
     visit = Visit(browser, standalone.console)
     b = browser
     visit.page("/topics")
     b.submit("#create-topic", {"topic": "ResendE2E", "read_queues": "1", "write_queues": "1",
                                "queue_type": "SimpleCQ"})
+    traced = ClientConfig(namesrv_addr=(standalone.namesrv,), enable_msg_trace=True)
 
     async def send() -> SendResult:
-        async with Producer("resend-e2e-producer", standalone.namesrv) as producer:
+        async with Producer("resend-e2e-producer", config=traced) as producer:
             return await producer.send(Message("ResendE2E", b"resend me", {"KEYS": "r-1"}))
 
-    sent = asyncio.run(send())
-    consumer = OnlineConsumer(standalone.namesrv, "resend-e2e-group", "ResendE2E")
+    sent = asyncio.run(send())  # closing the producer sends its trace records
+    consumer = OnlineConsumer(standalone.namesrv, "resend-e2e-group", "ResendE2E", trace=True)
     try:
         assert consumer.wait_for(1) == [b"resend me"]  # its normal delivery
-        for _attempt in range(50):  # the key index follows the send shortly
+        for _attempt in range(50):  # the key index follows the sends shortly
             visit.page(f"/messages?by=id&topic=ResendE2E&msg_id={sent.msg_id}")
-            if b.exists("form.resend select"):
+            if b.exists("form.resend select") and b.exists("tr.trace-consume"):
                 break
+        assert b.text("tr.trace-send td:nth-child(2)") == "resend-e2e-producer"
+        assert "SEND_OK, stored" in b.text("tr.trace-send")
+        assert b.text("tr.trace-consume td:nth-child(2)") == "resend-e2e-group"
+        visit.shot("message-trace")
         target = f"resend-e2e-group {consumer.client_id}"
         assert b.eval("Array.from(document.querySelectorAll('form.resend option'))"
                       ".map(o => o.value)") == [target]
@@ -151,3 +161,18 @@ def test_a_message_is_resent_to_one_consumer(standalone: Standalone, browser: Br
         assert b.text(".msg-keys") == "r-1"  # back on the message's page
     finally:
         consumer.close()
+
+
+def test_a_message_without_trace_says_so(standalone: Standalone, browser: Browser) -> None:
+    async def send() -> SendResult:
+        async with Producer("untraced-producer", standalone.namesrv) as producer:
+            return await producer.send(Message("Untraced", b"x"))
+
+    sent = asyncio.run(send())
+    visit = Visit(browser, standalone.console)
+    for _attempt in range(50):
+        visit.page(f"/messages?by=id&topic=Untraced&msg_id={sent.msg_id}")
+        if browser.exists(".trace-none"):
+            break
+    assert "No trace" in browser.text(".trace-none")
+    assert not browser.exists("table.trace")

@@ -71,6 +71,7 @@ from tidemq.client import (
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
+from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.console.auth import (
     CSRF_FIELD,
     SAFE_METHODS,
@@ -733,8 +734,24 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
                                                  view["queue_id"], view["queue_offset"])
         view["consumers"] = await _online_consumers(
             admin, [g for g, _ in view["consumption"] or ()])
+    for view in shown[:TRACED]:
+        view["trace"] = await _trace(admin, view["uniq_key"] or view["msg_id"])
     return console.page("messages", request, title="Messages", q=q, searched=by is not None,
                         results=shown)
+
+
+#: The messages of a search whose trace the page shows (one key query each).
+TRACED = 5
+
+
+async def _trace(admin: AdminClient, msg_id: str) -> MessageTrace | None:
+    """The message's trace (sends and deliveries its clients recorded in the trace topic,
+    :mod:`tidemq.client.trace_view`); ``None`` when the trace topic cannot be read."""
+    try:
+        return await query_trace(admin, msg_id)
+    except TideMQError as exc:  # no trace topic: nobody enabled trace, or it is unreachable
+        log.info("trace of %s: %s", msg_id, exc)
+        return None
 
 
 async def _online_consumers(admin: AdminClient, groups: Sequence[str]

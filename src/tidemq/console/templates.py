@@ -452,6 +452,13 @@ MESSAGES = """{% extends "layout" %}{% block content %}
 {% if m.consumers %}<label>Resend to <select name="target">{% for g, c in m.consumers %}<option value="{{ g }} {{ c }}">{{ g }} / {{ c }}</option>{% endfor %}</select></label>
 <button type="submit">Resend to consumer</button>{% else %}<span class="muted">No consumer of a group consuming {{ m.topic }} is online to resend it to.</span>{% endif %}
 </fieldset></form>{% endif %}</div></div>
+{% if m.trace is defined %}<div class="trace" style="margin:-8px 0 18px"><h3>Trace</h3>
+{% if m.trace is none %}<p class="muted trace-none">No trace: the trace topic (RMQ_SYS_TRACE_TOPIC) cannot be read. Clients record one with message trace on (<code>enable_msg_trace</code>), on brokers with <code>traceTopicEnable=true</code>.</p>
+{% elif not m.trace.sends and not m.trace.consumes %}<p class="muted trace-none">No trace recorded for this message: its producer and consumers did not have message trace on (<code>enable_msg_trace</code>), or their records have not arrived yet.</p>
+{% else %}<table class="trace"><thead><tr><th>Event</th><th>Group</th><th>Client</th><th>At</th><th class="num">Took</th><th class="num">Retries</th><th>Result</th></tr></thead><tbody>
+{% for t in m.trace.sends %}<tr class="trace-send" data-group="{{ t.group }}"><td>sent</td><td>{{ t.group }}</td><td>{{ t.client_host }}</td><td>{{ when(t.send_ms) }}</td><td class="num">{{ t.cost_ms }} ms</td><td class="num">-</td><td>{{ 'SEND_OK' if t.success else 'failed' }}{% if t.store_ms %}, stored {{ when(t.store_ms) }} on {{ t.store_host }}{% endif %}</td></tr>
+{% endfor %}{% for t in m.trace.consumes %}<tr class="trace-consume" data-group="{{ t.group }}"><td>consumed</td><td>{{ t.group or '?' }}</td><td>{{ t.client_host }}</td><td>{{ when(t.consume_ms) }}</td><td class="num">{{ '%d ms'|format(t.cost_ms) if t.cost_ms is not none else '-' }}</td><td class="num">{{ t.retry_times }}</td><td class="outcome">{{ 'success' if t.success else ('not finished' if t.success is none else 'failed') }}</td></tr>
+{% endfor %}</tbody></table>{% if m.trace.refused %}<p class="muted">{{ m.trace.refused|length }} trace record(s) could not be read.</p>{% endif %}{% endif %}</div>{% endif %}
 {% else %}<div class="empty"><b>Nothing found</b>No message matched.</div>{% endfor %}{% endif %}
 {% endblock %}"""
 

@@ -51,10 +51,11 @@ cppclient: $(STAMP)
 	  echo "  it comes with '.[dev]' (rocketmq==0.4.4, Linux x86_64 only):" \
 	  "$(BIN)/python -m pip install -e '.[dev,spark]'"; exit 1; }
 
-## unit: the pytest suite only (exit code 5, no tests collected, fails); under CI=true a
-## skipped test fails the run unless tests/conftest.py allows its reason
+## unit: the pytest suite only, listing its 15 slowest tests (exit code 5, no tests
+## collected, fails); under CI=true a skipped test fails the run unless tests/conftest.py
+## allows its reason
 unit: $(STAMP) java browser cppclient
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 ## test: lint, then the whole test suite
 test: lint unit

@@ -111,6 +111,29 @@ async def test_send_and_consumes_are_traced(cluster: Cluster) -> None:
     assert trace.refused == []
 
 
+async def test_messages_polled_as_columns_are_traced(cluster: Cluster) -> None:
+    config = _config(cluster, enable_msg_trace=True)
+    async with AdminClient(config=config) as admin:
+        async with Producer("cpg", config=config) as producer:
+            sent = [await producer.send(Message("Columns", f"c{i}".encode(),
+                                                {"KEYS": f"ck{i}"})) for i in range(3)]
+        async with PullConsumer("columns-cg", config=config, consume_from=FIRST) as pull:
+            pull.subscribe("Columns")
+            got = 0
+            async with asyncio.timeout(20):
+                while got < 3:
+                    got += sum(len(b) for b in await pull.poll_batches(timeout=1))
+            await pull.commit()
+            assert pull.tracer is not None
+            await pull.tracer.flush()
+        for result in sent:
+            trace = await _trace_of(cluster, admin, result.msg_id, done=1)
+            [consume] = trace.consumes
+            assert (consume.group, consume.retry_times, consume.success) == (
+                "columns-cg", 0, True)
+            assert consume.cost_ms is not None and consume.cost_ms >= 0
+
+
 async def test_batches_through_the_auto_batching_producer_are_traced(cluster: Cluster
                                                                       ) -> None:
     config = _config(cluster, enable_msg_trace=True)

@@ -359,7 +359,10 @@ class PullConsumer(ConsumerRole):
         may be cut in two by the limit -- or ``[]`` if none came. Positions, filtering,
         pulls and commits are :meth:`poll`'s; the two may be mixed."""
         self._columns = True
-        return await self._poll(timeout, max_messages, self._drain_batches)
+        batches = await self._poll(timeout, max_messages, self._drain_batches)
+        if self._poll_trace is not None:
+            self._poll_trace.polled_batches(batches)
+        return batches
 
     async def _poll(self, timeout: float, max_messages: int | None,
                     drain: Callable[[int], list[_T]]) -> list[_T]:

@@ -1,8 +1,8 @@
 """PollTrace: the message trace of a pull consumer's deliveries.
 
-A message handed out by ``poll`` is recorded as SubBefore at once and remembered; the
-commit that moves its queue past it records its SubAfter (cost: from the poll to the
-commit, success). At most ``limit`` messages are remembered: past it the oldest are
+A message handed out by ``poll`` or ``poll_batches`` is recorded as SubBefore at once and
+remembered; the commit that moves its queue past it records its SubAfter (cost: from the
+poll to the commit, success). At most ``limit`` messages are remembered: past it the oldest are
 forgotten (their SubAfter is dropped and counted in :attr:`Tracer.dropped`), so a
 consumer that never commits holds bounded memory.
 """
@@ -13,9 +13,10 @@ import collections
 import uuid
 from collections.abc import Sequence
 
+from tidemq.client.message_batch import MessageBatch
 from tidemq.client.stamps import now_ms
-from tidemq.client.tracer import Tracer, sub_before_records
-from tidemq.codec.trace import ConsumeReturn, SubAfterRecord, TraceRecord
+from tidemq.client.tracer import REGION, Tracer
+from tidemq.codec.trace import ConsumeReturn, SubAfterRecord, SubBeforeRecord, TraceRecord
 from tidemq.types import MessageExt, MessageQueue
 
 __all__ = ["PollTrace"]
@@ -23,6 +24,8 @@ __all__ = ["PollTrace"]
 #: request id, poll time (epoch ms), queue offset, msgId and keys of a polled message (not
 #: the message: its body is not kept)
 _Polled = tuple[str, int, int, str, str]
+#: queue, queue offset, msgId, keys and retries of a message handed out
+_Row = tuple[MessageQueue, int, str, str, int]
 
 
 def _sub_after(polled: list[_Polled], end_ms: int) -> list[TraceRecord]:
@@ -42,15 +45,30 @@ class PollTrace:
         self._count = 0
 
     def polled(self, msgs: Sequence[MessageExt]) -> None:
-        if not msgs:
+        """``poll`` handed out ``msgs``."""
+        self._record([(MessageQueue(m.topic, m.broker_name, m.queue_id), m.queue_offset,
+                       m.msg_id, " ".join(m.keys), m.reconsume_times) for m in msgs])
+
+    def polled_batches(self, batches: Sequence[MessageBatch]) -> None:
+        """``poll_batches`` handed out ``batches`` (their messages, read from the columns)."""
+        rows: list[_Row] = []
+        for batch in batches:
+            offsets, retries = batch.queue_offsets.tolist(), batch.reconsume_times.tolist()
+            rows += [(batch.queue, offsets[i], batch.msg_id(i), " ".join(batch.keys(i)),
+                      retries[i]) for i in range(len(batch))]
+        self._record(rows)
+
+    def _record(self, rows: list[_Row]) -> None:
+        if not rows:
             return
         request_id, begin = uuid.uuid4().hex.upper(), now_ms()
-        self.tracer.record(sub_before_records(self.group, request_id, msgs, begin))
-        for m in msgs:
-            mq = MessageQueue(m.topic, m.broker_name, m.queue_id)
+        self.tracer.record([SubBeforeRecord(begin, REGION, self.group, request_id, msg_id,
+                                            retries, keys)
+                            for _, _, msg_id, keys, retries in rows])
+        for mq, offset, msg_id, keys, _ in rows:
             self._waiting.setdefault(mq, collections.deque()).append(
-                (request_id, begin, m.queue_offset, m.msg_id, " ".join(m.keys)))
-        self._count += len(msgs)
+                (request_id, begin, offset, msg_id, keys))
+        self._count += len(rows)
         while self._count > self.limit:
             self._forget_oldest()
 

@@ -8,9 +8,11 @@ users; :meth:`release` closes it when the last one leaves. It owns
 * the :class:`~tidemq.client.routes.RouteCache`, refreshed every
   ``poll_name_server_interval``;
 * the client id ``ip@instanceName@pid`` and the ``UNIQ_KEY`` generator;
-* the registered producer groups and consumers, announced to every master broker of the
-  cached routes with HEART_BEAT (34) every ``heartbeat_broker_interval`` and withdrawn
-  with UNREGISTER_CLIENT (35) (remoting.md §2.6);
+* the registered producer groups and consumers, announced to every broker of the cached
+  routes -- masters and replicas, as Java's client: a replica answers a consumer's
+  rebalance while its master is down -- with HEART_BEAT (34) every
+  ``heartbeat_broker_interval`` and withdrawn with UNREGISTER_CLIENT (35)
+  (remoting.md §2.6);
 * the handlers for requests brokers send to us: NOTIFY_CONSUMER_IDS_CHANGED (40) and
   RESET_CONSUMER_CLIENT_OFFSET (220) go to the consumer of the group they name;
   GET_CONSUMER_RUNNING_INFO (307) is answered for it (:mod:`tidemq.client.running_info`),
@@ -227,7 +229,7 @@ class ClientInstance:
         header = UnregisterClientRequestHeader(client_id=self.client_id,
                                                producer_group=producer,
                                                consumer_group=consumer)
-        addrs = sorted(self.routes.master_addresses())
+        addrs = sorted(self.routes.member_addresses())
 
         async def one(addr: str) -> None:
             cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header.to_ext())
@@ -252,13 +254,13 @@ class ClientInstance:
 
     async def send_heartbeat(self, addresses: Iterable[str] | None = None
                              ) -> dict[str, TideMQError]:
-        """HEART_BEAT to ``addresses`` (default: every master of the cached routes);
+        """HEART_BEAT to ``addresses`` (default: every broker of the cached routes);
         returns the failures by address."""
         data = self.heartbeat_data()
         if data is None:
             return {}
         body = encode_body(data)
-        targets = sorted(self.routes.master_addresses() if addresses is None else addresses)
+        targets = sorted(self.routes.member_addresses() if addresses is None else addresses)
         failures: dict[str, TideMQError] = {}
 
         async def one(addr: str) -> None:
@@ -274,11 +276,11 @@ class ClientInstance:
         return failures
 
     def unannounced_brokers(self) -> set[str]:
-        """Decide, without I/O: masters of the cached routes not heartbeated yet."""
-        return self.routes.master_addresses() - self._announced
+        """Decide, without I/O: brokers of the cached routes not heartbeated yet."""
+        return self.routes.member_addresses() - self._announced
 
     async def heartbeat_new_brokers(self) -> None:
-        """Announce the groups to masters that appeared since the last heartbeat."""
+        """Announce the groups to brokers that appeared since the last heartbeat."""
         new = self.unannounced_brokers()
         if new:
             self._announced |= new  # a failure is retried by the periodic heartbeat

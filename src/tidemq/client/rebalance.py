@@ -339,12 +339,14 @@ class Rebalancer:
         return views
 
     async def _consumer_ids(self, route: TopicRoute, asked: dict[str, list[str]]) -> list[str]:
-        """The group's client ids from the topic's first master (by broker name) that
-        answers; ``asked`` caches answers by address within one run."""
-        masters = route.master_addresses
+        """The group's client ids from the topic's first broker group (by name) that
+        answers: its master, or a replica while the master is down (consumers heartbeat
+        to both); ``asked`` caches answers by address within one run."""
+        members = {name: addr for name in route.brokers
+                   if (addr := route.read_address(name)) is not None}
         last: TideMQError | None = None
-        for name in sorted(masters):
-            addr = masters[name]
+        for name in sorted(members):
+            addr = members[name]
             if addr in asked:
                 return asked[addr]
             try:
@@ -354,6 +356,6 @@ class Rebalancer:
             except TideMQError as exc:
                 last = exc
         if last is None:
-            raise NoRouteError(route.topic, f"no master to ask for the members of group "
+            raise NoRouteError(route.topic, f"no broker to ask for the members of group "
                                             f"{self.group!r}")
         raise last

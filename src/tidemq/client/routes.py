@@ -77,6 +77,14 @@ class RouteCache(RouteCacheCore[RemotingClient]):
                 best = rank, broker.broker_addrs[member]
         return None if best is None else best[1]
 
+    def member_addresses(self) -> set[str]:
+        """Every broker address in the cached routes: masters and replicas."""
+        out: set[str] = set()
+        for route in self._table.routes():
+            for broker in route.brokers.values():
+                out.update(broker.broker_addrs.values())
+        return out
+
     def master_addresses(self) -> set[str]:
         """Every master address in the cached routes."""
         out: set[str] = set()

@@ -19,6 +19,7 @@ from tidemq.client import (
     PullConsumer,
     PushConsumer,
 )
+from tidemq.client.blocking import BlockingPullConsumer
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
@@ -196,3 +197,43 @@ async def test_an_lmq_consumer_goes_on_on_the_replica_when_the_master_stops(
         finally:
             await consumer.close(commit=False)
         assert got == [b"m%d" % i for i in range(TOTAL)]
+
+
+async def test_the_blocking_consumer_spark_reads_with_reads_the_replica_too(
+        tmp_path: Path) -> None:
+    """The blocking consumer (Spark's reads): with ``slaveReadEnable`` and a ratio of 0
+    it follows the suggestion to the replica; with the master stopped it reads and asks
+    offsets of the replica."""
+    async with Cluster(tmp_path, broker={"slave_read_enable": True,
+                                         "access_message_in_memory_max_ratio": 0},
+                       store=SMALL) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(create_topic("T", 1))
+            for i in range(TOTAL):
+                await peer.ok(send("T", b"m%d" % i))
+        await caught_up(master, replica)
+        while replica.topics.get("T") is None:
+            replica.metadata_sync.synced.clear()
+            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        mq = MessageQueue("T", "broker-a", 0)
+
+        def read_all(consumer: BlockingPullConsumer) -> list[bytes]:
+            out: list[bytes] = []
+            while len(out) < TOTAL:
+                result = consumer.pull(mq, len(out), max_nums=8)
+                out += [m.body for m in result.messages]
+            return out
+
+        with BlockingPullConsumer("cg", group.namesrv_addr) as consumer:
+            got = await asyncio.to_thread(read_all, consumer)
+            assert got == [b"m%d" % i for i in range(TOTAL)]
+            assert consumer.suggestions.broker_id(mq) == 1
+            from_master = master.ctx.stats.get_msgs.total
+            assert replica.ctx.stats.get_msgs.total == TOTAL - from_master > 0
+            await master.stop()
+            consumer.suggestions.forget(mq)  # the next pull would go to the master first
+            got = await asyncio.to_thread(read_all, consumer)
+            assert got == [b"m%d" % i for i in range(TOTAL)]
+            assert await asyncio.to_thread(consumer.get_max_offset, mq) == TOTAL

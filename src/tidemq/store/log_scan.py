@@ -133,7 +133,7 @@ def check_record(view: memoryview, pos: int, offset: int, check_crc: bool
             decoded = decode_record(view, pos, expected_physical_offset=offset)
             header = decoded if isinstance(decoded, Record) else None
         return None, header, exc.reason
-    if isinstance(item, Record) and item.properties:
+    if isinstance(item, Record) and item.properties and not item.properties.isascii():
         try:
             item.properties.decode("utf-8")
         except UnicodeDecodeError:

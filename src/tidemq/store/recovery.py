@@ -283,8 +283,16 @@ class _Redispatch:
 
     def add(self, batch: DispatchBatch, rec: Record | None) -> None:
         key = (batch.topic, batch.queue_id)
-        cq = self.queues.get(*key)
         expected = self.following.get(key)
+        if expected == batch.queue_offset and key not in self.present:
+            # the common case, decided without the queue: the record follows its queue
+            self.pending.append(batch)
+            self.following[key] = expected + (
+                sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys))
+            if len(self.pending) >= REDISPATCH_CHUNK:
+                self.flush()
+            return
+        cq = self.queues.get(*key)
         if expected is None and cq is not None and cq.max_offset:
             if batch.phys[0] + batch.sizes[0] <= cq.max_phys_end:
                 # already in its queue: the writer skips it (the index may not have it)

@@ -6,7 +6,8 @@ the first time a read asks for them. This script writes ``--messages`` records o
 ``--body`` bytes round robin to ``--queues`` queues of one topic, stops the store
 cleanly, starts it again and reads every queue to its end in pulls of ``--pull``
 messages, round robin over the queues, twice: the first read pays for the checks, the
-second finds the records checked. Each phase's wall time, rate and CPU time (of the
+second finds the records checked (``--copy`` also reads every byte of each answer, as
+sending it does). Each phase's wall time, rate and CPU time (of the
 reading thread: steadier than the wall time on a busy machine) are printed; the store is
 built once and read ``--repeat`` times (a new start each time).
 
@@ -22,6 +23,9 @@ checking scan and as the replay of what the plan validated (what recovery does).
     .venv/bin/python benchmarks/first_read.py --messages 200000 --repeat 1
     .venv/bin/python benchmarks/first_read.py --messages 200000 --repeat 3 --rebuild
     .venv/bin/python benchmarks/first_read.py --messages 200000 --repeat 7 --walks
+
+The first two modes use only the store's public interface, so they also run against an
+older checkout (``PYTHONPATH=<checkout>/src``), alternating with this one to compare.
 """
 
 from __future__ import annotations
@@ -33,13 +37,9 @@ import time
 from pathlib import Path
 
 from tidemq.formats.properties import encode_properties
-from tidemq.formats.record import Record
-from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
 from tidemq.store.layout import StoreLayout
-from tidemq.store.log_scan import Damage, replay, scan
 from tidemq.store.message_store import MessageInput, MessageStore
-from tidemq.store.recovery import dispatch_batch_for
 
 TOPIC = "FirstRead"
 
@@ -56,14 +56,18 @@ def build(root: Path, messages: int, queues: int, body: int) -> None:
         store.wait_dispatched()
 
 
-def read_all(store: MessageStore, queues: int, pull: int) -> int:
+def read_all(store: MessageStore, queues: int, pull: int, copy: bool = False) -> int:
     offsets = [0] * queues
     ends = [store.max_offset(TOPIC, q) for q in range(queues)]
     count = 0
     live = set(range(queues))
+    sink = bytearray(1 << 20)
     while live:
         for q in sorted(live):
             result = store.get(TOPIC, q, offsets[q], max_count=pull)
+            if copy:  # what sending the answer does: read every byte of it once
+                for buf in result.buffers:
+                    sink[: len(buf)] = buf
             count += result.message_count
             offsets[q] = result.next_begin_offset
             if offsets[q] >= ends[q]:
@@ -94,6 +98,11 @@ def rebuild(root: Path, messages: int, queues: int) -> tuple[float, float]:
 def walks(root: Path, repeat: int) -> None:
     """CPU seconds (min and median of ``repeat``) of the plan's scan and of the
     re-dispatch walk, checking again or replaying."""
+    from tidemq.formats.record import Record
+    from tidemq.store.commitlog import CommitLog
+    from tidemq.store.log_scan import Damage, replay, scan
+    from tidemq.store.recovery import dispatch_batch_for
+
     log = CommitLog(StoreLayout(root), _config(root).mapped_file_size_commit_log,
                     preallocate=False)
     log.load()
@@ -132,6 +141,10 @@ def main() -> None:
                         help="body bytes (records are about 75 bytes more)")
     parser.add_argument("--pull", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--copy", action="store_true",
+                        help="copy every answer's bytes, as sending it would (the first "
+                             "read's check brings them into the CPU's cache, which a read "
+                             "that only makes views of them does not)")
     parser.add_argument("--dir", default=None, help="parent of the store (default: a temp dir)")
     parser.add_argument("--rebuild", action="store_true",
                         help="time the start that rebuilds the consume queues instead")
@@ -154,7 +167,7 @@ def main() -> None:
                 times, cpus = [], []
                 for _phase in ("first", "second"):
                     started, cpu = time.perf_counter(), time.thread_time()
-                    n = read_all(store, args.queues, args.pull)
+                    n = read_all(store, args.queues, args.pull, args.copy)
                     cpus.append(time.thread_time() - cpu)
                     times.append(time.perf_counter() - started)
                     if n != args.messages:

@@ -21,4 +21,5 @@ def test_every_workload_reports_a_rate_and_cpu_per_message(tmp_path: Path) -> No
         assert run["cpu_us"] > 0
     assert results["append"]["runs"][0]["messages"] == 3000
     assert results["read"]["runs"][0]["messages"] == 3000
+    assert results["read"]["runs"][0]["passes"] == cfg.read_passes
     assert results["sync_flush"]["runs"][0]["acked"] > 0

@@ -43,6 +43,7 @@ from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.processors.stats import StatsProcessor
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
+from tidemq.broker.replication.metadata_push import MetadataPush
 from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
@@ -122,6 +123,12 @@ class BrokerApp:
                 ha_address=lambda: self.ctx.replication.ha_address,
                 max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
                 lease=ctx.replication.lease)
+        #: Controller mode: topic and group changes reach the in-sync replicas at once.
+        self.metadata_push: MetadataPush | None = None
+        if self.controller_link is not None:
+            self.metadata_push = MetadataPush(ctx, self.metadata_sync,
+                                              self.controller_link.in_sync_replicas)
+            self.controller_link.on_master = self.metadata_sync.master_known
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False
@@ -279,16 +286,21 @@ class BrokerApp:
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
                      ConsumeDirectlyProcessor(ctx), self.logical_processor):
             proc.register(pipeline)
+        if self.metadata_push is not None:
+            self.metadata_push.register(pipeline)
         if self.config.batch_protocol_enable:
             self.batch = BatchProcessor(ctx, pipeline, self.pull, self.send)
             self.batch.register(pipeline)
         # Outermost first: the ACL, gates given by the embedder, then metrics (timing
-        # everything a request costs), then the logical-queue translation.
+        # everything a request costs), then (controller mode) the metadata push, then
+        # the logical-queue translation.
         if self.acl is not None:
             pipeline.intercept(self.acl)
         pipeline.intercept(*self._interceptors)
         if self.config.metrics_port:
             pipeline.intercept(self.metrics)
+        if self.metadata_push is not None:  # answers a change once replicas hold it
+            pipeline.intercept(self.metadata_push)
         pipeline.intercept(self.logical_processor)
         pipeline.install(self.server)
 

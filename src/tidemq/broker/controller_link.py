@@ -153,6 +153,10 @@ class ControllerLink:
         self._beat_now = asyncio.Event()
         self.lease = lease
         self._master_since = 0.0
+        #: As master, its in-sync replicas' addresses by id (see :meth:`in_sync_replicas`).
+        self._in_sync_addresses: dict[int, str] = {}
+        #: Called with the master's address whenever this broker starts following one.
+        self.on_master: Callable[[str], None] | None = None
         #: The last assignment seen (tests and the status read it).
         self.assignment: Assignment | None = None
 
@@ -218,6 +222,13 @@ class ControllerLink:
             return None
         return HeartbeatAnswer(h.controller_leader_id, h.is_leader, h.master_broker_id,
                                h.master_epoch)
+
+    def in_sync_replicas(self) -> list[str]:
+        """The addresses of the replicas this master last found in sync (empty on a
+        replica)."""
+        if not self.role.state.is_master:
+            return []
+        return list(self._in_sync_addresses.values())
 
     def _answered(self, addr: str, _task: object) -> None:
         self._beating.pop(addr, None)
@@ -456,6 +467,9 @@ class ControllerLink:
                 return
         self.store.epochs.replace(_entries(theirs))
         await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
+        self._in_sync_addresses = {}
+        if self.on_master is not None:
+            self.on_master(step.master_address)
         log.warning("%s id %d is a replica of %s (epoch %d)", self.config.broker_name, self.me,
                     step.master_address, step.epoch)
 
@@ -490,6 +504,7 @@ class ControllerLink:
         only when it must: a replica catches up, or one falls behind or goes away)."""
         mine = self.store.commitlog.max_offset
         in_sync = {self.me}
+        addresses: dict[int, str] = {}
         for broker_id, address in (await self._members()).items():
             if broker_id == self.me:
                 continue
@@ -499,6 +514,8 @@ class ControllerLink:
             if (cache.epoch_list[-1].epoch == assignment.master_epoch
                     and cache.max_offset >= mine - self.max_gap):
                 in_sync.add(broker_id)
+                addresses[broker_id] = address
+        self._in_sync_addresses = addresses
         if frozenset(in_sync) == assignment.sync_state_set:
             return
         header = AlterSyncStateSetRequestHeader(

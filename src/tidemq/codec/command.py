@@ -155,6 +155,7 @@ class RequestCode(enum.IntEnum):
     DELETE_LMQ = 20200
     GET_LMQ_METADATA = 20201  # a replica's copy of its master's LMQ offsets and tombstones
     GET_AUTH_METADATA = 20300  # a replica's copy of its master's ACL 2.0 users and ACLs
+    NOTIFY_METADATA_CHANGED = 20400  # a master tells a replica to copy its metadata now
 
 
 @dataclasses.dataclass(slots=True)

@@ -14,7 +14,9 @@ ACLs (TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve 
 with LMQ on, the light message queues' tombstones and consumer offsets (TideMQ's
 GET_LMQ_METADATA, 20201, page by page): an LMQ the master deleted is deleted here at the
 same commit-log offset, and each offset is taken as the master's. A topic gone from the
-master's table is deleted here with its consume queues. Logical-queue mappings
+master's table is deleted here with its consume queues. A controller-mode master also
+tells its in-sync replicas of each topic or group change, and they copy at once
+(:mod:`tidemq.broker.replication.metadata_push`). Logical-queue mappings
 reach every broker through the logical-queue sync all brokers run. A master does not run
 this.
 """
@@ -54,6 +56,7 @@ class MetadataSync:
         self.synced = asyncio.Event()
         #: Asks the name servers again (a registration) while the master is unknown.
         self.ask_master: Callable[[], None] | None = None
+        self._copying = asyncio.Lock()
 
     def master_known(self, addr: str) -> None:
         """The registrar learned the master's address."""
@@ -69,7 +72,7 @@ class MetadataSync:
                 self.ask_master()  # the master may have registered after this broker
             if self.master_addr and replica:
                 try:
-                    await self.sync_once(self.master_addr)
+                    await self.copy_now()
                 except (TideMQError, ValueError, KeyError, TypeError) as exc:
                     self.last_error = f"{self.master_addr}: {exc}"
                     log.warning("copying metadata from master %s failed: %s",
@@ -77,6 +80,12 @@ class MetadataSync:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
+
+    async def copy_now(self) -> None:
+        """Copy the master's metadata now (one copy at a time: a master's notice of a
+        change waits for a copy under way, then makes its own)."""
+        async with self._copying:
+            await self.sync_once(self.master_addr)
 
     async def _read(self, addr: str, code: int) -> bytes:
         resp = await self.ctx.client.request(addr, RemotingCommand.request(code), 10.0)

@@ -152,6 +152,7 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.AUTH_GET_ACL: ADMIN,
     C.AUTH_LIST_ACL: ADMIN,
     C.GET_AUTH_METADATA: ADMIN,
+    C.NOTIFY_METADATA_CHANGED: ADMIN,
     # Name server: brokers (and admins) write, anyone reads routes.
     C.REGISTER_BROKER: ADMIN,
     C.UNREGISTER_BROKER: ADMIN,

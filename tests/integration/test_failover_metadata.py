@@ -1,0 +1,78 @@
+"""A topic and a subscription group created just before the master is killed are on the
+new master: a controller-mode SYNC_MASTER answers a change only once its in-sync
+replicas copied it (NOTIFY_METADATA_CHANGED), not at their next periodic copy, which
+here is far away (slaveMetadataSyncInterval 10 minutes). Real processes on loopback:
+three name servers with the controller embedded, broker-a as three brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.crash.broker_process import BrokerProcess
+from tests.integration.failover_group import GROUP, broker_settings, eventually, namesrvs
+from tests.namesrv.controller.processes import ControllerProcess
+
+from tidemq.client import AdminClient, ClientConfig
+from tidemq.client.controller_admin import ControllerAdmin
+from tidemq.client.group_admin import group_configs, update_group
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import GetTopicConfigRequestHeader
+from tidemq.errors import ResponseCode
+
+__all__ = ["namesrvs"]  # fixture
+
+TOPIC = "MadeJustBefore"
+CONSUMER_GROUP = "made-just-before"
+
+
+@pytest.fixture
+def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+    addrs = ";".join(c.addr for c in namesrvs)
+    group = [BrokerProcess(tmp_path / f"b{i}", addrs, {
+        **broker_settings(addrs), "brokerId": str(i),
+        "slaveMetadataSyncInterval": "600000"}) for i in (1, 2, 3)]
+    try:
+        yield group
+    finally:
+        for b in group:
+            b.kill9()
+
+
+async def has_topic(admin: AdminClient, address: str) -> bool:
+    header = GetTopicConfigRequestHeader(topic=TOPIC)
+    response = await admin.instance.request(address, RemotingCommand.request(
+        RequestCode.GET_TOPIC_CONFIG, header.to_ext()))
+    return response.code == ResponseCode.SUCCESS
+
+
+async def test_a_topic_and_group_created_just_before_the_kill_are_on_the_new_master(
+        namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
+    addrs = [c.addr for c in namesrvs]
+    config = ClientConfig(namesrv_addr=tuple(addrs), request_timeout=3.0)
+    brokers[0].start()
+    async with AdminClient(config=config) as admin:
+        controllers = ControllerAdmin(admin.instance.request, addrs)
+
+        async def group() -> object:
+            return (await controllers.sync_state_set([GROUP])).replicas_info_table.get(GROUP)
+
+        await eventually(group, lambda g: g is not None
+                         and g.master_broker_id == 1)  # type: ignore[attr-defined]
+        for b in brokers[1:]:
+            b.start()
+        await eventually(group, lambda g: len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
+        # (the controllers' in-sync set is what the master reported: it notifies those)
+        old = brokers[0]
+        await admin.create_topic(TOPIC, broker_addr=old.addr, read_queue_nums=2,
+                                 write_queue_nums=2)
+        await update_group(admin, {"groupName": CONSUMER_GROUP, "retryMaxTimes": 7},
+                           [old.addr])
+        old.kill9()  # at once
+
+        g = await eventually(group, lambda g: g.master_broker_id in (2, 3))  # type: ignore[attr-defined]
+        new = brokers[g.master_broker_id - 1]  # type: ignore[attr-defined]
+        assert await has_topic(admin, new.addr)
+        configs = await group_configs(admin, new.addr)
+        assert configs[CONSUMER_GROUP]["retryMaxTimes"] == 7

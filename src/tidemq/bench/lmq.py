@@ -379,7 +379,7 @@ def _wire_messages(cfg: LmqBenchConfig, seed: int) -> list[Message]:
 
 
 async def _raw_sends(client: RemotingClient, addr: str, msgs: list[Message],
-                     in_flight: int) -> None:
+                     in_flight: int, queues: int) -> None:
     """One SEND_MESSAGE_V2 request per message, ``in_flight`` at once, no client-side
     coalescing: the broker's cost of a fan-out send on its own."""
     keys = new_uniq_keys("127.0.0.1")
@@ -391,7 +391,7 @@ async def _raw_sends(client: RemotingClient, addr: str, msgs: list[Message],
             i = len(todo)
             msg = todo.pop()
             now = time.time_ns() // 1_000_000
-            cmd = send_request(msg, opts, queue_id=i % 8, now_ms=now, keys=keys,
+            cmd = send_request(msg, opts, queue_id=i % queues, now_ms=now, keys=keys,
                                broker_name="bench")
             resp = await client.request(addr, cmd)
             if resp.code != ResponseCode.SUCCESS:
@@ -439,7 +439,7 @@ async def _wire_sends(client: RemotingClient, addr: str, namesrv: str, cfg: LmqB
             cpu0 = process_cpu_seconds(pid)
             t0 = time.perf_counter()
             if mode == "raw":
-                await _raw_sends(client, addr, msgs, cfg.in_flight)
+                await _raw_sends(client, addr, msgs, cfg.in_flight, cfg.parent_queues)
             elif mode == "single":
                 await _producer_sends(producer, msgs, cfg.in_flight)
             else:

@@ -14,7 +14,6 @@ flags).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from tidemq.broker.config_overrides import overrides_path, read_overrides
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.server_keys import ServerKeys
 from tidemq.net.tls import TlsClientSettings
@@ -265,29 +265,14 @@ class BrokerConfig(ServerKeys):
     @property
     def init_user(self) -> tuple[str, str] | None:
         """``initAuthenticationUser`` as (username, password)."""
-        if not self.init_authentication_user:
-            return None
-        doc = _json_object(self.init_authentication_user, "initAuthenticationUser")
-        name, password = doc.get("username"), doc.get("password")
-        if not isinstance(name, str) or not name or not isinstance(password, str) or len(
-                password) < 6:
-            raise ConfigError("initAuthenticationUser needs a username and a password of at "
-                              "least 6 characters", key="initAuthenticationUser")
-        return name, password
+        return init_user(self.init_authentication_user)
 
     @property
     def credentials(self) -> tuple[str, str] | None:
         """The (access key, secret key) this broker signs its own requests with."""
         if self.access_key:
             return self.access_key, self.secret_key
-        if not self.inner_client_authentication_credentials:
-            return None
-        key = "innerClientAuthenticationCredentials"
-        doc = _json_object(self.inner_client_authentication_credentials, key)
-        ak, sk = doc.get("accessKey"), doc.get("secretKey")
-        if not isinstance(ak, str) or not ak or not isinstance(sk, str) or not sk:
-            raise ConfigError(f"{key} needs accessKey and secretKey", key=key)
-        return ak, sk
+        return inner_credentials(self.inner_client_authentication_credentials)
 
     @property
     def advertised_host(self) -> str:
@@ -324,16 +309,6 @@ class BrokerConfig(ServerKeys):
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
-
-
-def _json_object(text: str, key: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{key} is not JSON: {exc}", key=key) from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{key} must be a JSON object", key=key)
-    return doc
 
 
 def load_broker_config(

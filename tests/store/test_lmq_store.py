@@ -262,6 +262,42 @@ def test_records_dispatched_after_the_deletion_stay_deleted(
     assert store.min_offset("%LMQ%z", 0) == 0
 
 
+def fan_out_batch(store: MessageStore, queue_id: int, plan: list[tuple[bytes, list[str]]]
+                  ) -> None:
+    """One put_batch_multi_dispatch of ``(body, LMQ names)`` messages (no names: plain)."""
+    msgs = [MessageInput(body, encode_properties(
+        {"UNIQ_KEY": body.hex(), **({"INNER_MULTI_DISPATCH": ",".join(names)} if names else {})}))
+        for body, names in plan]
+    store.put_batch_multi_dispatch("Parent", queue_id, msgs, [names for _, names in plan])
+
+
+def test_batched_fan_out_around_a_deletion_and_a_restart(
+        lmq_cfg: Cfg, open_store: OpenStore, store_root: Path) -> None:
+    """Batches assign an LMQ consecutive offsets in batch order, continuing what single
+    fan-outs assigned; a batch appended before a deletion and dispatched after it stays
+    deleted, the re-created queue starts at 0; after a restart (nothing cached) batches
+    continue each queue where it ended."""
+    store = open_store(**lmq_cfg)
+    assert store.dispatcher is not None
+    fan_out(store, 0, b"s0", ["%LMQ%b"])
+    store.dispatcher.pause()
+    fan_out_batch(store, 1, [(b"a0", ["%LMQ%d", "%LMQ%b"]), (b"a1", []),
+                             (b"a2", ["%LMQ%b", "%LMQ%d"])])
+    store.delete_lmq("%LMQ%d")
+    fan_out_batch(store, 2, [(b"n0", ["%LMQ%d"]), (b"n1", ["%LMQ%d", "%LMQ%b"])])
+    store.dispatcher.resume()
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%d")] == [b"n0", b"n1"]
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%b")] == [b"s0", b"a0", b"a2",
+                                                                     b"n1"]
+    assert store.max_offset("Parent", 1) == 3
+    store.shutdown()
+    with MessageStore(small_config(store_root, **lmq_cfg)) as again:
+        fan_out_batch(again, 0, [(b"r0", ["%LMQ%b", "%LMQ%new"]), (b"r1", ["%LMQ%d"])])
+        assert [bytes(r.body) for r in lmq_records(again, "%LMQ%b")][-2:] == [b"n1", b"r0"]
+        assert [bytes(r.body) for r in lmq_records(again, "%LMQ%d")] == [b"n0", b"n1", b"r1"]
+        assert [bytes(r.body) for r in lmq_records(again, "%LMQ%new")] == [b"r0"]
+
+
 def test_recovery_from_before_a_deletion_does_not_resurrect(lmq_cfg: Cfg,
         open_store: OpenStore, tmp_path: Path) -> None:
     """No checkpoint since the start: recovery re-dispatches the whole log, records of the

@@ -729,11 +729,14 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
                             results=[], error=str(exc))
     names = {b.address: b.broker_name for b in await admin.cluster_list()} if results else {}
     shown = [_message_view(m, names) for m in results]
+    online: dict[tuple[str, ...], list[tuple[str, str]]] = {}  # asked once per page
     for view in shown[:PAGE_SIZE]:
         view["consumption"] = await _consumption(admin, view["topic"], view["broker_name"],
                                                  view["queue_id"], view["queue_offset"])
-        view["consumers"] = await _online_consumers(
-            admin, [g for g, _ in view["consumption"] or ()])
+        groups = tuple(g for g, _ in view["consumption"] or ())
+        if groups not in online:
+            online[groups] = await _online_consumers(admin, groups)
+        view["consumers"] = online[groups]
     for view in shown[:TRACED]:
         view["trace"] = await _trace(admin, view["uniq_key"] or view["msg_id"])
     return console.page("messages", request, title="Messages", q=q, searched=by is not None,

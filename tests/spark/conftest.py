@@ -93,6 +93,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
          .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("wh")))
          .config("spark.sql.streaming.stopTimeout", "10s")
+         # A Python worker connecting to a busy JVM may wait long for it to accept.
+         .config("spark.python.authenticate.socketTimeout", "120s")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     from tidemq.spark import TideMQDataSource

@@ -98,3 +98,42 @@ def test_offsets_by_timestamp_per_partition(spark: Any, server: Server) -> None:
         [(0, o) for o in range(first, 10)] + [(1, o) for o in range(3)]  # left out: earliest
     assert offsets(endingOffsetsByTimestamp=f'{{"KafkaTs": {{"broker-a:0": {at}}}}}') == \
         [(0, o) for o in range(first)] + [(1, o) for o in range(3)]  # left out: latest
+
+
+def kafka_streaming_job(spark: Any, fmt: str, servers: dict[str, str], topic_in: str,
+                        topic_out: str, checkpoint: str) -> Any:
+    """A Kafka user's streaming job, unchanged but for the format and the servers: values
+    upper-cased and written on by key, at most five records a micro-batch, until what
+    was there at the start is done (availableNow)."""
+    stream = (spark.readStream.format(fmt).options(**servers)
+              .option("subscribe", topic_in).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "5").option("failOnDataLoss", "true").load())
+    return (stream.selectExpr("CAST(key AS STRING) AS key",
+                              "upper(CAST(value AS STRING)) AS value")
+            .writeStream.format(fmt).options(**servers).option("topic", topic_out)
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+
+
+def test_a_kafka_streaming_job_runs_with_format_tidemq(spark: Any, server: Server,
+                                                       tmp_path: Any) -> None:
+    with BlockingProducer("kafka-stream-port", server.namesrv) as p:
+        for i in range(12):
+            p.send(Message("KafkaStreamIn", f"s{i}".encode(), {"KEYS": f"k{i % 4}"}),
+                   queue=MessageQueue("KafkaStreamIn", "broker-a", i % 2))
+    wait_visible(server, "KafkaStreamIn", 12)
+    servers = {"namesrv": server.namesrv, "schema": "kafka"}  # was kafka.bootstrap.servers
+    query = kafka_streaming_job(spark, "tidemq", servers, "KafkaStreamIn", "KafkaStreamOut",
+                                str(tmp_path / "ckpt"))
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(batches) == 12 and max(batches) <= 5  # maxOffsetsPerTrigger was obeyed
+
+    wait_visible(server, "KafkaStreamOut", 12)
+    back = (spark.read.format("tidemq").options(**servers).option("subscribe", "KafkaStreamOut")
+            .load().selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value",
+                               "partition").collect())
+    assert sorted((r.key, r.value) for r in back) == \
+        sorted((f"k{i % 4}", f"S{i}") for i in range(12))
+    per_key = {r.key: {b.partition for b in back if b.key == r.key} for r in back}
+    assert all(len(parts) == 1 for parts in per_key.values())  # one key, one partition

@@ -116,3 +116,76 @@ async def progress(server: Server, group: str, topic: str) -> ConsumeStats:
     """GET_CONSUME_STATS, what ``mqadmin consumerProgress`` and the console show."""
     async with AdminClient(config=ClientConfig(namesrv_addr=(server.namesrv,))) as admin:
         return await consume_stats(admin, group, topic)
+
+
+class Triggers:
+    """A running query's triggers as its progress events tell them (one per trigger,
+    with or without data, while ``noDataProgressEventInterval`` is 0)."""
+
+    def __init__(self, query: Any, timeout: float = 120) -> None:
+        self.query = query
+        self.deadline = time.monotonic() + timeout
+
+    def _tick(self) -> None:
+        assert time.monotonic() < self.deadline, "the query made no progress"
+        assert self.query.exception() is None
+        self.query.awaitTermination(0.2)  # the query's own wait: at once if it died
+
+    def wait(self, count: int) -> list[dict[str, Any]]:
+        """Wait until ``count`` more triggers have ended; their progress events."""
+        seen = {p["timestamp"] for p in self.query.recentProgress}
+        while True:
+            new = [p for p in self.query.recentProgress if p["timestamp"] not in seen]
+            if len(new) >= count:
+                return new
+            self._tick()
+
+    def wait_rows(self, spark: Any, table: str, n: int) -> None:
+        while spark.sql(f"select count(*) from {table}").first()[0] < n:
+            self._tick()
+
+
+def _held_stream(spark: Any, server: Server, topic: str, table: str, ckpt: Path,
+                 **options: str) -> Any:
+    return (read_stream(spark, server, topic, startingOffsets="latest", **options)
+            .selectExpr("cast(body as string) as body")
+            .writeStream.format("memory").queryName(table).outputMode("append")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+@pytest.fixture
+def every_trigger_reported(spark: Any) -> Any:
+    key = "spark.sql.streaming.noDataProgressEventInterval"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "0")
+    yield
+    spark.conf.set(key, old)
+
+
+def test_min_offsets_per_trigger_holds_batches_in_a_running_stream(
+        spark: Any, server: Server, tmp_path: Path, every_trigger_reported: None) -> None:
+    """Kafka's ``minOffsetsPerTrigger``: while fewer rows wait, triggers pass without a
+    batch; once enough have come, one batch takes them all."""
+    produce(server, "SparkMinRows", 1)  # the topic exists; the query starts after it
+    wait_visible(server, "SparkMinRows", 1)
+    query = _held_stream(spark, server, "SparkMinRows", "min_rows", tmp_path / "ckpt",
+                         minOffsetsPerTrigger="10", maxTriggerDelay="10m")
+    try:
+        triggers = Triggers(query)
+        triggers.wait(1)
+        produce(server, "SparkMinRows", 4, start=1)
+        wait_visible(server, "SparkMinRows", 5)
+        held = triggers.wait(3)  # three triggers that saw the 4 rows waiting
+        assert [p["numInputRows"] for p in held] == [0, 0, 0]
+        assert spark.sql("select count(*) from min_rows").first()[0] == 0
+        produce(server, "SparkMinRows", 6, start=5)
+        triggers.wait_rows(spark, "min_rows", 10)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert batches == [10]
+    assert sorted(r.body for r in spark.sql("select body from min_rows").collect()) == \
+        sorted(f"m{i}" for i in range(1, 11))
+

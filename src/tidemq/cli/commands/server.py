@@ -162,8 +162,9 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     cfg, unknown = _load(load_namesrv_config, config, overrides)
     ccfg, controller_unknown = _load(load_controller_config, config, overrides)
     _report_unknown(sorted(set(unknown) & set(controller_unknown)))
-    embedded = ControllerApp(ccfg) if ccfg.enable_controller_in_namesrv else None
-    app = NameServerApp(cfg, controller=embedded)
+    embedded = (_built(functools.partial(ControllerApp, ccfg))
+                if ccfg.enable_controller_in_namesrv else None)
+    app = _built(functools.partial(NameServerApp, cfg, controller=embedded))
 
     async def start() -> None:
         await app.start()
@@ -184,7 +185,7 @@ def controller(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = No
         console.print("[red]error:[/] a controller needs controllerRaftPeers and "
                       "controllerRaftSelfId")
         raise typer.Exit(1)
-    app = ControllerApp(cfg)
+    app = _built(functools.partial(ControllerApp, cfg))
 
     async def start() -> None:
         await app.start()
@@ -372,6 +373,16 @@ def _load(loader: Callable[..., _C], path: Path | None, overrides: dict[str, Any
     """A configuration, or the process ends with the error saying which key is wrong."""
     try:
         return loader(path, overrides=overrides)
+    except TideMQError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+
+
+def _built(make: Callable[[], _C]) -> _C:
+    """A server, or the process ends with the error saying which key is wrong (a file
+    named by a key that does not read, say)."""
+    try:
+        return make()
     except TideMQError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

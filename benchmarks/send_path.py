@@ -20,6 +20,17 @@ move on a noisy machine where microseconds do. Ideal throughput = batch / wall t
 the broker could take if this thread did nothing else.
 
     .venv/bin/python benchmarks/send_path.py --requests 2000 --rounds 3
+
+Where neither the machine is quiet nor ``perf`` counts instructions (a VM), ``--callgrind``
+makes the count exact: run the script under callgrind with instrumentation off, and it
+turns instrumentation on for the measured rounds only (``callgrind_control``); each
+thread's total is then in its own output file (the event-loop thread's is ``-01``, the
+dispatch thread's is the other large one), to be divided by the requests measured
+(``--rounds`` x ``--requests``, rounded down to whole reads), one mode per run::
+
+    valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
+        .venv/bin/python benchmarks/send_path.py --requests 400 --rounds 1 --modes inner --callgrind
+    grep -H totals callgrind.out.*
 """
 
 from __future__ import annotations
@@ -155,11 +166,19 @@ def _frame(mode: str, batch: int, size: int) -> bytes:
     return b"".join(bytes(part) for part in encode_command(cmd))
 
 
+def _callgrind(on: bool) -> None:
+    """Turn callgrind's instrumentation of this process on or off."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, per_read: int,
-             requests: int, perf: _Perf) -> dict[str, float]:
+             requests: int, perf: _Perf, callgrind: bool = False) -> dict[str, float]:
     chunk = frame * per_read
     reads = max(1, requests // per_read)
     stored = store.put_messages
+    if callgrind:
+        _callgrind(True)
     proc = perf.start()
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
     for _ in range(reads):
@@ -169,6 +188,8 @@ def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, pe
     after = resource.getrusage(resource.RUSAGE_THREAD)
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     counters = perf.stop(proc)
+    if callgrind:
+        _callgrind(False)
     n = reads * per_read
     if store.put_messages - stored != n * batch:  # every request must have been stored
         raise RuntimeError(f"{n} requests of {batch} stored {store.put_messages - stored} "
@@ -205,7 +226,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     measure = functools.partial(_measure, conn, store, frame, batch,
                                                 args.per_read, perf=perf)
                     measure(args.requests // 4)  # warm-up
-                    rounds = [measure(args.requests) for _ in range(args.rounds)]
+                    rounds = [measure(args.requests, callgrind=args.callgrind)
+                              for _ in range(args.rounds)]
                     summary = {key: statistics.median(r[key] for r in rounds)
                                for key in rounds[0]}
                     summary["rounds_wall_us"] = [round(r["wall_us"], 1) for r in rounds]
@@ -233,6 +255,9 @@ def main() -> None:
                         help="frames handed over per data_received call")
     parser.add_argument("--modes", nargs="+", choices=sorted(_TOPICS), default=["outer", "inner"])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="under callgrind (--instr-atstart=no): instrument the measured "
+                             "rounds only")
     args = parser.parse_args()
     results = asyncio.run(_run(args))
     if args.json:

@@ -48,3 +48,7 @@ console_commands.register(app)
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":  # python -m tidemq.cli.main
+    main()

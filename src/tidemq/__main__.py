@@ -1,0 +1,5 @@
+"""``python -m tidemq ...`` is the ``tidemq`` command."""
+
+from tidemq.cli.main import main
+
+main()

@@ -189,3 +189,24 @@ def test_min_offsets_per_trigger_holds_batches_in_a_running_stream(
     assert sorted(r.body for r in spark.sql("select body from min_rows").collect()) == \
         sorted(f"m{i}" for i in range(1, 11))
 
+
+def test_max_trigger_delay_lets_a_small_batch_through(
+        spark: Any, server: Server, tmp_path: Path, every_trigger_reported: None) -> None:
+    """Kafka's ``maxTriggerDelay``: rows fewer than ``minOffsetsPerTrigger`` are read
+    once that long has passed since the last batch (here: the query's first trigger,
+    which found nothing new)."""
+    produce(server, "SparkDelayRows", 1)
+    wait_visible(server, "SparkDelayRows", 1)
+    query = _held_stream(spark, server, "SparkDelayRows", "delay_rows", tmp_path / "ckpt",
+                         minOffsetsPerTrigger="1000", maxTriggerDelay="2s")
+    try:
+        triggers = Triggers(query)
+        triggers.wait(1)
+        produce(server, "SparkDelayRows", 3, start=1)
+        triggers.wait_rows(spark, "delay_rows", 3)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [3]
+    assert sorted(r.body for r in spark.sql("select body from delay_rows").collect()) == \
+        ["m1", "m2", "m3"]

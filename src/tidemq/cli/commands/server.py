@@ -203,7 +203,7 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     _setup_logging(log_level, log_file, log_format)
     bcfg, scfg, unknown = _load(load_broker_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
-    app = BrokerApp(bcfg, scfg)
+    app = _built(functools.partial(BrokerApp, bcfg, scfg))
 
     async def start() -> None:
         await app.start()

@@ -1,0 +1,31 @@
+"""``tidemq namesrv``, ``controller`` and ``broker`` in a subprocess, stopped at start by
+a setting that cannot work: the error names it, with no traceback, and the exit status
+is 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("command", ["controller", "namesrv", "broker"])
+def test_a_server_whose_acl_file_does_not_read_says_so_without_a_traceback(
+        command: str, tmp_path: Path) -> None:
+    missing = tmp_path / "plain_acl.yml"
+    sets = ["--set", "listenPort=0", "--set", "aclEnable=true", "--set", f"aclFile={missing}"]
+    if command == "controller":
+        sets += ["--set", "controllerRaftPeers=n0-127.0.0.1:1", "--set",
+                 "controllerRaftSelfId=n0"]
+    if command == "broker":
+        sets += ["--set", f"storePathRootDir={tmp_path / 'store'}", "--set", "haListenPort=0"]
+    done = subprocess.run(
+        [sys.executable, "-c", "from tidemq.cli.main import main; main()", command, *sets],
+        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: ACL file {missing} does not exist" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr

@@ -26,6 +26,7 @@ __all__ = [
     "FlushTimeout",
     "LocalProtocolError",
     "MessageTooLarge",
+    "PropertiesTooLarge",
     "ProtocolError",
     "QueueGap",
     "RemoteProtocolError",
@@ -101,6 +102,18 @@ class MessageTooLarge(StoreError):
         super().__init__(f"record of {size} bytes exceeds the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class PropertiesTooLarge(MessageTooLarge):
+    """A record's properties would not fit their 2-byte length field once the store has
+    added ``added`` (a property it assigns, such as ``INNER_MULTI_QUEUE_OFFSET``)."""
+
+    def __init__(self, size: int, limit: int, *, added: str) -> None:
+        StoreError.__init__(
+            self, f"properties of {size} bytes with {added} exceed {limit} bytes")
+        self.size = size
+        self.limit = limit
+        self.added = added
 
 
 class QueueGap(StoreError):

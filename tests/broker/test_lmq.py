@@ -16,6 +16,7 @@ from tidemq.codec.bodies import KVTable, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode
+from tidemq.formats.properties import MAX_PROPERTIES_BYTES
 from tidemq.testing import Cluster
 from tidemq.types import MessageExt
 
@@ -334,3 +335,42 @@ async def test_runtime_info_counts_lmqs_and_survives_restart(lmq_cluster: Cluste
         await again.ok(fan_out("%LMQ%all", b"r4"))
         await wire.dispatched(broker)
         assert await again.max_offset("%LMQ%all") == 5
+
+
+def near_limit_props(names: str, room: int) -> str:
+    """A fan-out's property text (CLUSTER included, so the broker adds none) that leaves
+    ``room`` bytes under the properties' limit before the broker appends the offsets."""
+    base = wire.props(CLUSTER="c", INNER_MULTI_DISPATCH=names)
+    pad = MAX_PROPERTIES_BYTES - room - len(base.encode()) - len("PAD\x01\x02")
+    return base + "PAD\x01" + "p" * pad + "\x02"
+
+
+@pytest.mark.parametrize("batch", [0, 2, 9], ids=["single", "batch-of-2", "batch-of-9"])
+async def test_offsets_pushing_properties_over_the_limit_are_refused(
+        lmq_cluster: Cluster, lmq_peer: Peer, batch: int) -> None:
+    """The properties' length is a 2-byte field: a fan-out whose properties fit the limit
+    only until the broker appends INNER_MULTI_QUEUE_OFFSET is refused before anything is
+    stored, and the LMQ offsets it would have taken are given to the next send."""
+    store = lmq_cluster.brokers[0].store
+    before = store.commitlog.max_offset
+    text = near_limit_props("%LMQ%a,%LMQ%b", 10)  # the offsets need 29 bytes
+    assert len(text.encode()) == MAX_PROPERTIES_BYTES - 10
+    if batch:
+        entries = [batch_entry(b"s%d" % i, "%LMQ%a") for i in range(batch - 1)]
+        cmd = wire.send_batch("Parent", [*entries, (b"big", text)])
+    else:
+        cmd = wire.send("Parent", b"big", properties=text)
+    resp = await lmq_peer(cmd)
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL, (resp.code, resp.remark)
+    assert f"exceed {MAX_PROPERTIES_BYTES}" in (resp.remark or "")
+    assert "INNER_MULTI_QUEUE_OFFSET" in (resp.remark or "")
+    await wire.dispatched(lmq_cluster.brokers[0])
+    assert store.commitlog.max_offset == before
+    assert await lmq_peer.max_offset("Parent", 0) == 0
+    assert store.lmq is not None and store.lmq.stats() == (0, 0)
+    # Room enough for the offsets: stored at the limit, and read back whole.
+    await lmq_peer.ok(wire.send("Parent", b"fits",
+                                properties=near_limit_props("%LMQ%a,%LMQ%b", 29)))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    [msg] = await read_lmq(lmq_peer, "%LMQ%b")
+    assert msg.properties["INNER_MULTI_QUEUE_OFFSET"] == "0,0"

@@ -28,7 +28,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
-from tidemq.errors import MessageTooLarge, StoreReadOnly
+from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
 from tidemq.formats.record import (
     BLANK_SIZE,
     MAGIC_V1,
@@ -67,6 +67,9 @@ AppendHook = Callable[[int, memoryview], None]
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
+
+
+_OFFSETS_KEY = "INNER_MULTI_QUEUE_OFFSET"
 
 
 def _offsets_property(offsets: Sequence[int]) -> bytes:
@@ -438,6 +441,8 @@ class Appender:
         messages when this used the per-queue lock, store.md §4.2). They advance only
         after the record is in the segment. ``msg.properties`` must already carry
         ``INNER_MULTI_DISPATCH`` naming exactly ``lmqs``; names are validated upstream.
+        Properties that the offsets push over their 2-byte limit raise
+        :class:`~tidemq.errors.PropertiesTooLarge` before anything is written.
         """
         lmq = self.queues.lmq
         if lmq is None:
@@ -460,6 +465,8 @@ class Appender:
                     nxt = lmq.max_offset(name)
                 offsets.append(nxt)
             props = msg.properties + _offsets_property(offsets)
+            if len(props) > MAX_PROPERTIES_BYTES:
+                raise PropertiesTooLarge(len(props), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
             size = record_size(len(msg.body), len(tbytes), len(props), flags)
             seg, pos = self._reserve(size)
             phys = seg.base + pos
@@ -492,7 +499,8 @@ class Appender:
         under the append lock, in batch order (an LMQ named by several messages gets
         consecutive offsets), and written into each record's
         ``INNER_MULTI_QUEUE_OFFSET``. Each message's properties must already carry
-        ``INNER_MULTI_DISPATCH`` naming exactly its targets."""
+        ``INNER_MULTI_DISPATCH`` naming exactly its targets. One message's properties
+        pushed over their limit by its offsets refuse the whole batch, as there."""
         lmq = self.queues.lmq
         if lmq is None:
             raise ValueError("LMQ is disabled (enableLmq and enableMultiDispatch)")
@@ -528,7 +536,10 @@ class Appender:
                             nxt = lmq.max_offset(name)
                     offsets.append(nxt)
                     assigned[name] = nxt + 1
-                stored.append(raw + _offsets_property(offsets))
+                full = raw + _offsets_property(offsets)
+                if len(full) > MAX_PROPERTIES_BYTES:
+                    raise PropertiesTooLarge(len(full), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
+                stored.append(full)
                 fan.append((tuple(names), tuple(offsets)))
             enc = encode_batch(topic, queue_id, bodies, stored, flags, sys_flag=sys_flag,
                                born_timestamp=born_timestamp or ts,

@@ -107,3 +107,14 @@ def test_tls_settings_are_checked_at_start(tls_certs: Certs) -> None:
     with pytest.raises(ConfigError) as missing:
         ControllerConfig(acl_enable=True)
     assert missing.value.key == "aclFile"
+
+
+@pytest.mark.parametrize(("peer", "password", "exposed"), [
+    ("127.0.0.1:9880", "", False), ("[::1]:9880", "", False),
+    ("10.0.0.5:9880", "", True), ("10.0.0.5:9880", "raft-key", False),
+])
+def test_a_raft_port_beyond_loopback_without_a_password_is_called_exposed(
+        peer: str, password: str, exposed: bool) -> None:
+    config = ControllerConfig(controller_raft_peers=f"n0-{peer}", controller_raft_self_id="n0",
+                              controller_raft_password=password)
+    assert config.raft_exposed is exposed

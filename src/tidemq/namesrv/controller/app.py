@@ -62,7 +62,7 @@ from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
 from tidemq.namesrv.controller.state import ControllerState
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.net.acl import AclFile, AclGate
-from tidemq.net.bind import local_host
+from tidemq.net.bind import local_host, warn_if_exposed
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
 from tidemq.net.rate_limited_log import RateLimitedLog
@@ -139,8 +139,18 @@ class ControllerApp:
     async def start(self, address: str | None = None) -> None:
         """Start the Raft node and the lease watcher; without ``address`` (standalone)
         also serve the processors on ``listenPort``."""
+        config = self.config
+        if config.raft_exposed:
+            log.warning("the controller's Raft port %s is reachable from other machines and "
+                        "its traffic is neither encrypted nor authenticated: anyone who "
+                        "reaches it can read the replicated state and take part in its "
+                        "elections; set controllerRaftPassword (the same on every "
+                        "controller), or keep the Raft ports on a private network",
+                        config.raft_address)
         if address is None:
-            config = self.config
+            warn_if_exposed(log, "the controller", config.bind_address,
+                            acl=self.acl is not None,
+                            reach="elect masters and change the brokers' sync-state sets")
             server = RemotingServer(config.bind_address, config.listen_port,
                                     max_frame_size=config.max_frame_size,
                                     tls=config.tls_server)

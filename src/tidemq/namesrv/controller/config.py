@@ -17,7 +17,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
-from tidemq.net.bind import check_listen
+from tidemq.net.bind import check_listen, is_loopback
 from tidemq.net.tls import TlsServerSettings
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
@@ -129,6 +129,12 @@ class ControllerConfig:
         if not self.controller_raft_peers:
             raise ConfigError("controllerRaftPeers is not set", key="controllerRaftPeers")
         return self.peers[self.controller_raft_self_id]
+
+    @property
+    def raft_exposed(self) -> bool:
+        """Whether this controller's Raft port is beyond loopback without a password."""
+        host = self.raft_address.rpartition(":")[0].strip("[]")
+        return not self.controller_raft_password and not is_loopback(host)
 
     @property
     def raft_partners(self) -> list[str]:

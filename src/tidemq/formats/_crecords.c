@@ -150,6 +150,33 @@ static PyObject *uniform_entries(PyObject *self, PyObject *args) {
     return PyBool_FromLong(same);
 }
 
+/* uniform_lengths(data, n, size, blen) -> bool
+
+   Whether every entry repeats the first one's TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH
+   bytes: the layout proof of an inner batch's entries, whose properties differ. */
+static PyObject *uniform_lengths(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    Py_ssize_t n, size, blen;
+    if (!PyArg_ParseTuple(args, "y*nnn", &in, &n, &size, &blen))
+        return NULL;
+    Py_ssize_t pstart = ENTRY_OVERHEAD + blen;
+    if (n < 1 || blen < 0 || size < pstart || in.len < n * size) {
+        PyErr_Format(PyExc_ValueError, "uniform_lengths: %zd entries of %zd bytes with "
+                     "%zd-byte bodies do not fit %zd bytes", n, size, blen, in.len);
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    const unsigned char *first = (const unsigned char *)in.buf, *e = first + size;
+    int same = 1;
+    for (Py_ssize_t i = 1; i < n && same; i++, e += size) {
+        same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0
+            && memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) == 0
+            && memcmp(e + pstart - 2, first + pstart - 2, 2) == 0;
+    }
+    PyBuffer_Release(&in);
+    return PyBool_FromLong(same);
+}
+
 /* offset_ids(prefix, start, step, n) -> str
 
    ",".join(prefix + "%016X" % (start + i * step) for i in range(n)); prefix is ASCII. */
@@ -422,6 +449,7 @@ static PyMethodDef methods[] = {
     {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
+    {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
     {NULL, NULL, 0, NULL},
 };

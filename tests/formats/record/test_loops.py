@@ -36,6 +36,7 @@ def test_the_compiled_module_is_built_and_used() -> None:
     assert crecords.fill_records is native.fill_records
     assert crecords.offset_ids is native.offset_ids
     assert crecords.body_crc32 is native.body_crc32
+    assert crecords.uniform_lengths is native.uniform_lengths
 
 
 def _both(name: str) -> list[Callable[..., Any]]:
@@ -123,6 +124,34 @@ def test_uniform_entries_agrees_with_a_reading_entry_by_entry(
         assert fn(bytes(body), n, size, blen, ustart, uend) is truth
 
 
+@settings(max_examples=120, deadline=None)
+@given(n=st.integers(1, 30), blen=st.integers(0, 40), plen=st.integers(0, 12),
+       data=st.data())
+def test_uniform_lengths_agrees_with_a_reading_entry_by_entry(
+        n: int, blen: int, plen: int, data: st.DataObject) -> None:
+    """Entries of one layout whose properties differ (an inner batch's), some damaged:
+    the answer is whether every entry's TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH are
+    the first one's bytes."""
+    props = [data.draw(st.binary(min_size=plen, max_size=plen)) for _ in range(n)]
+    body = bytearray(encode_batch([(bytes([i % 251]) * blen, props[i], i) for i in range(n)]))
+    size = len(body) // n
+    for _ in range(data.draw(st.integers(0, 2))):  # damage a byte or two anywhere
+        at = data.draw(st.integers(0, len(body) - 1))
+        body[at] ^= data.draw(st.integers(1, 255))
+    rows = [bytes(body[i * size : (i + 1) * size]) for i in range(n)]
+
+    def lengths(row: bytes) -> tuple[int, int, int]:
+        total, = struct.unpack_from(">i", row, 0)
+        blength, = struct.unpack_from(">i", row, 16)
+        plength, = struct.unpack_from(">h", row, 20 + blen)
+        return total, blength, plength
+
+    truth = all(lengths(r) == lengths(rows[0]) for r in rows)
+    for fn in _both("uniform_lengths"):
+        assert fn(bytes(body), n, size, blen) is truth
+        assert fn(memoryview(body), n, size, blen) is truth
+
+
 @given(prefix=st.text(st.characters(max_codepoint=127), max_size=24),
        start=st.integers(0, 2**62), step=st.integers(0, 2**20), n=st.integers(0, 50))
 def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int,
@@ -139,6 +168,9 @@ def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int
     ("patch_records", (bytearray(200), 2, 100, 0, 0, 0, 96)),  # store time past the record
     ("uniform_entries", (bytes(50), 2, 50, 0, 0, 0)),  # short data
     ("uniform_entries", (bytes(100), 2, 50, 0, 20, 10)),  # key bounds reversed
+    ("uniform_lengths", (bytes(50), 2, 50, 0)),  # short data
+    ("uniform_lengths", (bytes(100), 2, 50, 40)),  # the body runs past the entry
+    ("uniform_lengths", (bytes(100), 0, 50, 0)),  # no entries
     ("offset_ids", ("é", 0, 1, 1)),  # non-ASCII prefix
 ])
 def test_impossible_geometry_is_a_value_error(name: str, args: tuple[Any, ...]) -> None:

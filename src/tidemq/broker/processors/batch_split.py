@@ -27,7 +27,7 @@ from tidemq.formats.properties import (
     parse_property_text,
     property_text_error,
 )
-from tidemq.formats.record.loops import uniform_entries
+from tidemq.formats.record.loops import uniform_entries, uniform_lengths
 from tidemq.store.append import UniformBatch
 from tidemq.store.index_keys import KeyColumns
 from tidemq.store.message_store import MessageInput
@@ -88,22 +88,17 @@ def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
 
 def inner_count(plain: bytes | bytearray | memoryview) -> int:
     """:func:`count_entries` of an inner batch body. The usual batch of entries of one
-    layout is proven with ten strided bytes slices -- every entry's TOTALSIZE,
-    BODYLENGTH and PROPERTIESLENGTH bytes equal the first entry's, the check of
-    :func:`uniform_layout` -- which keep the GIL (array gathers may drop it, and a busy
-    dispatcher thread then holds the loop up). Anything else is counted by
-    :func:`count_entries`, errors included."""
+    layout is proven in one call -- every entry's TOTALSIZE, BODYLENGTH and
+    PROPERTIESLENGTH bytes equal the first entry's, the check of :func:`uniform_layout`
+    (:func:`~tidemq.formats.record.loops.uniform_lengths`, which keeps the GIL: array
+    gathers may drop it, and a busy dispatcher thread then holds the loop up). Anything
+    else is counted by :func:`count_entries`, errors included."""
     layout = first_layout(plain)
     if layout is not None:
         size, blen = layout
         n = len(plain) // size
-        if n >= UNIFORM_SMALL:
-            data = plain if type(plain) is bytes else bytes(plain)
-            for off in (0, 1, 2, 3, 16, 17, 18, 19, 20 + blen, 21 + blen):
-                if data[off::size] != data[off : off + 1] * n:
-                    break
-            else:
-                return n
+        if n >= UNIFORM_SMALL and uniform_lengths(plain, n, size, blen):
+            return n
     return count_entries(plain)
 
 

@@ -15,6 +15,9 @@ patch_records       QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``,
 uniform_entries     whether every client entry repeats the first one's length
                     fields and property bytes but for the UNIQ_KEY value
                     (separator-free ASCII in each)
+uniform_lengths     whether every client entry repeats the first one's
+                    TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH (an inner batch's
+                    layout, whatever its properties hold)
 offset_ids          the records' offset message ids, joined by commas
 check_records       how many records of ``buf`` (at given starts, of given
                     sizes), from the first, are sound beyond doubt: what the
@@ -78,7 +81,9 @@ __all__ = [
     "py_offset_ids",
     "py_patch_records",
     "py_uniform_entries",
+    "py_uniform_lengths",
     "uniform_entries",
+    "uniform_lengths",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -174,6 +179,27 @@ def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
     return fixed == fixed[: len(columns)] * n
 
 
+#: The bytes of an entry's TOTALSIZE and BODYLENGTH; PROPERTIESLENGTH follows the body.
+_LENGTH_BYTES = (*range(ENTRY_OFF_TOTAL_SIZE, ENTRY_OFF_TOTAL_SIZE + 4),
+                 *range(ENTRY_OFF_BODY_LENGTH, ENTRY_OFF_BODY_LENGTH + 4))
+
+
+def py_uniform_lengths(data: Buffer, n: int, size: int, blen: int) -> bool:
+    """Whether each of the ``n`` entries of ``size`` bytes repeats the first one's
+    TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH bytes: a strided slice per byte (they keep
+    the GIL, which array gathers may drop)."""
+    pstart = ENTRY_OVERHEAD + blen
+    if n < 1 or blen < 0 or size < pstart or len(data) < n * size:
+        raise ValueError(f"uniform_lengths: {n} entries of {size} bytes with {blen}-byte "
+                         f"bodies do not fit {len(data)} bytes")
+    raw = data if type(data) is bytes else bytes(data)
+    end = n * size
+    for off in (*_LENGTH_BYTES, pstart - 2, pstart - 1):
+        if raw[off:end:size] != raw[off : off + 1] * n:
+            return False
+    return True
+
+
 def py_offset_ids(prefix: str, start: int, step: int, n: int) -> str:
     """``",".join(prefix + "%016X" % (start + i * step) for i in range(n))``."""
     if not prefix.isascii() or n < 0:
@@ -220,7 +246,7 @@ def py_body_crc32(data: Buffer, value: int = 0) -> int:
 
 #: The functions the compiled module must have; each has a twin in this module. (A build
 #: without ``body_crc32`` is still used: its ``check_records`` computes the same CRCs with
-#: zlib, only slower.)
+#: zlib, only slower; so is one without ``uniform_lengths``, whose twin runs instead.)
 _NATIVE_NAMES = ("fill_records", "patch_records", "uniform_entries", "offset_ids",
                  "check_records")
 
@@ -278,6 +304,9 @@ patch_records: Callable[[bytearray | memoryview, int, int, int, int, int, int], 
     _mod.patch_records if _mod is not None else py_patch_records)
 uniform_entries: Callable[[Buffer, int, int, int, int, int], bool] = (
     _mod.uniform_entries if _mod is not None else py_uniform_entries)
+#: Optional in the compiled module (a build from before it falls back to the twin).
+uniform_lengths: Callable[[Buffer, int, int, int], bool] = getattr(
+    _mod, "uniform_lengths", py_uniform_lengths)
 offset_ids: Callable[[str, int, int, int], str] = (
     _mod.offset_ids if _mod is not None else py_offset_ids)
 check_records: Callable[[Buffer, int, Ints, Ints], int] = (

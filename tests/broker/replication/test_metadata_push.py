@@ -1,0 +1,105 @@
+"""A controller-mode master's topic and group changes reach its in-sync replica before
+they are answered (NOTIFY_METADATA_CHANGED, 20400), and a notice a replica must not act
+on is refused naming why. In-process: a name server with the controller embedded (a
+Raft group of one) and two brokers of one group in controller mode, over real TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
+from tests.child_server import free_port
+
+from tidemq.broker.app import BrokerApp
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.role import BrokerRole
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ResponseCode
+from tidemq.namesrv.app import NameServerApp
+from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.controller import ControllerApp, ControllerConfig
+from tidemq.store.config import StoreConfig
+
+
+async def until(check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "not reached"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerApp, BrokerApp]]:
+    controller = ControllerApp(ControllerConfig(
+        controller_raft_self_id="n0", controller_raft_peers=f"n0-127.0.0.1:{free_port()}",
+        enable_controller_in_namesrv=True))
+    namesrv = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"),
+                            controller=controller)
+    await namesrv.start()
+    brokers: list[BrokerApp] = []
+    try:
+        for broker_id in (1, 2):
+            config = BrokerConfig(
+                broker_name="broker-a", listen_port=0, ha_listen_port=0,
+                namesrv_addr=namesrv.address, enable_controller_mode=True,
+                controller_addr=namesrv.address, broker_id=broker_id,
+                broker_role=BrokerRole.SYNC_MASTER, broker_heartbeat_interval=100,
+                controller_heart_beat_timeout_mills=1000,
+                slave_metadata_sync_interval=600_000)  # only a notice copies in time
+            store = StoreConfig(store_path_root_dir=str(tmp_path / f"b{broker_id}"),
+                                mapped_file_size_commit_log=64 * 1024)
+            app = BrokerApp(config, store)
+            await app.start()
+            brokers.append(app)
+            if broker_id == 1:
+                await until(lambda a=app: a.role.is_master)  # type: ignore[misc]
+        master, replica = brokers
+        link = master.controller_link
+        assert link is not None
+        await until(lambda: link.in_sync_replicas() == [replica.broker_addr])
+        yield master, replica
+    finally:
+        for app in brokers:
+            await app.stop()
+        await namesrv.stop()
+
+
+def notice(master_addr: str) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.NOTIFY_METADATA_CHANGED,
+                                   {"masterAddr": master_addr})
+
+
+async def test_a_change_is_on_the_replica_when_it_is_answered(
+        pair: tuple[BrokerApp, BrokerApp]) -> None:
+    master, replica = pair
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Fresh", 2))
+        assert replica.topics.get("Fresh") is not None
+        group = json.dumps({"groupName": "fresh-group", "retryMaxTimes": 5}).encode()
+        await peer.ok(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                              body=group))
+        assert replica.subscription_groups.groups["fresh-group"]["retryMaxTimes"] == 5
+        await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Fresh"))
+        assert replica.topics.get("Fresh") is None
+
+
+async def test_a_notice_the_broker_must_not_follow_is_refused_naming_why(
+        pair: tuple[BrokerApp, BrokerApp]) -> None:
+    master, replica = pair
+    async with Peer(master.broker_addr) as peer, Peer(replica.broker_addr) as rpeer:
+        to_master = await peer(notice(replica.broker_addr))
+        assert to_master.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "is a master" in (to_master.remark or "")
+        stranger = await rpeer(notice("127.0.0.1:1"))
+        assert stranger.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert master.broker_addr in (stranger.remark or "")
+        assert "127.0.0.1:1" in (stranger.remark or "")
+        unnamed = await rpeer(RemotingCommand.request(RequestCode.NOTIFY_METADATA_CHANGED))
+        assert unnamed.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert (await rpeer(notice(master.broker_addr))).code == ResponseCode.SUCCESS

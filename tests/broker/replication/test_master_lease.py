@@ -1,0 +1,48 @@
+"""A controller-mode master whose lease is not renewed (the controllers' confirmations
+lost: the fault injected) refuses sends at once, steps down within its lease, and is
+master again, in the same epoch, once the confirmations arrive. In-process, over real
+TCP (the fixture of :mod:`tests.broker.replication.test_metadata_push`)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tests.broker import wire
+from tests.broker.replication.test_metadata_push import pair, until
+from tests.broker.wire import Peer
+
+from tidemq.broker.app import BrokerApp
+from tidemq.errors import ResponseCode
+
+__all__ = ["pair"]  # fixture
+
+
+async def test_a_master_without_renewals_stops_and_resumes_in_its_epoch(
+        pair: tuple[BrokerApp, BrokerApp], monkeypatch: pytest.MonkeyPatch) -> None:
+    master, _ = pair
+    lease = master.ctx.replication.lease
+    assert lease is not None
+    epoch = master.role.state.epoch
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Leased", 1))
+        await peer.ok(wire.send("Leased", b"before"))
+        with monkeypatch.context() as m:
+            m.setattr(lease, "renew", lambda sent_at: None)
+            lease.revoke()
+            refused = await peer(wire.send("Leased", b"lapsed"))
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "lease" in (refused.remark or "")
+            await until(lambda: not master.role.is_master)  # stepped down
+            assert master.role.state.epoch == epoch
+            refused = await peer(wire.send("Leased", b"stepped down"))
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        await until(lambda: master.role.is_master and lease.holds())
+        assert master.role.state.epoch == epoch
+        assert [(e.epoch, e.start_offset) for e in master.store.epochs.entries][-1][0] == epoch
+        server = master.ctx.replication.server  # its replica connects again
+        await until(lambda: server is not None and server.in_sync() >= 1)
+        await peer.ok(wire.send("Leased", b"after"))
+        await asyncio.wait_for(asyncio.to_thread(master.store.wait_dispatched), 10)
+        bodies = [bytes(m.body) for m in await peer.messages("Leased")]
+        assert bodies == [b"before", b"after"]

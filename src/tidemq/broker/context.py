@@ -114,8 +114,8 @@ class BrokerContext:
             lmq.commit_offset(group, topic, offset)
         else:
             self.offsets.commit(group, topic, queue_id, offset)
-            if not self.replication.role.is_master:
-                self.carried_offsets.took(group, topic, queue_id, offset)
+        if not self.replication.role.is_master:
+            self.carried_offsets.took(group, topic, queue_id, offset)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         lmq = self.store.lmq

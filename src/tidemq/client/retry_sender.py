@@ -75,8 +75,15 @@ class RetrySender:
         born = now_ms()
         prepared = prepare_message(new, max_size=cfg.max_message_size, keys=inst.uniq_keys,
                                    now_ms=born)
-        route = await inst.routes.get(prepared.topic, allow_default=True)
+        # Asked afresh: this path is taken when the message's own master did not answer,
+        # and a cached route may still list that master among the publishers.
+        route = await inst.routes.get(prepared.topic, allow_default=True, refresh=True)
         mq = select_round_robin(publish_queues(route, None), self._counter)
+        if route.from_default:
+            # The retry topic is not in the name servers yet, but a broker may have made
+            # it already (a heartbeat does), with the group's one retry queue: queue 0
+            # is the one every broker has or creates.
+            mq = mq._replace(queue_id=0)
         addr = route.master_address(mq.broker_name) or await inst.master_address(mq)
         cmd = send_request(prepared, send_options(cfg, INNER_PRODUCER_GROUP),
                            queue_id=mq.queue_id, now_ms=born, keys=inst.uniq_keys,

@@ -143,3 +143,38 @@ async def test_timer_progress_reaches_the_replica(tmp_path: Path) -> None:
         assert replica.schedule.timers.checkpoint().enqueue_offset == 3
         on_disk = json.loads(replica.schedule.timer_path.read_text())
         assert on_disk == expected.to_json()
+
+
+async def test_lmq_offsets_a_replica_took_reach_the_returning_master(tmp_path: Path) -> None:
+    """LMQ commits a replica took while its master was down are carried to the master
+    when it is back (where the master's are lower), not replaced by its older copy."""
+    async with Cluster(tmp_path, store=STORE,
+                       broker={"register_name_server_period": 200}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Parent", 1))
+            for i in range(6):
+                await peer.ok(fan_out("%LMQ%a,%LMQ%b", b"m%d" % i))
+            await dispatched(master)
+            for name in ("%LMQ%a", "%LMQ%b"):
+                await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic=name,
+                                           queueId=0, consumerGroup="g", commitOffset=2))
+        await caught_up(master, replica)
+        await synced(replica)
+        await master.stop()
+        async with Peer(replica.broker_addr) as rpeer:  # a consumer commits to the replica
+            await rpeer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic="%LMQ%a",
+                                        queueId=0, consumerGroup="g", commitOffset=5))
+            await rpeer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic="%LMQ%b",
+                                        queueId=0, consumerGroup="h", commitOffset=4))
+        back = await group.restart_broker(0)
+        assert back.store.lmq is not None and replica.store.lmq is not None
+        async with asyncio.timeout(30):
+            while (back.store.lmq.committed_offset("g", "%LMQ%a"),
+                   back.store.lmq.committed_offset("h", "%LMQ%b")) != (5, 4):
+                await asyncio.sleep(0.05)
+        await synced(replica)
+        assert replica.store.lmq.committed_offset("g", "%LMQ%a") == 5
+        assert replica.store.lmq.committed_offset("g", "%LMQ%b") == 2
+        assert len(replica.ctx.carried_offsets) == 0

@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from tests.broker.replication.test_group import SMALL, caught_up
-from tests.broker.wire import Peer, create_topic, send
+from tests.broker.wire import Peer, create_topic, eventually_route, send
 
 from tidemq.client import ClientConfig, ConsumeStatus, MessageExt, PushConsumer, PushOptions
 from tidemq.codec.bodies import ConsumeFromWhere
@@ -30,6 +30,9 @@ async def test_a_failed_message_is_retried_through_another_master(tmp_path: Path
         while replica.topics.get("T") is None:
             replica.metadata_sync.synced.clear()
             await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        async with Peer(group.namesrv_addr) as ns:  # the replica registered T too
+            await eventually_route(ns, "T", lambda r: any(
+                1 in bd.broker_addrs for bd in r.broker_datas), timeout=30)
         await master_a.stop()  # unregisters: broker-a has only its replica now
 
         deliveries: list[tuple[str, int]] = []

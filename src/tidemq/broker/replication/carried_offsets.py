@@ -2,12 +2,13 @@
 
 While its master is down, consumers commit their offsets to a replica (the TideMQ and
 Java clients commit to the master, else to a replica of the group). The replica stores
-them as a master would, and also notes them here. Its next copy of the master's metadata
-(:mod:`tidemq.broker.replication.metadata`) would otherwise replace them with the
-master's older table; instead, each noted offset the master lacks or holds lower is sent
-to the master (UPDATE_CONSUMER_OFFSET) before the master's table is taken, and is kept
-in the copy. The clients also send their positions again once a master is listed; this
-carries the commits of consumers that stopped meanwhile.
+them as a master would (LMQ offsets in its LMQ store), and also notes them here. Its
+next copy of the master's metadata (:mod:`tidemq.broker.replication.metadata`) would
+otherwise replace them with the master's older table; instead, each noted offset the
+master lacks or holds lower is sent to the master (UPDATE_CONSUMER_OFFSET) before the
+master's table is taken, and is kept in the copy. The clients also send their positions
+again once a master is listed; carrying them here covers the consumers that stopped
+meanwhile.
 
 An offset a replica took goes back only forward: a master that meanwhile took a higher
 offset for the queue keeps it. The notes live in memory: a replica restarted while its

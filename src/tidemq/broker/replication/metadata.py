@@ -38,6 +38,7 @@ from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
 from tidemq.errors import ResponseCode, TideMQError
+from tidemq.store.lmq_store import LMQ_PREFIX
 
 __all__ = ["MetadataSync"]
 
@@ -96,13 +97,22 @@ class MetadataSync:
     async def _carry(self, addr: str, table: dict[str, dict[int, int]]
                      ) -> dict[OffsetKey, int]:
         """Send the master the offsets this replica took that it lacks or holds lower
-        (``table``: its offsets); those it took, to keep in the copy."""
+        (``table``: its offsets; LMQ offsets are carried by :meth:`_lmq`); those it
+        took, to keep in the copy."""
         master: dict[OffsetKey, int] = {}
         for key, queues in table.items():
             topic, _, group = key.partition("@")
             for queue_id, offset in queues.items():
                 master[group, topic, queue_id] = offset
-        carry = self.ctx.carried_offsets.to_carry(master)
+        carry = {key: offset
+                 for key, offset in self.ctx.carried_offsets.to_carry(master).items()
+                 if not key[1].startswith(LMQ_PREFIX)}
+        return await self._send_offsets(addr, carry)
+
+    async def _send_offsets(self, addr: str, carry: dict[OffsetKey, int]
+                            ) -> dict[OffsetKey, int]:
+        """UPDATE_CONSUMER_OFFSET of each of ``carry`` to the master; the ones it took.
+        All are forgotten as carried: one the master refuses is not sent again."""
         if not carry:
             return {}
 
@@ -118,7 +128,7 @@ class MetadataSync:
             return resp.code == ResponseCode.SUCCESS
 
         taken = await asyncio.gather(*(one(k, o) for k, o in carry.items()))
-        self.ctx.carried_offsets.carried(carry)  # refused ones are not sent again
+        self.ctx.carried_offsets.carried(carry)
         log.info("carried %d consumer offsets taken while the master was down to %s",
                  sum(taken), addr)
         return {k: o for (k, o), ok in zip(carry.items(), taken, strict=True) if ok}
@@ -183,10 +193,17 @@ class MetadataSync:
         return body["rows"], bool(body["more"])
 
     async def _lmq(self, addr: str) -> None:
-        """Copy the master's LMQ tombstones, then its LMQ consumer offsets."""
+        """Copy the master's LMQ tombstones, then its LMQ consumer offsets -- but for the
+        ones this replica took while the master was down and the master holds lower or
+        lacks, which are carried to the master instead (as :meth:`_carry`)."""
         store = self.ctx.store
         lmq = store.lmq
         assert lmq is not None
+        carried = self.ctx.carried_offsets
+        taken = {key: offset for key, offset in carried.pending().items()
+                 if key[1].startswith(LMQ_PREFIX)}
+        carry: dict[OffsetKey, int] = {}
+        behind: dict[OffsetKey, int] = {}  # the master went further: nothing to carry
         for kind in ("tombstones", "offsets"):
             after: list[str] | None = None
             while True:
@@ -198,8 +215,20 @@ class MetadataSync:
                     if kind == "tombstones":
                         if store.adopt_lmq_tombstone(str(row[0]), int(row[1])):
                             log.info("LMQ %s deleted, as on master %s", row[0], addr)
-                    elif lmq.committed_offset(str(row[1]), str(row[0])) != int(row[2]):
-                        lmq.commit_offset(str(row[1]), str(row[0]), int(row[2]))
+                        continue
+                    name, group, offset = str(row[0]), str(row[1]), int(row[2])
+                    key = (group, name, 0)
+                    mine = taken.pop(key, None)
+                    if mine is not None and mine > offset:
+                        carry[key] = mine
+                    else:
+                        if mine is not None:
+                            behind[key] = mine
+                        if lmq.committed_offset(group, name) != offset:
+                            lmq.commit_offset(group, name, offset)
                 if not more or not rows:
                     break
                 after = [str(rows[-1][0]), str(rows[-1][1])]
+        carried.carried(behind)
+        carry.update(taken)  # offsets the master has none of
+        await self._send_offsets(addr, carry)

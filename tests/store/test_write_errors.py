@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tidemq.errors import StoreReadOnly
+from tidemq.formats.batch import encode_batch
+from tidemq.formats.record import HostAddr
 from tidemq.store.flush import FlushStatus
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageStore, PutStatus
@@ -126,3 +128,34 @@ def test_enospc_for_the_first_segment(open_store: OpenStore, store_root: Path,
     reopened = open_store()
     assert reopened.put("T", 0, msg(b"first")).queue_offset == 0
     assert bodies(reopened) == [b"first"]
+
+
+class _FailingMap(bytearray):
+    """Stands in for a segment's map: a copy into it fails as a failing disk's would."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize("born", [None, HostAddr(bytes(range(16)), 9)], ids=["ipv4", "ipv6"])
+def test_a_failed_inner_batch_write_makes_the_store_read_only(
+        open_store: OpenStore, born: HostAddr | None) -> None:
+    """Written straight into the segment or encoded first, an inner batch whose bytes do
+    not reach the segment makes the store WRITE_ERROR, as any other failed write."""
+    store = open_store()
+    store.set_batch_topic("B")
+    body = encode_batch([(b"m%d" % i, b"", 0) for i in range(4)])
+    store.put_inner_batch("B", 0, body, b"", 4)
+    seg = store.commitlog.segments[-1]
+    real = seg.mm
+    seg.mm = _FailingMap(len(real))  # type: ignore[assignment]
+    try:
+        with pytest.raises(StoreReadOnly) as info:
+            store.put_inner_batch("B", 0, body, b"", 4, born_host=born)
+    finally:
+        seg.mm = real
+    assert info.value.status == "WRITE_ERROR" and "Input/output error" in info.value.cause
+    assert store.status == "WRITE_ERROR"
+    with pytest.raises(StoreReadOnly):
+        store.put_inner_batch("B", 0, body, b"", 4)
+    store.shutdown()

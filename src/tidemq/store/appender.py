@@ -625,8 +625,11 @@ class Appender:
                     born_timestamp or ts, bhost, ts, self._store_host_bytes, 0, 0, blen)
                 mm[pos + fixed : pos + tail_at] = body
                 mm[pos + tail_at : pos + size] = tail + _I16.pack(plen) + props
+            except (OSError, ValueError) as exc:  # the map failed: sticky, as in _write
+                cl.werr = f"write to {seg.path.name} failed: {exc}"
+                raise StoreReadOnly("WRITE_ERROR", cause=cl.werr) from exc
             except BaseException:
-                mm[pos : pos + size] = bytes(size)  # a part may be written
+                mm[pos : pos + size] = bytes(size)  # a field out of range: a part written
                 raise
             seg.wrote = pos + size
             if self._hooks:

@@ -82,11 +82,13 @@ class MetadataSync:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
 
-    async def copy_now(self) -> None:
+    async def copy_now(self, *, lmq: bool = True) -> None:
         """Copy the master's metadata now (one copy at a time: a master's notice of a
-        change waits for a copy under way, then makes its own)."""
+        change waits for a copy under way, then makes its own). ``lmq=False`` leaves the
+        LMQ offsets and tombstones to the next periodic copy: a notice of a topic or
+        group change need not page through millions of LMQ offsets."""
         async with self._copying:
-            await self.sync_once(self.master_addr)
+            await self.sync_once(self.master_addr, lmq=lmq)
 
     async def _read(self, addr: str, code: int) -> bytes:
         resp = await self.ctx.client.request(addr, RemotingCommand.request(code), 10.0)
@@ -133,7 +135,7 @@ class MetadataSync:
                  sum(taken), addr)
         return {k: o for (k, o), ok in zip(carry.items(), taken, strict=True) if ok}
 
-    async def sync_once(self, addr: str) -> None:
+    async def sync_once(self, addr: str, *, lmq: bool = True) -> None:
         ctx = self.ctx
         wrapper = decode_body(await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
                               TopicConfigSerializeWrapper)
@@ -170,7 +172,7 @@ class MetadataSync:
                 log.info("ACL 2.0 users and ACLs copied from master %s", addr)
         elif resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise TideMQError(f"GET_AUTH_METADATA: answer {resp.code} {resp.remark}")
-        if ctx.store.lmq is not None:
+        if lmq and ctx.store.lmq is not None:
             await self._lmq(addr)
         self.syncs += 1
         self.synced.set()

@@ -119,5 +119,5 @@ class MetadataPush:
             raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
                                  f"this replica follows {self.sync.master_addr or 'no master'}"
                                  f", not {master or 'an unnamed broker'}")
-        await self.sync.copy_now()
+        await self.sync.copy_now(lmq=False)
         return cmd.response()

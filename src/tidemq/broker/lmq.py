@@ -5,7 +5,8 @@ A message names its LMQs in the property, comma separated. Every name must start
 separators, NUL or dots that could escape a directory), fit 255 bytes, and appear once;
 a message may name at most ``maxLmqTargetsPerMessage`` queues. Retry, DLQ and system
 topics cannot be parents. The decision is a plain function returning the names or the
-reason for refusing them.
+reason for refusing them; a batch's usual messages are decided together
+(:func:`batch_lmq_targets`), with one match over all their names.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import re
 from tidemq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from tidemq.store.lmq_store import LMQ_PREFIX
 
-__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "parent_refusal", "parse_lmq_targets"]
+__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "batch_lmq_targets", "parent_refusal",
+           "parse_lmq_targets"]
 
 MAX_LMQ_NAME = 255
 _NAME_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+")
 #: A whole value of good names (one C-level match for the usual case).
 _NAMES_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+(?:,%LMQ%[A-Za-z0-9_|%-]+)*")
+_DISPATCH = "INNER_MULTI_DISPATCH\x01"
+_OFFSETS = "INNER_MULTI_QUEUE_OFFSET\x01"
 
 
 def parent_refusal(parent_topic: str) -> str | None:
@@ -58,3 +62,45 @@ def parse_lmq_targets(value: str, parent_topic: str, max_targets: int) -> list[s
             return f"LMQ {name!r} is named twice"
         seen.add(name)
     return names
+
+
+def _dispatch_value(text: str) -> str | None:
+    """The ``INNER_MULTI_DISPATCH`` value of a well-formed property string that names it
+    once, as its first pair or after a separator, and has no ``INNER_MULTI_QUEUE_OFFSET``
+    (``None``: anything else, for the full parse to decide)."""
+    at = text.find(_DISPATCH)
+    if (at < 0 or (at and text[at - 1] != "\x02") or _OFFSETS in text
+            or text.find(_DISPATCH, at + 1) >= 0):
+        return None
+    start = at + len(_DISPATCH)
+    end = text.find("\x02", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def batch_lmq_targets(texts: list[str | None], max_targets: int) -> list[list[str]] | None:
+    """The LMQ names of each of a batch's well-formed property strings (``None``: a
+    message naming none, given ``[]``), decided together: one match over every name of
+    the batch, one length check, a set per message. ``None`` when any message needs
+    :func:`parse_lmq_targets` (a refusal, an unusual string): its answers are the same.
+    The parent topic is checked by the caller."""
+    values: list[str] = []
+    for text in texts:
+        if text is not None:
+            value = _dispatch_value(text)
+            if not value:
+                return None
+            values.append(value)
+    joined = ",".join(values)
+    if _NAMES_RE.fullmatch(joined) is None or max(map(len, joined.split(","))) > MAX_LMQ_NAME:
+        return None
+    out: list[list[str]] = []
+    names_of = iter(values)
+    for text in texts:
+        if text is None:
+            out.append([])
+            continue
+        names = next(names_of).split(",")
+        if len(names) > max_targets or len(set(names)) != len(names):
+            return None
+        out.append(names)
+    return out

@@ -26,7 +26,7 @@ from typing import Literal, overload
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.group_commit import GroupCommitWaiters
-from tidemq.broker.lmq import parent_refusal, parse_lmq_targets
+from tidemq.broker.lmq import batch_lmq_targets, parent_refusal, parse_lmq_targets
 from tidemq.broker.processors.batch_split import (
     NO_BATCH_FAN_OUT,
     UNIFORM_SMALL,
@@ -252,7 +252,16 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  "INNER_MULTI_DISPATCH cannot be combined with DELAY or "
                                  "TIMER_* properties")
-        targets = [() if text is None else self._lmq_targets(topic, text) for text in texts]
+        if self.store.lmq is None:
+            self._lmq_targets(topic, None)  # refuses
+        refusal = parent_refusal(topic)
+        if refusal is not None:
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
+        targets: Sequence[Sequence[str]] | None = batch_lmq_targets(
+            texts, self.ctx.store_config.max_lmq_targets_per_message)
+        if targets is None:
+            targets = [() if text is None else self._lmq_targets(topic, text)
+                       for text in texts]
         return self.store.put_batch_multi_dispatch(
             topic, qid, msgs, targets, sys_flag=sys_flag, born_timestamp=born_timestamp,
             born_host=born, reconsume_times=reconsume, wait_flush=False)

@@ -27,6 +27,9 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Sequence
+from itertools import chain, repeat
+from operator import add as _add
+from typing import cast
 
 from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
 from tidemq.formats.record import (
@@ -70,11 +73,82 @@ INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
 
 
 _OFFSETS_KEY = "INNER_MULTI_QUEUE_OFFSET"
+_OFFSETS_HEAD = b"INNER_MULTI_QUEUE_OFFSET\x01"
 
 
 def _offsets_property(offsets: Sequence[int]) -> bytes:
     """``INNER_MULTI_QUEUE_OFFSET`` with a fan-out's LMQ offsets, in the order of its names."""
     return ("INNER_MULTI_QUEUE_OFFSET\x01" + ",".join(map(str, offsets)) + "\x02").encode()
+
+
+def _assign_lmq_offsets(
+    targets: Sequence[Sequence[str]], props: Sequence[bytes], nexts: dict[str, int],
+    first_use: Callable[[str], int],
+) -> tuple[list[bytes], list[tuple[tuple[str, ...], tuple[int, ...]] | None], dict[str, int]]:
+    """A batch's LMQ offsets, in batch order: each message's stored properties (with
+    ``INNER_MULTI_QUEUE_OFFSET``), its fan-out for the dispatcher (``None``: it names no
+    LMQ) and the next offset of every LMQ named, to publish after the write. ``nexts``:
+    the next offsets given so far; ``first_use(name)``: an LMQ's next offset read from
+    the LMQ store, for one not in ``nexts``.
+
+    The usual batch names no LMQ twice: its offsets are looked up per distinct name and
+    spread over the entries with C-level maps, never a Python step per entry.
+    Properties the offsets push over their limit raise :class:`PropertiesTooLarge`."""
+    flat = list(chain.from_iterable(targets))
+    distinct = set(flat)
+    found = {name: first_use(name) for name in distinct.difference(nexts)}
+    if len(distinct) != len(flat):
+        return _assign_repeated(targets, props, nexts, found)
+    # every name is in ``found`` or in ``nexts``: no None
+    offsets = cast("list[int]", list(map(found.get, flat, map(nexts.get, flat))))
+    texts = list(map(str, offsets))
+    stored: list[bytes] = []
+    fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
+    at = 0
+    for names, raw in zip(targets, props, strict=True):
+        if not names:
+            stored.append(raw)
+            fan.append(None)
+            continue
+        end = at + len(names)
+        full = raw + b"%s%s\x02" % (_OFFSETS_HEAD, ",".join(texts[at:end]).encode())
+        if len(full) > MAX_PROPERTIES_BYTES:
+            raise PropertiesTooLarge(len(full), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
+        stored.append(full)
+        fan.append((tuple(names), tuple(offsets[at:end])))
+        at = end
+    return stored, fan, dict(zip(flat, map(_add, offsets, repeat(1)), strict=True))
+
+
+def _assign_repeated(
+    targets: Sequence[Sequence[str]], props: Sequence[bytes], nexts: dict[str, int],
+    found: dict[str, int],
+) -> tuple[list[bytes], list[tuple[tuple[str, ...], tuple[int, ...]] | None], dict[str, int]]:
+    """:func:`_assign_lmq_offsets` of a batch naming some LMQ more than once: entry by
+    entry, an LMQ named again gets the next offset."""
+    assigned: dict[str, int] = {}
+    stored: list[bytes] = []
+    fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
+    for names, raw in zip(targets, props, strict=True):
+        if not names:
+            stored.append(raw)
+            fan.append(None)
+            continue
+        offsets = []
+        for name in names:
+            nxt = assigned.get(name)
+            if nxt is None:
+                nxt = nexts.get(name)
+                if nxt is None:
+                    nxt = found[name]
+            offsets.append(nxt)
+            assigned[name] = nxt + 1
+        full = raw + _offsets_property(offsets)
+        if len(full) > MAX_PROPERTIES_BYTES:
+            raise PropertiesTooLarge(len(full), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
+        stored.append(full)
+        fan.append((tuple(names), tuple(offsets)))
+    return stored, fan, assigned
 
 
 def wall_clock_ms() -> int:
@@ -519,28 +593,7 @@ class Appender:
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
-            assigned: dict[str, int] = {}  # taken by this batch: published after the write
-            stored: list[bytes] = []
-            fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
-            for names, raw in zip(targets, props, strict=True):
-                if not names:
-                    stored.append(raw)
-                    fan.append(None)
-                    continue
-                offsets = []
-                for name in names:
-                    nxt = assigned.get(name)
-                    if nxt is None:
-                        nxt = nexts.get(name)
-                        if nxt is None:
-                            nxt = lmq.max_offset(name)
-                    offsets.append(nxt)
-                    assigned[name] = nxt + 1
-                full = raw + _offsets_property(offsets)
-                if len(full) > MAX_PROPERTIES_BYTES:
-                    raise PropertiesTooLarge(len(full), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
-                stored.append(full)
-                fan.append((tuple(names), tuple(offsets)))
+            stored, fan, assigned = _assign_lmq_offsets(targets, props, nexts, lmq.max_offset)
             enc = encode_batch(topic, queue_id, bodies, stored, flags, sys_flag=sys_flag,
                                born_timestamp=born_timestamp or ts,
                                born_host=born_host or store_host, store_host=store_host,

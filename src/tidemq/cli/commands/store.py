@@ -136,10 +136,10 @@ def verify_command(
     """Check every record, queue entry, key-index and LMQ entry and the checkpoint; preview
     what a start would do.
 
-    Everything is checked, in memory that does not grow with the store: what verify
-    collects per record, key and LMQ entry goes to temporary files (see --work-dir) and
-    is compared a chunk at a time. It grows with the largest single consume queue (20
-    bytes an entry) and with the broker's maxIndexNum (one index file at a time)."""
+    Memory does not grow with the store: what verify collects per record,
+    key and LMQ entry goes to temporary files (--work-dir) and is compared
+    a chunk at a time. Only one consume queue's entries (20 bytes each) and
+    one key-index file (up to maxIndexNum entries) are read whole."""
     index = (max_hash_slot_num, max_index_num)
     report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index, work_dir)
     if fix and report.records + len(report.damaged):

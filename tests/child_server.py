@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,22 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import Self
 
+from tidemq.net.ports import free_port, free_ports
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago (bound together, so no
-    two are the same)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
+__all__ = ["ChildServer", "free_port", "free_ports"]
 
 
 class ChildServer:

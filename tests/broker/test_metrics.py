@@ -22,14 +22,9 @@ from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullCons
 from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
 from tidemq.codec.command import RequestCode
 from tidemq.errors import ResponseCode
+from tidemq.net.ports import free_port
 from tidemq.testing import Cluster
 from tidemq.types import FlushDiskType
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[str, list[Sample]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,6 +14,7 @@ from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client import Message, Producer
+from tidemq.net.ports import free_port
 
 runner = CliRunner()
 T = TypeVar("T")
@@ -57,10 +57,6 @@ def create(cluster: ThreadedCluster, topic: str, queues: int = 2, *extra: str) -
     return route_of(cluster, topic)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---------------------------------------------------------------------- topics

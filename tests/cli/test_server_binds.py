@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from tidemq.cli.main import app
 from tidemq.client import AdminClient
 from tidemq.net.bind import machine_host
+from tidemq.net.ports import free_port as _free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,10 +37,6 @@ READY_TIMEOUT = 60.0
 EXPOSED = "reachable from other machines"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ipv4(hex_addr: str) -> str:

@@ -19,6 +19,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.console import ConsoleServer
 from tidemq.errors import ResponseCode
 from tidemq.net import Connection
+from tidemq.net.ports import free_port
 from tidemq.testing import Cluster
 
 PAGES = ["/cluster", "/topics", "/topics?system=1", "/groups", "/messages", "/logical-queues",
@@ -237,11 +238,7 @@ async def test_unreachable_cluster_is_an_error_page(unused_tcp_port: int) -> Non
 
 @pytest.fixture
 def unused_tcp_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 async def test_the_topic_list_names_a_broker_it_could_not_read(tmp_path: Path) -> None:

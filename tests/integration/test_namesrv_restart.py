@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from tidemq.client import (
 from tidemq.client.topic_route import read_route_response, route_request
 from tidemq.errors import TideMQError
 from tidemq.net import RemotingClient
+from tidemq.net.ports import free_port as _free_port
 
 TIDEMQ = str(Path(sys.executable).parent / "tidemq")
 TOPIC = "NsRestart"
@@ -45,10 +45,6 @@ PERIOD_MS = 600_000
 pytestmark = pytest.mark.timeout(240)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclasses.dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -12,13 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tidemq.client import AdminClient
 from tidemq.errors import TideMQError
+from tidemq.net.ports import free_port
 from tidemq.testing import Cluster
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -20,6 +20,7 @@ from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
 from tidemq.codec.frame import FrameDecoder, FrameTooLarge, FrameTooLargeToSend, frame_bytes
 from tidemq.errors import ConnectionLost, RequestTimeout
 from tidemq.net import BlockingClient, Connection, RemotingServer
+from tidemq.net.ports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -163,9 +164,7 @@ async def test_an_oversized_late_response_is_skipped(server: RemotingServer) -> 
 
 
 async def test_refused_then_reconnects_after_restart() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     address = f"127.0.0.1:{port}"
     with BlockingClient(connect_timeout=2.0) as client:
         with pytest.raises(ConnectionLost) as info:
@@ -189,9 +188,7 @@ async def test_refused_then_reconnects_after_restart() -> None:
 async def test_first_request_after_an_idle_restart_succeeds() -> None:
     """A socket whose server went away while it was idle is dialed again before sending:
     the first request to the restarted server is answered, not lost."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     address = f"127.0.0.1:{port}"
     with BlockingClient() as client:
         async with make_server(port=port):

@@ -11,16 +11,13 @@ from tests.net.support import ECHO, make_server
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ConfigError, ConnectionLost, RequestTimeout
 from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.net.ports import free_port as _free_port
 
 NEVER = 20020
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_concurrent_callers_share_one_connection(

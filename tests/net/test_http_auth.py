@@ -16,6 +16,7 @@ from tidemq.errors import ConfigError
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.net.http import MetricsHttpServer
 from tidemq.net.http_auth import MetricsAuth
+from tidemq.net.ports import free_port as _free_port
 from tidemq.testing import Cluster
 
 
@@ -121,9 +122,3 @@ async def test_a_broker_and_a_name_server_take_the_keys(tmp_path: Path) -> None:
         assert status == 200 and b"tidemq_broker_put_messages" in body
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -22,6 +22,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.frame import frame_bytes
 from tidemq.errors import ResponseCode
 from tidemq.net import BlockingClient
+from tidemq.net.ports import free_port as _free_port
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -34,10 +35,6 @@ BOOT = "from tidemq.cli.main import main; main()"
 BUDGET = 16 * MIB
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _memory(pid: int) -> dict[str, int]:

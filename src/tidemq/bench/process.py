@@ -21,7 +21,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 
 from tidemq.client import AdminClient, ClientConfig
 from tidemq.errors import TideMQError
+from tidemq.net.ports import free_ports
 
 __all__ = ["MAIN_THREAD", "BenchError", "BrokerProcess", "ThreadCpu", "free_ports",
            "process_cpu_seconds", "thread_cpu_seconds", "thread_cpu_split"]
@@ -44,15 +44,6 @@ MAIN_THREAD = "main"
 
 class BenchError(TideMQError):
     """A benchmark could not run: the broker did not start, the topic got no route..."""
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out now on 127.0.0.1 (free unless someone races us)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
 
 
 def _stat_cpu(path: str) -> tuple[str, float, float] | None:

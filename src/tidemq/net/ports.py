@@ -1,0 +1,57 @@
+"""Loopback ports to start a server on, for tools that start servers of their own
+(``tidemq bench``, the tests).
+
+A port the kernel hands out for ``bind(("127.0.0.1", 0))`` comes from its ephemeral
+range, the range it also takes the local ports of outgoing connections from: between the
+moment such a port is found free and the moment the server binds it, any connection this
+machine opens may take it. :func:`free_ports` therefore draws ports at random from below
+that range (``/proc/sys/net/ipv4/ip_local_port_range``), which outgoing connections never
+use, checks each by binding it, and binds the ``n`` together so they are distinct.
+Where the range cannot be read it falls back to the kernel's choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+from pathlib import Path
+
+__all__ = ["free_port", "free_ports"]
+
+_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Lowest port drawn (below it live the well-known and registered services one may run).
+_LOWEST = 10_000
+_ATTEMPTS = 64
+
+
+def _below_ephemeral() -> range:
+    try:
+        first = int(_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(_LOWEST, first)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports that were free a moment ago."""
+    draw = _below_ephemeral()
+    rng = random.Random()
+    with contextlib.ExitStack() as stack:
+        socks: list[socket.socket] = []
+        misses = 0
+        while len(socks) < n:
+            sock = stack.enter_context(socket.socket())
+            port = rng.choice(draw) if draw and misses < _ATTEMPTS else 0
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # taken: draw again
+                misses += 1
+                continue
+            socks.append(sock)
+        return [int(s.getsockname()[1]) for s in socks]
+
+
+def free_port() -> int:
+    """One loopback port that was free a moment ago."""
+    return free_ports(1)[0]

@@ -115,6 +115,17 @@ async def test_only_an_admin_reads_a_brokers_config(cluster: Cluster) -> None:
         assert resp.code == ResponseCode.SUCCESS and b"storePathRootDir=" in resp.full_body()
 
 
+async def test_only_an_admin_reads_a_name_servers_config(cluster: Cluster) -> None:
+    assert cluster.namesrv is not None  # its answer names the name server's file paths
+    async with Peer(cluster.namesrv.address, signed_client(USER)) as user:
+        resp = await user(wire.request(RequestCode.GET_NAMESRV_CONFIG))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "GET_NAMESRV_CONFIG needs an admin account; user is not admin")
+    async with Peer(cluster.namesrv.address, signed_client(ADMIN)) as admin:
+        resp = await admin(wire.request(RequestCode.GET_NAMESRV_CONFIG))
+        assert resp.code == ResponseCode.SUCCESS and resp.full_body()
+
+
 async def test_topic_and_group_permissions(cluster: Cluster) -> None:
     addr = cluster.brokers[0].broker_addr
     async with Peer(addr, signed_client(USER)) as user, Peer(addr, signed_client(ADMIN)) as admin:

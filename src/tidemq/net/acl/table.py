@@ -116,7 +116,7 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.GET_CONSUMER_CONNECTION_LIST: AUTH,
     C.GET_BROKER_RUNTIME_INFO: AUTH,
     C.GET_BROKER_CONFIG: ADMIN,  # it names every file path of the broker
-    C.GET_NAMESRV_CONFIG: AUTH,
+    C.GET_NAMESRV_CONFIG: ADMIN,  # it names the name server's file paths
     C.VIEW_BROKER_STATS_DATA: AUTH,
     C.QUERY_TOPIC_CONSUME_BY_WHO: AUTH,
     C.GET_CONSUMER_RUNNING_INFO: AUTH,

@@ -580,3 +580,22 @@ def test_offsets_and_tombstones_come_in_pages_each_row_once(
         assert sorted(stones) == sorted(tombstones.items())
     finally:
         lmq.close()
+
+
+def test_fanout_below_a_tombstone_floor_is_dropped_per_queue(tmp_path: Path) -> None:
+    """A record appended before its LMQ was deleted and dispatched after leaves no entry
+    in that queue, and still its entries in the others."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%b"], [0, 0], 0, 10, 0, 1)], 10)
+        assert lmq.delete_queue("%LMQ%a", 100)
+        lmq.write_fanout([(["%LMQ%b", "%LMQ%a", "%LMQ%c"], [1, 1, 0], 50, 10, 0, 1),
+                          (["%LMQ%a", "%LMQ%b"], [0, 2], 100, 10, 0, 1)], 110)
+        assert [e[0] for e in lmq.entries("%LMQ%a", 0, 10)] == [100]
+        assert [bytes(k) for k in lmq.db.keys(from_key=b"E%LMQ%a\x00")
+                if bytes(k).startswith(b"E%LMQ%a\x00")] == [b"E%LMQ%a\x00" + bytes(8)]
+        assert [e[0] for e in lmq.entries("%LMQ%b", 0, 10)] == [0, 50, 100]
+        assert [e[0] for e in lmq.entries("%LMQ%c", 0, 10)] == [50]
+        assert [lmq.max_offset(n) for n in ("%LMQ%a", "%LMQ%b", "%LMQ%c")] == [1, 3, 1]
+    finally:
+        lmq.close()

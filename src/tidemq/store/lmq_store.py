@@ -60,7 +60,9 @@ import logging
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -287,15 +289,17 @@ class LmqStore:
 
     def write_fanout(self, records: Sequence[FanOut], dispatched_end: int) -> dict[str, int]:
         """:meth:`write` for whole records -- ``(names, offsets, phys, size, tags,
-        store_ts)`` -- the dispatcher's hot path: an entry's value is packed once per
-        record, the loop per entry only builds its key and notes the queue's last
-        offset (a queue's offsets rise in log order), and the queues' metadata is
-        advanced once per queue afterwards. Records below the checkpoint are written
-        already (re-dispatch after a crash) and skipped."""
-        groups: dict[str, list[tuple[int, bytes]]] = {}
+        store_ts)`` -- the dispatcher's hot path, with no Python step per entry: an
+        entry's value is packed once per record, the keys are built and sorted into
+        RocksDB's order (:func:`grouped_batch` explains why) and put with C-level maps,
+        each queue's last offset is the last one seen (a queue's offsets rise in log
+        order), and the queues' metadata is advanced once per queue afterwards. Records
+        below the checkpoint are written already (re-dispatch after a crash) and
+        skipped."""
         pack = _ENTRY.pack
-        last: dict[str, int] = {}
-        count = 0
+        name_runs: list[Sequence[str]] = []
+        offset_runs: list[Sequence[int]] = []
+        value_runs: list[Iterable[bytes]] = []
         with self._lock:
             floors = self._floors
             written = self.dispatched
@@ -304,22 +308,27 @@ class LmqStore:
                     raise ValueError(f"{len(names)} LMQ names but {len(offsets)} offsets")
                 if phys < written:
                     continue  # re-dispatch after a crash: its entries are in a run already
-                value = pack(phys, size, tags, store_ts)
-                entries: Iterable[tuple[str, int]] = zip(names, offsets, strict=False)
                 if floors and not floors.keys().isdisjoint(names):
-                    entries = [(name, offset) for name, offset in entries
-                               if phys >= floors.get(name, 0)]  # else a deleted generation
-                for name, offset in entries:
-                    group = groups.get(name)
-                    if group is None:
-                        group = groups[name] = []
-                    group.append((offset, value))
-                    last[name] = offset
-                    count += 1
-            wb = grouped_batch(groups)
-            meta = self._advance(last, records)
+                    kept = [i for i, name in enumerate(names)
+                            if phys >= floors.get(name, 0)]  # else a deleted generation
+                    name_runs.append([names[i] for i in kept])
+                    offset_runs.append([offsets[i] for i in kept])
+                else:
+                    name_runs.append(names)
+                    offset_runs.append(offsets)
+                value_runs.append(repeat(pack(phys, size, tags, store_ts), len(name_runs[-1])))
+            flat = list(chain.from_iterable(name_runs))
+            offs = list(chain.from_iterable(offset_runs))
+            values = list(chain.from_iterable(value_runs))
+            keys = list(map(b"".join, zip(repeat(b"E"), map(str.encode, flat),
+                                          repeat(b"\x00"), map(_Q.pack, offs), strict=False)))
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            wb = WriteBatch(raw_mode=True)
+            deque(map(wb.put, map(keys.__getitem__, order), map(values.__getitem__, order)),
+                  maxlen=0)
+            meta = self._advance(dict(zip(flat, offs, strict=True)), records)
             self._publish(wb, meta, dispatched_end)
-            self.entries_written += count
+            self.entries_written += len(keys)
         return {name: m[0] for name, m in meta.items()}
 
     def _advance(self, last: dict[str, int], records: Sequence[FanOut]) -> dict[str, Meta]:

@@ -51,7 +51,7 @@ async def test_copied_users_sign_name_server_requests(cluster: Cluster) -> None:
     ns = cluster.namesrv_addr
     put_kv = wire.request(RequestCode.PUT_KV_CONFIG, namespace="ns", key="k", value="v")
     async with Peer(ns, signed_client(ALICE)) as alice:
-        resp = await alice(wire.request(RequestCode.GET_NAMESRV_CONFIG))
+        resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="ns"))
         assert resp.code == NO_PERMISSION and "no account has AccessKey alice" in (
             resp.remark or "")
         async with AdminClient(config=ClientConfig(
@@ -63,7 +63,8 @@ async def test_copied_users_sign_name_server_requests(cluster: Cluster) -> None:
             await auth.create_acl("User:ops", [f"Cluster:{cluster.cluster_name}"], ["Update"])
         assert await mirror.copy_once()
         assert mirror.source == cluster.brokers[0].broker_addr
-        await alice.ok(wire.request(RequestCode.GET_NAMESRV_CONFIG))
+        resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="ns"))
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND  # answered: alice is known now
         resp = await alice(put_kv)
         assert (resp.code, resp.remark) == (
             NO_PERMISSION, "PUT_KV_CONFIG needs an admin account; alice is not admin")
@@ -86,7 +87,8 @@ async def test_a_failed_copy_keeps_the_previous_one(cluster: Cluster) -> None:
     assert not await mirror.copy_once()
     assert mirror.version == version and mirror.user("alice") is not None
     async with Peer(cluster.namesrv_addr, signed_client(ALICE)) as alice:
-        await alice.ok(wire.request(RequestCode.GET_NAMESRV_CONFIG))
+        resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="ns"))
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND  # answered, not refused
 
 
 @pytest.mark.parametrize(("settings", "key"), [

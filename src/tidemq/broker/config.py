@@ -27,7 +27,6 @@ from tidemq.formats.javaprops import bind, config_keys, env_values, parse_proper
 from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.server_keys import ServerKeys
-from tidemq.net.tls import TlsClientSettings
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig", "load_broker_config"]
@@ -167,23 +166,8 @@ class BrokerConfig(ServerKeys):
     controller_heart_beat_timeout_mills: int = 3000
     #: Among equally current replicas the lowest wins an election.
     broker_election_priority: int = 2**31 - 1
-    #: Connect to name servers and other brokers with TLS (``tls.enable``), trusting the
-    #: CAs of ``tls.client.trustCertPath``; a client certificate for servers that ask.
-    tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
-    tls_client_trust_cert_path: str = dataclasses.field(
-        default="", metadata={"key": "tls.client.trustCertPath"})
-    tls_client_cert_path: str = dataclasses.field(default="",
-                                                  metadata={"key": "tls.client.certPath"})
-    tls_client_key_path: str = dataclasses.field(default="",
-                                                 metadata={"key": "tls.client.keyPath"})
-    tls_client_key_password: str = dataclasses.field(
-        default="", repr=False, metadata={"key": "tls.client.keyPassword"})
-    tls_client_auth_server: bool = dataclasses.field(
-        default=True, metadata={"key": "tls.client.authServer"})
-
     def __post_init__(self) -> None:
         self.check_server_keys()
-        self.tls_client.check()
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")
@@ -253,14 +237,6 @@ class BrokerConfig(ServerKeys):
             raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
                               key="batchMaxChildren" if self.batch_max_children < 1
                               else "batchMaxBytes")
-
-    @property
-    def tls_client(self) -> TlsClientSettings:
-        """TLS of this broker's own connections (name servers, other brokers)."""
-        return TlsClientSettings(
-            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
-            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def init_user(self) -> tuple[str, str] | None:

@@ -23,7 +23,6 @@ from tidemq.formats.javaprops import load_config
 from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
-from tidemq.net.tls import TlsClientSettings
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
@@ -81,20 +80,6 @@ class NamesrvConfig(ServerKeys):
     auth_metadata_broker: str = ""
     #: Seconds between two copies of the users.
     auth_metadata_refresh_seconds: float = 5.0
-    #: The copy is asked for over TLS (``tls.enable``), trusting the CAs of
-    #: ``tls.client.trustCertPath`` (the brokers' keys).
-    tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
-    tls_client_trust_cert_path: str = dataclasses.field(
-        default="", metadata={"key": "tls.client.trustCertPath"})
-    tls_client_cert_path: str = dataclasses.field(default="",
-                                                  metadata={"key": "tls.client.certPath"})
-    tls_client_key_path: str = dataclasses.field(default="",
-                                                 metadata={"key": "tls.client.keyPath"})
-    tls_client_key_password: str = dataclasses.field(
-        default="", repr=False, metadata={"key": "tls.client.keyPassword"})
-    tls_client_auth_server: bool = dataclasses.field(
-        default=True, metadata={"key": "tls.client.authServer"})
-
     def __post_init__(self) -> None:
         self.check_server_keys()
         if self.acl_enable and not self.acl_file:
@@ -144,13 +129,6 @@ class NamesrvConfig(ServerKeys):
     def auth_credentials(self) -> tuple[str, str] | None:
         """What the copy of the users is asked with."""
         return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
-
-    @property
-    def tls_client(self) -> TlsClientSettings:
-        return TlsClientSettings(
-            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
-            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def idle_seconds(self) -> float | None:

@@ -1,7 +1,9 @@
 """The settings every remoting server has, whatever it serves: where it listens, TLS on its
 port (RocketMQ's ``TlsSystemConfig`` keys, :mod:`tidemq.net.tls`) and its Prometheus
-endpoint (port, address, credentials, HTTPS). :class:`ServerKeys` is the base of the
-broker's and the name server's configs, so both read the same keys the same way."""
+endpoint (port, address, credentials, HTTPS), and TLS of its own connections to other
+servers. :class:`ServerKeys` is the base of the broker's and the name server's configs,
+:class:`TlsServerKeys` (its port's TLS alone) of a standalone controller's, so all read
+the same keys the same way."""
 
 from __future__ import annotations
 
@@ -9,28 +11,16 @@ import dataclasses
 
 from tidemq.errors import ConfigError
 from tidemq.net.http_auth import MetricsAuth
-from tidemq.net.tls import TlsMode, TlsServerSettings
+from tidemq.net.tls import TlsClientSettings, TlsMode, TlsServerSettings
 
-__all__ = ["ServerKeys"]
+__all__ = ["ServerKeys", "TlsServerKeys"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ServerKeys:
-    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
-    #: unless told otherwise, ``0.0.0.0`` for every interface.
-    bind_address: str = "127.0.0.1"
-    #: Serve Prometheus metrics over HTTP on this port (0: off).
-    metrics_port: int = 0
-    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
-    metrics_bind_address: str = ""
-    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
-    metrics_auth_token: str = dataclasses.field(default="", repr=False)
-    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
-    metrics_auth_user: str = ""
-    metrics_auth_password: str = dataclasses.field(default="", repr=False)
-    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
-    metrics_cert_path: str = ""
-    metrics_key_path: str = ""
+class TlsServerKeys:
+    """TLS on a remoting port: RocketMQ's ``tls.server.*`` keys (:mod:`tidemq.net.tls`),
+    the base of every server's config (a standalone controller's too)."""
+
     #: TLS on the remoting port: disabled, permissive (TLS and plain on one port) or
     #: enforcing (TLS only). Without a certificate the port is plain.
     tls_server_mode: str = dataclasses.field(default="permissive",
@@ -48,9 +38,52 @@ class ServerKeys:
     tls_server_trust_cert_path: str = dataclasses.field(
         default="", metadata={"key": "tls.server.trustCertPath"})
 
+    @property
+    def tls_server(self) -> TlsServerSettings:
+        """The remoting port's TLS settings."""
+        return TlsServerSettings.parse(
+            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
+            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+            need_client_auth=self.tls_server_need_client_auth,
+            trust_cert_path=self.tls_server_trust_cert_path)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerKeys(TlsServerKeys):
+    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
+    #: unless told otherwise, ``0.0.0.0`` for every interface.
+    bind_address: str = "127.0.0.1"
+    #: Serve Prometheus metrics over HTTP on this port (0: off).
+    metrics_port: int = 0
+    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
+    metrics_bind_address: str = ""
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
+    metrics_auth_token: str = dataclasses.field(default="", repr=False)
+    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = dataclasses.field(default="", repr=False)
+    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
+    metrics_cert_path: str = ""
+    metrics_key_path: str = ""
+    #: Connect to other servers (name servers, brokers) with TLS (``tls.enable``),
+    #: trusting the CAs of ``tls.client.trustCertPath``; a client certificate for servers
+    #: that ask.
+    tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
+    tls_client_trust_cert_path: str = dataclasses.field(
+        default="", metadata={"key": "tls.client.trustCertPath"})
+    tls_client_cert_path: str = dataclasses.field(default="",
+                                                  metadata={"key": "tls.client.certPath"})
+    tls_client_key_path: str = dataclasses.field(default="",
+                                                 metadata={"key": "tls.client.keyPath"})
+    tls_client_key_password: str = dataclasses.field(
+        default="", repr=False, metadata={"key": "tls.client.keyPassword"})
+    tls_client_auth_server: bool = dataclasses.field(
+        default=True, metadata={"key": "tls.client.authServer"})
+
     def check_server_keys(self) -> None:
         """Raise :class:`ConfigError` naming the first of these keys that is wrong."""
         self.tls_server.check()
+        self.tls_client.check()
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):
             raise ConfigError("metricsAuthUser and metricsAuthPassword go together",
                               key="metricsAuthPassword")
@@ -60,13 +93,12 @@ class ServerKeys:
                               else "metricsCertPath")
 
     @property
-    def tls_server(self) -> TlsServerSettings:
-        """The remoting port's TLS settings."""
-        return TlsServerSettings.parse(
-            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
-            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
-            need_client_auth=self.tls_server_need_client_auth,
-            trust_cert_path=self.tls_server_trust_cert_path)
+    def tls_client(self) -> TlsClientSettings:
+        """TLS of this server's own connections (to name servers, other brokers)."""
+        return TlsClientSettings(
+            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def metrics_tls(self) -> TlsServerSettings | None:

@@ -18,7 +18,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
 from tidemq.net.bind import check_listen, is_loopback
-from tidemq.net.tls import TlsServerSettings
+from tidemq.net.server_keys import TlsServerKeys
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
@@ -43,7 +43,10 @@ def parse_peers(text: str) -> dict[str, str]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ControllerConfig:
+class ControllerConfig(TlsServerKeys):
+    """A controller's keys; its port's TLS (``tls.server.*``) applies to a standalone
+    controller (one inside a name server is served on the name server's port)."""
+
     #: Run the controller inside the name server (its requests on the name server's port).
     enable_controller_in_namesrv: bool = False
     #: Standalone controller: the port brokers and admin tools reach it on.
@@ -69,21 +72,6 @@ class ControllerConfig:
     #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);
     #: every controller needs the same. Empty: the Raft traffic is plain.
     controller_raft_password: str = dataclasses.field(default="", repr=False)
-    # A standalone controller's remoting port (a controller inside a name server is
-    # served on the name server's port, with its settings): TLS with the name server's
-    # and the broker's keys, and the ACL 1.0 accounts of ``aclFile``.
-    tls_server_mode: str = dataclasses.field(default="permissive",
-                                             metadata={"key": "tls.server.mode"})
-    tls_server_cert_path: str = dataclasses.field(default="",
-                                                  metadata={"key": "tls.server.certPath"})
-    tls_server_key_path: str = dataclasses.field(default="",
-                                                 metadata={"key": "tls.server.keyPath"})
-    tls_server_key_password: str = dataclasses.field(
-        default="", repr=False, metadata={"key": "tls.server.keyPassword"})
-    tls_server_need_client_auth: str = dataclasses.field(
-        default="none", metadata={"key": "tls.server.need.client.auth"})
-    tls_server_trust_cert_path: str = dataclasses.field(
-        default="", metadata={"key": "tls.server.trustCertPath"})
     #: Check every request on the remoting port against the accounts of ``aclFile``.
     acl_enable: bool = False
     acl_file: str = ""
@@ -109,15 +97,6 @@ class ControllerConfig:
 
     def replace(self, **changes: Any) -> ControllerConfig:
         return dataclasses.replace(self, **changes)
-
-    @property
-    def tls_server(self) -> TlsServerSettings:
-        """TLS of a standalone controller's remoting port."""
-        return TlsServerSettings.parse(
-            mode=self.tls_server_mode, cert_path=self.tls_server_cert_path,
-            key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
-            need_client_auth=self.tls_server_need_client_auth,
-            trust_cert_path=self.tls_server_trust_cert_path)
 
     @property
     def peers(self) -> dict[str, str]:

@@ -43,24 +43,10 @@ class AclLogin:
 async def first_master(admin: AdminClient) -> tuple[str, str]:
     """(address, cluster) of the master of the first broker name, clusters and names in
     sorted order; raises :class:`NoRouteError` when there is none."""
-    info = await admin.cluster_info()
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            broker = info.broker_addr_table.get(name)
-            addr = broker.master_addr() if broker is not None else None
-            if addr is not None:
-                return addr, cluster
-    raise NoRouteError("", "no master broker is registered with the name servers")
-
-
-async def _cluster_of(admin: AdminClient, addr: str) -> str:
-    info = await admin.cluster_info()
-    for cluster, names in info.cluster_addr_table.items():
-        for name in names:
-            broker = info.broker_addr_table.get(name)
-            if broker is not None and addr in broker.broker_addrs.values():
-                return cluster
-    return ""
+    found = (await admin.cluster_info()).first_master()
+    if found is None:
+        raise NoRouteError("", "no master broker is registered with the name servers")
+    return found
 
 
 async def acl_logins(admin: AdminClient, broker_addr: str | None = None) -> list[AclLogin]:
@@ -69,7 +55,7 @@ async def acl_logins(admin: AdminClient, broker_addr: str | None = None) -> list
     client's account is not an administrator), or ``ValueError`` for a body that does
     not read."""
     if broker_addr:
-        addr, cluster = broker_addr, await _cluster_of(admin, broker_addr)
+        addr, cluster = broker_addr, (await admin.cluster_info()).cluster_of(broker_addr)
     else:
         addr, cluster = await first_master(admin)
     response = await admin.request(addr, RemotingCommand.request(

@@ -193,6 +193,26 @@ class ClusterInfo(_Body):
     broker_addr_table: dict[str, BrokerData] = {}
     cluster_addr_table: dict[str, list[str]] = {}
 
+    def first_master(self) -> tuple[str, str] | None:
+        """(address, cluster) of the master of the first broker name, clusters and names
+        in sorted order; ``None`` when no master is registered."""
+        for cluster, names in sorted(self.cluster_addr_table.items()):
+            for name in sorted(names):
+                broker = self.broker_addr_table.get(name)
+                addr = broker.master_addr() if broker is not None else None
+                if addr is not None:
+                    return addr, cluster
+        return None
+
+    def cluster_of(self, addr: str) -> str:
+        """The cluster of the broker at ``addr`` ("" when it is not registered)."""
+        for cluster, names in self.cluster_addr_table.items():
+            for name in names:
+                broker = self.broker_addr_table.get(name)
+                if broker is not None and addr in broker.broker_addrs.values():
+                    return cluster
+        return ""
+
 
 class TopicList(_Body):
     topic_list: list[str] = []

@@ -37,25 +37,6 @@ __all__ = ["AuthMirror"]
 log = logging.getLogger(__name__)
 
 
-def _first_master(info: ClusterInfo) -> tuple[str, str] | None:
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            broker = info.broker_addr_table.get(name)
-            addr = broker.master_addr() if broker is not None else None
-            if addr is not None:
-                return addr, cluster
-    return None
-
-
-def _cluster_of(info: ClusterInfo, addr: str) -> str:
-    for cluster, names in info.cluster_addr_table.items():
-        for name in names:
-            broker = info.broker_addr_table.get(name)
-            if broker is not None and addr in broker.broker_addrs.values():
-                return cluster
-    return ""
-
-
 class AuthMirror:
     """See the module docstring. ``cluster_info``: the name server's routes, where the
     brokers to ask are found."""
@@ -105,9 +86,9 @@ class AuthMirror:
         and the previous copy stays)."""
         info = self._cluster_info()
         if self.broker:
-            target: tuple[str, str] | None = (self.broker, _cluster_of(info, self.broker))
+            target: tuple[str, str] | None = (self.broker, info.cluster_of(self.broker))
         else:
-            target = _first_master(info)
+            target = info.first_master()
         if target is None:
             log.debug("no broker registered yet to copy the ACL 2.0 users from")
             return False

@@ -4,12 +4,14 @@ master with ``slaveReadEnable`` suggests a replica to a consumer that reads far 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.broker.replication.test_group import SMALL, caught_up
 from tests.broker.test_lmq import fan_out
-from tests.broker.wire import Peer, create_topic, pull, send
+from tests.broker.wire import Peer, create_topic, eventually_route, pull, send
 
+from tidemq.broker.app import BrokerApp
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.client import (
     ClientConfig,
@@ -21,10 +23,28 @@ from tidemq.client import (
 )
 from tidemq.client.blocking import BlockingPullConsumer
 from tidemq.codec.bodies import ConsumeFromWhere
+from tidemq.codec.command import RemotingCommand
 from tidemq.testing import Cluster
 from tidemq.types import MessageQueue
 
 TOTAL = 40
+
+
+async def on_both(master: BrokerApp, replica: BrokerApp, topic: str,
+                  requests: Sequence[RemotingCommand]) -> None:
+    """Create ``topic`` on ``master``, send it ``requests``, and return once ``replica``
+    holds every byte and the topic's config, and the name servers route the topic."""
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(create_topic(topic, 1))
+        for request in requests:
+            await peer.ok(request)
+    await caught_up(master, replica)
+    while replica.topics.get(topic) is None:
+        replica.metadata_sync.synced.clear()
+        await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+    for namesrv in master.config.namesrv_addrs:  # the master registers the topic shortly
+        async with Peer(namesrv) as ns:
+            await eventually_route(ns, topic, timeout=30)
 
 
 async def test_a_consumer_goes_on_reading_from_the_replica_when_the_master_stops(
@@ -35,14 +55,7 @@ async def test_a_consumer_goes_on_reading_from_the_replica_when_the_master_stops
         replica = await group.add_replica(master, slave_metadata_sync_interval=100)
         cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=1.0,
                            pull_error_backoff=0.1, retry_times_when_send_failed=0)
-        async with Peer(master.broker_addr) as peer:
-            await peer.ok(create_topic("T", 1))
-            for i in range(TOTAL):
-                await peer.ok(send("T", b"m%d" % i))
-        await caught_up(master, replica)
-        while replica.topics.get("T") is None:
-            replica.metadata_sync.synced.clear()
-            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        await on_both(master, replica, "T", [send("T", b"m%d" % i) for i in range(TOTAL)])
         mq = MessageQueue("T", "broker-a", 0)
         got: list[bytes] = []
         first = PullConsumer("cg", config=cfg)  # reads from the master; its client
@@ -99,14 +112,7 @@ async def test_consumers_follow_the_masters_suggestion_to_read_from_the_replica(
                        store=SMALL) as group:
         master = group.brokers[0]
         replica = await group.add_replica(master, slave_metadata_sync_interval=100)
-        async with Peer(master.broker_addr) as peer:
-            await peer.ok(create_topic("T", 1))
-            for i in range(TOTAL):
-                await peer.ok(send("T", b"m%d" % i))
-        await caught_up(master, replica)
-        while replica.topics.get("T") is None:
-            replica.metadata_sync.synced.clear()
-            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        await on_both(master, replica, "T", [send("T", b"m%d" % i) for i in range(TOTAL)])
         cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=1.0,
                            pull_batch_size=4)
         mq = MessageQueue("T", "broker-a", 0)
@@ -159,14 +165,8 @@ async def test_an_lmq_consumer_goes_on_on_the_replica_when_the_master_stops(
     async with Cluster(tmp_path, store=store) as group:
         master = group.brokers[0]
         replica = await group.add_replica(master, slave_metadata_sync_interval=100)
-        async with Peer(master.broker_addr) as peer:
-            await peer.ok(create_topic("Parent", 1))
-            for i in range(TOTAL):
-                await peer.ok(fan_out("%LMQ%inbox", b"m%d" % i))
-        await caught_up(master, replica)
-        while replica.topics.get("Parent") is None:
-            replica.metadata_sync.synced.clear()
-            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        await on_both(master, replica, "Parent",
+                      [fan_out("%LMQ%inbox", b"m%d" % i) for i in range(TOTAL)])
         cfg = ClientConfig(namesrv_addr=(group.namesrv_addr,), long_polling_timeout=0.5,
                            pull_error_backoff=0.1, pull_batch_size=8)
         consumer = LmqConsumer("lmq-cg", parent_topic="Parent", config=cfg)
@@ -209,14 +209,7 @@ async def test_the_blocking_consumer_spark_reads_with_reads_the_replica_too(
                        store=SMALL) as group:
         master = group.brokers[0]
         replica = await group.add_replica(master, slave_metadata_sync_interval=100)
-        async with Peer(master.broker_addr) as peer:
-            await peer.ok(create_topic("T", 1))
-            for i in range(TOTAL):
-                await peer.ok(send("T", b"m%d" % i))
-        await caught_up(master, replica)
-        while replica.topics.get("T") is None:
-            replica.metadata_sync.synced.clear()
-            await asyncio.wait_for(replica.metadata_sync.synced.wait(), 10)
+        await on_both(master, replica, "T", [send("T", b"m%d" % i) for i in range(TOTAL)])
         mq = MessageQueue("T", "broker-a", 0)
 
         def read_all(consumer: BlockingPullConsumer) -> list[bytes]:

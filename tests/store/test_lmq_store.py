@@ -599,3 +599,24 @@ def test_fanout_below_a_tombstone_floor_is_dropped_per_queue(tmp_path: Path) -> 
         assert [lmq.max_offset(n) for n in ("%LMQ%a", "%LMQ%b", "%LMQ%c")] == [1, 3, 1]
     finally:
         lmq.close()
+
+
+def test_fanout_to_a_cached_queue_first_seen_past_zero_keeps_its_start(
+        tmp_path: Path) -> None:
+    """A queue already looked up (cached as new) whose first entry comes past 0 -- its
+    start expired before a rebuild -- starts there, in a round with ordinary queues."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write_fanout([(["%LMQ%b"], [0], 0, 10, 0, 1)], 10)
+        assert lmq.max_offset("%LMQ%late") == 0  # cached as a new queue
+        lmq.write_fanout([(["%LMQ%b", "%LMQ%late"], [1, 5], 10, 10, 0, 1),
+                          (["%LMQ%late"], [6], 20, 10, 0, 1)], 30)
+        assert (lmq.min_offset("%LMQ%late"), lmq.max_offset("%LMQ%late")) == (5, 7)
+        assert (lmq.min_offset("%LMQ%b"), lmq.max_offset("%LMQ%b")) == (0, 2)
+    finally:
+        lmq.close()
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        assert (lmq.min_offset("%LMQ%late"), lmq.max_offset("%LMQ%late")) == (5, 7)
+    finally:
+        lmq.close()

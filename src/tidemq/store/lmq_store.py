@@ -63,6 +63,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
+from operator import add, ge, itemgetter, not_, or_
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -91,6 +92,7 @@ _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 _RUN = 16
 #: Runs a metadata miss looks up one by one before it seeks (see _load_meta).
 _PROBE = 4
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _ZERO = _Q.pack(0)
 _NEW: tuple[int, int, int] = (0, 0, 0)
 
@@ -335,8 +337,20 @@ class LmqStore:
         """The new metadata of the queues whose last offset in ``records`` is ``last``.
         A queue seen for the first time past 0 (its start expired before a rebuild)
         starts at its first offset in ``records``, found in a second pass for those
-        queues only. Called with the lock held."""
+        queues only. Called with the lock held.
+
+        The usual round -- every queue cached, every one advanced, none first seen past
+        0 -- is built with C-level maps, without a Python step per queue."""
         cache = self._meta
+        queues = list(last)
+        lasts = list(last.values())
+        olds = list(map(cache.get, queues))
+        if None not in olds:
+            known = cast("list[Meta]", olds)
+            nxts = list(map(_first, known))
+            if all(map(ge, lasts, nxts)) and all(map(or_, map(bool, nxts), map(not_, lasts))):
+                return dict(zip(queues, zip(map(add, lasts, repeat(1)), map(_second, known),
+                                            map(_third, known), strict=True), strict=True))
         meta_of = self._meta_of
         meta: dict[str, Meta] = {}
         late: list[str] = []

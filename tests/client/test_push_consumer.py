@@ -394,12 +394,13 @@ async def test_orderly_waits_for_a_lock_held_elsewhere(cluster: list[FakeBroker]
     a = cluster[0]
     await _fill(a, QA0, 3)
     loop_time = asyncio.get_running_loop().time
-    a.locks[("cg", QA0)] = ("someone-else", loop_time() + 0.3)
+    a.locks[("cg", QA0)] = ("someone-else", loop_time() + 3600)
     rec = Recorder()
     async with _consumer(config, rec, orderly=True, consume_from=FIRST) as consumer:
         await until(lambda: a.holder("cg", QA1) == consumer.instance.client_id)
         assert not rec.seen and not _pulls(a, QA0)
-        await rec.wait(lambda r: len(r.ok) == 3)  # the foreign lock expired: granted
+        a.locks[("cg", QA0)] = ("someone-else", loop_time())  # the foreign lock expires
+        await rec.wait(lambda r: len(r.ok) == 3)  # and the next lock round is granted it
     assert [m.queue_offset for m in rec.ok] == [0, 1, 2]
 
 

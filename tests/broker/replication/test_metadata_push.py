@@ -50,7 +50,8 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerApp, BrokerApp]]:
                 namesrv_addr=namesrv.address, enable_controller_mode=True,
                 controller_addr=namesrv.address, broker_id=broker_id,
                 broker_role=BrokerRole.SYNC_MASTER, broker_heartbeat_interval=100,
-                controller_heart_beat_timeout_mills=1000,
+                # a lease of 2.8 s: a busy event loop does not lapse it
+                controller_heart_beat_timeout_mills=3000,
                 slave_metadata_sync_interval=600_000)  # only a notice copies in time
             store = StoreConfig(store_path_root_dir=str(tmp_path / f"b{broker_id}"),
                                 mapped_file_size_commit_log=64 * 1024)

@@ -37,8 +37,9 @@ def failover(
     warmup: Annotated[int, typer.Option("--warmup", min=1,
                                         help="Acknowledged sends before the kill.")] = 200,
     lease_ms: Annotated[int | None, typer.Option(
-        "--lease-ms", help="The brokers' controllerHeartBeatTimeoutMills (default: the "
-                           "broker's default).")] = None,
+        "--lease-ms", help="The brokers' controllerHeartBeatTimeoutMills, with their "
+                           "heartbeats every sixth of it (default: the brokers' defaults).")
+    ] = None,
     json_out: JsonOut = None,
 ) -> None:
     """kill -9 of a SYNC master (3 controllers, 1 master, 2 replicas as processes) to the

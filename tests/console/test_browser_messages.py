@@ -142,10 +142,12 @@ def test_a_message_is_resent_to_one_consumer_and_its_trace_shown(
     consumer = OnlineConsumer(standalone.namesrv, "resend-e2e-group", "ResendE2E", trace=True)
     try:
         assert consumer.wait_for(1) == [b"resend me"]  # its normal delivery
-        for _attempt in range(50):  # the key index follows the sends shortly
-            visit.page(f"/messages?by=id&topic=ResendE2E&msg_id={sent.msg_id}")
+        url = f"/messages?by=id&topic=ResendE2E&msg_id={sent.msg_id}"
+        for _attempt in range(50):  # the route and the key index follow the sends shortly
+            b.goto(standalone.console + url)
             if b.exists("form.resend select") and b.exists("tr.trace-consume"):
                 break
+        visit.page(url)
         assert b.text("tr.trace-send td:nth-child(2)") == "resend-e2e-producer"
         assert "SEND_OK, stored" in b.text("tr.trace-send")
         assert b.text("tr.trace-consume td:nth-child(2)") == "resend-e2e-group"
@@ -164,15 +166,21 @@ def test_a_message_is_resent_to_one_consumer_and_its_trace_shown(
 
 
 def test_a_message_without_trace_says_so(standalone: Standalone, browser: Browser) -> None:
+    visit = Visit(browser, standalone.console)
+    visit.page("/topics")
+    browser.submit("#create-topic", {"topic": "Untraced", "read_queues": "1",
+                                     "write_queues": "1", "queue_type": "SimpleCQ"})
+
     async def send() -> SendResult:
         async with Producer("untraced-producer", standalone.namesrv) as producer:
             return await producer.send(Message("Untraced", b"x"))
 
     sent = asyncio.run(send())
-    visit = Visit(browser, standalone.console)
-    for _attempt in range(50):
-        visit.page(f"/messages?by=id&topic=Untraced&msg_id={sent.msg_id}")
+    url = f"/messages?by=id&topic=Untraced&msg_id={sent.msg_id}"
+    for _attempt in range(50):  # the route and the key index follow the send shortly
+        browser.goto(standalone.console + url)
         if browser.exists(".trace-none"):
             break
+    visit.page(url)
     assert "No trace" in browser.text(".trace-none")
     assert not browser.exists("table.trace")

@@ -242,8 +242,9 @@ async def partition_and_heal(g: Group, *, cut_ha: bool) -> None:
     assert refusals
     if cut_ha:  # nothing sent after the cut can have its copy confirmed
         assert all(a.sent < cut_at for a in before)
-    else:  # it stepped down by its lease, not for want of replicas
-        assert any("lease" in r for r in refusals), refusals[:5]
+    # It stepped down by its lease (its log says so). Whether a send reached it between the
+    # lapse and the step-down, to be refused naming the lease, depends on the scheduling:
+    # on a busy machine the refusals may all be the replicas' timeout or "a replica".
     assert "stops being master of epoch 1: its lease lapsed" in old.log(100_000)
 
     for link in [*g.controller_links, g.ha_link]:

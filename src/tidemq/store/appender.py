@@ -662,14 +662,7 @@ class Appender:
             if plen > MAX_PROPERTIES_BYTES:
                 raise MessageTooLarge(plen, MAX_PROPERTIES_BYTES)
             size = tail_at + len(tail) + 2 + plen
-            segs = cl.segments
-            if segs and cl.werr is None and cl.disk_full is None:
-                seg = segs[-1]  # _reserve's answer when the record fits, without the call
-                pos = seg.wrote
-                if size + BLANK_SIZE > seg.size - pos:
-                    seg, pos = self._reserve(size)
-            else:
-                seg, pos = self._reserve(size)
+            seg, pos = self._reserve(size)  # once a batch: no need for put's inlined copy
             phys = seg.base + pos
             mm = seg.mm
             try:

@@ -20,8 +20,8 @@ from tidemq.codec.command import RequestCode
 from tidemq.namesrv import NameServerApp
 from tidemq.types import MessageQueue
 
-from .broker_process import BrokerProcess, free_port
-from .test_replication_kill9 import WarmBroker
+from .broker_process import BrokerProcess
+from .test_replication_kill9 import WarmBroker, master_and_replica, topic_on
 
 TOPIC = "ReplicaServes"
 QUEUES = 2
@@ -31,25 +31,9 @@ PER_QUEUE = 20
 @pytest.fixture
 def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[WarmBroker,
                                                                       BrokerProcess]]:
-    ha_port = free_port()
-    common = {"slaveMetadataSyncInterval": "300", "haSendHeartbeatInterval": "1000",
-              "flushConsumerOffsetInterval": "200"}
-    master = WarmBroker(tmp_path / "master", namesrv.address, {
-        **common, "brokerRole": "ASYNC_MASTER", "haListenPort": str(ha_port)})
-    replica = BrokerProcess(tmp_path / "replica", namesrv.address, {
-        **common, "brokerRole": "SLAVE", "brokerId": "1",
-        "haMasterAddress": f"127.0.0.1:{ha_port}"})
-    yield master, replica
-    master.stop()
-    master.discard()
-    replica.stop()
-
-
-async def topic_on(addr: str) -> None:
-    """Wait until the replica copied TOPIC from its master (metadata sync)."""
-    async with Peer(addr) as peer, asyncio.timeout(30):
-        while (await peer(wire.request(RequestCode.GET_TOPIC_CONFIG, topic=TOPIC))).code:
-            await asyncio.sleep(0.05)
+    yield from master_and_replica(tmp_path, namesrv.address, "ASYNC_MASTER", {
+        "slaveMetadataSyncInterval": "300", "haSendHeartbeatInterval": "1000",
+        "flushConsumerOffsetInterval": "200"})
 
 
 def has_master(route: TopicRouteData) -> bool:
@@ -76,7 +60,7 @@ async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
     async with AdminClient(namesrv.address) as admin:
         await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
                                  write_queue_nums=QUEUES)
-    await topic_on(replica.addr)
+    await topic_on(replica.addr, TOPIC)
     cfg = ClientConfig(namesrv_addr=(namesrv.address,), long_polling_timeout=0.5,
                        pull_error_backoff=0.1, retry_times_when_send_failed=0)
     queues = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]

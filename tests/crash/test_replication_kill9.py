@@ -157,31 +157,38 @@ async def read_replica(addr: str, acked: dict[int, list[tuple[int, int]]]) -> di
     return out
 
 
-async def topic_on(addr: str) -> None:
-    """Wait until the replica copied the topic from its master (metadata sync)."""
+async def topic_on(addr: str, topic: str = TOPIC) -> None:
+    """Wait until the replica copied ``topic`` from its master (metadata sync)."""
     async with Peer(addr) as peer:
         for _ in range(300):
-            resp = await peer(wire.request(RequestCode.GET_TOPIC_CONFIG, topic=TOPIC))
+            resp = await peer(wire.request(RequestCode.GET_TOPIC_CONFIG, topic=topic))
             if resp.code == ResponseCode.SUCCESS:
                 return
             await asyncio.sleep(0.1)
-    raise AssertionError("the replica never got the topic")
+    raise AssertionError(f"the replica never got {topic}")
 
 
-@pytest.fixture
-def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[WarmBroker, BrokerProcess]]:
+def master_and_replica(root: Path, namesrv: str, role: str, common: dict[str, str]
+                       ) -> Iterator[tuple[WarmBroker, BrokerProcess]]:
+    """A warm master (brokerRole ``role``) and its replica under ``root``, both with the
+    ``common`` settings; not started. Stopped and cleaned up afterwards."""
     ha_port = free_port()
-    common = {**STORE, "flushIntervalCommitLog": "100", "slaveTimeout": "10000",
-              "haSendHeartbeatInterval": "1000", "slaveMetadataSyncInterval": "300"}
-    master = WarmBroker(tmp_path / "master", namesrv.address, {
-        **common, "brokerRole": "SYNC_MASTER", "haListenPort": str(ha_port)})
-    replica = BrokerProcess(tmp_path / "replica", namesrv.address, {
+    master = WarmBroker(root / "master", namesrv, {
+        **common, "brokerRole": role, "haListenPort": str(ha_port)})
+    replica = BrokerProcess(root / "replica", namesrv, {
         **common, "brokerRole": "SLAVE", "brokerId": "1",
         "haMasterAddress": f"127.0.0.1:{ha_port}"})
     yield master, replica
     master.stop()
     master.discard()
     replica.stop()
+
+
+@pytest.fixture
+def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[WarmBroker, BrokerProcess]]:
+    yield from master_and_replica(tmp_path, namesrv.address, "SYNC_MASTER", {
+        **STORE, "flushIntervalCommitLog": "100", "slaveTimeout": "10000",
+        "haSendHeartbeatInterval": "1000", "slaveMetadataSyncInterval": "300"})
 
 
 @pytest.mark.timeout(900)

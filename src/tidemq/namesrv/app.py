@@ -72,7 +72,7 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import describe, parse_properties, properties_text
-from tidemq.namesrv import runtime_config
+from tidemq.namesrv import config_overrides, runtime_config
 from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.controller import ControllerApp
@@ -437,11 +437,22 @@ class NameServerApp:
                                 f"the body is not UTF-8 properties text: {exc}")
         except ConfigError as exc:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
+        kept_path = config_overrides.overrides_path(new.kv_config_path)
+        if kept_path is not None:
+            try:
+                config_overrides.write_overrides(kept_path, changes)
+            except (OSError, ConfigError) as exc:
+                log.error("name server config update not applied: %s", exc)
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"the change could not be kept in {kept_path.name}: "
+                                    f"{exc}")
         self.config = new
         self.routes.delete_topic_with_broker_registration = (
             new.delete_topic_with_broker_registration)
-        log.info("name server config updated by %s: %s", conn.remote_address,
-                 ", ".join(sorted(changes)))
+        log.info("name server config updated by %s: %s (%s)", conn.remote_address,
+                 ", ".join(sorted(changes)),
+                 f"kept in {kept_path}" if kept_path is not None
+                 else "until restart: no kvConfigPath to keep it beside")
         return cmd.response()
 
     def _write_perm(self, cmd: RemotingCommand, *, writable: bool) -> RemotingCommand:

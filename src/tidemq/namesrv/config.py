@@ -3,6 +3,7 @@
 A RocketMQ ``namesrv.properties`` is read with :func:`load_namesrv_config`; a key this
 config does not know is returned as unknown so the caller reports it, never silently
 ignored. Precedence, lowest first: defaults, the ``.properties`` file, ``TIDEMQ_<KEY>``
+the keys changed at run time (:mod:`tidemq.namesrv.config_overrides`), ``TIDEMQ_<KEY>``
 environment variables (``TIDEMQ_LISTENPORT=9876`` or ``TIDEMQ_LISTEN_PORT``), explicit
 overrides (command-line flags).
 
@@ -14,17 +15,22 @@ two minutes); here it is the liveness timeout of a broker that registers without
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import load_config
+from tidemq.formats.javaprops import config_keys, env_values, load_config
+from tidemq.namesrv.config_overrides import overrides_path, read_overrides
 from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,9 +147,34 @@ def load_namesrv_config(
     path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[NamesrvConfig, list[str]]:
-    """The config from a file, ``TIDEMQ_*`` variables and overrides; plus the unknown keys.
+    """The config from a file, the keys changed at run time, ``TIDEMQ_*`` variables and
+    overrides; plus the unknown keys.
 
     ``env`` defaults to ``os.environ``. Unknown keys come from the file and the overrides
     (environment variables that name no key are not ours to report).
     """
-    return load_config(NamesrvConfig, path, overrides=overrides, env=env)
+    config, unknown = load_config(NamesrvConfig, path, overrides=overrides, env=env)
+    kept_path = overrides_path(config.kv_config_path)
+    kept = read_overrides(kept_path) if kept_path is not None else {}
+    if not kept:
+        return config, unknown
+    keys = config_keys(NamesrvConfig)
+    for key in kept:
+        if key not in keys:
+            raise ConfigError(f"{kept_path}: unknown config key {key!r}", key=key)
+    later = set(env_values(NamesrvConfig, os.environ if env is None else env))
+    later |= {k for k in (overrides or {})} | {
+        key for key, field in keys.items() if field in (overrides or {})}
+    shadowed = sorted(k for k in kept if k in later)
+    if shadowed:
+        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
+                    "again, and wins", kept_path, ", ".join(shadowed),
+                    "it" if len(shadowed) == 1 else "them")
+    effective = {k: v for k, v in kept.items() if k not in later}
+    try:
+        return load_config(NamesrvConfig, path, overrides={**effective, **(overrides or {})},
+                           env=env)
+    except ConfigError as exc:
+        if exc.key in effective:
+            raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
+        raise

@@ -3,7 +3,9 @@
 Every key is shown with its current value (secrets masked). Only the keys of
 :data:`RUNTIME_KEYS` change while the name server runs, because only they are read again
 at each request (or applied by the caller); any other key is refused, naming it. A
-change lasts until the name server restarts. Both bodies are Java properties text.
+change is kept across restarts in ``runtimeOverrides.properties`` beside the KV config
+(:mod:`tidemq.namesrv.config_overrides`); without ``kvConfigPath`` it lasts until the
+name server restarts. Both bodies are Java properties text.
 """
 
 from __future__ import annotations

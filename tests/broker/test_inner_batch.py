@@ -362,3 +362,16 @@ async def test_an_inner_batch_naming_lmqs_is_refused(cluster: Cluster, bcq: Peer
     await rejected(bcq, cluster, inner_send(
         entries(2), batch_props={"UNIQ_KEY": wire.uniq_key(),
                                  "INNER_MULTI_DISPATCH": "%LMQ%a"}), "INNER_MULTI_DISPATCH")
+
+
+async def test_a_key_ending_in_the_fan_out_key_is_stored(cluster: Cluster, bcq: Peer) -> None:
+    """A first message whose property name merely ends in INNER_MULTI_DISPATCH does not
+    name LMQs: the inner batch is stored, the property with it."""
+    body = encode_batch([
+        (b"x", encode_properties({"UNIQ_KEY": "SUB1", "MY_INNER_MULTI_DISPATCH": "%LMQ%a"}), 0),
+        (b"y", encode_properties({"UNIQ_KEY": "SUB2"}), 0)])
+    await bcq.ok(inner_send(body))
+    await wire.dispatched(cluster.brokers[0])
+    msgs, nxt = await pull_all(bcq)
+    assert nxt == 2 and [m.body for m in msgs] == [b"x", b"y"]
+    assert msgs[0].properties["MY_INNER_MULTI_DISPATCH"] == "%LMQ%a"

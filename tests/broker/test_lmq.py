@@ -235,6 +235,37 @@ async def test_lmq_disabled_refuses_fan_out(cluster: Cluster, peer: Peer) -> Non
     assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
 
 
+@pytest.mark.parametrize("key", ["MY_INNER_MULTI_DISPATCH", "XINNER_MULTI_DISPATCH"])
+async def test_a_key_ending_in_the_fan_out_key_is_an_ordinary_property(
+        lmq_cluster: Cluster, lmq_peer: Peer, key: str) -> None:
+    """Only a pair named exactly INNER_MULTI_DISPATCH fans out: a longer name ending in it
+    is a user property, stored as it is, alone and in a batch, on any parent topic."""
+    store = lmq_cluster.brokers[0].store
+    await lmq_peer.ok(wire.send("Parent", b"one", properties=wire.props(**{key: "%LMQ%a"})))
+    await lmq_peer.ok(wire.send("%RETRY%cg", b"retry", properties=wire.props(**{key: "x"})))
+    await lmq_peer.ok(wire.send_batch("Parent", [
+        (b"b1", wire.props(**{key: "%LMQ%a"})), (b"b2", wire.props() + f"{key}\x01\x02"),
+        batch_entry(b"b3", "%LMQ%b")]))
+    await wire.dispatched(lmq_cluster.brokers[0])
+    msgs = await lmq_peer.messages("Parent")
+    assert [m.body for m in msgs] == [b"one", b"b1", b"b2", b"b3"]
+    assert msgs[0].properties[key] == "%LMQ%a" and msgs[1].properties[key] == "%LMQ%a"
+    assert "INNER_MULTI_QUEUE_OFFSET" not in msgs[0].properties
+    assert await read_lmq(lmq_peer, "%LMQ%a") == []
+    assert [m.body for m in await read_lmq(lmq_peer, "%LMQ%b")] == [b"b3"]
+    assert store.lmq is not None and store.lmq.stats()[0] == 1
+
+
+async def test_a_key_ending_in_the_fan_out_key_needs_no_lmq(cluster: Cluster, peer: Peer) -> None:
+    """A broker without LMQs stores such a property instead of refusing a fan-out."""
+    await peer.ok(wire.create_topic("Plain", 1))
+    props = wire.props(MY_INNER_MULTI_DISPATCH="%LMQ%a")
+    await peer.ok(wire.send("Plain", b"one", properties=props))
+    await peer.ok(wire.send_batch("Plain", [(b"b1", props), (b"b2", wire.props())]))
+    await wire.dispatched(cluster.brokers[0])
+    assert [m.body for m in await peer.messages("Plain")] == [b"one", b"b1", b"b2"]
+
+
 async def test_lmq_is_a_one_queue_topic(lmq_peer: Peer) -> None:
     await lmq_peer.ok(fan_out("%LMQ%one"))
     resp = await lmq_peer(wire.pull("%LMQ%one", 1, 0))

@@ -16,7 +16,7 @@ import re
 from tidemq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from tidemq.store.lmq_store import LMQ_PREFIX
 
-__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "batch_lmq_targets", "parent_refusal",
+__all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "batch_lmq_targets", "names_lmqs", "parent_refusal",
            "parse_lmq_targets"]
 
 MAX_LMQ_NAME = 255
@@ -24,7 +24,16 @@ _NAME_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+")
 #: A whole value of good names (one C-level match for the usual case).
 _NAMES_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+(?:,%LMQ%[A-Za-z0-9_|%-]+)*")
 _DISPATCH = "INNER_MULTI_DISPATCH\x01"
+_DISPATCH_PAIR = "\x02" + _DISPATCH
 _OFFSETS = "INNER_MULTI_QUEUE_OFFSET\x01"
+
+
+def names_lmqs(text: str) -> bool:
+    """Whether the property string ``text`` has a pair named exactly
+    ``INNER_MULTI_DISPATCH`` (at the start or right after a ``\\x02``), whatever its
+    value: a fan-out, to be checked and refused if the value is bad. A longer name that
+    merely ends in it, such as ``MY_INNER_MULTI_DISPATCH``, is a user property."""
+    return text.startswith(_DISPATCH) or _DISPATCH_PAIR in text
 
 
 def parent_refusal(parent_topic: str) -> str | None:

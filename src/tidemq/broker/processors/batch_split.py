@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tidemq.broker.lmq import names_lmqs
 from tidemq.broker.processors.message_facts import user_keys, wants_flush
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
@@ -68,6 +69,7 @@ def first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None
 
 
 _MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
+_MULTI_DISPATCH_PAIR = b"\x02" + _MULTI_DISPATCH_KEY
 NO_BATCH_FAN_OUT = ("INNER_MULTI_DISPATCH (LMQ fan-out) is not supported in inner batches "
                      "(BatchCQ topics): send such messages one by one or to a classic topic")
 
@@ -82,8 +84,13 @@ def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
     (blen,) = _BLEN.unpack_from(plain, 16)
     (plen,) = _PLEN.unpack_from(plain, 20 + blen)
     start = ENTRY_OVERHEAD + blen
-    return plain.find(_MULTI_DISPATCH_KEY, start, start + plen) >= 0 if isinstance(
-        plain, (bytes, bytearray)) else _MULTI_DISPATCH_KEY in bytes(plain[start : start + plen])
+    data = plain if isinstance(plain, (bytes, bytearray)) else bytes(plain[start : start + plen])
+    if data is not plain:
+        start = 0
+    end = start + plen
+    # The exact name only (names_lmqs): at the start or after a separator.
+    return (data.startswith(_MULTI_DISPATCH_KEY, start, end)
+            or data.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
 
 
 def inner_count(plain: bytes | bytearray | memoryview) -> int:
@@ -148,7 +155,7 @@ class BatchSplitter:
         try:
             for entry in iter_batch(body):
                 props = entry.properties.tobytes().decode("utf-8") if entry.properties else None
-                fans_out = props is not None and "INNER_MULTI_DISPATCH\x01" in props
+                fans_out = props is not None and names_lmqs(props)
                 if fans_out and not fan_out:
                     raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
                 m, w = self._message(entry.body, props, entry.flag)
@@ -197,7 +204,7 @@ class BatchSplitter:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        if "INNER_MULTI_DISPATCH\x01" in text or property_text_error(text) is not None:
+        if names_lmqs(text) or property_text_error(text) is not None:
             return None
         props = parse_property_text(text)
         uniq = props.get("UNIQ_KEY")

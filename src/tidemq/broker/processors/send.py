@@ -26,7 +26,7 @@ from typing import Literal, overload
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.group_commit import GroupCommitWaiters
-from tidemq.broker.lmq import batch_lmq_targets, parent_refusal, parse_lmq_targets
+from tidemq.broker.lmq import batch_lmq_targets, names_lmqs, parent_refusal, parse_lmq_targets
 from tidemq.broker.processors.batch_split import (
     NO_BATCH_FAN_OUT,
     UNIFORM_SMALL,
@@ -387,7 +387,7 @@ class SendProcessor:
                                  "topic with INNER_MULTI_DISPATCH naming it")
         told = text or ""
         inner_props = "INNER_" in told  # one search of the usual text
-        if inner_props and "INNER_MULTI_DISPATCH\x01" in told:
+        if inner_props and names_lmqs(told):
             refusal = parent_refusal(topic)
             if refusal is not None:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
@@ -420,7 +420,7 @@ class SendProcessor:
                 else:
                     result = self._fan_out_batch(topic, named, qid, msgs, fan_out, sys_flag,
                                                  born_timestamp, born, reconsume)
-            elif text is not None and "INNER_MULTI_DISPATCH\x01" in text:
+            elif text is not None and names_lmqs(text):
                 if topic != named:  # parked (only a delay diverts a fan-out's parent)
                     raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                          "INNER_MULTI_DISPATCH cannot be combined with "

@@ -156,6 +156,18 @@ async def test_missing_fields_are_invalid_parameter(peer: Peer, code: int) -> No
     assert resp.remark and "queueId" in resp.remark
 
 
+@pytest.mark.parametrize("queue_id", ["0" * 21, "0" * 5000 + "1"])
+async def test_absurdly_long_numbers_are_invalid_parameter(peer: Peer, queue_id: str) -> None:
+    """A number of more than twenty digits, zero-padded or not, is refused with a remark
+    saying so, and the connection goes on serving."""
+    await peer.ok(wire.create_topic("S", 1))
+    resp = await peer(wire.request(RequestCode.GET_MAX_OFFSET, topic="S", queueId=queue_id))
+    assert resp.code == ResponseCode.INVALID_PARAMETER, (resp.code, resp.remark)
+    assert resp.remark and "queueId" in resp.remark
+    assert f"has {len(queue_id)} digits; a number has at most 20" in resp.remark
+    assert await peer.max_offset("S") == 0
+
+
 async def test_pulled_offsets_match_max_offset(cluster: Cluster, peer: Peer) -> None:
     await peer.ok(wire.create_topic("M", 1))
     for _ in range(4):

@@ -79,6 +79,11 @@ def _reference_from_ext(cls: type[Header], ext: dict[str, str]) -> Header:
 
 
 _int_texts = (st.integers(-(2**64), 2**64).map(str) | st.from_regex(r"\A[+-]?[0-9]{0,20}\Z")
+              # zero-padded around the digit limit, and far past it
+              | st.builds(lambda sign, zeros, n: sign + "0" * zeros + str(n),
+                          st.sampled_from(["", "+", "-"]), st.integers(0, 30),
+                          st.integers(0, 2**63))
+              | st.builds(lambda n: "0" * n + "1", st.integers(4000, 5000))
               | st.sampled_from(["", "٣", "1_000", " 1", "0x10", "\uff11"]))
 
 
@@ -253,6 +258,33 @@ def test_java_int_parsing_rejects(text: str) -> None:
         text,
     )
     assert "queueId" in str(err)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize(("text", "ok"), [
+    ("0" * 19 + "7", True), ("+" + "0" * 19 + "7", True), ("-" + "0" * 19 + "7", True),
+    ("0" * 20 + "7", False), ("+" + "0" * 20 + "7", False), ("0" * 5000 + "7", False),
+])
+def test_zero_padded_numbers_are_read_up_to_twenty_digits(text: str, ok: bool,
+                                                          bits: int) -> None:
+    """The generated decoder and the field's own parser agree on zero-padded numbers:
+    twenty digits are read, more are refused, saying how many there were."""
+    cls = (headers.GetMinOffsetRequestHeader if bits == 32
+           else headers.QueryConsumerOffsetResponseHeader)
+    key = "queueId" if bits == 32 else "offset"
+    ext = {"topic": "T", key: text}
+    spec = next(s for s in cls.__schema__ if s.key == key)
+    if ok:
+        assert spec.parse(cls.__name__, text) == int(text)
+        assert getattr(cls.from_ext(ext), spec.name) == int(text)
+        return
+    for decode in (lambda: cls.from_ext(ext), lambda: spec.parse(cls.__name__, text)):
+        with pytest.raises(HeaderFieldError) as info:
+            decode()
+        digits = len(text.lstrip("+-"))
+        assert info.value.reason.endswith(
+            f"has {digits} digits; a number has at most 20, leading zeros included")
+        assert len(str(info.value)) < 200  # the text is cut, not echoed whole
 
 
 def test_long_fields_take_64_bits() -> None:

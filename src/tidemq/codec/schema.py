@@ -10,7 +10,9 @@ field type         ``from_ext`` (Java rule)                            ``to_ext`
 =================  ==================================================  ===================
 ``str``            the text as is                                      the text
 ``int``            ``Integer.parseInt``: ``[+-]digits``, 32-bit range  decimal
+                   (at most :data:`MAX_INT_DIGITS` digits)
 ``I64``            ``Long.parseLong``: ``[+-]digits``, 64-bit range    decimal
+                   (at most :data:`MAX_INT_DIGITS` digits)
 ``bool``           true only for case-insensitive ``"true"``; with     ``"true"``/``"false"``
                    ``Key(accept_one=True)`` also ``"1"`` (§5.3)
 ``X | None``       absent key gives ``None``                           ``None`` is omitted
@@ -18,6 +20,9 @@ field type         ``from_ext`` (Java rule)                            ``to_ext`
 
 A missing required key or an unparsable value raises :class:`HeaderFieldError` (a
 :class:`~tidemq.errors.RemoteProtocolError`: the peer sent it). Unknown keys are ignored.
+Java reads a number padded with any count of leading zeros; TideMQ refuses one of more
+than :data:`MAX_INT_DIGITS` digits (twenty: a long's nineteen and one zero to spare)
+rather than convert text of any length, and says so.
 
 A subclass may re-key inherited fields without redeclaring them, which is how the
 one-letter SEND_MESSAGE_V2 form shares the V1 schema::
@@ -41,17 +46,22 @@ __all__ = [
     "I64",
     "INT32",
     "INT64",
+    "MAX_INT_DIGITS",
     "FieldSpec",
     "Header",
     "HeaderFieldError",
     "Key",
     "Kind",
     "camel",
+    "int_refusal",
     "parse_java_bool",
     "parse_java_int",
 ]
 
-_INT_RE = re.compile(r"[+-]?[0-9]{1,20}")
+#: The most digits a header number may have, leading zeros included.
+MAX_INT_DIGITS = 20
+_INT_RE = re.compile(rf"[+-]?[0-9]{{1,{MAX_INT_DIGITS}}}")
+_DIGITS_RE = re.compile(r"[+-]?[0-9]+")
 #: The bounds of a Java int and long.
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
@@ -107,6 +117,18 @@ def parse_java_int(text: str, bits: int = 32) -> int | None:
     return value if lo <= value <= hi else None
 
 
+def int_refusal(text: str, bits: int = 32) -> str:
+    """Why :func:`parse_java_int` refused ``text`` (a reason for an error's remark; the
+    text is cut to 40 characters)."""
+    shown = repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+    if _DIGITS_RE.fullmatch(text) is not None:
+        digits = len(text.lstrip("+-"))
+        if digits > MAX_INT_DIGITS:
+            return (f"{shown} has {digits} digits; a number has at most {MAX_INT_DIGITS}, "
+                    "leading zeros included")
+    return f"{shown} is not a {bits}-bit integer"
+
+
 def parse_java_bool(text: str, accept_one: bool = False) -> bool:
     """``Boolean.parseBoolean``: true only for case-insensitive ``"true"`` (or ``"1"``)."""
     return text.lower() == "true" or (accept_one and text == "1")
@@ -133,9 +155,7 @@ class FieldSpec:
         bits = 32 if kind is Kind.INT else 64
         value = parse_java_int(text, bits)
         if value is None:
-            raise HeaderFieldError(
-                header, self.name, self.key, text, f"{text!r} is not a {bits}-bit integer"
-            )
+            raise HeaderFieldError(header, self.name, self.key, text, int_refusal(text, bits))
         return value
 
     def format(self, header: str, value: Any) -> str:
@@ -268,8 +288,10 @@ def _parse_slow(header: str, spec: FieldSpec, text: str) -> Any:
 
 
 def _parse_int(text: str, lo: int, hi: int) -> int | None:
-    """Java ``parseInt``/``parseLong`` semantics, fast path for plain ASCII digits."""
-    if text.isascii() and (text.isdigit() or (text[:1] in "+-" and text[1:].isdigit())):
+    """:func:`parse_java_int`, fast path for plain ASCII digits (its twin: the same
+    answer for every text, the digit limit included)."""
+    if text.isascii() and ((text.isdigit() and len(text) <= MAX_INT_DIGITS) or (
+            text[:1] in "+-" and text[1:].isdigit() and len(text) <= MAX_INT_DIGITS + 1)):
         value = int(text)
         if lo <= value <= hi:
             return value

@@ -183,17 +183,21 @@ def test_a_seal_racing_a_forced_cut_merges_to_the_cut_in_any_order(
         ops: list[tuple[int, int, int]], exact: int, known: int, rnd: random.Random) -> None:
     """The old leader sealed at its exact end and died before the admin tool heard it; the
     tool cut at the end the others knew and committed the target there. Every copy --
-    the planned one, the dead broker's sealed one, the cut, the committed cut -- merges,
-    in any order and any number of times, into the committed cut."""
+    the planned one, the dead broker's sealed one, the commit it made at its own end
+    when it came back and no peer answered (or that it pushed to a peer before the cut
+    reached that peer), the cut, the committed cut -- merges, in any order and any number
+    of times, into the committed cut."""
     planned = planned_lq0(ops)
     leader = planned.leader(0)
     assert leader is not None and planned.pending(0) is not None
     sealed = seal(planned, 0, exact)
+    own_commit = complete(sealed)
     cut = forced_cut(planned, 0, leader.physical_start + known, planned.epoch + 1)
     committed = complete(cut)
     assert committed.leader(0) is not None
     assert committed.leader(0).logical_start == leader.logical_start + known
-    copies = [planned, sealed, cut, committed, rnd.choice([planned, sealed, cut])]
+    copies = [planned, sealed, own_commit, cut, committed,
+              rnd.choice([planned, sealed, own_commit, cut])]
     rnd.shuffle(copies)
     merged = copies[0]
     for c in copies[1:]:
@@ -201,7 +205,11 @@ def test_a_seal_racing_a_forced_cut_merges_to_the_cut_in_any_order(
         assert merge(c, merged) == merge(merged, c)
     assert merged.queues == committed.queues and merged.epoch == committed.epoch
     assert merge(merged, sealed) == merged  # idempotent
+    assert merge(merged, own_commit) == merged
     assert complete(merged) == merged
+    # A peer that took the old leader's commit and then the cut is consistent at once.
+    peer = merge(own_commit, cut)
+    assert complete(peer).queues == committed.queues
 
 
 def test_a_forced_cut_seals_at_the_known_end_and_commits_there() -> None:

@@ -22,6 +22,8 @@ from tidemq.client import AdminClient, Producer
 from tidemq.client.logical_admin import LogicalQueueAdmin, plan_commit, plan_migration
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.formats.logical_mapping import TopicMapping
+from tidemq.formats.logical_migration import forced_cut
+from tidemq.store.message_store import MessageInput
 from tidemq.testing import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
@@ -151,3 +153,65 @@ async def test_the_seal_takes_the_admins_copy_even_below_the_leaders_epoch(
     assert old_leader.logical.update(bumped)  # what an expiry there does to the epoch
     mapping = await lqa._seal(planned, 0, "broker-a", await admin.masters())
     assert mapping.leader(0) is None and mapping.epoch == bumped.epoch + 1
+
+
+async def _seal_raced_by_a_cut(cluster: Cluster, admin: AdminClient) -> TopicMapping:
+    """LQ 1 leads on broker-b, which stored two sends nobody else heard of, then sealed
+    at its exact end (2) as the admin tool, which took it for dead, cut it at the end the
+    others knew (0) and pushed the cut to broker-a and broker-c before it died. broker-b
+    then committed the migration by itself at its own end, as its sync does when no peer
+    answers. Returns the cut. Only the caller's repairs run: the brokers' timers do not."""
+    for app in cluster.brokers:
+        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
+    await create(admin, ["broker-a", "broker-b"])  # LQ 1 on broker-b
+    lqa = LogicalQueueAdmin(admin)
+    planned = plan_migration(await lqa.query(TOPIC), 1, "broker-c")
+    assert planned is not None
+    await lqa.update(planned)
+    old = broker(cluster, "broker-b")
+    segment = planned.queues[1][0]
+    for body in (b"unseen-0", b"unseen-1"):
+        old.store.put(TOPIC, segment.queue_id, MessageInput(body, b""))
+    sealed = await seal_on(admin, old, 1)
+    assert sealed.queues[1][0].physical_end == 2
+    cut = forced_cut(planned, 1, segment.physical_start, planned.epoch + 1)
+    for name in ("broker-a", "broker-c"):
+        await push_to(admin, broker(cluster, name), cut)
+    assert old.logical.absorb(sealed)  # its own commit, at its own end
+    own = old.logical.get(TOPIC)
+    assert own is not None and own.leader(1) is not None and own.leader(1).logical_start == 2
+    return cut
+
+
+def _converged_on_the_cut(cluster: Cluster, cut: TopicMapping) -> TopicMapping:
+    held = copies(cluster)
+    m = held["broker-a"]
+    assert m is not None and all(c == m for c in held.values()), held
+    old, new = m.queues[1][0], m.leader(1)
+    assert old.forced and old.logical_end == cut.queues[1][0].logical_end == 0
+    assert new is not None and new.broker == "broker-c" and new.logical_start == 0
+    return m
+
+
+async def test_rerunning_a_migration_whose_seal_raced_a_forced_cut_converges(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """Issue #22: the old leader's own commit at its sealed end contradicted the cut, and
+    re-running the migration stopped, asking for updateLogicalQueueMapping --force."""
+    cut = await _seal_raced_by_a_cut(cluster, admin)
+    lqa = LogicalQueueAdmin(admin)
+    steps: list[tuple[str, bool]] = []
+    m = await lqa.migrate(TOPIC, 1, "broker-c", lambda s, now, _m: steps.append((s, now)))
+    assert steps[0] == ("synced", True)
+    assert _converged_on_the_cut(cluster, cut) == m
+    assert await send(cluster, 1, b"after") == 0  # writable, from the cut on
+
+
+async def test_the_brokers_converge_on_a_cut_that_raced_a_seal(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """The same race repaired by the brokers' own reconciliation, without the admin tool:
+    one round of every broker's sync leaves one mapping, the cut's."""
+    cut = await _seal_raced_by_a_cut(cluster, admin)
+    for _ in range(2):  # the second round carries what the first one merged last
+        for app in cluster.brokers:
+            await app.logical_processor.sync_service.sync()
+    _converged_on_the_cut(cluster, cut)

@@ -19,7 +19,9 @@ always combine into the copy that knows every fact either knows (:func:`merge`):
 brokers and the admin tool combine whatever copies they see, in any order, and all end on
 the same mapping. The one exception to "a decided end never changes" is a race between
 a seal and a forced cut of the same segment (the broker sealed, then died before the
-admin tool heard it): the forced end wins, because the next segment already starts there.
+admin tool heard it): the forced end wins, because the next segment already starts there;
+and a start that a copy derived from the losing seal (the old leader committed the next
+segment by itself at its own end) follows the cut's end too.
 A broker appends to a logical queue only while the NORMAL segment of its
 combined copy is its own.
 
@@ -95,21 +97,34 @@ def _decided(a: int, b: int, what: str, topic: str, lq: int) -> int:
     return max(a, b)
 
 
-def _merge_segment(a: Segment, b: Segment, topic: str, lq: int) -> Segment:
+def _merge_segment(a: Segment, b: Segment, topic: str, lq: int,
+                   after_cut: int = -1) -> Segment:
+    """One segment as both copies know it. ``after_cut``: the logical end of the merged
+    segment before it when that end follows a forced cut (-1: it does not), which a
+    decided logical start takes over (see :func:`_merge_queue`)."""
     state = a.state if _RANK[a.state] >= _RANK[b.state] else b.state
     if a.forced != b.forced and a.physical_end >= 0 and b.physical_end >= 0:
         end = a.physical_end if a.forced else b.physical_end  # the cut outranks a late seal
     else:
         end = _decided(a.physical_end, b.physical_end, "the physical end", topic, lq)
-    return dataclasses.replace(
-        a, state=state, forced=a.forced or b.forced, physical_end=end,
-        logical_start=_decided(a.logical_start, b.logical_start, "the logical start", topic, lq))
+    if after_cut >= 0 and max(a.logical_start, b.logical_start) >= 0:
+        start = after_cut
+    else:
+        start = _decided(a.logical_start, b.logical_start, "the logical start", topic, lq)
+    return dataclasses.replace(a, state=state, forced=a.forced or b.forced, physical_end=end,
+                               logical_start=start)
 
 
 def _merge_queue(a: tuple[Segment, ...], b: tuple[Segment, ...], topic: str, lq: int,
                  fork: tuple[Segment, ...] | None = None) -> tuple[Segment, ...]:
     """``a`` and ``b`` segment by segment. Lists that fork raise, unless ``fork`` (one of
-    the two) is given: the common part is merged and the rest taken from ``fork``."""
+    the two) is given: the common part is merged and the rest taken from ``fork``.
+
+    A segment's logical start is decided by the commit as the logical end of the sealed
+    segment before it. When a forced cut outranks a seal of that segment, a start one
+    copy derived from the seal's end gives way to the cut's end -- and so does every start
+    derived from it further down the list -- so that a copy holding the old leader's own
+    commit converges on the cut instead of contradicting it."""
     common = 0
     while common < min(len(a), len(b)) and _key(a[common]) == _key(b[common]):
         common += 1
@@ -120,8 +135,19 @@ def _merge_queue(a: tuple[Segment, ...], b: tuple[Segment, ...], topic: str, lq:
         tail = fork[common:]
     else:
         tail = (a if len(a) > len(b) else b)[common:]
-    return tuple(_merge_segment(x, y, topic, lq) for x, y in zip(a[:common], b[:common],
-                                                                 strict=True)) + tail
+    pairs = [*zip(a[:common], b[:common], strict=True), *((s, s) for s in tail)]
+    out: list[Segment] = []
+    follows_cut = False  # the segment before derives its start from a forced cut
+    for x, y in pairs:
+        before = out[-1] if out else None
+        if before is not None and (before.forced or follows_cut) and before.logical_end >= 0:
+            seg = _merge_segment(x, y, topic, lq, after_cut=before.logical_end)
+            follows_cut = seg.logical_start >= 0
+        else:
+            seg = _merge_segment(x, y, topic, lq)
+            follows_cut = False
+        out.append(seg)
+    return tuple(out)
 
 
 def _rank(m: TopicMapping) -> tuple[int, int, str]:

@@ -41,12 +41,14 @@ from tidemq.broker.processors.retry import RetryProcessor
 from tidemq.broker.processors.running_info import RunningInfoProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.processors.stats import StatsProcessor
+from tidemq.broker.processors.transaction import TransactionProcessor
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
 from tidemq.broker.replication.metadata_push import MetadataPush
 from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
+from tidemq.broker.transaction_check import TransactionChecker
 from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
@@ -129,6 +131,8 @@ class BrokerApp:
             self.metadata_push = MetadataPush(ctx, self.metadata_sync,
                                               self.controller_link.in_sync_replicas)
             self.controller_link.on_master = self.metadata_sync.master_known
+        #: Asks producers about the transactions they left open.
+        self.transaction_checker = TransactionChecker(ctx)
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False
@@ -180,6 +184,7 @@ class BrokerApp:
             self.offsets.load()
             self.subscription_groups.load()
             self.schedule.start()
+            await loop.run_in_executor(None, self.ctx.transactions.rebuild)
             await self.ctx.replication.start()
         except BaseException:
             await self.ctx.replication.stop()
@@ -221,6 +226,7 @@ class BrokerApp:
         if self.controller_link is not None:
             self.controller_link.start()
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
+        self.transaction_checker.start()
         self._tasks.append(loop.create_task(self.metadata_sync.run(), name="broker-slave-sync"))
         # Keep comparing logical-queue mappings with the peers (caught up once above).
         self._tasks.append(loop.create_task(self.logical_processor.run_sync(
@@ -235,6 +241,7 @@ class BrokerApp:
         self.started = False
         if self.controller_link is not None:
             await self.controller_link.stop()
+        await self.transaction_checker.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -284,7 +291,8 @@ class BrokerApp:
                      GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
-                     ConsumeDirectlyProcessor(ctx), self.logical_processor):
+                     ConsumeDirectlyProcessor(ctx), TransactionProcessor(ctx),
+                     self.logical_processor):
             proc.register(pipeline)
         if self.metadata_push is not None:
             self.metadata_push.register(pipeline)

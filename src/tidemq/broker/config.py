@@ -57,6 +57,16 @@ class BrokerConfig(ServerKeys):
     max_reconsume_times: int = 16
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     timer_max_delay_sec: int = 3 * 86400
+    #: Milliseconds a half (prepared) transactional message waits for END_TRANSACTION
+    #: before the broker asks its producer group (CHECK_TRANSACTION_STATE), and between
+    #: two such check-backs.
+    transaction_time_out: int = 6000
+    #: Check-backs per half message; one still unresolved after that many is discarded.
+    transaction_check_max: int = 15
+    #: Milliseconds between two passes of the transaction checker.
+    transaction_check_interval: int = 30_000
+    #: Refuse transactional (prepared) sends with NO_PERMISSION.
+    reject_transaction_message: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as
@@ -168,6 +178,11 @@ class BrokerConfig(ServerKeys):
     broker_election_priority: int = 2**31 - 1
     def __post_init__(self) -> None:
         self.check_server_keys()
+        for key, value in (("transactionTimeOut", self.transaction_time_out),
+                           ("transactionCheckInterval", self.transaction_check_interval),
+                           ("transactionCheckMax", self.transaction_check_max)):
+            if value <= 0:
+                raise ConfigError(f"{key} must be positive", key=key)
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")

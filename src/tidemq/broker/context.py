@@ -19,6 +19,7 @@ from tidemq.broker.clients import ConsumerManager, ProducerManager
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.delay import DelayPolicy, parse_delay_levels
 from tidemq.broker.groups import SubscriptionGroupManager
+from tidemq.broker.half_queue import HalfQueue
 from tidemq.broker.holds import HoldTable
 from tidemq.broker.locks import LockTable
 from tidemq.broker.logical import LogicalQueues
@@ -71,6 +72,8 @@ class BrokerContext:
             parse_delay_levels(config.message_delay_level),
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
         self.stats = BrokerStats()
+        #: Open transactions: the half and op topics (:mod:`tidemq.broker.half_queue`).
+        self.transactions = HalfQueue(self.store, self.topics, self.topics_changed)
         #: The broker's role in its group and the replication that follows it.
         self.replication = ReplicationService(config, self.store)
         #: Offsets this broker took while a replica, for its master (metadata sync).

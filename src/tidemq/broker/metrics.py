@@ -30,6 +30,8 @@ tidemq_broker_flush_last_seconds               gauge
 tidemq_broker_flushes_total                    counter
 tidemq_broker_damaged_records_skipped_total    counter  (damaged records reads skipped)
 tidemq_broker_retention_lost_messages_total    counter  (forced retention, unconsumed)
+tidemq_broker_transactions_open                gauge    (half messages not ended yet)
+tidemq_broker_transactions_ended_total         counter  outcome (commit, rollback, discard)
 tidemq_broker_commitlog_bytes                  gauge    (max - min physical offset)
 tidemq_broker_disk_used_ratio                  gauge
 tidemq_broker_connections / pull_held          gauge
@@ -283,6 +285,17 @@ class BrokerCollector(Collector):
         yield _counter("tidemq_broker_retention_lost_messages",
                        "Messages forced retention deleted before any group consumed them.",
                        store.retention.unconsumed_deleted)
+        half = ctx.transactions
+        yield _gauge("tidemq_broker_transactions_open",
+                     "Transactions prepared and not ended yet.", len(half.table))
+        ended = CounterMetricFamily("tidemq_broker_transactions_ended",
+                                    "Transactions ended: committed, rolled back, or "
+                                    "discarded after transactionCheckMax check-backs.",
+                                    labels=["outcome"])
+        for outcome, count in (("commit", half.committed), ("rollback", half.rolled_back),
+                               ("discard", half.discarded)):
+            ended.add_metric([outcome], count)
+        yield ended
         yield _gauge("tidemq_broker_commitlog_bytes", "Commit-log bytes retained.",
                      store.commitlog.max_offset - store.commitlog.min_offset)
         yield _gauge("tidemq_broker_disk_used_ratio", "Used fraction of the store's disk.",

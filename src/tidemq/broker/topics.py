@@ -55,7 +55,8 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 MAX_TOPIC_LENGTH = 127
 SYSTEM_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer",
-                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC",
                            "OFFSET_MOVED_EVENT"})
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 #: System topics a client may not send to (upstream's ``TopicValidator``

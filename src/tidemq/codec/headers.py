@@ -29,6 +29,7 @@ __all__ = [
     "ROUTE_MAY_BE_INCOMPLETE",
     "AclRequestHeader",
     "BrokerHeartbeatRequestHeader",
+    "CheckTransactionStateRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
@@ -36,6 +37,7 @@ __all__ = [
     "DeleteSubscriptionGroupRequestHeader",
     "DeleteTopicFromNamesrvRequestHeader",
     "DeleteTopicRequestHeader",
+    "EndTransactionRequestHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
@@ -594,6 +596,38 @@ class ConsumerSendMsgBackRequestHeader(RpcRequestHeader):
     max_reconsume_times: int | None = None
 
 
+# ---------------------------------------------------------------- transactions
+
+
+class EndTransactionRequestHeader(RpcRequestHeader):
+    """END_TRANSACTION (37), producer -> broker: the half message at commit-log offset
+    ``commit_log_offset`` (half-queue offset ``tran_state_table_offset``) is committed
+    (``commit_or_rollback`` 8), rolled back (12) or still unknown (0).
+    ``from_transaction_check``: the answer to a CHECK_TRANSACTION_STATE. ``topic`` (sent
+    by RocketMQ 5 clients) names the real topic, for the ACL."""
+
+    producer_group: str
+    tran_state_table_offset: I64
+    commit_log_offset: I64
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+    topic: str | None = None
+
+
+class CheckTransactionStateRequestHeader(RpcRequestHeader):
+    """CHECK_TRANSACTION_STATE (39), broker -> producer, oneway; the body is the half
+    message (as a stored record, with its real topic and queue)."""
+
+    tran_state_table_offset: I64
+    commit_log_offset: I64
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None
+
+
 class ViewMessageRequestHeader(RpcRequestHeader):
     """VIEW_MESSAGE_BY_ID (33)."""
 
@@ -659,6 +693,8 @@ class ConsumeMessageDirectlyResultRequestHeader(TopicRequestHeader):
 #: The header schema of each request code that has one.
 REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
+    RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
     RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeaderV2,
     RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeaderV2,
     RequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,

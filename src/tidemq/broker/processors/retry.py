@@ -17,9 +17,11 @@ otherwise                                                  ``%RETRY%<group>``, d
                                                            reconsumeTimes`` when it is 0
 =========================================================  =================================
 
-Send path (§2.7 steps 5 and 6, :func:`route_send`): a message sent to ``%RETRY%<group>``
-whose reconsumeTimes exceeds maxReconsumeTimes, or sent while the group holds unexpired
-orderly locks (§2.13), is stored in ``%DLQ%<group>`` without delay; any other message
+Send path (§2.7 steps 5 and 6, :func:`route_send`): a transactional half message
+(``TRAN_MSG=true``) goes to the half topic (:mod:`tidemq.broker.half_queue`); a message
+sent to ``%RETRY%<group>`` whose reconsumeTimes exceeds maxReconsumeTimes, or sent while
+the group holds unexpired orderly locks (§2.13), is stored in ``%DLQ%<group>`` without
+delay; any other message
 carrying a delay is parked (:mod:`tidemq.broker.delay`). A batch cannot target a retry
 topic or carry a delay (MESSAGE_ILLEGAL). The retry counters are read from the header
 (``reconsumeTimes``, ``maxReconsumeTimes``) and, when a client left them there, from the
@@ -43,6 +45,7 @@ from tidemq.broker.delay import (
     DelayError,
     Diversion,
 )
+from tidemq.broker.half_queue import is_prepared
 from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.topics import DLQ_PREFIX, PERM_WRITE, RETRY_PREFIX, validate_topic
 from tidemq.codec.bodies import TopicConfig
@@ -133,7 +136,20 @@ def _dlq(ctx: BrokerContext, group: str) -> str:
 
 def route_send(ctx: BrokerContext, h: SendMessageRequestHeader, queue_id: int, version: int,
                is_batch: bool) -> SendRoute:
-    """Decide where a send is stored: its topic, a DLQ, or a delay queue."""
+    """Decide where a send is stored: its topic, a DLQ, a delay queue, or the half topic
+    of transactional messages (:mod:`tidemq.broker.half_queue`)."""
+    if h.properties and "TRAN_MSG\x01" in h.properties:
+        props = decode_properties(h.properties.encode("utf-8"))
+        if is_prepared(props):
+            if ctx.config.reject_transaction_message:
+                raise error_for_code(ResponseCode.NO_PERMISSION,
+                                     f"the broker[{ctx.config.broker_name}] sending "
+                                     "transaction message is forbidden")
+            if is_batch:
+                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                     "a batch cannot be a transactional message")
+            half = ctx.transactions.divert(h, props, queue_id)
+            return SendRoute(half, half.queue_id, queue_id)
     if h.topic.startswith(RETRY_PREFIX):
         if is_batch:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,

@@ -53,6 +53,7 @@ from tidemq.codec.headers import (
     decode_send_header,
 )
 from tidemq.codec.shared_send import PlainAnswer
+from tidemq.codec.transaction import HALF_TOPIC
 from tidemq.errors import (
     CorruptRecord,
     MessageTooLarge,
@@ -162,10 +163,12 @@ class SendProcessor:
     def _needs_header(self, fields: SendFields) -> bool:
         """Whether deciding this send reads header fields :data:`SendFields` lacks: the
         auto-create template of a topic that does not exist yet, the retry rules'
-        optional numbers (retry topics), the original header for a delay or timer."""
+        optional numbers (retry topics), the original header for a delay, a timer or a
+        transactional half message."""
         topic, text = fields[0], fields[5]
         return (self._topics.get(topic) is None or topic.startswith(RETRY_PREFIX)
-                or (text is not None and ("DELAY\x01" in text or "TIMER_" in text)))
+                or (text is not None and ("DELAY\x01" in text or "TIMER_" in text
+                                          or "TRAN_MSG\x01" in text)))
 
     def _queue(self, topic: str, qid: int, h: SendMessageRequestHeader | None) -> int:
         """The queue a send to ``topic`` is stored in: the topic's name is valid, it
@@ -405,6 +408,7 @@ class SendProcessor:
             # queue (without retry topic, DELAY or TIMER_ the route is the send's own).
             h, qid, reply_qid = route_send(self.ctx, h, qid, cmd.version, is_batch)
             topic, text, reconsume = h.topic, h.properties, h.reconsume_times or 0
+            sys_flag = h.sys_flag
         born = self._born_host(conn.remote_address)
         try:
             if is_batch:
@@ -438,6 +442,8 @@ class SendProcessor:
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
         self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
+        if h is not None and topic == HALF_TOPIC:
+            self.ctx.transactions.prepared(result, text)
         if plain:
             if wait and (self._sync or self._replication.acks is not None):
                 code = self._wait(result, (conn, cmd, reply_qid, result, None))

@@ -82,6 +82,7 @@ def _group(*keys: str) -> Rule:
 PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     # Sends and pulls.
     C.SEND_MESSAGE: PUB_TOPIC,
+    C.END_TRANSACTION: Rule(Need.RESOURCE, ("topic",), Perm.PUB),
     C.SEND_MESSAGE_V2: PUB_TOPIC,
     C.SEND_BATCH_MESSAGE: PUB_TOPIC,
     C.PULL_MESSAGE: SUB_TOPIC_GROUP,

@@ -3,6 +3,8 @@ gives (the appender's helper for batched fan-out)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +33,14 @@ def test_per_name_assignment_matches_entry_by_entry(
     first_use = {f"%LMQ%{c}": 100 + i for i, c in enumerate("abcdefghij")}
     found = {n: first_use[n] for ns in plan for n in ns if n not in nexts}
     want = _assign_repeated(plan, props, nexts, found)
-    assert _assign_lmq_offsets(plan, props, nexts, first_use.__getitem__) == want
+    asked: list[set[str]] = []
+
+    def first_uses(names: Iterable[str]) -> dict[str, int]:
+        asked.append(set(names))
+        return {name: first_use[name] for name in asked[-1]}
+
+    assert _assign_lmq_offsets(plan, props, nexts, first_uses) == want
+    assert asked == ([set(found)] if found else [])  # once, for the unknown names only
     assert nexts == stored_in  # published by the caller, after the write
     stored, fan, assigned = want
     for raw, ns, f in zip(stored, plan, fan, strict=True):
@@ -49,4 +58,4 @@ def test_properties_pushed_over_the_limit_raise(repeat: bool) -> None:
     plan = [["%LMQ%a"], ["%LMQ%a" if repeat else "%LMQ%b", "%LMQ%c"]]
     props = [b"k\x01v\x02", b"p\x01" + b"x" * (MAX_PROPERTIES_BYTES - 20) + b"\x02"]
     with pytest.raises(PropertiesTooLarge, match=f"exceed {MAX_PROPERTIES_BYTES}"):
-        _assign_lmq_offsets(plan, props, {}, lambda name: 0)
+        _assign_lmq_offsets(plan, props, {}, lambda names: dict.fromkeys(names, 0))

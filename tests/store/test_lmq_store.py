@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.errors import ConfigError
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record
 from tidemq.store.lmq_store import LmqEntry, LmqStore
@@ -620,3 +621,149 @@ def test_fanout_to_a_cached_queue_first_seen_past_zero_keeps_its_start(
         assert (lmq.min_offset("%LMQ%late"), lmq.max_offset("%LMQ%late")) == (5, 7)
     finally:
         lmq.close()
+
+
+# ---------------------------------------------------------------------- bounded caches
+
+
+def test_offsets_stay_exact_while_many_queues_pass_through_small_caches(
+        lmq_cfg: Cfg, open_store: OpenStore, store_root: Path) -> None:
+    """Hundreds of distinct LMQs through caches of 16: the LMQ store's metadata cache and
+    the appender's next offsets stay bounded, queues read back after they left the
+    caches continue at their offsets, and so do they after a restart."""
+    limit = 16
+    store = open_store(lmq_cached_queues=limit, **lmq_cfg)
+    assert store.lmq is not None
+    rng = random.Random(5)
+    pool = [f"%LMQ%m{i}" for i in range(300)]
+    for r in range(40):
+        for i in range(10):
+            fan_out(store, i % 2, b"%d-%d" % (r, i), rng.sample(pool, 3))
+        assert store.wait_dispatched()
+        assert store.lmq.cached() <= limit
+        assert len(store.appender.lmq_next) <= 2 * limit + 10 * 3
+    expected = expected_from_log(store)
+    assert len(expected) > 250 and set(expected) <= set(pool)
+    for name in pool:
+        assert [bytes(r.body) for r in lmq_records(store, name)] == expected.get(name, [])
+        assert store.lmq.cached() <= limit
+    store.shutdown()
+    again = open_store(lmq_cached_queues=limit, **lmq_cfg)
+    for i, name in enumerate(pool):
+        fan_out(again, 0, b"after%d" % i, [name])
+    expected = expected_from_log(again)
+    for name in pool:
+        assert [bytes(r.body) for r in lmq_records(again, name)] == expected[name]
+        assert expected[name][-1] == b"after%d" % pool.index(name)
+
+
+def test_offsets_not_yet_dispatched_are_kept_past_the_bound(
+        lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    """With dispatch stopped, the appender must keep every next offset it handed out,
+    however many queues: the LMQ store does not know them yet. A queue deleted meanwhile
+    is forgotten in whichever generation holds it."""
+    store = open_store(lmq_cached_queues=4, **lmq_cfg)
+    assert store.dispatcher is not None
+    store.dispatcher.pause()
+    names = [f"%LMQ%p{i}" for i in range(30)]
+    for rnd in range(3):
+        for i, name in enumerate(names):
+            fan_out(store, 0, b"%d-%d" % (rnd, i), [name, names[(i + 1) % 30]])
+    assert len(store.appender.lmq_next) >= 30
+    assert store.delete_lmq(names[0])  # handed out offsets, not dispatched: it existed
+    fan_out(store, 0, b"reborn", [names[0]])
+    store.dispatcher.resume()
+    assert [bytes(r.body) for r in lmq_records(store, names[0])] == [b"reborn"]
+    for i, name in enumerate(names[1:], 1):  # named by messages i - 1 and i of each round
+        assert [bytes(r.body) for r in lmq_records(store, name)] == [
+            b"%d-%d" % (rnd, k) for rnd in range(3) for k in (i - 1, i)]
+    for i in range(10):  # dispatch keeps up again: the generations age out
+        fan_out(store, 0, b"late%d" % i, [f"%LMQ%late{i}"])
+        assert store.wait_dispatched()
+    assert len(store.appender.lmq_next) <= 2 * 4 + 1
+
+
+class _Counting:
+    """The LMQ store's database with its reads counted: keys asked for, iterators made,
+    seeks."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.keys_read = self.iterators = self.seeks = 0
+
+    def get(self, key: Any, *args: Any) -> Any:
+        self.keys_read += len(key) if isinstance(key, list) else 1
+        return self.db.get(key, *args)
+
+    def iter(self, *args: Any) -> Any:
+        self.iterators += 1
+        it = self.db.iter(*args)
+        counter = self
+
+        class Iter:
+            def __getattr__(self, name: str) -> Any:
+                if name.startswith("seek"):
+                    counter.seeks += 1
+                return getattr(it, name)
+
+        return Iter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_first_use_reads_each_queue_once(tmp_path: Path) -> None:
+    """A lookup of queues not cached reads each once: its ``M`` key and one reverse seek
+    to its last run, with one iterator for them all -- however many runs a queue has,
+    and for a queue that does not exist."""
+    path = tmp_path / "lmq"
+    lmq = LmqStore(path)
+    sizes = {f"%LMQ%s{i}": 1 + i % 7 for i in range(40)}
+    try:
+        for rnd in range(7):  # one run per round and queue
+            lmq.write_fanout([([n for n, k in sizes.items() if k > rnd],
+                               [rnd] * sum(k > rnd for k in sizes.values()),
+                               100 * rnd, 10, 0, 1)], 100 * rnd + 10)
+    finally:
+        lmq.close()
+    lmq = LmqStore(path)
+    try:
+        db = lmq.db
+        counting = _Counting(db)
+        lmq.db = counting  # type: ignore[assignment]
+        wanted = [*sizes, "%LMQ%never", "%LMQ%s1x"]
+        assert lmq.max_offsets(wanted) == {**sizes, "%LMQ%never": 0, "%LMQ%s1x": 0}
+        assert (counting.keys_read, counting.seeks) == (len(wanted), len(wanted))
+        assert counting.iterators <= 1
+        assert lmq.max_offsets(wanted) == {**sizes, "%LMQ%never": 0, "%LMQ%s1x": 0}
+        assert (counting.keys_read, counting.seeks) == (len(wanted), len(wanted))  # cached
+        lmq.db = db
+    finally:
+        lmq.close()
+
+
+def test_a_reader_never_caches_while_a_writer_holds_the_store(tmp_path: Path) -> None:
+    """A miss while a writer holds the lock (a dispatch round being written) reads the
+    database without caching: it neither waits for the writer nor leaves behind what
+    the writer is about to change."""
+    lmq = LmqStore(tmp_path / "lmq", cached_queues=8)
+    try:
+        lmq.write([LmqEntry("%LMQ%a", o, o, 1, 0, 1) for o in range(3)], 10)
+        lmq._meta.clear()
+        with lmq._lock:
+            assert lmq.max_offset("%LMQ%a") == 3 and lmq.max_offsets(["%LMQ%b"]) == {
+                "%LMQ%b": 0}
+            assert lmq.cached() == 0
+        assert lmq.max_offset("%LMQ%a") == 3 and lmq.cached() == 1
+        for i in range(20):
+            assert not lmq.exists(f"%LMQ%none{i}")
+            assert lmq.cached() <= 8
+    finally:
+        lmq.close()
+
+
+def test_cache_sizes_below_one_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="lmqCachedQueues"):
+        small_config(tmp_path, lmq_cached_queues=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        LmqStore(tmp_path / "lmq", cached_queues=0)

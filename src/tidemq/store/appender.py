@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, repeat
 from operator import add as _add
 from typing import cast
@@ -58,6 +58,7 @@ from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
 from tidemq.store.flush import FlushGroup, FlushService
+from tidemq.store.lmq_next import LmqNextOffsets
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
@@ -83,20 +84,21 @@ def _offsets_property(offsets: Sequence[int]) -> bytes:
 
 def _assign_lmq_offsets(
     targets: Sequence[Sequence[str]], props: Sequence[bytes], nexts: dict[str, int],
-    first_use: Callable[[str], int],
+    first_use: Callable[[Iterable[str]], dict[str, int]],
 ) -> tuple[list[bytes], list[tuple[tuple[str, ...], tuple[int, ...]] | None], dict[str, int]]:
     """A batch's LMQ offsets, in batch order: each message's stored properties (with
     ``INNER_MULTI_QUEUE_OFFSET``), its fan-out for the dispatcher (``None``: it names no
     LMQ) and the next offset of every LMQ named, to publish after the write. ``nexts``:
-    the next offsets given so far; ``first_use(name)``: an LMQ's next offset read from
-    the LMQ store, for one not in ``nexts``.
+    the next offsets given so far; ``first_use(names)``: the next offsets of the LMQs
+    not in ``nexts``, asked once for all of them.
 
     The usual batch names no LMQ twice: its offsets are looked up per distinct name and
     spread over the entries with C-level maps, never a Python step per entry.
     Properties the offsets push over their limit raise :class:`PropertiesTooLarge`."""
     flat = list(chain.from_iterable(targets))
     distinct = set(flat)
-    found = {name: first_use(name) for name in distinct.difference(nexts)}
+    unknown = distinct.difference(nexts)
+    found = first_use(unknown) if unknown else {}
     if len(distinct) != len(flat):
         return _assign_repeated(targets, props, nexts, found)
     # every name is in ``found`` or in ``nexts``: no None
@@ -178,9 +180,9 @@ class Appender:
         self._index_keys = index_keys
         self._sync_flush = config.sync_flush
         self._flush_timeout = config.sync_flush_timeout / 1000
-        #: Next queue offset per ``(topic, queue_id)``, and per LMQ once one is used.
+        #: Next queue offset per ``(topic, queue_id)``, and per LMQ while one is used.
         self.next_offsets: dict[tuple[str, int], int] = {}
-        self.lmq_next: dict[str, int] = {}
+        self.lmq_next = LmqNextOffsets(config.lmq_cached_queues)
         #: The last store time given: the next is never smaller.
         self.last_ts = 0
         self.put_messages = 0
@@ -352,8 +354,12 @@ class Appender:
         it implies become the appender's, as if it had been put here (lock held)."""
         n = sum(batch.batch_sizes) if batch.batch_sizes is not None else len(batch.phys)
         self.next_offsets[(batch.topic, batch.queue_id)] = batch.queue_offset + n
+        nexts = self.lmq_next
         for name, at in zip(lmq_names, lmq_offsets, strict=True):
-            self.lmq_next[name] = at + 1
+            nexts.set(name, at + 1)
+        lmq = self.queues.lmq
+        if lmq_names and lmq is not None:
+            nexts.age(lmq.dispatched, batch.end)
         self.last_ts = max(self.last_ts, batch.store_timestamp)
         self._live.submit(batch)
 
@@ -532,12 +538,13 @@ class Appender:
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
-            offsets = []
-            for name in lmqs:
-                nxt = nexts.get(name)
-                if nxt is None:
-                    nxt = lmq.max_offset(name)
-                offsets.append(nxt)
+            young = nexts.young
+            known = list(map(young.get, lmqs))
+            if None in known:
+                found = nexts.older([n for n, o in zip(lmqs, known, strict=True)
+                                     if o is None], lmq.max_offsets)
+                known = list(map(young.get, lmqs, map(found.get, lmqs)))
+            offsets = cast("list[int]", known)  # every name is in young or in found
             props = msg.properties + _offsets_property(offsets)
             if len(props) > MAX_PROPERTIES_BYTES:
                 raise PropertiesTooLarge(len(props), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
@@ -552,9 +559,9 @@ class Appender:
                                 reconsume_times=reconsume_times)
             self._write_record(seg, pos, rec)
             self.next_offsets[key] = qo + 1
-            for name, nxt in zip(lmqs, offsets, strict=True):
-                nexts[name] = nxt + 1
+            young.update(zip(lmqs, map(_add, offsets, repeat(1)), strict=True))
             end = phys + size
+            nexts.age(lmq.dispatched, end)
             self._live.submit(DispatchBatch(
                 topic, queue_id, qo, (phys,), (size,), (msg.tags_code,), ts, end,
                 (msg.keys,) if self._index_keys else None, None,
@@ -593,7 +600,8 @@ class Appender:
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
-            stored, fan, assigned = _assign_lmq_offsets(targets, props, nexts, lmq.max_offset)
+            stored, fan, assigned = _assign_lmq_offsets(
+                targets, props, nexts.young, lambda names: nexts.older(names, lmq.max_offsets))
             enc = encode_batch(topic, queue_id, bodies, stored, flags, sys_flag=sys_flag,
                                born_timestamp=born_timestamp or ts,
                                born_host=born_host or store_host, store_host=store_host,
@@ -603,8 +611,9 @@ class Appender:
             patch_batch(enc, qo, phys_base, ts)
             self._write_record(seg, pos, enc.buf)
             self.next_offsets[key] = qo + n
-            nexts.update(assigned)
+            nexts.young.update(assigned)
             end = phys_base + len(enc.buf)
+            nexts.age(lmq.dispatched, end)
             starts = enc.starts
             phys: Sequence[int] = (range(phys_base, end, starts.step) if type(starts) is range
                                    else [phys_base + s for s in starts])

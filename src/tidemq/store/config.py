@@ -62,6 +62,10 @@ class StoreConfig:
     # TideMQ additions
     preallocate_segments: bool = True
     dispatch_lag_warn_ms: int = 1000
+    #: LMQs whose offsets are kept in memory: the LMQ store's cache of their metadata,
+    #: and each of the appender's two generations of the next offsets it handed out
+    #: (:mod:`tidemq.store.lmq_next`). A queue beyond them is read from RocksDB again.
+    lmq_cached_queues: int = 200_000
     #: Wait this long before dispatching a small round, so rounds batch up (0 = never).
     #: Off by default: the dispatcher wakes on the append and takes what is there; while
     #: it writes a round the next one fills by itself. A linger saves some CPU per
@@ -87,6 +91,8 @@ class StoreConfig:
         if not 0 < self.disk_max_used_space_ratio <= 100:
             raise ConfigError("diskMaxUsedSpaceRatio must be in 1..100",
                               key="diskMaxUsedSpaceRatio")
+        if self.lmq_cached_queues < 1:
+            raise ConfigError("lmqCachedQueues must be at least 1", key="lmqCachedQueues")
         try:
             hours = self.delete_hours
         except ValueError:

@@ -26,13 +26,15 @@ records below the checkpoint ``C`` (they are already written), and new entries s
 the queue's max offset. Readers find the run holding an offset with a reverse seek.
 
 A queue's *max offset* is the end of its last run, found with one reverse seek when the
-queue is not cached, so dispatch writes no metadata. ``M`` is written only when something
-else must be remembered: a minimum above 0 (expiry, or a queue first seen past 0), a
-tombstone floor, or a max offset no ``E`` key shows any more (every entry expired, a
-truncation); its ``next offset`` is then a lower bound of the max offset, which is
-``max(next offset, end of the last run)``. A queue with neither key does not exist; one
-with ``E`` keys and no ``M`` starts at 0. Walks over the queues (counting,
-expiry) step through the ``E`` keys queue by queue, jumping to a long queue's end.
+queue is not cached (the misses of a call are read together: one multi-get of their
+``M`` keys and one iterator for the seeks), so dispatch writes no metadata. ``M`` is
+written only when something else must be remembered: a minimum above 0 (expiry, or a
+queue first seen past 0), a tombstone floor, or a max offset no ``E`` key shows any
+more (every entry expired, a truncation); its ``next offset`` is then a lower bound of
+the max offset, which is ``max(next offset, end of the last run)``. A queue with neither
+key does not exist; one with ``E`` keys and no ``M`` starts at 0. Walks over the queues
+(counting, expiry) step through the ``E`` keys queue by queue, jumping to a long
+queue's end.
 
 *Derived* keys are rebuilt from the commit log: RocksDB's WAL is off for them and every
 dispatch write batch carries the dispatched-up-to checkpoint ``C``; after a crash the
@@ -62,7 +64,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from operator import add, ge, itemgetter, not_, or_
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -90,10 +92,9 @@ _CHECKPOINT_KEY = b"C"
 _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 #: A walk over E keys jumps to a queue's last entry after this many of its keys.
 _RUN = 16
-#: Runs a metadata miss looks up one by one before it seeks (see _load_meta).
-_PROBE = 4
+#: Queues whose metadata is cached, by default (see :class:`LmqStore`).
+CACHED_QUEUES = 200_000
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
-_ZERO = _Q.pack(0)
 _NEW: tuple[int, int, int] = (0, 0, 0)
 
 #: (next offset, min offset, floor); floor 0 means "never deleted".
@@ -158,9 +159,15 @@ def _unpack_meta(raw: bytes) -> Meta:
 
 
 class LmqStore:
-    """The RocksDB-backed consume queues of every LMQ on this broker."""
+    """The RocksDB-backed consume queues of every LMQ on this broker.
 
-    def __init__(self, path: Path) -> None:
+    The metadata of the queues in use is cached, at most ``cached_queues`` of them: past
+    that, the longest cached are dropped (a quarter of them at a time) and read again
+    when used. Only what is written is cached, so a queue read again is the same."""
+
+    def __init__(self, path: Path, cached_queues: int = CACHED_QUEUES) -> None:
+        if cached_queues < 1:
+            raise ValueError(f"cached_queues must be at least 1, got {cached_queues}")
         path.mkdir(parents=True, exist_ok=True)
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
@@ -171,6 +178,11 @@ class LmqStore:
         self.db.set_write_options(wo)
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
+        self.cached_queues = cached_queues
+        #: The iterator metadata misses seek with, and RocksDB's sequence number when
+        #: it was made (see _iterator).
+        self._it: RdictIter | None = None
+        self._it_seq = -1
         #: The floors of the tombstones (``D``; also in the queues' ``M``), so dispatch
         #: checks only the queues that have one.
         self._floors: dict[str, int] = {}
@@ -179,6 +191,9 @@ class LmqStore:
         self.generation = 0
         self._lock = threading.Lock()
         raw = cast(bytes | None, self.db.get(_CHECKPOINT_KEY))
+        #: Every entry of the records below it is written, and a reader of the metadata
+        #: (the cache or the database) sees it: the appender forgets the next offsets it
+        #: handed out below it (:mod:`tidemq.store.lmq_next`).
         self.dispatched: int = _Q.unpack(raw)[0] if raw is not None else 0
         self.entries_written = 0
         self._flushed_entries = 0
@@ -193,72 +208,120 @@ class LmqStore:
     # ------------------------------------------------------------------ metadata
 
     def _meta_of(self, name: str) -> Meta:
-        """The cached metadata of ``name``, read from the database on a miss. Readers
-        fill the cache without the lock: ``setdefault`` keeps what a writer published
-        meanwhile, so a stale read never replaces newer metadata. (Writers that delete
-        entries -- expiry, deletion -- publish to the cache before they write, so a miss
-        whose reads straddle such a write keeps the writer's metadata too.)"""
+        """The metadata of ``name``, read from the database on a miss. Called with the
+        lock held (writers); readers use :meth:`_read_meta`."""
         meta = self._meta.get(name)
         if meta is None:
-            meta = self._meta.setdefault(name, self._load_meta(name.encode(), None))
+            meta = self._meta[name] = self._load_metas([name], self._iterator())[0]
         return meta
 
-    def _load_meta(self, key: bytes, it: RdictIter | None) -> Meta:
-        """``name``'s metadata from the database: ``M`` if any, and the max offset from
-        the last ``E`` key. A queue without ``M`` holds its entries densely from 0, so
-        point lookups of its first :data:`_PROBE` entries settle a new or short queue
-        (a lookup costs a fraction of a seek); a longer one takes a reverse seek (on
-        ``it`` when given: a batch shares one iterator)."""
-        get = self.db.get
-        raw = cast(bytes | None, get(b"M" + key))
-        base = entry_prefix(key)
-        if raw is None:
-            run = cast(bytes | None, get(base + _ZERO))
-            if run is None:
-                return _NEW  # the common miss: a queue never written
-            offset = len(run) // _ENTRY_SIZE
-            for _ in range(1, _PROBE):  # the next run starts where this one ends
-                run = cast(bytes | None, get(base + _Q.pack(offset)))
-                if run is None:
-                    return offset, 0, 0
-                offset += len(run) // _ENTRY_SIZE
-            nxt, lo, floor = 0, 0, 0
-        else:
-            nxt, lo, floor = _unpack_meta(raw)
-        if it is None:
-            it = self.db.iter()
-        it.seek_for_prev(base + _LAST)
-        if it.valid():
-            k = cast(bytes, it.key())
-            if len(k) == len(base) + 8 and k.startswith(base):
-                end = _Q.unpack_from(k, len(base))[0] + len(it.value()) // _ENTRY_SIZE
-                nxt = max(nxt, end)
-        return nxt, lo, floor
+    def _read_meta(self, name: str) -> Meta:
+        """:meth:`_meta_of` for readers, who do not hold the lock."""
+        meta = self._meta.get(name)
+        return meta if meta is not None else self._metas([name])[0]
 
-    def _prefetch(self, missing: list[str]) -> None:
-        """Cache the metadata of ``missing`` (names not cached; repeats are harmless),
-        sharing one iterator."""
-        if not missing:
-            return
+    def max_offsets(self, names: Iterable[str]) -> dict[str, int]:
+        """The max offsets of ``names``, the uncached ones read together
+        (:meth:`_metas`): the appender's lookup of the LMQs a put names that it holds
+        no offset for."""
         cache = self._meta
-        it = self.db.iter()
-        load = self._load_meta
-        for name in missing:
-            if name not in cache:
-                cache.setdefault(name, load(name.encode(), it))
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        for name in names:
+            meta = cache.get(name)
+            if meta is None:
+                missing.append(name)
+            else:
+                out[name] = meta[0]
+        if missing:
+            missing = list(dict.fromkeys(missing))
+            out.update(zip(missing, map(_first, self._metas(missing)), strict=True))
+        return out
+
+    def _metas(self, names: list[str]) -> list[Meta]:
+        """The metadata of the uncached queues ``names`` for a reader.
+
+        Filled into the cache under the lock, so that a fill never interleaves with a
+        writer's publication or a trim: a value read before a write, cached after the
+        write's own value was trimmed, would be stale. When a writer holds the lock (a
+        dispatch round being written), the metadata is read without it and not cached:
+        it is what the database holds at that moment, which is exact for every queue
+        the round does not touch -- among them every queue the appender asks for, as
+        it asks only for queues whose records are all dispatched -- and a moment old
+        for the others, as a read just before the round would be."""
+        lock = self._lock
+        if not lock.acquire(blocking=False):
+            return self._load_metas(names, self.db.iter())
+        try:
+            cache = self._meta
+            todo = [name for name in names if name not in cache]
+            if todo:
+                cache.update(zip(todo, self._load_metas(todo, self._iterator()), strict=True))
+            metas = list(map(cache.__getitem__, names))
+            self._trim()
+        finally:
+            lock.release()
+        return metas
+
+    def _iterator(self) -> RdictIter:
+        """An iterator that sees every write so far: the one made last while RocksDB's
+        sequence number shows that nothing was written since (making one costs several
+        seeks), else a new one. Called with the lock held: one thread at a time."""
+        seq = self.db.latest_sequence_number()
+        it = self._it
+        if it is None or self._it_seq != seq:
+            it = self._it = self.db.iter()  # sees at least every write up to ``seq``
+            self._it_seq = seq
+        return it
+
+    def _load_metas(self, names: Sequence[str], it: RdictIter) -> list[Meta]:
+        """The metadata of ``names`` from the database: ``M`` if any (one multi-get for
+        all), and the max offset from each queue's last ``E`` key (one reverse seek each,
+        on ``it``). A queue with neither is new: ``(0, 0, 0)``."""
+        keys = [name.encode() for name in names]
+        get = self.db.get
+        raws = cast(list[bytes | None], get([b"M" + key for key in keys]) if len(keys) > 1
+                    else [get(b"M" + keys[0])])  # a multi-get of one costs more than a get
+        unpack = _Q.unpack_from
+        out: list[Meta] = []
+        for key, raw in zip(keys, raws, strict=True):
+            nxt, lo, floor = _NEW if raw is None else _unpack_meta(raw)
+            base = entry_prefix(key)
+            it.seek_for_prev(base + _LAST)
+            if it.valid():
+                k = cast(bytes, it.key())
+                if len(k) == len(base) + 8 and k.startswith(base):
+                    end = unpack(k, len(base))[0] + len(cast(bytes, it.value())) // _ENTRY_SIZE
+                    nxt = max(nxt, end)
+            out.append((nxt, lo, floor))
+        return out
+
+    def _trim(self) -> None:
+        """Past :attr:`cached_queues`, drop the longest-cached quarter of the cache.
+        Called with the lock held, never between a writer's fill and its publication:
+        whatever is cached then is written, so a queue dropped is read back the same."""
+        cache = self._meta
+        over = len(cache) - self.cached_queues
+        if over > 0:
+            drop = list(islice(cache, over + self.cached_queues // 4))
+            deque(map(cache.pop, drop), maxlen=0)
+
+    def cached(self) -> int:
+        """How many queues' metadata is cached."""
+        return len(self._meta)
 
     def max_offset(self, name: str) -> int:
-        return self._meta_of(name)[0]
+        return self._read_meta(name)[0]
 
     def min_offset(self, name: str) -> int:
-        return self._meta_of(name)[1]
+        return self._read_meta(name)[1]
 
     def floor(self, name: str) -> int:
         """The tombstone floor of ``name``: entries of records below it are ignored."""
         return self._floors.get(name, 0)
 
     def exists(self, name: str) -> bool:
-        return self._meta_of(name)[0] > 0
+        return self._read_meta(name)[0] > 0
 
     # ------------------------------------------------------------------ writing
 
@@ -382,10 +445,12 @@ class LmqStore:
         for name, m in meta.items():
             if m[1] and cache[name][0] == 0:  # a new queue starting past 0
                 wb.put(b"M" + name.encode(), _pack_meta(*m))
-        self.dispatched = max(self.dispatched, dispatched_end)
-        wb.put(_CHECKPOINT_KEY, _Q.pack(self.dispatched))
+        dispatched = max(self.dispatched, dispatched_end)
+        wb.put(_CHECKPOINT_KEY, _Q.pack(dispatched))
         self.db.write(wb)
-        self._meta.update(meta)
+        cache.update(meta)
+        self.dispatched = dispatched  # after the cache: see the attribute
+        self._trim()
 
     def write_prepared(self, wb: WriteBatch, last: Mapping[str, int], dispatched_end: int,
                        entries: int, first: Mapping[str, int] | None = None, *,
@@ -470,7 +535,7 @@ class LmqStore:
     def entries(self, name: str, offset: int, count: int) -> list[tuple[int, int, int]]:
         """Up to ``count`` ``(phys, size, tags)`` from ``offset``: a multi-get while the
         queue holds an entry per key (the serial dispatcher's), else its runs in order."""
-        nxt, lo, _floor = self._meta_of(name)
+        nxt, lo, _floor = self._read_meta(name)
         start = max(offset, lo)
         end = min(nxt, start + count)
         if start >= end:
@@ -630,11 +695,11 @@ class LmqStore:
         at or above it. The deletion and its tombstone are written with the WAL on.
         """
         key = name.encode()
-        nxt, lo, _floor = self._meta_of(name)
-        existed = nxt > 0
         wb = WriteBatch(raw_mode=True)
         with self._lock:
-            floor = max(floor, self._meta_of(name)[2])
+            nxt, lo, old_floor = self._meta_of(name)
+            existed = nxt > 0
+            floor = max(floor, old_floor)
             wb.delete_range(b"E" + key + b"\x00", b"E" + key + b"\x01")
             wb.delete_range(b"O" + key + b"\x00", b"O" + key + b"\x01")
             wb.put(b"M" + key, _pack_meta(0, 0, floor))
@@ -853,6 +918,7 @@ class LmqStore:
         counting = self._stats_thread
         if counting is not None:
             counting.join()
+        self._it = None  # an iterator must not outlive its database
         try:
             self.db.flush()
         finally:

@@ -102,7 +102,7 @@ class MessageStore:
             self.commitlog.load()
             self.queues.load()
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
-                self.queues.lmq = LmqStore(self.layout.lmq_dir)
+                self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues)
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
             cut_at = truncation.pending(self.layout)
             self.epochs.load()
@@ -364,7 +364,7 @@ class MessageStore:
         if lmq is None:
             return False
         with self.commitlog.lock:
-            assigned = self.appender.lmq_next.pop(name, 0) > 0  # offsets handed out, maybe not
+            assigned = (self.appender.lmq_next.pop(name) or 0) > 0  # handed out, maybe not
             return lmq.delete_queue(name, self.commitlog.max_offset) or assigned  # visible
 
     def adopt_lmq_tombstone(self, name: str, floor: int) -> bool:
@@ -375,7 +375,7 @@ class MessageStore:
         if lmq is None or lmq.floor(name) >= floor:
             return False
         with self.commitlog.lock:
-            self.appender.lmq_next.pop(name, None)
+            self.appender.lmq_next.pop(name)
             lmq.delete_queue(name, floor)
         return True
 

@@ -12,7 +12,15 @@ from tests.cli.test_admin_cli import admin, eventually
 from typer.testing import CliRunner
 
 from tidemq.cli.main import app
-from tidemq.client import ClientConfig, ConsumeFromWhere, Message, Producer, PullConsumer
+from tidemq.client import (
+    ClientConfig,
+    ConsumeFromWhere,
+    LocalTransactionState,
+    Message,
+    Producer,
+    PullConsumer,
+    TransactionProducer,
+)
 
 TOPIC = "Traced"
 
@@ -86,3 +94,35 @@ def test_an_untraced_message_is_an_error(cluster: ThreadedCluster, traced: Any) 
                                       "-n", cluster.namesrv])
     assert result.exit_code == 1
     assert "no trace of message" in result.output
+
+
+def test_a_transactions_end_is_shown(cluster: ThreadedCluster) -> None:
+    config = ClientConfig(namesrv_addr=(cluster.namesrv,), enable_msg_trace=True)
+
+    async def run() -> Any:
+        async with TransactionProducer(
+                "trace-tx", config=config,
+                check=lambda m: LocalTransactionState.UNKNOWN) as producer:
+            sent = await producer.send_in_transaction(
+                Message(TOPIC, b"paid"), lambda m: LocalTransactionState.COMMIT)
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+        return sent.send_result
+
+    sent = cluster.call(run())
+    for broker in cluster.cluster.brokers:
+        assert broker.store.wait_dispatched()
+    doc = eventually(lambda: admin(cluster, "queryMsgTraceById", "-i", sent.msg_id),
+                     lambda d: bool(d["sends"]) and bool(d["transactions"]))
+    [end] = doc["transactions"]
+    assert (end["producerGroup"], end["transactionState"], end["fromTransactionCheck"],
+            end["transactionId"]) == ("trace-tx", "COMMIT_MESSAGE", False, sent.msg_id)
+    result = CliRunner().invoke(app, ["admin", "queryMsgTraceById", "-i", sent.msg_id,
+                                      "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = lines.index(next(x for x in lines if "#State" in x))
+    assert lines[header].split() == ["#Type", "#ProducerGroup", "#ClientHost", "#EndTime",
+                                     "#State", "#FromCheck"]
+    row = lines[header + 1].split()
+    assert row[:2] == ["EndTrans", "trace-tx"] and row[-2:] == ["COMMIT_MESSAGE", "false"]

@@ -69,6 +69,11 @@ from tidemq.client.selector import QueueSelector, select_by_key, select_round_ro
 from tidemq.client.sending import BatchCompression
 from tidemq.client.subscription import Subscription
 from tidemq.client.topic_route import TopicRoute
+from tidemq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.types import (
     Message,
@@ -106,6 +111,7 @@ __all__ = [
     "LmqConsumer",
     "LmqMessage",
     "LmqPullResult",
+    "LocalTransactionState",
     "Message",
     "MessageBatch",
     "MessageExt",
@@ -131,6 +137,8 @@ __all__ = [
     "Subscription",
     "ThreadedPushConsumer",
     "TopicRoute",
+    "TransactionProducer",
+    "TransactionSendResult",
     "UnknownClusterError",
     "allocate_averagely",
     "allocate_by_circle",

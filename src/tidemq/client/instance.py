@@ -17,7 +17,9 @@ users; :meth:`release` closes it when the last one leaves. It owns
   RESET_CONSUMER_CLIENT_OFFSET (220) go to the consumer of the group they name;
   GET_CONSUMER_RUNNING_INFO (307) is answered for it (:mod:`tidemq.client.running_info`),
   CONSUME_MESSAGE_DIRECTLY (309) by it (:mod:`tidemq.client.direct_consume`);
-  :meth:`handle` adds others.
+  CHECK_TRANSACTION_STATE (39) goes to the transaction checker of the producer group its
+  message names (``PGROUP``; :meth:`register_transaction_checker`); :meth:`handle` adds
+  others.
 
 :meth:`close` unregisters every group first; :meth:`abort` drops the connections without
 a word, as a crashed process would (brokers notice the closed connections).
@@ -48,6 +50,7 @@ from tidemq.codec.headers import (
     UnregisterClientRequestHeader,
 )
 from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.transaction import transaction_group
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.net.client import RemotingClient
 from tidemq.net.connection import Connection
@@ -108,6 +111,8 @@ class ClientInstance:
         self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self.remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
+        self._checkers: dict[str, Processor] = {}
+        self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
         self._started_ms = int(time.time() * 1000)
 
     def __repr__(self) -> str:
@@ -210,6 +215,14 @@ class ClientInstance:
         if group in self._producers:
             self._producers.discard(group)
             await self._unregister(group, None)
+
+    def register_transaction_checker(self, group: str, checker: Processor | None) -> None:
+        """Route the brokers' CHECK_TRANSACTION_STATE for producer ``group`` to
+        ``checker`` (``None``: no longer)."""
+        if checker is None:
+            self._checkers.pop(group, None)
+        else:
+            self._checkers[group] = checker
 
     def register_consumer(self, member: ConsumerMember) -> None:
         if member.group in self._consumers:
@@ -375,6 +388,18 @@ class ClientInstance:
                                    ) -> RemotingCommand:
         """CONSUME_MESSAGE_DIRECTLY (309), passed on by a broker for an admin."""
         return await answer_consume_directly(cmd, self._consumers, self.client_id)
+
+    def _on_check_transaction(self, conn: Connection, cmd: RemotingCommand
+                              ) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
+        """CHECK_TRANSACTION_STATE (39, oneway): to the group's checker, by the ``PGROUP``
+        of the message in its body."""
+        group = transaction_group(cmd.body)
+        checker = self._checkers.get(group or "")
+        if checker is None:
+            log.info("CHECK_TRANSACTION_STATE for producer group %r, which has no "
+                     "transaction producer in %s", group, self.client_id)
+            return None
+        return checker(conn, cmd)
 
     def _on_reset_offset(self, _conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:

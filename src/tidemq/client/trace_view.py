@@ -5,7 +5,9 @@ consumed it, how long each took and after how many retries.
 broker's key index: a trace message's ``KEYS`` hold its records' msgIds) and
 :func:`build_trace` turns their records into a :class:`MessageTrace`: one
 :class:`SendTrace` per Pub record and one :class:`ConsumeTrace` per delivery, a SubAfter
-joined to the SubBefore of the same request id (the SubAfter does not carry the group).
+joined to the SubBefore of the same request id (the SubAfter does not carry the group),
+and one :class:`TransactionTrace` per EndTransaction record (a transactional message's
+end: its producer's own, or its answer to a broker's check-back).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable
 from tidemq.client.admin import AdminClient
 from tidemq.codec.trace import (
     DEFAULT_TRACE_TOPIC,
+    EndTransactionRecord,
     PubRecord,
     SubAfterRecord,
     SubBeforeRecord,
@@ -26,7 +29,8 @@ from tidemq.codec.trace import (
 from tidemq.errors import TideMQError
 from tidemq.types import MessageExt
 
-__all__ = ["ConsumeTrace", "MessageTrace", "SendTrace", "build_trace", "query_trace"]
+__all__ = ["ConsumeTrace", "MessageTrace", "SendTrace", "TransactionTrace", "build_trace",
+           "query_trace"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,12 +62,28 @@ class ConsumeTrace:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TransactionTrace:
+    """How a producer ended the message's transaction."""
+
+    group: str
+    client_host: str
+    end_ms: int
+    #: ``COMMIT_MESSAGE``, ``ROLLBACK_MESSAGE`` or ``UNKNOW`` (upstream's names).
+    state: str
+    #: Whether it answered a broker's check-back.
+    from_check: bool
+    transaction_id: str
+    store_host: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MessageTrace:
     msg_id: str
     sends: list[SendTrace]
     consumes: list[ConsumeTrace]
     #: Records of the trace topic that could not be read (why, for each).
     refused: list[str]
+    transactions: list[TransactionTrace] = dataclasses.field(default_factory=list)
 
 
 def _records(trace_msgs: Iterable[MessageExt]
@@ -83,6 +103,7 @@ def build_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> MessageTrace:
     sends: list[SendTrace] = []
     befores: dict[str, tuple[SubBeforeRecord, MessageExt]] = {}
     afters: list[tuple[SubAfterRecord, MessageExt]] = []
+    ends: list[TransactionTrace] = []
     for record, tm in records:
         if record.msg_id != msg_id:
             continue
@@ -94,6 +115,10 @@ def build_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> MessageTrace:
             befores[record.request_id] = (record, tm)
         elif isinstance(record, SubAfterRecord):
             afters.append((record, tm))
+        elif isinstance(record, EndTransactionRecord):
+            ends.append(TransactionTrace(record.group, tm.born_host, record.timestamp,
+                                         record.transaction_state, record.from_check,
+                                         record.transaction_id, record.store_host))
     consumes: list[ConsumeTrace] = []
     for after, tm in afters:
         pair = befores.pop(after.request_id, None)
@@ -109,7 +134,8 @@ def build_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> MessageTrace:
                                      before.retry_times, None, None))
     sends.sort(key=lambda s: s.send_ms)
     consumes.sort(key=lambda c: (c.group, c.consume_ms))
-    return MessageTrace(msg_id, sends, consumes, refused)
+    ends.sort(key=lambda e: e.end_ms)
+    return MessageTrace(msg_id, sends, consumes, refused, ends)
 
 
 async def query_trace(admin: AdminClient, msg_id: str, *, trace_topic: str = DEFAULT_TRACE_TOPIC,

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 from tidemq.codec.trace import (
+    EndTransactionRecord,
     MessageType,
     SubAfterRecord,
     SubBeforeRecord,
@@ -41,7 +42,8 @@ from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
 __all__ = ["BATCH_MESSAGES", "IN_FLIGHT", "MAX_BODY", "EncodedRecords",
            "TraceEvent", "Tracer",
-           "pub_records", "sub_after_records", "sub_before_records"]
+           "end_transaction_record", "pub_records", "sub_after_records",
+           "sub_before_records"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,8 @@ def _store_host(offset_msg_id: str) -> str:
 
 def _msg_type(msg: Message) -> MessageType:
     props = msg.properties
+    if props.get("TRAN_MSG") == "true":
+        return MessageType.TRANS_HALF
     if "DELAY" in props or "TIMER_DELAY_SEC" in props or "TIMER_DELIVER_MS" in props:
         return MessageType.DELAY
     return MessageType.NORMAL
@@ -121,6 +125,18 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
                         cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, ids,
                         tags, keys, lengths, offset_ids[:n])
     return EncodedRecords(texts, ids, keys)
+
+
+def end_transaction_record(group: str, msg: Message | MessageExt, msg_id: str, transaction_id: str,
+                           offset_msg_id: str, state: str, *, from_check: bool, now: int
+                           ) -> TraceRecord:
+    """The EndTransaction record of producer ``group`` ending the transaction of ``msg``
+    with ``state`` (``COMMIT_MESSAGE``, ``ROLLBACK_MESSAGE``, ``UNKNOW``), after a
+    broker's check-back when ``from_check``; its type is TRANS_COMMIT, as upstream's."""
+    props = msg.properties
+    return EndTransactionRecord(now, REGION, group, msg.topic, msg_id, props.get("TAGS", ""),
+                                props.get("KEYS", ""), _store_host(offset_msg_id),
+                                MessageType.TRANS_COMMIT, transaction_id, state, from_check)
 
 
 def sub_before_records(group: str, request_id: str, msgs: Sequence[MessageExt],

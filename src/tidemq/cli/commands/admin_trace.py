@@ -5,7 +5,8 @@ command               what it does
 ====================  =========================================================
 queryMsgTraceById     the trace of message ``-i`` recorded in trace topic ``-t``
                       (default ``RMQ_SYS_TRACE_TOPIC``): who sent it, when, how long
-                      the send took and when the broker stored it; then, per
+                      the send took and when the broker stored it; how its
+                      transaction ended (a transactional message); then, per
                       consumer group, each delivery with its cost, status and
                       retry count
 ====================  =========================================================
@@ -13,7 +14,9 @@ queryMsgTraceById     the trace of message ``-i`` recorded in trace topic ``-t``
 The tables are mqadmin's (``%-10s %-20s %-20s %-20s %-10s %-10s``: type, group, client
 host, time, cost, status) with two columns added at the end: ``#StoreTime`` for a send,
 ``#RetryTimes`` for a delivery. A delivery whose outcome was not recorded (yet) shows
-``-`` as its cost and ``unknown`` as its status.
+``-`` as its cost and ``unknown`` as its status. A transaction's end is a row of type
+``EndTrans``: producer group, client host, time, the state (``COMMIT_MESSAGE``,
+``ROLLBACK_MESSAGE``, ``UNKNOW``) and whether it answered a broker's check-back.
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ def trace_json(trace: MessageTrace) -> dict[str, Any]:
                       "consumeTime": c.consume_ms, "costTime": c.cost_ms,
                       "status": _status(c.success), "retryTimes": c.retry_times}
                      for c in trace.consumes],
+        "transactions": [{"type": "EndTransaction", "producerGroup": t.group,
+                          "clientHost": t.client_host, "endTime": t.end_ms,
+                          "transactionState": t.state, "fromTransactionCheck": t.from_check,
+                          "transactionId": t.transaction_id, "storeHost": t.store_host}
+                         for t in trace.transactions],
         "unreadable": trace.refused,
     }
 
@@ -78,6 +86,13 @@ def _print(trace: MessageTrace) -> None:
         typer.echo((_ROW % ("Pub", s.group, s.client_host, _time(s.send_ms),
                             f"{s.cost_ms}ms", _status(s.success), _time(s.store_ms)))
                    .rstrip())
+        typer.echo("")
+    if trace.transactions:
+        typer.echo(_ROW % ("#Type", "#ProducerGroup", "#ClientHost", "#EndTime",
+                           "#State", "#FromCheck", ""))
+        for t in trace.transactions:
+            typer.echo((_ROW % ("EndTrans", t.group, t.client_host, _time(t.end_ms),
+                                t.state, str(t.from_check).lower(), "")).rstrip())
         typer.echo("")
     groups: dict[str, list[Any]] = {}
     for c in trace.consumes:
@@ -114,7 +129,7 @@ def query_msg_trace_by_id(
     if json_out:
         emit_json(trace_json(trace))
         return
-    if not trace.sends and not trace.consumes:
+    if not trace.sends and not trace.consumes and not trace.transactions:
         console_err().print(f"no trace of message {msg_id} in {trace_topic}", markup=False)
         raise typer.Exit(1)
     _print(trace)

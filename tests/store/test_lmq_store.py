@@ -767,3 +767,39 @@ def test_cache_sizes_below_one_are_refused(tmp_path: Path) -> None:
         small_config(tmp_path, lmq_cached_queues=0)
     with pytest.raises(ValueError, match="at least 1"):
         LmqStore(tmp_path / "lmq", cached_queues=0)
+
+
+@pytest.mark.parametrize("limit", [3, 100])
+def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
+                                                              limit: int) -> None:
+    """:meth:`LmqStore.warm` caches, for up to ``cached_queues`` queues, exactly what a
+    cold lookup reads: queues with entries only, with ``M`` too (a late start, expiry),
+    emptied by expiry, and deleted."""
+    path = tmp_path / "lmq"
+    lmq = LmqStore(path)
+    try:
+        lmq.write([LmqEntry("%LMQ%late", o, 100 + o, 1, 0, 1) for o in (5, 6)], 200)
+        lmq.write([LmqEntry("%LMQ%gone", o, o, 1, 0, 1) for o in range(4)]
+                  + [LmqEntry("%LMQ%half", o, 50 * o, 1, 0, 1) for o in range(4)]
+                  + [LmqEntry("%LMQ%dead", 0, 150, 1, 0, 1)]
+                  + [LmqEntry(f"%LMQ%e{i}", o, 200 + o, 1, 0, 1)
+                     for i in range(5) for o in range(i + 1)], 300)
+        lmq.expire_below(100)
+        lmq.delete_queue("%LMQ%dead", 300)
+    finally:
+        lmq.close()
+    names = ["%LMQ%dead", "%LMQ%gone", "%LMQ%half", "%LMQ%late",
+             *(f"%LMQ%e{i}" for i in range(5))]
+    cold = LmqStore(path)
+    try:
+        want = dict(zip(names, cold._load_metas(names, cold.db.iter()), strict=True))
+    finally:
+        cold.close()
+    assert want["%LMQ%late"] == (7, 5, 0) and want["%LMQ%dead"] == (0, 0, 300)
+    warm = LmqStore(path, cached_queues=limit)
+    try:
+        assert warm.warm() == min(limit, len(names)) == warm.cached()
+        assert {n: m for n, m in warm._meta.items()} == {
+            n: want[n] for n in sorted(names)[:limit]}
+    finally:
+        warm.close()

@@ -296,6 +296,33 @@ class LmqStore:
             out.append((nxt, lo, floor))
         return out
 
+    def warm(self) -> int:
+        """Fill the cache with the queues' metadata, up to :attr:`cached_queues` queues
+        in name order, in one walk over their keys; returns how many. Called on a start,
+        before anything else uses the store: a walk step costs a fraction of the seek a
+        queue's first use would cost. Each queue's metadata is what :meth:`_load_metas`
+        reads: ``M`` if any, merged with the end of its last run."""
+        cache = self._meta
+        limit = self.cached_queues
+        metas = self._items(b"M")
+        pending = next(metas, None)
+        for name, _first, last, _value in self._spans():
+            while pending is not None and pending[0][1:] < name:  # M and no entries
+                cache[pending[0][1:].decode()] = _unpack_meta(pending[1])
+                pending = next(metas, None)
+            nxt, lo, floor = last + 1, 0, 0
+            if pending is not None and pending[0][1:] == name:
+                m_nxt, lo, floor = _unpack_meta(pending[1])
+                nxt = max(nxt, m_nxt)
+                pending = next(metas, None)
+            cache[name.decode()] = (nxt, lo, floor)
+            if len(cache) >= limit:
+                return len(cache)
+        while pending is not None and len(cache) < limit:
+            cache[pending[0][1:].decode()] = _unpack_meta(pending[1])
+            pending = next(metas, None)
+        return len(cache)
+
     def _trim(self) -> None:
         """Past :attr:`cached_queues`, drop the longest-cached quarter of the cache.
         Called with the lock held, never between a writer's fill and its publication:

@@ -803,3 +803,34 @@ def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
             n: want[n] for n in sorted(names)[:limit]}
     finally:
         warm.close()
+
+
+def test_a_complete_cache_knows_new_queues_without_a_read(lmq_cfg: Cfg,
+                                                          open_store: OpenStore) -> None:
+    """After a start whose warm-up saw every queue, a queue not cached does not exist:
+    its first use reads nothing. Once a queue has left the cache, misses read again."""
+    store = open_store(lmq_cached_queues=8, **lmq_cfg)
+    for i in range(3):
+        fan_out(store, 0, b"m%d" % i, ["%LMQ%a", f"%LMQ%n{i}"])
+    assert store.wait_dispatched()
+    store.shutdown()
+    store = open_store(lmq_cached_queues=8, **lmq_cfg)
+    lmq = store.lmq
+    assert lmq is not None and lmq.complete and lmq.cached() == 4
+    db = lmq.db
+    counting = _Counting(db)
+    lmq.db = counting  # type: ignore[assignment]
+    try:
+        fan_out(store, 0, b"new", ["%LMQ%a", "%LMQ%b", "%LMQ%c"])
+        assert store.wait_dispatched()
+        assert (store.max_offset("%LMQ%b", 0), store.max_offset("%LMQ%z", 0)) == (1, 0)
+        assert (counting.keys_read, counting.seeks) == (0, 0)
+        for i in range(10):  # past the bound: queues leave the cache, misses read
+            fan_out(store, 0, b"more%d" % i, [f"%LMQ%x{i}"])
+            assert store.wait_dispatched()
+        assert not lmq.complete
+        assert store.max_offset("%LMQ%n0", 0) == 1 and counting.seeks >= 1
+    finally:
+        lmq.db = db
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%a")] == [
+        b"m0", b"m1", b"m2", b"new"]

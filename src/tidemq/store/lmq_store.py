@@ -183,6 +183,9 @@ class LmqStore:
         #: it was made (see _iterator).
         self._it: RdictIter | None = None
         self._it_seq = -1
+        #: Whether every queue the database holds is cached (a warm-up saw them all
+        #: and none was dropped since): a miss is then a queue that does not exist.
+        self.complete = False
         #: The floors of the tombstones (``D``; also in the queues' ``M``), so dispatch
         #: checks only the queues that have one.
         self._floors: dict[str, int] = {}
@@ -277,7 +280,11 @@ class LmqStore:
     def _load_metas(self, names: Sequence[str], it: RdictIter) -> list[Meta]:
         """The metadata of ``names`` from the database: ``M`` if any (one multi-get for
         all), and the max offset from each queue's last ``E`` key (one reverse seek each,
-        on ``it``). A queue with neither is new: ``(0, 0, 0)``."""
+        on ``it``). A queue with neither is new: ``(0, 0, 0)`` -- known without a read
+        while the cache is :attr:`complete` (a name it lacks was never used; a writer
+        publishing a new queue meanwhile is one the appender does not ask about)."""
+        if self.complete:
+            return [_NEW] * len(names)
         keys = [name.encode() for name in names]
         get = self.db.get
         raws = cast(list[bytes | None], get([b"M" + key for key in keys]) if len(keys) > 1
@@ -301,7 +308,8 @@ class LmqStore:
         in name order, in one walk over their keys; returns how many. Called on a start,
         before anything else uses the store: a walk step costs a fraction of the seek a
         queue's first use would cost. Each queue's metadata is what :meth:`_load_metas`
-        reads: ``M`` if any, merged with the end of its last run."""
+        reads: ``M`` if any, merged with the end of its last run. A walk that reaches
+        the last queue leaves the cache :attr:`complete`."""
         cache = self._meta
         limit = self.cached_queues
         metas = self._items(b"M")
@@ -321,6 +329,7 @@ class LmqStore:
         while pending is not None and len(cache) < limit:
             cache[pending[0][1:].decode()] = _unpack_meta(pending[1])
             pending = next(metas, None)
+        self.complete = pending is None
         return len(cache)
 
     def _trim(self) -> None:
@@ -330,6 +339,7 @@ class LmqStore:
         cache = self._meta
         over = len(cache) - self.cached_queues
         if over > 0:
+            self.complete = False  # before a queue leaves: see _load_metas
             drop = list(islice(cache, over + self.cached_queues // 4))
             deque(map(cache.pop, drop), maxlen=0)
 
@@ -707,6 +717,7 @@ class LmqStore:
         wb.delete(_CHECKPOINT_KEY)
         with self._lock:
             self.db.write(wb, write_opt=self._wal)
+            self.complete = False
             self._meta.clear()
             self._floors = dict(floors)
             self.dispatched = 0

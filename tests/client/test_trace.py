@@ -265,18 +265,21 @@ async def test_events_holding_too_many_message_bytes_are_dropped() -> None:
     assert tracer.dropped == 1 and tracer.queued == 1
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["whole texts", "shared parts"])
 @pytest.mark.parametrize("keys", ["", "order-1 order-2"])
-def test_a_large_encoded_batch_is_cut_into_bounded_messages(keys: str) -> None:
+def test_a_large_encoded_batch_is_cut_into_bounded_messages(keys: str, whole: bool) -> None:
     from tidemq.client.tracer import EncodedRecords, _MessageBuilder
     from tidemq.codec.trace import encode_pubs
 
     n = 3000
     ids = [f"{i:032X}" for i in range(n)]
-    texts = encode_pubs(1, "R", "pg", "T", "h:1", 1, MessageType.NORMAL, True, ids,
-                        ["tag"] * n, [keys] * n, [128] * n, ["0" * 32] * n)
+    pubs = encode_pubs(1, "R", "pg", "T", "h:1", 1, MessageType.NORMAL, True, ids,
+                       ["tag"] * n, [keys] * n, [128] * n, ["0" * 32] * n)
+    texts = pubs.texts() if whole else pubs.cores
+    shared = {} if whole else {"prefix": pubs.prefix, "suffix": pubs.suffix}
     builder = _MessageBuilder(TRACE)
-    builder.extend(EncodedRecords(texts[:10], ids[:10], [keys] * 10))
-    builder.extend(EncodedRecords(texts[10:], ids[10:], [keys] * (n - 10)))
+    builder.extend(EncodedRecords(texts[:10], ids[:10], [keys] * 10, **shared))
+    builder.extend(EncodedRecords(texts[10:], ids[10:], [keys] * (n - 10), **shared))
     builder.close()
     msgs = [m for m, _ in builder.messages]
     assert len(msgs) > 2

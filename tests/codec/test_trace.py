@@ -133,7 +133,26 @@ def test_encode_pubs_is_encode_record_of_each(rows: list[tuple[str, str, str, in
                 for msg_id, tags, keys, length, offset_id in rows]
     columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 5
     assert encode_pubs(ts, region, group, topic, host, cost, msg_type, ok,
-                       *columns) == expected
+                       *columns).texts() == expected
+
+
+@given(st.lists(st.tuples(_text, _text), max_size=5), _text, _text, _int, _ms, _text,
+       _text, _text, _text, _int, _types, st.booleans())
+def test_a_uniform_batch_encodes_as_each_record(
+        ids: list[tuple[str, str]], tags: str, keys: str, length: int, ts: int, region: str,
+        group: str, topic: str, host: str, cost: int, msg_type: MessageType,
+        ok: bool) -> None:
+    """Messages sharing tags, keys and body length (the joined form): the same text."""
+    from tidemq.codec.trace import encode_pubs, encode_record
+    expected = [encode_record(PubRecord(ts, region, group, topic, msg_id, tags, keys, host,
+                                        length, cost, msg_type, offset_id, ok))
+                for msg_id, offset_id in ids]
+    n = len(ids)
+    texts = encode_pubs(ts, region, group, topic, host, cost, msg_type, ok,
+                        [m for m, _ in ids], [tags] * n, [keys] * n, [length] * n,
+                        [o for _, o in ids])
+    assert texts.texts() == expected
+    assert all(t.startswith(texts.prefix) and t.endswith(texts.suffix) for t in expected)
 
 
 def test_encode_pubs_refuses_a_separator() -> None:
@@ -141,3 +160,19 @@ def test_encode_pubs_refuses_a_separator() -> None:
     with pytest.raises(ValueError, match="0x01 or 0x02"):
         encode_pubs(1, "R", "G", "T", "h", 1, MessageType.NORMAL, True,
                     ["ID"], ["t\x01"], [""], [1], [""])
+
+
+@given(st.lists(st.tuples(_text, _text), min_size=1, max_size=5), st.data(),
+       st.sampled_from(["\x01", "\x02"]))
+def test_a_separator_in_a_uniform_batch_is_refused(ids: list[tuple[str, str]],
+                                                   data: st.DataObject, sep: str) -> None:
+    from tidemq.codec.trace import encode_pubs
+    columns = [[m for m, _ in ids], [o for _, o in ids]]
+    column = data.draw(st.sampled_from(columns))
+    row = data.draw(st.integers(0, len(ids) - 1))
+    at = data.draw(st.integers(0, len(column[row])))
+    column[row] = column[row][:at] + sep + column[row][at:]
+    n = len(ids)
+    with pytest.raises(ValueError, match="0x01 or 0x02"):
+        encode_pubs(1, "R", "G", "T", "h", 1, MessageType.NORMAL, True, columns[0], [""] * n,
+                    [""] * n, [7] * n, columns[1])

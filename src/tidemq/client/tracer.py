@@ -58,13 +58,16 @@ _MAX_KEYS = 24_000
 REGION = "DefaultRegion"
 
 class EncodedRecords:
-    """Records already encoded (:func:`~tidemq.codec.trace.encode_pubs`), as columns: each
-    record's text, and the msgId and keys its trace message is indexed under."""
+    """Records already encoded (:func:`~tidemq.codec.trace.encode_pubs`), as columns:
+    each record's own text (``texts[i]``: the record is ``prefix + texts[i] + suffix``),
+    and the msgId and keys its trace message is indexed under."""
 
-    __slots__ = ("keys", "msg_ids", "texts")
+    __slots__ = ("keys", "msg_ids", "prefix", "suffix", "texts")
 
-    def __init__(self, texts: list[str], msg_ids: list[str], keys: list[str]) -> None:
+    def __init__(self, texts: list[str], msg_ids: list[str], keys: list[str], *,
+                 prefix: str = "", suffix: str = "") -> None:
         self.texts, self.msg_ids, self.keys = texts, msg_ids, keys
+        self.prefix, self.suffix = prefix, suffix
 
 
 TraceEvent = (TraceRecord | list[TraceRecord]
@@ -91,8 +94,6 @@ def _msg_type(msg: Message) -> MessageType:
 
 _PROPERTIES = operator.attrgetter("properties")
 _BODY = operator.attrgetter("body")
-_TAGS = operator.methodcaller("get", "TAGS", "")
-_KEYS = operator.methodcaller("get", "KEYS", "")
 
 
 class _Keyed(Protocol):
@@ -115,16 +116,16 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
     if n == 1:
         tags, keys = [first.properties.get("TAGS", "")], [first.properties.get("KEYS", "")]
         lengths = [len(first.body)]
-    else:
-        props = list(map(_PROPERTIES, msgs))  # map and operator: C loops
-        tags = list(map(_TAGS, props))
-        keys = list(map(_KEYS, props))
+    else:  # map over dict.get and operator: C loops
+        props = list(map(_PROPERTIES, msgs))
+        tags = list(map(dict.get, props, itertools.repeat("TAGS"), itertools.repeat("")))
+        keys = list(map(dict.get, props, itertools.repeat("KEYS"), itertools.repeat("")))
         lengths = list(map(len, map(_BODY, msgs)))
     ids = list(msg_ids[:n])
     texts = encode_pubs(born_ms, REGION, group, first.topic, _store_host(offset_ids[0]),
                         cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, ids,
                         tags, keys, lengths, offset_ids[:n])
-    return EncodedRecords(texts, ids, keys)
+    return EncodedRecords(texts.cores, ids, keys, prefix=texts.prefix, suffix=texts.suffix)
 
 
 def end_transaction_record(group: str, msg: Message | MessageExt, msg_id: str, transaction_id: str,
@@ -330,35 +331,42 @@ class _MessageBuilder:
         """Add records already encoded, as many at a time as fit in the message being
         built (lengths summed and cut points found by C loops: a batch's hundreds)."""
         texts, msg_ids, keys = records.texts, records.msg_ids, records.keys
+        prefix, suffix = records.prefix, records.suffix
+        shared = len(prefix) + len(suffix)
+        between = suffix + prefix
         start, n = 0, len(texts)
         with_keys = any(keys)
         while start < n:
-            sizes = list(itertools.accumulate(map(len, texts[start:]), initial=self._size))
+            lengths = map(len, texts[start:])
+            if shared:
+                lengths = map(shared.__add__, lengths)
+            sizes = list(itertools.accumulate(lengths, initial=self._size))
             cut = bisect.bisect_right(sizes, MAX_BODY) - 1
-            key_sizes = list(itertools.accumulate(
-                map(len, msg_ids[start:]), initial=self._keys_len))
-            if with_keys:
-                key_sizes = [a + b for a, b in zip(key_sizes, itertools.accumulate(
-                    map(len, keys[start:]), initial=0), strict=True)]
             # a separator after each msgId and each record's keys, counted without
             # removing repeats: never less than the keys take
-            per = 2 if with_keys else 1
-            cut = min(cut, bisect.bisect_right(
-                [k + i * per for i, k in enumerate(key_sizes)], _MAX_KEYS) - 1)
+            key_lengths = map(len, msg_ids[start:])
+            if with_keys:
+                key_lengths = map(operator.add, key_lengths, map(len, keys[start:]))
+            key_sizes = list(itertools.accumulate(
+                map((2 if with_keys else 1).__add__, key_lengths), initial=self._keys_len))
+            cut = min(cut, bisect.bisect_right(key_sizes, _MAX_KEYS) - 1)
             if cut == 0:
                 if self._count:
                     self.close()
                     continue
                 cut = 1  # one record larger than a message: it goes alone
             end = start + cut
-            self._body.extend(texts[start:end])
+            if shared:
+                self._body.append(f"{prefix}{between.join(texts[start:end])}{suffix}")
+            else:
+                self._body.extend(texts[start:end])
             self._keys.update(dict.fromkeys(msg_ids[start:end]))
             if with_keys:
                 for k in keys[start:end]:
                     if k:
                         self._keys.update(dict.fromkeys(k.split(" ")))
             self._size = sizes[cut]
-            self._keys_len = key_sizes[cut] + cut * per
+            self._keys_len = key_sizes[cut]
             self._count += cut
             start = end
             if start < n:
@@ -368,7 +376,8 @@ class _MessageBuilder:
         """End the message being built."""
         if self._count:
             body = "".join(self._body).encode()
-            keys = " ".join(k for k in self._keys if k)
+            self._keys.pop("", None)
+            keys = " ".join(self._keys)
             self.messages.append((Message(self.topic, body, {"KEYS": keys}),
                                   self._count))
         self._body, self._keys = [], {}

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 __all__ = [
     "CONTENT_SEPARATOR",
@@ -51,6 +52,7 @@ __all__ = [
     "EndTransactionRecord",
     "MessageType",
     "PubRecord",
+    "PubTexts",
     "SubAfterRecord",
     "SubBeforeRecord",
     "TraceDecoding",
@@ -179,29 +181,62 @@ def encode_record(record: TraceRecord) -> str:
     return CONTENT_SEPARATOR.join(map(str, fields)) + RECORD_SEPARATOR
 
 
+class PubTexts(NamedTuple):
+    """Pub records of one send as the text they share and the text each has alone:
+    record ``i`` is ``prefix + cores[i] + suffix``."""
+
+    prefix: str
+    cores: list[str]
+    suffix: str
+
+    def texts(self) -> list[str]:
+        """Each record's whole text."""
+        return [f"{self.prefix}{core}{self.suffix}" for core in self.cores]
+
+
 def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_host: str,
                 cost_ms: int, msg_type: MessageType, success: bool, msg_ids: Sequence[str],
                 tags: Sequence[str], keys: Sequence[str], body_lengths: Sequence[int],
-                offset_ids: Sequence[str]) -> list[str]:
+                offset_ids: Sequence[str]) -> PubTexts:
     """Pub records of one send of several messages, given as columns (message ``i`` is
     ``msg_ids[i]``, ``tags[i]`` ...): what :func:`encode_record` makes of each, with the
     fields the messages share checked and joined once and the others checked in one
-    pass. A text field holding a separator is a ``ValueError``."""
+    pass. When every message has the same tags, keys and body length (a producer loop's
+    batch), a record's own text is its msgId and offsetMsgId joined by the text between
+    them, one C call each. A text field holding a separator is a ``ValueError``."""
     head = (timestamp, region_id, group, topic)
     for value in (*head, store_host):
         _check_text(value)
-    for column in (msg_ids, tags, keys, offset_ids):
-        joined = "".join(column)
-        if CONTENT_SEPARATOR in joined or RECORD_SEPARATOR in joined:
-            raise ValueError(f"a trace field may not contain 0x01 or 0x02: {joined!r}")
+    n = len(msg_ids)
+    if not (len(tags) == len(keys) == len(body_lengths) == len(offset_ids) == n):
+        raise ValueError("the columns of encode_pubs differ in length")
     c = CONTENT_SEPARATOR
     start = "Pub" + c + c.join(map(str, head)) + c
     host = c + store_host + c
     cost = f"{c}{cost_ms}{c}{int(msg_type)}{c}"
     end = c + _b(success) + RECORD_SEPARATOR
-    return [f"{start}{m}{c}{t}{c}{k}{host}{n}{cost}{o}{end}"
-            for m, t, k, n, o in zip(msg_ids, tags, keys, body_lengths, offset_ids,
-                                     strict=True)]
+    if n and (tags.count(tags[0]) == n and keys.count(keys[0]) == n
+              and body_lengths.count(body_lengths[0]) == n):
+        _check_text(tags[0])
+        _check_text(keys[0])
+        mid = f"{c}{tags[0]}{c}{keys[0]}{host}{body_lengths[0]}{cost}"
+        cores = list(map(mid.join, zip(msg_ids, offset_ids, strict=True)))
+        # msgIds and offsetMsgIds checked at once: separators only where mid has them
+        joined = "".join(cores)
+        if RECORD_SEPARATOR in joined or joined.count(c) != n * mid.count(c):
+            _check_columns(msg_ids, offset_ids)
+        return PubTexts(start, cores, end)
+    _check_columns(msg_ids, tags, keys, offset_ids)
+    return PubTexts(start, [f"{m}{c}{t}{c}{k}{host}{size}{cost}{o}"
+                            for m, t, k, size, o in zip(msg_ids, tags, keys, body_lengths,
+                                                        offset_ids, strict=True)], end)
+
+
+def _check_columns(*columns: Sequence[str]) -> None:
+    for column in columns:
+        joined = "".join(column)
+        if CONTENT_SEPARATOR in joined or RECORD_SEPARATOR in joined:
+            raise ValueError(f"a trace field may not contain 0x01 or 0x02: {joined!r}")
 
 
 def encode_trace_data(records: Iterable[TraceRecord]) -> bytes:

@@ -120,3 +120,13 @@ def test_the_check_names_the_broken_pair() -> None:
     assert problem is not None and "pair 1 ('b')" in problem
     assert property_text_error("A\x011\x012\x02") is not None
     assert property_text_error("A\x011\x02\x02B\x012\x02") is not None
+
+
+@given(st.lists(st.tuples(st.text(st.sampled_from("ab\x01\x02"), max_size=3),
+                          st.text(st.sampled_from("ab \x01\x02"), min_size=0, max_size=700)),
+                max_size=5))
+def test_long_strings_of_few_pairs_agree_with_the_twin(pairs: list[tuple[str, str]]) -> None:
+    """Long values (checked pair by pair) and short ones (one match) alike."""
+    text = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
+    assert property_text_error(text) == first_broken_pair(text)
+    assert property_text_error(text + "x") == first_broken_pair(text + "x")

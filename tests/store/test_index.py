@@ -403,3 +403,17 @@ def test_many_collisions_still_answer_exactly(tmp_path: Path, slots: int) -> Non
     for i in (0, 1, 1500, 2999):
         assert idx.query("T", f"u{i}", 64) == [i * 10]
     idx.close()
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.integers(1, 40).flatmap(lambda w: st.lists(
+    st.text(st.characters(max_codepoint=127), min_size=w, max_size=w), min_size=1,
+    max_size=30)))
+def test_keys_of_one_width_hash_as_one_matrix(keys: list[str]) -> None:
+    """ASCII keys all as long (a trace message's msgIds) take the one-buffer product."""
+    assert index_hashes(keys).tolist() == [reference_index_hash(k) for k in keys]
+
+
+def test_mixed_widths_with_an_even_total_are_not_taken_for_one_width() -> None:
+    keys = ["ab", "c", "def"]  # 6 characters, as 3 keys of 2 would be
+    assert index_hashes(keys).tolist() == [reference_index_hash(k) for k in keys]

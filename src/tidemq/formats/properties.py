@@ -113,6 +113,10 @@ def property_error(name: str, value: str) -> str | None:
 
 #: A property string every segment of which holds exactly one ``\\x01``, the last
 #: ``\\x02`` optional: what :func:`property_text_error` accepts, in one C-level match.
+#: Property strings longer than this with at most :data:`_FEW` pairs are checked pair by
+#: pair (faster than the match when the values are long).
+_LONG = 512
+_FEW = 32
 _WELL_FORMED = re.compile("(?:[^\x01\x02]*\x01[^\x01\x02]*\x02)*"
                           "(?:[^\x01\x02]*\x01[^\x01\x02]*)?")
 
@@ -121,7 +125,13 @@ def property_text_error(text: str) -> str | None:
     """Why the encoded property string ``text`` would not read back as the pairs it was
     written from, or ``None``. Every segment between ``\\x02`` separators must hold
     exactly one ``\\x01``; only the last separator may be followed by nothing (it may also
-    be missing). Pairs with an empty name or value are tolerated (a reader drops them)."""
+    be missing). Pairs with an empty name or value are tolerated (a reader drops them).
+
+    A long string of few pairs (a trace message's ``KEYS``: kilobytes in one value) is
+    checked pair by pair, with C-level counts over each value; any other with one
+    C-level match."""
+    if len(text) > _LONG and text.count(PROPERTY_SEPARATOR) <= _FEW:
+        return first_broken_pair(text)
     if _WELL_FORMED.fullmatch(text) is not None:
         return None
     return first_broken_pair(text)

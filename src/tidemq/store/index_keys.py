@@ -40,6 +40,13 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
     out = np.empty(n, dtype=np.int64)
     if not n:
         return out
+    same = _same_width_ascii(keys)
+    if same is not None:  # one buffer, one float64 product: no object per key
+        h = same.astype(np.float64).dot(_powers(same.shape[1])).astype(np.int64)
+        # Java's abs: MIN_VALUE stays negative (numpy's too), and upstream then uses 0.
+        signed: IntArray = np.maximum(np.abs(h.astype(np.uint32).view(np.int32)),
+                                      0).astype(np.int64)
+        return signed
     encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
     lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     # ASCII (one byte per character, so one UTF-16 unit per byte) and not too long.
@@ -61,6 +68,20 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
     signed[signed == 1 << 31] = 0  # Java: abs(MIN_VALUE) stays negative, upstream uses 0
     out[fast] = signed
     return out
+
+
+def _same_width_ascii(keys: Sequence[str]) -> npt.NDArray[np.uint8] | None:
+    """The keys as rows of one ASCII byte matrix, when they are ASCII, all as long and
+    not wider than :data:`_FLOAT_MAX_WIDTH` (a trace message's msgIds); else ``None``."""
+    width = len(keys[0])
+    if not 0 < width <= _FLOAT_MAX_WIDTH:
+        return None
+    joined = "".join(keys)
+    if len(joined) != width * len(keys) or not joined.isascii():
+        return None
+    if max(map(len, keys)) != width:  # the same total from different lengths
+        return None
+    return np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(len(keys), width)
 
 
 class KeyColumns(Sequence[tuple[str, ...]]):

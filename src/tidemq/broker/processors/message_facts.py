@@ -12,7 +12,7 @@ __all__ = ["index_keys", "user_keys", "wants_flush"]
 def user_keys(props: Mapping[str, str]) -> tuple[str, ...]:
     """The KEYS property split on spaces, empty ones dropped."""
     keys = props.get("KEYS")
-    return tuple(k for k in keys.split(" ") if k) if keys else ()
+    return tuple(filter(None, keys.split(" "))) if keys else ()
 
 
 def index_keys(props: Mapping[str, str]) -> tuple[str, ...]:

@@ -792,7 +792,7 @@ def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
              *(f"%LMQ%e{i}" for i in range(5))]
     cold = LmqStore(path)
     try:
-        want = dict(zip(names, cold._load_metas(names, cold.db.iter()), strict=True))
+        want = dict(zip(names, cold._load_metas(names), strict=True))
     finally:
         cold.close()
     assert want["%LMQ%late"] == (7, 5, 0) and want["%LMQ%dead"] == (0, 0, 300)

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import NamedTuple, cast
 
 import numpy as np
-from rocksdict import Options, Rdict, RdictIter, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from tidemq.store.threads import NamedThread
 
@@ -179,10 +179,6 @@ class LmqStore:
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
         self.cached_queues = cached_queues
-        #: The iterator metadata misses seek with, and RocksDB's sequence number when
-        #: it was made (see _iterator).
-        self._it: RdictIter | None = None
-        self._it_seq = -1
         #: Whether every queue the database holds is cached (a warm-up saw them all
         #: and none was dropped since): a miss is then a queue that does not exist.
         self.complete = False
@@ -215,7 +211,7 @@ class LmqStore:
         lock held (writers); readers use :meth:`_read_meta`."""
         meta = self._meta.get(name)
         if meta is None:
-            meta = self._meta[name] = self._load_metas([name], self._iterator())[0]
+            meta = self._meta[name] = self._load_metas([name])[0]
         return meta
 
     def _read_meta(self, name: str) -> Meta:
@@ -254,35 +250,25 @@ class LmqStore:
         for the others, as a read just before the round would be."""
         lock = self._lock
         if not lock.acquire(blocking=False):
-            return self._load_metas(names, self.db.iter())
+            return self._load_metas(names)
         try:
             cache = self._meta
             todo = [name for name in names if name not in cache]
             if todo:
-                cache.update(zip(todo, self._load_metas(todo, self._iterator()), strict=True))
+                cache.update(zip(todo, self._load_metas(todo), strict=True))
             metas = list(map(cache.__getitem__, names))
             self._trim()
         finally:
             lock.release()
         return metas
 
-    def _iterator(self) -> RdictIter:
-        """An iterator that sees every write so far: the one made last while RocksDB's
-        sequence number shows that nothing was written since (making one costs several
-        seeks), else a new one. Called with the lock held: one thread at a time."""
-        seq = self.db.latest_sequence_number()
-        it = self._it
-        if it is None or self._it_seq != seq:
-            it = self._it = self.db.iter()  # sees at least every write up to ``seq``
-            self._it_seq = seq
-        return it
-
-    def _load_metas(self, names: Sequence[str], it: RdictIter) -> list[Meta]:
+    def _load_metas(self, names: Sequence[str]) -> list[Meta]:
         """The metadata of ``names`` from the database: ``M`` if any (one multi-get for
         all), and the max offset from each queue's last ``E`` key (one reverse seek each,
-        on ``it``). A queue with neither is new: ``(0, 0, 0)`` -- known without a read
-        while the cache is :attr:`complete` (a name it lacks was never used; a writer
-        publishing a new queue meanwhile is one the appender does not ask about)."""
+        on one iterator: making one costs about as much as a seek). A queue with
+        neither is new: ``(0, 0, 0)`` -- known without a read while the cache is
+        :attr:`complete` (a name it lacks was never used; a writer publishing a new
+        queue meanwhile is one the appender does not ask about)."""
         if self.complete:
             return [_NEW] * len(names)
         keys = [name.encode() for name in names]
@@ -290,6 +276,7 @@ class LmqStore:
         raws = cast(list[bytes | None], get([b"M" + key for key in keys]) if len(keys) > 1
                     else [get(b"M" + keys[0])])  # a multi-get of one costs more than a get
         unpack = _Q.unpack_from
+        it = self.db.iter()
         out: list[Meta] = []
         for key, raw in zip(keys, raws, strict=True):
             nxt, lo, floor = _NEW if raw is None else _unpack_meta(raw)
@@ -956,7 +943,6 @@ class LmqStore:
         counting = self._stats_thread
         if counting is not None:
             counting.join()
-        self._it = None  # an iterator must not outlive its database
         try:
             self.db.flush()
         finally:

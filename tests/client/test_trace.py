@@ -314,3 +314,30 @@ async def test_abort_stops_the_task_and_sends_nothing_more() -> None:
     assert not tracer._sends and tracer.sent_records == 0  # the stuck send was cancelled
     tracer.record(record)
     assert tracer.dropped == 1 and tracer.queued == 0
+
+
+@pytest.mark.parametrize("bodies", [[b"ab", b"cd", b"ef"], [b"ab", b"cde", b"f"]],
+                         ids=["alike", "bodies of several lengths"])
+def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None:
+    """The records of a prepared batch whose messages are alike (read once) are those of
+    its messages read one by one."""
+    from tidemq.client.sending import BatchCompression, prepare_send_batch
+    from tidemq.client.stamps import new_uniq_keys
+    from tidemq.client.tracer import pub_records
+    from tidemq.types import MessageQueue, SendResult, SendStatus
+
+    msgs = [Message("Batched", b, {"TAGS": "t", "KEYS": "k1 k2"}) for b in bodies]
+    prepared = prepare_send_batch(msgs, max_size=1024, keys=new_uniq_keys("127.0.0.1"),
+                                  now_ms=1, compression=BatchCompression(None))
+    assert prepared.alike == (len(set(map(len, bodies))) == 1)
+    offsets = ",".join(f"7F00000100002A9F{i:016X}" for i in range(len(bodies)))
+    result = SendResult(SendStatus.SEND_OK, ",".join(prepared.keys), offsets,
+                        MessageQueue("Batched", "broker-a", 0), 0,
+                        message_count=len(bodies))
+    by_batch = pub_records("pg", msgs, prepared, result, 1, 2)
+    one_by_one = pub_records("pg", msgs, list(prepared.keys), result, 1, 2)
+    whole = [by_batch.prefix + t + by_batch.suffix for t in by_batch.texts]
+    assert whole == [one_by_one.prefix + t + one_by_one.suffix for t in one_by_one.texts]
+    records = decode_trace_data("".join(whole).encode()).records
+    assert [(r.tags, r.keys, r.body_length) for r in records] == [  # type: ignore[union-attr]
+        ("t", "k1 k2", len(b)) for b in bodies]

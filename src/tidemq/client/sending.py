@@ -162,6 +162,13 @@ class PreparedBatch:
         return self.encoded.count
 
     @property
+    def alike(self) -> bool:
+        """Whether the messages share their properties (but for the ``UNIQ_KEY`` the
+        encoder gave each), flag and body length: the encoder's uniform layout."""
+        e = self.encoded
+        return e.listed_keys is None and e.min_body == e.max_body
+
+    @property
     def keys(self) -> list[str]:
         """The messages' ``UNIQ_KEY``s, in order (made once; do not modify)."""
         if self._keys is None:

@@ -100,22 +100,28 @@ class _Keyed(Protocol):
     @property
     def keys(self) -> list[str]: ...
 
+    @property
+    def alike(self) -> bool: ...
+
 
 def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _Keyed,
                 result: SendResult, born_ms: int, cost_ms: int) -> EncodedRecords:
     """The Pub records, encoded, of a send of ``msgs`` (one, or a batch whose
     ``UNIQ_KEY``\\ s are ``msg_ids``, or the ``keys`` of a prepared batch) answered by
-    ``result``."""
+    ``result``. The messages of a prepared batch that are :attr:`alike` are read once."""
+    alike = False
     if not isinstance(msg_ids, Sequence):
+        alike = msg_ids.alike
         msg_ids = msg_ids.keys
     offset_ids = result.offset_msg_id.split(",")
     if len(offset_ids) != len(msgs):
         offset_ids = [result.offset_msg_id] * len(msgs)
     first = msgs[0]
     n = len(msgs)
-    if n == 1:
-        tags, keys = [first.properties.get("TAGS", "")], [first.properties.get("KEYS", "")]
-        lengths = [len(first.body)]
+    if n == 1 or alike:
+        shared = first.properties
+        tags, keys = [shared.get("TAGS", "")] * n, [shared.get("KEYS", "")] * n
+        lengths = [len(first.body)] * n
     else:  # map over dict.get and operator: C loops
         props = list(map(_PROPERTIES, msgs))
         tags = list(map(dict.get, props, itertools.repeat("TAGS"), itertools.repeat("")))

@@ -195,7 +195,10 @@ class HaServer:
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(reader.read(4096), self.housekeeping)
+                    # Not wait_for: on Python 3.11 it returns the data, and drops the
+                    # cancellation, when close() lands in the step a report arrives.
+                    async with asyncio.timeout(self.housekeeping):
+                        data = await reader.read(4096)
                 except TimeoutError:
                     log.warning("replica %s silent for %.0f s: disconnected", link.address,
                                 self.housekeeping)
@@ -268,7 +271,8 @@ class HaServer:
                     link.waiting = False
                     continue
                 try:
-                    await asyncio.wait_for(link.wake.wait(), self.heartbeat)
+                    async with asyncio.timeout(self.heartbeat):  # (see _serve)
+                        await link.wake.wait()
                 except TimeoutError:
                     link.waiting = False
                     writer.write(encode_frame_header(link.sending, 0))

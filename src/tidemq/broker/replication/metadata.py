@@ -79,8 +79,11 @@ class MetadataSync:
                     log.warning("copying metadata from master %s failed: %s",
                                 self.master_addr, exc)
             self._wake.clear()
+            # Not wait_for: on Python 3.11 it drops a cancellation (the broker
+            # stopping) that lands in the step the wake-up comes.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
 
     async def copy_now(self, *, lmq: bool = True) -> None:
         """Copy the master's metadata now (one copy at a time: a master's notice of a

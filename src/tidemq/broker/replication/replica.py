@@ -113,7 +113,10 @@ class HaClient:
         last_heard = time.monotonic()
         while True:
             try:
-                data = await asyncio.wait_for(reader.read(_READ), self.heartbeat)
+                # Not wait_for: on Python 3.11 it returns the data, and drops the
+                # cancellation, when stop() lands in the step the bytes arrive.
+                async with asyncio.timeout(self.heartbeat):
+                    data = await reader.read(_READ)
             except TimeoutError:
                 if time.monotonic() - last_heard > self.housekeeping:
                     raise TimeoutError(f"master silent for {self.housekeeping:.0f} s") from None

@@ -1,15 +1,30 @@
-"""What a broker in controller mode does about what the controllers say (pure part)."""
+"""What a broker in controller mode does about what the controllers say: the pure
+decision, and the link's own bookkeeping (its lease's start) with a real store and no
+controller reachable."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tidemq.broker.config import BrokerConfig
 from tidemq.broker.controller_link import (
     AskElection,
     Assignment,
     BecomeMaster,
     BecomeReplica,
+    ControllerLink,
     next_step,
 )
-from tidemq.broker.replication.role import BrokerRole, RoleState
+from tidemq.broker.replication.lease import MasterLease, lease_ms
+from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
+from tidemq.net import RemotingClient
+from tidemq.store.config import StoreConfig
+from tidemq.store.message_store import MessageStore
 
 REPLICA = RoleState(BrokerRole.SLAVE, 2, "127.0.0.1:10912", 1)
 MASTER = RoleState(BrokerRole.SYNC_MASTER, 0, "", 1)
@@ -47,3 +62,57 @@ def test_without_master_only_members_of_the_set_ask_for_an_election() -> None:
 
 def test_a_master_without_an_ha_address_is_not_followed_yet() -> None:
     assert next_step(2, REPLICA, assignment(1, 2, {1}, ha=None)) is None
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MessageStore]:
+    s = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path),
+                                 mapped_file_size_commit_log=64 * 1024))
+    s.start()
+    try:
+        yield s
+    finally:
+        s.shutdown()
+
+
+def link_of(store: MessageStore) -> ControllerLink:
+    config = BrokerConfig(enable_controller_mode=True, controller_addr="127.0.0.1:9",
+                          broker_id=1, broker_heartbeat_interval=20,
+                          controller_heart_beat_timeout_mills=3000)
+    role = RoleHolder(RoleState(BrokerRole.SLAVE, 1, "", 1))
+    return ControllerLink(RemotingClient(), config, store, role,
+                          broker_addr=lambda: "127.0.0.1:10911",
+                          ha_address=lambda: "127.0.0.1:10912",
+                          lease=MasterLease(lease_ms(3000, 20)))
+
+
+async def test_a_new_master_is_not_stepped_down_while_it_is_still_becoming_one(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heartbeats go on while the parts of the broker take the master's role (the
+    HA server starts, the replica's copy stops): the new master's first lease runs from
+    when it was elected, not from when it was last master."""
+    link = link_of(store)
+    rounds = 0
+    beaten = asyncio.Event()
+
+    async def unanswered_round() -> None:  # the controllers have not confirmed it yet
+        nonlocal rounds
+        rounds += 1
+        if rounds >= 5:
+            beaten.set()
+
+    monkeypatch.setattr(link, "heartbeat_round", unanswered_round)
+
+    async def slow_part(state: RoleState) -> None:
+        if state.is_master:
+            await beaten.wait()  # several heartbeat rounds pass meanwhile
+
+    link.role.add_listener(slow_part)
+    beater = asyncio.get_running_loop().create_task(link._beat_forever())
+    try:
+        await link._become_master(2)
+        assert link.role.state.is_master and link.role.state.epoch == 2
+    finally:
+        beater.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beater

@@ -123,6 +123,14 @@ def next_step(me: int, role: RoleState, assignment: Assignment) -> Step:
                          assignment.master_epoch)
 
 
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set or ``seconds`` passed. Not wait_for: on Python 3.11 it drops
+    a cancellation (the link stopping) that lands in the step the event is set."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+
+
 def _entries(cache: EpochEntryCache) -> list[EpochEntry]:
     return [EpochEntry(e.epoch, e.start_offset) for e in cache.epoch_list]
 
@@ -381,8 +389,7 @@ class ControllerLink:
             round_ = asyncio.ensure_future(self.heartbeat_round())
             self._rounds.add(round_)
             round_.add_done_callback(self._round_done)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat_now.wait(), interval)
+            await _wait(self._beat_now, interval)
             self._beat_now.clear()
             lease = self.lease
             if (lease is not None and self.role.state.is_master and not lease.holds()
@@ -440,8 +447,10 @@ class ControllerLink:
         last = epochs.last
         if last is None or last.epoch != epoch:  # else master again after its lease lapsed
             epochs.append(epoch, start)
-        await self.role.become_master(epoch, sync=self.config.master_is_sync)
+        # Before the role changes: its parts take a while to follow (the HA server
+        # starts, the copy stops), and heartbeat rounds judge the lease meanwhile.
         self._master_since = self.lease.clock() if self.lease is not None else 0.0
+        await self.role.become_master(epoch, sync=self.config.master_is_sync)
         self._beat_now.set()  # renew the lease now: it acknowledges nothing until then
         log.warning("%s id %d is master of epoch %d from commit-log offset %d",
                     self.config.broker_name, self.me, epoch, start)

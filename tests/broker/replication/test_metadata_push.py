@@ -64,6 +64,10 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerApp, BrokerApp]]:
         link = master.controller_link
         assert link is not None
         await until(lambda: link.in_sync_replicas() == [replica.broker_addr])
+        # and its copy connected: the controllers' in-sync set is read from the
+        # replicas' epoch caches, which an empty replica passes before it connects
+        server = master.ctx.replication.server
+        await until(lambda: server is not None and server.in_sync() >= 1)
         yield master, replica
     finally:
         for app in brokers:

@@ -8,8 +8,10 @@ Two clients send while the master is cut off: one to the old master's address di
 one following routes. Every acknowledgement is recorded with the broker that gave it
 (the store host of its offset message id) and when it arrived. No interval may have two
 masters acknowledging: the old master's last acknowledgement arrives before the new
-master's first. After healing, the old master rejoins as a replica of the new one
-without a restart, and every acknowledged message is read back exactly once.
+master's first -- but under ``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``, where
+the old master goes on, past its lease, acknowledging what its replicas confirm. After
+healing, the old master rejoins as a replica of the new one without a restart, and every
+acknowledged message is read back exactly once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.child_server import free_port
 from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
+    LEASE_MS,
     TOPIC,
     broker_settings,
     eventually,
@@ -81,6 +84,8 @@ class Group:
 #: A master that waits for every in-sync replica present, and for none when none is: it
 #: acknowledges alone once its replicas leave, so only its lease stops it.
 ALONE = {"inSyncReplicas": "3", "allAckInSyncStateSet": "true", "minInSyncReplicas": "1"}
+#: A master that, without its lease, acknowledges what both its replicas confirm.
+FOLLOWED = {"masterWithoutControllerQuorum": "SYNC_STATE_SET_FOLLOWS"}
 
 
 @pytest.fixture
@@ -206,7 +211,9 @@ async def check_every_ack_read_once(admin: AdminClient, addr: str, acks: list[Ac
         assert [b for b in got if b in set(acked)] == acked
 
 
-async def partition_and_heal(g: Group, *, cut_ha: bool) -> None:
+async def partition_and_heal(g: Group, *, cut_ha: bool, followed: bool = False) -> None:
+    """``followed``: the brokers run ``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``
+    (the old master may acknowledge after its lease lapsed, what its replicas hold)."""
     old = g.brokers[0]
     async with Producer("partition-p", config=g.config) as producer:
         senders = Senders(g.admin, producer, old.addr)
@@ -236,8 +243,11 @@ async def partition_and_heal(g: Group, *, cut_ha: bool) -> None:
     before = senders.from_broker(old.addr)
     after = senders.from_broker(new.addr)
     assert len(before) + len(after) == len(senders.acks)  # no third broker acknowledged
-    assert max(a.at for a in before) < min(a.at for a in after), (
-        "two masters acknowledged at once")
+    if followed:  # it went on past its lease (which lapsed within one after the cut)
+        assert any(a.sent > cut_at + LEASE_MS / 1000 for a in before)
+    else:
+        assert max(a.at for a in before) < min(a.at for a in after), (
+            "two masters acknowledged at once")
     refusals = [remark for at, code, remark in senders.refused if at > cut_at]
     assert refusals
     if cut_ha:  # nothing sent after the cut can have its copy confirmed
@@ -280,7 +290,12 @@ async def test_a_master_cut_off_from_the_controllers_stops_acknowledging_by_its_
     await partition_and_heal(group, cut_ha=False)
 
 
-
 async def test_a_master_cut_off_from_replicas_and_controllers_acknowledges_nothing_more(
         group: Group) -> None:
     await partition_and_heal(group, cut_ha=True)
+
+
+@pytest.mark.parametrize("group", [FOLLOWED], indirect=True)
+async def test_a_followed_master_cut_off_from_the_controllers_loses_no_acknowledged_message(
+        group: Group) -> None:
+    await partition_and_heal(group, cut_ha=False, followed=True)

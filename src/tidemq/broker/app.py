@@ -124,7 +124,7 @@ class BrokerApp:
                 broker_addr=lambda: self.broker_addr,
                 ha_address=lambda: self.ctx.replication.ha_address,
                 max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
-                lease=ctx.replication.lease)
+                lease=ctx.replication.lease, standing=ctx.replication.standing)
         #: Controller mode: topic and group changes reach the in-sync replicas at once.
         self.metadata_push: MetadataPush | None = None
         if self.controller_link is not None:

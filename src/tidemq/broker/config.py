@@ -22,6 +22,7 @@ from typing import Any
 
 from tidemq.broker.config_overrides import overrides_path, read_overrides
 from tidemq.broker.replication.role import BrokerRole
+from tidemq.broker.replication.standing import QuorumLossMode
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
 from tidemq.net.acl.auth_keys import init_user, inner_credentials
@@ -176,6 +177,11 @@ class BrokerConfig(ServerKeys):
     controller_heart_beat_timeout_mills: int = 3000
     #: Among equally current replicas the lowest wins an election.
     broker_election_priority: int = 2**31 - 1
+    #: TideMQ: what a master does once no quorum of controllers confirms it (its lease
+    #: lapsed): ``STEP_DOWN``, or ``SYNC_STATE_SET_FOLLOWS`` -- go on acknowledging what
+    #: every member of its sync-state set confirms it holds while following it
+    #: (:mod:`tidemq.broker.replication.standing`).
+    master_without_controller_quorum: QuorumLossMode = QuorumLossMode.STEP_DOWN
     def __post_init__(self) -> None:
         self.check_server_keys()
         for key, value in (("transactionTimeOut", self.transaction_time_out),
@@ -226,6 +232,16 @@ class BrokerConfig(ServerKeys):
                                   "brokerHeartbeatInterval: a master's lease is the timeout "
                                   "less two intervals, and is renewed every interval",
                                   key="controllerHeartBeatTimeoutMills")
+            if (self.master_without_controller_quorum is QuorumLossMode.SYNC_STATE_SET_FOLLOWS
+                    and self.broker_role is not BrokerRole.SYNC_MASTER):
+                raise ConfigError("masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS needs "
+                                  "brokerRole=SYNC_MASTER: a master without its lease "
+                                  "acknowledges only what its replicas confirm they hold",
+                                  key="masterWithoutControllerQuorum")
+        elif self.master_without_controller_quorum is not QuorumLossMode.STEP_DOWN:
+            raise ConfigError("masterWithoutControllerQuorum applies in controller mode only "
+                              "(enableControllerMode=true)",
+                              key="masterWithoutControllerQuorum")
         elif self.broker_role.is_master and self.broker_id != 0:
             raise ConfigError(f"a {self.broker_role.value} has brokerId 0, not "
                               f"{self.broker_id}", key="brokerId")

@@ -26,7 +26,11 @@ stops taking sends and copying at once, cuts that tail while it runs
 (:meth:`~tidemq.store.message_store.MessageStore.cut_tail`), and copies from there.
 
 Controllers that cannot be reached elect no one; a master that cannot reach a quorum of
-them stops acknowledging when its lease lapses.
+them stops acknowledging when its lease lapses -- unless
+``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``: then the link keeps the
+sync-state sets the controllers may hold, and the members' answers that they follow the
+master let it go on acknowledging what they all hold
+(:mod:`tidemq.broker.replication.followers`, :mod:`tidemq.broker.replication.standing`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ import logging
 from collections.abc import Callable
 
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.replication.followers import SyncStateSetFollowers
 from tidemq.broker.replication.lease import HeartbeatAnswer, MasterLease, renews
 from tidemq.broker.replication.role import RoleHolder, RoleState, StaleEpoch
+from tidemq.broker.replication.standing import Standing
 from tidemq.codec.bodies import decode_body, encode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import (
@@ -140,7 +146,8 @@ class ControllerLink:
                  role: RoleHolder, *, broker_addr: Callable[[], str],
                  ha_address: Callable[[], str],
                  max_gap_not_in_sync: int = 256 * 1024 * 1024,
-                 lease: MasterLease | None = None) -> None:
+                 lease: MasterLease | None = None,
+                 standing: Standing | None = None) -> None:
         self.client = client
         self.config = config
         self.store = store
@@ -160,9 +167,18 @@ class ControllerLink:
         self._rounds: set[asyncio.Task[None]] = set()
         self._beat_now = asyncio.Event()
         self.lease = lease
+        self.standing = standing
         self._master_since = 0.0
         #: As master, its in-sync replicas' addresses by id (see :meth:`in_sync_replicas`).
         self._in_sync_addresses: dict[int, str] = {}
+        #: With ``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``: the sync-state
+        #: sets the controllers may hold, and the rounds asking their members.
+        self.followers: SyncStateSetFollowers | None = None
+        if standing is not None and standing.follows_allowed:
+            self.followers = SyncStateSetFollowers(
+                self.me, role, standing, lambda: store.commitlog.max_offset,
+                self._epoch_cache, config.broker_heartbeat_interval / 1000)
+            standing.on_wanted.append(self.followers.wake)
         #: Called with the master's address whenever this broker starts following one.
         self.on_master: Callable[[str], None] | None = None
         #: The last assignment seen (tests and the status read it).
@@ -265,6 +281,8 @@ class ControllerLink:
             answers.append(answer)
             if lease is not None and renews(answers, len(self.controllers), self.me, epoch):
                 lease.renew(sent_at)
+                if self.followers is not None:
+                    self.followers.leased_epoch = epoch
                 return
 
     async def _register(self) -> bool:
@@ -360,8 +378,12 @@ class ControllerLink:
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run(), name="broker-controller-link")
         self._beater = loop.create_task(self._beat_forever(), name="broker-controller-beat")
+        if self.followers is not None:
+            self.followers.start()
 
     async def stop(self) -> None:
+        if self.followers is not None:
+            await self.followers.stop()
         tasks = [t for t in (self._task, self._beater, *self._rounds, *self._beating.values())
                  if t is not None]
         self._task = self._beater = None
@@ -392,9 +414,14 @@ class ControllerLink:
             await _wait(self._beat_now, interval)
             self._beat_now.clear()
             lease = self.lease
-            if (lease is not None and self.role.state.is_master and not lease.holds()
+            if (lease is not None and self.role.state.is_master and not self._stands()
                     and lease.clock() - self._master_since >= lease.duration):
                 await self._step_down()  # (a new master gets one lease to be confirmed)
+
+    def _stands(self) -> bool:
+        if self.standing is not None:
+            return self.standing.may_take()
+        return self.lease is None or self.lease.holds()
 
     def _round_done(self, task: asyncio.Task[None]) -> None:
         self._rounds.discard(task)
@@ -404,10 +431,14 @@ class ControllerLink:
     async def _step_down(self) -> None:
         state = self.role.state
         await self.role.step_down(self.me)
+        if self.standing is not None:
+            self.standing.reset(-1)
+        followed = self.standing is not None and self.standing.follows_allowed
         log.warning("%s id %d stops being master of epoch %d: its lease lapsed (no quorum of "
-                    "controllers confirmed it in time); it takes no sends until the "
+                    "controllers confirmed it in time)%s; it takes no sends until the "
                     "controllers say who is master", self.config.broker_name, self.me,
-                    state.epoch)
+                    state.epoch,
+                    " and its sync-state set no longer confirms it follows" if followed else "")
 
     async def tick(self) -> None:
         """One round: learn the master, act (see the module doc); heartbeats are sent
@@ -436,6 +467,10 @@ class ControllerLink:
         except StaleEpoch as exc:
             log.warning("role order ignored: %s", exc)
         if self.role.state.is_master and assignment.master_id == self.me:
+            if self.followers is not None:
+                self.followers.answered(assignment.master_epoch,
+                                        assignment.sync_state_set_epoch,
+                                        assignment.sync_state_set)
             await self._report_in_sync(assignment)
         elif step is None and not self.role.state.is_master:
             await self._follow_epochs(assignment)
@@ -449,6 +484,8 @@ class ControllerLink:
             epochs.append(epoch, start)
         # Before the role changes: its parts take a while to follow (the HA server
         # starts, the copy stops), and heartbeat rounds judge the lease meanwhile.
+        if self.standing is not None:
+            self.standing.reset(epoch)
         self._master_since = self.lease.clock() if self.lease is not None else 0.0
         await self.role.become_master(epoch, sync=self.config.master_is_sync)
         self._beat_now.set()  # renew the lease now: it acknowledges nothing until then
@@ -532,11 +569,15 @@ class ControllerLink:
             master_epoch=assignment.master_epoch)
         body = SyncStateSet(sync_state_set=sorted(in_sync),
                             sync_state_set_epoch=assignment.sync_state_set_epoch)
+        if self.followers is not None:  # until the outcome is known, either set
+            self.followers.asked(assignment.sync_state_set_epoch, frozenset(in_sync))
         response = await self._at_leader(RemotingCommand.request(
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header.to_ext(), encode_body(body)))
         if response is not None and response.code == ResponseCode.SUCCESS:
             log.info("%s: in-sync replicas now %s", self.config.broker_name, sorted(in_sync))
         elif response is not None:
+            if self.followers is not None:
+                self.followers.refused(assignment.sync_state_set_epoch)
             log.info("sync-state set not changed: %s %s", response.code, response.remark)
 
     async def _members(self) -> dict[int, str]:
@@ -550,5 +591,7 @@ class ControllerLink:
         group = info.replicas_info_table.get(self.config.broker_name)
         if group is None:
             return {}
-        return {r.broker_id: r.broker_address
-                for r in [*group.in_sync_replicas, *group.not_in_sync_replicas] if r.alive}
+        every = [*group.in_sync_replicas, *group.not_in_sync_replicas]
+        if self.followers is not None:
+            self.followers.addresses.update({r.broker_id: r.broker_address for r in every})
+        return {r.broker_id: r.broker_address for r in every if r.alive}

@@ -142,8 +142,9 @@ class SendProcessor:
         self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
         self._replication = ctx.replication
-        #: Controller mode: a master acknowledges only while its lease holds.
-        self._lease = ctx.replication.lease
+        #: Controller mode: a master acknowledges only while its lease holds (or what its
+        #: sync-state set confirmed, when configured).
+        self._standing = ctx.replication.standing
         ctx.replication.complete = self._replicated
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
@@ -381,7 +382,7 @@ class SendProcessor:
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
         if self.store.replica:
             raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
-        if self._lease is not None and not self._lease.holds():
+        if self._standing is not None and not self._standing.may_take():
             raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
         # A name in _valid_names passed _queue, so it is no LMQ (checked first).
         if topic not in self._valid_names and self.store.is_lmq(topic):
@@ -480,16 +481,19 @@ class SendProcessor:
             code = (_SUCCESS if acks is None
                     else acks.wait(result.phys_offsets[-1] + result.sizes[-1], item))
         if code is not None:  # else _replicated answers it
-            conn.send_response(self._response(cmd, qid, result, self._leased(code), uniq))
+            conn.send_response(self._response(cmd, qid, result, self._leased(code, result),
+                                              uniq))
 
     def _replicated(self, item: _Pending, code: int) -> None:
         conn, cmd, qid, result, uniq = item
-        conn.send_response(self._response(cmd, qid, result, self._leased(code), uniq))
+        conn.send_response(self._response(cmd, qid, result, self._leased(code, result), uniq))
 
-    def _leased(self, code: int) -> int:
-        """``code`` for a send answered after waiting, unless it is a success that a
-        master whose lease lapsed meanwhile may no longer give."""
-        if code == _SUCCESS and self._lease is not None and not self._lease.holds():
+    def _leased(self, code: int, result: PutResult) -> int:
+        """``code`` for a send answered after waiting, unless it is a success this master
+        may no longer give: its lease lapsed meanwhile (and, when that is allowed, its
+        sync-state set has not confirmed the message)."""
+        if (code == _SUCCESS and self._standing is not None
+                and not self._standing.acknowledges(result.phys_offsets[-1] + result.sizes[-1])):
             return _NOT_MASTER
         return code
 

@@ -11,6 +11,11 @@ stored, and the answer carries its id and offset, as upstream's.
 How many copies a send needs (the master's included), from RocketMQ's keys:
 ``inSyncReplicas``; with ``enableAutoInSyncReplicas`` the in-sync copies present, never
 fewer than ``minInSyncReplicas``; with ``allAckInSyncStateSet`` every in-sync copy.
+
+A controller-mode master may also cap what it acknowledges (``limit``: a master whose
+lease lapsed acknowledges only what its sync-state set confirmed, see
+:mod:`tidemq.broker.replication.standing`); a send beyond the cap waits for it to rise
+(``want`` asks for it) within the same ``timeout``.
 """
 
 from __future__ import annotations
@@ -54,16 +59,20 @@ class ReplicaAcks:
 
     ``acked()`` gives the replicas' acknowledged offsets (one per connected replica);
     ``in_sync()`` how many of them are in sync. ``complete(item, code)`` is called once
-    per queued item with SUCCESS or FLUSH_SLAVE_TIMEOUT.
+    per queued item with SUCCESS or FLUSH_SLAVE_TIMEOUT. ``limit()``: sends ending
+    beyond it wait whatever their copies (``want()`` is called when one does).
     """
 
     def __init__(self, policy: AckPolicy, acked: Callable[[], Sequence[int]],
                  in_sync: Callable[[], int], complete: Callable[[Any, int], None],
-                 timeout: float) -> None:
+                 timeout: float, *, limit: Callable[[], int] | None = None,
+                 want: Callable[[], None] | None = None) -> None:
         self.policy = policy
         self._acked = acked
         self._in_sync = in_sync
         self._complete = complete
+        self._limit = limit if limit is not None else _no_limit
+        self._want = want if want is not None else _nothing
         self.timeout = timeout
         #: (end, copies needed, deadline, item), in commit-log order.
         self._queue: deque[tuple[int, int, float, Any]] = deque()
@@ -78,14 +87,15 @@ class ReplicaAcks:
         """Queue ``item`` until enough copies hold the log up to ``end``: ``None`` when
         queued, else the answer's code now (SUCCESS or SLAVE_NOT_AVAILABLE)."""
         need = self.policy.needed(self._in_sync() + 1)
-        if need <= 1:
-            return SUCCESS
-        if self._in_sync() + 1 < need:
+        if need > 1 and self._in_sync() + 1 < need:
             self.unavailable += 1
             return SLAVE_NOT_AVAILABLE
-        if _copies(self._acked(), end) + 1 >= need:
+        capped = end > self._limit()
+        if not capped and (need <= 1 or _copies(self._acked(), end) + 1 >= need):
             return SUCCESS
         self._queue.append((end, need, time.monotonic() + self.timeout, item))
+        if capped:
+            self._want()
         if self._timer is None:
             self._arm()
         return None
@@ -96,11 +106,15 @@ class ReplicaAcks:
         if not queue:
             return
         acked = sorted(self._acked(), reverse=True)
+        limit = self._limit()
         complete = self._complete
         while queue:
             end, need, _, item = queue[0]
+            if end > limit:
+                self._want()
+                break
             # the need-1 th highest replica offset covers ``end``
-            if need - 1 > len(acked) or acked[need - 2] < end:
+            if need > 1 and (need - 1 > len(acked) or acked[need - 2] < end):
                 break
             queue.popleft()
             complete(item, SUCCESS)
@@ -129,6 +143,14 @@ class ReplicaAcks:
             self._complete(queue.popleft()[3], FLUSH_SLAVE_TIMEOUT)
         if queue:
             self._arm()
+
+
+def _no_limit() -> int:
+    return 2**63 - 1
+
+
+def _nothing() -> None:
+    pass
 
 
 def _copies(acked: Sequence[int], end: int) -> int:

@@ -13,8 +13,9 @@ and applies each role it is given:
 The send path reads :attr:`ReplicationService.acks` on every send that waits, so a
 role change takes effect on the next send; sends still waiting when a SYNC_MASTER
 stops being one are answered FLUSH_SLAVE_TIMEOUT. In controller mode the send path also
-reads :attr:`ReplicationService.lease`: a master whose lease lapsed acknowledges nothing
-(:mod:`~tidemq.broker.replication.lease`).
+reads :attr:`ReplicationService.standing`: a master whose lease lapsed acknowledges nothing,
+or, under ``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``, only what its
+sync-state set confirmed (:mod:`~tidemq.broker.replication.standing`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.replica import HaClient
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
+from tidemq.broker.replication.standing import Standing
 from tidemq.codec.ha import FRAME_HEADER_SIZE
 from tidemq.errors import ConfigError
 from tidemq.net.bind import warn_if_exposed
@@ -66,9 +68,14 @@ class ReplicationService:
         #: Controller mode: how long this broker may still acknowledge sends as master
         #: (renewed by its controller link; ``None`` under a static configuration).
         self.lease: MasterLease | None = None
+        #: Controller mode: what lets this master acknowledge (its lease, or its
+        #: sync-state set's confirmations when configured).
+        self.standing: Standing | None = None
         if config.enable_controller_mode:
             self.lease = MasterLease(lease_ms(config.controller_heart_beat_timeout_mills,
                                               config.broker_heartbeat_interval))
+            self.standing = Standing(self.lease, config.master_without_controller_quorum)
+            self.standing.on_confirmed.append(self._on_report)
         self._ha_port = config.ha_port
         self._started = False
         self.role.add_listener(self._apply)
@@ -172,9 +179,12 @@ class ReplicationService:
         if state.role is BrokerRole.SYNC_MASTER:
             if self.acks is None:
                 server = self.server
-                self.acks = ReplicaAcks(self.policy, server.acked_offsets, server.in_sync,
-                                        self._answer,
-                                        self.config.slave_timeout / 1000)
+                standing = self.standing
+                self.acks = ReplicaAcks(
+                    self.policy, server.acked_offsets, server.in_sync, self._answer,
+                    self.config.slave_timeout / 1000,
+                    limit=standing.limit if standing is not None else None,
+                    want=standing.want if standing is not None else None)
         elif self.acks is not None:
             self.acks.fail_all()
             self.acks = None

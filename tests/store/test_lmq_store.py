@@ -737,24 +737,43 @@ def test_first_use_reads_each_queue_once(tmp_path: Path) -> None:
         assert counting.iterators <= 1
         assert lmq.max_offsets(wanted) == {**sizes, "%LMQ%never": 0, "%LMQ%s1x": 0}
         assert (counting.keys_read, counting.seeks) == (len(wanted), len(wanted))  # cached
+        # a dispatch round naming queues not cached reads them together too
+        lmq._meta.clear()
+        counting.keys_read = counting.seeks = counting.iterators = 0
+        names = list(sizes)
+        lmq.write_fanout([(names, [sizes[n] for n in names], 1000, 10, 0, 1)], 1010)
+        assert (counting.keys_read, counting.seeks, counting.iterators) == (40, 40, 1)
+        assert lmq.max_offsets(names) == {n: k + 1 for n, k in sizes.items()}
         lmq.db = db
     finally:
         lmq.close()
 
 
-def test_a_reader_never_caches_while_a_writer_holds_the_store(tmp_path: Path) -> None:
+def test_a_miss_while_a_writer_holds_the_store_does_not_wait(tmp_path: Path) -> None:
     """A miss while a writer holds the lock (a dispatch round being written) reads the
-    database without caching: it neither waits for the writer nor leaves behind what
-    the writer is about to change."""
+    database without waiting. A reader's value is not cached (the round may be about to
+    change it); the appender's is, as no round publishes a queue it asks about -- unless
+    a trim or another writer ran during the read."""
     lmq = LmqStore(tmp_path / "lmq", cached_queues=8)
     try:
-        lmq.write([LmqEntry("%LMQ%a", o, o, 1, 0, 1) for o in range(3)], 10)
+        lmq.write([LmqEntry(n, o, o, 1, 0, 1) for n in ("%LMQ%a", "%LMQ%c") for o in range(3)],
+                  10)
         lmq._meta.clear()
         with lmq._lock:
-            assert lmq.max_offset("%LMQ%a") == 3 and lmq.max_offsets(["%LMQ%b"]) == {
-                "%LMQ%b": 0}
-            assert lmq.cached() == 0
-        assert lmq.max_offset("%LMQ%a") == 3 and lmq.cached() == 1
+            assert lmq.max_offset("%LMQ%a") == 3 and lmq.cached() == 0
+            assert lmq.max_offsets(["%LMQ%a", "%LMQ%b"]) == {"%LMQ%a": 3, "%LMQ%b": 0}
+            assert lmq._meta == {"%LMQ%a": (3, 0, 0), "%LMQ%b": (0, 0, 0)}
+            load = lmq._load_metas
+
+            def overlapped(names: list[str]) -> list[tuple[int, int, int]]:
+                lmq._changes += 2  # a trim (or a deletion, expiry) ran meanwhile
+                return load(names)
+
+            lmq._load_metas = overlapped  # type: ignore[method-assign]
+            assert lmq.max_offsets(["%LMQ%c"]) == {"%LMQ%c": 3}
+            assert "%LMQ%c" not in lmq._meta
+            lmq._load_metas = load  # type: ignore[method-assign]
+        assert lmq.max_offset("%LMQ%c") == 3 and lmq.cached() == 3
         for i in range(20):
             assert not lmq.exists(f"%LMQ%none{i}")
             assert lmq.cached() <= 8

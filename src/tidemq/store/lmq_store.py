@@ -64,6 +64,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import chain, islice, repeat
 from operator import add, ge, itemgetter, not_, or_
 from pathlib import Path
@@ -179,6 +180,9 @@ class LmqStore:
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
         self.cached_queues = cached_queues
+        #: Odd while a writer other than dispatch changes cached metadata or drops it
+        #: (retention, deletion, a cut, a trim), one more when it is done (see _metas).
+        self._changes = 0
         #: Whether every queue the database holds is cached (a warm-up saw them all
         #: and none was dropped since): a miss is then a queue that does not exist.
         self.complete = False
@@ -214,6 +218,25 @@ class LmqStore:
             meta = self._meta[name] = self._load_metas([name])[0]
         return meta
 
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """The lock, for a writer other than dispatch that changes or drops cached
+        metadata: :attr:`_changes` is odd meanwhile (see :meth:`_metas`)."""
+        with self._lock:
+            self._changes += 1
+            try:
+                yield
+            finally:
+                self._changes += 1
+
+    def _cache_missing(self, names: list[str]) -> None:
+        """Cache the metadata of those of ``names`` not cached, read together (one
+        multi-get, one iterator). Called with the lock held (a writer's round)."""
+        cache = self._meta
+        todo = [name for name in names if name not in cache]
+        if todo:
+            cache.update(zip(todo, self._load_metas(todo), strict=True))
+
     def _read_meta(self, name: str) -> Meta:
         """:meth:`_meta_of` for readers, who do not hold the lock."""
         meta = self._meta.get(name)
@@ -222,7 +245,7 @@ class LmqStore:
     def max_offsets(self, names: Iterable[str]) -> dict[str, int]:
         """The max offsets of ``names``, the uncached ones read together
         (:meth:`_metas`): the appender's lookup of the LMQs a put names that it holds
-        no offset for."""
+        no offset for -- *settled* queues, whose records are all dispatched."""
         cache = self._meta
         out: dict[str, int] = {}
         missing: list[str] = []
@@ -234,23 +257,36 @@ class LmqStore:
                 out[name] = meta[0]
         if missing:
             missing = list(dict.fromkeys(missing))
-            out.update(zip(missing, map(_first, self._metas(missing)), strict=True))
+            out.update(zip(missing, map(_first, self._metas(missing, settled=True)),
+                           strict=True))
         return out
 
-    def _metas(self, names: list[str]) -> list[Meta]:
+    def _metas(self, names: list[str], *, settled: bool = False) -> list[Meta]:
         """The metadata of the uncached queues ``names`` for a reader.
 
         Filled into the cache under the lock, so that a fill never interleaves with a
         writer's publication or a trim: a value read before a write, cached after the
         write's own value was trimmed, would be stale. When a writer holds the lock (a
-        dispatch round being written), the metadata is read without it and not cached:
-        it is what the database holds at that moment, which is exact for every queue
-        the round does not touch -- among them every queue the appender asks for, as
-        it asks only for queues whose records are all dispatched -- and a moment old
-        for the others, as a read just before the round would be."""
+        dispatch round being written), the metadata is read without it: it is what the
+        database holds at that moment, which is exact for every queue the round does
+        not touch and a moment old for the others, as a read just before the round
+        would be. Those reads are cached only for *settled* queues (``settled``: the
+        appender's, whose records are all dispatched), which no dispatch round
+        publishes meanwhile; the other writers -- retention, deletion, a cut, and
+        trims -- count :attr:`_changes` around what they do, and a fill that one of
+        them overlapped takes its values out again (a miss reads them afresh)."""
         lock = self._lock
         if not lock.acquire(blocking=False):
-            return self._load_metas(names)
+            changes = self._changes
+            metas = self._load_metas(names)
+            if settled and not changes & 1:
+                cache = self._meta
+                deque(map(cache.setdefault, names, metas), maxlen=0)
+                if self._changes != changes:
+                    for name, meta in zip(names, metas, strict=True):
+                        if cache.get(name) is meta:
+                            cache.pop(name, None)
+            return metas
         try:
             cache = self._meta
             todo = [name for name in names if name not in cache]
@@ -327,8 +363,10 @@ class LmqStore:
         over = len(cache) - self.cached_queues
         if over > 0:
             self.complete = False  # before a queue leaves: see _load_metas
+            self._changes += 1
             drop = list(islice(cache, over + self.cached_queues // 4))
             deque(map(cache.pop, drop), maxlen=0)
+            self._changes += 1
 
     def cached(self) -> int:
         """How many queues' metadata is cached."""
@@ -438,11 +476,11 @@ class LmqStore:
             if all(map(ge, lasts, nxts)) and all(map(or_, map(bool, nxts), map(not_, lasts))):
                 return dict(zip(queues, zip(map(add, lasts, repeat(1)), map(_second, known),
                                             map(_third, known), strict=True), strict=True))
-        meta_of = self._meta_of
+        self._cache_missing(queues)
         meta: dict[str, Meta] = {}
         late: list[str] = []
         for name, offset in last.items():
-            m = cache.get(name) or meta_of(name)
+            m = cache[name]
             if offset >= m[0]:
                 if m[0] == 0 and offset > 0:
                     late.append(name)
@@ -490,8 +528,9 @@ class LmqStore:
         with self._lock:
             if generation is not None and generation != self.generation:
                 return None
+            self._cache_missing(list(last))
             for name, offset in last.items():
-                nxt, lo, floor = self._meta_of(name)
+                nxt, lo, floor = self._meta[name]
                 if offset + 1 > nxt:
                     if nxt == 0:  # a new queue (or one whose start aged out): its first
                         lo = first.get(name, offset) if first is not None else offset
@@ -541,7 +580,7 @@ class LmqStore:
             dropped += n - keep
             name, offset = split_entry_key(k)
             first_gone[name] = min(first_gone.get(name, offset + keep), offset + keep)
-        with self._lock:
+        with self._changing():
             for name, nxt in first_gone.items():
                 _old, lo, floor = self._meta_of(name)
                 self._meta[name] = (nxt, min(lo, nxt), floor)
@@ -702,7 +741,7 @@ class LmqStore:
         for name, floor in floors.items():
             wb.put(b"M" + name.encode(), _pack_meta(0, 0, floor))
         wb.delete(_CHECKPOINT_KEY)
-        with self._lock:
+        with self._changing():
             self.db.write(wb, write_opt=self._wal)
             self.complete = False
             self._meta.clear()
@@ -721,7 +760,7 @@ class LmqStore:
         """
         key = name.encode()
         wb = WriteBatch(raw_mode=True)
-        with self._lock:
+        with self._changing():
             nxt, lo, old_floor = self._meta_of(name)
             existed = nxt > 0
             floor = max(floor, old_floor)
@@ -884,7 +923,7 @@ class LmqStore:
             raised[key.decode()] = first_alive
         else:
             last = None  # the walk reached the end: this sweep is complete
-        with self._lock:
+        with self._changing():
             for name, first_alive in raised.items():
                 nxt, old_lo, floor = self._meta_of(name)
                 lo = max(old_lo, min(first_alive, nxt))
@@ -925,7 +964,7 @@ class LmqStore:
         if not gone:
             return 0
         wb = WriteBatch(raw_mode=True)
-        with self._lock:
+        with self._changing():
             for k in gone:
                 name = k[1:].decode()
                 nxt, lo, _old = self._meta_of(name)

@@ -153,6 +153,12 @@ async def test_a_batch_cannot_be_prepared(peer: Peer) -> None:
     assert got.code == ResponseCode.MESSAGE_ILLEGAL, got.remark
 
 
+async def test_a_prepared_message_cannot_fan_out(peer: Peer) -> None:
+    got = await peer(_prepared(INNER_MULTI_DISPATCH="%LMQ%a"))
+    assert got.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "cannot fan out" in (got.remark or "")
+
+
 class _Producer:
     """A producer connection that announces its group and collects check-backs."""
 

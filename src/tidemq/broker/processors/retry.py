@@ -148,6 +148,10 @@ def route_send(ctx: BrokerContext, h: SendMessageRequestHeader, queue_id: int, v
             if is_batch:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                      "a batch cannot be a transactional message")
+            if "INNER_MULTI_DISPATCH" in props:
+                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                     "a transactional message cannot fan out to light "
+                                     "message queues (INNER_MULTI_DISPATCH)")
             half = ctx.transactions.divert(h, props, queue_id)
             return SendRoute(half, half.queue_id, queue_id)
     if h.topic.startswith(RETRY_PREFIX):

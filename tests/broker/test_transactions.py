@@ -245,3 +245,28 @@ async def test_open_transactions_are_found_again_after_a_restart(tmp_path: Path)
         await p.ok(_end(open_one, TransactionState.COMMIT))
         [msg] = await collect(p, "Tx", 1, queue_id=1)
         assert msg.body == b"open"
+
+
+async def test_a_replica_that_becomes_master_holds_the_open_transactions(
+        tmp_path: Path) -> None:
+    from tests.broker.replication.test_group import caught_up
+
+    from tidemq.broker.replication.role import BrokerRole
+
+    async with Cluster(tmp_path, broker={**QUIET, "broker_role": BrokerRole.SYNC_MASTER},
+                       store={"mapped_file_size_commit_log": 64 * 1024}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Tx", 2))
+            open_one = await peer.ok(_prepared(b"carried"))
+            ended = await peer.ok(_prepared(b"ended"))
+            await peer.ok(_end(ended, TransactionState.ROLLBACK))
+        await caught_up(master, replica)
+        assert len(replica.ctx.transactions.table) == 0  # a replica holds none
+        await replica.ctx.replication.role.become_master()
+        assert len(replica.ctx.transactions.table) == 1
+        async with Peer(replica.broker_addr) as rpeer:
+            await rpeer.ok(_end(open_one, TransactionState.COMMIT))
+            [msg] = await collect(rpeer, "Tx", 1, queue_id=1)
+            assert msg.body == b"carried"

@@ -133,6 +133,8 @@ class BrokerApp:
             self.controller_link.on_master = self.metadata_sync.master_known
         #: Asks producers about the transactions they left open.
         self.transaction_checker = TransactionChecker(ctx)
+        #: Whether the role last seen by :meth:`_transactions_on_role` was master's.
+        self._master_role = ctx.replication.role.state.role.is_master
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
         self.started = False
@@ -218,6 +220,7 @@ class BrokerApp:
             period_ms=self.config.register_name_server_period,
             ha_addr=lambda: self.ctx.replication.ha_address)
         self.role.add_listener(self._role_changed)
+        self.role.add_listener(self._transactions_on_role)
         self.registrar.on_master_addr.append(self.metadata_sync.master_known)
         self.metadata_sync.ask_master = self.registrar.register_soon
         if self.config.namesrv_addrs:
@@ -337,6 +340,16 @@ class BrokerApp:
         if self.registrar is not None:
             self.registrar.broker_id = state.broker_id
             self.registrar.register_soon()
+
+    async def _transactions_on_role(self, state: RoleState) -> None:
+        """A replica that becomes master holds the transactions of the log it copied."""
+        if not state.role.is_master or self._master_role:
+            self._master_role = state.role.is_master
+            return
+        self._master_role = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.store.wait_dispatched, 10.0)
+        self.ctx.transactions.rebuild()
 
     def _register_soon(self) -> None:
         if self.registrar is not None:

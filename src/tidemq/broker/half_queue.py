@@ -17,7 +17,8 @@ has the wire facts).
   stores a copy with one more ``TRANSACTION_CHECK_TIMES``; :meth:`HalfQueue.discard`
   ends a transaction checked ``transactionCheckMax`` times (WARNING, counted).
 * **Restart.** :meth:`HalfQueue.rebuild` reads the op queue, then the half queue: every
-  half message no op ended is open again, its checks counted from its store time.
+  half message no op ended is open again, its checks counted from its store time. A
+  replica that becomes master rebuilds the same way from the log it copied.
 
 Every record goes through the store's one append point; each decision (the checks of an
 END_TRANSACTION, the message to store) is made before anything is written. A crash
@@ -220,8 +221,12 @@ class HalfQueue:
     # ------------------------------------------------------------------ restart
 
     def rebuild(self) -> int:
-        """Hold every half message of the store no op message ended (at start, before
-        serving); how many transactions are open."""
+        """Hold every half message of the store no op message ended, instead of what is
+        held (at start, before serving, and when a replica becomes master); how many
+        transactions are open. A transaction held now whose half message is beyond what
+        the half queue shows yet (prepared since, not dispatched) stays held."""
+        held, self.table = self.table, HalfTable()
+        end = self.store.max_offset(HALF_TOPIC, HALF_QUEUE)
         ended: set[int] = set()
         for rec in self._records(OP_TOPIC):
             try:
@@ -234,6 +239,9 @@ class HalfQueue:
                 props = decode_properties(rec.properties)
                 self.table.add(self._half(props, rec.queue_offset, rec.physical_offset,
                                           rec.store_timestamp))
+        for msg in held:
+            if msg.offset >= end:
+                self.table.add(msg)
         if self.table:
             log.info("%d open transactions found in %s", len(self.table), HALF_TOPIC)
         return len(self.table)

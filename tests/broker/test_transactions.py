@@ -270,3 +270,39 @@ async def test_a_replica_that_becomes_master_holds_the_open_transactions(
             await rpeer.ok(_end(open_one, TransactionState.COMMIT))
             [msg] = await collect(rpeer, "Tx", 1, queue_id=1)
             assert msg.body == b"carried"
+
+
+async def test_with_the_acl_on_an_end_needs_pub_on_its_named_topic(tmp_path: Path) -> None:
+    from tests.net.acl.accounts import ADMIN, USER, write_accounts
+    from tests.net.acl.sweep import signed_client
+
+    def end_of(resp: RemotingCommand, topic: str | None, group: str = GROUP
+               ) -> RemotingCommand:
+        cmd = _end(resp, TransactionState.COMMIT, group=group)
+        if topic is not None:
+            cmd.ext_fields["topic"] = topic
+        return cmd
+
+    acl = {"acl_enable": True, "acl_file": str(write_accounts(tmp_path))}
+    async with Cluster(tmp_path / "c", broker={**QUIET, **acl, "access_key": "admin",
+                                               "secret_key": "admin-secret"},
+                       namesrv=acl) as cluster:
+        addr = cluster.brokers[0].broker_addr
+        async with (Peer(addr, signed_client(ADMIN)) as admin,
+                    Peer(addr, signed_client(USER)) as user):
+            await admin.ok(wire.create_topic("ReadOnly", 1))  # the user may only SUB
+            await admin.ok(wire.create_topic("Tx", 2))
+            held = await admin.ok(wire.send(
+                "ReadOnly", b"guarded", queue_id=0, group=GROUP, sys_flag=0x4,
+                properties=wire.props(TRAN_MSG="true", PGROUP=GROUP)))
+            refused = await user(end_of(held, "ReadOnly"))
+            assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
+            unnamed = await admin(end_of(held, None))
+            assert unnamed.code == ResponseCode.INVALID_PARAMETER
+            assert "must name its topic" in (unnamed.remark or "")
+            elsewhere = await admin(end_of(held, "Tx"))  # PUB there, not the message's
+            assert elsewhere.code == ResponseCode.INVALID_PARAMETER, elsewhere.remark
+            assert len(cluster.brokers[0].ctx.transactions.table) == 1
+            await admin.ok(end_of(held, "ReadOnly"))
+            [msg] = await collect(admin, "ReadOnly", 1)
+            assert msg.body == b"guarded"

@@ -288,11 +288,8 @@ class LmqStore:
                             cache.pop(name, None)
             return metas
         try:
-            cache = self._meta
-            todo = [name for name in names if name not in cache]
-            if todo:
-                cache.update(zip(todo, self._load_metas(todo), strict=True))
-            metas = list(map(cache.__getitem__, names))
+            self._cache_missing(names)
+            metas = list(map(self._meta_of, names))  # read again if one left meanwhile
             self._trim()
         finally:
             lock.release()

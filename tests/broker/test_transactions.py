@@ -306,3 +306,22 @@ async def test_with_the_acl_on_an_end_needs_pub_on_its_named_topic(tmp_path: Pat
             await admin.ok(end_of(held, "ReadOnly"))
             [msg] = await collect(admin, "ReadOnly", 1)
             assert msg.body == b"guarded"
+
+
+async def test_a_start_reads_the_queues_from_the_saved_progress(tmp_path: Path) -> None:
+    async with (Cluster(tmp_path, broker=QUIET) as first,
+                Peer(first.brokers[0].broker_addr) as p):
+        await p.ok(wire.create_topic("Tx", 2))
+        for _ in range(5):  # half offsets 0-4, ended by op offsets 0-4
+            await p.ok(_end(await p.ok(_prepared(b"early")), TransactionState.ROLLBACK))
+        open_one = await p.ok(_prepared(b"open"))  # half offset 5
+        for _ in range(3):  # half offsets 6-8, op offsets 5-7
+            await p.ok(_end(await p.ok(_prepared(b"late")), TransactionState.ROLLBACK))
+    async with (Cluster(tmp_path, broker=QUIET) as second,
+                Peer(second.brokers[0].broker_addr) as p):
+        half = second.brokers[0].ctx.transactions
+        assert len(half.table) == 1
+        assert half.scanned == 4 + 3  # half offsets 5-8, op offsets 5-7
+        await p.ok(_end(open_one, TransactionState.COMMIT))
+        [msg] = await collect(p, "Tx", 1, queue_id=1)
+        assert msg.body == b"open"

@@ -262,6 +262,7 @@ class BrokerApp:
         await self.server.close(drain_timeout=5.0)
         await self.ctx.replication.stop()
         await self.client.close()
+        self.ctx.transactions.save_progress()
         self.offsets.persist()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.schedule.stop)

@@ -73,7 +73,8 @@ class BrokerContext:
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
         self.stats = BrokerStats()
         #: Open transactions: the half and op topics (:mod:`tidemq.broker.half_queue`).
-        self.transactions = HalfQueue(self.store, self.topics, self.topics_changed)
+        self.transactions = HalfQueue(self.store, self.topics, self.topics_changed,
+                                      self.offsets)
         #: The broker's role in its group and the replication that follows it.
         self.replication = ReplicationService(config, self.store)
         #: Offsets this broker took while a replica, for its master (metadata sync).

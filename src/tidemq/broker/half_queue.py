@@ -19,6 +19,12 @@ has the wire facts).
 * **Restart.** :meth:`HalfQueue.rebuild` reads the op queue, then the half queue: every
   half message no op ended is open again, its checks counted from its store time. A
   replica that becomes master rebuilds the same way from the log it copied.
+* **Progress.** So that a start does not read the two queues from their beginning, the
+  broker keeps, as consumer offsets of group ``CID_RMQ_SYS_TRANS`` (upstream's name), the
+  lowest half-queue offset still open (every one below it is ended) and the first op
+  offset that ends a half message at or above it (:meth:`HalfQueue.save_progress`, at
+  every checker pass and at stop; the offsets are written with the consumer offsets). A
+  start reads from there. An older saved progress only makes the start read more.
 
 Every record goes through the store's one append point; each decision (the checks of an
 END_TRANSACTION, the message to store) is made before anything is written. A crash
@@ -29,11 +35,13 @@ asks the producer again, and a producer answering COMMIT a second time gets a se
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 
 from tidemq.broker.half_table import HalfMessage, HalfTable
+from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.topics import PERM_READ, PERM_WRITE, TopicManager
 from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.headers import EndTransactionRequestHeader, SendMessageRequestHeader
@@ -73,6 +81,8 @@ __all__ = ["HalfQueue", "is_prepared"]
 log = logging.getLogger(__name__)
 
 HALF_QUEUE = 0
+#: The group whose offsets of the half and op queues are the checker's progress.
+PROGRESS_GROUP = "CID_RMQ_SYS_TRANS"
 _READ_BATCH = 256
 _READ_BYTES = 4 * 1024 * 1024
 #: Properties of the half message the committed message does not keep.
@@ -99,11 +109,17 @@ class CheckCopy:
 
 class HalfQueue:
     def __init__(self, store: MessageStore, topics: TopicManager,
-                 topics_changed: Callable[[], None]) -> None:
+                 topics_changed: Callable[[], None], offsets: OffsetManager) -> None:
         self.store = store
         self.topics = topics
+        self.offsets = offsets
         self._topics_changed = topics_changed
         self.table = HalfTable()
+        #: (op-queue offset, highest half-queue offset it ends) of the op messages that
+        #: may end a half message at or above the progress, in op-queue order.
+        self._ops: collections.deque[tuple[int, int]] = collections.deque()
+        #: Records the last :meth:`rebuild` read (both queues).
+        self.scanned = 0
         #: Transactions ended by END_TRANSACTION, and discarded after too many checks.
         self.committed = 0
         self.rolled_back = 0
@@ -227,14 +243,23 @@ class HalfQueue:
         the half queue shows yet (prepared since, not dispatched) stays held."""
         held, self.table = self.table, HalfTable()
         end = self.store.max_offset(HALF_TOPIC, HALF_QUEUE)
+        half_from = self.offsets.query(PROGRESS_GROUP, HALF_TOPIC, HALF_QUEUE) or 0
+        op_from = self.offsets.query(PROGRESS_GROUP, OP_TOPIC, HALF_QUEUE) or 0
         ended: set[int] = set()
-        for rec in self._records(OP_TOPIC):
+        self._ops.clear()
+        self.scanned = 0
+        for rec in self._records(OP_TOPIC, op_from):
+            self.scanned += 1
             try:
-                ended.update(decode_op_body(rec.body))
+                offsets = decode_op_body(rec.body)
             except RemoteProtocolError as exc:
                 log.warning("op message at commit-log offset %d ignored: %s",
                             rec.physical_offset, exc)
-        for rec in self._records(HALF_TOPIC):
+                continue
+            ended.update(o for o in offsets if o >= half_from)
+            self._ops.append((rec.queue_offset, max(offsets)))
+        for rec in self._records(HALF_TOPIC, half_from):
+            self.scanned += 1
             if rec.queue_offset not in ended:
                 props = decode_properties(rec.properties)
                 self.table.add(self._half(props, rec.queue_offset, rec.physical_offset,
@@ -245,6 +270,26 @@ class HalfQueue:
         if self.table:
             log.info("%d open transactions found in %s", len(self.table), HALF_TOPIC)
         return len(self.table)
+
+    def progress(self) -> tuple[int, int]:
+        """The half-queue offset below which every half message is ended, and the first
+        op offset that may end one at or above it (module docstring)."""
+        half = min((o for m in self.table for o in m.offsets()),
+                   default=self.store.max_offset(HALF_TOPIC, HALF_QUEUE))
+        ops = self._ops
+        while ops and ops[0][1] < half:
+            ops.popleft()
+        return half, ops[0][0] if ops else self.store.max_offset(OP_TOPIC, HALF_QUEUE)
+
+    def save_progress(self) -> None:
+        """Keep :meth:`progress` as group ``CID_RMQ_SYS_TRANS``'s offsets (written with the
+        consumer offsets)."""
+        if self.store.replica or (not self.table and not self._ops
+                                  and self.topics.get(HALF_TOPIC) is None):
+            return
+        half, op = self.progress()
+        self.offsets.commit(PROGRESS_GROUP, HALF_TOPIC, HALF_QUEUE, half)
+        self.offsets.commit(PROGRESS_GROUP, OP_TOPIC, HALF_QUEUE, op)
 
     # ------------------------------------------------------------------ internals
 
@@ -263,11 +308,13 @@ class HalfQueue:
         body = encode_op_body(msg.offsets())
         props = encode_properties({PropertyKey.TAGS: OP_TAG})
         try:
-            self.store.put(OP_TOPIC, HALF_QUEUE, MessageInput(body, props, 0, tags_code(OP_TAG)),
-                           sys_flag=0, born_timestamp=self.store.clock(),
-                           born_host=self.store.store_host, wait_flush=False)
+            result = self.store.put(OP_TOPIC, HALF_QUEUE,
+                                    MessageInput(body, props, 0, tags_code(OP_TAG)),
+                                    sys_flag=0, born_timestamp=self.store.clock(),
+                                    born_host=self.store.store_host, wait_flush=False)
         except StoreReadOnly as exc:
             raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, str(exc)) from None
+        self._ops.append((result.queue_offset, max(msg.offsets())))
         self.table.remove(msg)
 
     @staticmethod
@@ -317,9 +364,10 @@ class HalfQueue:
                                  "read")
         return rec
 
-    def _records(self, topic: str) -> Iterator[Record]:
-        """Every readable record of ``topic`` queue 0, in queue order."""
-        offset = self.store.min_offset(topic, HALF_QUEUE)
+    def _records(self, topic: str, start: int = 0) -> Iterator[Record]:
+        """Every readable record of ``topic`` queue 0 from offset ``start``, in queue
+        order."""
+        offset = max(start, self.store.min_offset(topic, HALF_QUEUE))
         while True:
             res = self.store.get(topic, HALF_QUEUE, offset, _READ_BATCH, _READ_BYTES)
             if res.status is GetStatus.FOUND:

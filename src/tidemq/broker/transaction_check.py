@@ -71,7 +71,14 @@ class TransactionChecker:
                 log.exception("transaction check pass failed")
 
     def check(self) -> int:
-        """One pass (see the module docstring); how many check-backs it sent."""
+        """One pass (see the module docstring); how many check-backs it sent. The
+        transactions' progress is saved after it."""
+        try:
+            return self._check()
+        finally:
+            self.ctx.transactions.save_progress()
+
+    def _check(self) -> int:
         ctx = self.ctx
         if ctx.store.replica or not ctx.transactions.table:
             return 0

@@ -116,6 +116,7 @@ class BrokerApp:
         self.logical_processor = LogicalProcessor(ctx)
         #: A replica's copy of its master's metadata (idle on a master).
         self.metadata_sync = MetadataSync(ctx)
+        self.metadata_sync.on_mapping = self.logical_processor.mapping_changed
         #: Controller mode (``enableControllerMode``): the role comes from the controllers.
         self.controller_link: ControllerLink | None = None
         if config.enable_controller_mode:

@@ -18,6 +18,7 @@ from tests.child_server import free_port
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.replication.role import BrokerRole
+from tidemq.client.logical_admin import plan_create
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.app import NameServerApp
@@ -92,6 +93,26 @@ async def test_a_change_is_on_the_replica_when_it_is_answered(
         assert replica.subscription_groups.groups["fresh-group"]["retryMaxTimes"] == 5
         await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Fresh"))
         assert replica.topics.get("Fresh") is None
+
+
+async def test_a_logical_queue_mapping_is_on_the_replica_when_it_is_answered(
+        pair: tuple[BrokerApp, BrokerApp]) -> None:
+    """A replica elected master must know which topics are logical and where their
+    segments are: the mapping, its seal and its deletion reach it with the answer."""
+    master, replica = pair
+    mapping = plan_create("Mapped", 2, ["broker-a"])
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {},
+                                              json.dumps(mapping.to_json()).encode()))
+        assert replica.ctx.logical.get("Mapped") == master.ctx.logical.get("Mapped")
+        held = replica.topics.get("Mapped")
+        assert held is not None and held.attributes["logical.queues"] == "2"
+        await peer.ok(wire.request(RequestCode.SEAL_LOGICAL_QUEUE, topic="Mapped", lq="0"))
+        sealed = replica.ctx.logical.get("Mapped")
+        assert sealed is not None and sealed == master.ctx.logical.get("Mapped")
+        assert sealed.leader(0) is None
+        await peer.ok(wire.request(RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, topic="Mapped"))
+        assert replica.ctx.logical.get("Mapped") is None
 
 
 async def test_a_notice_the_broker_must_not_follow_is_refused_naming_why(

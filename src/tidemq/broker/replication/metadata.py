@@ -16,9 +16,10 @@ GET_LMQ_METADATA, 20201, page by page): an LMQ the master deleted is deleted her
 same commit-log offset, and each offset is taken as the master's. A topic gone from the
 master's table is deleted here with its consume queues. A controller-mode master also
 tells its in-sync replicas of each topic or group change, and they copy at once
-(:mod:`tidemq.broker.replication.metadata_push`). Logical-queue mappings
-reach every broker through the logical-queue sync all brokers run. A master does not run
-this.
+(:mod:`tidemq.broker.replication.metadata_push`). Logical-queue mappings reach the
+other broker groups through the logical-queue sync all brokers run, and a replica from
+its master with every copy (:mod:`tidemq.broker.replication.logical_copy`). A master does
+not run this.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.logical import TopicMapping
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.replication.carried_offsets import OffsetKey
+from tidemq.broker.replication.logical_copy import copy_mappings
 from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -43,6 +46,10 @@ from tidemq.store.lmq_store import LMQ_PREFIX
 __all__ = ["MetadataSync"]
 
 log = logging.getLogger(__name__)
+
+
+def _ignore(_mapping: TopicMapping | None, _topic: str) -> None:
+    pass
 
 
 class MetadataSync:
@@ -57,6 +64,8 @@ class MetadataSync:
         self.synced = asyncio.Event()
         #: Asks the name servers again (a registration) while the master is unknown.
         self.ask_master: Callable[[], None] | None = None
+        #: Called when a copied logical-queue mapping changed here (``None``: dropped).
+        self.on_mapping: Callable[[TopicMapping | None, str], None] = _ignore
         self._copying = asyncio.Lock()
 
     def master_known(self, addr: str) -> None:
@@ -151,6 +160,7 @@ class MetadataSync:
                 changed = True
         if changed:
             ctx.topics_changed()
+        await copy_mappings(ctx.client, addr, wrapper, ctx.logical, self.on_mapping)
         offsets = json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
         table = {key: {int(q): int(o) for q, o in queues.items()}
                  for key, queues in offsets.get("offsetTable", {}).items()}

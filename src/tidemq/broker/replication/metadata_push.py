@@ -3,9 +3,11 @@
 A replica copies its master's metadata every ``slaveMetadataSyncInterval``
 (:mod:`tidemq.broker.replication.metadata`); a topic created just before the master
 died could be missing on the replica elected in its place. So a master in controller
-mode, once it has created, changed or deleted a topic or a subscription group
-(UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-DELETE_SUBSCRIPTIONGROUP), sends each of its in-sync replicas TideMQ's
+mode, once it has created, changed or deleted a topic, a subscription group or a
+logical-queue mapping (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, and the logical-queue
+admin's UPDATE_LOGICAL_QUEUE_MAPPING, SEAL_LOGICAL_QUEUE, DELETE_LOGICAL_QUEUE_MAPPING),
+sends each of its in-sync replicas TideMQ's
 NOTIFY_METADATA_CHANGED (20400, ext ``masterAddr``: the master's address). A replica
 that follows that master copies the master's metadata at once and only then answers.
 
@@ -37,7 +39,9 @@ log = logging.getLogger(__name__)
 #: The requests whose success a master tells its replicas about.
 CHANGES = frozenset(int(c) for c in (
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP))
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, RequestCode.SEAL_LOGICAL_QUEUE,
+    RequestCode.DELETE_LOGICAL_QUEUE_MAPPING))
 
 
 class MetadataPush:
@@ -89,8 +93,9 @@ class MetadataPush:
         told = await asyncio.gather(*(self._tell(addr, timeout) for addr in replicas))
         missing = [addr for addr, ok in zip(replicas, told, strict=True) if not ok]
         if missing:
-            log.warning("in-sync replicas %s did not confirm a topic or group change within "
-                        "slaveTimeout; they copy it at their next metadata sync", missing)
+            log.warning("in-sync replicas %s did not confirm a topic, group or mapping change "
+                        "within slaveTimeout; they copy it at their next metadata sync",
+                        missing)
 
     async def _tell(self, addr: str, timeout: float) -> bool:
         ext = {"masterAddr": self.ctx.broker_addr}

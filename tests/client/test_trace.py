@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.broker import wire
 
 from tidemq.client import (
@@ -341,3 +343,31 @@ def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None
     records = decode_trace_data("".join(whole).encode()).records
     assert [(r.tags, r.keys, r.body_length) for r in records] == [  # type: ignore[union-attr]
         ("t", "k1 k2", len(b)) for b in bodies]
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.integers(1, 200), min_size=1, max_size=60), st.integers(0, 3000),
+       st.integers(1, 5))
+def test_records_of_varying_widths_fill_bounded_messages_in_order(widths: list[int],
+                                                                    pad: int,
+                                                                    rounds: int) -> None:
+    """Records around a shared text whose ids differ in width (the alike path counts
+    each as the widest): every message within its bounds (the body's and the keys'),
+    every record once, in order."""
+    from tidemq.client.tracer import EncodedRecords, _MessageBuilder
+
+    ids = [f"{i}-" + "k" * w for i, w in enumerate(widths)]
+    cores = [f"{m}\x01" + "x" * pad for m in ids]
+    builder = _MessageBuilder(TRACE)
+    for _ in range(rounds):
+        builder.extend(EncodedRecords(cores, ids, [""] * len(ids), prefix="Pub\x01",
+                                      suffix="\x02"))
+    builder.close()
+    msgs = [m for m, _ in builder.messages]
+    assert sum(count for _, count in builder.messages) == len(ids) * rounds
+    assert all(len(m.body) <= 128_000 and len(m.properties["KEYS"]) <= 24_000 for m in msgs)
+    texts = "".join(m.body.decode() for m in msgs)
+    assert texts == "".join(f"Pub\x01{c}\x02" for c in cores) * rounds
+    for m in msgs:  # each message's keys are the ids of its records
+        assert set(m.properties["KEYS"].split(" ")) == {
+            part.split("\x01")[1] for part in m.body.decode().split("\x02") if part}

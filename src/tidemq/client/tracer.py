@@ -342,6 +342,9 @@ class _MessageBuilder:
         between = suffix + prefix
         start, n = 0, len(texts)
         with_keys = any(keys)
+        if shared and not with_keys and n:
+            self._extend_alike(records)
+            return
         while start < n:
             lengths = map(len, texts[start:])
             if shared:
@@ -373,6 +376,36 @@ class _MessageBuilder:
                         self._keys.update(dict.fromkeys(k.split(" ")))
             self._size = sizes[cut]
             self._keys_len = key_sizes[cut]
+            self._count += cut
+            start = end
+            if start < n:
+                self.close()
+
+    def _extend_alike(self, records: EncodedRecords) -> None:
+        """:meth:`extend` for records around one shared text, without keys of their own
+        (a uniform batch's): each record counted as wide as the widest, so cut points
+        are two divisions, not sums over the records (a message may stay a little under
+        its bounds when the ids differ in width)."""
+        texts, msg_ids = records.texts, records.msg_ids
+        prefix, suffix = records.prefix, records.suffix
+        between = suffix + prefix
+        width = len(prefix) + len(suffix) + max(map(len, texts))
+        key_width = 1 + max(map(len, msg_ids))  # and a separator
+        start, n = 0, len(texts)
+        while start < n:
+            room = min((MAX_BODY - self._size) // width,
+                       (_MAX_KEYS - self._keys_len) // key_width)
+            if room <= 0:
+                if self._count:
+                    self.close()
+                    continue
+                room = 1  # one record larger than a message: it goes alone
+            end = min(n, start + room)
+            self._body.append(f"{prefix}{between.join(texts[start:end])}{suffix}")
+            self._keys.update(dict.fromkeys(msg_ids[start:end]))
+            cut = end - start
+            self._size += cut * width
+            self._keys_len += cut * key_width
             self._count += cut
             start = end
             if start < n:

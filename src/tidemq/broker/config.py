@@ -161,6 +161,9 @@ class BrokerConfig(ServerKeys):
     access_message_in_memory_max_ratio: int = 40
     #: How often a replica copies topics, groups and offsets from its master, ms.
     slave_metadata_sync_interval: int = 10_000
+    #: RocketMQ 5: while its group's master is down, the replica with the smallest
+    #: brokerId hands messages consumers send back to another group's master.
+    slave_acting_master: bool = False
     # Controller mode (docs/replication.md#controller-mode); RocketMQ 5's keys.
     #: Take the role from the controllers: ``brokerId`` is then this broker's id in its
     #: group (1, 2, ...; the name server lists the master as 0), ``brokerRole`` the kind

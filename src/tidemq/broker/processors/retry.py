@@ -34,8 +34,10 @@ import asyncio
 import dataclasses
 import random
 import re
+from collections.abc import Awaitable
 from typing import Any, NamedTuple
 
+from tidemq.broker.acting_master import ActingMaster, Escape
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.delay import (
     DELAY,
@@ -205,6 +207,8 @@ class RetryProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        #: ``slaveActingMaster``: a replica standing in for its master hands retries on.
+        self.acting = ActingMaster(ctx)
 
     def register(self, server: object) -> None:
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)  # type: ignore[attr-defined]
@@ -236,14 +240,17 @@ class RetryProcessor:
         nums = min(_group_int(cfg, "retryQueueNums", 1), tc.write_queue_nums)
         return topic, random.randrange(max(nums, 1))
 
-    def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+    def send_back(self, conn: Connection, cmd: RemotingCommand
+                  ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         h = parse_header(ConsumerSendMsgBackRequestHeader, cmd)
-        ctx = self.ctx
-        cfg = _group_config(ctx, h.group)
-        if _group_int(cfg, "retryQueueNums", 1) <= 0:
-            return cmd.response()  # upstream: a group without retry queues drops it
-        retry_topic, retry_queue = self._target(h, cfg)
-        rec = self._original(h.offset)
+        if self.acting.enabled and self.store.replica:
+            return self._send_back_acting(conn, cmd, h)
+        return self._send_back(conn, cmd, h)
+
+    def _retried(self, cmd: RemotingCommand, h: ConsumerSendMsgBackRequestHeader,
+                 cfg: dict[str, Any], rec: Record) -> tuple[dict[str, str], int, int]:
+        """The retry copy's properties, the original's reconsume count and the count
+        allowed."""
         props = decode_properties(rec.properties)
         props.setdefault(RETRY_TOPIC, rec.topic)
         for name in _PARKING:
@@ -252,9 +259,48 @@ class RetryProcessor:
         props[ORIGIN_MESSAGE_ID] = props.get(ORIGIN_MESSAGE_ID) or encode_offset_msg_id(
             rec.store_host, rec.physical_offset)
         props[RECONSUME_TIME] = str(reconsume + 1)
-        max_times = _group_int(cfg, "retryMaxTimes", ctx.config.max_reconsume_times)
+        max_times = _group_int(cfg, "retryMaxTimes", self.ctx.config.max_reconsume_times)
         if cmd.version >= V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
+        return props, reconsume, max_times
+
+    async def _send_back_acting(self, conn: Connection, cmd: RemotingCommand,
+                                h: ConsumerSendMsgBackRequestHeader) -> RemotingCommand:
+        """On a replica with ``slaveActingMaster``: while it acts for its master, the
+        retry copy goes to another group's master (:mod:`tidemq.broker.acting_master`)."""
+        cluster = await self.acting.acting()
+        if cluster is None:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 "this broker is a replica (brokerRole SLAVE) and does not act "
+                                 "for its master now (the name servers list the master, or a "
+                                 "replica with a smaller brokerId): send it back to the master")
+        cfg = _group_config(self.ctx, h.group)
+        if _group_int(cfg, "retryQueueNums", 1) <= 0:
+            return cmd.response()
+        rec = self._original(h.offset)
+        props, reconsume, max_times = self._retried(cmd, h, cfg, rec)
+        text = encode_properties(props).decode("utf-8")
+        dead = reconsume >= max_times or h.delay_level < 0
+        if not dead:
+            level = h.delay_level or 3 + reconsume
+            text += encode_properties({DELAY: str(level)}).decode("utf-8")
+        # The master taking it applies its retry rules: a count above the one allowed
+        # sends it to %DLQ%<group> there.
+        await self.acting.escape(cluster, Escape(
+            RETRY_PREFIX + h.group, bytes(rec.body), text, rec.flag, rec.sys_flag,
+            rec.born_timestamp, reconsume + 1,
+            min(max_times, reconsume) if dead else max_times))
+        return cmd.response()
+
+    def _send_back(self, conn: Connection, cmd: RemotingCommand,
+                   h: ConsumerSendMsgBackRequestHeader) -> RemotingCommand | None:
+        ctx = self.ctx
+        cfg = _group_config(ctx, h.group)
+        if _group_int(cfg, "retryQueueNums", 1) <= 0:
+            return cmd.response()  # upstream: a group without retry queues drops it
+        retry_topic, retry_queue = self._target(h, cfg)
+        rec = self._original(h.offset)
+        props, reconsume, max_times = self._retried(cmd, h, cfg, rec)
         text = encode_properties(props).decode("utf-8")
         if reconsume >= max_times or h.delay_level < 0:
             target = Diversion(_dlq(ctx, h.group), DLQ_QUEUE, text)

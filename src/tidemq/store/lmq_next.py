@@ -67,6 +67,10 @@ class LmqNextOffsets:
             found.update(store(missing))
         return found
 
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is in either generation."""
+        return name in self.young or name in self._sealed
+
     def set(self, name: str, nxt: int) -> None:
         self.young[name] = nxt
 

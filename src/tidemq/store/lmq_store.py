@@ -65,7 +65,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import chain, islice, repeat
+from itertools import chain, filterfalse, islice, repeat
 from operator import add, ge, itemgetter, not_, or_
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -164,7 +164,9 @@ class LmqStore:
 
     The metadata of the queues in use is cached, at most ``cached_queues`` of them: past
     that, the longest cached are dropped (a quarter of them at a time) and read again
-    when used. Only what is written is cached, so a queue read again is the same."""
+    when used. Only what is written is cached, so a queue read again is the same.
+    Queues :attr:`pinned` are kept: those the appender holds offsets for, which dispatch
+    is about to write (were they dropped while dispatch lags, it would read each again)."""
 
     def __init__(self, path: Path, cached_queues: int = CACHED_QUEUES) -> None:
         if cached_queues < 1:
@@ -180,6 +182,11 @@ class LmqStore:
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
         self.cached_queues = cached_queues
+        #: Whether a queue must stay cached (set by the store: see the class docstring).
+        self.pinned: Callable[[str], bool] = _never
+        #: The cache size past which the next trim runs (above ``cached_queues`` while
+        #: pinned queues fill it).
+        self._trim_above = cached_queues
         #: Odd while a writer other than dispatch changes cached metadata or drops it
         #: (retention, deletion, a cut, a trim), one more when it is done (see _metas).
         self._changes = 0
@@ -288,9 +295,9 @@ class LmqStore:
                             cache.pop(name, None)
             return metas
         try:
+            self._trim()  # first: the queues asked for are not pinned yet
             self._cache_missing(names)
             metas = list(map(self._meta_of, names))  # read again if one left meanwhile
-            self._trim()
         finally:
             lock.release()
         return metas
@@ -357,13 +364,18 @@ class LmqStore:
         Called with the lock held, never between a writer's fill and its publication:
         whatever is cached then is written, so a queue dropped is read back the same."""
         cache = self._meta
-        over = len(cache) - self.cached_queues
-        if over > 0:
+        if len(cache) <= self._trim_above:
+            return
+        limit = self.cached_queues
+        want = len(cache) - limit + limit // 4
+        drop = list(islice(filterfalse(self.pinned, cache), want))
+        if drop:
             self.complete = False  # before a queue leaves: see _load_metas
             self._changes += 1
-            drop = list(islice(cache, over + self.cached_queues // 4))
             deque(map(cache.pop, drop), maxlen=0)
             self._changes += 1
+        # Pinned queues kept it full: look again once it has grown by a quarter.
+        self._trim_above = limit if len(drop) == want else len(cache) + limit // 4
 
     def cached(self) -> int:
         """How many queues' metadata is cached."""
@@ -983,6 +995,10 @@ class LmqStore:
             self.db.flush()
         finally:
             self.db.close()
+
+
+def _never(_name: str) -> bool:
+    return False
 
 
 def _first_where(run: bytes, test: Callable[[int, int], bool]) -> int:

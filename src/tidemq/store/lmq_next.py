@@ -67,9 +67,9 @@ class LmqNextOffsets:
             found.update(store(missing))
         return found
 
-    def holds(self, name: str) -> bool:
-        """Whether ``name`` is in either generation."""
-        return name in self.young or name in self._sealed
+    def names(self) -> set[str]:
+        """The names in either generation."""
+        return self.young.keys() | self._sealed.keys()
 
     def set(self, name: str, nxt: int) -> None:
         self.young[name] = nxt

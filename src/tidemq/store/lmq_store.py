@@ -64,6 +64,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from itertools import chain, filterfalse, islice, repeat
 from operator import add, ge, itemgetter, not_, or_
@@ -182,8 +183,8 @@ class LmqStore:
         self._wal = WriteOptions()  # for the keys the commit log cannot rebuild
         self._meta: dict[str, Meta] = {}
         self.cached_queues = cached_queues
-        #: Whether a queue must stay cached (set by the store: see the class docstring).
-        self.pinned: Callable[[str], bool] = _never
+        #: The queues that must stay cached (set by the store: see the class docstring).
+        self.pinned: Callable[[], AbstractSet[str]] = frozenset
         #: The cache size past which the next trim runs (above ``cached_queues`` while
         #: pinned queues fill it).
         self._trim_above = cached_queues
@@ -368,14 +369,17 @@ class LmqStore:
             return
         limit = self.cached_queues
         want = len(cache) - limit + limit // 4
-        drop = list(islice(filterfalse(self.pinned, cache), want))
+        drop = list(islice(filterfalse(self.pinned().__contains__, cache), want))
         if drop:
             self.complete = False  # before a queue leaves: see _load_metas
             self._changes += 1
             deque(map(cache.pop, drop), maxlen=0)
             self._changes += 1
-        # Pinned queues kept it full: look again once it has grown by a quarter.
-        self._trim_above = limit if len(drop) == want else len(cache) + limit // 4
+        # Pinned queues kept it full: look again once it has grown by half (a walk
+        # over the cache each time it grows by a constant would cost a step per queue
+        # per insert).
+        self._trim_above = (limit if len(drop) == want
+                            else len(cache) + max(limit // 4, len(cache) // 2))
 
     def cached(self) -> int:
         """How many queues' metadata is cached."""
@@ -995,10 +999,6 @@ class LmqStore:
             self.db.flush()
         finally:
             self.db.close()
-
-
-def _never(_name: str) -> bool:
-    return False
 
 
 def _first_where(run: bytes, test: Callable[[int, int], bool]) -> int:

@@ -103,7 +103,7 @@ class MessageStore:
             self.queues.load()
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
                 self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues)
-                self.queues.lmq.pinned = self.appender.lmq_next.holds
+                self.queues.lmq.pinned = self.appender.lmq_next.names
                 self.queues.lmq.warm()
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
             cut_at = truncation.pending(self.layout)

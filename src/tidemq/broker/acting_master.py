@@ -1,29 +1,36 @@
 """``slaveActingMaster`` (RocketMQ 5): a replica standing in for its group's master.
 
 While the name servers list no master for the group, the replica with the smallest
-``brokerId`` listed acts for it where a replica's own log cannot: a message a consumer
-hands back (CONSUMER_SEND_MSG_BACK) is sent on to the master of another broker group of
-the cluster, as a send to ``%RETRY%<group>`` that carries the delay level, the reconsume
-count and the count allowed (so that master parks it, or stores it in ``%DLQ%<group>``,
-by its own retry rules) -- upstream's escape bridge. Whether it acts, and which masters
-there are, is read from the name servers (GET_BROKER_CLUSTER_INFO) for each message: a
-send-back reaches a replica only while its consumer finds no master.
+``brokerId`` listed acts for it where a replica's own log cannot -- upstream's escape
+bridge:
 
-Not done here: due delayed and timer messages parked on the replica are not escaped
-(their master, or a newly elected one, delivers them), and a replica takes no send.
+* a message a consumer hands back (CONSUMER_SEND_MSG_BACK) is sent on to the master of
+  another broker group of the cluster, as a send to ``%RETRY%<group>`` that carries the
+  delay level, the reconsume count and the count allowed (so that master parks it, or
+  stores it in ``%DLQ%<group>``, by its own retry rules);
+* a parked delayed or timer message that falls due is sent to its real topic on the
+  master of another group that serves the topic (the delay service's thread waits for
+  the send, :meth:`ActingMaster.escape_due`).
+
+Whether it acts, and which masters there are, is read from the name servers
+(GET_BROKER_CLUSTER_INFO, GET_ROUTEINFO_BY_TOPIC) for each message; the delay service
+reads :attr:`ActingMaster.now_acting`, which :meth:`ActingMaster.watch` refreshes every
+second. A replica takes no send itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import random
 
 from tidemq.broker.context import BrokerContext
-from tidemq.codec.bodies import ClusterInfo, decode_body
+from tidemq.codec.bodies import ClusterInfo, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.headers import SendMessageRequestHeader
+from tidemq.codec.headers import GetRouteInfoRequestHeader, SendMessageRequestHeader
 from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.formats.record import Record
 
 __all__ = ["ActingMaster", "Escape", "acting_for", "other_masters"]
 
@@ -31,6 +38,10 @@ log = logging.getLogger(__name__)
 
 #: The producer group named on escaped sends (upstream's inner producer group).
 ESCAPE_GROUP = "__BROKER_ESCAPE_PRODUCER_GROUP"
+#: Seconds between two checks of whether the replica acts (for the delay service).
+WATCH_INTERVAL = 1.0
+#: Seconds the delay service waits for one escaped delivery.
+ESCAPE_TIMEOUT = 10.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,7 +55,8 @@ class Escape:
     sys_flag: int
     born_timestamp: int
     reconsume_times: int
-    max_reconsume_times: int
+    max_reconsume_times: int | None = None
+    queue_id: int = 0
 
 
 def acting_for(info: ClusterInfo, broker_name: str, broker_id: int) -> bool:
@@ -73,6 +85,9 @@ class ActingMaster:
         self.ctx = ctx
         self.enabled = ctx.config.slave_acting_master
         self.escaped = 0
+        #: Whether it acted at the last check (read by the delay service's thread).
+        self.now_acting = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def cluster(self) -> ClusterInfo:
         for namesrv in self.ctx.config.namesrv_addrs:
@@ -105,14 +120,18 @@ class ActingMaster:
         cfg = self.ctx.config
         masters = other_masters(info, cfg.broker_cluster_name, cfg.broker_name)
         random.shuffle(masters)
-        header = SendMessageRequestHeader(
-            producer_group=ESCAPE_GROUP, topic=msg.topic, default_topic="TBW102",
-            default_topic_queue_nums=cfg.default_topic_queue_nums, queue_id=0,
-            sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, flag=msg.flag,
-            properties=msg.properties, reconsume_times=msg.reconsume_times,
-            max_reconsume_times=msg.max_reconsume_times)
+        return await self._send([(addr, msg.queue_id) for addr in masters], msg)
+
+    async def _send(self, targets: list[tuple[str, int]], msg: Escape) -> str:
+        """``msg`` to the first of ``targets`` (address, queue id) that stores it."""
         why = "no other broker group of the cluster has a master"
-        for addr in masters:
+        for addr, queue_id in targets:
+            header = SendMessageRequestHeader(
+                producer_group=ESCAPE_GROUP, topic=msg.topic, default_topic="TBW102",
+                default_topic_queue_nums=self.ctx.config.default_topic_queue_nums,
+                queue_id=queue_id, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
+                flag=msg.flag, properties=msg.properties, reconsume_times=msg.reconsume_times,
+                max_reconsume_times=msg.max_reconsume_times)
             cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext(), msg.body)
             try:
                 resp = await self.ctx.client.request(addr, cmd, 3.0)
@@ -126,3 +145,56 @@ class ActingMaster:
         raise error_for_code(ResponseCode.SYSTEM_ERROR,
                              f"this replica acts for its master but could not hand the "
                              f"message to another master ({why})")
+
+    # ------------------------------------------------------------------ delayed messages
+
+    async def watch(self) -> None:
+        """Keep :attr:`now_acting` current, every :data:`WATCH_INTERVAL` seconds."""
+        self._loop = asyncio.get_running_loop()
+        while True:
+            try:
+                self.now_acting = await self.acting() is not None
+            except TideMQError as exc:
+                log.info("cannot tell whether this replica acts for its master: %s", exc)
+                self.now_acting = False
+            await asyncio.sleep(WATCH_INTERVAL)
+
+    def escape_due(self, topic: str, queue_id: int, rec: Record, properties: str) -> None:
+        """From the delay service's thread: deliver a due parked message to ``topic`` on
+        another group's master; raises when none took it (the service tries again)."""
+        loop = self._loop
+        if loop is None:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, "the acting-master watch is not "
+                                 "running")
+        msg = Escape(topic, bytes(rec.body), properties, rec.flag, rec.sys_flag,
+                     rec.born_timestamp, rec.reconsume_times, queue_id=queue_id)
+        asyncio.run_coroutine_threadsafe(self._escape_due(msg), loop).result(ESCAPE_TIMEOUT)
+
+    async def _escape_due(self, msg: Escape) -> str:
+        info = await self.acting()
+        if info is None:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 "this replica no longer acts for its master")
+        return await self._send(await self._topic_masters(msg.topic, msg.queue_id), msg)
+
+    async def _topic_masters(self, topic: str, queue_id: int) -> list[tuple[str, int]]:
+        """(master address, queue id) of the other groups that take writes of ``topic``:
+        the queue id is the message's own, wrapped to each one's write queues."""
+        header = GetRouteInfoRequestHeader(topic=topic)
+        for namesrv in self.ctx.config.namesrv_addrs:
+            try:
+                resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, header.to_ext()), 3.0)
+            except TideMQError as exc:
+                log.info("asking %s for the route of %s failed: %s", namesrv, topic, exc)
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                return []
+            route = decode_body(resp.full_body(), TopicRouteData)
+            masters = {d.broker_name: d.master_addr() for d in route.broker_datas}
+            out = [(addr, queue_id % q.write_queue_nums) for q in route.queue_datas
+                   if q.broker_name != self.ctx.config.broker_name and q.write_queue_nums > 0
+                   and q.perm & 2 and (addr := masters.get(q.broker_name))]
+            random.shuffle(out)
+            return out
+        return []

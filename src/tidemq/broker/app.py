@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from tidemq.broker.acting_master import ActingMaster
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.controller_link import ControllerLink
@@ -116,6 +117,11 @@ class BrokerApp:
         self.logical_processor = LogicalProcessor(ctx)
         #: A replica's copy of its master's metadata (idle on a master).
         self.metadata_sync = MetadataSync(ctx)
+        #: ``slaveActingMaster``: a replica standing in for its master.
+        self.acting_master = ActingMaster(ctx)
+        if config.slave_acting_master:
+            ctx.schedule.acting = lambda: self.acting_master.now_acting
+            ctx.schedule.escape = self.acting_master.escape_due
         self.metadata_sync.on_mapping = self.logical_processor.mapping_changed
         #: Controller mode (``enableControllerMode``): the role comes from the controllers.
         self.controller_link: ControllerLink | None = None
@@ -232,6 +238,9 @@ class BrokerApp:
         self._tasks.append(loop.create_task(self._housekeeping(), name="broker-housekeeping"))
         self.transaction_checker.start()
         self._tasks.append(loop.create_task(self.metadata_sync.run(), name="broker-slave-sync"))
+        if self.config.slave_acting_master:
+            self._tasks.append(loop.create_task(self.acting_master.watch(),
+                                                name="broker-acting-master"))
         # Keep comparing logical-queue mappings with the peers (caught up once above).
         self._tasks.append(loop.create_task(self.logical_processor.run_sync(
             self.config.logical_sync_interval / 1000), name="broker-logical-sync"))
@@ -292,8 +301,8 @@ class BrokerApp:
         ctx = self.ctx
         pipeline = self.pipeline
         for proc in (self.send, self.pull, OffsetProcessor(ctx), ClientProcessor(ctx),
-                     AdminProcessor(ctx), RetryProcessor(ctx), LockProcessor(ctx),
-                     GroupProcessor(ctx), AuthProcessor(self.auth_store),
+                     AdminProcessor(ctx), RetryProcessor(ctx, self.acting_master),
+                     LockProcessor(ctx), GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
                      ConsumeDirectlyProcessor(ctx), TransactionProcessor(ctx),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tidemq.broker.delay import (
@@ -106,6 +106,11 @@ class ScheduleService:
         self._pending: list[Snapshot] = []
         self._written: tuple[dict[int, int], TimerCheckpoint] | None = None
         self._timer_clean = True
+        #: ``slaveActingMaster``: whether this replica acts for its master now, and where
+        #: it hands a due message then (``(topic, queue id, record, properties)``; blocks
+        #: until another master took it, raises when none did).
+        self.acting: Callable[[], bool] = _never
+        self.escape: Callable[[str, int, Record, str], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -223,7 +228,8 @@ class ScheduleService:
                 if self._stopping:
                     return
                 woken, self._woken = self._woken, set()
-                if self.store.replica:  # a replica delivers nothing: its master does
+                if self.store.replica and (self.escape is None or not self.acting()):
+                    # a replica delivers nothing: its master does (unless it acts for it)
                     self._woken |= woken
                     self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
                     continue
@@ -376,6 +382,11 @@ class ScheduleService:
             return
         for name in drops:
             props.pop(name, None)
+        if self.store.replica:  # acting for its master: another master stores the copy
+            assert self.escape is not None
+            self.escape(topic, int(queue), rec, encode_properties(props).decode("utf-8"))
+            self.delivered += 1
+            return
         keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
         msg = MessageInput(bytes(rec.body), encode_properties(props), rec.flag,
                            tags_code(props.get("TAGS")), keys)
@@ -389,6 +400,10 @@ class ScheduleService:
             return
         self._end = max(self._end, result.phys_offsets[-1] + result.sizes[-1])
         self.delivered += 1
+
+
+def _never() -> bool:
+    return False
 
 
 def _timer_due(rec: Record) -> int:

@@ -1,6 +1,7 @@
 """``slaveActingMaster``: while its group's master is down, the replica with the smallest
 brokerId hands a message a consumer sends back (CONSUMER_SEND_MSG_BACK) to another group's
-master, which parks it for the retry topic (or stores it in the DLQ) by its own rules.
+master, which parks it for the retry topic (or stores it in the DLQ) by its own rules, and
+delivers a parked delayed message that falls due to its topic on another group's master.
 In-process brokers and name server over real TCP."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from tests.broker.replication.test_group import SMALL, caught_up
-from tests.broker.wire import Peer, create_topic, eventually_route, send
+from tests.broker.wire import Peer, create_topic, eventually_route, props, send
 
 from tidemq.broker.acting_master import acting_for, other_masters
 from tidemq.broker.app import BrokerApp
@@ -31,11 +32,13 @@ def send_back(offset: int, delay_level: int) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext())
 
 
-async def stored(broker: BrokerApp, topic: str) -> list[MessageExt]:
+async def stored(broker: BrokerApp, topic: str, queue_id: int = 0) -> list[MessageExt]:
     async with Peer(broker.broker_addr) as peer:
-        while broker.store.max_offset(topic, 0) < 1:  # delayed 100 ms: no event to await
+        deadline = asyncio.get_running_loop().time() + 30
+        while broker.store.max_offset(topic, queue_id) < 1:  # delayed: no event to await
+            assert asyncio.get_running_loop().time() < deadline, f"nothing in {topic}"
             await asyncio.sleep(0.05)
-        return await peer.messages(topic)
+        return await peer.messages(topic, queue_id)
 
 
 async def test_a_replica_acting_for_its_master_hands_send_backs_to_another_master(
@@ -95,3 +98,25 @@ def test_the_other_groups_masters_take_the_escaped_messages() -> None:
     info = cluster(a={1: "r1"}, b={0: "mb", 1: "rb"}, c={1: "rc"})
     assert other_masters(info, "c", "a") == ["mb"]
     assert other_masters(info, "elsewhere", "a") == []
+
+
+async def test_a_replica_acting_for_its_master_delivers_due_delayed_messages_elsewhere(
+        tmp_path: Path) -> None:
+    async with Cluster(tmp_path, brokers=2, broker={"message_delay_level": "4s"},
+                       store=SMALL) as group:
+        master_a, master_b = group.brokers
+        replica = await group.add_replica(master_a, slave_metadata_sync_interval=100,
+                                          slave_acting_master=True)
+        async with Peer(master_b.broker_addr) as peer:
+            await peer.ok(create_topic("T", 2))  # broker-b serves T too
+        async with Peer(master_a.broker_addr) as peer:
+            await peer.ok(create_topic("T", 2))
+            await peer.ok(send("T", b"later", queue_id=1,
+                               properties=props(DELAY="1")))  # parked for 4 s
+        await caught_up(master_a, replica)
+        await master_a.stop()  # before it is due: nobody but the replica can deliver it
+        assert master_a.ctx.schedule.delivered == 0
+        (delivered,) = await stored(master_b, "T", queue_id=1)
+        assert bytes(delivered.body) == b"later"
+        assert delivered.properties["REAL_TOPIC"] == "T"
+        assert replica.ctx.schedule.delivered == 1

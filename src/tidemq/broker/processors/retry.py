@@ -204,11 +204,11 @@ def _retry_or_dlq(ctx: BrokerContext, h: SendMessageRequestHeader, version: int
 
 
 class RetryProcessor:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, acting: ActingMaster | None = None) -> None:
         self.ctx = ctx
         self.store = ctx.store
         #: ``slaveActingMaster``: a replica standing in for its master hands retries on.
-        self.acting = ActingMaster(ctx)
+        self.acting = acting if acting is not None else ActingMaster(ctx)
 
     def register(self, server: object) -> None:
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)  # type: ignore[attr-defined]

@@ -51,11 +51,13 @@ cppclient: $(STAMP)
 	  echo "  it comes with '.[dev]' (rocketmq==0.4.4, Linux x86_64 only):" \
 	  "$(BIN)/python -m pip install -e '.[dev,spark]'"; exit 1; }
 
-## unit: the pytest suite only, listing its 15 slowest tests (exit code 5, no tests
-## collected, fails); under CI=true a skipped test fails the run unless tests/conftest.py
-## allows its reason
+## unit: the pytest suite only, in JOBS parallel workers (pytest-xdist; a module's tests
+## and all Spark tests each stay on one worker), listing its 15 slowest tests (exit code 5,
+## no tests collected, fails); under CI=true a skipped test fails the run unless
+## tests/conftest.py allows its reason
+JOBS ?= 2
 unit: $(STAMP) java browser cppclient
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=15
 
 ## test: lint, then the whole test suite
 test: lint unit

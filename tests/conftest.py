@@ -21,6 +21,25 @@ if TYPE_CHECKING:
 
 pytest_plugins = ("pytester",)
 
+# Parallel workers (pytest-xdist, ``make unit`` runs two) draw the ports of the servers
+# they start from slices of their own, so one worker never takes a port another worker
+# has chosen but not yet bound; children inherit the slice.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").isdigit():
+    os.environ["TIDEMQ_PORT_SLICE"] = (
+        f"{_WORKER.removeprefix('gw')}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With pytest-xdist's ``--dist loadgroup``: a module's tests stay on one worker (its
+    module fixtures are made once), and every Spark test shares the worker whose Spark
+    session is already up (a second JVM would cost both cores for half a minute)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
 #: Skip reasons CI accepts, exactly as the test states them, with why each is fine.
 ALLOWED_SKIPS: dict[str, str] = {
     "set TIDEMQ_SLOW=1": "the kill -9 soaks run for many minutes; CI runs their short "

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tidemq.cli.commands.bench import render as bench_render
 from tidemq.cli.main import app
 from tidemq.errors import TideMQError
 
@@ -293,6 +294,9 @@ def _invoke(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("COLUMNS", "120")
     monkeypatch.setenv("TERM", "xterm")
+    # The renderer's one console took its width from COLUMNS when it was made, at import,
+    # if COLUMNS was set then (pytest-xdist's workers have COLUMNS=80): fix it here too.
+    monkeypatch.setattr(bench_render.console, "width", 120)
     result = runner.invoke(app, ["bench", *argv])
     return result.exit_code, result.output.replace(str(tmp_path), "<tmp>")
 

@@ -34,3 +34,18 @@ def test_taken_ports_are_drawn_again_and_an_unreadable_range_falls_back(
     monkeypatch.setattr(ports, "_RANGE_FILE", tmp_path / "absent")
     assert ports._below_ephemeral() == range(0)
     assert ports.free_port() > 0
+
+
+def test_a_slice_keeps_side_by_side_processes_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = range(10_000, 32_768)
+    first, second = ports._slice(whole, "0/2"), ports._slice(whole, "1/2")
+    assert (first.start, first.stop, second.start, second.stop) == (
+        10_000, 21_384, 21_384, 32_768)
+    assert ports._slice(whole, "") == whole
+    monkeypatch.setenv("TIDEMQ_PORT_SLICE", "1/3")
+    drawn = ports.free_ports(10)
+    third = ports._below_ephemeral()
+    assert len(third) < 12_000 and all(p in third for p in drawn)
+    for bad in ("2/2", "x/2", "1", "-1/2", "0/0"):
+        with pytest.raises(ValueError, match="TIDEMQ_PORT_SLICE"):
+            ports._slice(whole, bad)

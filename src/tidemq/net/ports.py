@@ -8,11 +8,17 @@ machine opens may take it. :func:`free_ports` therefore draws ports at random fr
 that range (``/proc/sys/net/ipv4/ip_local_port_range``), which outgoing connections never
 use, checks each by binding it, and binds the ``n`` together so they are distinct.
 Where the range cannot be read it falls back to the kernel's choice.
+
+Several processes that each start servers side by side (the test suite's parallel
+workers, two benchmarks) can keep out of each other's way: with
+``TIDEMQ_PORT_SLICE=k/n`` in the environment a process draws only from the ``k``-th of
+``n`` equal slices of that range (``k`` counted from 0).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 from pathlib import Path
@@ -30,7 +36,25 @@ def _below_ephemeral() -> range:
         first = int(_RANGE_FILE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return range(0)
-    return range(_LOWEST, first)
+    return _slice(range(_LOWEST, first), os.environ.get("TIDEMQ_PORT_SLICE", ""))
+
+
+def _slice(ports: range, spec: str) -> range:
+    """The ``k``-th of ``n`` slices of ``ports`` for ``spec`` = ``"k/n"``; all of them
+    for an empty spec. A malformed spec is refused, not ignored: two processes that
+    meant to stay apart would otherwise collide."""
+    if not spec:
+        return ports
+    k_text, _, n_text = spec.partition("/")
+    try:
+        k, n = int(k_text), int(n_text)
+    except ValueError:
+        k, n = -1, 0
+    if not 0 <= k < n or n > len(ports):
+        raise ValueError(f"TIDEMQ_PORT_SLICE={spec!r}: expected k/n with 0 <= k < n "
+                         f"(n at most {len(ports)})")
+    size = len(ports) // n
+    return range(ports.start + k * size, ports.start + (k + 1) * size)
 
 
 def free_ports(n: int) -> list[int]:

@@ -65,10 +65,12 @@ async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerApp, BrokerApp]]:
         link = master.controller_link
         assert link is not None
         await until(lambda: link.in_sync_replicas() == [replica.broker_addr])
-        # and its copy connected: the controllers' in-sync set is read from the
-        # replicas' epoch caches, which an empty replica passes before it connects
-        server = master.ctx.replication.server
-        await until(lambda: server is not None and server.in_sync() >= 1)
+        # and its copy connected to the master's HA port: the controllers' in-sync set is
+        # read from the replicas' epoch caches, which an empty replica passes before it
+        # connects
+        ha = master.ctx.replication
+        await until(lambda: replica.role.state.master_ha_address == ha.ha_address
+                    and ha.server is not None and ha.server.in_sync() >= 1)
         yield master, replica
     finally:
         for app in brokers:

@@ -83,11 +83,12 @@ class ReplicationService:
     @property
     def ha_address(self) -> str:
         """Where replicas connect: ``haAdvertisedAddress``, else the advertised host and
-        the HA port."""
+        the HA port; ``""`` while the port is still to be chosen at bind time
+        (``haListenPort=0`` before this broker first serves as master)."""
         if self.config.ha_advertised_address:
             return self.config.ha_advertised_address
         port = self.server.port if self.server is not None else self._ha_port
-        return f"{self.config.advertised_host}:{port}"
+        return f"{self.config.advertised_host}:{port}" if port else ""
 
     async def start(self) -> None:
         """Apply the configured role (the store is started)."""

@@ -108,10 +108,15 @@ def test_one_record_many_queues(lmq_cfg: Cfg, open_store: OpenStore) -> None:
     assert store.commitlog.max_offset == phys + records(store.get("Parent", 0, 0))[0].total_size
 
 
-def test_concurrent_producers_on_several_parent_queues(lmq_cfg: Cfg, open_store: OpenStore) -> None:
+@pytest.mark.parametrize("cached", [200_000, 4], ids=["cached", "evicting"])
+def test_concurrent_producers_on_several_parent_queues(lmq_cfg: Cfg, open_store: OpenStore,
+                                                       cached: int) -> None:
     """Eight threads, four parent queues, overlapping LMQ sets: every LMQ is dense from
-    0, holds each message naming it exactly once, in commit-log order."""
-    store = open_store(mapped_file_size_commit_log=64 * 1024, **lmq_cfg)
+    0, holds each message naming it exactly once, in commit-log order -- also with
+    caches smaller than the set of queues, so that queues leave them while others are
+    read back, concurrently with dispatch."""
+    store = open_store(mapped_file_size_commit_log=64 * 1024, lmq_cached_queues=cached,
+                       **lmq_cfg)
     pool = [f"%LMQ%q{i}" for i in range(12)]
     named: dict[bytes, list[str]] = {}
     lock = threading.Lock()

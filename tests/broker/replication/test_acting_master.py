@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from tests.broker.replication.test_group import SMALL, caught_up
 from tests.broker.wire import Peer, create_topic, eventually_route, props, send
 
@@ -100,8 +101,10 @@ def test_the_other_groups_masters_take_the_escaped_messages() -> None:
     assert other_masters(info, "elsewhere", "a") == []
 
 
+@pytest.mark.parametrize("parking", [{"DELAY": "1"}, {"TIMER_DELAY_MS": "4000"}],
+                         ids=["delay level", "timer"])
 async def test_a_replica_acting_for_its_master_delivers_due_delayed_messages_elsewhere(
-        tmp_path: Path) -> None:
+        tmp_path: Path, parking: dict[str, str]) -> None:
     async with Cluster(tmp_path, brokers=2, broker={"message_delay_level": "4s"},
                        store=SMALL) as group:
         master_a, master_b = group.brokers
@@ -112,7 +115,7 @@ async def test_a_replica_acting_for_its_master_delivers_due_delayed_messages_els
         async with Peer(master_a.broker_addr) as peer:
             await peer.ok(create_topic("T", 2))
             await peer.ok(send("T", b"later", queue_id=1,
-                               properties=props(DELAY="1")))  # parked for 4 s
+                               properties=props(**parking)))  # parked for 4 s
         await caught_up(master_a, replica)
         await master_a.stop()  # before it is due: nobody but the replica can deliver it
         assert master_a.ctx.schedule.delivered == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tidemq.broker.config import load_broker_config
@@ -28,6 +30,36 @@ async def test_orders_reach_listeners_in_order_and_old_epochs_are_refused() -> N
     assert len(seen) == 2
     again = await holder.become_replica("127.0.0.1:2", 2, epoch=4)
     assert not again.is_master and again.master_ha_address == "127.0.0.1:2"
+
+
+async def test_an_order_given_while_listeners_follow_another_waits_for_them() -> None:
+    """The parts of the broker follow one order at a time: a step-down given while the
+    HA parts are still taking up the master's role is applied after them, so the last
+    state every listener saw is the holder's."""
+    holder = RoleHolder(RoleState(BrokerRole.SLAVE, 1, "127.0.0.1:1", epoch=1))
+    release = asyncio.Event()
+    following: list[str] = []
+    seen: list[RoleState] = []
+
+    async def slow_part(state: RoleState) -> None:
+        following.append("start")
+        if state.is_master:
+            await release.wait()  # the HA server starting, the copy stopping ...
+        following.append("end")
+        seen.append(state)
+
+    holder.add_listener(slow_part)
+    becoming = asyncio.ensure_future(holder.become_master(2))
+    while not following:
+        await asyncio.sleep(0)
+    stepping = asyncio.ensure_future(holder.step_down(1))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert following == ["start"]  # the step-down waits
+    release.set()
+    await asyncio.gather(becoming, stepping)
+    assert following == ["start", "end", "start", "end"]
+    assert seen[-1] == holder.state and not holder.state.is_master
 
 
 async def test_an_async_master_stays_async_unless_told() -> None:

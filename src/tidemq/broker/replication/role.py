@@ -19,6 +19,7 @@ registration order, so the broker's parts follow one decision.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from collections.abc import Awaitable, Callable
@@ -83,6 +84,8 @@ class RoleHolder:
     def __init__(self, initial: RoleState) -> None:
         self._state = initial
         self._listeners: list[RoleListener] = []
+        #: One order at a time: the next waits until every listener followed this one.
+        self._changing = asyncio.Lock()
 
     @property
     def state(self) -> RoleState:
@@ -121,11 +124,15 @@ class RoleHolder:
                                             self._state.epoch))
 
     async def _change(self, new: RoleState) -> RoleState:
-        if new.epoch < self._state.epoch:
-            raise StaleEpoch(self._state.epoch, new.epoch)
-        self._state = new
-        for listener in list(self._listeners):
-            result = listener(new)
-            if result is not None:
-                await result
-        return new
+        """``new`` held and followed by every listener. An order given while the
+        listeners still follow the previous one waits for them (and its epoch is checked
+        then): two orders never interleave in the broker's parts."""
+        async with self._changing:
+            if new.epoch < self._state.epoch:
+                raise StaleEpoch(self._state.epoch, new.epoch)
+            self._state = new
+            for listener in list(self._listeners):
+                result = listener(new)
+                if result is not None:
+                    await result
+            return new

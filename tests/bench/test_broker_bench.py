@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import ssl
+import time
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,3 +257,17 @@ def test_produce_against_a_running_cluster(cluster: ThreadedCluster, tmp_path: P
     data = json.loads(out.read_text())
     assert data["summary"]["msgs"] > 0 and data["summary"]["broker_cpu_pct"] is None
     assert cluster.cluster.brokers[0].topics.get("Existing") is not None
+
+
+def test_sampler_counts_a_replica_process_cpu_per_message() -> None:
+    meter = Meter()
+    sampler = Sampler(meter, None, os.getpid())  # this process stands in for the replica
+    spin = time.process_time() + 0.05
+    while time.process_time() < spin:
+        pass
+    meter.count = 1000
+    row = sampler.tick()
+    summary = sampler.summary(warmup=0.0)
+    assert row["replica_cpu_pct"] is not None and row["replica_cpu_pct"] > 0
+    assert summary["replica_cpu_us_per_msg"] >= 0.05 / 1000 * 1e6 * 0.5
+    assert Sampler(meter, None).tick()["replica_cpu_pct"] is None

@@ -161,10 +161,10 @@ class BrokerBenchConfig:
 
 
 @contextlib.asynccontextmanager
-async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None]]:
-    """The name-server address to use and the broker's pid (``None`` if not ours)."""
+async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, Pids]]:
+    """The name-server address to use and the pids of the processes we started."""
     if cfg.namesrv:
-        yield cfg.namesrv, None
+        yield cfg.namesrv, Pids(None, None)
         return
     broker = BrokerProcess(flush=cfg.flush, settings=cfg.broker_settings,
                            data_dir=cfg.data_dir, profile=cfg.profile)
@@ -188,7 +188,7 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, int | None
                 replica.namesrv = broker.namesrv_addr
                 replica.master = broker.broker_addr
                 await replica.start()
-            yield broker.namesrv_addr, broker.pid
+            yield broker.namesrv_addr, Pids(broker.pid, replica.pid if replica else None)
         finally:
             if replica is not None:
                 await replica.stop()
@@ -282,15 +282,23 @@ def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
             "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
-_Body = Callable[[str, int | None, list[MessageQueue]], Awaitable[dict[str, Any]]]
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pids:
+    """The broker process and its replica process, when the benchmark started them."""
+
+    broker: int | None
+    replica: int | None
+
+
+_Body = Callable[[str, Pids, list[MessageQueue]], Awaitable[dict[str, Any]]]
 
 
 async def _run(cfg: BrokerBenchConfig, body: _Body) -> dict[str, Any]:
     cfg.check()
     with _tuned_gc():
-        async with _broker(cfg) as (namesrv, pid):
+        async with _broker(cfg) as (namesrv, pids):
             queues = await _create_topic(namesrv, cfg.topic, cfg.queues)
-            return await body(namesrv, pid, queues)
+            return await body(namesrv, pids, queues)
 
 
 async def _stop(tasks: Sequence[asyncio.Task[Any]], running: list[bool]) -> None:
@@ -460,14 +468,14 @@ def _start_senders(cfg: BrokerBenchConfig, producers: list[Producer],
 async def run_produce(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
     """The produce workload (module docstring); returns config, summary and rows."""
 
-    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+    async def body(namesrv: str, pids: Pids, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
         meter, running = Meter(), [True]
         trace: dict[str, Any] = {}
         async with (_producers(namesrv, cfg.producers, trace=cfg.trace) as producers,
                     _batchers(cfg, producers) as batchers):
             tasks = _start_senders(cfg, producers, batchers, queues, meter, running)
-            sampler = Sampler(meter, pid)
+            sampler = Sampler(meter, pids.broker, pids.replica)
             try:
                 await measure(sampler, cfg.duration, report)
             finally:
@@ -579,25 +587,25 @@ async def _read_all(cfg: BrokerBenchConfig, namesrv: str, ends: dict[MessageQueu
 async def run_consume(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
     """The consume workload (module docstring): pre-fill, then read everything back."""
 
-    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+    async def body(namesrv: str, pids: Pids, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
         prefill = await _prefill(cfg, namesrv, queues)
         ends = await _max_offsets(namesrv, cfg.topic, prefill["prefill_msgs"])
-        result = await _read_measured(cfg, namesrv, pid, ends, prefill, report, False)
+        result = await _read_measured(cfg, namesrv, pids, ends, prefill, report, False)
         if cfg.columns:
-            result["columns"] = await _read_measured(cfg, namesrv, pid, ends, prefill,
+            result["columns"] = await _read_measured(cfg, namesrv, pids, ends, prefill,
                                                      report, True)
         return result
 
     return await _run(cfg, body)
 
 
-async def _read_measured(cfg: BrokerBenchConfig, namesrv: str, pid: int | None,
+async def _read_measured(cfg: BrokerBenchConfig, namesrv: str, pids: Pids,
                          ends: dict[MessageQueue, int], prefill: dict[str, Any],
                          report: Report | None, columns: bool) -> dict[str, Any]:
     """One reading of the pre-filled topic, sampled: the consume row."""
     meter = Meter()
-    sampler = Sampler(meter, pid)
+    sampler = Sampler(meter, pids.broker, pids.replica)
     reader = asyncio.ensure_future(_read_all(cfg, namesrv, ends, meter, columns))
     try:
         await measure(sampler, cfg.duration, report, reader)
@@ -697,7 +705,7 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
     if cfg.size < _STAMP.size:
         raise ValueError(f"latency needs bodies of at least {_STAMP.size} bytes")
 
-    async def body(namesrv: str, pid: int | None, queues: list[MessageQueue]
+    async def body(namesrv: str, pids: Pids, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
         config = dataclasses.replace(_client_config(namesrv, cfg.producers),
                                      pull_batch_size=cfg.pull_batch)
@@ -716,7 +724,8 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                          asyncio.ensure_future(pacer.run(running))]
                 if lag is not None:
                     tasks.append(asyncio.ensure_future(lag.run(running)))
-                sampler, ack_sampler = Sampler(received, pid), Sampler(acks, None)
+                sampler, ack_sampler = (Sampler(received, pids.broker, pids.replica),
+                                        Sampler(acks, None))
 
                 def both(row: dict[str, Any]) -> None:
                     ack = ack_sampler.tick()

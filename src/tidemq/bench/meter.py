@@ -7,8 +7,9 @@ core) and of the broker process (``/proc``), so a reader sees which side saturat
 
 Row fields: ``t`` (seconds since start, at the row's end), ``seconds``, ``msgs``,
 ``msgs_per_s``, ``p50_ms``/``p99_ms``/``p999_ms`` (``None`` without samples),
-``client_cpu_pct``, ``broker_cpu_pct`` (``None`` when the broker is not ours), ``errors``.
-The summary adds CPU microseconds per message of each side, the figure to compare on a
+``client_cpu_pct``, ``broker_cpu_pct`` (``None`` when the broker is not ours),
+``replica_cpu_pct`` (``None`` without a replica process of ours), ``errors``.
+The summary adds CPU microseconds per message of each process, the figure to compare on a
 machine shared with other work, and for a broker process of ours its CPU per message
 split into user and kernel time and by thread (``broker_user_us_per_msg``,
 ``broker_sys_us_per_msg``, ``broker_threads``: :func:`~tidemq.bench.process.thread_cpu_split`).
@@ -63,11 +64,14 @@ def percentiles_ms(values: Sequence[float]) -> dict[str, float | None]:
 class Sampler:
     """Rows from a :class:`Meter` (module docstring); :meth:`summary` after warm-up."""
 
-    def __init__(self, meter: Meter, broker_pid: int | None) -> None:
+    def __init__(self, meter: Meter, broker_pid: int | None,
+                 replica_pid: int | None = None) -> None:
         self.meter = meter
         self.broker_pid = broker_pid
+        self.replica_pid = replica_pid
         self.t0 = time.perf_counter()
-        self._last = (self.t0, time.process_time(), self._broker_cpu(), 0, 0, 0)
+        self._last = (self.t0, time.process_time(), self._broker_cpu(), self._replica_cpu(),
+                      0, 0, 0)
         self.rows: list[dict[str, Any]] = []
         self._spans: list[tuple[int, int]] = []  # latency index range of each row
         #: The broker's threads' CPU when sampling began, then at the end of each row.
@@ -79,11 +83,15 @@ class Sampler:
     def _broker_cpu(self) -> float | None:
         return process_cpu_seconds(self.broker_pid) if self.broker_pid else None
 
+    def _replica_cpu(self) -> float | None:
+        return process_cpu_seconds(self.replica_pid) if self.replica_pid else None
+
     def tick(self) -> dict[str, Any]:
         now, cpu, bcpu = time.perf_counter(), time.process_time(), self._broker_cpu()
+        rcpu = self._replica_cpu()
         meter = self.meter
         count, lat_end, errors = meter.count, len(meter.latencies), meter.errors
-        t, c, b, last_count, lat_start, last_errors = self._last
+        t, c, b, r, last_count, lat_start, last_errors = self._last
         dt = now - t
         row: dict[str, Any] = {
             "t": round(now - self.t0, 3), "seconds": dt, "msgs": count - last_count,
@@ -91,9 +99,10 @@ class Sampler:
             **percentiles_ms(meter.latencies[lat_start:lat_end]),
             "client_cpu_pct": 100 * (cpu - c) / dt,
             "broker_cpu_pct": None if bcpu is None or b is None else 100 * (bcpu - b) / dt,
+            "replica_cpu_pct": None if rcpu is None or r is None else 100 * (rcpu - r) / dt,
             "errors": errors - last_errors,
         }
-        self._last = (now, cpu, bcpu, count, lat_end, errors)
+        self._last = (now, cpu, bcpu, rcpu, count, lat_end, errors)
         self.rows.append(row)
         self._spans.append((lat_start, lat_end))
         self._threads.append(self._broker_threads())
@@ -122,6 +131,8 @@ class Sampler:
                 "broker_cpu_pct": _mean(r["broker_cpu_pct"] for r in rows),
                 "client_cpu_us_per_msg": _cpu_per_msg(rows, "client_cpu_pct", msgs),
                 "broker_cpu_us_per_msg": _cpu_per_msg(rows, "broker_cpu_pct", msgs),
+                "replica_cpu_pct": _mean(r["replica_cpu_pct"] for r in rows),
+                "replica_cpu_us_per_msg": _cpu_per_msg(rows, "replica_cpu_pct", msgs),
                 "errors": sum(r["errors"] for r in rows),
                 "last_error": self.meter.last_error or None, **threads}
 

@@ -75,6 +75,10 @@ class ReplicaProcess:
         await self.stop()
         raise BenchError(f"the replica did not register within {timeout:.0f} s")
 
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
     async def _in_sync(self, admin: AdminClient) -> bool:
         if not self.master:
             return True

@@ -80,6 +80,9 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
             ("CPU µs per message client / broker",
              f"{us(s.get('client_cpu_us_per_msg'))} / {us(s.get('broker_cpu_us_per_msg'))}"),
             ("errors", str(s.get("errors", 0)))]
+    if s.get("replica_cpu_us_per_msg") is not None:
+        rows.insert(-1, ("replica CPU / µs per message",
+                         f"{pct(s.get('replica_cpu_pct'))} / {us(s['replica_cpu_us_per_msg'])}"))
     if s.get("broker_user_us_per_msg") is not None:
         rows.insert(-1, ("broker CPU ns per message user / kernel",
                          f"{num(_ns(s['broker_user_us_per_msg']))} / "

@@ -3,8 +3,11 @@ commit log and the same consume queues, batch consume queues, LMQ entries and in
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
+import mmap
+import struct
 import tempfile
 from pathlib import Path
 
@@ -15,10 +18,19 @@ from hypothesis import strategies as st
 from tidemq.errors import StoreReadOnly
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.properties import encode_properties
-from tidemq.formats.record import HostAddr
+from tidemq.formats.record import (
+    MAGIC_V1,
+    MIN_RECORD_SIZE,
+    OFF_SYSFLAG,
+    SYSFLAG_COMPRESSED,
+    SYSFLAG_HOSTS_V6,
+    SYSFLAG_INNER_BATCH,
+    SYSFLAG_NEED_UNWRAP,
+    HostAddr,
+)
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.message_store import MessageStore
-from tidemq.store.replica_log import ReplicaGap
+from tidemq.store.replica_log import ReplicaGap, _common_run
 
 from .conftest import FakeClock, OpenStore, small_config
 
@@ -157,3 +169,54 @@ def test_bytes_are_held_before_they_are_dispatched(open_store: OpenStore) -> Non
     assert replica.max_offset("T", 0) == 0  # held, not yet in a queue
     replica.dispatch_replicated()
     assert snapshot(replica) == expected
+
+
+def _walked_run(mm: mmap.mmap, pos: int, limit: int) -> list[int]:
+    """:func:`_common_run` record by record, as it was written first."""
+    starts = [pos]
+    while pos + OFF_SYSFLAG + 4 <= limit:
+        total, magic = struct.unpack_from(">ii", mm, pos)
+        flags = struct.unpack_from(">i", mm, pos + OFF_SYSFLAG)[0]
+        if (magic != MAGIC_V1 or total < MIN_RECORD_SIZE or pos + total > limit
+                or flags & (SYSFLAG_HOSTS_V6 | SYSFLAG_COMPRESSED | SYSFLAG_INNER_BATCH
+                            | SYSFLAG_NEED_UNWRAP | 0xC)):
+            break
+        pos += total
+        starts.append(pos)
+    hit = mm.find(b"INNER_", starts[0], pos)
+    if hit >= 0:
+        del starts[bisect.bisect_right(starts, hit):]
+    return starts
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(0, 10**6), b=st.integers(0, 10**6))
+def test_a_common_run_is_found_as_record_by_record(a: int, b: int) -> None:
+    wire, _ = master()
+    starts = [0]  # record starts, to begin the run on one
+    while starts[-1] + 8 <= len(wire) and struct.unpack_from(">i", wire, starts[-1])[0] > 0:
+        starts.append(starts[-1] + struct.unpack_from(">i", wire, starts[-1])[0])
+    pos = starts[a % len(starts)]
+    limit = pos + b % (len(wire) - pos + 1)
+    mm = mmap.mmap(-1, len(wire))
+    mm[:] = wire
+    try:
+        assert _common_run(mm, pos, limit) == _walked_run(mm, pos, limit)
+    finally:
+        mm.close()
+
+
+def test_a_common_run_stops_at_an_ipv6_record_as_long_as_the_others(
+        open_store: OpenStore) -> None:
+    store = open_store(mapped_file_size_commit_log=1 << 16)
+    props = encode_properties({"UNIQ_KEY": "U0"})
+    for _ in range(3):
+        store.put("T", 0, MessageInput(b"x" * 40, props, keys=("U0",)))
+    store.put("T", 0, MessageInput(b"x" * 28, props, keys=("U0",)), born_host=V6)
+    store.put("T", 0, MessageInput(b"x" * 40, props, keys=("U0",)))
+    seg = store.commitlog.segments[0]
+    size = struct.unpack_from(">i", seg.mm, 0)[0]
+    limit = store.commitlog.max_offset
+    assert limit == 5 * size  # all five records are as long
+    assert _common_run(seg.mm, 0, limit) == _walked_run(seg.mm, 0, limit) == [
+        0, size, 2 * size, 3 * size]

@@ -24,6 +24,8 @@ import logging
 import mmap
 import struct
 
+import numpy as np
+
 from tidemq.errors import StoreError
 from tidemq.formats.record import (
     BLANK_MAGIC,
@@ -59,6 +61,10 @@ def _common_run(mm: mmap.mmap, pos: int, limit: int) -> list[int]:
     that it may not (V2, IPv6 hosts, compressed, an inner batch, a transaction state, an
     ``INNER_`` property), and the end of the last as the final element."""
     starts = [pos]
+    uniform = _uniform_records(mm, pos, limit)
+    if uniform:
+        starts = list(range(pos, pos + uniform[0] * uniform[1] + 1, uniform[1]))
+        pos = starts[-1]
     while pos + _FLAGS_END <= limit:
         total, magic = _HEAD.unpack_from(mm, pos)
         if (magic != MAGIC_V1 or total < MIN_RECORD_SIZE or pos + total > limit
@@ -70,6 +76,26 @@ def _common_run(mm: mmap.mmap, pos: int, limit: int) -> list[int]:
     if hit >= 0:
         del starts[bisect.bisect_right(starts, hit):]
     return starts
+
+
+def _uniform_records(mm: mmap.mmap, pos: int, limit: int) -> tuple[int, int] | None:
+    """``(count, size)`` of the records from ``pos`` that :func:`_common_run` accepts and
+    that are all as long as the first (a producer's batch), checked column-wise; ``None``
+    when fewer than two are."""
+    if pos + _FLAGS_END > limit:
+        return None
+    size = _I32.unpack_from(mm, pos)[0]
+    if size < MIN_RECORD_SIZE:
+        return None
+    n = (limit - pos) // size
+    if n < 2:
+        return None
+    heads = np.ndarray((n, 2), ">i4", mm, pos, (size, 4))  # TOTALSIZE, MAGICCODE
+    flags = np.ndarray((n,), ">i4", mm, pos + OFF_SYSFLAG, (size,))
+    bad = (heads[:, 0] != size) | (heads[:, 1] != MAGIC_V1) | (flags & _UNUSUAL != 0)
+    count = int(bad.argmax()) if bad.any() else n
+    del heads, flags, bad  # no view of the map outlives the call
+    return (count, size) if count >= 2 else None
 
 
 class ReplicaGap(StoreError):

@@ -10,19 +10,70 @@ records of one queue, as the master's own dispatch folds them. The batches are e
 what :func:`tidemq.store.recovery.dispatch_batch_for` gives record by record (the same
 tags code and index keys); a run outside that scope yields ``None`` and is dispatched
 the general way.
+
+When every record of a run repeats one layout and one property string but for its
+UNIQ_KEY value (a producer's batch: the usual case), the keys are cut out of the run as
+one byte matrix (:class:`~tidemq.store.index_keys.KeyColumns`), as the master's own
+batch put keys them, instead of a property parse and a string per record.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
-from tidemq.formats.record.columns import decode_columns
+from tidemq.formats.record.columns import RecordColumns, decode_columns
 from tidemq.store.dispatch import DispatchBatch
+from tidemq.store.index_keys import KeyColumns
 
 __all__ = ["run_batches"]
 
 _TX_MASK = 0xC
 _UNIQ = b"UNIQ_KEY\x01"
+
+
+def _uniq_span(props: bytes) -> tuple[int, int] | None:
+    """Where the UNIQ_KEY value sits in ``props`` (``start == end``: no value), as
+    :func:`_facts` finds it; ``None`` when the properties hold TAGS or KEYS."""
+    if b"TAGS\x01" in props or b"KEYS\x01" in props:
+        return None
+    at = props.find(_UNIQ)
+    while at > 0 and props[at - 1] != 2:
+        at = props.find(_UNIQ, at + 1)
+    if at < 0:
+        return 0, 0
+    start = at + len(_UNIQ)
+    end = props.find(b"\x02", start)
+    return start, end if end >= 0 else len(props)
+
+
+def _key_columns(data: bytes, cols: RecordColumns) -> KeyColumns | None:
+    """The keys of a run laid out alike (one record size, one property string but for
+    the UNIQ_KEY value, which is separator-free ASCII) as columns, or ``None``."""
+    size, n = cols.stride, len(cols)
+    if not size or not cols.shaped or n * size != len(data):
+        return None
+    p0 = int(cols.properties.start[0])
+    plen = int(cols.properties.length[0])
+    span = _uniq_span(data[p0 : p0 + plen])
+    if span is None:
+        return None
+    rows = np.frombuffer(data, np.uint8).reshape(n, size)
+    ustart, uend = p0 + span[0], p0 + span[1]
+    first = rows[0]
+    if ((rows[:, p0:ustart] != first[p0:ustart]).any()
+            or (rows[:, uend:size] != first[uend:size]).any()):
+        return None
+    if ustart == uend:
+        return KeyColumns(None, (), n)
+    uniq = rows[:, ustart:uend]
+    if ((uniq <= 2) | (uniq >= 0x80)).any():  # a separator, a NUL or not ASCII
+        return None
+    return KeyColumns(uniq, (), n)
 
 
 def _facts(props: bytes) -> tuple[int, tuple[str, ...]]:
@@ -54,34 +105,44 @@ def run_batches(data: bytes, offset: int) -> list[DispatchBatch] | None:
     cols = decode_columns(data)
     if cols is None or not len(cols):
         return None
-    phys = (cols.pos + offset).tolist()
-    if cols.field("physical_offset").tolist() != phys:
+    at = cols.pos + offset
+    if not np.array_equal(cols.field("physical_offset"), at):
         return None
     sys_flags = cols.field("sys_flag")
     if ((sys_flags & _TX_MASK) != 0).any():
         return None
-    starts = cols.pos.tolist()
-    sizes = [b - a for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
-    queue_ids = cols.field("queue_id").tolist()
-    queue_offsets = cols.field("queue_offset").tolist()
-    stamps = cols.field("store_timestamp").tolist()
-    single = cols.single_topic()
-    topics = ([single] * len(cols) if single is not None
-              else [t.decode("utf-8") for t in cols.values(cols.topic)])
-    facts = [_facts(p) for p in cols.values(cols.properties)]
-    out: list[DispatchBatch] = []
-    first = 0
     n = len(cols)
-    for i in range(1, n + 1):
-        if (i < n and topics[i] == topics[first] and queue_ids[i] == queue_ids[first]
-                and queue_offsets[i] == queue_offsets[i - 1] + 1
-                and stamps[i] == stamps[first]):
-            continue
-        rows = range(first, i)
+    phys = at.tolist()
+    sizes = np.diff(cols.pos, append=len(data)).tolist()
+    queue_ids = cols.field("queue_id")
+    queue_offsets = cols.field("queue_offset")
+    stamps = cols.field("store_timestamp")
+    # a batch: consecutive records of one queue, consecutive offsets, one store time
+    cut = np.ones(n, dtype=bool)
+    cut[1:] = ((queue_ids[1:] != queue_ids[:-1]) | (queue_offsets[1:] != queue_offsets[:-1] + 1)
+               | (stamps[1:] != stamps[:-1]))
+    single = cols.single_topic()
+    if single is None:
+        topics = [t.decode("utf-8") for t in cols.values(cols.topic)]
+        cut[1:] |= np.array([a != b for a, b in itertools.pairwise(topics)], dtype=bool)
+    else:
+        topics = [single]
+    columns = _key_columns(data, cols)
+    tags: Sequence[int]
+    keys: Sequence[tuple[str, ...]]
+    if columns is not None:
+        tags, keys = [0] * n, columns
+    else:
+        facts = [_facts(p) for p in cols.values(cols.properties)]
+        tags, keys = [f[0] for f in facts], [f[1] for f in facts]
+    firsts = np.flatnonzero(cut).tolist()
+    qids, qoffs, times = (queue_ids[firsts].tolist(), queue_offsets[firsts].tolist(),
+                          stamps[firsts].tolist())
+    out: list[DispatchBatch] = []
+    for g, (first, i) in enumerate(zip(firsts, [*firsts[1:], n], strict=True)):
         out.append(DispatchBatch(
-            topic=topics[first], queue_id=queue_ids[first], queue_offset=queue_offsets[first],
-            phys=phys[first:i], sizes=sizes[first:i], tags=[facts[r][0] for r in rows],
-            store_timestamp=stamps[first], end=phys[i - 1] + sizes[i - 1],
-            keys=[facts[r][1] for r in rows], lmq=[None] * (i - first)))
-        first = i
+            topic=topics[first if single is None else 0], queue_id=qids[g],
+            queue_offset=qoffs[g], phys=phys[first:i], sizes=sizes[first:i],
+            tags=tags[first:i], store_timestamp=times[g], end=phys[i - 1] + sizes[i - 1],
+            keys=keys[first:i], lmq=[None] * (i - first)))
     return out

@@ -1,0 +1,115 @@
+"""A replica's column dispatch of a run gives, record by record, what recovery's
+translation of each record gives: queue, offsets, size, store time, tags code and index
+keys -- whether the run's keys come out as columns or one record at a time."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import Record, decode_record
+from tidemq.store.append import MessageInput
+from tidemq.store.dispatch import DispatchBatch
+from tidemq.store.index_keys import KeyColumns
+from tidemq.store.message_store import MessageStore
+from tidemq.store.recovery import dispatch_batch_for
+from tidemq.store.replica_runs import run_batches
+
+from .conftest import FakeClock, small_config
+
+Flat = tuple[str, int, int, int, int, int, int, tuple[str, ...]]
+
+_VALUE = st.text(alphabet=st.sampled_from("AB09é\x01_ "), min_size=0, max_size=6)
+_PROPS = st.fixed_dictionaries(
+    {"UNIQ_KEY": _VALUE},
+    optional={"XUNIQ_KEY": st.just("x"), "WAIT": st.just("true"), "TAGS": st.just("t"),
+              "KEYS": st.just("k1 k2")})
+
+
+def _flat(batches: list[DispatchBatch]) -> list[Flat]:
+    return [(b.topic, b.queue_id, b.queue_offset + i, phys, b.sizes[i], b.store_timestamp,
+             b.tags[i], tuple(b.keys[i]) if b.keys else ())
+            for b in batches for i, phys in enumerate(b.phys)]
+
+
+def _log(puts: list[tuple[int, list[dict[str, str]]]]) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=1 << 20),
+                             clock=FakeClock(1_700_000_000_000))
+        store.start()
+        try:
+            runs: list[bytes] = []
+            store.add_append_hook(lambda _start, view: runs.append(bytes(view)))
+            for queue_id, batch in puts:
+                msgs = []
+                for props in batch:
+                    keys = [props["UNIQ_KEY"]] if props["UNIQ_KEY"] else []
+                    keys += [k for k in props.get("KEYS", "").split(" ") if k]
+                    msgs.append(MessageInput(b"body", encode_properties(props),
+                                             keys=tuple(keys)))
+                store.put_batch("T" if queue_id < 2 else "U", queue_id, msgs)
+            return b"".join(runs)
+        finally:
+            store.shutdown()
+
+
+def _reference(data: bytes) -> list[Flat]:
+    view, pos, out = memoryview(data), 0, []
+    while pos < len(data):
+        rec = decode_record(view, pos, expected_physical_offset=pos)
+        assert isinstance(rec, Record)
+        batch = dispatch_batch_for(rec, pos)
+        assert batch is not None
+        out += _flat([batch])
+        pos += rec.total_size
+    return out
+
+
+#: UNIQ_KEY values of one byte width: two-byte pieces, ASCII or not
+_WIDE = st.integers(1, 4).flatmap(lambda n: st.lists(
+    st.sampled_from(["AZ", "09", "\x01A", "é", "_ "]), min_size=n, max_size=n).map("".join))
+
+
+#: a last property of one width: mostly the same, sometimes another value or KEYS
+_LAST = st.sampled_from([("WAIT", "true")] * 4 + [("WAIT", "fals"), ("KEYS", "true")])
+
+
+def _alike(p: dict[str, str]) -> st.SearchStrategy[list[dict[str, str]]]:
+    """Records laid out as ``p``: UNIQ_KEY values of one width and a last property."""
+    width = len(p["UNIQ_KEY"].encode())
+    uniq = _WIDE.filter(lambda u: len(u.encode()) == width) if width else st.just("")
+    one = st.tuples(uniq, _LAST).map(
+        lambda q: {**{k: v for k, v in p.items() if k not in ("WAIT", "KEYS")},
+                   "UNIQ_KEY": q[0], q[1][0]: q[1][1]})
+    return st.lists(one, min_size=2, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(puts=st.lists(st.tuples(st.integers(0, 2), st.one_of(
+    st.lists(_PROPS, min_size=1, max_size=5),  # records keyed and sized alike or not
+    _PROPS.flatmap(lambda p: st.one_of(st.just({**p, "UNIQ_KEY": ""}), _WIDE.map(
+        lambda u: {**p, "UNIQ_KEY": u}))).flatmap(_alike))), min_size=1, max_size=6))
+@example(puts=[(1, [{"UNIQ_KEY": "AZ", "WAIT": "true"}, {"UNIQ_KEY": "09", "KEYS": "true"}])])
+@example(puts=[(1, [{"WAIT": "k", "UNIQ_KEY": "AZ"}, {"KEYS": "k", "UNIQ_KEY": "09"}])])
+@example(puts=[(1, [{"XUNIQ_KEY": "x", "UNIQ_KEY": "é"}, {"XUNIQ_KEY": "y", "UNIQ_KEY": "é"}])])
+@example(puts=[(0, [{"UNIQ_KEY": "AZ"}, {"UNIQ_KEY": "é"}, {"UNIQ_KEY": ""}])])
+def test_a_run_dispatches_as_its_records_do(
+        puts: list[tuple[int, list[dict[str, str]]]]) -> None:
+    data = _log(puts)
+    batches = run_batches(data, 0)
+    assert batches is not None
+    assert _flat(batches) == _reference(data)
+
+
+def test_a_producers_batch_is_keyed_as_columns() -> None:
+    batch = [{"UNIQ_KEY": f"{i:032X}", "WAIT": "true"} for i in range(50)]
+    data = _log([(1, batch)])
+    batches = run_batches(data, 0)
+    assert batches is not None and len(batches) == 1
+    assert type(batches[0].keys) is KeyColumns
+    assert list(batches[0].keys) == [(f"{i:032X}",) for i in range(50)]
+    assert _flat(batches) == _reference(data)

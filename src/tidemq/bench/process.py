@@ -226,7 +226,8 @@ class BrokerProcess:
                 os.kill(self.pid or proc.pid, signal.SIGTERM)
             loop = asyncio.get_running_loop()
             try:
-                await asyncio.wait_for(loop.run_in_executor(None, proc.wait), timeout)
+                async with asyncio.timeout(timeout):
+                    await loop.run_in_executor(None, proc.wait)
             except TimeoutError:
                 proc.kill()
                 await loop.run_in_executor(None, proc.wait)

@@ -90,7 +90,8 @@ async def _throughput(namesrv: str, topic: str, cfg: PushBenchConfig,
     bcpu0 = process_cpu_seconds(broker_pid) or 0.0
     t0 = time.perf_counter()
     await consumer.start()
-    await asyncio.wait_for(done.wait(), 600)
+    async with asyncio.timeout(600):
+        await done.wait()
     dt = time.perf_counter() - t0
     client_cpu = time.process_time() - cpu0
     broker_cpu = (process_cpu_seconds(broker_pid) or 0.0) - bcpu0

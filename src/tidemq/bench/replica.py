@@ -92,7 +92,8 @@ class ReplicaProcess:
         proc.send_signal(signal.SIGTERM)
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.run_in_executor(None, proc.wait), 60)
+            async with asyncio.timeout(60):
+                await loop.run_in_executor(None, proc.wait)
         except TimeoutError:
             proc.kill()
             await loop.run_in_executor(None, proc.wait)

@@ -222,7 +222,8 @@ class Tracer:
         dropped and counted), then stop."""
         self._closing = True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._drain(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._drain()
         self.dropped += len(self._queue)
         await self._cancel()
         if self._on_close is not None:

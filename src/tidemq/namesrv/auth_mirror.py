@@ -130,7 +130,8 @@ class AuthMirror:
             self._wake.clear()
             await self.copy_once()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.refresh_seconds)
+                async with asyncio.timeout(self.refresh_seconds):
+                    await self._wake.wait()
 
     async def stop(self) -> None:
         task, self._task = self._task, None

@@ -112,7 +112,8 @@ class MetricsHttpServer:
     async def _answer(self, reader: asyncio.StreamReader) -> tuple[int, bytes, str, bool]:
         text = "text/plain; charset=utf-8"
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+            async with asyncio.timeout(READ_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.LimitOverrunError, ValueError):
             return 400, b"request head too large\n", text, False
         lines = head.split(b"\r\n")

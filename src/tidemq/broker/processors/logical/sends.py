@@ -115,7 +115,8 @@ class LogicalSends:
     async def wait_changed(self, topic: str, timeout: float) -> None:
         event = self._events.setdefault(topic, asyncio.Event())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
     def notify(self, topic: str) -> None:
         """The mapping of ``topic`` changed: wake sends waiting out a migration."""

@@ -141,7 +141,8 @@ class LogicalProcessor:
         if not self.lqs.mappings:
             return
         try:
-            await asyncio.wait_for(self.sync(), self.START_SYNC_TIMEOUT)
+            async with asyncio.timeout(self.START_SYNC_TIMEOUT):
+                await self.sync()
         except (TimeoutError, TideMQError, OSError, ValueError) as exc:
             log.warning("syncing logical-queue mappings at start failed: %s", exc)
 

@@ -38,8 +38,13 @@ class MappingSync:
         whose mapping changed here."""
         if not self.lqs.mappings:
             return []
-        if any(b not in self.ctx.broker_addresses for m in self.lqs.mappings.values()
-               for b in m.brokers()):
+        # Ask the name server for the brokers when a mapping names one without an address,
+        # and when no peer is known at all: a broker cut out of a logical queue while it
+        # was down comes back with a copy that names only itself, and the brokers holding
+        # the current copy are found nowhere else.
+        if not set(self.ctx.broker_addresses) - {self.fwd.me} or any(
+                b not in self.ctx.broker_addresses for m in self.lqs.mappings.values()
+                for b in m.brokers()):
             await self.fwd.lookup_addresses()
         changed = []
         for topic in sorted(self.lqs.mappings):

@@ -13,7 +13,7 @@ import pytest
 from rocksdict import Options, Rdict
 
 from tidemq.formats.properties import encode_properties
-from tidemq.store import spool
+from tidemq.store import log_scan, spool
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.config import StoreConfig
 from tidemq.store.inspect import (
@@ -254,6 +254,57 @@ def test_verify_memory_does_not_grow_with_the_keys_and_lmq_entries(
             ("lmq", "%LMQ%m5", f"{n} entries of records below the LMQ checkpoint "
              f"{report.recovery.end_offset if report.recovery else -1} are missing")}
     assert peaks[1] < peaks[0] + 256 * 1024, peaks
+
+
+def build_long_queue(root: Path, n: int) -> Path:
+    """``n`` small messages in one queue, each with a key: a consume queue and an index
+    file of ``n`` entries."""
+    cfg = small_config(root, mapped_file_size_commit_log=1 << 22,
+                       mapped_file_size_consume_queue=20 * 4096, max_hash_slot_num=8192,
+                       max_index_num=32768)
+    with MessageStore(cfg) as store:
+        for i in range(n):
+            store.put("T", 0, MessageInput(b"x" * 16, encode_properties({"UNIQ_KEY": f"U{i}"}),
+                                           keys=(f"U{i}",)))
+    return root
+
+
+def test_verify_memory_does_not_grow_with_one_queue_or_one_index_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consume queue and an index file are read a chunk of entries at a time: ten times
+    the entries of one queue and one index file leave the peak of traced memory where it
+    was (reading each whole took memory in proportion to its entries), and a damaged
+    entry far past the first chunk of each is still found where it is."""
+    monkeypatch.setattr(spool, "CHUNK", 256)
+    monkeypatch.setattr(log_scan, "_CHUNK", 1 << 14)  # its buffer is fixed: keep it small
+    peaks = []
+    for n in (1000, 10_000):
+        root = build_long_queue(tmp_path / f"s{n}", n)
+        cq = sorted((root / "consumequeue" / "T" / "0").iterdir())[-1]
+        data = bytearray(cq.read_bytes())
+        last = (n - 1) % 4096
+        (phys,) = struct.unpack_from(">q", data, last * 20)
+        struct.pack_into(">i", data, last * 20 + 8, 17)  # the last entry: wrong size
+        cq.write_bytes(data)
+        index = next((root / "index").iterdir())
+        data = bytearray(index.read_bytes())
+        entry = 40 + 8192 * 4 + (n - 1) * 20  # entry number n - 1
+        struct.pack_into(">i", data, entry + 16, n + 5)  # its chain link points forward
+        index.write_bytes(data)
+        if not peaks:
+            verify(root)  # what a first call allocates once (imports, caches) is not its peak
+        tracemalloc.start()
+        try:
+            report = verify(root)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert (report.queue_entries, report.index_entries) == (n, n)
+        found = {(p.kind, p.where, p.offset, p.detail) for p in report.problems}
+        assert found == {
+            ("queue", "T/0", n - 1, f"size differs from record at {phys} (file {cq.name})"),
+            ("index", index.name, n - 1, f"chain link {n + 5} does not point back")}
+    assert peaks[1] < peaks[0] + 128 * 1024, peaks
 
 
 def test_checkpoint_past_the_valid_log(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.store import spool
+from tidemq.store.entry_chunks import entry_chunks
 from tidemq.store.index import ENTRY_DTYPE, HEADER_SIZE, SLOT_SIZE, index_file_size
 from tidemq.store.layout import StoreLayout
 from tidemq.store.spool import SpilledColumns
@@ -35,6 +36,10 @@ IndexFinding = tuple[str, int, str]
 
 _HEADER = np.dtype([("begin_ts", ">i8"), ("end_ts", ">i8"), ("begin_phys", ">i8"),
                     ("end_phys", ">i8"), ("slot_count", ">i4"), ("count", ">i4")])
+_SLOT = np.dtype(">i4")
+#: Hash slots read at a time (1 MiB): the slots of a file are as many whatever the size of
+#: the store, and mostly empty, so they are read in a few large reads.
+_SLOT_ROWS = 1 << 18
 MAX_EXAMPLES = 5
 
 Ints = npt.NDArray[np.int64]
@@ -93,7 +98,7 @@ def check_index(layout: StoreLayout, expected_hash: Ints, expected_phys: Ints, *
                                  f"maxHashSlotNum={slot_num} and maxIndexNum={max_index_num}: "
                                  "a start deletes it and lookups of its keys are lost"))
                 continue
-            for fh, fp in _check_file(path, slot_num, max_index_num, findings):
+            for fh, fp in _check_file(path, slot_num, max_index_num, findings, work_dir):
                 entries += len(fp)
                 if len(fp):
                     first_begin = int(fp[0]) if first_begin < 0 else first_begin
@@ -184,71 +189,148 @@ def _pairs(hashes: Ints, phys: Ints) -> set[tuple[int, int]]:
     return set(zip(hashes.tolist(), phys.tolist(), strict=True))
 
 
-def _check_file(path: Path, slot_num: int, max_index_num: int,
-                findings: list[IndexFinding]) -> Iterator[tuple[Ints, Ints]]:
-    """One file's header, slots and entries; yields its ``(hashes, phys)`` once."""
+def _check_file(path: Path, slot_num: int, max_index_num: int, findings: list[IndexFinding],
+                work_dir: Path) -> Iterator[tuple[Ints, Ints]]:
+    """One file's header, slots and entries, read a chunk at a time; yields its
+    ``(hashes, phys)`` a chunk at a time, then adds its findings. What is held between
+    chunks is a few numbers, the first examples of each finding and, for the chains, a
+    count per entry in a file of ``work_dir`` (one byte each)."""
     name = path.name
     with path.open("rb") as f:
         head = np.frombuffer(f.read(HEADER_SIZE), dtype=_HEADER)[0]
-        count = int(head["count"])
-        if not 1 <= count <= max_index_num:
-            findings.append((name, -1, f"indexCount {count} is outside 1..{max_index_num}: "
-                             "a start reads the file as empty"))
-            return
-        slots = np.frombuffer(f.read(slot_num * 4), dtype=">i4").astype(np.int64)
-        f.read(ENTRY_DTYPE.itemsize)  # entry number 0 is the null entry: never written
-        ent = np.frombuffer(f.read((count - 1) * ENTRY_DTYPE.itemsize), dtype=ENTRY_DTYPE)
-    if len(ent) != count - 1:
-        findings.append((name, -1, f"indexCount {count} but only {len(ent)} entries written"))
+    count = int(head["count"])
+    if not 1 <= count <= max_index_num:
+        findings.append((name, -1, f"indexCount {count} is outside 1..{max_index_num}: "
+                         "a start reads the file as empty"))
         return
-    bad_slot = np.flatnonzero((slots < 0) | (slots >= count))
-    if len(bad_slot):
-        findings.append((name, -1, f"{len(bad_slot)} hash slots point past the entries "
-                         f"written (slot {int(bad_slot[0])} -> {int(slots[bad_slot[0]])})"))
-    phys = ent["phys"].astype(np.int64)
-    prev = ent["prev"].astype(np.int64)
-    numbers = np.arange(1, count, dtype=np.int64)
-    bad_prev = np.flatnonzero((prev < 0) | (prev >= numbers))
-    for i in bad_prev[:MAX_EXAMPLES].tolist():
-        findings.append((name, i + 1, f"chain link {int(prev[i])} does not point back"))
-    if not len(bad_prev) and not len(bad_slot):
-        _check_chains(name, ent["hash"].astype(np.int64) % slot_num, prev, slots, findings)
-    if len(phys) > 1 and np.any(np.diff(phys) < 0):
-        i = int(np.argmax(np.diff(phys) < 0)) + 1
-        findings.append((name, i + 1, "physical offsets go back"))
-    if len(phys) and (int(head["begin_phys"]) != int(phys[0])
-                      or int(head["end_phys"]) != int(phys[-1])):
+    entries_at = HEADER_SIZE + slot_num * SLOT_SIZE + ENTRY_DTYPE.itemsize  # after entry 0
+    written = max(0, (path.stat().st_size - entries_at) // ENTRY_DTYPE.itemsize)
+    if written < count - 1:
+        findings.append((name, -1, f"indexCount {count} but only {written} entries written"))
+        return
+    bad_slots, first_bad_slot = 0, (-1, -1)
+    for at, slots in _slot_chunks(path, slot_num):
+        bad = np.flatnonzero((slots < 0) | (slots >= count))
+        if len(bad) and not bad_slots:
+            first_bad_slot = (at + int(bad[0]), int(slots[bad[0]]))
+        bad_slots += len(bad)
+    chains = _Chains(path, slot_num, count, entries_at, work_dir)
+    try:
+        bad_prev: list[IndexFinding] = []
+        back: IndexFinding | None = None
+        first_phys = last_phys = 0
+        number = 1  # the entry number of the chunk's first entry
+        for ent in entry_chunks(path, ENTRY_DTYPE, start=entries_at, count=count - 1):
+            phys = ent["phys"].astype(np.int64)
+            prev = ent["prev"].astype(np.int64)
+            numbers = np.arange(number, number + len(ent), dtype=np.int64)
+            wrong = np.flatnonzero((prev < 0) | (prev >= numbers))
+            bad_prev.extend((name, int(numbers[i]), f"chain link {int(prev[i])} does not "
+                             "point back") for i in wrong[:MAX_EXAMPLES - len(bad_prev)].tolist())
+            if not bad_slots and not bad_prev:
+                chains.links(ent["hash"].astype(np.int64) % slot_num, prev, numbers)
+            if back is None:
+                steps = np.diff(phys, prepend=phys[0] if number == 1 else last_phys) < 0
+                if np.any(steps):
+                    back = (name, int(numbers[int(np.argmax(steps))]), "physical offsets go back")
+            first_phys = int(phys[0]) if number == 1 else first_phys
+            last_phys = int(phys[-1])
+            number += len(ent)
+            yield ent["hash"].astype(np.int64), phys
+        if bad_slots:
+            s, v = first_bad_slot
+            findings.append((name, -1, f"{bad_slots} hash slots point past the entries "
+                             f"written (slot {s} -> {v})"))
+        findings.extend(bad_prev)
+        if not bad_prev and not bad_slots:
+            chains.heads(findings)
+    finally:
+        chains.close()
+    if back is not None:
+        findings.append(back)
+    if count > 1 and (int(head["begin_phys"]) != first_phys
+                      or int(head["end_phys"]) != last_phys):
         findings.append((name, -1, f"header says entries {int(head['begin_phys'])}.."
-                         f"{int(head['end_phys'])}, the entries {int(phys[0])}.."
-                         f"{int(phys[-1])}"))
-    yield ent["hash"].astype(np.int64), phys
+                         f"{int(head['end_phys'])}, the entries {first_phys}..{last_phys}"))
 
 
-def _check_chains(name: str, slot_of: Ints, prev: Ints, slots: Ints,
-                  findings: list[IndexFinding]) -> None:
+def _slot_chunks(path: Path, slot_num: int) -> Iterator[tuple[int, Ints]]:
+    """``(first slot, slots)`` of ``path``'s hash slots, a chunk at a time."""
+    at = 0
+    for chunk in entry_chunks(path, _SLOT, start=HEADER_SIZE, count=slot_num, rows=_SLOT_ROWS):
+        yield at, chunk.astype(np.int64)
+        at += len(chunk)
+
+
+class _Chains:
     """Every entry on exactly one chain, the chain of its key's slot: it is the head of
     that slot or the link of exactly one later entry of the same slot. (Links point
-    back, so chains cannot loop.) An entry off its chain is invisible to lookups."""
-    n = len(prev)
-    refs = np.zeros(n + 1, dtype=np.int64)  # by entry number
-    np.add.at(refs, prev, 1)
-    heads = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(heads, slots, 1)
-    reached = refs[1:] + heads[1:]
-    linked = prev > 0
-    wrong_slot = np.zeros(n, dtype=bool)
-    wrong_slot[linked] = slot_of[prev[linked] - 1] != slot_of[linked]
-    head_of = np.flatnonzero(slots > 0)
-    for s in head_of[slot_of[slots[head_of] - 1] != head_of][:MAX_EXAMPLES].tolist():
-        findings.append((name, int(slots[s]), f"hash slot {s} points at an entry of "
-                         f"slot {int(slot_of[slots[s] - 1])}"))
-    for i in np.flatnonzero(wrong_slot)[:MAX_EXAMPLES].tolist():
-        findings.append((name, i + 1, f"chain link {int(prev[i])} leads to another slot's "
-                         "entry"))
-    lost = np.flatnonzero(reached != 1)
-    for i in lost[:MAX_EXAMPLES].tolist():
-        findings.append((name, i + 1, "not on its slot's chain (lookups miss it)"
-                         if reached[i] == 0 else "on more than one chain"))
-    if len(lost) > MAX_EXAMPLES:
-        findings.append((name, -1, f"... and {len(lost) - MAX_EXAMPLES} more entries off "
-                         "their chains"))
+    back, so chains cannot loop.) An entry off its chain is invisible to lookups.
+
+    Fed the entries a chunk at a time (:meth:`links`), then the slots (:meth:`heads`);
+    how often each entry is reached is counted, up to two, in a file of ``work_dir``,
+    and the slot of an earlier entry is read from the index file itself (mapped)."""
+
+    def __init__(self, path: Path, slot_num: int, count: int, entries_at: int,
+                 work_dir: Path) -> None:
+        self.path = path
+        self.slot_num = slot_num
+        self.count = count
+        self._entries = (np.memmap(path, dtype=ENTRY_DTYPE, mode="r", offset=entries_at,
+                                   shape=(count - 1,)) if count > 1 else None)
+        self._reached_path = work_dir / f"{path.name}.reached"
+        self._reached = np.memmap(self._reached_path, dtype=np.uint8, mode="w+",
+                                  shape=(count,))  # by entry number; 0 is the null entry
+        self._wrong_slot: list[IndexFinding] = []
+
+    def _slot_of(self, numbers: Ints) -> Ints:
+        assert self._entries is not None
+        hashes: Ints = self._entries["hash"][numbers - 1].astype(np.int64)
+        return hashes % self.slot_num
+
+    def _reach(self, numbers: Ints) -> None:
+        where, times = np.unique(numbers, return_counts=True)
+        self._reached[where] = np.minimum(self._reached[where] + times, 2)
+
+    def links(self, slot_of: Ints, prev: Ints, numbers: Ints) -> None:
+        """Entries ``numbers`` (whose links all point back), their slots and links."""
+        self._reach(prev)
+        linked = np.flatnonzero(prev > 0)
+        if len(self._wrong_slot) < MAX_EXAMPLES and len(linked):
+            off = linked[self._slot_of(prev[linked]) != slot_of[linked]]
+            self._wrong_slot.extend(
+                (self.path.name, int(numbers[i]), f"chain link {int(prev[i])} leads to "
+                 "another slot's entry") for i in off[:MAX_EXAMPLES - len(self._wrong_slot)])
+
+    def heads(self, findings: list[IndexFinding]) -> None:
+        """The slots (whose heads all lie among the entries written); then the findings."""
+        name = self.path.name
+        wrong_head: list[IndexFinding] = []
+        for at, slots in _slot_chunks(self.path, self.slot_num):
+            self._reach(slots)
+            head_of = np.flatnonzero(slots > 0)
+            if len(wrong_head) >= MAX_EXAMPLES or not len(head_of):
+                continue
+            their = self._slot_of(slots[head_of])
+            for k in np.flatnonzero(their != at + head_of)[:MAX_EXAMPLES - len(wrong_head)]:
+                s = at + int(head_of[k])
+                wrong_head.append((name, int(slots[head_of[k]]), f"hash slot {s} points at an "
+                                   f"entry of slot {int(their[k])}"))
+        findings.extend(wrong_head)
+        findings.extend(self._wrong_slot)
+        lost = 0
+        for at in range(1, self.count, max(spool.CHUNK, 1)):
+            reached = np.asarray(self._reached[at : at + max(spool.CHUNK, 1)])
+            off = np.flatnonzero(reached != 1)
+            for i in off[:max(MAX_EXAMPLES - lost, 0)].tolist():
+                findings.append((name, at + i, "not on its slot's chain (lookups miss it)"
+                                 if reached[i] == 0 else "on more than one chain"))
+            lost += len(off)
+        if lost > MAX_EXAMPLES:
+            findings.append((name, -1, f"... and {lost - MAX_EXAMPLES} more entries off "
+                             "their chains"))
+
+    def close(self) -> None:
+        self._entries = None
+        del self._reached
+        self._reached_path.unlink(missing_ok=True)

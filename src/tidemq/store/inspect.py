@@ -25,8 +25,8 @@ are at that moment.
 Memory does not grow with the store: the columns collected per record, the key-index
 entries and the LMQ entries the log implies are spilled to a temporary directory as they
 are collected (:mod:`tidemq.store.spool`, :class:`~tidemq.store.lmq_check.ExpectedLmq`)
-and compared a chunk at a time; one consume queue's entries and one index file are read
-whole.
+and compared a chunk at a time; the consume queues (:mod:`tidemq.store.queue_check`) and
+the index files are read a chunk of entries at a time too.
 
 :func:`dump_records`, :func:`dump_queue` and :func:`dump_checkpoint` return plain
 dataclasses (``to_dict()`` gives JSON-ready values) for the ``tidemq store`` commands.
@@ -48,17 +48,19 @@ from tidemq.errors import CorruptRecord, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
 from tidemq.store import spool
-from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT, HOLE_SIZE
+from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT, creation_cut_short
 from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
+from tidemq.store.entry_chunks import valid_prefix
 from tidemq.store.index_check import check_index, geometry
 from tidemq.store.index_keys import index_hashes
 from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_check import ExpectedLmq, check_lmq
 from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
+from tidemq.store.queue_check import QueueTotals, check_batch_queue, check_consume_queue
 from tidemq.store.queue_extent import assess
 from tidemq.store.readonly import (
     ReadOnlyFile,
@@ -355,11 +357,6 @@ def _nonzero_after(m: ReadOnlyFile, offset: int) -> int:
     return last_nonzero_in_file(m.path, first, m.size) - first
 
 
-def _read_entries(path: Path, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
-    data = path.read_bytes()
-    return np.frombuffer(data[: len(data) - len(data) % dtype.itemsize], dtype=dtype)
-
-
 def _last_real_entry(found: list[tuple[int, Path]], wrote: tuple[int, ...], unit: int,
                      dtype: np.dtype[Any], batch: bool) -> tuple[int, int] | None:
     """``(phys, size)`` of the entry a loaded queue ends with, as its ``last_entry``."""
@@ -394,6 +391,7 @@ class _Verifier:
         sizes = [n for n in sizes if n and n % BCQ_UNIT == 0]
         self.bcq_file_size = max(set(sizes), key=sizes.count) if sizes else DEFAULT_BCQ_FILE_SIZE
         self.records = _Records(work_dir)
+        self.totals = QueueTotals()  # the report's queue counts, summed by the queue checks
         self.damaged: list[Damage] = []
         self.start_fails = ""
         self._queue_ends: dict[tuple[str, int], int] = {}  # consume queue -> its end
@@ -534,8 +532,8 @@ class _Verifier:
                 valid = bcq_valid_bytes if batch else cq_valid_bytes
                 extent = assess(
                     [(b, p.stat().st_size) for b, p in found], file_size,
-                    lambda k, found=found, dtype=dtype, valid=valid: valid(  # type: ignore[misc]
-                        _read_entries(found[k][1], dtype)),
+                    lambda k, found=found, dtype=dtype, valid=valid: valid_prefix(  # type: ignore[misc]
+                        found[k][1], dtype, valid),
                     keep_one_empty=not batch)
                 if extent.doubt:
                     out.in_doubt.append(f"{topic}/{queue_id}: {extent.doubt}")
@@ -573,115 +571,48 @@ class _Verifier:
             dropped += self._check_batch_queue(topic, queue_id, qdir, cols, topic_ids,
                                                cl_min, end)
         self.report.queues = len(queues) + len(batch_queues)
+        self.report.queue_entries = self.totals.entries
+        self.report.expired_entries = self.totals.expired
+        self.report.hole_entries = self.totals.holes
         self._check_unqueued(cols, topic_ids, end)
         return dropped
 
     def _check_batch_queue(self, topic: str, queue_id: int, qdir: Path,
                            cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
                            cl_min: int, end: int) -> int:
-        """A batch consume queue: file sizes, then each entry against the record it names
-        (exists, same size, this queue's), offsets that grow, and records of the queue
-        after its last entry."""
+        """A batch consume queue (:func:`~tidemq.store.queue_check.check_batch_queue`);
+        records of the queue after its last entry: see :meth:`_check_unqueued`."""
         where = f"{topic}/{queue_id}"
-        file_size = self.bcq_file_size
-        issues: list[tuple[int, str]] = []
-        parts = []
-        found = self.layout.segments_in(qdir)
-        for i, (first, path) in enumerate(found):
-            n = path.stat().st_size
-            if n != file_size or (i and first != found[i - 1][0] + file_size):
-                issues.append((-1, f"file {path.name}: {n} bytes at {first}, expected "
-                               f"{file_size} following the previous; a start drops the queue "
-                               "and rebuilds it from the commit log"))
-                break
-            parts.append(_read_entries(path, BCQ_DTYPE))
-        ent = np.concatenate(parts) if parts else np.empty(0, dtype=BCQ_DTYPE)
-        n = bcq_valid_bytes(ent) // BCQ_UNIT
-        if np.any(ent[n:].view(np.uint8)):
-            issues.append((-1, f"non-zero entries after the end of valid entries (entry {n})"))
-        ent = ent[:n]
-        phys, size = ent["phys"].astype(np.int64), ent["size"].astype(np.int64)
-        base, batch = ent["base"].astype(np.int64), ent["batch"].astype(np.int64)
-        if n > 1 and np.any(base[1:] != base[:-1] + batch[:-1]):
-            at = int(np.argmax(base[1:] != base[:-1] + batch[:-1])) + 1
-            issues.append((int(base[at]), "queue offsets do not follow on"))
-        # Hole entries (offsets of a damaged record; readers skip them) point at no record.
-        hole = size == HOLE_SIZE
-        self.report.hole_entries += int(np.count_nonzero(hole))
-        if np.any(hole):
-            if np.any(phys[1:][hole[1:]] < phys[:-1][hole[1:]]):
-                at = int(np.flatnonzero(hole[1:] & (phys[1:] < phys[:-1]))[0]) + 1
-                issues.append((int(base[at]), "hole entry goes back in the commit log"))
-            phys, size, base, batch = phys[~hole], size[~hole], base[~hole], batch[~hole]
-            n = len(phys)
-        self.report.queue_entries += n
-        if n > 1 and np.any(np.diff(phys) <= 0):
-            at = int(np.argmax(np.diff(phys) <= 0)) + 1
-            issues.append((int(base[at]), "physical offsets do not increase"))
-        expired = phys < cl_min
-        self.report.expired_entries += int(np.count_nonzero(expired))
-        beyond = phys >= end
-        for j in np.flatnonzero(beyond)[:MAX_EXAMPLES]:
-            issues.append((int(base[j]), f"points at {int(phys[j])}, past the end of the "
-                           f"valid log {end}"))
-        live = ~expired & ~beyond
-        rp = cols["phys"]
-        k = np.minimum(np.searchsorted(rp, phys), max(len(rp) - 1, 0))
-        hit = rp[k] == phys if len(rp) else np.zeros(len(phys), dtype=np.bool_)
-        tid = topic_ids.get(topic, -1)
-        checks = [(live & ~hit, "no record starts at {phys}")]
-        if len(rp):
-            other = (cols["topic"][k] != tid) | (cols["queue_id"][k] != queue_id)
-            checks += [(live & hit & (cols["size"][k] != size),
-                        "size differs from record at {phys}"),
-                       (live & hit & other, "record at {phys} belongs to another queue")]
-        for mask, text in checks:
-            for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
-                issues.append((int(base[j]), text.format(phys=int(phys[j]))))
-        # records after the last entry: see _check_unqueued
-        self._batch_lasts[(topic, queue_id)] = (int(phys[-1]) if n else -1,
-                                                int(base[-1] + batch[-1]) if n else -1)
+        result = check_batch_queue(topic, queue_id, self.layout.segments_in(qdir),
+                                   self.bcq_file_size, cols, topic_ids, cl_min, end,
+                                   self.totals)
+        self._batch_lasts[(topic, queue_id)] = (result.last_phys, result.next_offset)
+        issues = result.findings
         for offset, detail in issues[:MAX_EXAMPLES]:
             self.problem("batch queue", where, offset, detail)
         if len(issues) > MAX_EXAMPLES:
             self.problem("batch queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
-        return int(np.count_nonzero(beyond))
+        return result.dropped
 
     def _check_queue(self, topic: str, queue_id: int, qdir: Path,
                      cols: dict[str, np.ndarray[Any, Any]], topic_ids: dict[str, int],
                      cl_min: int, end: int) -> int:
+        """A consume queue (:func:`~tidemq.store.queue_check.check_consume_queue`)."""
         where = f"{topic}/{queue_id}"
         found = self.layout.segments_in(qdir)
         if not found:
             return 0
         file_size = self.cq_size()
-        maps = [map_readonly(p, b) for b, p in found]
-        try:
-            issues: list[tuple[int, str]] = []
-            parts = []
-            for i, m in enumerate(maps):
-                if m.size != file_size or m.base % CQ_UNIT or (
-                        i and m.base != maps[i - 1].end):
-                    issues.append((m.base // CQ_UNIT, f"{m.size} bytes at {m.base}, expected "
-                                   f"{file_size} following the previous file; a start drops "
-                                   "the queue and rebuilds it from the commit log"))
-                    whole = m.size - m.size % CQ_UNIT
-                    if i == 0 or m.base == maps[i - 1].end:  # its whole entries still count
-                        parts.append(np.frombuffer(m.view[:whole], dtype=CQ_DTYPE).copy())
-                    break
-                parts.append(np.frombuffer(m.view, dtype=CQ_DTYPE).copy())
-            ent = np.concatenate(parts) if parts else np.empty(0, dtype=CQ_DTYPE)
-            first_offset = maps[0].base // CQ_UNIT
-            dropped = self._check_entries(where, topic, queue_id, ent, first_offset, cols,
-                                          topic_ids, cl_min, end, issues)
-        finally:
-            close_all(maps)
+        result = check_consume_queue(topic, queue_id, found, file_size, cols, topic_ids,
+                                     cl_min, end, self.totals)
+        self._queue_ends[(topic, queue_id)] = result.end  # see _check_unqueued
+        issues = result.findings
         for offset, detail in issues[:MAX_EXAMPLES]:
             self.problem("queue", where, offset,
                          f"{detail} (file {_entry_file(offset, file_size)})")
         if len(issues) > MAX_EXAMPLES:
             self.problem("queue", where, -1, f"... and {len(issues) - MAX_EXAMPLES} more")
-        return dropped
+        return result.dropped
 
     def _check_unqueued(self, cols: dict[str, np.ndarray[Any, Any]],
                         topic_ids: dict[str, int], end: int) -> None:
@@ -737,62 +668,6 @@ class _Verifier:
                          f"{c} records in the commit log but no consume queue: a start "
                          "does not rebuild it unless its queues are in doubt (run "
                          "verify --repair)")
-
-    def _check_entries(self, where: str, topic: str, queue_id: int, ent: np.ndarray[Any, Any],
-                       first_offset: int, cols: dict[str, np.ndarray[Any, Any]],
-                       topic_ids: dict[str, int], cl_min: int, end: int,
-                       issues: list[tuple[int, str]]) -> int:
-        phys = ent["phys"].astype(np.int64)
-        size = ent["size"].astype(np.int64)
-        invalid = np.flatnonzero((phys < 0) | (size <= 0))
-        n = int(invalid[0]) if len(invalid) else len(ent)
-        if np.any(ent[n:].view(np.uint8)):
-            issues.append((first_offset + n, "non-zero entries after the end of valid entries"))
-        phys, size = phys[:n], size[:n]
-        self._queue_ends[(topic, queue_id)] = first_offset + n  # see _check_unqueued
-        blank = size == BLANK_UNIT_SIZE
-        lead = int(np.argmin(blank)) if not blank.all() else n
-        # After the first real entry a blank size is a hole entry (a record lost with its
-        # header; readers skip it) and carries the previous entry's end; a zero there is not.
-        stray = blank[lead:] & (phys[lead:] == 0)
-        if np.any(stray):
-            issues.append((first_offset + lead + int(np.argmax(stray)),
-                           "blank unit after the first real entry"))
-        self.report.hole_entries += int(np.count_nonzero(blank[lead:] & ~stray))
-        idx = np.arange(lead, n)
-        real = ~blank[lead:]
-        idx, phys, size = idx[real], phys[lead:][real], size[lead:][real]
-        self.report.queue_entries += len(idx)
-        if len(phys) > 1 and np.any(np.diff(phys) <= 0):
-            k = int(np.argmax(np.diff(phys) <= 0)) + 1
-            issues.append((first_offset + int(idx[k]), "physical offsets do not increase"))
-        expired = phys < cl_min
-        self.report.expired_entries += int(np.count_nonzero(expired))
-        beyond = phys >= end
-        for k in np.flatnonzero(beyond)[:MAX_EXAMPLES]:
-            issues.append((first_offset + int(idx[k]),
-                           f"points at {int(phys[k])}, past the end of the valid log {end}"))
-        live = ~expired & ~beyond
-        idx, phys, size = idx[live], phys[live], size[live]
-        rp = cols["phys"]
-        k = np.minimum(np.searchsorted(rp, phys), max(len(rp) - 1, 0))
-        hit = rp[k] == phys if len(rp) else np.zeros(len(phys), dtype=np.bool_)
-        checks: list[tuple[np.ndarray[Any, Any], str]] = [(~hit, "no record starts at {phys}")]
-        if len(rp):
-            checks.append((hit & (cols["size"][k] != size), "size differs from record at {phys}"))
-            if not topic.startswith(LMQ_PREFIX):
-                tid = topic_ids.get(topic, -1)
-                offsets = first_offset + idx
-                checks += [
-                    (hit & ((cols["topic"][k] != tid) | (cols["queue_id"][k] != queue_id)),
-                     "record at {phys} belongs to another queue"),
-                    (hit & (cols["queue_offset"][k] != offsets),
-                     "record at {phys} has another queue offset"),
-                ]
-        for mask, text in checks:
-            for j in np.flatnonzero(mask)[:MAX_EXAMPLES]:
-                issues.append((first_offset + int(idx[j]), text.format(phys=int(phys[j]))))
-        return int(np.count_nonzero(beyond))
 
     # -------------------------------------------------------------- checkpoint
 

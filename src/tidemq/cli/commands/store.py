@@ -130,7 +130,8 @@ def verify_command(
     work_dir: Annotated[Path | None, typer.Option(
         help="Where verify keeps what it collects while it runs, in a temporary directory "
              "deleted at the end (default: $TMPDIR or /tmp). It needs about 28 bytes a "
-             "record, 16 a key-index key and 60 an LMQ entry.", exists=True, file_okay=False)]
+             "record, 16 a key-index key and 60 an LMQ entry, and one byte per entry of the "
+             "key-index file being checked.", exists=True, file_okay=False)]
     = None,
 ) -> None:
     """Check every record, queue entry, key-index and LMQ entry and the checkpoint; preview
@@ -138,8 +139,8 @@ def verify_command(
 
     Memory does not grow with the store: what verify collects per record,
     key and LMQ entry goes to temporary files (--work-dir) and is compared
-    a chunk at a time. Only one consume queue's entries (20 bytes each) and
-    one key-index file (up to maxIndexNum entries) are read whole."""
+    a chunk at a time; consume queues and key-index files are read a chunk
+    of entries at a time too."""
     index = (max_hash_slot_num, max_index_num)
     report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index, work_dir)
     if fix and report.records + len(report.damaged):

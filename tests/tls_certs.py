@@ -5,12 +5,21 @@
 one, a client certificate it signs, one signed by a CA nobody trusts, and a server key
 encrypted with a password. Tests take them from the session fixture ``tls_certs``
 (``tests/conftest.py``).
+
+For the tests of certificate rotation: :func:`renew` puts a new pair in place the way
+docs/security.md says to (written next to the old files, renamed in, key first), and
+:func:`served_certificate` reads which certificate a server presents.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import socket
+import ssl
 import subprocess
+import time
 from pathlib import Path
 
 KEY_PASSWORD = "s3cret-pass"
@@ -123,3 +132,40 @@ def make_certs(d: Path) -> Certs:
                  client_cert=client[0], client_key=client[1],
                  stranger_client_cert=stranger[0], stranger_client_key=stranger[1],
                  encrypted_server_key=encrypted)
+
+
+def der(cert: Path) -> bytes:
+    """The DER bytes of the PEM certificate ``cert`` (as a server presents it)."""
+    return ssl.PEM_cert_to_DER_cert(cert.read_text())
+
+
+def renew(cert: Path, key: Path, new_cert: Path, new_key: Path) -> None:
+    """Replace ``cert`` and ``key`` by copies of ``new_cert`` and ``new_key``: both written
+    next to the old ones, then renamed into place, key first (the documented order)."""
+    for source, target in ((new_key, key), (new_cert, cert)):
+        shutil.copyfile(source, target.with_name(target.name + ".new"))
+    os.replace(key.with_name(key.name + ".new"), key)
+    os.replace(cert.with_name(cert.name + ".new"), cert)
+
+
+def served_certificate(port: int) -> bytes:
+    """The DER certificate the TLS server on 127.0.0.1:``port`` presents (not verified:
+    the caller compares it with the one it expects)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw) as tls:
+        presented = tls.getpeercert(binary_form=True)
+    assert presented is not None
+    return presented
+
+
+def wait_until_served(port: int, expected: bytes, timeout: float = 10.0) -> None:
+    """Connect until the server on ``port`` presents ``expected`` (servers look at their
+    files at most once a second, and no event says when they did); AssertionError after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while served_certificate(port) != expected:
+        assert time.monotonic() < deadline, "the renewed certificate was never served"
+        time.sleep(0.05)

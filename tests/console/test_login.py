@@ -18,7 +18,7 @@ from tidemq.console import ConsoleServer
 from tidemq.console.config import ConsoleConfig
 from tidemq.console.users import Role, edit_users_file
 from tidemq.errors import ConfigError
-from tidemq.net.tls import TlsMode, TlsServerSettings
+from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 from tidemq.testing import Cluster
 
 CHEAP = (10, 1, 1)
@@ -175,15 +175,16 @@ async def test_big_or_unsized_bodies_are_not_read(http: Http, web: ConsoleServer
 
 
 async def test_over_https_the_session_cookie_is_secure(tls_certs: Certs) -> None:
-    https = TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=str(tls_certs.server_cert),
-                              key_path=str(tls_certs.server_key)).context()
+    https = ServerTlsContext(TlsServerSettings(
+        mode=TlsMode.ENFORCING, cert_path=str(tls_certs.server_cert),
+        key_path=str(tls_certs.server_key)))
     context = ssl.create_default_context(cafile=str(tls_certs.ca))
 
     def first_cookie(url: str) -> str:
         with urllib.request.urlopen(url, timeout=10, context=context) as answer:
             return str(answer.headers["Set-Cookie"])
 
-    async with ConsoleServer("127.0.0.1:9", port=0, ssl=https) as web:
+    async with ConsoleServer("127.0.0.1:9", port=0, https=https) as web:
         cookie = await asyncio.to_thread(first_cookie, f"{web.url}/messages")
     attributes = [part.strip().lower() for part in cookie.split(";")]
     assert attributes[0].startswith("tidemq_session=")

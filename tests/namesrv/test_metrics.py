@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.tls_certs import Certs, der, renew, served_certificate, wait_until_served
 
 from tidemq.client import AdminClient
 from tidemq.errors import TideMQError
+from tidemq.namesrv.app import NameServerApp
+from tidemq.namesrv.config import NamesrvConfig
 from tidemq.net.ports import free_port
 from tidemq.testing import Cluster
 
@@ -44,3 +48,17 @@ async def test_namesrv_metrics(tmp_path: Path) -> None:
     assert m[("tidemq_namesrv_route_requests_total", (("result", "not_found"),))] >= 1
     assert m[("tidemq_namesrv_requests_total",
               (("code", "103"), ("name", "REGISTER_BROKER")))] >= 4
+
+
+async def test_metrics_https_serves_a_renewed_certificate(tmp_path: Path,
+                                                          tls_certs: Certs) -> None:
+    cert, key = tmp_path / "metrics.crt", tmp_path / "metrics.key"
+    shutil.copyfile(tls_certs.server_cert, cert)
+    shutil.copyfile(tls_certs.server_key, key)
+    config = NamesrvConfig(listen_port=0, metrics_port=free_port(),
+                           metrics_cert_path=str(cert), metrics_key_path=str(key))
+    async with NameServerApp(config):
+        port = config.metrics_port
+        assert await asyncio.to_thread(served_certificate, port) == der(tls_certs.server_cert)
+        renew(cert, key, tls_certs.other_host_cert, tls_certs.other_host_key)
+        await asyncio.to_thread(wait_until_served, port, der(tls_certs.other_host_cert))

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import shutil
 import ssl
+from pathlib import Path
 
-from tests.tls_certs import Certs
+import pytest
+from tests.tls_certs import Certs, der, renew, served_certificate
 
 from tidemq.net.http import MetricsHttpServer
-from tidemq.net.tls import TlsMode, TlsServerSettings
+from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
 
 async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -76,9 +80,10 @@ async def test_close_drops_a_silent_client() -> None:
 
 
 async def test_metrics_over_https(tls_certs: Certs) -> None:
-    context = TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=str(tls_certs.server_cert),
-                                key_path=str(tls_certs.server_key)).context()
-    async with MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0, ssl=context) as server:
+    https = ServerTlsContext(TlsServerSettings(
+        mode=TlsMode.ENFORCING, cert_path=str(tls_certs.server_cert),
+        key_path=str(tls_certs.server_key)))
+    async with MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0, https=https) as server:
         client = ssl.create_default_context(cafile=str(tls_certs.ca))
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client)
         writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -95,3 +100,37 @@ async def test_metrics_over_https(tls_certs: Certs) -> None:
         writer.close()
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
+
+
+async def test_https_follows_renewed_files(tls_certs: Certs, tmp_path: Path,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    cert, key = tmp_path / "metrics.crt", tmp_path / "metrics.key"
+    shutil.copyfile(tls_certs.server_cert, cert)
+    shutil.copyfile(tls_certs.server_key, key)
+    https = ServerTlsContext(TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=str(cert),
+                                               key_path=str(key)))
+    https.recheck = 0.0  # look at the files on every connection
+    old, new = der(tls_certs.server_cert), der(tls_certs.other_host_cert)
+    async with MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0, https=https) as server:
+        client = ssl.create_default_context(cafile=str(tls_certs.ca))
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client)
+        # half way through the documented renewal (the new key, the old certificate)
+        shutil.copyfile(tls_certs.other_host_key, key)
+        with caplog.at_level(logging.WARNING, logger="tidemq.net.tls"):
+            assert await asyncio.to_thread(served_certificate, server.port) == old
+        assert "cannot be loaded" in caplog.text and https.reloads == 0
+        # a half-written certificate is not loaded either
+        cert.write_bytes(tls_certs.other_host_cert.read_bytes()[:200])
+        assert await asyncio.to_thread(served_certificate, server.port) == old
+        assert https.reloads == 0
+        renew(cert, key, tls_certs.other_host_cert, tls_certs.other_host_key)
+        assert await asyncio.to_thread(served_certificate, server.port) == new
+        assert https.reloads == 1
+        # the connection opened before the renewal goes on with the certificate it had
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = await reader.read()
+        assert writer.get_extra_info("ssl_object").getpeercert(binary_form=True) == old
+        writer.close()
+        with contextlib.suppress(ssl.SSLError, ConnectionError):
+            await writer.wait_closed()
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\nup 1\n")

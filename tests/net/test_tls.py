@@ -5,6 +5,7 @@ cause. Certificates come from ``tests/tls_certs.py``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from tests.net.support import ECHO, RawPeer, make_server
-from tests.tls_certs import KEY_PASSWORD, Certs, make_certs
+from tests.tls_certs import KEY_PASSWORD, Certs, der, make_certs, renew
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ConfigError, ConnectionLost, ResponseCode, TlsError
@@ -186,6 +187,42 @@ def test_server_context_follows_renewed_files(tls_certs: Certs, tmp_path: Path) 
     assert holder.reloads == 1
     now[0] = 6.0
     assert holder.current() is kept
+
+
+async def presented(port: int, ca: Path, server_name: str | None) -> bytes:
+    """The certificate a server presents to a client sending ``server_name`` (SNI) or none."""
+    client = ssl.create_default_context(cafile=str(ca))
+    client.check_hostname = False  # the renewal below names another host
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client,
+                                              server_hostname=server_name or "")
+    certificate = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    with contextlib.suppress(ssl.SSLError, ConnectionError):
+        await writer.wait_closed()
+    assert certificate is not None
+    return bytes(certificate)
+
+
+@pytest.mark.parametrize("server_name", [None, "localhost"])
+async def test_a_handshake_context_moves_each_handshake_to_the_current_files(
+        tls_certs: Certs, tmp_path: Path, server_name: str | None) -> None:
+    cert, key = tmp_path / "s.crt", tmp_path / "s.key"
+    shutil.copyfile(tls_certs.server_cert, cert)
+    shutil.copyfile(tls_certs.server_key, key)
+    holder = ServerTlsContext(server_tls(tls_certs, cert=cert, key=key), recheck=0.0)
+
+    async def answer(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0,
+                                        ssl=holder.handshake_context())
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        assert await presented(port, tls_certs.ca, server_name) == der(tls_certs.server_cert)
+        renew(cert, key, tls_certs.other_host_cert, tls_certs.other_host_key)
+        assert await presented(port, tls_certs.ca, server_name) == der(
+            tls_certs.other_host_cert)
+    assert holder.reloads == 1
 
 
 # ---------------------------------------------------------------- modes over real TCP

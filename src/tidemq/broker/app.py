@@ -61,6 +61,7 @@ from tidemq.net.acl.policy import User, UserType, to_acl_info
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http import MetricsHttpServer
+from tidemq.net.tls import ServerTlsContext
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerApp"]
@@ -212,7 +213,8 @@ class BrokerApp:
             https = self.config.metrics_tls
             metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
                                         auth=self.config.metrics_auth,
-                                        ssl=https.context() if https is not None else None)
+                                        https=ServerTlsContext(https) if https is not None
+                                        else None)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

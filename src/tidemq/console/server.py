@@ -17,9 +17,11 @@ everyone may change everything, so the console then refuses to start on an addre
 other machines reach unless ``consoleAllowAnonymous`` says so. Start-up logs which of
 the three it is.
 
-Given an ``ssl`` context (the command line builds it with :mod:`tidemq.net.tls`), the
-console is served over HTTPS only; ``client`` is the admin client's config (name servers
-with TLS or an ACL need it; by default the environment's settings apply).
+Given ``https`` (a :class:`~tidemq.net.tls.ServerTlsContext`; the command line builds
+it from ``--https-cert`` and ``--https-key``), the console is served over HTTPS only and
+follows the certificate and key files: a renewed pair is served to the next connection,
+open ones keep theirs. ``client`` is the admin client's config (name servers with TLS or
+an ACL need it; by default the environment's settings apply).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import contextlib
 import functools
 import logging
 import socket
-import ssl as ssl_module
 from collections.abc import Sequence
 
 import uvicorn
@@ -42,6 +43,7 @@ from tidemq.console.config import ConsoleConfig
 from tidemq.console.hosts import is_loopback
 from tidemq.console.users import UserDirectory, UsersFile
 from tidemq.errors import ConfigError
+from tidemq.net.tls import ServerTlsContext
 
 __all__ = ["ConsoleServer", "check_exposure", "users_of"]
 
@@ -77,7 +79,7 @@ class ConsoleServer:
 
     def __init__(self, namesrv: str | Sequence[str], *, host: str = "127.0.0.1",
                  port: int = 8080, config: ConsoleConfig | None = None,
-                 users: UserDirectory | None = None, ssl: ssl_module.SSLContext | None = None,
+                 users: UserDirectory | None = None, https: ServerTlsContext | None = None,
                  client: ClientConfig | None = None) -> None:
         """``users``: where users come from; by default the ``consoleUsersFile`` of
         ``config``, if any. Raises :class:`ConfigError` for a users file that does not
@@ -89,8 +91,8 @@ class ConsoleServer:
         check_exposure(host, config, users)
         #: The users read from the ACL (``consoleUsersFromAcl``), refreshed while it runs.
         self.acl_users = users if isinstance(users, AclUsers) else None
-        #: The HTTPS context; ``None``: plain HTTP.
-        self.tls_context = ssl
+        #: The HTTPS certificate and key, followed while serving; ``None``: plain HTTP.
+        self.https = https
         self.console = Console(self.admin, config, users)
         self.app = create_app(self.console, host)
         self.host = host
@@ -103,7 +105,7 @@ class ConsoleServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        scheme = "https" if self.tls_context is not None else "http"
+        scheme = "https" if self.https is not None else "http"
         return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
@@ -128,7 +130,8 @@ class ConsoleServer:
         config = uvicorn.Config(self.app, lifespan="off", ws="none", http="h11",
                                 access_log=False, log_config=None, server_header=False)
         config.load()
-        config.ssl = self.tls_context  # uvicorn's create_server takes it as it is
+        # uvicorn's create_server takes the context as it is
+        config.ssl = self.https.handshake_context() if self.https is not None else None
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
         await server.startup(sockets=[sock])  # listening once this returns

@@ -89,6 +89,7 @@ from tidemq.net.dispatcher import Processor
 from tidemq.net.http import MetricsHttpServer
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
+from tidemq.net.tls import ServerTlsContext
 
 __all__ = ["NameServerApp", "RemovedListener"]
 
@@ -225,7 +226,8 @@ class NameServerApp:
             https = self.config.metrics_tls
             metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
                                         auth=self.config.metrics_auth,
-                                        ssl=https.context() if https is not None else None)
+                                        https=ServerTlsContext(https) if https is not None
+                                        else None)
             try:
                 await metrics.start()
                 self.metrics_server = metrics

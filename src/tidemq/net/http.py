@@ -17,8 +17,9 @@ no or wrong credentials     401 with ``WWW-Authenticate`` (only with ``auth``)
 ==========================  ===============================================
 
 With ``auth`` (:class:`~tidemq.net.http_auth.MetricsAuth`, from the ``metricsAuth*``
-keys) every request must carry its bearer token or basic credentials. Given an ``ssl``
-context (from :mod:`tidemq.net.tls`) it answers over HTTPS only.
+keys) every request must carry its bearer token or basic credentials. Given ``https``
+(a :class:`~tidemq.net.tls.ServerTlsContext`) it answers over HTTPS only, and follows the
+certificate and key files: a renewed pair is served to the next connection.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl as ssl_module
 from collections.abc import Callable
 
 from tidemq.net.address import format_address
 from tidemq.net.http_auth import MetricsAuth
+from tidemq.net.tls import ServerTlsContext
 
 __all__ = ["MetricsHttpServer"]
 
@@ -49,10 +50,11 @@ class MetricsHttpServer:
     def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0,
                  *, content_type: str = "text/plain; version=0.0.4; charset=utf-8",
                  auth: MetricsAuth | None = None,
-                 ssl: ssl_module.SSLContext | None = None) -> None:
+                 https: ServerTlsContext | None = None) -> None:
         self.render = render
         self.auth = auth
-        self.ssl = ssl
+        #: The certificate and key served (``None``: plain HTTP).
+        self.https = https
         self.host = host
         self._requested_port = port
         self.content_type = content_type
@@ -65,11 +67,13 @@ class MetricsHttpServer:
         return format_address((self.host, self.port))
 
     async def start(self) -> None:
+        https = self.https
         self._server = await asyncio.start_server(
-            self._handle, self.host, self._requested_port, limit=MAX_HEAD, ssl=self.ssl,
-            ssl_handshake_timeout=READ_TIMEOUT if self.ssl is not None else None)
+            self._handle, self.host, self._requested_port, limit=MAX_HEAD,
+            ssl=https.handshake_context() if https is not None else None,
+            ssl_handshake_timeout=READ_TIMEOUT if https is not None else None)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics on %s://%s/metrics", "https" if self.ssl else "http", self.address)
+        log.info("metrics on %s://%s/metrics", "https" if https else "http", self.address)
 
     async def close(self) -> None:
         server, self._server = self._server, None

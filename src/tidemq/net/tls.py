@@ -36,6 +36,10 @@ verifies the server's certificate and host name unless told ``tls.client.authSer
 A server's context follows its files: :class:`ServerTlsContext` looks at the certificate
 and key files' modification times at most once a second, and builds a new context when
 they changed, so a renewed certificate is served to new connections without a restart.
+A listener that picks the context per connection asks :meth:`ServerTlsContext.current`;
+one that takes a single context when it starts (``asyncio.start_server`` behind the
+metrics endpoint, uvicorn behind the console) takes
+:meth:`ServerTlsContext.handshake_context`, whose every handshake moves to the current one.
 A client's follows its CA, certificate and key files the same way
 (:class:`ClientTlsContext`), when it dials a connection.
 """
@@ -262,6 +266,19 @@ class ServerTlsContext(_FollowedContext):
         super().__init__(settings.context, tuple(
             p for p in (settings.cert_path, settings.key_path, settings.trust_cert_path)
             if p), recheck=recheck, clock=clock, what="server")
+
+    def handshake_context(self) -> ssl.SSLContext:
+        """A context for a server that takes one when it starts: each handshake it begins
+        moves to :meth:`current` (from the SNI callback, which OpenSSL calls on every
+        handshake, with or without a server name), so such a server follows the files
+        too; connections already open keep the context they started with."""
+        context = self.settings.context()
+        context.sni_callback = self._switch
+        return context
+
+    def _switch(self, connection: ssl.SSLObject, _server_name: str | None,
+                _context: ssl.SSLContext) -> None:
+        connection.context = self.current()
 
 
 class ClientTlsContext(_FollowedContext):

@@ -86,7 +86,7 @@ def console(
                               tls_trust_cert_path=tls_ca, tls_cert_path=tls_cert,
                               tls_key_path=tls_key)
         web = ConsoleServer(namesrv, host=host, port=port, config=cfg, client=client,
-                            ssl=https_context(https_cert, https_key))
+                            https=https_context(https_cert, https_key))
     except TideMQError as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

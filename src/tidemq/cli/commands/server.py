@@ -12,7 +12,6 @@ import functools
 import gc
 import logging
 import signal
-import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -31,7 +30,7 @@ from tidemq.namesrv.controller import ControllerApp, load_controller_config
 from tidemq.net.acl.policy import Acl, User
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
-from tidemq.net.tls import TlsMode, TlsServerSettings
+from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
 if TYPE_CHECKING:
     from tidemq.console import ConsoleServer
@@ -63,14 +62,15 @@ HttpsKey = Annotated[str, typer.Option(
     help="The HTTPS certificate's private key (PEM).")]
 
 
-def https_context(cert: str, key: str) -> ssl.SSLContext | None:
-    """The web console's HTTPS context from its flags (``None``: plain HTTP); a file that
-    does not load raises ConfigError naming it."""
+def https_context(cert: str, key: str) -> ServerTlsContext | None:
+    """The web console's HTTPS certificate from its flags (``None``: plain HTTP), followed
+    while it runs; a file that does not load raises ConfigError naming it."""
     if not cert and not key:
         return None
     if not cert or not key:
         raise typer.BadParameter("--https-cert and --https-key go together")
-    return TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=cert, key_path=key).context()
+    return ServerTlsContext(TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=cert,
+                                              key_path=key))
 
 
 def _overrides(items: list[str] | None) -> dict[str, str]:
@@ -326,7 +326,7 @@ def standalone(
                 tls_auth_server=tls.auth_server, access_key=access_key, secret_key=secret_key)
             web = ConsoleServer(namesrv_addr, host=host, port=console_port,
                                 config=console_cfg, users=console_users_dir,
-                                ssl=https_context(console_cert, console_key), client=client_cfg)
+                                https=https_context(console_cert, console_key), client=client_cfg)
             if (bcfg.acl_enable or bcfg.authentication_enabled) and not client_cfg.access_key:
                 log.warning("the web console has no credentials while the ACL is on: its "
                             "pages will be refused; set accessKey/secretKey (or "

@@ -225,6 +225,31 @@ async def test_a_handshake_context_moves_each_handshake_to_the_current_files(
     assert holder.reloads == 1
 
 
+def test_a_file_finished_within_one_timestamp_tick_is_loaded(tls_certs: Certs,
+                                                               tmp_path: Path) -> None:
+    """File systems stamp modification times with a coarse clock (a kernel tick), so a
+    certificate written in two steps can keep the time of its half-written state; the
+    change of size must still be seen, or the renewal is never loaded."""
+    cert, key = tmp_path / "s.crt", tmp_path / "s.key"
+    shutil.copyfile(tls_certs.server_cert, cert)
+    shutil.copyfile(tls_certs.server_key, key)
+    now = [0.0]
+    holder = ServerTlsContext(server_tls(tls_certs, cert=cert, key=key), clock=lambda: now[0])
+    first = holder.current()
+    renewed = tls_certs.other_host_cert.read_bytes()
+    tick = os.stat(cert).st_mtime_ns + 5_000_000_000
+    shutil.copyfile(tls_certs.other_host_key, key)
+    os.utime(key, ns=(tick, tick))
+    cert.write_bytes(renewed[:len(renewed) // 2])  # caught half-written
+    os.utime(cert, ns=(tick, tick))
+    now[0] = 2.0
+    assert holder.current() is first and holder.reloads == 0
+    cert.write_bytes(renewed)  # finished within the same tick
+    os.utime(cert, ns=(tick, tick))
+    now[0] = 4.0
+    assert holder.current() is not first and holder.reloads == 1
+
+
 # ---------------------------------------------------------------- modes over real TCP
 
 

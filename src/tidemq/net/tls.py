@@ -34,7 +34,7 @@ verifies the server's certificate and host name unless told ``tls.client.authSer
 (upstream's default is not to).
 
 A server's context follows its files: :class:`ServerTlsContext` looks at the certificate
-and key files' modification times at most once a second, and builds a new context when
+and key files (modification time, size, inode) at most once a second, and builds a new context when
 they changed, so a renewed certificate is served to new connections without a restart.
 A listener that picks the context per connection asks :meth:`ServerTlsContext.current`;
 one that takes a single context when it starts (``asyncio.start_server`` behind the
@@ -208,13 +208,18 @@ def _load_trust(ctx: ssl.SSLContext, cafile: str, key: str, purpose: ssl.Purpose
                           key=key) from exc
 
 
-def _mtimes(paths: tuple[str, ...]) -> tuple[float, ...]:
-    out = []
+def _stamps(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...]:
+    """What tells a changed file: its modification time, size and inode (``None``: no
+    file). The time alone is not enough: file systems stamp it with a coarse clock, so a
+    file finished within the tick it was caught half-written in keeps its time."""
+    out: list[tuple[int, int, int] | None] = []
     for path in paths:
         try:
-            out.append(os.stat(path).st_mtime)
+            st = os.stat(path)
         except OSError:
-            out.append(-1.0)
+            out.append(None)
+        else:
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
     return tuple(out)
 
 
@@ -231,7 +236,7 @@ class _FollowedContext:
         self.recheck = recheck
         self._clock = clock
         self._context = build()  # a bad file fails the start, naming its key
-        self._stamp = _mtimes(paths)
+        self._stamp = _stamps(paths)
         self._checked = clock()
         #: How many times a changed file was loaded.
         self.reloads = 0
@@ -242,7 +247,7 @@ class _FollowedContext:
         now = self._clock()
         if now - self._checked >= self.recheck:
             self._checked = now
-            stamp = _mtimes(self._paths)
+            stamp = _stamps(self._paths)
             if stamp != self._stamp:
                 self._stamp = stamp
                 try:

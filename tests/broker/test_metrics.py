@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shutil
 import socket
 import time
 import urllib.request
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.tls_certs import Certs, der, renew, served_certificate, wait_until_served
 
 from tidemq.broker.metrics import BrokerMetrics
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
@@ -217,3 +219,17 @@ async def test_each_answer_is_counted_under_its_names(cluster: Cluster) -> None:
     refused = [s for s in m["tidemq_broker_requests"] if s.name.endswith("_total")
                and s.labels["request"] == "SEND_MESSAGE_V2"]
     assert [(s.labels["response"], s.value) for s in refused] == [("INVALID_PARAMETER", 1)]
+
+
+async def test_metrics_https_serves_a_renewed_certificate(tmp_path: Path,
+                                                          tls_certs: Certs) -> None:
+    cert, key = tmp_path / "metrics.crt", tmp_path / "metrics.key"
+    shutil.copyfile(tls_certs.server_cert, cert)
+    shutil.copyfile(tls_certs.server_key, key)
+    port = free_port()
+    async with Cluster(tmp_path / "cluster", brokers=1, broker={
+            "metrics_port": port, "metrics_cert_path": str(cert),
+            "metrics_key_path": str(key)}):
+        assert await asyncio.to_thread(served_certificate, port) == der(tls_certs.server_cert)
+        renew(cert, key, tls_certs.other_host_cert, tls_certs.other_host_key)
+        await asyncio.to_thread(wait_until_served, port, der(tls_certs.other_host_cert))

@@ -7,7 +7,9 @@ caller's event loop, once the event is committed and applied -- with what
 committed (no leader, leadership lost meanwhile, no quorum).
 
 The state is read from the event loop under :attr:`RaftLog.lock` (the apply runs on the
-PySyncObj thread). With ``journal_dir`` set, the log is kept in files there and the
+PySyncObj thread). :attr:`RaftLog.is_leader` holds only once a new leader has applied
+the first entry of its own term, so a leader never answers from a state that lacks
+entries committed before it took over. With ``journal_dir`` set, the log is kept in files there and the
 state survives a restart; without it a restarted controller catches up from its peers.
 """
 
@@ -93,6 +95,25 @@ class RaftLog:
             appendEntriesPeriod=timing.heartbeat, leaderFallbackTimeout=timing.leader_fallback,
             connectionRetryTime=timing.reconnect, password=password or None, **files)
         self._sync = SyncObj(self_address, self.partners, conf, consumers=[self._consumer])
+        #: The term in which this node leads and has applied the first entry of its own
+        #: term (see :meth:`_note_caught_up`); -1: none yet.
+        self._caught_up_term = -1
+        self._sync.addOnTickCallback(self._note_caught_up)
+
+    def _note_caught_up(self) -> None:
+        """On the PySyncObj thread, after each round of applies: note the term once this
+        node leads and has applied the no-op PySyncObj appends on taking over.
+
+        A new leader may hold entries that an earlier leader committed but that it has
+        not applied yet (it had not heard their commit before the old leader went away);
+        an entry of its own term is committed only once everything before it is, so until
+        that no-op is applied its state can lack groups the controllers already agreed on.
+        """
+        sync = self._sync
+        # The index of that no-op is not public; without it nobody counts as leading.
+        no_op = getattr(sync, "_SyncObj__noopIDx", None)
+        if sync._isLeader() and no_op is not None and sync.raftLastApplied >= no_op:
+            self._caught_up_term = int(sync.raftCurrentTerm)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[ControllerState]:
@@ -121,8 +142,12 @@ class RaftLog:
 
     @property
     def is_leader(self) -> bool:
-        """This node leads and hears from a quorum."""
-        return bool(self._sync._isLeader()) and bool(self._sync.hasQuorum)
+        """This node leads, hears from a quorum, and has applied every entry committed
+        before it took over (Raft's condition before a new leader may serve reads)."""
+        sync = self._sync
+        term = sync.raftCurrentTerm
+        return (self._caught_up_term == term and bool(sync._isLeader())
+                and bool(sync.hasQuorum) and sync.raftCurrentTerm == term)
 
     @property
     def has_quorum(self) -> bool:

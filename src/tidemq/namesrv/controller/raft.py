@@ -9,8 +9,10 @@ committed (no leader, leadership lost meanwhile, no quorum).
 The state is read from the event loop under :attr:`RaftLog.lock` (the apply runs on the
 PySyncObj thread). :attr:`RaftLog.is_leader` holds only once a new leader has applied
 the first entry of its own term, so a leader never answers from a state that lacks
-entries committed before it took over. With ``journal_dir`` set, the log is kept in files there and the
-state survives a restart; without it a restarted controller catches up from its peers.
+entries committed before it took over.
+
+With ``journal_dir`` set, the log is kept in files there and the state survives a
+restart; without it a restarted controller catches up from its peers.
 """
 
 from __future__ import annotations

@@ -120,6 +120,29 @@ async def test_a_heartbeat_is_answered_with_the_leader_and_the_groups_master(
                                       master_broker_id=1, master_epoch=1))
 
 
+async def test_a_leader_still_applying_what_it_inherited_says_so(
+        controller: ControllerApp, client: RemotingClient) -> None:
+    raft = controller.raft
+    assert raft is not None
+    # the fault: the node leads but has not applied its own term's first entry
+    raft._sync.removeOnTickCallback(raft._note_caught_up)
+    raft._caught_up_term = -1
+    request = RemotingCommand.request(RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                                      {"brokerName": "b"})
+    refused = await client.request(controller.address, request)
+    assert refused.code == ResponseCode.CONTROLLER_NOT_LEADER
+    assert "still applying" in (refused.remark or "")
+    raft._sync.addOnTickCallback(raft._note_caught_up)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not controller.is_leader:
+        assert loop.time() < deadline, "the leader never caught up"
+        await asyncio.sleep(0.05)
+    answered = await client.request(controller.address, RemotingCommand.request(
+        RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "b"}))
+    assert answered.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
 class _ReplayingLog:
     """A Raft log whose state is filled in only after this node leads, as PySyncObj does
     when it replays its journal after a restart (the fault injected here)."""

@@ -269,8 +269,12 @@ class ControllerApp:
     def _not_leader(self, cmd: RemotingCommand) -> RemotingCommand | None:
         if self.is_leader:
             return None
-        leader = self.leader_address()
-        where = f"the leader is at {leader}" if leader else "no leader is known"
+        if self.raft is not None and self.raft.catching_up:
+            where = ("it was just elected and is still applying the changes committed "
+                     "before; ask again shortly")
+        else:
+            leader = self.leader_address()
+            where = f"the leader is at {leader}" if leader else "no leader is known"
         return cmd.response(ResponseCode.CONTROLLER_NOT_LEADER,
                             f"controller {self.config.controller_raft_self_id} is not the "
                             f"leader; {where}")

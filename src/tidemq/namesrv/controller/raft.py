@@ -152,6 +152,13 @@ class RaftLog:
                 and bool(sync.hasQuorum) and sync.raftCurrentTerm == term)
 
     @property
+    def catching_up(self) -> bool:
+        """This node won an election but has not yet applied everything committed before
+        (it does not count as :attr:`is_leader` meanwhile)."""
+        sync = self._sync
+        return bool(sync._isLeader()) and self._caught_up_term != sync.raftCurrentTerm
+
+    @property
     def has_quorum(self) -> bool:
         return bool(self._sync.hasQuorum)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -141,6 +142,16 @@ async def test_a_leader_still_applying_what_it_inherited_says_so(
     answered = await client.request(controller.address, RemotingCommand.request(
         RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": "b"}))
     assert answered.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
+async def test_a_memory_only_controller_warns_that_a_restart_can_lose_changes(
+        caplog: pytest.LogCaptureFixture) -> None:
+    config = ControllerConfig(listen_port=0, controller_raft_self_id="n0",
+                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}")
+    async with ControllerApp(config):
+        pass
+    assert any("controllerStorePath is not set" in r.getMessage()
+               and r.levelno == logging.WARNING for r in caplog.records)
 
 
 class _ReplayingLog:

@@ -147,6 +147,10 @@ class ControllerApp:
                         "elections; set controllerRaftPassword (the same on every "
                         "controller), or keep the Raft ports on a private network",
                         config.raft_address)
+        if not config.controller_store_path:
+            log.warning("controllerStorePath is not set: the controller %s keeps its Raft log "
+                        "in memory only; if it restarts while another controller is down, "
+                        "changes the two had committed can be lost", config.controller_raft_self_id)
         if address is None:
             warn_if_exposed(log, "the controller", config.bind_address,
                             acl=self.acl is not None,

@@ -57,7 +57,7 @@ class ControllerConfig(TlsServerKeys):
     #: This controller's id in ``controllerRaftPeers``.
     controller_raft_self_id: str = ""
     #: The Raft log's directory (empty: memory only; a restarted controller then catches
-    #: up from its peers).
+    #: up from its peers, and changes only it had acknowledged can be lost).
     controller_store_path: str = ""
     #: A broker not heard from for this many ms has lost its lease; a master that loses it
     #: is replaced. A broker's heartbeat may name its own (``heartbeatTimeoutMills``).

@@ -12,7 +12,9 @@ the first entry of its own term, so a leader never answers from a state that lac
 entries committed before it took over.
 
 With ``journal_dir`` set, the log is kept in files there and the state survives a
-restart; without it a restarted controller catches up from its peers.
+restart; without it a restarted controller catches up from its peers, having forgotten
+what it acknowledged and whom it voted for -- a change that only it and another
+controller that is down had received is then lost.
 """
 
 from __future__ import annotations

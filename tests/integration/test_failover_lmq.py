@@ -128,13 +128,16 @@ async def test_lmq_messages_acknowledged_before_a_kill9_are_on_the_new_master(
         async with LmqConsumer("lmq-failover-check", broker_addr=new.addr,
                                config=config) as reader:
             for lmq in LMQS:
-                got = await read_lmq(reader, lmq)
+                want = [f"old{i:04d}".encode() for i in acked if lmq in lmqs_of(i)]
+                want += [f"new{i:04d}".encode() for i in new_acked if lmq in lmqs_of(i)]
+                # an acknowledged send reaches its LMQs when the new master has dispatched
+                # it, which a busy machine may not have done yet: read until the last is in
+                got = await eventually(lambda q=lmq: read_lmq(reader, q),
+                                       lambda got, last=want[-1]: last in {b for _, b in got})
                 offsets = [o for o, _ in got]
                 assert offsets == list(range(len(got))), f"{lmq}: offsets not dense"
                 bodies = [b for _, b in got]
                 assert len(set(bodies)) == len(bodies), f"{lmq}: a message twice"
-                want = [f"old{i:04d}".encode() for i in acked if lmq in lmqs_of(i)]
-                want += [f"new{i:04d}".encode() for i in new_acked if lmq in lmqs_of(i)]
                 assert [b for b in bodies if b in set(want)] == want, lmq
         async with LmqConsumer("lmq-failover-g", broker_addr=new.addr,
                                config=config) as group_reader:

@@ -191,8 +191,9 @@ async def test_clients_with_stale_routes_work_at_every_step(cluster: Cluster,
     got: Got = {}
     try:
         async with load(cluster) as state:
+            # the stale route is cached now (the load may not have acked on LQ 3 yet)
             res = await producer.send(Message(TOPIC, b"warm"), queue=QUEUES[3])
-            state.acked[3][res.queue_offset] = b"warm"  # the stale route is cached now
+            state.acked.setdefault(3, {})[res.queue_offset] = b"warm"
 
             async def stale_sends(tag: str) -> None:
                 for lq in range(N):

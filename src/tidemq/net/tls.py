@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable
 
 from tidemq.errors import ConfigError
+from tidemq.net.file_stamp import FileStamp, file_stamp
 
 __all__ = ["TLS_HANDSHAKE_BYTE", "ClientAuth", "ClientTlsContext", "ServerTlsContext",
            "TlsClientSettings", "TlsMode", "TlsServerSettings", "describe_tls_failure"]
@@ -208,19 +209,8 @@ def _load_trust(ctx: ssl.SSLContext, cafile: str, key: str, purpose: ssl.Purpose
                           key=key) from exc
 
 
-def _stamps(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...]:
-    """What tells a changed file: its modification time, size and inode (``None``: no
-    file). The time alone is not enough: file systems stamp it with a coarse clock, so a
-    file finished within the tick it was caught half-written in keeps its time."""
-    out: list[tuple[int, int, int] | None] = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            out.append(None)
-        else:
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-    return tuple(out)
+def _stamps(paths: tuple[str, ...]) -> tuple[FileStamp | None, ...]:
+    return tuple(file_stamp(path) for path in paths)
 
 
 class _FollowedContext:

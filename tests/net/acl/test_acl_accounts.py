@@ -107,6 +107,19 @@ def test_a_changed_file_is_read_again_a_broken_one_keeps_the_rules(tmp_path: Pat
     assert acl.reloads == 1
 
 
+def test_a_file_finished_within_one_timestamp_tick_is_read_again(tmp_path: Path) -> None:
+    """File systems stamp modification times with a coarse clock: a file caught
+    half-written and finished within the same tick keeps its time, not its size."""
+    path = tmp_path / "plain_acl.yml"
+    path.write_text("accounts: [{accessKey: first, secretKey: '12345678'}]")
+    os.utime(path, ns=(5, 5))
+    acl = AclFile(path, poll_seconds=0.0)
+    assert set(acl.rules().accounts) == {"first"}
+    path.write_text("accounts: [{accessKey: second-one, secretKey: '12345678'}]")
+    os.utime(path, ns=(5, 5))  # the same time, as a coarse clock would give
+    assert set(acl.rules().accounts) == {"second-one"}
+
+
 def test_a_missing_file_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         AclFile(tmp_path / "absent.yml")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +30,7 @@ import yaml
 from tidemq.errors import ConfigError
 from tidemq.net.acl.perm import Perm, allows, parse_perm
 from tidemq.net.acl.whitelist import AddressPattern
+from tidemq.net.file_stamp import FileStamp, file_stamp
 
 __all__ = ["Account", "AclFile", "AclRules", "parse_acl"]
 
@@ -154,7 +154,7 @@ def parse_acl(text: str) -> AclRules:
 
 
 class AclFile:
-    """The rules of ``path``, read again when its modification time changes (looked at
+    """The rules of ``path``, read again when the file changes (looked at
     no more often than every ``poll_seconds``). Raises :class:`ConfigError` if the file
     cannot be read at construction."""
 
@@ -170,11 +170,8 @@ class AclFile:
         self._polled = clock()
         self.reloads = 0
 
-    def _stat(self) -> int | None:
-        try:
-            return os.stat(self.path).st_mtime_ns
-        except OSError:
-            return None
+    def _stat(self) -> FileStamp | None:
+        return file_stamp(self.path)
 
     def rules(self) -> AclRules:
         """The current rules (reading the file again if it changed)."""
@@ -198,7 +195,7 @@ class AclFile:
         return self.reloads
 
     def reload_if_changed(self) -> bool:
-        """Read the file again if its modification time changed; whether rules changed."""
+        """Read the file again if it changed; whether rules changed."""
         mtime = self._stat()
         if mtime is None or mtime == self._mtime:
             return False

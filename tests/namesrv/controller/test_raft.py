@@ -6,13 +6,19 @@ telling it they were committed (as when the old leader dies with them unsent). I
 holds the longest log, so it wins the election that follows; until its own term's first
 entry is committed its state lacks what the controllers agreed on, and it must not
 answer as leader meanwhile.
+
+A node restarted from its journal still holds what it acknowledged, so a peer that never
+received a committed change cannot be elected over it and the change survives.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 from tidemq.namesrv.controller.events import RegisterBroker
 from tidemq.namesrv.controller.raft import RaftLog
@@ -88,6 +94,39 @@ async def test_a_new_leader_leads_only_once_it_has_applied_what_it_inherited() -
         await _until(lambda: seen, "the survivor to lead")
         assert all(seen), "the survivor led before applying the group it held"
         assert _has_group(survivor)
+    finally:
+        for n in nodes:
+            await asyncio.to_thread(n.close)
+
+
+# PySyncObj reads the journal's meta file without closing it
+@pytest.mark.filterwarnings("ignore:Exception ignored in. <_io.FileIO name='.*raft.journal.meta'"
+                            ":pytest.PytestUnraisableExceptionWarning")
+async def test_a_node_restarted_with_its_journal_keeps_what_it_acknowledged(
+        tmp_path: Path) -> None:
+    addrs = [f"127.0.0.1:{port}" for port in free_ports(3)]
+
+    def node(i: int) -> RaftLog:
+        return RaftLog(addrs[i], [a for a in addrs if a != addrs[i]],
+                       journal_dir=tmp_path / f"raft-{i}")
+
+    # two of three commit the group while the third is down
+    nodes = [node(0), node(1)]
+    try:
+        leader = await _until(lambda: next((n for n in nodes if n.is_leader), None),
+                              "a leader")
+        assert await leader.submit(RegisterBroker(cluster="c", broker_name=GROUP,
+                                                  broker_id=1, address="127.0.0.1:1"))
+        # both go down; one comes back from its journal, the third starts with nothing
+        for n in list(nodes):
+            nodes.remove(n)
+            await asyncio.to_thread(n.close)
+        nodes = [node(0), node(2)]
+        leader = await _until(lambda: next((n for n in nodes if n.is_leader), None),
+                              "a leader after the restart")
+        assert leader is nodes[0], "the node that never held the group was elected"
+        assert _has_group(leader)
+        await _until(lambda: _has_group(nodes[1]), "the third node to receive the group")
     finally:
         for n in nodes:
             await asyncio.to_thread(n.close)

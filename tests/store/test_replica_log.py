@@ -210,13 +210,12 @@ def test_a_common_run_stops_at_an_ipv6_record_as_long_as_the_others(
         open_store: OpenStore) -> None:
     store = open_store(mapped_file_size_commit_log=1 << 16)
     props = encode_properties({"UNIQ_KEY": "U0"})
-    for _ in range(3):
-        store.put("T", 0, MessageInput(b"x" * 40, props, keys=("U0",)))
+    store.put_batch("T", 0, [MessageInput(b"x" * 40, props, keys=("U0",))] * 40)
     store.put("T", 0, MessageInput(b"x" * 28, props, keys=("U0",)), born_host=V6)
     store.put("T", 0, MessageInput(b"x" * 40, props, keys=("U0",)))
     seg = store.commitlog.segments[0]
     size = struct.unpack_from(">i", seg.mm, 0)[0]
     limit = store.commitlog.max_offset
-    assert limit == 5 * size  # all five records are as long
+    assert limit == 42 * size  # all the records are as long
     assert _common_run(seg.mm, 0, limit) == _walked_run(seg.mm, 0, limit) == [
-        0, size, 2 * size, 3 * size]
+        size * i for i in range(41)]

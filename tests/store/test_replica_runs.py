@@ -85,7 +85,7 @@ def _alike(p: dict[str, str]) -> st.SearchStrategy[list[dict[str, str]]]:
     one = st.tuples(uniq, _LAST).map(
         lambda q: {**{k: v for k, v in p.items() if k not in ("WAIT", "KEYS")},
                    "UNIQ_KEY": q[0], q[1][0]: q[1][1]})
-    return st.lists(one, min_size=2, max_size=6)
+    return st.lists(one, min_size=8, max_size=12)  # enough to be keyed as columns
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,9 +93,11 @@ def _alike(p: dict[str, str]) -> st.SearchStrategy[list[dict[str, str]]]:
     st.lists(_PROPS, min_size=1, max_size=5),  # records keyed and sized alike or not
     _PROPS.flatmap(lambda p: st.one_of(st.just({**p, "UNIQ_KEY": ""}), _WIDE.map(
         lambda u: {**p, "UNIQ_KEY": u}))).flatmap(_alike))), min_size=1, max_size=6))
-@example(puts=[(1, [{"UNIQ_KEY": "AZ", "WAIT": "true"}, {"UNIQ_KEY": "09", "KEYS": "true"}])])
-@example(puts=[(1, [{"WAIT": "k", "UNIQ_KEY": "AZ"}, {"KEYS": "k", "UNIQ_KEY": "09"}])])
-@example(puts=[(1, [{"XUNIQ_KEY": "x", "UNIQ_KEY": "é"}, {"XUNIQ_KEY": "y", "UNIQ_KEY": "é"}])])
+@example(puts=[(1, [{"UNIQ_KEY": "AZ", "WAIT": "true"}] * 8
+                    + [{"UNIQ_KEY": "09", "KEYS": "true"}])])
+@example(puts=[(1, [{"WAIT": "k", "UNIQ_KEY": "AZ"}] * 8 + [{"KEYS": "k", "UNIQ_KEY": "09"}])])
+@example(puts=[(1, [{"XUNIQ_KEY": "x", "UNIQ_KEY": "é"}, {"XUNIQ_KEY": "y", "UNIQ_KEY": "é"}] * 4)])
+@example(puts=[(1, [{"UNIQ_KEY": "AZ"}] * 8 + [{"UNIQ_KEY": "é"}])])
 @example(puts=[(0, [{"UNIQ_KEY": "AZ"}, {"UNIQ_KEY": "é"}, {"UNIQ_KEY": ""}])])
 def test_a_run_dispatches_as_its_records_do(
         puts: list[tuple[int, list[dict[str, str]]]]) -> None:

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _FLAGS_END = OFF_SYSFLAG + 4
+#: Records, at least, that :func:`_uniform_records` checks as columns (fewer are walked).
+_COLUMN_WALK_MIN = 32
 #: SYSFLAG bits that keep a record out of a column run (the last two: transactions).
 _UNUSUAL = (SYSFLAG_HOSTS_V6 | SYSFLAG_COMPRESSED | SYSFLAG_INNER_BATCH | SYSFLAG_NEED_UNWRAP
             | 0xC)
@@ -81,21 +83,22 @@ def _common_run(mm: mmap.mmap, pos: int, limit: int) -> list[int]:
 def _uniform_records(mm: mmap.mmap, pos: int, limit: int) -> tuple[int, int] | None:
     """``(count, size)`` of the records from ``pos`` that :func:`_common_run` accepts and
     that are all as long as the first (a producer's batch), checked column-wise; ``None``
-    when fewer than two are."""
+    when none is, or when the bytes hold too few records of that size for the columns to
+    cost less than the walk."""
     if pos + _FLAGS_END > limit:
         return None
     size = _I32.unpack_from(mm, pos)[0]
     if size < MIN_RECORD_SIZE:
         return None
     n = (limit - pos) // size
-    if n < 2:
+    if n < _COLUMN_WALK_MIN:
         return None
     heads = np.ndarray((n, 2), ">i4", mm, pos, (size, 4))  # TOTALSIZE, MAGICCODE
     flags = np.ndarray((n,), ">i4", mm, pos + OFF_SYSFLAG, (size,))
     bad = (heads[:, 0] != size) | (heads[:, 1] != MAGIC_V1) | (flags & _UNUSUAL != 0)
     count = int(bad.argmax()) if bad.any() else n
     del heads, flags, bad  # no view of the map outlives the call
-    return (count, size) if count >= 2 else None
+    return (count, size) if count else None
 
 
 class ReplicaGap(StoreError):

@@ -34,6 +34,8 @@ __all__ = ["run_batches"]
 
 _TX_MASK = 0xC
 _UNIQ = b"UNIQ_KEY\x01"
+#: Records, at least, in a run whose keys are cut as columns (fewer: one by one).
+_KEY_COLUMNS_MIN = 8
 
 
 def _uniq_span(props: bytes) -> tuple[int, int] | None:
@@ -127,7 +129,7 @@ def run_batches(data: bytes, offset: int) -> list[DispatchBatch] | None:
         cut[1:] |= np.array([a != b for a, b in itertools.pairwise(topics)], dtype=bool)
     else:
         topics = [single]
-    columns = _key_columns(data, cols)
+    columns = _key_columns(data, cols) if n >= _KEY_COLUMNS_MIN else None
     tags: Sequence[int]
     keys: Sequence[tuple[str, ...]]
     if columns is not None:

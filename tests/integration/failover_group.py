@@ -5,6 +5,7 @@ inSyncReplicas 2, short leases), and helpers to wait, read queues and check topi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,16 +50,26 @@ def namesrvs() -> Iterator[list[ControllerProcess]]:
             c.kill9()
 
 
-@pytest.fixture
-def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+@contextlib.contextmanager
+def broker_group(namesrvs: list[ControllerProcess], tmp_path: Path,
+                 **extra: str) -> Iterator[list[BrokerProcess]]:
+    """Brokers 1, 2 and 3 of the group (not started), with ``extra`` settings; each is
+    killed -9 at the end."""
     addrs = ";".join(c.addr for c in namesrvs)
     group = [BrokerProcess(tmp_path / f"b{i}", addrs,
-                           {**broker_settings(addrs), "brokerId": str(i)}) for i in (1, 2, 3)]
+                           {**broker_settings(addrs), "brokerId": str(i), **extra})
+             for i in (1, 2, 3)]
     try:
         yield group
     finally:
         for b in group:
             b.kill9()
+
+
+@pytest.fixture
+def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+    with broker_group(namesrvs, tmp_path) as group:
+        yield group
 
 
 async def eventually(probe, ok, timeout: float = 30.0):  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ from tests.integration.failover_group import (
     GROUP,
     LEASE_MS,
     TOPIC,
-    broker_settings,
+    broker_group,
     brokers,
     eventually,
     has_topic,
@@ -44,15 +44,9 @@ __all__ = ["brokers", "namesrvs"]  # fixtures
 @pytest.fixture
 def followed_brokers(namesrvs: list[ControllerProcess],
                      tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    addrs = ";".join(c.addr for c in namesrvs)
-    group = [BrokerProcess(tmp_path / f"b{i}", addrs, {
-        **broker_settings(addrs), "brokerId": str(i),
-        "masterWithoutControllerQuorum": "SYNC_STATE_SET_FOLLOWS"}) for i in (1, 2, 3)]
-    try:
+    with broker_group(namesrvs, tmp_path,
+                      masterWithoutControllerQuorum="SYNC_STATE_SET_FOLLOWS") as group:
         yield group
-    finally:
-        for b in group:
-            b.kill9()
 
 
 class Sender:

@@ -20,7 +20,7 @@ from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
     TOPIC,
-    broker_settings,
+    broker_group,
     eventually,
     has_topic,
     namesrvs,
@@ -46,15 +46,9 @@ def lmqs_of(i: int) -> list[str]:
 @pytest.fixture
 def lmq_brokers(namesrvs: list[ControllerProcess],
                 tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    addrs = ";".join(c.addr for c in namesrvs)
-    group = [BrokerProcess(tmp_path / f"b{i}", addrs, {
-        **broker_settings(addrs), "brokerId": str(i), "enableLmq": "true",
-        "enableMultiDispatch": "true"}) for i in (1, 2, 3)]
-    try:
+    with broker_group(namesrvs, tmp_path, enableLmq="true",
+                      enableMultiDispatch="true") as group:
         yield group
-    finally:
-        for b in group:
-            b.kill9()
 
 
 async def read_lmq(reader: LmqConsumer, lmq: str) -> list[tuple[int, bytes]]:

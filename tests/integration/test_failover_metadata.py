@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.crash.broker_process import BrokerProcess
-from tests.integration.failover_group import GROUP, broker_settings, eventually, namesrvs
+from tests.integration.failover_group import GROUP, broker_group, eventually, namesrvs
 from tests.namesrv.controller.processes import ControllerProcess
 
 from tidemq.client import AdminClient, ClientConfig
@@ -29,15 +29,8 @@ CONSUMER_GROUP = "made-just-before"
 
 @pytest.fixture
 def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
-    addrs = ";".join(c.addr for c in namesrvs)
-    group = [BrokerProcess(tmp_path / f"b{i}", addrs, {
-        **broker_settings(addrs), "brokerId": str(i),
-        "slaveMetadataSyncInterval": "600000"}) for i in (1, 2, 3)]
-    try:
+    with broker_group(namesrvs, tmp_path, slaveMetadataSyncInterval="600000") as group:
         yield group
-    finally:
-        for b in group:
-            b.kill9()
 
 
 async def has_topic(admin: AdminClient, address: str) -> bool:

@@ -25,6 +25,7 @@ import dataclasses
 import logging
 import random
 
+from tidemq.broker.cluster_info import ask_cluster
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.bodies import ClusterInfo, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -90,14 +91,8 @@ class ActingMaster:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def cluster(self) -> ClusterInfo:
-        for namesrv in self.ctx.config.namesrv_addrs:
-            try:
-                resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
-                    RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-                info = decode_body(resp.full_body(), ClusterInfo)
-            except (TideMQError, ValueError) as exc:
-                log.info("asking %s for the cluster failed: %s", namesrv, exc)
-                continue
+        info = await ask_cluster(self.ctx, "is the master down?")
+        if info is not None:
             return info
         raise error_for_code(ResponseCode.SYSTEM_ERROR,
                              "no name server answered: cannot tell whether this replica "

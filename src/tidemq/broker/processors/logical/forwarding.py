@@ -9,12 +9,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from tidemq.broker.cluster_info import ask_cluster
 from tidemq.broker.codes import PULL_CODES
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import Segment, TopicMapping
 from tidemq.broker.pipeline import Pipeline
 from tidemq.broker.processors.logical.ends import KnownEnds
-from tidemq.codec.bodies import ClusterInfo, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import (
     BrokerResponseError,
@@ -178,19 +178,13 @@ class Forwarder:
 
     async def lookup_addresses(self) -> None:
         """The master addresses the first answering name server knows, taken in."""
-        for namesrv in self.ctx.config.namesrv_addrs:
-            try:
-                resp = await self.ctx.client.request(namesrv, RemotingCommand.request(
-                    RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-                info = decode_body(resp.full_body(), ClusterInfo)
-            except (TideMQError, ValueError) as exc:
-                log.info("asking %s for broker addresses failed: %s", namesrv, exc)
-                continue
-            for name, data in info.broker_addr_table.items():
-                addr = data.master_addr()
-                if addr is not None and name != self.me:
-                    self.ctx.broker_addresses[name] = addr
+        info = await ask_cluster(self.ctx, "broker addresses")
+        if info is None:
             return
+        for name, data in info.broker_addr_table.items():
+            addr = data.master_addr()
+            if addr is not None and name != self.me:
+                self.ctx.broker_addresses[name] = addr
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         async def run() -> None:

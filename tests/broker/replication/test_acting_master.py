@@ -101,11 +101,11 @@ def test_the_other_groups_masters_take_the_escaped_messages() -> None:
     assert other_masters(info, "elsewhere", "a") == []
 
 
-@pytest.mark.parametrize("parking", [{"DELAY": "1"}, {"TIMER_DELAY_MS": "4000"}],
+@pytest.mark.parametrize("parking", [{"DELAY": "1"}, {"TIMER_DELAY_MS": "8000"}],
                          ids=["delay level", "timer"])
 async def test_a_replica_acting_for_its_master_delivers_due_delayed_messages_elsewhere(
         tmp_path: Path, parking: dict[str, str]) -> None:
-    async with Cluster(tmp_path, brokers=2, broker={"message_delay_level": "4s"},
+    async with Cluster(tmp_path, brokers=2, broker={"message_delay_level": "8s"},
                        store=SMALL) as group:
         master_a, master_b = group.brokers
         replica = await group.add_replica(master_a, slave_metadata_sync_interval=100,
@@ -115,9 +115,11 @@ async def test_a_replica_acting_for_its_master_delivers_due_delayed_messages_els
         async with Peer(master_a.broker_addr) as peer:
             await peer.ok(create_topic("T", 2))
             await peer.ok(send("T", b"later", queue_id=1,
-                               properties=props(**parking)))  # parked for 4 s
+                               properties=props(**parking)))  # parked for 8 s
         await caught_up(master_a, replica)
-        await master_a.stop()  # before it is due: nobody but the replica can deliver it
+        # before it is due (8 s leave room for a busy machine's set-up): nobody but the
+        # replica can deliver it
+        await master_a.stop()
         assert master_a.ctx.schedule.delivered == 0
         (delivered,) = await stored(master_b, "T", queue_id=1)
         assert bytes(delivered.body) == b"later"

@@ -61,7 +61,12 @@ async def stored(peer: Peer, topic: str, body: bytes = b"payload", *, queue_id: 
 
 def parked(broker: BrokerApp, level: int) -> list[Record]:
     """Every record the broker holds in the schedule queue of ``level``."""
-    res = broker.store.get(SCHEDULE_TOPIC, level - 1, 0, 1000)
+    return records(broker, SCHEDULE_TOPIC, level - 1)
+
+
+def records(broker: BrokerApp, topic: str, queue_id: int = 0) -> list[Record]:
+    """The first thousand records the broker's store holds in a queue, decoded."""
+    res = broker.store.get(topic, queue_id, 0, 1000)
     out = []
     for buf in res.buffers:
         pos = 0

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +21,6 @@ from tidemq.broker.controller_link import (
 from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
 from tidemq.net import RemotingClient
-from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageStore
 
 REPLICA = RoleState(BrokerRole.SLAVE, 2, "127.0.0.1:10912", 1)
@@ -62,17 +59,6 @@ def test_without_master_only_members_of_the_set_ask_for_an_election() -> None:
 
 def test_a_master_without_an_ha_address_is_not_followed_yet() -> None:
     assert next_step(2, REPLICA, assignment(1, 2, {1}, ha=None)) is None
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path),
-                                 mapped_file_size_commit_log=64 * 1024))
-    s.start()
-    try:
-        yield s
-    finally:
-        s.shutdown()
 
 
 def link_of(store: MessageStore) -> ControllerLink:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.broker import wire
-from tests.broker.delivery import collect
+from tests.broker.delivery import collect, records
 from tests.broker.wire import Peer
 
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -72,16 +72,7 @@ def _end(resp: RemotingCommand, state: TransactionState, *, group: str = GROUP,
 
 
 def _records(cluster: Cluster, topic: str, queue_id: int = 0) -> list[Record]:
-    res = cluster.brokers[0].store.get(topic, queue_id, 0, 1000)
-    out = []
-    for buf in res.buffers:
-        pos = 0
-        while pos < len(buf):
-            rec = decode_record(buf, pos)
-            assert isinstance(rec, Record)
-            out.append(rec)
-            pos += rec.total_size
-    return out
+    return records(cluster.brokers[0], topic, queue_id)
 
 
 async def test_a_committed_transaction_is_visible_once(cluster: Cluster, peer: Peer) -> None:

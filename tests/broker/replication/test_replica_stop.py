@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.replica import HaClient
 from tidemq.codec.ha import FRAME_HEADER_SIZE, encode_frame_header, encode_report
-from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageStore
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[MessageStore]:
-    s = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path),
-                                 mapped_file_size_commit_log=64 * 1024))
-    s.start()
-    try:
-        yield s
-    finally:
-        s.shutdown()
 
 
 async def test_a_stop_that_arrives_with_a_frame_ends_the_copy(

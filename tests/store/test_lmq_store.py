@@ -641,17 +641,23 @@ def test_offsets_stay_exact_while_many_queues_pass_through_small_caches(
     assert store.lmq is not None
     rng = random.Random(5)
     pool = [f"%LMQ%m{i}" for i in range(300)]
+    # The appender's two generations plus a round's queues; the LMQ store keeps those
+    # pinned and, while they fill its cache, trims again only once it has grown by half,
+    # plus a round's queues read meanwhile. Far below the 300 queues an unbounded cache
+    # would hold.
+    next_bound = 2 * limit + 10 * 3
+    cached_bound = next_bound + next_bound // 2 + 10 * 3
     for r in range(40):
         for i in range(10):
             fan_out(store, i % 2, b"%d-%d" % (r, i), rng.sample(pool, 3))
         assert store.wait_dispatched()
-        assert len(store.appender.lmq_next) <= 2 * limit + 10 * 3
-        assert store.lmq.cached() <= 3 * limit + 10 * 3  # its own, and the appender's
+        assert len(store.appender.lmq_next) <= next_bound
+        assert store.lmq.cached() <= cached_bound
     expected = expected_from_log(store)
     assert len(expected) > 250 and set(expected) <= set(pool)
     for name in pool:
         assert [bytes(r.body) for r in lmq_records(store, name)] == expected.get(name, [])
-        assert store.lmq.cached() <= 3 * limit + 10 * 3
+        assert store.lmq.cached() <= cached_bound
     store.shutdown()
     again = open_store(lmq_cached_queues=limit, **lmq_cfg)
     for i, name in enumerate(pool):

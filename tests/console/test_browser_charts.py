@@ -12,6 +12,7 @@ from tests.console.browser import Browser, chromium_path
 from tests.console.test_browser import Standalone, Visit
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
+from tidemq.errors import InvalidParameterError
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
 
@@ -42,7 +43,15 @@ async def caught_up(namesrv: str, total: int = 5) -> None:
         consumer.subscribe(TOPIC)
         await consumer.instance.routes.get(TOPIC, refresh=True)
         await consumer.instance.send_heartbeat()
-        await consumer.commit({mq: total})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:  # the broker refuses an offset past the queue's end until it dispatched
+            try:
+                await consumer.commit({mq: total})
+                return
+            except InvalidParameterError:
+                assert loop.time() < deadline, "the sends were never dispatched"
+                await asyncio.sleep(0.05)
 
 
 def labels(b: Browser, selector: str) -> list[str]:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 from tests.console.browser import Browser, chromium_path
-from tests.console.test_browser import Standalone, Visit
+from tests.console.test_browser import Standalone, Visit, commit_dispatched
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
-from tidemq.errors import InvalidParameterError
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
 
@@ -43,15 +42,7 @@ async def caught_up(namesrv: str, total: int = 5) -> None:
         consumer.subscribe(TOPIC)
         await consumer.instance.routes.get(TOPIC, refresh=True)
         await consumer.instance.send_heartbeat()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while True:  # the broker refuses an offset past the queue's end until it dispatched
-            try:
-                await consumer.commit({mq: total})
-                return
-            except InvalidParameterError:
-                assert loop.time() < deadline, "the sends were never dispatched"
-                await asyncio.sleep(0.05)
+        await commit_dispatched(consumer, {mq: total})
 
 
 def labels(b: Browser, selector: str) -> list[str]:

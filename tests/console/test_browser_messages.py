@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.console.browser import Browser, chromium_path
-from tests.console.test_browser import Standalone, Visit
+from tests.console.test_browser import Standalone, Visit, commit_dispatched
 
 from tidemq.client import (
     ClientConfig,
@@ -56,7 +56,7 @@ async def traffic(namesrv: str) -> None:
         consumer.subscribe(TOPIC)
         await consumer.instance.routes.get(TOPIC, refresh=True)
         await consumer.instance.send_heartbeat()
-        await consumer.commit({mq: 12})
+        await commit_dispatched(consumer, {mq: 12})
 
 
 def test_a_topics_messages_by_time(standalone: Standalone, browser: Browser) -> None:

@@ -65,10 +65,14 @@ def test_a_kafka_batch_job_runs_with_format_tidemq(spark: Any, server: Server) -
 def test_kafka_options_at_planning(spark: Any, server: Server) -> None:
     with pytest.raises(Exception, match="is a Kafka option; use namesrv"):
         spark.read.format("tidemq").option("kafka.bootstrap.servers", "127.0.0.1:9092") \
-            .option("subscribe", "KafkaIn").load().collect()
-    wait_visible(server, "KafkaIn", 12)
+            .option("subscribe", "KafkaPlan").load().collect()
+    with BlockingProducer("kafka-plan", server.namesrv) as p:  # its own topic: any order
+        for i in range(12):
+            p.send(Message("KafkaPlan", f"v{i}".encode()),
+                   queue=MessageQueue("KafkaPlan", "broker-a", i % 2))
+    wait_visible(server, "KafkaPlan", 12)
     rows = (spark.read.format("tidemq").option("namesrv", server.namesrv)
-            .option("assign", '{"KafkaIn": [1]}').option("schema", "kafka")
+            .option("assign", '{"KafkaPlan": [1]}').option("schema", "kafka")
             .option("maxRecordsPerPartition", "4").load())
     assert rows.rdd.getNumPartitions() >= 2
     assert sorted(r.offset for r in rows.collect() if r.partition == 1) == list(range(6))

@@ -129,6 +129,21 @@ def _first(found: Finding | None, mask: np.ndarray[Any, Any], offsets: np.ndarra
     return int(offsets[int(np.argmax(mask))]), text
 
 
+def _place(checks: _RecordChecks, totals: QueueTotals, offsets: np.ndarray[Any, Any],
+           phys: np.ndarray[Any, Any], size: np.ndarray[Any, Any], cl_min: int,
+           end: int) -> int:
+    """Sort a chunk's entries by where they point: below the log's minimum (expired,
+    counted), past its valid end (reported; their number returned), or at records to
+    check."""
+    expired = phys < cl_min
+    totals.expired += int(np.count_nonzero(expired))
+    beyond = phys >= end
+    checks.beyond.add(beyond, offsets, phys,
+                      f"points at {{phys}}, past the end of the valid log {end}")
+    checks.add(offsets, phys, size, ~expired & ~beyond)
+    return int(np.count_nonzero(beyond))
+
+
 def check_consume_queue(topic: str, queue_id: int, found: list[tuple[int, Path]],
                         file_size: int, cols: Columns, topic_ids: dict[str, int],
                         cl_min: int, end: int, totals: QueueTotals) -> QueueResult:
@@ -200,13 +215,7 @@ def check_consume_queue(topic: str, queue_id: int, found: list[tuple[int, Path]]
                     steps[0] = False
                 not_increasing = _first(None, steps, offsets, "physical offsets do not increase")
             last_real = int(phys[-1])
-            expired = phys < cl_min
-            totals.expired += int(np.count_nonzero(expired))
-            beyond = phys >= end
-            dropped += int(np.count_nonzero(beyond))
-            checks.beyond.add(beyond, offsets, phys,
-                              f"points at {{phys}}, past the end of the valid log {end}")
-            checks.add(offsets, phys, size, ~expired & ~beyond)
+            dropped += _place(checks, totals, offsets, phys, size, cl_min, end)
     if valid_end < 0:
         valid_end = at
     singles = [(first_offset + valid_end, "non-zero entries after the end of valid entries")
@@ -282,13 +291,7 @@ def check_batch_queue(topic: str, queue_id: int, found: list[tuple[int, Path]],
                     steps[0] = False
                 not_increasing = _first(None, steps, base, "physical offsets do not increase")
             last_phys, last_next = int(phys[-1]), int(base[-1] + batch[-1])
-            expired = phys < cl_min
-            totals.expired += int(np.count_nonzero(expired))
-            beyond = phys >= end
-            dropped += int(np.count_nonzero(beyond))
-            checks.beyond.add(beyond, base, phys,
-                              f"points at {{phys}}, past the end of the valid log {end}")
-            checks.add(base, phys, size, ~expired & ~beyond)
+            dropped += _place(checks, totals, base, phys, size, cl_min, end)
     if valid_end < 0:
         valid_end = at
     singles = [None if nonzero_after is None else

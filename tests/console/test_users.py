@@ -79,6 +79,22 @@ def test_the_file_is_read_again_when_it_changes_and_a_broken_one_keeps_the_old(
     assert "the users read before stay" in caplog.text
 
 
+def test_a_file_renamed_into_place_with_the_same_size_and_time_is_read_again(
+        tmp_path: Path) -> None:
+    path = tmp_path / "users.yml"
+    edit_users_file(path, "alice", role=Role.ADMIN, password="pw", cost=CHEAP)
+    users = UsersFile(path)
+    assert (alice := users.lookup("alice")) is not None and alice.role is Role.ADMIN
+    before = path.stat()
+    other = tmp_path / "next.yml"
+    other.write_text(path.read_text("utf-8").replace("alice", "alicf"), "utf-8")
+    assert other.stat().st_size == before.st_size
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(other, path)
+    assert users.lookup("alice") is None
+    assert users.lookup("alicf") is not None
+
+
 def test_a_missing_or_broken_file_stops_the_start(tmp_path: Path) -> None:
     with pytest.raises(UsersFileError, match="No such file"):
         UsersFile(tmp_path / "missing.yml")

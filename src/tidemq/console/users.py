@@ -148,14 +148,15 @@ class UsersFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._entries: dict[str, _Entry] = {}
         self._load(strict=True)
 
     def _load(self, *, strict: bool) -> None:
         try:
             stat = self.path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
+            # the inode too: an edit renamed into place may keep the size and the time
+            stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
             if stamp == self._stamp:
                 return
             users = parse_users(self.path.read_text("utf-8"), str(self.path))

@@ -21,6 +21,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from tidemq.errors import TideMQError
 from tidemq.net import Connection, RemotingClient
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["RETRY_FIRST", "RETRY_MAX", "Registrar"]
 
@@ -176,7 +177,4 @@ class Registrar:
     async def stop(self) -> None:
         if self._soon is not None:
             self._soon.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)

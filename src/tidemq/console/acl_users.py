@@ -17,7 +17,6 @@ log in.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import logging
@@ -27,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from tidemq.client.acl_logins import AclLogin
 from tidemq.console.users import ConsoleUser, Role
 from tidemq.errors import TideMQError
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["AclUsers"]
 
@@ -99,10 +99,7 @@ class AclUsers:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def names(self) -> list[str]:
         return sorted(self._users)

@@ -21,7 +21,6 @@ round that fails is logged and the next one starts on time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Iterable
@@ -31,6 +30,7 @@ from tidemq.client import AdminClient, monitor
 from tidemq.client.monitor import ConsumeStats, TopicStats
 from tidemq.console.history import History
 from tidemq.console.model import is_system_group, is_system_topic
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["Sampler"]
 
@@ -69,10 +69,7 @@ class Sampler:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def wait_rounds(self, n: int) -> None:
         """Until ``n`` more rounds have completed."""

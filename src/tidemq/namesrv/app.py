@@ -38,7 +38,6 @@ the brokers they knew until those have had time to register again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -89,6 +88,7 @@ from tidemq.net.dispatcher import Processor
 from tidemq.net.http import MetricsHttpServer
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import ServerTlsContext
 
 __all__ = ["NameServerApp", "RemovedListener"]
@@ -238,10 +238,7 @@ class NameServerApp:
     async def stop(self) -> None:
         """Stop the expiry task and close the server (idempotent)."""
         scanner, self._scanner = self._scanner, None
-        if scanner is not None:
-            scanner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await scanner
+        await cancel_and_wait(scanner)
         metrics, self.metrics_server = self.metrics_server, None
         if metrics is not None:
             await metrics.close()

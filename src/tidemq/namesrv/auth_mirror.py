@@ -30,6 +30,7 @@ from tidemq.errors import RemoteProtocolError, TideMQError
 from tidemq.net.acl.policy import Acl, User, UserType, parse_acl_info, parse_user, subject_of
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.client import RemotingClient
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import TlsClientSettings
 
 __all__ = ["AuthMirror"]
@@ -135,8 +136,5 @@ class AuthMirror:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self._client.close()

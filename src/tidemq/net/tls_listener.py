@@ -41,6 +41,7 @@ from tidemq.net.address import format_address
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Dispatcher
 from tidemq.net.rate_limited_log import RateLimitedLog
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import TLS_HANDSHAKE_BYTE, ServerTlsContext, TlsMode
 
 __all__ = ["PLAIN_REFUSED_REMARK", "Admission", "TlsListener", "admit", "refusing_dispatcher"]
@@ -140,10 +141,7 @@ class TlsListener:
     async def close(self) -> None:
         """Stop accepting; connections still being admitted are dropped."""
         accepting, self._accepting = self._accepting, None
-        if accepting is not None:
-            accepting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await accepting
+        await cancel_and_wait(accepting)
         admitting = list(self._admitting)
         for task in admitting:
             task.cancel()

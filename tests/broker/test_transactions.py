@@ -76,6 +76,7 @@ def _records(cluster: Cluster, topic: str, queue_id: int = 0) -> list[Record]:
 
 
 async def test_a_committed_transaction_is_visible_once(cluster: Cluster, peer: Peer) -> None:
+    await peer.ok(wire.send("Tx", b"before", queue_id=0))  # the half message is not at 0
     resp = await peer.ok(_prepared())
     assert resp.ext_fields["queueId"] == "1"
     await wire.dispatched(cluster.brokers[0])
@@ -92,6 +93,11 @@ async def test_a_committed_transaction_is_visible_once(cluster: Cluster, peer: P
     for name in ("REAL_TOPIC", "REAL_QID", "TRAN_MSG"):
         assert name not in msg.properties
     assert msg.properties["PGROUP"] == GROUP
+    # as upstream, the committed record names the half message it came from
+    assert msg.prepared_transaction_offset == half.physical_offset
+    [stored] = _records(cluster, "Tx", 1)
+    assert stored.prepared_tx_offset == half.physical_offset
+    assert stored.sys_flag & 0xC == TransactionState.COMMIT
     again = await peer(_end(resp, TransactionState.COMMIT))
     assert again.code == ResponseCode.SYSTEM_ERROR and "no open transaction" in (
         again.remark or "")

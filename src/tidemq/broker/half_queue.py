@@ -9,7 +9,8 @@ has the wire facts).
 * **Commit** (END_TRANSACTION 8): the newest copy of the half message is read back and
   stored in its real topic and queue -- body, flag, born time and host, reconsume count
   and properties kept, less ``REAL_TOPIC``, ``REAL_QID``, ``TRAN_MSG`` and
-  ``TRANSACTION_CHECK_TIMES``; sysFlag's transaction type COMMIT, as upstream -- then an
+  ``TRANSACTION_CHECK_TIMES``; sysFlag's transaction type COMMIT and
+  PREPAREDTRANSACTIONOFFSET the half message's commit-log offset, as upstream -- then an
   op message ends it. **Rollback** (12): only the op message.
 * **Op messages** go to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0, tagged ``d``, the body
   the half-queue offsets they end (every copy of the transaction).
@@ -197,7 +198,7 @@ class HalfQueue:
             target, queue_id, committed = self._committed(rec)
             self._store(target, queue_id, rec, committed,
                         with_transaction_type(rec.sys_flag, TransactionState.COMMIT),
-                        index=True)
+                        index=True, prepared=msg.phys)
             self.committed += 1
             done = f"committed to {target} queue {queue_id}"
         else:
@@ -336,7 +337,9 @@ class HalfQueue:
         return target, int(queue), raw
 
     def _store(self, topic: str, queue_id: int, rec: Record, raw: bytes, sys_flag: int, *,
-               index: bool) -> PutResult:
+               index: bool, prepared: int = 0) -> PutResult:
+        """Store ``rec`` anew with properties ``raw``; ``prepared``: the commit-log offset
+        of the half message a committed copy names (its PREPAREDTRANSACTIONOFFSET)."""
         props = decode_properties(raw)
         keys: tuple[str, ...] = ()
         if index:
@@ -344,6 +347,12 @@ class HalfQueue:
                                      *props.get(PropertyKey.KEYS, "").split(" ")) if k)
         msg = MessageInput(bytes(rec.body), raw, rec.flag, tags_code(props.get("TAGS")), keys)
         try:
+            if prepared:
+                return self.store.put_batch(
+                    topic, queue_id, (msg,), sys_flag=sys_flag,
+                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
+                    reconsume_times=rec.reconsume_times, wait_flush=False,
+                    prepared_tx_offset=prepared)
             return self.store.put(topic, queue_id, msg, sys_flag=sys_flag,
                                   born_timestamp=rec.born_timestamp, born_host=rec.born_host,
                                   reconsume_times=rec.reconsume_times, wait_flush=False)

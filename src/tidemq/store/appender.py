@@ -452,19 +452,21 @@ class Appender:
     def put_batch(
         self, topic: str, queue_id: int, msgs: Sequence[MessageInput], *, sys_flag: int = 0,
         born_timestamp: int = 0, born_host: HostAddr | None = None, reconsume_times: int = 0,
-        wait_flush: bool = True,
+        wait_flush: bool = True, prepared_tx_offset: int = 0,
     ) -> PutResult:
         """Append ``msgs`` to ``(topic, queue_id)`` with consecutive queue offsets.
 
         A :class:`~tidemq.store.append.UniformBatch` is encoded column-wise and its keys
-        reach the index as columns; the bytes stored are the same."""
+        reach the index as columns; the bytes stored are the same.
+        ``prepared_tx_offset``: the records' PREPAREDTRANSACTIONOFFSET (a committed
+        transaction names its half message's commit-log offset there)."""
         self._check_running()
         if not msgs:
             raise ValueError("put_batch needs at least one message")
         limit = self.config.max_message_size
         store_host = self._store_host
         enc = None
-        uniform = msgs if type(msgs) is UniformBatch else None
+        uniform = msgs if type(msgs) is UniformBatch and not prepared_tx_offset else None
         if uniform is not None:
             if uniform.body_length > limit:
                 raise MessageTooLarge(uniform.body_length, limit)
@@ -487,7 +489,8 @@ class Appender:
             enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
                                born_timestamp=born_timestamp or self.clock(),
                                born_host=born_host or store_host, store_host=store_host,
-                               reconsume_times=reconsume_times, body_lengths=body_lengths)
+                               reconsume_times=reconsume_times, body_lengths=body_lengths,
+                               prepared_tx_offset=prepared_tx_offset)
             n = len(bodies)
         key = (topic, queue_id)
         with self.commitlog.lock:

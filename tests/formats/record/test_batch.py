@@ -23,14 +23,14 @@ TS = st.integers(0, 2**62)
 def _expected(topic: str, queue_id: int, bodies: list[bytes], props: list[bytes],
               flags: list[int], sys_flag: int, born_ts: int, born: HostAddr,
               store: HostAddr, reconsume: int, qo: int, phys: int, store_ts: int,
-              steps: list[int] | None = None) -> bytes:
+              steps: list[int] | None = None, prepared: int = 0) -> bytes:
     out = bytearray()
     for i, (body, prop, flag) in enumerate(zip(bodies, props, flags, strict=True)):
         out += encode_record(
             topic=topic.encode(), queue_id=queue_id, body=body, properties=prop, flag=flag,
             sys_flag=sys_flag, born_timestamp=born_ts, born_host=born, store_host=store,
             store_timestamp=store_ts, queue_offset=qo, physical_offset=phys + len(out),
-            reconsume_times=reconsume)
+            reconsume_times=reconsume, prepared_tx_offset=prepared)
         qo += 1 if steps is None else steps[i]
     return bytes(out)
 
@@ -39,10 +39,11 @@ def _expected(topic: str, queue_id: int, bodies: list[bytes], props: list[bytes]
 @given(data=st.data(), n=st.integers(1, 30), uniform=st.booleans(),
        topic=st.sampled_from(["T", "Topic-é", "L" * 128]),
        born=st.sampled_from([V4, V6]), store=st.sampled_from([V4_STORE, V6]),
-       sys_flag=st.integers(0, 0xFF), stepped=st.booleans())
+       sys_flag=st.integers(0, 0xFF), stepped=st.booleans(),
+       prepared=st.one_of(st.just(0), st.integers(1, 2**62)))
 def test_a_patched_batch_is_the_records_one_by_one(
         data: st.DataObject, n: int, uniform: bool, topic: str, born: HostAddr,
-        store: HostAddr, sys_flag: int, stepped: bool) -> None:
+        store: HostAddr, sys_flag: int, stepped: bool, prepared: int) -> None:
     if uniform:
         blen, plen = data.draw(st.integers(0, 40)), data.draw(st.integers(0, 30))
         bodies = data.draw(st.lists(st.binary(min_size=blen, max_size=blen),
@@ -58,10 +59,10 @@ def test_a_patched_batch_is_the_records_one_by_one(
     steps = data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n)) if stepped else None
     enc = encode_batch(topic, 7, bodies, props, flags, sys_flag=sys_flag,
                        born_timestamp=born_ts, born_host=born, store_host=store,
-                       reconsume_times=reconsume)
+                       reconsume_times=reconsume, prepared_tx_offset=prepared)
     patch_batch(enc, qo, phys, store_ts, queue_step=steps)
     want = _expected(topic, 7, bodies, props, flags, sys_flag, born_ts, born, store,
-                     reconsume, qo, phys, store_ts, steps)
+                     reconsume, qo, phys, store_ts, steps, prepared)
     assert bytes(enc.buf) == want
     assert list(enc.sizes) == [b - a for a, b in zip(enc.starts, [*enc.starts[1:], len(want)],
                                                          strict=True)]

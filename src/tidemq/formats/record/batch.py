@@ -112,15 +112,19 @@ def encode_batch(
     topic: str, queue_id: int, bodies: Bodies, props: Sequence[bytes], flags: Sequence[int], *,
     sys_flag: int, born_timestamp: int, born_host: HostAddr, store_host: HostAddr,
     reconsume_times: int = 0, body_lengths: set[int] | None = None,
+    prepared_tx_offset: int = 0,
 ) -> EncodedBatch:
     """Encode a batch given as columns (``bodies[i]``, ``props[i]`` and ``flags[i]`` are
     message ``i``'s) back to back; offsets and store time are patched later.
-    ``body_lengths``: the set of ``len(body)``, when the caller has it already."""
+    ``body_lengths``: the set of ``len(body)``, when the caller has it already.
+    ``prepared_tx_offset``: PREPAREDTRANSACTIONOFFSET of every record (a committed
+    transaction's: its half message's commit-log offset)."""
     tbytes = topic.encode("utf-8")
     v4 = len(born_host.ip) == 4 and len(store_host.ip) == 4 and len(tbytes) <= MAX_V1_TOPIC_BYTES
-    if not v4 or len(bodies) < _VECTOR_MIN:  # below 8 records, numpy's set-up costs more
+    if not v4 or len(bodies) < _VECTOR_MIN or prepared_tx_offset:
+        # below 8 records numpy's set-up costs more; a committed transaction is one record
         return _encode_each(tbytes, queue_id, bodies, props, flags, sys_flag, born_timestamp,
-                            born_host, store_host, reconsume_times)
+                            born_host, store_host, reconsume_times, prepared_tx_offset)
     if body_lengths is None:
         body_lengths = set(map(len, bodies))
     if (len(bodies) >= _VECTOR_MIN and len(body_lengths) == 1
@@ -134,7 +138,8 @@ def encode_batch(
 
 def _encode_each(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[bytes],
                  flags: Sequence[int], sys_flag: int, born_timestamp: int, born_host: HostAddr,
-                 store_host: HostAddr, reconsume_times: int) -> EncodedBatch:
+                 store_host: HostAddr, reconsume_times: int,
+                 prepared_tx_offset: int = 0) -> EncodedBatch:
     parts, starts, sizes = [], [], []
     pos = 0
     for body, properties, flag in zip(bodies, props, flags, strict=True):
@@ -142,6 +147,7 @@ def _encode_each(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequence[b
             topic=tbytes, queue_id=queue_id, body=body, properties=properties, flag=flag,
             sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
             store_host=store_host, reconsume_times=reconsume_times,
+            prepared_tx_offset=prepared_tx_offset,
         )
         parts.append(rec)
         starts.append(pos)

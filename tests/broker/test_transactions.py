@@ -269,7 +269,10 @@ async def test_a_replica_that_becomes_master_holds_the_open_transactions(
             assert msg.body == b"carried"
 
 
-async def test_with_the_acl_on_an_end_needs_pub_on_its_named_topic(tmp_path: Path) -> None:
+async def test_with_the_acl_on_an_end_needs_pub_on_its_transactions_topic(
+        tmp_path: Path) -> None:
+    """PUB on the topic the request names, else (the C++ and older Java clients name
+    none) on the topic of the half message it ends."""
     from tests.net.acl.accounts import ADMIN, USER, write_accounts
     from tests.net.acl.sweep import signed_client
 
@@ -285,24 +288,40 @@ async def test_with_the_acl_on_an_end_needs_pub_on_its_named_topic(tmp_path: Pat
                                                "secret_key": "admin-secret"},
                        namesrv=acl) as cluster:
         addr = cluster.brokers[0].broker_addr
+        gate = cluster.brokers[0].acl
+        assert gate is not None
         async with (Peer(addr, signed_client(ADMIN)) as admin,
-                    Peer(addr, signed_client(USER)) as user):
+                    Peer(addr, signed_client(USER)) as user,
+                    Peer(addr, signed_client(None)) as nobody):
             await admin.ok(wire.create_topic("ReadOnly", 1))  # the user may only SUB
             await admin.ok(wire.create_topic("Tx", 2))
             held = await admin.ok(wire.send(
                 "ReadOnly", b"guarded", queue_id=0, group=GROUP, sys_flag=0x4,
                 properties=wire.props(TRAN_MSG="true", PGROUP=GROUP)))
-            refused = await user(end_of(held, "ReadOnly"))
-            assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
-            unnamed = await admin(end_of(held, None))
-            assert unnamed.code == ResponseCode.INVALID_PARAMETER
-            assert "must name its topic" in (unnamed.remark or "")
+            for named in ("ReadOnly", None):
+                refused = await user(end_of(held, named))
+                assert refused.code == ResponseCode.NO_PERMISSION, refused.remark
+                assert "PUB on topic ReadOnly" in (refused.remark or ""), refused.remark
+            unsigned = await nobody(end_of(held, None))
+            assert unsigned.code == ResponseCode.NO_PERMISSION, unsigned.remark
+            before = gate.refused["permission"]
+            unknown = await admin(_end(held, TransactionState.COMMIT, offset=99))
+            assert unknown.code == ResponseCode.NO_PERMISSION, unknown.remark
+            assert "no open transaction" in (unknown.remark or ""), unknown.remark
+            assert gate.refused["permission"] == before + 1
             elsewhere = await admin(end_of(held, "Tx"))  # PUB there, not the message's
             assert elsewhere.code == ResponseCode.INVALID_PARAMETER, elsewhere.remark
             assert len(cluster.brokers[0].ctx.transactions.table) == 1
-            await admin.ok(end_of(held, "ReadOnly"))
+            await admin.ok(end_of(held, None))
             [msg] = await collect(admin, "ReadOnly", 1)
             assert msg.body == b"guarded"
+            mine = await user.ok(wire.send(
+                "Tx", b"own", queue_id=1, group=GROUP, sys_flag=0x4,
+                properties=wire.props(TRAN_MSG="true", PGROUP=GROUP)))
+            await user.ok(end_of(mine, None))
+            [msg] = await collect(admin, "Tx", 1, queue_id=1)
+            assert msg.body == b"own"
+            assert len(cluster.brokers[0].ctx.transactions.table) == 0
 
 
 async def test_a_start_reads_the_queues_from_the_saved_progress(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from tidemq.broker.processors.retry import RetryProcessor
 from tidemq.broker.processors.running_info import RunningInfoProcessor
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.broker.processors.stats import StatsProcessor
-from tidemq.broker.processors.transaction import TransactionProcessor
+from tidemq.broker.processors.transaction import TransactionProcessor, transaction_topic
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
 from tidemq.broker.replication.metadata_push import MetadataPush
@@ -80,12 +80,14 @@ class BrokerApp:
         #: The ACL interceptor (``aclEnable`` or ``authenticationEnabled``), outermost of
         #: all: one gate and one permission table for both models.
         self.acl: AclGate | None = None
+        lookups = {"transaction": transaction_topic(ctx.transactions)}
         if config.acl_enable:
-            self.acl = AclGate(AclFile(config.acl_file))
+            self.acl = AclGate(AclFile(config.acl_file), lookups=lookups)
         elif config.authentication_enabled:
             self.acl = AclGate(UserDirectory(self.auth_store,
                                              authorize=config.authorization_enabled,
-                                             cluster=config.broker_cluster_name))
+                                             cluster=config.broker_cluster_name),
+                               lookups=lookups)
         self._interceptors = tuple(interceptors)
         self.pipeline = Pipeline()
         self.config = config

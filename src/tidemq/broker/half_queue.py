@@ -157,7 +157,17 @@ class HalfQueue:
 
     # ------------------------------------------------------------------ end
 
-    def end(self, h: EndTransactionRequestHeader, *, topic_required: bool) -> str:
+    def topic_of(self, offset: int, phys: int) -> str:
+        """The topic of the open transaction whose half message is at half-queue
+        ``offset`` and commit-log ``phys``; :class:`LookupError` saying so when there is
+        none (the ACL's check of an END_TRANSACTION that names no topic)."""
+        msg = self.table.find(offset)
+        if msg is None or not msg.owns(offset, phys):
+            raise LookupError(f"no open transaction has its half message at half-queue "
+                              f"offset {offset} and commit-log offset {phys}")
+        return msg.topic
+
+    def end(self, h: EndTransactionRequestHeader) -> str:
         """Commit or roll back the transaction ``h`` names; what was done, for the log.
         Every check comes before anything is stored; a refusal raises with the response
         code and a remark."""
@@ -170,10 +180,6 @@ class HalfQueue:
         if state is TransactionState.PREPARED:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  "commitOrRollback must be 0, 8 or 12, not 4")
-        if topic_required and not h.topic:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                                 "END_TRANSACTION must name its topic: the ACL checks PUB "
-                                 "on it")
         if state is TransactionState.NOT_TYPE:
             return "left open (the producer does not know yet)"
         msg = self.table.find(h.tran_state_table_offset)

@@ -5,7 +5,9 @@ RocketMQ's producers send it oneway, so a refusal is only logged (rate-limited);
 producer that asks for an answer gets the refusal's code and remark. What is decided
 and stored is :meth:`tidemq.broker.half_queue.HalfQueue.end`'s. A replica refuses
 (SERVICE_NOT_AVAILABLE): the master holds the transactions. With the ACL on the request
-must name its topic, on which it needs PUB, like a send.
+needs PUB on its topic, like a send: the topic it names, else (the C++ and older Java
+clients name none) the topic of the half message it ends (:func:`transaction_topic`, the
+ACL gate's lookup).
 """
 
 from __future__ import annotations
@@ -13,17 +15,33 @@ from __future__ import annotations
 import logging
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.half_queue import HalfQueue
 from tidemq.broker.processors.decode import parse_header
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import EndTransactionRequestHeader
-from tidemq.errors import BrokerResponseError, ResponseCode, error_for_code
+from tidemq.errors import BrokerResponseError, RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
+from tidemq.net.acl.gate import TopicLookup
 from tidemq.net.rate_limited_log import RateLimitedLog
 
-__all__ = ["TransactionProcessor"]
+__all__ = ["TransactionProcessor", "transaction_topic"]
 
 log = logging.getLogger(__name__)
 _refusals = RateLimitedLog(log)
+
+
+def transaction_topic(transactions: HalfQueue) -> TopicLookup:
+    """The ACL gate's lookup of the topic an END_TRANSACTION acts on: its half
+    message's real topic (:meth:`HalfQueue.topic_of`)."""
+
+    def lookup(request: RemotingCommand) -> str:
+        try:
+            h = EndTransactionRequestHeader.from_ext(request.ext_fields)
+        except RemoteProtocolError as exc:
+            raise LookupError(f"its header does not name a transaction: {exc}") from None
+        return transactions.topic_of(h.tran_state_table_offset, h.commit_log_offset)
+
+    return lookup
 
 
 class TransactionProcessor:
@@ -41,8 +59,7 @@ class TransactionProcessor:
                                      "this broker is a replica: end the transaction on its "
                                      "master")
             h = parse_header(EndTransactionRequestHeader, cmd)
-            acl = ctx.config.acl_enable or ctx.config.authentication_enabled
-            done = ctx.transactions.end(h, topic_required=acl)
+            done = ctx.transactions.end(h)
         except BrokerResponseError as exc:
             _refusals.info("END_TRANSACTION from %s refused: %s", conn.remote_address,
                            exc.remark)

@@ -14,6 +14,10 @@ then the code's rule: admin, or the permission on the topic and group the reques
 A refusal is NO_PERMISSION (16) with a remark naming what was missing; it is counted
 (:attr:`AclGate.refused`, by reason) and logged through a rate-limited log.
 
+A rule with a ``lookup`` (END_TRANSACTION) asks the server, through the function it gave
+under that name, which topic a request that names none acts on; a lookup that finds
+nothing refuses the request (NO_PERMISSION, the lookup's reason in the remark).
+
 A batch-protocol parent is checked as a whole (its signature covers its body, hence its
 children); each child then passes its own code's rule as the parent's account.
 """
@@ -24,7 +28,7 @@ import contextvars
 import inspect
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tidemq.codec.bodies import HeartbeatData, UnlockBatchRequestBody, decode_body
@@ -38,7 +42,11 @@ from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
 from tidemq.net.rate_limited_log import RateLimitedLog
 
-__all__ = ["AclGate", "Refusal"]
+__all__ = ["AclGate", "Refusal", "TopicLookup"]
+
+#: The topic a request acts on when it names none (a rule's ``lookup``); raises
+#: :class:`LookupError` saying why there is none.
+TopicLookup = Callable[[RemotingCommand], str]
 
 _log = RateLimitedLog(logging.getLogger(__name__), burst=20, period=60.0)
 
@@ -79,7 +87,8 @@ def _code_name(code: int) -> str:
 class AclGate:
     """The interceptor (the broker pipeline's ``Interceptor`` shape: ``wrap(code,
     proceed)``); see the module docstring. ``table``: the rules by code (tests give
-    others).
+    others); ``lookups``: the server's topic lookups, by the name a rule's ``lookup``
+    gives.
 
     What a principal may do is decided once per (principal, resource, permission,
     connection) and remembered until the directory's :attr:`~Directory.version` changes
@@ -93,10 +102,12 @@ class AclGate:
     MAX_DECISIONS = 4096
 
     def __init__(self, directory: Directory, *,
-                 table: Mapping[int, Rule] = PERMISSIONS) -> None:
+                 table: Mapping[int, Rule] = PERMISSIONS,
+                 lookups: Mapping[str, TopicLookup] | None = None) -> None:
         #: Who may sign requests: an ``AclFile`` or a ``UserDirectory``.
         self.directory = directory
         self.table = table
+        self.lookups: Mapping[str, TopicLookup] = lookups or {}
         #: Refusals by reason: credentials, account, signature, admin, permission,
         #: unlisted.
         self.refused: Counter[str] = Counter()
@@ -153,10 +164,11 @@ class AclGate:
                                        f"{account.name} is not admin")
             return trusted
         ext = request.ext_fields
-        for key in rule.topic_keys:
-            topic = ext.get(key)
-            if topic is None:
-                continue
+        topics = [t for t in map(ext.get, rule.topic_keys)
+                  if t is not None and (t or not rule.lookup)]
+        if rule.lookup and not topics:
+            topics.append(self._look_up(code, rule, request))
+        for topic in topics:
             if topic.startswith(RETRY_PREFIX):
                 self._need(account, "group", topic[len(RETRY_PREFIX):], rule.topic_perm,
                            remote, code)
@@ -173,6 +185,17 @@ class AclGate:
                 self._need(account, "group", resource.removeprefix(RETRY_PREFIX), Perm.SUB,
                            remote, code)
         return trusted
+
+    def _look_up(self, code: int, rule: Rule, request: RemotingCommand) -> str:
+        """The topic ``rule.lookup`` finds for ``request``, or :class:`Refusal`."""
+        lookup = self.lookups.get(rule.lookup)
+        try:
+            if lookup is None:
+                raise LookupError(f"this server has no {rule.lookup} lookup")
+            return lookup(request)
+        except LookupError as exc:
+            raise Refusal("permission", f"{_code_name(code)} needs {rule.describe()}: it "
+                                        f"names no topic, and {exc.args[0]}") from None
 
     def _authenticate(self, code: int, rule: Rule, remote: str,
                       request: RemotingCommand) -> _Trusted:

@@ -11,7 +11,11 @@ ACL is on: one table, :data:`PERMISSIONS`. A code served without an entry here i
   group named by the request's ext fields (every field of ``topic_keys`` /
   ``group_keys`` present is checked; a retry topic ``%RETRY%g`` is group ``g``), or by
   its body (``body``: ``heartbeat`` -- each consumer's group and subscribed topics;
-  ``lock`` -- the consumer group of a lock or unlock request);
+  ``lock`` -- the consumer group of a lock or unlock request); a rule with a ``lookup``
+  checks, when the request names none of its ``topic_keys``, the topic the server looks
+  up for it (``transaction``: END_TRANSACTION's half message, found by its
+  ``tranStateTableOffset`` and ``commitLogOffset``; the C++ and older Java clients name
+  no topic), and refuses the request when the server finds none;
 * ``ADMIN`` -- a signed account with ``admin: true``.
 """
 
@@ -43,6 +47,8 @@ class Rule:
     group_perm: Perm = Perm.NONE
     #: Resources named by the body (see the module docstring), needing SUB.
     body: str = ""
+    #: The topic the server looks up when the request names none (module docstring).
+    lookup: str = ""
 
     def describe(self) -> str:
         """The rule in words (the documentation's table)."""
@@ -55,7 +61,8 @@ class Rule:
         elif self.body == "lock":
             parts.append("group SUB (from the body)")
         if self.topic_keys:
-            parts.append(f"topic {_perm_text(self.topic_perm)}")
+            parts.append(f"topic {_perm_text(self.topic_perm)}"
+                         + (f" (named, else the {self.lookup}'s)" if self.lookup else ""))
         if self.group_keys:
             parts.append(f"group {_perm_text(self.group_perm)}")
         return ", ".join(parts)
@@ -82,7 +89,7 @@ def _group(*keys: str) -> Rule:
 PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     # Sends and pulls.
     C.SEND_MESSAGE: PUB_TOPIC,
-    C.END_TRANSACTION: Rule(Need.RESOURCE, ("topic",), Perm.PUB),
+    C.END_TRANSACTION: Rule(Need.RESOURCE, ("topic",), Perm.PUB, lookup="transaction"),
     C.SEND_MESSAGE_V2: PUB_TOPIC,
     C.SEND_BATCH_MESSAGE: PUB_TOPIC,
     C.PULL_MESSAGE: SUB_TOPIC_GROUP,

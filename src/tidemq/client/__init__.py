@@ -18,7 +18,8 @@ Consumer groups (push consumers, rebalancing, ordered consumption, retries and d
 letters) are described in ``docs/consumer-groups.md``.
 
 Synchronous API for scripts and Spark executors: :class:`BlockingProducer`,
-:class:`BlockingPullConsumer`, :class:`BlockingLmqPullConsumer`. Pull bodies decoded by
+:class:`BlockingPullConsumer`, :class:`BlockingLmqPullConsumer`,
+:class:`BlockingTransactionProducer`. Pull bodies decoded by
 the reader: :mod:`tidemq.client.records`. The other modules behind these names are
 private.
 """
@@ -38,6 +39,7 @@ from tidemq.client.blocking import (
     BlockingPullConsumer,
     BlockingRouteCache,
 )
+from tidemq.client.blocking_transactions import BlockingTransactionProducer
 from tidemq.client.config import ClientConfig
 from tidemq.client.consumer import PullConsumer
 from tidemq.client.errors import (
@@ -95,6 +97,7 @@ __all__ = [
     "BlockingProducer",
     "BlockingPullConsumer",
     "BlockingRouteCache",
+    "BlockingTransactionProducer",
     "BrokerInfo",
     "BufferFullError",
     "ClientClosedError",

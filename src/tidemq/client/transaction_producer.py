@@ -140,6 +140,23 @@ class TransactionProducer(Producer):
                                   timeout: float | None = None) -> TransactionSendResult:
         """Send ``msg`` prepared, run ``local_tx`` and end the transaction as it says
         (module docstring). A send that fails raises, as :meth:`send` does."""
+        prepared, result = await self.send_prepared(msg, timeout=timeout)
+        state = LocalTransactionState.ROLLBACK
+        if result.status is SendStatus.SEND_OK:
+            try:
+                state = await _decided(local_tx(prepared))
+            except Exception:
+                log.exception("%r: the local transaction of %s failed; the broker will "
+                              "check it", self, result.msg_id)
+                state = LocalTransactionState.UNKNOWN
+        await self.end_transaction(prepared, result, state)
+        return TransactionSendResult(result, state)
+
+    async def send_prepared(self, msg: Message, *, timeout: float | None = None
+                            ) -> tuple[Message, SendResult]:
+        """The first half of :meth:`send_in_transaction`: ``msg`` sent prepared; the
+        message as sent (what ``local_tx`` is given) and the send's result. End it with
+        :meth:`end_transaction`."""
         inst = self.instance
         born = now_ms()
         props = {k: v for k, v in msg.properties.items() if k != PropertyKey.DELAY}
@@ -160,25 +177,18 @@ class TransactionProducer(Producer):
                                      build, timeout, coalesce=False)
         if self.tracer is not None:
             self._trace_pub(prepared, uniq, result, born)
-        state = LocalTransactionState.ROLLBACK
-        if result.status is SendStatus.SEND_OK:
-            try:
-                state = await _decided(local_tx(prepared))
-            except Exception:
-                log.exception("%r: the local transaction of %s failed; the broker will "
-                              "check it", self, uniq)
-                state = LocalTransactionState.UNKNOWN
-        await self._end(prepared, result, state)
-        return TransactionSendResult(result, state)
+        return prepared, result
 
     def _trace_pub(self, prepared: Message, uniq: str, result: SendResult, born: int) -> None:
         assert self.tracer is not None
         self.tracer.record(lambda: pub_records(self.group, (prepared,), (uniq,), result, born,
                                                now_ms() - born), len(prepared.body))
 
-    async def _end(self, msg: Message, result: SendResult, state: LocalTransactionState
-                   ) -> None:
-        """END_TRANSACTION for the prepared send ``result``, oneway to its broker."""
+    async def end_transaction(self, msg: Message, result: SendResult,
+                              state: LocalTransactionState) -> None:
+        """The second half of :meth:`send_in_transaction`: END_TRANSACTION with ``state``
+        for the prepared send of ``msg`` that answered ``result``, oneway to its broker
+        (a failure to send it is logged: the broker's check-back will ask)."""
         _, phys = decode_offset_msg_id(result.offset_msg_id)
         inst = self.instance
         header = EndTransactionRequestHeader(

@@ -1,0 +1,109 @@
+"""BlockingTransactionProducer against a real broker over TCP, called from plain threads:
+a committed transaction is visible once, a rolled-back one never, an UNKNOWN one is
+settled by the check-back; ``local_tx`` runs in the caller's thread and ``check`` on the
+producer's check threads, never on its event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from tests.broker import wire
+from tests.broker.delivery import collect
+from tests.broker.wire import Peer
+
+from tidemq.client import (
+    BlockingTransactionProducer,
+    ClientConfig,
+    LocalTransactionState,
+    Message,
+    MessageExt,
+)
+from tidemq.client.transaction_producer import TransactionSendResult
+from tidemq.testing import Cluster
+from tidemq.types import SendStatus
+
+COMMIT, ROLLBACK, UNKNOWN = (LocalTransactionState.COMMIT, LocalTransactionState.ROLLBACK,
+                             LocalTransactionState.UNKNOWN)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path, broker={"transaction_time_out": 300,
+                                         "transaction_check_interval": 100,
+                                         "transaction_check_max": 3}) as running:
+        yield running
+
+
+@pytest.fixture
+async def peer(cluster: Cluster) -> AsyncIterator[Peer]:
+    async with Peer(cluster.brokers[0].broker_addr) as p, Peer(cluster.namesrv_addr) as ns:
+        await p.ok(wire.create_topic("Orders", 1))
+        await wire.eventually_route(ns, "Orders")
+        yield p
+
+
+class Threads:
+    """Where the user code ran."""
+
+    def __init__(self) -> None:
+        self.local: list[str] = []
+        self.checks: list[str] = []
+        self.checked = threading.Event()
+
+    def local_tx(self, state: LocalTransactionState) -> Callable[[Message],
+                                                                 LocalTransactionState]:
+        def run(msg: Message) -> LocalTransactionState:
+            self.local.append(threading.current_thread().name)
+            return state
+        return run
+
+    def check(self, msg: MessageExt) -> LocalTransactionState:
+        self.checks.append(threading.current_thread().name)
+        self.checked.set()
+        return COMMIT if msg.body == b"unknown" else ROLLBACK
+
+
+async def test_commit_rollback_and_a_check_back_from_plain_threads(cluster: Cluster,
+                                                                    peer: Peer) -> None:
+    seen = Threads()
+    config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+    tp = await asyncio.to_thread(BlockingTransactionProducer, "tx-pg", config=config,
+                                 check=seen.check)
+    try:
+        def send_three() -> tuple[list[TransactionSendResult], str]:
+            sent = [tp.send_in_transaction(Message("Orders", body), seen.local_tx(state))
+                    for body, state in ((b"committed", COMMIT), (b"rolled", ROLLBACK),
+                                        (b"unknown", UNKNOWN))]
+            return sent, threading.current_thread().name
+
+        sent, caller = await asyncio.to_thread(send_three)
+        assert [s.state for s in sent] == [COMMIT, ROLLBACK, UNKNOWN]
+        assert all(s.send_result.status is SendStatus.SEND_OK for s in sent)
+        assert seen.local == [caller] * 3
+        assert await asyncio.to_thread(seen.checked.wait, 20)
+        half = cluster.brokers[0].ctx.transactions
+        while len(half.table):  # the answer is oneway: no event reaches the test
+            await asyncio.sleep(0.02)
+    finally:
+        await asyncio.to_thread(tp.close)
+    assert seen.checks and all(n.startswith("tidemq-tx-check-") for n in seen.checks)
+    await peer.ok(wire.send("Orders", b"marker"))
+    got = await collect(peer, "Orders", 3)
+    assert [m.body for m in got] == [b"committed", b"unknown", b"marker"]
+    assert got[1].msg_id == sent[2].send_result.msg_id
+
+
+async def test_a_closed_producer_refuses_and_close_is_idempotent(
+        cluster: Cluster, peer: Peer) -> None:
+    config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+    tp = await asyncio.to_thread(BlockingTransactionProducer, "tx-pg", config=config,
+                                 check=lambda m: COMMIT)
+    await asyncio.to_thread(tp.close)
+    await asyncio.to_thread(tp.close)
+    with pytest.raises(RuntimeError, match="closed"):
+        await asyncio.to_thread(tp.send_in_transaction, Message("Orders", b"late"),
+                                lambda m: COMMIT)

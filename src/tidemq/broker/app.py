@@ -46,6 +46,7 @@ from tidemq.broker.processors.transaction import TransactionProcessor, transacti
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.replication.metadata import MetadataSync
 from tidemq.broker.replication.metadata_push import MetadataPush
+from tidemq.broker.replication.reclaim import RECLAIM_TIMEOUT, ProgressReclaim
 from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
@@ -122,6 +123,7 @@ class BrokerApp:
         self.metadata_sync = MetadataSync(ctx)
         #: ``slaveActingMaster``: a replica standing in for its master.
         self.acting_master = ActingMaster(ctx)
+        self.reclaim = ProgressReclaim(ctx)
         if config.slave_acting_master:
             ctx.schedule.acting = lambda: self.acting_master.now_acting
             ctx.schedule.escape = self.acting_master.escape_due
@@ -195,6 +197,9 @@ class BrokerApp:
             self.topics.persist()
             self.offsets.load()
             self.subscription_groups.load()
+            reclaim = self._reclaims()
+            if reclaim:
+                self.schedule.hold()  # delivers once the replicas' progress is back
             self.schedule.start()
             await loop.run_in_executor(None, self.ctx.transactions.rebuild)
             await self.ctx.replication.start()
@@ -224,6 +229,8 @@ class BrokerApp:
                 log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
         await self.logical_processor.sync_at_start()
         await self.server.serve()  # ready: every processor is registered
+        if reclaim:
+            await self._reclaim()
         self.registrar = Registrar(
             self.client, self.config.namesrv_addrs, cluster=self.config.broker_cluster_name,
             broker_name=self.config.broker_name, broker_id=self.role.state.broker_id,
@@ -251,6 +258,23 @@ class BrokerApp:
         self.started = True
         log.info("broker %s (%s) serving on %s", self.config.broker_name,
                  self.config.broker_cluster_name, self.broker_addr)
+
+    def _reclaims(self) -> bool:
+        """Whether this broker takes back its replicas' progress before it registers: a
+        master of a static group with ``slaveActingMaster`` (upstream's pre-online step)."""
+        cfg = self.config
+        return (cfg.slave_acting_master and self.role.is_master and bool(cfg.namesrv_addrs)
+                and self.controller_link is None)
+
+    async def _reclaim(self) -> None:
+        try:
+            async with asyncio.timeout(RECLAIM_TIMEOUT):
+                await self.reclaim.run()
+        except TimeoutError:
+            log.warning("taking back the replicas' progress took over %.0f s: this master "
+                        "starts with what it has", RECLAIM_TIMEOUT)
+        finally:
+            self.schedule.release()
 
     async def stop(self) -> None:
         if not self.started:

@@ -111,8 +111,20 @@ class ScheduleService:
         #: until another master took it, raises when none did).
         self.acting: Callable[[], bool] = _never
         self.escape: Callable[[str, int, Record, str], None] | None = None
+        self._held = False
 
     # ------------------------------------------------------------------ lifecycle
+
+    def hold(self) -> None:
+        """Deliver nothing until :meth:`release` (a returning master first takes back
+        its replicas' progress)."""
+        with self._cond:
+            self._held = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify()
 
     def load(self) -> None:
         self.offsets = {}
@@ -179,6 +191,16 @@ class ScheduleService:
         written = self._written
         self._written = (dict(offsets), written[1] if written else TimerCheckpoint())
 
+    def raise_levels(self, levels: dict[int, int]) -> None:
+        """Move the given levels' delivery offsets forward to ``levels`` (a returning
+        master taking back what a replica delivered for it; call while held) and keep
+        them on disk. An offset is never moved back."""
+        with self._cond:
+            merged = dict(self.offsets)
+            for level, offset in levels.items():
+                merged[level] = max(offset, merged.get(level, 0))
+        self.adopt_offsets(merged)
+
     def timer_progress(self) -> TimerCheckpoint:
         """The timer checkpoint last written to disk (what a replica copies: it covers
         only deliveries whose copies are flushed)."""
@@ -228,6 +250,10 @@ class ScheduleService:
                 if self._stopping:
                     return
                 woken, self._woken = self._woken, set()
+                if self._held:
+                    self._woken |= woken
+                    self._cond.wait_for(lambda: self._stopping or not self._held)
+                    continue
                 if self.store.replica and (self.escape is None or not self.acting()):
                     # a replica delivers nothing: its master does (unless it acts for it)
                     self._woken |= woken

@@ -1,0 +1,170 @@
+"""A returning master takes back the progress its replicas recorded while it was down
+(RocketMQ 5's reverse metadata sync, ``syncMetadataReverse``, with ``slaveActingMaster``).
+
+While a group's master is down, consumers commit their offsets to a replica, and with
+``slaveActingMaster`` the replica acting for the master delivers the delayed and timer
+messages that fall due (to another group's master). A master that started again from
+its own files would answer the older offsets (consumers get messages again) and deliver
+those parked messages a second time. So a master with ``slaveActingMaster`` on, at
+start, before it registers with the name servers (that is, before consumers are routed
+to it) and before its delay service delivers anything:
+
+1. asks the name servers which replicas of its group are listed
+   (GET_BROKER_CLUSTER_INFO);
+2. reads from each, with RocketMQ's request codes, the consumer offsets
+   (GET_ALL_CONSUMER_OFFSET, 43) and the delay-level offsets with the timer checkpoint
+   TideMQ adds to that body (GET_ALL_DELAY_OFFSET, 45);
+3. merges them into its own (:mod:`~tidemq.broker.replication.progress_merge`: offsets
+   only move forward, the later timer checkpoint wins whole) and writes them to disk.
+
+A replica that does not answer within :data:`REQUEST_TIMEOUT` is skipped (logged), and
+the whole step is bounded by :data:`RECLAIM_TIMEOUT`: the master then starts with what
+it has, and the replica carries the offsets it took at its next metadata copy
+(:mod:`~tidemq.broker.replication.carried_offsets`). Offsets of light message queues are
+left to that carrying too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from tidemq.broker.cluster_info import ask_cluster
+from tidemq.broker.context import BrokerContext
+from tidemq.broker.replication.progress_merge import (
+    newer_timer,
+    raised_levels,
+    raised_offsets,
+)
+from tidemq.broker.timers import TimerCheckpoint
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import ResponseCode, TideMQError
+
+__all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_offset_table"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds one request to a replica may take.
+REQUEST_TIMEOUT = 3.0
+#: Seconds the whole step may take before the master starts without the rest.
+RECLAIM_TIMEOUT = 10.0
+
+
+class BadProgress(ValueError):
+    """A replica's progress table that is not what its request code answers."""
+
+    def __init__(self, replica: str, what: str) -> None:
+        super().__init__(f"{replica}: {what}")
+        self.replica = replica
+        self.what = what
+
+
+def _count(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value!r} is negative")
+    return number
+
+
+def parse_offset_table(raw: Any) -> dict[str, dict[int, int]]:
+    """``{"offsetTable": {"topic@group": {"0": 42}}}`` as ``{"topic@group": {0: 42}}``;
+    raises ``ValueError`` saying what is wrong."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("offsetTable", {}), dict):
+        raise ValueError("the body is not {\"offsetTable\": {...}}")
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in raw.get("offsetTable", {}).items():
+        if "@" not in key or not isinstance(queues, dict):
+            raise ValueError(f"{key[:64]!r} is not topic@group with a queue table")
+        out[key] = {_count(q): _count(o) for q, o in queues.items()}
+    return out
+
+
+def parse_delay_progress(raw: Any) -> tuple[dict[int, int], TimerCheckpoint | None]:
+    """GET_ALL_DELAY_OFFSET's body: the level offsets and the timer checkpoint (``None``
+    when absent, as from a Java broker)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("offsetTable", {}), dict):
+        raise ValueError("the body is not {\"offsetTable\": {...}}")
+    levels = {_count(k): _count(v) for k, v in raw.get("offsetTable", {}).items()}
+    timer = raw.get("timerCheckpoint")
+    if timer is None:
+        return levels, None
+    checkpoint = TimerCheckpoint.from_json(timer)
+    if checkpoint.to_json() != timer:
+        raise ValueError(f"timerCheckpoint {str(timer)[:64]} is not a timer checkpoint")
+    return levels, checkpoint
+
+
+class ProgressReclaim:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        #: Consumer offsets and delay levels raised, and timer checkpoints taken, so far.
+        self.offsets_raised = 0
+        self.levels_raised = 0
+        self.timers_taken = 0
+
+    async def replicas(self) -> list[str]:
+        """The addresses of the replicas of this broker's group the name servers list."""
+        info = await ask_cluster(self.ctx, "which replicas hold progress to take back?")
+        if info is None:
+            log.warning("no name server answered: this master starts without taking back "
+                        "its replicas' progress")
+            return []
+        group = info.broker_addr_table.get(self.ctx.config.broker_name)
+        if group is None:
+            return []
+        return [addr for broker_id, addr in sorted(group.broker_addrs.items())
+                if broker_id != 0 and addr and addr != self.ctx.broker_addr]
+
+    async def run(self) -> None:
+        """Take back what every listed replica recorded; failures are logged."""
+        for addr in await self.replicas():
+            try:
+                await self.take_from(addr)
+            except (TideMQError, ValueError) as exc:
+                log.warning("taking back the progress of replica %s failed: %s", addr, exc)
+
+    async def _read(self, addr: str, code: int) -> Any:
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(code),
+                                             REQUEST_TIMEOUT)
+        if resp.code != ResponseCode.SUCCESS:
+            raise TideMQError(f"request code {code}: answer {resp.code} {resp.remark}")
+        try:
+            return json.loads(resp.full_body())
+        except ValueError as exc:
+            raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
+                from None
+
+    async def take_from(self, addr: str) -> None:
+        """Read ``addr``'s progress, merge what is further than this broker's, persist."""
+        try:
+            table = parse_offset_table(await self._read(
+                addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
+            levels, timer = parse_delay_progress(await self._read(
+                addr, RequestCode.GET_ALL_DELAY_OFFSET))
+        except BadProgress:
+            raise
+        except ValueError as exc:
+            raise BadProgress(addr, str(exc)) from None
+        ctx = self.ctx
+        schedule = ctx.schedule
+        # decide
+        offsets = raised_offsets(ctx.offsets.table, table)
+        raised = raised_levels(schedule.offsets, levels)
+        taken = newer_timer(schedule.timer_progress(), timer) if timer is not None else None
+        # then write
+        for (key, queue_id), offset in offsets.items():
+            topic, _, group = key.partition("@")
+            ctx.offsets.commit(group, topic, queue_id, offset)
+        ctx.offsets.persist()
+        if raised:
+            schedule.raise_levels(raised)
+        if taken is not None:
+            schedule.adopt_timer(taken)
+        self.offsets_raised += len(offsets)
+        self.levels_raised += len(raised)
+        self.timers_taken += taken is not None
+        log.info("took back from replica %s: %d consumer offsets, %d delay levels%s",
+                 addr, len(offsets), len(raised),
+                 ", its timer checkpoint" if taken is not None else "")
+

@@ -1,0 +1,173 @@
+"""``slaveActingMaster``: a master killed with SIGKILL comes back and takes back, before
+it registers, the progress its replica recorded meanwhile -- the offsets consumers
+committed on the replica, and the delayed and timer messages the replica delivered
+for it to another group's master. Separate broker processes, an in-process name
+server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.client import AdminClient, ClientConfig, Message, Producer, PullConsumer
+from tidemq.codec.command import RequestCode
+from tidemq.errors import ResponseCode
+from tidemq.namesrv import NameServerApp
+from tidemq.types import MessageQueue
+
+from .broker_process import BrokerProcess
+from .test_replica_serving_kill9 import PER_QUEUE, QUEUES, TOPIC, has_master, stored_offsets
+from .test_replication_kill9 import WarmBroker, master_and_replica, topic_on
+
+ACTING = {"slaveActingMaster": "true", "haSendHeartbeatInterval": "1000",
+          # the replica's own copy (which carries its offsets to the master) comes
+          # long after the master is back: what the master answers then is its own
+          "slaveMetadataSyncInterval": "20000", "messageDelayLevel": "3s"}
+
+
+@pytest.fixture
+def group(tmp_path: Path, namesrv: NameServerApp) -> Iterator[tuple[WarmBroker,
+                                                                      BrokerProcess]]:
+    yield from master_and_replica(tmp_path, namesrv.address, "ASYNC_MASTER", ACTING)
+
+
+async def master_gone(namesrv: str, topic: str) -> None:
+    async with Peer(namesrv) as ns:
+        await wire.eventually_route(ns, topic, lambda r: not any(
+            0 in bd.broker_addrs for bd in r.broker_datas if bd.broker_name == "broker-a"),
+            timeout=30)
+
+
+@pytest.mark.timeout(120)
+async def test_a_returning_master_answers_the_offsets_committed_on_its_replica(
+        group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
+    master, replica = group
+    await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
+    async with AdminClient(namesrv.address) as admin:
+        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
+                                 write_queue_nums=QUEUES)
+    await topic_on(replica.addr, TOPIC)
+    cfg = ClientConfig(namesrv_addr=(namesrv.address,), long_polling_timeout=0.5,
+                       pull_error_backoff=0.1, retry_times_when_send_failed=0)
+    queues = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
+    async with Producer("ret-producer", config=cfg) as producer:
+        for i in range(PER_QUEUE * QUEUES):
+            await producer.send(Message(TOPIC, b"m%d" % i), queue=queues[i % QUEUES])
+    async with Peer(replica.addr) as peer:  # the replica holds every message
+        for qid in range(QUEUES):
+            while await peer.max_offset(TOPIC, qid) < PER_QUEUE:
+                await asyncio.sleep(0.05)
+
+    consumer = PullConsumer("ret-cg", config=cfg)
+    await consumer.start()
+    got: list[bytes] = []
+    half = PER_QUEUE // 2
+    try:
+        consumer.assign(queues)
+        for mq in queues:
+            consumer.seek(mq, 0)
+        async with asyncio.timeout(30):
+            while any(consumer.position(mq) < half for mq in queues):
+                got += [m.body for m in await consumer.poll(timeout=0.2, max_messages=1)]
+        await consumer.commit()  # to the master
+        master.prepare()
+        master.kill9()
+        async with asyncio.timeout(60):  # the rest, from the replica
+            while any(consumer.position(mq) < PER_QUEUE for mq in queues):
+                got += [m.body for m in await consumer.poll(timeout=0.2)]
+        await master_gone(namesrv.address, TOPIC)
+        await consumer.commit()  # the replica takes it
+        assert await stored_offsets(replica.addr, "ret-cg") == [PER_QUEUE] * QUEUES
+    finally:
+        await consumer.close(commit=False)  # the consumer is gone before the master is back
+
+    await asyncio.to_thread(master.start)  # returns once the master registered
+    assert await stored_offsets(master.addr, "ret-cg") == [PER_QUEUE] * QUEUES
+    async with Peer(namesrv.address) as ns:
+        await wire.eventually_route(ns, TOPIC, has_master, timeout=30)
+    # a new member of the group starts where the group is: nothing is consumed twice
+    later = PullConsumer("ret-cg", config=ClientConfig(
+        namesrv_addr=(namesrv.address,), long_polling_timeout=0.5, instance_name="later"))
+    await later.start()
+    try:
+        later.assign(queues)
+        assert [await later.committed(mq) for mq in queues] == [PER_QUEUE] * QUEUES
+        again = await later.poll(timeout=0.5)
+        assert [m.body for m in again] == []
+    finally:
+        await later.close(commit=False)
+    assert sorted(got) == sorted(b"m%d" % i for i in range(PER_QUEUE * QUEUES))
+
+
+async def delay_progress(addr: str) -> dict[str, Any]:
+    async with Peer(addr) as peer:
+        resp = await peer.ok(wire.request(RequestCode.GET_ALL_DELAY_OFFSET))
+    body: dict[str, Any] = json.loads(resp.full_body())
+    return body
+
+
+def delivered(progress: dict[str, Any], timer: bool) -> bool:
+    if timer:  # no timer entry left undelivered below 1
+        return int(progress.get("timerCheckpoint", {}).get("scanOffset", 0)) >= 1
+    return int(progress.get("offsetTable", {}).get("1", 0)) >= 1
+
+
+async def first_message(addr: str, topic: str) -> bytes:
+    """The body of ``topic``'s first message on ``addr`` (the pull is held until one
+    arrives)."""
+    async with Peer(addr) as peer:
+        resp = await peer(wire.pull(topic, 0, 0, sys_flag=wire.PULL_SUSPEND,
+                                    suspend_ms=20_000), timeout=30)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+        return bytes(wire.decode_messages(resp.full_body())[0].body)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("parking", [{"DELAY": "1"}, {"TIMER_DELAY_MS": "3000"}],
+                         ids=["delay level", "timer"])
+async def test_a_message_the_acting_replica_delivered_is_not_delivered_again(
+        group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp, tmp_path: Path,
+        parking: dict[str, str]) -> None:
+    master, replica = group
+    other = BrokerProcess(tmp_path / "b", namesrv.address, {
+        **ACTING, "brokerName": "broker-b"})
+    try:
+        await asyncio.gather(asyncio.to_thread(master.start),
+                             asyncio.to_thread(replica.start),
+                             asyncio.to_thread(other.start))
+        for addr in (other.addr, master.addr):  # both groups serve the topic
+            async with Peer(addr) as peer:
+                await peer.ok(wire.create_topic("Later", 1))
+        async with Peer(master.addr) as peer:  # parked for 3 s
+            await peer.ok(wire.send("Later", b"later", properties=wire.props(**parking)))
+        parked = "rmq_sys_wheel_timer" if "TIMER_DELAY_MS" in parking else \
+            "SCHEDULE_TOPIC_XXXX"
+        async with Peer(replica.addr) as peer:
+            while await peer.max_offset(parked, 0) < 1:
+                await asyncio.sleep(0.05)
+        master.prepare()
+        master.kill9()  # before the message is due
+        await master_gone(namesrv.address, "Later")
+        # the replica acts for its master: it delivers the message to broker-b
+        assert await first_message(other.addr, "Later") == b"later"
+        timer = "TIMER_DELAY_MS" in parking
+        async with asyncio.timeout(30):
+            while not delivered(await delay_progress(replica.addr), timer):
+                await asyncio.sleep(0.05)
+
+        await asyncio.to_thread(master.start)  # took the replica's progress back first
+        assert delivered(await delay_progress(master.addr), timer)
+        async with Peer(master.addr) as peer:  # after anything it would deliver again
+            await peer.ok(wire.send("Later", b"sentinel"))
+        assert await first_message(master.addr, "Later") == b"sentinel"
+        async with Peer(other.addr) as peer:
+            assert await peer.max_offset("Later", 0) == 1
+    finally:
+        other.stop()

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Self
 
 from tidemq.net.ports import free_port, free_ports
@@ -23,10 +23,12 @@ class ChildServer:
     """``tidemq <command> <args> --set k=v ...``; :attr:`ready` is its serving line."""
 
     def __init__(self, command: str, settings: dict[str, str], args: Sequence[str] = (),
-                 *, ready: str) -> None:
+                 *, ready: str, env: Mapping[str, str] | None = None) -> None:
+        """``env``: variables set in the child's environment besides this process's."""
         self.command = command
         self.settings = settings
         self.args = tuple(args)
+        self.env = dict(env or {})
         self.ready = ready
         self.proc: subprocess.Popen[str] | None = None
         self.returncode: int | None = None
@@ -46,7 +48,7 @@ class ChildServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
              *self.args, *sets], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400"})
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400", **self.env})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
         self._drainer.start()
         if self.wait_for(self.ready, timeout) is None:  # it exited, or it is too slow

@@ -6,12 +6,17 @@ browser or a native client is missing looks green while testing less. With ``CI`
 (to anything but ``""``, ``0`` or ``false``) every skip, at collection or at run time,
 whose reason is not in :data:`ALLOWED_SKIPS` is reported as a failure naming the reason.
 Expected failures (``xfail``) are not skips and are left alone.
+
+Also: no test keeps a controller's Raft log in the real home directory (a controller
+without ``controllerStorePath`` keeps it under ``~/tidemq/controller``); every test that
+starts one gives it a temporary directory, or a temporary ``HOME`` to a child process.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -92,6 +97,16 @@ def pytest_make_collect_report(collector: pytest.Collector
     if message is not None:
         fail(report, message)
     return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_home_left_alone() -> Iterator[None]:
+    default = Path.home() / "tidemq" / "controller"
+    existed = default.exists()
+    yield
+    if not existed and default.exists():
+        pytest.fail(f"a test started a controller that keeps its Raft log in {default}: "
+                    "give it controllerStorePath (or HOME) in a temporary directory")
 
 
 @pytest.fixture(scope="session")

@@ -53,10 +53,11 @@ class Brokers:
 
 
 @pytest.fixture(scope="module")
-def group() -> Iterator[tuple[str, Brokers]]:
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Brokers]]:
     # A long lease: these tests elect and clean by hand; a busy machine must not make a
     # heartbeating fake broker look dead between two commands.
-    trio = controller_trio({"controllerBrokerHeartbeatTimeout": "15000"})
+    trio = controller_trio(tmp_path_factory.mktemp("home"),
+                           {"controllerBrokerHeartbeatTimeout": "15000"})
     brokers = None
     try:
         for c in trio:

@@ -29,3 +29,21 @@ def test_a_server_whose_acl_file_does_not_read_says_so_without_a_traceback(
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: ACL file {missing} does not exist" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["controller", "namesrv"])
+def test_a_controller_whose_store_path_cannot_be_created_says_so_without_a_traceback(
+        command: str, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    sets = ["--set", "listenPort=0", "--set", "controllerRaftPeers=n0-127.0.0.1:1",
+            "--set", "controllerRaftSelfId=n0", "--set", f"controllerStorePath={blocker}/raft"]
+    if command == "namesrv":
+        sets += ["--set", "enableControllerInNamesrv=true"]
+    done = subprocess.run(
+        [sys.executable, "-c", "from tidemq.cli.main import main; main()", command, *sets],
+        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: controllerStorePath: cannot create {blocker}/raft" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr

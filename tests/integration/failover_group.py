@@ -38,8 +38,8 @@ def broker_settings(controllers: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def namesrvs() -> Iterator[list[ControllerProcess]]:
-    trio = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
+def namesrvs(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
+    trio = controller_trio(tmp_path / "home", {"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
                            command="namesrv")
     try:
         for c in trio:

@@ -213,7 +213,11 @@ class NameServerApp:
                         acl=self.acl is not None, reach="read every route and delete topics")
         await self.server.start()
         if self.controller is not None:
-            await self.controller.start(self.address)
+            try:
+                await self.controller.start(self.address, data_dir=self.config.data_dir)
+            except BaseException:  # its Raft log's directory is locked, say: serve nothing
+                await self.server.close()
+                raise
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
         if self.auth_mirror is not None:

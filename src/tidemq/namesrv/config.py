@@ -137,6 +137,12 @@ class NamesrvConfig(ServerKeys):
         return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
 
     @property
+    def data_dir(self) -> Path | None:
+        """The directory of this name server's files (that of ``kvConfigPath``); ``None``
+        when it keeps none."""
+        return Path(self.kv_config_path).parent if self.kv_config_path else None
+
+    @property
     def idle_seconds(self) -> float | None:
         """The connection idle timeout; ``None`` (never) when the setting is 0 or less."""
         seconds = self.server_channel_max_idle_time_seconds

@@ -39,7 +39,7 @@ async def until(check, timeout: float = 30.0) -> None:  # type: ignore[no-untype
 async def pair(tmp_path: Path) -> AsyncIterator[tuple[BrokerApp, BrokerApp]]:
     controller = ControllerApp(ControllerConfig(
         controller_raft_self_id="n0", controller_raft_peers=f"n0-127.0.0.1:{free_port()}",
-        enable_controller_in_namesrv=True))
+        enable_controller_in_namesrv=True, controller_store_path=str(tmp_path / "raft")))
     namesrv = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"),
                             controller=controller)
     await namesrv.start()

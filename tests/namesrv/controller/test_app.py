@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from tests.crash.broker_process import free_port
@@ -27,9 +28,10 @@ from tidemq.net import RemotingClient
 
 
 @pytest.fixture
-async def controller() -> AsyncIterator[ControllerApp]:
+async def controller(tmp_path: Path) -> AsyncIterator[ControllerApp]:
     config = ControllerConfig(listen_port=0, controller_raft_self_id="n0",
-                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}")
+                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}",
+                              controller_store_path=str(tmp_path / "raft"))
     app = ControllerApp(config)
     await app.start()
     try:
@@ -147,10 +149,11 @@ async def test_a_leader_still_applying_what_it_inherited_says_so(
 async def test_a_memory_only_controller_warns_that_a_restart_can_lose_changes(
         caplog: pytest.LogCaptureFixture) -> None:
     config = ControllerConfig(listen_port=0, controller_raft_self_id="n0",
-                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}")
-    async with ControllerApp(config):
-        pass
-    assert any("controllerStorePath is not set" in r.getMessage()
+                              controller_raft_peers=f"n0-127.0.0.1:{free_port()}",
+                              controller_store_path="memory")
+    async with ControllerApp(config) as app:
+        assert app.store_path is None
+    assert any("controllerStorePath=memory" in r.getMessage()
                and r.levelno == logging.WARNING for r in caplog.records)
 
 

@@ -3,7 +3,9 @@ registrations and heartbeats over real TCP) and kills controllers with SIGKILL:
 
 * a lapsed master lease elects the replica of the sync-state set, the epoch rises;
 * with the leading controller killed, the other two still elect;
-* with two of three killed, the last one elects nobody and the master stays.
+* with two of three killed, the last one elects nobody and the master stays;
+* with nothing configured, the controllers keep their Raft log on disk: the state
+  survives kill -9 of all three.
 """
 
 from __future__ import annotations
@@ -40,14 +42,16 @@ def _running(controllers: list[ControllerProcess]) -> Iterator[list[ControllerPr
 
 
 @pytest.fixture
-def trio() -> Iterator[list[ControllerProcess]]:
-    yield from _running(controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)}))
+def trio(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
+    yield from _running(controller_trio(
+        tmp_path, {"controllerBrokerHeartbeatTimeout": str(LEASE_MS)}))
 
 
 @pytest.fixture
 def kept_trio(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
-    """Three controllers that keep their Raft log in files (``controllerStorePath``)."""
-    controllers = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)})
+    """Three controllers that keep their Raft log in the files ``controllerStorePath``
+    names."""
+    controllers = controller_trio(tmp_path, {"controllerBrokerHeartbeatTimeout": str(LEASE_MS)})
     for i, c in enumerate(controllers):
         c.settings["controllerStorePath"] = str(tmp_path / f"raft-{i}")
     yield from _running(controllers)
@@ -121,11 +125,18 @@ async def test_with_two_controllers_killed_nobody_is_elected_and_the_master_stay
         await replica.stop()
 
 
-async def test_with_a_store_path_the_state_survives_kill9_of_every_controller(
-        tmp_path: Path, client: RemotingClient) -> None:
-    trio = controller_trio({"controllerBrokerHeartbeatTimeout": str(LEASE_MS)})
-    for i, c in enumerate(trio):
-        c.settings["controllerStorePath"] = str(tmp_path / f"raft-{i}")
+@pytest.mark.parametrize("command", ["controller", "namesrv"])
+async def test_by_default_the_state_survives_kill9_of_every_controller(
+        command: str, tmp_path: Path, client: RemotingClient) -> None:
+    # No controllerStorePath: standalone controllers keep the log under their HOME, name
+    # servers beside their own files (kvConfigPath).
+    trio = controller_trio(tmp_path, {"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
+                           command)
+    stores = [c.default_store for c in trio]
+    if command == "namesrv":
+        for i, c in enumerate(trio):
+            c.settings["kvConfigPath"] = str(tmp_path / f"ns{i}" / "kvConfig.json")
+        stores = [tmp_path / f"ns{i}" / "controller" / c.self_id for i, c in enumerate(trio)]
     addrs = [c.addr for c in trio]
     admin = ControllerAdmin(client.request, addrs)
     master, replica = FakeBroker(client, addrs, 1), FakeBroker(client, addrs, 2)
@@ -135,6 +146,7 @@ async def test_with_a_store_path_the_state_survives_kill9_of_every_controller(
         await set_up_group(admin, client, [master, replica])
         for c in trio:
             c.kill9()
+        assert all((store / "raft.journal").is_file() for store in stores)
         for c in trio:  # off the event loop: the brokers go on heartbeating meanwhile
             await asyncio.to_thread(c.start)
         info = (await admin.sync_state_set([GROUP])).replicas_info_table[GROUP]

@@ -38,7 +38,8 @@ async def guarded(tmp_path: Path, tls_certs: Certs) -> AsyncIterator[ControllerA
         controller_raft_peers=f"n0-127.0.0.1:{free_port()}",
         tls_server_mode="enforcing", tls_server_cert_path=str(tls_certs.server_cert),
         tls_server_key_path=str(tls_certs.server_key),
-        acl_enable=True, acl_file=str(write_accounts(tmp_path)))
+        acl_enable=True, acl_file=str(write_accounts(tmp_path)),
+        controller_store_path=str(tmp_path / "raft"))
     async with ControllerApp(config) as app:
         await _leading(app)
         yield app
@@ -74,13 +75,14 @@ async def test_the_remoting_port_speaks_tls_and_checks_the_acl(
             await client.close()
 
 
-async def test_a_controller_with_another_raft_password_cannot_join() -> None:
+async def test_a_controller_with_another_raft_password_cannot_join(tmp_path: Path) -> None:
     ports = [free_port() for _ in range(3)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
     passwords = ["raft-key-1", "raft-key-1", "another-key"]
     apps = [ControllerApp(ControllerConfig(
         listen_port=0, controller_raft_self_id=f"n{i}", controller_raft_peers=peers,
-        controller_raft_password=password)) for i, password in enumerate(passwords)]
+        controller_raft_password=password, controller_store_path=str(tmp_path / f"raft-{i}")))
+        for i, password in enumerate(passwords)]
     async with contextlib.AsyncExitStack() as stack:
         for app in apps:
             await stack.enter_async_context(app)

@@ -5,7 +5,8 @@
 * :mod:`~tidemq.namesrv.controller.state` -- the replicated state and how events change it;
 * :mod:`~tidemq.namesrv.controller.decide` -- what the leader answers and writes, pure;
 * :mod:`~tidemq.namesrv.controller.election` -- who becomes master;
-* :mod:`~tidemq.namesrv.controller.raft` -- the replicated log on PySyncObj.
+* :mod:`~tidemq.namesrv.controller.raft` -- the replicated log on PySyncObj;
+* :mod:`~tidemq.namesrv.controller.store_dir` -- where that log is kept, and its lock.
 
 See docs/replication.md for running controllers.
 """

@@ -9,7 +9,11 @@
     await app.stop()
 
 Inside a name server, :meth:`ControllerApp.processors` are registered on the name
-server's own port and :meth:`ControllerApp.start` is given that address.
+server's own port and :meth:`ControllerApp.start` is given that address (and the
+directory of the name server's files, beside which the Raft log is kept by default).
+
+The Raft log is kept on disk (:mod:`~tidemq.namesrv.controller.store_dir` says where) and
+locked while the controller runs, unless ``controllerStorePath=memory``.
 
 Requests that change the state (register, elect, alter the sync-state set, clean) are
 answered by the Raft leader only, one at a time: it decides against the state it has
@@ -36,6 +40,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from tidemq.codec.bodies import decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -60,6 +65,7 @@ from tidemq.namesrv.controller.events import AnnounceController
 from tidemq.namesrv.controller.heartbeats import Heartbeats
 from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
 from tidemq.namesrv.controller.state import ControllerState
+from tidemq.namesrv.controller.store_dir import StoreLock, store_dir
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.bind import local_host, warn_if_exposed
@@ -105,6 +111,9 @@ class ControllerApp:
         self.server: RemotingServer | None = None
         self.raft: RaftLog | None = None
         self.address = ""
+        #: The Raft log's directory once started (``None``: memory only).
+        self.store_path: Path | None = None
+        self._store_lock: StoreLock | None = None
         self._decide_lock = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
         self._leading = False
@@ -136,10 +145,17 @@ class ControllerApp:
         }
         return {int(code): _guarded(handler) for code, handler in table.items()}
 
-    async def start(self, address: str | None = None) -> None:
-        """Start the Raft node and the lease watcher; without ``address`` (standalone)
-        also serve the processors on ``listenPort``."""
+    async def start(self, address: str | None = None, *,
+                    data_dir: Path | None = None) -> None:
+        """Lock the Raft log's directory, start the Raft node and the lease watcher;
+        without ``address`` (standalone) also serve the processors on ``listenPort``.
+        ``data_dir``: the embedding name server's files, beside which the Raft log is kept
+        when ``controllerStorePath`` is empty. A directory that cannot be created, written
+        or locked is a :class:`~tidemq.errors.ConfigError`, raised before anything is
+        bound."""
         config = self.config
+        store = store_dir(config.controller_store_path, config.controller_raft_self_id,
+                          beside=data_dir)
         if config.raft_exposed:
             log.warning("the controller's Raft port %s is reachable from other machines and "
                         "its traffic is neither encrypted nor authenticated: anyone who "
@@ -147,10 +163,21 @@ class ControllerApp:
                         "elections; set controllerRaftPassword (the same on every "
                         "controller), or keep the Raft ports on a private network",
                         config.raft_address)
-        if not config.controller_store_path:
-            log.warning("controllerStorePath is not set: the controller %s keeps its Raft log "
+        if store is None:
+            log.warning("controllerStorePath=memory: the controller %s keeps its Raft log "
                         "in memory only; if it restarts while another controller is down, "
                         "changes the two had committed can be lost", config.controller_raft_self_id)
+        else:
+            self._store_lock = StoreLock.acquire(store)
+        self.store_path = store
+        try:
+            await self._start(address)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self, address: str | None) -> None:
+        config = self.config
         if address is None:
             warn_if_exposed(log, "the controller", config.bind_address,
                             acl=self.acl is not None,
@@ -161,18 +188,18 @@ class ControllerApp:
             acl = self.acl
             for code, processor in self.processors().items():
                 server.register(code, processor if acl is None else acl.wrap(code, processor))
-            await server.start()
             self.server = server
+            await server.start()
             host = local_host(server.host)
             address = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
         self.address = address
-        self.raft = RaftLog(self.config.raft_address, self.config.raft_partners,
-                            journal_dir=self.config.controller_store_path or None,
-                            timing=self.timing,
-                            password=self.config.controller_raft_password)
+        self.raft = RaftLog(config.raft_address, config.raft_partners,
+                            journal_dir=self.store_path, timing=self.timing,
+                            password=config.controller_raft_password)
         self._watcher = asyncio.ensure_future(self._watch_forever())
-        log.info("controller %s serving on %s, Raft on %s", self.config.controller_raft_self_id,
-                 address, self.config.raft_address)
+        log.info("controller %s serving on %s, Raft on %s, its log %s",
+                 config.controller_raft_self_id, address, config.raft_address,
+                 f"in {self.store_path}" if self.store_path is not None else "in memory")
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -186,6 +213,9 @@ class ControllerApp:
         raft, self.raft = self.raft, None
         if raft is not None:
             await asyncio.to_thread(raft.close)
+        lock, self._store_lock = self._store_lock, None
+        if lock is not None:  # after the node stopped writing its files
+            lock.release()
 
     async def __aenter__(self) -> ControllerApp:
         await self.start()

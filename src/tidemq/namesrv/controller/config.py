@@ -56,8 +56,11 @@ class ControllerConfig(TlsServerKeys):
     controller_raft_peers: str = ""
     #: This controller's id in ``controllerRaftPeers``.
     controller_raft_self_id: str = ""
-    #: The Raft log's directory (empty: memory only; a restarted controller then catches
-    #: up from its peers, and changes only it had acknowledged can be lost).
+    #: The Raft log's directory, locked while the controller runs. Empty: beside the
+    #: name server's files (``kvConfigPath``) for a controller inside one that keeps
+    #: files, else ``~/tidemq/controller/<controllerRaftSelfId>``; ``memory``: memory
+    #: only (a restarted controller then catches up from its peers, and changes only it
+    #: had acknowledged can be lost). See :mod:`~tidemq.namesrv.controller.store_dir`.
     controller_store_path: str = ""
     #: A broker not heard from for this many ms has lost its lease; a master that loses it
     #: is replaced. A broker's heartbeat may name its own (``heartbeatTimeoutMills``).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -130,7 +131,7 @@ def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
     """A step for the few pages written since the last one would wake the warmer (and
     take the GIL) every time: it waits until the writer used ``WARM_MIN`` of the run."""
     log = CommitLog(StoreLayout(tmp_path), 4 << 20)
-    log.WARM_AHEAD = log.WARM_CHUNK = 1 << 20
+    log.warm_ahead = log.WARM_CHUNK = 1 << 20
     log.WARM_MIN = 256 << 10
     try:
         seg = log.new_segment(0)
@@ -138,7 +139,7 @@ def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
         if not log.warm_step():
             pytest.skip("the kernel lacks MADV_POPULATE_WRITE")
         assert seg.populated == 100 + (1 << 20)
-        assert not log.warm_step()  # the run is WARM_AHEAD long
+        assert not log.warm_step()  # the run is warm_ahead long
         seg.write_at(seg.wrote, b"x" * 200_000)
         assert not log.warm_step()  # 200,000 bytes used: less than WARM_MIN
         assert seg.populated == 100 + (1 << 20)
@@ -150,6 +151,55 @@ def test_the_warmer_tops_up_the_prefaulted_run_in_steps_of_at_least_warm_min(
         assert seg.populated == seg.size
     finally:
         log.close()
+
+
+def _mapping_kib(path: Path) -> dict[str, int]:
+    """``/proc/self/smaps`` sizes in KiB (``Rss``, ``Shared_Dirty``...) of the mapping of
+    ``path``."""
+    fields: dict[str, int] = {}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:  # a mapping's first line
+            inside = line.endswith(str(path))
+        elif inside and line.endswith(" kB"):
+            fields[head[0].rstrip(":")] = fields.get(head[0].rstrip(":"), 0) + int(head[1])
+    return fields
+
+
+def test_the_warmer_maps_pages_ahead_without_dirtying_them(tmp_path: Path) -> None:
+    """A dirty zero page ahead of the writer is written to disk by the next flush, then
+    write-protected, so the records later written into it fault again and are written a
+    second time: the warmer leaves the pages it pre-faults clean."""
+    log = CommitLog(StoreLayout(tmp_path), 4 << 20, warm_ahead=1 << 20)
+    log.WARM_CHUNK = 1 << 20
+    try:
+        seg = log.new_segment(0)
+        seg.write_at(0, b"x" * 100)
+        seg.flush()
+        if not log.warm_step():
+            pytest.skip("the kernel lacks MADV_POPULATE_WRITE")
+        assert seg.populated == 100 + (1 << 20)
+        mapped = _mapping_kib(seg.path)
+        assert mapped["Rss"] >= 1024  # the run is in the page cache and mapped ...
+        assert mapped["Shared_Dirty"] + mapped["Private_Dirty"] == 0  # ... and clean
+        seg.write_at(seg.wrote, b"y" * 8192)  # the writer's stores still land
+        assert bytes(seg.view[100:8292]) == b"y" * 8192
+        after = _mapping_kib(seg.path)
+        assert after["Shared_Dirty"] + after["Private_Dirty"] >= 8
+    finally:
+        log.close()
+
+
+def test_commit_log_warm_ahead_zero_runs_no_warmer(open_store: OpenStore) -> None:
+    """``commitLogWarmAhead=0``: the appends fault their pages in themselves."""
+    warmed = open_store(commit_log_warm_ahead=1 << 20)
+    assert "tidemq-warm" in {t.name for t in threading.enumerate()}
+    warmed.shutdown()
+    store = open_store(commit_log_warm_ahead=0)
+    assert "tidemq-warm" not in {t.name for t in threading.enumerate()}
+    assert store.put(TOPIC, 0, msg(b"x" * 1000)).queue_offset == 0
+    assert [r.body for r in read_queue(store, TOPIC, 0)] == [b"x" * 1000]
 
 
 def test_an_idle_warmer_sleeps_longer_the_longer_the_writer_stands_still(

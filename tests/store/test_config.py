@@ -84,6 +84,7 @@ def test_field_names_work_too() -> None:
     ("diskMaxUsedSpaceRatio", "101"),
     ("deleteWhen", "4am"),
     ("deleteWhen", "25"),
+    ("commitLogWarmAhead", "-1"),
 ])
 def test_bad_values_name_the_key(tmp_path: Path, key: str, value: str) -> None:
     path = tmp_path / "broker.conf"

@@ -29,8 +29,11 @@ log = logging.getLogger(__name__)
 class CommitLog:
     """Segments of ``segment_size`` bytes under ``layout.commitlog_dir``."""
 
-    def __init__(self, layout: StoreLayout, segment_size: int, *, preallocate: bool = True) -> None:
+    def __init__(self, layout: StoreLayout, segment_size: int, *, preallocate: bool = True,
+                 warm_ahead: int = 32 * 1024 * 1024) -> None:
         self.layout = layout
+        #: Bytes kept pre-faulted ahead of the writer by the warmer (``commitLogWarmAhead``).
+        self.warm_ahead = warm_ahead
         self.segment_size = segment_size
         self.preallocate = preallocate
         self.lock = threading.Lock()
@@ -132,35 +135,35 @@ class CommitLog:
 
     # ------------------------------------------------------------------ warming
 
-    WARM_AHEAD = 32 * 1024 * 1024
     WARM_CHUNK = 4 * 1024 * 1024
     #: The pre-faulted run is topped up once the writer has used this much of it: each
     #: step then covers many pages instead of the few written since the last one.
     WARM_MIN = 1024 * 1024
     #: Seconds the warmer sleeps after a step with nothing to do, doubling up to
     #: ``WARM_IDLE_MAX`` while that lasts (a writer at 1 GB/s uses 16 MiB of the
-    #: ``WARM_AHEAD`` run in that time).
+    #: ``warm_ahead`` run in that time).
     WARM_IDLE_MIN = 0.002
     WARM_IDLE_MAX = 0.016
     #: ... and up to this while the writer has not moved either: an idle broker's warmer
     #: wakes a few times a second, not sixty (a writer that starts meanwhile has the whole
-    #: ``WARM_AHEAD`` run pre-faulted before the warmer is back).
+    #: ``warm_ahead`` run pre-faulted before the warmer is back).
     WARM_IDLE_DEEP = 0.25
 
     def warm_step(self) -> bool:
         """Pre-fault the active segment ahead of the writer; prepare the next segment.
 
-        Runs in the warmer thread. The kernel work happens without the GIL, on the other
-        core, so appends copy into mapped pages. Returns ``True`` if it did some work.
+        Runs in the warmer thread. The kernel work (allocating and zeroing new page-cache
+        pages, left clean: :meth:`MappedFile.populate`) happens without the GIL, on the
+        other core, instead of in the appends. Returns ``True`` if it did some work.
         """
         if not self.segments or self.werr is not None:
             return False
         seg = self.segments[-1]
         seg.populated = max(seg.populated, seg.wrote)
-        target = min(seg.size, seg.wrote + self.WARM_AHEAD)
+        target = min(seg.size, seg.wrote + self.warm_ahead)
         if seg.populated < target and (target - seg.populated >= self.WARM_MIN
                                        or target == seg.size):
-            return seg.populate(min(target, seg.populated + self.WARM_CHUNK))
+            return seg.populate(min(target, seg.populated + self.WARM_CHUNK), write=False)
         if self._prepared is None and seg.wrote > seg.size * 3 // 4 and self.preallocate:
             with self._prepare_lock:
                 path = self.layout.commitlog_segment(seg.end)
@@ -171,7 +174,7 @@ class CommitLog:
                 except OSError as exc:
                     log.warning("cannot prepare segment %s ahead of time: %s", path.name, exc)
                     return False
-                nxt.populate(self.WARM_AHEAD)
+                nxt.populate(self.warm_ahead, write=False)
                 self._prepared = nxt
                 return True
         return False

@@ -61,6 +61,9 @@ class StoreConfig:
     store_type: str = "default"
     # TideMQ additions
     preallocate_segments: bool = True
+    #: Bytes of the active commit-log segment the warmer thread keeps pre-faulted ahead
+    #: of the writer (0: no warmer; appends fault their pages in themselves).
+    commit_log_warm_ahead: int = 32 * 1024 * 1024
     dispatch_lag_warn_ms: int = 1000
     #: LMQs whose offsets are kept in memory: the LMQ store's cache of their metadata,
     #: and each of the appender's two generations of the next offsets it handed out
@@ -91,6 +94,9 @@ class StoreConfig:
         if not 0 < self.disk_max_used_space_ratio <= 100:
             raise ConfigError("diskMaxUsedSpaceRatio must be in 1..100",
                               key="diskMaxUsedSpaceRatio")
+        if self.commit_log_warm_ahead < 0:
+            raise ConfigError("commitLogWarmAhead must not be negative",
+                              key="commitLogWarmAhead")
         if self.lmq_cached_queues < 1:
             raise ConfigError("lmqCachedQueues must be at least 1", key="lmqCachedQueues")
         try:

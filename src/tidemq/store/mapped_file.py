@@ -23,7 +23,8 @@ __all__ = ["MappedFile", "all_zero"]
 
 log = logging.getLogger(__name__)
 
-MADV_POPULATE_WRITE = 23  # Linux 5.14+
+MADV_POPULATE_READ = 22  # Linux 5.14+
+MADV_POPULATE_WRITE = 23
 
 _madvise: Any = None
 try:
@@ -116,12 +117,17 @@ class MappedFile:
         self.flushed = max(self.flushed, target)
         return self.flushed
 
-    def populate(self, end: int) -> bool:
-        """Pre-fault pages up to ``end`` for writing (MADV_POPULATE_WRITE), without the GIL.
+    def populate(self, end: int, *, write: bool = True) -> bool:
+        """Pre-fault pages up to ``end``, without the GIL.
 
-        Run by a background thread ahead of the writer, so appends copy into pages that are
-        already mapped writable instead of taking a fault every 4 KiB. Returns ``False``
-        when the kernel does not support it (nothing is lost; appends just fault).
+        ``write``: map them writable and dirty (MADV_POPULATE_WRITE), for a writer about to
+        fill them in the same thread. Otherwise (MADV_POPULATE_READ) the page-cache pages
+        are allocated and zero-filled -- the costly part of a first write -- but stay
+        clean and read-only, so a flush ahead of the writer does not write zeros to disk
+        and the records written later are not written twice; the writer's first store
+        into such a page takes a cheap write-protect fault instead of a page allocation.
+        Returns ``False`` when the kernel does not support it (nothing is lost; appends
+        just fault).
         """
         global _populate_supported
         if not _populate_supported or self._fd < 0:
@@ -134,9 +140,10 @@ class MappedFile:
             self._anchor = ctypes.c_char.from_buffer(self.mm)
             self._addr = ctypes.addressof(self._anchor)
         assert _madvise is not None
-        if _madvise(self._addr + start, end - start, MADV_POPULATE_WRITE) != 0:
+        advice = MADV_POPULATE_WRITE if write else MADV_POPULATE_READ
+        if _madvise(self._addr + start, end - start, advice) != 0:
             err = ctypes.get_errno()
-            log.info("MADV_POPULATE_WRITE unavailable (errno %d); appends will page-fault", err)
+            log.info("MADV_POPULATE_* unavailable (errno %d); appends will page-fault", err)
             _populate_supported = False
             return False
         self.populated = end

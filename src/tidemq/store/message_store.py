@@ -58,7 +58,8 @@ class MessageStore:
         self._running = False
         self.clock = clock
         self.commitlog = CommitLog(self.layout, config.mapped_file_size_commit_log,
-                                   preallocate=config.preallocate_segments)
+                                   preallocate=config.preallocate_segments,
+                                   warm_ahead=config.commit_log_warm_ahead)
         self.queues = ConsumeQueueSet(self.layout, config.mapped_file_size_consume_queue,
                                       config.mapper_file_size_batch_consume_queue)
         self.index: KeyIndex | None = None
@@ -141,7 +142,8 @@ class MessageStore:
             self.dispatcher.add_hook(hook)
         self.flusher.start()
         self.dispatcher.start()
-        self.commitlog.start_warmer()
+        if self.config.commit_log_warm_ahead:
+            self.commitlog.start_warmer()
         self._stop_event.clear()
         self._housekeeper = NamedThread(target=self._housekeep, name="tidemq-housekeep",
                                         daemon=True)

@@ -22,6 +22,7 @@ from tidemq.broker.delay import (
     DelayPolicy,
     parse_delay_levels,
 )
+from tidemq.broker.timers import TimerCheckpoint
 from tidemq.errors import ConfigError, ResponseCode
 from tidemq.formats.properties import decode_properties
 from tidemq.testing import Cluster
@@ -268,3 +269,25 @@ async def test_parked_messages_can_be_read_over_the_wire(short: Cluster, peer: P
         resp = await peer(wire.send(topic, b"x"))
         assert (resp.code, resp.remark) == (
             ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+
+
+async def test_a_replica_keeps_progress_further_than_its_masters_copy(tmp_path: Path) -> None:
+    """A replica that delivered parked messages while acting for its master keeps that
+    progress when the master comes back with older progress and the replica copies it
+    (the master takes it back instead), on disk as in memory."""
+    async with Cluster(tmp_path, broker={"message_delay_level": LADDER}) as group:
+        replica = await group.add_replica(group.brokers[0], slave_metadata_sync_interval=60_000)
+        await asyncio.wait_for(replica.metadata_sync.synced.wait(), 30)  # its first copy
+        schedule = replica.ctx.schedule
+        later = now_ms() + 3_600_000
+        acted = TimerCheckpoint(enqueue_offset=4, frontier_ms=later, scan_offset=4)
+        schedule.adopt_offsets({1: 7, 2: 3})
+        schedule.adopt_timer(acted)
+        schedule.adopt_offsets({1: 5, 2: 4, 3: 1})  # the master's older copy
+        schedule.adopt_timer(TimerCheckpoint(enqueue_offset=6, frontier_ms=later - 1,
+                                             scan_offset=2))
+        assert schedule.offsets == {1: 7, 2: 4, 3: 1}
+        assert schedule.timer_progress() == acted
+        schedule.load()
+        assert schedule.offsets == {1: 7, 2: 4, 3: 1}
+        assert schedule.timers.checkpoint() == acted

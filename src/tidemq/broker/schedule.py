@@ -44,6 +44,7 @@ from tidemq.broker.delay import (
     TIMER_TOPIC,
     DelayPolicy,
 )
+from tidemq.broker.replication.progress_merge import newer_timer
 from tidemq.broker.timers import TimerCheckpoint, TimerEntry, TimerHeap
 from tidemq.errors import ConfigError, CorruptRecord, MessageTooLarge, StoreReadOnly
 from tidemq.formats.hashing import tags_code
@@ -182,24 +183,21 @@ class ScheduleService:
 
     def adopt_offsets(self, offsets: dict[int, int]) -> None:
         """Take a master's delivery progress per level (on a replica, which delivers
-        nothing itself) and keep it on disk."""
-        if offsets == self.offsets:
-            return
-        self.offsets = dict(offsets)
-        table = {str(k): v for k, v in sorted(offsets.items())}
-        atomic_write(self.offsets_path, json.dumps({"offsetTable": table}).encode())
-        written = self._written
-        self._written = (dict(offsets), written[1] if written else TimerCheckpoint())
-
-    def raise_levels(self, levels: dict[int, int]) -> None:
-        """Move the given levels' delivery offsets forward to ``levels`` (a returning
-        master taking back what a replica delivered for it; call while held) and keep
-        them on disk. An offset is never moved back."""
+        nothing itself; or a returning master taking back what a replica delivered for
+        it, while held) and keep it on disk. A level's offset only moves forward: a
+        master that came back with older progress than this replica recorded while
+        acting for it does not take that progress back."""
         with self._cond:
             merged = dict(self.offsets)
-            for level, offset in levels.items():
+            for level, offset in offsets.items():
                 merged[level] = max(offset, merged.get(level, 0))
-        self.adopt_offsets(merged)
+            if merged == self.offsets:
+                return
+            self.offsets = merged
+            table = {str(k): v for k, v in sorted(merged.items())}
+            atomic_write(self.offsets_path, json.dumps({"offsetTable": table}).encode())
+            written = self._written
+            self._written = (dict(merged), written[1] if written else TimerCheckpoint())
 
     def timer_progress(self) -> TimerCheckpoint:
         """The timer checkpoint last written to disk (what a replica copies: it covers
@@ -208,11 +206,13 @@ class ScheduleService:
         return written[1] if written is not None else TimerCheckpoint()
 
     def adopt_timer(self, checkpoint: TimerCheckpoint) -> None:
-        """Take a master's timer progress (on a replica, which delivers nothing itself)
-        and keep it on disk: elected master, it rebuilds its timer heap from there."""
+        """Take a master's timer progress (on a replica, which delivers nothing itself;
+        or a returning master taking back a replica's, while held) and keep it on disk:
+        elected master, it rebuilds its timer heap from there. Only a checkpoint with a
+        later frontier is taken (:func:`~tidemq.broker.replication.progress_merge.newer_timer`)."""
         with self._cond:
             written = self._written
-            if written is not None and written[1] == checkpoint:
+            if written is not None and newer_timer(written[1], checkpoint) is None:
                 return
             self.timers = TimerHeap(checkpoint)
             atomic_write(self.timer_path, json.dumps(checkpoint.to_json()).encode())

@@ -10,13 +10,14 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from tests.broker import wire
 from tests.broker.replication.test_group import caught_up
 from tests.broker.test_lmq import LMQ_STORE, fan_out
 from tests.broker.wire import Peer, dispatched
 
 from tidemq.broker.app import BrokerApp
-from tidemq.codec.command import RequestCode
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.testing import Cluster
 
@@ -178,3 +179,36 @@ async def test_lmq_offsets_a_replica_took_reach_the_returning_master(tmp_path: P
         assert replica.store.lmq.committed_offset("g", "%LMQ%a") == 5
         assert replica.store.lmq.committed_offset("g", "%LMQ%b") == 2
         assert len(replica.ctx.carried_offsets) == 0
+
+
+async def test_a_commit_taken_while_the_replica_carries_offsets_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer's commit that reaches the replica while the replica's copy is sending
+    the master the offsets it took is neither lost from the replica's table by that copy
+    nor left behind: the next copy carries it."""
+    async with Cluster(tmp_path, store={"mapped_file_size_commit_log": 64 * 1024}) as group:
+        (master,) = group.brokers
+        replica = await group.add_replica(master, slave_metadata_sync_interval=60_000)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("T", 1))
+            for i in range(12):
+                await peer.ok(wire.send("T", b"m%d" % i))
+        await caught_up(master, replica)
+        await asyncio.wait_for(replica.metadata_sync.synced.wait(), 30)
+        replica.ctx.commit_offset("cg", "T", 0, 10)  # taken while the master was away
+        send = replica.ctx.client.request
+
+        async def meanwhile(addr: str, cmd: RemotingCommand, timeout: float
+                            ) -> RemotingCommand:
+            if cmd.code == RequestCode.UPDATE_CONSUMER_OFFSET:
+                replica.ctx.commit_offset("cg", "T", 0, 12)  # the consumer's next commit
+            return await send(addr, cmd, timeout)
+
+        monkeypatch.setattr(replica.ctx.client, "request", meanwhile)
+        await replica.metadata_sync.copy_now()
+        assert master.ctx.offsets.query("cg", "T", 0) == 10
+        assert replica.ctx.offsets.query("cg", "T", 0) == 12
+        monkeypatch.undo()
+        await replica.metadata_sync.copy_now()
+        assert master.ctx.offsets.query("cg", "T", 0) == 12
+        assert replica.ctx.offsets.query("cg", "T", 0) == 12

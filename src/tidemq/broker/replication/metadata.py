@@ -166,6 +166,12 @@ class MetadataSync:
                  for key, queues in offsets.get("offsetTable", {}).items()}
         for (group, topic, queue_id), offset in (await self._carry(addr, table)).items():
             table.setdefault(OffsetManager.key(topic, group), {})[queue_id] = offset
+        # commits taken while the master's answers were awaited are noted, not carried
+        # yet: they stay in the table until a later copy carries them
+        for (group, topic, queue_id), offset in ctx.carried_offsets.pending().items():
+            queues = table.setdefault(OffsetManager.key(topic, group), {})
+            if not topic.startswith(LMQ_PREFIX) and queues.get(queue_id, -1) < offset:
+                queues[queue_id] = offset
         ctx.offsets.replace(table)
         delay = json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET))
         ctx.schedule.adopt_offsets({int(k): int(v)

@@ -158,7 +158,7 @@ class ProgressReclaim:
             ctx.offsets.commit(group, topic, queue_id, offset)
         ctx.offsets.persist()
         if raised:
-            schedule.raise_levels(raised)
+            schedule.adopt_offsets(raised)
         if taken is not None:
             schedule.adopt_timer(taken)
         self.offsets_raised += len(offsets)

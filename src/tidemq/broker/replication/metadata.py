@@ -9,8 +9,10 @@ offsets (GET_ALL_CONSUMER_OFFSET, 43), the delayed-delivery progress
 the subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201), and takes each table
 whole, as upstream's ``SlaveSynchronize`` does -- but for the consumer offsets it took
 itself while the master was down, which it first sends to the master where the master's
-are lower (:mod:`tidemq.broker.replication.carried_offsets`); then the ACL 2.0 users and
-ACLs (TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it) and,
+are lower (:mod:`tidemq.broker.replication.carried_offsets`), and for the delay and timer
+progress, which only move forward (what it delivered acting for a master that came back
+with older progress stays, :mod:`tidemq.broker.replication.reclaim`); then the ACL 2.0
+users and ACLs (TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it) and,
 with LMQ on, the light message queues' tombstones and consumer offsets (TideMQ's
 GET_LMQ_METADATA, 20201, page by page): an LMQ the master deleted is deleted here at the
 same commit-log offset, and each offset is taken as the master's. A topic gone from the

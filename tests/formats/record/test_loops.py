@@ -99,12 +99,22 @@ def _entries(n: int, blen: int, head: bytes, keys: list[bytes], tail: bytes) -> 
     return encode_batch([(bytes([i % 251]) * blen, head + keys[i] + tail, i) for i in range(n)])
 
 
-@settings(max_examples=120, deadline=None)
+#: Key bytes the check lets pass (0x00 and 0x03 lie just beside the separators).
+_KEY_BYTE = st.sampled_from([0x00, *range(0x03, 0x80)])
+
+
+@settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 30), blen=st.integers(0, 50), head=st.binary(max_size=12),
-       tail=st.binary(max_size=12), klen=st.integers(0, 8), data=st.data())
+       tail=st.binary(max_size=12), klen=st.integers(0, 40), data=st.data())
 def test_uniform_entries_agrees_with_a_reading_entry_by_entry(
         n: int, blen: int, head: bytes, tail: bytes, klen: int, data: st.DataObject) -> None:
-    keys = [data.draw(st.binary(min_size=klen, max_size=klen)) for _ in range(n)]
+    key = st.one_of(st.binary(min_size=klen, max_size=klen),
+                    st.lists(_KEY_BYTE, min_size=klen, max_size=klen).map(bytes))
+    keys = [data.draw(key) for _ in range(n)]
+    if klen and data.draw(st.booleans()):  # one byte the check must find, anywhere
+        i, at = data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, klen - 1))
+        bad = data.draw(st.sampled_from([0x01, 0x02, 0x80, 0xFF]))
+        keys[i] = keys[i][:at] + bytes([bad]) + keys[i][at + 1 :]
     body = bytearray(_entries(n, blen, head, keys, tail))
     size = len(body) // n
     if data.draw(st.booleans()):  # damage one byte somewhere
@@ -152,8 +162,11 @@ def test_uniform_lengths_agrees_with_a_reading_entry_by_entry(
         assert fn(memoryview(body), n, size, blen) is truth
 
 
+@settings(max_examples=200)
 @given(prefix=st.text(st.characters(max_codepoint=127), max_size=24),
-       start=st.integers(0, 2**62), step=st.integers(0, 2**20), n=st.integers(0, 50))
+       start=st.one_of(st.integers(0, 2**62),  # ... or just below a change of the top digits
+                       st.integers(1, 2**38).map(lambda k: k * 2**24 - 3000)),
+       step=st.integers(0, 2**20), n=st.integers(0, 50))
 def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int,
                                               n: int) -> None:
     expected = ",".join(f"{prefix}{start + i * step:016X}" for i in range(n))

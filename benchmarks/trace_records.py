@@ -1,10 +1,12 @@
 """The CPU cost of message-trace records, without the network: what a traced producer's
 tracer does per message, and what a broker does per record of a trace message's keys.
 
-``client``: ``--batches`` prepared batches of 100 messages of 128 B, as a producer loop
-sends them; for each, the ``Pub`` records (``pub_records``), their placement into trace
-messages of at most 128,000 bytes (the tracer's builder), and the encoding of each
-8-message trace send (``prepare_send_batch``).
+``client``: ``--batches`` prepared batches of ``--batch`` messages of 128 B (100 by
+default), as a producer loop sends them; for each, the ``Pub`` records
+(``pub_records``), their placement into trace messages of at most 128,000 bytes (the
+tracer's builder), and the encoding of each 8-message trace send
+(``prepare_send_batch``). ``--batch 1`` is a traced single send (``Producer.send``, and
+the auto-batching producer's batches of one): its message and msgId as a tuple.
 
 ``broker``: one trace message of 750 records' keys (its ``KEYS`` property, 24 KB): the
 property string's check, its parse, the index keys' split and the keys' hashes -- what
@@ -38,25 +40,26 @@ BATCH = 100
 RECORDS = 750
 
 
-def client(batches: int) -> Callable[[], float]:
+def client(batches: int, batch: int = BATCH) -> Callable[[], float]:
     keys = new_uniq_keys("127.0.0.1")
-    msgs = [Message("BenchTopic", b"x" * 128) for _ in range(BATCH)]
+    msgs = [Message("BenchTopic", b"x" * 128) for _ in range(batch)]
     prepared = prepare_send_batch(msgs, max_size=4 << 20, keys=keys, now_ms=1,
                                   compression=BatchCompression(None))
-    offsets = ",".join(f"7F00000100002A9F{i * 200:016X}" for i in range(BATCH))
+    offsets = ",".join(f"7F00000100002A9F{i * 200:016X}" for i in range(batch))
     result = SendResult(SendStatus.SEND_OK, ",".join(prepared.keys), offsets,
-                        MessageQueue("BenchTopic", "broker-a", 0), 0, message_count=BATCH)
+                        MessageQueue("BenchTopic", "broker-a", 0), 0, message_count=batch)
+    ids = (prepared.keys[0],) if batch == 1 else prepared
 
     def run() -> float:
         started = time.process_time()
         builder = _MessageBuilder("RMQ_SYS_TRACE_TOPIC")
         for _ in range(batches):
-            builder.extend(pub_records("bench_producer_0", msgs, prepared, result, 1, 2))
+            builder.extend(pub_records("bench_producer_0", msgs, ids, result, 1, 2))
             if len(builder.messages) >= BATCH_MESSAGES:
                 prepare_send_batch([m for m, _ in builder.take()], max_size=4 << 20,
                                    keys=keys, now_ms=1, compression=BatchCompression(None))
         builder.close()
-        return (time.process_time() - started) / (batches * BATCH) * 1e9
+        return (time.process_time() - started) / (batches * batch) * 1e9
 
     return run
 
@@ -81,11 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=("client", "broker"))
     parser.add_argument("--batches", type=int, default=2000, help="client: batches per run")
+    parser.add_argument("--batch", type=int, default=BATCH, help="client: messages per batch")
     parser.add_argument("--messages", type=int, default=300,
                         help="broker: trace messages per run")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    run = client(args.batches) if args.part == "client" else broker(args.messages)
+    run = (client(args.batches, args.batch) if args.part == "client"
+           else broker(args.messages))
     runs = [run() for _ in range(args.repeat)]
     unit = "message" if args.part == "client" else "record"
     print(f"{args.part}: CPU ns per {unit}, median {statistics.median(runs):.0f}, "

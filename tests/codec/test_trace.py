@@ -176,3 +176,20 @@ def test_a_separator_in_a_uniform_batch_is_refused(ids: list[tuple[str, str]],
     with pytest.raises(ValueError, match="0x01 or 0x02"):
         encode_pubs(1, "R", "G", "T", "h", 1, MessageType.NORMAL, True, columns[0], [""] * n,
                     [""] * n, [7] * n, columns[1])
+
+
+@given(st.integers(0, 8), st.sampled_from(["\x01", "\x02"]), st.integers(1, 3))
+def test_a_separator_in_any_field_of_a_send_is_refused(field: int, sep: str, n: int) -> None:
+    """Shared fields (checked once per producer, topic and host) and each message's own,
+    for a single send and a batch, every time: a refusal is never remembered as a pass."""
+    from tidemq.codec.trace import encode_pubs
+    shared = ["R", "G", "T", "h"]
+    own = [["ID"] * n, [""] * n, [""] * n, ["OFF"] * n]
+    if field < 4:
+        shared[field] += sep
+    else:
+        own[(field - 4) % 4][n - 1] += sep
+    for _ in range(2):
+        with pytest.raises(ValueError, match="0x01 or 0x02"):
+            encode_pubs(1, *shared, 1, MessageType.NORMAL, True, own[0], own[1], own[2],
+                        [7] * n, own[3])

@@ -20,6 +20,7 @@ import asyncio
 import bisect
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import operator
@@ -76,8 +77,15 @@ SendTrace = Callable[[Sequence[Message]], Awaitable[SendResult]]
 
 
 def _store_host(offset_msg_id: str) -> str:
+    """The ``ip:port`` an offset msgId names ("" if it names none); the id's last 16 hex
+    digits are the offset, the rest the host."""
+    return _host_text(offset_msg_id[:-16]) if len(offset_msg_id) > 16 else ""
+
+
+@functools.lru_cache(maxsize=256)
+def _host_text(host_hex: str) -> str:
     try:
-        host, _ = decode_offset_msg_id(offset_msg_id)
+        host, _ = decode_offset_msg_id(host_hex + "0" * 16)
     except (TideMQError, ValueError):
         return ""
     return str(host)
@@ -109,8 +117,21 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
     """The Pub records, encoded, of a send of ``msgs`` (one, or a batch whose
     ``UNIQ_KEY``\\ s are ``msg_ids``, or the ``keys`` of a prepared batch) answered by
     ``result``. The messages of a prepared batch that are :attr:`alike` are read once."""
+    ok = result.status is SendStatus.SEND_OK
+    if len(msgs) == 1:  # a single send: no columns
+        only, offset_id = msgs[0], result.offset_msg_id
+        # the exact types first: an ABC's isinstance is the slow one
+        msg_id = msg_ids[0] if isinstance(msg_ids, (tuple, list, Sequence)) else (
+            msg_ids.keys[0])
+        own = only.properties
+        tag, key = own.get("TAGS", ""), own.get("KEYS", "")
+        one = encode_pubs(born_ms, REGION, group, only.topic, _store_host(offset_id), cost_ms,
+                          _msg_type(only), ok, (msg_id,), (tag,), (key,), (len(only.body),),
+                          (offset_id,))
+        return EncodedRecords(one.cores, [msg_id], [key], prefix=one.prefix,
+                              suffix=one.suffix)
     alike = False
-    if not isinstance(msg_ids, Sequence):
+    if not isinstance(msg_ids, (tuple, list, Sequence)):
         alike = msg_ids.alike
         msg_ids = msg_ids.keys
     offset_ids = result.offset_msg_id.split(",")
@@ -118,7 +139,7 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
         offset_ids = [result.offset_msg_id] * len(msgs)
     first = msgs[0]
     n = len(msgs)
-    if n == 1 or alike:
+    if alike:
         shared = first.properties
         tags, keys = [shared.get("TAGS", "")] * n, [shared.get("KEYS", "")] * n
         lengths = [len(first.body)] * n
@@ -129,7 +150,7 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
         lengths = list(map(len, map(_BODY, msgs)))
     ids = list(msg_ids[:n])
     texts = encode_pubs(born_ms, REGION, group, first.topic, _store_host(offset_ids[0]),
-                        cost_ms, _msg_type(first), result.status is SendStatus.SEND_OK, ids,
+                        cost_ms, _msg_type(first), ok, ids,
                         tags, keys, lengths, offset_ids[:n])
     return EncodedRecords(texts.cores, ids, keys, prefix=texts.prefix, suffix=texts.suffix)
 
@@ -331,14 +352,31 @@ class _MessageBuilder:
         except ValueError as exc:
             log.warning("a trace record was left out: %s", exc)
             return False
-        self.extend(EncodedRecords([text], [record.msg_id], [record.keys]))
+        self._add_one(text, record.msg_id, record.keys)
         return True
+
+    def _add_one(self, text: str, msg_id: str, keys: str) -> None:
+        """One record's whole text, counted as :meth:`extend` counts it."""
+        key_length = len(msg_id) + 1 + (len(keys) + 1 if keys else 0)
+        if self._count and (self._size + len(text) > MAX_BODY
+                            or self._keys_len + key_length > _MAX_KEYS):
+            self.close()
+        self._body.append(text)
+        self._keys[msg_id] = None
+        if keys:
+            self._keys.update(dict.fromkeys(keys.split(" ")))
+        self._size += len(text)
+        self._keys_len += key_length
+        self._count += 1
 
     def extend(self, records: EncodedRecords) -> None:
         """Add records already encoded, as many at a time as fit in the message being
         built (lengths summed and cut points found by C loops: a batch's hundreds)."""
         texts, msg_ids, keys = records.texts, records.msg_ids, records.keys
         prefix, suffix = records.prefix, records.suffix
+        if len(texts) == 1:  # a single send's
+            self._add_one(f"{prefix}{texts[0]}{suffix}", msg_ids[0], keys[0])
+            return
         shared = len(prefix) + len(suffix)
         between = suffix + prefix
         start, n = 0, len(texts)

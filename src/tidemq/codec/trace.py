@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -204,17 +205,18 @@ def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_ho
     pass. When every message has the same tags, keys and body length (a producer loop's
     batch), a record's own text is its msgId and offsetMsgId joined by the text between
     them, one C call each. A text field holding a separator is a ``ValueError``."""
-    head = (timestamp, region_id, group, topic)
-    for value in (*head, store_host):
-        _check_text(value)
+    after_time, host = _pub_shared(region_id, group, topic, store_host)
     n = len(msg_ids)
     if not (len(tags) == len(keys) == len(body_lengths) == len(offset_ids) == n):
         raise ValueError("the columns of encode_pubs differ in length")
     c = CONTENT_SEPARATOR
-    start = "Pub" + c + c.join(map(str, head)) + c
-    host = c + store_host + c
+    start = f"Pub{c}{timestamp}{after_time}"
     cost = f"{c}{cost_ms}{c}{int(msg_type)}{c}"
-    end = c + _b(success) + RECORD_SEPARATOR
+    end = _TRUE_END if success else _FALSE_END
+    if n == 1:  # a single send: its fields checked at once, no column work
+        m, t, k, o = msg_ids[0], tags[0], keys[0], offset_ids[0]
+        _check_columns((m, t, k, o))
+        return PubTexts(start, [f"{m}{c}{t}{c}{k}{host}{body_lengths[0]}{cost}{o}"], end)
     if n and (tags.count(tags[0]) == n and keys.count(keys[0]) == n
               and body_lengths.count(body_lengths[0]) == n):
         _check_text(tags[0])
@@ -230,6 +232,20 @@ def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_ho
     return PubTexts(start, [f"{m}{c}{t}{c}{k}{host}{size}{cost}{o}"
                             for m, t, k, size, o in zip(msg_ids, tags, keys, body_lengths,
                                                         offset_ids, strict=True)], end)
+
+
+_TRUE_END = f"{CONTENT_SEPARATOR}true{RECORD_SEPARATOR}"
+_FALSE_END = f"{CONTENT_SEPARATOR}false{RECORD_SEPARATOR}"
+
+
+@functools.lru_cache(maxsize=256)
+def _pub_shared(region_id: str, group: str, topic: str, store_host: str) -> tuple[str, str]:
+    """The text of a Pub record after its timestamp up to its msgId, and around its store
+    host, checked once per producer, topic and broker (a separator is a ``ValueError``)."""
+    for value in (region_id, group, topic, store_host):
+        _check_text(value)
+    c = CONTENT_SEPARATOR
+    return f"{c}{region_id}{c}{group}{c}{topic}{c}", f"{c}{store_host}{c}"
 
 
 def _check_columns(*columns: Sequence[str]) -> None:

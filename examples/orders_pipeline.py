@@ -51,6 +51,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 from pyspark.sql.streaming import StreamingQuery
 
 from tidemq.spark import TideMQDataSource
+from tidemq.spark.stream_start import start_stream
 
 ORDER_SCHEMA = "order_id long, customer string, amount double, event_time timestamp"
 
@@ -134,7 +135,9 @@ def start(spark: SparkSession, args: argparse.Namespace) -> StreamingQuery:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=args.interval)
-    return writer.start()
+    # writer.start(), started again if Spark gave up waiting for the source's Python
+    # process on a busy machine (docs/spark.md, Streaming)
+    return start_stream(writer)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer
 from tidemq.errors import TideMQError
+from tidemq.spark.stream_start import start_stream
 from tidemq.types import Message, MessageQueue
 
 from .conftest import Server, start_standalone
@@ -58,12 +59,12 @@ def wait_bounds(server: Server, ok: Callable[[int, int], bool], what: str) -> tu
 
 
 def query(spark: Any, server: Server, root: Path, fail: str) -> Any:
-    return (spark.readStream.format("tidemq").option("namesrv", server.namesrv)
+    return start_stream(spark.readStream.format("tidemq").option("namesrv", server.namesrv)
             .option("topic", TOPIC).option("startingOffsets", "earliest")
             .option("failOnDataLoss", fail).load()
             .selectExpr("queue", "offset").writeStream.format("json")
             .option("path", str(root / "out")).option("checkpointLocation", str(root / "ckpt"))
-            .trigger(availableNow=True).start())
+            .trigger(availableNow=True))
 
 
 def offsets(spark: Any, root: Path) -> list[int]:

@@ -21,6 +21,7 @@ import pytest
 
 from tidemq.client import AdminClient, Producer
 from tidemq.client.logical_admin import LogicalQueueAdmin
+from tidemq.spark.stream_start import start_stream
 from tidemq.testing import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
 
@@ -108,12 +109,12 @@ def test_a_query_reads_through_migrations_without_restart_gap_or_duplicate(
     loop.run(_logical_route(admin))
     load = Load(c.namesrv_addr)
     producing = loop.submit(load.produce())
-    query = (spark.readStream.format("tidemq").option("namesrv", c.namesrv_addr)
+    query = start_stream(spark.readStream.format("tidemq").option("namesrv", c.namesrv_addr)
              .option("topic", TOPIC).option("startingOffsets", "earliest").load()
              .selectExpr("queue", "offset", "cast(body as string) as body", "broker")
              .writeStream.format("memory").queryName("lq_rows").outputMode("append")
              .option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="1 second").start())
+             .trigger(processingTime="1 second"))
     run_id = query.runId
     deadline = time.monotonic() + 150
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tidemq.spark.stream_start import start_stream
+
 from .conftest import Server, produce, wait_visible
 
 pytestmark = pytest.mark.spark
@@ -33,12 +35,12 @@ def test_failure_after_the_write_of_batch_1_gives_copies_with_one_key(
             raise RuntimeError("injected failure between the write and the commit")
 
     def run() -> Any:
-        return (spark.readStream.format("tidemq").option("namesrv", server.namesrv)
+        return start_stream(spark.readStream.format("tidemq").option("namesrv", server.namesrv)
                 .option("topic", "SinkFailIn").option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", "10").load()
                 .writeStream.foreachBatch(publish)
                 .option("checkpointLocation", str(tmp_path / "ckpt"))
-                .trigger(availableNow=True).start())
+                .trigger(availableNow=True))
 
     first = run()
     with pytest.raises(StreamingQueryException, match="injected failure"):

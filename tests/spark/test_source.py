@@ -13,6 +13,7 @@ import pytest
 
 from tidemq.client.blocking import BlockingProducer
 from tidemq.spark.options import SourceOptionError
+from tidemq.spark.stream_start import start_stream
 from tidemq.types import Message
 
 from .conftest import Server, produce, wait_visible
@@ -60,12 +61,12 @@ def test_streaming_available_now_then_restart_resumes_exactly(
     ckpt = tmp_path / "ckpt"
 
     def run() -> None:
-        q = (spark.readStream.format("tidemq").option("namesrv", server.namesrv)
+        q = start_stream(spark.readStream.format("tidemq").option("namesrv", server.namesrv)
              .option("topic", "SparkStream").option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", "12").load()
              .selectExpr("cast(body as string) as body", "offset", "queue", "broker")
              .writeStream.format("json").option("path", str(out))
-             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True))
         assert q.awaitTermination(120)
         assert q.exception() is None
 

@@ -14,6 +14,7 @@ import pytest
 from tidemq.client import AdminClient, ClientConfig
 from tidemq.client.blocking import BlockingPullConsumer
 from tidemq.client.monitor import ConsumeStats, consume_stats
+from tidemq.spark.stream_start import start_stream
 
 from .conftest import Server, produce, wait_visible
 
@@ -30,11 +31,11 @@ def test_processing_time_trigger_passes_every_row_once(spark: Any, server: Serve
                                                        tmp_path: Path) -> None:
     produce(server, "SparkTicks", 20)
     wait_visible(server, "SparkTicks", 20)
-    query = (read_stream(spark, server, "SparkTicks")
+    query = start_stream(read_stream(spark, server, "SparkTicks")
              .selectExpr("cast(body as string) as body", "queue", "offset")
              .writeStream.format("memory").queryName("ticks").outputMode("append")
              .option("checkpointLocation", str(tmp_path / "ckpt"))
-             .trigger(processingTime="1 second").start())
+             .trigger(processingTime="1 second"))
     deadline = time.monotonic() + 120
 
     def wait_rows(n: int) -> None:
@@ -65,12 +66,12 @@ def test_a_batch_without_its_commit_is_replayed_to_the_sink_with_the_same_keys(
     ckpt = tmp_path / "ckpt"
 
     def run() -> None:
-        q = (read_stream(spark, server, "SparkReplayIn", maxOffsetsPerTrigger="12",
+        q = start_stream(read_stream(spark, server, "SparkReplayIn", maxOffsetsPerTrigger="12",
                          group="spark-replay")
              .selectExpr("body", "keys")
              .writeStream.format("tidemq").option("namesrv", server.namesrv)
              .option("topic", "SparkReplayOut").option("checkpointLocation", str(ckpt))
-             .trigger(availableNow=True).start())
+             .trigger(availableNow=True))
         assert q.awaitTermination(120)
         assert q.exception() is None
 
@@ -147,11 +148,11 @@ class Triggers:
 
 def _held_stream(spark: Any, server: Server, topic: str, table: str, ckpt: Path,
                  **options: str) -> Any:
-    return (read_stream(spark, server, topic, startingOffsets="latest", **options)
+    return start_stream(read_stream(spark, server, topic, startingOffsets="latest", **options)
             .selectExpr("cast(body as string) as body")
             .writeStream.format("memory").queryName(table).outputMode("append")
             .option("checkpointLocation", str(ckpt))
-            .trigger(processingTime="200 milliseconds").start())
+            .trigger(processingTime="200 milliseconds"))
 
 
 @pytest.fixture

@@ -3,15 +3,23 @@ refused with a reason."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.broker import wire
+from tests.broker.replication.test_group import caught_up
+from tests.broker.test_lmq import LMQ_STORE, fan_out
+from tests.broker.wire import Peer, dispatched
 
 from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
 from tidemq.broker.timers import TimerCheckpoint
+from tidemq.codec.command import RequestCode
+from tidemq.testing import Cluster
 
 TABLES = st.dictionaries(
     st.tuples(st.text("abT", min_size=1, max_size=3), st.text("gh", min_size=1, max_size=3))
@@ -52,3 +60,29 @@ def test_delay_progress_reads_back_as_served(levels: dict[int, int],
 def test_a_bad_timer_checkpoint_is_refused() -> None:
     with pytest.raises(ValueError, match="not a timer checkpoint"):
         parse_delay_progress({"offsetTable": {}, "timerCheckpoint": {"frontierMs": -3}})
+
+
+async def test_a_restarted_master_starts_with_what_its_replica_took(tmp_path: Path) -> None:
+    """In one process: the replica takes commits (LMQ ones too) while its master is
+    stopped; the master, started again, holds them before it registers."""
+    async with Cluster(tmp_path, store={**LMQ_STORE, "mapped_file_size_commit_log": 65536},
+                       broker={"slave_acting_master": True}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=60_000)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Parent", 1))
+            for i in range(6):
+                await peer.ok(fan_out("%LMQ%a", b"m%d" % i))
+            await dispatched(master)
+        await caught_up(master, replica)
+        await asyncio.wait_for(replica.metadata_sync.synced.wait(), 30)
+        await master.stop()
+        async with Peer(replica.broker_addr) as rpeer:  # consumers commit to the replica
+            for topic in ("Parent", "%LMQ%a"):
+                await rpeer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic=topic,
+                                            queueId=0, consumerGroup="g", commitOffset=5))
+        back = await group.restart_broker(0)  # returns once it registered
+        assert back.ctx.offsets.query("g", "Parent", 0) == 5
+        assert back.store.lmq is not None
+        assert back.store.lmq.committed_offset("g", "%LMQ%a") == 5
+        assert (back.reclaim.offsets_raised, back.reclaim.lmq_offsets_raised) == (1, 1)

@@ -13,15 +13,15 @@ to it) and before its delay service delivers anything:
    (GET_BROKER_CLUSTER_INFO);
 2. reads from each, with RocketMQ's request codes, the consumer offsets
    (GET_ALL_CONSUMER_OFFSET, 43) and the delay-level offsets with the timer checkpoint
-   TideMQ adds to that body (GET_ALL_DELAY_OFFSET, 45);
+   TideMQ adds to that body (GET_ALL_DELAY_OFFSET, 45), and with LMQ on the light message
+   queues' consumer offsets (TideMQ's GET_LMQ_METADATA, 20201, page by page);
 3. merges them into its own (:mod:`~tidemq.broker.replication.progress_merge`: offsets
    only move forward, the later timer checkpoint wins whole) and writes them to disk.
 
 A replica that does not answer within :data:`REQUEST_TIMEOUT` is skipped (logged), and
 the whole step is bounded by :data:`RECLAIM_TIMEOUT`: the master then starts with what
 it has, and the replica carries the offsets it took at its next metadata copy
-(:mod:`~tidemq.broker.replication.carried_offsets`). Offsets of light message queues are
-left to that carrying too.
+(:mod:`~tidemq.broker.replication.carried_offsets`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from tidemq.broker.replication.progress_merge import (
 from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, TideMQError
+from tidemq.store.lmq_store import LMQ_PREFIX
 
 __all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_offset_table"]
 
@@ -102,6 +103,7 @@ class ProgressReclaim:
         self.offsets_raised = 0
         self.levels_raised = 0
         self.timers_taken = 0
+        self.lmq_offsets_raised = 0
 
     async def replicas(self) -> list[str]:
         """The addresses of the replicas of this broker's group the name servers list."""
@@ -124,8 +126,8 @@ class ProgressReclaim:
             except (TideMQError, ValueError) as exc:
                 log.warning("taking back the progress of replica %s failed: %s", addr, exc)
 
-    async def _read(self, addr: str, code: int) -> Any:
-        resp = await self.ctx.client.request(addr, RemotingCommand.request(code),
+    async def _read(self, addr: str, code: int, ext: dict[str, str] | None = None) -> Any:
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(code, ext),
                                              REQUEST_TIMEOUT)
         if resp.code != ResponseCode.SUCCESS:
             raise TideMQError(f"request code {code}: answer {resp.code} {resp.remark}")
@@ -167,4 +169,34 @@ class ProgressReclaim:
         log.info("took back from replica %s: %d consumer offsets, %d delay levels%s",
                  addr, len(offsets), len(raised),
                  ", its timer checkpoint" if taken is not None else "")
+        if ctx.store.lmq is not None:
+            await self._take_lmq_offsets(addr)
+
+    async def _take_lmq_offsets(self, addr: str) -> None:
+        """The replica's LMQ consumer offsets, page by page, each higher one committed
+        here as it is read (offsets only move forward: a page taken before the step's
+        time ran out stays taken)."""
+        lmq = self.ctx.store.lmq
+        assert lmq is not None
+        ext: dict[str, str] = {"kind": "offsets"}
+        raised = 0
+        while True:
+            page = await self._read(addr, RequestCode.GET_LMQ_METADATA, ext)
+            try:
+                rows = [(str(name), str(group), _count(offset))
+                        for name, group, offset in page["rows"]]
+                more = bool(page["more"])
+            except (TypeError, KeyError, ValueError) as exc:
+                raise BadProgress(addr, f"GET_LMQ_METADATA: not a page of offsets ({exc})") \
+                    from None
+            for name, group, offset in rows:
+                have = lmq.committed_offset(group, name)
+                if name.startswith(LMQ_PREFIX) and (have is None or offset > have):
+                    lmq.commit_offset(group, name, offset)
+                    raised += 1
+            if not more or not rows:
+                break
+            ext = {"kind": "offsets", "afterLmq": rows[-1][0], "afterGroup": rows[-1][1]}
+        self.lmq_offsets_raised += raised
+        log.info("took back from replica %s: %d LMQ consumer offsets", addr, raised)
 

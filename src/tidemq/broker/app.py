@@ -13,7 +13,6 @@ shuts the store down cleanly.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -62,6 +61,7 @@ from tidemq.net.acl.policy import User, UserType, to_acl_info
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http import MetricsHttpServer
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import ServerTlsContext
 from tidemq.store.config import StoreConfig
 
@@ -283,11 +283,7 @@ class BrokerApp:
         if self.controller_link is not None:
             await self.controller_link.stop()
         await self.transaction_checker.stop()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         if self.registrar is not None:
             await self.registrar.stop()
             if self.config.namesrv_addrs:

@@ -66,6 +66,7 @@ from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ResponseCode, StoreReadOnly, TideMQError
 from tidemq.net import RemotingClient
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.store import truncation
 from tidemq.store.epoch_file import EpochEntry, EpochFile, consistent_point
 from tidemq.store.message_store import MessageStore
@@ -384,14 +385,9 @@ class ControllerLink:
     async def stop(self) -> None:
         if self.followers is not None:
             await self.followers.stop()
-        tasks = [t for t in (self._task, self._beater, *self._rounds, *self._beating.values())
-                 if t is not None]
+        tasks = (self._task, self._beater, *self._rounds, *self._beating.values())
         self._task = self._beater = None
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
 
     async def _run(self) -> None:
         interval = self.config.broker_heartbeat_interval / 1000

@@ -20,7 +20,6 @@ requests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 
@@ -31,6 +30,7 @@ from tidemq.codec.headers import CheckTransactionStateRequestHeader
 from tidemq.errors import BrokerResponseError, TideMQError
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.net import Connection
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["TransactionChecker"]
 
@@ -55,10 +55,7 @@ class TransactionChecker:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         for write in list(self._writes):
             write.cancel()
 

@@ -73,6 +73,7 @@ from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["ControllerApp"]
 
@@ -203,10 +204,7 @@ class ControllerApp:
 
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+        await cancel_and_wait(watcher)
         server, self.server = self.server, None
         if server is not None:
             await server.close()

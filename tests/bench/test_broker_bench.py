@@ -107,6 +107,7 @@ def test_produce_writes_json(tmp_path: Path) -> None:
     # the broker's CPU a message, user and kernel apart, and its event loop among the threads
     assert summary["broker_user_us_per_msg"] > 0 and summary["broker_sys_us_per_msg"] >= 0
     assert "main" in {t["thread"] for t in summary["broker_threads"]}
+    assert summary["broker_disk_bytes_per_msg"] >= 0  # what it dirtied (0 on a tmpfs)
 
 
 @pytest.mark.slow

@@ -12,7 +12,9 @@ Row fields: ``t`` (seconds since start, at the row's end), ``seconds``, ``msgs``
 The summary adds CPU microseconds per message of each process, the figure to compare on a
 machine shared with other work, and for a broker process of ours its CPU per message
 split into user and kernel time and by thread (``broker_user_us_per_msg``,
-``broker_sys_us_per_msg``, ``broker_threads``: :func:`~tidemq.bench.process.thread_cpu_split`).
+``broker_sys_us_per_msg``, ``broker_threads``: :func:`~tidemq.bench.process.thread_cpu_split`),
+and the bytes it wrote to disk a message (``broker_disk_bytes_per_msg``:
+:func:`~tidemq.bench.process.process_write_bytes`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from tidemq.bench.process import (
     ThreadCpu,
     process_cpu_seconds,
+    process_write_bytes,
     thread_cpu_seconds,
     thread_cpu_split,
 )
@@ -76,6 +79,11 @@ class Sampler:
         self._spans: list[tuple[int, int]] = []  # latency index range of each row
         #: The broker's threads' CPU when sampling began, then at the end of each row.
         self._threads: list[ThreadCpu] = [self._broker_threads()]
+        #: ... and the bytes it had written to disk then.
+        self._written: list[int | None] = [self._broker_written()]
+
+    def _broker_written(self) -> int | None:
+        return process_write_bytes(self.broker_pid) if self.broker_pid else None
 
     def _broker_threads(self) -> ThreadCpu:
         return thread_cpu_seconds(self.broker_pid) if self.broker_pid else {}
@@ -106,6 +114,7 @@ class Sampler:
         self.rows.append(row)
         self._spans.append((lat_start, lat_end))
         self._threads.append(self._broker_threads())
+        self._written.append(self._broker_written())
         return row
 
     def summary(self, warmup: float) -> dict[str, Any]:
@@ -125,6 +134,9 @@ class Sampler:
         threads = {"broker_user_us_per_msg": split["user_ns_per_msg"] / 1000,
                    "broker_sys_us_per_msg": split["sys_ns_per_msg"] / 1000,
                    "broker_threads": split["threads"]} if split["threads"] else {}
+        w0, w1 = self._written[keep[0]], self._written[keep[-1] + 1]
+        if w0 is not None and w1 is not None and msgs:
+            threads["broker_disk_bytes_per_msg"] = (w1 - w0) / msgs
         return {"seconds": seconds, "msgs": msgs, "msgs_per_s": msgs / seconds,
                 "median_msgs_per_s": rates[len(rates) // 2], **percentiles_ms(lat),
                 "client_cpu_pct": _mean(r["client_cpu_pct"] for r in rows),

@@ -8,6 +8,9 @@ directory. With ``profile`` the broker runs under ``py-spy record`` (every threa
 profile is written when the broker exits.
 
 CPU use of any process is read from ``/proc/<pid>/stat`` (:func:`process_cpu_seconds`),
+the bytes it caused to be written to disk from ``/proc/<pid>/io``
+(:func:`process_write_bytes`: counted when a page-cache page is dirtied, so a page
+dirtied, written back and dirtied again counts twice),
 and thread by thread from ``/proc/<pid>/task`` (:func:`thread_cpu_seconds`): the broker's
 threads carry their names for the kernel (:class:`tidemq.store.threads.NamedThread`).
 :func:`thread_cpu_split` turns two such readings into what the benchmarks report: CPU per
@@ -33,7 +36,8 @@ from tidemq.errors import TideMQError
 from tidemq.net.ports import free_ports
 
 __all__ = ["MAIN_THREAD", "BenchError", "BrokerProcess", "ThreadCpu", "free_ports",
-           "process_cpu_seconds", "thread_cpu_seconds", "thread_cpu_split"]
+           "process_cpu_seconds", "process_write_bytes", "thread_cpu_seconds",
+           "thread_cpu_split"]
 
 #: How the subprocess runs the CLI (``tidemq.cli.main`` has no ``__main__`` guard).
 _BOOT = "from tidemq.cli.main import main; main()"
@@ -67,6 +71,19 @@ def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid`` (all its threads), or ``None``."""
     stat = _stat_cpu(f"/proc/{pid}/stat")
     return None if stat is None else stat[1] + stat[2]
+
+
+def process_write_bytes(pid: int) -> int | None:
+    """``write_bytes`` of ``/proc/<pid>/io``: bytes process ``pid`` caused to be written to
+    storage (``None`` when it cannot be read: gone, another OS, no I/O accounting)."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"write_bytes:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, tuple[float, float]]:

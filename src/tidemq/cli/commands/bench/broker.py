@@ -87,6 +87,9 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
         rows.insert(-1, ("broker CPU ns per message user / kernel",
                          f"{num(_ns(s['broker_user_us_per_msg']))} / "
                          f"{num(_ns(s.get('broker_sys_us_per_msg')))}"))
+    if s.get("broker_disk_bytes_per_msg") is not None:
+        rows.insert(-1, ("broker disk bytes written per message",
+                         num(s["broker_disk_bytes_per_msg"])))
     rows += [(k.replace("_", " "), f"{v:,.0f}" if isinstance(v, float) else str(v))
              for k, v in s.items() if k.startswith(_EXTRA)]
     if isinstance(s.get("ack"), dict):

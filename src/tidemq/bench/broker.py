@@ -20,7 +20,10 @@ consume    ``messages`` pre-filled in batches of 100, then a PullConsumer reads 
 latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (pulls of up
            to ``pull_batch``) receives them; end-to-end latency is receipt time minus the
            send time carried in the first 8 bytes of the body (``perf_counter_ns``: one
-           process, one clock).
+           process, one clock). ``batch > 1`` offers the rate as ``rate / batch``
+           ``send_batch`` calls a second of that many messages, each stamped with the
+           time its batch is sent, and the consumer reads them as columns
+           (``poll_batches``): rates a client of single messages cannot keep.
 =========  =================================================================================
 
 ``linger_ms`` (produce, latency) sends each message alone through an
@@ -53,6 +56,8 @@ import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from tidemq.bench.columns import take_columns
 from tidemq.bench.meter import Meter, Report, Sampler, measure
@@ -627,7 +632,9 @@ async def _read_measured(cfg: BrokerBenchConfig, namesrv: str, pids: Pids,
 class _Pacer:
     """Sends ``rate`` messages/s, those due released every millisecond, each stamped with
     ``perf_counter_ns`` in its body; more than ``in_flight`` outstanding sends are skipped
-    (and counted), not queued."""
+    (and counted), not queued. With ``batch > 1`` a send is a ``send_batch`` of that many
+    messages, all stamped with its send time, and ``rate / batch`` of them are due a
+    second; ``sent`` and ``skipped`` count messages either way."""
 
     def __init__(self, producer: Producer, batcher: AutoBatchProducer | None,
                  queues: list[MessageQueue], cfg: BrokerBenchConfig, acks: Meter) -> None:
@@ -638,13 +645,17 @@ class _Pacer:
         self.acks = acks
         self.pad = b"x" * max(cfg.size - _STAMP.size, 0)
         self.sent = self.skipped = self.in_flight = 0
+        self.calls = 0  # send (or send_batch) calls made
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def _one(self, queue: MessageQueue) -> None:
         t0 = time.perf_counter_ns()
         msg = Message(self.cfg.topic, _STAMP.pack(t0) + self.pad)
+        n = self.cfg.batch
         try:
-            if self.batcher is not None:  # it picks the queue
+            if n > 1:  # one message object n times: the batch encoder writes each entry
+                _acknowledged(await self.producer.send_batch([msg] * n, queue=queue))
+            elif self.batcher is not None:  # it picks the queue
                 await (await self.batcher.send(msg))
             else:
                 await self.producer.send(msg, queue=queue)
@@ -652,24 +663,26 @@ class _Pacer:
             self.acks.fail(exc)
         else:
             self.acks.latencies.append((time.perf_counter_ns() - t0) / 1e9)
-            self.acks.count += 1
+            self.acks.count += n
         finally:
             self.in_flight -= 1
 
     async def run(self, running: list[bool]) -> None:
-        rate, cap, nq = self.cfg.rate, self.cfg.in_flight, len(self.queues)
+        n, cap, nq = self.cfg.batch, self.cfg.in_flight, len(self.queues)
+        per_second = self.cfg.rate / n  # sends due a second
         start = time.perf_counter()
         due_sent = 0
         while running[0]:
-            due = int((time.perf_counter() - start) * rate)
+            due = int((time.perf_counter() - start) * per_second)
             while due_sent < due:
                 due_sent += 1
                 if self.in_flight >= cap:
-                    self.skipped += 1
+                    self.skipped += n
                     continue
                 self.in_flight += 1
-                task = asyncio.ensure_future(self._one(self.queues[self.sent % nq]))
-                self.sent += 1
+                task = asyncio.ensure_future(self._one(self.queues[due_sent % nq]))
+                self.sent += n
+                self.calls += 1
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
             # Pacing in 1 ms ticks: libuv timers have millisecond resolution, so a shorter
@@ -688,6 +701,23 @@ async def _receive_loop(consumer: PullConsumer, meter: Meter, running: list[bool
         for msg in batch:
             lat.append((now - unpack(msg.body)[0]) / 1e9)
         meter.count += len(batch)
+
+
+async def _receive_columns_loop(consumer: PullConsumer, meter: Meter,
+                                running: list[bool]) -> None:
+    """:func:`_receive_loop` through ``poll_batches``: the stamps are read from the bodies
+    without a message object each, so that the consumer keeps up with batched rates."""
+    lat = meter.latencies
+    unpack = _STAMP.unpack_from
+    clock = time.perf_counter_ns
+    while running[0]:
+        batches = await consumer.poll_batches(timeout=0.5, max_messages=1 << 16)
+        now = clock()
+        for batch in batches:
+            bodies = batch.bodies
+            stamps = np.fromiter((unpack(b)[0] for b in bodies), np.int64, len(bodies))
+            lat.frombytes(((now - stamps) / 1e9).tobytes())
+            meter.count += len(bodies)
 
 
 async def _lag_sampler(cfg: BrokerBenchConfig, namesrv: str, queues: list[MessageQueue]
@@ -720,7 +750,8 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
             async with (_producers(namesrv, 1) as (producer,),
                         _batchers(cfg, [producer]) as batchers):
                 pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
-                tasks = [asyncio.ensure_future(_receive_loop(consumer, received, running)),
+                receive = _receive_columns_loop if cfg.batch > 1 else _receive_loop
+                tasks = [asyncio.ensure_future(receive(consumer, received, running)),
                          asyncio.ensure_future(pacer.run(running))]
                 if lag is not None:
                     tasks.append(asyncio.ensure_future(lag.run(running)))
@@ -740,7 +771,8 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
         finally:
             await consumer.close(commit=False)
         ack = ack_sampler.summary(cfg.warmup)
-        extra = {"sent": pacer.sent, "skipped_over_in_flight": pacer.skipped,
+        extra = {"sent": pacer.sent, "send_calls": pacer.calls,
+                 "skipped_over_in_flight": pacer.skipped,
                  "received": received.count, "send_errors": acks.errors,
                  "send_last_error": acks.last_error or None,
                  "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}

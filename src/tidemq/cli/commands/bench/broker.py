@@ -215,6 +215,9 @@ def latency(
     = 5000,
     in_flight: Annotated[int, typer.Option(
         "--in-flight", min=1, help="Sends outstanding at most (more are skipped).")] = 1024,
+    batch: Annotated[int, typer.Option(
+        "--batch", min=1, help="Messages per send: RATE/BATCH send_batch calls a second, "
+                               "each message stamped with its batch's send time.")] = 1,
     pull_batch: Annotated[int, typer.Option("--pull-batch", min=1,
                                             help="Messages per pull at most.")] = 1000,
     duration: Duration = 10.0, warmup: Warmup = 1.0, linger_ms: Linger = None,
@@ -227,7 +230,7 @@ def latency(
     long-polling consumer; with --replica also how far the replica is behind, in time."""
     _broker_bench("latency", BrokerBenchConfig(
         namesrv=namesrv, flush=flush, topic=topic, queues=queues, size=size, rate=rate,
-        in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
+        batch=batch, in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
         linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
         broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
         acl=acl, tls=tls, replica=replica),

@@ -20,7 +20,7 @@ from tests.net.acl.users import ACL2, ALICE, ALICE_ACL, ROOT
 from tidemq.broker.config import BrokerConfig
 from tidemq.client import AdminClient, ClientConfig
 from tidemq.client.auth_admin import AuthAdmin
-from tidemq.codec.command import RequestCode
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.signature import Credentials
 from tidemq.errors import BrokerResponseError, ConfigError, ResponseCode
 from tidemq.inprocess import Cluster
@@ -85,6 +85,36 @@ async def test_patterns_and_deny_wins(cluster: Cluster) -> None:
         assert [m.body for m in await alice.messages("Pt")] == [b"p"]
         for topic in ("orders-secret", "Other", "ReadOnly"):
             assert await root.max_offset(topic, 0) + await root.max_offset(topic, 1) == 0
+
+
+async def test_an_end_that_names_no_topic_needs_pub_on_the_transactions_topic(
+        cluster: Cluster) -> None:
+    """As the C++ client ends a transaction (no topic): alice may end hers on orders-1,
+    not one on ReadOnly (Sub only), whichever account prepared it."""
+    from tidemq.codec.headers import EndTransactionRequestHeader
+    from tidemq.codec.transaction import TransactionState
+    from tidemq.formats.msgid import decode_offset_msg_id
+
+    def end(resp: RemotingCommand) -> RemotingCommand:
+        _, phys = decode_offset_msg_id(resp.ext_fields["msgId"])
+        header = EndTransactionRequestHeader(
+            producer_group="pg", tran_state_table_offset=int(resp.ext_fields["queueOffset"]),
+            commit_log_offset=phys, commit_or_rollback=int(TransactionState.COMMIT),
+            msg_id="m")
+        return RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
+
+    def prepared(topic: str) -> RemotingCommand:
+        return wire.send(topic, b"t", queue_id=0, group="pg", sys_flag=0x4,
+                         properties=wire.props(TRAN_MSG="true", PGROUP="pg"))
+
+    addr = cluster.brokers[0].broker_addr
+    async with Peer(addr, signed_client(ALICE)) as alice, Peer(addr, signed_client(ROOT)) as root:
+        guarded = await root.ok(prepared("ReadOnly"))
+        resp = await alice(end(guarded))
+        assert resp.code == NO_PERMISSION and "PUB on topic ReadOnly" in (resp.remark or "")
+        await alice.ok(end(await alice.ok(prepared("orders-1"))))
+        await root.ok(end(guarded))
+        assert len(cluster.brokers[0].ctx.transactions.table) == 0
 
 
 async def test_users_are_refused_when_disabled_or_signing_with_an_old_password(

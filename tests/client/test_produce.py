@@ -105,6 +105,23 @@ async def test_without_callbacks_messages_arrive_and_flush_reports_nothing(
         batcher.produce("Quiet", b"late")
 
 
+async def test_flush_ships_what_waited_for_its_route(cluster: Cluster, admin: AdminClient,
+                                                    producer: Producer) -> None:
+    """Messages parked until their topic's route arrives join a lingering batch while
+    flush waits: flush ships that batch too rather than leaving it to its timer."""
+    await create(admin, "Parked")
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    assert producer.instance.routes.ready("Parked") is None
+    for i in range(3):
+        batcher.produce("Parked", b"p%d" % i, on_delivery=_recorder(outcomes, i))
+    await batcher.flush()
+    assert sorted(outcomes) == [0, 1, 2]
+    assert all(error is None and result is not None and result.status is SendStatus.SEND_OK
+               for error, result in outcomes.values())
+    await batcher.close()
+
+
 async def test_failures_reach_each_callback_and_flush_counts_the_rest(
         cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
     await create(admin, "Closed")

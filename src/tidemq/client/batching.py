@@ -545,11 +545,16 @@ class AutoBatchProducer:
         """Ship every batch now and wait until all of them are answered. Raises
         :class:`DeliveryError` if messages produced without a callback failed since the
         last flush."""
-        for lane in self._lanes.values():
-            self._close(lane)
-            self._kick(lane)
-        while self._inflight:  # each batch's outcome is its messages' business
-            await asyncio.wait(set(self._inflight))  # a cancelled flush cancels no send
+        while True:
+            # Again after each wait: messages parked for a route join lanes meanwhile.
+            for lane in list(self._lanes.values()):
+                self._close(lane)
+                self._kick(lane)
+            if not self._inflight:
+                break
+            # each batch's outcome is its messages' business: a cancelled flush cancels
+            # no send
+            await asyncio.wait(set(self._inflight))
         if self._undelivered:
             count, cause = self._undelivered, self._last_error
             self._undelivered, self._last_error = 0, None

@@ -32,6 +32,7 @@ from tidemq.client.tracer import Tracer
 from tidemq.codec.trace import MessageType, PubRecord, decode_trace_data
 from tidemq.errors import ConfigError
 from tidemq.testing import Cluster
+from tidemq.types import SendResult
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 FAST = PushOptions(rebalance_interval=1.0, persist_consumer_offset_interval=0.1,
@@ -156,6 +157,33 @@ async def test_batches_through_the_auto_batching_producer_are_traced(cluster: Cl
                 await asyncio.sleep(0.05)
     [send] = trace.sends
     assert (send.keys, send.group, send.success) == ("key3", "bpg", True)
+    assert send.offset_msg_id == results[3].offset_msg_id
+
+
+async def test_bodies_produced_without_properties_are_traced(cluster: Cluster) -> None:
+    """produce() keeps such messages as bodies only; their batch is traced all the same."""
+    config = _config(cluster, enable_msg_trace=True)
+    results: list[SendResult] = []
+
+    def delivered(error: BaseException | None, result: SendResult | None) -> None:
+        assert error is None and result is not None
+        results.append(result)
+
+    async with AdminClient(config=config) as admin:
+        async with Producer("ppg", config=config) as producer:
+            auto = AutoBatchProducer(producer, linger_ms=50)
+            for i in range(5):
+                auto.produce("Produced", f"m{i}".encode(), on_delivery=delivered)
+            await auto.close()
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+            assert producer.tracer.sent_records == 5
+        await wire.dispatched(cluster.brokers[0])
+        async with asyncio.timeout(10):
+            while not (trace := await query_trace(admin, results[3].msg_id)).sends:
+                await asyncio.sleep(0.05)
+    [send] = trace.sends
+    assert (send.group, send.success) == ("ppg", True)
     assert send.offset_msg_id == results[3].offset_msg_id
 
 

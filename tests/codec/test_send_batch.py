@@ -25,7 +25,7 @@ from tidemq.codec.headers import (
     decode_send_header,
 )
 from tidemq.codec.message import SendOptions, batch_send_request, decode_messages
-from tidemq.codec.send_batch import encode_send_batch, send_batch_request
+from tidemq.codec.send_batch import encode_send_batch, encode_send_bodies, send_batch_request
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats.batch import encode_batch, iter_batch, uniform_layout
@@ -267,3 +267,38 @@ def test_batches_compress_at_the_batch_level_by_default() -> None:
     assert flag == sys_flag_for(CompressionType.ZSTD) and BATCH_LEVELS[CompressionType.ZSTD] == -1
     assert compress_if_smaller(text, CompressionType.ZSTD, 3)[0] == compress(
         text, CompressionType.ZSTD, 3)
+
+
+@settings(deadline=None, max_examples=200)
+@given(bodies=st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=30),
+       one_length=st.booleans(),
+       props=_props.map(lambda p: {k: v for k, v in p.items() if k != "UNIQ_KEY"}),
+       flag=st.integers(-(2**31), 2**31 - 1),
+       start=st.one_of(st.integers(0, 200), st.integers(0xFFC0, 0x1_0010)))
+def test_bodies_encode_as_their_messages(bodies: list[bytes], one_length: bool,
+                                         props: dict[str, str], flag: int,
+                                         start: int) -> None:
+    """A batch given as bodies with shared properties is the batch of its messages:
+    same entries, keys, batch key, WAIT and body bounds."""
+    if one_length:
+        bodies = [b.ljust(40, b"-") for b in bodies]
+    via_msgs = encode_send_batch([Message("T", b, dict(props), flag) for b in bodies],
+                                 keys=UniqKeyGenerator("10.0.0.7", 1, process_hash=1,
+                                                       counter_start=start), now_ms=NOW)
+    via_bodies = encode_send_bodies("T", bodies, properties=props, flag=flag,
+                                    keys=UniqKeyGenerator("10.0.0.7", 1, process_hash=1,
+                                                          counter_start=start), now_ms=NOW)
+    assert via_bodies == via_msgs
+
+
+@pytest.mark.parametrize(("topic", "bodies", "props", "match"), [
+    ("A", [], None, "at least one"),
+    ("%RETRY%g", [b"x"], None, "retry"),
+    ("A", [b"x"], {"DELAY": "3"}, "delay"),
+    ("A", [b"x"], {"UNIQ_KEY": "k"}, "UNIQ_KEY"),
+    ("A", [b"x"], {"K": "v" * 40000}, "properties"),
+])
+def test_bodies_java_refuses(topic: str, bodies: list[bytes], props: dict[str, str] | None,
+                             match: str) -> None:
+    with pytest.raises(LocalProtocolError, match=match):
+        encode_send_bodies(topic, bodies, properties=props, keys=keys(), now_ms=NOW)

@@ -77,8 +77,10 @@ from tidemq.client.producer import Producer
 from tidemq.client.selector import RoundRobin, is_retriable, select_by_key, select_round_robin
 from tidemq.client.sending import (
     BatchCompression,
+    PreparedBatch,
     new_send_result,
     prepare_send_batch,
+    prepare_send_bodies,
     publish_queues,
 )
 from tidemq.client.stamps import now_ms
@@ -104,16 +106,23 @@ DeliveryCallback = Callable[[BaseException | None, SendResult | None], None]
 #: Who learns a message's outcome: its future (``send``), its callback (``produce``), or
 #: no one (``produce`` without a callback: a failure is counted for :meth:`flush`).
 _Waiter = asyncio.Future[SendResult] | DeliveryCallback | None
+#: A produced message waiting for its topic's route: body, message (``None``: no
+#: properties), waiter, size, queue, sharding key.
+_Parked = tuple[bytes, Message | None, _Waiter, int, MessageQueue | None, str | None]
 
 
 class _Batch:
-    """Messages of one lane shipped together, and who waits for each."""
+    """Messages of one lane shipped together, as parallel lists: each message's body, the
+    message itself (``None`` for a body of the lane's topic without properties, as
+    :meth:`AutoBatchProducer.produce` queues it: no object per message), and who waits
+    for it."""
 
-    __slots__ = ("msgs", "nbytes", "wait", "waiters")
+    __slots__ = ("bodies", "msgs", "nbytes", "wait", "waiters")
 
     def __init__(self, wait: str) -> None:
         self.wait = wait
-        self.msgs: list[Message] = []
+        self.bodies: list[bytes] = []
+        self.msgs: list[Message | None] = []
         self.waiters: list[_Waiter] = []
         self.nbytes = 0
 
@@ -210,8 +219,7 @@ class AutoBatchProducer:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Produced messages waiting for their topic's route, in produce order.
-        self._parked: dict[str, list[tuple[Message, _Waiter, int, MessageQueue | None,
-                                           str | None]]] = {}
+        self._parked: dict[str, list[_Parked]] = {}
         #: Messages produced without a callback that failed, and the last error.
         self._undelivered = 0
         self._last_error: BaseException | None = None
@@ -257,7 +265,7 @@ class AutoBatchProducer:
             loop = self._loop = asyncio.get_running_loop()
         fut: asyncio.Future[SendResult] = loop.create_future()
         self._buffered += size
-        self._append(lane, msg, fut, size)
+        self._append(lane, msg.body, msg, fut, size)
         return fut
 
     def produce(self, topic: str, body: bytes, *, tags: str | None = None,
@@ -279,6 +287,7 @@ class AutoBatchProducer:
             raise ClientClosedError(repr(self))
         if queue is not None and sharding_key is not None:
             raise ValueError("give at most one of queue and sharding_key")
+        msg: Message | None = None  # a message without properties is its body alone
         if properties or tags or keys:
             props = dict(properties) if properties else {}
             if tags:
@@ -289,10 +298,9 @@ class AutoBatchProducer:
             size = _size(msg)
             self._check(msg)
         else:
-            msg = Message(topic, body, {})
             size = _BARE_SIZE + len(body)
             if topic not in self._checked_topics or not 0 < size - _BARE_SIZE <= self._max_body:
-                self._check(msg)
+                self._check(Message(topic, body, {}))
         if self._buffered and self._buffered + size > self.total_buffer_bytes:
             raise BufferFullError(buffered=self._buffered, size=size,
                                   limit=self.total_buffer_bytes)
@@ -302,17 +310,17 @@ class AutoBatchProducer:
         if queue is None and sharding_key is None and not self._parked:
             lane = self._sticky.get(topic)  # the usual message: its topic's sticky lane
             if lane is not None:
-                self._append(lane, msg, on_delivery, size)
+                self._append(lane, body, msg, on_delivery, size)
                 return
         parked = self._parked.get(topic)
-        lane = None if parked is not None else self._lane_now(msg, queue, sharding_key)
+        lane = None if parked is not None else self._lane_now(topic, queue, sharding_key)
         if lane is not None:
-            self._append(lane, msg, on_delivery, size)
+            self._append(lane, body, msg, on_delivery, size)
             return
         if parked is None:  # the first of its topic to wait: fetch the route once
             parked = self._parked[topic] = []
             self._track(asyncio.ensure_future(self._unpark(topic)))
-        parked.append((msg, on_delivery, size, queue, sharding_key))
+        parked.append((body, msg, on_delivery, size, queue, sharding_key))
 
     async def drain(self, max_buffered: int | None = None) -> None:
         """Wait until at most ``max_buffered`` bytes (default: half the buffer) are
@@ -323,23 +331,23 @@ class AutoBatchProducer:
             self._space.clear()
             await self._space.wait()
 
-    def _lane_now(self, msg: Message, queue: MessageQueue | None,
+    def _lane_now(self, topic: str, queue: MessageQueue | None,
                   sharding_key: str | None) -> _Lane | None:
         """The lane of a produced message, or ``None`` when choosing it needs a route the
         producer has not cached."""
         if queue is not None:
             return self._lane(queue, True)
         if sharding_key is None:
-            sticky = self._sticky.get(msg.topic)
+            sticky = self._sticky.get(topic)
             if sticky is not None:
                 return sticky
-        route = self.producer.instance.routes.ready(msg.topic, allow_default=True)
+        route = self.producer.instance.routes.ready(topic, allow_default=True)
         if route is None:
             return None
         queues = publish_queues(route, None)
         if sharding_key is not None:
             return self._lane(select_by_key(queues, sharding_key), True)
-        sticky = self._sticky[msg.topic] = self._lane(
+        sticky = self._sticky[topic] = self._lane(
             select_round_robin(queues, self._counter), False)
         return sticky
 
@@ -351,21 +359,20 @@ class AutoBatchProducer:
             self._drop(self._parked.pop(topic, []), exc)
             return
         parked = self._parked.pop(topic, [])
-        for i, (msg, waiter, size, queue, sharding_key) in enumerate(parked):
+        for i, (body, msg, waiter, size, queue, sharding_key) in enumerate(parked):
             try:
-                lane = self._lane_now(msg, queue, sharding_key)
+                lane = self._lane_now(topic, queue, sharding_key)
                 if lane is None:
                     raise NoRouteError(topic, "the route was dropped while messages waited "
                                               "for it")
             except TideMQError as exc:
                 self._drop(parked[i:], exc)
                 return
-            self._append(lane, msg, waiter, size)
+            self._append(lane, body, msg, waiter, size)
 
-    def _drop(self, parked: Sequence[tuple[Message, _Waiter, int, MessageQueue | None,
-                                           str | None]], exc: BaseException) -> None:
+    def _drop(self, parked: Sequence[_Parked], exc: BaseException) -> None:
         """Parked messages that cannot be queued fail with ``exc``."""
-        for _, waiter, size, _, _ in parked:
+        for _, _, waiter, size, _, _ in parked:
             self._buffered -= size
             self._fail([waiter], exc)
         self._space.set()
@@ -403,10 +410,11 @@ class AutoBatchProducer:
             return select_by_key(queues, sharding_key)
         return select_round_robin(queues, self._counter)
 
-    def _append(self, lane: _Lane, msg: Message, waiter: _Waiter, size: int) -> None:
+    def _append(self, lane: _Lane, body: bytes, msg: Message | None, waiter: _Waiter,
+                size: int) -> None:
         """Decide without I/O: add to the lane's open batch, close it when it is full,
-        ship what is due."""
-        props = msg.properties
+        ship what is due. ``msg`` is ``None`` for a body without properties."""
+        props = msg.properties if msg is not None else None
         wait = props.get(PropertyKey.WAIT, "true") if props else "true"
         batch = lane.open
         if batch is not None and (batch.wait != wait
@@ -420,6 +428,7 @@ class AutoBatchProducer:
                 lane.timer = self._loop.call_later(self.linger, self._expire, lane)
             else:
                 lane.ready = True
+        batch.bodies.append(body)
         batch.msgs.append(msg)
         batch.waiters.append(waiter)
         batch.nbytes += size
@@ -492,25 +501,41 @@ class AutoBatchProducer:
 
     async def _send_batch(self, lane: _Lane, batch: _Batch) -> None:
         producer = self.producer
-        msgs = batch.msgs
+        topic, bodies, msgs = lane.queue.topic, batch.bodies, batch.msgs
         try:
             if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
-                one = msgs[0]
+                one = msgs[0] or Message(topic, bodies[0], {})
                 result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
                 keys: Sequence[str] = (result.msg_id,)
             else:
-                prepared = prepare_send_batch(
-                    msgs, max_size=producer.config.max_message_size,
-                    keys=producer.instance.uniq_keys, now_ms=now_ms(),
-                    compression=self.compression or producer.batch_compression,
-                    checked=True)
+                prepared, first, full = self._prepare(producer, topic, bodies, msgs)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
-                    prepared, msgs[0], queue=q, messages=msgs))
+                    prepared, first, queue=q, messages=full))
                 keys = prepared.keys
         except Exception as exc:  # every message of the batch learns why
             self._fail(batch.waiters, exc)
             return
         _resolve(batch.waiters, result, keys)
+
+    def _prepare(self, producer: Producer, topic: str, bodies: list[bytes],
+                 msgs: list[Message | None]
+                 ) -> tuple[PreparedBatch, Message, list[Message] | None]:
+        """The batch encoded once, its first message, and its messages when the producer
+        traces them. Bodies alone go straight to the column encoder; a batch with any
+        message of its own is encoded from messages."""
+        max_size, keys = producer.config.max_message_size, producer.instance.uniq_keys
+        compression = self.compression or producer.batch_compression
+        if msgs.count(None) == len(msgs):
+            prepared = prepare_send_bodies(topic, bodies, max_size=max_size, keys=keys,
+                                           now_ms=now_ms(), compression=compression)
+            full = None if producer.tracer is None else [Message(topic, b, {})
+                                                         for b in bodies]
+            return prepared, Message(topic, bodies[0], {}), full
+        full = [m if m is not None else Message(topic, b, {})
+                for m, b in zip(msgs, bodies, strict=True)]
+        prepared = prepare_send_batch(full, max_size=max_size, keys=keys, now_ms=now_ms(),
+                                      compression=compression, checked=True)
+        return prepared, full[0], full
 
     def _fail(self, waiters: Sequence[_Waiter], exc: BaseException) -> None:
         for waiter in waiters:

@@ -46,6 +46,7 @@ from tidemq.codec.send_batch import (
     EncodedBatch,
     MixedTopicsError,
     encode_send_batch,
+    encode_send_bodies,
     send_batch_request,
 )
 from tidemq.codec.uniqkey import UniqKeyGenerator
@@ -63,6 +64,7 @@ __all__ = [
     "prepare_batch",
     "prepare_message",
     "prepare_send_batch",
+    "prepare_send_bodies",
     "publish_queues",
     "read_send_response",
     "send_options",
@@ -231,6 +233,27 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
     except MixedTopicsError as exc:
         raise InvalidMessageError(f"a batch mixes topics {topic!r} and {exc.other!r}",
                                   topic=topic) from None
+    return _prepared(encoded, max_size, compression)
+
+
+def prepare_send_bodies(topic: str, bodies: list[bytes], *, max_size: int,
+                        keys: UniqKeyGenerator, now_ms: int,
+                        compression: BatchCompression) -> PreparedBatch:
+    """:func:`prepare_send_batch` of messages of ``topic`` without properties, given as
+    their bodies only (:func:`~tidemq.codec.send_batch.encode_send_bodies`)."""
+    if not bodies:
+        raise InvalidMessageError("a batch needs at least one message")
+    check_message(Message(topic, bodies[0]), max_size)
+    if topic.startswith("%RETRY%"):
+        raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
+    encoded = encode_send_bodies(topic, bodies, keys=keys, now_ms=now_ms)
+    return _prepared(encoded, max_size, compression)
+
+
+def _prepared(encoded: EncodedBatch, max_size: int,
+              compression: BatchCompression) -> PreparedBatch:
+    """``encoded``, once its bodies and its whole size are within ``max_size``."""
+    topic = encoded.topic
     if encoded.min_body == 0:
         raise InvalidMessageError("the message body is empty", topic=topic)
     if encoded.max_body > max_size:

@@ -30,6 +30,8 @@ keys (:meth:`~tidemq.codec.uniqkey.UniqKeyGenerator.reserve`), so they are writt
 columns with numpy: bodies of one length into copies of the first entry
 (``_encode_uniform``), bodies of any lengths joined with the runs between them, made as
 columns in one buffer (``_encode_shared``). Anything else takes a plain loop.
+:func:`encode_send_bodies` takes such a batch as its topic, shared properties and a list of
+bodies, and writes the same columns without a :class:`Message` per body.
 """
 
 from __future__ import annotations
@@ -52,7 +54,13 @@ from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
 from tidemq.types import Message
 
-__all__ = ["EncodedBatch", "MixedTopicsError", "encode_send_batch", "send_batch_request"]
+__all__ = [
+    "EncodedBatch",
+    "MixedTopicsError",
+    "encode_send_batch",
+    "encode_send_bodies",
+    "send_batch_request",
+]
 
 _HEAD = struct.Struct(
     ">"
@@ -347,19 +355,51 @@ def encode_send_batch(msgs: Sequence[Message], *, keys: UniqKeyGenerator,
     :class:`LocalProtocolError` for batches Java's rules refuse (:class:`MixedTopicsError`
     for more than one topic)."""
     shape = _check(msgs)
-    head_text, counters = "", range(0)
-    listed: tuple[str, ...] | None = None
     if shape.shared:
-        head_text, counters = keys.reserve(now_ms, len(msgs))
-        if shape.uniform:
-            raw = _encode_uniform(msgs[0], shape.bodies, head_text, counters)
-        else:
-            raw = _encode_shared(msgs[0], shape.bodies, shape.lengths, head_text, counters)
-    else:
-        raw, key_list = _encode_loop(msgs, keys, now_ms)
-        listed = tuple(key_list)
+        return _encode_columns(msgs[0], shape.wait, shape.bodies, shape.lengths,
+                               shape.min_body, shape.max_body, keys, now_ms)
+    raw, key_list = _encode_loop(msgs, keys, now_ms)
     return EncodedBatch(shape.topic, raw, len(msgs), keys.next_key(now_ms), shape.wait,
-                        head_text, counters, listed, shape.min_body, shape.max_body)
+                        "", range(0), tuple(key_list), shape.min_body, shape.max_body)
+
+
+def encode_send_bodies(topic: str, bodies: list[bytes], *, keys: UniqKeyGenerator,
+                       now_ms: int, properties: dict[str, str] | None = None,
+                       flag: int = 0) -> EncodedBatch:
+    """:func:`encode_send_batch` of messages that share ``topic``, ``properties`` (without
+    ``UNIQ_KEY``) and ``flag`` and differ only in their ``bodies``: the same bytes and
+    keys, written as columns straight from the list of bodies, with no :class:`Message`
+    per body (the auto-batching producer's ``produce`` keeps bodies only)."""
+    n = len(bodies)
+    if not n:
+        raise LocalProtocolError("a batch needs at least one message")
+    if topic.startswith("%RETRY%"):
+        raise LocalProtocolError(f"cannot send a batch to retry topic {topic!r}")
+    props = properties or {}
+    if PropertyKey.UNIQ_KEY in props:
+        raise LocalProtocolError("messages given as bodies get their keys from the encoder: "
+                                 "no UNIQ_KEY property")
+    wait = props.get(PropertyKey.WAIT, "true")
+    _check_props(props, wait)
+    lengths = list(map(len, bodies))
+    lo = hi = lengths[0]
+    if lengths.count(lo) != n:
+        lo, hi = min(lengths), max(lengths)
+    return _encode_columns(Message(topic, bodies[0], props, flag), wait, bodies, lengths,
+                           lo, hi, keys, now_ms)
+
+
+def _encode_columns(first: Message, wait: str, bodies: list[bytes], lengths: list[int],
+                    lo: int, hi: int, keys: UniqKeyGenerator, now_ms: int) -> EncodedBatch:
+    """Entries of one layout but for their bodies (``first``'s topic, properties and
+    flag), keyed in one run of counters."""
+    head_text, counters = keys.reserve(now_ms, len(bodies))
+    if lo == hi:
+        raw = _encode_uniform(first, bodies, head_text, counters)
+    else:
+        raw = _encode_shared(first, bodies, lengths, head_text, counters)
+    return EncodedBatch(first.topic, raw, len(bodies), keys.next_key(now_ms), wait,
+                        head_text, counters, None, lo, hi)
 
 
 def send_batch_request(

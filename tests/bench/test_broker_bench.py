@@ -229,6 +229,19 @@ def test_latency_in_batches(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_latency_without_a_consumer_counts_acknowledged_sends(tmp_path: Path) -> None:
+    data = bench(tmp_path, "latency", "--rate", "1000", "--batch", "10", "--duration", "1.5",
+                 "--warmup", "0", "--no-receive", "--replica", "sync")
+    summary = data["summary"]
+    assert data["config"]["receive"] is False and "received" not in summary
+    assert summary["send_errors"] == 0, summary["send_last_error"]
+    # the rows count what the SYNC_MASTER acknowledged (its replica held it), by batches
+    assert 0 < summary["msgs"] <= summary["sent"] and summary["msgs"] % 10 == 0
+    assert summary["replica_cpu_us_per_msg"] is not None
+    assert summary["replication_lag"]["samples"] >= 10
+
+
+@pytest.mark.slow
 def test_produce_auto_batched_sync_flush(tmp_path: Path) -> None:
     data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "16",
                  "--linger-ms", "0", "--max-batch", "4", "--flush", "SYNC_FLUSH")

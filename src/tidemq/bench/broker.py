@@ -23,7 +23,9 @@ latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (
            process, one clock). ``batch > 1`` offers the rate as ``rate / batch``
            ``send_batch`` calls a second of that many messages, each stamped with the
            time its batch is sent, and the consumer reads them as columns
-           (``poll_batches``): rates a client of single messages cannot keep.
+           (``poll_batches``): rates a client of single messages cannot keep. Without
+           ``receive`` there is no consumer: the rows count acknowledged messages, and
+           with a replica the figure of interest is its lag under the send load alone.
 =========  =================================================================================
 
 ``linger_ms`` (produce, latency) sends each message alone through an
@@ -113,6 +115,8 @@ class BrokerBenchConfig:
     pull_batch: int = 1000
     raw: bool = False
     columns: bool = False  # consume: also read with poll_batches (a second row)
+    #: latency: a consumer receives what is sent (off: only sends, and the replica's lag)
+    receive: bool = True
     linger_ms: float | None = None  # single sends through an AutoBatchProducer
     produce_api: bool = False  # with linger_ms: AutoBatchProducer.produce and callbacks
     max_batch: int = 1024  # its max_batch_messages
@@ -730,6 +734,27 @@ async def _lag_sampler(cfg: BrokerBenchConfig, namesrv: str, queues: list[Messag
     return ReplicationLagSampler(namesrv, master)
 
 
+@contextlib.asynccontextmanager
+async def _latency_consumer(cfg: BrokerBenchConfig, namesrv: str, queues: list[MessageQueue]
+                            ) -> AsyncIterator[PullConsumer | None]:
+    """The consumer of the latency workload, its pulls already held by the broker at the
+    end of every queue; ``None`` when ``cfg.receive`` is off."""
+    if not cfg.receive:
+        yield None
+        return
+    config = dataclasses.replace(_client_config(namesrv, cfg.producers),
+                                 pull_batch_size=cfg.pull_batch)
+    consumer = PullConsumer(f"bench_latency_{os.getpid()}", config=config)
+    await consumer.start()
+    try:
+        consumer.assign(queues)
+        await consumer.seek_to_end()
+        await consumer.poll(timeout=0.2)  # the pulls are now held by the broker
+        yield consumer
+    finally:
+        await consumer.close(commit=False)
+
+
 async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
     """The latency workload (module docstring): end-to-end at a fixed rate."""
     if cfg.size < _STAMP.size:
@@ -737,45 +762,39 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
 
     async def body(namesrv: str, pids: Pids, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
-        config = dataclasses.replace(_client_config(namesrv, cfg.producers),
-                                     pull_batch_size=cfg.pull_batch)
-        consumer = PullConsumer(f"bench_latency_{os.getpid()}", config=config)
-        await consumer.start()
         received, acks, running = Meter(), Meter(), [True]
         lag = await _lag_sampler(cfg, namesrv, queues)
-        try:
-            consumer.assign(queues)
-            await consumer.seek_to_end()
-            await consumer.poll(timeout=0.2)  # the pulls are now held by the broker
-            async with (_producers(namesrv, 1) as (producer,),
-                        _batchers(cfg, [producer]) as batchers):
-                pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
+        async with (_latency_consumer(cfg, namesrv, queues) as consumer,
+                    _producers(namesrv, 1) as (producer,),
+                    _batchers(cfg, [producer]) as batchers):
+            pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
+            tasks = [asyncio.ensure_future(pacer.run(running))]
+            if consumer is not None:
                 receive = _receive_columns_loop if cfg.batch > 1 else _receive_loop
-                tasks = [asyncio.ensure_future(receive(consumer, received, running)),
-                         asyncio.ensure_future(pacer.run(running))]
-                if lag is not None:
-                    tasks.append(asyncio.ensure_future(lag.run(running)))
-                sampler, ack_sampler = (Sampler(received, pids.broker, pids.replica),
-                                        Sampler(acks, None))
+                tasks.append(asyncio.ensure_future(receive(consumer, received, running)))
+            if lag is not None:
+                tasks.append(asyncio.ensure_future(lag.run(running)))
+            # without a consumer, the rows count acknowledged messages
+            sampler, ack_sampler = (Sampler(received if consumer else acks, pids.broker,
+                                            pids.replica), Sampler(acks, None))
 
-                def both(row: dict[str, Any]) -> None:
-                    ack = ack_sampler.tick()
-                    row["sent_per_s"], row["ack_p99_ms"] = ack["msgs_per_s"], ack["p99_ms"]
-                    if report is not None:
-                        report(row)
+            def both(row: dict[str, Any]) -> None:
+                ack = ack_sampler.tick()
+                row["sent_per_s"], row["ack_p99_ms"] = ack["msgs_per_s"], ack["p99_ms"]
+                if report is not None:
+                    report(row)
 
-                try:
-                    await measure(sampler, cfg.duration, both)
-                finally:
-                    await _stop(tasks, running)
-        finally:
-            await consumer.close(commit=False)
+            try:
+                await measure(sampler, cfg.duration, both)
+            finally:
+                await _stop(tasks, running)
         ack = ack_sampler.summary(cfg.warmup)
         extra = {"sent": pacer.sent, "send_calls": pacer.calls,
                  "skipped_over_in_flight": pacer.skipped,
-                 "received": received.count, "send_errors": acks.errors,
-                 "send_last_error": acks.last_error or None,
+                 "send_errors": acks.errors, "send_last_error": acks.last_error or None,
                  "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}
+        if cfg.receive:
+            extra["received"] = received.count
         if lag is not None:
             extra["replication_lag"] = lag.summary(cfg.warmup)
         return _result("latency", cfg, sampler, extra)

@@ -225,6 +225,9 @@ def latency(
     broker_set: BrokerSet = None,
     profile: Profile = None, data_dir: DataDir = None, json_out: JsonOut = None,
     acl: Acl = False, tls: Tls = False, replica: Replica = None,
+    receive: Annotated[bool, typer.Option(
+        "--receive/--no-receive", help="--no-receive: no consumer, only the paced sends "
+                                       "(and, with --replica, the replica's lag).")] = True,
 ) -> None:
     """End-to-end latency at a fixed rate: send time in the body to receipt by a
     long-polling consumer; with --replica also how far the replica is behind, in time."""
@@ -233,5 +236,5 @@ def latency(
         batch=batch, in_flight=in_flight, pull_batch=pull_batch, duration=duration, warmup=warmup,
         linger_ms=linger_ms, max_batch=max_batch, max_batch_bytes=max_batch_bytes,
         broker_settings=tuple(broker_set or ()), profile=profile, data_dir=data_dir,
-        acl=acl, tls=tls, replica=replica),
+        acl=acl, tls=tls, replica=replica, receive=receive),
         json_out)

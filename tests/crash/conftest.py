@@ -3,10 +3,12 @@ name server for broker-process tests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +27,23 @@ HELPER = Path(__file__).with_name("store_proc.py")
 
 
 @pytest.fixture
-async def namesrv() -> AsyncIterator[NameServerApp]:
-    """An in-process name server on a free loopback port, for broker-process tests."""
+def namesrv() -> Iterator[NameServerApp]:
+    """An in-process name server on a free loopback port, for broker-process tests. It
+    runs on an event loop of its own thread: a broker process stopped by a fixture's
+    teardown, while the test's loop is idle, still has its unregistration answered
+    instead of waiting out its timeout."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="test-namesrv", daemon=True)
+    thread.start()
     app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
-    await app.start()
-    yield app
-    await app.stop()
+    try:
+        asyncio.run_coroutine_threadsafe(app.start(), loop).result(30)
+        yield app
+        asyncio.run_coroutine_threadsafe(app.stop(), loop).result(30)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
 
 
 def run_helper(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import pytest
 from tests.client.test_batching import create, dispatched, read_queue
 
 from tidemq.client import AdminClient, ClientConfig, MessageQueue, Producer
-from tidemq.client.batching import AutoBatchProducer
+from tidemq.client.batching import _BARE_SIZE, AutoBatchProducer
 from tidemq.client.errors import (
     BufferFullError,
     ClientClosedError,
@@ -119,6 +119,27 @@ async def test_flush_ships_what_waited_for_its_route(cluster: Cluster, admin: Ad
     assert sorted(outcomes) == [0, 1, 2]
     assert all(error is None and result is not None and result.status is SendStatus.SEND_OK
                for error, result in outcomes.values())
+    await batcher.close()
+
+
+@pytest.mark.parametrize("cap", ["messages", "bytes"])
+async def test_batches_close_exactly_at_their_cap(cluster: Cluster, admin: AdminClient,
+                                                 producer: Producer, cap: str) -> None:
+    """Bodies produced in a row fill the sticky queue's batch up to the cap and no
+    further: 23 messages under a cap of 5 make batches of 5, 5, 5, 5 and 3."""
+    await create(admin, "Capped")
+    await producer.instance.routes.get("Capped")
+    body = b"c" * 100
+    limits = ({"max_batch_messages": 5} if cap == "messages"
+              else {"max_batch_bytes": 5 * (_BARE_SIZE + len(body))})
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000, **limits)
+    for i in range(23):
+        batcher.produce("Capped", body, on_delivery=_recorder(outcomes, i))
+    await batcher.flush()
+    assert (batcher.shipped_requests, batcher.shipped_messages) == (5, 23)
+    assert sorted(outcomes) == list(range(23))
+    assert all(error is None for error, _ in outcomes.values())
     await batcher.close()
 
 

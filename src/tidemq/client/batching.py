@@ -78,10 +78,10 @@ from tidemq.client.selector import RoundRobin, is_retriable, select_by_key, sele
 from tidemq.client.sending import (
     BatchCompression,
     PreparedBatch,
-    new_send_result,
     prepare_send_batch,
     prepare_send_bodies,
     publish_queues,
+    send_results,
 )
 from tidemq.client.stamps import now_ms
 from tidemq.client.validation import check_message, check_properties
@@ -223,6 +223,11 @@ class AutoBatchProducer:
         #: Messages produced without a callback that failed, and the last error.
         self._undelivered = 0
         self._last_error: BaseException | None = None
+        #: Requests shipped (batches, and single messages sent alone) and the messages
+        #: they carried, answered or not: ``shipped_messages / shipped_requests`` is the
+        #: batch size the load and the linger made.
+        self.shipped_requests = 0
+        self.shipped_messages = 0
 
     def __repr__(self) -> str:
         return (f"<AutoBatchProducer group={self.producer.group!r} "
@@ -310,6 +315,17 @@ class AutoBatchProducer:
         if queue is None and sharding_key is None and not self._parked:
             lane = self._sticky.get(topic)  # the usual message: its topic's sticky lane
             if lane is not None:
+                batch = lane.open
+                if (msg is None and batch is not None and batch.wait == "true"
+                        and batch.nbytes + size < self.max_batch_bytes
+                        and len(batch.bodies) + 1 < self.max_batch_messages):
+                    # The usual body joins the open batch, which stays open and not full:
+                    # nothing of the lane changes but the batch (what _append decides).
+                    batch.bodies.append(body)
+                    batch.msgs.append(None)
+                    batch.waiters.append(on_delivery)
+                    batch.nbytes += size
+                    return
                 self._append(lane, body, msg, on_delivery, size)
                 return
         parked = self._parked.get(topic)
@@ -502,6 +518,8 @@ class AutoBatchProducer:
     async def _send_batch(self, lane: _Lane, batch: _Batch) -> None:
         producer = self.producer
         topic, bodies, msgs = lane.queue.topic, batch.bodies, batch.msgs
+        self.shipped_requests += 1
+        self.shipped_messages += len(msgs)
         try:
             if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
                 one = msgs[0] or Message(topic, bodies[0], {})
@@ -606,27 +624,22 @@ class AutoBatchProducer:
 
 def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]) -> None:
     """Each message's own result from its batch's -- its key, its offset, its record id --
-    for those who wait for it (a batch produced without callbacks makes none)."""
+    for those who wait for it (a batch produced without callbacks makes none): the
+    results made for the whole batch at once, then handed out in one loop."""
     if not any(waiters):
         return
-    record_ids = result.offset_msg_id.split(",")
-    per_record = len(record_ids) == len(waiters)
-    status, queue, first, txn = (result.status, result.queue, result.queue_offset,
-                                 result.transaction_id)
+    n = len(waiters)
     offset_id = result.offset_msg_id
+    record_ids: Sequence[str] = offset_id.split(",")
+    if len(record_ids) != n:
+        record_ids = [offset_id] * n
+    results = send_results(result.status, keys, record_ids, result.queue,
+                           result.queue_offset, result.transaction_id)
     future = asyncio.Future
-    for i, waiter in enumerate(waiters):
-        if type(waiter) is future:  # send()'s own future, the usual waiter
-            if not waiter.done():
-                waiter.set_result(new_send_result(
-                    status, keys[i], record_ids[i] if per_record else offset_id, queue,
-                    first + i, txn))
-            continue
+    for waiter, one in zip(waiters, results, strict=True):
         if waiter is None:
             continue
-        one = new_send_result(status, keys[i], record_ids[i] if per_record else offset_id,
-                              queue, first + i, txn)
-        if isinstance(waiter, future):  # a future of another loop implementation
+        if isinstance(waiter, future):  # send()'s own future
             if not waiter.done():
                 waiter.set_result(one)
             continue

@@ -252,6 +252,19 @@ def test_produce_auto_batched_sync_flush(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_produce_api_batches_up_to_the_cap(tmp_path: Path) -> None:
+    """``--produce``: one produce() call per message, shipped in batches of at most
+    ``--max-batch``; the summary says how many messages each request carried."""
+    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "64",
+                 "--linger-ms", "5", "--produce", "--max-batch", "4")
+    summary = data["summary"]
+    assert summary["errors"] == 0, summary["last_error"]
+    assert summary["msgs"] > 0 and summary["p50_ms"] > 0
+    assert summary["shipped_requests"] > 0
+    assert 2 < summary["shipped_messages_per_request"] <= 4
+
+
+@pytest.mark.slow
 def test_latency_auto_batched(tmp_path: Path) -> None:
     data = bench(tmp_path, "latency", "--rate", "500", "--duration", "1.5", "--warmup", "0.5",
                  "--linger-ms", "1")

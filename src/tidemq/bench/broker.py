@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import gc
 import os
 import shutil
@@ -377,13 +376,32 @@ async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter
 _PRODUCE_RUN = 64
 
 
+class _ProducedRun:
+    """The delivery callback of a run of messages produced in a row: it counts them as
+    they are delivered and, when the last one is, hands the run back to its window."""
+
+    __slots__ = ("count", "left", "ok", "t0", "window")
+
+    def __init__(self, window: _ProduceWindow, t0: float, count: int) -> None:
+        self.window, self.t0, self.count, self.left, self.ok = window, t0, count, count, 0
+
+    def __call__(self, error: BaseException | None, result: SendResult | None) -> None:
+        if error is None and result is not None and result.status is SendStatus.SEND_OK:
+            self.ok += 1
+        else:
+            self.window.failed(error, result)
+        self.left -= 1
+        if not self.left:
+            self.window.delivered(self)
+
+
 class _ProduceWindow:
     """One sender through :meth:`AutoBatchProducer.produce`: at most ``window`` messages
-    produced and not yet delivered, topped up whenever half of them were; the latency of
-    each message runs from its ``produce`` call to its delivery callback. Each run of
-    :data:`_PRODUCE_RUN` messages shares one callback and one start time (the time of its
-    first ``produce``), so the load's own work per message stays a call and a count, as in
-    a Kafka producer loop."""
+    produced and not yet delivered, topped up whenever half of them were. Messages are
+    produced in runs of :data:`_PRODUCE_RUN` that share one delivery callback, so the
+    load's own work per message is a call and a count, as in a Kafka producer loop; the
+    latency recorded is one per run, from its first ``produce`` call to the delivery of
+    its last message."""
 
     def __init__(self, batcher: AutoBatchProducer, topic: str, body: bytes, window: int,
                  meter: Meter) -> None:
@@ -392,29 +410,30 @@ class _ProduceWindow:
         self.outstanding = 0
         self.wake = asyncio.Event()
 
-    def delivered(self, error: BaseException | None, result: SendResult | None, *,
-                  t0: float) -> None:
-        self.outstanding -= 1
-        if result is not None and result.status is not SendStatus.SEND_OK:
-            error = TideMQError(f"send answered {result.status.name}")
+    def failed(self, error: BaseException | None, result: SendResult | None) -> None:
         if error is None:
-            self.meter.latencies.append(time.perf_counter() - t0)
-            self.meter.count += 1
-        else:
-            self.meter.fail(error)
+            status = result.status.name if result is not None else "nothing"
+            error = TideMQError(f"send answered {status}")
+        self.meter.fail(error)
+
+    def delivered(self, run: _ProducedRun) -> None:
+        self.meter.latencies.append(time.perf_counter() - run.t0)
+        self.meter.count += run.ok
+        self.outstanding -= run.count
         if self.outstanding <= self.window // 2:
             self.wake.set()
 
     async def run(self, running: list[bool]) -> None:
         produce, topic, body = self.batcher.produce, self.topic, self.body
-        clock, delivered = time.perf_counter, self.delivered
+        clock = time.perf_counter
         while running[0]:
             left = self.window - self.outstanding
             while left > 0:
-                on_delivery = functools.partial(delivered, t0=clock())
-                for _ in range(min(left, _PRODUCE_RUN)):
+                count = min(left, _PRODUCE_RUN)
+                on_delivery = _ProducedRun(self, clock(), count)
+                for _ in range(count):
                     produce(topic, body, on_delivery=on_delivery)
-                left -= _PRODUCE_RUN
+                left -= count
             self.outstanding = self.window
             self.wake.clear()
             await self.wake.wait()

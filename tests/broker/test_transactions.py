@@ -229,6 +229,30 @@ async def test_an_unanswered_transaction_is_discarded_after_the_maximum_checks(
         await producer.peer.close()
 
 
+@checking
+async def test_a_prepared_send_keeps_the_check_count_it_carries(
+        cluster: Cluster, peer: Peer) -> None:
+    """A replica acting for its master hands a half message on with the checks it had
+    (TRANSACTION_CHECK_TIMES): the count goes on from there, and ends at the maximum."""
+    broker = cluster.brokers[0]
+    producer = _Producer(broker.broker_addr)
+    try:
+        await producer.join()
+        await producer.peer.ok(_prepared(b"moved", TRANSACTION_CHECK_TIMES="1"))
+        _, rec = await asyncio.wait_for(producer.checks.get(), 10)
+        assert decode_properties(rec.properties)["TRANSACTION_CHECK_TIMES"] == "2"
+        half = broker.ctx.transactions
+        while half.discarded == 0:
+            await asyncio.sleep(0.05)  # the checker's own period; no event to wait on
+        assert producer.checks.empty()  # one check here, the second of two
+        # a count that is not one is dropped, not trusted
+        await producer.peer.ok(_prepared(b"odd", TRANSACTION_CHECK_TIMES="-3"))
+        _, rec = await asyncio.wait_for(producer.checks.get(), 10)
+        assert decode_properties(rec.properties)["TRANSACTION_CHECK_TIMES"] == "1"
+    finally:
+        await producer.peer.close()
+
+
 async def test_open_transactions_are_found_again_after_a_restart(tmp_path: Path) -> None:
     async with (Cluster(tmp_path, broker=QUIET) as first,
                 Peer(first.brokers[0].broker_addr) as p):

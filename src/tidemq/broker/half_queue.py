@@ -92,6 +92,10 @@ _SKIPPING = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL,
              GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_FOUND_NULL)
 
 
+def _is_count(text: str) -> bool:
+    return text.isdigit() and len(text) < 10
+
+
 def is_prepared(props: dict[str, str]) -> bool:
     """Whether a send's properties make it a transactional half message (upstream reads
     ``TRAN_MSG`` as Java's ``Boolean.parseBoolean``)."""
@@ -142,7 +146,8 @@ class HalfQueue:
                                  "end some first")
         props = {**props, PRODUCER_GROUP: group, PropertyKey.REAL_TOPIC: h.topic,
                  PropertyKey.REAL_QID: str(queue_id)}
-        props.pop(CHECK_TIMES, None)
+        if not _is_count(props.get(CHECK_TIMES, "")):
+            props.pop(CHECK_TIMES, None)
         self._ensure_topic(HALF_TOPIC)
         return dataclasses.replace(
             h, topic=HALF_TOPIC, queue_id=HALF_QUEUE,

@@ -10,7 +10,10 @@ bridge:
   stores it in ``%DLQ%<group>``, by its own retry rules);
 * a parked delayed or timer message that falls due is sent to its real topic on the
   master of another group that serves the topic (the delay service's thread waits for
-  the send, :meth:`ActingMaster.escape_due`).
+  the send, :meth:`ActingMaster.escape_due`);
+* a half (prepared) transactional message due for a check-back is sent, prepared, to
+  its real topic on the master of another group that serves the topic, which then
+  checks it with the producer (:mod:`tidemq.broker.transaction_escape`).
 
 Whether it acts, and which masters there are, is read from the name servers
 (GET_BROKER_CLUSTER_INFO, GET_ROUTEINFO_BY_TOPIC) for each message; the delay service
@@ -58,6 +61,7 @@ class Escape:
     reconsume_times: int
     max_reconsume_times: int | None = None
     queue_id: int = 0
+    producer_group: str = ESCAPE_GROUP
 
 
 def acting_for(info: ClusterInfo, broker_name: str, broker_id: int) -> bool:
@@ -122,7 +126,7 @@ class ActingMaster:
         why = "no other broker group of the cluster has a master"
         for addr, queue_id in targets:
             header = SendMessageRequestHeader(
-                producer_group=ESCAPE_GROUP, topic=msg.topic, default_topic="TBW102",
+                producer_group=msg.producer_group, topic=msg.topic, default_topic="TBW102",
                 default_topic_queue_nums=self.ctx.config.default_topic_queue_nums,
                 queue_id=queue_id, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp,
                 flag=msg.flag, properties=msg.properties, reconsume_times=msg.reconsume_times,
@@ -170,6 +174,11 @@ class ActingMaster:
         if info is None:
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  "this replica no longer acts for its master")
+        return await self.escape_to_topic(msg)
+
+    async def escape_to_topic(self, msg: Escape) -> str:
+        """Store ``msg`` in its topic on the master of another group that serves the
+        topic; the address that took it."""
         return await self._send(await self._topic_masters(msg.topic, msg.queue_id), msg)
 
     async def _topic_masters(self, topic: str, queue_id: int) -> list[tuple[str, int]]:

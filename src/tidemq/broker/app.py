@@ -50,6 +50,7 @@ from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
 from tidemq.broker.transaction_check import TransactionChecker
+from tidemq.broker.transaction_escape import TransactionEscape
 from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
@@ -144,7 +145,9 @@ class BrokerApp:
                                               self.controller_link.in_sync_replicas)
             self.controller_link.on_master = self.metadata_sync.master_known
         #: Asks producers about the transactions they left open.
-        self.transaction_checker = TransactionChecker(ctx)
+        self.transaction_escape = (TransactionEscape(ctx, self.acting_master)
+                                   if config.slave_acting_master else None)
+        self.transaction_checker = TransactionChecker(ctx, self.transaction_escape)
         #: Whether the role last seen by :meth:`_transactions_on_role` was master's.
         self._master_role = ctx.replication.role.state.role.is_master
         self._tasks: list[asyncio.Task[None]] = []
@@ -329,7 +332,8 @@ class BrokerApp:
                      LockProcessor(ctx), GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
-                     ConsumeDirectlyProcessor(ctx), TransactionProcessor(ctx),
+                     ConsumeDirectlyProcessor(ctx),
+                     TransactionProcessor(ctx, self.transaction_escape),
                      self.logical_processor):
             proc.register(pipeline)
         if self.metadata_push is not None:

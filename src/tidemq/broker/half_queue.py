@@ -5,7 +5,9 @@ has the wire facts).
 * **Prepare.** A send with ``TRAN_MSG=true`` is stored in ``RMQ_SYS_TRANS_HALF_TOPIC``
   queue 0 instead of its topic (:meth:`HalfQueue.divert` decides; the send path stores),
   with ``REAL_TOPIC``/``REAL_QID`` naming where it goes and its sysFlag's transaction type
-  cleared: consumers of the topic never see it.
+  cleared: consumers of the topic never see it. A ``TRANSACTION_CHECK_TIMES`` the send
+  carries is kept (a half message another group's acting replica handed on brings the
+  checks it had, :mod:`tidemq.broker.transaction_escape`).
 * **Commit** (END_TRANSACTION 8): the newest copy of the half message is read back and
   stored in its real topic and queue -- body, flag, born time and host, reconsume count
   and properties kept, less ``REAL_TOPIC``, ``REAL_QID``, ``TRAN_MSG`` and
@@ -17,6 +19,10 @@ has the wire facts).
 * **Check-backs** (:mod:`tidemq.broker.transaction_check`): :meth:`HalfQueue.renew`
   stores a copy with one more ``TRANSACTION_CHECK_TIMES``; :meth:`HalfQueue.discard`
   ends a transaction checked ``transactionCheckMax`` times (WARNING, counted).
+* **Master down** (``slaveActingMaster``): the replica acting for it rebuilds the same
+  table from its copy, hands the due half messages to another group's master
+  (:meth:`HalfQueue.escape_copy`, :meth:`HalfQueue.forget`) and saves the progress;
+  the returning master takes it back (:mod:`tidemq.broker.replication.reclaim`).
 * **Restart.** :meth:`HalfQueue.rebuild` reads the op queue, then the half queue: every
   half message no op ended is open again, its checks counted from its store time. A
   replica that becomes master rebuilds the same way from the log it copied.
@@ -239,6 +245,30 @@ class HalfQueue:
             physical_offset=result.phys_offsets[0], reconsume_times=rec.reconsume_times)
         return CheckCopy(held, bytes(body), props.get(PropertyKey.UNIQ_KEY))
 
+    def escape_copy(self, msg: HalfMessage) -> tuple[Record, dict[str, str]]:
+        """``msg``'s half message as the prepared send a replica acting for its master
+        hands to another group's master (upstream's
+        ``buildTransactionalMessageFromHalfMessage``): the record, and its properties
+        with one more check counted, ``TRAN_MSG`` set and the half-queue place dropped
+        (the receiving master sets its own)."""
+        rec = self._read(msg.phys)
+        props = decode_properties(rec.properties)
+        props[CHECK_TIMES] = str(msg.checks + 1)
+        props[TRAN_MSG] = "true"
+        props.pop(PropertyKey.REAL_TOPIC, None)
+        props.pop(PropertyKey.REAL_QID, None)
+        return rec, props
+
+    def real_queue(self, rec: Record) -> int:
+        """The queue id half message ``rec`` was sent to (``REAL_QID``)."""
+        qid = decode_properties(rec.properties).get(PropertyKey.REAL_QID, "0")
+        return int(qid) if _is_count(qid) else 0
+
+    def forget(self, msg: HalfMessage) -> None:
+        """Stop holding ``msg`` without an op message: a replica acting for its master
+        handed it to another master (the progress it saves then covers it)."""
+        self.table.remove(msg)
+
     def discard(self, msg: HalfMessage, checks: int) -> None:
         """End ``msg`` unresolved after ``checks`` check-backs."""
         self._end(msg)
@@ -293,11 +323,14 @@ class HalfQueue:
             ops.popleft()
         return half, ops[0][0] if ops else self.store.max_offset(OP_TOPIC, HALF_QUEUE)
 
-    def save_progress(self) -> None:
+    def save_progress(self, *, acting: bool = False) -> None:
         """Keep :meth:`progress` as group ``CID_RMQ_SYS_TRANS``'s offsets (written with the
-        consumer offsets)."""
-        if self.store.replica or (not self.table and not self._ops
-                                  and self.topics.get(HALF_TOPIC) is None):
+        consumer offsets); on a replica only when it acts for its master (``acting``),
+        the table then being the one it rebuilt from its copy of the log."""
+        if self.store.replica and not acting:
+            return
+        if not acting and not self.table and not self._ops \
+                and self.topics.get(HALF_TOPIC) is None:
             return
         half, op = self.progress()
         self.offsets.commit(PROGRESS_GROUP, HALF_TOPIC, HALF_QUEUE, half)
@@ -312,7 +345,7 @@ class HalfQueue:
             key=props.get(PropertyKey.UNIQ_KEY) or f"@{offset}",
             group=props.get(PRODUCER_GROUP, ""), topic=props.get(PropertyKey.REAL_TOPIC, ""),
             offset=offset, phys=phys, stored_ms=stored_ms,
-            checks=int(checks) if checks.isdigit() and len(checks) < 10 else 0)
+            checks=int(checks) if _is_count(checks) else 0)
 
     def _end(self, msg: HalfMessage) -> None:
         """Store the op message ending every copy of ``msg``, then forget it."""

@@ -12,7 +12,9 @@ Every ``transactionCheckInterval`` ms, each open transaction whose newest half c
   heartbeats). The producer answers with END_TRANSACTION (``fromTransactionCheck``).
   A group with no live producer still has the check counted, as upstream.
 
-A replica checks nothing (its master does). All of it runs on the broker's event loop,
+A replica checks nothing (its master does); with ``slaveActingMaster``, the replica
+acting for a master that is down hands the due transactions to another group's master
+instead (:mod:`tidemq.broker.transaction_escape`). All of it runs on the broker's event loop,
 between requests: a pass decides and stores synchronously, then writes the oneway
 requests.
 """
@@ -25,6 +27,7 @@ import random
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.half_queue import CheckCopy
+from tidemq.broker.transaction_escape import TransactionEscape
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import CheckTransactionStateRequestHeader
 from tidemq.errors import BrokerResponseError, TideMQError
@@ -41,8 +44,10 @@ MAX_CHECKS_PER_PASS = 2000
 
 
 class TransactionChecker:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, escape: TransactionEscape | None = None) -> None:
         self.ctx = ctx
+        #: The acting replica's pass (``slaveActingMaster``), run instead on a replica.
+        self.escape = escape
         #: CHECK_TRANSACTION_STATE requests sent, and checks no live producer could take.
         self.sent = 0
         self.unanswerable = 0
@@ -63,7 +68,10 @@ class TransactionChecker:
         while True:
             await asyncio.sleep(self.ctx.config.transaction_check_interval / 1000)
             try:
-                self.check()
+                if self.ctx.store.replica and self.escape is not None:
+                    await self.escape.run_pass()
+                else:
+                    self.check()
             except Exception:  # a bug here must not stop the checks for good
                 log.exception("transaction check pass failed")
 

@@ -4,10 +4,13 @@ rollback, or "still unknown" (left open for the check-backs).
 RocketMQ's producers send it oneway, so a refusal is only logged (rate-limited); a
 producer that asks for an answer gets the refusal's code and remark. What is decided
 and stored is :meth:`tidemq.broker.half_queue.HalfQueue.end`'s. A replica refuses
-(SERVICE_NOT_AVAILABLE): the master holds the transactions. With the ACL on the request
-needs PUB on its topic, like a send: the topic it names, else (the C++ and older Java
-clients name none) the topic of the half message it ends (:func:`transaction_topic`, the
-ACL gate's lookup).
+(SLAVE_NOT_AVAILABLE, as upstream's): the master holds the transactions. That holds for
+the replica acting for its master too: a half message it handed to another group's
+master (:mod:`tidemq.broker.transaction_escape`) is that master's to end, by its
+check-back (the remark names it); ending it here as well could store it twice. With
+the ACL on the request needs PUB on its topic, like a send: the topic it names, else
+(the C++ and older Java clients name none) the topic of the half message it ends
+(:func:`transaction_topic`, the ACL gate's lookup).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.half_queue import HalfQueue
 from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.transaction_escape import TransactionEscape
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import EndTransactionRequestHeader
 from tidemq.errors import BrokerResponseError, RemoteProtocolError, ResponseCode, error_for_code
@@ -45,8 +49,9 @@ def transaction_topic(transactions: HalfQueue) -> TopicLookup:
 
 
 class TransactionProcessor:
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, escape: TransactionEscape | None = None) -> None:
         self.ctx = ctx
+        self.escape = escape
 
     def register(self, server: object) -> None:
         server.register(RequestCode.END_TRANSACTION, self.end_transaction)  # type: ignore[attr-defined]
@@ -54,11 +59,9 @@ class TransactionProcessor:
     def end_transaction(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         ctx = self.ctx
         try:
-            if ctx.store.replica:
-                raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE,
-                                     "this broker is a replica: end the transaction on its "
-                                     "master")
             h = parse_header(EndTransactionRequestHeader, cmd)
+            if ctx.store.replica:
+                raise error_for_code(ResponseCode.SLAVE_NOT_AVAILABLE, self._replica_remark(h))
             done = ctx.transactions.end(h)
         except BrokerResponseError as exc:
             _refusals.info("END_TRANSACTION from %s refused: %s", conn.remote_address,
@@ -68,3 +71,12 @@ class TransactionProcessor:
                   h.msg_id, h.producer_group, h.tran_state_table_offset, done,
                   " (check-back answer)" if h.from_transaction_check else "")
         return cmd.response()
+
+    def _replica_remark(self, h: EndTransactionRequestHeader) -> str:
+        moved = (self.escape.escaped_to.get(h.tran_state_table_offset)
+                 if self.escape is not None else None)
+        if moved is None:
+            return "this broker is a replica: end the transaction on its master"
+        return (f"this broker is a replica acting for its master and handed the half "
+                f"message at half-queue offset {h.tran_state_table_offset} to the master "
+                f"{moved}, which checks it with the producer group and ends it there")

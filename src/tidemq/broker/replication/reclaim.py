@@ -16,7 +16,12 @@ to it) and before its delay service delivers anything:
    TideMQ adds to that body (GET_ALL_DELAY_OFFSET, 45), and with LMQ on the light message
    queues' consumer offsets (TideMQ's GET_LMQ_METADATA, 20201, page by page);
 3. merges them into its own (:mod:`~tidemq.broker.replication.progress_merge`: offsets
-   only move forward, the later timer checkpoint wins whole) and writes them to disk.
+   only move forward, the later timer checkpoint wins whole) and writes them to disk;
+4. when that raised the transaction checker's progress (group ``CID_RMQ_SYS_TRANS``:
+   the replica acting for it handed half messages to another group's master,
+   :mod:`~tidemq.broker.transaction_escape`), holds again only the open transactions
+   past it (:meth:`~tidemq.broker.half_queue.HalfQueue.rebuild`), so that it neither
+   checks nor commits those a second time.
 
 A replica that does not answer within :data:`REQUEST_TIMEOUT` is skipped (logged), and
 the whole step is bounded by :data:`RECLAIM_TIMEOUT`: the master then starts with what
@@ -32,6 +37,7 @@ from typing import Any
 
 from tidemq.broker.cluster_info import ask_cluster
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.half_queue import PROGRESS_GROUP
 from tidemq.broker.replication.progress_merge import (
     newer_timer,
     raised_levels,
@@ -104,6 +110,8 @@ class ProgressReclaim:
         self.levels_raised = 0
         self.timers_taken = 0
         self.lmq_offsets_raised = 0
+        #: Whether a replica's transaction-check progress was taken.
+        self.transactions_taken = False
 
     async def replicas(self) -> list[str]:
         """The addresses of the replicas of this broker's group the name servers list."""
@@ -125,6 +133,10 @@ class ProgressReclaim:
                 await self.take_from(addr)
             except (TideMQError, ValueError) as exc:
                 log.warning("taking back the progress of replica %s failed: %s", addr, exc)
+        if self.transactions_taken:
+            open_now = self.ctx.transactions.rebuild()
+            log.info("took back the transaction checks a replica made: %d transactions "
+                     "open here", open_now)
 
     async def _read(self, addr: str, code: int, ext: dict[str, str] | None = None) -> Any:
         resp = await self.ctx.client.request(addr, RemotingCommand.request(code, ext),
@@ -163,6 +175,8 @@ class ProgressReclaim:
             schedule.adopt_offsets(raised)
         if taken is not None:
             schedule.adopt_timer(taken)
+        self.transactions_taken |= any(key.endswith("@" + PROGRESS_GROUP)
+                                       for key, _ in offsets)
         self.offsets_raised += len(offsets)
         self.levels_raised += len(raised)
         self.timers_taken += taken is not None

@@ -1,0 +1,122 @@
+"""Open transactions while the master is down (``slaveActingMaster``): the replica acting
+for its master hands the half messages due for a check-back to another group's master.
+
+A replica holds copies of its master's half and op queues but checks nothing. While it
+acts for its master (:func:`tidemq.broker.acting_master.acting_for`), each pass of the
+transaction checker here, as upstream's acting replica does:
+
+1. the first pass of an acting period rebuilds the open transactions from the replica's
+   copy of the two queues, from the progress the master last saved (group
+   ``CID_RMQ_SYS_TRANS``'s offsets, which reach the replica with the consumer offsets);
+2. each transaction whose newest half copy is ``transactionTimeOut`` ms old is sent,
+   prepared (``TRAN_MSG=true``, sysFlag type PREPARED), to its real topic on the master
+   of another group serving the topic, with its producer group (``PGROUP``, also the
+   send's producerGroup), its transaction id (``UNIQ_KEY``) and one more
+   ``TRANSACTION_CHECK_TIMES``. That master holds it as its own half message and checks
+   it with a producer of the group after its own ``transactionTimeOut``; the producer's
+   answer commits or rolls it back there. One checked ``transactionCheckMax`` times
+   already is dropped instead (WARNING), as a master discards it;
+3. a transaction handed on (or dropped) is no longer held, and the pass records the
+   progress as ``CID_RMQ_SYS_TRANS``'s offsets on the replica. A returning master takes
+   them back with the other offsets (:mod:`tidemq.broker.replication.reclaim`) and holds
+   again only the transactions past them.
+
+A transaction whose hand-over fails (no other group serves its topic, or none answered)
+stays held and is tried again at the next pass. When the replica stops acting (its
+master is listed again) it drops what it held. The send is made before the transaction
+is forgotten, so a replica that dies between the two hands it on again (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tidemq.broker.acting_master import ActingMaster, Escape
+from tidemq.broker.context import BrokerContext
+from tidemq.broker.half_table import MAX_HALF_MESSAGES, HalfTable
+from tidemq.codec.transaction import TransactionState, with_transaction_type
+from tidemq.errors import BrokerResponseError, TideMQError
+from tidemq.formats.properties import encode_properties
+
+__all__ = ["TransactionEscape"]
+
+log = logging.getLogger(__name__)
+
+#: Transactions handed on per pass at most; the rest wait for the next pass.
+MAX_ESCAPES_PER_PASS = 2000
+
+
+class TransactionEscape:
+    def __init__(self, ctx: BrokerContext, acting: ActingMaster) -> None:
+        self.ctx = ctx
+        self.acting = acting
+        #: Transactions handed to another master, and dropped after too many checks.
+        self.escaped = 0
+        self.discarded = 0
+        #: Whether the open transactions were rebuilt for the current acting period.
+        self._held = False
+        #: Half-queue offsets handed on -> the master that took them (END_TRANSACTION's
+        #: refusal names it); at most :data:`MAX_HALF_MESSAGES` kept.
+        self.escaped_to: dict[int, str] = {}
+
+    async def run_pass(self) -> int:
+        """One pass on a replica (module docstring); how many transactions it handed on."""
+        ctx = self.ctx
+        try:
+            info = await self.acting.acting()
+        except TideMQError as exc:
+            log.info("cannot tell whether this replica acts for its master: %s", exc)
+            info = None
+        if info is None:
+            if self._held:
+                self._held = False
+                ctx.transactions.table = HalfTable()
+            return 0
+        if not self._held:
+            ctx.transactions.rebuild()
+            self._held = True
+        return await self._escape_due()
+
+    async def _escape_due(self) -> int:
+        ctx = self.ctx
+        cfg = ctx.config
+        half = ctx.transactions
+        moved = 0
+        for msg in half.table.due(ctx.store.clock(), cfg.transaction_time_out):
+            if moved >= MAX_ESCAPES_PER_PASS:
+                break
+            if msg.checks >= cfg.transaction_check_max:
+                half.forget(msg)
+                self.discarded += 1
+                log.warning("transaction %s of producer group %s (topic %s) discarded: "
+                            "still unknown after %d check-backs", msg.key, msg.group,
+                            msg.topic, msg.checks)
+                continue
+            try:
+                rec, props = half.escape_copy(msg)
+            except BrokerResponseError as exc:
+                log.error("transaction %s not handed on: %s", msg.key, exc.remark)
+                continue
+            escape = Escape(
+                topic=msg.topic, body=bytes(rec.body),
+                properties=encode_properties(props).decode("utf-8"), flag=rec.flag,
+                sys_flag=with_transaction_type(rec.sys_flag, TransactionState.PREPARED),
+                born_timestamp=rec.born_timestamp, reconsume_times=rec.reconsume_times,
+                queue_id=half.real_queue(rec), producer_group=msg.group)
+            try:
+                addr = await self.acting.escape_to_topic(escape)
+            except TideMQError as exc:
+                log.warning("transaction %s of producer group %s not handed on (tried "
+                            "again at the next pass): %s", msg.key, msg.group, exc)
+                continue
+            if half.table.find(msg.offset) is not msg:
+                continue  # the table was replaced meanwhile (acting ended)
+            half.forget(msg)
+            if len(self.escaped_to) < MAX_HALF_MESSAGES:
+                self.escaped_to.update(dict.fromkeys(msg.offsets(), addr))
+            self.escaped += 1
+            moved += 1
+            log.info("transaction %s of producer group %s handed to %s (check %d)",
+                     msg.key, msg.group, addr, msg.checks + 1)
+        half.save_progress(acting=True)
+        return moved

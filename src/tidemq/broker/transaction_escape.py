@@ -29,6 +29,7 @@ is forgotten, so a replica that dies between the two hands it on again (at least
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from tidemq.broker.acting_master import ActingMaster, Escape
@@ -72,8 +73,8 @@ class TransactionEscape:
                 self._held = False
                 ctx.transactions.table = HalfTable()
             return 0
-        if not self._held:
-            ctx.transactions.rebuild()
+        if not self._held:  # reading the queues may take a while: off the event loop
+            await asyncio.get_running_loop().run_in_executor(None, ctx.transactions.rebuild)
             self._held = True
         return await self._escape_due()
 

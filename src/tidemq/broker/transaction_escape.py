@@ -54,6 +54,8 @@ class TransactionEscape:
         #: Transactions handed to another master, and dropped after too many checks.
         self.escaped = 0
         self.discarded = 0
+        #: Passes made while acting.
+        self.passes = 0
         #: Whether the open transactions were rebuilt for the current acting period.
         self._held = False
         #: Half-queue offsets handed on -> the master that took them (END_TRANSACTION's
@@ -76,7 +78,10 @@ class TransactionEscape:
         if not self._held:  # reading the queues may take a while: off the event loop
             await asyncio.get_running_loop().run_in_executor(None, ctx.transactions.rebuild)
             self._held = True
-        return await self._escape_due()
+        try:
+            return await self._escape_due()
+        finally:
+            self.passes += 1
 
     async def _escape_due(self) -> int:
         ctx = self.ctx

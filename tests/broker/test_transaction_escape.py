@@ -1,0 +1,66 @@
+"""The replica acting for a stopped master (``slaveActingMaster``), in process, over real
+TCP: a transaction checked ``transactionCheckMax`` times is dropped and counted in the
+progress; one no other group can take stays held and holds the progress back; the
+replica drops what it held when its master is listed again, and the master holds again
+only what the replica had not ended."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.broker import wire
+from tests.broker.replication.test_group import caught_up
+from tests.broker.wire import Peer
+
+from tidemq.broker.app import BrokerApp
+from tidemq.broker.half_queue import PROGRESS_GROUP
+from tidemq.codec.command import RemotingCommand
+from tidemq.codec.transaction import HALF_TOPIC
+from tidemq.testing import Cluster
+
+GROUP = "escape-pg"
+#: The master checks nothing; its replica's passes run every 100 ms.
+MASTER = {"slave_acting_master": True, "transaction_check_interval": 600_000,
+          "transaction_time_out": 300, "transaction_check_max": 2}
+REPLICA = {"transaction_check_interval": 100}
+
+
+def prepared(body: bytes, **extra: str) -> RemotingCommand:
+    return wire.send("Tx", body, group=GROUP, sys_flag=0x4, queue_id=0,
+                     properties=wire.props(TRAN_MSG="true", PGROUP=GROUP, **extra))
+
+
+def progress(broker: BrokerApp) -> int | None:
+    return broker.ctx.offsets.query(PROGRESS_GROUP, HALF_TOPIC, 0)
+
+
+async def test_the_acting_replica_drops_the_exhausted_and_holds_what_it_cannot_hand_on(
+        tmp_path: Path) -> None:
+    async with Cluster(tmp_path, broker=MASTER) as cluster:
+        master = cluster.brokers[0]
+        replica = await cluster.add_replica(master, **REPLICA)
+        escape = replica.transaction_escape
+        assert escape is not None
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Tx", 1))
+            await peer.ok(prepared(b"checked-enough", TRANSACTION_CHECK_TIMES="2"))
+            await peer.ok(prepared(b"nowhere-to-go"))
+        await caught_up(master, replica)
+        assert len(replica.ctx.transactions.table) == 0  # not acting: holds none
+        await master.stop()  # unregistered: the replica acts for it
+
+        while escape.discarded == 0:
+            await asyncio.sleep(0.05)  # the checker's own period; no event to wait on
+        passes = escape.passes
+        while escape.passes < passes + 2:  # the second one was due and tried
+            await asyncio.sleep(0.05)
+        assert escape.escaped == 0  # no other group serves "Tx"
+        [held] = replica.ctx.transactions.table
+        assert held.offset == 1 and held.checks == 0
+        assert progress(replica) == 1  # past the dropped one, not past the held one
+
+        back = await cluster.restart_broker(0)  # takes the progress back
+        assert [m.offset for m in back.ctx.transactions.table] == [1]
+        while len(replica.ctx.transactions.table) != 0:  # no longer acting
+            await asyncio.sleep(0.05)

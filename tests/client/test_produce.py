@@ -143,6 +143,32 @@ async def test_batches_close_exactly_at_their_cap(cluster: Cluster, admin: Admin
     await batcher.close()
 
 
+@pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])
+async def test_bodies_and_messages_with_properties_share_a_batch(
+        cluster: Cluster, admin: AdminClient, producer: Producer,
+        attributes: dict[str, str | None] | None) -> None:
+    """Bare bodies and tagged messages produced in turn to one queue are stored as
+    produced, each with its own properties or none."""
+    await create(admin, "Mixed", queues=1, attributes=attributes)
+    mq = MessageQueue("Mixed", "broker-a", 0)
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    for i in range(40):
+        tags = "odd" if i % 2 else None
+        batcher.produce("Mixed", b"m%02d" % i, tags=tags, queue=mq,
+                        on_delivery=_recorder(outcomes, i))
+    await batcher.flush()
+    assert batcher.shipped_requests == 1
+    assert all(error is None for error, _ in outcomes.values()) and len(outcomes) == 40
+    await dispatched(cluster)
+    stored = await read_queue(producer.instance, mq)
+    assert [(m.body, m.tags) for m in stored] == [
+        (b"m%02d" % i, "odd" if i % 2 else None) for i in range(40)]
+    results = [outcomes[i][1] for i in range(40)]
+    assert [m.msg_id for m in stored] == [r.msg_id for r in results if r is not None]
+    await batcher.close()
+
+
 async def test_failures_reach_each_callback_and_flush_counts_the_rest(
         cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
     await create(admin, "Closed")

@@ -32,7 +32,10 @@ latency    one producer sends ``rate`` messages/s, a long-polling PullConsumer (
 :class:`~tidemq.client.AutoBatchProducer` per producer (``linger_ms``, at most
 ``max_batch`` messages and ``max_batch_bytes`` per batch), awaiting its own future: still
 single-message sends for the caller, shipped as batches; the auto-batcher picks the
-queues (its sticky queue), and latency is per message.
+queues (its sticky queue), and latency is per message. With ``produce_api`` each
+producer calls ``produce`` instead, keeping ``in_flight`` messages outstanding (see
+``_ProduceWindow``). Either way the summary adds the requests the auto-batchers shipped
+and the messages each carried on average.
 
 ``acl`` and ``tls`` start the broker process with an ACL, or TLS only, and the clients
 to match (:mod:`tidemq.bench.security`): the same load, to measure what each costs.

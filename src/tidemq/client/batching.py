@@ -41,7 +41,13 @@ per message (Kafka's ``produce``): a delivery callback per message, or none at a
 never waits, so it refuses a message the full buffer has no room for
 (:class:`~tidemq.client.errors.BufferFullError`) and the caller yields with
 :meth:`~AutoBatchProducer.drain`. A message whose topic's route is not cached yet waits in
-produce order until the route arrives.
+produce order until the route arrives. A batch is parallel lists (bodies, messages,
+waiters); a message produced without properties is its body alone, and a batch of bodies
+is encoded as columns (:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's
+results are made together (:func:`~tidemq.client.sending.send_results`) and handed to
+its waiters in one loop. What a message costs follows the messages a request carries:
+the more a caller produces between two yields, the larger the batches (up to the caps)
+and the cheaper each message, whatever the linger.
 
 ``send`` returns the message's own future: its :class:`~tidemq.types.SendResult` has the
 message's ``UNIQ_KEY`` as ``msg_id`` and its own ``queue_offset`` (the batch's first

@@ -169,6 +169,43 @@ async def test_bodies_and_messages_with_properties_share_a_batch(
     await batcher.close()
 
 
+@pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])
+async def test_tags_and_keys_are_checked_once_and_stored_with_each_message(
+        cluster: Cluster, admin: AdminClient, producer: Producer,
+        attributes: dict[str, str | None] | None) -> None:
+    """Messages produced with the same tags and keys share one checked property set; a
+    batch of them is stored as produced, and so is one where the tags change."""
+    await create(admin, "Tagged", queues=1, attributes=attributes)
+    mq = MessageQueue("Tagged", "broker-a", 0)
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    want: list[tuple[bytes, str | None, list[str]]] = []
+
+    def produce(i: int, tags: str | None, keys: list[str] | str | None) -> None:
+        batcher.produce("Tagged", b"t%02d" % i, tags=tags, keys=keys, queue=mq,
+                        on_delivery=_recorder(outcomes, i))
+        listed = keys.split() if isinstance(keys, str) else list(keys or [])
+        want.append((b"t%02d" % i, tags, listed))
+
+    for i in range(10):  # one property set: the batch is written as columns
+        produce(i, "a", ["k1", "k2"])
+    await batcher.flush()
+    for i in range(10, 30):  # the tags and keys change inside the batch
+        produce(i, ("a", "b", None)[i % 3], "k3" if i % 2 else ["k1", "k2"])
+    await batcher.flush()
+    assert batcher.shipped_requests == 2
+    assert sorted(outcomes) == list(range(30))
+    assert all(error is None for error, _ in outcomes.values())
+    await dispatched(cluster)
+    stored = await read_queue(producer.instance, mq)
+    assert [(m.body, m.tags, m.keys) for m in stored] == want
+    assert [m.msg_id for m in stored] == [
+        r.msg_id for _, r in (outcomes[i] for i in range(30)) if r is not None]
+    with pytest.raises(InvalidMessageError):
+        batcher.produce("Tagged", b"x", tags="bad\x01tag")
+    await batcher.close()
+
+
 async def test_failures_reach_each_callback_and_flush_counts_the_rest(
         cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
     await create(admin, "Closed")

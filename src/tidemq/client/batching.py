@@ -112,23 +112,27 @@ DeliveryCallback = Callable[[BaseException | None, SendResult | None], None]
 #: Who learns a message's outcome: its future (``send``), its callback (``produce``), or
 #: no one (``produce`` without a callback: a failure is counted for :meth:`flush`).
 _Waiter = asyncio.Future[SendResult] | DeliveryCallback | None
-#: A produced message waiting for its topic's route: body, message (``None``: no
-#: properties), waiter, size, queue, sharding key.
-_Parked = tuple[bytes, Message | None, _Waiter, int, MessageQueue | None, str | None]
+#: A message of a batch, beside its body: the message, its properties alone, or ``None``
+#: (no properties): see :class:`_Batch`.
+_Entry = Message | dict[str, str] | None
+#: A produced message waiting for its topic's route: body, entry, waiter, size, queue,
+#: sharding key.
+_Parked = tuple[bytes, _Entry, _Waiter, int, MessageQueue | None, str | None]
 
 
 class _Batch:
     """Messages of one lane shipped together, as parallel lists: each message's body, the
-    message itself (``None`` for a body of the lane's topic without properties, as
-    :meth:`AutoBatchProducer.produce` queues it: no object per message), and who waits
-    for it."""
+    message itself, and who waits for it. :meth:`AutoBatchProducer.produce` makes no
+    object per message: its entry is ``None`` for a body of the lane's topic without
+    properties, or the properties dict it shares with the messages produced with the same
+    tags and keys."""
 
     __slots__ = ("bodies", "msgs", "nbytes", "wait", "waiters")
 
     def __init__(self, wait: str) -> None:
         self.wait = wait
         self.bodies: list[bytes] = []
-        self.msgs: list[Message | None] = []
+        self.msgs: list[_Entry] = []
         self.waiters: list[_Waiter] = []
         self.nbytes = 0
 
@@ -234,6 +238,11 @@ class AutoBatchProducer:
         #: batch size the load and the linger made.
         self.shipped_requests = 0
         self.shipped_messages = 0
+        #: produce()'s last tags and keys without other properties, checked, as the
+        #: properties their messages share and the bytes they add to each message.
+        self._shared_key: tuple[str | None, str | tuple[str, ...] | None] | None = None
+        self._shared_props: dict[str, str] = {}
+        self._shared_extra = 0
 
     def __repr__(self) -> str:
         return (f"<AutoBatchProducer group={self.producer.group!r} "
@@ -298,8 +307,17 @@ class AutoBatchProducer:
             raise ClientClosedError(repr(self))
         if queue is not None and sharding_key is not None:
             raise ValueError("give at most one of queue and sharding_key")
-        msg: Message | None = None  # a message without properties is its body alone
-        if properties or tags or keys:
+        msg: _Entry = None  # a message without properties is its body alone
+        if not properties and (tags or keys):  # the same tags and keys, checked once
+            shared = (tags, keys if keys is None or isinstance(keys, str) else tuple(keys))
+            if shared != self._shared_key:
+                self._share(topic, body, tags, keys, shared)
+            msg = self._shared_props
+            size = _BARE_SIZE + self._shared_extra + len(body)
+            if (topic not in self._checked_topics
+                    or not 0 < len(body) <= self._max_body):
+                self._check(Message(topic, body, dict(msg)))
+        elif properties or tags or keys:
             props = dict(properties) if properties else {}
             if tags:
                 props[PropertyKey.TAGS] = tags
@@ -322,13 +340,13 @@ class AutoBatchProducer:
             lane = self._sticky.get(topic)  # the usual message: its topic's sticky lane
             if lane is not None:
                 batch = lane.open
-                if (msg is None and batch is not None and batch.wait == "true"
+                if (not isinstance(msg, Message) and batch is not None and batch.wait == "true"
                         and batch.nbytes + size < self.max_batch_bytes
                         and len(batch.bodies) + 1 < self.max_batch_messages):
                     # The usual body joins the open batch, which stays open and not full:
                     # nothing of the lane changes but the batch (what _append decides).
                     batch.bodies.append(body)
-                    batch.msgs.append(None)
+                    batch.msgs.append(msg)
                     batch.waiters.append(on_delivery)
                     batch.nbytes += size
                     return
@@ -343,6 +361,21 @@ class AutoBatchProducer:
             parked = self._parked[topic] = []
             self._track(asyncio.ensure_future(self._unpark(topic)))
         parked.append((body, msg, on_delivery, size, queue, sharding_key))
+
+    def _share(self, topic: str, body: bytes, tags: str | None,
+               keys: str | Sequence[str] | None,
+               shared: tuple[str | None, str | tuple[str, ...] | None]) -> None:
+        """Check new tags and keys once and keep them as the properties the messages
+        produced with them share (a new dict: batches hold on to the old one)."""
+        props: dict[str, str] = {}
+        if tags:
+            props[PropertyKey.TAGS] = tags
+        if keys:
+            props[PropertyKey.KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+        self._check(Message(topic, body, props))
+        self._shared_key = shared
+        self._shared_props = props
+        self._shared_extra = sum(len(k) + len(v) + 2 for k, v in props.items())
 
     async def drain(self, max_buffered: int | None = None) -> None:
         """Wait until at most ``max_buffered`` bytes (default: half the buffer) are
@@ -432,11 +465,11 @@ class AutoBatchProducer:
             return select_by_key(queues, sharding_key)
         return select_round_robin(queues, self._counter)
 
-    def _append(self, lane: _Lane, body: bytes, msg: Message | None, waiter: _Waiter,
+    def _append(self, lane: _Lane, body: bytes, msg: _Entry, waiter: _Waiter,
                 size: int) -> None:
         """Decide without I/O: add to the lane's open batch, close it when it is full,
-        ship what is due. ``msg`` is ``None`` for a body without properties."""
-        props = msg.properties if msg is not None else None
+        ship what is due. ``msg`` is the batch entry (see :class:`_Batch`)."""
+        props = msg.properties if isinstance(msg, Message) else msg
         wait = props.get(PropertyKey.WAIT, "true") if props else "true"
         batch = lane.open
         if batch is not None and (batch.wait != wait
@@ -528,7 +561,7 @@ class AutoBatchProducer:
         self.shipped_messages += len(msgs)
         try:
             if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
-                one = msgs[0] or Message(topic, bodies[0], {})
+                one = _message(topic, bodies[0], msgs[0])
                 result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
                 keys: Sequence[str] = (result.msg_id,)
             else:
@@ -542,21 +575,22 @@ class AutoBatchProducer:
         _resolve(batch.waiters, result, keys)
 
     def _prepare(self, producer: Producer, topic: str, bodies: list[bytes],
-                 msgs: list[Message | None]
+                 msgs: list[_Entry]
                  ) -> tuple[PreparedBatch, Message, list[Message] | None]:
         """The batch encoded once, its first message, and its messages when the producer
-        traces them. Bodies alone go straight to the column encoder; a batch with any
-        message of its own is encoded from messages."""
+        traces them. Bodies that share their properties (or have none) go straight to the
+        column encoder; any other batch is encoded from messages."""
         max_size, keys = producer.config.max_message_size, producer.instance.uniq_keys
         compression = self.compression or producer.batch_compression
-        if msgs.count(None) == len(msgs):
+        first = msgs[0]
+        if not isinstance(first, Message) and msgs.count(first) == len(msgs):
             prepared = prepare_send_bodies(topic, bodies, max_size=max_size, keys=keys,
-                                           now_ms=now_ms(), compression=compression)
-            full = None if producer.tracer is None else [Message(topic, b, {})
+                                           now_ms=now_ms(), compression=compression,
+                                           properties=first)
+            full = None if producer.tracer is None else [_message(topic, b, first)
                                                          for b in bodies]
-            return prepared, Message(topic, bodies[0], {}), full
-        full = [m if m is not None else Message(topic, b, {})
-                for m, b in zip(msgs, bodies, strict=True)]
+            return prepared, _message(topic, bodies[0], first), full
+        full = [_message(topic, b, m) for m, b in zip(msgs, bodies, strict=True)]
         prepared = prepare_send_batch(full, max_size=max_size, keys=keys, now_ms=now_ms(),
                                       compression=compression, checked=True)
         return prepared, full[0], full
@@ -626,6 +660,13 @@ class AutoBatchProducer:
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
+
+
+def _message(topic: str, body: bytes, entry: _Entry) -> Message:
+    """The message a batch entry stands for."""
+    if isinstance(entry, Message):
+        return entry
+    return Message(topic, body, dict(entry) if entry else {})
 
 
 def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]) -> None:

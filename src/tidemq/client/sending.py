@@ -241,15 +241,18 @@ def prepare_send_batch(msgs: Sequence[Message], *, max_size: int, keys: UniqKeyG
 
 def prepare_send_bodies(topic: str, bodies: list[bytes], *, max_size: int,
                         keys: UniqKeyGenerator, now_ms: int,
-                        compression: BatchCompression) -> PreparedBatch:
-    """:func:`prepare_send_batch` of messages of ``topic`` without properties, given as
-    their bodies only (:func:`~tidemq.codec.send_batch.encode_send_bodies`)."""
+                        compression: BatchCompression,
+                        properties: dict[str, str] | None = None) -> PreparedBatch:
+    """:func:`prepare_send_batch` of messages of ``topic`` that share ``properties``
+    (checked already; none by default), given as their bodies only
+    (:func:`~tidemq.codec.send_batch.encode_send_bodies`)."""
     if not bodies:
         raise InvalidMessageError("a batch needs at least one message")
     check_message(Message(topic, bodies[0]), max_size)
     if topic.startswith("%RETRY%"):
         raise InvalidTopicError("a batch cannot go to a retry topic", topic=topic)
-    encoded = encode_send_bodies(topic, bodies, keys=keys, now_ms=now_ms)
+    encoded = encode_send_bodies(topic, bodies, keys=keys, now_ms=now_ms,
+                                 properties=properties)
     return _prepared(encoded, max_size, compression)
 
 

@@ -12,12 +12,13 @@ calling the callbacks or waking the futures. Modes:
 ``send``    ``await send(msg)`` per message, then every future awaited
 ==========  ==========================================================================
 
-``--window`` messages are queued, then the loop yields until they are answered (as
-``tidemq bench produce --produce --in-flight WINDOW``); batches hold at most 10,000
-messages and 1 MiB. Printed: CPU microseconds a message (``time.process_time``) and
-the requests made. CPU time moves with the machine's load; the instruction count does
-not: run the script under callgrind for two message counts and divide the difference
-of the totals by the difference of the counts (start-up cancels out)::
+``--tags`` gives every message those tags. ``--window`` messages are queued, then the
+loop yields until they are answered (as ``tidemq bench produce --produce --in-flight
+WINDOW``); batches hold at most 10,000 messages and 1 MiB. Printed: CPU microseconds a
+message (``time.process_time``) and the requests made. CPU time moves with the
+machine's load; the instruction count does not: run the script under callgrind for two
+message counts and divide the difference of the totals by the difference of the counts
+(start-up cancels out)::
 
     .venv/bin/python benchmarks/produce_work.py cb --messages 300000
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
@@ -105,7 +106,8 @@ class _InstantProducer:
                                self._offset - 1, None)
 
 
-async def _run(mode: str, messages: int, window: int) -> tuple[float, int]:
+async def _run(mode: str, messages: int, window: int, tags: str | None
+               ) -> tuple[float, int]:
     producer = _InstantProducer()
     batcher = AutoBatchProducer(producer, max_batch_messages=10_000,  # type: ignore[arg-type]
                                 max_batch_bytes=1 << 20)
@@ -116,7 +118,7 @@ async def _run(mode: str, messages: int, window: int) -> tuple[float, int]:
         delivered[0] += 1
 
     callback = on_delivery if mode == "cb" else None
-    msg = Message(TOPIC, body)
+    msg = Message(TOPIC, body, {"TAGS": tags} if tags else {})
     start = time.process_time()
     sent = 0
     while sent < messages:
@@ -126,7 +128,7 @@ async def _run(mode: str, messages: int, window: int) -> tuple[float, int]:
                 await future
         else:
             for _ in range(window):
-                batcher.produce(TOPIC, body, on_delivery=callback)
+                batcher.produce(TOPIC, body, tags=tags, on_delivery=callback)
             await batcher.drain(0)
         sent += window
     await batcher.flush()
@@ -138,8 +140,9 @@ def main() -> None:
     parser.add_argument("mode", choices=("cb", "nocb", "send"))
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--window", type=int, default=4000)
+    parser.add_argument("--tags", help="tags of every message (default: none)")
     args = parser.parse_args()
-    us, requests = asyncio.run(_run(args.mode, args.messages, args.window))
+    us, requests = asyncio.run(_run(args.mode, args.messages, args.window, args.tags))
     print(f"{args.mode}: {us:.3f} µs of CPU a message, {requests} requests")
 
 

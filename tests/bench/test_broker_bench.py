@@ -265,6 +265,17 @@ def test_produce_api_batches_up_to_the_cap(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_produce_api_window_larger_than_the_default_buffer(tmp_path: Path) -> None:
+    """10,000 outstanding messages of 4 KiB are more than an auto-batcher buffers by
+    default (32 MiB): the bench gives its batchers room for its window."""
+    data = bench(tmp_path, "produce", "--duration", "2", "--warmup", "1", "--in-flight",
+                 "10000", "--size", "4096", "--linger-ms", "0", "--produce")
+    summary = data["summary"]
+    assert summary["errors"] == 0, summary["last_error"]
+    assert summary["msgs"] > 0  # still producing after the first second
+
+
+@pytest.mark.slow
 def test_latency_auto_batched(tmp_path: Path) -> None:
     data = bench(tmp_path, "latency", "--rate", "500", "--duration", "1.5", "--warmup", "0.5",
                  "--linger-ms", "1")

@@ -98,6 +98,10 @@ _STAMP = struct.Struct(">q")
 _PREFILL_BATCH = 100
 _KEY_PLACEHOLDER = "0" * 32
 _TICK = 0.001
+#: An auto-batcher's default buffer, and what a message counts in it beyond its body at
+#: most (entry header, keys, properties).
+_BATCHER_BUFFER = 32 * 1024 * 1024
+_ENTRY_ROOM = 512
 
 
 @dataclasses.dataclass(slots=True)
@@ -265,8 +269,12 @@ async def _batchers(cfg: BrokerBenchConfig, producers: list[Producer]
     if cfg.linger_ms is None:
         yield None
         return
+    # Room for a whole produce() window: produce() refuses what a full buffer cannot take.
+    window = -(-cfg.in_flight // len(producers))
+    room = max(_BATCHER_BUFFER, window * (cfg.size + _ENTRY_ROOM))
     batchers = [AutoBatchProducer(p, linger_ms=cfg.linger_ms, max_batch_messages=cfg.max_batch,
-                                  max_batch_bytes=cfg.max_batch_bytes) for p in producers]
+                                  max_batch_bytes=cfg.max_batch_bytes, total_buffer_bytes=room)
+                for p in producers]
     try:
         yield batchers
     finally:

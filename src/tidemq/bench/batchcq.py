@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.bench.columns import take_columns
+from tidemq.bench.load import join_load
 from tidemq.bench.process import (
     BenchError,
     BrokerProcess,
@@ -287,7 +288,7 @@ async def _produce(cfg: BatchCqBenchConfig, producer: Producer, admin: AdminClie
                 result["log_bytes_per_msg"] = (end - start) / window.msgs
     finally:
         running[0] = False
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await join_load(tasks)
     if profiles:
         result["profiles"] = profiles
     return result

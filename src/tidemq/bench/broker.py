@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from tidemq.bench.columns import take_columns
+from tidemq.bench.load import join_load
 from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.process import BenchError, BrokerProcess, free_ports
 from tidemq.bench.replica import REPLICA_MODES, ReplicaProcess, replica_settings
@@ -333,7 +334,7 @@ async def _run(cfg: BrokerBenchConfig, body: _Body) -> dict[str, Any]:
 
 async def _stop(tasks: Sequence[asyncio.Task[Any]], running: list[bool]) -> None:
     running[0] = False
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await join_load(tasks)
 
 
 # ---------------------------------------------------------------------- produce

@@ -12,6 +12,7 @@ from pathlib import Path
 from tests.broker import wire
 from tests.broker.replication.test_group import caught_up
 from tests.broker.wire import Peer
+from tests.child_server import free_port
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.half_queue import PROGRESS_GROUP
@@ -64,3 +65,24 @@ async def test_the_acting_replica_drops_the_exhausted_and_holds_what_it_cannot_h
         assert [m.offset for m in back.ctx.transactions.table] == [1]
         while len(replica.ctx.transactions.table) != 0:  # no longer acting
             await asyncio.sleep(0.05)
+
+
+async def test_a_replica_acting_again_reads_what_arrived_meanwhile(tmp_path: Path) -> None:
+    """The replica acted once (its master was not listed yet, say), its master came and
+    went between two of its passes: the next pass reads the transactions that arrived."""
+    async with Cluster(tmp_path, broker={**MASTER, "ha_listen_port": free_port()}) as cluster:
+        replica = await cluster.add_replica(cluster.brokers[0],
+                                            transaction_check_interval=600_000)
+        escape = replica.transaction_escape
+        assert escape is not None
+        await cluster.brokers[0].stop()
+        assert await escape.run_pass() == 0  # acting, nothing held
+        master = await cluster.restart_broker(0)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Tx", 1))
+            await peer.ok(prepared(b"checked-enough", TRANSACTION_CHECK_TIMES="2"))
+        await caught_up(master, replica)
+        await master.stop()
+        await escape.run_pass()  # acting again, without a pass in between
+        assert escape.discarded == 1 and len(replica.ctx.transactions.table) == 0
+        assert progress(replica) == 1

@@ -5,9 +5,11 @@ A replica holds copies of its master's half and op queues but checks nothing. Wh
 acts for its master (:func:`tidemq.broker.acting_master.acting_for`), each pass of the
 transaction checker here, as upstream's acting replica does:
 
-1. the first pass of an acting period rebuilds the open transactions from the replica's
-   copy of the two queues, from the progress the master last saved (group
-   ``CID_RMQ_SYS_TRANS``'s offsets, which reach the replica with the consumer offsets);
+1. a pass reads the open transactions from the replica's copy of the two queues, from
+   the progress the master last saved (group ``CID_RMQ_SYS_TRANS``'s offsets, which
+   reach the replica with the consumer offsets), when it starts acting and whenever the
+   copy has grown since (its master may have come back and gone again between two
+   passes); what it handed on or dropped meanwhile is not held again;
 2. each transaction whose newest half copy is ``transactionTimeOut`` ms old is sent,
    prepared (``TRAN_MSG=true``, sysFlag type PREPARED), to its real topic on the master
    of another group serving the topic, with its producer group (``PGROUP``, also the
@@ -34,8 +36,8 @@ import logging
 
 from tidemq.broker.acting_master import ActingMaster, Escape
 from tidemq.broker.context import BrokerContext
-from tidemq.broker.half_table import MAX_HALF_MESSAGES, HalfTable
-from tidemq.codec.transaction import TransactionState, with_transaction_type
+from tidemq.broker.half_table import MAX_HALF_MESSAGES, HalfMessage, HalfTable
+from tidemq.codec.transaction import HALF_TOPIC, OP_TOPIC, TransactionState, with_transaction_type
 from tidemq.errors import BrokerResponseError, TideMQError
 from tidemq.formats.properties import encode_properties
 
@@ -56,8 +58,12 @@ class TransactionEscape:
         self.discarded = 0
         #: Passes made while acting.
         self.passes = 0
-        #: Whether the open transactions were rebuilt for the current acting period.
-        self._held = False
+        #: The ends of the half and op queues when the open transactions were last read
+        #: (``None``: not acting); read again when the replica's copy has grown.
+        self._ends: tuple[int, int] | None = None
+        #: Half-queue offsets handed on or dropped while acting (not held again when the
+        #: queues are read again); at most :data:`MAX_HALF_MESSAGES` kept.
+        self._ended: set[int] = set()
         #: Half-queue offsets handed on -> the master that took them (END_TRANSACTION's
         #: refusal names it); at most :data:`MAX_HALF_MESSAGES` kept.
         self.escaped_to: dict[int, str] = {}
@@ -71,13 +77,22 @@ class TransactionEscape:
             log.info("cannot tell whether this replica acts for its master: %s", exc)
             info = None
         if info is None:
-            if self._held:
-                self._held = False
+            if self._ends is not None:
+                self._ends = None
+                self._ended.clear()
                 ctx.transactions.table = HalfTable()
+                log.info("no longer acting for the master: its open transactions are its own")
             return 0
-        if not self._held:  # reading the queues may take a while: off the event loop
+        ends = (ctx.store.max_offset(HALF_TOPIC, 0), ctx.store.max_offset(OP_TOPIC, 0))
+        if ends != self._ends:  # reading the queues may take a while: off the event loop
             await asyncio.get_running_loop().run_in_executor(None, ctx.transactions.rebuild)
-            self._held = True
+            for msg in ctx.transactions.table:
+                if any(offset in self._ended for offset in msg.offsets()):
+                    ctx.transactions.forget(msg)
+            if self._ends is None:
+                log.info("acting for the master: %d open transactions to hand on when due",
+                         len(ctx.transactions.table))
+            self._ends = ends
         try:
             return await self._escape_due()
         finally:
@@ -93,6 +108,7 @@ class TransactionEscape:
                 break
             if msg.checks >= cfg.transaction_check_max:
                 half.forget(msg)
+                self._note_ended(msg)
                 self.discarded += 1
                 log.warning("transaction %s of producer group %s (topic %s) discarded: "
                             "still unknown after %d check-backs", msg.key, msg.group,
@@ -118,6 +134,7 @@ class TransactionEscape:
             if half.table.find(msg.offset) is not msg:
                 continue  # the table was replaced meanwhile (acting ended)
             half.forget(msg)
+            self._note_ended(msg)
             if len(self.escaped_to) < MAX_HALF_MESSAGES:
                 self.escaped_to.update(dict.fromkeys(msg.offsets(), addr))
             self.escaped += 1
@@ -126,3 +143,7 @@ class TransactionEscape:
                      msg.key, msg.group, addr, msg.checks + 1)
         half.save_progress(acting=True)
         return moved
+
+    def _note_ended(self, msg: HalfMessage) -> None:
+        if len(self._ended) < MAX_HALF_MESSAGES:
+            self._ended.update(msg.offsets())

@@ -10,6 +10,7 @@ from tidemq.codec.ha import (
     FRAME_HEADER_SIZE,
     ReportDecoder,
     TransferDecoder,
+    TransferStream,
     encode_frame_header,
     encode_report,
 )
@@ -49,6 +50,35 @@ def test_frames_survive_any_split(sent: list[tuple[int, bytes]], cuts: list[int]
             got.append(frame)
     assert got == sent
     assert dec.buffered == 0
+
+
+@given(frames, st.lists(st.integers(0, 10_000), max_size=8))
+def test_a_stream_hands_on_every_body_byte_at_its_offset(sent: list[tuple[int, bytes]],
+                                                         cuts: list[int]) -> None:
+    """Whatever the reads, the pieces are the bodies, in order, each byte at its offset."""
+    wire = b"".join(encode_frame_header(o, len(d)) + d for o, d in sent)
+    stream = TransferStream(max_body=300)
+    pieces: list[tuple[int, bytes]] = []
+    for part in _cut(wire, cuts):
+        pieces += [(at, bytes(view)) for at, view in stream.feed(memoryview(part))]
+    assert all(piece for _, piece in pieces)
+    assert b"".join(p for _, p in pieces) == b"".join(d for _, d in sent)
+    # each byte at its own offset
+    assert [at + i for at, p in pieces for i in range(len(p))] == \
+        [o + i for o, d in sent for i in range(len(d))]
+    assert stream.frames == len(sent) and not stream.in_frame
+
+
+def test_a_stream_refuses_garbage_before_handing_anything_on() -> None:
+    stream = TransferStream(max_body=1024)
+    with pytest.raises(RemoteProtocolError, match="exceeds 1024"):
+        stream.feed(encode_frame_header(0, 1025) + b"x" * 10)
+    stream = TransferStream(max_body=1024)
+    assert stream.feed(b"\xff" * 5) == [] and stream.in_frame  # a head cut by the read
+    with pytest.raises(RemoteProtocolError, match="negative"):
+        stream.feed(b"\xff" * 7)
+    stream = TransferStream(max_body=8)
+    assert stream.feed(encode_frame_header(42, 0)) == [] and stream.frames == 1
 
 
 @given(st.lists(offsets, min_size=1, max_size=10), st.lists(st.integers(0, 100), max_size=5))

@@ -24,9 +24,11 @@ offset  size  field       meaning
 ======  ====  ==========  =====================================================
 
 :class:`ReportDecoder` and :class:`TransferDecoder` take bytes as they arrive and hand
-back what is complete; a frame larger than the decoder's limit or a negative offset is
-:class:`~tidemq.errors.RemoteProtocolError` (the peer broke the protocol), raised before
-its body is buffered.
+back what is complete; :class:`TransferStream` hands back the pieces of frame bodies a
+read holds, as views of that read, without waiting for whole frames (a replica writes
+them into its log as they come). A frame larger than the decoder's limit or a negative
+offset is :class:`~tidemq.errors.RemoteProtocolError` (the peer broke the protocol),
+raised before its body is buffered or handed on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "REPORT_SIZE",
     "ReportDecoder",
     "TransferDecoder",
+    "TransferStream",
     "encode_frame_header",
     "encode_report",
 ]
@@ -91,6 +94,15 @@ class ReportDecoder:
         return offset
 
 
+def _checked_head(offset: int, size: int, max_body: int) -> None:
+    if offset < 0:
+        raise RemoteProtocolError(f"HA frame offset {offset} is negative")
+    if size < 0 or size > max_body:
+        raise RemoteProtocolError(
+            f"HA frame of {size} bytes (at offset {offset}) exceeds {max_body}"
+            if size > 0 else f"HA frame size {size} is negative")
+
+
 class TransferDecoder:
     """The replica's side: transfer frames from the master.
 
@@ -118,15 +130,66 @@ class TransferDecoder:
         if len(buf) - at < FRAME_HEADER_SIZE:
             return None
         offset, size = _HEADER.unpack_from(buf, at)
-        if offset < 0:
-            raise RemoteProtocolError(f"HA frame offset {offset} is negative")
-        if size < 0 or size > self.max_body:
-            raise RemoteProtocolError(
-                f"HA frame of {size} bytes (at offset {offset}) exceeds {self.max_body}"
-                if size > 0 else f"HA frame size {size} is negative")
+        _checked_head(offset, size, self.max_body)
         end = at + FRAME_HEADER_SIZE + size
         if len(buf) < end:
             return None
         data = bytes(buf[at + FRAME_HEADER_SIZE : end])
         self._start = end
         return offset, data
+
+
+class TransferStream:
+    """The replica's side, streaming: transfer frames from the master, their bodies handed
+    on piece by piece as reads bring them.
+
+    :meth:`feed` takes one read and returns ``(offset, piece)`` for every run of body bytes
+    in it: ``piece`` is a view of the read (valid as long as the caller's buffer is) holding
+    the master's log bytes from ``offset``; a body cut by the end of a read continues in
+    the first piece of the next. Only a frame head cut by a read (under 12 bytes) is
+    kept. :attr:`frames` counts the frames completed, heartbeats included."""
+
+    def __init__(self, max_body: int) -> None:
+        self.max_body = max_body
+        self.frames = 0
+        self._head = bytearray()  # the start of a head the previous read cut
+        self._offset = 0  # where the next body byte of the current frame goes in the log
+        self._left = 0  # body bytes of the current frame still to come
+
+    @property
+    def in_frame(self) -> bool:
+        """Whether a frame is under way: part of its head or body is still to come."""
+        return bool(self._left or self._head)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[int, memoryview]]:
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        out: list[tuple[int, memoryview]] = []
+        at, n = 0, len(view)
+        head = self._head
+        while at < n:
+            if self._left:
+                take = min(self._left, n - at)
+                out.append((self._offset, view[at : at + take]))
+                self._offset += take
+                self._left -= take
+                at += take
+                if not self._left:
+                    self.frames += 1
+                continue
+            if head or n - at < FRAME_HEADER_SIZE:
+                take = min(FRAME_HEADER_SIZE - len(head), n - at)
+                head += view[at : at + take]
+                at += take
+                if len(head) < FRAME_HEADER_SIZE:
+                    break
+                offset, size = _HEADER.unpack_from(head)
+                head.clear()
+            else:
+                offset, size = _HEADER.unpack_from(view, at)
+                at += FRAME_HEADER_SIZE
+            _checked_head(offset, size, self.max_body)
+            if size:
+                self._offset, self._left = offset, size
+            else:
+                self.frames += 1  # a heartbeat
+        return out

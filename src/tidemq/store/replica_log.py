@@ -168,7 +168,8 @@ class ReplicaLog:
             if offset >= slow_until:
                 stop = _common_run(seg.mm, pos, seg.wrote)[-1]
                 if stop > pos:
-                    batches = run_batches(bytes(seg.mm[pos:stop]), offset)
+                    # _common_run stopped before any INNER_
+                    batches = run_batches(bytes(seg.mm[pos:stop]), offset, inner_checked=True)
                     if batches is None:  # did not check out: one by one, as recovery
                         slow_until = offset + stop - pos
                     else:

@@ -10,7 +10,7 @@ import contextlib
 import pytest
 
 from tidemq.broker.replication.master import HaServer
-from tidemq.broker.replication.replica import HaClient
+from tidemq.broker.replication.replica import HaClient, _Link
 from tidemq.codec.ha import FRAME_HEADER_SIZE, encode_frame_header, encode_report
 from tidemq.store.message_store import MessageStore
 
@@ -32,18 +32,17 @@ async def test_a_stop_that_arrives_with_a_frame_ends_the_copy(
     client = HaClient(store, f"127.0.0.1:{port}", max_frame=1024 + FRAME_HEADER_SIZE,
                       heartbeat_ms=5000, housekeeping_ms=20_000)
     stopping: list[asyncio.Task[None]] = []
-    original = asyncio.StreamReader.read
+    original = _Link.buffer_updated
 
-    async def read(self: asyncio.StreamReader, n: int = -1) -> bytes:
-        data = await original(self, n)
-        if data and client.frames >= 3 and not stopping:
+    def buffer_updated(self: _Link, nbytes: int) -> None:
+        original(self, nbytes)
+        if nbytes and client.frames >= 3 and not stopping:
             task = client._task
             assert task is not None
             stopping.append(task)
             task.cancel()  # the stop, in the very step the bytes came in
-        return data
 
-    monkeypatch.setattr(asyncio.StreamReader, "read", read)
+    monkeypatch.setattr(_Link, "buffer_updated", buffer_updated)
     try:
         client.start()
         while not stopping:

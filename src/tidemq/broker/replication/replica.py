@@ -1,8 +1,8 @@
 """The replica's side of the HA transfer: connect, report, receive, append.
 
 :class:`HaClient` connects to its master's HA port, reports where its commit log ends
-(:func:`~tidemq.codec.ha.encode_report`), and appends every transfer frame
-(:class:`~tidemq.codec.ha.TransferDecoder`) to its store at the frame's offset
+(:func:`~tidemq.codec.ha.encode_report`), and appends the bodies of the transfer frames
+(:class:`~tidemq.codec.ha.TransferStream`) to its store at their offsets
 (:meth:`MessageStore.append_replicated
 <tidemq.store.message_store.MessageStore.append_replicated>`), reporting its new end after
 each read -- the acknowledgement a SYNC_MASTER waits for, sent before the records are
@@ -12,17 +12,23 @@ a lost connection or a master that says nothing for ``haHousekeepingInterval`` c
 connection; the client connects again after :data:`RECONNECT_DELAY` seconds and reports
 again, so the master resumes from what the replica really holds. With a ``tls`` context it
 connects with TLS, checking the master's certificate against the host it dials.
+
+The bytes are received into one buffer per connection (:class:`_Link`, a buffered
+protocol) and written from there into the mapped segment, pieces of a frame as they
+come: one copy between the socket and the commit log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import time
+from typing import cast
 
-from tidemq.codec.ha import TransferDecoder, encode_report
+from tidemq.codec.ha import TransferStream, encode_report
 from tidemq.errors import ProtocolError, StoreError
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
@@ -77,68 +83,120 @@ class HaClient:
 
     async def _run(self) -> None:
         host, _, port = self.master_address.rpartition(":")
+        loop = asyncio.get_running_loop()
         while True:
             try:
-                reader, writer = await asyncio.open_connection(
-                    host, int(port), ssl=self.tls,
+                _, link = await loop.create_connection(
+                    functools.partial(_Link, self), host, int(port), ssl=self.tls,
                     server_hostname=host if self.tls is not None else None)
             except OSError as exc:
                 why = describe_tls_failure(exc) if isinstance(exc, ssl.SSLError) else exc
                 self.last_error = f"connecting to {self.master_address}: {why}"
                 await asyncio.sleep(RECONNECT_DELAY)
                 continue
-            sock = writer.get_extra_info("sockname")
-            self.local_address = f"{sock[0]}:{sock[1]}" if sock else ""
             try:
-                await self._copy(reader, writer)
+                await self._copy(link)
             except (ConnectionError, ProtocolError, StoreError, TimeoutError) as exc:
                 self.last_error = f"{self.master_address}: {exc}"
                 log.warning("replication from %s stopped: %s; reconnecting",
                             self.master_address, exc)
             finally:
                 self.connected.clear()
-                writer.close()
-                with contextlib.suppress(Exception):
-                    await writer.wait_closed()
+                link.close()
             await asyncio.sleep(RECONNECT_DELAY)
 
-    async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        store = self.store
-        decoder = TransferDecoder(self.max_frame)
-        writer.write(encode_report(store.commitlog.max_offset))
-        await writer.drain()
+    async def _copy(self, link: _Link) -> None:
+        """Report, then wait while :class:`_Link` appends what arrives: every heartbeat
+        interval, report again if nothing came, and give up on a master silent for the
+        housekeeping interval. Returns only by raising why the copy stopped."""
+        sock = link.sockname
+        self.local_address = f"{sock[0]}:{sock[1]}" if sock else ""
+        link.report()
         self.connected.set()
         log.info("replicating from %s at offset %d", self.master_address,
-                 store.commitlog.max_offset)
-        last_heard = time.monotonic()
+                 self.store.commitlog.max_offset)
         while True:
-            try:
-                # Not wait_for: on Python 3.11 it returns the data, and drops the
-                # cancellation, when stop() lands in the step the bytes arrive.
-                async with asyncio.timeout(self.heartbeat):
-                    data = await reader.read(_READ)
-            except TimeoutError:
-                if time.monotonic() - last_heard > self.housekeeping:
-                    raise TimeoutError(f"master silent for {self.housekeeping:.0f} s") from None
-                writer.write(encode_report(store.commitlog.max_offset))
-                await writer.drain()
-                continue
-            if not data:
+            heard = link.last_heard
+            done, _ = await asyncio.wait([link.closed], timeout=self.heartbeat)
+            if done:
+                link.closed.result()  # raises why
                 raise ConnectionError("the master closed the connection")
-            last_heard = time.monotonic()
-            decoder.receive(data)
-            got = False
-            while (frame := decoder.next_frame()) is not None:
-                offset, body = frame
-                if body:
-                    store.append_replicated(offset, body, dispatch=False)
-                    got = True
-                self.frames += 1
-            self.last_frame = last_heard
-            if got:
-                # The log holds the bytes: confirm them, then build the queues (a
-                # SYNC_MASTER's sends wait for the report, not for the dispatch).
-                writer.write(encode_report(store.commitlog.max_offset))
-                store.dispatch_replicated()
-                self._progress.set()
-                await writer.drain()
+            if link.last_heard == heard:  # nothing arrived for an interval
+                if time.monotonic() - heard > self.housekeeping:
+                    raise TimeoutError(f"master silent for {self.housekeeping:.0f} s")
+                link.report()
+
+    def _received(self, data: memoryview, link: _Link) -> None:
+        """One read: append its body bytes, confirm them, then build the queues (a
+        SYNC_MASTER's sends wait for the report, not for the dispatch)."""
+        store = self.store
+        stream = link.stream
+        got = False
+        for offset, piece in stream.feed(data):
+            store.append_replicated(offset, piece, dispatch=False)
+            got = True
+        self.frames = link.frames_before + stream.frames
+        self.last_frame = link.last_heard
+        if got:
+            link.report()
+            store.dispatch_replicated()
+            self._progress.set()
+
+
+class _Link(asyncio.BufferedProtocol):
+    """One connection to the master: reads land in :attr:`buffer` and go to
+    :meth:`HaClient._received` at once, so the buffer is free again for the next read.
+    :attr:`closed` completes, with the reason as its exception, when the connection ends.
+
+    Reports are 8 bytes written after a read (or a silent interval), so what waits in the
+    transport to be sent is bounded by what the master sends: no write flow control."""
+
+    def __init__(self, client: HaClient) -> None:
+        self.client = client
+        self.buffer = memoryview(bytearray(_READ))
+        self.stream = TransferStream(client.max_frame)
+        self.frames_before = client.frames
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.sockname: tuple[str, int] | None = None
+        self.last_heard = time.monotonic()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not derive from asyncio.Transport: no isinstance check
+        self.transport = cast(asyncio.Transport, transport)
+        self.sockname = transport.get_extra_info("sockname")
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_heard = time.monotonic()
+        try:
+            self.client._received(self.buffer[:nbytes], self)
+        except Exception as exc:  # handed to _copy, which decides
+            self._finish(exc)
+            self.close()
+
+    def eof_received(self) -> bool:
+        self._finish(ConnectionError("the master closed the connection"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._finish(exc if exc is not None
+                     else ConnectionError("the master closed the connection"))
+
+    def _finish(self, exc: BaseException) -> None:
+        if not self.closed.done():
+            self.closed.set_exception(exc)
+
+    def report(self) -> None:
+        """Tell the master where this replica's log ends."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(encode_report(self.client.store.commitlog.max_offset))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        if not self.closed.done():
+            self.closed.set_exception(ConnectionError("closed by this replica"))
+        self.closed.exception()  # retrieved: no "never retrieved" warning

@@ -127,17 +127,20 @@ class HaClient:
                 link.report()
 
     def _received(self, data: memoryview, link: _Link) -> None:
-        """One read: append its body bytes, confirm them, then build the queues (a
-        SYNC_MASTER's sends wait for the report, not for the dispatch)."""
+        """One read: append its body bytes; once a read completes a frame, confirm what
+        the log holds, then build the queues (a SYNC_MASTER's sends wait for the report,
+        not for the dispatch). A read that only continues a frame is not reported on:
+        each report and dispatch has a fixed cost, and a frame's reads follow closely."""
         store = self.store
         stream = link.stream
+        before = stream.frames
         got = False
         for offset, piece in stream.feed(data):
             store.append_replicated(offset, piece, dispatch=False)
             got = True
         self.frames = link.frames_before + stream.frames
         self.last_frame = link.last_heard
-        if got:
+        if got and stream.frames != before:
             link.report()
             store.dispatch_replicated()
             self._progress.set()

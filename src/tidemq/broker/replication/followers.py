@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from tidemq.broker.replication.role import RoleHolder
 from tidemq.broker.replication.standing import Standing
 from tidemq.codec.controller import EpochEntryCache
+from tidemq.net.tasks import cancel_and_wait
 
 __all__ = ["SyncStateSetFollowers"]
 
@@ -116,10 +117,7 @@ class SyncStateSetFollowers:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

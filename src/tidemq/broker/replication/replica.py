@@ -21,7 +21,6 @@ come: one copy between the socket and the commit log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import ssl
@@ -30,6 +29,7 @@ from typing import cast
 
 from tidemq.codec.ha import TransferStream, encode_report
 from tidemq.errors import ProtocolError, StoreError
+from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
 
@@ -76,10 +76,7 @@ class HaClient:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         host, _, port = self.master_address.rpartition(":")

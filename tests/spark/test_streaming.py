@@ -133,12 +133,13 @@ class Triggers:
         self.query.awaitTermination(0.2)  # the query's own wait: at once if it died
 
     def wait(self, count: int) -> list[dict[str, Any]]:
-        """Wait until ``count`` more triggers have ended; their progress events."""
+        """Wait until ``count`` more triggers have ended; the progress events of those
+        ``count`` (more may have ended meanwhile on a busy machine: they are not returned)."""
         seen = {p["timestamp"] for p in self.query.recentProgress}
         while True:
             new = [p for p in self.query.recentProgress if p["timestamp"] not in seen]
             if len(new) >= count:
-                return new
+                return new[:count]
             self._tick()
 
     def wait_rows(self, spark: Any, table: str, n: int) -> None:

@@ -16,15 +16,21 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
-from tidemq.client import AdminClient, ClientConfig, Message, Producer, PullConsumer
+from tidemq.client import ClientConfig, PullConsumer
 from tidemq.codec.command import RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.namesrv import NameServerApp
-from tidemq.types import MessageQueue
 
 from .broker_process import BrokerProcess
-from .test_replica_serving_kill9 import PER_QUEUE, QUEUES, TOPIC, has_master, stored_offsets
-from .test_replication_kill9 import WarmBroker, master_and_replica, topic_on
+from .test_replica_serving_kill9 import (
+    PER_QUEUE,
+    QUEUES,
+    TOPIC,
+    consumer_halfway,
+    has_master,
+    stored_offsets,
+)
+from .test_replication_kill9 import WarmBroker, master_and_replica
 
 ACTING = {"slaveActingMaster": "true", "haSendHeartbeatInterval": "1000",
           # the replica's own copy (which carries its offsets to the master) comes
@@ -49,33 +55,8 @@ async def master_gone(namesrv: str, topic: str) -> None:
 async def test_a_returning_master_answers_the_offsets_committed_on_its_replica(
         group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
     master, replica = group
-    await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
-    async with AdminClient(namesrv.address) as admin:
-        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
-                                 write_queue_nums=QUEUES)
-    await topic_on(replica.addr, TOPIC)
-    cfg = ClientConfig(namesrv_addr=(namesrv.address,), long_polling_timeout=0.5,
-                       pull_error_backoff=0.1, retry_times_when_send_failed=0)
-    queues = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
-    async with Producer("ret-producer", config=cfg) as producer:
-        for i in range(PER_QUEUE * QUEUES):
-            await producer.send(Message(TOPIC, b"m%d" % i), queue=queues[i % QUEUES])
-    async with Peer(replica.addr) as peer:  # the replica holds every message
-        for qid in range(QUEUES):
-            while await peer.max_offset(TOPIC, qid) < PER_QUEUE:
-                await asyncio.sleep(0.05)
-
-    consumer = PullConsumer("ret-cg", config=cfg)
-    await consumer.start()
-    got: list[bytes] = []
-    half = PER_QUEUE // 2
+    consumer, got, queues = await consumer_halfway(master, replica, namesrv.address, "ret")
     try:
-        consumer.assign(queues)
-        for mq in queues:
-            consumer.seek(mq, 0)
-        async with asyncio.timeout(30):
-            while any(consumer.position(mq) < half for mq in queues):
-                got += [m.body for m in await consumer.poll(timeout=0.2, max_messages=1)]
         await consumer.commit()  # to the master
         master.prepare()
         master.kill9()

@@ -52,37 +52,49 @@ async def stored_offsets(addr: str, group: str) -> list[int | None]:
     return out
 
 
-@pytest.mark.timeout(180)
-async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
-        group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
-    master, replica = group
+async def consumer_halfway(master: BrokerProcess, replica: BrokerProcess, namesrv: str,
+                           prefix: str) -> tuple[PullConsumer, list[bytes], list[MessageQueue]]:
+    """Start the master and its replica, send ``PER_QUEUE`` messages to each queue of
+    TOPIC until the replica holds them all, and read each queue half way with a started
+    PullConsumer of group ``<prefix>-cg`` (closed here only if this fails); with the
+    bodies read and TOPIC's queues."""
     await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
-    async with AdminClient(namesrv.address) as admin:
+    async with AdminClient(namesrv) as admin:
         await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
                                  write_queue_nums=QUEUES)
     await topic_on(replica.addr, TOPIC)
-    cfg = ClientConfig(namesrv_addr=(namesrv.address,), long_polling_timeout=0.5,
+    cfg = ClientConfig(namesrv_addr=(namesrv,), long_polling_timeout=0.5,
                        pull_error_backoff=0.1, retry_times_when_send_failed=0)
     queues = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
-    async with Producer("rs-producer", config=cfg) as producer:
+    async with Producer(f"{prefix}-producer", config=cfg) as producer:
         for i in range(PER_QUEUE * QUEUES):
             await producer.send(Message(TOPIC, b"m%d" % i), queue=queues[i % QUEUES])
     async with Peer(replica.addr) as peer:  # the replica holds every message
         for qid in range(QUEUES):
             while await peer.max_offset(TOPIC, qid) < PER_QUEUE:
                 await asyncio.sleep(0.05)
-
-    consumer = PullConsumer("rs-cg", config=cfg)
+    consumer = PullConsumer(f"{prefix}-cg", config=cfg)
     await consumer.start()
     got: list[bytes] = []
-    half = PER_QUEUE // 2
     try:
         consumer.assign(queues)
         for mq in queues:
             consumer.seek(mq, 0)
         async with asyncio.timeout(30):
-            while any(consumer.position(mq) < half for mq in queues):
+            while any(consumer.position(mq) < PER_QUEUE // 2 for mq in queues):
                 got += [m.body for m in await consumer.poll(timeout=0.2, max_messages=1)]
+    except BaseException:
+        await consumer.close(commit=False)
+        raise
+    return consumer, got, queues
+
+
+@pytest.mark.timeout(180)
+async def test_kill9_of_the_master_a_consumer_reads_and_commits_on_the_replica(
+        group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
+    master, replica = group
+    consumer, got, queues = await consumer_halfway(master, replica, namesrv.address, "rs")
+    try:
         reached = [consumer.position(mq) for mq in queues]
         await consumer.commit()
         assert await stored_offsets(master.addr, "rs-cg") == reached

@@ -3,11 +3,9 @@ name server for broker-process tests."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import pytest
 from tests.store.conftest import records
 
+from tidemq.client.loop_thread import LoopThread
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Record, decode_record
 from tidemq.namesrv import NameServerApp, NamesrvConfig
@@ -32,18 +31,14 @@ def namesrv() -> Iterator[NameServerApp]:
     runs on an event loop of its own thread: a broker process stopped by a fixture's
     teardown, while the test's loop is idle, still has its unregistration answered
     instead of waiting out its timeout."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-namesrv", daemon=True)
-    thread.start()
+    thread = LoopThread("test-namesrv")
     app = NameServerApp(NamesrvConfig(listen_port=0, bind_address="127.0.0.1"))
     try:
-        asyncio.run_coroutine_threadsafe(app.start(), loop).result(30)
+        thread.run(app.start())
         yield app
-        asyncio.run_coroutine_threadsafe(app.stop(), loop).result(30)
+        thread.run(app.stop())
     finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(30)
-        loop.close()
+        thread.close()
 
 
 def run_helper(*args: object, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -6,9 +6,11 @@ import asyncio
 
 import pytest
 
-from tidemq.bench.broker import _stop
+from tidemq.bench.broker import BrokerBenchConfig, _Pacer, _stop
 from tidemq.bench.load import join_load
+from tidemq.bench.meter import Meter
 from tidemq.bench.process import BenchError
+from tidemq.types import Message, MessageQueue
 
 
 async def test_a_task_that_died_fails_the_bench_with_its_error() -> None:
@@ -46,3 +48,17 @@ async def test_the_produce_and_consume_benches_stop_through_it() -> None:
     with pytest.raises(BenchError, match="sender broke"):
         await _stop([asyncio.ensure_future(dies())], running)
     assert running == [False]
+
+
+async def test_the_latency_pacer_ends_through_it() -> None:
+    class Broken:
+        async def send(self, msg: Message, queue: MessageQueue) -> None:
+            raise RuntimeError("send broke")
+
+    running = [True]
+    pacer = _Pacer(Broken(), None, [MessageQueue("T", "b", 0)],  # type: ignore[arg-type]
+                   BrokerBenchConfig(rate=100_000), Meter())
+    stop = asyncio.get_running_loop().call_later(0.05, running.__setitem__, 0, False)
+    with pytest.raises(BenchError, match="send broke"):
+        await pacer.run(running)
+    stop.cancel()

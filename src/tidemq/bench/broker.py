@@ -705,6 +705,8 @@ class _Pacer:
         self.sent = self.skipped = self.in_flight = 0
         self.calls = 0  # send (or send_batch) calls made
         self.tasks: set[asyncio.Task[None]] = set()
+        #: The first error a send task died of (one it did not count as a failed send).
+        self.died: BaseException | None = None
 
     async def _one(self, queue: MessageQueue) -> None:
         t0 = time.perf_counter_ns()
@@ -742,11 +744,18 @@ class _Pacer:
                 self.sent += n
                 self.calls += 1
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(self._ended)
             # Pacing in 1 ms ticks: libuv timers have millisecond resolution, so a shorter
             # sleep would spin the loop.
             await asyncio.sleep(_TICK)
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await join_load(self.tasks)
+        if self.died is not None:
+            raise BenchError(f"a send task died: {self.died!r}") from self.died
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.died is None:
+            self.died = task.exception()
 
 
 async def _receive_loop(consumer: PullConsumer, meter: Meter, running: list[bool]) -> None:

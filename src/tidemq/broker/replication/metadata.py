@@ -38,7 +38,7 @@ from tidemq.broker.logical import TopicMapping
 from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.broker.replication.logical_copy import copy_mappings
-from tidemq.broker.timers import TimerCheckpoint
+from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
@@ -163,9 +163,8 @@ class MetadataSync:
         if changed:
             ctx.topics_changed()
         await copy_mappings(ctx.client, addr, wrapper, ctx.logical, self.on_mapping)
-        offsets = json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
-        table = {key: {int(q): int(o) for q, o in queues.items()}
-                 for key, queues in offsets.get("offsetTable", {}).items()}
+        table = parse_offset_table(
+            json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)))
         for (group, topic, queue_id), offset in (await self._carry(addr, table)).items():
             table.setdefault(OffsetManager.key(topic, group), {})[queue_id] = offset
         # commits taken while the master's answers were awaited are noted, not carried
@@ -175,14 +174,10 @@ class MetadataSync:
             if not topic.startswith(LMQ_PREFIX) and queues.get(queue_id, -1) < offset:
                 queues[queue_id] = offset
         ctx.offsets.replace(table)
-        delay = json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET))
-        ctx.schedule.adopt_offsets({int(k): int(v)
-                                    for k, v in delay.get("offsetTable", {}).items()})
-        timer = delay.get("timerCheckpoint")
-        if timer is not None:  # absent from a Java master
-            checkpoint = TimerCheckpoint.from_json(timer)
-            if checkpoint.to_json() != timer:
-                raise ValueError(f"timerCheckpoint {timer!r} is not a timer checkpoint")
+        levels, checkpoint = parse_delay_progress(
+            json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET)))
+        ctx.schedule.adopt_offsets(levels)
+        if checkpoint is not None:  # absent from a Java master
             ctx.schedule.adopt_timer(checkpoint)
         groups = json.loads(await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         ctx.subscription_groups.replace(groups)

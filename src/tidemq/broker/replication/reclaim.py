@@ -48,7 +48,8 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.store.lmq_store import LMQ_PREFIX
 
-__all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_offset_table"]
+__all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_delay_progress",
+           "parse_offset_table"]
 
 log = logging.getLogger(__name__)
 

@@ -107,3 +107,41 @@ async def test_a_closed_producer_refuses_and_close_is_idempotent(
     with pytest.raises(RuntimeError, match="closed"):
         await asyncio.to_thread(tp.send_in_transaction, Message("Orders", b"late"),
                                 lambda m: COMMIT)
+
+
+async def test_close_from_inside_a_check_returns_without_waiting_for_that_check(
+        cluster: Cluster, peer: Peer) -> None:
+    """``check`` may close its own producer: the close unregisters the group and stops
+    the loop, returns to the check (whose answer is no longer sent), and a later close
+    from another thread waits for that check to end."""
+    closed_inside: list[BaseException | None] = []
+    check_ended = threading.Event()
+    producers: list[BlockingTransactionProducer] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        try:
+            producers[0].close()
+            closed_inside.append(None)
+        except BaseException as exc:  # the outcome is what is tested
+            closed_inside.append(exc)
+        check_ended.set()
+        return COMMIT
+
+    config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+    tp = await asyncio.to_thread(BlockingTransactionProducer, "tx-close-pg",
+                                 config=config, check=check)
+    producers.append(tp)
+    try:
+        sent = await asyncio.to_thread(tp.send_in_transaction, Message("Orders", b"open"),
+                                       lambda m: UNKNOWN)
+        assert sent.send_result.status is SendStatus.SEND_OK
+        assert await asyncio.to_thread(check_ended.wait, 20)
+        assert "tx-close-pg" not in cluster.brokers[0].ctx.producers.groups
+    finally:
+        await asyncio.to_thread(tp.close)
+    assert closed_inside == [None]
+    with pytest.raises(RuntimeError, match="closed"):
+        await asyncio.to_thread(tp.send_in_transaction, Message("Orders", b"late"),
+                                lambda m: COMMIT)
+    assert not [t.name for t in threading.enumerate() if t.name.endswith("tx-close-pg")
+                or "tx-close-pg_" in t.name]  # its loop and check threads ended

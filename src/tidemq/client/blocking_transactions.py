@@ -28,7 +28,14 @@ do not do. The rules are the asyncio producer's; what differs is where user code
 
 Both answer a :class:`~tidemq.client.transaction_producer.LocalTransactionState`; one
 that raises counts as UNKNOWN (logged). Every method may be called from any thread but
-the producer's own ones.
+the producer's event loop thread (where no user code runs).
+
+:meth:`BlockingTransactionProducer.close` may also be called from inside ``check`` (a
+check that finds the application shutting down, say). It unregisters the group and
+stops the loop as from any thread, but returns without waiting for that check, or for
+any other check running then: their answers are no longer sent, so the broker asks
+again (another producer of the group, or this one restarted). A close from any other
+thread, before or after, waits for the running checks to end.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
@@ -69,8 +77,15 @@ class BlockingTransactionProducer:
             raise ValueError(f"check_threads must be at least 1, not {check_threads}")
         self.group = group
         self.check = check
+        #: ``checking`` is true on the check threads (their close does not wait for them).
+        self._local = threading.local()
         self._checks = concurrent.futures.ThreadPoolExecutor(
-            max_workers=check_threads, thread_name_prefix=f"tidemq-tx-check-{group}")
+            max_workers=check_threads, thread_name_prefix=f"tidemq-tx-check-{group}",
+            initializer=self._mark_check_thread)
+        #: The first :meth:`close` stops the producer; the others wait until it did.
+        self._closing = False
+        self._close_lock = threading.Lock()
+        self._stopped = threading.Event()
         self._loop = LoopThread(f"tidemq-tx-{group}")
         try:
             self._producer = self._loop.run(self._start(namesrv, config))
@@ -88,6 +103,9 @@ class BlockingTransactionProducer:
                                        config=config)
         await producer.start()
         return producer
+
+    def _mark_check_thread(self) -> None:
+        self._local.checking = True
 
     async def _checked(self, msg: MessageExt) -> LocalTransactionState:
         """``check`` on the pool, awaited on the loop."""
@@ -116,13 +134,25 @@ class BlockingTransactionProducer:
         return TransactionSendResult(result, state)
 
     def close(self) -> None:
-        """Unregister the group, stop the loop and the check threads (idempotent)."""
-        if not self._loop.loop.is_closed():
+        """Unregister the group, stop the loop and the check threads (idempotent). From
+        inside ``check`` it returns without waiting for the checks running then (module
+        docstring); from any other thread it waits for them."""
+        in_check = getattr(self._local, "checking", False)
+        with self._close_lock:
+            first, self._closing = not self._closing, True
+        if first:
             try:
-                self._loop.run(self._producer.close())
+                if not self._loop.loop.is_closed():
+                    try:
+                        self._loop.run(self._producer.close())
+                    finally:
+                        self._loop.close()
             finally:
-                self._loop.close()
-        self._checks.shutdown(wait=True)
+                self._stopped.set()
+        elif not in_check:  # another thread is stopping it: done once that one is
+            self._stopped.wait()
+        # a check thread cannot wait for itself; the others end with their checks
+        self._checks.shutdown(wait=not in_check)
 
     def __enter__(self) -> BlockingTransactionProducer:
         return self

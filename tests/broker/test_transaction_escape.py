@@ -2,13 +2,15 @@
 TCP: a transaction checked ``transactionCheckMax`` times is dropped and counted in the
 progress; one no other group can take stays held and holds the progress back; the
 replica drops what it held when its master is listed again, and the master holds again
-only what the replica had not ended."""
+only what the replica had not ended. Its metrics count what it handed on, dropped and
+failed to hand on, as it happens."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+import pytest
 from tests.broker import wire
 from tests.broker.replication.test_group import caught_up
 from tests.broker.wire import Peer
@@ -18,6 +20,7 @@ from tidemq.broker.app import BrokerApp
 from tidemq.broker.half_queue import PROGRESS_GROUP
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.transaction import HALF_TOPIC
+from tidemq.errors import ResponseCode, error_for_code
 from tidemq.testing import Cluster
 
 GROUP = "escape-pg"
@@ -86,3 +89,81 @@ async def test_a_replica_acting_again_reads_what_arrived_meanwhile(tmp_path: Pat
         await escape.run_pass()  # acting again, without a pass in between
         assert escape.discarded == 1 and len(replica.ctx.transactions.table) == 0
         assert progress(replica) == 1
+
+
+class Scrape:
+    """The acting replica's hand-over counters, as its /metrics would serve them."""
+
+    def __init__(self, broker: BrokerApp) -> None:
+        self.registry = broker.metrics.registry
+
+    def __call__(self) -> dict[str, float | None]:
+        get = self.registry.get_sample_value
+        out = {"handed_on": get("tidemq_broker_transactions_handed_on_total"),
+               "check_max": get("tidemq_broker_transactions_dropped_total",
+                                {"reason": "check_max"})}
+        for reason in ("unreadable", "no_master", "refused"):
+            out[reason] = get("tidemq_broker_transactions_handover_failures_total",
+                              {"reason": reason})
+        return out
+
+
+async def test_the_hand_over_counters_move_as_it_happens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with Cluster(tmp_path, broker=MASTER) as cluster:
+        master = cluster.brokers[0]
+        replica = await cluster.add_replica(master, transaction_check_interval=600_000)
+        escape = replica.transaction_escape
+        assert escape is not None
+        scrape = Scrape(replica)
+        zero = {"handed_on": 0, "check_max": 0, "unreadable": 0, "no_master": 0,
+                "refused": 0}
+        assert scrape() == zero  # every series is there from the start
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Tx", 1))
+            await peer.ok(prepared(b"checked-enough", TRANSACTION_CHECK_TIMES="2"))
+            await peer.ok(prepared(b"open"))
+        await caught_up(master, replica)
+        await master.stop()  # unregistered: the replica acts for it
+
+        while escape.failures["no_master"] == 0:  # both due; no other group serves "Tx"
+            await escape.run_pass()
+            await asyncio.sleep(0.05)  # until they are due; no event to wait on
+        assert scrape() == {**zero, "check_max": 1, "no_master": 1}
+        await escape.run_pass()  # the held one is tried again
+        assert scrape() == {**zero, "check_max": 1, "no_master": 2}
+
+        def unreadable(msg: object) -> None:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, "cannot be read")
+
+        with monkeypatch.context() as patch:  # a damaged half message (fault injected)
+            patch.setattr(replica.ctx.transactions, "escape_copy", unreadable)
+            await escape.run_pass()
+        assert scrape() == {**zero, "check_max": 1, "no_master": 2, "unreadable": 1}
+
+        # broker-b serves "Tx" but refuses prepared sends
+        refusing = await cluster.add_broker(1, reject_transaction_message=True)
+        await routed_on(cluster, refusing)
+        await escape.run_pass()
+        assert scrape() == {**zero, "check_max": 1, "no_master": 2, "unreadable": 1,
+                            "refused": 1}
+        await refusing.stop()
+
+        taking = await cluster.add_broker(2)  # broker-c takes it
+        await routed_on(cluster, taking)
+        assert await escape.run_pass() == 1
+        assert scrape() == {"handed_on": 1, "check_max": 1, "no_master": 2,
+                            "unreadable": 1, "refused": 1}
+        assert len(replica.ctx.transactions.table) == 0
+
+
+async def routed_on(cluster: Cluster, broker: BrokerApp) -> None:
+    """Topic "Tx" created on ``broker``, and the route lists it as the only master of a
+    group other than broker-a."""
+    async with Peer(broker.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Tx", 1))
+    name = broker.config.broker_name
+    async with Peer(cluster.namesrv_addr) as ns:
+        await wire.eventually_route(ns, "Tx", lambda r: [
+            d.broker_name for d in r.broker_datas
+            if d.broker_name != "broker-a" and 0 in d.broker_addrs] == [name], timeout=30)

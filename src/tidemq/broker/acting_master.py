@@ -119,10 +119,11 @@ class ActingMaster:
         cfg = self.ctx.config
         masters = other_masters(info, cfg.broker_cluster_name, cfg.broker_name)
         random.shuffle(masters)
-        return await self._send([(addr, msg.queue_id) for addr in masters], msg)
+        return await self.hand_to([(addr, msg.queue_id) for addr in masters], msg)
 
-    async def _send(self, targets: list[tuple[str, int]], msg: Escape) -> str:
-        """``msg`` to the first of ``targets`` (address, queue id) that stores it."""
+    async def hand_to(self, targets: list[tuple[str, int]], msg: Escape) -> str:
+        """``msg`` to the first of ``targets`` (address, queue id) that stores it; the
+        address that took it. Raises (SYSTEM_ERROR, saying why) when none did."""
         why = "no other broker group of the cluster has a master"
         for addr, queue_id in targets:
             header = SendMessageRequestHeader(
@@ -179,11 +180,12 @@ class ActingMaster:
     async def escape_to_topic(self, msg: Escape) -> str:
         """Store ``msg`` in its topic on the master of another group that serves the
         topic; the address that took it."""
-        return await self._send(await self._topic_masters(msg.topic, msg.queue_id), msg)
+        return await self.hand_to(await self.topic_masters(msg.topic, msg.queue_id), msg)
 
-    async def _topic_masters(self, topic: str, queue_id: int) -> list[tuple[str, int]]:
+    async def topic_masters(self, topic: str, queue_id: int) -> list[tuple[str, int]]:
         """(master address, queue id) of the other groups that take writes of ``topic``:
-        the queue id is the message's own, wrapped to each one's write queues."""
+        the queue id is the message's own, wrapped to each one's write queues. Empty when
+        there is none, or no name server answered."""
         header = GetRouteInfoRequestHeader(topic=topic)
         for namesrv in self.ctx.config.namesrv_addrs:
             try:

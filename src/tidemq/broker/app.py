@@ -51,6 +51,7 @@ from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
 from tidemq.broker.transaction_check import TransactionChecker
 from tidemq.broker.transaction_escape import TransactionEscape
+from tidemq.broker.transaction_escape_metrics import TransactionEscapeCollector
 from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConnectionLost
 from tidemq.formats.record import HostAddr, pack_host
@@ -147,6 +148,8 @@ class BrokerApp:
         #: Asks producers about the transactions they left open.
         self.transaction_escape = (TransactionEscape(ctx, self.acting_master)
                                    if config.slave_acting_master else None)
+        if self.transaction_escape is not None:
+            self.metrics.registry.register(TransactionEscapeCollector(self.transaction_escape))
         self.transaction_checker = TransactionChecker(ctx, self.transaction_escape)
         #: Whether the role last seen by :meth:`_transactions_on_role` was master's.
         self._master_role = ctx.replication.role.state.role.is_master

@@ -23,10 +23,14 @@ transaction checker here, as upstream's acting replica does:
    them back with the other offsets (:mod:`tidemq.broker.replication.reclaim`) and holds
    again only the transactions past them.
 
-A transaction whose hand-over fails (no other group serves its topic, or none answered)
-stays held and is tried again at the next pass. When the replica stops acting (its
-master is listed again) it drops what it held. The send is made before the transaction
-is forgotten, so a replica that dies between the two hands it on again (at least once).
+A transaction whose hand-over fails stays held and is tried again at the next pass; each
+failure is counted by its reason (:data:`FAILURE_REASONS`): its half message cannot be
+read (``unreadable``), no other group's master takes writes of its topic, or no name
+server answered (``no_master``), or none of those masters stored it (``refused``). When
+the replica stops acting (its master is listed again) it drops what it held. The send is
+made before the transaction is forgotten, so a replica that dies between the two hands
+it on again (at least once). The counts are the broker's metrics
+(:mod:`tidemq.broker.transaction_escape_metrics`).
 """
 
 from __future__ import annotations
@@ -47,15 +51,21 @@ log = logging.getLogger(__name__)
 
 #: Transactions handed on per pass at most; the rest wait for the next pass.
 MAX_ESCAPES_PER_PASS = 2000
+#: Why a due transaction was not handed on at a pass (module docstring).
+FAILURE_REASONS = ("unreadable", "no_master", "refused")
+#: Why a transaction was dropped instead: checked ``transactionCheckMax`` times already.
+DROP_REASONS = ("check_max",)
 
 
 class TransactionEscape:
     def __init__(self, ctx: BrokerContext, acting: ActingMaster) -> None:
         self.ctx = ctx
         self.acting = acting
-        #: Transactions handed to another master, and dropped after too many checks.
+        #: Transactions handed to another master; dropped, by reason (:data:`DROP_REASONS`);
+        #: hand-overs that failed, by reason (:data:`FAILURE_REASONS`).
         self.escaped = 0
-        self.discarded = 0
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self.failures = dict.fromkeys(FAILURE_REASONS, 0)
         #: Passes made while acting.
         self.passes = 0
         #: The ends of the half and op queues when the open transactions were last read
@@ -67,6 +77,11 @@ class TransactionEscape:
         #: Half-queue offsets handed on -> the master that took them (END_TRANSACTION's
         #: refusal names it); at most :data:`MAX_HALF_MESSAGES` kept.
         self.escaped_to: dict[int, str] = {}
+
+    @property
+    def discarded(self) -> int:
+        """Transactions dropped after ``transactionCheckMax`` check-backs."""
+        return self.dropped["check_max"]
 
     async def run_pass(self) -> int:
         """One pass on a replica (module docstring); how many transactions it handed on."""
@@ -109,7 +124,7 @@ class TransactionEscape:
             if msg.checks >= cfg.transaction_check_max:
                 half.forget(msg)
                 self._note_ended(msg)
-                self.discarded += 1
+                self.dropped["check_max"] += 1
                 log.warning("transaction %s of producer group %s (topic %s) discarded: "
                             "still unknown after %d check-backs", msg.key, msg.group,
                             msg.topic, msg.checks)
@@ -117,6 +132,7 @@ class TransactionEscape:
             try:
                 rec, props = half.escape_copy(msg)
             except BrokerResponseError as exc:
+                self.failures["unreadable"] += 1
                 log.error("transaction %s not handed on: %s", msg.key, exc.remark)
                 continue
             escape = Escape(
@@ -125,9 +141,17 @@ class TransactionEscape:
                 sys_flag=with_transaction_type(rec.sys_flag, TransactionState.PREPARED),
                 born_timestamp=rec.born_timestamp, reconsume_times=rec.reconsume_times,
                 queue_id=half.real_queue(rec), producer_group=msg.group)
+            targets = await self.acting.topic_masters(escape.topic, escape.queue_id)
+            if not targets:
+                self.failures["no_master"] += 1
+                log.warning("transaction %s of producer group %s not handed on (tried "
+                            "again at the next pass): no other broker group's master takes "
+                            "writes of topic %s", msg.key, msg.group, msg.topic)
+                continue
             try:
-                addr = await self.acting.escape_to_topic(escape)
+                addr = await self.acting.hand_to(targets, escape)
             except TideMQError as exc:
+                self.failures["refused"] += 1
                 log.warning("transaction %s of producer group %s not handed on (tried "
                             "again at the next pass): %s", msg.key, msg.group, exc)
                 continue

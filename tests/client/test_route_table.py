@@ -153,16 +153,11 @@ def test_store_says_whether_readable_queues_or_masters_changed() -> None:
     assert table.store("T", TopicRoute.build("T", _data("a", "b", queues=2)))
 
 
-def test_due_lists_stale_and_old_topics() -> None:
-    clock = _Clock()
-    table = RouteTable(clock=clock, refresh_interval=30.0)
-    table.store("old", TopicRoute.build("old", _data("a")))
-    clock.now += 20
-    table.store("young", TopicRoute.build("young", _data("a")))
-    table.store("stale", TopicRoute.build("stale", _data("a")))
+def test_forget_drops_only_that_topic() -> None:
+    table = RouteTable(clock=_Clock())
+    for topic in ("old", "young", "stale"):
+        table.store(topic, TopicRoute.build(topic, _data("a")))
     table.mark_stale("stale")
-    assert sorted(table.due()) == ["stale"]
-    assert sorted(table.due(clock.now + 10)) == ["old", "stale"]
     table.forget("old")
     assert table.topics == ["young", "stale"]
 

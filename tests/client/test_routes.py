@@ -136,8 +136,9 @@ async def test_cache_keeps_route_when_name_servers_are_gone(namesrv: FakeNameSer
         route = await cache.get("T")
         await namesrv.close()
         cache.mark_stale("T")
-        assert cache.topics_to_refresh() == ["T"]
         assert await cache.get("T") is route
+        await cache.refresh_all()  # fails, keeps it
+        assert cache.cached("T") is route
 
 
 async def test_no_name_server_reachable() -> None:
@@ -147,23 +148,26 @@ async def test_no_name_server_reachable() -> None:
             await cache.get("T")
 
 
-async def test_topics_to_refresh_by_age(namesrv: FakeNameServer,
-                                        brokers: list[FakeBroker]) -> None:
+async def test_each_periodic_refresh_fetches_every_cached_route(
+        namesrv: FakeNameServer, brokers: list[FakeBroker]) -> None:
+    """A route fetched between two periodic refreshes (a send fetches it again after a
+    failure) is fetched again at the next one, so that no route is older than one
+    interval: the refresh after broker-b is back lists it."""
     namesrv.add_topic("T", brokers)
     now = [100.0]
     async with RemotingClient() as client:
         cache = RouteCache(client, [namesrv.address], refresh_interval=30,
                            clock=lambda: now[0])
-        await cache.get("T")
-        assert cache.topics_to_refresh() == []
-        now[0] += 30
-        assert cache.topics_to_refresh() == ["T"]
-        namesrv.add_topic("T", brokers[:1])
-        await cache.refresh_due()
-        assert cache.topics_to_refresh() == []
+        await cache.get("T")  # at a periodic refresh
+        now[0] += 20
+        namesrv.add_topic("T", brokers[:1])  # broker-b is gone; a failed send asks again
+        await cache.get("T", refresh=True)
+        namesrv.add_topic("T", brokers)  # broker-b is back
+        now[0] += 10  # the next periodic refresh: that route is 10 s old
+        await cache.refresh_all()
         route = cache.cached("T")
         assert route is not None and {q.broker_name for q in route.publish_queues} == {
-            "broker-a"}
+            "broker-a", "broker-b"}
 
 
 def test_with_absent_brokers_adds_only_what_is_missing() -> None:

@@ -24,6 +24,7 @@ from tidemq.client import (
     TransactionProducer,
 )
 from tidemq.client.trace_view import MessageTrace, query_trace
+from tidemq.codec.bodies import TopicRouteData
 from tidemq.testing import Cluster
 from tidemq.types import SendStatus
 
@@ -168,3 +169,44 @@ async def test_the_transaction_end_is_traced(cluster: Cluster, peer: Peer) -> No
     assert (first.group, first.state, first.from_check) == ("tx-pg", "UNKNOW", False)
     assert (answer.state, answer.from_check) == ("COMMIT_MESSAGE", True)
     assert first.transaction_id == sent.send_result.msg_id
+
+
+def _masters(route: TopicRouteData) -> list[str]:
+    return sorted(d.broker_name for d in route.broker_datas if 0 in d.broker_addrs)
+
+
+async def test_sends_choose_a_group_again_after_a_refresh_once_its_master_is_back(
+        tmp_path: Path) -> None:
+    """broker-a's master stops; a send that tries it fails and fetches the route without
+    it, between two periodic refreshes. broker-a's master comes back: the next periodic
+    refresh fetches that route again, however recently it was fetched, and transactions
+    go to broker-a again."""
+    # a name server answers for its whole life as one that has heard from every broker
+    async with Cluster(tmp_path, brokers=2, namesrv={"broker_rejoin_window": 0}) as cluster, \
+            Peer(cluster.namesrv_addr) as ns:
+        for broker in cluster.brokers:
+            async with Peer(broker.broker_addr) as peer:
+                await peer.ok(wire.create_topic("Orders", 1))
+        await wire.eventually_route(ns, "Orders", lambda r: len(r.queue_datas) == 2)
+        # the periodic refresh is the test's to run: its own timer is far off
+        config = _config(cluster, poll_name_server_interval=3600.0)
+        async with TransactionProducer("tx-back-pg", config=config,
+                                       check=Checks(COMMIT)) as tp:
+
+            async def brokers_chosen(sends: int) -> set[str]:
+                return {(await tp.send_in_transaction(
+                    Message("Orders", b"o"), lambda m: COMMIT)).send_result.queue.broker_name
+                    for _ in range(sends)}
+
+            assert await brokers_chosen(2) == {"broker-a", "broker-b"}
+            await cluster.brokers[0].stop()
+            await wire.eventually_route(ns, "Orders", lambda r: _masters(r) == ["broker-b"])
+            assert await brokers_chosen(2) == {"broker-b"}  # one tried broker-a first
+            route = tp.instance.routes.cached("Orders")
+            assert route is not None and route.master_addresses.keys() == {"broker-b"}
+
+            await cluster.restart_broker(0)
+            await wire.eventually_route(ns, "Orders", lambda r: _masters(r) == [
+                "broker-a", "broker-b"])
+            await tp.instance.routes.refresh_all()  # the next periodic refresh
+            assert await brokers_chosen(2) == {"broker-a", "broker-b"}

@@ -117,6 +117,17 @@ async def master_back_checks_only(master: WarmBroker, namesrv: str, checks: Chec
     assert await bodies(master.addr) == [b"sentinel"]
 
 
+async def sends_reach(producer: TransactionProducer, broker_name: str,
+                      timeout: float = 30) -> None:
+    """Transactions (rolled back: nothing becomes visible) sent until one is prepared on
+    ``broker_name``: its master is in the producer's route again, once refreshed."""
+    async with asyncio.timeout(timeout):
+        while (await producer.send_in_transaction(
+                Message(TOPIC, b"probe"), lambda m: LocalTransactionState.ROLLBACK)
+               ).send_result.queue.broker_name != broker_name:
+            await asyncio.sleep(0.05)  # the route refresh has no event to wait on
+
+
 async def bodies(addr: str) -> list[bytes]:
     """The bodies of :data:`TOPIC` on ``addr`` once it holds any."""
     async with Peer(addr) as peer:
@@ -153,6 +164,8 @@ async def test_a_transaction_left_open_is_committed_on_another_master_once(
 
         await master_back_checks_only(master, namesrv.address, checks)
         assert checks.asked.count(b"tx") == 1
+        checks.answer = LocalTransactionState.ROLLBACK  # a probe checked late: never seen
+        await sends_reach(producer, "broker-a")  # the producer sends there again
     assert await bodies(other.addr) == [b"tx"]
 
 

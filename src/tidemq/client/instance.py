@@ -156,7 +156,7 @@ class ClientInstance:
         cfg = self.config
         self._tasks = [
             asyncio.ensure_future(self._every(cfg.poll_name_server_interval,
-                                              self.routes.refresh_due)),
+                                              self.routes.refresh_all)),
             asyncio.ensure_future(self._every(cfg.heartbeat_broker_interval,
                                               self._heartbeat_job)),
         ]

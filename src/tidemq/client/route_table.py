@@ -5,8 +5,8 @@ only add the waiting.
 * :class:`NameServerRing` -- which name server to ask next: each in turn, beginning with
   the last one that answered; an unreachable or silent one passes the question on.
 * :class:`RouteTable` -- the cached routes: whether a lookup may use the cached route
-  (:meth:`RouteTable.lookup`), which route to keep when no name server answers, which
-  topics are due for a refresh, and whether a stored route changed what consumers see.
+  (:meth:`RouteTable.lookup`), which route to keep when no name server answers, and
+  whether a stored route changed what consumers see.
 * :class:`RouteCacheCore` -- what both caches hold (client, ring, table, template topic)
   and the :class:`RouteFetch` they start;
 * :class:`RouteFetch` -- one route fetch: the request to send and what its answer means
@@ -94,14 +94,12 @@ class RouteTable:
     """Routes by topic and when they were fetched.
 
     ``max_age`` is how long a cached route is used before a lookup fetches it again
-    (``None``: until it is marked stale; a refresher calls :meth:`due` instead).
+    (``None``: until it is marked stale, or a periodic refresh fetches it again).
     """
 
-    def __init__(self, *, clock: Callable[[], float], max_age: float | None = None,
-                 refresh_interval: float = 30.0) -> None:
+    def __init__(self, *, clock: Callable[[], float], max_age: float | None = None) -> None:
         self._clock = clock
         self.max_age = max_age
-        self.refresh_interval = refresh_interval
         self._entries: dict[str, _Entry] = {}
 
     def lookup(self, topic: str, *, allow_default: bool = False,
@@ -167,12 +165,6 @@ class RouteTable:
     def forget(self, topic: str) -> None:
         self._entries.pop(topic, None)
 
-    def due(self, now: float | None = None) -> list[str]:
-        """The cached topics that are stale or older than the refresh interval."""
-        now = self._clock() if now is None else now
-        return [t for t, e in self._entries.items()
-                if e.stale or now - e.fetched_at >= self.refresh_interval]
-
 
 class RouteFetch:
     """One fetch of ``topic``'s route: send :meth:`request` to a name server and give
@@ -225,9 +217,10 @@ class RouteCacheCore(Generic[_Client]):
     servers, the cached routes (guarded by a lock, as threads may share a blocking
     cache) and the listeners.
 
-    ``refresh_interval`` is when a cached route is due for a background refresh
-    (:meth:`RouteTable.due`); ``ttl`` is how long a lookup uses it before fetching it
-    again (default :attr:`default_ttl`; ``None``: until it is marked stale).
+    ``refresh_interval`` is the period of the owner's periodic refresh, which fetches
+    every cached route again; ``ttl`` is how long a lookup uses a cached route before
+    fetching it again (default :attr:`default_ttl`; ``None``: until it is marked stale
+    or refreshed).
     """
 
     #: The ``ttl`` when none is given.
@@ -251,14 +244,11 @@ class RouteCacheCore(Generic[_Client]):
         self.timeout = timeout
         self.default_topic = default_topic
         self.default_queue_nums = default_queue_nums
+        self.refresh_interval = refresh_interval
         self._lock = threading.Lock()
-        self._table = RouteTable(clock=clock, refresh_interval=refresh_interval,
+        self._table = RouteTable(clock=clock,
                                  max_age=ttl if ttl is not None else self.default_ttl)
         self._listeners: list[Callable[[str], None]] = []
-
-    @property
-    def refresh_interval(self) -> float:
-        return self._table.refresh_interval
 
     @property
     def ttl(self) -> float | None:

@@ -152,14 +152,13 @@ class RouteCache(RouteCacheCore[RemotingClient]):
     def forget(self, topic: str) -> None:
         self._table.forget(topic)
 
-    def topics_to_refresh(self, now: float | None = None) -> list[str]:
-        """Decide, without I/O: the cached topics that are stale or older than the
-        refresh interval."""
-        return self._table.due(now)
-
-    async def refresh_due(self) -> None:
-        """Refresh :meth:`topics_to_refresh`; a failure keeps the old route."""
-        for topic in self.topics_to_refresh():
+    async def refresh_all(self) -> None:
+        """The periodic refresh (every ``refresh_interval``): fetch every cached route
+        again, however recently it was fetched, as upstream's client does every
+        ``pollNameServerInterval``, so that none is more than one interval old -- a route
+        a send fetched while a broker group's master was down lists that group again
+        at most one interval after the master is back. A failure keeps the old route."""
+        for topic in self.topics:
             route = self._table.cached(topic)
             allow_default = route is not None and route.from_default
             try:

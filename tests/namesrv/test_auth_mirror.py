@@ -21,7 +21,8 @@ from tidemq.codec.command import RequestCode
 from tidemq.codec.signature import Credentials
 from tidemq.errors import ConfigError, ResponseCode
 from tidemq.inprocess import Cluster
-from tidemq.namesrv.auth_mirror import AuthMirror
+from tidemq.namesrv.app import NameServerApp
+from tidemq.namesrv.auth_mirror import NOT_COPIED_YET, AuthMirror
 from tidemq.namesrv.config import NamesrvConfig
 
 NO_PERMISSION = ResponseCode.NO_PERMISSION
@@ -89,6 +90,46 @@ async def test_a_failed_copy_keeps_the_previous_one(cluster: Cluster) -> None:
     async with Peer(cluster.namesrv_addr, signed_client(ALICE)) as alice:
         resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="ns"))
         assert resp.code == ResponseCode.QUERY_NOT_FOUND  # answered, not refused
+
+
+async def test_before_the_first_copy_a_refusal_says_no_copy_was_taken() -> None:
+    namesrv = NameServerApp(NamesrvConfig(listen_port=0, **NAMESRV_ACL2))
+    await namesrv.start()
+    try:
+        async with Peer(namesrv.address, signed_client(ALICE)) as alice:
+            resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE,
+                                            namespace="ns"))
+        assert (resp.code, resp.remark) == (
+            NO_PERMISSION, "GET_KVLIST_BY_NAMESPACE needs any account: no account has "
+                           f"AccessKey alice ({NOT_COPIED_YET})")
+    finally:
+        await namesrv.stop()
+
+
+async def test_a_restart_with_auth_metadata_broker_refuses_no_copied_user(
+        cluster: Cluster) -> None:
+    """With ``authMetadataBroker`` the copy is taken before the port listens: the first
+    request after a restart, signed by a copied user, is answered."""
+    broker = cluster.brokers[0].broker_addr
+    async with AdminClient(config=ClientConfig(
+            namesrv_addr=(cluster.namesrv_addr,), access_key=ROOT.access_key,
+            secret_key=ROOT.secret_key)) as admin:
+        await AuthAdmin(admin).create_user(ALICE.access_key, ALICE.secret_key)
+    assert cluster.namesrv is not None
+    port = cluster.namesrv.port
+    await cluster.namesrv.stop()
+    restarted = NameServerApp(NamesrvConfig(listen_port=port, auth_metadata_broker=broker,
+                                            **NAMESRV_ACL2))
+    await restarted.start()
+    try:
+        mirror = restarted.auth_mirror
+        assert mirror is not None and (mirror.copies, mirror.source) == (1, broker)
+        async with Peer(restarted.address, signed_client(ALICE)) as alice:
+            resp = await alice(wire.request(RequestCode.GET_KVLIST_BY_NAMESPACE,
+                                            namespace="ns"))
+        assert resp.code == ResponseCode.QUERY_NOT_FOUND  # answered, not refused
+    finally:
+        await restarted.stop()
 
 
 @pytest.mark.parametrize(("settings", "key"), [

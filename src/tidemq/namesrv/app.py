@@ -165,13 +165,7 @@ class NameServerApp:
         #: The copy of a broker's ACL 2.0 users (``authenticationEnabled``), if any.
         self.auth_mirror: AuthMirror | None = None
         if acl_directory is None and config.authentication_enabled:
-            credentials = config.auth_credentials
-            assert credentials is not None  # the config checks it
-            self.auth_mirror = AuthMirror(
-                self.routes.cluster_info, credentials=credentials,
-                init_user=config.init_user, authorize=config.authorization_enabled,
-                broker=config.auth_metadata_broker,
-                refresh=config.auth_metadata_refresh_seconds, tls=config.tls_client)
+            self.auth_mirror = AuthMirror.from_config(config, self.routes.cluster_info)
             acl_directory = self.auth_mirror.directory
         self.acl = (AclGate(acl_directory) if acl_directory is not None
                     else AclGate(AclFile(config.acl_file)) if config.acl_enable else None)
@@ -208,9 +202,12 @@ class NameServerApp:
         self._listeners.append(listener)
 
     async def start(self) -> None:
-        """Bind, then start the expiry task."""
+        """Copy the ACL 2.0 users of ``authMetadataBroker`` (if set), bind, then start the
+        expiry task."""
         warn_if_exposed(log, "the name server", self.config.bind_address,
                         acl=self.acl is not None, reach="read every route and delete topics")
+        if self.auth_mirror is not None:
+            await self.auth_mirror.copy_first()
         await self.server.start()
         if self.controller is not None:
             try:
@@ -311,7 +308,7 @@ class NameServerApp:
         if result.transition.joined:
             log.info("broker registered: %s %s id %d (%s)", header.cluster_name,
                      header.broker_name, header.broker_id, header.broker_addr)
-            if self.auth_mirror is not None and self.auth_mirror.source is None:
+            if self.auth_mirror is not None and self.auth_mirror.wants_copy():
                 self.auth_mirror.wake()  # the first broker to copy the users from
         self._notify(list(result.displaced))
         ext = RegisterBrokerResponseHeader(

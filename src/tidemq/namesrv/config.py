@@ -24,7 +24,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import config_keys, env_values, load_config
 from tidemq.namesrv.config_overrides import overrides_path, read_overrides
-from tidemq.net.acl.auth_keys import init_user, inner_credentials
+from tidemq.net.acl.auth_keys import check_copy_keys, init_user, inner_credentials
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
 
@@ -86,25 +86,18 @@ class NamesrvConfig(ServerKeys):
     auth_metadata_broker: str = ""
     #: Seconds between two copies of the users.
     auth_metadata_refresh_seconds: float = 5.0
+
     def __post_init__(self) -> None:
         self.check_server_keys()
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
-        if self.acl_enable and self.authentication_enabled:
-            raise ConfigError("aclEnable (ACL 1.0) and authenticationEnabled (ACL 2.0) are "
-                              "alternatives: set one", key="authenticationEnabled")
-        if self.authorization_enabled and not self.authentication_enabled:
-            raise ConfigError("authorizationEnabled needs authenticationEnabled",
-                              key="authorizationEnabled")
-        if self.authentication_enabled and self.auth_credentials is None:
-            raise ConfigError("authenticationEnabled needs initAuthenticationUser (or "
-                              "innerClientAuthenticationCredentials): the name server "
-                              "asks a broker for its users with them",
-                              key="initAuthenticationUser")
-        if self.auth_metadata_refresh_seconds <= 0:
-            raise ConfigError("authMetadataRefreshSeconds must be above 0",
-                              key="authMetadataRefreshSeconds")
+        check_copy_keys(acl_enable=self.acl_enable,
+                        authentication_enabled=self.authentication_enabled,
+                        authorization_enabled=self.authorization_enabled,
+                        credentials=(self.auth_credentials if self.authentication_enabled
+                                     else None),
+                        refresh_seconds=self.auth_metadata_refresh_seconds)
         check_listen(self.bind_address, self.listen_port, self.metrics_port)
         if self.scan_not_active_broker_interval <= 0:
             raise ConfigError("scanNotActiveBrokerInterval must be positive",

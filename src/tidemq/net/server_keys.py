@@ -2,8 +2,8 @@
 port (RocketMQ's ``TlsSystemConfig`` keys, :mod:`tidemq.net.tls`) and its Prometheus
 endpoint (port, address, credentials, HTTPS), and TLS of its own connections to other
 servers. :class:`ServerKeys` is the base of the broker's and the name server's configs,
-:class:`TlsServerKeys` (its port's TLS alone) of a standalone controller's, so all read
-the same keys the same way."""
+:class:`TlsKeys` (TLS of its port and of its own connections) of a standalone
+controller's, so all read the same keys the same way."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tidemq.errors import ConfigError
 from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import TlsClientSettings, TlsMode, TlsServerSettings
 
-__all__ = ["ServerKeys", "TlsServerKeys"]
+__all__ = ["ServerKeys", "TlsKeys", "TlsServerKeys"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,22 +49,11 @@ class TlsServerKeys:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ServerKeys(TlsServerKeys):
-    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
-    #: unless told otherwise, ``0.0.0.0`` for every interface.
-    bind_address: str = "127.0.0.1"
-    #: Serve Prometheus metrics over HTTP on this port (0: off).
-    metrics_port: int = 0
-    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
-    metrics_bind_address: str = ""
-    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
-    metrics_auth_token: str = dataclasses.field(default="", repr=False)
-    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
-    metrics_auth_user: str = ""
-    metrics_auth_password: str = dataclasses.field(default="", repr=False)
-    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
-    metrics_cert_path: str = ""
-    metrics_key_path: str = ""
+class TlsKeys(TlsServerKeys):
+    """TLS on a remoting port and on the server's own connections to other servers
+    (RocketMQ's ``tls.enable`` and ``tls.client.*`` keys): the base of every server's
+    config, a standalone controller's too (it asks brokers for their ACL 2.0 users)."""
+
     #: Connect to other servers (name servers, brokers) with TLS (``tls.enable``),
     #: trusting the CAs of ``tls.client.trustCertPath``; a client certificate for servers
     #: that ask.
@@ -80,6 +69,33 @@ class ServerKeys(TlsServerKeys):
     tls_client_auth_server: bool = dataclasses.field(
         default=True, metadata={"key": "tls.client.authServer"})
 
+    @property
+    def tls_client(self) -> TlsClientSettings:
+        """TLS of this server's own connections (to name servers, other brokers)."""
+        return TlsClientSettings(
+            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerKeys(TlsKeys):
+    #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
+    #: unless told otherwise, ``0.0.0.0`` for every interface.
+    bind_address: str = "127.0.0.1"
+    #: Serve Prometheus metrics over HTTP on this port (0: off).
+    metrics_port: int = 0
+    #: The address the metrics endpoint listens on (empty: ``bindAddress``).
+    metrics_bind_address: str = ""
+    #: ``/metrics`` needs ``Authorization: Bearer <token>`` (empty: no token).
+    metrics_auth_token: str = dataclasses.field(default="", repr=False)
+    #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
+    metrics_auth_user: str = ""
+    metrics_auth_password: str = dataclasses.field(default="", repr=False)
+    #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
+    metrics_cert_path: str = ""
+    metrics_key_path: str = ""
+
     def check_server_keys(self) -> None:
         """Raise :class:`ConfigError` naming the first of these keys that is wrong."""
         self.tls_server.check()
@@ -91,14 +107,6 @@ class ServerKeys(TlsServerKeys):
             raise ConfigError("metricsCertPath and metricsKeyPath go together",
                               key="metricsKeyPath" if self.metrics_cert_path
                               else "metricsCertPath")
-
-    @property
-    def tls_client(self) -> TlsClientSettings:
-        """TLS of this server's own connections (to name servers, other brokers)."""
-        return TlsClientSettings(
-            enable=self.tls_enable, trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
-            key_password=self.tls_client_key_password, auth_server=self.tls_client_auth_server)
 
     @property
     def metrics_tls(self) -> TlsServerSettings | None:

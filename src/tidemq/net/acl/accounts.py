@@ -189,6 +189,9 @@ class AclFile:
     def principal(self, access_key: str) -> Account | None:
         return self.rules().accounts.get(access_key)
 
+    def unknown(self, access_key: str) -> str:
+        return f"no account has AccessKey {access_key}"
+
     @property
     def version(self) -> int:
         self.rules()  # a changed file is read first

@@ -1,6 +1,8 @@
-"""The JSON-valued ACL 2.0 keys of RocketMQ 5.3 that a name server reads as a broker does:
-``initAuthenticationUser`` (``{"username", "password"}``) and
-``innerClientAuthenticationCredentials`` (``{"accessKey", "secretKey"}``). Each raises
+"""The JSON-valued ACL 2.0 keys of RocketMQ 5.3 that a name server and a standalone
+controller read as a broker does: ``initAuthenticationUser`` (``{"username",
+"password"}``) and ``innerClientAuthenticationCredentials`` (``{"accessKey",
+"secretKey"}``); and :func:`check_copy_keys`, the rules of the keys of a server that
+checks requests against a copy of a broker's users. Each raises
 :class:`~tidemq.errors.ConfigError` naming the key for a value that cannot be used."""
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 
-__all__ = ["init_user", "inner_credentials"]
+__all__ = ["check_copy_keys", "init_user", "inner_credentials"]
 
 
 def _json_object(text: str, key: str) -> dict[str, Any]:
@@ -47,3 +49,24 @@ def inner_credentials(text: str) -> tuple[str, str] | None:
     if not isinstance(ak, str) or not ak or not isinstance(sk, str) or not sk:
         raise ConfigError(f"{key} needs accessKey and secretKey", key=key)
     return ak, sk
+
+
+def check_copy_keys(*, acl_enable: bool, authentication_enabled: bool,
+                    authorization_enabled: bool, credentials: tuple[str, str] | None,
+                    refresh_seconds: float) -> None:
+    """The ACL keys of a server that copies a broker's users (a name server, a standalone
+    controller): ACL 1.0 or 2.0, not both; authorisation only with authentication; with
+    authentication, credentials to ask for the copy with; a positive refresh period."""
+    if acl_enable and authentication_enabled:
+        raise ConfigError("aclEnable (ACL 1.0) and authenticationEnabled (ACL 2.0) are "
+                          "alternatives: set one", key="authenticationEnabled")
+    if authorization_enabled and not authentication_enabled:
+        raise ConfigError("authorizationEnabled needs authenticationEnabled",
+                          key="authorizationEnabled")
+    if authentication_enabled and credentials is None:
+        raise ConfigError("authenticationEnabled needs initAuthenticationUser (or "
+                          "innerClientAuthenticationCredentials): the users are copied "
+                          "from a broker with them", key="initAuthenticationUser")
+    if refresh_seconds <= 0:
+        raise ConfigError("authMetadataRefreshSeconds must be above 0",
+                          key="authMetadataRefreshSeconds")

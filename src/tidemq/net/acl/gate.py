@@ -216,7 +216,7 @@ class AclGate:
         account = directory.principal(key)
         if account is None:
             raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: "
-                                     f"no account has AccessKey {key}")
+                                     f"{directory.unknown(key)}")
         why = account.unusable()
         if why is not None:
             raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: {why}")

@@ -52,6 +52,10 @@ class Directory(Protocol):
 
     def principal(self, access_key: str) -> Principal | None: ...
 
+    def unknown(self, access_key: str) -> str:
+        """Why no principal has ``access_key``, for the refusal's remark."""
+        ...
+
     @property
     def version(self) -> int:
         """Changes whenever what a principal may do may have changed (the gate forgets

@@ -11,6 +11,7 @@ resource ``Topic:<name>`` or ``Group:<name>``; an administrative request needs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from tidemq.net.acl.perm import Perm
@@ -83,14 +84,17 @@ class UserPrincipal:
 class UserDirectory:
     """The gate's :class:`~tidemq.net.acl.principal.Directory` over ``source``; the
     principals of the source's current :attr:`~UserSource.version` are kept (at most
-    :attr:`MAX_KEPT`)."""
+    :attr:`MAX_KEPT`). ``incomplete``: why the source may lack users it will have
+    (a copy not taken yet), or ``None``; a refusal of an unknown user says it."""
 
     MAX_KEPT = 4096
 
-    def __init__(self, source: UserSource, *, authorize: bool, cluster: str) -> None:
+    def __init__(self, source: UserSource, *, authorize: bool, cluster: str,
+                 incomplete: Callable[[], str | None] | None = None) -> None:
         self.source = source
         self.authorize = authorize
         self.cluster = cluster
+        self._incomplete = incomplete
         self._kept: dict[str, UserPrincipal] = {}
         self._kept_version = source.version
 
@@ -100,6 +104,10 @@ class UserDirectory:
     @property
     def version(self) -> int:
         return self.source.version
+
+    def unknown(self, access_key: str) -> str:
+        why = self._incomplete() if self._incomplete is not None else None
+        return f"no account has AccessKey {access_key}" + (f" ({why})" if why else "")
 
     def principal(self, access_key: str) -> Principal | None:
         version = self.source.version

@@ -58,13 +58,14 @@ from tidemq.codec.controller import (
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import RemoteProtocolError, ResponseCode
+from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.controller import decide
 from tidemq.namesrv.controller.config import ControllerConfig
 from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
 from tidemq.namesrv.controller.events import AnnounceController
 from tidemq.namesrv.controller.heartbeats import Heartbeats
 from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
-from tidemq.namesrv.controller.state import ControllerState
+from tidemq.namesrv.controller.state import BrokerAddresses, ControllerState
 from tidemq.namesrv.controller.store_dir import StoreLock, store_dir
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.net.acl import AclFile, AclGate
@@ -123,10 +124,18 @@ class ControllerApp:
         self._announced = False
         #: Elections this controller carried out (tests and logs read it).
         self.elections = 0
-        #: The ACL of a standalone controller's port (``aclEnable``); inside a name
-        #: server, the name server's applies.
-        self.acl = (AclGate(AclFile(config.acl_file))
-                    if config.acl_enable and not config.enable_controller_in_namesrv else None)
+        standalone = not config.enable_controller_in_namesrv
+        #: A standalone controller's copy of the brokers' ACL 2.0 users
+        #: (``authenticationEnabled``), if any.
+        self.auth_mirror = (AuthMirror.from_config(config, self.broker_addresses)
+                            if config.authentication_enabled and standalone else None)
+        #: Masters the copy was asked for after a heartbeat named them (at most once each).
+        self._copy_asked: set[str] = set()
+        #: The ACL of a standalone controller's port (``aclEnable``, or the copy of the
+        #: ACL 2.0 users); inside a name server, the name server's applies.
+        self.acl = (AclGate(self.auth_mirror.directory) if self.auth_mirror is not None
+                    else AclGate(AclFile(config.acl_file))
+                    if config.acl_enable and standalone else None)
 
     def __repr__(self) -> str:
         return f"<ControllerApp {self.config.controller_raft_self_id} {self.address}>"
@@ -183,6 +192,8 @@ class ControllerApp:
             warn_if_exposed(log, "the controller", config.bind_address,
                             acl=self.acl is not None,
                             reach="elect masters and change the brokers' sync-state sets")
+            if self.auth_mirror is not None:
+                await self.auth_mirror.copy_first()
             server = RemotingServer(config.bind_address, config.listen_port,
                                     max_frame_size=config.max_frame_size,
                                     tls=config.tls_server)
@@ -198,6 +209,8 @@ class ControllerApp:
                             journal_dir=self.store_path, timing=self.timing,
                             password=config.controller_raft_password)
         self._watcher = asyncio.ensure_future(self._watch_forever())
+        if self.auth_mirror is not None:
+            self.auth_mirror.start()
         log.info("controller %s serving on %s, Raft on %s, its log %s",
                  config.controller_raft_self_id, address, config.raft_address,
                  f"in {self.store_path}" if self.store_path is not None else "in memory")
@@ -205,6 +218,8 @@ class ControllerApp:
     async def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
         await cancel_and_wait(watcher)
+        if self.auth_mirror is not None:
+            await self.auth_mirror.stop()
         server, self.server = self.server, None
         if server is not None:
             await server.close()
@@ -225,6 +240,14 @@ class ControllerApp:
     @property
     def is_leader(self) -> bool:
         return self.raft is not None and self.raft.is_leader
+
+    def broker_addresses(self) -> BrokerAddresses:
+        """Where the brokers of every group the controllers know are."""
+        raft = self.raft
+        if raft is None:
+            return BrokerAddresses()
+        with raft.reading() as state:
+            return state.addresses()
 
     def leader_address(self) -> str | None:
         """The request address of the leading controller, if it has announced itself."""
@@ -435,6 +458,12 @@ class ControllerApp:
             if leading:
                 answer = dataclasses.replace(answer, master_broker_id=group.master_id,
                                              master_epoch=group.master_epoch)
+            master = group.master_address
+        mirror = self.auth_mirror
+        if (mirror is not None and master is not None and master not in self._copy_asked
+                and mirror.wants_copy()):
+            self._copy_asked.add(master)
+            mirror.wake()  # a master to copy the users from
         self.heartbeats.beat(
             (header.broker_name, header.broker_id), header.broker_addr, self.clock(),
             timeout_ms=header.heartbeat_timeout_millis, epoch=header.epoch,

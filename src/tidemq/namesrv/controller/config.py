@@ -17,8 +17,9 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
+from tidemq.net.acl.auth_keys import check_copy_keys, init_user, inner_credentials
 from tidemq.net.bind import check_listen, is_loopback
-from tidemq.net.server_keys import TlsServerKeys
+from tidemq.net.server_keys import TlsKeys
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
@@ -43,9 +44,11 @@ def parse_peers(text: str) -> dict[str, str]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ControllerConfig(TlsServerKeys):
-    """A controller's keys; its port's TLS (``tls.server.*``) applies to a standalone
-    controller (one inside a name server is served on the name server's port)."""
+class ControllerConfig(TlsKeys):
+    """A controller's keys; its port's TLS (``tls.server.*``) and ACL keys apply to a
+    standalone controller (one inside a name server is served on the name server's port,
+    with the name server's), as do ``tls.enable`` and ``tls.client.*``, for its copy of
+    the brokers' ACL 2.0 users."""
 
     #: Run the controller inside the name server (its requests on the name server's port).
     enable_controller_in_namesrv: bool = False
@@ -78,6 +81,22 @@ class ControllerConfig(TlsServerKeys):
     #: Check every request on the remoting port against the accounts of ``aclFile``.
     acl_enable: bool = False
     acl_file: str = ""
+    #: ACL 2.0 (the brokers' keys): every request must be signed by a user of the brokers'
+    #: store, which this controller copies from a broker (:mod:`tidemq.namesrv.auth_mirror`).
+    authentication_enabled: bool = False
+    #: ... and be allowed by that user's ACL.
+    authorization_enabled: bool = False
+    #: JSON ``{"username", "password"}``: a Super user known before any copy (the
+    #: brokers register with it).
+    init_authentication_user: str = dataclasses.field(default="", repr=False)
+    #: JSON ``{"accessKey", "secretKey"}``: what the copy is asked with (an administrator
+    #: of the brokers); default: ``initAuthenticationUser``.
+    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
+    #: The broker whose users are copied (``host:port``); empty: the master of the first
+    #: broker group the controllers know, clusters and names in sorted order.
+    auth_metadata_broker: str = ""
+    #: Seconds between two copies of the users.
+    auth_metadata_refresh_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         peers = parse_peers(self.controller_raft_peers)
@@ -88,9 +107,16 @@ class ControllerConfig(TlsServerKeys):
         check_listen(self.bind_address, self.listen_port, 0)
         if not self.enable_controller_in_namesrv:
             self.tls_server.check()
+            self.tls_client.check()
         if self.acl_enable and not self.acl_file:
             raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
                               key="aclFile")
+        check_copy_keys(acl_enable=self.acl_enable,
+                        authentication_enabled=self.authentication_enabled,
+                        authorization_enabled=self.authorization_enabled,
+                        credentials=(self.auth_credentials if self.authentication_enabled
+                                     else None),
+                        refresh_seconds=self.auth_metadata_refresh_seconds)
         if self.controller_broker_heartbeat_timeout <= 0:
             raise ConfigError("controllerBrokerHeartbeatTimeout must be positive",
                               key="controllerBrokerHeartbeatTimeout")
@@ -100,6 +126,15 @@ class ControllerConfig(TlsServerKeys):
 
     def replace(self, **changes: Any) -> ControllerConfig:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def init_user(self) -> tuple[str, str] | None:
+        return init_user(self.init_authentication_user)
+
+    @property
+    def auth_credentials(self) -> tuple[str, str] | None:
+        """What the copy of the users is asked with."""
+        return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
 
     @property
     def peers(self) -> dict[str, str]:

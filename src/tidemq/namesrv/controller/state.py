@@ -21,7 +21,7 @@ from tidemq.namesrv.controller.events import (
     RegisterBroker,
 )
 
-__all__ = ["BrokerGroup", "ControllerState"]
+__all__ = ["BrokerAddresses", "BrokerGroup", "ControllerState"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -55,11 +55,36 @@ class BrokerGroup:
         return self.master_epoch == 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerAddresses:
+    """Where each group's brokers are, as of one moment of the state: (cluster, broker
+    name, master's address or ``None``, every member's address) per group."""
+
+    groups: tuple[tuple[str, str, str | None, frozenset[str]], ...] = ()
+
+    def first_master(self) -> tuple[str, str] | None:
+        """(address, cluster) of the master of the first group, clusters and names in
+        sorted order; ``None`` when no group has a master."""
+        for cluster, _name, master, _members in sorted(self.groups, key=lambda g: g[:2]):
+            if master is not None:
+                return master, cluster
+        return None
+
+    def cluster_of(self, addr: str) -> str:
+        """The cluster of the broker at ``addr`` ("" when no group has it)."""
+        return next((g[0] for g in self.groups if addr in g[3]), "")
+
+
 @dataclasses.dataclass(slots=True)
 class ControllerState:
     groups: dict[str, BrokerGroup] = dataclasses.field(default_factory=dict)
     #: Raft endpoint -> request address of every controller that announced itself.
     controllers: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def addresses(self) -> BrokerAddresses:
+        return BrokerAddresses(tuple(
+            (g.cluster, g.broker_name, g.master_address, frozenset(g.brokers.values()))
+            for g in self.groups.values()))
 
     def apply(self, event: Event) -> bool:
         """Apply one event of the log; ``False`` when its expectation no longer holds."""

@@ -3,7 +3,9 @@
 * :class:`NameServerApp` -- remoting server, processors, expiry task;
 * :class:`RouteInfoManager` -- the route table and broker liveness, pure and synchronous;
 * :class:`NamesrvConfig` / :func:`load_namesrv_config` -- settings under RocketMQ's keys;
-* :mod:`~tidemq.namesrv.liveness` -- the broker liveness state table.
+* :mod:`~tidemq.namesrv.liveness` -- the broker liveness state table;
+* :mod:`~tidemq.namesrv.auth_mirror` -- the copy of the brokers' ACL 2.0 users that a
+  name server, and a standalone controller, check requests against.
 """
 
 from tidemq.namesrv.app import NameServerApp, RemovedListener

@@ -15,6 +15,11 @@ directory of the name server's files, beside which the Raft log is kept by defau
 The Raft log is kept on disk (:mod:`~tidemq.namesrv.controller.store_dir` says where) and
 locked while the controller runs, unless ``controllerStorePath=memory``.
 
+A standalone controller checks every request on its port against the ACL 1.0 accounts
+of ``aclFile`` (``aclEnable``), or with ``authenticationEnabled`` against a copy of the
+brokers' ACL 2.0 users (:mod:`~tidemq.namesrv.auth_mirror`), taken from the master of the
+first group it knows (or ``authMetadataBroker``) once a heartbeat names that master.
+
 Requests that change the state (register, elect, alter the sync-state set, clean) are
 answered by the Raft leader only, one at a time: it decides against the state it has
 (:mod:`~tidemq.namesrv.controller.decide`), appends the events and answers once they are

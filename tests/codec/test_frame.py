@@ -219,6 +219,9 @@ def test_json_header_ints_follow_java(member: str) -> None:
     [
         (RemotingCommand(code=200151, serialize_type=SerializeType.ROCKETMQ), "code"),
         (RemotingCommand(code=1, opaque=2**31), "opaque"),
+        (RemotingCommand(code=2**31), "code 2147483648"),
+        (RemotingCommand(code=1, flag=-(2**31) - 1), "flag"),
+        (RemotingCommand(code=1, version=2**40), "version"),
         (RemotingCommand(code=1, remark="\ud800"), "UTF-8"),
         (
             RemotingCommand(

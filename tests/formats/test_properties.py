@@ -10,7 +10,9 @@ from tidemq.formats.properties import (
     decode_properties,
     encode_properties,
     first_broken_pair,
+    parse_property_text,
     property_error,
+    property_text,
     property_text_error,
 )
 
@@ -130,3 +132,34 @@ def test_long_strings_of_few_pairs_agree_with_the_twin(pairs: list[tuple[str, st
     text = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
     assert property_text_error(text) == first_broken_pair(text)
     assert property_text_error(text + "x") == first_broken_pair(text + "x")
+
+
+def _pair_by_pair(text: str) -> dict[str, str]:
+    """The reader rules of the module docstring, spelled out one segment at a time."""
+    out: dict[str, str] = {}
+    for segment in text.split("\x02"):
+        name, sep, value = segment.partition("\x01")
+        if sep and name and value:
+            out[name] = value
+    return out
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
+def test_parse_follows_the_reader_rules_for_any_text(text: str) -> None:
+    assert parse_property_text(text) == _pair_by_pair(text)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_TEXT, _TEXT, max_size=6), st.booleans())
+def test_parse_reads_what_writers_send(props: dict[str, str], last_separator: bool) -> None:
+    text = encode_properties(props).decode()
+    if not last_separator:
+        text = text.removesuffix("\x02")
+    assert parse_property_text(text) == props
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_ANY | _TEXT, st.sampled_from(["", "v"]) | _TEXT, max_size=6))
+def test_property_text_is_the_encoding_before_utf8(props: dict[str, str]) -> None:
+    assert property_text(props).encode() == encode_properties(props)

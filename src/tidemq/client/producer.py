@@ -68,8 +68,12 @@ __all__ = ["Producer", "start_tracer"]
 log = logging.getLogger(__name__)
 
 #: Builds an attempt's request for a queue (given its route and broker address), with the
-#: ``msg_id`` its result gets.
-_Build = Callable[[TopicRoute, MessageQueue, str], Awaitable[tuple[RemotingCommand, str]]]
+#: ``msg_id`` its result gets: at once, or by a coroutine (a batch may first ask the
+#: broker its topic's queue type).
+_Built = tuple[RemotingCommand, str]
+_Build = Callable[[TopicRoute, MessageQueue, str], _Built | Awaitable[_Built]]
+#: Sends an attempt's request: ``(address, command, timeout) -> response``.
+_Request = Callable[[str, RemotingCommand, float | None], Awaitable[RemotingCommand]]
 _tracer_numbers = itertools.count(1)
 
 
@@ -117,6 +121,7 @@ class Producer(InstanceRole):
             self.queue_types.hint(topic, queue_type)
         #: Records this producer's sends (``enable_msg_trace``), else ``None``.
         self.tracer: Tracer | None = None
+        self._requester: tuple[ClientInstance, _Request] | None = None
 
     def __repr__(self) -> str:
         return f"<Producer group={self.group!r}>"
@@ -166,14 +171,16 @@ class Producer(InstanceRole):
         """
         inst = self.instance
         born = now_ms()
+        keys = inst.uniq_keys
         prepared = prepare_message(msg, max_size=self.config.max_message_size,
-                                   keys=inst.uniq_keys, now_ms=born, sharding_key=sharding_key)
+                                   keys=keys, now_ms=born, sharding_key=sharding_key)
         plan = self._plan(prepared, queue, sharding_key, selector)
         uniq = prepared.properties[PropertyKey.UNIQ_KEY]
+        opts = self._opts
 
-        async def build(_route: TopicRoute, mq: MessageQueue,
-                        _addr: str) -> tuple[RemotingCommand, str]:
-            return build_send(prepared, self._opts, mq, now_ms=born, keys=inst.uniq_keys), uniq
+        def build(_route: TopicRoute, mq: MessageQueue,
+                  _addr: str) -> tuple[RemotingCommand, str]:
+            return build_send(prepared, opts, mq, now_ms=born, keys=keys), uniq
 
         result = await self._deliver(prepared.topic, plan, build, timeout)
         if self.tracer is not None:  # the records are made by the tracer's task
@@ -355,16 +362,26 @@ class Producer(InstanceRole):
                        timeout: float | None, count: int = 1,
                        coalesce: bool = True) -> SendResult:
         inst = self.instance
-        request = batch_requester(inst).request if coalesce else inst.request
+        kept = self._requester
+        if not coalesce:
+            request: _Request = inst.request
+        elif kept is not None and kept[0] is inst:
+            request = kept[1]
+        else:  # the instance's requester, kept: looking it up costs more than a send's step
+            request = batch_requester(inst).request
+            self._requester = (inst, request)
         clock = asyncio.get_running_loop().time
         budget = self.config.send_msg_timeout if timeout is None else timeout
-        attempts = SendAttempts(plan, await inst.routes.get(topic, allow_default=True),
-                                budget=budget, now=clock())
+        routes = inst.routes
+        route = routes.ready(topic, allow_default=True) or await routes.get(
+            topic, allow_default=True)
+        attempts = SendAttempts(plan, route, budget=budget, now=clock())
         while (mq := attempts.next(clock())) is not None:
             addr = ""
             try:
                 addr = attempts.address(mq) or await inst.master_address(mq)
-                cmd, msg_id = await build(attempts.route, mq, addr)
+                built = build(attempts.route, mq, addr)
+                cmd, msg_id = built if isinstance(built, tuple) else await built
                 response = await request(addr, cmd, attempts.wait(clock()))
                 return read_send_response(response, mq, address=addr, msg_id=msg_id,
                                           count=count)

@@ -97,7 +97,7 @@ class SendPlan:
     ) -> None:
         if queue is not None and queue.topic != msg.topic:
             raise ValueError(f"queue {queue} is not a queue of topic {msg.topic!r}")
-        chosen = sum(x is not None for x in (queue, sharding_key, selector))
+        chosen = (queue is not None) + (sharding_key is not None) + (selector is not None)
         if chosen > 1:
             raise ValueError("give at most one of queue, sharding_key and selector")
         self._msg = msg

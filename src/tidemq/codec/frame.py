@@ -205,31 +205,33 @@ class FrameDecoder:
             if self._skip:
                 return None
         pos, end = self._pos, self._end
-        if end - pos < 4:
-            return None
-        buf = self._buf
-        (length,) = _INT.unpack_from(buf, pos)
+        if end - pos < 8:  # the length and header word (a shorter frame fails below)
+            if end - pos < 4:
+                return None
+            (length,) = _INT.unpack_from(self._buf, pos)
+            word = 0
+        else:
+            length, word = _LEN_WORD.unpack_from(self._buf, pos)
         if length < 4:
             raise RemoteProtocolError(f"frame length {length} is below the 4-byte minimum")
         if length > self.max_frame_size:
             self._oversized(length)
             return None
-        if end - pos - 4 < length:
+        stop = pos + 4 + length
+        if end < stop:
             self._want = 4 + length
             return None
-        (word,) = _INT.unpack_from(buf, pos + 4)
-        ser = (word >> 24) & 0xFF
         hlen = word & 0xFFFFFF
         if hlen > length - 4:
             raise RemoteProtocolError(f"header length {hlen} exceeds frame length {length}")
-        stype = _SERIALIZE_TYPES.get(ser)
+        stype = _SERIALIZE_TYPES.get(word >> 24 & 0xFF)
         if stype is None:
-            raise RemoteProtocolError(f"unknown serialization type {ser}")
+            raise RemoteProtocolError(f"unknown serialization type {word >> 24 & 0xFF}")
         hstart = pos + 8
         view = self._view
         header = bytes(view[hstart : hstart + hlen])
-        body = bytes(view[hstart + hlen : pos + 4 + length])
-        self._pos = pos + 4 + length
+        body = bytes(view[hstart + hlen : stop])
+        self._pos = stop
         self._want = 0
         cmd = decode_header(header, stype)
         cmd.body = body
@@ -275,18 +277,21 @@ def encode_command(cmd: RemotingCommand, limit: int | None = None) -> list[Buffe
     A frame whose length field would exceed ``limit`` raises :class:`FrameTooLargeToSend`.
     """
     header = encode_header(cmd)
-    parts: Sequence[Buffer] = cmd.body_parts if cmd.body_parts is not None else (cmd.body,)
-    body_len = sum(len(p) for p in parts)
-    if len(header) > 0xFFFFFF:
-        raise LocalProtocolError(f"header of {len(header)} bytes does not fit 24 bits")
-    length = 4 + len(header) + body_len
+    hlen = len(header)
+    parts: Sequence[Buffer] | None = cmd.body_parts
+    body_len = len(cmd.body) if parts is None else sum(map(len, parts))
+    if hlen > 0xFFFFFF:
+        raise LocalProtocolError(f"header of {hlen} bytes does not fit 24 bits")
+    length = 4 + hlen + body_len
     if limit is not None and length > limit:
         raise FrameTooLargeToSend(length, limit, cmd.code)
     if length > 0x7FFFFFFF:
         raise LocalProtocolError(f"frame of {length} bytes does not fit the 32-bit length field")
-    head = _LEN_WORD.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header
+    head = _LEN_WORD.pack(length, (int(cmd.serialize_type) << 24) | hlen) + header
+    if parts is None:
+        return [head, cmd.body] if body_len else [head]
     out: list[Buffer] = [head]
-    out.extend(p for p in parts if len(p))
+    out.extend(filter(len, parts))
     return out
 
 

@@ -44,6 +44,7 @@ _FIXED = struct.Struct(
 )
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_FOUR_INTS = struct.Struct("=4i")
 _INT32_MIN, _INT32_MAX = INT32
 _LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
 
@@ -202,10 +203,11 @@ def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
 
 
 def _check_ints(cmd: RemotingCommand) -> None:
-    lo, hi = _INT32_MIN, _INT32_MAX
-    if (lo <= cmd.code <= hi and lo <= cmd.opaque <= hi and lo <= cmd.flag <= hi
-            and lo <= cmd.version <= hi):
+    try:  # one C call range-checks the four (struct refuses what does not fit)
+        _FOUR_INTS.pack(cmd.code, cmd.opaque, cmd.flag, cmd.version)
         return
+    except struct.error:
+        pass
     for name in ("code", "opaque", "flag", "version"):
         value = getattr(cmd, name)
         if not _INT32_MIN <= value <= _INT32_MAX:

@@ -60,7 +60,12 @@ from tidemq.formats.batch import (
     iter_batch,
     uniform_layout,
 )
-from tidemq.formats.properties import MAX_PROPERTIES_BYTES, PropertyKey, encode_properties
+from tidemq.formats.properties import (
+    MAX_PROPERTIES_BYTES,
+    PropertyKey,
+    encode_properties,
+    property_text,
+)
 from tidemq.formats.record.messages import decode_plain_messages
 from tidemq.types import Message, MessageExt
 
@@ -357,12 +362,18 @@ def send_request(
     clock for a new ``UNIQ_KEY``. ``msg`` itself is not modified."""
     if not msg.topic:
         raise LocalProtocolError("message has no topic")
-    props = _properties_text(_with_key(msg, keys, now_ms), msg.topic)
+    props = msg.properties
+    if not props.get(PropertyKey.UNIQ_KEY):  # else sent as they are: no copy
+        props = _with_key(msg, keys, now_ms)
+    text = property_text(props)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > MAX_PROPERTIES_BYTES:
+        raise LocalProtocolError(f"{msg.topic}: properties take {size} bytes, the limit is "
+                                 f"{MAX_PROPERTIES_BYTES}")
     body = bytes(msg.body)
     if 0 < opts.compress_over <= len(body) and not sys_flag & COMPRESSED:
         body = compress(body, opts.compression, opts.compression_level)
         sys_flag |= sys_flag_for(opts.compression)
-    text = props.decode("utf-8")
     if (text and reconsume_times is None and max_reconsume_times is None and not opts.v1
             and INT32[0] <= queue_id <= INT32[1] and INT32[0] <= sys_flag <= INT32[1]
             and INT32[0] <= msg.flag <= INT32[1] and 0 <= now_ms <= INT64[1]):

@@ -10,6 +10,7 @@ admits."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from tests.child_server import free_port
 from tests.net.acl.users import ACL2, ALICE, ROOT
 
+from tidemq.broker.app import BrokerApp
 from tidemq.client import AdminClient, ClientConfig
 from tidemq.client.auth_admin import AuthAdmin
 from tidemq.client.controller_admin import ControllerAdmin
@@ -101,6 +103,40 @@ async def test_a_broker_signing_with_an_acl2_user_registers_and_heartbeats(
     await until(lambda: mirror.source == broker.broker_addr, "the users are copied")
     assert mirror.directory.cluster == cluster.cluster_name
     assert sum(gate.refused.values()) == 0
+
+
+async def test_a_broker_signing_with_a_copied_user_joins_its_group(
+        guarded: tuple[ControllerApp, Cluster], tmp_path: Path) -> None:
+    """A second broker of the group signs with a user the controller knows only from its
+    copy (not its initial user)."""
+    controller, cluster = guarded
+    master = cluster.brokers[0]
+    mirror = controller.auth_mirror
+    assert mirror is not None
+    inner = Credentials("broker-a-2", "broker-a-2-secret")
+    async with AdminClient(config=ClientConfig(
+            namesrv_addr=(cluster.namesrv_addr,), access_key=ROOT.access_key,
+            secret_key=ROOT.secret_key)) as admin:
+        await AuthAdmin(admin, broker_addr=master.broker_addr).create_user(
+            inner.access_key, inner.secret_key, "Super")
+    assert await mirror.copy_once()
+    config = dataclasses.replace(
+        master.config, broker_id=2, listen_port=0, ha_listen_port=0,
+        inner_client_authentication_credentials=json.dumps(
+            {"accessKey": inner.access_key, "secretKey": inner.secret_key}))
+    replica = BrokerApp(config, dataclasses.replace(
+        master.store_config, store_path_root_dir=str(tmp_path / "broker-a-2")))
+    await replica.start()
+    try:
+        def joined() -> bool:
+            with controller.raft.reading() as state:  # type: ignore[union-attr]
+                return 2 in state.groups[GROUP].brokers
+        await until(joined, "the second broker registers")
+        await until(lambda: controller.heartbeats.alive((GROUP, 2), controller.clock()),
+                    "the second broker heartbeats")
+    finally:
+        await replica.stop()
+    assert controller.acl is not None and sum(controller.acl.refused.values()) == 0
 
 
 async def test_admin_commands_pass_for_an_administrator_only(

@@ -208,13 +208,18 @@ class NameServerApp:
                         acl=self.acl is not None, reach="read every route and delete topics")
         if self.auth_mirror is not None:
             await self.auth_mirror.copy_first()
-        await self.server.start()
-        if self.controller is not None:
-            try:
-                await self.controller.start(self.address, data_dir=self.config.data_dir)
-            except BaseException:  # its Raft log's directory is locked, say: serve nothing
-                await self.server.close()
-                raise
+        try:
+            await self.server.start()
+            if self.controller is not None:
+                try:
+                    await self.controller.start(self.address, data_dir=self.config.data_dir)
+                except BaseException:  # its Raft log's directory is locked, say: serve nothing
+                    await self.server.close()
+                    raise
+        except BaseException:  # the port is taken, say: close the copy's connection too
+            if self.auth_mirror is not None:
+                await self.auth_mirror.stop()
+            raise
         self._started_ms = self.routes.clock()
         self._scanner = asyncio.ensure_future(self._scan_forever())
         if self.auth_mirror is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -145,3 +146,38 @@ async def test_close_from_inside_a_check_returns_without_waiting_for_that_check(
                                 lambda m: COMMIT)
     assert not [t.name for t in threading.enumerate() if t.name.endswith("tx-close-pg")
                 or "tx-close-pg_" in t.name]  # its loop and check threads ended
+
+
+async def test_a_check_closing_while_another_thread_closes_does_not_wait_for_it(
+        cluster: Cluster, peer: Peer) -> None:
+    """Another thread closes the producer while a check runs, and the check closes it
+    too: the check's close returns at once, the other one once the check has ended."""
+    in_check = threading.Event()
+    closed_inside: list[BaseException | None] = []
+    producers: list[BlockingTransactionProducer] = []
+    groups = cluster.brokers[0].ctx.producers.groups
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        in_check.set()
+        deadline = time.monotonic() + 20
+        while "tx-both-pg" in groups and time.monotonic() < deadline:
+            time.sleep(0.01)  # the other close has begun: no event reaches this thread
+        try:
+            producers[0].close()
+            closed_inside.append(None)
+        except BaseException as exc:  # the outcome is what is tested
+            closed_inside.append(exc)
+        return COMMIT
+
+    config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+    tp = await asyncio.to_thread(BlockingTransactionProducer, "tx-both-pg",
+                                 config=config, check=check)
+    producers.append(tp)
+    try:
+        await asyncio.to_thread(tp.send_in_transaction, Message("Orders", b"open"),
+                                lambda m: UNKNOWN)
+        assert await asyncio.to_thread(in_check.wait, 20)
+    finally:
+        await asyncio.wait_for(asyncio.to_thread(tp.close), 30)
+    assert closed_inside == [None]
+    assert "tx-both-pg" not in groups

@@ -91,6 +91,8 @@ class ClientConfig:
     compress_msg_body_over_howmuch: int = 4096
     #: Largest body (a batch: the encoded batch) a producer accepts, bytes.
     max_message_size: int = 4 * 1024 * 1024
+    #: Seconds between two periodic route refreshes, each fetching every cached route:
+    #: the longest a producer keeps sending elsewhere after a master is back.
     poll_name_server_interval: float = 30.0
     heartbeat_broker_interval: float = 30.0
     #: Template topic for auto-creation and its queue count per broker (remoting.md §2.3).

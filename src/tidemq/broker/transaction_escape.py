@@ -146,7 +146,8 @@ class TransactionEscape:
                 self.failures["no_master"] += 1
                 log.warning("transaction %s of producer group %s not handed on (tried "
                             "again at the next pass): no other broker group's master takes "
-                            "writes of topic %s", msg.key, msg.group, msg.topic)
+                            "writes of topic %s, or no name server answered", msg.key,
+                            msg.group, msg.topic)
                 continue
             try:
                 addr = await self.acting.hand_to(targets, escape)
@@ -155,13 +156,13 @@ class TransactionEscape:
                 log.warning("transaction %s of producer group %s not handed on (tried "
                             "again at the next pass): %s", msg.key, msg.group, exc)
                 continue
+            self.escaped += 1  # sent, whatever this replica does next
             if half.table.find(msg.offset) is not msg:
                 continue  # the table was replaced meanwhile (acting ended)
             half.forget(msg)
             self._note_ended(msg)
             if len(self.escaped_to) < MAX_HALF_MESSAGES:
                 self.escaped_to.update(dict.fromkeys(msg.offsets(), addr))
-            self.escaped += 1
             moved += 1
             log.info("transaction %s of producer group %s handed to %s (check %d)",
                      msg.key, msg.group, addr, msg.checks + 1)

@@ -57,6 +57,34 @@ async def test_pipelined_responses_leave_in_one_write(monkeypatch: pytest.Monkey
     conn.close()
 
 
+async def test_answers_of_a_read_leave_before_its_callback_returns() -> None:
+    """A plain processor's answer is written within the receive callback: a callback of
+    its own would wait for the GIL while the store's dispatch thread, woken by the
+    request's append, holds it. An answer given later still leaves with the loop."""
+    dispatcher = Dispatcher()
+    dispatcher.register(1, _echo)
+    later = asyncio.get_running_loop().create_future()
+
+    async def slow(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        await later
+        return cmd.response(remark="later")
+
+    dispatcher.register(2, slow)
+    conn = Connection(dispatcher)
+    transport = MemoryTransport(conn)
+    conn.connection_made(transport)
+    first, second = RemotingCommand.request(1, body=b"a"), RemotingCommand.request(2)
+    first.opaque, second.opaque = 1, 2
+    conn.data_received(frame_bytes(first) + frame_bytes(second))
+    assert [(c.opaque, c.body) for c in transport.written_commands()] == [(1, b"a")]
+    later.set_result(None)
+    await _one_iteration()
+    await _one_iteration()
+    assert [(c.opaque, c.remark) for c in transport.written_commands()][1:] == [(2, "later")]
+    assert len(transport.writes) == 2
+    conn.close()
+
+
 async def test_response_matched_by_opaque_and_strays_ignored() -> None:
     conn, transport = await _memory_connection()
     first = asyncio.ensure_future(conn.request(RemotingCommand.request(7), timeout=5))

@@ -32,8 +32,9 @@ Protocol errors are logged through a :class:`~tidemq.net.rate_limited_log.RateLi
 
 Writing: commands are encoded into buffers (head + untouched body parts) and queued; the
 buffers queued during one event-loop iteration go to ``transport.writelines`` in one call
-(one system call for many pipelined requests or responses). Body parts are never joined
-here.
+(one system call for many pipelined requests or responses) -- those queued while the
+frames of one read are handled (the answers of a plain-function processor) at the end of
+that read, within its receive callback. Body parts are never joined here.
 Flow control: when the transport pauses writing, :meth:`request` and :meth:`oneway` wait
 for it to drain, and a connection built with ``pause_reads_on_backpressure`` (the server's)
 also stops reading until it drains, so a peer that pipelines requests without reading the
@@ -150,6 +151,7 @@ class Connection(asyncio.BufferedProtocol):
         self._sweeper: asyncio.TimerHandle | None = None
         self._opaque = 0
         self._out: list[Buffer] = []
+        self._receiving = False  # handling the frames of a read: _write needs no callback
         self._write_paused = False
         self._reading_stopped = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -348,6 +350,7 @@ class Connection(asyncio.BufferedProtocol):
         started = self._last_received = loop.time()
         decoder = self._decoder
         completed = False
+        self._receiving = True
         try:
             while self.state is ConnState.OPEN:
                 try:
@@ -373,6 +376,10 @@ class Connection(asyncio.BufferedProtocol):
                                  self.remote_address, exc)
             self.close(f"protocol error: {exc}", exc)
             return
+        finally:
+            self._receiving = False
+            if self._out:  # this read's answers leave now, in one write (see _write)
+                self._flush()
         budget = self._budget
         if budget is not None and self.state is ConnState.OPEN:
             trim, close = budget.update(self, decoder.buffered, self._last_received,
@@ -473,9 +480,14 @@ class Connection(asyncio.BufferedProtocol):
         return new
 
     def _write(self, parts: Sequence[Buffer]) -> None:
-        """Queue ``parts``; everything queued in one loop iteration goes out in one call."""
+        """Queue ``parts``; everything queued in one loop iteration goes out in one call.
+
+        What is written while a read's frames are handled goes out at the end of that
+        read, before the receive callback returns: not in a callback of its own, which
+        would wait for the GIL if the store's dispatch thread -- woken by the appends of
+        those very frames -- took it as the receive callback let it go."""
         out = self._out
-        if not out:
+        if not out and not self._receiving:
             self._loop.call_soon(self._flush)
         out.extend(parts)
 

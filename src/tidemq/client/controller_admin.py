@@ -16,7 +16,9 @@ operation                            requests
 
 A request the leader refuses with 2007 CONTROLLER_NOT_LEADER (leadership moved), or that
 cannot reach the controller named as leader (it just died), is sent again to the leader
-found anew, for up to :data:`LEADER_WAIT` seconds.
+found anew, for up to :data:`LEADER_WAIT` seconds. When every controller refuses the
+search for the leader with 16 NO_PERMISSION (wrong credentials, say), that refusal is
+raised at once: asking again would not change it.
 """
 
 from __future__ import annotations
@@ -89,17 +91,23 @@ class ControllerAdmin:
         deadline = loop.time() + LEADER_WAIT
         errors: list[str] = []
         while True:
+            refused: list[BrokerResponseError] = []
             for address in self.controllers:
                 try:
                     meta = await self.metadata(address)
                 except TideMQError as exc:
                     errors.append(f"{address}: {exc}")
+                    if (isinstance(exc, BrokerResponseError)
+                            and exc.code == ResponseCode.NO_PERMISSION):
+                        refused.append(exc)
                     continue
                 if meta.is_leader:
                     return address
                 if meta.leader_address:
                     return meta.leader_address
                 errors.append(f"{address}: knows no leader")
+            if len(refused) == len(self.controllers):
+                raise refused[0]
             if loop.time() >= deadline:
                 raise error_for_code(
                     ResponseCode.CONTROLLER_NOT_LEADER,

@@ -26,7 +26,7 @@ from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import ElectMasterRequestHeader, encode_broker_names
 from tidemq.codec.signature import Credentials
-from tidemq.errors import ConfigError, ResponseCode
+from tidemq.errors import BrokerResponseError, ConfigError, ResponseCode
 from tidemq.namesrv.auth_mirror import NOT_COPIED_YET
 from tidemq.namesrv.controller import ControllerApp, ControllerConfig
 from tidemq.net import RemotingClient
@@ -186,6 +186,16 @@ async def test_admin_commands_pass_for_an_administrator_only(
                        "AccessKey ops does not check")
     answer = await ask(addr, None, elect())
     assert answer.code == NO_PERMISSION and "no AccessKey" in (answer.remark or "")
+    # tidemq admin with a wrong password: the refusal itself, not "no leader found"
+    forger = RemotingClient(request_timeout=10.0,
+                            credentials=Credentials(OPS.access_key, "not-the-secret"))
+    try:
+        with pytest.raises(BrokerResponseError) as refused:
+            await ControllerAdmin(forger.request, [addr]).sync_state_set([GROUP])
+    finally:
+        await forger.close()
+    assert refused.value.code == NO_PERMISSION
+    assert "the signature of AccessKey ops does not check" in str(refused.value)
 
 
 async def test_before_the_first_copy_only_the_initial_user_passes(tmp_path: Path) -> None:

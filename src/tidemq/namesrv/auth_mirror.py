@@ -38,7 +38,7 @@ from tidemq.net.client import RemotingClient
 from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import TlsClientSettings
 
-__all__ = ["AuthMirror", "Brokers", "CopyKeys"]
+__all__ = ["NOT_COPIED_YET", "AuthMirror", "Brokers", "CopyKeys"]
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.cli.server_process import ServerProcess
 from typer.testing import CliRunner
@@ -79,6 +79,7 @@ _keys = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF,
                               blacklist_characters="=:#!\\"), min_size=1, max_size=12)
 
 
+@settings(deadline=None)  # each example writes and renames files: slow on a busy disk
 @given(st.lists(st.dictionaries(_keys, st.text(max_size=20), max_size=5), max_size=4))
 def test_writes_merge_and_read_back(tmp_path_factory: pytest.TempPathFactory,
                                     updates: list[dict[str, str]]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.child_server import free_port
 from tests.net.acl.users import ACL2, ALICE, ROOT
+from tests.tls_certs import Certs
 
 from tidemq.broker.app import BrokerApp
 from tidemq.client import AdminClient, ClientConfig
@@ -250,3 +251,24 @@ def test_configuration_errors_name_the_key(settings: dict[str, object], key: str
                          controller_raft_peers="n0-127.0.0.1:9880",
                          **{**COPY_KEYS, **settings})  # type: ignore[arg-type]
     assert info.value.key == key
+
+
+async def test_the_copy_is_asked_for_over_tls_with_the_client_keys(
+        tmp_path: Path, tls_certs: Certs) -> None:
+    """A broker that serves TLS only: a controller with ``tls.enable`` and the CA copies
+    its users; one without cannot, and starts with the initial user only."""
+    tls_only = {"tls_server_mode": "enforcing",
+                "tls_server_cert_path": str(tls_certs.server_cert),
+                "tls_server_key_path": str(tls_certs.server_key)}
+    async with Cluster(tmp_path / "tls", broker={**ACL2, **tls_only, "tls_enable": True,
+                                                 "tls_client_trust_cert_path":
+                                                 str(tls_certs.ca)}) as cluster:
+        source = cluster.brokers[0].broker_addr
+        async with ControllerApp(controller_config(
+                tmp_path / "plain", auth_metadata_broker=source)) as plain:
+            assert plain.auth_mirror is not None and plain.auth_mirror.copies == 0
+        async with ControllerApp(controller_config(
+                tmp_path / "tls-client", auth_metadata_broker=source, tls_enable=True,
+                tls_client_trust_cert_path=str(tls_certs.ca))) as controller:
+            mirror = controller.auth_mirror
+            assert mirror is not None and (mirror.copies, mirror.source) == (1, source)

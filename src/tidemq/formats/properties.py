@@ -17,7 +17,6 @@ Layout (UTF-8 text)::
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Mapping
 
@@ -77,11 +76,6 @@ def property_text(props: Mapping[str, str]) -> str:
     carries."""
     if not props:
         return ""
-    if "" not in props and "" not in props.values():
-        try:  # every pair written: joined by C calls (a value that is no str refuses)
-            return "\x02".join(map("\x01".join, props.items())) + "\x02"
-        except TypeError:
-            pass
     return "".join([f"{name}\x01{value}\x02" for name, value in props.items()
                     if name and value is not None and value != ""])
 
@@ -99,27 +93,7 @@ def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
 
 def parse_property_text(text: str) -> dict[str, str]:
     """:func:`decode_properties` of text already decoded: pairs with an empty name or value
-    are dropped, the last of a repeated name wins.
-
-    What writers send -- every segment one pair, both sides non-empty, the last ``\x02``
-    there or not -- is split by C calls; anything else pair by pair."""
-    if not text:
-        return {}
-    body = text[:-1] if text[-1] == "\x02" else text
-    if not (text[0] == "\x01" or body[-1:] == "\x01" or "\x02\x01" in text
-            or "\x01\x02" in text):  # no empty name or value anywhere
-        try:  # every segment splits in exactly two, or dict() refuses it
-            return dict(map(_SPLIT_PAIR, body.split("\x02")))
-        except ValueError:
-            pass
-    return _parse_pairs(text)
-
-
-_SPLIT_PAIR = operator.methodcaller("split", "\x01")
-
-
-def _parse_pairs(text: str) -> dict[str, str]:
-    """:func:`parse_property_text`, one segment at a time."""
+    are dropped, the last of a repeated name wins."""
     out: dict[str, str] = {}
     for segment in text.split("\x02"):
         if len(segment) < 3:

@@ -1,0 +1,254 @@
+"""Where the time of one synchronous send goes, send by send, and what the slow ones wait on.
+
+Starts a broker process (``tidemq standalone``, as ``tidemq bench produce`` does) and
+sends 128-byte messages with ``Producer.send`` one at a time (``--in-flight 1``) for
+``--duration`` seconds after ``--warmup``. Both processes stamp each step on the shared
+monotonic clock (``time.perf_counter``), by wrapping a few methods of their connections:
+
+=========  ==============================================================================
+client     the request written (``Connection.send_request`` returned: written at once)
+broker     the request's read callback starts; its answer handed to the transport
+           (``Connection._flush``); the read callback ends
+client     the answer's read callback starts; ``send`` returns
+=========  ==============================================================================
+
+so every send splits into five parts: *build* (client, before the write), *to broker*
+(the request on the wire, the broker woken and its event loop reaching the read, which
+includes any wait for the GIL), *broker* (the handling until the answer is written),
+*to client* and *finish* (client, from the answer's read to the result). Also stamped:
+each dispatch round of the broker's store (``Dispatcher.run_once``) and every garbage
+collection in either process (``gc.callbacks``).
+
+Printed: the median and p99 of each part over all sends, then the sends slower than the
+p99: which part made them slow (the part furthest above its own median), and how many
+overlapped a dispatch round or a collection. The clocks are the same clock, so the parts
+add up to the send; the stamps themselves cost a few hundred nanoseconds a send.
+
+    .venv/bin/python benchmarks/send_tail.py --duration 10 --warmup 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import atexit
+import bisect
+import contextlib
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_clock = time.perf_counter
+
+
+def _stamp_gc(out: list[tuple[float, float]]) -> None:
+    start = [0.0]
+
+    def on_gc(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            start[0] = _clock()
+        else:
+            out.append((start[0], _clock()))
+
+    gc.callbacks.append(on_gc)
+
+
+# ---------------------------------------------------------------------- broker child
+
+
+def _broker_child(out_path: str, argv: list[str]) -> None:
+    """Run ``tidemq standalone`` with its connections and dispatcher stamped; the stamps
+    are written to ``out_path`` when it exits (SIGTERM: a clean shutdown)."""
+    from tidemq.net import connection
+    from tidemq.store import dispatch
+
+    reads: list[tuple[float, float]] = []
+    flushes: list[float] = []
+    rounds: list[tuple[float, float]] = []
+    collections: list[tuple[float, float]] = []
+    _stamp_gc(collections)
+    received = connection.Connection._frames_received
+    flush = connection.Connection._flush
+    run_once = dispatch.Dispatcher.run_once
+
+    def frames_received(self: Any) -> None:
+        t0 = _clock()
+        received(self)
+        reads.append((t0, _clock()))
+
+    def flush_out(self: Any) -> None:
+        if self._out:
+            flushes.append(_clock())
+        flush(self)
+
+    def dispatch_round(self: Any, batches: Any) -> None:
+        t0 = _clock()
+        run_once(self, batches)
+        rounds.append((t0, _clock()))
+
+    connection.Connection._frames_received = frames_received  # type: ignore[method-assign]
+    connection.Connection._flush = flush_out  # type: ignore[method-assign]
+    dispatch.Dispatcher.run_once = dispatch_round  # type: ignore[method-assign]
+
+    def dump() -> None:
+        Path(out_path).write_text(json.dumps({"reads": reads, "flushes": flushes,
+                                              "rounds": rounds, "gc": collections}))
+
+    atexit.register(dump)
+    from tidemq.cli.main import main
+
+    sys.argv = ["tidemq", *argv]
+    main()
+
+
+# ---------------------------------------------------------------------- client
+
+
+async def _run(duration: float, warmup: float, stamps_path: str) -> dict[str, Any]:
+    from tidemq.bench.process import BrokerProcess
+    from tidemq.client import AdminClient, ClientConfig, Message, Producer
+    from tidemq.errors import TideMQError
+    from tidemq.net import connection
+
+    class StampedBroker(BrokerProcess):
+        def command(self, namesrv_port: int, broker_port: int) -> list[str]:
+            cmd = super().command(namesrv_port, broker_port)
+            return [sys.executable, __file__, "--broker-child", stamps_path, *cmd[3:]]
+
+    written: list[float] = []
+    answered: list[float] = []
+    collections: list[tuple[float, float]] = []
+    send_request = connection.Connection.send_request
+    received = connection.Connection._frames_received
+
+    def stamped_send(self: Any, *args: Any, **kwargs: Any) -> int:
+        opaque = send_request(self, *args, **kwargs)
+        written.append(_clock())
+        return opaque
+
+    def stamped_received(self: Any) -> None:
+        answered.append(_clock())
+        received(self)
+
+    broker = StampedBroker()
+    await broker.start()
+    sends: list[tuple[float, float]] = []
+    try:
+        async with AdminClient(broker.namesrv_addr) as admin:
+            await admin.create_topic("SendTail", read_queue_nums=8, write_queue_nums=8)
+            while True:
+                with contextlib.suppress(TideMQError):
+                    route = await admin.instance.routes.get("SendTail", refresh=True)
+                    if route.publish_queues:
+                        break
+                await asyncio.sleep(0.05)  # the broker registers the topic soon
+        producer = Producer("send_tail", config=ClientConfig(
+            namesrv_addr=(broker.namesrv_addr,), send_msg_timeout=30.0))
+        await producer.start()
+        msg = Message("SendTail", b"x" * 128)
+        queue = route.publish_queues[0]
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 100)  # as tidemq bench produce
+        _stamp_gc(collections)
+        connection.Connection.send_request = stamped_send  # type: ignore[method-assign]
+        connection.Connection._frames_received = stamped_received  # type: ignore[method-assign]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while loop.time() - start < warmup + duration:
+            measured = loop.time() - start >= warmup
+            t0 = _clock()
+            await producer.send(msg, queue=queue)
+            if measured:
+                sends.append((t0, _clock()))
+        connection.Connection.send_request = send_request  # type: ignore[method-assign]
+        connection.Connection._frames_received = received  # type: ignore[method-assign]
+        await producer.close()
+    finally:
+        await broker.stop()
+    return {"sends": sends, "written": written, "answered": answered, "gc": collections}
+
+
+def _first_in(times: list[float], lo: float, hi: float) -> float | None:
+    i = bisect.bisect_left(times, lo)
+    return times[i] if i < len(times) and times[i] <= hi else None
+
+
+def _overlaps(spans: list[tuple[float, float]], lo: float, hi: float) -> bool:
+    return any(a < hi and b > lo for a, b in spans)
+
+
+_PARTS = ("build", "to broker", "broker", "to client", "finish")
+
+
+def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
+    written, answered = client["written"], client["answered"]
+    reads = broker["reads"]
+    read_starts = [a for a, _ in reads]
+    flushes = broker["flushes"]
+    rows: list[tuple[float, list[float], bool, bool]] = []
+    for t0, t1 in client["sends"]:
+        tw = _first_in(written, t0, t1)
+        tr = _first_in(answered, tw, t1) if tw is not None else None
+        tb = _first_in(read_starts, tw, tr) if tw is not None and tr is not None else None
+        if tw is None or tr is None or tb is None:
+            continue
+        tf = _first_in(flushes, tb, tr)
+        if tf is None:
+            continue
+        parts = [tw - t0, tb - tw, tf - tb, tr - tf, t1 - tr]
+        rows.append((t1 - t0, parts, _overlaps(broker["rounds"], tw, tr),
+                     _overlaps(broker["gc"], t0, t1) or _overlaps(client["gc"], t0, t1)))
+    if not rows:
+        print("no send could be matched with the broker's stamps")
+        return
+    totals = sorted(r[0] for r in rows)
+    p99 = totals[int(len(totals) * 0.99)]
+    medians = [statistics.median(r[1][i] for r in rows) for i in range(5)]
+    print(f"{len(rows):,} sends: p50 {statistics.median(totals) * 1e3:.3f} ms, "
+          f"p99 {p99 * 1e3:.3f} ms, max {totals[-1] * 1e3:.3f} ms")
+    print(f"{'part':12s} {'median µs':>10s} {'p99 µs':>8s}")
+    for i, name in enumerate(_PARTS):
+        values = sorted(r[1][i] for r in rows)
+        print(f"{name:12s} {medians[i] * 1e6:10.1f} {values[int(len(values) * 0.99)] * 1e6:8.1f}")
+    slow = [r for r in rows if r[0] >= p99]
+    blame = dict.fromkeys(_PARTS, 0)
+    for _total, parts, _round, _gc in slow:
+        worst = max(range(5), key=lambda i: parts[i] - medians[i])
+        blame[_PARTS[worst]] += 1
+    print(f"the {len(slow)} sends at or above the p99, by the part furthest above its "
+          f"median: " + ", ".join(f"{k} {v}" for k, v in blame.items() if v))
+    print(f"  overlapping a dispatch round: {sum(r[2] for r in slow)} "
+          f"(all sends: {sum(r[2] for r in rows) / len(rows):.0%}); a garbage collection: "
+          f"{sum(r[3] for r in slow)} (all sends: {sum(r[3] for r in rows)})")
+    print("  mean excess over the medians, µs: " + ", ".join(
+        f"{name} {statistics.fmean(r[1][i] for r in slow) * 1e6 - medians[i] * 1e6:.0f}"
+        for i, name in enumerate(_PARTS)))
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--broker-child":
+        _broker_child(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    ns = parser.parse_args()
+    import uvloop
+
+    uvloop.install()
+    with tempfile.TemporaryDirectory() as tmp:
+        stamps = os.path.join(tmp, "broker.json")
+        client = asyncio.run(_run(ns.duration, ns.warmup, stamps))
+        broker = json.loads(Path(stamps).read_text())
+    _analyse(client, broker)
+
+
+if __name__ == "__main__":
+    main()

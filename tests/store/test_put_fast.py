@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tidemq.formats.record import HostAddr, decode_record, encode_record
 from tidemq.store.dispatch import DispatchBatch, Row, fold_rows
@@ -270,3 +272,18 @@ def test_memoryview_properties_write_the_same_bytes(open_store: OpenStore) -> No
         topic=b"T", queue_id=0, body=b"abc", properties=b"KEYS\x01k\x02",
         born_timestamp=clock.now, store_host=store.store_host, born_host=store.store_host,
         store_timestamp=clock.now, queue_offset=2, physical_offset=res.phys_offsets[0]))
+
+
+@given(end=st.integers(1, 2**62), ts=st.integers(0, 2**62), queue=st.integers(0, 7),
+       qo=st.integers(0, 2**62), keys=st.none() | st.tuples(st.text(max_size=4)),
+       across=st.booleans(), timed=st.booleans())
+def test_fold_rows_of_one_row_is_the_batch_of_its_record(
+        end: int, ts: int, queue: int, qo: int, keys: tuple[str] | None, across: bool,
+        timed: bool) -> None:
+    row: Row = (end, ts, ("T", queue), qo, end - 1, 1, 7, keys)
+    other: Row = (end + 1, ts, ("T", queue + 8), 0, end, 1, 0, keys)  # another queue
+    alone = fold_rows([row], across, lambda _topic, _queue: timed)
+    # The same batch as the general path gives the row among others.
+    among = fold_rows([row, other], across, lambda _topic, _queue: timed)
+    assert alone == [among[0]] == [DispatchBatch(
+        "T", queue, qo, [end - 1], [1], [7], ts, end, None if keys is None else [keys])]

@@ -32,6 +32,7 @@ from tidemq.store.index_keys import KeyColumns
 from tidemq.store.lmq_store import FanOut, LmqStore
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.threads import NamedThread
+from tidemq.store.wakeup import Wakeup
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "apply_batches",
            "fold_rows", "index_batches"]
@@ -105,6 +106,11 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
     their records interleave in the log, though. Without ``across_queues`` only
     neighbours in the log are folded and the batches' records stay in log order too.
     """
+    if len(rows) == 1:  # a round of one put, as at one send at a time: the same batch,
+        row = rows[0]  # without columns
+        keyed = row[7]
+        return [DispatchBatch(row[2][0], row[2][1], row[3], [row[4]], [row[5]], [row[6]],
+                              row[1], row[0], None if keyed is None else [keyed])]
     if not across_queues:
         return _fold_neighbours(rows)
     keys = list(map(_ROW_KEY, rows))
@@ -350,7 +356,7 @@ class Dispatcher:
         self.linger = linger_ms / 1000
         #: Records per round at most (0: everything confirmed is one round).
         self.round_records = 0
-        self._wakeup = threading.Event()
+        self._wakeup = Wakeup()
         self.dispatched_entries = 0
         #: :func:`apply_batches` hands the index its keys in log order whatever the batch
         #: order; a subclass that applies rounds itself gets keyed rows in log order.

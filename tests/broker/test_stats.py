@@ -54,6 +54,17 @@ def test_gets_are_counted_per_topic_and_group() -> None:
     assert stats.group_get["G"].total == 6
 
 
+def test_puts_are_counted_in_total_per_topic_and_in_bytes() -> None:
+    stats = BrokerStats()
+    for i in range(500):  # nearly all within one second: the meters' shared fast path
+        stats.on_put("T" if i % 5 else "U", 2, 100)
+    assert (stats.put_msgs.total, stats.put_bytes.total) == (1000, 50_000)
+    assert (stats.topic_put["T"].total, stats.topic_put["U"].total) == (800, 200)
+    assert stats.put_msgs.sum_since(120) == 1000  # what a second held is settled on reading
+    assert stats.put_bytes.sum_since(120) == 50_000
+    assert stats.topic_put["U"].sum_since(120) == 200
+
+
 def test_a_deleted_topic_or_group_leaves_no_meters() -> None:
     stats = BrokerStats()
     stats.on_put("T", 1, 10)

@@ -152,6 +152,7 @@ class Connection(asyncio.BufferedProtocol):
         self._opaque = 0
         self._out: list[Buffer] = []
         self._receiving = False  # handling the frames of a read: _write needs no callback
+        self._budgeted = False  # the last report to the receive budget was not all zero
         self._write_paused = False
         self._reading_stopped = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -382,8 +383,12 @@ class Connection(asyncio.BufferedProtocol):
                 self._flush()
         budget = self._budget
         if budget is not None and self.state is ConnState.OPEN:
-            trim, close = budget.update(self, decoder.buffered, self._last_received,
-                                        completed=completed, spare=decoder.spare)
+            held, spare = decoder.buffered, decoder.spare
+            if not (held or spare or self._budgeted):
+                return  # nothing held now, nor reported before: the budget has no entry
+            self._budgeted = bool(held or spare)
+            trim, close = budget.update(self, held, self._last_received,
+                                        completed=completed, spare=spare)
             for conn in trim:
                 conn._decoder.release()
             for conn in close:

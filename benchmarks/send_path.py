@@ -4,7 +4,10 @@ Starts an in-process cluster (one name server, one broker), builds the SEND_BATC
 frames a TideMQ producer sends -- ``--batch`` messages of ``--size`` bytes, to an
 ordinary topic (``outer``: split into one record per message) and to a BatchCQ topic
 (``inner``: one record per batch, RIP-26) -- or, for ``single``, a SEND_MESSAGE_V2 of one
-message of ``--size`` bytes with tags and keys to an ordinary topic, and feeds them to
+message of ``--size`` bytes with tags and keys to an ordinary topic, or, for ``fanout``,
+batches whose messages each name ``--fanout`` random LMQs of ``--lmqs``
+(``INNER_MULTI_DISPATCH``, RIP-28; the broker runs with LMQ enabled and every frame
+differs), and feeds them to
 the broker's real server-side ``Connection`` ``--per-read`` frames at a time, as if read
 from the socket. Answers go to a sink instead of the socket, so what is measured is the
 whole path on the event-loop thread: frame and header decoding, the send processor, the
@@ -40,6 +43,7 @@ import asyncio
 import functools
 import json
 import os
+import random
 import resource
 import shutil
 import signal
@@ -52,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidemq.client import AdminClient
+from tidemq.client import AdminClient, lmq_message
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
 from tidemq.codec.send_batch import encode_send_batch, send_batch_request
@@ -65,7 +69,10 @@ from tidemq.types import Message
 
 #: A private request code: its processor hands the benchmark the server-side connection.
 _GRAB = 29_901
-_TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner", "single": "SendPathOuter"}
+_TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner", "single": "SendPathOuter",
+           "fanout": "SendPathOuter"}
+#: Distinct frames a ``fanout`` round cycles through.
+_FANOUT_FRAMES = 256
 
 
 class _Sink:
@@ -154,11 +161,16 @@ def _single(body: bytes) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
 
 
-def _frame(mode: str, batch: int, size: int) -> bytes:
+def _frame(mode: str, batch: int, size: int, lmqs: int = 0, fanout: int = 0,
+           rng: random.Random | None = None) -> bytes:
     body = (b"the quick brown fox jumps over the lazy dog " * (size // 44 + 1))[:size]
     if mode == "single":
         return b"".join(bytes(part) for part in encode_command(_single(body)))
     msgs = [Message(_TOPICS[mode], body) for _ in range(batch)]
+    if mode == "fanout":
+        assert rng is not None
+        msgs = [lmq_message(m, [f"%LMQ%path{k:07d}" for k in rng.sample(range(lmqs), fanout)])
+                for m in msgs]
     now = int(time.time() * 1000)
     encoded = encode_send_batch(msgs, keys=UniqKeyGenerator("127.0.0.1", os.getpid()), now_ms=now)
     cmd = send_batch_request(encoded, inner=mode == "inner", producer_group="send-path",
@@ -172,17 +184,19 @@ def _callgrind(on: bool) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def _measure(conn: Connection, store: MessageStore, frame: bytes, batch: int, per_read: int,
-             requests: int, perf: _Perf, callgrind: bool = False) -> dict[str, float]:
-    chunk = frame * per_read
+def _measure(conn: Connection, store: MessageStore, frames: list[bytes], batch: int,
+             per_read: int, requests: int, perf: _Perf, callgrind: bool = False
+             ) -> dict[str, float]:
+    chunks = [b"".join(frames[(i + j) % len(frames)] for j in range(per_read))
+              for i in range(0, len(frames), per_read)]
     reads = max(1, requests // per_read)
     stored = store.put_messages
     if callgrind:
         _callgrind(True)
     proc = perf.start()
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
-    for _ in range(reads):
-        conn.data_received(chunk)
+    for i in range(reads):
+        conn.data_received(chunks[i % len(chunks)])
         conn._flush()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_THREAD)
@@ -208,7 +222,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"batch": args.batch, "size": args.size,
                                "per_read": args.per_read, "perf": perf.available}
     try:
-        async with Cluster(root, store={"mapped_file_size_commit_log": 1 << 30}) as cluster:
+        settings: dict[str, Any] = {"mapped_file_size_commit_log": 1 << 30}
+        if "fanout" in args.modes:
+            settings |= {"enable_lmq": True, "enable_multi_dispatch": True}
+        async with Cluster(root, store=settings) as cluster:
             async with AdminClient(cluster.namesrv_addr) as admin:
                 await admin.create_topic(_TOPICS["outer"], read_queue_nums=1,
                                          write_queue_nums=1)
@@ -216,15 +233,17 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                                          write_queue_nums=1,
                                          attributes={"queue.type": "BatchCQ"})
             conn, client = await _server_connection(cluster)
-            store = cluster.brokers[0].store
             transport, check_flow = conn._transport, conn._check_flow
             conn._transport, conn._check_flow = _Sink(), None  # type: ignore[assignment]
             try:
+                rng = random.Random(1)
                 for mode in args.modes:
-                    frame = _frame(mode, args.batch, args.size)
+                    frames = ([_frame(mode, args.batch, args.size, args.lmqs, args.fanout, rng)
+                               for _ in range(_FANOUT_FRAMES)] if mode == "fanout"
+                              else [_frame(mode, args.batch, args.size)])
                     batch = 1 if mode == "single" else args.batch
-                    measure = functools.partial(_measure, conn, store, frame, batch,
-                                                args.per_read, perf=perf)
+                    measure = functools.partial(_measure, conn, cluster.brokers[0].store,
+                                                frames, batch, args.per_read, perf=perf)
                     measure(args.requests // 4)  # warm-up
                     rounds = [measure(args.requests, callgrind=args.callgrind)
                               for _ in range(args.rounds)]
@@ -234,7 +253,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     for key in ("cpu_us", "user_us", "sys_us"):
                         summary[f"rounds_{key}"] = [round(r[key], 1) for r in rounds]
                     summary["ideal_msgs_per_s"] = batch / summary["wall_us"] * 1e6
-                    summary["frame_bytes"] = len(frame)
+                    summary["frame_bytes"] = len(frames[0])
                     results[mode] = summary
             finally:
                 conn._transport, conn._check_flow = transport, check_flow
@@ -254,6 +273,8 @@ def main() -> None:
     parser.add_argument("--per-read", type=int, default=8,
                         help="frames handed over per data_received call")
     parser.add_argument("--modes", nargs="+", choices=sorted(_TOPICS), default=["outer", "inner"])
+    parser.add_argument("--lmqs", type=int, default=100_000, help="fanout: LMQs named")
+    parser.add_argument("--fanout", type=int, default=10, help="fanout: LMQs per message")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--callgrind", action="store_true",
                         help="under callgrind (--instr-atstart=no): instrument the measured "

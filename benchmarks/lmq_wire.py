@@ -1,0 +1,123 @@
+"""What a fan-out message sent over the wire costs the broker, thread by thread (RIP-28).
+
+Builds a store holding ``--lmqs`` light message queues (in a child process, as ``tidemq
+bench lmq`` does), starts ``tidemq standalone`` on it and sends, ``--rounds`` times for
+each of ``--modes``, ``--messages`` fan-out messages, each to ``--fanout`` random
+existing LMQs: ``raw`` (one SEND_MESSAGE_V2 each, 64 in flight), ``single``
+(``Producer.send``, 64 in flight, coalesced by the client) or ``batched`` (an
+``AutoBatchProducer``). For each round it prints the broker's CPU microseconds a message
+(all threads, from ``/proc``), the busiest threads' share of it, and the message rate.
+CPU time a message is the figure to compare on a shared machine: the rates depend on
+what else runs.
+
+    .venv/bin/python benchmarks/lmq_wire.py --modes batched --rounds 3
+
+``--profile out.txt`` runs the broker under ``py-spy record`` (raw format) for the whole
+run; ``--pause`` waits for Enter before the first round (attach a profiler by pid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from tidemq.bench.lmq import (
+    PARENT,
+    WIRE_MODES,
+    LmqBenchConfig,
+    _batched_sends,
+    _child,
+    _first_found,
+    _producer_sends,
+    _raw_sends,
+    _wire_messages,
+)
+from tidemq.bench.process import BrokerProcess, thread_cpu_seconds, thread_cpu_split
+from tidemq.client import AdminClient, ClientConfig, Producer
+from tidemq.net.client import RemotingClient
+
+
+async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
+                  broker: BrokerProcess) -> list[dict[str, Any]]:
+    namesrv = await broker.start(timeout=300)
+    async with AdminClient(config=ClientConfig(namesrv_addr=(namesrv,))) as admin:
+        addr = (await admin.cluster_list())[0].address
+        await admin.create_topic(PARENT, broker_addr=addr, read_queue_nums=cfg.parent_queues,
+                                 write_queue_nums=cfg.parent_queues)
+    client = RemotingClient(request_timeout=60)
+    config = ClientConfig(namesrv_addr=(namesrv,), send_msg_timeout=60.0,
+                          request_timeout=60.0)
+    out: list[dict[str, Any]] = []
+    try:
+        await _first_found(client, addr, cfg, time.perf_counter() + 120)
+        async with Producer("lmq-wire", config=config) as producer:
+            await _producer_sends(producer, _wire_messages(cfg, 99)[:200], 8)  # warm-up
+            if args.pause:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, input, f"broker pid {broker.pid}; Enter to start ")
+            seed = 1000
+            for r in range(args.rounds):
+                for mode in args.modes:
+                    seed += 1
+                    msgs = _wire_messages(cfg, seed)
+                    before = thread_cpu_seconds(broker.pid)
+                    t0 = time.perf_counter()
+                    if mode == "raw":
+                        await _raw_sends(client, addr, msgs, cfg.in_flight, cfg.parent_queues)
+                    elif mode == "single":
+                        await _producer_sends(producer, msgs, cfg.in_flight)
+                    else:
+                        await _batched_sends(producer, msgs)
+                    seconds = time.perf_counter() - t0
+                    split = thread_cpu_split(before, thread_cpu_seconds(broker.pid), seconds,
+                                             len(msgs))
+                    row = {"round": r, "mode": mode, "msgs_per_s": len(msgs) / seconds,
+                           "cpu_us_per_msg": (split["user_ns_per_msg"]
+                                              + split["sys_ns_per_msg"]) / 1000,
+                           "threads": {t["thread"]: round(t["ns_per_msg"] / 1000, 1)
+                                       for t in split["threads"]}}
+                    out.append(row)
+                    print(f"round {r} {mode:8s} {row['cpu_us_per_msg']:6.1f} us CPU/msg "
+                          f"{row['msgs_per_s']:8,.0f} msgs/s  threads {row['threads']}",
+                          flush=True)
+    finally:
+        await client.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lmqs", type=int, default=100_000)
+    parser.add_argument("--fanout", type=int, default=10)
+    parser.add_argument("--messages", type=int, default=5000, help="per mode and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", choices=WIRE_MODES, default=["batched"])
+    parser.add_argument("--profile", help="py-spy raw output file for the broker")
+    parser.add_argument("--pause", action="store_true")
+    parser.add_argument("--json", help="write the rounds to this file")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="another broker setting (repeatable)")
+    args = parser.parse_args()
+    cfg = LmqBenchConfig(lmqs=args.lmqs, fanout=args.fanout, wire_messages=args.messages,
+                         dispatch_messages=1, pulls=1, skip_compare=True)
+    cfg.check()
+    broker = BrokerProcess(settings=["enableLmq=true", "enableMultiDispatch=true",
+                                     "messageIndexEnable=false",
+                                     f"mappedFileSizeCommitLog={cfg.segment_size}",
+                                     *args.set],
+                           profile=args.profile)
+    try:
+        _child("build", cfg, broker.data / "data" / "store")
+        rounds = asyncio.run(_rounds(args, cfg, broker))
+    finally:
+        asyncio.run(broker.stop())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rounds, f)
+
+
+if __name__ == "__main__":
+    main()

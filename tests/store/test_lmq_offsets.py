@@ -1,9 +1,9 @@
-"""A batch's LMQ offsets assigned per distinct name give what entry-by-entry assignment
-gives (the appender's helper for batched fan-out)."""
+"""A batch's LMQ offsets assigned with C-level maps give what entry-by-entry assignment
+gives (the appender's helper for batched fan-out), repeated names included."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pytest
 from hypothesis import given
@@ -11,10 +11,38 @@ from hypothesis import strategies as st
 
 from tidemq.errors import PropertiesTooLarge
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES
-from tidemq.store.appender import _assign_lmq_offsets, _assign_repeated
+from tidemq.store.appender import _assign_lmq_offsets
 
 names = st.sampled_from([f"%LMQ%{c}" for c in "abcdefghij"])
-targets = st.lists(st.lists(names, max_size=4, unique=True), min_size=1, max_size=8)
+targets = st.lists(st.lists(names, max_size=4, unique=True), min_size=1, max_size=12)
+Assigned = tuple[list[bytes], list[tuple[tuple[str, ...], tuple[int, ...]] | None],
+                 dict[str, int]]
+
+
+def _entry_by_entry(targets: Sequence[Sequence[str]], props: Sequence[bytes],
+                    nexts: dict[str, int], found: dict[str, int]) -> Assigned:
+    """The reference: entry by entry, an LMQ named again gets the next offset."""
+    assigned: dict[str, int] = {}
+    stored: list[bytes] = []
+    fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
+    for ns, raw in zip(targets, props, strict=True):
+        if not ns:
+            stored.append(raw)
+            fan.append(None)
+            continue
+        offsets = []
+        for name in ns:
+            nxt = assigned.get(name)
+            if nxt is None:
+                nxt = nexts.get(name)
+                if nxt is None:
+                    nxt = found[name]
+            offsets.append(nxt)
+            assigned[name] = nxt + 1
+        stored.append(raw + b"INNER_MULTI_QUEUE_OFFSET\x01%s\x02"
+                      % ",".join(map(str, offsets)).encode())
+        fan.append((tuple(ns), tuple(offsets)))
+    return stored, fan, assigned
 used = st.dictionaries(names, st.integers(0, 10**6), max_size=6)
 
 
@@ -32,7 +60,7 @@ def test_per_name_assignment_matches_entry_by_entry(
     stored_in = dict(nexts)
     first_use = {f"%LMQ%{c}": 100 + i for i, c in enumerate("abcdefghij")}
     found = {n: first_use[n] for ns in plan for n in ns if n not in nexts}
-    want = _assign_repeated(plan, props, nexts, found)
+    want = _entry_by_entry(plan, props, nexts, found)
     asked: list[set[str]] = []
 
     def first_uses(names: Iterable[str]) -> dict[str, int]:

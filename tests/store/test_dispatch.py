@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from tidemq.store.message_store import MessageStore
+from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import GetStatus
 
 from .conftest import OpenStore, msg, small_config
@@ -62,6 +63,51 @@ def test_hook_registered_before_start_and_failing_hook(store_root: Path) -> None
         assert store.status == "RUNNING"
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_round_hook_gets_every_queue_a_round_moved(store_root: Path, concurrent: bool) -> None:
+    """A round hook is called once a round with every queue the round moved (LMQs
+    included) and its new max offset, already readable; a broken one stops nothing."""
+    store = MessageStore(small_config(store_root, enable_lmq=True, enable_multi_dispatch=True,
+                                      enable_build_consume_queue_concurrently=concurrent))
+    rounds: list[dict[tuple[str, int], int]] = []
+    readable: list[bool] = []
+    done = threading.Event()
+
+    def broken(touched: object) -> None:
+        raise RuntimeError("a broken round hook must not stop dispatch")
+
+    def hook(touched: Mapping[tuple[str, int], int]) -> None:
+        rounds.append(dict(touched))
+        readable.append(all(store.max_offset(t, q) >= m for (t, q), m in touched.items()))
+        if touched.get(("%LMQ%b", 0)) == 2:
+            done.set()
+
+    store.add_dispatch_round_hook(broken)
+    store.start()
+    try:
+        store.add_dispatch_round_hook(hook)  # also after the start
+        store.dispatcher.pause()  # type: ignore[union-attr]
+        store.put("T", 1, msg(b"other"))
+        names = ["%LMQ%a", "%LMQ%b"]
+        store.put_multi_dispatch("P", 0, MessageInput(b"x", _fan_out(names)), names)
+        store.put_batch_multi_dispatch("P", 0, [MessageInput(b"y", _fan_out(["%LMQ%b"]))],
+                                       [["%LMQ%b"]])
+        store.dispatcher.resume()  # type: ignore[union-attr]
+        assert done.wait(10)
+        moved: dict[tuple[str, int], int] = {}
+        for touched in rounds:
+            moved.update(touched)
+        assert moved == {("T", 1): 1, ("P", 0): 2, ("%LMQ%a", 0): 1, ("%LMQ%b", 0): 2}
+        assert all(readable)
+        assert store.status == "RUNNING"
+    finally:
+        store.shutdown()
+
+
+def _fan_out(names: list[str]) -> bytes:
+    return b"INNER_MULTI_DISPATCH\x01" + ",".join(names).encode() + b"\x02"
 
 
 @pytest.mark.parametrize("concurrent", [False, True])

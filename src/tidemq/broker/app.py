@@ -214,7 +214,7 @@ class BrokerApp:
             await self.server.close(0)
             raise
         self.pull_holds.attach(loop)
-        self.store.add_dispatch_hook(self.pull_holds.on_dispatched)
+        self.store.add_dispatch_round_hook(self.pull_holds.on_round)
         self._build_pipeline()
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)

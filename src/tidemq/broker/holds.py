@@ -7,8 +7,9 @@ of its queues whose max offset passes its offset wakes it: it is taken out of ev
 list and handed to its ``answer`` callback, which evaluates it again without suspension and
 sends the response. The deadline answers it the same way.
 
-Wakes come from the store's dispatch hook (on the dispatcher thread: an O(1) check whether
-anyone waits on that queue, and only then ``call_soon_threadsafe``) or from
+Wakes come from the store's dispatch round hook (on the dispatcher thread: the queues the
+round moved that anyone waits on, one C-level intersection, and only for those
+``call_soon_threadsafe``) or from
 :meth:`HoldTable.notify` on the loop. Deciding who is woken is synchronous; the callbacks
 run after. No polling loop: deadlines are timer handles.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.net import Connection
@@ -77,10 +78,16 @@ class HoldTable:
 
     # ------------------------------------------------------------------ store hook
 
-    def on_dispatched(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Called from the dispatcher thread; cheap when nobody waits on the queue."""
-        if (topic, queue_id) in self._by_queue and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake, (topic, queue_id), max_offset)
+    def on_round(self, touched: Mapping[Key, int]) -> None:
+        """The store's dispatch round hook (dispatcher thread): wake the pulls waiting on
+        the queues the round moved (``touched``: queue -> its new max offset). Those
+        queues are found with one C-level intersection, atomic under the GIL (the
+        loop's changes to the table cannot interleave), not a call per queue moved."""
+        loop = self._loop
+        if not self._by_queue or loop is None:
+            return
+        for key in touched.keys() & self._by_queue.keys():
+            loop.call_soon_threadsafe(self._wake, key, touched[key])
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Same as the hook, from the event loop itself."""

@@ -32,7 +32,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from operator import itemgetter
 from pathlib import Path
 
 from tidemq.broker.delay import (
@@ -65,6 +66,7 @@ READ_BYTES = 4 * 1024 * 1024
 MAX_SLEEP = 10.0  # bounds the effect of a wall-clock jump on a due time's wake-up
 RETRY_SLEEP = 1.0  # after a store error
 _LEVEL_DROPS = (DELAY, *TIMER_PROPERTIES)
+_TOPIC = itemgetter(0)
 _SKIPPING = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL,
              GetStatus.OFFSET_OVERFLOW_BADLY)
 
@@ -151,7 +153,7 @@ class ScheduleService:
         self._next_due = dict.fromkeys(levels)
         self._woken = {0, *levels}
         self._stopping = False
-        self.store.add_dispatch_hook(self.on_dispatched)
+        self.store.add_dispatch_round_hook(self.on_round)
         self._thread = NamedThread(target=self._run, name="tidemq-schedule", daemon=True)
         self._thread.start()
 
@@ -235,6 +237,15 @@ class ScheduleService:
             self._wake(level, notify=self._next_due.get(level) is None)
         elif topic == TIMER_TOPIC:
             self._wake(0)
+
+    def on_round(self, touched: Mapping[tuple[str, int], int]) -> None:
+        """:meth:`on_dispatched` for the queues of a dispatch round that are this
+        service's; a round of LMQ fan-out moves hundreds of queues, none of them
+        these, and is passed over with one C-level pass over the topics."""
+        topics = set(map(_TOPIC, touched))
+        if SCHEDULE_TOPIC in topics or TIMER_TOPIC in topics:
+            for (topic, queue_id), max_offset in touched.items():
+                self.on_dispatched(topic, queue_id, max_offset)
 
     def _wake(self, key: int, notify: bool = True) -> None:
         with self._cond:

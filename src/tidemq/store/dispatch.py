@@ -22,7 +22,7 @@ import operator
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, cast
 
 import numpy as np
@@ -34,7 +34,8 @@ from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.threads import NamedThread
 from tidemq.store.wakeup import Wakeup
 
-__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "Row", "apply_batches",
+__all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "RoundHook", "Row",
+           "apply_batches",
            "fold_rows", "index_batches"]
 
 #: Rounds this small wait ``linger`` before being taken.
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: ``hook(topic, queue_id, new_max_offset)`` called after entries became visible.
 DispatchHook = Callable[[str, int, int], None]
+#: ``hook(touched)``: once a round, every queue the round moved -> its new max offset.
+RoundHook = Callable[[Mapping[tuple[str, int], int]], None]
 
 #: One single-record put: ``(end, store_timestamp, (topic, queue_id), queue_offset, phys,
 #: size, tags_code, index keys or None)``; ``end`` first, as ``DispatchBatch.end``.
@@ -295,8 +298,8 @@ def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
                 records.append((target[0], target[1], b.phys[i], b.sizes[i], b.tags[i],
                                 b.store_timestamp))
     if records:
-        for name, max_offset in lmq.write_fanout(records, batches[-1].end).items():
-            touched[(name, 0)] = max_offset
+        moved = lmq.write_fanout(records, batches[-1].end)
+        touched.update(zip(zip(moved, itertools.repeat(0)), moved.values(), strict=True))
 
 
 def _fold(items: list[Pending], keyed_across_queues: bool,
@@ -339,6 +342,7 @@ class Dispatcher:
         self.pending: deque[Pending] = deque()
         self._cond = threading.Condition()
         self._hooks: list[DispatchHook] = []
+        self._round_hooks: list[RoundHook] = []
         self._stop = False
         self._thread: threading.Thread | None = None
         self.dispatched_offset = start_offset
@@ -366,6 +370,12 @@ class Dispatcher:
 
     def add_hook(self, hook: DispatchHook) -> None:
         self._hooks.append(hook)
+
+    def add_round_hook(self, hook: RoundHook) -> None:
+        """Call ``hook(touched)`` once a round with every queue it moved: a round of
+        fan-out records moves hundreds of LMQs, and a hook that looks at a few of them
+        should not be called for each."""
+        self._round_hooks.append(hook)
 
     def submit(self, batch: DispatchBatch) -> None:
         """Queue a batch; called under the append lock, so batches arrive in log order.
@@ -527,8 +537,14 @@ class Dispatcher:
         self._fire(touched, batches)
 
     def _fire(self, touched: dict[tuple[str, int], int], batches: list[DispatchBatch]) -> None:
-        """Run the hooks for every queue that moved, then check the lag."""
-        for (topic, queue_id), max_offset in touched.items():
+        """Run the round hooks, then the hooks for every queue that moved, then check
+        the lag."""
+        for round_hook in self._round_hooks:
+            try:
+                round_hook(touched)
+            except Exception:
+                log.exception("dispatch hook failed")
+        for (topic, queue_id), max_offset in touched.items() if self._hooks else ():
             for hook in self._hooks:
                 try:
                     hook(topic, queue_id, max_offset)

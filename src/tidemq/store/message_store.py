@@ -29,7 +29,7 @@ from tidemq.store.checkpoint import Checkpoint, StoreLock
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
 from tidemq.store.config import StoreConfig
-from tidemq.store.dispatch import Dispatcher, DispatchHook
+from tidemq.store.dispatch import Dispatcher, DispatchHook, RoundHook
 from tidemq.store.epoch_file import EpochFile
 from tidemq.store.flush import FlushService
 from tidemq.store.index import KeyIndex
@@ -72,6 +72,7 @@ class MessageStore:
             self.retention.disk_usage = disk_usage
         self._lock = StoreLock(self.layout.lock_file)
         self._hooks: list[DispatchHook] = []
+        self._round_hooks: list[RoundHook] = []
         self._housekeeper: threading.Thread | None = None
         self._stop_event = threading.Event()
         #: The checkpoint last written by the housekeeper (``None``: none yet).
@@ -140,6 +141,8 @@ class MessageStore:
         self.dispatcher = self._new_dispatcher()
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
+        for round_hook in self._round_hooks:
+            self.dispatcher.add_round_hook(round_hook)
         self.flusher.start()
         self.dispatcher.start()
         if self.config.commit_log_warm_ahead:
@@ -336,6 +339,14 @@ class MessageStore:
         self._hooks.append(hook)
         if self.dispatcher is not None:
             self.dispatcher.add_hook(hook)
+
+    def add_dispatch_round_hook(self, hook: RoundHook) -> None:
+        """``hook(touched)`` once a dispatch round, from the dispatcher thread: every
+        ``(topic, queue_id)`` the round moved mapped to its new max offset (cheaper than
+        :meth:`add_dispatch_hook` for a hook interested in a few queues)."""
+        self._round_hooks.append(hook)
+        if self.dispatcher is not None:
+            self.dispatcher.add_round_hook(hook)
 
     # ------------------------------------------------------------------ writing
 

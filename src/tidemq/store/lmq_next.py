@@ -55,6 +55,8 @@ class LmqNextOffsets:
         generation, else from ``store`` (the LMQ store's max offsets), asked once for
         all of them."""
         sealed = self._sealed
+        if not sealed:
+            return store(names)
         found: dict[str, int] = {}
         missing: list[str] = []
         for name in names:

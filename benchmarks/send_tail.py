@@ -192,7 +192,11 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
     reads = broker["reads"]
     read_starts = [a for a, _ in reads]
     flushes = broker["flushes"]
+    rounds = broker["rounds"]
+    round_starts = [a for a, _ in rounds]
     rows: list[tuple[float, list[float], bool, bool]] = []
+    busy_to_broker: list[float] = []  # "to broker" of requests written during a round
+    free_to_broker: list[float] = []
     for t0, t1 in client["sends"]:
         tw = _first_in(written, t0, t1)
         tr = _first_in(answered, tw, t1) if tw is not None else None
@@ -203,6 +207,8 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
         if tf is None:
             continue
         parts = [tw - t0, tb - tw, tf - tb, tr - tf, t1 - tr]
+        i = bisect.bisect_right(round_starts, tw) - 1
+        (busy_to_broker if i >= 0 and rounds[i][1] > tw else free_to_broker).append(tb - tw)
         rows.append((t1 - t0, parts, _overlaps(broker["rounds"], tw, tr),
                      _overlaps(broker["gc"], t0, t1) or _overlaps(client["gc"], t0, t1)))
     if not rows:
@@ -230,6 +236,15 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
     print("  mean excess over the medians, µs: " + ", ".join(
         f"{name} {statistics.fmean(r[1][i] for r in slow) * 1e6 - medians[i] * 1e6:.0f}"
         for i, name in enumerate(_PARTS)))
+    lengths = sorted(b - a for a, b in rounds)
+    if lengths:
+        print(f"dispatch rounds: {len(lengths):,}, median {statistics.median(lengths) * 1e6:.1f}"
+              f" µs, p99 {lengths[int(len(lengths) * 0.99)] * 1e6:.1f} µs")
+    for label, values in (("during a dispatch round", busy_to_broker),
+                          ("with the dispatch thread idle", free_to_broker)):
+        if values:
+            print(f"requests written {label}: {len(values):,}, 'to broker' median "
+                  f"{statistics.median(values) * 1e6:.1f} µs")
 
 
 def main() -> None:

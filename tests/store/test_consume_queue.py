@@ -6,6 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidemq.errors import QueueGap
 from tidemq.formats.hashing import tags_code
@@ -138,3 +140,27 @@ def test_store_queue_across_files(open_store: OpenStore) -> None:
     assert [bytes(r.body) for r in got] == [f"m{i}".encode() for i in range(23)]
     files = sorted(p.name for p in store.layout.queue_dir("T", 0).iterdir())
     assert files == [f"{n * 100:020d}" for n in range(5)]
+
+
+@settings(deadline=None, max_examples=60,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 2**31 - 1), min_size=1, max_size=12),
+       tags=st.lists(st.integers(-(2**63), 2**63 - 1), min_size=12, max_size=12),
+       start=st.integers(0, 9), split=st.integers(0, 12))
+def test_one_entry_at_a_time_writes_the_bytes_of_one_append(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int], tags: list[int],
+        start: int, split: int) -> None:
+    """A single entry is packed, not made an array: the files hold the same bytes."""
+    phys = [sum(sizes[:i]) for i in range(len(sizes))]
+    tags = tags[:len(sizes)]
+    whole = make_cq(tmp_path_factory.mktemp("whole"))
+    whole.append(start, phys, sizes, tags)
+    single = make_cq(tmp_path_factory.mktemp("single"))
+    if split:  # some at once first, then one at a time
+        single.append(start, phys[:split], sizes[:split], tags[:split])
+    for i in range(min(split, len(phys)), len(phys)):
+        single.append(start + i, [phys[i]], [sizes[i]], [tags[i]])
+    assert single.max_offset == whole.max_offset == start + len(phys)
+    assert [bytes(f.mm[:f.wrote]) for f in single.files] == [
+        bytes(f.mm[:f.wrote]) for f in whole.files]
+    assert as_tuples(single, start, len(phys)) == list(zip(phys, sizes, tags, strict=True))

@@ -24,6 +24,7 @@ Writes are idempotent (entries already covered are skipped) and a gap is refused
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +43,8 @@ log = logging.getLogger(__name__)
 
 CQ_UNIT = 20
 CQ_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-assert CQ_DTYPE.itemsize == CQ_UNIT
+_ENTRY = struct.Struct(">qiq")  # one entry, as CQ_DTYPE
+assert CQ_DTYPE.itemsize == _ENTRY.size == CQ_UNIT
 BLANK_UNIT_SIZE = 0x7FFFFFFF
 #: Bytes of a queue file pre-faulted past the entries being written. A page fault inside
 #: a write holds the GIL (and a fresh page of a sparse file costs microseconds), while
@@ -215,11 +217,14 @@ class ConsumeQueue(QueueFiles):
                 raise QueueGap(self.topic, self.queue_id, expected, first)
         if skip:
             phys, sizes, tags = phys[skip:], sizes[skip:], tags[skip:]
-        arr = np.empty(n - skip, dtype=CQ_DTYPE)
-        arr["phys"] = _column(phys)
-        arr["size"] = _column(sizes)
-        arr["tags"] = _column(tags)
-        self._write(first, arr)
+        if n - skip == 1:  # one entry (a dispatch round of one put): packed, not an array
+            self._write(first, memoryview(_ENTRY.pack(phys[0], sizes[0], tags[0])))
+        else:
+            arr = np.empty(n - skip, dtype=CQ_DTYPE)
+            arr["phys"] = _column(phys)
+            arr["size"] = _column(sizes)
+            arr["tags"] = _column(tags)
+            self._write(first, arr.view(np.uint8).data)
         self.max_phys_end = int(phys[-1]) + int(sizes[-1])
         return self.max_offset
 
@@ -235,7 +240,7 @@ class ConsumeQueue(QueueFiles):
         holes["size"] = BLANK_UNIT_SIZE
         if not self.files:
             self._start_at(first)
-        self._write(first, holes)
+        self._write(first, holes.view(np.uint8).data)
 
     def _start_at(self, first: int) -> None:
         mf = self._file_for_slot(first)
@@ -246,9 +251,11 @@ class ConsumeQueue(QueueFiles):
             mf.write_at(0, blanks.tobytes())
         self.min_offset = first
 
-    def _write(self, first: int, arr: Entries) -> None:
+    def _write(self, first: int, raw: memoryview) -> None:
+        """Write the entries in ``raw`` (whole entries' bytes) from queue offset
+        ``first`` on."""
         per_file = self.entries_per_file
-        slot, i, n = first, 0, len(arr)
+        slot, i, n = first, 0, len(raw) // CQ_UNIT
         while i < n:
             mf = self._file_for_slot(slot)
             pos = slot * CQ_UNIT - mf.base
@@ -258,7 +265,7 @@ class ConsumeQueue(QueueFiles):
             if end > mf.populated:  # fault the next pages in without the GIL, many at once
                 mf.populated = max(mf.populated, pos)
                 mf.populate(end + POPULATE_AHEAD)
-            mf.write_at(pos, arr[i : i + take].view(np.uint8).data)
+            mf.write_at(pos, raw[i * CQ_UNIT : (i + take) * CQ_UNIT])
             i += take
             slot += take
             if take == 0:  # pragma: no cover - file_size is a multiple of 20

@@ -16,7 +16,8 @@ load, which makes them the figure to compare when the cores are shared. Shapes:
 ==========  ==========================================================================
 
 Printed per shape: opcodes and Python calls per message, split by package, and the
-functions that execute the most.
+functions that execute the most; then, apart, the opcodes the store's dispatch thread
+runs per message (traced from its start, counted only while the messages are sent).
 
     .venv/bin/python benchmarks/request_work.py send auto latency
     .venv/bin/python benchmarks/request_work.py auto --senders 16 --messages 1600
@@ -82,6 +83,27 @@ class _Counter:
         return local
 
 
+class _DispatchCounter:
+    """Opcodes of the store's dispatch thread while :attr:`on` (installed with
+    ``threading.settrace`` before the store starts its thread)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.opcodes = 0
+
+    def trace(self, frame: types.FrameType, event: str, _arg: Any) -> Any:
+        if not self.on or threading.current_thread().name != "tidemq-dispatch":
+            return None
+        frame.f_trace_opcodes = True
+
+        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
+            if event == "opcode" and self.on:
+                self.opcodes += 1
+            return local
+
+        return local
+
+
 async def _create_topic(namesrv: str) -> list[MessageQueue]:
     async with AdminClient(namesrv) as admin:
         await admin.create_topic(_TOPIC, read_queue_nums=8, write_queue_nums=8)
@@ -94,8 +116,11 @@ async def _create_topic(namesrv: str) -> list[MessageQueue]:
 
 
 async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
+    dispatch = _DispatchCounter()
+    threading.settrace(dispatch.trace)  # the dispatch thread starts with the store
     with tempfile.TemporaryDirectory() as root:
         async with Cluster(Path(root)) as cluster:
+            threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
             queues = await _create_topic(cluster.namesrv_addr)
             config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,), long_polling_timeout=5.0)
             producer = Producer("request_work", config=config)
@@ -135,7 +160,9 @@ async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
             try:
                 await run(max(300, 4 * senders))  # connections, routes, caches
                 counter = _Counter()
+                dispatch.on = True
                 await _traced(counter.trace, lambda: run(messages))
+                dispatch.on = False
             finally:
                 if batcher is not None:
                     await batcher.close()
@@ -143,6 +170,7 @@ async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
                     await consumer.close(commit=False)
                 await producer.close()
     _report(shape, senders, messages, counter, top)
+    print(f"  the store's dispatch thread besides: {dispatch.opcodes / messages:,.0f} opcodes")
 
 
 async def _traced(tracer: Callable[..., Any], body: Callable[[], Awaitable[None]]) -> None:

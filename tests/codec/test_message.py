@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 from typing import Any
 
@@ -284,6 +285,26 @@ def test_send_request_v2() -> None:
     assert props["TAGS"] == "a" and len(props["UNIQ_KEY"]) == 32
     assert "UNIQ_KEY" not in msg.properties
     assert set(cmd.ext_fields) >= {"a", "b", "c", "d", "e", "f", "g", "h", "i"}
+
+
+def test_send_headers_kept_by_the_options_follow_them() -> None:
+    """The header template a SendOptions keeps per topic and broker is its own: options
+    made from it by replace() start without, and equal options still compare equal."""
+    opts = message.SendOptions(producer_group="pg")
+    first = message.send_request(Message("T", b"x"), opts, queue_id=1, now_ms=NOW, keys=KEYS,
+                                 broker_name="b")
+    other = dataclasses.replace(opts, producer_group="other", default_topic="Mine")
+    second = message.send_request(Message("T", b"x"), other, queue_id=1, now_ms=NOW,
+                                  keys=KEYS, broker_name="b")
+    assert (first.ext_fields["a"], second.ext_fields["a"]) == ("pg", "other")
+    assert second.ext_fields["c"] == "Mine"
+    again = message.send_request(Message("T", b"y"), opts, queue_id=3, now_ms=NOW + 1,
+                                 keys=KEYS, broker_name="b")
+    assert (again.ext_fields["a"], again.ext_fields["e"], again.ext_fields["g"]) == (
+        "pg", "3", str(NOW + 1))
+    assert list(opts.templates) == [("T", "b")]
+    assert opts == message.SendOptions(producer_group="pg")
+    assert hash(opts) == hash(message.SendOptions(producer_group="pg"))
 
 
 def test_send_request_keeps_an_existing_key_and_v1_form() -> None:

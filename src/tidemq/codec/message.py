@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import binascii
 import dataclasses
-import functools
 import struct
 from collections.abc import Sequence
 
@@ -321,6 +320,10 @@ class SendOptions:
     compression: CompressionType = CompressionType.ZLIB
     compression_level: int | None = None
     v1: bool = False
+    #: The send headers built for these options, by topic and broker (a cache: not
+    #: compared, hashed or shown).
+    templates: dict[tuple[str, str | None], dict[str, str]] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
 
 def _with_key(msg: Message, keys: UniqKeyGenerator, now_ms: int) -> dict[str, str]:
@@ -375,13 +378,20 @@ def send_request(
         body = compress(body, opts.compression, opts.compression_level)
         sys_flag |= sys_flag_for(opts.compression)
     if (text and reconsume_times is None and max_reconsume_times is None and not opts.v1
-            and INT32[0] <= queue_id <= INT32[1] and INT32[0] <= sys_flag <= INT32[1]
-            and INT32[0] <= msg.flag <= INT32[1] and 0 <= now_ms <= INT64[1]):
+            and _I32_MIN <= queue_id <= _I32_MAX and _I32_MIN <= sys_flag <= _I32_MAX
+            and _I32_MIN <= msg.flag <= _I32_MAX and 0 <= now_ms <= _I64_MAX):
         # The usual send: the header's fixed fields from a template, five filled in.
-        ext = _send_template(opts, msg.topic, broker_name).copy()
+        templates = opts.templates
+        template = templates.get((msg.topic, broker_name))
+        if template is None:
+            if len(templates) >= _TEMPLATES_KEPT:
+                templates.clear()
+            template = templates[msg.topic, broker_name] = _send_template(
+                opts, msg.topic, broker_name)
+        ext = template.copy()
         ext["e"], ext["f"], ext["g"] = str(queue_id), str(sys_flag), str(now_ms)
         ext["h"], ext["i"] = str(msg.flag), text
-        return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
+        return RemotingCommand(_SEND_V2, ext_fields=ext, body=body)
     header = SendMessageRequestHeader(
         producer_group=opts.producer_group, topic=msg.topic, default_topic=opts.default_topic,
         default_topic_queue_nums=opts.default_topic_queue_nums, queue_id=queue_id,
@@ -392,11 +402,17 @@ def send_request(
     return _command(header, opts, RequestCode.SEND_MESSAGE_V2, body)
 
 
-@functools.lru_cache(maxsize=4096)
+_I32_MIN, _I32_MAX = INT32
+_I64_MAX = INT64[1]
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+#: Templates a :class:`SendOptions` keeps (one per topic and broker); beyond, it starts over.
+_TEMPLATES_KEPT = 4096
+
+
 def _send_template(opts: SendOptions, topic: str, broker_name: str | None) -> dict[str, str]:
     """The SEND_MESSAGE_V2 ext of a send to ``topic`` on ``broker_name`` as the header
-    schema gives it (its key order too), the per-message keys e-i to fill in. Shared:
-    callers copy it."""
+    schema gives it (its key order too), the per-message keys e-i to fill in. Kept in
+    ``opts.templates``: callers copy it."""
     header = SendMessageRequestHeader(
         producer_group=opts.producer_group, topic=topic, default_topic=opts.default_topic,
         default_topic_queue_nums=opts.default_topic_queue_nums, queue_id=0, sys_flag=0,

@@ -246,6 +246,15 @@ class SendProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, targets)
         return targets
 
+    def _single_targets(self, topic: str, text: str) -> Sequence[str]:
+        """:meth:`_lmq_targets` of a single send whose parent topic was checked: the
+        well-formed property string takes the batch decision's string search instead of
+        a second parse of the properties (:meth:`_message` parsed them once)."""
+        if self.store.lmq is None:
+            self._lmq_targets(topic, None)  # refuses
+        found = batch_lmq_targets([text], self.ctx.store_config.max_lmq_targets_per_message)
+        return found[0] if found is not None else self._lmq_targets(topic, text)
+
     def _fan_out_batch(self, topic: str, named: str, qid: int, msgs: Sequence[MessageInput],
                        texts: list[str | None], sys_flag: int, born_timestamp: int,
                        born: HostAddr, reconsume: int) -> PutResult:
@@ -432,7 +441,7 @@ class SendProcessor:
                                          "DELAY or TIMER_* properties")
                 msg, wait = self._message(cmd.body, text, flag)
                 result = self.store.put_multi_dispatch(
-                    topic, qid, msg, self._lmq_targets(topic, text), sys_flag=sys_flag,
+                    topic, qid, msg, self._single_targets(topic, text), sys_flag=sys_flag,
                     born_timestamp=born_timestamp, born_host=born,
                     reconsume_times=reconsume, wait_flush=False)
             else:

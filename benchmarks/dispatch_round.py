@@ -1,0 +1,82 @@
+"""Python work of the store's dispatch thread for a round of one put, counted exactly.
+
+At one send at a time every append wakes the dispatch thread for a round of one record,
+and that round's Python holds the GIL that the broker's event loop needs for the next
+request. This script opens a store (1 GiB segments, key index on, as a broker's), puts
+``--puts`` single 128-byte messages with a ``UNIQ_KEY`` over 8 queues, waiting after
+each until it is dispatched -- so every round holds exactly one put -- and counts the
+opcodes the dispatch thread executes (``threading.settrace`` with opcode events, from
+the thread's start, counted only over the measured puts). Printed: opcodes a round and
+the functions that execute the most.
+
+    .venv/bin/python benchmarks/dispatch_round.py --puts 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import tempfile
+import threading
+import types
+from typing import Any
+
+from tidemq.formats.properties import encode_properties
+from tidemq.store.config import StoreConfig
+from tidemq.store.message_store import MessageInput, MessageStore
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.on = False
+        self.functions: collections.Counter[str] = collections.Counter()
+
+    def trace(self, frame: types.FrameType, _event: str, _arg: Any) -> Any:
+        if threading.current_thread().name != "tidemq-dispatch":
+            return None
+        frame.f_trace_opcodes = True
+        code = frame.f_code
+        name = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+        functions = self.functions
+
+        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
+            if event == "opcode" and self.on:
+                functions[name] += 1
+            return local
+
+        return local
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--puts", type=int, default=500)
+    parser.add_argument("--top", type=int, default=15)
+    ns = parser.parse_args()
+    counter = _Counter()
+    props = encode_properties({"UNIQ_KEY": "7F000001" * 4, "WAIT": "true",
+                               "CLUSTER": "DefaultCluster"})
+    msg = MessageInput(body=b"x" * 128, properties=props, keys=("7F000001" * 4,))
+    with tempfile.TemporaryDirectory() as root:
+        store = MessageStore(StoreConfig(store_path_root_dir=root))
+        threading.settrace(counter.trace)
+        store.start()
+        threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
+        dispatcher = store.dispatcher
+        assert dispatcher is not None  # a started store
+        try:
+            for i in range(8 + ns.puts):  # the first round of each queue makes its files
+                counter.on = i >= 8
+                store.put("DispatchRound", i % 8, msg, wait_flush=False)
+                if not dispatcher.drain(timeout=30.0):
+                    raise SystemExit("a put was not dispatched within 30 s")
+        finally:
+            counter.on = False
+            store.shutdown()
+    total = sum(counter.functions.values())
+    print(f"dispatch thread: {total / ns.puts:,.0f} opcodes a round of one put")
+    for name, count in counter.functions.most_common(ns.top):
+        print(f"  {count / ns.puts:8,.1f}  {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,9 @@ load, which makes them the figure to compare when the cores are shared. Shapes:
 
 Printed per shape: opcodes and Python calls per message, split by package, and the
 functions that execute the most; then, apart, the opcodes the store's dispatch thread
-runs per message (traced from its start, counted only while the messages are sent).
+runs per message (traced from its start, counted only while the messages are sent). That
+last figure moves with how many puts each dispatch round happens to take;
+``benchmarks/dispatch_round.py`` counts a round of one put exactly.
 
     .venv/bin/python benchmarks/request_work.py send auto latency
     .venv/bin/python benchmarks/request_work.py auto --senders 16 --messages 1600

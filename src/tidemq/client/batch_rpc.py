@@ -267,13 +267,13 @@ class BatchRequester:
                 or self.support.state(address) is Support.ABSENT):
             self.stats.rpcs += 1
             return await inst.request(address, cmd, wait)
-        future: asyncio.Future[RemotingCommand | None] = (
-            asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()  # once: each call asks the kernel for our pid
+        future: asyncio.Future[RemotingCommand | None] = loop.create_future()
         key = (address, cmd.code)
         queued = self._pending.get(key)
         if queued is None:
             queued = self._pending[key] = []
-            asyncio.get_running_loop().call_soon(self._flush, key)
+            loop.call_soon(self._flush, key)
         queued.append(_Child(cmd, future, wait))
         if len(queued) >= (self.pull_flush_at if cmd.code in SHARED_CODES else self.flush_at):
             # A full parent goes out now: the broker works on it while this loop

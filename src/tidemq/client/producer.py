@@ -28,10 +28,10 @@ an outer batch to any other.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Literal, overload
 
@@ -370,7 +370,7 @@ class Producer(InstanceRole):
         else:  # the instance's requester, kept: looking it up costs more than a send's step
             request = batch_requester(inst).request
             self._requester = (inst, request)
-        clock = asyncio.get_running_loop().time
+        clock = time.monotonic  # no get_running_loop(): it costs a getpid system call
         budget = self.config.send_msg_timeout if timeout is None else timeout
         routes = inst.routes
         route = routes.ready(topic, allow_default=True) or await routes.get(

@@ -35,8 +35,7 @@ from tidemq.store.threads import NamedThread
 from tidemq.store.wakeup import Wakeup
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "RoundHook", "Row",
-           "apply_batches",
-           "fold_rows", "index_batches"]
+           "apply_batches", "fold_rows", "index_batches"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64

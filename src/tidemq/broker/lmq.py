@@ -21,8 +21,10 @@ __all__ = ["LMQ_PREFIX", "MAX_LMQ_NAME", "batch_lmq_targets", "names_lmqs", "par
 
 MAX_LMQ_NAME = 255
 _NAME_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+")
-#: A whole value of good names (one C-level match for the usual case).
-_NAMES_RE = re.compile(r"%LMQ%[A-Za-z0-9_|%-]+(?:,%LMQ%[A-Za-z0-9_|%-]+)*")
+#: A whole value of good names no longer than MAX_LMQ_NAME (ASCII: characters are
+#: bytes), in one C-level match for the usual case.
+_NAMES_RE = re.compile("%LMQ%[A-Za-z0-9_|%-]{{1,{n}}}(?:,%LMQ%[A-Za-z0-9_|%-]{{1,{n}}})*".format(
+    n=MAX_LMQ_NAME - len(LMQ_PREFIX)))
 _DISPATCH = "INNER_MULTI_DISPATCH\x01"
 _DISPATCH_PAIR = "\x02" + _DISPATCH
 _OFFSETS = "INNER_MULTI_QUEUE_OFFSET\x01"
@@ -89,8 +91,9 @@ def _dispatch_value(text: str) -> str | None:
 def batch_lmq_targets(texts: list[str | None], max_targets: int) -> list[list[str]] | None:
     """The LMQ names of each of a batch's well-formed property strings (``None``: a
     message naming none, given ``[]``), decided together: one match over every name of
-    the batch, one length check, a set per message. ``None`` when any message needs
-    :func:`parse_lmq_targets` (a refusal, an unusual string): its answers are the same.
+    the batch (it bounds their length too), a set per message. ``None`` when any message
+    needs :func:`parse_lmq_targets` (a refusal, an unusual string): its answers are the
+    same.
     The parent topic is checked by the caller."""
     values: list[str] = []
     for text in texts:
@@ -99,8 +102,7 @@ def batch_lmq_targets(texts: list[str | None], max_targets: int) -> list[list[st
             if not value:
                 return None
             values.append(value)
-    joined = ",".join(values)
-    if _NAMES_RE.fullmatch(joined) is None or max(map(len, joined.split(","))) > MAX_LMQ_NAME:
+    if _NAMES_RE.fullmatch(",".join(values)) is None:
         return None
     out: list[list[str]] = []
     names_of = iter(values)

@@ -3,9 +3,14 @@ close a segment with its BLANK marker."""
 
 from __future__ import annotations
 
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.properties import encode_properties
-from tidemq.formats.record import BLANK_MAGIC, HostAddr
+from tidemq.formats.record import BLANK_MAGIC, HostAddr, encode_record
 from tidemq.store.append import MessageInput, UniformBatch
 
 from .conftest import FakeClock, OpenStore
@@ -45,3 +50,39 @@ def test_the_append_hook_sees_every_byte_in_log_order(open_store: OpenStore) -> 
         blank = next(run for start, run in runs if start + len(run) == seg.end)
         assert int.from_bytes(blank[:4], "big") == len(blank)
         assert int.from_bytes(blank[4:8], "big", signed=True) == BLANK_MAGIC
+
+
+
+
+def test_a_fan_out_record_is_what_encode_record_gives(open_store: OpenStore) -> None:
+    """put_multi_dispatch packs an IPv4, V1 record in one call and encodes the others
+    field by field: both give encode_record's bytes."""
+    store = open_store(enable_lmq=True, enable_multi_dispatch=True)
+    fresh = itertools.count()
+
+    @settings(max_examples=60, deadline=None)
+    @given(body=st.binary(max_size=300), flag=st.integers(-(2**31), 2**31 - 1),
+           sys_flag=st.sampled_from([0, 0x4, 0x8, 0x10, 0x20]),
+           born_ts=st.integers(0, 2**50), reconsume=st.integers(0, 16), v6=st.booleans(),
+           topic=st.sampled_from(["T", "P" * 127, "Q" * 128]))
+    def check(body: bytes, flag: int, sys_flag: int, born_ts: int, reconsume: int,
+              v6: bool, topic: str) -> None:
+        names = [f"%LMQ%a{next(fresh)}", f"%LMQ%b{next(fresh)}"]  # new queues: offsets 0
+        props = b"INNER_MULTI_DISPATCH\x01" + ",".join(names).encode() + b"\x02"
+        born = V6 if v6 else HostAddr(bytes([10, 0, 0, 7]), 5555)
+        result = store.put_multi_dispatch(topic, 0, MessageInput(body, props, flag), names,
+                                          sys_flag=sys_flag, born_timestamp=born_ts,
+                                          born_host=born, reconsume_times=reconsume)
+        phys, size = result.phys_offsets[0], result.sizes[0]
+        want = encode_record(
+            topic=topic.encode(), queue_id=0, body=body,
+            properties=props + b"INNER_MULTI_QUEUE_OFFSET\x010,0\x02", flag=flag,
+            sys_flag=sys_flag, born_timestamp=born_ts or result.store_timestamp,
+            born_host=born,
+            store_host=store.store_host, store_timestamp=result.store_timestamp,
+            queue_offset=result.queue_offset, physical_offset=phys,
+            reconsume_times=reconsume)
+        assert size == len(want)
+        assert bytes(store.commitlog.read(phys, size) or b"") == bytes(want)
+
+    check()

@@ -530,6 +530,11 @@ class Appender:
         key = (topic, queue_id)
         flags = _host_bits(bhost, self.store_host)
         nexts = self.lmq_next
+        # IPv4 hosts and a V1 topic (the usual case): the record is packed in one call,
+        # its body CRC taken before the lock, as put's; else encoded field by field.
+        tail = self._v1_topic_field(topic) if not flags else None
+        crc = _crc32(msg.body) & 0x7FFFFFFF if tail is not None else 0
+        bhost_bytes = bhost.ip + _I32.pack(bhost.port)
         with self.commitlog.lock:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
@@ -543,15 +548,24 @@ class Appender:
             props = msg.properties + _offsets_property(offsets)
             if len(props) > MAX_PROPERTIES_BYTES:
                 raise PropertiesTooLarge(len(props), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
-            size = record_size(len(msg.body), len(tbytes), len(props), flags)
-            seg, pos = self._reserve(size)
-            phys = seg.base + pos
-            rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body, properties=props,
-                                flag=msg.flag, sys_flag=sys_flag,
-                                born_timestamp=born_timestamp or ts, born_host=bhost,
-                                store_host=self.store_host, store_timestamp=ts,
-                                queue_offset=qo, physical_offset=phys,
-                                reconsume_times=reconsume_times)
+            if tail is not None:
+                size = FIXED_V4_PACKED_HOSTS.size + len(msg.body) + len(tail) + 2 + len(props)
+                seg, pos = self._reserve(size)
+                phys = seg.base + pos
+                rec: bytes | bytearray = encode_v4_joined(
+                    size, crc, queue_id, msg.flag, qo, phys, sys_flag & _NO_V6_HOSTS,
+                    born_timestamp or ts, bhost_bytes, ts, self._store_host_bytes,
+                    reconsume_times, msg.body, tail, props)
+            else:
+                size = record_size(len(msg.body), len(tbytes), len(props), flags)
+                seg, pos = self._reserve(size)
+                phys = seg.base + pos
+                rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body,
+                                    properties=props, flag=msg.flag, sys_flag=sys_flag,
+                                    born_timestamp=born_timestamp or ts, born_host=bhost,
+                                    store_host=self.store_host, store_timestamp=ts,
+                                    queue_offset=qo, physical_offset=phys,
+                                    reconsume_times=reconsume_times)
             self._write_record(seg, pos, rec)
             self.next_offsets[key] = qo + 1
             young.update(zip(lmqs, map(_add, offsets, repeat(1)), strict=True))

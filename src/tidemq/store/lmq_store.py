@@ -179,9 +179,10 @@ class LmqStore:
         opts.create_if_missing(True)
         opts.set_max_background_jobs(2)
         # Every entry is a key inserted into the memtable's skiplist, at a random place
-        # (the queues a message names are unrelated). In the default 64 MiB memtable each
-        # step of that walk misses the CPU's caches; one of MEMTABLE_BYTES stays in them,
-        # and the extra flushes and compactions cost less than the misses saved
+        # (the queues a message names are unrelated), by the dispatcher's thread, which
+        # holds the GIL meanwhile. In the default 64 MiB memtable each step of that walk
+        # misses the CPU's caches; one of MEMTABLE_BYTES stays in them. The extra
+        # flushes and compactions it costs run on RocksDB's own threads, without the GIL
         # (docs/benchmarks.md, light message queues).
         opts.set_write_buffer_size(MEMTABLE_BYTES)
         self.db = Rdict(str(path), opts)

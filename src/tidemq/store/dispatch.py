@@ -340,6 +340,7 @@ class Dispatcher:
         #: Batches and rows in log order; appenders push under the append lock.
         self.pending: deque[Pending] = deque()
         self._cond = threading.Condition()
+        self._draining = 0  # threads in drain(), waiting on _cond (changed under its lock)
         self._hooks: list[DispatchHook] = []
         self._round_hooks: list[RoundHook] = []
         self._stop = False
@@ -421,16 +422,20 @@ class Dispatcher:
         target = self._confirm()
         deadline = time.monotonic() + timeout
         with self._cond:
-            # Pending first, then in flight: a batch leaves ``pending`` only after
-            # :meth:`_take` marked the dispatcher busy, so it is always seen in one of them.
-            while self.error is None and (
-                (self.pending and _end(self.pending[0]) <= target) or self._in_flight()
-            ):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._wakeup.set()
-                self._cond.wait(min(remaining, 0.05))
+            self._draining += 1  # under the condition's lock: a round's end notifies us
+            try:
+                # Pending first, then in flight: a batch leaves ``pending`` only after
+                # :meth:`_take` marked the dispatcher busy, so it is always seen in one.
+                while self.error is None and (
+                    (self.pending and _end(self.pending[0]) <= target) or self._in_flight()
+                ):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._wakeup.set()
+                    self._cond.wait(min(remaining, 0.05))
+            finally:
+                self._draining -= 1
         return self.error is None
 
     def _in_flight(self) -> bool:
@@ -530,9 +535,11 @@ class Dispatcher:
             self.dispatched_offset = last.end
             self._busy = False
             self._round_start = 0
-            self._cond.notify_all()
+            if self._draining:  # notify_all walks its waiters in Python, even none
+                self._cond.notify_all()
         self.last_store_timestamp = last.store_timestamp
-        self.dispatched_entries += sum(len(b.phys) for b in batches)
+        self.dispatched_entries += (len(last.phys) if len(batches) == 1
+                                    else sum(len(b.phys) for b in batches))
         self._fire(touched, batches)
 
     def _fire(self, touched: dict[tuple[str, int], int], batches: list[DispatchBatch]) -> None:

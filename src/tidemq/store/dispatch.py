@@ -53,6 +53,7 @@ RoundHook = Callable[[Mapping[tuple[str, int], int]], None]
 #: size, tags_code, index keys or None)``; ``end`` first, as ``DispatchBatch.end``.
 Row = tuple[int, int, tuple[str, int], int, int, int, int, "tuple[str, ...] | None"]
 _FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
 _ROW_KEY = operator.itemgetter(2)
 _ROW_PHYS = operator.itemgetter(4)
 _ROW_SIZE = operator.itemgetter(5)
@@ -290,9 +291,15 @@ def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
     """Fan records out to their light message queues (queue id 0), one write batch."""
     records: list[FanOut] = []
     for b in batches:
-        if not b.lmq:
+        targets = b.lmq
+        if not targets:
             continue
-        for i, target in enumerate(b.lmq):
+        if None not in targets:  # every record fans out (a fan-out batch): C-level zips
+            fans = cast("Sequence[tuple[Sequence[str], Sequence[int]]]", targets)
+            records += zip(map(_FIRST, fans), map(_SECOND, fans), b.phys, b.sizes, b.tags,
+                           itertools.repeat(b.store_timestamp), strict=False)
+            continue
+        for i, target in enumerate(targets):
             if target is not None:
                 records.append((target[0], target[1], b.phys[i], b.sizes[i], b.tags[i],
                                 b.store_timestamp))

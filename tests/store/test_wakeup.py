@@ -58,3 +58,38 @@ def test_every_waiter_wakes() -> None:
     for thread in threads:
         thread.join(60)
     assert results == [True] * 4
+
+
+class _SetDuringWait:
+    """The flag's lock, with another thread's ``set`` landing between a waiter's
+    ``acquire`` and its ``release``: the interleaving a busy machine produces."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.raced = False
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got and not self.raced:
+            self.raced = True
+            self._lock.release()  # Wakeup.set() from the appender's thread
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+def test_a_set_between_a_waiters_acquire_and_release_is_no_error() -> None:
+    flag = Wakeup()
+    flag.set()
+    racing = _SetDuringWait(flag._clear)
+    flag._clear = racing  # type: ignore[assignment]
+    assert flag.wait(0) is True
+    assert racing.raced
+    assert flag.is_set()
+    flag.clear()
+    assert not flag.is_set()
+

@@ -7,7 +7,9 @@ once per send, on the event loop's thread. :class:`threading.Event` is a
 waiters in Python, each ``wait`` makes a lock of its own. :class:`Wakeup` keeps the
 same ``set`` / ``wait`` / ``clear`` with one lock, held while the flag is clear: setting
 it is one ``release``, waiting one ``acquire`` (then a ``release``, since a set flag
-stays set until cleared), clearing one ``acquire`` that does not block.
+stays set until cleared), clearing one ``acquire`` that does not block. A ``set`` may
+land between a waiter's ``acquire`` and its ``release``: it releases the lock first, and
+the waiter's ``release`` then finds the flag set already.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ class Wakeup:
         """Return once the flag is set (``True``) or after ``timeout`` seconds
         (``False``)."""
         if self._clear.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
-            self._clear.release()  # still set, until cleared
+            try:  # noqa: SIM105 - as in set()
+                self._clear.release()  # still set, until cleared
+            except RuntimeError:
+                pass  # a set() on another thread released it first: set all the same
             return True
         return False
 

@@ -94,8 +94,6 @@ _CHECKPOINT_KEY = b"C"
 _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 #: A walk over E keys jumps to a queue's last entry after this many of its keys.
 _RUN = 16
-#: RocksDB's write buffer (memtable) size for the LMQ store.
-MEMTABLE_BYTES = 8 << 20
 #: Queues whose metadata is cached, by default (see :class:`LmqStore`).
 CACHED_QUEUES = 200_000
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -178,13 +176,6 @@ class LmqStore:
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.set_max_background_jobs(2)
-        # Every entry is a key inserted into the memtable's skiplist, at a random place
-        # (the queues a message names are unrelated), by the dispatcher's thread, which
-        # holds the GIL meanwhile. In the default 64 MiB memtable each step of that walk
-        # misses the CPU's caches; one of MEMTABLE_BYTES stays in them. The extra
-        # flushes and compactions it costs run on RocksDB's own threads, without the GIL
-        # (docs/benchmarks.md, light message queues).
-        opts.set_write_buffer_size(MEMTABLE_BYTES)
         self.db = Rdict(str(path), opts)
         wo = WriteOptions()
         wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property at runtime

@@ -19,6 +19,9 @@ from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.net import RemotingClient
 
 runner = CliRunner()
+#: These tests elect and clean by hand: a busy machine must not make a heartbeating fake
+#: broker look dead between two commands.
+LONG_LEASE_MS = 15_000
 
 
 class Brokers:
@@ -37,7 +40,8 @@ class Brokers:
     async def _setup(self) -> None:
         self.client = RemotingClient(request_timeout=3.0)
         admin = ControllerAdmin(self.client.request, self.controllers)
-        self.brokers = [FakeBroker(self.client, self.controllers, i) for i in (1, 2)]
+        self.brokers = [FakeBroker(self.client, self.controllers, i, lease_ms=LONG_LEASE_MS)
+                        for i in (1, 2)]
         await set_up_group(admin, self.client, self.brokers)
 
     async def _close(self) -> None:
@@ -54,10 +58,8 @@ class Brokers:
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Brokers]]:
-    # A long lease: these tests elect and clean by hand; a busy machine must not make a
-    # heartbeating fake broker look dead between two commands.
     trio = controller_trio(tmp_path_factory.mktemp("home"),
-                           {"controllerBrokerHeartbeatTimeout": "15000"})
+                           {"controllerBrokerHeartbeatTimeout": str(LONG_LEASE_MS)})
     brokers = None
     try:
         for c in trio:

@@ -28,8 +28,12 @@ class FakeBroker:
     """One broker of broker-a as the controllers see it: registers, heartbeats to every
     controller until stopped."""
 
-    def __init__(self, client: RemotingClient, controllers: list[str], broker_id: int) -> None:
+    def __init__(self, client: RemotingClient, controllers: list[str], broker_id: int,
+                 lease_ms: int = LEASE_MS) -> None:
         self.client = client
+        #: The lease each heartbeat asks for (it, not the controllers' default, decides
+        #: when the controllers think this broker dead).
+        self.lease_ms = lease_ms
         self.controllers = controllers
         self.broker_id = broker_id
         self.address = f"127.0.0.1:{20000 + broker_id}"
@@ -40,7 +44,7 @@ class FakeBroker:
         header = BrokerHeartbeatRequestHeader(
             cluster_name="c", broker_addr=self.address, broker_name=GROUP,
             broker_id=self.broker_id, epoch=1, max_offset=self.offset,
-            heartbeat_timeout_millis=LEASE_MS)
+            heartbeat_timeout_millis=self.lease_ms)
         return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, header.to_ext())
 
     async def _beat_forever(self) -> None:

@@ -123,11 +123,12 @@ def read_ahead(path: Path) -> int:
 def test_holes_of_a_fresh_segment_are_not_read(tmp_path: Path) -> None:
     """The point of the hole queries: a restart reads a bounded part of the last
     segment, not all of it (on a file system that reports holes). The writer's warmer
-    pre-faults 32 MiB ahead, and the page cache may read ahead of that by the device's
-    read-ahead window (zero pages of the unwritten extent, reported as data), so the
-    segment is larger than both."""
+    pre-faults 32 MiB ahead, and the page cache may read ahead of that (zero pages of
+    the unwritten extent, reported as data) by a window that grows with sequential
+    reads and with how much time the warmer had: the segment is many times both, and
+    the test asks for a quarter of it at most."""
     root = tmp_path / "store"
-    big = 128 << 20
+    big = 512 << 20
     end = filled(root, segment=big)
     fd = os.open(segment(root), os.O_RDONLY)
     try:
@@ -136,6 +137,6 @@ def test_holes_of_a_fresh_segment_are_not_read(tmp_path: Path) -> None:
         os.close(fd)
     if extents == [(end, big)]:
         pytest.skip("this file system reports no holes")
-    bound = config(root, big).commit_log_warm_ahead + read_ahead(root) + (1 << 20)
-    assert bound < big // 2
+    bound = big // 4
+    assert config(root, big).commit_log_warm_ahead + 2 * read_ahead(root) < bound // 2
     assert sum(hi - lo for lo, hi in extents) <= bound

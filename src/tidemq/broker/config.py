@@ -25,7 +25,7 @@ from tidemq.broker.replication.role import BrokerRole
 from tidemq.broker.replication.standing import QuorumLossMode
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
-from tidemq.net.acl.auth_keys import init_user, inner_credentials
+from tidemq.net.acl.auth_keys import inner_credentials
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.server_keys import ServerKeys
 from tidemq.store.config import StoreConfig
@@ -98,27 +98,11 @@ class BrokerConfig(ServerKeys):
     #: How often a broker compares its logical-queue mappings with the other brokers'
     #: and takes in what it missed (also done once at start), ms.
     logical_sync_interval: int = 2000
-    #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
-    acl_enable: bool = False
-    #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
-    acl_file: str = ""
     #: The account this broker signs its own requests with (to name servers and to other
-    #: brokers), when they check ACLs; empty: unsigned.
+    #: brokers), when they check ACLs; empty: unsigned. ``innerClientAuthenticationCredentials``
+    #: says the same (upstream's ACL 2.0 key); these two win.
     access_key: str = ""
     secret_key: str = dataclasses.field(default="", repr=False)
-    #: ACL 2.0 (RocketMQ 5.3's keys): every request must be signed by a user of the
-    #: broker's user store (docs/security.md). Not together with ``aclEnable``.
-    authentication_enabled: bool = False
-    #: ACL 2.0: check each request against its user's policies (needs
-    #: ``authenticationEnabled``); off, every signed-in user may do everything.
-    authorization_enabled: bool = False
-    #: ACL 2.0: the Super user created at start if no user of that name exists, as JSON
-    #: ``{"username": "...", "password": "..."}``, so that a fresh broker with
-    #: authentication on is not locked out.
-    init_authentication_user: str = dataclasses.field(default="", repr=False)
-    #: The broker's own credentials as JSON ``{"accessKey": "...", "secretKey": "..."}``
-    #: (upstream's key; ``accessKey``/``secretKey`` say the same and win).
-    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
     #: ACL 2.0: at start, make a user and an ACL of every ``aclFile`` account that has no
     #: user of its name yet (:mod:`tidemq.net.acl.migrate`).
     migrate_auth_from_v1_enabled: bool = dataclasses.field(
@@ -195,23 +179,11 @@ class BrokerConfig(ServerKeys):
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("accessKey and secretKey go together",
                               key="secretKey" if self.access_key else "accessKey")
-        if self.acl_enable and not self.acl_file:
-            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
-                              key="aclFile")
-        if self.acl_enable and self.authentication_enabled:
-            raise ConfigError("aclEnable (ACL 1.0, plain_acl.yml) and authenticationEnabled "
-                              "(ACL 2.0, users and policies) exclude each other: choose one",
-                              key="authenticationEnabled")
-        if self.authorization_enabled and not self.authentication_enabled:
-            raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true "
-                              "(a policy is only as good as the signature naming its user)",
-                              key="authorizationEnabled")
         if self.migrate_auth_from_v1_enabled and not (
                 self.authentication_enabled and self.acl_file):
             raise ConfigError("migrateAuthFromV1Enabled=true needs authenticationEnabled=true "
                               "and aclFile (the plain_acl.yml to migrate)",
                               key="migrateAuthFromV1Enabled")
-        self.init_user  # noqa: B018 -- checked here, read at start
         self.credentials  # noqa: B018
         check_listen(self.bind_address, self.listen_port, self.metrics_port, self.broker_ip1)
         if not self.broker_name:
@@ -271,11 +243,6 @@ class BrokerConfig(ServerKeys):
             raise ConfigError("batchMaxChildren and batchMaxBytes must be positive",
                               key="batchMaxChildren" if self.batch_max_children < 1
                               else "batchMaxBytes")
-
-    @property
-    def init_user(self) -> tuple[str, str] | None:
-        """``initAuthenticationUser`` as (username, password)."""
-        return init_user(self.init_authentication_user)
 
     @property
     def credentials(self) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ from typing import Any
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import config_keys, env_values, load_config
 from tidemq.namesrv.config_overrides import overrides_path, read_overrides
-from tidemq.net.acl.auth_keys import check_copy_keys, init_user, inner_credentials
+from tidemq.net.acl.auth_keys import check_copy_keys
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
 
@@ -66,21 +66,6 @@ class NamesrvConfig(ServerKeys):
     #: Where the KV config is kept (upstream's ``kvConfig.json`` layout); empty: in
     #: memory only.
     kv_config_path: str = ""
-    #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
-    acl_enable: bool = False
-    #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
-    acl_file: str = ""
-    #: ACL 2.0 (the brokers' keys): every request must be signed by a user of the brokers'
-    #: store, which this name server copies from a broker (:mod:`tidemq.namesrv.auth_mirror`).
-    authentication_enabled: bool = False
-    #: ... and be allowed by that user's ACL.
-    authorization_enabled: bool = False
-    #: JSON ``{"username", "password"}``: a Super user known before any copy (the
-    #: brokers register with it).
-    init_authentication_user: str = dataclasses.field(default="", repr=False)
-    #: JSON ``{"accessKey", "secretKey"}``: what the copy is asked with (an administrator
-    #: of the brokers); default: ``initAuthenticationUser``.
-    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
     #: The broker whose users are copied (``host:port``); empty: the master of the first
     #: registered broker name, clusters and names in sorted order.
     auth_metadata_broker: str = ""
@@ -89,12 +74,7 @@ class NamesrvConfig(ServerKeys):
 
     def __post_init__(self) -> None:
         self.check_server_keys()
-        if self.acl_enable and not self.acl_file:
-            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
-                              key="aclFile")
-        check_copy_keys(acl_enable=self.acl_enable,
-                        authentication_enabled=self.authentication_enabled,
-                        authorization_enabled=self.authorization_enabled,
+        check_copy_keys(authentication_enabled=self.authentication_enabled,
                         credentials=(self.auth_credentials if self.authentication_enabled
                                      else None),
                         refresh_seconds=self.auth_metadata_refresh_seconds)
@@ -119,15 +99,6 @@ class NamesrvConfig(ServerKeys):
 
     def replace(self, **changes: Any) -> NamesrvConfig:
         return dataclasses.replace(self, **changes)
-
-    @property
-    def init_user(self) -> tuple[str, str] | None:
-        return init_user(self.init_authentication_user)
-
-    @property
-    def auth_credentials(self) -> tuple[str, str] | None:
-        """What the copy of the users is asked with."""
-        return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
 
     @property
     def data_dir(self) -> Path | None:

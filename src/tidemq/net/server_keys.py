@@ -1,19 +1,20 @@
 """The settings every remoting server has, whatever it serves: where it listens, TLS on its
-port (RocketMQ's ``TlsSystemConfig`` keys, :mod:`tidemq.net.tls`) and its Prometheus
-endpoint (port, address, credentials, HTTPS), and TLS of its own connections to other
-servers. :class:`ServerKeys` is the base of the broker's and the name server's configs,
-:class:`TlsKeys` (TLS of its port and of its own connections) of a standalone
-controller's, so all read the same keys the same way."""
+port (RocketMQ's ``TlsSystemConfig`` keys, :mod:`tidemq.net.tls`), TLS of its own
+connections to other servers, who may send it requests (ACL 1.0 and 2.0) and its
+Prometheus endpoint (port, address, credentials, HTTPS). :class:`ServerKeys` is the base of
+the broker's and the name server's configs, :class:`AclKeys` (TLS and ACL keys) of a
+standalone controller's, so all read the same keys the same way."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from tidemq.errors import ConfigError
+from tidemq.net.acl.auth_keys import init_user, inner_credentials
 from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import TlsClientSettings, TlsMode, TlsServerSettings
 
-__all__ = ["ServerKeys", "TlsKeys", "TlsServerKeys"]
+__all__ = ["AclKeys", "ServerKeys", "TlsKeys", "TlsServerKeys"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,7 +80,63 @@ class TlsKeys(TlsServerKeys):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ServerKeys(TlsKeys):
+class AclKeys(TlsKeys):
+    """Who may send the server requests: ACL 1.0 (``aclEnable``, a ``plain_acl.yml``) or
+    ACL 2.0 (RocketMQ 5.3's users and policies). A broker checks requests against its own
+    user store; a name server or a standalone controller, which keep none, against a copy
+    of a broker's (:mod:`tidemq.namesrv.auth_mirror`)."""
+
+    #: Check every request against the accounts of ``aclFile`` (RocketMQ's key).
+    acl_enable: bool = False
+    #: The ``plain_acl.yml`` read when ``aclEnable`` is true (read again when it changes).
+    acl_file: str = ""
+    #: ACL 2.0: every request must be signed by a known user (docs/security.md). Not
+    #: together with ``aclEnable``.
+    authentication_enabled: bool = False
+    #: ACL 2.0: check each request against its user's policies (needs
+    #: ``authenticationEnabled``); off, every signed-in user may do everything.
+    authorization_enabled: bool = False
+    #: ACL 2.0: a Super user, as JSON ``{"username": "...", "password": "..."}``. A broker
+    #: creates it at start if no user of that name exists, so that a fresh broker with
+    #: authentication on is not locked out; a name server or controller knows it before
+    #: its first copy of the brokers' users (the brokers register with it).
+    init_authentication_user: str = dataclasses.field(default="", repr=False)
+    #: ACL 2.0: what the server signs its own requests to brokers with, as JSON
+    #: ``{"accessKey": "...", "secretKey": "..."}``: a broker's to name servers and other
+    #: brokers, a name server's or controller's to ask for the copy of the users (default:
+    #: ``initAuthenticationUser``).
+    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
+
+    def check_acl_keys(self) -> None:
+        """Raise :class:`ConfigError` naming the first of these keys that is wrong."""
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
+                              key="aclFile")
+        if self.acl_enable and self.authentication_enabled:
+            raise ConfigError("aclEnable (ACL 1.0, plain_acl.yml) and authenticationEnabled "
+                              "(ACL 2.0, users and policies) exclude each other: choose one",
+                              key="authenticationEnabled")
+        if self.authorization_enabled and not self.authentication_enabled:
+            raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true "
+                              "(a policy is only as good as the signature naming its user)",
+                              key="authorizationEnabled")
+        self.init_user  # noqa: B018 -- checked here, read at start
+        inner_credentials(self.inner_client_authentication_credentials)
+
+    @property
+    def init_user(self) -> tuple[str, str] | None:
+        """``initAuthenticationUser`` as (username, password)."""
+        return init_user(self.init_authentication_user)
+
+    @property
+    def auth_credentials(self) -> tuple[str, str] | None:
+        """What a name server or controller asks for the copy of the users with:
+        ``innerClientAuthenticationCredentials``, else ``initAuthenticationUser``."""
+        return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerKeys(AclKeys):
     #: The address the server listens on (``NettyServerConfig.bindAddress``); loopback
     #: unless told otherwise, ``0.0.0.0`` for every interface.
     bind_address: str = "127.0.0.1"
@@ -98,6 +155,7 @@ class ServerKeys(TlsKeys):
 
     def check_server_keys(self) -> None:
         """Raise :class:`ConfigError` naming the first of these keys that is wrong."""
+        self.check_acl_keys()
         self.tls_server.check()
         self.tls_client.check()
         if bool(self.metrics_auth_user) != bool(self.metrics_auth_password):

@@ -17,9 +17,9 @@ from typing import Any
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import load_config
-from tidemq.net.acl.auth_keys import check_copy_keys, init_user, inner_credentials
+from tidemq.net.acl.auth_keys import check_copy_keys
 from tidemq.net.bind import check_listen, is_loopback
-from tidemq.net.server_keys import TlsKeys
+from tidemq.net.server_keys import AclKeys
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
@@ -44,7 +44,7 @@ def parse_peers(text: str) -> dict[str, str]:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ControllerConfig(TlsKeys):
+class ControllerConfig(AclKeys):
     """A controller's keys; its port's TLS (``tls.server.*``) and ACL keys apply to a
     standalone controller (one inside a name server is served on the name server's port,
     with the name server's), as do ``tls.enable`` and ``tls.client.*``, for its copy of
@@ -78,20 +78,6 @@ class ControllerConfig(TlsKeys):
     #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);
     #: every controller needs the same. Empty: the Raft traffic is plain.
     controller_raft_password: str = dataclasses.field(default="", repr=False)
-    #: Check every request on the remoting port against the accounts of ``aclFile``.
-    acl_enable: bool = False
-    acl_file: str = ""
-    #: ACL 2.0 (the brokers' keys): every request must be signed by a user of the brokers'
-    #: store, which this controller copies from a broker (:mod:`tidemq.namesrv.auth_mirror`).
-    authentication_enabled: bool = False
-    #: ... and be allowed by that user's ACL.
-    authorization_enabled: bool = False
-    #: JSON ``{"username", "password"}``: a Super user known before any copy (the
-    #: brokers register with it).
-    init_authentication_user: str = dataclasses.field(default="", repr=False)
-    #: JSON ``{"accessKey", "secretKey"}``: what the copy is asked with (an administrator
-    #: of the brokers); default: ``initAuthenticationUser``.
-    inner_client_authentication_credentials: str = dataclasses.field(default="", repr=False)
     #: The broker whose users are copied (``host:port``); empty: the master of the first
     #: broker group the controllers know, clusters and names in sorted order.
     auth_metadata_broker: str = ""
@@ -108,12 +94,8 @@ class ControllerConfig(TlsKeys):
         if not self.enable_controller_in_namesrv:
             self.tls_server.check()
             self.tls_client.check()
-        if self.acl_enable and not self.acl_file:
-            raise ConfigError("aclEnable=true needs aclFile (the plain_acl.yml)",
-                              key="aclFile")
-        check_copy_keys(acl_enable=self.acl_enable,
-                        authentication_enabled=self.authentication_enabled,
-                        authorization_enabled=self.authorization_enabled,
+        self.check_acl_keys()
+        check_copy_keys(authentication_enabled=self.authentication_enabled,
                         credentials=(self.auth_credentials if self.authentication_enabled
                                      else None),
                         refresh_seconds=self.auth_metadata_refresh_seconds)
@@ -126,15 +108,6 @@ class ControllerConfig(TlsKeys):
 
     def replace(self, **changes: Any) -> ControllerConfig:
         return dataclasses.replace(self, **changes)
-
-    @property
-    def init_user(self) -> tuple[str, str] | None:
-        return init_user(self.init_authentication_user)
-
-    @property
-    def auth_credentials(self) -> tuple[str, str] | None:
-        """What the copy of the users is asked with."""
-        return inner_credentials(self.inner_client_authentication_credentials) or self.init_user
 
     @property
     def peers(self) -> dict[str, str]:

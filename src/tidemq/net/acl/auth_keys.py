@@ -51,18 +51,11 @@ def inner_credentials(text: str) -> tuple[str, str] | None:
     return ak, sk
 
 
-def check_copy_keys(*, acl_enable: bool, authentication_enabled: bool,
-                    authorization_enabled: bool, credentials: tuple[str, str] | None,
+def check_copy_keys(*, authentication_enabled: bool, credentials: tuple[str, str] | None,
                     refresh_seconds: float) -> None:
-    """The ACL keys of a server that copies a broker's users (a name server, a standalone
-    controller): ACL 1.0 or 2.0, not both; authorisation only with authentication; with
-    authentication, credentials to ask for the copy with; a positive refresh period."""
-    if acl_enable and authentication_enabled:
-        raise ConfigError("aclEnable (ACL 1.0) and authenticationEnabled (ACL 2.0) are "
-                          "alternatives: set one", key="authenticationEnabled")
-    if authorization_enabled and not authentication_enabled:
-        raise ConfigError("authorizationEnabled needs authenticationEnabled",
-                          key="authorizationEnabled")
+    """The keys of a server that checks requests against a copy of a broker's users (a
+    name server, a standalone controller): with authentication, credentials to ask for the
+    copy with; a positive refresh period."""
     if authentication_enabled and credentials is None:
         raise ConfigError("authenticationEnabled needs initAuthenticationUser (or "
                           "innerClientAuthenticationCredentials): the users are copied "

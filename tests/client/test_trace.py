@@ -322,6 +322,48 @@ def test_a_large_encoded_batch_is_cut_into_bounded_messages(keys: str, whole: bo
             r.msg_id for r in recs} | set(keys.split(" ")) - {""}
 
 
+async def test_events_gather_into_one_trace_request() -> None:
+    """One message sent at a time must not cost one trace request each: the background
+    task waits for more events (here until ``gather`` are queued) before it sends."""
+    requests: list[list[Message]] = []
+    sent = asyncio.Event()
+
+    async def send(msgs: list[Message]) -> object:
+        requests.append(list(msgs))
+        sent.set()
+        return None
+
+    tracer = Tracer(send, topic=TRACE, linger=60.0, gather=3)  # type: ignore[arg-type]
+    tracer.start()
+    record = PubRecord(1, "R", "pg", "T", "", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    for i in range(3):
+        tracer.record(dataclasses.replace(record, msg_id=f"id-{i}"))
+        for _ in range(5):  # the task runs in between, as between two sends
+            await asyncio.sleep(0)
+    async with asyncio.timeout(10):
+        await sent.wait()
+    assert len(requests) == 1 and tracer.sent_records == 3
+    assert [r.msg_id for r in decode_trace_data(requests[0][0].body).records] == [
+        "id-0", "id-1", "id-2"]
+    await tracer.close()
+
+
+async def test_a_lone_event_is_sent_when_the_linger_ends() -> None:
+    sent = asyncio.Event()
+
+    async def send(msgs: list[Message]) -> object:
+        sent.set()
+        return None
+
+    tracer = Tracer(send, topic=TRACE, linger=0.01)  # type: ignore[arg-type]
+    tracer.start()
+    tracer.record(PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True))  # type: ignore[arg-type]
+    async with asyncio.timeout(10):
+        await sent.wait()
+    assert tracer.sent_records == 1
+    await tracer.close()
+
+
 async def test_abort_stops_the_task_and_sends_nothing_more() -> None:
     sent: list[Message] = []
     stuck = asyncio.Event()

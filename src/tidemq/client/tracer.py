@@ -10,7 +10,10 @@ takes what is queued, encodes the records (:mod:`tidemq.codec.trace`) into trace
 of at most :data:`MAX_BODY` bytes, each with the msgIds and keys of its records as its
 ``KEYS`` so the broker's key index finds them, and sends them with the given send
 function (a batch send: up to :data:`BATCH_MESSAGES` messages per request, up to
-:data:`IN_FLIGHT` requests at a time, so tracing keeps up with a fast producer). A failed
+:data:`IN_FLIGHT` requests at a time, so tracing keeps up with a fast producer). Like
+upstream's dispatcher it lets events gather before it sends them, for at most
+:data:`LINGER` seconds or until :data:`GATHER_EVENTS` are queued: a producer sending one
+message at a time would otherwise pay a trace request for every send. A failed
 trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised.
 """
 
@@ -41,7 +44,8 @@ from tidemq.errors import TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
-__all__ = ["BATCH_MESSAGES", "IN_FLIGHT", "MAX_BODY", "EncodedRecords",
+__all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "MAX_BODY",
+           "EncodedRecords",
            "TraceEvent", "Tracer",
            "end_transaction_record", "pub_records", "sub_after_records",
            "sub_before_records"]
@@ -53,6 +57,11 @@ MAX_BODY = 128_000
 #: Trace messages sent in one request (one send_batch) at most, and requests in flight.
 BATCH_MESSAGES = 8
 IN_FLIGHT = 4
+#: Seconds the background task lets events gather before it sends them, and the queued
+#: events that end the wait early. :meth:`Tracer.flush` and :meth:`Tracer.close` send at
+#: once.
+LINGER = 0.1
+GATHER_EVENTS = 256
 #: Characters of a trace message's ``KEYS`` at most (a property value stays well under
 #: the 32 KiB the property string may hold).
 _MAX_KEYS = 24_000
@@ -186,22 +195,29 @@ def sub_after_records(request_id: str, msgs: Sequence[MessageExt], cost_ms: int,
 class Tracer:
     """See the module docstring. ``send`` sends a batch of trace messages; ``capacity``
     bounds the queued events and ``max_bytes`` the message bytes they hold on to (an
-    event that makes its records later keeps the messages it describes until then)."""
+    event that makes its records later keeps the messages it describes until then);
+    ``linger`` and ``gather``: see :data:`LINGER`."""
 
     def __init__(self, send: SendTrace, *, topic: str, capacity: int = 20_000,
-                 max_bytes: int = 64 * 1024 * 1024,
+                 max_bytes: int = 64 * 1024 * 1024, linger: float = LINGER,
+                 gather: int = GATHER_EVENTS,
                  on_close: Callable[[], Awaitable[None]] | None = None) -> None:
         if capacity < 1 or max_bytes < 1:
             raise ValueError("the trace queue needs room for at least one event")
+        if linger < 0 or gather < 1:
+            raise ValueError("the trace linger must not be negative, nor gather below 1")
         self.topic = topic
         self.capacity = capacity
         self.max_bytes = max_bytes
+        self.linger = linger
+        self.gather = gather
         #: Message bytes the queued events hold on to.
         self.held_bytes = 0
         self._send = send
         self._on_close = on_close
         self._queue: collections.deque[tuple[TraceEvent, int]] = collections.deque()
         self._wake = asyncio.Event()
+        self._full = asyncio.Event()  # ``gather`` events queued: stop lingering
         self._draining = asyncio.Lock()  # one drain at a time: close waits for the task's
         self._task: asyncio.Task[None] | None = None
         #: Trace sends in flight.
@@ -227,6 +243,8 @@ class Tracer:
             return
         self.held_bytes += held
         self._queue.append((event, held))
+        if len(self._queue) >= self.gather:
+            self._full.set()
         if not self._wake.is_set():
             self._wake.set()
 
@@ -269,7 +287,12 @@ class Tracer:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            if len(self._queue) < self.gather:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.linger):
+                        await self._full.wait()
             self._wake.clear()
+            self._full.clear()
             await self._drain()
 
     async def _drain(self) -> None:

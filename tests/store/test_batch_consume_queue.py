@@ -10,7 +10,9 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -125,6 +127,57 @@ def test_appends_of_any_size_write_the_entry_layout(
     assert bcq._first_bases == [int.from_bytes(expected[k + 28 : k + 36], "big")
                                 for k in range(0, len(expected), per_file * BCQ_UNIT)]
     bcq.close()
+
+
+def _outcome(append: Callable[..., int], *args: Any, **kwargs: Any) -> int | str:
+    """What an append returned, or the text of the ValueError it raised."""
+    try:
+        return append(*args, **kwargs)
+    except ValueError as exc:
+        return str(exc)
+
+
+@settings(deadline=None, max_examples=100)
+@given(entries=st.lists(st.tuples(st.integers(1, 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+                                  st.integers(0, 2**62), st.integers(-2, 0x8001)),
+                        min_size=1, max_size=30),
+       per_file=st.integers(1, 6), first_base=st.sampled_from([0, 0, 7, 1000]),
+       again=st.integers(0, 3))
+def test_one_entry_appends_are_appends_of_one(
+        tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[int, int, int, int]],
+        per_file: int, first_base: int, again: int) -> None:
+    """append_entry (a dispatch round of one inner batch) and append of one record: the
+    same bytes across files, the same offsets, the same refusals (a batch size out of
+    range, a gap) and the same skipping of records dispatched again."""
+    queues = [BatchConsumeQueue(StoreLayout(tmp_path_factory.mktemp(name)), TOPIC, 0,
+                                BCQ_UNIT * per_file) for name in ("many", "one")]
+    many, one = queues
+    phys_at, base = 0, first_base
+    done: list[tuple[int, int, int, int, int, int]] = []
+    for size, tags, stamp, count in entries:
+        outcomes = [_outcome(many.append, base, [phys_at], [size], [tags], store_ts=stamp,
+                             batch_sizes=[count]),
+                    _outcome(one.append_entry, base, phys_at, size, tags, stamp, count)]
+        assert outcomes[0] == outcomes[1]
+        assert (one.min_offset, one.max_offset, one.max_phys_end) == (
+            many.min_offset, many.max_offset, many.max_phys_end)
+        if isinstance(outcomes[0], int):
+            done.append((base, phys_at, size, tags, stamp, count))
+            base += count
+            phys_at += size
+    for entry in done[-again:] if again else ():  # dispatched again: nothing changes
+        b, p, size, tags, stamp, count = entry
+        assert one.append_entry(b, p, size, tags, stamp, count) == one.max_offset
+    if done:  # a queue that holds entries refuses one past a gap
+        with pytest.raises(QueueGap):
+            many.append(many.max_offset + 1, [phys_at], [10], [0], batch_sizes=[1])
+        with pytest.raises(QueueGap):
+            one.append_entry(one.max_offset + 1, phys_at, 10, 0, 0, 1)
+    written = [b"".join(mf.view[: mf.wrote].tobytes() for mf in q.files) for q in queues]
+    assert written[0] == written[1]
+    assert many._first_bases == one._first_bases
+    for q in queues:
+        q.close()
 
 
 def _build(root: Path, sizes: list[int], chunks: list[int], per_file: int,

@@ -211,6 +211,30 @@ class BatchConsumeQueue(QueueFiles):
         self.max_phys_end = int(phys[-1]) + int(sizes[-1])
         return self.max_offset
 
+    def append_entry(self, base: int, phys: int, size: int, tags: int, store_ts: int,
+                     count: int) -> int:
+        """:meth:`append` of one record covering ``count`` offsets from ``base`` (a
+        dispatch round of one inner batch): the same checks and bytes, written straight
+        into the last file when it has room."""
+        if phys + size <= self.max_phys_end:
+            return self.max_offset  # re-dispatched
+        if base != self.max_offset:
+            if self.files or base <= 0 or self.max_offset != 0:
+                raise QueueGap(self.topic, self.queue_id, self.max_offset, base)
+            self.min_offset = self.max_offset = base
+        if not 0 < count <= MAX_BATCH:
+            raise ValueError(f"batch sizes must be in 1..32767, got [{count}]")
+        raw = _ENTRY.pack(phys, size, tags, store_ts, base, count, -1, 0)
+        files = self.files
+        mf = files[-1] if files else None
+        if mf is not None and mf.size - mf.wrote >= BCQ_UNIT:
+            mf.write_at(mf.wrote, raw)
+        else:
+            self._write(raw, (base,))
+        self.max_offset = end = base + count
+        self.max_phys_end = phys + size
+        return end
+
     def _append_packed(self, base: int, phys: Sequence[int], sizes: Sequence[int],
                        tags: Sequence[int], store_ts: int | Sequence[int],
                        counts: Sequence[int], skip: int) -> int:

@@ -185,9 +185,14 @@ class IndexSink(Protocol):
 def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                   batches: list[DispatchBatch]) -> dict[tuple[str, int], int]:
     """Write ``batches`` (in log order) into their queues; returns new max offsets."""
-    grouped: dict[tuple[str, int], list[DispatchBatch]] = {}
-    for b in batches:
-        grouped.setdefault((b.topic, b.queue_id), []).append(b)
+    grouped: dict[tuple[str, int], list[DispatchBatch]]
+    if len(batches) == 1:  # a round of one put: every append wakes the thread
+        b = batches[0]
+        grouped = {(b.topic, b.queue_id): batches}
+    else:
+        grouped = {}
+        for b in batches:
+            grouped.setdefault((b.topic, b.queue_id), []).append(b)
     touched: dict[tuple[str, int], int] = {}
     for key, group in grouped.items():
         cq = queues.get_or_create(*key)
@@ -212,6 +217,14 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
     """The index step of a dispatch round (both dispatchers), in log order: the index
     skips a record below one it has, and folded rows are grouped per queue, so their
     batches interleave in the log."""
+    if len(batches) == 1 and type(batches[0].keys) is not KeyColumns:
+        b = batches[0]  # one put's records: in log order already
+        if b.keys:
+            topic, ts = b.topic, b.store_timestamp
+            for keys, phys_off in zip(b.keys, b.phys, strict=True):
+                if keys:
+                    index.put_keys(topic, keys, phys_off, ts)
+        return
     if any(type(b.keys) is KeyColumns for b in batches):
         _index_with_columns(index, batches)
         return
@@ -261,6 +274,12 @@ def _append_batches(bcq: BatchConsumeQueue, group: list[DispatchBatch]) -> int:
     """Batches of one batch consume queue, in log order: one bulk append when their
     offsets follow each other (the append path's case), else one append each (which
     reports a gap)."""
+    if len(group) == 1:
+        one = group[0]
+        covered = one.batch_sizes
+        if covered is not None and len(covered) == 1:  # one inner batch: one entry
+            return bcq.append_entry(one.queue_offset, one.phys[0], one.sizes[0], one.tags[0],
+                                    one.store_timestamp, covered[0])
     phys: list[int] = []
     sizes: list[int] = []
     tags: list[int] = []

@@ -261,7 +261,8 @@ class HaServer:
                               link.sending)
                     return
                 if len(view):
-                    writer.write(encode_frame_header(link.sending, len(view)) + view)
+                    # head and bytes in one writev: the log's bytes are not copied
+                    writer.writelines((encode_frame_header(link.sending, len(view)), view))
                     link.sending += len(view)
                     await writer.drain()
                     continue

@@ -57,9 +57,9 @@ def _log(puts: list[tuple[int, list[dict[str, str]]]]) -> bytes:
             store.shutdown()
 
 
-def _reference(data: bytes) -> list[Flat]:
-    view, pos, out = memoryview(data), 0, []
-    while pos < len(data):
+def _reference(data: bytes, pos: int = 0, end: int | None = None) -> list[Flat]:
+    view, out = memoryview(data), []
+    while pos < (len(data) if end is None else end):
         rec = decode_record(view, pos, expected_physical_offset=pos)
         assert isinstance(rec, Record)
         batch = dispatch_batch_for(rec, pos)
@@ -102,16 +102,65 @@ def _alike(p: dict[str, str]) -> st.SearchStrategy[list[dict[str, str]]]:
 def test_a_run_dispatches_as_its_records_do(
         puts: list[tuple[int, list[dict[str, str]]]]) -> None:
     data = _log(puts)
-    batches = run_batches(data, 0)
-    assert batches is not None
-    assert _flat(batches) == _reference(data)
+    run = run_batches(data, 0)
+    assert run is not None and (run.taken, run.general) == (len(data), 0)
+    assert _flat(run.batches) == _reference(data)
 
 
 def test_a_producers_batch_is_keyed_as_columns() -> None:
     batch = [{"UNIQ_KEY": f"{i:032X}", "WAIT": "true"} for i in range(50)]
     data = _log([(1, batch)])
-    batches = run_batches(data, 0)
-    assert batches is not None and len(batches) == 1
+    run = run_batches(data, 0)
+    assert run is not None and len(run.batches) == 1
+    batches = run.batches
+    assert type(batches[0].phys) is range  # as a uniform put_batch hands them on
     assert type(batches[0].keys) is KeyColumns
     assert list(batches[0].keys) == [(f"{i:032X}",) for i in range(50)]
     assert _flat(batches) == _reference(data)
+
+
+def _mixed_log(kinds: list[str], width: int) -> bytes:
+    """One record per kind, all of one size: ``plain``, ``name`` (a property named
+    ``INNER_X``) or ``body`` (the letters ``INNER_`` in the body only)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=1 << 20),
+                             clock=FakeClock(1_700_000_000_000))
+        store.start()
+        try:
+            runs: list[bytes] = []
+            store.add_append_hook(lambda _start, view: runs.append(bytes(view)))
+            for i, kind in enumerate(kinds):
+                uniq = f"{i:0{width}X}"
+                props = {"UNIQ_KEY": uniq, "INNER_X" if kind == "name" else "OTHER_X": "v"}
+                body = b"xxINNER_xx" if kind == "body" else b"x" * 10
+                store.put("T", 0, MessageInput(body, encode_properties(props), keys=(uniq,)))
+            return b"".join(runs)
+        finally:
+            store.shutdown()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.sampled_from(["plain", "plain", "name", "body"]), min_size=1,
+                      max_size=24),
+       width=st.integers(4, 6))
+@example(kinds=["plain"] * 9 + ["name"] + ["body"] * 9, width=4)
+@example(kinds=["name"] * 10, width=4)
+def test_records_with_inner_names_go_one_by_one_and_the_rest_as_columns(
+        kinds: list[str], width: int) -> None:
+    """A replica's dispatch of a run, as :class:`ReplicaLog` drives it: the records whose
+    property names hold ``INNER_`` are handed back to go record by record, every other
+    record goes as columns -- also one whose body holds the letters -- and together they
+    give what recovery gives record by record."""
+    data = _mixed_log(kinds, width)
+    pos, got, columns = 0, [], 0
+    while pos < len(data):
+        run = run_batches(memoryview(data)[pos:], pos)
+        assert run is not None and (run.taken or run.general)
+        got += _flat(run.batches)
+        columns += sum(len(b.phys) for b in run.batches)
+        pos += run.taken
+        got += _reference(data, pos, pos + run.general)
+        pos += run.general
+    assert pos == len(data)
+    assert got == _reference(data)
+    assert columns == len(kinds) - kinds.count("name")

@@ -19,7 +19,6 @@ keep arriving; a restart of the replica recovers its log like any other.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import mmap
 import struct
@@ -57,27 +56,22 @@ _UNUSUAL = (SYSFLAG_HOSTS_V6 | SYSFLAG_COMPRESSED | SYSFLAG_INNER_BATCH | SYSFLA
             | 0xC)
 
 
-def _common_run(mm: mmap.mmap, pos: int, limit: int) -> list[int]:
-    """The starts of the whole records from ``pos`` (before ``limit`` and a BLANK
-    marker) that :func:`~tidemq.store.replica_runs.run_batches` may read, up to the first
-    that it may not (V2, IPv6 hosts, compressed, an inner batch, a transaction state, an
-    ``INNER_`` property), and the end of the last as the final element."""
-    starts = [pos]
+def _common_run(mm: mmap.mmap, pos: int, limit: int) -> int:
+    """The end of the whole records from ``pos`` (before ``limit`` and a BLANK marker)
+    whose layout :func:`~tidemq.store.replica_runs.run_batches` may read, up to the
+    first whose layout it may not (V2, IPv6 hosts, compressed, an inner batch, a
+    transaction state): ``pos`` itself when that is the first record."""
     uniform = _uniform_records(mm, pos, limit)
-    if uniform:
-        starts = list(range(pos, pos + uniform[0] * uniform[1] + 1, uniform[1]))
-        pos = starts[-1]
+    if uniform:  # records of one size, checked as columns
+        count, size = uniform
+        pos += count * size
     while pos + _FLAGS_END <= limit:
         total, magic = _HEAD.unpack_from(mm, pos)
         if (magic != MAGIC_V1 or total < MIN_RECORD_SIZE or pos + total > limit
                 or _I32.unpack_from(mm, pos + OFF_SYSFLAG)[0] & _UNUSUAL):
             break
         pos += total
-        starts.append(pos)
-    hit = mm.find(b"INNER_", starts[0], pos)
-    if hit >= 0:
-        del starts[bisect.bisect_right(starts, hit):]
-    return starts
+    return pos
 
 
 def _uniform_records(mm: mmap.mmap, pos: int, limit: int) -> tuple[int, int] | None:
@@ -166,18 +160,19 @@ class ReplicaLog:
                 break
             pos = offset - seg.base
             if offset >= slow_until:
-                stop = _common_run(seg.mm, pos, seg.wrote)[-1]
+                stop = _common_run(seg.mm, pos, seg.wrote)
                 if stop > pos:
-                    # _common_run stopped before any INNER_
-                    batches = run_batches(bytes(seg.mm[pos:stop]), offset, inner_checked=True)
-                    if batches is None:  # did not check out: one by one, as recovery
+                    # read where the bytes are: the batches keep no view of them
+                    run = run_batches(seg.view[pos:stop], offset)
+                    if run is None:  # did not check out: one by one, as recovery
                         slow_until = offset + stop - pos
                     else:
-                        for batch in batches:
+                        for batch in run.batches:
                             appender.note_replicated(batch)
                             self.records += len(batch.phys)
                             self.column_records += len(batch.phys)
-                        offset += stop - pos
+                        offset += run.taken
+                        slow_until = offset + run.general
                         continue
             if pos + 8 > seg.size:  # too short for a BLANK: the segment ends here
                 if not seg.full:

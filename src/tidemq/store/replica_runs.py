@@ -15,14 +15,23 @@ When every record of a run repeats one layout and one property string but for it
 UNIQ_KEY value (a producer's batch: the usual case), the keys are cut out of the run as
 one byte matrix (:class:`~tidemq.store.index_keys.KeyColumns`), as the master's own
 batch put keys them, instead of a property parse and a string per record.
+
+A record whose property names hold ``INNER_`` (an LMQ fan-out, a queue offset the
+broker set) is dispatched the general way: :func:`run_batches` reads the run up to the
+first such record and says how many bytes from there on must go record by record. Only
+the property text is searched: in a run keyed as columns, the first record's names are
+every record's; otherwise each record's property text is. A body or topic that holds
+the letters does not matter to dispatch and is not searched.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
@@ -30,10 +39,11 @@ from tidemq.formats.record.columns import RecordColumns, decode_columns
 from tidemq.store.dispatch import DispatchBatch
 from tidemq.store.index_keys import KeyColumns
 
-__all__ = ["run_batches"]
+__all__ = ["RunBatches", "run_batches"]
 
 _TX_MASK = 0xC
 _UNIQ = b"UNIQ_KEY\x01"
+_INNER = b"INNER_"
 #: Records, at least, in a run whose keys are cut as columns (fewer: one by one).
 _KEY_COLUMNS_MIN = 8
 
@@ -53,15 +63,18 @@ def _uniq_span(props: bytes) -> tuple[int, int] | None:
     return start, end if end >= 0 else len(props)
 
 
-def _key_columns(data: bytes, cols: RecordColumns) -> KeyColumns | None:
+def _key_columns(data: bytes | memoryview, cols: RecordColumns
+                 ) -> tuple[KeyColumns, bool] | None:
     """The keys of a run laid out alike (one record size, one property string but for
-    the UNIQ_KEY value, which is separator-free ASCII) as columns, or ``None``."""
+    the UNIQ_KEY value, which is separator-free ASCII) as columns, and whether the
+    property names (every record's are the first's) hold ``INNER_``; or ``None``."""
     size, n = cols.stride, len(cols)
     if not size or not cols.shaped or n * size != len(data):
         return None
     p0 = int(cols.properties.start[0])
     plen = int(cols.properties.length[0])
-    span = _uniq_span(data[p0 : p0 + plen])
+    props = bytes(data[p0 : p0 + plen])
+    span = _uniq_span(props)
     if span is None:
         return None
     rows = np.frombuffer(data, np.uint8).reshape(n, size)
@@ -70,12 +83,14 @@ def _key_columns(data: bytes, cols: RecordColumns) -> KeyColumns | None:
     if ((rows[:, p0:ustart] != first[p0:ustart]).any()
             or (rows[:, uend:size] != first[uend:size]).any()):
         return None
+    inner = _INNER in props[: span[0]] or _INNER in props[span[1] :]
     if ustart == uend:
-        return KeyColumns(None, (), n)
+        return KeyColumns(None, (), n), inner
     uniq = rows[:, ustart:uend]
     if ((uniq <= 2) | (uniq >= 0x80)).any():  # a separator, a NUL or not ASCII
         return None
-    return KeyColumns(uniq, (), n)
+    # a copy: the keys wait in the index's queue, and the run may be a view of the log
+    return KeyColumns(uniq.copy(), (), n), inner
 
 
 def _facts(props: bytes) -> tuple[int, tuple[str, ...]]:
@@ -98,14 +113,20 @@ def _facts(props: bytes) -> tuple[int, tuple[str, ...]]:
     return 0, (value.decode("utf-8"),) if value else ()
 
 
-def run_batches(data: bytes, offset: int, *, inner_checked: bool = False
-                ) -> list[DispatchBatch] | None:
+class RunBatches(NamedTuple):
+    """What :func:`run_batches` makes of a run: the dispatch batches of its first
+    ``taken`` bytes, then ``general`` bytes of records to dispatch one by one (their
+    property names hold ``INNER_``); the records after those are a run of their own."""
+
+    batches: list[DispatchBatch]
+    taken: int
+    general: int
+
+
+def run_batches(data: bytes | memoryview, offset: int) -> RunBatches | None:
     """The dispatch batches of ``data``: whole records laid end to end, the first at log
     ``offset``; ``None`` when a record is outside the common scope or does not check out
-    (PHYSICALOFFSET not its position). ``inner_checked``: the caller made sure that no
-    ``INNER_`` is in ``data`` (a scan of every byte this need not repeat)."""
-    if not inner_checked and b"INNER_" in data:
-        return None
+    (PHYSICALOFFSET not its position), and then the whole run goes record by record."""
     cols = decode_columns(data)
     if cols is None or not len(cols):
         return None
@@ -116,8 +137,35 @@ def run_batches(data: bytes, offset: int, *, inner_checked: bool = False
     if ((sys_flags & _TX_MASK) != 0).any():
         return None
     n = len(cols)
-    phys = at.tolist()
-    sizes = np.diff(cols.pos, append=len(data)).tolist()
+    keyed = _key_columns(data, cols) if n >= _KEY_COLUMNS_MIN else None
+    general = 0
+    props: list[bytes] = []
+    if keyed is not None:
+        if keyed[1]:  # every record's names hold INNER_
+            return RunBatches([], 0, len(data))
+    else:
+        props = cols.values(cols.properties)
+        inner = [_INNER in p for p in props]
+        if True in inner:  # the run ends before the first; those that follow go one by one
+            cut_at = inner.index(True)
+            back = inner.index(False, cut_at) if False in inner[cut_at:] else n
+            bounds = [*cols.pos.tolist(), len(data)]
+            general = bounds[back] - bounds[cut_at]
+            if cut_at == 0:
+                return RunBatches([], 0, general)
+            cols, props, n, at = cols.part(0, cut_at), props[:cut_at], cut_at, at[:cut_at]
+            data = data[: bounds[cut_at]]
+    return RunBatches(_batches(data, offset, cols, at, keyed[0] if keyed else None, props),
+                      len(data), general)
+
+
+def _batches(data: bytes | memoryview, offset: int, cols: RecordColumns,
+             at: npt.NDArray[np.int64], columns: KeyColumns | None, props: list[bytes]
+             ) -> list[DispatchBatch]:
+    """The batches of the whole run ``data`` (:func:`run_batches` checked it), keyed by
+    ``columns`` or, without them, by each record's property text ``props``."""
+    n = len(cols)
+    stride = cols.stride if n * cols.stride == len(data) else 0  # every record this size
     queue_ids = cols.field("queue_id")
     queue_offsets = cols.field("queue_offset")
     stamps = cols.field("store_timestamp")
@@ -131,22 +179,33 @@ def run_batches(data: bytes, offset: int, *, inner_checked: bool = False
         cut[1:] |= np.array([a != b for a, b in itertools.pairwise(topics)], dtype=bool)
     else:
         topics = [single]
-    columns = _key_columns(data, cols) if n >= _KEY_COLUMNS_MIN else None
-    tags: Sequence[int]
+    tags: Sequence[int] | None = None
     keys: Sequence[tuple[str, ...]]
     if columns is not None:
-        tags, keys = [0] * n, columns
+        keys = columns
     else:
-        facts = [_facts(p) for p in cols.values(cols.properties)]
+        facts = [_facts(p) for p in props]
         tags, keys = [f[0] for f in facts], [f[1] for f in facts]
     firsts = np.flatnonzero(cut).tolist()
     qids, qoffs, times = (queue_ids[firsts].tolist(), queue_offsets[firsts].tolist(),
                           stamps[firsts].tolist())
+    # Records of one size have their positions as ranges and their sizes as one repeated
+    # value, as a uniform put_batch hands them to the dispatcher: no int per record here.
+    phys: list[int] = [] if stride else at.tolist()
+    sizes: list[int] = [] if stride else np.diff(cols.pos, append=len(data)).tolist()
     out: list[DispatchBatch] = []
     for g, (first, i) in enumerate(zip(firsts, [*firsts[1:], n], strict=True)):
+        if stride:
+            start = offset + first * stride
+            end = offset + i * stride
+            own_phys: Sequence[int] = range(start, end, stride)
+            own_sizes = [stride] * (i - first)
+        else:
+            own_phys, own_sizes = phys[first:i], sizes[first:i]
+            end = own_phys[-1] + own_sizes[-1]
         out.append(DispatchBatch(
             topic=topics[first if single is None else 0], queue_id=qids[g],
-            queue_offset=qoffs[g], phys=phys[first:i], sizes=sizes[first:i],
-            tags=tags[first:i], store_timestamp=times[g], end=phys[i - 1] + sizes[i - 1],
-            keys=keys[first:i], lmq=[None] * (i - first)))
+            queue_offset=qoffs[g], phys=own_phys, sizes=own_sizes,
+            tags=[0] * (i - first) if tags is None else tags[first:i],
+            store_timestamp=times[g], end=end, keys=keys[first:i]))
     return out

@@ -282,6 +282,9 @@ def test_latency_auto_batched(tmp_path: Path) -> None:
     summary = data["summary"]
     assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
     assert summary["ack"]["p99_ms"] is not None
+    # the requests each side made: the auto-batcher's sends and the consumer's pulls
+    assert 0 < summary["shipped_requests"] <= summary["sent"]
+    assert summary["pull_requests"] > 0 and summary["pull_messages_per_request"] > 0
 
 
 @pytest.mark.slow

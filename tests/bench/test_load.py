@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from tidemq.bench.broker import BrokerBenchConfig, _Pacer, _stop
+from tidemq.bench.broker import _stop
 from tidemq.bench.load import join_load
 from tidemq.bench.meter import Meter
+from tidemq.bench.pacer import Pacer
 from tidemq.bench.process import BenchError
 from tidemq.types import Message, MessageQueue
 
@@ -56,8 +57,8 @@ async def test_the_latency_pacer_ends_through_it() -> None:
             raise RuntimeError("send broke")
 
     running = [True]
-    pacer = _Pacer(Broken(), None, [MessageQueue("T", "b", 0)],  # type: ignore[arg-type]
-                   BrokerBenchConfig(rate=100_000), Meter())
+    pacer = Pacer(Broken(), None, [MessageQueue("T", "b", 0)], Meter(),  # type: ignore[arg-type]
+                  topic="T", size=128, rate=100_000, in_flight=256)
     stop = asyncio.get_running_loop().call_later(0.05, running.__setitem__, 0, False)
     with pytest.raises(BenchError, match="send broke"):
         await pacer.run(running)

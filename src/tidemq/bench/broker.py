@@ -56,7 +56,6 @@ import dataclasses
 import gc
 import os
 import shutil
-import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -64,8 +63,9 @@ from typing import Any
 import numpy as np
 
 from tidemq.bench.columns import take_columns
-from tidemq.bench.load import join_load
+from tidemq.bench.load import acknowledged, join_load
 from tidemq.bench.meter import Meter, Report, Sampler, measure
+from tidemq.bench.pacer import STAMP, Pacer
 from tidemq.bench.process import BenchError, BrokerProcess, free_ports
 from tidemq.bench.replica import REPLICA_MODES, ReplicaProcess, replica_settings
 from tidemq.bench.replication_lag import ReplicationLagSampler
@@ -80,6 +80,7 @@ from tidemq.client import (
     Producer,
     PullConsumer,
 )
+from tidemq.client.batch_rpc import batch_requester
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.codec.message import SendOptions, batch_send_request, send_request
@@ -95,10 +96,8 @@ __all__ = [
 ]
 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
-_STAMP = struct.Struct(">q")
 _PREFILL_BATCH = 100
 _KEY_PLACEHOLDER = "0" * 32
-_TICK = 0.001
 #: An auto-batcher's default buffer, and what a message counts in it beyond its body at
 #: most (entry header, keys, properties).
 _BATCHER_BUFFER = 32 * 1024 * 1024
@@ -304,6 +303,17 @@ def _shipped(batchers: Sequence[AutoBatchProducer] | None) -> dict[str, float]:
             "shipped_messages_per_request": messages / requests if requests else 0.0}
 
 
+def _pulled(consumer: PullConsumer | None, received: int) -> dict[str, float]:
+    """How many requests the consumer made over the whole run (its pulls, but for the
+    few offset requests of its start), and how many messages each brought on average
+    (none without a consumer)."""
+    if consumer is None:
+        return {}
+    requests = batch_requester(consumer.instance).stats.rpcs
+    return {"pull_requests": requests,
+            "pull_messages_per_request": received / requests if requests else 0.0}
+
+
 def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
             extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a run returns; ``loadavg`` shows how busy the (shared) machine was."""
@@ -349,20 +359,13 @@ async def _send_loop(producer: Producer, queue: MessageQueue, payload: Message |
     while running[0]:
         t0 = clock()
         try:
-            _acknowledged(await send(payload, queue=queue))
+            acknowledged(await send(payload, queue=queue))
         except TideMQError as exc:
             meter.fail(exc)
             await asyncio.sleep(0.01)  # do not spin against a failing broker
             continue
         lat.append(clock() - t0)
         meter.count += count
-
-
-def _acknowledged(result: SendResult) -> None:
-    """A send answered with anything but SEND_OK (a flush or replica timeout, no replica
-    in sync) is stored, not acknowledged: it counts as an error, not as throughput."""
-    if result.status is not SendStatus.SEND_OK:
-        raise TideMQError(f"send answered {result.status.name}")
 
 
 async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter,
@@ -375,7 +378,7 @@ async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter
     while running[0]:
         t0 = clock()
         try:
-            _acknowledged(await (await send(msg)))
+            acknowledged(await (await send(msg)))
         except TideMQError as exc:
             meter.fail(exc)
             await asyncio.sleep(0.01)
@@ -687,80 +690,9 @@ async def _read_measured(cfg: BrokerBenchConfig, namesrv: str, pids: Pids,
 # ---------------------------------------------------------------------- latency
 
 
-class _Pacer:
-    """Sends ``rate`` messages/s, those due released every millisecond, each stamped with
-    ``perf_counter_ns`` in its body; more than ``in_flight`` outstanding sends are skipped
-    (and counted), not queued. With ``batch > 1`` a send is a ``send_batch`` of that many
-    messages, all stamped with its send time, and ``rate / batch`` of them are due a
-    second; ``sent`` and ``skipped`` count messages either way."""
-
-    def __init__(self, producer: Producer, batcher: AutoBatchProducer | None,
-                 queues: list[MessageQueue], cfg: BrokerBenchConfig, acks: Meter) -> None:
-        self.producer = producer
-        self.batcher = batcher
-        self.queues = queues
-        self.cfg = cfg
-        self.acks = acks
-        self.pad = b"x" * max(cfg.size - _STAMP.size, 0)
-        self.sent = self.skipped = self.in_flight = 0
-        self.calls = 0  # send (or send_batch) calls made
-        self.tasks: set[asyncio.Task[None]] = set()
-        #: The first error a send task died of (one it did not count as a failed send).
-        self.died: BaseException | None = None
-
-    async def _one(self, queue: MessageQueue) -> None:
-        t0 = time.perf_counter_ns()
-        msg = Message(self.cfg.topic, _STAMP.pack(t0) + self.pad)
-        n = self.cfg.batch
-        try:
-            if n > 1:  # one message object n times: the batch encoder writes each entry
-                _acknowledged(await self.producer.send_batch([msg] * n, queue=queue))
-            elif self.batcher is not None:  # it picks the queue
-                await (await self.batcher.send(msg))
-            else:
-                await self.producer.send(msg, queue=queue)
-        except TideMQError as exc:
-            self.acks.fail(exc)
-        else:
-            self.acks.latencies.append((time.perf_counter_ns() - t0) / 1e9)
-            self.acks.count += n
-        finally:
-            self.in_flight -= 1
-
-    async def run(self, running: list[bool]) -> None:
-        n, cap, nq = self.cfg.batch, self.cfg.in_flight, len(self.queues)
-        per_second = self.cfg.rate / n  # sends due a second
-        start = time.perf_counter()
-        due_sent = 0
-        while running[0]:
-            due = int((time.perf_counter() - start) * per_second)
-            while due_sent < due:
-                due_sent += 1
-                if self.in_flight >= cap:
-                    self.skipped += n
-                    continue
-                self.in_flight += 1
-                task = asyncio.ensure_future(self._one(self.queues[due_sent % nq]))
-                self.sent += n
-                self.calls += 1
-                self.tasks.add(task)
-                task.add_done_callback(self._ended)
-            # Pacing in 1 ms ticks: libuv timers have millisecond resolution, so a shorter
-            # sleep would spin the loop.
-            await asyncio.sleep(_TICK)
-        await join_load(self.tasks)
-        if self.died is not None:
-            raise BenchError(f"a send task died: {self.died!r}") from self.died
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None and self.died is None:
-            self.died = task.exception()
-
-
 async def _receive_loop(consumer: PullConsumer, meter: Meter, running: list[bool]) -> None:
     lat = meter.latencies
-    unpack = _STAMP.unpack_from
+    unpack = STAMP.unpack_from
     clock = time.perf_counter_ns
     while running[0]:
         batch = await consumer.poll(timeout=0.5, max_messages=1 << 16)
@@ -775,7 +707,7 @@ async def _receive_columns_loop(consumer: PullConsumer, meter: Meter,
     """:func:`_receive_loop` through ``poll_batches``: the stamps are read from the bodies
     without a message object each, so that the consumer keeps up with batched rates."""
     lat = meter.latencies
-    unpack = _STAMP.unpack_from
+    unpack = STAMP.unpack_from
     clock = time.perf_counter_ns
     while running[0]:
         batches = await consumer.poll_batches(timeout=0.5, max_messages=1 << 16)
@@ -820,8 +752,8 @@ async def _latency_consumer(cfg: BrokerBenchConfig, namesrv: str, queues: list[M
 
 async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> dict[str, Any]:
     """The latency workload (module docstring): end-to-end at a fixed rate."""
-    if cfg.size < _STAMP.size:
-        raise ValueError(f"latency needs bodies of at least {_STAMP.size} bytes")
+    if cfg.size < STAMP.size:
+        raise ValueError(f"latency needs bodies of at least {STAMP.size} bytes")
 
     async def body(namesrv: str, pids: Pids, queues: list[MessageQueue]
                    ) -> dict[str, Any]:
@@ -830,7 +762,9 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
         async with (_latency_consumer(cfg, namesrv, queues) as consumer,
                     _producers(namesrv, 1) as (producer,),
                     _batchers(cfg, [producer]) as batchers):
-            pacer = _Pacer(producer, batchers[0] if batchers else None, queues, cfg, acks)
+            pacer = Pacer(producer, batchers[0] if batchers else None, queues, acks,
+                          topic=cfg.topic, size=cfg.size, rate=cfg.rate,
+                          in_flight=cfg.in_flight, batch=cfg.batch)
             tasks = [asyncio.ensure_future(pacer.run(running))]
             if consumer is not None:
                 receive = _receive_columns_loop if cfg.batch > 1 else _receive_loop
@@ -851,8 +785,9 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                 await measure(sampler, cfg.duration, both)
             finally:
                 await _stop(tasks, running)
+                requests = {**_shipped(batchers), **_pulled(consumer, received.count)}
         ack = ack_sampler.summary(cfg.warmup)
-        extra = {"sent": pacer.sent, "send_calls": pacer.calls,
+        extra = {**requests, "sent": pacer.sent, "send_calls": pacer.calls,
                  "skipped_over_in_flight": pacer.skipped,
                  "send_errors": acks.errors, "send_last_error": acks.last_error or None,
                  "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}

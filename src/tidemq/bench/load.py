@@ -1,4 +1,5 @@
-"""The end of a bench's load tasks (senders, receivers)."""
+"""What a bench's load tasks (senders, receivers) share: what counts as acknowledged,
+and their end."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from tidemq.bench.process import BenchError
+from tidemq.errors import TideMQError
+from tidemq.types import SendResult, SendStatus
 
-__all__ = ["join_load"]
+__all__ = ["acknowledged", "join_load"]
+
+
+def acknowledged(result: SendResult) -> None:
+    """A send answered with anything but SEND_OK (a flush or replica timeout, no replica
+    in sync) is stored, not acknowledged: it counts as an error, not as throughput."""
+    if result.status is not SendStatus.SEND_OK:
+        raise TideMQError(f"send answered {result.status.name}")
 
 
 async def join_load(tasks: Iterable[asyncio.Future[Any]]) -> None:

@@ -50,7 +50,8 @@ from tidemq.cli.commands.bench.render import (
 __all__ = ["consume", "latency", "produce", "report"]
 
 #: Summary figures listed after the fixed ones, by the start of their key.
-_EXTRA = ("prefill", "consumed", "sent", "skipped", "received", "complete", "shipped")
+_EXTRA = ("prefill", "consumed", "sent", "skipped", "received", "complete", "shipped",
+          "pull_")
 
 
 Replica = Annotated[str | None, typer.Option(

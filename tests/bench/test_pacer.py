@@ -1,0 +1,101 @@
+"""The latency bench's pacer against a real broker: every message it hands over is sent,
+acknowledged and counted once, stamped with its hand-over time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+from tidemq.bench.meter import Meter
+from tidemq.bench.pacer import STAMP, Pacer
+from tidemq.client import (
+    AdminClient,
+    AutoBatchProducer,
+    ClientConfig,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from tidemq.errors import TideMQError
+from tidemq.testing import Cluster
+
+TOPIC = "PacerTopic"
+
+
+async def _queues(namesrv: str) -> list[MessageQueue]:
+    async with AdminClient(namesrv) as admin:
+        await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:
+            with contextlib.suppress(TideMQError):  # not registered yet
+                route = await admin.instance.routes.get(TOPIC, refresh=True)
+                if len(route.publish_queues) == 2:
+                    return list(route.publish_queues)
+            assert loop.time() < deadline, "the topic got no route"
+            await asyncio.sleep(0.05)  # the broker registers the new topic soon after
+
+
+async def _run_for(pacer: Pacer, seconds: float) -> None:
+    running = [True]
+    stop = asyncio.get_running_loop().call_later(seconds, running.__setitem__, 0, False)
+    try:
+        await pacer.run(running)
+    finally:
+        stop.cancel()
+
+
+async def test_auto_batched_messages_are_each_acknowledged_once(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        queues = await _queues(cluster.namesrv_addr)
+        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+        async with Producer("pacer_producer", config=config) as producer:
+            batcher = AutoBatchProducer(producer, linger_ms=0)
+            acks = Meter()
+            pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64, rate=2000,
+                          in_flight=10_000)
+            await _run_for(pacer, 0.3)
+            await batcher.close()
+            consumer = PullConsumer("pacer_consumer", config=config)
+            await consumer.start()
+            try:
+                consumer.assign(queues)
+                await consumer.seek_to_beginning()
+                got: dict[int, list[bytes]] = {q.queue_id: [] for q in queues}
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 30
+                while sum(map(len, got.values())) < pacer.sent and loop.time() < deadline:
+                    for m in await consumer.poll(timeout=1.0):
+                        got[m.queue_id].append(m.body)
+            finally:
+                await consumer.close(commit=False)
+    assert pacer.sent > 0 and pacer.skipped == 0 and pacer.in_flight == 0
+    assert pacer.calls == pacer.sent == acks.count == len(acks.latencies)
+    assert acks.errors == 0 and not pacer.tasks
+    # what was handed over in one tick went out together
+    assert batcher.shipped_messages == pacer.sent
+    assert batcher.shipped_requests < pacer.sent
+    # each body carries its hand-over time: in send order on each queue, before now
+    assert sum(map(len, got.values())) == pacer.sent
+    for bodies in got.values():
+        assert all(len(b) == 64 for b in bodies)
+        stamps = [STAMP.unpack_from(b)[0] for b in bodies]
+        assert stamps == sorted(stamps) and all(s < time.perf_counter_ns() for s in stamps)
+
+
+async def test_sends_over_the_in_flight_cap_are_skipped_and_counted(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        queues = await _queues(cluster.namesrv_addr)
+        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+        async with Producer("pacer_producer", config=config) as producer:
+            batcher = AutoBatchProducer(producer, linger_ms=0)
+            acks = Meter()
+            # at 100,000/s every tick has more due than the one send allowed in flight
+            pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64,
+                          rate=100_000, in_flight=1)
+            await _run_for(pacer, 0.2)
+            await batcher.close()
+    assert pacer.sent > 0 and pacer.skipped > 0 and pacer.in_flight == 0
+    assert acks.count == pacer.sent == batcher.shipped_messages == batcher.shipped_requests

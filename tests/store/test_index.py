@@ -17,6 +17,7 @@ from tidemq.formats.record import Record, decode_record
 from tidemq.store.config import StoreConfig
 from tidemq.store.index import (
     DRAIN_AT,
+    DRAIN_KEYS,
     ENTRY_DTYPE,
     HEADER_SIZE,
     KeyIndex,
@@ -197,6 +198,33 @@ def test_bulk_writes_chain_like_single_writes(tmp_path: Path) -> None:
         assert bytes(f1.mm) == bytes(f2.mm)
     bulk.close()
     single.close()
+
+
+def _written(root: Path) -> int:
+    """indexCount of the only index file, read from the file (0: none yet)."""
+    files = list((root / "index").glob("*")) if (root / "index").exists() else []
+    if not files:
+        return 0
+    [path] = files
+    with path.open("rb") as f:
+        return int(struct.unpack_from(">i", f.read(HEADER_SIZE), 36)[0])
+
+
+def test_records_of_many_keys_are_written_once_enough_keys_are_queued(
+        tmp_path: Path) -> None:
+    """Trace messages carry hundreds of keys each: what waits for the bulk write is
+    bounded by keys, not only by records (1024 of them would be 750,000 keys)."""
+    per_record = 1000
+    idx = make_index(tmp_path, slots=64, entries=3 * DRAIN_KEYS)
+    records = DRAIN_KEYS // per_record
+    for r in range(records):
+        idx.put_keys("T", tuple(f"id{r:04}-{i:04}" for i in range(per_record)), r * 10, T0)
+    assert _written(tmp_path) == 0  # below both bounds: queued
+    idx.put_keys("T", tuple(f"id{records:04}-{i:04}" for i in range(per_record)),
+                 records * 10, T0)
+    assert _written(tmp_path) == 1 + (records + 1) * per_record  # entry numbers start at 1
+    assert idx.query("T", "id0003-0999", 4) == [30]
+    idx.close()
 
 
 def test_reload_after_close(tmp_path: Path) -> None:

@@ -27,19 +27,20 @@ order; and a chain only ever points backwards (``prev < n``), which readers enfo
 torn bytes can never make a reader loop.
 
 Writing is batched, because Python pays per object: :meth:`KeyIndex.put_keys` only queues
-the record (a deque append), and the queue is applied in bulk -- every 1024 records, and
-before any query, flush or truncation -- with the key hashes computed by numpy
-(:func:`index_hashes`, equal to :func:`tidemq.formats.hashing.index_hash`) and the chains
-linked by a sort over slots. Within one bulk write the entries go first, then
-``indexCount``, then the slots, so no slot ever points past ``indexCount``. Records reach
-the index in log order, so the start of the last record queued is the index's recorded
-end: :meth:`KeyIndex.put_keys` skips a record at or below it, which makes re-dispatch
-after a crash idempotent.
+the record (a deque append), and the queue is applied in bulk -- every 1024 records or
+16,384 keys, whichever comes first (a trace message has hundreds of keys), and before any
+query, flush or truncation -- with the key hashes computed by numpy
+(:func:`prefixed_hashes`, equal to :func:`tidemq.formats.hashing.index_hash` of
+``topic#key``) and the chains linked by a sort over slots. Within one bulk write the
+entries go first, then ``indexCount``, then the slots, so no slot ever points past
+``indexCount``. Records reach the index in log order, so the start of the last record
+queued is the index's recorded end: :meth:`KeyIndex.put_keys` skips a record at or below
+it, which makes re-dispatch after a crash idempotent.
 
 A producer batch stored record by record (an outer batch of one layout) hands its keys
 over as :class:`KeyColumns` -- a column of same-width ASCII UNIQ_KEYs and the KEYS every
 record shares -- and :meth:`KeyIndex.put_key_columns` queues the whole batch as one item;
-the drain hashes the column with one matrix product (:func:`column_hashes`). The entries
+the drain hashes the column with one sum of products (:func:`column_hashes`). The entries
 written are the ones :meth:`KeyIndex.put_keys` would write record by record, byte for
 byte.
 
@@ -69,7 +70,12 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash
-from tidemq.store.index_keys import KeyColumns, column_hashes, index_hashes
+from tidemq.store.index_keys import (
+    KeyColumns,
+    column_hashes,
+    index_hashes,
+    prefixed_hashes,
+)
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
 
@@ -109,6 +115,7 @@ assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 IntArray = npt.NDArray[np.int64]
 
+_TOPIC = operator.itemgetter(0)
 _KEYS = operator.itemgetter(1)
 _PHYS = operator.itemgetter(2)
 _STAMP = operator.itemgetter(3)
@@ -130,8 +137,19 @@ def _kind(item: _Queued) -> tuple[str, int | None, tuple[str, ...]] | None:
         return None
     return item[0], None if keys.uniq is None else keys.uniq.shape[1], keys.extra
 
+def _key_count(item: _Queued) -> int:
+    """The keys a queued item was counted for when queued."""
+    keys = item[1]
+    if type(keys) is KeyColumns:
+        return len(cast("_Columns", item)[2]) * keys.per_record
+    return len(keys)
+
+
 #: Records queued before :meth:`KeyIndex.put_keys` applies them in bulk.
 DRAIN_AT = 1024
+#: Keys queued before they are applied in bulk, whatever the records: the memory a drain
+#: takes follows the keys.
+DRAIN_KEYS = 16384
 
 def index_file_size(slot_num: int, max_index_num: int) -> int:
     return HEADER_SIZE + slot_num * SLOT_SIZE + max_index_num * ENTRY_SIZE
@@ -315,6 +333,8 @@ class KeyIndex:
         # and drained, written under ``lock`` only: equal counts mean none is queued.
         self._columns_in = self._columns_out = 0
         self._column_rows_in = self._column_rows_out = 0
+        # Keys queued and drained, kept the same way (an upper bound of the keys queued).
+        self._keys_in = self._keys_out = 0
         self._last_phys = -1  # start of the last record queued (the recorded end)
 
     # ------------------------------------------------------------------ load and recovery
@@ -373,8 +393,10 @@ class KeyIndex:
         if phys <= self._last_phys:
             return  # already indexed: re-dispatch after a crash
         self._last_phys = phys
+        self._keys_in += len(keys)  # counted before queued, as the column items
         self._pending.append((topic, keys, phys, store_timestamp))
-        if len(self._pending) >= DRAIN_AT:
+        if (len(self._pending) >= DRAIN_AT
+                or self._keys_in - self._keys_out >= DRAIN_KEYS):
             with self.lock:
                 self._drain()
 
@@ -399,10 +421,11 @@ class KeyIndex:
         # Counted before queued: a drain that takes the item has seen it counted.
         self._columns_in += 1
         self._column_rows_in += len(at)
+        self._keys_in += len(at) * keys.per_record
         self._pending.append((topic, keys, at, store_timestamp))
         queued = (len(self._pending) + self._column_rows_in - self._column_rows_out
                   - self._columns_in + self._columns_out)  # records, roughly (no lock)
-        if queued >= DRAIN_AT:
+        if queued >= DRAIN_AT or self._keys_in - self._keys_out >= DRAIN_KEYS:
             with self.lock:
                 self._drain()
 
@@ -412,6 +435,7 @@ class KeyIndex:
         items = [pending.popleft() for _ in range(len(pending))]
         if not items:
             return
+        self._keys_out += sum(map(_key_count, items))
         if self._columns_in == self._columns_out:  # read after taking: none was taken
             self._write(*self._plain_entries(items))  # type: ignore[arg-type]
             return
@@ -431,16 +455,20 @@ class KeyIndex:
 
     @staticmethod
     def _plain_entries(items: list[_Plain]) -> _Entries:
-        """Entry columns of records queued by :meth:`put_keys`."""
+        """Entry columns of records queued by :meth:`put_keys`: the keys of all of them
+        hashed together, each joined to its record's topic arithmetically
+        (:func:`prefixed_hashes`)."""
         key_sets = list(map(_KEYS, items))
-        if "" in itertools.chain.from_iterable(key_sets):  # rare: drop empty keys first
-            key_sets = [tuple(k for k in keys if k) for keys in key_sets]
-        full = [f"{topic}#{k}" for (topic, _, _, _), keys in zip(items, key_sets, strict=True)
-                for k in keys]
+        keys = list(itertools.chain.from_iterable(key_sets))
+        if "" in keys:  # rare: drop empty keys first
+            key_sets = [tuple(k for k in ks if k) for ks in key_sets]
+            keys = list(itertools.chain.from_iterable(key_sets))
         counts = np.fromiter(map(len, key_sets), dtype=np.int64, count=len(items))
         starts = np.fromiter(map(_PHYS, items), np.int64, len(items))
         ts = np.repeat(np.fromiter(map(_STAMP, items), np.int64, len(items)), counts)
-        return index_hashes(full), np.repeat(starts, counts), ts, counts, starts
+        prefixes = [f"{topic}#" for topic in map(_TOPIC, items)]
+        return (prefixed_hashes(prefixes, counts, keys), np.repeat(starts, counts), ts,
+                counts, starts)
 
     @staticmethod
     def _column_entries(run: list[_Columns]) -> _Entries:

@@ -6,7 +6,14 @@ The hash of a key is Java's ``String.hashCode`` of ``topic + "#" + key`` made no
 ``sum(u[i] * 31**(L-1-i)) mod 2**32``, so ASCII keys of one length hash as one matrix
 product of their bytes with the powers of 31, and ``hash(prefix + key)`` is
 ``hash(prefix) * 31**len(key) + hash(key)``: a batch's UNIQ_KEY column is hashed without
-building a string per key (:func:`column_hashes`).
+building a string per key (:func:`column_hashes`), and so are the keys of records queued
+one by one (:func:`prefixed_hashes`; a trace message's hundreds of msgIds).
+
+The products are summed in float64, exactly (:data:`_FLOAT_MAX_WIDTH`), with ``einsum``
+rather than a BLAS matrix product: a BLAS product of a large key matrix starts worker
+threads that spin on the broker's other core, and needs the whole matrix converted to
+float64 first (eight bytes per character); ``einsum`` converts in small buffers on the
+calling thread.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash, java_string_hash
 
-__all__ = ["KeyColumns", "column_hashes", "index_hashes"]
+__all__ = ["KeyColumns", "column_hashes", "index_hashes", "prefixed_hashes"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -41,12 +48,8 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
     if not n:
         return out
     same = _same_width_ascii(keys)
-    if same is not None:  # one buffer, one float64 product: no object per key
-        h = same.astype(np.float64).dot(_powers(same.shape[1])).astype(np.int64)
-        # Java's abs: MIN_VALUE stays negative (numpy's too), and upstream then uses 0.
-        signed: IntArray = np.maximum(np.abs(h.astype(np.uint32).view(np.int32)),
-                                      0).astype(np.int64)
-        return signed
+    if same is not None:  # one buffer, one float64 sum of products: no object per key
+        return _java_abs(_row_hashes(same))
     encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
     lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
     # ASCII (one byte per character, so one UTF-16 unit per byte) and not too long.
@@ -67,6 +70,60 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
     signed = np.abs(h.astype(np.uint32).view(np.int32).astype(np.int64))
     signed[signed == 1 << 31] = 0  # Java: abs(MIN_VALUE) stays negative, upstream uses 0
     out[fast] = signed
+    return out
+
+
+def prefixed_hashes(prefixes: Sequence[str], counts: Sequence[int] | IntArray,
+                    keys: Sequence[str]) -> IntArray:
+    """:func:`~tidemq.formats.hashing.index_hash` of ``prefixes[r] + key`` for each of the
+    ``counts[r]`` keys of record ``r``, flat: ``keys`` holds every record's keys in order.
+
+    Keys that are ASCII and of one width (a trace message's msgIds, records' UNIQ_KEYs)
+    are hashed from one buffer as :func:`index_hashes` hashes them, and each record's
+    prefix joins its keys' hashes arithmetically (Java's hash of ``prefix + key`` is
+    ``hash(prefix) * 31**len(key) + hash(key)`` mod 2**32): no string per key. Any other
+    keys are joined to their prefixes and hashed by :func:`index_hashes`.
+    """
+    n = len(keys)
+    if not n:
+        return np.empty(0, dtype=np.int64)
+    same = _same_width_ascii(keys)
+    if same is None:
+        full = [p + k for p, k in zip(_each_key(prefixes, counts), keys, strict=True)]
+        return index_hashes(full)
+    scale = pow(31, same.shape[1], 1 << 32)
+    known: dict[str, int] = {}
+    for p in prefixes:
+        if p not in known:
+            known[p] = (java_string_hash(p) & 0xFFFFFFFF) * scale & 0xFFFFFFFF
+    raw = _row_hashes(same)
+    if len(known) == 1:
+        raw += np.uint32(known[prefixes[0]])  # wraps mod 2**32, as Java's int arithmetic
+    else:
+        per_record = np.fromiter(map(known.__getitem__, prefixes), dtype=np.uint32,
+                                 count=len(prefixes))
+        raw += np.repeat(per_record, counts)
+    return _java_abs(raw)
+
+
+def _each_key(prefixes: Sequence[str], counts: Sequence[int] | IntArray) -> Iterator[str]:
+    """Each record's prefix repeated once per key of the record."""
+    return itertools.chain.from_iterable(map(itertools.repeat, prefixes, map(int, counts)))
+
+
+def _row_hashes(rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
+    """Java's ``String.hashCode`` mod 2**32 of each row of ASCII bytes, at most
+    :data:`_FLOAT_MAX_WIDTH` wide: the rows' bytes weighted by the powers of 31, summed
+    exactly in float64 on this thread (see the module docstring)."""
+    h = np.einsum("ij,j->i", rows, _powers(rows.shape[1]))
+    out: npt.NDArray[np.uint32] = h.astype(np.int64).astype(np.uint32)
+    return out
+
+
+def _java_abs(h: npt.NDArray[np.uint32]) -> IntArray:
+    """Java's ``Math.abs`` of hashes read as signed ints, with upstream's rule that
+    MIN_VALUE (which stays negative, in numpy too) becomes 0."""
+    out: IntArray = np.maximum(np.abs(h.view(np.int32)), 0).astype(np.int64)
     return out
 
 
@@ -173,7 +230,7 @@ def column_hashes(topic: str, keys: KeyColumns) -> IntArray:
         w = uniq.shape[1]
         prefix = java_string_hash(f"{topic}#") * pow(31, w, 1 << 32) & 0xFFFFFFFF
         if w <= _FLOAT_MAX_WIDTH:
-            h = uniq.astype(np.float64).dot(_powers(w)).astype(np.int64).astype(np.uint32)
+            h = _row_hashes(uniq)
         else:
             h = np.array([java_string_hash(bytes(row).decode("ascii")) & 0xFFFFFFFF
                           for row in uniq], dtype=np.uint32)

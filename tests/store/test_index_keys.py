@@ -1,0 +1,96 @@
+"""Index-key hashing: the keys of records queued one by one hashed with their topics
+joined arithmetically (``prefixed_hashes``), against ``index_hash`` of the whole string;
+and hashing that stays on the calling thread."""
+
+from __future__ import annotations
+
+import string
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.formats.hashing import index_hash
+from tidemq.store.index_keys import prefixed_hashes
+
+_TOPICS = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=20)
+_ASCII_KEY = st.text(string.printable.replace(" ", ""), min_size=1, max_size=40)
+_ANY_KEY = st.text(min_size=1, max_size=12)
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> tuple[list[str], list[int], list[str]]:
+    """Prefixes (``topic#``), key counts and the keys of a few records: keys of one width
+    (msgIds, UNIQ_KEYs: the arithmetic path) or of any widths and characters."""
+    n = draw(st.integers(1, 6))
+    prefixes = [t + "#" for t in draw(st.lists(_TOPICS, min_size=n, max_size=n))]
+    counts = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    total = sum(counts)
+    if draw(st.booleans()):
+        width = draw(st.integers(1, 40))
+        key = st.text(string.ascii_letters + string.digits, min_size=width, max_size=width)
+    else:
+        key = st.one_of(_ASCII_KEY, _ANY_KEY)
+    keys = draw(st.lists(key, min_size=total, max_size=total))
+    return prefixes, counts, keys
+
+
+@settings(deadline=None, max_examples=300)
+@given(_records())
+def test_prefixed_hashes_are_index_hash_of_topic_and_key(
+        records: tuple[list[str], list[int], list[str]]) -> None:
+    prefixes, counts, keys = records
+    each = [p for p, c in zip(prefixes, counts, strict=True) for _ in range(c)]
+    expected = [index_hash(p + k) for p, k in zip(each, keys, strict=True)]
+    assert prefixed_hashes(prefixes, counts, keys).tolist() == expected
+
+
+def test_a_hash_whose_sum_is_min_value_is_zero() -> None:
+    # Java: "polygenelubricants".hashCode() is MIN_VALUE; upstream indexes it as 0.
+    assert prefixed_hashes(["polygene"], [1], ["lubricants"]).tolist() == [0]
+    assert prefixed_hashes(["a#", "polygene"], [1, 1], ["xy", "lubricants"]).tolist() == [
+        index_hash("a#xy"), 0]
+
+
+_NO_HELPERS = textwrap.dedent("""
+    import os, sys, tempfile
+    from pathlib import Path
+    from tidemq.store.index import KeyIndex
+    from tidemq.store.layout import StoreLayout
+
+    def others() -> int:  # clock ticks of every thread but this one
+        me, total = str(os.getpid()), 0
+        for tid in os.listdir("/proc/self/task"):
+            if tid != me:
+                fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+        return total
+
+    with tempfile.TemporaryDirectory() as root:
+        idx = KeyIndex(StoreLayout(Path(root)), max_hash_slot_num=1024,
+                       max_index_num=200_000)
+        idx.load()
+        before = others()
+        phys = 0
+        for _ in range(8):  # trace messages' keys: hundreds of 32-character msgIds each
+            for _ in range(25):
+                phys += 1000
+                idx.put_keys("RMQ_SYS_TRACE_TOPIC",
+                             tuple(f"{phys:016X}{i:016X}" for i in range(750)), phys, 1)
+            idx.drain()
+        print(others() - before)
+        idx.close()
+""")
+
+
+def test_hashing_many_keys_leaves_the_other_threads_idle(tmp_path: Path) -> None:
+    """A broker has two cores for its event loop and its store threads: hashing a drain's
+    keys must not hand work to a math library's worker threads (numpy's BLAS starts
+    one per core at import; a matrix product of hundreds of keys wakes them)."""
+    done = subprocess.run([sys.executable, "-c", _NO_HELPERS], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == 0  # CPU clock ticks spent by threads other than the caller

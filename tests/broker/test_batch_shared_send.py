@@ -164,3 +164,21 @@ async def test_sync_flush_children_answer_once_flushed(tmp_path: Path) -> None:
         assert c.brokers[0].store.flusher is not None
         assert c.brokers[0].store.flusher.flushed_offset >= (
             c.brokers[0].store.commitlog.max_offset)
+
+
+async def test_children_keep_their_order_in_each_queue(peer: Peer, topic: str,
+                                                       cluster: Cluster) -> None:
+    """Plain children are stored together, the others (a delay, a property naming
+    ``INNER_``, a refusal) on their own: each queue still holds them in child order."""
+    bodies = [b"p0", b"inner", b"p1", b"bad queue", b"delayed", b"p2"]
+    sent = [wire.send(topic, bodies[0], queue_id=1),
+            wire.send(topic, bodies[1], queue_id=1, properties=wire.props(X_INNER_Y="v")),
+            wire.send(topic, bodies[2], queue_id=1),
+            wire.send(topic, bodies[3], queue_id=77),
+            wire.send(topic, bodies[4], queue_id=1, properties=wire.props(DELAY="1")),
+            wire.send(topic, bodies[5], queue_id=1)]
+    got = await shared(peer, sent)
+    assert [r.code for r in got] == [0, 0, 0, ResponseCode.INVALID_PARAMETER, 0, 0]
+    assert [got[i].ext_fields["queueOffset"] for i in (0, 1, 2, 5)] == ["0", "1", "2", "3"]
+    await wire.dispatched(cluster.brokers[0])
+    assert [m.body for m in await peer.messages(topic, 1)] == [b"p0", b"inner", b"p1", b"p2"]

@@ -228,3 +228,39 @@ def test_interceptors_wrap_outermost_first() -> None:
     chain = pipeline.compose(7, pipeline.handler(7))  # type: ignore[arg-type]
     chain(None, RemotingCommand.request(7))  # type: ignore[arg-type]
     assert order == ["a", "b", "handler"]
+
+
+class _Later:
+    """An interceptor that lets sends through only after the event loop turns once."""
+
+    rewrites = False
+
+    def wrap(self, code: int, proceed: Handler) -> Handler:
+        if code != SEND:
+            return proceed
+
+        async def later(conn: Connection, request: RemotingCommand) -> object:
+            await asyncio.sleep(0)
+            result = proceed(conn, request)
+            return await result if isinstance(result, Awaitable) else result
+
+        return later
+
+
+async def test_shared_children_let_through_late_are_stored(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, brokers=0) as cluster:
+        bc, sc = cluster.broker_config(0)
+        app = BrokerApp(bc, sc, interceptors=[_Later()])
+        await app.start()
+        cluster.brokers.append(app)
+        async with Peer(app.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Pl", 4))
+            template = RemotingCommand.request(SEND, dict(wire.send("Pl", b"").ext_fields))
+            resp = await peer(encode_shared_send(template, [(0, 0, 1, 0, b"", b"a"),
+                                                            (0, 0, 1, 0, b"", b"b"),
+                                                            (9, 0, 1, 0, b"", b"c")]))
+            answers = decode_send_answers(resp.full_body(), 3)
+            assert [_code(a) for a in answers] == [
+                ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.INVALID_PARAMETER]
+            assert [a.queue_offset for a in answers[:2]] == [0, 1]  # type: ignore[union-attr]
+            assert await peer.max_offset("Pl", 0) == 2

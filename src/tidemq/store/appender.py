@@ -1,6 +1,7 @@
 """The append point: the one code that writes records into the commit log.
 
 Every put variant is here -- :meth:`Appender.put` (one message, the hot path),
+:meth:`~Appender.put_many` (one message each to many queues, under one hold of the lock),
 :meth:`~Appender.put_batch`, :meth:`~Appender.put_multi_dispatch`,
 :meth:`~Appender.put_batch_multi_dispatch` and :meth:`~Appender.put_inner_batch` -- and
 so are the roll to a new segment (with its BLANK marker) and the sticky write error. Each
@@ -441,6 +442,120 @@ class Appender:
                                            self._join_flush(end),
                                            _monotonic() + self._flush_timeout))
         return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0))
+
+    def put_many(
+        self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]], *,
+        born_host: HostAddr | None = None, reconsume_times: int = 0, wait_flush: bool = True,
+    ) -> list[PutResult | Exception]:
+        """Append one record per ``(queue_id, msg, sys_flag, born_timestamp)`` of ``puts``
+        (any queues of ``topic``), in order: what as many :meth:`put` calls store, under
+        one hold of the append lock, one store time and one wake-up of the dispatcher.
+        Each put has its own outcome, a :class:`PutResult` or the exception :meth:`put`
+        would raise for it (:class:`MessageTooLarge`, :class:`StoreReadOnly`...); a
+        failed put leaves the others stored. Hooks see one run of bytes per segment."""
+        bhost = (self._store_host_bytes if born_host is None
+                 else born_host.ip + _I32.pack(born_host.port) if len(born_host.ip) == 4
+                 else b"")
+        limit = self._put_limit
+        shape = self._topic_shapes.get(topic)
+        if shape is None and limit >= 0 and bhost:
+            self._v1_topic_field(topic)
+            shape = self._topic_shapes.get(topic)
+        if (shape is None or limit < 0 or not bhost or not puts
+                or any(len(m[0]) > limit or len(m[1]) > 0x7FFF for _, m, _, _ in puts)):
+            return self._put_each(topic, puts, born_host, reconsume_times, wait_flush)
+        fixed, tail, layouts, queue_keys = shape
+        # Decided before the lock: each record's size, packer, body CRC and queue key.
+        plans = []
+        for queue_id, (given, props, flag, tags, keys), sys_flag, born in puts:
+            blen, plen = len(given), len(props)
+            # the packer's "s" fields take bytes: a small view is copied once
+            body = bytes(given) if type(given) is not bytes and blen <= 4096 else given
+            pack = layouts.get(blen << 15 | plen) if type(body) is bytes else None
+            if pack is None and len(layouts) < LAYOUTS_PER_TOPIC and type(body) is bytes:
+                pack = layouts[blen << 15 | plen] = v4_record_packer(len(tail), blen, plen)
+            key = queue_keys.get(queue_id)
+            if key is None:
+                key = queue_keys[queue_id] = (topic, queue_id)
+            plans.append((key, queue_id, fixed + blen + plen, _crc32(body) & 0x7FFFFFFF,
+                          pack, body, props, flag, sys_flag & _NO_V6_HOSTS, born, tags,
+                          keys if self._index_keys else None))
+        out: list[PutResult | Exception] = []
+        cl = self.commitlog
+        store_host = self._store_host_bytes
+        next_offsets = self.next_offsets
+        pending = self._pending_append
+        hooks = self._hooks
+        sync = wait_flush and self._sync_flush
+        stored = 0
+        run: tuple[MappedFile, int] | None = None  # the run of bytes not yet reported
+        lock = cl.lock
+        lock.acquire()
+        try:
+            ts = self._store_time()
+            for key, queue_id, size, crc, pack, body, props, flag, sys_flag, born, tags, \
+                    indexed in plans:
+                try:
+                    segs = cl.segments
+                    seg = segs[-1] if segs else None
+                    if (seg is None or cl.werr is not None or cl.disk_full is not None
+                            or size + BLANK_SIZE > seg.size - seg.wrote):
+                        if run is not None and hooks:
+                            self._appended(run[0], run[1], run[0].wrote)
+                        run = None
+                        seg, pos = self._reserve(size)
+                    else:
+                        pos = seg.wrote
+                    if run is None:
+                        run = (seg, pos)
+                    qo = next_offsets.get(key, 0)
+                    phys = seg.base + pos
+                    if pack is None:
+                        seg.mm[pos : pos + size] = encode_v4_joined(
+                            size, crc, queue_id, flag, qo, phys, sys_flag, born or ts, bhost,
+                            ts, store_host, reconsume_times, body, tail, props)
+                    else:
+                        try:
+                            pack(seg.mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys,
+                                 sys_flag, born or ts, bhost, ts, store_host, reconsume_times,
+                                 0, len(body), body, tail, len(props), props)
+                        except BaseException:
+                            seg.mm[pos : pos + size] = bytes(size)  # a part may be written
+                            raise
+                except Exception as exc:  # this put failed; the others go on
+                    out.append(exc)
+                    continue
+                end = phys + size
+                seg.wrote = pos + size
+                next_offsets[key] = qo + 1
+                pending((end, ts, key, qo, phys, size, tags, indexed))
+                stored += 1
+                out.append(_new_result(PutResult, (
+                    _PUT_OK, qo, (phys,), (size,), ts, self._join_flush(end) if sync else None,
+                    _monotonic() + self._flush_timeout if sync else 0.0)))
+            if run is not None and hooks and run[0].wrote > run[1]:
+                self._appended(run[0], run[1], run[0].wrote)
+            if stored and self._live.idle:
+                self._live.poke()
+            self.put_messages += stored
+        finally:
+            lock.release()
+        return out
+
+    def _put_each(self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]],
+                  born_host: HostAddr | None, reconsume_times: int, wait_flush: bool
+                  ) -> list[PutResult | Exception]:
+        """:meth:`put_many` one :meth:`put` at a time (layouts its one hold does not
+        write: IPv6 hosts, a V2 topic, a store not running, large messages)."""
+        out: list[PutResult | Exception] = []
+        for queue_id, msg, sys_flag, born in puts:
+            try:
+                out.append(self.put(topic, queue_id, msg, sys_flag=sys_flag,
+                                    born_timestamp=born, born_host=born_host,
+                                    reconsume_times=reconsume_times, wait_flush=wait_flush))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def put_batch(
         self, topic: str, queue_id: int, msgs: Sequence[MessageInput], *, sys_flag: int = 0,

@@ -86,6 +86,7 @@ class MessageStore:
                                  index_keys=self.index is not None)
         # The puts are the appender's, bound once: the façade adds no call to them.
         self.put = self.appender.put
+        self.put_many = self.appender.put_many
         self.put_batch = self.appender.put_batch
         self.put_multi_dispatch = self.appender.put_multi_dispatch
         self.put_batch_multi_dispatch = self.appender.put_batch_multi_dispatch

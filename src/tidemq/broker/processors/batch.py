@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, cast
@@ -246,6 +247,39 @@ class _FastSend(_ChildConnection):
         self.template = template
 
 
+class _Gathered(_ChildConnection):
+    """The connection of every plain child of one shared send parent whose successes
+    are answered at once: while ``open`` (the parent's loop), the send handler past the
+    interceptors only notes the child in ``kids``, and the parent stores the children
+    noted together (:meth:`SendProcessor.children
+    <tidemq.broker.processors.send.SendProcessor.children>`). A late answer lands in
+    the slot of its opaque (child ``i``'s is ``i + 1``)."""
+
+    __slots__ = ("base", "entries", "kids", "open", "subs", "template")
+
+    def __init__(self, conn: Connection, merge: _Merge, template: RemotingCommand,
+                 base: SendFields, entries: list[SendEntry | str]) -> None:
+        super().__init__(conn, merge, -1)
+        self.template = template
+        self.base = base
+        self.entries = entries
+        self.subs: list[RemotingCommand | None] = [None] * len(entries)
+        self.kids: list[int] = []
+        self.open = True
+
+    def send_response(self, cmd: RemotingCommand) -> bool:
+        index = cmd.opaque - 1
+        if 0 <= index < len(self.subs):
+            self._merge.put(index, cmd)
+        return True
+
+    def fields(self, index: int) -> SendFields:
+        """Child ``index``'s fields: the template's, with its entry's."""
+        qid, sys_flag, born, flag, props, _body = cast(SendEntry, self.entries[index])
+        base = self.base
+        return (base[0], qid, sys_flag, born, flag, props, base[6])
+
+
 class _PullFacts(NamedTuple):
     """A pull child's parsed header and the fields the merge uses. ``header``'s own
     ``queue_id`` / ``queue_offset`` may be a shared-form template's: the child's are
@@ -341,6 +375,8 @@ class BatchProcessor:
                 handler = self._fast_pull
             elif kind == "send":
                 handler = self._fast_send
+            elif kind == "gather":
+                handler = self._gather_send
             else:
                 registered = self._pipeline.handler(code)
                 assert registered is not None  # a child code with a chain has a handler
@@ -407,6 +443,12 @@ class BatchProcessor:
                                              "g": "0", "h": "0"})
             if base is not None and self.ctx.logical.get(base[0]) is not None:
                 base = None  # a logical topic: the registered processor translates
+        if base is not None and not (self._sync or self.ctx.replication.acks is not None):
+            self._gather(conn, cmd, code, template, base, entries, merge, processor)
+            if merge.missing == 0:
+                return shared_send_response(cmd, merge.responses())
+            self._defer(merge)
+            return None
         for i, entry in enumerate(entries):
             if isinstance(entry, str):
                 merge.put(i, child_error_response(BatchChild(None, i + 1),
@@ -427,6 +469,98 @@ class BatchProcessor:
             return shared_send_response(cmd, merge.responses())
         self._defer(merge)
         return None
+
+    def _gather(self, conn: Connection, cmd: RemotingCommand, code: int,
+                template: RemotingCommand, base: SendFields, entries: list[SendEntry | str],
+                merge: _Merge, processor: Processor) -> None:
+        """The children of a shared send parent to an ordinary topic whose successes are
+        answered at once: each plain child passes the interceptors of its code (which
+        may refuse it alone), and the children they let through are stored together;
+        any other child is served as its standard child, after every child before it
+        is stored, so the log keeps their order."""
+        job = _Gathered(conn, merge, template, base, entries)
+        chain = self._composed_chain(code, "gather", False)
+        subs = job.subs
+        proxy = cast(Connection, job)
+        for i, entry in enumerate(entries):
+            if isinstance(entry, str):
+                merge.put(i, child_error_response(BatchChild(None, i + 1),
+                                                  ResponseCode.INVALID_PARAMETER, entry))
+                continue
+            if not _plain_numbers(entry):
+                self._store_gathered(job)
+                self._run(processor, conn, merge, i,
+                          BatchChild(shared_send_child(template, i + 1, entry), i + 1))
+                continue
+            sub = subs[i] = RemotingCommand(code=template.code, opaque=i + 1,
+                                            flag=template.flag, ext_fields=template.ext_fields,
+                                            body=entry[5],
+                                            serialize_type=template.serialize_type)
+            try:
+                result = chain(proxy, sub)
+            except Exception as exc:
+                merge.put(i, _error_response(sub, exc))
+                continue
+            if isinstance(result, RemotingCommand):
+                merge.put(i, result)
+            elif result is not None:  # an interceptor answers later
+                task = asyncio.ensure_future(result)
+                task.add_done_callback(functools.partial(self._finished, merge, i, sub))
+        self._store_gathered(job)
+        job.open = False
+
+    def _store_gathered(self, job: _Gathered) -> None:
+        """Store the children noted so far, each answered in its slot."""
+        kids = job.kids
+        if not kids:
+            return
+        send = self._send
+        assert send is not None  # a gathering parent exists only with a send processor
+        merge, subs, entries = job._merge, job.subs, job.entries
+        pairs = [(cast(RemotingCommand, subs[i]), cast(SendEntry, entries[i])) for i in kids]
+
+        def standard(k: int) -> None:
+            index = kids[k]
+            handler = self._pipeline.handler(job.template.code)
+            assert handler is not None
+            self._run(handler, job._conn, merge, index, BatchChild(
+                shared_send_child(job.template, index + 1, pairs[k][1]), index + 1))
+
+        answers = send.children(job._conn, job.base, pairs, standard)
+        job.kids = []
+        for index, (sub, _entry), answer in zip(kids, pairs, answers, strict=True):
+            if isinstance(answer, PlainAnswer | RemotingCommand):
+                merge.put(index, answer)
+            elif answer is not None:
+                merge.put(index, _error_response(sub, answer))
+
+    def _gather_send(self, conn: Connection, request: RemotingCommand
+                     ) -> RemotingCommand | None:
+        """The handler of a gathered child past the pipeline's interceptors: noted for
+        the parent to store while its loop runs; let through later (by an interceptor
+        answering later), served on its own as :meth:`_fast_send` serves it."""
+        job: object = conn
+        index = request.opaque - 1
+        if (not isinstance(job, _Gathered) or not 0 <= index < len(job.subs)
+                or request is not job.subs[index]):
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 "a shared send child was replaced on its way")
+        if job.open:
+            job.kids.append(index)
+            return None
+        send = self._send
+        assert send is not None  # a gathering parent exists only with a send processor
+        result = send.child(job._conn, request, job.fields(index))
+        if isinstance(result, bool):  # not the plain case: nothing was done
+            handler = self._pipeline.handler(request.code)
+            assert handler is not None
+            standard = shared_send_child(job.template, index + 1,
+                                         cast(SendEntry, job.entries[index]))
+            return cast("RemotingCommand | None", handler(conn, standard))
+        if isinstance(result, PlainAnswer):
+            job._merge.put(index, result)
+            return None
+        return result
 
     def _fast_send(self, conn: Connection, request: RemotingCommand
                    ) -> RemotingCommand | None:

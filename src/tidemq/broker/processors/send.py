@@ -21,7 +21,7 @@ SYNC_FLUSH: sends waiting for durability wait for their group commit
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, overload
 
 from tidemq.broker.context import BrokerContext
@@ -44,6 +44,7 @@ from tidemq.broker.topics import (
     SEND_FORBIDDEN_TOPICS,
     validate_topic,
 )
+from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import (
@@ -52,7 +53,7 @@ from tidemq.codec.headers import (
     decode_send_fields,
     decode_send_header,
 )
-from tidemq.codec.shared_send import PlainAnswer
+from tidemq.codec.shared_send import PlainAnswer, SendEntry
 from tidemq.codec.transaction import HALF_TOPIC
 from tidemq.errors import (
     CorruptRecord,
@@ -174,7 +175,21 @@ class SendProcessor:
     def _queue(self, topic: str, qid: int, h: SendMessageRequestHeader | None) -> int:
         """The queue a send to ``topic`` is stored in: the topic's name is valid, it
         exists (or is auto-created from ``h``'s template), topic and broker are writable
-        and ``qid`` is one of its queues (negative: a random write queue)."""
+        (:meth:`_writable`) and ``qid`` is one of its queues (negative: a random write
+        queue)."""
+        tc = self._writable(topic, h)
+        if qid < 0:
+            return random.randrange(tc.write_queue_nums)
+        if qid >= tc.read_queue_nums and qid >= tc.write_queue_nums:
+            raise error_for_code(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.writeQueueNums:"
+                f"[{tc.write_queue_nums}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        return qid
+
+    def _writable(self, topic: str, h: SendMessageRequestHeader | None) -> TopicConfig:
+        """``topic``'s configuration when sends may store in it (see :meth:`_queue`)."""
         tc = self._topics.get(topic)
         if tc is None or topic not in self._valid_names:
             if topic in SEND_FORBIDDEN_TOPICS:  # upstream's isNotAllowedSendTopic
@@ -199,15 +214,7 @@ class SendProcessor:
         if not tc.perm & PERM_WRITE or not self.ctx.config.broker_permission & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
                                  f"the topic[{topic}] sending is forbidden")
-        if qid < 0:
-            return random.randrange(tc.write_queue_nums)
-        if qid >= tc.read_queue_nums and qid >= tc.write_queue_nums:
-            raise error_for_code(
-                ResponseCode.INVALID_PARAMETER,
-                f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.writeQueueNums:"
-                f"[{tc.write_queue_nums}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
-            )
-        return qid
+        return tc
 
     def _message(self, body: bytes | bytearray | memoryview, props_text: str | None,
                  flag: int) -> tuple[MessageInput, bool]:
@@ -371,6 +378,113 @@ class SendProcessor:
             return False
         return self._send(conn, cmd, fields, None, False, True)
 
+    def children(self, conn: Connection, fields: SendFields,
+                 kids: Sequence[tuple[RemotingCommand, SendEntry]],
+                 standard: Callable[[int], None]
+                 ) -> list[PlainAnswer | RemotingCommand | Exception | None]:
+        """The plain single sends of a shared send parent, each answered as
+        :meth:`child` answers it, stored by one :meth:`MessageStore.put_many
+        <tidemq.store.message_store.MessageStore.put_many>` (ASYNC_FLUSH without
+        replicas waiting: every success is answered at once). ``fields``: what the
+        children share (the topic and reconsume times of the template); ``kids``: each
+        child's request and entry, in order. What is common to the children is decided
+        once. A child :meth:`child` would refuse with ``False`` is handed to
+        ``standard(i)`` (its slot is ``None``), a child naming ``INNER_`` properties
+        goes through :meth:`child`'s own path, each after every child before it is
+        stored: the log holds the children in their order."""
+        out: list[PlainAnswer | RemotingCommand | Exception | None] = [None] * len(kids)
+        topic, reconsume = fields[0], fields[6]
+        if self._topics.get(topic) is None or topic.startswith(RETRY_PREFIX):
+            for i in range(len(kids)):  # every child needs the header (_needs_header)
+                standard(i)
+            return out
+        common = self._common_refusal(topic)
+        born = self._born_host(conn.remote_address)
+        batch_cq = self.store.is_batch_topic(topic)
+        tc = self._topics.get(topic)
+        queues = max(tc.read_queue_nums, tc.write_queue_nums) if tc is not None else 0
+        puts: list[tuple[int, MessageInput, int, int]] = []
+        slots: list[int] = []
+        for i, (cmd, (qid, sys_flag, born_ts, flag, text, body)) in enumerate(kids):
+            if text is not None and ("DELAY\x01" in text or "TIMER_" in text
+                                     or "TRAN_MSG\x01" in text):
+                self._put_children(topic, puts, slots, born, reconsume, out)
+                standard(i)
+                continue
+            if text is not None and "INNER_" in text:  # _send checks it in its order
+                self._put_children(topic, puts, slots, born, reconsume, out)
+                try:
+                    out[i] = self._send(conn, cmd, (topic, qid, sys_flag, born_ts, flag, text,
+                                                    reconsume), None, False, True)
+                except Exception as exc:
+                    out[i] = exc
+                continue
+            if common is not None:
+                out[i] = common
+                continue
+            try:
+                if qid >= queues:
+                    self._queue(topic, qid, None)  # refuses with the queue's remark
+                if sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
+                    raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                         f"INNER_BATCH flag on {topic}, which is not a "
+                                         "BatchCQ topic")
+                try:
+                    msg = self._message(body, text, flag)[0]
+                except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+                    raise _store_refusal(exc) from None
+            except Exception as exc:
+                out[i] = exc
+                continue
+            puts.append((qid, msg, sys_flag, born_ts))
+            slots.append(i)
+        self._put_children(topic, puts, slots, born, reconsume, out)
+        return out
+
+    def _common_refusal(self, topic: str) -> Exception | None:
+        """What :meth:`_send` refuses every plain child of ``topic`` with (its checks
+        that do not depend on the message), or ``None``."""
+        try:
+            if self.store.replica:
+                raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
+            if self._standing is not None and not self._standing.may_take():
+                raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
+            if topic not in self._valid_names and self.store.is_lmq(topic):
+                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                     f"{topic} is a light message queue: send to its parent "
+                                     "topic with INNER_MULTI_DISPATCH naming it")
+            self._writable(topic, None)
+        except Exception as exc:
+            return exc
+        return None
+
+    def _put_children(self, topic: str, puts: list[tuple[int, MessageInput, int, int]],
+                      slots: list[int], born: HostAddr, reconsume: int,
+                      out: list[PlainAnswer | RemotingCommand | Exception | None]
+                      ) -> None:
+        """Store the children gathered in ``puts`` (their slots in ``out``), then empty
+        both lists."""
+        if not puts:
+            return
+        results = self.store.put_many(topic, puts, born_host=born, reconsume_times=reconsume,
+                                      wait_flush=False)
+        self._msg_id_prefix()
+        prefix, region, trace = self._id_prefix, self._region, self._trace
+        count = nbytes = 0
+        for i, (qid, _msg, _f, _b), result in zip(slots, puts, results, strict=True):
+            if isinstance(result, Exception):
+                out[i] = (_store_refusal(result) if isinstance(
+                    result, MessageTooLarge | StoreReadOnly | ValueError) else result)
+                continue
+            count += 1
+            nbytes += result.sizes[0]
+            out[i] = PlainAnswer(f"{prefix}{result.phys_offsets[0]:016X}", qid,
+                                 result.queue_offset, region, trace)
+        if count:
+            self.ctx.stats.on_put(topic, count, nbytes)
+        puts.clear()
+        slots.clear()
+
     @overload
     def _send(self, conn: Connection, cmd: RemotingCommand, fields: SendFields,
               h: SendMessageRequestHeader | None, is_batch: bool, plain: Literal[False]
@@ -517,12 +631,17 @@ class SendProcessor:
             return self._response(cmd, qid, result, code, uniq)
         return self._response(cmd, qid, result, _SUCCESS, uniq)
 
-    def _msg_id(self, result: PutResult) -> str:
-        """The offset message id(s) of what ``result`` stored, joined by commas."""
+    def _msg_id_prefix(self) -> None:
+        """Keep :attr:`_id_prefix` that of the store's host: the offset id of physical
+        offset p is the prefix and p as 16 upper-case hex digits."""
         host = self.store.store_host
-        if host is not self._id_host:  # the offset id of physical offset p is prefix + %016X
+        if host is not self._id_host:
             self._id_prefix = encode_offset_msg_id(host, 0)[:-16]
             self._id_host = host
+
+    def _msg_id(self, result: PutResult) -> str:
+        """The offset message id(s) of what ``result`` stored, joined by commas."""
+        self._msg_id_prefix()
         prefix = self._id_prefix
         phys = result.phys_offsets
         return f"{prefix}{phys[0]:016X}" if len(phys) == 1 else _offset_ids(prefix, phys)

@@ -96,6 +96,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", nargs="+", choices=WIRE_MODES, default=["batched"])
     parser.add_argument("--profile", help="py-spy raw output file for the broker")
+    parser.add_argument("--native", action="store_true",
+                        help="with --profile: sample native frames too (C, RocksDB)")
     parser.add_argument("--pause", action="store_true")
     parser.add_argument("--json", help="write the rounds to this file")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -108,7 +110,7 @@ def main() -> None:
                                      "messageIndexEnable=false",
                                      f"mappedFileSizeCommitLog={cfg.segment_size}",
                                      *args.set],
-                           profile=args.profile)
+                           profile=args.profile, native=args.native)
     try:
         _child("build", cfg, broker.data / "data" / "store")
         rounds = asyncio.run(_rounds(args, cfg, broker))

@@ -151,10 +151,13 @@ class BrokerProcess:
     """See the module docstring. ``pid`` is the broker's (not py-spy's) once started."""
 
     def __init__(self, *, flush: str = "ASYNC_FLUSH", settings: Sequence[str] = (),
-                 data_dir: str | None = None, profile: str | None = None) -> None:
+                 data_dir: str | None = None, profile: str | None = None,
+                 native: bool = False) -> None:
         self.flush = flush
         self.settings = tuple(settings)
         self.profile = profile
+        #: Whether the profile samples native frames too (``py-spy record --native``).
+        self.native = native
         self.data = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=data_dir))
         self.log_path = self.data / "broker.log"
         self.namesrv_addr = ""
@@ -176,7 +179,7 @@ class BrokerProcess:
                 raise BenchError("--profile needs py-spy: pip install py-spy")
             fmt = "raw" if self.profile.endswith(".txt") else "flamegraph"
             cmd = [spy, "record", "--rate", "250", "--threads", "--format", fmt,
-                   "-o", self.profile, "--", *cmd]
+                   *(["--native"] if self.native else []), "-o", self.profile, "--", *cmd]
         return cmd
 
     async def start(self, timeout: float = 60.0) -> str:

@@ -450,6 +450,31 @@ def test_dispatch_writes_no_metadata_and_a_cold_cache_derives_max_offsets(
         lmq.close()
 
 
+def test_dispatch_advances_each_cached_queue_alone(tmp_path: Path) -> None:
+    """Dispatch advances cached queues in place: queues first known together -- new ones
+    known without a read while the cache is complete, and ones read in one call -- each
+    have metadata of their own, so advancing one moves no other."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.warm()  # an empty database: every name is known to be new
+        assert lmq.complete
+        assert lmq.max_offsets(["%LMQ%n1", "%LMQ%n2", "%LMQ%n3"]) == {
+            "%LMQ%n1": 0, "%LMQ%n2": 0, "%LMQ%n3": 0}
+        lmq.write_fanout([(["%LMQ%n1", "%LMQ%n2", "%LMQ%n3"], [0, 0, 0], 0, 10, 0, 1)], 10)
+        assert lmq.write_fanout([(["%LMQ%n1"], [1], 10, 10, 0, 1),
+                                 (["%LMQ%n1", "%LMQ%n3"], [2, 1], 20, 10, 0, 1)], 30) == {
+            "%LMQ%n1": 3, "%LMQ%n3": 2}
+        assert [lmq.max_offset(n) for n in ("%LMQ%n1", "%LMQ%n2", "%LMQ%n3")] == [3, 1, 2]
+        lmq._meta.clear()
+        lmq.complete = False
+        assert lmq.max_offsets(["%LMQ%n2", "%LMQ%n3"]) == {"%LMQ%n2": 1, "%LMQ%n3": 2}
+        lmq.write_fanout([(["%LMQ%n2"], [1], 30, 10, 0, 1)], 40)
+        assert [lmq.max_offset(n) for n in ("%LMQ%n1", "%LMQ%n2", "%LMQ%n3")] == [3, 2, 2]
+        assert [e[0] for e in lmq.entries("%LMQ%n1", 0, 10)] == [0, 10, 20]
+    finally:
+        lmq.close()
+
+
 def test_metadata_is_kept_where_entries_cannot_show_it(tmp_path: Path) -> None:
     """``M`` is written for a queue first seen past 0, when expiry raises a minimum (or
     empties a queue) and for a tombstone; a cold cache reads the same offsets."""
@@ -798,10 +823,10 @@ def test_a_miss_while_a_writer_holds_the_store_does_not_wait(tmp_path: Path) -> 
         with lmq._lock:
             assert lmq.max_offset("%LMQ%a") == 3 and lmq.cached() == 0
             assert lmq.max_offsets(["%LMQ%a", "%LMQ%b"]) == {"%LMQ%a": 3, "%LMQ%b": 0}
-            assert lmq._meta == {"%LMQ%a": (3, 0, 0), "%LMQ%b": (0, 0, 0)}
+            assert lmq._meta == {"%LMQ%a": [3, 0, 0], "%LMQ%b": [0, 0, 0]}
             load = lmq._load_metas
 
-            def overlapped(names: list[str]) -> list[tuple[int, int, int]]:
+            def overlapped(names: list[str]) -> list[list[int]]:
                 lmq._changes += 2  # a trim (or a deletion, expiry) ran meanwhile
                 return load(names)
 
@@ -850,7 +875,7 @@ def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
         want = dict(zip(names, cold._load_metas(names), strict=True))
     finally:
         cold.close()
-    assert want["%LMQ%late"] == (7, 5, 0) and want["%LMQ%dead"] == (0, 0, 300)
+    assert want["%LMQ%late"] == [7, 5, 0] and want["%LMQ%dead"] == [0, 0, 300]
     warm = LmqStore(path, cached_queues=limit)
     try:
         assert warm.warm() == min(limit, len(names)) == warm.cached()

@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from itertools import chain, filterfalse, islice, repeat
-from operator import add, ge, itemgetter, not_, or_
+from operator import add, ge, itemgetter, not_, or_, setitem
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -96,11 +96,11 @@ _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 _RUN = 16
 #: Queues whose metadata is cached, by default (see :class:`LmqStore`).
 CACHED_QUEUES = 200_000
-_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
-_NEW: tuple[int, int, int] = (0, 0, 0)
+_first, _second = itemgetter(0), itemgetter(1)
 
-#: (next offset, min offset, floor); floor 0 means "never deleted".
-Meta = tuple[int, int, int]
+#: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
+#: queue, so that dispatch advances a cached queue in place (see :meth:`LmqStore._advance`).
+Meta = list[int]
 #: One record's fan-out: (LMQ names, offsets in them, phys, size, tags code, store time).
 FanOut = tuple[Sequence[str], Sequence[int], int, int, int, int]
 
@@ -155,9 +155,9 @@ def _pack_meta(nxt: int, lo: int, floor: int) -> bytes:
 def _unpack_meta(raw: bytes) -> Meta:
     if len(raw) == _META_FLOOR.size:
         nxt, lo, floor = _META_FLOOR.unpack(raw)
-        return nxt, lo, floor
+        return [nxt, lo, floor]
     nxt, lo = _META.unpack(raw)
-    return nxt, lo, 0
+    return [nxt, lo, 0]
 
 
 class LmqStore:
@@ -314,7 +314,7 @@ class LmqStore:
         :attr:`complete` (a name it lacks was never used; a writer publishing a new
         queue meanwhile is one the appender does not ask about)."""
         if self.complete:
-            return [_NEW] * len(names)
+            return [[0, 0, 0] for _name in names]
         keys = [name.encode() for name in names]
         get = self.db.get
         raws = cast(list[bytes | None], get([b"M" + key for key in keys]) if len(keys) > 1
@@ -323,7 +323,7 @@ class LmqStore:
         it = self.db.iter()
         out: list[Meta] = []
         for key, raw in zip(keys, raws, strict=True):
-            nxt, lo, floor = _NEW if raw is None else _unpack_meta(raw)
+            nxt, lo, floor = (0, 0, 0) if raw is None else _unpack_meta(raw)
             base = entry_prefix(key)
             it.seek_for_prev(base + _LAST)
             if it.valid():
@@ -331,7 +331,7 @@ class LmqStore:
                 if len(k) == len(base) + 8 and k.startswith(base):
                     end = unpack(k, len(base))[0] + len(cast(bytes, it.value())) // _ENTRY_SIZE
                     nxt = max(nxt, end)
-            out.append((nxt, lo, floor))
+            out.append([nxt, lo, floor])
         return out
 
     def warm(self) -> int:
@@ -354,7 +354,7 @@ class LmqStore:
                 m_nxt, lo, floor = _unpack_meta(pending[1])
                 nxt = max(nxt, m_nxt)
                 pending = next(metas, None)
-            cache[name.decode()] = (nxt, lo, floor)
+            cache[name.decode()] = [nxt, lo, floor]
             if len(cache) >= limit:
                 return len(cache)
         while pending is not None and len(cache) < limit:
@@ -424,7 +424,7 @@ class LmqStore:
                     if nxt == 0 and e.offset > 0:
                         lo = e.offset  # a queue whose start aged out before a rebuild
                     nxt = e.offset + 1
-                meta[e.name] = (nxt, lo, floor)
+                meta[e.name] = [nxt, lo, floor]
                 touched[e.name] = nxt
             self._publish(wb, meta, dispatched_end)
             self.entries_written += len(entries)
@@ -469,29 +469,47 @@ class LmqStore:
             wb = WriteBatch(raw_mode=True)
             deque(map(wb.put, map(keys.__getitem__, order), map(values.__getitem__, order)),
                   maxlen=0)
-            meta = self._advance(dict(zip(flat, offs, strict=True)), records)
-            self._publish(wb, meta, dispatched_end)
+            last = dict(zip(flat, offs, strict=True))
+            cached = self._advance_cached(last)
+            if cached is None:
+                meta = self._advance(last, records)
+                self._publish(wb, meta, dispatched_end)
+                self.entries_written += len(keys)
+                return dict(zip(meta, map(_first, meta.values()), strict=True))
+            metas, nexts = cached
+            dispatched = self._write_round(wb, dispatched_end)
+            deque(map(setitem, metas, repeat(0), nexts), maxlen=0)  # published: see _publish
+            self._published(dispatched)
             self.entries_written += len(keys)
-        return dict(zip(meta, map(_first, meta.values()), strict=True))
+        return dict(zip(last, nexts, strict=True))
+
+    def _advance_cached(self, last: dict[str, int]) -> tuple[list[Meta], list[int]] | None:
+        """The usual round: every queue cached, each advanced to the offset after its
+        last one in the round (``last``), none first seen past 0. Returns the queues'
+        cached metadata and their new next offsets, which the caller sets in place once
+        the round is written -- C-level maps, no Python step and no new object per
+        queue, one lookup each; ``None`` for any other round (:meth:`_advance`). Called
+        with the lock held."""
+        olds = list(map(self._meta.get, last))
+        if None in olds:
+            return None
+        known = cast("list[Meta]", olds)
+        lasts = list(last.values())
+        nxts = list(map(_first, known))
+        if not (all(map(ge, lasts, nxts)) and all(map(or_, map(bool, nxts), map(not_, lasts)))):
+            return None
+        if 0 in nxts and any(map(_second, known)):  # may need an M key (see _publish)
+            return None
+        return known, list(map(add, lasts, repeat(1)))
 
     def _advance(self, last: dict[str, int], records: Sequence[FanOut]) -> dict[str, Meta]:
-        """The new metadata of the queues whose last offset in ``records`` is ``last``.
-        A queue seen for the first time past 0 (its start expired before a rebuild)
-        starts at its first offset in ``records``, found in a second pass for those
-        queues only. Called with the lock held.
-
-        The usual round -- every queue cached, every one advanced, none first seen past
-        0 -- is built with C-level maps, without a Python step per queue."""
+        """The new metadata of the queues whose last offset in ``records`` is ``last``,
+        for a round :meth:`_advance_cached` does not take. A queue seen for the first
+        time past 0 (its start expired before a rebuild) starts at its first offset in
+        ``records``, found in a second pass for those queues only. Called with the lock
+        held."""
         cache = self._meta
         queues = list(last)
-        lasts = list(last.values())
-        olds = list(map(cache.get, queues))
-        if None not in olds:
-            known = cast("list[Meta]", olds)
-            nxts = list(map(_first, known))
-            if all(map(ge, lasts, nxts)) and all(map(or_, map(bool, nxts), map(not_, lasts))):
-                return dict(zip(queues, zip(map(add, lasts, repeat(1)), map(_second, known),
-                                            map(_third, known), strict=True), strict=True))
         self._cache_missing(queues)
         meta: dict[str, Meta] = {}
         late: list[str] = []
@@ -500,7 +518,7 @@ class LmqStore:
             if offset >= m[0]:
                 if m[0] == 0 and offset > 0:
                     late.append(name)
-                m = (offset + 1, m[1], m[2])
+                m = [offset + 1, m[1], m[2]]
             meta[name] = m
         if late:
             first: dict[str, int] = {}
@@ -511,7 +529,7 @@ class LmqStore:
                         first[name] = offset
             for name in late:
                 nxt, _lo, floor = meta[name]
-                meta[name] = (nxt, first[name], floor)
+                meta[name] = [nxt, first[name], floor]
         return meta
 
     def _publish(self, wb: WriteBatch, meta: dict[str, Meta], dispatched_end: int) -> None:
@@ -523,10 +541,19 @@ class LmqStore:
         for name, m in meta.items() if any(map(_second, meta.values())) else ():
             if m[1] and cache[name][0] == 0:  # a new queue starting past 0
                 wb.put(b"M" + name.encode(), _pack_meta(*m))
+        dispatched = self._write_round(wb, dispatched_end)
+        cache.update(meta)
+        self._published(dispatched)
+
+    def _write_round(self, wb: WriteBatch, dispatched_end: int) -> int:
+        """Write ``wb`` with the checkpoint; returns the new dispatched position, which
+        :meth:`_published` announces once the round's metadata is in the cache."""
         dispatched = max(self.dispatched, dispatched_end)
         wb.put(_CHECKPOINT_KEY, _Q.pack(dispatched))
         self.db.write(wb)
-        cache.update(meta)
+        return dispatched
+
+    def _published(self, dispatched: int) -> None:
         self.dispatched = dispatched  # after the cache: see the attribute
         self._trim()
 
@@ -551,7 +578,7 @@ class LmqStore:
                     if nxt == 0:  # a new queue (or one whose start aged out): its first
                         lo = first.get(name, offset) if first is not None else offset
                     nxt = offset + 1
-                meta[name] = (nxt, lo, floor)
+                meta[name] = [nxt, lo, floor]
                 touched[name] = nxt
             self._publish(wb, meta, dispatched_end)
             self.entries_written += entries
@@ -599,7 +626,7 @@ class LmqStore:
         with self._changing():
             for name, nxt in first_gone.items():
                 _old, lo, floor = self._meta_of(name)
-                self._meta[name] = (nxt, min(lo, nxt), floor)
+                self._meta[name] = [nxt, min(lo, nxt), floor]
                 wb.put(b"M" + name.encode(), _pack_meta(nxt, min(lo, nxt), floor))
             self.dispatched = end
             wb.put(_CHECKPOINT_KEY, _Q.pack(end))
@@ -784,7 +811,7 @@ class LmqStore:
             wb.delete_range(b"O" + key + b"\x00", b"O" + key + b"\x01")
             wb.put(b"M" + key, _pack_meta(0, 0, floor))
             wb.put(b"D" + key, _Q.pack(floor))
-            self._meta[name] = (0, 0, floor)
+            self._meta[name] = [0, 0, floor]
             self._floors[name] = floor
             self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
@@ -943,7 +970,7 @@ class LmqStore:
             for name, first_alive in raised.items():
                 nxt, old_lo, floor = self._meta_of(name)
                 lo = max(old_lo, min(first_alive, nxt))
-                self._meta[name] = (nxt, lo, floor)
+                self._meta[name] = [nxt, lo, floor]
                 wb.put(b"M" + name.encode(), _pack_meta(nxt, lo, floor))
             if not wb.is_empty():
                 self.db.write(wb)
@@ -984,7 +1011,7 @@ class LmqStore:
             for k in gone:
                 name = k[1:].decode()
                 nxt, lo, _old = self._meta_of(name)
-                self._meta[name] = (nxt, lo, 0)
+                self._meta[name] = [nxt, lo, 0]
                 self._floors.pop(name, None)
                 if nxt > 0:
                     wb.put(b"M" + k[1:], _pack_meta(nxt, lo, 0))

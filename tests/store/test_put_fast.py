@@ -287,3 +287,13 @@ def test_fold_rows_of_one_row_is_the_batch_of_its_record(
     among = fold_rows([row, other], across, lambda _topic, _queue: timed)
     assert alone == [among[0]] == [DispatchBatch(
         "T", queue, qo, [end - 1], [1], [7], ts, end, None if keys is None else [keys])]
+
+
+def test_fold_rows_a_queue_of_one_row_is_that_row() -> None:
+    rows = [_row(10, 5, 0, 3, ("a",)), _row(20, 6, 1, 0, ("b",)), _row(30, 6, 2, 9),
+            _row(40, 7, 0, 4, ("c",))]
+    batches = fold_rows(rows, timed=lambda topic, queue_id: True)
+    assert [(b.queue_id, b.queue_offset, list(b.phys), list(b.sizes), b.store_timestamp,
+             b.end, None if b.keys is None else list(b.keys)) for b in batches] == [
+        (0, 3, [0], [10], 5, 10, [("a",)]), (1, 0, [10], [10], 6, 20, [("b",)]),
+        (2, 9, [20], [10], 6, 30, None), (0, 4, [30], [10], 7, 40, [("c",)])]

@@ -228,6 +228,26 @@ class ConsumeQueue(QueueFiles):
         self.max_phys_end = int(phys[-1]) + int(sizes[-1])
         return self.max_offset
 
+    def append_one(self, offset: int, phys: int, size: int, tags: int) -> int:
+        """:meth:`append` of one entry -- a dispatch round's share of each queue when
+        the round's records went to many queues -- packed straight into the file when it
+        continues the queue in its last file; the same checks and bytes otherwise."""
+        files = self.files
+        if files and phys + size > self.max_phys_end:
+            mf = files[-1]
+            pos = mf.wrote
+            end = pos + CQ_UNIT
+            if ((mf.base + pos) // CQ_UNIT == offset and end <= self.file_size
+                    and mf.werr is None):
+                if end > mf.populated:  # fault the next pages in without the GIL
+                    mf.populated = max(mf.populated, pos)
+                    mf.populate(end + POPULATE_AHEAD)
+                _ENTRY.pack_into(mf.mm, pos, phys, size, tags)
+                mf.wrote = end
+                self.max_phys_end = phys + size
+                return offset + 1
+        return self.append(offset, (phys,), (size,), (tags,))
+
     def fill_holes(self, upto: int) -> None:
         """Hole entries for queue offsets ``max_offset .. upto - 1``, whose records are
         gone (damaged beyond their header): ``(end of the previous entry, 0x7FFFFFFF, 0)``,

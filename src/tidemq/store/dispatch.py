@@ -126,9 +126,15 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
         _consume(map(list.append, map(groups.__getitem__, keys), rows))
     out: list[DispatchBatch] = []
     for (topic, queue_id), group in groups.items():
+        first, last, n = group[0], group[-1], len(group)
+        if n == 1:  # one row of this queue (a round of sends to many queues): no columns
+            keyed = first[7]
+            out.append(DispatchBatch(topic, queue_id, first[3], [first[4]], [first[5]],
+                                     [first[6]], first[1], first[0],
+                                     None if keyed is None else [keyed]))
+            continue
         # Columns by itemgetter, not zip(*group): a backlog's group holds 100,000s of rows,
         # and zip would make (and the collector chase) one iterator per row.
-        first, last, n = group[0], group[-1], len(group)
         if (first[7] is None and last[3] - first[3] == n - 1
                 and (timed is None or not timed(topic, queue_id))):
             out.append(DispatchBatch(topic, queue_id, first[3], list(map(_ROW_PHYS, group)),
@@ -201,7 +207,9 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
             continue
         if len(group) == 1:
             g = group[0]
-            touched[key] = cq.append(g.queue_offset, g.phys, g.sizes, g.tags)
+            touched[key] = (cq.append_one(g.queue_offset, g.phys[0], g.sizes[0], g.tags[0])
+                            if len(g.phys) == 1
+                            else cq.append(g.queue_offset, g.phys, g.sizes, g.tags))
             continue
         touched[key] = cq.append(group[0].queue_offset, _joined([g.phys for g in group]),
                                  _joined([g.sizes for g in group]),

@@ -20,13 +20,13 @@ class RateMeter:
     Counts are also kept per minute for an hour and per hour for a day (``sum_since``).
 
     Every request adds to a few meters, so :meth:`add` only adds to the count of the
-    second it is in; that count joins the buckets when a later second begins or a
-    reader asks."""
+    second it is in; that count joins the buckets (and :attr:`total`) when a later
+    second begins or a reader asks."""
 
-    __slots__ = ("_buckets", "_held", "_hours", "_minutes", "_sec", "_window", "total")
+    __slots__ = ("_buckets", "_held", "_hours", "_minutes", "_sec", "_settled", "_window")
 
     def __init__(self, window: int = 10) -> None:
-        self.total = 0
+        self._settled = 0  # counted before the second ``_held`` counts
         self._window = window
         self._buckets: deque[list[int]] = deque()
         self._minutes: deque[list[int]] = deque()
@@ -34,8 +34,12 @@ class RateMeter:
         self._sec = -1  # the second ``_held`` counts (-1: none yet)
         self._held = 0
 
+    @property
+    def total(self) -> int:
+        """Everything counted so far."""
+        return self._settled + self._held
+
     def add(self, n: int, now: float | None = None) -> None:
-        self.total += n
         sec = int(time.monotonic() if now is None else now)
         if sec == self._sec:
             self._held += n
@@ -50,6 +54,7 @@ class RateMeter:
         if sec < 0:
             return
         self._held = 0
+        self._settled += n
         buckets = self._buckets
         if buckets and buckets[-1][0] == sec:
             buckets[-1][1] += n
@@ -110,11 +115,8 @@ class BrokerStats:
             meter = self.topic_put[topic] = RateMeter()
         sec = int(now)
         if sec == msgs._sec == size._sec == meter._sec:  # every send but a second's first
-            msgs.total += count
             msgs._held += count
-            size.total += nbytes
             size._held += nbytes
-            meter.total += count
             meter._held += count
             return
         msgs.add(count, now)

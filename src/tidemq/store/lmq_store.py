@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from itertools import chain, filterfalse, islice, repeat
-from operator import add, ge, itemgetter, not_, or_, setitem
+from operator import add, eq, gt, itemgetter, or_, setitem, sub
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -469,38 +469,41 @@ class LmqStore:
             wb = WriteBatch(raw_mode=True)
             deque(map(wb.put, map(keys.__getitem__, order), map(values.__getitem__, order)),
                   maxlen=0)
-            last = dict(zip(flat, offs, strict=True))
-            cached = self._advance_cached(last)
-            if cached is None:
-                meta = self._advance(last, records)
+            # each queue's offset after its last in the round (log order: the highest)
+            after = dict(zip(flat, map(add, offs, repeat(1)), strict=True))
+            metas = self._advance_cached(after)
+            if metas is None:
+                meta = self._advance(dict(zip(after, map(sub, after.values(), repeat(1)),
+                                              strict=True)), records)
                 self._publish(wb, meta, dispatched_end)
                 self.entries_written += len(keys)
                 return dict(zip(meta, map(_first, meta.values()), strict=True))
-            metas, nexts = cached
             dispatched = self._write_round(wb, dispatched_end)
-            deque(map(setitem, metas, repeat(0), nexts), maxlen=0)  # published: see _publish
+            deque(map(setitem, metas, repeat(0), after.values()), maxlen=0)  # see _publish
             self._published(dispatched)
             self.entries_written += len(keys)
-        return dict(zip(last, nexts, strict=True))
+        return after
 
-    def _advance_cached(self, last: dict[str, int]) -> tuple[list[Meta], list[int]] | None:
-        """The usual round: every queue cached, each advanced to the offset after its
-        last one in the round (``last``), none first seen past 0. Returns the queues'
-        cached metadata and their new next offsets, which the caller sets in place once
-        the round is written -- C-level maps, no Python step and no new object per
-        queue, one lookup each; ``None`` for any other round (:meth:`_advance`). Called
-        with the lock held."""
-        olds = list(map(self._meta.get, last))
+    def _advance_cached(self, after: dict[str, int]) -> list[Meta] | None:
+        """The usual round: every queue cached, each advanced to ``after`` (the offset
+        after its last one in the round), none first seen past 0. Returns the queues'
+        cached metadata, which the caller sets to ``after`` in place once the round is
+        written -- C-level maps, no Python step and no new object per queue, one lookup
+        each; ``None`` for any other round (:meth:`_advance`). Called with the lock
+        held."""
+        olds = list(map(self._meta.get, after))
         if None in olds:
             return None
         known = cast("list[Meta]", olds)
-        lasts = list(last.values())
+        nexts = list(after.values())
         nxts = list(map(_first, known))
-        if not (all(map(ge, lasts, nxts)) and all(map(or_, map(bool, nxts), map(not_, lasts)))):
+        # advanced (after > nxt), and a queue not known before (nxt 0) starts at 0
+        if not (all(map(gt, nexts, nxts)) and all(map(or_, map(bool, nxts),
+                                                       map(eq, nexts, repeat(1))))):
             return None
         if 0 in nxts and any(map(_second, known)):  # may need an M key (see _publish)
             return None
-        return known, list(map(add, lasts, repeat(1)))
+        return known
 
     def _advance(self, last: dict[str, int], records: Sequence[FanOut]) -> dict[str, Meta]:
         """The new metadata of the queues whose last offset in ``records`` is ``last``,

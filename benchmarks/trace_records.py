@@ -12,6 +12,15 @@ the auto-batching producer's batches of one): its message and msgId as a tuple.
 property string's check, its parse, the index keys' split and the keys' hashes -- what
 the send path and the key index do with it.
 
+``send``: a broker's whole work for a traced producer's load, in this process, without
+the network: ``--sends`` SEND_BATCH_MESSAGE requests of 85 messages of 128 B (a
+``--linger-ms 0`` load's average batch) to an 8-queue topic through the broker's send
+processor, and, for each 8 x ~730 of those messages, the trace send their ``Pub``
+records make (8 trace messages); then the dispatch and the key index catch up. Printed
+per message sent: the CPU time of the whole process, user and kernel, the part spent by
+threads the broker did not start (a math library's workers), and minor page faults.
+``--no-trace`` leaves the trace sends out.
+
 Each part runs ``--repeat`` times; the median and the fastest CPU time per message (or
 record) are printed. Both parts use interfaces that older checkouts have too, so the
 script runs against one (``PYTHONPATH=<checkout>/src``), alternating with this one to
@@ -19,20 +28,31 @@ compare::
 
     .venv/bin/python benchmarks/trace_records.py client
     .venv/bin/python benchmarks/trace_records.py broker
+    .venv/bin/python benchmarks/trace_records.py send [--no-trace]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import resource
 import statistics
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from tidemq.broker.processors.message_facts import index_keys
 from tidemq.client.sending import BatchCompression, prepare_send_batch
 from tidemq.client.stamps import new_uniq_keys
 from tidemq.client.tracer import BATCH_MESSAGES, _MessageBuilder, pub_records
+from tidemq.codec.bodies import TopicConfig
+from tidemq.codec.command import RemotingCommand
+from tidemq.codec.message import SendOptions, batch_send_request
 from tidemq.formats.properties import parse_property_text, property_text_error
+from tidemq.inprocess import Cluster
 from tidemq.store.index_keys import index_hashes
 from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
@@ -80,21 +100,116 @@ def broker(messages: int) -> Callable[[], float]:
     return run
 
 
+SEND_BATCH = 85
+
+
+class _Peer:
+    remote_address = "127.0.0.1:40000"
+
+
+def _send_load(sends: int, trace: bool) -> tuple[list[RemotingCommand], int]:
+    """The requests of ``sends`` batches and, when ``trace``, the trace sends their records
+    fill, in the order a traced producer issues them; and the messages sent."""
+    keys = new_uniq_keys("127.0.0.1")
+    now = int(time.time() * 1000)
+    builder = _MessageBuilder("RMQ_SYS_TRACE_TOPIC")
+    out: list[RemotingCommand] = []
+    phys = 0
+    for i in range(sends):
+        msgs = [Message("BenchTopic", b"x" * 128) for _ in range(SEND_BATCH)]
+        prepared = prepare_send_batch(msgs, max_size=4 << 20, keys=keys, now_ms=now,
+                                      compression=BatchCompression(None))
+        out.append(batch_send_request(msgs, SendOptions("bench_producer_0"), queue_id=i % 8,
+                                      now_ms=now, keys=keys))
+        if not trace:
+            continue
+        offsets = ",".join(f"7F00000100002A9F{phys + j * 200:016X}" for j in range(SEND_BATCH))
+        phys += SEND_BATCH * 200
+        result = SendResult(SendStatus.SEND_OK, ",".join(prepared.keys), offsets,
+                            MessageQueue("BenchTopic", "broker-a", i % 8), 0,
+                            message_count=SEND_BATCH)
+        builder.extend(pub_records("bench_producer_0", msgs, prepared, result, now, 2))
+        if len(builder.messages) >= BATCH_MESSAGES:
+            trace_msgs = [m for m, _ in builder.take()]
+            out.append(batch_send_request(trace_msgs, SendOptions("trace_producer"),
+                                          queue_id=0, now_ms=now, keys=keys))
+    return out, sends * SEND_BATCH
+
+
+def _foreign_thread_seconds(started: set[int]) -> float:
+    """CPU seconds of this process's threads that Python did not start."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) in started:
+            continue
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def send(sends: int, trace: bool) -> Callable[[], float]:
+    requests, messages = _send_load(sends, trace)
+
+    async def once() -> tuple[float, float, float, float]:
+        with tempfile.TemporaryDirectory() as root:
+            async with Cluster(Path(root), broker={"trace_topic_enable": True},
+                               store={"mapped_file_size_commit_log": 1 << 30}) as cluster:
+                app = cluster.brokers[0]
+                app.ctx.topics.upsert(TopicConfig("BenchTopic", read_queue_nums=8,
+                                                  write_queue_nums=8))
+                process, store, peer = app.send.process, app.ctx.store, _Peer()
+                ours = {t.native_id for t in threading.enumerate()
+                        if t.native_id is not None}
+                ours.add(os.getpid())
+                foreign = _foreign_thread_seconds(ours)
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                for cmd in requests:
+                    answer = process(peer, cmd)  # type: ignore[arg-type]
+                    assert answer is not None and answer.code == 0, answer
+                assert store.wait_dispatched(120)
+                assert store.index is not None
+                store.index.drain()
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                foreign = _foreign_thread_seconds(ours) - foreign
+        per = 1e9 / messages
+        return ((after.ru_utime - before.ru_utime) * per,
+                (after.ru_stime - before.ru_stime) * per, foreign * per,
+                (after.ru_minflt - before.ru_minflt) * 1000 / messages)
+
+    def run() -> float:
+        user, system, foreign, faults = asyncio.run(once())
+        print(f"  user {user:.0f} ns, kernel {system:.0f} ns (foreign threads {foreign:.0f}), "
+              f"{faults:.1f} minor faults per 1000 messages")
+        return user + system
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", choices=("client", "broker"))
+    parser.add_argument("part", choices=("client", "broker", "send"))
     parser.add_argument("--batches", type=int, default=2000, help="client: batches per run")
     parser.add_argument("--batch", type=int, default=BATCH, help="client: messages per batch")
     parser.add_argument("--messages", type=int, default=300,
                         help="broker: trace messages per run")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--sends", type=int, default=2000, help="send: batches sent per run")
+    parser.add_argument("--no-trace", action="store_true", help="send: no trace sends")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs (default 7; send: 3)")
     args = parser.parse_args()
-    run = (client(args.batches, args.batch) if args.part == "client"
-           else broker(args.messages))
-    runs = [run() for _ in range(args.repeat)]
-    unit = "message" if args.part == "client" else "record"
+    if args.part == "client":
+        run = client(args.batches, args.batch)
+    elif args.part == "broker":
+        run = broker(args.messages)
+    else:
+        run = send(args.sends, not args.no_trace)
+    repeat = args.repeat or (3 if args.part == "send" else 7)
+    runs = [run() for _ in range(repeat)]
+    unit = "record" if args.part == "broker" else "message"
     print(f"{args.part}: CPU ns per {unit}, median {statistics.median(runs):.0f}, "
-          f"fastest {min(runs):.0f} ({args.repeat} runs)")
+          f"fastest {min(runs):.0f} ({repeat} runs)")
 
 
 if __name__ == "__main__":

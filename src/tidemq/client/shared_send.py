@@ -76,12 +76,17 @@ async def send_many(producer: _Producer, items: Sequence[tuple[Message, MessageQ
     groups: dict[tuple[str, str, str], list[int]] = {}
     if support.enabled and not producer._opts.v1 and len(items) > 1:
         routes: dict[str, TopicRoute | None] = {}
+        #: Per (message topic, queue topic, broker name): its group, or None (alone).
+        known: dict[tuple[str, str, str], list[int] | None] = {}
         for idx, (msg, mq) in enumerate(items):
-            addr = await _address(producer, routes, msg, mq)
-            if addr is None or not support.shares_send(addr):
-                alone.append(idx)
-            else:
-                groups.setdefault((addr, mq.topic, mq.broker_name), []).append(idx)
+            where = (msg.topic, mq.topic, mq.broker_name)
+            group = known.get(where, alone)
+            if group is alone:  # the first item of these names: its address, once
+                addr = await _address(producer, routes, msg, mq)
+                group = known[where] = (
+                    None if addr is None or not support.shares_send(addr)
+                    else groups.setdefault((addr, mq.topic, mq.broker_name), []))
+            (alone if group is None else group).append(idx)
     else:
         alone = list(range(len(items)))
     jobs = [_send_group(producer, addr, topic, broker, idxs, items, out, timeout)

@@ -154,6 +154,22 @@ async def test_unpinned_messages_of_one_iteration_make_one_batch(producer: Produ
     assert [r.queue_offset for r in first] == list(range(7))
 
 
+async def test_unpinned_sends_of_one_iteration_fill_batches_to_the_cap(
+        producer: Producer) -> None:
+    """Messages joining the sticky queue's open batch: the one that fills it closes it,
+    the next opens a batch on the next queue, and a message with properties joins the
+    open batch as any other."""
+    spy = Spy(producer)
+    async with AutoBatchProducer(producer, linger_ms=0, max_batch_messages=3) as batcher:
+        msgs = [*bodies(4), Message("Lanes", b"tagged", {"TAGS": "t"}), *bodies(3, 4)]
+        futures = [await batcher.send(m) for m in msgs]
+        results = await asyncio.gather(*futures)
+    assert [size for _, size in spy.calls] == [3, 3, 2]
+    assert [r.queue_offset for r in results] == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert [len({r.queue for r in results[i:i + 3]}) for i in (0, 3, 6)] == [1, 1, 1]
+    assert len({r.queue for r in results}) == 3
+
+
 async def test_linger_holds_a_lone_message_until_flush(producer: Producer) -> None:
     spy = Spy(producer)
     batcher = AutoBatchProducer(producer, linger_ms=60_000)

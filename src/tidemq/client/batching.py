@@ -263,6 +263,10 @@ class AutoBatchProducer:
             raise ClientClosedError(repr(self))
         if queue is not None and sharding_key is not None:
             raise ValueError("give at most one of queue and sharding_key")
+        if queue is None and sharding_key is None and not msg.properties:
+            future = self._join_open(msg)
+            if future is not None:
+                return future
         self._check(msg)
         size = _size(msg)
         while self._buffered and self._buffered + size > self.total_buffer_bytes:
@@ -287,6 +291,36 @@ class AutoBatchProducer:
         self._buffered += size
         self._append(lane, msg.body, msg, fut, size)
         return fut
+
+    def _join_open(self, msg: Message) -> asyncio.Future[SendResult] | None:
+        """The usual message -- no properties, a topic already checked, a body within the
+        limits -- joins its topic's sticky lane's open batch when that batch stays open
+        and not full and the buffer has room: what :meth:`send` would do through
+        :meth:`_check` and :meth:`_append`, decided with less work. ``None``: take the
+        general way."""
+        lane = self._sticky.get(msg.topic)
+        loop = self._loop
+        if lane is None or loop is None:
+            return None
+        batch = lane.open
+        body = msg.body
+        size = _BARE_SIZE + len(body)
+        buffered = self._buffered
+        if (batch is None or batch.wait != "true" or msg.topic not in self._checked_topics
+                or not 0 < len(body) <= self._max_body
+                or batch.nbytes + size >= self.max_batch_bytes
+                or len(batch.bodies) + 1 >= self.max_batch_messages
+                or (buffered and buffered + size > self.total_buffer_bytes)):
+            return None
+        future: asyncio.Future[SendResult] = loop.create_future()
+        self._buffered = buffered + size
+        batch.bodies.append(body)
+        batch.msgs.append(msg)
+        batch.waiters.append(future)
+        batch.nbytes += size
+        if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
+            self._kick_soon(lane)
+        return future
 
     def produce(self, topic: str, body: bytes, *, tags: str | None = None,
                 keys: str | Sequence[str] | None = None,

@@ -132,6 +132,8 @@ class PullConsumer(ConsumerRole):
         self._states: dict[MessageQueue, QueueState] = {}
         self._reresolve = False
         self._turn = 0
+        #: Queues whose buffers a pull filled since :meth:`_in_turn` last looked.
+        self._stocked: set[MessageQueue] = set()
         #: Pull tasks that finished, in the order they did, not applied yet; a poll
         #: waiting for one waits on ``_waiter`` (set by the first that finishes).
         self._finished: list[tuple[MessageQueue, asyncio.Future[Fetched]]] = []
@@ -420,6 +422,8 @@ class PullConsumer(ConsumerRole):
                 else:
                     try:
                         self._apply(state, task)
+                        if state.head < len(state.buffer) or state.batches:
+                            self._stocked.add(queue)
                     except BaseException:
                         self._finished = later + pending[i + 1:] + self._finished
                         raise
@@ -439,14 +443,24 @@ class PullConsumer(ConsumerRole):
                 yield msg
 
     def _in_turn(self) -> list[tuple[MessageQueue, QueueState]]:
-        """The queues with buffered messages, starting one queue later each time."""
-        queues = sorted(self._states)
+        """The queues with buffered messages, starting one queue later each time there
+        are any. Only the queues a pull filled since the last look are looked at
+        (``_stocked``): a poll that waits for its pulls looks at none."""
+        stocked = self._stocked
+        if not stocked:
+            return []
+        states = self._states
+        queues = sorted(states)
         if not queues:
+            stocked.clear()
             return []
         self._turn = (self._turn + 1) % len(queues)
-        states = self._states
-        return [(mq, state) for mq in queues[self._turn:] + queues[:self._turn]
-                if (state := states[mq]).head < len(state.buffer) or state.batches]
+        ready = [(mq, state) for mq in queues[self._turn:] + queues[:self._turn]
+                 if mq in stocked
+                 and ((state := states[mq]).head < len(state.buffer) or state.batches)]
+        # what is taken now may leave some behind: they are looked at again next time
+        self._stocked = {mq for mq, _ in ready}
+        return ready
 
     def _drain(self, limit: int) -> list[MessageExt]:
         """Take buffered messages, queue by queue (:meth:`_in_turn`)."""

@@ -19,7 +19,8 @@ OFFSET_OVERFLOW_BADLY      PULL_OFFSET_MOVED        max offset
 
 A PULL_NOT_FOUND with the SUSPEND bit on its first evaluation is held by
 :class:`~tidemq.broker.holds.HoldTable` instead of answered. Found records go
-out as the store's memoryviews (``body_parts``), never joined.
+out as the store's memoryviews (``body_parts``), never joined. Headers are decoded once
+per consumer queue (:mod:`~tidemq.broker.processors.pull_headers`).
 
 A tag subscription keeps a BatchCQ inner batch when any of its messages has a subscribed
 tag (:class:`~tidemq.broker.inner_tags.InnerBatchTags`); the client keeps exactly those.
@@ -30,12 +31,12 @@ from __future__ import annotations
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.holds import Held
 from tidemq.broker.inner_tags import InnerBatchTags
-from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.processors.pull_headers import PullHeaders
 from tidemq.broker.replication.read_advice import ReadAdvice
 from tidemq.broker.topics import PERM_READ
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
-from tidemq.errors import ResponseCode, error_for_code
+from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.formats.hashing import tags_code
 from tidemq.net import Connection
 from tidemq.store.reader import GetResult
@@ -63,6 +64,7 @@ class PullProcessor:
         self.ctx = ctx
         self.store = ctx.store
         self._subs: dict[str, frozenset[int] | None] = {}
+        self._headers = PullHeaders()
         self._inner_tags = InnerBatchTags(ctx.config.max_inner_batch_inflated_bytes)
         #: ``suggestWhichBrokerId`` of an answer (``slaveReadEnable``), else always 0.
         self._suggest = ReadAdvice(ctx) if ctx.config.slave_read_enable else None
@@ -111,7 +113,10 @@ class PullProcessor:
         if isinstance(parsed, PullMessageRequestHeader):
             h = parsed
         else:
-            h = parse_header(PullMessageRequestHeader, cmd)
+            try:
+                h = self._headers.decode(cmd.ext_fields)
+            except RemoteProtocolError as exc:
+                raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         max_bytes = h.max_msg_bytes if h.max_msg_bytes and h.max_msg_bytes > 0 else (
             self.ctx.config.max_pull_bytes)
         code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,

@@ -11,8 +11,10 @@ load, which makes them the figure to compare when the cores are shared. Shapes:
             produce --in-flight 1``)
 ``auto``    ``AutoBatchProducer.send`` at linger 0, ``--senders`` loops each awaiting
             its message's future (``tidemq bench produce --linger-ms 0`` has 256)
-``latency`` an auto-batched send, then the long-polling ``PullConsumer.poll`` that
-            receives it, one message at a time (``tidemq bench latency``)
+``latency`` auto-batched sends, then the long-polling ``PullConsumer.poll`` that
+            receives them: ``--tick`` messages handed over together, as the pacer of
+            ``tidemq bench latency`` releases a millisecond's messages (five at its
+            5,000 msgs/s), each awaited through its own future
 ==========  ==========================================================================
 
 Printed per shape: opcodes and Python calls per message, split by package, and the
@@ -23,6 +25,7 @@ last figure moves with how many puts each dispatch round happens to take;
 
     .venv/bin/python benchmarks/request_work.py send auto latency
     .venv/bin/python benchmarks/request_work.py auto --senders 16 --messages 1600
+    .venv/bin/python benchmarks/request_work.py latency --tick 5 --messages 1000
 """
 
 from __future__ import annotations
@@ -117,7 +120,8 @@ async def _create_topic(namesrv: str) -> list[MessageQueue]:
             await asyncio.sleep(0.05)
 
 
-async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
+async def _measure(shape: str, messages: int, senders: int, top: int, tick: int = 1
+                   ) -> None:
     dispatch = _DispatchCounter()
     threading.settrace(dispatch.trace)  # the dispatch thread starts with the store
     with tempfile.TemporaryDirectory() as root:
@@ -142,12 +146,15 @@ async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
             async def one() -> None:
                 if batcher is None:
                     await producer.send(msg, queue=queues[0])
-                else:
+                elif consumer is None:
                     await (await batcher.send(msg))
-                if consumer is not None:
+                else:  # a tick's messages, each with its own future, then their receipt
+                    futures = [await batcher.send(msg) for _ in range(tick)]
+                    for future in futures:
+                        await future
                     got = 0
-                    while not got:
-                        got = len(await consumer.poll(timeout=5.0))
+                    while got < tick:
+                        got += len(await consumer.poll(timeout=5.0))
 
             async def run(count: int) -> None:
                 loops = 1 if shape != "auto" else senders
@@ -160,10 +167,12 @@ async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
                 await asyncio.gather(*(loop() for _ in range(loops)))
 
             try:
+                each_call = tick if shape == "latency" else 1  # messages a call of one()
                 await run(max(300, 4 * senders))  # connections, routes, caches
+                messages = messages // each_call * each_call
                 counter = _Counter()
                 dispatch.on = True
-                await _traced(counter.trace, lambda: run(messages))
+                await _traced(counter.trace, lambda: run(messages // each_call))
                 dispatch.on = False
             finally:
                 if batcher is not None:
@@ -171,7 +180,7 @@ async def _measure(shape: str, messages: int, senders: int, top: int) -> None:
                 if consumer is not None:
                     await consumer.close(commit=False)
                 await producer.close()
-    _report(shape, senders, messages, counter, top)
+    _report(shape, senders, messages, counter, top, tick)
     print(f"  the store's dispatch thread besides: {dispatch.opcodes / messages:,.0f} opcodes")
 
 
@@ -186,8 +195,10 @@ async def _traced(tracer: Callable[..., Any], body: Callable[[], Awaitable[None]
         threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
 
 
-def _report(shape: str, senders: int, n: int, counter: _Counter, top: int) -> None:
-    label = f"{shape} ({senders} senders)" if shape == "auto" else shape
+def _report(shape: str, senders: int, n: int, counter: _Counter, top: int,
+            tick: int = 1) -> None:
+    label = (f"{shape} ({senders} senders)" if shape == "auto"
+             else f"{shape} (ticks of {tick})" if shape == "latency" and tick > 1 else shape)
     print(f"{label}: {sum(counter.opcodes.values()) / n:,.0f} opcodes and "
           f"{sum(counter.calls.values()) / n:,.0f} calls a message")
     for area, count in counter.opcodes.most_common():
@@ -201,10 +212,12 @@ if __name__ == "__main__":
     parser.add_argument("shapes", nargs="+", choices=("send", "auto", "latency"))
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--senders", type=int, default=1, help="auto: concurrent senders")
+    parser.add_argument("--tick", type=int, default=1,
+                        help="latency: messages handed over together (counts are per message)")
     parser.add_argument("--top", type=int, default=10, help="functions listed per shape")
     ns = parser.parse_args()
     import uvloop
 
     uvloop.install()
     for name in ns.shapes:
-        asyncio.run(_measure(name, ns.messages, ns.senders, ns.top))
+        asyncio.run(_measure(name, ns.messages, ns.senders, ns.top, ns.tick))

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
-from tidemq.formats.record.columns import RecordColumns, decode_columns
+from tidemq.formats.record.columns import RecordColumns, decode_columns, rows_alike
 from tidemq.store.dispatch import DispatchBatch
 from tidemq.store.index_keys import KeyColumns
 
@@ -79,18 +79,17 @@ def _key_columns(data: bytes | memoryview, cols: RecordColumns
         return None
     rows = np.frombuffer(data, np.uint8).reshape(n, size)
     ustart, uend = p0 + span[0], p0 + span[1]
-    first = rows[0]
-    if ((rows[:, p0:ustart] != first[p0:ustart]).any()
-            or (rows[:, uend:size] != first[uend:size]).any()):
+    if not rows_alike(rows, p0, ustart) or not rows_alike(rows, uend, size):
         return None
     inner = _INNER in props[: span[0]] or _INNER in props[span[1] :]
     if ustart == uend:
         return KeyColumns(None, (), n), inner
-    uniq = rows[:, ustart:uend]
-    if ((uniq <= 2) | (uniq >= 0x80)).any():  # a separator, a NUL or not ASCII
-        return None
-    # a copy: the keys wait in the index's queue, and the run may be a view of the log
-    return KeyColumns(uniq.copy(), (), n), inner
+    # a copy (the keys wait in the index's queue, and the run may be a view of the log),
+    # then checked where it is contiguous
+    uniq = rows[:, ustart:uend].copy()
+    if ((uniq - np.uint8(3)) > np.uint8(0x7C)).any():  # below 3 (a separator, a NUL) or
+        return None  # 0x80 and above (not ASCII): uint8 wraps below 3 round to the top
+    return KeyColumns(uniq, (), n), inner
 
 
 def _facts(props: bytes) -> tuple[int, tuple[str, ...]]:

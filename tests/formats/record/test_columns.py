@@ -15,7 +15,7 @@ from tidemq.codec.message import decode_messages
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import MAGIC_V1, HostAddr, encode_record
-from tidemq.formats.record.columns import FIELDS, decode_columns
+from tidemq.formats.record.columns import FIELDS, decode_columns, rows_alike
 
 STORE = HostAddr(bytes([10, 0, 0, 5]), 10911)
 BORN = HostAddr(bytes([10, 0, 0, 9]), 50123)
@@ -109,3 +109,24 @@ def test_columns_match_the_message_decoder(records: list[tuple[bytes, dict[str, 
 def test_garbage_never_raises(data: bytes) -> None:
     cols = decode_columns(_record() + data)
     assert cols is None or len(cols) >= 1
+
+
+@given(rows=st.integers(1, 40).flatmap(lambda n: st.integers(1, 24).flatmap(
+    lambda w: st.lists(st.binary(min_size=w, max_size=w), min_size=n, max_size=n))),
+       edit=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 10**6))),
+       span=st.tuples(st.integers(0, 30), st.integers(0, 30)))
+def test_rows_alike_is_the_row_by_row_comparison(
+        rows: list[bytes], edit: tuple[int, int] | None, span: tuple[int, int]) -> None:
+    """Rows mostly copies of the first (else random), any span of columns: the verdict is
+    the one a comparison of each row with the first gives."""
+    width = len(rows[0])
+    if edit is not None:  # copies of the first row but for one byte of one row
+        rows = [rows[0]] * len(rows)
+        r, c = edit[0] % len(rows), edit[1] % width
+        changed = bytearray(rows[r])
+        changed[c] ^= 0x5A
+        rows[r] = bytes(changed)
+    matrix = np.frombuffer(b"".join(rows), np.uint8).reshape(len(rows), width)
+    start, stop = sorted(span)
+    expected = all(row[start:stop] == rows[0][start:stop] for row in rows)
+    assert rows_alike(matrix, start, stop) is expected

@@ -59,7 +59,7 @@ import numpy.typing as npt
 from tidemq.formats.record import layout as rec
 
 __all__ = ["FIELDS", "RecordColumns", "Spans", "cut", "decode_columns", "find_records",
-           "gather", "span_values", "spans_are_ascii"]
+           "gather", "rows_alike", "span_values", "spans_are_ascii"]
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
@@ -382,11 +382,10 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
         return None
     n = len(buf) // size
     rows = np.ndarray(shape=(n, size), dtype=np.uint8, buffer=buf)
-    first = rows[0]
     # TOTALSIZE and MAGICCODE; BODYLENGTH; TOPICLENGTH, TOPIC, PROPERTIESLENGTH
     for a, b in ((rec.OFF_TOTAL_SIZE, rec.OFF_MAGIC + 4), (rec.OFF_BODY_LENGTH, rec.OFF_BODY),
                  (topic_at, props_at + 2)):
-        if (rows[:, a:b] != first[a:b]).any():
+        if not rows_alike(rows, a, b):
             return None
     sys_flag = np.ndarray(shape=(n,), dtype=">i4", buffer=buf, offset=rec.OFF_SYSFLAG,
                           strides=(size,))
@@ -397,6 +396,15 @@ def _one_shape(buf: U8, view: memoryview, size: int, batches: bool) -> RecordCol
                          Spans(pos + (topic_at + 1), np.full(n, topic_len, np.int64)),
                          Spans(pos + (props_at + 2), np.full(n, props_len, np.int64)),
                          _as_bytes(view), size, topic)
+
+
+def rows_alike(rows: U8, start: int, stop: int) -> bool:
+    """Whether every row of ``rows`` holds the first row's bytes ``[start, stop)``: the
+    columns copied out once and compared as bytes (numpy compares a strided 2-D view
+    row by row, a few bytes at a time)."""
+    block = rows[:, start:stop]
+    alike: bool = block.tobytes() == block[0].tobytes() * len(block)
+    return alike
 
 
 def decode_columns(body: Buffer) -> RecordColumns | None:

@@ -52,6 +52,13 @@ def test_gets_are_counted_per_topic_and_group() -> None:
     stats.on_get("U", "G", 2, 200)
     assert stats.topic_group_get["T@G"].total == 4
     assert stats.group_get["G"].total == 6
+    for i in range(500):  # nearly all within one second: the meters' shared fast path
+        stats.on_get("T" if i % 5 else "U", "G", 2, 100)
+    assert (stats.get_msgs.total, stats.get_bytes.total) == (1007, 50_700)
+    assert stats.topic_group_get["T@G"].sum_since(120) == 804
+    assert stats.topic_group_get["U@G"].sum_since(120) == 202
+    assert stats.group_get["G"].sum_since(120) == 1006
+    assert stats.get_bytes.sum_since(120) == 50_700
 
 
 def test_puts_are_counted_in_total_per_topic_and_in_bytes() -> None:

@@ -124,18 +124,26 @@ class BrokerStats:
         meter.add(count, now)
 
     def on_get(self, topic: str, group: str, count: int, nbytes: int) -> None:
-        now = time.monotonic()
-        self.get_msgs.add(count, now)
-        self.get_bytes.add(nbytes, now)
-        meter = self.group_get.get(group)
-        if meter is None:
-            meter = self.group_get[group] = RateMeter()
-        meter.add(count, now)
+        now = time.monotonic()  # one clock read for the four meters
+        msgs, size = self.get_msgs, self.get_bytes
+        by_group = self.group_get.get(group)
+        if by_group is None:
+            by_group = self.group_get[group] = RateMeter()
         key = f"{topic}@{group}"
-        meter = self.topic_group_get.get(key)
-        if meter is None:
-            meter = self.topic_group_get[key] = RateMeter()
-        meter.add(count, now)
+        by_pair = self.topic_group_get.get(key)
+        if by_pair is None:
+            by_pair = self.topic_group_get[key] = RateMeter()
+        sec = int(now)
+        if sec == msgs._sec == size._sec == by_group._sec == by_pair._sec:
+            msgs._held += count  # every pull but a second's first, as in on_put
+            size._held += nbytes
+            by_group._held += count
+            by_pair._held += count
+            return
+        msgs.add(count, now)
+        size.add(nbytes, now)
+        by_group.add(count, now)
+        by_pair.add(count, now)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's (or LMQ's) meters, so that topic churn does not grow them."""

@@ -450,6 +450,13 @@ class PullConsumer(ConsumerRole):
         if not stocked:
             return []
         states = self._states
+        if len(stocked) == 1:  # no order to choose (the turn moves on when there is)
+            (mq,) = stocked
+            only = states.get(mq)
+            if only is not None and (only.head < len(only.buffer) or only.batches):
+                return [(mq, only)]
+            stocked.clear()
+            return []
         queues = sorted(states)
         if not queues:
             stocked.clear()

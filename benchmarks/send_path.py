@@ -34,12 +34,22 @@ dispatch thread's is the other large one), to be divided by the requests measure
     valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
         .venv/bin/python benchmarks/send_path.py --requests 400 --rounds 1 --modes inner --callgrind
     grep -H totals callgrind.out.*
+
+``--opcodes`` counts instead the Python bytecodes each thread executes a request
+(``sys.settrace`` with opcode events), by function: the event-loop thread's, and the
+dispatch thread's with each read's round on its own (after each read the script waits
+until the dispatch thread has taken it, as it takes the GIL in the broker once the loop
+has handled a read). Counts do not move with the machine's load::
+
+    .venv/bin/python benchmarks/send_path.py --requests 400 --rounds 1 --per-read 4 \
+        --modes inner --opcodes
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import functools
 import json
 import os
@@ -49,9 +59,11 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +104,37 @@ class _Sink:
 class _Counters:
     instructions: float
     cycles: float
+
+
+class _Opcodes:
+    """Opcodes by function of the event-loop thread (this one) while :attr:`on`, and of
+    the store's dispatch thread (installed with ``threading.settrace`` before the store
+    starts it)."""
+
+    def __init__(self) -> None:
+        self.on = {"loop": False, "dispatch": False}
+        self.loop: collections.Counter[str] = collections.Counter()
+        self.dispatch: collections.Counter[str] = collections.Counter()
+
+    def trace(self, frame: types.FrameType, _event: str, _arg: Any) -> Any:
+        thread = threading.current_thread()
+        if thread is threading.main_thread():
+            side, counts = "loop", self.loop
+        elif thread.name == "tidemq-dispatch":
+            side, counts = "dispatch", self.dispatch
+        else:
+            return None
+        frame.f_trace_opcodes = True
+        code = frame.f_code
+        name = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+        on = self.on
+
+        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
+            if event == "opcode" and on[side]:
+                counts[name] += 1
+            return local
+
+        return local
 
 
 class _Perf:
@@ -184,6 +227,40 @@ def _callgrind(on: bool) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
+def _count_opcodes(conn: Connection, store: MessageStore, frames: list[bytes],
+                   per_read: int, requests: int, opcodes: _Opcodes) -> dict[str, Any]:
+    """Opcodes a request on each thread (see ``--opcodes``), and the heaviest functions."""
+    dispatcher = store.dispatcher
+    assert dispatcher is not None  # a started store
+    chunks = [b"".join(frames[(i + j) % len(frames)] for j in range(per_read))
+              for i in range(0, len(frames), per_read)]
+    reads = max(1, requests // per_read)
+    sys.settrace(opcodes.trace)
+    opcodes.on["dispatch"] = True  # the rounds run while the loop waits below
+    try:
+        for i in range(reads):
+            opcodes.on["loop"] = True
+            conn.data_received(chunks[i % len(chunks)])
+            conn._flush()
+            opcodes.on["loop"] = False
+            end = store.commitlog.max_offset
+            deadline = time.monotonic() + 30
+            while dispatcher.dispatched_offset < end:  # the read's round, on its own
+                if time.monotonic() > deadline:
+                    raise RuntimeError("a read's records were not dispatched within 30 s")
+                time.sleep(0.0002)
+    finally:
+        opcodes.on["loop"] = opcodes.on["dispatch"] = False
+        sys.settrace(None)
+    n = reads * per_read
+    out: dict[str, Any] = {}
+    for side, counts in (("loop", opcodes.loop), ("dispatch", opcodes.dispatch)):
+        out[f"{side}_opcodes"] = sum(counts.values()) / n
+        out[f"{side}_top"] = [(name, round(k / n, 1)) for name, k in counts.most_common(8)]
+        counts.clear()
+    return out
+
+
 def _measure(conn: Connection, store: MessageStore, frames: list[bytes], batch: int,
              per_read: int, requests: int, perf: _Perf, callgrind: bool = False
              ) -> dict[str, float]:
@@ -218,6 +295,9 @@ def _measure(conn: Connection, store: MessageStore, frames: list[bytes], batch: 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
     perf = _Perf()
+    opcodes = _Opcodes() if args.opcodes else None
+    if opcodes is not None:  # the dispatch thread starts with the store
+        threading.settrace(opcodes.trace)
     root = Path(tempfile.mkdtemp(prefix="tidemq-send-path-"))
     results: dict[str, Any] = {"batch": args.batch, "size": args.size,
                                "per_read": args.per_read, "perf": perf.available}
@@ -226,6 +306,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         if "fanout" in args.modes:
             settings |= {"enable_lmq": True, "enable_multi_dispatch": True}
         async with Cluster(root, store=settings) as cluster:
+            threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
             async with AdminClient(cluster.namesrv_addr) as admin:
                 await admin.create_topic(_TOPICS["outer"], read_queue_nums=1,
                                          write_queue_nums=1)
@@ -245,6 +326,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     measure = functools.partial(_measure, conn, cluster.brokers[0].store,
                                                 frames, batch, args.per_read, perf=perf)
                     measure(args.requests // 4)  # warm-up
+                    if opcodes is not None:
+                        results[mode] = _count_opcodes(conn, cluster.brokers[0].store, frames,
+                                                       args.per_read, args.requests, opcodes)
+                        continue
                     rounds = [measure(args.requests, callgrind=args.callgrind)
                               for _ in range(args.rounds)]
                     summary = {key: statistics.median(r[key] for r in rounds)
@@ -276,6 +361,8 @@ def main() -> None:
     parser.add_argument("--lmqs", type=int, default=100_000, help="fanout: LMQs named")
     parser.add_argument("--fanout", type=int, default=10, help="fanout: LMQs per message")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="count each thread's Python opcodes a request instead of timing")
     parser.add_argument("--callgrind", action="store_true",
                         help="under callgrind (--instr-atstart=no): instrument the measured "
                              "rounds only")
@@ -288,6 +375,13 @@ def main() -> None:
           f"per read, median of {args.rounds} x {args.requests} requests")
     for mode in args.modes:
         r = results[mode]
+        if args.opcodes:
+            print(f"  {mode:5s}: event loop {r['loop_opcodes']:,.0f} opcodes a request, "
+                  f"dispatch thread {r['dispatch_opcodes']:,.0f}")
+            for side in ("loop", "dispatch"):
+                top = r[f"{side}_top"]
+                print(f"    {side}: " + "; ".join(f"{name} {k:,.0f}" for name, k in top))
+            continue
         counted = (f", {r['instructions']:,.0f} instructions, {r['cycles']:,.0f} cycles "
                    f"(IPC {r['instructions'] / r['cycles']:.2f})" if "instructions" in r
                    else " (perf unavailable: no counts)")

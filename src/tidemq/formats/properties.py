@@ -17,9 +17,8 @@ Layout (UTF-8 text)::
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 
 from tidemq.errors import CorruptRecord
 
@@ -40,9 +39,6 @@ __all__ = [
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 MAX_PROPERTIES_BYTES = 32767
-#: One pair as written; a segment split into name and value as read.
-_PAIR = "{}\x01{}\x02"
-_split_pair = operator.methodcaller("split", "\x01", 1)
 
 
 class PropertyKey:
@@ -80,11 +76,8 @@ def property_text(props: Mapping[str, str]) -> str:
     carries."""
     if not props:
         return ""
-    values: Collection[object] = props.values()
-    if "" in props or "" in values or None in values:  # some pairs are skipped
-        return "".join([f"{name}\x01{value}\x02" for name, value in props.items()
-                        if name and value is not None and value != ""])
-    return "".join(map(_PAIR.format, props, values))  # every pair, joined in C
+    return "".join([f"{name}\x01{value}\x02" for name, value in props.items()
+                    if name and value is not None and value != ""])
 
 
 def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
@@ -100,17 +93,7 @@ def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
 
 def parse_property_text(text: str) -> dict[str, str]:
     """:func:`decode_properties` of text already decoded: pairs with an empty name or value
-    are dropped, the last of a repeated name wins.
-
-    The usual text -- every segment a name, ``\\x01`` and a value, none of them empty --
-    is read with C-level calls; anything else pair by pair."""
-    try:
-        fast = dict(map(_split_pair, filter(None, text.split("\x02"))))
-    except ValueError:  # a segment without \x01
-        pass
-    else:  # an empty name or value is dropped below, and may reveal an earlier value
-        if "" not in fast and "" not in fast.values():
-            return fast
+    are dropped, the last of a repeated name wins."""
     out: dict[str, str] = {}
     for segment in text.split("\x02"):
         if len(segment) < 3:

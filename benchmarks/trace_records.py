@@ -19,7 +19,8 @@ processor, and, for each 8 x ~730 of those messages, the trace send their ``Pub`
 records make (8 trace messages); then the dispatch and the key index catch up. Printed
 per message sent: the CPU time of the whole process, user and kernel, the part spent by
 threads the broker did not start (a math library's workers), and minor page faults.
-``--no-trace`` leaves the trace sends out.
+``--no-trace`` leaves the trace sends out; ``--trace-only`` sends only them (a broker
+that serves only the trace topic; figures are still per traced message).
 
 Each part runs ``--repeat`` times; the median and the fastest CPU time per message (or
 record) are printed. Both parts use interfaces that older checkouts have too, so the
@@ -107,9 +108,11 @@ class _Peer:
     remote_address = "127.0.0.1:40000"
 
 
-def _send_load(sends: int, trace: bool) -> tuple[list[RemotingCommand], int]:
-    """The requests of ``sends`` batches and, when ``trace``, the trace sends their records
-    fill, in the order a traced producer issues them; and the messages sent."""
+def _send_load(sends: int, trace: bool, business: bool = True
+               ) -> tuple[list[RemotingCommand], int]:
+    """The requests of ``sends`` batches (unless not ``business``) and, when ``trace``, the
+    trace sends their records fill, in the order a traced producer issues them; and the
+    messages the records are of."""
     keys = new_uniq_keys("127.0.0.1")
     now = int(time.time() * 1000)
     builder = _MessageBuilder("RMQ_SYS_TRACE_TOPIC")
@@ -119,8 +122,9 @@ def _send_load(sends: int, trace: bool) -> tuple[list[RemotingCommand], int]:
         msgs = [Message("BenchTopic", b"x" * 128) for _ in range(SEND_BATCH)]
         prepared = prepare_send_batch(msgs, max_size=4 << 20, keys=keys, now_ms=now,
                                       compression=BatchCompression(None))
-        out.append(batch_send_request(msgs, SendOptions("bench_producer_0"), queue_id=i % 8,
-                                      now_ms=now, keys=keys))
+        if business:
+            out.append(batch_send_request(msgs, SendOptions("bench_producer_0"),
+                                          queue_id=i % 8, now_ms=now, keys=keys))
         if not trace:
             continue
         offsets = ",".join(f"7F00000100002A9F{phys + j * 200:016X}" for j in range(SEND_BATCH))
@@ -149,8 +153,8 @@ def _foreign_thread_seconds(started: set[int]) -> float:
     return total
 
 
-def send(sends: int, trace: bool) -> Callable[[], float]:
-    requests, messages = _send_load(sends, trace)
+def send(sends: int, trace: bool, business: bool = True) -> Callable[[], float]:
+    requests, messages = _send_load(sends, trace, business)
 
     async def once() -> tuple[float, float, float, float]:
         with tempfile.TemporaryDirectory() as root:
@@ -196,6 +200,8 @@ def main() -> None:
                         help="broker: trace messages per run")
     parser.add_argument("--sends", type=int, default=2000, help="send: batches sent per run")
     parser.add_argument("--no-trace", action="store_true", help="send: no trace sends")
+    parser.add_argument("--trace-only", action="store_true",
+                        help="send: only the trace sends")
     parser.add_argument("--repeat", type=int, default=None,
                         help="runs (default 7; send: 3)")
     args = parser.parse_args()
@@ -204,7 +210,7 @@ def main() -> None:
     elif args.part == "broker":
         run = broker(args.messages)
     else:
-        run = send(args.sends, not args.no_trace)
+        run = send(args.sends, not args.no_trace, not args.trace_only)
     repeat = args.repeat or (3 if args.part == "send" else 7)
     runs = [run() for _ in range(repeat)]
     unit = "record" if args.part == "broker" else "message"

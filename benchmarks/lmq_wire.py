@@ -1,9 +1,10 @@
 """What a fan-out message sent over the wire costs the broker, thread by thread (RIP-28).
 
 Builds a store holding ``--lmqs`` light message queues (in a child process, as ``tidemq
-bench lmq`` does), starts ``tidemq standalone`` on it and sends, ``--rounds`` times for
-each of ``--modes``, ``--messages`` fan-out messages, each to ``--fanout`` random
-existing LMQs: ``raw`` (one SEND_MESSAGE_V2 each, 64 in flight), ``single``
+bench lmq`` does), compacts its LMQ database (so that no compaction the build left
+behind runs during the measured rounds), starts ``tidemq standalone`` on it and sends,
+``--rounds`` times for each of ``--modes``, ``--messages`` fan-out messages, each to
+``--fanout`` random existing LMQs: ``raw`` (one SEND_MESSAGE_V2 each, 64 in flight), ``single``
 (``Producer.send``, 64 in flight, coalesced by the client) or ``batched`` (an
 ``AutoBatchProducer``). For each round it prints the broker's CPU microseconds a message
 (all threads, from ``/proc``), the busiest threads' share of it, and the message rate.
@@ -23,6 +24,8 @@ import asyncio
 import json
 import time
 from typing import Any
+
+from rocksdict import Options, Rdict
 
 from tidemq.bench.lmq import (
     PARENT,
@@ -112,7 +115,13 @@ def main() -> None:
                                      *args.set],
                            profile=args.profile, native=args.native)
     try:
-        _child("build", cfg, broker.data / "data" / "store")
+        store = broker.data / "data" / "store"
+        _child("build", cfg, store)
+        db = Rdict(str(store / "lmq"), Options(raw_mode=True))
+        try:
+            db.compact_range(None, None)
+        finally:
+            db.close()
         rounds = asyncio.run(_rounds(args, cfg, broker))
     finally:
         asyncio.run(broker.stop())

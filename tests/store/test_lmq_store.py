@@ -200,6 +200,37 @@ def test_crash_before_the_lmq_store_flushed_is_redispatched(lmq_cfg: Cfg,
         assert again.max_offset("%LMQ%x0", 0) == len(want["%LMQ%x0"]) + 1
 
 
+def test_a_checkpoint_flushes_the_memtable_only_once_it_holds_enough(tmp_path: Path) -> None:
+    """A checkpoint records the dispatched position; it flushes the memtable only once
+    ``flush_entries`` entries were written since the last flush, or the last flush is
+    ``flush_every`` seconds old, not at every call (each flush is a level-0 file that
+    compaction merges with the whole database)."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.flush_entries = 10
+
+        def in_memtable() -> int:
+            return int(lmq.db.property_int_value("rocksdb.num-entries-active-mem-table") or 0)
+
+        lmq.write_fanout([([f"%LMQ%q{i}" for i in range(4)], [0] * 4, 0, 10, 0, 1)], 10)
+        lmq.checkpoint(10)
+        assert lmq.dispatched == 10 and in_memtable() > 0  # 4 entries: kept
+        lmq.write_fanout([([f"%LMQ%q{i}" for i in range(6)], [1] * 4 + [0] * 2, 10, 10, 0,
+                           1)], 20)
+        lmq.checkpoint(20)
+        assert in_memtable() == 0  # 10 since the last flush: flushed
+        lmq.write_fanout([(["%LMQ%q0"], [2], 20, 10, 0, 1)], 30)
+        lmq.checkpoint(30)
+        assert in_memtable() > 0
+        lmq.flush_every = 0.0  # the last flush is old enough
+        lmq.checkpoint(30)
+        assert in_memtable() == 0
+        lmq.checkpoint(30)  # nothing written since: nothing to flush
+        assert lmq.max_offset("%LMQ%q0") == 3 and lmq.max_offset("%LMQ%q5") == 1
+    finally:
+        lmq.close()
+
+
 def test_consumer_offsets_survive_a_crash(lmq_cfg: Cfg, open_store: OpenStore,
                                           tmp_path: Path) -> None:
     """Offsets are not derived data: they are written with the WAL on."""

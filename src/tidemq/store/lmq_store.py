@@ -96,6 +96,11 @@ _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 _RUN = 16
 #: Queues whose metadata is cached, by default (see :class:`LmqStore`).
 CACHED_QUEUES = 200_000
+#: A checkpoint flushes the memtable once this many entries were written since the last
+#: flush, or once the last flush is :data:`FLUSH_EVERY` seconds old (see
+#: :meth:`LmqStore.checkpoint`).
+FLUSH_ENTRIES = 500_000
+FLUSH_EVERY = 60.0
 _first, _second = itemgetter(0), itemgetter(1)
 
 #: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
@@ -208,6 +213,10 @@ class LmqStore:
         self.dispatched: int = _Q.unpack(raw)[0] if raw is not None else 0
         self.entries_written = 0
         self._flushed_entries = 0
+        self._flushed_at = time.monotonic()
+        #: When a checkpoint flushes the memtable (see :meth:`checkpoint`).
+        self.flush_entries = FLUSH_ENTRIES
+        self.flush_every = FLUSH_EVERY
         self._stats: tuple[float, int, int] | None = None
         self._stats_thread: threading.Thread | None = None
         #: Resumable retention sweep: the last queue name visited, and the commit-log
@@ -591,15 +600,27 @@ class LmqStore:
         """Persist the memtable (the WAL is off): bounds re-dispatch after a crash."""
         self.db.flush()
         self._flushed_entries = self.entries_written
+        self._flushed_at = time.monotonic()
 
     def checkpoint(self, dispatched: int) -> None:
-        """Record that every LMQ entry of records below ``dispatched`` is written, then
-        persist; called with the dispatcher's position, after its writes."""
+        """Record that every LMQ entry of records below ``dispatched`` is written; called
+        with the dispatcher's position, after its writes (every
+        ``flushIntervalConsumeQueue``).
+
+        The memtable is flushed only once :attr:`flush_entries` entries were written
+        since the last flush, or the last flush is :attr:`flush_every` seconds old (and
+        by RocksDB when it is full). Each flush adds a level-0 file, and every few of
+        them are merged with level 1 -- which, entries going to random queues, is the
+        whole database: flushed every second, a store of a million LMQs spent more CPU
+        rewriting itself than dispatching. What is not flushed is re-dispatched from
+        the commit log after a crash (the checkpoint written with it says from where)."""
         with self._lock:
             if dispatched > self.dispatched:
                 self.dispatched = dispatched
                 self.db.put(_CHECKPOINT_KEY, _Q.pack(dispatched))
-        if self.entries_written != self._flushed_entries:
+        pending = self.entries_written - self._flushed_entries
+        if pending and (pending >= self.flush_entries
+                        or time.monotonic() - self._flushed_at >= self.flush_every):
             self.flush()
 
     def truncate_phys(self, end: int) -> int:

@@ -7,13 +7,16 @@ ordinary topic (``outer``: split into one record per message) and to a BatchCQ t
 message of ``--size`` bytes with tags and keys to an ordinary topic, or, for ``fanout``,
 batches whose messages each name ``--fanout`` random LMQs of ``--lmqs``
 (``INNER_MULTI_DISPATCH``, RIP-28; the broker runs with LMQ enabled and every frame
-differs), and feeds them to
+differs), or, for ``shared``, a batch-protocol parent in the shared send form whose
+``--batch`` children each send one message to their own queue of a topic of ``--batch``
+queues (``Producer.send_multi``'s request), and feeds them to
 the broker's real server-side ``Connection`` ``--per-read`` frames at a time, as if read
 from the socket. Answers go to a sink instead of the socket, so what is measured is the
 whole path on the event-loop thread: frame and header decoding, the send processor, the
 store append (commit log, hand-off to the dispatch thread) and the answer's encoding. Not
-measured: the syscalls, the event loop itself, and the dispatch thread (it runs
-meanwhile, as in the broker).
+measured: the syscalls and the event loop itself. The dispatch thread runs meanwhile, as
+in the broker; its CPU is read from ``/proc`` (10 ms ticks) until it has dispatched the
+round's records, and reported apart.
 
 Reported per request, median of ``--rounds`` rounds of ``--requests`` requests: wall
 microseconds, the event-loop thread's CPU microseconds, user and kernel (steadier than
@@ -68,10 +71,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tidemq.bench.process import thread_cpu_seconds
 from tidemq.client import AdminClient, lmq_message
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
 from tidemq.codec.send_batch import encode_send_batch, send_batch_request
+from tidemq.codec.shared_send import encode_shared_send
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.formats.properties import encode_properties
 from tidemq.net import Connection, RemotingClient
@@ -82,7 +87,7 @@ from tidemq.types import Message
 #: A private request code: its processor hands the benchmark the server-side connection.
 _GRAB = 29_901
 _TOPICS = {"outer": "SendPathOuter", "inner": "SendPathInner", "single": "SendPathOuter",
-           "fanout": "SendPathOuter"}
+           "fanout": "SendPathOuter", "shared": "SendPathShared"}
 #: Distinct frames a ``fanout`` round cycles through.
 _FANOUT_FRAMES = 256
 
@@ -204,11 +209,26 @@ def _single(body: bytes) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, body)
 
 
+def _shared(body: bytes, queues: int) -> RemotingCommand:
+    """A batch-protocol parent in the shared send form, as ``Producer.send_multi`` sends
+    it: one message to each of ``queues`` queues, each with its UNIQ_KEY and WAIT."""
+    now = int(time.time() * 1000)
+    keys = UniqKeyGenerator("127.0.0.1", os.getpid())
+    template = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+        "a": "send-path", "b": _TOPICS["shared"], "c": "TBW102", "d": "4", "e": "0",
+        "f": "0", "g": str(now), "h": "0", "j": "0", "k": "false"})
+    return encode_shared_send(template, [
+        (q, 0, now, 0, encode_properties({"UNIQ_KEY": keys.next_key(now), "WAIT": "true"}),
+         body) for q in range(queues)])
+
+
 def _frame(mode: str, batch: int, size: int, lmqs: int = 0, fanout: int = 0,
            rng: random.Random | None = None) -> bytes:
     body = (b"the quick brown fox jumps over the lazy dog " * (size // 44 + 1))[:size]
     if mode == "single":
         return b"".join(bytes(part) for part in encode_command(_single(body)))
+    if mode == "shared":
+        return b"".join(bytes(part) for part in encode_command(_shared(body, batch)))
     msgs = [Message(_TOPICS[mode], body) for _ in range(batch)]
     if mode == "fanout":
         assert rng is not None
@@ -271,12 +291,16 @@ def _measure(conn: Connection, store: MessageStore, frames: list[bytes], batch: 
     if callgrind:
         _callgrind(True)
     proc = perf.start()
+    threads = thread_cpu_seconds(os.getpid())
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
     for i in range(reads):
         conn.data_received(chunks[i % len(chunks)])
         conn._flush()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_THREAD)
+    store.wait_dispatched(60.0)
+    dispatch = sum(thread_cpu_seconds(os.getpid()).get("tidemq-dispatch", (0.0, 0.0))) - sum(
+        threads.get("tidemq-dispatch", (0.0, 0.0)))
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     counters = perf.stop(proc)
     if callgrind:
@@ -286,7 +310,8 @@ def _measure(conn: Connection, store: MessageStore, frames: list[bytes], batch: 
         raise RuntimeError(f"{n} requests of {batch} stored {store.put_messages - stored} "
                            "messages: the broker refused some (see its log)")
     out = {"wall_us": wall / n * 1e6, "cpu_us": (user + system) / n * 1e6,
-           "user_us": user / n * 1e6, "sys_us": system / n * 1e6}
+           "user_us": user / n * 1e6, "sys_us": system / n * 1e6,
+           "dispatch_us": dispatch / n * 1e6}
     if counters is not None:
         out["instructions"] = counters.instructions / n
         out["cycles"] = counters.cycles / n
@@ -313,6 +338,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                 await admin.create_topic(_TOPICS["inner"], read_queue_nums=1,
                                          write_queue_nums=1,
                                          attributes={"queue.type": "BatchCQ"})
+                if "shared" in args.modes:
+                    await admin.create_topic(_TOPICS["shared"], read_queue_nums=args.batch,
+                                             write_queue_nums=args.batch)
             conn, client = await _server_connection(cluster)
             transport, check_flow = conn._transport, conn._check_flow
             conn._transport, conn._check_flow = _Sink(), None  # type: ignore[assignment]
@@ -388,7 +416,8 @@ def main() -> None:
         print(f"  {mode:5s}: {r['wall_us']:6.1f} us/request (rounds {r['rounds_wall_us']}), "
               f"{r['cpu_us']:6.1f} us of the thread's CPU ({r['user_us']:.1f} user, "
               f"{r['sys_us']:.1f} kernel; rounds {r['rounds_cpu_us']})"
-              f"{counted}; ideal {r['ideal_msgs_per_s']:,.0f} msgs/s")
+              f"{counted}; ideal {r['ideal_msgs_per_s']:,.0f} msgs/s; dispatch thread "
+              f"{r['dispatch_us']:.1f} us (10 ms ticks)")
 
 
 if __name__ == "__main__":

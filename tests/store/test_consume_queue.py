@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from pathlib import Path
 
@@ -190,3 +191,23 @@ def test_append_one_writes_what_append_writes(
         bytes(f.mm[:f.wrote]) for f in whole.files]
     with pytest.raises(QueueGap):
         single.append_one(start + len(phys) + 1, phys[-1] + 10_000, 10, 0)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 2**31 - 1), min_size=2, max_size=40),
+       cuts=st.lists(st.integers(1, 40), max_size=6), start=st.integers(0, 9))
+def test_small_appends_write_the_bytes_of_one_array_append(
+        tmp_path_factory: pytest.TempPathFactory, sizes: list[int], cuts: list[int],
+        start: int) -> None:
+    """A few entries are packed one by one, many go through an array: the same bytes."""
+    phys = [sum(sizes[:i]) for i in range(len(sizes))]
+    tags = [tags_code(f"t{i}") for i in range(len(sizes))]
+    whole = make_cq(tmp_path_factory.mktemp("whole"))
+    whole.append(start, phys, sizes, tags)
+    parts = make_cq(tmp_path_factory.mktemp("parts"))
+    bounds = sorted({0, len(phys), *(c for c in cuts if c < len(phys))})
+    for a, b in itertools.pairwise(bounds):
+        parts.append(start + a, phys[a:b], sizes[a:b], tags[a:b])
+    assert [bytes(f.mm[:f.wrote]) for f in parts.files] == [
+        bytes(f.mm[:f.wrote]) for f in whole.files]

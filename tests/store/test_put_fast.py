@@ -297,3 +297,12 @@ def test_fold_rows_a_queue_of_one_row_is_that_row() -> None:
              b.end, None if b.keys is None else list(b.keys)) for b in batches] == [
         (0, 3, [0], [10], 5, 10, [("a",)]), (1, 0, [10], [10], 6, 20, [("b",)]),
         (2, 9, [20], [10], 6, 30, None), (0, 4, [30], [10], 7, 40, [("c",)])]
+
+
+def test_fold_rows_keyed_rows_of_one_millisecond_are_one_batch() -> None:
+    rows = [_row(10 * (i + 1), 5, i % 2, i // 2, (f"k{i}",)) for i in range(6)]
+    batches = fold_rows(rows, timed=lambda topic, queue_id: True)
+    assert [(b.queue_id, b.queue_offset, list(b.phys), b.store_timestamp,
+             list(b.keys or ())) for b in batches] == [
+        (0, 0, [0, 20, 40], 5, [("k0",), ("k2",), ("k4",)]),
+        (1, 0, [10, 30, 50], 5, [("k1",), ("k3",), ("k5",)])]

@@ -50,6 +50,8 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 #: a write holds the GIL (and a fresh page of a sparse file costs microseconds), while
 #: ``MappedFile.populate`` faults 32 pages per call with the GIL released.
 POPULATE_AHEAD = 128 * 1024
+#: Appends of fewer entries than this are packed entry by entry, not made an array.
+PACK_BELOW = 16
 
 Entries = npt.NDArray[np.void]
 
@@ -219,6 +221,8 @@ class ConsumeQueue(QueueFiles):
             phys, sizes, tags = phys[skip:], sizes[skip:], tags[skip:]
         if n - skip == 1:  # one entry (a dispatch round of one put): packed, not an array
             self._write(first, memoryview(_ENTRY.pack(phys[0], sizes[0], tags[0])))
+        elif n - skip <= PACK_BELOW:  # a few (a round of a few sends to many queues)
+            self._write(first, memoryview(b"".join(map(_ENTRY.pack, phys, sizes, tags))))
         else:
             arr = np.empty(n - skip, dtype=CQ_DTYPE)
             arr["phys"] = _column(phys)

@@ -135,11 +135,13 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
             continue
         # Columns by itemgetter, not zip(*group): a backlog's group holds 100,000s of rows,
         # and zip would make (and the collector chase) one iterator per row.
-        if (first[7] is None and last[3] - first[3] == n - 1
-                and (timed is None or not timed(topic, queue_id))):
+        if last[3] - first[3] == n - 1 and (
+                first[1] == last[1]  # one store millisecond (a put_many's rows): one batch
+                or (first[7] is None and (timed is None or not timed(topic, queue_id)))):
             out.append(DispatchBatch(topic, queue_id, first[3], list(map(_ROW_PHYS, group)),
                                      list(map(_ROW_SIZE, group)), list(map(_ROW_TAGS, group)),
-                                     last[1], last[0]))
+                                     last[1], last[0],
+                                     None if first[7] is None else list(map(_ROW_KEYS, group))))
             continue
         ends, stamps, offsets, phys, sizes, tags, index_keys = (
             list(map(getter, group)) for getter in _ROW_COLUMNS)

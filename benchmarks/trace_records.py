@@ -7,6 +7,8 @@ default), as a producer loop sends them; for each, the ``Pub`` records
 tracer's builder), and the encoding of each 8-message trace send
 (``prepare_send_batch``). ``--batch 1`` is a traced single send (``Producer.send``, and
 the auto-batching producer's batches of one): its message and msgId as a tuple.
+``--produce``: the batches are ``AutoBatchProducer.produce``'s, bodies without properties,
+whose messages the tracer is handed as well (a list in older checkouts).
 
 ``broker``: one trace message of 750 records' keys (its ``KEYS`` property, 24 KB): the
 property string's check, its parse, the index keys' split and the keys' hashes -- what
@@ -42,11 +44,11 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tidemq.broker.processors.message_facts import index_keys
-from tidemq.client.sending import BatchCompression, prepare_send_batch
+from tidemq.client.sending import BatchCompression, prepare_send_batch, prepare_send_bodies
 from tidemq.client.stamps import new_uniq_keys
 from tidemq.client.tracer import BATCH_MESSAGES, _MessageBuilder, pub_records
 from tidemq.codec.bodies import TopicConfig
@@ -61,11 +63,26 @@ BATCH = 100
 RECORDS = 750
 
 
-def client(batches: int, batch: int = BATCH) -> Callable[[], float]:
+def _produced(bodies: list[bytes]) -> Sequence[Message]:
+    """The messages a traced ``produce()`` batch hands the tracer, as this checkout does."""
+    try:
+        from tidemq.client.batching import _SharedMessages
+    except ImportError:  # older checkouts: a message made per body
+        return [Message("BenchTopic", b, {}) for b in bodies]
+    return _SharedMessages("BenchTopic", bodies, None)
+
+
+def client(batches: int, batch: int = BATCH, produce: bool = False) -> Callable[[], float]:
     keys = new_uniq_keys("127.0.0.1")
-    msgs = [Message("BenchTopic", b"x" * 128) for _ in range(batch)]
-    prepared = prepare_send_batch(msgs, max_size=4 << 20, keys=keys, now_ms=1,
-                                  compression=BatchCompression(None))
+    bodies = [b"x" * 128] * batch
+    msgs: Sequence[Message] = [Message("BenchTopic", b) for b in bodies]
+    if produce:
+        prepared = prepare_send_bodies("BenchTopic", bodies, max_size=4 << 20, keys=keys,
+                                       now_ms=1, compression=BatchCompression(None),
+                                       properties=None)
+    else:
+        prepared = prepare_send_batch(msgs, max_size=4 << 20, keys=keys, now_ms=1,
+                                      compression=BatchCompression(None))
     offsets = ",".join(f"7F00000100002A9F{i * 200:016X}" for i in range(batch))
     result = SendResult(SendStatus.SEND_OK, ",".join(prepared.keys), offsets,
                         MessageQueue("BenchTopic", "broker-a", 0), 0, message_count=batch)
@@ -75,6 +92,8 @@ def client(batches: int, batch: int = BATCH) -> Callable[[], float]:
         started = time.process_time()
         builder = _MessageBuilder("RMQ_SYS_TRACE_TOPIC")
         for _ in range(batches):
+            if produce:  # the messages are made for the tracer with each batch
+                msgs = _produced(bodies)
             builder.extend(pub_records("bench_producer_0", msgs, ids, result, 1, 2))
             if len(builder.messages) >= BATCH_MESSAGES:
                 prepare_send_batch([m for m, _ in builder.take()], max_size=4 << 20,
@@ -196,6 +215,8 @@ def main() -> None:
     parser.add_argument("part", choices=("client", "broker", "send"))
     parser.add_argument("--batches", type=int, default=2000, help="client: batches per run")
     parser.add_argument("--batch", type=int, default=BATCH, help="client: messages per batch")
+    parser.add_argument("--produce", action="store_true",
+                        help="client: produce()'s batches of bodies")
     parser.add_argument("--messages", type=int, default=300,
                         help="broker: trace messages per run")
     parser.add_argument("--sends", type=int, default=2000, help="send: batches sent per run")
@@ -206,7 +227,7 @@ def main() -> None:
                         help="runs (default 7; send: 3)")
     args = parser.parse_args()
     if args.part == "client":
-        run = client(args.batches, args.batch)
+        run = client(args.batches, args.batch, args.produce)
     elif args.part == "broker":
         run = broker(args.messages)
     else:

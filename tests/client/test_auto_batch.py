@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemq.client import AdminClient, ClientConfig, Message, MessageQueue, Producer
 from tidemq.client.batch_rpc import batch_requester
-from tidemq.client.batching import AutoBatchProducer
+from tidemq.client.batching import AutoBatchProducer, _message, _SharedMessages
 from tidemq.client.errors import ClientClosedError
 from tidemq.client.sending import BatchCompression, new_send_result, prepare_send_batch
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError, error_for_code
@@ -294,3 +296,23 @@ async def test_a_lone_message_is_a_plain_send_and_retried_like_a_batch(
         with pytest.raises(TideMQError, match="injected"):
             await future
     assert pinned.calls == [(mq, 1)]  # a pinned message never moves
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(st.binary(max_size=8), min_size=1, max_size=12),
+       st.one_of(st.none(), st.dictionaries(st.sampled_from(["TAGS", "KEYS", "a"]),
+                                            st.text(min_size=1, max_size=4))),
+       st.integers(-15, 15), st.integers(-15, 15))
+def test_a_batch_of_shared_entries_reads_as_its_messages(bodies: list[bytes],
+                                                          entry: dict[str, str] | None,
+                                                          start: int, stop: int) -> None:
+    """produce()'s traced batch hands its messages over as a view made when read: the
+    same messages as the list it replaces, however it is read."""
+    view = _SharedMessages("T", bodies, entry)
+    listed = [_message("T", b, entry) for b in bodies]
+    assert len(view) == len(listed) and list(view) == listed
+    assert [view[i] for i in range(-len(bodies), len(bodies))] == [
+        listed[i] for i in range(-len(bodies), len(bodies))]
+    assert view[start:stop] == listed[start:stop]
+    with pytest.raises(IndexError):
+        view[len(bodies)]

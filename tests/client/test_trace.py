@@ -393,6 +393,7 @@ async def test_abort_stops_the_task_and_sends_nothing_more() -> None:
 def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None:
     """The records of a prepared batch whose messages are alike (read once) are those of
     its messages read one by one."""
+    from tidemq.client.batching import _SharedMessages
     from tidemq.client.sending import BatchCompression, prepare_send_batch
     from tidemq.client.stamps import new_uniq_keys
     from tidemq.client.tracer import pub_records
@@ -410,6 +411,10 @@ def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None
     one_by_one = pub_records("pg", msgs, list(prepared.keys), result, 1, 2)
     whole = [by_batch.prefix + t + by_batch.suffix for t in by_batch.texts]
     assert whole == [one_by_one.prefix + t + one_by_one.suffix for t in one_by_one.texts]
+    # produce()'s batch: its messages as a view over the bodies and their shared entry
+    view = _SharedMessages("Batched", bodies, {"TAGS": "t", "KEYS": "k1 k2"})
+    by_view = pub_records("pg", view, prepared, result, 1, 2)
+    assert [by_view.prefix + t + by_view.suffix for t in by_view.texts] == whole
     records = decode_trace_data("".join(whole).encode()).records
     assert [(r.tags, r.keys, r.body_length) for r in records] == [  # type: ignore[union-attr]
         ("t", "k1 k2", len(b)) for b in bodies]

@@ -69,8 +69,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
+from typing import overload
 
 from tidemq.client.errors import (
     BufferFullError,
@@ -610,7 +611,7 @@ class AutoBatchProducer:
 
     def _prepare(self, producer: Producer, topic: str, bodies: list[bytes],
                  msgs: list[_Entry]
-                 ) -> tuple[PreparedBatch, Message, list[Message] | None]:
+                 ) -> tuple[PreparedBatch, Message, Sequence[Message] | None]:
         """The batch encoded once, its first message, and its messages when the producer
         traces them. Bodies that share their properties (or have none) go straight to the
         column encoder; any other batch is encoded from messages."""
@@ -621,9 +622,9 @@ class AutoBatchProducer:
             prepared = prepare_send_bodies(topic, bodies, max_size=max_size, keys=keys,
                                            now_ms=now_ms(), compression=compression,
                                            properties=first)
-            full = None if producer.tracer is None else [_message(topic, b, first)
-                                                         for b in bodies]
-            return prepared, _message(topic, bodies[0], first), full
+            shared = None if producer.tracer is None else _SharedMessages(topic, bodies,
+                                                                          first)
+            return prepared, _message(topic, bodies[0], first), shared
         full = [_message(topic, b, m) for m, b in zip(msgs, bodies, strict=True)]
         prepared = prepare_send_batch(full, max_size=max_size, keys=keys, now_ms=now_ms(),
                                       compression=compression, checked=True)
@@ -701,6 +702,35 @@ def _message(topic: str, body: bytes, entry: _Entry) -> Message:
     if isinstance(entry, Message):
         return entry
     return Message(topic, body, dict(entry) if entry else {})
+
+
+class _SharedMessages(Sequence[Message]):
+    """The messages of a batch whose entries are all ``entry`` (produced without
+    properties, or with the same ones), made when read: a traced batch hands them to its
+    trace records, which read only the first when the batch's messages are alike."""
+
+    __slots__ = ("bodies", "entry", "topic")
+
+    def __init__(self, topic: str, bodies: Sequence[bytes], entry: _Entry) -> None:
+        self.topic, self.bodies, self.entry = topic, bodies, entry
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @overload
+    def __getitem__(self, i: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Message]: ...
+
+    def __getitem__(self, i: int | slice) -> Message | list[Message]:
+        if isinstance(i, slice):
+            return [_message(self.topic, b, self.entry) for b in self.bodies[i]]
+        return _message(self.topic, self.bodies[i], self.entry)
+
+    def __iter__(self) -> Iterator[Message]:
+        topic, entry = self.topic, self.entry
+        return (_message(topic, b, entry) for b in self.bodies)
 
 
 def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]) -> None:

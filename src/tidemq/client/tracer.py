@@ -153,6 +153,8 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
         tags, keys = [shared.get("TAGS", "")] * n, [shared.get("KEYS", "")] * n
         lengths = [len(first.body)] * n
     else:  # map over dict.get and operator: C loops
+        if not isinstance(msgs, (list, tuple)):
+            msgs = list(msgs)  # a view that makes its messages when read: once
         props = list(map(_PROPERTIES, msgs))
         tags = list(map(dict.get, props, itertools.repeat("TAGS"), itertools.repeat("")))
         keys = list(map(dict.get, props, itertools.repeat("KEYS"), itertools.repeat("")))

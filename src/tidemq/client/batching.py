@@ -265,9 +265,11 @@ class AutoBatchProducer:
         if queue is not None and sharding_key is not None:
             raise ValueError("give at most one of queue and sharding_key")
         if queue is None and sharding_key is None and not msg.properties:
-            future = self._join_open(msg)
-            if future is not None:
-                return future
+            lane = self._sticky.get(msg.topic)
+            if lane is not None and lane.open is not None:
+                future = self._join_open(lane, msg)
+                if future is not None:
+                    return future
         self._check(msg)
         size = _size(msg)
         while self._buffered and self._buffered + size > self.total_buffer_bytes:
@@ -293,15 +295,14 @@ class AutoBatchProducer:
         self._append(lane, msg.body, msg, fut, size)
         return fut
 
-    def _join_open(self, msg: Message) -> asyncio.Future[SendResult] | None:
+    def _join_open(self, lane: _Lane, msg: Message) -> asyncio.Future[SendResult] | None:
         """The usual message -- no properties, a topic already checked, a body within the
-        limits -- joins its topic's sticky lane's open batch when that batch stays open
-        and not full and the buffer has room: what :meth:`send` would do through
-        :meth:`_check` and :meth:`_append`, decided with less work. ``None``: take the
-        general way."""
-        lane = self._sticky.get(msg.topic)
+        limits -- joins ``lane`` (its topic's sticky lane)'s open batch when that batch
+        stays open and not full and the buffer has room: what :meth:`send` would do
+        through :meth:`_check` and :meth:`_append`, decided with less work. ``None``:
+        take the general way."""
         loop = self._loop
-        if lane is None or loop is None:
+        if loop is None:
             return None
         batch = lane.open
         body = msg.body

@@ -88,8 +88,8 @@ _NO_HELPERS = textwrap.dedent("""
 
 def test_hashing_many_keys_leaves_the_other_threads_idle(tmp_path: Path) -> None:
     """A broker has two cores for its event loop and its store threads: hashing a drain's
-    keys must not hand work to a math library's worker threads (numpy's BLAS starts
-    one per core at import; a matrix product of hundreds of keys wakes them)."""
+    keys must not hand work to a math library's worker threads (numpy's OpenBLAS starts
+    them at import, and splits a product of many thousands of keys across them)."""
     done = subprocess.run([sys.executable, "-c", _NO_HELPERS], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr

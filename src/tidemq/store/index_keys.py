@@ -9,11 +9,11 @@ product of their bytes with the powers of 31, and ``hash(prefix + key)`` is
 building a string per key (:func:`column_hashes`), and so are the keys of records queued
 one by one (:func:`prefixed_hashes`; a trace message's hundreds of msgIds).
 
-The products are summed in float64, exactly (:data:`_FLOAT_MAX_WIDTH`), with ``einsum``
-rather than a BLAS matrix product: a BLAS product of a large key matrix starts worker
-threads that spin on the broker's other core, and needs the whole matrix converted to
-float64 first (eight bytes per character); ``einsum`` converts in small buffers on the
-calling thread.
+The products are summed in float64, exactly (:data:`_FLOAT_MAX_WIDTH`), a matrix-vector
+product over at most :data:`_CHUNK` characters at a time: the float64 copy stays small
+(eight bytes per character), and OpenBLAS keeps the product on the calling thread (from
+about 460,000 elements it splits one with its worker thread, which then spins on the
+broker's other core and takes several times the CPU).
 """
 
 from __future__ import annotations
@@ -111,11 +111,23 @@ def _each_key(prefixes: Sequence[str], counts: Sequence[int] | IntArray) -> Iter
     return itertools.chain.from_iterable(map(itertools.repeat, prefixes, map(int, counts)))
 
 
+#: Characters (matrix elements) hashed by one float64 product at most.
+_CHUNK = 1 << 17
+
+
 def _row_hashes(rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
     """Java's ``String.hashCode`` mod 2**32 of each row of ASCII bytes, at most
     :data:`_FLOAT_MAX_WIDTH` wide: the rows' bytes weighted by the powers of 31, summed
-    exactly in float64 on this thread (see the module docstring)."""
-    h = np.einsum("ij,j->i", rows, _powers(rows.shape[1]))
+    exactly in float64, :data:`_CHUNK` characters at a time (see the module docstring)."""
+    n, width = rows.shape
+    powers = _powers(width)
+    step = max(1, _CHUNK // width)
+    if n <= step:
+        h = rows.astype(np.float64).dot(powers)
+    else:
+        h = np.empty(n, dtype=np.float64)
+        for start in range(0, n, step):
+            h[start : start + step] = rows[start : start + step].astype(np.float64).dot(powers)
     out: npt.NDArray[np.uint32] = h.astype(np.int64).astype(np.uint32)
     return out
 

@@ -227,8 +227,10 @@ class BatchConsumeQueue(QueueFiles):
         raw = _ENTRY.pack(phys, size, tags, store_ts, base, count, -1, 0)
         files = self.files
         mf = files[-1] if files else None
-        if mf is not None and mf.size - mf.wrote >= BCQ_UNIT:
-            mf.write_at(mf.wrote, raw)
+        if mf is not None and mf.werr is None and mf.size - mf.wrote >= BCQ_UNIT:
+            at = mf.wrote  # MappedFile.write_at's copy, without its call
+            mf.mm[at : at + BCQ_UNIT] = raw
+            mf.wrote = at + BCQ_UNIT
         else:
             self._write(raw, (base,))
         self.max_offset = end = base + count

@@ -181,6 +181,7 @@ def _fold_neighbours(rows: list[Row]) -> list[DispatchBatch]:
 
 
 _BATCH_END = operator.attrgetter("end")
+_BATCH_KEYS = operator.attrgetter("keys")
 
 
 class IndexSink(Protocol):
@@ -235,7 +236,7 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
                 if keys:
                     index.put_keys(topic, keys, phys_off, ts)
         return
-    if any(type(b.keys) is KeyColumns for b in batches):
+    if KeyColumns in map(type, map(_BATCH_KEYS, batches)):  # one C-level pass
         _index_with_columns(index, batches)
         return
     keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys

@@ -104,7 +104,8 @@ FLUSH_EVERY = 60.0
 _first, _second = itemgetter(0), itemgetter(1)
 
 #: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
-#: queue, so that dispatch advances a cached queue in place (see :meth:`LmqStore._advance`).
+#: queue, so that dispatch advances a cached queue in place
+#: (:meth:`LmqStore._advance_cached`).
 Meta = list[int]
 #: One record's fan-out: (LMQ names, offsets in them, phys, size, tags code, store time).
 FanOut = tuple[Sequence[str], Sequence[int], int, int, int, int]

@@ -317,3 +317,20 @@ def test_a_compiled_module_whose_crc_differs_from_zlibs_is_refused() -> None:
     wrong.body_crc32 = lambda data, value=0: zlib.crc32(bytes(data)[:-1], value)  # type: ignore[attr-defined]
     with pytest.raises(ImportError, match="other CRC-32 values"):
         crecords._check_native(wrong)
+
+
+def test_a_crc_wrong_only_from_the_256_byte_fold_on_is_refused() -> None:
+    """The 256-byte fold runs only on CPUs with VPCLMULQDQ and AVX-512, and its loop only
+    from 512 bytes on: the import check takes buffers that long, so a fold wrong there is
+    refused on the CPU that would take it."""
+    wrong = ModuleType("wrong")
+    for name in crecords._NATIVE_NAMES:
+        setattr(wrong, name, getattr(crecords, "py_" + name))
+
+    def folds_wrong_from_512(data: bytes, value: int = 0) -> int:
+        crc = zlib.crc32(data, value)
+        return crc ^ 1 if len(data) >= 512 else crc
+
+    wrong.body_crc32 = folds_wrong_from_512  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="other CRC-32 values"):
+        crecords._check_native(wrong)

@@ -113,3 +113,21 @@ def test_a_store_that_refuses_puts_refuses_each(open_store: OpenStore) -> None:
     store.commitlog.werr = "injected"
     got = store.put_many("T", [(0, msg(b"a"), 0, 0), (1, msg(b"b"), 0, 0)])
     assert all(isinstance(r, StoreReadOnly) for r in got)
+
+
+def test_a_record_too_large_for_a_segment_fails_alone(open_store: OpenStore) -> None:
+    store = open_store()  # 4 KiB segments
+    runs: list[tuple[int, int]] = []
+    store.add_append_hook(lambda start, view: runs.append((start, len(view))))
+    got = store.put_many("T", [(0, msg(b"a" * 100), 0, 0), (0, msg(b"b" * 5000), 0, 0),
+                               (0, msg(b"c" * 100), 0, 0)])
+    assert isinstance(got[1], MessageTooLarge)
+    first, third = got[0], got[2]
+    assert isinstance(first, PutResult) and isinstance(third, PutResult)
+    assert (first.queue_offset, third.queue_offset) == (0, 1)
+    assert third.phys_offsets[0] == first.phys_offsets[0] + first.sizes[0]
+    at = runs[0][0]
+    for start, length in runs:  # each byte reported once, in order
+        assert start == at
+        at += length
+    assert at == store.commitlog.max_offset

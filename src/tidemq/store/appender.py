@@ -461,14 +461,16 @@ class Appender:
         if shape is None and limit >= 0 and bhost:
             self._v1_topic_field(topic)
             shape = self._topic_shapes.get(topic)
-        if (shape is None or limit < 0 or not bhost or not puts
-                or any(len(m[0]) > limit or len(m[1]) > 0x7FFF for _, m, _, _ in puts)):
+        if shape is None or limit < 0 or not bhost or not puts:
             return self._put_each(topic, puts, born_host, reconsume_times, wait_flush)
         fixed, tail, layouts, queue_keys = shape
+        index_keys = self._index_keys
         # Decided before the lock: each record's size, packer, body CRC and queue key.
         plans = []
         for queue_id, (given, props, flag, tags, keys), sys_flag, born in puts:
             blen, plen = len(given), len(props)
+            if blen > limit or plen > 0x7FFF:  # put's general path: one put at a time
+                return self._put_each(topic, puts, born_host, reconsume_times, wait_flush)
             # the packer's "s" fields take bytes: a small view is copied once
             body = bytes(given) if type(given) is not bytes and blen <= 4096 else given
             pack = layouts.get(blen << 15 | plen) if type(body) is bytes else None
@@ -479,8 +481,9 @@ class Appender:
                 key = queue_keys[queue_id] = (topic, queue_id)
             plans.append((key, queue_id, fixed + blen + plen, _crc32(body) & 0x7FFFFFFF,
                           pack, body, props, flag, sys_flag & _NO_V6_HOSTS, born, tags,
-                          keys if self._index_keys else None))
+                          keys if index_keys else None))
         out: list[PutResult | Exception] = []
+        add = out.append
         cl = self.commitlog
         store_host = self._store_host_bytes
         next_offsets = self.next_offsets
@@ -488,26 +491,27 @@ class Appender:
         hooks = self._hooks
         sync = wait_flush and self._sync_flush
         stored = 0
-        run: tuple[MappedFile, int] | None = None  # the run of bytes not yet reported
         lock = cl.lock
         lock.acquire()
         try:
             ts = self._store_time()
+            segs = cl.segments
+            seg = segs[-1] if segs else None
+            pos = run_pos = seg.wrote if seg is not None else 0
+            room = seg.size - BLANK_SIZE if seg is not None else -1  # a record ends by it
+            healthy = cl.werr is None and cl.disk_full is None
+            run = seg  # the segment of the run of bytes not yet reported, from run_pos
             for key, queue_id, size, crc, pack, body, props, flag, sys_flag, born, tags, \
                     indexed in plans:
                 try:
-                    segs = cl.segments
-                    seg = segs[-1] if segs else None
-                    if (seg is None or cl.werr is not None or cl.disk_full is not None
-                            or size + BLANK_SIZE > seg.size - seg.wrote):
-                        if run is not None and hooks:
-                            self._appended(run[0], run[1], run[0].wrote)
-                        run = None
+                    if pos + size > room or not healthy:  # a roll, a refusal, a first segment
+                        if hooks and pos > run_pos:
+                            self._appended(cast(MappedFile, run), run_pos, pos)
+                        run_pos = pos
                         seg, pos = self._reserve(size)
-                    else:
-                        pos = seg.wrote
-                    if run is None:
-                        run = (seg, pos)
+                        run, run_pos, room = seg, pos, seg.size - BLANK_SIZE
+                        healthy = cl.werr is None and cl.disk_full is None
+                    assert seg is not None  # _reserve gave one
                     qo = next_offsets.get(key, 0)
                     phys = seg.base + pos
                     if pack is None:
@@ -523,18 +527,21 @@ class Appender:
                             seg.mm[pos : pos + size] = bytes(size)  # a part may be written
                             raise
                 except Exception as exc:  # this put failed; the others go on
-                    out.append(exc)
+                    add(exc)
                     continue
-                end = phys + size
-                seg.wrote = pos + size
+                pos += size
+                seg.wrote = pos
                 next_offsets[key] = qo + 1
-                pending((end, ts, key, qo, phys, size, tags, indexed))
+                pending((pos + seg.base, ts, key, qo, phys, size, tags, indexed))
                 stored += 1
-                out.append(_new_result(PutResult, (
-                    _PUT_OK, qo, (phys,), (size,), ts, self._join_flush(end) if sync else None,
-                    _monotonic() + self._flush_timeout if sync else 0.0)))
-            if run is not None and hooks and run[0].wrote > run[1]:
-                self._appended(run[0], run[1], run[0].wrote)
+                if sync:
+                    add(_new_result(PutResult, (
+                        _PUT_OK, qo, (phys,), (size,), ts, self._join_flush(phys + size),
+                        _monotonic() + self._flush_timeout)))
+                else:
+                    add(_new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0)))
+            if hooks and pos > run_pos:
+                self._appended(cast(MappedFile, run), run_pos, pos)
             if stored and self._live.idle:
                 self._live.poke()
             self.put_messages += stored

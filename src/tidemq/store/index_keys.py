@@ -92,10 +92,8 @@ def prefixed_hashes(prefixes: Sequence[str], counts: Sequence[int] | IntArray,
         full = [p + k for p, k in zip(_each_key(prefixes, counts), keys, strict=True)]
         return index_hashes(full)
     scale = pow(31, same.shape[1], 1 << 32)
-    known: dict[str, int] = {}
-    for p in prefixes:
-        if p not in known:
-            known[p] = (java_string_hash(p) & 0xFFFFFFFF) * scale & 0xFFFFFFFF
+    known = {p: (java_string_hash(p) & 0xFFFFFFFF) * scale & 0xFFFFFFFF
+             for p in set(prefixes)}  # the topics of a drain: a few
     raw = _row_hashes(same)
     if len(known) == 1:
         raw += np.uint32(known[prefixes[0]])  # wraps mod 2**32, as Java's int arithmetic

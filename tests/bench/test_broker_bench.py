@@ -285,6 +285,8 @@ def test_latency_auto_batched(tmp_path: Path) -> None:
     # the requests each side made: the auto-batcher's sends and the consumer's pulls
     assert 0 < summary["shipped_requests"] <= summary["sent"]
     assert summary["pull_requests"] > 0 and summary["pull_messages_per_request"] > 0
+    # how late the pacer released what was due: at least 0, at most the whole run
+    assert 0 <= summary["pacer_late_p99_ms"] <= summary["pacer_late_max_ms"] < 2000
 
 
 @pytest.mark.slow

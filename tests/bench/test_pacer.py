@@ -99,3 +99,21 @@ async def test_sends_over_the_in_flight_cap_are_skipped_and_counted(tmp_path: Pa
             await batcher.close()
     assert pacer.sent > 0 and pacer.skipped > 0 and pacer.in_flight == 0
     assert acks.count == pacer.sent == batcher.shipped_messages == batcher.shipped_requests
+
+
+async def test_a_pacer_held_up_says_how_late_it_released(tmp_path: Path) -> None:
+    """Stamps are hand-over times, so a stalled pacer would not show in the latencies;
+    its lateness against the messages' due times is kept instead."""
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        queues = await _queues(cluster.namesrv_addr)
+        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+        async with Producer("pacer_producer", config=config) as producer:
+            batcher = AutoBatchProducer(producer, linger_ms=0)
+            pacer = Pacer(producer, batcher, queues, Meter(), topic=TOPIC, size=64,
+                          rate=2000, in_flight=10_000)
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.1, time.sleep, 0.2)  # the event loop held for 200 ms
+            await _run_for(pacer, 0.5)
+            await batcher.close()
+    assert pacer.sent > 0 and len(pacer.late) > 1
+    assert max(pacer.late) >= 0.19

@@ -787,8 +787,11 @@ async def run_latency(cfg: BrokerBenchConfig, report: Report | None = None) -> d
                 await _stop(tasks, running)
                 requests = {**_shipped(batchers), **_pulled(consumer, received.count)}
         ack = ack_sampler.summary(cfg.warmup)
+        late = sorted(pacer.late) or [0.0]
         extra = {**requests, "sent": pacer.sent, "send_calls": pacer.calls,
                  "skipped_over_in_flight": pacer.skipped,
+                 "pacer_late_p99_ms": late[int(0.99 * (len(late) - 1))] * 1e3,
+                 "pacer_late_max_ms": late[-1] * 1e3,
                  "send_errors": acks.errors, "send_last_error": acks.last_error or None,
                  "ack": {k: ack.get(k) for k in ("msgs_per_s", "p50_ms", "p99_ms", "p999_ms")}}
         if cfg.receive:

@@ -16,6 +16,10 @@ How a message is handed over:
   such sends are due a second).
 
 ``sent`` and ``skipped`` count messages, ``calls`` the send (or ``send_batch``) calls.
+A stamp is the time a message is handed over, not the time it was due, so a pacer that
+falls behind (a busy machine stretching its ticks) would not show in the latencies:
+``late`` keeps, for every tick that released messages, how long after its first message
+was due it did so (up to one tick is the tick itself).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ class Pacer:
         self.pad = b"x" * max(size - STAMP.size, 0)
         self.sent = self.skipped = self.in_flight = 0
         self.calls = 0  # send (or send_batch) calls made
+        #: Seconds each releasing tick came after its first message was due.
+        self.late: list[float] = []
         self.tasks: set[asyncio.Task[None]] = set()
         #: The first error a send task died of (one it did not count as a failed send).
         self.died: BaseException | None = None
@@ -77,6 +83,7 @@ class Pacer:
                 now = min(due - due_sent, max(self.cap - self.in_flight, 0))
                 self.skipped += (due - due_sent - now) * n
                 first, due_sent = due_sent, due
+                self.late.append(clock() - start - (first + 1) / per_second)
                 if self.batcher is not None:
                     await self._hand_over(self.batcher, now)
                 else:

@@ -51,7 +51,7 @@ __all__ = ["consume", "latency", "produce", "report"]
 
 #: Summary figures listed after the fixed ones, by the start of their key.
 _EXTRA = ("prefill", "consumed", "sent", "skipped", "received", "complete", "shipped",
-          "pull_")
+          "pull_", "pacer_")
 
 
 Replica = Annotated[str | None, typer.Option(

@@ -12,7 +12,8 @@ whose messages the tracer is handed as well (a list in older checkouts).
 
 ``broker``: one trace message of 750 records' keys (its ``KEYS`` property, 24 KB): the
 property string's check, its parse, the index keys' split and the keys' hashes -- what
-the send path and the key index do with it.
+the send path and the key index do with it (the hashes as the checkout's index takes
+them).
 
 ``send``: a broker's whole work for a traced producer's load, in this process, without
 the network: ``--sends`` SEND_BATCH_MESSAGE requests of 85 messages of 128 B (a
@@ -104,17 +105,27 @@ def client(batches: int, batch: int = BATCH, produce: bool = False) -> Callable[
     return run
 
 
+def _key_hashes() -> Callable[[Sequence[str]], object]:
+    """How this checkout's key index hashes a trace message's keys."""
+    try:
+        from tidemq.store.index_keys import prefixed_hashes
+    except ImportError:  # older checkouts: a ``topic#key`` string per key
+        return lambda keys: index_hashes([f"RMQ_SYS_TRACE_TOPIC#{k}" for k in keys])
+    return lambda keys: prefixed_hashes(["RMQ_SYS_TRACE_TOPIC#"], [len(keys)], keys)
+
+
 def broker(messages: int) -> Callable[[], float]:
     ids = [f"7F000001{i * 7919:024X}" for i in range(RECORDS)]
     text = "".join(f"{k}\x01{v}\x02" for k, v in {
         "KEYS": " ".join(ids), "UNIQ_KEY": "A" * 32, "WAIT": "true"}.items())
 
+    hashes = _key_hashes()
+
     def run() -> float:
         started = time.process_time()
         for _ in range(messages):
             assert property_text_error(text) is None
-            keys = index_keys(parse_property_text(text))
-            index_hashes([f"RMQ_SYS_TRACE_TOPIC#{k}" for k in keys])
+            hashes(index_keys(parse_property_text(text)))
         return (time.process_time() - started) / (messages * RECORDS) * 1e9
 
     return run

@@ -51,7 +51,12 @@ form (ext ``childForms``) is told that this broker reads it. A shared send paren
 map per child; a plain send to an ordinary topic runs the interceptors of its code
 around :meth:`~tidemq.broker.processors.send.SendProcessor.child` from the entry's fields
 (the child's ext is the template's: topic and producer group), anything else is built as
-its standard child and runs its code's chain; it is answered with compact entries.
+its standard child and runs its code's chain; it is answered with compact entries. Where
+successes are answered at once (ASYNC_FLUSH, no replicas waited for), the plain children
+the interceptors let through are only noted, then stored together by
+:meth:`~tidemq.broker.processors.send.SendProcessor.children` (one
+:meth:`~tidemq.store.message_store.MessageStore.put_many`); a child served otherwise is
+served after every child before it is stored, so each queue keeps the children's order.
 """
 
 from __future__ import annotations

@@ -164,3 +164,20 @@ def test_records_with_inner_names_go_one_by_one_and_the_rest_as_columns(
     assert pos == len(data)
     assert got == _reference(data)
     assert columns == len(kinds) - kinds.count("name")
+
+
+def test_a_run_with_a_rotten_body_goes_record_by_record() -> None:
+    """Bytes from the master's disk are checked as the read path checks them: a run
+    whose records do not all pass (here one body byte flipped, so its CRC fails) is not
+    dispatched as columns but record by record, where damage is found and reported."""
+    batch = [{"UNIQ_KEY": f"{i:032X}", "WAIT": "true"} for i in range(20)]
+    data = bytearray(_log([(1, batch)]))
+    assert run_batches(bytes(data), 0) is not None
+    view = memoryview(bytes(data))
+    tenth = decode_record(view, 0, expected_physical_offset=0)
+    assert isinstance(tenth, Record)
+    at = 10 * tenth.total_size  # records of one size: the eleventh record's start
+    body = bytes(data).index(b"body", at)
+    data[body] ^= 0x20
+    assert run_batches(bytes(data), 0) is None
+    assert run_batches(bytes(data), 0, check_crc=False) is not None  # the old behaviour

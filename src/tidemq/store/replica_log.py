@@ -8,7 +8,9 @@ record into its dispatch (:func:`~tidemq.store.recovery.dispatch_batch_for`) and
 walker's record check (:func:`~tidemq.store.log_scan.check_record`), so consume queues,
 batch consume queues, LMQ entries and the key index come out as the master's. Runs of
 common records are read as columns instead (:mod:`tidemq.store.replica_runs`), with the
-same outcome at a fraction of the cost. A run may
+same outcome at a fraction of the cost; their records get the read path's checks too
+(body CRC included) in one compiled call, since the replica's own reads trust what it
+wrote. A run may
 end inside a record: the record is dispatched when the run that completes it arrives.
 
 A damaged record the master kept (recovery skips it and keeps it) is dispatched as
@@ -163,7 +165,7 @@ class ReplicaLog:
                 stop = _common_run(seg.mm, pos, seg.wrote)
                 if stop > pos:
                     # read where the bytes are: the batches keep no view of them
-                    run = run_batches(seg.view[pos:stop], offset)
+                    run = run_batches(seg.view[pos:stop], offset, check_crc=check_crc)
                     if run is None:  # did not check out: one by one, as recovery
                         slow_until = offset + stop - pos
                     else:

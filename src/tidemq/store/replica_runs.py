@@ -36,6 +36,7 @@ import numpy.typing as npt
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record.columns import RecordColumns, decode_columns, rows_alike
+from tidemq.store.damaged import sound_records
 from tidemq.store.dispatch import DispatchBatch
 from tidemq.store.index_keys import KeyColumns
 
@@ -122,16 +123,25 @@ class RunBatches(NamedTuple):
     general: int
 
 
-def run_batches(data: bytes | memoryview, offset: int) -> RunBatches | None:
+def run_batches(data: bytes | memoryview, offset: int, *,
+                check_crc: bool = True) -> RunBatches | None:
     """The dispatch batches of ``data``: whole records laid end to end, the first at log
     ``offset``; ``None`` when a record is outside the common scope or does not check out
-    (PHYSICALOFFSET not its position), and then the whole run goes record by record."""
+    (PHYSICALOFFSET not its position; with ``check_crc``, any of the read path's checks,
+    body CRC included: the bytes came from another machine's disk), and then the whole
+    run goes record by record."""
     cols = decode_columns(data)
     if cols is None or not len(cols):
         return None
     at = cols.pos + offset
     if not np.array_equal(cols.field("physical_offset"), at):
         return None
+    if check_crc:
+        view = memoryview(data)
+        sizes = np.diff(cols.pos, append=len(data))  # whole records, end to end
+        if not sound_records(lambda phys, size: view[phys - offset : phys - offset + size],
+                             at, sizes):
+            return None
     sys_flags = cols.field("sys_flag")
     if ((sys_flags & _TX_MASK) != 0).any():
         return None

@@ -261,8 +261,9 @@ class HaServer:
                               link.sending)
                     return
                 if len(view):
-                    # head and bytes in one writev: the log's bytes are not copied
-                    writer.writelines((encode_frame_header(link.sending, len(view)), view))
+                    # a copy, not a view: a transport may hold what it has not sent yet
+                    # past a cut of this log's tail
+                    writer.write(encode_frame_header(link.sending, len(view)) + view)
                     link.sending += len(view)
                     await writer.drain()
                     continue

@@ -263,4 +263,5 @@ async def test_shared_children_let_through_late_are_stored(tmp_path: Path) -> No
             assert [_code(a) for a in answers] == [
                 ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.INVALID_PARAMETER]
             assert [a.queue_offset for a in answers[:2]] == [0, 1]  # type: ignore[union-attr]
+            await wire.dispatched(app)  # the consume queue is written by the dispatch thread
             assert await peer.max_offset("Pl", 0) == 2

@@ -56,7 +56,7 @@ def test_a_hash_whose_sum_is_min_value_is_zero() -> None:
 
 
 _NO_HELPERS = textwrap.dedent("""
-    import os, sys, tempfile
+    import os, sys, tempfile, time
     from pathlib import Path
     from tidemq.store.index import KeyIndex
     from tidemq.store.layout import StoreLayout
@@ -73,6 +73,13 @@ _NO_HELPERS = textwrap.dedent("""
         idx = KeyIndex(StoreLayout(Path(root)), max_hash_slot_num=1024,
                        max_index_num=200_000)
         idx.load()
+        # OpenBLAS's threads spin for a while after numpy's import: wait until they rest
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            settled = others()
+            time.sleep(0.2)
+            if others() == settled:
+                break
         before = others()
         phys = 0
         for _ in range(8):  # trace messages' keys: hundreds of 32-character msgIds each

@@ -10,6 +10,7 @@ from tidemq.formats.properties import (
     decode_properties,
     encode_properties,
     first_broken_pair,
+    parse_checked_property_text,
     parse_property_text,
     property_error,
     property_text,
@@ -175,3 +176,22 @@ def test_property_text_writes_each_pair_but_the_empty_ones(props: dict[str, str 
     value, in order."""
     assert property_text(props) == "".join(  # type: ignore[arg-type]
         f"{name}\x01{value}\x02" for name, value in props.items() if name and value)
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
+def test_the_checked_parse_reads_as_the_general_one(text: str) -> None:
+    """Any string the broker's check accepts, empty sides and repeated names included."""
+    if property_text_error(text) is None:
+        assert (list(parse_checked_property_text(text).items())
+                == list(parse_property_text(text).items()))
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_TEXT, _TEXT, max_size=6), st.booleans())
+def test_the_checked_parse_reads_what_writers_send(props: dict[str, str],
+                                                    last_separator: bool) -> None:
+    text = encode_properties(props).decode()
+    if not last_separator:
+        text = text.removesuffix("\x02")
+    assert parse_checked_property_text(text) == props

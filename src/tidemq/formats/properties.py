@@ -17,6 +17,7 @@ Layout (UTF-8 text)::
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Mapping
 
@@ -30,6 +31,7 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "first_broken_pair",
+    "parse_checked_property_text",
     "parse_property_text",
     "property_error",
     "property_text",
@@ -102,6 +104,21 @@ def parse_property_text(text: str) -> dict[str, str]:
         if sep and name and value:
             out[name] = value
     return out
+
+
+_SPLIT_PAIR = operator.methodcaller("split", NAME_VALUE_SEPARATOR)
+
+
+def parse_checked_property_text(text: str) -> dict[str, str]:
+    """:func:`parse_property_text` of a string :func:`property_text_error` accepts (every
+    segment one name ``\\x01`` value), split at C level when no pair has an empty side."""
+    if (not text or text[0] == NAME_VALUE_SEPARATOR or text[-1] == NAME_VALUE_SEPARATOR
+            or "\x01\x02" in text or "\x02\x01" in text):
+        return parse_property_text(text)  # a pair to drop
+    segments = text.split(PROPERTY_SEPARATOR)
+    if not segments[-1]:
+        segments.pop()
+    return dict(map(_SPLIT_PAIR, segments))
 
 
 def property_error(name: str, value: str) -> str | None:

@@ -61,9 +61,10 @@ hold.
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
@@ -94,6 +95,8 @@ __all__ = [
     "decode_send_answers",
     "decode_shared_send",
     "encode_shared_send",
+    "new_answer",
+    "new_entry",
     "send_answer_command",
     "shared_send_child",
     "shared_send_entry",
@@ -151,6 +154,13 @@ class PlainAnswer(NamedTuple):
             "msgId": self.msg_id, "queueId": str(self.queue_id),
             "queueOffset": str(self.queue_offset), REGION_KEY: self.region,
             TRACE_KEY: self.trace})
+
+
+#: A :class:`SendEntry` / :class:`PlainAnswer` from a tuple of its fields, without the
+#: keyword-argument call (one per child on the broker's send path).
+new_entry: Callable[[tuple[Any, ...]], SendEntry] = functools.partial(tuple.__new__, SendEntry)
+new_answer: Callable[[tuple[Any, ...]], PlainAnswer] = functools.partial(
+    tuple.__new__, PlainAnswer)
 
 
 # ---------------------------------------------------------------------------- request
@@ -257,7 +267,7 @@ def decode_shared_send(code: int, body: Buffer, max_children: int
             except UnicodeDecodeError:
                 out.append("the child's properties are not UTF-8")
                 continue
-        out.append(SendEntry(qid, sys_flag, born, flag, props, view[start + plen:pos]))
+        out.append(new_entry((qid, sys_flag, born, flag, props, view[start + plen:pos])))
     return tcmd, out
 
 
@@ -289,8 +299,24 @@ def compact_send_responses(responses: Sequence[RemotingCommand | PlainAnswer]
     the bytes its :meth:`~PlainAnswer.command` would."""
     shared: dict[str, str] = {}
     out: list[Buffer] = []
+    add = out.append
+    pack = _ANSWER.pack
     for item in responses:
         answer: tuple[str, int, int] | None
+        if type(item) is PlainAnswer:  # the common case, packed here: _pack_answer's bytes
+            msg_id, queue_id, queue_offset, region, trace = item
+            if not shared:
+                shared = {REGION_KEY: region, TRACE_KEY: trace}
+            if (region == shared[REGION_KEY] and trace == shared[TRACE_KEY]
+                    and len(msg_id) <= 255 and msg_id.isascii()):
+                try:
+                    add(pack(0, len(msg_id), queue_id, queue_offset) + msg_id.encode("ascii"))
+                    continue
+                except struct.error:
+                    pass
+            add(_FULL)
+            out.extend(encode_command(item.command()))
+            continue
         if isinstance(item, PlainAnswer):
             answer = item.msg_id, item.queue_id, item.queue_offset
             region, trace = item.region, item.trace

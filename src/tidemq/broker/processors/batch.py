@@ -487,20 +487,23 @@ class BatchProcessor:
         chain = self._composed_chain(code, "gather", False)
         subs = job.subs
         proxy = cast(Connection, job)
+        command = RemotingCommand
+        t_code, t_flag, t_ext = template.code, template.flag, template.ext_fields
+        t_serialize = template.serialize_type
         for i, entry in enumerate(entries):
             if isinstance(entry, str):
                 merge.put(i, child_error_response(BatchChild(None, i + 1),
                                                   ResponseCode.INVALID_PARAMETER, entry))
                 continue
-            if not _plain_numbers(entry):
+            qid, sys_flag, born, flag, _props, body = entry
+            if not (0 <= qid < _DIGITS9 and 0 <= sys_flag < _DIGITS9 and 0 <= flag < _DIGITS9
+                    and 0 <= born < _DIGITS18):  # _plain_numbers, inline: once a child
                 self._store_gathered(job)
                 self._run(processor, conn, merge, i,
                           BatchChild(shared_send_child(template, i + 1, entry), i + 1))
                 continue
-            sub = subs[i] = RemotingCommand(code=template.code, opaque=i + 1,
-                                            flag=template.flag, ext_fields=template.ext_fields,
-                                            body=entry[5],
-                                            serialize_type=template.serialize_type)
+            sub = subs[i] = command(code=t_code, opaque=i + 1, flag=t_flag, ext_fields=t_ext,
+                                    body=body, serialize_type=t_serialize)
             try:
                 result = chain(proxy, sub)
             except Exception as exc:
@@ -522,7 +525,8 @@ class BatchProcessor:
         send = self._send
         assert send is not None  # a gathering parent exists only with a send processor
         merge, subs, entries = job._merge, job.subs, job.entries
-        pairs = [(cast(RemotingCommand, subs[i]), cast(SendEntry, entries[i])) for i in kids]
+        pairs = cast("list[tuple[RemotingCommand, SendEntry]]",
+                     [(subs[i], entries[i]) for i in kids])
 
         def standard(k: int) -> None:
             index = kids[k]

@@ -52,7 +52,7 @@ from tidemq.codec.headers import (
     decode_send_fields,
     decode_send_header,
 )
-from tidemq.codec.shared_send import PlainAnswer, SendEntry
+from tidemq.codec.shared_send import PlainAnswer, SendEntry, new_answer
 from tidemq.codec.transaction import HALF_TOPIC
 from tidemq.errors import (
     CorruptRecord,
@@ -66,6 +66,7 @@ from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     encode_properties,
+    parse_checked_property_text,
     parse_property_text,
     property_text_error,
 )
@@ -227,7 +228,7 @@ class SendProcessor:
         if problem is not None:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
         raw = props_text.encode("utf-8")
-        props = parse_property_text(props_text)
+        props = parse_checked_property_text(props_text)
         if "CLUSTER" not in props:
             raw += self._cluster_prop
         if len(raw) > MAX_PROPERTIES_BYTES:
@@ -477,8 +478,8 @@ class SendProcessor:
                 continue
             count += 1
             nbytes += result.sizes[0]
-            out[i] = PlainAnswer(f"{prefix}{result.phys_offsets[0]:016X}", qid,
-                                 result.queue_offset, region, trace)
+            out[i] = new_answer((f"{prefix}{result.phys_offsets[0]:016X}", qid,
+                                  result.queue_offset, region, trace))
         if count:
             self.ctx.stats.on_put(topic, count, nbytes)
         puts.clear()

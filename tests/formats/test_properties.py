@@ -178,13 +178,18 @@ def test_property_text_writes_each_pair_but_the_empty_ones(props: dict[str, str 
         f"{name}\x01{value}\x02" for name, value in props.items() if name and value)
 
 
-@settings(deadline=None, max_examples=400)
+@settings(deadline=None, max_examples=600)
 @given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
-def test_the_checked_parse_reads_as_the_general_one(text: str) -> None:
-    """Any string the broker's check accepts, empty sides and repeated names included."""
-    if property_text_error(text) is None:
-        assert (list(parse_checked_property_text(text).items())
-                == list(parse_property_text(text).items()))
+def test_the_checked_parse_is_the_check_then_the_general_parse(text: str) -> None:
+    """Any text, empty sides, repeated names and broken segments included: the check's
+    own error, or the general parse's pairs in its order."""
+    problem = property_text_error(text)
+    got = parse_checked_property_text(text)
+    if problem is not None:
+        assert got == problem
+    else:
+        assert isinstance(got, dict)
+        assert list(got.items()) == list(parse_property_text(text).items())
 
 
 @settings(deadline=None, max_examples=200)

@@ -109,16 +109,23 @@ def parse_property_text(text: str) -> dict[str, str]:
 _SPLIT_PAIR = operator.methodcaller("split", NAME_VALUE_SEPARATOR)
 
 
-def parse_checked_property_text(text: str) -> dict[str, str]:
-    """:func:`parse_property_text` of a string :func:`property_text_error` accepts (every
-    segment one name ``\\x01`` value), split at C level when no pair has an empty side."""
+def parse_checked_property_text(text: str) -> dict[str, str] | str:
+    """:func:`parse_property_text` of ``text`` when :func:`property_text_error` accepts
+    it, else the error (the same string): the check and the parse in one C-level split
+    when no pair has an empty side (each segment must split into one name and one
+    value)."""
     if (not text or text[0] == NAME_VALUE_SEPARATOR or text[-1] == NAME_VALUE_SEPARATOR
             or "\x01\x02" in text or "\x02\x01" in text):
-        return parse_property_text(text)  # a pair to drop
+        problem = property_text_error(text)  # a pair to drop, or nothing to split
+        return parse_property_text(text) if problem is None else problem
     segments = text.split(PROPERTY_SEPARATOR)
     if not segments[-1]:
         segments.pop()
-    return dict(map(_SPLIT_PAIR, segments))
+    try:
+        return dict(map(_SPLIT_PAIR, segments))
+    except ValueError:  # a segment without exactly one separator
+        problem = property_text_error(text)
+        return parse_property_text(text) if problem is None else problem
 
 
 def property_error(name: str, value: str) -> str | None:

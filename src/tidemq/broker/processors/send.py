@@ -224,11 +224,10 @@ class SendProcessor:
             raise MessageTooLarge(len(body), self._max_body)
         if not props_text:
             return new_input((body, self._cluster_prop, flag, 0, ())), True
-        problem = property_text_error(props_text)
-        if problem is not None:
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
-        raw = props_text.encode("utf-8")
         props = parse_checked_property_text(props_text)
+        if isinstance(props, str):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, props)
+        raw = props_text.encode("utf-8")
         if "CLUSTER" not in props:
             raw += self._cluster_prop
         if len(raw) > MAX_PROPERTIES_BYTES:

@@ -444,18 +444,24 @@ class SendProcessor:
         """What :meth:`_send` refuses every plain child of ``topic`` with (its checks
         that do not depend on the message), or ``None``."""
         try:
-            if self.store.replica:
-                raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
-            if self._standing is not None and not self._standing.may_take():
-                raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
-            if topic not in self._valid_names and self.store.is_lmq(topic):
-                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                     f"{topic} is a light message queue: send to its parent "
-                                     "topic with INNER_MULTI_DISPATCH naming it")
+            self._check_taker(topic)
             self._writable(topic, None)
         except Exception as exc:
             return exc
         return None
+
+    def _check_taker(self, topic: str) -> None:
+        """Refuse a send to ``topic`` that this broker may not take whatever the message:
+        a replica, a master whose lease lapsed, an LMQ named directly."""
+        if self.store.replica:
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
+        if self._standing is not None and not self._standing.may_take():
+            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
+        # A name in _valid_names passed _queue, so it is no LMQ (checked first).
+        if topic not in self._valid_names and self.store.is_lmq(topic):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"{topic} is a light message queue: send to its parent "
+                                 "topic with INNER_MULTI_DISPATCH naming it")
 
     def _put_children(self, topic: str, puts: list[tuple[int, MessageInput, int, int]],
                       slots: list[int], born: HostAddr, reconsume: int,
@@ -502,15 +508,7 @@ class SendProcessor:
         :class:`~tidemq.codec.shared_send.PlainAnswer`. Every check comes before the
         append."""
         topic, qid, sys_flag, born_timestamp, flag, text, reconsume = fields
-        if self.store.replica:
-            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _REPLICA_REFUSAL)
-        if self._standing is not None and not self._standing.may_take():
-            raise error_for_code(ResponseCode.SERVICE_NOT_AVAILABLE, _LAPSED)
-        # A name in _valid_names passed _queue, so it is no LMQ (checked first).
-        if topic not in self._valid_names and self.store.is_lmq(topic):
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                 f"{topic} is a light message queue: send to its parent "
-                                 "topic with INNER_MULTI_DISPATCH naming it")
+        self._check_taker(topic)
         told = text or ""
         inner_props = "INNER_" in told  # one search of the usual text
         if inner_props and names_lmqs(told):

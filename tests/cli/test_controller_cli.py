@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,11 +84,17 @@ def admin(*args: str, code: int = 0) -> Any:
 
 def test_get_controller_metadata(group: tuple[str, Brokers]) -> None:
     addrs, _ = group
-    rows = admin("getControllerMetaData", "-a", addrs)
-    assert [r["address"] for r in rows] == addrs.split(";")
-    leaders = [r for r in rows if r["isLeader"]]
-    assert len(leaders) == 1
-    assert {r["controllerLeaderAddress"] for r in rows} == {leaders[0]["address"]}
+    # a follower learns who leads from the leader's next heartbeat: ask until all agree
+    deadline = time.monotonic() + 30
+    while True:
+        rows = admin("getControllerMetaData", "-a", addrs)
+        assert [r["address"] for r in rows] == addrs.split(";")
+        leaders = [r for r in rows if r["isLeader"]]
+        views = {r["controllerLeaderAddress"] for r in rows}
+        if len(leaders) == 1 and views == {leaders[0]["address"]}:
+            break
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.1)
     assert all(r["peers"].count("-127.0.0.1:") == 3 for r in rows)
     table = runner.invoke(app, ["admin", "getControllerMetaData", "-a", addrs])
     assert table.exit_code == 0 and "isLeader" in table.stdout

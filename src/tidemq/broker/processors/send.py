@@ -393,15 +393,15 @@ class SendProcessor:
         stored: the log holds the children in their order."""
         out: list[PlainAnswer | RemotingCommand | Exception | None] = [None] * len(kids)
         topic, reconsume = fields[0], fields[6]
-        if self._topics.get(topic) is None or topic.startswith(RETRY_PREFIX):
+        tc = self._topics.get(topic)
+        if tc is None or topic.startswith(RETRY_PREFIX):
             for i in range(len(kids)):  # every child needs the header (_needs_header)
                 standard(i)
             return out
         common = self._common_refusal(topic)
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(topic)
-        tc = self._topics.get(topic)
-        queues = max(tc.read_queue_nums, tc.write_queue_nums) if tc is not None else 0
+        queues = max(tc.read_queue_nums, tc.write_queue_nums)
         puts: list[tuple[int, MessageInput, int, int]] = []
         slots: list[int] = []
         for i, (cmd, (qid, sys_flag, born_ts, flag, text, body)) in enumerate(kids):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tidemq.bench.meter import Meter
@@ -38,6 +39,18 @@ async def _queues(namesrv: str) -> list[MessageQueue]:
             await asyncio.sleep(0.05)  # the broker registers the new topic soon after
 
 
+@contextlib.asynccontextmanager
+async def _producing(tmp_path: Path) -> AsyncIterator[
+        tuple[ClientConfig, Producer, AutoBatchProducer, list[MessageQueue]]]:
+    """A one-broker cluster serving the pacer's topic, a producer and its auto-batcher
+    (which the test closes, to read what it shipped)."""
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        queues = await _queues(cluster.namesrv_addr)
+        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+        async with Producer("pacer_producer", config=config) as producer:
+            yield config, producer, AutoBatchProducer(producer, linger_ms=0), queues
+
+
 async def _run_for(pacer: Pacer, seconds: float) -> None:
     running = [True]
     stop = asyncio.get_running_loop().call_later(seconds, running.__setitem__, 0, False)
@@ -48,29 +61,25 @@ async def _run_for(pacer: Pacer, seconds: float) -> None:
 
 
 async def test_auto_batched_messages_are_each_acknowledged_once(tmp_path: Path) -> None:
-    async with Cluster(tmp_path, brokers=1) as cluster:
-        queues = await _queues(cluster.namesrv_addr)
-        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
-        async with Producer("pacer_producer", config=config) as producer:
-            batcher = AutoBatchProducer(producer, linger_ms=0)
-            acks = Meter()
-            pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64, rate=2000,
-                          in_flight=10_000)
-            await _run_for(pacer, 0.3)
-            await batcher.close()
-            consumer = PullConsumer("pacer_consumer", config=config)
-            await consumer.start()
-            try:
-                consumer.assign(queues)
-                await consumer.seek_to_beginning()
-                got: dict[int, list[bytes]] = {q.queue_id: [] for q in queues}
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + 30
-                while sum(map(len, got.values())) < pacer.sent and loop.time() < deadline:
-                    for m in await consumer.poll(timeout=1.0):
-                        got[m.queue_id].append(m.body)
-            finally:
-                await consumer.close(commit=False)
+    async with _producing(tmp_path) as (config, producer, batcher, queues):
+        acks = Meter()
+        pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64, rate=2000,
+                      in_flight=10_000)
+        await _run_for(pacer, 0.3)
+        await batcher.close()
+        consumer = PullConsumer("pacer_consumer", config=config)
+        await consumer.start()
+        try:
+            consumer.assign(queues)
+            await consumer.seek_to_beginning()
+            got: dict[int, list[bytes]] = {q.queue_id: [] for q in queues}
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while sum(map(len, got.values())) < pacer.sent and loop.time() < deadline:
+                for m in await consumer.poll(timeout=1.0):
+                    got[m.queue_id].append(m.body)
+        finally:
+            await consumer.close(commit=False)
     assert pacer.sent > 0 and pacer.skipped == 0 and pacer.in_flight == 0
     assert pacer.calls == pacer.sent == acks.count == len(acks.latencies)
     assert acks.errors == 0 and not pacer.tasks
@@ -86,17 +95,13 @@ async def test_auto_batched_messages_are_each_acknowledged_once(tmp_path: Path) 
 
 
 async def test_sends_over_the_in_flight_cap_are_skipped_and_counted(tmp_path: Path) -> None:
-    async with Cluster(tmp_path, brokers=1) as cluster:
-        queues = await _queues(cluster.namesrv_addr)
-        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
-        async with Producer("pacer_producer", config=config) as producer:
-            batcher = AutoBatchProducer(producer, linger_ms=0)
-            acks = Meter()
-            # at 100,000/s every tick has more due than the one send allowed in flight
-            pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64,
-                          rate=100_000, in_flight=1)
-            await _run_for(pacer, 0.2)
-            await batcher.close()
+    async with _producing(tmp_path) as (_, producer, batcher, queues):
+        acks = Meter()
+        # at 100,000/s every tick has more due than the one send allowed in flight
+        pacer = Pacer(producer, batcher, queues, acks, topic=TOPIC, size=64,
+                      rate=100_000, in_flight=1)
+        await _run_for(pacer, 0.2)
+        await batcher.close()
     assert pacer.sent > 0 and pacer.skipped > 0 and pacer.in_flight == 0
     assert acks.count == pacer.sent == batcher.shipped_messages == batcher.shipped_requests
 
@@ -104,16 +109,12 @@ async def test_sends_over_the_in_flight_cap_are_skipped_and_counted(tmp_path: Pa
 async def test_a_pacer_held_up_says_how_late_it_released(tmp_path: Path) -> None:
     """Stamps are hand-over times, so a stalled pacer would not show in the latencies;
     its lateness against the messages' due times is kept instead."""
-    async with Cluster(tmp_path, brokers=1) as cluster:
-        queues = await _queues(cluster.namesrv_addr)
-        config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
-        async with Producer("pacer_producer", config=config) as producer:
-            batcher = AutoBatchProducer(producer, linger_ms=0)
-            pacer = Pacer(producer, batcher, queues, Meter(), topic=TOPIC, size=64,
-                          rate=2000, in_flight=10_000)
-            loop = asyncio.get_running_loop()
-            loop.call_later(0.1, time.sleep, 0.2)  # the event loop held for 200 ms
-            await _run_for(pacer, 0.5)
-            await batcher.close()
+    async with _producing(tmp_path) as (_, producer, batcher, queues):
+        pacer = Pacer(producer, batcher, queues, Meter(), topic=TOPIC, size=64,
+                      rate=2000, in_flight=10_000)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.1, time.sleep, 0.2)  # the event loop held for 200 ms
+        await _run_for(pacer, 0.5)
+        await batcher.close()
     assert pacer.sent > 0 and len(pacer.late) > 1
     assert max(pacer.late) >= 0.19

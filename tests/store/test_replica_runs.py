@@ -5,6 +5,7 @@ keys -- whether the run's keys come out as columns or one record at a time."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
@@ -36,7 +37,8 @@ def _flat(batches: list[DispatchBatch]) -> list[Flat]:
             for b in batches for i, phys in enumerate(b.phys)]
 
 
-def _log(puts: list[tuple[int, list[dict[str, str]]]]) -> bytes:
+def _written(put: Callable[[MessageStore], None]) -> bytes:
+    """The commit-log bytes a fresh store appends while ``put`` runs on it."""
     with tempfile.TemporaryDirectory() as tmp:
         store = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=1 << 20),
                              clock=FakeClock(1_700_000_000_000))
@@ -44,17 +46,23 @@ def _log(puts: list[tuple[int, list[dict[str, str]]]]) -> bytes:
         try:
             runs: list[bytes] = []
             store.add_append_hook(lambda _start, view: runs.append(bytes(view)))
-            for queue_id, batch in puts:
-                msgs = []
-                for props in batch:
-                    keys = [props["UNIQ_KEY"]] if props["UNIQ_KEY"] else []
-                    keys += [k for k in props.get("KEYS", "").split(" ") if k]
-                    msgs.append(MessageInput(b"body", encode_properties(props),
-                                             keys=tuple(keys)))
-                store.put_batch("T" if queue_id < 2 else "U", queue_id, msgs)
+            put(store)
             return b"".join(runs)
         finally:
             store.shutdown()
+
+
+def _log(puts: list[tuple[int, list[dict[str, str]]]]) -> bytes:
+    def put(store: MessageStore) -> None:
+        for queue_id, batch in puts:
+            msgs = []
+            for props in batch:
+                keys = [props["UNIQ_KEY"]] if props["UNIQ_KEY"] else []
+                keys += [k for k in props.get("KEYS", "").split(" ") if k]
+                msgs.append(MessageInput(b"body", encode_properties(props), keys=tuple(keys)))
+            store.put_batch("T" if queue_id < 2 else "U", queue_id, msgs)
+
+    return _written(put)
 
 
 def _reference(data: bytes, pos: int = 0, end: int | None = None) -> list[Flat]:
@@ -122,21 +130,14 @@ def test_a_producers_batch_is_keyed_as_columns() -> None:
 def _mixed_log(kinds: list[str], width: int) -> bytes:
     """One record per kind, all of one size: ``plain``, ``name`` (a property named
     ``INNER_X``) or ``body`` (the letters ``INNER_`` in the body only)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        store = MessageStore(small_config(Path(tmp), mapped_file_size_commit_log=1 << 20),
-                             clock=FakeClock(1_700_000_000_000))
-        store.start()
-        try:
-            runs: list[bytes] = []
-            store.add_append_hook(lambda _start, view: runs.append(bytes(view)))
-            for i, kind in enumerate(kinds):
-                uniq = f"{i:0{width}X}"
-                props = {"UNIQ_KEY": uniq, "INNER_X" if kind == "name" else "OTHER_X": "v"}
-                body = b"xxINNER_xx" if kind == "body" else b"x" * 10
-                store.put("T", 0, MessageInput(body, encode_properties(props), keys=(uniq,)))
-            return b"".join(runs)
-        finally:
-            store.shutdown()
+    def put(store: MessageStore) -> None:
+        for i, kind in enumerate(kinds):
+            uniq = f"{i:0{width}X}"
+            props = {"UNIQ_KEY": uniq, "INNER_X" if kind == "name" else "OTHER_X": "v"}
+            body = b"xxINNER_xx" if kind == "body" else b"x" * 10
+            store.put("T", 0, MessageInput(body, encode_properties(props), keys=(uniq,)))
+
+    return _written(put)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

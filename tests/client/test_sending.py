@@ -18,13 +18,11 @@ from tidemq.client.sending import (
     batch_msg_id,
     build_batch,
     build_send,
-    new_send_result,
     prepare_batch,
     prepare_message,
     prepare_send_batch,
     read_send_response,
     send_options,
-    send_results,
 )
 from tidemq.client.validation import validate_group, validate_topic
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -219,19 +217,3 @@ def test_prepare_send_batch_refuses(msgs: list[Message], error: type[Exception],
         assert str(info.value) == text
     if size is not None:
         assert isinstance(info.value, MessageTooBigError) and info.value.size == size
-
-
-@settings(max_examples=100, deadline=None)
-@given(ids=st.lists(st.tuples(st.text(max_size=6), st.text(max_size=6)), max_size=30),
-       status=st.sampled_from(list(SendStatus)), first=st.integers(0, 2**63 - 1 - 30),
-       txn=st.one_of(st.none(), st.text(max_size=4)))
-def test_batch_results_equal_one_result_per_message(ids: list[tuple[str, str]],
-                                                    status: SendStatus, first: int,
-                                                    txn: str | None) -> None:
-    queue = MessageQueue("T", "broker-a", 3)
-    keys, records = [k for k, _ in ids], [r for _, r in ids]
-    got = send_results(status, keys, records, queue, first, txn)
-    assert got == [new_send_result(status, k, r, queue, first + i, txn)
-                   for i, (k, r) in enumerate(ids)]
-    assert got == [SendResult(status, k, r, queue, first + i, txn, 1)
-                   for i, (k, r) in enumerate(ids)]

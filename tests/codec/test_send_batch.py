@@ -81,6 +81,7 @@ def test_entries_equal_the_per_message_path(bodies: list[bytes], props: list[dic
     assert ours.entries == old.body
     assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
     assert ours.joined_keys == ",".join(m.properties["UNIQ_KEY"] for m in keyed)
+    assert [ours.key(i) for i in range(ours.count)] == ours.keys
     assert ours.count == len(msgs) and ours.wait == "true"
 
 
@@ -92,6 +93,8 @@ def test_uniform_batches_wrap_the_16_bit_counter() -> None:
     assert [k[-4:] for k in batch.keys] == got
     assert batch.joined_keys == ",".join(batch.keys)
     assert batch.keys == [gen.reserve(NOW, 0)[0] + d for d in got]
+    assert [batch.key(i) for i in range(4)] == batch.keys
+    assert batch.key(-1) == batch.keys[-1]
 
 
 @pytest.mark.parametrize(("msgs", "match"), [
@@ -232,6 +235,7 @@ def test_layout_columns_equal_the_per_message_path(n: int, blen: int, one_length
     assert ours.entries == old.body
     assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
     assert ours.joined_keys == ",".join(ours.keys)
+    assert [ours.key(i) for i in range(ours.count)] == ours.keys
     assert ours.batch_key == old_keys.next_key(NOW)[:-4] + f"{(start + n) & 0xFFFF:04X}"
     lengths = [len(b) for b in bodies]
     assert (ours.min_body, ours.max_body, ours.wait) == (min(lengths), max(lengths),

@@ -44,8 +44,9 @@ never waits, so it refuses a message the full buffer has no room for
 produce order until the route arrives. A batch is parallel lists (bodies, messages,
 waiters); a message produced without properties is its body alone, and a batch of bodies
 is encoded as columns (:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's
-results are made together (:func:`~tidemq.client.sending.send_results`) and handed to
-its waiters in one loop. What a message costs follows the messages a request carries:
+results are made together, each holding the batch's answer and its index
+(:mod:`~tidemq.client.batch_results`), and handed to its waiters in one loop (in C when
+they are all callbacks). What a message costs follows the messages a request carries:
 the more a caller produces between two yields, the larger the batches (up to the caps)
 and the cheaper each message, whatever the linger.
 
@@ -69,10 +70,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from itertools import repeat
 from types import TracebackType
 from typing import overload
 
+from tidemq.client.batch_results import BatchAnswer, message_results, record_ids
 from tidemq.client.errors import (
     BufferFullError,
     ClientClosedError,
@@ -88,7 +92,6 @@ from tidemq.client.sending import (
     prepare_send_batch,
     prepare_send_bodies,
     publish_queues,
-    send_results,
 )
 from tidemq.client.stamps import now_ms
 from tidemq.client.validation import check_message, check_properties
@@ -128,7 +131,7 @@ class _Batch:
     properties, or the properties dict it shares with the messages produced with the same
     tags and keys."""
 
-    __slots__ = ("bodies", "msgs", "nbytes", "wait", "waiters")
+    __slots__ = ("bodies", "futures", "msgs", "nbytes", "wait", "waiters")
 
     def __init__(self, wait: str) -> None:
         self.wait = wait
@@ -136,6 +139,8 @@ class _Batch:
         self.msgs: list[_Entry] = []
         self.waiters: list[_Waiter] = []
         self.nbytes = 0
+        #: Whether a waiter is a future (a message of :meth:`AutoBatchProducer.send`).
+        self.futures = False
 
 
 class _Lane:
@@ -320,6 +325,7 @@ class AutoBatchProducer:
         batch.msgs.append(msg)
         batch.waiters.append(future)
         batch.nbytes += size
+        batch.futures = True
         if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
             self._kick_soon(lane)
         return future
@@ -523,6 +529,8 @@ class AutoBatchProducer:
         batch.msgs.append(msg)
         batch.waiters.append(waiter)
         batch.nbytes += size
+        if isinstance(waiter, asyncio.Future):
+            batch.futures = True
         if batch.nbytes >= self.max_batch_bytes or len(batch.msgs) >= self.max_batch_messages:
             self._close(lane)
         if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
@@ -599,16 +607,16 @@ class AutoBatchProducer:
             if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
                 one = _message(topic, bodies[0], msgs[0])
                 result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
-                keys: Sequence[str] = (result.msg_id,)
+                key_of: Callable[[int], str] = (result.msg_id,).__getitem__
             else:
                 prepared, first, full = self._prepare(producer, topic, bodies, msgs)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
                     prepared, first, queue=q, messages=full))
-                keys = prepared.keys
+                key_of = prepared.key
         except Exception as exc:  # every message of the batch learns why
             self._fail(batch.waiters, exc)
             return
-        _resolve(batch.waiters, result, keys)
+        _resolve(batch, result, key_of)
 
     def _prepare(self, producer: Producer, topic: str, bodies: list[bytes],
                  msgs: list[_Entry]
@@ -734,19 +742,22 @@ class _SharedMessages(Sequence[Message]):
         return (_message(topic, b, entry) for b in self.bodies)
 
 
-def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]) -> None:
-    """Each message's own result from its batch's -- its key, its offset, its record id --
-    for those who wait for it (a batch produced without callbacks makes none): the
-    results made for the whole batch at once, then handed out in one loop."""
-    if not any(waiters):
-        return
+def _resolve(batch: _Batch, result: SendResult, key_of: Callable[[int], str]) -> None:
+    """Each message's own result from its batch's -- its key, its offset, its record id
+    (:mod:`~tidemq.client.batch_results`) -- for those who wait for it (a batch produced
+    without callbacks makes none), handed out in one loop; a batch of callbacks alone is
+    called in a loop in C."""
+    waiters = batch.waiters
     n = len(waiters)
-    offset_id = result.offset_msg_id
-    record_ids: Sequence[str] = offset_id.split(",")
-    if len(record_ids) != n:
-        record_ids = [offset_id] * n
-    results = send_results(result.status, keys, record_ids, result.queue,
-                           result.queue_offset, result.transaction_id)
+    silent = waiters.count(None)
+    if silent == n:
+        return
+    answer = BatchAnswer(result.status, result.queue, result.queue_offset,
+                         result.transaction_id, key_of, record_ids(result.offset_msg_id, n))
+    results = message_results(answer, n)
+    if not silent and not batch.futures:
+        _call_all(waiters, results)  # type: ignore[arg-type]
+        return
     future = asyncio.Future
     for waiter, one in zip(waiters, results, strict=True):
         if waiter is None:
@@ -755,10 +766,22 @@ def _resolve(waiters: Sequence[_Waiter], result: SendResult, keys: Sequence[str]
             if not waiter.done():
                 waiter.set_result(one)
             continue
+        _call(waiter, None, one)
+
+
+def _call_all(callbacks: list[DeliveryCallback], results: list[SendResult]) -> None:
+    """``callbacks[i](None, results[i])`` for every ``i``, in order; a callback's own
+    failure is logged and the ones after it still run."""
+    left = iter(results)
+    calls = map(operator.call, callbacks, repeat(None), left)
+    sink: collections.deque[None] = collections.deque(maxlen=0)
+    while True:
         try:
-            waiter(None, one)
-        except Exception:
-            log.exception("delivery callback %r failed", waiter)
+            sink.extend(calls)
+            return
+        except Exception:  # the map goes on with the next message
+            failed = len(results) - operator.length_hint(left) - 1
+            log.exception("delivery callback %r failed", callbacks[failed])
 
 
 def _call(callback: DeliveryCallback, error: BaseException | None,

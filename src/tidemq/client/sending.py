@@ -24,9 +24,7 @@ was not confirmed.
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
 
 from tidemq.client.config import ClientConfig
 from tidemq.client.errors import (
@@ -70,7 +68,6 @@ __all__ = [
     "publish_queues",
     "read_send_response",
     "send_options",
-    "send_results",
 ]
 
 _STATUS: dict[int, SendStatus] = {
@@ -179,6 +176,12 @@ class PreparedBatch:
         if self._keys is None:
             self._keys = self.encoded.keys
         return self._keys
+
+    def key(self, i: int) -> str:
+        """Message ``i``'s ``UNIQ_KEY`` (``keys[i]``, without making the others)."""
+        if self._keys is not None:
+            return self._keys[i]
+        return self.encoded.key(i)
 
     def packed(self) -> tuple[bytes, int]:
         """The inner-batch body and its sysflag bits (compressed when that pays)."""
@@ -341,28 +344,6 @@ def new_send_result(status: SendStatus, msg_id: str, offset_msg_id: str,
     s_txn(result, transaction_id)
     s_count(result, message_count)
     return result
-
-
-def send_results(status: SendStatus, msg_ids: Sequence[str], offset_msg_ids: Sequence[str],
-                 queue: MessageQueue, first_offset: int,
-                 transaction_id: str | None) -> list[SendResult]:
-    """One :class:`SendResult` per message of a batch -- message ``i`` has
-    ``msg_ids[i]``, ``offset_msg_ids[i]`` and queue offset ``first_offset + i`` -- made
-    field by field over the whole batch (a loop in C per field, not a Python step per
-    message and field: a third cheaper than :func:`new_send_result` per message)."""
-    n = len(msg_ids)
-    results: list[SendResult] = list(map(_new, repeat(SendResult, n)))
-    s_status, s_id, s_offset_id, s_queue, s_offset, s_txn, s_count = _SET_FIELDS
-    sink: deque[None] = deque(maxlen=0)
-    run = sink.extend
-    run(map(s_status, results, repeat(status, n)))
-    run(map(s_id, results, msg_ids))
-    run(map(s_offset_id, results, offset_msg_ids))
-    run(map(s_queue, results, repeat(queue, n)))
-    run(map(s_offset, results, range(first_offset, first_offset + n)))
-    run(map(s_txn, results, repeat(transaction_id, n)))
-    run(map(s_count, results, repeat(1, n)))
-    return results
 
 
 def batch_msg_id(msgs: Sequence[Message]) -> str:

@@ -116,6 +116,12 @@ class EncodedBatch:
             return list(self.listed_keys)
         return self.joined_keys.split(",")
 
+    def key(self, i: int) -> str:
+        """Message ``i``'s ``UNIQ_KEY`` (``keys[i]``, without making the others)."""
+        if self.listed_keys is not None:
+            return self.listed_keys[i]
+        return f"{self.key_head}{self.key_counters[i] & 0xFFFF:04X}"
+
     @property
     def joined_keys(self) -> str:
         """The messages' ``UNIQ_KEY``\\ s joined by commas (an outer batch's ``msg_id``):

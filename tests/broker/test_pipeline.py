@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from tests.broker import wire
@@ -265,3 +266,74 @@ async def test_shared_children_let_through_late_are_stored(tmp_path: Path) -> No
             assert [a.queue_offset for a in answers[:2]] == [0, 1]  # type: ignore[union-attr]
             await wire.dispatched(app)  # the consume queue is written by the dispatch thread
             assert await peer.max_offset("Pl", 0) == 2
+
+
+class _Clearing(Seen):
+    """The counting interceptor, clearing (or not) a shared send parent's children of
+    topic ``Pt`` at once; ``asked`` counts the questions."""
+
+    def __init__(self, answer: bool) -> None:
+        super().__init__()
+        self.answer = answer
+        self.asked = 0
+
+    def clears(self, code: int, conn: Connection, template: RemotingCommand) -> bool:
+        self.asked += 1
+        return self.answer and template.ext_fields.get("b") == "Pt"
+
+
+def test_clears_asks_only_the_interceptors_that_wrap_the_code() -> None:
+    class Leaves:
+        rewrites = False
+
+        def wrap(self, code: int, proceed: Handler) -> Handler:
+            return proceed
+
+    pipeline = Pipeline()
+    pipeline.register(SEND, lambda conn, request: None)
+    template = RemotingCommand.request(SEND, {"b": "Pt"})
+    conn = cast(Connection, None)
+    assert pipeline.clears(SEND, conn, template)  # no interceptor
+    yes, no = _Clearing(True), _Clearing(False)
+    pipeline.intercept(Leaves(), yes)
+    assert pipeline.clears(SEND, conn, template)
+    assert not pipeline.clears(SEND, conn, RemotingCommand.request(SEND, {"b": "Other"}))
+    pipeline.intercept(no)
+    assert not pipeline.clears(SEND, conn, template)
+    pipeline.intercept(Check(_deny, codes=GATED))  # a Check decides per request
+    no.answer = True
+    assert not pipeline.clears(SEND, conn, template)
+    assert pipeline.clears(RequestCode.GET_MAX_OFFSET, conn, template)  # nobody wraps it
+
+
+@pytest.mark.parametrize("answer", [True, False])
+async def test_shared_children_cleared_at_once_are_not_seen_one_by_one(
+        tmp_path: Path, answer: bool) -> None:
+    """An interceptor that clears a shared send parent's children does not see them one
+    by one; one that does not sees each (and could refuse it). Either way every child is
+    stored and answered the same."""
+    gate = _Clearing(answer)
+    async with Cluster(tmp_path, brokers=0) as cluster:
+        bc, sc = cluster.broker_config(0)
+        app = BrokerApp(bc, sc, interceptors=[gate])
+        await app.start()
+        cluster.brokers.append(app)
+        async with Peer(app.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Pt", 4))
+            gate.take()
+            template = RemotingCommand.request(SEND, dict(wire.send("Pt", b"").ext_fields))
+            resp = await peer(encode_shared_send(template, [
+                (0, 0, 1, 0, b"", b"a"), (0, 0, 1, 0, b"TAGS\x01t\x02", b"b"),
+                (9, 0, 1, 0, b"", b"c"), (0, 0, 1, -1, b"", b"d")]))
+            answers = decode_send_answers(resp.full_body(), 4)
+            assert [_code(a) for a in answers] == [
+                ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.INVALID_PARAMETER,
+                ResponseCode.SUCCESS]
+            assert [a.queue_offset for a in answers if isinstance(a, SendAnswer)] == [0, 1, 2]
+            # A child whose numbers are not plain (flag -1) runs the chain either way.
+            assert gate.take() == ({(BATCH, "parent"): 1, (SEND, "d"): 1} if answer else
+                                   {(BATCH, "parent"): 1, (SEND, "a"): 1, (SEND, "b"): 1,
+                                    (SEND, "c"): 1, (SEND, "d"): 1})
+            assert gate.asked == 1
+            await wire.dispatched(app)
+            assert await peer.max_offset("Pt", 0) == 3

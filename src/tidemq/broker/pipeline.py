@@ -20,6 +20,14 @@ itself for codes it leaves alone, which costs nothing per request. Its handler m
 * pass it on, changed or not: ``return proceed(conn, request)``;
 * answer later through ``conn`` (return ``None``) or return an awaitable, as any handler.
 
+An interceptor may also offer ``clears(code, conn, template) -> bool``: whether it lets
+every request of ``code`` from ``conn`` whose header is ``template``'s -- requests that
+differ only in their queue, flags, timestamps, properties and body -- go on unchanged,
+deciding that once. :meth:`Pipeline.clears` asks every interceptor that wraps the code;
+the batch processor then stores the children of a shared send parent without running
+each through the chain. An interceptor without ``clears``, or answering ``False``, sees
+each child on its own (and may refuse any of them alone).
+
 :class:`Check` turns a ``before(conn, request)`` hook into an interceptor: the shape a
 gate such as authentication or an ACL takes.
 
@@ -31,7 +39,7 @@ means (``rewrites``, the logical-queue translation), which it needs to be served
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol
+from typing import Protocol, cast
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.net import Connection, Processor, RemotingServer
@@ -54,6 +62,15 @@ class Interceptor(Protocol):
         """The handler for requests with ``code``: one around ``proceed`` (the rest of the
         chain), or ``proceed`` itself when this interceptor has nothing to do there."""
         ...
+
+
+_Clears = Callable[[int, Connection, RemotingCommand], bool]
+
+
+def _untouched(conn: Connection, request: RemotingCommand) -> None:
+    """The handler :meth:`Pipeline.clears` offers an interceptor to learn whether it
+    wraps a code (never called)."""
+    raise AssertionError("the probe handler was called")
 
 
 class Check:
@@ -91,6 +108,8 @@ class Pipeline:
         self._handlers: dict[int, Handler] = {}
         self._interceptors: tuple[Interceptor, ...] = ()
         self._chains: dict[int, Handler] = {}
+        #: By code: the interceptors that wrap it (the others leave it alone).
+        self._wrapping: dict[int, tuple[Interceptor, ...]] = {}
         self._installed = False
 
     def register(self, code: int, handler: Handler) -> None:
@@ -114,6 +133,7 @@ class Pipeline:
         if self._installed:
             raise RuntimeError("the pipeline is installed: add interceptors before")
         self._interceptors += interceptors
+        self._wrapping.clear()
 
     def install(self, server: RemotingServer) -> None:
         """Build every code's chain and register it on ``server``."""
@@ -126,6 +146,20 @@ class Pipeline:
         """The chain of ``code``: its interceptors around its handler (after
         :meth:`install`)."""
         return self._chains.get(int(code))
+
+    def clears(self, code: int, conn: Connection, template: RemotingCommand) -> bool:
+        """Whether every interceptor wrapping ``code`` clears the requests of ``code``
+        from ``conn`` whose header is ``template``'s (module docstring): they may then go
+        to the handler without the chain. Decides without acting."""
+        wrapping = self._wrapping.get(code)
+        if wrapping is None:
+            wrapping = self._wrapping[code] = tuple(
+                i for i in self._interceptors if i.wrap(code, _untouched) is not _untouched)
+        for interceptor in wrapping:
+            clears = getattr(interceptor, "clears", None)
+            if clears is None or not cast(_Clears, clears)(code, conn, template):
+                return False
+        return True
 
     def compose(self, code: int, handler: Handler, *, rerun: bool = False) -> Handler:
         """``code``'s interceptors around ``handler`` (a handler serving the request from

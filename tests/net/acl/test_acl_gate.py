@@ -210,6 +210,17 @@ async def test_batch_pull_and_shared_send_children_are_checked(cluster: Cluster)
         assert [a.code if isinstance(a, RemotingCommand) else 0 for a in answers] == [
             NO_PERMISSION, NO_PERMISSION]
         assert await admin.max_offset("Secret") == 1
+        # Children the account may send are cleared once for the parent and stored.
+        refused = sum(_gate(cluster, "broker").refused.values())
+        template = wire.send("Pt", b"")
+        shared = encode_shared_send(RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, dict(template.ext_fields)),
+            [(2, 0, 1, 0, b"", b"p0"), (2, 0, 1, 0, b"", b"p1")])
+        answers = decode_send_answers((await user(shared)).full_body(), 2)
+        assert [a.code if isinstance(a, RemotingCommand) else 0 for a in answers] == [0, 0]
+        assert sum(_gate(cluster, "broker").refused.values()) == refused
+        await wire.dispatched(cluster.brokers[0])
+        assert await admin.max_offset("Pt", 2) == 2
 
 
 async def test_the_broker_registers_with_its_own_account(cluster: Cluster) -> None:

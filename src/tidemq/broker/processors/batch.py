@@ -53,7 +53,9 @@ around :meth:`~tidemq.broker.processors.send.SendProcessor.child` from the entry
 (the child's ext is the template's: topic and producer group), anything else is built as
 its standard child and runs its code's chain; it is answered with compact entries. Where
 successes are answered at once (ASYNC_FLUSH, no replicas waited for), the plain children
-the interceptors let through are only noted, then stored together by
+the interceptors let through (all of them, without running the chain one by one, when
+every interceptor of their code clears the parent's children at once:
+:meth:`~tidemq.broker.pipeline.Pipeline.clears`) are only noted, then stored together by
 :meth:`~tidemq.broker.processors.send.SendProcessor.children` (one
 :meth:`~tidemq.store.message_store.MessageStore.put_many`); a child served otherwise is
 served after every child before it is stored, so each queue keeps the children's order.
@@ -278,6 +280,19 @@ class _Gathered(_ChildConnection):
             self._merge.put(index, cmd)
         return True
 
+    def request(self, kids: list[int], k: int) -> RemotingCommand:
+        """The request of child ``kids[k]``: the one its interceptors saw, else made now
+        (a child cleared with its siblings has none until something needs it)."""
+        index = kids[k]
+        sub = self.subs[index]
+        if sub is None:
+            template = self.template
+            sub = self.subs[index] = RemotingCommand(
+                code=template.code, opaque=index + 1, flag=template.flag,
+                ext_fields=template.ext_fields, body=cast(SendEntry, self.entries[index])[5],
+                serialize_type=template.serialize_type)
+        return sub
+
     def fields(self, index: int) -> SendFields:
         """Child ``index``'s fields: the template's, with its entry's."""
         qid, sys_flag, born, flag, props, _body = cast(SendEntry, self.entries[index])
@@ -480,13 +495,16 @@ class BatchProcessor:
                 merge: _Merge, processor: Processor) -> None:
         """The children of a shared send parent to an ordinary topic whose successes are
         answered at once: each plain child passes the interceptors of its code (which
-        may refuse it alone), and the children they let through are stored together;
-        any other child is served as its standard child, after every child before it
-        is stored, so the log keeps their order."""
+        may refuse it alone) -- or, when every one of them clears the parent's children
+        at once (:meth:`Pipeline.clears <tidemq.broker.pipeline.Pipeline.clears>`), goes
+        straight on -- and the children let through are stored together; any other
+        child is served as its standard child, after every child before it is stored,
+        so the log keeps their order."""
         job = _Gathered(conn, merge, template, base, entries)
-        chain = self._composed_chain(code, "gather", False)
-        subs = job.subs
         proxy = cast(Connection, job)
+        cleared = self._pipeline.clears(code, proxy, template)
+        chain = None if cleared else self._composed_chain(code, "gather", False)
+        subs = job.subs
         command = RemotingCommand
         t_code, t_flag, t_ext = template.code, template.flag, template.ext_fields
         t_serialize = template.serialize_type
@@ -501,6 +519,9 @@ class BatchProcessor:
                 self._store_gathered(job)
                 self._run(processor, conn, merge, i,
                           BatchChild(shared_send_child(template, i + 1, entry), i + 1))
+                continue
+            if chain is None:  # cleared: made a request only if one is needed
+                job.kids.append(i)
                 continue
             sub = subs[i] = command(code=t_code, opaque=i + 1, flag=t_flag, ext_fields=t_ext,
                                     body=body, serialize_type=t_serialize)
@@ -524,24 +545,24 @@ class BatchProcessor:
             return
         send = self._send
         assert send is not None  # a gathering parent exists only with a send processor
-        merge, subs, entries = job._merge, job.subs, job.entries
-        pairs = cast("list[tuple[RemotingCommand, SendEntry]]",
-                     [(subs[i], entries[i]) for i in kids])
+        merge, entries = job._merge, job.entries
+        chosen = cast("list[SendEntry]", [entries[i] for i in kids])
 
         def standard(k: int) -> None:
             index = kids[k]
             handler = self._pipeline.handler(job.template.code)
             assert handler is not None
             self._run(handler, job._conn, merge, index, BatchChild(
-                shared_send_child(job.template, index + 1, pairs[k][1]), index + 1))
+                shared_send_child(job.template, index + 1, chosen[k]), index + 1))
 
-        answers = send.children(job._conn, job.base, pairs, standard)
+        answers = send.children(job._conn, job.base, chosen,
+                                functools.partial(job.request, kids), standard)
         job.kids = []
-        for index, (sub, _entry), answer in zip(kids, pairs, answers, strict=True):
+        for k, (index, answer) in enumerate(zip(kids, answers, strict=True)):
             if isinstance(answer, PlainAnswer | RemotingCommand):
                 merge.put(index, answer)
             elif answer is not None:
-                merge.put(index, _error_response(sub, answer))
+                merge.put(index, _error_response(job.request(kids, k), answer))
 
     def _gather_send(self, conn: Connection, request: RemotingCommand
                      ) -> RemotingCommand | None:

@@ -377,16 +377,16 @@ class SendProcessor:
             return False
         return self._send(conn, cmd, fields, None, False, True)
 
-    def children(self, conn: Connection, fields: SendFields,
-                 kids: Sequence[tuple[RemotingCommand, SendEntry]],
-                 standard: Callable[[int], None]
+    def children(self, conn: Connection, fields: SendFields, kids: Sequence[SendEntry],
+                 request: Callable[[int], RemotingCommand], standard: Callable[[int], None]
                  ) -> list[PlainAnswer | RemotingCommand | Exception | None]:
         """The plain single sends of a shared send parent, each answered as
         :meth:`child` answers it, stored by one :meth:`MessageStore.put_many
         <tidemq.store.message_store.MessageStore.put_many>` (ASYNC_FLUSH without
         replicas waiting: every success is answered at once). ``fields``: what the
         children share (the topic and reconsume times of the template); ``kids``: each
-        child's request and entry, in order. What is common to the children is decided
+        child's entry, in order; ``request(i)``: child ``i``'s request (asked for only
+        when it is served on its own). What is common to the children is decided
         once. A child :meth:`child` would refuse with ``False`` is handed to
         ``standard(i)`` (its slot is ``None``), a child naming ``INNER_`` properties
         goes through :meth:`child`'s own path, each after every child before it is
@@ -404,7 +404,7 @@ class SendProcessor:
         queues = max(tc.read_queue_nums, tc.write_queue_nums)
         puts: list[tuple[int, MessageInput, int, int]] = []
         slots: list[int] = []
-        for i, (cmd, (qid, sys_flag, born_ts, flag, text, body)) in enumerate(kids):
+        for i, (qid, sys_flag, born_ts, flag, text, body) in enumerate(kids):
             if text is not None and ("DELAY\x01" in text or "TIMER_" in text
                                      or "TRAN_MSG\x01" in text):
                 self._put_children(topic, puts, slots, born, reconsume, out)
@@ -413,8 +413,9 @@ class SendProcessor:
             if text is not None and "INNER_" in text:  # _send checks it in its order
                 self._put_children(topic, puts, slots, born, reconsume, out)
                 try:
-                    out[i] = self._send(conn, cmd, (topic, qid, sys_flag, born_ts, flag, text,
-                                                    reconsume), None, False, True)
+                    out[i] = self._send(conn, request(i), (topic, qid, sys_flag, born_ts,
+                                                           flag, text, reconsume),
+                                        None, False, True)
                 except Exception as exc:
                     out[i] = exc
                 continue

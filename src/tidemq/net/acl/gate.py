@@ -144,6 +144,21 @@ class AclGate:
 
         return checked
 
+    def clears(self, code: int, conn: Connection, template: RemotingCommand) -> bool:
+        """Whether every child of ``code`` with ``template``'s header, in the batch
+        parent being served, passes as the parent's account (the broker pipeline's
+        ``Pipeline.clears``): the code's rule reads only the header's topic and group,
+        and they pass. A ``False`` decides nothing: each child is then checked on its
+        own, refusals counted and logged as usual."""
+        rule = self.table.get(int(code))
+        if rule is None or rule.body or rule.lookup or _parent.get() is None:
+            return False
+        try:
+            self.check(code, rule, conn.remote_address, template)
+        except Refusal:
+            return False
+        return True
+
     def check(self, code: int, rule: Rule | None, remote: str,
               request: RemotingCommand) -> _Trusted:
         """Who ``request`` passes as, or :class:`Refusal`."""

@@ -101,6 +101,15 @@ class LogicalProcessor:
 
         return process
 
+    def clears(self, code: int, conn: Connection, template: RemotingCommand) -> bool:
+        """Whether every request of ``code`` with ``template``'s header goes on unchanged
+        (:meth:`Pipeline.clears <tidemq.broker.pipeline.Pipeline.clears>`): its topic is
+        not a logical one."""
+        if code not in _TRANSLATED:
+            return False
+        tkey, _ = topic_key(code)
+        return self.lqs.get(template.ext_fields.get(tkey, "")) is None
+
     def _wrap_reset(self, orig: Processor) -> Callable[[Connection, RemotingCommand], Any]:
         def process(conn: Connection, cmd: RemotingCommand) -> Any:
             mapping = self.lqs.get(cmd.ext_fields.get("topic", ""))

@@ -22,7 +22,7 @@ from tidemq.client.errors import (
 )
 from tidemq.errors import BrokerResponseError, ResponseCode
 from tidemq.testing import Cluster
-from tidemq.types import SendResult, SendStatus
+from tidemq.types import Message, SendResult, SendStatus
 
 BATCH_CQ = {"queue.type": "BatchCQ"}
 Outcome = tuple[BaseException | None, SendResult | None]
@@ -166,6 +166,45 @@ async def test_bodies_and_messages_with_properties_share_a_batch(
         (b"m%02d" % i, "odd" if i % 2 else None) for i in range(40)]
     results = [outcomes[i][1] for i in range(40)]
     assert [m.msg_id for m in stored] == [r.msg_id for r in results if r is not None]
+    await batcher.close()
+
+
+@pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])
+async def test_a_sticky_batch_of_bodies_takes_tagged_and_sent_messages_in_turn(
+        cluster: Cluster, admin: AdminClient, producer: Producer,
+        attributes: dict[str, str | None] | None) -> None:
+    """Bodies produced to the topic's sticky queue join its open batch by the short way
+    until a tagged message and a send()'s message join it too; the batch is stored as
+    produced, and each callback and future gets its own message's result."""
+    await create(admin, "Turns", queues=1, attributes=attributes)
+    await producer.instance.routes.get("Turns")
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    want: list[tuple[bytes, str | None]] = []
+    futures: dict[int, asyncio.Future[SendResult]] = {}
+    for i in range(30):
+        body = b"s%02d" % i
+        if i in (10, 11, 20):
+            futures[i] = await batcher.send(Message("Turns", body))
+            want.append((body, None))
+            continue
+        tags = "t" if 14 <= i < 17 else None
+        batcher.produce("Turns", body, tags=tags, on_delivery=_recorder(outcomes, i))
+        want.append((body, tags))
+    await batcher.flush()
+    assert batcher.shipped_requests == 1
+    for i, future in futures.items():
+        outcomes[i] = (None, future.result())
+    assert sorted(outcomes) == list(range(30))
+    assert all(error is None for error, _ in outcomes.values())
+    await dispatched(cluster)
+    results = [outcomes[i][1] for i in range(30)]
+    mq = results[0].queue if results[0] is not None else None
+    assert mq is not None and all(r is not None and r.queue == mq for r in results)
+    stored = await read_queue(producer.instance, mq)
+    assert [(m.body, m.tags) for m in stored] == want
+    assert [(m.msg_id, m.queue_offset) for m in stored] == [
+        (r.msg_id, r.queue_offset) for r in results if r is not None]
     await batcher.close()
 
 

@@ -125,22 +125,43 @@ _Parked = tuple[bytes, _Entry, _Waiter, int, MessageQueue | None, str | None]
 
 
 class _Batch:
-    """Messages of one lane shipped together, as parallel lists: each message's body, the
-    message itself, and who waits for it. :meth:`AutoBatchProducer.produce` makes no
-    object per message: its entry is ``None`` for a body of the lane's topic without
-    properties, or the properties dict it shares with the messages produced with the same
-    tags and keys."""
+    """Messages of one lane shipped together, as parallel lists: each message's body, its
+    entry, and who waits for it. :meth:`AutoBatchProducer.produce` makes no object per
+    message: its entry is ``None`` for a body of the lane's topic without properties, or
+    the properties dict it shares with the messages produced with the same tags and keys;
+    :meth:`AutoBatchProducer.send`'s entry is the message itself. While every message
+    shares the first one's entry (``alike``), that entry is kept once and ``entries`` is
+    empty; the first message with another entry makes the list."""
 
-    __slots__ = ("bodies", "futures", "msgs", "nbytes", "wait", "waiters")
+    __slots__ = ("alike", "bodies", "entries", "entry", "futures", "nbytes", "wait",
+                 "waiters")
 
-    def __init__(self, wait: str) -> None:
+    def __init__(self, wait: str, entry: _Entry) -> None:
         self.wait = wait
         self.bodies: list[bytes] = []
-        self.msgs: list[_Entry] = []
         self.waiters: list[_Waiter] = []
         self.nbytes = 0
         #: Whether a waiter is a future (a message of :meth:`AutoBatchProducer.send`).
         self.futures = False
+        self.alike = not isinstance(entry, Message)
+        self.entry: _Entry = entry if self.alike else None
+        self.entries: list[_Entry] = []
+
+    def add(self, body: bytes, entry: _Entry, waiter: _Waiter, size: int) -> None:
+        if self.alike and entry is not self.entry:
+            self.entries = [self.entry] * len(self.bodies)
+            self.alike = False
+        if not self.alike:
+            self.entries.append(entry)
+        self.bodies.append(body)
+        self.waiters.append(waiter)
+        self.nbytes += size
+        if isinstance(waiter, asyncio.Future):
+            self.futures = True
+
+    def entry_list(self) -> list[_Entry]:
+        """Each message's entry."""
+        return [self.entry] * len(self.bodies) if self.alike else self.entries
 
 
 class _Lane:
@@ -321,11 +342,7 @@ class AutoBatchProducer:
             return None
         future: asyncio.Future[SendResult] = loop.create_future()
         self._buffered = buffered + size
-        batch.bodies.append(body)
-        batch.msgs.append(msg)
-        batch.waiters.append(future)
-        batch.nbytes += size
-        batch.futures = True
+        batch.add(body, msg, future, size)
         if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
             self._kick_soon(lane)
         return future
@@ -345,6 +362,29 @@ class AutoBatchProducer:
         yields to the event loop, so batches ship only when the caller does (``await
         drain()`` every few hundred messages, or any other ``await``).
         """
+        if (tags is None and keys is None and properties is None and queue is None
+                and sharding_key is None):
+            # The usual message, a body alone, joins its topic's sticky lane's open batch
+            # of bodies, which stays open and not full: nothing of the lane changes but
+            # the batch (what _append decides). A sticky lane's topic was checked.
+            lane = self._sticky.get(topic)
+            if lane is not None:
+                batch = lane.open
+                if (batch is not None and batch.alike and batch.entry is None and body
+                        and not self._parked and not self._closed):
+                    size = _BARE_SIZE + len(body)
+                    nbytes = batch.nbytes + size
+                    buffered = self._buffered + size
+                    bodies = batch.bodies
+                    # below max_batch_bytes is below the largest body too
+                    if (nbytes < self.max_batch_bytes
+                            and len(bodies) + 1 < self.max_batch_messages
+                            and buffered <= self.total_buffer_bytes):
+                        bodies.append(body)
+                        batch.waiters.append(on_delivery)
+                        batch.nbytes = nbytes
+                        self._buffered = buffered
+                        return
         if self._closed:
             raise ClientClosedError(repr(self))
         if queue is not None and sharding_key is not None:
@@ -382,13 +422,12 @@ class AutoBatchProducer:
             lane = self._sticky.get(topic)  # the usual message: its topic's sticky lane
             if lane is not None:
                 batch = lane.open
-                if (not isinstance(msg, Message) and batch is not None and batch.wait == "true"
+                if (batch is not None and batch.alike and batch.entry is msg
                         and batch.nbytes + size < self.max_batch_bytes
                         and len(batch.bodies) + 1 < self.max_batch_messages):
-                    # The usual body joins the open batch, which stays open and not full:
-                    # nothing of the lane changes but the batch (what _append decides).
+                    # A body with the shared tags and keys joins the open batch of its
+                    # like, which stays open and not full (what _append decides).
                     batch.bodies.append(body)
-                    batch.msgs.append(msg)
                     batch.waiters.append(on_delivery)
                     batch.nbytes += size
                     return
@@ -519,19 +558,14 @@ class AutoBatchProducer:
             self._close(lane)
             batch = None
         if batch is None:
-            batch = lane.open = _Batch(wait)
+            batch = lane.open = _Batch(wait, msg)
             if self.linger > 0:
                 assert self._loop is not None
                 lane.timer = self._loop.call_later(self.linger, self._expire, lane)
             else:
                 lane.ready = True
-        batch.bodies.append(body)
-        batch.msgs.append(msg)
-        batch.waiters.append(waiter)
-        batch.nbytes += size
-        if isinstance(waiter, asyncio.Future):
-            batch.futures = True
-        if batch.nbytes >= self.max_batch_bytes or len(batch.msgs) >= self.max_batch_messages:
+        batch.add(body, msg, waiter, size)
+        if batch.nbytes >= self.max_batch_bytes or len(batch.bodies) >= self.max_batch_messages:
             self._close(lane)
         if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
             self._kick_soon(lane)
@@ -600,16 +634,16 @@ class AutoBatchProducer:
 
     async def _send_batch(self, lane: _Lane, batch: _Batch) -> None:
         producer = self.producer
-        topic, bodies, msgs = lane.queue.topic, batch.bodies, batch.msgs
+        topic, bodies = lane.queue.topic, batch.bodies
         self.shipped_requests += 1
-        self.shipped_messages += len(msgs)
+        self.shipped_messages += len(bodies)
         try:
-            if len(msgs) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
-                one = _message(topic, bodies[0], msgs[0])
+            if len(bodies) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
+                one = _message(topic, bodies[0], batch.entry_list()[0])
                 result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
                 key_of: Callable[[int], str] = (result.msg_id,).__getitem__
             else:
-                prepared, first, full = self._prepare(producer, topic, bodies, msgs)
+                prepared, first, full = self._prepare(producer, topic, batch)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
                     prepared, first, queue=q, messages=full))
                 key_of = prepared.key
@@ -618,16 +652,18 @@ class AutoBatchProducer:
             return
         _resolve(batch, result, key_of)
 
-    def _prepare(self, producer: Producer, topic: str, bodies: list[bytes],
-                 msgs: list[_Entry]
+    def _prepare(self, producer: Producer, topic: str, batch: _Batch
                  ) -> tuple[PreparedBatch, Message, Sequence[Message] | None]:
         """The batch encoded once, its first message, and its messages when the producer
         traces them. Bodies that share their properties (or have none) go straight to the
         column encoder; any other batch is encoded from messages."""
         max_size, keys = producer.config.max_message_size, producer.instance.uniq_keys
         compression = self.compression or producer.batch_compression
-        first = msgs[0]
-        if not isinstance(first, Message) and msgs.count(first) == len(msgs):
+        bodies = batch.bodies
+        msgs = batch.entries
+        first = batch.entry if batch.alike else msgs[0]
+        if not isinstance(first, Message) and (batch.alike
+                                               or msgs.count(first) == len(msgs)):
             prepared = prepare_send_bodies(topic, bodies, max_size=max_size, keys=keys,
                                            now_ms=now_ms(), compression=compression,
                                            properties=first)

@@ -221,6 +221,35 @@ def test_a_plain_answer_packs_as_the_command_it_stands_for(
     assert b"".join(map(bytes, got)) == b"".join(map(bytes, want))
 
 
+_ODD = {  # one answer made unlike the others, or out of the compact form's range
+    "msg_id": ["", "F" * 256, "é"], "queue_id": [-2**31 - 1, 2**31, -2**31, 2**31 - 1],
+    "queue_offset": [-2**63 - 1, 2**63, -2**63, 2**63 - 1], "region": ["Other"],
+    "trace": ["true"]}
+
+
+@settings(max_examples=300, deadline=None)
+@given(width=st.one_of(st.integers(0, 40), st.just(256)), n=st.integers(1, 12),
+       data=st.data(),
+       odd=st.one_of(st.none(), st.sampled_from(sorted(_ODD))))
+def test_plain_answers_packed_by_column_are_the_commands_bytes(
+        width: int, n: int, data: st.DataObject, odd: str | None) -> None:
+    """Plain answers only (the broker's usual merged answer) are packed by column when
+    they share a region, a trace and a msgId length and their numbers fit; the bytes
+    are those of the commands they stand for, whichever way they are packed."""
+    plain = [PlainAnswer(data.draw(st.text("0123456789ABCDEF", min_size=width,
+                                           max_size=width)),
+                         data.draw(st.integers(0, 2**31 - 1)),
+                         data.draw(st.integers(0, 2**63 - 1)), "DefaultRegion", "false")
+             for _ in range(n)]
+    if odd is not None:
+        k = data.draw(st.integers(0, n - 1))
+        plain[k] = plain[k]._replace(**{odd: data.draw(st.sampled_from(_ODD[odd]))})
+    got_ext, got = compact_send_responses(plain)
+    want_ext, want = compact_send_responses([a.command() for a in plain])
+    assert got_ext == want_ext
+    assert b"".join(map(bytes, got)) == b"".join(map(bytes, want))
+
+
 @settings(max_examples=200, deadline=None)
 @given(body=st.binary(max_size=120), count=st.integers(0, 5))
 def test_garbage_raises_only_protocol_errors(body: bytes, count: int) -> None:

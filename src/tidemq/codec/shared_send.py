@@ -64,6 +64,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from tidemq.codec.batch_protocol import (
@@ -109,6 +110,10 @@ REGION_KEY, TRACE_KEY = "MSG_REGION", "TRACE_ON"
 _ENTRY = struct.Struct(">iiqiHI")  # queueId, sysFlag, bornTime, flag, P, B
 _ANSWER = struct.Struct(">BBiq")  # kind, M, queueId, queueOffset
 _FULL = b"\x01"
+#: A compact entry with its msgId, by msgId length (:func:`_uniform_answers`).
+_ANSWERS: dict[int, struct.Struct] = {}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _PER_CHILD = ("e", "f", "g", "h", "i")
 _SHARED_KEYS = ("a", "b", "c", "d", "j", "k", "l", "m", "n")
 _V2_KEYS = frozenset(_PER_CHILD + _SHARED_KEYS)
@@ -155,6 +160,8 @@ class PlainAnswer(NamedTuple):
             "queueOffset": str(self.queue_offset), REGION_KEY: self.region,
             TRACE_KEY: self.trace})
 
+
+_PLAIN_ONLY = frozenset({PlainAnswer})
 
 #: A :class:`SendEntry` / :class:`PlainAnswer` from a tuple of its fields, without the
 #: keyword-argument call (one per child on the broker's send path).
@@ -297,6 +304,9 @@ def compact_send_responses(responses: Sequence[RemotingCommand | PlainAnswer]
     """The parent response's ext (``MSG_REGION`` / ``TRACE_ON`` of the first success)
     and body entries for ``responses`` (module docstring). A :class:`PlainAnswer` gives
     the bytes its :meth:`~PlainAnswer.command` would."""
+    uniform = _uniform_answers(responses)
+    if uniform is not None:
+        return uniform
     shared: dict[str, str] = {}
     out: list[Buffer] = []
     add = out.append
@@ -340,6 +350,31 @@ def compact_send_responses(responses: Sequence[RemotingCommand | PlainAnswer]
         out.append(_FULL)
         out.extend(encode_command(item.command() if isinstance(item, PlainAnswer) else item))
     return shared, out
+
+
+def _uniform_answers(responses: Sequence[RemotingCommand | PlainAnswer]
+                     ) -> tuple[dict[str, str], list[Buffer]] | None:
+    """:func:`compact_send_responses` of the usual merged answer -- plain answers only,
+    one region and trace, ASCII message ids of one length, numbers that fit -- packed
+    by column, without a Python step per answer; ``None`` for anything else."""
+    if not responses or set(map(type, responses)) != _PLAIN_ONLY:
+        return None
+    msg_ids, qids, offsets, regions, traces = zip(*responses, strict=True)
+    lengths = set(map(len, msg_ids))
+    if len(lengths) != 1 or len(set(regions)) != 1 or len(set(traces)) != 1:
+        return None
+    (size,) = lengths
+    if (size > 255 or not "".join(msg_ids).isascii() or min(qids) < _INT32_MIN
+            or max(qids) > _INT32_MAX or min(offsets) < _INT64_MIN
+            or max(offsets) > _INT64_MAX):
+        return None
+    packer = _ANSWERS.get(size)
+    if packer is None:
+        packer = _ANSWERS[size] = struct.Struct(f"{_ANSWER.format}{size}s")
+    n = len(msg_ids)
+    return ({REGION_KEY: regions[0], TRACE_KEY: traces[0]},
+            list(map(packer.pack, repeat(0, n), repeat(size, n), qids, offsets,
+                     map(str.encode, msg_ids))))
 
 
 def _numbers(ext: dict[str, str]) -> tuple[str, int, int] | None:

@@ -220,10 +220,17 @@ class SendProcessor:
                  flag: int) -> tuple[MessageInput, bool]:
         """The store input for one message, and whether the producer waits for the flush:
         the property text is checked and parsed once, for the keys, WAIT and tags."""
+        msg, props = self._input(body, props_text, flag)
+        return msg, props is None or wants_flush(props)
+
+    def _input(self, body: bytes | bytearray | memoryview, props_text: str | None,
+               flag: int) -> tuple[MessageInput, dict[str, str] | None]:
+        """:meth:`_message`'s store input, and the parsed properties (``None``: the
+        message has none) for what else the caller reads from them."""
         if len(body) > self._max_body:
             raise MessageTooLarge(len(body), self._max_body)
         if not props_text:
-            return new_input((body, self._cluster_prop, flag, 0, ())), True
+            return new_input((body, self._cluster_prop, flag, 0, ())), None
         props = parse_checked_property_text(props_text)
         if isinstance(props, str):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, props)
@@ -233,9 +240,14 @@ class SendProcessor:
         if len(raw) > MAX_PROPERTIES_BYTES:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
-        keys = index_keys(props) if self._index else ()
-        return new_input((body, raw, flag, tags_code(props.get("TAGS")), keys)), wants_flush(
-            props)
+        keys: tuple[str, ...] = ()
+        if self._index:
+            if "KEYS" in props:
+                keys = index_keys(props)
+            elif uniq := props.get("UNIQ_KEY"):  # index_keys without user keys
+                keys = (uniq,)
+        tags = props.get("TAGS")
+        return new_input((body, raw, flag, tags_code(tags) if tags else 0, keys)), props
 
     def _lmq_targets(self, topic: str, text: str | None) -> list[str]:
         if self.store.lmq is None:
@@ -430,7 +442,7 @@ class SendProcessor:
                                          f"INNER_BATCH flag on {topic}, which is not a "
                                          "BatchCQ topic")
                 try:
-                    msg = self._message(body, text, flag)[0]
+                    msg = self._input(body, text, flag)[0]
                 except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
                     raise _store_refusal(exc) from None
             except Exception as exc:

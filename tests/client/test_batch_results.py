@@ -62,7 +62,8 @@ def test_message_results_equal_one_plain_result_per_message(
     keys, ids = [k for k, _ in pairs], [r for _, r in pairs]
     answer = BatchAnswer(status, QUEUE, first, txn, keys.__getitem__,
                          record_ids(",".join(ids), len(ids)))
-    got = message_results(answer, len(pairs))
+    got = message_results(answer, 0, len(pairs))
+    assert message_results(answer, 1, len(pairs)) == got[1:]
     want = [SendResult(status, k, r, QUEUE, first + i, txn, 1)
             for i, (k, r) in enumerate(pairs)]
     assert got == want and want == got
@@ -86,7 +87,7 @@ def test_message_results_equal_one_plain_result_per_message(
 
 def test_a_message_result_cannot_be_changed() -> None:
     answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 5, None, ("k",).__getitem__, ["id"])
-    (one,) = message_results(answer, 1)
+    (one,) = message_results(answer, 0, 1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         one.queue_offset = 9  # type: ignore[misc]
     assert one.queue_offset == 5
@@ -108,7 +109,7 @@ def test_every_callback_runs_in_order_past_a_failing_one(
     callbacks = [callback(i) for i in range(5)]
     answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 0, None, "abcde".__getitem__,
                          record_ids("1,2,3,4,5", 5))
-    results = message_results(answer, 5)
+    results = message_results(answer, 0, 5)
     with caplog.at_level(logging.ERROR, logger="tidemq.client.batching"):
         _call_all(callbacks, results)
     assert calls == [(i, None, results[i]) for i in range(5)]

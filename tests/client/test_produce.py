@@ -175,36 +175,42 @@ async def test_a_sticky_batch_of_bodies_takes_tagged_and_sent_messages_in_turn(
         attributes: dict[str, str | None] | None) -> None:
     """Bodies produced to the topic's sticky queue join its open batch by the short way
     until a tagged message and a send()'s message join it too; the batch is stored as
-    produced, and each callback and future gets its own message's result."""
+    produced, and each callback and future gets its own message's result. Then a batch
+    of bodies with callbacks alone. Both batches hand out their results in several
+    rounds."""
     await create(admin, "Turns", queues=1, attributes=attributes)
     await producer.instance.routes.get("Turns")
     outcomes: dict[int, Outcome] = {}
-    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    batcher = AutoBatchProducer(producer, linger_ms=60_000, max_batch_bytes=1 << 20)
     want: list[tuple[bytes, str | None]] = []
     futures: dict[int, asyncio.Future[SendResult]] = {}
-    for i in range(30):
-        body = b"s%02d" % i
-        if i in (10, 11, 20):
+    for i in range(1200):
+        body = b"s%04d" % i
+        if i in (10, 11, 300):
             futures[i] = await batcher.send(Message("Turns", body))
             want.append((body, None))
-            continue
-        tags = "t" if 14 <= i < 17 else None
-        batcher.produce("Turns", body, tags=tags, on_delivery=_recorder(outcomes, i))
-        want.append((body, tags))
+        else:
+            tags = "t" if 14 <= i < 17 or 255 <= i < 258 else None
+            batcher.produce("Turns", body, tags=tags, on_delivery=_recorder(outcomes, i))
+            want.append((body, tags))
+        if i == 599:
+            await batcher.flush()
     await batcher.flush()
-    assert batcher.shipped_requests == 1
+    assert batcher.shipped_requests == 2
     for i, future in futures.items():
         outcomes[i] = (None, future.result())
-    assert sorted(outcomes) == list(range(30))
+    assert sorted(outcomes) == list(range(1200))
     assert all(error is None for error, _ in outcomes.values())
     await dispatched(cluster)
-    results = [outcomes[i][1] for i in range(30)]
-    mq = results[0].queue if results[0] is not None else None
-    assert mq is not None and all(r is not None and r.queue == mq for r in results)
-    stored = await read_queue(producer.instance, mq)
-    assert [(m.body, m.tags) for m in stored] == want
-    assert [(m.msg_id, m.queue_offset) for m in stored] == [
-        (r.msg_id, r.queue_offset) for r in results if r is not None]
+    results = [r for _, r in (outcomes[i] for i in range(1200)) if r is not None]
+    assert len(results) == 1200
+    for first in (0, 600):  # each batch went to a queue of its own broker
+        mq = results[first].queue
+        assert all(r.queue == mq for r in results[first:first + 600])
+        stored = await read_queue(producer.instance, mq)
+        assert [(m.body, m.tags) for m in stored] == want[first:first + 600]
+        assert [(m.msg_id, m.queue_offset) for m in stored] == [
+            (r.msg_id, r.queue_offset) for r in results[first:first + 600]]
     await batcher.close()
 
 

@@ -116,14 +116,15 @@ _set_answer = _MessageResult.__dict__["_answer"].__set__
 _set_index = _MessageResult.__dict__["_index"].__set__
 
 
-def message_results(answer: BatchAnswer, n: int) -> list[SendResult]:
-    """The results of the ``n`` messages of the batch answered by ``answer``: an object
-    and two stores a message, each a loop in C over the batch."""
+def message_results(answer: BatchAnswer, start: int, stop: int) -> list[SendResult]:
+    """The results of messages ``start`` up to ``stop`` (excluded) of the batch answered
+    by ``answer``: an object and two stores a message, each a loop in C."""
+    n = stop - start
     results: list[SendResult] = list(map(_new, repeat(_MessageResult, n)))
     sink: deque[None] = deque(maxlen=0)
     run = sink.extend
     run(map(_set_answer, results, repeat(answer, n)))
-    run(map(_set_index, results, range(n)))
+    run(map(_set_index, results, range(start, stop)))
     return results
 
 

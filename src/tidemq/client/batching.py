@@ -782,7 +782,9 @@ def _resolve(batch: _Batch, result: SendResult, key_of: Callable[[int], str]) ->
     """Each message's own result from its batch's -- its key, its offset, its record id
     (:mod:`~tidemq.client.batch_results`) -- for those who wait for it (a batch produced
     without callbacks makes none), handed out in one loop; a batch of callbacks alone is
-    called in a loop in C."""
+    called in a loop in C. The results are made :data:`_RESULTS_AT_ONCE` at a time, so
+    those nobody keeps are gone before the next ones are made: the garbage collector,
+    which runs after so many more objects were made than freed, is not woken by them."""
     waiters = batch.waiters
     n = len(waiters)
     silent = waiters.count(None)
@@ -790,19 +792,26 @@ def _resolve(batch: _Batch, result: SendResult, key_of: Callable[[int], str]) ->
         return
     answer = BatchAnswer(result.status, result.queue, result.queue_offset,
                          result.transaction_id, key_of, record_ids(result.offset_msg_id, n))
-    results = message_results(answer, n)
-    if not silent and not batch.futures:
-        _call_all(waiters, results)  # type: ignore[arg-type]
-        return
+    callbacks_alone = not silent and not batch.futures
     future = asyncio.Future
-    for waiter, one in zip(waiters, results, strict=True):
-        if waiter is None:
+    for start in range(0, n, _RESULTS_AT_ONCE):
+        stop = min(start + _RESULTS_AT_ONCE, n)
+        results = message_results(answer, start, stop)
+        if callbacks_alone:
+            _call_all(waiters[start:stop], results)  # type: ignore[arg-type]
             continue
-        if isinstance(waiter, future):  # send()'s own future
-            if not waiter.done():
-                waiter.set_result(one)
-            continue
-        _call(waiter, None, one)
+        for waiter, one in zip(waiters[start:stop], results, strict=True):
+            if waiter is None:
+                continue
+            if isinstance(waiter, future):  # send()'s own future
+                if not waiter.done():
+                    waiter.set_result(one)
+                continue
+            _call(waiter, None, one)
+
+
+#: Results made at once: under the garbage collector's first threshold (700 by default).
+_RESULTS_AT_ONCE = 256
 
 
 def _call_all(callbacks: list[DeliveryCallback], results: list[SendResult]) -> None:

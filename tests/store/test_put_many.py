@@ -9,11 +9,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidemq.errors import MessageTooLarge, StoreReadOnly
+from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
+from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import HostAddr, decode_record
 from tidemq.store.message_store import MessageInput, MessageStore, PutResult
 
-from .conftest import FakeClock, OpenStore, msg, small_config
+from .conftest import FakeClock, OpenStore, crash_copy, msg, small_config
 
 BORN = HostAddr(b"\x0a\x01\x02\x03", 40001)
 Put = tuple[int, MessageInput, int, int]
@@ -131,3 +132,152 @@ def test_a_record_too_large_for_a_segment_fails_alone(open_store: OpenStore) -> 
         assert start == at
         at += length
     assert at == store.commitlog.max_offset
+
+
+# ---------------------------------------------------------------- fan-out puts (RIP-28)
+
+LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
+LMQ_NAMES = [f"%LMQ%q{i}" for i in range(6)]
+#: A property text that the LMQ offsets push over the 2-byte limit (a put refused alone),
+#: and one that fits it but not a 4 KiB segment (refused by the roll, after its offsets).
+OVER_LIMIT = "x" * (0x7FFF - 60)
+OVER_SEGMENT = "y" * 5000
+
+
+def _fan_msg(body: bytes, names: list[str], pad: str) -> MessageInput:
+    props: dict[str, str] = {"UNIQ_KEY": body.hex() or "e"}
+    if names:
+        props["INNER_MULTI_DISPATCH"] = ",".join(names)
+    if pad:
+        props["PAD"] = pad
+    return msg(body, **props)
+
+
+fan_puts_strategy = st.lists(st.tuples(
+    st.integers(0, 3),  # queue id
+    st.binary(min_size=0, max_size=200),
+    st.lists(st.sampled_from(LMQ_NAMES), max_size=4, unique=True),
+    st.sampled_from(["", "", "", "", OVER_LIMIT, OVER_SEGMENT])),
+    min_size=1, max_size=30)
+
+
+def _outcomes(results: list[PutResult | Exception]) -> list[object]:
+    return [(r.queue_offset, list(r.phys_offsets), list(r.sizes)) if isinstance(r, PutResult)
+            else (type(r), str(r)) for r in results]
+
+
+def _lmq_view(store: MessageStore) -> dict[str, object]:
+    """Every LMQ's offsets and entries, and every parent queue's records."""
+    assert store.wait_dispatched(10.0)
+    view: dict[str, object] = {}
+    for name in LMQ_NAMES:
+        got = store.get(name, 0, 0, 256, 1 << 22)
+        view[name] = (store.min_offset(name, 0), store.max_offset(name, 0),
+                      [bytes(b) for b in got.buffers])
+    for qid in range(4):
+        got = store.get("Parent", qid, 0, 256, 1 << 22)
+        view[f"Parent/{qid}"] = (store.max_offset("Parent", qid),
+                                 [bytes(b) for b in got.buffers])
+    return view
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=fan_puts_strategy,
+       before=st.lists(st.lists(st.sampled_from(LMQ_NAMES), min_size=1, max_size=3,
+                                unique=True), max_size=3),
+       settled=st.booleans())
+def test_fan_out_puts_stored_together_store_what_each_stores(
+        plan: list[tuple[int, bytes, list[str], str]], before: list[list[str]],
+        settled: bool) -> None:
+    """A parent's fan-out and plain puts stored by one ``put_many`` give the records,
+    results (a refused put's error included), consume-queue and LMQ entries that
+    ``put_multi_dispatch`` and ``put`` give one by one: LMQs named by several puts take
+    consecutive offsets in put order, a refused put takes none. ``before``: fan-outs
+    stored first (``settled``: dispatched, so their offsets come from the LMQ store)."""
+    clock = FakeClock(1_700_000_000_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = [MessageStore(small_config(Path(tmp) / name, **LMQ), clock=clock)
+                  for name in ("many", "each")]
+        for store in stores:
+            store.start()
+        try:
+            many, each = stores
+            for k, names in enumerate(before):
+                for store in stores:
+                    store.put_multi_dispatch("Parent", 0, _fan_msg(b"b%d" % k, names, ""),
+                                             names)
+            if settled:
+                for store in stores:
+                    assert store.wait_dispatched(10.0)
+            puts: list[Put] = [(qid, _fan_msg(body, names, pad), 0, 0)
+                               for qid, body, names, pad in plan]
+            targets = [names for _q, _b, names, _p in plan]
+            got = many.put_many("Parent", puts, born_host=BORN, reconsume_times=2,
+                                targets=targets)
+            want: list[PutResult | Exception] = []
+            for (qid, m, _f, _b), names in zip(puts, targets, strict=True):
+                try:
+                    want.append(
+                        each.put_multi_dispatch("Parent", qid, m, names, born_host=BORN,
+                                                reconsume_times=2) if names
+                        else each.put("Parent", qid, m, born_host=BORN, reconsume_times=2))
+                except Exception as exc:
+                    want.append(exc)
+            assert _outcomes(got) == _outcomes(want)
+            assert _stored(many, [r for r in got if isinstance(r, PutResult)]) == _stored(
+                each, [r for r in want if isinstance(r, PutResult)])
+            assert _lmq_view(many) == _lmq_view(each)
+            # and what the two stores hand out next
+            more = _fan_msg(b"next", LMQ_NAMES[:3], "")
+            after = [s.put_multi_dispatch("Parent", 1, more, LMQ_NAMES[:3]) for s in stores]
+            assert _outcomes(list(after[:1])) == _outcomes(list(after[1:]))
+            assert _lmq_view(many) == _lmq_view(each)
+        finally:
+            for store in stores:
+                store.shutdown()
+
+
+def test_fan_out_puts_come_back_after_a_crash(open_store: OpenStore, tmp_path: Path) -> None:
+    """Fan-outs stored by ``put_many``, then a ``kill -9`` (the files as they are):
+    recovery gives every LMQ its entries back, and the next fan-out the next offsets."""
+    store = open_store(**LMQ)
+    names = [LMQ_NAMES[:2], LMQ_NAMES[1:4], [], LMQ_NAMES[:1]]
+    got = store.put_many("Parent", [(i % 2, _fan_msg(b"m%d" % i, n, ""), 0, 0)
+                                    for i, n in enumerate(names)], targets=names)
+    assert all(isinstance(r, PutResult) for r in got)
+    want = _lmq_view(store)
+    copy = crash_copy(store, tmp_path / "crashed")
+    with MessageStore(small_config(copy, **LMQ)) as again:
+        assert again.recovery_report is not None and not again.recovery_report.clean
+        assert _lmq_view(again) == want
+        [res] = again.put_many("Parent", [(0, _fan_msg(b"after", LMQ_NAMES[:2], ""), 0, 0)],
+                               targets=[LMQ_NAMES[:2]])
+        assert isinstance(res, PutResult)
+        assert again.wait_dispatched(10.0)
+        # q0 was named twice before, q1 twice: this put takes offset 2 of each
+        assert [again.max_offset(n, 0) for n in LMQ_NAMES[:2]] == [3, 3]
+        record = decode_record(again.read_record(res.phys_offsets[0]) or b"")
+        assert decode_properties(record.properties)["INNER_MULTI_QUEUE_OFFSET"] == "2,2"
+
+
+def test_a_fan_out_refused_alone_takes_no_lmq_offset(open_store: OpenStore) -> None:
+    store = open_store(**LMQ)
+    names = [LMQ_NAMES[:1], LMQ_NAMES[:1], LMQ_NAMES[:1]]
+    puts: list[Put] = [(0, _fan_msg(b"a", names[0], ""), 0, 0),
+                       (0, _fan_msg(b"b", names[1], OVER_LIMIT), 0, 0),
+                       (0, _fan_msg(b"c", names[2], ""), 0, 0)]
+    got = store.put_many("Parent", puts, targets=names)
+    assert isinstance(got[1], PropertiesTooLarge)
+    ok = [r for r in got if isinstance(r, PutResult)]
+    assert [r.queue_offset for r in ok] == [0, 1]
+    view = _lmq_view(store)
+    assert view[LMQ_NAMES[0]][:2] == (0, 2)  # type: ignore[index]
+
+
+def test_fan_outs_without_lmq_are_refused_each(open_store: OpenStore) -> None:
+    store = open_store()
+    got = store.put_many("Parent", [(0, msg(b"plain"), 0, 0),
+                                    (0, _fan_msg(b"fan", LMQ_NAMES[:1], ""), 0, 0)],
+                         targets=[[], LMQ_NAMES[:1]])
+    assert isinstance(got[0], PutResult)
+    assert isinstance(got[1], ValueError) and "disabled" in str(got[1])

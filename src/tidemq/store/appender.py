@@ -102,15 +102,7 @@ def _assign_lmq_offsets(
     repeats one -- are found with C-level maps too, and only their entries take a Python
     step. Properties the offsets push over their limit raise
     :class:`PropertiesTooLarge`."""
-    flat = list(chain.from_iterable(targets))
-    known = list(map(nexts.get, flat))
-    if None in known:
-        found = first_use(set(compress(flat, map(is_, known, repeat(None)))))
-        known = list(map(found.get, flat, known))
-    offsets = cast("list[int]", known)  # every name is in nexts or in found
-    last = dict(zip(flat, count()))  # each name's last entry
-    if len(last) != len(flat):
-        _spread_repeated(flat, offsets, last)
+    flat, offsets = _lmq_offsets(targets, nexts, first_use)
     texts = list(map(str, offsets))
     stored: list[bytes] = []
     fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
@@ -145,6 +137,25 @@ def _spread_repeated(flat: list[str], offsets: list[int], last: dict[str, int]) 
         following[name] = nxt + 1
     for name, nxt in following.items():
         offsets[last[name]] = nxt
+
+
+def _lmq_offsets(targets: Sequence[Sequence[str]], nexts: dict[str, int],
+                 first_use: Callable[[Iterable[str]], dict[str, int]]
+                 ) -> tuple[list[str], list[int]]:
+    """The LMQ names of ``targets`` laid end to end, and the offset each entry takes if
+    every target list is stored, in order (an LMQ named by several lists gets
+    consecutive offsets): :func:`_assign_lmq_offsets`' lookups and spreading, without
+    the properties. ``nexts`` and ``first_use`` as there."""
+    flat = list(chain.from_iterable(targets))
+    known = list(map(nexts.get, flat))
+    if None in known:
+        found = first_use(set(compress(flat, map(is_, known, repeat(None)))))
+        known = list(map(found.get, flat, known))
+    offsets = cast("list[int]", known)  # every name is in nexts or in found
+    last = dict(zip(flat, count()))  # each name's last entry
+    if len(last) != len(flat):
+        _spread_repeated(flat, offsets, last)
+    return flat, offsets
 
 
 def wall_clock_ms() -> int:
@@ -446,13 +457,20 @@ class Appender:
     def put_many(
         self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]], *,
         born_host: HostAddr | None = None, reconsume_times: int = 0, wait_flush: bool = True,
+        targets: Sequence[Sequence[str]] | None = None,
     ) -> list[PutResult | Exception]:
         """Append one record per ``(queue_id, msg, sys_flag, born_timestamp)`` of ``puts``
         (any queues of ``topic``), in order: what as many :meth:`put` calls store, under
         one hold of the append lock, one store time and one wake-up of the dispatcher.
         Each put has its own outcome, a :class:`PutResult` or the exception :meth:`put`
         would raise for it (:class:`MessageTooLarge`, :class:`StoreReadOnly`...); a
-        failed put leaves the others stored. Hooks see one run of bytes per segment."""
+        failed put leaves the others stored. Hooks see one run of bytes per segment.
+
+        ``targets[i]``: the LMQs put ``i`` fans out to (RIP-28; empty: none). Such a put
+        stores what :meth:`put_multi_dispatch` stores for it, and fails alone as it
+        would (:class:`~tidemq.errors.PropertiesTooLarge`...). The LMQ offsets of all
+        the puts are decided together under the lock, in put order: an LMQ named by
+        several puts gets consecutive offsets, and a put that fails takes none."""
         bhost = (self._store_host_bytes if born_host is None
                  else born_host.ip + _I32.pack(born_host.port) if len(born_host.ip) == 4
                  else b"")
@@ -461,27 +479,42 @@ class Appender:
         if shape is None and limit >= 0 and bhost:
             self._v1_topic_field(topic)
             shape = self._topic_shapes.get(topic)
+        lmq = self.queues.lmq
+        if targets is not None:
+            if len(targets) != len(puts):
+                raise ValueError(f"{len(puts)} puts but {len(targets)} target lists")
+            if not any(targets):
+                targets = None
+            elif lmq is None:  # put_multi_dispatch refuses each fan-out
+                return self._put_each(topic, puts, born_host, reconsume_times, wait_flush,
+                                      targets)
         if shape is None or limit < 0 or not bhost or not puts:
-            return self._put_each(topic, puts, born_host, reconsume_times, wait_flush)
+            return self._put_each(topic, puts, born_host, reconsume_times, wait_flush,
+                                  targets)
         fixed, tail, layouts, queue_keys = shape
         index_keys = self._index_keys
-        # Decided before the lock: each record's size, packer, body CRC and queue key.
+        # Decided before the lock: each record's size, packer, body CRC and queue key (a
+        # fan-out's size grows by its LMQ offsets, decided under the lock).
         plans = []
-        for queue_id, (given, props, flag, tags, keys), sys_flag, born in puts:
+        for (queue_id, (given, props, flag, tags, keys), sys_flag, born), names in zip(
+                puts, repeat(()) if targets is None else targets, strict=False):
             blen, plen = len(given), len(props)
             if blen > limit or plen > 0x7FFF:  # put's general path: one put at a time
-                return self._put_each(topic, puts, born_host, reconsume_times, wait_flush)
+                return self._put_each(topic, puts, born_host, reconsume_times, wait_flush,
+                                      targets)
             # the packer's "s" fields take bytes: a small view is copied once
             body = bytes(given) if type(given) is not bytes and blen <= 4096 else given
-            pack = layouts.get(blen << 15 | plen) if type(body) is bytes else None
-            if pack is None and len(layouts) < LAYOUTS_PER_TOPIC and type(body) is bytes:
+            pack = (layouts.get(blen << 15 | plen) if type(body) is bytes and not names
+                    else None)
+            if (pack is None and len(layouts) < LAYOUTS_PER_TOPIC and type(body) is bytes
+                    and not names):
                 pack = layouts[blen << 15 | plen] = v4_record_packer(len(tail), blen, plen)
             key = queue_keys.get(queue_id)
             if key is None:
                 key = queue_keys[queue_id] = (topic, queue_id)
             plans.append((key, queue_id, fixed + blen + plen, _crc32(body) & 0x7FFFFFFF,
                           pack, body, props, flag, sys_flag & _NO_V6_HOSTS, born, tags,
-                          keys if index_keys else None))
+                          keys if index_keys else None, names))
         out: list[PutResult | Exception] = []
         add = out.append
         cl = self.commitlog
@@ -491,19 +524,43 @@ class Appender:
         hooks = self._hooks
         sync = wait_flush and self._sync_flush
         stored = 0
+        nexts = self.lmq_next
+        flat: list[str] = []
+        offsets: list[int] = []
+        at = 0  # the first entry of the next fan-out's names in flat and offsets
+        #: Per LMQ, the offsets given to failed puts: later puts naming it take them.
+        dropped: dict[str, int] = {}
         lock = cl.lock
         lock.acquire()
         try:
             ts = self._store_time()
+            if targets is not None:
+                assert lmq is not None  # checked above
+                flat, offsets = _lmq_offsets(
+                    targets, nexts.young, lambda names: nexts.older(names, lmq.max_offsets))
             segs = cl.segments
             seg = segs[-1] if segs else None
             pos = run_pos = seg.wrote if seg is not None else 0
             room = seg.size - BLANK_SIZE if seg is not None else -1  # a record ends by it
             healthy = cl.werr is None and cl.disk_full is None
             run = seg  # the segment of the run of bytes not yet reported, from run_pos
-            for key, queue_id, size, crc, pack, body, props, flag, sys_flag, born, tags, \
-                    indexed in plans:
+            for key, queue_id, given_size, crc, pack, body, given_props, flag, sys_flag, born, \
+                    tags, indexed, names in plans:
+                size, props = given_size, given_props
                 try:
+                    if names:  # its LMQ offsets and properties (at moves on first)
+                        first = at
+                        at += len(names)
+                        mine = offsets[first:at]
+                        if dropped:
+                            mine = offsets[first:at] = [
+                                o - dropped.get(n, 0) for n, o in zip(names, mine, strict=True)]
+                        props = props + b"%s%s\x02" % (
+                            _OFFSETS_HEAD, ",".join(map(str, mine)).encode())
+                        if len(props) > MAX_PROPERTIES_BYTES:
+                            raise PropertiesTooLarge(len(props), MAX_PROPERTIES_BYTES,
+                                                     added=_OFFSETS_KEY)
+                        size = fixed + len(body) + len(props)
                     if pos + size > room or not healthy:  # a roll, a refusal, a first segment
                         if hooks and pos > run_pos:
                             self._appended(cast(MappedFile, run), run_pos, pos)
@@ -528,11 +585,20 @@ class Appender:
                             raise
                 except Exception as exc:  # this put failed; the others go on
                     add(exc)
+                    if names:  # its offsets go to the next puts naming its LMQs
+                        for name in names:
+                            dropped[name] = dropped.get(name, 0) + 1
+                        offsets[first:at] = repeat(-1, len(names))
                     continue
                 pos += size
                 seg.wrote = pos
                 next_offsets[key] = qo + 1
-                pending((pos + seg.base, ts, key, qo, phys, size, tags, indexed))
+                if names:
+                    pending(DispatchBatch(topic, queue_id, qo, (phys,), (size,), (tags,), ts,
+                                          phys + size, None if indexed is None else (indexed,),
+                                          None, ((tuple(names), tuple(mine)),)))
+                else:
+                    pending((pos + seg.base, ts, key, qo, phys, size, tags, indexed))
                 stored += 1
                 if sync:
                     add(_new_result(PutResult, (
@@ -540,6 +606,12 @@ class Appender:
                         _monotonic() + self._flush_timeout)))
                 else:
                     add(_new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0)))
+            if flat:
+                nexts.young.update(
+                    zip(flat, map(_add, offsets, repeat(1)), strict=True) if not dropped
+                    else ((n, o + 1) for n, o in zip(flat, offsets, strict=True) if o >= 0))
+                assert lmq is not None
+                nexts.age(lmq.dispatched, 0 if seg is None else seg.base + pos)
             if hooks and pos > run_pos:
                 self._appended(cast(MappedFile, run), run_pos, pos)
             if stored and self._live.idle:
@@ -550,16 +622,26 @@ class Appender:
         return out
 
     def _put_each(self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]],
-                  born_host: HostAddr | None, reconsume_times: int, wait_flush: bool
+                  born_host: HostAddr | None, reconsume_times: int, wait_flush: bool,
+                  targets: Sequence[Sequence[str]] | None = None
                   ) -> list[PutResult | Exception]:
-        """:meth:`put_many` one :meth:`put` at a time (layouts its one hold does not
-        write: IPv6 hosts, a V2 topic, a store not running, large messages)."""
+        """:meth:`put_many` one :meth:`put` (or :meth:`put_multi_dispatch`) at a time
+        (layouts its one hold does not write: IPv6 hosts, a V2 topic, a store not
+        running, large messages)."""
         out: list[PutResult | Exception] = []
-        for queue_id, msg, sys_flag, born in puts:
+        for (queue_id, msg, sys_flag, born), names in zip(
+                puts, repeat(()) if targets is None else targets, strict=False):
             try:
-                out.append(self.put(topic, queue_id, msg, sys_flag=sys_flag,
-                                    born_timestamp=born, born_host=born_host,
-                                    reconsume_times=reconsume_times, wait_flush=wait_flush))
+                if names:
+                    out.append(self.put_multi_dispatch(
+                        topic, queue_id, msg, names, sys_flag=sys_flag, born_timestamp=born,
+                        born_host=born_host, reconsume_times=reconsume_times,
+                        wait_flush=wait_flush))
+                else:
+                    out.append(self.put(topic, queue_id, msg, sys_flag=sys_flag,
+                                        born_timestamp=born, born_host=born_host,
+                                        reconsume_times=reconsume_times,
+                                        wait_flush=wait_flush))
             except Exception as exc:
                 out.append(exc)
         return out

@@ -4,6 +4,7 @@ negotiates it, and a broker that cannot read it."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from tidemq.codec.shared_send import (
     send_answer_command,
 )
 from tidemq.errors import ResponseCode
+from tidemq.formats.properties import MAX_PROPERTIES_BYTES
 from tidemq.store.config import FlushDiskType
 from tidemq.testing import Cluster
 
@@ -182,3 +184,108 @@ async def test_children_keep_their_order_in_each_queue(peer: Peer, topic: str,
     assert [got[i].ext_fields["queueOffset"] for i in (0, 1, 2, 5)] == ["0", "1", "2", "3"]
     await wire.dispatched(cluster.brokers[0])
     assert [m.body for m in await peer.messages(topic, 1)] == [b"p0", b"inner", b"p1", b"p2"]
+
+
+# ---------------------------------------------------------------- fan-out children (RIP-28)
+
+LMQ_STORE = {"enable_lmq": True, "enable_multi_dispatch": True,
+             "max_lmq_targets_per_message": 4}
+
+
+def _room_props(names: str, room: int) -> str:
+    """A fan-out's property text (CLUSTER included) leaving ``room`` bytes under the
+    properties' limit before the broker adds the LMQ offsets."""
+    base = wire.props(CLUSTER="c", INNER_MULTI_DISPATCH=names)
+    pad = MAX_PROPERTIES_BYTES - room - len(base.encode()) - len("PAD\x01\x02")
+    return base + "PAD\x01" + "p" * pad + "\x02"
+
+
+def fan_kids(tag: str) -> list[RemotingCommand]:
+    """Fan-out children to parent ``P<tag>`` and LMQs ``%LMQ%<tag>-*``, and what each
+    one tests: LMQs named by several children, plain children between them, children
+    refused alone for their LMQs, their queue or their properties, and children that
+    take the one-by-one path (another INNER_ property, a delay)."""
+    topic, a, b, c = f"P{tag}", f"%LMQ%{tag}-a", f"%LMQ%{tag}-b", f"%LMQ%{tag}-c"
+
+    def fan(body: bytes, names: str, queue_id: int = 0, **extra: str) -> RemotingCommand:
+        props = wire.props(**extra) + f"INNER_MULTI_DISPATCH\x01{names}\x02"
+        return wire.send(topic, body, queue_id=queue_id, properties=props)
+
+    return [
+        fan(b"f0", f"{a},{b}", 0),
+        wire.send(topic, b"p0", queue_id=0),
+        fan(b"f1", f"{b}", 1, tags="t1", keys="k1"),
+        fan(b"bad name", f"{a},%LMQ%{tag}/x"),  # MESSAGE_ILLEGAL, nothing taken
+        fan(b"twice", f"{c},{c}"),  # MESSAGE_ILLEGAL
+        fan(b"too many", ",".join(f"%LMQ%{tag}-n{i}" for i in range(5))),
+        fan(b"bad queue", f"{a}", 77),  # INVALID_PARAMETER
+        fan(b"assigned", f"{a}", INNER_MULTI_QUEUE_OFFSET="3"),  # one by one: refused
+        wire.send(topic, b"over", properties=_room_props(f"{a},{c}", 10)),  # offsets push
+        wire.send(topic, b"fits", queue_id=2, properties=_room_props(f"{a},{c}", 29)),
+        fan(b"user key", f"{c}", 2, MY_INNER_KEY="v"),  # one by one: stored
+        fan(b"delayed", f"{a}", DELAY="1"),  # the standard child: refused
+        fan(b"f2", f"{c},{a},{b}", 1),
+        wire.send(topic, b"p1", queue_id=1),
+        fan(b"", f"{a}", 3),
+    ]
+
+
+@pytest.fixture
+async def lmq_peer(tmp_path: Path) -> AsyncIterator[tuple[Cluster, Peer]]:
+    async with Cluster(tmp_path, brokers=1, store=LMQ_STORE) as c, \
+            Peer(c.brokers[0].broker_addr) as p:
+        for tag in ("one", "two"):
+            await p.ok(wire.create_topic(f"P{tag}", 4))
+        yield c, p
+
+
+async def test_fan_out_children_get_what_single_sends_get(
+        lmq_peer: tuple[Cluster, Peer]) -> None:
+    """A shared parent's fan-out children (stored together) are answered, and leave
+    the records, parent queues and LMQs, that the same messages sent one request each
+    leave: the same codes and remarks, queue offsets and LMQ offsets in child order."""
+    cluster, peer = lmq_peer
+    got = await shared(peer, fan_kids("one"))
+    want = [await peer(c) for c in fan_kids("two")]
+
+    def same(r: RemotingCommand) -> tuple[object, ...]:
+        ext = {k: v for k, v in r.ext_fields.items() if k in ("queueId", "queueOffset")}
+        return r.code, (r.remark or "").replace("one", "two"), ext
+
+    assert [same(r) for r in got] == [same(r) for r in want]
+    assert [r.code for r in got].count(0) == 8
+    await wire.dispatched(cluster.brokers[0])
+
+    async def stored(tag: str) -> dict[str, list[tuple[object, ...]]]:
+        out: dict[str, list[tuple[object, ...]]] = {}
+        for queue in [f"P{tag}/{q}" for q in range(4)] + [
+                f"%LMQ%{tag}-{n}/0" for n in "abc"]:
+            name, qid = queue.rsplit("/", 1)
+            out[queue.replace(tag, "x")] = [
+                (m.body, m.queue_offset, m.properties.get("INNER_MULTI_DISPATCH", "")
+                 .replace(tag, "x"), m.properties.get("INNER_MULTI_QUEUE_OFFSET"),
+                 m.properties.get("TAGS"), m.properties.get("KEYS"))
+                for m in await peer.messages(name, int(qid), max_nums=32)]
+        return out
+
+    mine = await stored("one")
+    assert mine == await stored("two")
+    assert [m[0] for m in mine["%LMQ%x-a/0"]] == [b"f0", b"fits", b"f2", b""]
+
+
+async def test_fan_out_children_are_stored_in_one_run(lmq_peer: tuple[Cluster, Peer]) -> None:
+    """The fan-out children of a parent are written under one hold of the append lock:
+    the append hooks see one run of bytes holding all of them (no roll in between)."""
+    cluster, peer = lmq_peer
+    runs: list[tuple[int, int]] = []
+    cluster.brokers[0].store.add_append_hook(
+        lambda start, view: runs.append((start, start + len(view))))
+    got = await shared(peer, [wire.send("Pone", b"m%d" % i, queue_id=i % 4, properties=(
+        wire.props() + f"INNER_MULTI_DISPATCH\x01%LMQ%r{i % 3},%LMQ%s\x02")) for i in range(12)])
+    assert [r.code for r in got] == [0] * 12
+    phys = [int(r.ext_fields["msgId"][-16:], 16) for r in got]
+    assert phys == sorted(phys)
+    assert any(start <= phys[0] and phys[-1] < end for start, end in runs), runs
+    await wire.dispatched(cluster.brokers[0])
+    assert [int(m.properties["INNER_MULTI_QUEUE_OFFSET"].split(",")[1])
+            for m in await peer.messages("%LMQ%s", 0, max_nums=32)] == list(range(12))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.group_commit import GroupCommitWaiters
@@ -399,10 +399,13 @@ class SendProcessor:
         children share (the topic and reconsume times of the template); ``kids``: each
         child's entry, in order; ``request(i)``: child ``i``'s request (asked for only
         when it is served on its own). What is common to the children is decided
-        once. A child :meth:`child` would refuse with ``False`` is handed to
-        ``standard(i)`` (its slot is ``None``), a child naming ``INNER_`` properties
-        goes through :meth:`child`'s own path, each after every child before it is
-        stored: the log holds the children in their order."""
+        once. A child fanning out to LMQs (``INNER_MULTI_DISPATCH``, no other ``INNER_``
+        property) is stored with the others, its LMQs checked with theirs, and is
+        refused alone as :meth:`_send` would refuse it. A child :meth:`child` would
+        refuse with ``False`` is handed to ``standard(i)`` (its slot is ``None``), a
+        child naming other ``INNER_`` properties goes through :meth:`child`'s own path,
+        each after every child before it is stored: the log holds the children in their
+        order."""
         out: list[PlainAnswer | RemotingCommand | Exception | None] = [None] * len(kids)
         topic, reconsume = fields[0], fields[6]
         tc = self._topics.get(topic)
@@ -411,28 +414,43 @@ class SendProcessor:
                 standard(i)
             return out
         common = self._common_refusal(topic)
+        fan_common: Exception | None = None  # _send's refusal of every fan-out child
+        fan_known = False
+        lmq_on = self.store.lmq is not None  # without LMQs, _send refuses each fan-out
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(topic)
         queues = max(tc.read_queue_nums, tc.write_queue_nums)
         puts: list[tuple[int, MessageInput, int, int]] = []
         slots: list[int] = []
+        #: The fan-out children in puts: their positions there and property texts.
+        fans: list[int] = []
+        texts: list[str] = []
         for i, (qid, sys_flag, born_ts, flag, text, body) in enumerate(kids):
+            refusal = common
+            fan: str | None = None
             if text is not None and ("DELAY\x01" in text or "TIMER_" in text
                                      or "TRAN_MSG\x01" in text):
-                self._put_children(topic, puts, slots, born, reconsume, out)
+                self._put_children(topic, puts, slots, fans, texts, born, reconsume, out)
                 standard(i)
                 continue
-            if text is not None and "INNER_" in text:  # _send checks it in its order
-                self._put_children(topic, puts, slots, born, reconsume, out)
-                try:
-                    out[i] = self._send(conn, request(i), (topic, qid, sys_flag, born_ts,
-                                                           flag, text, reconsume),
-                                        None, False, True)
-                except Exception as exc:
-                    out[i] = exc
-                continue
-            if common is not None:
-                out[i] = common
+            if text is not None and "INNER_" in text:
+                if not lmq_on or text.count("INNER_") != 1 or not names_lmqs(text):
+                    # other INNER_ properties: _send checks them in its order
+                    self._put_children(topic, puts, slots, fans, texts, born, reconsume, out)
+                    try:
+                        out[i] = self._send(conn, request(i), (topic, qid, sys_flag,
+                                                               born_ts, flag, text,
+                                                               reconsume), None, False, True)
+                    except Exception as exc:
+                        out[i] = exc
+                    continue
+                if not fan_known:  # what _send checks of a fan-out before its queue
+                    fan_common = self._fan_out_refusal(topic, common)
+                    fan_known = True
+                refusal = fan_common
+                fan = text
+            if refusal is not None:
+                out[i] = refusal
                 continue
             try:
                 if qid >= queues:
@@ -448,10 +466,26 @@ class SendProcessor:
             except Exception as exc:
                 out[i] = exc
                 continue
+            if fan is not None:
+                fans.append(len(puts))
+                texts.append(fan)
             puts.append((qid, msg, sys_flag, born_ts))
             slots.append(i)
-        self._put_children(topic, puts, slots, born, reconsume, out)
+        self._put_children(topic, puts, slots, fans, texts, born, reconsume, out)
         return out
+
+    def _fan_out_refusal(self, topic: str, common: Exception | None) -> Exception | None:
+        """What :meth:`_send` refuses every fan-out child of ``topic`` with: ``common``
+        unless the topic may not carry fan-outs, which is checked after the broker may
+        take the send and before the topic's queues."""
+        try:
+            self._check_taker(topic)
+        except Exception as exc:
+            return exc
+        refusal = parent_refusal(topic)
+        if refusal is not None:
+            return error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
+        return common
 
     def _common_refusal(self, topic: str) -> Exception | None:
         """What :meth:`_send` refuses every plain child of ``topic`` with (its checks
@@ -476,16 +510,52 @@ class SendProcessor:
                                  f"{topic} is a light message queue: send to its parent "
                                  "topic with INNER_MULTI_DISPATCH naming it")
 
+    def _fan_targets(self, topic: str, puts: list[tuple[int, MessageInput, int, int]],
+                     slots: list[int], fans: list[int], texts: list[str],
+                     out: list[PlainAnswer | RemotingCommand | Exception | None]
+                     ) -> list[Sequence[str]]:
+        """The LMQs each of ``puts`` fans out to (``fans``: the fan-outs' positions,
+        ``texts``: their property texts), decided together as a batch's are; when one
+        needs more, each is decided as a single send's, and a child refused for its
+        LMQs gets its answer in ``out`` and leaves ``puts`` and ``slots``."""
+        targets: list[Sequence[str]] = [()] * len(puts)
+        found: Sequence[Sequence[str]] | None = batch_lmq_targets(
+            cast("list[str | None]", texts), self.ctx.store_config.max_lmq_targets_per_message)
+        if found is not None:
+            for at, names in zip(fans, found, strict=True):
+                targets[at] = names
+            return targets
+        refused: list[int] = []
+        for at, text in zip(fans, texts, strict=True):
+            try:
+                targets[at] = self._single_targets(topic, text)
+            except Exception as exc:
+                out[slots[at]] = exc
+                refused.append(at)
+        for at in reversed(refused):
+            del puts[at], slots[at], targets[at]
+        return targets
+
     def _put_children(self, topic: str, puts: list[tuple[int, MessageInput, int, int]],
-                      slots: list[int], born: HostAddr, reconsume: int,
+                      slots: list[int], fans: list[int], texts: list[str], born: HostAddr,
+                      reconsume: int,
                       out: list[PlainAnswer | RemotingCommand | Exception | None]
                       ) -> None:
-        """Store the children gathered in ``puts`` (their slots in ``out``), then empty
-        both lists."""
+        """Store the children gathered in ``puts`` (their slots in ``out``; ``fans``
+        and ``texts``: the fan-outs among them, see :meth:`_fan_targets`), then empty
+        the lists."""
         if not puts:
             return
-        results = self.store.put_many(topic, puts, born_host=born, reconsume_times=reconsume,
-                                      wait_flush=False)
+        if fans:
+            targets = self._fan_targets(topic, puts, slots, fans, texts, out)
+            fans.clear()
+            texts.clear()
+            results = (self.store.put_many(topic, puts, born_host=born,
+                                           reconsume_times=reconsume, wait_flush=False,
+                                           targets=targets) if puts else [])
+        else:
+            results = self.store.put_many(topic, puts, born_host=born,
+                                          reconsume_times=reconsume, wait_flush=False)
         self._msg_id_prefix()
         prefix, region, trace = self._id_prefix, self._region, self._trace
         count = nbytes = 0

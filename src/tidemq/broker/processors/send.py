@@ -34,6 +34,7 @@ from tidemq.broker.processors.batch_split import (
     inner_shape,
     new_input,
 )
+from tidemq.broker.processors.child_columns import column_puts
 from tidemq.broker.processors.decode import decoded
 from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
 from tidemq.broker.processors.retry import route_send
@@ -398,7 +399,9 @@ class SendProcessor:
         replicas waiting: every success is answered at once). ``fields``: what the
         children share (the topic and reconsume times of the template); ``kids``: each
         child's entry, in order; ``request(i)``: child ``i``'s request (asked for only
-        when it is served on its own). What is common to the children is decided
+        when it is served on its own). The usual parent's children are read together,
+        by column (:mod:`~tidemq.broker.processors.child_columns`), with the same
+        outcome as read one by one. What is common to the children is decided
         once. A child fanning out to LMQs (``INNER_MULTI_DISPATCH``, no other ``INNER_``
         property) is stored with the others, its LMQs checked with theirs, and is
         refused alone as :meth:`_send` would refuse it. A child :meth:`child` would
@@ -420,6 +423,13 @@ class SendProcessor:
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(topic)
         queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        if common is None:  # the usual parent: every child read by column
+            usual = column_puts(kids, queues=queues, max_body=self._max_body,
+                                cluster_prop=self._cluster_prop, index=self._index)
+            if usual is not None:
+                self._put_children(topic, usual, list(range(len(usual))), [], [], born,
+                                   reconsume, out)
+                return out
         puts: list[tuple[int, MessageInput, int, int]] = []
         slots: list[int] = []
         #: The fan-out children in puts: their positions there and property texts.

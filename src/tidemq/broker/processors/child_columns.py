@@ -1,0 +1,86 @@
+"""The store inputs of a shared send parent's usual children, read by column.
+
+A producer's ``send_multi`` sends children whose property texts have the same names in
+the same order (``UNIQ_KEY``, ``WAIT``...) and differ only in their values. For such a
+parent, what the send processor reads from each child's text one child at a time --
+the check and the parse (:func:`~tidemq.formats.properties.parse_checked_property_text`),
+the index keys, the tags, the stored property bytes -- is read here for every child at
+once: one join, one split, a few C-level passes over the columns. The answer is the one
+the child-by-child reading gives (:meth:`SendProcessor._input
+<tidemq.broker.processors.send.SendProcessor._input>`) or ``None``, and then the caller
+reads the children one by one: anything unusual -- a property that changes how a child is
+stored or routed (``CLUSTER``, ``KEYS``, ``TAGS``, a delay, a timer, a transaction, any
+``INNER_``), a child without properties, a pair with an empty side, texts of another
+shape, a queue the topic lacks, an inner-batch flag, a body or property string over its
+limit -- decides nothing here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import repeat
+from operator import and_, itemgetter, methodcaller
+from typing import cast
+
+from tidemq.broker.processors.batch_split import new_input
+from tidemq.codec.shared_send import SendEntry
+from tidemq.formats.properties import MAX_PROPERTIES_BYTES
+from tidemq.store.message_store import MessageInput
+
+__all__ = ["ChildPut", "column_puts"]
+
+#: What the send processor stores a child as: queue id, store input, sysflag, born time.
+ChildPut = tuple[int, MessageInput, int, int]
+
+#: Substrings that send a child the per-child way when any text holds them: the
+#: properties the reading below does not look at, and pairs with an empty side.
+_UNUSUAL = ("CLUSTER", "KEYS", "TAGS", "DELAY\x01", "TIMER_", "TRAN_MSG\x01", "INNER_",
+            "\x01\x02", "\x02\x01", "\x02\x02")
+_SPLIT_PAIR = methodcaller("split", "\x01")
+_COUNT_PAIRS = methodcaller("count", "\x02")
+_LAST = itemgetter(-1)
+_NAME, _VALUE = itemgetter(0), itemgetter(1)
+_INNER_BATCH = 0x80
+#: Below this many children the child-by-child reading costs less than the set-up.
+_MIN_CHILDREN = 4
+
+
+def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
+                cluster_prop: bytes, index: bool) -> list[ChildPut] | None:
+    """Every child's put as the child-by-child reading makes it, or ``None`` (see the
+    module docstring). ``queues``: the topic's queue count; ``max_body``: the largest
+    body; ``cluster_prop``: the ``CLUSTER`` pair stored with a message naming none;
+    ``index``: whether the store indexes keys (else no child has any)."""
+    n = len(entries)
+    if n < _MIN_CHILDREN:
+        return None
+    qids, sys_flags, borns, flags, texts, bodies = zip(*entries, strict=True)
+    if (min(qids) < 0 or max(qids) >= queues or any(map(and_, sys_flags, repeat(_INNER_BATCH)))
+            or max(map(len, bodies)) > max_body or None in texts or "" in texts
+            or set(map(_LAST, texts)) != {"\x02"}):
+        return None
+    joined = "".join(cast("tuple[str, ...]", texts))
+    if joined[0] == "\x01" or any(map(joined.__contains__, _UNUSUAL)):
+        return None
+    counts = set(map(_COUNT_PAIRS, texts))
+    if len(counts) != 1:
+        return None
+    (k,) = counts  # pairs a child, every text ending with its last pair's separator
+    pairs = list(map(_SPLIT_PAIR, joined.split("\x02")))
+    pairs.pop()  # after the last separator: nothing
+    if set(map(len, pairs)) != {2}:  # a segment without exactly one name and one value
+        return None
+    names = list(map(_NAME, pairs))
+    first = names[:k]
+    if names != first * n or len(set(first)) != k:  # one shape, no name twice
+        return None
+    keys: Iterable[tuple[str, ...]] = repeat((), n)
+    if index and "UNIQ_KEY" in first:
+        uniqs = list(map(_VALUE, pairs[first.index("UNIQ_KEY")::k]))
+        keys = list(zip(uniqs, strict=True))  # (UNIQ_KEY,): nothing empty (checked above)
+    raws = list(map(bytes.__add__, map(str.encode, cast("tuple[str, ...]", texts)),
+                    repeat(cluster_prop)))
+    if max(map(len, raws)) > MAX_PROPERTIES_BYTES:
+        return None
+    msgs = list(map(new_input, zip(bodies, raws, flags, repeat(0), keys)))
+    return list(zip(qids, msgs, sys_flags, borns, strict=True))

@@ -60,7 +60,7 @@ def test_message_results_equal_one_plain_result_per_message(
         pairs: list[tuple[str, str]], status: SendStatus, first: int,
         txn: str | None) -> None:
     keys, ids = [k for k, _ in pairs], [r for _, r in pairs]
-    answer = BatchAnswer(status, QUEUE, first, txn, keys.__getitem__,
+    answer = BatchAnswer(status, QUEUE, first, txn, keys,
                          record_ids(",".join(ids), len(ids)))
     got = message_results(answer, 0, len(pairs))
     assert message_results(answer, 1, len(pairs)) == got[1:]
@@ -86,7 +86,7 @@ def test_message_results_equal_one_plain_result_per_message(
 
 
 def test_a_message_result_cannot_be_changed() -> None:
-    answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 5, None, ("k",).__getitem__, ["id"])
+    answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 5, None, ("k",), ["id"])
     (one,) = message_results(answer, 0, 1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         one.queue_offset = 9  # type: ignore[misc]
@@ -107,7 +107,7 @@ def test_every_callback_runs_in_order_past_a_failing_one(
         return on_delivery
 
     callbacks = [callback(i) for i in range(5)]
-    answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 0, None, "abcde".__getitem__,
+    answer = BatchAnswer(SendStatus.SEND_OK, QUEUE, 0, None, list("abcde"),
                          record_ids("1,2,3,4,5", 5))
     results = message_results(answer, 0, 5)
     with caplog.at_level(logging.ERROR, logger="tidemq.client.batching"):

@@ -5,7 +5,10 @@ full buffer, and failures reported by ``flush``."""
 from __future__ import annotations
 
 import asyncio
+import enum
+import gc
 import logging
+import types
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -211,7 +214,22 @@ async def test_a_sticky_batch_of_bodies_takes_tagged_and_sent_messages_in_turn(
         assert [(m.body, m.tags) for m in stored] == want[first:first + 600]
         assert [(m.msg_id, m.queue_offset) for m in stored] == [
             (r.msg_id, r.queue_offset) for r in results[first:first + 600]]
+    # A result kept holds its batch's answer, not the batch's bodies or encoding.
+    assert not [o for o in _reachable(results[700]) if isinstance(o, bytes | bytearray)]
     await batcher.close()
+
+
+def _reachable(root: object, depth: int = 6) -> list[object]:
+    """What ``root`` refers to, and so on ``depth`` steps deep, but for types, modules,
+    functions and enum members (which reach everything)."""
+    seen: dict[int, object] = {}
+    layer = [root]
+    for _ in range(depth):
+        layer = [o for o in gc.get_referents(*layer)
+                 if id(o) not in seen and not isinstance(
+                     o, type | types.ModuleType | types.FunctionType | enum.Enum)]
+        seen.update((id(o), o) for o in layer)
+    return list(seen.values())
 
 
 @pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])

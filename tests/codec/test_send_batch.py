@@ -25,7 +25,12 @@ from tidemq.codec.headers import (
     decode_send_header,
 )
 from tidemq.codec.message import SendOptions, batch_send_request, decode_messages
-from tidemq.codec.send_batch import encode_send_batch, encode_send_bodies, send_batch_request
+from tidemq.codec.send_batch import (
+    KeyRun,
+    encode_send_batch,
+    encode_send_bodies,
+    send_batch_request,
+)
 from tidemq.codec.uniqkey import UniqKeyGenerator
 from tidemq.errors import CorruptRecord, LocalProtocolError
 from tidemq.formats.batch import encode_batch, iter_batch, uniform_layout
@@ -81,7 +86,7 @@ def test_entries_equal_the_per_message_path(bodies: list[bytes], props: list[dic
     assert ours.entries == old.body
     assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
     assert ours.joined_keys == ",".join(m.properties["UNIQ_KEY"] for m in keyed)
-    assert [ours.key(i) for i in range(ours.count)] == ours.keys
+    assert list(ours.key_view) == ours.keys
     assert ours.count == len(msgs) and ours.wait == "true"
 
 
@@ -93,8 +98,10 @@ def test_uniform_batches_wrap_the_16_bit_counter() -> None:
     assert [k[-4:] for k in batch.keys] == got
     assert batch.joined_keys == ",".join(batch.keys)
     assert batch.keys == [gen.reserve(NOW, 0)[0] + d for d in got]
-    assert [batch.key(i) for i in range(4)] == batch.keys
-    assert batch.key(-1) == batch.keys[-1]
+    view = batch.key_view
+    assert isinstance(view, KeyRun) and len(view) == 4
+    assert [view[i] for i in range(4)] == list(view) == batch.keys
+    assert view[-1] == batch.keys[-1] and view[1:3] == batch.keys[1:3]
 
 
 @pytest.mark.parametrize(("msgs", "match"), [
@@ -235,7 +242,7 @@ def test_layout_columns_equal_the_per_message_path(n: int, blen: int, one_length
     assert ours.entries == old.body
     assert ours.keys == [m.properties["UNIQ_KEY"] for m in keyed]
     assert ours.joined_keys == ",".join(ours.keys)
-    assert [ours.key(i) for i in range(ours.count)] == ours.keys
+    assert list(ours.key_view) == ours.keys
     assert ours.batch_key == old_keys.next_key(NOW)[:-4] + f"{(start + n) & 0xFFFF:04X}"
     lengths = [len(b) for b in bodies]
     assert (ours.min_body, ours.max_body, ours.wait) == (min(lengths), max(lengths),

@@ -13,6 +13,10 @@ Such a result is a :class:`SendResult` in every way a caller can see: ``isinstan
 its fields, ``==`` and ``hash`` against a plain result with the same fields, ``repr``,
 ``dataclasses.replace``/``asdict``, ``copy`` and ``pickle`` (which give plain results).
 
+A result kept keeps its batch's answer alive: the record ids as the broker joined them
+(a few dozen bytes a message of the batch) and the keys' shared head and counters --
+never the batch's bodies or encoding.
+
 A broker answers a batch's record ids joined by commas, all as long as each other when
 they name one store host (the usual case): :func:`record_ids` then cuts the one a message
 asks for out of the joined text; otherwise it splits the text once. One id for the
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any, overload
 
@@ -33,19 +37,19 @@ __all__ = ["BatchAnswer", "message_results", "record_ids"]
 
 
 class BatchAnswer:
-    """What a batch's messages share of its answer, and how to find each one's key and
-    record id (``key_of(i)``, ``ids[i]``)."""
+    """What a batch's messages share of its answer, and each one's key and record id
+    (``keys[i]``, ``ids[i]``)."""
 
-    __slots__ = ("first_offset", "ids", "key_of", "queue", "status", "transaction_id")
+    __slots__ = ("first_offset", "ids", "keys", "queue", "status", "transaction_id")
 
     def __init__(self, status: SendStatus, queue: MessageQueue, first_offset: int,
-                 transaction_id: str | None, key_of: Callable[[int], str],
+                 transaction_id: str | None, keys: Sequence[str],
                  ids: Sequence[str]) -> None:
         self.status = status
         self.queue = queue
         self.first_offset = first_offset
         self.transaction_id = transaction_id
-        self.key_of = key_of
+        self.keys = keys
         self.ids = ids
 
 
@@ -67,7 +71,7 @@ class _MessageResult(SendResult):
 
     @property
     def msg_id(self) -> str:
-        return self._answer.key_of(self._index)
+        return self._answer.keys[self._index]
 
     @property
     def offset_msg_id(self) -> str:

@@ -641,16 +641,16 @@ class AutoBatchProducer:
             if len(bodies) == 1:  # SEND_MESSAGE_V2 costs the broker less than a batch of one
                 one = _message(topic, bodies[0], batch.entry_list()[0])
                 result = await self._attempt(lane, lambda q: producer.send(one, queue=q))
-                key_of: Callable[[int], str] = (result.msg_id,).__getitem__
+                keys: Sequence[str] = (result.msg_id,)
             else:
                 prepared, first, full = self._prepare(producer, topic, batch)
                 result = await self._attempt(lane, lambda q: producer.send_prepared_batch(
                     prepared, first, queue=q, messages=full))
-                key_of = prepared.key
+                keys = prepared.key_view
         except Exception as exc:  # every message of the batch learns why
             self._fail(batch.waiters, exc)
             return
-        _resolve(batch, result, key_of)
+        _resolve(batch, result, keys)
 
     def _prepare(self, producer: Producer, topic: str, batch: _Batch
                  ) -> tuple[PreparedBatch, Message, Sequence[Message] | None]:
@@ -778,7 +778,7 @@ class _SharedMessages(Sequence[Message]):
         return (_message(topic, b, entry) for b in self.bodies)
 
 
-def _resolve(batch: _Batch, result: SendResult, key_of: Callable[[int], str]) -> None:
+def _resolve(batch: _Batch, result: SendResult, keys: Sequence[str]) -> None:
     """Each message's own result from its batch's -- its key, its offset, its record id
     (:mod:`~tidemq.client.batch_results`) -- for those who wait for it (a batch produced
     without callbacks makes none), handed out in one loop; a batch of callbacks alone is
@@ -791,7 +791,7 @@ def _resolve(batch: _Batch, result: SendResult, key_of: Callable[[int], str]) ->
     if silent == n:
         return
     answer = BatchAnswer(result.status, result.queue, result.queue_offset,
-                         result.transaction_id, key_of, record_ids(result.offset_msg_id, n))
+                         result.transaction_id, keys, record_ids(result.offset_msg_id, n))
     callbacks_alone = not silent and not batch.futures
     future = asyncio.Future
     for start in range(0, n, _RESULTS_AT_ONCE):

@@ -177,11 +177,12 @@ class PreparedBatch:
             self._keys = self.encoded.keys
         return self._keys
 
-    def key(self, i: int) -> str:
-        """Message ``i``'s ``UNIQ_KEY`` (``keys[i]``, without making the others)."""
+    @property
+    def key_view(self) -> Sequence[str]:
+        """:attr:`keys`, each made when read, holding nothing of the encoded batch."""
         if self._keys is not None:
-            return self._keys[i]
-        return self.encoded.key(i)
+            return self._keys
+        return self.encoded.key_view
 
     def packed(self) -> tuple[bytes, int]:
         """The inner-batch body and its sysflag bits (compressed when that pays)."""

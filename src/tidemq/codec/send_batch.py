@@ -40,7 +40,7 @@ import dataclasses
 import functools
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -56,6 +56,7 @@ from tidemq.types import Message
 
 __all__ = [
     "EncodedBatch",
+    "KeyRun",
     "MixedTopicsError",
     "encode_send_batch",
     "encode_send_bodies",
@@ -88,6 +89,31 @@ def _hex4() -> list[bytes]:
     return [b"%04X" % i for i in range(0x10000)]
 
 
+class KeyRun(Sequence[str]):
+    """The keys of a run of counters -- ``head`` and the last four hex digits of each
+    counter, as the encoder writes them -- each made when it is read."""
+
+    __slots__ = ("counters", "head")
+
+    def __init__(self, head: str, counters: range) -> None:
+        self.head, self.counters = head, counters
+
+    def __len__(self) -> int:
+        return len(self.counters)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            head = self.head
+            return [f"{head}{c & 0xFFFF:04X}" for c in self.counters[i]]
+        return f"{self.head}{self.counters[i] & 0xFFFF:04X}"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class EncodedBatch:
     """A batch's entries, encoded once, and the keys of its messages."""
@@ -116,11 +142,13 @@ class EncodedBatch:
             return list(self.listed_keys)
         return self.joined_keys.split(",")
 
-    def key(self, i: int) -> str:
-        """Message ``i``'s ``UNIQ_KEY`` (``keys[i]``, without making the others)."""
+    @property
+    def key_view(self) -> Sequence[str]:
+        """:attr:`keys` as a sequence that makes a key when it is read and holds nothing
+        of the batch's entries."""
         if self.listed_keys is not None:
-            return self.listed_keys[i]
-        return f"{self.key_head}{self.key_counters[i] & 0xFFFF:04X}"
+            return self.listed_keys
+        return KeyRun(self.key_head, self.key_counters)
 
     @property
     def joined_keys(self) -> str:

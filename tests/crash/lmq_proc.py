@@ -4,9 +4,10 @@
     Open the store of :func:`lmq_config` (``FLUSH`` is SYNC_FLUSH or ASYNC_FLUSH,
     ``CONCURRENT`` 0/1 picks the dispatcher), print ``ready``, then let four threads fan
     messages with unique bodies out to 1-5 LMQs of a pool of 24, over three parent
-    queues, until killed. After each acknowledgement (durable under SYNC_FLUSH, appended
-    under ASYNC_FLUSH -- both survive a process crash) one line ``body_id name:offset ...``
-    is appended to ``ACKS`` with a single ``write``.
+    queues, until killed: two one message a put, two up to four with one ``put_many``.
+    After each acknowledgement (durable under SYNC_FLUSH, appended under ASYNC_FLUSH --
+    both survive a process crash) one line ``body_id name:offset ...`` is appended to
+    ``ACKS`` with a single ``write``.
 
 Reuses the body and store layout of :mod:`store_proc` (the classic kill -9 harness).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tidemq.formats.properties import encode_properties
 from tidemq.store.config import StoreConfig
-from tidemq.store.message_store import MessageInput, MessageStore, PutStatus
+from tidemq.store.message_store import MessageInput, MessageStore, PutResult, PutStatus
 from tidemq.types import FlushDiskType
 
 if __package__:
@@ -50,24 +51,40 @@ def write(root: str, acks: str, seed: int, first_id: int, flush: str,
     ids = iter(range(first_id, 1 << 62))
     ids_lock = threading.Lock()
 
+    def acknowledge(body_id: int, names: list[str], result: PutResult) -> None:
+        if result.wait_durable(30) is not PutStatus.PUT_OK:
+            return
+        view = store.read_record(result.phys_offsets[0])
+        assert view is not None
+        offsets = bytes(view).split(b"INNER_MULTI_QUEUE_OFFSET\x01")[1].split(b"\x02")[0]
+        pairs = " ".join(f"{n}:{o}" for n, o in zip(names, offsets.decode().split(","),
+                                                    strict=True))
+        os.write(fd, f"{body_id} {pairs}\n".encode())
+
+    def fan_out(rng: random.Random) -> tuple[int, list[str], MessageInput]:
+        with ids_lock:
+            body_id = next(ids)
+        names = rng.sample(POOL, rng.randint(1, 5))
+        props = encode_properties({"INNER_MULTI_DISPATCH": ",".join(names),
+                                   "UNIQ_KEY": f"ID{body_id:08d}"})
+        return body_id, names, MessageInput(body_for(body_id), props)
+
     def producer(k: int) -> None:
+        """Odd threads store 1-4 fan-outs with one put_many, even ones one at a time."""
         rng = random.Random(seed * 31 + k)
         while True:
-            with ids_lock:
-                body_id = next(ids)
-            names = rng.sample(POOL, rng.randint(1, 5))
-            props = encode_properties({"INNER_MULTI_DISPATCH": ",".join(names),
-                                       "UNIQ_KEY": f"ID{body_id:08d}"})
-            result = store.put_multi_dispatch(TOPIC, rng.randrange(QUEUES),
-                                              MessageInput(body_for(body_id), props), names)
-            if result.wait_durable(30) is not PutStatus.PUT_OK:
+            if k % 2:
+                made = [fan_out(rng) for _ in range(rng.randint(1, 4))]
+                results = store.put_many(
+                    TOPIC, [(rng.randrange(QUEUES), m, 0, 0) for _b, _n, m in made],
+                    targets=[names for _b, names, _m in made])
+                for (body_id, names, _m), result in zip(made, results, strict=True):
+                    assert isinstance(result, PutResult), result
+                    acknowledge(body_id, names, result)
                 continue
-            view = store.read_record(result.phys_offsets[0])
-            assert view is not None
-            offsets = bytes(view).split(b"INNER_MULTI_QUEUE_OFFSET\x01")[1].split(b"\x02")[0]
-            pairs = " ".join(f"{n}:{o}" for n, o in zip(names, offsets.decode().split(","),
-                                                        strict=True))
-            os.write(fd, f"{body_id} {pairs}\n".encode())
+            body_id, names, msg = fan_out(rng)
+            acknowledge(body_id, names, store.put_multi_dispatch(
+                TOPIC, rng.randrange(QUEUES), msg, names))
 
     threads = [threading.Thread(target=producer, args=(k,), daemon=True)
                for k in range(THREADS)]

@@ -57,8 +57,9 @@ the interceptors let through (all of them, without running the chain one by one,
 every interceptor of their code clears the parent's children at once:
 :meth:`~tidemq.broker.pipeline.Pipeline.clears`) are only noted, then stored together by
 :meth:`~tidemq.broker.processors.send.SendProcessor.children` (one
-:meth:`~tidemq.store.message_store.MessageStore.put_many`); a child served otherwise is
-served after every child before it is stored, so each queue keeps the children's order.
+:meth:`~tidemq.store.message_store.MessageStore.put_many`, fan-outs to LMQs included); a
+child served otherwise is served after every child before it is stored, so each queue
+keeps the children's order.
 """
 
 from __future__ import annotations

@@ -217,7 +217,11 @@ async def test_kill9_of_a_sync_master_loses_nothing_it_acknowledged(
         restart = asyncio.create_task(asyncio.to_thread(
             master.start if kill + 1 < KILLS else lambda: None))
         stored = await read_replica(replica.addr, acked)
-        check(stored, acked, issued)
+        try:
+            check(stored, acked, issued)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- replica:\n{replica.log(200)}\n--- master:\n"
+                                 f"{master.log(200)}") from None
         await restart
     assert sum(map(len, acked.values())) >= 10 * KILLS
     assert replica.proc is not None and replica.proc.poll() is None, replica.log()

@@ -206,8 +206,25 @@ class MessageStore:
 
     @replica.setter
     def replica(self, on: bool) -> None:
+        if not on and self.appender.replica:
+            self._settle_replica_log()
         with self.commitlog.lock:  # no put is half-way when the switch happens
             self.appender.replica = on
+
+    def _settle_replica_log(self) -> None:
+        """A replica about to put as a master: every whole record it received is
+        dispatched (those of a frame still arriving were not), and a record whose bytes
+        stopped arriving is cut, so that puts continue the master's queues right after
+        the last whole record."""
+        replica, self._replica_log = self._replica_log, None
+        if replica is None or not self._running:
+            return
+        replica.dispatch()
+        torn = replica.torn_tail()
+        if torn is not None:
+            log.warning("cutting %d bytes of an unfinished record at %d before putting as a "
+                        "master", self.commitlog.max_offset - torn, torn)
+            self.cut_tail(torn)
 
     def cut_tail(self, offset: int) -> int:
         """Cut a running replica's commit log at ``offset`` (a record boundary), as

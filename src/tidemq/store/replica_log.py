@@ -143,6 +143,14 @@ class ReplicaLog:
                     self._dispatch()
             return cl.max_offset
 
+    def torn_tail(self) -> int | None:
+        """Where the bytes of an unfinished record start, when the log ends with one and
+        everything before it is dispatched; ``None`` otherwise (a log that ends with a
+        whole record, or whose dispatch stopped at a damaged one: nothing is cut then)."""
+        if self.error is not None or self.parsed >= self.commitlog.max_offset:
+            return None
+        return self.parsed
+
     def dispatch(self) -> None:
         """Dispatch every whole record written and not dispatched yet."""
         with self.commitlog.lock:

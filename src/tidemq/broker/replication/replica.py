@@ -7,11 +7,13 @@
 <tidemq.store.message_store.MessageStore.append_replicated>`), reporting its new end after
 each read -- the acknowledgement a SYNC_MASTER waits for, sent before the records are
 dispatched into the replica's queues, as upstream's slave does -- and every
-``haSendHeartbeatInterval`` when nothing arrives. A frame that does not continue its log,
-a lost connection or a master that says nothing for ``haHousekeepingInterval`` closes the
-connection; the client connects again after :data:`RECONNECT_DELAY` seconds and reports
-again, so the master resumes from what the replica really holds. With a ``tls`` context it
-connects with TLS, checking the master's certificate against the host it dials.
+``haSendHeartbeatInterval`` when nothing arrives (the whole records of a frame that
+stopped half-way dispatched first, as they are when the connection ends). A frame that
+does not continue its log, a lost connection or a master that says nothing for
+``haHousekeepingInterval`` closes the connection; the client connects again after
+:data:`RECONNECT_DELAY` seconds and reports again, so the master resumes from what the
+replica really holds. With a ``tls`` context it connects with TLS, checking the master's
+certificate against the host it dials.
 
 The bytes are received into one buffer per connection (:class:`_Link`, a buffered
 protocol) and written from there into the mapped segment, pieces of a frame as they
@@ -100,7 +102,17 @@ class HaClient:
             finally:
                 self.connected.clear()
                 link.close()
+                self._dispatch_rest()
             await asyncio.sleep(RECONNECT_DELAY)
+
+    def _dispatch_rest(self) -> None:
+        """The whole records of the frame the connection ended in, dispatched now rather
+        than with the next connection's first frame (which may never come)."""
+        try:
+            self.store.dispatch_replicated()
+        except StoreError as exc:
+            log.warning("dispatching the records received from %s: %s",
+                        self.master_address, exc)
 
     async def _copy(self, link: _Link) -> None:
         """Report, then wait while :class:`_Link` appends what arrives: every heartbeat
@@ -121,6 +133,9 @@ class HaClient:
             if link.last_heard == heard:  # nothing arrived for an interval
                 if time.monotonic() - heard > self.housekeeping:
                     raise TimeoutError(f"master silent for {self.housekeeping:.0f} s")
+                # the whole records of a frame that stopped half-way are readable before
+                # the report acknowledges them
+                self.store.dispatch_replicated()
                 link.report()
 
     def _received(self, data: memoryview, link: _Link) -> None:

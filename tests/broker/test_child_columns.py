@@ -119,6 +119,8 @@ _USUAL = [f"UNIQ_KEY\x01{q:04X}\x02WAIT\x01true\x02" for q in range(5)]
     [*_USUAL[:4], "\x01v\x02WAIT\x01true\x02"],  # an empty name
     [*_USUAL[:4], "UNIQ_KEY\x01K\x02\x02WAIT\x01true"],  # an empty segment, no last separator
     [*_USUAL[:4], "UNIQ_KEY\x01K\x01L\x02WAIT\x01true\x02"],  # a segment with two names
+    *([f"UNIQ_KEY\x01{q}\x02{name}\x01a b\x02" for q in range(5)]  # read for the store
+      for name in ("TAGS", "KEYS", "CLUSTER")),
 ])
 async def test_odd_texts_read_as_one_by_one(cluster: Cluster, texts: list[str]) -> None:
     proc = SendProcessor(cluster.brokers[0].ctx)

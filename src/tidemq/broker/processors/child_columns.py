@@ -32,10 +32,12 @@ __all__ = ["ChildPut", "column_puts"]
 #: What the send processor stores a child as: queue id, store input, sysflag, born time.
 ChildPut = tuple[int, MessageInput, int, int]
 
-#: Substrings that send a child the per-child way when any text holds them: the
-#: properties the reading below does not look at, and pairs with an empty side.
-_UNUSUAL = ("CLUSTER", "KEYS", "TAGS", "DELAY\x01", "TIMER_", "TRAN_MSG\x01", "INNER_",
-            "\x01\x02", "\x02\x01", "\x02\x02")
+#: Substrings that send a child another way (a delay, a timer, a transaction, any
+#: ``INNER_``: the child-by-child reading looks for them anywhere in its text).
+_DIVERTED = ("DELAY\x01", "TIMER_", "TRAN_MSG\x01", "INNER_")
+#: Property names that change a child's store input beyond what is read here, and the
+#: empty name (a pair a reader drops).
+_UNUSUAL_NAMES = ("CLUSTER", "KEYS", "TAGS", "")
 _SPLIT_PAIR = methodcaller("split", "\x01")
 _COUNT_PAIRS = methodcaller("count", "\x02")
 _LAST = itemgetter(-1)
@@ -60,7 +62,8 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
             or set(map(_LAST, texts)) != {"\x02"}):
         return None
     joined = "".join(cast("tuple[str, ...]", texts))
-    if joined[0] == "\x01" or any(map(joined.__contains__, _UNUSUAL)):
+    # An empty value is a pair a reader drops: read one by one.
+    if "\x01\x02" in joined or any(map(joined.__contains__, _DIVERTED)):
         return None
     counts = set(map(_COUNT_PAIRS, texts))
     if len(counts) != 1:
@@ -72,7 +75,8 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
         return None
     names = list(map(_NAME, pairs))
     first = names[:k]
-    if names != first * n or len(set(first)) != k:  # one shape, no name twice
+    if (names != first * n or len(set(first)) != k  # one shape, no name twice
+            or any(map(first.__contains__, _UNUSUAL_NAMES))):
         return None
     keys: Iterable[tuple[str, ...]] = repeat((), n)
     if index and "UNIQ_KEY" in first:

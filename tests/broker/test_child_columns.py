@@ -128,3 +128,49 @@ async def test_odd_texts_read_as_one_by_one(cluster: Cluster, texts: list[str]) 
     got = column_puts(entries, queues=QUEUES, max_body=proc._max_body,
                       cluster_prop=proc._cluster_prop, index=True)
     assert got is None or _puts(got) == _puts(one_by_one(proc, entries))
+
+
+_LMQS = st.lists(st.sampled_from(["%LMQ%a", "%LMQ%b", "%LMQ%c-1", "%LMQ%bad/x", ""]),
+                 min_size=1, max_size=3)
+
+
+@st.composite
+def _fan_out_parents(draw: st.DrawFn) -> list[SendEntry]:
+    """Children fanning out to LMQs, of one shape, now and then one made unlike the
+    others: naming no LMQ, another ``INNER_`` property, an LMQ name holding ``INNER_``."""
+    names = draw(st.permutations(["UNIQ_KEY", "WAIT", "INNER_MULTI_DISPATCH"]))
+    n = draw(st.integers(4, 9))
+    entries = [SendEntry(draw(st.integers(0, QUEUES - 1)), 0, 1, 0, "".join(
+        f"{k}\x01{','.join(draw(_LMQS)) if k == 'INNER_MULTI_DISPATCH' else draw(_VALUES)}\x02"
+        for k in names), memoryview(b"b" * draw(st.integers(0, MAX_BODY))))
+        for _ in range(n)]
+    if draw(st.booleans()):
+        k = draw(st.integers(0, n - 1))
+        e = entries[k]
+        entries[k] = e._replace(properties=draw(st.sampled_from([
+            "UNIQ_KEY\x01u\x02WAIT\x01true\x02A\x01b\x02",
+            "UNIQ_KEY\x01u\x02WAIT\x01true\x02INNER_NUM\x013\x02",
+            "UNIQ_KEY\x01u\x02WAIT\x01true\x02INNER_MULTI_DISPATCH\x01%LMQ%INNER_x\x02",
+            (e.properties or "") + "INNER_MULTI_QUEUE_OFFSET\x011\x02"])))
+    return entries
+
+
+@GOLDEN
+@given(entries=_fan_out_parents(), index=st.booleans())
+async def test_fan_out_children_are_read_by_column_as_one_by_one(
+        cluster: Cluster, entries: list[SendEntry], index: bool) -> None:
+    """With ``fan_out``, children whose only ``INNER_`` property is their fan-out are
+    read as the send processor reads each (their LMQ names are decided after); any
+    other ``INNER_`` leaves the parent to the child-by-child reading."""
+    proc = SendProcessor(cluster.brokers[0].ctx)
+    proc._max_body, proc._index = MAX_BODY, index
+    got = column_puts(entries, queues=QUEUES, max_body=MAX_BODY,
+                      cluster_prop=proc._cluster_prop, index=index, fan_out=True)
+    assert column_puts(entries, queues=QUEUES, max_body=MAX_BODY,
+                       cluster_prop=proc._cluster_prop, index=index) is None
+    event("read by column" if got is not None else "left to the child-by-child reading")
+    if got is not None:
+        assert all((e.properties or "").count("INNER_") == 1 for e in entries)
+        want = [(e.queue_id, proc._input(e.body, e.properties, e.flag)[0], e.sys_flag,
+                 e.born_timestamp) for e in entries]
+        assert _puts(got) == _puts(want)

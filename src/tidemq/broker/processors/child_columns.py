@@ -10,9 +10,11 @@ the child-by-child reading gives (:meth:`SendProcessor._input
 <tidemq.broker.processors.send.SendProcessor._input>`) or ``None``, and then the caller
 reads the children one by one: anything unusual -- a property that changes how a child is
 stored or routed (``CLUSTER``, ``KEYS``, ``TAGS``, a delay, a timer, a transaction, any
-``INNER_``), a child without properties, a pair with an empty side, texts of another
-shape, a queue the topic lacks, an inner-batch flag, a body or property string over its
-limit -- decides nothing here.
+``INNER_`` but a fan-out's ``INNER_MULTI_DISPATCH`` where the caller allows it), a child
+without properties, a pair with an empty side, texts of another shape, a queue the topic
+lacks, an inner-batch flag, a body or property string over its limit -- decides nothing
+here. Children that fan out to LMQs are read as any other: their LMQ names are the
+caller's to decide.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ __all__ = ["ChildPut", "column_puts"]
 #: What the send processor stores a child as: queue id, store input, sysflag, born time.
 ChildPut = tuple[int, MessageInput, int, int]
 
-#: Substrings that send a child another way (a delay, a timer, a transaction, any
-#: ``INNER_``: the child-by-child reading looks for them anywhere in its text).
-_DIVERTED = ("DELAY\x01", "TIMER_", "TRAN_MSG\x01", "INNER_")
+#: Substrings that send a child another way (a delay, a timer, a transaction: the
+#: child-by-child reading looks for them anywhere in its text; ``INNER_`` too, but for
+#: a fan-out's name, see :func:`column_puts`).
+_DIVERTED = ("DELAY\x01", "TIMER_", "TRAN_MSG\x01")
+#: The one ``INNER_`` property a child may have here: its fan-out (``fan_out``).
+_FAN_OUT = "INNER_MULTI_DISPATCH"
 #: Property names that change a child's store input beyond what is read here, and the
 #: empty name (a pair a reader drops).
 _UNUSUAL_NAMES = ("CLUSTER", "KEYS", "TAGS", "")
@@ -48,11 +53,14 @@ _MIN_CHILDREN = 4
 
 
 def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
-                cluster_prop: bytes, index: bool) -> list[ChildPut] | None:
+                cluster_prop: bytes, index: bool, fan_out: bool = False
+                ) -> list[ChildPut] | None:
     """Every child's put as the child-by-child reading makes it, or ``None`` (see the
     module docstring). ``queues``: the topic's queue count; ``max_body``: the largest
     body; ``cluster_prop``: the ``CLUSTER`` pair stored with a message naming none;
-    ``index``: whether the store indexes keys (else no child has any)."""
+    ``index``: whether the store indexes keys (else no child has any); ``fan_out``:
+    whether children whose only ``INNER_`` property is ``INNER_MULTI_DISPATCH`` are
+    read here (then every child has it: one shape)."""
     n = len(entries)
     if n < _MIN_CHILDREN:
         return None
@@ -64,6 +72,9 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
     joined = "".join(cast("tuple[str, ...]", texts))
     # An empty value is a pair a reader drops: read one by one.
     if "\x01\x02" in joined or any(map(joined.__contains__, _DIVERTED)):
+        return None
+    inner = joined.count("INNER_")  # each child's fan-out name, and nothing else
+    if inner and (not fan_out or inner != n):
         return None
     counts = set(map(_COUNT_PAIRS, texts))
     if len(counts) != 1:
@@ -77,6 +88,8 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
     first = names[:k]
     if (names != first * n or len(set(first)) != k  # one shape, no name twice
             or any(map(first.__contains__, _UNUSUAL_NAMES))):
+        return None
+    if inner and _FAN_OUT not in first:
         return None
     keys: Iterable[tuple[str, ...]] = repeat((), n)
     if index and "UNIQ_KEY" in first:

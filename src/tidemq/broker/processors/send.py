@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Literal, cast, overload
 
 from tidemq.broker.context import BrokerContext
@@ -97,6 +98,8 @@ _REMARKS = {
                                              "it is stored here but not acknowledged",
 }
 _NOT_MASTER = int(ResponseCode.SERVICE_NOT_AVAILABLE)
+#: A shared send entry's property text.
+_TEXT = itemgetter(4)
 #: A durable-wait entry: connection, request, reply queue id, put result, batchUniqId.
 _Pending = tuple[Connection, RemotingCommand, int, PutResult, str | None]
 _REPLICA_REFUSAL = ("this broker is a replica (brokerRole SLAVE): messages are put to its "
@@ -419,16 +422,22 @@ class SendProcessor:
         common = self._common_refusal(topic)
         fan_common: Exception | None = None  # _send's refusal of every fan-out child
         fan_known = False
-        lmq_on = self.store.lmq is not None  # without LMQs, _send refuses each fan-out
         born = self._born_host(conn.remote_address)
         batch_cq = self.store.is_batch_topic(topic)
         queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        lmq_on = self.store.lmq is not None  # without LMQs, _send refuses each fan-out
         if common is None:  # the usual parent: every child read by column
             usual = column_puts(kids, queues=queues, max_body=self._max_body,
-                                cluster_prop=self._cluster_prop, index=self._index)
+                                cluster_prop=self._cluster_prop, index=self._index,
+                                fan_out=lmq_on and parent_refusal(topic) is None)
             if usual is not None:
-                self._put_children(topic, usual, list(range(len(usual))), [], [], born,
-                                   reconsume, out)
+                every = list(range(len(usual)))
+                text = kids[0][4]
+                if text is not None and "INNER_" in text:  # one shape: every child fans out
+                    self._put_children(topic, usual, every, list(every),
+                                       list(map(_TEXT, kids)), born, reconsume, out)
+                else:
+                    self._put_children(topic, usual, every, [], [], born, reconsume, out)
                 return out
         puts: list[tuple[int, MessageInput, int, int]] = []
         slots: list[int] = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -445,3 +447,34 @@ def test_keys_of_one_width_hash_as_one_matrix(keys: list[str]) -> None:
 def test_mixed_widths_with_an_even_total_are_not_taken_for_one_width() -> None:
     keys = ["ab", "c", "def"]  # 6 characters, as 3 keys of 2 would be
     assert index_hashes(keys).tolist() == [reference_index_hash(k) for k in keys]
+
+
+@settings(deadline=None, max_examples=50)
+@given(records=st.lists(st.tuples(st.sampled_from(["T", "U"]),
+                                  st.lists(st.sampled_from(["a", "b", "", "k1"]), min_size=1,
+                                           max_size=3).map(tuple)), min_size=1, max_size=40),
+       cuts=st.lists(st.integers(0, 40), max_size=4), replay=st.integers(0, 5))
+def test_key_rows_queued_together_index_as_one_by_one(
+        records: list[tuple[str, tuple[str, ...]]], cuts: list[int], replay: int) -> None:
+    """A dispatch round's records queued together (put_key_rows, in chunks, a replayed
+    head skipped) give the index files put_keys gives them one by one."""
+    rows = [(topic, keys, i * 100, T0 + i) for i, (topic, keys) in enumerate(records)]
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as many:
+        a, b = make_index(Path(one), entries=16), make_index(Path(many), entries=16)
+        for topic, keys, phys, ts in rows:
+            a.put_keys(topic, keys, phys, ts)
+        edges = sorted({0, len(rows), *(min(c, len(rows)) for c in cuts)})
+        for start, end in itertools.pairwise(edges):
+            b.put_key_rows(rows[max(0, start - replay):end])  # a replayed head is skipped
+        a.drain()
+        b.drain()
+        assert (a.entry_count, a.end_phys_offset) == (b.entry_count, b.end_phys_offset)
+        for topic, key in {(t, k) for t, ks, _p, _ts in rows for k in ks if k}:
+            assert a.query(topic, key, 64) == b.query(topic, key, 64)
+        a.close()
+        b.close()
+        files = sorted(p.name for p in (Path(one) / "index").glob("*"))
+        assert files == sorted(p.name for p in (Path(many) / "index").glob("*"))
+        for name in files:
+            assert (Path(one) / "index" / name).read_bytes() == (
+                Path(many) / "index" / name).read_bytes()

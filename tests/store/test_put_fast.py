@@ -306,3 +306,18 @@ def test_fold_rows_keyed_rows_of_one_millisecond_are_one_batch() -> None:
              list(b.keys or ())) for b in batches] == [
         (0, 0, [0, 20, 40], 5, [("k0",), ("k2",), ("k4",)]),
         (1, 0, [10, 30, 50], 5, [("k1",), ("k3",), ("k5",)])]
+
+
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9),
+                               st.one_of(st.none(), st.just(("k",)))), min_size=2,
+                     max_size=12, unique_by=lambda r: r[1]),
+       timed=st.booleans())
+def test_fold_rows_of_a_row_a_queue_is_each_row_alone(
+        rows: list[tuple[int, int, tuple[str] | None]], timed: bool) -> None:
+    """A round whose rows each go to a queue of their own (a shared send parent's) folds
+    to what folding only neighbours gives: a batch a row, in log order."""
+    folded: list[Row] = [(10 * (i + 1), 5 + ts, ("T", queue), 3, 10 * i, 10, 7, keys)
+                         for i, (ts, queue, keys) in enumerate(rows)]
+    got = fold_rows(folded, timed=lambda _topic, _queue: timed)
+    assert got == fold_rows(folded, across_queues=False)
+    assert [b.end for b in got] == [r[0] for r in folded]

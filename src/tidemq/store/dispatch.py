@@ -54,6 +54,7 @@ RoundHook = Callable[[Mapping[tuple[str, int], int]], None]
 Row = tuple[int, int, tuple[str, int], int, int, int, int, "tuple[str, ...] | None"]
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
+_THIRD = operator.itemgetter(2)
 _ROW_KEY = operator.itemgetter(2)
 _ROW_PHYS = operator.itemgetter(4)
 _ROW_SIZE = operator.itemgetter(5)
@@ -119,6 +120,10 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
     keys = list(map(_ROW_KEY, rows))
     distinct = set(keys)
     groups: dict[tuple[str, int], list[Row]]
+    if len(distinct) == len(rows):  # a row a queue (a shared send parent's round): each
+        return [DispatchBatch(key[0], key[1], row[3], [row[4]], [row[5]], [row[6]], row[1],
+                              row[0], None if row[7] is None else [row[7]])
+                for key, row in zip(keys, rows, strict=True)]  # its own batch, in log order
     if len(distinct) == 1:
         groups = {keys[0]: rows}
     else:  # grouped in C: each row appended to its queue's list, no bytecode per row
@@ -181,6 +186,8 @@ def _fold_neighbours(rows: list[Row]) -> list[DispatchBatch]:
 
 
 _BATCH_END = operator.attrgetter("end")
+_BATCH_QUEUE = operator.attrgetter("topic", "queue_id")
+_BATCH_PHYS = operator.attrgetter("phys")
 _BATCH_KEYS = operator.attrgetter("keys")
 
 
@@ -194,15 +201,28 @@ class IndexSink(Protocol):
 def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                   batches: list[DispatchBatch]) -> dict[tuple[str, int], int]:
     """Write ``batches`` (in log order) into their queues; returns new max offsets."""
-    grouped: dict[tuple[str, int], list[DispatchBatch]]
+    grouped: dict[tuple[str, int], list[DispatchBatch]] | None = None
+    keys: list[tuple[str, int]] = []
     if len(batches) == 1:  # a round of one put: every append wakes the thread
         b = batches[0]
         grouped = {(b.topic, b.queue_id): batches}
     else:
-        grouped = {}
-        for b in batches:
-            grouped.setdefault((b.topic, b.queue_id), []).append(b)
+        keys = list(map(_BATCH_QUEUE, batches))
+        if len(set(keys)) != len(keys):
+            grouped = {}
+            for key, b in zip(keys, batches, strict=True):
+                grouped.setdefault(key, []).append(b)
     touched: dict[tuple[str, int], int] = {}
+    if grouped is None:  # a batch a queue: no grouping
+        for key, b in zip(keys, batches, strict=True):
+            cq = queues.get_or_create(*key)
+            if isinstance(cq, BatchConsumeQueue):
+                touched[key] = _append_batches(cq, [b])
+            elif len(b.phys) == 1:
+                touched[key] = cq.append_one(b.queue_offset, b.phys[0], b.sizes[0], b.tags[0])
+            else:
+                touched[key] = cq.append(b.queue_offset, b.phys, b.sizes, b.tags)
+        grouped = {}
     for key, group in grouped.items():
         cq = queues.get_or_create(*key)
         if isinstance(cq, BatchConsumeQueue):
@@ -239,10 +259,14 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
     if KeyColumns in map(type, map(_BATCH_KEYS, batches)):  # one C-level pass
         _index_with_columns(index, batches)
         return
-    keyed = [(phys_off, b.topic, keys, b.store_timestamp) for b in batches if b.keys
+    keyed = [(b.topic, keys, phys_off, b.store_timestamp) for b in batches if b.keys
              for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys]
-    keyed.sort(key=_FIRST)
-    for phys_off, topic, keys, ts in keyed:
+    keyed.sort(key=_THIRD)
+    put_rows = getattr(index, "put_key_rows", None)
+    if put_rows is not None:  # queued together
+        put_rows(keyed)
+        return
+    for topic, keys, phys_off, ts in keyed:
         index.put_keys(topic, keys, phys_off, ts)
 
 
@@ -576,7 +600,7 @@ class Dispatcher:
                 self._cond.notify_all()
         self.last_store_timestamp = last.store_timestamp
         self.dispatched_entries += (len(last.phys) if len(batches) == 1
-                                    else sum(len(b.phys) for b in batches))
+                                    else sum(map(len, map(_BATCH_PHYS, batches))))
         self._fire(touched, batches)
 
     def _fire(self, touched: dict[tuple[str, int], int], batches: list[DispatchBatch]) -> None:

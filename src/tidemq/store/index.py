@@ -400,6 +400,24 @@ class KeyIndex:
             with self.lock:
                 self._drain()
 
+    def put_key_rows(self, rows: Sequence[tuple[str, tuple[str, ...], int, int]]) -> None:
+        """:meth:`put_keys` of each ``(topic, keys, phys, store_timestamp)`` of ``rows``
+        (``phys`` increasing, ``keys`` not empty), queued together: a dispatch round's
+        single records. Records at or below the recorded end are skipped."""
+        if not rows:
+            return
+        if rows[0][2] <= self._last_phys:  # re-dispatch after a crash: each as put_keys
+            for topic, keys, phys, ts in rows:
+                self.put_keys(topic, keys, phys, ts)
+            return
+        self._last_phys = rows[-1][2]
+        self._keys_in += sum(map(len, map(_KEYS, rows)))  # counted before queued
+        pending = self._pending
+        pending.extend(rows)
+        if len(pending) >= DRAIN_AT or self._keys_in - self._keys_out >= DRAIN_KEYS:
+            with self.lock:
+                self._drain()
+
     def put_key_columns(self, topic: str, keys: KeyColumns, phys: Sequence[int],
                         store_timestamp: int) -> None:
         """:meth:`put_keys` for consecutive records at ``phys`` (increasing) keyed as

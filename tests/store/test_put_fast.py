@@ -321,3 +321,21 @@ def test_fold_rows_of_a_row_a_queue_is_each_row_alone(
     got = fold_rows(folded, timed=lambda _topic, _queue: timed)
     assert got == fold_rows(folded, across_queues=False)
     assert [b.end for b in got] == [r[0] for r in folded]
+
+
+@given(queues=st.lists(st.integers(0, 3), min_size=2, max_size=16),
+       resets=st.sets(st.integers(0, 15)), keyed=st.booleans())
+def test_fold_rows_of_a_millisecond_a_row_is_each_row_alone(
+        queues: list[int], resets: set[int], keyed: bool) -> None:
+    """Rows of queues written once a millisecond (a round of several shared send
+    parents) fold, where time or keys are stored per record, as folding only neighbours
+    folds them: a batch a row, in log order, a reset queue offset included."""
+    nexts = dict.fromkeys(queues, 0)
+    rows: list[Row] = []
+    for i, queue in enumerate(queues):
+        qo = 0 if i in resets else nexts[queue]
+        nexts[queue] = qo + 1
+        rows.append((10 * (i + 1), 5 + i, ("T", queue), qo, 10 * i, 10, 7,
+                     ("k",) if keyed else None))
+    got = fold_rows(rows, timed=lambda _topic, _queue: not keyed)
+    assert got == fold_rows(rows, across_queues=False)

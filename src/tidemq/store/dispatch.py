@@ -148,6 +148,10 @@ def fold_rows(rows: list[Row], across_queues: bool = True,
                                      last[1], last[0],
                                      None if first[7] is None else list(map(_ROW_KEYS, group))))
             continue
+        if len(set(map(_SECOND, group))) == n:  # a millisecond a row (rounds of parents)
+            out.extend(DispatchBatch(topic, queue_id, r[3], [r[4]], [r[5]], [r[6]], r[1], r[0],
+                                     None if r[7] is None else [r[7]]) for r in group)
+            continue
         ends, stamps, offsets, phys, sizes, tags, index_keys = (
             list(map(getter, group)) for getter in _ROW_COLUMNS)
         i = 0

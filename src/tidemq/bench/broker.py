@@ -389,6 +389,9 @@ async def _auto_send_loop(batcher: AutoBatchProducer, msg: Message, meter: Meter
 
 #: Messages produced in a row that share one delivery callback and one start time.
 _PRODUCE_RUN = 64
+#: Read once: a member read from its enum class takes the slow attribute path of a class
+#: whose metaclass has ``__getattr__``, which the callback would take for every message.
+_SEND_OK = SendStatus.SEND_OK
 
 
 class _ProducedRun:
@@ -401,7 +404,7 @@ class _ProducedRun:
         self.window, self.t0, self.count, self.left, self.ok = window, t0, count, count, 0
 
     def __call__(self, error: BaseException | None, result: SendResult | None) -> None:
-        if error is None and result is not None and result.status is SendStatus.SEND_OK:
+        if error is None and result is not None and result.status is _SEND_OK:
             self.ok += 1
         else:
             self.window.failed(error, result)

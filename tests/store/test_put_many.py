@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
@@ -182,22 +182,27 @@ def _lmq_view(store: MessageStore) -> dict[str, object]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(plan=[(0, b"u0", LMQ_NAMES[:2], ""), (1, b"u1", LMQ_NAMES[1:2], ""),
+               (0, b"u2", [LMQ_NAMES[2], LMQ_NAMES[0]], ""), (2, b"u3", LMQ_NAMES[2:3], "")],
+         before=[], settled=False, concurrent=False)  # a queue's fan-outs around another's
 @given(plan=fan_puts_strategy,
        before=st.lists(st.lists(st.sampled_from(LMQ_NAMES), min_size=1, max_size=3,
                                 unique=True), max_size=3),
-       settled=st.booleans())
+       settled=st.booleans(), concurrent=st.booleans())
 def test_fan_out_puts_stored_together_store_what_each_stores(
         plan: list[tuple[int, bytes, list[str], str]], before: list[list[str]],
-        settled: bool) -> None:
+        settled: bool, concurrent: bool) -> None:
     """A parent's fan-out and plain puts stored by one ``put_many`` give the records,
     results (a refused put's error included), consume-queue and LMQ entries that
     ``put_multi_dispatch`` and ``put`` give one by one: LMQs named by several puts take
     consecutive offsets in put order, a refused put takes none. ``before``: fan-outs
-    stored first (``settled``: dispatched, so their offsets come from the LMQ store)."""
+    stored first (``settled``: dispatched, so their offsets come from the LMQ store);
+    ``concurrent``: the concurrent dispatcher."""
     clock = FakeClock(1_700_000_000_000)
     with tempfile.TemporaryDirectory() as tmp:
-        stores = [MessageStore(small_config(Path(tmp) / name, **LMQ), clock=clock)
-                  for name in ("many", "each")]
+        stores = [MessageStore(small_config(
+            Path(tmp) / name, **LMQ, enable_build_consume_queue_concurrently=concurrent),
+            clock=clock) for name in ("many", "each")]
         for store in stores:
             store.start()
         try:

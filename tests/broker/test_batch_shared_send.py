@@ -27,6 +27,7 @@ from tidemq.codec.shared_send import (
     send_answer_command,
 )
 from tidemq.errors import ResponseCode
+from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import MAX_PROPERTIES_BYTES
 from tidemq.store.config import FlushDiskType
 from tidemq.testing import Cluster
@@ -104,12 +105,22 @@ async def test_shared_children_get_what_standard_children_get(peer: Peer, topic:
     assert (await peer.messages(topic, 5))[0].properties["KEYS"] == "k1 k2"
 
 
-async def test_answers_carry_the_stored_positions(peer: Peer, topic: str) -> None:
+async def test_answers_carry_the_stored_positions(peer: Peer, topic: str,
+                                                  cluster: Cluster) -> None:
     got = await shared(peer, [wire.send(topic, b"x", queue_id=q) for q in (4, 4, 6)])
     assert [(r.ext_fields["queueId"], r.ext_fields["queueOffset"]) for r in got] == [
         ("4", "0"), ("4", "1"), ("6", "0")]
     assert len({r.ext_fields["msgId"] for r in got}) == 3
     assert {r.ext_fields["MSG_REGION"] for r in got} == {"DefaultRegion"}
+    # The usual parent (answered by column) too: each msgId names its record's offset.
+    kids = [wire.send(topic, b"y%d" % q, queue_id=q) for q in range(8)]
+    got = await shared(peer, kids)
+    await wire.dispatched(cluster.brokers[0])
+    for q, answer in enumerate(got):
+        stored = (await peer.messages(topic, q))[-1]
+        assert bytes(stored.body) == b"y%d" % q
+        assert decode_offset_msg_id(answer.ext_fields["msgId"])[1] == stored.commit_log_offset
+        assert answer.ext_fields["queueOffset"] == str(stored.queue_offset)
 
 
 async def test_bad_children_are_answered_alone(peer: Peer, topic: str) -> None:

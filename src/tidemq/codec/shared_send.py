@@ -256,25 +256,30 @@ def decode_shared_send(code: int, body: Buffer, max_children: int
         raise BatchFormatError("a shared send parent needs a template")
     tcmd, pos = read_template(view, code)
     out: list[SendEntry | str] = []
+    add = out.append
     unpack, size = _ENTRY.unpack_from, _ENTRY.size
+    # Every entry takes at least ``size`` bytes: a body too short to hold more than
+    # max_children entries needs no count of them.
+    counted = (end - pos) // size > max_children
     while pos < end:
-        if len(out) >= max_children:
+        if counted and len(out) >= max_children:
             raise BatchFormatError(f"more than {max_children} children")
         if end - pos < size:
             raise BatchFormatError(f"{end - pos} trailing bytes at {pos} are not a child entry")
         qid, sys_flag, born, flag, plen, blen = unpack(view, pos)
         start = pos + size
-        pos = start + plen + blen
+        cut = start + plen
+        pos = cut + blen
         if pos > end:
             raise BatchFormatError(f"child entry {len(out)} is cut short")
-        props: str | None = None
-        if plen:
-            try:
-                props = str(view[start:start + plen], "utf-8")
-            except UnicodeDecodeError:
-                out.append("the child's properties are not UTF-8")
-                continue
-        out.append(new_entry((qid, sys_flag, born, flag, props, view[start + plen:pos])))
+        if not plen:
+            add(new_entry((qid, sys_flag, born, flag, None, view[cut:pos])))
+            continue
+        try:
+            add(new_entry((qid, sys_flag, born, flag, str(view[start:cut], "utf-8"),
+                           view[cut:pos])))
+        except UnicodeDecodeError:
+            add("the child's properties are not UTF-8")
     return tcmd, out
 
 

@@ -450,13 +450,15 @@ class KeyIndex:
     def _drain(self) -> None:
         """Apply every queued record (``lock`` held)."""
         pending = self._pending
-        items = [pending.popleft() for _ in range(len(pending))]
+        items: list[_Queued] = list(map(operator.call, itertools.repeat(pending.popleft,
+                                                                        len(pending))))
         if not items:
             return
-        self._keys_out += sum(map(_key_count, items))
         if self._columns_in == self._columns_out:  # read after taking: none was taken
+            self._keys_out += sum(map(len, map(_KEYS, items)))  # plain records: their keys
             self._write(*self._plain_entries(items))  # type: ignore[arg-type]
             return
+        self._keys_out += sum(map(_key_count, items))
         parts: list[_Entries] = []
         for kind, group in itertools.groupby(items, _kind):
             if kind is None:

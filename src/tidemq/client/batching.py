@@ -41,10 +41,11 @@ per message (Kafka's ``produce``): a delivery callback per message, or none at a
 never waits, so it refuses a message the full buffer has no room for
 (:class:`~tidemq.client.errors.BufferFullError`) and the caller yields with
 :meth:`~AutoBatchProducer.drain`. A message whose topic's route is not cached yet waits in
-produce order until the route arrives. A batch is parallel lists (bodies, messages,
-waiters); a message produced without properties is its body alone, and a batch of bodies
-is encoded as columns (:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's
-results are made together, each holding the batch's answer and its index
+produce order until the route arrives. A batch is parallel lists (bodies, waiters, and
+the messages' entries once they differ); a message produced without properties is its
+body alone, and a batch of bodies is encoded as columns
+(:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's results are made a few
+hundred at a time, each holding the batch's answer and its index
 (:mod:`~tidemq.client.batch_results`), and handed to its waiters in one loop (in C when
 they are all callbacks). What a message costs follows the messages a request carries:
 the more a caller produces between two yields, the larger the batches (up to the caps)

@@ -232,6 +232,45 @@ def _reachable(root: object, depth: int = 6) -> list[object]:
     return list(seen.values())
 
 
+async def test_sticky_messages_with_the_same_tags_and_keys_join_by_the_short_way(
+        cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
+    """Messages produced to the sticky queue with the last tags and keys join its batch
+    of their like; other tags, other keys, keys given as a list, or a bare body, still
+    land with their own properties, in produce order."""
+    await create(admin, "Sticky", queues=1)
+    await producer.instance.routes.get("Sticky")
+    outcomes: dict[int, Outcome] = {}
+    batcher = AutoBatchProducer(producer, linger_ms=60_000)
+    want: list[tuple[bytes, str | None, list[str]]] = []
+    batches: list[list[tuple[str | None, str | list[str] | None]]] = [
+        [("a", "k1")] * 17 + [("a", "k2")] * 3,  # other keys
+        [("b", "k1")] * 5 + [("a", "k1")] * 3 + [("a", None)] * 2 + [(None, "k2")] * 2
+        + [("a", ["k1", "k2"])] * 2 + [(None, None)] * 2 + [("a", "k1")] * 3,  # other tags
+        [("a", "k1")] * 3 + [(None, None)] * 2 + [("a", "k1")] * 2,  # a bare body
+    ]
+    for plan in batches:
+        for tags, keys in plan:
+            i = len(want)
+            body = b"g%02d" % i
+            batcher.produce("Sticky", body, tags=tags, keys=keys,
+                            on_delivery=_recorder(outcomes, i))
+            listed = keys.split() if isinstance(keys, str) else list(keys or [])
+            want.append((body, tags, listed))
+        await batcher.flush()
+    assert batcher.shipped_requests == len(batches)
+    assert sorted(outcomes) == list(range(len(want)))
+    results = [r for _, r in (outcomes[i] for i in range(len(want))) if r is not None]
+    assert len(results) == len(want)
+    await dispatched(cluster)
+    stored: dict[tuple[MessageQueue, int], tuple[bytes, str | None, list[str], str]] = {}
+    for mq in {r.queue for r in results}:
+        for m in await read_queue(producer.instance, mq):
+            stored[(mq, m.queue_offset)] = (m.body, m.tags, m.keys, m.msg_id)
+    assert [stored[(r.queue, r.queue_offset)] for r in results] == [
+        (*w, r.msg_id) for w, r in zip(want, results, strict=True)]
+    await batcher.close()
+
+
 @pytest.mark.parametrize("attributes", [None, BATCH_CQ], ids=["plain", "batch-cq"])
 async def test_tags_and_keys_are_checked_once_and_stored_with_each_message(
         cluster: Cluster, admin: AdminClient, producer: Producer,

@@ -363,22 +363,29 @@ class AutoBatchProducer:
         yields to the event loop, so batches ship only when the caller does (``await
         drain()`` every few hundred messages, or any other ``await``).
         """
-        if (tags is None and keys is None and properties is None and queue is None
-                and sharding_key is None):
-            # The usual message, a body alone, joins its topic's sticky lane's open batch
-            # of bodies, which stays open and not full: nothing of the lane changes but
-            # the batch (what _append decides). A sticky lane's topic was checked.
+        if properties is None and queue is None and sharding_key is None:
+            # The usual message -- a body alone, or with the last tags and keys -- joins
+            # its topic's sticky lane's open batch of its like, which stays open and not
+            # full: nothing of the lane changes but the batch (what _append decides). A
+            # sticky lane's topic was checked, and so were the shared tags and keys.
             lane = self._sticky.get(topic)
             if lane is not None:
                 batch = lane.open
-                if (batch is not None and batch.alike and batch.entry is None and body
-                        and not self._parked and not self._closed):
-                    size = _BARE_SIZE + len(body)
+                if (batch is not None and batch.alike and body and not self._parked
+                        and not self._closed):
+                    if tags is None and keys is None:
+                        alike = batch.entry is None
+                        size = _BARE_SIZE + len(body)
+                    else:
+                        shared = self._shared_key
+                        alike = (batch.entry is self._shared_props and shared is not None
+                                 and shared[0] == tags and shared[1] == keys)
+                        size = _BARE_SIZE + self._shared_extra + len(body)
                     nbytes = batch.nbytes + size
                     buffered = self._buffered + size
                     bodies = batch.bodies
                     # below max_batch_bytes is below the largest body too
-                    if (nbytes < self.max_batch_bytes
+                    if (alike and nbytes < self.max_batch_bytes
                             and len(bodies) + 1 < self.max_batch_messages
                             and buffered <= self.total_buffer_bytes):
                         bodies.append(body)

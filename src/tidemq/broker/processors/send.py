@@ -71,7 +71,6 @@ from tidemq.formats.properties import (
     encode_properties,
     parse_checked_property_text,
     parse_property_text,
-    property_text_error,
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.formats.record.loops import joined_offset_ids, offset_ids
@@ -331,10 +330,9 @@ class SendProcessor:
         walk (a uniform-size proof for the usual shape), and a claimed INNER_NUM must
         match. Only the original bytes are stored; consumers decompress.
         """
-        problem = property_text_error(text) if text else None
-        if problem is not None:  # stored as the record's properties
-            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, problem)
-        props = parse_property_text(text) if text else {}
+        props = parse_checked_property_text(text) if text else {}
+        if isinstance(props, str):  # the text is stored as the record's properties
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, props)
         uniq = props.get("UNIQ_KEY")
         if uniq is None:
             return None

@@ -17,6 +17,7 @@ from tidemq.codec.command import RequestCode
 from tidemq.codec.frame import frame_bytes
 from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode, error_for_code
+from tidemq.formats.javaprops import properties_text
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import decode_properties
 from tidemq.net import RemotingClient
@@ -251,6 +252,37 @@ async def test_topic_without_write_permission_is_16(peer: Peer) -> None:
     await peer.ok(wire.create_topic("ReadOnly", 1, perm=4))
     resp = await peer(wire.send("ReadOnly"))
     assert resp.code == ResponseCode.NO_PERMISSION
+
+
+async def test_a_topic_change_reaches_the_next_send(peer: Peer) -> None:
+    """What the broker decided about a topic for one send is not kept past a change of
+    the topic: its permission, then its queue count."""
+    await peer.ok(wire.create_topic("Changing", 4))
+    await peer.ok(wire.send("Changing", queue_id=3))
+    await peer.ok(wire.create_topic("Changing", 4, perm=4))
+    resp = await peer(wire.send("Changing", queue_id=3))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert resp.remark == "the topic[Changing] sending is forbidden"
+    await peer.ok(wire.create_topic("Changing", 2))
+    resp = await peer(wire.send("Changing", queue_id=3))
+    assert resp.code == ResponseCode.INVALID_PARAMETER
+    assert resp.remark and "queueId[3] is illegal" in resp.remark
+    await peer.ok(wire.send("Changing", queue_id=1))
+
+
+async def test_the_broker_permission_reaches_the_next_send(peer: Peer) -> None:
+    """A broker made read-only refuses sends to a topic it took sends for just before,
+    and takes them again once writable."""
+    await peer.ok(wire.create_topic("Perm", 1))
+    await peer.ok(wire.send("Perm"))
+    await peer.ok(wire.request(RequestCode.UPDATE_BROKER_CONFIG,
+                               properties_text({"brokerPermission": "4"}).encode()))
+    resp = await peer(wire.send("Perm"))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert resp.remark == "the topic[Perm] sending is forbidden"
+    await peer.ok(wire.request(RequestCode.UPDATE_BROKER_CONFIG,
+                               properties_text({"brokerPermission": "6"}).encode()))
+    await peer.ok(wire.send("Perm"))
 
 
 async def test_second_broker_serves_its_own_topics(cluster: Cluster) -> None:

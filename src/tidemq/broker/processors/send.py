@@ -146,6 +146,10 @@ class SendProcessor:
         self._topics = ctx.topics
         #: Names of existing topics already checked by validate_topic.
         self._valid_names: set[str] = set()
+        #: Topics :meth:`_writable` let sends store in, with the topic table's data version
+        #: it read: the decision holds while the version is the same object (every change
+        #: to the table steps it, and so does a change of the broker's permission).
+        self._decided: dict[str, tuple[object, TopicConfig]] = {}
         self._sync = ctx.store_config.sync_flush
         self._waiters: GroupCommitWaiters | None = None
         self._replication = ctx.replication
@@ -183,7 +187,11 @@ class SendProcessor:
         exists (or is auto-created from ``h``'s template), topic and broker are writable
         (:meth:`_writable`) and ``qid`` is one of its queues (negative: a random write
         queue)."""
-        tc = self._writable(topic, h)
+        decided = self._decided.get(topic)
+        if decided is not None and decided[0] is self._topics.data_version:
+            tc = decided[1]
+        else:
+            tc = self._writable(topic, h)
         if qid < 0:
             return random.randrange(tc.write_queue_nums)
         if qid >= tc.read_queue_nums and qid >= tc.write_queue_nums:
@@ -195,7 +203,9 @@ class SendProcessor:
         return qid
 
     def _writable(self, topic: str, h: SendMessageRequestHeader | None) -> TopicConfig:
-        """``topic``'s configuration when sends may store in it (see :meth:`_queue`)."""
+        """``topic``'s configuration when sends may store in it (see :meth:`_queue`),
+        noted in :attr:`_decided` for the next sends."""
+        version = self._topics.data_version  # read before the table
         tc = self._topics.get(topic)
         if tc is None or topic not in self._valid_names:
             if topic in SEND_FORBIDDEN_TOPICS:  # upstream's isNotAllowedSendTopic
@@ -220,6 +230,9 @@ class SendProcessor:
         if not tc.perm & PERM_WRITE or not self.ctx.config.broker_permission & PERM_WRITE:
             raise error_for_code(ResponseCode.NO_PERMISSION,
                                  f"the topic[{topic}] sending is forbidden")
+        if len(self._decided) > 65536:
+            self._decided.clear()
+        self._decided[topic] = (version, tc)
         return tc
 
     def _message(self, body: bytes | bytearray | memoryview, props_text: str | None,

@@ -20,7 +20,7 @@ caller's to decide.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import repeat
+from itertools import cycle, repeat
 from operator import and_, itemgetter, methodcaller
 from typing import cast
 
@@ -43,10 +43,9 @@ _FAN_OUT = "INNER_MULTI_DISPATCH"
 #: Property names that change a child's store input beyond what is read here, and the
 #: empty name (a pair a reader drops).
 _UNUSUAL_NAMES = ("CLUSTER", "KEYS", "TAGS", "")
-_SPLIT_PAIR = methodcaller("split", "\x01")
 _COUNT_PAIRS = methodcaller("count", "\x02")
+_COUNT_NAMES = methodcaller("count", "\x01")
 _LAST = itemgetter(-1)
-_NAME, _VALUE = itemgetter(0), itemgetter(1)
 _INNER_BATCH = 0x80
 #: Below this many children the child-by-child reading costs less than the set-up.
 _MIN_CHILDREN = 4
@@ -80,20 +79,22 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
     if len(counts) != 1:
         return None
     (k,) = counts  # pairs a child, every text ending with its last pair's separator
-    pairs = list(map(_SPLIT_PAIR, joined.split("\x02")))
-    pairs.pop()  # after the last separator: nothing
-    if set(map(len, pairs)) != {2}:  # a segment without exactly one name and one value
+    segments = joined.split("\x02")
+    segments.pop()  # after the last separator: nothing
+    if set(map(_COUNT_NAMES, segments)) != {1}:  # each one name and one value
         return None
-    names = list(map(_NAME, pairs))
-    first = names[:k]
-    if (names != first * n or len(set(first)) != k  # one shape, no name twice
-            or any(map(first.__contains__, _UNUSUAL_NAMES))):
+    first = [segment.partition("\x01")[0] for segment in segments[:k]]
+    heads = [f"{name}\x01" for name in first]
+    if (len(set(first)) != k or any(map(first.__contains__, _UNUSUAL_NAMES))
+            # one shape: every child's names those of the first, no name twice
+            or not all(map(str.startswith, segments, cycle(heads)))):
         return None
     if inner and _FAN_OUT not in first:
         return None
     keys: Iterable[tuple[str, ...]] = repeat((), n)
     if index and "UNIQ_KEY" in first:
-        uniqs = list(map(_VALUE, pairs[first.index("UNIQ_KEY")::k]))
+        at = first.index("UNIQ_KEY")
+        uniqs = list(map(itemgetter(slice(len(heads[at]), None)), segments[at::k]))
         keys = list(zip(uniqs, strict=True))  # (UNIQ_KEY,): nothing empty (checked above)
     raws = list(map(bytes.__add__, map(str.encode, cast("tuple[str, ...]", texts)),
                     repeat(cluster_prop)))

@@ -237,6 +237,29 @@ async def test_a_batch_without_a_batch_key_is_split_even_on_batch_cq(cluster: Cl
     assert len({m.commit_log_offset for m in msgs}) == 3
 
 
+@pytest.mark.parametrize(("text", "kept"), [
+    # a producer's text: INNER_NUM in the middle, the last pair without its separator
+    ("UNIQ_KEY\x01U1\x02INNER_NUM\x014\x02WAIT\x01true",
+     "UNIQ_KEY\x01U1\x02WAIT\x01true\x02CLUSTER\x01DefaultCluster\x02"),
+    ("INNER_NUM\x014\x02UNIQ_KEY\x01U2\x02CLUSTER\x01Mine\x02",
+     "UNIQ_KEY\x01U2\x02CLUSTER\x01Mine\x02"),
+    # a repeated name: the last value kept where the first stood
+    ("KEYS\x01a\x02UNIQ_KEY\x01U3\x02KEYS\x01b\x02",
+     "KEYS\x01b\x02UNIQ_KEY\x01U3\x02CLUSTER\x01DefaultCluster\x02"),
+    # a claimed INNER_BASE: the store writes its own
+    ("UNIQ_KEY\x01U4\x02INNER_BASE\x017\x02", "UNIQ_KEY\x01U4\x02CLUSTER\x01DefaultCluster\x02"),
+])
+async def test_the_record_keeps_the_pairs_less_the_stores_own(cluster: Cluster, bcq: Peer,
+                                                              text: str, kept: str) -> None:
+    cmd = inner_send(entries(4))
+    cmd.ext_fields["i"] = text
+    await bcq.ok(cmd)
+    await wire.dispatched(cluster.brokers[0])
+    resp = await bcq.ok(wire.pull(TOPIC, 0, 0))
+    (record,) = _records(resp.full_body())
+    assert bytes(record.properties) == (kept + "INNER_NUM\x014\x02INNER_BASE\x010\x02").encode()
+
+
 # ---------------------------------------------------------------------- old clients
 
 

@@ -15,6 +15,7 @@ from tidemq.formats.properties import (
     property_error,
     property_text,
     property_text_error,
+    text_without,
 )
 
 
@@ -200,3 +201,28 @@ def test_the_checked_parse_reads_what_writers_send(props: dict[str, str],
     if not last_separator:
         text = text.removesuffix("\x02")
     assert parse_checked_property_text(text) == props
+
+
+_NAMES = st.sampled_from(["a", "b", "INNER_NUM", "KEYS"]) | _ANY
+
+
+@given(st.lists(st.tuples(_NAMES, st.sampled_from(["", "1", "v"]) | _ANY), max_size=6),
+       st.booleans(), _NAMES)
+def test_a_pair_cut_out_of_the_text_is_the_rest_encoded(pairs: list[tuple[str, str]],
+                                                        last_separator: bool,
+                                                        name: str) -> None:
+    """Whenever text_without answers, it is property_text of the parsed pairs less
+    ``name``; and it answers for every text a writer makes of distinct names (but the
+    empty one)."""
+    text = "".join(f"{k}\x01{v}\x02" for k, v in pairs)
+    if not last_separator:
+        text = text.removesuffix("\x02")
+    props = parse_property_text(text)
+    cut = text_without(text, props, name)
+    rest = dict(props)
+    rest.pop(name, None)
+    if cut is not None:
+        assert cut == property_text(rest)
+    elif (pairs and len({k for k, _ in pairs}) == len(pairs)
+          and all(k and v and property_error(k, v) is None for k, v in pairs)):
+        raise AssertionError(f"a writer's text not cut: {text!r}")

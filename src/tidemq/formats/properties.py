@@ -36,6 +36,7 @@ __all__ = [
     "property_error",
     "property_text",
     "property_text_error",
+    "text_without",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -80,6 +81,26 @@ def property_text(props: Mapping[str, str]) -> str:
         return ""
     return "".join([f"{name}\x01{value}\x02" for name, value in props.items()
                     if name and value is not None and value != ""])
+
+
+def text_without(text: str, props: Mapping[str, str], name: str) -> str | None:
+    """:func:`property_text` of ``props`` less ``name``, where ``props`` is
+    :func:`parse_property_text` of ``text``, cut out of ``text`` itself -- or ``None``
+    (encode the pairs instead) unless every segment of ``text`` is a pair of its own
+    name: then the text, ended by the separator, is already the pairs' encoding."""
+    segments = text.count(PROPERTY_SEPARATOR)
+    if text[-1:] != PROPERTY_SEPARATOR:
+        text += PROPERTY_SEPARATOR
+        segments += 1
+    if segments != len(props):  # a pair dropped or a name repeated
+        return None
+    value = props.get(name)
+    if value is None:
+        return text
+    pair = f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+    if text.startswith(pair):
+        return text[len(pair):]
+    return text.replace(PROPERTY_SEPARATOR + pair, PROPERTY_SEPARATOR, 1)
 
 
 def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:

@@ -71,6 +71,7 @@ from tidemq.formats.properties import (
     encode_properties,
     parse_checked_property_text,
     parse_property_text,
+    text_without,
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.formats.record.loops import joined_offset_ids, offset_ids
@@ -137,6 +138,8 @@ class SendProcessor:
         self.store = ctx.store
         cfg = ctx.config
         self._cluster_prop = f"CLUSTER\x01{cfg.broker_cluster_name}\x02".encode()
+        #: What encode_properties writes for CLUSTER set to the cluster's name.
+        self._cluster_pair = self._cluster_prop if cfg.broker_cluster_name else b""
         self._region = cfg.region_id
         self._trace = "true" if cfg.trace_on else "false"
         self._max_body = cfg.max_message_size
@@ -364,16 +367,27 @@ class SendProcessor:
                                  f"inner batch body is malformed: {exc}") from None
         if fans_out or "INNER_MULTI_DISPATCH" in props:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, NO_BATCH_FAN_OUT)
-        claimed = props.pop("INNER_NUM", None)
-        props.pop("INNER_BASE", None)
+        claimed = props.get("INNER_NUM")
         if claimed is not None and claimed != str(count):
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"INNER_NUM says {claimed} but the batch holds {count} messages")
         if count == 0 or count > 0x7FFF:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"an inner batch holds 1..32767 messages, not {count}")
-        props.setdefault("CLUSTER", self.ctx.config.broker_cluster_name)
-        raw = encode_properties(props)
+        # The record's properties: the pairs less INNER_NUM and INNER_BASE (the store adds
+        # its own), with CLUSTER. The usual text is their encoding already, less INNER_NUM.
+        cut = (text_without(text, props, "INNER_NUM")
+               if text and "INNER_BASE" not in props else None)
+        if cut is not None:
+            raw = cut.encode("utf-8")
+            if "CLUSTER" not in props:
+                raw += self._cluster_pair
+        else:
+            stored = dict(props)
+            stored.pop("INNER_NUM", None)
+            stored.pop("INNER_BASE", None)
+            stored.setdefault("CLUSTER", self.ctx.config.broker_cluster_name)
+            raw = encode_properties(stored)
         keys = (uniq, *user_keys(props))  # the batch-level UNIQ_KEY, even an empty one
         wait = wants_flush(props)
         result = self.store.put_inner_batch(

@@ -37,6 +37,13 @@ event loop up for a switch interval.
 #define OFF_MAGIC 4
 #define OFF_SYSFLAG 36
 #define OFF_BORN_HOST 48
+#define OFF_QUEUE_ID 12
+#define OFF_BORN_TIMESTAMP 40
+#define OFF_STORE_TIMESTAMP 56
+#define OFF_STORE_HOST 64
+#define OFF_RECONSUME_TIMES 72
+#define OFF_PREPARED_TX_OFFSET 76
+#define OFF_BODY_LENGTH 84
 #define MIN_RECORD_SIZE 91
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define MAGIC_V2 ((int32_t)0xDAA320AB)
@@ -531,6 +538,139 @@ done:
     return result;
 }
 
+/* Whether o is an int in [lo, hi]; *v gets it. Else an OverflowError (or the TypeError of
+   a non-integer) naming the field and record. */
+static int get_ranged(PyObject *o, long long lo, long long hi, const char *what,
+                      Py_ssize_t i, long long *v) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || x < lo || x > hi) {
+        PyErr_Format(PyExc_OverflowError, "write_records: %s of record %zd out of range",
+                     what, i);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+#define N_COLUMNS 8
+
+/* write_records(buf, pos, topic_field, born_host, store_host, reconsume_times, store_ts,
+                 queue_ids, flags, queue_offsets, phys_offsets, sys_flags, born_ts,
+                 bodies, properties) -> int
+
+   Write one V1 record with IPv4 hosts per item of the columns (equal-length sequences;
+   bodies and properties bytes), one after another from buf[pos]: TOTALSIZE, V1 magic,
+   the body's masked CRC32, PREPARED_TX_OFFSET 0, a born timestamp of 0 written as the
+   store time, topic_field (TOPICLENGTH and TOPIC) and the 8-byte packed hosts as given.
+   Every field is checked first: a field out of its range, a wrong type or too little
+   room raises, and nothing is written. Returns the bytes written. */
+static PyObject *write_records(PyObject *self, PyObject *args) {
+    Py_buffer out;
+    Py_ssize_t pos;
+    const char *tf, *bh, *sh;
+    Py_ssize_t tlen, bhlen, shlen;
+    int reconsume;
+    long long ts;
+    PyObject *cols[N_COLUMNS];
+    PyObject *seqs[N_COLUMNS] = {NULL};
+    static const char *names[N_COLUMNS] = {"queue id", "flag", "queue offset",
+        "physical offset", "sys flag", "born timestamp", "body", "properties"};
+    static const long long lo[6] = {INT32_MIN, INT32_MIN, INT64_MIN, INT64_MIN, INT32_MIN,
+                                    INT64_MIN};
+    static const long long hi[6] = {INT32_MAX, INT32_MAX, INT64_MAX, INT64_MAX, INT32_MAX,
+                                    INT64_MAX};
+    if (!PyArg_ParseTuple(args, "w*ny#y#y#iLOOOOOOOO", &out, &pos, &tf, &tlen, &bh, &bhlen,
+                          &sh, &shlen, &reconsume, &ts, &cols[0], &cols[1], &cols[2],
+                          &cols[3], &cols[4], &cols[5], &cols[6], &cols[7]))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = -1;
+    if (tlen < 1 || tlen > 128 || bhlen != 8 || shlen != 8) {
+        PyErr_SetString(PyExc_ValueError, "write_records: the topic field takes 1 to 128 "
+                        "bytes and each host 8");
+        goto done;
+    }
+    for (int c = 0; c < N_COLUMNS; c++) {
+        seqs[c] = PySequence_Fast(cols[c], "write_records: the columns are sequences");
+        if (seqs[c] == NULL)
+            goto done;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(seqs[c]);
+        if (n >= 0 && len != n) {
+            PyErr_SetString(PyExc_ValueError, "write_records: the columns differ in length");
+            goto done;
+        }
+        n = len;
+    }
+    PyObject **col[N_COLUMNS];
+    for (int c = 0; c < N_COLUMNS; c++)
+        col[c] = PySequence_Fast_ITEMS(seqs[c]);
+    /* First every field checked and the room counted: nothing is written on an error. */
+    Py_ssize_t total = 0;
+    long long v;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int c = 0; c < 6; c++)
+            if (get_ranged(col[c][i], lo[c], hi[c], names[c], i, &v) < 0)
+                goto done;
+        for (int c = 6; c < N_COLUMNS; c++)
+            if (!PyBytes_Check(col[c][i])) {
+                PyErr_Format(PyExc_TypeError, "write_records: the %s of record %zd is not "
+                             "bytes", names[c], i);
+                goto done;
+            }
+        Py_ssize_t blen = PyBytes_GET_SIZE(col[6][i]), plen = PyBytes_GET_SIZE(col[7][i]);
+        if (plen > 0x7FFF || blen > INT32_MAX - OFF_BODY - 2 - tlen - plen) {
+            PyErr_Format(PyExc_OverflowError, "write_records: record %zd is too large", i);
+            goto done;
+        }
+        total += OFF_BODY + blen + tlen + 2 + plen;
+    }
+    if (pos < 0 || pos > out.len || total > out.len - pos) {
+        PyErr_Format(PyExc_ValueError, "write_records: %zd bytes do not fit %zd bytes at %zd",
+                     total, out.len, pos);
+        goto done;
+    }
+    unsigned char *p = (unsigned char *)out.buf + pos;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long f[6];
+        for (int c = 0; c < 6; c++)
+            f[c] = PyLong_AsLongLong(col[c][i]);  /* checked above */
+        const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(col[6][i]);
+        const char *props = PyBytes_AS_STRING(col[7][i]);
+        Py_ssize_t blen = PyBytes_GET_SIZE(col[6][i]), plen = PyBytes_GET_SIZE(col[7][i]);
+        Py_ssize_t size = OFF_BODY + blen + tlen + 2 + plen;
+        put_be32(p, (uint32_t)size);
+        put_be32(p + OFF_MAGIC, (uint32_t)MAGIC_V1);
+        put_be32(p + OFF_BODY_CRC, crc32_body(0, body, (size_t)blen) & 0x7FFFFFFFu);
+        put_be32(p + OFF_QUEUE_ID, (uint32_t)f[0]);
+        put_be32(p + OFF_FLAG, (uint32_t)f[1]);
+        put_be64(p + OFF_QUEUE_OFFSET, (uint64_t)f[2]);
+        put_be64(p + OFF_PHYSICAL_OFFSET, (uint64_t)f[3]);
+        put_be32(p + OFF_SYSFLAG, (uint32_t)f[4]);
+        put_be64(p + OFF_BORN_TIMESTAMP, (uint64_t)(f[5] ? f[5] : ts));
+        memcpy(p + OFF_BORN_HOST, bh, 8);
+        put_be64(p + OFF_STORE_TIMESTAMP, (uint64_t)ts);
+        memcpy(p + OFF_STORE_HOST, sh, 8);
+        put_be32(p + OFF_RECONSUME_TIMES, (uint32_t)reconsume);
+        put_be64(p + OFF_PREPARED_TX_OFFSET, 0);
+        put_be32(p + OFF_BODY_LENGTH, (uint32_t)blen);
+        memcpy(p + OFF_BODY, body, (size_t)blen);
+        memcpy(p + OFF_BODY + blen, tf, (size_t)tlen);
+        p[OFF_BODY + blen + tlen] = (unsigned char)(plen >> 8);
+        p[OFF_BODY + blen + tlen + 1] = (unsigned char)plen;
+        memcpy(p + OFF_BODY + blen + tlen + 2, props, (size_t)plen);
+        p += size;
+    }
+    result = PyLong_FromSsize_t(total);
+done:
+    for (int c = 0; c < N_COLUMNS; c++)
+        Py_XDECREF(seqs[c]);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -539,6 +679,7 @@ static PyMethodDef methods[] = {
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
     {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
+    {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,6 +37,7 @@ def test_the_compiled_module_is_built_and_used() -> None:
     assert crecords.offset_ids is native.offset_ids
     assert crecords.body_crc32 is native.body_crc32
     assert crecords.uniform_lengths is native.uniform_lengths
+    assert crecords.write_records is native.write_records
 
 
 def _both(name: str) -> list[Callable[..., Any]]:
@@ -334,3 +335,95 @@ def test_a_crc_wrong_only_from_the_256_byte_fold_on_is_refused() -> None:
     wrong.body_crc32 = folds_wrong_from_512  # type: ignore[attr-defined]
     with pytest.raises(ImportError, match="other CRC-32 values"):
         crecords._check_native(wrong)
+
+
+_PACKED_BORN = _HOST.ip + _HOST.port.to_bytes(4, "big")
+_PACKED_STORE = _STORE.ip + _STORE.port.to_bytes(4, "big")
+_I32 = st.integers(-(2**31), 2**31 - 1)
+_I64 = st.integers(-(2**63), 2**63 - 1)
+
+#: One record's columns: queue id, flag, queue offset, physical offset, sys flag (the
+#: IPv6 host bits clear), born timestamp, body, properties.
+_write_rows = st.lists(st.tuples(
+    _I32, _I32, _I64, _I64, _I32.map(lambda f: f & ~0x30), st.one_of(st.just(0), _I64),
+    st.binary(max_size=300), st.binary(max_size=200)), max_size=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=_write_rows, topic=st.binary(min_size=0, max_size=127), pos=st.integers(0, 40),
+       reconsume=_I32, ts=_I64)
+def test_write_records_writes_the_records_the_codec_writes(
+        rows: list[tuple[int, int, int, int, int, int, bytes, bytes]], topic: bytes, pos: int,
+        reconsume: int, ts: int) -> None:
+    """Each record as :func:`encode_record` encodes it on its own, one after another
+    from ``pos``; the bytes around them untouched."""
+    expected = b"".join(
+        encode_record(topic=topic, queue_id=qid, body=body, properties=props, flag=flag,
+                      sys_flag=sys_flag, born_timestamp=born or ts, born_host=_HOST,
+                      store_host=_STORE, store_timestamp=ts, queue_offset=qo,
+                      physical_offset=phys, reconsume_times=reconsume)
+        for qid, flag, qo, phys, sys_flag, born, body, props in rows)
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 8
+    for fn in _both("write_records"):
+        buf = bytearray(b"\xee" * (pos + len(expected) + 7))
+        written = fn(buf, pos, bytes([len(topic)]) + topic, _PACKED_BORN, _PACKED_STORE,
+                     reconsume, ts, *columns)
+        assert written == len(expected)
+        assert buf == b"\xee" * pos + expected + b"\xee" * 7
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=_write_rows.filter(bool), data=st.data())
+def test_write_records_writes_nothing_when_a_field_is_out_of_range(
+        rows: list[tuple[int, int, int, int, int, int, bytes, bytes]],
+        data: st.DataObject) -> None:
+    """One field of one record its width cannot hold (or properties over 0x7FFF bytes,
+    or a body not bytes): both refuse before writing a byte."""
+    at = data.draw(st.integers(0, len(rows) - 1))
+    field = data.draw(st.integers(0, 8))
+    row: list[Any] = list(rows[at])
+    if field < 6:
+        wide = field in (2, 3, 5)
+        row[field] = data.draw(st.sampled_from(
+            [2**63, -(2**63) - 1] if wide else [2**31, -(2**31) - 1, 2**40]))
+    elif field == 6:
+        row[6] = bytearray(row[6])
+    else:
+        row[7] = b"p" * 0x8000
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    columns[field][at] = row[field]
+    for fn in _both("write_records"):
+        buf = bytearray(1 << 16)
+        with pytest.raises((OverflowError, TypeError, ValueError, struct.error)):
+            fn(buf, 0, b"\x01T", _PACKED_BORN, _PACKED_STORE, 0, 5, *columns)
+        assert buf == bytes(1 << 16)
+
+
+def test_write_records_refuses_what_does_not_fit() -> None:
+    for fn in _both("write_records"):
+        buf = bytearray(200)
+        with pytest.raises(ValueError, match="write_records"):
+            fn(buf, 150, b"\x01T", _PACKED_BORN, _PACKED_STORE, 0, 5, [0], [0], [0], [0],
+               [0], [0], [b"x" * 20], [b""])
+        with pytest.raises(ValueError, match="write_records"):
+            fn(buf, 0, b"\x01T", _PACKED_BORN, _PACKED_STORE, 0, 5, [0, 1], [0], [0], [0],
+               [0], [0], [b""], [b""])
+        assert buf == bytes(200)
+
+
+def test_a_compiled_module_writing_other_records_is_refused() -> None:
+    """The record writer repeats the layout's positions as numbers too: a build that
+    writes a field elsewhere is refused at import."""
+
+    def shifted(buf: bytearray, pos: int, *args: Any) -> int:
+        n = int(crecords.py_write_records(buf, pos, *args))
+        buf[pos + 50] ^= 1
+        return n
+
+    stale = ModuleType("stale")
+    for name in crecords._NATIVE_NAMES:
+        setattr(stale, name, getattr(crecords, "py_" + name))
+    crecords._check_native(stale)  # a build from before write_records is still used
+    stale.write_records = shifted  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="other records"):
+        crecords._check_native(stale)

@@ -22,6 +22,9 @@ offset_ids          the records' offset message ids, joined by commas
 check_records       how many records of ``buf`` (at given starts, of given
                     sizes), from the first, are sound beyond doubt: what the
                     read path checks of records written before a start
+write_records       whole records with IPv4 hosts, one per item of a put's
+                    columns, one after another into a buffer (body CRCs
+                    taken), every field checked before a byte is written
 body_crc32          zlib's CRC-32 of a buffer, as ``check_records`` computes
                     body CRCs (compiled: by carry-less multiplication where the
                     CPU has it, several times zlib's speed on bodies of a few
@@ -39,6 +42,7 @@ writes what the twins write.
 from __future__ import annotations
 
 import functools
+import mmap
 import operator
 import os
 import struct
@@ -57,6 +61,7 @@ from tidemq.formats.batch import (
     ENTRY_OVERHEAD,
 )
 from tidemq.formats.record.decode import Record, decode_record
+from tidemq.formats.record.encode import encode_v4_joined
 from tidemq.formats.record.layout import (
     OFF_BODY,
     OFF_BODY_CRC,
@@ -82,8 +87,10 @@ __all__ = [
     "py_patch_records",
     "py_uniform_entries",
     "py_uniform_lengths",
+    "py_write_records",
     "uniform_entries",
     "uniform_lengths",
+    "write_records",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -244,6 +251,40 @@ def py_body_crc32(data: Buffer, value: int = 0) -> int:
     return crc32(data, value)
 
 
+def py_write_records(buf: bytearray | memoryview | mmap.mmap, pos: int, topic_field: bytes,
+                     born_host: bytes, store_host: bytes, reconsume_times: int,
+                     store_ts: int, queue_ids: Sequence[int], flags: Sequence[int],
+                     queue_offsets: Sequence[int], phys_offsets: Sequence[int],
+                     sys_flags: Sequence[int], born_ts: Sequence[int],
+                     bodies: Sequence[bytes], properties: Sequence[bytes]) -> int:
+    """Write record ``i`` of the columns (``bodies`` and ``properties``: bytes) after
+    record ``i - 1``, from ``buf[pos]``: a V1 record with IPv4 hosts (``born_host`` and
+    ``store_host``: 8 packed bytes each; ``topic_field``: TOPICLENGTH and TOPIC), its
+    body CRC taken, a born timestamp of 0 written as ``store_ts``. Every record is
+    encoded before any is written: a field out of range raises and writes nothing.
+    Returns the bytes written."""
+    columns = (queue_ids, flags, queue_offsets, phys_offsets, sys_flags, born_ts, bodies,
+               properties)
+    if (len(set(map(len, columns))) != 1 or not 1 <= len(topic_field) <= 128
+            or len(born_host) != 8 or len(store_host) != 8):
+        raise ValueError("write_records: columns of one length, a topic field of 1 to 128 "
+                         "bytes and 8-byte hosts")
+    records = []
+    for qid, flag, qo, phys, sys_flag, born, body, props in zip(*columns, strict=True):
+        if type(body) is not bytes or type(props) is not bytes:
+            raise TypeError("write_records: bodies and properties are bytes")
+        size = OFF_BODY + len(body) + len(topic_field) + 2 + len(props)
+        records.append(encode_v4_joined(
+            size, crc32(body) & 0x7FFFFFFF, qid, flag, qo, phys, sys_flag, born or store_ts,
+            born_host, store_ts, store_host, reconsume_times, body, topic_field, props))
+    data = b"".join(records)
+    if pos < 0 or pos + len(data) > len(buf):
+        raise ValueError(f"write_records: {len(data)} bytes do not fit {len(buf)} bytes "
+                         f"at {pos}")
+    buf[pos : pos + len(data)] = data
+    return len(data)
+
+
 #: The functions the compiled module must have; each has a twin in this module. (A build
 #: without ``body_crc32`` is still used: its ``check_records`` computes the same CRCs with
 #: zlib, only slower; so is one without ``uniform_lengths``, whose twin runs instead.)
@@ -287,6 +328,15 @@ def _check_native(mod: ModuleType) -> None:
     if mod.uniform_entries(keyed, 2, len(keyed) // 2, 1, 2, 5):
         raise ImportError("tidemq.formats._crecords lets a separator through a UNIQ_KEY "
                           "value: it was built from an older source; rebuild it")
+    if hasattr(mod, "write_records"):
+        args = (b"\x01t", b"\x7f\x00\x00\x01\x00\x00\x01\x00", bytes(8), 3, 1 << 41,
+                [1, -5], [0, 7], [9, 1 << 40], [100, 300], [0, 4], [0, -1], [b"ab", b""],
+                [b"K\x01v\x02", b""])
+        ours, theirs = bytearray(256), bytearray(256)
+        if (py_write_records(ours, 5, *args) != mod.write_records(theirs, 5, *args)
+                or ours != theirs):
+            raise ImportError("tidemq.formats._crecords writes other records than "
+                              "tidemq.formats.record.encode: rebuild it from this source")
     sample = bytes(range(256)) * 8  # every fold the CPU takes: 16, 64 and 256 bytes a step
     if hasattr(mod, "body_crc32") and any(
             mod.body_crc32(sample[:n], 7) != crc32(sample[:n], 7)
@@ -313,3 +363,5 @@ offset_ids: Callable[[str, int, int, int], str] = (
 check_records: Callable[[Buffer, int, Ints, Ints], int] = (
     _mod.check_records if _mod is not None else py_check_records)
 body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_crc32)
+#: Optional in the compiled module too.
+write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)

@@ -3,6 +3,7 @@ the bytes, offsets and results of as many ``put`` calls, each put failing alone.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
 from tidemq.formats.properties import decode_properties
-from tidemq.formats.record import HostAddr, decode_record
+from tidemq.formats.record import HostAddr, Record, decode_record
 from tidemq.store.message_store import MessageInput, MessageStore, PutResult
 
 from .conftest import FakeClock, OpenStore, crash_copy, msg, small_config
@@ -79,6 +80,68 @@ def test_put_many_stores_what_puts_store(puts: list[Put], first: bool) -> None:
         finally:
             for store in stores:
                 store.shutdown()
+
+
+def _keep_run(seen: list[tuple[int, bytes]], start: int, view: memoryview) -> None:
+    seen.append((start, bytes(view)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(puts=puts_strategy, index=st.booleans())
+def test_a_run_that_fits_its_segment_stores_what_puts_store(puts: list[Put],
+                                                            index: bool) -> None:
+    """The usual case -- every record fits the current segment -- written in one pass:
+    the same bytes, offsets, queue entries and hook bytes as one ``put`` per message."""
+    clock = FakeClock(1_700_000_000_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = [MessageStore(small_config(Path(tmp) / name,
+                                            mapped_file_size_commit_log=1 << 20,
+                                            message_index_enable=index), clock=clock)
+                  for name in ("many", "each")]
+        runs: list[list[tuple[int, bytes]]] = [[], []]
+        for store, seen in zip(stores, runs, strict=True):
+            store.start()
+            store.put("T", 0, msg(b"before"))
+            store.add_append_hook(functools.partial(_keep_run, seen))
+        try:
+            many, each = stores
+            got = many.put_many("T", puts, born_host=BORN, reconsume_times=3,
+                                wait_flush=False)
+            want: list[PutResult | Exception] = [
+                each.put("T", qid, m, sys_flag=f, born_timestamp=b, born_host=BORN,
+                         reconsume_times=3, wait_flush=False) for qid, m, f, b in puts]
+            assert got == want
+            assert len(many.commitlog.segments) == 1
+            assert len(runs[0]) == 1  # one run of bytes for the whole call
+            assert runs[0][0][1] == b"".join(data for _start, data in runs[1])
+            assert many.wait_dispatched(10.0) and each.wait_dispatched(10.0)
+            for qid in range(8):
+                assert many.max_offset("T", qid) == each.max_offset("T", qid)
+                mine = many.get("T", qid, 0, 64, 1 << 20)
+                theirs = each.get("T", qid, 0, 64, 1 << 20)
+                assert [bytes(b) for b in mine.buffers] == [bytes(b) for b in theirs.buffers]
+            for _qid, m, _f, _b in puts:
+                for key in m.keys:
+                    assert (many.query_by_key("T", key, 64) if index else []) == (
+                        each.query_by_key("T", key, 64) if index else [])
+        finally:
+            for store in stores:
+                store.shutdown()
+
+
+def test_a_field_out_of_range_fails_alone_in_a_run(open_store: OpenStore) -> None:
+    """A flag the record cannot hold refuses that put only, as ``put`` refuses it: the
+    others of the run are stored, with the queue offsets they would have had."""
+    store = open_store(mapped_file_size_commit_log=1 << 20)
+    puts: list[Put] = [(0, msg(b"a"), 0, 0), (1, MessageInput(b"x", b"", 1 << 31), 0, 0),
+                       (1, msg(b"b"), 0, 0), (0, msg(b"c"), 0, 0)]
+    got = store.put_many("T", puts)
+    assert isinstance(got[1], Exception) and not isinstance(got[1], PutResult)
+    ok = [r for r in got if isinstance(r, PutResult)]
+    assert [r.queue_offset for r in ok] == [0, 0, 1]
+    records = [decode_record(store.read_record(r.phys_offsets[0]) or b"") for r in ok]
+    assert [bytes(r.body) if isinstance(r, Record) else r for r in records] == [b"a", b"b", b"c"]
+    assert ok[2].phys_offsets[0] + ok[2].sizes[0] == store.commitlog.max_offset
 
 
 def test_a_failing_put_leaves_its_siblings_stored(open_store: OpenStore) -> None:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain, compress, count, repeat
+from itertools import accumulate, chain, compress, count, repeat
 from operator import add as _add
-from operator import is_, ne
+from operator import and_, is_, ne
 from typing import cast
 
 from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
@@ -55,7 +55,7 @@ from tidemq.formats.record.encode import (
     encode_v4_joined,
     v4_record_packer,
 )
-from tidemq.formats.record.loops import body_crc32
+from tidemq.formats.record.loops import body_crc32, write_records
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
@@ -163,6 +163,7 @@ def wall_clock_ms() -> int:
 
 
 _new_result = tuple.__new__
+_BYTES_ONLY = {bytes}
 _NO_V6_HOSTS = ~SYSFLAG_HOSTS_V6  # the fast path writes IPv4 hosts
 _PUT_OK = PutStatus.PUT_OK
 _monotonic = time.monotonic
@@ -491,6 +492,10 @@ class Appender:
         if shape is None or limit < 0 or not bhost or not puts:
             return self._put_each(topic, puts, born_host, reconsume_times, wait_flush,
                                   targets)
+        if targets is None and not (wait_flush and self._sync_flush):
+            stored_run = self._put_run(topic, puts, shape, bhost, reconsume_times)
+            if stored_run is not None:
+                return stored_run
         fixed, tail, layouts, queue_keys = shape
         index_keys = self._index_keys
         # Decided before the lock: each record's size, packer, body CRC and queue key (a
@@ -620,6 +625,80 @@ class Appender:
         finally:
             lock.release()
         return out
+
+    def _put_run(self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]],
+                 shape: tuple[int, bytes, dict[int, Callable[..., None]],
+                              dict[int, tuple[str, int]]],
+                 bhost: bytes, reconsume_times: int) -> list[PutResult | Exception] | None:
+        """:meth:`put_many`'s usual case -- no fan-out, no flush to wait for, every record
+        fitting the current segment -- with no Python step
+        a put: the puts are read as columns, the records written by one
+        :func:`~tidemq.formats.record.loops.write_records` call, the dispatcher's rows and
+        the results made by C-level maps. The same bytes, rows and results as the loop
+        of :meth:`put_many`; ``None``: not that case (or a field out of range), nothing
+        done, and the loop decides each put."""
+        queue_ids, msgs, sys_flags, borns = zip(*puts, strict=True)
+        bodies, props, flags, tags, keys = zip(*msgs, strict=True)
+        if set(map(type, bodies)) != _BYTES_ONLY:  # views of a request: copied once
+            bodies = tuple(map(bytes, bodies))
+        if set(map(type, props)) != _BYTES_ONLY:
+            props = tuple(map(bytes, props))
+        body_lengths = list(map(len, bodies))
+        props_lengths = list(map(len, props))
+        if max(body_lengths) > self._put_limit or max(props_lengths) > 0x7FFF:
+            return None
+        fixed, tail, _layouts, queue_keys = shape
+        qkeys = list(map(queue_keys.get, queue_ids))
+        if None in qkeys:  # one key object per queue, as put's
+            for queue_id in set(compress(queue_ids, map(is_, qkeys, repeat(None)))):
+                queue_keys[queue_id] = (topic, queue_id)
+            qkeys = list(map(queue_keys.__getitem__, queue_ids))
+        keys_of = cast("list[tuple[str, int]]", qkeys)
+        sizes = list(map(_add, map(_add, body_lengths, props_lengths), repeat(fixed)))
+        masked = list(map(and_, sys_flags, repeat(_NO_V6_HOSTS)))
+        n = len(sizes)
+        cl = self.commitlog
+        next_offsets = self.next_offsets
+        lock = cl.lock
+        lock.acquire()
+        try:
+            segs = cl.segments
+            if not segs or cl.werr is not None or cl.disk_full is not None:
+                return None
+            seg = segs[-1]
+            pos = seg.wrote
+            total = sum(sizes)
+            if pos + total > seg.size - BLANK_SIZE:  # a roll: the loop's
+                return None
+            ts = self._store_time()
+            # each queue's offsets from its next one, in put order
+            queues = set(keys_of)
+            counters = dict(zip(queues, map(count, map(next_offsets.get, queues, repeat(0))),
+                                strict=True))
+            qos = list(map(next, map(counters.__getitem__, keys_of)))
+            starts = list(accumulate(sizes, initial=seg.base + pos))
+            ends = starts[1:]
+            del starts[-1]
+            try:
+                write_records(seg.mm, pos, tail, bhost, self._store_host_bytes,
+                              reconsume_times, ts, queue_ids, flags, qos, starts, masked,
+                              borns, bodies, props)
+            except Exception:  # a field out of range: the loop gives each put its outcome
+                return None
+            seg.wrote = pos + total
+            next_offsets.update(zip(counters, map(next, counters.values()), strict=True))
+            self._live.pending.extend(zip(ends, repeat(ts), keys_of, qos, starts, sizes, tags,
+                                          keys if self._index_keys else repeat(None)))
+            if self._hooks:
+                self._appended(seg, pos, pos + total)
+            if self._live.idle:
+                self._live.poke()
+            self.put_messages += n
+        finally:
+            lock.release()
+        return list(map(_new_result, repeat(PutResult), zip(
+            repeat(_PUT_OK), qos, zip(starts), zip(sizes), repeat(ts), repeat(None),
+            repeat(0.0))))
 
     def _put_each(self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]],
                   born_host: HostAddr | None, reconsume_times: int, wait_flush: bool,

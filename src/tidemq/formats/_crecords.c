@@ -562,7 +562,7 @@ static int get_ranged(PyObject *o, long long lo, long long hi, const char *what,
                  bodies, properties) -> int
 
    Write one V1 record with IPv4 hosts per item of the columns (equal-length sequences;
-   bodies and properties bytes), one after another from buf[pos]: TOTALSIZE, V1 magic,
+   bodies bytes or byte buffers, properties bytes), one after another from buf[pos]: TOTALSIZE, V1 magic,
    the body's masked CRC32, PREPARED_TX_OFFSET 0, a born timestamp of 0 written as the
    store time, topic_field (TOPICLENGTH and TOPIC) and the 8-byte packed hosts as given.
    Every field is checked first: a field out of its range, a wrong type or too little
@@ -614,13 +614,29 @@ static PyObject *write_records(PyObject *self, PyObject *args) {
         for (int c = 0; c < 6; c++)
             if (get_ranged(col[c][i], lo[c], hi[c], names[c], i, &v) < 0)
                 goto done;
-        for (int c = 6; c < N_COLUMNS; c++)
-            if (!PyBytes_Check(col[c][i])) {
-                PyErr_Format(PyExc_TypeError, "write_records: the %s of record %zd is not "
-                             "bytes", names[c], i);
+        if (!PyBytes_Check(col[7][i])) {
+            PyErr_Format(PyExc_TypeError, "write_records: the properties of record %zd are "
+                         "not bytes", i);
+            goto done;
+        }
+        Py_ssize_t blen, plen = PyBytes_GET_SIZE(col[7][i]);
+        if (PyBytes_Check(col[6][i])) {
+            blen = PyBytes_GET_SIZE(col[6][i]);
+        } else {  /* a buffer whose len() is its byte count, in one piece */
+            Py_buffer b;
+            if (PyObject_GetBuffer(col[6][i], &b, PyBUF_SIMPLE) < 0)
+                goto done;
+            blen = b.len;
+            PyBuffer_Release(&b);
+            Py_ssize_t items = PyObject_Length(col[6][i]);
+            if (items < 0)
+                goto done;
+            if (items != blen) {
+                PyErr_Format(PyExc_TypeError, "write_records: the body of record %zd is not "
+                             "a buffer of bytes", i);
                 goto done;
             }
-        Py_ssize_t blen = PyBytes_GET_SIZE(col[6][i]), plen = PyBytes_GET_SIZE(col[7][i]);
+        }
         if (plen > 0x7FFF || blen > INT32_MAX - OFF_BODY - 2 - tlen - plen) {
             PyErr_Format(PyExc_OverflowError, "write_records: record %zd is too large", i);
             goto done;
@@ -637,9 +653,12 @@ static PyObject *write_records(PyObject *self, PyObject *args) {
         long long f[6];
         for (int c = 0; c < 6; c++)
             f[c] = PyLong_AsLongLong(col[c][i]);  /* checked above */
-        const unsigned char *body = (const unsigned char *)PyBytes_AS_STRING(col[6][i]);
+        Py_buffer b;
+        if (PyObject_GetBuffer(col[6][i], &b, PyBUF_SIMPLE) < 0)
+            goto done;  /* given a moment ago: only a buffer exporter gone mad fails here */
+        const unsigned char *body = (const unsigned char *)b.buf;
         const char *props = PyBytes_AS_STRING(col[7][i]);
-        Py_ssize_t blen = PyBytes_GET_SIZE(col[6][i]), plen = PyBytes_GET_SIZE(col[7][i]);
+        Py_ssize_t blen = b.len, plen = PyBytes_GET_SIZE(col[7][i]);
         Py_ssize_t size = OFF_BODY + blen + tlen + 2 + plen;
         put_be32(p, (uint32_t)size);
         put_be32(p + OFF_MAGIC, (uint32_t)MAGIC_V1);
@@ -661,6 +680,7 @@ static PyObject *write_records(PyObject *self, PyObject *args) {
         p[OFF_BODY + blen + tlen] = (unsigned char)(plen >> 8);
         p[OFF_BODY + blen + tlen + 1] = (unsigned char)plen;
         memcpy(p + OFF_BODY + blen + tlen + 2, props, (size_t)plen);
+        PyBuffer_Release(&b);
         p += size;
     }
     result = PyLong_FromSsize_t(total);

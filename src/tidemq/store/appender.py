@@ -639,8 +639,6 @@ class Appender:
         done, and the loop decides each put."""
         queue_ids, msgs, sys_flags, borns = zip(*puts, strict=True)
         bodies, props, flags, tags, keys = zip(*msgs, strict=True)
-        if set(map(type, bodies)) != _BYTES_ONLY:  # views of a request: copied once
-            bodies = tuple(map(bytes, bodies))
         if set(map(type, props)) != _BYTES_ONLY:
             props = tuple(map(bytes, props))
         body_lengths = list(map(len, bodies))
@@ -673,9 +671,13 @@ class Appender:
             ts = self._store_time()
             # each queue's offsets from its next one, in put order
             queues = set(keys_of)
-            counters = dict(zip(queues, map(count, map(next_offsets.get, queues, repeat(0))),
-                                strict=True))
-            qos = list(map(next, map(counters.__getitem__, keys_of)))
+            counters = None
+            if len(queues) == n:  # a queue a put, as a producer's send to every queue
+                qos = list(map(next_offsets.get, keys_of, repeat(0)))
+            else:
+                counters = dict(zip(queues, map(count, map(next_offsets.get, queues,
+                                                           repeat(0))), strict=True))
+                qos = list(map(next, map(counters.__getitem__, keys_of)))
             starts = list(accumulate(sizes, initial=seg.base + pos))
             ends = starts[1:]
             del starts[-1]
@@ -686,7 +688,10 @@ class Appender:
             except Exception:  # a field out of range: the loop gives each put its outcome
                 return None
             seg.wrote = pos + total
-            next_offsets.update(zip(counters, map(next, counters.values()), strict=True))
+            if counters is None:
+                next_offsets.update(zip(keys_of, map(_add, qos, repeat(1)), strict=True))
+            else:
+                next_offsets.update(zip(counters, map(next, counters.values()), strict=True))
             self._live.pending.extend(zip(ends, repeat(ts), keys_of, qos, starts, sizes, tags,
                                           keys if self._index_keys else repeat(None)))
             if self._hooks:

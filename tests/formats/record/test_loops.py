@@ -3,6 +3,7 @@ and both match what the record and batch codecs write message by message."""
 
 from __future__ import annotations
 
+import array
 import os
 import struct
 import zlib
@@ -346,14 +347,16 @@ _I64 = st.integers(-(2**63), 2**63 - 1)
 #: IPv6 host bits clear), born timestamp, body, properties.
 _write_rows = st.lists(st.tuples(
     _I32, _I32, _I64, _I64, _I32.map(lambda f: f & ~0x30), st.one_of(st.just(0), _I64),
-    st.binary(max_size=300), st.binary(max_size=200)), max_size=12)
+    st.one_of(st.binary(max_size=300), st.binary(max_size=300).map(memoryview)),
+    st.binary(max_size=200)), max_size=12)
 
 
 @settings(max_examples=80, deadline=None)
 @given(rows=_write_rows, topic=st.binary(min_size=0, max_size=127), pos=st.integers(0, 40),
        reconsume=_I32, ts=_I64)
 def test_write_records_writes_the_records_the_codec_writes(
-        rows: list[tuple[int, int, int, int, int, int, bytes, bytes]], topic: bytes, pos: int,
+        rows: list[tuple[int, int, int, int, int, int, bytes | memoryview, bytes]], topic: bytes,
+        pos: int,
         reconsume: int, ts: int) -> None:
     """Each record as :func:`encode_record` encodes it on its own, one after another
     from ``pos``; the bytes around them untouched."""
@@ -375,10 +378,10 @@ def test_write_records_writes_the_records_the_codec_writes(
 @settings(max_examples=60, deadline=None)
 @given(rows=_write_rows.filter(bool), data=st.data())
 def test_write_records_writes_nothing_when_a_field_is_out_of_range(
-        rows: list[tuple[int, int, int, int, int, int, bytes, bytes]],
+        rows: list[tuple[int, int, int, int, int, int, bytes | memoryview, bytes]],
         data: st.DataObject) -> None:
     """One field of one record its width cannot hold (or properties over 0x7FFF bytes,
-    or a body not bytes): both refuse before writing a byte."""
+    or a body not a buffer of bytes): both refuse before writing a byte."""
     at = data.draw(st.integers(0, len(rows) - 1))
     field = data.draw(st.integers(0, 8))
     row: list[Any] = list(rows[at])
@@ -386,12 +389,12 @@ def test_write_records_writes_nothing_when_a_field_is_out_of_range(
         wide = field in (2, 3, 5)
         row[field] = data.draw(st.sampled_from(
             [2**63, -(2**63) - 1] if wide else [2**31, -(2**31) - 1, 2**40]))
-    elif field == 6:
-        row[6] = bytearray(row[6])
+    elif field == 6:  # a buffer whose len() is not its byte count, or not a buffer
+        row[6] = memoryview(array.array("i", [1, 2])) if data.draw(st.booleans()) else "text"
     else:
         row[7] = b"p" * 0x8000
     columns = [list(column) for column in zip(*rows, strict=True)]
-    columns[field][at] = row[field]
+    columns[min(field, 7)][at] = row[min(field, 7)]
     for fn in _both("write_records"):
         buf = bytearray(1 << 16)
         with pytest.raises((OverflowError, TypeError, ValueError, struct.error)):

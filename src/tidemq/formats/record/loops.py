@@ -256,8 +256,9 @@ def py_write_records(buf: bytearray | memoryview | mmap.mmap, pos: int, topic_fi
                      store_ts: int, queue_ids: Sequence[int], flags: Sequence[int],
                      queue_offsets: Sequence[int], phys_offsets: Sequence[int],
                      sys_flags: Sequence[int], born_ts: Sequence[int],
-                     bodies: Sequence[bytes], properties: Sequence[bytes]) -> int:
-    """Write record ``i`` of the columns (``bodies`` and ``properties``: bytes) after
+                     bodies: Sequence[Buffer], properties: Sequence[bytes]) -> int:
+    """Write record ``i`` of the columns (``bodies``: buffers whose ``len`` is their byte
+    count; ``properties``: bytes) after
     record ``i - 1``, from ``buf[pos]``: a V1 record with IPv4 hosts (``born_host`` and
     ``store_host``: 8 packed bytes each; ``topic_field``: TOPICLENGTH and TOPIC), its
     body CRC taken, a born timestamp of 0 written as ``store_ts``. Every record is
@@ -271,8 +272,11 @@ def py_write_records(buf: bytearray | memoryview | mmap.mmap, pos: int, topic_fi
                          "bytes and 8-byte hosts")
     records = []
     for qid, flag, qo, phys, sys_flag, born, body, props in zip(*columns, strict=True):
-        if type(body) is not bytes or type(props) is not bytes:
-            raise TypeError("write_records: bodies and properties are bytes")
+        if type(props) is not bytes:
+            raise TypeError("write_records: properties are bytes")
+        if type(body) is not bytes and (
+                not memoryview(body).c_contiguous or memoryview(body).nbytes != len(body)):
+            raise TypeError("write_records: a body is a buffer of bytes")
         size = OFF_BODY + len(body) + len(topic_field) + 2 + len(props)
         records.append(encode_v4_joined(
             size, crc32(body) & 0x7FFFFFFF, qid, flag, qo, phys, sys_flag, born or store_ts,

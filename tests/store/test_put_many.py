@@ -261,10 +261,34 @@ def test_fan_out_puts_stored_together_store_what_each_stores(
     consecutive offsets in put order, a refused put takes none. ``before``: fan-outs
     stored first (``settled``: dispatched, so their offsets come from the LMQ store);
     ``concurrent``: the concurrent dispatcher."""
+    _fan_out_oracle(plan, before, settled, concurrent)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=st.lists(st.tuples(
+           st.integers(0, 3), st.binary(min_size=0, max_size=200),
+           st.lists(st.sampled_from(LMQ_NAMES), min_size=1, max_size=4, unique=True),
+           st.sampled_from(["", "", "", "", "", OVER_LIMIT])), min_size=1, max_size=30),
+       before=st.lists(st.lists(st.sampled_from(LMQ_NAMES), min_size=1, max_size=3,
+                                unique=True), max_size=3),
+       settled=st.booleans())
+def test_fan_outs_that_fit_their_segment_store_what_each_stores(
+        plan: list[tuple[int, bytes, list[str], str]], before: list[list[str]],
+        settled: bool) -> None:
+    """Every put a fan-out, every record fitting the segment (the run written in one
+    pass unless a put's offsets push its properties over their limit): the records,
+    results and queue and LMQ entries of one ``put_multi_dispatch`` a message."""
+    _fan_out_oracle(plan, before, settled, False, segment=1 << 20)
+
+
+def _fan_out_oracle(plan: list[tuple[int, bytes, list[str], str]], before: list[list[str]],
+                    settled: bool, concurrent: bool, segment: int | None = None) -> None:
     clock = FakeClock(1_700_000_000_000)
+    sized = {} if segment is None else {"mapped_file_size_commit_log": segment}
     with tempfile.TemporaryDirectory() as tmp:
         stores = [MessageStore(small_config(
-            Path(tmp) / name, **LMQ, enable_build_consume_queue_concurrently=concurrent),
+            Path(tmp) / name, **LMQ, **sized,
+            enable_build_consume_queue_concurrently=concurrent),
             clock=clock) for name in ("many", "each")]
         for store in stores:
             store.start()

@@ -62,6 +62,7 @@ from tidemq.store.config import StoreConfig
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
 from tidemq.store.flush import FlushGroup, FlushService
 from tidemq.store.lmq_next import LmqNextOffsets
+from tidemq.store.lmq_store import LmqStore
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
@@ -78,6 +79,7 @@ INNER_BATCH_FLAGS = 0x40 | 0x80  # NEED_UNWRAP | INNER_BATCH
 
 _OFFSETS_KEY = "INNER_MULTI_QUEUE_OFFSET"
 _OFFSETS_HEAD = b"INNER_MULTI_QUEUE_OFFSET\x01"
+_OFFSETS_TEXT = "INNER_MULTI_QUEUE_OFFSET\x01%s\x02"
 
 
 def _offsets_property(offsets: Sequence[int]) -> bytes:
@@ -492,8 +494,8 @@ class Appender:
         if shape is None or limit < 0 or not bhost or not puts:
             return self._put_each(topic, puts, born_host, reconsume_times, wait_flush,
                                   targets)
-        if targets is None and not (wait_flush and self._sync_flush):
-            stored_run = self._put_run(topic, puts, shape, bhost, reconsume_times)
+        if not (wait_flush and self._sync_flush) and (targets is None or all(targets)):
+            stored_run = self._put_run(topic, puts, shape, bhost, reconsume_times, targets)
             if stored_run is not None:
                 return stored_run
         fixed, tail, layouts, queue_keys = shape
@@ -629,9 +631,12 @@ class Appender:
     def _put_run(self, topic: str, puts: Sequence[tuple[int, MessageInput, int, int]],
                  shape: tuple[int, bytes, dict[int, Callable[..., None]],
                               dict[int, tuple[str, int]]],
-                 bhost: bytes, reconsume_times: int) -> list[PutResult | Exception] | None:
-        """:meth:`put_many`'s usual case -- no fan-out, no flush to wait for, every record
-        fitting the current segment -- with no Python step
+                 bhost: bytes, reconsume_times: int,
+                 targets: Sequence[Sequence[str]] | None = None
+                 ) -> list[PutResult | Exception] | None:
+        """:meth:`put_many`'s usual case -- no flush to wait for, every put a fan-out
+        (``targets``) or none, every record fitting the current segment and its
+        properties their limit -- with no Python step
         a put: the puts are read as columns, the records written by one
         :func:`~tidemq.formats.record.loops.write_records` call, the dispatcher's rows and
         the results made by C-level maps. The same bytes, rows and results as the loop
@@ -668,6 +673,26 @@ class Appender:
             total = sum(sizes)
             if pos + total > seg.size - BLANK_SIZE:  # a roll: the loop's
                 return None
+            fan: list[tuple[tuple[str, ...], tuple[int, ...]]] | None = None
+            if targets is not None:  # the LMQ offsets, and the properties that hold them
+                lmq = cast(LmqStore, self.queues.lmq)  # put_many checked it
+                nexts = self.lmq_next
+                flat, offsets = _lmq_offsets(
+                    targets, nexts.young, lambda names: nexts.older(names, lmq.max_offsets))
+                bounds = list(accumulate(map(len, targets), initial=0))
+                each = list(map(slice, bounds, bounds[1:]))
+                texts = list(map(str, offsets))
+                props = tuple(map(bytes.__add__, props, map(str.encode, map(
+                    _OFFSETS_TEXT.__mod__, map(",".join, map(texts.__getitem__, each))))))
+                props_lengths = list(map(len, props))
+                if max(props_lengths) > MAX_PROPERTIES_BYTES:  # refused alone: the loop's
+                    return None
+                sizes = list(map(_add, map(_add, body_lengths, props_lengths), repeat(fixed)))
+                total = sum(sizes)
+                if pos + total > seg.size - BLANK_SIZE:
+                    return None
+                fan = list(zip(map(tuple, targets), map(tuple, map(offsets.__getitem__, each)),
+                               strict=True))
             ts = self._store_time()
             # each queue's offsets from its next one, in put order
             queues = set(keys_of)
@@ -692,8 +717,16 @@ class Appender:
                 next_offsets.update(zip(keys_of, map(_add, qos, repeat(1)), strict=True))
             else:
                 next_offsets.update(zip(counters, map(next, counters.values()), strict=True))
-            self._live.pending.extend(zip(ends, repeat(ts), keys_of, qos, starts, sizes, tags,
-                                          keys if self._index_keys else repeat(None)))
+            if fan is None:
+                self._live.pending.extend(zip(ends, repeat(ts), keys_of, qos, starts, sizes,
+                                              tags, keys if self._index_keys else repeat(None)))
+            else:
+                self._live.pending.extend(map(
+                    DispatchBatch, repeat(topic), queue_ids, qos, zip(starts), zip(sizes),
+                    zip(tags), repeat(ts), ends, zip(keys) if self._index_keys else repeat(None),
+                    repeat(None), zip(fan)))
+                self.lmq_next.young.update(zip(flat, map(_add, offsets, repeat(1)), strict=True))
+                self.lmq_next.age(lmq.dispatched, seg.base + pos + total)
             if self._hooks:
                 self._appended(seg, pos, pos + total)
             if self._live.idle:

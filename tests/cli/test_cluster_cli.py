@@ -33,11 +33,22 @@ def _free(port: int) -> bool:
     return True
 
 
+def _below_ephemeral() -> int:
+    """The first port the kernel hands out to outgoing connections: ports below it are
+    not taken by another test's client sockets between the check and the bind."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _bases() -> tuple[int, int, int]:
-    """Name-server, Raft and broker port bases whose ranges are all free."""
+    """Name-server, Raft and broker port bases whose ranges are all free, below the
+    ephemeral range."""
     rng = random.Random()
+    top = max(_below_ephemeral(), 20200) - 100
     while True:
-        base = rng.randrange(20000, 60000, 100)
+        base = rng.randrange(20000, top, 100)
         ns, raft, broker = base, base + 10, base + 40
         ports = [ns, ns + 1, ns + 2, raft, raft + 1, raft + 2,
                  *(broker + 10 * i + k for i in range(3) for k in (0, 1))]

@@ -49,6 +49,17 @@ def _stored(store: MessageStore, results: list[PutResult | Exception]) -> list[b
     return out
 
 
+def _same_queues(many: MessageStore, each: MessageStore, queues: int = 8) -> None:
+    """The two stores' queues of topic T, once dispatched, end alike and hold the same
+    records."""
+    assert many.wait_dispatched(10.0) and each.wait_dispatched(10.0)
+    for qid in range(queues):
+        assert many.max_offset("T", qid) == each.max_offset("T", qid)
+        mine = many.get("T", qid, 0, 64, 1 << 20)
+        theirs = each.get("T", qid, 0, 64, 1 << 20)
+        assert [bytes(b) for b in mine.buffers] == [bytes(b) for b in theirs.buffers]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(puts=puts_strategy, first=st.booleans())
 def test_put_many_stores_what_puts_store(puts: list[Put], first: bool) -> None:
@@ -71,12 +82,7 @@ def test_put_many_stores_what_puts_store(puts: list[Put], first: bool) -> None:
                          reconsume_times=3) for qid, m, f, b in puts]
             assert _positions(got) == _positions(want)
             assert _stored(many, got) == _stored(each, want)
-            assert many.wait_dispatched(10.0) and each.wait_dispatched(10.0)
-            for qid in range(8):
-                assert many.max_offset("T", qid) == each.max_offset("T", qid)
-                mine = many.get("T", qid, 0, 64, 1 << 20)
-                theirs = each.get("T", qid, 0, 64, 1 << 20)
-                assert [bytes(b) for b in mine.buffers] == [bytes(b) for b in theirs.buffers]
+            _same_queues(many, each)
         finally:
             for store in stores:
                 store.shutdown()
@@ -114,12 +120,7 @@ def test_a_run_that_fits_its_segment_stores_what_puts_store(puts: list[Put],
             assert len(many.commitlog.segments) == 1
             assert len(runs[0]) == 1  # one run of bytes for the whole call
             assert runs[0][0][1] == b"".join(data for _start, data in runs[1])
-            assert many.wait_dispatched(10.0) and each.wait_dispatched(10.0)
-            for qid in range(8):
-                assert many.max_offset("T", qid) == each.max_offset("T", qid)
-                mine = many.get("T", qid, 0, 64, 1 << 20)
-                theirs = each.get("T", qid, 0, 64, 1 << 20)
-                assert [bytes(b) for b in mine.buffers] == [bytes(b) for b in theirs.buffers]
+            _same_queues(many, each)
             for _qid, m, _f, _b in puts:
                 for key in m.keys:
                     assert (many.query_by_key("T", key, 64) if index else []) == (

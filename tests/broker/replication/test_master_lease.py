@@ -13,6 +13,7 @@ from tests.broker.replication.test_metadata_push import pair, until
 from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
+from tidemq.broker.replication.role import RoleState
 from tidemq.errors import ResponseCode
 
 __all__ = ["pair"]  # fixture
@@ -24,6 +25,18 @@ async def test_a_master_without_renewals_stops_and_resumes_in_its_epoch(
     lease = master.ctx.replication.lease
     assert lease is not None
     epoch = master.role.state.epoch
+    # Every state the master takes, as it takes it: without renewals it steps down and
+    # the controllers' next answer may make it master again at once (its lease lapses
+    # again), so polling is_master could miss the step down.
+    states: list[RoleState] = []
+    stepped = asyncio.Event()
+
+    def follow(state: RoleState) -> None:
+        states.append(state)
+        if not state.is_master:
+            stepped.set()
+
+    master.role.add_listener(follow)
     async with Peer(master.broker_addr) as peer:
         await peer.ok(wire.create_topic("Leased", 1))
         await peer.ok(wire.send("Leased", b"before"))
@@ -33,8 +46,8 @@ async def test_a_master_without_renewals_stops_and_resumes_in_its_epoch(
             refused = await peer(wire.send("Leased", b"lapsed"))
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
             assert "lease" in (refused.remark or "")
-            await until(lambda: not master.role.is_master)  # stepped down
-            assert master.role.state.epoch == epoch
+            await asyncio.wait_for(stepped.wait(), 30)  # stepped down, in its epoch
+            assert next(s.epoch for s in states if not s.is_master) == epoch
             refused = await peer(wire.send("Leased", b"stepped down"))
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
         await until(lambda: master.role.is_master and lease.holds())

@@ -472,6 +472,8 @@ class ControllerLink:
             await self._follow_epochs(assignment)
 
     async def _become_master(self, epoch: int) -> None:
+        # a half record a frame cut off is not part of the log the epoch starts after
+        self.store.settle_replica_log()
         start = self.store.commitlog.max_offset
         epochs = self.store.epochs
         epochs.truncate(start + 1)  # epochs adopted from a master it never caught up with

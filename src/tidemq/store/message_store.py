@@ -207,15 +207,16 @@ class MessageStore:
     @replica.setter
     def replica(self, on: bool) -> None:
         if not on and self.appender.replica:
-            self._settle_replica_log()
+            self.settle_replica_log()
         with self.commitlog.lock:  # no put is half-way when the switch happens
             self.appender.replica = on
 
-    def _settle_replica_log(self) -> None:
+    def settle_replica_log(self) -> None:
         """A replica about to put as a master: every whole record it received is
         dispatched (those of a frame still arriving were not), and a record whose bytes
         stopped arriving is cut, so that puts continue the master's queues right after
-        the last whole record."""
+        the last whole record. Called when the replica role is left; a caller that
+        records where the new master's log begins (its epoch) calls it first."""
         replica, self._replica_log = self._replica_log, None
         if replica is None or not self._running:
             return

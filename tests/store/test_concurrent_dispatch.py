@@ -448,6 +448,31 @@ def test_small_inline_rounds_are_applied_the_serial_way(tmp_path: Path) -> None:
             store.shutdown()
 
 
+def _voluntary_switches(thread_name: str) -> int:
+    """How often the kernel put the named thread to sleep because it waited (Linux)."""
+    thread = next(t for t in threading.enumerate() if t.name == thread_name)
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("voluntary_ctxt_switches")))
+
+
+def test_inline_rounds_leave_the_committer_asleep(tmp_path: Path) -> None:
+    """A round committed on the builder thread has nothing for the committer: it is not
+    woken (each wake-up is a thread switch and a GIL hand-off on a lightly loaded store,
+    where rounds of a few records come one per append)."""
+    store = open_store(tmp_path / "store", "concurrent")
+    try:
+        before = _voluntary_switches("tidemq-commit")
+        for mid in range(200):
+            store.put(CLASSIC, mid % CLASSIC_QUEUES, message(mid))
+            assert store.wait_dispatched()
+        woken = _voluntary_switches("tidemq-commit") - before
+        assert store.max_offset(CLASSIC, 199 % CLASSIC_QUEUES) == 4
+    finally:
+        store.shutdown()
+    assert woken <= 5, f"the committer woke {woken} times for 200 inline rounds"
+
+
 # ---------------------------------------------------------------------- visibility units
 
 

@@ -126,7 +126,12 @@ class ConcurrentDispatcher(Dispatcher):
         self.round_records = max(0, round_records)
         self._work: queue.Queue[tuple[int, list[DispatchBatch]] | None] = queue.Queue()
         self._ring: dict[int, PreparedRound | BaseException] = {}
-        self._ring_cond = threading.Condition()
+        ring_lock = threading.RLock()
+        #: The builder waits on it for the commit position (or the ring's room) to move.
+        self._ring_cond = threading.Condition(ring_lock)
+        #: The committer waits on it for the next round to land in the ring (or a stop):
+        #: an inline round, committed by the builder, does not wake it.
+        self._ring_filled = threading.Condition(ring_lock)
         self._next_seq = 0
         self.commit_seq = 0  # the next round to commit: everything before it is visible
         #: Commit rounds smaller than ``round_records`` on the builder thread, once the
@@ -155,6 +160,7 @@ class ConcurrentDispatcher(Dispatcher):
             self._work.put(None)
         with self._ring_cond:
             self._ring_cond.notify_all()
+            self._ring_filled.notify_all()
         for t in self._threads:
             t.join()
         self._threads = []
@@ -221,7 +227,8 @@ class ConcurrentDispatcher(Dispatcher):
                 result = exc
             with self._ring_cond:
                 self._ring[seq] = result
-                self._ring_cond.notify_all()
+                if seq == self.commit_seq:
+                    self._ring_filled.notify()
 
     def _commit_loop(self) -> None:
         while True:
@@ -230,7 +237,7 @@ class ConcurrentDispatcher(Dispatcher):
                     if self.error is not None or (self._stop
                                                   and self.commit_seq >= self._next_seq):
                         return
-                    self._ring_cond.wait(1.0)  # notified; the timeout is a safety net
+                    self._ring_filled.wait(1.0)  # notified; the timeout is a safety net
                 item = self._ring.pop(self.commit_seq)
                 self._committing = True
             try:
@@ -254,6 +261,7 @@ class ConcurrentDispatcher(Dispatcher):
             self._cond.notify_all()
         with self._ring_cond:
             self._ring_cond.notify_all()  # a builder waiting for room gives up
+            self._ring_filled.notify_all()
 
     # ------------------------------------------------------------------ prepare
 
@@ -336,6 +344,8 @@ class ConcurrentDispatcher(Dispatcher):
             self.commit_seq = p.seq + 1
             self._round_ts.pop(p.seq, None)
             self._ring_cond.notify_all()
+            if self.commit_seq in self._ring:  # prepared before the round it follows
+                self._ring_filled.notify()
         with self._cond:
             self._cond.notify_all()  # drain() waits on the dispatcher's condition
         self.last_store_timestamp = last.store_timestamp

@@ -3,7 +3,9 @@
 The load saturates the serial dispatcher: ``put_multi_dispatch`` over ``queues`` classic
 queues, each message fanned out to ``fanout`` of ``lmqs`` light message queues (RIP-28),
 with its UNIQ_KEY indexed. Both dispatchers are measured in one run, alternating, each
-on a fresh store directory; every figure is the median of ``repeat`` runs.
+on a fresh store directory; every figure is the median of ``repeat`` runs. The store runs
+under a broker's collector settings (:mod:`tidemq.broker.gc_settings`), the pre-built
+messages frozen out of its scans as a broker's start-up objects are.
 
 =========  ===============================================================================
 part       what is measured
@@ -16,7 +18,9 @@ sustained  one store per dispatcher and run, warmed up for a second at the lowes
            sampler reads ``MessageStore.dispatch_lag()`` every 10 ms; lag p50/p99 per
            rate. The highest sustained rate is the highest one whose lag p99 is at most
            ``max_lag_ms`` and whose producer kept up (>= 95 % of the rate); the ladder
-           stops after two rates in a row that are not sustained.
+           stops after two rates in a row that are not sustained. Each rate also
+           reports the garbage collections it saw per generation and the longest (the
+           process stops for one).
 gil        which calls of the dispatch path release the GIL: a spinning Python thread's
            progress during one call (30-1000 ms), over its progress in an idle window of
            the same length right after, median of 5 (about 1: released; about 0.5: Python
@@ -27,6 +31,7 @@ gil        which calls of the dispatch path release the GIL: a spinning Python t
 from __future__ import annotations
 
 import dataclasses
+import gc
 import mmap
 import random
 import shutil
@@ -42,6 +47,7 @@ from typing import Any
 import numpy as np
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from tidemq.broker.gc_settings import server_gc
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import encode_properties
 from tidemq.store.config import StoreConfig
@@ -142,6 +148,30 @@ def _backlog(root: Path, cfg: DispatchBenchConfig, mode: str, load: _Load,
             "produce_msgs_per_s": cfg.messages / produce}
 
 
+class _Collections:
+    """The garbage collections while entered: how many of each generation, and the
+    longest in seconds."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.longest = 0.0
+        self._started = 0.0
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        self.counts[info["generation"]] += 1
+        self.longest = max(self.longest, time.perf_counter() - self._started)
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+
 class _Paced:
     """A store under a paced producer: ``run(rate, seconds)`` puts ``rate`` messages a
     second (the due ones every millisecond) while a sampler reads the dispatch lag every
@@ -196,16 +226,21 @@ def _ladder(root: Path, cfg: DispatchBenchConfig, mode: str, load: _Load,
         for rate in cfg.rates:
             if failed >= 2:  # the ceiling is found
                 break
-            achieved, lags = paced.run(rate, cfg.seconds)
+            with _Collections() as collections:
+                achieved, lags = paced.run(rate, cfg.seconds)
             p50, p99 = np.percentile(lags, [50, 99]).tolist() if lags else [0.0, 0.0]
             run = {"rate": rate, "achieved_msgs_per_s": achieved, "lag_p50_ms": p50,
                    "lag_p99_ms": p99, "lag_max_ms": max(lags, default=0.0),
                    "samples": len(lags),
-                   "sustained": p99 <= cfg.max_lag_ms and achieved >= KEEP_UP * rate}
+                   "sustained": p99 <= cfg.max_lag_ms and achieved >= KEEP_UP * rate,
+                   "gc_collections": collections.counts,
+                   "gc_longest_ms": collections.longest * 1000}
             out.append(run)
             failed = 0 if run["sustained"] else failed + 1
+            n0, n1, n2 = collections.counts
             say(f"rate {mode:>10} {label}: {rate:>7,}/s  achieved {achieved:>8,.0f}/s  lag p50 "
-                f"{p50:6.1f} p99 {p99:7.1f} ms  {'ok' if run['sustained'] else '--'}")
+                f"{p50:6.1f} p99 {p99:7.1f} ms  {'ok' if run['sustained'] else '--'}  "
+                f"(gc {n0}/{n1}/{n2}, longest {collections.longest * 1000:.0f} ms)")
     finally:
         store.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -228,10 +263,11 @@ def run_dispatch_bench(cfg: DispatchBenchConfig, report: Report | None = None
     load = _Load(cfg, max(cfg.messages, per_rate))
     results: dict[str, Any] = {"config": dataclasses.asdict(cfg)}
     try:
-        results["backlog"] = _run_backlog(base, cfg, load, say)
-        results["sustained"] = _run_sustained(base, cfg, load, say)
-        if cfg.sweep:
-            results["sweep"] = _run_sweep(base, cfg, load, say)
+        with server_gc():  # the load frozen, as a broker's start-up objects
+            results["backlog"] = _run_backlog(base, cfg, load, say)
+            results["sustained"] = _run_sustained(base, cfg, load, say)
+            if cfg.sweep:
+                results["sweep"] = _run_sweep(base, cfg, load, say)
     finally:
         if not cfg.directory:
             shutil.rmtree(base, ignore_errors=True)

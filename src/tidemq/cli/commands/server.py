@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import gc
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from rich.console import Console
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import load_broker_config
+from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
 from tidemq.client.config import ClientConfig
 from tidemq.errors import TideMQError
@@ -90,9 +90,7 @@ def _report_unknown(unknown: list[str]) -> None:
 
 def tune_runtime() -> None:
     """Server processes allocate many short-lived objects: fewer young collections."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 50)
+    tune_gc()
     with contextlib.suppress(ImportError):
         import uvloop
 

@@ -880,12 +880,13 @@ def test_cache_sizes_below_one_are_refused(tmp_path: Path) -> None:
         LmqStore(tmp_path / "lmq", cached_queues=0)
 
 
-@pytest.mark.parametrize("limit", [3, 100])
-def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
-                                                              limit: int) -> None:
+@pytest.mark.parametrize(("limit", "known"), [(3, 0), (100, 0), (3, 100), (3, 2)])
+def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path, limit: int,
+                                                              known: int) -> None:
     """:meth:`LmqStore.warm` caches, for up to ``cached_queues`` queues, exactly what a
     cold lookup reads: queues with entries only, with ``M`` too (a late start, expiry),
-    emptied by expiry, and deleted."""
+    emptied by expiry, and deleted; the next ``known_queues`` go to the table, from
+    which a lookup takes them without a read."""
     path = tmp_path / "lmq"
     lmq = LmqStore(path)
     try:
@@ -907,11 +908,21 @@ def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
     finally:
         cold.close()
     assert want["%LMQ%late"] == [7, 5, 0] and want["%LMQ%dead"] == [0, 0, 300]
-    warm = LmqStore(path, cached_queues=limit)
+    warm = LmqStore(path, cached_queues=limit, known_queues=known)
     try:
-        assert warm.warm() == min(limit, len(names)) == warm.cached()
+        assert warm.warm() == min(limit + known, len(names))
+        assert warm.cached() == min(limit, len(names))
+        assert warm.complete == (limit + known >= len(names))
         assert {n: m for n, m in warm._meta.items()} == {
             n: want[n] for n in sorted(names)[:limit]}
+        db = warm.db
+        counting = _Counting(db)
+        warm.db = counting  # type: ignore[assignment]
+        seen = sorted(names)[:limit + known]
+        assert dict(zip(seen, map(warm._read_meta, seen), strict=True)) == {
+            n: want[n] for n in seen}
+        assert (counting.keys_read, counting.seeks) == (0, 0)
+        warm.db = db
     finally:
         warm.close()
 
@@ -919,13 +930,14 @@ def test_a_start_warms_the_cache_with_what_lookups_would_read(tmp_path: Path,
 def test_a_complete_cache_knows_new_queues_without_a_read(lmq_cfg: Cfg,
                                                           open_store: OpenStore) -> None:
     """After a start whose warm-up saw every queue, a queue not cached does not exist:
-    its first use reads nothing. Once a queue has left the cache, misses read again."""
-    store = open_store(lmq_cached_queues=8, **lmq_cfg)
+    its first use reads nothing. Without the table, once a queue has left the cache,
+    misses read again."""
+    store = open_store(lmq_cached_queues=8, lmq_known_queues=0, **lmq_cfg)
     for i in range(3):
         fan_out(store, 0, b"m%d" % i, ["%LMQ%a", f"%LMQ%n{i}"])
     assert store.wait_dispatched()
     store.shutdown()
-    store = open_store(lmq_cached_queues=8, **lmq_cfg)
+    store = open_store(lmq_cached_queues=8, lmq_known_queues=0, **lmq_cfg)
     lmq = store.lmq
     assert lmq is not None and lmq.complete and lmq.cached() == 4
     db = lmq.db
@@ -945,3 +957,39 @@ def test_a_complete_cache_knows_new_queues_without_a_read(lmq_cfg: Cfg,
         lmq.db = db
     assert [bytes(r.body) for r in lmq_records(store, "%LMQ%a")] == [
         b"m0", b"m1", b"m2", b"new"]
+
+
+def test_queues_that_leave_the_cache_are_taken_from_the_table_without_a_read(
+        lmq_cfg: Cfg, open_store: OpenStore) -> None:
+    """With the table, a queue the cache drops keeps its metadata in memory: sends that
+    name it again, dispatch, and new names read nothing from RocksDB, and the offsets
+    are those a store reading everything from the database hands out."""
+    store = open_store(lmq_cached_queues=4, lmq_known_queues=100, **lmq_cfg)
+    for i in range(6):
+        fan_out(store, 0, b"m%d" % i, ["%LMQ%a", f"%LMQ%n{i}"])
+    assert store.wait_dispatched()
+    store.shutdown()
+    store = open_store(lmq_cached_queues=4, lmq_known_queues=100, **lmq_cfg)
+    lmq = store.lmq
+    assert lmq is not None and lmq.complete and lmq.cached() == 4 and lmq.known() == 3
+    db = lmq.db
+    counting = _Counting(db)
+    lmq.db = counting  # type: ignore[assignment]
+    try:
+        for i in range(12):  # far past the cache: queues go through the table and back
+            fan_out(store, 0, b"more%d" % i, [f"%LMQ%n{i % 6}", f"%LMQ%x{i}", "%LMQ%a"])
+            assert store.wait_dispatched()
+        assert lmq.complete
+        assert (counting.keys_read, counting.seeks) == (0, 0)
+        assert [store.max_offset(f"%LMQ%n{i}", 0) for i in range(6)] == [3] * 6
+        assert store.max_offset("%LMQ%a", 0) == 18
+        assert store.max_offset("%LMQ%never", 0) == 0
+        assert (counting.keys_read, counting.seeks) == (0, 0)
+    finally:
+        lmq.db = db
+    assert [bytes(r.body) for r in lmq_records(store, "%LMQ%n1")] == [
+        b"m1", b"more1", b"more7"]
+    store.shutdown()
+    store = open_store(lmq_cached_queues=4, lmq_known_queues=0, **lmq_cfg)
+    assert [store.max_offset(f"%LMQ%n{i}", 0) for i in range(6)] == [3] * 6
+    assert [store.max_offset(f"%LMQ%x{i}", 0) for i in range(12)] == [1] * 12

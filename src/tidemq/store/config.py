@@ -67,8 +67,13 @@ class StoreConfig:
     dispatch_lag_warn_ms: int = 1000
     #: LMQs whose offsets are kept in memory: the LMQ store's cache of their metadata,
     #: and each of the appender's two generations of the next offsets it handed out
-    #: (:mod:`tidemq.store.lmq_next`). A queue beyond them is read from RocksDB again.
+    #: (:mod:`tidemq.store.lmq_next`). A queue beyond them is taken from the table of
+    #: ``lmq_known_queues``, else read from RocksDB.
     lmq_cached_queues: int = 200_000
+    #: LMQs whose metadata the LMQ store keeps besides the cached ones, compactly
+    #: (:mod:`tidemq.store.lmq_table`): filled by a start's walk and with the queues the
+    #: cache drops. A queue in neither is read from RocksDB when used (0: none kept).
+    lmq_known_queues: int = 2_000_000
     #: Wait this long before dispatching a small round, so rounds batch up (0 = never).
     #: Off by default: the dispatcher wakes on the append and takes what is there; while
     #: it writes a round the next one fills by itself. A linger saves some CPU per
@@ -99,6 +104,8 @@ class StoreConfig:
                               key="commitLogWarmAhead")
         if self.lmq_cached_queues < 1:
             raise ConfigError("lmqCachedQueues must be at least 1", key="lmqCachedQueues")
+        if self.lmq_known_queues < 0:
+            raise ConfigError("lmqKnownQueues must not be negative", key="lmqKnownQueues")
         try:
             hours = self.delete_hours
         except ValueError:

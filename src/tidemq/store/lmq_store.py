@@ -74,6 +74,7 @@ from typing import NamedTuple, cast
 import numpy as np
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from tidemq.store.lmq_table import LmqTable
 from tidemq.store.threads import NamedThread
 
 __all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "entry_prefix",
@@ -96,6 +97,8 @@ _LAST = b"\x00" + b"\xff" * 8  # after every E key of a queue (offsets are >= 0)
 _RUN = 16
 #: Queues whose metadata is cached, by default (see :class:`LmqStore`).
 CACHED_QUEUES = 200_000
+#: Queues the :class:`~tidemq.store.lmq_table.LmqTable` knows besides, by default.
+KNOWN_QUEUES = 2_000_000
 #: A checkpoint flushes the memtable once this many entries were written since the last
 #: flush, or once the last flush is :data:`FLUSH_EVERY` seconds old (see
 #: :meth:`LmqStore.checkpoint`).
@@ -170,14 +173,24 @@ class LmqStore:
     """The RocksDB-backed consume queues of every LMQ on this broker.
 
     The metadata of the queues in use is cached, at most ``cached_queues`` of them: past
-    that, the longest cached are dropped (a quarter of them at a time) and read again
-    when used. Only what is written is cached, so a queue read again is the same.
-    Queues :attr:`pinned` are kept: those the appender holds offsets for, which dispatch
-    is about to write (were they dropped while dispatch lags, it would read each again)."""
+    that, the longest cached are dropped (a quarter of them at a time) into the
+    :class:`~tidemq.store.lmq_table.LmqTable` of up to ``known_queues`` more, and taken
+    from there when used again; a queue in neither is read from the database. Only what
+    is written is cached, so a queue taken again is the same. Queues :attr:`pinned` are
+    kept: those the appender holds offsets for, which dispatch is about to write (were
+    they dropped while dispatch lags, it would take each again).
 
-    def __init__(self, path: Path, cached_queues: int = CACHED_QUEUES) -> None:
+    A queue leaves the cache through the table (a trim writes it there before it
+    leaves), by a reader taking back a fill that a change overlapped (the table is then
+    as the change left it), or with everything else (:meth:`drop_derived`); and every
+    writer takes a queue into the cache before it changes it. So a queue not cached is
+    as the table says, if the table has it."""
+
+    def __init__(self, path: Path, cached_queues: int = CACHED_QUEUES,
+                 known_queues: int = KNOWN_QUEUES) -> None:
         if cached_queues < 1:
             raise ValueError(f"cached_queues must be at least 1, got {cached_queues}")
+        self._table = LmqTable(known_queues)
         path.mkdir(parents=True, exist_ok=True)
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
@@ -197,8 +210,9 @@ class LmqStore:
         #: Odd while a writer other than dispatch changes cached metadata or drops it
         #: (retention, deletion, a cut, a trim), one more when it is done (see _metas).
         self._changes = 0
-        #: Whether every queue the database holds is cached (a warm-up saw them all
-        #: and none was dropped since): a miss is then a queue that does not exist.
+        #: Whether every queue the database holds is cached or in the table (a warm-up
+        #: saw them all and none was dropped from both since): a miss in both is then a
+        #: queue that does not exist.
         self.complete = False
         #: The floors of the tombstones (``D``; also in the queues' ``M``), so dispatch
         #: checks only the queues that have one.
@@ -317,14 +331,24 @@ class LmqStore:
         return metas
 
     def _load_metas(self, names: Sequence[str]) -> list[Meta]:
-        """The metadata of ``names`` from the database: ``M`` if any (one multi-get for
-        all), and the max offset from each queue's last ``E`` key (one reverse seek each,
-        on one iterator: making one costs about as much as a seek). A queue with
-        neither is new: ``(0, 0, 0)`` -- known without a read while the cache is
-        :attr:`complete` (a name it lacks was never used; a writer publishing a new
-        queue meanwhile is one the appender does not ask about)."""
+        """The metadata of the uncached ``names``: from the table, else from the
+        database: ``M`` if any (one multi-get for all), and the max offset from each
+        queue's last ``E`` key (one reverse seek each, on one iterator: making one costs
+        about as much as a seek). A queue with neither is new: ``(0, 0, 0)`` -- known
+        without a read while the store is :attr:`complete` (a name it lacks was never
+        used; a writer publishing a new queue meanwhile is one the appender does not ask
+        about)."""
+        known = list(map(self._table.get, names))
+        if None not in known:
+            return cast("list[Meta]", known)
         if self.complete:
-            return [[0, 0, 0] for _name in names]
+            return [[0, 0, 0] if meta is None else meta for meta in known]
+        missing = [name for name, meta in zip(names, known, strict=True) if meta is None]
+        read = iter(self._read_metas(missing))
+        return [next(read) if meta is None else meta for meta in known]
+
+    def _read_metas(self, names: Sequence[str]) -> list[Meta]:
+        """:meth:`_load_metas`' reads from the database."""
         keys = [name.encode() for name in names]
         get = self.db.get
         raws = cast(list[bytes | None], get([b"M" + key for key in keys]) if len(keys) > 1
@@ -346,37 +370,59 @@ class LmqStore:
 
     def warm(self) -> int:
         """Fill the cache with the queues' metadata, up to :attr:`cached_queues` queues
-        in name order, in one walk over their keys; returns how many. Called on a start,
-        before anything else uses the store: a walk step costs a fraction of the seek a
-        queue's first use would cost. Each queue's metadata is what :meth:`_load_metas`
-        reads: ``M`` if any, merged with the end of its last run. A walk that reaches
-        the last queue leaves the cache :attr:`complete`."""
+        in name order, and the table with the next ones up to its limit, in one walk
+        over their keys; returns how many queues the walk saw. Called on a start, before
+        anything else uses the store: a walk step costs a fraction of the seek a queue's
+        first use would cost. Each queue's metadata is what :meth:`_read_metas` reads:
+        ``M`` if any, merged with the end of its last run. A walk that reaches the last
+        queue leaves the store :attr:`complete`."""
         cache = self._meta
-        limit = self.cached_queues
+        table = self._table
+        limit = self.cached_queues + table.limit
+        seen = 0
+        names: list[str] = []
+        metas: list[Meta] = []
+        for name, meta in self._walk_metas():
+            if seen >= limit:
+                break
+            seen += 1
+            if len(cache) < self.cached_queues:
+                cache[name] = meta
+                continue
+            names.append(name)
+            metas.append(meta)
+            if len(names) >= 65536:
+                table.put_many(names, metas)
+                names, metas = [], []
+        else:
+            self.complete = True
+        table.put_many(names, metas)
+        return seen
+
+    def _walk_metas(self) -> Iterator[tuple[str, Meta]]:
+        """Every queue's metadata in name order, from one walk over the ``E`` and
+        ``M`` keys."""
         metas = self._items(b"M")
         pending = next(metas, None)
         for name, _first, last, _value in self._spans():
             while pending is not None and pending[0][1:] < name:  # M and no entries
-                cache[pending[0][1:].decode()] = _unpack_meta(pending[1])
+                yield pending[0][1:].decode(), _unpack_meta(pending[1])
                 pending = next(metas, None)
             nxt, lo, floor = last + 1, 0, 0
             if pending is not None and pending[0][1:] == name:
                 m_nxt, lo, floor = _unpack_meta(pending[1])
                 nxt = max(nxt, m_nxt)
                 pending = next(metas, None)
-            cache[name.decode()] = [nxt, lo, floor]
-            if len(cache) >= limit:
-                return len(cache)
-        while pending is not None and len(cache) < limit:
-            cache[pending[0][1:].decode()] = _unpack_meta(pending[1])
+            yield name.decode(), [nxt, lo, floor]
+        while pending is not None:
+            yield pending[0][1:].decode(), _unpack_meta(pending[1])
             pending = next(metas, None)
-        self.complete = pending is None
-        return len(cache)
 
     def _trim(self) -> None:
-        """Past :attr:`cached_queues`, drop the longest-cached quarter of the cache.
-        Called with the lock held, never between a writer's fill and its publication:
-        whatever is cached then is written, so a queue dropped is read back the same."""
+        """Past :attr:`cached_queues`, drop the longest-cached quarter of the cache into
+        the table. Called with the lock held, never between a writer's fill and its
+        publication: whatever is cached then is written, so a queue dropped is taken
+        back the same."""
         cache = self._meta
         if len(cache) <= self._trim_above:
             return
@@ -384,7 +430,8 @@ class LmqStore:
         want = len(cache) - limit + limit // 4
         drop = list(islice(filterfalse(self.pinned().__contains__, cache), want))
         if drop:
-            self.complete = False  # before a queue leaves: see _load_metas
+            if not self._table.put_many(drop, map(cache.__getitem__, drop)):
+                self.complete = False  # before a queue leaves: see _load_metas
             self._changes += 1
             deque(map(cache.pop, drop), maxlen=0)
             self._changes += 1
@@ -397,6 +444,10 @@ class LmqStore:
     def cached(self) -> int:
         """How many queues' metadata is cached."""
         return len(self._meta)
+
+    def known(self) -> int:
+        """How many queues' metadata the table holds (some of them cached too)."""
+        return len(self._table)
 
     def max_offset(self, name: str) -> int:
         return self._read_meta(name)[0]
@@ -813,6 +864,7 @@ class LmqStore:
             self.db.write(wb, write_opt=self._wal)
             self.complete = False
             self._meta.clear()
+            self._table.clear()
             self._floors = dict(floors)
             self.dispatched = 0
             self._stats = None

@@ -105,7 +105,8 @@ class MessageStore:
             self.commitlog.load()
             self.queues.load()
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
-                self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues)
+                self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues,
+                                          self.config.lmq_known_queues)
                 self.queues.lmq.pinned = self.appender.lmq_next.names
                 self.queues.lmq.warm()
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)

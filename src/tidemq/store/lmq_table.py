@@ -1,0 +1,71 @@
+"""The metadata of the LMQs the LMQ store knows but does not cache as lists (RIP-28).
+
+:class:`~tidemq.store.lmq_store.LmqStore` caches the metadata of the queues in use as
+``[next offset, min offset, floor]`` lists, which dispatch advances in place; that cache
+is bounded, and a queue it drops would otherwise cost a RocksDB read when next used (its
+``M`` key and a reverse seek to its last entry). The table keeps what the store knows of
+those queues instead: filled by the walk of a start beyond the cache, and with every
+queue the cache drops. Like RocketMQ, which keeps every LMQ's offset in memory, a
+broker then reads no queue's metadata from RocksDB while the table has room.
+
+A queue whose min offset is 0 and that was never deleted -- nearly every queue -- is one
+entry ``name -> next offset`` of a dict; the others keep all three fields. The name is
+the cache's own string (shared, not copied), so an entry costs the dict's slot and,
+past 256, an int: see ``docs/lmq.md`` for the bytes per LMQ.
+
+The table holds at most :attr:`LmqTable.limit` queues; :meth:`LmqTable.put_many` says
+when one did not fit, and the store then stops trusting a miss to mean a new queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+__all__ = ["LmqTable"]
+
+
+class LmqTable:
+    """Queue name -> ``[next offset, min offset, floor]``, compactly."""
+
+    __slots__ = ("_other", "_plain", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        self.limit = limit
+        #: Queues with min offset 0 and no floor: their next offset.
+        self._plain: dict[str, int] = {}
+        #: The other queues.
+        self._other: dict[str, tuple[int, int, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._plain) + len(self._other)
+
+    def get(self, name: str) -> list[int] | None:
+        """A new list of ``name``'s metadata, or ``None`` for a queue not in the table."""
+        nxt = self._plain.get(name)
+        if nxt is not None:
+            return [nxt, 0, 0]
+        other = self._other.get(name)
+        return None if other is None else list(other)
+
+    def put_many(self, names: Iterable[str], metas: Iterable[Sequence[int]]) -> bool:
+        """Remember each of ``names`` with its metadata (replacing what the table held);
+        ``False`` when some new name did not fit under :attr:`limit` (it is left out)."""
+        plain, other, limit = self._plain, self._other, self.limit
+        fitted = True
+        for name, (nxt, lo, floor) in zip(names, metas, strict=True):
+            if name not in plain and name not in other and len(plain) + len(other) >= limit:
+                fitted = False
+            elif lo or floor:
+                other[name] = (nxt, lo, floor)
+                plain.pop(name, None)
+            else:
+                plain[name] = nxt
+                if other:
+                    other.pop(name, None)
+        return fitted
+
+    def clear(self) -> None:
+        self._plain = {}
+        self._other = {}

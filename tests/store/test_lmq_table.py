@@ -1,0 +1,55 @@
+"""The LMQ store's compact table of queue metadata (tidemq.store.lmq_table)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.store.lmq_table import LmqTable
+
+_names = st.sampled_from([f"%LMQ%q{i}" for i in range(12)])
+_offset = st.integers(min_value=0, max_value=2**62)
+_meta = st.tuples(_offset, st.one_of(st.just(0), _offset), st.one_of(st.just(0), _offset))
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.lists(st.tuples(_names, _meta), max_size=6)),
+    st.tuples(st.just("clear"), st.just([]))), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(limit=st.integers(min_value=0, max_value=14), ops=_ops, probe=st.lists(_names))
+def test_the_table_answers_as_a_dict_of_its_puts_up_to_its_limit(
+        limit: int, ops: list[tuple[str, list[tuple[str, tuple[int, int, int]]]]],
+        probe: list[str]) -> None:
+    """Each name reads back as its last put, whatever its fields (plain and other
+    entries move between the two maps), until the limit: a new name past it is left
+    out and reported, a name already held is still replaced."""
+    table = LmqTable(limit)
+    model: dict[str, tuple[int, int, int]] = {}
+    for op, puts in ops:
+        if op == "clear":
+            table.clear()
+            model.clear()
+            continue
+        fitted = True
+        for name, meta in puts:
+            if name in model or len(model) < limit:
+                model[name] = meta
+            else:
+                fitted = False
+        assert table.put_many([n for n, _m in puts], [m for _n, m in puts]) is fitted
+        assert len(table) == len(model)
+    for name in [*probe, *model]:
+        got = table.get(name)
+        assert got == (list(model[name]) if name in model else None)
+    if model:  # each get is a new list: a caller may change it in place
+        name = next(iter(model))
+        got = table.get(name)
+        assert got is not None
+        got[0] += 1
+        assert table.get(name) == list(model[name])
+
+
+def test_a_negative_limit_is_refused() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        LmqTable(-1)

@@ -5,8 +5,9 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 (tidemq/formats/record/batch.py). What then varies per message is a handful of
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
-stored records of a read in one call. Every one has a pure-Python twin in
-tidemq/formats/record/loops.py (the fallback when this module is not built),
+stored records of a read in one call; inner_facts reads an inner batch's send. Every
+one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
+tidemq/formats/record/inner_send.py), the fallback when this module is not built,
 and the tests compare the two byte for byte.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
@@ -691,6 +692,202 @@ done:
     return result;
 }
 
+/* inner_facts(text, plain, cluster_pair) -> (count, properties, uniq, keys, wait, tags_code)
+                                            or None
+
+   What a SEND_BATCH_MESSAGE to a BatchCQ topic stores (RIP-26), read in one call when the
+   send has the usual shape; None sends the caller to the general path, which also names
+   what is wrong. The usual shape: `text` is ASCII, every segment between 0x02 separators
+   (the last one optional) is one name, one 0x01 and one value, both non-empty, at most
+   MAX_FACT_PAIRS pairs, no name twice; UNIQ_KEY is there, INNER_BASE and
+   INNER_MULTI_DISPATCH are not; `plain` is at least four entries of the first one's
+   size and length fields (the check of uniform_lengths), at most 0x7FFF, and the first
+   entry's properties do not name INNER_MULTI_DISPATCH; an INNER_NUM says the count.
+   Then: the stored properties (the pairs less INNER_NUM, each ended by 0x02, and
+   cluster_pair when there is no CLUSTER), the keys (UNIQ_KEY, then KEYS split on spaces,
+   empty ones dropped), whether WAIT is other than "false" in any case, and Java's
+   String.hashCode of TAGS (0 without). The twin: tidemq/formats/record/inner_send.py. */
+#define MAX_FACT_PAIRS 64
+#define INNER_MIN_ENTRIES 4
+#define INNER_MAX_ENTRIES 0x7FFF
+
+typedef struct {
+    Py_ssize_t name, name_len, value, value_len;
+} pair_t;
+
+static int name_is(const char *t, const pair_t *p, const char *name) {
+    size_t n = strlen(name);
+    return (size_t)p->name_len == n && memcmp(t + p->name, name, n) == 0;
+}
+
+static const unsigned char multi_key[] = "INNER_MULTI_DISPATCH\x01";
+
+/* Whether the n bytes at p name INNER_MULTI_DISPATCH: at the start or after a 0x02. */
+static int names_multi(const unsigned char *p, Py_ssize_t n) {
+    const Py_ssize_t k = (Py_ssize_t)sizeof(multi_key) - 1;
+    for (Py_ssize_t i = 0; i + k <= n; i++)
+        if ((i == 0 || p[i - 1] == 0x02) && memcmp(p + i, multi_key, (size_t)k) == 0)
+            return 1;
+    return 0;
+}
+
+/* The entry count of an inner batch body of the usual shape, else 0. */
+static Py_ssize_t inner_count_of(const unsigned char *b, Py_ssize_t n_bytes) {
+    if (n_bytes < INNER_MIN_ENTRIES * ENTRY_OVERHEAD)
+        return 0;
+    int32_t size = get_be32(b + ENTRY_OFF_TOTAL_SIZE), blen = get_be32(b + ENTRY_OFF_BODY_LENGTH);
+    if (size < ENTRY_OVERHEAD || n_bytes % size || blen < 0 || blen > size - ENTRY_OVERHEAD)
+        return 0;
+    Py_ssize_t start = ENTRY_OVERHEAD + (Py_ssize_t)blen;
+    int16_t plen = (int16_t)((b[start - 2] << 8) | b[start - 1]);
+    Py_ssize_t n = n_bytes / size;
+    if (start + plen != size || n < INNER_MIN_ENTRIES || n > INNER_MAX_ENTRIES)
+        return 0;
+    const unsigned char *e = b + size;
+    for (Py_ssize_t i = 1; i < n; i++, e += size)
+        if (memcmp(e + ENTRY_OFF_TOTAL_SIZE, b + ENTRY_OFF_TOTAL_SIZE, 4) != 0
+                || memcmp(e + ENTRY_OFF_BODY_LENGTH, b + ENTRY_OFF_BODY_LENGTH, 4) != 0
+                || memcmp(e + start - 2, b + start - 2, 2) != 0)
+            return 0;
+    if (names_multi(b + start, plen))
+        return 0;
+    return n;
+}
+
+static PyObject *inner_facts(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_buffer plain;
+    const char *cluster;
+    Py_ssize_t cluster_len;
+    if (!PyArg_ParseTuple(args, "Uy*y#", &text, &plain, &cluster, &cluster_len))
+        return NULL;
+    PyObject *result = NULL, *raw = NULL, *uniq = NULL, *keys = NULL;
+    pair_t pairs[MAX_FACT_PAIRS];
+    int n_pairs = 0, at_uniq = -1, at_num = -1, at_keys = -1, at_wait = -1, at_tags = -1;
+    int has_cluster = 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (!PyUnicode_IS_ASCII(text) || len == 0)
+        goto fallback;
+    const char *t = (const char *)PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0; i < len;) {
+        const char *stop = memchr(t + i, 0x02, (size_t)(len - i));
+        Py_ssize_t j = stop != NULL ? stop - t : len;
+        const char *sep = memchr(t + i, 0x01, (size_t)(j - i));
+        if (sep == NULL || n_pairs == MAX_FACT_PAIRS)
+            goto fallback;
+        Py_ssize_t k = sep - t;
+        if (k == i || k + 1 == j || memchr(t + k + 1, 0x01, (size_t)(j - k - 1)) != NULL)
+            goto fallback;
+        pair_t *p = &pairs[n_pairs];
+        p->name = i;
+        p->name_len = k - i;
+        p->value = k + 1;
+        p->value_len = j - k - 1;
+        for (int q = 0; q < n_pairs; q++)
+            if (pairs[q].name_len == p->name_len
+                    && memcmp(t + pairs[q].name, t + p->name, (size_t)p->name_len) == 0)
+                goto fallback;
+        if (name_is(t, p, "UNIQ_KEY")) at_uniq = n_pairs;
+        else if (name_is(t, p, "INNER_NUM")) at_num = n_pairs;
+        else if (name_is(t, p, "KEYS")) at_keys = n_pairs;
+        else if (name_is(t, p, "WAIT")) at_wait = n_pairs;
+        else if (name_is(t, p, "TAGS")) at_tags = n_pairs;
+        else if (name_is(t, p, "CLUSTER")) has_cluster = 1;
+        else if (name_is(t, p, "INNER_BASE") || name_is(t, p, "INNER_MULTI_DISPATCH"))
+            goto fallback;
+        n_pairs++;
+        i = j + 1;
+    }
+    if (at_uniq < 0)
+        goto fallback;
+    Py_ssize_t count = inner_count_of(plain.buf, plain.len);
+    if (count == 0)
+        goto fallback;
+    if (at_num >= 0) {
+        char digits[24];
+        int nd = snprintf(digits, sizeof digits, "%zd", count);
+        const pair_t *p = &pairs[at_num];
+        if (p->value_len != nd || memcmp(t + p->value, digits, (size_t)nd) != 0)
+            goto fallback;
+    }
+    Py_ssize_t out_len = has_cluster ? 0 : cluster_len;
+    for (int q = 0; q < n_pairs; q++)
+        if (q != at_num)
+            out_len += pairs[q].name_len + pairs[q].value_len + 2;
+    raw = PyBytes_FromStringAndSize(NULL, out_len);
+    if (raw == NULL)
+        goto done;
+    char *w = PyBytes_AS_STRING(raw);
+    for (int q = 0; q < n_pairs; q++) {
+        if (q == at_num)
+            continue;
+        Py_ssize_t seg = pairs[q].name_len + 1 + pairs[q].value_len;
+        memcpy(w, t + pairs[q].name, (size_t)seg);
+        w[seg] = 0x02;
+        w += seg + 1;
+    }
+    if (!has_cluster)
+        memcpy(w, cluster, (size_t)cluster_len);
+    const pair_t *u = &pairs[at_uniq];
+    uniq = PyUnicode_FromStringAndSize(t + u->value, u->value_len);
+    if (uniq == NULL)
+        goto done;
+    Py_ssize_t n_keys = 1;
+    const char *kv = NULL;
+    Py_ssize_t kv_len = 0;
+    if (at_keys >= 0) {
+        kv = t + pairs[at_keys].value;
+        kv_len = pairs[at_keys].value_len;
+        for (Py_ssize_t i = 0; i < kv_len; i++)
+            if (kv[i] != ' ' && (i == 0 || kv[i - 1] == ' '))
+                n_keys++;
+    }
+    keys = PyTuple_New(n_keys);
+    if (keys == NULL)
+        goto done;
+    Py_INCREF(uniq);
+    PyTuple_SET_ITEM(keys, 0, uniq);
+    Py_ssize_t slot = 1;
+    for (Py_ssize_t i = 0; i < kv_len;) {
+        if (kv[i] == ' ') {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i;
+        while (j < kv_len && kv[j] != ' ')
+            j++;
+        PyObject *key = PyUnicode_FromStringAndSize(kv + i, j - i);
+        if (key == NULL)
+            goto done;
+        PyTuple_SET_ITEM(keys, slot++, key);
+        i = j;
+    }
+    int wait = 1;
+    if (at_wait >= 0) {
+        const pair_t *p = &pairs[at_wait];
+        wait = !(p->value_len == 5 && PyOS_strnicmp(t + p->value, "false", 5) == 0);
+    }
+    int32_t hash = 0;
+    if (at_tags >= 0) {
+        uint32_t h = 0;
+        const pair_t *p = &pairs[at_tags];
+        for (Py_ssize_t i = 0; i < p->value_len; i++)
+            h = 31u * h + (unsigned char)t[p->value + i];
+        hash = (int32_t)h;
+    }
+    result = Py_BuildValue("(nOOOOl)", count, raw, uniq, keys, wait ? Py_True : Py_False,
+                           (long)hash);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(raw);
+    Py_XDECREF(uniq);
+    Py_XDECREF(keys);
+    PyBuffer_Release(&plain);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -700,6 +897,7 @@ static PyMethodDef methods[] = {
     {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
+    {"inner_facts", inner_facts, METH_VARARGS, "An inner batch send's facts, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -74,6 +74,7 @@ from tidemq.formats.properties import (
     text_without,
 )
 from tidemq.formats.record import HostAddr, pack_host
+from tidemq.formats.record.inner_send import inner_facts
 from tidemq.formats.record.loops import joined_offset_ids, offset_ids
 from tidemq.net import Connection
 from tidemq.store.message_store import MessageInput, PutResult
@@ -345,7 +346,43 @@ class SendProcessor:
         cap (decompression bombs stop there), the entries are counted with a structural
         walk (a uniform-size proof for the usual shape), and a claimed INNER_NUM must
         match. Only the original bytes are stored; consumers decompress.
+
+        The usual send is read by one :func:`~tidemq.formats.record.inner_send.inner_facts`
+        call; any other takes :meth:`_inner_batch_read`, which also names what is wrong.
         """
+        facts = None
+        plain: bytes | bytearray | memoryview | None = body
+        if text:
+            if sys_flag & SYSFLAG_COMPRESSED:
+                plain = self._inflated(body, sys_flag) if "UNIQ_KEY\x01" in text else None
+            if plain is not None:
+                facts = inner_facts(text, plain, self._cluster_pair)
+        if facts is None:
+            return self._inner_batch_read(topic, qid, text, sys_flag, born_timestamp, body,
+                                          born)
+        count, raw, uniq, keys, wait, tags = facts
+        result = self.store.put_inner_batch(
+            topic, qid, body, raw, count, tags_code=tags, keys=keys if self._index else (),
+            sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born,
+            wait_flush=False)
+        self.ctx.stats.on_put(topic, count, len(body))
+        return result, wait, uniq
+
+    def _inflated(self, body: bytes | bytearray | memoryview, sys_flag: int
+                  ) -> bytes | bytearray | memoryview | None:
+        """A compressed inner batch's body inflated (with the hard output cap), or
+        ``None`` when it does not inflate (:meth:`_inner_batch_read` refuses it)."""
+        try:
+            return decompress(body, compression_of(sys_flag) or CompressionType.ZLIB,
+                              self._max_inflated)
+        except CorruptRecord:
+            return None
+
+    def _inner_batch_read(self, topic: str, qid: int, text: str | None, sys_flag: int,
+                          born_timestamp: int, body: bytes | bytearray | memoryview,
+                          born: HostAddr) -> tuple[PutResult, bool, str] | None:
+        """:meth:`_inner_batch` of any send, its property text parsed and its body walked
+        in Python."""
         props = parse_checked_property_text(text) if text else {}
         if isinstance(props, str):  # the text is stored as the record's properties
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, props)

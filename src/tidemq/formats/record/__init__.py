@@ -1,21 +1,23 @@
 """The commit-log record, in one package: its layout and every piece of code that reads or
 writes its bytes.
 
-============  ==============================================================================
-module        what it owns
-============  ==============================================================================
-``layout``    the byte layout table, every field's offset by name (``OFF_*``), sizes,
-              magic codes, sysflag host bits, the fixed-part structs, body CRC
-``encode``    one record (:func:`encode_record`) and the BLANK marker (:func:`encode_blank`)
-``decode``    one record into an object (:func:`decode_record`, :class:`Record`)
-``batch``     batches: encoded back to back, column-wise (numpy) or from a tiled template,
-              and patched with offsets and store time inside the append lock
-``columns``   a body of records decoded as columns (numpy)
-``messages``  plain records decoded into messages, fast
-``loops``     the per-message loops of uniform batches: the compiled module
-              ``tidemq.formats._crecords`` when built, else their numpy twins
-``rewrite``   records rewritten in place for a logical queue
-============  ==============================================================================
+==============  ============================================================================
+module          what it owns
+==============  ============================================================================
+``layout``      the byte layout table, every field's offset by name (``OFF_*``), sizes,
+                magic codes, sysflag host bits, the fixed-part structs, body CRC
+``encode``      one record (:func:`encode_record`) and the BLANK marker (:func:`encode_blank`)
+``decode``      one record into an object (:func:`decode_record`, :class:`Record`)
+``batch``       batches: encoded back to back, column-wise (numpy) or from a tiled template,
+                and patched with offsets and store time inside the append lock
+``columns``     a body of records decoded as columns (numpy)
+``messages``    plain records decoded into messages, fast
+``loops``       the per-message loops of uniform batches: the compiled module
+                ``tidemq.formats._crecords`` when built, else their numpy twins
+``rewrite``     records rewritten in place for a logical queue
+``inner_send``  an inner batch's send read in one call: the record's properties, count,
+                keys, tags code (compiled when built, with its Python twin)
+==============  ============================================================================
 
 The names below are the package's public interface; import them from here.
 """

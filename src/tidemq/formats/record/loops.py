@@ -48,6 +48,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +77,7 @@ __all__ = [
     "Ints",
     "body_crc32",
     "check_records",
+    "compiled",
     "fill_records",
     "joined_offset_ids",
     "offset_ids",
@@ -369,3 +371,9 @@ check_records: Callable[[Buffer, int, Ints, Ints], int] = (
 body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_crc32)
 #: Optional in the compiled module too.
 write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)
+
+
+def compiled(name: str) -> Callable[..., object] | None:
+    """The compiled module's function ``name`` for a neighbour module that keeps its twin
+    (``None``: not built, ignored, or built from a source without it)."""
+    return cast("Callable[..., object] | None", getattr(_mod, name, None))

@@ -3,6 +3,9 @@ the header schema."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +16,7 @@ from tidemq.codec.headers import (
     SendMessageRequestHeaderV2,
     decode_send_fields,
     decode_send_header,
+    py_decode_send_fields,
 )
 from tidemq.errors import RemoteProtocolError
 
@@ -97,3 +101,38 @@ def test_a_batch_header_is_read_whatever_its_flag() -> None:
     code = RequestCode.SEND_BATCH_MESSAGE
     assert decode_send_fields(code, ext) is None
     assert decode_send_fields(code, ext, batch=True) == ("T", 3, 0, 1763780000000, 0, None, 0)
+
+
+def _compiled_fields() -> Any:
+    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
+        pytest.skip("TIDEMQ_NO_NATIVE=1: the twin only")
+    from tidemq.formats import _crecords
+    return _crecords.send_fields
+
+
+@settings(max_examples=800, deadline=None)
+@given(data=st.data(), code=st.sampled_from([RequestCode.SEND_MESSAGE,
+                                             RequestCode.SEND_MESSAGE_V2,
+                                             RequestCode.SEND_BATCH_MESSAGE]),
+       batch=st.booleans())
+def test_the_compiled_read_gives_the_twins_fields(data: st.DataObject, code: int,
+                                                  batch: bool) -> None:
+    """What the send processor runs (the compiled read of a dict) and the twin agree."""
+    _compiled_fields()
+    ext = data.draw(exts(code != RequestCode.SEND_MESSAGE))
+    for name in data.draw(st.lists(st.sampled_from(sorted(ext) or ["x"]), max_size=2)):
+        ext[name] = data.draw(st.sampled_from(["True", "tRUE", "\u0661", "01", "٣"]))
+    assert decode_send_fields(code, ext, batch=batch) == py_decode_send_fields(
+        code, ext, batch=batch)
+
+
+def test_a_value_that_is_not_text_is_not_the_plain_case() -> None:
+    compiled = _compiled_fields()
+    h = SendMessageRequestHeaderV2(producer_group="G", topic="T", default_topic="TBW102",
+                                   default_topic_queue_nums=4, queue_id=3, sys_flag=0,
+                                   born_timestamp=1, flag=0)
+    ext: dict[str, Any] = h.to_ext()
+    names = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "l", "m")
+    assert compiled(names, ext, False) == ("T", 3, 0, 1, 0, None, 0)
+    for key in ("b", "e", "i", "j", "m"):
+        assert compiled(names, {**ext, key: 3}, False) is None

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from typing import Annotated
+from typing import Annotated, cast
 
 from tidemq.codec.command import RequestCode
 from tidemq.codec.schema import I64, Header, Key
 from tidemq.errors import RemoteProtocolError
+from tidemq.formats.record.loops import compiled
 
 __all__ = [
     "REQUEST_HEADERS",
@@ -87,6 +88,7 @@ __all__ = [
     "decode_send_header",
     "format_attributes",
     "parse_attributes",
+    "py_decode_send_fields",
 ]
 
 
@@ -194,6 +196,13 @@ _FAST_KEYS = {
             ("properties", "reconsumeTimes", "maxReconsumeTimes", "batch")),
     True: (operator.itemgetter("a", "b", "c", "d", "e", "f", "g", "h"), ("i", "j", "l", "m")),
 }
+#: Per form, the twelve keys the compiled read takes: the required ones, then the others.
+_KEYS = {
+    False: ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+            "sysFlag", "bornTimestamp", "flag", *_FAST_KEYS[False][1]),
+    True: (*"abcdefgh", *_FAST_KEYS[True][1]),
+}
+_compiled_fields = compiled("send_fields")
 
 
 def decode_send_fields(code: int, ext: Mapping[str, str], *, batch: bool = False
@@ -206,8 +215,18 @@ def decode_send_fields(code: int, ext: Mapping[str, str], *, batch: bool = False
     batch send, whatever the flag says; a boolean never fails to decode). Whenever this
     returns fields, they equal :func:`decode_send_header`'s (a golden test holds the two
     together); for ``None`` the caller decodes with the schema, which also names what is
-    wrong.
+    wrong. A dict (what the header codecs give) is read by the compiled module when it is
+    built; :func:`py_decode_send_fields` is its twin.
     """
+    if _compiled_fields is not None and type(ext) is dict:
+        return cast("SendFields | None",
+                    _compiled_fields(_KEYS[code in _SEND_CODES_V2], ext, batch))
+    return py_decode_send_fields(code, ext, batch=batch)
+
+
+def py_decode_send_fields(code: int, ext: Mapping[str, str], *, batch: bool = False
+                          ) -> SendFields | None:
+    """:func:`decode_send_fields` in Python."""
     required, (ki, kj, kl, km) = _FAST_KEYS[code in _SEND_CODES_V2]
     try:
         _group, topic, _default, nums, qid, sys_flag, born, flag = required(ext)

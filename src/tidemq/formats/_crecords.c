@@ -5,10 +5,11 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 (tidemq/formats/record/batch.py). What then varies per message is a handful of
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
-stored records of a read in one call; inner_facts reads an inner batch's send. Every
-one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
-tidemq/formats/record/inner_send.py), the fallback when this module is not built,
-and the tests compare the two byte for byte.
+stored records of a read in one call; inner_facts reads an inner batch's send and
+send_fields a send header's numbers. Every one has a pure-Python twin in
+tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
+send_fields: tidemq/codec/headers.py), the fallback when this module is not built,
+and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -888,6 +889,74 @@ done:
     return result;
 }
 
+/* send_fields(names, ext, batch) -> (topic, queue id, sysFlag, born timestamp, flag,
+                                      properties, reconsumeTimes) or None
+
+   tidemq.codec.headers.decode_send_fields of a send header's ext map (a dict of str),
+   `names` its twelve keys in the header's form: the eight required ones (producer group,
+   topic, default topic, default queue count, queue id, sysFlag, born timestamp, flag),
+   then properties, reconsumeTimes, maxReconsumeTimes and batch. None unless every
+   required key is there, the five numbers are 1-9 ASCII digits (the born timestamp 1-18),
+   the optional numbers present are 1-9 ASCII digits, and (unless `batch`) the batch flag
+   present is not "1" nor "true" in any case. A value that is not a str is not the plain
+   case either. The twin: py_decode_send_fields of tidemq/codec/headers.py. */
+static int digits_of(PyObject *v, Py_ssize_t most, long long *out) {
+    if (!PyUnicode_Check(v) || !PyUnicode_IS_ASCII(v))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    if (n < 1 || n > most)
+        return 0;
+    const char *d = (const char *)PyUnicode_DATA(v);
+    long long x = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (d[i] < '0' || d[i] > '9')
+            return 0;
+        x = x * 10 + (d[i] - '0');
+    }
+    *out = x;
+    return 1;
+}
+
+#define SEND_NAMES 12
+
+static PyObject *send_fields(PyObject *self, PyObject *args) {
+    PyObject *names, *ext, *v[SEND_NAMES];
+    int batch;
+    if (!PyArg_ParseTuple(args, "O!O!p", &PyTuple_Type, &names, &PyDict_Type, &ext, &batch))
+        return NULL;
+    if (PyTuple_GET_SIZE(names) != SEND_NAMES) {
+        PyErr_SetString(PyExc_ValueError, "send_fields: twelve names");
+        return NULL;
+    }
+    for (int i = 0; i < SEND_NAMES; i++) {
+        v[i] = PyDict_GetItemWithError(ext, PyTuple_GET_ITEM(names, i));  /* borrowed */
+        if (v[i] == NULL && PyErr_Occurred())
+            return NULL;
+        if (v[i] == NULL && i < 8)
+            Py_RETURN_NONE;
+    }
+    long long nums, qid, sys_flag, born, flag, reconsume = 0, unused;
+    if (!PyUnicode_Check(v[1]) || !digits_of(v[3], 9, &nums) || !digits_of(v[4], 9, &qid)
+            || !digits_of(v[5], 9, &sys_flag) || !digits_of(v[6], 18, &born)
+            || !digits_of(v[7], 9, &flag)
+            || (v[8] != NULL && !PyUnicode_Check(v[8]))
+            || (v[9] != NULL && !digits_of(v[9], 9, &reconsume))
+            || (v[10] != NULL && !digits_of(v[10], 9, &unused)))
+        Py_RETURN_NONE;
+    (void)nums;
+    if (!batch && v[11] != NULL) {
+        if (!PyUnicode_Check(v[11]))
+            Py_RETURN_NONE;
+        if (PyUnicode_CompareWithASCIIString(v[11], "1") == 0)
+            Py_RETURN_NONE;
+        if (PyUnicode_IS_ASCII(v[11]) && PyUnicode_GET_LENGTH(v[11]) == 4
+                && PyOS_strnicmp((const char *)PyUnicode_DATA(v[11]), "true", 4) == 0)
+            Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(OLLLLOL)", v[1], qid, sys_flag, born, flag,
+                         v[8] != NULL ? v[8] : Py_None, reconsume);
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -898,6 +967,7 @@ static PyMethodDef methods[] = {
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
     {"inner_facts", inner_facts, METH_VARARGS, "An inner batch send's facts, or None."},
+    {"send_fields", send_fields, METH_VARARGS, "A plain send header's fields, or None."},
     {NULL, NULL, 0, NULL},
 };
 

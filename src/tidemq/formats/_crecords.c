@@ -5,11 +5,12 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 (tidemq/formats/record/batch.py). What then varies per message is a handful of
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
-stored records of a read in one call; inner_facts reads an inner batch's send and
-send_fields a send header's numbers. Every one has a pure-Python twin in
+stored records of a read in one call; inner_facts reads an inner batch's send,
+send_fields a send header's numbers and link_index_entries chains the key index's
+entries on the dispatch thread. Every one has a pure-Python twin in
 tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
-send_fields: tidemq/codec/headers.py), the fallback when this module is not built,
-and the tests compare the two.
+send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py),
+the fallback when this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -957,6 +958,96 @@ static PyObject *send_fields(PyObject *self, PyObject *args) {
                          v[8] != NULL ? v[8] : Py_None, reconsume);
 }
 
+/* link_index_entries(buf, slots_at, slot_num, entries_at, count_at, first, hashes, phys,
+                      diffs)
+
+   Append n key-index entries to the index file in buf, numbered first .. first + n - 1,
+   and chain each behind the newest entry of its slot (hash mod slot_num): the slot
+   table is slot_num big-endian int32 at slots_at, entry k the 20 bytes at
+   entries_at + 20 * k (hash int32, phys int64, diff int32, prev int32); a slot head
+   outside 1 .. first - 1 is stale or torn and counts as empty. hashes, phys and diffs
+   are n int64 each. Writes the entries, then indexCount (first + n, int32 at count_at),
+   then the slots, so no slot points past indexCount. Returns how many slots were empty. */
+typedef struct { int64_t slot; int32_t num; } slot_link;
+#define LINK_AHEAD 16
+
+static PyObject *link_index_entries(PyObject *self, PyObject *args) {
+    Py_buffer out, hb, pb, db;
+    Py_ssize_t slots_at, slot_num, entries_at, count_at, first;
+    if (!PyArg_ParseTuple(args, "w*nnnnny*y*y*", &out, &slots_at, &slot_num, &entries_at,
+                          &count_at, &first, &hb, &pb, &db))
+        return NULL;
+    PyObject *result = NULL;
+    slot_link *links = NULL;
+    Py_ssize_t n = hb.len / 8;
+    if (hb.len % 8 || pb.len != hb.len || db.len != hb.len || slot_num < 1 || first < 1
+            || first + n > INT32_MAX || slots_at < 0 || entries_at < 0 || count_at < 0
+            || slots_at + 4 * slot_num > out.len || count_at + 4 > out.len
+            || entries_at + 20 * (first + n) > out.len) {
+        PyErr_Format(PyExc_ValueError,
+                     "link_index_entries: %zd entries after entry %zd (slots of %zd at %zd, "
+                     "entries at %zd, count at %zd) do not fit %zd bytes, or the columns "
+                     "are not int64 of one length", n, first, slot_num, slots_at,
+                     entries_at, count_at, out.len);
+        goto done;
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n)
+        cap <<= 1;
+    links = PyMem_Calloc(cap, sizeof(slot_link));
+    if (links == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    unsigned char *base = (unsigned char *)out.buf;
+    unsigned char *table = base + slots_at;
+    const int64_t *hashes = (const int64_t *)hb.buf;
+    const int64_t *phys = (const int64_t *)pb.buf;
+    const int64_t *diffs = (const int64_t *)db.buf;
+    Py_ssize_t empty = 0;
+    unsigned char *e = base + entries_at + 20 * first;
+    for (Py_ssize_t i = 0; i < n; i++, e += 20) {
+        if (i + LINK_AHEAD < n) {  /* the slot heads are random reads of a large table */
+            int64_t ahead = hashes[i + LINK_AHEAD] % slot_num;
+            __builtin_prefetch(table + 4 * (ahead < 0 ? ahead + slot_num : ahead), 1);
+        }
+        int64_t s = hashes[i] % slot_num;
+        if (s < 0)
+            s += slot_num;
+        size_t k = (size_t)(((uint64_t)s * 0x9E3779B97F4A7C15ULL) >> 20) & (cap - 1);
+        while (links[k].num && links[k].slot != s)
+            k = (k + 1) & (cap - 1);
+        int32_t prev;
+        if (links[k].num) {  /* chained behind an entry of this call */
+            prev = links[k].num;
+        } else {
+            const unsigned char *t = table + 4 * s;
+            int64_t head = (int32_t)((uint32_t)t[0] << 24 | (uint32_t)t[1] << 16
+                                     | (uint32_t)t[2] << 8 | t[3]);
+            prev = head >= 1 && head < first ? (int32_t)head : 0;
+            empty += prev == 0;
+            links[k].slot = s;
+        }
+        links[k].num = (int32_t)(first + i);
+        put_be32(e, (uint32_t)hashes[i]);
+        put_be64(e + 4, (uint64_t)phys[i]);
+        put_be32(e + 12, (uint32_t)diffs[i]);
+        put_be32(e + 16, (uint32_t)prev);
+    }
+    put_be32(base + count_at, (uint32_t)(first + n));
+    for (size_t k = 0; k < cap; k++)
+        if (links[k].num)
+            put_be32(table + 4 * links[k].slot, (uint32_t)links[k].num);
+    result = PyLong_FromSsize_t(empty);
+done:
+    PyMem_Free(links);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&hb);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&db);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -968,6 +1059,8 @@ static PyMethodDef methods[] = {
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
     {"inner_facts", inner_facts, METH_VARARGS, "An inner batch send's facts, or None."},
     {"send_fields", send_fields, METH_VARARGS, "A plain send header's fields, or None."},
+    {"link_index_entries", link_index_entries, METH_VARARGS,
+     "Append key-index entries and chain them to their slots."},
     {NULL, NULL, 0, NULL},
 };
 

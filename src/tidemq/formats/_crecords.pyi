@@ -1,5 +1,10 @@
-# The compiled loops of tidemq.formats.record.loops (see _crecords.c); the same signatures
-# as its py_* functions.
+# The compiled loops of tidemq.formats.record.loops and tidemq.store.index_links (see
+# _crecords.c); the same signatures as their py_* functions.
+import mmap
+
+import numpy as np
+import numpy.typing as npt
+
 from tidemq.formats.record.loops import Buffer, Ints
 
 def fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
@@ -16,3 +21,7 @@ def inner_facts(text: str, plain: Buffer, cluster_pair: bytes, /
                 ) -> tuple[int, bytes, str, tuple[str, ...], bool, int] | None: ...
 def send_fields(names: tuple[str, ...], ext: dict[str, str], batch: bool, /
                 ) -> tuple[str, int, int, int, int, str | None, int] | None: ...
+def link_index_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, slot_num: int,
+                       entries_at: int, count_at: int, first: int,
+                       hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
+                       diffs: npt.NDArray[np.int64], /) -> int: ...

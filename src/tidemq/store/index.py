@@ -31,7 +31,8 @@ the record (a deque append), and the queue is applied in bulk -- every 1024 reco
 16,384 keys, whichever comes first (a trace message has hundreds of keys), and before any
 query, flush or truncation -- with the key hashes computed by numpy
 (:func:`prefixed_hashes`, equal to :func:`tidemq.formats.hashing.index_hash` of
-``topic#key``) and the chains linked by a sort over slots. Within one bulk write the
+``topic#key``) and the chains linked in one call (:mod:`tidemq.store.index_links`:
+compiled, or a sort over slots in numpy). Within one bulk write the
 entries go first, then ``indexCount``, then the slots, so no slot ever points past
 ``indexCount``. Records reach the index in log order, so the start of the last record
 queued is the index's recorded end: :meth:`KeyIndex.put_keys` skips a record at or below
@@ -76,6 +77,7 @@ from tidemq.store.index_keys import (
     index_hashes,
     prefixed_hashes,
 )
+from tidemq.store.index_links import ENTRY_DTYPE, link_entries
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
 
@@ -109,7 +111,6 @@ _I32 = struct.Struct(">i")
 _OFF_COUNT = 36
 INT_MAX = 0x7FFFFFFF
 
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 
@@ -183,57 +184,23 @@ class IndexFile:
     # ------------------------------------------------------------------ writing
 
     def append(self, hashes: IntArray, phys: IntArray, store_ts: IntArray) -> None:
-        """Write entries for ``hashes`` (records at ``phys``, in log order) and link them."""
+        """Write entries for ``hashes`` (records at ``phys``, in log order) and link them
+        (:func:`~tidemq.store.index_links.link_entries`)."""
         n = len(hashes)
         first = self.count
         if first == 1:
             self.begin_ts, self.begin_phys = int(store_ts[0]), int(phys[0])
-        # Entries by slot, in log order within a slot: one sort of slot * 2**32 + index
-        # (unique keys, so any sort is the stable one).
-        key = hashes % self.slot_num
-        key <<= 32
-        key |= np.arange(n, dtype=np.int64)
-        key.sort()
-        order = key & 0xFFFFFFFF
-        s_sorted = key >> 32
-        nums_sorted = order + first  # entry numbers, by slot
-        table = np.frombuffer(self.mm, dtype=">i4", count=self.slot_num, offset=HEADER_SIZE)
-        heads = table[s_sorted].astype(np.int64)  # each entry's slot head before this write
-        # A head outside 1 .. first-1 is stale or torn: an empty slot.
-        heads *= (heads - 1).view(np.uint64) < np.uint64(first - 1)
-        same = s_sorted[1:] == s_sorted[:-1]  # entry i+1 shares entry i's slot
-        if np.count_nonzero(same):  # chain entries of one slot to each other
-            starts = np.ones(n, dtype=np.bool_)
-            np.logical_not(same, out=starts[1:])
-            ends = np.ones(n, dtype=np.bool_)
-            ends[:-1] = starts[1:]
-            prev_sorted = heads.copy()
-            prev_sorted[1:][same] = nums_sorted[:-1][same]
-            new_slots = int(np.count_nonzero(heads[starts] == 0))
-            slots_out, nums_out = s_sorted[ends], nums_sorted[ends]
-        else:
-            prev_sorted = heads
-            new_slots = n - int(np.count_nonzero(heads))
-            slots_out, nums_out = s_sorted, nums_sorted
-        prev = np.empty(n, dtype=np.int64)
-        prev[order] = prev_sorted
-        ent = np.empty(n, dtype=ENTRY_DTYPE)
-        ent["hash"] = hashes
-        ent["phys"] = phys
         lo, hi = int(store_ts[0]), int(store_ts[-1])
         if lo == hi and not np.count_nonzero(store_ts != lo):  # one store time (the usual)
-            ent["diff"] = min(max((lo - self.begin_ts) // 1000, 0), INT_MAX)
+            diff = np.full(n, min(max((lo - self.begin_ts) // 1000, 0), INT_MAX), np.int64)
         else:
             diff = store_ts - self.begin_ts
             diff //= 1000
-            ent["diff"] = np.minimum(np.maximum(diff, 0, out=diff), INT_MAX, out=diff)
-        ent["prev"] = prev
-        at = self.entries_at + first * ENTRY_SIZE
-        self.mm[at : at + n * ENTRY_SIZE] = ent.tobytes()
+            np.minimum(np.maximum(diff, 0, out=diff), INT_MAX, out=diff)
+        self.slot_count += link_entries(
+            self.mm, HEADER_SIZE, self.slot_num, self.entries_at, _OFF_COUNT, first,
+            np.ascontiguousarray(hashes, np.int64), np.ascontiguousarray(phys, np.int64), diff)
         count = first + n
-        _I32.pack_into(self.mm, _OFF_COUNT, count)
-        table[slots_out] = nums_out
-        self.slot_count += new_slots
         self.count = count
         self.end_ts, self.end_phys = hi, int(phys[-1])
         _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,

@@ -993,3 +993,32 @@ def test_queues_that_leave_the_cache_are_taken_from_the_table_without_a_read(
     store = open_store(lmq_cached_queues=4, lmq_known_queues=0, **lmq_cfg)
     assert [store.max_offset(f"%LMQ%n{i}", 0) for i in range(6)] == [3] * 6
     assert [store.max_offset(f"%LMQ%x{i}", 0) for i in range(12)] == [1] * 12
+
+
+def test_a_trim_survives_readers_filling_the_cache_meanwhile(tmp_path: Path) -> None:
+    """A reader fills the cache without the lock while a writer's trim walks it (the
+    appender's lookups while dispatch writes): the trim goes on, and every queue keeps
+    its metadata. The pinned set is the seam: each lookup in it fills one queue."""
+    lmq = LmqStore(tmp_path / "lmq", cached_queues=4, known_queues=100)
+    try:
+        names = [f"%LMQ%q{i}" for i in range(12)]
+        for i, name in enumerate(names):
+            lmq.write([LmqEntry(name, o, 100 * i + o, 1, 0, 1) for o in range(i % 3 + 1)],
+                      100 * i + 3)
+        cache = lmq._meta
+
+        class Filling(set[str]):
+            def __contains__(self, name: object) -> bool:
+                for other in names:  # as _metas fills for a reader: table, else database
+                    if other not in cache:
+                        cache.setdefault(other, lmq._load_metas([other])[0])
+                        break
+                return False
+
+        lmq.pinned = Filling
+        for i in range(12, 20):
+            lmq.write([LmqEntry(f"%LMQ%q{i}", 0, 100 * i, 1, 0, 1)], 100 * i + 1)
+        assert [lmq.max_offset(name) for name in names] == [i % 3 + 1 for i in range(12)]
+        assert [lmq.max_offset(f"%LMQ%q{i}") for i in range(12, 20)] == [1] * 8
+    finally:
+        lmq.close()

@@ -66,7 +66,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from itertools import chain, filterfalse, islice, repeat
+from itertools import chain, compress, filterfalse, islice, repeat
 from operator import add, eq, gt, itemgetter, or_, setitem, sub
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -428,12 +428,18 @@ class LmqStore:
             return
         limit = self.cached_queues
         want = len(cache) - limit + limit // 4
-        drop = list(islice(filterfalse(self.pinned().__contains__, cache), want))
+        # Over a copy of the names: a reader fills the cache without the lock (_metas),
+        # and a dict that changes size under an iteration ends it with an error.
+        drop = list(islice(filterfalse(self.pinned().__contains__, list(cache)), want))
         if drop:
-            if not self._table.put_many(drop, map(cache.__getitem__, drop)):
+            found = list(map(cache.get, drop))
+            if None in found:  # a reader took its fill back meanwhile (see _metas)
+                drop = list(compress(drop, found))
+            metas: list[Meta] = list(filter(None, found))
+            if not self._table.put_many(drop, metas):
                 self.complete = False  # before a queue leaves: see _load_metas
             self._changes += 1
-            deque(map(cache.pop, drop), maxlen=0)
+            deque(map(cache.pop, drop, repeat(None)), maxlen=0)
             self._changes += 1
         # Pinned queues kept it full: look again once it has grown by half (a walk
         # over the cache each time it grows by a constant would cost a step per queue

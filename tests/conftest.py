@@ -35,15 +35,66 @@ if _WORKER.startswith("gw") and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").
         f"{_WORKER.removeprefix('gw')}/{os.environ['PYTEST_XDIST_WORKER_COUNT']}")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+#: Groups that start first, in this order: with ``--dist loadgroup`` a worker that takes a
+#: long group last keeps the run going while the other one idles. Spark (one session for
+#: all its tests), hypothesis against a live broker for every request code, then the
+#: directories whose tests start brokers, controllers and browsers as processes; every
+#: other module follows in collection order.
+RUN_FIRST: tuple[str, ...] = (
+    "spark", "tests/broker/test_fuzz.py", "tests/bench/", "tests/crash/",
+    "tests/integration/", "tests/compat/", "tests/console/test_browser", "tests/cli/",
+)
+
+
+def group_of(nodeid: str) -> str:
+    """The group a test runs in, by its node id: every Spark test (``tests/spark/``) in
+    one, every other test in its module's."""
+    path = nodeid.partition("::")[0]
+    return "spark" if path.startswith("tests/spark/") else path
+
+
+def start_rank(group: str) -> int:
+    """Where ``group`` stands in :data:`RUN_FIRST` (``len(RUN_FIRST)`` for the others)."""
+    return next((rank for rank, prefix in enumerate(RUN_FIRST) if group.startswith(prefix)),
+                len(RUN_FIRST))
+
+
+def load_groups(config: pytest.Config) -> bool:
+    """Whether pytest-xdist hands out tests by groups (``--dist loadgroup``; a worker
+    process sees ``dist`` as ``"no"`` and ``loadgroup`` set instead)."""
+    return (config.getoption("dist", None) == "loadgroup"
+            or getattr(config.option, "loadgroup", False) is True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """With pytest-xdist's ``--dist loadgroup``: a module's tests stay on one worker (its
     module fixtures are made once), and every Spark test shares the worker whose Spark
-    session is already up (a second JVM would cost both cores for half a minute)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "spark" if item.get_closest_marker("spark") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    session is already up (a second JVM would cost both cores for half a minute).
+
+    pytest-xdist's own ``loadgroup`` groups tests by an ``@group`` suffix that it writes
+    into node ids, which pytest 9.2's nodes do not let it change; this scheduler takes each
+    test's group from its node id instead (:func:`group_of`), and hands the groups out in
+    collection order, which :func:`pytest_collection_modifyitems` sets (xdist's default
+    order is by number of tests)."""
+    if config.getoption("dist", None) != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return GroupScheduling(config, log)  # type: ignore[arg-type]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup``, the groups of :data:`RUN_FIRST` first (a stable sort:
+    every other test keeps its place)."""
+    if load_groups(config):
+        items.sort(key=lambda item: start_rank(group_of(item.nodeid)))
+
 
 #: Skip reasons CI accepts, exactly as the test states them, with why each is fine.
 ALLOWED_SKIPS: dict[str, str] = {

@@ -54,9 +54,12 @@ cppclient: $(STAMP)
 ## unit: the pytest suite only, in JOBS parallel workers (pytest-xdist; a module's tests
 ## and all Spark tests each stay on one worker), listing its 15 slowest tests (exit code 5,
 ## no tests collected, fails); under CI=true a skipped test fails the run unless
-## tests/conftest.py allows its reason
+## tests/conftest.py allows its reason. The package is compiled to bytecode first: the tests
+## start many server and client processes, and where PYTHONDONTWRITEBYTECODE is set
+## each of them would compile the package again
 JOBS ?= 2
 unit: $(STAMP) java browser cppclient
+	$(BIN)/python -m compileall -q src
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=15
 
 ## test: lint, then the whole test suite

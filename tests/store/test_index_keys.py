@@ -4,16 +4,22 @@ and hashing that stays on the calling thread."""
 
 from __future__ import annotations
 
+import os
 import string
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.formats.hashing import index_hash
+from tidemq.formats.hashing import index_hash, java_string_hash
+from tidemq.store import index_keys
 from tidemq.store.index_keys import prefixed_hashes
 
 _TOPICS = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=20)
@@ -46,6 +52,50 @@ def test_prefixed_hashes_are_index_hash_of_topic_and_key(
     each = [p for p, c in zip(prefixes, counts, strict=True) for _ in range(c)]
     expected = [index_hash(p + k) for p, k in zip(each, keys, strict=True)]
     assert prefixed_hashes(prefixes, counts, keys).tolist() == expected
+
+
+_KeyHashes = Callable[[npt.NDArray[np.uint8], int], npt.NDArray[np.int64]]
+
+
+def _key_hashers() -> list[_KeyHashes]:
+    fns: list[_KeyHashes] = [index_keys.py_key_hashes]
+    if index_keys.NATIVE_KEY_HASHES:
+        fns.append(index_keys.key_hashes)
+    return fns
+
+
+def test_the_compiled_key_hashes_are_used() -> None:
+    """The C module is built wherever the project runs; a silent fallback would hide a
+    slower dispatch thread."""
+    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
+        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy twin only")
+    assert index_keys.NATIVE_KEY_HASHES
+    assert index_keys.key_hashes is not index_keys.py_key_hashes
+
+
+@settings(deadline=None, max_examples=300)
+@given(_TOPICS, st.integers(1, 50), st.integers(0, 9), st.data())
+def test_key_hashes_of_rows_are_index_hash_of_topic_and_key(
+        topic: str, width: int, n: int, data: st.DataObject) -> None:
+    """Both the compiled loop and its numpy twin: rows of one width, any count (the
+    compiled loop takes four rows a step, then the rest one by one)."""
+    keys = data.draw(st.lists(st.text(string.printable, min_size=width, max_size=width),
+                              min_size=n, max_size=n))
+    rows = np.frombuffer("".join(keys).encode("ascii"), np.uint8).reshape(n, width)
+    seed = java_string_hash(f"{topic}#") & 0xFFFFFFFF
+    expect = [index_hash(f"{topic}#{key}") for key in keys]
+    for fn in _key_hashers():
+        assert list(fn(rows, seed)) == expect, fn
+
+
+def test_key_hashes_of_a_min_value_sum_are_zero() -> None:
+    """``seed * 31 + ord("a")`` is 2**31 mod 2**32: Java's abs keeps MIN_VALUE negative,
+    and upstream then uses 0."""
+    seed = (2**31 - ord("a")) * pow(31, -1, 1 << 32) % (1 << 32)
+    rows = np.frombuffer(b"abaaaa", np.uint8).reshape(6, 1)
+    for fn in _key_hashers():
+        got = list(fn(rows, seed))
+        assert got[0] == 0 and got[2:] == [0, 0, 0, 0] and got[1] > 0, fn
 
 
 def test_a_hash_whose_sum_is_min_value_is_zero() -> None:

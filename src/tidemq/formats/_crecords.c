@@ -6,11 +6,12 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
-send_fields a send header's numbers and link_index_entries chains the key index's
-entries on the dispatch thread. Every one has a pure-Python twin in
+send_fields a send header's numbers, and link_index_entries and key_hashes chain and
+hash the key index's entries on the dispatch thread. Every one has a pure-Python twin in
 tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
-send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py),
-the fallback when this module is not built, and the tests compare the two.
+send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py;
+key_hashes: tidemq/store/index_keys.py), the fallback when this module is not built, and
+the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -1048,6 +1049,57 @@ done:
     return result;
 }
 
+/* key_hashes(out, rows, width, seed)
+
+   The key index's hash of each of the n rows of `width` ASCII bytes in `rows`, after a
+   prefix whose Java String.hashCode mod 2**32 is `seed`: Java's hashCode of prefix + row
+   (h = 31 * h + byte, mod 2**32), made non-negative as upstream does (Math.abs, and 0 for
+   Integer.MIN_VALUE), into out (n int64). Four rows a step, so that the multiplications
+   of one row do not wait for each other's. */
+static PyObject *key_hashes(PyObject *self, PyObject *args) {
+    Py_buffer out, in;
+    Py_ssize_t width;
+    unsigned long seed;
+    if (!PyArg_ParseTuple(args, "w*y*nk", &out, &in, &width, &seed))
+        return NULL;
+    Py_ssize_t n = out.len / 8;
+    if (out.len % 8 || width < 1 || in.len != n * width) {
+        PyErr_Format(PyExc_ValueError, "key_hashes: %zd bytes of rows are not %zd rows of "
+                     "%zd bytes, or out is not int64", in.len, n, width);
+        PyBuffer_Release(&out);
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    const unsigned char *r = (const unsigned char *)in.buf;
+    int64_t *o = (int64_t *)out.buf;
+    uint32_t h0 = (uint32_t)seed;
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4, r += 4 * width) {
+        uint32_t a = h0, b = h0, c = h0, d = h0;
+        for (Py_ssize_t j = 0; j < width; j++) {
+            a = 31u * a + r[j];
+            b = 31u * b + r[width + j];
+            c = 31u * c + r[2 * width + j];
+            d = 31u * d + r[3 * width + j];
+        }
+        uint32_t hs[4] = {a, b, c, d};
+        for (int k = 0; k < 4; k++) {
+            int32_t v = (int32_t)hs[k];
+            o[i + k] = v == INT32_MIN ? 0 : (v < 0 ? -(int64_t)v : v);
+        }
+    }
+    for (; i < n; i++, r += width) {
+        uint32_t a = h0;
+        for (Py_ssize_t j = 0; j < width; j++)
+            a = 31u * a + r[j];
+        int32_t v = (int32_t)a;
+        o[i] = v == INT32_MIN ? 0 : (v < 0 ? -(int64_t)v : v);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&in);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -1061,6 +1113,7 @@ static PyMethodDef methods[] = {
     {"send_fields", send_fields, METH_VARARGS, "A plain send header's fields, or None."},
     {"link_index_entries", link_index_entries, METH_VARARGS,
      "Append key-index entries and chain them to their slots."},
+    {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,5 @@
-# The compiled loops of tidemq.formats.record.loops and tidemq.store.index_links (see
-# _crecords.c); the same signatures as their py_* functions.
+# The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links and
+# tidemq.store.index_keys (see _crecords.c); the same signatures as their py_* functions.
 import mmap
 
 import numpy as np
@@ -25,3 +25,5 @@ def link_index_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, s
                        entries_at: int, count_at: int, first: int,
                        hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],
                        diffs: npt.NDArray[np.int64], /) -> int: ...
+def key_hashes(out: npt.NDArray[np.int64], rows: npt.NDArray[np.uint8], width: int, seed: int,
+               /) -> None: ...

@@ -41,7 +41,7 @@ it, which makes re-dispatch after a crash idempotent.
 A producer batch stored record by record (an outer batch of one layout) hands its keys
 over as :class:`KeyColumns` -- a column of same-width ASCII UNIQ_KEYs and the KEYS every
 record shares -- and :meth:`KeyIndex.put_key_columns` queues the whole batch as one item;
-the drain hashes the column with one sum of products (:func:`column_hashes`). The entries
+the drain hashes the column in one call (:func:`column_hashes`). The entries
 written are the ones :meth:`KeyIndex.put_keys` would write record by record, byte for
 byte.
 

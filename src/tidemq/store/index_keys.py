@@ -13,14 +13,17 @@ The products are summed in float64, exactly (:data:`_FLOAT_MAX_WIDTH`), a matrix
 product over at most :data:`_CHUNK` characters at a time: the float64 copy stays small
 (eight bytes per character), and OpenBLAS keeps the product on the calling thread (from
 about 460,000 elements it splits one with its worker thread, which then spins on the
-broker's other core and takes several times the CPU).
+broker's other core and takes several times the CPU). Where the compiled module
+``tidemq.formats._crecords`` is built, a batch's UNIQ_KEY column is hashed by its
+``key_hashes`` instead, in one pass (:func:`key_hashes`; :func:`py_key_hashes` is its twin).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 import numpy as np
@@ -28,7 +31,8 @@ import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash, java_string_hash
 
-__all__ = ["KeyColumns", "column_hashes", "index_hashes", "prefixed_hashes"]
+__all__ = ["NATIVE_KEY_HASHES", "KeyColumns", "column_hashes", "index_hashes", "key_hashes",
+           "prefixed_hashes", "py_key_hashes"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -224,31 +228,65 @@ def _powers(width: int) -> npt.NDArray[np.float64]:
     return out
 
 
+def py_key_hashes(rows: npt.NDArray[np.uint8], seed: int) -> IntArray:
+    """The index hash of each row of ASCII bytes after a prefix whose
+    :func:`~tidemq.formats.hashing.java_string_hash` mod 2**32 is ``seed``: Java's hash of
+    ``prefix + row`` is ``seed * 31**len(row) + hash(row)`` mod 2**32, and a row's hash its
+    bytes weighted by powers of 31, one matrix product (in float64, exact: see
+    :data:`_FLOAT_MAX_WIDTH`); made non-negative as upstream does.
+
+    ``key_hashes`` of the compiled module ``tidemq.formats._crecords`` computes the same
+    in one pass (:func:`key_hashes` is whichever runs)."""
+    w = rows.shape[1]
+    prefix = seed * pow(31, w, 1 << 32) & 0xFFFFFFFF
+    if w <= _FLOAT_MAX_WIDTH:
+        h = _row_hashes(rows)
+    else:
+        h = np.array([java_string_hash(bytes(row).decode("ascii")) & 0xFFFFFFFF
+                      for row in rows], dtype=np.uint32)
+    h += np.uint32(prefix)  # wraps mod 2**32, as Java's int arithmetic
+    # Java's abs: MIN_VALUE stays negative (numpy's too), and upstream then uses 0.
+    out: IntArray = np.maximum(np.abs(h.view(np.int32)), 0).astype(np.int64)
+    return out
+
+
+def _native_key_hashes() -> Callable[[npt.NDArray[np.uint8], int], IntArray] | None:
+    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
+        return None
+    try:
+        from tidemq.formats import _crecords
+    except ImportError:
+        return None
+    compiled = getattr(_crecords, "key_hashes", None)
+    if compiled is None:
+        return None
+
+    def native_key_hashes(rows: npt.NDArray[np.uint8], seed: int) -> IntArray:
+        out = np.empty(len(rows), np.int64)
+        compiled(out, np.ascontiguousarray(rows), rows.shape[1], seed)
+        return out
+
+    return native_key_hashes
+
+
+_compiled_key_hashes = _native_key_hashes()
+#: Whether :func:`key_hashes` is the compiled loop (``False``: :func:`py_key_hashes`).
+NATIVE_KEY_HASHES = _compiled_key_hashes is not None
+key_hashes: Callable[[npt.NDArray[np.uint8], int], IntArray] = (
+    _compiled_key_hashes if _compiled_key_hashes is not None else py_key_hashes)
+
+
 def column_hashes(topic: str, keys: KeyColumns) -> IntArray:
     """:func:`~tidemq.formats.hashing.index_hash` of ``topic#key`` for every key of
-    ``keys``, record by record (UNIQ_KEY first, then the extra keys), flat.
-
-    Java's hash of ``prefix + key`` is ``hash(prefix) * 31**len(key) + hash(key)`` mod
-    2**32, and an ASCII key's hash is its bytes weighted by powers of 31, so the UNIQ_KEY
-    column is one matrix product (in float64, exact: see :data:`_FLOAT_MAX_WIDTH`); the
-    shared keys are hashed once.
-    """
+    ``keys``, record by record (UNIQ_KEY first, then the extra keys), flat: the UNIQ_KEY
+    column in one :func:`key_hashes` call, the shared keys hashed once."""
     n, k = keys.n, keys.per_record
     uniq = keys.uniq
-    hashed: npt.NDArray[np.int32] | None = None
+    hashed: IntArray | None = None
     if uniq is not None:
-        w = uniq.shape[1]
-        prefix = java_string_hash(f"{topic}#") * pow(31, w, 1 << 32) & 0xFFFFFFFF
-        if w <= _FLOAT_MAX_WIDTH:
-            h = _row_hashes(uniq)
-        else:
-            h = np.array([java_string_hash(bytes(row).decode("ascii")) & 0xFFFFFFFF
-                          for row in uniq], dtype=np.uint32)
-        h += np.uint32(prefix)  # wraps mod 2**32, as Java's int arithmetic
-        # Java's abs: MIN_VALUE stays negative (numpy's too), and upstream then uses 0.
-        hashed = np.maximum(np.abs(h.view(np.int32)), 0)
+        hashed = key_hashes(uniq, java_string_hash(f"{topic}#") & 0xFFFFFFFF)
         if not keys.extra:
-            return hashed.astype(np.int64)
+            return hashed
     out = np.empty((n, k), dtype=np.int64)
     if hashed is not None:
         out[:, 0] = hashed

@@ -11,7 +11,8 @@ Every ``brokerHeartbeatInterval`` ms the link
 2. registers with the leading controller (once; again after a controller lost it) and
    asks it for the group's master (CONTROLLER_GET_REPLICA_INFO);
 3. acts on the answer, as :func:`next_step` decides: become master of the new epoch
-   (recording the epoch's start in the epoch file), become a replica of the new master
+   (its copy of the old master stopped, its log settled, then the epoch's start
+   recorded in the epoch file), become a replica of the new master
    (taking its epochs), or ask for an election when the group has no master;
 4. as master, tells the controller which replicas are in sync
    (CONTROLLER_ALTER_SYNC_STATE_SET): a live replica that follows this master's epoch and
@@ -472,6 +473,13 @@ class ControllerLink:
             await self._follow_epochs(assignment)
 
     async def _become_master(self, epoch: int) -> None:
+        state = self.role.state
+        if epoch < state.epoch:  # refused before anything is stopped or recorded
+            raise StaleEpoch(state.epoch, epoch)
+        if not state.is_master and state.master_ha_address:
+            # The copy of the old master ends first (a replica of no one, waited for):
+            # nothing it appends may fall between the settle and the epoch's start.
+            await self.role.step_down(self.me)
         # a half record a frame cut off is not part of the log the epoch starts after
         self.store.settle_replica_log()
         start = self.store.commitlog.max_offset
@@ -481,7 +489,7 @@ class ControllerLink:
         if last is None or last.epoch != epoch:  # else master again after its lease lapsed
             epochs.append(epoch, start)
         # Before the role changes: its parts take a while to follow (the HA server
-        # starts, the copy stops), and heartbeat rounds judge the lease meanwhile.
+        # starts), and heartbeat rounds judge the lease meanwhile.
         if self.standing is not None:
             self.standing.reset(epoch)
         self._master_since = self.lease.clock() if self.lease is not None else 0.0

@@ -39,7 +39,7 @@ from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
-from tidemq.store.replica_log import ReplicaLog
+from tidemq.store.replica_log import CopyRunning, ReplicaLog
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
 
@@ -92,6 +92,8 @@ class MessageStore:
         self.put_batch_multi_dispatch = self.appender.put_batch_multi_dispatch
         self.put_inner_batch = self.appender.put_inner_batch
         self._replica_log: ReplicaLog | None = None
+        #: Copies from a master that may append now (:meth:`copy_started`).
+        self._copies = 0
         #: Controller mode: which epoch began where (loaded at start).
         self.epochs = EpochFile(self.layout.epoch_file)
 
@@ -212,21 +214,39 @@ class MessageStore:
         with self.commitlog.lock:  # no put is half-way when the switch happens
             self.appender.replica = on
 
+    def copy_started(self) -> None:
+        """A copy from a master (an HA client) may append to this log from now until
+        :meth:`copy_stopped`, which it calls once it has ended: meanwhile the log is
+        neither settled nor cut (:class:`~tidemq.store.replica_log.CopyRunning`)."""
+        self._copies += 1
+
+    def copy_stopped(self) -> None:
+        """A copy :meth:`copy_started` announced has ended: it appends nothing more."""
+        self._copies -= 1
+
+    def _no_copy(self, action: str) -> None:
+        if self._copies:
+            raise CopyRunning(action, self._copies)
+
     def settle_replica_log(self) -> None:
         """A replica about to put as a master: every whole record it received is
         dispatched (those of a frame still arriving were not), and a record whose bytes
         stopped arriving is cut, so that puts continue the master's queues right after
-        the last whole record. Called when the replica role is left; a caller that
-        records where the new master's log begins (its epoch) calls it first."""
+        the last whole record. Called when the replica role is left, once its copy from
+        the master has stopped (else :class:`~tidemq.store.replica_log.CopyRunning`); a
+        caller that records where the new master's log begins (its epoch) calls it
+        first."""
+        self._no_copy("settle the replica's log")
         replica, self._replica_log = self._replica_log, None
         if replica is None or not self._running:
             return
         replica.dispatch()
         torn = replica.torn_tail()
         if torn is not None:
-            log.warning("cutting %d bytes of an unfinished record at %d before putting as a "
-                        "master", self.commitlog.max_offset - torn, torn)
-            self.cut_tail(torn)
+            end = self.commitlog.max_offset
+            self._cut(torn)
+            log.warning("cut the %d bytes of an unfinished record at %d (its frame stopped "
+                        "arriving) before putting as a master", end - torn, torn)
 
     def cut_tail(self, offset: int) -> int:
         """Cut a running replica's commit log at ``offset`` (a record boundary), as
@@ -235,13 +255,24 @@ class MessageStore:
         Returns the bytes dropped.
 
         Only a replica's log (no put can run) that copies nobody (the caller stopped its
-        HA client) is cut while it runs. The cut is requested first
-        (:mod:`tidemq.store.truncation`), so a process killed half-way makes it at its
-        next start; the request goes once the cut and a checkpoint are on disk."""
+        HA client, else :class:`~tidemq.store.replica_log.CopyRunning`) is cut while it
+        runs. The cut is requested first (:mod:`tidemq.store.truncation`), so a process
+        killed half-way makes it at its next start; the request goes once the cut and a
+        checkpoint are on disk."""
+        end = self.commitlog.max_offset
+        dropped = self._cut(offset)
+        if dropped:
+            log.warning("commit log cut at %d while running: %d bytes dropped", offset,
+                        end - offset)
+        return dropped
+
+    def _cut(self, offset: int) -> int:
+        """:meth:`cut_tail` without its log line."""
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         if not self.appender.replica:
             raise ValueError("only a replica's commit log is cut while the store runs")
+        self._no_copy("cut the commit log")
         dispatcher, flusher = self.dispatcher, self.flusher
         assert dispatcher is not None and flusher is not None
         end = self.commitlog.max_offset
@@ -273,8 +304,6 @@ class MessageStore:
             truncation.clear(self.layout)
         finally:
             dispatcher.resume()
-        log.warning("commit log cut at %d while running: %d bytes dropped", offset,
-                    end - offset)
         return end - offset
 
     @property

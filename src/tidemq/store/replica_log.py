@@ -44,7 +44,7 @@ from tidemq.store.log_scan import Damage, check_record
 from tidemq.store.recovery import damaged_batch, dispatch_batch_for
 from tidemq.store.replica_runs import run_batches
 
-__all__ = ["ReplicaGap", "ReplicaLog"]
+__all__ = ["CopyRunning", "ReplicaGap", "ReplicaLog"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,17 @@ class ReplicaGap(StoreError):
         super().__init__(f"replicated bytes start at {got}, but this log ends at {expected}")
         self.expected = expected
         self.got = got
+
+
+class CopyRunning(StoreError):
+    """A replica's log was to be settled or cut while a copy from a master may still
+    append to it: the caller stops the copy (and waits for it) first."""
+
+    def __init__(self, action: str, copies: int) -> None:
+        super().__init__(f"cannot {action} while {copies} copy from a master may append "
+                         "to the log: stop the HA client first")
+        self.action = action
+        self.copies = copies
 
 
 class ReplicaLog:

@@ -73,8 +73,17 @@ class HaClient:
             await self._progress.wait()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(
+        """Copy until :meth:`stop`; the store knows a copy may append until the copy's
+        task has ended (:meth:`MessageStore.copy_started
+        <tidemq.store.message_store.MessageStore.copy_started>`)."""
+        self.store.copy_started()
+        task = self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"ha-client-{self.master_address}")
+        task.add_done_callback(self._ended)
+
+    def _ended(self, _task: asyncio.Task[None]) -> None:
+        # runs before the stop's own wake-up (callbacks run in the order they were added)
+        self.store.copy_stopped()
 
     async def stop(self) -> None:
         task, self._task = self._task, None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from tidemq.formats.properties import encode_properties
 from tidemq.store import truncation
 from tidemq.store.append import MessageInput
+from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.message_store import MessageStore
 
@@ -120,3 +122,70 @@ def test_a_cut_that_fails_half_way_is_made_at_the_next_start(
     assert truncation.pending(again.layout) is None
     again.append_replicated(point, wire[point:])
     assert snapshot(again) == expected
+
+
+class Waited:
+    """A lock that says, on ``waiting``, when a thread has to wait for it."""
+
+    def __init__(self, lock: threading.Lock, waiting: threading.Event) -> None:
+        self.lock = lock
+        self.waiting = waiting
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(blocking=False):
+            self.waiting.set()
+            self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_a_checkpoint_taken_before_the_cut_does_not_land_after_it(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The housekeeper writes a checkpoint of the log before the cut; the cut begins while
+    it writes. On disk the cut's checkpoint must have the last word, not the older one
+    (nor may the two writers race for the checkpoint's temporary file)."""
+    wire, starts, _ = master()
+    point = starts[len(starts) // 2]
+    replica = open_store(clock=FakeClock(1_700_000_000_000),
+                         mapped_file_size_commit_log=SEGMENT,
+                         flush_interval_consume_queue=10, **LMQ)
+    diverge(replica, wire, point, 30)
+    writing, release, written = threading.Event(), threading.Event(), threading.Event()
+    progress = threading.Event()
+    write = Checkpoint.write
+
+    def housekeeper_held(checkpoint: Checkpoint, path: Path) -> None:
+        if threading.current_thread().name == "tidemq-housekeep" and not writing.is_set():
+            writing.set()
+            release.wait(60)  # the cut begins meanwhile
+            write(checkpoint, path)
+            written.set()
+        else:
+            write(checkpoint, path)
+
+    monkeypatch.setattr(Checkpoint, "write", housekeeper_held)
+    lock = getattr(replica, "_checkpointing", threading.Lock())
+    monkeypatch.setattr(replica, "_checkpointing", Waited(lock, progress), raising=False)
+    monkeypatch.setattr(replica, "_checkpointed", None)  # the next round writes
+    assert writing.wait(60)
+    cuts: list[int | BaseException] = []
+
+    def cut() -> None:
+        try:
+            cuts.append(replica.cut_tail(point))
+        except BaseException as exc:
+            cuts.append(exc)
+        progress.set()
+
+    cutter = threading.Thread(target=cut)
+    cutter.start()
+    assert progress.wait(60)  # the cut is done, or waits for the housekeeper's checkpoint
+    release.set()
+    assert written.wait(60)
+    cutter.join(60)
+    assert cuts and isinstance(cuts[0], int), cuts
+    on_disk = Checkpoint.read(replica.layout.checkpoint_file)
+    assert on_disk.dispatched_phy_offset <= point
+    assert on_disk.flushed_phy_offset <= point
+    assert truncation.pending(replica.layout) is None

@@ -75,6 +75,8 @@ class MessageStore:
         self._round_hooks: list[RoundHook] = []
         self._housekeeper: threading.Thread | None = None
         self._stop_event = threading.Event()
+        #: Held while a checkpoint is taken and written, and through a cut.
+        self._checkpointing = threading.Lock()
         #: The checkpoint last written by the housekeeper (``None``: none yet).
         self._checkpointed: Checkpoint | None = None
         self.dispatcher: Dispatcher | None = None
@@ -279,31 +281,34 @@ class MessageStore:
         if offset >= end:
             return 0
         truncation.request(self.layout, offset)
-        if not dispatcher.drain():
-            raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch up "
-                                "before the cut; the next start makes it")
-        dispatcher.pause()
-        try:
-            with self.commitlog.lock:
-                for cq in self.queues.all():
-                    cq.truncate_phys(offset)
-                if self.queues.lmq is not None:
-                    self.queues.lmq.truncate_phys(offset)
-                if self.index is not None:
-                    self.index.truncate(offset)
-                self.commitlog.truncate(offset)
-                self.epochs.truncate(offset)
-                dispatcher.dispatched_offset = offset
-                flusher.flushed_offset = min(flusher.flushed_offset, offset)
-                appender = self.appender
-                appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset
-                                         for cq in self.queues.all()}
-                appender.lmq_next.clear()  # read again from the LMQ store when needed
-                self._replica_log = None  # the next copy starts at the new end
-                self._write_checkpoint()
-            truncation.clear(self.layout)
-        finally:
-            dispatcher.resume()
+        # one checkpoint writer at a time: none the housekeeper took before the cut may
+        # land after it (nor race it for the checkpoint's temporary file)
+        with self._checkpointing:
+            if not dispatcher.drain():
+                raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch up "
+                                    "before the cut; the next start makes it")
+            dispatcher.pause()
+            try:
+                with self.commitlog.lock:
+                    for cq in self.queues.all():
+                        cq.truncate_phys(offset)
+                    if self.queues.lmq is not None:
+                        self.queues.lmq.truncate_phys(offset)
+                    if self.index is not None:
+                        self.index.truncate(offset)
+                    self.commitlog.truncate(offset)
+                    self.epochs.truncate(offset)
+                    dispatcher.dispatched_offset = offset
+                    flusher.flushed_offset = min(flusher.flushed_offset, offset)
+                    appender = self.appender
+                    appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                                             for cq in self.queues.all()}
+                    appender.lmq_next.clear()  # read again from the LMQ store when needed
+                    self._replica_log = None  # the next copy starts at the new end
+                    self._checkpoint_held()
+                truncation.clear(self.layout)
+            finally:
+                dispatcher.resume()
         return end - offset
 
     @property
@@ -522,6 +527,12 @@ class MessageStore:
     # ------------------------------------------------------------------ housekeeping
 
     def _write_checkpoint(self) -> None:
+        """Flush what the checkpoint vouches for and write it; one writer at a time (the
+        housekeeper, a cut, the shutdown)."""
+        with self._checkpointing:
+            self._checkpoint_held()
+
+    def _checkpoint_held(self) -> None:
         assert self.dispatcher is not None and self.flusher is not None
         dispatched = self.dispatcher.dispatched_offset
         logics_ts = self.dispatcher.last_store_timestamp

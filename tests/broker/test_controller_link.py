@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
+from tests.tcp_proxy import Link
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.controller_link import (
@@ -20,7 +22,9 @@ from tidemq.broker.controller_link import (
 )
 from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
-from tidemq.net import RemotingClient
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.controller import GetMetaDataResponseHeader
+from tidemq.net import Connection, RemotingClient, RemotingServer
 from tidemq.store.message_store import MessageStore
 
 REPLICA = RoleState(BrokerRole.SLAVE, 2, "127.0.0.1:10912", 1)
@@ -102,3 +106,47 @@ async def test_a_new_master_is_not_stepped_down_while_it_is_still_becoming_one(
         beater.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beater
+
+
+@contextlib.asynccontextmanager
+async def fake_controller(leader: str | None) -> AsyncIterator[RemotingServer]:
+    """A controller answering GET_METADATA_INFO: the leader when ``leader`` is ``None``,
+    else a follower naming ``leader`` as the leader's address."""
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def metadata(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        header = GetMetaDataResponseHeader(is_leader=leader is None,
+                                           controller_leader_address=leader)
+        return cmd.response(ext_fields=header.to_ext())
+
+    server.register(RequestCode.CONTROLLER_GET_METADATA_INFO, metadata)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close(drain_timeout=0.05)
+
+
+async def test_the_leader_is_reached_at_the_address_the_broker_was_given(
+        store: MessageStore) -> None:
+    """The broker lists the controllers behind proxies; a follower names the leader at
+    the address the leader knows itself by. The broker talks to the leader through the
+    proxy it was given, so cutting the proxies cuts it off (the partition tests' premise,
+    and any deployment that reaches its controllers through a mapping)."""
+    async with fake_controller(None) as leader:
+        proxy = await Link(leader.address).start()
+        try:
+            async with fake_controller(leader.address) as follower:
+                config = BrokerConfig(enable_controller_mode=True, broker_id=1,
+                                      controller_addr=f"{follower.address};{proxy.addr}")
+                client = RemotingClient()
+                try:
+                    link = ControllerLink(client, config, store,
+                                          RoleHolder(RoleState(BrokerRole.SLAVE, 1, "", 1)),
+                                          broker_addr=lambda: "127.0.0.1:10911",
+                                          ha_address=lambda: "127.0.0.1:10912")
+                    assert await link._find_leader() == proxy.addr
+                finally:
+                    await client.close()
+        finally:
+            await proxy.close()

@@ -189,6 +189,12 @@ class ControllerLink:
     # ------------------------------------------------------------------ controllers
 
     async def _find_leader(self) -> str | None:
+        """The leading controller: the address in ``controllerAddr`` of the controller
+        that says it leads. A leader named by another controller at an address not
+        listed (its own view of where it listens) is asked at that address only when no
+        listed one says it leads: the broker reaches the controllers the way it was
+        told to (a proxy, a port mapping), and a broker cut off from them is cut off."""
+        named: str | None = None
         for addr in self.controllers:
             try:
                 response = await self.client.request(addr, RemotingCommand.request(
@@ -200,9 +206,11 @@ class ControllerLink:
             meta = GetMetaDataResponseHeader.from_ext(response.ext_fields)
             if meta.is_leader:
                 return addr
-            if meta.controller_leader_address:
-                return meta.controller_leader_address
-        return None
+            leader = meta.controller_leader_address
+            if leader and leader in self.controllers:
+                return leader
+            named = named or leader
+        return named
 
     async def _at_leader(self, cmd: RemotingCommand) -> RemotingCommand | None:
         """``cmd`` answered by the leading controller, or ``None`` when none answers."""

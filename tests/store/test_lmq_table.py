@@ -50,6 +50,30 @@ def test_the_table_answers_as_a_dict_of_its_puts_up_to_its_limit(
         assert table.get(name) == list(model[name])
 
 
+@settings(max_examples=200, deadline=None)
+@given(limit=st.integers(min_value=0, max_value=14),
+       before=st.lists(st.tuples(_names, _meta), max_size=5),
+       rows=st.lists(st.tuples(st.integers(min_value=0, max_value=30), _meta), max_size=20,
+                     unique_by=lambda row: row[0]))
+def test_a_fill_takes_rows_until_the_table_is_full(
+        limit: int, before: list[tuple[str, tuple[int, int, int]]],
+        rows: list[tuple[int, tuple[int, int, int]]]) -> None:
+    """A start's walk: rows of new names are taken in order while there is room; the
+    answer says how many, and whether that was all of them."""
+    table = LmqTable(limit)
+    table.put_many([n for n, _m in before], [m for _n, m in before])
+    held = len(table)
+    walk = iter([(f"%LMQ%w{k}", meta) for k, meta in rows])
+    taken, exhausted = table.fill(walk)
+    assert taken == min(len(rows), max(limit - held, 0))
+    assert exhausted == (taken == len(rows))
+    assert len(table) == held + taken
+    for k, meta in rows[:taken]:
+        assert table.get(f"%LMQ%w{k}") == list(meta)
+    for k, _meta in rows[taken:]:
+        assert table.get(f"%LMQ%w{k}") is None
+
+
 def test_a_negative_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         LmqTable(-1)

@@ -377,27 +377,17 @@ class LmqStore:
         ``M`` if any, merged with the end of its last run. A walk that reaches the last
         queue leaves the store :attr:`complete`."""
         cache = self._meta
-        table = self._table
-        limit = self.cached_queues + table.limit
-        seen = 0
-        names: list[str] = []
-        metas: list[Meta] = []
-        for name, meta in self._walk_metas():
-            if seen >= limit:
+        walk = self._walk_metas()
+        for name, meta in walk:
+            cache[name] = meta
+            if len(cache) >= self.cached_queues:
                 break
-            seen += 1
-            if len(cache) < self.cached_queues:
-                cache[name] = meta
-                continue
-            names.append(name)
-            metas.append(meta)
-            if len(names) >= 65536:
-                table.put_many(names, metas)
-                names, metas = [], []
         else:
             self.complete = True
-        table.put_many(names, metas)
-        return seen
+            return len(cache)
+        taken, exhausted = self._table.fill(walk)
+        self.complete = exhausted
+        return len(cache) + taken
 
     def _walk_metas(self) -> Iterator[tuple[str, Meta]]:
         """Every queue's metadata in name order, from one walk over the ``E`` and

@@ -19,7 +19,7 @@ when one did not fit, and the store then stops trusting a miss to mean a new que
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = ["LmqTable"]
 
@@ -65,6 +65,25 @@ class LmqTable:
                 if other:
                     other.pop(name, None)
         return fitted
+
+    def fill(self, rows: Iterator[tuple[str, Sequence[int]]]) -> tuple[int, bool]:
+        """Take ``(name, metadata)`` rows of queues the table does not hold yet (a
+        start's walk) until it is full: how many it took, and whether that was every
+        row (``rows`` is left after the last taken)."""
+        plain, other = self._plain, self._other
+        room = self.limit - len(self)
+        if room <= 0:
+            return 0, next(rows, None) is None
+        taken = 0
+        for name, (nxt, lo, floor) in rows:
+            if lo or floor:
+                other[name] = (nxt, lo, floor)
+            else:
+                plain[name] = nxt
+            taken += 1
+            if taken == room:
+                return taken, next(rows, None) is None
+        return taken, True
 
     def clear(self) -> None:
         self._plain = {}

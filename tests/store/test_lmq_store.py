@@ -878,6 +878,10 @@ def test_cache_sizes_below_one_are_refused(tmp_path: Path) -> None:
         small_config(tmp_path, lmq_cached_queues=0)
     with pytest.raises(ValueError, match="at least 1"):
         LmqStore(tmp_path / "lmq", cached_queues=0)
+    with pytest.raises(ConfigError, match="lmqKnownQueues"):
+        small_config(tmp_path, lmq_known_queues=-1)
+    with pytest.raises(ValueError, match="negative"):
+        LmqStore(tmp_path / "lmq", known_queues=-1)
 
 
 @pytest.mark.parametrize(("limit", "known"), [(3, 0), (100, 0), (3, 100), (3, 2)])

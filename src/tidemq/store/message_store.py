@@ -245,10 +245,9 @@ class MessageStore:
         replica.dispatch()
         torn = replica.torn_tail()
         if torn is not None:
-            end = self.commitlog.max_offset
-            self._cut(torn)
+            dropped = self._cut(torn)
             log.warning("cut the %d bytes of an unfinished record at %d (its frame stopped "
-                        "arriving) before putting as a master", end - torn, torn)
+                        "arriving) before putting as a master", dropped, torn)
 
     def cut_tail(self, offset: int) -> int:
         """Cut a running replica's commit log at ``offset`` (a record boundary), as
@@ -261,11 +260,10 @@ class MessageStore:
         runs. The cut is requested first (:mod:`tidemq.store.truncation`), so a process
         killed half-way makes it at its next start; the request goes once the cut and a
         checkpoint are on disk."""
-        end = self.commitlog.max_offset
         dropped = self._cut(offset)
         if dropped:
             log.warning("commit log cut at %d while running: %d bytes dropped", offset,
-                        end - offset)
+                        dropped)
         return dropped
 
     def _cut(self, offset: int) -> int:

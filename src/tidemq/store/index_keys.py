@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
@@ -30,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash, java_string_hash
+from tidemq.formats.record.loops import compiled
 
 __all__ = ["NATIVE_KEY_HASHES", "KeyColumns", "column_hashes", "index_hashes", "key_hashes",
            "prefixed_hashes", "py_key_hashes"]
@@ -251,19 +251,13 @@ def py_key_hashes(rows: npt.NDArray[np.uint8], seed: int) -> IntArray:
 
 
 def _native_key_hashes() -> Callable[[npt.NDArray[np.uint8], int], IntArray] | None:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        return None
-    try:
-        from tidemq.formats import _crecords
-    except ImportError:
-        return None
-    compiled = getattr(_crecords, "key_hashes", None)
-    if compiled is None:
+    compiled_hashes = compiled("key_hashes")
+    if compiled_hashes is None:
         return None
 
     def native_key_hashes(rows: npt.NDArray[np.uint8], seed: int) -> IntArray:
         out = np.empty(len(rows), np.int64)
-        compiled(out, np.ascontiguousarray(rows), rows.shape[1], seed)
+        compiled_hashes(out, np.ascontiguousarray(rows), rows.shape[1], seed)
         return out
 
     return native_key_hashes

@@ -17,11 +17,13 @@ hold the two to the same bytes.
 from __future__ import annotations
 
 import mmap
-import os
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
+
+from tidemq.formats.record.loops import compiled
 
 IntArray = npt.NDArray[np.int64]
 
@@ -88,18 +90,7 @@ def py_link_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, slot
     return empty
 
 
-def _native() -> Callable[..., int] | None:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        return None
-    try:
-        from tidemq.formats import _crecords
-    except ImportError:
-        return None
-    fn: Callable[..., int] | None = getattr(_crecords, "link_index_entries", None)
-    return fn
-
-
-_fn = _native()
+_fn = cast("Callable[..., int] | None", compiled("link_index_entries"))
 #: Whether the compiled loop runs (``False``: :func:`py_link_entries`).
 NATIVE = _fn is not None
 _Buf = bytearray | memoryview | mmap.mmap

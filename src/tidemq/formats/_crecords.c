@@ -185,6 +185,19 @@ static PyObject *uniform_entries(PyObject *self, PyObject *args) {
     return PyBool_FromLong(same);
 }
 
+/* Whether each of the n entries of size bytes at first repeats the first one's TOTALSIZE,
+   BODYLENGTH and PROPERTIESLENGTH bytes (the properties start at pstart). */
+static int lengths_repeat(const unsigned char *first, Py_ssize_t n, Py_ssize_t size,
+                          Py_ssize_t pstart) {
+    const unsigned char *e = first + size;
+    for (Py_ssize_t i = 1; i < n; i++, e += size)
+        if (memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) != 0
+                || memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) != 0
+                || memcmp(e + pstart - 2, first + pstart - 2, 2) != 0)
+            return 0;
+    return 1;
+}
+
 /* uniform_lengths(data, n, size, blen) -> bool
 
    Whether every entry repeats the first one's TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH
@@ -201,13 +214,7 @@ static PyObject *uniform_lengths(PyObject *self, PyObject *args) {
         PyBuffer_Release(&in);
         return NULL;
     }
-    const unsigned char *first = (const unsigned char *)in.buf, *e = first + size;
-    int same = 1;
-    for (Py_ssize_t i = 1; i < n && same; i++, e += size) {
-        same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0
-            && memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) == 0
-            && memcmp(e + pstart - 2, first + pstart - 2, 2) == 0;
-    }
+    int same = lengths_repeat((const unsigned char *)in.buf, n, size, pstart);
     PyBuffer_Release(&in);
     return PyBool_FromLong(same);
 }
@@ -746,13 +753,7 @@ static Py_ssize_t inner_count_of(const unsigned char *b, Py_ssize_t n_bytes) {
     Py_ssize_t n = n_bytes / size;
     if (start + plen != size || n < INNER_MIN_ENTRIES || n > INNER_MAX_ENTRIES)
         return 0;
-    const unsigned char *e = b + size;
-    for (Py_ssize_t i = 1; i < n; i++, e += size)
-        if (memcmp(e + ENTRY_OFF_TOTAL_SIZE, b + ENTRY_OFF_TOTAL_SIZE, 4) != 0
-                || memcmp(e + ENTRY_OFF_BODY_LENGTH, b + ENTRY_OFF_BODY_LENGTH, 4) != 0
-                || memcmp(e + start - 2, b + start - 2, 2) != 0)
-            return 0;
-    if (names_multi(b + start, plen))
+    if (!lengths_repeat(b, n, size, start) || names_multi(b + start, plen))
         return 0;
     return n;
 }

@@ -25,7 +25,13 @@ from tidemq.store.epoch_file import EpochEntry, EpochFile
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.replica_log import CopyRunning
 
-from .test_replica_partial_frame import RECORDS, master_log, replicating, reports
+from .test_replica_partial_frame import (
+    RECORDS,
+    fake_master,
+    master_log,
+    replicating,
+    reports,
+)
 
 
 @contextlib.asynccontextmanager
@@ -34,32 +40,18 @@ async def half_record_master(wire: bytes, held: asyncio.Future[None]
     """A master on the yielded port that sends ``wire`` to a replica reporting an empty
     log, as the start of a frame whose rest never comes; ``held`` is set once the
     replica reports that it holds all of ``wire``."""
-    handlers: set[asyncio.Task[object]] = set()
-
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        handlers.add(task)
         try:
             async for offset in reports(reader):
                 if offset == 0:
                     writer.write(encode_frame_header(0, len(wire) + 1000) + wire)
                 elif offset >= len(wire) and not held.done():
                     held.set_result(None)
-        except (asyncio.CancelledError, ConnectionError):
+        except ConnectionError:
             pass
-        finally:
-            writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield server.sockets[0].getsockname()[1]
-    finally:
-        server.close()
-        for task in handlers:
-            task.cancel()
-        await asyncio.gather(*handlers, return_exceptions=True)
-        await server.wait_closed()
+    async with fake_master(serve) as port:
+        yield port
 
 
 def replica_store(root: Path) -> MessageStore:

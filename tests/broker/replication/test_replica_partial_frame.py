@@ -34,8 +34,9 @@ def master_log(root: Path) -> tuple[bytes, int]:
 
 
 @contextlib.asynccontextmanager
-async def replicating(store: MessageStore, master: Callable[..., Awaitable[None]],
-                      heartbeat_ms: int) -> AsyncIterator[HaClient]:
+async def fake_master(master: Callable[..., Awaitable[None]]) -> AsyncIterator[int]:
+    """A master on the yielded port: ``master(reader, writer)`` serves each replica's
+    connection; on leaving, every connection still served is cancelled and closed."""
     handlers: set[asyncio.Task[object]] = set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -50,20 +51,29 @@ async def replicating(store: MessageStore, master: Callable[..., Awaitable[None]
             writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    store.replica = True
-    client = HaClient(store, f"127.0.0.1:{port}", max_frame=(1 << 20) + FRAME_HEADER_SIZE,
-                      heartbeat_ms=heartbeat_ms, housekeeping_ms=60_000)
-    client.start()
     try:
-        yield client
+        yield server.sockets[0].getsockname()[1]
     finally:
-        await client.stop()
         server.close()
         for task in handlers:
             task.cancel()
         await asyncio.gather(*handlers, return_exceptions=True)
         await server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def replicating(store: MessageStore, master: Callable[..., Awaitable[None]],
+                      heartbeat_ms: int) -> AsyncIterator[HaClient]:
+    async with fake_master(master) as port:
+        store.replica = True
+        client = HaClient(store, f"127.0.0.1:{port}",
+                          max_frame=(1 << 20) + FRAME_HEADER_SIZE,
+                          heartbeat_ms=heartbeat_ms, housekeeping_ms=60_000)
+        client.start()
+        try:
+            yield client
+        finally:
+            await client.stop()
 
 
 async def reports(reader: asyncio.StreamReader) -> AsyncIterator[int]:

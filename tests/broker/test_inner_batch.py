@@ -14,6 +14,7 @@ import zstandard
 from tests.broker import wire
 from tests.broker.wire import Peer
 
+from tidemq.broker.processors import send as send_module
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compress, sys_flag_for
 from tidemq.codec.message import decode_messages
@@ -398,3 +399,29 @@ async def test_a_key_ending_in_the_fan_out_key_is_stored(cluster: Cluster, bcq: 
     msgs, nxt = await pull_all(bcq)
     assert nxt == 2 and [m.body for m in msgs] == [b"x", b"y"]
     assert msgs[0].properties["MY_INNER_MULTI_DISPATCH"] == "%LMQ%a"
+
+
+@pytest.mark.parametrize("ctype", list(CompressionType))
+@pytest.mark.parametrize("n", [2, 5])
+async def test_a_compressed_inner_batch_is_inflated_once(
+        cluster: Cluster, bcq: Peer, monkeypatch: pytest.MonkeyPatch, ctype: CompressionType,
+        n: int) -> None:
+    """Whichever reading the send takes -- the one call of the usual shape (five entries)
+    or the general walk (two: fewer than the usual shape holds) -- its body is inflated
+    once."""
+    inflated: list[int] = []
+    real = send_module.decompress
+
+    def counted(data: bytes | bytearray | memoryview, kind: CompressionType,
+                cap: int) -> bytes | bytearray | memoryview:
+        inflated.append(len(data))
+        return real(data, kind, cap)
+
+    monkeypatch.setattr(send_module, "decompress", counted)
+    plain = entries(n, 40)
+    await bcq.ok(inner_send(compress(plain, ctype), sys_flag=sys_flag_for(ctype)))
+    assert len(inflated) == 1
+    await wire.dispatched(cluster.brokers[0])
+    msgs, nxt = await pull_all(bcq)
+    assert nxt == n
+    assert [m.body for m in msgs] == [bytes(e.body) for e in iter_batch(plain)]

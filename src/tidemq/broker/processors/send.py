@@ -351,15 +351,15 @@ class SendProcessor:
         call; any other takes :meth:`_inner_batch_read`, which also names what is wrong.
         """
         facts = None
-        plain: bytes | bytearray | memoryview | None = body
+        plain: bytes | bytearray | memoryview | CorruptRecord = body
         if text:
-            if sys_flag & SYSFLAG_COMPRESSED:
-                plain = self._inflated(body, sys_flag) if "UNIQ_KEY\x01" in text else None
-            if plain is not None:
+            if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
+                plain = self._inflated(body, sys_flag)
+            if not isinstance(plain, CorruptRecord):
                 facts = inner_facts(text, plain, self._cluster_pair)
         if facts is None:
             return self._inner_batch_read(topic, qid, text, sys_flag, born_timestamp, body,
-                                          born)
+                                          plain, born)
         count, raw, uniq, keys, wait, tags = facts
         result = self.store.put_inner_batch(
             topic, qid, body, raw, count, tags_code=tags, keys=keys if self._index else (),
@@ -369,34 +369,32 @@ class SendProcessor:
         return result, wait, uniq
 
     def _inflated(self, body: bytes | bytearray | memoryview, sys_flag: int
-                  ) -> bytes | bytearray | memoryview | None:
-        """A compressed inner batch's body inflated (with the hard output cap), or
-        ``None`` when it does not inflate (:meth:`_inner_batch_read` refuses it)."""
+                  ) -> bytes | bytearray | memoryview | CorruptRecord:
+        """A compressed inner batch's body inflated (with the hard output cap), or what
+        is wrong with it (:meth:`_inner_batch_read` refuses it)."""
         try:
             return decompress(body, compression_of(sys_flag) or CompressionType.ZLIB,
                               self._max_inflated)
-        except CorruptRecord:
-            return None
+        except CorruptRecord as exc:
+            return exc
 
     def _inner_batch_read(self, topic: str, qid: int, text: str | None, sys_flag: int,
                           born_timestamp: int, body: bytes | bytearray | memoryview,
+                          plain: bytes | bytearray | memoryview | CorruptRecord,
                           born: HostAddr) -> tuple[PutResult, bool, str] | None:
         """:meth:`_inner_batch` of any send, its property text parsed and its body walked
-        in Python."""
+        in Python. ``plain``: the body as :meth:`_inner_batch` read it -- inflated (or
+        what kept it from inflating) when compressed and the text names a UNIQ_KEY, which
+        an inner batch's does, else the body as sent."""
         props = parse_checked_property_text(text) if text else {}
         if isinstance(props, str):  # the text is stored as the record's properties
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, props)
         uniq = props.get("UNIQ_KEY")
         if uniq is None:
             return None
-        plain: bytes | bytearray | memoryview = body
-        if sys_flag & SYSFLAG_COMPRESSED:
-            try:
-                ctype = compression_of(sys_flag) or CompressionType.ZLIB
-                plain = decompress(body, ctype, self._max_inflated)
-            except CorruptRecord as exc:
-                raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
-                                     f"inner batch body rejected: {exc.reason}") from None
+        if isinstance(plain, CorruptRecord):
+            raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
+                                 f"inner batch body rejected: {plain.reason}")
         try:
             count, fans_out = inner_shape(plain)
         except CorruptRecord as exc:

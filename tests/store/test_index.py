@@ -20,12 +20,11 @@ from tidemq.store.config import StoreConfig
 from tidemq.store.index import (
     DRAIN_AT,
     DRAIN_KEYS,
-    ENTRY_DTYPE,
-    HEADER_SIZE,
     KeyIndex,
     index_file_size,
     index_hashes,
 )
+from tidemq.store.index_format import ENTRY_DTYPE, HEADER_SIZE
 from tidemq.store.layout import StoreLayout, segment_name
 from tidemq.store.message_store import MessageInput, MessageStore
 

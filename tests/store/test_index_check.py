@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.formats.properties import encode_properties
-from tidemq.store.index import ENTRY_DTYPE, HEADER_SIZE
+from tidemq.store.index_format import ENTRY_DTYPE, HEADER_SIZE
 from tidemq.store.inspect import Problem, VerifyReport, verify
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageInput, MessageStore

@@ -14,13 +14,11 @@ from hypothesis import strategies as st
 
 from tidemq.formats.hashing import index_hash
 from tidemq.store.index import (
-    ENTRY_DTYPE,
-    HEADER_SIZE,
-    INT_MAX,
     IndexFile,
     KeyIndex,
     index_file_size,
 )
+from tidemq.store.index_format import ENTRY_DTYPE, HEADER_SIZE, INT_MAX
 from tidemq.store.index_keys import KeyColumns, column_hashes
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile

@@ -1,30 +1,6 @@
 """Key index: message lookups by ``UNIQ_KEY`` and ``KEYS``. Derived data, no checksum.
 
-RocketMQ's IndexFile layout (docs/reference/store.md §7.1), all integers big-endian. One file holds
-``maxHashSlotNum`` slots and room for ``maxIndexNum`` entries:
-
-======================  ====  ===================  ==========================================
-offset                  size  field                meaning
-======================  ====  ===================  ==========================================
-0                       8     beginTimestamp       store time of the first entry
-8                       8     endTimestamp         store time of the last entry
-16                      8     beginPhyOffset       physical offset of the first entry
-24                      8     endPhyOffset         physical offset of the last entry
-32                      4     hashSlotCount        slots in use
-36                      4     indexCount           next entry number; starts at 1 (0 = null)
-40 + 4*s                4     slot s               newest entry number of the chain, 0 = empty
-40 + 4*S + 20*n + 0     4     key hash             ``index_hash(topic + "#" + key)``
-          ... + 4       8     phyOffset            where the record starts in the commit log
-          ... + 12      4     timeDiff             (storeTime - beginTimestamp) / 1000, seconds
-          ... + 16      4     prev                 previous entry of the chain (0 = end)
-======================  ====  ===================  ==========================================
-
-``S`` = ``maxHashSlotNum``; the file is ``40 + 4*S + 20*maxIndexNum`` bytes (sparse).
-Differences from upstream: a file is named by the physical offset of its first entry
-(``index/<20 digits>``, via :class:`~tidemq.store.layout.StoreLayout`) rather than its
-creation time, so retention can drop files wholly below the commit-log minimum by name
-order; and a chain only ever points backwards (``prev < n``), which readers enforce, so
-torn bytes can never make a reader loop.
+The file's byte layout is :mod:`tidemq.store.index_format`'s.
 
 Writing is batched, because Python pays per object: :meth:`KeyIndex.put_keys` only queues
 the record (a deque append), and the queue is applied in bulk -- every 1024 records or
@@ -60,7 +36,6 @@ from __future__ import annotations
 import itertools
 import logging
 import operator
-import struct
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -71,47 +46,31 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.hashing import index_hash
+from tidemq.store.index_format import (
+    COUNT_AT,
+    ENTRY,
+    ENTRY_DTYPE,
+    ENTRY_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    INT_MAX,
+    SLOT,
+    SLOT_SIZE,
+)
 from tidemq.store.index_keys import (
     KeyColumns,
     column_hashes,
     index_hashes,
     prefixed_hashes,
 )
-from tidemq.store.index_links import ENTRY_DTYPE, link_entries
+from tidemq.store.index_links import link_entries
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
 
-__all__ = ["ENTRY_DTYPE", "HEADER_SIZE", "IndexFile", "KeyIndex", "index_file_size",
-           "index_hashes"]
+__all__ = ["IndexFile", "KeyIndex", "index_file_size", "index_hashes"]
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(
-    ">"
-    "q"  # beginTimestamp
-    "q"  # endTimestamp
-    "q"  # beginPhyOffset
-    "q"  # endPhyOffset
-    "i"  # hashSlotCount
-    "i"  # indexCount
-)
-HEADER_SIZE = _HEADER.size
-assert HEADER_SIZE == 40
-_ENTRY = struct.Struct(
-    ">"
-    "i"  # key hash
-    "q"  # phyOffset
-    "i"  # timeDiff (seconds)
-    "i"  # prev entry number
-)
-ENTRY_SIZE = _ENTRY.size
-assert ENTRY_SIZE == 20
-SLOT_SIZE = 4
-_I32 = struct.Struct(">i")
-_OFF_COUNT = 36
-INT_MAX = 0x7FFFFFFF
-
-assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 
 IntArray = npt.NDArray[np.int64]
@@ -169,7 +128,7 @@ class IndexFile:
         self.capacity = max_index_num
         self.entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
         (self.begin_ts, self.end_ts, self.begin_phys, self.end_phys, self.slot_count,
-         count) = _HEADER.unpack_from(self.mm, 0)
+         count) = HEADER.unpack_from(self.mm, 0)
         self.count = count if 1 <= count <= max_index_num else 1
         self.dirty = False
 
@@ -198,12 +157,12 @@ class IndexFile:
             diff //= 1000
             np.minimum(np.maximum(diff, 0, out=diff), INT_MAX, out=diff)
         self.slot_count += link_entries(
-            self.mm, HEADER_SIZE, self.slot_num, self.entries_at, _OFF_COUNT, first,
+            self.mm, HEADER_SIZE, self.slot_num, self.entries_at, COUNT_AT, first,
             np.ascontiguousarray(hashes, np.int64), np.ascontiguousarray(phys, np.int64), diff)
         count = first + n
         self.count = count
         self.end_ts, self.end_phys = hi, int(phys[-1])
-        _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
+        HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
                           self.end_phys, self.slot_count, count)
         self.dirty = True
 
@@ -224,7 +183,7 @@ class IndexFile:
             self.end_phys = self.end_ts = self.slot_count = 0
         self.mm[HEADER_SIZE : self.entries_at] = table.tobytes()
         self.count = keep
-        _HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
+        HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phys,
                           self.end_phys, self.slot_count, keep)
         self.dirty = True
 
@@ -241,10 +200,10 @@ class IndexFile:
         """Append candidates for hash ``h`` stored within ``[begin, end]``, newest first."""
         mm = self.mm
         count = self.count
-        (cur,) = _I32.unpack_from(mm, HEADER_SIZE + (h % self.slot_num) * SLOT_SIZE)
+        (cur,) = SLOT.unpack_from(mm, HEADER_SIZE + (h % self.slot_num) * SLOT_SIZE)
         if cur <= 0 or cur >= count:
             return
-        entries_at, begin_ts, unpack = self.entries_at, self.begin_ts, _ENTRY.unpack_from
+        entries_at, begin_ts, unpack = self.entries_at, self.begin_ts, ENTRY.unpack_from
         while True:
             eh, phys, diff, prev = unpack(mm, entries_at + cur * ENTRY_SIZE)
             ts = begin_ts + diff * 1000  # the store time, rounded down to the second

@@ -25,7 +25,8 @@ import numpy.typing as npt
 
 from tidemq.store import spool
 from tidemq.store.entry_chunks import entry_chunks
-from tidemq.store.index import ENTRY_DTYPE, HEADER_SIZE, SLOT_SIZE, index_file_size
+from tidemq.store.index import index_file_size
+from tidemq.store.index_format import ENTRY_DTYPE, HEADER_SIZE, SLOT_SIZE
 from tidemq.store.layout import StoreLayout
 from tidemq.store.spool import SpilledColumns
 

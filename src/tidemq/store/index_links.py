@@ -1,12 +1,11 @@
 """Appending key-index entries and linking each into its slot's chain: compiled when
 built, numpy otherwise.
 
-An index file (:mod:`tidemq.store.index`) is a table of ``slot_num`` big-endian int32
-slot heads and an array of 20-byte entries (hash int32, phys int64, diff int32, prev
-int32). Appending entries ``first .. first + n - 1`` writes each with ``prev`` = the
-newest entry of its slot (``hash mod slot_num``) before it -- the slot's head if that is
-in ``1 .. first - 1``, else none (a stale or torn head) -- then ``indexCount``, then the
-slots, so that no slot ever points past ``indexCount``.
+An index file (its layout: :mod:`tidemq.store.index_format`) is a table of slot heads
+and an array of entries. Appending entries ``first .. first + n - 1`` writes each with
+``prev`` = the newest entry of its slot (``hash mod slot_num``) before it -- the slot's
+head if that is in ``1 .. first - 1``, else none (a stale or torn head) -- then
+``indexCount``, then the slots, so that no slot ever points past ``indexCount``.
 
 :func:`link_entries` is ``link_index_entries`` of the C module
 ``tidemq.formats._crecords`` (one pass, the chains of a call kept in a small hash table)
@@ -24,13 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.record.loops import compiled
+from tidemq.store.index_format import ENTRY_DTYPE, ENTRY_SIZE, SLOT_SIZE
 
 IntArray = npt.NDArray[np.int64]
 
-ENTRY_SIZE = 20
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
-
-__all__ = ["ENTRY_DTYPE", "ENTRY_SIZE", "NATIVE", "link_entries", "py_link_entries"]
+__all__ = ["NATIVE", "link_entries", "py_link_entries"]
 
 _I32 = np.dtype(">i4")
 
@@ -44,7 +41,7 @@ def py_link_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, slot
     n = len(hashes)
     if (len(phys) != n or len(diffs) != n or slot_num < 1 or first < 1
             or first + n > 0x7FFFFFFF or min(slots_at, entries_at, count_at) < 0
-            or slots_at + 4 * slot_num > len(buf) or count_at + 4 > len(buf)
+            or slots_at + SLOT_SIZE * slot_num > len(buf) or count_at + 4 > len(buf)
             or entries_at + ENTRY_SIZE * (first + n) > len(buf)):
         raise ValueError(f"link_index_entries: {n} entries after entry {first} (slots of "
                          f"{slot_num} at {slots_at}, entries at {entries_at}, count at "

@@ -48,14 +48,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tidemq.broker.processors.message_facts import index_keys
 from tidemq.client.sending import BatchCompression, prepare_send_batch, prepare_send_bodies
 from tidemq.client.stamps import new_uniq_keys
 from tidemq.client.tracer import BATCH_MESSAGES, _MessageBuilder, pub_records
 from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.message import SendOptions, batch_send_request
-from tidemq.formats.properties import parse_property_text, property_text_error
+from tidemq.formats.properties import index_keys, parse_property_text, property_text_error
 from tidemq.inprocess import Cluster
 from tidemq.store.index_keys import index_hashes
 from tidemq.types import Message, MessageQueue, SendResult, SendStatus

@@ -31,12 +31,15 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "first_broken_pair",
+    "index_keys",
     "parse_checked_property_text",
     "parse_property_text",
     "property_error",
     "property_text",
     "property_text_error",
     "text_without",
+    "user_keys",
+    "wants_flush",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -67,6 +70,26 @@ class PropertyKey:
     MIN_OFFSET = "MIN_OFFSET"
     MAX_OFFSET = "MAX_OFFSET"
     TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
+
+
+def user_keys(props: Mapping[str, str]) -> tuple[str, ...]:
+    """The KEYS property split on spaces, empty ones dropped: the keys a message is
+    indexed under beside its UNIQ_KEY."""
+    keys = props.get("KEYS")
+    return tuple(filter(None, keys.split(" "))) if keys else ()
+
+
+def index_keys(props: Mapping[str, str]) -> tuple[str, ...]:
+    """The index keys of a message: its UNIQ_KEY (when it has a non-empty one), then its
+    KEYS (:func:`user_keys`)."""
+    uniq = props.get("UNIQ_KEY")
+    keys = user_keys(props)
+    return (uniq, *keys) if uniq else keys
+
+
+def wants_flush(props: Mapping[str, str]) -> bool:
+    """Whether the producer waits for the flush: WAIT, true unless "false" in any case."""
+    return props.get("WAIT", "true").lower() != "false"
 
 
 def encode_properties(props: Mapping[str, str]) -> bytes:

@@ -12,11 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.broker.processors.batch_split import inner_shape
-from tidemq.broker.processors.message_facts import user_keys, wants_flush
 from tidemq.errors import CorruptRecord
+from tidemq.formats import properties
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.hashing import tags_code
-from tidemq.formats.properties import encode_properties, parse_checked_property_text, text_without
+from tidemq.formats.properties import (
+    encode_properties,
+    parse_checked_property_text,
+    text_without,
+    user_keys,
+    wants_flush,
+)
 from tidemq.formats.record import inner_send
 from tidemq.formats.record.inner_send import InnerFacts, py_inner_facts
 
@@ -143,3 +149,24 @@ def test_a_producers_usual_batch_is_read_in_one_call() -> None:
     assert inner_send.inner_facts(text, body, _CLUSTER) == (
         100, b"TAGS\x01t\x02KEYS\x01k1  k2\x02UNIQ_KEY\x01U1\x02WAIT\x01False\x02" + _CLUSTER,
         "U1", ("U1", "k1", "k2"), False, tags_code("t"))
+
+
+_SPACES = st.text(st.sampled_from("ab \t"), min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=_SPACES, wait=st.sampled_from(["false", "FALSE", "fAlSe", "true", "no", "false ",
+                                           "0", "x"]) | _SPACES)
+def test_keys_and_wait_are_read_by_the_rules_of_the_properties(keys: str, wait: str) -> None:
+    """The twin reads the index keys and WAIT by the one definition in
+    :mod:`tidemq.formats.properties`, and the compiled reading agrees with it."""
+    assert inner_send.user_keys is properties.user_keys
+    assert inner_send.wants_flush is properties.wants_flush
+    body = encode_batch([(b"x" * 16, b"UNIQ_KEY\x01K%03d\x02" % i, 0) for i in range(4)])
+    text = f"UNIQ_KEY\x01U\x02KEYS\x01{keys}\x02WAIT\x01{wait}\x02"
+    props = properties.parse_property_text(text)
+    expected = (("U", *properties.user_keys(props)), properties.wants_flush(props))
+    facts = inner_send.inner_facts(text, body, _CLUSTER)
+    assert facts is not None and facts[3:5] == expected
+    twin = py_inner_facts(text, body, _CLUSTER)
+    assert twin is not None and twin[3:5] == expected

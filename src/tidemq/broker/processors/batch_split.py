@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from tidemq.broker.lmq import names_lmqs
-from tidemq.broker.processors.message_facts import user_keys, wants_flush
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
 from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
 from tidemq.formats.hashing import tags_code
@@ -27,6 +26,8 @@ from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     parse_property_text,
     property_text_error,
+    user_keys,
+    wants_flush,
 )
 from tidemq.formats.record.loops import uniform_entries, uniform_lengths
 from tidemq.store.append import UniformBatch

@@ -9,8 +9,8 @@ One path for every send: the header's fields are read straight from the ext map
 otherwise -- odd numbers, a topic to auto-create, a retry topic, a delay or timer -- the
 header schema is decoded (it also names what is wrong). Then one function decides
 (writable topic and queue, LMQ and inner-batch rules, retry/DLQ and delay routes) and
-stores; a message's property text is parsed once, for its keys, WAIT and tags
-(:mod:`tidemq.broker.processors.message_facts`). Batch bodies are split by
+stores; a message's property text is parsed once, for its keys, WAIT and tags (the rules
+of :mod:`tidemq.formats.properties`). Batch bodies are split by
 :mod:`tidemq.broker.processors.batch_split` (columns for the usual uniform batch); the
 offset message ids of the reply are one hex conversion.
 
@@ -38,7 +38,6 @@ from tidemq.broker.processors.batch_split import (
 )
 from tidemq.broker.processors.child_columns import column_puts
 from tidemq.broker.processors.decode import decoded
-from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
 from tidemq.broker.processors.retry import route_send
 from tidemq.broker.topics import (
     PERM_WRITE,
@@ -69,9 +68,12 @@ from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     encode_properties,
+    index_keys,
     parse_checked_property_text,
     parse_property_text,
     text_without,
+    user_keys,
+    wants_flush,
 )
 from tidemq.formats.record import HostAddr, pack_host
 from tidemq.formats.record.inner_send import inner_facts

@@ -18,6 +18,10 @@ also names what is wrong. The usual send:
   properties do not name ``INNER_MULTI_DISPATCH``;
 * an ``INNER_NUM`` says the count, in decimal.
 
+The index keys and whether the producer waits are read by the rules of
+:mod:`tidemq.formats.properties` (:func:`~tidemq.formats.properties.user_keys`,
+:func:`~tidemq.formats.properties.wants_flush`), as every send path reads them.
+
 The compiled ``inner_facts`` of ``tidemq.formats._crecords`` runs when built; the twin
 :func:`py_inner_facts` otherwise, and the tests hold the two to the same results.
 """
@@ -30,7 +34,12 @@ from typing import cast
 
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.hashing import tags_code
-from tidemq.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from tidemq.formats.properties import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    user_keys,
+    wants_flush,
+)
 from tidemq.formats.record.loops import Buffer, compiled, py_uniform_lengths
 
 __all__ = ["MAX_ENTRIES", "MAX_PAIRS", "MIN_ENTRIES", "InnerFacts", "inner_facts",
@@ -104,9 +113,8 @@ def py_inner_facts(text: str, plain: Buffer, cluster_pair: bytes) -> InnerFacts 
                   for name, value in props.items()).encode("ascii")
     if "CLUSTER" not in props:
         raw += cluster_pair
-    keys = props.get("KEYS")
-    return (count, raw, uniq, (uniq, *filter(None, keys.split(" "))) if keys else (uniq,),
-            props.get("WAIT", "true").lower() != "false", tags_code(props.get("TAGS")))
+    return (count, raw, uniq, (uniq, *user_keys(props)), wants_flush(props),
+            tags_code(props.get("TAGS")))
 
 
 _compiled = compiled("inner_facts")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.broker.processors.message_facts import index_keys, user_keys, wants_flush
+from tidemq.formats.properties import index_keys, user_keys, wants_flush
 
 _TEXT = st.text(st.sampled_from("ab \t\u00e9Xfalse"), max_size=12)
 _PROPS = st.dictionaries(st.sampled_from(["UNIQ_KEY", "KEYS", "WAIT", "TAGS"]), _TEXT)

@@ -314,8 +314,30 @@ def test_produce_against_a_running_cluster(cluster: ThreadedCluster, tmp_path: P
                                  "--json", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["summary"]["msgs"] > 0 and data["summary"]["broker_cpu_pct"] is None
+    summary = data["summary"]
+    assert summary["msgs"] > 0
     assert cluster.cluster.brokers[0].topics.get("Existing") is not None
+    # The broker listens in this process (a thread's loop): its CPU is read from here.
+    assert summary["broker_cpu"].startswith(f"process {os.getpid()}, listening on ")
+    assert summary["broker_cpu_pct"] is not None and summary["broker_cpu_pct"] > 0
+    assert summary["broker_cpu_us_per_msg"] > 0
+    assert "broker process" in result.output
+
+
+def test_produce_against_two_masters_says_why_there_is_no_broker_cpu(tmp_path: Path) -> None:
+    running = ThreadedCluster(tmp_path / "cluster", brokers=2).start()
+    try:
+        out = tmp_path / "result.json"
+        result = runner.invoke(app, ["bench", "produce", "-n", running.namesrv,
+                                     "--duration", "1", "--warmup", "0", "--in-flight", "4",
+                                     "--json", str(out)])
+    finally:
+        running.stop()
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["broker_cpu_pct"] is None
+    assert summary["broker_cpu"].startswith("not measured: the topic's route names 2 masters")
+    assert "not measured" in result.output
 
 
 def test_sampler_counts_a_replica_process_cpu_per_message() -> None:

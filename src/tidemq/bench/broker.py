@@ -37,6 +37,10 @@ producer calls ``produce`` instead, keeping ``in_flight`` messages outstanding (
 ``_ProduceWindow``). Either way the summary adds the requests the auto-batchers shipped
 and the messages each carried on average.
 
+With ``namesrv`` (a running cluster) the broker's CPU is read from the process listening
+on the address of the topic's one master when it is on this machine; the summary's
+``broker_cpu`` names that process, or says why there is no figure.
+
 ``acl`` and ``tls`` start the broker process with an ACL, or TLS only, and the clients
 to match (:mod:`tidemq.bench.security`): the same load, to measure what each costs.
 
@@ -63,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from tidemq.bench.columns import take_columns
+from tidemq.bench.listener import listening_pid
 from tidemq.bench.load import acknowledged, join_load
 from tidemq.bench.meter import Meter, Report, Sampler, measure
 from tidemq.bench.pacer import STAMP, Pacer
@@ -210,8 +215,10 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, Pids]]:
             await broker.stop()
 
 
-async def _create_topic(namesrv: str, topic: str, queues: int) -> list[MessageQueue]:
-    """Create ``topic`` on every master; wait until its route lists them all."""
+async def _create_topic(namesrv: str, topic: str, queues: int
+                        ) -> tuple[list[MessageQueue], list[str]]:
+    """Create ``topic`` on every master; wait until its route lists them all. Its
+    queues, and the addresses of the masters holding them."""
     async with AdminClient(namesrv) as admin:
         targets = await admin.create_topic(topic, read_queue_nums=queues,
                                            write_queue_nums=queues)
@@ -221,7 +228,8 @@ async def _create_topic(namesrv: str, topic: str, queues: int) -> list[MessageQu
             with contextlib.suppress(TideMQError):
                 route = await admin.instance.routes.get(topic, refresh=True)
                 if len(route.publish_queues) >= queues * len(targets):
-                    return list(route.publish_queues)
+                    return (list(route.publish_queues),
+                            sorted(set(route.master_addresses.values())))
             if loop.time() > deadline:
                 raise BenchError(f"topic {topic} has no full route after 30 s")
             await asyncio.sleep(0.05)  # the broker registers the new topic soon
@@ -325,10 +333,27 @@ def _result(kind: str, cfg: BrokerBenchConfig, sampler: Sampler,
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Pids:
-    """The broker process and its replica process, when the benchmark started them."""
+    """The broker process and its replica process, when the benchmark started them or
+    found the running broker's process on this machine; ``broker_cpu``: for a running
+    cluster, which process the broker's CPU figures are read from, or why there are none."""
 
     broker: int | None
     replica: int | None
+    broker_cpu: str | None = None
+
+
+def _running_broker(masters: Sequence[str]) -> Pids:
+    """The :class:`Pids` of a running cluster whose topic's route names ``masters``:
+    the process of its one master when that is on this machine
+    (:func:`~tidemq.bench.listener.listening_pid`)."""
+    if len(masters) != 1:
+        return Pids(None, None, f"not measured: the topic's route names {len(masters)} "
+                                f"masters ({', '.join(masters)}), not one")
+    found = listening_pid(masters[0])
+    if isinstance(found, str):
+        return Pids(None, None, f"not measured: {found}")
+    here = " (this process: its CPU includes the load's)" if found == os.getpid() else ""
+    return Pids(found, None, f"process {found}, listening on {masters[0]}{here}")
 
 
 _Body = Callable[[str, Pids, list[MessageQueue]], Awaitable[dict[str, Any]]]
@@ -338,8 +363,15 @@ async def _run(cfg: BrokerBenchConfig, body: _Body) -> dict[str, Any]:
     cfg.check()
     with _tuned_gc():
         async with _broker(cfg) as (namesrv, pids):
-            queues = await _create_topic(namesrv, cfg.topic, cfg.queues)
-            return await body(namesrv, pids, queues)
+            queues, masters = await _create_topic(namesrv, cfg.topic, cfg.queues)
+            if not cfg.namesrv:
+                return await body(namesrv, pids, queues)
+            running = _running_broker(masters)
+            result = await body(namesrv, running, queues)
+            for part in (result, result.get("columns")):
+                if part is not None:
+                    part["summary"]["broker_cpu"] = running.broker_cpu
+            return result
 
 
 async def _stop(tasks: Sequence[asyncio.Task[Any]], running: list[bool]) -> None:

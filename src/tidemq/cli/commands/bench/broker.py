@@ -81,6 +81,8 @@ def _summary(title: str, s: dict[str, Any]) -> Table:
             ("CPU µs per message client / broker",
              f"{us(s.get('client_cpu_us_per_msg'))} / {us(s.get('broker_cpu_us_per_msg'))}"),
             ("errors", str(s.get("errors", 0)))]
+    if s.get("broker_cpu"):  # a running cluster's broker: its process, or why none
+        rows.insert(4, ("broker process", escape(str(s["broker_cpu"]))))
     if s.get("replica_cpu_us_per_msg") is not None:
         rows.insert(-1, ("replica CPU / µs per message",
                          f"{pct(s.get('replica_cpu_pct'))} / {us(s['replica_cpu_us_per_msg'])}"))

@@ -1,54 +1,146 @@
-"""The ``tidemq`` command: one sub-app per module under ``tidemq.cli.commands``."""
+"""The ``tidemq`` command: one sub-app per module under ``tidemq.cli.commands``.
+
+A run imports the modules of the command it names only: ``tidemq broker`` starts
+without loading the benchmarks, the console's or the admin commands (every server
+process, and every process ``tidemq cluster`` starts, pays for each import at start).
+``tidemq`` without a known command, and :data:`app`, have every command.
+"""
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+
 import typer
 
-from tidemq.cli.commands import (
-    admin,
-    admin_cluster,
-    admin_config,
-    admin_groups,
-    admin_messages,
-    admin_offsets,
-    admin_subgroups,
-    admin_trace,
-    auth,
-    bench,
-    cluster,
-    controller,
-    kv,
-    logical,
-    pipeline,
-    server,
-)
-from tidemq.cli.commands import console as console_commands
-from tidemq.cli.commands import store as store_commands
+__all__ = ["COMMANDS", "app", "build_app", "main"]
 
-app = typer.Typer(no_args_is_help=True, help="TideMQ: a RocketMQ-compatible broker in Python.")
-app.add_typer(admin.app, name="admin")
-logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
-kv.register(admin.app)  # the name servers' KV config
-admin_groups.register(admin.app)  # consumer and producer groups
-admin_offsets.register(admin.app)  # resetting and copying group offsets
-admin_subgroups.register(admin.app)  # subscription group configs
-admin_config.register(admin.app)  # broker and name-server configuration, permissions
-admin_messages.register(admin.app)  # printing and finding messages
-admin_cluster.register(admin.app)  # traffic, send probes, housekeeping
-admin_trace.register(admin.app)  # message trace
-auth.register(admin.app)  # ACL 2.0 users and ACLs
-controller.register(admin.app)  # controller mode (automatic failover)
-app.add_typer(bench.app, name="bench")
-app.add_typer(pipeline.app, name="pipeline")
-app.add_typer(store_commands.app, name="store")
-server.register(app)
-cluster.register(app)  # tidemq cluster: a failover group on one machine
-console_commands.register(app)
+HELP = "TideMQ: a RocketMQ-compatible broker in Python."
+
+
+@functools.cache
+def _admin_app() -> typer.Typer:
+    """``tidemq admin`` with the commands of every module that adds some (once: they
+    register on the module's own app)."""
+    from tidemq.cli.commands import (
+        admin,
+        admin_cluster,
+        admin_config,
+        admin_groups,
+        admin_messages,
+        admin_offsets,
+        admin_subgroups,
+        admin_trace,
+        auth,
+        controller,
+        kv,
+        logical,
+    )
+
+    logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
+    kv.register(admin.app)  # the name servers' KV config
+    admin_groups.register(admin.app)  # consumer and producer groups
+    admin_offsets.register(admin.app)  # resetting and copying group offsets
+    admin_subgroups.register(admin.app)  # subscription group configs
+    admin_config.register(admin.app)  # broker and name-server configuration, permissions
+    admin_messages.register(admin.app)  # printing and finding messages
+    admin_cluster.register(admin.app)  # traffic, send probes, housekeeping
+    admin_trace.register(admin.app)  # message trace
+    auth.register(admin.app)  # ACL 2.0 users and ACLs
+    controller.register(admin.app)  # controller mode (automatic failover)
+    return admin.app
+
+
+def _add_admin(root: typer.Typer) -> None:
+    root.add_typer(_admin_app(), name="admin")
+
+
+def _add_bench(root: typer.Typer) -> None:
+    from tidemq.cli.commands import bench
+
+    root.add_typer(bench.app, name="bench")
+
+
+def _add_pipeline(root: typer.Typer) -> None:
+    from tidemq.cli.commands import pipeline
+
+    root.add_typer(pipeline.app, name="pipeline")
+
+
+def _add_store(root: typer.Typer) -> None:
+    from tidemq.cli.commands import store
+
+    root.add_typer(store.app, name="store")
+
+
+def _add_servers(root: typer.Typer) -> None:
+    from tidemq.cli.commands import server
+
+    server.register(root)
+
+
+def _add_cluster(root: typer.Typer) -> None:
+    from tidemq.cli.commands import cluster
+
+    cluster.register(root)  # tidemq cluster: a failover group on one machine
+
+
+def _add_console(root: typer.Typer) -> None:
+    from tidemq.cli.commands import console
+
+    console.register(root)
+
+
+#: Each top-level command, by the function that adds it (and the commands beside it
+#: from the same module) to a root app; in the order ``tidemq --help`` lists them.
+COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
+    "admin": _add_admin,
+    "bench": _add_bench,
+    "pipeline": _add_pipeline,
+    "store": _add_store,
+    "namesrv": _add_servers,
+    "controller": _add_servers,
+    "broker": _add_servers,
+    "standalone": _add_servers,
+    "cluster": _add_cluster,
+    "console": _add_console,
+}
+
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The ``tidemq`` app with every command, or with those of ``command``'s module only
+    (``command`` one of :data:`COMMANDS`)."""
+    root = typer.Typer(no_args_is_help=True, help=HELP)
+    if command is None:
+        for add in dict.fromkeys(COMMANDS.values()):
+            add(root)
+        return root
+    # a group even when the module adds one command (typer would run it as the app)
+    root.callback()(_group)
+    COMMANDS[command](root)
+    return root
+
+
+def _group() -> None:
+    """TideMQ: a RocketMQ-compatible broker in Python."""
 
 
 def main() -> None:
-    app()
+    named = sys.argv[1] if len(sys.argv) > 1 else None
+    build_app(named if named in COMMANDS else None)()
 
+
+def __getattr__(name: str) -> typer.Typer:
+    """:data:`app`, every command, built when first asked for."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    full = build_app()
+    globals()["app"] = full
+    return full
+
+
+app: typer.Typer
 
 if __name__ == "__main__":  # python -m tidemq.cli.main
     main()

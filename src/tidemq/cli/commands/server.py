@@ -18,23 +18,20 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from tidemq.broker.app import BrokerApp
-from tidemq.broker.config import load_broker_config
 from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
-from tidemq.client.config import ClientConfig
 from tidemq.errors import TideMQError
 from tidemq.namesrv import NameServerApp
 from tidemq.namesrv.config import load_namesrv_config
 from tidemq.namesrv.controller import ControllerApp, load_controller_config
-from tidemq.net.acl.policy import Acl, User
-from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
 if TYPE_CHECKING:
+    from tidemq.broker.app import BrokerApp
     from tidemq.console import ConsoleServer
     from tidemq.console.config import ConsoleConfig
+    from tidemq.net.acl.policy import Acl, User
 
 console = Console(stderr=True)
 log = logging.getLogger("tidemq.cli")
@@ -198,6 +195,11 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
            log_format: LogFormat = "text") -> None:
     """Run a broker (registers with the name servers in namesrvAddr; listens on 127.0.0.1
     unless --host or bindAddress says otherwise)."""
+    # the broker's modules are imported by the commands that run one only: a name
+    # server or controller process starts without them
+    from tidemq.broker.app import BrokerApp
+    from tidemq.broker.config import load_broker_config
+
     _setup_logging(log_level, log_file, log_format)
     bcfg, scfg, unknown = _load(load_broker_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
@@ -254,6 +256,11 @@ def standalone(
                                           "and no login.")] = False,
 ) -> None:
     """Run a name server, a broker and the web console in one process, data in ./data."""
+    from tidemq.broker.app import BrokerApp
+    from tidemq.broker.config import load_broker_config
+    from tidemq.client.config import ClientConfig
+    from tidemq.net.acl.users import UserDirectory
+
     _setup_logging(log_level, log_file, log_format)
     all_overrides = _overrides(set_)
     console_overrides = _console_keys(all_overrides)

@@ -1,0 +1,54 @@
+"""A ``tidemq`` run builds the app of the command it names only: every top-level
+command is in ``COMMANDS``, a command's own app runs it as the full app does, and a
+server process does not import the modules of other commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.main import get_command
+
+from tidemq.cli.main import COMMANDS, build_app
+
+#: Prints, at exit, which of these modules the run imported.
+_REPORT = ("import atexit, sys; atexit.register(lambda: print('loaded:', *sorted("
+           "m for m in {modules!r} if m in sys.modules), file=sys.stderr)); "
+           "from tidemq.cli.main import main; main()")
+
+
+def names(app: typer.Typer) -> set[str]:
+    return set(get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def test_every_command_of_the_full_app_has_an_entry() -> None:
+    assert names(build_app()) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_is_in_its_own_app(command: str) -> None:
+    assert command in names(build_app(command))
+
+
+def loaded(*args: str, modules: tuple[str, ...]) -> tuple[str, set[str]]:
+    done = subprocess.run([sys.executable, "-c", _REPORT.format(modules=modules), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("loaded:")]
+    return done.stdout, set(line.split()[1:])
+
+
+def test_a_name_server_run_loads_no_broker_bench_or_console() -> None:
+    out, got = loaded("namesrv", "--help", modules=(
+        "tidemq.broker.app", "tidemq.bench", "tidemq.console", "tidemq.cli.commands.admin",
+        "tidemq.namesrv"))
+    assert "Usage:" in out
+    assert got == {"tidemq.namesrv"}
+
+
+def test_a_single_command_module_still_takes_the_command_name() -> None:
+    out, got = loaded("cluster", "--help", modules=("tidemq.cli.commands.admin",))
+    assert "Usage:" in out and "cluster" in out
+    assert got == set()

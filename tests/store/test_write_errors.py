@@ -159,3 +159,29 @@ def test_a_failed_inner_batch_write_makes_the_store_read_only(
     with pytest.raises(StoreReadOnly):
         store.put_inner_batch("B", 0, body, b"", 4)
     store.shutdown()
+
+
+def test_a_failed_uniform_batch_write_makes_the_store_read_only(open_store: OpenStore) -> None:
+    """A producer's batch of one layout, written straight into the segment's map, that
+    cannot be written there (the map's view gone) makes the store WRITE_ERROR, as any
+    other failed write."""
+    from tests.store.test_put_uniform import _uniform
+
+    store = open_store()
+    batch = _uniform(8, 4, 8, (), b"", 0, seed=1)
+    store.put_batch("T", 0, batch)  # the segment the next one is written into
+    seg = store.commitlog.segments[-1]
+    real = seg.view
+    gone = memoryview(bytearray(len(real)))
+    gone.release()
+    seg.view = gone
+    try:
+        with pytest.raises(StoreReadOnly) as info:
+            store.put_batch("T", 0, batch)
+    finally:
+        seg.view = real
+    assert info.value.status == "WRITE_ERROR" and "released" in info.value.cause
+    assert store.status == "WRITE_ERROR"
+    with pytest.raises(StoreReadOnly):
+        store.put_batch("T", 0, batch)
+    store.shutdown()

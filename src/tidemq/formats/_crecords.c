@@ -66,6 +66,32 @@ static void put_be64(unsigned char *p, uint64_t v) {
 
 static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len); /* below */
 
+/* tile_records(buf, head, n)
+
+   Copy `head` into each of the first n records of len(head) bytes of `buf`: the records
+   fill_records then fills, written where they are stored. */
+static PyObject *tile_records(PyObject *self, PyObject *args) {
+    Py_buffer out, head;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "w*y*n", &out, &head, &n))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t rec = head.len;
+    if (n < 0 || rec < 1 || n > out.len / rec) {
+        PyErr_Format(PyExc_ValueError, "tile_records: %zd records of %zd bytes do not fit "
+                     "%zd bytes", n, rec, out.len);
+        goto done;
+    }
+    unsigned char *dst = (unsigned char *)out.buf;
+    for (Py_ssize_t i = 0; i < n; i++, dst += rec)
+        memcpy(dst, head.buf, (size_t)rec);
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&head);
+    return result;
+}
+
 /* fill_records(buf, rec, data, n, size, blen, props_at)
 
    Copy each of the n client entries of `data` into record i of `buf` (n tiled records
@@ -1104,6 +1130,7 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
+    {"tile_records", tile_records, METH_VARARGS, "Copy a template record n times."},
     {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},

@@ -49,13 +49,19 @@ from tidemq.formats.record import (
     record_size,
 )
 from tidemq.formats.record import crc32 as _crc32
-from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.formats.record.batch import (
+    encode_batch,
+    patch_batch,
+    uniform_template,
+    write_uniform_batch,
+)
 from tidemq.formats.record.encode import (
     FIXED_V4_PACKED_HOSTS,
     encode_v4_joined,
     v4_record_packer,
 )
-from tidemq.formats.record.loops import body_crc32, write_records
+from tidemq.formats.record.layout import OFF_STORE_TIMESTAMP
+from tidemq.formats.record.loops import body_crc32, patch_records, write_records
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
@@ -764,33 +770,27 @@ class Appender:
             raise ValueError("put_batch needs at least one message")
         limit = self.config.max_message_size
         store_host = self._store_host
-        enc = None
         uniform = msgs if type(msgs) is UniformBatch and not prepared_tx_offset else None
         if uniform is not None:
             if uniform.body_length > limit:
                 raise MessageTooLarge(uniform.body_length, limit)
-            enc = encode_uniform_batch(topic, queue_id, uniform, sys_flag=sys_flag,
-                                       born_timestamp=born_timestamp or self.clock(),
-                                       born_host=born_host or store_host,
-                                       store_host=store_host, reconsume_times=reconsume_times)
-        keys: Sequence[tuple[str, ...]] | None
-        tags: Sequence[int]
-        if uniform is not None and enc is not None:
-            n = uniform.n
-            tags = [uniform.tags_code] * n
-            keys = uniform.keys
-        else:
-            bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
-            body_lengths = set(map(len, bodies))
-            biggest = max(body_lengths)
-            if biggest > limit:
-                raise MessageTooLarge(biggest, limit)
-            enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
-                               born_timestamp=born_timestamp or self.clock(),
-                               born_host=born_host or store_host, store_host=store_host,
-                               reconsume_times=reconsume_times, body_lengths=body_lengths,
-                               prepared_tx_offset=prepared_tx_offset)
-            n = len(bodies)
+            head = uniform_template(topic, queue_id, uniform, sys_flag=sys_flag,
+                                    born_timestamp=born_timestamp or self.clock(),
+                                    born_host=born_host or store_host,
+                                    store_host=store_host, reconsume_times=reconsume_times)
+            if head is not None:
+                return self._put_uniform(topic, queue_id, uniform, head, wait_flush)
+        bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
+        body_lengths = set(map(len, bodies))
+        biggest = max(body_lengths)
+        if biggest > limit:
+            raise MessageTooLarge(biggest, limit)
+        enc = encode_batch(topic, queue_id, bodies, props, flags, sys_flag=sys_flag,
+                           born_timestamp=born_timestamp or self.clock(),
+                           born_host=born_host or store_host, store_host=store_host,
+                           reconsume_times=reconsume_times, body_lengths=body_lengths,
+                           prepared_tx_offset=prepared_tx_offset)
+        n = len(bodies)
         key = (topic, queue_id)
         with self.commitlog.lock:
             ts = self._store_time()
@@ -810,6 +810,47 @@ class Appender:
                                             keys if self._index_keys else None))
             self.put_messages += n
         return self._result(qo, phys, enc.sizes, ts, end, wait_flush)
+
+    def _put_uniform(self, topic: str, queue_id: int, batch: UniformBatch, head: bytearray,
+                     wait_flush: bool) -> PutResult:
+        """:meth:`put_batch` of a uniform batch with a template record (``head``:
+        :func:`~tidemq.formats.record.batch.uniform_template`): its records are written
+        straight into the segment, inside the lock, the same bytes
+        :func:`~tidemq.formats.record.batch.encode_uniform_batch` builds."""
+        n, rec = batch.n, len(head)
+        total = rec * n
+        key = (topic, queue_id)
+        cl = self.commitlog
+        with cl.lock:
+            ts = self._store_time()
+            qo = self.next_offsets.get(key, 0)
+            seg, pos = self._reserve(total)
+            phys_base = seg.base + pos
+            if seg.werr is not None:
+                raise StoreReadOnly("WRITE_ERROR", cause=seg.werr)
+            end_pos = pos + total
+            try:
+                out = seg.view[pos:end_pos]
+                write_uniform_batch(out, head, batch)
+                patch_records(out, n, rec, qo, phys_base, ts, OFF_STORE_TIMESTAMP)
+            except (OSError, ValueError) as exc:  # the map failed: sticky, as in _write
+                cl.werr = f"write to {seg.path.name} failed: {exc}"
+                raise StoreReadOnly("WRITE_ERROR", cause=cl.werr) from exc
+            except BaseException:
+                seg.mm[pos:end_pos] = bytes(total)  # a part written
+                raise
+            seg.wrote = end_pos
+            if self._hooks:
+                self._appended(seg, pos, end_pos)
+            self.next_offsets[key] = qo + n
+            end = phys_base + total
+            phys = range(phys_base, end, rec)
+            sizes = [rec] * n
+            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, sizes,
+                                            [batch.tags_code] * n, ts, end,
+                                            batch.keys if self._index_keys else None))
+            self.put_messages += n
+        return self._result(qo, phys, sizes, ts, end, wait_flush)
 
     def put_multi_dispatch(
         self, topic: str, queue_id: int, msg: MessageInput, lmqs: Sequence[str], *,

@@ -4,14 +4,22 @@ write, once patched, what encode_record writes for each message."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.record import HostAddr, encode_record
-from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.formats.record.batch import (
+    encode_batch,
+    encode_uniform_batch,
+    patch_batch,
+    uniform_template,
+    write_uniform_batch,
+)
 
 V4 = HostAddr(b"\x0a\x01\x02\x03", 40001)
 V4_STORE = HostAddr(b"\xc0\xa8\x00\x07", 10911)
@@ -99,6 +107,32 @@ def test_client_entries_encode_to_the_batch_of_their_messages(
     want = _expected("T", 3, bodies, [p + cluster for p in props], flags, 0x2, 9, V4,
                      V4_STORE, 0, 100, 4096, 11)
     assert bytes(enc.buf) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), n=st.integers(8, 70), blen=st.integers(0, 30),
+       cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]), at=st.integers(0, 9))
+def test_client_entries_written_in_place_are_the_encoded_batch(
+        data: st.DataObject, n: int, blen: int, cluster: bytes, at: int) -> None:
+    """The records written straight into a segment's map are the bytes of the batch
+    encoded apart, whatever surrounds them there."""
+    bodies = data.draw(st.lists(st.binary(min_size=blen, max_size=blen), min_size=n,
+                                max_size=n))
+    props = [b"UNIQ_KEY\x01%08X\x02" % i for i in range(n)]
+    flags = data.draw(st.lists(I32, min_size=n, max_size=n))
+    raw = encode_entries(list(zip(bodies, props, flags, strict=True)))
+    entries = Entries(raw, n, len(raw) // n, blen, cluster)
+    kwargs: dict[str, Any] = {"sys_flag": 0x2, "born_timestamp": 9, "born_host": V4,
+                              "store_host": V4_STORE}
+    enc = encode_uniform_batch("T", 3, entries, **kwargs)
+    head = uniform_template("T", 3, entries, **kwargs)
+    assert enc is not None and head is not None
+    segment = bytearray(b"\xee" * (at + len(enc.buf) + 5))
+    write_uniform_batch(memoryview(segment)[at : at + len(enc.buf)], head, entries)
+    assert segment[at : at + len(enc.buf)] == enc.buf
+    assert segment[:at] == b"\xee" * at and segment[at + len(enc.buf) :] == b"\xee" * 5
+    with pytest.raises(ValueError, match="do not fill"):
+        write_uniform_batch(bytearray(len(enc.buf) + 1), head, entries)
 
 
 def test_client_entries_the_template_cannot_take_are_left_to_the_caller() -> None:

@@ -39,6 +39,7 @@ def test_the_compiled_module_is_built_and_used() -> None:
     assert crecords.body_crc32 is native.body_crc32
     assert crecords.uniform_lengths is native.uniform_lengths
     assert crecords.write_records is native.write_records
+    assert crecords.tile_records is native.tile_records
 
 
 def _both(name: str) -> list[Callable[..., Any]]:
@@ -176,6 +177,17 @@ def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int
         assert fn(prefix, start, step, n) == expected
 
 
+@settings(max_examples=200, deadline=None)
+@given(head=st.binary(min_size=1, max_size=80), n=st.integers(0, 40), spare=st.integers(0, 9))
+def test_tile_records_copies_the_template_into_each_record(head: bytes, n: int,
+                                                           spare: int) -> None:
+    """Compiled and numpy: ``head`` n times over, and not a byte past the records."""
+    for fn in _both("tile_records"):
+        buf = bytearray(b"\xee" * (len(head) * n + spare))
+        fn(memoryview(buf), head, n)
+        assert buf == head * n + b"\xee" * spare
+
+
 @pytest.mark.parametrize("name, args", [
     ("fill_records", (bytearray(100), 120, bytes(200), 1, 150, 100, 100)),  # short buffer
     ("fill_records", (bytearray(1000), 100, bytes(40), 1, 40, 30, 90)),  # body over the props
@@ -187,6 +199,9 @@ def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int
     ("uniform_lengths", (bytes(100), 2, 50, 40)),  # the body runs past the entry
     ("uniform_lengths", (bytes(100), 0, 50, 0)),  # no entries
     ("offset_ids", ("é", 0, 1, 1)),  # non-ASCII prefix
+    ("tile_records", (bytearray(99), b"x" * 50, 2)),  # short buffer
+    ("tile_records", (bytearray(99), b"", 2)),  # no template
+    ("tile_records", (bytearray(99), b"x", -1)),  # fewer than none
 ])
 def test_impossible_geometry_is_a_value_error(name: str, args: tuple[Any, ...]) -> None:
     for fn in _both(name):

@@ -17,8 +17,11 @@ message.
 A client batch body of one layout arrives as :class:`ClientEntries` -- columns over the
 body's bytes, never a message object -- and :func:`encode_uniform_batch` copies its flag,
 body and property columns straight from the client's entries into the tiled template:
-the same bytes :func:`encode_batch` writes for its messages. That copy, the body CRCs and
-the patch of records of one size are one call each (:mod:`.loops`: compiled, or numpy).
+the same bytes :func:`encode_batch` writes for its messages. The store writes such a
+batch straight into its segment instead, inside the lock (:func:`uniform_template`,
+:func:`write_uniform_batch`): never built apart, then copied. That copy, the body CRCs
+and the patch of records of one size are one call each (:mod:`.loops`: compiled, or
+numpy).
 """
 
 from __future__ import annotations
@@ -52,10 +55,10 @@ from tidemq.formats.record.layout import (
     crc32,
     store_timestamp_offset,
 )
-from tidemq.formats.record.loops import fill_records, patch_records
+from tidemq.formats.record.loops import fill_records, patch_records, tile_records
 
 __all__ = ["HEADER_DTYPE", "ClientEntries", "EncodedBatch", "encode_batch",
-           "encode_uniform_batch", "patch_batch"]
+           "encode_uniform_batch", "patch_batch", "uniform_template", "write_uniform_batch"]
 
 _QO_PHYS = struct.Struct(">qq")
 _TS = struct.Struct(">q")
@@ -228,32 +231,64 @@ def _encode_uniform(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequenc
     return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, OFF_STORE_TIMESTAMP)
 
 
+def uniform_template(
+    topic: str, queue_id: int, batch: ClientEntries, *, sys_flag: int, born_timestamp: int,
+    born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
+) -> bytearray | None:
+    """The record every message of ``batch`` starts from (``batch.cluster`` in it, body,
+    properties, CRC, offsets and store time zero), or ``None`` when :func:`encode_batch`
+    would not use a template (IPv6 hosts, a long topic, fewer than 8 messages): encode the
+    messages then."""
+    tbytes = topic.encode("utf-8")
+    if (len(born_host.ip) != 4 or len(store_host.ip) != 4 or len(tbytes) > MAX_V1_TOPIC_BYTES
+            or batch.n < _VECTOR_MIN):
+        return None
+    cluster = batch.cluster
+    template, _ = _uniform_layout(tbytes, batch.body_length, batch.properties_length,
+                                  sys_flag & ~SYSFLAG_HOSTS_V6, born_host, store_host,
+                                  reconsume_times)
+    head = bytearray(template)
+    _QUEUE_ID.pack_into(head, OFF_QUEUE_ID, queue_id)
+    _TS.pack_into(head, OFF_BORN_TIMESTAMP, born_timestamp)
+    if cluster:
+        head[len(head) - len(cluster) :] = cluster
+    return head
+
+
+def write_uniform_batch(buf: bytearray | memoryview, head: bytes | bytearray,
+                        batch: ClientEntries) -> None:
+    """Write ``batch``'s records into ``buf`` (``len(head) * batch.n`` bytes, a segment's
+    map where they are stored): ``head`` (:func:`uniform_template`) tiled by one
+    :func:`~.loops.tile_records` call, then one :func:`~.loops.fill_records` call copies
+    each entry's flag, body and properties into its record and writes the body's CRC.
+    Offsets and store time are left for :func:`~.loops.patch_records`."""
+    rec, n = len(head), batch.n
+    total = rec * n
+    if len(buf) != total:
+        raise ValueError(f"{n} records of {rec} bytes do not fill {len(buf)} bytes")
+    tile_records(buf, head, n)
+    fill_records(buf, rec, batch.data, n, batch.entry_size, batch.body_length,
+                 rec - batch.properties_length)
+
+
 def encode_uniform_batch(
     topic: str, queue_id: int, batch: ClientEntries, *, sys_flag: int, born_timestamp: int,
     born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
 ) -> EncodedBatch | None:
     """:func:`encode_batch` of ``batch``'s messages, to the same bytes: the template record
-    (``batch.cluster`` in it) tiled, then one :func:`~.loops.fill_records` call copies each
-    entry's flag, body and properties into its record and writes the body's CRC. ``None``
-    when :func:`encode_batch` would not use the template (IPv6 hosts, a long topic, fewer
-    than 8 messages): encode the messages then."""
-    tbytes = topic.encode("utf-8")
-    n = batch.n
-    if (len(born_host.ip) != 4 or len(store_host.ip) != 4 or len(tbytes) > MAX_V1_TOPIC_BYTES
-            or n < _VECTOR_MIN):
+    (:func:`uniform_template`) tiled, then one :func:`~.loops.fill_records` call copies
+    each entry's flag, body and properties into its record and writes the body's CRC.
+    ``None`` when :func:`encode_batch` would not use the template: encode the messages
+    then."""
+    head = uniform_template(topic, queue_id, batch, sys_flag=sys_flag,
+                            born_timestamp=born_timestamp, born_host=born_host,
+                            store_host=store_host, reconsume_times=reconsume_times)
+    if head is None:
         return None
-    size, blen, cluster = batch.entry_size, batch.body_length, batch.cluster
-    plen = batch.properties_length
-    template, _ = _uniform_layout(tbytes, blen, plen, sys_flag & ~SYSFLAG_HOSTS_V6, born_host,
-                                  store_host, reconsume_times)
-    head = bytearray(template)
-    rec = len(head)
-    _QUEUE_ID.pack_into(head, OFF_QUEUE_ID, queue_id)
-    _TS.pack_into(head, OFF_BORN_TIMESTAMP, born_timestamp)
-    if cluster:
-        head[rec - len(cluster) :] = cluster
+    n, rec = batch.n, len(head)
     buf = head * n
-    fill_records(buf, rec, batch.data, n, size, blen, rec - plen)
+    fill_records(buf, rec, batch.data, n, batch.entry_size, batch.body_length,
+                 rec - batch.properties_length)
     return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, OFF_STORE_TIMESTAMP)
 
 

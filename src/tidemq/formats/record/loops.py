@@ -8,6 +8,7 @@ stored records a read is about to serve, all of them in one call:
 ==================  ==========================================================
 function            what it does, for ``n`` records of ``rec`` bytes in ``buf``
 ==================  ==========================================================
+tile_records        the template record ``head`` into each record ``i``
 fill_records        FLAG, BODY and PROPERTIES from client entry ``i``, and
                     BODYCRC = crc32(body) & 0x7FFFFFFF, into record ``i``
 patch_records       QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``,
@@ -87,9 +88,11 @@ __all__ = [
     "py_fill_records",
     "py_offset_ids",
     "py_patch_records",
+    "py_tile_records",
     "py_uniform_entries",
     "py_uniform_lengths",
     "py_write_records",
+    "tile_records",
     "uniform_entries",
     "uniform_lengths",
     "write_records",
@@ -99,6 +102,18 @@ Buffer = bytes | bytearray | memoryview
 #: Integers as :func:`check_records` takes them: an int64 array (the compiled loop reads
 #: it without an object per item) or any sequence of ints.
 Ints = Sequence[int] | npt.NDArray[np.int64]
+
+
+def py_tile_records(buf: bytearray | memoryview, head: Buffer, n: int) -> None:
+    """Copy ``head`` into each of the first ``n`` records of ``len(head)`` bytes of
+    ``buf``."""
+    rec = len(head)
+    if n < 0 or rec < 1 or n * rec > len(buf):
+        raise ValueError(f"tile_records: {n} records of {rec} bytes do not fit "
+                         f"{len(buf)} bytes")
+    if n:
+        grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
+        grid[:] = np.frombuffer(head, np.uint8)
 
 
 def py_fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
@@ -369,6 +384,9 @@ offset_ids: Callable[[str, int, int, int], str] = (
 check_records: Callable[[Buffer, int, Ints, Ints], int] = (
     _mod.check_records if _mod is not None else py_check_records)
 body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_crc32)
+#: Optional in the compiled module too.
+tile_records: Callable[[bytearray | memoryview, Buffer, int], None] = getattr(
+    _mod, "tile_records", py_tile_records)
 #: Optional in the compiled module too.
 write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)
 

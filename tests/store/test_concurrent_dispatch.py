@@ -27,9 +27,9 @@ from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
-from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
+from tidemq.store.concurrent_dispatch import SERIAL_BELOW, ConcurrentDispatcher
 from tidemq.store.consume_queue import ConsumeQueue
-from tidemq.store.dispatch import DispatchBatch
+from tidemq.store.dispatch import DispatchBatch, Dispatcher
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import GetStatus
 
@@ -471,6 +471,127 @@ def test_inline_rounds_leave_the_committer_asleep(tmp_path: Path) -> None:
     finally:
         store.shutdown()
     assert woken <= 5, f"the committer woke {woken} times for 200 inline rounds"
+
+
+class _RoundCalls:
+    """Python functions called inside each round's ``_pop_confirmed`` and ``run_once``
+    on the dispatch thread (a profiler installed for the threads a store starts): the
+    steps of a round from taking it to making it visible, counted without a clock."""
+
+    def __init__(self) -> None:
+        self.rounds: list[int] = []
+        self._outer: Any = None
+        self._calls = 0
+        self._taken = 0
+        self._take = Dispatcher._pop_confirmed.__code__
+        self._codes = {self._take, Dispatcher.run_once.__code__,
+                       ConcurrentDispatcher.run_once.__code__}
+
+    def profile(self, frame: Any, event: str, _arg: Any) -> None:
+        if event == "call":
+            if self._outer is not None:
+                self._calls += 1
+            elif frame.f_code in self._codes:
+                self._outer, self._calls = frame, 0
+        elif event == "return" and frame is self._outer:
+            self._outer = None
+            if frame.f_code is self._take:
+                self._taken = self._calls
+            else:
+                self.rounds.append(self._taken + self._calls)
+
+
+@pytest.mark.parametrize("puts", [1, 8])
+def test_a_small_round_with_nothing_in_flight_takes_the_serial_steps(
+        tmp_path: Path, puts: int) -> None:
+    """Rounds of a few puts (a lightly loaded store) with no round in flight: the
+    concurrent dispatcher takes and applies them as the serial dispatcher does, with two
+    Python calls more (its own ``run_once``; the count of a round's records against
+    ``round_records``), not a step a put, and none of the ring's bookkeeping (numbering,
+    conditions, a prepared round), which at a few records a round is a cost the serial
+    one does not pay."""
+    medians = {}
+    for dispatcher in ("serial", "concurrent"):
+        calls = _RoundCalls()
+        threading.setprofile(calls.profile)
+        try:
+            store = open_store(tmp_path / dispatcher, dispatcher, clock=FakeClock(),
+                               dispatch_round_records=2048)
+        finally:
+            threading.setprofile(None)  # type: ignore[arg-type,unused-ignore]
+        d = store.dispatcher
+        assert d is not None
+        if isinstance(d, ConcurrentDispatcher):
+            d.serial_below = SERIAL_BELOW  # open_store's takes rounds of 8 the other way
+        try:
+            for mid in range(4 * CLASSIC_QUEUES):
+                if mid == 2 * CLASSIC_QUEUES:  # every queue's files made: count from here
+                    calls.rounds.clear()
+                if mid % puts == 0:
+                    d.pause()
+                lmqs = (LMQS[mid % 24],)
+                store.put_multi_dispatch(CLASSIC, mid % CLASSIC_QUEUES, message(mid, lmqs),
+                                         lmqs)
+                if mid % puts == puts - 1:
+                    d.resume()
+                    assert store.wait_dispatched()
+            assert store.max_offset(CLASSIC, 5) == 4
+        finally:
+            store.shutdown()
+        assert len(calls.rounds) >= 2 * CLASSIC_QUEUES // puts
+        medians[dispatcher] = sorted(calls.rounds)[len(calls.rounds) // 2]
+    assert medians["concurrent"] <= medians["serial"] + 2, medians
+
+
+@pytest.mark.parametrize("kinds", ["rows", "batches", "mixed"])
+def test_rounds_end_at_the_item_that_reaches_round_records(tmp_path: Path,
+                                                           kinds: str) -> None:
+    """A backlog is taken in rounds that end with the put that brings them to
+    ``round_records`` records (single puts one record, batches theirs), the rest left
+    for the next round in order; the queues come out as the serial dispatcher's."""
+    rng = random.Random(5)
+    sizes = [1 if kinds == "rows" or (kinds == "mixed" and rng.random() < 0.5)
+             else rng.randint(2, 9) for _ in range(60)]
+    expected, records = [], 0
+    for size in sizes:  # the rule, one put at a time
+        records += size
+        if records >= 12:
+            expected.append(records)
+            records = 0
+    expected += [records] if records else []
+    stores = {}
+    rounds: list[int] = []
+    for dispatcher in ("serial", "concurrent"):
+        store = open_store(tmp_path / dispatcher, dispatcher, clock=FakeClock(),
+                           dispatch_round_records=12 if dispatcher == "concurrent" else 0)
+        stores[dispatcher] = store
+        d = store.dispatcher
+        assert d is not None
+        if isinstance(d, ConcurrentDispatcher):
+            number = d.run_once
+
+            def counted(batches: list[DispatchBatch], number: Any = number) -> None:
+                rounds.append(sum(len(b.phys) for b in batches))
+                number(batches)
+
+            d.run_once = counted  # type: ignore[method-assign]
+        d.pause()
+        mid = 0
+        for size in sizes:
+            queue_id = mid % CLASSIC_QUEUES
+            if size == 1:
+                store.put(CLASSIC, queue_id, message(mid))
+            else:
+                store.put_batch(CLASSIC, queue_id, [message(i) for i in range(mid, mid + size)])
+            mid += size
+        d.resume()
+        assert store.wait_dispatched()
+    try:
+        assert rounds == expected
+        assert snapshot(stores["serial"]) == snapshot(stores["concurrent"])
+    finally:
+        for store in stores.values():
+            store.shutdown()
 
 
 # ---------------------------------------------------------------------- visibility units

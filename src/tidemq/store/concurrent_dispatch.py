@@ -25,7 +25,10 @@ up to a switch interval (5 ms) behind a busy producer thread. A round of fewer t
 :data:`SERIAL_BELOW` records is applied as the serial dispatcher applies it: the
 column-wise preparation has a fixed cost per round and per queue (numpy arrays for each
 queue touched, the fan-out's sorts) that only pays off from about a hundred records,
-and a lightly loaded store dispatches rounds of a few records, one per wake-up. What the
+and a lightly loaded store dispatches rounds of a few records, one per wake-up. With
+nothing in flight such a round takes the serial dispatcher's own steps too: no round
+number, no condition of the ring, no prepared round, a fixed cost a round the serial
+one does not pay. What the
 committer writes is decided by the queues as they are at commit time, exactly as the
 serial dispatcher decides (a topic declared BatchCQ after its classic queue exists keeps
 writing classic entries; a deleted LMQ's floor is re-checked).
@@ -57,6 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -93,6 +97,7 @@ DEFAULT_RING_SIZE = 8
 DEFAULT_ROUND_RECORDS = 2048
 
 Column = npt.NDArray[np.int64]
+_PHYS = operator.attrgetter("phys")
 
 
 @dataclasses.dataclass(slots=True)
@@ -170,16 +175,24 @@ class ConcurrentDispatcher(Dispatcher):
         full round (a backlog) to the preparers once the ring has room, or commit a
         smaller one right here once the rounds before it are visible (``inline``).
         Numbered rounds count as in flight until they are visible (:meth:`_in_flight`)."""
-        records = 0
-        for b in batches:
-            records += len(b.phys)
+        records = (len(batches[0].phys) if len(batches) == 1
+                   else sum(map(len, map(_PHYS, batches))))
+        inline = self.inline and not 0 < self.round_records <= records
+        # commit_seq before _committing: a committer sets _committing before it moves
+        # commit_seq and clears it after the round's hooks, so both reads passing means
+        # every numbered round is visible and its hooks have run.
+        if (inline and records < self.serial_below and self.commit_seq == self._next_seq
+                and not self._committing):
+            # Nothing in flight: the round is the serial dispatcher's, with its steps and
+            # no number (the builder numbers every round, so none can start meanwhile).
+            Dispatcher.run_once(self, batches)
+            return
         with self._ring_cond:
             seq = self._next_seq
             self._next_seq = seq + 1
             self._round_ts[seq] = batches[0].store_timestamp
             self._busy = False  # the builder holds nothing unnumbered any more
             self._round_start = 0  # the round's lag is measured by _round_ts now
-            inline = self.inline and not 0 < self.round_records <= records
             while not self._stop and self.error is None and (
                     (self.commit_seq < seq or self._committing) if inline
                     else seq - self.commit_seq >= self.ring_size):

@@ -366,6 +366,23 @@ def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
         touched.update(zip(zip(moved, itertools.repeat(0)), moved.values(), strict=True))
 
 
+def _put_back_beyond(items: list[Pending], limit: int, pending: deque[Pending]) -> None:
+    """Cut ``items`` (taken from the left of ``pending``) after the item that brings
+    them to ``limit`` records, and return the rest to the left of ``pending``, in order.
+    Records are counted in C: a row holds one, a batch its ``phys``."""
+    kinds = list(map(type, items))
+    rows = kinds.count(tuple)
+    if rows == len(items):
+        return  # one record each: no more than ``limit`` items were taken
+    counts = (list(map(len, map(_BATCH_PHYS, items))) if not rows
+              else [1 if kind is tuple else len(item.phys)  # type: ignore[union-attr]
+                    for kind, item in zip(kinds, items, strict=True)])
+    cut = bisect.bisect_left(list(itertools.accumulate(counts)), limit) + 1
+    if cut < len(items):
+        pending.extendleft(reversed(items[cut:]))
+        del items[cut:]
+
+
 def _fold(items: list[Pending], keyed_across_queues: bool,
           timed: Callable[[str, int], bool]) -> list[DispatchBatch]:
     """``items`` with every run of rows folded into batches (:func:`fold_rows`); rows with
@@ -561,13 +578,18 @@ class Dispatcher:
             self.queues.get(topic, queue_id), BatchConsumeQueue)
 
     def _pop_confirmed(self, pending: deque[Pending], confirm: int) -> list[Pending]:
-        """Take the confirmed head of ``pending``: in bulk when all of it is confirmed
-        (appenders only ever add at the right), else item by item."""
+        """Take the confirmed head of ``pending``, up to the first item that brings the
+        round to :attr:`round_records` records: in bulk when those items are all
+        confirmed (appenders only ever add at the right), else item by item."""
         limit = self.round_records
         n = len(pending)
-        if not limit and n and _end(pending[n - 1]) <= confirm:
-            return list(map(operator.call, itertools.repeat(pending.popleft, n)))
-        out: list[Pending] = []
+        take = min(n, limit) if limit else n  # an item holds one record or more
+        if take and _end(pending[take - 1]) <= confirm:
+            out = list(map(operator.call, itertools.repeat(pending.popleft, take)))
+            if take > 1 and limit:
+                _put_back_beyond(out, limit, pending)
+            return out
+        out = []
         records = 0
         while pending and _end(pending[0]) <= confirm:
             item = pending.popleft()

@@ -1,0 +1,146 @@
+"""The dispatch thread's work a round, serial against concurrent dispatcher, counted.
+
+``tidemq bench dispatch``'s load (``put_multi_dispatch`` over 64 queues, each message
+fanned out to 10 of 1,000 LMQs, its UNIQ_KEY indexed), in rounds of ``--per-round``
+puts, each drained before the next: one put wakes the dispatcher itself; several are
+made with the dispatcher paused, so that each round holds exactly those puts. Counted
+over ``--rounds`` rounds, after a warm-up that creates every queue's files: the
+bytecodes every store thread executes a round (``threading.settrace`` with opcode
+events), then, in a second store without the tracer, each thread's voluntary context
+switches (each one a sleep and a wake-up: a hand-off) and CPU a round, from
+``/proc/self/task``. Nothing here is timed by the wall clock.
+
+    .venv/bin/python benchmarks/dispatch_steps.py --per-round 1
+    .venv/bin/python benchmarks/dispatch_steps.py --per-round 16 --rounds 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import tempfile
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+from tidemq.bench.dispatch import MODES, DispatchBenchConfig, _Load, _open
+from tidemq.broker.gc_settings import server_gc
+from tidemq.store.message_store import MessageStore
+
+WARM = 1000  # puts before counting: every queue's files made
+
+
+class _Opcodes:
+    """Bytecodes per thread name while :attr:`on`."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.threads: collections.Counter[str] = collections.Counter()
+
+    def trace(self, frame: types.FrameType, _event: str, _arg: Any) -> Any:
+        name = threading.current_thread().name
+        if not name.startswith("tidemq-"):
+            return None
+        frame.f_trace_opcodes = True
+        threads = self.threads
+
+        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
+            if event == "opcode" and self.on:
+                threads[name] += 1
+            return local
+
+        return local
+
+
+def _tasks() -> dict[str, tuple[int, float]]:
+    """Thread name -> (voluntary context switches, CPU seconds) of this process."""
+    out: dict[str, tuple[int, float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        task = Path(f"/proc/self/task/{tid}")
+        try:
+            name = (task / "comm").read_text().strip()
+            status = (task / "status").read_text()
+            on_cpu_ns = int((task / "schedstat").read_text().split()[0])
+        except FileNotFoundError:
+            continue
+        switches = int(next(line.split()[1] for line in status.splitlines()
+                            if line.startswith("voluntary_ctxt_switches")))
+        old = out.get(name, (0, 0.0))
+        out[name] = (old[0] + switches, old[1] + on_cpu_ns / 1e9)
+    return out
+
+
+def _rounds(store: MessageStore, load: _Load, first: int, rounds: int, per_round: int,
+            on: Any = None) -> int:
+    dispatcher = store.dispatcher
+    assert dispatcher is not None  # a started store
+    sent = first
+    for _ in range(rounds):
+        if on is not None:
+            on.on = True
+        if per_round > 1:
+            dispatcher.pause()
+        load.put(store, sent, per_round)  # one put wakes the dispatcher itself
+        sent += per_round
+        if per_round > 1:
+            dispatcher.resume()
+        if not store.wait_dispatched(60):
+            raise SystemExit("a round was not dispatched within 60 s")
+        if on is not None:
+            on.on = False
+    return sent
+
+
+def measure(mode: str, per_round: int, rounds: int) -> dict[str, dict[str, float]]:
+    cfg = DispatchBenchConfig()
+    load = _Load(cfg, WARM + per_round * rounds)
+    root = Path(tempfile.mkdtemp(prefix="dispatch-steps-"))
+    out: dict[str, dict[str, float]] = {}
+    try:
+        with server_gc():
+            opcodes = _Opcodes()
+            threading.settrace(opcodes.trace)
+            store = _open(root / "traced", cfg, mode)
+            threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
+            try:
+                _rounds(store, load, _rounds(store, load, 0, WARM, 1), rounds, per_round,
+                        opcodes)
+            finally:
+                store.shutdown()
+            out["opcodes"] = {k: v / rounds for k, v in opcodes.threads.items()}
+            store = _open(root / "counted", cfg, mode)
+            try:
+                first = _rounds(store, load, 0, WARM, 1)
+                before = _tasks()
+                _rounds(store, load, first, rounds, per_round)
+                after = _tasks()
+            finally:
+                store.shutdown()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    names = [n for n in after if n.startswith("tidemq-")]
+    out["switches"] = {n: (after[n][0] - before.get(n, (0, 0.0))[0]) / rounds for n in names}
+    out["cpu_us"] = {n: (after[n][1] - before.get(n, (0, 0.0))[1]) * 1e6 / rounds
+                     for n in names}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-round", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--modes", default=",".join(MODES))
+    ns = parser.parse_args()
+    for mode in ns.modes.split(","):
+        got = measure(mode, ns.per_round, ns.rounds)
+        print(f"{mode}: rounds of {ns.per_round} put(s), a round:")
+        for name in sorted(got["switches"]):
+            print(f"  {name:18} {got['opcodes'].get(name, 0):9,.0f} opcodes  "
+                  f"{got['switches'][name]:6.2f} wake-ups  {got['cpu_us'][name]:8,.0f} µs CPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -435,7 +435,7 @@ class ControllerLink:
 
     async def _step_down(self) -> None:
         state = self.role.state
-        await self.role.step_down(self.me)
+        await self.role.step_down(self.me, lapsed=True)
         if self.standing is not None:
             self.standing.reset(-1)
         followed = self.standing is not None and self.standing.follows_allowed

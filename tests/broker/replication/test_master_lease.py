@@ -59,3 +59,30 @@ async def test_a_master_without_renewals_stops_and_resumes_in_its_epoch(
         await asyncio.wait_for(asyncio.to_thread(master.store.wait_dispatched), 10)
         bodies = [bytes(m.body) for m in await peer.messages("Leased")]
         assert bodies == [b"before", b"after"]
+
+
+async def test_a_master_back_in_its_epoch_keeps_its_replicas_connected(
+        pair: tuple[BrokerApp, BrokerApp], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stepped down for a lapsed lease, the master keeps its HA port and its replicas'
+    connections: master of the same epoch again, its first send is acknowledged, not
+    answered SLAVE_NOT_AVAILABLE while its replica connects again (a master slowed
+    past its lease by a loaded machine, then confirmed)."""
+    master, _ = pair
+    lease = master.ctx.replication.lease
+    server = master.ctx.replication.server
+    assert lease is not None and server is not None
+    links = list(server.links)
+    assert len(links) == 1
+    stepped = asyncio.Event()
+    master.role.add_listener(lambda state: None if state.is_master else stepped.set())
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(wire.create_topic("Kept", 1))
+        await peer.ok(wire.send("Kept", b"before"))
+        with monkeypatch.context() as m:
+            m.setattr(lease, "renew", lambda sent_at: None)
+            lease.revoke()
+            await asyncio.wait_for(stepped.wait(), 30)
+            assert master.ctx.replication.server is server and server.links == links
+        await until(lambda: master.role.is_master and lease.holds())
+        assert master.ctx.replication.server is server and server.links == links
+        await peer.ok(wire.send("Kept", b"after"))  # at once: no SLAVE_NOT_AVAILABLE

@@ -53,6 +53,11 @@ class RoleState:
     master_ha_address: str = ""
     #: The controller's epoch; 0 under a static configuration.
     epoch: int = 0
+    #: A controller-mode master whose lease lapsed, stepped down in its epoch: it takes
+    #: no sends, but its replicas stay connected to it (they copy nothing new), so that
+    #: when the controllers name it master of the same epoch again it does not answer
+    #: SLAVE_NOT_AVAILABLE while they connect again.
+    lapsed: bool = False
 
     def __post_init__(self) -> None:
         if self.role.is_master and self.broker_id != MASTER_ID:
@@ -116,12 +121,13 @@ class RoleHolder:
         return await self._change(RoleState(BrokerRole.SLAVE, broker_id, master_ha_address,
                                             epoch))
 
-    async def step_down(self, broker_id: int) -> RoleState:
+    async def step_down(self, broker_id: int, *, lapsed: bool = False) -> RoleState:
         """Stop being master, or copying one, without knowing the next master: replica
         ``broker_id`` of no one, in the epoch held (a controller-mode master whose lease
-        lapsed, or a broker about to cut its log)."""
+        lapsed: ``lapsed``, see :attr:`RoleState.lapsed`; or a broker about to cut its
+        log)."""
         return await self._change(RoleState(BrokerRole.SLAVE, broker_id, "",
-                                            self._state.epoch))
+                                            self._state.epoch, lapsed=lapsed))
 
     async def _change(self, new: RoleState) -> RoleState:
         """``new`` held and followed by every listener. An order given while the

@@ -8,7 +8,10 @@ and applies each role it is given:
   sends wait for their copies (:attr:`ReplicationService.acks`);
 * a replica (SLAVE) refuses puts (the store answers ``StoreReadOnly("SLAVE")``, sends
   get SERVICE_NOT_AVAILABLE), closes its HA port and copies its master's log
-  (:class:`~tidemq.broker.replication.replica.HaClient`).
+  (:class:`~tidemq.broker.replication.replica.HaClient`); a master whose lease lapsed
+  keeps its HA port open while it waits for the controllers
+  (:attr:`~tidemq.broker.replication.role.RoleState.lapsed`), and closes it when it is
+  made master of another epoch or a replica of another broker.
 
 The send path reads :attr:`ReplicationService.acks` on every send that waits, so a
 role change takes effect on the next send; sends still waiting when a SYNC_MASTER
@@ -57,6 +60,8 @@ class ReplicationService:
         self.role = RoleHolder(RoleState(config.initial_role, config.broker_id,
                                          config.ha_master_address))
         self.server: HaServer | None = None
+        #: The epoch :attr:`server` serves as master.
+        self._server_epoch = -1
         self.client: HaClient | None = None
         #: Set while a SYNC_MASTER: where sends wait for their copies.
         self.acks: ReplicaAcks | None = None
@@ -155,6 +160,12 @@ class ReplicationService:
         if self.client is not None:
             await self.client.stop()
             self.client = None
+        if self.server is not None and self._server_epoch != state.epoch:
+            # kept open through a lapsed lease, but master of another epoch now: the
+            # replicas connect again, as to any new master
+            await self.server.close()
+            self.server = None
+        self._server_epoch = state.epoch
         self.store.replica = False
         if self.server is None:
             cfg = self.config
@@ -194,7 +205,7 @@ class ReplicationService:
         if self.acks is not None:
             self.acks.fail_all()
             self.acks = None
-        if self.server is not None:
+        if self.server is not None and not state.lapsed:
             await self.server.close()
             self.server = None
         self.store.replica = True

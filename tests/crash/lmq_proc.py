@@ -1,13 +1,15 @@
 """An LMQ writer in a child process, for kill -9 tests: ``python lmq_proc.py write ...``.
 
-``write ROOT ACKS SEED FIRST_ID FLUSH CONCURRENT``
+``write ROOT ACKS SEED FIRST_ID FLUSH CONCURRENT [HOLD]``
     Open the store of :func:`lmq_config` (``FLUSH`` is SYNC_FLUSH or ASYNC_FLUSH,
-    ``CONCURRENT`` 0/1 picks the dispatcher), print ``ready``, then let four threads fan
-    messages with unique bodies out to 1-5 LMQs of a pool of 24, over three parent
-    queues, until killed: two one message a put, two up to four with one ``put_many``.
-    After each acknowledgement (durable under SYNC_FLUSH, appended under ASYNC_FLUSH --
-    both survive a process crash) one line ``body_id name:offset ...`` is appended to
-    ``ACKS`` with a single ``write``.
+    ``CONCURRENT`` 0/1 picks the dispatcher; ``HOLD`` 1 holds the start's walk of the
+    LMQ store after its first two queues for good, with a cache of four queues, so
+    that everything runs while the walk has not reached most queues), print ``ready``,
+    then let four threads fan messages with unique bodies out to 1-5 LMQs of a pool of
+    24, over three parent queues, until killed: two one message a put, two up to four
+    with one ``put_many``. After each acknowledgement (durable under SYNC_FLUSH,
+    appended under ASYNC_FLUSH -- both survive a process crash) one line
+    ``body_id name:offset ...`` is appended to ``ACKS`` with a single ``write``.
 
 Reuses the body and store layout of :mod:`store_proc` (the classic kill -9 harness).
 """
@@ -18,10 +20,13 @@ import os
 import random
 import sys
 import threading
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from tidemq.formats.properties import encode_properties
 from tidemq.store.config import StoreConfig
+from tidemq.store.lmq_store import LmqStore
 from tidemq.store.message_store import MessageInput, MessageStore, PutResult, PutStatus
 from tidemq.types import FlushDiskType
 
@@ -42,9 +47,27 @@ def lmq_config(root: str | Path, flush: str = "SYNC_FLUSH",
         enable_build_consume_queue_concurrently=concurrent)
 
 
+def hold_walk() -> None:
+    """Hold every LMQ store's start walk after its first two queues, until the kill."""
+    walk_metas = LmqStore._walk_metas
+    never = threading.Event()
+
+    def held(store: LmqStore) -> Iterator[tuple[str, list[int]]]:
+        rows = walk_metas(store)
+        yield from islice(rows, 2)
+        never.wait()
+        yield from rows
+
+    LmqStore._walk_metas = held  # type: ignore[method-assign,assignment]
+
+
 def write(root: str, acks: str, seed: int, first_id: int, flush: str,
-          concurrent: bool) -> None:
-    store = MessageStore(lmq_config(root, flush, concurrent))
+          concurrent: bool, hold: bool = False) -> None:
+    config = lmq_config(root, flush, concurrent)
+    if hold:
+        hold_walk()
+        config = config.replace(lmq_cached_queues=4)
+    store = MessageStore(config)
     store.start()
     print("ready", flush=True)
     fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -98,7 +121,8 @@ def main(argv: list[str]) -> None:
     command, root, *rest = argv
     if command != "write":
         raise SystemExit(f"unknown command {command!r}")
-    write(root, rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "1")
+    write(root, rest[0], int(rest[1]), int(rest[2]), rest[3], rest[4] == "1",
+          rest[5:6] == ["1"])
 
 
 if __name__ == "__main__":

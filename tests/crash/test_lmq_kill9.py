@@ -109,7 +109,8 @@ def check(root: Path, flush: str, acked: Acks) -> int:
         return max((i for ids in want.values() for i in ids), default=-1)
 
 
-def kill_loop(tmp_path: Path, flush: str, iterations: int, seed: int) -> int:
+def kill_loop(tmp_path: Path, flush: str, iterations: int, seed: int,
+              hold: bool = False) -> int:
     rng = random.Random(seed)
     root = tmp_path / "store"
     acks_path = tmp_path / "acks"
@@ -119,7 +120,7 @@ def kill_loop(tmp_path: Path, flush: str, iterations: int, seed: int) -> int:
         concurrent = "1" if it % 3 == 2 else "0"
         proc = subprocess.Popen(
             [sys.executable, str(HELPER), "write", str(root), str(acks_path), str(seed + it),
-             str(next_id), flush, concurrent],
+             str(next_id), flush, concurrent, "1" if hold else "0"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline()
@@ -153,3 +154,14 @@ def test_kill9_mid_dispatch_loses_and_duplicates_no_lmq_entry(tmp_path: Path,
                                                              flush: str) -> None:
     acked = kill_loop(tmp_path, flush, iterations=6, seed=20260301)
     assert acked > 100
+
+
+@pytest.mark.timeout(600)
+def test_kill9_while_a_start_walk_is_held_loses_and_duplicates_nothing(
+        tmp_path: Path) -> None:
+    """Each writer's start walk of the LMQ store is held after two queues, so it serves,
+    dispatches and passes queues through a cache of four while the walk has not
+    reached the others -- and is killed so: the offsets it hands out continue each
+    queue's, and nothing acknowledged is lost."""
+    acked = kill_loop(tmp_path, "SYNC_FLUSH", iterations=4, seed=20261129, hold=True)
+    assert acked > 50

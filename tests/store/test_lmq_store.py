@@ -943,7 +943,8 @@ def test_a_complete_cache_knows_new_queues_without_a_read(lmq_cfg: Cfg,
     store.shutdown()
     store = open_store(lmq_cached_queues=8, lmq_known_queues=0, **lmq_cfg)
     lmq = store.lmq
-    assert lmq is not None and lmq.complete and lmq.cached() == 4
+    assert lmq is not None and lmq.warmed.wait(30)
+    assert lmq.complete and lmq.cached() == 4
     db = lmq.db
     counting = _Counting(db)
     lmq.db = counting  # type: ignore[assignment]
@@ -975,7 +976,8 @@ def test_queues_that_leave_the_cache_are_taken_from_the_table_without_a_read(
     store.shutdown()
     store = open_store(lmq_cached_queues=4, lmq_known_queues=100, **lmq_cfg)
     lmq = store.lmq
-    assert lmq is not None and lmq.complete and lmq.cached() == 4 and lmq.known() == 3
+    assert lmq is not None and lmq.warmed.wait(30)
+    assert lmq.complete and lmq.cached() == 4 and lmq.known() == 3
     db = lmq.db
     counting = _Counting(db)
     lmq.db = counting  # type: ignore[assignment]
@@ -1026,3 +1028,152 @@ def test_a_trim_survives_readers_filling_the_cache_meanwhile(tmp_path: Path) -> 
         assert [lmq.max_offset(f"%LMQ%q{i}") for i in range(12, 20)] == [1] * 8
     finally:
         lmq.close()
+
+
+# ---------------------------------------------------------------------- a start's walk
+
+
+class _HeldWalk:
+    """:meth:`LmqStore._walk_metas` held after its first ``before`` rows until
+    :attr:`gate` is set -- a walk slower than anything else the start does. A walk that
+    runs on the start's own thread waits out :attr:`timeout` instead (:attr:`timed_out`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, before: int,
+                 timeout: float = 30.0) -> None:
+        self.gate = threading.Event()
+        self.reached = threading.Event()
+        self.timed_out = False
+        walk_metas = LmqStore._walk_metas
+        held = self
+
+        def walk(store: LmqStore) -> Any:
+            rows = walk_metas(store)
+            for _ in range(before):
+                row = next(rows, None)
+                if row is None:
+                    break
+                yield row
+            held.reached.set()
+            held.timed_out = not held.gate.wait(timeout)
+            yield from rows
+
+        monkeypatch.setattr(LmqStore, "_walk_metas", walk)
+
+
+def test_a_start_serves_at_once_while_its_walk_is_held(
+        lmq_cfg: Cfg, open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start does not wait for the walk that fills the cache and the table: with the
+    walk held after two queues, the store is open, and fan-outs to queues the walk has
+    taken, queues it has not reached, and new queues get the next offsets -- as many
+    queues pass through the small cache into the table meanwhile. Once the walk goes
+    on it leaves out what the store learnt since, so every queue still reads back as
+    the commit log says, and the store is complete."""
+    names = [f"%LMQ%w{i:02d}" for i in range(12)]
+    store = open_store(lmq_cached_queues=4, lmq_known_queues=100, **lmq_cfg)
+    for i, name in enumerate(names):
+        for k in range(i % 4 + 1):
+            fan_out(store, 0, b"%s-%d" % (name.encode(), k), [name])
+    assert store.wait_dispatched()
+    store.shutdown()
+    held = _HeldWalk(monkeypatch, before=2)
+    store = open_store(lmq_cached_queues=4, lmq_known_queues=100, **lmq_cfg)
+    assert not held.timed_out, "the start waited for its walk"
+    lmq = store.lmq
+    assert lmq is not None
+    assert held.reached.wait(30) and not lmq.warmed.is_set()
+    want = {name: i % 4 + 1 for i, name in enumerate(names)}
+    for round_ in range(3):
+        for i in range(0, 12, 2):  # the walk's first two, the rest it has not reached
+            batch = [names[i], names[(i + 5) % 12], f"%LMQ%new{round_}-{i}"]
+            fan_out(store, i % 3, b"r%d-%d" % (round_, i), batch)
+            for name in batch:
+                want[name] = want.get(name, 0) + 1
+        assert store.wait_dispatched()
+    assert not lmq.warmed.is_set() and not lmq.complete
+    assert {name: store.max_offset(name, 0) for name in want} == want
+    held.gate.set()
+    assert lmq.warmed.wait(30) and not held.timed_out
+    assert lmq.complete
+    assert {name: store.max_offset(name, 0) for name in want} == want
+    assert store.max_offset("%LMQ%never", 0) == 0
+    fan_out(store, 0, b"after", names)
+    assert store.wait_dispatched()
+    log = expected_from_log(store)
+    assert {name: len(bodies) for name, bodies in log.items()} == {
+        name: want[name] + (name in names) for name in want}
+    for name in names:
+        assert [bytes(r.body) for r in lmq_records(store, name)] == log[name]
+
+
+_walk_ops = st.lists(st.one_of(
+    st.tuples(st.just("send"), st.lists(st.integers(0, 15), min_size=1, max_size=4,
+                                        unique=True)),
+    st.tuples(st.just("delete"), st.integers(0, 15))), max_size=12)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 3), min_size=1, max_size=16),
+       cached=st.integers(1, 6), known=st.integers(0, 12),
+       ops=st.lists(_walk_ops, min_size=1, max_size=8), step=st.integers(1, 3))
+def test_a_walk_interleaved_with_writes_leaves_every_queue_exact(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        sizes: list[int], cached: int, known: int, ops: list[list[tuple[str, Any]]],
+        step: int) -> None:
+    """A start's walk taken a few rows at a time, with writes between its steps -- a
+    dispatch of fan-outs (queues walked, not yet walked, new), deletions, trims into a
+    small table or past a full one: afterwards every queue's metadata is what a store
+    reading the database answers, and a store the walk left complete knows every
+    queue it lacks is new."""
+    path = tmp_path_factory.mktemp("walk") / "lmq"
+    names = [f"%LMQ%p{i:02d}" for i in range(16)]
+    lmq = LmqStore(path)
+    phys = 0
+    try:
+        for i, n in enumerate(sizes):
+            if n:
+                lmq.write([LmqEntry(names[i], o, phys + o, 1, 0, 1) for o in range(n)],
+                          phys + n)
+                phys += n
+    finally:
+        lmq.close()
+    monkeypatch.setattr("tidemq.store.lmq_store._WARM_STEP", step)
+    pending = iter(ops)
+    walk_metas = LmqStore._walk_metas
+    store = LmqStore(path, cached_queues=cached, known_queues=known)
+
+    def apply(batch: list[tuple[str, Any]]) -> None:
+        nonlocal phys
+        for op, arg in batch:
+            if op == "send":
+                entries = [LmqEntry(names[k], store.max_offset(names[k]), phys, 1, 0, 1)
+                           for k in arg]
+                phys += 1
+                store.write(entries, phys)
+            else:
+                phys += 1
+                store.delete_queue(names[arg], phys)
+
+    def walk(s: LmqStore) -> Any:
+        for row in walk_metas(s):
+            batch = next(pending, None)
+            if batch is not None:
+                apply(batch)
+            yield row
+
+    monkeypatch.setattr(LmqStore, "_walk_metas", walk)
+    try:
+        store.warm()
+        for batch in pending:  # what the walk was too short for
+            apply(batch)
+        metas = {name: store._read_meta(name) for name in names}
+    finally:
+        store.close()
+    cold = LmqStore(path, cached_queues=100, known_queues=0)
+    try:
+        assert metas == dict(zip(names, cold._load_metas(names), strict=True))
+    finally:
+        cold.close()
+    if store.complete:
+        assert all(name in store._meta or name in store._table for name in names
+                   if metas[name] != [0, 0, 0])

@@ -104,6 +104,9 @@ KNOWN_QUEUES = 2_000_000
 #: :meth:`LmqStore.checkpoint`).
 FLUSH_ENTRIES = 500_000
 FLUSH_EVERY = 60.0
+#: Queues of a start's walk taken into the cache and the table at a time, under the
+#: lock (see :meth:`LmqStore.warm`).
+_WARM_STEP = 2048
 _first, _second = itemgetter(0), itemgetter(1)
 
 #: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
@@ -221,6 +224,14 @@ class LmqStore:
         #: hold entries of a queue deleted since (see :meth:`write_prepared`).
         self.generation = 0
         self._lock = threading.Lock()
+        #: One more at each :meth:`drop_derived` and when the table overflows: a walk
+        #: of :meth:`warm` begun before it stops.
+        self._epoch = 0
+        self._closing = False
+        #: Set when a :meth:`warm` ends (at once: a store not warmed answers each miss
+        #: from the database).
+        self.warmed = threading.Event()
+        self._warm_thread: threading.Thread | None = None
         raw = cast(bytes | None, self.db.get(_CHECKPOINT_KEY))
         #: Every entry of the records below it is written, and a reader of the metadata
         #: (the cache or the database) sees it: the appender forgets the next offsets it
@@ -371,23 +382,67 @@ class LmqStore:
     def warm(self) -> int:
         """Fill the cache with the queues' metadata, up to :attr:`cached_queues` queues
         in name order, and the table with the next ones up to its limit, in one walk
-        over their keys; returns how many queues the walk saw. Called on a start, before
-        anything else uses the store: a walk step costs a fraction of the seek a queue's
-        first use would cost. Each queue's metadata is what :meth:`_read_metas` reads:
-        ``M`` if any, merged with the end of its last run. A walk that reaches the last
-        queue leaves the store :attr:`complete`."""
-        cache = self._meta
+        over their keys; returns how many queues it took. A walk step costs a fraction
+        of the seek a queue's first use would cost. Each queue's metadata is what
+        :meth:`_read_metas` reads: ``M`` if any, merged with the end of its last run.
+        A walk that reaches the last queue leaves the store :attr:`complete`.
+
+        Safe while the store serves (:meth:`warm_in_background`): the walk is read
+        without the lock and taken in steps of :data:`_WARM_STEP` queues under it,
+        leaving out the queues cached or in the table -- every writer caches a queue
+        before it changes it, and it leaves the cache only into the table, so what the
+        store holds of those is newer than the walk. Until the walk ends a miss reads
+        the database. A walk stops when :meth:`drop_derived` or :meth:`close` is
+        called, or when a queue the cache dropped did not fit the table (the table
+        is full, and the store can never be complete)."""
+        try:
+            return self._warm()
+        finally:
+            self.warmed.set()
+
+    def warm_in_background(self) -> threading.Thread:
+        """:meth:`warm` on a thread of its own, so that a start serves at once;
+        :attr:`warmed` is set when it ends."""
+        thread = self._warm_thread = NamedThread(target=self._warm_logged,
+                                                 name="tidemq-lmq-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm_logged(self) -> None:
+        started = time.monotonic()
+        try:
+            taken = self.warm()
+        except Exception:  # the database closing under it: misses read it meanwhile
+            log.exception("warming the LMQ cache failed")
+            return
+        log.info("LMQ cache warmed: %d queues in %.1f s (cached %d, table %d, complete %s)",
+                 taken, time.monotonic() - started, self.cached(), self.known(),
+                 self.complete)
+
+    def _warm(self) -> int:
+        epoch = self._epoch
         walk = self._walk_metas()
-        for name, meta in walk:
-            cache[name] = meta
-            if len(cache) >= self.cached_queues:
-                break
-        else:
-            self.complete = True
-            return len(cache)
-        taken, exhausted = self._table.fill(walk)
-        self.complete = exhausted
-        return len(cache) + taken
+        cache, table, limit = self._meta, self._table, self.cached_queues
+        taken = 0
+        while True:
+            rows = list(islice(walk, _WARM_STEP))
+            names = list(map(_first, rows))
+            with self._lock:
+                if self._closing or self._epoch != epoch:
+                    return taken
+                if not cache.keys().isdisjoint(names) or table.holds_any(names):
+                    fresh = [row for row in rows if row[0] not in cache and row[0] not in table]
+                else:  # the usual step: no Python step a queue
+                    fresh = rows
+                room = max(limit - len(cache), 0)
+                cache.update(fresh[:room])
+                added, seen = table.fill(fresh[room:])
+                taken += min(room, len(fresh)) + added
+                if not seen:
+                    return taken
+                if len(rows) < _WARM_STEP:
+                    self.complete = True
+                    return taken
 
     def _walk_metas(self) -> Iterator[tuple[str, Meta]]:
         """Every queue's metadata in name order, from one walk over the ``E`` and
@@ -428,6 +483,7 @@ class LmqStore:
             metas: list[Meta] = list(filter(None, found))
             if not self._table.put_many(drop, metas):
                 self.complete = False  # before a queue leaves: see _load_metas
+                self._epoch += 1  # a walk would take the old metadata of those left out
             self._changes += 1
             deque(map(cache.pop, drop, repeat(None)), maxlen=0)
             self._changes += 1
@@ -859,6 +915,7 @@ class LmqStore:
         with self._changing():
             self.db.write(wb, write_opt=self._wal)
             self.complete = False
+            self._epoch += 1
             self._meta.clear()
             self._table.clear()
             self._floors = dict(floors)
@@ -1095,9 +1152,11 @@ class LmqStore:
         return len(gone)
 
     def close(self) -> None:
-        counting = self._stats_thread
-        if counting is not None:
-            counting.join()
+        with self._lock:
+            self._closing = True
+        for thread in (self._warm_thread, self._stats_thread):
+            if thread is not None:
+                thread.join()
         try:
             self.db.flush()
         finally:

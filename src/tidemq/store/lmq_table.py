@@ -19,9 +19,12 @@ when one did not fit, and the store then stops trusting a miss to mean a new que
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
 
 __all__ = ["LmqTable"]
+
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 class LmqTable:
@@ -40,6 +43,9 @@ class LmqTable:
 
     def __len__(self) -> int:
         return len(self._plain) + len(self._other)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._plain or name in self._other
 
     def get(self, name: str) -> list[int] | None:
         """A new list of ``name``'s metadata, or ``None`` for a queue not in the table."""
@@ -66,24 +72,32 @@ class LmqTable:
                     other.pop(name, None)
         return fitted
 
-    def fill(self, rows: Iterator[tuple[str, Sequence[int]]]) -> tuple[int, bool]:
-        """Take ``(name, metadata)`` rows of queues the table does not hold yet (a
-        start's walk) until it is full: how many it took, and whether that was every
-        row (``rows`` is left after the last taken)."""
+    def holds_any(self, names: Iterable[str]) -> bool:
+        """Whether the table holds any of ``names`` (a collection, read twice)."""
+        return not (self._plain.keys().isdisjoint(names)
+                    and self._other.keys().isdisjoint(names))
+
+    def fill(self, rows: Sequence[tuple[str, Sequence[int]]]) -> tuple[int, bool]:
+        """Take ``(name, metadata)`` rows of a start's walk, in order, until the table
+        is full, leaving out the names it holds already: what it learnt of those since
+        the walk read them is newer. Returns how many it took, and whether it saw every
+        row. Rows of plain queues, nearly all of them, go in with no Python step each."""
         plain, other = self._plain, self._other
-        room = self.limit - len(self)
-        if room <= 0:
-            return 0, next(rows, None) is None
-        taken = 0
-        for name, (nxt, lo, floor) in rows:
-            if lo or floor:
-                other[name] = (nxt, lo, floor)
-            else:
-                plain[name] = nxt
-            taken += 1
-            if taken == room:
-                return taken, next(rows, None) is None
-        return taken, True
+        if self.holds_any(list(map(_first, rows))):
+            rows = [row for row in rows if row[0] not in plain and row[0] not in other]
+        room = max(self.limit - len(self), 0)
+        seen = len(rows) <= room
+        rows = rows[:room]
+        metas = list(map(_second, rows))  # [next offset, min offset, floor] each
+        if any(map(_second, metas)) or any(map(_third, metas)):
+            for name, (nxt, lo, floor) in rows:
+                if lo or floor:
+                    other[name] = (nxt, lo, floor)
+                else:
+                    plain[name] = nxt
+        else:
+            plain.update(zip(map(_first, rows), map(_first, metas), strict=True))
+        return len(rows), seen
 
     def clear(self) -> None:
         self._plain = {}

@@ -37,6 +37,7 @@ from tidemq.bench.lmq import (
     _producer_sends,
     _raw_sends,
     _wire_messages,
+    lmq_walk_done,
 )
 from tidemq.bench.process import BrokerProcess, thread_cpu_seconds, thread_cpu_split
 from tidemq.client import AdminClient, ClientConfig, Producer
@@ -56,6 +57,7 @@ async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
     out: list[dict[str, Any]] = []
     try:
         await _first_found(client, addr, cfg, time.perf_counter() + 120)
+        await lmq_walk_done(broker.pid, time.perf_counter() + 600)
         async with Producer("lmq-wire", config=config) as producer:
             await _producer_sends(producer, _wire_messages(cfg, 99)[:200], 8)  # warm-up
             if args.pause:

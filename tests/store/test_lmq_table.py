@@ -58,14 +58,14 @@ def test_the_table_answers_as_a_dict_of_its_puts_up_to_its_limit(
 def test_a_fill_takes_rows_until_the_table_is_full(
         limit: int, before: list[tuple[int, tuple[int, int, int]]],
         rows: list[tuple[int, tuple[int, int, int]]]) -> None:
-    """A start's walk: rows are taken in order while there is room, except those of
-    names the table holds already (what it learnt of them since the walk read them is
-    newer); the answer says how many were taken, and whether every row was seen."""
+    """A start's walk: rows of names the table does not hold are taken in order while
+    there is room; the answer says how many, and whether that was every row."""
     table = LmqTable(limit)
     table.put_many([f"%LMQ%w{k}" for k, _m in before], [m for _k, m in before])
     held = {f"%LMQ%w{k}": list(m) for k, m in before if table.get(f"%LMQ%w{k}") is not None}
     held_count = len(table)
-    taken, seen = table.fill([(f"%LMQ%w{k}", meta) for k, meta in rows])
+    taken, seen = table.fill([(f"%LMQ%w{k}", meta) for k, meta in rows
+                              if f"%LMQ%w{k}" not in held])
     want: list[tuple[int, tuple[int, int, int]]] = []
     left_out = False
     for k, meta in rows:

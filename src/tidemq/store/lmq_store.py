@@ -105,8 +105,9 @@ KNOWN_QUEUES = 2_000_000
 FLUSH_ENTRIES = 500_000
 FLUSH_EVERY = 60.0
 #: Queues of a start's walk taken into the cache and the table at a time, under the
-#: lock (see :meth:`LmqStore.warm`).
-_WARM_STEP = 2048
+#: lock (see :meth:`LmqStore.warm`). Larger steps keep more rows alive at once, which
+#: the garbage collector moves to its older generations and walks again.
+_WARM_STEP = 512
 _first, _second = itemgetter(0), itemgetter(1)
 
 #: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
@@ -227,6 +228,9 @@ class LmqStore:
         #: One more at each :meth:`drop_derived` and when the table overflows: a walk
         #: of :meth:`warm` begun before it stops.
         self._epoch = 0
+        #: Trims so far: a walk of :meth:`warm` leaves out the queues they put in the
+        #: table once there was one.
+        self._trims = 0
         self._closing = False
         #: Set when a :meth:`warm` ends (at once: a store not warmed answers each miss
         #: from the database).
@@ -420,27 +424,32 @@ class LmqStore:
                  self.complete)
 
     def _warm(self) -> int:
-        epoch = self._epoch
-        walk = self._walk_metas()
         cache, table, limit = self._meta, self._table, self.cached_queues
+        epoch = self._epoch
+        trims = self._trims if not table else None  # None: the table holds others already
+        walk = self._walk_metas()
         taken = 0
         while True:
             rows = list(islice(walk, _WARM_STEP))
-            names = list(map(_first, rows))
+            last = len(rows) < _WARM_STEP
             with self._lock:
                 if self._closing or self._epoch != epoch:
                     return taken
-                if not cache.keys().isdisjoint(names) or table.holds_any(names):
-                    fresh = [row for row in rows if row[0] not in cache and row[0] not in table]
-                else:  # the usual step: no Python step a queue
-                    fresh = rows
+                if self._trims != trims:  # the table holds more than this walk's rows
+                    rows = [row for row in rows if row[0] not in table]
                 room = max(limit - len(cache), 0)
-                cache.update(fresh[:room])
-                added, seen = table.fill(fresh[room:])
-                taken += min(room, len(fresh)) + added
+                head, rest = rows[:room], rows[room:]
+                before = len(cache)
+                # setdefault: what the cache holds is newer than the walk
+                deque(map(cache.setdefault, map(_first, head), map(_second, head)), maxlen=0)
+                taken += len(cache) - before
+                if rest and not cache.keys().isdisjoint(list(map(_first, rest))):
+                    rest = [row for row in rest if row[0] not in cache]
+                added, seen = table.fill(rest)
+                taken += added
                 if not seen:
                     return taken
-                if len(rows) < _WARM_STEP:
+                if last:
                     self.complete = True
                     return taken
 
@@ -481,6 +490,7 @@ class LmqStore:
             if None in found:  # a reader took its fill back meanwhile (see _metas)
                 drop = list(compress(drop, found))
             metas: list[Meta] = list(filter(None, found))
+            self._trims += 1
             if not self._table.put_many(drop, metas):
                 self.complete = False  # before a queue leaves: see _load_metas
                 self._epoch += 1  # a walk would take the old metadata of those left out

@@ -72,19 +72,12 @@ class LmqTable:
                     other.pop(name, None)
         return fitted
 
-    def holds_any(self, names: Iterable[str]) -> bool:
-        """Whether the table holds any of ``names`` (a collection, read twice)."""
-        return not (self._plain.keys().isdisjoint(names)
-                    and self._other.keys().isdisjoint(names))
-
     def fill(self, rows: Sequence[tuple[str, Sequence[int]]]) -> tuple[int, bool]:
-        """Take ``(name, metadata)`` rows of a start's walk, in order, until the table
-        is full, leaving out the names it holds already: what it learnt of those since
-        the walk read them is newer. Returns how many it took, and whether it saw every
-        row. Rows of plain queues, nearly all of them, go in with no Python step each."""
+        """Take ``(name, metadata)`` rows of a start's walk, of names the table does
+        not hold, in order until it is full. Returns how many it took, and whether that
+        was every row. Rows of plain queues, nearly all of them, go in with no Python
+        step each."""
         plain, other = self._plain, self._other
-        if self.holds_any(list(map(_first, rows))):
-            rows = [row for row in rows if row[0] not in plain and row[0] not in other]
         room = max(self.limit - len(self), 0)
         seen = len(rows) <= room
         rows = rows[:room]

@@ -831,13 +831,14 @@ class Appender:
             end_pos = pos + total
             try:
                 out = seg.view[pos:end_pos]
-                write_uniform_batch(out, head, batch)
-                patch_records(out, n, rec, qo, phys_base, ts, OFF_STORE_TIMESTAMP)
-            except (OSError, ValueError) as exc:  # the map failed: sticky, as in _write
+            except ValueError as exc:  # the map is gone: sticky, as in _write
                 cl.werr = f"write to {seg.path.name} failed: {exc}"
                 raise StoreReadOnly("WRITE_ERROR", cause=cl.werr) from exc
+            try:
+                write_uniform_batch(out, head, batch)
+                patch_records(out, n, rec, qo, phys_base, ts, OFF_STORE_TIMESTAMP)
             except BaseException:
-                seg.mm[pos:end_pos] = bytes(total)  # a part written
+                out[:] = bytes(total)  # a part written
                 raise
             seg.wrote = end_pos
             if self._hooks:

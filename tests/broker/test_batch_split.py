@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.broker.test_send_facts import GOLDEN, Pair, pair
@@ -16,6 +15,7 @@ from tidemq.broker.processors.send import SendProcessor
 from tidemq.errors import BrokerResponseError, CorruptRecord
 from tidemq.formats.batch import count_entries, encode_batch, iter_batch
 from tidemq.formats.properties import encode_properties
+from tidemq.store.append import UniformBatch
 
 __all__ = ["pair"]
 
@@ -123,17 +123,14 @@ async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     assert [m.flag for m in msgs] == list(range(20))
 
 
-async def test_a_small_uniform_batch_is_split_without_arrays(
-        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_small_uniform_batch_is_split_as_columns(pair: Pair) -> None:
+    """An auto-batcher's batch of a few messages goes to the store as columns, as a large
+    one, and stores what the walk stores."""
     body = encode_batch([(b"body%d" % i, encode_properties(
         {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(5)])
-
-    def arrays(*_: object) -> None:
-        raise AssertionError("took the array split")
-
-    monkeypatch.setattr(pair.fast._splitter, "_array_split", arrays)
     split = pair.fast._splitter.uniform(body)
     assert split is not None
+    assert isinstance(split[0], UniformBatch)
     walker = SendProcessor(pair.a.ctx)
     walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)

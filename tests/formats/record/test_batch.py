@@ -90,7 +90,7 @@ class Entries:
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=st.data(), n=st.integers(8, 40), blen=st.integers(0, 30),
+@given(data=st.data(), n=st.integers(1, 40), blen=st.integers(0, 30),
        cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]))
 def test_client_entries_encode_to_the_batch_of_their_messages(
         data: st.DataObject, n: int, blen: int, cluster: bytes) -> None:
@@ -110,7 +110,7 @@ def test_client_entries_encode_to_the_batch_of_their_messages(
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=st.data(), n=st.integers(8, 70), blen=st.integers(0, 30),
+@given(data=st.data(), n=st.integers(1, 70), blen=st.integers(0, 30),
        cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]), at=st.integers(0, 9))
 def test_client_entries_written_in_place_are_the_encoded_batch(
         data: st.DataObject, n: int, blen: int, cluster: bytes, at: int) -> None:
@@ -141,5 +141,12 @@ def test_client_entries_the_template_cannot_take_are_left_to_the_caller() -> Non
     kwargs = {"sys_flag": 0, "born_timestamp": 0, "store_host": V4_STORE}
     assert encode_uniform_batch("T", 0, entries, born_host=V6, **kwargs) is None  # type: ignore[arg-type]
     assert encode_uniform_batch("L" * 128, 0, entries, born_host=V4, **kwargs) is None  # type: ignore[arg-type]
-    few = Entries(raw[: 7 * entries.entry_size], 7, entries.entry_size, 2, b"")
-    assert encode_uniform_batch("T", 0, few, born_host=V4, **kwargs) is None  # type: ignore[arg-type]
+
+
+def test_a_few_client_entries_take_the_template() -> None:
+    """An auto-batcher's batch of a few messages is tiled and filled as a large one."""
+    raw = encode_entries([(b"ab", b"UNIQ_KEY\x01%08X\x02" % i, i) for i in range(5)])
+    entries = Entries(raw, 5, len(raw) // 5, 2, b"")
+    enc = encode_uniform_batch("T", 0, entries, sys_flag=0, born_timestamp=0, born_host=V4,
+                               store_host=V4_STORE)
+    assert enc is not None and len(enc.starts) == 5

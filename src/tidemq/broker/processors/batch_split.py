@@ -2,25 +2,24 @@
 and inner-batch bodies (BatchCQ topics) counted.
 
 A batch whose entries share one layout and differ only in their UNIQ_KEY values is split
-with a few array comparisons instead of a property parse per entry; from 16 entries on it
-goes to the store as columns over the request body (:class:`UniformBatch`), its keys to
-the index as columns (:class:`KeyColumns`). Anything else is walked entry by entry with
-the send processor's own per-message check, so its errors are that check's.
+with a few array comparisons instead of a property parse per entry, and goes to the store
+as columns over the request body (:class:`UniformBatch`), its keys to the index as columns
+(:class:`KeyColumns`). Anything else is walked entry by entry with the send processor's
+own per-message check, so its errors are that check's.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from tidemq.broker.lmq import names_lmqs
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
-from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch, uniform_layout
+from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
@@ -37,17 +36,12 @@ from tidemq.store.message_store import MessageInput
 __all__ = ["NO_BATCH_FAN_OUT", "UNIFORM_SMALL", "BatchSplitter", "first_fans_out",
            "inner_count", "inner_shape", "new_input"]
 
-#: Uniform batches with fewer entries than this are split without arrays
-#: (see :meth:`BatchSplitter.uniform`).
-_UNIFORM_MIN = 16
 #: Batches with fewer entries than this are walked.
 UNIFORM_SMALL = 4
 #: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
 _SIZE_AND_BLEN = struct.Struct(">i12xi")
 _PLEN = struct.Struct(">h")
 _BLEN = struct.Struct(">i")
-#: A uniform batch split: bodies, flags, stored property bytes, UNIQ_KEYs (or ``None``).
-_Split = tuple[list[memoryview], list[int], list[bytes], list[str] | None]
 #: ``MessageInput`` from a 5-tuple without the keyword-argument call.
 new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
     tuple.__new__, MessageInput)
@@ -202,17 +196,15 @@ class BatchSplitter:
         valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
         would find, entry by entry. Anything else, errors included, is walked; so are
         batches of fewer than :data:`UNIFORM_SMALL` entries, where checking the layout
-        costs more than the walk. Batches of fewer than :data:`_UNIFORM_MIN` entries (an
-        auto-batcher's at a low rate) are compared with bytes slices, larger ones with
-        arrays and handed to the store as columns (:class:`UniformBatch`), never as an
-        object per message.
+        costs more than the walk. The rest, the few entries of an auto-batcher's batch
+        at a low rate included, are compared by compiled loops and handed to the store
+        as columns (:class:`UniformBatch`), never as an object per message.
         """
         first_size = int.from_bytes(body[:4], "big")
         if first_size <= 0 or len(body) < UNIFORM_SMALL * first_size:
             return None
-        # A large batch: the array split checks every entry's lengths with its properties.
-        large = len(body) >= _UNIFORM_MIN * first_size
-        layout = first_layout(body) if large else uniform_layout(body)
+        # the array split checks every entry's lengths with its properties
+        layout = first_layout(body)
         if layout is None:
             return None
         size, blen = layout
@@ -242,55 +234,10 @@ class BatchSplitter:
         cluster = b"" if "CLUSTER" in props else self._cluster_prop
         if plen + len(cluster) > MAX_PROPERTIES_BYTES:
             return None
-        ks = user_keys(props)
-        wait = wants_flush(props)
-        if large:
-            batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
-                                      tags_code(props.get("TAGS")), ks if self._index else None)
-            return None if batch is None else (batch, wait)
-        split = self._small_split(data, n, size, blen, cluster, ustart, uend)
-        if split is None:
-            return None
-        bodies, flags, raws, uniqs = split
-        keys: Iterable[tuple[str, ...]]
-        if not self._index:
-            keys = repeat((), n)
-        elif uniqs is None:
-            keys = repeat(ks, n)
-        else:
-            keys = [(u, *ks) for u in uniqs] if ks else list(zip(uniqs))
-        tags = repeat(tags_code(props.get("TAGS")), n)
-        return list(map(new_input, zip(bodies, raws, flags, tags, keys, strict=True))), wait
-
-    @staticmethod
-    def _small_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
-                     uend: int) -> _Split | None:
-        """Bodies, flags, stored property bytes and UNIQ_KEYs (``None``: the entries have
-        none) of a small batch of uniform layout, as :meth:`_array_split` checks it, with
-        bytes slices: for a few entries, array set-up costs more than the comparisons."""
-        pstart = ENTRY_OVERHEAD + blen
-        plen = size - pstart
-        first = data[pstart : pstart + plen]
-        head, tail = first[:ustart], first[uend:]
-        view = memoryview(data)
-        bodies: list[memoryview] = []
-        flags: list[int] = []
-        raws: list[bytes] = []
-        uniqs: list[str] | None = None if ustart == uend else []
-        bstart = ENTRY_OVERHEAD - 2
-        for base in range(0, n * size, size):
-            props = data[base + pstart : base + size]
-            if props[:ustart] != head or props[uend:] != tail:
-                return None
-            if uniqs is not None:
-                value = props[ustart:uend]
-                if not value.isascii() or 1 in value or 2 in value:
-                    return None
-                uniqs.append(value.decode("ascii"))
-            bodies.append(view[base + bstart : base + bstart + blen])
-            flags.append(int.from_bytes(data[base + 12 : base + 16], "big", signed=True))
-            raws.append(props + cluster if cluster else props)
-        return bodies, flags, raws, uniqs
+        batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
+                                  tags_code(props.get("TAGS")),
+                                  user_keys(props) if self._index else None)
+        return None if batch is None else (batch, wants_flush(props))
 
     @staticmethod
     def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,

@@ -236,12 +236,12 @@ def uniform_template(
     born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
 ) -> bytearray | None:
     """The record every message of ``batch`` starts from (``batch.cluster`` in it, body,
-    properties, CRC, offsets and store time zero), or ``None`` when :func:`encode_batch`
-    would not use a template (IPv6 hosts, a long topic, fewer than 8 messages): encode the
-    messages then."""
+    properties, CRC, offsets and store time zero), or ``None`` when the records cannot
+    share one (IPv6 hosts, a long topic): encode the messages then. A batch of any size
+    takes it: the template is tiled and filled by compiled loops, with no numpy set-up
+    (:func:`encode_batch`'s reason to encode a few messages one by one)."""
     tbytes = topic.encode("utf-8")
-    if (len(born_host.ip) != 4 or len(store_host.ip) != 4 or len(tbytes) > MAX_V1_TOPIC_BYTES
-            or batch.n < _VECTOR_MIN):
+    if len(born_host.ip) != 4 or len(store_host.ip) != 4 or len(tbytes) > MAX_V1_TOPIC_BYTES:
         return None
     cluster = batch.cluster
     template, _ = _uniform_layout(tbytes, batch.body_length, batch.properties_length,

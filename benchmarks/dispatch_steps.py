@@ -30,7 +30,7 @@ from tidemq.bench.dispatch import MODES, DispatchBenchConfig, _Load, _open
 from tidemq.broker.gc_settings import server_gc
 from tidemq.store.message_store import MessageStore
 
-WARM = 1000  # puts before counting: every queue's files made
+WARM = 1000  # puts before counting: every queue's (and most LMQs') files made
 
 
 class _Opcodes:
@@ -94,9 +94,10 @@ def _rounds(store: MessageStore, load: _Load, first: int, rounds: int, per_round
     return sent
 
 
-def measure(mode: str, per_round: int, rounds: int) -> dict[str, dict[str, float]]:
+def measure(mode: str, per_round: int, rounds: int, warm: int = WARM
+            ) -> dict[str, dict[str, float]]:
     cfg = DispatchBenchConfig()
-    load = _Load(cfg, WARM + per_round * rounds)
+    load = _Load(cfg, warm + per_round * rounds)
     root = Path(tempfile.mkdtemp(prefix="dispatch-steps-"))
     out: dict[str, dict[str, float]] = {}
     try:
@@ -106,14 +107,14 @@ def measure(mode: str, per_round: int, rounds: int) -> dict[str, dict[str, float
             store = _open(root / "traced", cfg, mode)
             threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
             try:
-                _rounds(store, load, _rounds(store, load, 0, WARM, 1), rounds, per_round,
+                _rounds(store, load, _rounds(store, load, 0, warm, 1), rounds, per_round,
                         opcodes)
             finally:
                 store.shutdown()
             out["opcodes"] = {k: v / rounds for k, v in opcodes.threads.items()}
             store = _open(root / "counted", cfg, mode)
             try:
-                first = _rounds(store, load, 0, WARM, 1)
+                first = _rounds(store, load, 0, warm, 1)
                 before = _tasks()
                 _rounds(store, load, first, rounds, per_round)
                 after = _tasks()
@@ -133,9 +134,10 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--warm", type=int, default=WARM, help="single puts first")
     ns = parser.parse_args()
     for mode in ns.modes.split(","):
-        got = measure(mode, ns.per_round, ns.rounds)
+        got = measure(mode, ns.per_round, ns.rounds, ns.warm)
         print(f"{mode}: rounds of {ns.per_round} put(s), a round:")
         for name in sorted(got["switches"]):
             print(f"  {name:18} {got['opcodes'].get(name, 0):9,.0f} opcodes  "

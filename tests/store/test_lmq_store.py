@@ -1021,7 +1021,7 @@ def test_a_trim_survives_readers_filling_the_cache_meanwhile(tmp_path: Path) -> 
                         break
                 return False
 
-        lmq.pinned = Filling
+        lmq.pinned = lambda: (Filling(),)
         for i in range(12, 20):
             lmq.write([LmqEntry(f"%LMQ%q{i}", 0, 100 * i, 1, 0, 1)], 100 * i + 1)
         assert [lmq.max_offset(name) for name in names] == [i % 3 + 1 for i in range(12)]

@@ -73,6 +73,11 @@ class LmqNextOffsets:
         """The names in either generation."""
         return self.young.keys() | self._sealed.keys()
 
+    def generations(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Both generations, to ask whether they hold a name without building
+        :meth:`names` (the LMQ store's trims: see ``LmqStore.pinned``)."""
+        return self.young, self._sealed
+
     def set(self, name: str, nxt: int) -> None:
         self.young[name] = nxt
 

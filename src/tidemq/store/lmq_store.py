@@ -63,8 +63,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, filterfalse, islice, repeat
 from operator import add, eq, gt, itemgetter, or_, setitem, sub
@@ -207,7 +206,7 @@ class LmqStore:
         self._meta: dict[str, Meta] = {}
         self.cached_queues = cached_queues
         #: The queues that must stay cached (set by the store: see the class docstring).
-        self.pinned: Callable[[], AbstractSet[str]] = frozenset
+        self.pinned: Callable[[], Iterable[Container[str]]] = tuple
         #: The cache size past which the next trim runs (above ``cached_queues`` while
         #: pinned queues fill it).
         self._trim_above = cached_queues
@@ -484,7 +483,10 @@ class LmqStore:
         want = len(cache) - limit + limit // 4
         # Over a copy of the names: a reader fills the cache without the lock (_metas),
         # and a dict that changes size under an iteration ends it with an error.
-        drop = list(islice(filterfalse(self.pinned().__contains__, list(cache)), want))
+        names: Iterable[str] = list(cache)
+        for held in self.pinned():  # no union of them built: a trim asks for few
+            names = filterfalse(held.__contains__, names)
+        drop = list(islice(names, want))
         if drop:
             found = list(map(cache.get, drop))
             if None in found:  # a reader took its fill back meanwhile (see _metas)

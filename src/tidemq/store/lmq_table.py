@@ -19,7 +19,7 @@ when one did not fit, and the store then stops trusting a miss to mean a new que
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 
 __all__ = ["LmqTable"]
@@ -55,10 +55,16 @@ class LmqTable:
         other = self._other.get(name)
         return None if other is None else list(other)
 
-    def put_many(self, names: Iterable[str], metas: Iterable[Sequence[int]]) -> bool:
+    def put_many(self, names: Sequence[str], metas: Sequence[Sequence[int]]) -> bool:
         """Remember each of ``names`` with its metadata (replacing what the table held);
         ``False`` when some new name did not fit under :attr:`limit` (it is left out)."""
         plain, other, limit = self._plain, self._other, self.limit
+        # Every name fits, and each is of a queue never expired nor deleted (the usual
+        # trim): no Python step a queue.
+        if (len(plain) + len(other) + len(names) <= limit and not any(map(_second, metas))
+                and not any(map(_third, metas)) and other.keys().isdisjoint(names)):
+            plain.update(zip(names, map(_first, metas), strict=True))
+            return True
         fitted = True
         for name, (nxt, lo, floor) in zip(names, metas, strict=True):
             if name not in plain and name not in other and len(plain) + len(other) >= limit:

@@ -111,7 +111,7 @@ class MessageStore:
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
                 self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues,
                                           self.config.lmq_known_queues)
-                self.queues.lmq.pinned = self.appender.lmq_next.names
+                self.queues.lmq.pinned = self.appender.lmq_next.generations
                 self.queues.lmq.warm_in_background()  # serves meanwhile: see warm()
             checkpoint = Checkpoint.read(self.layout.checkpoint_file)
             cut_at = truncation.pending(self.layout)

@@ -1,0 +1,143 @@
+"""CPU a message of ``tidemq bench latency``'s ticks, one tick at a time.
+
+``tidemq bench latency --rate 5000`` hands the auto-batcher five messages a millisecond;
+on a quiet machine each tick then travels alone: one send request and its answer, one
+held pull woken and answered, the next pull sent. On a busy machine the ticks stretch
+and requests carry more messages, so its CPU a message moves with the load. This script
+keeps the shape fixed: it sends ``--tick`` messages through an
+:class:`~tidemq.client.AutoBatchProducer` (linger 0, a future each, as the bench's
+pacer), waits for their acknowledgements and for the long-polling
+:class:`~tidemq.client.PullConsumer` to receive them, and only then sends the next tick.
+Every request therefore carries one tick, whatever the load, and the CPU each process
+spends a message (user and system time, all threads; the broker is a ``tidemq
+standalone`` process as the bench's) is the per-tick work divided by the tick. Also
+printed: the broker's context switches a tick (voluntary, all threads), which counts the
+thread hand-offs.
+
+    .venv/bin/python benchmarks/latency_ticks.py --ticks 4000 --tick 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import resource
+import time
+from pathlib import Path
+
+from tidemq.bench.process import BrokerProcess, thread_cpu_seconds
+from tidemq.client import (
+    AdminClient,
+    AutoBatchProducer,
+    ClientConfig,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
+from tidemq.errors import TideMQError
+
+_TOPIC = "LatencyTicks"
+
+
+async def _queues(namesrv: str) -> list[MessageQueue]:
+    async with AdminClient(namesrv) as admin:
+        await admin.create_topic(_TOPIC, read_queue_nums=8, write_queue_nums=8)
+        while True:  # the broker registers the new topic soon after
+            with contextlib.suppress(TideMQError):
+                route = await admin.instance.routes.get(_TOPIC, refresh=True)
+                if len(route.publish_queues) == 8:
+                    return list(route.publish_queues)
+            await asyncio.sleep(0.05)
+
+
+def _switches(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid``."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def _broker_cpu(pid: int) -> tuple[float, float]:
+    threads = thread_cpu_seconds(pid).values()
+    return sum(u for u, _ in threads), sum(s for _, s in threads)
+
+
+async def _ticks(batcher: AutoBatchProducer, consumer: PullConsumer, count: int,
+                 tick: int) -> None:
+    msg = Message(_TOPIC, b"x" * 128)
+    for _ in range(count):
+        futures = [await batcher.send(msg) for _ in range(tick)]
+        for future in futures:
+            await future
+        got = 0
+        while got < tick:
+            got += len(await consumer.poll(timeout=5.0, max_messages=1 << 16))
+
+
+async def _run(ticks: int, tick: int, warmup: int) -> dict[str, float]:
+    broker = BrokerProcess()
+    namesrv = await broker.start()
+    try:
+        await _queues(namesrv)
+        config = ClientConfig(namesrv_addr=(namesrv,), long_polling_timeout=5.0,
+                              request_timeout=30.0, send_msg_timeout=30.0)
+        producer = Producer("latency_ticks", config=config)
+        await producer.start()
+        consumer = PullConsumer("latency_ticks", config=ClientConfig(
+            namesrv_addr=(namesrv,), instance_name="latency_ticks_c",
+            long_polling_timeout=5.0, request_timeout=30.0))
+        await consumer.start()
+        try:
+            async with AutoBatchProducer(producer, linger_ms=0) as batcher:
+                route = await _queues(namesrv)
+                consumer.assign(route)
+                await consumer.seek_to_end()
+                await consumer.poll(timeout=0.2)  # its pulls are now held
+                await _ticks(batcher, consumer, warmup, tick)
+                c0, b0, s0 = resource.getrusage(resource.RUSAGE_SELF), _broker_cpu(
+                    broker.pid), _switches(broker.pid)
+                t0 = time.perf_counter()
+                await _ticks(batcher, consumer, ticks, tick)
+                wall = time.perf_counter() - t0
+                c1, b1, s1 = resource.getrusage(resource.RUSAGE_SELF), _broker_cpu(
+                    broker.pid), _switches(broker.pid)
+        finally:
+            await consumer.close(commit=False)
+            await producer.close()
+    finally:
+        await broker.stop()
+    n = ticks * tick
+    return {"client_user": (c1.ru_utime - c0.ru_utime) / n * 1e6,
+            "client_sys": (c1.ru_stime - c0.ru_stime) / n * 1e6,
+            "broker_user": (b1[0] - b0[0]) / n * 1e6,
+            "broker_sys": (b1[1] - b0[1]) / n * 1e6,
+            "broker_switches_a_tick": (s1 - s0) / ticks,
+            "ticks_per_s": ticks / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ticks", type=int, default=4000)
+    parser.add_argument("--tick", type=int, default=5, help="messages a tick")
+    parser.add_argument("--warmup", type=int, default=500, help="ticks before measuring")
+    ns = parser.parse_args()
+    import uvloop
+
+    uvloop.install()
+    r = asyncio.run(_run(ns.ticks, ns.tick, ns.warmup))
+    print(f"ticks of {ns.tick}: CPU µs a message client {r['client_user'] + r['client_sys']:.1f}"
+          f" (user {r['client_user']:.1f} sys {r['client_sys']:.1f}), broker "
+          f"{r['broker_user'] + r['broker_sys']:.1f} (user {r['broker_user']:.1f} sys "
+          f"{r['broker_sys']:.1f}); broker context switches a tick "
+          f"{r['broker_switches_a_tick']:.1f}; {r['ticks_per_s']:,.0f} ticks/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.broker.test_send_facts import GOLDEN, Pair, pair
@@ -123,18 +124,19 @@ async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     assert [m.flag for m in msgs] == list(range(20))
 
 
-async def test_a_small_uniform_batch_is_split_as_columns(pair: Pair) -> None:
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+async def test_a_small_uniform_batch_is_split_as_columns(pair: Pair, n: int) -> None:
     """An auto-batcher's batch of a few messages goes to the store as columns, as a large
     one, and stores what the walk stores."""
     body = encode_batch([(b"body%d" % i, encode_properties(
-        {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(5)])
+        {"UNIQ_KEY": f"{i:032X}", "WAIT": "true", "KEYS": "a b"}), i) for i in range(n)])
     split = pair.fast._splitter.uniform(body)
     assert split is not None
     assert isinstance(split[0], UniformBatch)
     walker = SendProcessor(pair.a.ctx)
     walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
     assert _split(pair.fast, body) == _split(walker, body)
-    assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(5)]
+    assert [m.keys for m in split[0]] == [(f"{i:032X}", "a", "b") for i in range(n)]
 
 
 _FAN_OUT = "INNER_MULTI_DISPATCH"

@@ -36,7 +36,8 @@ from tidemq.store.message_store import MessageInput
 __all__ = ["NO_BATCH_FAN_OUT", "UNIFORM_SMALL", "BatchSplitter", "first_fans_out",
            "inner_count", "inner_shape", "new_input"]
 
-#: Batches with fewer entries than this are walked.
+#: Below this many entries an inner batch is counted entry by entry and a batch's offset ids
+#: are formatted one by one.
 UNIFORM_SMALL = 4
 #: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
 _SIZE_AND_BLEN = struct.Struct(">i12xi")
@@ -194,14 +195,13 @@ class BatchSplitter:
         bytes except for the UNIQ_KEY value (ASCII, no separator in it). Then the first
         entry's properties describe every entry (TAGS, KEYS, WAIT, CLUSTER), the values are
         valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
-        would find, entry by entry. Anything else, errors included, is walked; so are
-        batches of fewer than :data:`UNIFORM_SMALL` entries, where checking the layout
-        costs more than the walk. The rest, the few entries of an auto-batcher's batch
-        at a low rate included, are compared by compiled loops and handed to the store
-        as columns (:class:`UniformBatch`), never as an object per message.
+        would find, entry by entry. Anything else, errors included, is walked. A batch of
+        any size, the few entries of an auto-batcher's batch at a low rate included, is
+        compared by compiled loops and handed to the store as columns
+        (:class:`UniformBatch`), never as an object per message.
         """
         first_size = int.from_bytes(body[:4], "big")
-        if first_size <= 0 or len(body) < UNIFORM_SMALL * first_size:
+        if first_size <= 0 or len(body) < first_size:
             return None
         # the array split checks every entry's lengths with its properties
         layout = first_layout(body)

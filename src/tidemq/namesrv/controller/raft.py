@@ -19,9 +19,11 @@ controller that is down had received is then lost.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import contextlib
 import dataclasses
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +36,10 @@ from tidemq.namesrv.controller.events import Event, decode_event, encode_event
 from tidemq.namesrv.controller.state import ControllerState
 
 __all__ = ["NotCommitted", "RaftLog", "RaftTiming"]
+
+# Importing PySyncObj replaces socket.inet_ntop with a Windows-only stand-in on every
+# platform (pysyncobj/win_inet_pton.py); the process's own is put back.
+socket.inet_ntop = _socket.inet_ntop
 
 
 class NotCommitted(TideMQError):

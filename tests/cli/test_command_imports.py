@@ -43,12 +43,20 @@ def loaded(*args: str, modules: tuple[str, ...]) -> tuple[str, set[str]]:
 def test_a_name_server_run_loads_no_broker_bench_or_console() -> None:
     out, got = loaded("namesrv", "--help", modules=(
         "tidemq.broker.app", "tidemq.bench", "tidemq.console", "tidemq.cli.commands.admin",
-        "tidemq.namesrv"))
+        "tidemq.cli.commands.server"))
     assert "Usage:" in out
-    assert got == {"tidemq.namesrv"}
+    assert got == {"tidemq.cli.commands.server"}  # its own command's module only
 
 
 def test_a_single_command_module_still_takes_the_command_name() -> None:
     out, got = loaded("cluster", "--help", modules=("tidemq.cli.commands.admin",))
     assert "Usage:" in out and "cluster" in out
     assert got == set()
+
+
+def test_a_broker_run_loads_no_name_server_controller_bench_or_console() -> None:
+    out, got = loaded("broker", "--help", modules=(
+        "tidemq.namesrv.app", "tidemq.namesrv.controller", "pysyncobj", "tidemq.bench",
+        "tidemq.console", "tidemq.cli.commands.server"))
+    assert "Usage:" in out
+    assert got == {"tidemq.cli.commands.server"}

@@ -21,9 +21,6 @@ from rich.console import Console
 from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
 from tidemq.errors import TideMQError
-from tidemq.namesrv import NameServerApp
-from tidemq.namesrv.config import load_namesrv_config
-from tidemq.namesrv.controller import ControllerApp, load_controller_config
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
@@ -152,6 +149,11 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
             log_format: LogFormat = "text") -> None:
     """Run a name server (on 127.0.0.1 unless --host or bindAddress says otherwise); with
     enableControllerInNamesrv=true it is also a controller (docs/replication.md)."""
+    # each server's modules are imported by the commands that run it only
+    from tidemq.namesrv import NameServerApp
+    from tidemq.namesrv.config import load_namesrv_config
+    from tidemq.namesrv.controller import ControllerApp, load_controller_config
+
     _setup_logging(log_level, log_file, log_format)
     overrides = _with_host(host, _overrides(set_))
     cfg, unknown = _load(load_namesrv_config, config, overrides)
@@ -173,6 +175,8 @@ def controller(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = No
                log_format: LogFormat = "text") -> None:
     """Run a standalone controller (controllerRaftPeers, controllerRaftSelfId, listenPort;
     see docs/replication.md)."""
+    from tidemq.namesrv.controller import ControllerApp, load_controller_config
+
     _setup_logging(log_level, log_file, log_format)
     cfg, unknown = _load(load_controller_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
@@ -195,8 +199,6 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
            log_format: LogFormat = "text") -> None:
     """Run a broker (registers with the name servers in namesrvAddr; listens on 127.0.0.1
     unless --host or bindAddress says otherwise)."""
-    # the broker's modules are imported by the commands that run one only: a name
-    # server or controller process starts without them
     from tidemq.broker.app import BrokerApp
     from tidemq.broker.config import load_broker_config
 
@@ -259,6 +261,8 @@ def standalone(
     from tidemq.broker.app import BrokerApp
     from tidemq.broker.config import load_broker_config
     from tidemq.client.config import ClientConfig
+    from tidemq.namesrv import NameServerApp
+    from tidemq.namesrv.config import load_namesrv_config
     from tidemq.net.acl.users import UserDirectory
 
     _setup_logging(log_level, log_file, log_format)

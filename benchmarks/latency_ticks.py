@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from tidemq.bench.process import BrokerProcess, thread_cpu_seconds
+from tidemq.bench.topics import create_routed_topic
 from tidemq.client import (
     AdminClient,
     AutoBatchProducer,
@@ -37,20 +38,13 @@ from tidemq.client import (
     Producer,
     PullConsumer,
 )
-from tidemq.errors import TideMQError
 
 _TOPIC = "LatencyTicks"
 
 
 async def _queues(namesrv: str) -> list[MessageQueue]:
     async with AdminClient(namesrv) as admin:
-        await admin.create_topic(_TOPIC, read_queue_nums=8, write_queue_nums=8)
-        while True:  # the broker registers the new topic soon after
-            with contextlib.suppress(TideMQError):
-                route = await admin.instance.routes.get(_TOPIC, refresh=True)
-                if len(route.publish_queues) == 8:
-                    return list(route.publish_queues)
-            await asyncio.sleep(0.05)
+        return list((await create_routed_topic(admin, _TOPIC, 8)).publish_queues)
 
 
 def _switches(pid: int) -> int:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import sys
 import tempfile
 import threading
@@ -42,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from tidemq.bench.topics import create_routed_topic
 from tidemq.client import (
     AdminClient,
     AutoBatchProducer,
@@ -51,7 +51,6 @@ from tidemq.client import (
     Producer,
     PullConsumer,
 )
-from tidemq.errors import TideMQError
 from tidemq.testing import Cluster
 
 _TOPIC = "RequestWork"
@@ -111,13 +110,7 @@ class _DispatchCounter:
 
 async def _create_topic(namesrv: str) -> list[MessageQueue]:
     async with AdminClient(namesrv) as admin:
-        await admin.create_topic(_TOPIC, read_queue_nums=8, write_queue_nums=8)
-        while True:  # the broker registers the new topic soon after
-            with contextlib.suppress(TideMQError):
-                route = await admin.instance.routes.get(_TOPIC, refresh=True)
-                if len(route.publish_queues) == 8:
-                    return list(route.publish_queues)
-            await asyncio.sleep(0.05)
+        return list((await create_routed_topic(admin, _TOPIC, 8)).publish_queues)
 
 
 async def _measure(shape: str, messages: int, senders: int, top: int, tick: int = 1

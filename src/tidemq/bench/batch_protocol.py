@@ -42,6 +42,7 @@ from typing import Any
 
 from tidemq.bench.columns import take_columns
 from tidemq.bench.process import BenchError, BrokerProcess, process_cpu_seconds
+from tidemq.bench.topics import create_routed_topic
 from tidemq.client import (
     AdminClient,
     ClientConfig,
@@ -55,7 +56,7 @@ from tidemq.client.instance import ClientInstance
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import PullMessageRequestHeader
 from tidemq.codec.message import SendOptions, send_request
-from tidemq.errors import ResponseCode, TideMQError, error_for_code
+from tidemq.errors import ResponseCode, error_for_code
 
 __all__ = ["TARGET_RPC_REDUCTION", "TARGET_SPEEDUP", "BatchProtoBenchConfig",
            "run_batch_protocol_bench", "target_met"]
@@ -151,19 +152,8 @@ def _config(namesrv: str, batch: bool, name: str, cfg: BatchProtoBenchConfig) ->
 
 async def _create_topic(namesrv: str, topic: str, queues: int) -> list[MessageQueue]:
     async with AdminClient(namesrv) as admin:
-        await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while True:
-            try:
-                route = await admin.instance.routes.get(topic, refresh=True)
-                if len(route.publish_queues) >= queues:
-                    return sorted(route.publish_queues)
-            except TideMQError:
-                pass
-            if loop.time() > deadline:
-                raise BenchError(f"topic {topic} has no full route after 30 s")
-            await asyncio.sleep(0.05)  # the broker registers the topic soon after
+        route = await create_routed_topic(admin, topic, queues)
+    return sorted(route.publish_queues)
 
 
 async def _prefill(namesrv: str, queues: list[MessageQueue], per_queue: int,

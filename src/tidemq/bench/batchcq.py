@@ -51,12 +51,12 @@ from typing import Any
 from tidemq.bench.columns import take_columns
 from tidemq.bench.load import join_load
 from tidemq.bench.process import (
-    BenchError,
     BrokerProcess,
     process_cpu_seconds,
     thread_cpu_seconds,
     thread_cpu_split,
 )
+from tidemq.bench.topics import wait_routed
 from tidemq.client import (
     AdminClient,
     ClientConfig,
@@ -350,19 +350,9 @@ async def _topics(namesrv: str, cfg: BatchCqBenchConfig) -> list[MessageQueue]:
                 None if phase == "outer" else {"queue.type": "BatchCQ"})
             await admin.create_topic(topic, read_queue_nums=cfg.queues,
                                      write_queue_nums=cfg.queues, attributes=attrs)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
         queues: list[MessageQueue] = []
         for topic in _TOPICS.values():
-            while True:
-                with contextlib.suppress(TideMQError):
-                    route = await admin.instance.routes.get(topic, refresh=True)
-                    if len(route.publish_queues) >= cfg.queues:
-                        queues += route.publish_queues
-                        break
-                if loop.time() > deadline:
-                    raise BenchError(f"topic {topic} has no route after 30 s")
-                await asyncio.sleep(0.05)
+            queues += (await wait_routed(admin, topic, cfg.queues)).publish_queues
         return queues
 
 

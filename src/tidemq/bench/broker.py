@@ -75,6 +75,7 @@ from tidemq.bench.process import BenchError, BrokerProcess, free_ports
 from tidemq.bench.replica import REPLICA_MODES, ReplicaProcess, replica_settings
 from tidemq.bench.replication_lag import ReplicationLagSampler
 from tidemq.bench.security import BenchSecurity, client_environment
+from tidemq.bench.topics import create_routed_topic
 from tidemq.client import (
     AdminClient,
     AutoBatchProducer,
@@ -217,22 +218,11 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, Pids]]:
 
 async def _create_topic(namesrv: str, topic: str, queues: int
                         ) -> tuple[list[MessageQueue], list[str]]:
-    """Create ``topic`` on every master; wait until its route lists them all. Its
-    queues, and the addresses of the masters holding them."""
+    """Create ``topic`` on every master; its queues, and the addresses of the masters
+    holding them."""
     async with AdminClient(namesrv) as admin:
-        targets = await admin.create_topic(topic, read_queue_nums=queues,
-                                           write_queue_nums=queues)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while True:
-            with contextlib.suppress(TideMQError):
-                route = await admin.instance.routes.get(topic, refresh=True)
-                if len(route.publish_queues) >= queues * len(targets):
-                    return (list(route.publish_queues),
-                            sorted(set(route.master_addresses.values())))
-            if loop.time() > deadline:
-                raise BenchError(f"topic {topic} has no full route after 30 s")
-            await asyncio.sleep(0.05)  # the broker registers the new topic soon
+        route = await create_routed_topic(admin, topic, queues)
+    return list(route.publish_queues), sorted(set(route.master_addresses.values()))
 
 
 @contextlib.contextmanager

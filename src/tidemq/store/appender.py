@@ -790,7 +790,6 @@ class Appender:
                            born_host=born_host or store_host, store_host=store_host,
                            reconsume_times=reconsume_times, body_lengths=body_lengths,
                            prepared_tx_offset=prepared_tx_offset)
-        n = len(bodies)
         key = (topic, queue_id)
         with self.commitlog.lock:
             ts = self._store_time()
@@ -799,17 +798,24 @@ class Appender:
             phys_base = seg.base + pos
             patch_batch(enc, qo, phys_base, ts)
             self._write_record(seg, pos, enc.buf)
-            self.next_offsets[key] = qo + n
             end = phys_base + len(enc.buf)
             starts = enc.starts
             if type(starts) is range:
                 phys: Sequence[int] = range(phys_base, end, starts.step)
             else:
                 phys = [phys_base + s for s in starts]
-            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, enc.sizes, tags, ts, end,
-                                            keys if self._index_keys else None))
-            self.put_messages += n
+            self._batch_stored(topic, queue_id, qo, phys, enc.sizes, tags, ts, end, keys)
         return self._result(qo, phys, enc.sizes, ts, end, wait_flush)
+
+    def _batch_stored(self, topic: str, queue_id: int, qo: int, phys: Sequence[int],
+                      sizes: Sequence[int], tags: Sequence[int], ts: int, end: int,
+                      keys: Sequence[tuple[str, ...]] | None) -> None:
+        """A batch's records are in the segment (the lock is held): its queue moves on
+        and the dispatcher is handed the batch."""
+        self.next_offsets[(topic, queue_id)] = qo + len(sizes)
+        self._live.submit(DispatchBatch(topic, queue_id, qo, phys, sizes, tags, ts, end,
+                                        keys if self._index_keys else None))
+        self.put_messages += len(sizes)
 
     def _put_uniform(self, topic: str, queue_id: int, batch: UniformBatch, head: bytearray,
                      wait_flush: bool) -> PutResult:
@@ -843,14 +849,11 @@ class Appender:
             seg.wrote = end_pos
             if self._hooks:
                 self._appended(seg, pos, end_pos)
-            self.next_offsets[key] = qo + n
             end = phys_base + total
             phys = range(phys_base, end, rec)
             sizes = [rec] * n
-            self._live.submit(DispatchBatch(topic, queue_id, qo, phys, sizes,
-                                            [batch.tags_code] * n, ts, end,
-                                            batch.keys if self._index_keys else None))
-            self.put_messages += n
+            self._batch_stored(topic, queue_id, qo, phys, sizes, [batch.tags_code] * n, ts,
+                               end, batch.keys)
         return self._result(qo, phys, sizes, ts, end, wait_flush)
 
     def put_multi_dispatch(

@@ -69,13 +69,9 @@ class LmqNextOffsets:
             found.update(store(missing))
         return found
 
-    def names(self) -> set[str]:
-        """The names in either generation."""
-        return self.young.keys() | self._sealed.keys()
-
     def generations(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Both generations, to ask whether they hold a name without building
-        :meth:`names` (the LMQ store's trims: see ``LmqStore.pinned``)."""
+        """Both generations, to ask whether they hold a name without building their
+        union (the LMQ store's trims: see ``LmqStore.pinned``)."""
         return self.young, self._sealed
 
     def set(self, name: str, nxt: int) -> None:

@@ -66,6 +66,76 @@ def test_write_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     mf.close()
 
 
+def test_fill_at_writes_in_place_and_moves_the_mark(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
+    mf.write_at(0, b"abc")
+
+    def fill(span: memoryview) -> None:
+        span[:] = b"defg"
+
+    mf.fill_at(3, 4, fill)
+    assert mf.wrote == 7 and bytes(mf.mm[:8]) == b"abcdefg\x00"
+    mf.close()
+
+
+def test_fill_at_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
+    mf.write_at(0, b"abc")
+
+    def eio(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with pytest.raises(StoreReadOnly):
+        mf.flush()
+    monkeypatch.undo()
+    filled: list[memoryview] = []
+    with pytest.raises(StoreReadOnly) as info:
+        mf.fill_at(3, 1, filled.append)  # the error sticks even though the disk answers again
+    assert info.value.status == "WRITE_ERROR" and not filled and mf.wrote == 3
+    mf.close()
+
+
+def test_fill_at_into_a_map_that_is_gone_sticks(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
+    real = mf.view
+    gone = memoryview(bytearray(SIZE))
+    gone.release()
+    mf.view = gone
+    filled: list[memoryview] = []
+    with pytest.raises(StoreReadOnly) as info:
+        mf.fill_at(0, 3, filled.append)
+    assert info.value.status == "WRITE_ERROR" and "released" in info.value.cause
+    assert not filled and mf.wrote == 0
+    mf.view = real  # the map answers again: the file still refuses
+    with pytest.raises(StoreReadOnly):
+        mf.fill_at(0, 3, filled.append)
+    with pytest.raises(StoreReadOnly):
+        mf.write_at(0, b"abc")
+    assert not filled
+    mf.close()
+
+
+def test_a_failing_fill_leaves_zeros_and_a_writable_file(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
+    mf.write_at(0, b"abc")
+
+    def half(span: memoryview) -> None:
+        span[:2] = b"xy"
+        raise OverflowError("a field out of range")
+
+    with pytest.raises(OverflowError):
+        mf.fill_at(3, 4, half)
+    assert mf.wrote == 3 and not any(mf.mm[3:7])
+
+    def fill(span: memoryview) -> None:
+        span[:] = b"defg"
+
+    mf.fill_at(3, 4, fill)
+    assert mf.wrote == 7 and bytes(mf.mm[:7]) == b"abcdefg"
+    mf.close()
+
+
 def test_failed_preallocation_leaves_no_file(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     def enospc(*args: object) -> None:

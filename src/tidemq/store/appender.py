@@ -832,21 +832,17 @@ class Appender:
             qo = self.next_offsets.get(key, 0)
             seg, pos = self._reserve(total)
             phys_base = seg.base + pos
-            if seg.werr is not None:
-                raise StoreReadOnly("WRITE_ERROR", cause=seg.werr)
             end_pos = pos + total
-            try:
-                out = seg.view[pos:end_pos]
-            except ValueError as exc:  # the map is gone: sticky, as in _write
-                cl.werr = f"write to {seg.path.name} failed: {exc}"
-                raise StoreReadOnly("WRITE_ERROR", cause=cl.werr) from exc
-            try:
+
+            def fill(out: memoryview) -> None:
                 write_uniform_batch(out, head, batch)
                 patch_records(out, n, rec, qo, phys_base, ts, OFF_STORE_TIMESTAMP)
-            except BaseException:
-                out[:] = bytes(total)  # a part written
+
+            try:
+                seg.fill_at(pos, total, fill)
+            except StoreReadOnly as exc:  # the map failed: the whole log stops taking writes
+                cl.werr = exc.cause
                 raise
-            seg.wrote = end_pos
             if self._hooks:
                 self._appended(seg, pos, end_pos)
             end = phys_base + total

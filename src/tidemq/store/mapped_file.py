@@ -14,6 +14,7 @@ import ctypes
 import logging
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,29 @@ class MappedFile:
             raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
         end = pos + len(data)
         self.mm[pos:end] = data
+        self.wrote = max(self.wrote, end)
+
+    def fill_at(self, pos: int, length: int, fill: Callable[[memoryview], object]) -> None:
+        """Let ``fill`` write ``length`` bytes in place at file position ``pos``, then move
+        the write mark past them.
+
+        A map that cannot be written (closed, its view released) is a write error: the
+        file refuses this and every later write (WRITE_ERROR). A ``fill`` that raises
+        leaves zeros where it wrote and the mark where it was; the file takes writes again.
+        """
+        if self.werr is not None:
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr)
+        end = pos + length
+        try:
+            span = self.view[pos:end]
+        except ValueError as exc:
+            self.werr = f"write to {self.path.name} failed: {exc}"
+            raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
+        try:
+            fill(span)
+        except BaseException:
+            span[:] = bytes(length)
+            raise
         self.wrote = max(self.wrote, end)
 
     def flush(self) -> int:

@@ -10,6 +10,7 @@ port) and find the same records by every key.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,11 +22,12 @@ from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.processors.send import SendProcessor, _offset_ids
-from tidemq.codec.command import RemotingCommand
+from tidemq.codec.command import PlainText, RemotingCommand
 from tidemq.errors import BrokerResponseError
 from tidemq.formats.batch import encode_batch
-from tidemq.formats.msgid import decode_offset_msg_id
+from tidemq.formats.msgid import decode_offset_msg_id, encode_offset_msg_id
 from tidemq.formats.properties import encode_properties
+from tidemq.formats.record import HostAddr
 from tidemq.testing import Cluster
 
 GOLDEN = settings(max_examples=150, deadline=None,
@@ -151,6 +153,7 @@ async def test_a_producer_batch_takes_the_column_split(pair: Pair,
     resp = pair.fast.process(_Conn(), cmd)  # type: ignore[arg-type]
     assert resp is not None and resp.code == 0
     assert len(resp.ext_fields["msgId"].split(",")) == 100
+    assert type(resp.ext_fields["msgId"]) is PlainText
     fast, walked = pair.lookups("Cols", {f"{i:032X}" for i in range(100)})
     assert all(len(v) == 1 for v in fast.values()) and not any(walked.values())
 
@@ -163,3 +166,15 @@ def test_offset_ids_are_the_joined_formats(phys: list[int], start: int, step: in
     prefix = "0A01020300009C41"
     for offsets in (phys, range(start, start + n * step, step)):
         assert _offset_ids(prefix, offsets) == ",".join(f"{prefix}{p:016X}" for p in offsets)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ip=st.binary(min_size=4, max_size=4) | st.binary(min_size=16, max_size=16),
+       port=st.integers(0, 2**31 - 1),
+       phys=st.lists(st.integers(0, 2**63 - 1), min_size=2, max_size=40))
+def test_offset_ids_need_no_json_escape(ip: bytes, port: int, phys: list[int]) -> None:
+    """What a batch's answer sends as PlainText: hex digits and commas only, whatever the
+    store host."""
+    prefix = encode_offset_msg_id(HostAddr(ip, port), 0)[:-16]
+    for offsets in (phys, range(phys[0], phys[0] + 7 * len(phys), 7)):
+        assert re.fullmatch("[0-9A-F,]+", _offset_ids(prefix, offsets))

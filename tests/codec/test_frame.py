@@ -13,6 +13,7 @@ from tidemq.codec.command import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
     LanguageCode,
+    PlainText,
     RemotingCommand,
     RequestCode,
     SerializeType,
@@ -373,3 +374,33 @@ def test_mutated_frames_raise_only_protocol_errors(
     for pos, value in flips:
         data[pos % len(data)] = value
     _drain(bytes(data))
+
+
+# ---------------------------------------------------------------- plain text values
+
+_PLAIN_CHARS = st.characters(min_codepoint=0x20, blacklist_characters='"\\')
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(plain=st.text(_PLAIN_CHARS, max_size=300),
+       others=st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=4),
+       stype=st.sampled_from(list(SerializeType)))
+def test_a_plain_text_value_encodes_as_its_str(plain: str, others: dict[str, str],
+                                               stype: SerializeType) -> None:
+    """A PlainText ext value (no quote, backslash or control character) gives the bytes
+    its plain ``str`` gives, in either serialization, and decodes back to that ``str``."""
+    def command(value: str) -> RemotingCommand:
+        return RemotingCommand(code=0, opaque=3, flag=FLAG_RESPONSE,
+                               ext_fields={**others, "msgId": value}, serialize_type=stype)
+
+    data = frame_bytes(command(PlainText(plain)))
+    assert data == frame_bytes(command(plain))
+    dec = FrameDecoder()
+    dec.receive_data(data)
+    back = dec.next_command()
+    assert back is not None and back.ext_fields.get("msgId", "") == plain
+
+
+def test_an_unknown_ext_value_type_is_refused() -> None:
+    with pytest.raises(TypeError, match="object"):
+        frame_bytes(RemotingCommand(code=0, ext_fields={"a": object()}))  # type: ignore[dict-item]

@@ -17,6 +17,7 @@ __all__ = [
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
     "LanguageCode",
+    "PlainText",
     "RemotingCommand",
     "RequestCode",
     "ResponseCode",
@@ -156,6 +157,15 @@ class RequestCode(enum.IntEnum):
     GET_LMQ_METADATA = 20201  # a replica's copy of its master's LMQ offsets and tombstones
     GET_AUTH_METADATA = 20300  # a replica's copy of its master's ACL 2.0 users and ACLs
     NOTIFY_METADATA_CHANGED = 20400  # a master tells a replica to copy its metadata now
+
+
+class PlainText(str):
+    """An ext field's value that JSON writes as it is, between quotes: text without a
+    quote, a backslash or a control character, as whoever makes one vouches (a send's
+    offset message ids: hex digits and commas). The JSON header encoder then skips its
+    escape scan of the value; anywhere else it is the ``str`` it holds."""
+
+    __slots__ = ()
 
 
 @dataclasses.dataclass(slots=True)

@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from tidemq.codec.command import LanguageCode, RemotingCommand, SerializeType
+from tidemq.codec.command import LanguageCode, PlainText, RemotingCommand, SerializeType
 from tidemq.codec.schema import INT32, parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
@@ -48,8 +48,18 @@ _FOUR_INTS = struct.Struct("=4i")
 _INT32_MIN, _INT32_MAX = INT32
 _LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
 
+
+
+def _plain_json(value: object) -> msgspec.Raw:
+    """The JSON text of a :class:`PlainText` value: its characters between quotes, none
+    of them needing an escape."""
+    if type(value) is PlainText:
+        return msgspec.Raw(f'"{value}"')
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
 _json_decoder = msgspec.json.Decoder()
-_json_encoder = msgspec.json.Encoder(order="sorted")
+_json_encoder = msgspec.json.Encoder(order="sorted", enc_hook=_plain_json)
 
 
 def _as_text(value: Any) -> str | None:

@@ -46,7 +46,7 @@ from tidemq.broker.topics import (
     validate_topic,
 )
 from tidemq.codec.bodies import TopicConfig
-from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, RequestCode
+from tidemq.codec.command import FLAG_RESPONSE, PlainText, RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import (
     SendFields,
@@ -822,7 +822,9 @@ class SendProcessor:
         self._msg_id_prefix()
         prefix = self._id_prefix
         phys = result.phys_offsets
-        return f"{prefix}{phys[0]:016X}" if len(phys) == 1 else _offset_ids(prefix, phys)
+        if len(phys) == 1:
+            return f"{prefix}{phys[0]:016X}"
+        return PlainText(_offset_ids(prefix, phys))  # hex digits and commas
 
     def _response(self, cmd: RemotingCommand, qid: int, result: PutResult,
                   code: int, batch_uniq: str | None = None) -> RemotingCommand:

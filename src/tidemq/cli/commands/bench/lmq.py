@@ -37,7 +37,9 @@ def lmq(
     wire_messages: Annotated[int, typer.Option(
         "--wire-messages", min=1, help="Fan-out sends over the wire.")] = 5000,
     compare_queues: Annotated[int, typer.Option(
-        "--compare-queues", min=1, help="Queues of the file-per-queue comparison.")]
+        "--compare-queues", min=1,
+        help="Queues of the file-per-queue comparison, fewer where the hard fd limit "
+             "cannot hold two fds a file queue.")]
     = 20_000,
     compare_messages: Annotated[int, typer.Option(
         "--compare-messages", min=1, help="Messages of the comparison.")] = 20_000,
@@ -48,7 +50,9 @@ def lmq(
     data_dir: DataDir = None, json_out: JsonOut = None,
 ) -> None:
     """RIP-28 at scale in one run: a million LMQs (RSS, restart), fan-out dispatch,
-    random-LMQ pull latency, and file-per-queue consume queues at 20,000 LMQs."""
+    random-LMQ pull latency, and this store against file-per-queue consume queues at
+    --compare-queues LMQs; where the hard fd limit cannot hold two fds a file queue, at
+    as many as it can (and this store at the full count too)."""
     cfg = LmqBenchConfig(lmqs=lmqs, fanout=fanout, body_size=size, pulls=pulls,
                          wire_messages=wire_messages, compare_queues=compare_queues,
                          compare_messages=compare_messages, segment_size=segment_size,

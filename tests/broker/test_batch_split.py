@@ -114,6 +114,34 @@ async def test_the_uniform_split_is_the_walk(pair: Pair, body: bytes) -> None:
     assert _split(pair.fast, body) == _split(walker, body)
 
 
+@st.composite
+def _batches_of_one_template(draw: st.DrawFn) -> list[bytes]:
+    """Batches whose properties differ only in their UNIQ_KEY values, which are of few
+    lengths and sometimes hold a separator, a non-ASCII character or nothing: the first
+    batch of a template leaves its property shape to the next ones."""
+    base = draw(st.sampled_from([{"WAIT": "true"}, {"TAGS": "t", "KEYS": "a b"}, {},
+                                 {"CLUSTER": "c", "WAIT": "false"}, {"XUNIQ_KEY": "q"}]))
+    order = sorted([*base, "UNIQ_KEY"], reverse=draw(st.booleans()))
+    value = st.text(st.sampled_from("AZ09\x01\x02\xe9"), max_size=3)
+    batches = []
+    for _ in range(draw(st.integers(1, 6))):
+        values = draw(st.lists(value, min_size=1, max_size=5))
+        batches.append(encode_batch([(b"body", encode_properties(
+            {k: base.get(k, v) for k in order}), 0) for v in values]))
+    return batches
+
+
+@GOLDEN
+@given(batches=_batches_of_one_template())
+async def test_a_kept_property_shape_splits_as_the_walk(pair: Pair,
+                                                        batches: list[bytes]) -> None:
+    fast = SendProcessor(pair.a.ctx)  # its shapes kept from batch to batch
+    walker = SendProcessor(pair.a.ctx)
+    walker._splitter.uniform = lambda _body: None  # type: ignore[method-assign]
+    for body in batches:
+        assert _split(fast, body) == _split(walker, body)
+
+
 async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
                           i) for i in range(20)])

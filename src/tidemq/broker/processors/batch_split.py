@@ -127,6 +127,13 @@ def inner_shape(plain: bytes | bytearray | memoryview) -> tuple[int, bool]:
     return count_entries(plain), first_fans_out(plain)
 
 
+#: :meth:`BatchSplitter.property_shape`'s answer.
+PropertyShape = tuple[int, int, bytes, int, tuple[str, ...] | None, bool]
+_UNIQ_NAME = b"UNIQ_KEY\x01"
+#: Property shapes a splitter keeps; past this many it forgets them all.
+_SHAPES_KEPT = 256
+
+
 #: One message's store input and whether its producer waits for the flush, from its body,
 #: property text and flag (the send processor's check of a single message).
 MessageCheck = Callable[[bytes | bytearray | memoryview, str | None, int],
@@ -142,6 +149,8 @@ class BatchSplitter:
         self._cluster_prop = cluster_prop
         self._index = index
         self._message = message
+        #: :meth:`property_shape` answers by the property bytes around the UNIQ_KEY value.
+        self._shapes: dict[tuple[bytes, bytes, int], PropertyShape] = {}
 
     def split(self, body: bytes | bytearray | memoryview
                ) -> tuple[Sequence[MessageInput], bool]:
@@ -215,6 +224,43 @@ class BatchSplitter:
         pstart = ENTRY_OVERHEAD + blen
         plen = size - pstart
         first = data[pstart : pstart + plen]
+        at = first.find(_UNIQ_NAME)
+        if at < 0:
+            key: tuple[bytes, bytes, int] = (first, b"", plen)
+            around = (plen, plen)
+        else:
+            vstart = at + len(_UNIQ_NAME)
+            vend = first.find(b"\x02", vstart)
+            if vend < 0:
+                vend = plen
+            key = (first[:vstart], first[vend:], plen)
+            around = (vstart, vend)
+        shapes = self._shapes
+        shape = shapes.get(key)
+        if shape is None:
+            shape = self.property_shape(first)
+            if shape is None:
+                return None
+            if shape[:2] == around:  # what the key leaves out is the UNIQ_KEY value
+                if len(shapes) >= _SHAPES_KEPT:
+                    shapes.clear()
+                shapes[key] = shape
+        ustart, uend, cluster, tags, keys, wait = shape
+        batch = self._array_split(data, n, size, blen, cluster, ustart, uend, tags, keys)
+        return None if batch is None else (batch, wait)
+
+    def property_shape(self, first: bytes) -> PropertyShape | None:
+        """What the first entry's property bytes say of every entry of a uniform batch:
+        ``(ustart, uend, cluster, tags_code, keys, wait)`` -- where its UNIQ_KEY value is
+        (``plen, plen``: nowhere), the CLUSTER pair the broker adds, the tags code, the
+        index keys besides UNIQ_KEY (``None``: nothing is indexed) and whether the
+        producer waits for the flush -- or ``None`` when the batch must be walked.
+
+        :meth:`uniform` keeps the answers by the bytes around the UNIQ_KEY value and the
+        length: of two property strings that differ only in a UNIQ_KEY value of
+        separator-free ASCII (which the array split checks of every entry), this says
+        the same."""
+        plen = len(first)
         try:
             text = first.decode("utf-8")
         except UnicodeDecodeError:
@@ -234,10 +280,8 @@ class BatchSplitter:
         cluster = b"" if "CLUSTER" in props else self._cluster_prop
         if plen + len(cluster) > MAX_PROPERTIES_BYTES:
             return None
-        batch = self._array_split(data, n, size, blen, cluster, ustart, uend,
-                                  tags_code(props.get("TAGS")),
-                                  user_keys(props) if self._index else None)
-        return None if batch is None else (batch, wants_flush(props))
+        return (ustart, uend, cluster, tags_code(props.get("TAGS")),
+                user_keys(props) if self._index else None, wants_flush(props))
 
     @staticmethod
     def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,

@@ -16,37 +16,14 @@ the functions that execute the most.
 from __future__ import annotations
 
 import argparse
-import collections
 import tempfile
 import threading
 import time
-import types
-from typing import Any
 
+from tidemq.bench.opcodes import OpcodeCount, function_name, thread_named
 from tidemq.formats.properties import encode_properties
 from tidemq.store.config import StoreConfig
 from tidemq.store.message_store import MessageInput, MessageStore
-
-
-class _Counter:
-    def __init__(self) -> None:
-        self.on = False
-        self.functions: collections.Counter[str] = collections.Counter()
-
-    def trace(self, frame: types.FrameType, _event: str, _arg: Any) -> Any:
-        if threading.current_thread().name != "tidemq-dispatch":
-            return None
-        frame.f_trace_opcodes = True
-        code = frame.f_code
-        name = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
-        functions = self.functions
-
-        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
-            if event == "opcode" and self.on:
-                functions[name] += 1
-            return local
-
-        return local
 
 
 def main() -> None:
@@ -54,7 +31,7 @@ def main() -> None:
     parser.add_argument("--puts", type=int, default=500)
     parser.add_argument("--top", type=int, default=15)
     ns = parser.parse_args()
-    counter = _Counter()
+    counter = OpcodeCount(thread_named("tidemq-dispatch", function_name))
     props = encode_properties({"UNIQ_KEY": "7F000001" * 4, "WAIT": "true",
                                "CLUSTER": "DefaultCluster"})
     msg = MessageInput(body=b"x" * 128, properties=props, keys=("7F000001" * 4,))
@@ -79,9 +56,9 @@ def main() -> None:
         finally:
             counter.on = False
             store.shutdown()
-    total = sum(counter.functions.values())
+    total = counter.total()
     print(f"dispatch thread: {total / ns.puts:,.0f} opcodes a round of one put")
-    for name, count in counter.functions.most_common(ns.top):
+    for name, count in counter.counts.most_common(ns.top):
         print(f"  {count / ns.puts:8,.1f}  {name}")
 
 

@@ -17,42 +17,19 @@ switches (each one a sleep and a wake-up: a hand-off) and CPU a round, from
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import shutil
 import tempfile
 import threading
 import types
 from pathlib import Path
-from typing import Any
 
 from tidemq.bench.dispatch import MODES, DispatchBenchConfig, _Load, _open
+from tidemq.bench.opcodes import OpcodeCount
 from tidemq.broker.gc_settings import server_gc
 from tidemq.store.message_store import MessageStore
 
 WARM = 1000  # puts before counting: every queue's (and most LMQs') files made
-
-
-class _Opcodes:
-    """Bytecodes per thread name while :attr:`on`."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.threads: collections.Counter[str] = collections.Counter()
-
-    def trace(self, frame: types.FrameType, _event: str, _arg: Any) -> Any:
-        name = threading.current_thread().name
-        if not name.startswith("tidemq-"):
-            return None
-        frame.f_trace_opcodes = True
-        threads = self.threads
-
-        def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
-            if event == "opcode" and self.on:
-                threads[name] += 1
-            return local
-
-        return local
 
 
 def _tasks() -> dict[str, tuple[int, float]]:
@@ -73,8 +50,13 @@ def _tasks() -> dict[str, tuple[int, float]]:
     return out
 
 
+def _store_thread(_frame: types.FrameType) -> str | None:
+    name = threading.current_thread().name
+    return name if name.startswith("tidemq-") else None
+
+
 def _rounds(store: MessageStore, load: _Load, first: int, rounds: int, per_round: int,
-            on: Any = None) -> int:
+            on: OpcodeCount | None = None) -> int:
     dispatcher = store.dispatcher
     assert dispatcher is not None  # a started store
     sent = first
@@ -102,7 +84,7 @@ def measure(mode: str, per_round: int, rounds: int, warm: int = WARM
     out: dict[str, dict[str, float]] = {}
     try:
         with server_gc():
-            opcodes = _Opcodes()
+            opcodes = OpcodeCount(_store_thread)
             threading.settrace(opcodes.trace)
             store = _open(root / "traced", cfg, mode)
             threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
@@ -111,7 +93,7 @@ def measure(mode: str, per_round: int, rounds: int, warm: int = WARM
                         opcodes)
             finally:
                 store.shutdown()
-            out["opcodes"] = {k: v / rounds for k, v in opcodes.threads.items()}
+            out["opcodes"] = {k: v / rounds for k, v in opcodes.counts.items()}
             store = _open(root / "counted", cfg, mode)
             try:
                 first = _rounds(store, load, 0, warm, 1)

@@ -41,8 +41,7 @@ def main() -> None:
             offsets.age(1 << 62, 1 << 62)
             for name in names[args.lmqs // 2 + 100_000: args.lmqs // 2 + 200_000]:
                 offsets.set(name, 3)
-            # the code before the trim asked the generations took their union (names())
-            lmq.pinned = getattr(offsets, "generations", offsets.names)
+            lmq.pinned = offsets.generations
             lmq._table.put_many(names[args.cached:], [[1, 0, 0]] * (args.lmqs - args.cached))
             cache = lmq._meta
             at = 0

@@ -769,10 +769,13 @@ def test_queues_waiting_for_dispatch_stay_cached(lmq_cfg: Cfg, open_store: OpenS
         store.lmq.db = db
     for i in range(40):
         assert [bytes(r.body) for r in lmq_records(store, f"%LMQ%v{i}")] == [b"m%d" % i]
-    for i in range(20):  # dispatch keeps up: the appender lets go, and so does the cache
+    cached = store.lmq.cached()
+    assert cached <= 2 * 40 + 1
+    for i in range(20):  # dispatch keeps up: new queues go to the table, not the cache
         fan_out(store, 0, b"late%d" % i, [f"%LMQ%late{i}"])
         assert store.wait_dispatched()
-    assert store.lmq.cached() <= 3 * 8 + 1
+    assert store.lmq.cached() <= cached
+    assert [store.max_offset(f"%LMQ%late{i}", 0) for i in range(20)] == [1] * 20
 
 
 class _Counting:
@@ -1001,6 +1004,57 @@ def test_queues_that_leave_the_cache_are_taken_from_the_table_without_a_read(
     assert [store.max_offset(f"%LMQ%x{i}", 0) for i in range(12)] == [1] * 12
 
 
+def test_fan_outs_to_the_tables_queues_leave_the_cache_as_it_was(tmp_path: Path) -> None:
+    """Past the cache, a queue's lookup by the appender and a dispatch round into it
+    take it from the table and advance it there, new queues too once the store is
+    complete: the cache neither grows nor turns over (no trim), nothing is read from
+    RocksDB, and the offsets are those a store reading the database answers."""
+    path = tmp_path / "lmq"
+    names = [f"%LMQ%t{i:02d}" for i in range(12)]
+    lmq = LmqStore(path)
+    try:
+        for i, name in enumerate(names):
+            lmq.write([LmqEntry(name, o, 10 * i + o, 1, 0, 1) for o in range(i % 3 + 1)],
+                      10 * i + 3)
+    finally:
+        lmq.close()
+    lmq = LmqStore(path, cached_queues=4, known_queues=100)
+    try:
+        lmq.warm()
+        assert lmq.complete and lmq.cached() == 4 and lmq.known() == 8
+        cached = dict(lmq._meta)
+        db = lmq.db
+        counting = _Counting(db)
+        lmq.db = counting  # type: ignore[assignment]
+        try:
+            targets = [*names[4:], "%LMQ%new"]
+            nexts = lmq.max_offsets(targets)
+            assert nexts == {**{n: i % 3 + 1 for i, n in enumerate(names) if i >= 4},
+                             "%LMQ%new": 0}
+            assert lmq.write_fanout([(targets, [nexts[n] for n in targets], 500, 1, 0, 1),
+                                     (names[5:7], [nexts[n] + 1 for n in names[5:7]],
+                                      501, 1, 0, 1)], 502) == {
+                **{n: nexts[n] + 1 for n in targets}, names[5]: nexts[names[5]] + 2,
+                names[6]: nexts[names[6]] + 2}
+            assert (counting.keys_read, counting.seeks) == (0, 0)
+        finally:
+            lmq.db = db
+        assert lmq._meta == cached and lmq._trims == 0 and lmq.known() == 9
+        assert lmq.max_offsets(names) == {n: i % 3 + 2 + (i in (5, 6))
+                                          for i, n in enumerate(names) if i >= 4} | {
+            n: i % 3 + 1 for i, n in enumerate(names) if i < 4}
+        assert [e[0] for e in lmq.entries(names[5], 0, 10)] == [50, 51, 52, 500, 501]
+    finally:
+        lmq.close()
+    cold = LmqStore(path, cached_queues=100, known_queues=0)
+    try:
+        assert cold._load_metas([*names, "%LMQ%new"]) == [
+            [i % 3 + 2 + (i in (5, 6)) if i >= 4 else i % 3 + 1, 0, 0]
+            for i in range(12)] + [[1, 0, 0]]
+    finally:
+        cold.close()
+
+
 def test_a_trim_survives_readers_filling_the_cache_meanwhile(tmp_path: Path) -> None:
     """A reader fills the cache without the lock while a writer's trim walks it (the
     appender's lookups while dispatch writes): the trim goes on, and every queue keeps
@@ -1108,6 +1162,9 @@ def test_a_start_serves_at_once_while_its_walk_is_held(
 _walk_ops = st.lists(st.one_of(
     st.tuples(st.just("send"), st.lists(st.integers(0, 15), min_size=1, max_size=4,
                                         unique=True)),
+    st.tuples(st.just("fanout"), st.lists(st.lists(st.integers(0, 15), min_size=1,
+                                                   max_size=4, unique=True),
+                                          min_size=1, max_size=3)),
     st.tuples(st.just("delete"), st.integers(0, 15))), max_size=12)
 
 
@@ -1121,8 +1178,9 @@ def test_a_walk_interleaved_with_writes_leaves_every_queue_exact(
         sizes: list[int], cached: int, known: int, ops: list[list[tuple[str, Any]]],
         step: int) -> None:
     """A start's walk taken a few rows at a time, with writes between its steps -- a
-    dispatch of fan-outs (queues walked, not yet walked, new), deletions, trims into a
-    small table or past a full one: afterwards every queue's metadata is what a store
+    dispatch of fan-outs (queues walked, not yet walked, new; entry by entry, and whole
+    rounds, which advance the table's queues in place), deletions, trims into a small
+    table or past a full one: afterwards every queue's metadata is what a store
     reading the database answers, and a store the walk left complete knows every
     queue it lacks is new."""
     path = tmp_path_factory.mktemp("walk") / "lmq"
@@ -1150,6 +1208,15 @@ def test_a_walk_interleaved_with_writes_leaves_every_queue_exact(
                            for k in arg]
                 phys += 1
                 store.write(entries, phys)
+            elif op == "fanout":  # the dispatcher's round, offsets as the appender's
+                nexts = store.max_offsets({names[k] for rec in arg for k in rec})
+                records = []
+                for rec in arg:
+                    targets = [names[k] for k in rec]
+                    records.append((targets, [nexts[t] for t in targets], phys, 1, 0, 1))
+                    nexts.update((t, nexts[t] + 1) for t in targets)
+                    phys += 1
+                store.write_fanout(records, phys)
             else:
                 phys += 1
                 store.delete_queue(names[arg], phys)

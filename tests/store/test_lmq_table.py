@@ -90,3 +90,35 @@ def test_a_fill_takes_rows_until_the_table_is_full(
 def test_a_negative_limit_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         LmqTable(-1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(limit=st.integers(min_value=0, max_value=14),
+       held=st.lists(st.tuples(_names, _meta), max_size=10),
+       round_=st.dictionaries(_names, st.integers(min_value=1, max_value=2**62), max_size=6),
+       new=st.booleans())
+def test_a_round_advances_plain_queues_and_adds_new_ones_with_room(
+        limit: int, held: list[tuple[str, tuple[int, int, int]]], round_: dict[str, int],
+        new: bool) -> None:
+    """A dispatch round may advance the table's queues in place when each is a plain
+    queue moving on (from 0 only to 1), or, when the caller knows it is new, one the
+    table lacks taking offset 0 with room left; afterwards each reads back as advanced
+    and every other as it was."""
+    table = LmqTable(limit)
+    table.put_many([n for n, _m in held], [m for _n, m in held])
+    model = {name: table.get(name) for name, _m in held}
+    model = {name: meta for name, meta in model.items() if meta is not None}
+    names, nexts = list(round_), list(round_.values())
+    assert table.nexts(names) == [model[n][0] if n in model else None for n in names]
+    fresh = [n for n in names if n not in model]
+    expected = (all(n in model and model[n][1:] == [0, 0] and round_[n] > model[n][0]
+                    and (model[n][0] or round_[n] == 1) for n in names if n in model)
+                and (not fresh or (new and len(model) + len(fresh) <= limit
+                                   and all(round_[n] == 1 for n in fresh))))
+    assert table.advanceable(names, nexts, new=new) is expected
+    if expected:
+        table.advance(names, nexts)
+        model.update((n, [round_[n], 0, 0]) for n in names)
+    assert len(table) == len(model)
+    for name in {*model, *names}:
+        assert table.get(name) == model.get(name)

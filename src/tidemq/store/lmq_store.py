@@ -66,7 +66,7 @@ from collections import deque
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, filterfalse, islice, repeat
-from operator import add, eq, gt, itemgetter, or_, setitem, sub
+from operator import add, eq, gt, is_, is_not, itemgetter, not_, or_, setitem, sub
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -111,7 +111,7 @@ _first, _second = itemgetter(0), itemgetter(1)
 
 #: ``[next offset, min offset, floor]``; floor 0 means "never deleted". A list, one per
 #: queue, so that dispatch advances a cached queue in place
-#: (:meth:`LmqStore._advance_cached`).
+#: (:meth:`LmqStore._advance_known`).
 Meta = list[int]
 #: One record's fan-out: (LMQ names, offsets in them, phys, size, tags code, store time).
 FanOut = tuple[Sequence[str], Sequence[int], int, int, int, int]
@@ -186,8 +186,11 @@ class LmqStore:
     A queue leaves the cache through the table (a trim writes it there before it
     leaves), by a reader taking back a fill that a change overlapped (the table is then
     as the change left it), or with everything else (:meth:`drop_derived`); and every
-    writer takes a queue into the cache before it changes it. So a queue not cached is
-    as the table says, if the table has it."""
+    writer takes a queue into the cache before it changes it, but for a dispatch round,
+    which advances the plain queues the table holds in the table and, once the store
+    is :attr:`complete`, adds new ones there (:meth:`_advance_known`). So a queue not
+    cached is as the table says, if the table has it: the appender's lookups read it
+    there without taking it into the cache (:meth:`max_offsets`)."""
 
     def __init__(self, path: Path, cached_queues: int = CACHED_QUEUES,
                  known_queues: int = KNOWN_QUEUES) -> None:
@@ -289,9 +292,12 @@ class LmqStore:
         return meta if meta is not None else self._metas([name])[0]
 
     def max_offsets(self, names: Iterable[str]) -> dict[str, int]:
-        """The max offsets of ``names``, the uncached ones read together
-        (:meth:`_metas`): the appender's lookup of the LMQs a put names that it holds
-        no offset for -- *settled* queues, whose records are all dispatched."""
+        """The max offsets of ``names``: the appender's lookup of the LMQs a put names
+        that it holds no offset for -- *settled* queues, whose records are all
+        dispatched. An uncached queue is answered by the table as it is (no dispatch
+        round changes a settled queue, and one that leaves the cache enters the table
+        first), without taking it into the cache; while the store is :attr:`complete`
+        a queue in neither is new. The others are read together (:meth:`_metas`)."""
         cache = self._meta
         names = list(names)
         metas = list(map(cache.get, names))
@@ -304,10 +310,19 @@ class LmqStore:
                 missing.append(name)
             else:
                 out[name] = meta[0]
-        if missing:
-            missing = list(dict.fromkeys(missing))
-            out.update(zip(missing, map(_first, self._metas(missing, settled=True)),
-                           strict=True))
+        missing = list(dict.fromkeys(missing))
+        known = self._table.nexts(missing)
+        if None in known:
+            if self.complete:
+                known = [0 if nxt is None else nxt for nxt in known]
+            else:
+                found = list(map(is_not, known, repeat(None)))
+                unknown = list(compress(missing, map(not_, found)))
+                out.update(zip(unknown, map(_first, self._metas(unknown, settled=True)),
+                               strict=True))
+                missing = list(compress(missing, found))
+                known = list(compress(known, found))
+        out.update(zip(missing, cast("list[int]", known), strict=True))
         return out
 
     def _metas(self, names: list[str], *, settled: bool = False) -> list[Meta]:
@@ -393,8 +408,10 @@ class LmqStore:
         Safe while the store serves (:meth:`warm_in_background`): the walk is read
         without the lock and taken in steps of :data:`_WARM_STEP` queues under it,
         leaving out the queues cached or in the table -- every writer caches a queue
-        before it changes it, and it leaves the cache only into the table, so what the
-        store holds of those is newer than the walk. Until the walk ends a miss reads
+        before it changes it or changes it where the table holds it (a dispatch round:
+        queues the walk passed or a trim put there, new ones only once the walk has
+        ended), and it leaves the cache only into the table, so what the store holds
+        of those is newer than the walk. Until the walk ends a miss reads
         the database. A walk stops when :meth:`drop_derived` or :meth:`close` is
         called, or when a queue the cache dropped did not fit the table (the table
         is full, and the store can never be complete)."""
@@ -596,31 +613,47 @@ class LmqStore:
                   maxlen=0)
             # each queue's offset after its last in the round (log order: the highest)
             after = dict(zip(flat, map(add, offs, repeat(1)), strict=True))
-            metas = self._advance_cached(after)
-            if metas is None:
+            known = self._advance_known(after)
+            if known is None:
                 meta = self._advance(dict(zip(after, map(sub, after.values(), repeat(1)),
                                               strict=True)), records)
                 self._publish(wb, meta, dispatched_end)
                 self.entries_written += len(keys)
                 return dict(zip(meta, map(_first, meta.values()), strict=True))
+            metas, nexts, plain, plain_nexts = known
             dispatched = self._write_round(wb, dispatched_end)
-            deque(map(setitem, metas, repeat(0), after.values()), maxlen=0)  # see _publish
+            deque(map(setitem, metas, repeat(0), nexts), maxlen=0)  # see _publish
+            if plain:
+                self._table.advance(plain, plain_nexts)
             self._published(dispatched)
             self.entries_written += len(keys)
         return after
 
-    def _advance_cached(self, after: dict[str, int]) -> list[Meta] | None:
-        """The usual round: every queue cached, each advanced to ``after`` (the offset
-        after its last one in the round), none first seen past 0. Returns the queues'
-        cached metadata, which the caller sets to ``after`` in place once the round is
-        written -- C-level maps, no Python step and no new object per queue, one lookup
-        each; ``None`` for any other round (:meth:`_advance`). Called with the lock
-        held."""
+    def _advance_known(self, after: dict[str, int]
+                       ) -> tuple[list[Meta], list[int], list[str], list[int]] | None:
+        """The usual round: every queue cached or a plain queue of the table (or, while
+        the store is :attr:`complete`, new), each advanced to ``after`` (the offset
+        after its last one in the round), none first seen past 0. Returns the cached
+        queues' metadata with their offsets after the round, which the caller sets in
+        place once the round is written, and the table's queues with theirs, which the
+        caller advances in the table (:meth:`LmqTable.advance`): C-level maps, no
+        Python step and no new object per queue, and no queue taken into the cache,
+        which fan-outs to random queues among millions would turn over. ``None`` for
+        any other round (:meth:`_advance`). Called with the lock held."""
         olds = list(map(self._meta.get, after))
-        if None in olds:
-            return None
-        known = cast("list[Meta]", olds)
         nexts = list(after.values())
+        plain: list[str] = []
+        plain_nexts: list[int] = []
+        if None in olds:
+            uncached = list(map(is_, olds, repeat(None)))
+            plain = list(compress(after, uncached))
+            plain_nexts = list(compress(nexts, uncached))
+            if not self._table.advanceable(plain, plain_nexts, new=self.complete):
+                return None
+            cached = list(map(not_, uncached))
+            olds = list(compress(olds, cached))
+            nexts = list(compress(nexts, cached))
+        known = cast("list[Meta]", olds)
         nxts = list(map(_first, known))
         # advanced (after > nxt), and a queue not known before (nxt 0) starts at 0
         if not (all(map(gt, nexts, nxts)) and all(map(or_, map(bool, nxts),
@@ -628,11 +661,11 @@ class LmqStore:
             return None
         if 0 in nxts and any(map(_second, known)):  # may need an M key (see _publish)
             return None
-        return known
+        return known, nexts, plain, plain_nexts
 
     def _advance(self, last: dict[str, int], records: Sequence[FanOut]) -> dict[str, Meta]:
         """The new metadata of the queues whose last offset in ``records`` is ``last``,
-        for a round :meth:`_advance_cached` does not take. A queue seen for the first
+        for a round :meth:`_advance_known` does not take. A queue seen for the first
         time past 0 (its start expired before a rebuild) starts at its first offset in
         ``records``, found in a second pass for those queues only. Called with the lock
         held."""

@@ -20,7 +20,9 @@ when one did not fit, and the store then stops trusting a miss to mean a new que
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import eq, gt, is_, itemgetter, or_
+from typing import cast
 
 __all__ = ["LmqTable"]
 
@@ -54,6 +56,42 @@ class LmqTable:
             return [nxt, 0, 0]
         other = self._other.get(name)
         return None if other is None else list(other)
+
+    def nexts(self, names: Sequence[str]) -> list[int | None]:
+        """Each of ``names``' next offset, or ``None`` for a queue not in the table; no
+        Python step a plain queue."""
+        found: list[int | None] = list(map(self._plain.get, names))
+        other = self._other
+        if other and None in found:
+            for i, name in enumerate(names):
+                if found[i] is None and name in other:
+                    found[i] = other[name][0]
+        return found
+
+    def advanceable(self, names: Sequence[str], nexts: Sequence[int], *, new: bool) -> bool:
+        """Whether :meth:`advance` may move each of ``names`` to the next offset of the
+        same index in ``nexts``: every name is a plain queue whose next offset that
+        moves on (from 0, only to 1: a queue whose first entry is not 0 starts past 0),
+        or, with ``new`` (the caller knows a name in neither its cache nor the table to
+        be a new queue), one the table does not hold, taking its first entry at 0, with
+        room for it."""
+        found: list[int | None] = list(map(self._plain.get, names))
+        if None in found:
+            fresh = list(map(is_, found, repeat(None)))
+            if (not new or len(self) + sum(fresh) > self.limit
+                    or not all(map(eq, compress(nexts, fresh), repeat(1)))
+                    or (self._other and not self._other.keys().isdisjoint(
+                        compress(names, fresh)))):
+                return False
+            held = [0 if nxt is None else nxt for nxt in found]
+        else:
+            held = cast("list[int]", found)
+        return all(map(gt, nexts, held)) and all(map(or_, map(bool, held),
+                                                     map(eq, nexts, repeat(1))))
+
+    def advance(self, names: Sequence[str], nexts: Sequence[int]) -> None:
+        """Set the plain queues ``names`` to ``nexts`` (:meth:`advanceable` said so)."""
+        self._plain.update(zip(names, nexts, strict=True))
 
     def put_many(self, names: Sequence[str], metas: Sequence[Sequence[int]]) -> bool:
         """Remember each of ``names`` with its metadata (replacing what the table held);

@@ -15,7 +15,8 @@ VIEW_MESSAGE_BY_ID body is stored commit-log records laid end to end, in the lay
 
 The common record -- V1 magic, IPv4 hosts, neither compressed nor batched -- is decoded
 by the record package's fast path (:func:`tidemq.formats.record.messages.decode_plain_messages`:
-one ``struct`` unpack per record, cached strings, the message's slots filled directly);
+compiled when built, else one ``struct`` unpack per record; cached strings, the message's
+slots filled directly);
 any other record, or one that does not check out, goes through
 :func:`tidemq.formats.record.decode_record`. Property texts are checked to be UTF-8 here
 but parsed only when a message's ``properties`` (or ``msg_id``, ``tags``, ``keys``) is

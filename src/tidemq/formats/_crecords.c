@@ -6,12 +6,14 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
-send_fields a send header's numbers, and link_index_entries and key_hashes chain and
-hash the key index's entries on the dispatch thread. Every one has a pure-Python twin in
-tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
+send_fields a send header's numbers, link_index_entries and key_hashes chain and
+hash the key index's entries on the dispatch thread, and decode_plain_messages turns the
+plain records of a pull body into a consumer's messages. Every one has a pure-Python twin
+in tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
 send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py;
-key_hashes: tidemq/store/index_keys.py), the fallback when this module is not built, and
-the tests compare the two.
+key_hashes: tidemq/store/index_keys.py; decode_plain_messages:
+tidemq/formats/record/messages.py), the fallback when this module is not built, and the
+tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -23,6 +25,7 @@ event loop up for a switch interval.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
@@ -1185,6 +1188,258 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* decode_plain_messages(cls, data, pos, out, check_crc, queue_id, broker_name, host_text,
+                         lazy_of) -> int
+
+   py_decode_plain_messages of tidemq/formats/record/messages.py, its twin, with the
+   message class `cls` (tidemq.types.MessageExt) given first: the plain records of the
+   bytes `data` from `pos` become instances of `cls` appended to the list `out`, each
+   slot written where the class keeps it; returns where the first record that is not
+   plain (V1, IPv4 hosts, neither compressed nor an inner batch) or does not check out
+   starts, len(data) when none does. The checks, their order, the calls of host_text and
+   lazy_of (once per change of store or born host) and the strings reused from one record
+   to the next are the twin's. */
+enum {
+    S_LAZY, S_MSG_ID, S_PROPERTIES, S_RAW_PROPERTIES, S_BODY, S_BODY_CRC, S_BORN_HOST,
+    S_BORN_TIMESTAMP, S_BROKER_NAME, S_COMMIT_LOG_OFFSET, S_FLAG, S_PREPARED, S_QUEUE_ID,
+    S_QUEUE_OFFSET, S_RECONSUME_TIMES, S_STORE_HOST, S_STORE_SIZE, S_STORE_TIMESTAMP,
+    S_SYS_FLAG, S_TOPIC, N_MESSAGE_SLOTS
+};
+static const char *const message_slot_names[N_MESSAGE_SLOTS] = {
+    "_lazy", "_msg_id", "_properties", "_raw_properties", "body", "body_crc", "born_host",
+    "born_timestamp", "broker_name", "commit_log_offset", "flag",
+    "prepared_transaction_offset", "queue_id", "queue_offset", "reconsume_times",
+    "store_host", "store_size", "store_timestamp", "sys_flag", "topic",
+};
+/* Where the last class seen keeps each slot; looked up again when the class changes. */
+static PyTypeObject *slots_class = NULL;
+static unsigned int slots_version = 0;
+static Py_ssize_t slot_at[N_MESSAGE_SLOTS];
+
+static int version_valid(PyTypeObject *cls) {
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    if (!(cls->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 0;
+#endif
+    return cls->tp_version_tag != 0;
+}
+
+/* Fill slot_at for `cls`: every name must be a writable object slot (a member
+   descriptor of `cls` or a base), else TypeError. */
+static int message_slots_of(PyTypeObject *cls) {
+    if (cls == slots_class && version_valid(cls) && cls->tp_version_tag == slots_version)
+        return 0;
+    Py_ssize_t at[N_MESSAGE_SLOTS];
+    for (int i = 0; i < N_MESSAGE_SLOTS; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)cls, message_slot_names[i]);
+        if (d == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        int ok = d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDescrObject *m = (PyMemberDescrObject *)d;
+            ok = m->d_member->type == T_OBJECT_EX && !(m->d_member->flags & READONLY)
+                 && PyType_IsSubtype(cls, m->d_common.d_type);
+            at[i] = m->d_member->offset;
+        }
+        Py_XDECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "decode_plain_messages: %s.%s is not a slot",
+                         cls->tp_name, message_slot_names[i]);
+            return -1;
+        }
+    }
+    memcpy(slot_at, at, sizeof at);
+    Py_INCREF(cls);
+    Py_XSETREF(slots_class, cls);
+    slots_version = version_valid(cls) ? cls->tp_version_tag : 0;
+    return 0;
+}
+
+static int64_t get_be64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)get_be32(p) << 32) | (uint32_t)get_be32(p + 4));
+}
+
+#define SLOW_SYSFLAGS (0x1 | 0x40 | 0x80 | SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+#define MAX_V1_TOPIC_BYTES 127
+
+/* Whether the n bytes at p are UTF-8 (0: not; -1: another error raised). */
+static int utf8_ok(const unsigned char *p, Py_ssize_t n) {
+    if (is_ascii(p, n))
+        return 1;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+    if (s != NULL) {
+        Py_DECREF(s);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* Call f(ip, port) for the 8 packed bytes of a host at p: 4-byte IP, signed port. */
+static PyObject *call_host(PyObject *f, PyObject *ip, const unsigned char *p) {
+    PyObject *port = PyLong_FromLong(get_be32(p + 4));
+    if (port == NULL)
+        return NULL;
+    PyObject *call_args[2] = {ip, port};
+    PyObject *r = PyObject_Vectorcall(f, call_args, 2, NULL);
+    Py_DECREF(port);
+    return r;
+}
+
+#define SET_SLOT(msg, slot, value) \
+    (*(PyObject **)((char *)(msg) + slot_at[slot]) = (value))
+
+static PyObject *decode_plain_messages(PyObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "decode_plain_messages takes 9 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *cls_obj = args[0], *data = args[1], *out = args[3], *fixed_qid = args[5];
+    PyObject *broker_name = args[6], *host_text = args[7], *lazy_of = args[8];
+    if (!PyType_Check(cls_obj) || !PyBytes_Check(data) || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_plain_messages: a class, bytes and a list come first");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_plain_messages: pos must be >= 0");
+        return NULL;
+    }
+    int check_crc = PyObject_IsTrue(args[4]);
+    if (check_crc < 0 || message_slots_of(cls) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t end = PyBytes_GET_SIZE(data);
+    PyObject *topic = NULL, *store_host = NULL, *born_host = NULL, *lazy = NULL;
+    const unsigned char *raw_topic = NULL;
+    Py_ssize_t raw_topic_len = -1;
+    int64_t last_store = 0, last_born = 0;
+    int have_store = 0, have_born = 0;
+    while (pos < end && end - pos >= OFF_BODY) {
+        const unsigned char *r = d + pos;
+        int32_t total = get_be32(r), sys_flag = get_be32(r + OFF_SYSFLAG);
+        int32_t body_len = get_be32(r + OFF_BODY_LENGTH);
+        if (get_be32(r + OFF_MAGIC) != MAGIC_V1 || (sys_flag & SLOW_SYSFLAGS)
+                || total < MIN_RECORD_SIZE || total > end - pos || body_len < 0
+                || (int64_t)body_len > (int64_t)total - MIN_RECORD_SIZE)
+            break;
+        Py_ssize_t stop = pos + total, body_end = pos + OFF_BODY + body_len;
+        Py_ssize_t topic_len = d[body_end], props_at = body_end + 3 + topic_len;
+        if (topic_len > MAX_V1_TOPIC_BYTES || props_at > stop
+                || (((Py_ssize_t)d[props_at - 2] << 8) | d[props_at - 1]) != stop - props_at)
+            break;
+        int32_t crc = get_be32(r + OFF_BODY_CRC);
+        if (check_crc && (crc32_body(0, r + OFF_BODY, (size_t)body_len) & 0x7FFFFFFFu)
+                         != (uint32_t)crc)
+            break;
+        if (topic_len != raw_topic_len
+                || memcmp(d + body_end + 1, raw_topic, (size_t)topic_len) != 0) {
+            raw_topic = d + body_end + 1;
+            raw_topic_len = topic_len;
+            PyObject *t = PyUnicode_DecodeUTF8((const char *)raw_topic, topic_len, "strict");
+            if (t == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                    goto error;
+                PyErr_Clear();
+                break;
+            }
+            Py_XSETREF(topic, t);
+        }
+        int ok = utf8_ok(d + props_at, stop - props_at);
+        if (ok < 0)
+            goto error;
+        if (!ok)
+            break;
+        int64_t store = get_be64(r + OFF_STORE_HOST), born = get_be64(r + OFF_BORN_HOST);
+        if (!have_store || store != last_store) {
+            PyObject *ip = PyBytes_FromStringAndSize((const char *)r + OFF_STORE_HOST, 4);
+            if (ip == NULL)
+                goto error;
+            PyObject *host = call_host(host_text, ip, r + OFF_STORE_HOST);
+            PyObject *pair = host != NULL ? call_host(lazy_of, ip, r + OFF_STORE_HOST) : NULL;
+            Py_DECREF(ip);
+            if (pair == NULL) {
+                Py_XDECREF(host);
+                goto error;
+            }
+            Py_XSETREF(store_host, host);
+            Py_XSETREF(lazy, pair);
+            last_store = store;
+            have_store = 1;
+        }
+        if (!have_born || born != last_born) {
+            PyObject *ip = PyBytes_FromStringAndSize((const char *)r + OFF_BORN_HOST, 4);
+            if (ip == NULL)
+                goto error;
+            PyObject *host = call_host(host_text, ip, r + OFF_BORN_HOST);
+            Py_DECREF(ip);
+            if (host == NULL)
+                goto error;
+            Py_XSETREF(born_host, host);
+            last_born = born;
+            have_born = 1;
+        }
+        PyObject *msg = cls->tp_alloc(cls, 0);
+        if (msg == NULL)
+            goto error;
+        /* Slots are NULL until set: a message dropped half-made is freed as it is. */
+        PyObject *v;
+#define SET_NEW(slot, expr) \
+        if ((v = (expr)) == NULL) { Py_DECREF(msg); goto error; } SET_SLOT(msg, slot, v)
+        SET_SLOT(msg, S_TOPIC, Py_NewRef(topic));
+        SET_NEW(S_BODY, PyBytes_FromStringAndSize((const char *)r + OFF_BODY, body_len));
+        SET_SLOT(msg, S_PROPERTIES, Py_NewRef(Py_None));
+        SET_NEW(S_RAW_PROPERTIES, PyBytes_FromStringAndSize((const char *)d + props_at,
+                                                            stop - props_at));
+        SET_SLOT(msg, S_MSG_ID, Py_NewRef(Py_None));
+        SET_SLOT(msg, S_LAZY, Py_NewRef(lazy));
+        if (fixed_qid == Py_None) {
+            SET_NEW(S_QUEUE_ID, PyLong_FromLong(get_be32(r + OFF_QUEUE_ID)));
+        } else {
+            SET_SLOT(msg, S_QUEUE_ID, Py_NewRef(fixed_qid));
+        }
+        SET_NEW(S_QUEUE_OFFSET, PyLong_FromLongLong(get_be64(r + OFF_QUEUE_OFFSET)));
+        SET_NEW(S_COMMIT_LOG_OFFSET, PyLong_FromLongLong(get_be64(r + OFF_PHYSICAL_OFFSET)));
+        SET_NEW(S_STORE_SIZE, PyLong_FromLong(total));
+        SET_NEW(S_SYS_FLAG, PyLong_FromLong(sys_flag));
+        SET_NEW(S_BORN_TIMESTAMP, PyLong_FromLongLong(get_be64(r + OFF_BORN_TIMESTAMP)));
+        SET_SLOT(msg, S_BORN_HOST, Py_NewRef(born_host));
+        SET_NEW(S_STORE_TIMESTAMP, PyLong_FromLongLong(get_be64(r + OFF_STORE_TIMESTAMP)));
+        SET_SLOT(msg, S_STORE_HOST, Py_NewRef(store_host));
+        SET_NEW(S_RECONSUME_TIMES, PyLong_FromLong(get_be32(r + OFF_RECONSUME_TIMES)));
+        SET_NEW(S_FLAG, PyLong_FromLong(get_be32(r + OFF_FLAG)));
+        SET_NEW(S_BODY_CRC, PyLong_FromLong(crc));
+        SET_NEW(S_PREPARED, PyLong_FromLongLong(get_be64(r + OFF_PREPARED_TX_OFFSET)));
+        SET_SLOT(msg, S_BROKER_NAME, Py_NewRef(broker_name));
+#undef SET_NEW
+        int appended = PyList_Append(out, msg);
+        Py_DECREF(msg);
+        if (appended < 0)
+            goto error;
+        pos = stop;
+    }
+    Py_XDECREF(topic);
+    Py_XDECREF(store_host);
+    Py_XDECREF(born_host);
+    Py_XDECREF(lazy);
+    return PyLong_FromSsize_t(pos);
+error:
+    Py_XDECREF(topic);
+    Py_XDECREF(store_host);
+    Py_XDECREF(born_host);
+    Py_XDECREF(lazy);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -1200,6 +1455,8 @@ static PyMethodDef methods[] = {
     {"link_index_entries", link_index_entries, METH_VARARGS,
      "Append key-index entries and chain them to their slots."},
     {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},
+    {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,
+     METH_FASTCALL, "Plain records into messages; where the first other record starts."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,11 +1,14 @@
 # The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links and
-# tidemq.store.index_keys (see _crecords.c); the same signatures as their py_* functions.
+# tidemq.store.index_keys (see _crecords.c); the same signatures as their py_* functions
+# (decode_plain_messages: the message class first).
 import mmap
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from tidemq.formats.record.loops import Buffer, Ints
+from tidemq.types import MessageExt
 
 def tile_records(buf: bytearray | memoryview, head: Buffer, n: int, /) -> None: ...
 def fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
@@ -28,3 +31,8 @@ def link_index_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, s
                        diffs: npt.NDArray[np.int64], /) -> int: ...
 def key_hashes(out: npt.NDArray[np.int64], rows: npt.NDArray[np.uint8], width: int, seed: int,
                vector: bool = True, /) -> None: ...
+def decode_plain_messages(cls: type[MessageExt], data: bytes, pos: int, out: list[MessageExt],
+                          check_crc: bool, queue_id_override: int | None, broker_name: str,
+                          host_text: Callable[[bytes, int], str],
+                          lazy_of: Callable[[bytes, int], tuple[str, dict[str, str] | None]],
+                          /) -> int: ...

@@ -11,7 +11,8 @@ module          what it owns
 ``batch``       batches: encoded back to back, column-wise (numpy) or from a tiled template,
                 and patched with offsets and store time inside the append lock
 ``columns``     a body of records decoded as columns (numpy)
-``messages``    plain records decoded into messages, fast
+``messages``    plain records decoded into messages, fast (compiled when built, with its
+                Python twin)
 ``loops``       the per-message loops of uniform batches: the compiled module
                 ``tidemq.formats._crecords`` when built, else their numpy twins
 ``rewrite``     records rewritten in place for a logical queue

@@ -5,12 +5,18 @@ fields are at the fixed offsets of :mod:`.layout`, so one ``struct`` unpack read
 (each host as one 8-byte integer, a cache key) and the variable part is located from
 BODYLENGTH. Anything else, or anything that does not check out, is left to the caller
 (:func:`tidemq.codec.message.decode_messages` goes on with :func:`.decode_record`).
+
+:func:`decode_plain_messages` is the compiled module's (``tidemq.formats._crecords``, which
+writes each message's slots where the class keeps them) when it is built, else
+:func:`py_decode_plain_messages`, its twin, which the tests hold to the same messages.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
+from typing import cast
 
 from tidemq.formats.record.layout import (
     FIXED_V4_SIZE,
@@ -24,9 +30,10 @@ from tidemq.formats.record.layout import (
     body_crc,
     fixed_v4_with_hosts,
 )
+from tidemq.formats.record.loops import compiled
 from tidemq.types import MessageExt
 
-__all__ = ["decode_plain_messages"]
+__all__ = ["DecodePlain", "decode_plain_messages", "py_decode_plain_messages"]
 
 #: Records with any of these bits are not plain.
 _SLOW_FLAGS = SYSFLAG_COMPRESSED | SYSFLAG_NEED_UNWRAP | SYSFLAG_INNER_BATCH | SYSFLAG_HOSTS_V6
@@ -42,7 +49,7 @@ _I64 = struct.Struct(">q")
 _new = object.__new__
 
 
-def decode_plain_messages(data: bytes, pos: int, out: list[MessageExt], check_crc: bool,
+def py_decode_plain_messages(data: bytes, pos: int, out: list[MessageExt], check_crc: bool,
                           queue_id_override: int | None, broker_name: str,
                           host_text: Callable[[bytes, int], str],
                           lazy_of: Callable[[bytes, int], tuple[str, dict[str, str] | None]],
@@ -56,6 +63,8 @@ def decode_plain_messages(data: bytes, pos: int, out: list[MessageExt], check_cr
     host's ``"ip:port"`` and ``lazy_of(ip, port)`` the ``_lazy`` pair of messages stored by
     that host (:class:`~tidemq.types.MessageExt`); ``queue_id_override``, when not
     ``None``, is every message's queue id; ``broker_name`` is every message's."""
+    if pos < 0:
+        raise ValueError("decode_plain_messages: pos must be >= 0")
     end = len(data)
     unpack = _FIXED_FAST.unpack_from
     append = out.append
@@ -126,3 +135,18 @@ def decode_plain_messages(data: bytes, pos: int, out: list[MessageExt], check_cr
         append(msg)
         pos = stop
     return pos
+
+
+#: :func:`py_decode_plain_messages`'s signature.
+DecodePlain = Callable[
+    [bytes, int, list[MessageExt], bool, int | None, str, Callable[[bytes, int], str],
+     Callable[[bytes, int], tuple[str, dict[str, str] | None]]],
+    int,
+]
+
+_compiled = compiled("decode_plain_messages")
+#: :func:`py_decode_plain_messages`, compiled when built (the class of the messages is the
+#: compiled function's first argument).
+decode_plain_messages: DecodePlain = (
+    cast("DecodePlain", functools.partial(_compiled, MessageExt))
+    if _compiled is not None else py_decode_plain_messages)

@@ -142,6 +142,25 @@ async def test_a_kept_property_shape_splits_as_the_walk(pair: Pair,
         assert _split(fast, body) == _split(walker, body)
 
 
+async def test_property_shapes_kept_are_few_and_short(pair: Pair) -> None:
+    """Kept shapes stay small whatever producers send: long property strings are read
+    each time, and past the limit of shapes all are forgotten."""
+    from tidemq.broker.processors import batch_split
+
+    proc = SendProcessor(pair.a.ctx)
+    shapes = proc._splitter._shapes
+    long_value = "v" * batch_split._SHAPE_MAX_BYTES
+    body = encode_batch([(b"body", encode_properties({"KEYS": long_value, "UNIQ_KEY": f"{i:04X}"}),
+                          0) for i in range(5)])
+    assert _split(proc, body)[0] is True and not shapes
+    for k in range(batch_split._SHAPES_KEPT + 1):
+        body = encode_batch([(b"body", encode_properties({"TAGS": f"t{k}", "UNIQ_KEY": f"{i:04X}"}),
+                              0) for i in range(5)])
+        _split(proc, body)
+        assert 1 <= len(shapes) <= batch_split._SHAPES_KEPT
+    assert len(shapes) == 1
+
+
 async def test_a_uniform_batch_is_split_without_the_walk(pair: Pair) -> None:
     body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}", "WAIT": "true"}),
                           i) for i in range(20)])

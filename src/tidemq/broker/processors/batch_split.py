@@ -132,6 +132,9 @@ PropertyShape = tuple[int, int, bytes, int, tuple[str, ...] | None, bool]
 _UNIQ_NAME = b"UNIQ_KEY\x01"
 #: Property shapes a splitter keeps; past this many it forgets them all.
 _SHAPES_KEPT = 256
+#: The longest property bytes whose shape is kept (the usual batch's are about a hundred):
+#: what the kept shapes hold stays under a MiB.
+_SHAPE_MAX_BYTES = 1024
 
 
 #: One message's store input and whether its producer waits for the flush, from its body,
@@ -241,7 +244,8 @@ class BatchSplitter:
             shape = self.property_shape(first)
             if shape is None:
                 return None
-            if shape[:2] == around:  # what the key leaves out is the UNIQ_KEY value
+            # what the key leaves out is the UNIQ_KEY value
+            if shape[:2] == around and plen <= _SHAPE_MAX_BYTES:
                 if len(shapes) >= _SHAPES_KEPT:
                     shapes.clear()
                 shapes[key] = shape

@@ -1198,7 +1198,8 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
    plain (V1, IPv4 hosts, neither compressed nor an inner batch) or does not check out
    starts, len(data) when none does. The checks, their order, the calls of host_text and
    lazy_of (once per change of store or born host) and the strings reused from one record
-   to the next are the twin's. */
+   to the next are the twin's. Unlike the twin's, the messages are not tracked by the
+   cycle collector (see below). */
 enum {
     S_LAZY, S_MSG_ID, S_PROPERTIES, S_RAW_PROPERTIES, S_BODY, S_BODY_CRC, S_BORN_HOST,
     S_BORN_TIMESTAMP, S_BROKER_NAME, S_COMMIT_LOG_OFFSET, S_FLAG, S_PREPARED, S_QUEUE_ID,
@@ -1421,6 +1422,12 @@ static PyObject *decode_plain_messages(PyObject *self, PyObject *const *args,
         SET_NEW(S_PREPARED, PyLong_FromLongLong(get_be64(r + OFF_PREPARED_TX_OFFSET)));
         SET_SLOT(msg, S_BROKER_NAME, Py_NewRef(broker_name));
 #undef SET_NEW
+        /* It holds strings, bytes, numbers, None and the _lazy pair of a string and a
+           dict of strings: no cycle runs through it, so the cycle collector need not scan
+           it, and a consumer's collections skip every message it keeps. (Code that
+           stores a container referring back to the message in one of its slots, against
+           their types, would make a cycle the collector does not free.) */
+        PyObject_GC_UnTrack(msg);
         int appended = PyList_Append(out, msg);
         Py_DECREF(msg);
         if (appended < 0)

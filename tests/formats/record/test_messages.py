@@ -5,7 +5,9 @@ twin give the same messages, stop at the same record and call back alike."""
 from __future__ import annotations
 
 import functools
+import gc
 import os
+import weakref
 from typing import Any
 
 import pytest
@@ -226,6 +228,34 @@ def test_the_compiled_decoder_shares_strings_as_the_twin_does() -> None:
         assert out[0]._lazy is out[1]._lazy and out[2]._lazy is out[3]._lazy
         assert out[0]._lazy is not out[2]._lazy
         assert out[0].store_host is out[1].store_host
+
+
+def test_the_compiled_decoders_messages_are_left_out_of_the_cycle_collector() -> None:
+    """They hold no container but the ``_lazy`` pair: untracked, they are freed by their
+    count all the same, and what a consumer later stores in them stays usable."""
+    data = b"".join(bytes(encode_record(topic=b"T", queue_id=1, body=b"b%d" % i,
+                                        properties=b"UNIQ_KEY\x01k%d\x02" % i))
+                    for i in range(3))
+    out: list[MessageExt] = []
+    extra = {"MIN_OFFSET": "0"}
+    compiled = functools.partial(_compiled_decoder(), MessageExt)
+    assert compiled(data, 0, out, True, None, "b", _host, lambda ip, port: ("P", extra)) == len(
+        data)
+    assert not any(gc.is_tracked(msg) for msg in out)
+    probe = _Probe()
+    alive = weakref.WeakSet([probe])
+    out[0].body = probe  # type: ignore[assignment]  # a tracked object in a slot
+    del probe
+    assert len(alive) == 1
+    out[0].properties["A"] = "1"
+    assert out[0].properties == {"UNIQ_KEY": "k0", "MIN_OFFSET": "0", "A": "1"}
+    assert [m.msg_id for m in out] == ["k0", "k1", "k2"]
+    out.clear()
+    assert len(alive) == 0  # freed with the message, without a collection
+
+
+class _Probe:
+    """An object whose end a weak reference sees."""
 
 
 def test_the_compiled_decoder_refuses_a_class_without_the_slots() -> None:

@@ -9,6 +9,9 @@ BODYLENGTH. Anything else, or anything that does not check out, is left to the c
 :func:`decode_plain_messages` is the compiled module's (``tidemq.formats._crecords``, which
 writes each message's slots where the class keeps them) when it is built, else
 :func:`py_decode_plain_messages`, its twin, which the tests hold to the same messages.
+The compiled decoder's messages are not tracked by the cycle collector (they hold only
+strings, bytes, numbers and the shared ``_lazy`` pair): a consumer's collections do not
+scan the messages it keeps.
 """
 
 from __future__ import annotations

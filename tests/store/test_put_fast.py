@@ -339,3 +339,30 @@ def test_fold_rows_of_a_millisecond_a_row_is_each_row_alone(
                      ("k",) if keyed else None))
     got = fold_rows(rows, timed=lambda _topic, _queue: not keyed)
     assert got == fold_rows(rows, across_queues=False)
+
+
+@st.composite
+def _column_parts(draw: st.DrawFn) -> list[list[int]]:
+    """A queue's batches' columns: mostly one value repeated (the same int object in a
+    batch, equal ints in others), sometimes other values in some."""
+    v = draw(st.integers(250, 2**31))
+    part = st.one_of(
+        st.builds(lambda n: [v] * n, st.integers(1, 6)),
+        st.builds(lambda n: [int(str(v)) for _ in range(n)], st.integers(1, 6)),
+        st.lists(st.integers(0, 2**40), min_size=1, max_size=6),
+        st.builds(lambda n, w: [v] * n + [w] + [v], st.integers(1, 3), st.integers(0, 300)),
+    )
+    return draw(st.lists(part, min_size=1, max_size=5))
+
+
+@given(_column_parts())
+def test_a_joined_column_is_its_parts_end_to_end(parts: list[list[int]]) -> None:
+    """The dispatcher's column of one queue's batches; a column of one repeated value is
+    one int object (what consume_queue's test for a repeated value compares)."""
+    from tidemq.store.dispatch import _joined
+
+    flat = [v for p in parts for v in p]
+    joined = _joined(list(parts))
+    assert list(joined) == flat
+    if len(set(flat)) == 1:
+        assert len({id(v) for v in joined}) == 1

@@ -298,11 +298,17 @@ def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> N
 
 def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
     """One queue's column from its batches: int64 when ranges (a put_batch's physical
-    offsets) make numpy the cheap way, else one list."""
+    offsets) make numpy the cheap way, else one list -- of one int object when every
+    batch repeats one value (the record size and tags code of uniform batches), which
+    the queue's test for a repeated value then compares by identity, not by value."""
     if any(type(p) is range for p in parts):
         return np.concatenate([np.arange(p.start, p.stop, p.step, dtype=np.int64)
                                if type(p) is range else np.asarray(p, dtype=np.int64)
                                for p in parts])  # type: ignore[return-value]
+    first = parts[0][0] if parts[0] else None
+    if first is not None and all(p and p[0] == first and p[-1] == first
+                                 and p.count(p[0]) == len(p) for p in parts):
+        return [first] * sum(map(len, parts))
     out: list[int] = []
     for p in parts:
         out += p

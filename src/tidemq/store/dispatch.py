@@ -306,9 +306,12 @@ def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
                                if type(p) is range else np.asarray(p, dtype=np.int64)
                                for p in parts])  # type: ignore[return-value]
     first = parts[0][0] if parts[0] else None
-    if first is not None and all(p and p[0] == first and p[-1] == first
-                                 and p.count(p[0]) == len(p) for p in parts):
-        return [first] * sum(map(len, parts))
+    if first is not None:
+        for p in parts:
+            if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
+                break
+        else:
+            return [first] * sum(map(len, parts))
     out: list[int] = []
     for p in parts:
         out += p

@@ -1290,6 +1290,20 @@ static PyObject *call_host(PyObject *f, PyObject *ip, const unsigned char *p) {
     return r;
 }
 
+/* The int of `v`: the one made for the record before when it had the same value (a
+   batch's records share their times and often their size), else a new one kept in
+   *last for the next record. */
+static PyObject *int_as_before(PyObject **last, int64_t *last_value, int64_t v) {
+    if (*last == NULL || *last_value != v) {
+        PyObject *o = PyLong_FromLongLong(v);
+        if (o == NULL)
+            return NULL;
+        Py_XSETREF(*last, o);
+        *last_value = v;
+    }
+    return Py_NewRef(*last);
+}
+
 #define SET_SLOT(msg, slot, value) \
     (*(PyObject **)((char *)(msg) + slot_at[slot]) = (value))
 
@@ -1325,6 +1339,8 @@ static PyObject *decode_plain_messages(PyObject *self, PyObject *const *args,
     Py_ssize_t raw_topic_len = -1;
     int64_t last_store = 0, last_born = 0;
     int have_store = 0, have_born = 0;
+    PyObject *born_ts = NULL, *store_ts = NULL, *size = NULL;
+    int64_t born_ts_value = 0, store_ts_value = 0, size_value = 0;
     while (pos < end && end - pos >= OFF_BODY) {
         const unsigned char *r = d + pos;
         int32_t total = get_be32(r), sys_flag = get_be32(r + OFF_SYSFLAG);
@@ -1410,11 +1426,13 @@ static PyObject *decode_plain_messages(PyObject *self, PyObject *const *args,
         }
         SET_NEW(S_QUEUE_OFFSET, PyLong_FromLongLong(get_be64(r + OFF_QUEUE_OFFSET)));
         SET_NEW(S_COMMIT_LOG_OFFSET, PyLong_FromLongLong(get_be64(r + OFF_PHYSICAL_OFFSET)));
-        SET_NEW(S_STORE_SIZE, PyLong_FromLong(total));
+        SET_NEW(S_STORE_SIZE, int_as_before(&size, &size_value, total));
         SET_NEW(S_SYS_FLAG, PyLong_FromLong(sys_flag));
-        SET_NEW(S_BORN_TIMESTAMP, PyLong_FromLongLong(get_be64(r + OFF_BORN_TIMESTAMP)));
+        SET_NEW(S_BORN_TIMESTAMP, int_as_before(&born_ts, &born_ts_value,
+                                                get_be64(r + OFF_BORN_TIMESTAMP)));
         SET_SLOT(msg, S_BORN_HOST, Py_NewRef(born_host));
-        SET_NEW(S_STORE_TIMESTAMP, PyLong_FromLongLong(get_be64(r + OFF_STORE_TIMESTAMP)));
+        SET_NEW(S_STORE_TIMESTAMP, int_as_before(&store_ts, &store_ts_value,
+                                                 get_be64(r + OFF_STORE_TIMESTAMP)));
         SET_SLOT(msg, S_STORE_HOST, Py_NewRef(store_host));
         SET_NEW(S_RECONSUME_TIMES, PyLong_FromLong(get_be32(r + OFF_RECONSUME_TIMES)));
         SET_NEW(S_FLAG, PyLong_FromLong(get_be32(r + OFF_FLAG)));
@@ -1434,17 +1452,19 @@ static PyObject *decode_plain_messages(PyObject *self, PyObject *const *args,
             goto error;
         pos = stop;
     }
-    Py_XDECREF(topic);
-    Py_XDECREF(store_host);
-    Py_XDECREF(born_host);
-    Py_XDECREF(lazy);
-    return PyLong_FromSsize_t(pos);
+    PyObject *result = PyLong_FromSsize_t(pos);
+    goto done;
 error:
+    result = NULL;
+done:
     Py_XDECREF(topic);
     Py_XDECREF(store_host);
     Py_XDECREF(born_host);
     Py_XDECREF(lazy);
-    return NULL;
+    Py_XDECREF(born_ts);
+    Py_XDECREF(store_ts);
+    Py_XDECREF(size);
+    return result;
 }
 
 static PyMethodDef methods[] = {

@@ -230,6 +230,21 @@ def test_the_compiled_decoder_shares_strings_as_the_twin_does() -> None:
         assert out[0].store_host is out[1].store_host
 
 
+def test_the_compiled_decoder_reuses_the_times_and_size_of_the_record_before() -> None:
+    """A batch's records share their times and size: one int each, not one a message."""
+    data = b"".join(bytes(encode_record(topic=b"T", queue_id=1, body=b"b" * 300,
+                                        properties=b"", born_timestamp=born,
+                                        store_timestamp=1 << 41))
+                    for born in (1 << 40, 1 << 40, 5 << 40))
+    out: list[MessageExt] = []
+    functools.partial(_compiled_decoder(), MessageExt)(data, 0, out, True, None, "b", _host,
+                                                       _lazy)
+    assert [m.born_timestamp for m in out] == [1 << 40, 1 << 40, 5 << 40]
+    assert out[0].born_timestamp is out[1].born_timestamp
+    assert out[0].store_timestamp is out[1].store_timestamp is out[2].store_timestamp
+    assert out[0].store_size is out[2].store_size
+
+
 def test_the_compiled_decoders_messages_are_left_out_of_the_cycle_collector() -> None:
     """They hold no container but the ``_lazy`` pair: untracked, they are freed by their
     count all the same, and what a consumer later stores in them stays usable."""

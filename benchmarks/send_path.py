@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.bench.process import thread_cpu_seconds
+from tidemq.broker.gc_settings import server_gc
 from tidemq.client import AdminClient, lmq_message
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.frame import encode_command
@@ -395,7 +396,8 @@ def main() -> None:
                         help="under callgrind (--instr-atstart=no): instrument the measured "
                              "rounds only")
     args = parser.parse_args()
-    results = asyncio.run(_run(args))
+    with server_gc():  # the broker's collector settings, as its process runs them
+        results = asyncio.run(_run(args))
     if args.json:
         print(json.dumps(results))
         return

@@ -25,12 +25,13 @@ c      **Pull latency.** ``pulls`` sequential one-connection pulls (PULL_MESSAGE
        of random LMQs from the broker process; p50/p99/p999. In the child: the same with
        ``MessageStore.get``.
 d      **File-per-queue comparison** at ``compare_queues`` LMQs (upstream's old cap,
-       20 000), ``compare_messages`` messages fanned out ``fanout`` ways, each variant in
-       a child process of its own: ``rocksdb`` (this store); ``file-cq`` (one record, one
-       20-byte entry per target in a classic consume queue per LMQ -- upstream's file
-       LMQ); ``put-per-target`` (no LMQ: the message stored once per target on an
-       ordinary topic). Files and directories on disk, bytes on disk, open fds, RSS,
-       put and dispatch rates.
+       20,000; fewer where the fd limit cannot give every file queue its two fds, see
+       :func:`_compare_queues`), ``compare_messages`` messages fanned out ``fanout``
+       ways, each variant in a child process of its own: ``rocksdb`` (this store);
+       ``file-cq`` (one record, one 20-byte entry per target in a classic consume queue
+       per LMQ -- upstream's file LMQ); ``put-per-target`` (no LMQ: the message stored
+       once per target on an ordinary topic). Files and directories on disk, bytes on
+       disk, open fds, RSS, put and dispatch rates.
 =====  ==================================================================================
 
 File-backed mmap pages count in RSS (RssFile): the commit log's pre-faulted segment and

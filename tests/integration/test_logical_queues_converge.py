@@ -22,7 +22,7 @@ from tidemq.client import AdminClient, Producer
 from tidemq.client.logical_admin import LogicalQueueAdmin, plan_commit, plan_migration
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.formats.logical_mapping import TopicMapping
-from tidemq.formats.logical_migration import forced_cut
+from tidemq.formats.logical_migration import complete, forced_cut
 from tidemq.store.message_store import MessageInput
 from tidemq.testing import Cluster
 from tidemq.types import LOGICAL_BROKER, Message, MessageQueue
@@ -215,3 +215,28 @@ async def test_the_brokers_converge_on_a_cut_that_raced_a_seal(
         for app in cluster.brokers:
             await app.logical_processor.sync_service.sync()
     _converged_on_the_cut(cluster, cut)
+
+
+async def test_a_forced_cut_pushed_to_a_broker_that_committed_it_already_counts_as_taken(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """The admin tool pushes a forced cut to the live brokers one after another. The first
+    syncs it to its peers, which commit the migration it completes (epoch + 1), so the
+    push that reaches such a peer later is older than its copy. That broker refuses the
+    copy as older, but it knows every fact of it: the cut is taken there, not failed (CI:
+    "ILLEGAL_OPERATION: mapping epoch N is older than N+1")."""
+    for app in cluster.brokers:  # the peers' sync is played by hand below
+        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
+    await create(admin, ["broker-a", "broker-b"])  # LQ 0 on broker-a
+    lqa = LogicalQueueAdmin(admin)
+    planned = plan_migration(await lqa.query(TOPIC), 0, "broker-c")
+    assert planned is not None
+    await lqa.update(planned)
+    cut = forced_cut(planned, 0, 0, planned.epoch + 1)
+    committed = complete(cut)
+    assert committed.epoch > cut.epoch
+    await push_to(admin, broker(cluster, "broker-c"), committed)  # heard it from a peer
+    live = {n: a for n, a in (await admin.masters()).items() if n != "broker-a"}
+    report = await lqa._push(cut, live)
+    assert sorted(report.reached) == ["broker-b", "broker-c"] and not report.missed
+    assert broker(cluster, "broker-c").logical.get(TOPIC) == committed
+    assert broker(cluster, "broker-b").logical.get(TOPIC) == cut

@@ -163,9 +163,12 @@ class LogicalQueueAdmin:
 
     async def _push(self, mapping: TopicMapping, brokers: dict[str, str], *,
                     force: bool = False, first: str | None = None,
-                    only: set[str] | None = None) -> PushReport:
+                    only: set[str] | None = None, stale_ok: bool = True) -> PushReport:
         """To every broker (or those in ``only``), ``first`` (a name) before the others.
-        An unreachable broker does not stop the others; the report says who missed it."""
+        An unreachable broker does not stop the others; the report says who missed it.
+        A broker that refuses the copy as older counts as reached when its own copy knows
+        every fact of it (``stale_ok``: a step of this tool's own, which a peer that took
+        it first may have synced and moved on from) and otherwise stops the push."""
         body = json.dumps(mapping.to_json()).encode()
         ext = {"brokerAddrs": json.dumps(brokers, sort_keys=True)}
         if force:
@@ -178,7 +181,13 @@ class LogicalQueueAdmin:
                 await self.admin._broker(brokers[name], RemotingCommand.request(
                     RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, ext, body))
             except BrokerResponseError:
-                raise  # it answered and refused: not a broker that will catch up
+                # It answered and refused: not a broker that will catch up, unless it
+                # moved past this copy already (a peer that took it first synced it, and
+                # it committed the migration the copy completes: a newer epoch).
+                if not stale_ok or not await self._knows(brokers[name], mapping):
+                    raise
+                report.reached.append(name)
+                self.missed.pop(name, None)
             except TideMQError as exc:
                 report.missed[name] = str(exc)
                 self.missed[name] = str(exc)
@@ -186,6 +195,17 @@ class LogicalQueueAdmin:
                 report.reached.append(name)
                 self.missed.pop(name, None)
         return report
+
+    async def _knows(self, addr: str, mapping: TopicMapping) -> bool:
+        """Whether the broker at ``addr`` holds a copy that knows every fact of
+        ``mapping``."""
+        try:
+            resp = await self.admin._broker(addr, RemotingCommand.request(
+                RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": mapping.topic}))
+            held = TopicMapping.from_json(json.loads(resp.full_body()))
+            return merge(held, mapping) == held
+        except (TideMQError, ValueError, KeyError, TypeError):
+            return False
 
     async def _seal(self, mapping: TopicMapping, lq: int, broker: str,
                     addrs: dict[str, str]) -> TopicMapping:
@@ -313,7 +333,8 @@ class LogicalQueueAdmin:
 
     async def update(self, mapping: TopicMapping, *, force: bool = False) -> None:
         """Push ``mapping`` to every broker; ``force`` lets it replace a newer epoch."""
-        report = await self._push(mapping, await self._brokers(), force=force)
+        report = await self._push(mapping, await self._brokers(), force=force,
+                                  stale_ok=False)  # given by hand: a stale one is refused
         if not report.reached:
             raise TideMQError(f"no broker took the mapping of {mapping.topic}: "
                               f"{'; '.join(report.missed.values())}")

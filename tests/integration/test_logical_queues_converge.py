@@ -104,6 +104,20 @@ async def test_rerunning_the_migration_repairs_a_commit_pushed_to_one_broker(
     assert leader.logical_start == m.queues[1][0].logical_end
 
 
+async def _planned_by_hand(cluster: Cluster, admin: AdminClient, lq: int
+                           ) -> tuple[LogicalQueueAdmin, TopicMapping]:
+    """The topic on broker-a and broker-b, ``lq`` planned to move to broker-c and pushed
+    to every broker; the brokers' own syncs off, so that only the caller's steps run."""
+    for app in cluster.brokers:
+        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
+    await create(admin, ["broker-a", "broker-b"])
+    lqa = LogicalQueueAdmin(admin)
+    planned = plan_migration(await lqa.query(TOPIC), lq, "broker-c")
+    assert planned is not None
+    await lqa.update(planned)
+    return lqa, planned
+
+
 async def _no_sync() -> list[str]:
     return []
 
@@ -161,13 +175,7 @@ async def _seal_raced_by_a_cut(cluster: Cluster, admin: AdminClient) -> TopicMap
     others knew (0) and pushed the cut to broker-a and broker-c before it died. broker-b
     then committed the migration by itself at its own end, as its sync does when no peer
     answers. Returns the cut. Only the caller's repairs run: the brokers' timers do not."""
-    for app in cluster.brokers:
-        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
-    await create(admin, ["broker-a", "broker-b"])  # LQ 1 on broker-b
-    lqa = LogicalQueueAdmin(admin)
-    planned = plan_migration(await lqa.query(TOPIC), 1, "broker-c")
-    assert planned is not None
-    await lqa.update(planned)
+    _, planned = await _planned_by_hand(cluster, admin, 1)  # LQ 1 on broker-b
     old = broker(cluster, "broker-b")
     segment = planned.queues[1][0]
     for body in (b"unseen-0", b"unseen-1"):
@@ -224,13 +232,7 @@ async def test_a_forced_cut_pushed_to_a_broker_that_committed_it_already_counts_
     push that reaches such a peer later is older than its copy. That broker refuses the
     copy as older, but it knows every fact of it: the cut is taken there, not failed (CI:
     "ILLEGAL_OPERATION: mapping epoch N is older than N+1")."""
-    for app in cluster.brokers:  # the peers' sync is played by hand below
-        app.logical_processor.sync = _no_sync  # type: ignore[method-assign]
-    await create(admin, ["broker-a", "broker-b"])  # LQ 0 on broker-a
-    lqa = LogicalQueueAdmin(admin)
-    planned = plan_migration(await lqa.query(TOPIC), 0, "broker-c")
-    assert planned is not None
-    await lqa.update(planned)
+    lqa, planned = await _planned_by_hand(cluster, admin, 0)  # LQ 0 on broker-a
     cut = forced_cut(planned, 0, 0, planned.epoch + 1)
     committed = complete(cut)
     assert committed.epoch > cut.epoch

@@ -48,7 +48,8 @@ def test_zero_from_keeps_the_size_and_clears_the_tail(tmp_path: Path,
     mf.close()
 
 
-def test_write_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _failed_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MappedFile:
+    """A file holding ``abc`` whose flush met an I/O error; the disk answers again."""
     mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
     mf.write_at(0, b"abc")
 
@@ -59,6 +60,11 @@ def test_write_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(StoreReadOnly):
         mf.flush()
     monkeypatch.undo()
+    return mf
+
+
+def test_write_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mf = _failed_flush(tmp_path, monkeypatch)
     with pytest.raises(StoreReadOnly):
         mf.write_at(3, b"d")  # the error sticks even though the disk answers again
     with pytest.raises(StoreReadOnly):
@@ -79,16 +85,7 @@ def test_fill_at_writes_in_place_and_moves_the_mark(tmp_path: Path) -> None:
 
 
 def test_fill_at_errors_stick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    mf = MappedFile(tmp_path / "f", 0, SIZE, create=True)
-    mf.write_at(0, b"abc")
-
-    def eio(fd: int) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(os, "fdatasync", eio)
-    with pytest.raises(StoreReadOnly):
-        mf.flush()
-    monkeypatch.undo()
+    mf = _failed_flush(tmp_path, monkeypatch)
     filled: list[memoryview] = []
     with pytest.raises(StoreReadOnly) as info:
         mf.fill_at(3, 1, filled.append)  # the error sticks even though the disk answers again

@@ -186,14 +186,12 @@ class LogicalQueueAdmin:
                 # it committed the migration the copy completes: a newer epoch).
                 if not stale_ok or not await self._knows(brokers[name], mapping):
                     raise
-                report.reached.append(name)
-                self.missed.pop(name, None)
             except TideMQError as exc:
                 report.missed[name] = str(exc)
                 self.missed[name] = str(exc)
-            else:
-                report.reached.append(name)
-                self.missed.pop(name, None)
+                continue
+            report.reached.append(name)
+            self.missed.pop(name, None)
         return report
 
     async def _knows(self, addr: str, mapping: TopicMapping) -> bool:

@@ -21,6 +21,7 @@ from tidemq.broker.app import BrokerApp
 from tidemq.client import AdminClient, Producer
 from tidemq.client.logical_admin import LogicalQueueAdmin, plan_commit, plan_migration
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.errors import BrokerResponseError
 from tidemq.formats.logical_mapping import TopicMapping
 from tidemq.formats.logical_migration import complete, forced_cut
 from tidemq.store.message_store import MessageInput
@@ -242,3 +243,17 @@ async def test_a_forced_cut_pushed_to_a_broker_that_committed_it_already_counts_
     assert sorted(report.reached) == ["broker-b", "broker-c"] and not report.missed
     assert broker(cluster, "broker-c").logical.get(TOPIC) == committed
     assert broker(cluster, "broker-b").logical.get(TOPIC) == cut
+
+
+async def test_a_push_refused_by_a_newer_incarnation_of_the_topic_still_fails(
+        cluster: Cluster, admin: AdminClient) -> None:
+    """A broker holding the topic created again (deleted meanwhile) refuses a step of the
+    old incarnation; that copy knows nothing of it, though a merge would keep it whole."""
+    lqa, planned = await _planned_by_hand(cluster, admin, 0)
+    newer = dataclasses.replace(planned, epoch=planned.epoch + 10,
+                                created=planned.created + 10)
+    await push_to(admin, broker(cluster, "broker-c"), newer)
+    cut = forced_cut(planned, 0, 0, planned.epoch + 1)
+    live = {n: a for n, a in (await admin.masters()).items() if n != "broker-a"}
+    with pytest.raises(BrokerResponseError, match="older than the one held"):
+        await lqa._push(cut, live)

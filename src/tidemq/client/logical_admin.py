@@ -195,13 +195,14 @@ class LogicalQueueAdmin:
         return report
 
     async def _knows(self, addr: str, mapping: TopicMapping) -> bool:
-        """Whether the broker at ``addr`` holds a copy that knows every fact of
-        ``mapping``."""
+        """Whether the broker at ``addr`` holds a copy of the same incarnation of the
+        topic that knows every fact of ``mapping`` (a newer incarnation would win a merge
+        whole, though it knows nothing of this one)."""
         try:
             resp = await self.admin._broker(addr, RemotingCommand.request(
                 RequestCode.QUERY_LOGICAL_QUEUE_MAPPING, {"topic": mapping.topic}))
             held = TopicMapping.from_json(json.loads(resp.full_body()))
-            return merge(held, mapping) == held
+            return held.created == mapping.created and merge(held, mapping) == held
         except (TideMQError, ValueError, KeyError, TypeError):
             return False
 

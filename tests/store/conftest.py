@@ -19,6 +19,11 @@ from tidemq.store.reader import GetResult
 
 SEGMENT = 4096
 CQ_FILE = 20 * 16  # 16 entries per consume-queue file
+#: A key index of about 330 KB: room for every key a test here writes, where the default
+#: geometry makes a 400 MB sparse file that each copy of a store writes out in full and
+#: each verify reads slot by slot.
+INDEX_SLOTS = 4096
+INDEX_ENTRIES = 16384
 
 
 class FakeClock:
@@ -36,6 +41,8 @@ def small_config(root: Path, **overrides: Any) -> StoreConfig:
         "store_path_root_dir": str(root),
         "mapped_file_size_commit_log": SEGMENT,
         "mapped_file_size_consume_queue": CQ_FILE,
+        "max_hash_slot_num": INDEX_SLOTS,
+        "max_index_num": INDEX_ENTRIES,
     }
     values.update(overrides)
     return StoreConfig(**values)

@@ -4,9 +4,10 @@ name server for broker-process tests."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,26 @@ def fill(root: Path, count: int) -> list[tuple[int, int, int]]:
     proc = run_helper("fill", root, count)
     assert proc.returncode == -9, proc.stderr
     return [tuple(x) for x in json.loads(proc.stdout)]  # type: ignore[misc]
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory
+            ) -> Callable[[Path, int], list[tuple[int, int, int]]]:
+    """``crashed(root, count)``: at ``root``, a copy of the files a store left when its
+    process died by kill -9 after ``count`` acknowledged messages (:func:`fill`), and
+    their ``(queue_offset, phys, size)``. Each count is filled by one child process per
+    module; every test gets (and damages) a copy of its own."""
+    made: dict[int, tuple[Path, list[tuple[int, int, int]]]] = {}
+
+    def copy(root: Path, count: int) -> list[tuple[int, int, int]]:
+        if count not in made:
+            template = tmp_path_factory.mktemp(f"crashed{count}") / "store"
+            made[count] = (template, fill(template, count))
+        template, entries = made[count]
+        shutil.copytree(template, root)
+        return list(entries)
+
+    return copy
 
 
 def recover_and_die(root: Path) -> dict[str, Any]:

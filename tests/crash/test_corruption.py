@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import shutil
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,23 @@ from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageStore
 
-from .conftest import check_store, fill, recover_and_die
+from .conftest import check_store, recover_and_die
 from .store_proc import CQ_FILE, SEGMENT, TOPIC, body_for, crash_config
 
 Entry = tuple[int, int, int]  # queue offset, physical offset, size
+Fill = Callable[[Path, int], list[Entry]]
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+@pytest.fixture
+def fill(crashed: Fill) -> Fill:
+    """``fill(root, count)``: a store that took ``count`` acknowledged messages and then
+    died by kill -9, at ``root`` (a copy of the module's one for that count)."""
+    return crashed
 
 
 def segment_path(root: Path, phys: int) -> Path:
@@ -73,7 +82,7 @@ FLIPS = {
 
 @pytest.mark.parametrize("field", FLIPS)
 @pytest.mark.parametrize("checkpoint", ["none", "earlier"])
-def test_bit_flip_in_the_tail_record(root: Path, field: str, checkpoint: str) -> None:
+def test_bit_flip_in_the_tail_record(root: Path, fill: Fill, field: str, checkpoint: str) -> None:
     entries = fill(root, 20)
     set_checkpoint(root, None if checkpoint == "none" else entries[12][1])
     _, tail_phys, tail_size = entries[-1]
@@ -89,7 +98,7 @@ def test_bit_flip_in_the_tail_record(root: Path, field: str, checkpoint: str) ->
     assert read_log(root, tail_phys, tail_size) == bytes(tail_size)
 
 
-def test_torn_write_of_the_last_record(root: Path) -> None:
+def test_torn_write_of_the_last_record(root: Path, fill: Fill) -> None:
     entries = fill(root, 10)
     _, tail_phys, tail_size = entries[-1]
     patch_log(root, tail_phys + tail_size // 2, bytes(tail_size - tail_size // 2))
@@ -108,8 +117,8 @@ MIDDLE_FLIPS = {**FLIPS, "properties": -3}  # negative: from the record's end
 
 @pytest.mark.parametrize("field", MIDDLE_FLIPS)
 @pytest.mark.parametrize("checkpoint", ["none", "earlier"])
-def test_bit_flip_in_a_middle_record_drops_nothing_after_it(root: Path, field: str,
-                                                            checkpoint: str) -> None:
+def test_bit_flip_in_a_middle_record_drops_nothing_after_it(root: Path, fill: Fill,
+                                                            field: str, checkpoint: str) -> None:
     entries = fill(root, 20)
     set_checkpoint(root, None if checkpoint == "none" else entries[4][1])
     _, phys, size = entries[10]
@@ -143,7 +152,7 @@ def queue_records_skipping(store: MessageStore) -> list[Record]:
 # ---------------------------------------------------------------- garbage after the end
 
 
-def test_garbage_after_the_end_is_zeroed_and_stays_gone(root: Path) -> None:
+def test_garbage_after_the_end_is_zeroed_and_stays_gone(root: Path, fill: Fill) -> None:
     entries = fill(root, 10)
     end = end_of(entries)
     garbage = nonzero(random.Random(7), min(300, SEGMENT - end % SEGMENT))
@@ -158,7 +167,8 @@ def test_garbage_after_the_end_is_zeroed_and_stays_gone(root: Path) -> None:
     assert ids[0] == list(range(10))
 
 
-def test_stale_record_with_a_wrong_physical_offset_is_not_resurrected(root: Path) -> None:
+def test_stale_record_with_a_wrong_physical_offset_is_not_resurrected(root: Path,
+                                                                     fill: Fill) -> None:
     entries = fill(root, 10)
     end = end_of(entries)
     _, phys3, size3 = entries[3]
@@ -172,7 +182,7 @@ def test_stale_record_with_a_wrong_physical_offset_is_not_resurrected(root: Path
     assert read_log(root, end, size3) == bytes(size3)
 
 
-def test_valid_looking_record_behind_a_hole_is_dropped(root: Path) -> None:
+def test_valid_looking_record_behind_a_hole_is_dropped(root: Path, fill: Fill) -> None:
     entries = fill(root, 10)
     end = end_of(entries)
     _, phys9, size9 = entries[9]
@@ -193,7 +203,7 @@ def cq_dir(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("checkpoint", ["none", "at_end"])
-def test_consume_queue_lost_tail_is_rebuilt(root: Path, checkpoint: str) -> None:
+def test_consume_queue_lost_tail_is_rebuilt(root: Path, fill: Fill, checkpoint: str) -> None:
     entries = fill(root, 40)  # two consume-queue files of 32 entries
     set_checkpoint(root, None if checkpoint == "none" else end_of(entries))
     files = sorted(cq_dir(root).iterdir())
@@ -208,7 +218,7 @@ def test_consume_queue_lost_tail_is_rebuilt(root: Path, checkpoint: str) -> None
         assert report.start_offset == entries[29][1] + entries[29][2]
 
 
-def test_deleted_consume_queues_are_rebuilt(root: Path) -> None:
+def test_deleted_consume_queues_are_rebuilt(root: Path, fill: Fill) -> None:
     entries = fill(root, 40)
     set_checkpoint(root, end_of(entries))
     shutil.rmtree(StoreLayout(root).consumequeue_dir)
@@ -216,7 +226,7 @@ def test_deleted_consume_queues_are_rebuilt(root: Path) -> None:
     assert ids[0] == list(range(40))
 
 
-def test_consume_queue_file_of_a_wrong_size_is_rebuilt(root: Path) -> None:
+def test_consume_queue_file_of_a_wrong_size_is_rebuilt(root: Path, fill: Fill) -> None:
     entries = fill(root, 40)
     set_checkpoint(root, end_of(entries))
     first = sorted(cq_dir(root).iterdir())[0]
@@ -225,7 +235,7 @@ def test_consume_queue_file_of_a_wrong_size_is_rebuilt(root: Path) -> None:
     assert ids[0] == list(range(40))
 
 
-def test_consume_queue_hole_is_rebuilt(root: Path) -> None:
+def test_consume_queue_hole_is_rebuilt(root: Path, fill: Fill) -> None:
     entries = fill(root, 40)
     set_checkpoint(root, end_of(entries))
     first = sorted(cq_dir(root).iterdir())[0]
@@ -236,7 +246,7 @@ def test_consume_queue_hole_is_rebuilt(root: Path) -> None:
     assert ids[0] == list(range(40))
 
 
-def test_files_whose_creation_was_cut_short_are_discarded(root: Path) -> None:
+def test_files_whose_creation_was_cut_short_are_discarded(root: Path, fill: Fill) -> None:
     entries = fill(root, 10)
     end = end_of(entries)
     set_checkpoint(root, end)
@@ -265,7 +275,7 @@ GARBAGE_CHECKPOINTS = {
 
 @pytest.mark.parametrize("where", GARBAGE_CHECKPOINTS)
 @pytest.mark.parametrize("shutdown", ["crash", "clean"])
-def test_checkpoint_pointing_at_garbage(root: Path, where: str, shutdown: str) -> None:
+def test_checkpoint_pointing_at_garbage(root: Path, fill: Fill, where: str, shutdown: str) -> None:
     entries = fill(root, 45)  # spans two segments
     assert end_of(entries) > SEGMENT
     if shutdown == "clean":
@@ -279,7 +289,7 @@ def test_checkpoint_pointing_at_garbage(root: Path, where: str, shutdown: str) -
     assert ids[0] == list(range(45))
 
 
-def test_torn_checkpoint_file(root: Path) -> None:
+def test_torn_checkpoint_file(root: Path, fill: Fill) -> None:
     entries = fill(root, 12)
     StoreLayout(root).checkpoint_file.write_bytes(nonzero(random.Random(3), 40))
     report, ids = check_store(root)
@@ -287,7 +297,7 @@ def test_torn_checkpoint_file(root: Path) -> None:
     assert ids[0] == list(range(12))
 
 
-def test_fill_bodies_are_what_the_checks_expect(root: Path) -> None:
+def test_fill_bodies_are_what_the_checks_expect(root: Path, fill: Fill) -> None:
     entries = fill(root, 3)
     for qo, phys, size in entries:
         record = read_log(root, phys, size)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.bench.batch_protocol import BatchProtoBenchConfig, target_met
 from tidemq.cli.main import app

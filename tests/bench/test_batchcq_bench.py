@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.bench.batchcq import PHASES, BatchCqBenchConfig, payloads, top_functions
 from tidemq.cli.main import app

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.bench.broker import BrokerBenchConfig
 from tidemq.bench.meter import Meter, Sampler, percentiles_ms

@@ -6,7 +6,7 @@ import gc
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.bench.dispatch import MODES, DispatchBenchConfig, run_dispatch_bench
 from tidemq.broker.gc_settings import THRESHOLDS

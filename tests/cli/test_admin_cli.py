@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client import Message, Producer

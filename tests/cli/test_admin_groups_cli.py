@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
+from tests.cli.runner import CliRunner
 from tests.cli.test_admin_cli import admin, create, eventually, runner
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client import (

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
+from tests.cli.runner import CliRunner
 from tests.tls_certs import Certs
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client.config import TLS_CA_ENV, TLS_CERT_ENV, TLS_ENV, TLS_KEY_ENV

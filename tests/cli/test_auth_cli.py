@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli.runner import CliRunner
 from tests.cli.server_process import ServerProcess
 from tests.net.acl.users import ALICE, ROOT
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.codec.signature import Credentials

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.cli.commands.bench import render as bench_render
 from tidemq.cli.main import app

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.cli.runner import CliRunner
 from tests.namesrv.controller.fake_broker import GROUP, FakeBroker, set_up_group
 from tests.namesrv.controller.processes import controller_trio
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client.controller_admin import ControllerAdmin

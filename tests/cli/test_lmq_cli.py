@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.cli.conftest import ThreadedCluster
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client import ClientConfig, Message, Producer, send_to_lmqs

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import ThreadedCluster
+from tests.cli.runner import CliRunner
 from tests.cli.test_admin_cli import eventually
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from tidemq.cli.main import app
 from tidemq.client import AdminClient, Message, Producer

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 import tidemq
 from tidemq.cli.main import app

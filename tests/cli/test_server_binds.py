@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli.runner import CliRunner
 from tests.cli.server_process import ServerProcess
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client import AdminClient

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli.runner import CliRunner
 from tests.cli.server_process import ServerProcess
 from tests.tls_certs import Certs
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.client.config import TLS_CA_ENV, TLS_CERT_ENV, TLS_ENV, TLS_KEY_ENV

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from tests.cli.runner import CliRunner
 
 from tidemq.cli.commands import store as store_commands
 from tidemq.cli.main import app

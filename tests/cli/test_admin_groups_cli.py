@@ -394,22 +394,27 @@ def test_consumer_status_of_a_java_consumer(cluster: ThreadedCluster) -> None:
     consumer.subscribe("GrpJavaTopic")
     cluster.call(consumer.start())
 
+    topics = ("GrpJavaTopic", "%RETRY%GrpJavaGroup")  # a push consumer takes its retry topic
+
     def as_java(_conn: object, cmd: RemotingCommand) -> RemotingCommand:
-        key = '{"brokerName":"BROKER","queueId":0,"topic":"GrpJavaTopic"}'
-        table = ",".join(key.replace("BROKER", b) + ':{"cachedMsgCount":0,"commitOffset":5,'
-                         '"locked":false}' for b in ("broker-a", "broker-b"))
+        key = '{"brokerName":"BROKER","queueId":0,"topic":"TOPIC"}'
+        table = ",".join(key.replace("BROKER", b).replace("TOPIC", t)
+                         + ':{"cachedMsgCount":0,"commitOffset":5,"locked":false}'
+                         for t in topics for b in ("broker-a", "broker-b"))
+        subs = ",".join('{"subString":"*","topic":"' + t + '"}' for t in topics)
         body = ('{"jstack":"","mqTable":{' + table + '},"properties":{"PROP_CONSUME_TYPE":'
-                '"CONSUME_PASSIVELY"},"subscriptionSet":[{"subString":"*","topic":'
-                '"GrpJavaTopic"}]}')
+                '"CONSUME_PASSIVELY"},"subscriptionSet":[' + subs + ']}')
         return cmd.response(body=body.encode())
 
     consumer.instance.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, as_java)
     try:
         got = eventually(lambda: admin(cluster, "consumerStatus", "-g", "GrpJavaGroup"),
                          lambda s: s["rebalanceOk"] is True)
+        assert got["rebalanceOk"] is True, got["problems"]
         [info] = got["consumers"].values()
-        assert sorted((q["brokerName"], q["queueId"], q["commitOffset"])
-                      for q in info["mqTable"]) == [("broker-a", 0, 5), ("broker-b", 0, 5)]
+        assert sorted((q["topic"], q["brokerName"], q["queueId"], q["commitOffset"])
+                      for q in info["mqTable"]) == sorted(
+                          (t, b, 0, 5) for t in topics for b in ("broker-a", "broker-b"))
         assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
     finally:
         cluster.call(consumer.close())

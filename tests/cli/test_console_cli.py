@@ -1,5 +1,6 @@
 """``tidemq standalone`` with its console (a busy console port is a warning, not a failed
-start) and ``tidemq console`` for a running cluster, as subprocesses."""
+start) and ``tidemq console`` for a running cluster, as subprocesses; the console's user commands
+in this process."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import urllib.request
 from pathlib import Path
 
 from tests.child_server import ChildServer, free_ports
+from tests.cli.runner import CliRunner
+from typer.testing import Result
+
+from tidemq.cli.main import app
 
 BOOT = "from tidemq.cli.main import main; main()"
+runner = CliRunner()
 
 
 def start(args: list[str], ready: str) -> ChildServer:
@@ -66,35 +72,39 @@ def run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
                           capture_output=True, timeout=60, check=False)
 
 
+def users(args: list[str], stdin: str = "") -> Result:
+    """``tidemq console user ARGS`` in this process (typer's runner): the user commands
+    only edit a file, so nothing about them needs a process of their own."""
+    return runner.invoke(app, ["console", "user", *args], input=stdin)
+
+
 def test_user_commands_write_the_users_file(tmp_path: Path) -> None:
-    users = tmp_path / "users.yml"
-    added = run(["console", "user", "add", "alice", "--role", "admin", "--users-file",
-                 str(users), "--password-stdin"], "alice-pw\n")
-    assert added.returncode == 0, added.stderr
+    path = tmp_path / "users.yml"
+    added = users(["add", "alice", "--role", "admin", "--users-file", str(path),
+                   "--password-stdin"], "alice-pw\n")
+    assert added.exit_code == 0, added.output
     assert "alice (admin)" in added.stderr
-    assert "alice-pw" not in users.read_text() and "$scrypt$ln=15,r=8,p=1$" in users.read_text()
-    assert run(["console", "user", "add", "bob", "-f", str(users), "--password-stdin"],
-               "b\n").returncode == 0
-    listed = run(["console", "user", "list", "-f", str(users)])
+    assert "alice-pw" not in path.read_text() and "$scrypt$ln=15,r=8,p=1$" in path.read_text()
+    assert users(["add", "bob", "-f", str(path), "--password-stdin"], "b\n").exit_code == 0
+    listed = users(["list", "-f", str(path)])
     assert listed.stdout.splitlines() == ["alice\tadmin", "bob\tviewer"]
-    bad_role = run(["console", "user", "add", "x", "--role", "root", "-f", str(users),
-                    "--password-stdin"], "x\n")
-    assert bad_role.returncode != 0 and "admin or viewer" in bad_role.stderr
-    empty = run(["console", "user", "passwd", "bob", "-f", str(users), "--password-stdin"],
-                "\n")
-    assert empty.returncode != 0 and "must not be empty" in empty.stderr
-    assert run(["console", "user", "remove", "bob", "-f", str(users)]).returncode == 0
-    gone = run(["console", "user", "remove", "bob", "-f", str(users)])
-    assert gone.returncode == 1 and "no user named 'bob'" in gone.stderr
+    bad_role = users(["add", "x", "--role", "root", "-f", str(path), "--password-stdin"],
+                     "x\n")
+    assert bad_role.exit_code != 0 and "admin or viewer" in bad_role.stderr
+    empty = users(["passwd", "bob", "-f", str(path), "--password-stdin"], "\n")
+    assert empty.exit_code != 0 and "must not be empty" in empty.stderr
+    assert users(["remove", "bob", "-f", str(path)]).exit_code == 0
+    gone = users(["remove", "bob", "-f", str(path)])
+    assert gone.exit_code == 1 and "no user named 'bob'" in gone.stderr
 
 
 def test_console_with_users_asks_for_a_login(tmp_path: Path) -> None:
-    users = tmp_path / "users.yml"
-    assert run(["console", "user", "add", "alice", "--role", "admin", "-f", str(users),
-                "--password-stdin"], "pw\n").returncode == 0
+    path = tmp_path / "users.yml"
+    assert users(["add", "alice", "--role", "admin", "-f", str(path), "--password-stdin"],
+                 "pw\n").exit_code == 0
     (port,) = free_ports(1)
     web = start(["console", "-n", "127.0.0.1:9", "--port", str(port),
-                 "--users-file", str(users)], "TideMQ console on")
+                 "--users-file", str(path)], "TideMQ console on")
     try:
         assert "users log in" in web.log()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/cluster", timeout=10) as resp:

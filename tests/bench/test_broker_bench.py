@@ -1,8 +1,12 @@
 """``tidemq bench produce|consume|latency``: tiny runs against a real broker process.
 
-Each CLI test starts ``tidemq standalone`` in a subprocess (small segments) and loads it
-for about a second; they are marked ``slow``. The meter tests need no process, and
-``--namesrv`` is tested against an in-process cluster.
+The CLI tests load ``tidemq standalone`` in a subprocess (small segments) for about a
+second; they are marked ``slow``. Those that test how the bench sets up its own broker
+(flush modes, a replica, ACL and TLS, cleaning up, a broker that does not start) let it
+start one each; those that test a workload load one broker process the module shares
+(``--namesrv``, a topic of their own): how a workload runs does not depend on who
+started the broker. The meter tests need no process, and ``--namesrv`` is also tested
+against an in-process cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import ssl
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ from tests.cli.runner import CliRunner
 
 from tidemq.bench.broker import BrokerBenchConfig
 from tidemq.bench.meter import Meter, Sampler, percentiles_ms
+from tidemq.bench.process import BrokerProcess
 from tidemq.bench.security import BenchSecurity
 from tidemq.cli.main import app
 from tidemq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_CA_ENV, TLS_ENV
@@ -46,6 +51,44 @@ def bench(tmp_path: Path, *args: str) -> dict[str, Any]:
     assert list(tmp_path.iterdir()) == [out], "the broker's data directory is left behind"
     return data
 
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker process as ``bench`` starts its own (:data:`SMALL` segments), for the
+    workload tests of the module."""
+    running = BrokerProcess(settings=SMALL[1::2],
+                            data_dir=str(tmp_path_factory.mktemp("bench-broker")))
+    asyncio.run(running.start())
+    try:
+        yield running
+    finally:
+        asyncio.run(running.stop())
+
+
+Bench = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def shared_bench(broker: BrokerProcess, request: pytest.FixtureRequest,
+                 tmp_path: Path) -> Bench:
+    """``tidemq bench ARGS`` against the shared ``broker``, on a topic of the test's own."""
+    topic = "Bench-" + "".join(c for c in request.node.name if c.isalnum())[-60:]
+
+    def run(*args: str) -> dict[str, Any]:
+        out = tmp_path / "result.json"
+        result = runner.invoke(app, ["bench", *args, "-n", broker.namesrv_addr,
+                                     "--topic", topic, "--queues", "2", "--json", str(out)])
+        assert result.exit_code == 0, f"{result.output}\n{broker.log_tail()}"
+        data: dict[str, Any] = json.loads(out.read_text())
+        assert data["seconds"], data
+        for row in data["seconds"]:
+            assert row["seconds"] > 0 and row["client_cpu_pct"] >= 0
+            assert row["broker_cpu_pct"] is not None
+        # the broker's CPU is read from its process, found by the port it listens on
+        assert data["summary"]["broker_cpu"].startswith(f"process {broker.pid}, "), data
+        return data
+
+    return run
 
 # ---------------------------------------------------------------------- meter (no process)
 
@@ -142,9 +185,9 @@ def test_produce_raw_batches_sync_flush(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("raw", [False, True])
-def test_consume_reads_everything(tmp_path: Path, raw: bool) -> None:
-    data = bench(tmp_path, "consume", "--messages", "2000", "--pull-batch", "100",
-                 *(["--raw"] if raw else []))
+def test_consume_reads_everything(shared_bench: Bench, raw: bool) -> None:
+    data = shared_bench("consume", "--messages", "2000", "--pull-batch", "100",
+                        *(["--raw"] if raw else []))
     summary = data["summary"]
     assert summary["prefill_msgs"] == 2000
     assert summary["consumed"] == 2000 and summary["complete"] is True
@@ -152,9 +195,9 @@ def test_consume_reads_everything(tmp_path: Path, raw: bool) -> None:
 
 
 @pytest.mark.slow
-def test_consume_columns_reads_everything_again(tmp_path: Path) -> None:
-    data = bench(tmp_path, "consume", "--messages", "2000", "--pull-batch", "500",
-                 "--columns")
+def test_consume_columns_reads_everything_again(shared_bench: Bench) -> None:
+    data = shared_bench("consume", "--messages", "2000", "--pull-batch", "500",
+                        "--columns")
     assert data["summary"]["consumed"] == 2000
     columns = data["columns"]
     assert columns["command"] == "consume-columns"
@@ -204,8 +247,8 @@ def test_security_settings_turn_each_part_on(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_latency_end_to_end(tmp_path: Path) -> None:
-    data = bench(tmp_path, "latency", "--rate", "200", "--duration", "1.5", "--warmup", "0.5")
+def test_latency_end_to_end(shared_bench: Bench) -> None:
+    data = shared_bench("latency", "--rate", "200", "--duration", "1.5", "--warmup", "0.5")
     summary = data["summary"]
     assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
     assert 0 < summary["p50_ms"] < 1000
@@ -213,10 +256,10 @@ def test_latency_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_latency_in_batches(tmp_path: Path) -> None:
+def test_latency_in_batches(shared_bench: Bench) -> None:
     t0 = time.monotonic()
-    data = bench(tmp_path, "latency", "--rate", "1000", "--batch", "50", "--duration", "1.5",
-                 "--warmup", "0")
+    data = shared_bench("latency", "--rate", "1000", "--batch", "50", "--duration", "1.5",
+                        "--warmup", "0")
     elapsed = time.monotonic() - t0
     summary = data["summary"]
     assert data["config"]["batch"] == 50 and summary["send_errors"] == 0
@@ -252,11 +295,11 @@ def test_produce_auto_batched_sync_flush(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_produce_api_batches_up_to_the_cap(tmp_path: Path) -> None:
+def test_produce_api_batches_up_to_the_cap(shared_bench: Bench) -> None:
     """``--produce``: one produce() call per message, shipped in batches of at most
     ``--max-batch``; the summary says how many messages each request carried."""
-    data = bench(tmp_path, "produce", "--duration", "1", "--warmup", "0", "--in-flight", "64",
-                 "--linger-ms", "5", "--produce", "--max-batch", "4")
+    data = shared_bench("produce", "--duration", "1", "--warmup", "0", "--in-flight", "64",
+                        "--linger-ms", "5", "--produce", "--max-batch", "4")
     summary = data["summary"]
     assert summary["errors"] == 0, summary["last_error"]
     assert summary["msgs"] > 0 and summary["p50_ms"] > 0
@@ -265,20 +308,20 @@ def test_produce_api_batches_up_to_the_cap(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_produce_api_window_larger_than_the_default_buffer(tmp_path: Path) -> None:
+def test_produce_api_window_larger_than_the_default_buffer(shared_bench: Bench) -> None:
     """10,000 outstanding messages of 4 KiB are more than an auto-batcher buffers by
     default (32 MiB): the bench gives its batchers room for its window."""
-    data = bench(tmp_path, "produce", "--duration", "2", "--warmup", "1", "--in-flight",
-                 "10000", "--size", "4096", "--linger-ms", "0", "--produce")
+    data = shared_bench("produce", "--duration", "2", "--warmup", "1", "--in-flight",
+                        "10000", "--size", "4096", "--linger-ms", "0", "--produce")
     summary = data["summary"]
     assert summary["errors"] == 0, summary["last_error"]
     assert summary["msgs"] > 0  # still producing after the first second
 
 
 @pytest.mark.slow
-def test_latency_auto_batched(tmp_path: Path) -> None:
-    data = bench(tmp_path, "latency", "--rate", "500", "--duration", "1.5", "--warmup", "0.5",
-                 "--linger-ms", "1")
+def test_latency_auto_batched(shared_bench: Bench) -> None:
+    data = shared_bench("latency", "--rate", "500", "--duration", "1.5", "--warmup", "0.5",
+                        "--linger-ms", "1")
     summary = data["summary"]
     assert summary["sent"] > 0 and summary["received"] > 0 and summary["send_errors"] == 0
     assert summary["ack"]["p99_ms"] is not None

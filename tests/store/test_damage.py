@@ -39,6 +39,22 @@ def build(root: Path, n: int = N) -> list[tuple[int, int]]:
     return out
 
 
+Pristine = tuple[Path, list[tuple[int, int]]]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
+    """One store as :func:`build` leaves it, made once; tests damage copies of it."""
+    root = tmp_path_factory.mktemp("pristine") / "s"
+    return root, build(root)
+
+
+def copy_of(pristine: Pristine, root: Path) -> list[tuple[int, int]]:
+    """A copy of the pristine store at ``root``; ``(phys, size)`` of each message."""
+    shutil.copytree(pristine[0], root)
+    return pristine[1]
+
+
 def patch(root: Path, phys: int, data: bytes) -> None:
     with StoreLayout(root).commitlog_segment(phys - phys % SEGMENT).open("r+b") as f:
         f.seek(phys % SEGMENT)
@@ -83,10 +99,10 @@ def bodies(store: MessageStore, max_count: int, **kw: Any) -> tuple[list[int], i
 
 
 @pytest.mark.parametrize("max_count", [1, 32, 100])
-def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path,
+def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path, pristine: Pristine,
                                                          max_count: int) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 20
     patch(root, props_at(root, *records[victim]) + 2, b"\xff")  # not UTF-8 any more
     with MessageStore(small_config(root)) as store:
@@ -104,10 +120,10 @@ def test_properties_damaged_on_disk_are_skipped_by_reads(tmp_path: Path,
 
 
 @pytest.mark.parametrize("where", ["body", "physical offset", "body crc"])
-def test_records_from_before_the_start_are_checked_when_read(tmp_path: Path,
+def test_records_from_before_the_start_are_checked_when_read(tmp_path: Path, pristine: Pristine,
                                                              where: str) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 33
     phys, _ = records[victim]
     patch(root, phys + {"body": 150, "physical offset": 30, "body crc": 9}[where], b"\x99")
@@ -183,9 +199,10 @@ def test_a_batch_consume_queue_reads_past_a_damaged_record(tmp_path: Path) -> No
             assert empty == (1 if max_count == 1 else 0)
 
 
-def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path) -> None:
+def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path,
+                                                          pristine: Pristine) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 17
     phys, _ = records[victim]
     patch(root, phys + 100, b"\x5a")  # the body: the CRC no longer matches
@@ -203,9 +220,10 @@ def test_body_damaged_mid_log_is_not_a_reason_to_truncate(tmp_path: Path) -> Non
         assert res.queue_offset == N
 
 
-def test_header_damaged_with_its_queue_lost_leaves_a_hole(tmp_path: Path) -> None:
+def test_header_damaged_with_its_queue_lost_leaves_a_hole(tmp_path: Path,
+                                                          pristine: Pristine) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 9
     phys, _ = records[victim]
     patch(root, phys + 4, b"\x00")  # the magic code: nothing of the record decodes
@@ -220,9 +238,10 @@ def test_header_damaged_with_its_queue_lost_leaves_a_hole(tmp_path: Path) -> Non
         assert got1 == got
 
 
-def test_damaged_properties_and_a_truncated_queue_still_start(tmp_path: Path) -> None:
+def test_damaged_properties_and_a_truncated_queue_still_start(tmp_path: Path,
+                                                              pristine: Pristine) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 5
     patch(root, props_at(root, *records[victim]) + 1, b"\xfe")
     cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[0]
@@ -235,9 +254,9 @@ def test_damaged_properties_and_a_truncated_queue_still_start(tmp_path: Path) ->
 # ---------------------------------------------------------------------- verify
 
 
-def test_verify_reports_a_queue_file_cut_short(tmp_path: Path) -> None:
+def test_verify_reports_a_queue_file_cut_short(tmp_path: Path, pristine: Pristine) -> None:
     root = tmp_path / "s"
-    build(root)
+    copy_of(pristine, root)
     cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[-1]
     cq.write_bytes(cq.read_bytes()[:47])  # two entries and a bit
     report = verify(root, cq_file_size=CQ_FILE)
@@ -247,9 +266,9 @@ def test_verify_reports_a_queue_file_cut_short(tmp_path: Path) -> None:
     assert report.recovery is not None and report.recovery.queues_rebuilt
 
 
-def test_verify_reports_queue_entries_that_are_missing(tmp_path: Path) -> None:
+def test_verify_reports_queue_entries_that_are_missing(tmp_path: Path, pristine: Pristine) -> None:
     root = tmp_path / "s"
-    build(root)
+    copy_of(pristine, root)
     files = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())
     files[-1].write_bytes(bytes(CQ_FILE))  # a whole file of entries gone, sizes intact
     report = verify(root)
@@ -258,9 +277,9 @@ def test_verify_reports_queue_entries_that_are_missing(tmp_path: Path) -> None:
                for p in report.problems), report.problems
 
 
-def test_verify_finds_damaged_properties(tmp_path: Path) -> None:
+def test_verify_finds_damaged_properties(tmp_path: Path, pristine: Pristine) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     patch(root, props_at(root, *records[30]) + 3, b"\xff")
     report = verify(root)
     assert [(d.offset, d.reason) for d in report.damaged] == [
@@ -274,10 +293,10 @@ FLIPS = {"magic": 4, "totalsize": 2, "physical offset": 35, "body": 120, "body l
 @pytest.mark.parametrize("flip", FLIPS)
 @pytest.mark.parametrize("where", ["middle", "tail"])
 @pytest.mark.parametrize("checkpoint", [True, False])
-def test_verify_previews_what_a_start_does(tmp_path: Path, flip: str, where: str,
-                                           checkpoint: bool) -> None:
+def test_verify_previews_what_a_start_does(tmp_path: Path, pristine: Pristine, flip: str,
+                                           where: str, checkpoint: bool) -> None:
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     phys, _ = records[N // 2 if where == "middle" else -1]
     patch(root, phys + FLIPS[flip], b"\x80")
     if not checkpoint:
@@ -324,9 +343,10 @@ def records_of(root: Path) -> list[int]:
     return [r.phys for r in dump_records(root, None, 10_000).records]
 
 
-def test_verify_reports_a_queue_file_cut_to_whole_entries(tmp_path: Path) -> None:
+def test_verify_reports_a_queue_file_cut_to_whole_entries(tmp_path: Path,
+                                                          pristine: Pristine) -> None:
     root = tmp_path / "s"
-    build(root)
+    copy_of(pristine, root)
     cq = sorted(StoreLayout(root).queue_dir("T", 0).iterdir())[-1]
     cq.write_bytes(cq.read_bytes()[: 2 * 20])  # file size inferred from the others
     report = verify(root)
@@ -335,18 +355,12 @@ def test_verify_reports_a_queue_file_cut_to_whole_entries(tmp_path: Path) -> Non
     assert any(f"{N - 34} records of the commit log" in d for d in details), details
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, int]]]:
-    root = tmp_path_factory.mktemp("pristine") / "s"
-    return root, build(root)
-
-
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(index=st.integers(0, N - 1), at=st.integers(0, 300), bit=st.integers(0, 7),
        checkpoint=st.booleans(), lost_queue=st.booleans())
 def test_verify_preview_equals_a_start_for_any_flip(
-        pristine: tuple[Path, list[tuple[int, int]]], index: int, at: int, bit: int,
+        pristine: Pristine, index: int, at: int, bit: int,
         checkpoint: bool, lost_queue: bool) -> None:
     source, records = pristine
     phys, size = records[index]
@@ -378,12 +392,12 @@ def _byte(root: Path, phys: int) -> int:
 
 @pytest.mark.parametrize("flip", [(20, 0x01), (27, 0x01), (27, 0x02)],
                          ids=["far ahead", "one off", "behind"])
-def test_a_damaged_queue_offset_becomes_a_hole_on_rebuild(tmp_path: Path,
+def test_a_damaged_queue_offset_becomes_a_hole_on_rebuild(tmp_path: Path, pristine: Pristine,
                                                           flip: tuple[int, int]) -> None:
     """QUEUEOFFSET has no checksum: a flipped one is found when the queue is rebuilt
     (it does not follow its queue), its slot becomes a hole, the queue goes on."""
     root = tmp_path / "s"
-    records = build(root)
+    records = copy_of(pristine, root)
     victim = 10 if flip[1] == 0x01 else 11  # 11 ^ 2 = 9: behind its queue
     phys, _ = records[victim]
     at, mask = flip

@@ -27,6 +27,8 @@ from .conftest import SEGMENT, small_config
 from .test_damage import crashed, patch, props_at
 
 TAGS = ("a", "b")
+#: ``(phys, size, base, count)`` of each inner batch.
+Records = list[tuple[int, int, int, int]]
 
 
 def inner(count: int, start: int) -> bytes:
@@ -43,7 +45,7 @@ def open_store(root: Path) -> MessageStore:
     return store
 
 
-def build(root: Path, counts: list[int]) -> list[tuple[int, int, int, int]]:
+def build(root: Path, counts: list[int]) -> Records:
     """Inner batches of ``counts`` messages in T/0, tagged a, b, a, ...; ``(phys, size,
     base, count)`` of each."""
     out = []
@@ -99,12 +101,25 @@ def served(store: MessageStore, max_count: int, tags: frozenset[int] | None = No
 COUNTS = [1 + i % 4 for i in range(30)]
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Records]:
+    """The inner batches of :data:`COUNTS`, built once; tests damage copies of them."""
+    root = tmp_path_factory.mktemp("pristine") / "s"
+    return root, build(root, COUNTS)
+
+
+def copy_of(pristine: tuple[Path, Records], root: Path) -> Records:
+    """A copy of the pristine store at ``root``; what :func:`build` said of it."""
+    shutil.copytree(pristine[0], root)
+    return pristine[1]
+
+
 @pytest.mark.parametrize("where", ["body", "properties", "header"])
 @pytest.mark.parametrize("rebuilt", [False, True], ids=["queue kept", "queue rebuilt"])
 def test_a_damaged_inner_batch_is_skipped_and_the_queue_goes_on(
-        tmp_path: Path, where: str, rebuilt: bool) -> None:
+        tmp_path: Path, pristine: tuple[Path, Records], where: str, rebuilt: bool) -> None:
     root = tmp_path / "s"
-    records = build(root, COUNTS)
+    records = copy_of(pristine, root)
     victim = 14  # three messages: their count is in the damaged properties
     damage(root, records[victim], where)
     if rebuilt:
@@ -233,12 +248,13 @@ def test_a_damaged_queue_offset_becomes_a_hole_when_the_queue_is_rebuilt(
         store.shutdown()
 
 
-def test_a_damaged_inner_base_becomes_a_hole_when_the_queue_is_rebuilt(tmp_path: Path) -> None:
+def test_a_damaged_inner_base_becomes_a_hole_when_the_queue_is_rebuilt(
+        tmp_path: Path, pristine: tuple[Path, Records]) -> None:
     """INNER_BASE, in the properties, has no checksum either: a digit changed into another
     one leaves a record that passes every check but claims offsets that are not its; its
     offsets become a hole and every other batch is served."""
     root = tmp_path / "s"
-    records = build(root, COUNTS)
+    records = copy_of(pristine, root)
     victim = 14
     phys, size, base, _ = records[victim]
     start = props_at(root, phys, size)

@@ -43,6 +43,17 @@ def build(root: Path, **overrides: Any) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store as :func:`build` leaves it, made once; tests damage copies of it."""
+    return build(tmp_path_factory.mktemp("pristine") / "s")
+
+
+def copy_of(pristine: Path, root: Path) -> Path:
+    shutil.copytree(pristine, root)
+    return root
+
+
 def index_file(root: Path, which: int = 0) -> Path:
     layout = StoreLayout(root)
     return layout.segments_in(layout.index_dir)[which][1]
@@ -74,15 +85,16 @@ def lookups(root: Path, **overrides: Any) -> list[int]:
 EVERY_KEY = [1] * (2 * N) + [N // 4] * 4
 
 
-def test_a_sound_index_verifies(tmp_path: Path) -> None:
-    root = build(tmp_path / "s")
+def test_a_sound_index_verifies(tmp_path: Path, pristine: Path) -> None:
+    root = copy_of(pristine, tmp_path / "s")
     report = verify(root)
     assert report.ok and report.warnings == [], (report.problems, report.warnings)
     assert report.index_entries == 3 * N
 
 
-def test_an_index_file_cut_short_is_reported_and_rebuilt(tmp_path: Path) -> None:
-    root = build(tmp_path / "s")
+def test_an_index_file_cut_short_is_reported_and_rebuilt(tmp_path: Path,
+                                                         pristine: Path) -> None:
+    root = copy_of(pristine, tmp_path / "s")
     path = index_file(root, 1)
     path.write_bytes(path.read_bytes()[: entry_at(10)])
     found = [(p.where, p.detail) for p in index_problems(verify(root))]
@@ -98,8 +110,8 @@ def test_an_index_file_cut_short_is_reported_and_rebuilt(tmp_path: Path) -> None
 @pytest.mark.parametrize("damage", ["phys", "hash", "lost entries", "slot", "count",
                                     "chain"])
 def test_damaged_entries_are_reported_with_their_location_and_repaired(
-        tmp_path: Path, damage: str) -> None:
-    root = build(tmp_path / "s")
+        tmp_path: Path, pristine: Path, damage: str) -> None:
+    root = copy_of(pristine, tmp_path / "s")
     path = index_file(root)
     data = bytearray(path.read_bytes())
     entry = entry_at(7)
@@ -152,11 +164,6 @@ def test_geometry_that_cannot_be_inferred_is_a_warning_unless_given(tmp_path: Pa
         f"{index_file(root).stat().st_size} bytes, expected")
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build(tmp_path_factory.mktemp("pristine") / "s")
-
-
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(at=st.integers(0, entry_at(ENTRIES) - 1), value=st.integers(1, 255))
@@ -184,9 +191,10 @@ def test_any_damaged_byte_is_found_or_harmless_and_repair_restores_every_key(
         assert lookups(root) == EVERY_KEY
 
 
-def test_the_expected_entries_are_what_the_store_wrote(tmp_path: Path) -> None:
+def test_the_expected_entries_are_what_the_store_wrote(tmp_path: Path,
+                                                       pristine: Path) -> None:
     """The check's expectation and dispatch agree entry for entry on a sound store."""
-    root = build(tmp_path / "s")
+    root = copy_of(pristine, tmp_path / "s")
     layout = StoreLayout(root)
     total = 0
     for _, path in layout.segments_in(layout.index_dir):

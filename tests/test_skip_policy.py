@@ -1,4 +1,6 @@
-"""The skip policy of tests/conftest.py, run on small suites by a real pytest process."""
+"""The skip policy of tests/conftest.py, run on small suites by a real pytest session in
+this process (``pytester.runpytest``: the policy reads ``CI`` when a report is made, so a
+child process adds nothing but its start-up)."""
 
 from __future__ import annotations
 
@@ -47,9 +49,16 @@ def test_never_collected():
 """
 
 
+#: The installed plugins the small suites do not use: left out, a session starts in a
+#: fraction of the time (hypothesis's plugin alone imports hypothesis at every session's end).
+NO_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
+              "-p", "no:asyncio", "-p", "no:timeout", "-p", "no:xdist",
+              "-p", "no:xdist.looponfail")
+
+
 def setup(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeini("[pytest]\n")
 
 
 @pytest.fixture
@@ -64,7 +73,7 @@ def test_under_ci_only_the_allowed_skip_remains_a_skip(suite: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        ci: str) -> None:
     monkeypatch.setenv("CI", ci)
-    result = suite.runpytest_subprocess("-rA", "-p", "no:cacheprovider")
+    result = suite.runpytest("-rA", *NO_PLUGINS)
     # A skip at set-up (a skipif mark, a fixture) fails as an error, one in the test as a failure.
     result.assert_outcomes(passed=1, skipped=1, failed=1, errors=2, xfailed=1)
     out = result.stdout.str()
@@ -82,7 +91,7 @@ def test_outside_ci_skips_stay_skips(suite: pytest.Pytester, monkeypatch: pytest
         monkeypatch.delenv("CI", raising=False)
     else:
         monkeypatch.setenv("CI", ci)
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider")
+    result = suite.runpytest(*NO_PLUGINS)
     result.assert_outcomes(passed=1, skipped=4, xfailed=1)
     assert result.ret == pytest.ExitCode.OK
 
@@ -92,11 +101,11 @@ def test_a_module_skipped_at_collection_fails_under_ci(pytester: pytest.Pytester
     setup(pytester)
     pytester.makepyfile(test_module_skip=MODULE_SKIP)
     monkeypatch.setenv("CI", "true")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest(*NO_PLUGINS)
     result.assert_outcomes(errors=1)
     assert "unexpected skip under CI: could not import 'no_such_module_anywhere'" in (
         result.stdout.str())
     assert result.ret != pytest.ExitCode.OK
     monkeypatch.setenv("CI", "false")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest(*NO_PLUGINS)
     result.assert_outcomes(skipped=1)

@@ -4,6 +4,10 @@ module's tests on one worker, every Spark test on one worker, the Spark group fi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,31 +38,45 @@ MODULES = {
 }
 
 
-def run_order(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-              ) -> dict[str, list[str]]:
-    """Run the small suite in two workers; the node ids each worker ran, in order."""
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n"
-                     "markers =\n    spark: one Spark session\n")
+#: The installed plugins the small suite does not use: left out, each of the three
+#: processes starts in a fraction of the time (pytest-xdist hands the options on to
+#: its workers).
+NO_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
+              "-p", "no:asyncio", "-p", "no:timeout", "-p", "no:xdist.looponfail")
+
+
+@pytest.fixture(scope="module")
+def by_worker(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """The small suite run once in two workers (both tests read the same run): the node
+    ids each worker ran, in order."""
+    root = tmp_path_factory.mktemp("worker-groups")
+    (root / "conftest.py").write_text(CONFTEST)
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    spark: one Spark session\n")
     for path, mark in MODULES.items():
-        file = pytester.path / path
+        file = root / path
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_text(TESTS.format(mark=mark))
-    log = pytester.path / "run.log"
-    monkeypatch.setenv("RUN_LOG", str(log))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2",
-                                           "--dist", "loadgroup")
+    log = root / "run.log"
+    # As pytester would: none of this session's own options reach the small one.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *NO_PLUGINS, f"--basetemp={root / 'tmp'}",
+         "-n", "2", "--dist", "loadgroup"],
+        cwd=root, env={**env, "RUN_LOG": str(log)}, capture_output=True, text=True, check=False,
+        timeout=240)
+    result = pytest.RunResult(run.returncode, run.stdout.splitlines(),
+                              run.stderr.splitlines(), time.monotonic() - started)
     result.assert_outcomes(passed=6 * len(MODULES))
-    by_worker: dict[str, list[str]] = {}
+    ran: dict[str, list[str]] = {}
     for line in log.read_text().splitlines():
         nodeid, worker = line.rsplit(" ", 1)
-        by_worker.setdefault(worker, []).append(nodeid)
-    return by_worker
+        ran.setdefault(worker, []).append(nodeid)
+    return ran
 
 
 def test_a_module_and_all_spark_tests_each_stay_on_one_worker(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    by_worker = run_order(pytester, monkeypatch)
+        by_worker: dict[str, list[str]]) -> None:
     workers_of: dict[str, set[str]] = {}
     for worker, nodeids in by_worker.items():
         for nodeid in nodeids:
@@ -70,8 +88,6 @@ def test_a_module_and_all_spark_tests_each_stay_on_one_worker(
     assert all(len(workers) == 1 for workers in workers_of.values()), workers_of
 
 
-def test_spark_and_the_process_tests_start_first(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    by_worker = run_order(pytester, monkeypatch)
+def test_spark_and_the_process_tests_start_first(by_worker: dict[str, list[str]]) -> None:
     firsts = sorted(nodeids[0].split("::")[0] for nodeids in by_worker.values())
     assert firsts == ["tests/crash/test_kill.py", "tests/spark/test_read.py"], by_worker

@@ -14,7 +14,10 @@ SRC = Path(tidemq.__file__).parent
 
 
 def _wait_for_calls(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(), str(path))
+    text = path.read_text()
+    if "wait_for" not in text:  # no call without the name: the file need not be parsed
+        return []
+    tree = ast.parse(text, str(path))
     return [node.lineno for node in ast.walk(tree)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr == "wait_for" and isinstance(node.func.value, ast.Name)

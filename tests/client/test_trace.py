@@ -38,11 +38,14 @@ FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 FAST = PushOptions(rebalance_interval=1.0, persist_consumer_offset_interval=0.1,
                    handover_delay=0.0, consume_retry_delay=0.05)
 TRACE = "RMQ_SYS_TRACE_TOPIC"
+#: A retried message comes back after 100 ms, not after the default ladder's 10 s.
+LEVELS = " ".join(["100ms"] * 18)
 
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with Cluster(tmp_path, broker={"trace_topic_enable": True}) as running:
+    async with Cluster(tmp_path, broker={"trace_topic_enable": True,
+                                         "message_delay_level": LEVELS}) as running:
         yield running
 
 

@@ -7,6 +7,7 @@ listener sees the message is the direct request."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -171,8 +172,13 @@ async def test_who_cannot_consume_it_is_told_apart(cluster: Cluster) -> None:
 async def test_a_listener_slower_than_the_broker_waits_is_a_timeout(
         cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     from tidemq.broker import consumer_call
+    from tidemq.broker.processors import consume_directly
 
-    monkeypatch.setattr(consumer_call, "CLIENT_TIMEOUT", 0.3)
+    # The broker's wait, shortened where the processor calls the consumer (the timeout's
+    # default is bound when call_consumer is defined: patching CLIENT_TIMEOUT does not
+    # reach it).
+    monkeypatch.setattr(consume_directly, "call_consumer",
+                        functools.partial(consumer_call.call_consumer, timeout=0.3))
     sent = await _send(cluster.namesrv_addr)
     release = asyncio.Event()
 

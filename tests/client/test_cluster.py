@@ -188,8 +188,12 @@ async def test_send_fails_over_when_a_broker_is_killed(tmp_path: Path) -> None:
     a = BrokerProcess(tmp_path / "a", ns.address, {})
     b = BrokerProcess(tmp_path / "b", ns.address, {"brokerName": "broker-b"})
     try:
-        await asyncio.to_thread(a.start)
-        await asyncio.to_thread(b.start)
+        # Both start at once; both have ended their start before a failure is raised
+        # (the stops below then find each as it is).
+        for started in await asyncio.gather(asyncio.to_thread(a.start),
+                                            asyncio.to_thread(b.start), return_exceptions=True):
+            if isinstance(started, BaseException):
+                raise started
         cfg = ClientConfig(namesrv_addr=(ns.address,), pull_error_backoff=0.1)
         async with AdminClient(config=cfg) as admin:
             for broker in (a, b):

@@ -7,7 +7,9 @@
   bodies) get a response; a failure carries a RocketMQ code and a remark, and a rejected
   request leaves the store as it was.
 
-One cluster serves all examples of a test (``function_scoped_fixture`` is intended).
+One cluster serves all the module's tests and all their examples (``function_scoped_fixture``
+is intended): the properties hold whatever earlier requests did to the broker, and each test
+starts from its own ``live`` (the fuzzed topics created again, a fresh crash log).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.broker import wire
@@ -68,7 +71,22 @@ class Live(logging.Handler):
         return store.put_messages, store.commitlog.max_offset
 
 
-@pytest.fixture
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path_factory.mktemp("fuzz"), brokers=2) as c:
+        yield c
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def peer(cluster: Cluster) -> AsyncIterator[Peer]:
+    async with Peer(cluster.brokers[0].broker_addr) as p:
+        yield p
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def live(cluster: Cluster, peer: Peer) -> AsyncIterator[Live]:
     await peer.ok(wire.create_topic(BASELINE, 2))
     await peer.ok(wire.create_topic("Fz", 2))

@@ -11,6 +11,9 @@
     appended under ASYNC_FLUSH -- both survive a process crash) one line
     ``body_id name:offset ...`` is appended to ``ACKS`` with a single ``write``.
 
+With the one argument ``--args-from-stdin`` it imports, then reads the command as a JSON
+line from stdin (:mod:`ahead`: started ahead of its turn).
+
 Reuses the body and store layout of :mod:`store_proc` (the classic kill -9 harness).
 """
 
@@ -126,4 +129,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from ahead import args_from_stdin  # this directory: the script's own
+
+    main(args_from_stdin(sys.argv[1:]))

@@ -13,6 +13,9 @@ Commands:
     Open the store (which runs recovery), print the recovery report as JSON, write nothing
     and ``kill -9`` itself.
 
+With the one argument ``--args-from-stdin`` it imports, then reads the command as a JSON
+line from stdin (:mod:`ahead`: started ahead of its turn).
+
 Imported by the tests for :func:`crash_config` and :func:`body_for`.
 """
 
@@ -119,4 +122,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from ahead import args_from_stdin  # this directory: the script's own
+
+    main(args_from_stdin(sys.argv[1:]))

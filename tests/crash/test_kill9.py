@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from .ahead import Ahead
 from .conftest import HELPER, check_store
 
 
@@ -31,41 +30,44 @@ def kill_loop(tmp_path: Path, iterations: int, seed: int) -> int:
     acks_path = tmp_path / "acks"
     acked: dict[tuple[int, int], int] = {}
     next_id = 0
-    for it in range(iterations):
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "write", str(root), str(acks_path), str(seed + it),
-             str(next_id)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None and proc.stderr is not None
-        if rng.random() < 0.8:
-            line = proc.stdout.readline()
-            assert line == b"ready\n", proc.stderr.read().decode()
-            time.sleep(rng.uniform(0, 0.25))  # the crash moment, not a synchronisation
-        else:
-            time.sleep(rng.uniform(0, 0.5))  # may land in start-up or recovery
-        proc.kill()
-        proc.wait(30)
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode()
-        proc.stderr.close()
-        assert proc.returncode == -9, stderr
+    writer = Ahead([str(HELPER)])
+    try:
+        for it in range(iterations):
+            proc = writer.go("write", root, acks_path, seed + it, next_id)
+            writer = Ahead([str(HELPER)])  # the next round's imports while this one runs
+            assert proc.stdout is not None and proc.stderr is not None
+            if rng.random() < 0.8:
+                line = proc.stdout.readline()
+                assert line == b"ready\n", proc.stderr.read().decode()
+                time.sleep(rng.uniform(0, 0.25))  # the crash moment, not a synchronisation
+            else:
+                time.sleep(rng.uniform(0, 0.5))  # may land in start-up or recovery
+            proc.kill()
+            proc.wait(30)
+            proc.stdout.close()
+            stderr = proc.stderr.read().decode()
+            proc.stderr.close()
+            assert proc.returncode == -9, stderr
 
-        for queue_id, offset, body_id in read_acks(acks_path):
-            previous = acked.setdefault((queue_id, offset), body_id)
-            assert previous == body_id, f"queue offset {queue_id}/{offset} was reused"
-        # Every other round checks a copy, so the next writer recovers the crashed store.
-        target = root
-        if it % 2:
-            target = tmp_path / f"copy{it}"
-            shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
-        _, ids = check_store(target)
-        for (queue_id, offset), body_id in acked.items():
-            assert offset < len(ids[queue_id]), f"acknowledged {queue_id}/{offset} lost"
-            assert ids[queue_id][offset] == body_id
-        stored = [i for q in ids.values() for i in q]
-        next_id = max([*stored, *acked.values(), next_id - 1]) + 1
-        if target != root:
-            shutil.rmtree(target)
+            for queue_id, offset, body_id in read_acks(acks_path):
+                previous = acked.setdefault((queue_id, offset), body_id)
+                assert previous == body_id, f"queue offset {queue_id}/{offset} was reused"
+            # Every other round checks a copy, so the next writer recovers the crashed
+            # store.
+            target = root
+            if it % 2:
+                target = tmp_path / f"copy{it}"
+                shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
+            _, ids = check_store(target)
+            for (queue_id, offset), body_id in acked.items():
+                assert offset < len(ids[queue_id]), f"acknowledged {queue_id}/{offset} lost"
+                assert ids[queue_id][offset] == body_id
+            stored = [i for q in ids.values() for i in q]
+            next_id = max([*stored, *acked.values(), next_id - 1]) + 1
+            if target != root:
+                shutil.rmtree(target)
+    finally:
+        writer.discard()
     return len(acked)
 
 

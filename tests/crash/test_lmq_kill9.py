@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -25,6 +24,7 @@ from tidemq.formats.record import Record, decode_record
 from tidemq.store.message_store import MessageStore
 from tidemq.store.recovery import scan_log
 
+from .ahead import Ahead
 from .lmq_proc import POOL, lmq_config
 from .store_proc import body_for, body_id
 
@@ -116,36 +116,46 @@ def kill_loop(tmp_path: Path, flush: str, iterations: int, seed: int,
     acks_path = tmp_path / "acks"
     acked: Acks = {}
     next_id = 0
-    for it in range(iterations):
-        concurrent = "1" if it % 3 == 2 else "0"
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "write", str(root), str(acks_path), str(seed + it),
-             str(next_id), flush, concurrent, "1" if hold else "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None and proc.stderr is not None
-        line = proc.stdout.readline()
-        assert line == b"ready\n", proc.stderr.read().decode()
-        time.sleep(rng.uniform(0.05, 0.4))  # the crash moment, not a synchronisation
-        proc.kill()
-        proc.wait(30)
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode()
-        proc.stderr.close()
-        assert proc.returncode == -9, stderr
-        for ident, pairs in read_acks(acks_path):
-            for name, offset in pairs:
-                previous = acked.setdefault((name, offset), ident)
-                assert previous == ident, f"{name}@{offset} was handed out twice"
-        # Every other round checks a copy, so the next writer recovers the crash itself.
-        target = root
-        if it % 2:
-            target = tmp_path / f"copy{it}"
-            shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
-        highest = check(target, flush, acked)
-        next_id = max(highest, max(acked.values(), default=-1), next_id - 1) + 1
-        if target != root:
-            shutil.rmtree(target)
+    writer = Ahead([str(HELPER)])
+    try:
+        for it in range(iterations):
+            proc = writer.go("write", root, acks_path, seed + it, next_id, flush,
+                             "1" if it % 3 == 2 else "0", "1" if hold else "0")
+            writer = Ahead([str(HELPER)])  # the next round's imports while this one runs
+            next_id = kill_round(proc, rng, tmp_path, flush, it, acked, next_id)
+    finally:
+        writer.discard()
     return len(acked)
+
+
+def kill_round(proc: subprocess.Popen[bytes], rng: random.Random, tmp_path: Path, flush: str,
+               it: int, acked: Acks, next_id: int) -> int:
+    """Kill the writer ``proc`` at a random moment after it is ready and check the store
+    it left against everything acknowledged so far; the next round's first body id."""
+    root = tmp_path / "store"
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    assert line == b"ready\n", proc.stderr.read().decode()
+    time.sleep(rng.uniform(0.05, 0.4))  # the crash moment, not a synchronisation
+    proc.kill()
+    proc.wait(30)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.returncode == -9, stderr
+    for ident, pairs in read_acks(tmp_path / "acks"):
+        for name, offset in pairs:
+            previous = acked.setdefault((name, offset), ident)
+            assert previous == ident, f"{name}@{offset} was handed out twice"
+    # Every other round checks a copy, so the next writer recovers the crash itself.
+    target = root
+    if it % 2:
+        target = tmp_path / f"copy{it}"
+        shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
+    highest = check(target, flush, acked)
+    if target != root:
+        shutil.rmtree(target)
+    return max(highest, max(acked.values(), default=-1), next_id - 1) + 1
 
 
 @pytest.mark.timeout(600)

@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -209,10 +211,41 @@ def _kind(base: Any, meta: list[Any]) -> Kind:
     raise TypeError(f"unsupported header field type {base!r}")
 
 
+#: Evaluated annotation texts, by the globals of the module that declared them and the
+#: text: most headers repeat a handful of field types, and each is evaluated once.
+_EVALUATED: dict[tuple[int, str], Any] = {}
+
+
+def _own_hints(cls: type) -> dict[str, Any]:
+    """The annotations ``cls`` itself declares, evaluated in its module's globals (what
+    :func:`typing.get_type_hints` gives for them, which the tests hold it to)."""
+    own = inspect.get_annotations(cls)
+    namespace = sys.modules[cls.__module__].__dict__
+    hints: dict[str, Any] = {}
+    for name, text in own.items():
+        if not isinstance(text, str):
+            hints[name] = text
+            continue
+        key = (id(namespace), text)
+        if key not in _EVALUATED:
+            _EVALUATED[key] = eval(text, namespace)
+        hints[name] = _EVALUATED[key]
+    return hints
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """Every field's type, the bases' first, as :func:`typing.get_type_hints` would give
+    them with ``include_extras``."""
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        hints.update(_own_hints(klass))
+    return hints
+
+
 def _build_schema(cls: type[Header], overrides: Mapping[str, str | tuple[str, ...]]) -> tuple[
     FieldSpec, ...
 ]:
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     specs: list[FieldSpec] = []
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         base, meta, nullable = _unwrap(hints[f.name])
@@ -235,18 +268,47 @@ def _build_schema(cls: type[Header], overrides: Mapping[str, str | tuple[str, ..
 
 @dataclass_transform(frozen_default=True, kw_only_default=True)
 class Header:
-    """Base of every custom header schema. Subclasses become frozen, keyword-only
-    dataclasses; their schema is built once, when the class is created."""
+    """Base of every custom header schema. Subclasses are frozen, keyword-only dataclasses
+    whose fields hold plain defaults; their schema, ``__init__`` and ``from_ext`` are made
+    once, when the class is created, and equality, hashing, ``repr`` and the refusal to
+    assign are this class's, over the schema's fields in declaration order (what
+    ``dataclasses.dataclass(frozen=True, kw_only=True)`` would generate per class)."""
 
     __schema__: ClassVar[tuple[FieldSpec, ...]] = ()
     __keys__: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
 
     def __init_subclass__(cls, *, keys: Mapping[str, str | tuple[str, ...]] | None = None) -> None:
         super().__init_subclass__()
-        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        documented = cls.__doc__ is not None
+        dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)(cls)
         cls.__keys__ = {**cls.__keys__, **(keys or {})}
         cls.__schema__ = _build_schema(cls, cls.__keys__)
-        cls.__from_ext__ = staticmethod(_compile_from_ext(cls))  # type: ignore[attr-defined]
+        init, from_ext = _compile_methods(cls)
+        cls.__init__ = init  # type: ignore[method-assign]
+        cls.__from_ext__ = staticmethod(from_ext)  # type: ignore[attr-defined]
+        if not documented:  # as the dataclass decorator documents a class without a docstring
+            cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, f.name) for f in self.__schema__])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in self.__schema__)
+        return f"{type(self).__qualname__}({shown})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     @classmethod
     def ext_keys(cls) -> dict[str, str]:
@@ -298,34 +360,44 @@ def _parse_int(text: str, lo: int, hi: int) -> int | None:
     return None
 
 
-def _fills_dict(cls: type[Header]) -> dict[str, Any] | None:
-    """The defaults of ``cls``'s fields when an instance can be made by filling its
-    ``__dict__`` (the dataclass ``__init__`` would only set the fields), else ``None``."""
+def _plain_defaults(cls: type[Header]) -> dict[str, Any]:
+    """The defaults of ``cls``'s fields; a schema whose instance is more than its fields
+    (a ``__post_init__``, default factories, fields outside ``__init__``, slots) is
+    refused."""
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if (hasattr(cls, "__post_init__") or hasattr(cls, "__slots__")
+    if (hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__
             or any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields)):
-        return None
+        raise TypeError(f"{cls.__name__}: a header schema holds fields with plain defaults "
+                        "only (no __post_init__, factories, init=False fields or slots)")
     return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
 
 
-def _compile_from_ext(cls: type[Header]) -> Any:
-    """Generate ``from_ext`` for one schema: straight-line code, one block per field.
+def _compile_methods(cls: type[Header]) -> tuple[Any, Any]:
+    """Generate ``__init__`` and ``from_ext`` for one schema, in one piece of source.
 
-    Where the dataclass ``__init__`` would only set the fields (no ``__post_init__``,
-    no factories), the instance is made empty and its ``__dict__`` filled: the frozen
-    ``__init__`` sets each field through ``object.__setattr__``, the most expensive
-    part of decoding a header. Plain ASCII digits short enough to be in range are
-    converted inline; anything else goes through :func:`_parse_int`."""
+    ``__init__`` takes every field by keyword and fills the instance's ``__dict__``, as
+    the frozen dataclass ``__init__`` would through ``object.__setattr__``.
+    ``from_ext`` is straight-line code, one block per field: the instance is made empty and
+    its ``__dict__`` filled from the defaults and the keys present. Plain ASCII digits short
+    enough to be in range are converted inline; anything else goes through
+    :func:`_parse_int`."""
     name = cls.__name__
-    defaults = _fills_dict(cls)
-    if defaults is None:
-        lines = ["def from_ext(ext):", "    get = ext.get", "    kw = {}"]
-    else:
-        lines = ["def from_ext(ext):", "    get = ext.get", "    obj = _new(cls)",
-                 "    kw = obj.__dict__", "    kw.update(_defaults)"]
+    defaults = _plain_defaults(cls)
     env: dict[str, Any] = {"cls": cls, "HeaderFieldError": HeaderFieldError,
                            "_parse_int": _parse_int, "_parse_slow": _parse_slow,
                            "_name": name, "_new": object.__new__, "_defaults": defaults}
+    params = []
+    for i, f in enumerate(cls.__schema__):
+        if f.name in defaults:
+            env[f"_default{i}"] = defaults[f.name]
+            params.append(f"{f.name}=_default{i}")
+        else:
+            params.append(f.name)
+    lines = [f"def __init__(self{', *, ' if params else ''}{', '.join(params)}):",
+             "    d = self.__dict__"]
+    lines += [f"    d[{f.name!r}] = {f.name}" for f in cls.__schema__]
+    lines += ["def from_ext(ext):", "    get = ext.get", "    obj = _new(cls)",
+              "    kw = obj.__dict__", "    kw.update(_defaults)"]
     for i, f in enumerate(cls.__schema__):
         env[f"_spec{i}"] = f
         lines.append(f"    t = get({f.key!r})")
@@ -352,6 +424,8 @@ def _compile_from_ext(cls: type[Header]) -> Any:
             lines.append(f"            v = _parse_int(t, {lo}, {hi})")
             lines.append(f"            kw[{f.name!r}] = v if v is not None else "
                          f"_parse_slow(_name, _spec{i}, t)")
-    lines.append("    return cls(**kw)" if defaults is None else "    return obj")
+    lines.append("    return obj")
     exec("\n".join(lines), env)
-    return env["from_ext"]
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init, env["from_ext"]

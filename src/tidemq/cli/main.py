@@ -9,6 +9,7 @@ process, and every process ``tidemq cluster`` starts, pays for each import at st
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 from collections.abc import Callable
 
@@ -128,7 +129,14 @@ def _group() -> None:
 
 def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
-    build_app(named if named in COMMANDS else None)()
+    # What the imports make lives as long as the process: the collector would scan it
+    # again and again while the modules load, and find nothing to free.
+    gc.disable()
+    try:
+        root = build_app(named if named in COMMANDS else None)
+    finally:
+        gc.enable()
+    root()
 
 
 def __getattr__(name: str) -> typer.Typer:

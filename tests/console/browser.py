@@ -4,7 +4,8 @@ websocket library, no browser download: Debian's ``chromium`` package).
 Chromium started with ``--remote-debugging-pipe`` reads protocol messages from fd 3 and
 writes them to fd 4, each a JSON object ended by a NUL byte. :class:`Browser` opens one
 page target and offers the few verbs the console tests need: go to a URL, evaluate
-JavaScript, fill and submit a form, wait for a condition, take a full-page screenshot.
+JavaScript, fill and submit a form, wait for a condition, take a full-page screenshot;
+:meth:`Browser.new_page` gives a test a page of its own without starting Chromium again.
 Every call blocks (tests run it in a worker thread) and is bounded by a timeout.
 """
 
@@ -78,15 +79,37 @@ class Browser:
         self._ids = itertools.count(1)
         self._buffer = b""
         self._events: list[dict[str, Any]] = []
+        self._context: str | None = None
+        self._blank = False
+        self.session = ""
         try:
-            target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-            self.session = self.call("Target.attachToTarget",
-                                     {"targetId": target, "flatten": True})["sessionId"]
-            for domain in ("Page.enable", "Runtime.enable"):
-                self.call(domain, session=self.session)
+            self.new_page()
         except BaseException:
             self.close()
             raise
+
+    def new_page(self) -> None:
+        """Close the page and open a blank one in a new browser context: none of the
+        previous page's cookies, storage or cache, as in a browser started anew (a test
+        gets one of these; Chromium starts once for a module)."""
+        if self._context is not None:
+            self.call("Target.disposeBrowserContext", {"browserContextId": self._context})
+            self._context = None
+        self._context = self.call("Target.createBrowserContext")["browserContextId"]
+        target = self.call("Target.createTarget", {"url": "about:blank",
+                                                   "browserContextId": self._context})
+        self.session = self.call("Target.attachToTarget",
+                                 {"targetId": target["targetId"], "flatten": True})["sessionId"]
+        self._events.clear()
+        for domain in ("Page.enable", "Runtime.enable"):
+            self.call(domain, session=self.session)
+        self._blank = True
+
+    def unused_page(self) -> None:
+        """Make sure the page is one nothing was done on: the current one when that is
+        so (as after the start), else a new one (:meth:`new_page`)."""
+        if not self._blank:
+            self.new_page()
 
     # ------------------------------------------------------------------ protocol
 
@@ -111,6 +134,7 @@ class Browser:
         msg: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
         if session is not None:
             msg["sessionId"] = session
+            self._blank = False
         os.write(self._to_child, json.dumps(msg).encode() + b"\0")
         deadline = time.monotonic() + (timeout or self.timeout)
         while True:

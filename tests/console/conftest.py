@@ -1,6 +1,8 @@
 """Console fixtures: an in-process cluster (name server + one broker on port 0) with the
 console on port 0, and a small HTTP client that runs urllib in a worker thread, keeps
-cookies as a browser does, and puts the session's CSRF token into the forms it posts."""
+cookies as a browser does, and puts the session's CSRF token into the forms it posts.
+For the browser tests: one headless Chromium a module, a new page of its own for each
+test (saved as ``failure.png`` in the test's tmp dir when the test fails)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
+from tests.console.browser import Browser
 
 from tidemq.console import ConsoleServer
 from tidemq.testing import Cluster
@@ -90,3 +93,33 @@ async def web(cluster: Cluster) -> AsyncIterator[ConsoleServer]:
 @pytest.fixture
 def http(web: ConsoleServer) -> Http:
     return Http(web.url)
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One Chromium for the module's tests (a module may override this one with flags)."""
+    with Browser(tmp_path_factory.mktemp("chromium") / "profile") as b:
+        yield b
+
+
+@pytest.fixture
+def browser(chromium: Browser, request: pytest.FixtureRequest, tmp_path: Path
+            ) -> Iterator[Browser]:
+    """The module's Chromium on a page of the test's own, in a browser context of its
+    own."""
+    chromium.unused_page()
+    yield chromium
+    if request.node.stash.get(_FAILED, False):
+        chromium.screenshot(tmp_path / "failure.png")

@@ -67,12 +67,6 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
     assert server.returncode == 0, server.log(40)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        yield b
-
-
 class Visit:
     """Visits pages and keeps the screenshots docs/console.md shows."""
 
@@ -94,13 +88,8 @@ class Visit:
             self.shot(name)
 
 
-def test_console_end_to_end(standalone: Standalone, browser: Browser, tmp_path: Path) -> None:
-    visit = Visit(browser, standalone.console)
-    try:
-        scenario(visit, standalone)
-    except BaseException:
-        browser.screenshot(tmp_path / "failure.png")
-        raise
+def test_console_end_to_end(standalone: Standalone, browser: Browser) -> None:
+    scenario(Visit(browser, standalone.console), standalone)
 
 
 def scenario(visit: Visit, server: Standalone) -> None:

@@ -39,16 +39,6 @@ def server(tmp_path: Path) -> Iterator[Standalone]:
     assert running.returncode == 0, running.log(40)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        try:
-            yield b
-        except BaseException:
-            b.screenshot(tmp_path / "failure.png")
-            raise
-
-
 def _auth(server: Standalone, *calls: tuple[str, tuple[str, ...], dict[str, str]]) -> None:
     async def run() -> None:
         config = ClientConfig(namesrv_addr=(server.namesrv,), access_key=ROOT.access_key,

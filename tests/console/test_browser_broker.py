@@ -20,12 +20,6 @@ def standalone(tmp_path: Path) -> Iterator[Standalone]:
     server.stop()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        yield b
-
-
 def test_broker_configuration_is_read_and_changed_with_confirmation(
         standalone: Standalone, browser: Browser) -> None:
     visit = Visit(browser, standalone.console)

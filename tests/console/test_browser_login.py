@@ -55,14 +55,10 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
     assert server.returncode == 0, server.log(40)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile", flags=RESOLVE) as b:
-        try:
-            yield b
-        except BaseException:
-            b.screenshot(tmp_path / "failure.png")
-            raise
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with Browser(tmp_path_factory.mktemp("chromium") / "profile", flags=RESOLVE) as b:
+        yield b
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

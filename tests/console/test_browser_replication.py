@@ -34,12 +34,6 @@ def group(tmp_path: Path) -> Iterator[tuple[Standalone, BrokerProcess]]:
         master.stop()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        yield b
-
-
 def test_the_cluster_page_shows_each_groups_master_replicas_and_lag(
         group: tuple[Standalone, BrokerProcess], browser: Browser) -> None:
     master, replica = group

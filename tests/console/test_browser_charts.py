@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from tests.console.browser import Browser, chromium_path
@@ -15,32 +14,32 @@ from tidemq.client import Message, MessageQueue, Producer, PullConsumer
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
 
-TOPIC = "ChartE2E"
-GROUP = "chart-e2e-group"
+LAG_TOPIC, RATE_TOPIC = "ChartLagE2E", "ChartRateE2E"
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "data", "--set", "consoleSampleInterval=0.5")
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """One server for the module: each test has a topic and a group of its own."""
+    server = Standalone(tmp_path_factory.mktemp("standalone") / "data",
+                        "--set", "consoleSampleInterval=0.5")
     yield server
     server.stop()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        yield b
+def group_of(topic: str) -> str:
+    return f"{topic}-group"
 
 
-async def caught_up(namesrv: str, total: int = 5) -> None:
-    """Five more messages, all consumed (``total`` in the queue): the group's lag is 0."""
-    mq = MessageQueue(TOPIC, "broker-a", 0)
+async def caught_up(namesrv: str, topic: str, total: int = 5) -> None:
+    """Five more messages in ``topic``, all consumed by its group (``total`` in the
+    queue): the group's lag is 0."""
+    mq = MessageQueue(topic, "broker-a", 0)
     async with Producer("chart-e2e-producer", namesrv) as producer:
         for i in range(5):
-            await producer.send(Message(TOPIC, f"m{i}".encode()), queue=mq)
-    async with PullConsumer(GROUP, namesrv) as consumer:
-        consumer.subscribe(TOPIC)
-        await consumer.instance.routes.get(TOPIC, refresh=True)
+            await producer.send(Message(topic, f"m{i}".encode()), queue=mq)
+    async with PullConsumer(group_of(topic), namesrv) as consumer:
+        consumer.subscribe(topic)
+        await consumer.instance.routes.get(topic, refresh=True)
         await consumer.instance.send_heartbeat()
         await commit_dispatched(consumer, {mq: total})
 
@@ -55,10 +54,10 @@ def test_a_caught_up_groups_lag_chart_reads_zero(standalone: Standalone, browser
                                                  ) -> None:
     visit = Visit(browser, standalone.console)
     visit.page("/topics")
-    browser.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
-                                     "queue_type": "SimpleCQ"})
-    asyncio.run(caught_up(standalone.namesrv))
-    visit.page(f"/groups/{GROUP}")
+    browser.submit("#create-topic", {"topic": LAG_TOPIC, "read_queues": "1",
+                                     "write_queues": "1", "queue_type": "SimpleCQ"})
+    asyncio.run(caught_up(standalone.namesrv, LAG_TOPIC))
+    visit.page(f"/groups/{group_of(LAG_TOPIC)}")
     browser.wait_for("document.getElementById('group-lag').textContent === '0'")
     browser.wait_for("document.querySelectorAll('#lag-chart path').length === 1")
     assert labels(browser, "#lag-chart .ytick") == ["0"], labels(browser, "#lag-chart text")
@@ -71,16 +70,17 @@ def test_a_topics_rate_chart_draws_put_and_get_over_time(standalone: Standalone,
                                                         browser: Browser) -> None:
     visit = Visit(browser, standalone.console)
     visit.page("/topics")
-    browser.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
-                                     "queue_type": "SimpleCQ"})
-    asyncio.run(caught_up(standalone.namesrv))
-    visit.page(f"/topics/{TOPIC}")
+    browser.submit("#create-topic", {"topic": RATE_TOPIC, "read_queues": "1",
+                                     "write_queues": "1", "queue_type": "SimpleCQ"})
+    asyncio.run(caught_up(standalone.namesrv, RATE_TOPIC))
+    visit.page(f"/topics/{RATE_TOPIC}")
     # Both lines appear once the sampler has two rounds with the topic in them.
     browser.wait_for("document.querySelectorAll('#rate-chart path').length === 2",
                      timeout=60)
     assert labels(browser, "#rate-chart .ytitle") == ["messages per second"]
     assert labels(browser, "#rate-chart .ytick")[0] == "0"
-    asyncio.run(caught_up(standalone.namesrv, total=10))  # traffic while the page is open
+    # traffic while the page is open
+    asyncio.run(caught_up(standalone.namesrv, RATE_TOPIC, total=10))
     browser.wait_for("document.querySelectorAll('#rate-chart .ytick').length > 1", timeout=60)
     times = labels(browser, "#rate-chart .xtick")
     assert len(times) == 3 and all(len(t.split(":")) == 3 for t in times), times

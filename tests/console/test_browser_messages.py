@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -32,17 +31,13 @@ TOPIC = "TimedE2E"
 T = TypeVar("T")
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[Standalone]:
-    server = Standalone(tmp_path / "data", "--set", "traceTopicEnable=true")
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    """One server for the module: each test has topics and groups of its own."""
+    server = Standalone(tmp_path_factory.mktemp("standalone") / "data",
+                        "--set", "traceTopicEnable=true")
     yield server
     server.stop()
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    with Browser(tmp_path / "profile") as b:
-        yield b
 
 
 async def traffic(namesrv: str) -> None:

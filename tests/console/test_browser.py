@@ -48,7 +48,7 @@ class Standalone(ChildServer):
             ["--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
              "--log-format", "json", *extra], ready=BANNER)
-        self.start(30)
+        self.start(60)
 
     @property
     def namesrv(self) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.crash.broker_process import BrokerProcess
+from tests.integration.warm_broker import WarmBroker
 from tests.namesrv.controller.processes import ControllerProcess, controller_trio
 
 from tidemq.client import AdminClient
@@ -52,22 +52,23 @@ def namesrvs(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
 
 @contextlib.contextmanager
 def broker_group(namesrvs: list[ControllerProcess], tmp_path: Path,
-                 **extra: str) -> Iterator[list[BrokerProcess]]:
+                 **extra: str) -> Iterator[list[WarmBroker]]:
     """Brokers 1, 2 and 3 of the group (not started), with ``extra`` settings; each is
-    killed -9 at the end."""
+    killed -9 at the end, with a start it prepared."""
     addrs = ";".join(c.addr for c in namesrvs)
-    group = [BrokerProcess(tmp_path / f"b{i}", addrs,
-                           {**broker_settings(addrs), "brokerId": str(i), **extra})
+    group = [WarmBroker(tmp_path / f"b{i}", addrs,
+                        {**broker_settings(addrs), "brokerId": str(i), **extra})
              for i in (1, 2, 3)]
     try:
         yield group
     finally:
         for b in group:
             b.kill9()
+            b.discard()
 
 
 @pytest.fixture
-def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+def brokers(namesrvs: list[ControllerProcess], tmp_path: Path) -> Iterator[list[WarmBroker]]:
     with broker_group(namesrvs, tmp_path) as group:
         yield group
 

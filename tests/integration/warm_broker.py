@@ -23,12 +23,15 @@ __all__ = ["WarmBroker"]
 #: the command line parser loads.
 MODULES = ("tidemq.broker.app", "tidemq.cli.main", "tidemq.cli.commands.server",
            "typer._adapters", "uvloop", "rich._emoji_codes")
-#: Imports :data:`MODULES` (those there are), waits for a line on stdin, then runs the
-#: command line.
+#: The line a prepared process prints once it has imported.
+PREPARED = "prepared to start"
+#: Imports :data:`MODULES` (those there are), says so, waits for a line on stdin, then
+#: runs the command line.
 WARM = ("import contextlib, importlib, sys\n"
         f"for name in {MODULES!r}:\n"
         "    with contextlib.suppress(ImportError):\n"
         "        importlib.import_module(name)\n"
+        f"print({PREPARED!r}, flush=True)\n"
         "sys.stdin.readline()\n"
         "from tidemq.cli.main import main\n"
         "main()\n")
@@ -52,12 +55,19 @@ class WarmBroker(BrokerProcess):
             text=True, env={**os.environ, "COLUMNS": "400", **self.env})
 
     def start(self, timeout: float = 60) -> Self:
+        """Start; a prepared process first finishes its imports (however long that takes
+        on a busy machine), then has ``timeout`` seconds to serve, as a fresh one has."""
         proc, self._prepared = self._prepared, None
         if proc is None:
             return super().start(timeout)
-        assert self.proc is None
+        assert self.proc is None and proc.stdout is not None
+        early: list[str] = []
+        while line := proc.stdout.readline():  # nothing more once it ended
+            if line.rstrip("\n") == PREPARED:
+                break
+            early.append(line)
         with self._printed:
-            self.lines = []
+            self.lines = early
             self._ended = False
         self.returncode = None
         self.proc = proc

@@ -93,6 +93,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
          .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("wh")))
          .config("spark.sql.streaming.stopTimeout", "10s")
+         # The tests run many small jobs, each planned and compiled once: the JVM's
+         # optimising compiler and parallel collector cost more CPU than they return.
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          # A Python worker connecting to a busy JVM may wait long for it to accept.
          .config("spark.python.authenticate.socketTimeout", "120s")
          .getOrCreate())

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.cli.runner import CliRunner
 from tests.cli.server_process import ServerProcess
 from tests.net.acl.accounts import ADMIN, USER, write_accounts
 from tests.net.acl.users import ALICE, ROOT
+from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.codec.signature import Credentials

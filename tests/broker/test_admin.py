@@ -11,7 +11,7 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 
 import tidemq
-from tidemq.codec.bodies import KVTable, TopicConfigSerializeWrapper, decode_body
+from tidemq.codec.bodies import KVTable, TopicConfigSerializeWrapper, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.message import decode_messages
 from tidemq.errors import ResponseCode
@@ -23,6 +23,18 @@ from tidemq.testing import Cluster
 async def topic_config(peer: Peer, topic: str) -> TopicConfigSerializeWrapper:
     resp = await peer.ok(wire.request(RequestCode.GET_TOPIC_CONFIG, topic=topic))
     return decode_body(resp.body, TopicConfigSerializeWrapper)
+
+
+async def test_a_created_topic_is_routed_when_its_creation_is_answered(
+        peer: Peer, namesrv: Peer) -> None:
+    """A producer that sends right after creating a topic finds the topic's own queues:
+    the broker answers once the name server has the route, as RocketMQ's does."""
+    for queues in (1, 3):  # a creation, then a change
+        await peer.ok(wire.create_topic("Routed", queues))
+        resp = await namesrv(wire.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="Routed"))
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+        route = decode_body(resp.body, TopicRouteData)
+        assert [q.write_queue_nums for q in route.queue_datas] == [queues]
 
 
 async def test_create_and_update_topic(cluster: Cluster, peer: Peer, namesrv: Peer) -> None:

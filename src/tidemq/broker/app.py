@@ -393,9 +393,8 @@ class BrokerApp:
         await loop.run_in_executor(None, self.store.wait_dispatched, 10.0)
         self.ctx.transactions.rebuild()
 
-    def _register_soon(self) -> None:
-        if self.registrar is not None:
-            self.registrar.register_soon()
+    def _register_soon(self) -> asyncio.Future[None] | None:
+        return self.registrar.register_soon() if self.registrar is not None else None
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.ctx.committed_offset(group, topic, queue_id)

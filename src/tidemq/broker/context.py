@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tidemq.broker.auth_store import AuthStore
 from tidemq.broker.clients import ConsumerManager, ProducerManager
@@ -94,16 +94,18 @@ class BrokerContext:
         self.broker_addr = config.broker_addr
         #: broker name -> address, for forwarding logical-queue requests
         self.broker_addresses: dict[str, str] = {}
-        #: Called after the topic table changed (the registrar re-registers soon).
-        self.on_topics_changed: list[Callable[[], None]] = []
+        #: Called after the topic table changed (the registrar re-registers soon); what a
+        #: listener returns is done once the name servers have the change.
+        self.on_topics_changed: list[Callable[[], Awaitable[None] | None]] = []
         self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ events
 
-    def topics_changed(self) -> None:
+    def topics_changed(self) -> list[Awaitable[None]]:
+        """Tell the store and the listeners; returns what is done once the name servers
+        have the new table (a request that changed it may answer after that)."""
         self.sync_queue_types()
-        for listener in self.on_topics_changed:
-            listener()
+        return [done for listener in self.on_topics_changed if (done := listener()) is not None]
 
     def sync_queue_types(self) -> None:
         """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ)."""

@@ -120,7 +120,7 @@ class CheckCopy:
 
 class HalfQueue:
     def __init__(self, store: MessageStore, topics: TopicManager,
-                 topics_changed: Callable[[], None], offsets: OffsetManager) -> None:
+                 topics_changed: Callable[[], object], offsets: OffsetManager) -> None:
         self.store = store
         self.topics = topics
         self.offsets = offsets

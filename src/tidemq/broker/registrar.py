@@ -55,6 +55,7 @@ class Registrar:
         self.period = period_ms / 1000
         self._task: asyncio.Task[None] | None = None
         self._soon: asyncio.TimerHandle | None = None
+        self._soon_done: asyncio.Future[None] | None = None  # what register_soon returns
         self.registrations = 0
         self._pending: set[asyncio.Task[int]] = set()
         self.last_error: str | None = None
@@ -160,21 +161,32 @@ class Registrar:
                     await self._register(ns)
             backoff = min(backoff * 2, RETRY_MAX) if self._due else RETRY_FIRST
 
-    def register_soon(self, delay: float = 0.05) -> None:
-        """Debounced re-registration after a topic change."""
-        if not self.namesrv_addrs or self._soon is not None:
-            return
+    def register_soon(self, delay: float = 0.05) -> asyncio.Future[None] | None:
+        """Debounced re-registration after a topic change; the future is done once every
+        name server has answered the registration that carries the change (accepted or
+        not: one that refused or did not answer is asked again later), ``None`` without
+        name servers."""
+        if not self.namesrv_addrs:
+            return None
+        if self._soon_done is not None:
+            return self._soon_done
         loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
 
         def fire() -> None:
-            self._soon = None
+            self._soon = self._soon_done = None
             task = loop.create_task(self.register_all())
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
+            task.add_done_callback(lambda _task: None if done.done() else done.set_result(None))
 
         self._soon = loop.call_later(delay, fire)
+        self._soon_done = done
+        return done
 
     async def stop(self) -> None:
         if self._soon is not None:
             self._soon.cancel()
+        if self._soon_done is not None and not self._soon_done.done():
+            self._soon_done.set_result(None)  # nobody waits for a registration that is not made
         await cancel_and_wait(self._task)

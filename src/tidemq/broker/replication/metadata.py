@@ -65,7 +65,7 @@ class MetadataSync:
         #: Set after every completed copy (tests and tools wait on it).
         self.synced = asyncio.Event()
         #: Asks the name servers again (a registration) while the master is unknown.
-        self.ask_master: Callable[[], None] | None = None
+        self.ask_master: Callable[[], object] | None = None
         #: Called when a copied logical-queue mapping changed here (``None``: dropped).
         self.on_mapping: Callable[[TopicMapping | None, str], None] = _ignore
         self._copying = asyncio.Lock()

@@ -12,21 +12,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.cli.runner import CliRunner
 from tests.cli.server_process import ServerProcess
 from tests.net.acl.accounts import ADMIN, USER, write_accounts
 from tests.net.acl.users import ALICE, ROOT
-from typer.testing import CliRunner
 
 from tidemq.cli.main import app
 from tidemq.codec.signature import Credentials
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A standalone with the ACL 1.0 accounts and its web console, for the module's tests
+    of that set-up (each on topics of its own)."""
+    home = tmp_path_factory.mktemp("acl-standalone")
     server = ServerProcess("standalone", {
-        "aclEnable": "true", "aclFile": str(write_accounts(tmp_path)),
+        "aclEnable": "true", "aclFile": str(write_accounts(home)),
         "accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key},
-        "--data", str(tmp_path / "data"))
+        "--data", str(home / "data"), console=True)
     server.start()
     try:
         yield server
@@ -82,20 +85,13 @@ def test_standalone_with_acl2_protects_its_name_server_with_the_brokers_users(
         server.stop()
 
 
-def test_the_console_of_a_standalone_with_the_acl_signs_as_its_broker(tmp_path: Path) -> None:
+def test_the_console_of_a_standalone_with_the_acl_signs_as_its_broker(
+        standalone: ServerProcess) -> None:
     """Standalone's web console is the broker's own client: with the ACL on it signs
     with the broker's credentials, so its pages show the cluster instead of refusals."""
-    server = ServerProcess("standalone", {
-        "aclEnable": "true", "aclFile": str(write_accounts(tmp_path)),
-        "accessKey": ADMIN.access_key, "secretKey": ADMIN.secret_key},
-        "--data", str(tmp_path / "data"), console=True)
-    server.start()
-    try:
-        code, out = _admin(server, ADMIN, "updateTopic", "-t", "Shown", "-r", "1", "-w", "1")
-        assert code == 0, out
-        url = f"http://127.0.0.1:{server.console_port}/topics"
-        with urllib.request.urlopen(url, timeout=30) as page:
-            text = page.read().decode()
-        assert "Shown" in text and "NO_PERMISSION" not in text
-    finally:
-        server.stop()
+    code, out = _admin(standalone, ADMIN, "updateTopic", "-t", "Shown", "-r", "1", "-w", "1")
+    assert code == 0, out
+    url = f"http://127.0.0.1:{standalone.console_port}/topics"
+    with urllib.request.urlopen(url, timeout=30) as page:
+        text = page.read().decode()
+    assert "Shown" in text and "NO_PERMISSION" not in text

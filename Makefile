@@ -56,18 +56,11 @@ cppclient: $(STAMP)
 ## no tests collected, fails); under CI=true a skipped test fails the run unless
 ## tests/conftest.py allows its reason. The package is compiled to bytecode first: the tests
 ## start many server and client processes, and where PYTHONDONTWRITEBYTECODE is set
-## each of them would compile the package again. The tests' files (pytest's tmp_path, and
-## TMPDIR for what the tests and their processes make) live in a fresh directory under
-## TEST_TMP, removed after the run: the machine's tmpfs where it has one (/dev/shm), which
-## spares the suite the disk's flushes (kill -9 keeps what the page cache holds on either);
-## TEST_TMP=/tmp runs them on the disk
+## each of them would compile the package again
 JOBS ?= 2
-TEST_TMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 unit: $(STAMP) java browser cppclient
 	$(BIN)/python -m compileall -q src
-	tmp=$$(mktemp -d $(TEST_TMP)/tidemq-tests.XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
-	  TMPDIR=$$tmp $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup \
-	  --durations=15 --basetemp=$$tmp/pytest
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=15
 
 ## test: lint, then the whole test suite
 test: lint unit

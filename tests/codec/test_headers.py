@@ -29,7 +29,8 @@ _BY_KIND: dict[Kind, st.SearchStrategy[Any]] = {
 }
 
 
-def _value(spec: FieldSpec) -> st.SearchStrategy[Any]:
+def field_values(spec: FieldSpec) -> st.SearchStrategy[Any]:
+    """Values a field of ``spec``'s kind holds (``None`` too where it may)."""
     base = _BY_KIND[spec.kind]
     return st.none() | base if spec.nullable else base
 
@@ -40,7 +41,7 @@ def header_instances(draw: st.DrawFn, classes: list[type[Header]] = ALL_HEADERS)
     kwargs = {}
     for spec in cls.__schema__:
         if spec.required or draw(st.booleans()):
-            kwargs[spec.name] = draw(_value(spec))
+            kwargs[spec.name] = draw(field_values(spec))
     return cls(**kwargs)
 
 

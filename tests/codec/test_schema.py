@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.codec.test_headers import field_values
 
 from tidemq.codec import controller, headers
-from tidemq.codec.schema import FieldSpec, Header, Kind, _hints
+from tidemq.codec.schema import Header, Kind, _hints
 
 
 def _all_headers() -> list[type[Header]]:
@@ -44,22 +45,9 @@ def _twin(cls: type[Header]) -> type:
     return dataclasses.dataclass(frozen=True, kw_only=True)(type(cls.__name__, (), namespace))
 
 
-_BY_KIND: dict[Kind, st.SearchStrategy[Any]] = {
-    Kind.STR: st.text(max_size=6),
-    Kind.INT: st.integers(-3, 3) | st.integers(-(2**31), 2**31 - 1),
-    Kind.LONG: st.integers(-(2**63), 2**63 - 1),
-    Kind.BOOL: st.booleans(),
-}
-
-
-def _value(spec: FieldSpec) -> st.SearchStrategy[Any]:
-    base = _BY_KIND[spec.kind]
-    return st.none() | base if spec.nullable else base
-
-
 @st.composite
 def kwargs_of(draw: st.DrawFn, cls: type[Header]) -> dict[str, Any]:
-    return {spec.name: draw(_value(spec)) for spec in cls.__schema__
+    return {spec.name: draw(field_values(spec)) for spec in cls.__schema__
             if spec.required or draw(st.booleans())}
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["ARGS_FROM_STDIN", "Ahead", "args_from_stdin"]
+__all__ = ["ARGS_FROM_STDIN", "Ahead", "args_from_stdin", "checked_copy", "kill9"]
 
 #: The one argument that tells a program to read its arguments from stdin.
 ARGS_FROM_STDIN = "--args-from-stdin"
@@ -62,3 +64,27 @@ class Ahead:
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def kill9(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a writer, wait for it and close its pipes; it must have died of the kill
+    (its stderr says why not)."""
+    proc.kill()
+    proc.wait(30)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()
+    stderr = proc.stderr.read().decode() if proc.stderr is not None else ""
+    if proc.stderr is not None:
+        proc.stderr.close()
+    assert proc.returncode == -9, stderr
+
+
+def checked_copy(root: Path, tmp_path: Path, it: int) -> Path:
+    """The store to check after round ``it``: every other round a copy (so that the next
+    writer recovers the crashed store itself), else ``root``."""
+    if not it % 2:
+        return root
+    target = tmp_path / f"copy{it}"
+    shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
+    return target

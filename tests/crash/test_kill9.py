@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .ahead import Ahead
+from .ahead import Ahead, checked_copy, kill9
 from .conftest import HELPER, check_store
 
 
@@ -42,22 +42,12 @@ def kill_loop(tmp_path: Path, iterations: int, seed: int) -> int:
                 time.sleep(rng.uniform(0, 0.25))  # the crash moment, not a synchronisation
             else:
                 time.sleep(rng.uniform(0, 0.5))  # may land in start-up or recovery
-            proc.kill()
-            proc.wait(30)
-            proc.stdout.close()
-            stderr = proc.stderr.read().decode()
-            proc.stderr.close()
-            assert proc.returncode == -9, stderr
+            kill9(proc)
 
             for queue_id, offset, body_id in read_acks(acks_path):
                 previous = acked.setdefault((queue_id, offset), body_id)
                 assert previous == body_id, f"queue offset {queue_id}/{offset} was reused"
-            # Every other round checks a copy, so the next writer recovers the crashed
-            # store.
-            target = root
-            if it % 2:
-                target = tmp_path / f"copy{it}"
-                shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
+            target = checked_copy(root, tmp_path, it)
             _, ids = check_store(target)
             for (queue_id, offset), body_id in acked.items():
                 assert offset < len(ids[queue_id]), f"acknowledged {queue_id}/{offset} lost"

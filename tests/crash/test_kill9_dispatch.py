@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from .ahead import kill9
 from .conftest import derived_state
 from .dispatch_proc import open_store
 
@@ -44,12 +45,7 @@ def kill_mid_dispatch(root: Path, seed: int, samples: int) -> int:
             behind = int(line.split()[1])
             seen += 1
     finally:
-        proc.kill()
-        proc.wait(30)
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode()
-        proc.stderr.close()
-    assert proc.returncode == -9, stderr
+        kill9(proc)
     return behind
 
 

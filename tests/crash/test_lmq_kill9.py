@@ -24,7 +24,7 @@ from tidemq.formats.record import Record, decode_record
 from tidemq.store.message_store import MessageStore
 from tidemq.store.recovery import scan_log
 
-from .ahead import Ahead
+from .ahead import Ahead, checked_copy, kill9
 from .lmq_proc import POOL, lmq_config
 from .store_proc import body_for, body_id
 
@@ -137,21 +137,12 @@ def kill_round(proc: subprocess.Popen[bytes], rng: random.Random, tmp_path: Path
     line = proc.stdout.readline()
     assert line == b"ready\n", proc.stderr.read().decode()
     time.sleep(rng.uniform(0.05, 0.4))  # the crash moment, not a synchronisation
-    proc.kill()
-    proc.wait(30)
-    proc.stdout.close()
-    stderr = proc.stderr.read().decode()
-    proc.stderr.close()
-    assert proc.returncode == -9, stderr
+    kill9(proc)
     for ident, pairs in read_acks(tmp_path / "acks"):
         for name, offset in pairs:
             previous = acked.setdefault((name, offset), ident)
             assert previous == ident, f"{name}@{offset} was handed out twice"
-    # Every other round checks a copy, so the next writer recovers the crash itself.
-    target = root
-    if it % 2:
-        target = tmp_path / f"copy{it}"
-        shutil.copytree(root, target, ignore=shutil.ignore_patterns("lock"))
+    target = checked_copy(root, tmp_path, it)
     highest = check(target, flush, acked)
     if target != root:
         shutil.rmtree(target)

@@ -146,12 +146,20 @@ async def _members(cfg: ClientConfig, received: Counter[bytes], arrived: asyncio
 
 
 def _split(members: list[PushConsumer], queues: int) -> bool:
-    """Whether ``members`` own ``queues`` queues between them, each exactly once. Five
-    each is not enough: the retry topic reaches the name server from one broker before the
-    other, so for a moment one member may own a retry queue that the other, whose route
-    has both brokers already, owns too; that member gives it up a rebalance later."""
+    """Whether ``members`` own ``queues`` queues between them, each exactly once and each
+    member its even share: a member alone owns them all for a moment before the others'
+    first rebalance."""
     owned = [mq for member in members for mq in member.assignment()]
-    return len(owned) == len(set(owned)) == queues
+    share = queues // len(members)
+    return (len(owned) == len(set(owned)) == queues
+            and all(len(member.assignment()) == share for member in members))
+
+
+async def _rebalance_runs(members: list[PushConsumer], more: int) -> None:
+    """Until every member has run ``more`` more rebalance rounds (each reads the routes)."""
+    target = [m.rebalance_stats.runs + more for m in members]
+    while any(m.rebalance_stats.runs < t for m, t in zip(members, target, strict=True)):
+        await asyncio.sleep(0.05)  # no client-side event for a finished round
 
 
 async def test_a_name_server_restart_loses_and_repeats_nothing(processes: Processes) -> None:
@@ -194,8 +202,9 @@ async def test_a_name_server_restart_loses_and_repeats_nothing(processes: Proces
             back_after = time.monotonic() - restarted
             await sending
             # The members refresh their routes every 0.5 s and rebalance every 1 s:
-            # let them see the restarted name server's routes for a while.
-            await asyncio.sleep(3)
+            # three rounds each with the restarted name server's routes.
+            async with asyncio.timeout(60):
+                await _rebalance_runs(members, 3)
             async with asyncio.timeout(60):
                 while len(received) < SENT:
                     arrived.clear()

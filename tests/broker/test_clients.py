@@ -73,6 +73,15 @@ async def test_heartbeat_creates_the_retry_topic_and_routes_it(cluster: Cluster,
     assert [q.broker_name for q in route.queue_datas] == ["broker-a"]
 
 
+async def test_the_heartbeat_that_creates_a_retry_topic_answers_once_it_is_routed(
+        peer: Peer, namesrv: Peer) -> None:
+    """A consumer that starts finds its retry topic's route at once, as with RocketMQ's
+    broker, which registers the new topic before it answers."""
+    await peer.ok(wire.heartbeat("c1", consumer_groups={"Routed": {"T": "*"}}))
+    resp = await namesrv(wire.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%Routed"))
+    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+
+
 async def test_cpp_heartbeat_body_with_ordinals_and_newline(cluster: Cluster,
                                                             peer: Peer) -> None:
     body = json.dumps({

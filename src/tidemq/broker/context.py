@@ -39,7 +39,11 @@ from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_store import LMQ_PREFIX
 from tidemq.store.message_store import MessageStore
 
-__all__ = ["BrokerContext"]
+__all__ = ["ROUTE_WAIT", "BrokerContext"]
+
+#: How long a request that created or changed a topic waits for the name servers to take
+#: the new route before it answers (seconds).
+ROUTE_WAIT = 3.0
 
 
 class BrokerContext:
@@ -106,6 +110,16 @@ class BrokerContext:
         have the new table (a request that changed it may answer after that)."""
         self.sync_queue_types()
         return [done for listener in self.on_topics_changed if (done := listener()) is not None]
+
+    async def routes_published(self, pending: list[Awaitable[None]]) -> None:
+        """Wait until the name servers have a topic change (what :meth:`topics_changed`
+        returned), at most :data:`ROUTE_WAIT` seconds: a request that created a topic
+        answers after that, as RocketMQ's broker registers before it answers. A name
+        server that does not answer in time is left to the registrar's retries."""
+        if pending:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ROUTE_WAIT):
+                    await asyncio.gather(*(asyncio.shield(done) for done in pending))
 
     def sync_queue_types(self) -> None:
         """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ)."""

@@ -8,8 +8,6 @@ Statistics bodies use standard JSON lists (``{"offsetTable": [{"topic":..., "que
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -39,10 +37,7 @@ from tidemq.codec.headers import (
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
 
-__all__ = ["ROUTE_WAIT", "AdminProcessor"]
-
-#: How long a topic's creation waits for the name servers to take its route (seconds).
-ROUTE_WAIT = 3.0
+__all__ = ["AdminProcessor"]
 
 
 def _json(obj: Any) -> bytes:
@@ -74,8 +69,8 @@ class AdminProcessor:
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Create or change a topic, and answer once the name servers have its route (as
         RocketMQ's broker registers before it answers): a producer that sends right after
-        finds the topic's own queues, not the default route's. A name server that does not
-        answer within :data:`ROUTE_WAIT` seconds is left to the registrar's retries."""
+        finds the topic's own queues, not the default route's
+        (:meth:`~tidemq.broker.context.BrokerContext.routes_published`)."""
         h = parse_header(CreateTopicRequestHeader, cmd)
         why = validate_topic(h.topic)
         if why is not None:
@@ -108,10 +103,7 @@ class AdminProcessor:
                          topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
                          order=h.order, attributes=attrs)
         if self.ctx.topics.upsert(tc):
-            published = self.ctx.topics_changed()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(ROUTE_WAIT):
-                    await asyncio.gather(*(asyncio.shield(done) for done in published))
+            await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -3,6 +3,8 @@ CHECK_CLIENT_CONFIG (46): client registration and group membership (remoting.md 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from tidemq.broker.clients import ClientChannel
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.decode import decoded
@@ -26,25 +28,31 @@ class ClientProcessor:
         reg(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
         reg(RequestCode.CHECK_CLIENT_CONFIG, lambda conn, cmd: cmd.response())
 
-    def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Register the client's producers and consumers. A consumer group's first
+        heartbeat creates its retry topic, and is answered once the name servers have that
+        topic's route (as RocketMQ's broker registers it before it answers): the consumer's
+        start then finds every topic it reads."""
         data = decoded(lambda: decode_body(cmd.body, HeartbeatData), "bad heartbeat: ")
         ctx = self.ctx
         for producer in data.producer_data_set:
             ctx.producers.register(producer.group_name,
                                    ClientChannel(data.client_id, conn, cmd.language, cmd.version))
         changed_groups = []
+        published: list[Awaitable[None]] = []
         for consumer in data.consumer_data_set:
             group = consumer.group_name
             ctx.subscription_groups.ensure(group)
             retry = RETRY_PREFIX + group
             if ctx.topics.get(retry) is None:
                 ctx.topics.create_on_send(retry, retry, 1)
-                ctx.topics_changed()
+                published += ctx.topics_changed()
             channel = ClientChannel(data.client_id, conn, cmd.language, cmd.version)
             if ctx.consumers.register(consumer, channel):
                 changed_groups.append(group)
         for group in changed_groups:
             ctx.notify_consumer_ids_changed(group)
+        await ctx.routes_published(published)
         return cmd.response(ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "true",
                                         "IS_SUB_CHANGE": "true"})
 

@@ -3,7 +3,6 @@ real two-broker cluster; every mutation is read back."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -357,23 +356,14 @@ def test_split_check_names_overlaps_and_gaps() -> None:
     assert problems == ["T/b/0 held by c1, c2", "T/b/1 held by nobody"]
 
 
-def _status(cluster: ThreadedCluster, group: str) -> dict[str, Any]:
-    """``consumerStatus -g group``, or ``{}`` while it fails: a consumer just started may
-    not have its retry topic routed yet (the broker registers it soon after the group's
-    first heartbeat), and the command then answers TOPIC_NOT_EXIST."""
-    result = runner.invoke(app, ["admin", "consumerStatus", "-g", group, "-n",
-                                 cluster.namesrv, "--json"])
-    return json.loads(result.stdout) if result.exit_code == 0 else {}
-
-
 def test_consumer_status_of_a_push_consumer(cluster: ThreadedCluster) -> None:
     create(cluster, "GrpPushTopic", 2)
     consumer = PushConsumer("GrpPushGroup", cluster.namesrv, listener=_consumed)
     consumer.subscribe("GrpPushTopic")
     cluster.call(consumer.start())
     try:
-        got = eventually(lambda: _status(cluster, "GrpPushGroup"),
-                         lambda s: s.get("rebalanceOk") is True)
+        got = eventually(lambda: admin(cluster, "consumerStatus", "-g", "GrpPushGroup"),
+                         lambda s: s["rebalanceOk"] is True)
         [info] = got["consumers"].values()
         held = {(q["brokerName"], q["queueId"]) for q in info["mqTable"]}
         assert held == {(b, i) for b in ("broker-a", "broker-b") for i in (0, 1)}
@@ -418,8 +408,8 @@ def test_consumer_status_of_a_java_consumer(cluster: ThreadedCluster) -> None:
 
     consumer.instance.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, as_java)
     try:
-        got = eventually(lambda: _status(cluster, "GrpJavaGroup"),
-                         lambda s: s.get("rebalanceOk") is True)
+        got = eventually(lambda: admin(cluster, "consumerStatus", "-g", "GrpJavaGroup"),
+                         lambda s: s["rebalanceOk"] is True)
         assert got["rebalanceOk"] is True, got["problems"]
         [info] = got["consumers"].values()
         assert sorted((q["topic"], q["brokerName"], q["queueId"], q["commitOffset"])

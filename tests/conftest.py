@@ -10,11 +10,18 @@ Expected failures (``xfail``) are not skips and are left alone.
 Also: no test keeps a controller's Raft log in the real home directory (a controller
 without ``controllerStorePath`` keeps it under ``~/tidemq/controller``); every test that
 starts one gives it a temporary directory, or a temporary ``HOME`` to a child process.
+
+And: ``make unit`` keeps the tests' files on a tmpfs where the machine has room for them.
+A test of what a disk's page cache does (pages clean until written, written back by a
+flush) takes :func:`disk_path` instead of ``tmp_path``: on a tmpfs every page is memory,
+resident and dirty from the start.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -168,3 +175,43 @@ def tls_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     from tests.tls_certs import make_certs
 
     return make_certs(tmp_path_factory.mktemp("tls"))
+
+
+def disk_tmp() -> Path:
+    """Where :func:`disk_path` makes its directories: ``TEST_DISK_TMP``, else ``/var/tmp``
+    (on a disk where ``/tmp`` may be a tmpfs)."""
+    return Path(os.environ.get("TEST_DISK_TMP") or "/var/tmp")
+
+
+#: Filesystems whose files are memory, with no disk and no writeback behind them.
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+
+
+def filesystem_type(path: Path) -> str:
+    """The type (``ext4``, ``tmpfs``...) of the filesystem holding ``path``: the mount in
+    ``/proc/self/mountinfo`` with its device number; ``""`` if none has it (a btrfs
+    subvolume, for one)."""
+    dev = os.stat(path).st_dev
+    device = f"{os.major(dev)}:{os.minor(dev)}"
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == device:
+            return fields[fields.index("-") + 1]
+    return ""
+
+
+@pytest.fixture
+def disk_path() -> Iterator[Path]:
+    """A fresh directory on a disk (under :func:`disk_tmp`), removed after the test, for
+    tests of the page cache in front of a disk; skipped (a failure under CI) where that
+    directory is on a tmpfs."""
+    base = disk_tmp()
+    kind = filesystem_type(base)
+    if kind in MEMORY_FILESYSTEMS:
+        pytest.skip(f"needs a directory on a disk, and {base} is on a {kind}: "
+                    "set TEST_DISK_TMP to one")
+    path = Path(tempfile.mkdtemp(prefix="tidemq-disk-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -167,11 +167,12 @@ def _mapping_kib(path: Path) -> dict[str, int]:
     return fields
 
 
-def test_the_warmer_maps_pages_ahead_without_dirtying_them(tmp_path: Path) -> None:
+def test_the_warmer_maps_pages_ahead_without_dirtying_them(disk_path: Path) -> None:
     """A dirty zero page ahead of the writer is written to disk by the next flush, then
     write-protected, so the records later written into it fault again and are written a
-    second time: the warmer leaves the pages it pre-faults clean."""
-    log = CommitLog(StoreLayout(tmp_path), 4 << 20, warm_ahead=1 << 20)
+    second time: the warmer leaves the pages it pre-faults clean. (On a disk: a tmpfs's
+    pages are dirty from the start.)"""
+    log = CommitLog(StoreLayout(disk_path), 4 << 20, warm_ahead=1 << 20)
     log.WARM_CHUNK = 1 << 20
     try:
         seg = log.new_segment(0)

@@ -11,6 +11,11 @@ been read then, so starting the same query again from its checkpoint loses and r
 nothing: :func:`start_stream` does that, up to ``spark.tidemq.streamStartAttempts``
 times in all (default 3). Any other failure is left to the caller, as
 ``DataStreamWriter.start()`` leaves it.
+
+The missed start leaves the checkpoint's ``offsets`` directory behind, empty. Sinks
+that cannot resume from a checkpoint (the ``memory`` sink in append mode) refuse to
+start once that directory exists, so an empty one is removed before the next start;
+one with a batch in it is never touched (nothing is read before the runner connects).
 """
 
 from __future__ import annotations
@@ -52,7 +57,23 @@ def start_stream(writer: DataStreamWriter, *, attempts: int | None = None) -> St
         log.warning("streaming query %s: Spark gave up waiting for its source's Python "
                     "process to connect (start %d of %d); starting it again from its "
                     "checkpoint", query.name or query.id, attempt, tries)
+        _drop_empty_offsets(query)
     raise AssertionError("unreachable")
+
+
+def _drop_empty_offsets(query: StreamingQuery) -> None:
+    """Remove the checkpoint's ``offsets`` directory of ``query`` if it holds no batch
+    (on whichever file system the checkpoint lives)."""
+    session = SparkSession.getActiveSession()
+    jvm = session._jvm if session is not None else None
+    if session is None or jvm is None:
+        return
+    # the checkpoint's root is not in pyspark's API: the JVM query's
+    root = query._jsq.streamingQuery().resolvedCheckpointRoot()
+    offsets = jvm.org.apache.hadoop.fs.Path(root, "offsets")
+    fs = offsets.getFileSystem(session._jsc.hadoopConfiguration())
+    if fs.exists(offsets) and len(fs.listStatus(offsets)) == 0:
+        fs.delete(offsets, False)
 
 
 def _configured_attempts() -> int:

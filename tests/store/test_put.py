@@ -29,6 +29,7 @@ def test_put_returns_offsets_and_sizes(open_store: OpenStore) -> None:
     assert list(c.sizes) == sizes_c
     assert list(c.phys_offsets) == [base, base + sizes_c[0], base + sizes_c[0] + sizes_c[1]]
     assert d.queue_offset == 2 and list(d.phys_offsets) == [base + sum(sizes_c)]
+    assert [r.stored_bytes for r in (a, b, c, d)] == [sum(r.sizes) for r in (a, b, c, d)]
     assert a.wait_durable() is PutStatus.PUT_OK  # ASYNC_FLUSH: nothing to wait for
     # The stored records carry exactly those offsets and the returned store time.
     for result in (a, b, c, d):

@@ -101,6 +101,7 @@ def test_columns_store_what_the_list_stores(stores: tuple[MessageStore, MessageS
         assert (a.queue_offset, list(a.phys_offsets), list(a.sizes), a.store_timestamp) == (
             b.queue_offset, list(b.phys_offsets), list(b.sizes), b.store_timestamp)
         assert _stored(columns, a) == _stored(listed, b)
+        assert a.stored_bytes == b.stored_bytes == sum(a.sizes)
     for store in stores:
         assert store.dispatcher is not None and store.dispatcher.drain()
     got = [store.get(topic, 2, 0, 1000) for store in stores]

@@ -38,6 +38,14 @@ class PutResult(NamedTuple):
         return len(self.phys_offsets)
 
     @property
+    def stored_bytes(self) -> int:
+        """Bytes of the records stored: one put's records lie end to end in the log, so
+        this is where the last ends less where the first begins (no sum over a batch's
+        sizes)."""
+        phys = self.phys_offsets
+        return phys[-1] + self.sizes[-1] - phys[0]
+
+    @property
     def durable(self) -> concurrent.futures.Future[FlushStatus] | None:
         """SYNC_FLUSH: a future completed with the flush status (the same object on each
         access); ``None`` under ASYNC_FLUSH or without ``wait_flush``."""

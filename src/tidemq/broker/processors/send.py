@@ -743,7 +743,7 @@ class SendProcessor:
                     born_host=born, reconsume_times=reconsume, wait_flush=False)
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        self.ctx.stats.on_put(topic, result.count, sum(result.sizes))
+        self.ctx.stats.on_put(topic, result.count, result.stored_bytes)
         if h is not None and topic == HALF_TOPIC:
             self.ctx.transactions.prepared(result, text)
         if plain:

@@ -47,14 +47,16 @@ _I16 = struct.Struct(">h")
 _FOUR_INTS = struct.Struct("=4i")
 _INT32_MIN, _INT32_MAX = INT32
 _LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
+#: What a :class:`PlainText` value is put between (``value.join(_QUOTES)``).
+_QUOTES = ('"', '"')
 
 
 
 def _plain_json(value: object) -> msgspec.Raw:
     """The JSON text of a :class:`PlainText` value: its characters between quotes, none
     of them needing an escape."""
-    if type(value) is PlainText:
-        return msgspec.Raw(f'"{value}"')
+    if type(value) is PlainText:  # one join: a format would copy the str subclass first
+        return msgspec.Raw(value.join(_QUOTES))
     raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
 
 

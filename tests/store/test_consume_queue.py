@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from tidemq.errors import QueueGap
 from tidemq.formats.hashing import tags_code
+from tidemq.store import consume_queue
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_UNIT, ConsumeQueue
 from tidemq.store.layout import StoreLayout
 
@@ -211,3 +213,84 @@ def test_small_appends_write_the_bytes_of_one_array_append(
         parts.append(start + a, phys[a:b], sizes[a:b], tags[a:b])
     assert [bytes(f.mm[:f.wrote]) for f in parts.files] == [
         bytes(f.mm[:f.wrote]) for f in whole.files]
+
+
+def test_the_compiled_run_entries_are_built_and_used() -> None:
+    """The C module is built wherever the project runs; a silent fallback would hide a
+    slower dispatch thread."""
+    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
+        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy twin only")
+    from tidemq.formats import _crecords
+
+    assert consume_queue.NATIVE_RUN_ENTRIES
+    assert consume_queue.run_entries is _crecords.queue_entries
+
+
+@settings(max_examples=300, deadline=None)
+@given(start=st.integers(0, 2**62), step=st.integers(1, 2**20), n=st.integers(0, 300),
+       size=st.integers(-2**31, 2**31 - 1), tags=st.integers(-2**63, 2**63 - 1))
+def test_run_entries_are_the_entries_packed_one_by_one(start: int, step: int, n: int,
+                                                       size: int, tags: int) -> None:
+    """The compiled run and its numpy twin write each entry as the format packs it."""
+    expected = b"".join(struct.pack(">qiq", start + i * step, size, tags) for i in range(n))
+    assert consume_queue.py_run_entries(start, step, n, size, tags) == expected
+    assert consume_queue.run_entries(start, step, n, size, tags) == expected
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 60), size=st.integers(1, 4096), tags=st.integers(-2**63, 2**63 - 1),
+       base=st.integers(0, 2**40), skip=st.integers(0, 70), start=st.integers(0, 9))
+def test_a_uniform_run_appends_the_bytes_of_its_listed_entries(
+        tmp_path_factory: pytest.TempPathFactory, n: int, size: int, tags: int, base: int,
+        skip: int, start: int) -> None:
+    """A uniform batch's columns (a range of offsets, one size and one tags code repeated)
+    append what the same entries given as lists append, entries dispatched again
+    included."""
+    phys = range(base, base + n * size, size)
+    listed = make_cq(tmp_path_factory.mktemp("listed"))
+    run = make_cq(tmp_path_factory.mktemp("run"))
+    for cq, offsets in ((listed, list(phys)), (run, phys)):
+        assert cq.append(start, offsets, [size] * n, [tags] * n) == start + n
+        again = min(skip, n - 1)  # a re-dispatch from entry ``again`` on: skipped
+        assert cq.append(start + again, offsets[again:], [size] * (n - again),
+                         [tags] * (n - again)) == start + n
+    assert [bytes(f.mm[:f.wrote]) for f in run.files] == [
+        bytes(f.mm[:f.wrote]) for f in listed.files]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=5),
+       gaps=st.lists(st.integers(0, 5000), min_size=5, max_size=5),
+       size=st.integers(1, 4096), tags=st.integers(-2**63, 2**63 - 1),
+       base=st.integers(0, 2**40), start=st.integers(0, 9), again=st.integers(0, 3))
+def test_runs_append_the_bytes_of_their_listed_entries(
+        tmp_path_factory: pytest.TempPathFactory, lengths: list[int], gaps: list[int],
+        size: int, tags: int, base: int, start: int, again: int) -> None:
+    """A round's uniform batches to one queue (runs of offsets, apart in the log) append
+    what their entries as lists append: into an empty queue, after earlier entries,
+    across files, and again (a re-dispatch after a crash, skipped)."""
+    runs, at = [], base
+    for n, gap in zip(lengths, gaps, strict=False):
+        runs.append(range(at, at + n * size, size))
+        at += n * size + gap
+    phys = [p for r in runs for p in r]
+    total = len(phys)
+    listed = make_cq(tmp_path_factory.mktemp("listed"))
+    run = make_cq(tmp_path_factory.mktemp("run"))
+    for offset in (start, start + total):  # the second round continues the first
+        shift = 0 if offset == start else at + size - base
+        moved = [range(r.start + shift, r.stop + shift, r.step) for r in runs]
+        assert listed.append(offset, [p + shift for p in phys], [size] * total,
+                             [tags] * total) == offset + total
+        assert run.append_runs(offset, moved, size, tags) == offset + total
+    first = runs[min(again, len(runs) - 1):]  # the first round dispatched again, in part
+    done = start + total
+    assert run.append_runs(start + total - sum(map(len, first)), first, size, tags) == (
+        done + total)
+    assert run.max_offset == listed.max_offset
+    assert [bytes(f.mm[:f.wrote]) for f in run.files] == [
+        bytes(f.mm[:f.wrote]) for f in listed.files]
+    with pytest.raises(QueueGap):
+        run.append_runs(done + total + 1, [range(10**13, 10**13 + size, size)], size, tags)

@@ -7,11 +7,13 @@ fixed-offset fields; in Python each costs a numpy call per column or a call per 
 These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
 send_fields a send header's numbers, link_index_entries and key_hashes chain and
-hash the key index's entries on the dispatch thread, and decode_plain_messages turns the
+hash the key index's entries on the dispatch thread, queue_entries writes the consume-queue
+entries of a run of records there, and decode_plain_messages turns the
 plain records of a pull body into a consumer's messages. Every one has a pure-Python twin
 in tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
 send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py;
-key_hashes: tidemq/store/index_keys.py; decode_plain_messages:
+key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/queue_entries.py;
+decode_plain_messages:
 tidemq/formats/record/messages.py), the fallback when this module is not built, and the
 tests compare the two.
 
@@ -292,6 +294,41 @@ static PyObject *offset_ids(PyObject *self, PyObject *args) {
         p += 16;
     }
     return s;
+}
+
+/* queue_entries(start, step, n, size, tags) -> bytes
+
+   Consume-queue entries of n records at physical offsets start + i * step, each of size
+   bytes and tags code tags: for each, the offset (8 bytes), the size (4) and the tags
+   code (8), big-endian, 20 bytes an entry (tidemq/store/consume_queue.py's CQ_DTYPE). */
+static PyObject *queue_entries(PyObject *self, PyObject *args) {
+    long long start, step, tags;
+    Py_ssize_t n;
+    int size;
+    if (!PyArg_ParseTuple(args, "LLniL", &start, &step, &n, &size, &tags))
+        return NULL;
+    if (n < 0 || n > PY_SSIZE_T_MAX / 20) {
+        PyErr_Format(PyExc_ValueError, "queue_entries: %zd entries", n);
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 20);
+    if (out == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char rest[12]; /* the size and tags code every entry repeats */
+    put_be32(rest, (uint32_t)size);
+    put_be64(rest + 4, (uint64_t)tags);
+    uint64_t phys = (uint64_t)start;
+    for (Py_ssize_t i = 0; i < n; i++, p += 20, phys += (uint64_t)step) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t be = __builtin_bswap64(phys);
+        memcpy(p, &be, 8);
+#else
+        put_be64(p, phys);
+#endif
+        memcpy(p + 8, rest, 12);
+    }
+    return out;
 }
 
 /* The body CRC: zlib's CRC-32, computed by carry-less multiplication where the CPU has
@@ -1476,6 +1513,7 @@ static PyMethodDef methods[] = {
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
     {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
+    {"queue_entries", queue_entries, METH_VARARGS, "Consume-queue entries of a run."},
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
     {"inner_facts", inner_facts, METH_VARARGS, "An inner batch send's facts, or None."},
     {"send_fields", send_fields, METH_VARARGS, "A plain send header's fields, or None."},

@@ -238,7 +238,14 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                             if len(g.phys) == 1
                             else cq.append(g.queue_offset, g.phys, g.sizes, g.tags))
             continue
-        touched[key] = cq.append(group[0].queue_offset, _joined([g.phys for g in group]),
+        phys = [g.phys for g in group]
+        size, tags = _one_value([g.sizes for g in group]), _one_value([g.tags for g in group])
+        runs = [p for p in phys if type(p) is range]
+        if size is not None and tags is not None and len(runs) == len(phys):
+            # uniform batches: their entries made a batch a call, without numpy
+            touched[key] = cq.append_runs(group[0].queue_offset, runs, size, tags)
+            continue
+        touched[key] = cq.append(group[0].queue_offset, _joined(phys),
                                  _joined([g.sizes for g in group]),
                                  _joined([g.tags for g in group]))
     if queues.lmq is not None:
@@ -296,6 +303,19 @@ def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> N
             index.put_keys(topic, keys, phys_off, ts)  # type: ignore[arg-type]
 
 
+def _one_value(parts: list[Sequence[int]]) -> int | None:
+    """The one value every part repeats (the record size and tags code of uniform
+    batches), or ``None``. A uniform batch's column repeats one int object, which
+    ``count`` then compares by identity, not by value."""
+    first = parts[0][0] if parts[0] else None
+    if first is None:
+        return None
+    for p in parts:
+        if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
+            return None
+    return first
+
+
 def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
     """One queue's column from its batches: int64 when ranges (a put_batch's physical
     offsets) make numpy the cheap way, else one list -- of one int object when every
@@ -305,13 +325,9 @@ def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
         return np.concatenate([np.arange(p.start, p.stop, p.step, dtype=np.int64)
                                if type(p) is range else np.asarray(p, dtype=np.int64)
                                for p in parts])  # type: ignore[return-value]
-    first = parts[0][0] if parts[0] else None
+    first = _one_value(parts)
     if first is not None:
-        for p in parts:
-            if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
-                break
-        else:
-            return [first] * sum(map(len, parts))
+        return [first] * sum(map(len, parts))
     out: list[int] = []
     for p in parts:
         out += p

@@ -310,9 +310,9 @@ def _one_value(parts: list[Sequence[int]]) -> int | None:
     first = parts[0][0] if parts[0] else None
     if first is None:
         return None
-    for p in parts:
-        if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
-            return None
+    # every item of every part equals the first: counted by C loops, not a loop a part
+    if sum(map(operator.methodcaller("count", first), parts)) != sum(map(len, parts)):
+        return None
     return first
 
 

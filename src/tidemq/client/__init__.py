@@ -24,67 +24,7 @@ the reader: :mod:`tidemq.client.records`. The other modules behind these names a
 private.
 """
 
-from tidemq.client.admin import AdminClient, BrokerInfo, ConsumerOffset, QueueStatus
-from tidemq.client.allocate import (
-    AllocateStrategy,
-    allocate_averagely,
-    allocate_by_circle,
-    allocate_consistent_hash,
-    consistent_hash,
-)
-from tidemq.client.batching import AutoBatchProducer
-from tidemq.client.blocking import (
-    BlockingLmqPullConsumer,
-    BlockingProducer,
-    BlockingPullConsumer,
-    BlockingRouteCache,
-)
-from tidemq.client.blocking_transactions import BlockingTransactionProducer
-from tidemq.client.config import ClientConfig
-from tidemq.client.consumer import PullConsumer
-from tidemq.client.errors import (
-    BufferFullError,
-    ClientClosedError,
-    ClientError,
-    DeliveryError,
-    InvalidMessageError,
-    InvalidPropertyError,
-    InvalidTopicError,
-    MessageNotFoundError,
-    MessageTooBigError,
-    NoRouteError,
-    UnknownClusterError,
-)
-from tidemq.client.instance import ClientInstance
-from tidemq.client.listener import AsyncListener, BlockingListener, ConsumeStatus
-from tidemq.client.lmq import LmqMessage, lmq_message, lmq_offsets, send_to_lmqs
-from tidemq.client.lmq_consumer import LmqConsumer, LmqPullResult
-from tidemq.client.message_batch import MessageBatch
-from tidemq.client.producer import Producer
-from tidemq.client.pull import PullResult
-from tidemq.client.push_consumer import PushConsumer, ThreadedPushConsumer
-from tidemq.client.push_options import PushOptions
-from tidemq.client.queue_types import QueueType
-from tidemq.client.rebalance import QueueState, RebalancePlan, RebalanceStats
-from tidemq.client.routes import RouteCache
-from tidemq.client.selector import QueueSelector, select_by_key, select_round_robin
-from tidemq.client.sending import BatchCompression
-from tidemq.client.subscription import Subscription
-from tidemq.client.topic_route import TopicRoute
-from tidemq.client.transaction_producer import (
-    LocalTransactionState,
-    TransactionProducer,
-    TransactionSendResult,
-)
-from tidemq.codec.bodies import ConsumeFromWhere
-from tidemq.types import (
-    Message,
-    MessageExt,
-    MessageQueue,
-    PullStatus,
-    SendResult,
-    SendStatus,
-)
+from tidemq.lazy import exports
 
 __all__ = [
     "AdminClient",
@@ -153,3 +93,67 @@ __all__ = [
     "select_round_robin",
     "send_to_lmqs",
 ]
+
+__getattr__ = exports(__name__, {
+    "tidemq.client.admin": ("AdminClient", "BrokerInfo", "ConsumerOffset", "QueueStatus"),
+    "tidemq.client.allocate": (
+        "AllocateStrategy",
+        "allocate_averagely",
+        "allocate_by_circle",
+        "allocate_consistent_hash",
+        "consistent_hash",
+    ),
+    "tidemq.client.batching": ("AutoBatchProducer",),
+    "tidemq.client.blocking": (
+        "BlockingLmqPullConsumer",
+        "BlockingProducer",
+        "BlockingPullConsumer",
+        "BlockingRouteCache",
+    ),
+    "tidemq.client.blocking_transactions": ("BlockingTransactionProducer",),
+    "tidemq.client.config": ("ClientConfig",),
+    "tidemq.client.consumer": ("PullConsumer",),
+    "tidemq.client.errors": (
+        "BufferFullError",
+        "ClientClosedError",
+        "ClientError",
+        "DeliveryError",
+        "InvalidMessageError",
+        "InvalidPropertyError",
+        "InvalidTopicError",
+        "MessageNotFoundError",
+        "MessageTooBigError",
+        "NoRouteError",
+        "UnknownClusterError",
+    ),
+    "tidemq.client.instance": ("ClientInstance",),
+    "tidemq.client.listener": ("AsyncListener", "BlockingListener", "ConsumeStatus"),
+    "tidemq.client.lmq": ("LmqMessage", "lmq_message", "lmq_offsets", "send_to_lmqs"),
+    "tidemq.client.lmq_consumer": ("LmqConsumer", "LmqPullResult"),
+    "tidemq.client.message_batch": ("MessageBatch",),
+    "tidemq.client.producer": ("Producer",),
+    "tidemq.client.pull": ("PullResult",),
+    "tidemq.client.push_consumer": ("PushConsumer", "ThreadedPushConsumer"),
+    "tidemq.client.push_options": ("PushOptions",),
+    "tidemq.client.queue_types": ("QueueType",),
+    "tidemq.client.rebalance": ("QueueState", "RebalancePlan", "RebalanceStats"),
+    "tidemq.client.routes": ("RouteCache",),
+    "tidemq.client.selector": ("QueueSelector", "select_by_key", "select_round_robin"),
+    "tidemq.client.sending": ("BatchCompression",),
+    "tidemq.client.subscription": ("Subscription",),
+    "tidemq.client.topic_route": ("TopicRoute",),
+    "tidemq.client.transaction_producer": (
+        "LocalTransactionState",
+        "TransactionProducer",
+        "TransactionSendResult",
+    ),
+    "tidemq.codec.bodies": ("ConsumeFromWhere",),
+    "tidemq.types": (
+        "Message",
+        "MessageExt",
+        "MessageQueue",
+        "PullStatus",
+        "SendResult",
+        "SendStatus",
+    ),
+})

@@ -11,20 +11,7 @@ Bytes in, commands out, and back; no asyncio, no sockets, no clock.
   with :mod:`~tidemq.codec.compression` and :mod:`~tidemq.codec.uniqkey`.
 """
 
-from tidemq.codec.command import (
-    FLAG_ONEWAY,
-    FLAG_RESPONSE,
-    LanguageCode,
-    RemotingCommand,
-    RequestCode,
-    ResponseCode,
-    SerializeType,
-)
-from tidemq.codec.compression import CompressionType
-from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_command, frame_bytes
-from tidemq.codec.message import SendOptions, batch_send_request, decode_messages, send_request
-from tidemq.codec.schema import Header, HeaderFieldError
-from tidemq.codec.uniqkey import UniqKeyGenerator
+from tidemq.lazy import exports
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -47,3 +34,30 @@ __all__ = [
     "frame_bytes",
     "send_request",
 ]
+
+__getattr__ = exports(__name__, {
+    "tidemq.codec.command": (
+        "FLAG_ONEWAY",
+        "FLAG_RESPONSE",
+        "LanguageCode",
+        "RemotingCommand",
+        "RequestCode",
+        "ResponseCode",
+        "SerializeType",
+    ),
+    "tidemq.codec.compression": ("CompressionType",),
+    "tidemq.codec.frame": (
+        "DEFAULT_MAX_FRAME_SIZE",
+        "FrameDecoder",
+        "encode_command",
+        "frame_bytes",
+    ),
+    "tidemq.codec.message": (
+        "SendOptions",
+        "batch_send_request",
+        "decode_messages",
+        "send_request",
+    ),
+    "tidemq.codec.schema": ("Header", "HeaderFieldError"),
+    "tidemq.codec.uniqkey": ("UniqKeyGenerator",),
+})

@@ -7,19 +7,7 @@
 * :func:`map_exceptions` / :func:`network_errors` -- socket errors become TideMQ errors.
 """
 
-from tidemq.net.address import format_address, parse_address
-from tidemq.net.blocking import BlockingClient
-from tidemq.net.client import RemotingClient
-from tidemq.net.connection import (
-    DEFAULT_IDLE_SECONDS,
-    CloseCallback,
-    Connection,
-    ConnState,
-    RequestHandler,
-)
-from tidemq.net.dispatcher import Dispatcher, Processor
-from tidemq.net.errors import ExceptionMapping, map_exceptions, network_errors
-from tidemq.net.server import RemotingServer
+from tidemq.lazy import exports
 
 __all__ = [
     "DEFAULT_IDLE_SECONDS",
@@ -38,3 +26,19 @@ __all__ = [
     "network_errors",
     "parse_address",
 ]
+
+__getattr__ = exports(__name__, {
+    "tidemq.net.address": ("format_address", "parse_address"),
+    "tidemq.net.blocking": ("BlockingClient",),
+    "tidemq.net.client": ("RemotingClient",),
+    "tidemq.net.connection": (
+        "DEFAULT_IDLE_SECONDS",
+        "CloseCallback",
+        "Connection",
+        "ConnState",
+        "RequestHandler",
+    ),
+    "tidemq.net.dispatcher": ("Dispatcher", "Processor"),
+    "tidemq.net.errors": ("ExceptionMapping", "map_exceptions", "network_errors"),
+    "tidemq.net.server": ("RemotingServer",),
+})

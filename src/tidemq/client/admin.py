@@ -47,7 +47,6 @@ from tidemq.client.errors import (
     UnknownClusterError,
 )
 from tidemq.client.instance import ClientInstance
-from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.role import InstanceRole
 from tidemq.client.stamps import now_ms
 from tidemq.client.subscription import Subscription
@@ -351,6 +350,9 @@ class AdminClient(InstanceRole):
 
     async def message_at(self, queue: MessageQueue, offset: int) -> MessageExt:
         """The message at ``offset`` of ``queue`` (a one-message pull)."""
+        # here: the pull reader loads numpy's columns, which no other admin call needs
+        from tidemq.client.pull import pull_request, read_pull_response
+
         addr = await self.instance.master_address(queue)
         sub = Subscription.parse(queue.topic)
         cmd = pull_request(TOOLS_CONSUMER_GROUP, queue, offset, max_nums=1, subscription=sub)

@@ -22,7 +22,7 @@ from typing import Annotated, cast
 from tidemq.codec.command import RequestCode
 from tidemq.codec.schema import I64, Header, Key
 from tidemq.errors import RemoteProtocolError
-from tidemq.formats.record.loops import compiled
+from tidemq.formats.record.native import compiled
 
 __all__ = [
     "REQUEST_HEADERS",

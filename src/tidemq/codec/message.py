@@ -36,8 +36,6 @@ import dataclasses
 import struct
 from collections.abc import Sequence
 
-import numpy as np
-
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import (
     COMPRESSED,
@@ -226,6 +224,8 @@ class _Decoder:
         :func:`~tidemq.formats.batch.uniform_layout`): fields at fixed offsets, the flags
         gathered in one go, the property texts checked in one go when they are ASCII
         (they nearly always are) and decoded only when read."""
+        import numpy as np  # here: decoding a plain pull body (or none) needs no numpy
+
         size, blen = layout
         n = len(data) // size
         props_at = ENTRY_OVERHEAD + blen

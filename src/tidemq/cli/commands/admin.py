@@ -76,18 +76,11 @@ from tidemq.cli.commands.admin_resend import (
     wants_resend,
 )
 from tidemq.cli.commands.logical import create_logical_topic
-from tidemq.client import (
-    AdminClient,
-    ConsumeFromWhere,
-    Message,
-    MessageExt,
-    MessageQueue,
-    Producer,
-    PullConsumer,
-)
+from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.codec.headers import parse_attributes
 from tidemq.errors import TideMQError
+from tidemq.types import MessageExt, MessageQueue
 
 __all__ = ["app"]
 
@@ -470,6 +463,8 @@ def send_message(
     props = {k: v for k, v in (("KEYS", keys), ("TAGS", tags)) if v}
 
     async def send(admin: AdminClient) -> Any:
+        from tidemq.client import Message, Producer  # the other commands send nothing
+
         async with Producer(TOOLS_PRODUCER, instance=admin.instance) as producer:
             return await producer.send(Message(topic, body.encode("utf-8"), props), queue=queue)
 
@@ -515,6 +510,8 @@ def consume_message(
                   markup=False)
 
     async def consume(admin: AdminClient) -> list[MessageExt]:
+        from tidemq.client import ConsumeFromWhere, PullConsumer  # nor consume
+
         consumer = PullConsumer(group, instance=admin.instance,
                                 consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         await consumer.start()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -41,10 +41,12 @@ from tidemq.cli.commands.admin_common import (
 from tidemq.client import AdminClient, MessageQueue
 from tidemq.client import group_admin as ga
 from tidemq.client import maintenance_admin as ma
-from tidemq.client import probe as pr
 from tidemq.client import stats_admin as sa
 from tidemq.client.allocate import allocate_averagely
 from tidemq.client.config import DEFAULT_NAMESRV
+
+if TYPE_CHECKING:
+    from tidemq.client import probe as pr
 
 __all__ = ["register"]
 
@@ -125,6 +127,8 @@ def send_msg_status(
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Time sends to a broker's own topic (named as the broker), one at a time."""
+    from tidemq.client import probe as pr  # a producer: the probes only
+
     probes = run_admin(namesrv, lambda admin: pr.probe_sends(admin, broker, count + 1, size))
     probes = probes[1:]  # the first, 16 bytes upstream, only opens the way
     if json_out:
@@ -145,6 +149,8 @@ def check_msg_send_rt(
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Time sends to a topic, queue after queue; the average leaves the first out."""
+    from tidemq.client import probe as pr
+
     probes = run_admin(namesrv, lambda admin: pr.probe_sends(admin, topic, amount, size,
                                                               round_robin=True))
     avg = pr.average_ms(probes)
@@ -173,6 +179,8 @@ def cluster_rt(
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Time sends to every broker (its own topic) of each cluster."""
+    from tidemq.client import probe as pr
+
     as_log = parse_bool(print_log, "-p")
 
     async def measure(admin: AdminClient) -> list[dict[str, Any]]:

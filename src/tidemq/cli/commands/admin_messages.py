@@ -40,7 +40,6 @@ from tidemq.cli.commands.admin_resend import (
     wants_resend,
 )
 from tidemq.client import AdminClient, MessageExt, MessageQueue
-from tidemq.client import message_scan as scan
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.client.errors import MessageNotFoundError
 
@@ -103,6 +102,8 @@ def _window(begin: str | None, end: str | None) -> tuple[int | None, int | None]
 async def _read(admin: AdminClient, queues: list[MessageQueue], expression: str,
                 begin_ms: int | None, end_ms: int | None
                 ) -> list[tuple[MessageQueue, int, int, list[MessageExt]]]:
+    from tidemq.client import message_scan as scan  # its pull reader loads numpy
+
     out = []
     for queue in sorted(queues, key=lambda q: (q.broker_name, q.queue_id)):
         start, end = await scan.queue_range(admin, queue, begin_ms, end_ms)

@@ -45,11 +45,9 @@ from __future__ import annotations
 import functools
 import mmap
 import operator
-import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +60,7 @@ from tidemq.formats.batch import (
     ENTRY_OFF_TOTAL_SIZE,
     ENTRY_OVERHEAD,
 )
+from tidemq.formats.record import native
 from tidemq.formats.record.decode import Record, decode_record
 from tidemq.formats.record.encode import encode_v4_joined
 from tidemq.formats.record.layout import (
@@ -72,6 +71,7 @@ from tidemq.formats.record.layout import (
     OFF_QUEUE_OFFSET,
     crc32,
 )
+from tidemq.formats.record.native import compiled
 
 __all__ = [
     "NATIVE",
@@ -314,14 +314,9 @@ _NATIVE_NAMES = ("fill_records", "patch_records", "uniform_entries", "offset_ids
 
 
 def _native() -> ModuleType | None:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        return None
-    try:
-        from tidemq.formats import _crecords
-    except ImportError:
-        return None
-    _check_native(_crecords)
-    return _crecords
+    if native.MODULE is not None:
+        _check_native(native.MODULE)
+    return native.MODULE
 
 
 def _check_native(mod: ModuleType) -> None:
@@ -391,7 +386,3 @@ tile_records: Callable[[bytearray | memoryview, Buffer, int], None] = getattr(
 write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)
 
 
-def compiled(name: str) -> Callable[..., object] | None:
-    """The compiled module's function ``name`` for a neighbour module that keeps its twin
-    (``None``: not built, ignored, or built from a source without it)."""
-    return cast("Callable[..., object] | None", getattr(_mod, name, None))

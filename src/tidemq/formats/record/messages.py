@@ -33,7 +33,7 @@ from tidemq.formats.record.layout import (
     body_crc,
     fixed_v4_with_hosts,
 )
-from tidemq.formats.record.loops import compiled
+from tidemq.formats.record.native import compiled
 from tidemq.types import MessageExt
 
 __all__ = ["DecodePlain", "decode_plain_messages", "py_decode_plain_messages"]

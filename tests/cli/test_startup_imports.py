@@ -1,0 +1,51 @@
+"""What a ``tidemq`` process imports before it does anything: every server, every admin
+call and every test that starts one pays for each module at start. A command loads what
+it runs, not the packages beside it (pydantic, numpy, the whole client or codec)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+#: Prints, at exit, which of these modules the run imported.
+_REPORT = ("import atexit, sys; atexit.register(lambda: print('loaded:', *sorted("
+           "m for m in {modules!r} if m in sys.modules), file=sys.stderr)); "
+           "from tidemq.cli.main import main; main()")
+
+
+def loaded(*args: str, modules: tuple[str, ...], code: int = 0) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", _REPORT.format(modules=modules), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == code, done.stderr
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("loaded:")]
+    return set(line.split()[1:])
+
+
+@pytest.mark.parametrize("command", ["broker", "namesrv", "controller", "standalone"])
+def test_a_server_commands_help_loads_no_server(command: str) -> None:
+    assert loaded(command, "--help", modules=(
+        "pydantic", "numpy", "msgspec", "tidemq.codec", "tidemq.net.server",
+        "tidemq.client", "tidemq.store")) == set()
+
+
+def test_admin_help_loads_no_pydantic_or_numpy() -> None:
+    assert loaded("admin", "--help", modules=("pydantic", "numpy")) == set()
+
+
+def test_an_admin_call_loads_no_producer_consumer_or_numpy() -> None:
+    """Nothing listens on port 1: the call fails at once, after the whole start."""
+    got = loaded("admin", "topicList", "-n", "127.0.0.1:1", code=1, modules=(
+        "pydantic", "numpy", "tidemq.client.producer", "tidemq.client.consumer",
+        "tidemq.client.push_consumer", "tidemq.client.pull"))
+    assert got == set()
+
+
+def test_a_name_server_loads_no_numpy() -> None:
+    """The name server and its controller decode headers, never records."""
+    code = ("import sys, tidemq.cli.commands.server, tidemq.namesrv.app, "
+            "tidemq.namesrv.controller; print('numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "False"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import pickle
 import typing
 from typing import Any
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from tests.codec.test_headers import field_values
 
 from tidemq.codec import controller, headers
-from tidemq.codec.schema import Header, Kind, _hints
+from tidemq.codec.schema import Header, Kind, _call_text, _hints
 
 
 def _all_headers() -> list[type[Header]]:
@@ -106,3 +107,31 @@ def test_a_schema_with_more_than_plain_fields_is_refused() -> None:
 
         class Listed(Header):
             names: str = dataclasses.field(default_factory=str)
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+def test_the_call_text_is_the_generated_inits_signature(cls: type[Header]) -> None:
+    """What documents a class without a docstring is what ``inspect.signature`` shows of
+    its generated ``__init__``."""
+    cls(**{s.name: "1" if s.kind is Kind.STR else 1 for s in cls.__schema__ if s.required})
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if f.default is not dataclasses.MISSING}
+    assert _call_text(cls.__schema__, defaults) == str(inspect.signature(cls))
+
+
+@pytest.mark.parametrize("first", ["init", "from_ext"])
+def test_a_classs_code_is_generated_by_its_first_use(first: str) -> None:
+    class Fresh(Header):
+        topic: str
+        queue_id: int = 0
+
+    assert Fresh.__doc__ == "Fresh(*, topic, queue_id=0)"
+    assert Fresh.__init__.__code__.co_filename != "<string>"  # not generated yet
+    if first == "init":
+        assert Fresh(topic="t", queue_id=3).to_ext() == {"topic": "t", "queueId": "3"}
+    else:
+        assert Fresh.from_ext({"topic": "t", "queueId": "3"}) == Fresh(topic="t", queue_id=3)
+    assert Fresh.__init__.__code__.co_filename == "<string>"
+    assert Fresh.from_ext({"topic": "u"}) == Fresh(topic="u")
+    with pytest.raises(TypeError, match="topic"):
+        Fresh()  # type: ignore[call-arg]

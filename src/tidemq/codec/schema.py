@@ -269,9 +269,11 @@ def _build_schema(cls: type[Header], overrides: Mapping[str, str | tuple[str, ..
 @dataclass_transform(frozen_default=True, kw_only_default=True)
 class Header:
     """Base of every custom header schema. Subclasses are frozen, keyword-only dataclasses
-    whose fields hold plain defaults; their schema, ``__init__`` and ``from_ext`` are made
-    once, when the class is created, and equality, hashing, ``repr`` and the refusal to
-    assign are this class's, over the schema's fields in declaration order (what
+    whose fields hold plain defaults; their schema is made once, when the class is
+    created, their ``__init__`` and ``from_ext`` once, when either is first called (a
+    process that never builds or decodes a header of a class does not generate its code),
+    and equality, hashing, ``repr`` and the refusal to assign are this class's, over the
+    schema's fields in declaration order (what
     ``dataclasses.dataclass(frozen=True, kw_only=True)`` would generate per class)."""
 
     __schema__: ClassVar[tuple[FieldSpec, ...]] = ()
@@ -283,11 +285,12 @@ class Header:
         dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)(cls)
         cls.__keys__ = {**cls.__keys__, **(keys or {})}
         cls.__schema__ = _build_schema(cls, cls.__keys__)
-        init, from_ext = _compile_methods(cls)
+        defaults = _plain_defaults(cls)
+        init, from_ext = _compiled_on_first_use(cls)
         cls.__init__ = init  # type: ignore[method-assign]
         cls.__from_ext__ = staticmethod(from_ext)  # type: ignore[attr-defined]
         if not documented:  # as the dataclass decorator documents a class without a docstring
-            cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
+            cls.__doc__ = cls.__name__ + _call_text(cls.__schema__, defaults)
 
     def _values(self) -> tuple[Any, ...]:
         return tuple([getattr(self, f.name) for f in self.__schema__])
@@ -319,8 +322,8 @@ class Header:
     def from_ext(cls, ext: Mapping[str, str]) -> Self:
         """Parse a command's ext fields; raises :class:`HeaderFieldError`.
 
-        The body is generated per schema when the class is created (see
-        :func:`_compile_from_ext`), so decoding a header costs one straight-line function
+        The body is generated per schema when the class is first used (see
+        :func:`_compile_methods`), so decoding a header costs one straight-line function
         instead of a loop over field specs -- headers are decoded on every request.
         """
         return cls.__from_ext__(ext)  # type: ignore[attr-defined,no-any-return]
@@ -370,6 +373,36 @@ def _plain_defaults(cls: type[Header]) -> dict[str, Any]:
         raise TypeError(f"{cls.__name__}: a header schema holds fields with plain defaults "
                         "only (no __post_init__, factories, init=False fields or slots)")
     return {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+
+
+def _call_text(schema: tuple[FieldSpec, ...], defaults: Mapping[str, Any]) -> str:
+    """The parameters of a schema's ``__init__`` as :func:`inspect.signature` shows them:
+    ``(*, topic, queue_id=0)``."""
+    params = [f"{f.name}={defaults[f.name]!r}" if f.name in defaults else f.name
+              for f in schema]
+    return f"(*, {', '.join(params)})" if params else "()"
+
+
+def _compiled_on_first_use(cls: type[Header]) -> tuple[Any, Any]:
+    """Stand-ins for ``cls``'s ``__init__`` and ``from_ext``: the first call of either
+    generates both (:func:`_compile_methods`), puts them on the class in their place and
+    runs the one called; every later call is the generated code's."""
+
+    def compile_methods() -> None:
+        init, from_ext = _compile_methods(cls)
+        cls.__init__ = init  # type: ignore[method-assign]
+        cls.__from_ext__ = staticmethod(from_ext)  # type: ignore[attr-defined]
+
+    def first_init(self: Header, **fields: Any) -> None:
+        compile_methods()
+        cls.__init__(self, **fields)
+
+    def first_from_ext(ext: Mapping[str, str]) -> Any:
+        compile_methods()
+        return cls.__from_ext__(ext)  # type: ignore[attr-defined]
+
+    first_init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return first_init, first_from_ext
 
 
 def _compile_methods(cls: type[Header]) -> tuple[Any, Any]:

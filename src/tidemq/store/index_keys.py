@@ -165,7 +165,7 @@ class KeyColumns(Sequence[tuple[str, ...]]):
     :meth:`KeyIndex.put_key_columns` hashes it without a string per key.
     """
 
-    __slots__ = ("extra", "n", "uniq")
+    __slots__ = ("extra", "n", "per_record", "uniq")
 
     def __init__(self, uniq: npt.NDArray[np.uint8] | None, extra: tuple[str, ...],
                  n: int) -> None:
@@ -174,11 +174,8 @@ class KeyColumns(Sequence[tuple[str, ...]]):
         self.uniq = uniq
         self.extra = extra
         self.n = n
-
-    @property
-    def per_record(self) -> int:
-        """Keys of each record."""
-        return (self.uniq is not None) + len(self.extra)
+        #: Keys of each record (read several times a batch on the dispatch thread).
+        self.per_record = (uniq is not None) + len(extra)
 
     def __len__(self) -> int:
         return self.n

@@ -306,13 +306,14 @@ def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> N
 def _one_value(parts: list[Sequence[int]]) -> int | None:
     """The one value every part repeats (the record size and tags code of uniform
     batches), or ``None``. A uniform batch's column repeats one int object, which
-    ``count`` then compares by identity, not by value."""
+    ``count`` then compares by identity, not by value; another batch's equal value is
+    another object, so each part is counted against its own first item."""
     first = parts[0][0] if parts[0] else None
     if first is None:
         return None
-    # every item of every part equals the first: counted by C loops, not a loop a part
-    if sum(map(operator.methodcaller("count", first), parts)) != sum(map(len, parts)):
-        return None
+    for p in parts:  # each part counted against its own first item: identities, mostly
+        if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
+            return None
     return first
 
 

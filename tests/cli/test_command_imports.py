@@ -10,6 +10,7 @@ import sys
 import pytest
 import typer
 from typer.main import get_command
+from typer.testing import CliRunner
 
 from tidemq.cli.main import COMMANDS, build_app
 
@@ -30,6 +31,28 @@ def test_every_command_of_the_full_app_has_an_entry() -> None:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_command_is_in_its_own_app(command: str) -> None:
     assert command in names(build_app(command))
+
+
+def group_names(app: typer.Typer, group: str) -> set[str]:
+    return set(get_command(app).commands[group].commands)  # type: ignore[attr-defined]
+
+
+def test_a_group_command_run_builds_that_command_only() -> None:
+    assert group_names(build_app("admin", "topicList"), "admin") == {"topicList"}
+    assert names(build_app("broker")) == {"broker"}
+    every = group_names(build_app("admin"), "admin")
+    assert len(every) > 60 and group_names(build_app("admin", "noSuchCommand"), "admin") == every
+
+
+@pytest.mark.parametrize("args", [
+    ["admin", "topicList", "--help"], ["admin", "topicLst"], ["admin", "clusterList", "-x"],
+    ["broker", "--help"], ["bench", "produce", "--help"], ["console", "user", "--help"]])
+def test_a_command_built_alone_runs_as_in_the_full_app(args: list[str]) -> None:
+    """Its help, and the errors of a wrong name or flag (with the names near it)."""
+    runner = CliRunner()
+    alone = runner.invoke(build_app(args[0], args[1]), args, env={"COLUMNS": "120"})
+    full = runner.invoke(build_app(), args, env={"COLUMNS": "120"})
+    assert (alone.exit_code, alone.output) == (full.exit_code, full.output)
 
 
 def loaded(*args: str, modules: tuple[str, ...]) -> tuple[str, set[str]]:

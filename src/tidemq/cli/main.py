@@ -2,18 +2,23 @@
 
 A run imports the modules of the command it names only: ``tidemq broker`` starts
 without loading the benchmarks, the console's or the admin commands (every server
-process, and every process ``tidemq cluster`` starts, pays for each import at start).
-``tidemq`` without a known command, and :data:`app`, have every command.
+process, and every process ``tidemq cluster`` starts, pays for each import at start),
+and builds the command line of the command it runs only (``tidemq admin topicList``:
+topicList's, not every admin command's). ``tidemq`` without a known command, and
+:data:`app`, have every command.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import sys
 from collections.abc import Callable
 
 import typer
+from typer.main import get_command_name
+from typer.models import CommandInfo
 
 __all__ = ["COMMANDS", "app", "build_app", "main"]
 
@@ -109,9 +114,14 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
 }
 
 
-def build_app(command: str | None = None) -> typer.Typer:
+def build_app(command: str | None = None, subcommand: str | None = None) -> typer.Typer:
     """The ``tidemq`` app with every command, or with those of ``command``'s module only
-    (``command`` one of :data:`COMMANDS`)."""
+    (``command`` one of :data:`COMMANDS`); with ``subcommand``, a command of ``command``'s
+    group, that group has it alone (when it has no such command, all of them).
+
+    A run builds the command line of every command its app has, reading each one's
+    signature: ``tidemq broker`` needs the broker's only, ``tidemq admin topicList``
+    topicList's, not the hundred others of ``tidemq admin``."""
     root = typer.Typer(no_args_is_help=True, help=HELP)
     if command is None:
         for add in dict.fromkeys(COMMANDS.values()):
@@ -120,7 +130,32 @@ def build_app(command: str | None = None) -> typer.Typer:
     # a group even when the module adds one command (typer would run it as the app)
     root.callback()(_group)
     COMMANDS[command](root)
+    own = [c for c in root.registered_commands if _name(c) == command]
+    if own:
+        root.registered_commands = own
+    if subcommand is not None:
+        for group in root.registered_groups:
+            if group.name == command and group.typer_instance is not None:
+                group.typer_instance = _with_only(group.typer_instance, subcommand)
     return root
+
+
+def _name(command: CommandInfo) -> str:
+    """A command's name, as typer gives it."""
+    assert command.callback is not None
+    return command.name or get_command_name(command.callback.__name__)
+
+
+def _with_only(app: typer.Typer, name: str) -> typer.Typer:
+    """``app`` with its command or group ``name`` alone (``app`` itself when it has
+    neither: the run then says so, and which names are near)."""
+    commands = [c for c in app.registered_commands if _name(c) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
 
 
 def _group() -> None:
@@ -129,11 +164,13 @@ def _group() -> None:
 
 def main() -> None:
     named = sys.argv[1] if len(sys.argv) > 1 else None
+    # what follows the command when it is a word: a command of its group, if it has one
+    sub = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else None
     # What the imports make lives as long as the process: the collector would scan it
     # again and again while the modules load, and find nothing to free.
     gc.disable()
     try:
-        root = build_app(named if named in COMMANDS else None)
+        root = build_app(named, sub) if named in COMMANDS else build_app()
     finally:
         gc.enable()
     root()

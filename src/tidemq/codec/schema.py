@@ -282,6 +282,8 @@ class Header:
     def __init_subclass__(cls, *, keys: Mapping[str, str | tuple[str, ...]] | None = None) -> None:
         super().__init_subclass__()
         documented = cls.__doc__ is not None
+        if not documented:  # set below; the decorator would read a signature for its own
+            cls.__doc__ = cls.__name__
         dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)(cls)
         cls.__keys__ = {**cls.__keys__, **(keys or {})}
         cls.__schema__ = _build_schema(cls, cls.__keys__)

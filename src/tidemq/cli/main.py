@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import inspect
 import sys
 from collections.abc import Callable
 
@@ -126,6 +127,7 @@ def build_app(command: str | None = None, subcommand: str | None = None) -> type
     if command is None:
         for add in dict.fromkeys(COMMANDS.values()):
             add(root)
+        _evaluate_annotations(root)
         return root
     # a group even when the module adds one command (typer would run it as the app)
     root.callback()(_group)
@@ -137,7 +139,26 @@ def build_app(command: str | None = None, subcommand: str | None = None) -> type
         for group in root.registered_groups:
             if group.name == command and group.typer_instance is not None:
                 group.typer_instance = _with_only(group.typer_instance, subcommand)
+    _evaluate_annotations(root)
     return root
+
+
+def _evaluate_annotations(app: typer.Typer) -> None:
+    """Evaluate the annotations of ``app``'s commands and callbacks, of its groups' too,
+    in place, once: the command modules' are text (``from __future__ import
+    annotations``), which typer evaluates twice each time it reads a signature, and it
+    reads each one twice."""
+    callbacks = [c.callback for c in app.registered_commands]
+    if app.registered_callback is not None:
+        callbacks.append(app.registered_callback.callback)
+    for group in app.registered_groups:
+        callbacks.append(group.callback)
+        if group.typer_instance is not None:
+            _evaluate_annotations(group.typer_instance)
+    for fn in callbacks:
+        if inspect.isfunction(fn) and any(isinstance(a, str)
+                                          for a in fn.__annotations__.values()):
+            fn.__annotations__ = inspect.get_annotations(fn, eval_str=True)
 
 
 def _name(command: CommandInfo) -> str:

@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tidemq.errors import ConfigError
 from tidemq.net.acl.perm import Perm, allows, parse_perm
 from tidemq.net.acl.whitelist import AddressPattern
@@ -126,6 +124,8 @@ def _account(raw: Any, index: int) -> Account:
 
 def parse_acl(text: str) -> AclRules:
     """The rules of a ``plain_acl.yml`` text; raises :class:`ConfigError` naming the key."""
+    import yaml  # here: a server without an ACL file reads no YAML
+
     try:
         doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:

@@ -46,6 +46,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidemq.codec.bodies import decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -69,7 +70,7 @@ from tidemq.namesrv.controller.config import ControllerConfig
 from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
 from tidemq.namesrv.controller.events import AnnounceController
 from tidemq.namesrv.controller.heartbeats import Heartbeats
-from tidemq.namesrv.controller.raft import NotCommitted, RaftLog, RaftTiming
+from tidemq.namesrv.controller.raft_terms import NotCommitted, RaftTiming
 from tidemq.namesrv.controller.state import BrokerAddresses, ControllerState
 from tidemq.namesrv.controller.store_dir import StoreLock, store_dir
 from tidemq.namesrv.liveness import Clock, monotonic_ms
@@ -80,6 +81,9 @@ from tidemq.net.dispatcher import Processor
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
 from tidemq.net.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from tidemq.namesrv.controller.raft import RaftLog
 
 __all__ = ["ControllerApp"]
 
@@ -210,6 +214,8 @@ class ControllerApp:
             host = local_host(server.host)
             address = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
         self.address = address
+        from tidemq.namesrv.controller.raft import RaftLog  # PySyncObj: when one runs only
+
         self.raft = RaftLog(config.raft_address, config.raft_partners,
                             journal_dir=self.store_path, timing=self.timing,
                             password=config.controller_raft_password)

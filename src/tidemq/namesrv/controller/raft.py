@@ -22,7 +22,6 @@ from __future__ import annotations
 import _socket
 import asyncio
 import contextlib
-import dataclasses
 import socket
 import threading
 from collections.abc import Iterator
@@ -31,8 +30,8 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
-from tidemq.errors import TideMQError
 from tidemq.namesrv.controller.events import Event, decode_event, encode_event
+from tidemq.namesrv.controller.raft_terms import NotCommitted, RaftTiming
 from tidemq.namesrv.controller.state import ControllerState
 
 __all__ = ["NotCommitted", "RaftLog", "RaftTiming"]
@@ -42,28 +41,7 @@ __all__ = ["NotCommitted", "RaftLog", "RaftTiming"]
 socket.inet_ntop = _socket.inet_ntop
 
 
-class NotCommitted(TideMQError):
-    """An event could not be committed; ``reason`` is PySyncObj's ``FAIL_REASON`` name."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"the controllers did not commit the change: {reason}")
-        self.reason = reason
-
-
 _REASONS = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RaftTiming:
-    """Raft's clocks, in seconds: a leader that stops sending is replaced after a random
-    election timeout in ``[min_timeout, max_timeout]``; a leader that has not heard from a
-    quorum for ``leader_fallback`` steps down."""
-
-    min_timeout: float = 0.4
-    max_timeout: float = 1.0
-    heartbeat: float = 0.05
-    leader_fallback: float = 2.0
-    reconnect: float = 0.5
 
 
 class _Consumer(SyncObjConsumer):  # type: ignore[misc]

@@ -42,10 +42,22 @@ def test_an_admin_call_loads_no_producer_consumer_or_numpy() -> None:
     assert got == set()
 
 
-def test_a_name_server_loads_no_numpy() -> None:
-    """The name server and its controller decode headers, never records."""
-    code = ("import sys, tidemq.cli.commands.server, tidemq.namesrv.app, "
-            "tidemq.namesrv.controller; print('numpy' in sys.modules)")
+def server_loads(modules: str, watched: tuple[str, ...]) -> set[str]:
+    """Which of ``watched`` importing what a server command imports loads."""
+    code = (f"import sys, tidemq.cli.commands.server, {modules}; "
+            f"print(*sorted(m for m in {watched!r} if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
-    assert done.stdout.strip() == "False"
+    return set(done.stdout.split())
+
+
+def test_a_name_server_loads_no_numpy_yaml_or_raft() -> None:
+    """The name server decodes headers, never records; it reads YAML with an ACL file
+    only, and runs Raft with an embedded controller only."""
+    assert server_loads("tidemq.namesrv.app, tidemq.namesrv.config, tidemq.namesrv.controller",
+                        ("numpy", "yaml", "pysyncobj", "cryptography")) == set()
+
+
+def test_a_broker_loads_no_yaml_raft_client_or_console() -> None:
+    assert server_loads("tidemq.broker.app, tidemq.broker.config", (
+        "yaml", "pysyncobj", "tidemq.client", "tidemq.console", "pydantic")) == set()

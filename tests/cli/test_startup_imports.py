@@ -26,8 +26,8 @@ def loaded(*args: str, modules: tuple[str, ...], code: int = 0) -> set[str]:
 @pytest.mark.parametrize("command", ["broker", "namesrv", "controller", "standalone"])
 def test_a_server_commands_help_loads_no_server(command: str) -> None:
     assert loaded(command, "--help", modules=(
-        "pydantic", "numpy", "msgspec", "tidemq.codec", "tidemq.net.server",
-        "tidemq.client", "tidemq.store")) == set()
+        "pydantic", "numpy", "msgspec", "asyncio", "ssl", "tidemq.codec",
+        "tidemq.net.server", "tidemq.client", "tidemq.store")) == set()
 
 
 def test_admin_help_loads_no_pydantic_or_numpy() -> None:

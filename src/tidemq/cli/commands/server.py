@@ -5,7 +5,6 @@ and removes its abort marker, so the next start skips crash recovery)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -22,13 +21,13 @@ from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
 from tidemq.errors import TideMQError
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
-from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
 if TYPE_CHECKING:
     from tidemq.broker.app import BrokerApp
     from tidemq.console import ConsoleServer
     from tidemq.console.config import ConsoleConfig
     from tidemq.net.acl.policy import Acl, User
+    from tidemq.net.tls import ServerTlsContext
 
 console = Console(stderr=True)
 log = logging.getLogger("tidemq.cli")
@@ -63,6 +62,8 @@ def https_context(cert: str, key: str) -> ServerTlsContext | None:
         return None
     if not cert or not key:
         raise typer.BadParameter("--https-cert and --https-key go together")
+    from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
+
     return ServerTlsContext(TlsServerSettings(mode=TlsMode.ENFORCING, cert_path=cert,
                                               key_path=key))
 
@@ -92,6 +93,8 @@ def tune_runtime() -> None:
 
 
 async def _serve(start: Callable[[], Awaitable[Any]], stop: Callable[[], Awaitable[None]]) -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -105,6 +108,8 @@ async def _serve(start: Callable[[], Awaitable[Any]], stop: Callable[[], Awaitab
 
 
 def _run(coro: Awaitable[None]) -> None:
+    import asyncio  # here: a server's --help needs no event loop
+
     tune_runtime()
     try:
         asyncio.run(coro)  # type: ignore[arg-type]

@@ -56,11 +56,33 @@ cppclient: $(STAMP)
 ## no tests collected, fails); under CI=true a skipped test fails the run unless
 ## tests/conftest.py allows its reason. The package is compiled to bytecode first: the tests
 ## start many server and client processes, and where PYTHONDONTWRITEBYTECODE is set
-## each of them would compile the package again
+## each of them would compile the package again. The tests' files (pytest's tmp_path, and
+## TMPDIR for what the tests and their processes make) live in a fresh directory under
+## TEST_TMP, removed after the run: by default the machine's tmpfs, /dev/shm, which spares
+## the suite the disk's flushes (kill -9 keeps what the page cache holds on either), when
+## it has TMPFS_MIB free and the machine as much memory available (a tmpfs's files are
+## memory: the brokers under test preallocate 1 GiB segments); otherwise /tmp, saying why.
+## TEST_TMP=/tmp runs them on the disk. Tests of a disk's page cache take a directory under
+## /var/tmp (TEST_DISK_TMP) either way: disk_path in tests/conftest.py
 JOBS ?= 2
+TEST_TMP ?=
+TMPFS_MIB ?= 12288
 unit: $(STAMP) java browser cppclient
 	$(BIN)/python -m compileall -q src
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=15
+	@base='$(TEST_TMP)'; if [ -z "$$base" ]; then base=/tmp; \
+	  shm=$$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $$4 }'); \
+	  mem=$$(awk '/^MemAvailable:/ { print int($$2 / 1024) }' /proc/meminfo); \
+	  if [ -z "$$shm" ] || [ ! -w /dev/shm ]; then \
+	    echo "make unit: no writable /dev/shm: the tests' files go to /tmp (disk)"; \
+	  elif [ "$$shm" -lt $(TMPFS_MIB) ] || [ "$$mem" -lt $(TMPFS_MIB) ]; then \
+	    echo "make unit: /dev/shm has $$shm MiB free and the machine $$mem MiB of memory" \
+	      "available, under the $(TMPFS_MIB) MiB the run may hold: the tests' files go to" \
+	      "/tmp (disk)"; \
+	  else base=/dev/shm; fi; fi; \
+	tmp=$$(mktemp -d "$$base/tidemq-tests.XXXXXX") && trap 'rm -rf "$$tmp"' EXIT INT TERM && \
+	echo "make unit: the tests' files under $$tmp" && \
+	TMPDIR=$$tmp $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup \
+	  --durations=15 --basetemp=$$tmp/pytest
 
 ## test: lint, then the whole test suite
 test: lint unit

@@ -304,8 +304,6 @@ class BatchSplitter:
             if ustart != uend:
                 pstart = ENTRY_OVERHEAD + blen
                 rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
-                # copied out now, while the entries just compared are in the cache: the
-                # index's drain joins many batches' columns later, from cold memory
-                uniq = rows[:, pstart + ustart : pstart + uend].copy()
+                uniq = rows[:, pstart + ustart : pstart + uend]
             key_columns = KeyColumns(uniq, keys, n)
         return UniformBatch(data, n, size, blen, cluster, tags, key_columns)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ["tidemq.net", "tidemq.codec", "tidemq.client"]
+PACKAGES = ["tidemq", "tidemq.net", "tidemq.codec", "tidemq.client"]
 
 
 def stub_names(package: str) -> dict[str, str]:

@@ -11,53 +11,6 @@ Bytes in, commands out, and back; no asyncio, no sockets, no clock.
   with :mod:`~tidemq.codec.compression` and :mod:`~tidemq.codec.uniqkey`.
 """
 
-from tidemq.lazy import exports
+from tidemq.lazy import stub_exports
 
-__all__ = [
-    "DEFAULT_MAX_FRAME_SIZE",
-    "FLAG_ONEWAY",
-    "FLAG_RESPONSE",
-    "CompressionType",
-    "FrameDecoder",
-    "Header",
-    "HeaderFieldError",
-    "LanguageCode",
-    "RemotingCommand",
-    "RequestCode",
-    "ResponseCode",
-    "SendOptions",
-    "SerializeType",
-    "UniqKeyGenerator",
-    "batch_send_request",
-    "decode_messages",
-    "encode_command",
-    "frame_bytes",
-    "send_request",
-]
-
-__getattr__ = exports(__name__, {
-    "tidemq.codec.command": (
-        "FLAG_ONEWAY",
-        "FLAG_RESPONSE",
-        "LanguageCode",
-        "RemotingCommand",
-        "RequestCode",
-        "ResponseCode",
-        "SerializeType",
-    ),
-    "tidemq.codec.compression": ("CompressionType",),
-    "tidemq.codec.frame": (
-        "DEFAULT_MAX_FRAME_SIZE",
-        "FrameDecoder",
-        "encode_command",
-        "frame_bytes",
-    ),
-    "tidemq.codec.message": (
-        "SendOptions",
-        "batch_send_request",
-        "decode_messages",
-        "send_request",
-    ),
-    "tidemq.codec.schema": ("Header", "HeaderFieldError"),
-    "tidemq.codec.uniqkey": ("UniqKeyGenerator",),
-})
+__all__, __getattr__ = stub_exports(__name__, __file__)

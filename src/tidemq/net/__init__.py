@@ -7,38 +7,6 @@
 * :func:`map_exceptions` / :func:`network_errors` -- socket errors become TideMQ errors.
 """
 
-from tidemq.lazy import exports
+from tidemq.lazy import stub_exports
 
-__all__ = [
-    "DEFAULT_IDLE_SECONDS",
-    "BlockingClient",
-    "CloseCallback",
-    "ConnState",
-    "Connection",
-    "Dispatcher",
-    "ExceptionMapping",
-    "Processor",
-    "RemotingClient",
-    "RemotingServer",
-    "RequestHandler",
-    "format_address",
-    "map_exceptions",
-    "network_errors",
-    "parse_address",
-]
-
-__getattr__ = exports(__name__, {
-    "tidemq.net.address": ("format_address", "parse_address"),
-    "tidemq.net.blocking": ("BlockingClient",),
-    "tidemq.net.client": ("RemotingClient",),
-    "tidemq.net.connection": (
-        "DEFAULT_IDLE_SECONDS",
-        "CloseCallback",
-        "Connection",
-        "ConnState",
-        "RequestHandler",
-    ),
-    "tidemq.net.dispatcher": ("Dispatcher", "Processor"),
-    "tidemq.net.errors": ("ExceptionMapping", "map_exceptions", "network_errors"),
-    "tidemq.net.server": ("RemotingServer",),
-})
+__all__, __getattr__ = stub_exports(__name__, __file__)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -104,15 +106,49 @@ def test_enospc_at_segment_creation(open_store: OpenStore, store_root: Path,
     assert info.value.status == "DISK_FULL"
     with pytest.raises(StoreReadOnly):
         store.put_batch("T", 0, [msg(b"y" * 600)])
+    assert bodies(store) == sent
+    store.shutdown()  # the warmer too: it may be preparing the next segment, in vain
     segments = sorted(p.name for p in StoreLayout(store_root).commitlog_dir.iterdir())
     assert segments == ["00000000000000000000"]  # no half-created segment left behind
-    assert bodies(store) == sent
-    store.shutdown()
     monkeypatch.undo()
     reopened = open_store()
     assert bodies(reopened) == sent
     assert reopened.put("T", 0, msg(b"z")).phys_offsets[0] == SEGMENT
     assert bodies(reopened) == [*sent, b"z"]
+
+
+def test_a_next_segment_that_cannot_be_prepared_is_tried_once(
+        open_store: OpenStore, store_root: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The warmer prepares the next segment ahead of the writer; on a full disk it tries
+    once (one warning, no file left), and the roll reports the disk full when it needs
+    the segment. It did try on every wake-up: a warning and a file created and deleted
+    every few milliseconds while the disk stayed full."""
+    store = open_store()
+    store.commitlog.stop_warmer()  # its steps are taken here, one at a time
+    store.put("T", 0, msg(b"first"))
+    calls: list[str] = []
+    fail = failing(errno.ENOSPC)
+
+    def counted(*args: object) -> None:
+        calls.append(threading.current_thread().name)
+        fail(*args)
+
+    monkeypatch.setattr(os, "posix_fallocate", counted)
+    sent = [b"first", *fill_segment_zero(store)]
+    with caplog.at_level(logging.WARNING, logger="tidemq.store.commitlog"):
+        for _ in range(5):  # pre-faults the segment's rest, then tries the next one
+            store.commitlog.warm_step()
+    assert len(calls) == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "cannot prepare segment 00000000000000004096 ahead of time: "
+        "[Errno 28] No space left on device"]
+    assert sorted(p.name for p in StoreLayout(store_root).commitlog_dir.iterdir()) == [
+        "00000000000000000000"]
+    with pytest.raises(StoreReadOnly) as info:
+        store.put("T", 0, msg(b"y" * 600))  # the roll tries it itself
+    assert info.value.status == "DISK_FULL" and len(calls) == 2
+    assert bodies(store) == sent
 
 
 def test_enospc_for_the_first_segment(open_store: OpenStore, store_root: Path,

@@ -47,6 +47,9 @@ class CommitLog:
         #: Guards creating and taking the prepared segment: the warmer and a roll must not
         #: both create the file of the next segment.
         self._prepare_lock = threading.Lock()
+        #: The segment whose preparation ahead of time failed (its base): the roll creates
+        #: it, and reports why it cannot; the warmer does not try it again.
+        self._unpreparable = -1
         self._warmer: threading.Thread | None = None
         self._warm_stop = threading.Event()
         layout.commitlog_dir.mkdir(parents=True, exist_ok=True)
@@ -164,7 +167,8 @@ class CommitLog:
         if seg.populated < target and (target - seg.populated >= self.WARM_MIN
                                        or target == seg.size):
             return seg.populate(min(target, seg.populated + self.WARM_CHUNK), write=False)
-        if self._prepared is None and seg.wrote > seg.size * 3 // 4 and self.preallocate:
+        if (self._prepared is None and seg.wrote > seg.size * 3 // 4 and self.preallocate
+                and self._unpreparable != seg.end):
             with self._prepare_lock:
                 path = self.layout.commitlog_segment(seg.end)
                 if self._prepared is not None or path.exists():
@@ -172,6 +176,7 @@ class CommitLog:
                 try:
                     nxt = MappedFile(path, seg.end, self.segment_size, create=True)
                 except OSError as exc:
+                    self._unpreparable = seg.end
                     log.warning("cannot prepare segment %s ahead of time: %s", path.name, exc)
                     return False
                 nxt.populate(self.warm_ahead, write=False)

@@ -252,7 +252,10 @@ async def test_sends_while_a_broker_restarts_are_retried_elsewhere(
             first = [await producer.send(Message("Restarting", b"x")) for _ in range(4)]
             assert {r.queue.broker_name for r in first} == {"broker-a", "broker-b"}
             await a.stop()
-            again = BrokerApp(dataclasses.replace(a.config, listen_port=a.server.port),
+            # its old port; an HA port of any free one (the default, listenPort + 1, may
+            # have been taken by another socket meanwhile)
+            again = BrokerApp(dataclasses.replace(a.config, listen_port=a.server.port,
+                                                  ha_listen_port=0),
                               a.store_config)
             try:
                 async with recovery_held(again, monkeypatch):

@@ -194,11 +194,16 @@ def test_the_warmer_maps_pages_ahead_without_dirtying_them(disk_path: Path) -> N
 
 def test_commit_log_warm_ahead_zero_runs_no_warmer(open_store: OpenStore) -> None:
     """``commitLogWarmAhead=0``: the appends fault their pages in themselves."""
+    def warmers() -> set[threading.Thread]:  # other tests' stores may be open as well
+        return {t for t in threading.enumerate() if t.name == "tidemq-warm"}
+
+    before = warmers()
     warmed = open_store(commit_log_warm_ahead=1 << 20)
-    assert "tidemq-warm" in {t.name for t in threading.enumerate()}
+    assert len(warmers() - before) == 1
     warmed.shutdown()
+    before = warmers()
     store = open_store(commit_log_warm_ahead=0)
-    assert "tidemq-warm" not in {t.name for t in threading.enumerate()}
+    assert warmers() - before == set()
     assert store.put(TOPIC, 0, msg(b"x" * 1000)).queue_offset == 0
     assert [r.body for r in read_queue(store, TOPIC, 0)] == [b"x" * 1000]
 

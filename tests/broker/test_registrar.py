@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
@@ -56,3 +58,15 @@ async def test_a_broker_started_before_its_name_server_registers_once_it_is_up(
         cluster.namesrv = new
         async with Peer(cluster.namesrv_addr) as ns:
             await wire.eventually_route(ns, "TBW102", timeout=30)
+
+
+async def test_a_stopping_broker_does_not_say_it_registers_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its shutdown closes its connection to the name server, after unregistering: that
+    is no name server lost, and no registration follows."""
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        broker = cluster.brokers[0]
+        with caplog.at_level(logging.INFO, logger="tidemq.broker.registrar"):
+            await broker.stop()
+    assert [r.getMessage() for r in caplog.records
+            if r.name == "tidemq.broker.registrar"] == []

@@ -54,6 +54,9 @@ class Registrar:
         self._topics = topics
         self.period = period_ms / 1000
         self._task: asyncio.Task[None] | None = None
+        #: Set by :meth:`stop`: a connection closed from then on is the broker's own
+        #: shutdown closing it, not a name server lost.
+        self._stopped = False
         self._soon: asyncio.TimerHandle | None = None
         self._soon_done: asyncio.Future[None] | None = None  # what register_soon returns
         self.registrations = 0
@@ -113,7 +116,7 @@ class Registrar:
         self._wake.set()
 
     def _lost(self, ns: str, conn: Connection) -> None:
-        if self._watched.get(ns) is conn:
+        if self._watched.get(ns) is conn and not self._stopped:
             del self._watched[ns]
             log.info("connection to name server %s lost: registering again", ns)
             self._retry(ns)
@@ -185,6 +188,7 @@ class Registrar:
         return done
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._soon is not None:
             self._soon.cancel()
         if self._soon_done is not None and not self._soon_done.done():

@@ -3,12 +3,12 @@ the header schema."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.codec.command import RequestCode
 from tidemq.codec.headers import (
@@ -104,10 +104,7 @@ def test_a_batch_header_is_read_whatever_its_flag() -> None:
 
 
 def _compiled_fields() -> Any:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the twin only")
-    from tidemq.formats import _crecords
-    return _crecords.send_fields
+    return compiled().send_fields
 
 
 @settings(max_examples=800, deadline=None)

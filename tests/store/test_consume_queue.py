@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import os
 import struct
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.errors import QueueGap
 from tidemq.formats.hashing import tags_code
@@ -218,10 +218,7 @@ def test_small_appends_write_the_bytes_of_one_array_append(
 def test_the_compiled_run_entries_are_built_and_used() -> None:
     """The C module is built wherever the project runs; a silent fallback would hide a
     slower dispatch thread."""
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy twin only")
-    from tidemq.formats import _crecords
-
+    _crecords = compiled()
     assert consume_queue.NATIVE_RUN_ENTRIES
     assert consume_queue.run_entries is _crecords.queue_entries
 

@@ -4,7 +4,6 @@ and hashing that stays on the calling thread."""
 
 from __future__ import annotations
 
-import os
 import string
 import subprocess
 import sys
@@ -14,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.formats.hashing import index_hash, java_string_hash
 from tidemq.store import index_keys
@@ -77,8 +76,7 @@ def _key_hashers() -> list[_KeyHashes]:
 def test_the_compiled_key_hashes_are_used() -> None:
     """The C module is built wherever the project runs; a silent fallback would hide a
     slower dispatch thread."""
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy twin only")
+    compiled()
     assert index_keys.NATIVE_KEY_HASHES
     assert index_keys.key_hashes is not index_keys.py_key_hashes
 

@@ -3,7 +3,6 @@ write the same bytes, and both chain as entry-by-entry writes would."""
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.store import index_links
 
@@ -28,10 +28,7 @@ def _both() -> list[Callable[..., int]]:
 def test_the_compiled_loop_is_built_and_used() -> None:
     """The C module is built wherever the project runs; a silent fallback would hide a
     slower dispatch thread."""
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy twin only")
-    from tidemq.formats import _crecords
-
+    _crecords = compiled()
     assert index_links.NATIVE
     assert index_links.link_entries is _crecords.link_index_entries
 

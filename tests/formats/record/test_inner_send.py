@@ -4,12 +4,11 @@ general path reads it."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.broker.processors.batch_split import inner_shape
 from tidemq.errors import CorruptRecord
@@ -41,10 +40,7 @@ _VALUES = st.one_of(
 
 
 def _compiled() -> Any:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the twin only")
-    from tidemq.formats import _crecords
-    return _crecords.inner_facts
+    return compiled().inner_facts
 
 
 def test_the_compiled_reading_is_the_one_used() -> None:

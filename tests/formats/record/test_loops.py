@@ -4,7 +4,6 @@ and both match what the record and batch codecs write message by message."""
 from __future__ import annotations
 
 import array
-import os
 import struct
 import zlib
 from collections.abc import Callable
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.errors import CorruptRecord
 from tidemq.formats.batch import encode_batch
@@ -23,10 +23,7 @@ from tidemq.formats.record import loops as crecords
 
 
 def _native() -> ModuleType:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the numpy fallback only")
-    from tidemq.formats import _crecords
-    return _crecords
+    return compiled()
 
 
 def test_the_compiled_module_is_built_and_used() -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import functools
 import gc
-import os
 import weakref
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.native import compiled
 
 from tidemq.formats.record import (
     OFF_BODY,
@@ -95,10 +95,7 @@ _PROPS = [b"", b"K\x01v\x02", "K\x01é\x02".encode(), b"K\x01\xc3\x02", b"UNIQ_K
 
 
 def _compiled_decoder() -> Any:
-    if os.environ.get("TIDEMQ_NO_NATIVE") == "1":
-        pytest.skip("TIDEMQ_NO_NATIVE=1: the twin only")
-    from tidemq.formats import _crecords
-    return _crecords.decode_plain_messages
+    return compiled().decode_plain_messages
 
 
 def test_the_compiled_decoder_is_the_one_used() -> None:

@@ -12,7 +12,7 @@ entries of a run of records there, and decode_plain_messages turns the
 plain records of a pull body into a consumer's messages. Every one has a pure-Python twin
 in tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
 send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py;
-key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/queue_entries.py;
+key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages:
 tidemq/formats/record/messages.py), the fallback when this module is not built, and the
 tests compare the two.

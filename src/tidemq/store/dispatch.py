@@ -239,15 +239,15 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                             else cq.append(g.queue_offset, g.phys, g.sizes, g.tags))
             continue
         phys = [g.phys for g in group]
-        size, tags = _one_value([g.sizes for g in group]), _one_value([g.tags for g in group])
+        sizes, tag_codes = [g.sizes for g in group], [g.tags for g in group]
+        size, tags = _one_value(sizes), _one_value(tag_codes)
         runs = [p for p in phys if type(p) is range]
         if size is not None and tags is not None and len(runs) == len(phys):
             # uniform batches: their entries made a batch a call, without numpy
             touched[key] = cq.append_runs(group[0].queue_offset, runs, size, tags)
             continue
         touched[key] = cq.append(group[0].queue_offset, _joined(phys),
-                                 _joined([g.sizes for g in group]),
-                                 _joined([g.tags for g in group]))
+                                 _joined(sizes, size), _joined(tag_codes, tags))
     if queues.lmq is not None:
         _apply_lmq(queues.lmq, batches, touched)
     if index is not None:
@@ -317,18 +317,18 @@ def _one_value(parts: list[Sequence[int]]) -> int | None:
     return first
 
 
-def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
+def _joined(parts: list[Sequence[int]], one: int | None = None) -> Sequence[int]:
     """One queue's column from its batches: int64 when ranges (a put_batch's physical
     offsets) make numpy the cheap way, else one list -- of one int object when every
-    batch repeats one value (the record size and tags code of uniform batches), which
-    the queue's test for a repeated value then compares by identity, not by value."""
+    batch repeats one value, ``one`` (:func:`_one_value`: the record size and tags code of
+    uniform batches), which the queue's test for a repeated value then compares by
+    identity, not by value."""
     if any(type(p) is range for p in parts):
         return np.concatenate([np.arange(p.start, p.stop, p.step, dtype=np.int64)
                                if type(p) is range else np.asarray(p, dtype=np.int64)
                                for p in parts])  # type: ignore[return-value]
-    first = _one_value(parts)
-    if first is not None:
-        return [first] * sum(map(len, parts))
+    if one is not None:
+        return [one] * sum(map(len, parts))
     out: list[int] = []
     for p in parts:
         out += p

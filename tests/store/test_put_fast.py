@@ -357,12 +357,13 @@ def _column_parts(draw: st.DrawFn) -> list[list[int]]:
 
 @given(_column_parts())
 def test_a_joined_column_is_its_parts_end_to_end(parts: list[list[int]]) -> None:
-    """The dispatcher's column of one queue's batches; a column of one repeated value is
-    one int object (what consume_queue's test for a repeated value compares)."""
-    from tidemq.store.dispatch import _joined
+    """The dispatcher's column of one queue's batches, given what the dispatcher gives it:
+    the one value every batch repeats, if any. A column of one repeated value is one int
+    object (what consume_queue's test for a repeated value compares)."""
+    from tidemq.store.dispatch import _joined, _one_value
 
     flat = [v for p in parts for v in p]
-    joined = _joined(list(parts))
+    joined = _joined(list(parts), _one_value(list(parts)))
     assert list(joined) == flat
     if len(set(flat)) == 1:
         assert len({id(v) for v in joined}) == 1

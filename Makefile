@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py src/tidemq/formats/_crecords.c
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,spark]'
+	$(BIN)/python -m pip install -q --no-compile --upgrade pip
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev,spark]'
+	$(BIN)/python -m compileall -q -j 0 -x '/tests/' $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	@touch $(STAMP)
 
 ## run: start the standalone server (name server, broker, web console on :8080) on ./data,
@@ -68,7 +69,7 @@ JOBS ?= 2
 TEST_TMP ?=
 TMPFS_MIB ?= 12288
 unit: $(STAMP) java browser cppclient
-	$(BIN)/python -m compileall -q src
+	$(BIN)/python -m compileall -q -j 0 src
 	@base='$(TEST_TMP)'; if [ -z "$$base" ]; then base=/tmp; \
 	  shm=$$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $$4 }'); \
 	  mem=$$(awk '/^MemAvailable:/ { print int($$2 / 1024) }' /proc/meminfo); \
@@ -84,8 +85,19 @@ unit: $(STAMP) java browser cppclient
 	TMPDIR=$$tmp $(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup \
 	  --durations=15 --basetemp=$$tmp/pytest
 
-## test: lint, then the whole test suite
-test: lint unit
+## test: lint and the whole test suite; lint runs beside the tests (it is single-threaded
+## and the tests leave CPU idle) and prints its output in one block when it ends; the run
+## fails if either fails
+test: $(STAMP)
+	@log=$$(mktemp) && trap 'rm -f "$$log"' EXIT INT TERM; \
+	{ $(MAKE) --no-print-directory lint >"$$log" 2>&1; rc=$$?; \
+	  echo; echo "---- make lint: exit $$rc ----"; cat "$$log"; echo "---- end of make lint ----"; \
+	  exit $$rc; } & lint=$$!; \
+	$(MAKE) --no-print-directory unit; unit_rc=$$?; \
+	wait $$lint; lint_rc=$$?; \
+	if [ $$lint_rc -ne 0 ]; then echo "make test: lint failed (exit $$lint_rc)"; fi; \
+	if [ $$unit_rc -ne 0 ]; then echo "make test: the tests failed (exit $$unit_rc)"; fi; \
+	[ $$lint_rc -eq 0 ] && [ $$unit_rc -eq 0 ]
 
 ## bench: the store and broker benchmarks, JSON under benchmarks/results/
 bench: $(STAMP)

@@ -225,9 +225,9 @@ def test_a_failed_uniform_batch_write_makes_the_store_read_only(open_store: Open
 
 def test_a_uniform_batch_failing_half_written_leaves_zeros_and_a_writable_store(
         open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failure after the records were tiled into the map (not a failed write: a field
-    refused) takes back what was written and leaves the store taking puts, the next one
-    where the failed one would have gone."""
+    """A failure after part of the records were written into the map (not a failed
+    write: a field refused) takes back what was written and leaves the store taking
+    puts, the next one where the failed one would have gone."""
     from tests.store.test_put_uniform import _uniform
 
     from tidemq.store import appender
@@ -238,15 +238,16 @@ def test_a_uniform_batch_failing_half_written_leaves_zeros_and_a_writable_store(
     seg = store.commitlog.segments[-1]
     at = seg.wrote
 
-    def refuse(*args: object) -> None:
+    def refuse(span: memoryview, *args: object) -> None:
+        span[: len(span) // 2] = b"\xff" * (len(span) // 2)  # half written, then refused
         raise OverflowError("a field out of range")
 
-    real = appender.patch_records
-    monkeypatch.setattr(appender, "patch_records", refuse)
+    real = appender.stamp_records
+    monkeypatch.setattr(appender, "stamp_records", refuse)
     with pytest.raises(OverflowError):
         store.put_batch("T", 0, batch)
     assert seg.wrote == at and not any(seg.mm[at : at + 1024])
-    monkeypatch.setattr(appender, "patch_records", real)
+    monkeypatch.setattr(appender, "stamp_records", real)
     result = store.put_batch("T", 0, batch)
     assert result.phys_offsets[0] == seg.base + at and result.queue_offset == 8
     assert store.status != "WRITE_ERROR"

@@ -133,6 +133,60 @@ done:
     return result;
 }
 
+/* stamp_records(buf, head, data, n, size, blen, props_at, queue_id, born_ts,
+                 queue_offset, phys_base, store_ts)
+
+   tile_records, fill_records and patch_records in one pass over n records of len(head)
+   bytes (head: a template record with IPv4 hosts, as uniform_template makes it), which
+   also writes each record's QUEUEID and BORNTIMESTAMP: record i is the template with
+   client entry i's FLAG, BODY (and its masked CRC32) and PROPERTIES (at props_at), queue
+   offset queue_offset + i, physical offset phys_base + i * rec and store_ts. The body and
+   properties are written once, not over a copy of the template's. */
+static PyObject *stamp_records(PyObject *self, PyObject *args) {
+    Py_buffer out, head, in;
+    Py_ssize_t n, size, blen, props_at;
+    int queue_id;
+    long long born_ts, qo, phys, ts;
+    if (!PyArg_ParseTuple(args, "w*y*y*nnnniLLLL", &out, &head, &in, &n, &size, &blen,
+                          &props_at, &queue_id, &born_ts, &qo, &phys, &ts))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t rec = head.len, pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
+    if (n < 0 || blen < 0 || plen < 0 || rec < OFF_BODY + blen || props_at < OFF_BODY + blen
+            || props_at + plen > rec || out.len < n * rec || in.len < n * size) {
+        PyErr_Format(PyExc_ValueError,
+                     "stamp_records: %zd entries of %zd bytes (%zd-byte bodies) do not fit "
+                     "%zd records of %zd bytes (properties at %zd) in %zd/%zd bytes",
+                     n, size, blen, n, rec, props_at, in.len, out.len);
+        goto done;
+    }
+    unsigned char *dst = (unsigned char *)out.buf;
+    const unsigned char *h = (const unsigned char *)head.buf;
+    const unsigned char *src = (const unsigned char *)in.buf;
+    Py_ssize_t mid = OFF_BODY + blen, tail = props_at + plen;
+    for (Py_ssize_t i = 0; i < n; i++, dst += rec, src += size) {
+        memcpy(dst, h, OFF_BODY);
+        memcpy(dst + OFF_BODY, src + ENTRY_OFF_BODY, (size_t)blen);
+        memcpy(dst + mid, h + mid, (size_t)(props_at - mid));
+        memcpy(dst + props_at, src + pstart, (size_t)plen);
+        memcpy(dst + tail, h + tail, (size_t)(rec - tail));
+        memcpy(dst + OFF_FLAG, src + ENTRY_OFF_FLAG, 4);
+        uint32_t crc = crc32_body(0, src + ENTRY_OFF_BODY, (size_t)blen);
+        put_be32(dst + OFF_BODY_CRC, crc & 0x7FFFFFFFu);
+        put_be32(dst + OFF_QUEUE_ID, (uint32_t)queue_id);
+        put_be64(dst + OFF_BORN_TIMESTAMP, (uint64_t)born_ts);
+        put_be64(dst + OFF_QUEUE_OFFSET, (uint64_t)(qo + i));
+        put_be64(dst + OFF_PHYSICAL_OFFSET, (uint64_t)(phys + (long long)i * rec));
+        put_be64(dst + OFF_STORE_TIMESTAMP, (uint64_t)ts);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&head);
+    PyBuffer_Release(&in);
+    return result;
+}
+
 /* patch_records(buf, n, rec, queue_offset, phys_base, store_ts, ts_at)
 
    Record i gets QUEUEOFFSET queue_offset + i, PHYSICALOFFSET phys_base + i * rec and
@@ -1510,6 +1564,7 @@ static PyMethodDef methods[] = {
     {"tile_records", tile_records, METH_VARARGS, "Copy a template record n times."},
     {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
+    {"stamp_records", stamp_records, METH_VARARGS, "Tile, fill and patch records at once."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
     {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},

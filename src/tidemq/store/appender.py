@@ -49,19 +49,13 @@ from tidemq.formats.record import (
     record_size,
 )
 from tidemq.formats.record import crc32 as _crc32
-from tidemq.formats.record.batch import (
-    encode_batch,
-    patch_batch,
-    uniform_template,
-    write_uniform_batch,
-)
+from tidemq.formats.record.batch import encode_batch, patch_batch, uniform_head
 from tidemq.formats.record.encode import (
     FIXED_V4_PACKED_HOSTS,
     encode_v4_joined,
     v4_record_packer,
 )
-from tidemq.formats.record.layout import OFF_STORE_TIMESTAMP
-from tidemq.formats.record.loops import body_crc32, patch_records, write_records
+from tidemq.formats.record.loops import body_crc32, stamp_records, write_records
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.config import StoreConfig
@@ -774,12 +768,12 @@ class Appender:
         if uniform is not None:
             if uniform.body_length > limit:
                 raise MessageTooLarge(uniform.body_length, limit)
-            head = uniform_template(topic, queue_id, uniform, sys_flag=sys_flag,
-                                    born_timestamp=born_timestamp or self.clock(),
-                                    born_host=born_host or store_host,
-                                    store_host=store_host, reconsume_times=reconsume_times)
+            head = uniform_head(topic, uniform, sys_flag=sys_flag,
+                                born_host=born_host or store_host, store_host=store_host,
+                                reconsume_times=reconsume_times)
             if head is not None:
-                return self._put_uniform(topic, queue_id, uniform, head, wait_flush)
+                return self._put_uniform(topic, queue_id, uniform, head,
+                                         born_timestamp or self.clock(), wait_flush)
         bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
         body_lengths = set(map(len, bodies))
         biggest = max(body_lengths)
@@ -817,14 +811,16 @@ class Appender:
                                         keys if self._index_keys else None))
         self.put_messages += len(sizes)
 
-    def _put_uniform(self, topic: str, queue_id: int, batch: UniformBatch, head: bytearray,
-                     wait_flush: bool) -> PutResult:
+    def _put_uniform(self, topic: str, queue_id: int, batch: UniformBatch, head: bytes,
+                     born_timestamp: int, wait_flush: bool) -> PutResult:
         """:meth:`put_batch` of a uniform batch with a template record (``head``:
-        :func:`~tidemq.formats.record.batch.uniform_template`): its records are written
-        straight into the segment, inside the lock, the same bytes
+        :func:`~tidemq.formats.record.batch.uniform_head`): its records are written
+        straight into the segment, inside the lock, by one
+        :func:`~tidemq.formats.record.loops.stamp_records` call: the same bytes
         :func:`~tidemq.formats.record.batch.encode_uniform_batch` builds."""
         n, rec = batch.n, len(head)
         total = rec * n
+        props_at = rec - batch.properties_length
         key = (topic, queue_id)
         cl = self.commitlog
         with cl.lock:
@@ -833,13 +829,10 @@ class Appender:
             seg, pos = self._reserve(total)
             phys_base = seg.base + pos
             end_pos = pos + total
-
-            def fill(out: memoryview) -> None:
-                write_uniform_batch(out, head, batch)
-                patch_records(out, n, rec, qo, phys_base, ts, OFF_STORE_TIMESTAMP)
-
             try:
-                seg.fill_at(pos, total, fill)
+                seg.fill_at(pos, total, stamp_records, head, batch.data, n, batch.entry_size,
+                            batch.body_length, props_at, queue_id, born_timestamp, qo,
+                            phys_base, ts)
             except StoreReadOnly as exc:  # the map failed: the whole log stops taking writes
                 cl.werr = exc.cause
                 raise

@@ -103,9 +103,10 @@ class MappedFile:
         self.mm[pos:end] = data
         self.wrote = max(self.wrote, end)
 
-    def fill_at(self, pos: int, length: int, fill: Callable[[memoryview], object]) -> None:
-        """Let ``fill`` write ``length`` bytes in place at file position ``pos``, then move
-        the write mark past them.
+    def fill_at(self, pos: int, length: int, fill: Callable[..., object], *args: object
+                ) -> None:
+        """Let ``fill(span, *args)`` write the ``length`` bytes ``span`` in place at file
+        position ``pos``, then move the write mark past them.
 
         A map that cannot be written (closed, its view released) is a write error: the
         file refuses this and every later write (WRITE_ERROR). A ``fill`` that raises
@@ -120,7 +121,7 @@ class MappedFile:
             self.werr = f"write to {self.path.name} failed: {exc}"
             raise StoreReadOnly("WRITE_ERROR", cause=self.werr) from exc
         try:
-            fill(span)
+            fill(span, *args)
         except BaseException:
             span[:] = bytes(length)
             raise

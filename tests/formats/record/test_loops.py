@@ -37,6 +37,7 @@ def test_the_compiled_module_is_built_and_used() -> None:
     assert crecords.uniform_lengths is native.uniform_lengths
     assert crecords.write_records is native.write_records
     assert crecords.tile_records is native.tile_records
+    assert crecords.stamp_records is native.stamp_records
 
 
 def _both(name: str) -> list[Callable[..., Any]]:
@@ -93,6 +94,43 @@ def test_fill_and_patch_write_the_records_the_codec_writes(
         assert buf == b"".join(expected)
     first = decode_record(memoryview(expected[0]), check_crc=True)
     assert first.body_crc == zlib.crc32(msgs[0][0]) & 0x7FFFFFFF
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=_batches(), cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]),
+       queue_id=st.integers(-(2**31), 2**31 - 1), born=st.integers(-(2**63), 2**63 - 1),
+       qo=st.integers(0, 2**40), phys=st.integers(0, 2**50), ts=st.integers(0, 2**45),
+       at=st.integers(0, 9))
+def test_stamp_records_writes_the_records_the_codec_writes(
+        batch: tuple[int, int, list[tuple[bytes, bytes, int]]], cluster: bytes,
+        queue_id: int, born: int, qo: int, phys: int, ts: int, at: int) -> None:
+    """One stamp of a template is the records encoded one by one, whatever surrounds
+    them in the buffer, compiled and twin alike."""
+    blen, plen, msgs = batch
+    n = len(msgs)
+    data = encode_batch(msgs)
+    expected = bytearray()
+    for i, (body, props, flag) in enumerate(msgs):
+        rec = bytearray(encode_record(
+            topic=b"Topic", queue_id=queue_id, body=body, properties=props + cluster,
+            flag=flag, queue_offset=qo + i, born_timestamp=born, born_host=_HOST,
+            store_host=_STORE, sys_flag=0x2, reconsume_times=3))
+        struct.pack_into(">q", rec, 28, phys + len(expected))
+        struct.pack_into(">q", rec, 56, ts)
+        expected += rec
+    rec_size = len(expected) // n
+    head = bytearray(expected[:rec_size])  # a template: what stamp_records writes is noise
+    head[8:24] = b"\xa5" * 16
+    head[28:36] = head[40:48] = head[56:64] = b"\x5a" * 8
+    head[88 : 88 + blen] = b"\x33" * blen
+    props_at = rec_size - plen - len(cluster)
+    head[props_at : props_at + plen] = b"\x44" * plen
+    for stamp in _both("stamp_records"):
+        buf = bytearray(b"\xee" * (at + len(expected) + 3))
+        stamp(memoryview(buf)[at : at + len(expected)], bytes(head), data, n, 22 + blen + plen,
+              blen, props_at, queue_id, born, qo, phys, ts)
+        assert buf[at : at + len(expected)] == expected
+        assert buf[:at] == b"\xee" * at and buf[at + len(expected) :] == b"\xee" * 3
 
 
 def _entries(n: int, blen: int, head: bytes, keys: list[bytes], tail: bytes) -> bytes:
@@ -196,6 +234,10 @@ def test_tile_records_copies_the_template_into_each_record(head: bytes, n: int,
     ("uniform_lengths", (bytes(100), 2, 50, 40)),  # the body runs past the entry
     ("uniform_lengths", (bytes(100), 0, 50, 0)),  # no entries
     ("offset_ids", ("é", 0, 1, 1)),  # non-ASCII prefix
+    ("stamp_records", (bytearray(100), bytes(120), bytes(200), 1, 150, 100, 100, 0, 0, 0, 0,
+                       0)),  # short buffer
+    ("stamp_records", (bytearray(1000), bytes(100), bytes(40), 1, 40, 30, 90, 0, 0, 0, 0,
+                       0)),  # body over the props
     ("tile_records", (bytearray(99), b"x" * 50, 2)),  # short buffer
     ("tile_records", (bytearray(99), b"", 2)),  # no template
     ("tile_records", (bytearray(99), b"x", -1)),  # fewer than none
@@ -222,6 +264,20 @@ def test_a_compiled_module_writing_elsewhere_is_refused() -> None:
     with pytest.raises(ImportError, match="other byte positions"):
         crecords._check_native(stale)
     crecords._check_native(_native())  # the module built from this source passes
+
+
+def test_a_compiled_module_stamping_elsewhere_is_refused() -> None:
+    stale = ModuleType("stale")
+    for name in crecords._NATIVE_NAMES:
+        setattr(stale, name, getattr(crecords, "py_" + name))
+
+    def shifted_stamp(buf: bytearray, *args: Any) -> None:
+        crecords.py_stamp_records(buf, *args)
+        buf[13] ^= 1  # the queue id
+
+    stale.stamp_records = shifted_stamp  # type: ignore[attr-defined]
+    with pytest.raises(ImportError, match="stamps other byte positions"):
+        crecords._check_native(stale)
 
 
 def test_a_compiled_module_built_from_an_older_source_is_refused_by_name() -> None:

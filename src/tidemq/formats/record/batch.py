@@ -58,7 +58,8 @@ from tidemq.formats.record.layout import (
 from tidemq.formats.record.loops import fill_records, patch_records, tile_records
 
 __all__ = ["HEADER_DTYPE", "ClientEntries", "EncodedBatch", "encode_batch",
-           "encode_uniform_batch", "patch_batch", "uniform_template", "write_uniform_batch"]
+           "encode_uniform_batch", "patch_batch", "uniform_head", "uniform_template",
+           "write_uniform_batch"]
 
 _QO_PHYS = struct.Struct(">qq")
 _TS = struct.Struct(">q")
@@ -240,19 +241,40 @@ def uniform_template(
     share one (IPv6 hosts, a long topic): encode the messages then. A batch of any size
     takes it: the template is tiled and filled by compiled loops, with no numpy set-up
     (:func:`encode_batch`'s reason to encode a few messages one by one)."""
-    tbytes = topic.encode("utf-8")
-    if len(born_host.ip) != 4 or len(store_host.ip) != 4 or len(tbytes) > MAX_V1_TOPIC_BYTES:
+    template = uniform_head(topic, batch, sys_flag=sys_flag, born_host=born_host,
+                            store_host=store_host, reconsume_times=reconsume_times)
+    if template is None:
         return None
-    cluster = batch.cluster
-    template, _ = _uniform_layout(tbytes, batch.body_length, batch.properties_length,
-                                  sys_flag & ~SYSFLAG_HOSTS_V6, born_host, store_host,
-                                  reconsume_times)
     head = bytearray(template)
     _QUEUE_ID.pack_into(head, OFF_QUEUE_ID, queue_id)
     _TS.pack_into(head, OFF_BORN_TIMESTAMP, born_timestamp)
-    if cluster:
-        head[len(head) - len(cluster) :] = cluster
     return head
+
+
+def uniform_head(topic: str, batch: ClientEntries, *, sys_flag: int, born_host: HostAddr,
+                 store_host: HostAddr, reconsume_times: int = 0) -> bytes | None:
+    """:func:`uniform_template` with QUEUEID and BORNTIMESTAMP zero, for
+    :func:`~.loops.stamp_records`, which writes both with the rest: one object for every
+    batch of the same topic, layout and hosts."""
+    if len(born_host.ip) != 4 or len(store_host.ip) != 4:
+        return None
+    return _head(topic, batch.body_length, batch.properties_length, batch.cluster,
+                 sys_flag & ~SYSFLAG_HOSTS_V6, born_host, store_host, reconsume_times)
+
+
+@functools.lru_cache(maxsize=256)
+def _head(topic: str, blen: int, plen: int, cluster: bytes, sys_flag: int,
+          born_host: HostAddr, store_host: HostAddr, reconsume_times: int) -> bytes | None:
+    """:func:`uniform_head`'s template, ``cluster`` ending its properties (``None``: the
+    topic is too long for the V1 layout)."""
+    tbytes = topic.encode("utf-8")
+    if len(tbytes) > MAX_V1_TOPIC_BYTES:
+        return None
+    template, _ = _uniform_layout(tbytes, blen, plen, sys_flag, born_host, store_host,
+                                  reconsume_times)
+    if not cluster:
+        return template
+    return template[: len(template) - len(cluster)] + cluster
 
 
 def write_uniform_batch(buf: bytearray | memoryview, head: bytes | bytearray,

@@ -2,8 +2,9 @@
 
 A producer batch whose entries share one layout becomes commit-log records of one size,
 tiled from a template (:mod:`.batch`). Per message, only fixed-offset fields then vary.
-The first four functions do that work in one call per batch; ``check_records`` checks the
-stored records a read is about to serve, all of them in one call:
+The functions down to ``uniform_entries`` do that work in one call per batch;
+``check_records`` checks the stored records a read is about to serve, all of them in one
+call:
 
 ==================  ==========================================================
 function            what it does, for ``n`` records of ``rec`` bytes in ``buf``
@@ -13,6 +14,7 @@ fill_records        FLAG, BODY and PROPERTIES from client entry ``i``, and
                     BODYCRC = crc32(body) & 0x7FFFFFFF, into record ``i``
 patch_records       QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``,
                     STORETIMESTAMP
+stamp_records       the three above in one pass, and QUEUEID and BORNTIMESTAMP
 uniform_entries     whether every client entry repeats the first one's length
                     fields and property bytes but for the UNIQ_KEY value
                     (separator-free ASCII in each)
@@ -66,9 +68,12 @@ from tidemq.formats.record.encode import encode_v4_joined
 from tidemq.formats.record.layout import (
     OFF_BODY,
     OFF_BODY_CRC,
+    OFF_BORN_TIMESTAMP,
     OFF_FLAG,
     OFF_PHYSICAL_OFFSET,
+    OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
+    OFF_STORE_TIMESTAMP,
     crc32,
 )
 from tidemq.formats.record.native import compiled
@@ -88,10 +93,12 @@ __all__ = [
     "py_fill_records",
     "py_offset_ids",
     "py_patch_records",
+    "py_stamp_records",
     "py_tile_records",
     "py_uniform_entries",
     "py_uniform_lengths",
     "py_write_records",
+    "stamp_records",
     "tile_records",
     "uniform_entries",
     "uniform_lengths",
@@ -177,6 +184,33 @@ def py_patch_records(buf: bytearray | memoryview, n: int, rec: int, queue_offset
         (steps * rec + phys_base).astype(">i8").view(np.uint8).reshape(n, 8))
     grid[:, ts_at : ts_at + 8] = np.frombuffer(store_ts.to_bytes(8, "big", signed=True),
                                                np.uint8)
+
+
+def py_stamp_records(buf: bytearray | memoryview, head: Buffer, data: Buffer, n: int,
+                     size: int, blen: int, props_at: int, queue_id: int, born_ts: int,
+                     queue_offset: int, phys_base: int, store_ts: int) -> None:
+    """:func:`py_tile_records`, :func:`py_fill_records` and :func:`py_patch_records` of
+    ``n`` records of ``len(head)`` bytes (``head``: a template record with IPv4 hosts) in
+    one call, which also gives each record QUEUEID ``queue_id`` and BORNTIMESTAMP
+    ``born_ts``."""
+    rec = len(head)
+    pstart = ENTRY_OVERHEAD + blen
+    plen = size - pstart
+    if (n < 0 or blen < 0 or plen < 0 or rec < OFF_BODY + blen or props_at < OFF_BODY + blen
+            or props_at + plen > rec or len(buf) < n * rec or len(data) < n * size):
+        raise ValueError(f"stamp_records: {n} entries of {size} bytes ({blen}-byte bodies) "
+                         f"do not fit {n} records of {rec} bytes (properties at {props_at}) "
+                         f"in {len(data)}/{len(buf)} bytes")
+    if not n:
+        return
+    py_tile_records(buf, head, n)
+    py_fill_records(buf, rec, data, n, size, blen, props_at)
+    py_patch_records(buf, n, rec, queue_offset, phys_base, store_ts, OFF_STORE_TIMESTAMP)
+    grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
+    grid[:, OFF_QUEUE_ID : OFF_QUEUE_ID + 4] = np.frombuffer(
+        queue_id.to_bytes(4, "big", signed=True), np.uint8)
+    grid[:, OFF_BORN_TIMESTAMP : OFF_BORN_TIMESTAMP + 8] = np.frombuffer(
+        born_ts.to_bytes(8, "big", signed=True), np.uint8)
 
 
 def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
@@ -340,6 +374,14 @@ def _check_native(mod: ModuleType) -> None:
     if ours != theirs:
         raise ImportError("tidemq.formats._crecords writes other byte positions than "
                           "tidemq.formats.record.layout: rebuild it from this source")
+    if hasattr(mod, "stamp_records"):
+        head = bytes(range(rec))
+        ours, theirs = bytearray(2 * rec), bytearray(2 * rec)
+        for stamp, buf in ((py_stamp_records, ours), (mod.stamp_records, theirs)):
+            stamp(buf, head, data, 2, size, blen, rec - 5, -4, 1 << 33, 5, 1 << 40, -3)
+        if ours != theirs:
+            raise ImportError("tidemq.formats._crecords stamps other byte positions than "
+                              "tidemq.formats.record.layout: rebuild it from this source")
     keyed = encode_entries([(b"a", b"U\x01k\x01x", 0), (b"b", b"U\x01k\x01y", 0)])
     if mod.uniform_entries(keyed, 2, len(keyed) // 2, 1, 2, 5):
         raise ImportError("tidemq.formats._crecords lets a separator through a UNIQ_KEY "
@@ -382,6 +424,10 @@ body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_c
 #: Optional in the compiled module too.
 tile_records: Callable[[bytearray | memoryview, Buffer, int], None] = getattr(
     _mod, "tile_records", py_tile_records)
+#: Optional in the compiled module too.
+stamp_records: Callable[[bytearray | memoryview, Buffer, Buffer, int, int, int, int, int, int,
+                         int, int, int], None] = getattr(_mod, "stamp_records",
+                                                         py_stamp_records)
 #: Optional in the compiled module too.
 write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)
 

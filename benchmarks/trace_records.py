@@ -92,9 +92,9 @@ def client(batches: int, batch: int = BATCH, produce: bool = False) -> Callable[
         started = time.process_time()
         builder = _MessageBuilder("RMQ_SYS_TRACE_TOPIC")
         for _ in range(batches):
-            if produce:  # the messages are made for the tracer with each batch
-                msgs = _produced(bodies)
-            builder.extend(pub_records("bench_producer_0", msgs, ids, result, 1, 2))
+            # a produce() batch's messages are made for the tracer with each batch
+            traced = _produced(bodies) if produce else msgs
+            builder.extend(pub_records("bench_producer_0", traced, ids, result, 1, 2))
             if len(builder.messages) >= BATCH_MESSAGES:
                 prepare_send_batch([m for m, _ in builder.take()], max_size=4 << 20,
                                    keys=keys, now_ms=1, compression=BatchCompression(None))

@@ -13,17 +13,20 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.native import compiled
 
 from tidemq.formats.hashing import index_hash, java_string_hash
 from tidemq.store import index_keys
-from tidemq.store.index_keys import prefixed_hashes
+from tidemq.store.index_keys import prefixed_hashes, py_prefixed_hashes
 
 _TOPICS = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=20)
-_ASCII_KEY = st.text(string.printable.replace(" ", ""), min_size=1, max_size=40)
+_ASCII_KEY = st.text(string.printable.replace(" ", ""), min_size=1, max_size=90)
 _ANY_KEY = st.text(min_size=1, max_size=12)
+#: Any character, lone surrogates too (Java hashes them as the UTF-16 units they are).
+_UNIT_KEY = st.text(st.characters() | st.characters(categories=["Cs"]), max_size=12)
 
 
 @st.composite
@@ -35,10 +38,10 @@ def _records(draw: st.DrawFn) -> tuple[list[str], list[int], list[str]]:
     counts = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
     total = sum(counts)
     if draw(st.booleans()):
-        width = draw(st.integers(1, 40))
+        width = draw(st.integers(1, 90))
         key = st.text(string.ascii_letters + string.digits, min_size=width, max_size=width)
     else:
-        key = st.one_of(_ASCII_KEY, _ANY_KEY)
+        key = st.one_of(_ASCII_KEY, _ANY_KEY, _UNIT_KEY)
     keys = draw(st.lists(key, min_size=total, max_size=total))
     return prefixes, counts, keys
 
@@ -51,6 +54,31 @@ def test_prefixed_hashes_are_index_hash_of_topic_and_key(
     each = [p for p, c in zip(prefixes, counts, strict=True) for _ in range(c)]
     expected = [index_hash(p + k) for p, k in zip(each, keys, strict=True)]
     assert prefixed_hashes(prefixes, counts, keys).tolist() == expected
+    assert py_prefixed_hashes(prefixes, counts, keys).tolist() == expected
+
+
+def test_the_compiled_prefixed_hashes_are_used() -> None:
+    """Where the C module is built, a trace message's keys are hashed by it; a silent
+    fallback would hide a slower dispatch thread."""
+    compiled()
+    assert index_keys.NATIVE_PREFIXED_HASHES
+    assert index_keys.prefixed_hashes is not index_keys.py_prefixed_hashes
+
+
+def test_the_compiled_prefixed_hashes_refuse_counts_that_do_not_add_up() -> None:
+    """Counts naming more or fewer keys than given, or a key not a str: an error, never a
+    read past the list."""
+    c = compiled()
+    out = np.empty(2, np.int64)
+    seeds = np.zeros(1, np.uint32)
+    with pytest.raises(ValueError, match="counts"):
+        c.str_key_hashes(out, ["a", "b"], seeds, np.array([3], np.int64))
+    with pytest.raises(ValueError, match="counts"):
+        c.str_key_hashes(out, ["a", "b"], seeds, np.array([1], np.int64))
+    with pytest.raises(TypeError, match="str"):
+        c.str_key_hashes(out, ["a", b"b"], seeds, np.array([2], np.int64))
+    with pytest.raises(ValueError, match="agree"):
+        c.str_key_hashes(np.empty(3, np.int64), ["a", "b"], seeds, np.array([2], np.int64))
 
 
 _KeyHashes = Callable[[npt.NDArray[np.uint8], int], npt.NDArray[np.int64]]
@@ -113,6 +141,7 @@ def test_a_hash_whose_sum_is_min_value_is_zero() -> None:
     assert prefixed_hashes(["polygene"], [1], ["lubricants"]).tolist() == [0]
     assert prefixed_hashes(["a#", "polygene"], [1, 1], ["xy", "lubricants"]).tolist() == [
         index_hash("a#xy"), 0]
+    assert py_prefixed_hashes(["polygene"], [1], ["lubricants"]).tolist() == [0]
 
 
 _NO_HELPERS = textwrap.dedent("""

@@ -6,16 +6,16 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
-send_fields a send header's numbers, link_index_entries and key_hashes chain and
-hash the key index's entries on the dispatch thread, queue_entries writes the consume-queue
-entries of a run of records there, and decode_plain_messages turns the
-plain records of a pull body into a consumer's messages. Every one has a pure-Python twin
-in tidemq/formats/record/loops.py (inner_facts: in tidemq/formats/record/inner_send.py;
-send_fields: tidemq/codec/headers.py; link_index_entries: tidemq/store/index_links.py;
-key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
-decode_plain_messages:
-tidemq/formats/record/messages.py), the fallback when this module is not built, and the
-tests compare the two.
+send_fields a send header's numbers, link_index_entries, key_hashes and
+str_key_hashes chain and hash the key index's entries on the dispatch thread,
+queue_entries writes the consume-queue entries of a run of records there, and
+decode_plain_messages turns the plain records of a pull body into a consumer's messages.
+Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
+tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
+link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
+tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
+decode_plain_messages: tidemq/formats/record/messages.py), the fallback when this module
+is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -1279,6 +1279,111 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* str_key_hashes(out, keys, seeds, counts)
+
+   The key index's hash of each key of `keys` (a list of str) after its record's prefix:
+   record r has the next counts[r] keys (int64) and a prefix whose Java String.hashCode
+   mod 2**32 is seeds[r] (uint32). Java's hashCode runs over UTF-16 units, so a character
+   beyond the BMP counts as its two surrogates; made non-negative as upstream does, into
+   out (int64, one per key). The keys of records queued one by one (a trace message's
+   hundreds of msgIds) hashed without a bytes copy or a matrix of them. */
+#define POW31_CACHED 64
+static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
+    Py_buffer out, sb, cb;
+    PyObject *keys;
+    if (!PyArg_ParseTuple(args, "w*O!y*y*", &out, &PyList_Type, &keys, &sb, &cb))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys), records = sb.len / 4;
+    if (out.len != n * 8 || sb.len % 4 || cb.len != records * 8) {
+        PyErr_Format(PyExc_ValueError, "str_key_hashes: %zd keys, %zd bytes of out, %zd of "
+                     "seeds and %zd of counts do not agree", n, out.len, sb.len, cb.len);
+        goto done;
+    }
+    /* pow31[POW31_CACHED - 1 - k] = 31^k: a key of len units weighs unit j by
+       31^(len-1-j), pow31[POW31_CACHED - len + j] */
+    uint32_t pow31[POW31_CACHED];
+    uint32_t power = 1;
+    for (Py_ssize_t k = POW31_CACHED - 1; k >= 0; k--, power *= 31u)
+        pow31[k] = power;
+    const uint32_t *seeds = (const uint32_t *)sb.buf;
+    const int64_t *counts = (const int64_t *)cb.buf;
+    int64_t *o = (int64_t *)out.buf;
+    Py_ssize_t i = 0;
+    for (Py_ssize_t r = 0; r < records; r++) {
+        if (counts[r] < 0 || counts[r] > n - i) {
+            PyErr_Format(PyExc_ValueError, "str_key_hashes: the counts name more than the "
+                         "%zd keys", n);
+            goto done;
+        }
+        for (Py_ssize_t end = i + (Py_ssize_t)counts[r]; i < end; i++) {
+            PyObject *key = PyList_GET_ITEM(keys, i);
+            if (!PyUnicode_Check(key)) {
+                PyErr_SetString(PyExc_TypeError, "str_key_hashes: a key is not a str");
+                goto done;
+            }
+            uint32_t h = seeds[r];
+            Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+            const void *data = PyUnicode_DATA(key);
+            switch (PyUnicode_KIND(key)) {
+            case PyUnicode_1BYTE_KIND: {
+                const Py_UCS1 *u = (const Py_UCS1 *)data;
+                if (len <= POW31_CACHED) {  /* independent products, four sums */
+                    const uint32_t *w = pow31 + POW31_CACHED - len;
+                    uint32_t a = 0, b = 0, c = 0, d = 0;
+                    Py_ssize_t j = 0;
+                    for (; j + 4 <= len; j += 4) {
+                        a += u[j] * w[j];
+                        b += u[j + 1] * w[j + 1];
+                        c += u[j + 2] * w[j + 2];
+                        d += u[j + 3] * w[j + 3];
+                    }
+                    for (; j < len; j++)
+                        a += u[j] * w[j];
+                    h = h * (len ? w[0] * 31u : 1u) + a + b + c + d;
+                    break;
+                }
+                for (Py_ssize_t j = 0; j < len; j++)
+                    h = 31u * h + u[j];
+                break;
+            }
+            case PyUnicode_2BYTE_KIND: {
+                const Py_UCS2 *u = (const Py_UCS2 *)data;
+                for (Py_ssize_t j = 0; j < len; j++)
+                    h = 31u * h + u[j];
+                break;
+            }
+            default: {
+                const Py_UCS4 *u = (const Py_UCS4 *)data;
+                for (Py_ssize_t j = 0; j < len; j++) {
+                    Py_UCS4 c = u[j];
+                    if (c < 0x10000) {
+                        h = 31u * h + c;
+                    } else {
+                        c -= 0x10000;
+                        h = 31u * h + (0xD800u + (c >> 10));
+                        h = 31u * h + (0xDC00u + (c & 0x3FFu));
+                    }
+                }
+            }
+            }
+            o[i] = index_abs(h);
+        }
+    }
+    if (i != n) {
+        PyErr_Format(PyExc_ValueError, "str_key_hashes: the counts name %zd of the %zd keys",
+                     i, n);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&cb);
+    return result;
+}
+
 /* decode_plain_messages(cls, data, pos, out, check_crc, queue_id, broker_name, host_text,
                          lazy_of) -> int
 
@@ -1575,6 +1680,8 @@ static PyMethodDef methods[] = {
     {"link_index_entries", link_index_entries, METH_VARARGS,
      "Append key-index entries and chain them to their slots."},
     {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},
+    {"str_key_hashes", str_key_hashes, METH_VARARGS,
+     "Key-index hashes of str keys after their records' prefixes."},
     {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,
      METH_FASTCALL, "Plain records into messages; where the first other record starts."},
     {NULL, NULL, 0, NULL},

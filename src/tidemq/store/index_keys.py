@@ -15,7 +15,9 @@ product over at most :data:`_CHUNK` characters at a time: the float64 copy stays
 about 460,000 elements it splits one with its worker thread, which then spins on the
 broker's other core and takes several times the CPU). Where the compiled module
 ``tidemq.formats._crecords`` is built, a batch's UNIQ_KEY column is hashed by its
-``key_hashes`` instead, in one pass (:func:`key_hashes`; :func:`py_key_hashes` is its twin).
+``key_hashes`` instead, in one pass (:func:`key_hashes`; :func:`py_key_hashes` is its twin),
+and the keys of records queued one by one by its ``str_key_hashes``, straight from the
+strings (:func:`prefixed_hashes`; :func:`py_prefixed_hashes` is its twin).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import numpy.typing as npt
 from tidemq.formats.hashing import index_hash, java_string_hash
 from tidemq.formats.record.loops import compiled
 
-__all__ = ["NATIVE_KEY_HASHES", "KeyColumns", "column_hashes", "index_hashes", "key_hashes",
-           "prefixed_hashes", "py_key_hashes"]
+__all__ = ["NATIVE_KEY_HASHES", "NATIVE_PREFIXED_HASHES", "KeyColumns", "column_hashes",
+           "index_hashes", "key_hashes", "prefixed_hashes", "py_key_hashes",
+           "py_prefixed_hashes"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -77,10 +80,12 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
     return out
 
 
-def prefixed_hashes(prefixes: Sequence[str], counts: Sequence[int] | IntArray,
+def py_prefixed_hashes(prefixes: Sequence[str], counts: Sequence[int] | IntArray,
                     keys: Sequence[str]) -> IntArray:
     """:func:`~tidemq.formats.hashing.index_hash` of ``prefixes[r] + key`` for each of the
     ``counts[r]`` keys of record ``r``, flat: ``keys`` holds every record's keys in order.
+    The twin of the compiled ``str_key_hashes`` (:func:`prefixed_hashes` is whichever
+    runs).
 
     Keys that are ASCII and of one width (a trace message's msgIds, records' UNIQ_KEYs)
     are hashed from one buffer as :func:`index_hashes` hashes them, and each record's
@@ -265,6 +270,40 @@ _compiled_key_hashes = _native_key_hashes()
 NATIVE_KEY_HASHES = _compiled_key_hashes is not None
 key_hashes: Callable[[npt.NDArray[np.uint8], int], IntArray] = (
     _compiled_key_hashes if _compiled_key_hashes is not None else py_key_hashes)
+
+
+def _native_prefixed_hashes() -> Callable[
+        [Sequence[str], Sequence[int] | IntArray, Sequence[str]], IntArray] | None:
+    compiled_hashes = compiled("str_key_hashes")
+    if compiled_hashes is None:
+        return None
+
+    def native_prefixed_hashes(prefixes: Sequence[str], counts: Sequence[int] | IntArray,
+                               keys: Sequence[str]) -> IntArray:
+        """:func:`py_prefixed_hashes` in one pass over the keys' characters: no bytes
+        copy of them, no matrix, no string per key."""
+        out = np.empty(len(keys), np.int64)
+        if len(prefixes) == 1:
+            seeds = np.array([java_string_hash(prefixes[0]) & 0xFFFFFFFF], np.uint32)
+        else:
+            known = {p: java_string_hash(p) & 0xFFFFFFFF for p in set(prefixes)}
+            seeds = np.fromiter(map(known.__getitem__, prefixes), np.uint32,
+                                count=len(prefixes))
+        compiled_hashes(out, keys if type(keys) is list else list(keys), seeds,
+                        np.ascontiguousarray(counts, np.int64))
+        return out
+
+    return native_prefixed_hashes
+
+
+_compiled_prefixed_hashes = _native_prefixed_hashes()
+#: Whether :func:`prefixed_hashes` is the compiled loop (``False``:
+#: :func:`py_prefixed_hashes`).
+NATIVE_PREFIXED_HASHES = _compiled_prefixed_hashes is not None
+prefixed_hashes: Callable[[Sequence[str], Sequence[int] | IntArray, Sequence[str]],
+                          IntArray] = (_compiled_prefixed_hashes
+                                       if _compiled_prefixed_hashes is not None
+                                       else py_prefixed_hashes)
 
 
 def column_hashes(topic: str, keys: KeyColumns) -> IntArray:

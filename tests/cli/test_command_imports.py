@@ -4,14 +4,18 @@ server process does not import the modules of other commands."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from tidemq.cli import admin_commands
 from tidemq.cli.main import COMMANDS, build_app
 
 #: Prints, at exit, which of these modules the run imported.
@@ -49,8 +53,44 @@ def test_a_group_command_run_builds_that_command_only() -> None:
     assert len(every) > 60 and group_names(build_app("admin", "noSuchCommand"), "admin") == every
 
 
+def registered_by(module: str) -> list[str]:
+    """The commands ``module`` registers on an app of its own, in order."""
+    app = typer.Typer()
+    importlib.import_module(f"tidemq.cli.commands.{module}").register(app)
+    assert not app.registered_groups
+    return [c.name or "" for c in app.registered_commands]
+
+
+@pytest.mark.parametrize("module", admin_commands.ADDED_BY)
+def test_the_admin_table_names_what_each_module_registers(module: str) -> None:
+    assert registered_by(module) == list(admin_commands.MODULES[module])
+
+
+def test_the_admin_table_names_the_admin_modules_own_commands_and_every_module() -> None:
+    from tidemq.cli.commands import admin
+
+    assert [c.name for c in admin.app.registered_commands] == list(
+        admin_commands.MODULES[admin_commands.HOME])
+    modules = {p.stem for p in Path(admin.__file__).parent.glob("*.py")
+               if re.search(r"to the ``tidemq admin`` app", p.read_text())}
+    assert modules == set(admin_commands.ADDED_BY)
+
+
+def test_the_full_admin_app_has_every_command_of_the_table_in_its_order() -> None:
+    (admin,) = build_app("admin").registered_groups
+    assert admin.typer_instance is not None
+    listed = [c.name for c in admin.typer_instance.registered_commands]
+    assert listed == [name for names in admin_commands.MODULES.values() for name in names]
+
+
+@pytest.mark.parametrize("command", ["topicList", "getKvConfig", "migrateLogicalQueue"])
+def test_an_admin_command_run_builds_that_command_only(command: str) -> None:
+    assert group_names(build_app("admin", command), "admin") == {command}
+
+
 @pytest.mark.parametrize("args", [
-    ["admin", "topicList", "--help"], ["admin", "topicLst"], ["admin", "clusterList", "-x"],
+    ["admin", "topicList", "--help"], ["admin", "getKvConfig", "--help"],
+    ["admin", "createUser", "-u"], ["admin", "topicLst"], ["admin", "clusterList", "-x"],
     ["broker", "--help"], ["bench", "produce", "--help"], ["console", "user", "--help"]])
 def test_a_command_built_alone_runs_as_in_the_full_app(args: list[str]) -> None:
     """Its help, and the errors of a wrong name or flag (with the names near it)."""

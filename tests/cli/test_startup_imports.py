@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tidemq.cli import admin_commands
+
 #: Prints, at exit, which of these modules the run imported.
 _REPORT = ("import atexit, sys; atexit.register(lambda: print('loaded:', *sorted("
            "m for m in {modules!r} if m in sys.modules), file=sys.stderr)); "
@@ -40,6 +42,20 @@ def test_an_admin_call_loads_no_producer_consumer_or_numpy() -> None:
         "pydantic", "numpy", "tidemq.client.producer", "tidemq.client.consumer",
         "tidemq.client.push_consumer", "tidemq.client.pull"))
     assert got == set()
+
+
+#: The modules besides ``tidemq.cli.commands.admin`` that hold admin commands.
+ADMIN_MODULES = tuple(f"tidemq.cli.commands.{m}" for m in admin_commands.ADDED_BY)
+
+
+@pytest.mark.parametrize(("command", "own"), [
+    ("topicList", set()), ("getKvConfig", {"tidemq.cli.commands.kv"}),
+    ("queryMsgTraceById", {"tidemq.cli.commands.admin_trace"})])
+def test_an_admin_call_loads_the_module_of_its_command_only(command: str, own: set[str]
+                                                             ) -> None:
+    """``logical`` aside: the admin module creates logical topics with it."""
+    got = loaded("admin", command, "--help", modules=ADMIN_MODULES)
+    assert got - {"tidemq.cli.commands.logical"} == own
 
 
 def server_loads(modules: str, watched: tuple[str, ...]) -> set[str]:

@@ -4,7 +4,8 @@ A run imports the modules of the command it names only: ``tidemq broker`` starts
 without loading the benchmarks, the console's or the admin commands (every server
 process, and every process ``tidemq cluster`` starts, pays for each import at start),
 and builds the command line of the command it runs only (``tidemq admin topicList``:
-topicList's, not every admin command's). ``tidemq`` without a known command, and
+topicList's, not every admin command's), importing the module that holds that command
+and no other (:mod:`tidemq.cli.admin_commands`). ``tidemq`` without a known command, and
 :data:`app`, have every command.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import gc
+import importlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -21,87 +23,91 @@ import typer
 from typer.main import get_command_name
 from typer.models import CommandInfo
 
+from tidemq.cli import admin_commands
+
 __all__ = ["COMMANDS", "app", "build_app", "main"]
 
 HELP = "TideMQ: a RocketMQ-compatible broker in Python."
 
 
+def _admin_app(command: str | None = None) -> typer.Typer:
+    """``tidemq admin``: with ``command`` one of its commands, the app with the commands
+    of the module that holds it (:mod:`tidemq.cli.admin_commands`), that module alone
+    imported; otherwise with every command."""
+    from tidemq.cli.commands import admin
+
+    module = admin_commands.module_of(command) if command is not None else None
+    if module is None:
+        return _full_admin_app()
+    if module == admin_commands.HOME:
+        return admin.app
+    return _registered(admin.app, (module,), own=False)
+
+
 @functools.cache
-def _admin_app() -> typer.Typer:
-    """``tidemq admin`` with the commands of every module that adds some (once: they
-    register on the module's own app)."""
-    from tidemq.cli.commands import (
-        admin,
-        admin_cluster,
-        admin_config,
-        admin_groups,
-        admin_messages,
-        admin_offsets,
-        admin_subgroups,
-        admin_trace,
-        auth,
-        controller,
-        kv,
-        logical,
-    )
+def _full_admin_app() -> typer.Typer:
+    """``tidemq admin`` with the commands of every module that adds some (once)."""
+    from tidemq.cli.commands import admin
 
-    logical.register(admin.app)  # the logical-queue commands (RIP-21) live in their own module
-    kv.register(admin.app)  # the name servers' KV config
-    admin_groups.register(admin.app)  # consumer and producer groups
-    admin_offsets.register(admin.app)  # resetting and copying group offsets
-    admin_subgroups.register(admin.app)  # subscription group configs
-    admin_config.register(admin.app)  # broker and name-server configuration, permissions
-    admin_messages.register(admin.app)  # printing and finding messages
-    admin_cluster.register(admin.app)  # traffic, send probes, housekeeping
-    admin_trace.register(admin.app)  # message trace
-    auth.register(admin.app)  # ACL 2.0 users and ACLs
-    controller.register(admin.app)  # controller mode (automatic failover)
-    return admin.app
+    return _registered(admin.app, admin_commands.ADDED_BY, own=True)
 
 
-def _add_admin(root: typer.Typer) -> None:
-    root.add_typer(_admin_app(), name="admin")
+def _registered(home: typer.Typer, modules: tuple[str, ...], *, own: bool) -> typer.Typer:
+    """A copy of ``home`` with the commands ``modules`` register on it, after ``home``'s
+    own with ``own`` (``home`` itself keeps its own only)."""
+    app = copy.copy(home)
+    app.registered_commands = list(home.registered_commands) if own else []
+    app.registered_groups = list(home.registered_groups) if own else []
+    for module in modules:
+        importlib.import_module(f"tidemq.cli.commands.{module}").register(app)
+    return app
 
 
-def _add_bench(root: typer.Typer) -> None:
+def _add_admin(root: typer.Typer, command: str | None = None) -> None:
+    root.add_typer(_admin_app(command), name="admin")
+
+
+def _add_bench(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import bench
 
     root.add_typer(bench.app, name="bench")
 
 
-def _add_pipeline(root: typer.Typer) -> None:
+def _add_pipeline(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import pipeline
 
     root.add_typer(pipeline.app, name="pipeline")
 
 
-def _add_store(root: typer.Typer) -> None:
+def _add_store(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import store
 
     root.add_typer(store.app, name="store")
 
 
-def _add_servers(root: typer.Typer) -> None:
+def _add_servers(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import server
 
     server.register(root)
 
 
-def _add_cluster(root: typer.Typer) -> None:
+def _add_cluster(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import cluster
 
     cluster.register(root)  # tidemq cluster: a failover group on one machine
 
 
-def _add_console(root: typer.Typer) -> None:
+def _add_console(root: typer.Typer, _command: str | None = None) -> None:
     from tidemq.cli.commands import console
 
     console.register(root)
 
 
 #: Each top-level command, by the function that adds it (and the commands beside it
-#: from the same module) to a root app; in the order ``tidemq --help`` lists them.
-COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
+#: from the same module) to a root app; in the order ``tidemq --help`` lists them. Its
+#: second argument, when given, is the command of the group that the run names: the
+#: function may add the group with the module of that command only.
+COMMANDS: dict[str, Callable[[typer.Typer, str | None], None]] = {
     "admin": _add_admin,
     "bench": _add_bench,
     "pipeline": _add_pipeline,
@@ -126,12 +132,12 @@ def build_app(command: str | None = None, subcommand: str | None = None) -> type
     root = typer.Typer(no_args_is_help=True, help=HELP)
     if command is None:
         for add in dict.fromkeys(COMMANDS.values()):
-            add(root)
+            add(root, None)
         _evaluate_annotations(root)
         return root
     # a group even when the module adds one command (typer would run it as the app)
     root.callback()(_group)
-    COMMANDS[command](root)
+    COMMANDS[command](root, subcommand)
     own = [c for c in root.registered_commands if _name(c) == command]
     if own:
         root.registered_commands = own

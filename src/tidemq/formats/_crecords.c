@@ -237,6 +237,24 @@ static int key_value_ok(const unsigned char *p, Py_ssize_t len) {
     return 1;
 }
 
+/* uniform_entries' test of n entries of size bytes at first, their properties at pstart
+   (plen bytes), the UNIQ_KEY value at ustart:uend of them. */
+static int entries_uniform(const unsigned char *first, Py_ssize_t n, Py_ssize_t size,
+                           Py_ssize_t pstart, Py_ssize_t plen, Py_ssize_t ustart,
+                           Py_ssize_t uend) {
+    const unsigned char *e = first;
+    int same = 1;
+    for (Py_ssize_t i = 0; i < n && same; i++, e += size) {
+        same = key_value_ok(e + pstart + ustart, uend - ustart);
+        if (i == 0 || !same) continue;
+        same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0
+            && memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) == 0
+            && memcmp(e + pstart - 2, first + pstart - 2, (size_t)(ustart + 2)) == 0
+            && memcmp(e + pstart + uend, first + pstart + uend, (size_t)(plen - uend)) == 0;
+    }
+    return same;
+}
+
 /* uniform_entries(data, n, size, blen, ustart, uend) -> bool
 
    Whether every entry repeats the first one's TOTALSIZE, BODYLENGTH, PROPERTIESLENGTH and
@@ -256,16 +274,8 @@ static PyObject *uniform_entries(PyObject *self, PyObject *args) {
         PyBuffer_Release(&in);
         return NULL;
     }
-    const unsigned char *first = (const unsigned char *)in.buf, *e = first;
-    int same = 1;
-    for (Py_ssize_t i = 0; i < n && same; i++, e += size) {
-        same = key_value_ok(e + pstart + ustart, uend - ustart);
-        if (i == 0 || !same) continue;
-        same = memcmp(e + ENTRY_OFF_TOTAL_SIZE, first + ENTRY_OFF_TOTAL_SIZE, 4) == 0
-            && memcmp(e + ENTRY_OFF_BODY_LENGTH, first + ENTRY_OFF_BODY_LENGTH, 4) == 0
-            && memcmp(e + pstart - 2, first + pstart - 2, (size_t)(ustart + 2)) == 0
-            && memcmp(e + pstart + uend, first + pstart + uend, (size_t)(plen - uend)) == 0;
-    }
+    int same = entries_uniform((const unsigned char *)in.buf, n, size, pstart, plen, ustart,
+                               uend);
     PyBuffer_Release(&in);
     return PyBool_FromLong(same);
 }
@@ -1663,6 +1673,73 @@ done:
     return result;
 }
 
+/* uniform_split(data, max_body, column) -> (n, size, blen, ustart, uend, shape, keys) | None
+
+   The split of a client batch body whose entries share one layout, in one pass: None
+   unless the first entry is well formed (TOTALSIZE at least ENTRY_OVERHEAD and dividing
+   the body, BODYLENGTH in the entry and at most max_body, PROPERTIESLENGTH closing it)
+   and uniform_entries holds with ustart:uend the value of the first "UNIQ_KEY\x01" in
+   the first entry's properties (up to the next 0x02 or their end; plen:plen without
+   one). shape is (properties[:ustart], properties[uend:], plen): what every entry's
+   properties are around its UNIQ_KEY value. keys: with column true and a value to read,
+   the n values of ustart:uend joined (bytes), else None. */
+static PyObject *uniform_split(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    Py_ssize_t max_body;
+    int column;
+    if (!PyArg_ParseTuple(args, "y*np", &in, &max_body, &column))
+        return NULL;
+    const unsigned char *b = (const unsigned char *)in.buf;
+    Py_ssize_t n_bytes = in.len;
+    PyObject *result = NULL, *shape = NULL, *keys = NULL;
+    if (n_bytes < ENTRY_OVERHEAD)
+        goto none;
+    Py_ssize_t size = get_be32(b + ENTRY_OFF_TOTAL_SIZE);
+    Py_ssize_t blen = get_be32(b + ENTRY_OFF_BODY_LENGTH);
+    if (size < ENTRY_OVERHEAD || n_bytes % size || blen < 0 || blen > size - ENTRY_OVERHEAD)
+        goto none;
+    Py_ssize_t pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
+    int16_t plen_field = (int16_t)((b[pstart - 2] << 8) | b[pstart - 1]);
+    if (plen_field != plen || blen > max_body)
+        goto none;
+    Py_ssize_t n = n_bytes / size, ustart = plen, uend = plen;
+    const unsigned char *props = b + pstart;
+    static const char name[] = "UNIQ_KEY\x01";
+    const unsigned char *at = memmem(props, (size_t)plen, name, sizeof(name) - 1);
+    if (at != NULL) {
+        ustart = at - props + (Py_ssize_t)(sizeof(name) - 1);
+        const unsigned char *sep = memchr(props + ustart, 0x02, (size_t)(plen - ustart));
+        uend = sep != NULL ? sep - props : plen;
+    }
+    if (!entries_uniform(b, n, size, pstart, plen, ustart, uend))
+        goto none;
+    shape = Py_BuildValue("(y#y#n)", (const char *)props, ustart, (const char *)props + uend,
+                          plen - uend, plen);
+    if (shape == NULL)
+        goto done;
+    Py_ssize_t w = uend - ustart;
+    if (column && w) {
+        keys = PyBytes_FromStringAndSize(NULL, n * w);
+        if (keys == NULL)
+            goto done;
+        unsigned char *k = (unsigned char *)PyBytes_AS_STRING(keys);
+        const unsigned char *v = props + ustart;
+        for (Py_ssize_t i = 0; i < n; i++, k += w, v += size)
+            memcpy(k, v, (size_t)w);
+    } else {
+        keys = Py_NewRef(Py_None);
+    }
+    result = Py_BuildValue("(nnnnnOO)", n, size, blen, ustart, uend, shape, keys);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(keys);
+    PyBuffer_Release(&in);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -1672,6 +1749,7 @@ static PyMethodDef methods[] = {
     {"stamp_records", stamp_records, METH_VARARGS, "Tile, fill and patch records at once."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
     {"uniform_lengths", uniform_lengths, METH_VARARGS, "Whether entries share one layout."},
+    {"uniform_split", uniform_split, METH_VARARGS, "A uniform batch body's split, or None."},
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
     {"queue_entries", queue_entries, METH_VARARGS, "Consume-queue entries of a run."},
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},

@@ -38,6 +38,7 @@ def test_the_compiled_module_is_built_and_used() -> None:
     assert crecords.write_records is native.write_records
     assert crecords.tile_records is native.tile_records
     assert crecords.stamp_records is native.stamp_records
+    assert crecords.uniform_split is native.uniform_split
 
 
 def _both(name: str) -> list[Callable[..., Any]]:
@@ -170,6 +171,55 @@ def test_uniform_entries_agrees_with_a_reading_entry_by_entry(
              and values.isascii() and b"\x01" not in values and b"\x02" not in values)
     for fn in _both("uniform_entries"):
         assert fn(bytes(body), n, size, blen, ustart, uend) is truth
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 30), blen=st.integers(0, 50), head=st.binary(max_size=12),
+       tail=st.binary(max_size=12), klen=st.integers(0, 40), named=st.booleans(),
+       max_body=st.integers(0, 60), data=st.data())
+def test_uniform_split_reads_what_each_entry_holds(
+        n: int, blen: int, head: bytes, tail: bytes, klen: int, named: bool, max_body: int,
+        data: st.DataObject) -> None:
+    """Compiled and twin agree on any body, a damaged one included; on a batch whose
+    entries differ only in the value after the first UNIQ_KEY name, the split names the
+    value's place, what surrounds it and every entry's value, as read entry by entry."""
+    head = head.replace(b"UNIQ_KEY\x01", b"")
+    if named:
+        head += b"UNIQ_KEY\x01"
+        tail = b"\x02" + tail if tail else tail
+    keys = [data.draw(st.lists(_KEY_BYTE, min_size=klen, max_size=klen).map(bytes))
+            for _ in range(n)]
+    body = bytearray(_entries(n, blen, head, keys, tail))
+    size = len(body) // n
+    damaged = data.draw(st.booleans())
+    if damaged:
+        at = data.draw(st.integers(0, len(body) - 1))
+        body[at] ^= data.draw(st.integers(1, 255))
+    column = data.draw(st.booleans())
+    found = [fn(bytes(body), max_body, column) for fn in _both("uniform_split")]
+    assert all(f == found[0] for f in found)
+    if damaged:
+        return
+    props = head + keys[0] + tail
+    plen = len(props)
+    if named:
+        ustart, uend = len(head), len(head) + klen
+    else:  # the first name found, wherever it is, or none
+        at = props.find(b"UNIQ_KEY\x01")
+        ustart = uend = plen
+        if at >= 0:
+            ustart = at + 9
+            sep = props.find(b"\x02", ustart)
+            uend = plen if sep < 0 else sep
+    alike = all(b"".join((head, k, tail))[:ustart] == props[:ustart]
+                and b"".join((head, k, tail))[uend:] == props[uend:] for k in keys)
+    if blen > max_body or (not named and not alike):
+        if blen > max_body:
+            assert found[0] is None
+        return
+    want_keys = b"".join(keys) if column and klen and named else None
+    assert found[0] == (n, size, blen, ustart, uend, (props[:ustart], props[uend:], plen),
+                        want_keys)
 
 
 @settings(max_examples=120, deadline=None)

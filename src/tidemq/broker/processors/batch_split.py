@@ -28,7 +28,7 @@ from tidemq.formats.properties import (
     user_keys,
     wants_flush,
 )
-from tidemq.formats.record.loops import uniform_entries, uniform_lengths
+from tidemq.formats.record.loops import uniform_lengths, uniform_split
 from tidemq.store.append import UniformBatch
 from tidemq.store.index_keys import KeyColumns
 from tidemq.store.message_store import MessageInput
@@ -129,7 +129,6 @@ def inner_shape(plain: bytes | bytearray | memoryview) -> tuple[int, bool]:
 
 #: :meth:`BatchSplitter.property_shape`'s answer.
 PropertyShape = tuple[int, int, bytes, int, tuple[str, ...] | None, bool]
-_UNIQ_NAME = b"UNIQ_KEY\x01"
 #: Property shapes a splitter keeps; past this many it forgets them all.
 _SHAPES_KEPT = 256
 #: The longest property bytes whose shape is kept (the usual batch's are about a hundred):
@@ -209,49 +208,35 @@ class BatchSplitter:
         valid UTF-8, and only the UNIQ_KEYs are read per entry -- which is what the walk
         would find, entry by entry. Anything else, errors included, is walked. A batch of
         any size, the few entries of an auto-batcher's batch at a low rate included, is
-        compared by compiled loops and handed to the store as columns
-        (:class:`UniformBatch`), never as an object per message.
+        read by one compiled call (:func:`~tidemq.formats.record.loops.uniform_split`:
+        the layout, the comparison, and the UNIQ_KEY column copied out while the entries
+        are in the cache, for the key index that reads it later) and handed to the store
+        as columns (:class:`UniformBatch`), never as an object per message.
         """
-        first_size = int.from_bytes(body[:4], "big")
-        if first_size <= 0 or len(body) < first_size:
+        split = uniform_split(body, self._max_body, self._index)
+        if split is None:
             return None
-        # the array split checks every entry's lengths with its properties
-        layout = first_layout(body)
-        if layout is None:
-            return None
-        size, blen = layout
-        if blen > self._max_body:
-            return None
-        data = body if isinstance(body, bytes) else bytes(body)
-        n = len(data) // size
-        pstart = ENTRY_OVERHEAD + blen
-        plen = size - pstart
-        first = data[pstart : pstart + plen]
-        at = first.find(_UNIQ_NAME)
-        if at < 0:
-            key: tuple[bytes, bytes, int] = (first, b"", plen)
-            around = (plen, plen)
-        else:
-            vstart = at + len(_UNIQ_NAME)
-            vend = first.find(b"\x02", vstart)
-            if vend < 0:
-                vend = plen
-            key = (first[:vstart], first[vend:], plen)
-            around = (vstart, vend)
+        n, size, blen, ustart, uend, key, column = split
         shapes = self._shapes
         shape = shapes.get(key)
         if shape is None:
-            shape = self.property_shape(first)
-            if shape is None:
+            pstart = ENTRY_OVERHEAD + blen
+            shape = self.property_shape(bytes(body[pstart:size]))
+            # the shape is the same where the split found the UNIQ_KEY value
+            if shape is None or shape[0] != ustart or shape[1] != uend:
                 return None
-            # what the key leaves out is the UNIQ_KEY value
-            if shape[:2] == around and plen <= _SHAPE_MAX_BYTES:
+            if key[2] <= _SHAPE_MAX_BYTES:
                 if len(shapes) >= _SHAPES_KEPT:
                     shapes.clear()
                 shapes[key] = shape
-        ustart, uend, cluster, tags, keys, wait = shape
-        batch = self._array_split(data, n, size, blen, cluster, ustart, uend, tags, keys)
-        return None if batch is None else (batch, wait)
+        _ustart, _uend, cluster, tags, keys, wait = shape
+        key_columns = None
+        if keys is not None and (keys or column is not None):
+            uniq = (None if column is None
+                    else np.frombuffer(column, np.uint8).reshape(n, uend - ustart))
+            key_columns = KeyColumns(uniq, keys, n)
+        data = body if type(body) is bytes else bytes(body)
+        return UniformBatch(data, n, size, blen, cluster, tags, key_columns), wait
 
     def property_shape(self, first: bytes) -> PropertyShape | None:
         """What the first entry's property bytes say of every entry of a uniform batch:
@@ -262,7 +247,7 @@ class BatchSplitter:
 
         :meth:`uniform` keeps the answers by the bytes around the UNIQ_KEY value and the
         length: of two property strings that differ only in a UNIQ_KEY value of
-        separator-free ASCII (which the array split checks of every entry), this says
+        separator-free ASCII (which the split checks of every entry), this says
         the same."""
         plen = len(first)
         try:
@@ -286,24 +271,3 @@ class BatchSplitter:
             return None
         return (ustart, uend, cluster, tags_code(props.get("TAGS")),
                 user_keys(props) if self._index else None, wants_flush(props))
-
-    @staticmethod
-    def _array_split(data: bytes, n: int, size: int, blen: int, cluster: bytes, ustart: int,
-                     uend: int, tags: int, keys: tuple[str, ...] | None) -> UniformBatch | None:
-        """The messages of a batch whose first entry is well formed (:func:`first_layout`)
-        as columns over ``data``, or ``None`` unless every entry repeats the first one's
-        length fields (then each is well formed, as :func:`uniform_layout` proves it) and
-        property bytes except the UNIQ_KEY value (``ustart:uend`` of the properties;
-        empty: the entries have none), and that value is separator-free ASCII.
-        ``keys``: the KEYS every entry has (``None``: nothing is indexed)."""
-        if not uniform_entries(data, n, size, blen, ustart, uend):
-            return None
-        key_columns = None
-        if keys is not None and (keys or ustart != uend):
-            uniq = None
-            if ustart != uend:
-                pstart = ENTRY_OVERHEAD + blen
-                rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
-                uniq = rows[:, pstart + ustart : pstart + uend]
-            key_columns = KeyColumns(uniq, keys, n)
-        return UniformBatch(data, n, size, blen, cluster, tags, key_columns)

@@ -21,6 +21,8 @@ uniform_entries     whether every client entry repeats the first one's length
 uniform_lengths     whether every client entry repeats the first one's
                     TOTALSIZE, BODYLENGTH and PROPERTIESLENGTH (an inner batch's
                     layout, whatever its properties hold)
+uniform_split       the first entry's layout read, uniform_entries checked and
+                    the UNIQ_KEY values copied out as one column, in one call
 offset_ids          the records' offset message ids, joined by commas
 check_records       how many records of ``buf`` (at given starts, of given
                     sizes), from the first, are sound beyond doubt: what the
@@ -81,6 +83,7 @@ from tidemq.formats.record.native import compiled
 __all__ = [
     "NATIVE",
     "Ints",
+    "UniformSplit",
     "body_crc32",
     "check_records",
     "compiled",
@@ -97,11 +100,13 @@ __all__ = [
     "py_tile_records",
     "py_uniform_entries",
     "py_uniform_lengths",
+    "py_uniform_split",
     "py_write_records",
     "stamp_records",
     "tile_records",
     "uniform_entries",
     "uniform_lengths",
+    "uniform_split",
     "write_records",
 ]
 
@@ -240,6 +245,50 @@ def py_uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int,
 #: The bytes of an entry's TOTALSIZE and BODYLENGTH; PROPERTIESLENGTH follows the body.
 _LENGTH_BYTES = (*range(ENTRY_OFF_TOTAL_SIZE, ENTRY_OFF_TOTAL_SIZE + 4),
                  *range(ENTRY_OFF_BODY_LENGTH, ENTRY_OFF_BODY_LENGTH + 4))
+
+
+#: :func:`uniform_split`'s answer: ``(n, size, blen, ustart, uend, shape, keys)``.
+UniformSplit = tuple[int, int, int, int, int, tuple[bytes, bytes, int], bytes | None]
+_UNIQ_NAME = b"UNIQ_KEY\x01"
+_ENTRY_LENGTHS = struct.Struct(">i12xi")
+_PLEN = struct.Struct(">h")
+
+
+def py_uniform_split(data: Buffer, max_body: int, column: bool) -> UniformSplit | None:
+    """The split of a client batch body whose entries share one layout, or ``None``:
+    the first entry is well formed (TOTALSIZE at least ``ENTRY_OVERHEAD`` and dividing
+    the body, BODYLENGTH within the entry and at most ``max_body``, PROPERTIESLENGTH
+    closing it) and :func:`py_uniform_entries` holds, ``ustart:uend`` being the value of
+    the first ``UNIQ_KEY`` name in the first entry's properties (up to the next 0x02 or
+    their end; ``plen:plen`` without one). ``shape`` is ``(properties[:ustart],
+    properties[uend:], plen)``, what every entry's properties are around its UNIQ_KEY
+    value; ``keys``, with ``column`` and a value to read, the ``n`` values joined, else
+    ``None``."""
+    n_bytes = len(data)
+    if n_bytes < ENTRY_OVERHEAD:
+        return None
+    size, blen = _ENTRY_LENGTHS.unpack_from(data)
+    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
+        return None
+    pstart = ENTRY_OVERHEAD + blen
+    plen = size - pstart
+    if _PLEN.unpack_from(data, pstart - 2)[0] != plen or blen > max_body:
+        return None
+    n = n_bytes // size
+    props = bytes(data[pstart:size])
+    ustart = uend = plen
+    at = props.find(_UNIQ_NAME)
+    if at >= 0:
+        ustart = at + len(_UNIQ_NAME)
+        sep = props.find(b"\x02", ustart)
+        uend = plen if sep < 0 else sep
+    if not py_uniform_entries(data, n, size, blen, ustart, uend):
+        return None
+    keys = None
+    if column and uend > ustart:
+        rows = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
+        keys = rows[:, pstart + ustart : pstart + uend].tobytes()
+    return n, size, blen, ustart, uend, (props[:ustart], props[uend:], plen), keys
 
 
 def py_uniform_lengths(data: Buffer, n: int, size: int, blen: int) -> bool:
@@ -386,6 +435,12 @@ def _check_native(mod: ModuleType) -> None:
     if mod.uniform_entries(keyed, 2, len(keyed) // 2, 1, 2, 5):
         raise ImportError("tidemq.formats._crecords lets a separator through a UNIQ_KEY "
                           "value: it was built from an older source; rebuild it")
+    split = encode_entries([(b"a", b"UNIQ_KEY\x01ab\x02T\x01x", 0),
+                            (b"b", b"UNIQ_KEY\x01cd\x02T\x01x", 0)])
+    if hasattr(mod, "uniform_split") and (mod.uniform_split(split, 9, True)
+                                          != py_uniform_split(split, 9, True)):
+        raise ImportError("tidemq.formats._crecords splits batches otherwise than "
+                          "tidemq.formats.batch: rebuild it from this source")
     if hasattr(mod, "write_records"):
         args = (b"\x01t", b"\x7f\x00\x00\x01\x00\x00\x01\x00", bytes(8), 3, 1 << 41,
                 [1, -5], [0, 7], [9, 1 << 40], [100, 300], [0, 4], [0, -1], [b"ab", b""],
@@ -424,6 +479,9 @@ body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_c
 #: Optional in the compiled module too.
 tile_records: Callable[[bytearray | memoryview, Buffer, int], None] = getattr(
     _mod, "tile_records", py_tile_records)
+#: Optional in the compiled module too.
+uniform_split: Callable[[Buffer, int, bool], UniformSplit | None] = getattr(
+    _mod, "uniform_split", py_uniform_split)
 #: Optional in the compiled module too.
 stamp_records: Callable[[bytearray | memoryview, Buffer, Buffer, int, int, int, int, int, int,
                          int, int, int], None] = getattr(_mod, "stamp_records",

@@ -13,6 +13,7 @@ imports it from here, since nothing shipped may depend on test support.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,17 @@ class Cluster:
         self.brokers.append(app)
         return app
 
-    async def add_replica(self, master: BrokerApp, broker_id: int = 1,
-                          **changes: Any) -> BrokerApp:
-        """A replica (brokerRole SLAVE) of ``master``'s group, with its own store; it is
-        appended to :attr:`brokers`."""
+    async def add_replica(self, master: BrokerApp, broker_id: int = 1, *,
+                          store: Mapping[str, Any] | None = None, **changes: Any) -> BrokerApp:
+        """A replica (brokerRole SLAVE) of ``master``'s group, with its own store (the
+        master's store settings, with ``store``'s changes); it is appended to
+        :attr:`brokers`."""
         bc = dataclasses.replace(master.config, broker_role=BrokerRole.SLAVE,
                                  broker_id=broker_id, listen_port=0, ha_listen_port=0,
                                  ha_master_address=master.ctx.replication.ha_address,
                                  **changes)
         sc = dataclasses.replace(master.store_config, store_path_root_dir=str(
-            self.root / f"{bc.broker_name}-{broker_id}"))
+            self.root / f"{bc.broker_name}-{broker_id}"), **(store or {}))
         app = BrokerApp(bc, sc)
         await app.start()
         self.brokers.append(app)

@@ -20,6 +20,7 @@ from tidemq.errors import StoreReadOnly
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import (
+    BLANK_MAGIC,
     MAGIC_V1,
     MIN_RECORD_SIZE,
     OFF_SYSFLAG,
@@ -32,7 +33,7 @@ from tidemq.formats.record import (
 )
 from tidemq.store.append import MessageInput, UniformBatch
 from tidemq.store.message_store import MessageStore
-from tidemq.store.replica_log import ReplicaGap, _common_run
+from tidemq.store.replica_log import ReplicaGap, SegmentSizeMismatch, _common_run
 
 from .conftest import FakeClock, OpenStore, small_config
 
@@ -121,6 +122,75 @@ def test_any_cut_of_the_master_log_gives_the_masters_queues(cuts: list[int]) -> 
             assert replica.next_queue_offset("Bcq", 0) == expected["Bcq/0"][0]  # type: ignore[index]
         finally:
             replica.shutdown()
+
+
+def record_bytes_before(wire: bytes, end: int) -> int:
+    """The bytes of the master's records (not its BLANK ends of segment) before ``end``."""
+    pos = total_bytes = 0
+    while pos < end:
+        seg_end = (pos // SEGMENT + 1) * SEGMENT
+        total, magic = struct.unpack_from(">ii", wire, pos) if seg_end - pos >= 8 else (0, 0)
+        if seg_end - pos < 8 or magic == BLANK_MAGIC:
+            pos = seg_end
+            continue
+        assert pos + total <= end, "the replica keeps whole records"
+        total_bytes += total
+        pos += total
+    return total_bytes
+
+
+def queue_bytes(store: MessageStore) -> dict[str, bytes]:
+    assert store.wait_dispatched()
+    out = {}
+    for topic, qid in QUEUES:
+        got = store.get(topic, qid, 0, max_count=10_000, max_bytes=1 << 30)
+        out[f"{topic}/{qid}"] = b"".join(bytes(b) for b in got.buffers)
+    return out
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(factor=st.sampled_from([0.5, 2, 4]), cuts=st.lists(st.integers(0, 10**6), max_size=30))
+def test_a_replica_whose_segments_end_elsewhere_keeps_its_log_up_to_where_they_part(
+        factor: float, cuts: list[int]) -> None:
+    """Runs cut anywhere, except across the master's segment ends (a master's frames
+    never cross them). A replica with another segment size stops where the two logs part
+    -- a record that would cross its segment end, or the master's BLANK that ends inside
+    its segment -- and keeps every whole record before: in its queues, and after a
+    restart."""
+    wire, expected = master()
+    size = int(SEGMENT * factor)
+    points = sorted({c % len(wire) for c in cuts} | set(range(0, len(wire), SEGMENT))
+                    | {len(wire)})
+    clock = FakeClock(1_700_000_000_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = small_config(Path(tmp), mapped_file_size_commit_log=size, **LMQ)
+        replica = MessageStore(config, clock=clock)
+        replica.start()
+        try:
+            replica.set_batch_topic("Bcq")
+            with pytest.raises(SegmentSizeMismatch) as err:
+                for a, b in itertools.pairwise(points):
+                    assert replica.append_replicated(a, wire[a:b]) == b
+            cut = err.value.offset
+            assert (err.value.segment_size, replica.commitlog.max_offset) == (size, cut)
+            assert "mappedFileSizeCommitLog" in str(err.value)
+            with pytest.raises(SegmentSizeMismatch):  # and every later run
+                replica.append_replicated(cut, wire[cut:])
+            kept = queue_bytes(replica)
+        finally:
+            replica.shutdown()
+        for name, got in kept.items():  # each queue: the master's first entries
+            master_queue = expected[name][1]  # type: ignore[index]
+            assert master_queue.startswith(got)
+        assert sum(map(len, kept.values())) == record_bytes_before(wire, cut)
+        again = MessageStore(config, clock=clock)
+        again.start()
+        try:
+            again.set_batch_topic("Bcq")
+            assert again.commitlog.max_offset == cut
+            assert queue_bytes(again) == kept
+        finally:
+            again.shutdown()
 
 
 def test_a_gap_is_refused_and_a_restarted_replica_continues(open_store: OpenStore) -> None:

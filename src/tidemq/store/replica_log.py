@@ -17,6 +17,13 @@ A damaged record the master kept (recovery skips it and keeps it) is dispatched 
 recovery does: with its queue entry when its header decodes. One whose header does not
 decode stops the dispatch of later records (:attr:`ReplicaLog.error`) while the bytes
 keep arriving; a restart of the replica recovers its log like any other.
+
+The master's segments must end where this log's do (the same
+``mappedFileSizeCommitLog``): a BLANK record that ends elsewhere, or a record that runs
+past one of this log's segment ends, would hide or damage every record after it. A run
+that may hold either (:meth:`ReplicaLog._may_end_a_segment`, a test of its ends) has its
+record heads walked before it is acknowledged; where the two logs part, the log is cut
+and every later run refused (:class:`SegmentSizeMismatch`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from tidemq.errors import StoreError
 from tidemq.formats.record import (
     BLANK_MAGIC,
     MAGIC_V1,
+    MAGIC_V2,
     MIN_RECORD_SIZE,
     OFF_SYSFLAG,
     SYSFLAG_COMPRESSED,
@@ -44,13 +52,15 @@ from tidemq.store.log_scan import Damage, check_record
 from tidemq.store.recovery import damaged_batch, dispatch_batch_for
 from tidemq.store.replica_runs import run_batches
 
-__all__ = ["CopyRunning", "ReplicaGap", "ReplicaLog"]
+__all__ = ["CopyRunning", "ReplicaGap", "ReplicaLog", "SegmentSizeMismatch"]
 
 log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _FLAGS_END = OFF_SYSFLAG + 4
+_BLANK = _I32.pack(BLANK_MAGIC)
+_MAGICS = (MAGIC_V1, MAGIC_V2)
 #: Records, at least, that :func:`_uniform_records` checks as columns (fewer are walked).
 _COLUMN_WALK_MIN = 32
 #: SYSFLAG bits that keep a record out of a column run (the last two: transactions).
@@ -106,6 +116,32 @@ class ReplicaGap(StoreError):
         self.got = got
 
 
+class SegmentSizeMismatch(StoreError):
+    """The master's commit-log segments do not end where this replica's do: its
+    ``mappedFileSizeCommitLog`` differs from the master's. The master's bytes from
+    ``offset`` on are not kept: a record there would cross one of this log's segment ends,
+    or the master's segment ends inside one of them, and either would hide or damage
+    the records after it."""
+
+    def __init__(self, offset: int, master_end: int, replica_end: int,
+                 segment_size: int) -> None:
+        if master_end > replica_end:
+            what = (f"the record at {offset} runs to {master_end}, past the end of this "
+                    f"replica's segment at {replica_end}")
+        else:
+            what = (f"the master's segment ends at {master_end} (a BLANK record at "
+                    f"{offset}), this replica's at {replica_end}")
+        super().__init__(
+            f"{what}: this replica's mappedFileSizeCommitLog ({segment_size}) differs from "
+            f"its master's. The log is kept up to {offset}; to copy the rest, start the "
+            f"replica with the master's value on an empty store directory (the segments "
+            f"here are {segment_size} bytes)")
+        self.offset = offset
+        self.master_end = master_end
+        self.replica_end = replica_end
+        self.segment_size = segment_size
+
+
 class CopyRunning(StoreError):
     """A replica's log was to be settled or cut while a copy from a master may still
     append to it: the caller stops the copy (and waits for it) first."""
@@ -130,6 +166,12 @@ class ReplicaLog:
         #: Of :attr:`records`, those dispatched as columns (:mod:`tidemq.store.replica_runs`).
         self.column_records = 0
         self.error: str | None = None
+        #: Set once the master's segments and this log's parted: every later run is
+        #: refused with it.
+        self.mismatch: SegmentSizeMismatch | None = None
+        #: A record start at or after :attr:`parsed` up to which the segment ends are
+        #: checked (:meth:`_check_segment_ends`).
+        self._walked = 0
 
     @property
     def max_offset(self) -> int:
@@ -143,6 +185,9 @@ class ReplicaLog:
         what it holds before it spends time on dispatching)."""
         cl = self.commitlog
         with cl.lock:
+            if (m := self.mismatch) is not None:
+                raise SegmentSizeMismatch(m.offset, m.master_end, m.replica_end,
+                                          m.segment_size)
             end = cl.max_offset
             if offset != end and (cl.segments or offset % cl.segment_size):
                 raise ReplicaGap(end, offset)
@@ -150,9 +195,69 @@ class ReplicaLog:
                 self.parsed = offset
             if data:
                 self.appender.write_replicated(offset, data)
+                if self._may_end_a_segment(offset, data):
+                    self._check_segment_ends(offset + len(data))
                 if dispatch and self.error is None:
                     self._dispatch()
             return cl.max_offset
+
+    def _may_end_a_segment(self, offset: int, data: bytes | memoryview) -> bool:
+        """Whether the run reaches one of this log's segment ends, or may end one of the
+        master's: with its BLANK record, whose padding is zeros (a BLANK too short for
+        padding shows its magic in the last bytes). A master's frame never continues past
+        its segment's end, so its BLANK ends a run; a record never ends in four zero bytes
+        (it ends with its properties, or with its topic when it has none)."""
+        size = self.commitlog.segment_size
+        if offset // size != (offset + len(data)) // size:
+            return True
+        tail = bytes(data[-12:])
+        return tail.endswith(b"\0\0\0\0") or _BLANK in tail
+
+    def _check_segment_ends(self, end: int) -> None:
+        """Walk the record heads up to ``end`` (from where the last walk stopped, or the
+        last dispatched record); where the master's segments and this log's part (a
+        record crossing this log's segment end, a BLANK that does not end at it), stop
+        the copy there (:meth:`_part`). Damage stops the walk: the dispatch reports it."""
+        cl = self.commitlog
+        size = cl.segment_size
+        pos = max(self.parsed, self._walked)
+        while pos < end and self.error is None:
+            seg_end = (pos // size + 1) * size
+            seg = cl.segment_for(pos)
+            if seg is None:
+                break
+            at = pos - seg.base
+            if seg_end - pos < 8:  # no room for a BLANK: the master leaves zeros
+                if any(seg.mm[at : at + min(seg_end, end) - pos]):
+                    self._part(pos, end, seg_end)  # a record starts there
+                pos = seg_end
+                continue
+            if end - pos < 8:
+                break
+            total, magic = _HEAD.unpack_from(seg.mm, at)
+            if magic == BLANK_MAGIC:
+                if pos + total != seg_end:
+                    self._part(pos, pos + total, seg_end)
+                pos = seg_end
+            elif magic not in _MAGICS or total < MIN_RECORD_SIZE:
+                break
+            elif pos + total > seg_end:
+                self._part(pos, pos + total, seg_end)
+            else:
+                pos += total
+        self._walked = pos
+
+    def _part(self, offset: int, master_end: int, replica_end: int) -> None:
+        """The master's log and this one part at ``offset``: cut the log there, dispatch
+        the whole records before it, and refuse every later byte (the lock is held;
+        nothing past ``offset`` has been reported to the master or dispatched)."""
+        self.commitlog.truncate(offset)
+        self._dispatch()
+        err = SegmentSizeMismatch(offset, master_end, replica_end, self.commitlog.segment_size)
+        self.error = str(err)
+        self.mismatch = err
+        log.error("%s", err)
+        raise err
 
     def torn_tail(self) -> int | None:
         """Where the bytes of an unfinished record start, when the log ends with one and
@@ -205,6 +310,10 @@ class ReplicaLog:
             total, magic = _HEAD.unpack_from(seg.mm, pos)
             if magic == BLANK_MAGIC:
                 if not seg.full:
+                    if pos + total != seg.size:  # the master's segment ends elsewhere
+                        self.error = str(SegmentSizeMismatch(offset, offset + total, seg.end,
+                                                             cl.segment_size))
+                        log.error("%s", self.error)
                     break
                 offset = seg.end
                 continue

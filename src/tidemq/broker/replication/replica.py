@@ -12,7 +12,10 @@ stopped half-way dispatched first, as they are when the connection ends). A fram
 does not continue its log, a lost connection or a master that says nothing for
 ``haHousekeepingInterval`` closes the connection; the client connects again after
 :data:`RECONNECT_DELAY` seconds and reports again, so the master resumes from what the
-replica really holds. With a ``tls`` context it connects with TLS, checking the master's
+replica really holds. A master whose segments end elsewhere than this store's
+(:class:`~tidemq.store.replica_log.SegmentSizeMismatch`: another
+``mappedFileSizeCommitLog``) stops the copy for good, the log kept up to where they
+part. With a ``tls`` context it connects with TLS, checking the master's
 certificate against the host it dials.
 
 The bytes are received into one buffer per connection (:class:`_Link`, a buffered
@@ -34,6 +37,7 @@ from tidemq.errors import ProtocolError, StoreError
 from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
+from tidemq.store.replica_log import SegmentSizeMismatch
 
 __all__ = ["RECONNECT_DELAY", "HaClient"]
 
@@ -64,6 +68,8 @@ class HaClient:
         #: This end of the connection to the master (the master lists the replica so).
         self.local_address = ""
         self._task: asyncio.Task[None] | None = None
+        #: Set once the copy has ended (stopped, or given up for good).
+        self.ended = asyncio.Event()
         self._progress = asyncio.Event()
 
     async def reached(self, offset: int) -> None:
@@ -84,6 +90,7 @@ class HaClient:
     def _ended(self, _task: asyncio.Task[None]) -> None:
         # runs before the stop's own wake-up (callbacks run in the order they were added)
         self.store.copy_stopped()
+        self.ended.set()
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -104,6 +111,10 @@ class HaClient:
                 continue
             try:
                 await self._copy(link)
+            except SegmentSizeMismatch as exc:
+                self.last_error = f"{self.master_address}: {exc}"
+                log.error("replication from %s stopped: %s", self.master_address, exc)
+                return
             except (ConnectionError, ProtocolError, StoreError, TimeoutError) as exc:
                 self.last_error = f"{self.master_address}: {exc}"
                 log.warning("replication from %s stopped: %s; reconnecting",

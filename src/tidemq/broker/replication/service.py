@@ -141,6 +141,7 @@ class ReplicationService:
             age = time.monotonic() - client.last_frame if client.last_frame else -1.0
             out["haLastFrameAgeMs"] = f"{age * 1000:.0f}" if age >= 0 else "-1"
             out["haLocalAddress"] = client.local_address
+            out["haLastError"] = client.last_error
         return out
 
     # ------------------------------------------------------------------ roles

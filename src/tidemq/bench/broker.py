@@ -201,7 +201,8 @@ async def _broker(cfg: BrokerBenchConfig) -> AsyncIterator[tuple[str, Pids]]:
     if cfg.replica is not None:
         (ha_port,) = free_ports(1)
         broker.settings += replica_settings(cfg.replica, ha_port)
-        replica = ReplicaProcess(broker.data / "replica", "", ha_port, cfg.flush)
+        replica = ReplicaProcess(broker.data / "replica", "", ha_port, cfg.flush,
+                                 settings=cfg.broker_settings)
     with client_environment(env):
         await broker.start()
         try:

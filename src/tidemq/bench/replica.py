@@ -35,8 +35,12 @@ def replica_settings(mode: str, ha_port: int) -> tuple[str, ...]:
 
 class ReplicaProcess:
     def __init__(self, data: Path, namesrv: str, ha_port: int, flush: str,
-                 master: str = "") -> None:
+                 master: str = "", settings: tuple[str, ...] = ()) -> None:
         self.data = data
+        #: The master's extra ``KEY=VALUE`` settings (``--broker-set``): a group's members
+        #: share them (``mappedFileSizeCommitLog`` above all); the replica's own role,
+        #: ports and directory come after them.
+        self.settings = settings
         self.namesrv = namesrv
         #: The master's remoting address: the start waits until it counts this replica
         #: in sync.
@@ -54,7 +58,8 @@ class ReplicaProcess:
                     "haMasterAddress": f"127.0.0.1:{self.ha_port}",
                     "storePathRootDir": str(self.data / "store"),
                     "flushDiskType": self.flush}
-        args = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+        args = [a for kv in self.settings for a in ("--set", kv)]
+        args += [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, "broker", "--log-level", "WARNING", *args],

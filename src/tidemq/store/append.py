@@ -41,7 +41,8 @@ class UniformBatch(Sequence[MessageInput]):
     (:func:`tidemq.formats.record.batch.encode_uniform_batch`), to the same bytes.
     """
 
-    __slots__ = ("body_length", "cluster", "data", "entry_size", "keys", "n", "tags_code")
+    __slots__ = ("body_length", "cluster", "data", "entry_size", "keys", "n",
+                 "properties_length", "tags_code")
 
     def __init__(self, data: bytes, n: int, entry_size: int, body_length: int,
                  cluster: bytes, tags_code: int, keys: KeyColumns | None) -> None:
@@ -58,11 +59,8 @@ class UniformBatch(Sequence[MessageInput]):
         self.cluster = cluster
         self.tags_code = tags_code
         self.keys = keys
-
-    @property
-    def properties_length(self) -> int:
-        """Length of every message's stored property bytes (the entry's and ``cluster``)."""
-        return self.entry_size - ENTRY_OVERHEAD - self.body_length + len(self.cluster)
+        #: Length of every message's stored property bytes (the entry's and ``cluster``).
+        self.properties_length = entry_size - props_start + len(cluster)
 
     def __len__(self) -> int:
         return self.n

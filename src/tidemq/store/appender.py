@@ -759,21 +759,22 @@ class Appender:
         reach the index as columns; the bytes stored are the same.
         ``prepared_tx_offset``: the records' PREPAREDTRANSACTIONOFFSET (a committed
         transaction names its half message's commit-log offset there)."""
+        limit = self._put_limit  # set: running, a master, an IPv4 store host
+        if type(msgs) is UniformBatch and not prepared_tx_offset and limit >= 0:
+            if msgs.body_length > limit:
+                raise MessageTooLarge(msgs.body_length, limit)
+            store_host = self._store_host
+            head = uniform_head(topic, msgs, sys_flag=sys_flag,
+                                born_host=born_host or store_host, store_host=store_host,
+                                reconsume_times=reconsume_times)
+            if head is not None:
+                return self._put_uniform(topic, queue_id, msgs, head,
+                                         born_timestamp or self.clock(), wait_flush)
         self._check_running()
         if not msgs:
             raise ValueError("put_batch needs at least one message")
         limit = self.config.max_message_size
         store_host = self._store_host
-        uniform = msgs if type(msgs) is UniformBatch and not prepared_tx_offset else None
-        if uniform is not None:
-            if uniform.body_length > limit:
-                raise MessageTooLarge(uniform.body_length, limit)
-            head = uniform_head(topic, uniform, sys_flag=sys_flag,
-                                born_host=born_host or store_host, store_host=store_host,
-                                reconsume_times=reconsume_times)
-            if head is not None:
-                return self._put_uniform(topic, queue_id, uniform, head,
-                                         born_timestamp or self.clock(), wait_flush)
         bodies, props, flags, tags, keys = zip(*msgs, strict=True)  # as columns
         body_lengths = set(map(len, bodies))
         biggest = max(body_lengths)

@@ -193,6 +193,32 @@ def test_a_replica_whose_segments_end_elsewhere_keeps_its_log_up_to_where_they_p
             again.shutdown()
 
 
+def test_a_replica_without_lmq_says_so_once_and_builds_them_when_restarted_with_lmq(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    wire, expected = master()
+    clock = FakeClock(1_700_000_000_000)
+    replica = MessageStore(small_config(tmp_path, mapped_file_size_commit_log=SEGMENT),
+                           clock=clock)
+    replica.start()
+    try:
+        replica.set_batch_topic("Bcq")
+        replica.append_replicated(0, wire)
+        assert replica.wait_dispatched()
+        assert replica.max_offset("T", 2) == expected["T/2"][0]  # type: ignore[index]
+    finally:
+        replica.shutdown()
+    said = [r.getMessage() for r in caplog.records if "light message queues" in r.getMessage()]
+    assert len(said) == 1 and "enableLmq" in said[0]
+    again = MessageStore(small_config(tmp_path, mapped_file_size_commit_log=SEGMENT, **LMQ),
+                         clock=clock)
+    again.start()
+    try:
+        again.set_batch_topic("Bcq")
+        assert snapshot(again) == expected
+    finally:
+        again.shutdown()
+
+
 def test_a_gap_is_refused_and_a_restarted_replica_continues(open_store: OpenStore) -> None:
     wire, expected = master()
     clock = FakeClock(1_700_000_000_000)

@@ -172,6 +172,8 @@ class ReplicaLog:
         #: A record start at or after :attr:`parsed` up to which the segment ends are
         #: checked (:meth:`_check_segment_ends`).
         self._walked = 0
+        #: Whether a record that fans out to LMQs arrived while this store keeps none.
+        self.lmq_warned = False
 
     @property
     def max_offset(self) -> int:
@@ -246,6 +248,16 @@ class ReplicaLog:
             else:
                 pos += total
         self._walked = pos
+
+    def _lmq_off(self, offset: int) -> None:
+        """A replicated record fans out to LMQs, and this store keeps none: said once."""
+        if not self.lmq_warned:
+            self.lmq_warned = True
+            log.error("the replicated record at %d fans out to light message queues "
+                      "(INNER_MULTI_DISPATCH) but this replica has enableLmq or "
+                      "enableMultiDispatch off: its LMQs stay empty, also once promoted, "
+                      "until it restarts with both on (its recovery then builds them from "
+                      "the log)", offset)
 
     def _part(self, offset: int, master_end: int, replica_end: int) -> None:
         """The master's log and this one part at ``offset``: cut the log there, dispatch
@@ -324,6 +336,8 @@ class ReplicaLog:
                 one = dispatch_batch_for(item, offset)
                 if one is not None:
                     lmq = one.lmq[0] if one.lmq else None
+                    if lmq is not None and appender.queues.lmq is None:
+                        self._lmq_off(offset)
                     if lmq is None:
                         appender.note_replicated(one)
                     else:

@@ -193,6 +193,40 @@ def test_the_checked_parse_is_the_check_then_the_general_parse(text: str) -> Non
         assert list(got.items()) == list(parse_property_text(text).items())
 
 
+_LONG_VALUE = "7F000001000000000000000000000000 " * 80  # a trace message's KEYS, shortened
+
+
+@settings(deadline=None, max_examples=600)
+@given(st.text(st.sampled_from("ab\x01\x02"), max_size=12),
+       st.text(st.sampled_from("ab\x01\x02"), max_size=12), st.sampled_from(["KEYS", "", "a"]))
+def test_the_checked_parse_of_a_long_text_is_the_check_then_the_general_parse(
+        head: str, tail: str, name: str) -> None:
+    """A text long enough for the parse that finds its separators (a long value amid
+    any pairs, broken ones too): the check's own error, or the general parse's pairs in
+    its order."""
+    text = f"{head}{name}\x01{_LONG_VALUE}\x02{tail}"
+    problem = property_text_error(text)
+    got = parse_checked_property_text(text)
+    if problem is not None:
+        assert got == problem
+    else:
+        assert isinstance(got, dict)
+        assert list(got.items()) == list(parse_property_text(text).items())
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_TEXT, _TEXT, max_size=40), st.booleans())
+def test_the_checked_parse_of_a_long_text_reads_what_writers_send(
+        props: dict[str, str], last_separator: bool) -> None:
+    """Up to forty pairs around a long value: more than the separators are looked for
+    by find."""
+    props = {"KEYS": _LONG_VALUE, **props}
+    text = encode_properties(props).decode()
+    if not last_separator:
+        text = text.removesuffix("\x02")
+    assert parse_checked_property_text(text) == props
+
+
 @settings(deadline=None, max_examples=200)
 @given(st.dictionaries(_TEXT, _TEXT, max_size=6), st.booleans())
 def test_the_checked_parse_reads_what_writers_send(props: dict[str, str],

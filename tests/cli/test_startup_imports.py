@@ -77,3 +77,25 @@ def test_a_name_server_loads_no_numpy_yaml_or_raft() -> None:
 def test_a_broker_loads_no_yaml_raft_client_or_console() -> None:
     assert server_loads("tidemq.broker.app, tidemq.broker.config", (
         "yaml", "pysyncobj", "tidemq.client", "tidemq.console", "pydantic")) == set()
+
+
+def test_a_serving_name_server_loads_no_rich() -> None:
+    """Its lines on stderr are plain text where no terminal shows styles: a start, the
+    line that says it serves, and a clean stop, with rich's console never loaded."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REPORT.format(modules=("rich", "rich.console")), "namesrv",
+         "--set", "listenPort=0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    with proc, proc.stderr:
+        try:
+            lines = iter(proc.stderr.readline, "")
+            serving = next((ln for ln in lines if "name server listening on" in ln), None)
+            assert serving is not None and "[" not in serving
+            proc.terminate()
+            rest = list(lines)
+        finally:
+            proc.kill()
+    assert "shutting down ...\n" in rest
+    (report,) = [ln for ln in rest if ln.startswith("loaded:")]
+    assert report.split()[1:] == []

@@ -21,8 +21,7 @@ __all__ = ["WarmBroker"]
 
 #: What ``tidemq broker`` imports before it serves: the broker, the command line and what
 #: the command line parser loads.
-MODULES = ("tidemq.broker.app", "tidemq.cli.main", "tidemq.cli.commands.server",
-           "uvloop", "rich._emoji_codes")
+MODULES = ("tidemq.broker.app", "tidemq.cli.main", "tidemq.cli.commands.server", "uvloop")
 #: The line a prepared process prints once it has imported.
 PREPARED = "prepared to start"
 #: Imports :data:`MODULES` (those there are), says so, waits for a line on stdin, then

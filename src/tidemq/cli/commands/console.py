@@ -29,7 +29,7 @@ from tidemq.cli.commands.server import (
     console_config,
     https_context,
 )
-from tidemq.cli.commands.server import console as err_console
+from tidemq.cli.markup import say
 from tidemq.client.config import DEFAULT_NAMESRV, ClientConfig, parse_namesrv
 from tidemq.errors import ConfigError, TideMQError
 from tidemq.net.bind import LOOPBACK, warn_if_exposed
@@ -88,7 +88,7 @@ def console(
         web = ConsoleServer(namesrv, host=host, port=port, config=cfg, client=client,
                             https=https_context(https_cert, https_key))
     except TideMQError as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 
     async def start() -> None:
@@ -98,8 +98,8 @@ def console(
             raise ConfigError(f"web console on {host}:{port}: {exc}", key="port") from None
         if not web.console.auth.logins:
             warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
-        err_console.print(f"TideMQ console on {web.url} (name server {namesrv}; "
-                          f"{'users log in' if web.console.auth.logins else 'no login'})")
+        say(f"TideMQ console on {web.url} (name server {namesrv}; "
+            f"{'users log in' if web.console.auth.logins else 'no login'})")
 
     _run(_serve(start, web.stop))
 

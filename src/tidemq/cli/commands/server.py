@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
+from tidemq.cli.markup import say
 from tidemq.errors import TideMQError
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from tidemq.net.acl.policy import Acl, User
     from tidemq.net.tls import ServerTlsContext
 
-console = Console(stderr=True)
 log = logging.getLogger("tidemq.cli")
 #: What anyone who reaches the web console can do.
 CONSOLE_REACH = ("see, send and delete topics and messages through it (no users are "
@@ -80,7 +79,7 @@ def _overrides(items: list[str] | None) -> dict[str, str]:
 
 def _report_unknown(unknown: list[str]) -> None:
     for key in unknown:
-        console.print(f"[yellow]warning:[/] unknown configuration key {key!r} (ignored)")
+        say(f"[yellow]warning:[/] unknown configuration key {key!r} (ignored)")
 
 
 def tune_runtime() -> None:
@@ -103,7 +102,7 @@ async def _serve(start: Callable[[], Awaitable[Any]], stop: Callable[[], Awaitab
     try:
         await stopping.wait()
     finally:
-        console.print("shutting down ...")
+        say("shutting down ...")
         await stop()
 
 
@@ -114,10 +113,10 @@ def _run(coro: Awaitable[None]) -> None:
     try:
         asyncio.run(coro)  # type: ignore[arg-type]
     except TideMQError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
     except OSError as exc:  # a port that cannot be bound, a store directory ...
-        console.print(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 
 
@@ -170,7 +169,7 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
 
     async def start() -> None:
         await app.start()
-        console.print(f"name server listening on {app.address}")
+        say(f"name server listening on {app.address}")
 
     _run(_serve(start, app.stop))
 
@@ -186,15 +185,14 @@ def controller(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = No
     cfg, unknown = _load(load_controller_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
     if not cfg.controller_raft_peers:
-        console.print("[red]error:[/] a controller needs controllerRaftPeers and "
-                      "controllerRaftSelfId")
+        say("[red]error:[/] a controller needs controllerRaftPeers and controllerRaftSelfId")
         raise typer.Exit(1)
     app = _built(functools.partial(ControllerApp, cfg))
 
     async def start() -> None:
         await app.start()
-        console.print(f"controller {cfg.controller_raft_self_id} listening on {app.address}, "
-                      f"Raft on {cfg.raft_address}")
+        say(f"controller {cfg.controller_raft_self_id} listening on {app.address}, "
+            f"Raft on {cfg.raft_address}")
 
     _run(_serve(start, app.stop))
 
@@ -214,8 +212,8 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
 
     async def start() -> None:
         await app.start()
-        console.print(f"broker {bcfg.broker_name} serving on {app.broker_addr}, "
-                      f"store {scfg.store_path_root_dir}")
+        say(f"broker {bcfg.broker_name} serving on {app.broker_addr}, "
+            f"store {scfg.store_path_root_dir}")
 
     _run(_serve(start, app.stop))
 
@@ -287,7 +285,7 @@ def standalone(
             console_users_dir = users_of(console_cfg)
             check_exposure(host, console_cfg, console_users_dir)
         except TideMQError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            say(f"[red]error:[/] {exc}")
             raise typer.Exit(1) from None
     # The name server takes no TIDEMQ_* variables here: they are the broker's
     # (TIDEMQ_METRICSPORT would otherwise give both the same port).
@@ -351,18 +349,18 @@ def standalone(
                 if not web.console.auth.logins:
                     warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
             except OSError as exc:  # the console is auxiliary: serve messages without it
-                console.print(f"[yellow]warning:[/] no web console on port {console_port}: "
-                              f"{exc} (choose another with --console-port)")
+                say(f"[yellow]warning:[/] no web console on port {console_port}: "
+                    f"{exc} (choose another with --console-port)")
                 await web.stop()
                 web = None
-        console.print(f"[bold green]TideMQ standalone is running[/]\n"
-                      f"  name server  {ns.address}   (clients: namesrv={namesrv_addr})\n"
-                      f"  broker       {app.broker_addr}  ({bcfg.broker_name})\n"
-                      f"  console      {web.url if web is not None else 'off'}\n"
-                      f"  data         {data.resolve()}\n"
-                      f"  listening    {_exposure(host)}\n"
-                      f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -p hi\n"
-                      f"Press Ctrl+C to stop.")
+        say(f"[bold green]TideMQ standalone is running[/]\n"
+            f"  name server  {ns.address}   (clients: namesrv={namesrv_addr})\n"
+            f"  broker       {app.broker_addr}  ({bcfg.broker_name})\n"
+            f"  console      {web.url if web is not None else 'off'}\n"
+            f"  data         {data.resolve()}\n"
+            f"  listening    {_exposure(host)}\n"
+            f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -p hi\n"
+            f"Press Ctrl+C to stop.")
 
     async def stop() -> None:
         if web is not None:
@@ -388,7 +386,7 @@ def _load(loader: Callable[..., _C], path: Path | None, overrides: dict[str, Any
     try:
         return loader(path, overrides=overrides)
     except TideMQError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 
 
@@ -398,7 +396,7 @@ def _built(make: Callable[[], _C]) -> _C:
     try:
         return make()
     except TideMQError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None
 
 

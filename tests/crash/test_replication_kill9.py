@@ -88,7 +88,10 @@ class WarmBroker(BrokerProcess):
                     stream.close()
 
 
-_WAIT_THEN_MAIN = "import sys; from tidemq.cli.main import main; sys.stdin.readline(); main()"
+#: Imports what ``tidemq broker`` runs (the broker, its command), then waits for a line on
+#: stdin before it starts.
+_WAIT_THEN_MAIN = ("import sys, tidemq.broker.app, tidemq.cli.commands.server; "
+                   "from tidemq.cli.main import main; sys.stdin.readline(); main()")
 
 
 class Life(KillRound):

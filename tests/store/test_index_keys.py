@@ -55,6 +55,11 @@ def test_prefixed_hashes_are_index_hash_of_topic_and_key(
     expected = [index_hash(p + k) for p, k in zip(each, keys, strict=True)]
     assert prefixed_hashes(prefixes, counts, keys).tolist() == expected
     assert py_prefixed_hashes(prefixes, counts, keys).tolist() == expected
+    if index_keys.NATIVE_PREFIXED_HASHES:  # the loop a CPU with AVX2 leaves for dot products
+        out = np.empty(len(keys), np.int64)
+        seeds = np.array([java_string_hash(p) & 0xFFFFFFFF for p in prefixes], np.uint32)
+        compiled().str_key_hashes(out, keys, seeds, np.array(counts, np.int64), False)
+        assert out.tolist() == expected
 
 
 def test_the_compiled_prefixed_hashes_are_used() -> None:

@@ -1318,12 +1318,16 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
    mod 2**32 is seeds[r] (uint32). Java's hashCode runs over UTF-16 units, so a character
    beyond the BMP counts as its two surrogates; made non-negative as upstream does, into
    out (int64, one per key). The keys of records queued one by one (a trace message's
-   hundreds of msgIds) hashed without a bytes copy or a matrix of them. */
+   hundreds of msgIds) hashed without a bytes copy or a matrix of them; a one-byte key of
+   up to POW31_CACHED characters as a dot product with the powers of 31 (with AVX2 and
+   `vector`, which the tests turn off to hold the other loop to the twin too, by
+   hash_rows_avx2). */
 #define POW31_CACHED 64
 static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
     Py_buffer out, sb, cb;
     PyObject *keys;
-    if (!PyArg_ParseTuple(args, "w*O!y*y*", &out, &PyList_Type, &keys, &sb, &cb))
+    int vector = 1;
+    if (!PyArg_ParseTuple(args, "w*O!y*y*|p", &out, &PyList_Type, &keys, &sb, &cb, &vector))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys), records = sb.len / 4;
@@ -1362,6 +1366,12 @@ static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
                 const Py_UCS1 *u = (const Py_UCS1 *)data;
                 if (len <= POW31_CACHED) {  /* independent products, four sums */
                     const uint32_t *w = pow31 + POW31_CACHED - len;
+#ifdef HAVE_CLMUL_CRC
+                    if (avx2_hashes && vector && len) {  /* eight products a step */
+                        hash_rows_avx2(u, 1, len, w, h * (w[0] * 31u), o + i);
+                        continue;
+                    }
+#endif
                     uint32_t a = 0, b = 0, c = 0, d = 0;
                     Py_ssize_t j = 0;
                     for (; j + 4 <= len; j += 4) {

@@ -537,7 +537,8 @@ static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len) {
         p += 0x40000000u;
         len -= 0x40000000u;
     }
-    return (uint32_t)crc32(crc, p, (uInt)len);
+    /* a folded body of whole 16-byte blocks (the usual 128-byte one) leaves no tail */
+    return len ? (uint32_t)crc32(crc, p, (uInt)len) : crc;
 }
 
 /* body_crc32(data, value=0) -> int: zlib.crc32's value, computed as the record checks

@@ -3,7 +3,7 @@ loopback (:class:`~tests.child_server.ChildServer`), addressed by the port it is
 
 from __future__ import annotations
 
-from tests.child_server import ChildServer, free_port
+from tests.child_server import SMALL_SEGMENT, ChildServer, free_port
 
 __all__ = ["READY", "ServerProcess", "free_port"]
 
@@ -25,9 +25,11 @@ class ServerProcess(ChildServer):
             web = ("--console-port", str(self.console_port)) if console else ("--no-console",)
             args = ("--namesrv-port", str(self.port), "--broker-port", str(free_port()),
                     *web, *args)
-            settings = {"haListenPort": "0", **settings}
+            settings = {"haListenPort": "0", "mappedFileSizeCommitLog": SMALL_SEGMENT,
+                        **settings}
         elif kind == "broker":
-            settings = {"listenPort": str(self.port), "haListenPort": "0", **settings}
+            settings = {"listenPort": str(self.port), "haListenPort": "0",
+                        "mappedFileSizeCommitLog": SMALL_SEGMENT, **settings}
         else:
             settings = {"listenPort": str(self.port), **settings}
         super().__init__(kind, settings, args, ready=READY[kind])

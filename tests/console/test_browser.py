@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.child_server import ChildServer, free_ports
+from tests.child_server import SMALL_SEGMENT, ChildServer, free_ports
 from tests.console.browser import Browser, chromium_path
 
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
@@ -44,7 +44,8 @@ class Standalone(ChildServer):
         self.namesrv_port, self.broker_port, self.console_port, self.metrics_port = (
             free_ports(4))
         super().__init__(
-            "standalone", {"metricsPort": str(self.metrics_port), "haListenPort": str(ha_port)},
+            "standalone", {"metricsPort": str(self.metrics_port), "haListenPort": str(ha_port),
+                           "mappedFileSizeCommitLog": SMALL_SEGMENT},
             ["--data", str(data), "--namesrv-port", str(self.namesrv_port),
              "--broker-port", str(self.broker_port), "--console-port", str(self.console_port),
              "--log-format", "json", *extra], ready=BANNER)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.child_server import free_ports
+from tests.child_server import SMALL_SEGMENT, free_ports
 from tests.console.browser import Browser, chromium_path
 from tests.console.test_browser import Standalone, Visit
 from tests.crash.broker_process import BrokerProcess
@@ -25,7 +25,8 @@ def group(tmp_path: Path) -> Iterator[tuple[Standalone, BrokerProcess]]:
     (ha_port,) = free_ports(1)
     master = Standalone(tmp_path / "data", ha_port=ha_port)
     replica = BrokerProcess(tmp_path / "replica", master.namesrv, {
-        "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": f"127.0.0.1:{ha_port}"})
+        "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": f"127.0.0.1:{ha_port}",
+        "mappedFileSizeCommitLog": SMALL_SEGMENT})
     try:
         replica.start()
         yield master, replica

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.child_server import SMALL_SEGMENT
 
 from tidemq.client import ClientConfig, PullConsumer
 from tidemq.codec.command import RequestCode
@@ -116,7 +117,7 @@ async def test_messages_the_acting_replica_delivered_are_not_delivered_again(
         tmp_path: Path) -> None:
     master, replica = group
     other = BrokerProcess(tmp_path / "b", namesrv.address, {
-        **ACTING, "brokerName": "broker-b"})
+        **ACTING, "brokerName": "broker-b", "mappedFileSizeCommitLog": SMALL_SEGMENT})
     try:
         await asyncio.gather(asyncio.to_thread(master.start),
                              asyncio.to_thread(replica.start),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.child_server import SMALL_SEGMENT
 
 from tidemq.client import ClientConfig, LocalTransactionState, Message, TransactionProducer
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -40,8 +41,8 @@ def brokers(tmp_path: Path, namesrv: NameServerApp
             ) -> Iterator[tuple[WarmBroker, BrokerProcess, BrokerProcess]]:
     """broker-a's master and replica, and broker-b's master; not started. broker-a's
     master checks nothing in its first life (it is killed before it would)."""
-    other = BrokerProcess(tmp_path / "b", namesrv.address, {**CHECKING,
-                                                             "brokerName": "broker-b"})
+    other = BrokerProcess(tmp_path / "b", namesrv.address, {
+        **CHECKING, "brokerName": "broker-b", "mappedFileSizeCommitLog": SMALL_SEGMENT})
     for master, replica in master_and_replica(tmp_path, namesrv.address, "ASYNC_MASTER",
                                               CHECKING):
         master.settings["transactionCheckInterval"] = "600000"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from tests.broker import wire
+from tests.child_server import SMALL_SEGMENT
 
 from tidemq.client import AdminClient
 from tidemq.client.logical_admin import LogicalQueueAdmin
@@ -66,7 +67,8 @@ async def physical_max(client: RemotingClient, addr: str) -> int:
 async def test_a_returning_cut_leader_takes_no_write_before_it_merged(
         tmp_path: Path, cluster: Cluster) -> None:
     b = BrokerProcess(tmp_path / "b", cluster.namesrv_addr,
-                      {"brokerName": "broker-b", "logicalSyncInterval": "60000"})
+                      {"brokerName": "broker-b", "logicalSyncInterval": "60000",
+                       "mappedFileSizeCommitLog": SMALL_SEGMENT})
     await asyncio.to_thread(b.start)
     client = RemotingClient()
     try:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
+from tests.child_server import SMALL_SEGMENT
 
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.codec.command import RequestCode
@@ -174,7 +175,9 @@ async def topic_on(addr: str, topic: str = TOPIC) -> None:
 def master_and_replica(root: Path, namesrv: str, role: str, common: dict[str, str]
                        ) -> Iterator[tuple[WarmBroker, BrokerProcess]]:
     """A warm master (brokerRole ``role``) and its replica under ``root``, both with the
-    ``common`` settings; not started. Stopped and cleaned up afterwards."""
+    ``common`` settings (and small commit-log segments unless those say otherwise); not
+    started. Stopped and cleaned up afterwards."""
+    common = {"mappedFileSizeCommitLog": SMALL_SEGMENT, **common}
     ha_port = free_port()
     master = WarmBroker(root / "master", namesrv, {
         **common, "brokerRole": role, "haListenPort": str(ha_port)})

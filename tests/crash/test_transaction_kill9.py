@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.broker import wire
 from tests.broker.delivery import collect
 from tests.broker.wire import Peer
+from tests.child_server import SMALL_SEGMENT
 
 from tidemq.client import ClientConfig, LocalTransactionState, Message, TransactionProducer
 from tidemq.namesrv import NameServerApp
@@ -22,7 +23,8 @@ from .broker_process import BrokerProcess
 async def test_a_transaction_open_across_a_broker_crash_is_settled_by_its_check(
         tmp_path: Path, namesrv: NameServerApp) -> None:
     broker = BrokerProcess(tmp_path / "store", namesrv.address, {
-        "transactionTimeOut": "500", "transactionCheckInterval": "200"})
+        "transactionTimeOut": "500", "transactionCheckInterval": "200",
+        "mappedFileSizeCommitLog": SMALL_SEGMENT})
     broker.start()
     checked: list[MessageExt] = []
     answered = asyncio.Event()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.child_server import ChildServer, free_ports
+from tests.child_server import SMALL_SEGMENT, ChildServer, free_ports
 
 from tidemq.client.blocking import BlockingProducer, BlockingPullConsumer
 from tidemq.errors import TideMQError
@@ -34,7 +34,8 @@ class Server(ChildServer):
         self.broker = f"127.0.0.1:{broker_port}"
         self.data = data
         super().__init__(
-            "standalone", {"haListenPort": "0", **dict(item.split("=", 1) for item in settings)},
+            "standalone", {"haListenPort": "0", "mappedFileSizeCommitLog": SMALL_SEGMENT,
+                           **dict(item.split("=", 1) for item in settings)},
             ["--data", str(data), "--namesrv-port", str(ns_port),
              "--broker-port", str(broker_port), "--no-console"],
             ready="TideMQ standalone is running")

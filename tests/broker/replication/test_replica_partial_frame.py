@@ -22,7 +22,8 @@ RECORDS = 5
 def master_log(root: Path) -> tuple[bytes, int]:
     """A master's log of RECORDS whole records and the first bytes of one more, and where
     the whole ones end."""
-    store = MessageStore(StoreConfig(store_path_root_dir=str(root)))
+    store = MessageStore(StoreConfig(store_path_root_dir=str(root),
+                                     mapped_file_size_commit_log=64 * 1024))
     store.start()
     try:
         puts = [store.put("T", 0, MessageInput(b"m%d" % i)) for i in range(RECORDS + 1)]

@@ -179,11 +179,9 @@ def test_property_text_writes_each_pair_but_the_empty_ones(props: dict[str, str 
         f"{name}\x01{value}\x02" for name, value in props.items() if name and value)
 
 
-@settings(deadline=None, max_examples=600)
-@given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
-def test_the_checked_parse_is_the_check_then_the_general_parse(text: str) -> None:
-    """Any text, empty sides, repeated names and broken segments included: the check's
-    own error, or the general parse's pairs in its order."""
+def assert_check_then_general_parse(text: str) -> None:
+    """The checked parse of ``text``: the check's own error, or the general parse's pairs
+    in its order."""
     problem = property_text_error(text)
     got = parse_checked_property_text(text)
     if problem is not None:
@@ -191,6 +189,14 @@ def test_the_checked_parse_is_the_check_then_the_general_parse(text: str) -> Non
     else:
         assert isinstance(got, dict)
         assert list(got.items()) == list(parse_property_text(text).items())
+
+
+@settings(deadline=None, max_examples=600)
+@given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
+def test_the_checked_parse_is_the_check_then_the_general_parse(text: str) -> None:
+    """Any text, empty sides, repeated names and broken segments included: the check's
+    own error, or the general parse's pairs in its order."""
+    assert_check_then_general_parse(text)
 
 
 _LONG_VALUE = "7F000001000000000000000000000000 " * 80  # a trace message's KEYS, shortened
@@ -205,13 +211,7 @@ def test_the_checked_parse_of_a_long_text_is_the_check_then_the_general_parse(
     any pairs, broken ones too): the check's own error, or the general parse's pairs in
     its order."""
     text = f"{head}{name}\x01{_LONG_VALUE}\x02{tail}"
-    problem = property_text_error(text)
-    got = parse_checked_property_text(text)
-    if problem is not None:
-        assert got == problem
-    else:
-        assert isinstance(got, dict)
-        assert list(got.items()) == list(parse_property_text(text).items())
+    assert_check_then_general_parse(text)
 
 
 @settings(deadline=None, max_examples=200)

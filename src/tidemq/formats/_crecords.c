@@ -97,6 +97,24 @@ done:
     return result;
 }
 
+/* Whether n client entries of `size` bytes with `blen`-byte bodies, in in_len bytes, fit
+   n records of `rec` bytes with their properties at props_at, in out_len bytes; else 0
+   with a ValueError naming `fn`. */
+static int entries_fit(const char *fn, Py_ssize_t n, Py_ssize_t size, Py_ssize_t blen,
+                       Py_ssize_t rec, Py_ssize_t props_at, Py_ssize_t in_len,
+                       Py_ssize_t out_len) {
+    Py_ssize_t plen = size - (ENTRY_OVERHEAD + blen);
+    if (n < 0 || blen < 0 || plen < 0 || rec < OFF_BODY + blen || props_at < OFF_BODY + blen
+            || props_at + plen > rec || out_len < n * rec || in_len < n * size) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: %zd entries of %zd bytes (%zd-byte bodies) do not fit "
+                     "%zd records of %zd bytes (properties at %zd) in %zd/%zd bytes",
+                     fn, n, size, blen, n, rec, props_at, in_len, out_len);
+        return 0;
+    }
+    return 1;
+}
+
 /* fill_records(buf, rec, data, n, size, blen, props_at)
 
    Copy each of the n client entries of `data` into record i of `buf` (n tiled records
@@ -109,14 +127,8 @@ static PyObject *fill_records(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
-    if (n < 0 || blen < 0 || plen < 0 || rec < OFF_BODY + blen || props_at < OFF_BODY + blen
-            || props_at + plen > rec || out.len < n * rec || in.len < n * size) {
-        PyErr_Format(PyExc_ValueError,
-                     "fill_records: %zd entries of %zd bytes (%zd-byte bodies) do not fit "
-                     "%zd records of %zd bytes (properties at %zd) in %zd/%zd bytes",
-                     n, size, blen, n, rec, props_at, in.len, out.len);
+    if (!entries_fit("fill_records", n, size, blen, rec, props_at, in.len, out.len))
         goto done;
-    }
     unsigned char *dst = (unsigned char *)out.buf;
     const unsigned char *src = (const unsigned char *)in.buf;
     for (Py_ssize_t i = 0; i < n; i++, dst += rec, src += size) {
@@ -152,14 +164,8 @@ static PyObject *stamp_records(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t rec = head.len, pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
-    if (n < 0 || blen < 0 || plen < 0 || rec < OFF_BODY + blen || props_at < OFF_BODY + blen
-            || props_at + plen > rec || out.len < n * rec || in.len < n * size) {
-        PyErr_Format(PyExc_ValueError,
-                     "stamp_records: %zd entries of %zd bytes (%zd-byte bodies) do not fit "
-                     "%zd records of %zd bytes (properties at %zd) in %zd/%zd bytes",
-                     n, size, blen, n, rec, props_at, in.len, out.len);
+    if (!entries_fit("stamp_records", n, size, blen, rec, props_at, in.len, out.len))
         goto done;
-    }
     unsigned char *dst = (unsigned char *)out.buf;
     const unsigned char *h = (const unsigned char *)head.buf;
     const unsigned char *src = (const unsigned char *)in.buf;

@@ -116,6 +116,19 @@ Buffer = bytes | bytearray | memoryview
 Ints = Sequence[int] | npt.NDArray[np.int64]
 
 
+def _check_entries_fit(fn: str, n: int, size: int, blen: int, rec: int, props_at: int,
+                       data_len: int, buf_len: int) -> None:
+    """Raise ``ValueError`` naming ``fn`` unless ``n`` client entries of ``size`` bytes
+    with ``blen``-byte bodies, in ``data_len`` bytes, fit ``n`` records of ``rec`` bytes
+    with their properties at ``props_at``, in ``buf_len`` bytes."""
+    plen = size - (ENTRY_OVERHEAD + blen)
+    if (n < 0 or blen < 0 or plen < 0 or rec < OFF_BODY + blen or props_at < OFF_BODY + blen
+            or props_at + plen > rec or buf_len < n * rec or data_len < n * size):
+        raise ValueError(f"{fn}: {n} entries of {size} bytes ({blen}-byte bodies) "
+                         f"do not fit {n} records of {rec} bytes (properties at {props_at}) "
+                         f"in {data_len}/{buf_len} bytes")
+
+
 def py_tile_records(buf: bytearray | memoryview, head: Buffer, n: int) -> None:
     """Copy ``head`` into each of the first ``n`` records of ``len(head)`` bytes of
     ``buf``."""
@@ -133,13 +146,9 @@ def py_fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int,
     """Copy each of the ``n`` client entries of ``size`` bytes in ``data`` into record
     ``i`` of ``buf``: FLAG, the ``blen``-byte BODY, the PROPERTIES (the entry's rest, to
     record ``props_at``), and the body's masked CRC32 as BODYCRC."""
+    _check_entries_fit("fill_records", n, size, blen, rec, props_at, len(data), len(buf))
     pstart = ENTRY_OVERHEAD + blen
     plen = size - pstart
-    if (n < 0 or blen < 0 or plen < 0 or rec < OFF_BODY + blen or props_at < OFF_BODY + blen
-            or props_at + plen > rec or len(buf) < n * rec or len(data) < n * size):
-        raise ValueError(f"fill_records: {n} entries of {size} bytes ({blen}-byte bodies) "
-                         f"do not fit {n} records of {rec} bytes (properties at {props_at}) "
-                         f"in {len(data)}/{len(buf)} bytes")
     grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
     entries = np.frombuffer(data, np.uint8, n * size).reshape(n, size)
     grid[:, OFF_FLAG : OFF_FLAG + 4] = entries[:, ENTRY_OFF_FLAG : ENTRY_OFF_FLAG + 4]
@@ -199,13 +208,7 @@ def py_stamp_records(buf: bytearray | memoryview, head: Buffer, data: Buffer, n:
     one call, which also gives each record QUEUEID ``queue_id`` and BORNTIMESTAMP
     ``born_ts``."""
     rec = len(head)
-    pstart = ENTRY_OVERHEAD + blen
-    plen = size - pstart
-    if (n < 0 or blen < 0 or plen < 0 or rec < OFF_BODY + blen or props_at < OFF_BODY + blen
-            or props_at + plen > rec or len(buf) < n * rec or len(data) < n * size):
-        raise ValueError(f"stamp_records: {n} entries of {size} bytes ({blen}-byte bodies) "
-                         f"do not fit {n} records of {rec} bytes (properties at {props_at}) "
-                         f"in {len(data)}/{len(buf)} bytes")
+    _check_entries_fit("stamp_records", n, size, blen, rec, props_at, len(data), len(buf))
     if not n:
         return
     py_tile_records(buf, head, n)

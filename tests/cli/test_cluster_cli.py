@@ -22,6 +22,8 @@ from tests.cli.runner import CliRunner
 from tidemq.cli.main import app
 
 runner = CliRunner()
+#: The brokers' commit-log segments: small, as the test sends one message.
+SEGMENT = 16 * 1024 * 1024
 
 
 def _free(port: int) -> bool:
@@ -77,7 +79,7 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", "from tidemq.cli.main import main; main()", "cluster",
          "--data", str(tmp_path), "--namesrv-port", str(ns), "--raft-port", str(raft),
-         "--broker-port", str(broker)],
+         "--broker-port", str(broker), "--set", f"mappedFileSizeCommitLog={SEGMENT}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "COLUMNS": "200"})
     lines: list[str] = []
@@ -123,6 +125,11 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
     for pid in pids:
         assert not _alive(pid), f"child {pid} still runs"
     assert (tmp_path / "logs" / "broker-1.log").read_text().count("serving on") >= 1
+    # --set reached every broker: the master's segment, and its replicas' where they wrote
+    segments = [path for broker_id in (1, 2, 3)
+                for path in (tmp_path / f"broker-{broker_id}" / "commitlog").glob("0*")]
+    assert tmp_path / "broker-1" / "commitlog" / f"{0:020d}" in segments
+    assert {path.stat().st_size for path in segments} == {SEGMENT}
 
 
 def _alive(pid: int) -> bool:

@@ -8,7 +8,8 @@ Each server is a child process (``tidemq namesrv`` / ``tidemq broker``) logging 
 them all on Ctrl+C or SIGTERM. Kill the master's process (``kill -9 <pid>``) to watch a
 replica take over within seconds (``tidemq admin getSyncStateSet -a <controllers>``).
 A child that dies is reported and not restarted: start this command again to bring it
-back (the stores are kept in ``<data>``).
+back (the stores are kept in ``<data>``). ``--set key=value`` sets a key on every broker,
+as ``tidemq broker --set`` does on one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import typer
 from rich.console import Console
 
 from tidemq.bench.group import plan_group, start_child, stop_children
+from tidemq.cli.commands.server import _overrides
 from tidemq.net.bind import LOOPBACK
 
 __all__ = ["cluster", "register"]
@@ -43,13 +45,16 @@ def cluster(
     sync: Annotated[bool, typer.Option(
         "--sync/--async", help="SYNC_MASTER (a send waits for a replica) or ASYNC_MASTER.")
     ] = True,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Set a key on every broker: --set mappedFileSizeCommitLog=67108864 "
+                      "(repeatable).")] = None,
 ) -> None:
     """Run 3 name servers with embedded controllers and a 3-broker group with automatic
     failover on this machine (loopback unless --host says otherwise)."""
     children = plan_group(data, host, [namesrv_port + i for i in range(3)],
                           [raft_port + i for i in range(3)],
                           [broker_port + 10 * i for i in range(3)],
-                          broker_name=broker_name, sync=sync)
+                          broker_name=broker_name, sync=sync, broker_settings=_overrides(set_))
     logs = data / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stopping = threading.Event()

@@ -430,7 +430,8 @@ class _MessageBuilder:
                 cut = 1  # one record larger than a message: it goes alone
             end = start + cut
             if shared:
-                self._body.append(f"{prefix}{between.join(texts[start:end])}{suffix}")
+                # three parts, joined with the rest at close: the records copied once
+                self._body += (prefix, between.join(texts[start:end]), suffix)
             else:
                 self._body.extend(texts[start:end])
             self._keys.update(dict.fromkeys(msg_ids[start:end]))
@@ -465,7 +466,7 @@ class _MessageBuilder:
                     continue
                 room = 1  # one record larger than a message: it goes alone
             end = min(n, start + room)
-            self._body.append(f"{prefix}{between.join(texts[start:end])}{suffix}")
+            self._body += (prefix, between.join(texts[start:end]), suffix)
             self._keys.update(dict.fromkeys(msg_ids[start:end]))
             cut = end - start
             self._size += cut * width

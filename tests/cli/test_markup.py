@@ -40,3 +40,16 @@ def test_a_line_where_no_terminal_shows_styles_is_what_rich_prints(
     shown = io.StringIO()
     Console(file=shown, width=400).print(markup)
     assert capsys.readouterr().err == shown.getvalue()
+
+
+@given(st.lists(PIECES, max_size=12).map("".join))
+def test_escape_is_riches_and_reads_back_as_the_text(text: str) -> None:
+    from rich.markup import escape as rich_escape
+
+    from tidemq.cli.markup import escape
+
+    escaped = escape(text)
+    assert escaped == rich_escape(text)
+    if "\\" not in text:  # rich reads a backslash before a bracket as an escape, even here
+        inside = f"[red]{escaped}[/]"
+        assert plain(inside) == render(inside).plain == text

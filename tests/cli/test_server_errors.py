@@ -47,3 +47,33 @@ def test_a_controller_whose_store_path_cannot_be_created_says_so_without_a_trace
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: controllerStorePath: cannot create {blocker}/raft" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from tidemq.cli.main import main; main()", *args],
+        check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "400"})
+
+
+@pytest.mark.parametrize("command", ["controller", "namesrv", "broker", "standalone"])
+@pytest.mark.parametrize("name", ["missing.properties", "a-directory", "latin-1.properties"])
+def test_a_configuration_file_that_does_not_read_is_named_without_a_traceback(
+        command: str, name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    if name == "a-directory":
+        path.mkdir()
+    elif name.startswith("latin-1"):
+        path.write_bytes("brokerName=café\n".encode("latin-1"))
+    done = _run(command, "--config", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: the configuration file '{path}'" in done.stderr or (
+        f"error: cannot read the configuration file '{path}'" in done.stderr), done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_value_that_looks_like_markup_is_quoted_as_it_is(tmp_path: Path) -> None:
+    done = _run("broker", "--set", "listenPort=[/x]", "--set",
+                f"storePathRootDir={tmp_path}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: bad value '[/x]' for listenPort" in done.stderr, done.stderr

@@ -24,7 +24,7 @@ from tidemq.broker.config_overrides import overrides_path, read_overrides
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.broker.replication.standing import QuorumLossMode
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, env_values, parse_properties
+from tidemq.formats.javaprops import bind, config_keys, env_values, read_properties
 from tidemq.net.acl.auth_keys import inner_credentials
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.server_keys import ServerKeys
@@ -296,7 +296,7 @@ def load_broker_config(
     and overrides; plus unknown keys."""
     from_file: dict[str, Any] = {}
     if path is not None:
-        from_file.update(parse_properties(Path(path).read_text("utf-8")))
+        from_file.update(read_properties(path))
     environ = os.environ if env is None else env
     later: dict[str, Any] = {**env_values(BrokerConfig, environ),
                              **env_values(StoreConfig, environ), **(overrides or {})}

@@ -16,10 +16,26 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["plain", "say"]
+__all__ = ["escape", "plain", "say"]
 
 #: rich's markup tags (``rich.markup.RE_TAGS``): a tag, and the backslashes before it.
 _TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
+
+
+#: What rich reads as a tag in inserted text (``rich.markup.escape``'s pattern).
+_TAG_LIKE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def escape(text: str) -> str:
+    """``text`` as markup that reads back as ``text``, on a terminal and in :func:`plain`
+    alike (``rich.markup.escape``): a bracket that would open or close a tag gets a
+    backslash, and the backslashes before it are doubled. Whatever a line quotes --
+    an error's message, a name, a path -- goes through it: ``[/x]`` in a value would
+    otherwise vanish, or make rich refuse the whole line."""
+    text = _TAG_LIKE.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
+    if text.endswith("\\") and not text.endswith("\\\\"):
+        return text + "\\"
+    return text
 
 
 def plain(markup: str) -> str:

@@ -29,8 +29,7 @@ from typing import Any, TypeVar
 from tidemq.errors import ConfigError
 
 __all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
-           "parse_properties",
-           "properties_text"]
+           "parse_properties", "properties_text", "read_properties"]
 
 T = TypeVar("T")
 
@@ -217,6 +216,21 @@ def properties_text(props: Mapping[str, str]) -> str:
                    for k, v in props.items())
 
 
+def read_properties(path: str | Path) -> dict[str, str]:
+    """:func:`parse_properties` of the file at ``path``; a file that cannot be read (missing,
+    a directory, not allowed, not UTF-8) is a :class:`~tidemq.errors.ConfigError` that
+    names it."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {str(path)!r}: "
+                          f"{exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the configuration file {str(path)!r} is not UTF-8 text (byte "
+                          f"{exc.start})") from None
+    return parse_properties(text)
+
+
 def load_config(cls: type[T], path: str | Path | None = None, *,
                 overrides: Mapping[str, Any] | None = None,
                 env: Mapping[str, str] | None = None) -> tuple[T, list[str]]:
@@ -225,7 +239,7 @@ def load_config(cls: type[T], path: str | Path | None = None, *,
     and the overrides (variables that name no key are not ours to report)."""
     values: dict[str, Any] = {}
     if path is not None:
-        values.update(parse_properties(Path(path).read_text("utf-8")))
+        values.update(read_properties(path))
     values.update(env_values(cls, os.environ if env is None else env))
     values.update(overrides or {})
     known = set(config_keys(cls)) | {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, parse_properties
+from tidemq.formats.javaprops import bind, read_properties
 from tidemq.types import FlushDiskType
 
 __all__ = ["StoreConfig"]
@@ -137,4 +137,4 @@ class StoreConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[StoreConfig, list[str]]:
-        return cls.from_mapping(parse_properties(Path(path).read_text("utf-8")))
+        return cls.from_mapping(read_properties(path))

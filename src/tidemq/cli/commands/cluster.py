@@ -21,6 +21,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tidemq.bench.group import plan_group, start_child, stop_children
 from tidemq.cli.commands.server import _overrides
@@ -69,7 +70,7 @@ def cluster(
         lines = [f"  {c.name:<10} {c.address:<22} pid {c.proc.pid if c.proc else '-'}"
                  for c in children]
         console.print("[bold green]TideMQ cluster is running[/]\n" + "\n".join(lines) + "\n"
-                      f"  logs       {logs.resolve()}\n"
+                      f"  logs       {escape(str(logs.resolve()))}\n"
                       f"  try: tidemq admin getSyncStateSet -a '{namesrvs}'\n"
                       f"       tidemq admin sendMessage -n '{namesrvs}' -t Hello -p hi\n"
                       "Press Ctrl+C to stop.", highlight=False)
@@ -82,7 +83,7 @@ def cluster(
                     console.print(f"[yellow]{child.name} exited ({child.proc.returncode})[/]; "
                                   "the others go on", highlight=False)
     except RuntimeError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     finally:
         console.print("stopping ...")

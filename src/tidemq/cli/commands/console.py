@@ -29,7 +29,7 @@ from tidemq.cli.commands.server import (
     console_config,
     https_context,
 )
-from tidemq.cli.markup import say
+from tidemq.cli.markup import escape, say
 from tidemq.client.config import DEFAULT_NAMESRV, ClientConfig, parse_namesrv
 from tidemq.errors import ConfigError, TideMQError
 from tidemq.net.bind import LOOPBACK, warn_if_exposed
@@ -88,7 +88,7 @@ def console(
         web = ConsoleServer(namesrv, host=host, port=port, config=cfg, client=client,
                             https=https_context(https_cert, https_key))
     except TideMQError as exc:
-        say(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
     async def start() -> None:

@@ -18,7 +18,7 @@ import typer
 
 from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import setup_logging
-from tidemq.cli.markup import say
+from tidemq.cli.markup import escape, say
 from tidemq.errors import TideMQError
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
@@ -79,7 +79,7 @@ def _overrides(items: list[str] | None) -> dict[str, str]:
 
 def _report_unknown(unknown: list[str]) -> None:
     for key in unknown:
-        say(f"[yellow]warning:[/] unknown configuration key {key!r} (ignored)")
+        say(f"[yellow]warning:[/] unknown configuration key {escape(repr(key))} (ignored)")
 
 
 def tune_runtime() -> None:
@@ -113,10 +113,10 @@ def _run(coro: Awaitable[None]) -> None:
     try:
         asyncio.run(coro)  # type: ignore[arg-type]
     except TideMQError as exc:
-        say(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
     except OSError as exc:  # a port that cannot be bound, a store directory ...
-        say(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 
@@ -212,8 +212,8 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
 
     async def start() -> None:
         await app.start()
-        say(f"broker {bcfg.broker_name} serving on {app.broker_addr}, "
-            f"store {scfg.store_path_root_dir}")
+        say(f"broker {escape(bcfg.broker_name)} serving on {app.broker_addr}, "
+            f"store {escape(scfg.store_path_root_dir)}")
 
     _run(_serve(start, app.stop))
 
@@ -285,7 +285,7 @@ def standalone(
             console_users_dir = users_of(console_cfg)
             check_exposure(host, console_cfg, console_users_dir)
         except TideMQError as exc:
-            say(f"[red]error:[/] {exc}")
+            say(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(1) from None
     # The name server takes no TIDEMQ_* variables here: they are the broker's
     # (TIDEMQ_METRICSPORT would otherwise give both the same port).
@@ -350,14 +350,14 @@ def standalone(
                     warn_if_exposed(log, "the web console", host, reach=CONSOLE_REACH)
             except OSError as exc:  # the console is auxiliary: serve messages without it
                 say(f"[yellow]warning:[/] no web console on port {console_port}: "
-                    f"{exc} (choose another with --console-port)")
+                    f"{escape(str(exc))} (choose another with --console-port)")
                 await web.stop()
                 web = None
         say(f"[bold green]TideMQ standalone is running[/]\n"
             f"  name server  {ns.address}   (clients: namesrv={namesrv_addr})\n"
-            f"  broker       {app.broker_addr}  ({bcfg.broker_name})\n"
+            f"  broker       {app.broker_addr}  ({escape(bcfg.broker_name)})\n"
             f"  console      {web.url if web is not None else 'off'}\n"
-            f"  data         {data.resolve()}\n"
+            f"  data         {escape(str(data.resolve()))}\n"
             f"  listening    {_exposure(host)}\n"
             f"  try: tidemq admin sendMessage -n {namesrv_addr} -t Hello -p hi\n"
             f"Press Ctrl+C to stop.")
@@ -386,7 +386,7 @@ def _load(loader: Callable[..., _C], path: Path | None, overrides: dict[str, Any
     try:
         return loader(path, overrides=overrides)
     except TideMQError as exc:
-        say(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 
@@ -396,7 +396,7 @@ def _built(make: Callable[[], _C]) -> _C:
     try:
         return make()
     except TideMQError as exc:
-        say(f"[red]error:[/] {exc}")
+        say(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 

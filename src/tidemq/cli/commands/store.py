@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -81,7 +82,7 @@ def _when(ms: int) -> str:
 
 
 def _fail(exc: InspectError) -> typer.Exit:
-    _err().print(f"[red]error:[/red] {exc}")
+    _err().print(f"[red]error:[/red] {escape(str(exc))}")
     return typer.Exit(2)
 
 
@@ -153,7 +154,7 @@ def verify_command(
                           check_crc=not no_crc,
                           index_geometry=None if isinstance(shape, str) else shape)
         except StoreReadOnly as exc:
-            _err().print(f"[red]error:[/red] {exc}: stop the broker first")
+            _err().print(f"[red]error:[/red] {escape(str(exc))}: stop the broker first")
             raise typer.Exit(2) from exc
         if not json_out:
             lmq = ""
@@ -166,7 +167,8 @@ def verify_command(
                          f"{done.lmq_entries_dropped} LMQ entries rebuilt{lmq} "
                          f"({done.recovery})")
             if isinstance(shape, str):
-                _out().print(f"[yellow]warning:[/yellow] {shape}; the index was left as it is")
+                _out().print(f"[yellow]warning:[/yellow] {escape(shape)}; "
+                             "the index was left as it is")
         report = _verify(directory, json_out, no_crc, segment_size, cq_file_size, index,
                          work_dir)
     if json_out:
@@ -192,7 +194,7 @@ def _verify(directory: Path, json_out: bool, no_crc: bool, segment_size: int | N
 
 def _print_verify(report: VerifyReport) -> None:
     out = _out()
-    summary = Table(title=f"store {report.root}", show_header=False)
+    summary = Table(title=f"store {escape(str(report.root))}", show_header=False)
     summary.add_column("item")
     summary.add_column("value", justify="right")
     rows = [
@@ -223,10 +225,10 @@ def _print_verify(report: VerifyReport) -> None:
         if rec.start_fails:
             rows.append(("start would fail", rec.start_fails))
     for item, value in rows:
-        summary.add_row(item, value)
+        summary.add_row(item, escape(value))
     out.print(summary)
     for warning in report.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
+        out.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
     if report.ok:
         out.print("[green]OK[/green]: no problems found")
         return
@@ -234,7 +236,8 @@ def _print_verify(report: VerifyReport) -> None:
     for col in ("kind", "where", "offset", "detail"):
         problems.add_column(col, justify="right" if col == "offset" else "left")
     for p in report.problems:
-        problems.add_row(p.kind, p.where, str(p.offset) if p.offset >= 0 else "-", p.detail)
+        problems.add_row(escape(p.kind), escape(p.where),
+                         str(p.offset) if p.offset >= 0 else "-", escape(p.detail))
     out.print(problems)
 
 
@@ -293,8 +296,8 @@ def _dump_records(directory: Path, start: int | None, count: int, json_out: bool
     out = _out()
     out.print(table)
     for d in dump.damaged:
-        out.print(f"[yellow]damaged:[/yellow] {d.length} bytes at {d.offset} ({d.reason}); "
-                  "skipped, as recovery and reads do")
+        out.print(f"[yellow]damaged:[/yellow] {d.length} bytes at {d.offset} "
+                  f"({escape(d.reason)}); skipped, as recovery and reads do")
     if dump.end_reason:
         out.print(f"valid log ends at {dump.next_offset} ({dump.end_reason})")
     else:
@@ -321,7 +324,7 @@ def _dump_checkpoint(directory: Path, json_out: bool) -> None:
         _emit_json(dump.to_dict())
         return
     cp = dump.checkpoint
-    table = Table(title=dump.path if dump.exists else f"{dump.path} (missing)",
+    table = Table(title=escape(str(dump.path)) + ("" if dump.exists else " (missing)"),
                   show_header=False)
     table.add_column("field")
     table.add_column("value", justify="right")
@@ -359,7 +362,7 @@ def convert_cq_command(
                                    check_crc=not no_crc, bcq_file_size=bcq_file_size,
                                    progress=progress)
         except ConversionError as exc:
-            _err().print(f"[red]error:[/red] {exc}")
+            _err().print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(1 if exc.mismatch else 2) from exc
     if json_out:
         _emit_json(report.to_dict())
@@ -412,7 +415,7 @@ def _print_conversion(report: ConversionReport) -> None:
     out.print(f"{verb} declare {report.topic} queue.type=BatchCQ in config/topics.json"
               if declared else "config/topics.json not found: not declared")
     for warning in report.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
+        out.print(f"[yellow]warning:[/yellow] {escape(str(warning))}")
     if report.converted:
         out.print(f"[green]OK[/green]: {report.topic} is a BatchCQ topic")
     elif report.dry_run:

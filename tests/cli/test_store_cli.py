@@ -42,13 +42,14 @@ def test_verify_ok_table(root: Path) -> None:
 
 def test_a_path_that_reads_as_markup_is_printed_as_it_is(tmp_path: Path) -> None:
     root = build(tmp_path / "a[" / "b]")  # the path holds "[/b]", a closing tag to rich
+    # a table's title wraps at the table's width: compared without the white space
     result = runner.invoke(app, ["store", "verify", str(root)], env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    assert f"store {root}" in result.stdout and "OK" in result.stdout
+    assert f"store{root}" in "".join(result.stdout.split()) and "OK" in result.stdout
     result = runner.invoke(app, ["store", "dump", str(root), "--checkpoint"],
                            env={"COLUMNS": "400"})
     assert result.exit_code == 0, result.output
-    assert str(root / "checkpoint") in "".join(result.stdout.split())  # a wrapped title
+    assert str(root / "checkpoint") in "".join(result.stdout.split())
 
 
 def test_verify_json(root: Path) -> None:

@@ -24,6 +24,10 @@ from tidemq.cli.main import app
 runner = CliRunner()
 #: The brokers' commit-log segments: small, as the test sends one message.
 SEGMENT = 16 * 1024 * 1024
+#: How long the SYNC_MASTER's send waits for a replica's copy: the default 3 s is short
+#: for six servers starting on a busy machine, and the send would be answered
+#: FLUSH_SLAVE_TIMEOUT (stored, copies not confirmed) instead of SEND_OK.
+SLAVE_TIMEOUT_MS = 30_000
 
 
 def _free(port: int) -> bool:
@@ -79,7 +83,8 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", "from tidemq.cli.main import main; main()", "cluster",
          "--data", str(tmp_path), "--namesrv-port", str(ns), "--raft-port", str(raft),
-         "--broker-port", str(broker), "--set", f"mappedFileSizeCommitLog={SEGMENT}"],
+         "--broker-port", str(broker), "--set", f"mappedFileSizeCommitLog={SEGMENT}",
+         "--set", f"slaveTimeout={SLAVE_TIMEOUT_MS}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "COLUMNS": "200"})
     lines: list[str] = []

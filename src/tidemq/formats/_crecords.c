@@ -71,32 +71,6 @@ static void put_be64(unsigned char *p, uint64_t v) {
 
 static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len); /* below */
 
-/* tile_records(buf, head, n)
-
-   Copy `head` into each of the first n records of len(head) bytes of `buf`: the records
-   fill_records then fills, written where they are stored. */
-static PyObject *tile_records(PyObject *self, PyObject *args) {
-    Py_buffer out, head;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "w*y*n", &out, &head, &n))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t rec = head.len;
-    if (n < 0 || rec < 1 || n > out.len / rec) {
-        PyErr_Format(PyExc_ValueError, "tile_records: %zd records of %zd bytes do not fit "
-                     "%zd bytes", n, rec, out.len);
-        goto done;
-    }
-    unsigned char *dst = (unsigned char *)out.buf;
-    for (Py_ssize_t i = 0; i < n; i++, dst += rec)
-        memcpy(dst, head.buf, (size_t)rec);
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&head);
-    return result;
-}
-
 /* Whether n client entries of `size` bytes with `blen`-byte bodies, in in_len bytes, fit
    n records of `rec` bytes with their properties at props_at, in out_len bytes; else 0
    with a ValueError naming `fn`. */
@@ -115,44 +89,14 @@ static int entries_fit(const char *fn, Py_ssize_t n, Py_ssize_t size, Py_ssize_t
     return 1;
 }
 
-/* fill_records(buf, rec, data, n, size, blen, props_at)
-
-   Copy each of the n client entries of `data` into record i of `buf` (n tiled records
-   of rec bytes): FLAG, BODY and PROPERTIES, and the masked CRC32 of the body (folded with
-   PCLMULQDQ where the CPU has it, as the record checks compute it). */
-static PyObject *fill_records(PyObject *self, PyObject *args) {
-    Py_buffer out, in;
-    Py_ssize_t rec, n, size, blen, props_at;
-    if (!PyArg_ParseTuple(args, "w*ny*nnnn", &out, &rec, &in, &n, &size, &blen, &props_at))
-        return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t pstart = ENTRY_OVERHEAD + blen, plen = size - pstart;
-    if (!entries_fit("fill_records", n, size, blen, rec, props_at, in.len, out.len))
-        goto done;
-    unsigned char *dst = (unsigned char *)out.buf;
-    const unsigned char *src = (const unsigned char *)in.buf;
-    for (Py_ssize_t i = 0; i < n; i++, dst += rec, src += size) {
-        memcpy(dst + OFF_FLAG, src + ENTRY_OFF_FLAG, 4);
-        memcpy(dst + OFF_BODY, src + ENTRY_OFF_BODY, (size_t)blen);
-        memcpy(dst + props_at, src + pstart, (size_t)plen);
-        uint32_t crc = crc32_body(0, src + ENTRY_OFF_BODY, (size_t)blen);
-        put_be32(dst + OFF_BODY_CRC, crc & 0x7FFFFFFFu);
-    }
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&in);
-    return result;
-}
-
 /* stamp_records(buf, head, data, n, size, blen, props_at, queue_id, born_ts,
                  queue_offset, phys_base, store_ts)
 
-   tile_records, fill_records and patch_records in one pass over n records of len(head)
-   bytes (head: a template record with IPv4 hosts, as uniform_template makes it), which
-   also writes each record's QUEUEID and BORNTIMESTAMP: record i is the template with
-   client entry i's FLAG, BODY (and its masked CRC32) and PROPERTIES (at props_at), queue
-   offset queue_offset + i, physical offset phys_base + i * rec and store_ts. The body and
+   n records of len(head) bytes in one pass (head: a template record with IPv4 hosts, as
+   uniform_head makes it): record i is the template with client entry i's FLAG, BODY (and
+   its masked CRC32, folded with PCLMULQDQ where the CPU has it, as the record checks
+   compute it) and PROPERTIES (at props_at), QUEUEID, BORNTIMESTAMP, queue offset
+   queue_offset + i, physical offset phys_base + i * rec and store_ts. The body and
    properties are written once, not over a copy of the template's. */
 static PyObject *stamp_records(PyObject *self, PyObject *args) {
     Py_buffer out, head, in;
@@ -1782,8 +1726,6 @@ done:
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
-    {"tile_records", tile_records, METH_VARARGS, "Copy a template record n times."},
-    {"fill_records", fill_records, METH_VARARGS, "Copy entry columns into tiled records."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"stamp_records", stamp_records, METH_VARARGS, "Tile, fill and patch records at once."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},

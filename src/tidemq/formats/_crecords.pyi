@@ -10,9 +10,6 @@ import numpy.typing as npt
 from tidemq.formats.record.loops import Buffer, Ints
 from tidemq.types import MessageExt
 
-def tile_records(buf: bytearray | memoryview, head: Buffer, n: int, /) -> None: ...
-def fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
-                 blen: int, props_at: int, /) -> None: ...
 def patch_records(buf: bytearray | memoryview, n: int, rec: int, queue_offset: int,
                   phys_base: int, store_ts: int, ts_at: int, /) -> None: ...
 def uniform_entries(data: Buffer, n: int, size: int, blen: int, ustart: int, uend: int,

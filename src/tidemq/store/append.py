@@ -37,8 +37,9 @@ class UniformBatch(Sequence[MessageInput]):
 
     It is a sequence of :class:`MessageInput` like the list it stands for, so anything
     that iterates a put's messages works on it; :meth:`MessageStore.put_batch
-    <tidemq.store.message_store.MessageStore.put_batch>` encodes it column-wise
-    (:func:`tidemq.formats.record.batch.encode_uniform_batch`), to the same bytes.
+    <tidemq.store.message_store.MessageStore.put_batch>` writes its records straight into
+    the segment from one template (:func:`tidemq.formats.record.batch.uniform_head`,
+    :func:`tidemq.formats.record.loops.stamp_records`), to the same bytes.
     """
 
     __slots__ = ("body_length", "cluster", "data", "entry_size", "keys", "n",

@@ -818,7 +818,7 @@ class Appender:
         :func:`~tidemq.formats.record.batch.uniform_head`): its records are written
         straight into the segment, inside the lock, by one
         :func:`~tidemq.formats.record.loops.stamp_records` call: the same bytes
-        :func:`~tidemq.formats.record.batch.encode_uniform_batch` builds."""
+        :func:`~tidemq.formats.record.batch.encode_batch` builds for its messages."""
         n, rec = batch.n, len(head)
         total = rec * n
         props_at = rec - batch.properties_length

@@ -1,5 +1,6 @@
-"""The batch encoders (record by record, column-wise, tiled template, from client entries)
-write, once patched, what encode_record writes for each message."""
+"""The batch encoders (record by record, column-wise, tiled template) write, once patched,
+what encode_record writes for each message; so does a stamp of client entries into the
+template uniform_head gives."""
 
 from __future__ import annotations
 
@@ -13,13 +14,8 @@ from hypothesis import strategies as st
 from tidemq.formats.batch import ENTRY_OVERHEAD
 from tidemq.formats.batch import encode_batch as encode_entries
 from tidemq.formats.record import HostAddr, encode_record
-from tidemq.formats.record.batch import (
-    encode_batch,
-    encode_uniform_batch,
-    patch_batch,
-    uniform_template,
-    write_uniform_batch,
-)
+from tidemq.formats.record.batch import encode_batch, patch_batch, uniform_head
+from tidemq.formats.record.loops import stamp_records
 
 V4 = HostAddr(b"\x0a\x01\x02\x03", 40001)
 V4_STORE = HostAddr(b"\xc0\xa8\x00\x07", 10911)
@@ -90,63 +86,35 @@ class Entries:
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=st.data(), n=st.integers(1, 40), blen=st.integers(0, 30),
-       cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]))
-def test_client_entries_encode_to_the_batch_of_their_messages(
-        data: st.DataObject, n: int, blen: int, cluster: bytes) -> None:
-    bodies = data.draw(st.lists(st.binary(min_size=blen, max_size=blen), min_size=n,
-                                max_size=n))
-    props = [b"UNIQ_KEY\x01%08X\x02" % i for i in range(n)]
-    flags = data.draw(st.lists(I32, min_size=n, max_size=n))
-    raw = encode_entries(list(zip(bodies, props, flags, strict=True)))
-    entries = Entries(raw, n, len(raw) // n, blen, cluster)
-    enc = encode_uniform_batch("T", 3, entries, sys_flag=0x2, born_timestamp=9, born_host=V4,
-                               store_host=V4_STORE)
-    assert enc is not None
-    patch_batch(enc, 100, 4096, 11)
-    want = _expected("T", 3, bodies, [p + cluster for p in props], flags, 0x2, 9, V4,
-                     V4_STORE, 0, 100, 4096, 11)
-    assert bytes(enc.buf) == want
-
-
-@settings(max_examples=100, deadline=None)
 @given(data=st.data(), n=st.integers(1, 70), blen=st.integers(0, 30),
-       cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]), at=st.integers(0, 9))
-def test_client_entries_written_in_place_are_the_encoded_batch(
-        data: st.DataObject, n: int, blen: int, cluster: bytes, at: int) -> None:
-    """The records written straight into a segment's map are the bytes of the batch
-    encoded apart, whatever surrounds them there."""
+       cluster=st.sampled_from([b"", b"CLUSTER\x01c\x02"]), at=st.integers(0, 9),
+       topic=st.sampled_from(["T", "Topic-é"]))
+def test_client_entries_stamped_into_the_template_are_the_records_of_their_messages(
+        data: st.DataObject, n: int, blen: int, cluster: bytes, at: int, topic: str) -> None:
+    """What the store writes straight into a segment's map for a uniform batch: the
+    records encoded one by one, whatever surrounds them there. A batch of a few messages
+    (an auto-batcher's) takes the template as a large one does."""
     bodies = data.draw(st.lists(st.binary(min_size=blen, max_size=blen), min_size=n,
                                 max_size=n))
     props = [b"UNIQ_KEY\x01%08X\x02" % i for i in range(n)]
     flags = data.draw(st.lists(I32, min_size=n, max_size=n))
     raw = encode_entries(list(zip(bodies, props, flags, strict=True)))
     entries = Entries(raw, n, len(raw) // n, blen, cluster)
-    kwargs: dict[str, Any] = {"sys_flag": 0x2, "born_timestamp": 9, "born_host": V4,
-                              "store_host": V4_STORE}
-    enc = encode_uniform_batch("T", 3, entries, **kwargs)
-    head = uniform_template("T", 3, entries, **kwargs)
-    assert enc is not None and head is not None
-    segment = bytearray(b"\xee" * (at + len(enc.buf) + 5))
-    write_uniform_batch(memoryview(segment)[at : at + len(enc.buf)], head, entries)
-    assert segment[at : at + len(enc.buf)] == enc.buf
-    assert segment[:at] == b"\xee" * at and segment[at + len(enc.buf) :] == b"\xee" * 5
-    with pytest.raises(ValueError, match="do not fill"):
-        write_uniform_batch(bytearray(len(enc.buf) + 1), head, entries)
+    head = uniform_head(topic, entries, sys_flag=0x2, born_host=V4, store_host=V4_STORE)
+    assert head is not None
+    want = _expected(topic, 3, bodies, [p + cluster for p in props], flags, 0x2, 9, V4,
+                     V4_STORE, 0, 100, 4096, 11)
+    segment = bytearray(b"\xee" * (at + len(want) + 5))
+    stamp_records(memoryview(segment)[at : at + len(want)], head, raw, n, entries.entry_size,
+                  blen, len(head) - entries.properties_length, 3, 9, 100, 4096, 11)
+    assert segment[at : at + len(want)] == want
+    assert segment[:at] == b"\xee" * at and segment[at + len(want) :] == b"\xee" * 5
 
 
 def test_client_entries_the_template_cannot_take_are_left_to_the_caller() -> None:
     raw = encode_entries([(b"ab", b"", 0)] * 8)
     entries = Entries(raw, 8, len(raw) // 8, 2, b"")
-    kwargs = {"sys_flag": 0, "born_timestamp": 0, "store_host": V4_STORE}
-    assert encode_uniform_batch("T", 0, entries, born_host=V6, **kwargs) is None  # type: ignore[arg-type]
-    assert encode_uniform_batch("L" * 128, 0, entries, born_host=V4, **kwargs) is None  # type: ignore[arg-type]
-
-
-def test_a_few_client_entries_take_the_template() -> None:
-    """An auto-batcher's batch of a few messages is tiled and filled as a large one."""
-    raw = encode_entries([(b"ab", b"UNIQ_KEY\x01%08X\x02" % i, i) for i in range(5)])
-    entries = Entries(raw, 5, len(raw) // 5, 2, b"")
-    enc = encode_uniform_batch("T", 0, entries, sys_flag=0, born_timestamp=0, born_host=V4,
-                               store_host=V4_STORE)
-    assert enc is not None and len(enc.starts) == 5
+    assert uniform_head("T", entries, sys_flag=0, born_host=V6, store_host=V4_STORE) is None
+    assert uniform_head("T", entries, sys_flag=0, born_host=V4, store_host=V6) is None
+    assert uniform_head("L" * 128, entries, sys_flag=0, born_host=V4,
+                        store_host=V4_STORE) is None

@@ -16,7 +16,8 @@ from tidemq.formats.batch import encode_batch as encode_client_batch
 from tidemq.formats.logical_mapping import Segment
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import HostAddr, encode_blank, encode_record, rewrite_queue
-from tidemq.formats.record.batch import encode_batch, encode_uniform_batch, patch_batch
+from tidemq.formats.record.batch import encode_batch, patch_batch, uniform_head
+from tidemq.formats.record.loops import stamp_records
 from tidemq.store.append import UniformBatch
 
 V4 = HostAddr(b"\x0a\x01\x02\x03", 40001)
@@ -143,11 +144,12 @@ def test_the_uniform_client_batch_writes_the_golden_bytes(n: int, cluster: bytes
     data = encode_client_batch([(b, encode_properties(p), f) for b, p, f in entries])
     size = len(data) // n
     batch = UniformBatch(bytes(data), n, size, 9, cluster, 0, None)
-    enc = encode_uniform_batch("Topic", 2, batch, sys_flag=0, born_timestamp=11,
-                               born_host=V4, store_host=V4_STORE)
-    assert enc is not None
-    patch_batch(enc, 7, 4096, 12)
-    assert _digest(enc.buf) == digest
+    head = uniform_head("Topic", batch, sys_flag=0, born_host=V4, store_host=V4_STORE)
+    assert head is not None
+    buf = bytearray(len(head) * n)
+    stamp_records(buf, head, batch.data, n, size, 9, len(head) - batch.properties_length, 2,
+                  11, 7, 4096, 12)
+    assert _digest(buf) == digest
 
 
 def test_the_logical_rewrite_writes_the_golden_bytes() -> None:

@@ -31,12 +31,10 @@ def test_the_compiled_module_is_built_and_used() -> None:
     this project targets; a silent fallback would hide a 3x slower send path."""
     native = _native()
     assert crecords.NATIVE
-    assert crecords.fill_records is native.fill_records
     assert crecords.offset_ids is native.offset_ids
     assert crecords.body_crc32 is native.body_crc32
     assert crecords.uniform_lengths is native.uniform_lengths
     assert crecords.write_records is native.write_records
-    assert crecords.tile_records is native.tile_records
     assert crecords.stamp_records is native.stamp_records
     assert crecords.uniform_split is native.uniform_split
 
@@ -66,35 +64,26 @@ def _batches(draw: st.DrawFn) -> tuple[int, int, list[tuple[bytes, bytes, int]]]
 @settings(max_examples=80, deadline=None)
 @given(batch=_batches(), qo=st.integers(0, 2**40), phys=st.integers(0, 2**50),
        ts=st.integers(0, 2**45))
-def test_fill_and_patch_write_the_records_the_codec_writes(
+def test_patch_records_writes_the_offsets_and_store_time_the_codec_writes(
         batch: tuple[int, int, list[tuple[bytes, bytes, int]]], qo: int, phys: int,
         ts: int) -> None:
-    blen, plen, msgs = batch
-    n = len(msgs)
-    data = encode_batch(msgs)
-    size = 22 + blen + plen
-    expected = []
+    """Records encoded apart with offsets and store time zero, patched in one call, are
+    the records encoded with them, compiled and twin alike."""
+    _, _, msgs = batch
+    unpatched, expected = bytearray(), bytearray()
     for i, (body, props, flag) in enumerate(msgs):
-        rec = encode_record(topic=b"T", queue_id=3, body=body, properties=props, flag=flag,
-                            queue_offset=qo + i, born_host=_HOST, store_host=_STORE)
-        expected.append(bytearray(rec))
-    rec_size = len(expected[0])
-    for i, rec in enumerate(expected):
-        struct.pack_into(">qq", rec, 20, qo + i, phys + i * rec_size)
-        struct.pack_into(">q", rec, 56, ts)
-    template = bytearray(expected[0])
-    template[8:12] = bytes(4)
-    template[16:36] = bytes(20)
-    template[56:64] = bytes(8)
-    template[88 : 88 + blen] = bytes(blen)
-    template[rec_size - plen :] = bytes(plen)
-    for fill, patch in zip(_both("fill_records"), _both("patch_records"), strict=True):
-        buf = template * n
-        fill(buf, rec_size, data, n, size, blen, rec_size - plen)
-        patch(buf, n, rec_size, qo, phys, ts, 56)
-        assert buf == b"".join(expected)
-    first = decode_record(memoryview(expected[0]), check_crc=True)
-    assert first.body_crc == zlib.crc32(msgs[0][0]) & 0x7FFFFFFF
+        unpatched += encode_record(topic=b"T", queue_id=3, body=body, properties=props,
+                                   flag=flag, born_host=_HOST, store_host=_STORE)
+        rec = bytearray(encode_record(topic=b"T", queue_id=3, body=body, properties=props,
+                                      flag=flag, queue_offset=qo + i, born_host=_HOST,
+                                      store_host=_STORE, store_timestamp=ts))
+        struct.pack_into(">q", rec, 28, phys + len(expected))
+        expected += rec
+    rec_size = len(expected) // len(msgs)
+    for patch in _both("patch_records"):
+        buf = bytearray(unpatched)
+        patch(buf, len(msgs), rec_size, qo, phys, ts, 56)
+        assert buf == expected
 
 
 @settings(max_examples=100, deadline=None)
@@ -262,20 +251,7 @@ def test_offset_ids_are_the_formatted_offsets(prefix: str, start: int, step: int
         assert fn(prefix, start, step, n) == expected
 
 
-@settings(max_examples=200, deadline=None)
-@given(head=st.binary(min_size=1, max_size=80), n=st.integers(0, 40), spare=st.integers(0, 9))
-def test_tile_records_copies_the_template_into_each_record(head: bytes, n: int,
-                                                           spare: int) -> None:
-    """Compiled and numpy: ``head`` n times over, and not a byte past the records."""
-    for fn in _both("tile_records"):
-        buf = bytearray(b"\xee" * (len(head) * n + spare))
-        fn(memoryview(buf), head, n)
-        assert buf == head * n + b"\xee" * spare
-
-
 @pytest.mark.parametrize("name, args", [
-    ("fill_records", (bytearray(100), 120, bytes(200), 1, 150, 100, 100)),  # short buffer
-    ("fill_records", (bytearray(1000), 100, bytes(40), 1, 40, 30, 90)),  # body over the props
     ("patch_records", (bytearray(100), 2, 100, 0, 0, 0, 56)),  # short buffer
     ("patch_records", (bytearray(200), 2, 100, 0, 0, 0, 96)),  # store time past the record
     ("uniform_entries", (bytes(50), 2, 50, 0, 0, 0)),  # short data
@@ -288,9 +264,6 @@ def test_tile_records_copies_the_template_into_each_record(head: bytes, n: int,
                        0)),  # short buffer
     ("stamp_records", (bytearray(1000), bytes(100), bytes(40), 1, 40, 30, 90, 0, 0, 0, 0,
                        0)),  # body over the props
-    ("tile_records", (bytearray(99), b"x" * 50, 2)),  # short buffer
-    ("tile_records", (bytearray(99), b"", 2)),  # no template
-    ("tile_records", (bytearray(99), b"x", -1)),  # fewer than none
 ])
 def test_impossible_geometry_is_a_value_error(name: str, args: tuple[Any, ...]) -> None:
     for fn in _both(name):

@@ -15,13 +15,12 @@ a dozen numpy calls per batch whatever its size. Only the body CRCs are computed
 message.
 
 A client batch body of one layout arrives as :class:`ClientEntries` -- columns over the
-body's bytes, never a message object -- and :func:`encode_uniform_batch` copies its flag,
-body and property columns straight from the client's entries into the tiled template:
-the same bytes :func:`encode_batch` writes for its messages. The store writes such a
-batch straight into its segment instead, inside the lock (:func:`uniform_template`,
-:func:`write_uniform_batch`): never built apart, then copied. That copy, the body CRCs
-and the patch of records of one size are one call each (:mod:`.loops`: compiled, or
-numpy).
+body's bytes, never a message object. The store writes such a batch straight into its
+segment, inside the lock: :func:`uniform_head` gives the template record, and one
+:func:`~.loops.stamp_records` call copies each entry's flag, body and properties into it,
+takes the body CRCs and writes the offsets and times -- the same bytes :func:`encode_batch`
+writes for its messages. The patch of records of one size is one call too (:mod:`.loops`:
+compiled, or numpy).
 """
 
 from __future__ import annotations
@@ -55,11 +54,10 @@ from tidemq.formats.record.layout import (
     crc32,
     store_timestamp_offset,
 )
-from tidemq.formats.record.loops import fill_records, patch_records, tile_records
+from tidemq.formats.record.loops import patch_records
 
-__all__ = ["HEADER_DTYPE", "ClientEntries", "EncodedBatch", "encode_batch",
-           "encode_uniform_batch", "patch_batch", "uniform_head", "uniform_template",
-           "write_uniform_batch"]
+__all__ = ["HEADER_DTYPE", "ClientEntries", "EncodedBatch", "encode_batch", "patch_batch",
+           "uniform_head"]
 
 _QO_PHYS = struct.Struct(">qq")
 _TS = struct.Struct(">q")
@@ -232,30 +230,13 @@ def _encode_uniform(tbytes: bytes, queue_id: int, bodies: Bodies, props: Sequenc
     return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, OFF_STORE_TIMESTAMP)
 
 
-def uniform_template(
-    topic: str, queue_id: int, batch: ClientEntries, *, sys_flag: int, born_timestamp: int,
-    born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
-) -> bytearray | None:
-    """The record every message of ``batch`` starts from (``batch.cluster`` in it, body,
-    properties, CRC, offsets and store time zero), or ``None`` when the records cannot
-    share one (IPv6 hosts, a long topic): encode the messages then. A batch of any size
-    takes it: the template is tiled and filled by compiled loops, with no numpy set-up
-    (:func:`encode_batch`'s reason to encode a few messages one by one)."""
-    template = uniform_head(topic, batch, sys_flag=sys_flag, born_host=born_host,
-                            store_host=store_host, reconsume_times=reconsume_times)
-    if template is None:
-        return None
-    head = bytearray(template)
-    _QUEUE_ID.pack_into(head, OFF_QUEUE_ID, queue_id)
-    _TS.pack_into(head, OFF_BORN_TIMESTAMP, born_timestamp)
-    return head
-
-
 def uniform_head(topic: str, batch: ClientEntries, *, sys_flag: int, born_host: HostAddr,
                  store_host: HostAddr, reconsume_times: int = 0) -> bytes | None:
-    """:func:`uniform_template` with QUEUEID and BORNTIMESTAMP zero, for
-    :func:`~.loops.stamp_records`, which writes both with the rest: one object for every
-    batch of the same topic, layout and hosts."""
+    """The record every message of ``batch`` starts from, for
+    :func:`~.loops.stamp_records`: ``batch.cluster`` in it; body, properties, CRC, queue
+    id, offsets and times zero (the stamp writes them). One object for every batch of the
+    same topic, layout and hosts; ``None`` when the records cannot share one (IPv6 hosts,
+    a long topic): encode the messages then."""
     if len(born_host.ip) != 4 or len(store_host.ip) != 4:
         return None
     return _head(topic, batch.body_length, batch.properties_length, batch.cluster,
@@ -275,43 +256,6 @@ def _head(topic: str, blen: int, plen: int, cluster: bytes, sys_flag: int,
     if not cluster:
         return template
     return template[: len(template) - len(cluster)] + cluster
-
-
-def write_uniform_batch(buf: bytearray | memoryview, head: bytes | bytearray,
-                        batch: ClientEntries) -> None:
-    """Write ``batch``'s records into ``buf`` (``len(head) * batch.n`` bytes, a segment's
-    map where they are stored): ``head`` (:func:`uniform_template`) tiled by one
-    :func:`~.loops.tile_records` call, then one :func:`~.loops.fill_records` call copies
-    each entry's flag, body and properties into its record and writes the body's CRC.
-    Offsets and store time are left for :func:`~.loops.patch_records`."""
-    rec, n = len(head), batch.n
-    total = rec * n
-    if len(buf) != total:
-        raise ValueError(f"{n} records of {rec} bytes do not fill {len(buf)} bytes")
-    tile_records(buf, head, n)
-    fill_records(buf, rec, batch.data, n, batch.entry_size, batch.body_length,
-                 rec - batch.properties_length)
-
-
-def encode_uniform_batch(
-    topic: str, queue_id: int, batch: ClientEntries, *, sys_flag: int, born_timestamp: int,
-    born_host: HostAddr, store_host: HostAddr, reconsume_times: int = 0,
-) -> EncodedBatch | None:
-    """:func:`encode_batch` of ``batch``'s messages, to the same bytes: the template record
-    (:func:`uniform_template`) tiled, then one :func:`~.loops.fill_records` call copies
-    each entry's flag, body and properties into its record and writes the body's CRC.
-    ``None`` when :func:`encode_batch` would not use the template: encode the messages
-    then."""
-    head = uniform_template(topic, queue_id, batch, sys_flag=sys_flag,
-                            born_timestamp=born_timestamp, born_host=born_host,
-                            store_host=store_host, reconsume_times=reconsume_times)
-    if head is None:
-        return None
-    n, rec = batch.n, len(head)
-    buf = head * n
-    fill_records(buf, rec, batch.data, n, batch.entry_size, batch.body_length,
-                 rec - batch.properties_length)
-    return EncodedBatch(buf, range(0, rec * n, rec), [rec] * n, OFF_STORE_TIMESTAMP)
 
 
 @functools.lru_cache(maxsize=256)

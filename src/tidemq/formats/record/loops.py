@@ -9,12 +9,13 @@ call:
 ==================  ==========================================================
 function            what it does, for ``n`` records of ``rec`` bytes in ``buf``
 ==================  ==========================================================
-tile_records        the template record ``head`` into each record ``i``
-fill_records        FLAG, BODY and PROPERTIES from client entry ``i``, and
-                    BODYCRC = crc32(body) & 0x7FFFFFFF, into record ``i``
-patch_records       QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``,
-                    STORETIMESTAMP
-stamp_records       the three above in one pass, and QUEUEID and BORNTIMESTAMP
+stamp_records       the template record ``head`` into each record ``i``, with
+                    FLAG, BODY and PROPERTIES from client entry ``i``,
+                    BODYCRC = crc32(body) & 0x7FFFFFFF, QUEUEID, BORNTIMESTAMP,
+                    QUEUEOFFSET ``qo + i``, PHYSICALOFFSET ``phys + i * rec``
+                    and STORETIMESTAMP, in one pass
+patch_records       QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP alone (records
+                    encoded apart)
 uniform_entries     whether every client entry repeats the first one's length
                     fields and property bytes but for the UNIQ_KEY value
                     (separator-free ASCII in each)
@@ -87,23 +88,19 @@ __all__ = [
     "body_crc32",
     "check_records",
     "compiled",
-    "fill_records",
     "joined_offset_ids",
     "offset_ids",
     "patch_records",
     "py_body_crc32",
     "py_check_records",
-    "py_fill_records",
     "py_offset_ids",
     "py_patch_records",
     "py_stamp_records",
-    "py_tile_records",
     "py_uniform_entries",
     "py_uniform_lengths",
     "py_uniform_split",
     "py_write_records",
     "stamp_records",
-    "tile_records",
     "uniform_entries",
     "uniform_lengths",
     "uniform_split",
@@ -129,24 +126,19 @@ def _check_entries_fit(fn: str, n: int, size: int, blen: int, rec: int, props_at
                          f"in {data_len}/{buf_len} bytes")
 
 
-def py_tile_records(buf: bytearray | memoryview, head: Buffer, n: int) -> None:
+def _tile_records(buf: bytearray | memoryview, head: Buffer, n: int) -> None:
     """Copy ``head`` into each of the first ``n`` records of ``len(head)`` bytes of
-    ``buf``."""
-    rec = len(head)
-    if n < 0 or rec < 1 or n * rec > len(buf):
-        raise ValueError(f"tile_records: {n} records of {rec} bytes do not fit "
-                         f"{len(buf)} bytes")
-    if n:
-        grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
-        grid[:] = np.frombuffer(head, np.uint8)
+    ``buf`` (checked by the caller)."""
+    grid = np.frombuffer(buf, np.uint8, n * len(head)).reshape(n, len(head))
+    grid[:] = np.frombuffer(head, np.uint8)
 
 
-def py_fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
-                    blen: int, props_at: int) -> None:
+def _fill_records(buf: bytearray | memoryview, rec: int, data: Buffer, n: int, size: int,
+                  blen: int, props_at: int) -> None:
     """Copy each of the ``n`` client entries of ``size`` bytes in ``data`` into record
-    ``i`` of ``buf``: FLAG, the ``blen``-byte BODY, the PROPERTIES (the entry's rest, to
-    record ``props_at``), and the body's masked CRC32 as BODYCRC."""
-    _check_entries_fit("fill_records", n, size, blen, rec, props_at, len(data), len(buf))
+    ``i`` of ``buf`` (geometry checked by the caller): FLAG, the ``blen``-byte BODY, the
+    PROPERTIES (the entry's rest, to record ``props_at``), and the body's masked CRC32 as
+    BODYCRC."""
     pstart = ENTRY_OVERHEAD + blen
     plen = size - pstart
     grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
@@ -203,16 +195,15 @@ def py_patch_records(buf: bytearray | memoryview, n: int, rec: int, queue_offset
 def py_stamp_records(buf: bytearray | memoryview, head: Buffer, data: Buffer, n: int,
                      size: int, blen: int, props_at: int, queue_id: int, born_ts: int,
                      queue_offset: int, phys_base: int, store_ts: int) -> None:
-    """:func:`py_tile_records`, :func:`py_fill_records` and :func:`py_patch_records` of
-    ``n`` records of ``len(head)`` bytes (``head``: a template record with IPv4 hosts) in
-    one call, which also gives each record QUEUEID ``queue_id`` and BORNTIMESTAMP
-    ``born_ts``."""
+    """``n`` records of ``len(head)`` bytes (``head``: a template record with IPv4 hosts)
+    in one call: the template tiled, filled from the client entries and patched, and each
+    record given QUEUEID ``queue_id`` and BORNTIMESTAMP ``born_ts``."""
     rec = len(head)
     _check_entries_fit("stamp_records", n, size, blen, rec, props_at, len(data), len(buf))
     if not n:
         return
-    py_tile_records(buf, head, n)
-    py_fill_records(buf, rec, data, n, size, blen, props_at)
+    _tile_records(buf, head, n)
+    _fill_records(buf, rec, data, n, size, blen, props_at)
     py_patch_records(buf, n, rec, queue_offset, phys_base, store_ts, OFF_STORE_TIMESTAMP)
     grid = np.frombuffer(buf, np.uint8, n * rec).reshape(n, rec)
     grid[:, OFF_QUEUE_ID : OFF_QUEUE_ID + 4] = np.frombuffer(
@@ -395,7 +386,7 @@ def py_write_records(buf: bytearray | memoryview | mmap.mmap, pos: int, topic_fi
 #: The functions the compiled module must have; each has a twin in this module. (A build
 #: without ``body_crc32`` is still used: its ``check_records`` computes the same CRCs with
 #: zlib, only slower; so is one without ``uniform_lengths``, whose twin runs instead.)
-_NATIVE_NAMES = ("fill_records", "patch_records", "uniform_entries", "offset_ids",
+_NATIVE_NAMES = ("stamp_records", "patch_records", "uniform_entries", "offset_ids",
                  "check_records")
 
 
@@ -407,7 +398,7 @@ def _native() -> ModuleType | None:
 
 def _check_native(mod: ModuleType) -> None:
     """Refuse a compiled module whose byte positions are not the layout's: it would store
-    records that nothing can read. Two small records, filled and patched by both."""
+    records that nothing can read. Two small records, stamped and patched by both."""
     from tidemq.formats.batch import encode_batch as encode_entries
 
     missing = [name for name in _NATIVE_NAMES if not hasattr(mod, name)]
@@ -418,22 +409,18 @@ def _check_native(mod: ModuleType) -> None:
 
     data = encode_entries([(b"abc", b"K\x01v\x02", 7), (b"xyz", b"K\x01w\x02", -2)])
     size, blen, rec = len(data) // 2, 3, OFF_BODY + 3 + 16
+    head = bytes(range(rec))
     ours, theirs = bytearray(2 * rec), bytearray(2 * rec)
-    for fill, patch, buf in ((py_fill_records, py_patch_records, ours),
-                             (mod.fill_records, mod.patch_records, theirs)):
-        fill(buf, rec, data, 2, size, blen, rec - 5)
-        patch(buf, 2, rec, 5, 1 << 40, -3, rec - 8)
+    for stamp, buf in ((py_stamp_records, ours), (mod.stamp_records, theirs)):
+        stamp(buf, head, data, 2, size, blen, rec - 5, -4, 1 << 33, 5, 1 << 40, -3)
+    if ours != theirs:
+        raise ImportError("tidemq.formats._crecords stamps other byte positions than "
+                          "tidemq.formats.record.layout: rebuild it from this source")
+    for patch, buf in ((py_patch_records, ours), (mod.patch_records, theirs)):
+        patch(buf, 2, rec, 7, 1 << 41, -9, rec - 8)
     if ours != theirs:
         raise ImportError("tidemq.formats._crecords writes other byte positions than "
                           "tidemq.formats.record.layout: rebuild it from this source")
-    if hasattr(mod, "stamp_records"):
-        head = bytes(range(rec))
-        ours, theirs = bytearray(2 * rec), bytearray(2 * rec)
-        for stamp, buf in ((py_stamp_records, ours), (mod.stamp_records, theirs)):
-            stamp(buf, head, data, 2, size, blen, rec - 5, -4, 1 << 33, 5, 1 << 40, -3)
-        if ours != theirs:
-            raise ImportError("tidemq.formats._crecords stamps other byte positions than "
-                              "tidemq.formats.record.layout: rebuild it from this source")
     keyed = encode_entries([(b"a", b"U\x01k\x01x", 0), (b"b", b"U\x01k\x01y", 0)])
     if mod.uniform_entries(keyed, 2, len(keyed) // 2, 1, 2, 5):
         raise ImportError("tidemq.formats._crecords lets a separator through a UNIQ_KEY "
@@ -465,8 +452,9 @@ _mod = _native()
 #: Whether the compiled loops run (``False``: the numpy code of this module).
 NATIVE = _mod is not None
 
-fill_records: Callable[[bytearray | memoryview, int, Buffer, int, int, int, int], None] = (
-    _mod.fill_records if _mod is not None else py_fill_records)
+stamp_records: Callable[[bytearray | memoryview, Buffer, Buffer, int, int, int, int, int, int,
+                         int, int, int], None] = (
+    _mod.stamp_records if _mod is not None else py_stamp_records)
 patch_records: Callable[[bytearray | memoryview, int, int, int, int, int, int], None] = (
     _mod.patch_records if _mod is not None else py_patch_records)
 uniform_entries: Callable[[Buffer, int, int, int, int, int], bool] = (
@@ -480,15 +468,8 @@ check_records: Callable[[Buffer, int, Ints, Ints], int] = (
     _mod.check_records if _mod is not None else py_check_records)
 body_crc32: Callable[[Buffer, int], int] = getattr(_mod, "body_crc32", py_body_crc32)
 #: Optional in the compiled module too.
-tile_records: Callable[[bytearray | memoryview, Buffer, int], None] = getattr(
-    _mod, "tile_records", py_tile_records)
-#: Optional in the compiled module too.
 uniform_split: Callable[[Buffer, int, bool], UniformSplit | None] = getattr(
     _mod, "uniform_split", py_uniform_split)
-#: Optional in the compiled module too.
-stamp_records: Callable[[bytearray | memoryview, Buffer, Buffer, int, int, int, int, int, int,
-                         int, int, int], None] = getattr(_mod, "stamp_records",
-                                                         py_stamp_records)
 #: Optional in the compiled module too.
 write_records: Callable[..., int] = getattr(_mod, "write_records", py_write_records)
 

@@ -5,9 +5,7 @@ template uniform_head gives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -15,6 +15,20 @@ printed: the broker's context switches a tick (voluntary, all threads), which co
 thread hand-offs.
 
     .venv/bin/python benchmarks/latency_ticks.py --ticks 4000 --tick 5
+
+``--callgrind client`` or ``--callgrind broker`` counts instructions instead, which do
+not move with the load: that process runs under ``valgrind --tool=callgrind
+--instr-atstart=no --separate-threads=yes`` (the client: start the script so), and the
+script turns its instrumentation on for the measured ticks only (``callgrind_control``).
+Each thread's total is then in its own file under ``--callgrind-dir``, to be divided by
+``--ticks``::
+
+    valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes \
+        --callgrind-out-file=/tmp/lt/client.%p .venv/bin/python \
+        benchmarks/latency_ticks.py --ticks 300 --warmup 100 --callgrind client
+    .venv/bin/python benchmarks/latency_ticks.py --ticks 300 --warmup 100 \
+        --callgrind broker --callgrind-dir /tmp/lt
+    grep -H totals /tmp/lt/*
 """
 
 from __future__ import annotations
@@ -24,6 +38,7 @@ import asyncio
 import contextlib
 import os
 import resource
+import subprocess
 import time
 from pathlib import Path
 
@@ -45,6 +60,25 @@ _TOPIC = "LatencyTicks"
 async def _queues(namesrv: str) -> list[MessageQueue]:
     async with AdminClient(namesrv) as admin:
         return list((await create_routed_topic(admin, _TOPIC, 8)).publish_queues)
+
+
+class _CallgrindBroker(BrokerProcess):
+    """The bench's broker under callgrind, its instrumentation off until turned on."""
+
+    def __init__(self, out_dir: str) -> None:
+        super().__init__()
+        self.out_dir = out_dir
+
+    def command(self, namesrv_port: int, broker_port: int) -> list[str]:
+        return ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                f"--callgrind-out-file={self.out_dir}/broker.%p",
+                *super().command(namesrv_port, broker_port)]
+
+
+def _callgrind(pid: int, on: bool) -> None:
+    """Turn callgrind's instrumentation of ``pid`` on or off."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(pid)],
+                   check=True, stdout=subprocess.DEVNULL)
 
 
 def _switches(pid: int) -> int:
@@ -75,9 +109,10 @@ async def _ticks(batcher: AutoBatchProducer, consumer: PullConsumer, count: int,
             got += len(await consumer.poll(timeout=5.0, max_messages=1 << 16))
 
 
-async def _run(ticks: int, tick: int, warmup: int) -> dict[str, float]:
-    broker = BrokerProcess()
-    namesrv = await broker.start()
+async def _run(ticks: int, tick: int, warmup: int, callgrind: str | None = None,
+               callgrind_dir: str = ".") -> dict[str, float]:
+    broker = BrokerProcess() if callgrind != "broker" else _CallgrindBroker(callgrind_dir)
+    namesrv = await broker.start(timeout=600.0)
     try:
         await _queues(namesrv)
         config = ClientConfig(namesrv_addr=(namesrv,), long_polling_timeout=5.0,
@@ -95,11 +130,16 @@ async def _run(ticks: int, tick: int, warmup: int) -> dict[str, float]:
                 await consumer.seek_to_end()
                 await consumer.poll(timeout=0.2)  # its pulls are now held
                 await _ticks(batcher, consumer, warmup, tick)
+                counted = {"client": os.getpid(), "broker": broker.pid}.get(callgrind or "")
+                if counted is not None:
+                    _callgrind(counted, True)
                 c0, b0, s0 = resource.getrusage(resource.RUSAGE_SELF), _broker_cpu(
                     broker.pid), _switches(broker.pid)
                 t0 = time.perf_counter()
                 await _ticks(batcher, consumer, ticks, tick)
                 wall = time.perf_counter() - t0
+                if counted is not None:
+                    _callgrind(counted, False)
                 c1, b1, s1 = resource.getrusage(resource.RUSAGE_SELF), _broker_cpu(
                     broker.pid), _switches(broker.pid)
         finally:
@@ -121,11 +161,15 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=4000)
     parser.add_argument("--tick", type=int, default=5, help="messages a tick")
     parser.add_argument("--warmup", type=int, default=500, help="ticks before measuring")
+    parser.add_argument("--callgrind", choices=("client", "broker"),
+                        help="count this process's instructions (see the docstring)")
+    parser.add_argument("--callgrind-dir", default=".",
+                        help="where the broker's callgrind files go")
     ns = parser.parse_args()
     import uvloop
 
     uvloop.install()
-    r = asyncio.run(_run(ns.ticks, ns.tick, ns.warmup))
+    r = asyncio.run(_run(ns.ticks, ns.tick, ns.warmup, ns.callgrind, ns.callgrind_dir))
     print(f"ticks of {ns.tick}: CPU µs a message client {r['client_user'] + r['client_sys']:.1f}"
           f" (user {r['client_user']:.1f} sys {r['client_sys']:.1f}), broker "
           f"{r['broker_user'] + r['broker_sys']:.1f} (user {r['broker_user']:.1f} sys "

@@ -103,6 +103,9 @@ _T = TypeVar("_T", MessageExt, MessageBatch)
 
 #: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
 _FLOW_CONTROL_BACKOFF = 5.0
+# ``PullStatus.OFFSET_ILLEGAL`` read once: an attribute of an enum class goes through
+# the enum type's ``__getattr__`` hook (Python 3.11), several times slower than a global.
+_OFFSET_ILLEGAL = PullStatus.OFFSET_ILLEGAL
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -722,9 +725,9 @@ class PullConsumer(ConsumerRole):
             state.fetch_offset = fetched.offset
             state.committed = fetched.offset if fetched.from_group else None
             return
-        state.caught_up = (result.status is not PullStatus.OFFSET_ILLEGAL and
+        state.caught_up = (result.status is not _OFFSET_ILLEGAL and
                            result.next_offset - fetched.offset < self.config.pull_batch_size)
-        if result.status is PullStatus.OFFSET_ILLEGAL:
+        if result.status is _OFFSET_ILLEGAL:
             log.warning("%r: offset %s moved; continuing at %d", self, fetched.offset,
                         result.next_offset)
         if isinstance(result, PullResult):

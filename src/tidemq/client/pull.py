@@ -65,6 +65,9 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 
 _QUEUE_OFFSET = PullMessageRequestHeader.ext_keys()["queue_offset"]
 _SUGGEST = PullMessageResponseHeader.ext_keys()["suggest_which_broker_id"]
+# ``PullStatus.FOUND`` read once: an attribute of an enum class goes through the enum type's
+# ``__getattr__`` hook (Python 3.11), several times slower than a global.
+_FOUND = PullStatus.FOUND
 #: Pull ext per (group, queue, limits, subscription): only ``queueOffset`` changes.
 _templates: dict[tuple[object, ...], dict[str, str]] = {}
 _MAX_TEMPLATES = 65536
@@ -168,7 +171,7 @@ def read_pull_response(response: RemotingCommand, queue: MessageQueue,
     ``offset``, the offset the pull asked for, are dropped (``None``: keep all)."""
     status, nxt, low, high = _head(response, address)
     messages: list[MessageExt] = []
-    if status is PullStatus.FOUND:
+    if status is _FOUND:
         messages = decode_pulled(response.full_body(), queue, pull_properties(low, high), offset,
                                  subscription.tags)
     return PullResult(status, nxt, low, high, messages)
@@ -182,7 +185,7 @@ def read_pull_batch(response: RemotingCommand, queue: MessageQueue,
     offsets, rows and filtering."""
     status, nxt, low, high = _head(response, address)
     batch = None
-    if status is PullStatus.FOUND:
+    if status is _FOUND:
         # A child of a batch-protocol parent holds a view of the parent's (immutable)
         # body: read it in place rather than copy it out first.
         body = response.body if response.body_parts is None else response.full_body()
@@ -197,7 +200,7 @@ def read_pull_body(response: RemotingCommand, *, address: str) -> PulledBody:
     records themselves (:mod:`tidemq.client.records`): the same status handling and
     errors; no tag filtering beyond the broker's (by tag hash)."""
     status, nxt, low, high = _head(response, address)
-    body = response.full_body() if status is PullStatus.FOUND else b""
+    body = response.full_body() if status is _FOUND else b""
     return PulledBody(status, nxt, low, high, body)
 
 

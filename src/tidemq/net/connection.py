@@ -122,6 +122,9 @@ _TRANSITIONS: dict[tuple[ConnState, _Event], ConnState] = {
     (ConnState.OPEN, _Event.LOST): ConnState.CLOSED,
     (ConnState.CLOSING, _Event.LOST): ConnState.CLOSED,
 }
+#: ``ConnState.OPEN`` read once: an attribute of an enum class goes through the enum
+#: type's ``__getattr__`` hook (Python 3.11), several times slower than a global.
+_OPEN = ConnState.OPEN
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -172,7 +175,7 @@ class Connection(asyncio.BufferedProtocol):
 
     @property
     def is_open(self) -> bool:
-        return self.state is ConnState.OPEN
+        return self.state is _OPEN
 
     @property
     def writing_paused(self) -> bool:
@@ -208,7 +211,7 @@ class Connection(asyncio.BufferedProtocol):
         request one loop iteration. The caller owns ``future``: cancelling it leaves the
         entry until the response or the timeout removes it. Raises as :meth:`request`
         does before anything is sent (:class:`ConnectionLost`, a frame too large)."""
-        if self.state is not ConnState.OPEN:
+        if self.state is not _OPEN:
             raise self._lost_error()
         opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
         cmd.opaque = opaque
@@ -227,7 +230,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         """Send ``cmd`` as a oneway request (flag bit 1): the peer sends no response."""
-        if self.state is not ConnState.OPEN:
+        if self.state is not _OPEN:
             raise self._lost_error()
         cmd.opaque = self._opaque = (self._opaque + 1) & _OPAQUE_MASK
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
@@ -241,7 +244,7 @@ class Connection(asyncio.BufferedProtocol):
         ``cmd.opaque`` must be the request's (``request.response(...)`` copies it). Long
         polls answer this way much later; a client that left meanwhile is not an error.
         """
-        if self.state is not ConnState.OPEN:
+        if self.state is not _OPEN:
             log.debug("response %d to closed connection %s dropped", cmd.opaque, self)
             return False
         cmd.flag |= FLAG_RESPONSE
@@ -252,7 +255,7 @@ class Connection(asyncio.BufferedProtocol):
         """Wait until the transport accepts writes again (returns at once if it does)."""
         if not self._write_paused:
             return
-        if self.state is not ConnState.OPEN:
+        if self.state is not _OPEN:
             raise self._lost_error()
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._drain_waiters.append(waiter)
@@ -261,7 +264,7 @@ class Connection(asyncio.BufferedProtocol):
     def stop_reading(self) -> None:
         """Take no more frames from the peer (a server draining before shutdown)."""
         self._reading_stopped = True
-        if self._transport is not None and self.state is ConnState.OPEN:
+        if self._transport is not None and self.state is _OPEN:
             self._transport.pause_reading()
 
     def on_close(self, callback: CloseCallback) -> None:
@@ -339,12 +342,12 @@ class Connection(asyncio.BufferedProtocol):
         self._frames_received()
 
     def data_received(self, data: bytes) -> None:
-        if self.state is ConnState.OPEN:
+        if self.state is _OPEN:
             self._decoder.receive_data(data)
             self._frames_received()
 
     def _frames_received(self) -> None:
-        if self.state is not ConnState.OPEN:
+        if self.state is not _OPEN:
             self._decoder.clear()  # closing: what still comes is dropped
             return
         loop = self._loop
@@ -353,7 +356,7 @@ class Connection(asyncio.BufferedProtocol):
         completed = False
         self._receiving = True
         try:
-            while self.state is ConnState.OPEN:
+            while self.state is _OPEN:
                 try:
                     cmd = decoder.next_command()
                 except FrameTooLarge as exc:
@@ -382,7 +385,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._out:  # this read's answers leave now, in one write (see _write)
                 self._flush()
         budget = self._budget
-        if budget is not None and self.state is ConnState.OPEN:
+        if budget is not None and self.state is _OPEN:
             held, spare = decoder.buffered, decoder.spare
             if not (held or spare or self._budgeted):
                 return  # nothing held now, nor reported before: the budget has no entry
@@ -469,7 +472,7 @@ class Connection(asyncio.BufferedProtocol):
         if (
             self._pause_reads
             and not self._reading_stopped
-            and self.state is ConnState.OPEN
+            and self.state is _OPEN
             and self._transport is not None
         ):
             self._transport.resume_reading()
@@ -526,7 +529,7 @@ class Connection(asyncio.BufferedProtocol):
             if not future.done():
                 error = RequestTimeout(self.remote_address, code, opaque, timeout * 1e3)
                 future.set_exception(error)
-        if pending and self.state is ConnState.OPEN:
+        if pending and self.state is _OPEN:
             self._sweeper = self._loop.call_later(_SWEEP_SECONDS, self._sweep)
 
     async def _drain_while(self, future: asyncio.Future[RemotingCommand]) -> None:
@@ -547,7 +550,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _check_idle(self) -> None:
         self._idle_timer = None
-        if self.state is not ConnState.OPEN or self._idle_seconds is None:
+        if self.state is not _OPEN or self._idle_seconds is None:
             return
         idle = self._loop.time() - self._last_received
         if idle >= self._idle_seconds:
@@ -585,7 +588,7 @@ class Connection(asyncio.BufferedProtocol):
         for waiter in waiters:
             if waiter.done():
                 continue
-            if self.state is ConnState.OPEN:
+            if self.state is _OPEN:
                 waiter.set_result(None)
             else:
                 waiter.set_exception(self._lost_error())

@@ -49,6 +49,12 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 
 _NOT_FOUND_STATUSES = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+# The members every pull compares with, read once: an attribute of an enum class goes
+# through the enum type's ``__getattr__`` hook (Python 3.11), several times slower.
+_FOUND, _NO_MATCHED = GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE
+_TOO_SMALL, _OVERFLOW_ONE = GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_ONE
+_SUCCESS, _NOT_FOUND = ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND
+_RETRY, _MOVED = ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED
 
 
 def parse_subscription(expression: str | None) -> frozenset[int] | None:
@@ -122,7 +128,7 @@ class PullProcessor:
         code, nxt, res = self._read(h, h.queue_id, h.queue_offset, h.sys_flag,
                                     max(1, h.max_msg_nums), max_bytes, first)
         offset = h.queue_offset
-        if (code == ResponseCode.PULL_NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
+        if (code == _NOT_FOUND and first and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0):
             cfg = self.ctx.config
             timeout = h.suspend_timeout_millis if cfg.long_polling_enable else (
@@ -157,8 +163,9 @@ class PullProcessor:
             "maxOffset": str(res.max_offset),
             "suggestWhichBrokerId": "0" if self._suggest is None else self._suggest(h, res),
         }
-        resp = cmd.response(code, res.status.value, ext)
-        if code == ResponseCode.SUCCESS:
+        # ``_value_``: the member's value without the ``value`` property's Python call
+        resp = cmd.response(code, res.status._value_, ext)
+        if code == _SUCCESS:
             resp.body_parts = res.buffers
             if count:
                 self.ctx.stats.on_get(h.topic, h.consumer_group, res.message_count,
@@ -195,25 +202,24 @@ class PullProcessor:
         res = self.store.get(topic, queue_id, offset, max_nums, max_bytes,
                              self._tag_codes(h, sys_flag), self._inner_tags)
         status = res.status
-        if status is GetStatus.FOUND:
-            code, nxt = ResponseCode.SUCCESS, res.next_begin_offset
+        if status is _FOUND:
+            code, nxt = _SUCCESS, res.next_begin_offset
             if not lmq:
                 self.ctx.pulled.note(h.consumer_group, topic, queue_id, nxt)
-        elif status is GetStatus.NO_MATCHED_MESSAGE:
-            code, nxt = ResponseCode.PULL_RETRY_IMMEDIATELY, res.next_begin_offset
+        elif status is _NO_MATCHED:
+            code, nxt = _RETRY, res.next_begin_offset
         elif status in _NOT_FOUND_STATUSES and res.max_offset > 0:
             # Every message expired (min == max > 0): as upstream, where such a queue is
             # not "empty" -- at max is caught up, anything else moves to max, never to 0.
-            code = ResponseCode.PULL_NOT_FOUND if offset == res.max_offset else (
-                ResponseCode.PULL_OFFSET_MOVED)
+            code = _NOT_FOUND if offset == res.max_offset else _MOVED
             nxt = res.max_offset
         elif status in _NOT_FOUND_STATUSES:
-            code = ResponseCode.PULL_NOT_FOUND if offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+            code = _NOT_FOUND if offset == 0 else _MOVED
             nxt = 0
-        elif status is GetStatus.OFFSET_TOO_SMALL:
-            code, nxt = ResponseCode.PULL_OFFSET_MOVED, res.min_offset
-        elif status is GetStatus.OFFSET_OVERFLOW_ONE:
-            code, nxt = ResponseCode.PULL_NOT_FOUND, offset
+        elif status is _TOO_SMALL:
+            code, nxt = _MOVED, res.min_offset
+        elif status is _OVERFLOW_ONE:
+            code, nxt = _NOT_FOUND, offset
         else:
-            code, nxt = ResponseCode.PULL_OFFSET_MOVED, res.max_offset
+            code, nxt = _MOVED, res.max_offset
         return code, nxt, res

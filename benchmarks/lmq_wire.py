@@ -15,6 +15,9 @@ what else runs.
 
 ``--profile out.txt`` runs the broker under ``py-spy record`` (raw format) for the whole
 run; ``--pause`` waits for Enter before the first round (attach a profiler by pid).
+``--built DIR`` keeps the built and compacted store in ``DIR`` (built there on first use,
+for the same ``--lmqs`` and ``--fanout``) and gives each run a copy of it, so that old
+and new code are measured on the same store without building it again.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from rocksdict import Options, Rdict
@@ -83,14 +89,44 @@ async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
                            "cpu_us_per_msg": (split["user_ns_per_msg"]
                                               + split["sys_ns_per_msg"]) / 1000,
                            "threads": {t["thread"]: round(t["ns_per_msg"] / 1000, 1)
-                                       for t in split["threads"]}}
+                                       for t in split["threads"]},
+                           "threads_sys": {t["thread"]: round(t["sys_ns_per_msg"] / 1000, 1)
+                                           for t in split["threads"]}}
                     out.append(row)
                     print(f"round {r} {mode:8s} {row['cpu_us_per_msg']:6.1f} us CPU/msg "
-                          f"{row['msgs_per_s']:8,.0f} msgs/s  threads {row['threads']}",
+                          f"{row['msgs_per_s']:8,.0f} msgs/s  threads {row['threads']} "
+                          f"of which system {row['threads_sys']}",
                           flush=True)
     finally:
         await client.close()
     return out
+
+
+def _build_store(cfg: LmqBenchConfig, store: Path) -> None:
+    """Build ``cfg``'s LMQs into ``store`` and compact its LMQ database."""
+    _child("build", cfg, store)
+    db = Rdict(str(store / "lmq"), Options(raw_mode=True))
+    try:
+        db.compact_range(None, None)
+    finally:
+        db.close()
+
+
+def _built_store(cfg: LmqBenchConfig, directory: Path) -> Path:
+    """The store of ``cfg``'s LMQs kept in ``directory``, built there if it is not."""
+    store, mark = directory / "store", directory / "built.json"
+    shape = {"lmqs": cfg.lmqs, "fanout": cfg.fanout, "segment_size": cfg.segment_size}
+    if mark.exists():
+        held = json.loads(mark.read_text())
+        if held != shape:
+            raise SystemExit(f"{directory} holds a store of {held}, not {shape}")
+        return store
+    if store.exists():
+        shutil.rmtree(store)
+    directory.mkdir(parents=True, exist_ok=True)
+    _build_store(cfg, store)
+    mark.write_text(json.dumps(shape))
+    return store
 
 
 def main() -> None:
@@ -104,6 +140,8 @@ def main() -> None:
     parser.add_argument("--native", action="store_true",
                         help="with --profile: sample native frames too (C, RocksDB)")
     parser.add_argument("--pause", action="store_true")
+    parser.add_argument("--built", type=Path, metavar="DIR",
+                        help="reuse the store built in DIR (build it there first if absent)")
     parser.add_argument("--json", help="write the rounds to this file")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker setting (repeatable)")
@@ -118,12 +156,13 @@ def main() -> None:
                            profile=args.profile, native=args.native)
     try:
         store = broker.data / "data" / "store"
-        _child("build", cfg, store)
-        db = Rdict(str(store / "lmq"), Options(raw_mode=True))
-        try:
-            db.compact_range(None, None)
-        finally:
-            db.close()
+        if args.built is None:
+            _build_store(cfg, store)
+        else:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            # cp's holes for the zeros past the log's end: not a full segment's copy a run
+            subprocess.run(["cp", "-a", "--sparse=always", str(_built_store(cfg, args.built)),
+                            str(store)], check=True)
         rounds = asyncio.run(_rounds(args, cfg, broker))
     finally:
         asyncio.run(broker.stop())

@@ -49,7 +49,9 @@ _INT32_MIN, _INT32_MAX = INT32
 _LANGUAGE_BY_CODE = {int(lang): lang.name for lang in LanguageCode}
 #: What a :class:`PlainText` value is put between (``value.join(_QUOTES)``).
 _QUOTES = ('"', '"')
-
+# The two serializations read once: an attribute of an enum class goes through the enum
+# type's ``__getattr__`` hook (Python 3.11), several times slower than a global.
+_JSON, _ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ
 
 
 def _plain_json(value: object) -> msgspec.Raw:
@@ -129,7 +131,7 @@ def _decode_json(data: bytes) -> RemotingCommand:
         return _decode_json_lenient(data)
     return RemotingCommand(
         code=h.code, opaque=h.opaque, flag=h.flag, language=h.language, version=h.version,
-        remark=h.remark, ext_fields=h.extFields or {}, serialize_type=SerializeType.JSON,
+        remark=h.remark, ext_fields=h.extFields or {}, serialize_type=_JSON,
     )
 
 
@@ -162,7 +164,7 @@ def _decode_json_lenient(data: bytes) -> RemotingCommand:
         version=_as_int(obj, "version"),
         remark=None if remark is None else str(remark),
         ext_fields=ext,
-        serialize_type=SerializeType.JSON,
+        serialize_type=_JSON,
     )
 
 
@@ -203,13 +205,13 @@ def _decode_binary(data: bytes) -> RemotingCommand:
     language = _language_name(lang)
     return RemotingCommand(
         code=code, opaque=opaque, flag=flag, language=language, version=version,
-        remark=remark, ext_fields=ext, serialize_type=SerializeType.ROCKETMQ,
+        remark=remark, ext_fields=ext, serialize_type=_ROCKETMQ,
     )
 
 
 def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
     """Decode a header; the returned command has an empty body."""
-    if stype is SerializeType.JSON:
+    if stype is _JSON:
         return _decode_json(data)
     return _decode_binary(data)
 
@@ -255,7 +257,7 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     """Encode the header in ``cmd.serialize_type`` (the request's, for responses)."""
     _check_ints(cmd)
     try:
-        if cmd.serialize_type is SerializeType.ROCKETMQ:
+        if cmd.serialize_type is _ROCKETMQ:
             return _encode_binary(cmd)
         return _encode_json(cmd)
     except UnicodeEncodeError as exc:

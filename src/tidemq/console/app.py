@@ -50,11 +50,10 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
@@ -63,7 +62,6 @@ from tidemq.client import (
     Message,
     MessageExt,
     MessageQueue,
-    Producer,
     config_admin,
     group_admin,
     message_scan,
@@ -73,21 +71,14 @@ from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.console.auth import (
-    CSRF_FIELD,
     SAFE_METHODS,
-    ConsoleAuth,
     Visitor,
     oversized_form,
     set_session_cookie,
 )
-from tidemq.console.config import ConsoleConfig
 from tidemq.console.gate import HostGate
-from tidemq.console.history import History
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
-from tidemq.console.login_limit import LoginLimiter
-from tidemq.console.logs import ConsoleLogs
-from tidemq.console.metrics import ConsoleMetrics
 from tidemq.console.model import (
     body_preview,
     is_system_group,
@@ -99,12 +90,8 @@ from tidemq.console.model import (
     when,
 )
 from tidemq.console.replica_groups import broker_groups
-from tidemq.console.sampler import Sampler
-from tidemq.console.sessions import SessionStore
-from tidemq.console.templates import render
-from tidemq.console.users import UserDirectory
+from tidemq.console.site import Console
 from tidemq.errors import TideMQError
-from tidemq.net.http_auth import MetricsAuth
 
 __all__ = ["Console", "create_app"]
 
@@ -113,8 +100,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Handler = Callable[[Request], Awaitable[StarletteResponse]]
 
-#: Producer group of the send form.
-CONSOLE_PRODUCER_GROUP = "TIDEMQ_CONSOLE_PRODUCER"
 #: The topic attribute brokers set on a topic with logical queues (its queue count).
 LOGICAL_ATTRIBUTE = "logical.queues"
 #: Said before resetting a group that may be a Spark query's (model.spark_group).
@@ -126,73 +111,6 @@ SPARK_RESET_WARNING = (
     "next. To re-read, start the query with a new checkpoint location and startingOffsets.")
 #: Concurrent per-topic / per-group requests while building one page.
 FAN_OUT = 8
-
-
-class Console:
-    """What the pages share: the admin client, a lazily started producer, lag history,
-    and who may see and change what (users, sessions, the login limit, metrics).
-    ``users`` None: nobody logs in, everyone is an admin."""
-
-    def __init__(self, admin: AdminClient, config: ConsoleConfig | None = None,
-                 users: UserDirectory | None = None) -> None:
-        self.admin = admin
-        self.config = config = config or ConsoleConfig()
-        self.namesrv = ";".join(admin.config.namesrv_addr)
-        self.history = History(seconds=config.history_seconds,
-                               interval=config.sample_interval,
-                               min_gap_ms=min(1000, int(config.sample_interval * 500)))
-        self.sampler = Sampler(admin, self.history, config.sample_interval)
-        self.auth = ConsoleAuth(users, SessionStore(idle_timeout=config.session_timeout,
-                                                    max_age=config.session_max_age))
-        self.limiter = LoginLimiter(attempts=config.login_attempts)
-        self.logs = ConsoleLogs()
-        self.metrics = ConsoleMetrics(lambda: len(self.auth.sessions))
-        self.metrics_auth = MetricsAuth.from_config(
-            config.metrics_auth_token, config.metrics_auth_user, config.metrics_auth_password)
-        self._producer: Producer | None = None
-        self._producer_lock = asyncio.Lock()
-
-    async def producer(self) -> Producer:
-        async with self._producer_lock:
-            if self._producer is None:
-                producer = Producer(CONSOLE_PRODUCER_GROUP, config=self.admin.config)
-                await producer.start()
-                self._producer = producer
-            return self._producer
-
-    async def close(self) -> None:
-        await self.sampler.stop()
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            await producer.close()
-
-    def page(self, name: str, request: Request, code: int = 200, **context: Any
-             ) -> HTMLResponse:
-        context.setdefault("flash", request.query_params.get("msg"))
-        context.setdefault("title", name.replace("-", " ").capitalize())
-        visitor: Visitor | None = getattr(request.state, "visitor", None)
-        if visitor is not None:
-            context.update(
-                user=visitor.user, readonly=not visitor.user.may_change,
-                csrf_token=visitor.session.csrf_token,
-                lock="disabled" if not visitor.user.may_change else "",
-                csrf_field=Markup('<input type="hidden" name="{}" value="{}">').format(
-                    CSRF_FIELD, escape(visitor.session.csrf_token)))
-        html = render(name, namesrv=self.namesrv, active=_section(request.url.path),
-                      logins=self.auth.logins, **context)
-        return HTMLResponse(html, status_code=code, headers=PAGE_HEADERS)
-
-
-#: Sent with every page: no framing by other sites, no caching of what a user saw.
-PAGE_HEADERS = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
-                "Cache-Control": "no-store", "Referrer-Policy": "same-origin",
-                "X-Content-Type-Options": "nosniff"}
-
-
-def _section(path: str) -> str:
-    if path.startswith("/brokers"):
-        return "/cluster"
-    return "/" + path.strip("/").split("/", 1)[0]
 
 
 def _redirect(path: str, msg: str | None = None) -> RedirectResponse:

@@ -26,7 +26,7 @@ from tidemq.console.model import parse_form
 from tidemq.console.sessions import same_token
 
 if TYPE_CHECKING:
-    from tidemq.console.app import Console
+    from tidemq.console.site import Console
 
 __all__ = ["login_page", "login_submit", "logout", "metrics_page", "safe_next"]
 

@@ -6,13 +6,15 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import socket
 import ssl
 from pathlib import Path
 
 import pytest
 from tests.tls_certs import Certs, der, renew, served_certificate
 
-from tidemq.net.http import MetricsHttpServer
+from tidemq.net.http import MetricsHttpServer, start_metrics
+from tidemq.net.server_keys import ServerKeys
 from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
 
@@ -134,3 +136,37 @@ async def test_https_follows_renewed_files(tls_certs: Certs, tmp_path: Path,
         with contextlib.suppress(ssl.SSLError, ConnectionError):
             await writer.wait_closed()
         assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\nup 1\n")
+
+
+async def test_start_metrics_serves_what_the_keys_say_and_survives_a_taken_port(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A server's metrics endpoint as its keys configure it: none on port 0, served with
+    its credentials, a warning when other machines reach it without any, and an error but
+    no failure when the port is taken (the server serves on without metrics)."""
+    def render() -> bytes:
+        return b"up 1\n"
+
+    log = logging.getLogger("test.metrics")
+    assert await start_metrics(ServerKeys(), render, server="S", reach="r", logger=log) is None
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    keys = ServerKeys(metrics_port=free, metrics_auth_token="t0k")
+    metrics = await start_metrics(keys, render, server="S", reach="r", logger=log)
+    assert metrics is not None
+    try:
+        status, _, _ = await exchange(metrics.port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert status == 401
+        status, _, body = await exchange(
+            metrics.port, b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer t0k\r\n\r\n")
+        assert (status, body) == (200, b"up 1\n")
+        with caplog.at_level(logging.WARNING, logger="test.metrics"):
+            taken = await start_metrics(ServerKeys(metrics_port=metrics.port,
+                                                   metrics_bind_address="0.0.0.0"),
+                                        render, server="S", reach="read r", logger=log)
+        assert taken is None
+        assert f"metricsPort {metrics.port}: cannot serve metrics" in caplog.text
+        assert "S's metrics endpoint listens on 0.0.0.0" in caplog.text
+        assert "read r" in caplog.text
+    finally:
+        await metrics.close()

@@ -62,9 +62,8 @@ from tidemq.net.acl.migrate import migrate_rules
 from tidemq.net.acl.policy import User, UserType, to_acl_info
 from tidemq.net.acl.users import UserDirectory
 from tidemq.net.bind import warn_if_exposed
-from tidemq.net.http import MetricsHttpServer
+from tidemq.net.http import MetricsHttpServer, start_metrics
 from tidemq.net.tasks import cancel_and_wait
-from tidemq.net.tls import ServerTlsContext
 from tidemq.store.config import StoreConfig
 
 __all__ = ["BrokerApp"]
@@ -218,21 +217,9 @@ class BrokerApp:
         self._build_pipeline()
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
-        if self.config.metrics_port:
-            host = self.config.metrics_host
-            warn_if_exposed(log, "the broker's metrics endpoint", host,
-                            acl=self.config.metrics_auth is not None,
-                            reach="read its metrics (topic, group and client names, rates)")
-            https = self.config.metrics_tls
-            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
-                                        auth=self.config.metrics_auth,
-                                        https=ServerTlsContext(https) if https is not None
-                                        else None)
-            try:
-                await metrics.start()
-                self.metrics_server = metrics
-            except OSError as exc:  # metrics are auxiliary: serve messages without them
-                log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
+        self.metrics_server = await start_metrics(
+            self.config, self.metrics.render, server="the broker", logger=log,
+            reach="read its metrics (topic, group and client names, rates)")
         await self.logical_processor.sync_at_start()
         await self.server.serve()  # ready: every processor is registered
         if reclaim:

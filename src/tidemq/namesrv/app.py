@@ -85,11 +85,10 @@ from tidemq.net.acl.principal import Directory
 from tidemq.net.bind import local_host, warn_if_exposed
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
-from tidemq.net.http import MetricsHttpServer
+from tidemq.net.http import MetricsHttpServer, start_metrics
 from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.server import RemotingServer
 from tidemq.net.tasks import cancel_and_wait
-from tidemq.net.tls import ServerTlsContext
 
 __all__ = ["NameServerApp", "RemovedListener"]
 
@@ -224,21 +223,9 @@ class NameServerApp:
         self._scanner = asyncio.ensure_future(self._scan_forever())
         if self.auth_mirror is not None:
             self.auth_mirror.start()
-        if self.config.metrics_port:
-            host = self.config.metrics_host
-            warn_if_exposed(log, "the name server's metrics endpoint", host,
-                            acl=self.config.metrics_auth is not None,
-                            reach="read its metrics (broker and topic names)")
-            https = self.config.metrics_tls
-            metrics = MetricsHttpServer(self.metrics.render, host, self.config.metrics_port,
-                                        auth=self.config.metrics_auth,
-                                        https=ServerTlsContext(https) if https is not None
-                                        else None)
-            try:
-                await metrics.start()
-                self.metrics_server = metrics
-            except OSError as exc:  # metrics are auxiliary: serve routes without them
-                log.error("metricsPort %d: cannot serve metrics: %s", self.config.metrics_port, exc)
+        self.metrics_server = await start_metrics(
+            self.config, self.metrics.render, server="the name server", logger=log,
+            reach="read its metrics (broker and topic names)")
         log.info("name server listening on %s", self.address)
 
     async def stop(self) -> None:

@@ -28,12 +28,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tidemq.net.address import format_address
+from tidemq.net.bind import warn_if_exposed
 from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import ServerTlsContext
 
-__all__ = ["MetricsHttpServer"]
+if TYPE_CHECKING:
+    from tidemq.net.server_keys import ServerKeys
+
+__all__ = ["MetricsHttpServer", "start_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +142,27 @@ class MetricsHttpServer:
             log.exception("rendering metrics failed")
             return 500, b"rendering metrics failed\n", text, False
         return 200, body, self.content_type, method == b"HEAD"
+
+
+async def start_metrics(keys: ServerKeys, render: Callable[[], bytes], *, server: str,
+                        reach: str, logger: logging.Logger) -> MetricsHttpServer | None:
+    """``server``'s metrics endpoint, started as ``keys`` configure it (``None`` when
+    ``metricsPort`` is 0). A warning when other machines can reach it without credentials
+    (``reach``: what they learn); an error and no endpoint when its port cannot be bound:
+    metrics are auxiliary, the server serves on without them."""
+    if not keys.metrics_port:
+        return None
+    host, auth, https = keys.metrics_host, keys.metrics_auth, keys.metrics_tls
+    warn_if_exposed(logger, f"{server}'s metrics endpoint", host, acl=auth is not None,
+                    reach=reach)
+    metrics = MetricsHttpServer(render, host, keys.metrics_port, auth=auth,
+                                https=ServerTlsContext(https) if https is not None else None)
+    try:
+        await metrics.start()
+    except OSError as exc:
+        logger.error("metricsPort %d: cannot serve metrics: %s", keys.metrics_port, exc)
+        return None
+    return metrics
 
 
 def _header(lines: list[bytes], name: bytes) -> bytes | None:

@@ -9,8 +9,11 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from tidemq.bench.meter import Meter
 from tidemq.bench.pacer import STAMP, Pacer
+from tidemq.bench.process import BenchError
 from tidemq.client import (
     AdminClient,
     AutoBatchProducer,
@@ -118,3 +121,42 @@ async def test_a_pacer_held_up_says_how_late_it_released(tmp_path: Path) -> None
         await batcher.close()
     assert pacer.sent > 0 and len(pacer.late) > 1
     assert max(pacer.late) >= 0.19
+
+
+class _FailingBatcher:
+    """Fault injection: every ``fail_every``-th message's future fails with ``error``,
+    the others succeed; all are settled one loop iteration after the hand-over."""
+
+    def __init__(self, error: BaseException, fail_every: int) -> None:
+        self.error = error
+        self.fail_every = fail_every
+        self.count = 0
+
+    async def send(self, _msg: object) -> asyncio.Future[object]:
+        self.count += 1
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        if self.count % self.fail_every == 0:
+            loop.call_soon(future.set_exception, self.error)
+        else:
+            loop.call_soon(future.set_result, None)
+        return future
+
+
+async def test_failed_acknowledgements_are_counted_and_others_kill_the_bench() -> None:
+    queues = [MessageQueue(TOPIC, "b", 0)]
+    counted = _FailingBatcher(TideMQError("refused"), fail_every=3)
+    acks = Meter()
+    pacer = Pacer(None, counted, queues, acks, topic=TOPIC,  # type: ignore[arg-type]
+                  size=64, rate=5000, in_flight=10_000)
+    await _run_for(pacer, 0.2)
+    assert pacer.sent == counted.count > 0 and pacer.in_flight == 0
+    assert acks.errors == pacer.sent // 3 and acks.count == pacer.sent - acks.errors
+    assert len(acks.latencies) == acks.count
+
+    died = _FailingBatcher(RuntimeError("a bug"), fail_every=5)
+    pacer = Pacer(None, died, queues, Meter(), topic=TOPIC,  # type: ignore[arg-type]
+                  size=64, rate=5000, in_flight=10_000)
+    with pytest.raises(BenchError, match="a bug"):
+        await _run_for(pacer, 0.2)
+    assert pacer.in_flight == 0

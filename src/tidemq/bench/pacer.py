@@ -8,9 +8,10 @@ than ``in_flight`` outstanding sends are skipped (and counted), not queued.
 How a message is handed over:
 
 * through an :class:`~tidemq.client.AutoBatchProducer`: its ``send`` for each message,
-  each with a future of its own, called in the tick itself; one task per tick then
-  records the acknowledgements of that tick's messages in order (a task per message
-  would cost the client more than the rest of the message's work);
+  each with a future of its own, called in the tick itself; the acknowledgements of that
+  tick's messages are then recorded in order by a done callback on the first future not
+  yet done (:class:`_TickAcks`): no task per tick, nor per message, whose creation and
+  steps the client would be charged for;
 * else a task per send: ``Producer.send`` of one message to the next queue, or with
   ``batch > 1`` a ``send_batch`` of that many messages stamped alike (``rate / batch``
   such sends are due a second).
@@ -69,6 +70,8 @@ class Pacer:
         self.tasks: set[asyncio.Task[None]] = set()
         #: The first error a send task died of (one it did not count as a failed send).
         self.died: BaseException | None = None
+        #: Set once nothing is in flight, when :meth:`run` waits for that.
+        self._settled: asyncio.Future[None] | None = None
 
     async def run(self, running: list[bool]) -> None:
         """Send until ``running[0]`` is false, then wait for the sends in flight."""
@@ -94,6 +97,9 @@ class Pacer:
                         self._spawn(self._one(self.queues[(first + k) % nq]))
             await asyncio.sleep(TICK)
         await join_load(self.tasks)
+        if self.in_flight and self.batcher is not None:  # the last ticks' acknowledgements
+            self._settled = asyncio.get_running_loop().create_future()
+            await self._settled
         if self.died is not None:
             raise BenchError(f"a send task died: {self.died!r}") from self.died
 
@@ -115,24 +121,13 @@ class Pacer:
             stamps.append(t0)
         if futures:
             self.in_flight += len(futures)
-            self._spawn(self._acknowledge(stamps, futures))
+            _TickAcks(self, stamps, futures).watch()
 
-    async def _acknowledge(self, stamps: list[int],
-                           futures: list[asyncio.Future[SendResult]]) -> None:
-        """Each message's acknowledgement latency, in send order (those of one batch are
-        answered together: only the first await waits)."""
-        acks, clock = self.acks, time.perf_counter_ns
-        lat = acks.latencies
-        for t0, future in zip(stamps, futures, strict=True):
-            try:
-                await future
-            except TideMQError as exc:
-                acks.fail(exc)
-            else:
-                lat.append((clock() - t0) / 1e9)
-                acks.count += 1
-            finally:
-                self.in_flight -= 1
+    def _acknowledged(self, count: int) -> None:
+        """``count`` more messages are settled (acknowledged or failed)."""
+        self.in_flight -= count
+        if not self.in_flight and self._settled is not None and not self._settled.done():
+            self._settled.set_result(None)
 
     async def _one(self, queue: MessageQueue) -> None:
         """One send of a message (or of ``batch`` messages) to ``queue``."""
@@ -161,3 +156,41 @@ class Pacer:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None and self.died is None:
             self.died = task.exception()
+
+
+class _TickAcks:
+    """One tick's acknowledgements, recorded in send order as its futures settle: a done
+    callback on the first future not done yet records it and every later one already
+    done (those of one batch settle together), then waits on the next one left. Each
+    latency is taken when the callback runs, as an ``await`` of the future would."""
+
+    __slots__ = ("futures", "next", "pacer", "stamps")
+
+    def __init__(self, pacer: Pacer, stamps: list[int],
+                 futures: list[asyncio.Future[SendResult]]) -> None:
+        self.pacer = pacer
+        self.stamps = stamps
+        self.futures = futures
+        self.next = 0
+
+    def watch(self, _done: object = None) -> None:
+        pacer, futures, stamps = self.pacer, self.futures, self.stamps
+        acks, clock = pacer.acks, time.perf_counter_ns
+        i, n = self.next, len(futures)
+        while i < n and futures[i].done():
+            future = futures[i]
+            if future.cancelled():
+                pass
+            elif (exc := future.exception()) is None:
+                acks.latencies.append((clock() - stamps[i]) / 1e9)
+                acks.count += 1
+            elif isinstance(exc, TideMQError):
+                acks.fail(exc)
+            elif pacer.died is None:
+                pacer.died = exc
+            i += 1
+        settled, self.next = i - self.next, i
+        if settled:
+            pacer._acknowledged(settled)
+        if i < n:
+            futures[i].add_done_callback(self.watch)

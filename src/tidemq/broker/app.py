@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 
 from tidemq.broker.acting_master import ActingMaster
+from tidemq.broker.codes import SEND_CODES
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.controller_link import ControllerLink
@@ -343,6 +344,9 @@ class BrokerApp:
             pipeline.intercept(self.metadata_push)
         pipeline.intercept(self.logical_processor)
         pipeline.install(self.server)
+        # Sends read their bodies while they run (a logical queue's forwarded send
+        # copies its own): the body's copy out of the receive buffer is saved.
+        self.server.lend_bodies(SEND_CODES)
 
     def _wire_dispatch_linger(self) -> None:
         """``skipDispatchLingerWhenHeld``: held pulls switch the dispatcher's linger off."""

@@ -31,6 +31,11 @@ each child on its own (and may refuse any of them alone).
 :class:`Check` turns a ``before(conn, request)`` hook into an interceptor: the shape a
 gate such as authentication or an ACL takes.
 
+The bodies of sends are lent (:meth:`RemotingServer.lend_bodies
+<tidemq.net.RemotingServer.lend_bodies>`): views of the connection's receive buffer,
+valid only during the call, so an interceptor reads a send's body while it runs and
+copies what it keeps beyond it.
+
 A held pull (long polling) evaluated again when data arrives is not a new request: it
 goes to its handler without the interceptors, except those that change what a request
 means (``rewrites``, the logical-queue translation), which it needs to be served at all.

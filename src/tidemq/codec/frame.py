@@ -16,6 +16,12 @@ Its buffer grows with the bytes that arrive, never with the length a frame annou
 a peer that announces 16 MiB and sends ten bytes costs ten bytes. Garbage raises
 :class:`~tidemq.errors.RemoteProtocolError` (the peer broke the protocol).
 
+A request whose code is one of the decoder's ``lent`` codes gets its body as a view of
+the receive buffer (a ``memoryview``) instead of a copy: the buffer is reused by the next
+receive (:meth:`~FrameDecoder.receive_data`, :meth:`~FrameDecoder.get_buffer`), so such a
+body may be read only until then -- the handler of such a request reads it while it runs
+and copies what it keeps. Every other frame, and every response, gets ``bytes``.
+
 A frame longer than ``max_frame_size`` raises :class:`FrameTooLarge` once its header
 has arrived, carrying the decoded header (code, opaque, flags) so the caller can answer
 it; the decoder then drops the rest of that frame as it arrives, without keeping it, and
@@ -31,9 +37,9 @@ is written.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from tidemq.codec.command import RemotingCommand, SerializeType
+from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, SerializeType
 from tidemq.codec.header import decode_header, encode_header
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 
@@ -98,17 +104,22 @@ class FrameDecoder:
     transport that reads into a caller's buffer (``asyncio.BufferedProtocol``,
     ``socket.recv_into``) -- :meth:`get_buffer` hands out the free space and
     :meth:`buffer_updated` says how much of it was filled. Bytes land in one reused
-    buffer, and each command's header and body are copied out of it once: no per-read
-    allocation. The buffer doubles when it is full, up to what the frame being received
+    buffer, and each command's header and body are copied out of it once (a lent body
+    not at all): no per-read allocation. The buffer doubles when it is full, up to what the frame being received
     needs (so memory follows the bytes received, at most twice them); between frames it
     keeps its size up to ``keep_capacity`` bytes, so frames up to that size are read in
     place; a larger one is dropped once emptied.
+
+    ``lent``: the request codes whose bodies are lent rather than copied (module
+    docstring); the collection is read at each frame, so its owner may add codes later.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  keep_capacity: int = DEFAULT_KEEP_CAPACITY,
-                 max_oversized_header: int = DEFAULT_MAX_OVERSIZED_HEADER) -> None:
+                 max_oversized_header: int = DEFAULT_MAX_OVERSIZED_HEADER,
+                 lent: Collection[int] = ()) -> None:
         self.max_frame_size = max_frame_size
+        self.lent = lent
         self.keep_capacity = keep_capacity
         self.max_oversized_header = max_oversized_header
         self._buf = bytearray(_MIN_READ)
@@ -230,11 +241,13 @@ class FrameDecoder:
         hstart = pos + 8
         view = self._view
         header = bytes(view[hstart : hstart + hlen])
-        body = bytes(view[hstart + hlen : stop])
         self._pos = stop
         self._want = 0
         cmd = decode_header(header, stype)
-        cmd.body = body
+        if cmd.code in self.lent and not cmd.flag & FLAG_RESPONSE:
+            cmd.body = view[hstart + hlen : stop]
+        else:
+            cmd.body = bytes(view[hstart + hlen : stop])
         return cmd
 
     def _oversized(self, length: int) -> None:

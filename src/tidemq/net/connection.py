@@ -5,7 +5,9 @@ A :class:`Connection` is the asyncio protocol of one TCP socket. It owns:
 * a :class:`~tidemq.codec.frame.FrameDecoder` for the bytes it receives. It is a
   ``BufferedProtocol``: the transport reads straight into the decoder's buffer, so
   receiving allocates nothing per read and a large frame is copied out of it once
-  (``data_received`` is still accepted, for transports that call it);
+  (``data_received`` is still accepted, for transports that call it). Requests whose code
+  is one of ``lent_bodies`` get their body as a view of that buffer, valid only while
+  the handler's call for that request runs (:mod:`tidemq.codec.frame`);
 * the requests *this side* sent and awaits: a dict ``opaque -> Future`` with a deadline per
   request. One sweep timer per connection, running every 50 ms while requests are
   pending, fails the overdue ones with :class:`~tidemq.errors.RequestTimeout` (a timer per
@@ -49,7 +51,7 @@ import logging
 import socket
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple, cast
 
 from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -138,11 +140,12 @@ class Connection(asyncio.BufferedProtocol):
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         pause_reads_on_backpressure: bool = False,
         budget: ReceiveBudget[Connection] | None = None,
+        lent_bodies: Collection[int] = (),
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._handler = handler
         self._max_frame_size = max_frame_size
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, lent=lent_bodies)
         self._budget = budget
         self._idle_seconds = idle_seconds or None
         self._pause_reads = pause_reads_on_backpressure

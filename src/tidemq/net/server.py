@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from types import TracebackType
 
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
@@ -72,6 +73,8 @@ class RemotingServer:
         self.budget: ReceiveBudget[Connection] = ReceiveBudget(receive_budget)
         self._idle_seconds = idle_seconds
         self._dispatcher = Dispatcher()
+        #: Request codes whose bodies the connections lend (:meth:`lend_bodies`).
+        self._lent: set[int] = set()
         self._server: asyncio.Server | None = None
         #: Set when ``tls`` is active; builds its context now, so bad files fail early.
         self._listener: TlsListener | None = None
@@ -105,6 +108,14 @@ class RemotingServer:
     def register(self, code: int, processor: Processor) -> None:
         """Route requests with ``code`` to ``processor``."""
         self._dispatcher.register(code, processor)
+
+    def lend_bodies(self, codes: Iterable[int]) -> None:
+        """Hand requests with ``codes`` to their processors with the body as a view of the
+        connection's receive buffer, not a copy. The view is valid only while the
+        processor's call runs (the next read reuses the buffer): the processor, and every
+        interceptor around it, reads the body during the call and copies what it keeps
+        beyond it (a coroutine processor, a request forwarded or held)."""
+        self._lent.update(map(int, codes))
 
     @property
     def codes(self) -> frozenset[int]:
@@ -217,6 +228,7 @@ class RemotingServer:
             idle_seconds=self._idle_seconds,
             pause_reads_on_backpressure=True,
             budget=self.budget,
+            lent_bodies=self._lent,
         )
         self._connections.add(conn)
         conn.on_close(self._connection_closed)

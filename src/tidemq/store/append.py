@@ -40,13 +40,16 @@ class UniformBatch(Sequence[MessageInput]):
     <tidemq.store.message_store.MessageStore.put_batch>` writes its records straight into
     the segment from one template (:func:`tidemq.formats.record.batch.uniform_head`,
     :func:`tidemq.formats.record.loops.stamp_records`), to the same bytes.
+    ``data`` may be a view of a request's body that lives no longer than the put: the
+    put reads it and keeps nothing of it.
     """
 
     __slots__ = ("body_length", "cluster", "data", "entry_size", "keys", "n",
                  "properties_length", "tags_code")
 
-    def __init__(self, data: bytes, n: int, entry_size: int, body_length: int,
-                 cluster: bytes, tags_code: int, keys: KeyColumns | None) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, n: int, entry_size: int,
+                 body_length: int, cluster: bytes, tags_code: int,
+                 keys: KeyColumns | None) -> None:
         props_start = ENTRY_OVERHEAD + body_length
         if n < 1 or len(data) != n * entry_size or props_start > entry_size:
             raise ValueError(f"{len(data)} bytes are not {n} entries of {entry_size} "
@@ -85,7 +88,7 @@ class UniformBatch(Sequence[MessageInput]):
         data, blen = self.data, self.body_length
         at = base + ENTRY_OFF_BODY
         body = memoryview(data)[at : at + blen]
-        props = data[base + ENTRY_OVERHEAD + blen : base + self.entry_size] + self.cluster
+        props = bytes(data[base + ENTRY_OVERHEAD + blen : base + self.entry_size]) + self.cluster
         at = base + ENTRY_OFF_FLAG
         flag = int.from_bytes(data[at : at + 4], "big", signed=True)
         keys = self.keys[i] if self.keys is not None else ()

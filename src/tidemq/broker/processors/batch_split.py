@@ -235,8 +235,7 @@ class BatchSplitter:
             uniq = (None if column is None
                     else np.frombuffer(column, np.uint8).reshape(n, uend - ustart))
             key_columns = KeyColumns(uniq, keys, n)
-        data = body if type(body) is bytes else bytes(body)
-        return UniformBatch(data, n, size, blen, cluster, tags, key_columns), wait
+        return UniformBatch(body, n, size, blen, cluster, tags, key_columns), wait
 
     def property_shape(self, first: bytes) -> PropertyShape | None:
         """What the first entry's property bytes say of every entry of a uniform batch:

@@ -136,6 +136,8 @@ class LogicalProcessor:
                                  f"{mapping.topic} has logical queues 0..{mapping.total - 1}, "
                                  f"not {lq}")
         if code in SEND_CODES:
+            if type(cmd.body) is memoryview:  # lent: the send may be forwarded or held
+                cmd.body = bytes(cmd.body)
             return self.sends.send(mapping, lq, conn, cmd)
         if code in PULL_CODES:
             return self.pulls.pull(mapping, lq, conn, cmd)

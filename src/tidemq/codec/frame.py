@@ -105,10 +105,10 @@ class FrameDecoder:
     ``socket.recv_into``) -- :meth:`get_buffer` hands out the free space and
     :meth:`buffer_updated` says how much of it was filled. Bytes land in one reused
     buffer, and each command's header and body are copied out of it once (a lent body
-    not at all): no per-read allocation. The buffer doubles when it is full, up to what the frame being received
-    needs (so memory follows the bytes received, at most twice them); between frames it
-    keeps its size up to ``keep_capacity`` bytes, so frames up to that size are read in
-    place; a larger one is dropped once emptied.
+    not at all): no per-read allocation. The buffer doubles when it is full, up to what
+    the frame being received needs (so memory follows the bytes received, at most twice
+    them); between frames it keeps its size up to ``keep_capacity`` bytes, so frames up
+    to that size are read in place; a larger one is dropped once emptied.
 
     ``lent``: the request codes whose bodies are lent rather than copied (module
     docstring); the collection is read at each frame, so its owner may add codes later.

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidemq.codec import send_batch
 from tidemq.codec.compression import (
     BATCH_LEVELS,
     MIN_COMPRESS_BYTES,
@@ -102,6 +103,30 @@ def test_uniform_batches_wrap_the_16_bit_counter() -> None:
     assert isinstance(view, KeyRun) and len(view) == 4
     assert [view[i] for i in range(4)] == list(view) == batch.keys
     assert view[-1] == batch.keys[-1] and view[1:3] == batch.keys[1:3]
+
+
+@settings(deadline=None, max_examples=200)
+@given(n=st.integers(1, 40), blen=st.integers(0, 24), props=_props,
+       flag=st.integers(-(2**31), 2**31 - 1), start=st.integers(0xFFC0, 0x1_0010),
+       data=st.data())
+def test_uniform_joined_equals_the_columns(n: int, blen: int, props: dict[str, str],
+                                           flag: int, start: int, data: st.DataObject
+                                           ) -> None:
+    """A uniform batch joined from its parts is byte for byte the one written as
+    columns, whatever its size, and each entry carries its body and key digits."""
+    props.pop("UNIQ_KEY", None)
+    bodies = data.draw(st.lists(st.binary(min_size=blen, max_size=blen), min_size=n,
+                                max_size=n))
+    first = Message("T", bodies[0], props, flag)
+    head_text = "0A00000700001092ABCDEF01"
+    counters = range(start, start + n)
+    joined = send_batch._encode_uniform(first, bodies, head_text, counters, join_at_most=n)
+    columns = send_batch._encode_uniform(first, bodies, head_text, counters, join_at_most=0)
+    assert joined == columns
+    entries = list(iter_batch(joined))
+    assert [e.body for e in entries] == bodies
+    assert [decode_properties(e.properties)["UNIQ_KEY"] for e in entries] == [
+        f"{head_text}{c & 0xFFFF:04X}" for c in counters]
 
 
 @pytest.mark.parametrize(("msgs", "match"), [

@@ -78,6 +78,9 @@ _WAIT_TRUE = f"{PropertyKey.WAIT}\x01true\x02"
 #: timestamp and the properties change between batches.
 _templates: dict[tuple[object, ...], dict[str, str]] = {}
 _MAX_TEMPLATES = 65536
+#: Up to this many entries a uniform batch is joined from its parts rather than written
+#: as columns (:func:`_encode_uniform`).
+_JOIN_AT_MOST = 16
 _V1_KEYS = tuple(SendMessageRequestHeader.ext_keys()[f] for f in ("born_timestamp", "properties"))
 _V2_KEYS = tuple(
     SendMessageRequestHeaderV2.ext_keys()[f] for f in ("born_timestamp", "properties"))
@@ -302,14 +305,21 @@ def _key_digits(counters: Sequence[int]) -> npt.NDArray[np.void]:
 
 
 def _encode_uniform(first: Message, bodies: list[bytes], head_text: str,
-                    counters: Sequence[int]) -> bytes:
-    """Entries differing only in body bytes and key digits, as columns: the first entry
-    (with blank body and digits) repeated ``n`` times, then the bodies and the digits
-    written into it as two strided columns."""
+                    counters: Sequence[int], *, join_at_most: int = _JOIN_AT_MOST) -> bytes:
+    """Entries differing only in body bytes and key digits. Up to ``join_at_most``
+    entries, joined from their parts; more, as columns: the first entry (with blank body
+    and digits) repeated ``n`` times, then the bodies and the digits written into it as
+    two strided columns (whose fixed cost a few entries do not repay)."""
     n, blen = len(bodies), len(bodies[0])
     before, after, plen = _layout(first, head_text)
     size = ENTRY_OVERHEAD + blen + plen
     head = _HEAD.pack(size, 0, 0, first.flag, blen)
+    if n <= join_at_most:
+        hex4 = _hex4()
+        parts: list[bytes] = []
+        for body, counter in zip(bodies, counters, strict=True):
+            parts += (head, body, before, hex4[counter & 0xFFFF], after)
+        return b"".join(parts)
     at = len(head) + blen + len(before)  # where the key's last four digits go
     buf = bytearray(head + bytes(blen) + before + b"0000" + after) * n
     rows = np.frombuffer(buf, dtype=_row_type(size, blen, at))

@@ -103,9 +103,10 @@ _T = TypeVar("_T", MessageExt, MessageBatch)
 
 #: Back-off after FLOW_CONTROL, seconds (Java waits longer than after other errors).
 _FLOW_CONTROL_BACKOFF = 5.0
-# ``PullStatus.OFFSET_ILLEGAL`` read once: an attribute of an enum class goes through
-# the enum type's ``__getattr__`` hook (Python 3.11), several times slower than a global.
+# Two members read once: an attribute of an enum class goes through the enum type's
+# ``__getattr__`` hook (Python 3.11), several times slower than a global.
 _OFFSET_ILLEGAL = PullStatus.OFFSET_ILLEGAL
+_SUCCESS = ResponseCode.SUCCESS
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -643,10 +644,9 @@ class PullConsumer(ConsumerRole):
             broker_id=inst.suggestions.broker_id(queue), timeout=self.config.pull_rpc_timeout,
             alone=alone)
         task = asyncio.current_task()
-        nxt = None
-        if task is not None and self._round_address(queue) is None:
-            # (Otherwise the next pull goes in a round, which the next poll starts.)
-            nxt = self._ahead_offset(queue, offset, response, task)
+        nxt = None if task is None else self._ahead_offset(queue, offset, response, task)
+        if nxt is not None and self._round_address(queue) is not None:
+            nxt = None  # the next pull goes in a round, which the next poll starts
         if nxt is not None:
             self._follow(queue, nxt, sub)
             # Let the next pull leave before this one is decoded: it is queued in the next
@@ -688,7 +688,7 @@ class PullConsumer(ConsumerRole):
         batch = self.config.pull_batch_size
         if (state is None or state.next is not None or self._instance is None
                 or state.task is not pull or state.buffered >= batch
-                or response.code != ResponseCode.SUCCESS):
+                or response.code != _SUCCESS):
             return None
         try:
             nxt = int(response.ext_fields["nextBeginOffset"])

@@ -824,10 +824,21 @@ class Appender:
         props_at = rec - batch.properties_length
         key = (topic, queue_id)
         cl = self.commitlog
-        with cl.lock:
-            ts = self._store_time()
+        lock = cl.lock
+        lock.acquire()  # as put: the store time, and _reserve's answer when it fits, inline
+        try:
+            now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
+            ts = now if now > self.last_ts else self.last_ts
+            self.last_ts = ts
             qo = self.next_offsets.get(key, 0)
-            seg, pos = self._reserve(total)
+            segs = cl.segments
+            if segs and cl.werr is None and cl.disk_full is None:
+                seg = segs[-1]
+                pos = seg.wrote
+                if total + BLANK_SIZE > seg.size - pos:
+                    seg, pos = self._reserve(total)
+            else:
+                seg, pos = self._reserve(total)
             phys_base = seg.base + pos
             end_pos = pos + total
             try:
@@ -842,9 +853,19 @@ class Appender:
             end = phys_base + total
             phys = range(phys_base, end, rec)
             sizes = [rec] * n
-            self._batch_stored(topic, queue_id, qo, phys, sizes, [batch.tags_code] * n, ts,
-                               end, batch.keys)
-        return self._result(qo, phys, sizes, ts, end, wait_flush)
+            self.next_offsets[key] = qo + n  # as _batch_stored
+            self._pending_append(DispatchBatch(topic, queue_id, qo, phys, sizes,
+                                               [batch.tags_code] * n, ts, end,
+                                               batch.keys if self._index_keys else None))
+            if self._live.idle:
+                self._live.poke()
+            self.put_messages += n
+        finally:
+            lock.release()
+        if wait_flush and self._sync_flush:
+            return _new_result(PutResult, (_PUT_OK, qo, phys, sizes, ts, self._join_flush(end),
+                                           _monotonic() + self._flush_timeout))
+        return _new_result(PutResult, (_PUT_OK, qo, phys, sizes, ts, None, 0.0))
 
     def put_multi_dispatch(
         self, topic: str, queue_id: int, msg: MessageInput, lmqs: Sequence[str], *,

@@ -175,6 +175,12 @@ class BatchSplitter:
             return uniform[0], uniform[1], None
         return self._walk(body, True)
 
+    def walk_fan_out(self, body: bytes | bytearray | memoryview
+                     ) -> tuple[list[MessageInput], bool, list[str | None] | None]:
+        """:meth:`split_fan_out` of a batch :meth:`uniform` declined: walked entry by
+        entry."""
+        return self._walk(body, True)
+
     def _walk(self, body: bytes | bytearray | memoryview, fan_out: bool
               ) -> tuple[list[MessageInput], bool, list[str | None] | None]:
         msgs: list[MessageInput] = []

@@ -718,7 +718,12 @@ class SendProcessor:
                                            cmd.body, born) if batch_cq else None)
                 if inner is not None:
                     return self._finish(conn, cmd, qid, inner[0], inner[1], inner[2])
-                msgs, wait, fan_out = self._splitter.split_fan_out(cmd.body)
+                splitter = self._splitter
+                uniform = splitter.uniform(cmd.body)  # the usual batch: no fan-out
+                if uniform is not None:
+                    (msgs, wait), fan_out = uniform, None
+                else:
+                    msgs, wait, fan_out = splitter.walk_fan_out(cmd.body)
                 if fan_out is None:
                     result = self.store.put_batch(
                         topic, qid, msgs, sys_flag=sys_flag, born_timestamp=born_timestamp,
@@ -819,9 +824,12 @@ class SendProcessor:
 
     def _msg_id(self, result: PutResult) -> str:
         """The offset message id(s) of what ``result`` stored, joined by commas."""
-        self._msg_id_prefix()
+        if self.store.store_host is not self._id_host:
+            self._msg_id_prefix()
         prefix = self._id_prefix
         phys = result.phys_offsets
+        if type(phys) is range:  # a uniform batch's records (_offset_ids without the call)
+            return PlainText(offset_ids(prefix, phys.start, phys.step, len(phys)))
         if len(phys) == 1:
             return f"{prefix}{phys[0]:016X}"
         return PlainText(_offset_ids(prefix, phys))  # hex digits and commas

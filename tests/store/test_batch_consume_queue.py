@@ -461,6 +461,24 @@ def test_a_wrong_sized_file_puts_the_queue_in_doubt(tmp_path: Path) -> None:
     assert not os.listdir(layout.queue_dir(TOPIC, 0, batch=True))
 
 
+@pytest.mark.parametrize("size", [0, BCQ_UNIT, BCQ_UNIT * 4 - 1])
+def test_a_file_whose_creation_a_crash_cut_short_is_set_aside(tmp_path: Path,
+                                                              size: int) -> None:
+    """A crash between a new file's creation and its allocation leaves it short and all
+    zeros: the queue keeps its entries (no rebuild from the start of the log), as a
+    consume queue does, and the file is removed."""
+    layout = StoreLayout(tmp_path)
+    bcq = BatchConsumeQueue(layout, TOPIC, 0, BCQ_UNIT * 4)
+    bcq.append(0, [0, 10, 20, 30], [10, 10, 10, 10], [0, 0, 0, 0], batch_sizes=[2, 3, 1, 4])
+    bcq.close()
+    stray = layout.queue_dir(TOPIC, 0, batch=True) / "00000000000000000184"
+    stray.write_bytes(bytes(size))
+    again = BatchConsumeQueue(layout, TOPIC, 0, BCQ_UNIT * 4)
+    again.load()
+    assert not again.damaged and again.max_offset == 10
+    assert not stray.exists()
+
+
 def test_a_queue_in_doubt_is_rebuilt_from_the_log(open_store: OpenStore,
                                                  store_root: Path) -> None:
     clock = FakeClock(9000)

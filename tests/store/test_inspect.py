@@ -407,3 +407,28 @@ def test_dump_checkpoint(tmp_path: Path) -> None:
     missing = dump_checkpoint(root)
     assert not missing.exists and missing.checkpoint == Checkpoint()
     assert missing.to_dict()["checkpoint"]["flushed_phy_offset"] == 0
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_queue_file_whose_creation_a_crash_cut_short_puts_nothing_in_doubt(
+        tmp_path: Path, batch: bool) -> None:
+    """A crash between a queue file's creation and its allocation leaves it short and all
+    zeros: verify previews, and a start does, that the queue keeps its entries (no
+    rebuild from the start of the log), for consume queues and batch ones alike."""
+    root = tmp_path / "s"
+    with MessageStore(config(root)) as store:
+        if batch:
+            store.set_batch_topic("T")
+        for i in range(N):
+            store.put("T", i % 3, message(i))
+    qdir = root / ("batchconsumequeue" if batch else "consumequeue") / "T" / "1"
+    last = sorted(qdir.iterdir())[-1]
+    (qdir / f"{int(last.name) + last.stat().st_size:020d}").write_bytes(bytes(100))
+    stray = f"{int(last.name) + last.stat().st_size:020d}"
+    report = verify(root)
+    rec = report.recovery
+    assert rec is not None and not rec.queues_rebuilt and rec.start_offset == rec.end_offset
+    assert report.queue_entries == N
+    started = recover_copy(root, tmp_path / "c")
+    assert started.start_offset == started.end_offset == rec.end_offset
+    assert not (tmp_path / "c" / qdir.relative_to(root) / stray).exists()

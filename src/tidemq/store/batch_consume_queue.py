@@ -43,7 +43,7 @@ from tidemq.errors import QueueGap
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
-from tidemq.store.queue_extent import assess
+from tidemq.store.queue_extent import assess, creation_cut_short
 from tidemq.store.queue_files import QueueFiles
 
 __all__ = ["BCQ_DTYPE", "BCQ_UNIT", "HOLE_SIZE", "BatchConsumeQueue", "valid_bytes"]
@@ -124,9 +124,12 @@ class BatchConsumeQueue(QueueFiles):
 
         A file of the wrong size, a missing file or invalid entries followed by valid ones
         put the whole queue in doubt: its files are dropped and :attr:`damaged` is set, so
-        recovery rebuilds it from the start of the commit log.
+        recovery rebuilds it from the start of the commit log. A last file whose creation
+        a crash cut short is removed first (:func:`creation_cut_short`).
         """
         found = self.layout.segments_in(self.dir)
+        if creation_cut_short(found, self.file_size):
+            found.pop()[1].unlink()
         extent = assess([(b, p.stat().st_size) for b, p in found], self.file_size,
                         lambda k: valid_bytes(np.fromfile(found[k][1], dtype=BCQ_DTYPE)),
                         keep_one_empty=False)

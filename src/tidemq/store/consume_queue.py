@@ -35,11 +35,11 @@ import numpy.typing as npt
 from tidemq.errors import QueueGap
 from tidemq.formats.record.loops import compiled
 from tidemq.store.layout import StoreLayout
-from tidemq.store.mapped_file import MappedFile, all_zero
-from tidemq.store.queue_extent import assess
+from tidemq.store.mapped_file import MappedFile
+from tidemq.store.queue_extent import assess, creation_cut_short
 from tidemq.store.queue_files import QueueFiles
 
-__all__ = ["CQ_DTYPE", "CQ_UNIT", "NATIVE_RUN_ENTRIES", "ConsumeQueue", "creation_cut_short",
+__all__ = ["CQ_DTYPE", "CQ_UNIT", "NATIVE_RUN_ENTRIES", "ConsumeQueue",
            "py_run_entries", "run_entries", "valid_bytes"]
 
 log = logging.getLogger(__name__)
@@ -83,12 +83,6 @@ def valid_bytes(entries: Entries) -> int:
     negative offset or a size of zero or less)."""
     bad = np.flatnonzero((entries["phys"] < 0) | (entries["size"] <= 0))
     return (int(bad[0]) if len(bad) else len(entries)) * CQ_UNIT
-
-
-def creation_cut_short(found: list[tuple[int, Path]], file_size: int) -> bool:
-    """Whether the last file is one whose creation a crash cut short: of the wrong size
-    and all zeros. It is ignored (and removed on load)."""
-    return bool(found) and found[-1][1].stat().st_size != file_size and all_zero(found[-1][1])
 
 
 def _column(values: Sequence[int]) -> Sequence[int] | npt.NDArray[np.int64] | int:

@@ -52,7 +52,7 @@ from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
-from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT, creation_cut_short
+from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT
 from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
 from tidemq.store.entry_chunks import valid_prefix
 from tidemq.store.index_check import check_index, geometry
@@ -61,7 +61,7 @@ from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_check import ExpectedLmq, check_lmq
 from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
 from tidemq.store.queue_check import QueueTotals, check_batch_queue, check_consume_queue
-from tidemq.store.queue_extent import assess
+from tidemq.store.queue_extent import assess, creation_cut_short
 from tidemq.store.readonly import (
     ReadOnlyFile,
     ReadOnlyLog,
@@ -525,10 +525,10 @@ class _Verifier:
         for batch in (False, True):
             for topic, queue_id, qdir in self.layout.queues(batch=batch):
                 found = self.layout.segments_in(qdir)
-                if not batch and creation_cut_short(found, self.cq_size()):
-                    found = found[:-1]
                 unit, dtype = (BCQ_UNIT, BCQ_DTYPE) if batch else (CQ_UNIT, CQ_DTYPE)
                 file_size = self.bcq_file_size if batch else self.cq_size()
+                if creation_cut_short(found, file_size):
+                    found = found[:-1]
                 valid = bcq_valid_bytes if batch else cq_valid_bytes
                 extent = assess(
                     [(b, p.stat().st_size) for b, p in found], file_size,

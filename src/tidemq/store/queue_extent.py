@@ -7,15 +7,20 @@ rebuilt from the start of the commit log. Otherwise the valid entries of the las
 files (only they can be partly written) end the queue, and empty trailing files are
 removed. :func:`assess` decides this from the files' sizes and a count of each file's
 valid entries; :meth:`ConsumeQueue.load` acts on it and ``tidemq store verify`` previews
-it, read-only.
+it, read-only. Before that, a last file whose creation a crash cut short (before its
+allocation: short and all zeros, :func:`creation_cut_short`) is set aside: it holds
+nothing and puts nothing in doubt.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-__all__ = ["QueueExtent", "assess"]
+from tidemq.store.mapped_file import all_zero
+
+__all__ = ["QueueExtent", "assess", "creation_cut_short"]
 
 #: Only the last files can be partly written: entries are checked in this many.
 CHECKED_FILES = 3
@@ -48,3 +53,9 @@ def assess(files: Sequence[tuple[int, int]], file_size: int,
     if any(w < file_size for w in wrote[: n - 1]):
         return QueueExtent("invalid entries before valid ones", ())
     return QueueExtent("", tuple(wrote[:n]))
+
+
+def creation_cut_short(found: Sequence[tuple[int, Path]], file_size: int) -> bool:
+    """Whether the last of a queue's files ``(base, path)`` is one whose creation a crash
+    cut short: of the wrong size and all zeros. It is ignored (and removed on load)."""
+    return bool(found) and found[-1][1].stat().st_size != file_size and all_zero(found[-1][1])

@@ -33,8 +33,9 @@ gate such as authentication or an ACL takes.
 
 The bodies of sends are lent (:meth:`RemotingServer.lend_bodies
 <tidemq.net.RemotingServer.lend_bodies>`): views of the connection's receive buffer,
-valid only during the call, so an interceptor reads a send's body while it runs and
-copies what it keeps beyond it.
+valid only during the call. An interceptor that lets a send through later (a coroutine)
+needs do nothing: the dispatcher gives such a request a copy of its body before the
+connection reads on. One that keeps a body beyond an answer given in the call copies it.
 
 A held pull (long polling) evaluated again when data arrives is not a new request: it
 goes to its handler without the interceptors, except those that change what a request

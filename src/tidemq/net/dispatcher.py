@@ -15,6 +15,11 @@ The dispatcher applies remoting.md §1.5:
   exception's text -- the connection and everyone else keep being served;
 * a oneway request (flag bit 1) never gets a response, not even an error.
 
+A request whose body the connection lends (a view of its receive buffer,
+:mod:`tidemq.codec.frame`) keeps that view only while a processor answers within the
+call: one that answers later, or leaves the request to answer it itself, may read the
+body after the connection has read on, so the request gets a copy of its body first.
+
 Each coroutine processor runs in its own task, so a slow request does not hold up the next
 one on the same connection. Where the running Python supports it (3.12+) the task starts
 eagerly: a coroutine that finishes without suspending completes inside the receive
@@ -90,8 +95,12 @@ class Dispatcher:
         except Exception as exc:
             _answer(conn, request, _error_response(request, exc))
             return
-        if result is None or isinstance(result, RemotingCommand):
+        if isinstance(result, RemotingCommand):
             _answer(conn, request, result)
+            return
+        if type(request.body) is memoryview:  # lent: it may be read after the call ends
+            request.body = bytes(request.body)
+        if result is None:
             return
         coro = _finish(conn, request, result)
         if _EAGER:

@@ -112,9 +112,10 @@ class RemotingServer:
     def lend_bodies(self, codes: Iterable[int]) -> None:
         """Hand requests with ``codes`` to their processors with the body as a view of the
         connection's receive buffer, not a copy. The view is valid only while the
-        processor's call runs (the next read reuses the buffer): the processor, and every
-        interceptor around it, reads the body during the call and copies what it keeps
-        beyond it (a coroutine processor, a request forwarded or held)."""
+        processor's call runs (the next read reuses the buffer): a processor that answers
+        within the call reads the body then and copies what it keeps beyond it; one that
+        answers later (a coroutine, a request held) is handed a copy by the dispatcher
+        (:mod:`tidemq.net.dispatcher`)."""
         self._lent.update(map(int, codes))
 
     @property

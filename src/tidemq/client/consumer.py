@@ -501,25 +501,30 @@ class PullConsumer(ConsumerRole):
         finding its start (a queue without a position) or a pull -- in a task of its
         own, or with the other queues of its broker and topic in one round
         (:meth:`_rounds_of`)."""
-        for address, members in self._rounds_of():
+        idle = [(mq, state) for mq, state in self._states.items()
+                if state.task is None and not state.buffered]
+        if not idle:
+            return
+        for address, members in self._rounds_of(idle):
             self._start_round(address, members, ahead=False)
-        for mq, state in self._states.items():
-            if state.task is None and not state.buffered:
+        for mq, state in idle:
+            if state.task is None:  # not in a round
                 sub = self._subscriptions.get(mq.topic) or Subscription.parse(mq.topic)
                 state.task = self._spawn(
                     mq, self._pull(mq, state.fetch_offset, sub, state.backoff, state.caught_up))
 
-    def _rounds_of(self) -> list[tuple[str, list[tuple[MessageQueue, int]]]]:
-        """The pulls to start that go as rounds: queues with a position, no back-off and
-        a backlog (not caught up) with a :meth:`_round_address`, grouped by broker (its
-        address and name: a pull names its broker) and topic, in parts of
-        ``pull_flush_at`` (so one part's answer is decoded while the broker reads the
-        next). The others are left to :meth:`_start_pulls`."""
+    def _rounds_of(self, idle: list[tuple[MessageQueue, QueueState]]
+                   ) -> list[tuple[str, list[tuple[MessageQueue, int]]]]:
+        """The pulls to start that go as rounds: of the ``idle`` queues (nothing in
+        flight, nothing buffered), those with a position, no back-off and a backlog (not
+        caught up) with a :meth:`_round_address`, grouped by broker (its address and
+        name: a pull names its broker) and topic, in parts of ``pull_flush_at`` (so one
+        part's answer is decoded while the broker reads the next). The others are left
+        to :meth:`_start_pulls`."""
         groups: dict[tuple[str, str, str], list[tuple[MessageQueue, int]]] = {}
-        for mq, state in self._states.items():
+        for mq, state in idle:
             offset = state.fetch_offset
-            if (state.task is not None or state.buffered or offset is None or state.backoff
-                    or state.caught_up):
+            if offset is None or state.backoff or state.caught_up:
                 continue
             address = self._round_address(mq)
             if address is not None:

@@ -164,10 +164,32 @@ static PyObject *patch_records(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Whether the len bytes at p are ASCII without the 0x01 and 0x02 separators: eight bytes
-   a step, each byte looked at alone only in a word that has one below 0x03 (the "has a
-   byte less than n" test of Anderson's Bit Twiddling Hacks, exact for n <= 128). */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Whether the len bytes at p are ASCII without the 0x01 and 0x02 separators. With SSE2
+   (every x86-64), sixteen bytes a step, the last step overlapping the one before: a byte
+   at or above 0x80, or equal to 0x01 or 0x02, sets a high bit of the running OR. Else
+   eight bytes a step, each byte looked at alone only in a word that has one below 0x03
+   (the "has a byte less than n" test of Anderson's Bit Twiddling Hacks, exact for
+   n <= 128). */
 static int key_value_ok(const unsigned char *p, Py_ssize_t len) {
+#if defined(__SSE2__)
+    if (len >= 16) {
+        const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2);
+        __m128i bad = _mm_setzero_si128(), v;
+        for (Py_ssize_t k = 0; k + 16 <= len; k += 16) {
+            v = _mm_loadu_si128((const __m128i *)(p + k));
+            bad = _mm_or_si128(bad, _mm_or_si128(v, _mm_or_si128(_mm_cmpeq_epi8(v, one),
+                                                                  _mm_cmpeq_epi8(v, two))));
+        }
+        v = _mm_loadu_si128((const __m128i *)(p + len - 16));
+        bad = _mm_or_si128(bad, _mm_or_si128(v, _mm_or_si128(_mm_cmpeq_epi8(v, one),
+                                                              _mm_cmpeq_epi8(v, two))));
+        return _mm_movemask_epi8(bad) == 0;
+    }
+#endif
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     Py_ssize_t k = 0;
     for (; k + 8 <= len; k += 8) {
@@ -187,9 +209,9 @@ static int key_value_ok(const unsigned char *p, Py_ssize_t len) {
     return 1;
 }
 
-/* Whether the len bytes at a and b are equal: eight bytes a step, the last step
-   overlapping the one before; no library call for the few dozen bytes of an entry's
-   property text. */
+/* Whether the len bytes at a and b are equal: sixteen bytes a step with SSE2, else
+   eight, the last step overlapping the one before; no library call for the few dozen
+   bytes of an entry's property text. */
 static inline int bytes_equal(const unsigned char *a, const unsigned char *b,
                               Py_ssize_t len) {
     if (len < 8) {
@@ -198,6 +220,19 @@ static inline int bytes_equal(const unsigned char *a, const unsigned char *b,
             d |= (unsigned)(a[k] ^ b[k]);
         return d == 0;
     }
+#if defined(__SSE2__)
+    if (len >= 16) {
+        __m128i diff = _mm_setzero_si128();
+        for (Py_ssize_t k = 0; k + 16 <= len; k += 16)
+            diff = _mm_or_si128(diff, _mm_xor_si128(
+                _mm_loadu_si128((const __m128i *)(a + k)),
+                _mm_loadu_si128((const __m128i *)(b + k))));
+        diff = _mm_or_si128(diff, _mm_xor_si128(
+            _mm_loadu_si128((const __m128i *)(a + len - 16)),
+            _mm_loadu_si128((const __m128i *)(b + len - 16))));
+        return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
+    }
+#endif
     uint64_t x, y, diff = 0;
     for (Py_ssize_t k = 0; k + 8 <= len; k += 8) {
         memcpy(&x, a + k, 8);

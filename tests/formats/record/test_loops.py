@@ -131,9 +131,9 @@ def _entries(n: int, blen: int, head: bytes, keys: list[bytes], tail: bytes) -> 
 _KEY_BYTE = st.sampled_from([0x00, *range(0x03, 0x80)])
 
 
-@settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 30), blen=st.integers(0, 50), head=st.binary(max_size=12),
-       tail=st.binary(max_size=12), klen=st.integers(0, 40), data=st.data())
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 30), blen=st.integers(0, 50), head=st.binary(max_size=40),
+       tail=st.binary(max_size=40), klen=st.integers(0, 40), data=st.data())
 def test_uniform_entries_agrees_with_a_reading_entry_by_entry(
         n: int, blen: int, head: bytes, tail: bytes, klen: int, data: st.DataObject) -> None:
     key = st.one_of(st.binary(min_size=klen, max_size=klen),

@@ -1,8 +1,9 @@
-# The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links and
-# tidemq.store.index_keys (see _crecords.c); the same signatures as their py_* functions
-# (decode_plain_messages: the message class first).
+# The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links,
+# tidemq.store.index_keys and tidemq.store.lookups (see _crecords.c); the same signatures
+# as their py_* functions (decode_plain_messages: the message class first).
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,3 +34,4 @@ def decode_plain_messages(cls: type[MessageExt], data: bytes, pos: int, out: lis
                           host_text: Callable[[bytes, int], str],
                           lazy_of: Callable[[bytes, int], tuple[str, dict[str, str] | None]],
                           /) -> int: ...
+def dict_get_many(d: dict[Any, Any], keys: Sequence[Any], /) -> list[Any]: ...

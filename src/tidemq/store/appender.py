@@ -63,6 +63,7 @@ from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
 from tidemq.store.flush import FlushGroup, FlushService
 from tidemq.store.lmq_next import LmqNextOffsets
 from tidemq.store.lmq_store import LmqStore
+from tidemq.store.lookups import get_many
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
@@ -134,7 +135,7 @@ def _lmq_offsets(targets: Sequence[Sequence[str]], nexts: dict[str, int],
     the properties. ``nexts`` and ``first_use`` as there."""
     flat = list(chain.from_iterable(targets))
     names = list(dict.fromkeys(flat))  # each name once
-    known = list(map(nexts.get, names))
+    known = get_many(nexts, names)
     if None in known:
         found = first_use(set(compress(names, map(is_, known, repeat(None)))))
         known = list(map(found.get, names, known))
@@ -902,11 +903,11 @@ class Appender:
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
             young = nexts.young
-            known = list(map(young.get, lmqs))
+            known = get_many(young, lmqs)
             if None in known:
-                found = nexts.older([n for n, o in zip(lmqs, known, strict=True)
-                                     if o is None], lmq.max_offsets)
-                known = list(map(young.get, lmqs, map(found.get, lmqs)))
+                found = nexts.older(list(compress(lmqs, map(is_, known, repeat(None)))),
+                                    lmq.max_offsets)
+                known = list(map(found.get, lmqs, known))
             offsets = cast("list[int]", known)  # every name is in young or in found
             props = msg.properties + _offsets_property(offsets)
             if len(props) > MAX_PROPERTIES_BYTES:

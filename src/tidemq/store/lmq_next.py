@@ -19,6 +19,11 @@ grows past ``limit`` until it catches up: what cannot be forgotten yet is kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import compress, repeat
+from operator import is_not, not_
+from typing import cast
+
+from tidemq.store.lookups import get_many
 
 __all__ = ["LmqNextOffsets"]
 
@@ -57,16 +62,14 @@ class LmqNextOffsets:
         sealed = self._sealed
         if not sealed:
             return store(names)
-        found: dict[str, int] = {}
-        missing: list[str] = []
-        for name in names:
-            nxt = sealed.get(name)
-            if nxt is None:
-                missing.append(name)
-            else:
-                found[name] = nxt
-        if missing:
-            found.update(store(missing))
+        names = list(names)
+        held: list[int | None] = get_many(sealed, names)
+        if None not in held:
+            return dict(zip(names, cast("list[int]", held), strict=True))
+        present = list(map(is_not, held, repeat(None)))
+        found = dict(zip(compress(names, present), cast("Iterable[int]", compress(held, present)),
+                         strict=True))
+        found.update(store(list(compress(names, map(not_, present)))))
         return found
 
     def generations(self) -> tuple[dict[str, int], dict[str, int]]:

@@ -74,6 +74,7 @@ import numpy as np
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from tidemq.store.lmq_table import LmqTable
+from tidemq.store.lookups import get_many
 from tidemq.store.threads import NamedThread
 
 __all__ = ["ENTRY_DTYPE", "LMQ_PREFIX", "FanOut", "LmqEntry", "LmqStore", "entry_prefix",
@@ -298,19 +299,12 @@ class LmqStore:
         round changes a settled queue, and one that leaves the cache enters the table
         first), without taking it into the cache; while the store is :attr:`complete`
         a queue in neither is new. The others are read together (:meth:`_metas`)."""
-        cache = self._meta
         names = list(names)
-        metas = list(map(cache.get, names))
+        metas: list[Meta | None] = get_many(self._meta, names)
         if None not in metas:  # the usual call: every queue cached, no Python step each
             return dict(zip(names, map(_first, cast("list[Meta]", metas)), strict=True))
-        out: dict[str, int] = {}
-        missing: list[str] = []
-        for name, meta in zip(names, metas, strict=True):
-            if meta is None:
-                missing.append(name)
-            else:
-                out[name] = meta[0]
-        missing = list(dict.fromkeys(missing))
+        out = dict(zip(compress(names, metas), map(_first, filter(None, metas)), strict=True))
+        missing = list(dict.fromkeys(compress(names, map(is_, metas, repeat(None)))))
         known = self._table.nexts(missing)
         if None in known:
             if self.complete:
@@ -640,7 +634,7 @@ class LmqStore:
         Python step and no new object per queue, and no queue taken into the cache,
         which fan-outs to random queues among millions would turn over. ``None`` for
         any other round (:meth:`_advance`). Called with the lock held."""
-        olds = list(map(self._meta.get, after))
+        olds: list[Meta | None] = get_many(self._meta, list(after))
         nexts = list(after.values())
         plain: list[str] = []
         plain_nexts: list[int] = []

@@ -24,6 +24,8 @@ from itertools import compress, repeat
 from operator import eq, gt, is_, itemgetter, or_
 from typing import cast
 
+from tidemq.store.lookups import get_many
+
 __all__ = ["LmqTable"]
 
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -60,7 +62,7 @@ class LmqTable:
     def nexts(self, names: Sequence[str]) -> list[int | None]:
         """Each of ``names``' next offset, or ``None`` for a queue not in the table; no
         Python step a plain queue."""
-        found: list[int | None] = list(map(self._plain.get, names))
+        found: list[int | None] = get_many(self._plain, names)
         other = self._other
         if other and None in found:
             for i, name in enumerate(names):
@@ -75,7 +77,7 @@ class LmqTable:
         or, with ``new`` (the caller knows a name in neither its cache nor the table to
         be a new queue), one the table does not hold, taking its first entry at 0, with
         room for it."""
-        found: list[int | None] = list(map(self._plain.get, names))
+        found: list[int | None] = get_many(self._plain, names)
         if None in found:
             fresh = list(map(is_, found, repeat(None)))
             if (not new or len(self) + sum(fresh) > self.limit

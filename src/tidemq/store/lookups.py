@@ -1,0 +1,37 @@
+"""Many keys looked up in one large dict at once.
+
+A dict of a million LMQ names (the LMQ store's cache and table, the appender's next
+offsets) is far larger than the CPU's caches: a lookup of a name misses them for its
+index slot, its entry and the stored key it compares, one after the other, and a
+fan-out looks up ten names in each of several such dicts on the send path and again on
+the dispatch thread. :func:`get_many` answers as ``list(map(d.get, keys))`` does; the
+compiled ``dict_get_many`` (``tidemq.formats._crecords``) starts the memory reads of a
+window of keys together before it looks them up, so their misses overlap instead of
+adding up. :func:`py_get_many` is its twin, the fallback where the module is not built
+or ``TIDEMQ_NO_NATIVE=1`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from tidemq.formats.record.native import compiled
+
+__all__ = ["NATIVE_GET_MANY", "get_many", "py_get_many"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def py_get_many(d: dict[K, V], keys: Sequence[K]) -> list[V | None]:
+    """``d``'s value of each of ``keys``, ``None`` where it has none."""
+    return list(map(d.get, keys))
+
+
+_compiled = compiled("dict_get_many")
+#: Whether :func:`get_many` is the compiled one.
+NATIVE_GET_MANY = _compiled is not None
+#: :func:`py_get_many`, compiled where it can be.
+get_many = cast("Callable[[dict[Any, Any], Sequence[Any]], list[Any]]",
+                _compiled if _compiled is not None else py_get_many)

@@ -1,0 +1,95 @@
+"""Many keys looked up in one dict at once: the compiled ``dict_get_many`` answers as
+its twin ``list(map(d.get, keys))`` does, for dicts of any size and kind, keys present
+or not, of any type, and refuses what ``dict.get`` refuses."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.native import compiled
+
+from tidemq.store import lookups
+from tidemq.store.lookups import get_many, py_get_many
+
+_NAMES = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=30)
+_KEYS = _NAMES | st.integers() | st.text(max_size=8) | st.tuples(st.integers(), _NAMES)
+
+
+class _Str(str):
+    """A str subclass with a hash of its own: looked up as ``dict.get`` looks it up."""
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other)
+
+
+def _both(d: dict[Any, Any], keys: list[Any]) -> list[Any]:
+    expected = py_get_many(d, keys)
+    assert expected == list(map(d.get, keys))
+    assert get_many(d, keys) == expected
+    assert get_many(d, tuple(keys)) == expected
+    return expected
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.dictionaries(_NAMES, st.integers() | st.lists(st.integers(), max_size=3),
+                       max_size=40),
+       st.lists(_NAMES, max_size=40), st.integers(0, 3000))
+def test_str_keys_answer_as_dict_get(small: dict[str, Any], asked: list[str],
+                                     grown: int) -> None:
+    """Names of a dict small or past the size at which the compiled lookups prefetch
+    (``grown`` more entries), some held and some not, in windows of any length, some
+    asked for twice; a few entries removed, so that the dict holds deleted slots."""
+    d = dict(small)
+    d.update((f"%LMQ%q{i:06d}", i) for i in range(grown))
+    for i in range(0, grown, 7):
+        del d[f"%LMQ%q{i:06d}"]
+    keys = asked + [f"%LMQ%q{i:06d}" for i in range(0, grown + 5, max(grown // 20, 1))]
+    keys += keys[:3]
+    _both(d, keys)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_KEYS, st.integers(), max_size=300), st.lists(_KEYS, max_size=40))
+def test_keys_of_any_type_answer_as_dict_get(d: dict[Any, int], asked: list[Any]) -> None:
+    _both(d, asked + list(d)[:20])
+
+
+def test_a_str_subclass_key_hashes_as_its_class_says() -> None:
+    d = {f"k{i}": i for i in range(2000)}
+    d[_Str("odd")] = -1
+    assert _both(d, ["k1", _Str("odd"), "odd", _Str("k5"), "k1999"]) == [1, -1, None, None,
+                                                                          1999]
+
+
+def test_unhashable_keys_are_refused_as_dict_get_refuses_them() -> None:
+    d = {f"k{i}": i for i in range(2000)}
+    with pytest.raises(TypeError, match="unhashable"):
+        d.get([1])  # type: ignore[call-overload]
+    keys: list[Any] = ["k1", [1], "k2"]
+    with pytest.raises(TypeError, match="unhashable"):
+        get_many(d, keys)
+    with pytest.raises(TypeError, match="unhashable"):
+        py_get_many(d, keys)
+
+
+def test_the_compiled_lookups_refuse_what_is_not_a_dict() -> None:
+    c = compiled()
+    with pytest.raises(TypeError):
+        c.dict_get_many({"a": 1}.items(), ["a"])
+    with pytest.raises(TypeError):
+        c.dict_get_many({"a": 1}, 5)
+
+
+def test_the_compiled_lookups_are_used() -> None:
+    """Where the C module is built the LMQ lookups take it; a silent fallback would hide
+    a slower send path."""
+    compiled()
+    assert lookups.NATIVE_GET_MANY
+    assert lookups.get_many is not lookups.py_get_many

@@ -142,6 +142,11 @@ class Support(enum.Enum):
     ABSENT = "absent"
 
 
+# The members read once: an attribute of an enum class goes through the enum type's
+# ``__getattr__`` hook (Python 3.11), several times slower than a global.
+_UNKNOWN, _PRESENT, _ABSENT = Support.UNKNOWN, Support.PRESENT, Support.ABSENT
+
+
 class BatchSupport:
     """What each broker address said about BATCH_REQUEST (table in the module docstring)."""
 
@@ -158,16 +163,16 @@ class BatchSupport:
 
     def state(self, address: str) -> Support:
         if not self.enabled:
-            return Support.ABSENT
+            return _ABSENT
         if address in self._present:
-            return Support.PRESENT
+            return _PRESENT
         since = self._absent_since.get(address)
         if since is None:
-            return Support.UNKNOWN
+            return _UNKNOWN
         if self._clock() - since >= self.recheck:
             del self._absent_since[address]
-            return Support.UNKNOWN
-        return Support.ABSENT
+            return _UNKNOWN
+        return _ABSENT
 
     def mark(self, address: str, present: bool) -> None:
         if present:
@@ -192,7 +197,7 @@ class BatchSupport:
     def shares_send(self, address: str) -> bool:
         """Whether ``address`` said it reads the shared-header send form
         (:mod:`tidemq.client.shared_send`)."""
-        return address in self._send_shared and self.state(address) is Support.PRESENT
+        return address in self._send_shared and self.state(address) is _PRESENT
 
     def offers_send(self, address: str) -> bool:
         """Whether a standard send parent to ``address`` offers the shared send form:
@@ -264,7 +269,7 @@ class BatchRequester:
         wait = inst.config.request_timeout if timeout is None else timeout
         if (alone or cmd.code not in BATCHABLE_CODES or cmd.is_oneway
                 or cmd.ext_fields.get("bname") == LOGICAL_BROKER  # translated one by one
-                or self.support.state(address) is Support.ABSENT):
+                or self.support.state(address) is _ABSENT):
             self.stats.rpcs += 1
             return await inst.request(address, cmd, wait)
         loop = asyncio.get_running_loop()  # once: each call asks the kernel for our pid
@@ -291,7 +296,7 @@ class BatchRequester:
         """Decide, without awaiting: who goes alone, which parents to send."""
         address, code = key
         children = [c for c in self._pending.pop(key, ()) if not c.future.done()]
-        if len(children) < 2 or self.support.state(address) is Support.ABSENT:
+        if len(children) < 2 or self.support.state(address) is _ABSENT:
             for child in children:
                 self._alone(address, child)
             return

@@ -10,14 +10,15 @@ send_fields a send header's numbers, link_index_entries, key_hashes and
 str_key_hashes chain and hash the key index's entries on the dispatch thread,
 queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
-and dict_get_many looks many keys up in a large dict with their cache misses overlapped.
+dict_get_many looks many keys up in a large dict with their cache misses overlapped, and
+lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
 tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many:
-tidemq/store/lookups.py), the fallback when this module is not built, and the tests
-compare the two.
+tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py), the fallback when
+this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -1882,6 +1883,108 @@ fail:
     return NULL;
 }
 
+/* lmq_entry_keys(names, offsets): the LMQ store's E keys of a dispatch round's entries,
+b"E" + UTF-8 name + b"\x00" + the offset as a big-endian int64, in RocksDB's order
+(bytewise; entries of equal keys in their given order), and each key's index in the
+given order (twin: tidemq/store/lmq_keys.py). */
+typedef struct {
+    const char *key;
+    Py_ssize_t size;
+    Py_ssize_t at;
+} lmq_key_ref;
+
+static int lmq_key_cmp(const void *a, const void *b) {
+    const lmq_key_ref *x = a, *y = b;
+    Py_ssize_t n = x->size < y->size ? x->size : y->size;
+    int c = memcmp(x->key, y->key, (size_t)n);
+    if (c)
+        return c;
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
+    return x->at < y->at ? -1 : (x->at > y->at);
+}
+
+static PyObject *lmq_entry_keys(PyObject *self, PyObject *args) {
+    PyObject *names_arg, *offsets_arg;
+    if (!PyArg_ParseTuple(args, "OO:lmq_entry_keys", &names_arg, &offsets_arg))
+        return NULL;
+    PyObject *names = PySequence_Fast(names_arg, "lmq_entry_keys: names must be a sequence");
+    if (names == NULL)
+        return NULL;
+    PyObject *offsets = PySequence_Fast(offsets_arg,
+                                        "lmq_entry_keys: offsets must be a sequence");
+    if (offsets == NULL) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    PyObject *keys = NULL, *sorted_keys = NULL, *order = NULL, *result = NULL;
+    lmq_key_ref *refs = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(names);
+    if (PySequence_Fast_GET_SIZE(offsets) != n) {
+        PyErr_Format(PyExc_ValueError, "lmq_entry_keys: %zd names but %zd offsets", n,
+                     PySequence_Fast_GET_SIZE(offsets));
+        goto done;
+    }
+    keys = PyList_New(n);
+    refs = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(lmq_key_ref));
+    if (keys == NULL || refs == NULL) {
+        if (refs == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PySequence_Fast_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "lmq_entry_keys: a name is not a str");
+            goto done;
+        }
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+        if (utf8 == NULL)
+            goto done;
+        long long offset = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(offsets, i));
+        if (offset == -1 && PyErr_Occurred())
+            goto done;
+        PyObject *key = PyBytes_FromStringAndSize(NULL, len + 10);
+        if (key == NULL)
+            goto done;
+        char *out = PyBytes_AS_STRING(key);
+        out[0] = 'E';
+        memcpy(out + 1, utf8, (size_t)len);
+        out[len + 1] = 0;
+        uint64_t v = (uint64_t)offset;
+        for (int b = 0; b < 8; b++)
+            out[len + 2 + b] = (char)(v >> (56 - 8 * b));
+        PyList_SET_ITEM(keys, i, key);
+        refs[i].key = out;
+        refs[i].size = len + 10;
+        refs[i].at = i;
+    }
+    qsort(refs, (size_t)n, sizeof(lmq_key_ref), lmq_key_cmp);
+    sorted_keys = PyList_New(n);
+    order = PyList_New(n);
+    if (sorted_keys == NULL || order == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *at = PyLong_FromSsize_t(refs[i].at);
+        if (at == NULL)
+            goto done;
+        PyList_SET_ITEM(order, i, at);
+        PyObject *key = PyList_GET_ITEM(keys, refs[i].at);
+        Py_INCREF(key);
+        PyList_SET_ITEM(sorted_keys, i, key);
+    }
+    result = PyTuple_Pack(2, sorted_keys, order);
+done:
+    PyMem_Free(refs);
+    Py_XDECREF(keys);
+    Py_XDECREF(sorted_keys);
+    Py_XDECREF(order);
+    Py_DECREF(names);
+    Py_DECREF(offsets);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -1900,6 +2003,8 @@ static PyMethodDef methods[] = {
     {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},
     {"str_key_hashes", str_key_hashes, METH_VARARGS,
      "Key-index hashes of str keys after their records' prefixes."},
+    {"lmq_entry_keys", lmq_entry_keys, METH_VARARGS,
+     "A dispatch round's LMQ entry keys, sorted, and their order."},
     {"dict_get_many", dict_get_many, METH_VARARGS,
      "list(map(d.get, keys)), the keys' dict slots read overlapped."},
     {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,

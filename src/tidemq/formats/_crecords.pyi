@@ -1,6 +1,7 @@
 # The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links,
-# tidemq.store.index_keys and tidemq.store.lookups (see _crecords.c); the same signatures
-# as their py_* functions (decode_plain_messages: the message class first).
+# tidemq.store.index_keys, tidemq.store.lookups and tidemq.store.lmq_keys (see
+# _crecords.c); the same signatures as their py_* functions (decode_plain_messages: the
+# message class first).
 import mmap
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,3 +36,5 @@ def decode_plain_messages(cls: type[MessageExt], data: bytes, pos: int, out: lis
                           lazy_of: Callable[[bytes, int], tuple[str, dict[str, str] | None]],
                           /) -> int: ...
 def dict_get_many(d: dict[Any, Any], keys: Sequence[Any], /) -> list[Any]: ...
+def lmq_entry_keys(names: Sequence[str], offsets: Sequence[int], /
+                   ) -> tuple[list[bytes], list[int]]: ...

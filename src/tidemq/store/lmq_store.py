@@ -73,6 +73,7 @@ from typing import NamedTuple, cast
 import numpy as np
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
+from tidemq.store.lmq_keys import sorted_entry_keys
 from tidemq.store.lmq_table import LmqTable
 from tidemq.store.lookups import get_many
 from tidemq.store.threads import NamedThread
@@ -599,12 +600,9 @@ class LmqStore:
             flat = list(chain.from_iterable(name_runs))
             offs = list(chain.from_iterable(offset_runs))
             values = list(chain.from_iterable(value_runs))
-            keys = list(map(b"".join, zip(repeat(b"E"), map(str.encode, flat),
-                                          repeat(b"\x00"), map(_Q.pack, offs), strict=False)))
-            order = sorted(range(len(keys)), key=keys.__getitem__)
+            keys, order = sorted_entry_keys(flat, offs)
             wb = WriteBatch(raw_mode=True)
-            deque(map(wb.put, map(keys.__getitem__, order), map(values.__getitem__, order)),
-                  maxlen=0)
+            deque(map(wb.put, keys, map(values.__getitem__, order)), maxlen=0)
             # each queue's offset after its last in the round (log order: the highest)
             after = dict(zip(flat, map(add, offs, repeat(1)), strict=True))
             known = self._advance_known(after)

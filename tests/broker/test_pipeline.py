@@ -231,27 +231,10 @@ def test_interceptors_wrap_outermost_first() -> None:
     assert order == ["a", "b", "handler"]
 
 
-class _Later:
-    """An interceptor that lets sends through only after the event loop turns once."""
-
-    rewrites = False
-
-    def wrap(self, code: int, proceed: Handler) -> Handler:
-        if code != SEND:
-            return proceed
-
-        async def later(conn: Connection, request: RemotingCommand) -> object:
-            await asyncio.sleep(0)
-            result = proceed(conn, request)
-            return await result if isinstance(result, Awaitable) else result
-
-        return later
-
-
 async def test_shared_children_let_through_late_are_stored(tmp_path: Path) -> None:
     async with Cluster(tmp_path, brokers=0) as cluster:
         bc, sc = cluster.broker_config(0)
-        app = BrokerApp(bc, sc, interceptors=[_Later()])
+        app = BrokerApp(bc, sc, interceptors=[wire.LetThroughLater([SEND])])
         await app.start()
         cluster.brokers.append(app)
         async with Peer(app.broker_addr) as peer:

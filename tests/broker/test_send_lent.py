@@ -7,7 +7,6 @@ buffer is reused, keeps a copy of its own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from pathlib import Path
 
 from tests.broker import wire
@@ -15,7 +14,6 @@ from tests.broker.wire import Peer
 
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.codes import SEND_CODES
-from tidemq.broker.pipeline import Handler
 from tidemq.client import AdminClient
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -23,7 +21,6 @@ from tidemq.codec.frame import FrameDecoder, frame_bytes
 from tidemq.codec.message import decode_messages
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
-from tidemq.net.connection import Connection
 from tidemq.testing import Cluster
 
 ROUNDS = 40
@@ -135,32 +132,13 @@ async def test_pipelined_sends_through_a_logical_queue_keep_their_bodies(
     assert stored == [at[offset] for offset in range(len(sent))]
 
 
-class _Later:
-    """An interceptor that lets sends through only after the event loop has turned (a
-    rate limiter's wait, say): by then the connection has read on into its buffer."""
-
-    rewrites = False
-
-    def wrap(self, code: int, proceed: Handler) -> Handler:
-        if code not in SEND_CODES:
-            return proceed
-
-        async def later(conn: Connection, request: RemotingCommand) -> object:
-            for _ in range(3):
-                await asyncio.sleep(0)
-            result = proceed(conn, request)
-            return await result if isinstance(result, Awaitable) else result
-
-        return later
-
-
 async def test_sends_an_interceptor_lets_through_later_store_the_bytes_sent(
         tmp_path: Path) -> None:
     """A lent body is valid only during the call: a send that a processor or interceptor
     defers is given its own copy before the connection reads on."""
     async with Cluster(tmp_path, brokers=0) as cluster:
         bc, sc = cluster.broker_config(0)
-        app = BrokerApp(bc, sc, interceptors=[_Later()])
+        app = BrokerApp(bc, sc, interceptors=[wire.LetThroughLater(SEND_CODES, turns=3)])
         await app.start()
         cluster.brokers.append(app)
         async with Peer(app.broker_addr) as peer:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from tidemq.broker.app import BrokerApp
+from tidemq.broker.pipeline import Handler
 from tidemq.codec.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -37,6 +38,7 @@ from tidemq.errors import ResponseCode
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
 from tidemq.net import RemotingClient
+from tidemq.net.connection import Connection
 from tidemq.types import MessageExt
 
 PULL_COMMIT = 0x1
@@ -211,3 +213,27 @@ async def eventually_route(ns: Peer, topic: str,
                 return route
         assert time.monotonic() < deadline, f"route of {topic} never appeared"
         await asyncio.sleep(0.02)
+
+
+class LetThroughLater:
+    """A pipeline interceptor that lets requests with ``codes`` through only after the
+    event loop has turned ``turns`` times (as a rate limiter's wait would): by then the
+    connection may have read on."""
+
+    rewrites = False
+
+    def __init__(self, codes: Iterable[int], turns: int = 1) -> None:
+        self.codes = frozenset(map(int, codes))
+        self.turns = turns
+
+    def wrap(self, code: int, proceed: Handler) -> Handler:
+        if code not in self.codes:
+            return proceed
+
+        async def later(conn: Connection, request: RemotingCommand) -> object:
+            for _ in range(self.turns):
+                await asyncio.sleep(0)
+            result = proceed(conn, request)
+            return await result if isinstance(result, Awaitable) else result
+
+        return later

@@ -32,9 +32,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tidemq.broker.replication.append_times import AppendTimes
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
 from tidemq.errors import RemoteProtocolError
-from tidemq.formats.record import OFF_SYSFLAG, store_timestamp_offset
+from tidemq.formats.record import MAGIC_V1, MAGIC_V2, OFF_MAGIC, OFF_SYSFLAG, store_timestamp_offset
 from tidemq.net.tls import ServerTlsContext, TlsServerSettings
 from tidemq.net.tls_listener import TlsListener
 from tidemq.store.message_store import MessageStore
@@ -84,6 +85,9 @@ class HaServer:
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._hooked = False
+        #: The store time of what this master appends, by offset: a replica's report
+        #: may fall inside a record.
+        self.times = AppendTimes()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,7 +140,7 @@ class HaServer:
         """Per connected replica: its HA address (the replica's end of the connection),
         the offset it reported, the bytes it lacks, whether it is in sync, and how far
         behind it is in time -- the age of the oldest record it lacks (0 when it lacks
-        none, -1 when that record cannot be read)."""
+        none, -1 when that record's store time is not known)."""
         end = self.store.commitlog.max_offset
         out = []
         for link in self.links:
@@ -149,20 +153,32 @@ class HaServer:
         return out
 
     def _lag_ms(self, offset: int, now_ms: int) -> int:
-        """``now_ms`` less the store time of the record at ``offset`` (or the first one of
-        the next segment, when ``offset`` is a segment's unused tail); -1 if unreadable."""
+        """``now_ms`` less the store time of the record holding ``offset`` (or of the next
+        record, when ``offset`` is in a BLANK marker or a segment's unused tail); -1 when
+        it is not known."""
+        stored = self.times.time_at(offset)
+        if stored is None:  # appended before this server started: a record starting there
+            stored = self._time_of_record_at(offset)
+        return -1 if stored is None else max(0, now_ms - stored)
+
+    def _time_of_record_at(self, offset: int) -> int | None:
+        """The store time of the record that starts at ``offset`` (or at the start of the
+        next segment, when ``offset`` is a segment's unused tail); ``None`` when no record
+        starts there."""
         store = self.store
         view = store.read_record(offset)
         if view is None:
             size = store.config.mapped_file_size_commit_log
             view = store.read_record((offset // size + 1) * size)
         if view is None or len(view) < OFF_SYSFLAG + 4:
-            return -1
+            return None
+        if _I32.unpack_from(view, OFF_MAGIC)[0] not in (MAGIC_V1, MAGIC_V2):
+            return None  # inside a record, not at its start
         at = store_timestamp_offset(_I32.unpack_from(view, OFF_SYSFLAG)[0])
         if len(view) < at + 8:
-            return -1
+            return None
         stored: int = _I64.unpack_from(view, at)[0]
-        return max(0, now_ms - stored)
+        return stored
 
     def lag_bytes(self) -> dict[str, int]:
         """Per replica address: bytes of the log it does not hold yet."""
@@ -171,8 +187,10 @@ class HaServer:
 
     # ------------------------------------------------------------------ the append hook
 
-    def appended(self, _start: int, _view: memoryview) -> None:
-        """The log grew (under the append lock): wake the senders that wait."""
+    def appended(self, start: int, view: memoryview) -> None:
+        """The log grew (under the append lock): note the run's store time, and wake the
+        senders that wait."""
+        self.times.note(start, view)
         for link in self.links:
             if link.waiting:
                 link.waiting = False

@@ -1,0 +1,65 @@
+"""AppendTimes: the store time of the record holding any offset of the runs appended, as
+the append hook hands them over (records, BLANK markers, unused segment tails)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidemq.broker.replication.append_times import AppendTimes
+from tidemq.formats.record import HostAddr, encode_blank, encode_record
+
+HOST = HostAddr(b"\x7f\x00\x00\x01", 10911)
+
+
+def _run(n: int, stored: int, body: int) -> bytes:
+    """``n`` records written under one hold of the append lock: one store time."""
+    return b"".join(bytes(encode_record(topic=b"T", queue_id=0, body=b"b" * body,
+                                        properties=b"", born_host=HOST, store_host=HOST,
+                                        store_timestamp=stored)) for _ in range(n))
+
+
+@settings(max_examples=150, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2**45), st.integers(0, 40),
+                               st.sampled_from([0, 0, 0, 8, 23])), min_size=1, max_size=12),
+       data=st.data())
+def test_every_offset_gets_the_time_of_the_record_holding_it(
+        runs: list[tuple[int, int, int, int]], data: st.DataObject) -> None:
+    """Any offset inside a run of records answers that run's store time; an offset in a
+    BLANK marker or a segment's unused tail answers the next run's."""
+    times = AppendTimes()
+    at = 1000
+    truth: list[tuple[int, int, int]] = []  # (start, end, time) of each run of records
+    for n, stored, body, gap in runs:
+        run = _run(n, stored, body)
+        times.note(at, memoryview(run))
+        truth.append((at, at + len(run), stored))
+        at += len(run)
+        if gap:  # a BLANK marker (and a tail) closes a segment
+            times.note(at, memoryview(bytes(encode_blank(gap)) + bytes(max(0, gap - 8))))
+            at += gap
+    offset = data.draw(st.integers(truth[0][0], at - 1))
+    want = next((t for start, end, t in truth if offset < end), None)
+    assert times.time_at(offset) == want
+    assert times.time_at(truth[0][0] - 1) is None  # before anything noted
+    assert times.time_at(at) is None  # nothing written there yet
+
+
+def test_a_log_cut_back_starts_over() -> None:
+    times = AppendTimes()
+    first, second = _run(2, 100, 5), _run(1, 200, 5)
+    times.note(0, memoryview(first))
+    times.note(len(first), memoryview(second))
+    assert times.time_at(3) == 100 and times.time_at(len(first) + 3) == 200
+    times.note(10, memoryview(_run(1, 300, 5)))  # the log was cut back to 10
+    assert len(times) == 1 and times.time_at(12) == 300 and times.time_at(3) is None
+
+
+def test_at_most_the_limit_of_runs_is_kept() -> None:
+    times = AppendTimes(limit=8)
+    run = _run(1, 7, 3)
+    for i in range(100):
+        times.note(i * len(run), memoryview(run))
+    assert 1 <= len(times) <= 8
+    assert times.time_at(99 * len(run) + 1) == 7
+    assert times.time_at(0) is None  # dropped: no answer rather than a wrong one

@@ -24,8 +24,8 @@ from typing import NamedTuple
 from tidemq.errors import CorruptRecord
 
 __all__ = ["ENTRY_OFF_BODY", "ENTRY_OFF_BODY_LENGTH", "ENTRY_OFF_FLAG", "ENTRY_OFF_TOTAL_SIZE",
-           "ENTRY_OVERHEAD", "BatchEntry", "count_entries", "encode_batch", "iter_batch",
-           "uniform_layout"]
+           "ENTRY_OVERHEAD", "BatchEntry", "count_entries", "encode_batch", "first_layout",
+           "iter_batch", "uniform_layout"]
 
 _HEAD = struct.Struct(
     ">"
@@ -36,6 +36,7 @@ _HEAD = struct.Struct(
     "i"  # BODYLENGTH
 )
 _PROPS_LEN = struct.Struct(">h")
+_SIZE_AND_BODY_LEN = struct.Struct(">i12xi")  # TOTALSIZE and BODYLENGTH of an entry
 ENTRY_OVERHEAD = _HEAD.size + _PROPS_LEN.size  # 22
 ENTRY_OFF_TOTAL_SIZE = 0
 ENTRY_OFF_FLAG = 12
@@ -102,21 +103,31 @@ def count_entries(buf: bytes | bytearray | memoryview) -> int:
     return sum(1 for _ in iter_batch(view))
 
 
+def first_layout(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(entry size, body length)`` when ``buf`` is whole entries of its first entry's
+    size and that first entry is well formed as :func:`iter_batch` checks it, else
+    ``None``. The other entries are not read (:func:`uniform_layout` checks them too)."""
+    n_bytes = len(buf)
+    if n_bytes < ENTRY_OVERHEAD:
+        return None
+    size, body_len = _SIZE_AND_BODY_LEN.unpack_from(buf)
+    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= body_len <= size - ENTRY_OVERHEAD:
+        return None
+    (plen,) = _PROPS_LEN.unpack_from(buf, _HEAD.size + body_len)
+    if ENTRY_OVERHEAD + body_len + plen != size:
+        return None
+    return size, body_len
+
+
 def uniform_layout(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """``(entry size, body length)`` when every entry repeats the first entry's length
     fields (then each entry is well formed exactly as :func:`iter_batch` checks it), else
     ``None`` -- the caller walks the batch."""
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    n_bytes = len(view)
-    if n_bytes < ENTRY_OVERHEAD:
+    layout = first_layout(view)
+    if layout is None or not _uniform(view, *layout):
         return None
-    size, _m, _c, _f, body_len = _HEAD.unpack_from(view, 0)
-    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= body_len <= size - ENTRY_OVERHEAD:
-        return None
-    (plen,) = _PROPS_LEN.unpack_from(view, _HEAD.size + body_len)
-    if ENTRY_OVERHEAD + body_len + plen != size or not _uniform(view, size, body_len):
-        return None
-    return size, body_len
+    return layout
 
 
 def _uniform(view: memoryview, size: int, body_len: int) -> bool:

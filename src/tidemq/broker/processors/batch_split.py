@@ -19,7 +19,7 @@ import numpy as np
 
 from tidemq.broker.lmq import names_lmqs
 from tidemq.errors import CorruptRecord, ResponseCode, error_for_code
-from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, iter_batch
+from tidemq.formats.batch import ENTRY_OVERHEAD, count_entries, first_layout, iter_batch
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
@@ -39,29 +39,12 @@ __all__ = ["NO_BATCH_FAN_OUT", "UNIFORM_SMALL", "BatchSplitter", "first_fans_out
 #: Below this many entries an inner batch is counted entry by entry and a batch's offset ids
 #: are formatted one by one.
 UNIFORM_SMALL = 4
-#: An entry's TOTALSIZE and BODYLENGTH; its PROPERTIESLENGTH (formats/batch).
-_SIZE_AND_BLEN = struct.Struct(">i12xi")
+#: An entry's PROPERTIESLENGTH and BODYLENGTH (formats/batch).
 _PLEN = struct.Struct(">h")
 _BLEN = struct.Struct(">i")
 #: ``MessageInput`` from a 5-tuple without the keyword-argument call.
 new_input: Callable[[tuple[Any, ...]], MessageInput] = functools.partial(
     tuple.__new__, MessageInput)
-
-
-def first_layout(body: bytes | bytearray | memoryview) -> tuple[int, int] | None:
-    """``(entry size, body length)`` when the batch is whole entries of the first entry's
-    size and the first entry is well formed -- :func:`uniform_layout`'s checks of the
-    first entry, not of the others -- else ``None``."""
-    n_bytes = len(body)
-    if n_bytes < ENTRY_OVERHEAD:
-        return None
-    size, blen = _SIZE_AND_BLEN.unpack_from(body)
-    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
-        return None
-    (plen,) = _PLEN.unpack_from(body, 20 + blen)
-    if ENTRY_OVERHEAD + blen + plen != size:
-        return None
-    return size, blen
 
 
 _MULTI_DISPATCH_KEY = b"INNER_MULTI_DISPATCH\x01"
@@ -110,20 +93,16 @@ def inner_shape(plain: bytes | bytearray | memoryview) -> tuple[int, bool]:
     fields once: the usual batch of one layout is counted and its first message's
     properties searched without a second pass over its header. Errors are
     :func:`inner_count`'s."""
-    n_bytes = len(plain)
-    if n_bytes >= UNIFORM_SMALL * ENTRY_OVERHEAD:
-        size, blen = _SIZE_AND_BLEN.unpack_from(plain)
-        if size >= ENTRY_OVERHEAD and not n_bytes % size and 0 <= blen <= size - ENTRY_OVERHEAD:
-            start = ENTRY_OVERHEAD + blen
-            (plen,) = _PLEN.unpack_from(plain, start - 2)
-            n = n_bytes // size
-            if (start + plen == size and n >= UNIFORM_SMALL
-                    and uniform_lengths(plain, n, size, blen)):
-                if type(plain) is not bytes:
-                    plain, start = bytes(plain[start:size]), 0
-                end = start + plen
-                return n, (plain.startswith(_MULTI_DISPATCH_KEY, start, end)
-                           or plain.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
+    layout = first_layout(plain) if len(plain) >= UNIFORM_SMALL * ENTRY_OVERHEAD else None
+    if layout is not None:
+        size, blen = layout
+        n = len(plain) // size
+        if n >= UNIFORM_SMALL and uniform_lengths(plain, n, size, blen):
+            start, end = ENTRY_OVERHEAD + blen, size  # the first entry's properties
+            if type(plain) is not bytes:
+                plain, start, end = bytes(plain[start:end]), 0, end - start
+            return n, (plain.startswith(_MULTI_DISPATCH_KEY, start, end)
+                       or plain.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
     return count_entries(plain), first_fans_out(plain)
 
 

@@ -64,6 +64,7 @@ from tidemq.formats.batch import (
     ENTRY_OFF_FLAG,
     ENTRY_OFF_TOTAL_SIZE,
     ENTRY_OVERHEAD,
+    first_layout,
 )
 from tidemq.formats.record import native
 from tidemq.formats.record.decode import Record, decode_record
@@ -244,8 +245,6 @@ _LENGTH_BYTES = (*range(ENTRY_OFF_TOTAL_SIZE, ENTRY_OFF_TOTAL_SIZE + 4),
 #: :func:`uniform_split`'s answer: ``(n, size, blen, ustart, uend, shape, keys)``.
 UniformSplit = tuple[int, int, int, int, int, tuple[bytes, bytes, int], bytes | None]
 _UNIQ_NAME = b"UNIQ_KEY\x01"
-_ENTRY_LENGTHS = struct.Struct(">i12xi")
-_PLEN = struct.Struct(">h")
 
 
 def py_uniform_split(data: Buffer, max_body: int, column: bool) -> UniformSplit | None:
@@ -258,17 +257,13 @@ def py_uniform_split(data: Buffer, max_body: int, column: bool) -> UniformSplit 
     properties[uend:], plen)``, what every entry's properties are around its UNIQ_KEY
     value; ``keys``, with ``column`` and a value to read, the ``n`` values joined, else
     ``None``."""
-    n_bytes = len(data)
-    if n_bytes < ENTRY_OVERHEAD:
+    layout = first_layout(data)
+    if layout is None or layout[1] > max_body:
         return None
-    size, blen = _ENTRY_LENGTHS.unpack_from(data)
-    if size < ENTRY_OVERHEAD or n_bytes % size or not 0 <= blen <= size - ENTRY_OVERHEAD:
-        return None
+    size, blen = layout
     pstart = ENTRY_OVERHEAD + blen
     plen = size - pstart
-    if _PLEN.unpack_from(data, pstart - 2)[0] != plen or blen > max_body:
-        return None
-    n = n_bytes // size
+    n = len(data) // size
     props = bytes(data[pstart:size])
     ustart = uend = plen
     at = props.find(_UNIQ_NAME)

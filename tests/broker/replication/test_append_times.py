@@ -10,28 +10,31 @@ from tidemq.broker.replication.append_times import AppendTimes
 from tidemq.formats.record import HostAddr, encode_blank, encode_record
 
 HOST = HostAddr(b"\x7f\x00\x00\x01", 10911)
+HOST6 = HostAddr(b"\x00" * 15 + b"\x01", 10911)
 
 
-def _run(n: int, stored: int, body: int) -> bytes:
+def _run(n: int, stored: int, body: int, born: HostAddr = HOST) -> bytes:
     """``n`` records written under one hold of the append lock: one store time."""
     return b"".join(bytes(encode_record(topic=b"T", queue_id=0, body=b"b" * body,
-                                        properties=b"", born_host=HOST, store_host=HOST,
+                                        properties=b"", born_host=born, store_host=HOST,
                                         store_timestamp=stored)) for _ in range(n))
 
 
 @settings(max_examples=150, deadline=None)
 @given(runs=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2**45), st.integers(0, 40),
-                               st.sampled_from([0, 0, 0, 8, 23])), min_size=1, max_size=12),
+                               st.sampled_from([0, 0, 0, 8, 23]),
+                               st.sampled_from([HOST, HOST, HOST6])), min_size=1, max_size=12),
        data=st.data())
 def test_every_offset_gets_the_time_of_the_record_holding_it(
-        runs: list[tuple[int, int, int, int]], data: st.DataObject) -> None:
-    """Any offset inside a run of records answers that run's store time; an offset in a
-    BLANK marker or a segment's unused tail answers the next run's."""
+        runs: list[tuple[int, int, int, int, HostAddr]], data: st.DataObject) -> None:
+    """Any offset inside a run of records (born host IPv4 or IPv6) answers that run's
+    store time; an offset in a BLANK marker or a segment's unused tail answers the next
+    run's."""
     times = AppendTimes()
     at = 1000
     truth: list[tuple[int, int, int]] = []  # (start, end, time) of each run of records
-    for n, stored, body, gap in runs:
-        run = _run(n, stored, body)
+    for n, stored, body, gap, born in runs:
+        run = _run(n, stored, body, born)
         times.note(at, memoryview(run))
         truth.append((at, at + len(run), stored))
         at += len(run)

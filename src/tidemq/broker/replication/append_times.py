@@ -21,58 +21,78 @@ from __future__ import annotations
 import array
 import bisect
 import struct
-import threading
 
-from tidemq.formats.record import MAGIC_V1, MAGIC_V2, OFF_SYSFLAG, store_timestamp_offset
+from tidemq.formats.record import (
+    MAGIC_V1,
+    MAGIC_V2,
+    OFF_MAGIC,
+    OFF_STORE_TIMESTAMP,
+    OFF_SYSFLAG,
+    SYSFLAG_BORNHOST_V6,
+    store_timestamp_offset,
+)
 
 __all__ = ["AppendTimes"]
 
-_HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
-_I32 = struct.Struct(">i")
+#: TOTALSIZE, MAGICCODE, SYSFLAG and the STORETIMESTAMP of an IPv4 born host, read at once.
+_HEAD = struct.Struct(f">ii{OFF_SYSFLAG - OFF_MAGIC - 4}xi"
+                      f"{OFF_STORE_TIMESTAMP - OFF_SYSFLAG - 4}xq")
 _I64 = struct.Struct(">q")
-_MAGICS = (MAGIC_V1, MAGIC_V2)
+_MAGICS = frozenset((MAGIC_V1, MAGIC_V2))
+_Runs = tuple[array.array, array.array, array.array]  # type: ignore[type-arg]
+
+
+def _no_runs() -> _Runs:
+    return array.array("q"), array.array("q"), array.array("q")
 
 
 class AppendTimes:
-    """Store times of the runs of records appended, by the offset each run ends at."""
+    """Store times of the runs of records appended, by the offset each run ends at.
+
+    :meth:`note` runs under the store's append lock, :meth:`time_at` on any thread,
+    without a lock of their own: the runs are three arrays (starts, times, ends) read
+    together as one tuple; a note appends to them (the end last, so an end found has its
+    start and time), and drops runs by putting new arrays in their place."""
 
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = limit
-        self._starts = array.array("q")
-        self._ends = array.array("q")
-        self._times = array.array("q")
-        self._lock = threading.Lock()
+        self._runs = _no_runs()
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._runs[2])
 
     def note(self, start: int, view: memoryview) -> None:
         """The append hook: ``view``, the run of bytes written at ``start``."""
-        if len(view) < OFF_SYSFLAG + 4:
+        if len(view) < _HEAD.size:  # shorter than any record: a BLANK marker at most
             return
-        size, magic = _HEAD.unpack_from(view, 0)
+        size, magic, sys_flag, stored = _HEAD.unpack_from(view, 0)
         if magic not in _MAGICS:
             return  # a BLANK marker or a segment's unused tail: no record
-        at = store_timestamp_offset(_I32.unpack_from(view, OFF_SYSFLAG)[0])
-        if size < at + 8 or len(view) < at + 8:
+        if sys_flag & SYSFLAG_BORNHOST_V6:
+            at = store_timestamp_offset(sys_flag)
+            if size < at + 8 or len(view) < at + 8:
+                return
+            (stored,) = _I64.unpack_from(view, at)
+        elif size < _HEAD.size:
             return
-        (stored,) = _I64.unpack_from(view, at)
-        with self._lock:
-            ends = self._ends
-            if ends and start < ends[-1]:  # the log was cut back: what follows is new
-                del self._starts[:], ends[:], self._times[:]
-            if len(ends) >= self.limit:
+        runs = starts, times, ends = self._runs
+        if ends and (start < ends[-1] or len(ends) >= self.limit):
+            if start < ends[-1]:  # the log was cut back: what follows is new
+                runs = _no_runs()
+            else:
                 drop = max(1, self.limit // 2)
-                del self._starts[:drop], ends[:drop], self._times[:drop]
-            self._starts.append(start)
-            ends.append(start + len(view))
-            self._times.append(stored)
+                runs = starts[drop:], times[drop:], ends[drop:]
+            starts, times, ends = self._runs = runs
+        starts.append(start)
+        times.append(stored)
+        ends.append(start + len(view))
 
     def time_at(self, offset: int) -> int | None:
         """The store time of the record holding ``offset`` (or of the first record after
         it, when no record holds it); ``None`` when no run kept tells."""
-        with self._lock:
-            i = bisect.bisect_right(self._ends, offset)
-            if i == len(self._ends) or (i == 0 and offset < self._starts[0]):
-                return None
-            return self._times[i]
+        starts, times, ends = self._runs
+        i = bisect.bisect_right(ends, offset)
+        if i >= len(ends) or (i == 0 and offset < starts[0]):
+            return None
+        stored: int = times[i]
+        return stored

@@ -12,6 +12,7 @@ switches (each one a sleep and a wake-up: a hand-off) and CPU a round, from
 
     .venv/bin/python benchmarks/dispatch_steps.py --per-round 1
     .venv/bin/python benchmarks/dispatch_steps.py --per-round 16 --rounds 100
+    .venv/bin/python benchmarks/dispatch_steps.py --per-round 2048 --rounds 4 --top 20
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import types
 from pathlib import Path
 
 from tidemq.bench.dispatch import MODES, DispatchBenchConfig, _Load, _open
-from tidemq.bench.opcodes import OpcodeCount
+from tidemq.bench.opcodes import OpcodeCount, function_name
 from tidemq.broker.gc_settings import server_gc
 from tidemq.store.message_store import MessageStore
 
@@ -55,6 +56,12 @@ def _store_thread(_frame: types.FrameType) -> str | None:
     return name if name.startswith("tidemq-") else None
 
 
+def _store_function(frame: types.FrameType) -> str | None:
+    """``thread file.py:function`` in the store's threads (``--top``)."""
+    name = _store_thread(frame)
+    return None if name is None else f"{name} {function_name(frame)}"
+
+
 def _rounds(store: MessageStore, load: _Load, first: int, rounds: int, per_round: int,
             on: OpcodeCount | None = None) -> int:
     dispatcher = store.dispatcher
@@ -76,15 +83,15 @@ def _rounds(store: MessageStore, load: _Load, first: int, rounds: int, per_round
     return sent
 
 
-def measure(mode: str, per_round: int, rounds: int, warm: int = WARM
-            ) -> dict[str, dict[str, float]]:
+def measure(mode: str, per_round: int, rounds: int, warm: int = WARM,
+            by_function: bool = False) -> dict[str, dict[str, float]]:
     cfg = DispatchBenchConfig()
     load = _Load(cfg, warm + per_round * rounds)
     root = Path(tempfile.mkdtemp(prefix="dispatch-steps-"))
     out: dict[str, dict[str, float]] = {}
     try:
         with server_gc():
-            opcodes = OpcodeCount(_store_thread)
+            opcodes = OpcodeCount(_store_function if by_function else _store_thread)
             threading.settrace(opcodes.trace)
             store = _open(root / "traced", cfg, mode)
             threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
@@ -93,7 +100,7 @@ def measure(mode: str, per_round: int, rounds: int, warm: int = WARM
                         opcodes)
             finally:
                 store.shutdown()
-            out["opcodes"] = {k: v / rounds for k, v in opcodes.counts.items()}
+            out["opcodes"] = {str(k): v / rounds for k, v in opcodes.counts.items()}
             store = _open(root / "counted", cfg, mode)
             try:
                 first = _rounds(store, load, 0, warm, 1)
@@ -117,9 +124,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--warm", type=int, default=WARM, help="single puts first")
+    parser.add_argument("--top", type=int, default=0,
+                        help="list the functions that execute the most opcodes a round")
     ns = parser.parse_args()
     for mode in ns.modes.split(","):
-        got = measure(mode, ns.per_round, ns.rounds, ns.warm)
+        got = measure(mode, ns.per_round, ns.rounds, ns.warm, ns.top > 0)
+        if ns.top:
+            functions = got["opcodes"]
+            by_thread: dict[str, float] = {}
+            for key, count in functions.items():
+                thread = key.split(" ", 1)[0]
+                by_thread[thread] = by_thread.get(thread, 0.0) + count
+            got["opcodes"] = by_thread
+            print(f"{mode}: the functions that execute the most opcodes a round")
+            for key, count in sorted(functions.items(), key=lambda kv: -kv[1])[:ns.top]:
+                print(f"  {count:9,.0f}  {key}")
         print(f"{mode}: rounds of {ns.per_round} put(s), a round:")
         for name in sorted(got["switches"]):
             print(f"  {name:18} {got['opcodes'].get(name, 0):9,.0f} opcodes  "

@@ -23,6 +23,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain, compress
+from operator import is_not
 from typing import Protocol, cast
 
 import numpy as np
@@ -35,7 +37,7 @@ from tidemq.store.threads import NamedThread
 from tidemq.store.wakeup import Wakeup
 
 __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "RoundHook", "Row",
-           "apply_batches", "fold_rows", "index_batches"]
+           "apply_batches", "fanout_columns", "fold_rows", "index_batches"]
 
 #: Rounds this small wait ``linger`` before being taken.
 LINGER_BELOW = 64
@@ -191,8 +193,13 @@ def _fold_neighbours(rows: list[Row]) -> list[DispatchBatch]:
 
 _BATCH_END = operator.attrgetter("end")
 _BATCH_QUEUE = operator.attrgetter("topic", "queue_id")
+_BATCH_TOPIC = operator.attrgetter("topic")
 _BATCH_PHYS = operator.attrgetter("phys")
+_BATCH_SIZES = operator.attrgetter("sizes")
+_BATCH_TAGS = operator.attrgetter("tags")
+_BATCH_STAMP = operator.attrgetter("store_timestamp")
 _BATCH_KEYS = operator.attrgetter("keys")
+_BATCH_LMQ = operator.attrgetter("lmq")
 
 
 class IndexSink(Protocol):
@@ -212,10 +219,9 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
         grouped = {(b.topic, b.queue_id): batches}
     else:
         keys = list(map(_BATCH_QUEUE, batches))
-        if len(set(keys)) != len(keys):
-            grouped = {}
-            for key, b in zip(keys, batches, strict=True):
-                grouped.setdefault(key, []).append(b)
+        if len(set(keys)) != len(keys):  # grouped in C, queues in order of appearance
+            grouped = {key: [] for key in dict.fromkeys(keys)}
+            _consume(map(list.append, map(grouped.__getitem__, keys), batches))
     touched: dict[tuple[str, int], int] = {}
     if grouped is None:  # a batch a queue: no grouping
         for key, b in zip(keys, batches, strict=True):
@@ -238,13 +244,12 @@ def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                             if len(g.phys) == 1
                             else cq.append(g.queue_offset, g.phys, g.sizes, g.tags))
             continue
-        phys = [g.phys for g in group]
-        sizes, tag_codes = [g.sizes for g in group], [g.tags for g in group]
+        phys = list(map(_BATCH_PHYS, group))
+        sizes, tag_codes = list(map(_BATCH_SIZES, group)), list(map(_BATCH_TAGS, group))
         size, tags = _one_value(sizes), _one_value(tag_codes)
-        runs = [p for p in phys if type(p) is range]
-        if size is not None and tags is not None and len(runs) == len(phys):
+        if size is not None and tags is not None and set(map(type, phys)) == {range}:
             # uniform batches: their entries made a batch a call, without numpy
-            touched[key] = cq.append_runs(group[0].queue_offset, runs, size, tags)
+            touched[key] = cq.append_runs(group[0].queue_offset, phys, size, tags)
             continue
         touched[key] = cq.append(group[0].queue_offset, _joined(phys),
                                  _joined(sizes, size), _joined(tag_codes, tags))
@@ -270,8 +275,7 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
     if KeyColumns in map(type, map(_BATCH_KEYS, batches)):  # one C-level pass
         _index_with_columns(index, batches)
         return
-    keyed = [(b.topic, keys, phys_off, b.store_timestamp) for b in batches if b.keys
-             for keys, phys_off in zip(b.keys, b.phys, strict=True) if keys]
+    keyed = _keyed_rows(batches)
     keyed.sort(key=_THIRD)
     put_rows = getattr(index, "put_key_rows", None)
     if put_rows is not None:  # queued together
@@ -279,6 +283,25 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
         return
     for topic, keys, phys_off, ts in keyed:
         index.put_keys(topic, keys, phys_off, ts)
+
+
+def _keyed_rows(batches: Sequence[DispatchBatch]) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """``(topic, keys, phys, store_timestamp)`` of every record with index keys, batch by
+    batch: built with C-level maps and chains, no Python step per record or batch."""
+    keys_of = list(map(_BATCH_KEYS, batches))
+    if not all(keys_of):  # batches without keys
+        batches = list(compress(batches, keys_of))
+        keys_of = list(compress(keys_of, keys_of))
+    counts = list(map(len, map(_BATCH_PHYS, batches)))
+    keys = list(chain.from_iterable(keys_of))
+    phys = list(chain.from_iterable(map(_BATCH_PHYS, batches)))
+    if len(keys) != len(phys):
+        raise ValueError(f"{len(keys)} key rows for {len(phys)} records")
+    rows = zip(chain.from_iterable(map(itertools.repeat, map(_BATCH_TOPIC, batches), counts)),
+               keys, phys,
+               chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches), counts)),
+               strict=True)
+    return list(compress(rows, keys))  # records whose keys are not empty
 
 
 def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
@@ -311,6 +334,8 @@ def _one_value(parts: list[Sequence[int]]) -> int | None:
     first = parts[0][0] if parts[0] else None
     if first is None:
         return None
+    if set(map(len, parts)) == {1}:  # a record a part (single puts): compared in C
+        return first if list(map(_FIRST, parts)).count(first) == len(parts) else None
     for p in parts:  # each part counted against its own first item: identities, mostly
         if not (p and p[0] == first and p[-1] == first and p.count(p[0]) == len(p)):
             return None
@@ -329,10 +354,7 @@ def _joined(parts: list[Sequence[int]], one: int | None = None) -> Sequence[int]
                                for p in parts])  # type: ignore[return-value]
     if one is not None:
         return [one] * sum(map(len, parts))
-    out: list[int] = []
-    for p in parts:
-        out += p
-    return out
+    return list(chain.from_iterable(parts))
 
 
 def _append_batches(bcq: BatchConsumeQueue, group: list[DispatchBatch]) -> int:
@@ -370,23 +392,44 @@ def _append_batches(bcq: BatchConsumeQueue, group: list[DispatchBatch]) -> int:
     return last
 
 
+def fanout_columns(batches: Sequence[DispatchBatch]) -> tuple[
+        list[Sequence[str]], list[Sequence[int]], list[int], list[int], list[int], list[int]]:
+    """The fan-out records of a round's batches in log order, column by column: each
+    record's LMQ names, its offsets in them, its phys, size, tags code and store time.
+    Built with C-level maps and chains, no Python step per record or batch (a round of
+    single puts holds a batch per record)."""
+    targets = list(map(_BATCH_LMQ, batches))
+    if not all(targets):  # batches none of whose records fan out (None or empty)
+        batches = list(compress(batches, targets))
+        targets = list(compress(targets, targets))
+    counts = list(map(len, map(_BATCH_PHYS, batches)))
+    flat = list(chain.from_iterable(targets))  # a record's (names, offsets), or None
+    phys = list(chain.from_iterable(map(_BATCH_PHYS, batches)))
+    if len(flat) != len(phys):
+        raise ValueError(f"{len(flat)} LMQ targets for {len(phys)} records")
+    sizes = list(chain.from_iterable(map(_BATCH_SIZES, batches)))
+    tags = list(chain.from_iterable(map(_BATCH_TAGS, batches)))
+    stamps = list(chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
+                                          counts)))
+    if None in flat:  # records of a batch that do not fan out
+        fans = list(map(is_not, flat, itertools.repeat(None)))
+        flat = list(compress(flat, fans))
+        phys, sizes, tags, stamps = (list(compress(column, fans))
+                                     for column in (phys, sizes, tags, stamps))
+    fanned = cast("list[tuple[Sequence[str], Sequence[int]]]", flat)
+    names = list(map(_FIRST, fanned))
+    offsets = list(map(_SECOND, fanned))
+    if list(map(len, names)) != list(map(len, offsets)):
+        bad = next(i for i, (n, o) in enumerate(zip(names, offsets, strict=True))
+                   if len(n) != len(o))
+        raise ValueError(f"{len(names[bad])} LMQ names but {len(offsets[bad])} offsets")
+    return names, offsets, phys, sizes, tags, stamps
+
+
 def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
                touched: dict[tuple[str, int], int]) -> None:
     """Fan records out to their light message queues (queue id 0), one write batch."""
-    records: list[FanOut] = []
-    for b in batches:
-        targets = b.lmq
-        if not targets:
-            continue
-        if None not in targets:  # every record fans out (a fan-out batch): C-level zips
-            fans = cast("Sequence[tuple[Sequence[str], Sequence[int]]]", targets)
-            records += zip(map(_FIRST, fans), map(_SECOND, fans), b.phys, b.sizes, b.tags,
-                           itertools.repeat(b.store_timestamp), strict=False)
-            continue
-        for i, target in enumerate(targets):
-            if target is not None:
-                records.append((target[0], target[1], b.phys[i], b.sizes[i], b.tags[i],
-                                b.store_timestamp))
+    records: list[FanOut] = list(zip(*fanout_columns(batches), strict=True))
     if records:
         moved = lmq.write_fanout(records, batches[-1].end)
         touched.update(zip(zip(moved, itertools.repeat(0)), moved.values(), strict=True))

@@ -92,7 +92,7 @@ def build_fanout(records: FanoutRecords, floor_of: Callable[[str], int],
         return None
     flat_names: list[str] = list(chain.from_iterable(records.names))
     distinct = sorted(dict.fromkeys(flat_names))
-    rank = {name: i for i, name in enumerate(distinct)}
+    rank = dict(zip(distinct, range(len(distinct)), strict=True))
     ranks = np.fromiter(map(rank.__getitem__, flat_names), np.int64, total)
     offsets = np.fromiter(chain.from_iterable(records.offsets), np.int64, total)
     record_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
@@ -120,7 +120,7 @@ def build_fanout(records: FanoutRecords, floor_of: Callable[[str], int],
     new_queue = np.concatenate(([True], ranks[1:] != ranks[:-1]))
     starts = np.flatnonzero(new_queue | np.concatenate(([True], offsets[1:] != offsets[:-1] + 1)))
     bounds = (np.append(starts, total) * ENTRY_DTYPE.itemsize).tolist()
-    prefixes = [entry_prefix(name.encode()) for name in distinct]
+    prefixes = list(map(entry_prefix, map(str.encode, distinct)))
     keys = map(bytes.__add__, map(prefixes.__getitem__, ranks[starts].tolist()),
                map(_Q.pack, offsets[starts].tolist()))
     wb = WriteBatch(raw_mode=True)

@@ -65,7 +65,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -343,8 +343,7 @@ class ConcurrentDispatcher(Dispatcher):
             if written is None:  # an LMQ was deleted since: filter by the new floors
                 self._prepare_lmq(p)
                 continue
-            for name, max_offset in written.items():
-                touched[(name, 0)] = max_offset
+            touched.update(zip(zip(written, repeat(0)), written.values(), strict=True))
             break
         if self.index is not None:
             index_batches(self.index, p.batches)

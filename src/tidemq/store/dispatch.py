@@ -348,7 +348,7 @@ def _joined(parts: list[Sequence[int]], one: int | None = None) -> Sequence[int]
     batch repeats one value, ``one`` (:func:`_one_value`: the record size and tags code of
     uniform batches), which the queue's test for a repeated value then compares by
     identity, not by value."""
-    if any(type(p) is range for p in parts):
+    if range in set(map(type, parts)):
         return np.concatenate([np.arange(p.start, p.stop, p.step, dtype=np.int64)
                                if type(p) is range else np.asarray(p, dtype=np.int64)
                                for p in parts])  # type: ignore[return-value]

@@ -128,6 +128,6 @@ def build_fanout(records: FanoutRecords, floor_of: Callable[[str], int],
           maxlen=0)
     firsts = np.flatnonzero(new_queue)
     lasts = np.append(firsts[1:], total) - 1
-    present = [distinct[r] for r in ranks[firsts].tolist()]
+    present = list(map(distinct.__getitem__, ranks[firsts].tolist()))
     return Fanout(wb, dict(zip(present, offsets[firsts].tolist(), strict=True)),
                   dict(zip(present, offsets[lasts].tolist(), strict=True)), total)

@@ -5,6 +5,8 @@ or not, of any type, and refuses what ``dict.get`` refuses."""
 from __future__ import annotations
 
 import string
+import sys
+import sysconfig
 from typing import Any
 
 import pytest
@@ -93,3 +95,14 @@ def test_the_compiled_lookups_are_used() -> None:
     compiled()
     assert lookups.NATIVE_GET_MANY
     assert lookups.get_many is not lookups.py_get_many
+
+
+def test_the_compiled_lookups_read_ahead_on_the_interpreters_whose_dicts_they_know() -> None:
+    """CPython 3.11, 3.12 and 3.13 with the GIL share the dict layout the compiled
+    lookups read: on them the read-ahead is built in (and the LMQ send path keeps its
+    overlapped misses); on any other interpreter it is not."""
+    c = compiled()
+    known = (sys.implementation.name == "cpython" and (3, 11) <= sys.version_info[:2] <= (3, 13)
+             and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+    assert bool(c.DICT_READ_AHEAD) is known
+    assert lookups.READ_AHEAD is known

@@ -1771,15 +1771,17 @@ for every key of the window before the next step, in loads that do not depend on
 another, so the CPU overlaps their misses, and the lookups proper, by
 PyDict_GetItemWithError, then find their lines in the cache. (Prefetch instructions in
 place of the loads gained less than half as much on this kind of machine.) The reads
-follow CPython 3.11's dict layout; only exact str keys (whose hash runs no Python code)
-of a dict whose keys are not split are read ahead, every read stays inside the arrays
-the dict's own sizes bound or the header of an object the dict holds, and nothing read
-ahead changes a result. */
+follow the dict layout CPython 3.11, 3.12 and 3.13 share (with the GIL; a free-threaded
+build locks its dicts and is left to the plain lookups); only exact str keys (whose hash
+runs no Python code) of a dict whose keys are not split are read ahead, every read stays
+inside the arrays the dict's own sizes bound or the header of an object the dict holds,
+and nothing read ahead changes a result. DICT_READ_AHEAD, a module constant, says
+whether this build reads ahead. */
 
 /* Keys looked up together: their reads in flight at once. */
 #define DICT_WINDOW 16
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
 #define DICT_READ_AHEAD 1
 typedef struct {  /* Include/internal/pycore_dict.h, struct _dictkeysobject */
     Py_ssize_t dk_refcnt;
@@ -1790,13 +1792,13 @@ typedef struct {  /* Include/internal/pycore_dict.h, struct _dictkeysobject */
     Py_ssize_t dk_usable;
     Py_ssize_t dk_nentries;
     char dk_indices[];
-} dict_keys_311;
-typedef struct { PyObject *me_key; PyObject *me_value; } dict_unicode_entry_311;
-typedef struct { Py_hash_t me_hash; PyObject *me_key; PyObject *me_value; } dict_entry_311;
-#define DICT_KEYS_GENERAL_311 0
-#define DICT_KEYS_UNICODE_311 1
+} dict_keys_layout;
+typedef struct { PyObject *me_key; PyObject *me_value; } dict_unicode_entry_layout;
+typedef struct { Py_hash_t me_hash; PyObject *me_key; PyObject *me_value; } dict_entry_layout;
+#define DICT_KEYS_GENERAL 0
+#define DICT_KEYS_UNICODE 1
 
-static inline Py_ssize_t dict_index_311(const dict_keys_311 *k, size_t slot) {
+static inline Py_ssize_t dict_index_layout(const dict_keys_layout *k, size_t slot) {
     switch (k->dk_log2_index_bytes - k->dk_log2_size) {
     case 0: return ((const int8_t *)k->dk_indices)[slot];
     case 1: return ((const int16_t *)k->dk_indices)[slot];
@@ -1808,21 +1810,21 @@ static inline Py_ssize_t dict_index_311(const dict_keys_311 *k, size_t slot) {
 /* Read the index slots, entries and stored keys' headers of keys[0..n) (exact str,
 hashed) into the cache, each step's loads for all keys before the next step's. */
 static void dict_read_ahead(PyDictObject *d, PyObject *const *keys, Py_ssize_t n) {
-    const dict_keys_311 *k = (const dict_keys_311 *)d->ma_keys;
+    const dict_keys_layout *k = (const dict_keys_layout *)d->ma_keys;
     if (d->ma_values != NULL || k->dk_log2_size < 8
-            || (k->dk_kind != DICT_KEYS_GENERAL_311 && k->dk_kind != DICT_KEYS_UNICODE_311))
+            || (k->dk_kind != DICT_KEYS_GENERAL && k->dk_kind != DICT_KEYS_UNICODE))
         return;  /* split, small (in the cache already) or of another kind */
     size_t mask = ((size_t)1 << k->dk_log2_size) - 1;
     const char *entries = k->dk_indices + ((size_t)1 << k->dk_log2_index_bytes);
-    size_t entry_size = k->dk_kind == DICT_KEYS_UNICODE_311 ? sizeof(dict_unicode_entry_311)
-                                                            : sizeof(dict_entry_311);
-    size_t key_at = k->dk_kind == DICT_KEYS_UNICODE_311
-                        ? offsetof(dict_unicode_entry_311, me_key)
-                        : offsetof(dict_entry_311, me_key);
+    size_t entry_size = k->dk_kind == DICT_KEYS_UNICODE ? sizeof(dict_unicode_entry_layout)
+                                                        : sizeof(dict_entry_layout);
+    size_t key_at = k->dk_kind == DICT_KEYS_UNICODE
+                        ? offsetof(dict_unicode_entry_layout, me_key)
+                        : offsetof(dict_entry_layout, me_key);
     Py_ssize_t ix[DICT_WINDOW];
     PyObject *stored[DICT_WINDOW];
     for (Py_ssize_t i = 0; i < n; i++)
-        ix[i] = dict_index_311(k, (size_t)((PyASCIIObject *)keys[i])->hash & mask);
+        ix[i] = dict_index_layout(k, (size_t)((PyASCIIObject *)keys[i])->hash & mask);
     for (Py_ssize_t i = 0; i < n; i++)
         stored[i] = ix[i] >= 0 && ix[i] < k->dk_nentries
                         ? *(PyObject *const *)(entries + (size_t)ix[i] * entry_size + key_at)
@@ -2024,5 +2026,12 @@ PyMODINIT_FUNC PyInit__crecords(void) {
     wide_crc = clmul_crc && __builtin_cpu_supports("vpclmulqdq")
                && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #endif
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+#ifdef DICT_READ_AHEAD
+    if (m != NULL && PyModule_AddIntConstant(m, "DICT_READ_AHEAD", 1) < 0)
+#else
+    if (m != NULL && PyModule_AddIntConstant(m, "DICT_READ_AHEAD", 0) < 0)
+#endif
+        Py_CLEAR(m);
+    return m;
 }

@@ -35,6 +35,9 @@ def decode_plain_messages(cls: type[MessageExt], data: bytes, pos: int, out: lis
                           host_text: Callable[[bytes, int], str],
                           lazy_of: Callable[[bytes, int], tuple[str, dict[str, str] | None]],
                           /) -> int: ...
+#: Whether dict_get_many reads a window's slots ahead (this CPython's dict layout is known).
+DICT_READ_AHEAD: int
+
 def dict_get_many(d: dict[Any, Any], keys: Sequence[Any], /) -> list[Any]: ...
 def lmq_entry_keys(names: Sequence[str], offsets: Sequence[int], /
                    ) -> tuple[list[bytes], list[int]]: ...

@@ -7,8 +7,10 @@ fan-out looks up ten names in each of several such dicts on the send path and ag
 the dispatch thread. :func:`get_many` answers as ``list(map(d.get, keys))`` does; the
 compiled ``dict_get_many`` (``tidemq.formats._crecords``) starts the memory reads of a
 window of keys together before it looks them up, so their misses overlap instead of
-adding up. :func:`py_get_many` is its twin, the fallback where the module is not built
-or ``TIDEMQ_NO_NATIVE=1`` is set.
+adding up. It reads ahead only where it knows the interpreter's dict layout (CPython
+3.11 to 3.13 with the GIL: :data:`READ_AHEAD`); elsewhere it looks the keys up one by
+one, as its twin does. :func:`py_get_many` is that twin, the fallback where the module
+is not built or ``TIDEMQ_NO_NATIVE=1`` is set.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from tidemq.formats.record.native import compiled
+from tidemq.formats.record.native import MODULE, compiled
 
-__all__ = ["NATIVE_GET_MANY", "get_many", "py_get_many"]
+__all__ = ["NATIVE_GET_MANY", "READ_AHEAD", "get_many", "py_get_many"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -32,6 +34,8 @@ def py_get_many(d: dict[K, V], keys: Sequence[K]) -> list[V | None]:
 _compiled = compiled("dict_get_many")
 #: Whether :func:`get_many` is the compiled one.
 NATIVE_GET_MANY = _compiled is not None
+#: Whether :func:`get_many` overlaps the cache misses of a window of keys.
+READ_AHEAD = NATIVE_GET_MANY and bool(getattr(MODULE, "DICT_READ_AHEAD", 0))
 #: :func:`py_get_many`, compiled where it can be.
 get_many = cast("Callable[[dict[Any, Any], Sequence[Any]], list[Any]]",
                 _compiled if _compiled is not None else py_get_many)

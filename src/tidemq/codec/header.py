@@ -24,15 +24,16 @@ offset  size  field
 from __future__ import annotations
 
 import struct
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 
 from tidemq.codec.command import LanguageCode, PlainText, RemotingCommand, SerializeType
 from tidemq.codec.schema import INT32, parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
+from tidemq.formats.record.native import compiled
 
-__all__ = ["decode_header", "encode_header"]
+__all__ = ["decode_header", "encode_header", "py_encode_json"]
 
 _FIXED = struct.Struct(
     ">"
@@ -129,10 +130,9 @@ def _decode_json(data: bytes) -> RemotingCommand:
         h = _typed_decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # and out of range
         return _decode_json_lenient(data)
-    return RemotingCommand(
-        code=h.code, opaque=h.opaque, flag=h.flag, language=h.language, version=h.version,
-        remark=h.remark, ext_fields=h.extFields or {}, serialize_type=_JSON,
-    )
+    # Positional: a dataclass's __init__ matches keywords at a cost each.
+    return RemotingCommand(h.code, h.opaque, h.flag, h.language, h.version, h.remark,
+                           h.extFields or {}, b"", None, _JSON)
 
 
 def _decode_json_lenient(data: bytes) -> RemotingCommand:
@@ -253,18 +253,31 @@ def _encode_binary(cmd: RemotingCommand) -> bytes:
     return b"".join(parts)
 
 
+_compiled_json = compiled("json_header")
+
+
 def encode_header(cmd: RemotingCommand) -> bytes:
-    """Encode the header in ``cmd.serialize_type`` (the request's, for responses)."""
+    """Encode the header in ``cmd.serialize_type`` (the request's, for responses).
+
+    A JSON header is written by the compiled module when it is built and the command
+    holds what it writes (ints within 32 bits, ``str`` texts, a ``dict`` of them);
+    :func:`py_encode_json` is its twin, and encodes (or refuses) everything else."""
+    if _compiled_json is not None and cmd.serialize_type is not _ROCKETMQ:
+        head = _compiled_json(cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version,
+                              cmd.remark, cmd.ext_fields, PlainText)
+        if head is not None:
+            return cast("bytes", head)
     _check_ints(cmd)
     try:
         if cmd.serialize_type is _ROCKETMQ:
             return _encode_binary(cmd)
-        return _encode_json(cmd)
+        return py_encode_json(cmd)
     except UnicodeEncodeError as exc:
         raise LocalProtocolError(f"header text is not encodable as UTF-8: {exc}") from None
 
 
-def _encode_json(cmd: RemotingCommand) -> bytes:
+def py_encode_json(cmd: RemotingCommand) -> bytes:
+    """The JSON header of ``cmd``: sorted members, no nulls (ints not checked here)."""
     obj: dict[str, Any] = {
         "code": cmd.code,
         "flag": cmd.flag,

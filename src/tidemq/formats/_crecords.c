@@ -10,14 +10,16 @@ send_fields a send header's numbers, link_index_entries, key_hashes and
 str_key_hashes chain and hash the key index's entries on the dispatch thread,
 queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
-dict_get_many looks many keys up in a large dict with their cache misses overlapped, and
-lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys.
+dict_get_many looks many keys up in a large dict with their cache misses overlapped,
+lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, and json_header
+writes a remoting command's JSON header.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
 tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many:
-tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py), the fallback when
+tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; json_header:
+tidemq/codec/header.py), the fallback when
 this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
@@ -1987,6 +1989,278 @@ done:
     return result;
 }
 
+/* json_header(code, opaque, flag, language, version, remark, ext, plain)
+
+   A remoting command's JSON header, the bytes tidemq/codec/header.py's msgspec encoder
+   writes: the members in sorted order -- code, extFields (when ext is not empty), flag,
+   language, opaque, remark (when not None), serializeTypeCurrentRPC ("JSON"), version --
+   without spaces, extFields' keys sorted, each string as UTF-8 with '"', '\\' and the
+   control characters below 0x20 escaped as msgspec escapes them. None, for the twin to
+   encode or to say what is wrong, when a number is not an int within 32 bits (a bool
+   neither), language or a key is not a str, remark is neither None nor a str, ext is not
+   a dict, a value is neither a str nor of type `plain` (PlainText, a str the twin writes
+   as it is: escaping it changes nothing), or a string does not encode as UTF-8.
+   The twin: py_encode_json of tidemq/codec/header.py. */
+
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+    char stack[768];
+} json_buf;
+
+static int jb_grow(json_buf *b, Py_ssize_t more);
+
+static inline int jb_reserve(json_buf *b, Py_ssize_t more) {
+    return b->n + more <= b->cap ? 1 : jb_grow(b, more);
+}
+
+static int jb_grow(json_buf *b, Py_ssize_t more) {
+    Py_ssize_t cap = b->cap * 2;
+    while (cap < b->n + more)
+        cap *= 2;
+    char *p = PyMem_Malloc((size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    memcpy(p, b->p, (size_t)b->n);
+    if (b->p != b->stack)
+        PyMem_Free(b->p);
+    b->p = p;
+    b->cap = cap;
+    return 1;
+}
+
+static inline int jb_raw(json_buf *b, const char *s, Py_ssize_t n) {
+    if (!jb_reserve(b, n))
+        return 0;
+    memcpy(b->p + b->n, s, (size_t)n);
+    b->n += n;
+    return 1;
+}
+
+#define JB_LIT(b, s) jb_raw((b), (s), (Py_ssize_t)sizeof(s) - 1)
+
+/* Whether any of the eight bytes of w is below 0x20, a '"' or a '\\'. */
+static inline int json_word_escapes(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote)
+            | ((slash - ones) & ~slash)) & highs ? 1 : 0;
+}
+
+/* The string between quotes, escaped; 0 with no exception set when it is not UTF-8
+   encodable (a lone surrogate), -1 on a failure with one. */
+static int jb_str(json_buf *b, PyObject *s) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    if (!jb_reserve(b, 6 * n + 2))  /* every byte escaped at worst: \u00XX */
+        return -1;
+    char *o = b->p + b->n;
+    *o++ = '"';
+    Py_ssize_t i = 0;
+    while (i + 8 <= n) {  /* the usual text needs no escape: checked eight bytes a step */
+        uint64_t w;
+        memcpy(&w, u + i, 8);
+        if (json_word_escapes(w))
+            break;
+        i += 8;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c < 0x20 || c == '"' || c == '\\')
+            break;
+    }
+    if (i == n) {
+        memcpy(o, u, (size_t)n);
+        o += n;
+        i = n;
+    }
+    else {
+        memcpy(o, u, (size_t)(i & ~(Py_ssize_t)7));  /* the words checked clean */
+        o += i & ~(Py_ssize_t)7;
+        i &= ~(Py_ssize_t)7;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\t': *o++ = 't'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\r': *o++ = 'r'; break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = "0123456789abcdef"[c >> 4];
+            *o++ = "0123456789abcdef"[c & 15];
+        }
+    }
+    *o++ = '"';
+    b->n = o - b->p;
+    return 1;
+}
+
+/* An int within 32 bits (not a bool): 1 and its value, else 0 (no exception). */
+static int int32_of(PyObject *v, long *out) {
+    if (!PyLong_Check(v) || PyBool_Check(v))
+        return 0;
+    int overflow;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < INT32_MIN || x > INT32_MAX)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+static int jb_int(json_buf *b, long x) {
+    char digits[24], *d = digits + sizeof digits;
+    unsigned long v = x < 0 ? 0UL - (unsigned long)x : (unsigned long)x;
+    do {
+        *--d = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (x < 0)
+        *--d = '-';
+    return jb_raw(b, d, digits + sizeof digits - d);
+}
+
+typedef struct {
+    const char *u;
+    Py_ssize_t n;
+    PyObject *key, *value;
+} json_member;
+
+static int json_member_cmp(const void *a, const void *b) {
+    const json_member *x = a, *y = b;
+    Py_ssize_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->u, y->u, (size_t)n);  /* UTF-8 bytes sort as code points do */
+    if (c)
+        return c;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "json_header takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *language = args[3], *remark = args[5], *ext = args[6], *plain = args[7];
+    long code, opaque, flag, version;
+    if (!int32_of(args[0], &code) || !int32_of(args[1], &opaque) || !int32_of(args[2], &flag)
+            || !int32_of(args[4], &version) || !PyUnicode_CheckExact(language)
+            || (remark != Py_None && !PyUnicode_CheckExact(remark)) || !PyDict_CheckExact(ext))
+        Py_RETURN_NONE;
+    Py_ssize_t count = PyDict_GET_SIZE(ext);
+    json_member few[16];
+    json_member *members = few;
+    if (count > 16) {
+        members = PyMem_Malloc(sizeof(json_member) * (size_t)count);
+        if (members == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    json_buf b;
+    b.p = b.stack;
+    b.n = 0;
+    b.cap = (Py_ssize_t)sizeof b.stack;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(ext, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || !(PyUnicode_CheckExact(value)
+                                           || (PyObject *)Py_TYPE(value) == plain))
+            goto none;
+        members[i].u = PyUnicode_AsUTF8AndSize(key, &members[i].n);
+        if (members[i].u == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                goto done;
+            PyErr_Clear();
+            goto none;
+        }
+        members[i].key = key;
+        members[i].value = value;
+        i++;
+    }
+    for (Py_ssize_t k = 1; k < count; k++) {  /* insertion sort: a header has a few */
+        json_member m = members[k];
+        Py_ssize_t j = k;
+        for (; j > 0 && json_member_cmp(&members[j - 1], &m) > 0; j--)
+            members[j] = members[j - 1];
+        members[j] = m;
+    }
+    int ok;
+    if (!JB_LIT(&b, "{\"code\":") || !jb_int(&b, code))
+        goto done;
+    if (count) {
+        if (!JB_LIT(&b, ",\"extFields\":{"))
+            goto done;
+        for (i = 0; i < count; i++) {
+            if (i && !JB_LIT(&b, ","))
+                goto done;
+            ok = jb_str(&b, members[i].key);
+            if (ok <= 0)
+                goto fail_or_none;
+            if (!JB_LIT(&b, ":"))
+                goto done;
+            ok = jb_str(&b, members[i].value);
+            if (ok <= 0)
+                goto fail_or_none;
+        }
+        if (!JB_LIT(&b, "}"))
+            goto done;
+    }
+    if (!JB_LIT(&b, ",\"flag\":") || !jb_int(&b, flag) || !JB_LIT(&b, ",\"language\":"))
+        goto done;
+    ok = jb_str(&b, language);
+    if (ok <= 0)
+        goto fail_or_none;
+    if (!JB_LIT(&b, ",\"opaque\":") || !jb_int(&b, opaque))
+        goto done;
+    if (remark != Py_None) {
+        if (!JB_LIT(&b, ",\"remark\":"))
+            goto done;
+        ok = jb_str(&b, remark);
+        if (ok <= 0)
+            goto fail_or_none;
+    }
+    if (!JB_LIT(&b, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":")
+            || !jb_int(&b, version) || !JB_LIT(&b, "}"))
+        goto done;
+    result = PyBytes_FromStringAndSize(b.p, b.n);
+    goto done;
+fail_or_none:
+    if (ok < 0)
+        goto done;
+none:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (b.p != b.stack)
+        PyMem_Free(b.p);
+    if (members != few)
+        PyMem_Free(members);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
@@ -2011,6 +2285,8 @@ static PyMethodDef methods[] = {
      "list(map(d.get, keys)), the keys' dict slots read overlapped."},
     {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,
      METH_FASTCALL, "Plain records into messages; where the first other record starts."},
+    {"json_header", (PyCFunction)(void (*)(void))json_header, METH_FASTCALL,
+     "A remoting command's JSON header, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,6 @@
 # The compiled loops of tidemq.formats.record.loops, tidemq.store.index_links,
-# tidemq.store.index_keys, tidemq.store.lookups and tidemq.store.lmq_keys (see
+# tidemq.store.index_keys, tidemq.store.lookups, tidemq.store.lmq_keys and
+# tidemq.codec.header (see
 # _crecords.c); the same signatures as their py_* functions (decode_plain_messages: the
 # message class first).
 import mmap
@@ -24,6 +25,9 @@ def inner_facts(text: str, plain: Buffer, cluster_pair: bytes, /
                 ) -> tuple[int, bytes, str, tuple[str, ...], bool, int] | None: ...
 def send_fields(names: tuple[str, ...], ext: dict[str, str], batch: bool, /
                 ) -> tuple[str, int, int, int, int, str | None, int] | None: ...
+def json_header(code: int, opaque: int, flag: int, language: str, version: int,
+                remark: str | None, ext: dict[str, str], plain: type[str], /
+                ) -> bytes | None: ...
 def link_index_entries(buf: bytearray | memoryview | mmap.mmap, slots_at: int, slot_num: int,
                        entries_at: int, count_at: int, first: int,
                        hashes: npt.NDArray[np.int64], phys: npt.NDArray[np.int64],

@@ -1,0 +1,100 @@
+"""The JSON header's compiled writer (``json_header`` of ``tidemq.formats._crecords``)
+against its twin, :func:`~tidemq.codec.header.py_encode_json`: the same bytes for every
+command it writes, and ``None`` -- the twin's result or error -- for every other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.native import compiled
+
+from tidemq.codec import header
+from tidemq.codec.command import PlainText, RemotingCommand, RequestCode, SerializeType
+from tidemq.codec.header import decode_header, encode_header, py_encode_json
+from tidemq.errors import LocalProtocolError, ResponseCode
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+#: Text with every kind of character an escape treats apart: quotes, backslashes,
+#: control characters, DEL, multi-byte characters, and lone surrogates (not UTF-8).
+_TEXT = st.text(st.one_of(st.characters(max_codepoint=0x7F),
+                          st.sampled_from('"\\\x00\x1f\x7f\u2028é\U0001F600\ud800')),
+                max_size=12)
+_PLAIN = st.text("0123456789ABCDEF,", max_size=40).map(PlainText)
+
+
+def _args(cmd: RemotingCommand) -> tuple[Any, ...]:
+    return (cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version, cmd.remark,
+            cmd.ext_fields, PlainText)
+
+
+@st.composite
+def commands(draw: st.DrawFn, odd: bool = False) -> RemotingCommand:
+    """Commands of JSON headers; ``odd``: also numbers and texts the writer leaves to the
+    twin (out of range, bools, other types)."""
+    number = (st.one_of(_INT32, st.integers(), st.booleans(),
+                        st.sampled_from([ResponseCode.SYSTEM_ERROR, RequestCode.SEND_MESSAGE]))
+              if odd else st.one_of(_INT32, st.sampled_from([RequestCode.SEND_MESSAGE_V2])))
+    value = st.one_of(_TEXT, _PLAIN, st.integers(), st.none()) if odd else st.one_of(_TEXT,
+                                                                                       _PLAIN)
+    ext = draw(st.dictionaries(_TEXT, value, max_size=20))
+    return RemotingCommand(code=draw(number), opaque=draw(number), flag=draw(number),
+                           language=draw(st.one_of(st.sampled_from(["JAVA", "PYTHON"]), _TEXT)),
+                           version=draw(number), remark=draw(st.one_of(st.none(), _TEXT)),
+                           ext_fields=ext, serialize_type=SerializeType.JSON)
+
+
+@settings(max_examples=600, deadline=None)
+@given(cmd=commands())
+def test_the_writer_gives_the_twins_bytes(cmd: RemotingCommand) -> None:
+    native = compiled()
+    try:
+        want: bytes | None = py_encode_json(cmd)
+    except UnicodeEncodeError:  # a lone surrogate: the writer leaves it to the twin
+        want = None
+    assert native.json_header(*_args(cmd)) == want
+
+
+def _encoded(cmd: RemotingCommand) -> bytes | type[Exception]:
+    try:
+        return encode_header(cmd)
+    except (LocalProtocolError, TypeError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=600, deadline=None)
+@given(cmd=commands(odd=True))
+def test_whatever_the_writer_leaves_the_twin_encodes_or_refuses(cmd: RemotingCommand) -> None:
+    """encode_header answers as it does on the twin alone: the same bytes or the same
+    refusal."""
+    native = compiled()
+    got = _encoded(cmd)
+    saved, header._compiled_json = header._compiled_json, None
+    try:
+        want = _encoded(cmd)
+    finally:
+        header._compiled_json = saved
+    assert got == want
+    head = native.json_header(*_args(cmd))
+    assert head is None or head == want
+
+
+def test_a_header_written_decodes_to_the_command() -> None:
+    compiled()
+    cmd = RemotingCommand(code=0, opaque=7, flag=1, remark='say "no"\n',
+                          ext_fields={"msgId": PlainText("7F0000010000", ), "queueId": "3",
+                                      "b\\k": "\x01é"})
+    head = encode_header(cmd)
+    assert head == py_encode_json(cmd)
+    back = decode_header(head, SerializeType.JSON)
+    assert (back.code, back.opaque, back.flag, back.remark, back.ext_fields) == (
+        0, 7, 1, 'say "no"\n', cmd.ext_fields)
+
+
+@pytest.mark.parametrize("ext", [{}, {f"k{i:02d}": str(i) for i in range(40)}])
+def test_no_ext_and_many_ext_fields(ext: dict[str, str]) -> None:
+    native = compiled()
+    cmd = RemotingCommand(code=17, ext_fields=ext)
+    assert native.json_header(*_args(cmd)) == py_encode_json(cmd)

@@ -205,12 +205,9 @@ class RemotingCommand:
         *,
         oneway: bool = False,
     ) -> RemotingCommand:
-        return cls(
-            code=int(code),
-            flag=FLAG_ONEWAY if oneway else 0,
-            ext_fields=ext_fields or {},
-            body=body,
-        )
+        # Positional: a dataclass's __init__ matches keywords at a cost each.
+        return cls(int(code), 0, FLAG_ONEWAY if oneway else 0, "PYTHON", TIDEMQ_VERSION,
+                   None, ext_fields or {}, body, None, _JSON)
 
     def response(
         self,
@@ -220,15 +217,8 @@ class RemotingCommand:
         body: bytes | bytearray | memoryview = b"",
     ) -> RemotingCommand:
         """A response to this request: same opaque and serialization, response flag set."""
-        return RemotingCommand(
-            code=int(code),
-            opaque=self.opaque,
-            flag=FLAG_RESPONSE,
-            remark=remark,
-            ext_fields=ext_fields or {},
-            body=body,
-            serialize_type=self.serialize_type,
-        )
+        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, "PYTHON", TIDEMQ_VERSION,
+                               remark, ext_fields or {}, body, None, self.serialize_type)
 
     def body_length(self) -> int:
         if self.body_parts is not None:
@@ -240,3 +230,6 @@ class RemotingCommand:
         if self.body_parts is not None:
             return b"".join(bytes(p) for p in self.body_parts)
         return bytes(self.body)
+
+
+_JSON = SerializeType.JSON  # read once: an enum class's attribute goes through __getattr__

@@ -46,7 +46,13 @@ from tidemq.broker.topics import (
     validate_topic,
 )
 from tidemq.codec.bodies import TopicConfig
-from tidemq.codec.command import FLAG_RESPONSE, PlainText, RemotingCommand, RequestCode
+from tidemq.codec.command import (
+    FLAG_RESPONSE,
+    TIDEMQ_VERSION,
+    PlainText,
+    RemotingCommand,
+    RequestCode,
+)
 from tidemq.codec.compression import CompressionType, compression_of, decompress
 from tidemq.codec.headers import (
     SendFields,
@@ -845,7 +851,6 @@ class SendProcessor:
         }
         if batch_uniq:
             ext["batchUniqId"] = batch_uniq
-        return RemotingCommand(
-            code=code, opaque=cmd.opaque, flag=FLAG_RESPONSE,
-            remark=None if code == _SUCCESS else _REMARKS.get(code), ext_fields=ext,
-            serialize_type=cmd.serialize_type)
+        return RemotingCommand(code, cmd.opaque, FLAG_RESPONSE, "PYTHON", TIDEMQ_VERSION,
+                               None if code == _SUCCESS else _REMARKS.get(code), ext, b"", None,
+                               cmd.serialize_type)  # positional: keywords cost a match each

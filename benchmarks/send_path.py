@@ -45,7 +45,7 @@ until the dispatch thread has taken it, as it takes the GIL in the broker once t
 has handled a read). Counts do not move with the machine's load::
 
     .venv/bin/python benchmarks/send_path.py --requests 400 --rounds 1 --per-read 4 \
-        --modes inner --opcodes
+        --modes inner --opcodes --top 40
 """
 
 from __future__ import annotations
@@ -249,8 +249,10 @@ def _callgrind(on: bool) -> None:
 
 
 def _count_opcodes(conn: Connection, store: MessageStore, frames: list[bytes],
-                   per_read: int, requests: int, opcodes: _Opcodes) -> dict[str, Any]:
-    """Opcodes a request on each thread (see ``--opcodes``), and the heaviest functions."""
+                   per_read: int, requests: int, opcodes: _Opcodes, top: int = 8
+                   ) -> dict[str, Any]:
+    """Opcodes a request on each thread (see ``--opcodes``), and the ``top`` heaviest
+    functions."""
     dispatcher = store.dispatcher
     assert dispatcher is not None  # a started store
     chunks = [b"".join(frames[(i + j) % len(frames)] for j in range(per_read))
@@ -277,7 +279,7 @@ def _count_opcodes(conn: Connection, store: MessageStore, frames: list[bytes],
     out: dict[str, Any] = {}
     for side, counts in (("loop", opcodes.loop), ("dispatch", opcodes.dispatch)):
         out[f"{side}_opcodes"] = sum(counts.values()) / n
-        out[f"{side}_top"] = [(name, round(k / n, 1)) for name, k in counts.most_common(8)]
+        out[f"{side}_top"] = [(name, round(k / n, 1)) for name, k in counts.most_common(top)]
         counts.clear()
     return out
 
@@ -357,7 +359,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
                     measure(args.requests // 4)  # warm-up
                     if opcodes is not None:
                         results[mode] = _count_opcodes(conn, cluster.brokers[0].store, frames,
-                                                       args.per_read, args.requests, opcodes)
+                                                       args.per_read, args.requests, opcodes,
+                                                       args.top)
                         continue
                     rounds = [measure(args.requests, callgrind=args.callgrind)
                               for _ in range(args.rounds)]
@@ -392,6 +395,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--opcodes", action="store_true",
                         help="count each thread's Python opcodes a request instead of timing")
+    parser.add_argument("--top", type=int, default=8,
+                        help="--opcodes: how many of the heaviest functions to list")
     parser.add_argument("--callgrind", action="store_true",
                         help="under callgrind (--instr-atstart=no): instrument the measured "
                              "rounds only")

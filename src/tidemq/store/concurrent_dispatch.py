@@ -63,9 +63,8 @@ import logging
 import operator
 import queue
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from itertools import chain, repeat
+from collections.abc import Callable, Sequence
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -77,7 +76,6 @@ from tidemq.store.dispatch import (
     Dispatcher,
     IndexSink,
     apply_batches,
-    fanout_columns,
     index_batches,
 )
 from tidemq.store.lmq_fanout import FanoutRecords, build_fanout
@@ -101,11 +99,6 @@ DEFAULT_ROUND_RECORDS = 2048
 
 Column = npt.NDArray[np.int64]
 _PHYS = operator.attrgetter("phys")
-_SIZES = operator.attrgetter("sizes")
-_TAGS = operator.attrgetter("tags")
-_QUEUE = operator.attrgetter("topic", "queue_id")
-#: Runs an iterator to its end in C (a zero-length deque keeps nothing).
-_consume: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
 
 @dataclasses.dataclass(slots=True)
@@ -287,13 +280,11 @@ class ConcurrentDispatcher(Dispatcher):
     # ------------------------------------------------------------------ prepare
 
     def _prepare(self, seq: int, batches: list[DispatchBatch]) -> PreparedRound:
-        # Grouped per queue in C (each batch appended to its queue's list, queues in the
-        # order they first appear): a round of single puts is a batch a record.
-        keys = list(map(_QUEUE, batches))
-        grouped: dict[tuple[str, int], list[DispatchBatch]] = {
-            key: [] for key in dict.fromkeys(keys)}
-        _consume(map(list.append, map(grouped.__getitem__, keys), batches))
-        records = sum(map(len, map(_PHYS, batches)))
+        grouped: dict[tuple[str, int], list[DispatchBatch]] = {}
+        records = 0
+        for b in batches:
+            grouped.setdefault((b.topic, b.queue_id), []).append(b)
+            records += len(b.phys)
         columns = {}
         batch_groups = {}
         batch_topics = self.queues.batch_topics
@@ -311,8 +302,16 @@ class ConcurrentDispatcher(Dispatcher):
         lmq = self.queues.lmq
         assert lmq is not None
         prepared.lmq_generation = lmq.generation  # before any floor is read
-        fanout = build_fanout(FanoutRecords(*fanout_columns(prepared.batches)), lmq.floor,
-                              lmq.dispatched)
+        records = FanoutRecords()
+        add = records.add
+        for b in prepared.batches:
+            if not b.lmq:
+                continue
+            ts = b.store_timestamp
+            for i, target in enumerate(b.lmq):
+                if target is not None:
+                    add(target[0], target[1], b.phys[i], b.sizes[i], b.tags[i], ts)
+        fanout = build_fanout(records, lmq.floor, lmq.dispatched)
         if fanout is None:
             prepared.lmq_batch, prepared.lmq_first, prepared.lmq_last = None, {}, {}
             prepared.lmq_entries = 0
@@ -375,9 +374,9 @@ def _columns(group: list[DispatchBatch]) -> tuple[int, Column, Column, Column]:
         sizes: Sequence[int] = g.sizes
         tags: Sequence[int] = g.tags
     else:
-        phys = list(chain.from_iterable(map(_PHYS, group)))
-        sizes = list(chain.from_iterable(map(_SIZES, group)))
-        tags = list(chain.from_iterable(map(_TAGS, group)))
+        phys = [x for g in group for x in g.phys]
+        sizes = [x for g in group for x in g.sizes]
+        tags = [x for g in group for x in g.tags]
     return (group[0].queue_offset, np.asarray(phys, dtype=np.int64),
             np.asarray(sizes, dtype=np.int64), np.asarray(tags, dtype=np.int64))
 

@@ -297,10 +297,16 @@ def _keyed_rows(batches: Sequence[DispatchBatch]) -> list[tuple[str, tuple[str, 
     phys = list(chain.from_iterable(map(_BATCH_PHYS, batches)))
     if len(keys) != len(phys):
         raise ValueError(f"{len(keys)} key rows for {len(phys)} records")
-    rows = zip(chain.from_iterable(map(itertools.repeat, map(_BATCH_TOPIC, batches), counts)),
-               keys, phys,
-               chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches), counts)),
-               strict=True)
+    if len(phys) == len(batches):  # a record a batch: no repeat() a batch
+        rows = zip(map(_BATCH_TOPIC, batches), keys, phys, map(_BATCH_STAMP, batches),
+                   strict=True)
+    else:
+        rows = zip(chain.from_iterable(map(itertools.repeat, map(_BATCH_TOPIC, batches),
+                                           counts)),
+                   keys, phys,
+                   chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
+                                           counts)),
+                   strict=True)
     return list(compress(rows, keys))  # records whose keys are not empty
 
 
@@ -409,8 +415,9 @@ def fanout_columns(batches: Sequence[DispatchBatch]) -> tuple[
         raise ValueError(f"{len(flat)} LMQ targets for {len(phys)} records")
     sizes = list(chain.from_iterable(map(_BATCH_SIZES, batches)))
     tags = list(chain.from_iterable(map(_BATCH_TAGS, batches)))
-    stamps = list(chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
-                                          counts)))
+    stamps = (list(map(_BATCH_STAMP, batches)) if len(phys) == len(batches)
+              else list(chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
+                                                counts))))  # a repeat() a batch costs
     if None in flat:  # records of a batch that do not fan out
         fans = list(map(is_not, flat, itertools.repeat(None)))
         flat = list(compress(flat, fans))

@@ -115,13 +115,16 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else 0.0
 
 
-def measure(mode: str, rates: list[int], seconds: float) -> None:
+def measure(mode: str, rates: list[int], seconds: float, settings: dict[str, int],
+            serial_below: int | None) -> None:
     cfg = DispatchBenchConfig()
     load = _Load(cfg, int(max(rates) * seconds * 1.05) + 1)
     root = Path(tempfile.mkdtemp(prefix="dispatch-rounds-"))
     try:
         with server_gc():
-            store = _open(root / mode, cfg, mode)
+            store = _open(root / mode, cfg, mode, **settings)
+            if serial_below is not None and isinstance(store.dispatcher, ConcurrentDispatcher):
+                store.dispatcher.serial_below = serial_below
             try:
                 paced = _Paced(store, load)
                 paced.run(min(rates), 1.0)
@@ -171,10 +174,15 @@ def main() -> None:
     parser.add_argument("--rates", default="8000,12000,16000")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=N",
+                        help="a StoreConfig setting, e.g. dispatch_round_records=512")
+    parser.add_argument("--serial-below", type=int, default=None,
+                        help="the concurrent dispatcher's serial_below")
     ns = parser.parse_args()
     rates = [int(r) for r in ns.rates.split(",")]
+    settings = {k: int(v) for k, v in (item.split("=", 1) for item in ns.set)}
     for mode in ns.modes.split(","):
-        measure(mode, rates, ns.seconds)
+        measure(mode, rates, ns.seconds, settings, ns.serial_below)
     _ = threading  # the sampler and producer threads are the bench's
 
 

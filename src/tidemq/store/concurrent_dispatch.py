@@ -66,8 +66,6 @@ import threading
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
-import numpy as np
-import numpy.typing as npt
 from rocksdict import WriteBatch
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
@@ -97,7 +95,10 @@ SERIAL_BELOW = 128
 DEFAULT_RING_SIZE = 8
 DEFAULT_ROUND_RECORDS = 2048
 
-Column = npt.NDArray[np.int64]
+#: A queue's column of a round: the batch's own sequence when one batch, else a list;
+#: :meth:`ConsumeQueue.append` picks the cheapest way to write it (a few entries packed,
+#: a repeated value broadcast, a range as an arange), as it does for the serial dispatcher.
+Column = Sequence[int]
 _PHYS = operator.attrgetter("phys")
 
 
@@ -331,7 +332,7 @@ class ConcurrentDispatcher(Dispatcher):
                 touched[key] = _append(q, [b for b in p.batches
                                            if (b.topic, b.queue_id) == key])
             else:
-                touched[key] = q.append(first, phys, sizes, tags)  # type: ignore[arg-type]
+                touched[key] = q.append(first, phys, sizes, tags)
         for key, group in p.batch_queue_groups.items():
             touched[key] = _append(get_or_create(*key), group)
         lmq = self.queues.lmq
@@ -367,7 +368,7 @@ class ConcurrentDispatcher(Dispatcher):
 
 
 def _columns(group: list[DispatchBatch]) -> tuple[int, Column, Column, Column]:
-    """The classic entries of one queue's batches in a round, as int64 columns."""
+    """The classic entries of one queue's batches in a round, as columns."""
     if len(group) == 1:
         g = group[0]
         phys: Sequence[int] = g.phys
@@ -377,8 +378,7 @@ def _columns(group: list[DispatchBatch]) -> tuple[int, Column, Column, Column]:
         phys = [x for g in group for x in g.phys]
         sizes = [x for g in group for x in g.sizes]
         tags = [x for g in group for x in g.tags]
-    return (group[0].queue_offset, np.asarray(phys, dtype=np.int64),
-            np.asarray(sizes, dtype=np.int64), np.asarray(tags, dtype=np.int64))
+    return group[0].queue_offset, phys, sizes, tags
 
 
 def _append(q: AnyQueue, group: list[DispatchBatch]) -> int:
@@ -390,4 +390,4 @@ def _append(q: AnyQueue, group: list[DispatchBatch]) -> int:
                                   store_ts=g.store_timestamp, batch_sizes=g.batch_sizes)
         return max_offset
     first, phys, sizes, tags = _columns(group)  # a classic queue of a topic now BatchCQ
-    return q.append(first, phys, sizes, tags)  # type: ignore[arg-type]
+    return q.append(first, phys, sizes, tags)

@@ -6,11 +6,11 @@ one thread. This one splits each dispatch *round* (the batches confirmed at one 
 at most ``round_records`` records) into two phases:
 
 1. **Prepare**, on ``workers`` threads, rounds in any order: the round's consume-queue
-   columns become numpy arrays per queue; its LMQ fan-out becomes a ready RocksDB
+   entries are grouped into columns per queue; its LMQ fan-out becomes a ready RocksDB
    ``WriteBatch`` (one value per record, records below a deleted queue's tombstone
    floor skipped, grouped per queue column-wise: :func:`~tidemq.store.lmq_fanout.build_fanout`).
-2. **Commit**, on one committer thread, strictly in round order: copy the prepared
-   consume-queue arrays into their files, hand the LMQ batch to RocksDB, queue the index
+2. **Commit**, on one committer thread, strictly in round order: write the prepared
+   consume-queue columns into their files, hand the LMQ batch to RocksDB, queue the index
    keys, then advance the commit position and fire the ``on_dispatched`` hooks.
 
 Rounds carry sequence numbers; prepared rounds wait in an ordered ring and the committer
@@ -23,9 +23,10 @@ prepared and committed by the builder itself once the rounds before it are visib
 (``inline``): under the GIL the hand-offs buy nothing and cost a thread wake-up each,
 up to a switch interval (5 ms) behind a busy producer thread. A round of fewer than
 :data:`SERIAL_BELOW` records is applied as the serial dispatcher applies it: the
-column-wise preparation has a fixed cost per round and per queue (numpy arrays for each
-queue touched, the fan-out's sorts) that only pays off from about a hundred records,
-and a lightly loaded store dispatches rounds of a few records, one per wake-up. With
+column-wise preparation has a fixed cost per round and per queue (the fan-out's
+dictionaries, arrays and sorts, a RocksDB key per LMQ touched) that only pays off once
+a round's LMQs repeat (``benchmarks/dispatch_steps.py`` counts both ways), and a lightly
+loaded store dispatches rounds of a few records, one per wake-up. With
 nothing in flight such a round takes the serial dispatcher's own steps too: no round
 number, no condition of the ring, no prepared round, a fixed cost a round the serial
 one does not pay. What the
@@ -88,10 +89,11 @@ log = logging.getLogger(__name__)
 
 #: Defaults (``StoreConfig.dispatch_workers`` ...), chosen by ``tidemq bench dispatch``.
 DEFAULT_WORKERS = 1
-#: Rounds with fewer records are applied the serial way (see the module docstring): at
-#: fan-out 10 over 64 queues a round of 16 records costs about twice as much CPU prepared
-#: column-wise as applied serially, one of 256 about three quarters.
-SERIAL_BELOW = 128
+#: Rounds with fewer records are applied the serial way (see the module docstring): on
+#: the load of ``tidemq bench dispatch`` (fan-out 10 of 1,000 LMQs over 64 queues) the
+#: column-wise way costs more instructions a record below this size and fewer above it
+#: (``benchmarks/dispatch_cost.py`` counts both ways under callgrind).
+SERIAL_BELOW = 256
 DEFAULT_RING_SIZE = 8
 DEFAULT_ROUND_RECORDS = 2048
 

@@ -1998,8 +1998,8 @@ done:
    control characters below 0x20 escaped as msgspec escapes them. None, for the twin to
    encode or to say what is wrong, when a number is not an int within 32 bits (a bool
    neither), language or a key is not a str, remark is neither None nor a str, ext is not
-   a dict, a value is neither a str nor of type `plain` (PlainText, a str the twin writes
-   as it is: escaping it changes nothing), or a string does not encode as UTF-8.
+   a dict, a value is neither a str nor of type `plain` (PlainText, a str that needs no
+   escape, written as it is as the twin writes it), or a string does not encode as UTF-8.
    The twin: py_encode_json of tidemq/codec/header.py. */
 
 typedef struct {
@@ -2116,6 +2116,28 @@ static int jb_str(json_buf *b, PyObject *s) {
     return 1;
 }
 
+/* A PlainText value between quotes as it is: whoever made it vouches that it holds
+   nothing to escape (the twin writes it so too). Returns as jb_str. */
+static int jb_plain(json_buf *b, PyObject *s) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (u == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    if (!jb_reserve(b, n + 2))
+        return -1;
+    char *o = b->p + b->n;
+    *o++ = '"';
+    memcpy(o, u, (size_t)n);
+    o[n] = '"';
+    b->n += n + 2;
+    return 1;
+}
+
 /* An int within 32 bits (not a bool): 1 and its value, else 0 (no exception). */
 static int int32_of(PyObject *v, long *out) {
     if (!PyLong_Check(v) || PyBool_Check(v))
@@ -2221,7 +2243,8 @@ static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t n
                 goto fail_or_none;
             if (!JB_LIT(&b, ":"))
                 goto done;
-            ok = jb_str(&b, members[i].value);
+            ok = (PyObject *)Py_TYPE(members[i].value) == plain
+                 ? jb_plain(&b, members[i].value) : jb_str(&b, members[i].value);
             if (ok <= 0)
                 goto fail_or_none;
         }

@@ -3,14 +3,50 @@ the append hook hands them over (records, BLANK markers, unused segment tails)."
 
 from __future__ import annotations
 
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.broker.replication.append_times import AppendTimes
-from tidemq.formats.record import HostAddr, encode_blank, encode_record
+from tidemq.formats.record import (
+    MAGIC_V1,
+    MAGIC_V2,
+    HostAddr,
+    encode_blank,
+    encode_record,
+    store_timestamp_offset,
+)
 
 HOST = HostAddr(b"\x7f\x00\x00\x01", 10911)
 HOST6 = HostAddr(b"\x00" * 15 + b"\x01", 10911)
+
+
+class _Log:
+    """The bytes appended, by where each run starts: what the master reads a run's store
+    time from (the store time of the record starting at an offset, ``None`` where no
+    record starts)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[int, bytes] = {}
+
+    def times(self, limit: int = 1 << 16) -> AppendTimes:
+        return AppendTimes(self.read, limit)
+
+    def note(self, times: AppendTimes, start: int, run: bytes) -> None:
+        self.runs[start] = run
+        times.note(start, memoryview(run))
+
+    def read(self, offset: int) -> int | None:
+        run = self.runs.get(offset)
+        if run is None or len(run) < 40:
+            return None
+        magic, = struct.unpack_from(">i", run, 4)
+        if magic not in (MAGIC_V1, MAGIC_V2):
+            return None
+        at = store_timestamp_offset(struct.unpack_from(">i", run, 36)[0])
+        stored: int = struct.unpack_from(">q", run, at)[0]
+        return stored
 
 
 def _run(n: int, stored: int, body: int, born: HostAddr = HOST) -> bytes:
@@ -30,16 +66,17 @@ def test_every_offset_gets_the_time_of_the_record_holding_it(
     """Any offset inside a run of records (born host IPv4 or IPv6) answers that run's
     store time; an offset in a BLANK marker or a segment's unused tail answers the next
     run's."""
-    times = AppendTimes()
+    log = _Log()
+    times = log.times()
     at = 1000
     truth: list[tuple[int, int, int]] = []  # (start, end, time) of each run of records
     for n, stored, body, gap, born in runs:
         run = _run(n, stored, body, born)
-        times.note(at, memoryview(run))
+        log.note(times, at, run)
         truth.append((at, at + len(run), stored))
         at += len(run)
         if gap:  # a BLANK marker (and a tail) closes a segment
-            times.note(at, memoryview(bytes(encode_blank(gap)) + bytes(max(0, gap - 8))))
+            log.note(times, at, bytes(encode_blank(gap)) + bytes(max(0, gap - 8)))
             at += gap
     offset = data.draw(st.integers(truth[0][0], at - 1))
     want = next((t for start, end, t in truth if offset < end), None)
@@ -49,20 +86,22 @@ def test_every_offset_gets_the_time_of_the_record_holding_it(
 
 
 def test_a_log_cut_back_starts_over() -> None:
-    times = AppendTimes()
+    log = _Log()
+    times = log.times()
     first, second = _run(2, 100, 5), _run(1, 200, 5)
-    times.note(0, memoryview(first))
-    times.note(len(first), memoryview(second))
+    log.note(times, 0, first)
+    log.note(times, len(first), second)
     assert times.time_at(3) == 100 and times.time_at(len(first) + 3) == 200
-    times.note(10, memoryview(_run(1, 300, 5)))  # the log was cut back to 10
+    log.note(times, 10, _run(1, 300, 5))  # the log was cut back to 10
     assert len(times) == 1 and times.time_at(12) == 300 and times.time_at(3) is None
 
 
 def test_at_most_the_limit_of_runs_is_kept() -> None:
-    times = AppendTimes(limit=8)
+    log = _Log()
+    times = log.times(limit=8)
     run = _run(1, 7, 3)
     for i in range(100):
-        times.note(i * len(run), memoryview(run))
+        log.note(times, i * len(run), run)
     assert 1 <= len(times) <= 8
     assert times.time_at(99 * len(run) + 1) == 7
     assert times.time_at(0) is None  # dropped: no answer rather than a wrong one

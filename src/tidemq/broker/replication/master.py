@@ -87,7 +87,7 @@ class HaServer:
         self._hooked = False
         #: The store time of what this master appends, by offset: a replica's report
         #: may fall inside a record.
-        self.times = AppendTimes()
+        self.times = AppendTimes(self._time_of_record_at)
 
     # ------------------------------------------------------------------ lifecycle
 

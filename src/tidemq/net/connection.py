@@ -321,9 +321,11 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         self._transport = transport
-        if sys.version_info >= (3, 12):
+        if sys.version_info >= (3, 12) and hasattr(transport, "_high_water"):
             # CPython gh-127655: the selector transport's writelines() skipped flow control
             # (fixed in 3.12.9 / 3.13.2); its own idempotent check runs after each flush.
+            # Only that transport: a TLS one keeps its limits in its SSL protocol (its
+            # inherited check would fail on them) and its writelines() checks them.
             self._check_flow = getattr(transport, "_maybe_pause_protocol", None)
         self.remote_address = format_address(transport.get_extra_info("peername"))
         self._tls_unanswered = transport.get_extra_info("ssl_object") is not None

@@ -112,6 +112,11 @@ class MetricsHttpServer:
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
+        except asyncio.CancelledError:
+            # only close() cancels a client: it ends as an answered one does, its
+            # connection closed below, so that the stream protocol (Python 3.12) does
+            # not take the cancellation for a failure and reset the connection
+            pass
         finally:
             self._clients.discard(task)
             writer.close()

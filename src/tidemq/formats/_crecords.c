@@ -533,10 +533,35 @@ static uint32_t crc32_body(uint32_t crc, const unsigned char *p, size_t len) {
 
 /* body_crc32(data, value=0) -> int: zlib.crc32's value, computed as the record checks
    compute body CRCs. */
-static PyObject *body_crc32(PyObject *self, PyObject *args) {
+/* The arguments of a METH_FASTCALL function: their count checked, as PyArg_ParseTuple
+   checks it (a format string parsed per call costs more than the work of a small one). */
+static int fast_args(const char *name, Py_ssize_t nargs, Py_ssize_t least, Py_ssize_t most) {
+    if (nargs >= least && nargs <= most)
+        return 1;
+    if (least == most)
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments (%zd given)", name,
+                     least, nargs);
+    else
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", name,
+                     least, most, nargs);
+    return 0;
+}
+
+static PyObject *body_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer in;
     unsigned int value = 0;
-    if (!PyArg_ParseTuple(args, "y*|I", &in, &value))
+    if (!fast_args("body_crc32", nargs, 1, 2))
+        return NULL;
+    if (nargs == 2) {
+        if (!PyLong_Check(args[1])) {
+            PyErr_SetString(PyExc_TypeError, "body_crc32: the start value is an int");
+            return NULL;
+        }
+        value = (unsigned int)PyLong_AsUnsignedLongMask(args[1]);
+        if (value == (unsigned int)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_SIMPLE) != 0)
         return NULL;
     uint32_t crc = crc32_body(value, (const unsigned char *)in.buf, (size_t)in.len);
     PyBuffer_Release(&in);
@@ -901,12 +926,21 @@ static Py_ssize_t inner_count_of(const unsigned char *b, Py_ssize_t n_bytes) {
     return n;
 }
 
-static PyObject *inner_facts(PyObject *self, PyObject *args) {
+static PyObject *inner_facts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *text;
     Py_buffer plain;
     const char *cluster;
     Py_ssize_t cluster_len;
-    if (!PyArg_ParseTuple(args, "Uy*y#", &text, &plain, &cluster, &cluster_len))
+    if (!fast_args("inner_facts", nargs, 3, 3))
+        return NULL;
+    text = args[0];
+    if (!PyUnicode_Check(text) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "inner_facts: a str text and a bytes cluster pair");
+        return NULL;
+    }
+    cluster = PyBytes_AS_STRING(args[2]);
+    cluster_len = PyBytes_GET_SIZE(args[2]);
+    if (PyObject_GetBuffer(args[1], &plain, PyBUF_SIMPLE) != 0)
         return NULL;
     PyObject *result = NULL, *raw = NULL, *uniq = NULL, *keys = NULL;
     pair_t pairs[MAX_FACT_PAIRS];
@@ -1065,10 +1099,19 @@ static int digits_of(PyObject *v, Py_ssize_t most, long long *out) {
 
 #define SEND_NAMES 12
 
-static PyObject *send_fields(PyObject *self, PyObject *args) {
+static PyObject *send_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *names, *ext, *v[SEND_NAMES];
     int batch;
-    if (!PyArg_ParseTuple(args, "O!O!p", &PyTuple_Type, &names, &PyDict_Type, &ext, &batch))
+    if (!fast_args("send_fields", nargs, 3, 3))
+        return NULL;
+    names = args[0];
+    ext = args[1];
+    if (!PyTuple_Check(names) || !PyDict_Check(ext)) {
+        PyErr_SetString(PyExc_TypeError, "send_fields: a tuple of names and a dict");
+        return NULL;
+    }
+    batch = PyObject_IsTrue(args[2]);
+    if (batch < 0)
         return NULL;
     if (PyTuple_GET_SIZE(names) != SEND_NAMES) {
         PyErr_SetString(PyExc_ValueError, "send_fields: twelve names");
@@ -2286,7 +2329,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
-    {"body_crc32", body_crc32, METH_VARARGS, "zlib.crc32, as the record checks compute it."},
+    {"body_crc32", (PyCFunction)(void (*)(void))body_crc32, METH_FASTCALL,
+     "zlib.crc32, as the record checks compute it."},
     {"patch_records", patch_records, METH_VARARGS, "Patch offsets and store time."},
     {"stamp_records", stamp_records, METH_VARARGS, "Tile, fill and patch records at once."},
     {"uniform_entries", uniform_entries, METH_VARARGS, "Whether entries share one layout."},
@@ -2295,8 +2339,10 @@ static PyMethodDef methods[] = {
     {"offset_ids", offset_ids, METH_VARARGS, "Comma-joined offset message ids."},
     {"queue_entries", queue_entries, METH_VARARGS, "Consume-queue entries of a run."},
     {"write_records", write_records, METH_VARARGS, "Write records of IPv4 hosts."},
-    {"inner_facts", inner_facts, METH_VARARGS, "An inner batch send's facts, or None."},
-    {"send_fields", send_fields, METH_VARARGS, "A plain send header's fields, or None."},
+    {"inner_facts", (PyCFunction)(void (*)(void))inner_facts, METH_FASTCALL,
+     "An inner batch send's facts, or None."},
+    {"send_fields", (PyCFunction)(void (*)(void))send_fields, METH_FASTCALL,
+     "A plain send header's fields, or None."},
     {"link_index_entries", link_index_entries, METH_VARARGS,
      "Append key-index entries and chain them to their slots."},
     {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},

@@ -1,13 +1,14 @@
 # TideMQ developer entry points. Every target creates .venv on first use.
+# Another interpreter in a venv of its own: make test PYTHON=python3.12 VENV=.venv-3.12
 PYTHON ?= python3.11
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint unit bench clean-venv java browser cppclient
 
 $(STAMP): pyproject.toml setup.py src/tidemq/formats/_crecords.c
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11"; exit 1; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; install Python 3.11 (or give PYTHON=python3.12, 3.13)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile --upgrade pip
 	$(BIN)/python -m pip install -q --no-compile -e '.[dev,spark]'

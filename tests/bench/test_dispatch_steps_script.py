@@ -26,3 +26,13 @@ def test_dispatch_steps_counts_both_dispatchers() -> None:
     assert "tidemq-commit" in out
     assert opcodes["serial"] > 100, out  # a round is hundreds of steps, not none
     assert opcodes["concurrent"] <= 1.15 * opcodes["serial"], opcodes
+
+
+def test_dispatch_steps_lists_the_costliest_functions() -> None:
+    """``--top`` names each function with its thread, and the threads' totals remain."""
+    out = subprocess.run([sys.executable, str(SCRIPT), "--per-round", "4", "--rounds", "5",
+                          "--warm", "100", "--modes", "concurrent", "--top", "5"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    listed = re.findall(r"^ +[\d,]+  (tidemq-\S+) (\S+\.py:\S+)$", out, re.M)
+    assert 1 <= len(listed) <= 5, out
+    assert re.search(r"^  tidemq-dispatch +[\d,]+ opcodes", out, re.M), out

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.native import compiled
 
 from tidemq.store import lookups
-from tidemq.store.lookups import get_many, py_get_many
+from tidemq.store.lookups import get_many, py_get_many, py_set_many, set_many
 
 _NAMES = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=30)
 _KEYS = _NAMES | st.integers() | st.text(max_size=8) | st.tuples(st.integers(), _NAMES)
@@ -106,3 +106,75 @@ def test_the_compiled_lookups_read_ahead_on_the_interpreters_whose_dicts_they_kn
              and not sysconfig.get_config_var("Py_GIL_DISABLED"))
     assert bool(c.DICT_READ_AHEAD) is known
     assert lookups.READ_AHEAD is known
+
+
+def _set_both(d: dict[Any, Any], keys: list[Any], values: list[Any]) -> dict[Any, Any]:
+    """Store with the compiled function and with its twin into copies of ``d``; both
+    leave what ``d.update(zip(keys, values))`` leaves, in the same order."""
+    want = dict(d)
+    want.update(zip(keys, values, strict=True))
+    for store in (set_many, py_set_many):
+        got = dict(d)
+        assert store(got, keys, values) is None
+        assert list(got.items()) == list(want.items())
+    got = dict(d)
+    set_many(got, tuple(keys), tuple(values))
+    assert list(got.items()) == list(want.items())
+    return want
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.dictionaries(_NAMES, st.integers() | st.lists(st.integers(), max_size=3),
+                       max_size=40),
+       st.lists(st.tuples(_NAMES, st.integers()), max_size=40), st.integers(0, 3000))
+def test_str_keys_store_as_dict_update(small: dict[str, Any], stores: list[tuple[str, int]],
+                                       grown: int) -> None:
+    """Names new and held, some stored twice, into a dict small or past the size at
+    which the compiled stores read ahead, holding deleted slots; values replaced are
+    released (a dict of lists, whose items the stores replace)."""
+    d = dict(small)
+    d.update((f"%LMQ%q{i:06d}", [i]) for i in range(grown))
+    for i in range(0, grown, 7):
+        del d[f"%LMQ%q{i:06d}"]
+    keys = [k for k, _v in stores]
+    keys += [f"%LMQ%q{i:06d}" for i in range(0, grown + 5, max(grown // 20, 1))]
+    keys += keys[:3]
+    _set_both(d, keys, [*(v for _k, v in stores), *range(len(keys) - len(stores))])
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_KEYS, st.integers(), max_size=300),
+       st.lists(st.tuples(_KEYS, st.integers()), max_size=40))
+def test_keys_of_any_type_store_as_dict_update(d: dict[Any, int],
+                                               stores: list[tuple[Any, int]]) -> None:
+    _set_both(d, [k for k, _v in stores] + list(d)[:20],
+              [v for _k, v in stores] + list(range(min(len(d), 20))))
+
+
+def test_stores_refuse_what_dict_update_refuses() -> None:
+    """An unhashable key stops the stores where ``update`` stops, the keys before it
+    stored; keys and values of different lengths are refused before any store."""
+    for store in (set_many, py_set_many):
+        d = {f"k{i}": i for i in range(2000)}
+        with pytest.raises(TypeError, match="unhashable"):
+            store(d, ["k1", [1], "k2"], [-1, -2, -3])
+        assert d["k1"] == -1 and d["k2"] == 2
+        with pytest.raises(ValueError, match="2 keys but 1 values"):
+            store(d, ["k3", "k4"], [0])
+        assert d["k3"] == 3
+    c = compiled()
+    with pytest.raises(TypeError):
+        c.dict_set_many({"a": 1}.items(), ["a"], [1])
+    with pytest.raises(TypeError):
+        c.dict_set_many({"a": 1}, 5, [1])
+
+
+def test_the_compiled_stores_are_used() -> None:
+    compiled()
+    assert lookups.NATIVE_SET_MANY
+    assert lookups.set_many is not lookups.py_set_many
+
+
+def test_a_str_subclass_key_stores_as_its_class_says() -> None:
+    d: dict[Any, Any] = {f"k{i}": i for i in range(2000)}
+    _set_both(d, ["k1", _Str("odd"), _Str("k5"), "k1999"], [1, 2, 3, 4])

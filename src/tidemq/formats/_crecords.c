@@ -10,14 +10,15 @@ send_fields a send header's numbers, link_index_entries, key_hashes and
 str_key_hashes chain and hash the key index's entries on the dispatch thread,
 queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
-dict_get_many looks many keys up in a large dict with their cache misses overlapped,
+dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
+with their cache misses overlapped,
 lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, and json_header
 writes a remoting command's JSON header.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
 tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
-decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many:
+decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
 tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; json_header:
 tidemq/codec/header.py), the fallback when
 this module is not built, and the tests compare the two.
@@ -1853,8 +1854,10 @@ static inline Py_ssize_t dict_index_layout(const dict_keys_layout *k, size_t slo
 }
 
 /* Read the index slots, entries and stored keys' headers of keys[0..n) (exact str,
-hashed) into the cache, each step's loads for all keys before the next step's. */
-static void dict_read_ahead(PyDictObject *d, PyObject *const *keys, Py_ssize_t n) {
+hashed) into the cache, each step's loads for all keys before the next step's; with
+values, the headers of the values they hold too (a store replaces and releases them). */
+static void dict_read_ahead(PyDictObject *d, PyObject *const *keys, Py_ssize_t n,
+                            int values) {
     const dict_keys_layout *k = (const dict_keys_layout *)d->ma_keys;
     if (d->ma_values != NULL || k->dk_log2_size < 8
             || (k->dk_kind != DICT_KEYS_GENERAL && k->dk_kind != DICT_KEYS_UNICODE))
@@ -1878,10 +1881,35 @@ static void dict_read_ahead(PyDictObject *d, PyObject *const *keys, Py_ssize_t n
     for (Py_ssize_t i = 0; i < n; i++)
         if (stored[i] != NULL)
             refs += Py_REFCNT(stored[i]);
+    if (values) {
+        size_t value_at = key_at + sizeof(PyObject *);  /* me_value follows me_key */
+        for (Py_ssize_t i = 0; i < n; i++)
+            stored[i] = stored[i] != NULL
+                            ? *(PyObject *const *)(entries + (size_t)ix[i] * entry_size
+                                                   + value_at)
+                            : NULL;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (stored[i] != NULL)
+                refs += Py_REFCNT(stored[i]);
+    }
     volatile Py_ssize_t keep = refs;  /* the loads are the point: keep them */
     (void)keep;
 }
 #endif
+
+/* Hash the exact str keys of keys[0..n) that are not hashed yet; whether every key is
+an exact str (the read-ahead takes only those). -1 on an error. */
+static int dict_hash_window(PyObject *const *keys, Py_ssize_t n) {
+    int all_str = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = keys[i];
+        if (!PyUnicode_CheckExact(key))
+            all_str = 0;
+        else if (((PyASCIIObject *)key)->hash == -1 && PyObject_Hash(key) == -1)
+            return -1;
+    }
+    return all_str;
+}
 
 static PyObject *dict_get_many(PyObject *self, PyObject *args) {
     PyObject *d, *keys;
@@ -1899,17 +1927,12 @@ static PyObject *dict_get_many(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t at = 0; at < n; at += DICT_WINDOW) {
         Py_ssize_t end = at + DICT_WINDOW < n ? at + DICT_WINDOW : n;
-        int all_str = 1;
-        for (Py_ssize_t i = at; i < end; i++) {
-            PyObject *key = items[i];
-            if (!PyUnicode_CheckExact(key))
-                all_str = 0;
-            else if (((PyASCIIObject *)key)->hash == -1 && PyObject_Hash(key) == -1)
-                goto fail;
-        }
+        int all_str = dict_hash_window(items + at, end - at);
+        if (all_str < 0)
+            goto fail;
 #ifdef DICT_READ_AHEAD
         if (all_str && end - at > 1)
-            dict_read_ahead((PyDictObject *)d, items + at, end - at);
+            dict_read_ahead((PyDictObject *)d, items + at, end - at, 0);
 #endif
         for (Py_ssize_t i = at; i < end; i++) {
             PyObject *value = PyDict_GetItemWithError(d, items[i]);
@@ -1927,6 +1950,54 @@ static PyObject *dict_get_many(PyObject *self, PyObject *args) {
 fail:
     Py_DECREF(seq);
     Py_DECREF(out);
+    return NULL;
+}
+
+/* dict_set_many(d, keys, values): d.update(zip(keys, values)) for a dict d and keys and
+values of one length, with the memory reads of a window of keys' slots overlapped as
+dict_get_many overlaps them, and the values they replace read too: a store into a dict
+of a million entries otherwise misses the caches for its index slot, its entry, the
+stored key it compares and the old value it releases, one after the other (twin:
+tidemq/store/lookups.py). The keys and values are copied first, so that what a store
+runs (an old value's finaliser) cannot change them under the loop. */
+static PyObject *dict_set_many(PyObject *self, PyObject *args) {
+    PyObject *d, *keys, *values;
+    if (!PyArg_ParseTuple(args, "O!OO:dict_set_many", &PyDict_Type, &d, &keys, &values))
+        return NULL;
+    PyObject *ks = PySequence_Tuple(keys);
+    if (ks == NULL)
+        return NULL;
+    PyObject *vs = PySequence_Tuple(values);
+    if (vs == NULL) {
+        Py_DECREF(ks);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(ks);
+    if (PyTuple_GET_SIZE(vs) != n) {
+        PyErr_Format(PyExc_ValueError, "dict_set_many: %zd keys but %zd values", n,
+                     PyTuple_GET_SIZE(vs));
+        goto fail;
+    }
+    PyObject *const *items = (PyObject *const *)&PyTuple_GET_ITEM(ks, 0);
+    for (Py_ssize_t at = 0; at < n; at += DICT_WINDOW) {
+        Py_ssize_t end = at + DICT_WINDOW < n ? at + DICT_WINDOW : n;
+        int all_str = dict_hash_window(items + at, end - at);
+        if (all_str < 0)
+            goto fail;
+#ifdef DICT_READ_AHEAD
+        if (all_str && end - at > 1)
+            dict_read_ahead((PyDictObject *)d, items + at, end - at, 1);
+#endif
+        for (Py_ssize_t i = at; i < end; i++)
+            if (PyDict_SetItem(d, items[i], PyTuple_GET_ITEM(vs, i)) < 0)
+                goto fail;
+    }
+    Py_DECREF(ks);
+    Py_DECREF(vs);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(ks);
+    Py_DECREF(vs);
     return NULL;
 }
 
@@ -2352,6 +2423,8 @@ static PyMethodDef methods[] = {
      "A dispatch round's LMQ entry keys, sorted, and their order."},
     {"dict_get_many", dict_get_many, METH_VARARGS,
      "list(map(d.get, keys)), the keys' dict slots read overlapped."},
+    {"dict_set_many", dict_set_many, METH_VARARGS,
+     "d.update(zip(keys, values)), the keys' dict slots read overlapped."},
     {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,
      METH_FASTCALL, "Plain records into messages; where the first other record starts."},
     {"json_header", (PyCFunction)(void (*)(void))json_header, METH_FASTCALL,

@@ -24,7 +24,7 @@ from itertools import compress, repeat
 from operator import eq, gt, is_, itemgetter, or_
 from typing import cast
 
-from tidemq.store.lookups import get_many
+from tidemq.store.lookups import get_many, set_many
 
 __all__ = ["LmqTable"]
 
@@ -93,7 +93,7 @@ class LmqTable:
 
     def advance(self, names: Sequence[str], nexts: Sequence[int]) -> None:
         """Set the plain queues ``names`` to ``nexts`` (:meth:`advanceable` said so)."""
-        self._plain.update(zip(names, nexts, strict=True))
+        set_many(self._plain, names, nexts)
 
     def put_many(self, names: Sequence[str], metas: Sequence[Sequence[int]]) -> bool:
         """Remember each of ``names`` with its metadata (replacing what the table held);

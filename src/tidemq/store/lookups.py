@@ -10,7 +10,10 @@ window of keys together before it looks them up, so their misses overlap instead
 adding up. It reads ahead only where it knows the interpreter's dict layout (CPython
 3.11 to 3.13 with the GIL: :data:`READ_AHEAD`); elsewhere it looks the keys up one by
 one, as its twin does. :func:`py_get_many` is that twin, the fallback where the module
-is not built or ``TIDEMQ_NO_NATIVE=1`` is set.
+is not built or ``TIDEMQ_NO_NATIVE=1`` is set. :func:`set_many` stores many keys the
+same way (``dict_set_many``, twin :func:`py_set_many`), reading the values it replaces
+ahead too: a dispatch round advances a fan-out's LMQs in the LMQ store's table of a
+million names with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any, TypeVar, cast
 
 from tidemq.formats.record.native import MODULE, compiled
 
-__all__ = ["NATIVE_GET_MANY", "READ_AHEAD", "get_many", "py_get_many"]
+__all__ = ["NATIVE_GET_MANY", "NATIVE_SET_MANY", "READ_AHEAD", "get_many", "py_get_many",
+           "py_set_many", "set_many"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -39,3 +43,19 @@ READ_AHEAD = NATIVE_GET_MANY and bool(getattr(MODULE, "DICT_READ_AHEAD", 0))
 #: :func:`py_get_many`, compiled where it can be.
 get_many = cast("Callable[[dict[Any, Any], Sequence[Any]], list[Any]]",
                 _compiled if _compiled is not None else py_get_many)
+
+
+def py_set_many(d: dict[K, V], keys: Sequence[K], values: Sequence[V]) -> None:
+    """Set ``d[keys[i]] = values[i]`` for each ``i``, in order."""
+    if len(keys) != len(values):
+        raise ValueError(f"dict_set_many: {len(keys)} keys but {len(values)} values")
+    d.update(zip(keys, values, strict=True))
+
+
+_compiled_set = compiled("dict_set_many")
+#: Whether :func:`set_many` is the compiled one.
+NATIVE_SET_MANY = _compiled_set is not None
+#: :func:`py_set_many`, compiled where it can be: a store reads the slots of a window of
+#: keys, and the values they replace, with overlapped misses first.
+set_many = cast("Callable[[dict[Any, Any], Sequence[Any], Sequence[Any]], None]",
+                _compiled_set if _compiled_set is not None else py_set_many)

@@ -20,7 +20,6 @@ import argparse
 import collections
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -183,7 +182,6 @@ def main() -> None:
     settings = {k: int(v) for k, v in (item.split("=", 1) for item in ns.set)}
     for mode in ns.modes.split(","):
         measure(mode, rates, ns.seconds, settings, ns.serial_below)
-    _ = threading  # the sampler and producer threads are the bench's
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
 from tidemq.store.flush import FlushGroup, FlushService
 from tidemq.store.lmq_next import LmqNextOffsets
 from tidemq.store.lmq_store import LmqStore
-from tidemq.store.lookups import get_many
+from tidemq.store.lookups import get_many, set_many
 from tidemq.store.mapped_file import MappedFile
 from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
@@ -600,9 +600,11 @@ class Appender:
                 else:
                     add(_new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0)))
             if flat:
-                nexts.young.update(
-                    zip(flat, map(_add, offsets, repeat(1)), strict=True) if not dropped
-                    else ((n, o + 1) for n, o in zip(flat, offsets, strict=True) if o >= 0))
+                if not dropped:  # the young map's stores overlapped, as its lookups were
+                    set_many(nexts.young, flat, list(map(_add, offsets, repeat(1))))
+                else:
+                    nexts.young.update((n, o + 1) for n, o in zip(flat, offsets, strict=True)
+                                       if o >= 0)
                 assert lmq is not None
                 nexts.age(lmq.dispatched, 0 if seg is None else seg.base + pos)
             if hooks and pos > run_pos:
@@ -711,7 +713,7 @@ class Appender:
                     DispatchBatch, repeat(topic), queue_ids, qos, zip(starts), zip(sizes),
                     zip(tags), repeat(ts), ends, zip(keys) if self._index_keys else repeat(None),
                     repeat(None), zip(fan)))
-                self.lmq_next.young.update(zip(flat, map(_add, offsets, repeat(1)), strict=True))
+                set_many(self.lmq_next.young, flat, list(map(_add, offsets, repeat(1))))
                 self.lmq_next.age(lmq.dispatched, seg.base + pos + total)
             if self._hooks:
                 self._appended(seg, pos, pos + total)
@@ -932,7 +934,7 @@ class Appender:
                                     reconsume_times=reconsume_times)
             self._write_record(seg, pos, rec)
             self.next_offsets[key] = qo + 1
-            young.update(zip(lmqs, map(_add, offsets, repeat(1)), strict=True))
+            set_many(young, lmqs, list(map(_add, offsets, repeat(1))))
             end = phys + size
             nexts.age(lmq.dispatched, end)
             self._live.submit(DispatchBatch(
@@ -984,7 +986,7 @@ class Appender:
             patch_batch(enc, qo, phys_base, ts)
             self._write_record(seg, pos, enc.buf)
             self.next_offsets[key] = qo + n
-            nexts.young.update(assigned)
+            set_many(nexts.young, list(assigned), list(assigned.values()))
             end = phys_base + len(enc.buf)
             nexts.age(lmq.dispatched, end)
             starts = enc.starts

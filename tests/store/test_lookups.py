@@ -178,3 +178,33 @@ def test_the_compiled_stores_are_used() -> None:
 def test_a_str_subclass_key_stores_as_its_class_says() -> None:
     d: dict[Any, Any] = {f"k{i}": i for i in range(2000)}
     _set_both(d, ["k1", _Str("odd"), _Str("k5"), "k1999"], [1, 2, 3, 4])
+
+
+class _Emptying:
+    """A key that collides with a stored name and, compared with it, empties the list of
+    keys being looked up and fills the freed memory with other names."""
+
+    def __init__(self, keys: list[Any]) -> None:
+        self.keys = keys
+        self.junk: list[str] = []
+
+    def __hash__(self) -> int:
+        return hash("k1")
+
+    def __eq__(self, other: object) -> bool:
+        n = len(self.keys)
+        self.keys.clear()
+        self.junk = [f"x{i}" for i in range(n)]
+        return False
+
+
+@pytest.mark.parametrize("lookup", [get_many, py_get_many])
+def test_the_keys_are_those_given_even_when_a_comparison_changes_their_list(
+        lookup: Any) -> None:
+    """A key's comparison runs Python code: what it does to the list of keys changes
+    neither the lookups nor the memory they read (the compiled lookups once read a
+    cleared list's freed items)."""
+    d = {f"k{i}": i for i in range(1000)}
+    keys: list[Any] = [None] + [f"k{i}" for i in range(2, 40)]
+    keys[0] = _Emptying(keys)
+    assert lookup(d, keys) == [None, *range(2, 40)]

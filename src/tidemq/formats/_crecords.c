@@ -1911,15 +1911,33 @@ static int dict_hash_window(PyObject *const *keys, Py_ssize_t n) {
     return all_str;
 }
 
+/* Hash a window's keys and read their slots ahead (and the values they hold, for a
+store); -1 on an error. */
+static int dict_window_ready(PyObject *d, PyObject *const *keys, Py_ssize_t n, int values) {
+    int all_str = dict_hash_window(keys, n);
+    if (all_str < 0)
+        return -1;
+#ifdef DICT_READ_AHEAD
+    if (all_str && n > 1)
+        dict_read_ahead((PyDictObject *)d, keys, n, values);
+#else
+    (void)d;
+    (void)values;
+#endif
+    return 0;
+}
+
+/* The keys are copied first: a key's comparison runs Python code, which could change a
+list of them under the loop. */
 static PyObject *dict_get_many(PyObject *self, PyObject *args) {
     PyObject *d, *keys;
     if (!PyArg_ParseTuple(args, "O!O:dict_get_many", &PyDict_Type, &d, &keys))
         return NULL;
-    PyObject *seq = PySequence_Fast(keys, "dict_get_many: keys must be a sequence");
+    PyObject *seq = PySequence_Tuple(keys);
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *const *items = (PyObject *const *)PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject *const *items = (PyObject *const *)&PyTuple_GET_ITEM(seq, 0);
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         Py_DECREF(seq);
@@ -1927,13 +1945,8 @@ static PyObject *dict_get_many(PyObject *self, PyObject *args) {
     }
     for (Py_ssize_t at = 0; at < n; at += DICT_WINDOW) {
         Py_ssize_t end = at + DICT_WINDOW < n ? at + DICT_WINDOW : n;
-        int all_str = dict_hash_window(items + at, end - at);
-        if (all_str < 0)
+        if (dict_window_ready(d, items + at, end - at, 0) < 0)
             goto fail;
-#ifdef DICT_READ_AHEAD
-        if (all_str && end - at > 1)
-            dict_read_ahead((PyDictObject *)d, items + at, end - at, 0);
-#endif
         for (Py_ssize_t i = at; i < end; i++) {
             PyObject *value = PyDict_GetItemWithError(d, items[i]);
             if (value == NULL) {
@@ -1981,13 +1994,8 @@ static PyObject *dict_set_many(PyObject *self, PyObject *args) {
     PyObject *const *items = (PyObject *const *)&PyTuple_GET_ITEM(ks, 0);
     for (Py_ssize_t at = 0; at < n; at += DICT_WINDOW) {
         Py_ssize_t end = at + DICT_WINDOW < n ? at + DICT_WINDOW : n;
-        int all_str = dict_hash_window(items + at, end - at);
-        if (all_str < 0)
+        if (dict_window_ready(d, items + at, end - at, 1) < 0)
             goto fail;
-#ifdef DICT_READ_AHEAD
-        if (all_str && end - at > 1)
-            dict_read_ahead((PyDictObject *)d, items + at, end - at, 1);
-#endif
         for (Py_ssize_t i = at; i < end; i++)
             if (PyDict_SetItem(d, items[i], PyTuple_GET_ITEM(vs, i)) < 0)
                 goto fail;

@@ -31,8 +31,9 @@ V = TypeVar("V")
 
 
 def py_get_many(d: dict[K, V], keys: Sequence[K]) -> list[V | None]:
-    """``d``'s value of each of ``keys``, ``None`` where it has none."""
-    return list(map(d.get, keys))
+    """``d``'s value of each of ``keys`` (as they are when called), ``None`` where it has
+    none."""
+    return list(map(d.get, tuple(keys)))
 
 
 _compiled = compiled("dict_get_many")

@@ -70,7 +70,7 @@ def index_hashes(keys: Sequence[str]) -> IntArray:
         lens = lens[picked]
         if not encoded:
             return out
-    width = max(int(lens.max()), 1)
+    width = max(int(np.max(lens)), 1)
     units = np.array(encoded, dtype=f"S{width}").view(np.uint8).reshape(-1, width)
     h = (units.astype(np.uint64) @ _POW[width - 1 :: -1]) & _MASK32
     h = (h * _INV_POW[width - lens]) & _MASK32

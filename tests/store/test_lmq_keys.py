@@ -61,3 +61,29 @@ def test_the_compiled_keys_are_used() -> None:
     compiled()
     assert lmq_keys.NATIVE_ENTRY_KEYS
     assert lmq_keys.sorted_entry_keys is not lmq_keys.py_sorted_entry_keys
+
+
+class _Clearing:
+    """An offset whose conversion empties the list of offsets it is read from and fills
+    the freed memory with other numbers."""
+
+    def __init__(self, offsets: list[object], value: int) -> None:
+        self.offsets, self.value = offsets, value
+        self.junk: list[int] = []
+
+    def __index__(self) -> int:
+        n = len(self.offsets)
+        self.offsets.clear()
+        self.junk = [10**9 + i for i in range(n)]
+        return self.value
+
+
+def test_the_compiled_keys_read_the_offsets_given_even_when_one_changes_their_list() -> None:
+    """Converting an offset may run its own code; what it does to the list changes
+    neither the keys nor the memory read (the compiled call once read a cleared list's
+    freed items)."""
+    c = compiled()
+    names = [f"%LMQ%q{i:03d}" for i in range(40)]
+    offsets: list[object] = [0, *range(1, 40)]
+    offsets[0] = _Clearing(offsets, 7)
+    assert c.lmq_entry_keys(names, offsets) == py_sorted_entry_keys(names, [7, *range(1, 40)])

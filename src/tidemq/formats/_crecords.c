@@ -633,6 +633,18 @@ static int record_sound(const unsigned char *r, Py_ssize_t size, long long phys)
 
 /* A sequence of integers as check_records takes it: a contiguous buffer of 64-bit
    integers (a numpy int64 array: no object per item), else any sequence of ints. */
+/* A tuple of obj's items (obj itself when it is one), with TypeError `what` when obj is
+   not iterable. Loops read items from it, not from a list: converting an item may run
+   its own code (an __index__, a comparison), which could change a list under the loop. */
+static PyObject *items_of(PyObject *obj, const char *what) {
+    PyObject *items = PySequence_Tuple(obj);
+    if (items == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, what);
+    }
+    return items;
+}
+
 typedef struct {
     Py_buffer buf;
     PyObject *seq;  /* NULL when buf holds the integers */
@@ -654,7 +666,7 @@ static int ints_open(PyObject *obj, ints_t *v, const char *what) {
         PyBuffer_Release(&v->buf);
     }
     PyErr_Clear();
-    v->seq = PySequence_Fast(obj, what);
+    v->seq = items_of(obj, what);
     if (v->seq == NULL)
         return -1;
     v->n = PySequence_Fast_GET_SIZE(v->seq);
@@ -774,7 +786,7 @@ static PyObject *write_records(PyObject *self, PyObject *args) {
         goto done;
     }
     for (int c = 0; c < N_COLUMNS; c++) {
-        seqs[c] = PySequence_Fast(cols[c], "write_records: the columns are sequences");
+        seqs[c] = items_of(cols[c], "write_records: the columns are sequences");
         if (seqs[c] == NULL)
             goto done;
         Py_ssize_t len = PySequence_Fast_GET_SIZE(seqs[c]);
@@ -1927,13 +1939,12 @@ static int dict_window_ready(PyObject *d, PyObject *const *keys, Py_ssize_t n, i
     return 0;
 }
 
-/* The keys are copied first: a key's comparison runs Python code, which could change a
-list of them under the loop. */
+/* The keys are read from a copy (items_of): a key's comparison may run Python code. */
 static PyObject *dict_get_many(PyObject *self, PyObject *args) {
     PyObject *d, *keys;
     if (!PyArg_ParseTuple(args, "O!O:dict_get_many", &PyDict_Type, &d, &keys))
         return NULL;
-    PyObject *seq = PySequence_Tuple(keys);
+    PyObject *seq = items_of(keys, "dict_get_many: keys must be a sequence");
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
@@ -2034,11 +2045,10 @@ static PyObject *lmq_entry_keys(PyObject *self, PyObject *args) {
     PyObject *names_arg, *offsets_arg;
     if (!PyArg_ParseTuple(args, "OO:lmq_entry_keys", &names_arg, &offsets_arg))
         return NULL;
-    PyObject *names = PySequence_Fast(names_arg, "lmq_entry_keys: names must be a sequence");
+    PyObject *names = items_of(names_arg, "lmq_entry_keys: names must be a sequence");
     if (names == NULL)
         return NULL;
-    PyObject *offsets = PySequence_Fast(offsets_arg,
-                                        "lmq_entry_keys: offsets must be a sequence");
+    PyObject *offsets = items_of(offsets_arg, "lmq_entry_keys: offsets must be a sequence");
     if (offsets == NULL) {
         Py_DECREF(names);
         return NULL;

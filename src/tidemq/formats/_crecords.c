@@ -2181,18 +2181,27 @@ static inline int json_word_escapes(uint64_t w) {
             | ((slash - ones) & ~slash)) & highs ? 1 : 0;
 }
 
+/* s's UTF-8 text in *u, *n bytes long: 1; 0 with no exception set when s does not
+   encode (a lone surrogate); -1 on another failure, with its exception. */
+static int utf8_of(PyObject *s, const char **u, Py_ssize_t *n) {
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (*u != NULL)
+        return 1;
+    if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
 /* The string between quotes, escaped; 0 with no exception set when it is not UTF-8
    encodable (a lone surrogate), -1 on a failure with one. */
 static int jb_str(json_buf *b, PyObject *s) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            return 0;
-        }
-        return -1;
-    }
+    const char *u;
+    int encoded = utf8_of(s, &u, &n);
+    if (encoded <= 0)
+        return encoded;
     if (!jb_reserve(b, 6 * n + 2))  /* every byte escaped at worst: \u00XX */
         return -1;
     char *o = b->p + b->n;
@@ -2252,14 +2261,10 @@ static int jb_str(json_buf *b, PyObject *s) {
    nothing to escape (the twin writes it so too). Returns as jb_str. */
 static int jb_plain(json_buf *b, PyObject *s) {
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-            PyErr_Clear();
-            return 0;
-        }
-        return -1;
-    }
+    const char *u;
+    int encoded = utf8_of(s, &u, &n);
+    if (encoded <= 0)
+        return encoded;
     if (!jb_reserve(b, n + 2))
         return -1;
     char *o = b->p + b->n;

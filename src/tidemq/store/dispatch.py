@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
 from operator import is_not
-from typing import Protocol, cast
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -54,6 +54,8 @@ RoundHook = Callable[[Mapping[tuple[str, int], int]], None]
 #: One single-record put: ``(end, store_timestamp, (topic, queue_id), queue_offset, phys,
 #: size, tags_code, index keys or None)``; ``end`` first, as ``DispatchBatch.end``.
 Row = tuple[int, int, tuple[str, int], int, int, int, int, "tuple[str, ...] | None"]
+#: A batch field's value (see _having, _per_record).
+_V = TypeVar("_V")
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 _THIRD = operator.itemgetter(2)
@@ -288,26 +290,32 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
 def _keyed_rows(batches: Sequence[DispatchBatch]) -> list[tuple[str, tuple[str, ...], int, int]]:
     """``(topic, keys, phys, store_timestamp)`` of every record with index keys, batch by
     batch: built with C-level maps and chains, no Python step per record or batch."""
-    keys_of = list(map(_BATCH_KEYS, batches))
-    if not all(keys_of):  # batches without keys
-        batches = list(compress(batches, keys_of))
-        keys_of = list(compress(keys_of, keys_of))
+    batches, keys_of = _having(batches, _BATCH_KEYS)  # batches without keys left out
     counts = list(map(len, map(_BATCH_PHYS, batches)))
     keys = list(chain.from_iterable(keys_of))
     phys = list(chain.from_iterable(map(_BATCH_PHYS, batches)))
     if len(keys) != len(phys):
         raise ValueError(f"{len(keys)} key rows for {len(phys)} records")
-    if len(phys) == len(batches):  # a record a batch: no repeat() a batch
-        rows = zip(map(_BATCH_TOPIC, batches), keys, phys, map(_BATCH_STAMP, batches),
-                   strict=True)
-    else:
-        rows = zip(chain.from_iterable(map(itertools.repeat, map(_BATCH_TOPIC, batches),
-                                           counts)),
-                   keys, phys,
-                   chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
-                                           counts)),
-                   strict=True)
+    rows = zip(_per_record(map(_BATCH_TOPIC, batches), counts, len(phys)), keys, phys,
+               _per_record(map(_BATCH_STAMP, batches), counts, len(phys)), strict=True)
     return list(compress(rows, keys))  # records whose keys are not empty
+
+
+def _having(batches: Sequence[DispatchBatch], field: Callable[[DispatchBatch], _V | None]
+            ) -> tuple[Sequence[DispatchBatch], list[_V]]:
+    """The batches whose ``field`` is not empty (nor ``None``), and those values."""
+    values = list(map(field, batches))
+    if all(values):
+        return batches, cast("list[_V]", values)
+    return list(compress(batches, values)), cast("list[_V]", list(compress(values, values)))
+
+
+def _per_record(values: Iterable[_V], counts: list[int], records: int) -> Iterable[_V]:
+    """Each batch's value once for each of its ``counts`` records, in log order: the values
+    themselves when every batch holds one record (no repeat() a batch)."""
+    if records == len(counts):
+        return values
+    return chain.from_iterable(map(itertools.repeat, values, counts))
 
 
 def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
@@ -404,10 +412,7 @@ def fanout_columns(batches: Sequence[DispatchBatch]) -> tuple[
     record's LMQ names, its offsets in them, its phys, size, tags code and store time.
     Built with C-level maps and chains, no Python step per record or batch (a round of
     single puts holds a batch per record)."""
-    targets = list(map(_BATCH_LMQ, batches))
-    if not all(targets):  # batches none of whose records fan out (None or empty)
-        batches = list(compress(batches, targets))
-        targets = list(compress(targets, targets))
+    batches, targets = _having(batches, _BATCH_LMQ)  # some of whose records fan out
     counts = list(map(len, map(_BATCH_PHYS, batches)))
     flat = list(chain.from_iterable(targets))  # a record's (names, offsets), or None
     phys = list(chain.from_iterable(map(_BATCH_PHYS, batches)))
@@ -415,9 +420,7 @@ def fanout_columns(batches: Sequence[DispatchBatch]) -> tuple[
         raise ValueError(f"{len(flat)} LMQ targets for {len(phys)} records")
     sizes = list(chain.from_iterable(map(_BATCH_SIZES, batches)))
     tags = list(chain.from_iterable(map(_BATCH_TAGS, batches)))
-    stamps = (list(map(_BATCH_STAMP, batches)) if len(phys) == len(batches)
-              else list(chain.from_iterable(map(itertools.repeat, map(_BATCH_STAMP, batches),
-                                                counts))))  # a repeat() a batch costs
+    stamps = list(_per_record(map(_BATCH_STAMP, batches), counts, len(phys)))
     if None in flat:  # records of a batch that do not fan out
         fans = list(map(is_not, flat, itertools.repeat(None)))
         flat = list(compress(flat, fans))

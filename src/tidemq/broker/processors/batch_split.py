@@ -63,13 +63,16 @@ def first_fans_out(plain: bytes | bytearray | memoryview) -> bool:
     (blen,) = _BLEN.unpack_from(plain, 16)
     (plen,) = _PLEN.unpack_from(plain, 20 + blen)
     start = ENTRY_OVERHEAD + blen
-    data = plain if isinstance(plain, (bytes, bytearray)) else bytes(plain[start : start + plen])
-    if data is not plain:
-        start = 0
-    end = start + plen
-    # The exact name only (names_lmqs): at the start or after a separator.
-    return (data.startswith(_MULTI_DISPATCH_KEY, start, end)
-            or data.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
+    return _names_lmqs_in(plain, start, start + plen)
+
+
+def _names_lmqs_in(plain: bytes | bytearray | memoryview, start: int, end: int) -> bool:
+    """Whether the properties ``plain[start:end]`` name ``INNER_MULTI_DISPATCH``: the exact
+    name only (:func:`names_lmqs`), at the start or after a separator."""
+    if not isinstance(plain, (bytes, bytearray)):  # a view: its properties alone copied
+        plain, start, end = bytes(plain[start:end]), 0, end - start
+    return (plain.startswith(_MULTI_DISPATCH_KEY, start, end)
+            or plain.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
 
 
 def inner_count(plain: bytes | bytearray | memoryview) -> int:
@@ -98,11 +101,7 @@ def inner_shape(plain: bytes | bytearray | memoryview) -> tuple[int, bool]:
         size, blen = layout
         n = len(plain) // size
         if n >= UNIFORM_SMALL and uniform_lengths(plain, n, size, blen):
-            start, end = ENTRY_OVERHEAD + blen, size  # the first entry's properties
-            if type(plain) is not bytes:
-                plain, start, end = bytes(plain[start:end]), 0, end - start
-            return n, (plain.startswith(_MULTI_DISPATCH_KEY, start, end)
-                       or plain.find(_MULTI_DISPATCH_PAIR, start, end) >= 0)
+            return n, _names_lmqs_in(plain, ENTRY_OVERHEAD + blen, size)  # first entry's
     return count_entries(plain), first_fans_out(plain)
 
 

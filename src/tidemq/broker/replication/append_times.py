@@ -34,7 +34,8 @@ def _no_runs() -> _Runs:
 
 
 class AppendTimes:
-    """The runs appended, by the offset each run ends at, and their store times.
+    """The runs appended, by the offset each run ends at; a run's store time is read
+    from its first record when asked.
 
     :meth:`note` runs under the store's append lock, :meth:`time_at` on any thread,
     without a lock of their own: the runs are two arrays (starts, ends) read together as

@@ -2455,6 +2455,12 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* The digest of this file that the build passed (setup.py): the loader compares it with the
+   source beside the module, so a build left behind by an edit is not used. */
+#ifndef TIDEMQ_SOURCE_DIGEST
+#define TIDEMQ_SOURCE_DIGEST ""
+#endif
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_crecords", "Compiled loops of uniform batches.", -1, methods,
 };
@@ -2468,6 +2474,8 @@ PyMODINIT_FUNC PyInit__crecords(void) {
                && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #endif
     PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_DIGEST", TIDEMQ_SOURCE_DIGEST) < 0)
+        Py_CLEAR(m);
 #ifdef DICT_READ_AHEAD
     if (m != NULL && PyModule_AddIntConstant(m, "DICT_READ_AHEAD", 1) < 0)
 #else

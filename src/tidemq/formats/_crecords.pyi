@@ -41,6 +41,7 @@ def decode_plain_messages(cls: type[MessageExt], data: bytes, pos: int, out: lis
                           /) -> int: ...
 #: Whether dict_get_many reads a window's slots ahead (this CPython's dict layout is known).
 DICT_READ_AHEAD: int
+SOURCE_DIGEST: str
 
 def dict_get_many(d: dict[Any, Any], keys: Sequence[Any], /) -> list[Any]: ...
 def dict_set_many(d: dict[Any, Any], keys: Sequence[Any], values: Sequence[Any], /

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
 
 import pytest
@@ -49,6 +50,32 @@ async def test_held_pull_is_answered_by_the_next_message(cluster: Cluster, peer:
     assert resp.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_messages(resp.full_body())] == [b"wake"]
     assert broker.pull_holds.held_count == 0
+
+
+async def test_a_round_applied_by_the_send_answers_the_held_pull(cluster: Cluster,
+                                                                  peer: Peer) -> None:
+    """The dispatch thread asleep (ASYNC_FLUSH): the send's own round, applied on the
+    loop by its append, wakes the held pull from the loop, and the thread sleeps on."""
+    broker = cluster.brokers[0]
+    dispatcher = broker.store.dispatcher
+    assert dispatcher is not None and dispatcher.on_append_records
+    threads: list[int] = []
+    broker.store.add_dispatch_round_hook(lambda touched: threads.append(threading.get_ident()))
+    await peer.ok(wire.create_topic("LP", 1))
+    for offset in range(3):
+        task = await park(peer, held_pull("LP", offset))
+        deadline = time.monotonic() + 10
+        while not dispatcher.idle:  # a flag: no event tells when the thread sleeps
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.001)
+        rounds, threads[:] = dispatcher.rounds_on_append, []
+        await peer.ok(wire.send("LP", b"on append %d" % offset))
+        resp = await asyncio.wait_for(task, 5)
+        assert resp.code == ResponseCode.SUCCESS
+        assert [m.body for m in decode_messages(resp.full_body())] == [b"on append %d" % offset]
+        assert dispatcher.rounds_on_append == rounds + 1
+        assert threads == [threading.get_ident()]  # the loop's thread, the test's
+        assert dispatcher.idle
 
 
 async def test_wake_up_latency(cluster: Cluster, peer: Peer) -> None:

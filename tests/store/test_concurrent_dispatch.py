@@ -30,8 +30,9 @@ from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.concurrent_dispatch import SERIAL_BELOW, ConcurrentDispatcher
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatch import DispatchBatch, Dispatcher
+from tidemq.store.flush import FlushStatus
 from tidemq.store.message_store import MessageInput, MessageStore
-from tidemq.types import GetStatus
+from tidemq.types import FlushDiskType, GetStatus
 
 from .conftest import FakeClock, records, small_config
 
@@ -787,7 +788,8 @@ def test_lag_counts_the_round_being_written(tmp_path: Path, dispatcher: str,
     """A record taken from the pending queue is still not visible: the lag keeps counting
     it until its round is written (the serial dispatcher used to report 0 meanwhile)."""
     clock = FakeClock()
-    store = open_store(tmp_path / "store", dispatcher, clock=clock)
+    # On the dispatch thread: a round applied on append would hold up the put itself.
+    store = open_store(tmp_path / "store", dispatcher, clock=clock, dispatch_on_append_records=0)
     entered, release = threading.Event(), threading.Event()
     append = ConsumeQueue.append
 
@@ -854,3 +856,162 @@ def test_housekeeper_reports_a_stuck_dispatcher(tmp_path: Path) -> None:
         store.dispatcher.resume()
         store.shutdown()
 
+
+
+# ---------------------------------------------------------------------- rounds on append
+
+
+class RoundThreads:
+    """A round hook that records which thread applied each round, and checks that every
+    queue's max offset only moves forward from one round to the next."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.last: dict[QueueKey, int] = {}
+        self.errors: list[str] = []
+
+    def __call__(self, touched: Any) -> None:
+        self.names.append(threading.current_thread().name)
+        for key, max_offset in touched.items():
+            if max_offset < self.last.get(key, 0):
+                self.errors.append(f"{key} went back to {max_offset}")
+            self.last[key] = max_offset
+
+
+def until_asleep(dispatcher: Dispatcher, timeout: float = 10.0) -> None:
+    """Wait until the dispatch thread announced its sleep (a flag; no event exists)."""
+    deadline = time.monotonic() + timeout
+    while not dispatcher.idle:
+        assert time.monotonic() < deadline, "the dispatch thread never went to sleep"
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_rounds_on_append_and_on_the_thread_keep_every_queue_in_order(
+        tmp_path: Path, dispatcher: str, slow_prepare: random.Random) -> None:
+    """Producers racing each other: a round is applied by the appender when the thread
+    sleeps and by the thread otherwise; every queue still moves in log order and every
+    message is in its queues exactly once."""
+    # Batches of up to 9 records: those above 4 go to the thread.
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=4)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    hook = HookCheck(store)
+    store.add_dispatch_hook(hook)
+    reader = Reader(store)
+    sent, lock = Sent(), threading.Lock()
+    stop = threading.Event()
+    reading = threading.Thread(target=reader.run, args=(stop,))
+    producers = [threading.Thread(target=produce, args=(store, random.Random(seed),
+                                                        seed * 1_000_000, 1200, sent, lock),
+                                  name=f"producer-{seed}")
+                 for seed in (4, 5, 6)]
+    try:
+        reading.start()
+        for t in producers:
+            t.start()
+        for t in producers:
+            t.join()
+        assert store.wait_dispatched(30)
+        stop.set()
+        reading.join()
+        reader.catch_up()
+        assert not hook.errors, hook.errors[:10]
+        assert not rounds.errors, rounds.errors[:10]
+        check_final(store, reader, sent)
+        assert store.dispatcher is not None
+        on_append = sum(name.startswith("producer-") for name in rounds.names)
+        assert on_append == store.dispatcher.rounds_on_append > 0
+        assert len(rounds.names) > on_append, "no round was left to the dispatch thread"
+    finally:
+        stop.set()
+        store.shutdown()
+
+
+def test_queues_are_the_same_whichever_thread_applies_the_rounds(tmp_path: Path) -> None:
+    """One deterministic put sequence, every small round applied on append or none: the
+    same derived queues, LMQ entries and key index."""
+    results = {}
+    for name, limit in (("thread", 0), ("append", 64)):
+        store = open_store(tmp_path / name, "serial", clock=FakeClock(),
+                           dispatch_on_append_records=limit)
+        try:
+            assert store.dispatcher is not None
+            until_asleep(store.dispatcher)
+            produce_serially(store, seed=12, count=1500)
+            results[name] = snapshot(store)
+            if limit:
+                assert store.dispatcher.rounds_on_append > 100
+            else:
+                assert store.dispatcher.rounds_on_append == 0
+        finally:
+            store.shutdown()
+    assert results["thread"] == results["append"]
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_a_small_round_is_visible_when_its_put_returns(tmp_path: Path, dispatcher: str) -> None:
+    """The dispatch thread asleep: a put's round is applied by the put, hooks included,
+    and the thread sleeps on; a round above the limit goes to the thread."""
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=4)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    assert store.dispatcher is not None
+    try:
+        until_asleep(store.dispatcher)
+        store.put(CLASSIC, 3, message(1))
+        assert store.max_offset(CLASSIC, 3) == 1  # no wait: applied by the put
+        assert rounds.names == [threading.current_thread().name]
+        assert store.dispatcher.idle and store.dispatcher.rounds_on_append == 1
+        store.put_batch(CLASSIC, 3, [message(i) for i in range(2, 12)])  # 10 records
+        assert store.wait_dispatched()
+        assert store.max_offset(CLASSIC, 3) == 11
+        assert rounds.names[1:] == ["tidemq-dispatch"]
+        assert store.dispatcher.rounds_on_append == 1
+    finally:
+        store.shutdown()
+
+
+def test_sync_flush_rounds_stay_on_the_dispatch_thread(tmp_path: Path) -> None:
+    """Under SYNC_FLUSH a round is confirmed only once flushed, never at its append: the
+    dispatch thread applies every round."""
+    store = open_store(tmp_path / "store", "serial", flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                       dispatch_on_append_records=64)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    assert store.dispatcher is not None
+    try:
+        for i in range(5):
+            until_asleep(store.dispatcher)
+            result = store.put(CLASSIC, 0, message(i))
+            assert result.flush_group is not None
+            assert result.flush_group.wait(result.flush_deadline) is FlushStatus.FLUSHED
+            assert store.wait_dispatched()
+        assert store.max_offset(CLASSIC, 0) == 5
+        assert rounds.names and set(rounds.names) == {"tidemq-dispatch"}
+        assert store.dispatcher.rounds_on_append == 0
+    finally:
+        store.shutdown()
+
+
+def test_a_failed_round_on_append_stops_dispatch_but_keeps_the_put(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round that fails on the appender's thread is the dispatcher's failure, as on its
+    own thread: the put is stored and answered, the queues stop advancing."""
+    store = open_store(tmp_path / "store", "serial")
+    assert store.dispatcher is not None
+
+    def broken(*_args: Any) -> int:
+        raise OSError("consume queue write failed")
+
+    try:
+        until_asleep(store.dispatcher)
+        monkeypatch.setattr(ConsumeQueue, "append_one", broken)
+        result = store.put(CLASSIC, 0, message(1))
+        assert result.queue_offset == 0
+        assert isinstance(store.dispatcher.error, OSError)
+        assert not store.wait_dispatched(1)
+        assert store.max_offset(CLASSIC, 0) == 0
+    finally:
+        monkeypatch.undo()
+        store.shutdown()

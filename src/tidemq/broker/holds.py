@@ -7,9 +7,10 @@ of its queues whose max offset passes its offset wakes it: it is taken out of ev
 list and handed to its ``answer`` callback, which evaluates it again without suspension and
 sends the response. The deadline answers it the same way.
 
-Wakes come from the store's dispatch round hook (on the dispatcher thread: the queues the
-round moved that anyone waits on, one C-level intersection, and only for those
-``call_soon_threadsafe``) or from
+Wakes come from the store's dispatch round hook (the queues the round moved that anyone
+waits on, one C-level intersection, and only for those ``call_soon_threadsafe`` on the
+dispatcher thread, ``call_soon`` for a round applied on the loop by the append that
+filled it) or from
 :meth:`HoldTable.notify` on the loop. Deciding who is woken is synchronous; the callbacks
 run after. No polling loop: deadlines are timer handles.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tidemq.codec.command import RemotingCommand
@@ -48,13 +50,16 @@ class HoldTable:
         self._by_queue: dict[Key, list[tuple[Held, int]]] = {}
         self._held: set[Held] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0  # the loop's thread (threading.get_ident)
         self.woken = 0
         self.expired = 0
         #: Called on the loop for every hold (the broker's ``DispatchLinger.held``).
         self.on_hold: Callable[[], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Answer on ``loop``; called on its thread."""
         self._loop = loop
+        self._loop_thread = threading.get_ident()
 
     @property
     def held_count(self) -> int:
@@ -79,15 +84,23 @@ class HoldTable:
     # ------------------------------------------------------------------ store hook
 
     def on_round(self, touched: Mapping[Key, int]) -> None:
-        """The store's dispatch round hook (dispatcher thread): wake the pulls waiting on
-        the queues the round moved (``touched``: queue -> its new max offset). Those
-        queues are found with one C-level intersection, atomic under the GIL (the
-        loop's changes to the table cannot interleave), not a call per queue moved."""
+        """The store's dispatch round hook (dispatcher thread, or the loop's when a send
+        applied the round): wake the pulls waiting on the queues the round moved
+        (``touched``: queue -> its new max offset). Those queues are found with one
+        C-level intersection, atomic under the GIL (the loop's changes to the table
+        cannot interleave), not a call per queue moved. On the loop the wake-ups run
+        after the current callback (the store's append lock is held now), without the
+        loop's self-pipe."""
         loop = self._loop
         if not self._by_queue or loop is None:
             return
-        for key in touched.keys() & self._by_queue.keys():
-            loop.call_soon_threadsafe(self._wake, key, touched[key])
+        keys = touched.keys() & self._by_queue.keys()
+        if not keys:
+            return
+        call = (loop.call_soon if threading.get_ident() == self._loop_thread
+                else loop.call_soon_threadsafe)
+        for key in keys:
+            call(self._wake, key, touched[key])
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Same as the hook, from the event loop itself."""

@@ -125,11 +125,11 @@ class ConcurrentDispatcher(Dispatcher):
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
                  lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None,
-                 linger_ms: float = 0.0, *, workers: int = DEFAULT_WORKERS,
-                 ring_size: int = DEFAULT_RING_SIZE,
+                 linger_ms: float = 0.0, on_append_records: int = 0, *,
+                 workers: int = DEFAULT_WORKERS, ring_size: int = DEFAULT_RING_SIZE,
                  round_records: int = DEFAULT_ROUND_RECORDS, inline: bool = True) -> None:
         super().__init__(queues, index, confirm_offset, start_offset, lag_warn_ms, clock,
-                         linger_ms)
+                         linger_ms, on_append_records)
         self.workers = max(1, workers)
         self.ring_size = max(1, ring_size)
         self.round_records = max(0, round_records)
@@ -220,6 +220,12 @@ class ConcurrentDispatcher(Dispatcher):
             with self._ring_cond:
                 self._committing = False
                 self._ring_cond.notify_all()
+
+    def _quiet(self) -> bool:
+        """A round is applied on append only as the builder applies a small one with
+        nothing in flight: every numbered round visible and its hooks run (as in
+        :meth:`run_once`, ``commit_seq`` before ``_committing``)."""
+        return self.inline and self.commit_seq == self._next_seq and not self._committing
 
     def _in_flight(self) -> bool:
         # ``_busy`` first: it is cleared only after the round got its number.

@@ -80,6 +80,12 @@ class StoreConfig:
     #: message at moderate rates and adds its length (and a sleep's scheduling delay on a
     #: busy machine) to every message's dispatch lag.
     dispatch_linger_ms: float = 0.0
+    #: A dispatch round of at most this many records, confirmed at its append (ASYNC_FLUSH)
+    #: while the dispatch thread sleeps with nothing in flight, is applied by the thread
+    #: that appended it, and its dispatch hooks (the held pulls' wake-ups) run there: no
+    #: hand-off to the dispatch thread and back (0: every round on the dispatch thread).
+    #: Larger rounds, and any round while a linger is set, go to the thread.
+    dispatch_on_append_records: int = 64
     #: Concurrent dispatch (enableBuildConsumeQueueConcurrently): preparing threads, rounds
     #: prepared ahead of the committer, and records per round (docs/benchmarks.md).
     dispatch_workers: int = 1
@@ -106,6 +112,9 @@ class StoreConfig:
             raise ConfigError("lmqCachedQueues must be at least 1", key="lmqCachedQueues")
         if self.lmq_known_queues < 0:
             raise ConfigError("lmqKnownQueues must not be negative", key="lmqKnownQueues")
+        if self.dispatch_on_append_records < 0:
+            raise ConfigError("dispatchOnAppendRecords must not be negative",
+                              key="dispatchOnAppendRecords")
         try:
             hours = self.delete_hours
         except ValueError:

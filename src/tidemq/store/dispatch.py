@@ -9,7 +9,10 @@ recovery only. The serial :class:`Dispatcher` thread drains every batch that is
 confirmed (written under ASYNC_FLUSH, flushed under SYNC_FLUSH), groups entries per
 queue, writes each queue's run in one bulk copy, indexes keys, advances the dispatched
 position and only then fires ``on_dispatched`` hooks, so nothing is visible to pulls or
-long-poll wake-ups before it is in its consume queue.
+long-poll wake-ups before it is in its consume queue. A small round confirmed at its
+append while the thread sleeps is applied the same way by the appending thread
+(:meth:`Dispatcher.poke`): at a few puts a millisecond, waking the thread for each round
+and the event loop again for its hooks costs more than the round.
 """
 
 from __future__ import annotations
@@ -445,6 +448,12 @@ def _apply_lmq(lmq: LmqStore, batches: list[DispatchBatch],
         touched.update(zip(zip(moved, itertools.repeat(0)), moved.values(), strict=True))
 
 
+def _records(items: Iterable[Pending]) -> int:
+    """Records in ``items``: a row holds one, a batch its ``phys``."""
+    return sum([1 if type(item) is tuple else len(cast(DispatchBatch, item).phys)
+                for item in items])
+
+
 def _put_back_beyond(items: list[Pending], limit: int, pending: deque[Pending]) -> None:
     """Cut ``items`` (taken from the left of ``pending``) after the item that brings
     them to ``limit`` records, and return the rest to the left of ``pending``, in order.
@@ -494,7 +503,7 @@ class Dispatcher:
     def __init__(self, queues: ConsumeQueueSet, index: IndexSink | None,
                  confirm_offset: Callable[[], int], start_offset: int,
                  lag_warn_ms: int = 1000, clock: Callable[[], int] | None = None,
-                 linger_ms: float = 0.0) -> None:
+                 linger_ms: float = 0.0, on_append_records: int = 0) -> None:
         self.queues = queues
         self.index = index
         self._confirm = confirm_offset
@@ -522,6 +531,13 @@ class Dispatcher:
         #: Records per round at most (0: everything confirmed is one round).
         self.round_records = 0
         self._wakeup = Wakeup()
+        #: Held by whichever thread takes a round and applies it: the dispatch thread, or
+        #: an appender applying a round on append (:meth:`poke`).
+        self._round = threading.Lock()
+        #: A round of at most this many records, confirmed when it is appended while the
+        #: thread sleeps, is applied by the appending thread (0: never; see :meth:`poke`).
+        self.on_append_records = on_append_records
+        self.rounds_on_append = 0  # rounds applied by an appender
         self.dispatched_entries = 0
         #: :func:`apply_batches` hands the index its keys in log order whatever the batch
         #: order; a subclass that applies rounds itself gets keyed rows in log order.
@@ -550,10 +566,59 @@ class Dispatcher:
 
     def poke(self) -> None:
         """Wake the thread that announced :attr:`idle`; appenders call it after pushing
-        to :attr:`pending` when they see the flag. Clearing the flag first makes the
-        next appenders skip the event until the thread announces sleep again."""
+        to :attr:`pending` when they see the flag, holding the append lock. Clearing the
+        flag first makes the next appenders skip the event until the thread announces
+        sleep again.
+
+        A small confirmed round (:attr:`on_append_records`) is applied right here instead,
+        by the appender, and the thread sleeps on: waking it, and it waking the thread
+        that waits for the round's hooks, costs more than the round. The hooks then run
+        on the appending thread, with the append lock held (a hook must not append)."""
+        if self.on_append_records and self._apply_on_append():
+            return
         self.idle = False
         self._wakeup.set()
+
+    def _apply_on_append(self) -> bool:
+        """Apply everything pending as one round on this thread, if the round is small,
+        confirmed, and nothing is in flight: the dispatch thread holds no round
+        (:attr:`_round`) and :meth:`_quiet`. Called under the append lock, so nothing
+        joins :attr:`pending` meanwhile. Returns whether the round was taken."""
+        if self.linger or self._paused or self._stop or self.error is not None:
+            return False
+        if not self._round.acquire(blocking=False):
+            return False  # the thread is taking or applying a round: it takes this one too
+        try:
+            pending = self.pending
+            n = len(pending)
+            if not n or n > self.on_append_records or not self._quiet():
+                return False
+            if _end(pending[-1]) > self._confirm():
+                return False  # not flushed yet (SYNC_FLUSH): the thread waits for it
+            if (n > 1 or type(pending[0]) is not tuple) and _records(pending) > \
+                    self.on_append_records:
+                return False
+            self._busy = True  # before the batches leave pending, as _take
+            self._round_start = _stamp(pending[0])
+            batches = _fold(list(map(operator.call, itertools.repeat(pending.popleft, n))),
+                            self._keyed_across_queues, self._timed)
+            self.rounds_on_append += 1
+            try:
+                self.run_once(batches)
+            except BaseException as exc:  # the put stands; the dispatcher stops, as _run
+                log.exception("dispatch failed; consume queues stop advancing")
+                with self._cond:
+                    self.error = exc
+                    self._busy = False
+                    self._cond.notify_all()
+            return True
+        finally:
+            self._round.release()
+
+    def _quiet(self) -> bool:
+        """Whether a round may be applied on append: no earlier round is still on its way
+        to visibility (the serial dispatcher's are, once :attr:`_round` is free)."""
+        return True
 
     def wake(self) -> None:
         """The confirm offset moved (a flush finished): re-check pending batches."""
@@ -630,8 +695,14 @@ class Dispatcher:
         return bool(pending) and not self._paused and _end(pending[0]) <= self._confirm()
 
     def _take(self) -> list[DispatchBatch]:
+        """The next round, with :attr:`_round` held (released by the caller once the round
+        is applied); ``[]`` when stopping or failed, without it."""
         pending = self.pending
         while True:
+            self._round.acquire()
+            if self.error is not None:  # a round applied on append failed
+                self._round.release()
+                return []
             if self._ready():
                 if self.linger and len(pending) < LINGER_BELOW and not self._stop:
                     # A round of one batch costs nearly as much as a round of hundreds
@@ -643,10 +714,14 @@ class Dispatcher:
                 return _fold(self._pop_confirmed(pending, self._confirm()),
                              self._keyed_across_queues, self._timed)
             if self._stop:
+                self._round.release()
                 return []
-            # Announce sleep, then re-check, so a submit in between is never lost.
+            # Announce sleep, then re-check, so a submit in between is never lost: it
+            # either wakes the thread or, once the round lock is free, applies its round.
             self.idle = True
-            if not self._ready() and not self._stop:
+            ready = self._ready()
+            self._round.release()
+            if not ready and not self._stop:
                 self._wakeup.wait(0.05 if pending else 1.0)
             self._wakeup.clear()
             self.idle = False
@@ -693,6 +768,8 @@ class Dispatcher:
                     self._busy = False
                     self._cond.notify_all()
                 return
+            finally:
+                self._round.release()
 
     def run_once(self, batches: list[DispatchBatch]) -> None:
         touched = apply_batches(self.queues, self.index, batches)

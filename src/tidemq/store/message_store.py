@@ -329,8 +329,10 @@ class MessageStore:
 
     def _new_dispatcher(self) -> Dispatcher:
         config = self.config
+        # Under SYNC_FLUSH a round is confirmed only once flushed: never at its append.
+        on_append = 0 if config.sync_flush else config.dispatch_on_append_records
         args = (self.queues, self.index, self._confirm_offset, self.commitlog.max_offset,
-                config.dispatch_lag_warn_ms, self.clock, config.dispatch_linger_ms)
+                config.dispatch_lag_warn_ms, self.clock, config.dispatch_linger_ms, on_append)
         if not config.enable_build_consume_queue_concurrently:
             return Dispatcher(*args)
         return ConcurrentDispatcher(*args, workers=config.dispatch_workers,

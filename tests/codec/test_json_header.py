@@ -1,6 +1,8 @@
 """The JSON header's compiled writer (``json_header`` of ``tidemq.formats._crecords``)
 against its twin, :func:`~tidemq.codec.header.py_encode_json`: the same bytes for every
-command it writes, and ``None`` -- the twin's result or error -- for every other."""
+command it writes, and ``None`` -- the twin's result or error -- for every other; and the
+frame head it writes given a body length, against the general path of
+:func:`~tidemq.codec.frame.encode_command`."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.native import compiled
 
-from tidemq.codec import header
+from tidemq.codec import frame, header
 from tidemq.codec.command import PlainText, RemotingCommand, RequestCode, SerializeType
+from tidemq.codec.frame import FrameTooLargeToSend, encode_command
 from tidemq.codec.header import decode_header, encode_header, py_encode_json
 from tidemq.errors import LocalProtocolError, ResponseCode
 
@@ -98,3 +101,48 @@ def test_no_ext_and_many_ext_fields(ext: dict[str, str]) -> None:
     native = compiled()
     cmd = RemotingCommand(code=17, ext_fields=ext)
     assert native.json_header(*_args(cmd)) == py_encode_json(cmd)
+
+
+def _frame(cmd: RemotingCommand, limit: int | None) -> list[bytes] | type[Exception]:
+    try:
+        return [bytes(part) for part in encode_command(cmd, limit)]
+    except (LocalProtocolError, TypeError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(cmd=commands(odd=True), body=st.binary(max_size=40),
+       limit=st.one_of(st.none(), st.integers(0, 400)))
+def test_a_frame_head_written_in_one_call_is_the_general_paths(
+        cmd: RemotingCommand, body: bytes, limit: int | None) -> None:
+    """encode_command gives the same buffers, or the same refusal, with the compiled
+    frame head as on the general path alone; the writer's head is that path's head."""
+    native = compiled()
+    cmd.body = body
+    got = _frame(cmd, limit)
+    saved, frame._compiled_head = frame._compiled_head, None
+    try:
+        want = _frame(cmd, limit)
+    finally:
+        frame._compiled_head = saved
+    assert got == want
+    head = native.json_header(*_args(cmd), len(body))
+    if head is not None:
+        general = _frame(cmd, None)
+        assert isinstance(general, list) and head == general[0]
+
+
+@pytest.mark.parametrize("body_len", [-1, 2**31, 2**31 - 60, 2**64, 1.0, True])
+def test_a_body_length_the_frame_cannot_carry_is_left_to_the_general_path(
+        body_len: object) -> None:
+    native = compiled()
+    assert native.json_header(*_args(RemotingCommand(code=17)), body_len) is None
+
+
+def test_a_frame_at_the_limit_is_written_and_one_over_refused() -> None:
+    compiled()
+    cmd = RemotingCommand(code=17, body=b"x" * 10)
+    length = len(encode_command(cmd)[0]) - 4 + 10
+    assert b"".join(encode_command(cmd, length)).endswith(b"x" * 10)
+    with pytest.raises(FrameTooLargeToSend):
+        encode_command(cmd, length - 1)

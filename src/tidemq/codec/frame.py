@@ -37,11 +37,13 @@ is written.
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import cast
 
-from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand, SerializeType
+from tidemq.codec.command import FLAG_RESPONSE, PlainText, RemotingCommand, SerializeType
 from tidemq.codec.header import decode_header, encode_header
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
+from tidemq.formats.record.native import compiled
 
 __all__ = [
     "DEFAULT_KEEP_CAPACITY",
@@ -67,6 +69,10 @@ _MIN_FREE = 16 * 1024
 _LEN_WORD = struct.Struct(">ii")
 _INT = struct.Struct(">i")
 _SERIALIZE_TYPES: dict[int, SerializeType] = {t.value: t for t in SerializeType}
+_ROCKETMQ = SerializeType.ROCKETMQ
+#: The compiled JSON header writer, which also writes a frame's head (its twin: the
+#: general path of :func:`encode_command`).
+_compiled_head = cast("Callable[..., bytes | None] | None", compiled("json_header"))
 
 Buffer = bytes | bytearray | memoryview
 
@@ -288,10 +294,19 @@ def encode_command(cmd: RemotingCommand, limit: int | None = None) -> list[Buffe
     """Encode ``cmd`` as a list of buffers: the head (length, word, header), then body parts.
 
     A frame whose length field would exceed ``limit`` raises :class:`FrameTooLargeToSend`.
+    The head of a JSON command with one body is written by one compiled call where it
+    can be: the bytes the general path below writes.
     """
+    parts: Sequence[Buffer] | None = cmd.body_parts
+    if parts is None and _compiled_head is not None and cmd.serialize_type is not _ROCKETMQ:
+        body = cmd.body
+        blen = len(body)
+        head = _compiled_head(cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.version,
+                              cmd.remark, cmd.ext_fields, PlainText, blen)
+        if head is not None and (limit is None or len(head) - 4 + blen <= limit):
+            return [head, body] if blen else [head]
     header = encode_header(cmd)
     hlen = len(header)
-    parts: Sequence[Buffer] | None = cmd.body_parts
     body_len = len(cmd.body) if parts is None else sum(map(len, parts))
     if hlen > 0xFFFFFF:
         raise LocalProtocolError(f"header of {hlen} bytes does not fit 24 bits")

@@ -2132,7 +2132,13 @@ done:
    neither), language or a key is not a str, remark is neither None nor a str, ext is not
    a dict, a value is neither a str nor of type `plain` (PlainText, a str that needs no
    escape, written as it is as the twin writes it), or a string does not encode as UTF-8.
-   The twin: py_encode_json of tidemq/codec/header.py. */
+   The twin: py_encode_json of tidemq/codec/header.py.
+
+   json_header(..., plain, body_len): the frame's head instead -- the length field
+   (4 + header + body_len) and the header word (serialization JSON, the header's length),
+   both big-endian, then the header -- as tidemq/codec/frame.py's encode_command writes
+   it; None as above, and also when body_len is not an int from 0 or the frame does not
+   fit its fields. */
 
 typedef struct {
     char *p;
@@ -2319,8 +2325,8 @@ static int json_member_cmp(const void *a, const void *b) {
 }
 
 static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "json_header takes 8 arguments (%zd given)", nargs);
+    if (nargs != 8 && nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "json_header takes 8 or 9 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *language = args[3], *remark = args[5], *ext = args[6], *plain = args[7];
@@ -2329,6 +2335,18 @@ static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t n
             || !int32_of(args[4], &version) || !PyUnicode_CheckExact(language)
             || (remark != Py_None && !PyUnicode_CheckExact(remark)) || !PyDict_CheckExact(ext))
         Py_RETURN_NONE;
+    /* the frame's head: the length field and the header word go before the header */
+    Py_ssize_t body_len = 0, prefix = 0;
+    if (nargs == 9) {
+        if (!PyLong_CheckExact(args[8]))
+            Py_RETURN_NONE;
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+        if (overflow || n < 0 || n > 0x7FFFFFFF)
+            Py_RETURN_NONE;
+        body_len = (Py_ssize_t)n;
+        prefix = 8;
+    }
     Py_ssize_t count = PyDict_GET_SIZE(ext);
     json_member few[16];
     json_member *members = few;
@@ -2342,6 +2360,7 @@ static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t n
     b.p = b.stack;
     b.n = 0;
     b.cap = (Py_ssize_t)sizeof b.stack;
+    b.n = prefix;
     Py_ssize_t pos = 0, i = 0;
     PyObject *key, *value;
     while (PyDict_Next(ext, &pos, &key, &value)) {
@@ -2405,6 +2424,17 @@ static PyObject *json_header(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (!JB_LIT(&b, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":")
             || !jb_int(&b, version) || !JB_LIT(&b, "}"))
         goto done;
+    if (prefix) {
+        Py_ssize_t hlen = b.n - prefix;
+        if (hlen > 0xFFFFFF || 4 + hlen + body_len > 0x7FFFFFFF)
+            goto none;
+        uint32_t length = (uint32_t)(4 + hlen + body_len), word = (uint32_t)hlen;
+        unsigned char *h = (unsigned char *)b.p;
+        h[0] = (unsigned char)(length >> 24); h[1] = (unsigned char)(length >> 16);
+        h[2] = (unsigned char)(length >> 8); h[3] = (unsigned char)length;
+        h[4] = (unsigned char)(word >> 24); h[5] = (unsigned char)(word >> 16);
+        h[6] = (unsigned char)(word >> 8); h[7] = (unsigned char)word;
+    }
     result = PyBytes_FromStringAndSize(b.p, b.n);
     goto done;
 fail_or_none:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 from tidemq.codec.command import FLAG_RESPONSE, PlainText, RemotingCommand, SerializeType
-from tidemq.codec.header import decode_header, encode_header
+from tidemq.codec.header import decode_header, decode_json_header, encode_header
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 from tidemq.formats.record.native import compiled
 
@@ -70,6 +70,7 @@ _LEN_WORD = struct.Struct(">ii")
 _INT = struct.Struct(">i")
 _SERIALIZE_TYPES: dict[int, SerializeType] = {t.value: t for t in SerializeType}
 _ROCKETMQ = SerializeType.ROCKETMQ
+_JSON_TYPE = SerializeType.JSON.value
 #: The compiled JSON header writer, which also writes a frame's head (its twin: the
 #: general path of :func:`encode_command`).
 _compiled_head = cast("Callable[..., bytes | None] | None", compiled("json_header"))
@@ -241,19 +242,24 @@ class FrameDecoder:
         hlen = word & 0xFFFFFF
         if hlen > length - 4:
             raise RemoteProtocolError(f"header length {hlen} exceeds frame length {length}")
-        stype = _SERIALIZE_TYPES.get(word >> 24 & 0xFF)
-        if stype is None:
-            raise RemoteProtocolError(f"unknown serialization type {word >> 24 & 0xFF}")
         hstart = pos + 8
+        hend = hstart + hlen
         view = self._view
-        header = bytes(view[hstart : hstart + hlen])
-        self._pos = stop
-        self._want = 0
-        cmd = decode_header(header, stype)
-        if cmd.code in self.lent and not cmd.flag & FLAG_RESPONSE:
-            cmd.body = view[hstart + hlen : stop]
+        if word >> 24 == _JSON_TYPE:  # decoded where it was received
+            self._pos = stop
+            self._want = 0
+            cmd = decode_json_header(view[hstart:hend])
         else:
-            cmd.body = bytes(view[hstart + hlen : stop])
+            stype = _SERIALIZE_TYPES.get(word >> 24 & 0xFF)
+            if stype is None:
+                raise RemoteProtocolError(f"unknown serialization type {word >> 24 & 0xFF}")
+            self._pos = stop
+            self._want = 0
+            cmd = decode_header(bytes(view[hstart:hend]), stype)
+        if cmd.code in self.lent and not cmd.flag & FLAG_RESPONSE:
+            cmd.body = view[hend:stop]
+        else:
+            cmd.body = bytes(view[hend:stop])
         return cmd
 
     def _oversized(self, length: int) -> None:

@@ -33,7 +33,7 @@ from tidemq.codec.schema import INT32, parse_java_int
 from tidemq.errors import LocalProtocolError, RemoteProtocolError
 from tidemq.formats.record.native import compiled
 
-__all__ = ["decode_header", "encode_header", "py_encode_json"]
+__all__ = ["decode_header", "decode_json_header", "encode_header", "py_encode_json"]
 
 _FIXED = struct.Struct(
     ">"
@@ -123,9 +123,10 @@ class _TypedJsonHeader(msgspec.Struct):
 _typed_decoder = msgspec.json.Decoder(_TypedJsonHeader)
 
 
-def _decode_json(data: bytes) -> RemotingCommand:
-    """Typed fast path first; anything unusual (numbers as ext values, ordinals for the
-    language, strings for ints) goes through the lenient generic path below."""
+def decode_json_header(data: bytes | memoryview) -> RemotingCommand:
+    """A JSON header (``data`` may be a view: nothing decoded refers to it). Typed fast
+    path first; anything unusual (numbers as ext values, ordinals for the language,
+    strings for ints) goes through the lenient generic path below."""
     try:
         h = _typed_decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # and out of range
@@ -135,7 +136,7 @@ def _decode_json(data: bytes) -> RemotingCommand:
                            h.extFields or {}, b"", None, _JSON)
 
 
-def _decode_json_lenient(data: bytes) -> RemotingCommand:
+def _decode_json_lenient(data: bytes | memoryview) -> RemotingCommand:
     try:
         obj = _json_decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -212,7 +213,7 @@ def _decode_binary(data: bytes) -> RemotingCommand:
 def decode_header(data: bytes, stype: SerializeType) -> RemotingCommand:
     """Decode a header; the returned command has an empty body."""
     if stype is _JSON:
-        return _decode_json(data)
+        return decode_json_header(data)
     return _decode_binary(data)
 
 

@@ -95,8 +95,13 @@ class Dispatcher:
         except Exception as exc:
             _answer(conn, request, _error_response(request, exc))
             return
-        if isinstance(result, RemotingCommand):
-            _answer(conn, request, result)
+        if isinstance(result, RemotingCommand):  # _answer's steps, without its call
+            if not request.flag & FLAG_ONEWAY:
+                result.opaque = request.opaque
+                try:
+                    conn.send_response(result)  # sets the response flag
+                except Exception as exc:  # the response itself cannot be encoded
+                    conn.send_response(_error_response(request, exc))
             return
         if type(request.body) is memoryview:  # lent: it may be read after the call ends
             request.body = bytes(request.body)

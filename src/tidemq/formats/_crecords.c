@@ -12,14 +12,16 @@ queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
 dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
 with their cache misses overlapped,
-lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, and json_header
+lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, lmq_offset_props
+writes a fan-out batch's LMQ offsets into its properties, and json_header
 writes a remoting command's JSON header.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
 tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
-tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; json_header:
+tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
+tidemq/store/lmq_props.py; json_header:
 tidemq/codec/header.py), the fallback when
 this module is not built, and the tests compare the two.
 
@@ -2121,6 +2123,136 @@ done:
     return result;
 }
 
+/* lmq_offset_props(targets, props, offsets, head): a fan-out batch's stored properties
+and its fan-outs for the dispatcher, once the batch's LMQ offsets are assigned (twin:
+tidemq/store/lmq_props.py). targets[i] names message i's LMQs, props[i] (bytes) is its
+properties, offsets (integers within 64 bits: ints, or what has __index__) are every
+target's offset laid end to end. A message naming LMQs stores props[i] + head + its
+offsets in decimal, comma-separated, + b"\x02", and fans out as (its names, its
+offsets), two tuples; one naming none stores props[i] as it is and fans out as None.
+Every list is read from a tuple copy: an offset's __index__ may change the list. */
+static PyObject *lmq_offset_props(PyObject *self, PyObject *args) {
+    PyObject *targets_arg, *props_arg, *offsets_arg;
+    const char *head;
+    Py_ssize_t head_len;
+    if (!PyArg_ParseTuple(args, "OOOy#:lmq_offset_props", &targets_arg, &props_arg,
+                          &offsets_arg, &head, &head_len))
+        return NULL;
+    PyObject *targets = NULL, *props = NULL, *offsets = NULL, *names = NULL;
+    PyObject *stored = NULL, *fan = NULL, *result = NULL;
+    char *buf = NULL;
+    Py_ssize_t cap = 0;
+    targets = items_of(targets_arg, "lmq_offset_props: targets must be a sequence");
+    if (targets == NULL)
+        goto done;
+    props = items_of(props_arg, "lmq_offset_props: props must be a sequence");
+    if (props == NULL)
+        goto done;
+    offsets = items_of(offsets_arg, "lmq_offset_props: offsets must be a sequence");
+    if (offsets == NULL)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(targets), m = PyTuple_GET_SIZE(offsets);
+    if (PyTuple_GET_SIZE(props) != n) {
+        PyErr_Format(PyExc_ValueError, "lmq_offset_props: %zd target lists but %zd properties",
+                     n, PyTuple_GET_SIZE(props));
+        goto done;
+    }
+    names = PyTuple_New(n);
+    if (names == NULL)
+        goto done;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = items_of(PyTuple_GET_ITEM(targets, i),
+                               "lmq_offset_props: a target list is not a sequence");
+        if (t == NULL)
+            goto done;
+        PyTuple_SET_ITEM(names, i, t);
+        total += PyTuple_GET_SIZE(t);
+    }
+    if (total != m) {
+        PyErr_Format(PyExc_ValueError, "lmq_offset_props: %zd LMQ targets but %zd offsets",
+                     total, m);
+        goto done;
+    }
+    stored = PyList_New(n);
+    fan = PyList_New(n);
+    if (stored == NULL || fan == NULL)
+        goto done;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *raw = PyTuple_GET_ITEM(props, i), *mine = PyTuple_GET_ITEM(names, i);
+        if (!PyBytes_Check(raw)) {
+            PyErr_SetString(PyExc_TypeError, "lmq_offset_props: properties are not bytes");
+            goto done;
+        }
+        Py_ssize_t k = PyTuple_GET_SIZE(mine), raw_len = PyBytes_GET_SIZE(raw);
+        if (k == 0) {
+            Py_INCREF(raw);
+            PyList_SET_ITEM(stored, i, raw);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(fan, i, Py_None);
+            continue;
+        }
+        Py_ssize_t need = raw_len + head_len + k * 21 + 1;  /* 20 digits and a sign or comma */
+        if (need > cap) {
+            PyMem_Free(buf);
+            cap = need * 2;
+            buf = PyMem_Malloc((size_t)cap);
+            if (buf == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+        char *p = buf;
+        memcpy(p, PyBytes_AS_STRING(raw), (size_t)raw_len);
+        p += raw_len;
+        memcpy(p, head, (size_t)head_len);
+        p += head_len;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(offsets, at + j));
+            if (v == -1 && PyErr_Occurred())
+                goto done;
+            if (j)
+                *p++ = ',';
+            unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+            if (v < 0)
+                *p++ = '-';
+            char digits[20];
+            int d = 0;
+            do {
+                digits[d++] = (char)('0' + u % 10);
+                u /= 10;
+            } while (u);
+            while (d)
+                *p++ = digits[--d];
+        }
+        *p++ = 0x02;
+        PyObject *full = PyBytes_FromStringAndSize(buf, p - buf);
+        if (full == NULL)
+            goto done;
+        PyList_SET_ITEM(stored, i, full);
+        PyObject *offs = PyTuple_GetSlice(offsets, at, at + k);
+        if (offs == NULL)
+            goto done;
+        PyObject *pair = PyTuple_Pack(2, mine, offs);
+        Py_DECREF(offs);
+        if (pair == NULL)
+            goto done;
+        PyList_SET_ITEM(fan, i, pair);
+        at += k;
+    }
+    result = PyTuple_Pack(2, stored, fan);
+done:
+    PyMem_Free(buf);
+    Py_XDECREF(targets);
+    Py_XDECREF(props);
+    Py_XDECREF(offsets);
+    Py_XDECREF(names);
+    Py_XDECREF(stored);
+    Py_XDECREF(fan);
+    return result;
+}
+
 /* json_header(code, opaque, flag, language, version, remark, ext, plain)
 
    A remoting command's JSON header, the bytes tidemq/codec/header.py's msgspec encoder
@@ -2474,6 +2606,8 @@ static PyMethodDef methods[] = {
      "Key-index hashes of str keys after their records' prefixes."},
     {"lmq_entry_keys", lmq_entry_keys, METH_VARARGS,
      "A dispatch round's LMQ entry keys, sorted, and their order."},
+    {"lmq_offset_props", lmq_offset_props, METH_VARARGS,
+     "A fan-out batch's stored properties and fan-outs, its LMQ offsets given."},
     {"dict_get_many", dict_get_many, METH_VARARGS,
      "list(map(d.get, keys)), the keys' dict slots read overlapped."},
     {"dict_set_many", dict_set_many, METH_VARARGS,

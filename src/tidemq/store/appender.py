@@ -62,6 +62,7 @@ from tidemq.store.config import StoreConfig
 from tidemq.store.dispatch import DispatchBatch, Dispatcher, Row
 from tidemq.store.flush import FlushGroup, FlushService
 from tidemq.store.lmq_next import LmqNextOffsets
+from tidemq.store.lmq_props import FanTarget, offset_props
 from tidemq.store.lmq_store import LmqStore
 from tidemq.store.lookups import get_many, set_many
 from tidemq.store.mapped_file import MappedFile
@@ -91,7 +92,7 @@ def _offsets_property(offsets: Sequence[int]) -> bytes:
 def _assign_lmq_offsets(
     targets: Sequence[Sequence[str]], props: Sequence[bytes], nexts: dict[str, int],
     first_use: Callable[[Iterable[str]], dict[str, int]],
-) -> tuple[list[bytes], list[tuple[tuple[str, ...], tuple[int, ...]] | None], dict[str, int]]:
+) -> tuple[list[bytes], list[FanTarget | None], dict[str, int]]:
     """A batch's LMQ offsets, in batch order: each message's stored properties (with
     ``INNER_MULTI_QUEUE_OFFSET``), its fan-out for the dispatcher (``None``: it names no
     LMQ) and the next offset of every LMQ named, to publish after the write. ``nexts``:
@@ -102,26 +103,18 @@ def _assign_lmq_offsets(
     Each name is looked up once in ``nexts`` (a large map: every lookup is a cache miss)
     and the offsets are spread over the entries with C-level maps: names the batch
     repeats -- a batch of 80 messages naming 10 of 100,000 LMQs each nearly always
-    repeats one -- take theirs from a counter a name, with no Python step an entry.
+    repeats one -- take theirs from a counter a name, with no Python step an entry;
+    the properties and fan-outs are built by one call (:func:`offset_props`).
     Properties the offsets push over their limit raise
     :class:`PropertiesTooLarge`."""
     flat, offsets = _lmq_offsets(targets, nexts, first_use)
-    texts = list(map(str, offsets))
-    stored: list[bytes] = []
-    fan: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
-    at = 0
-    for names, raw in zip(targets, props, strict=True):
-        if not names:
-            stored.append(raw)
-            fan.append(None)
-            continue
-        end = at + len(names)
-        full = raw + b"%s%s\x02" % (_OFFSETS_HEAD, ",".join(texts[at:end]).encode())
-        if len(full) > MAX_PROPERTIES_BYTES:
-            raise PropertiesTooLarge(len(full), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
-        stored.append(full)
-        fan.append((tuple(names), tuple(offsets[at:end])))
-        at = end
+    stored, fan = offset_props(targets, props, offsets, _OFFSETS_HEAD)
+    # over the limit: a message's own properties (not stamped), or stamped ones
+    if max(map(len, stored), default=0) > MAX_PROPERTIES_BYTES:
+        over = next((len(raw) for raw, f in zip(stored, fan, strict=True)
+                     if f is not None and len(raw) > MAX_PROPERTIES_BYTES), None)
+        if over is not None:
+            raise PropertiesTooLarge(over, MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
     # the last entry of a name holds its highest offset: dict() keeps the last value
     return stored, fan, dict(zip(flat, map(_add, offsets, repeat(1)), strict=True))
 

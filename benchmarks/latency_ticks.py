@@ -41,6 +41,7 @@ import resource
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tidemq.bench.process import BrokerProcess, thread_cpu_seconds
 from tidemq.bench.topics import create_routed_topic
@@ -65,8 +66,8 @@ async def _queues(namesrv: str) -> list[MessageQueue]:
 class _CallgrindBroker(BrokerProcess):
     """The bench's broker under callgrind, its instrumentation off until turned on."""
 
-    def __init__(self, out_dir: str) -> None:
-        super().__init__()
+    def __init__(self, out_dir: str, settings: tuple[str, ...] = ()) -> None:
+        super().__init__(settings=settings)
         self.out_dir = out_dir
 
     def command(self, namesrv_port: int, broker_port: int) -> list[str]:
@@ -81,20 +82,29 @@ def _callgrind(pid: int, on: bool) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def _switches(pid: int) -> int:
-    """Voluntary context switches of every thread of ``pid``."""
-    total = 0
+def _switches(pid: int) -> dict[str, int]:
+    """Voluntary context switches of every thread of ``pid``, by thread name (the
+    main thread, the event loop's, as ``main``)."""
+    out: dict[str, int] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines()
+            name = "main" if tid == str(pid) else status[0].split(None, 1)[-1]
+            for line in status:
                 if line.startswith("voluntary_ctxt_switches:"):
-                    total += int(line.split()[1])
-    return total
+                    out[name] = out.get(name, 0) + int(line.split()[1])
+    return out
 
 
-def _broker_cpu(pid: int) -> tuple[float, float]:
-    threads = thread_cpu_seconds(pid).values()
-    return sum(u for u, _ in threads), sum(s for _, s in threads)
+def _broker_cpu(pid: int) -> dict[str, tuple[float, float]]:
+    return thread_cpu_seconds(pid)
+
+
+def _per_tick(before: dict[str, int], after: dict[str, int], ticks: int) -> dict[str, float]:
+    """What each thread added between two readings, a tick; threads that added nothing
+    left out."""
+    return {name: (n - before.get(name, 0)) / ticks for name, n in after.items()
+            if n > before.get(name, 0)}
 
 
 async def _ticks(batcher: AutoBatchProducer, consumer: PullConsumer, count: int,
@@ -110,8 +120,9 @@ async def _ticks(batcher: AutoBatchProducer, consumer: PullConsumer, count: int,
 
 
 async def _run(ticks: int, tick: int, warmup: int, callgrind: str | None = None,
-               callgrind_dir: str = ".") -> dict[str, float]:
-    broker = BrokerProcess() if callgrind != "broker" else _CallgrindBroker(callgrind_dir)
+               callgrind_dir: str = ".", settings: tuple[str, ...] = ()) -> dict[str, Any]:
+    broker = (BrokerProcess(settings=settings) if callgrind != "broker"
+              else _CallgrindBroker(callgrind_dir, settings))
     namesrv = await broker.start(timeout=600.0)
     try:
         await _queues(namesrv)
@@ -148,11 +159,16 @@ async def _run(ticks: int, tick: int, warmup: int, callgrind: str | None = None,
     finally:
         await broker.stop()
     n = ticks * tick
+    cpu = {name: ((u - b0.get(name, (0.0, 0.0))[0]) / ticks * 1e6,
+                  (st - b0.get(name, (0.0, 0.0))[1]) / ticks * 1e6)
+           for name, (u, st) in b1.items()}
     return {"client_user": (c1.ru_utime - c0.ru_utime) / n * 1e6,
             "client_sys": (c1.ru_stime - c0.ru_stime) / n * 1e6,
-            "broker_user": (b1[0] - b0[0]) / n * 1e6,
-            "broker_sys": (b1[1] - b0[1]) / n * 1e6,
-            "broker_switches_a_tick": (s1 - s0) / ticks,
+            "broker_user": sum(u for u, _ in cpu.values()) / tick,
+            "broker_sys": sum(st for _, st in cpu.values()) / tick,
+            "broker_switches_a_tick": sum(_per_tick(s0, s1, ticks).values()),
+            "switches_by_thread": _per_tick(s0, s1, ticks),
+            "cpu_by_thread": {name: u + st for name, (u, st) in cpu.items() if u + st >= 1.0},
             "ticks_per_s": ticks / wall}
 
 
@@ -165,16 +181,23 @@ def main() -> None:
                         help="count this process's instructions (see the docstring)")
     parser.add_argument("--callgrind-dir", default=".",
                         help="where the broker's callgrind files go")
+    parser.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting (repeatable): dispatchOnAppendRecords=0")
     ns = parser.parse_args()
     import uvloop
 
     uvloop.install()
-    r = asyncio.run(_run(ns.ticks, ns.tick, ns.warmup, ns.callgrind, ns.callgrind_dir))
+    r = asyncio.run(_run(ns.ticks, ns.tick, ns.warmup, ns.callgrind, ns.callgrind_dir,
+                         tuple(ns.broker_set)))
     print(f"ticks of {ns.tick}: CPU µs a message client {r['client_user'] + r['client_sys']:.1f}"
           f" (user {r['client_user']:.1f} sys {r['client_sys']:.1f}), broker "
           f"{r['broker_user'] + r['broker_sys']:.1f} (user {r['broker_user']:.1f} sys "
           f"{r['broker_sys']:.1f}); broker context switches a tick "
           f"{r['broker_switches_a_tick']:.1f}; {r['ticks_per_s']:,.0f} ticks/s")
+    print("broker a tick, by thread: context switches " + ", ".join(
+        f"{name} {v:.2f}" for name, v in sorted(r["switches_by_thread"].items()))
+        + "; CPU µs " + ", ".join(
+        f"{name} {v:.1f}" for name, v in sorted(r["cpu_by_thread"].items())))
 
 
 if __name__ == "__main__":

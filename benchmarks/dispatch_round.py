@@ -1,8 +1,9 @@
 """Python work of the store's dispatch thread for a round of one put, counted exactly.
 
-At one send at a time every append wakes the dispatch thread for a round of one record,
-and that round's Python holds the GIL that the broker's event loop needs for the next
-request. This script opens a store (1 GiB segments, key index on, as a broker's), puts
+With ``dispatchOnAppendRecords=0`` every append wakes the dispatch thread for a round of
+one record, and that round's Python holds the GIL that the broker's event loop needs for
+the next request (by default the put applies such a round itself, with the same steps).
+This script opens such a store (1 GiB segments, key index on, as a broker's), puts
 ``--puts`` single 128-byte messages with a ``UNIQ_KEY`` over 8 queues, waiting after
 each until it is dispatched (watching the dispatched offset, as nothing drains a broker's
 rounds) -- so every round holds exactly one put -- and counts the
@@ -36,7 +37,7 @@ def main() -> None:
                                "CLUSTER": "DefaultCluster"})
     msg = MessageInput(body=b"x" * 128, properties=props, keys=("7F000001" * 4,))
     with tempfile.TemporaryDirectory() as root:
-        store = MessageStore(StoreConfig(store_path_root_dir=root))
+        store = MessageStore(StoreConfig(store_path_root_dir=root, dispatch_on_append_records=0))
         threading.settrace(counter.trace)
         store.start()
         threading.settrace(None)  # type: ignore[arg-type,unused-ignore]

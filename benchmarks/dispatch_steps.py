@@ -8,7 +8,9 @@ over ``--rounds`` rounds, after a warm-up that creates every queue's files: the
 bytecodes every store thread executes a round (``threading.settrace`` with opcode
 events), then, in a second store without the tracer, each thread's voluntary context
 switches (each one a sleep and a wake-up: a hand-off) and CPU a round, from
-``/proc/self/task``. Nothing here is timed by the wall clock.
+``/proc/self/task``. Nothing here is timed by the wall clock. Every round is the dispatch
+thread's (``dispatchOnAppendRecords=0``): a round applied by the put itself would be
+counted in no store thread.
 
     .venv/bin/python benchmarks/dispatch_steps.py --per-round 1
     .venv/bin/python benchmarks/dispatch_steps.py --per-round 16 --rounds 100
@@ -93,7 +95,7 @@ def measure(mode: str, per_round: int, rounds: int, warm: int = WARM,
         with server_gc():
             opcodes = OpcodeCount(_store_function if by_function else _store_thread)
             threading.settrace(opcodes.trace)
-            store = _open(root / "traced", cfg, mode)
+            store = _open(root / "traced", cfg, mode, dispatch_on_append_records=0)
             threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
             try:
                 _rounds(store, load, _rounds(store, load, 0, warm, 1), rounds, per_round,
@@ -101,7 +103,7 @@ def measure(mode: str, per_round: int, rounds: int, warm: int = WARM,
             finally:
                 store.shutdown()
             out["opcodes"] = {str(k): v / rounds for k, v in opcodes.counts.items()}
-            store = _open(root / "counted", cfg, mode)
+            store = _open(root / "counted", cfg, mode, dispatch_on_append_records=0)
             try:
                 first = _rounds(store, load, 0, warm, 1)
                 before = _tasks()

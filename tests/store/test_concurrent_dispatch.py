@@ -1015,3 +1015,31 @@ def test_a_failed_round_on_append_stops_dispatch_but_keeps_the_put(
     finally:
         monkeypatch.undo()
         store.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_a_lone_fanout_record_is_left_to_the_dispatch_thread(tmp_path: Path,
+                                                             dispatcher: str) -> None:
+    """The dispatch thread asleep: a put of one message naming LMQs is applied by the
+    thread (its round costs a RocksDB write whatever it holds, and the thread folds the
+    fan-outs appended meanwhile into one), a fan-out batch of several by the put."""
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=64)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    assert store.dispatcher is not None and store.lmq is not None
+    lmqs = ("%LMQ%a", "%LMQ%b")
+    try:
+        until_asleep(store.dispatcher)
+        store.put_multi_dispatch(CLASSIC, 1, message(1, lmqs), lmqs)
+        assert store.wait_dispatched()
+        assert rounds.names == ["tidemq-dispatch"]
+        assert store.dispatcher.rounds_on_append == 0
+        assert [store.lmq.max_offset(name) for name in lmqs] == [1, 1]
+        until_asleep(store.dispatcher)
+        store.put_batch_multi_dispatch(CLASSIC, 1, [message(i, lmqs) for i in (2, 3)],
+                                       [lmqs, lmqs])
+        assert [store.lmq.max_offset(name) for name in lmqs] == [3, 3]  # no wait
+        assert rounds.names[1:] == [threading.current_thread().name]
+        assert store.dispatcher.rounds_on_append == 1
+    finally:
+        store.shutdown()

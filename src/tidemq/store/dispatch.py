@@ -454,6 +454,18 @@ def _records(items: Iterable[Pending]) -> int:
                 for item in items])
 
 
+def _lone_fanout(item: Pending) -> bool:
+    """Whether ``item`` is one record that fans out to LMQs (a put or a send of one
+    message naming them). Its round costs a RocksDB write, its checkpoint and the LMQ
+    store's steps a round whatever the round holds, more than the thread's wake-up it
+    saves: applied on append, every such send pays them alone, where the thread folds
+    the fan-outs appended meanwhile into one round."""
+    if type(item) is tuple:
+        return False
+    targets = cast(DispatchBatch, item).lmq
+    return targets is not None and len(targets) == 1 and targets[0] is not None
+
+
 def _put_back_beyond(items: list[Pending], limit: int, pending: deque[Pending]) -> None:
     """Cut ``items`` (taken from the left of ``pending``) after the item that brings
     them to ``limit`` records, and return the rest to the left of ``pending``, in order.
@@ -597,6 +609,8 @@ class Dispatcher:
                 return False  # not flushed yet (SYNC_FLUSH): the thread waits for it
             if (n > 1 or type(pending[0]) is not tuple) and _records(pending) > \
                     self.on_append_records:
+                return False
+            if n == 1 and _lone_fanout(pending[0]):
                 return False
             self._busy = True  # before the batches leave pending, as _take
             self._round_start = _stamp(pending[0])

@@ -48,7 +48,6 @@ class OpcodeCount:
         key = self.key(frame)
         if key is None:
             return None
-        frame.f_trace_opcodes = True
         counts = self.counts
 
         def local(_frame: types.FrameType, event: str, _arg: Any) -> Any:
@@ -56,4 +55,8 @@ class OpcodeCount:
                 counts[key] += 1
             return local
 
+        # The frame's tracer first: from Python 3.12, asking for opcode events turns them
+        # on only for a frame that has one, and the tracer returned here comes too late.
+        frame.f_trace = local
+        frame.f_trace_opcodes = True
         return local

@@ -17,7 +17,7 @@ so every send splits into five parts: *build* (client, before the write), *to br
 includes any wait for the GIL), *broker* (the handling until the answer is written),
 *to client* and *finish* (client, from the answer's read to the result). Also stamped:
 each dispatch round of the broker's store (``Dispatcher.run_once``) and every garbage
-collection in either process (``gc.callbacks``).
+collection in either process (``gc.callbacks``), the full ones (generation 2) apart.
 
 Printed: the median and p99 of each part over all sends, then the sends slower than the
 p99: which part made them slow (the part furthest above its own median), and how many
@@ -47,14 +47,17 @@ from typing import Any
 _clock = time.perf_counter
 
 
-def _stamp_gc(out: list[tuple[float, float]]) -> None:
+def _stamp_gc(out: list[tuple[float, float]], full: list[tuple[float, float]]) -> None:
+    """Stamp every collection into ``out``, the full ones (generation 2) into ``full`` too."""
     start = [0.0]
 
-    def on_gc(phase: str, _info: dict[str, int]) -> None:
+    def on_gc(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             start[0] = _clock()
         else:
             out.append((start[0], _clock()))
+            if info.get("generation") == 2:
+                full.append(out[-1])
 
     gc.callbacks.append(on_gc)
 
@@ -72,7 +75,8 @@ def _broker_child(out_path: str, argv: list[str]) -> None:
     flushes: list[float] = []
     rounds: list[tuple[float, float]] = []
     collections: list[tuple[float, float]] = []
-    _stamp_gc(collections)
+    full: list[tuple[float, float]] = []
+    _stamp_gc(collections, full)
     received = connection.Connection._frames_received
     flush = connection.Connection._flush
     run_once = dispatch.Dispatcher.run_once
@@ -98,7 +102,8 @@ def _broker_child(out_path: str, argv: list[str]) -> None:
 
     def dump() -> None:
         Path(out_path).write_text(json.dumps({"reads": reads, "flushes": flushes,
-                                              "rounds": rounds, "gc": collections}))
+                                              "rounds": rounds, "gc": collections,
+                                              "gc_full": full}))
 
     atexit.register(dump)
     from tidemq.cli.main import main
@@ -124,6 +129,7 @@ async def _run(duration: float, warmup: float, stamps_path: str) -> dict[str, An
     written: list[float] = []
     answered: list[float] = []
     collections: list[tuple[float, float]] = []
+    full: list[tuple[float, float]] = []
     send_request = connection.Connection.send_request
     received = connection.Connection._frames_received
 
@@ -156,7 +162,7 @@ async def _run(duration: float, warmup: float, stamps_path: str) -> dict[str, An
         gc.collect()
         gc.freeze()
         gc.set_threshold(50_000, 20, 100)  # as tidemq bench produce
-        _stamp_gc(collections)
+        _stamp_gc(collections, full)
         connection.Connection.send_request = stamped_send  # type: ignore[method-assign]
         connection.Connection._frames_received = stamped_received  # type: ignore[method-assign]
         loop = asyncio.get_running_loop()
@@ -172,7 +178,8 @@ async def _run(duration: float, warmup: float, stamps_path: str) -> dict[str, An
         await producer.close()
     finally:
         await broker.stop()
-    return {"sends": sends, "written": written, "answered": answered, "gc": collections}
+    return {"sends": sends, "written": written, "answered": answered, "gc": collections,
+            "gc_full": full}
 
 
 def _first_in(times: list[float], lo: float, hi: float) -> float | None:
@@ -233,6 +240,11 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
     print(f"  overlapping a dispatch round: {sum(r[2] for r in slow)} "
           f"(all sends: {sum(r[2] for r in rows) / len(rows):.0%}); a garbage collection: "
           f"{sum(r[3] for r in slow)} (all sends: {sum(r[3] for r in rows)})")
+    full_in_send = sum(_overlaps(broker["gc_full"], a, b) or _overlaps(client["gc_full"], a, b)
+                       for a, b in client["sends"])
+    print(f"  collections over the run: broker {len(broker['gc'])} (full "
+          f"{len(broker['gc_full'])}), client {len(client['gc'])} (full "
+          f"{len(client['gc_full'])}); full ones overlapping a send: {full_in_send}")
     print("  mean excess over the medians, µs: " + ", ".join(
         f"{name} {statistics.fmean(r[1][i] for r in slow) * 1e6 - medians[i] * 1e6:.0f}"
         for i, name in enumerate(_PARTS)))

@@ -1048,3 +1048,77 @@ def test_a_lone_fanout_record_is_left_to_the_dispatch_thread(tmp_path: Path,
         assert store.dispatcher.rounds_on_append == 1
     finally:
         store.shutdown()
+
+
+class Later:
+    """An event loop's ``call_soon`` reduced to its contract: callbacks given on the
+    thread that made it run when the test runs them; other threads are refused."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.calls: list[Callable[[], None]] = []
+
+    def __call__(self, fn: Callable[[], None]) -> bool:
+        if threading.get_ident() != self.thread:
+            return False
+        self.calls.append(fn)
+        return True
+
+    def run(self) -> None:
+        calls, self.calls = self.calls, []
+        for fn in calls:
+            fn()
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_a_round_left_to_the_loop_takes_every_put_of_its_pass(tmp_path: Path,
+                                                              dispatcher: str) -> None:
+    """Puts made on a loop leave their small round to the end of the loop's pass: the
+    put returns (and its answer goes out) first, and the puts of one pass share one
+    round, applied on the loop's thread."""
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=64)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    later = Later()
+    store.dispatch_soon(later)
+    assert store.dispatcher is not None
+    try:
+        until_asleep(store.dispatcher)
+        for i in range(3):
+            store.put(CLASSIC, 2, message(i + 1))
+        assert len(later.calls) == 1  # one round for the pass, not one a put
+        assert store.dispatcher.rounds_on_append == 0  # nothing applied by the puts
+        later.run()
+        assert store.wait_dispatched()
+        assert [mid_of(r) for r in decode_all(store, CLASSIC, 2, 0, 10)[3]] == [1, 2, 3]
+        if rounds.names != ["tidemq-dispatch"]:  # unless its timed wake came first
+            assert rounds.names == [threading.current_thread().name]
+            assert store.dispatcher.rounds_on_append == 1
+        assert not later.calls
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_a_round_left_to_the_loop_that_grew_too_big_wakes_the_thread(
+        tmp_path: Path, dispatcher: str) -> None:
+    """Puts from another thread while the loop's round waits join it; a round that is
+    then over the limit goes to the dispatch thread, and nothing is left behind."""
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=2)
+    later = Later()
+    store.dispatch_soon(later)
+    assert store.dispatcher is not None
+    try:
+        until_asleep(store.dispatcher)
+        store.put(CLASSIC, 4, message(1))
+        other = threading.Thread(target=lambda: [store.put(CLASSIC, 4, message(i))
+                                                 for i in (2, 3)])
+        other.start()
+        other.join()
+        assert len(later.calls) == 1
+        later.run()
+        assert store.wait_dispatched()
+        assert [mid_of(r) for r in decode_all(store, CLASSIC, 4, 0, 10)[3]] == [1, 2, 3]
+        assert store.dispatcher.rounds_on_append == 0
+    finally:
+        store.shutdown()

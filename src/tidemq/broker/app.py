@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
 from tidemq.broker.acting_master import ActingMaster
 from tidemq.broker.codes import SEND_CODES
@@ -215,6 +216,7 @@ class BrokerApp:
             raise
         self.pull_holds.attach(loop)
         self.store.add_dispatch_round_hook(self.pull_holds.on_round)
+        self.store.dispatch_soon(_soon_on(loop))
         self._build_pipeline()
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
@@ -285,6 +287,7 @@ class BrokerApp:
         if self.metrics_server is not None:
             await self.metrics_server.close()
         self.pull_holds.release_all()
+        self.store.dispatch_soon(None)  # the loop is ending: the dispatch thread takes over
         if self.dispatch_linger is not None:
             self.dispatch_linger.close()
         await self.server.close(drain_timeout=5.0)
@@ -415,3 +418,18 @@ class BrokerApp:
 
     def runtime_info(self) -> dict[str, str]:
         return runtime_info(self.ctx)
+
+
+def _soon_on(loop: asyncio.AbstractEventLoop) -> Callable[[Callable[[], None]], bool]:
+    """``call_soon`` on ``loop`` when called on its thread (the caller's), ``False``
+    elsewhere: how the store leaves a put's small dispatch round to the end of the loop's
+    pass."""
+    thread = threading.get_ident()
+
+    def soon(fn: Callable[[], None]) -> bool:
+        if threading.get_ident() != thread:
+            return False
+        loop.call_soon(fn)
+        return True
+
+    return soon

@@ -550,6 +550,11 @@ class Dispatcher:
         #: thread sleeps, is applied by the appending thread (0: never; see :meth:`poke`).
         self.on_append_records = on_append_records
         self.rounds_on_append = 0  # rounds applied by an appender
+        #: ``soon(fn)``: run ``fn`` on the calling thread once its work in hand is done
+        #: (an event loop's ``call_soon``), returning ``False`` where it cannot (another
+        #: thread): a round on append then waits for the end of the loop's pass.
+        self.soon: Callable[[Callable[[], None]], bool] | None = None
+        self._soon_pending = False  # a round left to the loop (changed on its thread)
         self.dispatched_entries = 0
         #: :func:`apply_batches` hands the index its keys in log order whatever the batch
         #: order; a subclass that applies rounds itself gets keyed rows in log order.
@@ -582,20 +587,43 @@ class Dispatcher:
         flag first makes the next appenders skip the event until the thread announces
         sleep again.
 
-        A small confirmed round (:attr:`on_append_records`) is applied right here instead,
-        by the appender, and the thread sleeps on: waking it, and it waking the thread
-        that waits for the round's hooks, costs more than the round. The hooks then run
-        on the appending thread, with the append lock held (a hook must not append)."""
-        if self.on_append_records and self._apply_on_append():
-            return
+        A small confirmed round (:attr:`on_append_records`) is applied by the appending
+        thread instead, and the dispatch thread sleeps on: waking it, and it waking the
+        thread that waits for the round's hooks, costs more than the round. Where the
+        appender runs an event loop (:attr:`soon`), the round runs once the work in hand
+        is done: after the put's answer is written, and for every put of that pass at
+        once. Elsewhere it runs right here, with the append lock held (a hook must not
+        append)."""
+        if self.on_append_records:
+            if self._soon_pending:
+                return  # the loop's coming round takes this put too, or wakes the thread
+            soon = self.soon
+            if soon is not None and soon(self._apply_soon):
+                self._soon_pending = True
+                return
+            if self._apply_on_append():
+                return
+        self._wake_thread()
+
+    def _wake_thread(self) -> None:
         self.idle = False
         self._wakeup.set()
 
+    def _apply_soon(self) -> None:
+        """The round :meth:`poke` left to the loop: what is pending now, applied here if
+        it qualifies, else by the woken thread (and so is anything put meanwhile by
+        another thread that this round did not take)."""
+        self._soon_pending = False
+        self._apply_on_append()
+        if self.pending:
+            self._wake_thread()
+
     def _apply_on_append(self) -> bool:
-        """Apply everything pending as one round on this thread, if the round is small,
-        confirmed, and nothing is in flight: the dispatch thread holds no round
-        (:attr:`_round`) and :meth:`_quiet`. Called under the append lock, so nothing
-        joins :attr:`pending` meanwhile. Returns whether the round was taken."""
+        """Apply the head of :attr:`pending` as one round on this thread, if the round is
+        small, confirmed, and nothing is in flight: the dispatch thread holds no round
+        (:attr:`_round`) and :meth:`_quiet`. Other threads may append meanwhile (a round
+        left to the loop runs without the append lock): the round is the items pending
+        when it starts. Returns whether the round was taken."""
         if self.linger or self._paused or self._stop or self.error is not None:
             return False
         if not self._round.acquire(blocking=False):
@@ -605,17 +633,19 @@ class Dispatcher:
             n = len(pending)
             if not n or n > self.on_append_records or not self._quiet():
                 return False
-            if _end(pending[-1]) > self._confirm():
+            # By index: appenders only add at the right, and only a round holder pops.
+            items = list(map(pending.__getitem__, range(n)))
+            if _end(items[-1]) > self._confirm():
                 return False  # not flushed yet (SYNC_FLUSH): the thread waits for it
-            if (n > 1 or type(pending[0]) is not tuple) and _records(pending) > \
+            if (n > 1 or type(items[0]) is not tuple) and _records(items) > \
                     self.on_append_records:
                 return False
-            if n == 1 and _lone_fanout(pending[0]):
+            if n == 1 and _lone_fanout(items[0]):
                 return False
             self._busy = True  # before the batches leave pending, as _take
-            self._round_start = _stamp(pending[0])
-            batches = _fold(list(map(operator.call, itertools.repeat(pending.popleft, n))),
-                            self._keyed_across_queues, self._timed)
+            self._round_start = _stamp(items[0])
+            _consume(map(operator.call, itertools.repeat(pending.popleft, n)))
+            batches = _fold(items, self._keyed_across_queues, self._timed)
             self.rounds_on_append += 1
             try:
                 self.run_once(batches)

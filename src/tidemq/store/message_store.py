@@ -73,6 +73,7 @@ class MessageStore:
         self._lock = StoreLock(self.layout.lock_file)
         self._hooks: list[DispatchHook] = []
         self._round_hooks: list[RoundHook] = []
+        self._dispatch_soon: Callable[[Callable[[], None]], bool] | None = None
         self._housekeeper: threading.Thread | None = None
         self._stop_event = threading.Event()
         #: Held while a checkpoint is taken and written, and through a cut.
@@ -147,6 +148,7 @@ class MessageStore:
         self.dispatcher = self._new_dispatcher()
         for hook in self._hooks:
             self.dispatcher.add_hook(hook)
+        self.dispatcher.soon = self._dispatch_soon
         for round_hook in self._round_hooks:
             self.dispatcher.add_round_hook(round_hook)
         self.flusher.start()
@@ -401,6 +403,15 @@ class MessageStore:
         self._round_hooks.append(hook)
         if self.dispatcher is not None:
             self.dispatcher.add_round_hook(hook)
+
+    def dispatch_soon(self, soon: Callable[[Callable[[], None]], bool] | None) -> None:
+        """Let a put made on an event loop leave its small dispatch round
+        (``dispatchOnAppendRecords``) to the end of the loop's pass: ``soon(fn)`` schedules
+        ``fn`` there (``call_soon``) and returns ``True``, or returns ``False`` on any other
+        thread. The put's answer goes out first, and the puts of one pass share a round."""
+        self._dispatch_soon = soon
+        if self.dispatcher is not None:
+            self.dispatcher.soon = soon
 
     # ------------------------------------------------------------------ writing
 

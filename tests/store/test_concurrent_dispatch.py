@@ -304,6 +304,20 @@ def mid_of_view(view: memoryview) -> int:
 def test_readers_see_every_queue_in_order_while_producers_run(
         tmp_path: Path, dispatcher: str, slow_prepare: random.Random) -> None:
     store = open_store(tmp_path / "store", dispatcher)
+    try:
+        reader = race(store, seeds=(1, 2, 3), count=1500)
+        assert reader.polls > 2 * len(reader.keys), "the reader never raced the producers"
+        if dispatcher != "serial":
+            assert isinstance(store.dispatcher, ConcurrentDispatcher)
+            assert store.dispatcher.commit_seq > 50, "too few rounds to interleave"
+    finally:
+        store.shutdown()
+
+
+def race(store: MessageStore, seeds: tuple[int, ...], count: int) -> Reader:
+    """Producers (threads ``producer-SEED``) racing each other and a reader until all
+    they put is dispatched; then every hook call in order and every message in its
+    queues exactly once. Returns the reader."""
     hook = HookCheck(store)
     store.add_dispatch_hook(hook)
     reader = Reader(store)
@@ -311,27 +325,23 @@ def test_readers_see_every_queue_in_order_while_producers_run(
     stop = threading.Event()
     reading = threading.Thread(target=reader.run, args=(stop,))
     producers = [threading.Thread(target=produce, args=(store, random.Random(seed),
-                                                        seed * 1_000_000, 1500, sent, lock))
-                 for seed in (1, 2, 3)]
+                                                        seed * 1_000_000, count, sent, lock),
+                                  name=f"producer-{seed}")
+                 for seed in seeds]
+    reading.start()
     try:
-        reading.start()
         for t in producers:
             t.start()
         for t in producers:
             t.join()
         assert store.wait_dispatched(30)
-        stop.set()
-        reading.join()
-        reader.catch_up()
-        assert not hook.errors, hook.errors[:10]
-        assert reader.polls > 2 * len(reader.keys), "the reader never raced the producers"
-        check_final(store, reader, sent)
-        if dispatcher != "serial":
-            assert isinstance(store.dispatcher, ConcurrentDispatcher)
-            assert store.dispatcher.commit_seq > 50, "too few rounds to interleave"
     finally:
         stop.set()
-        store.shutdown()
+        reading.join()
+    reader.catch_up()
+    assert not hook.errors, hook.errors[:10]
+    check_final(store, reader, sent)
+    return reader
 
 
 # ---------------------------------------------------------------------- the contract
@@ -897,35 +907,14 @@ def test_rounds_on_append_and_on_the_thread_keep_every_queue_in_order(
     store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=4)
     rounds = RoundThreads()
     store.add_dispatch_round_hook(rounds)
-    hook = HookCheck(store)
-    store.add_dispatch_hook(hook)
-    reader = Reader(store)
-    sent, lock = Sent(), threading.Lock()
-    stop = threading.Event()
-    reading = threading.Thread(target=reader.run, args=(stop,))
-    producers = [threading.Thread(target=produce, args=(store, random.Random(seed),
-                                                        seed * 1_000_000, 1200, sent, lock),
-                                  name=f"producer-{seed}")
-                 for seed in (4, 5, 6)]
     try:
-        reading.start()
-        for t in producers:
-            t.start()
-        for t in producers:
-            t.join()
-        assert store.wait_dispatched(30)
-        stop.set()
-        reading.join()
-        reader.catch_up()
-        assert not hook.errors, hook.errors[:10]
+        race(store, seeds=(4, 5, 6), count=1200)
         assert not rounds.errors, rounds.errors[:10]
-        check_final(store, reader, sent)
         assert store.dispatcher is not None
         on_append = sum(name.startswith("producer-") for name in rounds.names)
         assert on_append == store.dispatcher.rounds_on_append > 0
         assert len(rounds.names) > on_append, "no round was left to the dispatch thread"
     finally:
-        stop.set()
         store.shutdown()
 
 

@@ -34,7 +34,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 
-from tidemq.codec.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from tidemq.codec.command import FLAG_ONEWAY, RemotingCommand
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError
 from tidemq.net.connection import Connection
 from tidemq.net.rate_limited_log import RateLimitedLog
@@ -95,13 +95,8 @@ class Dispatcher:
         except Exception as exc:
             _answer(conn, request, _error_response(request, exc))
             return
-        if isinstance(result, RemotingCommand):  # _answer's steps, without its call
-            if not request.flag & FLAG_ONEWAY:
-                result.opaque = request.opaque
-                try:
-                    conn.send_response(result)  # sets the response flag
-                except Exception as exc:  # the response itself cannot be encoded
-                    conn.send_response(_error_response(request, exc))
+        if isinstance(result, RemotingCommand):
+            _answer(conn, request, result)
             return
         if type(request.body) is memoryview:  # lent: it may be read after the call ends
             request.body = bytes(request.body)
@@ -142,9 +137,8 @@ def _answer(conn: Connection, request: RemotingCommand, response: Response) -> N
     if response is None or request.flag & FLAG_ONEWAY:
         return
     response.opaque = request.opaque
-    response.flag |= FLAG_RESPONSE
     try:
-        conn.send_response(response)
+        conn.send_response(response)  # sets the response flag
     except Exception as exc:  # the response itself cannot be encoded
         conn.send_response(_error_response(request, exc))
 

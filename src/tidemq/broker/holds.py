@@ -89,8 +89,7 @@ class HoldTable:
         (``touched``: queue -> its new max offset). Those queues are found with one
         C-level intersection, atomic under the GIL (the loop's changes to the table
         cannot interleave), not a call per queue moved. On the loop the wake-ups run
-        after the current callback (the store's append lock is held now), without the
-        loop's self-pipe."""
+        after the current callback, without the loop's self-pipe."""
         loop = self._loop
         if not self._by_queue or loop is None:
             return

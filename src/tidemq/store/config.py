@@ -82,9 +82,10 @@ class StoreConfig:
     dispatch_linger_ms: float = 0.0
     #: A dispatch round of at most this many records, confirmed at its append (ASYNC_FLUSH)
     #: while the dispatch thread sleeps with nothing in flight, is applied by the thread
-    #: that appended it, and its dispatch hooks (the held pulls' wake-ups) run there: no
-    #: hand-off to the dispatch thread and back (0: every round on the dispatch thread).
-    #: Larger rounds, and any round while a linger is set, go to the thread.
+    #: that appended it (a broker's event loop: at the end of its pass, after the put's
+    #: answer), and its dispatch hooks (the held pulls' wake-ups) run there: no hand-off
+    #: to the dispatch thread and back (0: every round on the dispatch thread). Larger
+    #: rounds, and any round while a linger is set, go to the thread.
     dispatch_on_append_records: int = 64
     #: Concurrent dispatch (enableBuildConsumeQueueConcurrently): preparing threads, rounds
     #: prepared ahead of the committer, and records per round (docs/benchmarks.md).

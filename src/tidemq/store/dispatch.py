@@ -650,11 +650,7 @@ class Dispatcher:
             try:
                 self.run_once(batches)
             except BaseException as exc:  # the put stands; the dispatcher stops, as _run
-                log.exception("dispatch failed; consume queues stop advancing")
-                with self._cond:
-                    self.error = exc
-                    self._busy = False
-                    self._cond.notify_all()
+                self._failed(exc)
             return True
         finally:
             self._round.release()
@@ -806,14 +802,18 @@ class Dispatcher:
             try:
                 self.run_once(batches)
             except BaseException as exc:
-                log.exception("dispatch failed; consume queues stop advancing")
-                with self._cond:
-                    self.error = exc
-                    self._busy = False
-                    self._cond.notify_all()
+                self._failed(exc)
                 return
             finally:
                 self._round.release()
+
+    def _failed(self, exc: BaseException) -> None:
+        """A round failed: the dispatcher stops, and whoever drains is told."""
+        log.exception("dispatch failed; consume queues stop advancing")
+        with self._cond:
+            self.error = exc
+            self._busy = False
+            self._cond.notify_all()
 
     def run_once(self, batches: list[DispatchBatch]) -> None:
         touched = apply_batches(self.queues, self.index, batches)

@@ -2123,6 +2123,22 @@ done:
     return result;
 }
 
+/* x in decimal at p, a sign and 20 digits at most: returns the end. */
+static char *put_decimal(char *p, long long x) {
+    char digits[20];
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    int d = 0;
+    do {
+        digits[d++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *p++ = '-';
+    while (d)
+        *p++ = digits[--d];
+    return p;
+}
+
 /* lmq_offset_props(targets, props, offsets, head): a fan-out batch's stored properties
 and its fan-outs for the dispatcher, once the batch's LMQ offsets are assigned (twin:
 tidemq/store/lmq_props.py). targets[i] names message i's LMQs, props[i] (bytes) is its
@@ -2214,17 +2230,7 @@ static PyObject *lmq_offset_props(PyObject *self, PyObject *args) {
                 goto done;
             if (j)
                 *p++ = ',';
-            unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-            if (v < 0)
-                *p++ = '-';
-            char digits[20];
-            int d = 0;
-            do {
-                digits[d++] = (char)('0' + u % 10);
-                u /= 10;
-            } while (u);
-            while (d)
-                *p++ = digits[--d];
+            p = put_decimal(p, v);
         }
         *p++ = 0x02;
         PyObject *full = PyBytes_FromStringAndSize(buf, p - buf);
@@ -2430,15 +2436,8 @@ static int int32_of(PyObject *v, long *out) {
 }
 
 static int jb_int(json_buf *b, long x) {
-    char digits[24], *d = digits + sizeof digits;
-    unsigned long v = x < 0 ? 0UL - (unsigned long)x : (unsigned long)x;
-    do {
-        *--d = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (x < 0)
-        *--d = '-';
-    return jb_raw(b, d, digits + sizeof digits - d);
+    char digits[21];
+    return jb_raw(b, digits, put_decimal(digits, x) - digits);
 }
 
 typedef struct {

@@ -23,7 +23,9 @@ from tidemq.types import MessageQueue, PullStatus
 
 TOPIC = "Failover"
 GROUP = "broker-a"
-LEASE_MS = 1500
+#: The controllers replace a master not heard from for this long.
+TIMEOUT_MS = 1500
+HEARTBEAT_MS = 300
 SEGMENT = 64 * 1024
 
 
@@ -31,7 +33,8 @@ def broker_settings(controllers: str) -> dict[str, str]:
     return {
         "enableControllerMode": "true", "controllerAddr": controllers,
         "brokerRole": "SYNC_MASTER", "inSyncReplicas": "2",
-        "brokerHeartbeatInterval": "300", "controllerHeartBeatTimeoutMills": str(LEASE_MS),
+        "brokerHeartbeatInterval": str(HEARTBEAT_MS),
+        "controllerHeartBeatTimeoutMills": str(TIMEOUT_MS),
         "slaveMetadataSyncInterval": "500", "haSendHeartbeatInterval": "500",
         "mappedFileSizeCommitLog": str(SEGMENT),
     }
@@ -39,7 +42,7 @@ def broker_settings(controllers: str) -> dict[str, str]:
 
 @pytest.fixture
 def namesrvs(tmp_path: Path) -> Iterator[list[ControllerProcess]]:
-    trio = controller_trio(tmp_path / "home", {"controllerBrokerHeartbeatTimeout": str(LEASE_MS)},
+    trio = controller_trio(tmp_path / "home", {"controllerBrokerHeartbeatTimeout": str(TIMEOUT_MS)},
                            command="namesrv")
     try:
         for c in trio:

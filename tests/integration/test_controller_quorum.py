@@ -23,7 +23,7 @@ from tests.broker import wire
 from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
-    LEASE_MS,
+    TIMEOUT_MS,
     TOPIC,
     broker_group,
     brokers,
@@ -150,7 +150,7 @@ async def test_with_two_controllers_down_a_followed_master_keeps_acknowledging(
         # no quorum confirms its lease any more, yet every send is acknowledged, for
         # well over a lease: both replicas confirm each one
         loop = asyncio.get_running_loop()
-        until = loop.time() + LEASE_MS / 1000 * 3
+        until = loop.time() + TIMEOUT_MS / 1000 * 3
         while loop.time() < until:
             code, remark = await master.send()
             assert code == ResponseCode.SUCCESS, remark

@@ -23,8 +23,8 @@ from tests.broker import wire
 from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
-    LEASE_MS,
     SEGMENT,
+    TIMEOUT_MS,
     TOPIC,
     brokers,
     eventually,
@@ -176,7 +176,7 @@ async def test_without_a_quorum_of_controllers_the_master_stops_until_one_is_bac
         assert code in (ResponseCode.SERVICE_NOT_AVAILABLE,
                         ResponseCode.FLUSH_SLAVE_TIMEOUT), remark
         # and nobody else is elected meanwhile, well past every lease
-        await asyncio.sleep(LEASE_MS / 1000 * 2)
+        await asyncio.sleep(TIMEOUT_MS / 1000 * 2)
         assert (await send())[0] == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "stops being master of epoch 1: its lease lapsed" in master.log(400)
         assert all("is master" not in b.log(400) for b in brokers[1:])

@@ -29,7 +29,6 @@ from tests.child_server import free_port
 from tests.crash.broker_process import BrokerProcess
 from tests.integration.failover_group import (
     GROUP,
-    LEASE_MS,
     TOPIC,
     broker_settings,
     eventually,
@@ -40,6 +39,7 @@ from tests.integration.failover_group import (
 from tests.namesrv.controller.processes import ControllerProcess
 from tests.tcp_proxy import Link
 
+from tidemq.broker.replication.lease import lease_ms
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
 from tidemq.errors import ResponseCode, TideMQError
@@ -84,8 +84,13 @@ class Group:
 #: A master that waits for every in-sync replica present, and for none when none is: it
 #: acknowledges alone once its replicas leave, so only its lease stops it.
 ALONE = {"inSyncReplicas": "3", "allAckInSyncStateSet": "true", "minInSyncReplicas": "1"}
-#: A master that, without its lease, acknowledges what both its replicas confirm.
-FOLLOWED = {"masterWithoutControllerQuorum": "SYNC_STATE_SET_FOLLOWS"}
+#: A master that, without its lease, acknowledges what both its replicas confirm. Its
+#: heartbeats are slower, so that the time between its lease lapsing and its replicas
+#: following a new master (see the test) is long enough on a busy machine.
+FOLLOWED_TIMEOUT_MS, FOLLOWED_HEARTBEAT_MS = 4000, 1000
+FOLLOWED = {"masterWithoutControllerQuorum": "SYNC_STATE_SET_FOLLOWS",
+            "controllerHeartBeatTimeoutMills": str(FOLLOWED_TIMEOUT_MS),
+            "brokerHeartbeatInterval": str(FOLLOWED_HEARTBEAT_MS)}
 
 
 @pytest.fixture
@@ -243,8 +248,14 @@ async def partition_and_heal(g: Group, *, cut_ha: bool, followed: bool = False) 
     before = senders.from_broker(old.addr)
     after = senders.from_broker(new.addr)
     assert len(before) + len(after) == len(senders.acks)  # no third broker acknowledged
-    if followed:  # it went on past its lease (which lapsed within one after the cut)
-        assert any(a.sent > cut_at + LEASE_MS / 1000 for a in before)
+    if followed:
+        # It went on past its lease. The last heartbeat round that renewed the lease was
+        # sent before the cut, so the lease lapsed within lease_ms after the cut. The
+        # controllers, which received that round after it was sent, replace the master no
+        # earlier than their timeout after it, two heartbeat intervals later than the
+        # lease's end, and the replicas go on confirming until they learn of it.
+        lease_s = lease_ms(FOLLOWED_TIMEOUT_MS, FOLLOWED_HEARTBEAT_MS) / 1000
+        assert any(a.sent > cut_at + lease_s for a in before)
     else:
         assert max(a.at for a in before) < min(a.at for a in after), (
             "two masters acknowledged at once")

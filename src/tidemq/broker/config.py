@@ -37,26 +37,53 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BrokerConfig(ServerKeys):
+    #: The cluster this broker registers in; stored in each message's ``CLUSTER`` property.
     broker_cluster_name: str = "DefaultCluster"
+    #: The broker group's name: a master and its replicas share it (not empty).
     broker_name: str = "broker-a"
+    #: 0 for a master, 1 or more for a replica (see ``enableControllerMode`` for controller mode).
     broker_id: int = 0
     #: The host advertised to name servers and clients (empty: derived from
     #: ``bindAddress``, see :mod:`tidemq.net.bind`).
     broker_ip1: str = dataclasses.field(default="", metadata={"key": "brokerIP1"})
+    #: The remoting port clients and other servers connect to, on ``bindAddress`` (0: any free
+    #: port).
     listen_port: int = 10911
+    #: The name servers this broker registers with, ``host:port;host:port`` (empty: none).
     namesrv_addr: str = ""
+    #: A send to an unknown topic creates it, with ``defaultTopicQueueNums`` queues or the number
+    #: the producer asks for.
     auto_create_topic_enable: bool = True
+    #: A consumer group the broker does not know is created at its first heartbeat.
     auto_create_subscription_group: bool = True
+    #: Queues of a topic the broker creates by itself (1 or more; a producer may ask for another
+    #: number).
     default_topic_queue_nums: int = 8
+    #: What the broker allows on all its topics: 6 read and write, 4 read only, 2 write only.
     broker_permission: int = 6
+    #: How often the broker registers again with every name server, ms.
     register_name_server_period: int = 30_000
+    #: A pull that finds nothing waits for a message up to the consumer's own suspend timeout
+    #: (false: ``shortPollingTimeMills``).
     long_polling_enable: bool = True
+    #: Without ``longPollingEnable``, how long a pull that finds nothing waits, ms.
     short_polling_time_mills: int = 1000
+    #: The largest message body accepted, bytes (also the store's limit).
     max_message_size: int = 4 * 1024 * 1024
+    #: A producer or consumer connection that has not heartbeated for this long is dropped from its
+    #: group, ms.
     channel_expired_timeout: int = 120_000
+    #: How often consumer offsets are written to the store's ``config`` directory, and silent
+    #: clients dropped, ms.
     flush_consumer_offset_interval: int = 5000
+    #: Deliveries of a message a consumer sends back before it goes to the group's dead-letter
+    #: topic, when the group and the request say no other number.
     max_reconsume_times: int = 16
+    #: Delay levels 1, 2, ... of delayed messages (``DELAY``), space-separated durations with unit
+    #: s, m, h or d.
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    #: The furthest a timer message (``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``)
+    #: may be delivered in the future, seconds; further is refused.
     timer_max_delay_sec: int = 3 * 86400
     #: Milliseconds a half (prepared) transactional message waits for END_TRANSACTION
     #: before the broker asks its producer group (CHECK_TRANSACTION_STATE), and between
@@ -68,29 +95,38 @@ class BrokerConfig(ServerKeys):
     transaction_check_interval: int = 30_000
     #: Refuse transactional (prepared) sends with NO_PERMISSION.
     reject_transaction_message: bool = False
+    #: Stored in each message's ``MSG_REGION`` property and in trace records.
     region_id: str = "DefaultRegion"
+    #: Stored in each message's ``TRACE_ON`` property: whether clients trace it.
     trace_on: bool = True
     #: Create the message-trace topic (``msgTraceTopicName``, one queue) at start, as
     #: upstream; clients with trace on send their trace records there.
     trace_topic_enable: bool = False
+    #: The message-trace topic, created at start with ``traceTopicEnable``.
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    #: The largest remoting frame accepted, bytes; a larger one closes the connection.
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all
     #: connections; past it kept buffers are dropped, then the connections holding the
     #: most for the longest are closed.
     max_incomplete_frame_bytes: int = 256 * 1024 * 1024
+    #: The largest pull answer, bytes, when the request names no limit.
     max_pull_bytes: int = 4 * 1024 * 1024
+    #: The largest size a compressed inner batch (RIP-26) may inflate to when the broker reads its
+    #: messages' tags and keys, bytes.
     max_inner_batch_inflated_bytes: int = 32 * 1024 * 1024
+    #: Serve the batch protocol (many queue requests in one request, docs/protocol.md).
     batch_protocol_enable: bool = True
     #: Export each group's lag per queue too (one series per group and queue).
     metrics_queue_lag: bool = False
+    #: The most child requests one batch-protocol request may carry (1 or more).
     batch_max_children: int = 1000
     #: How long an orderly-consumption lock lives after its last renewal (upstream's
     #: ``rocketmq.broker.rebalance.lockMaxLiveTime``), ms.
     rebalance_lock_max_live_time: int = 60_000
     #: Largest batch-protocol parent body accepted, and the byte budget of the pulled
-    #: records one merged pull response carries (capped by max_frame_size).
+    #: records one merged pull response carries (capped by ``maxFrameSize``).
     batch_max_bytes: int = 8 * 1024 * 1024
     #: Switch the store dispatcher's linger (``dispatchLingerMs``) off while pulls are
     #: held: a held pull waits for the very round the linger delays.
@@ -102,6 +138,7 @@ class BrokerConfig(ServerKeys):
     #: brokers), when they check ACLs; empty: unsigned. ``innerClientAuthenticationCredentials``
     #: says the same (upstream's ACL 2.0 key); these two win.
     access_key: str = ""
+    #: The secret key of ``accessKey``.
     secret_key: str = dataclasses.field(default="", repr=False)
     #: ACL 2.0: at start, make a user and an ACL of every ``aclFile`` account that has no
     #: user of its name yet (:mod:`tidemq.net.acl.migrate`).

@@ -65,6 +65,7 @@ class ConsoleConfig:
     metrics_auth_token: str = ""
     #: ``/metrics`` needs HTTP basic auth with this user and password.
     metrics_auth_user: str = ""
+    #: The password of ``metricsAuthUser``.
     metrics_auth_password: str = ""
 
     def __post_init__(self) -> None:

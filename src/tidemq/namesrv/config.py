@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NamesrvConfig(ServerKeys):
+    #: The port brokers and clients connect to, on ``bindAddress`` (0: any free port).
     listen_port: int = 9876
     #: Milliseconds between two scans for brokers whose registration is too old.
     scan_not_active_broker_interval: int = 5000
@@ -50,10 +51,13 @@ class NamesrvConfig(ServerKeys):
     delete_topic_with_broker_registration: bool = False
     #: Answer route queries with SYSTEM_ERROR for the first waitSecondsForService s.
     need_wait_for_service: bool = False
+    #: With ``needWaitForService``: seconds after start during which routes are refused.
     wait_seconds_for_service: int = 45
     #: Close client connections silent for this long (NettyServerConfig key).
     server_channel_max_idle_time_seconds: int = 120
     # TideMQ additions
+    #: The largest remoting frame accepted, bytes (at least 1024); a larger one closes the
+    #: connection.
     max_frame_size: int = 16 * 1024 * 1024
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all
     #: connections; past it kept buffers are dropped, then the connections holding the

@@ -26,16 +26,20 @@ class TlsServerKeys:
     #: enforcing (TLS only). Without a certificate the port is plain.
     tls_server_mode: str = dataclasses.field(default="permissive",
                                              metadata={"key": "tls.server.mode"})
+    #: The remoting port's certificate chain (PEM).
     tls_server_cert_path: str = dataclasses.field(default="",
                                                   metadata={"key": "tls.server.certPath"})
+    #: The private key of ``tls.server.certPath`` (PEM); the two go together.
     tls_server_key_path: str = dataclasses.field(default="",
                                                  metadata={"key": "tls.server.keyPath"})
+    #: The password of an encrypted ``tls.server.keyPath`` (empty: not encrypted).
     tls_server_key_password: str = dataclasses.field(
         default="", repr=False, metadata={"key": "tls.server.keyPassword"})
     #: none, optional or require: ask clients for a certificate signed by
     #: ``tls.server.trustCertPath``.
     tls_server_need_client_auth: str = dataclasses.field(
         default="none", metadata={"key": "tls.server.need.client.auth"})
+    #: The CAs (PEM) that client certificates are checked against (empty: the system's).
     tls_server_trust_cert_path: str = dataclasses.field(
         default="", metadata={"key": "tls.server.trustCertPath"})
 
@@ -59,14 +63,19 @@ class TlsKeys(TlsServerKeys):
     #: trusting the CAs of ``tls.client.trustCertPath``; a client certificate for servers
     #: that ask.
     tls_enable: bool = dataclasses.field(default=False, metadata={"key": "tls.enable"})
+    #: The CAs (PEM) that other servers' certificates are checked against (empty: the system's).
     tls_client_trust_cert_path: str = dataclasses.field(
         default="", metadata={"key": "tls.client.trustCertPath"})
+    #: The certificate chain (PEM) this server shows to servers that ask for one.
     tls_client_cert_path: str = dataclasses.field(default="",
                                                   metadata={"key": "tls.client.certPath"})
+    #: The private key of ``tls.client.certPath`` (PEM; empty: in the certificate's file).
     tls_client_key_path: str = dataclasses.field(default="",
                                                  metadata={"key": "tls.client.keyPath"})
+    #: The password of an encrypted ``tls.client.keyPath`` (empty: not encrypted).
     tls_client_key_password: str = dataclasses.field(
         default="", repr=False, metadata={"key": "tls.client.keyPassword"})
+    #: Check the other servers' certificates and host names (false: accept any certificate).
     tls_client_auth_server: bool = dataclasses.field(
         default=True, metadata={"key": "tls.client.authServer"})
 
@@ -148,9 +157,11 @@ class ServerKeys(AclKeys):
     metrics_auth_token: str = dataclasses.field(default="", repr=False)
     #: ``/metrics`` needs HTTP basic auth with this user and ``metricsAuthPassword``.
     metrics_auth_user: str = ""
+    #: The password of ``metricsAuthUser``.
     metrics_auth_password: str = dataclasses.field(default="", repr=False)
     #: Serve the metrics over HTTPS with this certificate and key (PEM; both empty: HTTP).
     metrics_cert_path: str = ""
+    #: The private key of ``metricsCertPath`` (PEM).
     metrics_key_path: str = ""
 
     def check_server_keys(self) -> None:

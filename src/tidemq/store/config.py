@@ -26,49 +26,100 @@ BCQ_UNIT = 46
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoreConfig:
+    #: The store's directory: commit log, consume queues, index, checkpoint, and the broker's
+    #: ``config`` files (topics, groups, offsets).
     store_path_root_dir: str = "./data/store"
+    #: Bytes of each commit-log segment file (at least 4096).
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    #: Bytes of each consume-queue file, a multiple of 20 (one entry).
     mapped_file_size_consume_queue: int = 300_000 * CQ_UNIT
+    #: Bytes of each batch-consume-queue (RIP-26) file, a multiple of 46 (one entry).
     mapper_file_size_batch_consume_queue: int = 300_000 * BCQ_UNIT
+    #: The largest message body the store appends, bytes (``maxMessageSize`` in the broker's file
+    #: sets both).
     max_message_size: int = 4 * 1024 * 1024
+    #: ``ASYNC_FLUSH``: a send is answered once written to the page cache; ``SYNC_FLUSH``: once on
+    #: disk (group commit).
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    #: ASYNC_FLUSH: how often the flush thread looks at the commit log, ms.
     flush_interval_commit_log: int = 500
+    #: ASYNC_FLUSH: the fewest dirty 4 KiB pages a flush writes, unless the thorough interval has
+    #: passed.
     flush_commit_log_least_pages: int = 4
+    #: ASYNC_FLUSH: the commit log is flushed at least this often however little is dirty, ms.
     flush_commit_log_thorough_interval: int = 10_000
+    #: How often consume queues, the LMQ store and the index are flushed and the checkpoint written,
+    #: ms.
     flush_interval_consume_queue: int = 1000
+    #: Accepted for upstream's files; no effect: every consume queue is flushed whole every
+    #: ``flushIntervalConsumeQueue``.
     flush_consume_queue_least_pages: int = 2
+    #: Accepted for upstream's files; no effect: every consume queue is flushed whole every
+    #: ``flushIntervalConsumeQueue``.
     flush_consume_queue_thorough_interval: int = 60_000
+    #: SYNC_FLUSH: how long a send waits for its flush before it is answered FLUSH_DISK_TIMEOUT, ms.
     sync_flush_timeout: int = 5000
+    #: Check each record's body CRC when recovering the commit log at start (a mismatch ends the log
+    #: there).
     check_crc_on_recover: bool = dataclasses.field(default=True,
                                                    metadata={"key": "checkCRCOnRecover"})
+    #: Hours of the day (0..23, ``;``-separated, e.g. ``04;16``) at which commit-log segments older
+    #: than ``fileReservedTime`` are deleted.
     delete_when: str = "04"
+    #: Hours a commit-log segment is kept after its last write before it may be deleted.
     file_reserved_time: int = 72
+    #: Disk use (%, 1..100) above which expired segments are deleted at any hour.
     disk_max_used_space_ratio: int = 75
+    #: Disk use (%, taken within 30..85) above which the oldest segments are deleted even before
+    #: ``fileReservedTime``, with ``cleanFileForciblyEnable``.
     disk_space_clean_forcibly_ratio: int = 85
+    #: Disk use (%, taken within 35..90) above which the store refuses writes until use drops.
     disk_space_warning_level_ratio: int = 90
+    #: Allow deleting segments younger than ``fileReservedTime`` when the disk is above
+    #: ``diskSpaceCleanForciblyRatio``.
     clean_file_forcibly_enable: bool = True
+    #: How often a retention pass runs, ms.
     clean_resource_interval: int = 10_000
+    #: The most commit-log segments one retention pass deletes.
     delete_file_batch_max: int = 10
+    #: Index messages by key and by unique key (``queryMsgByKey``, ``queryMsgByUniqueKey``).
     message_index_enable: bool = True
+    #: Hash slots of each index file; with ``maxIndexNum`` fixes its size.
     max_hash_slot_num: int = 5_000_000
+    #: Entries of each index file; a full one is followed by a new file.
     max_index_num: int = 20_000_000
+    #: Accepted for upstream's files; no effect: a pull's size is bounded by its own message count
+    #: and ``maxPullBytes``.
     max_transfer_count_on_message_in_memory: int = 32
+    #: Accepted for upstream's files; no effect: a pull's size is bounded by its own message count
+    #: and ``maxPullBytes``.
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    #: Light message queues (RIP-28, docs/lmq.md): with ``enableMultiDispatch``, a message naming
+    #: ``%LMQ%`` queues is also indexed into each.
     enable_lmq: bool = False
+    #: Dispatch a message to the queues its ``INNER_MULTI_DISPATCH`` property names (needs
+    #: ``enableLmq``).
     enable_multi_dispatch: bool = False
+    #: The most LMQs one message may name; a send naming more is refused.
     max_lmq_targets_per_message: int = 64
+    #: Concurrent dispatch: prepare dispatch rounds on ``dispatchWorkers`` threads, committed in
+    #: order.
     enable_build_consume_queue_concurrently: bool = False
+    #: Accepted for upstream's files; no effect: ordinary queues always use consume-queue files,
+    #: LMQs RocksDB (docs/lmq.md).
     store_type: str = "default"
     # TideMQ additions
+    #: Create the next commit-log segment file ahead of need, so the writer does not wait for it.
     preallocate_segments: bool = True
     #: Bytes of the active commit-log segment the warmer thread keeps pre-faulted ahead
     #: of the writer (0: no warmer; appends fault their pages in themselves).
     commit_log_warm_ahead: int = 32 * 1024 * 1024
+    #: Log a warning when dispatch falls behind the commit log by more than this, ms (0: never).
     dispatch_lag_warn_ms: int = 1000
     #: LMQs whose offsets are kept in memory: the LMQ store's cache of their metadata,
     #: and each of the appender's two generations of the next offsets it handed out
     #: (:mod:`tidemq.store.lmq_next`). A queue beyond them is taken from the table of
-    #: ``lmq_known_queues``, else read from RocksDB.
+    #: ``lmqKnownQueues``, else read from RocksDB.
     lmq_cached_queues: int = 200_000
     #: LMQs whose metadata the LMQ store keeps besides the cached ones, compactly
     #: (:mod:`tidemq.store.lmq_table`): filled by a start's walk and with the queues the
@@ -87,10 +138,12 @@ class StoreConfig:
     #: to the dispatch thread and back (0: every round on the dispatch thread). Larger
     #: rounds, and any round while a linger is set, go to the thread.
     dispatch_on_append_records: int = 64
-    #: Concurrent dispatch (enableBuildConsumeQueueConcurrently): preparing threads, rounds
-    #: prepared ahead of the committer, and records per round (docs/benchmarks.md).
+    #: Concurrent dispatch (``enableBuildConsumeQueueConcurrently``): the threads that prepare
+    #: rounds (docs/benchmarks.md#concurrent-dispatch).
     dispatch_workers: int = 1
+    #: Concurrent dispatch: rounds prepared ahead of the one being committed.
     dispatch_ring_size: int = 8
+    #: Concurrent dispatch: the most records of one round.
     dispatch_round_records: int = 2048
 
     def __post_init__(self) -> None:

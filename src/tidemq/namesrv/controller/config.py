@@ -54,6 +54,7 @@ class ControllerConfig(AclKeys):
     enable_controller_in_namesrv: bool = False
     #: Standalone controller: the port brokers and admin tools reach it on.
     listen_port: int = 9878
+    #: Standalone controller: the address it listens on (loopback unless told otherwise).
     bind_address: str = "127.0.0.1"
     #: Every controller's Raft endpoint, ``id-host:port;...``.
     controller_raft_peers: str = ""
@@ -73,6 +74,7 @@ class ControllerConfig(AclKeys):
     #: Elect a broker outside the sync-state set when none in it is alive (may lose
     #: acknowledged messages).
     enable_elect_unclean_master: bool = False
+    #: The largest remoting frame accepted, bytes; a larger one closes the connection.
     max_frame_size: int = 16 * 1024 * 1024
     #: Encrypt and authenticate the Raft traffic between controllers with a key derived
     #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);

@@ -115,3 +115,13 @@ def test_the_module_checks_the_page() -> None:
                            str(PAGE)], capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_keys_the_page_calls_tidemqs_own_are_keys_of_tidemq() -> None:
+    page = PAGE.read_text("utf-8")
+    start = page.index("- **TideMQ's own keys.**")
+    bullet = page[start:page.index("\n- ", start + 1)]
+    named = re.findall(r"`([\w.]+)`", bullet)
+    known = {key for cls in CONFIGS for key in config_keys(cls)}
+    assert named
+    assert [k for k in named if k not in known] == []

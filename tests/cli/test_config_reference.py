@@ -16,8 +16,9 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.cli import config_reference
 from tidemq.cli.config_reference import CONFIGS, SECTIONS, main, missing_descriptions, render
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import config_keys
+from tidemq.formats.javaprops import config_keys, describe
 from tidemq.namesrv import runtime_config as namesrv_runtime
+from tidemq.namesrv.config import NamesrvConfig
 from tidemq.store.config import StoreConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +73,15 @@ def test_the_defaults_are_what_a_broker_shows() -> None:
     for key, value in shown.items():
         expected = f"`{value}`" if value else "(empty)"
         assert rows[key][0] == expected, key
+
+
+def test_the_defaults_are_what_a_name_server_shows() -> None:
+    shown = describe(NamesrvConfig, NamesrvConfig())
+    page = PAGE.read_text("utf-8")
+    rows = {**_rows(_part(page, "shared")), **_rows(_part(page, "namesrv"))}
+    assert set(rows) == set(shown)
+    for key, value in shown.items():
+        assert rows[key][0] == (f"`{value}`" if value else "(empty)"), key
 
 
 def test_the_run_time_column_is_what_the_servers_take() -> None:

@@ -49,8 +49,9 @@ def test_offsets_match_an_unbounded_map(plan: list[tuple[list[str], int]], limit
         nexts.age(dispatched, end)
         if not in_flight:  # dispatch has kept up: the young generation is bounded
             assert len(nexts.young) <= limit
-            if before >= limit:  # and was sealed: the older one is what it held
-                assert len(nexts) == before
+            # and the older one is gone: all that is left is what young held (sealed
+            # now if it was full)
+            assert len(nexts) == before
 
 
 def test_a_popped_name_is_gone_from_both_generations() -> None:
@@ -76,6 +77,22 @@ def test_sealed_generation_is_kept_until_dispatch_passes_it() -> None:
     assert nexts.get("%LMQ%a") is None and nexts.young == {}
     assert nexts.older(["%LMQ%a", "%LMQ%b"], lambda names: dict.fromkeys(names, 9)) == {
         "%LMQ%a": 9, "%LMQ%b": 1}
+
+
+def test_sealed_generation_is_dropped_once_dispatch_passes_it() -> None:
+    nexts = LmqNextOffsets(2)
+    nexts.young.update({"%LMQ%a": 3, "%LMQ%b": 1})
+    nexts.age(0, 50)  # a and b sealed at 50
+    nexts.set("%LMQ%c", 1)
+    nexts.age(50, 60)  # dispatch passed 50; young (c) is not full and stays
+    assert nexts.generations() == ({"%LMQ%c": 1}, {})
+    asked: list[list[str]] = []
+
+    def store(names: Iterable[str]) -> dict[str, int]:
+        asked.append(list(names))
+        return dict.fromkeys(asked[-1], 7)
+
+    assert nexts.older(["%LMQ%a"], store) == {"%LMQ%a": 7} and asked == [["%LMQ%a"]]
 
 
 def test_limit_must_be_positive() -> None:

@@ -9,11 +9,13 @@ the same offset back and the appender may forget it.
 
 The map is kept in two generations, so that it stays bounded however many queues are
 named over time. Assignments go to :attr:`LmqNextOffsets.young`. When it holds
-``limit`` queues and dispatch has passed the end of the log at which the older
-generation was sealed, the older one is dropped, ``young`` is sealed in its place at the
-current end of the log, and a new ``young`` begins. A queue is looked up in ``young``,
-then in the sealed generation, then in the LMQ store. While dispatch lags, ``young``
-grows past ``limit`` until it catches up: what cannot be forgotten yet is kept.
+``limit`` queues, it is sealed at the current end of the log and a new ``young``
+begins. The sealed generation is dropped as soon as dispatch has passed the end of the
+log it was sealed at: the LMQ store then answers each of its queues as it would, and a
+lookup that misses ``young`` asks one large map fewer. A queue is looked up in
+``young``, then in the sealed generation (while there is one), then in the LMQ store.
+While dispatch lags, ``young`` grows past ``limit`` until it catches up: what cannot be
+forgotten yet is kept.
 """
 
 from __future__ import annotations
@@ -92,11 +94,14 @@ class LmqNextOffsets:
         self._sealed_at = 0
 
     def age(self, dispatched: int, log_end: int) -> None:
-        """Seal :attr:`young` once it holds :attr:`limit` queues, if the sealed
-        generation can be dropped: every record that took offsets from it (all below
-        the log end it was sealed at) is below ``dispatched``. ``log_end``: the end of
-        the log now, past every assignment in :attr:`young`."""
-        if len(self.young) >= self.limit and dispatched >= self._sealed_at:
-            self._sealed = self.young
-            self.young = {}
-            self._sealed_at = log_end
+        """Drop the sealed generation once every record that took offsets from it (all
+        below the log end it was sealed at) is below ``dispatched``, and then seal
+        :attr:`young` if it holds :attr:`limit` queues. ``log_end``: the end of the log
+        now, past every assignment in :attr:`young`."""
+        if dispatched >= self._sealed_at:
+            if self._sealed:
+                self._sealed = {}
+            if len(self.young) >= self.limit:
+                self._sealed = self.young
+                self.young = {}
+                self._sealed_at = log_end

@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,6 +36,10 @@ CONSOLE_REACH = ("see, send and delete topics and messages through it (no users 
                  "configured, so it has no login)")
 #: The keys the broker's metrics endpoint and the console's share.
 METRICS_AUTH_KEYS = ("metricsAuthToken", "metricsAuthUser", "metricsAuthPassword")
+#: The broker keys ``tidemq standalone`` sets from its flags, over its config file and the
+#: ``TIDEMQ_*`` variables (``--set`` still wins): key -> where the value comes from.
+STANDALONE_KEYS = {"listenPort": "--broker-port", "bindAddress": "--host",
+                   "storePathRootDir": "--data", "namesrvAddr": "its own name server"}
 
 ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help=".properties file.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -298,6 +303,7 @@ def standalone(
     overrides = {"listenPort": broker_port, "bindAddress": host,
                  "namesrvAddr": f"{local}:{namesrv_port}",
                  "storePathRootDir": str(data / "store"), **user_overrides}
+    _report_taken_from_flags(config, user_overrides)
     bcfg, scfg, unknown = _load(load_broker_config, config, overrides)
     _report_unknown(unknown)
     app: BrokerApp | None = None
@@ -370,6 +376,29 @@ def standalone(
         await ns.stop()
 
     _run(_serve(start, stop))
+
+
+def _report_taken_from_flags(path: Path | None, overrides: dict[str, str]) -> None:
+    """Warn of each key of :data:`STANDALONE_KEYS` that the config file or a ``TIDEMQ_*``
+    variable gives and ``--set`` does not: the standalone's flag sets it instead."""
+    from tidemq.broker.config import BrokerConfig
+    from tidemq.formats.javaprops import config_keys, env_values, read_properties
+    from tidemq.store.config import StoreConfig
+
+    keys = {**config_keys(BrokerConfig), **config_keys(StoreConfig)}
+    key_of = {field: key for key, field in keys.items()}  # a field name stands for its key
+    try:
+        in_file = {key_of.get(k, k) for k in read_properties(path)} if path else set()
+    except TideMQError:
+        in_file = set()  # loading the broker's settings reports it
+    in_env = {*env_values(BrokerConfig, os.environ), *env_values(StoreConfig, os.environ)}
+    given = {key_of.get(k, k) for k in overrides}
+    for key, source in STANDALONE_KEYS.items():
+        where = (escape(str(path)) if key in in_file else
+                 "a TIDEMQ_* variable" if key in in_env else None)
+        if where is not None and key not in given:
+            say(f"[yellow]warning:[/] {key} given by {where} is not used: tidemq standalone "
+                f"takes it from {source} (--set {key}=... wins over both)")
 
 
 def _exposure(host: str) -> str:

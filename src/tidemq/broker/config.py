@@ -59,7 +59,8 @@ class BrokerConfig(ServerKeys):
     #: Queues of a topic the broker creates by itself (1 or more; a producer may ask for another
     #: number).
     default_topic_queue_nums: int = 8
-    #: What the broker allows on all its topics: 6 read and write, 4 read only, 2 write only.
+    #: What the broker allows on all its topics: 6 read and write, 4 read only, 2 write only
+    #: (``updateBrokerConfig`` takes these three values only).
     broker_permission: int = 6
     #: How often the broker registers again with every name server, ms.
     register_name_server_period: int = 30_000
@@ -164,7 +165,8 @@ class BrokerConfig(ServerKeys):
     ha_transfer_batch_size: int = 256 * 1024
     #: A replica more than this many bytes behind is not in sync.
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
-    #: Copies (the master included) that must hold a message before SYNC_MASTER answers.
+    #: Copies (the master included) that must hold a message before SYNC_MASTER answers
+    #: (1 or more).
     in_sync_replicas: int = 2
     #: With ``enableAutoInSyncReplicas``: the fewest copies a send waits for.
     min_in_sync_replicas: int = 1
@@ -197,7 +199,8 @@ class BrokerConfig(ServerKeys):
     #: master, ms (upstream's ``brokerHeartbeatInterval``, default 1000 there).
     broker_heartbeat_interval: int = 500
     #: The lease this broker asks for: not heard from for this long, it is taken for dead
-    #: and, if master, replaced, ms (upstream's ``controllerHeartBeatTimeoutMills``).
+    #: and, if master, replaced, ms (upstream's ``controllerHeartBeatTimeoutMills``); at
+    #: least three ``brokerHeartbeatInterval``.
     controller_heart_beat_timeout_mills: int = 3000
     #: Among equally current replicas the lowest wins an election.
     broker_election_priority: int = 2**31 - 1

@@ -55,7 +55,7 @@ class ConsoleConfig:
     #: Failed logins allowed per client address per minute.
     login_attempts: int = dataclasses.field(default=5, metadata=_key("consoleLoginAttempts"))
     #: Seconds between two background samples of every group's lag and every topic's
-    #: put/get rate (the charts' history).
+    #: put/get rate (the charts' history); above 0 and at most ``consoleHistorySeconds``.
     sample_interval: float = dataclasses.field(default=5.0,
                                                metadata=_key("consoleSampleInterval"))
     #: Seconds of history the charts keep (memory: 16 bytes a sample per series).

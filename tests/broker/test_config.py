@@ -109,3 +109,17 @@ def test_ha_advertised_address() -> None:
         with pytest.raises(ConfigError, match="haAdvertisedAddress") as exc:
             load_broker_config(overrides={"haAdvertisedAddress": bad}, env={})
         assert exc.value.key == "haAdvertisedAddress"
+
+
+def test_a_broker_permission_other_than_2_4_or_6_is_refused_at_start(tmp_path: Path) -> None:
+    """As updateBrokerConfig refuses it: a broker started with brokerPermission=7 served
+    with a value no change at run time could give it."""
+    path = tmp_path / "broker.properties"
+    for bad in ("0", "1", "7", "8"):
+        path.write_text(f"storePathRootDir={tmp_path}\nbrokerPermission={bad}\n", "utf-8")
+        with pytest.raises(ConfigError, match=f"brokerPermission must be 2, 4 or 6 .*not {bad}"
+                           ) as exc:
+            load_broker_config(path, env={})
+        assert exc.value.key == "brokerPermission"
+    path.write_text(f"storePathRootDir={tmp_path}\nbrokerPermission=4\n", "utf-8")
+    assert load_broker_config(path, env={})[0].broker_permission == 4

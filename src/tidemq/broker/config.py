@@ -60,7 +60,7 @@ class BrokerConfig(ServerKeys):
     #: number).
     default_topic_queue_nums: int = 8
     #: What the broker allows on all its topics: 6 read and write, 4 read only, 2 write only
-    #: (``updateBrokerConfig`` takes these three values only).
+    #: (no other value).
     broker_permission: int = 6
     #: How often the broker registers again with every name server, ms.
     register_name_server_period: int = 30_000
@@ -228,6 +228,9 @@ class BrokerConfig(ServerKeys):
         check_listen(self.bind_address, self.listen_port, self.metrics_port, self.broker_ip1)
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty", key="brokerName")
+        if self.broker_permission not in (2, 4, 6):
+            raise ConfigError(f"brokerPermission must be 2, 4 or 6 (write, read, both), not "
+                              f"{self.broker_permission}", key="brokerPermission")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be positive",
                               key="defaultTopicQueueNums")

@@ -71,9 +71,6 @@ def plan_update(config: BrokerConfig, changes: Mapping[str, str]) -> BrokerConfi
         new, _ = bind(BrokerConfig, dict(changes), base=config)
     except ConfigError as exc:
         raise ConfigRefused(exc.key or "", str(exc)) from None
-    if new.broker_permission not in (2, 4, 6):
-        raise ConfigRefused("brokerPermission",
-                            f"brokerPermission must be 2, 4 or 6, not {new.broker_permission}")
     if new.max_pull_bytes < 1 or new.short_polling_time_mills < 0:
         raise ConfigRefused("maxPullBytes" if new.max_pull_bytes < 1 else
                             "shortPollingTimeMills", "the value must not be negative or zero")

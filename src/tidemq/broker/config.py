@@ -51,13 +51,14 @@ class BrokerConfig(ServerKeys):
     listen_port: int = 10911
     #: The name servers this broker registers with, ``host:port;host:port`` (empty: none).
     namesrv_addr: str = ""
-    #: A send to an unknown topic creates it, with ``defaultTopicQueueNums`` queues or the number
-    #: the producer asks for.
+    #: A send to an unknown topic creates it, with the queues the producer asks for, at most
+    #: ``defaultTopicQueueNums``.
     auto_create_topic_enable: bool = True
     #: A consumer group the broker does not know is created at its first heartbeat.
     auto_create_subscription_group: bool = True
-    #: Queues of a topic the broker creates by itself (1 or more; a producer may ask for another
-    #: number).
+    #: Queues of the template topic TBW102 when the broker creates it, and so the most a topic
+    #: created by a send gets (1 or more). An existing TBW102 keeps its queues: change them
+    #: with ``updateTopic``.
     default_topic_queue_nums: int = 8
     #: What the broker allows on all its topics: 6 read and write, 4 read only, 2 write only
     #: (no other value).
@@ -105,7 +106,8 @@ class BrokerConfig(ServerKeys):
     trace_topic_enable: bool = False
     #: The message-trace topic, created at start with ``traceTopicEnable``.
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
-    #: The largest remoting frame accepted, bytes; a larger one closes the connection.
+    #: The largest remoting frame accepted or sent, bytes; a larger request is answered
+    #: MESSAGE_ILLEGAL and skipped, the connection kept.
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all

@@ -56,8 +56,8 @@ class NamesrvConfig(ServerKeys):
     #: Close client connections silent for this long (NettyServerConfig key).
     server_channel_max_idle_time_seconds: int = 120
     # TideMQ additions
-    #: The largest remoting frame accepted, bytes (at least 1024); a larger one closes the
-    #: connection.
+    #: The largest remoting frame accepted or sent, bytes (at least 1024); a larger request
+    #: is answered MESSAGE_ILLEGAL and skipped, the connection kept.
     max_frame_size: int = 16 * 1024 * 1024
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all
     #: connections; past it kept buffers are dropped, then the connections holding the

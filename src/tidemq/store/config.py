@@ -66,7 +66,8 @@ class StoreConfig:
     #: Hours of the day (0..23, ``;``-separated, e.g. ``04;16``) at which commit-log segments older
     #: than ``fileReservedTime`` are deleted.
     delete_when: str = "04"
-    #: Hours a commit-log segment is kept after its last write before it may be deleted.
+    #: Hours a commit-log segment is kept after its last message was stored, before it may be
+    #: deleted.
     file_reserved_time: int = 72
     #: Disk use (%, 1..100) above which expired segments are deleted at any hour.
     disk_max_used_space_ratio: int = 75

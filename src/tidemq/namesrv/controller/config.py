@@ -74,7 +74,8 @@ class ControllerConfig(AclKeys):
     #: Elect a broker outside the sync-state set when none in it is alive (may lose
     #: acknowledged messages).
     enable_elect_unclean_master: bool = False
-    #: The largest remoting frame accepted, bytes; a larger one closes the connection.
+    #: The largest remoting frame accepted or sent, bytes; a larger request is answered
+    #: MESSAGE_ILLEGAL and skipped, the connection kept.
     max_frame_size: int = 16 * 1024 * 1024
     #: Encrypt and authenticate the Raft traffic between controllers with a key derived
     #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);

@@ -29,7 +29,8 @@ class StoreConfig:
     #: The store's directory: commit log, consume queues, index, checkpoint, and the broker's
     #: ``config`` files (topics, groups, offsets).
     store_path_root_dir: str = "./data/store"
-    #: Bytes of each commit-log segment file (at least 4096).
+    #: Bytes of each commit-log segment file (at least 4096). A store whose segments have
+    #: another size does not open.
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     #: Bytes of each consume-queue file, a multiple of 20 (one entry).
     mapped_file_size_consume_queue: int = 300_000 * CQ_UNIT
@@ -110,7 +111,8 @@ class StoreConfig:
     #: LMQs RocksDB (docs/lmq.md).
     store_type: str = "default"
     # TideMQ additions
-    #: Create the next commit-log segment file ahead of need, so the writer does not wait for it.
+    #: Reserve a new commit-log segment's disk blocks when it is created (false: a sparse
+    #: file), and create the next segment before the current one is full.
     preallocate_segments: bool = True
     #: Bytes of the active commit-log segment the warmer thread keeps pre-faulted ahead
     #: of the writer (0: no warmer; appends fault their pages in themselves).

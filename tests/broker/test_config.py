@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tidemq.broker.config import load_broker_config
+from tidemq.broker.runtime_config import config_properties
 from tidemq.errors import ConfigError
 from tidemq.net.bind import machine_host
 
@@ -25,6 +26,16 @@ def test_rocketmq_key_broker_ip1_is_read(tmp_path: Path) -> None:
     assert unknown == []
     assert broker.broker_ip1 == "203.0.113.9"
     assert broker.broker_addr == "203.0.113.9:10921"
+
+
+def test_rocketmq_name_of_slave_acting_master_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text("enableSlaveActingMaster=true\n", "utf-8")
+    broker, store, unknown = load_broker_config(path, env={})
+    assert unknown == []
+    assert broker.slave_acting_master
+    shown = config_properties(broker, store)  # what getBrokerConfig answers
+    assert shown["slaveActingMaster"] == "true" and "enableSlaveActingMaster" not in shown
 
 
 def test_a_wildcard_bind_without_broker_ip1_advertises_this_machine() -> None:

@@ -16,8 +16,11 @@ from tidemq.formats.javaprops import (
     camel,
     config_keys,
     describe,
+    env_values,
     parse_properties,
+    primary_keys,
     properties_text,
+    shown_key,
 )
 
 
@@ -184,6 +187,27 @@ def test_properties_text_keeps_trailing_spaces(props: dict[str, str]) -> None:
 def test_trailing_spaces_of_a_value_are_escaped() -> None:
     assert properties_text({"k": "a b  "}) == "k=a b\\ \\ \n"
     assert parse_properties(properties_text({"k": " "})) == {"k": " "}
+
+
+@dataclasses.dataclass(frozen=True)
+class Aliased:
+    acting: bool = dataclasses.field(default=False, metadata={"aliases": ("enableActing",)})
+    scan: int = dataclasses.field(default=5, metadata={"key": "scanInterval",
+                                                      "aliases": ("scanOld", "scanOther")})
+
+
+def test_an_alias_binds_to_its_field_and_is_not_shown() -> None:
+    obj, unknown = bind(Aliased, {"enableActing": "true", "scanOther": "9"})
+    assert obj == Aliased(acting=True, scan=9) and unknown == []
+    assert config_keys(Aliased) == {"acting": "acting", "scanInterval": "scan",
+                                    "enableActing": "acting", "scanOld": "scan",
+                                    "scanOther": "scan"}
+    assert primary_keys(Aliased) == {"acting": "acting", "scanInterval": "scan"}
+    assert describe(Aliased, obj) == {"acting": "true", "scanInterval": "9"}
+    assert [shown_key(Aliased, k) for k in ("scanOld", "scanInterval", "scan", "enableActing",
+                                            "nothing")] == [
+        "scanInterval", "scanInterval", "scanInterval", "acting", "nothing"]
+    assert env_values(Aliased, {"TIDEMQ_ENABLE_ACTING": "1"}) == {"enableActing": "1"}
 
 
 def test_describe_shows_every_key_and_masks_secrets() -> None:

@@ -188,7 +188,8 @@ class BrokerConfig(ServerKeys):
     slave_metadata_sync_interval: int = 10_000
     #: RocketMQ 5: while its group's master is down, the replica with the smallest
     #: brokerId hands messages consumers send back to another group's master.
-    slave_acting_master: bool = False
+    slave_acting_master: bool = dataclasses.field(
+        default=False, metadata={"aliases": ("enableSlaveActingMaster",)})
     # Controller mode (docs/replication.md#controller-mode); RocketMQ 5's keys.
     #: Take the role from the controllers: ``brokerId`` is then this broker's id in its
     #: group (1, 2, ...; the name server lists the master as 0), ``brokerRole`` the kind

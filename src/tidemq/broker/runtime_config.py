@@ -20,7 +20,7 @@ import msgspec
 from tidemq.broker.config import BrokerConfig
 from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, describe
+from tidemq.formats.javaprops import bind, config_keys, describe, shown_key
 from tidemq.store.config import StoreConfig
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def plan_update(config: BrokerConfig, changes: Mapping[str, str]) -> BrokerConfi
     for key in sorted(changes):
         if key not in known:
             raise ConfigRefused(key, f"unknown config key {key!r}")
-        if key not in RUNTIME_KEYS:
+        if shown_key(BrokerConfig, key) not in RUNTIME_KEYS:
             raise ConfigRefused(
                 key, f"{key} cannot change while the broker runs: set it in the broker's "
                 f"properties file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})")

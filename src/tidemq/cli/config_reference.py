@@ -73,9 +73,13 @@ def settings(cls: type[Any], runtime_keys: Iterable[str] = (),
         if wanted is not None and field.name not in wanted:
             continue
         key = field.metadata.get("key", camel(field.name))
+        meaning = docs[field.name]
+        aliases = field.metadata.get("aliases", ())
+        if aliases:
+            meaning += f" Also read as {', '.join(f'`{a}`' for a in aliases)}."
         rows.append(Setting(key=key, type=_type_text(hints[field.name]),
                             default=_default_text(field), runtime=key in runtime,
-                            meaning=docs[field.name]))
+                            meaning=meaning))
     return rows
 
 

@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 from tidemq.errors import ConfigError
 
 __all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
-           "parse_properties", "properties_text", "read_properties"]
+           "parse_properties", "primary_keys", "properties_text", "read_properties",
+           "shown_key"]
 
 T = TypeVar("T")
 
@@ -107,9 +108,25 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def config_keys(cls: type[Any]) -> dict[str, str]:
-    """RocketMQ key -> field name for a config dataclass."""
+def primary_keys(cls: type[Any]) -> dict[str, str]:
+    """The key a config dataclass shows for each field (its RocketMQ key) -> field name."""
     return {f.metadata.get("key", camel(f.name)): f.name for f in dataclasses.fields(cls)}
+
+
+def config_keys(cls: type[Any]) -> dict[str, str]:
+    """Every key a config dataclass reads -> field name: the keys it shows
+    (:func:`primary_keys`), then the other names a field also takes (its ``aliases``: where
+    RocketMQ names the same setting differently)."""
+    keys = primary_keys(cls)
+    for f in dataclasses.fields(cls):
+        keys.update(dict.fromkeys(f.metadata.get("aliases", ()), f.name))
+    return keys
+
+
+def shown_key(cls: type[Any], key: str) -> str:
+    """The key config dataclass ``cls`` shows for ``key``, one of its keys or aliases."""
+    field = config_keys(cls).get(key, key)
+    return {name: shown for shown, name in primary_keys(cls).items()}.get(field, key)
 
 
 def _convert(key: str, raw: Any, tp: Any) -> Any:
@@ -191,7 +208,7 @@ def describe(cls: type[Any], obj: Any) -> dict[str, str]:
     fields declared ``repr=False`` (secrets) shown as :data:`MASK` when set."""
     secret = {f.name for f in dataclasses.fields(cls) if not f.repr}
     out: dict[str, str] = {}
-    for key, field in config_keys(cls).items():
+    for key, field in primary_keys(cls).items():
         value = getattr(obj, field)
         out[key] = MASK if field in secret and value else _text(value)
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys
+from tidemq.formats.javaprops import bind, config_keys, shown_key
 from tidemq.namesrv.config import NamesrvConfig
 
 __all__ = ["RUNTIME_KEYS", "plan_update"]
@@ -38,7 +38,7 @@ def plan_update(config: NamesrvConfig, changes: Mapping[str, str]) -> NamesrvCon
     for key in sorted(changes):
         if key not in known:
             raise ConfigError(f"unknown config key {key!r}", key=key)
-        if key not in RUNTIME_KEYS:
+        if shown_key(NamesrvConfig, key) not in RUNTIME_KEYS:
             raise ConfigError(
                 f"{key} cannot change while the name server runs: set it in its properties "
                 f"file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})",

@@ -382,16 +382,19 @@ def _report_taken_from_flags(path: Path | None, overrides: dict[str, str]) -> No
     """Warn of each key of :data:`STANDALONE_KEYS` that the config file or a ``TIDEMQ_*``
     variable gives and ``--set`` does not: the standalone's flag sets it instead."""
     from tidemq.broker.config import BrokerConfig
-    from tidemq.formats.javaprops import config_keys, env_values, read_properties
+    from tidemq.formats.javaprops import config_keys, env_values, primary_keys, read_properties
     from tidemq.store.config import StoreConfig
 
     keys = {**config_keys(BrokerConfig), **config_keys(StoreConfig)}
-    key_of = {field: key for key, field in keys.items()}  # a field name stands for its key
+    shown = {**primary_keys(BrokerConfig), **primary_keys(StoreConfig)}
+    key_of = {field: key for key, field in shown.items()}  # a field name, a key or an
+    key_of |= {key: key_of[field] for key, field in keys.items()}  # alias: the key shown
     try:
         in_file = {key_of.get(k, k) for k in read_properties(path)} if path else set()
     except TideMQError:
         in_file = set()  # loading the broker's settings reports it
-    in_env = {*env_values(BrokerConfig, os.environ), *env_values(StoreConfig, os.environ)}
+    in_env = {key_of.get(k, k) for k in (*env_values(BrokerConfig, os.environ),
+                                         *env_values(StoreConfig, os.environ))}
     given = {key_of.get(k, k) for k in overrides}
     for key, source in STANDALONE_KEYS.items():
         where = (escape(str(path)) if key in in_file else

@@ -70,7 +70,8 @@ class ControllerConfig(AclKeys):
     #: is replaced. A broker's heartbeat may name its own (``heartbeatTimeoutMills``).
     controller_broker_heartbeat_timeout: int = 3000
     #: How often the leading controller looks for lapsed master leases, ms.
-    controller_scan_interval: int = 250
+    controller_scan_interval: int = dataclasses.field(
+        default=250, metadata={"aliases": ("scanNotActiveBrokerInterval",)})
     #: Elect a broker outside the sync-state set when none in it is alive (may lose
     #: acknowledged messages).
     enable_elect_unclean_master: bool = False

@@ -18,9 +18,11 @@ from tidemq.client import (
     BlockingPullConsumer,
     ClientConfig,
     MessageTooBigError,
+    NoRouteError,
 )
 from tidemq.client.blocking import BlockingRouteCache
 from tidemq.client.records import decode_messages
+from tidemq.codec.bodies import BrokerData
 from tidemq.codec.command import RequestCode
 from tidemq.errors import BrokerResponseError, ConnectionLost, ResponseCode
 from tidemq.net.blocking import BlockingClient
@@ -185,3 +187,22 @@ async def test_a_blocking_fixed_queue_send_finds_the_new_master(
     finally:
         await asyncio.to_thread(producer.close)
     assert result.status is SendStatus.SEND_OK and len(new.stored("Fail", 0)) == 1
+
+
+async def test_a_blocking_send_fetches_a_route_without_a_master_again(
+        namesrv: FakeNameServer, brokers: list[FakeBroker], config: ClientConfig) -> None:
+    broker = brokers[0]
+    namesrv.brokers[broker.name] = BrokerData(cluster=broker.cluster, broker_name=broker.name,
+                                              broker_addrs={1: broker.address})
+    namesrv.add_topic("Elect", [broker])
+    producer = BlockingProducer("pg", config=config)
+    try:
+        with pytest.raises(NoRouteError):
+            await asyncio.to_thread(producer.send, Message("Elect", b"1"))
+        namesrv.add_broker(broker)  # the new master is listed, well within the route's ttl
+        namesrv.add_topic("Elect", [broker])
+        result = await asyncio.to_thread(producer.send, Message("Elect", b"2"))
+    finally:
+        await asyncio.to_thread(producer.close)
+    assert result.status is SendStatus.SEND_OK
+    assert sum(len(broker.stored("Elect", q)) for q in range(4)) == 1

@@ -8,6 +8,7 @@ import pytest
 from tests.client.fakes import FakeBroker, FakeNameServer
 
 from tidemq.client import ClientConfig, MessageTooBigError, NoRouteError, Producer
+from tidemq.codec.bodies import BrokerData
 from tidemq.codec.command import RequestCode
 from tidemq.codec.frame import FrameTooLargeToSend
 from tidemq.codec.headers import SendMessageRequestHeaderV2
@@ -215,3 +216,22 @@ async def test_a_fixed_queue_send_finds_the_new_master_after_the_old_one_died(
     assert result.status is SendStatus.SEND_OK
     [stored] = new.stored("Fail", 0)
     assert [m.body for m in decode_messages(stored.record)] == [b"3"]
+
+
+async def test_a_send_fetches_a_route_without_a_master_again(
+        namesrv: FakeNameServer, brokers: list[FakeBroker], config: ClientConfig) -> None:
+    # the only group's master died and the controllers elected another: a route fetched
+    # between the two lists no master, and a send must not keep it until the periodic
+    # refresh -- it asks again, as upstream's producer does when its route is not ok
+    broker = brokers[0]
+    namesrv.brokers[broker.name] = BrokerData(cluster=broker.cluster, broker_name=broker.name,
+                                              broker_addrs={1: broker.address})
+    namesrv.add_topic("Elect", [broker])
+    async with Producer("pg", config=config) as producer:
+        with pytest.raises(NoRouteError):
+            await producer.send(Message("Elect", b"1"))
+        namesrv.add_broker(broker)  # the new master is listed
+        namesrv.add_topic("Elect", [broker])
+        result = await producer.send(Message("Elect", b"2"))
+    assert result.status is SendStatus.SEND_OK
+    assert config.poll_name_server_interval >= 30  # no periodic refresh came in between

@@ -90,6 +90,25 @@ def test_lookup_uses_a_cached_route_until_stale_or_refreshed() -> None:
     assert table.lookup("T").route is route
 
 
+def test_a_send_does_not_take_a_cached_route_without_a_master() -> None:
+    """A consumer reads a masterless group from its replicas and keeps the route; a send
+    (``allow_default``) asks again, keeping the route as its fallback."""
+    table = RouteTable(clock=_Clock())
+    data = _data("a")
+    data.broker_datas[0].broker_addrs = {1: "a:10921"}
+    route = TopicRoute.build("T", data)
+    assert not route.publish_queues and route.subscribe_queues
+    table.store("T", route)
+    assert table.lookup("T").route is route and table.serving("T") is route
+    send = table.lookup("T", allow_default=True)
+    assert send.route is None and send.fallback is route
+    assert table.serving("T", allow_default=True) is None
+    with_master = TopicRoute.build("T", _data("a"))
+    table.store("T", with_master)
+    assert table.lookup("T", allow_default=True).route is with_master
+    assert table.serving("T", allow_default=True) is with_master
+
+
 def test_lookup_refetches_after_max_age() -> None:
     clock = _Clock()
     table = RouteTable(clock=clock, max_age=30.0)

@@ -90,6 +90,18 @@ class Lookup:
     fallback: TopicRoute | None
 
 
+def _serves(route: TopicRoute, allow_default: bool) -> bool:
+    """Whether a cached ``route`` answers a lookup. A consumer's (not ``allow_default``)
+    takes no template route. A send's (``allow_default``) takes none that lists no
+    writable queue with a master: it asks the name servers again, as upstream's
+    producer does when its publish info is not ok, so that a group whose only master
+    was replaced takes sends once the name servers list the new one instead of at the
+    next periodic refresh."""
+    if allow_default:
+        return bool(route.publish_queues)
+    return not route.from_default
+
+
 class RouteTable:
     """Routes by topic and when they were fetched.
 
@@ -105,13 +117,13 @@ class RouteTable:
     def lookup(self, topic: str, *, allow_default: bool = False,
                refresh: bool = False) -> Lookup:
         """Whether the cached route of ``topic`` serves (not ``refresh``, not stale, not
-        too old, and not a template route unless ``allow_default``)."""
+        too old, and one :func:`_serves` takes for this kind of lookup)."""
         entry = self._entries.get(topic)
         if entry is None:
             return Lookup(None, None)
         fresh = not refresh and not entry.stale and (
             self.max_age is None or self._clock() - entry.fetched_at < self.max_age)
-        if fresh and (allow_default or not entry.route.from_default):
+        if fresh and _serves(entry.route, allow_default):
             return Lookup(entry.route, entry.route)
         return Lookup(None, entry.route)
 
@@ -123,7 +135,7 @@ class RouteTable:
                 self.max_age is not None and self._clock() - entry.fetched_at >= self.max_age):
             return None
         route = entry.route
-        return route if allow_default or not route.from_default else None
+        return route if _serves(route, allow_default) else None
 
     def kept(self, topic: str, exc: TideMQError, fallback: TopicRoute | None) -> TopicRoute:
         """The route to use when fetching ``topic`` failed with ``exc``: ``fallback``

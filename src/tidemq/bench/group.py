@@ -77,7 +77,9 @@ def start_child(child: Child, logs: Path) -> None:
     does not within :data:`START_TIMEOUT`)."""
     log_path = logs / f"{child.name}.log"
     log_file: IO[bytes] = log_path.open("ab")
-    ready = threading.Event()
+    ready = threading.Event()  # the ready line was seen, or the log ended
+    served: list[bool] = [False]
+    last: list[bytes] = [b""]  # the child's last non-empty log line
     proc = subprocess.Popen(child.args(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
                             start_new_session=True)
@@ -88,7 +90,10 @@ def start_child(child: Child, logs: Path) -> None:
         for line in proc.stderr:
             log_file.write(line)
             log_file.flush()
+            if line.strip():
+                last[0] = line.strip()
             if READY[child.command].encode() in line:
+                served[0] = True
                 ready.set()
         ready.set()
         log_file.close()
@@ -96,8 +101,12 @@ def start_child(child: Child, logs: Path) -> None:
 
     child.copier = threading.Thread(target=copy, name=f"log-{child.name}", daemon=True)
     child.copier.start()
-    if not ready.wait(START_TIMEOUT) or proc.poll() is not None:
-        raise RuntimeError(f"{child.name} did not start; see {log_path}")
+    # a child whose log ended without the ready line exited (it may not be reaped yet)
+    if not ready.wait(START_TIMEOUT) or not served[0] or proc.poll() is not None:
+        child.copier.join(1.0)  # an exited child's last lines are still being copied
+        said = last[0].decode(errors="replace")
+        raise RuntimeError(f"{child.name} did not start" + (f": {said}" if said else "")
+                           + f"; see {log_path}")
 
 
 def stop_children(children: list[Child]) -> None:

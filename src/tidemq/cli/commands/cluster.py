@@ -81,7 +81,9 @@ def cluster(
                         and child.name not in reported):
                     reported.add(child.name)
                     console.print(f"[yellow]{child.name} exited ({child.proc.returncode})[/]; "
-                                  "the others go on", highlight=False)
+                                  "the others go on. To bring it back, stop this command "
+                                  "(Ctrl+C) and start it again: the stores in "
+                                  f"{escape(str(data))} are kept", highlight=False)
     except RuntimeError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None

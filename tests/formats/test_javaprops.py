@@ -129,6 +129,18 @@ def test_bad_values_name_the_key(key: str, value: str) -> None:
     assert key in str(info.value)
 
 
+def test_a_comment_after_a_value_is_named_as_the_cause() -> None:
+    # .properties has no end-of-line comments: the text after the value is part of it
+    values = parse_properties("enableLmq=true      # the light message queues\n")
+    with pytest.raises(ConfigError) as info:
+        bind(Sample, values)
+    assert info.value.key == "enableLmq"
+    assert "a '#' comment belongs on a line of its own" in str(info.value)
+    with pytest.raises(ConfigError) as plain:
+        bind(Sample, {"enableLmq": "maybe"})
+    assert "comment" not in str(plain.value)
+
+
 # ---------------------------------------------------------------- round trip through a writer
 
 _KEY_ESCAPES = {"\\": "\\\\", " ": "\\ ", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f",

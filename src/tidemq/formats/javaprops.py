@@ -129,6 +129,10 @@ def shown_key(cls: type[Any], key: str) -> str:
     return {name: shown for shown, name in primary_keys(cls).items()}.get(field, key)
 
 
+#: What a ``# comment`` written after a value looks like (it is read as part of it).
+_TRAILING_COMMENT = re.compile(r"\s[#!]")
+
+
 def _convert(key: str, raw: Any, tp: Any) -> Any:
     if not isinstance(raw, str):
         return raw
@@ -150,8 +154,10 @@ def _convert(key: str, raw: Any, tp: Any) -> Any:
             except KeyError:
                 return tp(raw.strip())
     except (ValueError, KeyError):
-        raise ConfigError(f"bad value {raw!r} for {key}: expected {getattr(tp, '__name__', tp)}",
-                          key=key) from None
+        hint = (" (a .properties line has no comment after its value: a '#' comment belongs "
+                "on a line of its own)") if _TRAILING_COMMENT.search(raw) else ""
+        raise ConfigError(f"bad value {raw!r} for {key}: expected "
+                          f"{getattr(tp, '__name__', tp)}{hint}", key=key) from None
     return raw
 
 

@@ -132,7 +132,10 @@ async def test_message_lookups(namesrv: FakeNameServer, brokers: list[FakeBroker
         assert await admin.query_messages_by_key("T", "order") == []
         at = await admin.message_at(sent[3].queue, sent[3].queue_offset)
         assert at.body == b"m3"
-        with pytest.raises(MessageNotFoundError):
+        with pytest.raises(MessageNotFoundError) as beyond:
             await admin.message_at(sent[3].queue, sent[3].queue_offset + 1)
+        # the error says which offsets the queue does hold
+        assert beyond.value.reason == (
+            f"NO_NEW_MSG: the queue holds offsets 0 to {sent[3].queue_offset}")
     assert brokers[0].log.of(RequestCode.VIEW_MESSAGE_BY_ID) or brokers[1].log.of(
         RequestCode.VIEW_MESSAGE_BY_ID)

@@ -359,7 +359,10 @@ class AdminClient(InstanceRole):
         result = read_pull_response(await self.instance.request(addr, cmd), queue, sub,
                                     address=addr, offset=offset)
         if result.status is not PullStatus.FOUND or not result.messages:
-            raise MessageNotFoundError(f"{queue}@{offset}", result.status.value)
+            raise MessageNotFoundError(f"{queue}@{offset}", f"{result.status.value}: " + (
+                f"the queue holds offsets {result.min_offset} to {result.max_offset - 1}"
+                if result.max_offset > result.min_offset else
+                f"the queue holds no message (its next offset is {result.max_offset})"))
         return result.messages[0]
 
     async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:

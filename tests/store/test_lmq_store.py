@@ -425,11 +425,11 @@ def test_retention_drops_tombstones_it_passed(lmq_cfg: Cfg, open_store: OpenStor
     assert store.lmq.tombstones() == {} and store.lmq.floor("%LMQ%t") == 0
 
 
-def test_cached_stats_never_walk_on_the_callers_thread_after_the_first(tmp_path: Path) -> None:
+def test_cached_stats_never_walk_on_the_callers_thread(tmp_path: Path) -> None:
     lmq = LmqStore(tmp_path / "lmq")
     try:
         lmq.write([LmqEntry("%LMQ%a", 0, 0, 10, 0, 1)], 10)
-        assert lmq.cached_stats(max_age=0) == (1, 1)  # the first call counts
+        assert lmq.first_stats() == (1, 1)  # waits for the first walk, on its thread
         lmq.write([LmqEntry("%LMQ%b", 0, 10, 10, 0, 1)], 20)
         assert lmq.cached_stats(max_age=0) == (1, 1)  # stale, a walk started meanwhile
         counting = lmq._stats_thread
@@ -439,6 +439,38 @@ def test_cached_stats_never_walk_on_the_callers_thread_after_the_first(tmp_path:
         lmq.delete_queue("%LMQ%a", 20)
         assert lmq.cached_stats(max_age=3600) == (1, 1)  # a deletion adjusts exactly
     finally:
+        lmq.close()
+
+
+def test_the_first_count_does_not_stall_the_caller(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # a million LMQs take seconds to walk: the broker's loop asks, and must not wait
+    lmq = LmqStore(tmp_path / "lmq")
+    walking, finish = threading.Event(), threading.Event()
+    walk = lmq.stats
+    walks: list[int] = []
+
+    def slow_walk() -> tuple[int, int]:
+        walks.append(1)
+        walking.set()
+        assert finish.wait(30)
+        return walk()
+
+    monkeypatch.setattr(lmq, "stats", slow_walk)
+    try:
+        lmq.write([LmqEntry("%LMQ%a", 0, 0, 10, 0, 1)], 10)
+        asked: list[tuple[int, int] | None] = []
+        caller = threading.Thread(target=lambda: asked.append(lmq.cached_stats()))
+        caller.start()
+        caller.join(10)
+        assert asked == [None]  # answered while the walk is under way
+        assert walking.wait(10)
+        assert lmq.cached_stats() is None  # no second walk is started meanwhile
+        finish.set()
+        assert lmq.first_stats() == (1, 1)
+        assert len(walks) == 1
+    finally:
+        finish.set()
         lmq.close()
 
 

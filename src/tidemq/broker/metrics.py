@@ -305,8 +305,9 @@ class BrokerCollector(Collector):
         healthy.add_metric([store.status], 1 if store.status == "RUNNING" else 0)
         yield healthy
         lmq = store.lmq
-        if lmq is not None:
-            queues, entries = lmq.cached_stats()
+        figures = None if lmq is None else lmq.cached_stats()
+        if figures is not None:
+            queues, entries = figures
             yield _gauge("tidemq_broker_lmq_queues", "Light message queues.", queues)
             yield _gauge("tidemq_broker_lmq_entries", "Entries in light message queues.", entries)
 

@@ -82,5 +82,8 @@ def _lmq_info(store: MessageStore) -> dict[str, str]:
     lmq = store.lmq
     if lmq is None:
         return {"lmqEnabled": "false"}
-    queues, entries = lmq.cached_stats()
+    figures = lmq.cached_stats()
+    if figures is None:  # not counted yet: a walk has started
+        return {"lmqEnabled": "true"}
+    queues, entries = figures
     return {"lmqEnabled": "true", "lmqCount": str(queues), "lmqEntries": str(entries)}

@@ -253,6 +253,7 @@ class LmqStore:
         self.flush_every = FLUSH_EVERY
         self._stats: tuple[float, int, int] | None = None
         self._stats_thread: threading.Thread | None = None
+        self._stats_lock = threading.Lock()
         #: Resumable retention sweep: the last queue name visited, and the commit-log
         #: minimum the last complete sweep was done for.
         self._sweep_after: bytes | None = None
@@ -1071,19 +1072,33 @@ class LmqStore:
             entries += max(nxt - lo, 0)
         return queues, entries
 
-    def cached_stats(self, max_age: float = 30.0) -> tuple[int, int]:
+    def cached_stats(self, max_age: float = 30.0) -> tuple[int, int] | None:
         """:meth:`stats` without stalling the caller (the broker's event loop): the walk
         of every queue's metadata -- one to three seconds per million queues -- runs on a
-        background thread at most every ``max_age`` seconds, and the last figures are
-        returned meanwhile. Only the first call waits for a walk."""
+        background thread, started when there are no figures yet or they are older than
+        ``max_age`` seconds, and the last figures are returned meanwhile: ``None`` until
+        the first walk ends (:meth:`first_stats` waits for it)."""
         stats = self._stats
-        if stats is None:
-            stats = self._stats = (time.monotonic(), *self.stats())
-        elif time.monotonic() - stats[0] > max_age and self._stats_thread is None:
-            self._stats_thread = NamedThread(target=self._refresh_stats,
-                                             name="tidemq-lmq-stats", daemon=True)
-            self._stats_thread.start()
-        return stats[1], stats[2]
+        if stats is None or time.monotonic() - stats[0] > max_age:
+            with self._stats_lock:  # the metrics thread asks too
+                if self._stats_thread is None:
+                    self._stats_thread = NamedThread(target=self._refresh_stats,
+                                                     name="tidemq-lmq-stats", daemon=True)
+                    self._stats_thread.start()
+        return None if stats is None else (stats[1], stats[2])
+
+    def first_stats(self) -> tuple[int, int] | None:
+        """:meth:`cached_stats`, waiting for the walk under way when no walk has ended
+        yet: for a caller that may block (a worker thread, not the event loop). ``None``
+        only when that walk failed."""
+        figures = self.cached_stats()
+        if figures is None:
+            counting = self._stats_thread  # None again if it has ended already
+            if counting is not None:
+                counting.join()
+            stats = self._stats
+            figures = None if stats is None else (stats[1], stats[2])
+        return figures
 
     def _refresh_stats(self) -> None:
         try:

@@ -8,6 +8,7 @@ Statistics bodies use standard JSON lists (``{"offsetTable": [{"topic":..., "que
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -132,7 +133,11 @@ class AdminProcessor:
 
     # ------------------------------------------------------------------ status
 
-    def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        lmq = self.store.lmq
+        if lmq is not None and lmq.cached_stats() is None:
+            # the first count of the LMQs walks them all: on a thread, the loop serving on
+            await asyncio.to_thread(lmq.first_stats)
         return cmd.response(body=encode_body(KVTable(table=runtime_info(self.ctx))))
 
     def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -23,8 +23,12 @@ from tidemq.broker.controller_link import (
 from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.codec.controller import GetMetaDataResponseHeader
+from tidemq.codec.controller import EpochEntry as WireEpoch
+from tidemq.codec.controller import EpochEntryCache, GetMetaDataResponseHeader
 from tidemq.net import Connection, RemotingClient, RemotingServer
+from tidemq.store import truncation
+from tidemq.store.append import MessageInput
+from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.message_store import MessageStore
 
 REPLICA = RoleState(BrokerRole.SLAVE, 2, "127.0.0.1:10912", 1)
@@ -150,3 +154,66 @@ async def test_the_leader_is_reached_at_the_address_the_broker_was_given(
                     await client.close()
         finally:
             await proxy.close()
+
+
+async def test_a_replica_told_of_its_master_early_takes_the_new_epoch_without_a_cut(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controllers may name the new master to a replica before that broker has
+    recorded its epoch: the replica takes the master's epochs as they are then (the
+    old epoch only), copies what the master writes in the new one, and takes the new
+    epoch at a later round. What it copied meanwhile is the master's: no cut is
+    requested, and the replica follows the master's epoch (it counts as in sync)."""
+    store.epochs.append(1, 0)
+    for i in range(3):
+        store.put("T", 0, MessageInput(b"old-%d" % i))
+    elected_at = store.commitlog.max_offset
+    caches = [EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0)],
+                              max_offset=elected_at)]
+
+    async def master_epochs(address: str) -> EpochEntryCache:
+        return caches[-1]
+
+    link = link_of(store)
+    monkeypatch.setattr(link, "_epoch_cache", master_epochs)
+    await link._become_replica(BecomeReplica("127.0.0.1:10912", "127.0.0.1:10922", 2))
+    for i in range(3):  # copied from the new master, in its epoch
+        store.put("T", 0, MessageInput(b"new-%d" % i))
+    caches.append(EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0),
+                                                           WireEpoch(2, elected_at)],
+                                  max_offset=store.commitlog.max_offset))
+    await link._follow_epochs(assignment(2, 2, {2}))
+    assert truncation.pending(store.layout) is None
+    assert store.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, elected_at)]
+
+
+async def test_a_replica_whose_log_went_past_where_the_master_settled_cuts_it(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named early, the replica held more than the new master kept once it settled its
+    log and recorded its epoch: the part before the copy began diverged, so it is cut
+    in the running store and the replica follows the master's epochs from there."""
+    store.epochs.append(1, 0)
+    ends = []
+    for i in range(3):
+        store.put("T", 0, MessageInput(b"old-%d" % i))
+        ends.append(store.commitlog.max_offset)
+    caches = [EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0)],
+                              max_offset=ends[-1])]
+
+    async def master_epochs(address: str) -> EpochEntryCache:
+        return caches[-1]
+
+    link = link_of(store)
+    monkeypatch.setattr(link, "_epoch_cache", master_epochs)
+    await link._become_replica(BecomeReplica("127.0.0.1:10912", "127.0.0.1:10922", 2))
+    assert store.commitlog.max_offset == ends[-1]  # nothing to cut yet
+    store.replica = True  # as the broker's replication service sets it for a replica
+    settled = ends[1]  # the master kept two of the three records
+    caches.append(EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0),
+                                                           WireEpoch(2, settled)],
+                                  max_offset=settled))
+    await link._follow_epochs(assignment(2, 2, {2}))
+    assert store.commitlog.max_offset == settled
+    assert truncation.pending(store.layout) is None
+    assert store.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, settled)]
+    state = link.role.state  # copying the master again, from the cut
+    assert not state.is_master and state.master_ha_address == "127.0.0.1:10912"

@@ -173,6 +173,9 @@ class ControllerLink:
         self._master_since = 0.0
         #: As master, its in-sync replicas' addresses by id (see :meth:`in_sync_replicas`).
         self._in_sync_addresses: dict[int, str] = {}
+        #: Where this log ended when it began to copy its present master: what lies
+        #: beyond was copied from that master (``None``: not a replica of a master).
+        self._copied_from: int | None = None
         #: With ``masterWithoutControllerQuorum=SYNC_STATE_SET_FOLLOWS``: the sync-state
         #: sets the controllers may hold, and the rounds asking their members.
         self.followers: SyncStateSetFollowers | None = None
@@ -502,6 +505,7 @@ class ControllerLink:
             self.standing.reset(epoch)
         self._master_since = self.lease.clock() if self.lease is not None else 0.0
         await self.role.become_master(epoch, sync=self.config.master_is_sync)
+        self._copied_from = None
         self._beat_now.set()  # renew the lease now: it acknowledges nothing until then
         log.warning("%s id %d is master of epoch %d from commit-log offset %d",
                     self.config.broker_name, self.me, epoch, start)
@@ -526,6 +530,7 @@ class ControllerLink:
                           self.config.broker_name, self.me, point, step.master_address, exc)
                 return
         self.store.epochs.replace(_entries(theirs))
+        self._copied_from = self.store.commitlog.max_offset
         await self.role.become_replica(step.master_ha_address, self.me, step.epoch)
         self._in_sync_addresses = {}
         if self.on_master is not None:
@@ -536,18 +541,29 @@ class ControllerLink:
     async def _follow_epochs(self, assignment: Assignment) -> None:
         """A replica takes its master's epochs once the master has recorded the current
         one (it may have been asked before the master got there): a master counts a
-        replica in sync only when it follows the master's epoch."""
+        replica in sync only when it follows the master's epoch.
+
+        What the log holds beyond where the copy of this master began came from the
+        master, in whatever epoch the master wrote it: only the log before that point is
+        compared with the master's epochs. If that part diverged (the master settled its
+        log below where this one ended), the replica follows the master again, as when
+        it was first named, which cuts the tail in the running store."""
         last = self.store.epochs.last
-        if (assignment.master_address is None
+        if (assignment.master_address is None or assignment.master_ha_address is None
                 or (last is not None and last.epoch == assignment.master_epoch)):
             return
         theirs = await self._epoch_cache(assignment.master_address)
         if theirs is None or not theirs.epoch_list or (
                 theirs.epoch_list[-1].epoch != assignment.master_epoch):
             return
-        if self._cut_if_diverged(self.store.epochs.entries, theirs,
-                                 my_end=self.store.commitlog.max_offset) is None:
+        end = self.store.commitlog.max_offset
+        if self._copied_from is not None:
+            end = min(end, self._copied_from)
+        if self._cut_if_diverged(self.store.epochs.entries, theirs, my_end=end) is None:
             self.store.epochs.replace(_entries(theirs))
+            return
+        await self._become_replica(BecomeReplica(
+            assignment.master_address, assignment.master_ha_address, assignment.master_epoch))
 
     async def _ask_election(self) -> None:
         header = ElectMasterRequestHeader(cluster_name=self.config.broker_cluster_name,

@@ -86,7 +86,7 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
          "--broker-port", str(broker), "--set", f"mappedFileSizeCommitLog={SEGMENT}",
          "--set", f"slaveTimeout={SLAVE_TIMEOUT_MS}"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True, env={**os.environ, "COLUMNS": "200"})
+        text=True, env={**os.environ, "COLUMNS": "80"})  # a narrow terminal, or none
     lines: list[str] = []
     running = threading.Event()
 
@@ -102,8 +102,11 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
     drainer.start()
     try:
         assert running.wait(180) and proc.poll() is None, "".join(lines)
-        assert "tidemq admin sendMessage" in "".join(lines) and "-p hi" in "".join(lines)
         namesrvs = ";".join(f"127.0.0.1:{ns + i}" for i in range(3))
+        # the commands it suggests are whole lines, to copy and paste, however narrow
+        said = [line.strip() for line in lines]
+        assert f"try: tidemq admin getSyncStateSet -a '{namesrvs}'" in said, said
+        assert f"tidemq admin sendMessage -n '{namesrvs}' -t Hello -p hi" in said, said
         pids = [int(line.rsplit("pid", 1)[1]) for line in lines if " pid " in line]
         assert len(pids) == 6
 

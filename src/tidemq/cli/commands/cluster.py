@@ -73,7 +73,8 @@ def cluster(
                       f"  logs       {escape(str(logs.resolve()))}\n"
                       f"  try: tidemq admin getSyncStateSet -a '{namesrvs}'\n"
                       f"       tidemq admin sendMessage -n '{namesrvs}' -t Hello -p hi\n"
-                      "Press Ctrl+C to stop.", highlight=False)
+                      "Press Ctrl+C to stop.", highlight=False,
+                      soft_wrap=True)  # whole lines, to copy, whatever the width
         reported: set[str] = set()
         while not stopping.wait(0.5):
             for child in children:
@@ -83,9 +84,10 @@ def cluster(
                     console.print(f"[yellow]{child.name} exited ({child.proc.returncode})[/]; "
                                   "the others go on. To bring it back, stop this command "
                                   "(Ctrl+C) and start it again: the stores in "
-                                  f"{escape(str(data))} are kept", highlight=False)
+                                  f"{escape(str(data))} are kept", highlight=False,
+                                  soft_wrap=True)
     except RuntimeError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     finally:
         console.print("stopping ...")

@@ -44,10 +44,13 @@ def test_admin_connects_with_tls_flags_or_environment(
                                       "clusterList", *ns])
         assert no_cert.exit_code == 1
         assert "client certificate" in no_cert.output
+        # the hint names this command's flags, not the servers' keys
+        assert "--tls-cert" in no_cert.output and "tls.client" not in no_cert.output
         untrusted = runner.invoke(app, ["admin", "--tls", "--tls-ca",
                                         str(tls_certs.self_signed_cert), "clusterList", *ns])
         assert untrusted.exit_code == 1
         assert "not signed by a trusted CA" in untrusted.output
+        assert "--tls-ca" in untrusted.output and "tls.client" not in untrusted.output
         env = {TLS_CA_ENV: str(tls_certs.ca), TLS_CERT_ENV: str(tls_certs.client_cert),
                TLS_KEY_ENV: str(tls_certs.client_key)}
         from_env = runner.invoke(app, ["admin", "clusterList", *ns], env=env)

@@ -116,6 +116,21 @@ def client_tls() -> dict[str, Any]:
     return dict(_tls)
 
 
+#: The client keys a TLS error names, and what sets the same thing for this command.
+_TLS_KEYS_AS_FLAGS = (
+    ("tls.client.trustCertPath", "--tls-ca or TIDEMQ_TLS_CA"),
+    ("tls.client.certPath", "--tls-cert and --tls-key, or TIDEMQ_TLS_CERT and TIDEMQ_TLS_KEY"),
+)
+
+
+def for_admin(message: str) -> str:
+    """An error's words as this command's user needs them: the client keys a TLS error
+    names (a broker's) given as this command's flags and variables."""
+    for key, flags in _TLS_KEYS_AS_FLAGS:
+        message = message.replace(key, flags)
+    return message
+
+
 def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
     """Run ``action`` with a started AdminClient; a TideMQ error becomes exit code 1."""
 
@@ -129,7 +144,7 @@ def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())
     except (TideMQError, ValueError) as exc:
-        console_err().print(f"[red]error:[/red] {escape(str(exc))}")
+        console_err().print(f"[red]error:[/red] {escape(for_admin(str(exc)))}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -71,6 +71,9 @@ def test_send_probes(cluster: ThreadedCluster) -> None:
     lines = human(cluster, "sendMsgStatus", "-b", "broker-b", "-c", "2")
     assert len(lines) == 2 and all(line[0].startswith("rt=") and "sendStatus=SEND_OK,"
                                    in line[1:][1] for line in lines)
+    # mqadmin's SendResult: the queue as Java prints a MessageQueue
+    assert all("messageQueue=MessageQueue [topic=broker-b, brokerName=broker-b, queueId="
+               in " ".join(line) for line in lines)
 
     create(cluster, "ProbeTopic", 2)
     checked = admin(cluster, "checkMsgSendRT", "-t", "ProbeTopic", "-a", "4")

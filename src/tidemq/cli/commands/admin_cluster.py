@@ -42,7 +42,7 @@ from tidemq.client import AdminClient, MessageQueue
 from tidemq.client import group_admin as ga
 from tidemq.client import maintenance_admin as ma
 from tidemq.client import stats_admin as sa
-from tidemq.client.allocate import allocate_averagely
+from tidemq.client.allocate import allocate_averagely, java_queue_string
 from tidemq.client.config import DEFAULT_NAMESRV
 
 if TYPE_CHECKING:
@@ -137,7 +137,9 @@ def send_msg_status(
     out = console_out()
     for p in probes:
         what = (f"SendResult [sendStatus={p.result.status.value}, msgId={p.result.msg_id}, "
-                f"queue={p.queue}, queueOffset={p.result.queue_offset}]" if p.result
+                f"offsetMsgId={p.result.offset_msg_id}, "
+                f"messageQueue={java_queue_string(p.result.queue)}, "
+                f"queueOffset={p.result.queue_offset}]" if p.result
                 else f"failed: {p.error}")
         out.print(f"rt={p.rt_ms:.0f}ms, {what}", markup=False, soft_wrap=True)
 

@@ -405,7 +405,7 @@ class BrokerApp:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.offsets.persist()
+                await asyncio.to_thread(self.offsets.persist)  # the loop serves on meanwhile
             except OSError as exc:
                 log.error("persisting consumer offsets failed: %s", exc)
             self.producers.expire(idle)

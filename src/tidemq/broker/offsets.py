@@ -2,7 +2,8 @@
 
 Kept in memory, written to ``config/consumerOffset.json`` (RocketMQ's file name and
 shape: ``{"offsetTable": {"topic@group": {"0": 42}}}``) atomically, every
-``flushConsumerOffsetInterval`` and on shutdown.
+``flushConsumerOffsetInterval`` (on a thread: :meth:`OffsetManager.persist`) and on
+shutdown.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 
+from tidemq.broker.offset_json import offset_table_json
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -35,13 +37,29 @@ class OffsetManager:
         self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
 
     def persist(self) -> None:
+        """Write the table if it changed since the last write. Safe from another thread,
+        and meant to run on one (a large table takes a while to encode): the table is
+        copied first (:meth:`snapshot`) and encoded a slice at a time, so the event loop
+        that commits runs on meanwhile. A commit during a write marks the table changed
+        again, for the next write; writes do not overlap, and each holds every commit
+        made before it started."""
         with self._lock:
             if not self._dirty:
                 return
-            snapshot = {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}
-            self._dirty = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps({"offsetTable": snapshot}, sort_keys=True).encode())
+            self._dirty = False  # first: a commit while copying is written next time too
+            try:
+                data = offset_table_json(self.snapshot())
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self.path, data)
+            except BaseException:
+                self._dirty = True
+                raise
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """The table as its JSON has it (queue ids as text). Safe from another thread:
+        the table and each group's queues are copied whole (one C call each) first."""
+        return {key: {str(q): o for q, o in queues.copy().items()}
+                for key, queues in self.table.copy().items()}
 
     def replace(self, table: dict[str, dict[int, int]]) -> None:
         """Take ``table`` whole (a replica copying its master's offsets)."""

@@ -16,6 +16,7 @@ The 220 body and the 222 response body are ``{"offsetTable": [{"topic", "brokerN
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from typing import Any
@@ -126,7 +127,7 @@ class GroupProcessor:
         for qid, offset in plan:
             ctx.commit_offset(h.group, h.topic, qid, offset)
         ctx.pulled.forget(group=h.group, topic=h.topic)
-        ctx.offsets.persist()
+        await asyncio.to_thread(ctx.offsets.persist)  # the loop serves on meanwhile
         broker = ctx.config.broker_name
         body = _json({"offsetTable": [
             {"topic": h.topic, "brokerName": broker, "queueId": qid, "offset": offset}

@@ -31,6 +31,7 @@ it has, and the replica carries the offsets it took at its next metadata copy
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -171,7 +172,7 @@ class ProgressReclaim:
         for (key, queue_id), offset in offsets.items():
             topic, _, group = key.partition("@")
             ctx.offsets.commit(group, topic, queue_id, offset)
-        ctx.offsets.persist()
+        await asyncio.to_thread(ctx.offsets.persist)
         if raised:
             schedule.adopt_offsets(raised)
         if taken is not None:

@@ -229,7 +229,7 @@ class LogicalOffsets:
                 plan.append((lq, new))
             for lq, offset in plan:
                 self.commit(mapping, h.group, lq, offset)
-            self.ctx.offsets.persist()
+            await asyncio.to_thread(self.ctx.offsets.persist)
             body = json.dumps({"offsetTable": [
                 {"topic": h.topic, "brokerName": LOGICAL_BROKER, "queueId": lq,
                  "offset": offset} for lq, offset in plan]}, sort_keys=True).encode()

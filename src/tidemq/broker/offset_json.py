@@ -1,0 +1,37 @@
+"""The committed offsets' JSON (``{"offsetTable": {"topic@group": {"0": 42}}}``), encoded a
+slice of the table at a time.
+
+``json.dumps`` encodes in C without letting another thread run: the whole table of a
+broker with thousands of groups in one call would hold the interpreter, and so the
+event loop, however the call was moved to a thread. :func:`offset_table_json` encodes
+:data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+__all__ = ["COMPACT", "SLICE", "SPACED", "offset_table_json"]
+
+#: ``json.dumps``'s separators: the offsets file's.
+SPACED = (", ", ": ")
+#: The wire's (GET_ALL_CONSUMER_OFFSET's body).
+COMPACT = (",", ":")
+#: Keys of the table one ``json.dumps`` call encodes.
+SLICE = 500
+
+
+def offset_table_json(table: Mapping[str, Mapping[str, int]],
+                      separators: tuple[str, str] = SPACED, *, slice_keys: int = SLICE) -> bytes:
+    """``json.dumps({"offsetTable": table}, sort_keys=True, separators=separators)``,
+    encoded ``slice_keys`` keys of ``table`` a call. ``table`` must not change meanwhile
+    (give it a copy)."""
+    item_sep, key_sep = separators
+    keys = sorted(table)
+    parts = []
+    for start in range(0, len(keys), slice_keys):
+        part = json.dumps({k: table[k] for k in keys[start:start + slice_keys]},
+                          sort_keys=True, separators=separators)
+        parts.append(part[1:-1])  # without the braces: the slices are joined in one map
+    return f'{{"offsetTable"{key_sep}{{{item_sep.join(parts)}}}}}'.encode()

@@ -1,0 +1,144 @@
+"""Writing and serving the committed offsets of thousands of groups takes a while; the
+broker does it on a thread, its event loop serving every client meanwhile: the periodic
+flush, resetOffsetByTime's write and GET_ALL_CONSUMER_OFFSET's body. Each test holds the
+slow part until the test has been answered another request: on the loop, nothing would
+answer it, and the slow part would give up waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.broker import wire
+from tests.broker.test_group_admin import reset
+from tests.broker.wire import Peer
+
+import tidemq.broker.offsets as offsets_module
+from tidemq.broker.offsets import OffsetManager
+from tidemq.codec.command import RequestCode
+from tidemq.store.layout import StoreLayout
+from tidemq.testing import Cluster
+
+
+class Held:
+    """A slow step: the first call waits until released (or gives up after a while),
+    and records whether it waited in vain."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.left = threading.Event()
+        self.gave_up: list[bool] = []
+
+    def hold(self) -> None:
+        if self.entered.is_set():
+            return
+        self.entered.set()
+        self.gave_up.append(not self.release.wait(10))
+        self.left.set()
+
+    async def entered_soon(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 20)
+
+
+@pytest.fixture
+def held() -> Iterator[Held]:
+    h = Held()
+    yield h
+    h.release.set()
+
+
+def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
+    write = offsets_module.atomic_write
+
+    def slow(path: Path, data: bytes) -> None:
+        held.hold()
+        write(path, data)
+
+    monkeypatch.setattr(offsets_module, "atomic_write", slow)
+
+
+async def answered_meanwhile(peer: Peer, held: Held) -> None:
+    """Another client's request is answered while the slow step is held."""
+    await held.entered_soon()
+    await asyncio.wait_for(peer.ok(wire.request(RequestCode.GET_BROKER_CONFIG)), 5)
+    held.release.set()
+    assert await asyncio.to_thread(held.left.wait, 20)
+
+
+async def test_reset_offset_writes_the_offsets_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    await peer.ok(wire.create_topic("R", 2))
+    for _ in range(3):
+        await peer.ok(wire.send("R"))
+    await wire.dispatched(cluster.brokers[0])
+    await peer.ok(wire.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                               json.dumps({"groupName": "RG"}).encode()))
+    slow_writes(monkeypatch, held)
+    async with Peer(cluster.brokers[0].broker_addr) as resetter:
+        task = asyncio.create_task(resetter.ok(reset("R", "RG", 0)))
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]
+    saved = json.loads(cluster.brokers[0].offsets.path.read_text())
+    assert saved == {"offsetTable": {"R@RG": {"0": 0, "1": 0}}}
+
+
+async def test_the_periodic_flush_writes_the_offsets_off_the_loop(
+        tmp_path: Path, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with Cluster(tmp_path, broker={"flush_consumer_offset_interval": 50}) as cluster, \
+            Peer(cluster.brokers[0].broker_addr) as peer:
+        await peer.ok(wire.create_topic("F", 1))
+        await peer.ok(wire.send("F"))
+        await wire.dispatched(cluster.brokers[0])
+        slow_writes(monkeypatch, held)
+        await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="FG",
+                                   topic="F", queueId=0, commitOffset=1))
+        await answered_meanwhile(peer, held)
+        assert held.gave_up == [False]
+
+
+async def test_all_consumer_offsets_are_copied_and_encoded_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held) -> None:
+    await peer.ok(wire.create_topic("A", 2))
+    for _ in range(4):
+        await peer.ok(wire.send("A", queue_id=1))
+    await wire.dispatched(cluster.brokers[0])
+    await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="AG",
+                               topic="A", queueId=1, commitOffset=4))
+    offsets = cluster.brokers[0].offsets
+
+    class SlowCopy(dict[str, dict[int, int]]):
+        def copy(self) -> dict[str, dict[int, int]]:
+            held.hold()
+            return dict(self)
+
+    offsets.table = SlowCopy(offsets.table)
+    async with Peer(cluster.brokers[0].broker_addr) as replica:
+        task = asyncio.create_task(replica.ok(wire.request(RequestCode.GET_ALL_CONSUMER_OFFSET)))
+        await answered_meanwhile(peer, held)
+        resp = await task
+    assert held.gave_up == [False]
+    assert bytes(resp.body) == b'{"offsetTable":{"A@AG":{"1":4}}}'
+
+
+def test_a_commit_during_a_write_is_written_by_the_next(tmp_path: Path, held: Held,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    offsets = OffsetManager(StoreLayout(tmp_path))
+    offsets.commit("g", "T", 0, 1)
+    slow_writes(monkeypatch, held)
+    writer = threading.Thread(target=offsets.persist)
+    writer.start()
+    assert held.entered.wait(10)
+    offsets.commit("g", "T", 1, 7)  # the loop commits while the thread writes
+    held.release.set()
+    writer.join(10)
+    saved: dict[str, Any] = json.loads(offsets.path.read_text())
+    assert saved["offsetTable"]["T@g"] == {"0": 1}  # copied before the commit
+    offsets.persist()
+    assert json.loads(offsets.path.read_text()) == {"offsetTable": {"T@g": {"0": 1, "1": 7}}}

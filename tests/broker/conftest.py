@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.broker.held import Held
 from tests.integration.conftest import cluster, namesrv, peer
 
 from tidemq.store.config import StoreConfig
@@ -23,3 +24,11 @@ def store(tmp_path: Path) -> Iterator[MessageStore]:
         yield s
     finally:
         s.shutdown()
+
+
+@pytest.fixture
+def held() -> Iterator[Held]:
+    """A slow step the test holds; let go at the end whatever happened."""
+    h = Held()
+    yield h
+    h.release.set()

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.broker import wire
+from tests.broker.held import Held, answered_meanwhile
 from tests.broker.test_group_admin import reset
 from tests.broker.wire import Peer
 
@@ -25,34 +25,6 @@ from tidemq.store.layout import StoreLayout
 from tidemq.testing import Cluster
 
 
-class Held:
-    """A slow step: the first call waits until released (or gives up after a while),
-    and records whether it waited in vain."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.left = threading.Event()
-        self.gave_up: list[bool] = []
-
-    def hold(self) -> None:
-        if self.entered.is_set():
-            return
-        self.entered.set()
-        self.gave_up.append(not self.release.wait(10))
-        self.left.set()
-
-    async def entered_soon(self) -> None:
-        assert await asyncio.to_thread(self.entered.wait, 20)
-
-
-@pytest.fixture
-def held() -> Iterator[Held]:
-    h = Held()
-    yield h
-    h.release.set()
-
-
 def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
     write = offsets_module.atomic_write
 
@@ -61,14 +33,6 @@ def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
         write(path, data)
 
     monkeypatch.setattr(offsets_module, "atomic_write", slow)
-
-
-async def answered_meanwhile(peer: Peer, held: Held) -> None:
-    """Another client's request is answered while the slow step is held."""
-    await held.entered_soon()
-    await asyncio.wait_for(peer.ok(wire.request(RequestCode.GET_BROKER_CONFIG)), 5)
-    held.release.set()
-    assert await asyncio.to_thread(held.left.wait, 20)
 
 
 async def test_reset_offset_writes_the_offsets_off_the_loop(

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 RETRY_FIRST = 0.2
 #: The longest wait between two registration attempts with such a name server.
 RETRY_MAX = 1.0
+#: Encodings of the topic table on a thread a registration tries while the table
+#: changes under them, before it encodes on the loop.
+BODY_TRIES = 3
 
 
 class Registrar:
@@ -66,8 +69,21 @@ class Registrar:
         self._due: set[str] = set()  # name servers to register with again soon
         self._wake = asyncio.Event()
 
-    def _request(self) -> RemotingCommand:
-        body = encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
+    async def _body(self) -> bytes:
+        """The registration's body. The topic table is copied on the loop and encoded on
+        a thread (thousands of topics take a while, and the loop serves on meanwhile);
+        encoded again if the table changed meanwhile, so that a registration never
+        carries an older table than one sent before it (on the loop when it keeps
+        changing)."""
+        for _ in range(BODY_TRIES):
+            topics = self._topics()
+            body = await asyncio.to_thread(
+                encode_body, RegisterBrokerBody(topic_config_serialize_wrapper=topics))
+            if self._topics().data_version == topics.data_version:
+                return body
+        return encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
+
+    def _request(self, body: bytes) -> RemotingCommand:
         addr = self._addr()
         header = RegisterBrokerRequestHeader(
             broker_name=self.broker_name, broker_addr=addr, cluster_name=self.cluster,
@@ -78,16 +94,19 @@ class Registrar:
     async def register_all(self) -> int:
         """Register with every name server; returns how many accepted."""
         ok = 0
+        body = await self._body()
         for ns in self.namesrv_addrs:
-            ok += await self._register(ns)
+            ok += await self._register(ns, body)
         self.registrations += 1
         return ok
 
-    async def _register(self, ns: str) -> bool:
-        """Register with ``ns``; on success watch the connection it went over, else
-        have it asked again soon."""
+    async def _register(self, ns: str, body: bytes | None = None) -> bool:
+        """Register with ``ns`` (``body``: :meth:`_body`, made now if not given); on
+        success watch the connection it went over, else have it asked again soon."""
         try:
-            resp = await self.client.request(ns, self._request(), timeout=6.0)
+            if body is None:
+                body = await self._body()
+            resp = await self.client.request(ns, self._request(body), timeout=6.0)
         except TideMQError as exc:
             self.last_error = f"{ns}: {exc}"
             log.warning("registering with name server %s failed: %s", ns, exc)

@@ -1,0 +1,41 @@
+"""A slow step a test holds (as a broker's thread would run long) until the test lets it
+go: the broker's loop must answer others meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tests.broker import wire
+from tests.broker.wire import Peer
+
+from tidemq.codec.command import RequestCode
+
+
+class Held:
+    """A slow step: the first call waits until released (or gives up after a while),
+    and records whether it waited in vain."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.left = threading.Event()
+        self.gave_up: list[bool] = []
+
+    def hold(self) -> None:
+        if self.entered.is_set():
+            return
+        self.entered.set()
+        self.gave_up.append(not self.release.wait(10))
+        self.left.set()
+
+    async def entered_soon(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 20)
+
+
+async def answered_meanwhile(peer: Peer, held: Held) -> None:
+    """Another client's request is answered while the slow step is held."""
+    await held.entered_soon()
+    await asyncio.wait_for(peer.ok(wire.request(RequestCode.GET_BROKER_CONFIG)), 5)
+    held.release.set()
+    assert await asyncio.to_thread(held.left.wait, 20)

@@ -1,0 +1,88 @@
+"""The topic table of thousands of topics takes a while to encode; the broker encodes it
+on a thread for GET_ALL_TOPIC_CONFIG and for its registrations with the name servers,
+its event loop serving every client meanwhile. Each test holds the encoding until the
+test has been answered another request: on the loop, nothing would answer it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from tests.broker import wire
+from tests.broker.held import Held, answered_meanwhile
+from tests.broker.wire import Peer
+
+import tidemq.broker.processors.admin as admin_module
+import tidemq.broker.registrar as registrar_module
+from tidemq.broker.registrar import Registrar
+from tidemq.codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tidemq.codec.command import RequestCode
+from tidemq.net import RemotingClient
+from tidemq.testing import Cluster
+
+
+def slow_encoding(monkeypatch: pytest.MonkeyPatch, module: Any, held: Held) -> None:
+    encode = module.encode_body
+
+    def slow(body: Any) -> bytes:
+        held.hold()
+        data: bytes = encode(body)
+        return data
+
+    monkeypatch.setattr(module, "encode_body", slow)
+
+
+async def test_all_topic_configs_are_encoded_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    await peer.ok(wire.create_topic("AT", 2))
+    slow_encoding(monkeypatch, admin_module, held)
+    async with Peer(cluster.brokers[0].broker_addr) as other:
+        task = asyncio.create_task(other.ok(wire.request(RequestCode.GET_ALL_TOPIC_CONFIG)))
+        await answered_meanwhile(peer, held)
+        resp = await task
+    assert held.gave_up == [False]
+    assert json.loads(bytes(resp.body))["topicConfigTable"]["AT"]["readQueueNums"] == 2
+
+
+async def test_a_registration_encodes_the_topics_off_the_loop(
+        cluster: Cluster, namesrv: Peer, peer: Peer, held: Held,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_encoding(monkeypatch, registrar_module, held)
+    async with Peer(cluster.brokers[0].broker_addr) as creator:
+        task = asyncio.create_task(creator.ok(wire.create_topic("Reg", 3)))
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]
+    await wire.eventually_route(namesrv, "Reg", lambda r: len(r.queue_datas) == 1)
+
+
+async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
+    tables = [{"Old": TopicConfig(topic_name="Old")}]
+    version = [0]
+
+    def topics() -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(topic_config_table=dict(tables[-1]),
+                                           data_version=DataVersion(counter=version[0]))
+
+    encode = registrar_module.encode_body
+    calls: list[int] = []
+
+    def changing(body: Any) -> bytes:
+        calls.append(1)
+        if len(calls) == 1:  # the loop changes the table while the first encoding runs
+            tables.append({"New": TopicConfig(topic_name="New")})
+            version[0] += 1
+        data: bytes = encode(body)
+        return data
+
+    client = RemotingClient()
+    registrar = Registrar(client, [], cluster="c", broker_name="b", broker_id=0,
+                          broker_addr=lambda: "127.0.0.1:1", topics=topics, period_ms=1000)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(registrar_module, "encode_body", changing)
+        body = await registrar._body()
+    await client.close()
+    table = json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    assert list(table) == ["New"] and len(calls) == 2

@@ -53,20 +53,22 @@ cppclient: $(STAMP)
 	  echo "  it comes with '.[dev]' (rocketmq==0.4.4, Linux x86_64 only):" \
 	  "$(BIN)/python -m pip install -e '.[dev,spark]'"; exit 1; }
 
-## unit: the pytest suite only, in JOBS parallel workers (pytest-xdist; a module's tests
-## and all Spark tests each stay on one worker), listing its 15 slowest tests (exit code 5,
-## no tests collected, fails); under CI=true a skipped test fails the run unless
-## tests/conftest.py allows its reason. The package is compiled to bytecode first: the tests
-## start many server and client processes, and where PYTHONDONTWRITEBYTECODE is set
-## each of them would compile the package again. The tests' files (pytest's tmp_path, and
-## TMPDIR for what the tests and their processes make) live in a fresh directory under
-## TEST_TMP, removed after the run: by default the machine's tmpfs, /dev/shm, which spares
-## the suite the disk's flushes (kill -9 keeps what the page cache holds on either), when
-## it has TMPFS_MIB free and the machine as much memory available (a tmpfs's files are
-## memory: the brokers under test preallocate 1 GiB segments); otherwise /tmp, saying why.
-## TEST_TMP=/tmp runs them on the disk. Tests of a disk's page cache take a directory under
-## /var/tmp (TEST_DISK_TMP) either way: disk_path in tests/conftest.py
-JOBS ?= 2
+## unit: the pytest suite only, in JOBS parallel workers (pytest-xdist; a module's tests and
+## all Spark tests each stay on one worker), listing its 15 slowest tests (exit code 5, no
+## tests collected, fails). Three workers on a machine of two cores: the tests spend most of
+## their time waiting on the processes they start (servers, kill -9 cycles, a JVM), and two
+## workers leave the cores idle for much of the run. Under CI=true a skipped test fails the
+## run unless tests/conftest.py allows its reason. The package is compiled to bytecode
+## first: the tests start many server and client processes, and where
+## PYTHONDONTWRITEBYTECODE is set each of them would compile the package again. The tests'
+## files (pytest's tmp_path, and TMPDIR for what the tests and their processes make) live in
+## a fresh directory under TEST_TMP, removed after the run: by default the machine's tmpfs,
+## /dev/shm, which spares the suite the disk's flushes (kill -9 keeps what the page cache
+## holds on either), when it has TMPFS_MIB free and the machine as much memory available (a
+## tmpfs's files are memory: the brokers under test preallocate 1 GiB segments); otherwise
+## /tmp, saying why. TEST_TMP=/tmp runs them on the disk. Tests of a disk's page cache take
+## a directory under /var/tmp (TEST_DISK_TMP) either way: disk_path in tests/conftest.py
+JOBS ?= 3
 TEST_TMP ?=
 TMPFS_MIB ?= 12288
 unit: $(STAMP) java browser cppclient

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ("pytester",)
 
-# Parallel workers (pytest-xdist, ``make unit`` runs two) draw the ports of the servers
+# Parallel workers (pytest-xdist, ``make unit`` runs three) draw the ports of the servers
 # they start from slices of their own, so one worker never takes a port another worker
 # has chosen but not yet bound; children inherit the slice.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -43,7 +43,7 @@ if _WORKER.startswith("gw") and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "").
 
 
 #: Groups that start first, in this order: with ``--dist loadgroup`` a worker that takes a
-#: long group last keeps the run going while the other one idles. Spark (one session for
+#: long group last keeps the run going while the others idle. Spark (one session for
 #: all its tests), hypothesis against a live broker for every request code, then the
 #: directories whose tests start brokers, controllers and browsers as processes; every
 #: other module follows in collection order.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,13 @@ from tests.broker.wire import Peer
 
 import tidemq.broker.processors.admin as admin_module
 import tidemq.broker.registrar as registrar_module
+import tidemq.broker.topics as topics_module
 from tidemq.broker.registrar import Registrar
+from tidemq.broker.topics import TopicManager
 from tidemq.codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tidemq.codec.command import RequestCode
 from tidemq.net import RemotingClient
+from tidemq.store.layout import StoreLayout
 from tidemq.testing import Cluster
 
 
@@ -86,3 +90,40 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
     await client.close()
     table = json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]
     assert list(table) == ["New"] and len(calls) == 2
+
+
+def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
+    write = topics_module.atomic_write
+
+    def slow(path: Path, data: bytes) -> None:
+        held.hold()
+        write(path, data)
+
+    monkeypatch.setattr(topics_module, "atomic_write", slow)
+
+
+async def test_a_created_topic_is_written_off_the_loop_before_the_answer(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_writes(monkeypatch, held)
+    async with Peer(cluster.brokers[0].broker_addr) as creator:
+        task = asyncio.create_task(creator.ok(wire.create_topic("Wr", 2)))
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]
+    saved = json.loads(cluster.brokers[0].topics.path.read_text())
+    assert saved["topicConfigTable"]["Wr"]["readQueueNums"] == 2
+
+
+def test_write_later_marks_the_change_and_a_pending_write_takes_it(tmp_path: Path) -> None:
+    topics = TopicManager(StoreLayout(tmp_path), broker_name="b", cluster_name="c",
+                          auto_create=False, default_queue_nums=4)
+    topics.write_later = True
+    assert topics.upsert(TopicConfig(topic_name="Later"))
+    assert not topics.path.exists()
+    topics.persist_pending()
+    saved = json.loads(topics.path.read_text())
+    assert "Later" in saved["topicConfigTable"]
+    assert saved["dataVersion"]["counter"] == 1
+    topics.path.unlink()
+    topics.persist_pending()  # nothing changed since
+    assert not topics.path.exists()

@@ -294,6 +294,7 @@ class BrokerApp:
         await self.ctx.replication.stop()
         await self.client.close()
         self.ctx.transactions.save_progress()
+        self.topics.persist_pending()
         self.offsets.persist()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.schedule.stop)

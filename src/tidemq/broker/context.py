@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 
 from tidemq.broker.auth_store import AuthStore
@@ -45,6 +46,14 @@ __all__ = ["ROUTE_WAIT", "BrokerContext"]
 #: the new route before it answers (seconds).
 ROUTE_WAIT = 3.0
 
+log = logging.getLogger(__name__)
+
+
+def _log_write_error(write: asyncio.Future[None]) -> None:
+    """A failed write of the topic table (the next change or the stop writes again)."""
+    if not write.cancelled() and (exc := write.exception()) is not None:
+        log.error("writing the topic table failed: %s", exc)
+
 
 class BrokerContext:
     """The broker's state and services, shared by its processors (module docstring)."""
@@ -62,6 +71,7 @@ class BrokerContext:
                                                 if config.trace_topic_enable else None),
                                    schedule_queue_nums=len(
                                        parse_delay_levels(config.message_delay_level)))
+        self.topics.write_later = True  # on a thread: topics_changed
         self.offsets = OffsetManager(self.layout)
         #: Where each group's pulls have reached (for GET_CONSUME_STATS' pullOffset).
         self.pulled = PullPositions()
@@ -106,10 +116,22 @@ class BrokerContext:
     # ------------------------------------------------------------------ events
 
     def topics_changed(self) -> list[Awaitable[None]]:
-        """Tell the store and the listeners; returns what is done once the name servers
-        have the new table (a request that changed it may answer after that)."""
+        """Write the table on a thread (thousands of topics take a while to encode, and
+        the loop serves on meanwhile), tell the store and the listeners; returns what is
+        done once the file and the name servers have the new table (a request that
+        changed it may answer after that)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.topics.persist_pending()
+            written: list[Awaitable[None]] = []
+        else:
+            write = loop.run_in_executor(None, self.topics.persist_pending)
+            write.add_done_callback(_log_write_error)
+            written = [write]
         self.sync_queue_types()
-        return [done for listener in self.on_topics_changed if (done := listener()) is not None]
+        return written + [done for listener in self.on_topics_changed
+                          if (done := listener()) is not None]
 
     async def routes_published(self, pending: list[Awaitable[None]]) -> None:
         """Wait until the name servers have a topic change (what :meth:`topics_changed`

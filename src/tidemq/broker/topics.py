@@ -101,6 +101,11 @@ class TopicManager:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
+        #: A change only marks the table changed, for :meth:`persist_pending` (a broker
+        #: writes the file on a thread); otherwise a change writes it at once.
+        self.write_later = False
+        self._dirty = False
+        self._write_lock = threading.Lock()
 
     # ------------------------------------------------------------------ load / persist
 
@@ -136,17 +141,34 @@ class TopicManager:
                                             perm=PERM_READ | PERM_WRITE)
 
     def persist(self) -> None:
-        wrapper = TopicConfigSerializeWrapper(topic_config_table=dict(self.topics),
-                                              data_version=self.data_version)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, encode_body(wrapper))
+        """Write the table. Safe from another thread, and meant to run on one (thousands
+        of topics take a while to encode): the table is copied whole first (one C call;
+        its configs are replaced on a change, never changed in place); writes do not
+        overlap. A change while copying marks the table changed again, for the next."""
+        with self._write_lock:
+            self._dirty = False
+            try:
+                wrapper = TopicConfigSerializeWrapper(topic_config_table=self.topics.copy(),
+                                                      data_version=self.data_version)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self.path, encode_body(wrapper))
+            except BaseException:
+                self._dirty = True
+                raise
+
+    def persist_pending(self) -> None:
+        """:meth:`persist` if the table changed since the last write (``write_later``)."""
+        if self._dirty:
+            self.persist()
 
     def _changed(self) -> None:
         dv = self.data_version
         self.data_version = DataVersion(state_version=dv.state_version,
                                         timestamp=int(time.time() * 1000),
                                         counter=dv.counter + 1)
-        self.persist()
+        self._dirty = True
+        if not self.write_later:
+            self.persist()
 
     def new_version(self) -> None:
         """Step the data version without changing the table: the name servers take the

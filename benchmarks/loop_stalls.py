@@ -8,7 +8,9 @@ message queues). A probe process sends a cheap request (GET_MAX_OFFSET of one qu
 own connection every 5 ms and records each answer's latency. The probe's p99 and max
 while nothing else runs are the floor; then every admin request the broker serves is
 issued, one at a time, and for each the table gives its own latency and the probe's
-longest wait among the probes sent while it ran: what it held the loop for.
+longest wait among the probes sent while it ran: what it held the loop for. The name
+server of ``tidemq standalone`` serves on the broker's loop: what it does with the
+registration a topic change sends (the whole topic table) counts in the next rows.
 
     .venv/bin/python benchmarks/lmq_wire.py --lmqs 1000000 --built /tmp/lmq --rounds 0
     .venv/bin/python benchmarks/loop_stalls.py --built /tmp/lmq

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,26 @@ async def test_a_created_topic_is_written_off_the_loop_before_the_answer(
     assert held.gave_up == [False]
     saved = json.loads(cluster.brokers[0].topics.path.read_text())
     assert saved["topicConfigTable"]["Wr"]["readQueueNums"] == 2
+
+
+async def test_a_topic_a_send_creates_is_written_before_the_send_is_answered(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what a send acknowledged must outlive a kill -9 right after: its topic's config too
+    loop_thread = threading.current_thread()
+    write = topics_module.atomic_write
+
+    def slow_off_the_loop(path: Path, data: bytes) -> None:
+        if threading.current_thread() is not loop_thread:
+            held.hold()  # a slow disk, where waiting for it does not stop the loop
+        write(path, data)
+
+    monkeypatch.setattr(topics_module, "atomic_write", slow_off_the_loop)
+    try:
+        await peer.ok(wire.send("Auto", b"x"))  # created from TBW102
+        saved = json.loads(cluster.brokers[0].topics.path.read_text())
+        assert "Auto" in saved["topicConfigTable"]
+    finally:
+        held.release.set()
 
 
 def test_write_later_marks_the_change_and_a_pending_write_takes_it(tmp_path: Path) -> None:

@@ -71,7 +71,6 @@ class BrokerContext:
                                                 if config.trace_topic_enable else None),
                                    schedule_queue_nums=len(
                                        parse_delay_levels(config.message_delay_level)))
-        self.topics.write_later = True  # on a thread: topics_changed
         self.offsets = OffsetManager(self.layout)
         #: Where each group's pulls have reached (for GET_CONSUME_STATS' pullOffset).
         self.pulled = PullPositions()
@@ -116,10 +115,11 @@ class BrokerContext:
     # ------------------------------------------------------------------ events
 
     def topics_changed(self) -> list[Awaitable[None]]:
-        """Write the table on a thread (thousands of topics take a while to encode, and
-        the loop serves on meanwhile), tell the store and the listeners; returns what is
-        done once the file and the name servers have the new table (a request that
-        changed it may answer after that)."""
+        """Write the table on a thread if a change left it to be written
+        (:meth:`~tidemq.broker.topics.TopicManager.writes_deferred`: thousands of topics
+        take a while to encode, and the loop serves on meanwhile), tell the store and the
+        listeners; returns what is done once the file and the name servers have the new
+        table (a request that changed it may answer after that)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -16,10 +16,12 @@ every start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
 
 from tidemq.broker.delay import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.codec.bodies import (
@@ -101,8 +103,8 @@ class TopicManager:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
-        #: A change only marks the table changed, for :meth:`persist_pending` (a broker
-        #: writes the file on a thread); otherwise a change writes it at once.
+        #: A change only marks the table changed, for :meth:`persist_pending` (see
+        #: :meth:`writes_deferred`); otherwise a change writes it at once.
         self.write_later = False
         self._dirty = False
         self._write_lock = threading.Lock()
@@ -155,6 +157,18 @@ class TopicManager:
             except BaseException:
                 self._dirty = True
                 raise
+
+    @contextlib.contextmanager
+    def writes_deferred(self) -> Iterator[None]:
+        """Changes made inside only mark the table changed: for a caller that has the
+        file written on a thread (:meth:`persist_pending`) and waits for that before it
+        answers. Every other change, a send's creation of a topic among them, is written
+        before the change returns, so that nothing acknowledged after it can outlive it."""
+        self.write_later = True
+        try:
+            yield
+        finally:
+            self.write_later = False
 
     def persist_pending(self) -> None:
         """:meth:`persist` if the table changed since the last write (``write_later``)."""

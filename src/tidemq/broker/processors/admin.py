@@ -103,7 +103,9 @@ class AdminProcessor:
                          write_queue_nums=h.write_queue_nums, perm=h.perm,
                          topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
                          order=h.order, attributes=attrs)
-        if self.ctx.topics.upsert(tc):
+        with self.ctx.topics.writes_deferred():  # written on a thread, awaited below
+            changed = self.ctx.topics.upsert(tc)
+        if changed:
             await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 

@@ -17,7 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "lmq_wire.py"
 @pytest.mark.slow
 def test_lmq_wire_rounds_wait_for_dispatch(tmp_path: Path) -> None:
     out = tmp_path / "rounds.json"
-    subprocess.run([sys.executable, str(SCRIPT), "--lmqs", "2000", "--messages", "300",
+    subprocess.run([sys.executable, str(SCRIPT), "--lmqs", "2000", "--messages", "3000",
                     "--rounds", "1", "--modes", "raw", "batched", "--built",
                     str(tmp_path / "built"), "--json", str(out)],
                    capture_output=True, text=True, timeout=300, check=True)

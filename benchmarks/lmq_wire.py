@@ -47,10 +47,11 @@ from tidemq.bench.lmq import (
     _raw_sends,
     _wire_messages,
     lmq_walk_done,
+    parent_dispatched,
+    until_dispatched,
 )
 from tidemq.bench.process import BrokerProcess, thread_cpu_seconds, thread_cpu_split
-from tidemq.client import AdminClient, ClientConfig, MessageQueue, Producer
-from tidemq.client.offsets import max_offset_request, read_offset
+from tidemq.client import AdminClient, ClientConfig, Producer
 from tidemq.net.client import RemotingClient
 
 
@@ -78,7 +79,7 @@ async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
                 for mode in args.modes:
                     seed += 1
                     msgs = _wire_messages(cfg, seed)
-                    target = await _parent_dispatched(client, addr, cfg) + len(msgs)
+                    target = await parent_dispatched(client, addr, cfg) + len(msgs)
                     before = thread_cpu_seconds(broker.pid)
                     t0 = time.perf_counter()
                     if mode == "raw":
@@ -88,7 +89,7 @@ async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
                     else:
                         await _batched_sends(producer, msgs)
                     seconds = time.perf_counter() - t0
-                    await _dispatched(client, addr, cfg, target, time.perf_counter() + 300)
+                    await until_dispatched(client, addr, cfg, target, time.perf_counter() + 300)
                     drained = time.perf_counter() - t0
                     split = thread_cpu_split(before, thread_cpu_seconds(broker.pid), drained,
                                              len(msgs))
@@ -109,25 +110,6 @@ async def _rounds(args: argparse.Namespace, cfg: LmqBenchConfig,
     finally:
         await client.close()
     return out
-
-
-async def _parent_dispatched(client: RemotingClient, addr: str, cfg: LmqBenchConfig) -> int:
-    """Messages of the fan-outs' topic dispatched (its queues' max offsets, added up)."""
-    total = 0
-    for qid in range(cfg.parent_queues):
-        mq = MessageQueue(PARENT, "bench", qid)
-        total += read_offset(await client.request(addr, max_offset_request(mq)), address=addr)
-    return total
-
-
-async def _dispatched(client: RemotingClient, addr: str, cfg: LmqBenchConfig, target: int,
-                      deadline: float) -> None:
-    """Wait until ``target`` messages of the fan-outs' topic are dispatched: a round's
-    LMQ entries are written in the same dispatch round as its queues' entries."""
-    while await _parent_dispatched(client, addr, cfg) < target:
-        if time.perf_counter() > deadline:
-            raise RuntimeError("the broker's dispatch did not catch up with the sends")
-        await asyncio.sleep(0.005)  # another process: nothing to wait on but its answers
 
 
 def _build_store(cfg: LmqBenchConfig, store: Path) -> None:

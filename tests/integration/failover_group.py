@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.integration.warm_broker import WarmBroker
 from tests.namesrv.controller.processes import ControllerProcess, controller_trio
 
 from tidemq.client import AdminClient
+from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -85,6 +87,20 @@ async def eventually(probe, ok, timeout: float = 30.0):  # type: ignore[no-untyp
             return value
         assert loop.time() < deadline, f"not reached in {timeout}s: {value!r}"
         await asyncio.sleep(0.1)
+
+
+async def start_first_master(controllers: ControllerAdmin, brokers: Sequence[Any]) -> None:
+    """Start ``brokers[0]``, wait until the controllers name it master, then start the
+    others: the first master is whichever broker asks for an election first, which on a
+    fast machine need not be the first one started."""
+    async def group() -> object:
+        return (await controllers.sync_state_set([GROUP])).replicas_info_table.get(GROUP)
+
+    brokers[0].start()
+    await eventually(group, lambda g: g is not None
+                     and g.master_broker_id == 1)  # type: ignore[attr-defined]
+    for b in brokers[1:]:
+        b.start()
 
 
 async def has_topic(admin: AdminClient, address: str) -> bool:

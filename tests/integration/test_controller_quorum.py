@@ -31,6 +31,7 @@ from tests.integration.failover_group import (
     has_topic,
     namesrvs,
     read_queue,
+    start_first_master,
 )
 from tests.namesrv.controller.processes import ControllerProcess
 
@@ -91,13 +92,12 @@ async def stored(admin: AdminClient, address: str, acked: list[bytes]) -> list[b
 async def started_group(admin: AdminClient, addrs: list[str],
                         brokers: list[BrokerProcess]) -> None:
     """Brokers 1, 2, 3 started (1 the master, all in sync) with the topic on each."""
-    for b in brokers:  # the first to start is the first master
-        b.start()
     controllers = ControllerAdmin(admin.instance.request, addrs)
 
     async def group() -> object:
-        return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]
+        return (await controllers.sync_state_set([GROUP])).replicas_info_table.get(GROUP)
 
+    await start_first_master(controllers, brokers)
     await eventually(group, lambda g: g.master_broker_id == 1  # type: ignore[attr-defined]
                      and len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
     await admin.create_topic(TOPIC, broker_addr=brokers[0].addr, read_queue_nums=1,

@@ -31,6 +31,7 @@ from tests.integration.failover_group import (
     has_topic,
     namesrvs,
     read_queue,
+    start_first_master,
 )
 from tests.namesrv.controller.processes import ControllerProcess
 
@@ -48,10 +49,9 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
         namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
     addrs = [c.addr for c in namesrvs]
     config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
-    for b in brokers:  # the first to start is the first master
-        b.start()
     async with AdminClient(config=config) as admin, Producer("failover-p", config=config) as p:
         controllers = ControllerAdmin(admin.instance.request, addrs)
+        await start_first_master(controllers, brokers)
 
         async def group() -> object:
             return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]
@@ -136,12 +136,11 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
 async def test_without_a_quorum_of_controllers_the_master_stops_until_one_is_back(
         namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
     addrs = [c.addr for c in namesrvs]
-    for b in brokers:
-        b.start()
     master = brokers[0]
     config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
     async with AdminClient(config=config) as admin:
         controllers = ControllerAdmin(admin.instance.request, addrs)
+        await start_first_master(controllers, brokers)
 
         async def group() -> object:
             return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]

@@ -24,6 +24,7 @@ from tests.integration.failover_group import (
     eventually,
     has_topic,
     namesrvs,
+    start_first_master,
 )
 from tests.namesrv.controller.processes import ControllerProcess
 
@@ -79,11 +80,10 @@ async def test_lmq_messages_acknowledged_before_a_kill9_are_on_the_new_master(
     brokers = lmq_brokers
     addrs = [c.addr for c in namesrvs]
     config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0)
-    for b in brokers:
-        b.start()
     async with AdminClient(config=config) as admin, Producer("lmq-failover",
                                                              config=config) as p:
         controllers = ControllerAdmin(admin.instance.request, addrs)
+        await start_first_master(controllers, brokers)
 
         async def group() -> object:
             return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]

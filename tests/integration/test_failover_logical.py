@@ -27,6 +27,7 @@ from tests.integration.failover_group import (
     broker_settings,
     eventually,
     namesrvs,
+    start_first_master,
 )
 from tests.namesrv.controller.processes import ControllerProcess
 
@@ -102,12 +103,12 @@ async def test_a_migration_across_a_failover_converges_and_loses_nothing(
     addrs = [c.addr for c in namesrvs]
     config = ClientConfig(namesrv_addr=addrs, request_timeout=3.0,
                           poll_name_server_interval=1.0)
-    await asyncio.gather(*(asyncio.to_thread(b.start) for b in cluster[:1]))
-    await asyncio.gather(*(asyncio.to_thread(b.start) for b in cluster[1:]))
     a1, a2, a3, b = cluster
     async with AdminClient(config=config) as admin, Producer("lq-failover",
                                                              config=config) as p:
         controllers = ControllerAdmin(admin.instance.request, addrs)
+        await start_first_master(controllers, [a1, a2, a3])
+        b.start()
 
         async def group() -> object:
             return (await controllers.sync_state_set([GROUP])).replicas_info_table[GROUP]

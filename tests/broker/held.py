@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
+from types import ModuleType
 
+import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
@@ -31,6 +34,17 @@ class Held:
 
     async def entered_soon(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 20)
+
+
+def slow_writes(monkeypatch: pytest.MonkeyPatch, module: ModuleType, held: Held) -> None:
+    """``module``'s ``atomic_write`` held (as a slow disk) before it writes."""
+    write = module.atomic_write
+
+    def slow(path: Path, data: bytes) -> None:
+        held.hold()
+        write(path, data)
+
+    monkeypatch.setattr(module, "atomic_write", slow)
 
 
 async def answered_meanwhile(peer: Peer, held: Held) -> None:

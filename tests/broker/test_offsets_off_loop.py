@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from tests.broker import wire
-from tests.broker.held import Held, answered_meanwhile
+from tests.broker.held import Held, answered_meanwhile, slow_writes
 from tests.broker.test_group_admin import reset
 from tests.broker.wire import Peer
 
@@ -25,16 +25,6 @@ from tidemq.store.layout import StoreLayout
 from tidemq.testing import Cluster
 
 
-def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
-    write = offsets_module.atomic_write
-
-    def slow(path: Path, data: bytes) -> None:
-        held.hold()
-        write(path, data)
-
-    monkeypatch.setattr(offsets_module, "atomic_write", slow)
-
-
 async def test_reset_offset_writes_the_offsets_off_the_loop(
         cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     await peer.ok(wire.create_topic("R", 2))
@@ -43,7 +33,7 @@ async def test_reset_offset_writes_the_offsets_off_the_loop(
     await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                json.dumps({"groupName": "RG"}).encode()))
-    slow_writes(monkeypatch, held)
+    slow_writes(monkeypatch, offsets_module, held)
     async with Peer(cluster.brokers[0].broker_addr) as resetter:
         task = asyncio.create_task(resetter.ok(reset("R", "RG", 0)))
         await answered_meanwhile(peer, held)
@@ -60,7 +50,7 @@ async def test_the_periodic_flush_writes_the_offsets_off_the_loop(
         await peer.ok(wire.create_topic("F", 1))
         await peer.ok(wire.send("F"))
         await wire.dispatched(cluster.brokers[0])
-        slow_writes(monkeypatch, held)
+        slow_writes(monkeypatch, offsets_module, held)
         await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="FG",
                                    topic="F", queueId=0, commitOffset=1))
         await answered_meanwhile(peer, held)
@@ -95,7 +85,7 @@ def test_a_commit_during_a_write_is_written_by_the_next(tmp_path: Path, held: He
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     offsets = OffsetManager(StoreLayout(tmp_path))
     offsets.commit("g", "T", 0, 1)
-    slow_writes(monkeypatch, held)
+    slow_writes(monkeypatch, offsets_module, held)
     writer = threading.Thread(target=offsets.persist)
     writer.start()
     assert held.entered.wait(10)

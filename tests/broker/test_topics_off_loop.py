@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.broker import wire
-from tests.broker.held import Held, answered_meanwhile
+from tests.broker.held import Held, answered_meanwhile, slow_writes
 from tests.broker.wire import Peer
 
 import tidemq.broker.processors.admin as admin_module
@@ -93,19 +93,9 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
     assert list(table) == ["New"] and len(calls) == 2
 
 
-def slow_writes(monkeypatch: pytest.MonkeyPatch, held: Held) -> None:
-    write = topics_module.atomic_write
-
-    def slow(path: Path, data: bytes) -> None:
-        held.hold()
-        write(path, data)
-
-    monkeypatch.setattr(topics_module, "atomic_write", slow)
-
-
 async def test_a_created_topic_is_written_off_the_loop_before_the_answer(
         cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
-    slow_writes(monkeypatch, held)
+    slow_writes(monkeypatch, topics_module, held)
     async with Peer(cluster.brokers[0].broker_addr) as creator:
         task = asyncio.create_task(creator.ok(wire.create_topic("Wr", 2)))
         await answered_meanwhile(peer, held)

@@ -161,13 +161,32 @@ def test_flush_group_deadline_and_timeout() -> None:
     assert group.expire(later) is None and fut.result(0) is FlushStatus.FLUSH_DISK_TIMEOUT
 
 
-def test_sync_puts_share_group_commits(open_store: OpenStore) -> None:
+def test_sync_puts_share_group_commits(open_store: OpenStore,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(**SYNC)
     results: list[PutStatus] = []
+    # a slow disk: the first flush lasts until every writer has appended, as a real
+    # fdatasync lasts while others append (on tmpfs each flush would end before the next
+    # put arrives, and nothing would be shared)
+    appended = threading.Semaphore(0)
+    flush = store.commitlog.flush
+    slowed = threading.Event()
+
+    def slow_first_flush() -> int:  # the flusher's thread only
+        if not slowed.is_set():
+            slowed.set()
+            for _ in range(8):
+                assert appended.acquire(timeout=10)
+        return flush()
+
+    monkeypatch.setattr(store.commitlog, "flush", slow_first_flush)
 
     def worker(k: int) -> None:
         for i in range(20):
-            results.append(store.put("T", k, msg(b"%d-%d" % (k, i))).wait_durable(10))
+            put = store.put("T", k, msg(b"%d-%d" % (k, i)))
+            if i == 0:
+                appended.release()
+            results.append(put.wait_durable(10))
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
     for t in threads:

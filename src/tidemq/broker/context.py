@@ -120,15 +120,16 @@ class BrokerContext:
         take a while to encode, and the loop serves on meanwhile), tell the store and the
         listeners; returns what is done once the file and the name servers have the new
         table (a request that changed it may answer after that)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.topics.persist_pending()
-            written: list[Awaitable[None]] = []
-        else:
-            write = loop.run_in_executor(None, self.topics.persist_pending)
-            write.add_done_callback(_log_write_error)
-            written = [write]
+        written: list[Awaitable[None]] = []
+        if self.topics.write_pending:  # else every change is written already
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.topics.persist_pending()
+            else:
+                write = loop.run_in_executor(None, self.topics.persist_pending)
+                write.add_done_callback(_log_write_error)
+                written.append(write)
         self.sync_queue_types()
         return written + [done for listener in self.on_topics_changed
                           if (done := listener()) is not None]

@@ -170,6 +170,11 @@ class TopicManager:
         finally:
             self.write_later = False
 
+    @property
+    def write_pending(self) -> bool:
+        """Whether a change made under :meth:`writes_deferred` is not written yet."""
+        return self._dirty
+
     def persist_pending(self) -> None:
         """:meth:`persist` if the table changed since the last write (``write_later``)."""
         if self._dirty:

@@ -382,20 +382,19 @@ def _report_taken_from_flags(path: Path | None, overrides: dict[str, str]) -> No
     """Warn of each key of :data:`STANDALONE_KEYS` that the config file or a ``TIDEMQ_*``
     variable gives and ``--set`` does not: the standalone's flag sets it instead."""
     from tidemq.broker.config import BrokerConfig
-    from tidemq.formats.javaprops import config_keys, env_values, primary_keys, read_properties
+    from tidemq.formats.javaprops import env_values, read_properties, shown_key
     from tidemq.store.config import StoreConfig
 
-    keys = {**config_keys(BrokerConfig), **config_keys(StoreConfig)}
-    shown = {**primary_keys(BrokerConfig), **primary_keys(StoreConfig)}
-    key_of = {field: key for key, field in shown.items()}  # a field name, a key or an
-    key_of |= {key: key_of[field] for key, field in keys.items()}  # alias: the key shown
+    def shown(key: str) -> str:  # a field name, a key or an alias: the key shown
+        return shown_key(StoreConfig, shown_key(BrokerConfig, key))
+
     try:
-        in_file = {key_of.get(k, k) for k in read_properties(path)} if path else set()
+        in_file = {shown(k) for k in read_properties(path)} if path else set()
     except TideMQError:
         in_file = set()  # loading the broker's settings reports it
-    in_env = {key_of.get(k, k) for k in (*env_values(BrokerConfig, os.environ),
-                                         *env_values(StoreConfig, os.environ))}
-    given = {key_of.get(k, k) for k in overrides}
+    in_env = {shown(k) for k in (*env_values(BrokerConfig, os.environ),
+                                 *env_values(StoreConfig, os.environ))}
+    given = {shown(k) for k in overrides}
     for key, source in STANDALONE_KEYS.items():
         where = (escape(str(path)) if key in in_file else
                  "a TIDEMQ_* variable" if key in in_env else None)

@@ -53,3 +53,14 @@ async def answered_meanwhile(peer: Peer, held: Held) -> None:
     await asyncio.wait_for(peer.ok(wire.request(RequestCode.GET_BROKER_CONFIG)), 5)
     held.release.set()
     assert await asyncio.to_thread(held.left.wait, 20)
+
+
+async def created_while_held(broker_addr: str, peer: Peer, held: Held, topic: str,
+                             queues: int) -> None:
+    """Create ``topic`` from a connection of its own while the slow step is held: ``peer``
+    is answered meanwhile, and the creation answered once the step is let go."""
+    async with Peer(broker_addr) as creator:
+        task = asyncio.create_task(creator.ok(wire.create_topic(topic, queues)))
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.broker import wire
-from tests.broker.held import Held, answered_meanwhile, slow_writes
+from tests.broker.held import Held, answered_meanwhile, created_while_held, slow_writes
 from tests.broker.wire import Peer
 
 import tidemq.broker.processors.admin as admin_module
@@ -55,11 +55,7 @@ async def test_a_registration_encodes_the_topics_off_the_loop(
         cluster: Cluster, namesrv: Peer, peer: Peer, held: Held,
         monkeypatch: pytest.MonkeyPatch) -> None:
     slow_encoding(monkeypatch, registrar_module, held)
-    async with Peer(cluster.brokers[0].broker_addr) as creator:
-        task = asyncio.create_task(creator.ok(wire.create_topic("Reg", 3)))
-        await answered_meanwhile(peer, held)
-        await task
-    assert held.gave_up == [False]
+    await created_while_held(cluster.brokers[0].broker_addr, peer, held, "Reg", 3)
     await wire.eventually_route(namesrv, "Reg", lambda r: len(r.queue_datas) == 1)
 
 
@@ -96,11 +92,7 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
 async def test_a_created_topic_is_written_off_the_loop_before_the_answer(
         cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     slow_writes(monkeypatch, topics_module, held)
-    async with Peer(cluster.brokers[0].broker_addr) as creator:
-        task = asyncio.create_task(creator.ok(wire.create_topic("Wr", 2)))
-        await answered_meanwhile(peer, held)
-        await task
-    assert held.gave_up == [False]
+    await created_while_held(cluster.brokers[0].broker_addr, peer, held, "Wr", 2)
     saved = json.loads(cluster.brokers[0].topics.path.read_text())
     assert saved["topicConfigTable"]["Wr"]["readQueueNums"] == 2
 

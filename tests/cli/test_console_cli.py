@@ -85,7 +85,8 @@ def test_user_commands_write_the_users_file(tmp_path: Path) -> None:
     assert added.exit_code == 0, added.output
     assert "alice (admin)" in added.stderr
     assert "alice-pw" not in path.read_text() and "$scrypt$ln=15,r=8,p=1$" in path.read_text()
-    assert users(["add", "bob", "-f", str(path), "--password-stdin"], "b\n").exit_code == 0
+    bob = users(["add", "bob", "-f", str(path), "--password-stdin"], "bob-pass\n")
+    assert bob.exit_code == 0
     listed = users(["list", "-f", str(path)])
     assert listed.stdout.splitlines() == ["alice\tadmin", "bob\tviewer"]
     bad_role = users(["add", "x", "--role", "root", "-f", str(path), "--password-stdin"],
@@ -93,6 +94,9 @@ def test_user_commands_write_the_users_file(tmp_path: Path) -> None:
     assert bad_role.exit_code != 0 and "admin or viewer" in bad_role.stderr
     empty = users(["passwd", "bob", "-f", str(path), "--password-stdin"], "\n")
     assert empty.exit_code != 0 and "must not be empty" in empty.stderr
+    short = users(["passwd", "bob", "-f", str(path), "--password-stdin"], "b\n")
+    assert short.exit_code != 0 and "too short (at least 8 characters)" in short.stderr
+    assert "bob\tviewer" in users(["list", "-f", str(path)]).stdout
     assert users(["remove", "bob", "-f", str(path)]).exit_code == 0
     gone = users(["remove", "bob", "-f", str(path)])
     assert gone.exit_code == 1 and "no user named 'bob'" in gone.stderr
@@ -101,7 +105,7 @@ def test_user_commands_write_the_users_file(tmp_path: Path) -> None:
 def test_console_with_users_asks_for_a_login(tmp_path: Path) -> None:
     path = tmp_path / "users.yml"
     assert users(["add", "alice", "--role", "admin", "-f", str(path), "--password-stdin"],
-                 "pw\n").exit_code == 0
+                 "alice-pw\n").exit_code == 0
     (port,) = free_ports(1)
     web = start(["console", "-n", "127.0.0.1:9", "--port", str(port),
                  "--users-file", str(path)], "TideMQ console on")

@@ -104,6 +104,11 @@ def console(
     _run(_serve(start, web.stop))
 
 
+#: The shortest password ``console user add`` and ``passwd`` accept (NIST SP 800-63B's
+#: minimum for a password a user chooses).
+MIN_PASSWORD_LENGTH = 8
+
+
 def _password(from_stdin: bool) -> str:
     if from_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -111,6 +116,9 @@ def _password(from_stdin: bool) -> str:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not password:
         raise typer.BadParameter("the password must not be empty")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise typer.BadParameter("the password is too short (at least "
+                                 f"{MIN_PASSWORD_LENGTH} characters)")
     return password
 
 

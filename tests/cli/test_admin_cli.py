@@ -183,6 +183,10 @@ def test_send_query_and_consume_round_trip(cluster: ThreadedCluster) -> None:
                                 cluster.namesrv, "--timeout", "0.5"])
     assert human.exit_code == 0, human.output
     assert "body=hello" in human.stdout and "3 messages" in human.stderr
+    single = runner.invoke(app, ["admin", "consumeMessage", "-t", "CliRound", "-n",
+                                 cluster.namesrv, "-c", "1", "--timeout", "5"])
+    assert single.exit_code == 0, single.output
+    assert single.stderr.strip() == "1 message"
 
 
 def test_consume_an_empty_topic_ends_after_the_timeout(cluster: ThreadedCluster) -> None:

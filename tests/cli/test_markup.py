@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import render
 
-from tidemq.cli.markup import plain, say
+from tidemq.cli.markup import counted, plain, say
 
 #: Texts made of tags, escapes and brackets in every order (no colons: rich replaces
 #: emoji codes, which :func:`plain` leaves as they are).
@@ -53,3 +53,9 @@ def test_escape_is_riches_and_reads_back_as_the_text(text: str) -> None:
     if "\\" not in text:  # rich reads a backslash before a bracket as an escape, even here
         inside = f"[red]{escaped}[/]"
         assert plain(inside) == render(inside).plain == text
+
+
+@pytest.mark.parametrize(("count", "text"), [(0, "0 messages"), (1, "1 message"),
+                                             (2, "2 messages"), (1200, "1,200 messages")])
+def test_a_count_agrees_with_its_noun(count: int, text: str) -> None:
+    assert counted(count, "message") == text

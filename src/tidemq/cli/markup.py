@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["escape", "plain", "say"]
+__all__ = ["counted", "escape", "plain", "say"]
 
 #: rich's markup tags (``rich.markup.RE_TAGS``): a tag, and the backslashes before it.
 _TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
@@ -24,6 +24,12 @@ _TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 
 #: What rich reads as a tag in inserted text (``rich.markup.escape``'s pattern).
 _TAG_LIKE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun`` in English: "1 message", "0 messages", "1,200 queues".
+    ``noun`` is singular and takes a plain ``s``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def escape(text: str) -> str:

@@ -76,6 +76,7 @@ from tidemq.cli.commands.admin_resend import (
     wants_resend,
 )
 from tidemq.cli.commands.logical import create_logical_topic
+from tidemq.cli.markup import counted
 from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.codec.headers import parse_attributes
@@ -416,7 +417,7 @@ def query_msg_by_key(
     if json_out:
         emit_json([message_json(m) for m in msgs])
     else:
-        _print_messages(msgs, f"{len(msgs)} messages of {topic} with key {key}")
+        _print_messages(msgs, f"{counted(len(msgs), 'message')} of {topic} with key {key}")
 
 
 @app.command("queryMsgByOffset")
@@ -539,4 +540,4 @@ def consume_message(
     if json_out:
         emit_json([message_json(m) for m in msgs])
     else:
-        console_err().print(f"{len(msgs)} messages")
+        console_err().print(counted(len(msgs), "message"))

@@ -28,6 +28,7 @@ from tidemq.cli.commands.admin_common import (
     print_columns,
     run_admin,
 )
+from tidemq.cli.markup import counted
 from tidemq.client import group_admin as ga
 from tidemq.client.config import DEFAULT_NAMESRV
 
@@ -119,4 +120,4 @@ def clone_group_offset(
         return
     console_out().print(f"clone group offset success. srcGroup[{escape(src)}], "
                         f"destGroup=[{escape(dest)}], topic[{escape(topic)}], "
-                        f"{len(rows)} queues")
+                        f"{counted(len(rows), 'queue')}")

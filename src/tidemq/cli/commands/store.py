@@ -34,6 +34,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tidemq.cli.markup import counted
 from tidemq.errors import StoreReadOnly
 from tidemq.store.config import StoreConfig
 from tidemq.store.convert import ConversionError, ConversionReport, convert_topic
@@ -232,7 +233,7 @@ def _print_verify(report: VerifyReport) -> None:
     if report.ok:
         out.print("[green]OK[/green]: no problems found")
         return
-    problems = Table(title=f"{len(report.problems)} problems")
+    problems = Table(title=counted(len(report.problems), "problem"))
     for col in ("kind", "where", "offset", "detail"):
         problems.add_column(col, justify="right" if col == "offset" else "left")
     for p in report.problems:

@@ -21,7 +21,13 @@ import tidemq.broker.registrar as registrar_module
 import tidemq.broker.topics as topics_module
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.topics import TopicManager
-from tidemq.codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from tidemq.codec import topic_table
+from tidemq.codec.bodies import (
+    DataVersion,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    encode_body,
+)
 from tidemq.codec.command import RequestCode
 from tidemq.net import RemotingClient
 from tidemq.store.layout import StoreLayout
@@ -29,14 +35,15 @@ from tidemq.testing import Cluster
 
 
 def slow_encoding(monkeypatch: pytest.MonkeyPatch, module: Any, held: Held) -> None:
-    encode = module.encode_body
+    """``module``'s encoding of the topic table (a slice at a time) held."""
+    encode = module.encode_topics
 
     def slow(body: Any) -> bytes:
         held.hold()
         data: bytes = encode(body)
         return data
 
-    monkeypatch.setattr(module, "encode_body", slow)
+    monkeypatch.setattr(module, "encode_topics", slow)
 
 
 async def test_all_topic_configs_are_encoded_off_the_loop(
@@ -67,7 +74,7 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
         return TopicConfigSerializeWrapper(topic_config_table=dict(tables[-1]),
                                            data_version=DataVersion(counter=version[0]))
 
-    encode = registrar_module.encode_body
+    encode = registrar_module.encode_topics
     calls: list[int] = []
 
     def changing(body: Any) -> bytes:
@@ -82,7 +89,7 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
     registrar = Registrar(client, [], cluster="c", broker_name="b", broker_id=0,
                           broker_addr=lambda: "127.0.0.1:1", topics=topics, period_ms=1000)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(registrar_module, "encode_body", changing)
+        mp.setattr(registrar_module, "encode_topics", changing)
         body = await registrar._body()
     await client.close()
     table = json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]
@@ -115,6 +122,29 @@ async def test_a_topic_a_send_creates_is_written_before_the_send_is_answered(
         assert "Auto" in saved["topicConfigTable"]
     finally:
         held.release.set()
+
+
+def test_the_table_is_written_a_slice_of_topics_a_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topics = TopicManager(StoreLayout(tmp_path), broker_name="b", cluster_name="c",
+                          auto_create=False, default_queue_nums=4)
+    topics.load()
+    for i in range(7):
+        topics.upsert(TopicConfig(topic_name=f"T{i}"))
+    seen: list[int] = []
+    encode = topic_table.encode_value
+
+    def counted(value: Any) -> bytes:
+        seen.append(len(value))
+        data: bytes = encode(value)
+        return data
+
+    monkeypatch.setattr(topic_table, "encode_value", counted)
+    monkeypatch.setattr(topic_table, "SLICE", 3)
+    topics.persist()
+    assert seen and max(seen) <= 3
+    assert topics.path.read_bytes() == encode_body(TopicConfigSerializeWrapper(
+        topic_config_table=topics.topics, data_version=topics.data_version))
 
 
 def test_write_later_marks_the_change_and_a_pending_write_takes_it(tmp_path: Path) -> None:

@@ -16,9 +16,10 @@ import logging
 import zlib
 from collections.abc import Callable
 
-from tidemq.codec.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, encode_body
+from tidemq.codec.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from tidemq.codec.topic_table import encode_topics
 from tidemq.errors import TideMQError
 from tidemq.net import Connection, RemotingClient
 from tidemq.net.tasks import cancel_and_wait
@@ -71,17 +72,17 @@ class Registrar:
 
     async def _body(self) -> bytes:
         """The registration's body. The topic table is copied on the loop and encoded on
-        a thread (thousands of topics take a while, and the loop serves on meanwhile);
-        encoded again if the table changed meanwhile, so that a registration never
-        carries an older table than one sent before it (on the loop when it keeps
-        changing)."""
+        a thread, a slice at a time (thousands of topics take a while, and the loop
+        serves on meanwhile); encoded again if the table changed meanwhile, so that a
+        registration never carries an older table than one sent before it (on the loop
+        when it keeps changing)."""
         for _ in range(BODY_TRIES):
             topics = self._topics()
             body = await asyncio.to_thread(
-                encode_body, RegisterBrokerBody(topic_config_serialize_wrapper=topics))
+                encode_topics, RegisterBrokerBody(topic_config_serialize_wrapper=topics))
             if self._topics().data_version == topics.data_version:
                 return body
-        return encode_body(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
+        return encode_topics(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
 
     def _request(self, body: bytes) -> RemotingCommand:
         addr = self._addr()

@@ -29,8 +29,8 @@ from tidemq.codec.bodies import (
     TopicConfig,
     TopicConfigSerializeWrapper,
     decode_body,
-    encode_body,
 )
+from tidemq.codec.topic_table import encode_topics
 from tidemq.errors import ConfigError, RemoteProtocolError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
@@ -144,7 +144,8 @@ class TopicManager:
 
     def persist(self) -> None:
         """Write the table. Safe from another thread, and meant to run on one (thousands
-        of topics take a while to encode): the table is copied whole first (one C call;
+        of topics take a while to encode, a slice at a time): the table is copied whole
+        first (one C call;
         its configs are replaced on a change, never changed in place); writes do not
         overlap. A change while copying marks the table changed again, for the next."""
         with self._write_lock:
@@ -153,7 +154,7 @@ class TopicManager:
                 wrapper = TopicConfigSerializeWrapper(topic_config_table=self.topics.copy(),
                                                       data_version=self.data_version)
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, encode_body(wrapper))
+                atomic_write(self.path, encode_topics(wrapper))
             except BaseException:
                 self._dirty = True
                 raise

@@ -60,6 +60,7 @@ __all__ = [
     "decode_register_body",
     "encode_body",
     "encode_register_body",
+    "encode_value",
 ]
 
 #: Broker versions from V5_0_0 on put the static-topic section in compressed bodies.
@@ -330,7 +331,13 @@ def _strip_none(obj: Any) -> Any:
 
 def encode_body(body: _Body) -> bytes:
     """Standard JSON: keys sorted, ``None`` members omitted, enums by name."""
-    return _encoder.encode(_strip_none(msgspec.to_builtins(body, str_keys=True)))
+    return encode_value(body)
+
+
+def encode_value(value: Any) -> bytes:
+    """Any value holding bodies (a map of them, a list) as :func:`encode_body` encodes
+    a body."""
+    return _encoder.encode(_strip_none(msgspec.to_builtins(value, str_keys=True)))
 
 
 def _quote_bare_keys(data: bytes) -> bytes:

@@ -35,6 +35,7 @@ from tidemq.codec.headers import (
     ViewMessageRequestHeader,
     parse_attributes,
 )
+from tidemq.codec.topic_table import encode_topics
 from tidemq.errors import RemoteProtocolError, ResponseCode, error_for_code
 from tidemq.net import Connection
 
@@ -122,11 +123,11 @@ class AdminProcessor:
         return cmd.response()
 
     async def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """The table is copied on the loop and encoded on a thread: thousands of topics
-        take a while, and the loop serves on meanwhile (the copy's configs are replaced
-        on change, never changed in place)."""
+        """The table is copied on the loop and encoded on a thread, a slice at a time:
+        thousands of topics take a while, and the loop serves on meanwhile (the copy's
+        configs are replaced on change, never changed in place)."""
         wrapper = self.ctx.topics.wrapper()
-        return cmd.response(body=await asyncio.to_thread(encode_body, wrapper))
+        return cmd.response(body=await asyncio.to_thread(encode_topics, wrapper))
 
     def topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = parse_header(GetTopicConfigRequestHeader, cmd)

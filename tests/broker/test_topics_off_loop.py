@@ -124,6 +124,20 @@ async def test_a_topic_a_send_creates_is_written_before_the_send_is_answered(
         held.release.set()
 
 
+async def test_a_deleted_topic_is_written_off_the_loop_before_the_answer(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    await peer.ok(wire.create_topic("Gone", 2))
+    slow_writes(monkeypatch, topics_module, held)
+    async with Peer(cluster.brokers[0].broker_addr) as deleter:
+        task = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic="Gone")))
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]
+    saved = json.loads(cluster.brokers[0].topics.path.read_text())
+    assert "Gone" not in saved["topicConfigTable"]
+
+
 def test_the_table_is_written_a_slice_of_topics_a_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     topics = TopicManager(StoreLayout(tmp_path), broker_name="b", cluster_name="c",

@@ -110,16 +110,20 @@ class AdminProcessor:
             await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 
-    def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Delete a topic, and answer once topics.json and the name servers have the
+        change, as :meth:`create_topic` (the file is written on a thread)."""
         h = parse_header(DeleteTopicRequestHeader, cmd)
         if h.topic in SYSTEM_TOPICS:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
-        if self.ctx.topics.delete(h.topic):
+        with self.ctx.topics.writes_deferred():  # written on a thread, awaited below
+            deleted = self.ctx.topics.delete(h.topic)
+        if deleted:
             self.ctx.offsets.delete_topic(h.topic)
             self.ctx.pulled.forget(topic=h.topic)
             self.store.delete_topic(h.topic)
             self.ctx.stats.forget_topic(h.topic)
-            self.ctx.topics_changed()
+            await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 
     async def all_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

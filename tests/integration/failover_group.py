@@ -111,7 +111,7 @@ async def has_topic(admin: AdminClient, address: str) -> bool:
 
 
 async def read_queue(admin: AdminClient, address: str, queue: MessageQueue) -> list[bytes]:
-    sub = Subscription.parse(TOPIC)
+    sub = Subscription.parse(queue.topic)
     out: list[bytes] = []
     offset = 0
     while True:

@@ -11,15 +11,23 @@ from pathlib import Path
 
 import pytest
 from tests.crash.broker_process import BrokerProcess
-from tests.integration.failover_group import GROUP, broker_group, eventually, namesrvs
+from tests.integration.failover_group import (
+    GROUP,
+    broker_group,
+    eventually,
+    namesrvs,
+    read_queue,
+    start_first_master,
+)
 from tests.namesrv.controller.processes import ControllerProcess
 
-from tidemq.client import AdminClient, ClientConfig
+from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.client.group_admin import group_configs, update_group
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import GetTopicConfigRequestHeader
 from tidemq.errors import ResponseCode
+from tidemq.types import MessageQueue, SendStatus
 
 __all__ = ["namesrvs"]  # fixture
 
@@ -69,3 +77,48 @@ async def test_a_topic_and_group_created_just_before_the_kill_are_on_the_new_mas
         assert await has_topic(admin, new.addr)
         configs = await group_configs(admin, new.addr)
         assert configs[CONSUMER_GROUP]["retryMaxTimes"] == 7
+
+
+async def test_a_topic_a_send_created_just_before_the_kill_is_served_by_the_new_master(
+        namesrvs: list[ControllerProcess], brokers: list[BrokerProcess]) -> None:
+    """A send that creates its topic (autoCreateTopicEnable) is acknowledged once the
+    in-sync replicas hold its message; the topic's config reaches them only at their next
+    copy, far away here. The new master still knows the topic, serves its messages to a
+    consumer, and lists it in its route."""
+    addrs = [c.addr for c in namesrvs]
+    config = ClientConfig(namesrv_addr=tuple(addrs), request_timeout=3.0)
+    topic = "SentJustBefore"
+    async with AdminClient(config=config) as admin, \
+            Producer("sent-just-before", config=config) as producer:
+        controllers = ControllerAdmin(admin.instance.request, addrs)
+        await start_first_master(controllers, brokers)
+
+        async def group() -> object:
+            return (await controllers.sync_state_set([GROUP])).replicas_info_table.get(GROUP)
+
+        await eventually(group, lambda g: g is not None and g.master_broker_id == 1  # type: ignore[attr-defined]
+                         and len(g.in_sync_replicas) == 3)  # type: ignore[attr-defined]
+        sent = []
+        for i in range(6):
+            result = await producer.send(Message(topic, f"s{i}".encode()))
+            assert result.status is SendStatus.SEND_OK
+            sent.append((result.queue.queue_id, f"s{i}".encode()))
+        brokers[0].kill9()
+
+        g = await eventually(group, lambda g: g.master_broker_id in (2, 3))  # type: ignore[attr-defined]
+        new = brokers[g.master_broker_id - 1]  # type: ignore[attr-defined]
+        header = GetTopicConfigRequestHeader(topic=topic)
+
+        async def config_there() -> RemotingCommand:
+            return await admin.instance.request(new.addr, RemotingCommand.request(
+                RequestCode.GET_TOPIC_CONFIG, header.to_ext()))
+
+        # (the new master adopts the topic once it has dispatched the log it copied)
+        await eventually(config_there, lambda answer: answer.code == ResponseCode.SUCCESS)
+        route = await eventually(lambda: admin.topic_route(topic),
+                                 lambda r: any(d.broker_addrs.get(0) == new.addr
+                                               for d in r.broker_datas))
+        assert route.queue_datas[0].read_queue_nums >= 1 + max(q for q, _ in sent)
+        for queue_id in {q for q, _ in sent}:
+            got = await read_queue(admin, new.addr, MessageQueue(topic, GROUP, queue_id))
+            assert got == [body for q, body in sent if q == queue_id]

@@ -51,6 +51,7 @@ from tidemq.broker.replication.reclaim import RECLAIM_TIMEOUT, ProgressReclaim
 from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
+from tidemq.broker.stored_topics import adoptable
 from tidemq.broker.transaction_check import TransactionChecker
 from tidemq.broker.transaction_escape import TransactionEscape
 from tidemq.broker.transaction_escape_metrics import TransactionEscapeCollector
@@ -152,7 +153,7 @@ class BrokerApp:
         if self.transaction_escape is not None:
             self.metrics.registry.register(TransactionEscapeCollector(self.transaction_escape))
         self.transaction_checker = TransactionChecker(ctx, self.transaction_escape)
-        #: Whether the role last seen by :meth:`_transactions_on_role` was master's.
+        #: Whether the role last seen by :meth:`_master_on_role` was master's.
         self._master_role = ctx.replication.role.state.role.is_master
         self._tasks: list[asyncio.Task[None]] = []
         ctx.on_topics_changed.append(self._register_soon)
@@ -234,7 +235,7 @@ class BrokerApp:
             period_ms=self.config.register_name_server_period,
             ha_addr=lambda: self.ctx.replication.ha_address)
         self.role.add_listener(self._role_changed)
-        self.role.add_listener(self._transactions_on_role)
+        self.role.add_listener(self._master_on_role)
         self.registrar.on_master_addr.append(self.metadata_sync.master_known)
         self.metadata_sync.ask_master = self.registrar.register_soon
         if self.config.namesrv_addrs:
@@ -378,15 +379,32 @@ class BrokerApp:
             self.registrar.broker_id = state.broker_id
             self.registrar.register_soon()
 
-    async def _transactions_on_role(self, state: RoleState) -> None:
-        """A replica that becomes master holds the transactions of the log it copied."""
+    async def _master_on_role(self, state: RoleState) -> None:
+        """A replica that becomes master serves the topics and holds the transactions of
+        the log it copied."""
         if not state.role.is_master or self._master_role:
             self._master_role = state.role.is_master
             return
         self._master_role = True
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.wait_dispatched, 10.0)
+        await self._adopt_stored_topics()
         self.ctx.transactions.rebuild()
+
+    async def _adopt_stored_topics(self) -> None:
+        """Configs for the topics the copied log holds messages of but the last copy of
+        the master's topic table lacked (:mod:`tidemq.broker.stored_topics`)."""
+        topics = self.ctx.topics
+        adopted = adoptable(topics.topics, self.store.topics(),
+                            is_batch=self.store.is_batch_topic,
+                            default_queue_nums=self.config.default_topic_queue_nums)
+        for tc in adopted:
+            topics.upsert(tc)
+            log.warning("topic %s has messages in the copied log but no config here (created "
+                        "on the old master after this broker's last copy of its topics): "
+                        "serving it with %d queues", tc.topic_name, tc.read_queue_nums)
+        if adopted:
+            await self.ctx.routes_published(self.ctx.topics_changed())
 
     def _register_soon(self) -> asyncio.Future[None] | None:
         return self.registrar.register_soon() if self.registrar is not None else None

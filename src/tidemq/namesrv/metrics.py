@@ -20,7 +20,7 @@ tidemq_namesrv_connections                 gauge
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -34,7 +34,8 @@ from tidemq.net.server import RemotingServer
 
 __all__ = ["NamesrvMetrics"]
 
-_Handler = Callable[[Connection, RemotingCommand], RemotingCommand]
+_Handler = Callable[[Connection, RemotingCommand],
+                    RemotingCommand | Awaitable[RemotingCommand]]
 
 
 class NamesrvMetrics:
@@ -52,10 +53,11 @@ class NamesrvMetrics:
         requests = self.requests
         is_route = code == RequestCode.GET_ROUTEINFO_BY_TOPIC
 
-        def run(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        def run(conn: Connection, cmd: RemotingCommand
+                ) -> RemotingCommand | Awaitable[RemotingCommand]:
             requests[code] += 1
             response = handler(conn, cmd)
-            if is_route:
+            if is_route and isinstance(response, RemotingCommand):
                 if response.code == ResponseCode.SUCCESS:
                     self.routes_found += 1
                 else:

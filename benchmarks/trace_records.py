@@ -4,9 +4,9 @@ tracer does per message, and what a broker does per record of a trace message's 
 ``client``: ``--batches`` prepared batches of ``--batch`` messages of 128 B (100 by
 default), as a producer loop sends them; for each, the ``Pub`` records
 (``pub_records``), their placement into trace messages of at most 128,000 bytes (the
-tracer's builder), and the encoding of each 8-message trace send
-(``prepare_send_batch``). ``--batch 1`` is a traced single send (``Producer.send``, and
-the auto-batching producer's batches of one): its message and msgId as a tuple.
+tracer's builder), and the encoding (and compression) of each trace send. ``--batch 1``
+is a traced single send (``Producer.send``, and the auto-batching producer's batches of
+one): its message and msgId as a tuple.
 ``--produce``: the batches are ``AutoBatchProducer.produce``'s, bodies without properties,
 whose messages the tracer is handed as well (a list in older checkouts).
 
@@ -18,8 +18,9 @@ them).
 ``send``: a broker's whole work for a traced producer's load, in this process, without
 the network: ``--sends`` SEND_BATCH_MESSAGE requests of 85 messages of 128 B (a
 ``--linger-ms 0`` load's average batch) to an 8-queue topic through the broker's send
-processor, and, for each 8 x ~730 of those messages, the trace send their ``Pub``
-records make (8 trace messages); then the dispatch and the key index catch up. Printed
+processor, and, for each ~730 of those messages, the trace send their ``Pub`` records
+make (one compressed trace message; in older checkouts a batch of 8 for each 8 x ~730);
+then the dispatch and the key index catch up. Printed
 per message sent: the CPU time of the whole process, user and kernel, the part spent by
 threads the broker did not start (a math library's workers), and minor page faults.
 ``--no-trace`` leaves the trace sends out; ``--trace-only`` sends only them (a broker
@@ -49,11 +50,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tidemq.client.sending import BatchCompression, prepare_send_batch, prepare_send_bodies
-from tidemq.client.stamps import new_uniq_keys
+from tidemq.client.stamps import UniqKeyGenerator, new_uniq_keys
 from tidemq.client.tracer import BATCH_MESSAGES, _MessageBuilder, pub_records
 from tidemq.codec.bodies import TopicConfig
 from tidemq.codec.command import RemotingCommand
-from tidemq.codec.message import SendOptions, batch_send_request
+from tidemq.codec.message import SendOptions, batch_send_request, send_request
 from tidemq.formats.properties import index_keys, parse_property_text, property_text_error
 from tidemq.inprocess import Cluster
 from tidemq.store.index_keys import index_hashes
@@ -96,8 +97,7 @@ def client(batches: int, batch: int = BATCH, produce: bool = False) -> Callable[
             traced = _produced(bodies) if produce else msgs
             builder.extend(pub_records("bench_producer_0", traced, ids, result, 1, 2))
             if len(builder.messages) >= BATCH_MESSAGES:
-                prepare_send_batch([m for m, _ in builder.take()], max_size=4 << 20,
-                                   keys=keys, now_ms=1, compression=BatchCompression(None))
+                _trace_sends([m for m, _ in builder.take()], keys, 1)
         builder.close()
         return (time.process_time() - started) / (batches * batch) * 1e9
 
@@ -163,10 +163,21 @@ def _send_load(sends: int, trace: bool, business: bool = True
                             message_count=SEND_BATCH)
         builder.extend(pub_records("bench_producer_0", msgs, prepared, result, now, 2))
         if len(builder.messages) >= BATCH_MESSAGES:
-            trace_msgs = [m for m, _ in builder.take()]
-            out.append(batch_send_request(trace_msgs, SendOptions("trace_producer"),
-                                          queue_id=0, now_ms=now, keys=keys))
+            out += _trace_sends([m for m, _ in builder.take()], keys, now)
     return out, sends * SEND_BATCH
+
+
+def _trace_sends(trace_msgs: list[Message], keys: UniqKeyGenerator, now: int
+                 ) -> list[RemotingCommand]:
+    """The requests a tracer sends ``trace_msgs`` in, as this checkout does: each alone,
+    compressed as by default; a batch in older checkouts."""
+    try:
+        from tidemq.client.tracer import trace_send_options
+    except ImportError:
+        return [batch_send_request(trace_msgs, SendOptions("trace_producer"), queue_id=0,
+                                   now_ms=now, keys=keys)]
+    opts = trace_send_options(SendOptions("trace_producer"), "zstd")
+    return [send_request(m, opts, queue_id=0, now_ms=now, keys=keys) for m in trace_msgs]
 
 
 def _foreign_thread_seconds(started: set[int]) -> float:

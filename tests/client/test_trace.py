@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.broker import wire
+from tests.broker.wire import Peer
 
 from tidemq.client import (
     AdminClient,
@@ -29,6 +30,8 @@ from tidemq.client import (
 )
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.client.tracer import Tracer
+from tidemq.codec.compression import COMPRESSED, COMPRESSION_MASK, CompressionType, sys_flag_for
+from tidemq.codec.message import decode_messages
 from tidemq.codec.trace import MessageType, PubRecord, decode_trace_data
 from tidemq.errors import ConfigError
 from tidemq.testing import Cluster
@@ -207,6 +210,45 @@ async def test_trace_off_writes_nothing(cluster: Cluster) -> None:
         await wire.dispatched(cluster.brokers[0])
         [status] = await admin.topic_status(TRACE)
         assert status.max_offset == 0
+
+
+@pytest.mark.parametrize(("compression", "bits"), [
+    ("zstd", sys_flag_for(CompressionType.ZSTD)), ("zlib", sys_flag_for(CompressionType.ZLIB)),
+    ("lz4", sys_flag_for(CompressionType.LZ4)), ("none", 0)])
+async def test_trace_messages_are_stored_compressed_as_configured(
+        cluster: Cluster, compression: str, bits: int) -> None:
+    """A trace message goes alone, so a body over ``compress_msg_body_over_howmuch`` is
+    compressed (``trace_compression``); it is stored so, and the trace is read back."""
+    config = _config(cluster, enable_msg_trace=True, trace_compression=compression)
+    async with AdminClient(config=config) as admin:
+        async with Producer("zpg", config=config) as producer:
+            result = await producer.send_batch(
+                [Message("Packed", b"x", {"KEYS": f"key{i}"}) for i in range(200)])
+            assert producer.tracer is not None
+            await producer.tracer.flush()
+            assert producer.tracer.sent_records == 200
+        await wire.dispatched(cluster.brokers[0])
+        async with Peer(cluster.brokers[0].broker_addr) as peer:
+            answer = await peer.ok(wire.pull(TRACE))
+        [stored] = decode_messages(answer.full_body())
+        assert len(stored.body) > config.compress_msg_body_over_howmuch  # inflated
+        raw = answer.full_body()
+        sys_flag = int.from_bytes(raw[36:40], "big")  # the stored record's sysflag
+        assert sys_flag & (COMPRESSION_MASK | COMPRESSED) == bits
+        if bits:
+            assert len(raw) < len(stored.body)
+        msg_id = result.msg_id.split(",")[7]
+        async with asyncio.timeout(10):
+            while not (trace := await query_trace(admin, msg_id)).sends:
+                await asyncio.sleep(0.05)
+    [send] = trace.sends
+    assert (send.keys, send.group, send.success) == ("key7", "zpg", True)
+
+
+def test_an_unknown_trace_compression_is_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        ClientConfig(trace_compression="brotli")
+    assert raised.value.key == "trace_compression"
 
 
 def test_the_environment_turns_trace_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,7 @@ from tidemq.client.sending import (
 from tidemq.client.shared_send import send_many
 from tidemq.client.stamps import now_ms
 from tidemq.client.topic_route import TopicRoute
-from tidemq.client.tracer import Tracer, pub_records
+from tidemq.client.tracer import Tracer, pub_records, trace_send_options
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.trace import TRACE_PRODUCER_GROUP
@@ -84,8 +84,16 @@ async def start_tracer(inst: ClientInstance, owner: str, kind: str) -> Tracer:
     cfg = inst.config
     producer = Producer(f"{TRACE_PRODUCER_GROUP}-{owner}-{kind}-{next(_tracer_numbers)}",
                         instance=inst)
+    producer._opts = trace_send_options(producer._opts, cfg.trace_compression)
     await producer.start()
-    tracer = Tracer(producer.send_batch, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
+
+    async def send(msgs: Sequence[Message]) -> SendResult:
+        # one message alone: its body compressed (an outer batch's never are)
+        if len(msgs) == 1:
+            return await producer.send(msgs[0])
+        return await producer.send_batch(msgs)
+
+    tracer = Tracer(send, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
                     on_close=producer.close)
     tracer.start()
     return tracer

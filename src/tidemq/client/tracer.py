@@ -9,8 +9,10 @@ costs one append; its records are made by the background task). The background t
 takes what is queued, encodes the records (:mod:`tidemq.codec.trace`) into trace messages
 of at most :data:`MAX_BODY` bytes, each with the msgIds and keys of its records as its
 ``KEYS`` so the broker's key index finds them, and sends them with the given send
-function (a batch send: up to :data:`BATCH_MESSAGES` messages per request, up to
-:data:`IN_FLIGHT` requests at a time, so tracing keeps up with a fast producer). Like
+function (up to :data:`BATCH_MESSAGES` messages per request, up to :data:`IN_FLIGHT`
+requests at a time, so tracing keeps up with a fast producer). A trace message goes
+alone, as upstream's do, so its body is compressed (:func:`trace_send_options`): the
+records of a busy producer are much alike and pack to a few bytes each. Like
 upstream's dispatcher it lets events gather before it sends them, for at most
 :data:`LINGER` seconds or until :data:`GATHER_EVENTS` are queued: a producer sending one
 message at a time would otherwise pay a trace request for every send. A failed
@@ -23,6 +25,7 @@ import asyncio
 import bisect
 import collections
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
@@ -31,6 +34,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
+from tidemq.codec.compression import CompressionType
+from tidemq.codec.message import SendOptions
 from tidemq.codec.trace import (
     EndTransactionRecord,
     MessageType,
@@ -48,14 +53,15 @@ __all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "MAX_BODY",
            "EncodedRecords",
            "TraceEvent", "Tracer",
            "end_transaction_record", "pub_records", "sub_after_records",
-           "sub_before_records"]
+           "sub_before_records", "trace_send_options"]
 
 log = logging.getLogger(__name__)
 
 #: Largest trace-message body, bytes (upstream's ``maxMsgSize``).
 MAX_BODY = 128_000
-#: Trace messages sent in one request (one send_batch) at most, and requests in flight.
-BATCH_MESSAGES = 8
+#: Trace messages sent in one request at most (one: a single send's body is compressed,
+#: an outer batch's are not), and requests in flight.
+BATCH_MESSAGES = 1
 IN_FLIGHT = 4
 #: Seconds the background task lets events gather before it sends them, and the queued
 #: events that end the wait early. :meth:`Tracer.flush` and :meth:`Tracer.close` send at
@@ -66,6 +72,23 @@ GATHER_EVENTS = 256
 #: the 32 KiB the property string may hold).
 _MAX_KEYS = 24_000
 REGION = "DefaultRegion"
+#: The compression (type and level) of each ``trace_compression``; ``None``: none. zstd
+#: at its first fast level packs a trace body as tightly as zlib does at a small part of
+#: zlib's CPU time; zlib at level 5 is what Java's trace producer sends.
+_COMPRESSIONS: dict[str, tuple[CompressionType, int] | None] = {
+    "zstd": (CompressionType.ZSTD, -1), "zlib": (CompressionType.ZLIB, 5),
+    "lz4": (CompressionType.LZ4, 0), "none": None}
+
+
+def trace_send_options(opts: SendOptions, compression: str) -> SendOptions:
+    """``opts`` (a trace producer's) with the trace messages' ``compression`` (a
+    ``trace_compression`` value): bodies of ``opts.compress_over`` bytes or more are
+    compressed so."""
+    chosen = _COMPRESSIONS[compression]
+    if chosen is None:
+        return dataclasses.replace(opts, compress_over=0)
+    return dataclasses.replace(opts, compression=chosen[0], compression_level=chosen[1])
+
 
 class EncodedRecords:
     """Records already encoded (:func:`~tidemq.codec.trace.encode_pubs`), as columns:

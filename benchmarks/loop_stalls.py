@@ -11,6 +11,7 @@ issued, one at a time, and for each the table gives its own latency and the prob
 longest wait among the probes sent while it ran: what it held the loop for. The name
 server of ``tidemq standalone`` serves on the broker's loop: what it does with the
 registration a topic change sends (the whole topic table) counts in the next rows.
+The broker serves Prometheus metrics (``metricsPort``) and one row scrapes them.
 
     .venv/bin/python benchmarks/lmq_wire.py --lmqs 1000000 --built /tmp/lmq --rounds 0
     .venv/bin/python benchmarks/loop_stalls.py --built /tmp/lmq
@@ -25,10 +26,11 @@ import asyncio
 import json
 import multiprocessing as mp
 import shutil
+import socket
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -110,8 +112,25 @@ def _wait(seconds: float) -> float:
     return seconds
 
 
-def _requests(args: argparse.Namespace
-              ) -> list[tuple[str, Callable[[], RemotingCommand | float]]]:
+async def _scrape(port: int) -> None:
+    """Not a remoting request: GET /metrics over HTTP, read to the end."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    await reader.read()
+    writer.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+_Issue = Callable[[], RemotingCommand | float | Awaitable[None]]
+
+
+def _requests(args: argparse.Namespace) -> list[tuple[str, _Issue]]:
     rc, req = RequestCode, RemotingCommand.request
     now = int(time.time() * 1000)
     group, topic = "stall-group-1", BACKLOG
@@ -122,6 +141,7 @@ def _requests(args: argparse.Namespace
         ("GET_ALL_SUBSCRIPTIONGROUP_CONFIG", lambda: req(rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)),
         ("GET_ALL_CONSUMER_OFFSET", lambda: req(rc.GET_ALL_CONSUMER_OFFSET)),
         ("GET_ALL_DELAY_OFFSET", lambda: req(rc.GET_ALL_DELAY_OFFSET)),
+        ("GET /metrics (Prometheus scrape)", lambda: _scrape(args.metrics_port)),
         ("GET_LMQ_METADATA offsets", lambda: req(rc.GET_LMQ_METADATA, {"kind": "offsets"})),
         ("GET_LMQ_METADATA tombstones",
          lambda: req(rc.GET_LMQ_METADATA, {"kind": "tombstones"})),
@@ -211,8 +231,11 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
             if isinstance(what, float):
                 await asyncio.sleep(what)
                 code = 0
-            else:
+            elif isinstance(what, RemotingCommand):
                 code = (await client.request(addr, what)).code
+            else:
+                await what
+                code = 0
             windows.append((name, t0, time.monotonic(), code))
     finally:
         ours.send("stop")
@@ -252,7 +275,8 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args()
-    settings = ["haListenPort=0"]
+    args.metrics_port = _free_port()
+    settings = ["haListenPort=0", f"metricsPort={args.metrics_port}"]
     if args.built is not None:
         built = json.loads((args.built / "built.json").read_text())
         settings += ["enableLmq=true", "enableMultiDispatch=true",

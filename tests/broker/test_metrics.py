@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import shutil
 import socket
 import time
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from tests.broker import wire
+from tests.broker.held import Held, answered_meanwhile
 from tests.broker.wire import Peer
 from tests.tls_certs import Certs, der, renew, served_certificate, wait_until_served
 
-from tidemq.broker.metrics import BrokerMetrics
+import tidemq.broker.metrics as metrics_module
+from tidemq.broker.metrics import BrokerCollector, BrokerMetrics
 from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
 from tidemq.codec.command import RequestCode
@@ -233,3 +237,78 @@ async def test_metrics_https_serves_a_renewed_certificate(tmp_path: Path,
         assert await asyncio.to_thread(served_certificate, port) == der(tls_certs.server_cert)
         renew(cert, key, tls_certs.other_host_cert, tls_certs.other_host_key)
         await asyncio.to_thread(wait_until_served, port, der(tls_certs.other_host_cert))
+
+
+def _families(text: bytes, *names: str) -> dict[str, list[Sample]]:
+    return {f.name: f.samples for f in text_string_to_metric_families(text.decode())
+            if f.name in names}
+
+
+async def test_a_scrape_gathered_a_slice_at_a_time_is_the_scrape_read_at_once(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = cluster.brokers[0]
+    async with AdminClient(cluster.namesrv_addr) as admin:
+        await admin.create_topic("Sliced", read_queue_nums=3, write_queue_nums=3)
+        async with Producer("sliced-producers", cluster.namesrv_addr) as producer:
+            for i in range(6):
+                await producer.send(Message("Sliced", b"x%d" % i))
+    for i in range(5):
+        app.offsets.commit(f"g{i}", "Sliced", i % 3, i % 2)
+    monkeypatch.setattr(metrics_module, "LAG_SLICE", 2)
+    metrics = BrokerMetrics(app.ctx, max_series=4)
+    names = ("tidemq_broker_consumer_lag_messages", "tidemq_broker_consumer_lag_seconds",
+             "tidemq_broker_queue_max_offset", "tidemq_broker_queue_min_offset",
+             "tidemq_broker_series_dropped")
+    gathered = _families(await metrics.render_async(), *names)
+    at_once = _families(metrics.render(), *names)
+    ages = ("tidemq_broker_consumer_lag_seconds",)  # measured from each scrape's clock
+    assert {k: v for k, v in gathered.items() if k not in ages} == {
+        k: v for k, v in at_once.items() if k not in ages}
+    assert [s.labels for s in gathered[ages[0]]] == [s.labels for s in at_once[ages[0]]]
+    assert len(gathered["tidemq_broker_consumer_lag_messages"]) == 4
+
+
+async def test_a_scrape_chooses_its_series_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = cluster.brokers[0]
+    app.offsets.commit("g", "Chosen", 0, 0)
+    first = metrics_module._first
+
+    def slow(*args: Any) -> Any:
+        held.hold()
+        return first(*args)
+
+    monkeypatch.setattr(metrics_module, "_first", slow)
+    scraping = asyncio.create_task(asyncio.to_thread(scrape, app.config.metrics_port))
+    await answered_meanwhile(peer, held)
+    families = await scraping
+    assert value(families, "tidemq_broker_consumer_lag_messages", group="g", topic="Chosen") == 0
+
+
+async def test_a_scrape_reads_the_lag_a_slice_at_a_time(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = cluster.brokers[0]
+    for i in range(4):
+        app.offsets.commit(f"g{i}", "Turns", 0, 0)
+    marks: list[str] = []
+    lag_row = BrokerCollector._lag_row
+
+    def row(self: BrokerCollector, *args: Any) -> Any:
+        marks.append("row")
+        return lag_row(self, *args)
+
+    async def other_work() -> None:
+        while True:
+            marks.append("turn")
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(BrokerCollector, "_lag_row", row)
+    monkeypatch.setattr(metrics_module, "LAG_SLICE", 1)
+    ticker = asyncio.create_task(other_work())
+    try:
+        await BrokerMetrics(app.ctx).render_async()
+    finally:
+        ticker.cancel()
+    rows = [i for i, mark in enumerate(marks) if mark == "row"]
+    assert len(rows) == 4
+    assert all(b - a > 1 for a, b in itertools.pairwise(rows))  # the loop turned between

@@ -222,7 +222,7 @@ class BrokerApp:
         self._wire_dispatch_linger()
         self.server.on_connection_closed(self._connection_closed)
         self.metrics_server = await start_metrics(
-            self.config, self.metrics.render, server="the broker", logger=log,
+            self.config, self.metrics.render_async, server="the broker", logger=log,
             reach="read its metrics (topic, group and client names, rates)")
         await self.logical_processor.sync_at_start()
         await self.server.serve()  # ready: every processor is registered

@@ -56,12 +56,20 @@ exporter's ``rocketmq_group_get_latency_by_storetime``); 0 when it is caught up.
 Label cardinality is bounded: at most ``max_series`` series per labelled family (system
 topics and retry topics count like any other); what is left out is counted in
 ``tidemq_broker_series_dropped`` so a truncated scrape is visible.
+
+A scrape over HTTP (:meth:`BrokerMetrics.render_async`) chooses the queues and offset-table
+keys it reports on a thread, from copies of their keys, and reads their figures
+:data:`LAG_SLICE` at a time on the event loop, which serves others in between: a broker
+with thousands of groups and topics spent a large fraction of a second on them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import heapq
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -83,6 +91,37 @@ LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 _Processor = Callable[[Connection, RemotingCommand], Any]
+#: Queues or offset-table keys a scrape reads the figures of between two turns of the
+#: event loop.
+LAG_SLICE = 100
+
+
+def _first(count: int, keys: list[str], pairs: list[tuple[str, int]]
+           ) -> tuple[list[str], list[tuple[str, int]]]:
+    """The first ``count`` of each, in order (on a thread: a loop in Python, so the
+    event loop takes turns)."""
+    return heapq.nsmallest(count, keys), heapq.nsmallest(count, pairs)
+
+
+@dataclasses.dataclass
+class _LagRow:
+    group: str
+    topic: str
+    total: int
+    oldest_ms: float
+    #: Queue id, messages behind, when the oldest of them was stored (ms).
+    queues: list[tuple[int, int, float]]
+
+
+@dataclasses.dataclass
+class _Gathered:
+    """What a scrape read before it rendered (:meth:`BrokerCollector.gather`)."""
+
+    now_ms: float
+    queues: list[tuple[str, int, int, int]]  # topic, queue id, max offset, min offset
+    queues_dropped: int
+    lag: list[_LagRow]
+    lag_dropped: int
 
 
 def _name(enum_type: type[IntEnum], code: int) -> str:
@@ -170,7 +209,9 @@ class BrokerMetrics:
         self.pull_latency = Histogram(
             "tidemq_broker_pull_latency_seconds", "Time a pull processor ran.",
             ["request", "response"], registry=self.registry, buckets=LATENCY_BUCKETS)
-        self.registry.register(BrokerCollector(ctx, max_series=max_series))
+        self.collector = BrokerCollector(ctx, max_series=max_series)
+        self.registry.register(self.collector)
+        self._scraping = asyncio.Lock()
 
     #: A meter: held requests evaluated again are not timed again.
     rewrites = False
@@ -184,7 +225,18 @@ class BrokerMetrics:
         return _metered(proceed, _Meter(code, self.requests, histogram))
 
     def render(self) -> bytes:
+        """Everything read now, on the caller's thread."""
         return generate_latest(self.registry)
+
+    async def render_async(self) -> bytes:
+        """What the HTTP endpoint serves: :meth:`render` but for the queues' and the
+        groups' figures, gathered first as the module docstring says."""
+        async with self._scraping:
+            self.collector.gathered = await self.collector.gather()
+            try:
+                return generate_latest(self.registry)
+            finally:
+                self.collector.gathered = None
 
 
 class BrokerCollector(Collector):
@@ -193,6 +245,32 @@ class BrokerCollector(Collector):
     def __init__(self, ctx: BrokerContext, *, max_series: int) -> None:
         self.ctx = ctx
         self.max_series = max_series
+        #: Figures :meth:`gather` read for the next :meth:`collect` (else read then).
+        self.gathered: _Gathered | None = None
+
+    async def gather(self) -> _Gathered:
+        """The queues' and the groups' figures: which of them a scrape reports is
+        chosen on a thread, from copies of the keys (one C call each), and their figures
+        read :data:`LAG_SLICE` at a time on the loop. A key deleted meanwhile is left
+        out."""
+        ctx = self.ctx
+        keys, pairs = list(ctx.offsets.table), ctx.store.queues.queue_keys()
+        first_keys, first_pairs = await asyncio.to_thread(_first, self.max_series, keys, pairs)
+        now_ms = time.time() * 1000
+        queues = []
+        for i, (topic, qid) in enumerate(first_pairs):
+            if i and not i % LAG_SLICE:
+                await asyncio.sleep(0)
+            queues.append(self._queue_row(topic, qid))
+        lag = []
+        for i, key in enumerate(first_keys):
+            if i and not i % LAG_SLICE:
+                await asyncio.sleep(0)
+            committed = ctx.offsets.table.get(key)
+            if committed is not None:
+                lag.append(self._lag_row(key, committed, now_ms))
+        return _Gathered(now_ms, queues, max(0, len(pairs) - self.max_series), lag,
+                         max(0, len(keys) - self.max_series))
 
     def collect(self) -> Iterator[Metric]:
         ctx = self.ctx
@@ -312,22 +390,32 @@ class BrokerCollector(Collector):
             yield _gauge("tidemq_broker_lmq_entries", "Entries in light message queues.", entries)
 
     def _queues(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
-        store = self.ctx.store
         hi = GaugeMetricFamily("tidemq_broker_queue_max_offset",
                                "Next offset of a consume queue (its depth from 0).",
                                labels=["topic", "queue_id"])
         lo = GaugeMetricFamily("tidemq_broker_queue_min_offset",
                                "First offset still stored in a consume queue.",
                                labels=["topic", "queue_id"])
-        pairs = sorted((t, q) for t, qs in store.topics().items() for q in qs)
-        for topic, qid in self._bounded(pairs, "queue_offset", dropped):
-            hi.add_metric([topic, str(qid)], store.max_offset(topic, qid))
-            lo.add_metric([topic, str(qid)], store.min_offset(topic, qid))
+        gathered = self.gathered
+        if gathered is None:
+            pairs = sorted(self.ctx.store.queues.queue_keys())
+            rows = [self._queue_row(topic, qid)
+                    for topic, qid in self._bounded(pairs, "queue_offset", dropped)]
+        else:
+            rows = gathered.queues
+            if gathered.queues_dropped:
+                dropped.add_metric(["queue_offset"], gathered.queues_dropped)
+        for topic, qid, max_offset, min_offset in rows:
+            hi.add_metric([topic, str(qid)], max_offset)
+            lo.add_metric([topic, str(qid)], min_offset)
         yield hi
         yield lo
 
+    def _queue_row(self, topic: str, qid: int) -> tuple[str, int, int, int]:
+        store = self.ctx.store
+        return topic, qid, store.max_offset(topic, qid), store.min_offset(topic, qid)
+
     def _lag(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
-        ctx = self.ctx
         labels = ["group", "topic"]
         lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
                                 "Messages stored but not yet committed by a group "
@@ -335,33 +423,50 @@ class BrokerCollector(Collector):
         age = GaugeMetricFamily("tidemq_broker_consumer_lag_seconds",
                                 "Seconds since the oldest message a group has not committed "
                                 "was stored (0: caught up).", labels=labels)
-        per_queue = ctx.config.metrics_queue_lag
+        per_queue = self.ctx.config.metrics_queue_lag
         q_labels = [*labels, "queue_id"]
         q_lag = GaugeMetricFamily("tidemq_broker_consumer_queue_lag_messages",
                                   "A group's lag on one queue, in messages.", labels=q_labels)
         q_age = GaugeMetricFamily("tidemq_broker_consumer_queue_lag_seconds",
                                   "A group's lag on one queue, in seconds.", labels=q_labels)
-        now_ms = time.time() * 1000
-        keys = sorted(ctx.offsets.table.items())
-        for key, queues in self._bounded(keys, "consumer_lag", dropped):
-            topic, _, group = key.partition("@")
-            tc = ctx.topics.get(topic)
-            qids = set(queues) | (set(range(tc.read_queue_nums)) if tc is not None else set())
-            total, oldest = 0, now_ms
-            for qid in sorted(qids):
-                behind, stored = self._queue_lag(topic, qid, queues.get(qid, 0), now_ms)
-                total += behind
-                oldest = min(oldest, stored)
-                if per_queue:
-                    q_lag.add_metric([group, topic, str(qid)], behind)
-                    q_age.add_metric([group, topic, str(qid)], max(0.0, now_ms - stored) / 1000)
-            lag.add_metric([group, topic], total)
-            age.add_metric([group, topic], max(0.0, now_ms - oldest) / 1000)
+        gathered = self.gathered
+        if gathered is None:
+            now_ms = time.time() * 1000
+            table = self.ctx.offsets.table
+            keys = self._bounded(sorted(table), "consumer_lag", dropped)
+            rows = [self._lag_row(key, table[key], now_ms) for key in keys]
+        else:
+            now_ms, rows = gathered.now_ms, gathered.lag
+            if gathered.lag_dropped:
+                dropped.add_metric(["consumer_lag"], gathered.lag_dropped)
+        for row in rows:
+            if per_queue:
+                for qid, behind, stored in row.queues:
+                    q_lag.add_metric([row.group, row.topic, str(qid)], behind)
+                    q_age.add_metric([row.group, row.topic, str(qid)],
+                                     max(0.0, now_ms - stored) / 1000)
+            lag.add_metric([row.group, row.topic], row.total)
+            age.add_metric([row.group, row.topic], max(0.0, now_ms - row.oldest_ms) / 1000)
         yield lag
         yield age
         if per_queue:
             yield q_lag
             yield q_age
+
+    def _lag_row(self, key: str, queues: Mapping[int, int], now_ms: float) -> _LagRow:
+        """One group's lag on one topic: summed over the queues it committed on and the
+        topic's read queues."""
+        topic, _, group = key.partition("@")
+        tc = self.ctx.topics.get(topic)
+        qids = set(queues) | (set(range(tc.read_queue_nums)) if tc is not None else set())
+        total, oldest = 0, now_ms
+        per_queue = []
+        for qid in sorted(qids):
+            behind, stored = self._queue_lag(topic, qid, queues.get(qid, 0), now_ms)
+            total += behind
+            oldest = min(oldest, stored)
+            per_queue.append((qid, behind, stored))
+        return _LagRow(group, topic, total, oldest, per_queue)
 
     def _queue_lag(self, topic: str, qid: int, committed: int, now_ms: float
                    ) -> tuple[int, float]:

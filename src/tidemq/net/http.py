@@ -3,7 +3,8 @@
 Prometheus needs ``GET /metrics`` and nothing else, so this is not a web server: one
 request per connection (``Connection: close``), GET and HEAD only, a head of at most
 8 KiB read within 10 seconds, every answer complete in one write. ``render()`` runs on
-the event loop, so it reads the application's state without locks; it must be quick.
+the event loop, so it reads the application's state without locks; it must be quick, or
+return an awaitable of the bytes that leaves the loop to others while it works.
 
 ==========================  ===============================================
 request                     answer
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tidemq.net.address import format_address
@@ -42,6 +44,9 @@ __all__ = ["MetricsHttpServer", "start_metrics"]
 
 log = logging.getLogger(__name__)
 
+#: What an endpoint serves: the bytes, or an awaitable of them.
+Render = Callable[[], bytes | Awaitable[bytes]]
+
 MAX_HEAD = 8192
 READ_TIMEOUT = 10.0
 
@@ -52,7 +57,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
 class MetricsHttpServer:
     """Serve ``render()`` at ``/metrics`` on ``host:port`` (port 0: any free port)."""
 
-    def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0,
+    def __init__(self, render: Render, host: str = "0.0.0.0", port: int = 0,
                  *, content_type: str = "text/plain; version=0.0.4; charset=utf-8",
                  auth: MetricsAuth | None = None,
                  https: ServerTlsContext | None = None) -> None:
@@ -142,14 +147,15 @@ class MetricsHttpServer:
         if target not in (b"/metrics", b"/"):
             return 404, b"metrics are at /metrics\n", text, False
         try:
-            body = self.render()
+            rendered = self.render()
+            body = await rendered if inspect.isawaitable(rendered) else rendered
         except Exception:
             log.exception("rendering metrics failed")
             return 500, b"rendering metrics failed\n", text, False
         return 200, body, self.content_type, method == b"HEAD"
 
 
-async def start_metrics(keys: ServerKeys, render: Callable[[], bytes], *, server: str,
+async def start_metrics(keys: ServerKeys, render: Render, *, server: str,
                         reach: str, logger: logging.Logger) -> MetricsHttpServer | None:
     """``server``'s metrics endpoint, started as ``keys`` configure it (``None`` when
     ``metricsPort`` is 0). A warning when other machines can reach it without credentials

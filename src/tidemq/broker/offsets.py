@@ -3,7 +3,9 @@
 Kept in memory, written to ``config/consumerOffset.json`` (RocketMQ's file name and
 shape: ``{"offsetTable": {"topic@group": {"0": 42}}}``) atomically, every
 ``flushConsumerOffsetInterval`` (on a thread: :meth:`OffsetManager.persist`) and on
-shutdown.
+shutdown. The keys are indexed by topic and by group, so that the requests about one
+topic or one group (consumerProgress, QUERY_TOPIC_CONSUME_BY_WHO, the deletions) do not
+walk the table of every group.
 """
 
 from __future__ import annotations
@@ -21,9 +23,41 @@ __all__ = ["OffsetManager"]
 class OffsetManager:
     def __init__(self, layout: StoreLayout) -> None:
         self.path = layout.config_file("consumerOffset.json")
-        self.table: dict[str, dict[int, int]] = {}
+        self._table: dict[str, dict[int, int]] = {}
+        self._by_topic: dict[str, set[str]] = {}
+        self._by_group: dict[str, set[str]] = {}
         self._dirty = False
         self._lock = threading.Lock()
+
+    @property
+    def table(self) -> dict[str, dict[int, int]]:
+        """``topic@group`` -> queue id -> offset. Changed only through this manager
+        (its keys are indexed); a table given whole is indexed again."""
+        return self._table
+
+    @table.setter
+    def table(self, table: dict[str, dict[int, int]]) -> None:
+        self._table = table
+        self._by_topic, self._by_group = {}, {}
+        for key in table:
+            self._indexed(key)
+
+    def _indexed(self, key: str) -> None:
+        topic, _, group = key.partition("@")
+        self._by_topic.setdefault(topic, set()).add(key)
+        self._by_group.setdefault(group, set()).add(key)
+
+    def _drop(self, keys: set[str]) -> None:
+        for key in keys:
+            del self._table[key]
+            topic, _, group = key.partition("@")
+            for index, name in ((self._by_topic, topic), (self._by_group, group)):
+                left = index.get(name)
+                if left is not None:
+                    left.discard(key)
+                    if not left:
+                        del index[name]
+            self._dirty = True
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -68,7 +102,11 @@ class OffsetManager:
             self._dirty = True
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        queues = self.table.setdefault(self.key(topic, group), {})
+        key = self.key(topic, group)
+        queues = self._table.get(key)
+        if queues is None:
+            queues = self._table[key] = {}
+            self._indexed(key)
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
             self._dirty = True
@@ -77,10 +115,10 @@ class OffsetManager:
         return self.table.get(self.key(topic, group), {}).get(queue_id)
 
     def groups_of(self, topic: str) -> list[str]:
-        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+        return sorted(k.partition("@")[2] for k in self._by_topic.get(topic, ()))
 
     def topics_of(self, group: str) -> list[str]:
-        return sorted(k.split("@", 1)[0] for k in self.table if k.split("@", 1)[1] == group)
+        return sorted(k.partition("@")[0] for k in self._by_group.get(group, ()))
 
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
         """The lowest offset any group committed on each queue. Safe from another thread:
@@ -98,11 +136,7 @@ class OffsetManager:
         return dict(self.table.get(self.key(topic, group), {}))
 
     def delete_topic(self, topic: str) -> None:
-        for k in [k for k in self.table if k.split("@", 1)[0] == topic]:
-            del self.table[k]
-            self._dirty = True
+        self._drop(set(self._by_topic.get(topic, ())))
 
     def delete_group(self, group: str) -> None:
-        for k in [k for k in self.table if k.split("@", 1)[1] == group]:
-            del self.table[k]
-            self._dirty = True
+        self._drop(set(self._by_group.get(group, ())))

@@ -1,0 +1,82 @@
+"""The committed offsets' keys indexed by topic and by group: the requests about one
+topic or one group answer as a walk of the whole table would, without one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidemq.broker.offsets import OffsetManager
+from tidemq.store.layout import StoreLayout
+
+names = st.sampled_from(["a", "b", "c", "a@b", ""])
+ops = st.lists(st.one_of(
+    st.tuples(st.just("commit"), names, names, st.integers(0, 3), st.integers(0, 9)),
+    st.tuples(st.just("delete_topic"), names),
+    st.tuples(st.just("delete_group"), names),
+    st.tuples(st.just("replace"), st.dictionaries(
+        st.tuples(names, names).map("@".join), st.dictionaries(
+            st.integers(0, 3), st.integers(0, 9), max_size=2), max_size=4)),
+), max_size=30)
+
+
+def _walked(table: dict[str, dict[int, int]], topic: str | None = None,
+            group: str | None = None) -> list[str]:
+    if topic is not None:
+        return sorted(k.partition("@")[2] for k in table if k.partition("@")[0] == topic)
+    return sorted(k.partition("@")[0] for k in table if k.partition("@")[2] == group)
+
+
+@given(ops=ops)
+def test_the_index_answers_as_a_walk_of_the_table(tmp_path_factory: Any,
+                                                  ops: list[tuple[Any, ...]]) -> None:
+    offsets = OffsetManager(StoreLayout(tmp_path_factory.mktemp("o")))
+    model: dict[str, dict[int, int]] = {}
+    for op, *args in ops:
+        if op == "commit":
+            group, topic, queue_id, offset = args
+            offsets.commit(group, topic, queue_id, offset)
+            model.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        elif op == "delete_topic":
+            offsets.delete_topic(args[0])
+            model = {k: v for k, v in model.items() if k.partition("@")[0] != args[0]}
+        elif op == "delete_group":
+            offsets.delete_group(args[0])
+            model = {k: v for k, v in model.items() if k.partition("@")[2] != args[0]}
+        else:
+            offsets.replace({k: dict(v) for k, v in args[0].items()})
+            model = {k: dict(v) for k, v in args[0].items()}
+        assert offsets.table == model
+        for name in ("a", "b", "c", "a@b", ""):
+            assert offsets.groups_of(name) == _walked(model, topic=name)
+            assert offsets.topics_of(name) == _walked(model, group=name)
+
+
+class Walks(dict[str, dict[int, int]]):
+    """A table that counts the walks over it."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[str]:
+        Walks.walks += 1
+        return super().__iter__()
+
+
+def test_one_topic_or_group_is_answered_without_walking_the_table(tmp_path: Path) -> None:
+    offsets = OffsetManager(StoreLayout(tmp_path))
+    for g in range(50):
+        for t in range(5):
+            offsets.commit(f"g{g}", f"T{t}", 0, g)
+    offsets.table = Walks(offsets.table)
+    Walks.walks = 0
+    assert offsets.groups_of("T1") == sorted(f"g{g}" for g in range(50))
+    assert offsets.topics_of("g7") == [f"T{t}" for t in range(5)]
+    offsets.delete_topic("T2")
+    offsets.delete_group("g3")
+    assert Walks.walks == 0
+    assert "T2@g1" not in offsets.table and "T1@g3" not in offsets.table
+    assert len(offsets.table) == 49 * 4

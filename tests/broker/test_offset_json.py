@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.broker.offset_json import COMPACT, SPACED, offset_table_json
+from tidemq.broker.offset_json import COMPACT, SPACED, load_offset_json, offset_table_json
 
 tables = st.dictionaries(
     st.text(min_size=1, max_size=12),
@@ -32,3 +33,28 @@ def test_the_file_and_the_wire_keep_their_separators() -> None:
     assert offset_table_json(table) == b'{"offsetTable": {"T@g": {"0": 1, "10": 2, "2": 3}}}'
     assert offset_table_json(table, COMPACT) == b'{"offsetTable":{"T@g":{"0":1,"10":2,"2":3}}}'
     assert offset_table_json({}) == b'{"offsetTable": {}}'
+
+
+@given(table=tables, separators=st.sampled_from([SPACED, COMPACT]),
+       extra=st.dictionaries(st.sampled_from(["a", "dataVersion"]), st.integers(), max_size=2))
+def test_a_body_read_a_key_at_a_time_is_one_loads(table: dict[str, dict[str, int]],
+                                                  separators: tuple[str, str],
+                                                  extra: dict[str, int]) -> None:
+    body = json.dumps({"offsetTable": table, **extra}, separators=separators).encode()
+    assert load_offset_json(body) == json.loads(body)
+
+
+@given(body=st.binary(max_size=40) | st.sampled_from([
+    b'{"offsetTable": {"a@b": {"0": NaN}}}', b'{"offsetTable": null}', b"[]", b"{}",
+    b'{"offsetTable": []}', b'{"offsetTable": {"a@b": 1}, "x": Infinity}', b"  ",
+    b'{"offsetTable": {"a@b": {"0": 123456789012345678901234567890}}}']))
+def test_any_body_reads_as_one_loads_does(body: bytes) -> None:
+    try:
+        expected: Any = json.loads(body)
+    except ValueError:
+        expected = ValueError
+    try:
+        got: Any = load_offset_json(body)
+    except ValueError:
+        got = ValueError
+    assert got == expected or (got != got and expected != expected)

@@ -4,15 +4,20 @@ slice of the table at a time.
 ``json.dumps`` encodes in C without letting another thread run: the whole table of a
 broker with thousands of groups in one call would hold the interpreter, and so the
 event loop, however the call was moved to a thread. :func:`offset_table_json` encodes
-:data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``.
+:data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``;
+:func:`load_offset_json` reads such a body a key at a time, the value of one
+``json.loads``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["COMPACT", "SLICE", "SPACED", "offset_table_json"]
+import msgspec
+
+__all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "offset_table_json"]
 
 #: ``json.dumps``'s separators: the offsets file's.
 SPACED = (", ", ": ")
@@ -35,3 +40,26 @@ def offset_table_json(table: Mapping[str, Mapping[str, int]],
                           sort_keys=True, separators=separators)
         parts.append(part[1:-1])  # without the braces: the slices are joined in one map
     return f'{{"offsetTable"{key_sep}{{{item_sep.join(parts)}}}}}'.encode()
+
+
+#: A JSON object's members, each left undecoded.
+_members = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def load_offset_json(body: bytes | bytearray | memoryview) -> Any:
+    """``json.loads(body)``, the entries of its ``offsetTable`` decoded one call each:
+    the body is first split into its members undecoded (one pass in C that builds no
+    objects). A body of another shape, or one the split does not take, is decoded
+    whole."""
+    data = bytes(body)
+    try:
+        top = _members.decode(data)
+        table = top.pop("offsetTable", None)
+        entries = _members.decode(table) if table is not None else None
+    except msgspec.MsgspecError:
+        return json.loads(data)
+    if entries is None:
+        return json.loads(data)
+    out = {name: json.loads(bytes(raw)) for name, raw in top.items()}
+    out["offsetTable"] = {key: json.loads(bytes(raw)) for key, raw in entries.items()}
+    return out

@@ -12,12 +12,32 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 
 from tidemq.broker.offset_json import offset_table_json
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["OffsetManager"]
+__all__ = ["OffsetIndex", "OffsetManager", "index_of"]
+
+#: A table's keys by topic and by group.
+OffsetIndex = tuple[dict[str, set[str]], dict[str, set[str]]]
+
+
+def _index(by_topic: dict[str, set[str]], by_group: dict[str, set[str]], key: str) -> None:
+    topic, _, group = key.partition("@")
+    by_topic.setdefault(topic, set()).add(key)
+    by_group.setdefault(group, set()).add(key)
+
+
+def index_of(table: Mapping[str, object]) -> OffsetIndex:
+    """The keys of ``table`` by topic and by group (on a thread for a large table that
+    nothing else holds yet)."""
+    by_topic: dict[str, set[str]] = {}
+    by_group: dict[str, set[str]] = {}
+    for key in table:
+        _index(by_topic, by_group, key)
+    return by_topic, by_group
 
 
 class OffsetManager:
@@ -38,14 +58,10 @@ class OffsetManager:
     @table.setter
     def table(self, table: dict[str, dict[int, int]]) -> None:
         self._table = table
-        self._by_topic, self._by_group = {}, {}
-        for key in table:
-            self._indexed(key)
+        self._by_topic, self._by_group = index_of(table)
 
     def _indexed(self, key: str) -> None:
-        topic, _, group = key.partition("@")
-        self._by_topic.setdefault(topic, set()).add(key)
-        self._by_group.setdefault(group, set()).add(key)
+        _index(self._by_topic, self._by_group, key)
 
     def _drop(self, keys: set[str]) -> None:
         for key in keys:
@@ -99,6 +115,24 @@ class OffsetManager:
         """Take ``table`` whole (a replica copying its master's offsets)."""
         if table != self.table:
             self.table = table
+            self._dirty = True
+
+    def differs(self, table: Mapping[str, Mapping[int, int]]) -> bool:
+        """Whether ``table`` is not this one. Safe from another thread, and meant to run
+        on one for a large table: a key at a time (one lookup each), so the event loop
+        takes turns; a commit meanwhile marks the table changed anyway."""
+        mine = self._table
+        return len(table) != len(mine) or any(
+            mine.get(key) != queues for key, queues in table.items())
+
+    def take(self, table: dict[str, dict[int, int]], index: OffsetIndex, *,
+             differs: bool) -> None:
+        """Take ``table`` whole, as :meth:`replace`, where ``differs`` says whether it
+        differs from this one (:meth:`differs`) and ``index`` indexes it
+        (:func:`index_of`): both made on a thread for a large table."""
+        if differs:
+            self._table = table
+            self._by_topic, self._by_group = index
             self._dirty = True
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -30,18 +30,20 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import TopicMapping
-from tidemq.broker.offsets import OffsetManager
+from tidemq.broker.offset_json import load_offset_json
+from tidemq.broker.offsets import OffsetIndex, OffsetManager, index_of
 from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.broker.replication.logical_copy import copy_mappings
 from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
-from tidemq.codec.bodies import TopicConfigSerializeWrapper, decode_body
+from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
+from tidemq.codec.topic_table import decode_topics
 from tidemq.errors import ResponseCode, TideMQError
 from tidemq.store.lmq_store import LMQ_PREFIX
 
@@ -52,6 +54,38 @@ log = logging.getLogger(__name__)
 
 def _ignore(_mapping: TopicMapping | None, _topic: str) -> None:
     pass
+
+
+def _offset_table(body: bytes) -> dict[str, dict[int, int]]:
+    """GET_ALL_CONSUMER_OFFSET's body, a key at a time (on a thread)."""
+    return parse_offset_table(load_offset_json(body))
+
+
+def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
+             ) -> tuple[bool, OffsetIndex]:
+    """Whether ``table`` differs from the replica's offsets, and its index (on a
+    thread: ``table`` is held by nothing else yet)."""
+    return offsets.differs(table), index_of(table)
+
+
+class _ByKey(Mapping[OffsetKey, int]):
+    """The master's offset table looked up by (group, topic, queue id), without a copy."""
+
+    def __init__(self, table: dict[str, dict[int, int]]) -> None:
+        self.table = table
+
+    def __getitem__(self, key: OffsetKey) -> int:
+        group, topic, queue_id = key
+        return self.table[OffsetManager.key(topic, group)][queue_id]
+
+    def __iter__(self) -> Iterator[OffsetKey]:
+        for name, queues in self.table.items():
+            topic, _, group = name.partition("@")
+            for queue_id in queues:
+                yield group, topic, queue_id
+
+    def __len__(self) -> int:
+        return sum(len(queues) for queues in self.table.values())
 
 
 class MetadataSync:
@@ -115,13 +149,8 @@ class MetadataSync:
         """Send the master the offsets this replica took that it lacks or holds lower
         (``table``: its offsets; LMQ offsets are carried by :meth:`_lmq`); those it
         took, to keep in the copy."""
-        master: dict[OffsetKey, int] = {}
-        for key, queues in table.items():
-            topic, _, group = key.partition("@")
-            for queue_id, offset in queues.items():
-                master[group, topic, queue_id] = offset
         carry = {key: offset
-                 for key, offset in self.ctx.carried_offsets.to_carry(master).items()
+                 for key, offset in self.ctx.carried_offsets.to_carry(_ByKey(table)).items()
                  if not key[1].startswith(LMQ_PREFIX)}
         return await self._send_offsets(addr, carry)
 
@@ -150,30 +179,36 @@ class MetadataSync:
         return {k: o for (k, o), ok in zip(carry.items(), taken, strict=True) if ok}
 
     async def sync_once(self, addr: str, *, lmq: bool = True) -> None:
+        """One copy. The master's tables are decoded, compared and indexed on a thread
+        (thousands of topics and groups take a while, and the loop serves on meanwhile)
+        and taken on the loop."""
         ctx = self.ctx
-        wrapper = decode_body(await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
-                              TopicConfigSerializeWrapper)
+        wrapper = await asyncio.to_thread(
+            decode_topics, await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
+            TopicConfigSerializeWrapper)
         changed = False
-        for tc in wrapper.topic_config_table.values():
-            changed |= ctx.topics.upsert(tc)
-        for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):
-            if ctx.topics.delete(name):  # deleted on the master: its queues go, as there
-                ctx.store.delete_topic(name)
-                changed = True
+        with ctx.topics.writes_deferred():  # written once, on a thread, by topics_changed
+            for tc in wrapper.topic_config_table.values():
+                changed |= ctx.topics.upsert(tc)
+            for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):
+                if ctx.topics.delete(name):  # deleted on the master: its queues go, as there
+                    ctx.store.delete_topic(name)
+                    changed = True
         if changed:
             ctx.topics_changed()
         await copy_mappings(ctx.client, addr, wrapper, ctx.logical, self.on_mapping)
-        table = parse_offset_table(
-            json.loads(await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)))
+        table = await asyncio.to_thread(
+            _offset_table, await self._read(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
         for (group, topic, queue_id), offset in (await self._carry(addr, table)).items():
             table.setdefault(OffsetManager.key(topic, group), {})[queue_id] = offset
+        differs, index = await asyncio.to_thread(_examine, ctx.offsets, table)
+        ctx.offsets.take(table, index, differs=differs)
         # commits taken while the master's answers were awaited are noted, not carried
         # yet: they stay in the table until a later copy carries them
         for (group, topic, queue_id), offset in ctx.carried_offsets.pending().items():
-            queues = table.setdefault(OffsetManager.key(topic, group), {})
-            if not topic.startswith(LMQ_PREFIX) and queues.get(queue_id, -1) < offset:
-                queues[queue_id] = offset
-        ctx.offsets.replace(table)
+            mine = ctx.offsets.query(group, topic, queue_id)
+            if not topic.startswith(LMQ_PREFIX) and (mine is None or mine < offset):
+                ctx.offsets.commit(group, topic, queue_id, offset)
         levels, checkpoint = parse_delay_progress(
             json.loads(await self._read(addr, RequestCode.GET_ALL_DELAY_OFFSET)))
         ctx.schedule.adopt_offsets(levels)

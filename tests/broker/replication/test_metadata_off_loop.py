@@ -1,0 +1,49 @@
+"""A replica's copy of thousands of topics and groups takes a while to decode, compare
+and index; the replica does that on a thread, its event loop serving every client
+meanwhile. Each test holds one step until the replica has answered another request: on
+the loop, nothing would answer it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.broker import wire
+from tests.broker.held import Held, answered_meanwhile
+from tests.broker.replication.test_metadata_copy import synced
+from tests.broker.wire import Peer
+
+import tidemq.broker.replication.metadata as metadata_module
+from tidemq.codec.command import RequestCode
+from tidemq.testing import Cluster
+
+
+@pytest.mark.parametrize("step", ["decode_topics", "_offset_table", "_examine"])
+async def test_a_replica_takes_its_masters_tables_off_the_loop(
+        tmp_path: Path, held: Held, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    async with Cluster(tmp_path) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=100)
+        async with Peer(master.broker_addr) as peer, Peer(replica.broker_addr) as rpeer:
+            await peer.ok(wire.create_topic("Copied", 2))
+            for _ in range(3):
+                await peer.ok(wire.send("Copied", queue_id=1))
+            await wire.dispatched(master)
+            await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic="Copied",
+                                       queueId=1, consumerGroup="cg", commitOffset=0))
+            await synced(replica)
+            await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic="Copied",
+                                       queueId=1, consumerGroup="cg", commitOffset=3))
+            original = getattr(metadata_module, step)
+
+            def slow(*args: Any) -> Any:
+                held.hold()
+                return original(*args)
+
+            monkeypatch.setattr(metadata_module, step, slow)
+            await answered_meanwhile(rpeer, held)
+            assert held.gave_up == [False]
+            await synced(replica)
+        assert replica.offsets.query("cg", "Copied", 1) == 3
+        assert replica.topics.get("Copied") is not None

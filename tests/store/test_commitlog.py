@@ -211,16 +211,37 @@ def test_commit_log_warm_ahead_zero_runs_no_warmer(open_store: OpenStore) -> Non
 def test_an_idle_warmer_sleeps_longer_the_longer_the_writer_stands_still(
         tmp_path: Path) -> None:
     """An idle broker's warmer must not wake sixty times a second; a writer that moves
-    brings it back to short naps at once."""
+    brings it back to naps as short as its rate needs at once."""
     log = CommitLog(StoreLayout(tmp_path), 4 << 20)
     try:
         pause, naps = log.WARM_IDLE_MIN, []
         for _ in range(12):  # the writer stands still
-            pause = log.warm_pause(pause, moved=False)
+            pause = log.warm_pause(pause, 0, pause)
             naps.append(pause)
         assert naps == sorted(naps) and naps[-1] == log.WARM_IDLE_DEEP
         assert sum(1 / n for n in naps[-3:]) / 3 <= 4  # wake-ups per second, idle
-        assert log.warm_pause(pause, moved=True) == log.WARM_IDLE_MAX  # the writer moved
-        assert log.warm_pause(log.WARM_IDLE_MIN, moved=True) == 2 * log.WARM_IDLE_MIN
+        fast = log.warm_pause(pause, 1 << 30, 1.0)  # a gigabyte a second
+        assert fast == log.WARM_IDLE_MIN  # nothing pre-faulted ahead (no segment)
+    finally:
+        log.close()
+
+
+def test_a_slow_writer_leaves_the_warmer_asleep_as_long_as_its_run_lasts(
+        tmp_path: Path) -> None:
+    """One send at a time writes a few megabytes a second: the warmer, which has nothing
+    to do until the writer used ``WARM_MIN`` of the run ahead of it, sleeps the longest
+    nap; a fast writer brings it back in the time it takes to use half of that run.
+    A warmer waking sixty times a second took the GIL from the event loop in the middle
+    of one request in a hundred."""
+    log = CommitLog(StoreLayout(tmp_path), 64 << 20)
+    try:
+        seg = log.new_segment(0)
+        seg.wrote, seg.populated = 1000, 1000 + log.warm_ahead
+        slow = log.warm_pause(log.WARM_IDLE_MIN, 30_000, 0.01)  # 3 MB/s
+        assert slow == log.WARM_IDLE_DEEP
+        fast = log.warm_pause(log.WARM_IDLE_MIN, 1 << 24, 0.016)  # a gigabyte a second
+        assert fast == pytest.approx(0.016)  # the time to write half of the 32 MiB ahead
+        seg.populated = seg.wrote  # nothing pre-faulted (a kernel without the advice)
+        assert log.warm_pause(log.WARM_IDLE_MIN, 1 << 24, 0.016) == log.WARM_IDLE_MIN
     finally:
         log.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from tidemq.errors import StoreReadOnly
@@ -142,14 +143,11 @@ class CommitLog:
     #: The pre-faulted run is topped up once the writer has used this much of it: each
     #: step then covers many pages instead of the few written since the last one.
     WARM_MIN = 1024 * 1024
-    #: Seconds the warmer sleeps after a step with nothing to do, doubling up to
-    #: ``WARM_IDLE_MAX`` while that lasts (a writer at 1 GB/s uses 16 MiB of the
-    #: ``warm_ahead`` run in that time).
+    #: Seconds the warmer sleeps at least after a step with nothing to do ...
     WARM_IDLE_MIN = 0.002
-    WARM_IDLE_MAX = 0.016
-    #: ... and up to this while the writer has not moved either: an idle broker's warmer
-    #: wakes a few times a second, not sixty (a writer that starts meanwhile has the whole
-    #: ``warm_ahead`` run pre-faulted before the warmer is back).
+    #: ... and at most: an idle broker's warmer wakes a few times a second, not sixty (a
+    #: writer that starts meanwhile has the whole ``warm_ahead`` run pre-faulted before
+    #: the warmer is back).
     WARM_IDLE_DEEP = 0.25
 
     def warm_step(self) -> bool:
@@ -184,24 +182,37 @@ class CommitLog:
                 return True
         return False
 
-    def warm_pause(self, last: float, moved: bool) -> float:
-        """The warmer's next sleep when it found nothing to do after sleeping ``last``:
-        doubling from ``WARM_IDLE_MIN``, at most ``WARM_IDLE_MAX`` while the writer moves
-        (``moved``: since the last look) and ``WARM_IDLE_DEEP`` while it does not."""
-        cap = self.WARM_IDLE_MAX if moved else self.WARM_IDLE_DEEP
-        return min(max(last * 2, self.WARM_IDLE_MIN), cap)
+    def warm_pause(self, last: float, moved: int, elapsed: float) -> float:
+        """The warmer's next sleep after a step with nothing to do, having slept ``last``;
+        the writer wrote ``moved`` bytes in the ``elapsed`` seconds since the look before.
+
+        While the writer stands still: doubling from ``WARM_IDLE_MIN`` up to
+        ``WARM_IDLE_DEEP``. While it moves: the time it takes at that rate to use half of
+        the run pre-faulted ahead of it (at least ``WARM_MIN``), between the two. A writer
+        at a gigabyte a second has the warmer back every 16 ms; one at a few megabytes a
+        second (one send at a time) a few times a second, where naps of a fixed 16 ms woke
+        it sixty times a second to find nothing to do, each wake-up taking the GIL from the
+        event loop in the middle of a request.
+        """
+        if moved <= 0:
+            return min(max(last * 2, self.WARM_IDLE_MIN), self.WARM_IDLE_DEEP)
+        seg = self.segments[-1] if self.segments else None
+        ahead = max(seg.populated - seg.wrote, self.WARM_MIN) if seg else self.WARM_MIN
+        rate = moved / max(elapsed, 1e-6)
+        return min(max(ahead / 2 / rate, self.WARM_IDLE_MIN), self.WARM_IDLE_DEEP)
 
     def start_warmer(self) -> None:
         def run() -> None:
-            # Every wake-up takes the GIL from the event loop: an idle warmer backs off.
-            idle, seen = self.WARM_IDLE_MIN, -1
+            # Every wake-up takes the GIL from the event loop: the warmer sleeps as long as
+            # the writer leaves it nothing to do.
+            idle, seen, since = self.WARM_IDLE_MIN, self.max_offset, time.monotonic()
             while not self._warm_stop.is_set():
                 if self.warm_step():
                     idle = self.WARM_IDLE_MIN
                     continue
-                written = self.max_offset
-                moved, seen = written != seen, written
-                idle = self.warm_pause(idle, moved)
+                written, now = self.max_offset, time.monotonic()
+                idle = self.warm_pause(idle, written - seen, now - since)
+                seen, since = written, now
                 if self._warm_stop.wait(idle):
                     return
 

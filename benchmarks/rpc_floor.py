@@ -15,7 +15,10 @@ seconds after ``--warmup``. Three shapes, measured in one run:
 Reported per shape: requests/s and the CPU microseconds per request of this (client)
 process and of the broker process. Their sum is the floor under any batch send through
 this stack: divided by the messages of a batch it is the per-message cost no encoding,
-store or dispatch work has yet been added to.
+store or dispatch work has yet been added to. Also the latency of a request, p50 and
+p99: with ``--in-flight 1 --uvloop`` the round trip under one synchronous send of
+``tidemq bench produce --in-flight 1`` (which runs on uvloop), what of its tail is the
+round trip itself.
 
     .venv/bin/python benchmarks/rpc_floor.py --duration 4 --in-flight 64
 """
@@ -42,11 +45,16 @@ async def _shape(client: RemotingClient, broker: BrokerProcess, body: bytes, in_
     ext = {"topic": _TOPIC, "queueId": "0"}
     done = [0]
     running = [True]
+    latencies: list[float] = []  # seconds, of the requests answered in the measured part
+    measuring = [False]
 
     async def sender() -> None:
         while running[0]:
             cmd = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, dict(ext), body)
+            t0 = time.perf_counter()
             response = await client.request(broker.broker_addr, cmd)
+            if measuring[0]:
+                latencies.append(time.perf_counter() - t0)
             if response.code != ResponseCode.SUCCESS:
                 raise SystemExit(f"GET_MAX_OFFSET failed: {response.code} {response.remark}")
             done[0] += 1
@@ -56,7 +64,9 @@ async def _shape(client: RemotingClient, broker: BrokerProcess, body: bytes, in_
         await asyncio.sleep(warmup)
         n0, t0, c0 = done[0], time.perf_counter(), time.process_time()
         b0 = process_cpu_seconds(broker.pid) or 0.0
+        measuring[0] = True
         await asyncio.sleep(duration)
+        measuring[0] = False
         n, dt = done[0] - n0, time.perf_counter() - t0
         client_cpu = time.process_time() - c0
         broker_cpu = (process_cpu_seconds(broker.pid) or 0.0) - b0
@@ -64,8 +74,12 @@ async def _shape(client: RemotingClient, broker: BrokerProcess, body: bytes, in_
         running[0] = False
         await asyncio.gather(*tasks, return_exceptions=True)
     n = max(n, 1)
+    latencies.sort()
+    p50, p99 = (latencies[int(len(latencies) * q)] * 1e3 if latencies else 0.0
+                for q in (0.5, 0.99))
     return {"requests_per_s": n / dt, "client_us": 1e6 * client_cpu / n,
-            "broker_us": 1e6 * broker_cpu / n, "total_us": 1e6 * (client_cpu + broker_cpu) / n}
+            "broker_us": 1e6 * broker_cpu / n, "total_us": 1e6 * (client_cpu + broker_cpu) / n,
+            "p50_ms": p50, "p99_ms": p99}
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -96,7 +110,13 @@ if __name__ == "__main__":
                         help="the body of the 'body' shape (an inner batch of 100 x 128 B "
                              "messages is ~20.5 kB)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--uvloop", action="store_true",
+                        help="run the client on uvloop, as tidemq bench does")
     ns = parser.parse_args()
+    if ns.uvloop:
+        import uvloop
+
+        uvloop.install()
     result = asyncio.run(main(ns))
     if ns.json:
         print(json.dumps(result))
@@ -106,4 +126,5 @@ if __name__ == "__main__":
         for shape, r in result.items():
             print(f"  {shape:5s}: {r['requests_per_s']:>9,.0f} req/s  CPU per request: "
                   f"client {r['client_us']:5.1f} us, broker {r['broker_us']:5.1f} us, "
-                  f"total {r['total_us']:5.1f} us")
+                  f"total {r['total_us']:5.1f} us; latency p50 {r['p50_ms']:.3f} ms, "
+                  f"p99 {r['p99_ms']:.3f} ms")

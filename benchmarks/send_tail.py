@@ -16,12 +16,16 @@ so every send splits into five parts: *build* (client, before the write), *to br
 (the request on the wire, the broker woken and its event loop reaching the read, which
 includes any wait for the GIL), *broker* (the handling until the answer is written),
 *to client* and *finish* (client, from the answer's read to the result). Also stamped:
-each dispatch round of the broker's store (``Dispatcher.run_once``) and every garbage
-collection in either process (``gc.callbacks``), the full ones (generation 2) apart.
+each dispatch round of the broker's store (``Dispatcher.run_once``), every garbage
+collection in either process (``gc.callbacks``), the full ones (generation 2) apart, and
+the steps of the store's other threads, each of which takes the GIL from the event loop
+while it runs (the page warmer, the housekeeper, the commit-log flusher).
 
 Printed: the median and p99 of each part over all sends, then the sends slower than the
-p99: which part made them slow (the part furthest above its own median), and how many
-overlapped a dispatch round or a collection. The clocks are the same clock, so the parts
+p99: which part made them slow (the part furthest above its own median), how many
+overlapped a dispatch round, a collection or a step of each of those threads (against
+the share of all sends that did: a cause shows as a larger share among the slow ones),
+and how many were written while a round held the loop. The clocks are the same clock, so the parts
 add up to the send; the stamps themselves cost a few hundred nanoseconds a send.
 
     .venv/bin/python benchmarks/send_tail.py --duration 10 --warmup 2
@@ -65,6 +69,41 @@ def _stamp_gc(out: list[tuple[float, float]], full: list[tuple[float, float]]) -
 # ---------------------------------------------------------------------- broker child
 
 
+def _stamp_threads() -> dict[str, list[tuple[float, float]]]:
+    """Stamp the steps of the store's threads other than the event loop's: the page
+    warmer's (``CommitLog.warm_step``), the housekeeper's (its checkpoint and its check of
+    the dispatch lag) and the commit-log flusher's (``CommitLog.dirty_bytes``, called once
+    a wake-up, and the flush itself). Each holds the GIL while it runs Python code."""
+    import threading
+
+    from tidemq.store import commitlog, flush, message_store
+
+    out: dict[str, list[tuple[float, float]]] = {}
+    main = threading.main_thread()
+
+    def wrap(cls: Any, name: str, label: str) -> None:
+        inner = getattr(cls, name)
+        spans = out.setdefault(label, [])
+
+        def stamped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is main:
+                return inner(self, *args, **kwargs)
+            t0 = _clock()
+            try:
+                return inner(self, *args, **kwargs)
+            finally:
+                spans.append((t0, _clock()))
+
+        setattr(cls, name, stamped)
+
+    wrap(commitlog.CommitLog, "warm_step", "warmer")
+    wrap(message_store.MessageStore, "_write_checkpoint", "housekeeper")
+    wrap(message_store.MessageStore, "dispatch_lag", "housekeeper")
+    wrap(commitlog.CommitLog, "dirty_bytes", "flusher")
+    wrap(flush.FlushService, "_flush", "flusher")
+    return out
+
+
 def _broker_child(out_path: str, argv: list[str]) -> None:
     """Run ``tidemq standalone`` with its connections and dispatcher stamped; the stamps
     are written to ``out_path`` when it exits (SIGTERM: a clean shutdown)."""
@@ -80,6 +119,7 @@ def _broker_child(out_path: str, argv: list[str]) -> None:
     received = connection.Connection._frames_received
     flush = connection.Connection._flush
     run_once = dispatch.Dispatcher.run_once
+    threads = _stamp_threads()
 
     def frames_received(self: Any) -> None:
         t0 = _clock()
@@ -103,7 +143,7 @@ def _broker_child(out_path: str, argv: list[str]) -> None:
     def dump() -> None:
         Path(out_path).write_text(json.dumps({"reads": reads, "flushes": flushes,
                                               "rounds": rounds, "gc": collections,
-                                              "gc_full": full}))
+                                              "gc_full": full, "threads": threads}))
 
     atexit.register(dump)
     from tidemq.cli.main import main
@@ -188,7 +228,9 @@ def _first_in(times: list[float], lo: float, hi: float) -> float | None:
 
 
 def _overlaps(spans: list[tuple[float, float]], lo: float, hi: float) -> bool:
-    return any(a < hi and b > lo for a, b in spans)
+    """Whether a span of ``spans`` (sorted by start, not overlapping) overlaps ``(lo, hi)``."""
+    i = bisect.bisect_left(spans, (hi,)) - 1
+    return i >= 0 and spans[i][1] > lo
 
 
 _PARTS = ("build", "to broker", "broker", "to client", "finish")
@@ -201,9 +243,10 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
     flushes = broker["flushes"]
     rounds = broker["rounds"]
     round_starts = [a for a, _ in rounds]
-    rows: list[tuple[float, list[float], bool, bool]] = []
+    rows: list[tuple[float, list[float], bool, bool, float]] = []
     busy_to_broker: list[float] = []  # "to broker" of requests written during a round
     free_to_broker: list[float] = []
+    in_round: set[float] = set()  # the sends (by start) whose request waited on a round
     for t0, t1 in client["sends"]:
         tw = _first_in(written, t0, t1)
         tr = _first_in(answered, tw, t1) if tw is not None else None
@@ -215,9 +258,13 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
             continue
         parts = [tw - t0, tb - tw, tf - tb, tr - tf, t1 - tr]
         i = bisect.bisect_right(round_starts, tw) - 1
-        (busy_to_broker if i >= 0 and rounds[i][1] > tw else free_to_broker).append(tb - tw)
+        if i >= 0 and rounds[i][1] > tw:
+            busy_to_broker.append(tb - tw)
+            in_round.add(t0)
+        else:
+            free_to_broker.append(tb - tw)
         rows.append((t1 - t0, parts, _overlaps(broker["rounds"], tw, tr),
-                     _overlaps(broker["gc"], t0, t1) or _overlaps(client["gc"], t0, t1)))
+                     _overlaps(broker["gc"], t0, t1) or _overlaps(client["gc"], t0, t1), t0))
     if not rows:
         print("no send could be matched with the broker's stamps")
         return
@@ -232,7 +279,7 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
         print(f"{name:12s} {medians[i] * 1e6:10.1f} {values[int(len(values) * 0.99)] * 1e6:8.1f}")
     slow = [r for r in rows if r[0] >= p99]
     blame = dict.fromkeys(_PARTS, 0)
-    for _total, parts, _round, _gc in slow:
+    for _total, parts, _round, _gc, _t0 in slow:
         worst = max(range(5), key=lambda i: parts[i] - medians[i])
         blame[_PARTS[worst]] += 1
     print(f"the {len(slow)} sends at or above the p99, by the part furthest above its "
@@ -248,10 +295,23 @@ def _analyse(client: dict[str, Any], broker: dict[str, Any]) -> None:
     print("  mean excess over the medians, µs: " + ", ".join(
         f"{name} {statistics.fmean(r[1][i] for r in slow) * 1e6 - medians[i] * 1e6:.0f}"
         for i, name in enumerate(_PARTS)))
+    for label, spans in sorted(broker.get("threads", {}).items()):
+        in_slow = sum(_overlaps(spans, t0, t0 + total) for total, _p, _r, _g, t0 in slow)
+        in_all = sum(_overlaps(spans, t0, t0 + total) for total, _p, _r, _g, t0 in rows)
+        held = sorted(b - a for a, b in spans) or [0.0]
+        print(f"  the {label} thread: {len(spans):,} steps (median "
+              f"{statistics.median(held) * 1e6:.1f} µs, max {held[-1] * 1e6:.0f} µs); "
+              f"overlapping {in_slow} of the slow sends "
+              f"({in_slow / len(slow):.1%}), {in_all:,} of all ({in_all / len(rows):.1%})")
+    waited = sum(r[4] in in_round for r in slow)
+    print(f"  written while a dispatch round ran on the broker (read after it): {waited} of the "
+          f"slow sends ({waited / len(slow):.1%}), {len(in_round):,} of all "
+          f"({len(in_round) / len(rows):.1%})")
     lengths = sorted(b - a for a, b in rounds)
     if lengths:
+        long = len(lengths) - bisect.bisect_left(lengths, 100e-6)
         print(f"dispatch rounds: {len(lengths):,}, median {statistics.median(lengths) * 1e6:.1f}"
-              f" µs, p99 {lengths[int(len(lengths) * 0.99)] * 1e6:.1f} µs")
+              f" µs, p99 {lengths[int(len(lengths) * 0.99)] * 1e6:.1f} µs, over 100 µs {long:,}")
     for label, values in (("during a dispatch round", busy_to_broker),
                           ("with the dispatch thread idle", free_to_broker)):
         if values:
@@ -274,6 +334,12 @@ def main() -> None:
         stamps = os.path.join(tmp, "broker.json")
         client = asyncio.run(_run(ns.duration, ns.warmup, stamps))
         broker = json.loads(Path(stamps).read_text())
+    for stamps_of in (client, broker):  # spans as sorted tuples, for bisect
+        for key in ("gc", "gc_full", "rounds"):
+            if key in stamps_of:
+                stamps_of[key] = sorted(map(tuple, stamps_of[key]))
+        for label, spans in stamps_of.get("threads", {}).items():
+            stamps_of["threads"][label] = sorted(map(tuple, spans))
     _analyse(client, broker)
 
 

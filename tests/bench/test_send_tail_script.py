@@ -1,6 +1,6 @@
 """benchmarks/send_tail.py against a real broker process: every measured send is split
-into its five steps on the two processes' shared clock, and the dispatch rounds the
-broker stamped are reported."""
+into its five steps on the two processes' shared clock, and the dispatch rounds and the
+steps of the store's other threads the broker stamped are reported."""
 
 from __future__ import annotations
 
@@ -27,3 +27,6 @@ def test_send_tail_splits_the_sends() -> None:
         assert row is not None, (part, out)
         assert 0 <= float(row[1]) <= float(row[2])
     assert re.search(r"^dispatch rounds: [\d,]+, median [\d.]+ µs", out, re.M), out
+    for thread in ("warmer", "housekeeper", "flusher"):
+        assert re.search(rf"^  the {thread} thread: [\d,]+ steps", out, re.M), (thread, out)
+    assert re.search(r"^  written while a dispatch round ran", out, re.M), out

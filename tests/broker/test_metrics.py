@@ -282,6 +282,7 @@ async def test_a_scrape_chooses_its_series_off_the_loop(
     scraping = asyncio.create_task(asyncio.to_thread(scrape, app.config.metrics_port))
     await answered_meanwhile(peer, held)
     families = await scraping
+    assert held.gave_up == [False]
     assert value(families, "tidemq_broker_consumer_lag_messages", group="g", topic="Chosen") == 0
 
 
@@ -312,3 +313,22 @@ async def test_a_scrape_reads_the_lag_a_slice_at_a_time(
     rows = [i for i, mark in enumerate(marks) if mark == "row"]
     assert len(rows) == 4
     assert all(b - a > 1 for a, b in itertools.pairwise(rows))  # the loop turned between
+
+
+async def test_a_scrape_writes_its_text_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = cluster.brokers[0]
+    app.offsets.commit("g", "Written", 0, 0)
+    write = metrics_module.generate_latest
+
+    def slow(registry: Any) -> bytes:
+        held.hold()
+        return write(registry)
+
+    monkeypatch.setattr(metrics_module, "generate_latest", slow)
+    scraping = asyncio.create_task(asyncio.to_thread(scrape, app.config.metrics_port))
+    await answered_meanwhile(peer, held)
+    families = await scraping
+    assert held.gave_up == [False]
+    assert value(families, "tidemq_broker_consumer_lag_messages", group="g",
+                 topic="Written") == 0

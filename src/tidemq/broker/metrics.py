@@ -58,9 +58,10 @@ topics and retry topics count like any other); what is left out is counted in
 ``tidemq_broker_series_dropped`` so a truncated scrape is visible.
 
 A scrape over HTTP (:meth:`BrokerMetrics.render_async`) chooses the queues and offset-table
-keys it reports on a thread, from copies of their keys, and reads their figures
-:data:`LAG_SLICE` at a time on the event loop, which serves others in between: a broker
-with thousands of groups and topics spent a large fraction of a second on them.
+keys it reports on a thread, from copies of their keys, reads their figures
+:data:`LAG_SLICE` at a time on the event loop, which serves others in between, and writes
+the text on a thread: a broker with thousands of groups and topics spent a large
+fraction of a second on them.
 """
 
 from __future__ import annotations
@@ -230,13 +231,27 @@ class BrokerMetrics:
 
     async def render_async(self) -> bytes:
         """What the HTTP endpoint serves: :meth:`render` but for the queues' and the
-        groups' figures, gathered first as the module docstring says."""
+        groups' figures, gathered first as the module docstring says, and for the text,
+        written on a thread from the figures collected."""
         async with self._scraping:
             self.collector.gathered = await self.collector.gather()
             try:
-                return generate_latest(self.registry)
+                families = list(self.registry.collect())
             finally:
                 self.collector.gathered = None
+        collected = CollectorRegistry(auto_describe=False)
+        collected.register(_Collected(families))
+        return await asyncio.to_thread(generate_latest, collected)
+
+
+class _Collected(Collector):
+    """Families collected already."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
 
 
 class BrokerCollector(Collector):

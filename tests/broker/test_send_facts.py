@@ -28,8 +28,9 @@ from tests.broker.wire import Peer
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import BrokerResponseError
-from tidemq.formats.batch import encode_batch
+from tidemq.codec.compression import CompressionType, compress, sys_flag_for
+from tidemq.errors import BrokerResponseError, CorruptRecord
+from tidemq.formats.batch import encode_batch, iter_batch
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -231,3 +232,94 @@ async def test_a_plain_batch_is_read_without_the_header_schema(
         assert resp is not None and resp.code == 0
         assert len(resp.ext_fields["msgId"].split(",")) == n
         assert resp.ext_fields.get("batchUniqId") == ("B" * 32 if n == 1 else None)
+
+
+_PLAIN_VALUES = st.sampled_from(["v", "true", "false", "TagA", "k1 k2"])
+
+
+@st.composite
+def inner_sends(draw: st.DrawFn) -> RemotingCommand:
+    """A batch to the BatchCQ topic: mostly the usual inner batch (a batch-level
+    UNIQ_KEY, with or without INNER_NUM, TAGS, KEYS, WAIT, CLUSTER), and its neighbours
+    that the one-call path hands to the general send or refuses as it does: no
+    UNIQ_KEY, an LMQ named, a wrong INNER_NUM, a body the one call does not read (few
+    entries, not uniform, corrupt), compressed bodies (some not compressed at all), a
+    field out of the plain case."""
+    body = draw(_batch_body())
+    pairs: dict[str, str] = {}
+    if draw(st.integers(0, 7)):
+        pairs["UNIQ_KEY"] = draw(st.text("0123456789ABCDEF", min_size=1, max_size=32))
+    for name in ("WAIT", "TAGS", "KEYS", "CLUSTER"):
+        if draw(st.booleans()):
+            pairs[name] = draw(_VALUES if not draw(st.integers(0, 5)) else _PLAIN_VALUES)
+    if draw(st.booleans()):
+        try:
+            count = str(sum(1 for _ in iter_batch(body)))
+        except CorruptRecord:
+            count = "0"
+        pairs["INNER_NUM"] = count if draw(st.integers(0, 5)) else draw(
+            st.sampled_from(["1", "16", "0", "x"]))
+    if not draw(st.integers(0, 7)):
+        pairs["INNER_MULTI_DISPATCH"] = "%LMQ%q"
+    sys_flag = 0
+    if not draw(st.integers(0, 3)):
+        ctype = draw(st.sampled_from(list(CompressionType)))
+        if draw(st.integers(0, 5)):
+            body = compress(body, ctype)
+        sys_flag = sys_flag_for(ctype)
+    values: list[str | None] = [
+        "pg", "GoldCQ", "TBW102", "4", draw(st.sampled_from(["0", "1", "-1"])),
+        str(sys_flag), "1763780000000", "0",
+        "".join(f"{k}\x01{v}\x02" for k, v in pairs.items()) or None, None, None, None,
+    ]
+    if not draw(st.integers(0, 4)):
+        field = draw(st.sampled_from(sorted(set(_JUNK) - {1, 11})))
+        values[field] = draw(_JUNK[field])
+    ext = {k: v for k, v in zip(_V2, values, strict=True) if v is not None}
+    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+
+
+@GOLDEN
+@given(cmd=inner_sends(), seed=st.integers(0, 1000))
+async def test_inner_batches_read_in_one_call_answer_and_store_as_the_general_path(
+        pair: Pair, cmd: RemotingCommand, seed: int) -> None:
+    fast, generic = pair.run(cmd, seed)
+    assert fast == generic
+    event("inner batch" if fast[0] == "ok" and "batchUniqId" in fast[4]
+          else f"{fast[0]} {fast[1]} {str(fast[2])[:30]}")
+
+
+def _inner_cmd(props: dict[str, str], n: int = 20) -> RemotingCommand:
+    body = encode_batch([(b"body", encode_properties({"UNIQ_KEY": f"{i:032X}"}), 0)
+                         for i in range(n)])
+    cmd = wire.send_batch("GoldCQ", [], queue_id=1)
+    cmd.body = body
+    cmd.ext_fields["i"] = encode_properties(props).decode()
+    return cmd
+
+
+async def test_the_usual_inner_batch_skips_the_general_send(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usual inner batch, and one of two entries read by the general walk, are
+    stored and answered by one call; a batch without a batch-level UNIQ_KEY (split)
+    and one naming an LMQ (refused) go on to the general send."""
+    general: list[str] = []
+    real = pair.fast._send
+
+    def counted(*args: Any) -> Any:
+        general.append(args[2][0])
+        return real(*args)
+
+    monkeypatch.setattr(pair.fast, "_send", counted)
+    for props, n in (({"UNIQ_KEY": "B" * 32}, 20), ({"UNIQ_KEY": "C" * 32}, 2)):
+        resp = pair.fast.process(_Conn(), _inner_cmd(props, n))  # type: ignore[arg-type]
+        assert resp is not None and resp.code == 0
+        assert resp.ext_fields["batchUniqId"] == props["UNIQ_KEY"]
+    assert general == []
+    resp = pair.fast.process(_Conn(), _inner_cmd({"TAGS": "t"}))  # type: ignore[arg-type]
+    assert resp is not None and resp.code == 0
+    assert len(resp.ext_fields["msgId"].split(",")) == 20
+    with pytest.raises(BrokerResponseError):
+        pair.fast.process(_Conn(), _inner_cmd(  # type: ignore[arg-type]
+            {"UNIQ_KEY": "D" * 32, "INNER_MULTI_DISPATCH": "%LMQ%q"}))
+    assert general == ["GoldCQ", "GoldCQ"]

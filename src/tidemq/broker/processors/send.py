@@ -171,6 +171,8 @@ class SendProcessor:
         ctx.replication.complete = self._replicated
         self._id_host: HostAddr | None = None
         self._id_prefix = ""
+        #: The BatchCQ topics (the store's set, changed in place).
+        self._batch_topics = ctx.store.queues.batch_topics
         self._splitter = BatchSplitter(max_body=self._max_body, cluster_prop=self._cluster_prop,
                                        index=self._index, message=self._message)
 
@@ -440,12 +442,74 @@ class SendProcessor:
         self.ctx.stats.on_put(topic, count, len(body))
         return result, wait, uniq
 
+    def _inner_send(self, conn: Connection, cmd: RemotingCommand, fields: SendFields
+                    ) -> RemotingCommand | Literal[False] | None:
+        """:meth:`_send` of a batch to a BatchCQ topic whose property text names no LMQ,
+        in one call: the same checks in the same order, the inner batch stored
+        (:meth:`_inner_batch`'s reading), and a send answered at once (no group commit or
+        replica to wait for) given the answer :meth:`_response` writes without its two
+        calls. ``False`` before anything is stored when the batch is not an inner one
+        (no batch-level UNIQ_KEY) or names an LMQ: the caller takes :meth:`_send`,
+        which splits it or says what is wrong."""
+        topic, qid, sys_flag, born_timestamp, _flag, text, _reconsume = fields
+        if not text:
+            return False
+        self._check_taker(topic)
+        if "INNER_" in text and names_lmqs(text):
+            return False  # _send refuses it
+        qid = self._queue(topic, qid, None)
+        body = cmd.body
+        born = self._born_host(conn.remote_address)
+        plain: bytes | bytearray | memoryview | CorruptRecord = body
+        if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
+            plain = self._inflated(body, sys_flag)
+        facts = (inner_facts(text, plain, self._cluster_pair)
+                 if not isinstance(plain, CorruptRecord) else None)
+        if facts is None:
+            try:
+                inner = self._inner_batch_read(topic, qid, text, sys_flag, born_timestamp,
+                                               body, plain, born)
+            except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+                raise _store_refusal(exc) from None
+            if inner is None:
+                return False
+            result, wait, uniq = inner
+        else:
+            count, raw, uniq, keys, wait, tags = facts
+            try:
+                result = self.store.put_inner_batch(
+                    topic, qid, body, raw, count, tags_code=tags,
+                    keys=keys if self._index else (), sys_flag=sys_flag,
+                    born_timestamp=born_timestamp, born_host=born, wait_flush=False)
+            except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+                raise _store_refusal(exc) from None
+            self.ctx.stats.on_put(topic, count, len(body))
+        if wait and (self._sync or self._replication.acks is not None):
+            return self._finish(conn, cmd, qid, result, wait, uniq)
+        if self.store.store_host is not self._id_host:
+            self._msg_id_prefix()
+        ext = {
+            "msgId": f"{self._id_prefix}{result.phys_offsets[0]:016X}",
+            "queueId": str(qid),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": self._region,
+            "TRACE_ON": self._trace,
+        }
+        if uniq:
+            ext["batchUniqId"] = uniq
+        return RemotingCommand(_SUCCESS, cmd.opaque, FLAG_RESPONSE, "PYTHON", TIDEMQ_VERSION,
+                               None, ext, b"", None, cmd.serialize_type)
+
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         code = cmd.code
         is_batch = code == _SEND_BATCH
         if is_batch or code in (_SEND_V2, _SEND):
             fields = decode_send_fields(code, cmd.ext_fields, batch=is_batch)
             if fields is not None and not self._needs_header(fields):
+                if is_batch and fields[0] in self._batch_topics:
+                    answer = self._inner_send(conn, cmd, fields)
+                    if answer is not False:
+                        return answer
                 return self._send(conn, cmd, fields, None, is_batch, False)
         h = self._header(cmd)
         fields = (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, h.properties,

@@ -10,7 +10,11 @@ otherwise -- odd numbers, a topic to auto-create, a retry topic, a delay or time
 header schema is decoded (it also names what is wrong). Then one function decides
 (writable topic and queue, LMQ and inner-batch rules, retry/DLQ and delay routes) and
 stores; a message's property text is parsed once, for its keys, WAIT and tags (the rules
-of :mod:`tidemq.formats.properties`). Batch bodies are split by
+of :mod:`tidemq.formats.properties`). An inner batch (RIP-26: a batch to a BatchCQ
+topic with a batch-level UNIQ_KEY) whose fields are plain is decided, stored and
+answered by one call of its own, with the same checks in the same order; a batch to a
+BatchCQ topic without that key, or naming an LMQ, goes on to the one path before
+anything is stored. Batch bodies are split by
 :mod:`tidemq.broker.processors.batch_split` (columns for the usual uniform batch); the
 offset message ids of the reply are one hex conversion.
 

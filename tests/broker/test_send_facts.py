@@ -29,7 +29,7 @@ from tidemq.broker.app import BrokerApp
 from tidemq.broker.processors.send import SendProcessor
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.compression import CompressionType, compress, sys_flag_for
-from tidemq.errors import BrokerResponseError, CorruptRecord
+from tidemq.errors import BrokerResponseError, CorruptRecord, MessageTooLarge, StoreReadOnly
 from tidemq.formats.batch import encode_batch, iter_batch
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.properties import encode_properties
@@ -323,3 +323,17 @@ async def test_the_usual_inner_batch_skips_the_general_send(
         pair.fast.process(_Conn(), _inner_cmd(  # type: ignore[arg-type]
             {"UNIQ_KEY": "D" * 32, "INNER_MULTI_DISPATCH": "%LMQ%q"}))
     assert general == ["GoldCQ", "GoldCQ"]
+
+
+@pytest.mark.parametrize("fault", [StoreReadOnly("WRITE_ERROR", cause="disk gone"),
+                                   MessageTooLarge(10, 5), ValueError("out of range")])
+async def test_a_store_refusal_of_an_inner_batch_is_answered_as_the_general_path(
+        pair: Pair, monkeypatch: pytest.MonkeyPatch, fault: Exception) -> None:
+    def refuse(*_args: object, **_kw: object) -> None:
+        raise fault
+
+    for app in (pair.a, pair.b):
+        monkeypatch.setattr(app.store, "put_inner_batch", refuse)
+    fast, generic = pair.run(_inner_cmd({"UNIQ_KEY": "E" * 32}), 0)
+    assert fast == generic
+    assert fast[0] == "error"

@@ -464,30 +464,27 @@ class SendProcessor:
         qid = self._queue(topic, qid, None)
         body = cmd.body
         born = self._born_host(conn.remote_address)
-        plain: bytes | bytearray | memoryview | CorruptRecord = body
-        if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
-            plain = self._inflated(body, sys_flag)
-        facts = (inner_facts(text, plain, self._cluster_pair)
-                 if not isinstance(plain, CorruptRecord) else None)
-        if facts is None:
-            try:
+        try:  # what _send's store refusals cover: the reading and the put
+            plain: bytes | bytearray | memoryview | CorruptRecord = body
+            if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
+                plain = self._inflated(body, sys_flag)
+            facts = (inner_facts(text, plain, self._cluster_pair)
+                     if not isinstance(plain, CorruptRecord) else None)
+            if facts is None:
                 inner = self._inner_batch_read(topic, qid, text, sys_flag, born_timestamp,
                                                body, plain, born)
-            except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
-                raise _store_refusal(exc) from None
-            if inner is None:
-                return False
-            result, wait, uniq = inner
-        else:
-            count, raw, uniq, keys, wait, tags = facts
-            try:
+                if inner is None:
+                    return False
+                result, wait, uniq = inner
+            else:
+                count, raw, uniq, keys, wait, tags = facts
                 result = self.store.put_inner_batch(
                     topic, qid, body, raw, count, tags_code=tags,
                     keys=keys if self._index else (), sys_flag=sys_flag,
                     born_timestamp=born_timestamp, born_host=born, wait_flush=False)
-            except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
-                raise _store_refusal(exc) from None
-            self.ctx.stats.on_put(topic, count, len(body))
+                self.ctx.stats.on_put(topic, count, len(body))
+        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+            raise _store_refusal(exc) from None
         if wait and (self._sync or self._replication.acks is not None):
             return self._finish(conn, cmd, qid, result, wait, uniq)
         if self.store.store_host is not self._id_host:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidemq.broker import offset_json
 from tidemq.broker.offset_json import COMPACT, SPACED, load_offset_json, offset_table_json
 
 tables = st.dictionaries(
@@ -58,3 +60,18 @@ def test_any_body_reads_as_one_loads_does(body: bytes) -> None:
     except ValueError:
         got = ValueError
     assert got == expected or (got != got and expected != expected)
+
+
+def test_no_call_sorts_more_than_ten_slices_of_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = {f"T{i}@g": {"0": i} for i in range(95)}
+    seen: list[int] = []
+
+    def counted(keys: list[str]) -> list[str]:
+        seen.append(len(keys))
+        return sorted(keys)
+
+    monkeypatch.setattr(offset_json, "sorted", counted, raising=False)
+    body = offset_table_json(table, COMPACT, slice_keys=2)
+    assert body == json.dumps({"offsetTable": table}, sort_keys=True,
+                              separators=COMPACT).encode()
+    assert seen and max(seen) <= 20

@@ -11,6 +11,7 @@ event loop, however the call was moved to a thread. :func:`offset_table_json` en
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -23,7 +24,7 @@ __all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "offset_table_json"
 SPACED = (", ", ": ")
 #: The wire's (GET_ALL_CONSUMER_OFFSET's body).
 COMPACT = (",", ":")
-#: Keys of the table one ``json.dumps`` call encodes.
+#: Keys of the table one ``json.dumps`` call encodes; ten times as many are sorted a call.
 SLICE = 500
 
 
@@ -33,13 +34,22 @@ def offset_table_json(table: Mapping[str, Mapping[str, int]],
     encoded ``slice_keys`` keys of ``table`` a call. ``table`` must not change meanwhile
     (give it a copy)."""
     item_sep, key_sep = separators
-    keys = sorted(table)
+    keys = _sorted(list(table), slice_keys * 10)
     parts = []
     for start in range(0, len(keys), slice_keys):
         part = json.dumps({k: table[k] for k in keys[start:start + slice_keys]},
                           sort_keys=True, separators=separators)
         parts.append(part[1:-1])  # without the braces: the slices are joined in one map
     return f'{{"offsetTable"{key_sep}{{{item_sep.join(parts)}}}}}'.encode()
+
+
+def _sorted(keys: list[str], run: int) -> list[str]:
+    """``sorted(keys)``: ``run`` keys sorted a call, the runs merged in Python (one sort
+    of a hundred thousand keys holds the interpreter for tens of milliseconds)."""
+    if len(keys) <= run:
+        return sorted(keys)
+    return list(heapq.merge(*(sorted(keys[start:start + run])
+                              for start in range(0, len(keys), run))))
 
 
 #: A JSON object's members, each left undecoded.

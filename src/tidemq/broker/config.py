@@ -107,7 +107,9 @@ class BrokerConfig(ServerKeys):
     #: The message-trace topic, created at start with ``traceTopicEnable``.
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     #: The largest remoting frame accepted or sent, bytes; a larger request is answered
-    #: MESSAGE_ILLEGAL and skipped, the connection kept.
+    #: MESSAGE_ILLEGAL and skipped, the connection kept. The broker's own requests take
+    #: answers this large too: a replica copies its master's tables (consumer offsets of
+    #: many groups can pass 16 MiB) only when both allow their size.
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all

@@ -100,8 +100,11 @@ class BrokerContext:
                                      receive_budget=config.max_incomplete_frame_bytes,
                                      tls=config.tls_server)
         own = config.credentials
+        #: The broker's own requests (a replica's copies from its master, forwarded
+        #: logical-queue requests, ...): their answers may be as large as its frames.
         self.client = RemotingClient(credentials=Credentials(*own) if own else None,
-                                     tls=config.tls_client)
+                                     tls=config.tls_client,
+                                     max_frame_size=config.max_frame_size)
         #: Parked pulls: single pulls and batch-protocol parents alike.
         self.holds = HoldTable()
         self.broker_addr = config.broker_addr

@@ -768,7 +768,7 @@ class SendProcessor:
             if refusal is not None:
                 raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, refusal)
         qid = self._queue(topic, qid, h)
-        batch_cq = self.store.is_batch_topic(topic)
+        batch_cq = topic in self._batch_topics
         if sys_flag & SYSFLAG_INNER_BATCH and not batch_cq:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"INNER_BATCH flag on {topic}, which is not a BatchCQ topic")

@@ -145,9 +145,9 @@ class TopicManager:
     def persist(self) -> None:
         """Write the table. Safe from another thread, and meant to run on one (thousands
         of topics take a while to encode, a slice at a time): the table is copied whole
-        first (one C call;
-        its configs are replaced on a change, never changed in place); writes do not
-        overlap. A change while copying marks the table changed again, for the next."""
+        first (one C call; its configs are replaced on a change, never changed in place);
+        writes do not overlap. A change while copying marks the table changed again, for
+        the next."""
         with self._write_lock:
             self._dirty = False
             try:

@@ -11,7 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidemq.broker import offset_json
-from tidemq.broker.offset_json import COMPACT, SPACED, load_offset_json, offset_table_json
+from tidemq.broker.offset_json import (
+    COMPACT,
+    SPACED,
+    load_offset_json,
+    offset_table_json,
+    table_json,
+)
 
 tables = st.dictionaries(
     st.text(min_size=1, max_size=12),
@@ -28,6 +34,23 @@ def test_the_slices_make_the_bytes_of_one_dumps(table: dict[str, dict[str, int]]
     assert offset_table_json(table, separators, slice_keys=slice_keys) == whole.encode()
     assert json.loads(offset_table_json(table, separators, slice_keys=slice_keys)) == {
         "offsetTable": table}
+
+
+values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                      lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8)
+
+
+@given(name=st.text(max_size=20), table=st.dictionaries(st.text(max_size=12), values,
+                                                        max_size=30),
+       others=st.dictionaries(st.text(max_size=20), values, max_size=3),
+       separators=st.sampled_from([SPACED, COMPACT]), slice_keys=st.integers(1, 20))
+def test_any_table_beside_other_members_makes_the_bytes_of_one_dumps(
+        name: str, table: dict[str, Any], others: dict[str, Any],
+        separators: tuple[str, str], slice_keys: int) -> None:
+    whole = json.dumps({**others, name: table}, sort_keys=True, separators=separators)
+    assert table_json(name, table, others, separators, slice_keys=slice_keys) == \
+        whole.encode()
 
 
 def test_the_file_and_the_wire_keep_their_separators() -> None:

@@ -6,19 +6,38 @@ created and replaced by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200); persisted ato
 ``config/subscriptionGroup.json`` as ``{"subscriptionGroupTable": {group: config},
 "dataVersion": {...}}`` (upstream's file shape). :func:`validate_group_config` checks a
 config received from an admin client against the Java bean's members and types.
+
+Thousands of groups take a while to encode, so the file is written a slice of the table
+at a time (:func:`~tidemq.broker.offset_json.table_json`) and, where nobody waits for it
+on the event loop, on a thread: an auto-created group's write is started on a thread and
+not waited for (a group lost with it is created again by the next heartbeat, with the
+same defaults); an admin's change is written on a thread before it is answered
+(:meth:`SubscriptionGroupManager.writes_deferred`). A config is replaced on a change,
+never changed in place, so a copy of the table can be encoded on a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import re
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+from tidemq.broker.offset_json import COMPACT, SPACED, table_json
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
 __all__ = ["GROUP_DEFAULTS", "SubscriptionGroupManager", "validate_group_config"]
+
+log = logging.getLogger(__name__)
+
+#: The file's (and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's) table member.
+TABLE = "subscriptionGroupTable"
 
 #: Java ``SubscriptionGroupConfig`` defaults (``retryMaxTimes`` is the broker's
 #: ``maxReconsumeTimes``).
@@ -112,36 +131,82 @@ class SubscriptionGroupManager:
         self.groups: dict[str, dict[str, Any]] = {}
         self.data_version: dict[str, int] = {"stateVersion": 0,
                                              "timestamp": int(time.time() * 1000), "counter": 0}
+        #: A change only marks the table changed, for :meth:`persist_pending` (see
+        #: :meth:`writes_deferred`); otherwise a change writes it at once.
+        self.write_later = False
+        self._dirty = False
+        self._write_lock = threading.Lock()
 
     def load(self) -> None:
         if self.path.exists():
             data = json.loads(self.path.read_text("utf-8"))
-            self.groups = data.get("subscriptionGroupTable", {})
+            self.groups = data.get(TABLE, {})
             self.data_version = data.get("dataVersion", self.data_version)
 
     def persist(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(self.wrapper(), sort_keys=True).encode())
+        """Write the table. Safe from another thread, and meant to run on one at scale:
+        the table is copied first (one C call); writes do not overlap, and a change
+        while one is written marks the table changed again, for the next."""
+        with self._write_lock:
+            self._dirty = False
+            try:
+                data = self.encode(SPACED)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(self.path, data)
+            except BaseException:
+                self._dirty = True
+                raise
 
-    def wrapper(self) -> dict[str, Any]:
-        """The GET_ALL_SUBSCRIPTIONGROUP_CONFIG body (and the file's content)."""
-        return {"subscriptionGroupTable": self.groups, "dataVersion": self.data_version}
+    def encode(self, separators: tuple[str, str] = COMPACT) -> bytes:
+        """The GET_ALL_SUBSCRIPTIONGROUP_CONFIG body (the file's content with the file's
+        separators), a slice of groups a call; safe from another thread."""
+        return table_json(TABLE, self.groups.copy(), {"dataVersion": self.data_version},
+                          separators)
+
+    @contextlib.contextmanager
+    def writes_deferred(self) -> Iterator[None]:
+        """Changes made inside only mark the table changed: for a caller that has the
+        file written on a thread (:meth:`persist_pending`) and waits for that before it
+        answers."""
+        self.write_later = True
+        try:
+            yield
+        finally:
+            self.write_later = False
+
+    def persist_pending(self) -> None:
+        """:meth:`persist` if the table changed since the last write."""
+        if self._dirty:
+            self.persist()
+
+    def write_soon(self) -> None:
+        """Write a deferred change on a thread, not waited for (at once without a
+        running event loop)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.persist_pending()
+            return
+        loop.run_in_executor(None, self.persist_pending).add_done_callback(_log_failure)
 
     def _changed(self) -> None:
         self.data_version = {"stateVersion": self.data_version.get("stateVersion", 0),
                              "timestamp": int(time.time() * 1000),
                              "counter": self.data_version.get("counter", 0) + 1}
-        self.persist()
+        self._dirty = True
+        if not self.write_later:
+            self.persist()
 
     def replace(self, wrapper: dict[str, Any]) -> bool:
         """Take a GET_ALL_SUBSCRIPTIONGROUP_CONFIG body whole (a replica copying its
-        master); returns whether anything changed."""
-        groups = wrapper.get("subscriptionGroupTable", {})
+        master; written on a thread); returns whether anything changed."""
+        groups = wrapper.get(TABLE, {})
         if groups == self.groups:
             return False
         self.groups = groups
         self.data_version = wrapper.get("dataVersion", self.data_version)
-        self.persist()
+        self._dirty = True
+        self.write_soon()
         return True
 
     def defaults(self, group: str) -> dict[str, Any]:
@@ -149,15 +214,19 @@ class SubscriptionGroupManager:
                 "attributes": {}}
 
     def ensure(self, group: str) -> dict[str, Any] | None:
+        """The group's config; one with the defaults if it has none and groups are
+        created on demand (written on a thread, not waited for)."""
         cfg = self.groups.get(group)
         if cfg is None and self.auto_create:
-            cfg = self.upsert(group, {})
+            with self.writes_deferred():
+                cfg = self.upsert(group, {})
+            self.write_soon()
         return cfg
 
     def upsert(self, group: str, changes: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``changes`` into the group's config (created with defaults if missing)."""
-        cfg = self.groups.get(group) or self.defaults(group)
-        cfg.update(changes)
+        """Merge ``changes`` into the group's config (created with defaults if missing),
+        as a new config."""
+        cfg = {**(self.groups.get(group) or self.defaults(group)), **changes}
         self.groups[group] = cfg
         self._changed()
         return cfg
@@ -172,3 +241,9 @@ class SubscriptionGroupManager:
             return False
         self._changed()
         return True
+
+
+def _log_failure(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        log.error("writing the subscription groups failed (the next change writes them "
+                  "again): %s", exc)

@@ -1,10 +1,12 @@
-"""The committed offsets' JSON (``{"offsetTable": {"topic@group": {"0": 42}}}``), encoded a
-slice of the table at a time.
+"""The committed offsets' JSON (``{"offsetTable": {"topic@group": {"0": 42}}}``), and any
+JSON of one large table (the subscription groups'), encoded a slice of the table at a
+time.
 
 ``json.dumps`` encodes in C without letting another thread run: the whole table of a
 broker with thousands of groups in one call would hold the interpreter, and so the
 event loop, however the call was moved to a thread. :func:`offset_table_json` encodes
-:data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``;
+:data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``
+(:func:`table_json` any such table beside a few small members);
 :func:`load_offset_json` reads such a body a key at a time, the value of one
 ``json.loads``.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "offset_table_json"]
+__all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "offset_table_json", "table_json"]
 
 #: ``json.dumps``'s separators: the offsets file's.
 SPACED = (", ", ": ")
@@ -33,6 +35,14 @@ def offset_table_json(table: Mapping[str, Mapping[str, int]],
     """``json.dumps({"offsetTable": table}, sort_keys=True, separators=separators)``,
     encoded ``slice_keys`` keys of ``table`` a call. ``table`` must not change meanwhile
     (give it a copy)."""
+    return table_json("offsetTable", table, separators=separators, slice_keys=slice_keys)
+
+
+def table_json(name: str, table: Mapping[str, Any], others: Mapping[str, Any] | None = None,
+               separators: tuple[str, str] = SPACED, *, slice_keys: int = SLICE) -> bytes:
+    """``json.dumps({**others, name: table}, sort_keys=True, separators=separators)``,
+    encoded ``slice_keys`` keys of ``table`` a call (``others``, a few small members,
+    in one call each). Neither may change meanwhile (give copies)."""
     item_sep, key_sep = separators
     keys = _sorted(list(table), slice_keys * 10)
     parts = []
@@ -40,7 +50,12 @@ def offset_table_json(table: Mapping[str, Mapping[str, int]],
         part = json.dumps({k: table[k] for k in keys[start:start + slice_keys]},
                           sort_keys=True, separators=separators)
         parts.append(part[1:-1])  # without the braces: the slices are joined in one map
-    return f'{{"offsetTable"{key_sep}{{{item_sep.join(parts)}}}}}'.encode()
+    members = {member: json.dumps(value, sort_keys=True, separators=separators)
+               for member, value in (others or {}).items()}
+    members[name] = f"{{{item_sep.join(parts)}}}"
+    text = item_sep.join(f"{json.dumps(member)}{key_sep}{members[member]}"
+                         for member in sorted(members))
+    return f"{{{text}}}".encode()
 
 
 def _sorted(keys: list[str], run: int) -> list[str]:

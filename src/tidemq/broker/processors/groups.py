@@ -65,7 +65,9 @@ class GroupProcessor:
 
     # ------------------------------------------------------------------ group configs
 
-    def update_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def update_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Create or replace a group's config; answered once the file holds it (written
+        on a thread: thousands of groups take a while to encode)."""
         try:
             raw = json.loads(bytes(cmd.body))
         except (ValueError, RecursionError) as exc:
@@ -75,15 +77,23 @@ class GroupProcessor:
         cfg = validate_group_config(raw, groups.defaults(""))
         if isinstance(cfg, str):
             raise error_for_code(ResponseCode.INVALID_PARAMETER, cfg)
-        groups.put(cfg)
+        with groups.writes_deferred():
+            groups.put(cfg)
+        await asyncio.to_thread(groups.persist_pending)
         return cmd.response()
 
-    def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=_json(self.ctx.subscription_groups.wrapper()))
+    async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """The table encoded on a thread, a slice of groups at a time."""
+        return cmd.response(body=await asyncio.to_thread(self.ctx.subscription_groups.encode))
 
-    def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Delete a group's config (and with ``cleanOffset`` its offsets); answered once
+        the file no longer holds it."""
         h = parse_header(DeleteSubscriptionGroupRequestHeader, cmd)
-        self.ctx.subscription_groups.delete(h.group_name)
+        groups = self.ctx.subscription_groups
+        with groups.writes_deferred():
+            groups.delete(h.group_name)
+        await asyncio.to_thread(groups.persist_pending)
         self.ctx.stats.forget_group(h.group_name)
         if h.clean_offset:
             self.ctx.offsets.delete_group(h.group_name)

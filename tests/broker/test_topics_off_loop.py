@@ -15,13 +15,13 @@ import pytest
 from tests.broker import wire
 from tests.broker.held import Held, answered_meanwhile, created_while_held, slow_writes
 from tests.broker.wire import Peer
+from tests.codec.test_topic_table import slices_of_three
 
 import tidemq.broker.processors.admin as admin_module
 import tidemq.broker.registrar as registrar_module
 import tidemq.broker.topics as topics_module
 from tidemq.broker.registrar import Registrar
 from tidemq.broker.topics import TopicManager
-from tidemq.codec import topic_table
 from tidemq.codec.bodies import (
     DataVersion,
     TopicConfig,
@@ -145,16 +145,7 @@ def test_the_table_is_written_a_slice_of_topics_a_call(
     topics.load()
     for i in range(7):
         topics.upsert(TopicConfig(topic_name=f"T{i}"))
-    seen: list[int] = []
-    encode = topic_table.encode_value
-
-    def counted(value: Any) -> bytes:
-        seen.append(len(value))
-        data: bytes = encode(value)
-        return data
-
-    monkeypatch.setattr(topic_table, "encode_value", counted)
-    monkeypatch.setattr(topic_table, "SLICE", 3)
+    seen = slices_of_three(monkeypatch)
     topics.persist()
     assert seen and max(seen) <= 3
     assert topics.path.read_bytes() == encode_body(TopicConfigSerializeWrapper(

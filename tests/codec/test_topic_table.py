@@ -109,8 +109,8 @@ def test_a_bad_body_fails_as_one_decoding_does(data: bytes, cls: Any) -> None:
     assert _split_outcome(data, cls) == _outcome(data, cls)
 
 
-def test_no_call_encodes_more_than_a_slice(monkeypatch: pytest.MonkeyPatch) -> None:
-    table = {f"t{i}": TopicConfig(topic_name=f"t{i}") for i in range(7)}
+def slices_of_three(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Encodings of three topics a call; the topics of each call, in order."""
     seen: list[int] = []
     encode = topic_table.encode_value
 
@@ -121,6 +121,12 @@ def test_no_call_encodes_more_than_a_slice(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(topic_table, "encode_value", counted)
     monkeypatch.setattr(topic_table, "SLICE", 3)
+    return seen
+
+
+def test_no_call_encodes_more_than_a_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = {f"t{i}": TopicConfig(topic_name=f"t{i}") for i in range(7)}
+    seen = slices_of_three(monkeypatch)
     body = RegisterBrokerBody(
         topic_config_serialize_wrapper=TopicConfigSerializeWrapper(topic_config_table=table))
     assert encode_topics(body) == encode_body(body)

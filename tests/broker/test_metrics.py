@@ -252,6 +252,7 @@ async def test_a_scrape_gathered_a_slice_at_a_time_is_the_scrape_read_at_once(
         async with Producer("sliced-producers", cluster.namesrv_addr) as producer:
             for i in range(6):
                 await producer.send(Message("Sliced", b"x%d" % i))
+    assert await asyncio.to_thread(app.store.wait_dispatched, 10.0)  # both scrapes see all
     for i in range(5):
         app.offsets.commit(f"g{i}", "Sliced", i % 3, i % 2)
     monkeypatch.setattr(metrics_module, "LAG_SLICE", 2)

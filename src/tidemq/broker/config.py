@@ -109,7 +109,8 @@ class BrokerConfig(ServerKeys):
     #: The largest remoting frame accepted or sent, bytes; a larger request is answered
     #: MESSAGE_ILLEGAL and skipped, the connection kept. The broker's own requests take
     #: answers this large too: a replica copies its master's tables (consumer offsets of
-    #: many groups can pass 16 MiB) only when both allow their size.
+    #: many groups can pass 16 MiB) only when both allow their size, and clients read
+    #: them with a limit of their own (``TIDEMQ_MAX_FRAME_SIZE``, ``max_frame_size``).
     max_frame_size: int = 16 * 1024 * 1024
     # TideMQ additions
     #: Receive-buffer bytes (incomplete frames, buffers kept between frames) held over all

@@ -13,13 +13,15 @@ import re
 import socket
 from collections.abc import Sequence
 
+from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
 from tidemq.codec.signature import Credentials
 from tidemq.codec.trace import DEFAULT_TRACE_TOPIC
 from tidemq.errors import ConfigError
 from tidemq.net.address import parse_address
 from tidemq.net.tls import TlsClientSettings
 
-__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "MSG_TRACE_ENV", "SECRET_KEY_ENV",
+__all__ = ["ACCESS_KEY_ENV", "DEFAULT_NAMESRV", "MAX_FRAME_SIZE_ENV", "MSG_TRACE_ENV",
+           "SECRET_KEY_ENV",
            "TLS_CA_ENV", "TLS_CERT_ENV", "TLS_ENV", "TLS_KEY_ENV", "TLS_KEY_PASSWORD_ENV",
            "TRACE_COMPRESSIONS",
            "ClientConfig", "detect_client_ip", "parse_namesrv"]
@@ -36,6 +38,8 @@ TLS_KEY_ENV = "TIDEMQ_TLS_KEY"
 TLS_KEY_PASSWORD_ENV = "TIDEMQ_TLS_KEY_PASSWORD"
 #: The environment's message-trace switch, used when a config leaves it unset.
 MSG_TRACE_ENV = "TIDEMQ_MSG_TRACE"
+#: The environment's largest frame, bytes, used when a config leaves it unset.
+MAX_FRAME_SIZE_ENV = "TIDEMQ_MAX_FRAME_SIZE"
 #: The values of ``trace_compression``.
 TRACE_COMPRESSIONS = ("zstd", "zlib", "lz4", "none")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -141,9 +145,15 @@ class ClientConfig:
     #: ``zlib`` (level 5, what Java's trace producer sends, for RocketMQ 4 readers),
     #: ``lz4`` or ``none``.
     trace_compression: str = "zstd"
+    #: The largest frame sent or accepted, bytes (RocketMQ's 16 MiB): an answer over it
+    #: fails its request. Raise it with the brokers' ``maxFrameSize`` for tables that large
+    #: (the consumer offsets of many groups). ``None``: ``TIDEMQ_MAX_FRAME_SIZE`` from the
+    #: environment, else 16 MiB.
+    max_frame_size: int | None = None
 
     def __post_init__(self) -> None:
         self._tls_from_env()
+        self._frame_size_from_env()
         if self.enable_msg_trace is None:
             object.__setattr__(self, "enable_msg_trace", _env_switch(MSG_TRACE_ENV))
         if self.trace_queue_size < 1:
@@ -172,6 +182,9 @@ class ClientConfig:
                     "heartbeat_broker_interval"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive", key=key)
+        if self.max_frame_size is not None and self.max_frame_size < 1024:
+            raise ConfigError(f"max_frame_size {self.max_frame_size} is under 1024 bytes",
+                              key="max_frame_size")
         if self.max_message_size <= 0:
             raise ConfigError("max_message_size must be positive", key="max_message_size")
 
@@ -197,6 +210,25 @@ class ClientConfig:
         if not self.access_key:
             return None
         return Credentials(self.access_key, self.secret_key)
+
+    @property
+    def frame_limit(self) -> int:
+        """:attr:`max_frame_size` as set, or as the environment or the default gave it."""
+        return self.max_frame_size or DEFAULT_MAX_FRAME_SIZE
+
+    def _frame_size_from_env(self) -> None:
+        if self.max_frame_size is not None:
+            return
+        raw = os.environ.get(MAX_FRAME_SIZE_ENV, "").strip()
+        if not raw:
+            object.__setattr__(self, "max_frame_size", DEFAULT_MAX_FRAME_SIZE)
+            return
+        try:
+            size = int(raw)
+        except ValueError:
+            raise ConfigError(f"{MAX_FRAME_SIZE_ENV}={raw!r} is not a number of bytes",
+                              key=MAX_FRAME_SIZE_ENV) from None
+        object.__setattr__(self, "max_frame_size", size)
 
     def _tls_from_env(self) -> None:
         for field, env in (("tls_trust_cert_path", TLS_CA_ENV), ("tls_cert_path", TLS_CERT_ENV),

@@ -89,7 +89,8 @@ class ClientInstance:
         self.config = config
         self.client_id = config.client_id
         self.remoting = RemotingClient(request_timeout=config.request_timeout,
-                                       credentials=config.credentials, tls=config.tls)
+                                       credentials=config.credentials, tls=config.tls,
+                                       max_frame_size=config.frame_limit)
         self.routes = RouteCache(
             self.remoting, config.namesrv_addr, timeout=config.request_timeout,
             refresh_interval=config.poll_name_server_interval,

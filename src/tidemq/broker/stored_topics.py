@@ -9,10 +9,11 @@ messages stayed hidden until a producer sent to the topic again.
 
 So a broker that becomes master adopts each such topic (:func:`adoptable`): read and
 write permission, as many queues as the store holds and at least the broker's
-``defaultTopicQueueNums`` (the queue count the send chose is not on record here), one
-queue for a ``%RETRY%`` or ``%DLQ%`` topic as on a send, and the BatchCQ queue type when
-its queues are batch consume queues. Light message queues live in the LMQ store, not in
-consume queues, and need no config.
+``defaultTopicQueueNums`` (the queue count the send chose is not on record here) -- but
+for the topics the broker creates with one queue (``%RETRY%``, ``%DLQ%``, the system's
+``RMQ_SYS_``/``rmq_sys_`` topics), which keep as many as they hold -- and the BatchCQ
+queue type when its queues are batch consume queues. Light message queues live in the
+LMQ store, not in consume queues, and need no config.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from tidemq.codec.bodies import TopicConfig
 
 __all__ = ["adoptable"]
 
+#: Topics given as many queues as the store holds of them: the broker creates them with
+#: one queue.
+_AS_HELD = (RETRY_PREFIX, DLQ_PREFIX, "RMQ_SYS_", "rmq_sys_")
+
 
 def adoptable(table: Collection[str], stored: Mapping[str, list[int]], *,
               is_batch: Callable[[str], bool], default_queue_nums: int) -> list[TopicConfig]:
@@ -32,7 +37,7 @@ def adoptable(table: Collection[str], stored: Mapping[str, list[int]], *,
     out = []
     for topic in sorted(stored.keys() - set(table)):
         queues = max(stored[topic], default=0) + 1
-        if not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        if not topic.startswith(_AS_HELD):
             queues = max(queues, default_queue_nums)
         attributes = {QUEUE_TYPE: "BatchCQ"} if is_batch(topic) else {}
         out.append(TopicConfig(topic_name=topic, read_queue_nums=queues,

@@ -15,6 +15,7 @@ from tidemq.broker.offset_json import (
     COMPACT,
     SPACED,
     load_offset_json,
+    load_table_json,
     offset_table_json,
     table_json,
 )
@@ -67,6 +68,15 @@ def test_a_body_read_a_key_at_a_time_is_one_loads(table: dict[str, dict[str, int
                                                   extra: dict[str, int]) -> None:
     body = json.dumps({"offsetTable": table, **extra}, separators=separators).encode()
     assert load_offset_json(body) == json.loads(body)
+
+
+@given(table=st.dictionaries(st.text(max_size=8), values, max_size=20),
+       others=st.dictionaries(st.text(max_size=8), values, max_size=3),
+       name=st.text(max_size=12))
+def test_any_table_read_an_entry_at_a_time_is_one_loads(
+        table: dict[str, Any], others: dict[str, Any], name: str) -> None:
+    body = json.dumps({**others, name: table}).encode()
+    assert load_table_json(body, name) == json.loads(body)
 
 
 @given(body=st.binary(max_size=40) | st.sampled_from([

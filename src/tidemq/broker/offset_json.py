@@ -7,8 +7,8 @@ broker with thousands of groups in one call would hold the interpreter, and so t
 event loop, however the call was moved to a thread. :func:`offset_table_json` encodes
 :data:`SLICE` keys a call, the same bytes as one ``json.dumps(..., sort_keys=True)``
 (:func:`table_json` any such table beside a few small members);
-:func:`load_offset_json` reads such a body a key at a time, the value of one
-``json.loads``.
+:func:`load_offset_json` (:func:`load_table_json` any such table) reads such a body a
+key at a time, the value of one ``json.loads``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "offset_table_json", "table_json"]
+__all__ = ["COMPACT", "SLICE", "SPACED", "load_offset_json", "load_table_json",
+           "offset_table_json", "table_json"]
 
 #: ``json.dumps``'s separators: the offsets file's.
 SPACED = (", ", ": ")
@@ -72,19 +73,24 @@ _members = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def load_offset_json(body: bytes | bytearray | memoryview) -> Any:
-    """``json.loads(body)``, the entries of its ``offsetTable`` decoded one call each:
+    """``json.loads(body)``, the entries of its ``offsetTable`` decoded one call each."""
+    return load_table_json(body, "offsetTable")
+
+
+def load_table_json(body: bytes | bytearray | memoryview, name: str) -> Any:
+    """``json.loads(body)``, the entries of its member ``name`` decoded one call each:
     the body is first split into its members undecoded (one pass in C that builds no
     objects). A body of another shape, or one the split does not take, is decoded
     whole."""
     data = bytes(body)
     try:
         top = _members.decode(data)
-        table = top.pop("offsetTable", None)
+        table = top.pop(name, None)
         entries = _members.decode(table) if table is not None else None
     except msgspec.MsgspecError:
         return json.loads(data)
     if entries is None:
         return json.loads(data)
-    out = {name: json.loads(bytes(raw)) for name, raw in top.items()}
-    out["offsetTable"] = {key: json.loads(bytes(raw)) for key, raw in entries.items()}
+    out = {member: json.loads(bytes(raw)) for member, raw in top.items()}
+    out[name] = {key: json.loads(bytes(raw)) for key, raw in entries.items()}
     return out

@@ -19,7 +19,8 @@ from tidemq.codec.command import RequestCode
 from tidemq.testing import Cluster
 
 
-@pytest.mark.parametrize("step", ["decode_topics", "_offset_table", "_examine"])
+@pytest.mark.parametrize("step", ["decode_topics", "_offset_table", "_examine",
+                                  "_group_table"])
 async def test_a_replica_takes_its_masters_tables_off_the_loop(
         tmp_path: Path, held: Held, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     async with Cluster(tmp_path) as group:
@@ -35,6 +36,8 @@ async def test_a_replica_takes_its_masters_tables_off_the_loop(
             await synced(replica)
             await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic="Copied",
                                        queueId=1, consumerGroup="cg", commitOffset=3))
+            await peer.ok(wire.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                       b'{"groupName": "cg", "retryMaxTimes": 5}'))
             original = getattr(metadata_module, step)
 
             def slow(*args: Any) -> Any:
@@ -47,3 +50,4 @@ async def test_a_replica_takes_its_masters_tables_off_the_loop(
             await synced(replica)
         assert replica.offsets.query("cg", "Copied", 1) == 3
         assert replica.topics.get("Copied") is not None
+        assert replica.subscription_groups.groups["cg"]["retryMaxTimes"] == 5

@@ -35,7 +35,7 @@ from typing import Any
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.logical import TopicMapping
-from tidemq.broker.offset_json import load_offset_json
+from tidemq.broker.offset_json import load_offset_json, load_table_json
 from tidemq.broker.offsets import OffsetIndex, OffsetManager, index_of
 from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.broker.replication.logical_copy import copy_mappings
@@ -59,6 +59,11 @@ def _ignore(_mapping: TopicMapping | None, _topic: str) -> None:
 def _offset_table(body: bytes) -> dict[str, dict[int, int]]:
     """GET_ALL_CONSUMER_OFFSET's body, a key at a time (on a thread)."""
     return parse_offset_table(load_offset_json(body))
+
+
+def _group_table(body: bytes) -> Any:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body, a group at a time (on a thread)."""
+    return load_table_json(body, "subscriptionGroupTable")
 
 
 def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
@@ -214,7 +219,8 @@ class MetadataSync:
         ctx.schedule.adopt_offsets(levels)
         if checkpoint is not None:  # absent from a Java master
             ctx.schedule.adopt_timer(checkpoint)
-        groups = json.loads(await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        groups = await asyncio.to_thread(
+            _group_table, await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         ctx.subscription_groups.replace(groups)
         resp = await self.ctx.client.request(addr, RemotingCommand.request(
             RequestCode.GET_AUTH_METADATA), 10.0)

@@ -49,3 +49,12 @@ def test_a_slice_keeps_side_by_side_processes_apart(monkeypatch: pytest.MonkeyPa
     for bad in ("2/2", "x/2", "1", "-1/2", "0/0"):
         with pytest.raises(ValueError, match="TIDEMQ_PORT_SLICE"):
             ports._slice(whole, bad)
+
+
+def test_a_port_handed_out_lately_is_not_handed_out_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # one at a time, as a test picks an HA port and then a broker its own: none is bound
+    monkeypatch.setattr(ports, "_handed", ports.collections.deque(maxlen=ports._RECENT))
+    monkeypatch.setattr(ports, "_below_ephemeral", lambda: range(20_000, 20_300))
+    drawn = [ports.free_port() for _ in range(150)]
+    assert len(set(drawn)) == len(drawn)

@@ -13,14 +13,21 @@ Several processes that each start servers side by side (the test suite's paralle
 workers, two benchmarks) can keep out of each other's way: with
 ``TIDEMQ_PORT_SLICE=k/n`` in the environment a process draws only from the ``k``-th of
 ``n`` equal slices of that range (``k`` counted from 0).
+
+A process does not hand out a port again while it is among the last :data:`_RECENT` it
+handed out: two calls made before the first port's server has bound it (a test that
+picks an HA port, then starts a broker that picks its own) would otherwise be able to
+get the same port.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
 import socket
+import threading
 from pathlib import Path
 
 __all__ = ["free_port", "free_ports"]
@@ -29,6 +36,10 @@ _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: Lowest port drawn (below it live the well-known and registered services one may run).
 _LOWEST = 10_000
 _ATTEMPTS = 64
+#: Ports handed out lately, not handed out again (oldest first).
+_RECENT = 512
+_handed: collections.deque[int] = collections.deque(maxlen=_RECENT)
+_handed_lock = threading.Lock()
 
 
 def _below_ephemeral() -> range:
@@ -67,13 +78,19 @@ def free_ports(n: int) -> list[int]:
         while len(socks) < n:
             sock = stack.enter_context(socket.socket())
             port = rng.choice(draw) if draw and misses < _ATTEMPTS else 0
+            if port and port in _handed:  # handed out lately: its server may not bind yet
+                misses += 1
+                continue
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:  # taken: draw again
                 misses += 1
                 continue
             socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
+        got = [int(s.getsockname()[1]) for s in socks]
+        with _handed_lock:
+            _handed.extend(got)
+        return got
 
 
 def free_port() -> int:

@@ -152,16 +152,16 @@ def test_the_table_is_written_a_slice_of_topics_a_call(
         topic_config_table=topics.topics, data_version=topics.data_version))
 
 
-def test_write_later_marks_the_change_and_a_pending_write_takes_it(tmp_path: Path) -> None:
+def test_a_deferred_change_is_marked_and_a_pending_write_takes_it(tmp_path: Path) -> None:
     topics = TopicManager(StoreLayout(tmp_path), broker_name="b", cluster_name="c",
                           auto_create=False, default_queue_nums=4)
-    topics.write_later = True
-    assert topics.upsert(TopicConfig(topic_name="Later"))
+    with topics.file.deferred():
+        assert topics.upsert(TopicConfig(topic_name="Later"))
     assert not topics.path.exists()
-    topics.persist_pending()
+    topics.file.write_pending()
     saved = json.loads(topics.path.read_text())
     assert "Later" in saved["topicConfigTable"]
     assert saved["dataVersion"]["counter"] == 1
     topics.path.unlink()
-    topics.persist_pending()  # nothing changed since
+    topics.file.write_pending()  # nothing changed since
     assert not topics.path.exists()

@@ -295,8 +295,8 @@ class BrokerApp:
         await self.ctx.replication.stop()
         await self.client.close()
         self.ctx.transactions.save_progress()
-        self.topics.persist_pending()
-        self.subscription_groups.persist_pending()  # an auto-created group not written yet
+        self.topics.file.write_pending()
+        self.subscription_groups.file.write_pending()  # an auto-created group not written yet
         self.offsets.persist()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.schedule.stop)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 
 from tidemq.broker.auth_store import AuthStore
@@ -45,14 +44,6 @@ __all__ = ["ROUTE_WAIT", "BrokerContext"]
 #: How long a request that created or changed a topic waits for the name servers to take
 #: the new route before it answers (seconds).
 ROUTE_WAIT = 3.0
-
-log = logging.getLogger(__name__)
-
-
-def _log_write_error(write: asyncio.Future[None]) -> None:
-    """A failed write of the topic table (the next change or the stop writes again)."""
-    if not write.cancelled() and (exc := write.exception()) is not None:
-        log.error("writing the topic table failed: %s", exc)
 
 
 class BrokerContext:
@@ -119,19 +110,14 @@ class BrokerContext:
 
     def topics_changed(self) -> list[Awaitable[None]]:
         """Write the table on a thread if a change left it to be written
-        (:meth:`~tidemq.broker.topics.TopicManager.writes_deferred`: thousands of topics
-        take a while to encode, and the loop serves on meanwhile), tell the store and the
-        listeners; returns what is done once the file and the name servers have the new
-        table (a request that changed it may answer after that)."""
+        (:class:`~tidemq.broker.table_file.TableFile`: thousands of topics take a while to
+        encode, and the loop serves on meanwhile), tell the store and the listeners;
+        returns what is done once the file and the name servers have the new table (a
+        request that changed it may answer after that)."""
         written: list[Awaitable[None]] = []
-        if self.topics.write_pending:  # else every change is written already
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.topics.persist_pending()
-            else:
-                write = loop.run_in_executor(None, self.topics.persist_pending)
-                write.add_done_callback(_log_write_error)
+        if self.topics.file.pending:  # else every change is written already
+            write = self.topics.file.write_soon()
+            if write is not None:
                 written.append(write)
         self.sync_queue_types()
         return written + [done for listener in self.on_topics_changed

@@ -12,29 +12,23 @@ at a time (:func:`~tidemq.broker.offset_json.table_json`) and, where nobody wait
 on the event loop, on a thread: an auto-created group's write is started on a thread and
 not waited for (a group lost with it is created again by the next heartbeat, with the
 same defaults); an admin's change is written on a thread before it is answered
-(:meth:`SubscriptionGroupManager.writes_deferred`). A config is replaced on a change,
-never changed in place, so a copy of the table can be encoded on a thread.
+(:class:`~tidemq.broker.table_file.TableFile`). A config is replaced on a change, never
+changed in place, so a copy of the table can be encoded on a thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import logging
 import re
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from tidemq.broker.offset_json import COMPACT, SPACED, table_json
+from tidemq.broker.table_file import TableFile
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
 __all__ = ["GROUP_DEFAULTS", "SubscriptionGroupManager", "validate_group_config"]
-
-log = logging.getLogger(__name__)
 
 #: The file's (and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's) table member.
 TABLE = "subscriptionGroupTable"
@@ -131,11 +125,9 @@ class SubscriptionGroupManager:
         self.groups: dict[str, dict[str, Any]] = {}
         self.data_version: dict[str, int] = {"stateVersion": 0,
                                              "timestamp": int(time.time() * 1000), "counter": 0}
-        #: A change only marks the table changed, for :meth:`persist_pending` (see
-        #: :meth:`writes_deferred`); otherwise a change writes it at once.
-        self.write_later = False
-        self._dirty = False
-        self._write_lock = threading.Lock()
+        #: When the file is written: at once after a change, or on a thread after a
+        #: change made in ``file.deferred()``.
+        self.file = TableFile(self._write, "the subscription groups")
 
     def load(self) -> None:
         if self.path.exists():
@@ -144,58 +136,27 @@ class SubscriptionGroupManager:
             self.data_version = data.get("dataVersion", self.data_version)
 
     def persist(self) -> None:
-        """Write the table. Safe from another thread, and meant to run on one at scale:
-        the table is copied first (one C call); writes do not overlap, and a change
-        while one is written marks the table changed again, for the next."""
-        with self._write_lock:
-            self._dirty = False
-            try:
-                data = self.encode(SPACED)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, data)
-            except BaseException:
-                self._dirty = True
-                raise
+        """Write the table now. Safe from another thread, and meant to run on one at scale
+        (:class:`~tidemq.broker.table_file.TableFile`)."""
+        self.file.write()
+
+    def _write(self) -> None:
+        data = self.encode(SPACED)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, data)
 
     def encode(self, separators: tuple[str, str] = COMPACT) -> bytes:
         """The GET_ALL_SUBSCRIPTIONGROUP_CONFIG body (the file's content with the file's
-        separators), a slice of groups a call; safe from another thread."""
+        separators), a slice of groups a call; safe from another thread (the table is
+        copied first, one C call)."""
         return table_json(TABLE, self.groups.copy(), {"dataVersion": self.data_version},
                           separators)
-
-    @contextlib.contextmanager
-    def writes_deferred(self) -> Iterator[None]:
-        """Changes made inside only mark the table changed: for a caller that has the
-        file written on a thread (:meth:`persist_pending`) and waits for that before it
-        answers."""
-        self.write_later = True
-        try:
-            yield
-        finally:
-            self.write_later = False
-
-    def persist_pending(self) -> None:
-        """:meth:`persist` if the table changed since the last write."""
-        if self._dirty:
-            self.persist()
-
-    def write_soon(self) -> None:
-        """Write a deferred change on a thread, not waited for (at once without a
-        running event loop)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.persist_pending()
-            return
-        loop.run_in_executor(None, self.persist_pending).add_done_callback(_log_failure)
 
     def _changed(self) -> None:
         self.data_version = {"stateVersion": self.data_version.get("stateVersion", 0),
                              "timestamp": int(time.time() * 1000),
                              "counter": self.data_version.get("counter", 0) + 1}
-        self._dirty = True
-        if not self.write_later:
-            self.persist()
+        self.file.changed()
 
     def replace(self, wrapper: dict[str, Any]) -> bool:
         """Take a GET_ALL_SUBSCRIPTIONGROUP_CONFIG body whole (a replica copying its
@@ -205,8 +166,9 @@ class SubscriptionGroupManager:
             return False
         self.groups = groups
         self.data_version = wrapper.get("dataVersion", self.data_version)
-        self._dirty = True
-        self.write_soon()
+        with self.file.deferred():
+            self.file.changed()
+        self.file.write_soon()
         return True
 
     def defaults(self, group: str) -> dict[str, Any]:
@@ -218,9 +180,9 @@ class SubscriptionGroupManager:
         created on demand (written on a thread, not waited for)."""
         cfg = self.groups.get(group)
         if cfg is None and self.auto_create:
-            with self.writes_deferred():
+            with self.file.deferred():
                 cfg = self.upsert(group, {})
-            self.write_soon()
+            self.file.write_soon()
         return cfg
 
     def upsert(self, group: str, changes: dict[str, Any]) -> dict[str, Any]:
@@ -242,8 +204,3 @@ class SubscriptionGroupManager:
         self._changed()
         return True
 
-
-def _log_failure(done: asyncio.Future[None]) -> None:
-    if not done.cancelled() and (exc := done.exception()) is not None:
-        log.error("writing the subscription groups failed (the next change writes them "
-                  "again): %s", exc)

@@ -16,14 +16,13 @@ every start.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
 
 from tidemq.broker.delay import SCHEDULE_TOPIC, TIMER_TOPIC
+from tidemq.broker.table_file import TableFile
 from tidemq.codec.bodies import (
     DataVersion,
     TopicConfig,
@@ -103,11 +102,10 @@ class TopicManager:
         self.topics: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
-        #: A change only marks the table changed, for :meth:`persist_pending` (see
-        #: :meth:`writes_deferred`); otherwise a change writes it at once.
-        self.write_later = False
-        self._dirty = False
-        self._write_lock = threading.Lock()
+        #: When ``topics.json`` is written: at once after a change, or on a thread after
+        #: a change made in ``file.deferred()`` (a send's creation of a topic is written
+        #: before it returns, so that nothing acknowledged after it can outlive it).
+        self.file = TableFile(self._write, "the topic table")
 
     # ------------------------------------------------------------------ load / persist
 
@@ -143,52 +141,24 @@ class TopicManager:
                                             perm=PERM_READ | PERM_WRITE)
 
     def persist(self) -> None:
-        """Write the table. Safe from another thread, and meant to run on one (thousands
-        of topics take a while to encode, a slice at a time): the table is copied whole
-        first (one C call; its configs are replaced on a change, never changed in place);
-        writes do not overlap. A change while copying marks the table changed again, for
-        the next."""
-        with self._write_lock:
-            self._dirty = False
-            try:
-                wrapper = TopicConfigSerializeWrapper(topic_config_table=self.topics.copy(),
-                                                      data_version=self.data_version)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, encode_topics(wrapper))
-            except BaseException:
-                self._dirty = True
-                raise
+        """Write the table now. Safe from another thread, and meant to run on one at scale
+        (:class:`~tidemq.broker.table_file.TableFile`)."""
+        self.file.write()
 
-    @contextlib.contextmanager
-    def writes_deferred(self) -> Iterator[None]:
-        """Changes made inside only mark the table changed: for a caller that has the
-        file written on a thread (:meth:`persist_pending`) and waits for that before it
-        answers. Every other change, a send's creation of a topic among them, is written
-        before the change returns, so that nothing acknowledged after it can outlive it."""
-        self.write_later = True
-        try:
-            yield
-        finally:
-            self.write_later = False
-
-    @property
-    def write_pending(self) -> bool:
-        """Whether a change made under :meth:`writes_deferred` is not written yet."""
-        return self._dirty
-
-    def persist_pending(self) -> None:
-        """:meth:`persist` if the table changed since the last write (``write_later``)."""
-        if self._dirty:
-            self.persist()
+    def _write(self) -> None:
+        """The table copied whole (one C call; its configs are replaced on a change, never
+        changed in place) and written, encoded a slice of topics at a time."""
+        wrapper = TopicConfigSerializeWrapper(topic_config_table=self.topics.copy(),
+                                              data_version=self.data_version)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, encode_topics(wrapper))
 
     def _changed(self) -> None:
         dv = self.data_version
         self.data_version = DataVersion(state_version=dv.state_version,
                                         timestamp=int(time.time() * 1000),
                                         counter=dv.counter + 1)
-        self._dirty = True
-        if not self.write_later:
-            self.persist()
+        self.file.changed()
 
     def new_version(self) -> None:
         """Step the data version without changing the table: the name servers take the

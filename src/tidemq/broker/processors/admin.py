@@ -104,7 +104,7 @@ class AdminProcessor:
                          write_queue_nums=h.write_queue_nums, perm=h.perm,
                          topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
                          order=h.order, attributes=attrs)
-        with self.ctx.topics.writes_deferred():  # written on a thread, awaited below
+        with self.ctx.topics.file.deferred():  # written on a thread, awaited below
             changed = self.ctx.topics.upsert(tc)
         if changed:
             await self.ctx.routes_published(self.ctx.topics_changed())
@@ -116,7 +116,7 @@ class AdminProcessor:
         h = parse_header(DeleteTopicRequestHeader, cmd)
         if h.topic in SYSTEM_TOPICS:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
-        with self.ctx.topics.writes_deferred():  # written on a thread, awaited below
+        with self.ctx.topics.file.deferred():  # written on a thread, awaited below
             deleted = self.ctx.topics.delete(h.topic)
         if deleted:
             self.ctx.offsets.delete_topic(h.topic)

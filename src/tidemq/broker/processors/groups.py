@@ -77,9 +77,9 @@ class GroupProcessor:
         cfg = validate_group_config(raw, groups.defaults(""))
         if isinstance(cfg, str):
             raise error_for_code(ResponseCode.INVALID_PARAMETER, cfg)
-        with groups.writes_deferred():
+        with groups.file.deferred():
             groups.put(cfg)
-        await asyncio.to_thread(groups.persist_pending)
+        await asyncio.to_thread(groups.file.write_pending)
         return cmd.response()
 
     async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -91,9 +91,9 @@ class GroupProcessor:
         the file no longer holds it."""
         h = parse_header(DeleteSubscriptionGroupRequestHeader, cmd)
         groups = self.ctx.subscription_groups
-        with groups.writes_deferred():
+        with groups.file.deferred():
             groups.delete(h.group_name)
-        await asyncio.to_thread(groups.persist_pending)
+        await asyncio.to_thread(groups.file.write_pending)
         self.ctx.stats.forget_group(h.group_name)
         if h.clean_offset:
             self.ctx.offsets.delete_group(h.group_name)

@@ -192,7 +192,7 @@ class MetadataSync:
             decode_topics, await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
             TopicConfigSerializeWrapper)
         changed = False
-        with ctx.topics.writes_deferred():  # written once, on a thread, by topics_changed
+        with ctx.topics.file.deferred():  # written once, on a thread, by topics_changed
             for tc in wrapper.topic_config_table.values():
                 changed |= ctx.topics.upsert(tc)
             for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):

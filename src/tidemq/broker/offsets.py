@@ -111,12 +111,6 @@ class OffsetManager:
         return {key: {str(q): o for q, o in queues.copy().items()}
                 for key, queues in self.table.copy().items()}
 
-    def replace(self, table: dict[str, dict[int, int]]) -> None:
-        """Take ``table`` whole (a replica copying its master's offsets)."""
-        if table != self.table:
-            self.table = table
-            self._dirty = True
-
     def differs(self, table: Mapping[str, Mapping[int, int]]) -> bool:
         """Whether ``table`` is not this one. Safe from another thread, and meant to run
         on one for a large table: a key at a time (one lookup each), so the event loop
@@ -127,9 +121,9 @@ class OffsetManager:
 
     def take(self, table: dict[str, dict[int, int]], index: OffsetIndex, *,
              differs: bool) -> None:
-        """Take ``table`` whole, as :meth:`replace`, where ``differs`` says whether it
-        differs from this one (:meth:`differs`) and ``index`` indexes it
-        (:func:`index_of`): both made on a thread for a large table."""
+        """Take ``table`` whole (a replica copying its master's offsets), where
+        ``differs`` says whether it differs from this one (:meth:`differs`) and ``index``
+        indexes it (:func:`index_of`): both made on a thread for a large table."""
         if differs:
             self._table = table
             self._by_topic, self._by_group = index

@@ -72,7 +72,7 @@ def free_ports(n: int) -> list[int]:
     """``n`` distinct loopback ports that were free a moment ago."""
     draw = _below_ephemeral()
     rng = random.Random()
-    with contextlib.ExitStack() as stack:
+    with _handed_lock, contextlib.ExitStack() as stack:  # a thread's draws, then another's
         socks: list[socket.socket] = []
         misses = 0
         while len(socks) < n:
@@ -88,8 +88,7 @@ def free_ports(n: int) -> list[int]:
                 continue
             socks.append(sock)
         got = [int(s.getsockname()[1]) for s in socks]
-        with _handed_lock:
-            _handed.extend(got)
+        _handed.extend(got)
         return got
 
 

@@ -213,15 +213,14 @@ class ClientConfig:
 
     @property
     def frame_limit(self) -> int:
-        """:attr:`max_frame_size` as set, or as the environment or the default gave it."""
+        """:attr:`max_frame_size` as set or as the environment gave it, else the default."""
         return self.max_frame_size or DEFAULT_MAX_FRAME_SIZE
 
     def _frame_size_from_env(self) -> None:
         if self.max_frame_size is not None:
             return
         raw = os.environ.get(MAX_FRAME_SIZE_ENV, "").strip()
-        if not raw:
-            object.__setattr__(self, "max_frame_size", DEFAULT_MAX_FRAME_SIZE)
+        if not raw:  # the default (frame_limit)
             return
         try:
             size = int(raw)

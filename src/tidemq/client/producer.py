@@ -88,10 +88,9 @@ async def start_tracer(inst: ClientInstance, owner: str, kind: str) -> Tracer:
     await producer.start()
 
     async def send(msgs: Sequence[Message]) -> SendResult:
-        # one message alone: its body compressed (an outer batch's never are)
-        if len(msgs) == 1:
-            return await producer.send(msgs[0])
-        return await producer.send_batch(msgs)
+        # one message a request (BATCH_MESSAGES): alone, its body is compressed
+        (msg,) = msgs
+        return await producer.send(msg)
 
     tracer = Tracer(send, topic=cfg.trace_topic, capacity=cfg.trace_queue_size,
                     on_close=producer.close)

@@ -191,3 +191,38 @@ async def test_cluster_list_and_metrics_show_roles_and_replication_lag(group: Cl
         assert all(by_age[r] == 0 for r, lag in by_bytes.items() if lag == 0), text
     finally:
         silent.close()
+
+
+async def test_a_replica_that_reports_more_than_it_was_sent_is_disconnected(
+        tmp_path: Path) -> None:
+    """A report is the replica's log end; beyond what this master has sent it, the report
+    is false (a broken or hostile peer), and a SYNC_MASTER must not count it as a copy."""
+    async with Cluster(tmp_path, broker={"broker_role": BrokerRole.SYNC_MASTER,
+                                         "slave_timeout": 300}, store=SMALL) as group:
+        master = group.brokers[0]
+        server = master.ctx.replication.server
+        assert server is not None
+        reported = asyncio.Event()
+        server.on_report.append(reported.set)
+        host, _, port = master.ctx.replication.ha_address.rpartition(":")
+        _, writer = await asyncio.open_connection(host, int(port))
+        try:
+            start = master.store.commitlog.max_offset
+            writer.write(encode_report(start))
+            await writer.drain()
+            while not server.links:
+                reported.clear()
+                await asyncio.wait_for(reported.wait(), 10)
+            writer.write(encode_report(start + (1 << 30)))
+            await writer.drain()
+            while server.links:
+                reported.clear()
+                await asyncio.wait_for(reported.wait(), 10)
+            async with Peer(master.broker_addr) as peer:
+                await peer.ok(create_topic("T", 1))
+                answer = await peer(send("T", b"not copied"))
+                assert answer.code == ResponseCode.SLAVE_NOT_AVAILABLE, answer.remark
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()

@@ -17,7 +17,8 @@ so TLS and plain replicas are told apart by their first byte; a plain replica re
 ``enforcing`` is closed (and logged).
 
 A replica that reports an offset this master does not hold -- beyond its end, or before
-its first segment when not 0 -- is disconnected with the reason logged.
+its first segment when not 0 -- is disconnected with the reason logged; so is one that
+later reports more than it was sent (its report would count as a copy it does not hold).
 """
 
 from __future__ import annotations
@@ -239,6 +240,12 @@ class HaServer:
                     sender = asyncio.get_running_loop().create_task(self._send(link, writer))
                     self._tasks.add(sender)
                     sender.add_done_callback(self._tasks.discard)
+                elif offset > link.sending:
+                    # an honest replica holds only what it was sent: a SYNC_MASTER
+                    # must not count this report as a copy
+                    log.error("replica %s: it reports offset %d, beyond the %d sent to it; "
+                              "disconnected", link.address, offset, link.sending)
+                    return
                 link.acked = offset
                 for listener in self.on_report:
                     listener()

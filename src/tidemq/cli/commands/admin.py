@@ -255,8 +255,8 @@ def delete_topic(
         emit_json({"topic": topic, "brokers": targets})
         return
     where = f"cluster {cluster}" if cluster else "every cluster"
-    console_out().print(f"delete topic [{escape(topic)}] from {escape(where)} success "
-                 f"({', '.join(targets) or 'no broker'}).")
+    console_out().print(f"delete topic [{topic}] from {where} success "
+                        f"({', '.join(targets) or 'no broker'}).", markup=False)
 
 
 @app.command("topicList")

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
@@ -118,6 +117,6 @@ def clone_group_offset(
     if json_out:
         _print_reset(rows, True, srcGroup=src, destGroup=dest, topic=topic)
         return
-    console_out().print(f"clone group offset success. srcGroup[{escape(src)}], "
-                        f"destGroup=[{escape(dest)}], topic[{escape(topic)}], "
-                        f"{counted(len(rows), 'queue')}")
+    console_out().print(f"clone group offset success. srcGroup[{src}], "
+                        f"destGroup=[{dest}], topic[{topic}], "
+                        f"{counted(len(rows), 'queue')}", markup=False)

@@ -14,7 +14,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
     BrokerAddr,
@@ -143,5 +142,5 @@ def delete_sub_group(
         return
     out = console_out()
     for addr in addrs:
-        out.print(f"delete subscription group [{escape(group)}] from broker [{addr}] "
-                  "success.")
+        out.print(f"delete subscription group [{group}] from broker [{addr}] success.",
+                  markup=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
@@ -70,5 +71,5 @@ def get_kv_config(namespace: Namespace,
     if json_out:
         emit_json(pairs)
         return
-    console_out().print(table_of(f"kv config [{namespace}]", ("key", "value"),
+    console_out().print(table_of(f"kv config \\[{escape(namespace)}]", ("key", "value"),
                                  sorted(pairs.items())))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import Callable
+
 import pytest
 
 import tidemq.store.reader as reader_module
@@ -198,3 +202,40 @@ def test_small_read_of_back_to_back_records_matches_vectorised(
             for max_bytes in (1, 200, 1500, 1 << 20):
                 r = _same_read(store, offset, max_count, max_bytes, monkeypatch)
                 assert r.message_count >= 1
+
+
+def _numpy_calls(read: Callable[[], GetResult]) -> list[str]:
+    """The numpy functions ``read`` calls, seen through the profiler's C-call events."""
+    calls: list[str] = []
+
+    def profile(_frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "c_call" and "numpy" in (getattr(arg, "__module__", None) or ""):
+            calls.append(getattr(arg, "__name__", repr(arg)))
+        elif event == "call" and "numpy" in _frame.f_code.co_filename:
+            calls.append(_frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        read()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_pull_of_a_large_batch_from_a_short_tail_reads_entry_by_entry(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer that keeps up asks for a large batch and finds a few entries: the read
+    skips numpy as a read asking for few does, with the same answer."""
+    store = open_store()
+    for i in range(100):
+        store.put("T", 0, msg(b"d" * (i % 5 + 1)))
+        if i % 4 == 0:
+            store.put("T", 1, msg(b"other"))
+    assert store.wait_dispatched()
+    for offset in (36, 50, 90, 99):
+        for max_count in (65, 1000, 1 << 16):
+            for max_bytes in (1, 300, 1 << 20):
+                r = _same_read(store, offset, max_count, max_bytes, monkeypatch)
+                assert r.message_count >= 1
+    assert _numpy_calls(lambda: store.get("T", 0, 40, 1000)) == []
+    assert _numpy_calls(lambda: store.get("T", 0, 30, 1000))  # 70 entries: vectorised

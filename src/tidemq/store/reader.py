@@ -6,7 +6,8 @@ one memoryview per run, so a pull of a thousand messages is a handful of views a
 copies. Status and next-offset rules follow upstream's GetMessageStatus.
 
 Reads of up to :data:`SMALL_READ` messages without a tag filter (what a consumer of many
-queues asks per queue) skip numpy, whose per-call overhead dominates a few entries: the
+queues asks per queue, or any pull of a queue holding no more past its offset: a consumer
+that keeps up) skip numpy, whose per-call overhead dominates a few entries: the
 entries are unpacked with one ``struct`` call per chunk and their runs of back-to-back
 records found by comparing spans with running sums of sizes -- the same answer as the
 vectorised path, a few microseconds instead of some forty.
@@ -54,7 +55,9 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _CQ_ENTRY = struct.Struct(">qiq")  # one consume-queue entry: phys, size, tags code
 #: Reads of up to this many messages without a tag filter go entry by entry (cheaper
-#: than numpy's per-call overhead for a few entries); larger ones are vectorised.
+#: than numpy's per-call overhead for a few entries); larger ones are vectorised. A read
+#: is small when it asks for few or when the queue holds few past its offset (a consumer
+#: that keeps up asks for a large batch and finds the few messages stored since).
 SMALL_READ = 64
 _RUNS: dict[int, struct.Struct] = {}  # n consume-queue entries in one unpack
 
@@ -110,7 +113,7 @@ class QueueReader:
         checked = checked_upto > offset
         if checked:  # records an earlier read checked: this read goes up to there only
             hi = min(hi, checked_upto)
-        if max_count <= SMALL_READ and tag_codes is None:
+        if min(max_count, hi - offset) <= SMALL_READ and tag_codes is None:
             if (checked and not self.damaged.known) or not self._may_be_damaged(cq, offset):
                 return self._get_small(cq, result, offset, hi, max_count, max_bytes, cl_min)
             if not checked and not self.damaged.known:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from tests.net.support import MemoryTransport
 
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
 from tidemq.codec.frame import frame_bytes
-from tidemq.errors import ConnectionLost, RemoteProtocolError
+from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout
 from tidemq.net import Connection, ConnState, Dispatcher
 from tidemq.net import connection as connection_module
 
@@ -101,6 +103,33 @@ async def test_response_matched_by_opaque_and_strays_ignored() -> None:
     assert (await second).remark == "b"
     assert conn.pending_requests == 0
     conn.close()
+
+
+async def test_sweep_waits_for_the_earliest_deadline() -> None:
+    """A request pending for long (a held long poll) does not wake the loop every sweep
+    period: the sweep runs when the earliest deadline is due, and a later short request
+    brings it forward."""
+    conn, _transport = await _memory_connection()
+    sweeps = 0
+
+    def profile(frame: types.FrameType, event: str, _arg: object) -> None:
+        nonlocal sweeps
+        if event == "call" and frame.f_code is Connection._sweep.__code__:
+            sweeps += 1
+
+    held = asyncio.ensure_future(conn.request(RemotingCommand.request(7), timeout=60))
+    await _one_iteration()
+    sys.setprofile(profile)
+    try:
+        with pytest.raises(RequestTimeout):  # sent after, due first: the sweep moves up
+            await conn.request(RemotingCommand.request(8), timeout=0.5)
+    finally:
+        sys.setprofile(None)
+    assert 1 <= sweeps <= 2  # every 50 ms, this would be ten
+    assert not held.done() and conn.pending_requests == 1
+    conn.close()
+    with pytest.raises(ConnectionLost):
+        await held
 
 
 async def test_close_fails_pending_and_runs_callbacks_once() -> None:

@@ -9,9 +9,11 @@ A :class:`Connection` is the asyncio protocol of one TCP socket. It owns:
   is one of ``lent_bodies`` get their body as a view of that buffer, valid only while
   the handler's call for that request runs (:mod:`tidemq.codec.frame`);
 * the requests *this side* sent and awaits: a dict ``opaque -> Future`` with a deadline per
-  request. One sweep timer per connection, running every 50 ms while requests are
-  pending, fails the overdue ones with :class:`~tidemq.errors.RequestTimeout` (a timer per
-  request would cost more than the rest of a small request's client-side work);
+  request. One sweep timer per connection, armed for the earliest deadline of the
+  requests pending (give or take 50 ms), fails the overdue ones with
+  :class:`~tidemq.errors.RequestTimeout` (a timer per request would cost more than the
+  rest of a small request's client-side work; a timer every 50 ms would wake an idle
+  client twenty times a second while a long poll waits);
 * the state table below; closing fails every pending future with
   :class:`~tidemq.errors.ConnectionLost` chained to the cause;
 * the idle timer: nothing received for ``idle_seconds`` closes the connection.
@@ -83,7 +85,9 @@ protocol_log = RateLimitedLog(log)
 DEFAULT_IDLE_SECONDS = 120.0
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is a signed int on the wire; stay positive
-_SWEEP_SECONDS = 0.05  # how often overdue requests are looked for; timeouts fire this late
+#: Timeouts fire up to this late (seconds): a request whose deadline falls this soon after
+#: the sweep armed leaves the sweep as it is, so that requests sent in a row re-arm nothing.
+_SWEEP_SECONDS = 0.05
 #: Answers written while one read's requests are handled wait for the rest of them, to go
 #: out in one write, for at most about this long (seconds): a fraction of one batch
 #: parent's handling, so that the client never idles while the broker handles a whole read
@@ -155,6 +159,7 @@ class Connection(asyncio.BufferedProtocol):
         self._check_flow: Callable[[], None] | None = None
         self._pending: dict[int, _Pending] = {}
         self._sweeper: asyncio.TimerHandle | None = None
+        self._sweep_at = 0.0  # when the armed sweep runs (loop time)
         self._opaque = 0
         self._out: list[Buffer] = []
         self._receiving = False  # handling the frames of a read: _write needs no callback
@@ -220,10 +225,10 @@ class Connection(asyncio.BufferedProtocol):
         cmd.opaque = opaque
         cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         parts = encode_command(cmd, self._max_frame_size)
-        loop = self._loop
-        self._pending[opaque] = _Pending(future, loop.time() + timeout, cmd.code, timeout)
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(_SWEEP_SECONDS, self._sweep)
+        deadline = self._loop.time() + timeout
+        self._pending[opaque] = _Pending(future, deadline, cmd.code, timeout)
+        if self._sweeper is None or deadline + _SWEEP_SECONDS < self._sweep_at:
+            self._arm_sweep(deadline)
         if write_now and not self._write_paused:
             self._out.extend(parts)
             self._flush()
@@ -523,8 +528,16 @@ class Connection(asyncio.BufferedProtocol):
         elif not pending.future.done():
             pending.future.set_result(cmd)
 
+    def _arm_sweep(self, at: float) -> None:
+        """Run the sweep at loop time ``at`` (instead of when it was armed for)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweep_at = at
+        self._sweeper = self._loop.call_at(at, self._sweep)
+
     def _sweep(self) -> None:
-        """Fail the requests whose deadline passed; run again while any is pending."""
+        """Fail the requests whose deadline passed; armed again for the earliest deadline
+        left, but no sooner than :data:`_SWEEP_SECONDS` from now."""
         self._sweeper = None
         pending = self._pending
         now = self._loop.time()
@@ -535,7 +548,8 @@ class Connection(asyncio.BufferedProtocol):
                 error = RequestTimeout(self.remote_address, code, opaque, timeout * 1e3)
                 future.set_exception(error)
         if pending and self.state is _OPEN:
-            self._sweeper = self._loop.call_later(_SWEEP_SECONDS, self._sweep)
+            earliest = min(entry.deadline for entry in pending.values())
+            self._arm_sweep(max(earliest, now + _SWEEP_SECONDS))
 
     async def _drain_while(self, future: asyncio.Future[RemotingCommand]) -> None:
         """Wait for the transport to drain or for ``future`` to settle, whichever is first.

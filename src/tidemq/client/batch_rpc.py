@@ -257,6 +257,8 @@ class BatchRequester:
         self.stats = BatchStats()
         self._pending: dict[tuple[str, int], list[_Child]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: The loop of the instance's connections, kept from the first batchable request.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def request(self, address: str, cmd: RemotingCommand,
                       timeout: float | None = None, *, alone: bool = False) -> RemotingCommand:
@@ -272,7 +274,9 @@ class BatchRequester:
                 or self.support.state(address) is _ABSENT):
             self.stats.rpcs += 1
             return await inst.request(address, cmd, wait)
-        loop = asyncio.get_running_loop()  # once: each call asks the kernel for our pid
+        loop = self._loop
+        if loop is None:  # kept: each call asks the kernel for our pid (Python 3.11)
+            loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[RemotingCommand | None] = loop.create_future()
         key = (address, cmd.code)
         queued = self._pending.get(key)

@@ -72,10 +72,10 @@ import asyncio
 import collections
 import logging
 import operator
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from itertools import repeat
 from types import TracebackType
-from typing import overload
+from typing import Any, overload
 
 from tidemq.client.batch_results import BatchAnswer, message_results, record_ids
 from tidemq.client.errors import (
@@ -448,7 +448,7 @@ class AutoBatchProducer:
             return
         if parked is None:  # the first of its topic to wait: fetch the route once
             parked = self._parked[topic] = []
-            self._track(asyncio.ensure_future(self._unpark(topic)))
+            self._start(self._unpark(topic))
         parked.append((body, msg, on_delivery, size, queue, sharding_key))
 
     def _share(self, topic: str, body: bytes, tags: str | None,
@@ -594,14 +594,14 @@ class AutoBatchProducer:
         lane.kick_pending = False
         batch = self._take(lane)
         if batch is not None:
-            self._track(asyncio.ensure_future(self._send(lane, batch)))
+            self._start(self._send(lane, batch))
 
     def _kick_soon(self, lane: _Lane) -> None:
         """Ship the lane's next batch from a task that takes it in its first step, in a
         later loop iteration, so messages sent in this one still join it. (A callback
         that then started the sending task would cost every batch one more iteration.)"""
         lane.kick_pending = True
-        self._track(asyncio.ensure_future(self._ship(lane)))
+        self._start(self._ship(lane))
 
     async def _ship(self, lane: _Lane) -> None:
         lane.kick_pending = False
@@ -620,7 +620,14 @@ class AutoBatchProducer:
         lane.busy = True
         return batch
 
-    def _track(self, task: asyncio.Task[None]) -> None:
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a task of the producer's loop, tracked until it finishes (the
+        loop kept since the first message: asking for the running one costs a ``getpid``
+        system call a time on Python 3.11)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        task = loop.create_task(work)
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 

@@ -144,6 +144,9 @@ class PullConsumer(ConsumerRole):
         #: The rounds in flight (:meth:`_round`).
         self._rounds: set[asyncio.Task[None]] = set()
         self._waiter: asyncio.Future[None] | None = None
+        #: The event loop the consumer polls on, kept from the first poll: asking for the
+        #: running loop costs a ``getpid`` system call a time on Python 3.11.
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: Pulls are read as columns (the last poll was :meth:`poll_batches`).
         self._columns = False
         #: The trace of polled messages until a commit covers them (``enable_msg_trace``).
@@ -155,6 +158,7 @@ class PullConsumer(ConsumerRole):
     # ------------------------------------------------------------------ lifecycle
 
     async def _started(self, inst: ClientInstance) -> None:
+        self._loop = asyncio.get_running_loop()  # a consumer started again may be on another
         await self._start_tracing(inst)
         if self.tracer is not None:
             self._poll_trace = PollTrace(self.tracer, self._group, self.config.trace_queue_size)
@@ -374,7 +378,7 @@ class PullConsumer(ConsumerRole):
                     drain: Callable[[int], list[_T]]) -> list[_T]:
         inst = self.instance
         limit = max_messages or self.config.pull_batch_size
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         deadline = loop.time() + timeout
         await self._refresh_subscriptions()
         await inst.heartbeat_new_brokers()
@@ -399,10 +403,17 @@ class PullConsumer(ConsumerRole):
                 timer.cancel()
                 self._waiter = None
 
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the consumer polls on (the running one, kept from the first call)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
+
     def _spawn(self, queue: MessageQueue, pull: Coroutine[Any, Any, Fetched]
                ) -> asyncio.Task[Fetched]:
         """A task for ``pull``, reported to :meth:`_finished_one` when it finishes."""
-        task = asyncio.ensure_future(pull)
+        task = self._running_loop().create_task(pull)
         task.add_done_callback(functools.partial(self._finished_one, queue))
         return task
 
@@ -551,7 +562,7 @@ class PullConsumer(ConsumerRole):
         """Start one round pulling ``members`` (queue, offset) from ``address``: each
         queue's pull in flight (``ahead``: the pull that follows it) is its place in
         the round, a future the round settles."""
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         slots: list[tuple[MessageQueue, int, asyncio.Future[Fetched]]] = []
         for mq, offset in members:
             state = self._states[mq]
@@ -561,7 +572,7 @@ class PullConsumer(ConsumerRole):
             else:
                 state.task = slot
             slots.append((mq, offset, slot))
-        task = asyncio.ensure_future(self._round(address, slots))
+        task = loop.create_task(self._round(address, slots))
         self._rounds.add(task)
         task.add_done_callback(self._rounds.discard)
 
@@ -648,7 +659,7 @@ class PullConsumer(ConsumerRole):
             inst, queue, lambda: self._pull_command(queue, offset, sub),
             broker_id=inst.suggestions.broker_id(queue), timeout=self.config.pull_rpc_timeout,
             alone=alone)
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)
         nxt = None if task is None else self._ahead_offset(queue, offset, response, task)
         if nxt is not None and self._round_address(queue) is not None:
             nxt = None  # the next pull goes in a round, which the next poll starts

@@ -21,6 +21,7 @@ from typing import ClassVar
 __all__ = [
     "BrokerResponseError",
     "ConfigError",
+    "ConnectFailed",
     "ConnectionLost",
     "CorruptRecord",
     "FlushTimeout",
@@ -146,6 +147,16 @@ class ConnectionLost(TideMQError):
 
     def __init__(self, address: str, reason: str = "") -> None:
         super().__init__(f"connection to {address} lost{': ' + reason if reason else ''}")
+        self.address = address
+        self.reason = reason
+
+
+class ConnectFailed(ConnectionLost):
+    """No connection to ``address`` could be made: ``reason`` says why (refused, an
+    unknown host, no answer in time). Nothing was sent."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        TideMQError.__init__(self, f"cannot connect to {address}: {reason}")
         self.address = address
         self.reason = reason
 

@@ -172,3 +172,26 @@ def test_a_kept_buffer_is_spare_between_frames_and_can_be_given_back() -> None:
     dec.receive_data(data)
     cmd = dec.next_command()
     assert cmd is not None and len(cmd.body) == 500_000
+
+
+@pytest.mark.parametrize(("start", "hint"), [
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "'HTTP': the peer speaks HTTP"),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "'GET ': the peer speaks HTTP"),
+    (b"SSH-2.0-OpenSSH_9.2\r\n", "'SSH-': the peer speaks text"),
+])
+def test_an_oversized_length_that_reads_as_text_names_the_peers_protocol(
+        start: bytes, hint: str) -> None:
+    """A remoting client pointed at a web console or a metrics port reads the answer's
+    first four bytes as a length of about a gigabyte: the error says what they were."""
+    dec = FrameDecoder()
+    dec.receive_data(start)
+    with pytest.raises(FrameTooLarge) as info:
+        dec.next_command()
+    assert hint in str(info.value)
+
+
+@given(st.integers(16 * MIB + 1, 2**31 - 1).filter(
+    lambda n: not all(0x20 <= b < 0x7F for b in n.to_bytes(4, "big"))))
+def test_an_oversized_binary_length_has_no_protocol_hint(size: int) -> None:
+    assert str(FrameTooLarge(size, 16 * MIB, None)) == (
+        f"frame of {size} bytes exceeds the maximum of {16 * MIB} bytes")

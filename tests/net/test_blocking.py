@@ -18,7 +18,7 @@ from tests.net.support import ECHO, make_server
 
 from tidemq.codec.command import FLAG_RESPONSE, RemotingCommand
 from tidemq.codec.frame import FrameDecoder, FrameTooLarge, FrameTooLargeToSend, frame_bytes
-from tidemq.errors import ConnectionLost, RequestTimeout
+from tidemq.errors import ConnectFailed, ConnectionLost, RequestTimeout
 from tidemq.net import BlockingClient, Connection, RemotingServer
 from tidemq.net.ports import free_port
 
@@ -170,6 +170,7 @@ async def test_refused_then_reconnects_after_restart() -> None:
         with pytest.raises(ConnectionLost) as info:
             await asyncio.to_thread(client.request, address, RemotingCommand.request(ECHO))
         assert isinstance(info.value.__cause__, ConnectionRefusedError)
+        assert isinstance(info.value, ConnectFailed) and "refused" in str(info.value)
         async with make_server(port=port):
             response = await asyncio.to_thread(
                 client.request, address, RemotingCommand.request(ECHO, body=b"up")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 
-from tidemq.errors import ConnectionLost, RequestTimeout, StoreError
+from tidemq.errors import ConnectFailed, ConnectionLost, RequestTimeout, StoreError
 from tidemq.net import map_exceptions, network_errors
+from tidemq.net.errors import dial_errors
 
 ADDR = "10.1.2.3:10911"
 
@@ -63,3 +65,16 @@ def test_no_exception_no_effect() -> None:
     with map_exceptions(network_errors(ADDR)):
         value = 1
     assert value == 1
+
+
+@pytest.mark.parametrize(("foreign", "says"), [
+    (ConnectionRefusedError(111, "Connection refused"), "connection refused (nothing listens"),
+    (socket.gaierror(-2, "Name or service not known"), "unknown host (Name or service not"),
+    (TimeoutError(), "no answer within 3.0 s"),
+    (OSError(113, "No route to host"), "OSError: [Errno 113] No route to host"),
+])
+def test_a_failed_dial_says_it_never_connected(foreign: BaseException, says: str) -> None:
+    with pytest.raises(ConnectFailed) as info, map_exceptions(dial_errors(ADDR, 3.0)):
+        raise foreign
+    assert isinstance(info.value, ConnectionLost) and info.value.address == ADDR
+    assert str(info.value).startswith(f"cannot connect to {ADDR}: {says}")

@@ -78,6 +78,24 @@ _compiled_head = cast("Callable[..., bytes | None] | None", compiled("json_heade
 Buffer = bytes | bytearray | memoryview
 
 
+#: How the first four bytes of another protocol's text begin: HTTP's answers and requests.
+_HTTP_WORDS = frozenset({"HTTP", "GET ", "POST", "PUT ", "HEAD"})
+
+
+def _text_protocol(size: int) -> str:
+    """What a length field whose four bytes are printable text says about the peer: it
+    speaks another protocol (most often HTTP: the port of a web server), not
+    remoting; ``""`` when the bytes are not text."""
+    head = (size & 0xFFFFFFFF).to_bytes(4, "big")
+    if not all(0x20 <= b < 0x7F for b in head):
+        return ""
+    word = head.decode("ascii")
+    if word in _HTTP_WORDS:
+        return (f": its first bytes read {word!r}: the peer speaks HTTP, not RocketMQ "
+                "remoting (a web server's port, such as the console's?)")
+    return f": its first bytes read {word!r}: the peer speaks text, not RocketMQ remoting"
+
+
 class FrameTooLarge(RemoteProtocolError):
     """The peer sent a frame of ``size`` bytes (the length field's value) over ``limit``.
 
@@ -87,7 +105,8 @@ class FrameTooLarge(RemoteProtocolError):
     """
 
     def __init__(self, size: int, limit: int, command: RemotingCommand | None) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the maximum of {limit} bytes")
+        super().__init__(f"frame of {size} bytes exceeds the maximum of {limit} bytes"
+                         f"{_text_protocol(size)}")
         self.size = size
         self.limit = limit
         self.command = command

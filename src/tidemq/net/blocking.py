@@ -40,7 +40,7 @@ from tidemq.codec.frame import (
 from tidemq.codec.signature import Credentials
 from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, TlsError
 from tidemq.net.address import parse_address
-from tidemq.net.errors import map_exceptions, network_errors
+from tidemq.net.errors import dial_errors, map_exceptions, network_errors
 from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["BlockingClient"]
@@ -178,13 +178,7 @@ class _BlockingConnection:
 
     def _dial(self) -> socket.socket:
         host, port = parse_address(self.address)
-
-        def timed_out(_exc: BaseException) -> ConnectionLost:
-            reason = f"connect timed out after {self._connect_timeout} s"
-            return ConnectionLost(self.address, reason)
-
-        errors = {**network_errors(self.address), TimeoutError: timed_out}
-        with map_exceptions(errors):
+        with map_exceptions(dial_errors(self.address, self._connect_timeout)):
             sock = socket.create_connection((host, port), timeout=self._connect_timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls_context is not None:

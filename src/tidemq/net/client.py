@@ -33,11 +33,11 @@ from types import TracebackType
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
 from tidemq.codec.signature import Credentials
-from tidemq.errors import ConnectionLost, TideMQError, TlsError
+from tidemq.errors import ConnectFailed, ConnectionLost, TideMQError, TlsError
 from tidemq.net.address import parse_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, Connection
 from tidemq.net.dispatcher import Dispatcher, Processor
-from tidemq.net.errors import ExceptionMapping, map_exceptions, network_errors
+from tidemq.net.errors import ExceptionMapping, dial_errors, map_exceptions
 from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["RemotingClient"]
@@ -201,7 +201,7 @@ class RemotingClient:
             if self.tls_context is not None:
                 return TlsError(address, f"no TLS handshake within {self.connect_timeout} s: "
                                 "does the server accept TLS on this port?")
-            return ConnectionLost(address, f"connect timed out after {self.connect_timeout} s")
+            return ConnectFailed(address, f"no answer within {self.connect_timeout} s")
 
         def tls_failed(exc: BaseException) -> ConnectionLost:
             return TlsError(address, describe_tls_failure(exc))
@@ -211,7 +211,7 @@ class RemotingClient:
         if self.tls_context is not None:
             mapping[ConnectionResetError] = tls_failed
             mapping[ConnectionAbortedError] = tls_failed
-        for foreign, factory in network_errors(address).items():
+        for foreign, factory in dial_errors(address, self.connect_timeout).items():
             mapping.setdefault(foreign, factory)  # after these: the first match wins
         return mapping
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable, Iterator, Mapping
 
-from tidemq.errors import ConnectionLost, RequestTimeout, TideMQError
+from tidemq.errors import ConnectFailed, ConnectionLost, RequestTimeout, TideMQError
 
-__all__ = ["ExceptionMapping", "map_exceptions", "network_errors"]
+__all__ = ["ExceptionMapping", "dial_errors", "map_exceptions", "network_errors"]
 
 #: Foreign exception type -> factory building the TideMQ error from the caught exception.
 ExceptionMapping = Mapping[type[BaseException], Callable[[BaseException], TideMQError]]
@@ -71,4 +72,30 @@ def network_errors(
         BrokenPipeError: lost,
         asyncio.IncompleteReadError: lost,
         OSError: lost,
+    }
+
+
+def dial_errors(address: str, connect_timeout: float) -> ExceptionMapping:
+    """The mapping for opening a connection to ``address``: every failure is a
+    :class:`ConnectFailed` that says what an operator checks first."""
+
+    def refused(_exc: BaseException) -> TideMQError:
+        return ConnectFailed(address, "connection refused (nothing listens there: is the "
+                                      "server running, and is this its port?)")
+
+    def unknown_host(exc: BaseException) -> TideMQError:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return ConnectFailed(address, f"unknown host ({why})")
+
+    def timed_out(_exc: BaseException) -> TideMQError:
+        return ConnectFailed(address, f"no answer within {connect_timeout} s")
+
+    def failed(exc: BaseException) -> TideMQError:
+        return ConnectFailed(address, _reason(exc))
+
+    return {
+        TimeoutError: timed_out,
+        ConnectionRefusedError: refused,
+        socket.gaierror: unknown_host,
+        OSError: failed,
     }

@@ -106,7 +106,10 @@ def test_namesrv_config(cluster: ThreadedCluster) -> None:
     got = admin(cluster, "getNamesrvConfig")
     assert list(got) == [cluster.namesrv]
     assert got[cluster.namesrv]["orderMessageEnable"] == "false"
-    admin(cluster, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert human(cluster, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v",
+                 "true") == [["update", "name", "server", "config",
+                              f"success![{cluster.namesrv}]"],
+                             ["orderMessageEnable", ":", "true"]]
     try:
         assert cluster.cluster.namesrv.config.order_message_enable is True
         assert admin(cluster, "getNamesrvConfig")[cluster.namesrv][

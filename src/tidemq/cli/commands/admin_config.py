@@ -136,8 +136,9 @@ def update_namesrv_config(key: Key, value: Value, namesrv: Namesrv = DEFAULT_NAM
     if json_out:
         emit_json({"namesrv": addrs, "key": key, "value": value})
         return
-    console_out().print(f"update name server config success!{addrs}\n{key} : {value}",
-                        markup=False)
+    # mqadmin prints the name servers as a Java list: [host:port, host:port]
+    console_out().print(f"update name server config success![{', '.join(addrs)}]\n"
+                        f"{key} : {value}", markup=False)
 
 
 def update_topic_perm(

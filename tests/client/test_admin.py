@@ -137,5 +137,8 @@ async def test_message_lookups(namesrv: FakeNameServer, brokers: list[FakeBroker
         # the error says which offsets the queue does hold
         assert beyond.value.reason == (
             f"NO_NEW_MSG: the queue holds offsets 0 to {sent[3].queue_offset}")
+        queue = sent[3].queue  # named as an operator writes it, not as a Python repr
+        assert beyond.value.key == (f"T {queue.broker_name}:{queue.queue_id} @ "
+                                    f"{sent[3].queue_offset + 1}")
     assert brokers[0].log.of(RequestCode.VIEW_MESSAGE_BY_ID) or brokers[1].log.of(
         RequestCode.VIEW_MESSAGE_BY_ID)

@@ -359,7 +359,8 @@ class AdminClient(InstanceRole):
         result = read_pull_response(await self.instance.request(addr, cmd), queue, sub,
                                     address=addr, offset=offset)
         if result.status is not PullStatus.FOUND or not result.messages:
-            raise MessageNotFoundError(f"{queue}@{offset}", f"{result.status.value}: " + (
+            where = f"{queue.topic} {queue.broker_name}:{queue.queue_id} @ {offset}"
+            raise MessageNotFoundError(where, f"{result.status.value}: " + (
                 f"the queue holds offsets {result.min_offset} to {result.max_offset - 1}"
                 if result.max_offset > result.min_offset else
                 f"the queue holds no message (its next offset is {result.max_offset})"))

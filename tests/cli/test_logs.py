@@ -65,3 +65,27 @@ def test_unknown_format_is_refused() -> None:
 def test_formatter_alone() -> None:
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "hi %s", ("there",), None)
     assert json.loads(JsonFormatter().format(record))["message"] == "hi there"
+
+
+@pytest.mark.parametrize("command", ["namesrv", "broker", "standalone", "console"])
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--log-level", "LOUD", "log level must be one of DEBUG, INFO, WARNING, ERROR, "
+                            "CRITICAL, not 'LOUD'"),
+    ("--log-format", "xml", "log format must be one of text, json, not 'xml'"),
+    ("--log-file", "{file}/x.log", "cannot write {file}/x.log"),
+])
+def test_a_bad_logging_option_is_a_usage_error_naming_it(
+        command: str, flag: str, value: str, says: str, tmp_path: Path) -> None:
+    """Before any server starts: exit status 2 and the option that is wrong, never a
+    traceback (a log file under a regular file cannot be created)."""
+    from tests.cli.runner import CliRunner
+
+    from tidemq.cli.main import app
+
+    file = tmp_path / "a-file"
+    file.write_text("")
+    result = CliRunner().invoke(app, [command, flag, value.format(file=file)],
+                                env={"COLUMNS": "400"})
+    shown = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for {flag}: {says.format(file=file)}" in shown, shown

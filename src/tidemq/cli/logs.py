@@ -20,10 +20,12 @@ import logging.handlers
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FORMATS", "JsonFormatter", "setup_logging"]
+__all__ = ["FORMATS", "LEVELS", "JsonFormatter", "setup_logging"]
 
 FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
 FORMATS = ("text", "json")
+#: The levels ``--log-level`` takes, in either case.
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 #: Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from tidemq.broker.gc_settings import tune_gc
-from tidemq.cli.logs import setup_logging
+from tidemq.cli.logs import LEVELS, setup_logging
 from tidemq.cli.markup import escape, say
 from tidemq.errors import TideMQError
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
@@ -432,10 +432,17 @@ def _built(make: Callable[[], _C]) -> _C:
 
 
 def _setup_logging(level: str, log_file: Path | None, log_format: str) -> None:
+    """Logging as the three options say; a bad one is a usage error naming it."""
+    if level.upper() not in LEVELS:
+        raise typer.BadParameter(f"log level must be one of {', '.join(LEVELS)}, not "
+                                 f"{level!r}", param_hint="--log-level")
     try:
         setup_logging(level, log_file, log_format=log_format)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--log-format") from None
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot write {log_file}: {exc.strerror or exc}",
+                                 param_hint="--log-file") from None
 
 
 def register(app: typer.Typer) -> None:

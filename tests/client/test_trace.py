@@ -434,6 +434,16 @@ async def test_abort_stops_the_task_and_sends_nothing_more() -> None:
     assert tracer.dropped == 1 and tracer.queued == 0
 
 
+def _whole_text(made: object) -> str:
+    """The text of the records ``pub_records`` made, one after the other."""
+    from tidemq.client.tracer import EncodedRecords, RecordRun
+
+    if isinstance(made, RecordRun):
+        return made.prefix + made.text + made.suffix
+    assert isinstance(made, EncodedRecords)
+    return "".join(made.prefix + t + made.suffix for t in made.texts)
+
+
 @pytest.mark.parametrize("bodies", [[b"ab", b"cd", b"ef"], [b"ab", b"cde", b"f"]],
                          ids=["alike", "bodies of several lengths"])
 def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None:
@@ -455,13 +465,13 @@ def test_a_prepared_batch_is_traced_as_its_messages(bodies: list[bytes]) -> None
                         message_count=len(bodies))
     by_batch = pub_records("pg", msgs, prepared, result, 1, 2)
     one_by_one = pub_records("pg", msgs, list(prepared.keys), result, 1, 2)
-    whole = [by_batch.prefix + t + by_batch.suffix for t in by_batch.texts]
-    assert whole == [one_by_one.prefix + t + one_by_one.suffix for t in one_by_one.texts]
+    whole = _whole_text(by_batch)
+    assert whole == _whole_text(one_by_one)
     # produce()'s batch: its messages as a view over the bodies and their shared entry
     view = _SharedMessages("Batched", bodies, {"TAGS": "t", "KEYS": "k1 k2"})
     by_view = pub_records("pg", view, prepared, result, 1, 2)
-    assert [by_view.prefix + t + by_view.suffix for t in by_view.texts] == whole
-    records = decode_trace_data("".join(whole).encode()).records
+    assert _whole_text(by_view) == whole
+    records = decode_trace_data(whole.encode()).records
     assert [(r.tags, r.keys, r.body_length) for r in records] == [  # type: ignore[union-attr]
         ("t", "k1 k2", len(b)) for b in bodies]
 

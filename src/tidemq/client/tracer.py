@@ -44,13 +44,15 @@ from tidemq.codec.trace import (
     TraceRecord,
     encode_pubs,
     encode_record,
+    pub_parts,
 )
+from tidemq.codec.trace_text import pub_run, unique_words
 from tidemq.errors import TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
 __all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "MAX_BODY",
-           "EncodedRecords",
+           "EncodedRecords", "RecordRun",
            "TraceEvent", "Tracer",
            "end_transaction_record", "pub_records", "sub_after_records",
            "sub_before_records", "trace_send_options"]
@@ -103,8 +105,26 @@ class EncodedRecords:
         self.prefix, self.suffix = prefix, suffix
 
 
+class RecordRun:
+    """The Pub records of a batch whose messages differ only in their ids, as one text
+    (:func:`~tidemq.codec.trace_text.pub_run`): record ``i`` is ``prefix``, its core,
+    ``suffix``, and ``text`` is the ``count`` cores joined by ``suffix + prefix``, each
+    ``core_width`` characters. ``ids`` are the records' msgIds joined by commas, each
+    ``id_width`` characters, and ``keys`` the keys every record has: what the trace
+    message is indexed under."""
+
+    __slots__ = ("core_width", "count", "id_width", "ids", "keys", "prefix", "suffix",
+                 "text")
+
+    def __init__(self, text: str, count: int, core_width: int, ids: str, id_width: int,
+                 keys: str, *, prefix: str, suffix: str) -> None:
+        self.text, self.count, self.core_width = text, count, core_width
+        self.ids, self.id_width, self.keys = ids, id_width, keys
+        self.prefix, self.suffix = prefix, suffix
+
+
 TraceEvent = (TraceRecord | list[TraceRecord]
-              | Callable[[], Iterable[TraceRecord] | EncodedRecords])
+              | Callable[[], Iterable[TraceRecord] | EncodedRecords | RecordRun])
 SendTrace = Callable[[Sequence[Message]], Awaitable[SendResult]]
 
 
@@ -145,10 +165,13 @@ class _Keyed(Protocol):
 
 
 def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _Keyed,
-                result: SendResult, born_ms: int, cost_ms: int) -> EncodedRecords:
+                result: SendResult, born_ms: int, cost_ms: int
+                ) -> EncodedRecords | RecordRun:
     """The Pub records, encoded, of a send of ``msgs`` (one, or a batch whose
     ``UNIQ_KEY``\\ s are ``msg_ids``, or the ``keys`` of a prepared batch) answered by
-    ``result``. The messages of a prepared batch that are :attr:`alike` are read once."""
+    ``result``. The messages of a prepared batch that are :attr:`alike` are read once,
+    and their records made as one text (:class:`RecordRun`) when their ids are of one
+    width."""
     ok = result.status is SendStatus.SEND_OK
     if len(msgs) == 1:  # a single send: no columns
         only, offset_id = msgs[0], result.offset_msg_id
@@ -165,6 +188,10 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
     alike = False
     if not isinstance(msg_ids, (tuple, list, Sequence)):
         alike = msg_ids.alike
+        if alike:
+            run = _alike_run(group, msgs[0], msg_ids, result, born_ms, cost_ms, len(msgs))
+            if run is not None:
+                return run
         msg_ids = msg_ids.keys
     offset_ids = result.offset_msg_id.split(",")
     if len(offset_ids) != len(msgs):
@@ -187,6 +214,31 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
                         cost_ms, _msg_type(first), ok, ids,
                         tags, keys, lengths, offset_ids[:n])
     return EncodedRecords(texts.cores, ids, keys, prefix=texts.prefix, suffix=texts.suffix)
+
+
+def _alike_run(group: str, first: Message, keyed: _Keyed, result: SendResult, born_ms: int,
+               cost_ms: int, n: int) -> RecordRun | None:
+    """The records of a batch of ``n`` alike messages as one :class:`RecordRun`, or
+    ``None`` when its ids or offset ids are not all of one width (or their count is not
+    ``n``): then they are made one by one."""
+    joined = result.msg_id  # an outer batch's: its keys joined by commas
+    if "," not in joined:
+        joined = ",".join(keyed.keys[:n])  # an inner batch's own key
+    offsets = result.offset_msg_id
+    props = first.properties
+    tag, key = props.get("TAGS", ""), props.get("KEYS", "")
+    prefix, mid, suffix = pub_parts(born_ms, REGION, group, first.topic,
+                                    _store_host(offsets.partition(",")[0]), cost_ms,
+                                    _msg_type(first), result.status is SendStatus.SEND_OK,
+                                    tag, key, len(first.body))
+    try:
+        text, count, id_width, offset_width = pub_run(mid, suffix + prefix, joined, offsets)
+    except ValueError:  # the offset ids are not one a message: made one by one
+        return None
+    if count != n or id_width < 0 or offset_width < 0:
+        return None
+    return RecordRun(text, n, id_width + len(mid) + offset_width, joined, id_width,
+                     key, prefix=prefix, suffix=suffix)
 
 
 def end_transaction_record(group: str, msg: Message | MessageExt, msg_id: str, transaction_id: str,
@@ -339,7 +391,7 @@ class Tracer:
             event, held = self._queue.popleft()
             self.held_bytes -= held
             if isinstance(event, list):
-                records: Iterable[TraceRecord] | EncodedRecords = event
+                records: Iterable[TraceRecord] | EncodedRecords | RecordRun = event
             elif callable(event):
                 try:
                     records = event()
@@ -348,7 +400,7 @@ class Tracer:
                     continue
             else:
                 records = (event,)
-            if isinstance(records, EncodedRecords):
+            if isinstance(records, (EncodedRecords, RecordRun)):
                 builder.extend(records)
             else:
                 for record in records:
@@ -384,13 +436,15 @@ class Tracer:
 
 class _MessageBuilder:
     """Records laid into trace messages of at most :data:`MAX_BODY` bytes and
-    :data:`_MAX_KEYS` characters of keys."""
+    :data:`_MAX_KEYS` characters of keys. The keys of the message being built are kept as
+    texts of space-separated keys, in the order of its records, and made its ``KEYS``
+    when it ends, each key once (:func:`~tidemq.codec.trace_text.unique_words`)."""
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
         self.messages: list[tuple[Message, int]] = []
         self._body: list[str] = []
-        self._keys: dict[str, None] = {}
+        self._keys: list[str] = []
         self._size = self._keys_len = self._count = 0
 
     def add(self, record: TraceRecord) -> bool:
@@ -410,16 +464,17 @@ class _MessageBuilder:
                             or self._keys_len + key_length > _MAX_KEYS):
             self.close()
         self._body.append(text)
-        self._keys[msg_id] = None
-        if keys:
-            self._keys.update(dict.fromkeys(keys.split(" ")))
+        self._keys.append(f"{msg_id} {keys}" if keys else msg_id)
         self._size += len(text)
         self._keys_len += key_length
         self._count += 1
 
-    def extend(self, records: EncodedRecords) -> None:
+    def extend(self, records: EncodedRecords | RecordRun) -> None:
         """Add records already encoded, as many at a time as fit in the message being
         built (lengths summed and cut points found by C loops: a batch's hundreds)."""
+        if isinstance(records, RecordRun):
+            self._extend_run(records)
+            return
         texts, msg_ids, keys = records.texts, records.msg_ids, records.keys
         prefix, suffix = records.prefix, records.suffix
         if len(texts) == 1:  # a single send's
@@ -457,11 +512,9 @@ class _MessageBuilder:
                 self._body += (prefix, between.join(texts[start:end]), suffix)
             else:
                 self._body.extend(texts[start:end])
-            self._keys.update(dict.fromkeys(msg_ids[start:end]))
+            self._keys.append(" ".join(msg_ids[start:end]))
             if with_keys:
-                for k in keys[start:end]:
-                    if k:
-                        self._keys.update(dict.fromkeys(k.split(" ")))
+                self._keys.append(" ".join(keys[start:end]))
             self._size = sizes[cut]
             self._keys_len = key_sizes[cut]
             self._count += cut
@@ -490,7 +543,39 @@ class _MessageBuilder:
                 room = 1  # one record larger than a message: it goes alone
             end = min(n, start + room)
             self._body += (prefix, between.join(texts[start:end]), suffix)
-            self._keys.update(dict.fromkeys(msg_ids[start:end]))
+            self._keys.append(" ".join(msg_ids[start:end]))
+            cut = end - start
+            self._size += cut * width
+            self._keys_len += cut * key_width
+            self._count += cut
+            start = end
+            if start < n:
+                self.close()
+
+    def _extend_run(self, run: RecordRun) -> None:
+        """:meth:`extend` for a :class:`RecordRun`: its records are of one width, so the
+        cut points are two divisions and each part of the run a slice of its text, and
+        of its ids."""
+        prefix, suffix, text, ids, keys = run.prefix, run.suffix, run.text, run.ids, run.keys
+        step = run.core_width + len(suffix) + len(prefix)  # a core and what follows it
+        width = len(prefix) + len(suffix) + run.core_width
+        id_step = run.id_width + 1  # an id and its comma
+        key_width = id_step + (len(keys) + 1 if keys else 0)  # and their separators
+        start, n = 0, run.count
+        while start < n:
+            room = min((MAX_BODY - self._size) // width,
+                       (_MAX_KEYS - self._keys_len) // key_width)
+            if room <= 0:
+                if self._count:
+                    self.close()
+                    continue
+                room = 1  # one record larger than a message: it goes alone
+            end = min(n, start + room)
+            self._body += (prefix, text[start * step:end * step - step + run.core_width],
+                           suffix)
+            self._keys.append(ids[start * id_step:end * id_step - 1].replace(",", " "))
+            if keys:
+                self._keys.append(keys)
             cut = end - start
             self._size += cut * width
             self._keys_len += cut * key_width
@@ -503,11 +588,10 @@ class _MessageBuilder:
         """End the message being built."""
         if self._count:
             body = "".join(self._body).encode()
-            self._keys.pop("", None)
-            keys = " ".join(self._keys)
+            keys = unique_words(" ".join(self._keys))
             self.messages.append((Message(self.topic, body, {"KEYS": keys}),
                                   self._count))
-        self._body, self._keys = [], {}
+        self._body, self._keys = [], []
         self._size = self._keys_len = self._count = 0
 
     def take(self) -> list[tuple[Message, int]]:

@@ -62,6 +62,7 @@ __all__ = [
     "encode_pubs",
     "encode_record",
     "encode_trace_data",
+    "pub_parts",
     "trace_keys",
 ]
 
@@ -219,9 +220,8 @@ def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_ho
         return PubTexts(start, [f"{m}{c}{t}{c}{k}{host}{body_lengths[0]}{cost}{o}"], end)
     if n and (tags.count(tags[0]) == n and keys.count(keys[0]) == n
               and body_lengths.count(body_lengths[0]) == n):
-        _check_text(tags[0])
-        _check_text(keys[0])
-        mid = f"{c}{tags[0]}{c}{keys[0]}{host}{body_lengths[0]}{cost}"
+        start, mid, end = pub_parts(timestamp, region_id, group, topic, store_host, cost_ms,
+                                    msg_type, success, tags[0], keys[0], body_lengths[0])
         # the two columns checked as they are (a memchr a separator and column), not
         # counted through the records' whole text
         _check_columns(msg_ids, offset_ids)
@@ -231,6 +231,21 @@ def encode_pubs(timestamp: int, region_id: str, group: str, topic: str, store_ho
     return PubTexts(start, [f"{m}{c}{t}{c}{k}{host}{size}{cost}{o}"
                             for m, t, k, size, o in zip(msg_ids, tags, keys, body_lengths,
                                                         offset_ids, strict=True)], end)
+
+
+def pub_parts(timestamp: int, region_id: str, group: str, topic: str, store_host: str,
+              cost_ms: int, msg_type: MessageType, success: bool, tags: str, keys: str,
+              body_length: int) -> tuple[str, str, str]:
+    """The text that Pub records of one send whose messages share their tags, keys and
+    body length have in common: a record is ``prefix + msgId + mid + offsetMsgId +
+    suffix``. A text field holding a separator is a ``ValueError``."""
+    after_time, host = _pub_shared(region_id, group, topic, store_host)
+    _check_text(tags)
+    _check_text(keys)
+    c = CONTENT_SEPARATOR
+    return (f"Pub{c}{timestamp}{after_time}",
+            f"{c}{tags}{c}{keys}{host}{body_length}{c}{cost_ms}{c}{int(msg_type)}{c}",
+            _TRUE_END if success else _FALSE_END)
 
 
 _TRUE_END = f"{CONTENT_SEPARATOR}true{RECORD_SEPARATOR}"

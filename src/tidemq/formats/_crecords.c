@@ -13,8 +13,9 @@ decode_plain_messages turns the plain records of a pull body into a consumer's m
 dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
 with their cache misses overlapped,
 lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, lmq_offset_props
-writes a fan-out batch's LMQ offsets into its properties, and json_header
-writes a remoting command's JSON header.
+writes a fan-out batch's LMQ offsets into its properties, json_header
+writes a remoting command's JSON header, and trace_pub_run and unique_words write a
+trace message's records and keys.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
@@ -22,8 +23,8 @@ tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
 tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
-tidemq/codec/header.py), the fallback when
-this module is not built, and the tests compare the two.
+tidemq/codec/header.py; trace_pub_run and unique_words: tidemq/codec/trace_text.py),
+the fallback when this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
 (client batch entries, ENTRY_OFF_*) and tidemq/formats/record/layout.py (records with
@@ -2582,6 +2583,218 @@ done:
     return result;
 }
 
+/* trace_pub_run(mid, between, ids, offsets) -> (text, count, id_width, offset_width)
+
+   The Pub records of a batch whose messages share every field but their msgId and
+   offsetMsgId, as one text: ids and offsets are those ids joined by commas (the same
+   number of each), record i is ids[i] + mid + offsets[i], and the records are joined by
+   between (tidemq/codec/trace_text.py: pub_run is the twin); count is the number of
+   records. id_width and offset_width are the one width in characters of every id and
+   every offset id, -1 when they differ or are not ASCII. A 0x01 or 0x02 in an id is a
+   ValueError (the record could not be read back), as is a count of offsets other than
+   the ids'. */
+static int trace_utf8(PyObject *text, const char **p, Py_ssize_t *n) {
+    *p = PyUnicode_AsUTF8AndSize(text, n);
+    return *p == NULL ? -1 : 0;
+}
+
+static Py_ssize_t trace_part_width(const char *s, Py_ssize_t n, Py_ssize_t *parts) {
+    /* the parts of s split at commas (counted in one pass); their one width, or -1 */
+    Py_ssize_t commas = 0, i = 0;
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, each = 0x0101010101010101ULL;
+    for (; i + 8 <= n; i += 8) {  /* eight bytes a step: each comma becomes a zero byte */
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        x ^= each * ',';
+        commas += __builtin_popcountll(~(((x & low7) + low7) | x | low7));
+    }
+    for (; i < n; i++)
+        commas += s[i] == ',';
+    *parts = commas + 1;
+    const char *first = memchr(s, ',', (size_t)n);
+    Py_ssize_t width = first ? first - s : n;
+    if (n != *parts * width + commas)
+        return -1;
+    for (Py_ssize_t at = width; at < n; at += width + 1)
+        if (s[at] != ',')
+            return -1;
+    return width;
+}
+
+static PyObject *trace_pub_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1])
+            || !PyUnicode_Check(args[2]) || !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "trace_pub_run(mid, between, ids, offsets): four str");
+        return NULL;
+    }
+    const char *mid, *between, *ids, *offs;
+    Py_ssize_t mlen, blen, ilen, olen;
+    if (trace_utf8(args[0], &mid, &mlen) < 0 || trace_utf8(args[1], &between, &blen) < 0
+            || trace_utf8(args[2], &ids, &ilen) < 0 || trace_utf8(args[3], &offs, &olen) < 0)
+        return NULL;
+    if (memchr(ids, 1, (size_t)ilen) || memchr(ids, 2, (size_t)ilen)
+            || memchr(offs, 1, (size_t)olen) || memchr(offs, 2, (size_t)olen)) {
+        PyErr_SetString(PyExc_ValueError, "a trace field may not contain 0x01 or 0x02");
+        return NULL;
+    }
+    Py_ssize_t n, n_offs;
+    Py_ssize_t id_width = trace_part_width(ids, ilen, &n);
+    Py_ssize_t count = n;
+    Py_ssize_t off_width = trace_part_width(offs, olen, &n_offs);
+    if (n != n_offs) {
+        PyErr_Format(PyExc_ValueError, "trace_pub_run: %zd ids and %zd offset ids", n, n_offs);
+        return NULL;
+    }
+
+    /* the commas dropped, mid once a record, between once between two */
+    Py_ssize_t size = (ilen - (n - 1)) + (olen - (n - 1)) + n * mlen + (n - 1) * blen;
+    int ascii = PyUnicode_IS_ASCII(args[0]) && PyUnicode_IS_ASCII(args[1])
+                && PyUnicode_IS_ASCII(args[2]) && PyUnicode_IS_ASCII(args[3]);
+    PyObject *text = NULL;
+    char *out;
+    if (ascii) {
+        text = PyUnicode_New(size, 127);
+        if (text == NULL)
+            return NULL;
+        out = (char *)PyUnicode_1BYTE_DATA(text);
+    } else {
+        out = PyMem_Malloc(size ? (size_t)size : 1);
+        if (out == NULL)
+            return PyErr_NoMemory();
+    }
+    char *w = out;
+    const char *ia = ids, *iend = ids + ilen, *oa = offs, *oend = offs + olen;
+    if (id_width >= 0 && off_width >= 0) {  /* parts of one width: no search */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i) {
+                memcpy(w, between, (size_t)blen);
+                w += blen;
+            }
+            memcpy(w, ia, (size_t)id_width);
+            w += id_width;
+            memcpy(w, mid, (size_t)mlen);
+            w += mlen;
+            memcpy(w, oa, (size_t)off_width);
+            w += off_width;
+            ia += id_width + 1;
+            oa += off_width + 1;
+        }
+        n = 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *ic = memchr(ia, ',', (size_t)(iend - ia));
+        const char *oc = memchr(oa, ',', (size_t)(oend - oa));
+        const char *ie = ic ? ic : iend, *oe = oc ? oc : oend;
+        if (i) {
+            memcpy(w, between, (size_t)blen);
+            w += blen;
+        }
+        memcpy(w, ia, (size_t)(ie - ia));
+        w += ie - ia;
+        memcpy(w, mid, (size_t)mlen);
+        w += mlen;
+        memcpy(w, oa, (size_t)(oe - oa));
+        w += oe - oa;
+        ia = ie + 1;
+        oa = oe + 1;
+    }
+    if (!PyUnicode_IS_ASCII(args[2]))
+        id_width = -1;  /* a width in characters, not bytes */
+    if (!PyUnicode_IS_ASCII(args[3]))
+        off_width = -1;
+    if (!ascii) {
+        text = PyUnicode_DecodeUTF8(out, size, "strict");
+        PyMem_Free(out);
+        if (text == NULL)
+            return NULL;
+    }
+    return Py_BuildValue("(Nnnn)", text, count, id_width, off_width);
+}
+
+/* unique_words(text) -> str
+
+   The words of text (split at spaces, empty ones dropped), each once, in the order of
+   their first appearance, joined by spaces: a trace message's KEYS from the keys of its
+   records (tidemq/codec/trace_text.py: unique_words is the twin). Words compared as
+   their UTF-8 bytes, kept in an open-addressing table of their positions. */
+static uint64_t trace_word_hash(const unsigned char *s, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, s + i, 8);
+        h = (h ^ v) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    for (int k = 0; i < n; i++, k += 8)
+        tail |= (uint64_t)s[i] << k;
+    h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 29);
+}
+
+static PyObject *unique_words(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "unique_words(text): one str");
+        return NULL;
+    }
+    const char *s;
+    Py_ssize_t len;
+    if (trace_utf8(args[0], &s, &len) < 0)
+        return NULL;
+    Py_ssize_t cap = 16;
+    while (cap < len + 2)  /* at most (len + 1) / 2 words: a table at most half full */
+        cap <<= 1;
+    Py_ssize_t *table = PyMem_Malloc((size_t)cap * 2 * sizeof(Py_ssize_t));
+    char *out = PyMem_Malloc(len ? (size_t)len : 1);
+    PyObject *result = NULL;
+    if (table == NULL || out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < cap; i++)
+        table[2 * i] = -1;  /* start (in out) and length of the word in slot i */
+    Py_ssize_t w = 0;
+    const char *at = s, *end = s + len;
+    while (at < end) {
+        const char *space = memchr(at, ' ', (size_t)(end - at));
+        const char *we = space ? space : end;
+        Py_ssize_t n = we - at;
+        if (n) {
+            size_t slot = (size_t)trace_word_hash((const unsigned char *)at, n) & (size_t)(cap - 1);
+            for (;;) {
+                Py_ssize_t start = table[2 * slot];
+                if (start < 0) {
+                    if (w)
+                        out[w++] = ' ';
+                    table[2 * slot] = w;
+                    table[2 * slot + 1] = n;
+                    memcpy(out + w, at, (size_t)n);
+                    w += n;
+                    break;
+                }
+                if (table[2 * slot + 1] == n && memcmp(out + start, at, (size_t)n) == 0)
+                    break;
+                slot = (slot + 1) & (size_t)(cap - 1);
+            }
+        }
+        if (space == NULL)
+            break;
+        at = space + 1;
+    }
+    if (PyUnicode_IS_ASCII(args[0])) {
+        result = PyUnicode_New(w, 127);
+        if (result != NULL)
+            memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)w);
+    } else {
+        result = PyUnicode_DecodeUTF8(out, w, "strict");
+    }
+done:
+    PyMem_Free(table);
+    PyMem_Free(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", (PyCFunction)(void (*)(void))body_crc32, METH_FASTCALL,
@@ -2615,6 +2828,10 @@ static PyMethodDef methods[] = {
      METH_FASTCALL, "Plain records into messages; where the first other record starts."},
     {"json_header", (PyCFunction)(void (*)(void))json_header, METH_FASTCALL,
      "A remoting command's JSON header, or None."},
+    {"trace_pub_run", (PyCFunction)(void (*)(void))trace_pub_run, METH_FASTCALL,
+     "A batch's Pub records as one text, and the ids' widths."},
+    {"unique_words", (PyCFunction)(void (*)(void))unique_words, METH_FASTCALL,
+     "The words of a text, each once, in order, joined by spaces."},
     {NULL, NULL, 0, NULL},
 };
 

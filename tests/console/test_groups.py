@@ -52,3 +52,11 @@ async def test_groups_with_offsets_but_no_config_are_listed(http: Http, cluster:
         assert "A Spark query keeps its own offsets in its checkpoint" in html.unescape(
             confirm.text)
     assert cluster.brokers[0].offsets.query("spark-Orders", "Orders", 0) == 3
+
+
+async def test_a_group_no_broker_knows_is_not_found(http: Http) -> None:
+    """Not a page of an empty group that "looks like a Spark query's"."""
+    page = await http.get("/groups/NoSuchGroup")
+    assert page.status == 404
+    assert "no broker knows a consumer group named &#39;NoSuchGroup&#39;" in page.text
+    assert 'id="spark-note"' not in page.text

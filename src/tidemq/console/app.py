@@ -565,6 +565,11 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
     stats, consumers, configs = await asyncio.gather(
         monitor.consume_stats(admin, group), monitor.consumer_connections(admin, group),
         monitor.subscription_groups(admin))
+    if not stats.queues and not consumers and group not in configs:
+        return console.page("error", request, 404, title=f"Group {group}",
+                            error=f"no broker knows a consumer group named {group!r}: none "
+                                  "has its configuration, an offset it committed or a "
+                                  "consumer of it online")
     consumers = [{**c, "version_name": version_name(c.get("version"))} for c in consumers]
     key = f"lag:{group}"
     console.history.add(key, int(time.time() * 1000), stats.lag)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -205,6 +206,20 @@ def test_records_no_queue_entry_names_are_reported_per_queue(tmp_path: Path) -> 
     assert ("queue", "T/2", -1, "20 records in the commit log but no consume queue: a start "
             "does not rebuild it unless its queues are in doubt (run verify --repair)") in found
     assert not [f for f in found if f[1] == "T/0"]
+
+
+def test_the_records_of_a_deleted_topic_are_not_a_missing_queue(tmp_path: Path) -> None:
+    """A topic deleted from the broker's topic table loses its consume queues while its
+    records stay in the commit log until retention: not a problem, and no advice to
+    rebuild the queues. A topic the table still has and whose queue is gone is one."""
+    root = build(tmp_path / "s")
+    shutil.rmtree(root / "consumequeue" / "T" / "2")
+    table = root / "config" / "topics.json"
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(json.dumps({"topicConfigTable": {"Other": {"topicName": "Other"}}}))
+    assert verify(root).problems == []
+    table.write_text(json.dumps({"topicConfigTable": {"T": {"topicName": "T"}}}))
+    assert [(p.kind, p.where) for p in verify(root).problems] == [("queue", "T/2")]
 
 
 FANOUT = tuple(f"%LMQ%m{k}" for k in range(8))

@@ -35,6 +35,7 @@ dataclasses (``to_dict()`` gives JSON-ready values) for the ``tidemq store`` com
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import struct
 import tempfile
@@ -556,6 +557,16 @@ class _Verifier:
 
     # -------------------------------------------------------------- consume queues
 
+    def _table_topics(self) -> set[str] | None:
+        """The topics of the broker's topic table (``config/topics.json``); ``None`` for
+        a store without a readable one, whose every queue is then expected."""
+        try:
+            data = json.loads(self.layout.config_file("topics.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        table = data.get("topicConfigTable") if isinstance(data, dict) else None
+        return set(table) if isinstance(table, dict) else None
+
     def check_queues(self, end: int) -> int:
         queues = self.layout.queues()
         cols = self.records.arrays()
@@ -663,7 +674,10 @@ class _Verifier:
         for q, c in sorted(after.items()):
             self.problem("batch queue", _queue_name(names, q), lasts[q][1],
                          f"{c} records of the commit log after the last entry have no entry")
+        tabled = self._table_topics()
         for q, c in sorted(queueless.items()):
+            if tabled is not None and names[q >> 32] not in tabled:
+                continue  # a deleted topic: its records stay until retention drops them
             self.problem("queue", _queue_name(names, q), -1,
                          f"{c} records in the commit log but no consume queue: a start "
                          "does not rebuild it unless its queues are in doubt (run "

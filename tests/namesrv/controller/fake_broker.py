@@ -17,7 +17,7 @@ from tidemq.codec.controller import (
     SyncStateSet,
 )
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
-from tidemq.errors import ConnectionLost, ResponseCode
+from tidemq.errors import ConnectionLost, ControllerNotLeaderError, ResponseCode
 from tidemq.net import RemotingClient
 
 GROUP = "broker-a"
@@ -72,8 +72,16 @@ class FakeBroker:
 
 async def at_leader(admin: ControllerAdmin, client: RemotingClient,
                      cmd: RemotingCommand) -> RemotingCommand:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60  # three controller processes elect on a busy machine
     for _ in range(50):
-        leader = await admin.leader()
+        while True:
+            try:
+                leader = await admin.leader()  # waits a few seconds itself
+                break
+            except ControllerNotLeaderError:
+                if loop.time() > deadline:
+                    raise
         with contextlib.suppress(ConnectionLost):
             response = await client.request(leader, cmd)
             if response.code != ResponseCode.CONTROLLER_NOT_LEADER:

@@ -27,6 +27,9 @@ SMALL_SEGMENT = str(16 * 1024 * 1024)
 class ChildServer:
     """``tidemq <command> <args> --set k=v ...``; :attr:`ready` is its serving line."""
 
+    #: What the interpreter runs: the ``tidemq`` command line.
+    program: tuple[str, ...] = ("-c", "from tidemq.cli.main import main; main()")
+
     def __init__(self, command: str, settings: dict[str, str], args: Sequence[str] = (),
                  *, ready: str, env: Mapping[str, str] | None = None) -> None:
         """``env``: variables set in the child's environment besides this process's."""
@@ -51,9 +54,9 @@ class ChildServer:
             self._ended = False
         self.returncode = None
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from tidemq.cli.main import main; main()", self.command,
-             *self.args, *sets], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "400", **self.env})
+            [sys.executable, *self.program, self.command, *self.args, *sets],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env={**os.environ, "COLUMNS": "400", **self.env})
         self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
         self._drainer.start()
         if self.wait_for(self.ready, timeout) is None:  # it exited, or it is too slow

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tests.child_server import ChildServer, free_port
 
+from . import stop_at
+
 __all__ = ["READY", "BrokerProcess", "free_port"]
 
 READY = " serving on "
@@ -24,6 +26,22 @@ class BrokerProcess(ChildServer):
             "brokerName": "broker-a", "listenPort": str(self.port), "namesrvAddr": namesrv,
             "haListenPort": "0",  # any free port: listenPort + 1 may be another's
             "storePathRootDir": str(root), **settings}, ready=READY)
+
+    def stop_after(self, step: str | None) -> None:
+        """From the next start on, stop for good once ``step`` has returned (``None``: run
+        as usual); :mod:`stop_at` says how."""
+        if step is None:
+            self.program = ChildServer.program
+            self.env.pop(stop_at.ENV, None)
+        else:
+            self.program = stop_at.PROGRAM
+            self.env[stop_at.ENV] = step
+
+    def stopped(self, timeout: float = 30) -> str:
+        """Once the process stopped after its step: the step."""
+        line = self.wait_for(stop_at.STOPPED, timeout)
+        assert line is not None, "the step was not reached:\n" + self.log()
+        return line.split(stop_at.STOPPED, 1)[1].strip()
 
     @property
     def addr(self) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "FlushTimeout",
     "LocalProtocolError",
     "MessageTooLarge",
+    "MetadataUnreadable",
     "PropertiesTooLarge",
     "ProtocolError",
     "QueueGap",
@@ -128,6 +129,18 @@ class QueueGap(StoreError):
         self.queue_id = queue_id
         self.expected = expected
         self.got = got
+
+
+class MetadataUnreadable(StoreError):
+    """A metadata file a start needs (a broker table, the store's record of deleted
+    topics) is there but does not read: empty, cut short or garbled. The start stops
+    rather than go on with an empty table; ``path`` names the file, ``reason`` says why."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path} does not read ({reason}); restore it from a backup or "
+                         "a replica, or move it away to start without what it held")
+        self.path = path
+        self.reason = reason
 
 
 class FlushTimeout(StoreError):

@@ -52,6 +52,7 @@ from tidemq.broker.replication.role import RoleHolder, RoleState
 from tidemq.broker.runtime_config import registered_topics
 from tidemq.broker.status import runtime_info
 from tidemq.broker.stored_topics import adoptable
+from tidemq.broker.topic_deletion import finish_pending
 from tidemq.broker.transaction_check import TransactionChecker
 from tidemq.broker.transaction_escape import TransactionEscape
 from tidemq.broker.transaction_escape_metrics import TransactionEscapeCollector
@@ -205,6 +206,7 @@ class BrokerApp:
             self.topics.persist()
             self.offsets.load()
             self.subscription_groups.load()
+            finish_pending(self.ctx)  # topic deletions the last stop cut off
             reclaim = self._reclaims()
             if reclaim:
                 self.schedule.hold()  # delivers once the replicas' progress is back

@@ -216,20 +216,25 @@ class IndexSink(Protocol):
 
 def apply_batches(queues: ConsumeQueueSet, index: IndexSink | None,
                   batches: list[DispatchBatch]) -> dict[tuple[str, int], int]:
-    """Write ``batches`` (in log order) into their queues; returns new max offsets."""
+    """Write ``batches`` (in log order) into their queues; returns new max offsets. The
+    records of a deleted topic (:mod:`tidemq.store.deleted_topics`) get no queue entry:
+    only their LMQ entries and keys are written."""
+    deleted = queues.deleted.before
+    queued = batches if not deleted else [
+        b for b in batches if b.topic not in deleted or b.phys[0] >= deleted[b.topic]]
     grouped: dict[tuple[str, int], list[DispatchBatch]] | None = None
     keys: list[tuple[str, int]] = []
-    if len(batches) == 1:  # a round of one put: every append wakes the thread
-        b = batches[0]
-        grouped = {(b.topic, b.queue_id): batches}
+    if len(queued) == 1:  # a round of one put: every append wakes the thread
+        b = queued[0]
+        grouped = {(b.topic, b.queue_id): queued}
     else:
-        keys = list(map(_BATCH_QUEUE, batches))
+        keys = list(map(_BATCH_QUEUE, queued))
         if len(set(keys)) != len(keys):  # grouped in C, queues in order of appearance
             grouped = {key: [] for key in dict.fromkeys(keys)}
-            _consume(map(list.append, map(grouped.__getitem__, keys), batches))
+            _consume(map(list.append, map(grouped.__getitem__, keys), queued))
     touched: dict[tuple[str, int], int] = {}
     if grouped is None:  # a batch a queue: no grouping
-        for key, b in zip(keys, batches, strict=True):
+        for key, b in zip(keys, queued, strict=True):
             cq = queues.get_or_create(*key)
             if isinstance(cq, BatchConsumeQueue):
                 touched[key] = _append_batches(cq, [b])

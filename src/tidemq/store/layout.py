@@ -8,7 +8,8 @@
       batchconsumequeue/<topic>/<queueId>/...    batch consume queues (RIP-26)
       lmq/                                       RocksDB consume-queue store for LMQs (RIP-28)
       index/<20 digits>                          key index files, named by first physical offset
-      config/                                    broker metadata (topics, offsets, ...)
+      config/                                    broker metadata (topics, offsets, ...),
+                                                 deletedTopics.json (store.deleted_topics)
       convert/<topic>/                           staging of an offline queue conversion
       checkpoint                                 flushed/dispatched positions
       abort                                      present while running: absent = clean shutdown

@@ -131,6 +131,7 @@ class MessageStore:
                     seg.sync()  # the zeroed tail is on disk before the request goes
                 truncation.clear(self.layout)
             self.retention.correct_min_offsets()
+            self.queues.deleted.forget_before(self.commitlog.min_offset)
         except BaseException:
             self._lock.release()
             raise
@@ -505,14 +506,30 @@ class MessageStore:
     def read_record(self, phys_offset: int) -> memoryview | None:
         return self.reader.read_record(phys_offset)
 
+    def begin_delete_topic(self, topic: str) -> None:
+        """The first step of deleting ``topic``, written before it returns: from here on
+        the deletion is finished at the next start if not before
+        (:meth:`pending_topic_deletions`), and its records up to the log's end now are
+        never dispatched again (:mod:`tidemq.store.deleted_topics`)."""
+        self.queues.deleted.begin(topic, self.commitlog.max_offset)
+
     def delete_topic(self, topic: str) -> None:
-        """Drop the consume queues of ``topic`` (its records age out with their segments);
-        a topic created again under the name starts over, of whatever queue type."""
+        """Drop the consume queues of ``topic`` (its records age out with their segments)
+        and finish its deletion, begun here unless :meth:`begin_delete_topic` began it; a
+        topic created again under the name starts over, of whatever queue type."""
+        if topic not in self.queues.deleted.pending():
+            self.begin_delete_topic(topic)
         for t, queue_id in self.queues.queue_keys():
             if t == topic:
                 self.queues.remove(t, queue_id)
                 self.appender.next_offsets.pop((t, queue_id), None)
         self.queues.batch_topics.discard(topic)
+        self.queues.deleted.finish(topic)
+
+    def pending_topic_deletions(self) -> list[str]:
+        """The topics whose deletion began (:meth:`begin_delete_topic`) and did not finish
+        (:meth:`delete_topic`): a process that stopped in between."""
+        return self.queues.deleted.pending()
 
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}

@@ -3,7 +3,8 @@
 A topic's queues are all of one type: classic 20-byte ConsumeQueues (SimpleCQ) or
 46-byte BatchConsumeQueues (RIP-26, ``queue.type=BatchCQ``). The type of a new queue
 comes from :attr:`ConsumeQueueSet.batch_topics`, which the broker fills from topic
-attributes; queues found on disk keep the type of their directory.
+attributes; queues found on disk keep the type of their directory. The record of deleted
+topics (:mod:`tidemq.store.deleted_topics`) says which records no queue takes again.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 
 from tidemq.store.batch_consume_queue import BatchConsumeQueue
 from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.deleted_topics import FILE_NAME, DeletedTopics
 from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_store import LmqStore
 
@@ -29,10 +31,12 @@ class ConsumeQueueSet:
         self.batch_topics: set[str] = set()
         #: The RocksDB store of light message queues (RIP-28), when LMQ is enabled.
         self.lmq: LmqStore | None = None
+        self.deleted = DeletedTopics(layout.config_file(FILE_NAME))
         self._queues: dict[tuple[str, int], AnyQueue] = {}
         self._lock = threading.Lock()
 
     def load(self) -> None:
+        self.deleted.load()
         for topic, queue_id, _path in self.layout.queues():
             cq = ConsumeQueue(self.layout, topic, queue_id, self.file_size)
             cq.load()

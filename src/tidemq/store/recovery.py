@@ -282,6 +282,14 @@ class _Redispatch:
             self.add(batch, rec)
 
     def add(self, batch: DispatchBatch, rec: Record | None) -> None:
+        deleted = self.queues.deleted.before
+        if deleted and batch.topic in deleted and batch.phys[0] < deleted[batch.topic]:
+            # a deleted topic's record: apply_batches leaves its queue alone (it stays
+            # deleted) and writes its LMQ entries and keys
+            self.pending.append(batch)
+            if len(self.pending) >= REDISPATCH_CHUNK:
+                self.flush()
+            return
         key = (batch.topic, batch.queue_id)
         expected = self.following.get(key)
         if expected == batch.queue_offset and key not in self.present:

@@ -16,6 +16,7 @@ from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.decode import parse_header
 from tidemq.broker.record_lookup import record_at
 from tidemq.broker.status import runtime_info
+from tidemq.broker.topic_deletion import delete_topic
 from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.bodies import (
     KVTable,
@@ -111,18 +112,13 @@ class AdminProcessor:
         return cmd.response()
 
     async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Delete a topic, and answer once topics.json and the name servers have the
-        change, as :meth:`create_topic` (the file is written on a thread)."""
+        """Delete a topic, and answer once the deletion is on disk, whole
+        (:mod:`tidemq.broker.topic_deletion`), and the name servers have the change, as
+        :meth:`create_topic`."""
         h = parse_header(DeleteTopicRequestHeader, cmd)
         if h.topic in SYSTEM_TOPICS:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{h.topic} is a system topic")
-        with self.ctx.topics.file.deferred():  # written on a thread, awaited below
-            deleted = self.ctx.topics.delete(h.topic)
-        if deleted:
-            self.ctx.offsets.delete_topic(h.topic)
-            self.ctx.pulled.forget(topic=h.topic)
-            self.store.delete_topic(h.topic)
-            self.ctx.stats.forget_topic(h.topic)
+        if await delete_topic(self.ctx, h.topic):
             await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 

@@ -1,0 +1,64 @@
+"""Deleting a topic so that a crash at any step leaves it deleted or whole, never between.
+
+The steps, each on disk before the next begins:
+
+1. the store marks the deletion, pending (:meth:`MessageStore.begin_delete_topic`):
+   from here on the topic is deleted for good -- its records are never dispatched again,
+   and a start that finds the deletion pending finishes it;
+2. the topic table is written without the topic;
+3. the topic's consumer offsets are dropped and the offset table written;
+4. the store removes the topic's queues and marks the deletion finished.
+
+The topic leaves the table in memory first, so that no send after the mark stores
+a message of the old topic. A process that stops before step 1 is on disk leaves the topic
+whole; one that stops after it leaves steps 2-4 to the next start
+(:func:`finish_pending`), as Kafka marks a topic deleted first and removes its files after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tidemq.broker.context import BrokerContext
+
+__all__ = ["delete_topic", "finish_pending"]
+
+log = logging.getLogger(__name__)
+
+
+async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
+    """Delete ``topic`` (whether it was there); the slow steps run on threads."""
+    topics = ctx.topics
+    old = topics.get(topic)
+    if old is None:
+        return False
+    with topics.file.deferred():  # written in step 2
+        topics.delete(topic)
+    try:
+        await asyncio.to_thread(ctx.store.begin_delete_topic, topic)
+    except BaseException:
+        with topics.file.deferred():  # nothing is removed: the topic stays as it is
+            topics.upsert(old)
+        raise
+    await asyncio.to_thread(topics.file.write_pending)
+    ctx.offsets.delete_topic(topic)
+    await asyncio.to_thread(ctx.offsets.persist)
+    ctx.pulled.forget(topic=topic)
+    await asyncio.to_thread(ctx.store.delete_topic, topic)
+    ctx.stats.forget_topic(topic)
+    return True
+
+
+def finish_pending(ctx: BrokerContext) -> list[str]:
+    """At start, with the store started and the tables loaded: finish every deletion a
+    stop cut off after its first step. Returns the topics."""
+    pending = ctx.store.pending_topic_deletions()
+    for topic in pending:
+        ctx.topics.delete(topic)  # written before it returns
+        ctx.offsets.delete_topic(topic)
+        ctx.offsets.persist()
+        ctx.store.delete_topic(topic)
+        log.warning("topic %s: its deletion was cut off by the last stop; finished now",
+                    topic)
+    return pending

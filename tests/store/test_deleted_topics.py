@@ -1,0 +1,118 @@
+"""The store's record of deleted topics (:mod:`tidemq.store.deleted_topics`): its file
+format, and that a deleted topic's records stay out of its queues when recovery or
+``store verify --repair`` dispatch the log again -- while their LMQ entries are written --
+and a topic created again under the name starts over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidemq.errors import MetadataUnreadable
+from tidemq.formats.properties import encode_properties
+from tidemq.store.config import StoreConfig
+from tidemq.store.deleted_topics import DeletedTopic, DeletedTopics, decode, encode
+from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.store.repair import repair
+
+from .conftest import CQ_FILE, SEGMENT, crash_copy, msg, read_queue, small_config
+
+entries = st.dictionaries(
+    st.text(min_size=1, max_size=20),
+    st.builds(DeletedTopic, st.integers(0, 2**63 - 1), st.booleans()), max_size=8)
+
+
+@given(entries)
+def test_the_file_reads_back_what_was_written(table: dict[str, DeletedTopic]) -> None:
+    assert decode(encode(table)) == table
+
+
+@given(entries.filter(bool), st.data())
+def test_a_file_cut_short_does_not_read(table: dict[str, DeletedTopic],
+                                        data: st.DataObject) -> None:
+    raw = encode(table)
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(ValueError):
+        decode(raw[:cut])
+
+
+@pytest.mark.parametrize("raw", [b"", b"\0" * 16, b"[]", b'{"topics": []}',
+                                 b'{"topics": {"T": {"before": -1, "pending": false}}}',
+                                 b'{"topics": {"T": {"before": 1, "pending": 0}}}',
+                                 b'{"topics": {"T": {"before": "1", "pending": true}}}'])
+def test_a_garbled_file_stops_the_start_naming_itself(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "deletedTopics.json"
+    path.write_bytes(raw)
+    with pytest.raises(MetadataUnreadable) as caught:
+        DeletedTopics(path).load()
+    assert caught.value.path == str(path)
+
+
+def test_an_entry_is_kept_while_the_log_holds_its_records(tmp_path: Path) -> None:
+    table = DeletedTopics(tmp_path / "deletedTopics.json")
+    table.begin("A", 100)
+    table.begin("B", 300)
+    table.finish("A")
+    assert table.pending() == ["B"]
+    table.forget_before(99)  # the log holds A's record at 99
+    assert table.before == {"A": 100, "B": 300}
+    table.forget_before(400)  # B's deletion is pending: it stays until finished
+    assert table.before == {"B": 300}
+    again = DeletedTopics(table.path)
+    again.load()
+    assert (again.before, again.pending()) == ({"B": 300}, ["B"])
+    assert again.hides("B", 299) and not again.hides("B", 300) and not again.hides("A", 0)
+
+
+def _fill(store: MessageStore) -> None:
+    """Six messages of Gone, each fanned out to LMQ a as well, three of Kept; then Gone
+    deleted."""
+    for i in range(6):
+        props = encode_properties({"INNER_MULTI_DISPATCH": "%LMQ%a"})
+        store.put_multi_dispatch("Gone", 0, MessageInput(b"old%d" % i, props), ["%LMQ%a"])
+        if i < 3:
+            store.put("Kept", 0, msg(b"kept%d" % i))
+    assert store.wait_dispatched()
+    store.delete_topic("Gone")
+    assert not (store.layout.consumequeue_dir / "Gone").exists()
+
+
+def _check(store: MessageStore) -> None:
+    """Gone stayed deleted, and starts over when created again."""
+    assert store.max_offset("Gone", 0) == 0
+    assert not (store.layout.consumequeue_dir / "Gone").exists()
+    assert [bytes(r.body) for r in read_queue(store, "Kept", 0)] == [b"kept0", b"kept1",
+                                                                      b"kept2"]
+    assert [bytes(r.body) for r in read_queue(store, "%LMQ%a", 0)] == [
+        b"old%d" % i for i in range(6)]
+    for i in range(2):
+        store.put("Gone", 0, msg(b"new%d" % i))
+    assert [bytes(r.body) for r in read_queue(store, "Gone", 0)] == [b"new0", b"new1"]
+
+
+def config(root: Path) -> StoreConfig:
+    return small_config(root, enable_lmq=True, enable_multi_dispatch=True,
+                        flush_interval_consume_queue=3_600_000)
+
+
+def test_recovery_leaves_a_deleted_topics_records_out(tmp_path: Path) -> None:
+    """The checkpoint was never written: recovery dispatches the whole log again."""
+    with MessageStore(config(tmp_path / "store")) as store:
+        _fill(store)
+        crashed = crash_copy(store, tmp_path / "crashed")
+    with MessageStore(config(crashed)) as store:
+        assert not store.recovery_report.clean
+        _check(store)
+
+
+def test_repair_leaves_a_deleted_topics_records_out(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with MessageStore(config(root)) as store:
+        _fill(store)
+        bcq_file_size = store.config.mapper_file_size_batch_consume_queue
+    repair(root, segment_size=SEGMENT, cq_file_size=CQ_FILE, bcq_file_size=bcq_file_size)
+    with MessageStore(config(root)) as store:
+        _check(store)

@@ -88,7 +88,7 @@ class GroupProcessor:
 
     async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Delete a group's config (and with ``cleanOffset`` its offsets); answered once
-        the file no longer holds it."""
+        the files no longer hold them."""
         h = parse_header(DeleteSubscriptionGroupRequestHeader, cmd)
         groups = self.ctx.subscription_groups
         with groups.file.deferred():
@@ -98,6 +98,7 @@ class GroupProcessor:
         if h.clean_offset:
             self.ctx.offsets.delete_group(h.group_name)
             self.ctx.pulled.forget(group=h.group_name)
+            await asyncio.to_thread(self.ctx.offsets.persist)  # the loop serves on meanwhile
         return cmd.response()
 
     # ------------------------------------------------------------------ reset offsets

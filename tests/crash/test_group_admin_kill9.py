@@ -1,0 +1,74 @@
+"""Answered changes of consumer groups survive kill -9 of the ``tidemq broker`` process:
+a subscription group created, offsets reset by time (``resetOffsetByTime``), a group
+deleted with its offsets (``deleteSubGroup -r``). Each is checked on a broker killed
+right after the answer -- no offset flush or shutdown in between
+(``flushConsumerOffsetInterval`` is an hour) -- and started again on the same store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tests.broker import wire
+from tests.broker.wire import Peer
+from tests.child_server import SMALL_SEGMENT
+
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.namesrv import NameServerApp
+
+from .broker_process import BrokerProcess
+
+TOPIC = "Orders"
+SETTINGS = {"mappedFileSizeCommitLog": SMALL_SEGMENT,
+            "flushConsumerOffsetInterval": "3600000"}
+
+
+async def _groups(peer: Peer) -> dict[str, object]:
+    body = (await peer.ok(wire.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+            ).full_body()
+    groups: dict[str, object] = json.loads(body)["subscriptionGroupTable"]
+    return groups
+
+
+async def _offset(peer: Peer, group: str) -> RemotingCommand:
+    return await peer(wire.request(RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup=group,
+                                   topic=TOPIC, queueId=0, setZeroIfNotFound="false"))
+
+
+async def _before(addr: str) -> None:
+    """Groups a and b created, both reset to the end of the topic's queue (3), then b
+    deleted with its offsets: every change answered."""
+    async with Peer(addr) as peer:
+        await peer.ok(wire.create_topic(TOPIC, 1))
+        for n in range(3):
+            await peer.ok(wire.send(TOPIC, b"m%d" % n))
+        for group in ("a", "b"):
+            await peer.ok(wire.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                       json.dumps({"groupName": group}).encode()))
+            await peer.ok(wire.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, topic=TOPIC,
+                                       group=group, timestamp=-1, isForce="true"))
+        await peer.ok(wire.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName="b",
+                                   cleanOffset="true"))
+
+
+async def _after(addr: str) -> None:
+    async with Peer(addr) as peer:
+        groups = await _groups(peer)
+        assert "a" in groups and "b" not in groups
+        kept = await _offset(peer, "a")
+        assert (kept.code, kept.ext_fields.get("offset")) == (0, "3")
+        gone = await _offset(peer, "b")
+        assert gone.code != 0, f"the deleted group's offset {gone.ext_fields} is back"
+
+
+def test_answered_group_changes_survive_kill9(tmp_path: Path, namesrv: NameServerApp) -> None:
+    broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
+    broker.start()
+    try:
+        asyncio.run(_before(broker.addr))
+        broker.kill9()
+        broker.start()
+        asyncio.run(_after(broker.addr))
+    finally:
+        broker.kill9()

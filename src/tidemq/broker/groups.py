@@ -18,13 +18,13 @@ changed in place, so a copy of the table can be encoded on a thread.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any
 
 from tidemq.broker.offset_json import COMPACT, SPACED, table_json
 from tidemq.broker.table_file import TableFile
+from tidemq.broker.table_json import read_table
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -117,6 +117,16 @@ def validate_group_config(raw: Any, defaults: dict[str, Any] | None = None
     return cfg
 
 
+def _groups_of(data: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, int] | None]:
+    """The groups and the data version of the file's content."""
+    groups, version = data.get(TABLE, {}), data.get("dataVersion")
+    if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+        raise TypeError(f"{TABLE} is not an object of group configs")
+    if version is not None and not isinstance(version, dict):
+        raise TypeError("dataVersion is not an object")
+    return groups, version
+
+
 class SubscriptionGroupManager:
     def __init__(self, layout: StoreLayout, *, auto_create: bool, retry_max_times: int) -> None:
         self.path = layout.config_file("subscriptionGroup.json")
@@ -130,10 +140,12 @@ class SubscriptionGroupManager:
         self.file = TableFile(self._write, "the subscription groups")
 
     def load(self) -> None:
-        if self.path.exists():
-            data = json.loads(self.path.read_text("utf-8"))
-            self.groups = data.get(TABLE, {})
-            self.data_version = data.get("dataVersion", self.data_version)
+        """Read the file (none: no groups); one that does not read stops the start
+        (:func:`~tidemq.broker.table_json.read_table`)."""
+        loaded = read_table(self.path, _groups_of)
+        if loaded is not None:
+            self.groups, version = loaded
+            self.data_version = version or self.data_version
 
     def persist(self) -> None:
         """Write the table now. Safe from another thread, and meant to run on one at scale

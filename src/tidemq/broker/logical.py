@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tidemq.broker.table_json import read_table
 from tidemq.formats.logical_mapping import (
     LOGICAL_BROKER,
     Segment,
@@ -29,10 +30,12 @@ class LogicalQueues:
         self.mappings: dict[str, TopicMapping] = {}
 
     def load(self) -> None:
-        if self.path.exists():
-            data = json.loads(self.path.read_text("utf-8"))
-            self.mappings = {m["topic"]: TopicMapping.from_json(m)
-                             for m in data.get("mappings", [])}
+        """Read the file (none: no mappings); one that does not read stops the start
+        (:func:`~tidemq.broker.table_json.read_table`)."""
+        mappings = read_table(self.path, lambda data: {
+            m["topic"]: TopicMapping.from_json(m) for m in data.get("mappings", [])})
+        if mappings is not None:
+            self.mappings = mappings
 
     def persist(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

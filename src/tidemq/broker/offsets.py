@@ -10,11 +10,11 @@ walk the table of every group.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 
 from tidemq.broker.offset_json import offset_table_json
+from tidemq.broker.table_json import read_table
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -80,11 +80,13 @@ class OffsetManager:
         return f"{topic}@{group}"
 
     def load(self) -> None:
-        if not self.path.exists():
-            return
-        data = json.loads(self.path.read_text("utf-8"))
-        table = data.get("offsetTable", {})
-        self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()}
+        """Read the file (none: no offsets); one that does not read stops the start
+        (:func:`~tidemq.broker.table_json.read_table`)."""
+        table = read_table(self.path, lambda data: {
+            k: {int(q): int(o) for q, o in v.items()}
+            for k, v in data.get("offsetTable", {}).items()})
+        if table is not None:
+            self.table = table
 
     def persist(self) -> None:
         """Write the table if it changed since the last write. Safe from another thread,

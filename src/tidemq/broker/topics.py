@@ -30,7 +30,7 @@ from tidemq.codec.bodies import (
     decode_body,
 )
 from tidemq.codec.topic_table import encode_topics
-from tidemq.errors import ConfigError, RemoteProtocolError
+from tidemq.errors import ConfigError, MetadataUnreadable, RemoteProtocolError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -110,11 +110,16 @@ class TopicManager:
     # ------------------------------------------------------------------ load / persist
 
     def load(self) -> None:
+        """Read the file (none: only the system topics); one that does not read -- empty,
+        cut short, garbled -- stops the start (:class:`~tidemq.errors.MetadataUnreadable`)
+        rather than serve, and then write, a table without the user's topics."""
         if self.path.exists():
+            raw = self.path.read_bytes()
             try:
-                wrapper = decode_body(self.path.read_bytes(), TopicConfigSerializeWrapper)
+                wrapper = decode_body(raw, TopicConfigSerializeWrapper)
             except RemoteProtocolError as exc:
-                raise RemoteProtocolError(f"{self.path} is unreadable: {exc}") from exc
+                raise MetadataUnreadable(str(self.path), "empty" if not raw.strip()
+                                         else str(exc)) from None
             self.topics = dict(wrapper.topic_config_table)
             self.data_version = wrapper.data_version
         self._ensure_system_topics()

@@ -159,6 +159,7 @@ def test_clean_errors(cluster: ThreadedCluster, tmp_path: Path) -> None:
     bad = run(cluster, "migrateLogicalQueue", "-t", "CliErrors", "-q", "0", "-b", "broker-z",
               code=1)
     assert "error:" in bad.output and "no broker 'broker-z'" in bad.output
+    assert "(its brokers: broker-a, broker-b" in bad.output and "[" not in bad.output
     bad = run(cluster, "migrateLogicalQueue", "-t", "CliErrors", "-q", "7", "-b", "broker-b",
               code=1)
     assert "has no logical queue 7" in bad.output

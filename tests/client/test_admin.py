@@ -53,8 +53,10 @@ async def test_create_topic_fans_out_to_every_master(
         assert len(await admin.create_topic("All")) == 3
         assert await admin.create_topic("One", broker_addr=brokers[1].address) == [
             brokers[1].address]
-        with pytest.raises(UnknownClusterError):
+        with pytest.raises(UnknownClusterError) as unknown:
             await admin.create_topic("X", cluster="Nope")
+        # the clusters as an operator writes them, not a Python list
+        assert str(unknown.value).endswith("the name servers know DefaultCluster, Other")
 
 
 async def test_create_topic_reports_a_broker_failure(namesrv: FakeNameServer,

@@ -113,6 +113,7 @@ class UnknownClusterError(ClientError):
     """The name servers know no cluster named ``cluster``."""
 
     def __init__(self, cluster: str, known: list[str]) -> None:
-        super().__init__(f"cluster {cluster!r} is unknown; the name servers know {known}")
+        super().__init__(f"cluster {cluster!r} is unknown; the name servers know "
+                         f"{', '.join(known) or 'none'}")
         self.cluster = cluster
         self.known = known

@@ -351,7 +351,8 @@ class LogicalQueueAdmin:
 
         addrs = await self._brokers()
         if target not in addrs:
-            raise TideMQError(f"no broker {target!r} in the cluster ({sorted(addrs)})")
+            raise TideMQError(f"no broker {target!r} in the cluster (its brokers: "
+                              f"{', '.join(sorted(addrs))})")
         mapping = await self.converge(topic, addrs, on_step)
         if lq not in mapping.queues:
             raise TideMQError(f"{topic} has no logical queue {lq}")

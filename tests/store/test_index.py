@@ -25,6 +25,7 @@ from tidemq.store.index import (
     index_hashes,
 )
 from tidemq.store.index_format import ENTRY_DTYPE, HEADER_SIZE
+from tidemq.store.index_keys import KeyWords
 from tidemq.store.layout import StoreLayout, segment_name
 from tidemq.store.message_store import MessageInput, MessageStore
 
@@ -477,3 +478,41 @@ def test_key_rows_queued_together_index_as_one_by_one(
         for name in files:
             assert (Path(one) / "index" / name).read_bytes() == (
                 Path(many) / "index" / name).read_bytes()
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.tuples(st.sampled_from(["T", "RMQ_SYS_TRACE_TOPIC"]),
+                          st.lists(st.text("0123456789ABCDEF", min_size=1, max_size=33)
+                                   | st.sampled_from(["é", "键", "\U0001F600"]),
+                                   min_size=1, max_size=40),
+                          st.booleans()),
+                min_size=1, max_size=30))
+def test_keys_given_as_words_index_as_the_keys_one_by_one(
+        records: list[tuple[str, list[str], bool]]) -> None:
+    """A trace message's keys handed over as their text (KeyWords) give the index files
+    the same keys as a tuple give, byte for byte, and count as many keys towards a
+    bulk write."""
+    with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as worded:
+        a = make_index(Path(plain), slots=11, entries=64)
+        b = make_index(Path(worded), slots=11, entries=64)
+        for i, (topic, keys, rows) in enumerate(records):
+            words = KeyWords.of("U" * 32, " ".join(keys))
+            assert isinstance(words, KeyWords) and len(words) == len(keys) + 1
+            a.put_keys(topic, ("U" * 32, *keys), i * 100, T0 + i)
+            if rows:
+                b.put_key_rows([(topic, words, i * 100, T0 + i)])
+            else:
+                b.put_keys(topic, words, i * 100, T0 + i)
+        assert a._keys_in == b._keys_in
+        a.drain()
+        b.drain()
+        for topic, keys, _ in records:
+            for key in keys:
+                assert a.query(topic, key, 64) == b.query(topic, key, 64) != []
+        a.close()
+        b.close()
+        files = sorted(p.name for p in (Path(plain) / "index").glob("*"))
+        assert files == sorted(p.name for p in (Path(worded) / "index").glob("*"))
+        for name in files:
+            assert (Path(plain) / "index" / name).read_bytes() == (
+                Path(worded) / "index" / name).read_bytes()

@@ -1,6 +1,7 @@
 """Index-key hashing: the keys of records queued one by one hashed with their topics
-joined arithmetically (``prefixed_hashes``), against ``index_hash`` of the whole string;
-and hashing that stays on the calling thread."""
+joined arithmetically (``prefixed_hashes``, and ``record_hashes`` from the records' key
+sets, a trace message's keys from their text), against ``index_hash`` of the whole
+string; and hashing that stays on the calling thread."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import string
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +20,15 @@ from hypothesis import strategies as st
 from tests.native import compiled
 
 from tidemq.formats.hashing import index_hash, java_string_hash
+from tidemq.formats.properties import index_keys as index_keys_of
 from tidemq.store import index_keys
-from tidemq.store.index_keys import prefixed_hashes, py_prefixed_hashes
+from tidemq.store.index_keys import (
+    KeyWords,
+    prefixed_hashes,
+    py_prefixed_hashes,
+    py_record_hashes,
+    record_hashes,
+)
 
 _TOPICS = st.text(string.ascii_letters + string.digits + "%_|-", min_size=1, max_size=20)
 _ASCII_KEY = st.text(string.printable.replace(" ", ""), min_size=1, max_size=90)
@@ -195,3 +203,89 @@ def test_hashing_many_keys_leaves_the_other_threads_idle(tmp_path: Path) -> None
                           text=True, timeout=120, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == 0  # CPU clock ticks spent by threads other than the caller
+
+
+# ---------------------------------------------------------------------- key sets and words
+
+#: Words of a KEYS text: msgIds, any characters but spaces (lone surrogates too: Java
+#: hashes them as the units they are).
+_WORD = (st.text("0123456789ABCDEF", min_size=32, max_size=32)
+         | st.text(st.characters(blacklist_characters=" ") | st.characters(categories=["Cs"]),
+                   min_size=1, max_size=12))
+
+
+@st.composite
+def _key_sets(draw: st.DrawFn) -> tuple[list[str], list[Sequence[str]]]:
+    """Prefixes and the key sets of a few records: tuples (empty keys among them, as a
+    record may queue), lists, and :class:`KeyWords` of a UNIQ_KEY and KEYS."""
+    n = draw(st.integers(1, 6))
+    prefixes = [t + "#" for t in draw(st.lists(_TOPICS, min_size=n, max_size=n))]
+    sets: list[Sequence[str]] = []
+    for _ in range(n):
+        kind = draw(st.sampled_from(["tuple", "list", "words"]))
+        words = draw(st.lists(_WORD, max_size=30))
+        if kind == "words":
+            made = KeyWords.of(draw(st.sampled_from(["", "U" * 32])), " ".join(words))
+            sets.append(made)
+        else:
+            keys = [*words, *draw(st.lists(st.just(""), max_size=2))]
+            sets.append(tuple(keys) if kind == "tuple" else keys)
+    return prefixes, sets
+
+
+@settings(deadline=None, max_examples=300)
+@given(_key_sets())
+def test_record_hashes_are_index_hash_of_each_non_empty_key(
+        records: tuple[list[str], list[Sequence[str]]]) -> None:
+    prefixes, sets = records
+    expected = [index_hash(p + k) for p, ks in zip(prefixes, sets, strict=True) for k in ks if k]
+    counts = [sum(1 for k in ks if k) for ks in sets]
+    for hashes in (record_hashes, py_record_hashes):
+        got, got_counts = hashes(prefixes, sets)
+        assert got.tolist() == expected and got_counts.tolist() == counts
+    seeds = np.array([java_string_hash(p) & 0xFFFFFFFF for p in prefixes], np.uint32)
+    for vector in (True, False):  # with AVX2's dot products and without
+        out = np.empty(sum(map(len, sets)), np.int64)
+        made = np.empty(len(sets), np.int64)
+        written = compiled().record_key_hashes(out, made, sets, seeds, KeyWords, vector)
+        assert out[:written].tolist() == expected and made.tolist() == counts
+
+
+def test_the_compiled_record_hashes_are_used() -> None:
+    compiled()
+    assert index_keys.NATIVE_RECORD_HASHES
+    assert index_keys.record_hashes is not index_keys.py_record_hashes
+
+
+def test_the_compiled_record_hashes_refuse_what_does_not_fit() -> None:
+    """More keys than the output holds, a key not a str, columns of other lengths: an
+    error, never a write past the array."""
+    c = compiled()
+    seeds = np.zeros(1, np.uint32)
+    counts = np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="more keys than the 1"):
+        c.record_key_hashes(np.empty(1, np.int64), counts, [KeyWords("a b", 2)], seeds,
+                            KeyWords)
+    with pytest.raises(ValueError, match="more keys than the 1"):
+        c.record_key_hashes(np.empty(1, np.int64), counts, [("a", "b")], seeds, KeyWords)
+    with pytest.raises(TypeError, match="not a str"):
+        c.record_key_hashes(np.empty(2, np.int64), counts, [("a", 1)], seeds, KeyWords)
+    with pytest.raises(ValueError, match="do not agree"):
+        c.record_key_hashes(np.empty(2, np.int64), np.zeros(2, np.int64), [("a",)], seeds,
+                            KeyWords)
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.sampled_from(["", "U" * 32, "a b"]), st.lists(st.sampled_from(["", "k", "é", "ID"]),
+                                                          max_size=8))
+def test_key_words_are_the_index_keys_of_the_properties(uniq: str, words: list[str]) -> None:
+    """KeyWords.of names the keys index_keys names, in order, as words of one text when
+    each is a word of it, else as the tuple."""
+    keys = " ".join(words)
+    props = {"UNIQ_KEY": uniq, "KEYS": keys} if uniq else {"KEYS": keys}
+    made = KeyWords.of(uniq, keys)
+    assert tuple(made) == index_keys_of(props) and len(made) == len(index_keys_of(props))
+    assert made == index_keys_of(props)
+    if isinstance(made, KeyWords):
+        listed = index_keys_of(props)
+        assert made[0] == listed[0] and made[-2:] == listed[-2:]

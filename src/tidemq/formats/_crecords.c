@@ -6,8 +6,9 @@ for the UNIQ_KEY value) becomes commit-log records of one size, tiled from a tem
 fixed-offset fields; in Python each costs a numpy call per column or a call per message.
 These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
-send_fields a send header's numbers, link_index_entries, key_hashes and
-str_key_hashes chain and hash the key index's entries on the dispatch thread,
+send_fields a send header's numbers, link_index_entries, key_hashes,
+str_key_hashes and record_key_hashes chain and hash the key index's entries on the
+dispatch thread,
 queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
 dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
@@ -18,8 +19,8 @@ writes a remoting command's JSON header, and trace_pub_run and unique_words writ
 trace message's records and keys.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
-link_index_entries: tidemq/store/index_links.py; key_hashes and str_key_hashes:
-tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
+link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes and
+record_key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
 tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
@@ -1373,6 +1374,70 @@ static PyObject *key_hashes(PyObject *self, PyObject *args) {
    `vector`, which the tests turn off to hold the other loop to the twin too, by
    hash_rows_avx2). */
 #define POW31_CACHED 64
+
+/* The index hash of the len units of a str's data (its kind) after a prefix whose hash is
+   h, into *o: str_key_hashes' loop for one key. pow31[POW31_CACHED - 1 - k] = 31^k. */
+static void hash_str_units(int kind, const void *data, Py_ssize_t len, uint32_t h,
+                           const uint32_t *pow31, int vector, int64_t *o) {
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND: {
+        const Py_UCS1 *u = (const Py_UCS1 *)data;
+        if (len <= POW31_CACHED) {  /* independent products, four sums */
+            const uint32_t *w = pow31 + POW31_CACHED - len;
+#ifdef HAVE_CLMUL_CRC
+            if (avx2_hashes && vector && len) {  /* eight products a step */
+                hash_rows_avx2(u, 1, len, w, h * (w[0] * 31u), o);
+                return;
+            }
+#else
+            (void)vector;
+#endif
+            uint32_t a = 0, b = 0, c = 0, d = 0;
+            Py_ssize_t j = 0;
+            for (; j + 4 <= len; j += 4) {
+                a += u[j] * w[j];
+                b += u[j + 1] * w[j + 1];
+                c += u[j + 2] * w[j + 2];
+                d += u[j + 3] * w[j + 3];
+            }
+            for (; j < len; j++)
+                a += u[j] * w[j];
+            h = h * (len ? w[0] * 31u : 1u) + a + b + c + d;
+            break;
+        }
+        for (Py_ssize_t j = 0; j < len; j++)
+            h = 31u * h + u[j];
+        break;
+    }
+    case PyUnicode_2BYTE_KIND: {
+        const Py_UCS2 *u = (const Py_UCS2 *)data;
+        for (Py_ssize_t j = 0; j < len; j++)
+            h = 31u * h + u[j];
+        break;
+    }
+    default: {
+        const Py_UCS4 *u = (const Py_UCS4 *)data;
+        for (Py_ssize_t j = 0; j < len; j++) {
+            Py_UCS4 c = u[j];
+            if (c < 0x10000) {
+                h = 31u * h + c;
+            } else {
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+            }
+        }
+    }
+    }
+    *o = index_abs(h);
+}
+
+static void pow31_table(uint32_t *pow31) {
+    uint32_t power = 1;
+    for (Py_ssize_t k = POW31_CACHED - 1; k >= 0; k--, power *= 31u)
+        pow31[k] = power;
+}
+
 static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
     Py_buffer out, sb, cb;
     PyObject *keys;
@@ -1389,9 +1454,7 @@ static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
     /* pow31[POW31_CACHED - 1 - k] = 31^k: a key of len units weighs unit j by
        31^(len-1-j), pow31[POW31_CACHED - len + j] */
     uint32_t pow31[POW31_CACHED];
-    uint32_t power = 1;
-    for (Py_ssize_t k = POW31_CACHED - 1; k >= 0; k--, power *= 31u)
-        pow31[k] = power;
+    pow31_table(pow31);
     const uint32_t *seeds = (const uint32_t *)sb.buf;
     const int64_t *counts = (const int64_t *)cb.buf;
     int64_t *o = (int64_t *)out.buf;
@@ -1408,58 +1471,8 @@ static PyObject *str_key_hashes(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_TypeError, "str_key_hashes: a key is not a str");
                 goto done;
             }
-            uint32_t h = seeds[r];
-            Py_ssize_t len = PyUnicode_GET_LENGTH(key);
-            const void *data = PyUnicode_DATA(key);
-            switch (PyUnicode_KIND(key)) {
-            case PyUnicode_1BYTE_KIND: {
-                const Py_UCS1 *u = (const Py_UCS1 *)data;
-                if (len <= POW31_CACHED) {  /* independent products, four sums */
-                    const uint32_t *w = pow31 + POW31_CACHED - len;
-#ifdef HAVE_CLMUL_CRC
-                    if (avx2_hashes && vector && len) {  /* eight products a step */
-                        hash_rows_avx2(u, 1, len, w, h * (w[0] * 31u), o + i);
-                        continue;
-                    }
-#endif
-                    uint32_t a = 0, b = 0, c = 0, d = 0;
-                    Py_ssize_t j = 0;
-                    for (; j + 4 <= len; j += 4) {
-                        a += u[j] * w[j];
-                        b += u[j + 1] * w[j + 1];
-                        c += u[j + 2] * w[j + 2];
-                        d += u[j + 3] * w[j + 3];
-                    }
-                    for (; j < len; j++)
-                        a += u[j] * w[j];
-                    h = h * (len ? w[0] * 31u : 1u) + a + b + c + d;
-                    break;
-                }
-                for (Py_ssize_t j = 0; j < len; j++)
-                    h = 31u * h + u[j];
-                break;
-            }
-            case PyUnicode_2BYTE_KIND: {
-                const Py_UCS2 *u = (const Py_UCS2 *)data;
-                for (Py_ssize_t j = 0; j < len; j++)
-                    h = 31u * h + u[j];
-                break;
-            }
-            default: {
-                const Py_UCS4 *u = (const Py_UCS4 *)data;
-                for (Py_ssize_t j = 0; j < len; j++) {
-                    Py_UCS4 c = u[j];
-                    if (c < 0x10000) {
-                        h = 31u * h + c;
-                    } else {
-                        c -= 0x10000;
-                        h = 31u * h + (0xD800u + (c >> 10));
-                        h = 31u * h + (0xDC00u + (c & 0x3FFu));
-                    }
-                }
-            }
-            }
-            o[i] = index_abs(h);
+            hash_str_units(PyUnicode_KIND(key), PyUnicode_DATA(key), PyUnicode_GET_LENGTH(key),
+                           seeds[r], pow31, vector, o + i);
         }
     }
     if (i != n) {
@@ -1473,6 +1486,109 @@ done:
     PyBuffer_Release(&out);
     PyBuffer_Release(&sb);
     PyBuffer_Release(&cb);
+    return result;
+}
+
+/* record_key_hashes(out, counts, key_sets, seeds, words_type, vector=True) -> written
+
+   str_key_hashes for the key sets of records queued one by one, without a flat list of
+   their keys: key_sets[r] is a sequence (a tuple) of str keys, or an object of words_type
+   whose `text` attribute holds the keys as words separated by spaces (a trace message's
+   hundreds of msgIds, not split into a str each). Empty keys and words are skipped. Each
+   key's hash after record r's seed (uint32) goes to out (int64, room for at least the
+   keys), and counts[r] (int64) becomes the number written for record r; returns the
+   total written (the twin: tidemq/store/index_keys.py, py_record_key_hashes). */
+static PyObject *record_key_hashes(PyObject *self, PyObject *args) {
+    Py_buffer out, cb, sb;
+    PyObject *sets, *words_type;
+    int vector = 1;
+    if (!PyArg_ParseTuple(args, "w*w*O!y*O|p", &out, &cb, &PyList_Type, &sets, &sb,
+                          &words_type, &vector))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t records = PyList_GET_SIZE(sets), room = out.len / 8;
+    if (cb.len != records * 8 || sb.len != records * 4) {
+        PyErr_Format(PyExc_ValueError, "record_key_hashes: %zd records, %zd bytes of counts "
+                     "and %zd of seeds do not agree", records, cb.len, sb.len);
+        goto done;
+    }
+    uint32_t pow31[POW31_CACHED];
+    pow31_table(pow31);
+    const uint32_t *seeds = (const uint32_t *)sb.buf;
+    int64_t *counts = (int64_t *)cb.buf, *o = (int64_t *)out.buf;
+    Py_ssize_t written = 0;
+    for (Py_ssize_t r = 0; r < records; r++) {
+        PyObject *set = PyList_GET_ITEM(sets, r);
+        Py_ssize_t before = written;
+        if ((PyObject *)Py_TYPE(set) != words_type) {
+            PyObject *fast = PySequence_Fast(set, "record_key_hashes: a key set is not a "
+                                             "sequence");
+            if (fast == NULL)
+                goto done;
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+            PyObject **items = PySequence_Fast_ITEMS(fast);
+            for (Py_ssize_t k = 0; k < n; k++) {
+                PyObject *key = items[k];
+                if (!PyUnicode_Check(key)) {
+                    Py_DECREF(fast);
+                    PyErr_SetString(PyExc_TypeError, "record_key_hashes: a key is not a str");
+                    goto done;
+                }
+                Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+                if (!len)
+                    continue;
+                if (written == room) {
+                    Py_DECREF(fast);
+                    goto full;
+                }
+                hash_str_units(PyUnicode_KIND(key), PyUnicode_DATA(key), len, seeds[r],
+                               pow31, vector, o + written++);
+            }
+            Py_DECREF(fast);
+        } else {
+            PyObject *text = PyObject_GetAttrString(set, "text");
+            if (text == NULL)
+                goto done;
+            if (!PyUnicode_Check(text)) {
+                Py_DECREF(text);
+                PyErr_SetString(PyExc_TypeError, "record_key_hashes: a text is not a str");
+                goto done;
+            }
+            int kind = PyUnicode_KIND(text);
+            const char *data = PyUnicode_DATA(text);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(text), at = 0;
+            while (at < len) {
+                Py_ssize_t end = at;
+                if (kind == PyUnicode_1BYTE_KIND) {
+                    const char *sp = memchr(data + at, ' ', (size_t)(len - at));
+                    end = sp ? sp - data : len;
+                } else {
+                    while (end < len && PyUnicode_READ(kind, data, end) != ' ')
+                        end++;
+                }
+                if (end > at) {
+                    if (written == room) {
+                        Py_DECREF(text);
+                        goto full;
+                    }
+                    hash_str_units(kind, data + at * kind, end - at, seeds[r], pow31, vector,
+                                   o + written++);
+                }
+                at = end + 1;
+            }
+            Py_DECREF(text);
+        }
+        counts[r] = written - before;
+    }
+    result = PyLong_FromSsize_t(written);
+    goto done;
+full:
+    PyErr_Format(PyExc_ValueError, "record_key_hashes: more keys than the %zd out holds",
+                 room);
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&sb);
     return result;
 }
 
@@ -2816,6 +2932,8 @@ static PyMethodDef methods[] = {
     {"key_hashes", key_hashes, METH_VARARGS, "Key-index hashes of rows of ASCII keys."},
     {"str_key_hashes", str_key_hashes, METH_VARARGS,
      "Key-index hashes of str keys after their records' prefixes."},
+    {"record_key_hashes", record_key_hashes, METH_VARARGS,
+     "Key-index hashes of records' key sets, words of a text split in C."},
     {"lmq_entry_keys", lmq_entry_keys, METH_VARARGS,
      "A dispatch round's LMQ entry keys, sorted, and their order."},
     {"lmq_offset_props", lmq_offset_props, METH_VARARGS,

@@ -22,7 +22,7 @@ class MessageInput(NamedTuple):
     properties: bytes = b""
     flag: int = 0
     tags_code: int = 0
-    keys: tuple[str, ...] = ()
+    keys: Sequence[str] = ()
 
 
 class UniformBatch(Sequence[MessageInput]):

@@ -800,7 +800,7 @@ class Appender:
 
     def _batch_stored(self, topic: str, queue_id: int, qo: int, phys: Sequence[int],
                       sizes: Sequence[int], tags: Sequence[int], ts: int, end: int,
-                      keys: Sequence[tuple[str, ...]] | None) -> None:
+                      keys: Sequence[Sequence[str]] | None) -> None:
         """A batch's records are in the segment (the lock is held): its queue moves on
         and the dispatcher is handed the batch."""
         self.next_offsets[(topic, queue_id)] = qo + len(sizes)

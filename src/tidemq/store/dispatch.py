@@ -56,7 +56,7 @@ RoundHook = Callable[[Mapping[tuple[str, int], int]], None]
 
 #: One single-record put: ``(end, store_timestamp, (topic, queue_id), queue_offset, phys,
 #: size, tags_code, index keys or None)``; ``end`` first, as ``DispatchBatch.end``.
-Row = tuple[int, int, tuple[str, int], int, int, int, int, "tuple[str, ...] | None"]
+Row = tuple[int, int, tuple[str, int], int, int, int, int, "Sequence[str] | None"]
 #: A batch field's value (see _having, _per_record).
 _V = TypeVar("_V")
 _FIRST = operator.itemgetter(0)
@@ -87,7 +87,7 @@ class DispatchBatch:
     end: int  # physical offset just past the last record
     #: per record: index keys (UNIQ_KEY, KEYS); a put_batch of a uniform batch gives them
     #: as :class:`~tidemq.store.index.KeyColumns`
-    keys: Sequence[tuple[str, ...]] | None = None
+    keys: Sequence[Sequence[str]] | None = None
     batch_sizes: Sequence[int] | None = None  # per record: offsets covered (inner batches)
     #: per record: the LMQs it fans out to and its offset in each (RIP-28), or None
     lmq: Sequence[tuple[Sequence[str], Sequence[int]] | None] | None = None
@@ -210,7 +210,7 @@ _BATCH_LMQ = operator.attrgetter("lmq")
 class IndexSink(Protocol):
     """What the dispatcher needs from the key index (implemented by ``store.index``)."""
 
-    def put_keys(self, topic: str, keys: tuple[str, ...], phys: int,
+    def put_keys(self, topic: str, keys: Sequence[str], phys: int,
                  store_timestamp: int) -> None: ...
 
 
@@ -295,7 +295,7 @@ def index_batches(index: IndexSink, batches: Sequence[DispatchBatch]) -> None:
         index.put_keys(topic, keys, phys_off, ts)
 
 
-def _keyed_rows(batches: Sequence[DispatchBatch]) -> list[tuple[str, tuple[str, ...], int, int]]:
+def _keyed_rows(batches: Sequence[DispatchBatch]) -> list[tuple[str, Sequence[str], int, int]]:
     """``(topic, keys, phys, store_timestamp)`` of every record with index keys, batch by
     batch: built with C-level maps and chains, no Python step per record or batch."""
     batches, keys_of = _having(batches, _BATCH_KEYS)  # batches without keys left out
@@ -331,7 +331,7 @@ def _index_with_columns(index: IndexSink, batches: Sequence[DispatchBatch]) -> N
     put_batch): those go to the index as one call each when it takes columns
     (``put_key_columns``), in log order with the other records."""
     put_columns = getattr(index, "put_key_columns", None)
-    keyed: list[tuple[int, str, tuple[str, ...] | KeyColumns, int, Sequence[int]]] = []
+    keyed: list[tuple[int, str, Sequence[str] | KeyColumns, int, Sequence[int]]] = []
     for b in batches:
         if not b.keys:
             continue

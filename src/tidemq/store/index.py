@@ -61,7 +61,7 @@ from tidemq.store.index_keys import (
     KeyColumns,
     column_hashes,
     index_hashes,
-    prefixed_hashes,
+    record_hashes,
 )
 from tidemq.store.index_links import link_entries
 from tidemq.store.layout import StoreLayout
@@ -81,7 +81,7 @@ _PHYS = operator.itemgetter(2)
 _STAMP = operator.itemgetter(3)
 
 #: A record queued by :meth:`KeyIndex.put_keys`: topic, keys, phys, store timestamp.
-_Plain = tuple[str, tuple[str, ...], int, int]
+_Plain = tuple[str, Sequence[str], int, int]
 #: Records queued by :meth:`KeyIndex.put_key_columns`: topic, keys, phys, store timestamp.
 _Columns = tuple[str, KeyColumns, IntArray, int]
 _Queued = _Plain | _Columns
@@ -310,7 +310,7 @@ class KeyIndex:
 
     # ------------------------------------------------------------------ writing
 
-    def put_keys(self, topic: str, keys: tuple[str, ...], phys: int,
+    def put_keys(self, topic: str, keys: Sequence[str], phys: int,
                  store_timestamp: int) -> None:
         """Index the record at ``phys`` under ``topic#key`` for each key (dispatcher thread).
 
@@ -326,7 +326,7 @@ class KeyIndex:
             with self.lock:
                 self._drain()
 
-    def put_key_rows(self, rows: Sequence[tuple[str, tuple[str, ...], int, int]]) -> None:
+    def put_key_rows(self, rows: Sequence[tuple[str, Sequence[str], int, int]]) -> None:
         """:meth:`put_keys` of each ``(topic, keys, phys, store_timestamp)`` of ``rows``
         (``phys`` increasing, ``keys`` not empty), queued together: a dispatch round's
         single records. Records at or below the recorded end are skipped."""
@@ -402,19 +402,14 @@ class KeyIndex:
     @staticmethod
     def _plain_entries(items: list[_Plain]) -> _Entries:
         """Entry columns of records queued by :meth:`put_keys`: the keys of all of them
-        hashed together, each joined to its record's topic arithmetically
-        (:func:`prefixed_hashes`)."""
-        key_sets = list(map(_KEYS, items))
-        keys = list(itertools.chain.from_iterable(key_sets))
-        if "" in keys:  # rare: drop empty keys first
-            key_sets = [tuple(k for k in ks if k) for ks in key_sets]
-            keys = list(itertools.chain.from_iterable(key_sets))
-        counts = np.fromiter(map(len, key_sets), dtype=np.int64, count=len(items))
+        hashed together, empty ones left out, each joined to its record's topic
+        arithmetically (:func:`record_hashes`; the keys of a
+        :class:`~tidemq.store.index_keys.KeyWords` straight from its text)."""
+        prefixes = [f"{topic}#" for topic in map(_TOPIC, items)]
+        hashes, counts = record_hashes(prefixes, list(map(_KEYS, items)))
         starts = np.fromiter(map(_PHYS, items), np.int64, len(items))
         ts = np.repeat(np.fromiter(map(_STAMP, items), np.int64, len(items)), counts)
-        prefixes = [f"{topic}#" for topic in map(_TOPIC, items)]
-        return (prefixed_hashes(prefixes, counts, keys), np.repeat(starts, counts), ts,
-                counts, starts)
+        return hashes, np.repeat(starts, counts), ts, counts, starts
 
     @staticmethod
     def _column_entries(run: list[_Columns]) -> _Entries:

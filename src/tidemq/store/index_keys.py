@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from typing import overload
+from typing import cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,10 @@ import numpy.typing as npt
 from tidemq.formats.hashing import index_hash, java_string_hash
 from tidemq.formats.record.loops import compiled
 
-__all__ = ["NATIVE_KEY_HASHES", "NATIVE_PREFIXED_HASHES", "KeyColumns", "column_hashes",
-           "index_hashes", "key_hashes", "prefixed_hashes", "py_key_hashes",
-           "py_prefixed_hashes"]
+__all__ = ["NATIVE_KEY_HASHES", "NATIVE_PREFIXED_HASHES", "NATIVE_RECORD_HASHES",
+           "KeyColumns", "KeyWords", "column_hashes", "index_hashes", "key_hashes",
+           "prefixed_hashes", "py_key_hashes", "py_prefixed_hashes", "py_record_hashes",
+           "record_hashes"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -323,3 +324,101 @@ def column_hashes(topic: str, keys: KeyColumns) -> IntArray:
     for j, key in enumerate(keys.extra, k - len(keys.extra)):
         out[:, j] = index_hash(f"{topic}#{key}")
     return out.ravel()
+
+
+class KeyWords(Sequence[str]):
+    """A message's index keys kept as one text, the keys separated by single spaces (its
+    UNIQ_KEY, then the words of its KEYS): a trace message's hundreds of msgIds reach the
+    key index without a string each, and :func:`record_hashes` hashes them from the text.
+    A sequence of its keys, like the tuple it replaces, for any other reader
+    (:meth:`of` makes one only of a text whose every word is a key)."""
+
+    __slots__ = ("n", "text")
+
+    def __init__(self, text: str, n: int) -> None:
+        self.text = text
+        #: The keys (words) of :attr:`text`.
+        self.n = n
+
+    @classmethod
+    def of(cls, uniq: str, keys: str) -> KeyWords | tuple[str, ...]:
+        """The index keys of a message whose UNIQ_KEY is ``uniq`` (may be empty) and whose
+        KEYS are ``keys``: as a :class:`KeyWords`, or as the tuple
+        :func:`~tidemq.formats.properties.index_keys` gives when a key would not be one
+        word of the text (an empty word, or a UNIQ_KEY holding a space)."""
+        if (not keys or keys[0] == " " or keys[-1] == " " or "  " in keys
+                or " " in uniq):
+            return (uniq, *filter(None, keys.split(" "))) if uniq else tuple(
+                filter(None, keys.split(" ")))
+        text = f"{uniq} {keys}" if uniq else keys
+        return cls(text, text.count(" ") + 1)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> str | tuple[str, ...]:
+        return tuple(self.text.split(" "))[i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.text.split(" "))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeyWords):
+            return self.text == other.text
+        return isinstance(other, tuple) and tuple(self) == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"KeyWords({self.text!r}, {self.n})"
+
+
+def py_record_hashes(prefixes: Sequence[str], key_sets: Sequence[Sequence[str]]
+                     ) -> tuple[IntArray, IntArray]:
+    """:func:`~tidemq.formats.hashing.index_hash` of ``prefixes[r] + key`` for each
+    non-empty key of each record ``r`` (``key_sets[r]``: a tuple of keys, or a
+    :class:`KeyWords`), flat, and how many each record has. The twin of the compiled
+    ``record_key_hashes`` (:func:`record_hashes` is whichever runs)."""
+    sets = [tuple(filter(None, ks)) for ks in key_sets]
+    counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+    return prefixed_hashes(prefixes, counts, list(itertools.chain.from_iterable(sets))), counts
+
+
+def _native_record_hashes() -> Callable[[Sequence[str], Sequence[Sequence[str]]],
+                                        tuple[IntArray, IntArray]] | None:
+    compiled_hashes = compiled("record_key_hashes")
+    if compiled_hashes is None:
+        return None
+
+    def native_record_hashes(prefixes: Sequence[str], key_sets: Sequence[Sequence[str]]
+                             ) -> tuple[IntArray, IntArray]:
+        """:func:`py_record_hashes` in one pass over the keys' characters: a
+        :class:`KeyWords`' keys found in its text, no flat list of the keys."""
+        sets = key_sets if type(key_sets) is list else list(key_sets)
+        counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+        out = np.empty(int(counts.sum()), np.int64)
+        if len(set(prefixes)) == 1:
+            seeds = np.full(len(sets), java_string_hash(prefixes[0]) & 0xFFFFFFFF, np.uint32)
+        else:
+            known = {p: java_string_hash(p) & 0xFFFFFFFF for p in set(prefixes)}
+            seeds = np.fromiter(map(known.__getitem__, prefixes), np.uint32,
+                                count=len(prefixes))
+        written = cast("int", compiled_hashes(out, counts, sets, seeds, KeyWords))
+        return out[:written], counts
+
+    return native_record_hashes
+
+
+_compiled_record_hashes = _native_record_hashes()
+#: Whether :func:`record_hashes` is the compiled loop (``False``: :func:`py_record_hashes`).
+NATIVE_RECORD_HASHES = _compiled_record_hashes is not None
+record_hashes: Callable[[Sequence[str], Sequence[Sequence[str]]],
+                        tuple[IntArray, IntArray]] = (
+    _compiled_record_hashes if _compiled_record_hashes is not None else py_record_hashes)

@@ -89,6 +89,7 @@ from tidemq.formats.record import HostAddr, pack_host
 from tidemq.formats.record.inner_send import inner_facts
 from tidemq.formats.record.loops import joined_offset_ids, offset_ids
 from tidemq.net import Connection
+from tidemq.store.index_keys import KeyWords
 from tidemq.store.message_store import MessageInput, PutResult
 
 __all__ = ["SendProcessor"]
@@ -113,6 +114,9 @@ _REMARKS = {
 }
 _NOT_MASTER = int(ResponseCode.SERVICE_NOT_AVAILABLE)
 _STORED_ONLY = frozenset({PutResult})
+#: KEYS of at least this many characters are handed to the key index as their text
+#: (:class:`~tidemq.store.index_keys.KeyWords`), not as a string per key.
+_WORDS_FROM = 512
 _FIRST = itemgetter(0)
 #: A shared send entry's property text.
 _TEXT = itemgetter(4)
@@ -277,10 +281,13 @@ class SendProcessor:
         if len(raw) > MAX_PROPERTIES_BYTES:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL,
                                  f"properties of {len(raw)} bytes exceed {MAX_PROPERTIES_BYTES}")
-        keys: tuple[str, ...] = ()
+        keys: Sequence[str] = ()
         if self._index:
             if "KEYS" in props:
-                keys = index_keys(props)
+                text = props["KEYS"]
+                # a trace message's hundreds of msgIds: kept as their text
+                keys = (KeyWords.of(props.get("UNIQ_KEY", ""), text)
+                        if len(text) >= _WORDS_FROM else index_keys(props))
             elif uniq := props.get("UNIQ_KEY"):  # index_keys without user keys
                 keys = (uniq,)
         tags = props.get("TAGS")

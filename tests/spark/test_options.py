@@ -79,3 +79,12 @@ def test_the_sink_takes_the_schema_option_of_a_shared_option_map() -> None:
     assert parse_sink_options({**NS, "topic": "t", "schema": "kafka"}).topic == "t"
     with pytest.raises(SourceOptionError, match="expected tidemq or kafka"):
         parse_sink_options({**NS, "schema": "avro"})
+
+
+def test_a_misspelt_option_is_answered_with_the_closest_one() -> None:
+    with pytest.raises(SourceOptionError,
+                       match="'topik': unknown option; did you mean 'topic'\\? known: "
+                             "accesskey, assign, "):
+        parse_source_options({**NS, "topik": "Orders"}, streaming=False)
+    with pytest.raises(SourceOptionError, match="unknown sink option; known: "):
+        parse_sink_options({**NS, "topic": "T", "zzzzzz": "1"})

@@ -60,6 +60,7 @@ above. The sink is at-least-once (see
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -320,7 +321,10 @@ def _aliased(options: Mapping[str, str], known: set[str], *, sink: bool) -> dict
     unknown = sorted(set(out) - known)
     if unknown:
         what = "sink option" if sink else "option"
-        raise SourceOptionError(unknown[0], f"unknown {what}; known: {sorted(known)}")
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        raise SourceOptionError(unknown[0], f"unknown {what}; {guess}known: "
+                                            f"{', '.join(sorted(known))}")
     return out
 
 

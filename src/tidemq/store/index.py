@@ -5,9 +5,11 @@ The file's byte layout is :mod:`tidemq.store.index_format`'s.
 Writing is batched, because Python pays per object: :meth:`KeyIndex.put_keys` only queues
 the record (a deque append), and the queue is applied in bulk -- every 1024 records or
 16,384 keys, whichever comes first (a trace message has hundreds of keys), and before any
-query, flush or truncation -- with the key hashes computed by numpy
-(:func:`prefixed_hashes`, equal to :func:`tidemq.formats.hashing.index_hash` of
-``topic#key``) and the chains linked in one call (:mod:`tidemq.store.index_links`:
+query, flush or truncation -- with the key hashes computed in one call
+(:func:`~tidemq.store.index_keys.record_hashes`, equal to
+:func:`tidemq.formats.hashing.index_hash` of ``topic#key``; a trace message's keys
+hashed from their text, :class:`~tidemq.store.index_keys.KeyWords`) and the chains
+linked in one call (:mod:`tidemq.store.index_links`:
 compiled, or a sort over slots in numpy). Within one bulk write the
 entries go first, then ``indexCount``, then the slots, so no slot ever points past
 ``indexCount``. Records reach the index in log order, so the start of the last record

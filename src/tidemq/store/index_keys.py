@@ -7,7 +7,8 @@ The hash of a key is Java's ``String.hashCode`` of ``topic + "#" + key`` made no
 product of their bytes with the powers of 31, and ``hash(prefix + key)`` is
 ``hash(prefix) * 31**len(key) + hash(key)``: a batch's UNIQ_KEY column is hashed without
 building a string per key (:func:`column_hashes`), and so are the keys of records queued
-one by one (:func:`prefixed_hashes`; a trace message's hundreds of msgIds).
+one by one (:func:`prefixed_hashes`, :func:`record_hashes`; a trace message's hundreds
+of msgIds, which reach the index as one text, :class:`KeyWords`).
 
 The products are summed in float64, exactly (:data:`_FLOAT_MAX_WIDTH`), a matrix-vector
 product over at most :data:`_CHUNK` characters at a time: the float64 copy stays small
@@ -17,7 +18,9 @@ broker's other core and takes several times the CPU). Where the compiled module
 ``tidemq.formats._crecords`` is built, a batch's UNIQ_KEY column is hashed by its
 ``key_hashes`` instead, in one pass (:func:`key_hashes`; :func:`py_key_hashes` is its twin),
 and the keys of records queued one by one by its ``str_key_hashes``, straight from the
-strings (:func:`prefixed_hashes`; :func:`py_prefixed_hashes` is its twin).
+strings (:func:`prefixed_hashes`; :func:`py_prefixed_hashes` is its twin), or by its
+``record_key_hashes`` straight from the records' key sets, a :class:`KeyWords`' keys from
+its text (:func:`record_hashes`; :func:`py_record_hashes` is its twin).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from tests.broker.held import Held, answered_meanwhile, created_while_held, slow
 from tests.broker.wire import Peer
 from tests.codec.test_topic_table import slices_of_three
 
+import tidemq.broker.context as context_module
 import tidemq.broker.processors.admin as admin_module
 import tidemq.broker.registrar as registrar_module
 import tidemq.broker.topics as topics_module
@@ -102,6 +103,24 @@ async def test_a_created_topic_is_written_off_the_loop_before_the_answer(
     await created_while_held(cluster.brokers[0].broker_addr, peer, held, "Wr", 2)
     saved = json.loads(cluster.brokers[0].topics.path.read_text())
     assert saved["topicConfigTable"]["Wr"]["readQueueNums"] == 2
+
+
+async def test_a_created_topic_is_written_before_the_answer_however_slow_the_disk(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the wait for the name servers is bounded (ROUTE_WAIT); the wait for the file is not:
+    # an answered creation must outlive a kill -9 right after
+    monkeypatch.setattr(context_module, "ROUTE_WAIT", 0.0)
+    slow_writes(monkeypatch, topics_module, held)
+    async with Peer(cluster.brokers[0].broker_addr) as creator:
+        task = asyncio.create_task(creator.ok(wire.create_topic("Slow", 2)))
+        await held.entered_soon()
+        await peer.ok(wire.request(RequestCode.GET_BROKER_CONFIG))  # the loop serves on
+        done, _ = await asyncio.wait([task], timeout=0.5)
+        assert not done, "answered while topics.json did not hold the topic yet"
+        held.release.set()
+        await task
+    saved = json.loads(cluster.brokers[0].topics.path.read_text())
+    assert saved["topicConfigTable"]["Slow"]["readQueueNums"] == 2
 
 
 async def test_a_topic_a_send_creates_is_written_before_the_send_is_answered(

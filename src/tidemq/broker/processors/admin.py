@@ -70,10 +70,10 @@ class AdminProcessor:
     # ------------------------------------------------------------------ topics
 
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Create or change a topic, and answer once the name servers have its route (as
-        RocketMQ's broker registers before it answers): a producer that sends right after
-        finds the topic's own queues, not the default route's
-        (:meth:`~tidemq.broker.context.BrokerContext.routes_published`)."""
+        """Create or change a topic, and answer once topics.json holds the change and the
+        name servers have its route (as RocketMQ's broker registers before it answers): a
+        producer that sends right after finds the topic's own queues, not the default
+        route's (:meth:`~tidemq.broker.context.BrokerContext.routes_published`)."""
         h = parse_header(CreateTopicRequestHeader, cmd)
         why = validate_topic(h.topic)
         if why is not None:
@@ -108,6 +108,9 @@ class AdminProcessor:
         with self.ctx.topics.file.deferred():  # written on a thread, awaited below
             changed = self.ctx.topics.upsert(tc)
         if changed:
+            # on disk before the answer however long that takes; the name servers are
+            # waited for at most ROUTE_WAIT
+            await asyncio.to_thread(self.ctx.topics.file.write_pending)
             await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()
 

@@ -1,4 +1,4 @@
-"""DELETE_TOPIC_IN_BROKER and kill -9: a ``tidemq broker`` process killed after the delete
+"""DELETE_TOPIC_IN_BROKER (and DELETE_LMQ) and kill -9: a ``tidemq broker`` process killed after the delete
 was answered, or stopped for good at a step of the delete (:mod:`stop_at`) and killed
 there, is started again on the same store.
 
@@ -6,7 +6,8 @@ A delete that was answered stays done. One that was cut off is done all the same
 began (as Kafka marks a topic deleted first and removes its files after): the topic is
 not listed, its queues and consumer offsets are gone, and a topic created again under the
 name starts at offset 0 -- never the topic listed with its queues emptied, nor its old
-messages or offsets back. A topic the broker never deleted keeps every message.
+messages or offsets back. A topic the broker never deleted keeps every message. The
+same holds for an LMQ: deleted, it stays deleted; created again, it starts at 0.
 
 The checkpoint is not written while the broker runs (``flushIntervalConsumeQueue``), so
 each start dispatches the whole commit log again, the deleted topic's records with it.
@@ -131,5 +132,40 @@ def test_a_delete_cut_off_by_kill9_is_finished_at_start(
         broker.stop_after(None)
         broker.start()
         asyncio.run(_check_deleted(tmp_path / "store", broker.addr))
+    finally:
+        broker.kill9()
+
+
+async def _lmq_fill_and_delete(addr: str) -> None:
+    """Messages of Parent fanned out to two LMQs; LMQ x deleted (answered)."""
+    async with Peer(addr) as peer:
+        await peer.ok(wire.create_topic("Parent", 1))
+        for n in range(PER_QUEUE):
+            await peer.ok(wire.send("Parent", b"p%d" % n, properties=wire.props(
+                INNER_MULTI_DISPATCH="%LMQ%x,%LMQ%y")))
+        await peer.ok(wire.request(RequestCode.DELETE_LMQ, lmq="%LMQ%x"))
+
+
+async def _lmq_check(addr: str) -> None:
+    async with Peer(addr) as peer:
+        assert await peer.max_offset("%LMQ%x") == 0, "the deleted LMQ is back"
+        kept = await peer.messages("%LMQ%y")
+        assert [m.body for m in kept] == [b"p%d" % n for n in range(PER_QUEUE)]
+        await peer.ok(wire.send("Parent", b"new", properties=wire.props(
+            INNER_MULTI_DISPATCH="%LMQ%x")))
+        [new] = await peer.messages("%LMQ%x")  # at LMQ offset 0
+        assert (new.body, await peer.max_offset("%LMQ%x")) == (b"new", 1)
+
+
+def test_an_answered_lmq_delete_stays_done_after_kill9(tmp_path: Path,
+                                                        namesrv: NameServerApp) -> None:
+    broker = BrokerProcess(tmp_path / "store", namesrv.address, {
+        **SETTINGS, "enableLmq": "true", "enableMultiDispatch": "true"})
+    broker.start()
+    try:
+        asyncio.run(_lmq_fill_and_delete(broker.addr))
+        broker.kill9()
+        broker.start()
+        asyncio.run(_lmq_check(broker.addr))
     finally:
         broker.kill9()

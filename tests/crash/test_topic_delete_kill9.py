@@ -1,6 +1,6 @@
-"""DELETE_TOPIC_IN_BROKER (and DELETE_LMQ) and kill -9: a ``tidemq broker`` process killed after the delete
-was answered, or stopped for good at a step of the delete (:mod:`stop_at`) and killed
-there, is started again on the same store.
+"""DELETE_TOPIC_IN_BROKER (and DELETE_LMQ) and kill -9: a ``tidemq broker`` process
+killed after the delete was answered, or stopped for good at a step of the delete
+(:mod:`stop_at`) and killed there, is started again on the same store.
 
 A delete that was answered stays done. One that was cut off is done all the same once it
 began (as Kafka marks a topic deleted first and removes its files after): the topic is

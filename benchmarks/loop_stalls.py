@@ -216,7 +216,7 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
     probe = ctx.Process(target=_probe, args=(addr, theirs, 0.005), daemon=True)
     probe.start()
     assert ours.recv() == "ready"
-    client = RemotingClient(request_timeout=600)
+    client = RemotingClient(request_timeout=600, max_frame_size=1 << 30)
     windows: list[tuple[str, float, float, int]] = []
     try:
         t0 = time.monotonic()

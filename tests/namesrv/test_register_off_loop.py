@@ -6,6 +6,7 @@ loop, nothing would answer meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from tests.broker.held import Held
 
 import tidemq.namesrv.app as app_module
+import tidemq.namesrv.routes as routes_module
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UnRegisterBrokerRequestHeader
 from tidemq.errors import ResponseCode
@@ -87,3 +89,26 @@ async def test_a_bad_body_decoded_off_the_loop_is_refused(
     response = await client.request(app.address, cmd)
     assert response.code == ResponseCode.INVALID_PARAMETER
     assert "REGISTER_BROKER" in (response.remark or "")
+
+
+async def test_the_topics_are_compared_with_the_last_table_off_the_loop(
+        app: NameServerApp, client: RemotingClient, held: Held,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    held.release.set()
+    on_loop: list[bool] = []
+    compare = app_module.diff_topics
+
+    def recorded(base: Any, table: Any) -> Any:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return compare(base, table)
+
+    monkeypatch.setattr(app_module, "diff_topics", recorded)
+    monkeypatch.setattr(routes_module, "diff_topics", recorded)
+    for counter in (1, 2):
+        topics = {"T": topic("T"), f"U{counter}": topic(f"U{counter}")}
+        response = await client.request(app.address, register_request(
+            "broker-a", A, topics, counter=counter))
+        assert response.code == ResponseCode.SUCCESS
+    assert on_loop == [False, False]
+    route = app.routes.pick_route("U2")
+    assert route is not None and route.queue_datas[0].broker_name == "broker-a"

@@ -42,12 +42,13 @@ import functools
 import itertools
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from tidemq.codec.bodies import (
     DataVersion,
     KVTable,
     RegisterBrokerBody,
+    TopicConfig,
     decode_body,
     decode_register_body,
     encode_body,
@@ -80,6 +81,7 @@ from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
 from tidemq.namesrv.metrics import NamesrvMetrics
 from tidemq.namesrv.routes import RemovedBroker, RouteInfoManager
+from tidemq.namesrv.topic_diff import TableDiff, diff_topics
 from tidemq.net.acl import AclFile, AclGate
 from tidemq.net.acl.metrics import AclCollector
 from tidemq.net.acl.principal import Directory
@@ -135,6 +137,14 @@ def _decode_registration(data: bytes, header: RegisterBrokerRequestHeader,
     if header.compressed:  # a line a topic, decoded a topic at a time already
         return decode_register_body(data, compressed=True, broker_version=version)
     return decode_topics(data, RegisterBrokerBody)
+
+
+def _decode_and_diff(data: bytes, header: RegisterBrokerRequestHeader, version: int,
+                     base: Mapping[str, TopicConfig] | None
+                     ) -> tuple[RegisterBrokerBody, TableDiff]:
+    """On a thread: the body, and its topics against the table applied before it."""
+    body = _decode_registration(data, header, version)
+    return body, diff_topics(base, body.topic_config_serialize_wrapper.topic_config_table)
 
 
 def _name(code: int) -> str:
@@ -330,23 +340,27 @@ class NameServerApp:
         try:
             async with self._register_order:
                 body = RegisterBrokerBody()
+                diff = None
                 if cmd.body:
+                    base = self.routes.applied_topics(header.broker_name)
                     try:
-                        body = await asyncio.to_thread(_decode_registration, bytes(cmd.body),
-                                                       header, cmd.version)
+                        body, diff = await asyncio.to_thread(
+                            _decode_and_diff, bytes(cmd.body), header, cmd.version, base)
                     except RemoteProtocolError as exc:
                         return _refused(conn, cmd, exc)
                 if not conn.is_open:  # the broker registers again over its next connection
                     return cmd.response(ResponseCode.SYSTEM_ERROR, "connection closed")
-                return self._registered(conn, cmd, header, body)
+                return self._registered(conn, cmd, header, body, diff)
         finally:
             self._queued -= 1
 
     def _registered(self, conn: Connection, cmd: RemotingCommand,
-                    header: RegisterBrokerRequestHeader,
-                    body: RegisterBrokerBody) -> RemotingCommand:
-        """Apply a decoded registration; the answer."""
-        result = self.routes.register_broker(header, body, conn_id=self._conn_id(conn))
+                    header: RegisterBrokerRequestHeader, body: RegisterBrokerBody,
+                    diff: TableDiff | None = None) -> RemotingCommand:
+        """Apply a decoded registration (``diff``: its topics compared on a thread);
+        the answer."""
+        result = self.routes.register_broker(header, body, conn_id=self._conn_id(conn),
+                                             diff=diff)
         if result.transition.joined:
             log.info("broker registered: %s %s id %d (%s)", header.cluster_name,
                      header.broker_name, header.broker_id, header.broker_addr)

@@ -21,7 +21,11 @@ Rules (the Java ``RouteInfoManager``):
 * A master (brokerId 0) -- or, among brokers sending ``enableActingMaster``, the slave with
   the smallest id while no master is registered -- defines the topics of its broker name.
   A topic's QueueData is rebuilt when the broker registers first, when its DataVersion
-  changed, or when the topic has no QueueData for that broker name yet.
+  changed, or when the topic has no QueueData for that broker name yet. A rebuild walks
+  only what can change it (:mod:`~tidemq.namesrv.topic_diff`): the topics whose config
+  differs from the one the broker name's queues were last built from, and those whose
+  queues something else (a deletion) touched since; the routes are the same as a walk of
+  every topic gives.
 * One address holds one broker id: a slave re-registering as master drops its old id.
 * A broker leaves on UNREGISTER_BROKER, when its liveness times out, or when the
   connection it registered on closes. When the last address of a broker name goes, the
@@ -36,7 +40,7 @@ touch the table.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -61,6 +65,7 @@ from tidemq.namesrv.liveness import (
     Transition,
     monotonic_ms,
 )
+from tidemq.namesrv.topic_diff import TableDiff, diff_topics, index_topics
 from tidemq.types import LOGICAL_BROKER
 
 __all__ = [
@@ -149,6 +154,12 @@ class RouteInfoManager:
         self._live: dict[str, BrokerLiveInfo] = {}
         self._filter_servers: dict[str, list[str]] = {}
         self._order_confs: dict[str, str] = {}
+        #: broker name -> the topic table its queues were last built from (by topic name,
+        #: replaced on a rebuild, never changed in place) and whether write was wiped
+        self._applied: dict[str, tuple[Mapping[str, TopicConfig], bool]] = {}
+        #: broker name -> topics of that table whose queues were changed since by
+        #: something else than its registrations (a deletion)
+        self._touched: dict[str, set[str]] = {}
 
     def __repr__(self) -> str:
         return (f"<RouteInfoManager topics={len(self._topic_queues)} "
@@ -167,8 +178,12 @@ class RouteInfoManager:
         *,
         conn_id: int | None = None,
         now_ms: int | None = None,
+        diff: TableDiff | None = None,
     ) -> RegisterResult:
-        """Apply one REGISTER_BROKER; ``conn_id`` names the connection it came on."""
+        """Apply one REGISTER_BROKER; ``conn_id`` names the connection it came on.
+        ``diff``: the body's topics against :meth:`applied_topics` of its broker name as
+        it was (taken on a thread for a large body); without it, or when the table it
+        was taken against was replaced since, the comparison is made here."""
         addr, name, cluster = header.broker_addr, header.broker_name, header.cluster_name
         broker_id = header.broker_id
         wrapper = body.topic_config_serialize_wrapper
@@ -195,7 +210,7 @@ class RouteInfoManager:
             ):
                 removed = self._drop_topics_not_in(name, table)
             wipe_write = prime_slave and brokers.enable_acting_master
-            updated = self._update_queues(name, table, first or changed, wipe_write)
+            updated = self._update_queues(name, table, first, changed, wipe_write, diff)
 
         transition = self._liveness.apply(
             addr, LivenessEvent.REGISTER, timeout_ms=header.heartbeat_timeout_millis,
@@ -250,11 +265,14 @@ class RouteInfoManager:
         if queues is None:
             return False
         if cluster_name is None:
+            for name in queues:
+                self._touched.setdefault(name, set()).add(topic)
             del self._topic_queues[topic]
             return True
         names = self._clusters.get(cluster_name, set())
         gone = [n for n in queues if n in names]
         for name in gone:
+            self._touched.setdefault(name, set()).add(topic)
             del queues[name]
         if not queues:
             del self._topic_queues[topic]
@@ -265,6 +283,7 @@ class RouteInfoManager:
         the write permission from (or give it to) every topic's queues on
         ``broker_name``; returns how many topics changed. It holds until the broker
         registers a changed topic table (upstream's rule)."""
+        self._applied.pop(broker_name, None)  # its next rebuild walks every topic
         changed = 0
         for queues in self._topic_queues.values():
             qd = queues.get(broker_name)
@@ -348,6 +367,13 @@ class RouteInfoManager:
     def topics(self) -> list[str]:
         return sorted(self._topic_queues)
 
+    def applied_topics(self, broker_name: str) -> Mapping[str, TopicConfig] | None:
+        """The topic table ``broker_name``'s queues were last built from, to compare a
+        registration with (:func:`~tidemq.namesrv.topic_diff.diff_topics`); replaced,
+        never changed in place, so a thread may read it."""
+        applied = self._applied.get(broker_name)
+        return applied[0] if applied is not None else None
+
     def data_version(self, broker_addr: str) -> DataVersion | None:
         """The DataVersion ``broker_addr`` last registered, or ``None``."""
         info = self._live.get(broker_addr)
@@ -394,10 +420,37 @@ class RouteInfoManager:
         addrs[broker_id] = addr
         return brokers, first
 
-    def _update_queues(self, name: str, table: Mapping[str, TopicConfig], rebuild: bool,
-                       wipe_write: bool) -> list[str]:
+    def _update_queues(self, name: str, table: Mapping[str, TopicConfig], first: bool,
+                       changed: bool, wipe_write: bool, diff: TableDiff | None) -> list[str]:
+        """Build ``name``'s QueueData of the topics in ``table`` that may need it (the
+        module docstring's rules); the topics whose QueueData changed."""
+        rebuild = first or changed
+        applied = self._applied.get(name)
+        base = applied[0] if applied is not None and applied[1] == wipe_write else None
+        configs: Iterable[TopicConfig]
+        if first or base is None:
+            configs = table.values()
+            topics: Mapping[str, TopicConfig] | None = index_topics(table) if rebuild else None
+        else:
+            if diff is None or diff.base is not base:
+                diff = diff_topics(base, table)
+            topics = diff.topics
+            walk: Iterable[str] = diff.changed
+            touched = self._touched.get(name)
+            if touched:  # after a deletion: the table's order, as a walk of every topic
+                both = touched.union(diff.changed)
+                walk = [t for t in topics if t in both]
+            configs = [topics[t] for t in walk]
+        updated = self._build_queues(name, configs, rebuild, wipe_write)
+        if rebuild and topics is not None:
+            self._applied[name] = (topics, wipe_write)
+            self._touched.pop(name, None)
+        return updated
+
+    def _build_queues(self, name: str, configs: Iterable[TopicConfig], rebuild: bool,
+                      wipe_write: bool) -> list[str]:
         updated: list[str] = []
-        for tc in table.values():
+        for tc in configs:
             queues = self._topic_queues.setdefault(tc.topic_name, {})
             if not rebuild and name in queues:
                 continue
@@ -420,6 +473,8 @@ class RouteInfoManager:
     def _drop_topics_not_in(self, name: str, table: Mapping[str, TopicConfig]) -> list[str]:
         keep = {tc.topic_name for tc in table.values()}
         dropped = [t for t, q in self._topic_queues.items() if name in q and t not in keep]
+        if dropped:  # the table applied last may hold them: a later one may bring them back
+            self._touched.setdefault(name, set()).update(dropped)
         for topic in dropped:
             self._drop_queue(topic, name)
         return dropped
@@ -450,6 +505,8 @@ class RouteInfoManager:
             if not addrs:
                 name_removed = True
                 del self._brokers[info.broker_name]
+                self._applied.pop(info.broker_name, None)
+                self._touched.pop(info.broker_name, None)
                 names = self._clusters.get(info.cluster_name)
                 if names is not None:
                     names.discard(info.broker_name)

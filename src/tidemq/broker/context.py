@@ -134,9 +134,10 @@ class BrokerContext:
                     await asyncio.gather(*(asyncio.shield(done) for done in pending))
 
     def sync_queue_types(self) -> None:
-        """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ)."""
-        for name in self.topics.topics:
-            if self.topics.is_batch_cq(name) and not self.store.is_batch_topic(name):
+        """Tell the store which topics index with BatchConsumeQueues (queue.type=BatchCQ):
+        the few the topic manager keeps, not a walk of every topic."""
+        for name in self.topics.batch_cq:
+            if not self.store.is_batch_topic(name):
                 self.store.set_batch_topic(name)
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -100,6 +100,9 @@ class TopicManager:
         self.auto_create = auto_create
         self.default_queue_nums = default_queue_nums
         self.topics: dict[str, TopicConfig] = {}
+        #: The topics whose queues are BatchConsumeQueues (``queue.type=BatchCQ``), kept
+        #: with the table: telling the store of them walks these, not every topic.
+        self.batch_cq: set[str] = set()
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
         #: When ``topics.json`` is written: at once after a change, or on a thread after
@@ -123,6 +126,7 @@ class TopicManager:
             self.topics = dict(wrapper.topic_config_table)
             self.data_version = wrapper.data_version
         self._ensure_system_topics()
+        self.batch_cq = {name for name in self.topics if self.is_batch_cq(name)}
 
     def _ensure_system_topics(self) -> None:
         if self.auto_create:
@@ -192,6 +196,10 @@ class TopicManager:
             if old == tc:
                 return False
             self.topics[tc.topic_name] = tc
+            if tc.attributes.get(QUEUE_TYPE) == "BatchCQ":
+                self.batch_cq.add(tc.topic_name)
+            else:
+                self.batch_cq.discard(tc.topic_name)
             self._changed()
         log.info("topic %s %s: read=%d write=%d perm=%d attributes=%s", tc.topic_name,
                  "updated" if old else "created", tc.read_queue_nums, tc.write_queue_nums,
@@ -202,6 +210,7 @@ class TopicManager:
         with self._lock:
             if self.topics.pop(topic, None) is None:
                 return False
+            self.batch_cq.discard(topic)
             self._changed()
         log.info("topic %s deleted", topic)
         return True

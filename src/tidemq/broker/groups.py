@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tidemq.broker.offset_json import COMPACT, SPACED, table_json
@@ -170,11 +171,21 @@ class SubscriptionGroupManager:
                              "counter": self.data_version.get("counter", 0) + 1}
         self.file.changed()
 
-    def replace(self, wrapper: dict[str, Any]) -> bool:
+    def differs(self, groups: Mapping[str, Any]) -> bool:
+        """Whether ``groups`` is not this table. Safe from another thread, and meant to
+        run on one for thousands of groups: a group at a time (one lookup and one
+        config's comparison each), so the event loop takes turns."""
+        mine = self.groups
+        return len(groups) != len(mine) or any(
+            mine.get(name) != cfg for name, cfg in groups.items())
+
+    def replace(self, wrapper: dict[str, Any], *, differs: bool | None = None) -> bool:
         """Take a GET_ALL_SUBSCRIPTIONGROUP_CONFIG body whole (a replica copying its
-        master; written on a thread); returns whether anything changed."""
+        master; written on a thread); returns whether anything changed. ``differs``:
+        whether its table differs from this one (:meth:`differs`, made on a thread for a
+        large table); without it the tables are compared here."""
         groups = wrapper.get(TABLE, {})
-        if groups == self.groups:
+        if not (groups != self.groups if differs is None else differs):
             return False
         self.groups = groups
         self.data_version = wrapper.get("dataVersion", self.data_version)

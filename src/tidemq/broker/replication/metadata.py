@@ -30,10 +30,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.groups import TABLE, SubscriptionGroupManager
 from tidemq.broker.logical import TopicMapping
 from tidemq.broker.offset_json import load_offset_json, load_table_json
 from tidemq.broker.offsets import OffsetIndex, OffsetManager, index_of
@@ -45,7 +46,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
 from tidemq.codec.topic_table import decode_topics
 from tidemq.errors import ResponseCode, TideMQError
-from tidemq.store.lmq_store import LMQ_PREFIX
+from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 
 __all__ = ["MetadataSync"]
 
@@ -63,7 +64,19 @@ def _offset_table(body: bytes) -> dict[str, dict[int, int]]:
 
 def _group_table(body: bytes) -> Any:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body, a group at a time (on a thread)."""
-    return load_table_json(body, "subscriptionGroupTable")
+    return load_table_json(body, TABLE)
+
+
+def _groups_differ(groups: SubscriptionGroupManager, wrapper: Any) -> bool:
+    """Whether the master's groups differ from the replica's, a group at a time (on a
+    thread: the loop serves on meanwhile)."""
+    table = wrapper.get(TABLE, {}) if isinstance(wrapper, dict) else {}
+    return groups.differs(table)
+
+
+def _copied_groups(groups: SubscriptionGroupManager, body: bytes) -> tuple[Any, bool]:
+    wrapper = _group_table(body)
+    return wrapper, _groups_differ(groups, wrapper)
 
 
 def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
@@ -71,6 +84,35 @@ def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
     """Whether ``table`` differs from the replica's offsets, and its index (on a
     thread: ``table`` is held by nothing else yet)."""
     return offsets.differs(table), index_of(table)
+
+
+def _lmq_page_rows(body: bytes) -> tuple[list[list[Any]], bool]:
+    """A GET_LMQ_METADATA page: its rows and whether more follow (on a thread)."""
+    page = json.loads(body)
+    return page["rows"], bool(page["more"])
+
+
+def _lmq_tombstones_to_take(lmq: LmqStore, body: bytes
+                            ) -> tuple[list[list[Any]], list[tuple[str, int]], bool]:
+    """A page of the master's LMQ tombstones (on a thread, a row at a time): its rows,
+    those of them later than this replica's, and whether more follow."""
+    rows, more = _lmq_page_rows(body)
+    later = [(str(row[0]), int(row[1])) for row in rows if lmq.floor(str(row[0])) < int(row[1])]
+    return rows, later, more
+
+
+def _lmq_offsets_to_take(lmq: LmqStore, body: bytes, taken: Container[OffsetKey]
+                         ) -> tuple[list[list[Any]], list[tuple[str, str, int]], bool]:
+    """A page of the master's LMQ consumer offsets (on a thread, a row at a time): its
+    rows, those of them this replica holds otherwise or took itself (the others it has
+    already), and whether more follow."""
+    rows, more = _lmq_page_rows(body)
+    differ = []
+    for row in rows:
+        name, group, offset = str(row[0]), str(row[1]), int(row[2])
+        if (group, name, 0) in taken or lmq.committed_offset(group, name) != offset:
+            differ.append((name, group, offset))
+    return rows, differ, more
 
 
 class _ByKey(Mapping[OffsetKey, int]):
@@ -219,9 +261,10 @@ class MetadataSync:
         ctx.schedule.adopt_offsets(levels)
         if checkpoint is not None:  # absent from a Java master
             ctx.schedule.adopt_timer(checkpoint)
-        groups = await asyncio.to_thread(
-            _group_table, await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
-        ctx.subscription_groups.replace(groups)
+        groups, differs = await asyncio.to_thread(
+            _copied_groups, ctx.subscription_groups,
+            await self._read(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        ctx.subscription_groups.replace(groups, differs=differs)
         resp = await self.ctx.client.request(addr, RemotingCommand.request(
             RequestCode.GET_AUTH_METADATA), 10.0)
         if resp.code == ResponseCode.SUCCESS:
@@ -235,7 +278,7 @@ class MetadataSync:
         self.synced.set()
 
     async def _lmq_page(self, addr: str, kind: str, after: list[str] | None
-                        ) -> tuple[list[list[Any]], bool] | None:
+                        ) -> bytes | None:
         ext = {"kind": kind}
         if after is not None:
             ext["afterLmq"] = after[0]
@@ -248,8 +291,7 @@ class MetadataSync:
             return None  # an older master, or one without LMQ: nothing to copy
         if resp.code != ResponseCode.SUCCESS:
             raise TideMQError(f"GET_LMQ_METADATA: answer {resp.code} {resp.remark}")
-        body = json.loads(resp.full_body())
-        return body["rows"], bool(body["more"])
+        return resp.full_body()
 
     async def _lmq(self, addr: str) -> None:
         """Copy the master's LMQ tombstones, then its LMQ consumer offsets -- but for the
@@ -266,25 +308,28 @@ class MetadataSync:
         for kind in ("tombstones", "offsets"):
             after: list[str] | None = None
             while True:
-                page = await self._lmq_page(addr, kind, after)
-                if page is None:
+                body = await self._lmq_page(addr, kind, after)
+                if body is None:
                     return
-                rows, more = page
-                for row in rows:
-                    if kind == "tombstones":
-                        if store.adopt_lmq_tombstone(str(row[0]), int(row[1])):
-                            log.info("LMQ %s deleted, as on master %s", row[0], addr)
-                        continue
-                    name, group, offset = str(row[0]), str(row[1]), int(row[2])
-                    key = (group, name, 0)
-                    mine = taken.pop(key, None)
-                    if mine is not None and mine > offset:
-                        carry[key] = mine
-                    else:
-                        if mine is not None:
-                            behind[key] = mine
-                        if lmq.committed_offset(group, name) != offset:
-                            lmq.commit_offset(group, name, offset)
+                if kind == "tombstones":
+                    rows, later, more = await asyncio.to_thread(
+                        _lmq_tombstones_to_take, lmq, body)
+                    for name, floor in later:
+                        if store.adopt_lmq_tombstone(name, floor):
+                            log.info("LMQ %s deleted, as on master %s", name, addr)
+                else:  # the rows that can change anything, found on a thread
+                    rows, differ, more = await asyncio.to_thread(
+                        _lmq_offsets_to_take, lmq, body, taken.keys())
+                    for name, group, offset in differ:
+                        key = (group, name, 0)
+                        mine = taken.pop(key, None)
+                        if mine is not None and mine > offset:
+                            carry[key] = mine
+                        else:
+                            if mine is not None:
+                                behind[key] = mine
+                            if lmq.committed_offset(group, name) != offset:
+                                lmq.commit_offset(group, name, offset)
                 if not more or not rows:
                     break
                 after = [str(rows[-1][0]), str(rows[-1][1])]

@@ -12,10 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.broker import wire
+from tests.broker.held import Held, answered_meanwhile
 from tests.broker.replication.test_group import caught_up
 from tests.broker.test_lmq import LMQ_STORE, fan_out
 from tests.broker.wire import Peer, dispatched
 
+import tidemq.broker.replication.reclaim as reclaim_module
+from tidemq.broker.app import BrokerApp
 from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
 from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.command import RequestCode
@@ -86,3 +89,43 @@ async def test_a_restarted_master_starts_with_what_its_replica_took(tmp_path: Pa
         assert back.store.lmq is not None
         assert back.store.lmq.committed_offset("g", "%LMQ%a") == 5
         assert (back.reclaim.offsets_raised, back.reclaim.lmq_offsets_raised) == (1, 1)
+
+
+@pytest.mark.parametrize("step", ["_raised_offsets", "_raised_lmq_offsets"])
+async def test_a_restarted_master_reads_its_replicas_progress_off_the_loop(
+        tmp_path: Path, held: Held, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """The replica's tables are decoded and compared on a thread: the master, serving
+    already, answers others meanwhile."""
+    async with Cluster(tmp_path, store={**LMQ_STORE, "mapped_file_size_commit_log": 65536},
+                       broker={"slave_acting_master": True}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, slave_metadata_sync_interval=60_000)
+        async with Peer(master.broker_addr) as peer:
+            await peer.ok(wire.create_topic("Parent", 1))
+            for i in range(6):
+                await peer.ok(fan_out("%LMQ%a", b"m%d" % i))
+            await dispatched(master)
+        await caught_up(master, replica)
+        await asyncio.wait_for(replica.metadata_sync.synced.wait(), 30)
+        async with Peer(replica.broker_addr) as rpeer:
+            for topic in ("Parent", "%LMQ%a"):
+                await rpeer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, topic=topic,
+                                            queueId=0, consumerGroup="g", commitOffset=5))
+        original = getattr(reclaim_module, step)
+
+        def slow(*args: Any) -> Any:
+            held.hold()
+            return original(*args)
+
+        monkeypatch.setattr(reclaim_module, step, slow)
+        await master.stop()
+        back = group.brokers[0] = BrokerApp(master.config, master.store_config)
+        start = asyncio.create_task(back.start())
+        await held.entered_soon()
+        async with Peer(f"127.0.0.1:{back.server.port}") as other:
+            await answered_meanwhile(other, held)
+        await start
+        assert held.gave_up == [False]
+        assert back.ctx.offsets.query("g", "Parent", 0) == 5
+        assert back.store.lmq is not None
+        assert back.store.lmq.committed_offset("g", "%LMQ%a") == 5

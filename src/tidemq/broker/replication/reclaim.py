@@ -34,11 +34,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from tidemq.broker.cluster_info import ask_cluster
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.half_queue import PROGRESS_GROUP
+from tidemq.broker.offset_json import load_offset_json
 from tidemq.broker.replication.progress_merge import (
     newer_timer,
     raised_levels,
@@ -47,7 +49,7 @@ from tidemq.broker.replication.progress_merge import (
 from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, TideMQError
-from tidemq.store.lmq_store import LMQ_PREFIX
+from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 
 __all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_delay_progress",
            "parse_offset_table"]
@@ -104,6 +106,54 @@ def parse_delay_progress(raw: Any) -> tuple[dict[int, int], TimerCheckpoint | No
     return levels, checkpoint
 
 
+def _json(addr: str, code: int, body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
+            from None
+
+
+def _raised_offsets(addr: str, body: bytes, mine: Mapping[str, Mapping[int, int]]
+                    ) -> dict[tuple[str, int], int]:
+    """The replica's GET_ALL_CONSUMER_OFFSET body, decoded a key at a time, and its
+    offsets higher than ``mine`` (on a thread: thousands of groups take a while, and the
+    loop serves on meanwhile; ``mine`` is only looked up, a key at a time)."""
+    try:
+        raw = load_offset_json(body)
+    except ValueError as exc:
+        code = RequestCode.GET_ALL_CONSUMER_OFFSET
+        raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
+            from None
+    try:
+        table = parse_offset_table(raw)
+    except ValueError as exc:
+        raise BadProgress(addr, str(exc)) from None
+    return raised_offsets(mine, table)
+
+
+def _raised_lmq_offsets(addr: str, body: bytes, lmq: LmqStore
+                        ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]], bool]:
+    """A page of the replica's LMQ consumer offsets (on a thread, a row at a time): its
+    rows, those higher than this broker's, and whether more follow."""
+    page = _json(addr, RequestCode.GET_LMQ_METADATA, body)
+    try:
+        rows = [(str(name), str(group), _count(offset))
+                for name, group, offset in page["rows"]]
+        more = bool(page["more"])
+    except (TypeError, KeyError, ValueError) as exc:
+        raise BadProgress(addr, f"GET_LMQ_METADATA: not a page of offsets ({exc})") \
+            from None
+    raised = [(name, group, offset) for name, group, offset in rows
+              if name.startswith(LMQ_PREFIX) and _higher(lmq, name, group, offset)]
+    return rows, raised, more
+
+
+def _higher(lmq: LmqStore, name: str, group: str, offset: int) -> bool:
+    have = lmq.committed_offset(group, name)
+    return have is None or offset > have
+
+
 class ProgressReclaim:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
@@ -140,32 +190,33 @@ class ProgressReclaim:
             log.info("took back the transaction checks a replica made: %d transactions "
                      "open here", open_now)
 
-    async def _read(self, addr: str, code: int, ext: dict[str, str] | None = None) -> Any:
+    async def _body(self, addr: str, code: int, ext: dict[str, str] | None = None) -> bytes:
         resp = await self.ctx.client.request(addr, RemotingCommand.request(code, ext),
                                              REQUEST_TIMEOUT)
         if resp.code != ResponseCode.SUCCESS:
             raise TideMQError(f"request code {code}: answer {resp.code} {resp.remark}")
-        try:
-            return json.loads(resp.full_body())
-        except ValueError as exc:
-            raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
-                from None
+        return resp.full_body()
 
     async def take_from(self, addr: str) -> None:
-        """Read ``addr``'s progress, merge what is further than this broker's, persist."""
+        """Read ``addr``'s progress, merge what is further than this broker's, persist.
+        The consumer offsets (thousands of groups' worth) are decoded and compared on a
+        thread; each one found higher is compared again as it is committed."""
+        ctx = self.ctx
+        offsets = await asyncio.to_thread(
+            _raised_offsets, addr, await self._body(addr, RequestCode.GET_ALL_CONSUMER_OFFSET),
+            ctx.offsets.table)
         try:
-            table = parse_offset_table(await self._read(
-                addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
-            levels, timer = parse_delay_progress(await self._read(
-                addr, RequestCode.GET_ALL_DELAY_OFFSET))
+            levels, timer = parse_delay_progress(_json(addr, RequestCode.GET_ALL_DELAY_OFFSET,
+                                                       await self._body(
+                                                           addr, RequestCode.GET_ALL_DELAY_OFFSET)))
         except BadProgress:
             raise
         except ValueError as exc:
             raise BadProgress(addr, str(exc)) from None
-        ctx = self.ctx
         schedule = ctx.schedule
         # decide
-        offsets = raised_offsets(ctx.offsets.table, table)
+        offsets = {(key, queue_id): offset for (key, queue_id), offset in offsets.items()
+                   if offset > ctx.offsets.table.get(key, {}).get(queue_id, -1)}
         raised = raised_levels(schedule.offsets, levels)
         taken = newer_timer(schedule.timer_progress(), timer) if timer is not None else None
         # then write
@@ -197,17 +248,11 @@ class ProgressReclaim:
         ext: dict[str, str] = {"kind": "offsets"}
         raised = 0
         while True:
-            page = await self._read(addr, RequestCode.GET_LMQ_METADATA, ext)
-            try:
-                rows = [(str(name), str(group), _count(offset))
-                        for name, group, offset in page["rows"]]
-                more = bool(page["more"])
-            except (TypeError, KeyError, ValueError) as exc:
-                raise BadProgress(addr, f"GET_LMQ_METADATA: not a page of offsets ({exc})") \
-                    from None
-            for name, group, offset in rows:
-                have = lmq.committed_offset(group, name)
-                if name.startswith(LMQ_PREFIX) and (have is None or offset > have):
+            rows, higher, more = await asyncio.to_thread(
+                _raised_lmq_offsets, addr,
+                await self._body(addr, RequestCode.GET_LMQ_METADATA, ext), lmq)
+            for name, group, offset in higher:
+                if _higher(lmq, name, group, offset):  # again: a commit may have come since
                     lmq.commit_offset(group, name, offset)
                     raised += 1
             if not more or not rows:

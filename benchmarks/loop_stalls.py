@@ -16,7 +16,10 @@ The broker serves Prometheus metrics (``metricsPort``) and one row scrapes them.
     .venv/bin/python benchmarks/lmq_wire.py --lmqs 1000000 --built /tmp/lmq --rounds 0
     .venv/bin/python benchmarks/loop_stalls.py --built /tmp/lmq
 
-``--only NAME`` (repeatable) issues only those requests; ``--json FILE`` writes the rows.
+``--only NAME`` (repeatable) issues only those requests; ``--repeat N`` issues them N
+times over (a topic, group or queue of its own each round; the last table gives each
+request's median over the rounds, steadier on a busy machine); ``--json FILE`` writes the
+rows.
 """
 
 from __future__ import annotations
@@ -130,10 +133,13 @@ def _free_port() -> int:
 _Issue = Callable[[], RemotingCommand | float | Awaitable[None]]
 
 
-def _requests(args: argparse.Namespace) -> list[tuple[str, _Issue]]:
+def _requests(args: argparse.Namespace, rnd: int = 0) -> list[tuple[str, _Issue]]:
+    """The requests of round ``rnd``: those that create or delete name a topic or group
+    of the round's own."""
     rc, req = RequestCode, RemotingCommand.request
     now = int(time.time() * 1000)
     group, topic = "stall-group-1", BACKLOG
+    new = f"stall-new-{rnd}" if rnd else "stall-new"
     return [
         ("GET_BROKER_RUNTIME_INFO", lambda: req(rc.GET_BROKER_RUNTIME_INFO)),
         ("GET_BROKER_CONFIG", lambda: req(rc.GET_BROKER_CONFIG)),
@@ -176,20 +182,20 @@ def _requests(args: argparse.Namespace) -> list[tuple[str, _Issue]]:
         ("(the periodic flush of the committed offsets)", lambda: _wait(args.flush_wait)),
         ("UPDATE_AND_CREATE_TOPIC",
          lambda: req(rc.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
-             topic="stall-new", default_topic="TBW102", read_queue_nums=QUEUES,
+             topic=new, default_topic="TBW102", read_queue_nums=QUEUES,
              write_queue_nums=QUEUES, perm=6, topic_filter_type="SINGLE_TAG").to_ext())),
         ("UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
          lambda: req(rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(
-             {"groupName": "stall-new", "consumeEnable": True}).encode())),
+             {"groupName": new, "consumeEnable": True}).encode())),
         ("GET_CONSUMER_CONNECTION_LIST",
          lambda: req(rc.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})),
         ("CLEAN_UNUSED_TOPIC", lambda: req(rc.CLEAN_UNUSED_TOPIC)),
         ("CLEAN_EXPIRED_CONSUMEQUEUE", lambda: req(rc.CLEAN_EXPIRED_CONSUMEQUEUE)),
         ("DELETE_SUBSCRIPTIONGROUP clean offsets",
-         lambda: req(rc.DELETE_SUBSCRIPTIONGROUP, {"groupName": "stall-group-3",
+         lambda: req(rc.DELETE_SUBSCRIPTIONGROUP, {"groupName": f"stall-group-{3 + rnd}",
                                                   "cleanOffset": "true"})),
         ("DELETE_TOPIC_IN_BROKER", lambda: req(rc.DELETE_TOPIC_IN_BROKER,
-                                               {"topic": "stall-topic-5"})),
+                                               {"topic": f"stall-topic-{5 + rnd}"})),
         ("DELETE_LMQ", lambda: req(rc.DELETE_LMQ, {"lmq": "%LMQ%0"})),
         ("GET_BROKER_RUNTIME_INFO again", lambda: req(rc.GET_BROKER_RUNTIME_INFO)),
     ]
@@ -222,28 +228,29 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
         t0 = time.monotonic()
         await asyncio.sleep(args.idle)  # the floor: the probe alone
         windows.append(("(idle)", t0, time.monotonic(), 0))
-        for name, make in _requests(args):
-            if args.only and name.split(" ")[0] not in args.only and name not in args.only:
-                continue
-            await asyncio.sleep(0.3)  # let the probe settle between requests
-            t0 = time.monotonic()
-            what = make()
-            if isinstance(what, float):
-                await asyncio.sleep(what)
-                code = 0
-            elif isinstance(what, RemotingCommand):
-                code = (await client.request(addr, what)).code
-            else:
-                await what
-                code = 0
-            windows.append((name, t0, time.monotonic(), code))
+        for rnd in range(args.repeat):
+            for name, make in _requests(args, rnd):
+                if args.only and name.split(" ")[0] not in args.only and name not in args.only:
+                    continue
+                await asyncio.sleep(0.3)  # let the probe settle between requests
+                t0 = time.monotonic()
+                what = make()
+                if isinstance(what, float):
+                    await asyncio.sleep(what)
+                    code = 0
+                elif isinstance(what, RemotingCommand):
+                    code = (await client.request(addr, what)).code
+                else:
+                    await what
+                    code = 0
+                windows.append((name, t0, time.monotonic(), code))
     finally:
         ours.send("stop")
         ours.send("stop")
         samples: list[tuple[float, float]] = ours.recv()
         probe.join()
         await client.close()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, start, end, code in windows:
         lats = [lat for sent, lat in samples if sent <= end and sent + lat >= start]
         lats.sort()
@@ -257,6 +264,12 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
               f"({len(lats)} probes)", flush=True)
     if samples:
         print(f"probe overall median {statistics.median(s[1] for s in samples) * 1000:.2f} ms")
+    if args.repeat > 1:
+        print(f"medians over {args.repeat} rounds:")
+        for name in dict.fromkeys(row["request"] for row in rows):
+            mine = [row for row in rows if row["request"] == name]
+            print(f"{name:52s} {statistics.median(r['ms'] for r in mine):9.1f} ms   probe max "
+                  f"{statistics.median(r['probe_max_ms'] for r in mine):8.1f} ms")
     return rows
 
 
@@ -273,6 +286,8 @@ def main() -> None:
                         help="seconds after a commit: the broker's flush of the offsets"
                              " (flushConsumerOffsetInterval, 5 s) falls in them")
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="issue the requests N times over and give each one's medians")
     parser.add_argument("--json", help="write the rows to this file")
     args = parser.parse_args()
     args.metrics_port = _free_port()

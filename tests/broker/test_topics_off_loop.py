@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,9 @@ async def test_a_table_changed_while_encoding_is_encoded_again() -> None:
                           broker_addr=lambda: "127.0.0.1:1", topics=topics, period_ms=1000)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(registrar_module, "encode_topics", changing)
-        body = await registrar._body()
+        body, crc = await registrar._body()
     await client.close()
+    assert crc == zlib.crc32(body) & 0x7FFFFFFF
     table = json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]
     assert list(table) == ["New"] and len(calls) == 2
 

@@ -112,3 +112,25 @@ async def test_the_topics_are_compared_with_the_last_table_off_the_loop(
     assert on_loop == [False, False]
     route = app.routes.pick_route("U2")
     assert route is not None and route.queue_datas[0].broker_name == "broker-a"
+
+
+async def test_a_large_body_is_summed_off_the_loop_and_refused_when_it_does_not_match(
+        app: NameServerApp, client: RemotingClient, held: Held,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    held.release.set()
+    on_loop: list[bool] = []
+    matches = app_module._crc_matches
+
+    def recorded(data: Any, header: Any) -> bool:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return matches(data, header)
+
+    monkeypatch.setattr(app_module, "_crc_matches", recorded)
+    cmd = register_request("broker-a", A, {"Big": topic("Big")})
+    assert (await client.request(app.address, cmd)).code == ResponseCode.SUCCESS
+    cmd = register_request("broker-a", A, {"Bad": topic("Bad")}, counter=2)
+    cmd.ext_fields["bodyCrc32"] = str(int(cmd.ext_fields["bodyCrc32"]) ^ 1)
+    response = await client.request(app.address, cmd)
+    assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+    assert on_loop == [False, False]
+    assert app.routes.pick_route("Bad") is None

@@ -37,6 +37,12 @@ RETRY_MAX = 1.0
 BODY_TRIES = 3
 
 
+def _encoded(topics: TopicConfigSerializeWrapper) -> tuple[bytes, int]:
+    """The registration body of ``topics`` and its CRC32 as the header carries it."""
+    body = encode_topics(RegisterBrokerBody(topic_config_serialize_wrapper=topics))
+    return body, zlib.crc32(body) & 0x7FFFFFFF
+
+
 class Registrar:
     def __init__(self, client: RemotingClient, namesrv_addrs: list[str], *, cluster: str,
                  broker_name: str, broker_id: int, broker_addr: Callable[[], str],
@@ -70,27 +76,27 @@ class Registrar:
         self._due: set[str] = set()  # name servers to register with again soon
         self._wake = asyncio.Event()
 
-    async def _body(self) -> bytes:
-        """The registration's body. The topic table is copied on the loop and encoded on
-        a thread, a slice at a time (thousands of topics take a while, and the loop
-        serves on meanwhile); encoded again if the table changed meanwhile, so that a
-        registration never carries an older table than one sent before it (on the loop
-        when it keeps changing)."""
+    async def _body(self) -> tuple[bytes, int]:
+        """The registration's body and its CRC32. The topic table is copied on the loop
+        and encoded and summed on a thread, a slice at a time (thousands of topics take a
+        while, and the loop serves on meanwhile); encoded again if the table changed
+        meanwhile, so that a registration never carries an older table than one sent
+        before it (on the loop when it keeps changing)."""
         for _ in range(BODY_TRIES):
             topics = self._topics()
-            body = await asyncio.to_thread(
-                encode_topics, RegisterBrokerBody(topic_config_serialize_wrapper=topics))
+            body = await asyncio.to_thread(_encoded, topics)
             if self._topics().data_version == topics.data_version:
                 return body
-        return encode_topics(RegisterBrokerBody(topic_config_serialize_wrapper=self._topics()))
+        return _encoded(self._topics())
 
-    def _request(self, body: bytes) -> RemotingCommand:
+    def _request(self, body: tuple[bytes, int]) -> RemotingCommand:
         addr = self._addr()
+        data, crc = body
         header = RegisterBrokerRequestHeader(
             broker_name=self.broker_name, broker_addr=addr, cluster_name=self.cluster,
             ha_server_addr=self._ha_addr(), broker_id=self.broker_id, compressed=False,
-            body_crc32=zlib.crc32(body) & 0x7FFFFFFF)
-        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
+            body_crc32=crc)
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), data)
 
     async def register_all(self) -> int:
         """Register with every name server; returns how many accepted."""
@@ -101,7 +107,7 @@ class Registrar:
         self.registrations += 1
         return ok
 
-    async def _register(self, ns: str, body: bytes | None = None) -> bool:
+    async def _register(self, ns: str, body: tuple[bytes, int] | None = None) -> bool:
         """Register with ``ns`` (``body``: :meth:`_body`, made now if not given); on
         success watch the connection it went over, else have it asked again soon."""
         try:

@@ -132,6 +132,13 @@ def _refused(conn: Connection, cmd: RemotingCommand,
     return cmd.response(ResponseCode.INVALID_PARAMETER, remark)
 
 
+def _crc_refused(conn: Connection, cmd: RemotingCommand,
+                 header: RegisterBrokerRequestHeader) -> RemotingCommand:
+    log.warning("REGISTER_BROKER from %s (%s): body crc32 does not match",
+                conn.remote_address, header.broker_addr)
+    return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+
+
 def _decode_registration(data: bytes, header: RegisterBrokerRequestHeader,
                          version: int) -> RegisterBrokerBody:
     if header.compressed:  # a line a topic, decoded a topic at a time already
@@ -139,10 +146,18 @@ def _decode_registration(data: bytes, header: RegisterBrokerRequestHeader,
     return decode_topics(data, RegisterBrokerBody)
 
 
+def _crc_matches(data: bytes | bytearray | memoryview,
+                 header: RegisterBrokerRequestHeader) -> bool:
+    return header.body_crc32 == 0 or zlib.crc32(data) & 0x7FFFFFFF == header.body_crc32
+
+
 def _decode_and_diff(data: bytes, header: RegisterBrokerRequestHeader, version: int,
                      base: Mapping[str, TopicConfig] | None
-                     ) -> tuple[RegisterBrokerBody, TableDiff]:
-    """On a thread: the body, and its topics against the table applied before it."""
+                     ) -> tuple[RegisterBrokerBody, TableDiff] | None:
+    """On a thread: the body, and its topics against the table applied before it;
+    ``None`` when its CRC32 is not the header's."""
+    if not _crc_matches(data, header):
+        return None
     body = _decode_registration(data, header, version)
     return body, diff_topics(base, body.topic_config_serialize_wrapper.topic_config_table)
 
@@ -323,11 +338,9 @@ class NameServerApp:
         thousand topics take a tenth of a second); registrations are applied in the
         order they came all the same."""
         header = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
-        if header.body_crc32 != 0 and zlib.crc32(cmd.body) & 0x7FFFFFFF != header.body_crc32:
-            log.warning("REGISTER_BROKER from %s (%s): body crc32 does not match",
-                        conn.remote_address, header.broker_addr)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         if not self._queued and len(cmd.body) < THREAD_DECODE_BYTES:
+            if not _crc_matches(cmd.body, header):
+                return _crc_refused(conn, cmd, header)
             body = RegisterBrokerBody()  # no body: no topics, DataVersion zero (as upstream)
             if cmd.body:
                 body = _decode_registration(bytes(cmd.body), header, cmd.version)
@@ -341,13 +354,19 @@ class NameServerApp:
             async with self._register_order:
                 body = RegisterBrokerBody()
                 diff = None
-                if cmd.body:
+                if not cmd.body:
+                    if not _crc_matches(cmd.body, header):
+                        return _crc_refused(conn, cmd, header)
+                else:  # its CRC32 summed on the thread too
                     base = self.routes.applied_topics(header.broker_name)
                     try:
-                        body, diff = await asyncio.to_thread(
+                        decoded = await asyncio.to_thread(
                             _decode_and_diff, bytes(cmd.body), header, cmd.version, base)
                     except RemoteProtocolError as exc:
                         return _refused(conn, cmd, exc)
+                    if decoded is None:
+                        return _crc_refused(conn, cmd, header)
+                    body, diff = decoded
                 if not conn.is_open:  # the broker registers again over its next connection
                     return cmd.response(ResponseCode.SYSTEM_ERROR, "connection closed")
                 return self._registered(conn, cmd, header, body, diff)

@@ -189,6 +189,44 @@ def test_send_query_and_consume_round_trip(cluster: ThreadedCluster) -> None:
     assert single.stderr.strip() == "1 message"
 
 
+def test_message_commands_take_mqadmins_time_window_and_count(
+        cluster: ThreadedCluster) -> None:
+    """consumeMessage -s/-e and queryMsgByKey -b/-e/-m, as mqadmin names them: the
+    window holds what was stored in it, and a consume past -e ends though the queue has
+    more."""
+    create(cluster, "CliWindow")
+
+    def send(body: str) -> dict[str, Any]:
+        sent = admin(cluster, "sendMessage", "-t", "CliWindow", "-p", body, "-k", "w",
+                     "-b", "broker-a", "-i", "0")
+        return admin(cluster, "queryMsgByOffset", "-t", "CliWindow", "-b", "broker-a",
+                     "-i", "0", "-o", str(sent["queueOffset"]))
+
+    first = send("early")
+    while time.time() * 1000 <= first["storeTimestamp"]:  # the next store time is later
+        time.sleep(0.001)
+    later = send("late")
+    assert later["storeTimestamp"] > first["storeTimestamp"]
+    t1, t2 = str(first["storeTimestamp"]), str(later["storeTimestamp"])
+
+    def bodies(*args: str) -> list[str]:
+        return [m["body"] for m in admin(cluster, *args)]
+
+    assert bodies("consumeMessage", "-t", "CliWindow", "-e", t1, "--timeout", "5") == [
+        "early"]
+    assert bodies("consumeMessage", "-t", "CliWindow", "-s", t2, "--timeout", "0.5") == [
+        "late"]
+    assert bodies("consumeMessage", "-t", "CliWindow", "-b", "broker-a", "-i", "0",
+                  "-s", t1, "-e", t2, "--timeout", "0.5") == ["early", "late"]
+    eventually(lambda: admin(cluster, "queryMsgByKey", "-t", "CliWindow", "-k", "w"),
+               lambda found: len(found) == 2)
+    assert bodies("queryMsgByKey", "-t", "CliWindow", "-k", "w", "-e", t1) == ["early"]
+    assert bodies("queryMsgByKey", "-t", "CliWindow", "-k", "w", "-b", t2) == ["late"]
+    assert len(admin(cluster, "queryMsgByKey", "-t", "CliWindow", "-k", "w", "-m", "1")) == 1
+    none = admin(cluster, "queryMsgTraceById", "-i", "0" * 32, "-c", "5", code=1)
+    assert "RMQ_SYS_TRACE_TOPIC" in none.stderr  # -c was taken: the lookup ran
+
+
 def test_consume_an_empty_topic_ends_after_the_timeout(cluster: ThreadedCluster) -> None:
     create(cluster, "CliEmpty")
     t0 = time.monotonic()

@@ -64,6 +64,7 @@ from tidemq.cli.commands.admin_common import (
     console_err,
     console_out,
     emit_json,
+    parse_time_ms,
     run_admin,
     set_account,
     set_tls,
@@ -406,14 +407,23 @@ def query_msg_by_id(
 @app.command("queryMsgByKey")
 def query_msg_by_key(
     topic: Topic,
-    key: Annotated[str, typer.Option("-k", "--key", help="One of the messages' KEYS.")],
-    max_num: Annotated[int, typer.Option("--max", min=1, help="At most this many.")] = 64,
+    key: Annotated[str, typer.Option("-k", "--msgKey", "--key",
+                                     help="One of the messages' KEYS.")],
+    begin: Annotated[str | None, typer.Option(
+        "-b", "--beginTimestamp", help="Stored at or after: now, epoch ms or "
+                                       "yyyy-MM-dd#HH:mm:ss:SSS (local).")] = None,
+    end: Annotated[str | None, typer.Option(
+        "-e", "--endTimestamp", help="Stored at or before (the same forms).")] = None,
+    max_num: Annotated[int, typer.Option("-m", "--maxNum", "--max", min=1,
+                                         help="At most this many.")] = 64,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
     """Messages of a topic whose KEYS contain a key."""
-    msgs = run_admin(namesrv, lambda admin: admin.query_messages_by_key(topic, key,
-                                                                   max_num=max_num))
+    begin_ms = 0 if begin is None else parse_time_ms(begin, "-b")
+    end_ms = None if end is None else parse_time_ms(end, "-e")
+    msgs = run_admin(namesrv, lambda admin: admin.query_messages_by_key(
+        topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms))
     if json_out:
         emit_json([message_json(m) for m in msgs])
     else:
@@ -495,6 +505,13 @@ def consume_message(
     = None,
     broker: Annotated[str | None, typer.Option("-b", "--broker-name")] = None,
     queue_id: Annotated[int | None, typer.Option("-i", "--queue-id", min=0)] = None,
+    begin: Annotated[str | None, typer.Option(
+        "-s", "--beginTimestamp", help="From the first message stored at or after: now, "
+                                       "epoch ms or yyyy-MM-dd#HH:mm:ss:SSS (local).")]
+    = None,
+    end: Annotated[str | None, typer.Option(
+        "-e", "--endTimestamp", help="Only messages stored at or before (the same forms).")]
+    = None,
     timeout: Annotated[float, typer.Option(
         "--timeout", min=0.1, help="Stop when no message came for this many seconds.")] = 3.0,
     namesrv: Namesrv = DEFAULT_NAMESRV,
@@ -502,6 +519,8 @@ def consume_message(
 ) -> None:
     """Print messages of a topic (or of queue -b/-i); commits nothing."""
     queue = _fixed_queue(topic, broker, queue_id)
+    begin_ms = None if begin is None else parse_time_ms(begin, "-s")
+    end_ms = None if end is None else parse_time_ms(end, "-e")
     out = console_out()
 
     def show(msg: MessageExt) -> None:
@@ -520,14 +539,25 @@ def consume_message(
             queues = [queue] if queue is not None else list(
                 (await admin.instance.routes.get(topic, refresh=True)).subscribe_queues)
             consumer.assign(queues)
-            if offset is not None:
+            if begin_ms is not None:
+                await consumer.seek_by_timestamp(begin_ms, queues)
+            if offset is not None:  # with -s as well: whichever is further on (mqadmin's)
                 for mq in queues:
-                    consumer.seek(mq, offset)
+                    consumer.seek(mq, max(offset, consumer.position(mq) or 0))
             got: list[MessageExt] = []
-            while len(got) < count:
-                batch = await consumer.poll(timeout=timeout, max_messages=count - len(got))
-                if not batch:
+            reading = set(queues)
+            while len(got) < count and reading:
+                polled = await consumer.poll(timeout=timeout, max_messages=count - len(got))
+                if not polled:
                     break
+                batch = [m for m in polled if end_ms is None or m.store_timestamp <= end_ms]
+                if len(batch) < len(polled):  # the queues past -e are done
+                    past = {MessageQueue(m.topic, m.broker_name, m.queue_id) for m in polled
+                            if end_ms is not None and m.store_timestamp > end_ms}
+                    if not batch and not past & reading:
+                        break  # nothing before -e, from queues not named as assigned
+                    reading -= past
+                    consumer.assign(reading)
                 got.extend(batch)
                 if not json_out:
                     for msg in batch:

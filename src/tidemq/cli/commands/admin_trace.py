@@ -116,8 +116,8 @@ def query_msg_trace_by_id(
     end: Annotated[int | None, typer.Option(
         "-e", "--endTimestamp", min=0, help="End timestamp (epoch ms; default: now).")] = None,
     max_num: Annotated[int, typer.Option(
-        "--maxNum", "--num", min=1,
-        help="Trace messages read at most (mqadmin's -num).")] = 64,
+        "-c", "--maxNum", "--num", min=1,
+        help="Trace messages read at most (mqadmin's -c; -num in older releases).")] = 64,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:

@@ -27,6 +27,7 @@ from tidemq.store.index_keys import (
     prefixed_hashes,
     py_prefixed_hashes,
     py_record_hashes,
+    py_word_count,
     record_hashes,
 )
 
@@ -279,13 +280,35 @@ def test_the_compiled_record_hashes_refuse_what_does_not_fit() -> None:
 @given(st.sampled_from(["", "U" * 32, "a b"]), st.lists(st.sampled_from(["", "k", "é", "ID"]),
                                                           max_size=8))
 def test_key_words_are_the_index_keys_of_the_properties(uniq: str, words: list[str]) -> None:
-    """KeyWords.of names the keys index_keys names, in order, as words of one text when
-    each is a word of it, else as the tuple."""
+    """KeyWords.of names the keys index_keys names, in order (as the tuple when the
+    UNIQ_KEY holds a space)."""
     keys = " ".join(words)
     props = {"UNIQ_KEY": uniq, "KEYS": keys} if uniq else {"KEYS": keys}
     made = KeyWords.of(uniq, keys)
     assert tuple(made) == index_keys_of(props) and len(made) == len(index_keys_of(props))
     assert made == index_keys_of(props)
-    if isinstance(made, KeyWords):
-        listed = index_keys_of(props)
+    listed = index_keys_of(props)
+    if listed:
         assert made[0] == listed[0] and made[-2:] == listed[-2:]
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.lists(st.sampled_from(["", " ", "  ", "a", "ID" * 9, "é", "键", "\U0001F600", "x" * 7]),
+                max_size=40))
+def test_word_count_is_the_non_empty_words(parts: list[str]) -> None:
+    text = "".join(parts)
+    expected = len([w for w in text.split(" ") if w])
+    assert py_word_count(text) == expected
+    assert compiled().word_count(text) == expected
+    assert index_keys.word_count is not py_word_count
+
+
+def test_key_words_of_a_text_with_empty_words() -> None:
+    """Runs of spaces, a leading and a trailing one: the words are the keys, and the
+    compiled hashes skip the empty ones as the twin does."""
+    made = KeyWords.of("U", "  a b  c ")
+    assert isinstance(made, KeyWords) and len(made) == 4 and tuple(made) == ("U", "a", "b", "c")
+    assert made == ("U", "a", "b", "c") and made[1:3] == ("a", "b")
+    assert record_hashes(["T#"], [made])[0].tolist() == [
+        index_hash(f"T#{k}") for k in ("U", "a", "b", "c")]
+    assert KeyWords.of("U V", "a") == ("U V", "a")

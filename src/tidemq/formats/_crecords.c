@@ -8,7 +8,7 @@ These functions do the same work in one call per batch; check_records checks the
 stored records of a read in one call; inner_facts reads an inner batch's send,
 send_fields a send header's numbers, link_index_entries, key_hashes,
 str_key_hashes and record_key_hashes chain and hash the key index's entries on the
-dispatch thread,
+dispatch thread (word_count counts a KEYS text's keys for it),
 queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
 dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
@@ -19,8 +19,8 @@ writes a remoting command's JSON header, and trace_pub_run and unique_words writ
 trace message's records and keys.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
-link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes and
-record_key_hashes: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
+link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes,
+record_key_hashes and word_count: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
 tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
@@ -1489,6 +1489,51 @@ done:
     return result;
 }
 
+/* word_count(text) -> int
+
+   The words of text (split at spaces, empty ones not counted): the keys of a KEYS text
+   (tidemq/store/index_keys.py: py_word_count is the twin). A one-byte text eight bytes
+   a step: a word starts at each non-space byte after a space or at the start. */
+static PyObject *word_count(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "word_count(text): one str");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), words = 0, i = 0;
+    int after_space = 1;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *u = (const unsigned char *)data;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high = 0x8080808080808080ULL;
+        const uint64_t spaces = 0x2020202020202020ULL;
+        for (; i + 8 <= n; i += 8) {
+            uint64_t x;
+            memcpy(&x, u + i, 8);
+            x ^= spaces;  /* a space becomes a zero byte, its high bit set in sp */
+            uint64_t sp = ~(((x & low7) + low7) | x | low7);
+            uint64_t before = (sp << 8) | (after_space ? 0x80u : 0u);  /* the byte before's */
+            words += __builtin_popcountll(~sp & high & before);
+            after_space = (int)(sp >> 63);
+        }
+#endif
+        for (; i < n; i++) {
+            int space = u[i] == ' ';
+            words += !space && after_space;
+            after_space = space;
+        }
+    } else {
+        for (; i < n; i++) {
+            int space = PyUnicode_READ(kind, data, i) == ' ';
+            words += !space && after_space;
+            after_space = space;
+        }
+    }
+    return PyLong_FromSsize_t(words);
+}
+
 /* record_key_hashes(out, counts, key_sets, seeds, words_type, vector=True) -> written
 
    str_key_hashes for the key sets of records queued one by one, without a flat list of
@@ -2934,6 +2979,8 @@ static PyMethodDef methods[] = {
      "Key-index hashes of str keys after their records' prefixes."},
     {"record_key_hashes", record_key_hashes, METH_VARARGS,
      "Key-index hashes of records' key sets, words of a text split in C."},
+    {"word_count", (PyCFunction)(void (*)(void))word_count, METH_FASTCALL,
+     "The non-empty space-separated words of a str."},
     {"lmq_entry_keys", lmq_entry_keys, METH_VARARGS,
      "A dispatch round's LMQ entry keys, sorted, and their order."},
     {"lmq_offset_props", lmq_offset_props, METH_VARARGS,

@@ -39,7 +39,7 @@ from tidemq.formats.record.loops import compiled
 __all__ = ["NATIVE_KEY_HASHES", "NATIVE_PREFIXED_HASHES", "NATIVE_RECORD_HASHES",
            "KeyColumns", "KeyWords", "column_hashes", "index_hashes", "key_hashes",
            "prefixed_hashes", "py_key_hashes", "py_prefixed_hashes", "py_record_hashes",
-           "record_hashes"]
+           "py_word_count", "record_hashes", "word_count"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -329,32 +329,42 @@ def column_hashes(topic: str, keys: KeyColumns) -> IntArray:
     return out.ravel()
 
 
+def py_word_count(text: str) -> int:
+    """The words of ``text``, split at spaces, empty ones not counted: the keys of a KEYS
+    text. The twin of the compiled ``word_count`` (:func:`word_count` is whichever
+    runs)."""
+    return sum(1 for word in text.split(" ") if word)
+
+
+_compiled_word_count = cast("Callable[[str], int] | None", compiled("word_count"))
+word_count: Callable[[str], int] = (
+    _compiled_word_count if _compiled_word_count is not None else py_word_count)
+
+
 class KeyWords(Sequence[str]):
-    """A message's index keys kept as one text, the keys separated by single spaces (its
-    UNIQ_KEY, then the words of its KEYS): a trace message's hundreds of msgIds reach the
-    key index without a string each, and :func:`record_hashes` hashes them from the text.
-    A sequence of its keys, like the tuple it replaces, for any other reader
-    (:meth:`of` makes one only of a text whose every word is a key)."""
+    """A message's index keys kept as one text, its UNIQ_KEY and then the words of its
+    KEYS, separated by spaces (empty words are not keys): a trace message's hundreds of
+    msgIds reach the key index without a string each, and :func:`record_hashes` hashes
+    them from the text. A sequence of its keys, like the tuple it replaces, for any
+    other reader."""
 
     __slots__ = ("n", "text")
 
     def __init__(self, text: str, n: int) -> None:
         self.text = text
-        #: The keys (words) of :attr:`text`.
+        #: The keys (non-empty words) of :attr:`text`.
         self.n = n
 
     @classmethod
     def of(cls, uniq: str, keys: str) -> KeyWords | tuple[str, ...]:
         """The index keys of a message whose UNIQ_KEY is ``uniq`` (may be empty) and whose
-        KEYS are ``keys``: as a :class:`KeyWords`, or as the tuple
-        :func:`~tidemq.formats.properties.index_keys` gives when a key would not be one
-        word of the text (an empty word, or a UNIQ_KEY holding a space)."""
-        if (not keys or keys[0] == " " or keys[-1] == " " or "  " in keys
-                or " " in uniq):
-            return (uniq, *filter(None, keys.split(" "))) if uniq else tuple(
-                filter(None, keys.split(" ")))
+        KEYS are ``keys``, those :func:`~tidemq.formats.properties.index_keys` names: as a
+        :class:`KeyWords`, or as that tuple when the UNIQ_KEY holds a space (it is one
+        key, not words)."""
+        if " " in uniq:
+            return (uniq, *filter(None, keys.split(" ")))
         text = f"{uniq} {keys}" if uniq else keys
-        return cls(text, text.count(" ") + 1)
+        return cls(text, word_count(text))
 
     def __len__(self) -> int:
         return self.n
@@ -366,14 +376,14 @@ class KeyWords(Sequence[str]):
     def __getitem__(self, i: slice) -> tuple[str, ...]: ...
 
     def __getitem__(self, i: int | slice) -> str | tuple[str, ...]:
-        return tuple(self.text.split(" "))[i]
+        return tuple(self)[i]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.text.split(" "))
+        return filter(None, self.text.split(" "))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, KeyWords):
-            return self.text == other.text
+            return tuple(self) == tuple(other)
         return isinstance(other, tuple) and tuple(self) == other
 
     def __hash__(self) -> int:

@@ -116,3 +116,26 @@ def test_repair_leaves_a_deleted_topics_records_out(tmp_path: Path) -> None:
     repair(root, segment_size=SEGMENT, cq_file_size=CQ_FILE, bcq_file_size=bcq_file_size)
     with MessageStore(config(root)) as store:
         _check(store)
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
+def test_records_dispatched_after_their_topic_was_deleted_get_no_queue(
+        tmp_path: Path, concurrent: bool) -> None:
+    """Records of a topic stored before its deletion and dispatched after it (in flight
+    while it was deleted) do not bring its queue back; enough of them for a round of the
+    concurrent dispatcher's prepare-and-commit path."""
+    cfg = small_config(tmp_path / "store", enable_build_consume_queue_concurrently=concurrent,
+                       dispatch_on_append_records=0, mapped_file_size_commit_log=1 << 20)
+    with MessageStore(cfg) as store:
+        assert store.dispatcher is not None
+        store.dispatcher.pause()
+        for i in range(300):
+            store.put("Gone", 0, msg(b"old%d" % i))
+        store.put("Kept", 0, msg(b"kept"))
+        store.delete_topic("Gone")
+        store.dispatcher.resume()
+        assert [bytes(r.body) for r in read_queue(store, "Kept", 0)] == [b"kept"]
+        assert store.max_offset("Gone", 0) == 0
+        assert not (store.layout.consumequeue_dir / "Gone").exists()
+        store.put("Gone", 0, msg(b"new"))
+        assert [bytes(r.body) for r in read_queue(store, "Gone", 0)] == [b"new"]

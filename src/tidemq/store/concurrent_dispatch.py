@@ -334,7 +334,10 @@ class ConcurrentDispatcher(Dispatcher):
     def _commit(self, p: PreparedRound) -> None:
         touched: dict[tuple[str, int], int] = {}
         get_or_create = self.queues.get_or_create
+        deleted = self.queues.deleted.before
         for key, (first, phys, sizes, tags) in p.columns.items():
+            if deleted and key[0] in deleted and phys[0] < deleted[key[0]]:
+                continue  # a deleted topic's records: no queue entry (as apply_batches)
             q = get_or_create(*key)
             if isinstance(q, BatchConsumeQueue):  # the topic turned BatchCQ meanwhile
                 touched[key] = _append(q, [b for b in p.batches
@@ -342,7 +345,10 @@ class ConcurrentDispatcher(Dispatcher):
             else:
                 touched[key] = q.append(first, phys, sizes, tags)
         for key, group in p.batch_queue_groups.items():
-            touched[key] = _append(get_or_create(*key), group)
+            kept = group if not deleted or key[0] not in deleted else [
+                b for b in group if b.phys[0] >= deleted[key[0]]]
+            if kept:
+                touched[key] = _append(get_or_create(*key), kept)
         lmq = self.queues.lmq
         end = p.batches[-1].end
         while lmq is not None and p.lmq_batch is not None:

@@ -522,7 +522,10 @@ class MessageStore:
         for t, queue_id in self.queues.queue_keys():
             if t == topic:
                 self.queues.remove(t, queue_id)
-                self.appender.next_offsets.pop((t, queue_id), None)
+        with self.commitlog.lock:  # every queue's, dispatched or not: a new put starts at 0
+            next_offsets = self.appender.next_offsets
+            for key in [key for key in next_offsets if key[0] == topic]:
+                del next_offsets[key]
         self.queues.batch_topics.discard(topic)
         self.queues.deleted.finish(topic)
 

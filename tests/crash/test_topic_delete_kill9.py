@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from tests.broker import wire
+from tests.broker.delivery import collect
 from tests.broker.wire import Peer
 from tests.child_server import SMALL_SEGMENT
 
@@ -78,7 +79,7 @@ async def _check_deleted(root: Path, addr: str) -> None:
         assert KEPT in table
         assert not (root / "consumequeue" / GONE).exists(), "the deleted topic's queues"
         for queue_id in range(QUEUES):
-            kept = await peer.messages(KEPT, queue_id)
+            kept = await collect(peer, KEPT, PER_QUEUE, queue_id=queue_id)
             assert [m.body for m in kept] == [f"{KEPT}{queue_id}.{n}".encode()
                                              for n in range(PER_QUEUE)]
             offset = await peer.ok(wire.request(
@@ -93,7 +94,7 @@ async def _check_deleted(root: Path, addr: str) -> None:
                 queueId=queue_id))
             assert committed.code != 0, f"cg's old offset {committed.ext_fields} is back"
         await peer.ok(wire.send(GONE, b"new"))
-        [new] = await peer.messages(GONE, 0)
+        [new] = await collect(peer, GONE, 1)  # once dispatched
         assert (new.body, new.queue_offset) == (b"new", 0)
 
 
@@ -149,11 +150,11 @@ async def _lmq_fill_and_delete(addr: str) -> None:
 async def _lmq_check(addr: str) -> None:
     async with Peer(addr) as peer:
         assert await peer.max_offset("%LMQ%x") == 0, "the deleted LMQ is back"
-        kept = await peer.messages("%LMQ%y")
+        kept = await collect(peer, "%LMQ%y", PER_QUEUE)
         assert [m.body for m in kept] == [b"p%d" % n for n in range(PER_QUEUE)]
         await peer.ok(wire.send("Parent", b"new", properties=wire.props(
             INNER_MULTI_DISPATCH="%LMQ%x")))
-        [new] = await peer.messages("%LMQ%x")  # at LMQ offset 0
+        [new] = await collect(peer, "%LMQ%x", 1)  # at LMQ offset 0, once dispatched
         assert (new.body, await peer.max_offset("%LMQ%x")) == (b"new", 1)
 
 

@@ -145,6 +145,25 @@ def test_cluster_list_and_broker_status(cluster: ThreadedCluster) -> None:
     assert human.exit_code == 0 and "broker-b" in human.stdout
 
 
+def test_cluster_filters_take_mqadmins_c(cluster: ThreadedCluster) -> None:
+    """clusterList, brokerStatus and topicStatus take mqadmin's -c: the brokers of one
+    cluster; a cluster the name servers do not know is an error naming the known ones."""
+    assert admin(cluster, "clusterList", "-c", "DefaultCluster") == admin(cluster,
+                                                                         "clusterList")
+    every = admin(cluster, "brokerStatus", "-c", "DefaultCluster")
+    assert sorted(every) == sorted(cluster.broker_addrs)
+    assert {t["brokerName"] for t in every.values()} == {"broker-a", "broker-b"}
+    create(cluster, "CliStatusC")
+    assert admin(cluster, "topicStatus", "-t", "CliStatusC", "-c", "DefaultCluster") == \
+        admin(cluster, "topicStatus", "-t", "CliStatusC")
+    for command in (("clusterList",), ("brokerStatus",), ("topicStatus", "-t", "CliStatusC")):
+        unknown = admin(cluster, *command, "-c", "Elsewhere", code=1)
+        assert "cluster 'Elsewhere' is unknown; the name servers know DefaultCluster" in \
+            unknown.stderr
+    neither = admin(cluster, "brokerStatus", code=2)
+    assert "give one of -b (a broker address) and -c (a cluster)" in neither.output
+
+
 # ---------------------------------------------------------------------- messages
 
 

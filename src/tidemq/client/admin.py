@@ -176,16 +176,21 @@ class AdminClient(InstanceRole):
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         return decode_body(response.full_body(), ClusterInfo)
 
-    async def cluster_list(self) -> list[BrokerInfo]:
-        """Every broker of every cluster, sorted by cluster, name and id."""
+    async def cluster_list(self, cluster: str | None = None) -> list[BrokerInfo]:
+        """Every broker of ``cluster`` (default: of every cluster), sorted by cluster,
+        name and id."""
         info = await self.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise UnknownClusterError(cluster, sorted(info.cluster_addr_table))
         rows: list[BrokerInfo] = []
-        for cluster, names in sorted(info.cluster_addr_table.items()):
+        for cluster_name, names in sorted(info.cluster_addr_table.items()):
+            if cluster is not None and cluster_name != cluster:
+                continue
             for name in sorted(names):
                 broker = info.broker_addr_table.get(name)
                 if broker is None:
                     continue
-                rows.extend(BrokerInfo(cluster, name, bid, addr)
+                rows.extend(BrokerInfo(cluster_name, name, bid, addr)
                             for bid, addr in sorted(broker.broker_addrs.items()))
         return rows
 

@@ -44,7 +44,7 @@ import asyncio
 import base64
 import datetime
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -83,6 +83,9 @@ from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.codec.headers import parse_attributes
 from tidemq.errors import TideMQError
 from tidemq.types import MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from tidemq.client.admin import QueueStatus
 
 __all__ = ["app"]
 
@@ -292,12 +295,23 @@ def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
         out.print(f"orderTopicConf: {escape(route.order_topic_conf)}")
 
 
+ClusterFilter = Annotated[str | None, typer.Option(
+    "-c", "--cluster", help="Only the brokers of this cluster.")]
+
+
 @app.command("topicStatus")
-def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
-                 json_out: JsonFlag = False) -> None:
+def topic_status(topic: Topic, cluster: ClusterFilter = None,
+                 namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Min and max offset and the last store time of every queue of a topic."""
-    status = sorted(run_admin(namesrv, lambda admin: admin.topic_status(topic)),
-                    key=lambda s: s.queue)
+
+    async def status_of(admin: AdminClient) -> list[QueueStatus]:
+        found = await admin.topic_status(topic)
+        if cluster is None:
+            return found
+        names = {b.broker_name for b in await admin.cluster_list(cluster)}
+        return [s for s in found if s.queue.broker_name in names]
+
+    status = sorted(run_admin(namesrv, status_of), key=lambda s: s.queue)
     if json_out:
         emit_json([{"brokerName": s.queue.broker_name, "queueId": s.queue.queue_id,
                      "minOffset": s.min_offset, "maxOffset": s.max_offset,
@@ -314,8 +328,9 @@ def topic_status(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
 # ---------------------------------------------------------------------- cluster
 
 
-async def _cluster_rows(admin: AdminClient) -> list[dict[str, Any]]:
-    brokers = await admin.cluster_list()
+async def _cluster_rows(admin: AdminClient, cluster: str | None = None
+                        ) -> list[dict[str, Any]]:
+    brokers = await admin.cluster_list(cluster)
 
     async def figures(addr: str) -> dict[str, str]:
         try:
@@ -334,10 +349,12 @@ async def _cluster_rows(admin: AdminClient) -> list[dict[str, Any]]:
 
 
 @app.command("clusterList")
-def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+def cluster_list(cluster: Annotated[str | None, typer.Option(
+                     "-c", "--clusterName", help="Only this cluster.")] = None,
+                 namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every broker of every cluster, with its role, put and get TPS and, for a master,
     the bytes its furthest replica lacks."""
-    rows = run_admin(namesrv, _cluster_rows)
+    rows = run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster))
     if json_out:
         emit_json(rows)
         return
@@ -352,16 +369,36 @@ def cluster_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False)
 
 @app.command("brokerStatus")
 def broker_status(
-    broker: Annotated[str, typer.Option("-b", "--broker-addr", help="Broker address.")],
+    broker: Annotated[str | None, typer.Option(
+        "-b", "--brokerAddr", "--broker-addr", help="Broker address.")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--clusterName", help="Every broker of this cluster instead.")] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
-    """A broker's runtime figures (its KVTable)."""
-    table = run_admin(namesrv, lambda admin: admin.broker_status(broker))
-    if json_out:
-        emit_json(table)
+    """A broker's runtime figures (its KVTable); with -c, those of each broker of a
+    cluster."""
+    if (broker is None) == (cluster is None):
+        raise typer.BadParameter("give one of -b (a broker address) and -c (a cluster)")
+    if broker is not None:
+        table = run_admin(namesrv, lambda admin: admin.broker_status(broker))
+        if json_out:
+            emit_json(table)
+        else:
+            console_out().print(_kv_table(f"broker {broker}", table.items()))
         return
-    console_out().print(_kv_table(f"broker {broker}", table.items()))
+
+    async def every(admin: AdminClient) -> dict[str, dict[str, str]]:
+        addrs = [b.address for b in await admin.cluster_list(cluster)]
+        tables = await asyncio.gather(*(admin.broker_status(a) for a in addrs))
+        return dict(zip(addrs, tables, strict=True))
+
+    by_addr = run_admin(namesrv, every)
+    if json_out:
+        emit_json(by_addr)
+        return
+    for addr, figures in by_addr.items():
+        console_out().print(_kv_table(f"broker {addr}", figures.items()))
 
 
 @app.command("deleteLmq")

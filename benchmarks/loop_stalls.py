@@ -8,7 +8,10 @@ message queues). A probe process sends a cheap request (GET_MAX_OFFSET of one qu
 own connection every 5 ms and records each answer's latency. The probe's p99 and max
 while nothing else runs are the floor; then every admin request the broker serves is
 issued, one at a time, and for each the table gives its own latency and the probe's
-longest wait among the probes sent while it ran: what it held the loop for. The name
+longest wait among the probes sent while it ran: what it held the loop for, and the CPU
+time the broker's event-loop thread spent meanwhile (``/proc``'s scheduler statistics:
+steadier than the probe's wait on a busy machine, where the wait is the other
+processes' as much as the broker's; it counts the probes served too). The name
 server of ``tidemq standalone`` serves on the broker's loop: what it does with the
 registration a topic change sends (the whole topic table) counts in the next rows.
 The broker serves Prometheus metrics (``metricsPort``) and one row scrapes them.
@@ -123,6 +126,12 @@ async def _scrape(port: int) -> None:
     writer.close()
 
 
+def _loop_cpu(pid: int) -> float:
+    """Seconds on a CPU of process ``pid``'s first thread (its event loop) so far."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -223,17 +232,18 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
     probe.start()
     assert ours.recv() == "ready"
     client = RemotingClient(request_timeout=600, max_frame_size=1 << 30)
-    windows: list[tuple[str, float, float, int]] = []
+    windows: list[tuple[str, float, float, int, float]] = []
+    pid = broker.pid
     try:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _loop_cpu(pid)
         await asyncio.sleep(args.idle)  # the floor: the probe alone
-        windows.append(("(idle)", t0, time.monotonic(), 0))
+        windows.append(("(idle)", t0, time.monotonic(), 0, _loop_cpu(pid) - cpu0))
         for rnd in range(args.repeat):
             for name, make in _requests(args, rnd):
                 if args.only and name.split(" ")[0] not in args.only and name not in args.only:
                     continue
                 await asyncio.sleep(0.3)  # let the probe settle between requests
-                t0 = time.monotonic()
+                t0, cpu0 = time.monotonic(), _loop_cpu(pid)
                 what = make()
                 if isinstance(what, float):
                     await asyncio.sleep(what)
@@ -243,7 +253,7 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
                 else:
                     await what
                     code = 0
-                windows.append((name, t0, time.monotonic(), code))
+                windows.append((name, t0, time.monotonic(), code, _loop_cpu(pid) - cpu0))
     finally:
         ours.send("stop")
         ours.send("stop")
@@ -251,17 +261,17 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
         probe.join()
         await client.close()
     rows: list[dict[str, Any]] = []
-    for name, start, end, code in windows:
+    for name, start, end, code, cpu in windows:
         lats = [lat for sent, lat in samples if sent <= end and sent + lat >= start]
         lats.sort()
         row = {"request": name, "code": code, "ms": (end - start) * 1000,
                "probe_max_ms": max(lats, default=0) * 1000,
                "probe_p99_ms": lats[int(len(lats) * 0.99)] * 1000 if lats else 0,
-               "probes": len(lats)}
+               "probes": len(lats), "loop_cpu_ms": cpu * 1000}
         rows.append(row)
         print(f"{name:52s} code {code:3d} {row['ms']:9.1f} ms   probe max "
               f"{row['probe_max_ms']:8.1f} ms p99 {row['probe_p99_ms']:7.1f} ms "
-              f"({len(lats)} probes)", flush=True)
+              f"({len(lats)} probes)   loop CPU {row['loop_cpu_ms']:7.1f} ms", flush=True)
     if samples:
         print(f"probe overall median {statistics.median(s[1] for s in samples) * 1000:.2f} ms")
     if args.repeat > 1:
@@ -269,7 +279,8 @@ async def _run(args: argparse.Namespace, broker: BrokerProcess) -> list[dict[str
         for name in dict.fromkeys(row["request"] for row in rows):
             mine = [row for row in rows if row["request"] == name]
             print(f"{name:52s} {statistics.median(r['ms'] for r in mine):9.1f} ms   probe max "
-                  f"{statistics.median(r['probe_max_ms'] for r in mine):8.1f} ms")
+                  f"{statistics.median(r['probe_max_ms'] for r in mine):8.1f} ms   loop CPU "
+                  f"{statistics.median(r['loop_cpu_ms'] for r in mine):7.1f} ms")
     return rows
 
 

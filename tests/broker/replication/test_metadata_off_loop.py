@@ -33,7 +33,7 @@ def hold_step(monkeypatch: pytest.MonkeyPatch, step: str, held: Held) -> None:
 
 
 @pytest.mark.parametrize("step", ["decode_topics", "_offset_table", "_examine",
-                                  "_group_table", "_groups_differ"])
+                                  "_group_table", "_groups_differ", "_topics_differing"])
 async def test_a_replica_takes_its_masters_tables_off_the_loop(
         tmp_path: Path, held: Held, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     async with Cluster(tmp_path) as group:

@@ -41,7 +41,8 @@ from tidemq.broker.offsets import OffsetIndex, OffsetManager, index_of
 from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.broker.replication.logical_copy import copy_mappings
 from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
-from tidemq.codec.bodies import TopicConfigSerializeWrapper
+from tidemq.broker.topics import TopicManager
+from tidemq.codec.bodies import TopicConfig, TopicConfigSerializeWrapper
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import UpdateConsumerOffsetRequestHeader
 from tidemq.codec.topic_table import decode_topics
@@ -60,6 +61,23 @@ def _ignore(_mapping: TopicMapping | None, _topic: str) -> None:
 def _offset_table(body: bytes) -> dict[str, dict[int, int]]:
     """GET_ALL_CONSUMER_OFFSET's body, a key at a time (on a thread)."""
     return parse_offset_table(load_offset_json(body))
+
+
+def _topics_differing(topics: TopicManager, wrapper: TopicConfigSerializeWrapper
+                      ) -> tuple[list[TopicConfig], list[str]]:
+    """The master's topic configs the replica holds otherwise or lacks, and the replica's
+    topics the master lacks (on a thread, a topic at a time: the loop serves on
+    meanwhile, and takes only these)."""
+    mine = topics.topics
+    table = wrapper.topic_config_table
+    differ = [tc for tc in table.values() if mine.get(tc.topic_name) != tc]
+    return differ, [name for name in list(mine) if name not in table]
+
+
+def _copied_topics(topics: TopicManager, body: bytes
+                   ) -> tuple[TopicConfigSerializeWrapper, list[TopicConfig], list[str]]:
+    wrapper = decode_topics(body, TopicConfigSerializeWrapper)
+    return wrapper, *_topics_differing(topics, wrapper)
 
 
 def _group_table(body: bytes) -> Any:
@@ -230,14 +248,13 @@ class MetadataSync:
         (thousands of topics and groups take a while, and the loop serves on meanwhile)
         and taken on the loop."""
         ctx = self.ctx
-        wrapper = await asyncio.to_thread(
-            decode_topics, await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG),
-            TopicConfigSerializeWrapper)
+        wrapper, differ, gone = await asyncio.to_thread(
+            _copied_topics, ctx.topics, await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
         changed = False
         with ctx.topics.file.deferred():  # written once, on a thread, by topics_changed
-            for tc in wrapper.topic_config_table.values():
+            for tc in differ:
                 changed |= ctx.topics.upsert(tc)
-            for name in set(ctx.topics.topics) - set(wrapper.topic_config_table):
+            for name in gone:
                 if ctx.topics.delete(name):  # deleted on the master: its queues go, as there
                     ctx.store.delete_topic(name)
                     changed = True

@@ -43,20 +43,30 @@ def table_json(name: str, table: Mapping[str, Any], others: Mapping[str, Any] | 
                separators: tuple[str, str] = SPACED, *, slice_keys: int = SLICE) -> bytes:
     """``json.dumps({**others, name: table}, sort_keys=True, separators=separators)``,
     encoded ``slice_keys`` keys of ``table`` a call (``others``, a few small members,
-    in one call each). Neither may change meanwhile (give copies)."""
+    in one call each), each slice's bytes kept apart until one join makes the body (a
+    copy of megabytes holds the interpreter too: one, not one a step). Neither may
+    change meanwhile (give copies)."""
     item_sep, key_sep = separators
+    sep = item_sep.encode()
     keys = _sorted(list(table), slice_keys * 10)
-    parts = []
+    inner: list[bytes] = []
     for start in range(0, len(keys), slice_keys):
         part = json.dumps({k: table[k] for k in keys[start:start + slice_keys]},
                           sort_keys=True, separators=separators)
-        parts.append(part[1:-1])  # without the braces: the slices are joined in one map
-    members = {member: json.dumps(value, sort_keys=True, separators=separators)
+        if inner:
+            inner.append(sep)
+        inner.append(part[1:-1].encode())  # without the braces: the slices make one map
+    members = {member: [json.dumps(value, sort_keys=True, separators=separators).encode()]
                for member, value in (others or {}).items()}
-    members[name] = f"{{{item_sep.join(parts)}}}"
-    text = item_sep.join(f"{json.dumps(member)}{key_sep}{members[member]}"
-                         for member in sorted(members))
-    return f"{{{text}}}".encode()
+    members[name] = [b"{", *inner, b"}"]
+    out = [b"{"]
+    for member in sorted(members):
+        if len(out) > 1:
+            out.append(sep)
+        out.append(f"{json.dumps(member)}{key_sep}".encode())
+        out.extend(members[member])
+    out.append(b"}")
+    return b"".join(out)
 
 
 def _sorted(keys: list[str], run: int) -> list[str]:

@@ -19,6 +19,7 @@ import enum
 from typing import ClassVar
 
 __all__ = [
+    "BindFailed",
     "BrokerResponseError",
     "ConfigError",
     "ConnectFailed",
@@ -172,6 +173,19 @@ class ConnectFailed(ConnectionLost):
         TideMQError.__init__(self, f"cannot connect to {address}: {reason}")
         self.address = address
         self.reason = reason
+
+
+class BindFailed(TideMQError, OSError):
+    """A server cannot listen on ``address``; ``errno`` is the socket's, ``reason`` says
+    what to do about it. Still an ``OSError``, as the bind's own error was."""
+
+    def __init__(self, address: str, errno: int | None, reason: str) -> None:
+        OSError.__init__(self, errno, reason)
+        self.address = address
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot listen on {self.address}: {self.reason}"
 
 
 class TlsError(ConnectionLost):

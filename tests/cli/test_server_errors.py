@@ -77,3 +77,20 @@ def test_a_value_that_looks_like_markup_is_quoted_as_it_is(tmp_path: Path) -> No
                 f"storePathRootDir={tmp_path}")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "error: bad value '[/x]' for listenPort" in done.stderr, done.stderr
+
+
+def test_a_server_whose_port_is_taken_names_the_address(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-c", "from tidemq.cli.main import main; main()", "namesrv",
+             "--set", f"listenPort={port}"],
+            check=False, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+            env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: cannot listen on 127.0.0.1:{port}: address already in use" in (
+        done.stdout + done.stderr)

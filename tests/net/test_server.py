@@ -527,3 +527,23 @@ async def test_protocol_errors_are_logged_at_a_limited_rate(
     lines = [r.getMessage() for r in caplog.records if r.name == "tidemq.net.connection"]
     assert len(lines) == 6 and all("protocol error" in line for line in lines[:5])
     assert lines[5] == "7 similar lines suppressed" and limited.suppressed == 7
+
+
+async def test_a_port_another_process_holds_is_an_error_naming_the_address() -> None:
+    """Still an ``OSError`` (its errno kept) for the code that catches one; its words name
+    the address and what to do instead of asyncio's tuple."""
+    import errno
+
+    from tidemq.errors import BindFailed
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(BindFailed) as info:
+            await make_server(port=port).start()
+    assert isinstance(info.value, OSError) and info.value.errno == errno.EADDRINUSE
+    assert info.value.address == f"127.0.0.1:{port}"
+    assert str(info.value) == (f"cannot listen on 127.0.0.1:{port}: address already in use: "
+                               "another process listens on this port (stop it, or give "
+                               "this server another port)")

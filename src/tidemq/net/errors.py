@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 from collections.abc import Callable, Iterator, Mapping
 
-from tidemq.errors import ConnectFailed, ConnectionLost, RequestTimeout, TideMQError
+from tidemq.errors import BindFailed, ConnectFailed, ConnectionLost, RequestTimeout, TideMQError
 
-__all__ = ["ExceptionMapping", "dial_errors", "map_exceptions", "network_errors"]
+__all__ = ["ExceptionMapping", "bind_errors", "dial_errors", "map_exceptions",
+           "network_errors"]
 
 #: Foreign exception type -> factory building the TideMQ error from the caught exception.
 ExceptionMapping = Mapping[type[BaseException], Callable[[BaseException], TideMQError]]
@@ -99,3 +101,26 @@ def dial_errors(address: str, connect_timeout: float) -> ExceptionMapping:
         socket.gaierror: unknown_host,
         OSError: failed,
     }
+
+
+#: What an operator does about a bind's usual failures.
+_BIND_ADVICE = {
+    errno.EADDRINUSE: "address already in use: another process listens on this port (stop "
+                      "it, or give this server another port)",
+    errno.EADDRNOTAVAIL: "no interface of this machine has this address (check --host or "
+                         "bindAddress)",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def bind_errors(address: str) -> ExceptionMapping:
+    """The mapping for listening on ``address``: an ``OSError`` becomes a
+    :class:`BindFailed` naming the address and what to do."""
+
+    def failed(exc: BaseException) -> TideMQError:
+        code = exc.errno if isinstance(exc, OSError) else None
+        why = _BIND_ADVICE.get(code or 0) or (
+            exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc))
+        return BindFailed(address, code, why)
+
+    return {OSError: failed}

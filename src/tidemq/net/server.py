@@ -40,6 +40,7 @@ from tidemq.errors import ConnectionLost
 from tidemq.net.address import format_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection, protocol_log
 from tidemq.net.dispatcher import Dispatcher, Processor
+from tidemq.net.errors import bind_errors, map_exceptions
 from tidemq.net.receive_budget import DEFAULT_RECEIVE_BUDGET, ReceiveBudget
 from tidemq.net.tls import ServerTlsContext, TlsServerSettings
 from tidemq.net.tls_listener import TlsListener, refusing_dispatcher
@@ -140,17 +141,20 @@ class RemotingServer:
         """Bind and start accepting; :attr:`port` is the bound port afterwards. With
         ``serving=False`` the port is only bound -- connecting to it is refused, as to a
         server that is down -- until :meth:`serve`."""
+        where = format_address((self.host, self._requested_port))
         if self._listener is not None:
-            self.port = self._listener.bind()
+            with map_exceptions(bind_errors(where)):
+                self.port = self._listener.bind()
             if serving:
                 self._listener.serve()
                 self._log_listening()
             return
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self.host, self._requested_port, reuse_address=True,
-            start_serving=serving,
-        )
+        with map_exceptions(bind_errors(where)):
+            self._server = await loop.create_server(
+                self._new_connection, self.host, self._requested_port, reuse_address=True,
+                start_serving=serving,
+            )
         self.port = int(self._server.sockets[0].getsockname()[1])
         if serving:
             self._log_listening()

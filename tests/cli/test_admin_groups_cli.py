@@ -437,3 +437,14 @@ def test_reset_and_skip_within_a_cluster(cluster: ThreadedCluster, online: Onlin
                     "-s", "0", "-c", "NoSuchCluster", code=1)
     assert "NoSuchCluster" in unknown.stderr
     assert cluster.call(online.consumer.committed(q)) == 3
+
+
+def test_consumer_progress_of_a_group_without_offsets_says_so(cluster: ThreadedCluster
+                                                              ) -> None:
+    result = CliRunner().invoke(app, ["admin", "consumerProgress", "-g", "NoSuchGroup",
+                                      "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("#Topic")
+    assert " ".join(result.stderr.split()) == (
+        "no broker holds an offset of group NoSuchGroup: it has committed none, or there "
+        "is no such group (consumerProgress without -g lists the groups)")

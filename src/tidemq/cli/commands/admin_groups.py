@@ -28,6 +28,7 @@ from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
     Topic,
+    console_err,
     console_out,
     emit_json,
     format_ms,
@@ -109,6 +110,11 @@ def consumer_progress(
     out.print(f"Consume TPS: {progress.consume_tps:.2f}", markup=False)
     out.print(f"Consume Diff Total: {progress.diff_total}", markup=False)
     out.print(f"Consume Inflight Total: {progress.inflight_total}", markup=False)
+    if not progress.queues:  # mqadmin fails here; the empty table alone says too little
+        of = f" of topic {topic}" if topic is not None else ""
+        console_err().print(f"no broker holds an offset{of} of group {group}: it has "
+                            "committed none, or there is no such group (consumerProgress "
+                            "without -g lists the groups)", markup=False)
 
 
 async def _holders(admin: AdminClient, group: str) -> dict[tuple[str, str, int], str]:

@@ -15,6 +15,7 @@ from tidemq.errors import MetadataUnreadable
 from tidemq.formats.properties import encode_properties
 from tidemq.store.config import StoreConfig
 from tidemq.store.deleted_topics import DeletedTopic, DeletedTopics, decode, encode
+from tidemq.store.inspect import verify
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.repair import repair
 
@@ -139,3 +140,20 @@ def test_records_dispatched_after_their_topic_was_deleted_get_no_queue(
         assert not (store.layout.consumequeue_dir / "Gone").exists()
         store.put("Gone", 0, msg(b"new"))
         assert [bytes(r.body) for r in read_queue(store, "Gone", 0)] == [b"new"]
+
+
+@pytest.mark.parametrize("again", [False, True], ids=["deleted", "created again"])
+def test_verify_expects_no_queue_entry_for_a_deleted_topics_records(
+        tmp_path: Path, again: bool) -> None:
+    """No topic table here (a store without a broker's): every queue is expected."""
+    root = tmp_path / "store"
+    with MessageStore(small_config(root)) as store:
+        for i in range(5):
+            store.put("Gone", 0, msg(b"old%d" % i))
+            store.put("Kept", 0, msg(b"kept%d" % i))
+        assert store.wait_dispatched()
+        store.delete_topic("Gone")
+        if again:
+            store.put("Gone", 0, msg(b"new"))
+            assert store.wait_dispatched()
+    assert verify(root).problems == []

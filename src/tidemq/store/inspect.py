@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from tidemq.errors import CorruptRecord, StoreError
+from tidemq.errors import CorruptRecord, MetadataUnreadable, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
 from tidemq.store import spool
@@ -55,6 +55,8 @@ from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT
 from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
+from tidemq.store.deleted_topics import FILE_NAME as DELETED_FILE
+from tidemq.store.deleted_topics import DeletedTopics
 from tidemq.store.entry_chunks import valid_prefix
 from tidemq.store.index_check import check_index, geometry
 from tidemq.store.index_keys import index_hashes
@@ -567,6 +569,17 @@ class _Verifier:
         table = data.get("topicConfigTable") if isinstance(data, dict) else None
         return set(table) if isinstance(table, dict) else None
 
+    def _deleted_before(self) -> dict[str, int]:
+        """The store's record of deleted topics (:mod:`tidemq.store.deleted_topics`): per
+        topic, the log offset below which its records belong to the deleted topic. One
+        that does not read is a problem, and then counts as empty."""
+        table = DeletedTopics(self.layout.config_file(DELETED_FILE))
+        try:
+            table.load()
+        except MetadataUnreadable as exc:
+            self.problem("config", exc.path, -1, exc.reason)
+        return table.before
+
     def check_queues(self, end: int) -> int:
         queues = self.layout.queues()
         cols = self.records.arrays()
@@ -645,11 +658,19 @@ class _Verifier:
         past: dict[int, list[int]] = {}  # queue -> count, lowest, highest queue offset
         after: dict[int, int] = {}  # batch queue -> records after its last entry
         queueless: dict[int, int] = {}
+        deleted = {topic_ids[t]: before for t, before in self._deleted_before().items()
+                   if t in topic_ids}
         count = int(np.searchsorted(cols["phys"], end))  # the records of the valid log
         for at in range(0, count, spool.CHUNK):
             stop = min(at + spool.CHUNK, count)
-            key = _queue_key(cols["topic"][at:stop], cols["queue_id"][at:stop])
+            topic, phys = cols["topic"][at:stop], cols["phys"][at:stop]
+            key = _queue_key(topic, cols["queue_id"][at:stop])
             qo = cols["queue_offset"][at:stop]
+            if deleted:  # a deleted topic's records get no entry
+                live = np.ones(len(key), dtype=bool)
+                for topic_id, before in deleted.items():
+                    live &= (topic != topic_id) | (phys >= before)
+                key, qo, phys = key[live], qo[live], phys[live]
             hit, k = _lookup(keys, key)
             late = hit & (qo >= limit[k])
             for q in np.unique(key[late]).tolist():
@@ -658,7 +679,7 @@ class _Verifier:
                 got[0] += len(offsets)
                 got[1], got[2] = min(got[1], int(offsets.min())), max(got[2], int(offsets.max()))
             bhit, bk = _lookup(bkeys, key)
-            blate = bhit & (cols["phys"][at:stop] > blast[bk])
+            blate = bhit & (phys > blast[bk])
             for q, c in zip(*np.unique(key[blate], return_counts=True), strict=True):
                 after[int(q)] = after.get(int(q), 0) + int(c)
             for q, c in zip(*np.unique(key, return_counts=True), strict=True):

@@ -157,3 +157,25 @@ def test_verify_expects_no_queue_entry_for_a_deleted_topics_records(
             store.put("Gone", 0, msg(b"new"))
             assert store.wait_dispatched()
     assert verify(root).problems == []
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
+def test_a_round_that_holds_a_deleted_topics_records_and_the_new_ones_queues_the_new(
+        tmp_path: Path, concurrent: bool) -> None:
+    """The topic deleted and sent to again while dispatch lags: one round holds records of
+    the old topic (no queue) and of the new one (its queue, from offset 0)."""
+    cfg = small_config(tmp_path / "store", enable_build_consume_queue_concurrently=concurrent,
+                       dispatch_on_append_records=0, mapped_file_size_commit_log=1 << 20)
+    with MessageStore(cfg) as store:
+        assert store.dispatcher is not None
+        store.dispatcher.pause()
+        for i in range(300):
+            store.put("Again", 0, msg(b"old%d" % i))
+        store.delete_topic("Again")
+        new = [b"new%d" % i for i in range(5)]
+        for body in new:
+            store.put("Again", 0, msg(body))
+        store.dispatcher.resume()
+        got = read_queue(store, "Again", 0)
+        assert [bytes(r.body) for r in got] == new
+        assert store.max_offset("Again", 0) == len(new)

@@ -331,17 +331,31 @@ class ConcurrentDispatcher(Dispatcher):
 
     # ------------------------------------------------------------------ commit
 
+    @staticmethod
+    def _undeleted(p: PreparedRound, key: tuple[str, int], before: int
+                   ) -> tuple[int, Column, Column, Column] | None:
+        """The columns of ``key``'s records in the round from log offset ``before`` on: a
+        deleted topic's records get no queue entry (as in ``apply_batches``), those of the
+        topic created again under its name in the same round do."""
+        kept = [b for b in p.batches if (b.topic, b.queue_id) == key and b.phys[0] >= before]
+        return _columns(kept) if kept else None
+
     def _commit(self, p: PreparedRound) -> None:
         touched: dict[tuple[str, int], int] = {}
         get_or_create = self.queues.get_or_create
         deleted = self.queues.deleted.before
-        for key, (first, phys, sizes, tags) in p.columns.items():
-            if deleted and key[0] in deleted and phys[0] < deleted[key[0]]:
-                continue  # a deleted topic's records: no queue entry (as apply_batches)
+        for key, prepared in p.columns.items():
+            columns: tuple[int, Column, Column, Column] | None = prepared
+            if deleted and key[0] in deleted and prepared[1][0] < deleted[key[0]]:
+                columns = self._undeleted(p, key, deleted[key[0]])
+            if columns is None:
+                continue
+            first, phys, sizes, tags = columns
             q = get_or_create(*key)
             if isinstance(q, BatchConsumeQueue):  # the topic turned BatchCQ meanwhile
                 touched[key] = _append(q, [b for b in p.batches
-                                           if (b.topic, b.queue_id) == key])
+                                           if (b.topic, b.queue_id) == key
+                                           and not self.queues.deleted.hides(key[0], b.phys[0])])
             else:
                 touched[key] = q.append(first, phys, sizes, tags)
         for key, group in p.batch_queue_groups.items():

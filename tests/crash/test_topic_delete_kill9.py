@@ -37,14 +37,14 @@ SETTINGS = {"mappedFileSizeCommitLog": SMALL_SEGMENT, "flushIntervalConsumeQueue
             "flushConsumerOffsetInterval": "3600000"}
 
 
-async def _fill(addr: str) -> None:
+async def _fill(addr: str, attributes: str | None = None) -> None:
     """Both topics with messages, and group ``cg`` reset to their ends (written before
     the reset is answered)."""
     async with Peer(addr) as peer:
         await peer.ok(wire.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                    json.dumps({"groupName": "cg"}).encode()))
         for topic in (GONE, KEPT):
-            await peer.ok(wire.create_topic(topic, QUEUES))
+            await peer.ok(wire.create_topic(topic, QUEUES, attributes=attributes))
             for queue_id in range(QUEUES):
                 for n in range(PER_QUEUE):
                     await peer.ok(wire.send(topic, f"{topic}{queue_id}.{n}".encode(),
@@ -71,13 +71,14 @@ async def _delete_until_stopped(broker: BrokerProcess) -> str:
     return step
 
 
-async def _check_deleted(root: Path, addr: str) -> None:
+async def _check_deleted(root: Path, addr: str, attributes: str | None = None) -> None:
     async with Peer(addr) as peer:
         table = json.loads((await peer.ok(wire.request(
             RequestCode.GET_ALL_TOPIC_CONFIG))).full_body())["topicConfigTable"]
         assert GONE not in table, "the deleted topic is listed again"
         assert KEPT in table
-        assert not (root / "consumequeue" / GONE).exists(), "the deleted topic's queues"
+        for queues in ("consumequeue", "batchconsumequeue"):
+            assert not (root / queues / GONE).exists(), "the deleted topic's queues"
         for queue_id in range(QUEUES):
             kept = await collect(peer, KEPT, PER_QUEUE, queue_id=queue_id)
             assert [m.body for m in kept] == [f"{KEPT}{queue_id}.{n}".encode()
@@ -86,7 +87,7 @@ async def _check_deleted(root: Path, addr: str) -> None:
                 RequestCode.QUERY_CONSUMER_OFFSET, consumerGroup="cg", topic=KEPT,
                 queueId=queue_id))
             assert offset.ext_fields["offset"] == str(PER_QUEUE)
-        await peer.ok(wire.create_topic(GONE, QUEUES))  # created again: it starts over
+        await peer.ok(wire.create_topic(GONE, QUEUES, attributes=attributes))  # starts over
         for queue_id in range(QUEUES):
             assert await peer.max_offset(GONE, queue_id) == 0
             committed = await peer(wire.request(
@@ -98,16 +99,18 @@ async def _check_deleted(root: Path, addr: str) -> None:
         assert (new.body, new.queue_offset) == (b"new", 0)
 
 
-def test_an_answered_delete_stays_done_after_kill9(tmp_path: Path,
-                                                    namesrv: NameServerApp) -> None:
+@pytest.mark.parametrize("attributes", [None, "+queue.type=BatchCQ"],
+                         ids=["SimpleCQ", "BatchCQ"])
+def test_an_answered_delete_stays_done_after_kill9(
+        tmp_path: Path, namesrv: NameServerApp, attributes: str | None) -> None:
     broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
     broker.start()
     try:
-        asyncio.run(_fill(broker.addr))
+        asyncio.run(_fill(broker.addr, attributes))
         asyncio.run(_delete(broker.addr))
         broker.kill9()
         broker.start()
-        asyncio.run(_check_deleted(tmp_path / "store", broker.addr))
+        asyncio.run(_check_deleted(tmp_path / "store", broker.addr, attributes))
     finally:
         broker.kill9()
 

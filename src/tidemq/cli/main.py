@@ -165,6 +165,14 @@ def _evaluate_annotations(app: typer.Typer) -> None:
         if inspect.isfunction(fn) and any(isinstance(a, str)
                                           for a in fn.__annotations__.values()):
             fn.__annotations__ = inspect.get_annotations(fn, eval_str=True)
+        if inspect.isfunction(fn) and fn.__doc__:
+            fn.__doc__ = flowed(fn.__doc__)
+
+
+def flowed(doc: str) -> str:
+    """``doc`` with the lines of each paragraph joined: the help screens keep a
+    docstring's line breaks, which would cut their lines in mid-sentence."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
 def _name(command: CommandInfo) -> str:

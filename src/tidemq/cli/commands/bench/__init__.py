@@ -20,7 +20,9 @@ from tidemq.cli.commands.bench import (
 
 __all__ = ["app"]
 
-app = typer.Typer(no_args_is_help=True, help="Benchmarks (results go to docs/benchmarks.md).")
+app = typer.Typer(no_args_is_help=True,
+                  help="Benchmarks: each prints its figures; docs/benchmarks.md has the "
+                       "project's, with the commands that produced them.")
 
 for _command in (store.store, broker.produce, broker.consume, broker.latency,
                  batchcq.batchcq, lmq.lmq, dispatch.dispatch, spark.spark,

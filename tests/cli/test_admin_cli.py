@@ -322,3 +322,15 @@ def test_bad_flags_exit_2(cluster: ThreadedCluster, args: list[str]) -> None:
     result = runner.invoke(app, ["admin", *args, "-n", cluster.namesrv])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+def test_the_name_server_comes_from_rocketmqs_variable_too(cluster: ThreadedCluster) -> None:
+    """A shell set up for mqadmin (NAMESRV_ADDR) needs no -n; TIDEMQ_NAMESRV wins."""
+    plain = CliRunner().invoke(app, ["admin", "clusterList", "--json"],
+                               env={"NAMESRV_ADDR": cluster.namesrv, "TIDEMQ_NAMESRV": None})
+    assert plain.exit_code == 0, plain.output
+    assert [r["address"] for r in json.loads(plain.stdout)] == cluster.broker_addrs
+    dead = f"127.0.0.1:{free_port()}"
+    ours = CliRunner().invoke(app, ["admin", "clusterList"],
+                              env={"NAMESRV_ADDR": cluster.namesrv, "TIDEMQ_NAMESRV": dead})
+    assert ours.exit_code == 1 and f"cannot connect to {dead}" in ours.stderr

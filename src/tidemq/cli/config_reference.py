@@ -187,7 +187,9 @@ def _flags(command: str) -> Callable[[], str]:
             names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
             meaning = param.help or ""
             if param.envvar:
-                meaning += f" Environment: `{param.envvar}`."
+                names_env = ([param.envvar] if isinstance(param.envvar, str)
+                             else list(param.envvar))
+                meaning += " Environment: " + ", then ".join(f"`{e}`" for e in names_env) + "."
             lines.append(f"| {names} | {_flag_default(param)} | {_cell(meaning)} |")
         return "\n".join(lines)
 

@@ -8,9 +8,9 @@ group commands are in :mod:`tidemq.cli.commands.admin_groups`,
 :mod:`~tidemq.cli.commands.admin_config`, message printing in
 :mod:`~tidemq.cli.commands.admin_messages`, traffic, probes and housekeeping in
 :mod:`~tidemq.cli.commands.admin_cluster`. Every command takes
-``-n/--namesrv`` (default: ``$TIDEMQ_NAMESRV``, else ``127.0.0.1:9876``) and ``--json``
-(one JSON document on stdout for scripts; humans get tables). A failure -- no route, an
-unknown cluster, a refused connection, a broker's error answer -- prints one
+``-n/--namesrv`` (default: ``$TIDEMQ_NAMESRV``, ``$NAMESRV_ADDR``, else ``127.0.0.1:9876``)
+and ``--json`` (one JSON document on stdout for scripts; humans get tables). A failure
+-- no route, an unknown cluster, a refused connection, a broker's error answer -- prints one
 ``error: ...`` line on stderr and exits with 1; bad flags exit with 2.
 
 ====================  =========================================================

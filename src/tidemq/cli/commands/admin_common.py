@@ -40,8 +40,11 @@ __all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "TlsCa", "TlsCert", 
 
 T = TypeVar("T")
 
+#: Where ``-n`` is read from when not given: TideMQ's variable, then RocketMQ's (what
+#: mqadmin and RocketMQ's clients read).
+NAMESRV_ENV = ["TIDEMQ_NAMESRV", "NAMESRV_ADDR"]
 Namesrv = Annotated[str, typer.Option(
-    "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
+    "-n", "--namesrv", envvar=NAMESRV_ENV, show_envvar=True,
     help="Name server addresses, 'host:port;host:port'.")]
 AccessKey = Annotated[str, typer.Option(
     "--access-key", envvar=ACCESS_KEY_ENV, show_envvar=True,

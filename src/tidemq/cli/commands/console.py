@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from tidemq.cli.commands.admin_common import TlsCa, TlsCert, TlsKey, UseTls
+from tidemq.cli.commands.admin_common import NAMESRV_ENV, TlsCa, TlsCert, TlsKey, UseTls
 from tidemq.cli.commands.server import (
     CONSOLE_REACH,
     ConfigOpt,
@@ -55,7 +55,7 @@ PasswordStdin = Annotated[bool, typer.Option(
 def console(
     ctx: typer.Context,
     namesrv: Annotated[str, typer.Option(
-        "-n", "--namesrv", envvar="TIDEMQ_NAMESRV", show_envvar=True,
+        "-n", "--namesrv", envvar=NAMESRV_ENV, show_envvar=True,
         help="Name server addresses, 'host:port;host:port'.")] = DEFAULT_NAMESRV,
     host: Annotated[str, typer.Option(
         help="Address to listen on (0.0.0.0: every interface; needs users, or "

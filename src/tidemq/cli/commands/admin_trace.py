@@ -130,7 +130,8 @@ def query_msg_trace_by_id(
         emit_json(trace_json(trace))
         return
     if not trace.sends and not trace.consumes and not trace.transactions:
-        console_err().print(f"no trace of message {msg_id} in {trace_topic}", markup=False)
+        console_err().print(f"error: no trace of message {msg_id} in {trace_topic}",
+                            markup=False)
         raise typer.Exit(1)
     _print(trace)
     for why in trace.refused:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tidemq.errors import MetadataUnreadable
 from tidemq.formats.properties import encode_properties
+from tidemq.store import deleted_topics
 from tidemq.store.config import StoreConfig
 from tidemq.store.deleted_topics import DeletedTopic, DeletedTopics, decode, encode
 from tidemq.store.inspect import verify
@@ -54,9 +55,9 @@ def test_a_garbled_file_stops_the_start_naming_itself(tmp_path: Path, raw: bytes
 
 def test_an_entry_is_kept_while_the_log_holds_its_records(tmp_path: Path) -> None:
     table = DeletedTopics(tmp_path / "deletedTopics.json")
-    table.begin("A", 100)
-    table.begin("B", 300)
-    table.finish("A")
+    table.begin(["A"], 100)
+    table.begin(["B"], 300)
+    table.finish(["A"])
     assert table.pending() == ["B"]
     table.forget_before(99)  # the log holds A's record at 99
     assert table.before == {"A": 100, "B": 300}
@@ -179,3 +180,26 @@ def test_a_round_that_holds_a_deleted_topics_records_and_the_new_ones_queues_the
         got = read_queue(store, "Again", 0)
         assert [bytes(r.body) for r in got] == new
         assert store.max_offset("Again", 0) == len(new)
+
+
+def test_topics_deleted_together_are_recorded_in_two_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica copying a master that deleted many topics deletes them in one call: the
+    record is written when their deletion begins and when it is done, not per topic."""
+    writes: list[bytes] = []
+    write = deleted_topics.atomic_write
+
+    def counted(path: Path, data: bytes) -> None:
+        writes.append(data)
+        write(path, data)
+
+    with MessageStore(small_config(tmp_path / "store")) as store:
+        for topic in ("A", "B", "C"):
+            store.put(topic, 0, msg(b"m"))
+        assert store.wait_dispatched()
+        monkeypatch.setattr(deleted_topics, "atomic_write", counted)
+        store.delete_topics(["A", "B"])
+        assert len(writes) == 2
+        assert sorted(t for t, _ in store.queues.queue_keys()) == ["C"]
+        assert store.pending_topic_deletions() == []
+        assert set(store.queues.deleted.before) == {"A", "B"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,17 +99,19 @@ class DeletedTopics:
         """The topics whose deletion began and did not finish, in name order."""
         return sorted(t for t, e in self._entries.items() if e.pending)
 
-    def begin(self, topic: str, before: int) -> None:
-        """Mark ``topic`` deleted from log offset ``before`` down, its deletion pending."""
+    def begin(self, topics: Collection[str], before: int) -> None:
+        """Mark ``topics`` deleted from log offset ``before`` down, their deletion pending
+        (one write however many)."""
         with self._lock:
-            self._write({**self._entries, topic: DeletedTopic(before, True)})
+            self._write({**self._entries, **dict.fromkeys(topics, DeletedTopic(before, True))})
 
-    def finish(self, topic: str) -> None:
-        """The deletion of ``topic`` is done."""
+    def finish(self, topics: Collection[str]) -> None:
+        """The deletion of ``topics`` is done (one write however many)."""
         with self._lock:
-            entry = self._entries.get(topic)
-            if entry is not None and entry.pending:
-                self._write({**self._entries, topic: DeletedTopic(entry.before, False)})
+            done = {t: DeletedTopic(e.before, False) for t in topics
+                    if (e := self._entries.get(t)) is not None and e.pending}
+            if done:
+                self._write({**self._entries, **done})
 
     def forget_before(self, log_start: int) -> None:
         """Drop the finished entries whose records the log no longer holds (it starts at

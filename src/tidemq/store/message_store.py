@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from tidemq.errors import CorruptRecord, StoreReadOnly
 from tidemq.formats.properties import decode_properties
@@ -511,23 +511,30 @@ class MessageStore:
         the deletion is finished at the next start if not before
         (:meth:`pending_topic_deletions`), and its records up to the log's end now are
         never dispatched again (:mod:`tidemq.store.deleted_topics`)."""
-        self.queues.deleted.begin(topic, self.commitlog.max_offset)
+        self.queues.deleted.begin([topic], self.commitlog.max_offset)
 
     def delete_topic(self, topic: str) -> None:
         """Drop the consume queues of ``topic`` (its records age out with their segments)
         and finish its deletion, begun here unless :meth:`begin_delete_topic` began it; a
         topic created again under the name starts over, of whatever queue type."""
-        if topic not in self.queues.deleted.pending():
-            self.begin_delete_topic(topic)
+        self.delete_topics([topic])
+
+    def delete_topics(self, topics: Collection[str]) -> None:
+        """:meth:`delete_topic` of each of ``topics``, the record of deleted topics written
+        twice in all (begun, finished) rather than twice a topic."""
+        pending = set(self.queues.deleted.pending())
+        if fresh := [t for t in topics if t not in pending]:
+            self.queues.deleted.begin(fresh, self.commitlog.max_offset)
+        gone = set(topics)
         for t, queue_id in self.queues.queue_keys():
-            if t == topic:
+            if t in gone:
                 self.queues.remove(t, queue_id)
         with self.commitlog.lock:  # every queue's, dispatched or not: a new put starts at 0
             next_offsets = self.appender.next_offsets
-            for key in [key for key in next_offsets if key[0] == topic]:
+            for key in [key for key in next_offsets if key[0] in gone]:
                 del next_offsets[key]
-        self.queues.batch_topics.discard(topic)
-        self.queues.deleted.finish(topic)
+        self.queues.batch_topics.difference_update(gone)
+        self.queues.deleted.finish(gone)
 
     def pending_topic_deletions(self) -> list[str]:
         """The topics whose deletion began (:meth:`begin_delete_topic`) and did not finish

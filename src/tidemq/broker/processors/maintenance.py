@@ -38,8 +38,8 @@ class MaintenanceProcessor:
 
     def clean_unused_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         unused = self.unused_topics()
-        for topic in unused:
-            self.ctx.store.delete_topic(topic)
+        if unused:
+            self.ctx.store.delete_topics(unused)
         if unused:
             log.info("cleanUnusedTopic from %s dropped the queues of %s", conn.remote_address,
                      ", ".join(unused))

@@ -254,11 +254,11 @@ class MetadataSync:
         with ctx.topics.file.deferred():  # written once, on a thread, by topics_changed
             for tc in differ:
                 changed |= ctx.topics.upsert(tc)
-            for name in gone:
-                if ctx.topics.delete(name):  # deleted on the master: its queues go, as there
-                    ctx.store.delete_topic(name)
-                    changed = True
-        if changed:
+            deleted = [name for name in gone if ctx.topics.delete(name)]
+        if deleted:  # deleted on the master: their queues go, as there (on a thread: the
+            # deletion is written to disk, and the loop serves on meanwhile)
+            await asyncio.to_thread(ctx.store.delete_topics, deleted)
+        if changed or deleted:
             ctx.topics_changed()
         await copy_mappings(ctx.client, addr, wrapper, ctx.logical, self.on_mapping)
         table = await asyncio.to_thread(

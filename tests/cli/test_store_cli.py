@@ -84,6 +84,24 @@ def test_verify_missing_directory(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+@pytest.mark.parametrize("command", ["verify", "dump", "convert-cq"])
+def test_a_directory_without_a_commit_log_is_not_a_store(tmp_path: Path, command: str) -> None:
+    """Not an empty report that says OK: the data directory of ``tidemq standalone
+    --data D`` is named, with the store below it."""
+    data = tmp_path / "data"
+    (data / "store" / "commitlog").mkdir(parents=True)
+    extra = ["--topic", "T"] if command == "convert-cq" else []
+    result = runner.invoke(app, ["store", command, str(data), *extra],
+                           env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.replace("│", " ").split())
+    assert (f"{data} is not a store: it has no commitlog directory; the store of this "
+            f"data directory is {data / 'store'}") in said
+    empty = runner.invoke(app, ["store", command, str(tmp_path / "data" / "store" /
+                                                       "commitlog"), *extra])
+    assert empty.exit_code == 2 and "no commitlog directory" in " ".join(empty.output.split())
+
+
 def test_dump_records_default(root: Path) -> None:
     result = runner.invoke(app, ["store", "dump", str(root), "--count", "2"])
     assert result.exit_code == 0, result.output

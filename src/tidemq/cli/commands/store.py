@@ -59,8 +59,22 @@ app = typer.Typer(no_args_is_help=True,
 #: Commit logs above this size get a progress bar.
 LARGE_BYTES = 64 * 1024 * 1024
 
+
+
+def _a_store(path: Path) -> Path:
+    """``path`` when it holds a commit log; otherwise a usage error, naming the store
+    below it when there is one (``tidemq standalone --data D`` keeps it in ``D/store``)."""
+    if StoreLayout(path).commitlog_dir.is_dir():
+        return path
+    below = path / "store"
+    hint = (f"; the store of this data directory is {below}"
+            if StoreLayout(below).commitlog_dir.is_dir() else "")
+    raise typer.BadParameter(f"{path} is not a store: it has no commitlog directory{hint}")
+
+
 Directory = Annotated[Path, typer.Argument(help="Store root (storePathRootDir).", metavar="DIR",
-                                           exists=True, file_okay=False, resolve_path=True)]
+                                           exists=True, file_okay=False, resolve_path=True,
+                                           callback=_a_store)]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 

@@ -44,7 +44,7 @@ STANDALONE_KEYS = {"listenPort": "--broker-port", "bindAddress": "--host",
 ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help=".properties file.")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a key: --set listenPort=10911 (repeatable).")]
-LogLevel = Annotated[str, typer.Option(help="Log level.")]
+LogLevel = Annotated[str, typer.Option(help="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")]
 LogFile = Annotated[Path | None, typer.Option(help="Also log to this rotating file.")]
 LogFormat = Annotated[str, typer.Option(help="Log lines as 'text' or 'json' (one object a line).")]
 HostOpt = Annotated[str | None, typer.Option(

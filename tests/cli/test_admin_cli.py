@@ -13,7 +13,7 @@ from tests.cli.conftest import ThreadedCluster
 from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
-from tidemq.client import Message, Producer
+from tidemq.client import Message, MessageQueue, Producer
 from tidemq.net.ports import free_port
 
 runner = CliRunner()
@@ -334,3 +334,23 @@ def test_the_name_server_comes_from_rocketmqs_variable_too(cluster: ThreadedClus
     ours = CliRunner().invoke(app, ["admin", "clusterList"],
                               env={"NAMESRV_ADDR": cluster.namesrv, "TIDEMQ_NAMESRV": dead})
     assert ours.exit_code == 1 and f"cannot connect to {dead}" in ours.stderr
+
+
+def test_query_commands_print_the_body_in_mqadmins_f_charset(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliCharset")
+
+    async def send() -> Any:
+        async with Producer("cli-charset", cluster.namesrv) as producer:
+            return await producer.send(Message("CliCharset", "订单".encode("gbk")),
+                                       queue=MessageQueue("CliCharset", "broker-a", 0))
+
+    sent = cluster.call(send())
+    where = ["-t", "CliCharset", "-b", "broker-a", "-i", "0", "-o", str(sent.queue_offset)]
+    assert "bodyBase64" in admin(cluster, "queryMsgByOffset", *where)  # not UTF-8
+    assert admin(cluster, "queryMsgByOffset", *where, "-f", "GBK")["body"] == "订单"
+    assert admin(cluster, "queryMsgById", "-i", sent.offset_msg_id, "-f", "GBK")["body"] == "订单"
+    human = runner.invoke(app, ["admin", "queryMsgByOffset", *where, "-f", "GBK", "-n",
+                                cluster.namesrv])
+    assert human.exit_code == 0 and "订单" in human.stdout, human.output
+    bad = admin(cluster, "queryMsgByOffset", *where, "-f", "no-such-charset", code=2)
+    assert "unknown charset 'no-such-charset'" in " ".join(bad.output.split())

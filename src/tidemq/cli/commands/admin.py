@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import codecs
 import datetime
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -122,14 +123,28 @@ def _kv_table(title: str, items: Iterable[tuple[str, object]]) -> Table:
 # ---------------------------------------------------------------------- messages
 
 
-def _body_fields(body: bytes) -> dict[str, str]:
+def _body_fields(body: bytes, charset: str = "utf-8") -> dict[str, str]:
     try:
-        return {"body": body.decode("utf-8")}
+        return {"body": body.decode(charset)}
     except UnicodeDecodeError:
         return {"bodyBase64": base64.b64encode(body).decode("ascii")}
 
 
-def message_json(msg: MessageExt) -> dict[str, Any]:
+def _charset(value: str) -> str:
+    """mqadmin's ``-f`` (bodyFormat): the charset a body is printed in."""
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        raise typer.BadParameter(f"unknown charset {value!r}") from None
+    return value
+
+
+BodyFormat = Annotated[str, typer.Option(
+    "-f", "--bodyFormat", callback=_charset,
+    help="Print the body in this charset (UTF-8, GBK, ...).")]
+
+
+def message_json(msg: MessageExt, charset: str = "utf-8") -> dict[str, Any]:
     """A message as the JSON the commands print (RocketMQ's field names)."""
     return {
         "topic": msg.topic, "brokerName": msg.broker_name, "queueId": msg.queue_id,
@@ -140,12 +155,12 @@ def message_json(msg: MessageExt) -> dict[str, Any]:
         "bornTimestamp": msg.born_timestamp, "bornHost": msg.born_host,
         "storeTimestamp": msg.store_timestamp, "storeHost": msg.store_host,
         "reconsumeTimes": msg.reconsume_times, "properties": dict(msg.properties),
-        **_body_fields(msg.body),
+        **_body_fields(msg.body, charset),
     }
 
 
-def _body_text(body: bytes, limit: int | None = None) -> str:
-    text = body.decode("utf-8", errors="replace")
+def _body_text(body: bytes, limit: int | None = None, charset: str = "utf-8") -> str:
+    text = body.decode(charset, errors="replace")
     if limit is not None and len(text) > limit:
         return text[:limit] + f"... ({len(body)} bytes)"
     return text
@@ -156,7 +171,7 @@ def _queue_text(msg: MessageExt) -> str:
     return f"{msg.broker_name}:{msg.queue_id}" if msg.broker_name else str(msg.queue_id)
 
 
-def _print_message(msg: MessageExt, title: str) -> None:
+def _print_message(msg: MessageExt, title: str, charset: str = "utf-8") -> None:
     rows: list[tuple[str, object]] = [
         ("Topic", msg.topic), ("Tags", msg.tags or ""), ("Keys", " ".join(msg.keys)),
         ("Msg ID", msg.uniq_key or msg.msg_id), ("Queue", _queue_text(msg)),
@@ -166,7 +181,7 @@ def _print_message(msg: MessageExt, title: str) -> None:
         ("Store Timestamp", _when(msg.store_timestamp)), ("Store Host", msg.store_host),
         ("System Flag", msg.sys_flag),
         ("Properties", " ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
-        ("Body", _body_text(msg.body, 2000)),
+        ("Body", _body_text(msg.body, 2000, charset)),
     ]
     console_out().print(_kv_table(title, rows))
 
@@ -425,6 +440,7 @@ def query_msg_by_id(
     topic: Annotated[str | None, typer.Option(
         "-t", "--topic", help="Needed to look a UNIQ_KEY up.")] = None,
     group: ConsumerGroupOpt = None, client_id: ClientIdOpt = None,
+    body_format: BodyFormat = "UTF-8",
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
@@ -436,9 +452,9 @@ def query_msg_by_id(
         return
     msg = run_admin(namesrv, lambda admin: admin.view_message(msg_id, topic))
     if json_out:
-        emit_json(message_json(msg))
+        emit_json(message_json(msg, body_format))
     else:
-        _print_message(msg, f"message {msg_id}")
+        _print_message(msg, f"message {msg_id}", body_format)
 
 
 @app.command("queryMsgByKey")
@@ -473,6 +489,7 @@ def query_msg_by_offset(
     broker_name: Annotated[str, typer.Option("-b", "--broker-name", help="Broker name.")],
     queue_id: Annotated[int, typer.Option("-i", "--queue-id", min=0)],
     offset: Annotated[int, typer.Option("-o", "--offset", min=0, help="Queue offset.")],
+    body_format: BodyFormat = "UTF-8",
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
@@ -480,9 +497,9 @@ def query_msg_by_offset(
     queue = MessageQueue(topic, broker_name, queue_id)
     msg = run_admin(namesrv, lambda admin: admin.message_at(queue, offset))
     if json_out:
-        emit_json(message_json(msg))
+        emit_json(message_json(msg, body_format))
     else:
-        _print_message(msg, f"{topic} {broker_name}:{queue_id} @ {offset}")
+        _print_message(msg, f"{topic} {broker_name}:{queue_id} @ {offset}", body_format)
 
 
 # ---------------------------------------------------------------------- send / consume

@@ -9,7 +9,8 @@ event loop serves on meanwhile.
 
 Writes are safe from any thread and do not overlap. The table is marked written before
 its write reads it, so a change made meanwhile marks it changed again, for the next write;
-a write that fails leaves it marked.
+a write that fails leaves it marked. :meth:`TableFile.write_pending` returns only once no
+write that began before it is under way.
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ class TableFile:
     def write(self) -> None:
         """Write the file now."""
         with self._lock:
-            self._dirty = False  # first: a change while writing is written next time too
-            try:
-                self._write()
-            except BaseException:
-                self._dirty = True
-                raise
+            self._write_held()
+
+    def _write_held(self) -> None:
+        self._dirty = False  # first: a change while writing is written next time too
+        try:
+            self._write()
+        except BaseException:
+            self._dirty = True
+            raise
 
     def changed(self) -> None:
         """The table changed: written now, or marked for later inside :meth:`deferred`."""
@@ -68,9 +72,12 @@ class TableFile:
         return self._dirty
 
     def write_pending(self) -> None:
-        """:meth:`write` if the table changed since the last write."""
-        if self._dirty:
-            self.write()
+        """:meth:`write` if the table changed since the last write began; in any case,
+        once a write under way is done (it may be the one that holds the change: a
+        caller that answers after this must not answer before the file has it)."""
+        with self._lock:
+            if self._dirty:
+                self._write_held()
 
     def write_soon(self) -> asyncio.Future[None] | None:
         """:meth:`write_pending` on a thread of the running event loop, a failure logged

@@ -430,7 +430,9 @@ class RouteInfoManager:
         configs: Iterable[TopicConfig]
         if first or base is None:
             configs = table.values()
-            topics: Mapping[str, TopicConfig] | None = index_topics(table) if rebuild else None
+            topics: Mapping[str, TopicConfig] | None = None
+            if rebuild:  # indexed with the comparison on a thread when it came with one
+                topics = diff.topics if diff is not None else index_topics(table)
         else:
             if diff is None or diff.base is not base:
                 diff = diff_topics(base, table)

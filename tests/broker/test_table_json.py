@@ -70,14 +70,16 @@ async def test_a_table_file_that_does_not_read_stops_the_start(
     bad = {"empty": b"", "cut": whole[:len(whole) // 2], "not an object": b"[]"}[damage]
     path.write_bytes(bad)
     app = _app(root)
-    try:
-        with pytest.raises(MetadataUnreadable) as caught:
-            await app.start()
-        assert caught.value.path == str(path)
-        assert name in str(caught.value)
-    finally:
-        app.store.shutdown()
+    with pytest.raises(MetadataUnreadable) as caught:
+        await app.start()
+    assert caught.value.path == str(path)
+    assert name in str(caught.value)
+    assert not app.store.running, "the failed start left the store running"
     assert path.read_bytes() == bad, "the start wrote over the file"
+    path.write_bytes(whole)  # the file restored: a broker starts on the store again
+    again = _app(root)
+    await again.start()
+    await again.stop()
 
 
 def test_read_table(tmp_path: Path) -> None:

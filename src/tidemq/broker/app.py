@@ -216,6 +216,7 @@ class BrokerApp:
         except BaseException:
             await self.ctx.replication.stop()
             await self.server.close(0)
+            await asyncio.to_thread(self._stop_store_after_failed_start)
             raise
         self.pull_holds.attach(loop)
         self.store.add_dispatch_round_hook(self.pull_holds.on_round)
@@ -257,6 +258,13 @@ class BrokerApp:
         self.started = True
         log.info("broker %s (%s) serving on %s", self.config.broker_name,
                  self.config.broker_cluster_name, self.broker_addr)
+
+    def _stop_store_after_failed_start(self) -> None:
+        """A start that failed once the store ran (a table file that does not read ...)
+        leaves nothing running: the store holds its directory's lock, and an embedder
+        could not start a broker on it again in this process."""
+        self.schedule.stop()
+        self.store.shutdown()
 
     def _reclaims(self) -> bool:
         """Whether this broker takes back its replicas' progress before it registers: a

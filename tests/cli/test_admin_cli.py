@@ -354,3 +354,17 @@ def test_query_commands_print_the_body_in_mqadmins_f_charset(cluster: ThreadedCl
     assert human.exit_code == 0 and "订单" in human.stdout, human.output
     bad = admin(cluster, "queryMsgByOffset", *where, "-f", "no-such-charset", code=2)
     assert "unknown charset 'no-such-charset'" in " ".join(bad.output.split())
+
+
+def test_topic_route_in_mqadmins_list_form(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliRouteList", 3)
+    result = runner.invoke(app, ["admin", "topicRoute", "-t", "CliRouteList", "-l", "-n",
+                                 cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    lines = [line.split() for line in result.stdout.splitlines()]
+    a, b = cluster.broker_addrs
+    assert lines == [
+        ["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"],
+        ["DefaultCluster", "broker-a", f"{{0={a}}}", "3", "3", "6"],
+        ["DefaultCluster", "broker-b", f"{{0={b}}}", "3", "3", "6"],
+        ["Total:", "2", "6", "6"]]

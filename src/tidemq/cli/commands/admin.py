@@ -66,6 +66,7 @@ from tidemq.cli.commands.admin_common import (
     console_out,
     emit_json,
     parse_time_ms,
+    print_columns,
     run_admin,
     set_account,
     set_tls,
@@ -87,6 +88,7 @@ from tidemq.types import MessageExt, MessageQueue
 
 if TYPE_CHECKING:
     from tidemq.client.admin import QueueStatus
+    from tidemq.codec.bodies import TopicRouteData
 
 __all__ = ["app"]
 
@@ -291,12 +293,18 @@ def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -
 
 
 @app.command("topicRoute")
-def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
-                json_out: JsonFlag = False) -> None:
+def topic_route(topic: Topic,
+                as_list: Annotated[bool, typer.Option(
+                    "-l", "--list", help="mqadmin's list: a line per broker and a total.")]
+                = False,
+                namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """A topic's route: which brokers serve how many queues."""
     route = run_admin(namesrv, lambda admin: admin.topic_route(topic))
     if json_out:
         emit_json(msgspec.to_builtins(route))
+        return
+    if as_list:
+        _print_route_list(route)
         return
     out = console_out()
     out.print(table_of(f"queues of {topic}", ("broker", "read", "write", "perm", "sysFlag"),
@@ -308,6 +316,24 @@ def topic_route(topic: Topic, namesrv: Namesrv = DEFAULT_NAMESRV,
                       for bid, addr in sorted(b.broker_addrs.items())), right=("id",)))
     if route.order_topic_conf:
         out.print(f"orderTopicConf: {escape(route.order_topic_conf)}")
+
+
+def _print_route_list(route: TopicRouteData) -> None:
+    """mqadmin's ``topicRoute -l``: cluster, broker, addresses (as Java prints a map),
+    read and write queues and permission of each broker, then the totals."""
+    queues = {q.broker_name: q for q in route.queue_datas}
+    rows: list[list[object]] = []
+    for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        q = queues.get(b.broker_name)
+        if q is None:
+            continue
+        addrs = ", ".join(f"{bid}={addr}" for bid, addr in sorted(b.broker_addrs.items()))
+        rows.append([b.cluster, b.broker_name, f"{{{addrs}}}", q.read_queue_nums,
+                     q.write_queue_nums, q.perm])
+    rows.append(["Total:", len(queues), "", sum(q.read_queue_nums for q in queues.values()),
+                 sum(q.write_queue_nums for q in queues.values()), ""])
+    print_columns(["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue",
+                   "#WriteQueue", "#Perm"], rows)
 
 
 ClusterFilter = Annotated[str | None, typer.Option(

@@ -4,6 +4,7 @@ with message trace on, then the command's table and JSON."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -126,3 +127,24 @@ def test_a_transactions_end_is_shown(cluster: ThreadedCluster) -> None:
                                      "#State", "#FromCheck"]
     row = lines[header + 1].split()
     assert row[:2] == ["EndTrans", "trace-tx"] and row[-2:] == ["COMMIT_MESSAGE", "false"]
+
+
+def test_send_message_with_mqadmins_m_is_traced(cluster: ThreadedCluster) -> None:
+    sent = admin(cluster, "sendMessage", "-t", TOPIC, "-p", "traced by -m", "-m", "true")
+
+    def trace() -> Any:
+        result = CliRunner().invoke(app, ["admin", "queryMsgTraceById", "-i", sent["msgId"],
+                                          "-n", cluster.namesrv, "--json"])
+        return result if result.exit_code else json.loads(result.stdout)
+
+    doc = eventually(trace, lambda d: isinstance(d, dict) and bool(d["sends"]))
+    assert isinstance(doc, dict), doc.output
+    [send] = doc["sends"]
+    assert (send["producerGroup"], send["status"], send["topic"]) == (
+        "TOOLS_PRODUCER", "success", TOPIC)
+    plain = admin(cluster, "sendMessage", "-t", TOPIC, "-p", "not traced")
+    untraced = CliRunner().invoke(app, ["admin", "queryMsgTraceById", "-i", plain["msgId"],
+                                        "-n", cluster.namesrv])
+    assert untraced.exit_code == 1 and "no trace of message" in untraced.stderr
+    bad = admin(cluster, "sendMessage", "-t", TOPIC, "-p", "x", "-m", "yes", code=2)
+    assert "expected true or false" in bad.output

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import codecs
+import dataclasses
 import datetime
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -65,6 +66,7 @@ from tidemq.cli.commands.admin_common import (
     console_err,
     console_out,
     emit_json,
+    parse_bool,
     parse_time_ms,
     print_columns,
     run_admin,
@@ -546,18 +548,27 @@ def send_message(
     tags: Annotated[str | None, typer.Option("-c", "--tags", help="Tag.")] = None,
     broker: Annotated[str | None, typer.Option("-b", "--broker-name")] = None,
     queue_id: Annotated[int | None, typer.Option("-i", "--queue-id", min=0)] = None,
+    trace: Annotated[str, typer.Option(
+        "-m", "--msgTraceEnable", help="true: record the send in the trace topic "
+                                       "(queryMsgTraceById shows it).")] = "false",
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
     """Send one message (to queue -b/-i if given) and print where it was stored."""
     queue = _fixed_queue(topic, broker, queue_id)
     props = {k: v for k, v in (("KEYS", keys), ("TAGS", tags)) if v}
+    traced = parse_bool(trace, "-m")
 
     async def send(admin: AdminClient) -> Any:
         from tidemq.client import Message, Producer  # the other commands send nothing
 
+        message = Message(topic, body.encode("utf-8"), props)
+        if traced:  # a producer of its own: the trace is a setting of its client
+            config = dataclasses.replace(admin.instance.config, enable_msg_trace=True)
+            async with Producer(TOOLS_PRODUCER, config=config) as producer:
+                return await producer.send(message, queue=queue)
         async with Producer(TOOLS_PRODUCER, instance=admin.instance) as producer:
-            return await producer.send(Message(topic, body.encode("utf-8"), props), queue=queue)
+            return await producer.send(message, queue=queue)
 
     result = run_admin(namesrv, send)
     row = {"status": result.status.value, "msgId": result.msg_id,

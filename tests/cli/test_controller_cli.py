@@ -111,6 +111,7 @@ def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
     table = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs])
     assert table.exit_code == 0, table.output
     assert "InSyncReplica" in table.stdout and brokers.brokers[1].address in table.stdout
+    assert "true" in table.stdout and "True" not in table.stdout  # mqadmin's words
 
     elected = admin("electMaster", "-a", addrs, "-b", "2", "-bn", GROUP, "-c", "c")
     assert (elected["masterBrokerId"], elected["masterEpoch"]) == (2, epoch + 1)

@@ -84,9 +84,9 @@ def get_sync_state_set(
     if not info.replicas_info_table:
         out.print("no broker group is known to the controllers", markup=False)
     for name, group in sorted(info.replicas_info_table.items()):
-        rows = [("InSyncReplica", r.broker_id, r.broker_address, r.alive)
+        rows = [("InSyncReplica", r.broker_id, r.broker_address, _bool(r.alive))
                 for r in group.in_sync_replicas]
-        rows += [("NotInSyncReplica", r.broker_id, r.broker_address, r.alive)
+        rows += [("NotInSyncReplica", r.broker_id, r.broker_address, _bool(r.alive))
                  for r in group.not_in_sync_replicas]
         title = (f"{name}: master {group.master_broker_id} ({group.master_address}), "
                  f"masterEpoch {group.master_epoch}, syncStateSetEpoch "
@@ -213,3 +213,8 @@ def clean_broker_metadata(
         return
     what = ", ".join(map(str, id_list)) if id_list else "every broker"
     console_out().print(f"cleaned {what} of {broker_name} from the controllers", markup=False)
+
+
+def _bool(value: bool) -> str:
+    """A flag as mqadmin prints it (Java's ``true``/``false``)."""
+    return "true" if value else "false"

@@ -186,3 +186,26 @@ async def test_request_to_peer_that_does_not_read_times_out() -> None:
         for sock in accepted:
             sock.close()
         listener.close()
+
+
+async def test_a_peer_answering_garbage_fails_the_request_without_a_second_warning(
+        client: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
+    """The requests awaiting answers carry the protocol error to their callers; the
+    connection does not also warn of it (a CLI printed the error twice)."""
+    async def http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(4096)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    web = await asyncio.start_server(http, "127.0.0.1", 0)
+    address = f"127.0.0.1:{web.sockets[0].getsockname()[1]}"
+    try:
+        with caplog.at_level("INFO", logger="tidemq.net.connection"), \
+                pytest.raises(ConnectionLost, match="speaks HTTP"):
+            await client.request(address, RemotingCommand.request(ECHO))
+    finally:
+        web.close()
+        await web.wait_closed()
+    records = [r for r in caplog.records if r.name == "tidemq.net.connection"]
+    assert [r.levelname for r in records] == ["INFO"], records

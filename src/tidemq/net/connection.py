@@ -386,8 +386,11 @@ class Connection(asyncio.BufferedProtocol):
                     started = loop.time()
                 self._handler(self, cmd)
         except RemoteProtocolError as exc:
-            protocol_log.warning("closing %s: protocol error from peer: %s",
-                                 self.remote_address, exc)
+            if self._pending:  # the requests awaiting answers fail with it: told there
+                log.info("closing %s: protocol error from peer: %s", self.remote_address, exc)
+            else:
+                protocol_log.warning("closing %s: protocol error from peer: %s",
+                                     self.remote_address, exc)
             self.close(f"protocol error: {exc}", exc)
             return
         finally:

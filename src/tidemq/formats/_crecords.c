@@ -1489,11 +1489,38 @@ done:
     return result;
 }
 
+/* The words of n bytes (split at spaces, empty ones not counted), eight bytes a step: a
+   word starts at each non-space byte after a space or at the start. A space is one byte
+   in UTF-8 too, so this counts the words of a UTF-8 text as well. */
+static Py_ssize_t byte_words(const unsigned char *u, Py_ssize_t n) {
+    Py_ssize_t words = 0, i = 0;
+    int after_space = 1;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high = 0x8080808080808080ULL;
+    const uint64_t spaces = 0x2020202020202020ULL;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, u + i, 8);
+        x ^= spaces;  /* a space becomes a zero byte, its high bit set in sp */
+        uint64_t sp = ~(((x & low7) + low7) | x | low7);
+        uint64_t before = (sp << 8) | (after_space ? 0x80u : 0u);  /* the byte before's */
+        words += __builtin_popcountll(~sp & high & before);
+        after_space = (int)(sp >> 63);
+    }
+#endif
+    for (; i < n; i++) {
+        int space = u[i] == ' ';
+        words += !space && after_space;
+        after_space = space;
+    }
+    return words;
+}
+
 /* word_count(text) -> int
 
    The words of text (split at spaces, empty ones not counted): the keys of a KEYS text
-   (tidemq/store/index_keys.py: py_word_count is the twin). A one-byte text eight bytes
-   a step: a word starts at each non-space byte after a space or at the start. */
+   (tidemq/store/index_keys.py: py_word_count is the twin); a one-byte text by
+   byte_words. */
 static PyObject *word_count(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 1 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "word_count(text): one str");
@@ -1505,25 +1532,7 @@ static PyObject *word_count(PyObject *self, PyObject *const *args, Py_ssize_t na
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), words = 0, i = 0;
     int after_space = 1;
     if (kind == PyUnicode_1BYTE_KIND) {
-        const unsigned char *u = (const unsigned char *)data;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        const uint64_t low7 = 0x7F7F7F7F7F7F7F7FULL, high = 0x8080808080808080ULL;
-        const uint64_t spaces = 0x2020202020202020ULL;
-        for (; i + 8 <= n; i += 8) {
-            uint64_t x;
-            memcpy(&x, u + i, 8);
-            x ^= spaces;  /* a space becomes a zero byte, its high bit set in sp */
-            uint64_t sp = ~(((x & low7) + low7) | x | low7);
-            uint64_t before = (sp << 8) | (after_space ? 0x80u : 0u);  /* the byte before's */
-            words += __builtin_popcountll(~sp & high & before);
-            after_space = (int)(sp >> 63);
-        }
-#endif
-        for (; i < n; i++) {
-            int space = u[i] == ' ';
-            words += !space && after_space;
-            after_space = space;
-        }
+        words = byte_words((const unsigned char *)data, n);
     } else {
         for (; i < n; i++) {
             int space = PyUnicode_READ(kind, data, i) == ' ';
@@ -2904,8 +2913,8 @@ static PyObject *unique_words(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (trace_utf8(args[0], &s, &len) < 0)
         return NULL;
     Py_ssize_t cap = 16;
-    while (cap < len + 2)  /* at most (len + 1) / 2 words: a table at most half full */
-        cap <<= 1;
+    for (Py_ssize_t words = byte_words((const unsigned char *)s, len); cap < 2 * words; )
+        cap <<= 1;  /* a table at most half full, sized by the words, not the bytes */
     Py_ssize_t *table = PyMem_Malloc((size_t)cap * 2 * sizeof(Py_ssize_t));
     char *out = PyMem_Malloc(len ? (size_t)len : 1);
     PyObject *result = NULL;

@@ -448,3 +448,21 @@ def test_consumer_progress_of_a_group_without_offsets_says_so(cluster: ThreadedC
     assert " ".join(result.stderr.split()) == (
         "no broker holds an offset of group NoSuchGroup: it has committed none, or there "
         "is no such group (consumerProgress without -g lists the groups)")
+
+
+def test_topic_list_with_clusters_names_each_topics_cluster_and_groups(
+        cluster: ThreadedCluster, online: Online) -> None:
+    """mqadmin's ``topicList -c``: a line per topic and group, the cluster first; a topic
+    nobody consumes has one line with no group; retry topics are left out."""
+    online.send(_queue(online, "broker-a", 0), 1)
+    online.commit({_queue(online, "broker-a", 0): 1})
+    create(cluster, "NobodyReads", 1)
+    rows = {r["topic"]: r for r in admin(cluster, "topicList", "-c")}
+    assert rows[online.topic]["cluster"] == "DefaultCluster"
+    assert online.group in rows[online.topic]["groups"]
+    assert rows["NobodyReads"]["groups"] == []
+    assert not any(t.startswith("%RETRY%") for t in rows)
+    lines = human(cluster, "topicList", "-c")
+    assert lines[0] == ["#Cluster", "Name", "#Topic", "#Consumer", "Group"]
+    assert ["DefaultCluster", online.topic, online.group] in lines
+    assert ["DefaultCluster", "NobodyReads"] in lines

@@ -15,6 +15,8 @@ function                         requests
 :func:`committed_groups`         43 GET_ALL_CONSUMER_OFFSET on every master: the groups
                                  with stored offsets, configured or not
 :func:`topic_consumers`          300 QUERY_TOPIC_CONSUME_BY_WHO on the given brokers
+:func:`topic_clusters`           106 GET_ROUTEINFO_BY_TOPIC of every topic, then 300 on
+                                 the masters of each (mqadmin's ``topicList -c``)
 :func:`consumer_connections`     203 GET_CONSUMER_CONNECTION_LIST on every master
 :func:`reset_offset`             222 INVOKE_BROKER_TO_RESET_OFFSET on every master of the
                                  topic (3 REQUEST_CODE_NOT_SUPPORTED from a broker that
@@ -35,7 +37,7 @@ from tidemq.client.errors import ClientError
 from tidemq.codec import fastjson
 from tidemq.codec.bodies import TopicConfigSerializeWrapper, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import ResponseCode, error_for_code
+from tidemq.errors import ResponseCode, TideMQError, error_for_code
 
 __all__ = [
     "ConsumeStats",
@@ -48,6 +50,7 @@ __all__ = [
     "consumer_connections",
     "reset_offset",
     "subscription_groups",
+    "topic_clusters",
     "topic_configs",
     "topic_consumers",
     "topic_stats",
@@ -240,6 +243,35 @@ async def topic_consumers(admin: AdminClient, topic: str, addresses: Sequence[st
         found = _json(response, "QUERY_TOPIC_CONSUME_BY_WHO").get("groupList", [])
         groups.update(str(g) for g in found if isinstance(found, list))
     return sorted(groups)
+
+
+#: Topics :func:`topic_clusters` asks about at once.
+_TOPICS_AT_ONCE = 16
+
+
+async def topic_clusters(admin: AdminClient, topics: Sequence[str]
+                         ) -> list[tuple[str, str, list[str]]]:
+    """Each of ``topics`` but the retry and dead-letter ones, in order, as mqadmin's
+    ``topicList -c`` lists them: the cluster of its first broker and the groups that
+    consume it on its masters. A topic whose route or groups cannot be read is listed
+    with what was found (an empty cluster, no groups), as mqadmin does."""
+    limit = asyncio.Semaphore(_TOPICS_AT_ONCE)
+
+    async def one(topic: str) -> tuple[str, str, list[str]]:
+        async with limit:
+            try:
+                route = await admin.topic_route(topic)
+            except TideMQError:
+                return "", topic, []
+            cluster = route.broker_datas[0].cluster if route.broker_datas else ""
+            try:
+                groups = await topic_consumers(admin, topic, _masters_of(route))
+            except TideMQError:
+                groups = []
+            return cluster, topic, groups
+
+    listed = [t for t in topics if not t.startswith(("%RETRY%", "%DLQ%"))]
+    return list(await asyncio.gather(*map(one, listed)))
 
 
 async def consumer_connections(admin: AdminClient, group: str) -> list[dict[str, Any]]:

@@ -283,8 +283,23 @@ def delete_topic(
 
 
 @app.command("topicList")
-def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+def topic_list(with_clusters: Annotated[bool, typer.Option(
+                   "-c", "--clusterModel",
+                   help="mqadmin's list of each topic's cluster and consumer groups (the "
+                        "retry and dead-letter topics left out).")] = False,
+               namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every topic the name servers know."""
+    if with_clusters:
+        rows = run_admin(namesrv, _topic_clusters)
+        if json_out:
+            emit_json([{"cluster": c, "topic": t, "groups": g} for c, t, g in rows])
+            return
+        out = console_out()
+        out.print(f"{'#Cluster Name':<20}  {'#Topic':<48}  #Consumer Group", markup=False)
+        for cluster, topic, groups in rows:
+            for group in groups or [""]:
+                out.print(f"{cluster:<20}  {topic:<48}  {group}".rstrip(), markup=False)
+        return
     topics = run_admin(namesrv, lambda admin: admin.topic_list())
     if json_out:
         emit_json(topics)
@@ -292,6 +307,12 @@ def topic_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -
     out = console_out()
     for name in topics:
         out.print(name, markup=False)
+
+
+async def _topic_clusters(admin: AdminClient) -> list[tuple[str, str, list[str]]]:
+    from tidemq.client import monitor  # only here: other commands start without it
+
+    return await monitor.topic_clusters(admin, await admin.topic_list())
 
 
 @app.command("topicRoute")

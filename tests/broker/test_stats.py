@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,3 +107,19 @@ def test_reading_between_adds_changes_no_count(adds: list[tuple[int, int, bool]]
     assert read._buckets == unread._buckets and read._minutes == unread._minutes
     assert read.rate(now=end) == unread.rate(now=end)
     assert read.sum_since(120, now=end) == unread.sum_since(120, now=end)
+
+
+def test_a_new_day_makes_the_totals_this_mornings_and_this_mornings_yesterdays() -> None:
+    monday = datetime.date(2026, 11, 30)
+    stats = BrokerStats(today=monday)
+    stats.on_put("T", 5, 50)
+    stats.on_get("T", "G", 2, 20)
+    stats.roll_day(monday)  # the same day: nothing moves
+    assert (stats.put_today_morning, stats.get_today_morning) == (0, 0)
+    stats.roll_day(monday + datetime.timedelta(days=1))
+    assert (stats.put_today_morning, stats.get_today_morning) == (5, 2)
+    assert (stats.put_yesterday_morning, stats.get_yesterday_morning) == (0, 0)
+    stats.on_put("T", 3, 30)
+    stats.roll_day(monday + datetime.timedelta(days=2))
+    assert (stats.put_today_morning, stats.put_yesterday_morning) == (8, 5)
+    assert (stats.get_today_morning, stats.get_yesterday_morning) == (2, 2)

@@ -137,6 +137,14 @@ def test_cluster_list_and_broker_status(cluster: ThreadedCluster) -> None:
         ("DefaultCluster", "broker-a", 0), ("DefaultCluster", "broker-b", 0)]
     assert [r["address"] for r in rows] == cluster.broker_addrs
     assert all(r["version"].startswith("TideMQ") for r in rows)
+    # -m: messages put and got today (the cluster started today) and yesterday (none)
+    assert all(r["inTotalYest"] == 0 == r["outTotalYest"] for r in rows)
+    create(cluster, "CliDayTotals", 1)
+    admin(cluster, "sendMessage", "-t", "CliDayTotals", "-p", "one")
+    after = admin(cluster, "clusterList")
+    assert sum(r["inTotalToday"] for r in after) == sum(r["inTotalToday"] for r in rows) + 1
+    more = runner.invoke(app, ["admin", "clusterList", "-m", "-n", cluster.namesrv])
+    assert more.exit_code == 0 and "InTotalToday" in more.stdout
 
     status = admin(cluster, "brokerStatus", "-b", cluster.broker_addrs[0])
     assert status["brokerName"] == "broker-a"
@@ -368,3 +376,18 @@ def test_topic_route_in_mqadmins_list_form(cluster: ThreadedCluster) -> None:
         ["DefaultCluster", "broker-a", f"{{0={a}}}", "3", "3", "6"],
         ["DefaultCluster", "broker-b", f"{{0={b}}}", "3", "3", "6"],
         ["Total:", "2", "6", "6"]]
+
+
+def test_cluster_list_with_an_interval_prints_until_interrupted(
+        cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("tidemq.cli.commands.admin.time.sleep", nap)
+    result = runner.invoke(app, ["admin", "clusterList", "-i", "7", "-n", cluster.namesrv])
+    assert result.exit_code == 130
+    assert naps == [7, 7] and result.stdout.count("broker-a") == 2

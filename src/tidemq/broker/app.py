@@ -13,6 +13,7 @@ shuts the store down cleanly.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -438,6 +439,7 @@ class BrokerApp:
                 await asyncio.to_thread(self.offsets.persist)  # the loop serves on meanwhile
             except OSError as exc:
                 log.error("persisting consumer offsets failed: %s", exc)
+            self.stats.roll_day(datetime.date.today())
             self.producers.expire(idle)
             for group in self.consumers.expire(idle):
                 self.ctx.notify_consumer_ids_changed(group)

@@ -1,8 +1,12 @@
 """Broker counters: messages and bytes put and got, per topic and in total, with TPS
-computed over the last few seconds from per-second buckets (no background task)."""
+computed over the last few seconds from per-second buckets (no background task), and the
+totals as they stood at the start of today and of yesterday (local time; upstream's
+``msgPutTotalTodayMorning`` and the like, which mqadmin's ``clusterList -m`` and the
+Dashboard read)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections import deque
 
@@ -96,8 +100,13 @@ def _count(buckets: deque[list[int]], slot: int, n: int, keep: int) -> None:
 
 
 class BrokerStats:
-    def __init__(self) -> None:
+    def __init__(self, today: datetime.date | None = None) -> None:
         self.started = time.time()
+        #: The local day the morning totals below are of (the start counts as its morning).
+        self.today = today if today is not None else datetime.date.today()
+        #: Messages put and got in all, as at the start of today and of yesterday.
+        self.put_today_morning = self.get_today_morning = 0
+        self.put_yesterday_morning = self.get_yesterday_morning = 0
         self.put_msgs = RateMeter()
         self.put_bytes = RateMeter()
         self.get_msgs = RateMeter()
@@ -144,6 +153,17 @@ class BrokerStats:
         size.add(nbytes, now)
         by_group.add(count, now)
         by_pair.add(count, now)
+
+    def roll_day(self, today: datetime.date) -> None:
+        """Called now and then (the housekeeping's few seconds): on the first call of a
+        new day, the totals now become this morning's and this morning's yesterday's."""
+        if today == self.today:
+            return
+        self.today = today
+        self.put_yesterday_morning = self.put_today_morning
+        self.get_yesterday_morning = self.get_today_morning
+        self.put_today_morning = self.put_msgs.total
+        self.get_today_morning = self.get_msgs.total
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's (or LMQ's) meters, so that topic churn does not grow them."""

@@ -45,6 +45,7 @@ import base64
 import codecs
 import dataclasses
 import datetime
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -408,19 +409,63 @@ async def _cluster_rows(admin: AdminClient, cluster: str | None = None
              "inTps": s.get("putTps", ""), "outTps": s.get("getTransferedTps", ""),
              "role": s.get("brokerRole", ""), "replicationLagBytes": s.get(
                  "slaveFallBehindMuch", ""),
-             "error": s.get("error")}
+             **_day_totals(s), "error": s.get("error")}
             for b, s in zip(brokers, status, strict=True)]
+
+
+def _day_totals(status: dict[str, str]) -> dict[str, int | None]:
+    """Messages put and got yesterday and today, from a broker's morning totals
+    (mqadmin's ``clusterList -m``); ``None`` where the broker does not give them."""
+    def total(key: str) -> int | None:
+        value = status.get(key, "")
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    def between(later: str, earlier: str) -> int | None:
+        a, b = total(later), total(earlier)
+        return a - b if a is not None and b is not None else None
+
+    return {"inTotalYest": between("msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning"),
+            "outTotalYest": between("msgGetTotalTodayMorning", "msgGetTotalYesterdayMorning"),
+            "inTotalToday": between("msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+            "outTotalToday": between("msgGetTotalTodayNow", "msgGetTotalTodayMorning")}
 
 
 @app.command("clusterList")
 def cluster_list(cluster: Annotated[str | None, typer.Option(
                      "-c", "--clusterName", help="Only this cluster.")] = None,
+                 more: Annotated[bool, typer.Option(
+                     "-m", "--moreStats",
+                     help="Messages put and got yesterday and today instead.")] = False,
+                 interval: Annotated[int | None, typer.Option(
+                     "-i", "--interval", min=1,
+                     help="Print again every this many seconds, until interrupted.")]
+                 = None,
                  namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every broker of every cluster, with its role, put and get TPS and, for a master,
     the bytes its furthest replica lacks."""
-    rows = run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster))
+    while True:
+        rows = run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster))
+        _print_clusters(rows, more, json_out)
+        if interval is None:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:  # how it ends, as mqadmin's
+            raise typer.Exit(130) from None
+
+
+def _print_clusters(rows: list[dict[str, Any]], more: bool, json_out: bool) -> None:
     if json_out:
         emit_json(rows)
+        return
+    if more:
+        counts = ("inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday")
+        console_out().print(table_of(
+            "clusters", ("cluster", "broker", "id", "InTotalYest", "OutTotalYest",
+                         "InTotalToday", "OutTotalToday"),
+            ((r["cluster"], r["brokerName"], r["brokerId"],
+              *("" if r[k] is None else r[k] for k in counts)) for r in rows),
+            right=("id", "InTotalYest", "OutTotalYest", "InTotalToday", "OutTotalToday")))
         return
     console_out().print(table_of(
         "clusters", ("cluster", "broker", "id", "address", "role", "version", "InTPS",

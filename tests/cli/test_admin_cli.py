@@ -194,6 +194,15 @@ def test_send_query_and_consume_round_trip(cluster: ThreadedCluster) -> None:
     by_key = eventually(lambda: admin(cluster, "queryMsgByKey", "-t", "CliRound",
                                       "-k", "order-1"), lambda found: len(found) == 1)
     assert [m["body"] for m in by_key] == ["hello"]
+    # -c: the brokers of one cluster; one the topic has no broker in is named as such
+    assert admin(cluster, "queryMsgByKey", "-t", "CliRound", "-k", "order-1",
+                 "-c", "DefaultCluster") == by_key
+    elsewhere = admin(cluster, "queryMsgByKey", "-t", "CliRound", "-k", "order-1",
+                      "-c", "Elsewhere", code=1)
+    assert "has no broker in cluster Elsewhere" in elsewhere.output
+    unique = admin(cluster, "queryMsgByUniqueKey", "-i", sent["msgId"], "-t", "CliRound",
+                   "-c", "DefaultCluster")
+    assert unique["body"] == "hello"
     by_uniq = admin(cluster, "queryMsgById", "-i", sent["msgId"], "-t", "CliRound")
     assert by_uniq["body"] == "hello"
 

@@ -417,10 +417,19 @@ class AdminClient(InstanceRole):
         begin_ms: int = 0,
         end_ms: int | None = None,
         unique: bool = False,
+        cluster: str | None = None,
     ) -> list[MessageExt]:
         """Messages of ``topic`` stored in ``[begin_ms, end_ms]`` with ``key`` among their
-        KEYS (``unique``: as their UNIQ_KEY), from every master, oldest first."""
+        KEYS (``unique``: as their UNIQ_KEY), from every master (of ``cluster``'s brokers
+        only, when given), oldest first."""
         route = await self.instance.routes.get(topic, refresh=True)
+        masters = route.master_addresses
+        if cluster is not None:
+            clusters = {b.cluster for b in route.brokers.values()}
+            masters = {n: a for n, a in masters.items() if route.brokers[n].cluster == cluster}
+            if cluster not in clusters:
+                raise ValueError(f"topic {topic} has no broker in cluster {cluster} (its "
+                                 f"clusters: {', '.join(sorted(clusters)) or 'none'})")
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms,
             end_timestamp=now_ms() if end_ms is None else end_ms,
@@ -435,7 +444,7 @@ class AdminClient(InstanceRole):
             ofs.check_success(response, address=addr)
             return decode_messages(response.full_body())
 
-        batches = await _all([one(a) for a in sorted(set(route.master_addresses.values()))])
+        batches = await _all([one(a) for a in sorted(set(masters.values()))])
         seen: set[tuple[str, int, int]] = set()
         out: list[MessageExt] = []
         for msg in (m for batch in batches for m in batch):

@@ -563,6 +563,8 @@ def query_msg_by_key(
         "-e", "--endTimestamp", help="Stored at or before (the same forms).")] = None,
     max_num: Annotated[int, typer.Option("-m", "--maxNum", "--max", min=1,
                                          help="At most this many.")] = 64,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="Only the brokers of this cluster.")] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV,
     json_out: JsonFlag = False,
 ) -> None:
@@ -570,7 +572,7 @@ def query_msg_by_key(
     begin_ms = 0 if begin is None else parse_time_ms(begin, "-b")
     end_ms = None if end is None else parse_time_ms(end, "-e")
     msgs = run_admin(namesrv, lambda admin: admin.query_messages_by_key(
-        topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms))
+        topic, key, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms, cluster=cluster))
     if json_out:
         emit_json([message_json(m) for m in msgs])
     else:

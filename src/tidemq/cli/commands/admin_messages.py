@@ -189,6 +189,8 @@ def query_msg_by_unique_key(
     show_all: Annotated[bool, typer.Option(
         "-a", "--showAll", help="Every message with this key (at most 32).")] = False,
     group: ConsumerGroupOpt = None, client_id: ClientIdOpt = None,
+    cluster: Annotated[str | None, typer.Option(
+        "-c", "--cluster", help="Only the brokers of this cluster.")] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """A message by its message id (the producer's UNIQ_KEY); with -g and -d, have that
@@ -198,7 +200,7 @@ def query_msg_by_unique_key(
         resend_to_consumer(namesrv, group, client_id, topic, msg_id, json_out)
         return
     found = run_admin(namesrv, lambda admin: admin.query_messages_by_key(
-        topic, msg_id, max_num=32, unique=True))
+        topic, msg_id, max_num=32, unique=True, cluster=cluster))
     if not found:
         console_err().print(f"error: {MessageNotFoundError(msg_id)} in topic {topic}",
                             markup=False)

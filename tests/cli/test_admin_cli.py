@@ -396,7 +396,7 @@ def test_cluster_list_with_an_interval_prints_until_interrupted(
         if len(naps) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr("tidemq.cli.commands.admin.time.sleep", nap)
+    monkeypatch.setattr("tidemq.cli.commands.admin_common.time.sleep", nap)
     result = runner.invoke(app, ["admin", "clusterList", "-i", "7", "-n", cluster.namesrv])
     assert result.exit_code == 130
     assert naps == [7, 7] and result.stdout.count("broker-a") == 2

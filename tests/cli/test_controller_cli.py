@@ -142,3 +142,19 @@ def test_bad_flags_are_refused(group: tuple[str, Brokers],
     result = runner.invoke(app, ["admin", "getSyncStateSet", "-a", "127.0.0.1:1"])
     assert result.exit_code == 1 and "no controller leader found" in result.output
 
+
+
+def test_get_sync_state_set_with_an_interval_prints_until_interrupted(
+        group: tuple[str, Brokers], monkeypatch: pytest.MonkeyPatch) -> None:
+    addrs, _ = group
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr("tidemq.cli.commands.admin_common.time.sleep", nap)
+    result = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs, "-i", "2"])
+    assert result.exit_code == 130
+    assert naps == [2, 2, 2] and result.stdout.count("broker-a: master") == 3

@@ -45,7 +45,6 @@ import base64
 import codecs
 import dataclasses
 import datetime
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,6 +55,7 @@ from rich.table import Table
 
 from tidemq.cli.commands.admin_common import (
     AccessKey,
+    Interval,
     JsonFlag,
     Namesrv,
     SecretKey,
@@ -70,6 +70,7 @@ from tidemq.cli.commands.admin_common import (
     parse_bool,
     parse_time_ms,
     print_columns,
+    repeat_every,
     run_admin,
     set_account,
     set_tls,
@@ -436,22 +437,12 @@ def cluster_list(cluster: Annotated[str | None, typer.Option(
                  more: Annotated[bool, typer.Option(
                      "-m", "--moreStats",
                      help="Messages put and got yesterday and today instead.")] = False,
-                 interval: Annotated[int | None, typer.Option(
-                     "-i", "--interval", min=1,
-                     help="Print again every this many seconds, until interrupted.")]
-                 = None,
+                 interval: Interval = None,
                  namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every broker of every cluster, with its role, put and get TPS and, for a master,
     the bytes its furthest replica lacks."""
-    while True:
-        rows = run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster))
-        _print_clusters(rows, more, json_out)
-        if interval is None:
-            return
-        try:
-            time.sleep(interval)
-        except KeyboardInterrupt:  # how it ends, as mqadmin's
-            raise typer.Exit(130) from None
+    repeat_every(interval, lambda: _print_clusters(
+        run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster)), more, json_out))
 
 
 def _print_clusters(rows: list[dict[str, Any]], more: bool, json_out: bool) -> None:

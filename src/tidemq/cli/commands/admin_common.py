@@ -12,6 +12,7 @@ import datetime
 import json
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar
 
@@ -209,3 +210,21 @@ def format_ms(ms: int) -> str:
     if ms <= 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+#: mqadmin's ``-i``: the command printed again every this many seconds.
+Interval = Annotated[int | None, typer.Option(
+    "-i", "--interval", min=1, help="Print again every this many seconds, until interrupted.")]
+
+
+def repeat_every(interval: int | None, once: Callable[[], None]) -> None:
+    """Run ``once``; with ``interval``, again every that many seconds until interrupted
+    (Ctrl-C ends it with status 130, as any interrupted admin command)."""
+    while True:
+        once()
+        if interval is None:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None

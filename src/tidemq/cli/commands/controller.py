@@ -13,10 +13,12 @@ import msgspec
 import typer
 
 from tidemq.cli.commands.admin_common import (
+    Interval,
     JsonFlag,
     Namesrv,
     console_out,
     emit_json,
+    repeat_every,
     run_admin,
     table_of,
 )
@@ -66,6 +68,7 @@ def get_sync_state_set(
                                    "those of -c).")] = None,
     cluster: Annotated[str | None, typer.Option(
         "-c", "--clusterName", help="Every group of this cluster (asks -n).")] = None,
+    interval: Interval = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Each broker group's master, epochs and in-sync replicas."""
@@ -76,7 +79,11 @@ def get_sync_state_set(
             names = await _names_in(admin, cluster)
         return await _controllers(admin, controllers).sync_state_set(names)
 
-    info = run_admin(namesrv, fetch)
+    repeat_every(interval, lambda: _print_sync_state_sets(run_admin(namesrv, fetch),
+                                                         json_out))
+
+
+def _print_sync_state_sets(info: BrokerReplicasInfo, json_out: bool) -> None:
     if json_out:
         emit_json(msgspec.to_builtins(info))
         return
@@ -100,6 +107,7 @@ def get_broker_epoch(
         "-b", "--brokerName", help="One broker group.")] = None,
     cluster: Annotated[str | None, typer.Option(
         "-c", "--clusterName", help="Every broker of this cluster.")] = None,
+    interval: Interval = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Each broker's epoch entries (which master epoch began at which commit-log offset)."""
@@ -120,7 +128,10 @@ def get_broker_epoch(
             out.append(row)
         return out
 
-    rows = run_admin(namesrv, fetch)
+    repeat_every(interval, lambda: _print_epochs(run_admin(namesrv, fetch), json_out))
+
+
+def _print_epochs(rows: list[dict[str, Any]], json_out: bool) -> None:
     if json_out:
         emit_json(rows)
         return

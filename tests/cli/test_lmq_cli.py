@@ -61,6 +61,23 @@ def test_delete_lmq_and_broker_status(lmq_cluster: ThreadedCluster, tmp_path: Pa
     assert result.exit_code == 1 and "no LMQ named %LMQ%cli-a" in result.output
 
 
+def test_print_msg_reads_an_lmq_on_its_parents_brokers(lmq_cluster: ThreadedCluster) -> None:
+    """mqadmin's ``printMsg -l``: an LMQ has no route; its parent topic's has its brokers."""
+    created = runner.invoke(app, ["admin", "updateTopic", "-t", "CliParent", "-c",
+                                  "DefaultCluster", "-n", lmq_cluster.namesrv])
+    assert created.exit_code == 0, created.output  # its route is known once answered
+    asyncio.run(_fan_out(lmq_cluster.namesrv, ["%LMQ%cli-print"]))
+    store = lmq_cluster.cluster.brokers[0].store
+    assert lmq_cluster.call(asyncio.to_thread(store.wait_dispatched, 10.0))
+    result = runner.invoke(app, ["admin", "printMsg", "-t", "%LMQ%cli-print", "-l",
+                                 "CliParent", "-n", lmq_cluster.namesrv, "--json"])
+    assert result.exit_code == 0, result.output
+    assert [m["body"] for m in json.loads(result.stdout)] == ["x"]
+    result = runner.invoke(app, ["admin", "printMsg", "-t", "%LMQ%cli-print",
+                                 "-n", lmq_cluster.namesrv])
+    assert result.exit_code == 1 and "%LMQ%cli-print" in result.output  # no route
+
+
 def test_bench_lmq_runs_small(tmp_path: Path) -> None:
     """``tidemq bench lmq`` end to end at a toy scale (the real run is ~4 minutes)."""
     out = tmp_path / "lmq.json"

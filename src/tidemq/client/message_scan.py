@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from tidemq.client import offsets as ofs
+from tidemq.client.lmq import is_lmq, lmq_offsets
 from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.subscription import Subscription
 from tidemq.types import MessageExt, MessageQueue, PullStatus
@@ -66,7 +67,7 @@ async def scan_queue(admin: AdminClient, queue: MessageQueue, start: int, end: i
         result = read_pull_response(await admin.instance.request(addr, cmd), queue, sub,
                                     address=addr, offset=offset)
         if result.status is PullStatus.FOUND:
-            found = [m for m in result.messages if m.queue_offset < end]
+            found = [m for m in result.messages if _offset_in(queue, m) < end]
             if found:
                 yield found
         elif result.status is PullStatus.NO_NEW_MSG:
@@ -74,3 +75,11 @@ async def scan_queue(admin: AdminClient, queue: MessageQueue, start: int, end: i
         if result.next_offset <= offset:
             return
         offset = result.next_offset
+
+
+def _offset_in(queue: MessageQueue, msg: MessageExt) -> int:
+    """``msg``'s offset in ``queue``: an LMQ's is among the record's LMQ offsets (its own
+    ``queue_offset`` is that of the parent queue it was sent to)."""
+    if is_lmq(queue.topic):
+        return lmq_offsets(msg).get(queue.topic, msg.queue_offset)
+    return msg.queue_offset

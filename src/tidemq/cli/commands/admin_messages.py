@@ -119,6 +119,10 @@ def print_msg(
     begin: Begin = None, end: End = None,
     print_body: Annotated[str, typer.Option(
         "-d", "--printBody", help="true: print each body (the default).")] = "true",
+    lmq_parent: Annotated[str | None, typer.Option(
+        "-l", "--lmqParentTopic",
+        help="-t is an LMQ: read it on the brokers of this topic (the one its messages "
+             "were sent to).")] = None,
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """Print the messages of every queue of a topic stored in a time window."""
@@ -127,8 +131,13 @@ def print_msg(
 
     async def read(admin: AdminClient) -> list[tuple[MessageQueue, int, int,
                                                      list[MessageExt]]]:
-        route = await admin.instance.routes.get(topic, refresh=True)
-        return await _read(admin, list(route.subscribe_queues), expression, begin_ms, end_ms)
+        if lmq_parent is None:
+            route = await admin.instance.routes.get(topic, refresh=True)
+            queues = list(route.subscribe_queues)
+        else:  # an LMQ has no route of its own: queue 0 on each broker of its parent
+            route = await admin.instance.routes.get(lmq_parent, refresh=True)
+            queues = [MessageQueue(topic, name, 0) for name in sorted(route.brokers)]
+        return await _read(admin, queues, expression, begin_ms, end_ms)
 
     found = run_admin(namesrv, read)
     if json_out:

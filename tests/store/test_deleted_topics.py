@@ -5,6 +5,8 @@ and a topic created again under the name starts over."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -120,19 +122,27 @@ def test_repair_leaves_a_deleted_topics_records_out(tmp_path: Path) -> None:
         _check(store)
 
 
-@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
-def test_records_dispatched_after_their_topic_was_deleted_get_no_queue(
-        tmp_path: Path, concurrent: bool) -> None:
-    """Records of a topic stored before its deletion and dispatched after it (in flight
-    while it was deleted) do not bring its queue back; enough of them for a round of the
-    concurrent dispatcher's prepare-and-commit path."""
+@contextlib.contextmanager
+def _lagging_store(tmp_path: Path, concurrent: bool, topic: str) -> Iterator[MessageStore]:
+    """A store whose dispatch is paused after 300 records of ``topic``: enough for a round
+    of the concurrent dispatcher's prepare-and-commit path."""
     cfg = small_config(tmp_path / "store", enable_build_consume_queue_concurrently=concurrent,
                        dispatch_on_append_records=0, mapped_file_size_commit_log=1 << 20)
     with MessageStore(cfg) as store:
         assert store.dispatcher is not None
         store.dispatcher.pause()
         for i in range(300):
-            store.put("Gone", 0, msg(b"old%d" % i))
+            store.put(topic, 0, msg(b"old%d" % i))
+        yield store
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
+def test_records_dispatched_after_their_topic_was_deleted_get_no_queue(
+        tmp_path: Path, concurrent: bool) -> None:
+    """Records of a topic stored before its deletion and dispatched after it (in flight
+    while it was deleted) do not bring its queue back; enough of them for a round of the
+    concurrent dispatcher's prepare-and-commit path."""
+    with _lagging_store(tmp_path, concurrent, "Gone") as store:
         store.put("Kept", 0, msg(b"kept"))
         store.delete_topic("Gone")
         store.dispatcher.resume()
@@ -165,13 +175,7 @@ def test_a_round_that_holds_a_deleted_topics_records_and_the_new_ones_queues_the
         tmp_path: Path, concurrent: bool) -> None:
     """The topic deleted and sent to again while dispatch lags: one round holds records of
     the old topic (no queue) and of the new one (its queue, from offset 0)."""
-    cfg = small_config(tmp_path / "store", enable_build_consume_queue_concurrently=concurrent,
-                       dispatch_on_append_records=0, mapped_file_size_commit_log=1 << 20)
-    with MessageStore(cfg) as store:
-        assert store.dispatcher is not None
-        store.dispatcher.pause()
-        for i in range(300):
-            store.put("Again", 0, msg(b"old%d" % i))
+    with _lagging_store(tmp_path, concurrent, "Again") as store:
         store.delete_topic("Again")
         new = [b"new%d" % i for i in range(5)]
         for body in new:

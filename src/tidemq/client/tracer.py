@@ -534,13 +534,9 @@ class _MessageBuilder:
         key_width = 1 + max(map(len, msg_ids))  # and a separator
         start, n = 0, len(texts)
         while start < n:
-            room = min((MAX_BODY - self._size) // width,
-                       (_MAX_KEYS - self._keys_len) // key_width)
-            if room <= 0:
-                if self._count:
-                    self.close()
-                    continue
-                room = 1  # one record larger than a message: it goes alone
+            room = self._room(width, key_width)
+            if not room:
+                continue  # a full message closed: the next one takes them
             end = min(n, start + room)
             self._body += (prefix, between.join(texts[start:end]), suffix)
             self._keys.append(" ".join(msg_ids[start:end]))
@@ -551,6 +547,18 @@ class _MessageBuilder:
             start = end
             if start < n:
                 self.close()
+
+    def _room(self, width: int, key_width: int) -> int:
+        """How many records of ``width`` body characters and ``key_width`` key characters
+        the open message takes: 0 once it is full (it is closed), 1 for a record larger
+        than a message (it goes alone)."""
+        room = min((MAX_BODY - self._size) // width, (_MAX_KEYS - self._keys_len) // key_width)
+        if room > 0:
+            return room
+        if self._count:
+            self.close()
+            return 0
+        return 1
 
     def _extend_run(self, run: RecordRun) -> None:
         """:meth:`extend` for a :class:`RecordRun`: its records are of one width, so the
@@ -563,13 +571,9 @@ class _MessageBuilder:
         key_width = id_step + (len(keys) + 1 if keys else 0)  # and their separators
         start, n = 0, run.count
         while start < n:
-            room = min((MAX_BODY - self._size) // width,
-                       (_MAX_KEYS - self._keys_len) // key_width)
-            if room <= 0:
-                if self._count:
-                    self.close()
-                    continue
-                room = 1  # one record larger than a message: it goes alone
+            room = self._room(width, key_width)
+            if not room:
+                continue  # a full message closed: the next one takes them
             end = min(n, start + room)
             self._body += (prefix, text[start * step:end * step - step + run.core_width],
                            suffix)

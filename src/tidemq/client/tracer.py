@@ -540,13 +540,16 @@ class _MessageBuilder:
             end = min(n, start + room)
             self._body += (prefix, between.join(texts[start:end]), suffix)
             self._keys.append(" ".join(msg_ids[start:end]))
-            cut = end - start
-            self._size += cut * width
-            self._keys_len += cut * key_width
-            self._count += cut
+            self._took(end - start, width, key_width)
             start = end
             if start < n:
                 self.close()
+
+    def _took(self, records: int, width: int, key_width: int) -> None:
+        """Count ``records`` of ``width`` body and ``key_width`` key characters as added."""
+        self._size += records * width
+        self._keys_len += records * key_width
+        self._count += records
 
     def _room(self, width: int, key_width: int) -> int:
         """How many records of ``width`` body characters and ``key_width`` key characters
@@ -580,10 +583,7 @@ class _MessageBuilder:
             self._keys.append(ids[start * id_step:end * id_step - 1].replace(",", " "))
             if keys:
                 self._keys.append(keys)
-            cut = end - start
-            self._size += cut * width
-            self._keys_len += cut * key_width
-            self._count += cut
+            self._took(end - start, width, key_width)
             start = end
             if start < n:
                 self.close()

@@ -172,6 +172,15 @@ async def topic_on(addr: str, topic: str = TOPIC) -> None:
     raise AssertionError(f"the replica never got {topic}")
 
 
+async def started(master: BrokerProcess, replica: BrokerProcess, namesrv: str) -> None:
+    """Both started, and the topic created on the master and known to the replica."""
+    await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
+    async with AdminClient(namesrv) as admin:
+        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
+                                 write_queue_nums=QUEUES)
+    await topic_on(replica.addr)
+
+
 def master_and_replica(root: Path, namesrv: str, role: str, common: dict[str, str]
                        ) -> Iterator[tuple[WarmBroker, BrokerProcess]]:
     """A warm master (brokerRole ``role``) and its replica under ``root``, both with the
@@ -202,11 +211,7 @@ async def test_kill9_of_a_sync_master_loses_nothing_it_acknowledged(
         group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
     master, replica = group
     rng = random.Random(20261128)
-    await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
-    async with AdminClient(namesrv.address) as admin:
-        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
-                                 write_queue_nums=QUEUES)
-    await topic_on(replica.addr)
+    await started(master, replica, namesrv.address)
     ids = itertools.count()
     acked: dict[int, list[tuple[int, int]]] = {q: [] for q in range(QUEUES)}
     for kill in range(KILLS):

@@ -22,12 +22,11 @@ import pytest
 from tests.broker import wire
 from tests.broker.wire import Peer
 
-from tidemq.client import AdminClient
 from tidemq.namesrv import NameServerApp
 
 from .broker_process import BrokerProcess
 from .test_broker_kill9 import QUEUES, TOPIC, check
-from .test_replication_kill9 import KILLS, Life, WarmBroker, group, read_replica, topic_on
+from .test_replication_kill9 import KILLS, Life, WarmBroker, group, read_replica, started
 
 __all__ = ["group"]  # fixture
 
@@ -50,11 +49,7 @@ async def test_kill9_of_the_master_the_replica_or_both_loses_nothing_acknowledge
         group: tuple[WarmBroker, BrokerProcess], namesrv: NameServerApp) -> None:
     master, replica = group
     rng = random.Random(20261201)
-    await asyncio.gather(asyncio.to_thread(master.start), asyncio.to_thread(replica.start))
-    async with AdminClient(namesrv.address) as admin:
-        await admin.create_topic(TOPIC, broker_addr=master.addr, read_queue_nums=QUEUES,
-                                 write_queue_nums=QUEUES)
-    await topic_on(replica.addr)
+    await started(master, replica, namesrv.address)
     ids = itertools.count()
     acked: dict[int, list[tuple[int, int]]] = {q: [] for q in range(QUEUES)}
     seen = dict.fromkeys(VICTIMS, 0)

@@ -457,9 +457,8 @@ class SendProcessor:
                     ) -> RemotingCommand | Literal[False] | None:
         """:meth:`_send` of a batch to a BatchCQ topic whose property text names no LMQ,
         in one call: the same checks in the same order, the inner batch stored
-        (:meth:`_inner_batch`'s reading), and a send answered at once (no group commit or
-        replica to wait for) given the answer :meth:`_response` writes without its two
-        calls. ``False`` before anything is stored when the batch is not an inner one
+        (:meth:`_inner_batch`'s reading), and answered as :meth:`_finish` answers
+        any send. ``False`` before anything is stored when the batch is not an inner one
         (no batch-level UNIQ_KEY) or names an LMQ: the caller takes :meth:`_send`,
         which splits it or says what is wrong."""
         topic, qid, sys_flag, born_timestamp, _flag, text, _reconsume = fields
@@ -492,21 +491,7 @@ class SendProcessor:
                 self.ctx.stats.on_put(topic, count, len(body))
         except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
             raise _store_refusal(exc) from None
-        if wait and (self._sync or self._replication.acks is not None):
-            return self._finish(conn, cmd, qid, result, wait, uniq)
-        if self.store.store_host is not self._id_host:
-            self._msg_id_prefix()
-        ext = {
-            "msgId": f"{self._id_prefix}{result.phys_offsets[0]:016X}",
-            "queueId": str(qid),
-            "queueOffset": str(result.queue_offset),
-            "MSG_REGION": self._region,
-            "TRACE_ON": self._trace,
-        }
-        if uniq:
-            ext["batchUniqId"] = uniq
-        return RemotingCommand(_SUCCESS, cmd.opaque, FLAG_RESPONSE, "PYTHON", TIDEMQ_VERSION,
-                               None, ext, b"", None, cmd.serialize_type)
+        return self._finish(conn, cmd, qid, result, wait, uniq)
 
     def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         code = cmd.code

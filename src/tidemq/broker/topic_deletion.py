@@ -54,11 +54,17 @@ def finish_pending(ctx: BrokerContext) -> list[str]:
     """At start, with the store started and the tables loaded: finish every deletion a
     stop cut off after its first step. Returns the topics."""
     pending = ctx.store.pending_topic_deletions()
+    if not pending:
+        return pending
+    with ctx.topics.file.deferred():  # steps 2-4 for all of them, each file written once
+        for topic in pending:
+            ctx.topics.delete(topic)
+    ctx.topics.file.write_pending()
     for topic in pending:
-        ctx.topics.delete(topic)  # written before it returns
         ctx.offsets.delete_topic(topic)
-        ctx.offsets.persist()
-        ctx.store.delete_topic(topic)
+    ctx.offsets.persist()
+    ctx.store.delete_topics(pending)
+    for topic in pending:
         log.warning("topic %s: its deletion was cut off by the last stop; finished now",
                     topic)
     return pending

@@ -40,7 +40,6 @@ class MaintenanceProcessor:
         unused = self.unused_topics()
         if unused:
             self.ctx.store.delete_topics(unused)
-        if unused:
             log.info("cleanUnusedTopic from %s dropped the queues of %s", conn.remote_address,
                      ", ".join(unused))
         return cmd.response(ext_fields={"cleanedTopics": str(len(unused))})

@@ -126,7 +126,7 @@ class TopicManager:
             self.topics = dict(wrapper.topic_config_table)
             self.data_version = wrapper.data_version
         self._ensure_system_topics()
-        self.batch_cq = {name for name in self.topics if self.is_batch_cq(name)}
+        self.batch_cq = {name for name, tc in self.topics.items() if _batch_cq(tc)}
 
     def _ensure_system_topics(self) -> None:
         if self.auto_create:
@@ -184,8 +184,7 @@ class TopicManager:
                                            data_version=self.data_version)
 
     def is_batch_cq(self, topic: str) -> bool:
-        tc = self.topics.get(topic)
-        return tc is not None and tc.attributes.get(QUEUE_TYPE) == "BatchCQ"
+        return topic in self.batch_cq
 
     # ------------------------------------------------------------------ changes
 
@@ -196,7 +195,7 @@ class TopicManager:
             if old == tc:
                 return False
             self.topics[tc.topic_name] = tc
-            if tc.attributes.get(QUEUE_TYPE) == "BatchCQ":
+            if _batch_cq(tc):
                 self.batch_cq.add(tc.topic_name)
             else:
                 self.batch_cq.discard(tc.topic_name)
@@ -230,3 +229,8 @@ class TopicManager:
                          perm=template.perm & ~PERM_INHERIT)
         self.upsert(tc)
         return tc
+
+
+def _batch_cq(tc: TopicConfig) -> bool:
+    """Whether ``tc``'s queues are BatchConsumeQueues (``queue.type=BatchCQ``)."""
+    return tc.attributes.get(QUEUE_TYPE) == "BatchCQ"

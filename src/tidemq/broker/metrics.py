@@ -268,34 +268,52 @@ class BrokerCollector(Collector):
         chosen on a thread, from copies of the keys (one C call each), and their figures
         read :data:`LAG_SLICE` at a time on the loop. A key deleted meanwhile is left
         out."""
-        ctx = self.ctx
-        keys, pairs = list(ctx.offsets.table), ctx.store.queues.queue_keys()
-        first_keys, first_pairs = await asyncio.to_thread(_first, self.max_series, keys, pairs)
+        keys, pairs = list(self.ctx.offsets.table), self.ctx.store.queues.queue_keys()
+        first = await asyncio.to_thread(_first, self.max_series, keys, pairs)
+        reading = self._read(keys, pairs, *first)
+        while (gathered := next(reading)) is None:
+            await asyncio.sleep(0)
+        return gathered
+
+    def _gather_now(self) -> _Gathered:
+        """:meth:`gather` at once, on the caller's thread."""
+        keys, pairs = list(self.ctx.offsets.table), self.ctx.store.queues.queue_keys()
+        reading = self._read(keys, pairs, *_first(self.max_series, keys, pairs))
+        while (gathered := next(reading)) is None:
+            pass
+        return gathered
+
+    def _read(self, keys: list[str], pairs: list[tuple[str, int]], first_keys: list[str],
+              first_pairs: list[tuple[str, int]]) -> Iterator[_Gathered | None]:
+        """The figures of the chosen queues and offset-table keys, ``None`` after every
+        :data:`LAG_SLICE` of them (a turn for the loop), then what was read."""
         now_ms = time.time() * 1000
         queues = []
         for i, (topic, qid) in enumerate(first_pairs):
             if i and not i % LAG_SLICE:
-                await asyncio.sleep(0)
+                yield None
             queues.append(self._queue_row(topic, qid))
         lag = []
+        table = self.ctx.offsets.table
         for i, key in enumerate(first_keys):
             if i and not i % LAG_SLICE:
-                await asyncio.sleep(0)
-            committed = ctx.offsets.table.get(key)
+                yield None
+            committed = table.get(key)
             if committed is not None:
                 lag.append(self._lag_row(key, committed, now_ms))
-        return _Gathered(now_ms, queues, max(0, len(pairs) - self.max_series), lag,
-                         max(0, len(keys) - self.max_series))
+        yield _Gathered(now_ms, queues, max(0, len(pairs) - self.max_series), lag,
+                        max(0, len(keys) - self.max_series))
 
     def collect(self) -> Iterator[Metric]:
         ctx = self.ctx
         dropped = GaugeMetricFamily("tidemq_broker_series_dropped",
                                     "Series left out of a labelled family (cardinality bound).",
                                     labels=["family"])
+        gathered = self.gathered if self.gathered is not None else self._gather_now()
         yield from self._throughput(dropped)
         yield from self._store()
-        yield from self._queues(dropped)
-        yield from self._lag(dropped)
+        yield from self._queues(gathered, dropped)
+        yield from self._lag(gathered, dropped)
         yield from self._replication()
         yield _gauge("tidemq_broker_connections", "Open remoting connections.",
                      len(ctx.server.connections))
@@ -404,23 +422,16 @@ class BrokerCollector(Collector):
             yield _gauge("tidemq_broker_lmq_queues", "Light message queues.", queues)
             yield _gauge("tidemq_broker_lmq_entries", "Entries in light message queues.", entries)
 
-    def _queues(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
+    def _queues(self, gathered: _Gathered, dropped: GaugeMetricFamily) -> Iterator[Metric]:
         hi = GaugeMetricFamily("tidemq_broker_queue_max_offset",
                                "Next offset of a consume queue (its depth from 0).",
                                labels=["topic", "queue_id"])
         lo = GaugeMetricFamily("tidemq_broker_queue_min_offset",
                                "First offset still stored in a consume queue.",
                                labels=["topic", "queue_id"])
-        gathered = self.gathered
-        if gathered is None:
-            pairs = sorted(self.ctx.store.queues.queue_keys())
-            rows = [self._queue_row(topic, qid)
-                    for topic, qid in self._bounded(pairs, "queue_offset", dropped)]
-        else:
-            rows = gathered.queues
-            if gathered.queues_dropped:
-                dropped.add_metric(["queue_offset"], gathered.queues_dropped)
-        for topic, qid, max_offset, min_offset in rows:
+        if gathered.queues_dropped:
+            dropped.add_metric(["queue_offset"], gathered.queues_dropped)
+        for topic, qid, max_offset, min_offset in gathered.queues:
             hi.add_metric([topic, str(qid)], max_offset)
             lo.add_metric([topic, str(qid)], min_offset)
         yield hi
@@ -430,7 +441,7 @@ class BrokerCollector(Collector):
         store = self.ctx.store
         return topic, qid, store.max_offset(topic, qid), store.min_offset(topic, qid)
 
-    def _lag(self, dropped: GaugeMetricFamily) -> Iterator[Metric]:
+    def _lag(self, gathered: _Gathered, dropped: GaugeMetricFamily) -> Iterator[Metric]:
         labels = ["group", "topic"]
         lag = GaugeMetricFamily("tidemq_broker_consumer_lag_messages",
                                 "Messages stored but not yet committed by a group "
@@ -444,17 +455,10 @@ class BrokerCollector(Collector):
                                   "A group's lag on one queue, in messages.", labels=q_labels)
         q_age = GaugeMetricFamily("tidemq_broker_consumer_queue_lag_seconds",
                                   "A group's lag on one queue, in seconds.", labels=q_labels)
-        gathered = self.gathered
-        if gathered is None:
-            now_ms = time.time() * 1000
-            table = self.ctx.offsets.table
-            keys = self._bounded(sorted(table), "consumer_lag", dropped)
-            rows = [self._lag_row(key, table[key], now_ms) for key in keys]
-        else:
-            now_ms, rows = gathered.now_ms, gathered.lag
-            if gathered.lag_dropped:
-                dropped.add_metric(["consumer_lag"], gathered.lag_dropped)
-        for row in rows:
+        now_ms = gathered.now_ms
+        if gathered.lag_dropped:
+            dropped.add_metric(["consumer_lag"], gathered.lag_dropped)
+        for row in gathered.lag:
             if per_queue:
                 for qid, behind, stored in row.queues:
                     q_lag.add_metric([row.group, row.topic, str(qid)], behind)

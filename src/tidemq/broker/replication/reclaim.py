@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidemq.broker.cluster_info import ask_cluster
@@ -106,9 +106,10 @@ def parse_delay_progress(raw: Any) -> tuple[dict[int, int], TimerCheckpoint | No
     return levels, checkpoint
 
 
-def _json(addr: str, code: int, body: bytes) -> Any:
+def _json(addr: str, code: int, body: bytes,
+          loads: Callable[[bytes], Any] = json.loads) -> Any:
     try:
-        return json.loads(body)
+        return loads(body)
     except ValueError as exc:
         raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
             from None
@@ -119,12 +120,7 @@ def _raised_offsets(addr: str, body: bytes, mine: Mapping[str, Mapping[int, int]
     """The replica's GET_ALL_CONSUMER_OFFSET body, decoded a key at a time, and its
     offsets higher than ``mine`` (on a thread: thousands of groups take a while, and the
     loop serves on meanwhile; ``mine`` is only looked up, a key at a time)."""
-    try:
-        raw = load_offset_json(body)
-    except ValueError as exc:
-        code = RequestCode.GET_ALL_CONSUMER_OFFSET
-        raise BadProgress(addr, f"request code {code}: the body is not JSON ({exc})") \
-            from None
+    raw = _json(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, body, load_offset_json)
     try:
         table = parse_offset_table(raw)
     except ValueError as exc:

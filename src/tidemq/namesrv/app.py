@@ -345,33 +345,43 @@ class NameServerApp:
             if cmd.body:
                 body = _decode_registration(bytes(cmd.body), header, cmd.version)
             return self._registered(conn, cmd, header, body)
-        self._queued += 1  # now: a request that comes next waits behind this one
-        return asyncio.ensure_future(self._register_in_order(conn, cmd, header))
+        return self._in_order(lambda: self._decoded_registration(conn, cmd, header))
 
-    async def _register_in_order(self, conn: Connection, cmd: RemotingCommand,
-                                 header: RegisterBrokerRequestHeader) -> RemotingCommand:
-        try:
-            async with self._register_order:
-                body = RegisterBrokerBody()
-                diff = None
-                if not cmd.body:
-                    if not _crc_matches(cmd.body, header):
-                        return _crc_refused(conn, cmd, header)
-                else:  # its CRC32 summed on the thread too
-                    base = self.routes.applied_topics(header.broker_name)
-                    try:
-                        decoded = await asyncio.to_thread(
-                            _decode_and_diff, bytes(cmd.body), header, cmd.version, base)
-                    except RemoteProtocolError as exc:
-                        return _refused(conn, cmd, exc)
-                    if decoded is None:
-                        return _crc_refused(conn, cmd, header)
-                    body, diff = decoded
-                if not conn.is_open:  # the broker registers again over its next connection
-                    return cmd.response(ResponseCode.SYSTEM_ERROR, "connection closed")
-                return self._registered(conn, cmd, header, body, diff)
-        finally:
-            self._queued -= 1
+    def _in_order(self, step: Callable[[], Awaitable[RemotingCommand]]
+                  ) -> asyncio.Future[RemotingCommand]:
+        """``step`` run after the registrations and unregistrations queued before it
+        (counted from now: a request that comes next waits behind this one)."""
+        self._queued += 1
+
+        async def run() -> RemotingCommand:
+            try:
+                async with self._register_order:
+                    return await step()
+            finally:
+                self._queued -= 1
+        return asyncio.ensure_future(run())
+
+    async def _decoded_registration(self, conn: Connection, cmd: RemotingCommand,
+                                    header: RegisterBrokerRequestHeader) -> RemotingCommand:
+        """A registration decoded on a thread, its CRC32 summed there too; the answer."""
+        body = RegisterBrokerBody()
+        diff = None
+        if not cmd.body:
+            if not _crc_matches(cmd.body, header):
+                return _crc_refused(conn, cmd, header)
+        else:
+            base = self.routes.applied_topics(header.broker_name)
+            try:
+                decoded = await asyncio.to_thread(
+                    _decode_and_diff, bytes(cmd.body), header, cmd.version, base)
+            except RemoteProtocolError as exc:
+                return _refused(conn, cmd, exc)
+            if decoded is None:
+                return _crc_refused(conn, cmd, header)
+            body, diff = decoded
+        if not conn.is_open:  # the broker registers again over its next connection
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "connection closed")
+        return self._registered(conn, cmd, header, body, diff)
 
     def _registered(self, conn: Connection, cmd: RemotingCommand,
                     header: RegisterBrokerRequestHeader, body: RegisterBrokerBody,
@@ -399,17 +409,10 @@ class NameServerApp:
     def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> _Answer:
         header = UnRegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
         if self._queued:  # after the registrations that came before it
-            self._queued += 1
-            return asyncio.ensure_future(self._unregister_in_order(cmd, header))
-        return self._unregistered(cmd, header)
-
-    async def _unregister_in_order(self, cmd: RemotingCommand,
-                                   header: UnRegisterBrokerRequestHeader) -> RemotingCommand:
-        try:
-            async with self._register_order:
+            async def unregister() -> RemotingCommand:
                 return self._unregistered(cmd, header)
-        finally:
-            self._queued -= 1
+            return self._in_order(unregister)
+        return self._unregistered(cmd, header)
 
     def _unregistered(self, cmd: RemotingCommand,
                       header: UnRegisterBrokerRequestHeader) -> RemotingCommand:

@@ -19,7 +19,12 @@ from tests.broker.wire import Peer, dispatched
 
 import tidemq.broker.replication.reclaim as reclaim_module
 from tidemq.broker.app import BrokerApp
-from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
+from tidemq.broker.replication.reclaim import (
+    parse_delay_progress,
+    parse_lmq_offsets,
+    parse_lmq_tombstones,
+    parse_offset_table,
+)
 from tidemq.broker.timers import TimerCheckpoint
 from tidemq.codec.command import RequestCode
 from tidemq.testing import Cluster
@@ -47,6 +52,32 @@ def test_an_offset_table_reads_back_as_served(table: dict[str, dict[int, int]]) 
 def test_a_bad_offset_table_is_refused_saying_why(body: Any, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse_offset_table(body)
+
+
+NAMES = st.text(min_size=1, max_size=6)
+
+
+@given(st.lists(st.tuples(NAMES, NAMES, st.integers(0, 2**62)), max_size=5), st.booleans(),
+       st.lists(st.tuples(NAMES, st.integers(0, 2**62)), max_size=5))
+def test_an_lmq_page_reads_back_as_served(offsets: list[tuple[str, str, int]], more: bool,
+                                          tombstones: list[tuple[str, int]]) -> None:
+    """Both readers of a GET_LMQ_METADATA page (a replica's copy, a master's reclaim)
+    read it through these two."""
+    assert parse_lmq_offsets(json.loads(json.dumps({"rows": offsets, "more": more}))) \
+        == (offsets, more)
+    assert parse_lmq_tombstones(json.loads(json.dumps({"rows": tombstones, "more": more}))) \
+        == (tombstones, more)
+
+
+@pytest.mark.parametrize("page, reason", [
+    ([], "not a page"),
+    ({"rows": []}, "more"),
+    ({"rows": [["%LMQ%a", "g"]], "more": False}, "not enough values"),
+    ({"rows": [["%LMQ%a", "g", -1]], "more": False}, "negative"),
+])
+def test_a_bad_lmq_page_is_refused_saying_why(page: Any, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        parse_lmq_offsets(page)
 
 
 @given(st.dictionaries(st.integers(1, 18), st.integers(0, 2**40), max_size=6),

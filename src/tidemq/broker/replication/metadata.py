@@ -40,7 +40,12 @@ from tidemq.broker.offset_json import load_offset_json, load_table_json
 from tidemq.broker.offsets import OffsetIndex, OffsetManager, index_of
 from tidemq.broker.replication.carried_offsets import OffsetKey
 from tidemq.broker.replication.logical_copy import copy_mappings
-from tidemq.broker.replication.reclaim import parse_delay_progress, parse_offset_table
+from tidemq.broker.replication.reclaim import (
+    parse_delay_progress,
+    parse_lmq_offsets,
+    parse_lmq_tombstones,
+    parse_offset_table,
+)
 from tidemq.broker.topics import TopicManager
 from tidemq.codec.bodies import TopicConfig, TopicConfigSerializeWrapper
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -104,32 +109,22 @@ def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
     return offsets.differs(table), index_of(table)
 
 
-def _lmq_page_rows(body: bytes) -> tuple[list[list[Any]], bool]:
-    """A GET_LMQ_METADATA page: its rows and whether more follow (on a thread)."""
-    page = json.loads(body)
-    return page["rows"], bool(page["more"])
-
-
 def _lmq_tombstones_to_take(lmq: LmqStore, body: bytes
-                            ) -> tuple[list[list[Any]], list[tuple[str, int]], bool]:
+                            ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], bool]:
     """A page of the master's LMQ tombstones (on a thread, a row at a time): its rows,
     those of them later than this replica's, and whether more follow."""
-    rows, more = _lmq_page_rows(body)
-    later = [(str(row[0]), int(row[1])) for row in rows if lmq.floor(str(row[0])) < int(row[1])]
-    return rows, later, more
+    rows, more = parse_lmq_tombstones(json.loads(body))
+    return rows, [(name, floor) for name, floor in rows if lmq.floor(name) < floor], more
 
 
 def _lmq_offsets_to_take(lmq: LmqStore, body: bytes, taken: Container[OffsetKey]
-                         ) -> tuple[list[list[Any]], list[tuple[str, str, int]], bool]:
+                         ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]], bool]:
     """A page of the master's LMQ consumer offsets (on a thread, a row at a time): its
     rows, those of them this replica holds otherwise or took itself (the others it has
     already), and whether more follow."""
-    rows, more = _lmq_page_rows(body)
-    differ = []
-    for row in rows:
-        name, group, offset = str(row[0]), str(row[1]), int(row[2])
-        if (group, name, 0) in taken or lmq.committed_offset(group, name) != offset:
-            differ.append((name, group, offset))
+    rows, more = parse_lmq_offsets(json.loads(body))
+    differ = [(name, group, offset) for name, group, offset in rows
+              if (group, name, 0) in taken or lmq.committed_offset(group, name) != offset]
     return rows, differ, more
 
 
@@ -324,6 +319,7 @@ class MetadataSync:
         behind: dict[OffsetKey, int] = {}  # the master went further: nothing to carry
         for kind in ("tombstones", "offsets"):
             after: list[str] | None = None
+            rows: list[tuple[str, str, int]] | list[tuple[str, int]]
             while True:
                 body = await self._lmq_page(addr, kind, after)
                 if body is None:
@@ -349,7 +345,7 @@ class MetadataSync:
                                 lmq.commit_offset(group, name, offset)
                 if not more or not rows:
                     break
-                after = [str(rows[-1][0]), str(rows[-1][1])]
+                after = [rows[-1][0], str(rows[-1][1])]
         carried.carried(behind)
         carry.update(taken)  # offsets the master has none of
         await self._send_offsets(addr, carry)

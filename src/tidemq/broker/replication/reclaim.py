@@ -52,7 +52,7 @@ from tidemq.errors import ResponseCode, TideMQError
 from tidemq.store.lmq_store import LMQ_PREFIX, LmqStore
 
 __all__ = ["RECLAIM_TIMEOUT", "REQUEST_TIMEOUT", "ProgressReclaim", "parse_delay_progress",
-           "parse_offset_table"]
+           "parse_lmq_offsets", "parse_lmq_tombstones", "parse_offset_table"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,28 @@ def parse_offset_table(raw: Any) -> dict[str, dict[int, int]]:
             raise ValueError(f"{key[:64]!r} is not topic@group with a queue table")
         out[key] = {_count(q): _count(o) for q, o in queues.items()}
     return out
+
+
+def parse_lmq_offsets(raw: Any) -> tuple[list[tuple[str, str, int]], bool]:
+    """A GET_LMQ_METADATA page of consumer offsets, ``{"rows": [[lmq, group, offset],
+    ...], "more": bool}``: its rows and whether more follow; raises ``ValueError``
+    saying what is wrong."""
+    try:
+        rows = [(str(name), str(group), _count(offset)) for name, group, offset in raw["rows"]]
+        return rows, bool(raw["more"])
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"GET_LMQ_METADATA: not a page of offsets ({exc})") from None
+
+
+def parse_lmq_tombstones(raw: Any) -> tuple[list[tuple[str, int]], bool]:
+    """A GET_LMQ_METADATA page of tombstones, ``{"rows": [[lmq, floor], ...], "more":
+    bool}``: its rows and whether more follow; raises ``ValueError`` saying what is
+    wrong."""
+    try:
+        rows = [(str(name), _count(floor)) for name, floor in raw["rows"]]
+        return rows, bool(raw["more"])
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"GET_LMQ_METADATA: not a page of tombstones ({exc})") from None
 
 
 def parse_delay_progress(raw: Any) -> tuple[dict[int, int], TimerCheckpoint | None]:
@@ -134,12 +156,9 @@ def _raised_lmq_offsets(addr: str, body: bytes, lmq: LmqStore
     rows, those higher than this broker's, and whether more follow."""
     page = _json(addr, RequestCode.GET_LMQ_METADATA, body)
     try:
-        rows = [(str(name), str(group), _count(offset))
-                for name, group, offset in page["rows"]]
-        more = bool(page["more"])
-    except (TypeError, KeyError, ValueError) as exc:
-        raise BadProgress(addr, f"GET_LMQ_METADATA: not a page of offsets ({exc})") \
-            from None
+        rows, more = parse_lmq_offsets(page)
+    except ValueError as exc:
+        raise BadProgress(addr, str(exc)) from None
     raised = [(name, group, offset) for name, group, offset in rows
               if name.startswith(LMQ_PREFIX) and _higher(lmq, name, group, offset)]
     return rows, raised, more

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tidemq.errors import MetadataUnreadable
+from tidemq.errors import MetadataUnreadable, ProtocolError
 
-__all__ = ["read_table"]
+__all__ = ["read_file", "read_table"]
 
 _T = TypeVar("_T")
 
@@ -26,15 +26,27 @@ def read_table(path: Path, shape: Callable[[dict[str, Any]], _T]) -> _T | None:
     """``shape`` of the JSON object ``path`` holds; ``None`` when there is no file. A
     ``shape`` that fails on what it is given (a missing key, a value of the wrong type)
     makes the file unreadable too."""
+    return read_file(path, lambda raw: shape(_object(raw)))
+
+
+def read_file(path: Path, decode: Callable[[bytes], _T]) -> _T | None:
+    """``decode`` of the bytes ``path`` holds; ``None`` when there is no file. A file
+    ``decode`` fails on stops the start (:class:`~tidemq.errors.MetadataUnreadable`,
+    its reason "empty" or what failed)."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise TypeError(f"a JSON {type(data).__name__}, not an object")
-        return shape(data)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        return decode(raw)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError,
+            ProtocolError) as exc:
         reason = "empty" if not raw.strip() else f"{type(exc).__name__}: {exc}"
         raise MetadataUnreadable(str(path), reason) from None
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON {type(data).__name__}, not an object")
+    return data

@@ -23,6 +23,7 @@ import time
 
 from tidemq.broker.delay import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.broker.table_file import TableFile
+from tidemq.broker.table_json import read_file
 from tidemq.codec.bodies import (
     DataVersion,
     TopicConfig,
@@ -30,7 +31,7 @@ from tidemq.codec.bodies import (
     decode_body,
 )
 from tidemq.codec.topic_table import encode_topics
-from tidemq.errors import ConfigError, MetadataUnreadable, RemoteProtocolError
+from tidemq.errors import ConfigError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -116,13 +117,8 @@ class TopicManager:
         """Read the file (none: only the system topics); one that does not read -- empty,
         cut short, garbled -- stops the start (:class:`~tidemq.errors.MetadataUnreadable`)
         rather than serve, and then write, a table without the user's topics."""
-        if self.path.exists():
-            raw = self.path.read_bytes()
-            try:
-                wrapper = decode_body(raw, TopicConfigSerializeWrapper)
-            except RemoteProtocolError as exc:
-                raise MetadataUnreadable(str(self.path), "empty" if not raw.strip()
-                                         else str(exc)) from None
+        wrapper = read_file(self.path, lambda raw: decode_body(raw, TopicConfigSerializeWrapper))
+        if wrapper is not None:
             self.topics = dict(wrapper.topic_config_table)
             self.data_version = wrapper.data_version
         self._ensure_system_topics()

@@ -3,6 +3,7 @@ says what is at that address -- nothing, no such host, or a web server."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
+from tidemq.net.http import MetricsHttpServer
 from tidemq.net.ports import free_port
 
 
@@ -40,6 +42,23 @@ def web_server() -> Iterator[str]:
         thread.join(10)
 
 
+@pytest.fixture
+def metrics_port() -> Iterator[str]:
+    """A metrics endpoint (a server's ``metricsPort``) on its own event loop."""
+    loop = asyncio.new_event_loop()
+    server = MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0)
+    loop.run_until_complete(server.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.address
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
 def test_nothing_listening_is_a_refused_connection() -> None:
     address = f"127.0.0.1:{free_port()}"
     code, err = _admin(address)
@@ -57,4 +76,13 @@ def test_a_web_server_is_said_to_speak_http(web_server: str) -> None:
     code, err = _admin(web_server)
     assert code == 1
     assert f"error: connection to {web_server} lost" in err, err
+    assert "the peer speaks HTTP, not RocketMQ remoting" in err, err
+
+
+def test_a_metrics_port_is_said_to_speak_http(metrics_port: str) -> None:
+    """The metrics endpoint answers a remoting frame at once: the command fails with what
+    it reached, well within its request timeout."""
+    code, err = _admin(metrics_port)
+    assert code == 1
+    assert f"error: connection to {metrics_port} lost" in err, err
     assert "the peer speaks HTTP, not RocketMQ remoting" in err, err

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from tests.tls_certs import Certs, der, renew, served_certificate
 
-from tidemq.net.http import MetricsHttpServer, start_metrics
+from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.frame import encode_command
+from tidemq.net.http import READ_TIMEOUT, MetricsHttpServer, start_metrics
 from tidemq.net.server_keys import ServerKeys
 from tidemq.net.tls import ServerTlsContext, TlsMode, TlsServerSettings
 
@@ -56,6 +58,25 @@ async def test_metrics_get_head_and_errors() -> None:
         with contextlib.suppress(ConnectionResetError):
             assert (await exchange(server.port, huge))[0] == 400
         assert len(calls) == 3
+
+
+async def test_a_remoting_frame_is_answered_at_once() -> None:
+    """A RocketMQ client pointed at the metrics port: its frame (which holds no blank
+    line, and whose sender waits for an answer without closing) gets a 400 at once, not
+    when the head's read times out; so do other bytes no method name begins with."""
+    frame = b"".join(encode_command(
+        RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)))
+    async with MetricsHttpServer(lambda: b"up 1\n", "127.0.0.1", 0) as server:
+        for first in (frame, b"G\x00", b"GETTINGLONGERTHANAMETHOD", b" /metrics HTTP/1.1"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(first)
+            await writer.drain()
+            data = await asyncio.wait_for(reader.read(), READ_TIMEOUT / 2)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            assert data.startswith(b"HTTP/1.1 400 Bad Request"), (first, data)
+            assert data.endswith(b"not an HTTP request\n"), (first, data)
 
 
 async def test_a_failing_render_is_a_500_and_the_server_goes_on() -> None:

@@ -92,7 +92,7 @@ def _text_protocol(size: int) -> str:
     word = head.decode("ascii")
     if word in _HTTP_WORDS:
         return (f": its first bytes read {word!r}: the peer speaks HTTP, not RocketMQ "
-                "remoting (a web server's port, such as the console's?)")
+                "remoting (a web server's port, such as the console's or a metrics port?)")
     return f": its first bytes read {word!r}: the peer speaks text, not RocketMQ remoting"
 
 

@@ -14,6 +14,8 @@ GET /                       200, the same (scrapers that drop the path)
 GET other path              404
 other method                405
 bad or slow head            400 / connection closed
+first bytes not a method    400 at once (a RocketMQ client sent here learns it
+                            reached an HTTP port instead of waiting for its answer)
 no or wrong credentials     401 with ``WWW-Authenticate`` (only with ``auth``)
 ==========================  ===============================================
 
@@ -132,7 +134,9 @@ class MetricsHttpServer:
         text = "text/plain; charset=utf-8"
         try:
             async with asyncio.timeout(READ_TIMEOUT):
-                head = await reader.readuntil(b"\r\n\r\n")
+                head = await _read_head(reader)
+        except _NotHttp:
+            return 400, b"not an HTTP request\n", text, False
         except (asyncio.LimitOverrunError, ValueError):
             return 400, b"request head too large\n", text, False
         lines = head.split(b"\r\n")
@@ -174,6 +178,33 @@ async def start_metrics(keys: ServerKeys, render: Render, *, server: str,
         logger.error("metricsPort %d: cannot serve metrics: %s", keys.metrics_port, exc)
         return None
     return metrics
+
+
+class _NotHttp(Exception):
+    """The first bytes of a request cannot begin an HTTP request line."""
+
+
+#: The longest method name a request line may begin with.
+_MAX_METHOD = 16
+_METHOD_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """The request head up to its blank line; :class:`_NotHttp` as soon as the bytes
+    received cannot begin a method name followed by a space, so that a peer speaking
+    another protocol (a RocketMQ frame begins with its length's zero bytes) is answered
+    at once rather than when its head would have ended."""
+    first = await reader.readexactly(1)
+    while True:
+        method = first.split(b" ", 1)[0]
+        if len(method) > _MAX_METHOD or not all(b in _METHOD_CHARS for b in method):
+            raise _NotHttp
+        if b" " in first:
+            break
+        first += await reader.readexactly(1)
+    if not method:
+        raise _NotHttp
+    return first + await reader.readuntil(b"\r\n\r\n")
 
 
 def _header(lines: list[bytes], name: bytes) -> bytes | None:

@@ -89,6 +89,7 @@ from tidemq.console.model import (
     version_name,
     when,
 )
+from tidemq.console.paging import page_of
 from tidemq.console.replica_groups import broker_groups
 from tidemq.console.site import Console
 from tidemq.errors import TideMQError
@@ -284,12 +285,15 @@ async def topics_page(console: Console, request: Request) -> StarletteResponse:
             "brokers": sorted(configs), "perm": _perm(first.perm) if first else "-",
             "messages": None, "put_tps": None,
         })
+    listing = page_of(rows, request.query_params, lambda r: str(r["name"]),
+                      keep=[("system", "1")] if show_system else [])
     stats = await _bounded(monitor.topic_stats(admin, r["name"], addresses=[
-        masters[b] for b in r["brokers"]]) for r in rows)
-    for row, st in zip(rows, stats, strict=True):
+        masters[b] for b in r["brokers"]]) for r in listing.rows)
+    for row, st in zip(listing.rows, stats, strict=True):
         if not isinstance(st, BaseException):
             row["messages"], row["put_tps"] = st.messages, st.put_tps
-    return console.page("topics", request, title="Topics", topics=rows, show_system=show_system,
+    return console.page("topics", request, title="Topics", topics=listing.rows,
+                        listing=listing, show_system=show_system,
                         clusters=sorted(info.cluster_addr_table),
                         unread=sorted(unread.items()))
 
@@ -518,7 +522,8 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
     admin = console.admin
     configs, committed = await asyncio.gather(monitor.subscription_groups(admin),
                                               monitor.committed_groups(admin))
-    names = sorted(set(configs) | set(committed))
+    listing = page_of(sorted(set(configs) | set(committed)), request.query_params, str)
+    names = listing.rows
     stats, online = await asyncio.gather(
         _bounded(monitor.consume_stats(admin, g) for g in names),
         _bounded(monitor.consumer_connections(admin, g) for g in names))
@@ -536,7 +541,8 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
                      "spark": spark_group(name, configured, count),
                      "enabled": (bool(configs[name].get("consumeEnable", True))
                                  if configured else None)})
-    return console.page("groups", request, title="Consumer groups", groups=rows)
+    return console.page("groups", request, title="Consumer groups", groups=rows,
+                        listing=listing)
 
 
 async def _spark_hint(admin: AdminClient, group: str) -> bool:

@@ -199,8 +199,9 @@ TOPICS = """{% extends "layout" %}{% block content %}
    {% for c in clusters %}<option>{{ c }}</option>{% endfor %}</select></label>
  <button type="submit">Create / update</button>
 </fieldset></form>
-<h2>{{ topics|length }} topic{{ '' if topics|length == 1 else 's' }} {% if show_system %}<a class="muted" href="/topics">hide system topics</a>
+<h2 id="topic-count">{{ listing.total }} topic{{ '' if listing.total == 1 else 's' }}{% if listing.query %} matching {{ listing.query }}{% endif %} {% if show_system %}<a class="muted" href="/topics">hide system topics</a>
 {% else %}<a class="muted" href="/topics?system=1">show system topics</a>{% endif %}</h2>
+{% include "list-filter" %}
 {% if unread %}<div class="error" id="unread-brokers"><b>Not every broker could be read.</b>
 The topics below miss what these brokers hold (their queues, or topics only they have):
 <ul>{% for name, why in unread %}<li data-broker="{{ name }}">{{ name }} ({{ why }})</li>{% endfor %}</ul></div>{% endif %}
@@ -215,6 +216,8 @@ The topics below miss what these brokers hold (their queues, or topics only they
 <td>{{ t.perm }}</td><td class="num">{{ t.messages if t.messages is not none else '-' }}</td>
 <td class="num">{{ '%.1f'|format(t.put_tps) if t.put_tps is not none else '-' }}</td></tr>{% endfor %}
 </tbody></table>
+{% include "list-pager" %}
+{% elif listing.query %}<div class="empty" id="no-match"><b>No topic matches {{ listing.query }}</b>{{ listing.listed }} listed in all.</div>
 {% else %}<div class="empty"><b>No topics yet</b>Create one with the form above.</div>{% endif %}
 {% endblock %}"""
 
@@ -316,6 +319,17 @@ TOPIC_MESSAGES = """{% extends "layout" %}{% block content %}
 {% else %}<div class="empty"><b>No messages</b>Nothing of {{ topic }} was stored in that time{{ ' (or the page is past the end)' if total else '' }}.</div>{% endif %}
 {% endblock %}"""
 
+LIST_FILTER = """<form class="inline" method="get" id="list-filter"><fieldset class="controls">
+{% for k, v in listing.keep %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
+ <label>Name contains <input name="q" value="{{ listing.query }}" placeholder="part of a name"></label>
+ <button type="submit">Filter</button>
+ {% if listing.query %}<a class="ghost" id="clear-filter" href="?{{ listing.keep|urlencode }}">Show all</a>{% endif %}
+</fieldset></form>"""
+
+LIST_PAGER = """{% if listing.pages > 1 %}<p class="pager" id="list-pager">Page {{ listing.number }} of {{ listing.pages }} ({{ listing.total }} in all)
+{% if listing.number > 1 %}<a id="first-page" href="{{ listing.href(1) }}">first</a> <a id="prev-page" href="{{ listing.href(listing.number - 1) }}">previous</a>{% endif %}
+{% if listing.number < listing.pages %}<a id="next-page" href="{{ listing.href(listing.number + 1) }}">next</a> <a id="last-page" href="{{ listing.href(listing.pages) }}">last</a>{% endif %}</p>{% endif %}"""
+
 CONFIRM = """{% extends "layout" %}{% block content %}
 <h1>{{ heading }}</h1>
 <div class="error">{{ warning }}</div>
@@ -328,6 +342,8 @@ CONFIRM = """{% extends "layout" %}{% block content %}
 
 GROUPS = """{% extends "layout" %}{% block content %}
 <h1>Consumer groups</h1>
+{% if listing.listed %}<h2 id="group-count">{{ listing.total }} group{{ '' if listing.total == 1 else 's' }}{% if listing.query %} matching {{ listing.query }}{% endif %}</h2>
+{% include "list-filter" %}{% endif %}
 {% if groups %}
 <table id="groups"><thead><tr><th>Group</th><th>Topics</th><th class="num">Online consumers</th>
 <th class="num">Lag</th><th class="num">Consume TPS</th><th>Consume enabled</th></tr></thead><tbody>
@@ -337,10 +353,12 @@ GROUPS = """{% extends "layout" %}{% block content %}
 <td class="num">{{ g.lag }}</td><td class="num">{{ '%.1f'|format(g.tps) }}</td>
 <td>{{ '-' if g.enabled is none else ('yes' if g.enabled else 'no') }}</td></tr>{% endfor %}
 </tbody></table>
+{% include "list-pager" %}
 <p class="muted">Listed: every group with a group config or stored offsets on a master broker.
 <b>Spark?</b> marks a group named like the Spark source's default (<code>spark-&lt;topic&gt;</code>)
 or one with stored offsets, no group config and nobody online, which is how a Spark query's
 group looks to the brokers.</p>
+{% elif listing.query %}<div class="empty" id="no-match"><b>No group matches {{ listing.query }}</b>{{ listing.listed }} listed in all.</div>
 {% else %}<div class="empty"><b>No consumer groups</b>A group appears once one of its consumers
 has sent a heartbeat to a broker or stored an offset.</div>{% endif %}
 {% endblock %}"""
@@ -581,6 +599,7 @@ _ENV = jinja2.Environment(
         "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "broker-config": BROKER_CONFIG, "topics": TOPICS,
         "topic": TOPIC, "topic-messages": TOPIC_MESSAGES, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
+        "list-filter": LIST_FILTER, "list-pager": LIST_PAGER,
         "login": LOGIN,
     }),
     autoescape=True,

@@ -234,6 +234,11 @@ async def test_unreachable_cluster_is_an_error_page(unused_tcp_port: int) -> Non
         assert page.status == 502 and 'id="error"' in page.text
         api = await Http(web.url).get("/api/groups/g/lag")
         assert api.status == 502 and "error" in json.loads(api.text)
+        offset_id = f"7F000001{unused_tcp_port:08X}{0:016X}"  # a broker there, down
+        for search in ("by=key&topic=T&key=k", f"by=id&msg_id={offset_id}"):
+            found = await Http(web.url).get(f"/messages?{search}")
+            assert found.status == 502 and 'id="error"' in found.text, search
+            assert "No message matched" not in found.text, "an unreachable cluster is no empty answer"
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ from tidemq.console.model import (
 from tidemq.console.paging import page_of
 from tidemq.console.replica_groups import broker_groups
 from tidemq.console.site import Console
-from tidemq.errors import TideMQError
+from tidemq.errors import ConnectionLost, RequestTimeout, TideMQError
 
 __all__ = ["Console", "create_app"]
 
@@ -653,8 +653,10 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
     except (KeyError, ValueError) as exc:
         return console.page("messages", request, 400, title="Messages", q=q, searched=False,
                             error=f"incomplete search: {exc}")
+    except (ConnectionLost, RequestTimeout):
+        raise  # the cluster did not answer: an error page, not an empty search
     except TideMQError as exc:
-        return console.page("messages", request, title="Messages", q=q, searched=True,
+        return console.page("messages", request, title="Messages", q=q, searched=False,
                             results=[], error=str(exc))
     names = {b.address: b.broker_name for b in await admin.cluster_list()} if results else {}
     shown = [_message_view(m, names) for m in results]

@@ -34,6 +34,7 @@ from tidemq.broker.processors.config import ConfigProcessor
 from tidemq.broker.processors.consume_directly import ConsumeDirectlyProcessor
 from tidemq.broker.processors.epochs import EpochCacheProcessor
 from tidemq.broker.processors.groups import GroupProcessor
+from tidemq.broker.processors.inspection import InspectionProcessor
 from tidemq.broker.processors.lock import LockProcessor
 from tidemq.broker.processors.logical import LogicalProcessor
 from tidemq.broker.processors.maintenance import MaintenanceProcessor
@@ -340,7 +341,7 @@ class BrokerApp:
                      LockProcessor(ctx), GroupProcessor(ctx), AuthProcessor(self.auth_store),
                      SlaveSyncProcessor(ctx), EpochCacheProcessor(ctx), ConfigProcessor(ctx),
                      StatsProcessor(ctx), MaintenanceProcessor(ctx), RunningInfoProcessor(ctx),
-                     ConsumeDirectlyProcessor(ctx),
+                     ConsumeDirectlyProcessor(ctx), InspectionProcessor(ctx),
                      TransactionProcessor(ctx, self.transaction_escape),
                      self.logical_processor):
             proc.register(pipeline)

@@ -38,6 +38,7 @@ MODULES: dict[str, tuple[str, ...]] = {
              "updateAcl", "deleteAcl", "getAcl", "listAcl"),
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",
                    "getControllerMetaData", "cleanBrokerMetadata"),
+    "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
 }
 
 #: The modules that register commands on the home module's app, in :data:`MODULES`'

@@ -58,6 +58,8 @@ class ReplicaLink:
     acked: int = -1
     #: The next offset to send it.
     sending: int = -1
+    #: The offset its transfer started from (upstream's ``transferFromWhere``).
+    transfer_from: int = -1
     last_report: float = dataclasses.field(default_factory=time.monotonic)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     waiting: bool = False
@@ -234,6 +236,7 @@ class HaServer:
                         log.error("replica %s: %s; disconnected", link.address, refusal)
                         return
                     link.sending = max(offset, self.store.commitlog.min_offset)
+                    link.transfer_from = link.sending
                     link.acked = offset
                     self.links.append(link)
                     log.info("replica %s connected at offset %d", link.address, offset)

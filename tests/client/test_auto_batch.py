@@ -172,6 +172,28 @@ async def test_unpinned_sends_of_one_iteration_fill_batches_to_the_cap(
     assert len({r.queue for r in results}) == 3
 
 
+@pytest.mark.parametrize("odd", [None, Message("Lanes", b"flagged", {}, 7),
+                                 Message("Lanes", b"tagged", {"TAGS": "t"})])
+async def test_a_batch_of_sends_is_stored_as_its_messages(producer: Producer,
+                                                          odd: Message | None) -> None:
+    """Messages sent without properties join their batch the short way, and the batch
+    goes as their bodies alone; one with a flag (or properties) among them makes it a
+    batch of messages again. Either way each message is stored as it was sent, under the
+    key its result names."""
+    msgs = bodies(3) + ([] if odd is None else [odd]) + bodies(3, 3)
+    spy = Spy(producer)
+    async with AutoBatchProducer(producer, linger_ms=0) as batcher:
+        futures = [await batcher.send(m) for m in msgs]
+        results = await asyncio.gather(*futures)
+    assert [size for _, size in spy.calls] == [len(msgs)]
+    async with AdminClient(config=producer.config) as admin:
+        for msg, result in zip(msgs, results, strict=True):
+            stored = await admin.view_message(result.offset_msg_id)
+            assert (stored.body, stored.flag) == (msg.body, msg.flag)
+            assert stored.properties["UNIQ_KEY"] == result.msg_id
+            assert stored.properties.get("TAGS") == msg.properties.get("TAGS")
+
+
 async def test_linger_holds_a_lone_message_until_flush(producer: Producer) -> None:
     spy = Spy(producer)
     batcher = AutoBatchProducer(producer, linger_ms=60_000)

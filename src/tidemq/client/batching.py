@@ -43,9 +43,9 @@ never waits, so it refuses a message the full buffer has no room for
 :meth:`~AutoBatchProducer.drain`. A message whose topic's route is not cached yet waits in
 produce order until the route arrives. A batch is parallel lists (bodies, waiters, and
 the messages' entries once they differ); a message produced without properties is its
-body alone, and a batch of bodies is encoded as columns
-(:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's results are made a few
-hundred at a time, each holding the batch's answer and its index
+body alone, and a batch of bodies -- or of messages sent without properties or flag -- is
+encoded as columns (:func:`~tidemq.codec.send_batch.encode_send_bodies`). A batch's
+results are made a few hundred at a time, each holding the batch's answer and its index
 (:mod:`~tidemq.client.batch_results`), and handed to its waiters in one loop (in C when
 they are all callbacks). What a message costs follows the messages a request carries:
 the more a caller produces between two yields, the larger the batches (up to the caps)
@@ -75,7 +75,7 @@ import operator
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from itertools import repeat
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from tidemq.client.batch_results import BatchAnswer, message_results, record_ids
 from tidemq.client.errors import (
@@ -132,9 +132,11 @@ class _Batch:
     the properties dict it shares with the messages produced with the same tags and keys;
     :meth:`AutoBatchProducer.send`'s entry is the message itself. While every message
     shares the first one's entry (``alike``), that entry is kept once and ``entries`` is
-    empty; the first message with another entry makes the list."""
+    empty; the first message with another entry makes the list. ``bare``: every entry is
+    a message without properties and with flag 0 (its lane's topic), so the batch is
+    its bodies alone."""
 
-    __slots__ = ("alike", "bodies", "entries", "entry", "futures", "nbytes", "wait",
+    __slots__ = ("alike", "bare", "bodies", "entries", "entry", "futures", "nbytes", "wait",
                  "waiters")
 
     def __init__(self, wait: str, entry: _Entry) -> None:
@@ -147,6 +149,7 @@ class _Batch:
         self.alike = not isinstance(entry, Message)
         self.entry: _Entry = entry if self.alike else None
         self.entries: list[_Entry] = []
+        self.bare = _bare(entry)
 
     def add(self, body: bytes, entry: _Entry, waiter: _Waiter, size: int) -> None:
         if self.alike and entry is not self.entry:
@@ -154,6 +157,8 @@ class _Batch:
             self.alike = False
         if not self.alike:
             self.entries.append(entry)
+            if self.bare and not _bare(entry):
+                self.bare = False
         self.bodies.append(body)
         self.waiters.append(waiter)
         self.nbytes += size
@@ -163,6 +168,11 @@ class _Batch:
     def entry_list(self) -> list[_Entry]:
         """Each message's entry."""
         return [self.entry] * len(self.bodies) if self.alike else self.entries
+
+
+def _bare(entry: _Entry) -> bool:
+    """Whether ``entry`` is a message without properties and with flag 0."""
+    return type(entry) is Message and not entry.properties and not entry.flag
 
 
 class _Lane:
@@ -287,16 +297,41 @@ class AutoBatchProducer:
                    sharding_key: str | None = None) -> asyncio.Future[SendResult]:
         """Queue ``msg`` for its next batch and return its future; waits while the buffer
         is full. ``queue`` or ``sharding_key`` pins the queue (not both)."""
+        if queue is None and sharding_key is None and not msg.properties:
+            # The usual message -- no properties, a body within the limits -- joins its
+            # topic's sticky lane's open batch of messages, which stays open and not full
+            # while the buffer has room: what _check and _append would decide, with less
+            # work. A sticky lane's topic was checked; an open batch's loop was kept; below
+            # max_batch_bytes is below the largest body too.
+            lane = self._sticky.get(msg.topic)
+            if lane is not None:
+                batch = lane.open
+                body = msg.body
+                size = _BARE_SIZE + len(body)
+                buffered = self._buffered + size
+                loop = self._loop
+                if (batch is not None and not batch.alike and batch.wait == "true" and body
+                        and batch.nbytes + size < self.max_batch_bytes
+                        and len(batch.bodies) + 1 < self.max_batch_messages
+                        and buffered <= self.total_buffer_bytes and loop is not None
+                        and not self._closed):
+                    future: asyncio.Future[SendResult] = loop.create_future()
+                    self._buffered = buffered
+                    batch.bodies.append(body)
+                    batch.entries.append(msg)
+                    batch.waiters.append(future)
+                    batch.nbytes += size
+                    batch.futures = True
+                    if msg.flag:
+                        batch.bare = False
+                    if not lane.busy and not lane.kick_pending and (lane.ready
+                                                                    or lane.waiting):
+                        self._kick_soon(lane)
+                    return future
         if self._closed:
             raise ClientClosedError(repr(self))
         if queue is not None and sharding_key is not None:
             raise ValueError("give at most one of queue and sharding_key")
-        if queue is None and sharding_key is None and not msg.properties:
-            lane = self._sticky.get(msg.topic)
-            if lane is not None and lane.open is not None:
-                future = self._join_open(lane, msg)
-                if future is not None:
-                    return future
         self._check(msg)
         size = _size(msg)
         while self._buffered and self._buffered + size > self.total_buffer_bytes:
@@ -321,32 +356,6 @@ class AutoBatchProducer:
         self._buffered += size
         self._append(lane, msg.body, msg, fut, size)
         return fut
-
-    def _join_open(self, lane: _Lane, msg: Message) -> asyncio.Future[SendResult] | None:
-        """The usual message -- no properties, a topic already checked, a body within the
-        limits -- joins ``lane`` (its topic's sticky lane)'s open batch when that batch
-        stays open and not full and the buffer has room: what :meth:`send` would do
-        through :meth:`_check` and :meth:`_append`, decided with less work. ``None``:
-        take the general way."""
-        loop = self._loop
-        if loop is None:
-            return None
-        batch = lane.open
-        body = msg.body
-        size = _BARE_SIZE + len(body)
-        buffered = self._buffered
-        if (batch is None or batch.wait != "true" or msg.topic not in self._checked_topics
-                or not 0 < len(body) <= self._max_body
-                or batch.nbytes + size >= self.max_batch_bytes
-                or len(batch.bodies) + 1 >= self.max_batch_messages
-                or (buffered and buffered + size > self.total_buffer_bytes)):
-            return None
-        future: asyncio.Future[SendResult] = loop.create_future()
-        self._buffered = buffered + size
-        batch.add(body, msg, future, size)
-        if not lane.busy and not lane.kick_pending and (lane.ready or lane.waiting):
-            self._kick_soon(lane)
-        return future
 
     def produce(self, topic: str, body: bytes, *, tags: str | None = None,
                 keys: str | Sequence[str] | None = None,
@@ -685,6 +694,11 @@ class AutoBatchProducer:
             shared = None if producer.tracer is None else _SharedMessages(topic, bodies,
                                                                           first)
             return prepared, _message(topic, bodies[0], first), shared
+        if batch.bare:  # send()'s messages without properties: their bodies, as columns
+            prepared = prepare_send_bodies(topic, bodies, max_size=max_size, keys=keys,
+                                           now_ms=now_ms(), compression=compression)
+            messages = cast("list[Message]", msgs)
+            return prepared, messages[0], None if producer.tracer is None else messages
         full = [_message(topic, b, m) for m, b in zip(msgs, bodies, strict=True)]
         prepared = prepare_send_batch(full, max_size=max_size, keys=keys, now_ms=now_ms(),
                                       compression=compression, checked=True)

@@ -94,3 +94,31 @@ def test_a_server_whose_port_is_taken_names_the_address(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"error: cannot listen on 127.0.0.1:{port}: address already in use" in (
         done.stdout + done.stderr)
+
+
+@pytest.mark.parametrize("command", ["broker", "namesrv"])
+def test_a_server_whose_kept_changes_were_cut_short_names_the_file_and_leaves_it(
+        command: str, tmp_path: Path) -> None:
+    """The run-time overrides file cut short (a damaged disk) inside its last value (the
+    broker's) or before its last key (the name server's): the start stops naming the
+    file, rather than serving with the value shortened or the key lost."""
+    if command == "broker":
+        from tidemq.broker.config_overrides import overrides_path, write_overrides
+        kept = overrides_path(tmp_path / "store")
+        write_overrides(kept, {"maxPullBytes": "1234567", "brokerPermission": "4"})
+        sets = ["--set", f"storePathRootDir={tmp_path / 'store'}", "--set", "haListenPort=0"]
+    else:
+        from tidemq.namesrv.config_overrides import write_overrides as write_namesrv
+        kept = tmp_path / "runtimeOverrides.properties"
+        write_namesrv(kept, {"enableAllTopicList": "false", "orderMessageEnable": "true"})
+        sets = ["--set", f"kvConfigPath={tmp_path / 'kvConfig.json'}"]
+    whole = kept.read_bytes()
+    last = whole.rindex(b"=")
+    cut = whole[:last + 3] if command == "broker" else whole[:whole.rindex(b"\n", 0, last) + 1]
+    kept.write_bytes(cut)
+    done = _run(command, "--set", "listenPort=0", *sets)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert f"error: {kept} ends before its last line '# end': cut short" in said, said
+    assert "Traceback" not in said
+    assert kept.read_bytes() == cut

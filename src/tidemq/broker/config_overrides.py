@@ -8,10 +8,13 @@ before the ``TIDEMQ_*`` variables and ``--set`` flags. A key set in the environm
 the command line therefore still wins over a change made at run time, as a command-line
 option wins over upstream's rewritten file.
 
-The file is Java properties text, one ``key=value`` line per changed key, under a comment
-saying who writes it. An update merges its keys into what the file holds and replaces the
-file whole and atomically (a temporary file, fsync, rename, fsync of the directory): a
-crash leaves the old content or the new, never a mix.
+The file is Java properties text, one ``key=value`` line per changed key, between a
+comment saying who writes it and a closing ``# end`` line
+(:mod:`~tidemq.formats.kept_properties`). An update merges its keys into what the file
+holds and replaces the file whole and atomically (a temporary file, fsync, rename, fsync
+of the directory): a crash leaves the old content or the new, never a mix. A file that
+was cut short all the same (a damaged disk) stops the start with an error naming it,
+rather than a key lost or a value shortened.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidemq.formats.javaprops import parse_properties, properties_text
+from tidemq.errors import ConfigError
+from tidemq.formats.kept_properties import kept_text, parse_kept
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -27,8 +31,9 @@ __all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
 
 FILE_NAME = "runtimeOverrides.properties"
 
-_HEADER = ("# Broker keys changed at run time (updateBrokerConfig), written by the broker.\n"
-           "# Read after the broker's properties file; TIDEMQ_* variables and --set win.\n")
+_FIRST = ("# Broker keys changed at run time (updateBrokerConfig), written by the broker; "
+          "its last line is '# end'.")
+_HEADER = "# Read after the broker's properties file; TIDEMQ_* variables and --set win.\n"
 
 
 def overrides_path(store_root: str | Path) -> Path:
@@ -36,17 +41,26 @@ def overrides_path(store_root: str | Path) -> Path:
 
 
 def read_overrides(path: Path) -> dict[str, str]:
-    """The keys the file holds (none when there is no file)."""
+    """The keys the file holds (none when there is no file); a
+    :class:`~tidemq.errors.ConfigError` naming the file when it does not read or was cut
+    short."""
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
-    return parse_properties(text)
+    except OSError as exc:
+        raise ConfigError(f"{path} does not read: {exc}", key="storePathRootDir") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 properties text: {exc}",
+                          key="storePathRootDir") from None
+    return parse_kept(text, _FIRST, name=str(path), key="storePathRootDir")
 
 
 def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:
     """Merge ``changes`` into the file (created if missing); what it holds now."""
     merged = {**read_overrides(path), **changes}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (_HEADER + properties_text(dict(sorted(merged.items())))).encode())
+    atomic_write(path, kept_text(_FIRST, _HEADER, dict(sorted(merged.items()))).encode())
     return merged

@@ -8,11 +8,12 @@ properties file alone: :func:`~tidemq.namesrv.config.load_namesrv_config` reads 
 the properties file and before the ``TIDEMQ_*`` variables and ``--set`` flags, which
 therefore still win over a change made at run time.
 
-The file is Java properties text, one ``key=value`` line per changed key, under a comment
-saying who writes it. An update merges its keys into what the file holds and replaces it
-whole and atomically (a temporary file, fsync, rename, fsync of the directory). A file
-that does not read -- not UTF-8, a key that cannot change at run time, a bad value --
-stops the start with an error naming the file and the key.
+The file is Java properties text, one ``key=value`` line per changed key, between a
+comment saying who writes it and a closing ``# end`` line
+(:mod:`~tidemq.formats.kept_properties`). An update merges its keys into what the file
+holds and replaces it whole and atomically (a temporary file, fsync, rename, fsync of the
+directory). A file that does not read -- not UTF-8, cut short, a key that cannot change
+at run time, a bad value -- stops the start with an error naming the file and the key.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import parse_properties, properties_text
+from tidemq.formats.kept_properties import kept_text, parse_kept
 from tidemq.store.checkpoint import atomic_write
 
 __all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
 
 FILE_NAME = "runtimeOverrides.properties"
 
-_HEADER = ("# Name-server keys changed at run time (updateNamesrvConfig), written by the "
-           "name server.\n"
-           "# Read after its properties file; TIDEMQ_* variables and --set win.\n")
+_FIRST = ("# Name-server keys changed at run time (updateNamesrvConfig), written by the "
+          "name server; its last line is '# end'.")
+_HEADER = "# Read after its properties file; TIDEMQ_* variables and --set win.\n"
 
 
 def overrides_path(kv_config_path: str) -> Path | None:
@@ -47,15 +48,16 @@ def read_overrides(path: Path) -> dict[str, str]:
     except OSError as exc:
         raise ConfigError(f"{path} does not read: {exc}", key="kvConfigPath") from None
     try:
-        return parse_properties(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not UTF-8 properties text: {exc}",
                           key="kvConfigPath") from None
+    return parse_kept(text, _FIRST, name=str(path), key="kvConfigPath")
 
 
 def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:
     """Merge ``changes`` into the file (created if missing); what it holds now."""
     merged = {**read_overrides(path), **changes}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (_HEADER + properties_text(dict(sorted(merged.items())))).encode())
+    atomic_write(path, kept_text(_FIRST, _HEADER, dict(sorted(merged.items()))).encode())
     return merged

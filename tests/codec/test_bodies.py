@@ -191,6 +191,7 @@ _CLASSES = [
     bodies.LockBatchRequestBody,
     bodies.LockBatchResponseBody,
     bodies.TopicConfig,
+    bodies.CreateTopicListRequestBody,
     bodies.KVTable,
     bodies.ConsumeMessageDirectlyResult,
 ]
@@ -218,6 +219,7 @@ _json = st.recursive(
                     "consumerDataSet",
                     "clientID",
                     "topicConfigTable",
+                    "topicConfigList",
                     "0",
                     "x",
                 ]
@@ -423,3 +425,21 @@ def test_consume_directly_result_round_trip(order: bool, auto: bool,
                                                spent_time_mills=spent)
     assert bodies.decode_body(bodies.encode_body(body),
                               bodies.ConsumeMessageDirectlyResult) == body
+
+
+_topic_configs = st.builds(
+    bodies.TopicConfig, topic_name=_names, read_queue_nums=st.integers(0, 1024),
+    write_queue_nums=st.integers(0, 1024), perm=st.sampled_from([2, 4, 6]),
+    topic_filter_type=st.sampled_from(bodies.TopicFilterType),
+    topic_sys_flag=st.integers(0, 3), order=st.booleans(),
+    attributes=st.dictionaries(_names, st.text(max_size=8), max_size=3))
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(_topic_configs, max_size=4))
+def test_topic_config_list_round_trip(configs: list[bodies.TopicConfig]) -> None:
+    body = bodies.CreateTopicListRequestBody(topic_config_list=configs)
+    data = bodies.encode_body(body)
+    assert json.loads(data)["topicConfigList"] == [
+        json.loads(bodies.encode_body(c)) for c in configs]
+    assert bodies.decode_body(data, bodies.CreateTopicListRequestBody) == body

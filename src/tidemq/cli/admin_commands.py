@@ -39,6 +39,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",
                    "getControllerMetaData", "cleanBrokerMetadata"),
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
+    "admin_lists": ("updateTopicList", "updateSubGroupList"),
 }
 
 #: The modules that register commands on the home module's app, in :data:`MODULES`'

@@ -38,6 +38,7 @@ __all__ = [
     "ConsumeType",
     "ConsumerData",
     "ConsumerListBody",
+    "CreateTopicListRequestBody",
     "DataVersion",
     "HeartbeatData",
     "KVConfigSerializeWrapper",
@@ -130,6 +131,12 @@ class TopicConfig(_Body):
     topic_sys_flag: int = 0
     order: bool = False
     attributes: dict[str, str] = {}
+
+
+class CreateTopicListRequestBody(_Body):
+    """Java ``CreateTopicListRequestBody``: the body of UPDATE_AND_CREATE_TOPIC_LIST (18)."""
+
+    topic_config_list: list[TopicConfig] = []
 
 
 class TopicConfigSerializeWrapper(_Body):

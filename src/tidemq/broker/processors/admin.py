@@ -19,10 +19,12 @@ from tidemq.broker.status import runtime_info
 from tidemq.broker.topic_deletion import delete_topic
 from tidemq.broker.topics import QUEUE_TYPE, SYSTEM_TOPICS, validate_topic
 from tidemq.codec.bodies import (
+    CreateTopicListRequestBody,
     KVTable,
     TopicConfig,
     TopicConfigSerializeWrapper,
     TopicFilterType,
+    decode_body,
     encode_body,
 )
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -55,6 +57,7 @@ class AdminProcessor:
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
         reg(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
+        reg(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, self.create_topics)
         reg(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         reg(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topics)
         reg(RequestCode.GET_TOPIC_CONFIG, self.topic_config)
@@ -75,19 +78,42 @@ class AdminProcessor:
         producer that sends right after finds the topic's own queues, not the default
         route's (:meth:`~tidemq.broker.context.BrokerContext.routes_published`)."""
         h = parse_header(CreateTopicRequestHeader, cmd)
-        why = validate_topic(h.topic)
-        if why is not None:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
-        if h.read_queue_nums < 1 or h.write_queue_nums < 1:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, "queue numbers must be >= 1")
-        if h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, "at most 1024 queues per topic")
         try:
             changes = parse_attributes(h.attributes)
-            filter_type = TopicFilterType(h.topic_filter_type or "SINGLE_TAG")
-        except (RemoteProtocolError, ValueError) as exc:
+        except RemoteProtocolError as exc:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
-        old = self.ctx.topics.get(h.topic)
+        tc = self.planned_topic(TopicConfig(
+            topic_name=h.topic, read_queue_nums=h.read_queue_nums,
+            write_queue_nums=h.write_queue_nums, perm=h.perm,
+            topic_sys_flag=h.topic_sys_flag or 0, order=h.order), changes,
+            h.topic_filter_type or "SINGLE_TAG")
+        with self.ctx.topics.file.deferred():  # written on a thread, awaited below
+            changed = self.ctx.topics.upsert(tc)
+        if changed:
+            # on disk before the answer however long that takes; the name servers are
+            # waited for at most ROUTE_WAIT
+            await asyncio.to_thread(self.ctx.topics.file.write_pending)
+            await self.ctx.routes_published(self.ctx.topics_changed())
+        return cmd.response()
+
+    def planned_topic(self, new: TopicConfig, changes: dict[str, str | None],
+                      filter_type: str) -> TopicConfig:
+        """The topic config a create or update of ``new.topic_name`` leaves (its
+        attributes: the kept ones with ``changes``; a ``None`` value drops one); refused
+        with INVALID_PARAMETER for a bad name, queue count, filter type or queue type."""
+        topic = new.topic_name
+        why = validate_topic(topic)
+        if why is not None:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
+        if new.read_queue_nums < 1 or new.write_queue_nums < 1:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, "queue numbers must be >= 1")
+        if new.read_queue_nums > 1024 or new.write_queue_nums > 1024:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, "at most 1024 queues per topic")
+        try:
+            filter_kind = TopicFilterType(filter_type)
+        except ValueError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        old = self.ctx.topics.get(topic)
         attrs = dict(old.attributes) if old is not None else {}
         for key, value in changes.items():
             if key == QUEUE_TYPE and value not in (None, "SimpleCQ", "BatchCQ"):
@@ -101,15 +127,35 @@ class AdminProcessor:
                 attrs.pop(key, None)
             else:
                 attrs[key] = value
-        tc = TopicConfig(topic_name=h.topic, read_queue_nums=h.read_queue_nums,
-                         write_queue_nums=h.write_queue_nums, perm=h.perm,
-                         topic_filter_type=filter_type, topic_sys_flag=h.topic_sys_flag or 0,
-                         order=h.order, attributes=attrs)
-        with self.ctx.topics.file.deferred():  # written on a thread, awaited below
-            changed = self.ctx.topics.upsert(tc)
+        return TopicConfig(topic_name=topic, read_queue_nums=new.read_queue_nums,
+                           write_queue_nums=new.write_queue_nums, perm=new.perm,
+                           topic_filter_type=filter_kind, topic_sys_flag=new.topic_sys_flag,
+                           order=new.order, attributes=attrs)
+
+    async def create_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC_LIST (18): each topic of the body's ``topicConfigList``
+        as :meth:`create_topic` makes it, all checked before any changes (a refused one
+        changes nothing), written and registered once. A listed topic's ``attributes``
+        are changes as upstream's: ``+key`` sets a key, ``-key`` drops one."""
+        try:
+            body = decode_body(cmd.body, CreateTopicListRequestBody)
+        except RemoteProtocolError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
+        planned = []
+        for new in body.topic_config_list:
+            changes: dict[str, str | None] = {}
+            for key, value in new.attributes.items():
+                if key[:1] not in ("+", "-") or len(key) < 2:
+                    raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                         f"attribute {key!r} of {new.topic_name} must start "
+                                         "with + (set) or - (drop)")
+                changes[key[1:]] = value if key[0] == "+" else None
+            planned.append(self.planned_topic(new, changes, new.topic_filter_type.value))
+        changed = False
+        with self.ctx.topics.file.deferred():
+            for tc in planned:
+                changed = self.ctx.topics.upsert(tc) or changed
         if changed:
-            # on disk before the answer however long that takes; the name servers are
-            # waited for at most ROUTE_WAIT
             await asyncio.to_thread(self.ctx.topics.file.write_pending)
             await self.ctx.routes_published(self.ctx.topics_changed())
         return cmd.response()

@@ -1,5 +1,6 @@
-"""Consumer-group administration: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207) and
+"""Consumer-group administration: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), its list
+form UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225), GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+(201), DELETE_SUBSCRIPTIONGROUP (207) and
 INVOKE_BROKER_TO_RESET_OFFSET (222).
 
 Reset by time (``mqadmin resetOffsetByTime``): for each read queue of the topic (or the one
@@ -59,6 +60,7 @@ class GroupProcessor:
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
         reg(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_group)
+        reg(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, self.update_groups)
         reg(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
         reg(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group)
         reg(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, self.reset_offset)
@@ -79,6 +81,32 @@ class GroupProcessor:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, cfg)
         with groups.file.deferred():
             groups.put(cfg)
+        await asyncio.to_thread(groups.file.write_pending)
+        return cmd.response()
+
+    async def update_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225): each config of the body's
+        ``groupConfigList`` as :meth:`update_group` takes it, all checked before any is
+        kept (a refused one changes nothing), the file written once."""
+        try:
+            raw = json.loads(bytes(cmd.body))
+        except (ValueError, RecursionError) as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 f"SubscriptionGroupList body is not JSON: {exc}") from None
+        listed = raw.get("groupConfigList") if isinstance(raw, dict) else None
+        if not isinstance(listed, list):
+            raise error_for_code(ResponseCode.INVALID_PARAMETER,
+                                 "SubscriptionGroupList body has no groupConfigList")
+        groups = self.ctx.subscription_groups
+        configs = []
+        for item in listed:
+            cfg = validate_group_config(item, groups.defaults(""))
+            if isinstance(cfg, str):
+                raise error_for_code(ResponseCode.INVALID_PARAMETER, cfg)
+            configs.append(cfg)
+        with groups.file.deferred():
+            for cfg in configs:
+                groups.put(cfg)
         await asyncio.to_thread(groups.file.write_pending)
         return cmd.response()
 

@@ -12,7 +12,7 @@ from tidemq.cli.main import build_app
 ELSEWHERE = frozenset({
     "updateKvConfig", "deleteKvConfig", "getKvConfig",
     "createUser", "updateUser", "deleteUser", "getUser", "listUser",
-    "createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl",
+    "createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl",
     "cleanBrokerMetadata", "electMaster", "getBrokerEpoch", "getControllerMetaData",
     "getSyncStateSet",
     "updateLogicalQueueMapping", "deleteLogicalQueueMapping", "queryLogicalQueueMapping",

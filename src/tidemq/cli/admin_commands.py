@@ -35,7 +35,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                       "clusterRT", "cleanUnusedTopic", "cleanExpiredCQ", "updateOrderConf"),
     "admin_trace": ("queryMsgTraceById",),
     "auth": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl",
-             "updateAcl", "deleteAcl", "getAcl", "listAcl"),
+             "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl"),
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",
                    "getControllerMetaData", "cleanBrokerMetadata"),
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),

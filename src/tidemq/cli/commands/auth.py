@@ -2,7 +2,8 @@
 (createUser, updateUser, deleteUser, getUser, listUser) and ACLs (createAcl, updateAcl,
 deleteAcl, getAcl, listAcl). Each goes to broker ``-b`` or to every master of cluster
 ``-c`` (default: every master), since each broker keeps its own users and ACLs; reads
-print one table over the brokers, or with ``--json`` a document by broker address."""
+print one table over the brokers, or with ``--json`` a document by broker address.
+copyUser and copyAcl copy users and ACLs from broker ``-f`` to broker ``-t``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tidemq.cli.commands.admin_common import (
     run_admin,
     table_of,
 )
-from tidemq.client import AdminClient
+from tidemq.client import AdminClient, auth_copy
 from tidemq.client.auth_admin import AuthAdmin
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.codec.auth_bodies import AclInfo
@@ -52,7 +53,8 @@ def register(app: typer.Typer) -> None:
                           ("deleteUser", delete_user), ("getUser", get_user),
                           ("listUser", list_user), ("createAcl", create_acl),
                           ("updateAcl", update_acl), ("deleteAcl", delete_acl),
-                          ("getAcl", get_acl), ("listAcl", list_acl)):
+                          ("getAcl", get_acl), ("listAcl", list_acl),
+                          ("copyUser", copy_user), ("copyAcl", copy_acl)):
         app.command(name)(command)
 
 
@@ -219,3 +221,43 @@ def list_acl(subject: Annotated[str | None, typer.Option(
     """The ACLs of the brokers."""
     found = _run(namesrv, broker, cluster, lambda a: a.list_acls(subject, resource))
     _print_acls("acls", found, json_out)
+
+
+# ---------------------------------------------------------------------- copies
+
+FromBroker = Annotated[str, typer.Option("-f", "--fromBroker",
+                                         help="The broker to copy from (host:port).")]
+ToBroker = Annotated[str, typer.Option("-t", "--toBroker",
+                                       help="The broker to copy to (host:port).")]
+
+
+def _copied(what: str, names: list[str], source: str, target: str, json_out: bool) -> None:
+    if json_out:
+        emit_json({"fromBroker": source, "toBroker": target, what + "s": names})
+        return
+    out = console_out()
+    for name in names:
+        out.print(f"copy {what} of {name} from {source} to {target} success.", markup=False)
+
+
+def copy_user(source: FromBroker, target: ToBroker,
+              usernames: Annotated[str | None, typer.Option(
+                  "-u", "--usernames", help="Comma separated: these users only.")] = None,
+              namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Copy users (with their passwords) from one broker to another: created on the
+    target, or updated where it has them."""
+    names = run_admin(namesrv, lambda admin: auth_copy.copy_users(
+        admin, source, target, _split(usernames)))
+    _copied("user", names, source, target, json_out)
+
+
+def copy_acl(source: FromBroker, target: ToBroker,
+             subjects: Annotated[str | None, typer.Option(
+                 "-s", "--subjects", help="Comma separated: these subjects' ACLs only.")]
+             = None,
+             namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
+    """Copy ACLs from one broker to another: created on the target, or their entries
+    added to the target's ACL of the same subject."""
+    names = run_admin(namesrv, lambda admin: auth_copy.copy_acls(
+        admin, source, target, _split(subjects)))
+    _copied("acl", names, source, target, json_out)

@@ -77,6 +77,8 @@ from tidemq.console.auth import (
     set_session_cookie,
 )
 from tidemq.console.gate import HostGate
+from tidemq.console.group_config import FIELDS as GROUP_FIELDS
+from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
 from tidemq.console.model import (
@@ -92,7 +94,13 @@ from tidemq.console.model import (
 from tidemq.console.paging import page_of
 from tidemq.console.replica_groups import broker_groups
 from tidemq.console.site import Console
-from tidemq.errors import ConnectionLost, RequestTimeout, TideMQError
+from tidemq.errors import (
+    BrokerResponseError,
+    ConnectionLost,
+    RequestTimeout,
+    ResponseCode,
+    TideMQError,
+)
 
 __all__ = ["Console", "create_app"]
 
@@ -542,7 +550,7 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
                      "enabled": (bool(configs[name].get("consumeEnable", True))
                                  if configured else None)})
     return console.page("groups", request, title="Consumer groups", groups=rows,
-                        listing=listing)
+                        listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP)
 
 
 async def _spark_hint(admin: AdminClient, group: str) -> bool:
@@ -568,9 +576,10 @@ def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
 async def group_page(console: Console, request: Request) -> StarletteResponse:
     group = request.path_params["group"]
     admin = console.admin
-    stats, consumers, configs = await asyncio.gather(
-        monitor.consume_stats(admin, group), monitor.consumer_connections(admin, group),
+    stats, connections, configs = await asyncio.gather(
+        monitor.consume_stats(admin, group), _connections(admin, group),
         monitor.subscription_groups(admin))
+    consumers = connections.clients
     if not stats.queues and not consumers and group not in configs:
         return console.page("error", request, 404, title=f"Group {group}",
                             error=f"no broker knows a consumer group named {group!r}: none "
@@ -581,9 +590,22 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
     console.history.add(key, int(time.time() * 1000), stats.lag)
     history = console.history.get(key)
     return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
-                        consumers=consumers, history=history,
+                        consumers=consumers, history=history, connections=connections,
+                        config=configs.get(group), fields=GROUP_FIELDS, new_group=NEW_GROUP,
+                        reset_topics=sorted(stats.topics,
+                                            key=lambda t: (t.startswith("%RETRY%"), t)),
                         spark=spark_group(group, group in configs, len(consumers)),
                         api_url=f"/api/groups/{urllib.parse.quote(group, safe='')}/lag")
+
+
+async def _connections(admin: AdminClient, group: str) -> group_admin.Connections:
+    """The group's consumers online, with their subscriptions (none online: empty)."""
+    try:
+        return await group_admin.consumer_connection(admin, group)
+    except BrokerResponseError as exc:
+        if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+            raise
+        return group_admin.Connections([])
 
 
 async def group_lag_api(console: Console, request: Request) -> StarletteResponse:
@@ -883,7 +905,9 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/topics/{topic}/send", g(topic_send), methods=["POST"]),
         Route("/topics/{topic}/messages", g(topic_messages_page)),
         Route("/topics/{topic}/delete", g(topic_delete), methods=["GET", "POST"]),
-        Route("/groups", g(groups_page)),
+        Route("/groups", g(groups_page), methods=["GET"]),
+        Route("/groups", g(group_submit), methods=["POST"]),
+        Route("/groups/{group}/delete", g(group_delete), methods=["GET", "POST"]),
         Route("/groups/{group}", g(group_page)),
         Route("/groups/{group}/reset", g(group_reset), methods=["POST"]),
         Route("/api/groups/{group}/lag", g(group_lag_api)),

@@ -319,6 +319,13 @@ TOPIC_MESSAGES = """{% extends "layout" %}{% block content %}
 {% else %}<div class="empty"><b>No messages</b>Nothing of {{ topic }} was stored in that time{{ ' (or the page is past the end)' if total else '' }}.</div>{% endif %}
 {% endblock %}"""
 
+GROUP_FORM = """<form class="inline" method="post" action="/groups" id="{{ form_id }}">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
+{% if name %}<input type="hidden" name="group" value="{{ name }}">{% else %}<label>Group <input name="group" required pattern="[%|a-zA-Z0-9_-]+" maxlength="255" placeholder="billing"></label>{% endif %}
+{% for key, label, kind in fields %}{% if kind == 'bool' %}<label>{{ label }} <select name="{{ key }}"><option value="true"{{ ' selected' if values[key] }}>yes</option><option value="false"{{ '' if values[key] else ' selected' }}>no</option></select></label>
+{% else %}<label>{{ label }} <input name="{{ key }}" type="number" min="{{ kind }}" value="{{ values[key] if values[key] is not none else '' }}" required style="width:90px"></label>
+{% endif %}{% endfor %}
+ <button type="submit">{{ button }}</button></fieldset></form>"""
+
 LIST_FILTER = """<form class="inline" method="get" id="list-filter"><fieldset class="controls">
 {% for k, v in listing.keep %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
  <label>Name contains <input name="q" value="{{ listing.query }}" placeholder="part of a name"></label>
@@ -342,6 +349,8 @@ CONFIRM = """{% extends "layout" %}{% block content %}
 
 GROUPS = """{% extends "layout" %}{% block content %}
 <h1>Consumer groups</h1>
+<h2>Create or update a group</h2>
+{% with values = new_group, name = "", form_id = "create-group", button = "Create / update" %}{% include "group-form" %}{% endwith %}
 {% if listing.listed %}<h2 id="group-count">{{ listing.total }} group{{ '' if listing.total == 1 else 's' }}{% if listing.query %} matching {{ listing.query }}{% endif %}</h2>
 {% include "list-filter" %}{% endif %}
 {% if groups %}
@@ -384,16 +393,28 @@ GROUP = """{% extends "layout" %}{% block content %}
 <h2>Consumers</h2>
 {% if consumers %}<table id="consumers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
 {% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
-</tbody></table>{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
+</tbody></table>
+{% if connections.subscriptions %}<p class="muted" id="consume-mode">{{ connections.consume_type or '-' }}, {{ connections.message_model or '-' }}, {{ connections.consume_from_where or '-' }}</p>
+<table id="subscriptions"><thead><tr><th>Subscribed topic</th><th>Expression</th></tr></thead><tbody>
+{% for topic, expression in connections.subscriptions|dictsort %}<tr data-topic="{{ topic }}"><td>{{ topic }}</td><td>{{ expression }}</td></tr>{% endfor %}
+</tbody></table>{% endif %}
+{% else %}<p class="muted">No consumer of this group is connected.</p>{% endif %}
+<h2>Configuration</h2>
+{% if config is none %}<p class="muted" id="no-config">No broker holds a subscription-group config for {{ group }} (it has offsets only). Saving the form creates one.</p>{% endif %}
+{% with values = config or new_group, name = group, form_id = "group-config", button = "Save" %}{% include "group-form" %}{% endwith %}
 <h2>Reset offsets</h2>
 {% if spark %}<p class="error" id="spark-note">This group looks like a Spark query's. A Spark query keeps its own
 offsets in its checkpoint: resetting the brokers' copy does not change what it reads next.</p>{% endif %}
 <form class="inline" method="post" action="/groups/{{ group|urlencode }}/reset" id="reset-form">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
- <label>Topic <select name="topic">{% for t in stats.topics %}<option>{{ t }}</option>{% endfor %}</select></label>
+ <label>Topic <select name="topic">{% for t in reset_topics %}<option>{{ t }}</option>{% endfor %}</select></label>
  <label>To <select name="to"><option value="earliest">earliest</option><option value="latest">latest</option>
   <option value="time">a point in time</option></select></label>
  <label>Time (local) <input name="time" type="datetime-local" step="1"></label>
  <button type="submit" class="danger">Reset…</button></fieldset></form>
+<h2>Danger zone</h2>
+<form class="inline" method="post" action="/groups/{{ group|urlencode }}/delete" id="delete-group">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
+ <label><span><input type="checkbox" name="clean_offset" value="true"> and its stored offsets</span></label>
+ <button type="submit" class="ghost">Delete group…</button></fieldset></form>
 <script>{{ chart_js|safe }}</script>
 <script>
 (function () {
@@ -599,7 +620,7 @@ _ENV = jinja2.Environment(
         "layout": LAYOUT, "cluster": CLUSTER, "broker": BROKER, "broker-config": BROKER_CONFIG, "topics": TOPICS,
         "topic": TOPIC, "topic-messages": TOPIC_MESSAGES, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
-        "list-filter": LIST_FILTER, "list-pager": LIST_PAGER,
+        "list-filter": LIST_FILTER, "list-pager": LIST_PAGER, "group-form": GROUP_FORM,
         "login": LOGIN,
     }),
     autoescape=True,

@@ -63,7 +63,7 @@ def finish_pending(ctx: BrokerContext) -> list[str]:
     for topic in pending:
         ctx.offsets.delete_topic(topic)
     ctx.offsets.persist()
-    ctx.store.delete_topics(pending)
+    ctx.store.delete_topics(pending, requeue=True)  # a replica's marks: see there
     for topic in pending:
         log.warning("topic %s: its deletion was cut off by the last stop; finished now",
                     topic)

@@ -162,6 +162,7 @@ class RequestCode(enum.IntEnum):
     BATCH_REQUEST = 20000  # the batch protocol, tidemq.codec.batch_protocol
     DELETE_LMQ = 20200
     GET_LMQ_METADATA = 20201  # a replica's copy of its master's LMQ offsets and tombstones
+    GET_DELETED_TOPICS = 20202  # a replica's copy of its master's topic-deletion marks
     GET_AUTH_METADATA = 20300  # a replica's copy of its master's ACL 2.0 users and ACLs
     NOTIFY_METADATA_CHANGED = 20400  # a master tells a replica to copy its metadata now
 

@@ -105,6 +105,25 @@ class DeletedTopics:
         with self._lock:
             self._write({**self._entries, **dict.fromkeys(topics, DeletedTopic(before, True))})
 
+    def adopt(self, marks: Mapping[str, int]) -> None:
+        """Mark each topic of ``marks`` deleted from its own log offset down, pending (one
+        write): a replica taking its master's marks, each where the master's deletion
+        began, in place of any it held."""
+        with self._lock:
+            self._write({**self._entries,
+                         **{t: DeletedTopic(before, True) for t, before in marks.items()}})
+
+    def clamp(self, end: int) -> list[str]:
+        """Bring every mark above ``end`` down to it (one write): a replica that took its
+        master's marks ahead of its own log becomes master with this log, and whatever is
+        put from here belongs to the topics created again. Returns those topics."""
+        with self._lock:
+            high = {t: DeletedTopic(end, e.pending) for t, e in self._entries.items()
+                    if e.before > end}
+            if high:
+                self._write({**self._entries, **high})
+            return sorted(high)
+
     def finish(self, topics: Collection[str]) -> None:
         """The deletion of ``topics`` is done (one write however many)."""
         with self._lock:

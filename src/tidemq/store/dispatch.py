@@ -18,6 +18,7 @@ and the event loop again for its hooks costs more than the round.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -25,7 +26,7 @@ import operator
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress
 from operator import is_not
 from typing import Protocol, TypeVar, cast
@@ -708,6 +709,30 @@ class Dispatcher:
             finally:
                 self._draining -= 1
         return self.error is None
+
+    @contextlib.contextmanager
+    def held(self, timeout: float = 10.0) -> Iterator[bool]:
+        """No round is applied while this is held. Everything confirmed is dispatched
+        first and every round taken is visible; yields whether that held within
+        ``timeout`` seconds. The caller holds the append lock, so that the position
+        dispatched stays where it is."""
+        done = self.drain(timeout)
+        self.pause()
+        try:
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                self._draining += 1
+                try:
+                    while self.error is None and self._in_flight():
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(min(remaining, 0.05))
+                finally:
+                    self._draining -= 1
+            yield done and self.error is None and not self._in_flight()
+        finally:
+            self.resume()
 
     def _in_flight(self) -> bool:
         """Whether batches taken from the pending queue are not visible yet."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 from tidemq.errors import CorruptRecord, StoreReadOnly
 from tidemq.formats.properties import decode_properties
@@ -40,6 +40,7 @@ from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
 from tidemq.store.replica_log import CopyRunning, ReplicaLog
+from tidemq.store.requeue import requeue_above_marks
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
 
@@ -217,6 +218,13 @@ class MessageStore:
         if not on and self.appender.replica:
             self.settle_replica_log()
         with self.commitlog.lock:  # no put is half-way when the switch happens
+            # marks taken from a master ahead of this log: what is put from here on
+            # belongs to the topics created again, whose queues start at 0
+            if not on and self.appender.replica and (
+                    clamped := set(self.queues.deleted.clamp(self.commitlog.max_offset))):
+                next_offsets = self.appender.next_offsets
+                for key in [key for key in next_offsets if key[0] in clamped]:
+                    del next_offsets[key]
             self.appender.replica = on
 
     def copy_started(self) -> None:
@@ -519,13 +527,22 @@ class MessageStore:
         topic created again under the name starts over, of whatever queue type."""
         self.delete_topics([topic])
 
-    def delete_topics(self, topics: Collection[str]) -> None:
+    def delete_topics(self, topics: Collection[str], *, requeue: bool = False) -> None:
         """:meth:`delete_topic` of each of ``topics``, the record of deleted topics written
-        twice in all (begun, finished) rather than twice a topic."""
+        twice in all (begun, finished) rather than twice a topic. With ``requeue`` (a
+        start finishing deletions a stop cut off, which on a replica may be its master's
+        marks taken half-way) the records of the topics above their marks keep their queue
+        entries, as :meth:`adopt_topic_deletions` leaves them."""
         pending = set(self.queues.deleted.pending())
         if fresh := [t for t in topics if t not in pending]:
             self.queues.deleted.begin(fresh, self.commitlog.max_offset)
         gone = set(topics)
+        if requeue and self.dispatcher is not None:
+            before = self.queues.deleted.before
+            self._requeue({t: before[t] for t in gone if t in before})
+            self.queues.batch_topics.difference_update(gone)
+            self.queues.deleted.finish(gone)
+            return
         for t, queue_id in self.queues.queue_keys():
             if t in gone:
                 self.queues.remove(t, queue_id)
@@ -535,6 +552,51 @@ class MessageStore:
                 del next_offsets[key]
         self.queues.batch_topics.difference_update(gone)
         self.queues.deleted.finish(gone)
+
+    def adopt_topic_deletions(self, marks: Mapping[str, int]) -> list[str]:
+        """Delete topics as a master did, each at the commit-log offset its deletion began
+        at there (a replica copying its master's marks), unless this store holds that
+        mark already; returns the topics whose mark changed.
+
+        The marks are written first, pending: a stop half-way leaves the next start to
+        finish them (:meth:`delete_topics`). Records of a topic below its mark then lose
+        their queue entries (those dispatched here) or never get any (those still to
+        come); records above it -- the topic created again on the master -- keep theirs,
+        in queues that start over where the master's did."""
+        deleted, start = self.queues.deleted, self.commitlog.min_offset
+        # a mark at or below the log's start hides nothing here (retention dropped ours)
+        fresh = {t: before for t, before in marks.items()
+                 if before > start and deleted.before.get(t) != before}
+        if not fresh:
+            return []
+        deleted.adopt(fresh)
+        self._requeue(fresh)
+        deleted.finish(fresh)
+        return sorted(fresh)
+
+    def _requeue(self, marks: Mapping[str, int]) -> None:
+        """Remove the queues of ``marks``' topics and write again the entries of their
+        records above the marks (:mod:`tidemq.store.requeue`), with no put and no
+        dispatch round running meanwhile; a put continues each queue from there."""
+        dispatcher = self.dispatcher
+        assert dispatcher is not None
+        gone = set(marks)
+        with self._checkpointing, self.commitlog.lock, dispatcher.held() as settled:
+            if not settled:
+                raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch "
+                                    "up before a topic deletion; the next start makes it")
+            for key in [key for key in self.queues.queue_keys() if key[0] in gone]:
+                self.queues.remove(*key)
+            found = requeue_above_marks(self.commitlog, self.queues, marks,
+                                        dispatcher.dispatched_offset)
+            next_offsets = self.appender.next_offsets  # a replica's follow its master's
+            for key in [key for key in next_offsets if key[0] in gone and key not in found]:
+                del next_offsets[key]
+
+    def topic_deletion_marks(self) -> dict[str, int]:
+        """Per deleted topic whose records the log may still hold, the offset its deletion
+        began at (what a replica takes with :meth:`adopt_topic_deletions`)."""
+        return dict(self.queues.deleted.before)
 
     def pending_topic_deletions(self) -> list[str]:
         """The topics whose deletion began (:meth:`begin_delete_topic`) and did not finish

@@ -10,6 +10,9 @@ ext ``kind`` (``offsets`` or ``tombstones``), ``afterLmq`` and, for offsets,
 ``afterGroup`` (the last row of the previous page; absent: from the first) and
 ``maxCount`` (at most :data:`MAX_LMQ_ROWS`); body ``{"rows": [[lmq, group, offset],
 ...]}`` or ``{"rows": [[lmq, floor], ...]}``, ``"more": true`` when the page is full.
+TideMQ's GET_DELETED_TOPICS (20202): the store's topic-deletion marks, ``{"topics":
+{"<topic>": <offset>}}`` (the log offset each deletion began at), which a replica takes
+so as to delete each topic where its master did.
 Topic configs (GET_ALL_TOPIC_CONFIG, 21) and subscription groups
 (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201) are served by the admin and group processors.
 """
@@ -45,6 +48,7 @@ class SlaveSyncProcessor:
         reg(RequestCode.GET_ALL_CONSUMER_OFFSET, self.all_offsets)
         reg(RequestCode.GET_ALL_DELAY_OFFSET, self.delay_offsets)
         reg(RequestCode.GET_LMQ_METADATA, self.lmq_metadata)
+        reg(RequestCode.GET_DELETED_TOPICS, self.deleted_topics)
 
     async def all_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Copied and encoded on a thread, a slice at a time: thousands of groups' offsets
@@ -83,6 +87,9 @@ class SlaveSyncProcessor:
             raise error_for_code(ResponseCode.INVALID_PARAMETER,
                                  f"kind must be offsets or tombstones, not {kind!r}")
         return cmd.response(body=_json({"rows": rows, "more": len(rows) == limit}))
+
+    def deleted_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=_json({"topics": self.ctx.store.topic_deletion_marks()}))
 
     def delay_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         schedule = self.ctx.schedule

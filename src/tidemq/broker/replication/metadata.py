@@ -15,8 +15,13 @@ with older progress stays, :mod:`tidemq.broker.replication.reclaim`); then the A
 users and ACLs (TideMQ's GET_AUTH_METADATA, 20300; skipped when the master does not serve it) and,
 with LMQ on, the light message queues' tombstones and consumer offsets (TideMQ's
 GET_LMQ_METADATA, 20201, page by page): an LMQ the master deleted is deleted here at the
-same commit-log offset, and each offset is taken as the master's. A topic gone from the
-master's table is deleted here with its consume queues. A controller-mode master also
+same commit-log offset, and each offset is taken as the master's. So is a topic: with the
+topic configs the replica reads the master's topic-deletion marks (TideMQ's
+GET_DELETED_TOPICS, 20202) and deletes each topic at the master's offset
+(:meth:`~tidemq.store.message_store.MessageStore.adopt_topic_deletions`) -- whether its
+log is behind that offset or past it, with the topic created again above it. A topic gone
+from the table of a master that sends no marks (RocketMQ's) is deleted here at this log's
+end, with its consume queues. A controller-mode master also
 tells its in-sync replicas of each topic or group change, and they copy at once
 (:mod:`tidemq.broker.replication.metadata_push`). Logical-queue mappings reach the
 other broker groups through the logical-queue sync all brokers run, and a replica from
@@ -107,6 +112,18 @@ def _examine(offsets: OffsetManager, table: dict[str, dict[int, int]]
     """Whether ``table`` differs from the replica's offsets, and its index (on a
     thread: ``table`` is held by nothing else yet)."""
     return offsets.differs(table), index_of(table)
+
+
+def _marks(body: bytes) -> dict[str, int]:
+    """GET_DELETED_TOPICS's body; ``ValueError`` when it is not one."""
+    try:
+        table = json.loads(body)["topics"]
+        marks = {str(topic): offset for topic, offset in table.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"GET_DELETED_TOPICS: not a table of marks ({exc!r})") from None
+    if not all(type(offset) is int and offset >= 0 for offset in marks.values()):
+        raise ValueError("GET_DELETED_TOPICS: a mark is not a commit-log offset")
+    return marks
 
 
 def _lmq_tombstones_to_take(lmq: LmqStore, body: bytes
@@ -245,14 +262,24 @@ class MetadataSync:
         ctx = self.ctx
         wrapper, differ, gone = await asyncio.to_thread(
             _copied_topics, ctx.topics, await self._read(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
+        marks = await self._deletion_marks(addr)  # read after the table: a topic gone
+        # from it has its mark here (but for a mark the master's retention dropped)
         changed = False
         with ctx.topics.file.deferred():  # written once, on a thread, by topics_changed
             for tc in differ:
                 changed |= ctx.topics.upsert(tc)
             deleted = [name for name in gone if ctx.topics.delete(name)]
-        if deleted:  # deleted on the master: their queues go, as there (on a thread: the
-            # deletion is written to disk, and the loop serves on meanwhile)
-            await asyncio.to_thread(ctx.store.delete_topics, deleted)
+        if marks:  # deleted where the master deleted them (on a thread: written to disk,
+            # queues cut and written again, and the loop serves on meanwhile)
+            batch_cq = ctx.topics.batch_cq
+            for name in marks:  # the queue type of the topic created again, if it was
+                ctx.store.set_batch_topic(name, name in batch_cq)
+            for name in await asyncio.to_thread(ctx.store.adopt_topic_deletions, marks):
+                log.info("topic %s deleted below commit-log offset %d, as on master %s",
+                         name, marks[name], addr)
+        if unmarked := [name for name in deleted if name not in marks]:
+            # deleted on a master that sends no marks: their queues go, here and now
+            await asyncio.to_thread(ctx.store.delete_topics, unmarked)
         if changed or deleted:
             ctx.topics_changed()
         await copy_mappings(ctx.client, addr, wrapper, ctx.logical, self.on_mapping)
@@ -288,6 +315,17 @@ class MetadataSync:
             await self._lmq(addr)
         self.syncs += 1
         self.synced.set()
+
+    async def _deletion_marks(self, addr: str) -> dict[str, int]:
+        """The master's topic-deletion marks (GET_DELETED_TOPICS): per topic, the log
+        offset its deletion began at; none from a master that does not serve them."""
+        resp = await self.ctx.client.request(addr, RemotingCommand.request(
+            RequestCode.GET_DELETED_TOPICS), 10.0)
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return {}  # a RocketMQ master, or an older TideMQ one
+        if resp.code != ResponseCode.SUCCESS:
+            raise TideMQError(f"GET_DELETED_TOPICS: answer {resp.code} {resp.remark}")
+        return _marks(resp.full_body())
 
     async def _lmq_page(self, addr: str, kind: str, after: list[str] | None
                         ) -> bytes | None:

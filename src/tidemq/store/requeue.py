@@ -1,0 +1,64 @@
+"""Queue entries again for the records of deleted topics that lie above their marks.
+
+A replica learns a deletion from its master some time after its log holds the
+deletion's offset: by then the records of the topic created again with the name (above
+the master's mark) may be dispatched here into the old topic's queues -- at slots the
+old messages hold, so some were skipped as present. Once those queues are removed, the
+records of the new topic that this log holds get their entries again, from the log, in
+queues that start where the master's did. The caller holds the append lock and no
+dispatch round runs meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tidemq.store.commitlog import CommitLog
+from tidemq.store.dispatch import DispatchBatch, apply_batches
+from tidemq.store.log_scan import End, walk
+from tidemq.store.queues import ConsumeQueueSet
+from tidemq.store.recovery import dispatch_batch_for
+
+__all__ = ["requeue_above_marks"]
+
+#: Records written to their queues at a time.
+CHUNK = 4096
+
+
+def requeue_above_marks(commitlog: CommitLog, queues: ConsumeQueueSet,
+                        marks: Mapping[str, int], dispatched: int
+                        ) -> set[tuple[str, int]]:
+    """Write the queue entries of the records of ``marks``' topics at or above their
+    mark and below ``dispatched`` (their LMQ entries and index keys are there already);
+    returns the queues of those topics that hold a record above the mark anywhere in the
+    log, dispatched or not."""
+    end = commitlog.max_offset
+    first = max(min(marks.values()), commitlog.min_offset)
+    found: set[tuple[str, int]] = set()
+    if first >= end:
+        return found
+    batches: list[DispatchBatch] = []
+    for step in walk(commitlog.segments, first, check_crc=False):
+        if isinstance(step, End):
+            break
+        if type(step) is not tuple:
+            continue  # damaged: recovery left it as it is, and so does this
+        offset, rec = step
+        if offset >= end:
+            break
+        mark = marks.get(rec.topic)
+        if mark is None or offset < mark:
+            continue
+        found.add((rec.topic, rec.queue_id))
+        if offset + rec.total_size > dispatched:
+            continue  # the dispatcher takes it, into the queue started here
+        batch = dispatch_batch_for(rec, offset)
+        if batch is not None:
+            batch.lmq, batch.keys = None, None
+            batches.append(batch)
+            if len(batches) >= CHUNK:
+                apply_batches(queues, None, batches)
+                batches.clear()
+    if batches:
+        apply_batches(queues, None, batches)
+    return found

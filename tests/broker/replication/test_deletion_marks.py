@@ -13,12 +13,16 @@ from pathlib import Path
 
 from tests.broker import wire
 from tests.broker.replication.test_group import caught_up
-from tests.broker.wire import Peer
+from tests.broker.replication.test_metadata_push import pair, until
+from tests.broker.wire import Peer, dispatched
 from tests.store.conftest import records
 
 from tidemq.broker.app import BrokerApp
 from tidemq.codec.command import RequestCode
 from tidemq.inprocess import Cluster
+from tidemq.store.append import MessageInput
+
+__all__ = ["pair"]  # fixture
 
 STORE = {"mapped_file_size_commit_log": 64 * 1024}
 
@@ -102,3 +106,28 @@ async def test_a_replica_lagging_the_deletion_holds_no_old_message_once_elected(
         await elect(replica, master)
         assert replica.topics.get("T") is None  # nothing of the old topic is adopted
         assert "T" not in replica.store.topics()
+
+
+async def test_an_elected_replica_serves_the_topic_created_again_from_the_master_s_offsets(
+        pair: tuple[BrokerApp, BrokerApp]) -> None:
+    """Controller mode: the deletion and the creation reach the replica with the
+    master's notices; the controller elects it when the master stops, and the topic
+    created again goes on from the master's offsets, without an old message."""
+    master, replica = pair
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(wire.create_topic("T", 1))
+        for i in range(3):
+            await peer.ok(wire.send("T", b"old%d" % i))
+        await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="T"))
+        await peer.ok(wire.create_topic("T", 1))
+        await peer.ok(wire.send("T", b"new0"))
+    await caught_up(master, replica)
+    assert replica.store.topic_deletion_marks() == master.store.topic_deletion_marks()
+    await master.stop()
+    await until(lambda: replica.role.is_master)
+    async with Peer(replica.broker_addr) as peer:
+        assert [m.body for m in await peer.messages("T")] == [b"new0"]
+    # a put of the new master (alone in its group, a send waits for a replica in vain)
+    assert replica.store.put("T", 0, MessageInput(b"new1")).queue_offset == 1
+    await dispatched(replica)
+    assert bodies(replica, "T") == [b"new0", b"new1"]

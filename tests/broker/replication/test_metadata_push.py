@@ -93,8 +93,11 @@ async def test_a_change_is_on_the_replica_when_it_is_answered(
         await peer.ok(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                               body=group))
         assert replica.subscription_groups.groups["fresh-group"]["retryMaxTimes"] == 5
+        await peer.ok(wire.send("Fresh", b"m"))
         await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Fresh"))
         assert replica.topics.get("Fresh") is None
+        mark = master.store.topic_deletion_marks()["Fresh"]  # where the master deleted it
+        assert replica.store.topic_deletion_marks() == {"Fresh": mark}
 
 
 async def test_a_logical_queue_mapping_is_on_the_replica_when_it_is_answered(

@@ -194,6 +194,21 @@ async def test_a_batch_of_sends_is_stored_as_its_messages(producer: Producer,
             assert stored.properties.get("TAGS") == msg.properties.get("TAGS")
 
 
+async def test_a_cancelled_future_leaves_the_others_of_its_batch_their_results(
+        producer: Producer) -> None:
+    """The messages of a batch of send()'s futures get their results together; one whose
+    future its caller cancelled meanwhile is still sent, and the others still learn their
+    own places."""
+    async with AutoBatchProducer(producer, linger_ms=0) as batcher:
+        futures = [await batcher.send(m) for m in bodies(5)]
+        futures[2].cancel()
+        await asyncio.wait(futures)
+    assert futures[2].cancelled()
+    offsets = [f.result().queue_offset for i, f in enumerate(futures) if i != 2]
+    assert offsets == [0, 1, 3, 4]
+    assert len({f.result().msg_id for i, f in enumerate(futures) if i != 2}) == 4
+
+
 async def test_linger_holds_a_lone_message_until_flush(producer: Producer) -> None:
     spy = Spy(producer)
     batcher = AutoBatchProducer(producer, linger_ms=60_000)

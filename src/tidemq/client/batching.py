@@ -811,7 +811,8 @@ def _resolve(batch: _Batch, result: SendResult, keys: Sequence[str]) -> None:
     """Each message's own result from its batch's -- its key, its offset, its record id
     (:mod:`~tidemq.client.batch_results`) -- for those who wait for it (a batch produced
     without callbacks makes none), handed out in one loop; a batch of callbacks alone is
-    called in a loop in C. The results are made :data:`_RESULTS_AT_ONCE` at a time, so
+    called in a loop in C, and a batch of send()'s futures alone (none cancelled) set in
+    one. The results are made :data:`_RESULTS_AT_ONCE` at a time, so
     those nobody keeps are gone before the next ones are made: the garbage collector,
     which runs after so many more objects were made than freed, is not woken by them."""
     waiters = batch.waiters
@@ -823,11 +824,18 @@ def _resolve(batch: _Batch, result: SendResult, keys: Sequence[str]) -> None:
                          result.transaction_id, keys, record_ids(result.offset_msg_id, n))
     callbacks_alone = not silent and not batch.futures
     future = asyncio.Future
+    futures = cast("list[asyncio.Future[SendResult]]", waiters)
+    futures_alone = (batch.futures and not silent
+                     and all(map(operator.is_, map(type, waiters), repeat(future)))
+                     and not any(map(_done, futures)))
     for start in range(0, n, _RESULTS_AT_ONCE):
         stop = min(start + _RESULTS_AT_ONCE, n)
         results = message_results(answer, start, stop)
         if callbacks_alone:
             _call_all(waiters[start:stop], results)  # type: ignore[arg-type]
+            continue
+        if futures_alone:
+            _SINK.extend(map(_set_result, futures[start:stop], results))
             continue
         for waiter, one in zip(waiters[start:stop], results, strict=True):
             if waiter is None:
@@ -841,6 +849,10 @@ def _resolve(batch: _Batch, result: SendResult, keys: Sequence[str]) -> None:
 
 #: Results made at once: under the garbage collector's first threshold (700 by default).
 _RESULTS_AT_ONCE = 256
+#: What runs a ``map`` to its end, keeping nothing.
+_SINK: collections.deque[None] = collections.deque(maxlen=0)
+_done = asyncio.Future.done
+_set_result = asyncio.Future.set_result
 
 
 def _call_all(callbacks: list[DeliveryCallback], results: list[SendResult]) -> None:

@@ -8,11 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidemq.client.pull import PullResult, read_pull_response
+from tidemq.client.pull import PullResult, _offsets, read_pull_response
 from tidemq.client.queue_state import QueueState
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand
+from tidemq.codec.headers import PullMessageResponseHeader
 from tidemq.codec.message import decode_messages
+from tidemq.errors import TideMQError
 from tidemq.formats.batch import encode_batch
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import encode_record, pack_host
@@ -107,3 +109,27 @@ def test_queue_state_buffer_takes_slices_in_order() -> None:
     state.add(msgs[:2])
     state.reset(9)
     assert (state.position, state.buffered) == (9, 0)
+
+
+_EDGES = (2**63 - 1, 2**63, -(2**63), -(2**63) - 1)
+_NUMBER = st.one_of(st.integers(-(2**64), 2**64).map(str), st.sampled_from(_EDGES).map(str),
+                    st.sampled_from(["007", "-0", "+1", " 1", "1.0", "", "x"]))
+_KEYS = ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId")
+
+
+@settings(max_examples=300)
+@given(st.fixed_dictionaries(dict.fromkeys(_KEYS, _NUMBER), optional={"other": st.just("1")}),
+       st.sets(st.sampled_from(_KEYS), max_size=1))
+def test_offsets_read_as_the_header_schema_reads_them(ext: dict[str, str],
+                                                      missing: set[str]) -> None:
+    """The canonical-text shortcut of a pull response's offsets gives what the header
+    schema gives, and whatever the schema refuses reaches it."""
+    for key in missing:
+        del ext[key]
+    try:
+        header = PullMessageResponseHeader.from_ext(ext)
+    except TideMQError as exc:
+        with pytest.raises(type(exc)):
+            _offsets(ext)
+        return
+    assert _offsets(ext) == (header.next_begin_offset, header.min_offset, header.max_offset)

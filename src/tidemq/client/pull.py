@@ -214,6 +214,9 @@ def _head(response: RemotingCommand, address: str) -> tuple[PullStatus, int, int
     return status, nxt, low, high
 
 
+_MIN64, _MAX64 = INT64
+
+
 def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:
     """``nextBeginOffset``, ``minOffset``, ``maxOffset``: straight from their canonical
     text, else through the header schema (its errors, Java's parsing rules)."""
@@ -221,9 +224,11 @@ def _offsets(ext: dict[str, str]) -> tuple[int, int, int]:
         nxt, low, high = ext["nextBeginOffset"], ext["minOffset"], ext["maxOffset"]
         suggest = ext[_SUGGEST]
         values = int(nxt), int(low), int(high)
+        hint = int(suggest)
         if (len(ext) == 4 and str(values[0]) == nxt and str(values[1]) == low
-                and str(values[2]) == high and str(int(suggest)) == suggest
-                and all(INT64[0] <= v <= INT64[1] for v in (*values, int(suggest)))):
+                and str(values[2]) == high and str(hint) == suggest
+                and min(values) >= _MIN64 and max(values) <= _MAX64
+                and _MIN64 <= hint <= _MAX64):
             return values
     except (KeyError, ValueError):
         pass

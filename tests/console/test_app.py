@@ -275,3 +275,35 @@ async def test_the_topic_list_names_a_broker_it_could_not_read(tmp_path: Path) -
             await sick.stop()
             again = await http.get("/topics")
             assert 'id="unread-brokers"' not in again.text
+
+
+async def test_a_topic_on_a_broker_that_cannot_be_read_is_no_missing_topic(
+        tmp_path: Path) -> None:
+    """A topic page whose only holder does not answer says which broker could not be
+    read (502), not that no broker has the topic (404)."""
+    def refuse(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "topic table unreadable (injected)")
+
+    async with Cluster(tmp_path, brokers=0) as cluster:
+        bc, sc = cluster.broker_config(0)
+        sick = BrokerApp(bc, sc, interceptors=[
+            Check(refuse, codes=[RequestCode.GET_ALL_TOPIC_CONFIG])])
+        await sick.start()
+        cluster.brokers.append(sick)
+        await registered(cluster)
+        async with ConsoleServer(cluster.namesrv_addr, port=0) as web:
+            page = await Http(web.url).get("/topics/Held")
+            assert page.status == 502, page.text[-1500:]
+            assert bc.broker_name in page.text and "topic table unreadable" in page.text
+
+
+async def test_with_no_broker_registered_the_lists_say_so(tmp_path: Path) -> None:
+    """No broker registered (the only one stopped): the topic and group lists say that,
+    not "No topics yet, create one"."""
+    async with Cluster(tmp_path, brokers=0) as cluster, \
+            ConsoleServer(cluster.namesrv_addr, port=0) as web:
+        http = Http(web.url)
+        for path in ("/topics", "/groups"):
+            page = await http.get(path)
+            assert page.status == 200 and 'id="no-brokers"' in page.text, path
+            assert "No topics yet" not in page.text

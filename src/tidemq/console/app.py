@@ -301,7 +301,7 @@ async def topics_page(console: Console, request: Request) -> StarletteResponse:
         if not isinstance(st, BaseException):
             row["messages"], row["put_tps"] = st.messages, st.put_tps
     return console.page("topics", request, title="Topics", topics=listing.rows,
-                        listing=listing, show_system=show_system,
+                        listing=listing, show_system=show_system, no_brokers=not masters,
                         clusters=sorted(info.cluster_addr_table),
                         unread=sorted(unread.items()))
 
@@ -313,10 +313,15 @@ def _perm(perm: int) -> str:
 async def topic_page(console: Console, request: Request) -> StarletteResponse:
     admin = console.admin
     topic = request.path_params["topic"]
-    masters, wrappers = await _configs(admin)
+    masters, wrappers, unread = await _read_configs(admin)
     by_addr = {addr: name for name, addr in masters.items()}
     configs = [(by_addr[a], w.topic_config_table[topic]) for a, w in sorted(wrappers.items())
                if topic in w.topic_config_table]
+    if not configs and unread:
+        return console.page("error", request, 502, title=f"Topic {topic}",
+                            error=f"no broker that could be read has a topic named {topic!r}; "
+                                  "these could not be read: "
+                                  + "; ".join(f"{n} ({why})" for n, why in sorted(unread.items())))
     if not configs:
         return console.page("error", request, 404, title=f"Topic {topic}",
                             error=f"no broker has a topic named {topic!r}")
@@ -528,8 +533,8 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
     """Every group with a subscription-group config or stored offsets on some master:
     a Spark query's group has only the latter."""
     admin = console.admin
-    configs, committed = await asyncio.gather(monitor.subscription_groups(admin),
-                                              monitor.committed_groups(admin))
+    masters, configs, committed = await asyncio.gather(
+        admin.masters(), monitor.subscription_groups(admin), monitor.committed_groups(admin))
     listing = page_of(sorted(set(configs) | set(committed)), request.query_params, str)
     names = listing.rows
     stats, online = await asyncio.gather(
@@ -550,7 +555,8 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
                      "enabled": (bool(configs[name].get("consumeEnable", True))
                                  if configured else None)})
     return console.page("groups", request, title="Consumer groups", groups=rows,
-                        listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP)
+                        listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP,
+                        no_brokers=not masters)
 
 
 async def _spark_hint(admin: AdminClient, group: str) -> bool:

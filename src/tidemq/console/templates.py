@@ -218,6 +218,7 @@ The topics below miss what these brokers hold (their queues, or topics only they
 </tbody></table>
 {% include "list-pager" %}
 {% elif listing.query %}<div class="empty" id="no-match"><b>No topic matches {{ listing.query }}</b>{{ listing.listed }} listed in all.</div>
+{% elif no_brokers %}{% include "no-brokers" %}
 {% else %}<div class="empty"><b>No topics yet</b>Create one with the form above.</div>{% endif %}
 {% endblock %}"""
 
@@ -326,6 +327,10 @@ GROUP_FORM = """<form class="inline" method="post" action="/groups" id="{{ form_
 {% endif %}{% endfor %}
  <button type="submit">{{ button }}</button></fieldset></form>"""
 
+NO_BROKERS = """<div class="empty" id="no-brokers"><b>No broker is registered with the name server</b>
+The list comes from the master brokers, and none is registered now: a broker that stopped or lost its
+connection is left out until it registers again. See the <a href="/cluster">cluster</a>.</div>"""
+
 LIST_FILTER = """<form class="inline" method="get" id="list-filter"><fieldset class="controls">
 {% for k, v in listing.keep %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
  <label>Name contains <input name="q" value="{{ listing.query }}" placeholder="part of a name"></label>
@@ -368,6 +373,7 @@ GROUPS = """{% extends "layout" %}{% block content %}
 or one with stored offsets, no group config and nobody online, which is how a Spark query's
 group looks to the brokers.</p>
 {% elif listing.query %}<div class="empty" id="no-match"><b>No group matches {{ listing.query }}</b>{{ listing.listed }} listed in all.</div>
+{% elif no_brokers %}{% include "no-brokers" %}
 {% else %}<div class="empty"><b>No consumer groups</b>A group appears once one of its consumers
 has sent a heartbeat to a broker or stored an offset.</div>{% endif %}
 {% endblock %}"""
@@ -621,6 +627,7 @@ _ENV = jinja2.Environment(
         "topic": TOPIC, "topic-messages": TOPIC_MESSAGES, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
         "list-filter": LIST_FILTER, "list-pager": LIST_PAGER, "group-form": GROUP_FORM,
+        "no-brokers": NO_BROKERS,
         "login": LOGIN,
     }),
     autoescape=True,

@@ -14,6 +14,7 @@ ELSEWHERE = frozenset({
     "createUser", "updateUser", "deleteUser", "getUser", "listUser",
     "createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl",
     "cleanBrokerMetadata", "electMaster", "getBrokerEpoch", "getControllerMetaData",
+    "getControllerConfig", "updateControllerConfig",
     "getSyncStateSet",
     "updateLogicalQueueMapping", "deleteLogicalQueueMapping", "queryLogicalQueueMapping",
     "migrateLogicalQueue", "updateLogicalQueueNum",

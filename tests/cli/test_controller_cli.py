@@ -158,3 +158,38 @@ def test_get_sync_state_set_with_an_interval_prints_until_interrupted(
     result = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs, "-i", "2"])
     assert result.exit_code == 130
     assert naps == [2, 2, 2] and result.stdout.count("broker-a: master") == 3
+
+
+def test_get_and_update_controller_config(group: tuple[str, Brokers]) -> None:
+    addrs, _ = group
+    first = addrs.split(";")[0]
+    got = admin("getControllerConfig", "-a", addrs)
+    assert list(got) == addrs.split(";")
+    assert got[first]["controllerBrokerHeartbeatTimeout"] == str(LONG_LEASE_MS)
+    assert got[first]["enableElectUncleanMaster"] == "false"
+    assert got[first]["controllerRaftSelfId"] == "n0"
+    table = runner.invoke(app, ["admin", "getControllerConfig", "-a", first])
+    assert table.exit_code == 0
+    lines = [line.split() for line in table.stdout.splitlines()]
+    assert lines[0] == [f"============{first}============"]
+    assert ["enableElectUncleanMaster", "=", "false"] in lines
+
+    out = admin("updateControllerConfig", "-a", addrs, "-k", "enableElectUncleanMaster",
+                "-v", "true")
+    assert out == {"controllers": addrs.split(";"), "key": "enableElectUncleanMaster",
+                   "value": "true"}
+    try:
+        after = admin("getControllerConfig", "-a", addrs)
+        assert {c["enableElectUncleanMaster"] for c in after.values()} == {"true"}
+    finally:
+        said = runner.invoke(app, ["admin", "updateControllerConfig", "-a", addrs, "-k",
+                                   "enableElectUncleanMaster", "-v", "false"])
+    assert said.exit_code == 0
+    assert said.stdout.splitlines() == [
+        f"update controller config success![{', '.join(addrs.split(';'))}]",
+        "enableElectUncleanMaster : false"]
+    fixed = admin("updateControllerConfig", "-a", first, "-k", "controllerRaftPeers", "-v",
+                  "n0-127.0.0.1:1", code=1)
+    assert "controllerRaftPeers cannot change while the controller runs" in fixed
+    assert "INVALID_PARAMETER" in fixed
+    assert admin("getControllerConfig", "-a", first)[first] == got[first]

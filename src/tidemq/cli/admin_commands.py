@@ -37,7 +37,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "auth": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl",
              "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl"),
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",
-                   "getControllerMetaData", "cleanBrokerMetadata"),
+                   "getControllerMetaData", "cleanBrokerMetadata", "getControllerConfig",
+                   "updateControllerConfig"),
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
     "admin_lists": ("updateTopicList", "updateSubGroupList"),
 }

@@ -11,6 +11,8 @@ operation                            requests
 :meth:`replica_info`                 1004 CONTROLLER_GET_REPLICA_INFO at the leader
 :meth:`elect_master`                 1002 CONTROLLER_ELECT_MASTER (designated) at the leader
 :meth:`clean_broker_metadata`        1011 CLEAN_BROKER_DATA at the leader
+:meth:`config`                       1010 GET_CONTROLLER_CONFIG at one controller
+:meth:`update_config`                1009 UPDATE_CONTROLLER_CONFIG at one controller
 :func:`broker_epoch_cache`           1007 GET_BROKER_EPOCH_CACHE at a broker
 ===================================  =================================================
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from tidemq.codec.bodies import decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -43,6 +45,7 @@ from tidemq.codec.controller import (
     encode_broker_names,
 )
 from tidemq.errors import BrokerResponseError, ResponseCode, TideMQError, error_for_code
+from tidemq.formats.javaprops import parse_properties, properties_text
 
 __all__ = ["LEADER_WAIT", "ControllerAdmin", "ControllerMetadata", "broker_epoch_cache"]
 
@@ -84,6 +87,25 @@ class ControllerAdmin:
         return ControllerMetadata(address, header.group, header.controller_leader_id,
                                   header.controller_leader_address, header.is_leader,
                                   header.peers)
+
+    async def config(self, address: str) -> dict[str, str]:
+        """Every key of the controller at ``address`` with its current value (secrets
+        masked)."""
+        response = _check(await self._request(address, RemotingCommand.request(
+            RequestCode.GET_CONTROLLER_CONFIG)), address)
+        try:
+            text = response.full_body().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, f"config from {address} is not "
+                                 f"UTF-8: {exc}", address=address) from None
+        return dict(sorted(parse_properties(text).items()))
+
+    async def update_config(self, address: str, changes: Mapping[str, str]) -> None:
+        """Change run-time keys of the controller at ``address``; a key that cannot change
+        while it runs is refused (INVALID_PARAMETER naming it)."""
+        body = properties_text(changes).encode("utf-8")
+        _check(await self._request(address, RemotingCommand.request(
+            RequestCode.UPDATE_CONTROLLER_CONFIG, body=body)), address)
 
     async def leader(self) -> str:
         """The leader's request address, asking each controller in turn until one knows."""

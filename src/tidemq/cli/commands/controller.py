@@ -1,5 +1,6 @@
 """``tidemq admin getSyncStateSet`` / ``getBrokerEpoch`` / ``electMaster`` /
-``getControllerMetaData`` / ``cleanBrokerMetadata``: controller mode, with mqadmin's
+``getControllerMetaData`` / ``cleanBrokerMetadata`` / ``getControllerConfig`` /
+``updateControllerConfig``: controller mode, with mqadmin's
 names and flags (``-a`` the controllers' addresses, ``;``-separated; ``-c`` cluster;
 ``--bn`` broker name where mqadmin's ``-b`` is a broker id). Requests go to the leading
 controller, found by asking the ones given; ``getBrokerEpoch`` asks the brokers the name
@@ -43,6 +44,8 @@ def register(app: typer.Typer) -> None:
     app.command("electMaster")(elect_master)
     app.command("getControllerMetaData")(get_controller_metadata)
     app.command("cleanBrokerMetadata")(clean_broker_metadata)
+    app.command("getControllerConfig")(get_controller_config)
+    app.command("updateControllerConfig")(update_controller_config)
 
 
 def _controllers(admin: AdminClient, addresses: str) -> ControllerAdmin:
@@ -229,3 +232,54 @@ def clean_broker_metadata(
 def _bool(value: bool) -> str:
     """A flag as mqadmin prints it (Java's ``true``/``false``)."""
     return "true" if value else "false"
+
+
+def _addresses(controllers: str) -> list[str]:
+    addrs = [a.strip() for a in controllers.replace(",", ";").split(";") if a.strip()]
+    if not addrs:
+        raise typer.BadParameter("names no controller", param_hint="-a")
+    return addrs
+
+
+def get_controller_config(controllers: Controllers, namesrv: Namesrv = DEFAULT_NAMESRV,
+                          json_out: JsonFlag = False) -> None:
+    """Every key of each controller with its current value."""
+    addrs = _addresses(controllers)
+
+    async def read(admin: AdminClient) -> dict[str, dict[str, str]]:
+        ctl = ControllerAdmin(admin.instance.request, addrs)
+        return {a: await ctl.config(a) for a in addrs}
+
+    by_addr = run_admin(namesrv, read)
+    if json_out:
+        emit_json(by_addr)
+        return
+    out = console_out()
+    for addr, props in by_addr.items():
+        out.print(f"============{addr}============", markup=False)
+        for key, value in props.items():
+            out.print(f"{key:<50s}=  {value}", markup=False, soft_wrap=True)
+
+
+def update_controller_config(
+    controllers: Controllers,
+    key: Annotated[str, typer.Option("-k", "--key", help="Config key.")],
+    value: Annotated[str, typer.Option("-v", "--value", help="Config value.")],
+    namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
+) -> None:
+    """Change a key that can change while the controllers run (until they restart);
+    others are refused."""
+    addrs = _addresses(controllers)
+
+    async def update(admin: AdminClient) -> None:
+        ctl = ControllerAdmin(admin.instance.request, addrs)
+        for addr in addrs:
+            await ctl.update_config(addr, {key: value})
+
+    run_admin(namesrv, update)
+    if json_out:
+        emit_json({"controllers": addrs, "key": key, "value": value})
+        return
+    # mqadmin prints the controllers as a Java list: [host:port, host:port]
+    console_out().print(f"update controller config success![{', '.join(addrs)}]\n"
+                        f"{key} : {value}", markup=False)

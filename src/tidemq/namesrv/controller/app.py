@@ -63,9 +63,10 @@ from tidemq.codec.controller import (
 )
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
-from tidemq.errors import RemoteProtocolError, ResponseCode
+from tidemq.errors import ConfigError, RemoteProtocolError, ResponseCode
+from tidemq.formats.javaprops import describe, parse_properties, properties_text
 from tidemq.namesrv.auth_mirror import AuthMirror
-from tidemq.namesrv.controller import decide
+from tidemq.namesrv.controller import decide, runtime_config
 from tidemq.namesrv.controller.config import ControllerConfig
 from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
 from tidemq.namesrv.controller.events import AnnounceController
@@ -161,6 +162,8 @@ class ControllerApp:
             RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: self._sync_state_data,
             RequestCode.CONTROLLER_GET_METADATA_INFO: self._metadata,
             RequestCode.BROKER_HEARTBEAT: self._heartbeat,
+            RequestCode.GET_CONTROLLER_CONFIG: self._get_config,
+            RequestCode.UPDATE_CONTROLLER_CONFIG: self._update_config,
         }
         return {int(code): _guarded(handler) for code, handler in table.items()}
 
@@ -274,9 +277,8 @@ class ControllerApp:
     # ------------------------------------------------------------------ the lease watcher
 
     async def _watch_forever(self) -> None:
-        interval = self.config.controller_scan_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while True:  # the interval read each time: it changes at run time
+            await asyncio.sleep(self.config.controller_scan_interval / 1000)
             try:
                 await self.watch_once()
             except Exception:  # a bug here must not stop failover for good
@@ -438,6 +440,27 @@ class ControllerApp:
             controller_leader_address=self.leader_address(),
             is_leader=self.is_leader, peers=self.config.controller_raft_peers)
         return cmd.response(ext_fields=header.to_ext())
+
+    async def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        props = dict(sorted(describe(ControllerConfig, self.config).items()))
+        return cmd.response(body=properties_text(props).encode("utf-8"))
+
+    async def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Change the keys of :data:`~tidemq.namesrv.controller.runtime_config.RUNTIME_KEYS`
+        until the controller restarts; another key is refused, naming it."""
+        try:
+            changes = parse_properties(bytes(cmd.body).decode("utf-8"))
+            new = runtime_config.plan_update(self.config, changes)
+        except UnicodeDecodeError as exc:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                f"the body is not UTF-8 properties text: {exc}")
+        except ConfigError as exc:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
+        self.config = new
+        self.heartbeats.default_timeout_ms = new.controller_broker_heartbeat_timeout
+        log.info("controller config updated by %s until restart: %s", conn.remote_address,
+                 ", ".join(sorted(changes)))
+        return cmd.response()
 
     def _leader_id(self) -> str | None:
         """The id (in ``controllerRaftPeers``) of the Raft leader this controller knows."""

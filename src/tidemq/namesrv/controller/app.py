@@ -181,7 +181,8 @@ class ControllerApp:
         if config.raft_exposed:
             log.warning("the controller's Raft port %s is reachable from other machines and "
                         "its traffic is neither encrypted nor authenticated: anyone who "
-                        "reaches it can read the replicated state and take part in its "
+                        "reaches it can run code in this process (PySyncObj unpickles what "
+                        "it receives), read the replicated state and take part in its "
                         "elections; set controllerRaftPassword (the same on every "
                         "controller), or keep the Raft ports on a private network",
                         config.raft_address)

@@ -10,9 +10,12 @@ The steps, each on disk before the next begins:
 4. the store removes the topic's queues and marks the deletion finished.
 
 The topic leaves the table in memory first, so that no send after the mark stores
-a message of the old topic. A process that stops before step 1 is on disk leaves the topic
-whole; one that stops after it leaves steps 2-4 to the next start
-(:func:`finish_pending`), as Kafka marks a topic deleted first and removes its files after.
+a message of the old topic; until the deletion is answered a send does not create it
+again (TOPIC_NOT_EXIST) nor does an admin request (SYSTEM_ERROR), so that no message is
+stored above the mark into queues the deletion then removes or leaves behind. A process
+that stops before step 1 is on disk leaves the topic whole; one that stops after it
+leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka marks a topic
+deleted first and removes its files after.
 """
 
 from __future__ import annotations
@@ -33,20 +36,24 @@ async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
     old = topics.get(topic)
     if old is None:
         return False
-    with topics.file.deferred():  # written in step 2
-        topics.delete(topic)
+    topics.deleting.add(topic)
     try:
-        await asyncio.to_thread(ctx.store.begin_delete_topic, topic)
-    except BaseException:
-        with topics.file.deferred():  # nothing is removed: the topic stays as it is
-            topics.upsert(old)
-        raise
-    await asyncio.to_thread(topics.file.write_pending)
-    ctx.offsets.delete_topic(topic)
-    await asyncio.to_thread(ctx.offsets.persist)
-    ctx.pulled.forget(topic=topic)
-    await asyncio.to_thread(ctx.store.delete_topic, topic)
-    ctx.stats.forget_topic(topic)
+        with topics.file.deferred():  # written in step 2
+            topics.delete(topic)
+        try:
+            await asyncio.to_thread(ctx.store.begin_delete_topic, topic)
+        except BaseException:
+            with topics.file.deferred():  # nothing is removed: the topic stays as it is
+                topics.upsert(old)
+            raise
+        await asyncio.to_thread(topics.file.write_pending)
+        ctx.offsets.delete_topic(topic)
+        await asyncio.to_thread(ctx.offsets.persist)
+        ctx.pulled.forget(topic=topic)
+        await asyncio.to_thread(ctx.store.delete_topic, topic)
+        ctx.stats.forget_topic(topic)
+    finally:
+        topics.deleting.discard(topic)
     return True
 
 

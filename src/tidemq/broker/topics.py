@@ -104,6 +104,10 @@ class TopicManager:
         #: The topics whose queues are BatchConsumeQueues (``queue.type=BatchCQ``), kept
         #: with the table: telling the store of them walks these, not every topic.
         self.batch_cq: set[str] = set()
+        #: Topics whose deletion is under way (:mod:`tidemq.broker.topic_deletion`): no
+        #: send creates them again meanwhile, so none is stored above the deletion's mark
+        #: into queues the deletion then removes.
+        self.deleting: set[str] = set()
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
         #: When ``topics.json`` is written: at once after a change, or on a thread after
@@ -211,7 +215,10 @@ class TopicManager:
         return True
 
     def create_on_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
-        """Auto-create ``topic`` from an INHERIT template such as TBW102 (remoting.md §2.7)."""
+        """Auto-create ``topic`` from an INHERIT template such as TBW102 (remoting.md §2.7);
+        ``None`` while its deletion is under way."""
+        if topic in self.deleting:
+            return None
         if topic.startswith(RETRY_PREFIX) or topic.startswith(DLQ_PREFIX):
             tc = TopicConfig(topic_name=topic, read_queue_nums=1, write_queue_nums=1,
                              perm=PERM_READ | PERM_WRITE)

@@ -105,6 +105,10 @@ class AdminProcessor:
         why = validate_topic(topic)
         if why is not None:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, why)
+        if topic in self.ctx.topics.deleting:
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"topic[{topic}] is being deleted; create it again once "
+                                 "its deletion is answered")
         if new.read_queue_nums < 1 or new.write_queue_nums < 1:
             raise error_for_code(ResponseCode.INVALID_PARAMETER, "queue numbers must be >= 1")
         if new.read_queue_nums > 1024 or new.write_queue_nums > 1024:

@@ -4,6 +4,7 @@ value axis, and both axes are labelled (time and values)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -64,6 +65,10 @@ def test_a_caught_up_groups_lag_chart_reads_zero(standalone: Standalone, browser
     assert "messages behind" in labels(browser, "#lag-chart .ytitle")
     times = labels(browser, "#lag-chart .xtick")
     assert times and all(len(t.split(":")) == 3 for t in times), times
+    browser.wait_for("document.getElementById('chart-note').textContent.includes('updated')")
+    note = browser.text("#chart-note")
+    assert re.fullmatch(r"\(refreshes every 2 s; updated \d\d:\d\d:\d\d\)", note), \
+        f"{note!r}: the update time reads as the axis's clock times do"
 
 
 def test_a_topics_rate_chart_draws_put_and_get_over_time(standalone: Standalone,

@@ -449,7 +449,7 @@ offsets in its checkpoint: resetting the brokers' copy does not change what it r
       document.getElementById("group-lag").textContent = String(data.lag);
       document.getElementById("group-tps").textContent = data.consumeTps.toFixed(1);
       document.getElementById("chart-note").textContent = "(refreshes every 2 s; updated " +
-        new Date(data.ts).toLocaleTimeString() + ")";
+        clock(data.ts) + ")";
       draw(data.history);
       rows(data.queues);
     }).catch(function (e) {
@@ -558,11 +558,17 @@ LOGIN = """{% extends "layout" %}{% block content %}
 <button type="submit">Log in</button></form>
 {% endblock %}"""
 
+#: ``clock(ms)``: a time as local HH:MM:SS (the axis and the "updated" note alike).
 #: ``chart(svg, series, opts)``: lines of ``[epoch ms, value]`` points on a time axis
 #: (clock times) and a value axis whose ticks are round steps from 0 (1, 2 or 5 times a
 #: power of ten; whole numbers when ``opts.integer``). A series that is all zero has the
 #: single tick 0 and its line on the axis.
 CHART_JS = """
+function clock(ms) {
+  var d = new Date(ms);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) {
+    return (n < 10 ? "0" : "") + n; }).join(":");
+}
 function chart(svg, series, opts) {
   var NS = "http://www.w3.org/2000/svg";
   function el(name, attrs, text) {
@@ -581,11 +587,6 @@ function chart(svg, series, opts) {
     return out;
   }
   function label(v) { return opts.integer ? String(Math.round(v)) : String(+v.toPrecision(3)); }
-  function clock(ms) {
-    var d = new Date(ms);
-    return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) {
-      return (n < 10 ? "0" : "") + n; }).join(":");
-  }
   while (svg.firstChild) { svg.removeChild(svg.firstChild); }
   var W = Math.max(svg.clientWidth, 300), H = 220, L = 64, R = 14, T = 22, B = 30;
   svg.setAttribute("viewBox", "0 0 " + W + " " + H);

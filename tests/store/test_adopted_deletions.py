@@ -82,13 +82,16 @@ def test_a_mark_taken_at_any_point_of_the_copy_leaves_the_new_topic_s_messages(
         store.shutdown()
 
 
-def test_a_replica_ahead_of_the_mark_keeps_the_new_topic_from_offset_0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
+def test_a_replica_ahead_of_the_mark_keeps_the_new_topic_from_offset_0(
+        tmp_path: Path, concurrent: bool) -> None:
     """Dispatched before the mark arrived, the new topic's first records were skipped as
     present (their slots held old messages) and the rest went into the old queue; the
     mark leaves the new messages at the master's offsets."""
     wire, mark = master_log(tmp_path / "master", 30, 10)
-    with MessageStore(small_config(tmp_path / "replica",
-                                   mapped_file_size_commit_log=SEGMENT)) as store:
+    with MessageStore(small_config(
+            tmp_path / "replica", mapped_file_size_commit_log=SEGMENT,
+            enable_build_consume_queue_concurrently=concurrent)) as store:
         store.replica = True
         store.append_replicated(0, wire)
         assert store.wait_dispatched()
@@ -139,5 +142,20 @@ def test_a_stop_half_way_is_finished_by_the_next_start(tmp_path: Path) -> None:
     with MessageStore(small_config(crashed, mapped_file_size_commit_log=SEGMENT)) as store:
         assert store.pending_topic_deletions() == ["T"]
         store.delete_topics(["T"], requeue=True)
+        assert store.pending_topic_deletions() == []
+        expect_new_only(store, 10)
+
+
+def test_a_mark_left_pending_is_taken_again_with_the_next_copy(tmp_path: Path) -> None:
+    """A cut that did not happen (the dispatcher did not settle in time) leaves the mark
+    pending: the next copy of the same mark makes it, rather than taking it as held."""
+    wire, mark = master_log(tmp_path / "master", 30, 10)
+    with MessageStore(small_config(tmp_path / "replica",
+                                   mapped_file_size_commit_log=SEGMENT)) as store:
+        store.replica = True
+        store.append_replicated(0, wire)
+        assert store.wait_dispatched()
+        store.queues.deleted.adopt({"T": mark})  # written, the queues not cut
+        assert store.adopt_topic_deletions({"T": mark}) == ["T"]
         assert store.pending_topic_deletions() == []
         expect_new_only(store, 10)

@@ -564,9 +564,10 @@ class MessageStore:
         come); records above it -- the topic created again on the master -- keep theirs,
         in queues that start over where the master's did."""
         deleted, start = self.queues.deleted, self.commitlog.min_offset
+        pending = set(deleted.pending())  # a cut that failed is made again
         # a mark at or below the log's start hides nothing here (retention dropped ours)
         fresh = {t: before for t, before in marks.items()
-                 if before > start and deleted.before.get(t) != before}
+                 if before > start and (deleted.before.get(t) != before or t in pending)}
         if not fresh:
             return []
         deleted.adopt(fresh)

@@ -41,6 +41,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                    "updateControllerConfig"),
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
     "admin_lists": ("updateTopicList", "updateSubGroupList"),
+    "admin_export": ("exportConfigs", "exportMetadata", "exportMetrics"),
 }
 
 #: The modules that register commands on the home module's app, in :data:`MODULES`'

@@ -68,7 +68,8 @@ from tidemq.client import (
     monitor,
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
-from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
+from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError, TopicStats
+from tidemq.client.retry import DLQ_PREFIX
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.console.auth import (
     SAFE_METHODS,
@@ -86,6 +87,7 @@ from tidemq.console.model import (
     is_system_group,
     is_system_topic,
     offsets_only,
+    owner_group,
     parse_form,
     spark_group,
     version_name,
@@ -582,9 +584,9 @@ def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
 async def group_page(console: Console, request: Request) -> StarletteResponse:
     group = request.path_params["group"]
     admin = console.admin
-    stats, connections, configs = await asyncio.gather(
+    stats, connections, configs, dead = await asyncio.gather(
         monitor.consume_stats(admin, group), _connections(admin, group),
-        monitor.subscription_groups(admin))
+        monitor.subscription_groups(admin), _dead_letters(admin, group))
     consumers = connections.clients
     if not stats.queues and not consumers and group not in configs:
         return console.page("error", request, 404, title=f"Group {group}",
@@ -598,10 +600,21 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
     return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
                         consumers=consumers, history=history, connections=connections,
                         config=configs.get(group), fields=GROUP_FIELDS, new_group=NEW_GROUP,
+                        dead_letters=dead, dlq_topic=DLQ_PREFIX + group,
                         reset_topics=sorted(stats.topics,
                                             key=lambda t: (t.startswith("%RETRY%"), t)),
                         spark=spark_group(group, group in configs, len(consumers)),
                         api_url=f"/api/groups/{urllib.parse.quote(group, safe='')}/lag")
+
+
+async def _dead_letters(admin: AdminClient, group: str) -> int | None:
+    """Messages stored in the group's dead-letter topic on the masters that have it
+    (``None``: none has it)."""
+    masters = await admin.masters()
+    found = await _bounded(monitor.topic_stats(admin, DLQ_PREFIX + group, addresses=[a])
+                           for a in masters.values())
+    held = [stats for stats in found if isinstance(stats, TopicStats)]
+    return sum(stats.messages for stats in held) if held else None
 
 
 async def _connections(admin: AdminClient, group: str) -> group_admin.Connections:
@@ -692,7 +705,9 @@ async def messages_page(console: Console, request: Request) -> StarletteResponse
     for view in shown[:PAGE_SIZE]:
         view["consumption"] = await _consumption(admin, view["topic"], view["broker_name"],
                                                  view["queue_id"], view["queue_offset"])
-        groups = tuple(g for g, _ in view["consumption"] or ())
+        owner = owner_group(view["topic"])  # a dead letter goes back to its own group
+        groups = tuple(sorted({g for g, _ in view["consumption"] or ()}
+                              | ({owner} if owner else set())))
         if groups not in online:
             online[groups] = await _online_consumers(admin, groups)
         view["consumers"] = online[groups]

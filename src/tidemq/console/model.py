@@ -21,6 +21,7 @@ __all__ = [
     "is_system_group",
     "is_system_topic",
     "offsets_only",
+    "owner_group",
     "parse_form",
     "spark_group",
     "uptime",
@@ -66,6 +67,14 @@ def offsets_only(configured: bool, online: int) -> bool:
     consumer online: a reader that commits without heartbeats, as the Spark source does
     (brokers create a group's config on its first heartbeat, and the source sends none)."""
     return not configured and online == 0
+
+
+def owner_group(topic: str) -> str | None:
+    """The group a retry or dead-letter topic (``%RETRY%g``, ``%DLQ%g``) belongs to."""
+    for prefix in ("%RETRY%", "%DLQ%"):
+        if topic.startswith(prefix) and len(topic) > len(prefix):
+            return topic[len(prefix):]
+    return None
 
 
 def spark_group(group: str, configured: bool, online: int) -> bool:

@@ -385,6 +385,7 @@ GROUP = """{% extends "layout" %}{% block content %}
  <div class="card"><div class="k">Consume TPS</div><div class="v" id="group-tps">{{ '%.1f'|format(stats.consume_tps) }}</div></div>
  <div class="card"><div class="k">Topics</div><div class="v">{{ stats.topics|length }}</div></div>
  <div class="card"><div class="k">Online consumers</div><div class="v">{{ consumers|length }}</div></div>
+ <div class="card"><div class="k">Dead letters</div><div class="v" id="dead-letters">{% if dead_letters is none %}0{% else %}<a href="/topics/{{ dlq_topic|urlencode }}/messages">{{ dead_letters }}</a>{% endif %}</div></div>
 </div>
 <h2>Lag, the last hour <span class="muted" id="chart-note">(refreshes every 2 s)</span></h2>
 <svg id="lag-chart" class="chart" viewBox="0 0 900 220" height="220"></svg>

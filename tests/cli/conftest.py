@@ -23,11 +23,13 @@ T = TypeVar("T")
 
 class ThreadedCluster:
     def __init__(self, root: Path, brokers: int = 2, broker: dict[str, Any] | None = None,
-                 namesrv: dict[str, Any] | None = None) -> None:
+                 namesrv: dict[str, Any] | None = None,
+                 store: dict[str, Any] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="cli-cluster",
                                        daemon=True)
-        self.cluster = Cluster(root, brokers=brokers, broker=broker, namesrv=namesrv)
+        self.cluster = Cluster(root, brokers=brokers, broker=broker, namesrv=namesrv,
+                               store=store)
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
         """Run ``coro`` on the cluster's loop and wait for its result."""

@@ -1,21 +1,22 @@
 """``tidemq admin`` traffic, probe and housekeeping commands, with mqadmin's names, flags
 and columns.
 
-====================  =========================================================
-command               what it does
-====================  =========================================================
-statsAll              per topic and consuming group: accumulation, in/out TPS and
-                      messages in the last 24 hours (``-a`` active only, ``-t`` one topic)
-allocateMQ            how the averaging strategy splits a topic's queues over clients
-                      ``-i ip1,ip2``
-sendMsgStatus         time ``-c`` sends of ``-s`` bytes to broker ``-b``'s own topic
-checkMsgSendRT        time ``-a`` sends to topic ``-t``, queue after queue
-clusterRT             time ``-a`` sends to each broker of each cluster (``--rounds``
-                      rounds, ``-i`` seconds apart)
-cleanUnusedTopic      brokers drop the queues of topics they no longer have
-cleanExpiredCQ        brokers drop queue files below the commit log's start
-updateOrderConf       get, put or delete an ordered topic's ``brokerName:queues;...``
-====================  =========================================================
+========================  =========================================================
+command                   what it does
+========================  =========================================================
+statsAll                  per topic and consuming group: accumulation, in/out TPS and
+                          messages in the last 24 hours (``-a`` active only, ``-t`` one topic)
+allocateMQ                how the averaging strategy splits a topic's queues over clients
+                          ``-i ip1,ip2``
+sendMsgStatus             time ``-c`` sends of ``-s`` bytes to broker ``-b``'s own topic
+checkMsgSendRT            time ``-a`` sends to topic ``-t``, queue after queue
+clusterRT                 time ``-a`` sends to each broker of each cluster (``--rounds``
+                          rounds, ``-i`` seconds apart)
+cleanUnusedTopic          brokers drop the queues of topics they no longer have
+cleanExpiredCQ            brokers drop queue files below the commit log's start
+deleteExpiredCommitLog    brokers delete commit-log files past fileReservedTime now
+updateOrderConf           get, put or delete an ordered topic's ``brokerName:queues;...``
+========================  =========================================================
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def register(app: typer.Typer) -> None:
     app.command("clusterRT")(cluster_rt)
     app.command("cleanUnusedTopic")(clean_unused_topic)
     app.command("cleanExpiredCQ")(clean_expired_cq)
+    app.command("deleteExpiredCommitLog")(delete_expired_commit_log)
     app.command("updateOrderConf")(update_order_conf)
 
 
@@ -227,6 +229,8 @@ def _clean(namesrv: str, broker: str | None, cluster: str | None, json_out: bool
         addrs = await ga.targets(admin, broker_addr=broker, cluster=cluster)
         if what == "topics":
             return await ma.clean_unused_topics(admin, addrs)
+        if what == "segments":
+            return await ma.delete_expired_commit_log(admin, addrs)
         return await ma.clean_expired_queues(admin, addrs)
 
     counts = run_admin(namesrv, clean)
@@ -235,7 +239,8 @@ def _clean(namesrv: str, broker: str | None, cluster: str | None, json_out: bool
         return
     out = console_out()
     for addr, count in counts.items():
-        noun = "unused topics" if what == "topics" else "queues corrected"
+        noun = {"topics": "unused topics", "segments": "commit log files deleted"}.get(
+            what, "queues corrected")
         out.print(f"{addr}: {count} {noun}", markup=False)
     out.print("success", markup=False)
 
@@ -251,6 +256,14 @@ def clean_expired_cq(broker: BrokerAddr = None, cluster: ClusterOpt = None,
                      namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Brokers move queue minimums past the commit log's start and drop the files below."""
     _clean(namesrv, broker, cluster, json_out, "queues")
+
+
+def delete_expired_commit_log(broker: BrokerAddr = None, cluster: ClusterOpt = None,
+                              namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False
+                              ) -> None:
+    """Brokers delete their commit-log files older than fileReservedTime now, whatever
+    their hour of deletion (deleteWhen)."""
+    _clean(namesrv, broker, cluster, json_out, "segments")
 
 
 def update_order_conf(

@@ -155,6 +155,7 @@ PERMISSIONS: Mapping[int, Rule] = {int(code): rule for code, rule in {
     C.ADD_WRITE_PERM_OF_BROKER: ADMIN,
     C.CLEAN_UNUSED_TOPIC: ADMIN,
     C.CLEAN_EXPIRED_CONSUMEQUEUE: ADMIN,
+    C.DELETE_EXPIRED_COMMITLOG: ADMIN,
     # ACL 2.0 users and policies: reading them is administration too.
     C.AUTH_CREATE_USER: ADMIN,
     C.AUTH_UPDATE_USER: ADMIN,

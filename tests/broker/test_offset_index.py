@@ -1,15 +1,21 @@
 """The committed offsets' keys indexed by topic and by group: the requests about one
-topic or one group answer as a walk of the whole table would, without one."""
+topic or one group answer as a walk of the whole table would, without one. The keys'
+order, which the encodings of the table walk a slice at a time: each key of the table
+once, whatever was deleted and committed again, and while a write drops the deleted
+keys from it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tidemq.broker.offsets as offsets_module
 from tidemq.broker.offsets import OffsetManager, index_of
 from tidemq.store.layout import StoreLayout
 
@@ -18,6 +24,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("commit"), names, names, st.integers(0, 3), st.integers(0, 9)),
     st.tuples(st.just("delete_topic"), names),
     st.tuples(st.just("delete_group"), names),
+    st.tuples(st.just("persist")),
     st.tuples(st.just("replace"), st.dictionaries(
         st.tuples(names, names).map("@".join), st.dictionaries(
             st.integers(0, 3), st.integers(0, 9), max_size=2), max_size=4)),
@@ -29,6 +36,18 @@ def _walked(table: dict[str, dict[int, int]], topic: str | None = None,
     if topic is not None:
         return sorted(k.partition("@")[2] for k in table if k.partition("@")[0] == topic)
     return sorted(k.partition("@")[0] for k in table if k.partition("@")[2] == group)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    assert len(keys) == len(set(keys)), f"a key twice: {keys}"
+    return dict(pairs)
+
+
+def _read(body: bytes) -> dict[str, dict[int, int]]:
+    """The table a body holds (queue ids as ints); a key twice fails."""
+    table = json.loads(body, object_pairs_hook=_unique)["offsetTable"]
+    return {k: {int(q): o for q, o in v.items()} for k, v in table.items()}
 
 
 @given(ops=ops)
@@ -47,12 +66,17 @@ def test_the_index_answers_as_a_walk_of_the_table(tmp_path_factory: Any,
         elif op == "delete_group":
             offsets.delete_group(args[0])
             model = {k: v for k, v in model.items() if k.partition("@")[2] != args[0]}
+        elif op == "persist":
+            offsets.persist()
+            if offsets.path.exists():
+                assert _read(offsets.path.read_bytes()) == model
         else:
             table = {k: dict(v) for k, v in args[0].items()}
             # as a replica takes its master's: examined on a thread
             offsets.take(table, index_of(table), differs=offsets.differs(table))
             model = {k: dict(v) for k, v in args[0].items()}
         assert offsets.table == model
+        assert _read(b"".join(offsets.json_parts())) == model
         for name in ("a", "b", "c", "a@b", ""):
             assert offsets.groups_of(name) == _walked(model, topic=name)
             assert offsets.topics_of(name) == _walked(model, group=name)
@@ -82,3 +106,35 @@ def test_one_topic_or_group_is_answered_without_walking_the_table(tmp_path: Path
     assert Walks.walks == 0
     assert "T2@g1" not in offsets.table and "T1@g3" not in offsets.table
     assert len(offsets.table) == 49 * 4
+
+
+def test_the_loop_deletes_and_commits_while_a_write_drops_the_deleted_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    offsets = OffsetManager(StoreLayout(tmp_path))
+    for t in ("A", "B", "C", "D"):
+        offsets.commit("g", t, 0, 1)
+    offsets.delete_topic("A")
+    offsets.delete_topic("B")
+    drop = offsets_module.filterfalse
+    calls = 0
+
+    def meanwhile(dead: Any, keys: Iterable[str]) -> Iterator[str]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the loop, between two slices of the write's pass
+            offsets.commit("g", "A", 0, 2)  # dropped by this pass, back meanwhile
+            offsets.delete_topic("C")  # dropped next time
+            offsets.commit("g", "E", 0, 3)  # new meanwhile
+            offsets.delete_topic("D")
+            offsets.commit("g", "D", 0, 4)  # deleted and back meanwhile
+        return drop(dead, keys)
+
+    monkeypatch.setattr(offsets_module, "filterfalse", meanwhile)
+    offsets.persist()
+    want = {"A@g": {0: 2}, "D@g": {0: 4}, "E@g": {0: 3}}
+    assert offsets.table == want
+    assert _read(b"".join(offsets.json_parts())) == want
+    offsets.persist()
+    assert _read(offsets.path.read_bytes()) == want
+    assert calls == 2
+    assert sorted(offsets._order) == sorted(want)

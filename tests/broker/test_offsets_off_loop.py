@@ -1,6 +1,7 @@
 """Writing and serving the committed offsets of thousands of groups takes a while; the
 broker does it on a thread, its event loop serving every client meanwhile: the periodic
-flush, resetOffsetByTime's write and GET_ALL_CONSUMER_OFFSET's body. Each test holds the
+flush, resetOffsetByTime's write and GET_ALL_CONSUMER_OFFSET's body (encoded from the
+live table, a slice of keys at a time, never copied whole). Each test holds the
 slow part until the test has been answered another request: on the loop, nothing would
 answer it, and the slow part would give up waiting."""
 
@@ -19,6 +20,7 @@ from tests.broker.test_group_admin import reset
 from tests.broker.wire import Peer
 
 import tidemq.broker.offsets as offsets_module
+from tidemq.broker import offset_json
 from tidemq.broker.offsets import OffsetManager
 from tidemq.codec.command import RequestCode
 from tidemq.store.layout import StoreLayout
@@ -57,28 +59,27 @@ async def test_the_periodic_flush_writes_the_offsets_off_the_loop(
         assert held.gave_up == [False]
 
 
-async def test_all_consumer_offsets_are_copied_and_encoded_off_the_loop(
-        cluster: Cluster, peer: Peer, held: Held) -> None:
+async def test_all_consumer_offsets_are_encoded_off_the_loop(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     await peer.ok(wire.create_topic("A", 2))
     for _ in range(4):
         await peer.ok(wire.send("A", queue_id=1))
     await wire.dispatched(cluster.brokers[0])
     await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="AG",
                                topic="A", queueId=1, commitOffset=4))
-    offsets = cluster.brokers[0].offsets
+    encode = offset_json.offset_entries
 
-    class SlowCopy(dict[str, dict[int, int]]):
-        def copy(self) -> dict[str, dict[int, int]]:
-            held.hold()
-            return dict(self)
+    def slow(*args: Any) -> bytes:
+        held.hold()
+        return encode(*args)
 
-    offsets.table = SlowCopy(offsets.table)
+    monkeypatch.setattr(offset_json, "offset_entries", slow)
     async with Peer(cluster.brokers[0].broker_addr) as replica:
         task = asyncio.create_task(replica.ok(wire.request(RequestCode.GET_ALL_CONSUMER_OFFSET)))
         await answered_meanwhile(peer, held)
         resp = await task
     assert held.gave_up == [False]
-    assert bytes(resp.body) == b'{"offsetTable":{"A@AG":{"1":4}}}'
+    assert resp.full_body() == b'{"offsetTable":{"A@AG":{"1":4}}}'
 
 
 def test_a_commit_during_a_write_is_written_by_the_next(tmp_path: Path, held: Held,

@@ -72,3 +72,38 @@ def test_answered_group_changes_survive_kill9(tmp_path: Path, namesrv: NameServe
         asyncio.run(_after(broker.addr))
     finally:
         broker.kill9()
+
+
+async def _reset_until_stopped(broker: BrokerProcess) -> None:
+    """Group a reset to the start of the queue (0), cut off while the offsets file is
+    being encoded (never answered)."""
+    async with Peer(broker.addr) as peer:
+        request = asyncio.ensure_future(peer(wire.request(
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, topic=TOPIC, group="a", timestamp=0,
+            isForce="true"), timeout=120))
+        assert await asyncio.to_thread(broker.stopped, 60) == ENCODING
+        assert not request.done(), "the reset was answered before its write"
+        broker.kill9()
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+
+
+#: A slice of the offsets file's entries encoded, the file not written yet.
+ENCODING = "tidemq.broker.offset_json:offset_entries"
+
+
+def test_a_write_of_the_offsets_cut_off_by_kill9_leaves_the_last_one(
+        tmp_path: Path, namesrv: NameServerApp) -> None:
+    broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
+    broker.start()
+    try:
+        asyncio.run(_before(broker.addr))
+        broker.kill9()
+        broker.stop_after(ENCODING)
+        broker.start()
+        asyncio.run(_reset_until_stopped(broker))
+        broker.stop_after(None)
+        broker.start()
+        asyncio.run(_after(broker.addr))  # a still at 3, as the last answered write left it
+    finally:
+        broker.kill9()

@@ -6,22 +6,31 @@ shape: ``{"offsetTable": {"topic@group": {"0": 42}}}``) atomically, every
 shutdown. The keys are indexed by topic and by group, so that the requests about one
 topic or one group (consumerProgress, QUERY_TOPIC_CONSUME_BY_WHO, the deletions) do not
 walk the table of every group.
+
+The file and GET_ALL_CONSUMER_OFFSET's body are encoded on a thread from the live table,
+a slice of keys a call (:func:`~tidemq.broker.offset_json.offset_json_parts`), with no
+copy of it: a copy of millions of LMQ offsets, and freeing it, holds the interpreter
+(so the event loop) as long as it takes. The slices come from a list of the keys in the
+order they were first committed, which the loop only appends to; a deleted key stays in
+it (left out of the encoding: the table no longer has it) until the next write drops the
+deleted keys from it, on its thread too, a slice at a time.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from itertools import filterfalse
 
-from tidemq.broker.offset_json import offset_table_json
+from tidemq.broker.offset_json import ENTRY_SLICE, SPACED, offset_json_parts
 from tidemq.broker.table_json import read_table
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
 __all__ = ["OffsetIndex", "OffsetManager", "index_of"]
 
-#: A table's keys by topic and by group.
-OffsetIndex = tuple[dict[str, set[str]], dict[str, set[str]]]
+#: A table's keys by topic and by group, and in its order.
+OffsetIndex = tuple[dict[str, set[str]], dict[str, set[str]], list[str]]
 
 
 def _index(by_topic: dict[str, set[str]], by_group: dict[str, set[str]], key: str) -> None:
@@ -31,13 +40,15 @@ def _index(by_topic: dict[str, set[str]], by_group: dict[str, set[str]], key: st
 
 
 def index_of(table: Mapping[str, object]) -> OffsetIndex:
-    """The keys of ``table`` by topic and by group (on a thread for a large table that
-    nothing else holds yet)."""
+    """The keys of ``table`` by topic and by group, and in its order (on a thread for a
+    large table that nothing else holds yet)."""
     by_topic: dict[str, set[str]] = {}
     by_group: dict[str, set[str]] = {}
+    order: list[str] = []
     for key in table:
         _index(by_topic, by_group, key)
-    return by_topic, by_group
+        order.append(key)
+    return by_topic, by_group, order
 
 
 class OffsetManager:
@@ -46,6 +57,13 @@ class OffsetManager:
         self._table: dict[str, dict[int, int]] = {}
         self._by_topic: dict[str, set[str]] = {}
         self._by_group: dict[str, set[str]] = {}
+        #: Every key of the table once, in the order first committed, and the deleted
+        #: keys not dropped from it yet (``_dead``); replaced whole by ``_keys_lock``'s
+        #: holder only, and counted in ``_orders`` each time a new table brings its own.
+        self._order: list[str] = []
+        self._dead: set[str] = set()
+        self._orders = 0
+        self._keys_lock = threading.Lock()
         self._dirty = False
         self._lock = threading.Lock()
 
@@ -57,13 +75,26 @@ class OffsetManager:
 
     @table.setter
     def table(self, table: dict[str, dict[int, int]]) -> None:
-        self._table = table
-        self._by_topic, self._by_group = index_of(table)
+        self._take(table, index_of(table))
+
+    def _take(self, table: dict[str, dict[int, int]], index: OffsetIndex) -> None:
+        with self._keys_lock:
+            self._table = table
+            self._by_topic, self._by_group, self._order = index
+            self._dead = set()
+            self._orders += 1
 
     def _indexed(self, key: str) -> None:
         _index(self._by_topic, self._by_group, key)
+        with self._keys_lock:
+            if key in self._dead:
+                self._dead.discard(key)  # back where it was in the order
+            else:
+                self._order.append(key)
 
     def _drop(self, keys: set[str]) -> None:
+        with self._keys_lock:
+            self._dead |= keys
         for key in keys:
             del self._table[key]
             topic, _, group = key.partition("@")
@@ -91,27 +122,47 @@ class OffsetManager:
     def persist(self) -> None:
         """Write the table if it changed since the last write. Safe from another thread,
         and meant to run on one (a large table takes a while to encode): the table is
-        copied first (:meth:`snapshot`) and encoded a slice at a time, so the event loop
-        that commits runs on meanwhile. A commit during a write marks the table changed
+        encoded a slice of keys at a time (:meth:`json_parts`), so the event loop that
+        commits runs on meanwhile. A commit during a write marks the table changed
         again, for the next write; writes do not overlap, and each holds every commit
         made before it started."""
         with self._lock:
             if not self._dirty:
                 return
-            self._dirty = False  # first: a commit while copying is written next time too
+            self._dirty = False  # first: a commit while encoding is written next time too
             try:
-                data = offset_table_json(self.snapshot())
+                self._compact()
+                parts = self.json_parts()
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, data)
+                atomic_write(self.path, parts)
             except BaseException:
                 self._dirty = True
                 raise
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        """The table as its JSON has it (queue ids as text). Safe from another thread:
-        the table and each group's queues are copied whole (one C call each) first."""
-        return {key: {str(q): o for q, o in queues.copy().items()}
-                for key, queues in self.table.copy().items()}
+    def json_parts(self, separators: tuple[str, str] = SPACED) -> list[bytes]:
+        """The table's JSON, in parts (:func:`~tidemq.broker.offset_json.offset_json_parts`).
+        Safe from another thread, and meant to run on one: it holds every commit made
+        before it started, each entry as it is when its slice is encoded."""
+        with self._keys_lock:
+            table, keys = self._table, self._order
+        return offset_json_parts(table, keys, separators)
+
+    def _compact(self) -> None:
+        """Drop the deleted keys from the order of the keys (on the writer's thread: a
+        slice at a time, while the loop appends to it and deletes)."""
+        with self._keys_lock:
+            order, dead, orders = self._order, self._dead, self._orders
+            if not dead:
+                return
+            self._dead = set()  # deleted from now on: dropped next time
+            size = len(order)
+        kept: list[str] = []
+        for start in range(0, size, ENTRY_SLICE):
+            kept.extend(filterfalse(dead.__contains__, order[start:start + ENTRY_SLICE]))
+        with self._keys_lock:
+            if self._orders == orders:  # not replaced by a new table meanwhile
+                kept.extend(order[size:])  # committed first meanwhile
+                self._order = kept
 
     def differs(self, table: Mapping[str, Mapping[int, int]]) -> bool:
         """Whether ``table`` is not this one. Safe from another thread, and meant to run
@@ -127,8 +178,7 @@ class OffsetManager:
         ``differs`` says whether it differs from this one (:meth:`differs`) and ``index``
         indexes it (:func:`index_of`): both made on a thread for a large table."""
         if differs:
-            self._table = table
-            self._by_topic, self._by_group = index
+            self._take(table, index)
             self._dirty = True
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:

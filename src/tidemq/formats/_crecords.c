@@ -2965,6 +2965,143 @@ done:
     return result;
 }
 
+/* offset_entries_json(table, keys, start, stop, item_sep, key_sep): the members of the
+   committed offsets' JSON map (table: dict of str -> dict of int -> int) for the keys
+   keys[start:stop] that table holds, in that order, each "key"<key_sep>{"queue"<key_sep>
+   offset, ...} (its queues in the dict's order), joined by item_sep: the bytes of
+   json.dumps(...) between its braces (twin: tidemq/broker/offset_json.py's
+   py_offset_entries). None, with no exception, when a key is not printable ASCII without
+   a quote or a backslash, a queue map is not a dict, or a queue id or an offset is not an
+   int (a bool neither) within 64 bits: the twin encodes such a slice. The table is read
+   under the GIL, one slice a call: a caller on a thread bounds how long it holds it. */
+static int printable_key(const char *u, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)u[i];
+        if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+            return 0;
+    }
+    return 1;
+}
+
+static int int64_of(PyObject *v, long long *out) {
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+static PyObject *offset_entries_json(PyObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "offset_entries_json takes 6 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *table = args[0], *keys = args[1];
+    if (!PyDict_Check(table) || !PyList_Check(keys) || !PyBytes_Check(args[4])
+            || !PyBytes_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "offset_entries_json takes a dict, a list, two ints and two bytes");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]), stop = PyLong_AsSsize_t(args[3]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred())
+        return NULL;
+    const char *item_sep = PyBytes_AS_STRING(args[4]), *key_sep = PyBytes_AS_STRING(args[5]);
+    Py_ssize_t item_n = PyBytes_GET_SIZE(args[4]), key_n = PyBytes_GET_SIZE(args[5]);
+    Py_ssize_t len = PyList_GET_SIZE(keys);
+    if (start < 0)
+        start = 0;
+    if (stop > len)
+        stop = len;
+    json_buf b = {.p = NULL, .n = 0, .cap = sizeof b.stack};
+    b.p = b.stack;
+    PyObject *result = NULL;
+    int first = 1, declined = 0;
+    for (Py_ssize_t i = start; i < stop && !declined; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) {
+            declined = 1;
+            break;
+        }
+        PyObject *queues = PyDict_GetItemWithError(table, key);
+        if (queues == NULL) {
+            if (PyErr_Occurred())
+                goto done;
+            continue;  /* deleted since the keys were listed */
+        }
+        if (!PyDict_CheckExact(queues)) {
+            declined = 1;
+            break;
+        }
+        const char *u = (const char *)PyUnicode_DATA(key);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+        if (!printable_key(u, n)) {
+            declined = 1;
+            break;
+        }
+        if (!jb_reserve(&b, item_n + n + 2 + key_n + 1))
+            goto done;
+        if (!first) {
+            memcpy(b.p + b.n, item_sep, (size_t)item_n);
+            b.n += item_n;
+        }
+        first = 0;
+        char *o = b.p + b.n;
+        *o++ = '"';
+        memcpy(o, u, (size_t)n);
+        o += n;
+        *o++ = '"';
+        memcpy(o, key_sep, (size_t)key_n);
+        o += key_n;
+        *o++ = '{';
+        b.n = o - b.p;
+        Py_ssize_t pos = 0;
+        PyObject *q, *off;
+        int inner_first = 1;
+        while (PyDict_Next(queues, &pos, &q, &off)) {
+            long long qv, ov;
+            if (!int64_of(q, &qv) || !int64_of(off, &ov)) {
+                declined = 1;
+                break;
+            }
+            if (!jb_reserve(&b, item_n + 22 + key_n + 21))
+                goto done;
+            o = b.p + b.n;
+            if (!inner_first) {
+                memcpy(o, item_sep, (size_t)item_n);
+                o += item_n;
+            }
+            inner_first = 0;
+            *o++ = '"';
+            o = put_decimal(o, qv);
+            *o++ = '"';
+            memcpy(o, key_sep, (size_t)key_n);
+            o += key_n;
+            o = put_decimal(o, ov);
+            b.n = o - b.p;
+        }
+        if (!declined && !JB_LIT(&b, "}"))
+            goto done;
+    }
+    if (declined) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    else
+        result = PyBytes_FromStringAndSize(b.p, b.n);
+done:
+    if (b.p != b.stack)
+        PyMem_Free(b.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", (PyCFunction)(void (*)(void))body_crc32, METH_FASTCALL,
@@ -3006,6 +3143,8 @@ static PyMethodDef methods[] = {
      "A batch's Pub records as one text, and the ids' widths."},
     {"unique_words", (PyCFunction)(void (*)(void))unique_words, METH_FASTCALL,
      "The words of a text, each once, in order, joined by spaces."},
+    {"offset_entries_json", (PyCFunction)(void (*)(void))offset_entries_json, METH_FASTCALL,
+     "The committed offsets' JSON members of a slice of keys, or None."},
     {NULL, NULL, 0, NULL},
 };
 

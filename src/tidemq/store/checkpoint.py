@@ -22,6 +22,7 @@ import dataclasses
 import fcntl
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from tidemq.errors import StoreReadOnly
@@ -47,15 +48,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
+def atomic_write(path: Path, data: bytes | Sequence[bytes]) -> None:
+    """Replace ``path`` with ``data`` (or its parts, written one after the other, never
+    joined) so that a crash leaves the old or the new content."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        for part in (data,) if isinstance(data, bytes) else data:
+            view = memoryview(part)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
-from tidemq.broker.offset_json import COMPACT, offset_table_json
+from tidemq.broker.offset_json import COMPACT
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
@@ -51,11 +51,12 @@ class SlaveSyncProcessor:
         reg(RequestCode.GET_DELETED_TOPICS, self.deleted_topics)
 
     async def all_offsets(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Copied and encoded on a thread, a slice at a time: thousands of groups' offsets
-        take a while, and the loop serves on meanwhile."""
-        offsets = self.ctx.offsets
-        body = await asyncio.to_thread(lambda: offset_table_json(offsets.snapshot(), COMPACT))
-        return cmd.response(body=body)
+        """Encoded on a thread, a slice at a time: millions of offsets take a while, and
+        the loop serves on meanwhile. The parts go to the transport as they are."""
+        parts = await asyncio.to_thread(self.ctx.offsets.json_parts, COMPACT)
+        resp = cmd.response()
+        resp.body_parts = parts
+        return resp
 
     def lmq_metadata(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         lmq = self.ctx.store.lmq

@@ -43,6 +43,11 @@ MODULES: dict[str, tuple[str, ...]] = {
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
     "admin_lists": ("updateTopicList", "updateSubGroupList"),
     "admin_export": ("exportConfigs", "exportMetadata", "exportMetrics"),
+    "admin_absent": ("addBroker", "removeBroker", "checkRocksdbCqWriteProgress",
+                     "exportMetadataInRocksDB", "rocksDBConfigToJson", "dumpCompactionLog",
+                     "exportPopRecord", "setConsumeMode", "getColdDataFlowCtrInfo",
+                     "updateColdDataFlowCtrGroupConfig", "removeColdDataFlowCtrGroupConfig",
+                     "setCommitLogReadAheadMode", "resetMasterFlushOffset"),
 }
 
 #: The modules that register commands on the home module's app, in :data:`MODULES`'

@@ -19,6 +19,10 @@ first bytes not a method    400 at once (a RocketMQ client sent here learns it
 no or wrong credentials     401 with ``WWW-Authenticate`` (only with ``auth``)
 ==========================  ===============================================
 
+Connections take a slot of the process's
+:func:`~tidemq.net.connection_slots.process_slots`: one accepted when none is left is
+closed at once.
+
 With ``auth`` (:class:`~tidemq.net.http_auth.MetricsAuth`, from the ``metricsAuth*``
 keys) every request must carry its bearer token or basic credentials. Given ``https``
 (a :class:`~tidemq.net.tls.ServerTlsContext`) it answers over HTTPS only, and follows the
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.net.address import format_address
 from tidemq.net.bind import warn_if_exposed
+from tidemq.net.connection_slots import process_slots
 from tidemq.net.http_auth import MetricsAuth
 from tidemq.net.tls import ServerTlsContext
 
@@ -106,6 +111,17 @@ class MetricsHttpServer:
         await self.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        slots = process_slots()
+        if not slots.take(f"metrics endpoint {self.address}"):
+            writer.close()
+            return
+        try:
+            await self._handle_request(reader, writer)
+        finally:
+            slots.give()
+
+    async def _handle_request(self, reader: asyncio.StreamReader,
+                              writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._clients.add(task)

@@ -23,6 +23,10 @@ With ``tls`` settings that have a certificate (:mod:`tidemq.net.tls`), connectio
 accepted by a :class:`~tidemq.net.tls_listener.TlsListener`, which takes TLS, plain or
 both on the one port as ``tls.server.mode`` says; otherwise asyncio accepts them plain.
 
+Connections take a slot of the process's :func:`~tidemq.net.connection_slots.process_slots`
+(or of ``slots``), which keep half its open files for its store: one accepted when none
+is left is closed at once, and those open go on being served.
+
 Shutdown is graceful: stop accepting and stop reading new requests, give the processors
 still running up to ``drain_timeout`` seconds to finish and answer (their responses are
 flushed), then close every connection, aborting those that cannot flush within a second.
@@ -39,6 +43,7 @@ from tidemq.codec.frame import DEFAULT_MAX_FRAME_SIZE
 from tidemq.errors import ConnectionLost
 from tidemq.net.address import format_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, CloseCallback, Connection, protocol_log
+from tidemq.net.connection_slots import ConnectionSlots, process_slots
 from tidemq.net.dispatcher import Dispatcher, Processor
 from tidemq.net.errors import bind_errors, map_exceptions
 from tidemq.net.receive_budget import DEFAULT_RECEIVE_BUDGET, ReceiveBudget
@@ -67,8 +72,11 @@ class RemotingServer:
         idle_seconds: float | None = DEFAULT_IDLE_SECONDS,
         receive_budget: int = DEFAULT_RECEIVE_BUDGET,
         tls: TlsServerSettings | None = None,
+        slots: ConnectionSlots | None = None,
     ) -> None:
         self.host = host
+        #: The slots its connections take (the process's unless given).
+        self.slots = slots if slots is not None else process_slots()
         self._requested_port = port
         self._max_frame_size = max_frame_size
         self.budget: ReceiveBudget[Connection] = ReceiveBudget(receive_budget)
@@ -226,7 +234,9 @@ class RemotingServer:
     ) -> None:
         await self.close()
 
-    def _new_connection(self) -> Connection:
+    def _new_connection(self) -> asyncio.BaseProtocol:
+        if not self.slots.take(f"remoting server {self.address}"):
+            return _Closing()
         conn = Connection(
             self._dispatcher,
             max_frame_size=self._max_frame_size,
@@ -239,7 +249,9 @@ class RemotingServer:
         conn.on_close(self._connection_closed)
         return conn
 
-    def _refused_connection(self) -> Connection:
+    def _refused_connection(self) -> asyncio.BaseProtocol:
+        if not self.slots.take(f"remoting server {self.address}"):
+            return _Closing()
         conn = Connection(refusing_dispatcher(), max_frame_size=_REFUSED_MAX_FRAME,
                           idle_seconds=_REFUSED_IDLE)
         self._connections.add(conn)
@@ -248,14 +260,24 @@ class RemotingServer:
 
     def _not_started(self, protocol: asyncio.BaseProtocol) -> None:
         """A connection whose TLS handshake failed never opened: forget it."""
-        if isinstance(protocol, Connection):
+        if isinstance(protocol, Connection) and protocol in self._connections:
             self._connections.discard(protocol)
+            self.slots.give()
 
     def _connection_closed(self, conn: Connection, error: ConnectionLost) -> None:
-        self._connections.discard(conn)
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self.slots.give()
         log.debug("connection %s closed: %s", conn.remote_address, error.reason)
         for callback in self._close_callbacks:
             try:
                 callback(conn, error)
             except Exception:
                 log.exception("connection-closed callback %r failed", callback)
+
+
+class _Closing(asyncio.Protocol):
+    """A connection accepted with no slot left: closed at once."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()

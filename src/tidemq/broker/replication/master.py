@@ -16,6 +16,9 @@ remoting port does (:class:`~tidemq.net.tls_listener.TlsListener`): replicas spe
 so TLS and plain replicas are told apart by their first byte; a plain replica refused by
 ``enforcing`` is closed (and logged).
 
+Connections take a slot of the process's
+:func:`~tidemq.net.connection_slots.process_slots`, as the remoting port's do.
+
 A replica that reports an offset this master does not hold -- beyond its end, or before
 its first segment when not 0 -- is disconnected with the reason logged; so is one that
 later reports more than it was sent (its report would count as a copy it does not hold).
@@ -37,6 +40,7 @@ from tidemq.broker.replication.append_times import AppendTimes
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
 from tidemq.errors import RemoteProtocolError
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, OFF_MAGIC, OFF_SYSFLAG, store_timestamp_offset
+from tidemq.net.connection_slots import process_slots
 from tidemq.net.tls import ServerTlsContext, TlsServerSettings
 from tidemq.net.tls_listener import TlsListener
 from tidemq.store.message_store import MessageStore
@@ -206,6 +210,17 @@ class HaServer:
     # ------------------------------------------------------------------ one replica
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        slots = process_slots()
+        if not slots.take(f"HA server {self.host}:{self.port}"):
+            writer.close()
+            return
+        try:
+            await self._serve_replica(reader, writer)
+        finally:
+            slots.give()
+
+    async def _serve_replica(self, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         link = ReplicaLink(f"{peer[0]}:{peer[1]}" if peer else "?")
         task = asyncio.current_task()

@@ -110,7 +110,10 @@ async def test_group_lag_follows_commits(http: Http, cluster: Cluster) -> None:
         assert 'data-group="lag-group"' in groups.text
         page = await http.get("/groups/lag-group")
         assert re.search(r'id="group-lag">2<', page.text) and "lag-chart" in page.text
-        assert "Lagging" in (await http.get("/topics/Lagging")).text
+        topic = await http.get("/topics/Lagging")
+        row = re.search(r'<tr data-group="lag-group">(.*?)</tr>', topic.text, re.S)
+        assert row, "the topic's page lists its groups with their lag on it"
+        assert re.findall(r'<td class="num">([^<]*)</td>', row.group(1))[0] == "2"
 
         confirm = await http.post("/groups/lag-group/reset", {"topic": "Lagging",
                                                              "to": "earliest"})
@@ -307,3 +310,29 @@ async def test_with_no_broker_registered_the_lists_say_so(tmp_path: Path) -> Non
             page = await http.get(path)
             assert page.status == 200 and 'id="no-brokers"' in page.text, path
             assert "No topics yet" not in page.text
+
+
+async def test_the_group_list_names_a_broker_it_could_not_read(tmp_path: Path) -> None:
+    """One master whose group table cannot be read leaves the others' groups listed,
+    with that broker named, instead of an error page for the whole list."""
+    def refuse(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "group table unreadable (injected)")
+
+    async with Cluster(tmp_path, brokers=1) as cluster:
+        bc, sc = cluster.broker_config(1)
+        sick = BrokerApp(bc, sc, interceptors=[
+            Check(refuse, codes=[RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG])])
+        await sick.start()
+        cluster.brokers.append(sick)
+        await registered(cluster)
+        async with ConsoleServer(cluster.namesrv_addr, port=0) as web:
+            http = Http(web.url)
+            await http.post("/groups", {"group": "well", "retryQueueNums": "1",
+                                        "retryMaxTimes": "16", "brokerId": "0",
+                                        "whichBrokerWhenConsumeSlowly": "1"})
+            page = await http.get("/groups")
+            assert page.status == 200, page.text[-1500:]
+            unread = re.search(r'id="unread-brokers">(.*?)</div>', page.text, re.S)
+            assert unread and f'data-broker="{bc.broker_name}"' in unread.group(1)
+            assert "group table unreadable (injected)" in unread.group(1)
+            assert 'data-group="well"' in page.text

@@ -135,6 +135,13 @@ async def _call(admin: AdminClient, addr: str, code: int,
     return response
 
 
+async def _addresses(admin: AdminClient, addresses: Sequence[str] | None) -> list[str]:
+    """``addresses``, or every master's."""
+    if addresses is not None:
+        return list(addresses)
+    return sorted((await admin.masters()).values())
+
+
 def _masters_of(route: TopicRouteData) -> list[str]:
     return sorted({a for b in route.broker_datas if (a := b.master_addr()) is not None})
 
@@ -195,9 +202,11 @@ async def consume_stats(admin: AdminClient, group: str, topic: str | None = None
     return ConsumeStats(group, queues, tps)
 
 
-async def subscription_groups(admin: AdminClient) -> dict[str, dict[str, Any]]:
-    """Group name -> subscription group config, merged over every master."""
-    addrs = sorted((await admin.masters()).values())
+async def subscription_groups(admin: AdminClient, *, addresses: Sequence[str] | None = None
+                              ) -> dict[str, dict[str, Any]]:
+    """Group name -> subscription group config, merged over every master (or the
+    brokers at ``addresses``)."""
+    addrs = await _addresses(admin, addresses)
     bodies = await _gather([_call(admin, a, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
                             for a in addrs])
     out: dict[str, dict[str, Any]] = {}
@@ -209,14 +218,16 @@ async def subscription_groups(admin: AdminClient) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-async def committed_groups(admin: AdminClient) -> dict[str, list[str]]:
-    """Group name -> the topics it has stored offsets of, merged over every master.
+async def committed_groups(admin: AdminClient, *, addresses: Sequence[str] | None = None
+                           ) -> dict[str, list[str]]:
+    """Group name -> the topics it has stored offsets of, merged over every master (or
+    the brokers at ``addresses``).
 
     A group that commits offsets without ever sending a heartbeat (a Spark query, any
     stateless pull reader) has no subscription-group config, so only the brokers' offset
     tables (``topic@group`` keys) know it. Retry topics are left out of the topics; a
     group whose only offsets are on its retry topic is still listed."""
-    addrs = sorted((await admin.masters()).values())
+    addrs = await _addresses(admin, addresses)
     bodies = await _gather([_call(admin, a, RequestCode.GET_ALL_CONSUMER_OFFSET)
                             for a in addrs])
     out: dict[str, set[str]] = {}

@@ -79,7 +79,7 @@ from tidemq.console.auth import (
 )
 from tidemq.console.gate import HostGate
 from tidemq.console.group_config import FIELDS as GROUP_FIELDS
-from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit
+from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit, read_groups
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
 from tidemq.console.model import (
@@ -330,7 +330,13 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
     stats, groups = await asyncio.gather(
         monitor.topic_stats(admin, topic, addresses=[masters[name] for name, _ in configs]),
         _groups_of(admin, topic, [masters[name] for name, _ in configs]))
-    online = await _bounded(monitor.consumer_connections(admin, g) for g in groups)
+    online, progress = await asyncio.gather(
+        _bounded(monitor.consumer_connections(admin, g) for g in groups),
+        _bounded(monitor.consume_stats(admin, g, topic) for g in groups))
+    group_rows = [{"name": g, "lag": st.lag if isinstance(st, ConsumeStats) else None,
+                   "tps": st.consume_tps if isinstance(st, ConsumeStats) else None,
+                   "online": len(conns) if isinstance(conns, list) else None}
+                  for g, st, conns in zip(groups, progress, online, strict=True)]
     consumers = [{**c, "group": g, "version_name": version_name(c.get("version"))}
                  for g, conns in zip(groups, online, strict=True)
                  if isinstance(conns, list) for c in conns]
@@ -350,7 +356,7 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
         "topic", request, title=f"Topic {topic}", topic=topic, stats=stats, configs=configs,
         queue_type=first.attributes.get("queue.type", "SimpleCQ"), logical=logical,
         read_queues=first.read_queue_nums, write_queues=first.write_queue_nums,
-        perm=first.perm, groups=groups, rates=_rates(console, topic), consumers=consumers,
+        perm=first.perm, groups=group_rows, rates=_rates(console, topic), consumers=consumers,
         producer_group=producer_group, producers=producers, producer_error=producer_error,
         api_url=f"/api/topics/{urllib.parse.quote(topic, safe='')}/rates")
 
@@ -535,8 +541,7 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
     """Every group with a subscription-group config or stored offsets on some master:
     a Spark query's group has only the latter."""
     admin = console.admin
-    masters, configs, committed = await asyncio.gather(
-        admin.masters(), monitor.subscription_groups(admin), monitor.committed_groups(admin))
+    masters, configs, committed, unread = await read_groups(admin)
     listing = page_of(sorted(set(configs) | set(committed)), request.query_params, str)
     names = listing.rows
     stats, online = await asyncio.gather(
@@ -558,7 +563,7 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
                                  if configured else None)})
     return console.page("groups", request, title="Consumer groups", groups=rows,
                         listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP,
-                        no_brokers=not masters)
+                        no_brokers=not masters, unread=sorted(unread.items()))
 
 
 async def _spark_hint(admin: AdminClient, group: str) -> bool:

@@ -1,6 +1,7 @@
 """A consumer group's subscription-group config, created, changed and deleted from the
 console, as RocketMQ Dashboard's group page does (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-DELETE_SUBSCRIPTIONGROUP on every master).
+DELETE_SUBSCRIPTIONGROUP on every master), and the groups read from the masters, a
+master that does not answer named rather than failing the whole list.
 
 The brokers replace a group's config whole, so the form carries every member the page
 shows, filled in from the config the brokers hold (or the defaults for a new group).
@@ -8,7 +9,9 @@ shows, filled in from the config the brokers hold (or the defaults for a new gro
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -22,9 +25,12 @@ from tidemq.console.model import parse_form
 from tidemq.errors import TideMQError
 
 if TYPE_CHECKING:
+    from tidemq.client import AdminClient
     from tidemq.console.site import Console
 
-__all__ = ["FIELDS", "GroupForm", "group_delete", "group_form", "group_submit"]
+log = logging.getLogger(__name__)
+
+__all__ = ["FIELDS", "GroupForm", "group_delete", "group_form", "group_submit", "read_groups"]
 
 #: The members the form edits: (name, label, kind); kind "bool" or the smallest int.
 FIELDS: tuple[tuple[str, str, str | int], ...] = (
@@ -79,12 +85,43 @@ def group_form(form: Mapping[str, str], current: Mapping[str, Any] | None = None
     return GroupForm(config)
 
 
+async def read_groups(admin: AdminClient) -> tuple[
+        dict[str, str], dict[str, dict[str, Any]], dict[str, list[str]], dict[str, str]]:
+    """Master name -> address; every group's config and the topics it has offsets of,
+    merged over the masters that answered; master name -> why it could not be read."""
+    masters = await admin.masters()
+
+    async def one(addr: str) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+        held, offsets = await asyncio.gather(
+            monitor.subscription_groups(admin, addresses=[addr]),
+            monitor.committed_groups(admin, addresses=[addr]))
+        return held, offsets
+
+    results = await asyncio.gather(*(one(a) for a in masters.values()),
+                                   return_exceptions=True)
+    configs: dict[str, dict[str, Any]] = {}
+    committed: dict[str, set[str]] = {}
+    unread: dict[str, str] = {}
+    for (name, addr), result in zip(masters.items(), results, strict=True):
+        if isinstance(result, BaseException):
+            log.warning("groups of %s: %s", addr, result)
+            unread[name] = f"{addr}: {result}"
+            continue
+        held, offsets = result
+        for group, cfg in held.items():
+            configs.setdefault(group, cfg)
+        for group, topics in offsets.items():
+            committed.setdefault(group, set()).update(topics)
+    return (masters, configs, {g: sorted(t) for g, t in committed.items()}, unread)
+
+
 def _back(path: str, msg: str) -> RedirectResponse:
     return RedirectResponse(f"{path}?{urllib.parse.urlencode({'msg': msg})}", status_code=303)
 
 
 async def _current(console: Console, group: str) -> dict[str, Any] | None:
-    return (await monitor.subscription_groups(console.admin)).get(group)
+    _masters, configs, _committed, _unread = await read_groups(console.admin)
+    return configs.get(group)
 
 
 async def group_submit(console: Console, request: Request) -> Response:

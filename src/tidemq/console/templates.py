@@ -263,7 +263,10 @@ TOPIC = """{% extends "layout" %}{% block content %}
 <td>{{ c.perm }}</td><td>{{ 'yes' if c.order else 'no' }}</td><td>{% for k, v in c.attributes.items() %}<span class="badge">{{ k }}={{ v }}</span> {% endfor %}</td></tr>
 {% endfor %}</tbody></table>
 <h2>Consumer groups</h2>
-{% if groups %}<ul>{% for g in groups %}<li><a href="/groups/{{ g|urlencode }}">{{ g }}</a></li>{% endfor %}</ul>
+{% if groups %}<table id="topic-groups"><thead><tr><th>Group</th><th class="num">Lag on this topic</th><th class="num">Consume TPS</th><th class="num">Online consumers</th></tr></thead><tbody>
+{% for g in groups %}<tr data-group="{{ g.name }}"><td><a href="/groups/{{ g.name|urlencode }}">{{ g.name }}</a></td>
+<td class="num">{{ g.lag if g.lag is not none else '-' }}</td><td class="num">{{ '%.1f'|format(g.tps) if g.tps is not none else '-' }}</td>
+<td class="num">{{ g.online if g.online is not none else '-' }}</td></tr>{% endfor %}</tbody></table>
 {% else %}<p class="muted">No group has stored offsets of this topic or subscribes to it.</p>{% endif %}
 <p><a href="/topics/{{ topic|urlencode }}/messages" id="messages-by-time">Messages by time…</a></p>
 <h2>Consumers online</h2>
@@ -358,6 +361,9 @@ GROUPS = """{% extends "layout" %}{% block content %}
 {% with values = new_group, name = "", form_id = "create-group", button = "Create / update" %}{% include "group-form" %}{% endwith %}
 {% if listing.listed %}<h2 id="group-count">{{ listing.total }} group{{ '' if listing.total == 1 else 's' }}{% if listing.query %} matching {{ listing.query }}{% endif %}</h2>
 {% include "list-filter" %}{% endif %}
+{% if unread %}<div class="error" id="unread-brokers"><b>Not every broker could be read.</b>
+The groups below miss what these brokers hold (groups only they know, or their offsets there):
+<ul>{% for name, why in unread %}<li data-broker="{{ name }}">{{ name }} ({{ why }})</li>{% endfor %}</ul></div>{% endif %}
 {% if groups %}
 <table id="groups"><thead><tr><th>Group</th><th>Topics</th><th class="num">Online consumers</th>
 <th class="num">Lag</th><th class="num">Consume TPS</th><th>Consume enabled</th></tr></thead><tbody>

@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tidemq.client import ClientConfig
 from tidemq.client.sending import BatchCompression, prepare_send_batch, prepare_send_bodies
 from tidemq.client.stamps import UniqKeyGenerator, new_uniq_keys
 from tidemq.client.tracer import BATCH_MESSAGES, _MessageBuilder, pub_records
@@ -204,7 +205,7 @@ def _trace_sends(trace_msgs: list[Message], keys: UniqKeyGenerator, now: int
     except ImportError:
         return [batch_send_request(trace_msgs, SendOptions("trace_producer"), queue_id=0,
                                    now_ms=now, keys=keys)]
-    opts = trace_send_options(SendOptions("trace_producer"), "zstd")
+    opts = trace_send_options(SendOptions("trace_producer"), ClientConfig().trace_compression)
     return [send_request(m, opts, queue_id=0, now_ms=now, keys=keys) for m in trace_msgs]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from tidemq.codec.compression import COMPRESSED, COMPRESSION_MASK, CompressionTy
 from tidemq.codec.message import decode_messages
 from tidemq.codec.trace import MessageType, PubRecord, decode_trace_data
 from tidemq.errors import ConfigError
+from tidemq.formats.record.decode import Record, decode_record
 from tidemq.testing import Cluster
 from tidemq.types import SendResult
 
@@ -243,6 +245,28 @@ async def test_trace_messages_are_stored_compressed_as_configured(
                 await asyncio.sleep(0.05)
     [send] = trace.sends
     assert (send.keys, send.group, send.success) == ("key7", "zpg", True)
+
+
+async def test_trace_messages_are_compressed_for_rocketmq_4_readers_by_default(
+        cluster: Cluster) -> None:
+    """A RocketMQ 4 reader inflates any COMPRESSED body with ``java.util.zip.Inflater``,
+    whatever bits 8-10 say: by default a trace body is a zlib stream, marked ZLIB as
+    Java's trace producer marks it."""
+    config = _config(cluster, enable_msg_trace=True)
+    async with Producer("zdefault", config=config) as producer:
+        await producer.send_batch(
+            [Message("Packed", b"x", {"KEYS": f"key{i}"}) for i in range(200)])
+        assert producer.tracer is not None
+        await producer.tracer.flush()
+    await wire.dispatched(cluster.brokers[0])
+    async with Peer(cluster.brokers[0].broker_addr) as peer:
+        answer = await peer.ok(wire.pull(TRACE))
+    raw = decode_record(answer.full_body())
+    assert isinstance(raw, Record)
+    assert raw.sys_flag & (COMPRESSION_MASK | COMPRESSED) == sys_flag_for(CompressionType.ZLIB)
+    [stored] = decode_messages(answer.full_body())
+    assert zlib.decompress(raw.body) == stored.body
+    assert len(decode_trace_data(stored.body).records) == 200
 
 
 def test_an_unknown_trace_compression_is_refused() -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.codec.compression import (
+    FAST_ZLIB_LEVEL,
     CompressionType,
     compress,
     compression_of,
@@ -63,6 +64,27 @@ def test_formats_are_the_standard_ones() -> None:
 def test_round_trip(data: bytes, ctype: CompressionType, exact_bound: bool) -> None:
     bound = len(data) if exact_bound else len(data) + 100
     assert decompress(compress(data, ctype), ctype, bound) == data
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.one_of(st.binary(max_size=3000),
+                 st.lists(st.sampled_from([b"Pub\x01", b"7F000001", b"\x01true\x02", b"0"]),
+                          max_size=2000).map(b"".join)))
+def test_the_fast_zlib_level_is_a_zlib_stream(data: bytes) -> None:
+    """ISA-L's deflate makes a zlib stream with its header, as Java's ``Inflater`` and
+    every other zlib reader take it."""
+    packed = compress(data, CompressionType.ZLIB, FAST_ZLIB_LEVEL)
+    assert zlib.decompress(packed) == data
+    assert decompress(packed, CompressionType.ZLIB, len(data)) == data
+
+
+def test_the_fast_zlib_level_packs_repetitive_text_as_zlib_level_5_does() -> None:
+    records = b"".join(b"Pub\x011796092107552\x01DefaultRegion\x01group\x01Topic\x01"
+                       b"7F00000177CD1F7BE90800%010X\x01\x01\x01127.0.0.1:10911\x01128\x01"
+                       b"2\x010\x017F00000100002A9F%016X\x01true\x02" % (i, i * 200)
+                       for i in range(700))
+    packed = compress(records, CompressionType.ZLIB, FAST_ZLIB_LEVEL)
+    assert len(packed) <= len(zlib.compress(records, 5)) * 1.02
 
 
 def _streamed_zstd(data: bytes) -> bytes:

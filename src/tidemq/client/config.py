@@ -141,10 +141,10 @@ class ClientConfig:
     #: Trace events queued at most; past it events are dropped and counted.
     trace_queue_size: int = 20_000
     #: How trace messages of at least ``compress_msg_body_over_howmuch`` bytes are
-    #: compressed: ``zstd`` (at its fastest level; RocketMQ 5 readers decode it),
-    #: ``zlib`` (level 5, what Java's trace producer sends, for RocketMQ 4 readers),
-    #: ``lz4`` or ``none``.
-    trace_compression: str = "zstd"
+    #: compressed: ``zlib`` (what Java's trace producer sends; every RocketMQ reader,
+    #: 4 and 5, inflates it), ``zstd`` (at its fastest level; RocketMQ 5 readers only),
+    #: ``lz4`` (RocketMQ 5 readers only) or ``none``.
+    trace_compression: str = "zlib"
     #: The largest frame sent or accepted, bytes (RocketMQ's 16 MiB): an answer over it
     #: fails its request. Raise it with the brokers' ``maxFrameSize`` for tables that large
     #: (the consumer offsets of many groups). ``None``: ``TIDEMQ_MAX_FRAME_SIZE`` from the

@@ -380,8 +380,10 @@ class PullConsumer(ConsumerRole):
         limit = max_messages or self.config.pull_batch_size
         loop = self._running_loop()
         deadline = loop.time() + timeout
-        await self._refresh_subscriptions()
-        await inst.heartbeat_new_brokers()
+        if self._manual is False:  # subscribed: routes may have changed (assigned: no)
+            await self._refresh_subscriptions()
+        if inst.unannounced_brokers():  # decided without awaiting, as it usually is empty
+            await inst.heartbeat_new_brokers()
         while True:
             self._apply_finished()
             out = drain(limit)

@@ -43,6 +43,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "admin_brokers": ("getConsumerConfig", "haStatus", "producer", "queryCq"),
     "admin_lists": ("updateTopicList", "updateSubGroupList"),
     "admin_export": ("exportConfigs", "exportMetadata", "exportMetrics"),
+    "admin_monitoring": ("startMonitoring",),
     "admin_static": ("updateStaticTopic", "remappingStaticTopic"),
     "admin_absent": ("addBroker", "removeBroker", "checkRocksdbCqWriteProgress",
                      "exportMetadataInRocksDB", "rocksDBConfigToJson", "dumpCompactionLog",

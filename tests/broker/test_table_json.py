@@ -22,7 +22,8 @@ from tidemq.errors import MetadataUnreadable
 from tidemq.store.config import StoreConfig
 
 FILES = ("topics.json", "subscriptionGroup.json", "consumerOffset.json",
-         "logicalQueues.json", "deletedTopics.json")
+         "logicalQueues.json", "deletedTopics.json", "delayOffset.json",
+         "timerCheckpoint.json")
 
 
 def _app(root: Path) -> BrokerApp:
@@ -49,6 +50,10 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 await peer.ok(wire.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                            topic="Kept", group="cg", timestamp=-1))
                 await peer.ok(wire.request(RequestCode.DELETE_TOPIC_IN_BROKER, topic="Gone"))
+                for delay in ({"DELAY": "1"}, {"TIMER_DELAY_SEC": "3600"}):
+                    await peer.ok(wire.send("Kept", b"later", properties=wire.props(**delay)))
+                # delivered a second later at offset 1, the level's progress to be kept
+                await peer.messages("Kept", 0, 1, sys_flag=wire.PULL_SUSPEND, suspend_ms=5000)
             app.logical.persist()
         finally:
             await app.stop()

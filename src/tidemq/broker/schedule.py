@@ -46,8 +46,9 @@ from tidemq.broker.delay import (
     DelayPolicy,
 )
 from tidemq.broker.replication.progress_merge import newer_timer
+from tidemq.broker.table_json import read_file
 from tidemq.broker.timers import TimerCheckpoint, TimerEntry, TimerHeap
-from tidemq.errors import ConfigError, CorruptRecord, MessageTooLarge, StoreReadOnly
+from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -130,18 +131,8 @@ class ScheduleService:
             self._cond.notify()
 
     def load(self) -> None:
-        self.offsets = {}
-        checkpoint = TimerCheckpoint()
-        try:
-            if self.offsets_path.exists():
-                table = json.loads(self.offsets_path.read_text("utf-8"))["offsetTable"]
-                self.offsets = {int(k): int(v) for k, v in table.items()}
-            if self.timer_path.exists():
-                checkpoint = TimerCheckpoint.from_json(
-                    json.loads(self.timer_path.read_text("utf-8")))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"delayed delivery progress is unreadable: {exc}",
-                              key="delayOffset.json") from exc
+        self.offsets = read_file(self.offsets_path, _level_offsets) or {}
+        checkpoint = read_file(self.timer_path, _timer_checkpoint) or TimerCheckpoint()
         self.timers = TimerHeap(checkpoint)
         self._written = (dict(self.offsets), checkpoint)
 
@@ -446,3 +437,17 @@ def _never() -> bool:
 def _timer_due(rec: Record) -> int:
     value = decode_properties(rec.properties).get("TIMER_OUT_MS", "")
     return int(value) if value.isdigit() else rec.store_timestamp
+
+
+def _level_offsets(raw: bytes) -> dict[int, int]:
+    """``delayOffset.json``: each delay level's next offset in its parking queue."""
+    table = json.loads(raw)["offsetTable"]
+    return {int(k): int(v) for k, v in table.items()}
+
+
+def _timer_checkpoint(raw: bytes) -> TimerCheckpoint:
+    """``timerCheckpoint.json``: how far the timer topic was scanned and delivered."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise TypeError(f"not a JSON object but {type(data).__name__}")
+    return TimerCheckpoint.from_json(data)

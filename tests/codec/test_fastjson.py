@@ -74,3 +74,15 @@ def test_nesting_is_bounded() -> None:
     loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)
     with pytest.raises(ValueError, match="nested deeper"):
         loads("[" * (MAX_DEPTH + 2) + "]" * (MAX_DEPTH + 2))
+
+
+@pytest.mark.parametrize("body", ["[NaN]", '{"a": Infinity}', "-Infinity"])
+def test_what_json_reads_beyond_the_standard_is_still_refused(body: str) -> None:
+    with pytest.raises(ValueError):
+        loads(body)
+
+
+def test_nesting_just_within_the_reader_bound_reads() -> None:
+    """Standard JSON nested deeper than the fast path checks goes to the reader, which
+    takes one level more, as before."""
+    assert loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)) is not None

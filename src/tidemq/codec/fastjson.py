@@ -31,13 +31,42 @@ _LITERALS = {"true": True, "false": False, "null": None}
 
 
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
-    """The value in ``data`` (UTF-8 when bytes); see the module docstring."""
+    """The value in ``data`` (UTF-8 when bytes); see the module docstring. Standard JSON
+    is read by :func:`json.loads` (a body of thousands of groups in a fraction of the
+    time), anything else by this module's reader."""
     text = bytes(data).decode() if not isinstance(data, str) else data
+    try:
+        standard = json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        pass  # fastjson's own forms, or not JSON at all: the reader below says where
+    else:
+        if _within_depth(standard):
+            return standard
     value, end = _value(text, _skip(text, 0), 0)
     end = _skip(text, end)
     if end != len(text):
         raise ValueError(f"extra data at position {end}")
     return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _within_depth(value: Any) -> bool:
+    """Whether ``value`` nests at most :data:`MAX_DEPTH` deep (as the reader allows)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth > MAX_DEPTH:
+            return False
+        stack.extend((child, depth + 1) for child in item
+                     if isinstance(child, (dict, list)))
+    return True
 
 
 def _skip(text: str, pos: int) -> int:

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tidemq.broker.offsets as offsets_module
+from tidemq.broker import offset_json
 from tidemq.broker.offsets import OffsetManager, index_of
 from tidemq.store.layout import StoreLayout
 
@@ -50,6 +51,7 @@ def _read(body: bytes) -> dict[str, dict[int, int]]:
     return {k: {int(q): o for q, o in v.items()} for k, v in table.items()}
 
 
+@settings(deadline=None)  # a write fsyncs: slow on a busy machine
 @given(ops=ops)
 def test_the_index_answers_as_a_walk_of_the_table(tmp_path_factory: Any,
                                                   ops: list[tuple[Any, ...]]) -> None:
@@ -138,3 +140,25 @@ def test_the_loop_deletes_and_commits_while_a_write_drops_the_deleted_keys(
     assert _read(offsets.path.read_bytes()) == want
     assert calls == 2
     assert sorted(offsets._order) == sorted(want)
+
+
+def test_a_write_reads_the_table_a_slice_of_keys_a_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing copies, sorts or frees the whole table in one call while a write holds the
+    interpreter: it encodes the live table a slice of keys a call."""
+    offsets = OffsetManager(StoreLayout(tmp_path))
+    n = 3 * offset_json.ENTRY_SLICE + 5
+    for i in range(n):
+        offsets.commit(f"g{i % 7}", f"T{i}", i % 3, i)
+    encode = offset_json.offset_entries
+    slices: list[int] = []
+
+    def counted(table: Any, keys: list[str], start: int, stop: int, *seps: bytes) -> bytes:
+        assert table is offsets.table  # the live table, not a copy
+        slices.append(stop - start)
+        return encode(table, keys, start, stop, *seps)
+
+    monkeypatch.setattr(offset_json, "offset_entries", counted)
+    offsets.persist()
+    assert max(slices) <= offset_json.ENTRY_SLICE and len(slices) == 4
+    assert _read(offsets.path.read_bytes()) == offsets.table

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tidemq.store.message_store import MessageStore
 
 from .conftest import SEGMENT, FakeClock, OpenStore, msg, read_queue
@@ -55,3 +59,31 @@ def test_clean_restart_keeps_every_offset(open_store: OpenStore) -> None:
     assert res.store_timestamp == 7000 + 36
     new = reopened.put("New", 0, msg(b"fresh"))
     assert new.queue_offset == 0
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["cq", "batch-cq"])
+@pytest.mark.parametrize("damage", ["emptied", "zeroed"])
+def test_a_first_queue_file_that_lost_its_entries_is_rebuilt_after_a_clean_stop(
+        open_store: OpenStore, store_root: Path, batch: bool, damage: str) -> None:
+    """A clean stop, then a disk that empties or zeroes the only file of one queue while
+    another queue was written after it: the start rebuilds the queue from the commit
+    log (recovery alone would not look before the other queue's end), never serving it
+    as a queue that has nothing."""
+    clock = FakeClock(7000)
+    store = open_store(clock=clock)
+    if batch:
+        store.set_batch_topic("T")
+    for i in range(6):
+        clock.now += 1
+        store.put("T", 0, msg(b"t%d" % i, tags="A"))
+    for i in range(3):
+        store.put("Other", 3, msg(b"o%d" % i))
+    before = snapshot(store)
+    store.shutdown()
+    [path] = (store_root / ("batchconsumequeue" if batch else "consumequeue") / "T" / "0"
+              ).iterdir()
+    path.write_bytes(b"" if damage == "emptied" else bytes(path.stat().st_size))
+    reopened = open_store(clock=clock)
+    if batch:
+        reopened.set_batch_topic("T")
+    assert snapshot(reopened) == before

@@ -10,6 +10,13 @@ valid entries; :meth:`ConsumeQueue.load` acts on it and ``tidemq store verify`` 
 it, read-only. Before that, a last file whose creation a crash cut short (before its
 allocation: short and all zeros, :func:`creation_cut_short`) is set aside: it holds
 nothing and puts nothing in doubt.
+
+A queue's first file (base 0) that holds no entry at all -- empty, all zeros -- is the
+exception: a queue is created with its first entry, so that file lost entries the commit
+log still holds (a damaged disk; after a clean stop recovery would not dispatch them
+again), and the queue is in doubt. Only a crash right after such a file's creation
+leaves one legitimately, and its rebuild then finds the same entries. A later file alone
+that holds nothing is a queue that rolled over after older files were deleted.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ def assess(files: Sequence[tuple[int, int]], file_size: int,
     wrote = [file_size] * len(files)
     for k in range(max(0, len(files) - CHECKED_FILES), len(files)):
         wrote[k] = valid_bytes(k)
+    if first == 0 and not any(wrote):
+        return QueueExtent("its first file holds no entry", ())
     n = len(wrote)
     while n > (1 if keep_one_empty else 0) and wrote[n - 1] == 0:
         n -= 1
@@ -57,5 +66,7 @@ def assess(files: Sequence[tuple[int, int]], file_size: int,
 
 def creation_cut_short(found: Sequence[tuple[int, Path]], file_size: int) -> bool:
     """Whether the last of a queue's files ``(base, path)`` is one whose creation a crash
-    cut short: of the wrong size and all zeros. It is ignored (and removed on load)."""
-    return bool(found) and found[-1][1].stat().st_size != file_size and all_zero(found[-1][1])
+    cut short: of the wrong size and all zeros. It is ignored (and removed on load) --
+    but for a queue's first file, which puts it in doubt (see the module doc)."""
+    return (bool(found) and found[-1][0] != 0 and found[-1][1].stat().st_size != file_size
+            and all_zero(found[-1][1]))

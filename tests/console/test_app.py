@@ -47,6 +47,13 @@ async def test_every_page_renders(http: Http, cluster: Cluster) -> None:
     root = await http.get("/")
     assert root.url.endswith("/cluster")
     assert "broker-a" in (await http.get("/cluster")).text
+    await http.post("/topics", {"topic": "Counted", "read_queues": "1", "write_queues": "1"})
+    await registered(cluster)
+    listed = re.search(r'id="topic-count">(\d+) topic', (await http.get("/topics")).text)
+    card = re.search(r'id="topic-count-card"><a href="/topics">(\d+)<',
+                     (await http.get("/cluster")).text)
+    assert listed and card and card.group(1) == listed.group(1) == "1", \
+        "the cluster's topic count is the topic list's, system topics aside"
     assert (await http.get("/healthz")).text == "ok"
 
 
@@ -336,3 +343,23 @@ async def test_the_group_list_names_a_broker_it_could_not_read(tmp_path: Path) -
             assert unread and f'data-broker="{bc.broker_name}"' in unread.group(1)
             assert "group table unreadable (injected)" in unread.group(1)
             assert 'data-group="well"' in page.text
+
+
+async def test_a_logical_topics_messages_are_listed_by_time(http: Http, cluster: Cluster
+                                                            ) -> None:
+    """Its route names the placeholder broker: the physical queues are read on the
+    broker that holds them, not refused with "broker-a has no master"."""
+    made = await http.post("/logical-queues", {"action": "create", "topic": "Lanes",
+                                              "queues": "2"})
+    assert "Logical topic Lanes created" in flash(made.text)
+    await registered(cluster)
+    async with Producer("lane-producers", cluster.namesrv_addr) as producer:
+        for i in range(3):
+            await producer.send(Message("Lanes", f"lane {i}".encode(), {"KEYS": f"l{i}"}),
+                                queue=MessageQueue("Lanes", "__logical__", 0))
+    cluster.brokers[0].store.wait_dispatched()
+    page = await http.get("/topics/Lanes/messages")
+    assert page.status == 200, page.text[-1500:]
+    assert "3 messages stored" in page.text
+    one = await http.get("/messages?by=offset&topic=Lanes&broker=broker-a&queue_id=0&offset=1")
+    assert one.status == 200 and "lane 1" in one.text, one.text[-1500:]

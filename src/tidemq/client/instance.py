@@ -28,6 +28,7 @@ a word, as a crashed process would (brokers notice the closed connections).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -311,6 +312,12 @@ class ClientInstance:
         if addr is None:
             route = await self.routes.get(queue.topic, refresh=True)
             addr = route.master_address(queue.broker_name)
+        if addr is None and queue.broker_name != queue.topic:
+            # A logical topic's route names the placeholder broker, not the physical
+            # queue's: every broker routes a topic of its own name (as RocketMQ's do).
+            with contextlib.suppress(TideMQError):
+                own = await self.routes.get(queue.broker_name, refresh=True)
+                addr = own.master_address(queue.broker_name)
         if addr is None:
             raise NoRouteError(queue.topic, f"broker {queue.broker_name!r} has no master",
                                queue=queue)

@@ -164,9 +164,12 @@ async def cluster_page(console: Console, request: Request) -> StarletteResponse:
         return sum(float(r["s"].get(key, 0) or 0) for r in rows)
 
     lags = [int(float(r["s"].get("dispatchLagMs", 0) or 0)) for r in rows]
+    clusters = {r["cluster"] for r in rows}
+    brokers = {r["broker_name"] for r in rows}
+    user_topics = [t for t in topics if not is_system_topic(t, clusters, brokers)]
     return console.page("cluster", request, title="Cluster", brokers=rows,
-                        groups=broker_groups(rows),
-                        clusters=sorted({r["cluster"] for r in rows}), topic_count=len(topics),
+                        groups=broker_groups(rows), clusters=sorted(clusters),
+                        topic_count=len(user_topics),
                         put_tps=total("putTps"), get_tps=total("getTransferedTps"),
                         max_lag_ms=max(lags, default=0))
 

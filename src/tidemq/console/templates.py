@@ -113,7 +113,7 @@ CLUSTER = """{% extends "layout" %}{% block content %}
 <div class="cards">
  <div class="card"><div class="k">Clusters</div><div class="v">{{ clusters|length }}</div></div>
  <div class="card"><div class="k">Brokers</div><div class="v" id="broker-count">{{ brokers|length }}</div></div>
- <div class="card"><div class="k">Topics</div><div class="v">{{ topic_count }}</div></div>
+ <div class="card"><div class="k">Topics</div><div class="v" id="topic-count-card"><a href="/topics">{{ topic_count }}</a></div></div>
  <div class="card"><div class="k">Put TPS</div><div class="v">{{ '%.1f'|format(put_tps) }}</div></div>
  <div class="card"><div class="k">Get TPS</div><div class="v">{{ '%.1f'|format(get_tps) }}</div></div>
  <div class="card"><div class="k">Max dispatch lag</div><div class="v">{{ max_lag_ms }} ms</div></div>

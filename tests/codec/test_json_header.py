@@ -26,6 +26,12 @@ _TEXT = st.text(st.one_of(st.characters(max_codepoint=0x7F),
                           st.sampled_from('"\\\x00\x1f\x7f\u2028é\U0001F600\ud800')),
                 max_size=12)
 _PLAIN = st.text("0123456789ABCDEF,", max_size=40).map(PlainText)
+#: Text like a property string: clean runs of any length between characters to escape
+#: (the writer checks eight bytes a step again after each escape).
+_RUNS = st.lists(st.one_of(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+                                   max_size=30),
+                           st.sampled_from(["\x01", "\x02", '"', "\\", "é"])),
+                 max_size=12).map("".join)
 
 
 def _args(cmd: RemotingCommand) -> tuple[Any, ...]:
@@ -40,8 +46,8 @@ def commands(draw: st.DrawFn, odd: bool = False) -> RemotingCommand:
     number = (st.one_of(_INT32, st.integers(), st.booleans(),
                         st.sampled_from([ResponseCode.SYSTEM_ERROR, RequestCode.SEND_MESSAGE]))
               if odd else st.one_of(_INT32, st.sampled_from([RequestCode.SEND_MESSAGE_V2])))
-    value = st.one_of(_TEXT, _PLAIN, st.integers(), st.none()) if odd else st.one_of(_TEXT,
-                                                                                       _PLAIN)
+    value = (st.one_of(_TEXT, _PLAIN, st.integers(), st.none()) if odd
+             else st.one_of(_TEXT, _PLAIN, _RUNS))
     ext = draw(st.dictionaries(_TEXT, value, max_size=20))
     return RemotingCommand(code=draw(number), opaque=draw(number), flag=draw(number),
                            language=draw(st.one_of(st.sampled_from(["JAVA", "PYTHON"]), _TEXT)),

@@ -1492,6 +1492,13 @@ done:
 /* The words of n bytes (split at spaces, empty ones not counted), eight bytes a step: a
    word starts at each non-space byte after a space or at the start. A space is one byte
    in UTF-8 too, so this counts the words of a UTF-8 text as well. */
+/* The set bits of m, which has none but the high bit of a byte: one multiply, where
+   __builtin_popcountll is a library call without the popcnt instruction (not in the
+   x86-64 baseline this builds for). */
+static inline Py_ssize_t high_bits(uint64_t m) {
+    return (Py_ssize_t)(((m >> 7) * 0x0101010101010101ULL) >> 56);
+}
+
 static Py_ssize_t byte_words(const unsigned char *u, Py_ssize_t n) {
     Py_ssize_t words = 0, i = 0;
     int after_space = 1;
@@ -1504,7 +1511,7 @@ static Py_ssize_t byte_words(const unsigned char *u, Py_ssize_t n) {
         x ^= spaces;  /* a space becomes a zero byte, its high bit set in sp */
         uint64_t sp = ~(((x & low7) + low7) | x | low7);
         uint64_t before = (sp << 8) | (after_space ? 0x80u : 0u);  /* the byte before's */
-        words += __builtin_popcountll(~sp & high & before);
+        words += high_bits(~sp & high & before);
         after_space = (int)(sp >> 63);
     }
 #endif
@@ -2521,35 +2528,29 @@ static int jb_str(json_buf *b, PyObject *s) {
         return -1;
     char *o = b->p + b->n;
     *o++ = '"';
-    Py_ssize_t i = 0;
-    while (i + 8 <= n) {  /* the usual text needs no escape: checked eight bytes a step */
-        uint64_t w;
-        memcpy(&w, u + i, 8);
-        if (json_word_escapes(w))
-            break;
-        i += 8;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c < 0x20 || c == '"' || c == '\\')
-            break;
-    }
-    if (i == n) {
-        memcpy(o, u, (size_t)n);
-        o += n;
-        i = n;
-    }
-    else {
-        memcpy(o, u, (size_t)(i & ~(Py_ssize_t)7));  /* the words checked clean */
-        o += i & ~(Py_ssize_t)7;
-        i &= ~(Py_ssize_t)7;
-    }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)u[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-            continue;
+    Py_ssize_t i = 0, clean = 0;  /* clean: where the bytes not yet copied start */
+    for (;;) {
+        /* the usual bytes need no escape: checked eight a step, also after an escape
+           (a property text escapes a separator every few bytes, then none for long) */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, u + i, 8);
+            if (json_word_escapes(w))
+                break;
+            i += 8;
         }
+        while (i < n) {
+            unsigned char c = (unsigned char)u[i];
+            if (c < 0x20 || c == '"' || c == '\\')
+                break;
+            i++;
+        }
+        memcpy(o, u + clean, (size_t)(i - clean));
+        o += i - clean;
+        if (i == n)
+            break;
+        unsigned char c = (unsigned char)u[i++];
+        clean = i;
         *o++ = '\\';
         switch (c) {
         case '"': *o++ = '"'; break;
@@ -2776,7 +2777,7 @@ static Py_ssize_t trace_part_width(const char *s, Py_ssize_t n, Py_ssize_t *part
         uint64_t x;
         memcpy(&x, s + i, 8);
         x ^= each * ',';
-        commas += __builtin_popcountll(~(((x & low7) + low7) | x | low7));
+        commas += high_bits(~(((x & low7) + low7) | x | low7));
     }
     for (; i < n; i++)
         commas += s[i] == ',';

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.net import Connection
@@ -111,6 +111,14 @@ class HoldTable:
         waiting = self._by_queue.get(key)
         if not waiting:
             return
+        if len(waiting) == 1:  # the usual: one pull waits on the queue
+            held, offset = waiting[0]
+            if offset >= max_offset:
+                return
+            self._take((held,))
+            self.woken += 1
+            held.answer(held)
+            return
         ready = list(dict.fromkeys(h for h, offset in waiting if offset < max_offset))
         if not ready:
             return
@@ -125,8 +133,13 @@ class HoldTable:
             self.expired += 1
             held.answer(held)
 
-    def _take(self, helds: Iterable[Held]) -> None:
+    def _take(self, helds: Collection[Held]) -> None:
         """Take parked requests out of every queue's list and cancel their deadlines."""
+        if len(helds) == 1:
+            (held,) = helds
+            if len(held.waits) == 1:  # a single pull: one queue's list to cut
+                self._take_one(held, held.waits[0][0])
+                return
         gone = set(helds)
         self._held -= gone
         keys: set[Key] = set()
@@ -140,6 +153,23 @@ class HoldTable:
                 self._by_queue[key] = rest
             else:
                 self._by_queue.pop(key, None)
+
+    def _take_one(self, held: Held, key: Key) -> None:
+        """:meth:`_take` of one request parked on ``key`` alone."""
+        self._held.discard(held)
+        if held.timer is not None:
+            held.timer.cancel()
+        entries = self._by_queue.get(key)
+        if entries is None:
+            return
+        if len(entries) == 1 and entries[0][0] is held:
+            del self._by_queue[key]
+            return
+        rest = [e for e in entries if e[0] is not held]
+        if rest:
+            self._by_queue[key] = rest
+        else:
+            del self._by_queue[key]
 
     def drop_connection(self, conn: Connection) -> None:
         """Forget the requests of a closed connection (nobody is left to answer)."""

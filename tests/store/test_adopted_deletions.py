@@ -6,12 +6,15 @@ a stop half-way, and once the replica becomes master."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.store import message_store
 from tidemq.store.message_store import MessageStore
 
 from .conftest import crash_copy, msg, read_queue, small_config
@@ -159,3 +162,42 @@ def test_a_mark_left_pending_is_taken_again_with_the_next_copy(tmp_path: Path) -
         assert store.adopt_topic_deletions({"T": mark}) == ["T"]
         assert store.pending_topic_deletions() == []
         expect_new_only(store, 10)
+
+
+def test_the_copy_appends_on_while_a_mark_is_taken(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taking a mark reads the log below the dispatched position without the append
+    lock: the replica's copy appends on meanwhile, and its records (waiting for
+    dispatch) continue the queues started again."""
+    wire, mark = master_log(tmp_path / "master", 30, 10)
+    half = mark + (len(wire) - mark) // 2
+    reading, go = threading.Event(), threading.Event()
+    requeue = message_store.requeue_above_marks
+
+    def slow(*args: Any) -> set[tuple[str, int]]:
+        reading.set()
+        assert go.wait(20)
+        return requeue(*args)
+
+    monkeypatch.setattr(message_store, "requeue_above_marks", slow)
+    with MessageStore(small_config(tmp_path / "replica",
+                                   mapped_file_size_commit_log=SEGMENT)) as store:
+        store.replica = True
+        store.append_replicated(0, wire[:half])
+        assert store.wait_dispatched()
+        taking = threading.Thread(target=store.adopt_topic_deletions, args=({"T": mark},))
+        taking.start()
+        try:
+            assert reading.wait(20)
+            copying = threading.Thread(target=store.append_replicated, args=(half, wire[half:]))
+            copying.start()
+            copying.join(10)
+            assert not copying.is_alive(), "the copy waited for the mark"
+        finally:
+            go.set()
+            taking.join(20)
+        copying.join(20)
+        assert store.commitlog.max_offset == len(wire)
+        expect_new_only(store, 10)
+        store.replica = False
+        assert store.put("T", 0, msg(b"after")).queue_offset == 5

@@ -712,10 +712,10 @@ class Dispatcher:
 
     @contextlib.contextmanager
     def held(self, timeout: float = 10.0) -> Iterator[bool]:
-        """No round is applied while this is held. Everything confirmed is dispatched
-        first and every round taken is visible; yields whether that held within
-        ``timeout`` seconds. The caller holds the append lock, so that the position
-        dispatched stays where it is."""
+        """No round is applied while this is held: the position dispatched stays where
+        it is, and appends wait in :attr:`pending`. Everything confirmed when it is
+        taken is dispatched first and every round taken is visible; yields whether that
+        held within ``timeout`` seconds."""
         done = self.drain(timeout)
         self.pause()
         try:

@@ -40,7 +40,7 @@ from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
 from tidemq.store.replica_log import CopyRunning, ReplicaLog
-from tidemq.store.requeue import requeue_above_marks
+from tidemq.store.requeue import pending_queues, requeue_above_marks
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
 
@@ -577,12 +577,13 @@ class MessageStore:
 
     def _requeue(self, marks: Mapping[str, int]) -> None:
         """Remove the queues of ``marks``' topics and write again the entries of their
-        records above the marks (:mod:`tidemq.store.requeue`), with no put and no
-        dispatch round running meanwhile; a put continues each queue from there."""
+        records above the marks (:mod:`tidemq.store.requeue`), with no dispatch round
+        running meanwhile (a replica's copy appends on: the log it reads does not
+        change); a put continues each queue from there."""
         dispatcher = self.dispatcher
         assert dispatcher is not None
         gone = set(marks)
-        with self._checkpointing, self.commitlog.lock, dispatcher.held() as settled:
+        with self._checkpointing, dispatcher.held() as settled:
             if not settled:
                 raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch "
                                     "up before a topic deletion; the next start makes it")
@@ -590,9 +591,12 @@ class MessageStore:
                 self.queues.remove(*key)
             found = requeue_above_marks(self.commitlog, self.queues, marks,
                                         dispatcher.dispatched_offset)
-            next_offsets = self.appender.next_offsets  # a replica's follow its master's
-            for key in [key for key in next_offsets if key[0] in gone and key not in found]:
-                del next_offsets[key]
+            with self.commitlog.lock:  # a replica's next offsets follow its master's
+                found |= pending_queues(list(dispatcher.pending), marks)
+                next_offsets = self.appender.next_offsets
+                for key in [key for key in next_offsets
+                            if key[0] in gone and key not in found]:
+                    del next_offsets[key]
 
     def topic_deletion_marks(self) -> dict[str, int]:
         """Per deleted topic whose records the log may still hold, the offset its deletion

@@ -5,21 +5,21 @@ deletion's offset: by then the records of the topic created again with the name 
 the master's mark) may be dispatched here into the old topic's queues -- at slots the
 old messages hold, so some were skipped as present. Once those queues are removed, the
 records of the new topic that this log holds get their entries again, from the log, in
-queues that start where the master's did. The caller holds the append lock and no
-dispatch round runs meanwhile.
+queues that start where the master's did. No dispatch round runs meanwhile; puts (a
+replica's copy) go on, as the log below the dispatched position does not change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from tidemq.store.commitlog import CommitLog
-from tidemq.store.dispatch import DispatchBatch, apply_batches
+from tidemq.store.dispatch import DispatchBatch, Pending, apply_batches
 from tidemq.store.log_scan import End, walk
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.recovery import dispatch_batch_for
 
-__all__ = ["requeue_above_marks"]
+__all__ = ["pending_queues", "requeue_above_marks"]
 
 #: Records written to their queues at a time.
 CHUNK = 4096
@@ -30,12 +30,10 @@ def requeue_above_marks(commitlog: CommitLog, queues: ConsumeQueueSet,
                         ) -> set[tuple[str, int]]:
     """Write the queue entries of the records of ``marks``' topics at or above their
     mark and below ``dispatched`` (their LMQ entries and index keys are there already);
-    returns the queues of those topics that hold a record above the mark anywhere in the
-    log, dispatched or not."""
-    end = commitlog.max_offset
+    returns their queues."""
     first = max(min(marks.values()), commitlog.min_offset)
     found: set[tuple[str, int]] = set()
-    if first >= end:
+    if first >= dispatched:
         return found
     batches: list[DispatchBatch] = []
     for step in walk(commitlog.segments, first, check_crc=False):
@@ -44,14 +42,12 @@ def requeue_above_marks(commitlog: CommitLog, queues: ConsumeQueueSet,
         if type(step) is not tuple:
             continue  # damaged: recovery left it as it is, and so does this
         offset, rec = step
-        if offset >= end:
-            break
+        if offset + rec.total_size > dispatched:
+            break  # the dispatcher takes the rest, into the queues started here
         mark = marks.get(rec.topic)
         if mark is None or offset < mark:
             continue
         found.add((rec.topic, rec.queue_id))
-        if offset + rec.total_size > dispatched:
-            continue  # the dispatcher takes it, into the queue started here
         batch = dispatch_batch_for(rec, offset)
         if batch is not None:
             batch.lmq, batch.keys = None, None
@@ -61,4 +57,21 @@ def requeue_above_marks(commitlog: CommitLog, queues: ConsumeQueueSet,
                 batches.clear()
     if batches:
         apply_batches(queues, None, batches)
+    return found
+
+
+def pending_queues(pending: Iterable[Pending], marks: Mapping[str, int]
+                   ) -> set[tuple[str, int]]:
+    """The queues of ``marks``' topics that records at or above their mark waiting for
+    dispatch (``pending``: the dispatcher's rows and batches) go to."""
+    found: set[tuple[str, int]] = set()
+    for item in pending:
+        if type(item) is tuple:
+            key, phys = item[2], item[4]
+        else:
+            assert isinstance(item, DispatchBatch)
+            key, phys = (item.topic, item.queue_id), item.phys[0]
+        mark = marks.get(key[0])
+        if mark is not None and phys >= mark:
+            found.add(key)
     return found

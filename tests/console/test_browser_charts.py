@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.console.browser import Browser, chromium_path
@@ -90,3 +91,20 @@ def test_a_topics_rate_chart_draws_put_and_get_over_time(standalone: Standalone,
     times = labels(browser, "#rate-chart .xtick")
     assert len(times) == 3 and all(len(t.split(":")) == 3 for t in times), times
     visit.shot("topic-rates")
+
+
+def test_a_rate_chart_without_samples_says_so(tmp_path: Path, browser: Browser) -> None:
+    """Before the sampler's second round a topic's rates have no point: the chart says
+    why it is empty, instead of a bare axis under a put TPS card that reads otherwise."""
+    server = Standalone(tmp_path / "data", "--set", "consoleSampleInterval=600")
+    try:
+        visit = Visit(browser, server.console)
+        visit.page("/topics")
+        browser.submit("#create-topic", {"topic": "NoSamplesYet", "read_queues": "1",
+                                         "write_queues": "1", "queue_type": "SimpleCQ"})
+        visit.page("/topics/NoSamplesYet")
+        browser.wait_for("document.querySelectorAll('#rate-chart .ytick').length > 0")
+        assert labels(browser, "#rate-chart .no-data") == [
+            "No samples yet: a rate needs two samples, taken every 600 s"]
+    finally:
+        server.stop()

@@ -239,7 +239,9 @@ TOPIC = """{% extends "layout" %}{% block content %}
 (function () {
   var url = {{ api_url|tojson }}, svg = document.getElementById("rate-chart");
   function draw(r) { chart(svg, [{points: r.put, color: "#0b6bcb"}, {points: r.get, color: "#12805c"}],
-                           {title: "messages per second", integer: false}); }
+                           {title: "messages per second", integer: false,
+                            empty: "No samples yet: a rate needs two samples, taken every " +
+                                   {{ rates.interval|tojson }} + " s"}); }
   function poll() {
     fetch(url, {cache: "no-store"}).then(function (r) { return r.json(); }).then(draw)
       .catch(function (e) { document.getElementById("rate-note").textContent = "(update failed: " + e + ")"; });
@@ -569,7 +571,8 @@ LOGIN = """{% extends "layout" %}{% block content %}
 #: ``chart(svg, series, opts)``: lines of ``[epoch ms, value]`` points on a time axis
 #: (clock times) and a value axis whose ticks are round steps from 0 (1, 2 or 5 times a
 #: power of ten; whole numbers when ``opts.integer``). A series that is all zero has the
-#: single tick 0 and its line on the axis.
+#: single tick 0 and its line on the axis; with no point at all, ``opts.empty`` is written
+#: across it.
 CHART_JS = """
 function clock(ms) {
   var d = new Date(ms);
@@ -616,6 +619,11 @@ function chart(svg, series, opts) {
     svg.appendChild(el("text", {"class": "xtick", x: X(t0 + span * f), y: H - 10, "font-size": 11,
       fill: "#667085", "text-anchor": ["start", "middle", "end"][i]}, clock(t0 + span * f)));
   });
+  if (opts.empty && series.every(function (s) { return !s.points.length; })) {
+    svg.appendChild(el("text", {"class": "no-data", x: (L + W - R) / 2, y: (T + H - B) / 2,
+                                "text-anchor": "middle", "font-size": 13, fill: "#667085"},
+                       opts.empty));
+  }
   series.forEach(function (s) {
     if (!s.points.length) { return; }
     var d = s.points.map(function (p, j) {

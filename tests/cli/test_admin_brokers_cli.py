@@ -152,6 +152,8 @@ def test_ha_status_of_a_master_and_of_its_replica(replicated: ThreadedCluster) -
     client = mine["haClientRuntimeInfo"]
     assert client["masterAddr"] == master.ctx.replication.ha_address
     assert client["isActivated"] is True and client["lastReadTimestamp"] > 0
+    assert client["lastWriteTimestamp"] >= client["lastReadTimestamp"] - 1000  # its report
+    assert client["transferredByteInSecond"] >= 0
     lines = human(replicated, "haStatus", "-b", replica.broker_addr)
     assert ["#MasterAddr", master.ctx.replication.ha_address] in lines
     assert ["#CommitLogMaxOffset", str(client["maxOffset"])] in lines

@@ -12,8 +12,9 @@ request                             answer body
 907 GET_BROKER_HA_STATUS            HARuntimeInfo: a master's replicas, or a replica's link
 ==================================  ==================================================
 
-TideMQ measures no transfer rate on its HA links, so ``transferredByteInSecond`` is 0;
-its replicas do not learn the master's flush offset, so ``masterFlushOffset`` is 0.
+``transferredByteInSecond`` is the bytes of the last whole second on the link (0 once
+it has been idle a second). A TideMQ replica does not learn its master's flush offset, so
+``masterFlushOffset`` is 0.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class InspectionProcessor:
     def ha_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         replication = self.ctx.replication
         end = self.ctx.store.commitlog.max_offset
+        now = time.monotonic()
         info: dict[str, Any] = {"master": replication.role.is_master,
                                 "masterCommitLogMaxOffset": end, "inSyncSlaveNums": 0,
                                 "haConnectionInfo": [], "haClientRuntimeInfo": {}}
@@ -126,13 +128,15 @@ class InspectionProcessor:
                 {"addr": link.address, "slaveAckOffset": link.acked,
                  "diff": max(0, end - link.acked),
                  "inSync": end - link.acked <= server.max_gap,
-                 "transferredByteInSecond": 0, "transferFromWhere": link.transfer_from}
+                 "transferredByteInSecond": link.rate.per_second(now),
+                 "transferFromWhere": link.transfer_from}
                 for link in server.links if link.acked >= 0]
         client = replication.client
         if client is not None:
             info["haClientRuntimeInfo"] = {
-                "masterAddr": client.master_address, "transferredByteInSecond": 0,
+                "masterAddr": client.master_address,
+                "transferredByteInSecond": client.rate.per_second(now),
                 "maxOffset": end, "lastReadTimestamp": _epoch_ms(client.last_frame),
-                "lastWriteTimestamp": 0, "masterFlushOffset": 0,
+                "lastWriteTimestamp": _epoch_ms(client.last_report), "masterFlushOffset": 0,
                 "isActivated": client.connected.is_set()}
         return cmd.response(body=_json(info))

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemq.broker.replication.append_times import AppendTimes
+from tidemq.broker.replication.transfer_rate import TransferRate
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
 from tidemq.errors import RemoteProtocolError
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, OFF_MAGIC, OFF_SYSFLAG, store_timestamp_offset
@@ -64,6 +65,8 @@ class ReplicaLink:
     sending: int = -1
     #: The offset its transfer started from (upstream's ``transferFromWhere``).
     transfer_from: int = -1
+    #: The bytes sent to it a second.
+    rate: TransferRate = dataclasses.field(default_factory=TransferRate)
     last_report: float = dataclasses.field(default_factory=time.monotonic)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     waiting: bool = False
@@ -308,6 +311,7 @@ class HaServer:
                     # past a cut of this log's tail
                     writer.write(encode_frame_header(link.sending, len(view)) + view)
                     link.sending += len(view)
+                    link.rate.add(len(view), time.monotonic())
                     await writer.drain()
                     continue
                 link.waiting = True

@@ -32,6 +32,7 @@ import ssl
 import time
 from typing import cast
 
+from tidemq.broker.replication.transfer_rate import TransferRate
 from tidemq.codec.ha import TransferStream, encode_report
 from tidemq.errors import ProtocolError, StoreError
 from tidemq.net.tasks import cancel_and_wait
@@ -64,6 +65,10 @@ class HaClient:
         #: time.monotonic() of the last frame from the master (0: none yet).
         self.last_frame = 0.0
         self.frames = 0
+        #: The bytes received from the master a second.
+        self.rate = TransferRate()
+        #: When this replica last reported its offset to the master (monotonic; 0: never).
+        self.last_report = 0.0
         self.last_error = ""
         #: This end of the connection to the master (the master lists the replica so).
         self.local_address = ""
@@ -206,6 +211,7 @@ class _Link(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_heard = time.monotonic()
+        self.client.rate.add(nbytes, self.last_heard)
         try:
             self.client._received(self.buffer[:nbytes], self)
         except Exception as exc:  # handed to _copy, which decides
@@ -228,6 +234,7 @@ class _Link(asyncio.BufferedProtocol):
         """Tell the master where this replica's log ends."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(encode_report(self.client.store.commitlog.max_offset))
+            self.client.last_report = time.monotonic()
 
     def close(self) -> None:
         if self.transport is not None:

@@ -18,9 +18,17 @@ The broker serves Prometheus metrics (``metricsPort``) and one row scrapes them.
 
     .venv/bin/python benchmarks/lmq_wire.py --lmqs 1000000 --built /tmp/lmq --rounds 0
     .venv/bin/python benchmarks/loop_stalls.py --built /tmp/lmq
+    .venv/bin/python benchmarks/loop_stalls.py --groups 10000 --backlog 20000 --repeat 3 \
+        --only UPDATE_CONSUMER_OFFSET --only '(the' --only DELETE_SUBSCRIPTIONGROUP \
+        --only DELETE_TOPIC_IN_BROKER --only INVOKE_BROKER_TO_RESET_OFFSET \
+        --only GET_ALL_CONSUMER_OFFSET
+
+(the second: the requests that write or send the whole committed-offsets table, with a
+committed offset on each queue of 21 topics for each of ten thousand groups).
 
 ``--only NAME`` (repeatable) issues only those requests; ``--repeat N`` issues them N
-times over (a topic, group or queue of its own each round; the last table gives each
+times over (a topic, group or queue of its own each round, or an offset: each round's
+reset and commit change the offsets, and its flush writes them; the last table gives each
 request's median over the rounds, steadier on a busy machine); ``--json FILE`` writes the
 rows.
 """
@@ -182,12 +190,13 @@ def _requests(args: argparse.Namespace, rnd: int = 0) -> list[tuple[str, _Issue]
                                                     "timestamp": str(now)})),
         ("INVOKE_BROKER_TO_RESET_OFFSET (resetOffsetByTime)",
          lambda: req(rc.INVOKE_BROKER_TO_RESET_OFFSET,
-                     {"topic": topic, "group": group, "timestamp": str(now),
+                     {"topic": topic, "group": f"stall-group-{1 + 100 * rnd}",
+                      "timestamp": str(now),
                       "isForce": "true", "queueId": "-1"})),
         ("UPDATE_CONSUMER_OFFSET (cloneGroupOffset, a queue)",
          lambda: req(rc.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "stall-group-2",
                                                 "topic": topic, "queueId": "0",
-                                                "commitOffset": "5"})),
+                                                "commitOffset": str(5 + rnd)})),
         ("(the periodic flush of the committed offsets)", lambda: _wait(args.flush_wait)),
         ("UPDATE_AND_CREATE_TOPIC",
          lambda: req(rc.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(

@@ -3016,39 +3016,44 @@ static PyObject *offset_entries_json(PyObject *self, PyObject *const *args,
         return NULL;
     const char *item_sep = PyBytes_AS_STRING(args[4]), *key_sep = PyBytes_AS_STRING(args[5]);
     Py_ssize_t item_n = PyBytes_GET_SIZE(args[4]), key_n = PyBytes_GET_SIZE(args[5]);
-    Py_ssize_t len = PyList_GET_SIZE(keys);
     if (start < 0)
         start = 0;
-    if (stop > len)
-        stop = len;
     json_buf b = {.p = NULL, .n = 0, .cap = sizeof b.stack};
     b.p = b.stack;
     PyObject *result = NULL;
     int first = 1, declined = 0;
-    for (Py_ssize_t i = start; i < stop && !declined; i++) {
+    /* The list's length is read again each step and the key held: a lookup may run a
+       stored key's __eq__, which may change the list. */
+    for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(keys) && !declined; i++) {
         PyObject *key = PyList_GET_ITEM(keys, i);
         if (!PyUnicode_CheckExact(key) || !PyUnicode_IS_ASCII(key)) {
             declined = 1;
             break;
         }
+        Py_INCREF(key);
         PyObject *queues = PyDict_GetItemWithError(table, key);
         if (queues == NULL) {
+            Py_DECREF(key);
             if (PyErr_Occurred())
                 goto done;
             continue;  /* deleted since the keys were listed */
         }
         if (!PyDict_CheckExact(queues)) {
+            Py_DECREF(key);
             declined = 1;
             break;
         }
         const char *u = (const char *)PyUnicode_DATA(key);
         Py_ssize_t n = PyUnicode_GET_LENGTH(key);
         if (!printable_key(u, n)) {
+            Py_DECREF(key);
             declined = 1;
             break;
         }
-        if (!jb_reserve(&b, item_n + n + 2 + key_n + 1))
+        if (!jb_reserve(&b, item_n + n + 2 + key_n + 1)) {
+            Py_DECREF(key);
             goto done;
+        }
         if (!first) {
             memcpy(b.p + b.n, item_sep, (size_t)item_n);
             b.n += item_n;
@@ -3063,6 +3068,7 @@ static PyObject *offset_entries_json(PyObject *self, PyObject *const *args,
         o += key_n;
         *o++ = '{';
         b.n = o - b.p;
+        Py_DECREF(key);  /* written; the queues are read without running Python code */
         Py_ssize_t pos = 0;
         PyObject *q, *off;
         int inner_first = 1;

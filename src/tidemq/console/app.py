@@ -77,6 +77,7 @@ from tidemq.console.auth import (
     oversized_form,
     set_session_cookie,
 )
+from tidemq.console.consumer_info import consumer_page
 from tidemq.console.gate import HostGate
 from tidemq.console.group_config import FIELDS as GROUP_FIELDS
 from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit, read_groups
@@ -937,6 +938,7 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/groups", g(groups_page), methods=["GET"]),
         Route("/groups", g(group_submit), methods=["POST"]),
         Route("/groups/{group}/delete", g(group_delete), methods=["GET", "POST"]),
+        Route("/groups/{group}/clients/{client_id}", g(consumer_page), methods=["GET"]),
         Route("/groups/{group}", g(group_page)),
         Route("/groups/{group}/reset", g(group_reset), methods=["POST"]),
         Route("/api/groups/{group}/lag", g(group_lag_api)),

@@ -336,6 +336,22 @@ NO_BROKERS = """<div class="empty" id="no-brokers"><b>No broker is registered wi
 The list comes from the master brokers, and none is registered now: a broker that stopped or lost its
 connection is left out until it registers again. See the <a href="/cluster">cluster</a>.</div>"""
 
+CONSUMER = """{% extends "layout" %}{% block content %}
+<h1>Consumer {{ client_id }} <span class="muted">of <a href="{{ group_url }}">{{ group }}</a></span></h1>
+<h2>Properties</h2>
+<dl class="kv" id="consumer-properties">{% for k, v in properties.items() %}<dt>{{ k }}</dt><dd>{{ v }}</dd>{% endfor %}</dl>
+<h2>Subscriptions</h2>
+{% if subscriptions %}<table id="consumer-subscriptions"><thead><tr><th>Topic</th><th>Expression type</th><th>Expression</th><th class="num">Version</th></tr></thead><tbody>
+{% for s in subscriptions %}<tr data-topic="{{ s.topic }}"><td>{{ s.topic }}</td><td>{{ s.expressionType }}</td><td>{{ s.subString }}</td><td class="num">{{ s.subVersion }}</td></tr>{% endfor %}
+</tbody></table>{% else %}<p class="muted">It reports no subscription.</p>{% endif %}
+<h2>Queues it holds</h2>
+{% if queues %}<table id="consumer-queues"><thead><tr><th>Topic</th><th>Broker</th><th class="num">Queue</th><th class="num">Next pull offset</th>
+<th class="num">Committed offset</th><th class="num">Cached messages</th><th class="num">Cached MiB</th><th>Locked</th></tr></thead><tbody>
+{% for q in queues %}<tr><td>{{ q.topic }}</td><td>{{ q.brokerName }}</td><td class="num">{{ q.queueId }}</td><td class="num">{{ q.nextPullOffset }}</td>
+<td class="num">{{ q.commitOffset }}</td><td class="num">{{ q.cachedMsgCount }}</td><td class="num">{{ q.cachedMsgSizeInMiB }}</td><td>{{ 'yes' if q.locked else 'no' }}</td></tr>{% endfor %}
+</tbody></table>{% else %}<p class="muted">It holds no queue now (a rebalance gave them to other consumers of the group, or it has none to read).</p>{% endif %}
+{% endblock %}"""
+
 LIST_FILTER = """<form class="inline" method="get" id="list-filter"><fieldset class="controls">
 {% for k, v in listing.keep %}<input type="hidden" name="{{ k }}" value="{{ v }}">{% endfor %}
  <label>Name contains <input name="q" value="{{ listing.query }}" placeholder="part of a name"></label>
@@ -407,7 +423,7 @@ GROUP = """{% extends "layout" %}{% block content %}
 {% else %}<div class="empty"><b>No committed offsets</b>The group has not committed an offset of any topic yet.</div>{% endif %}
 <h2>Consumers</h2>
 {% if consumers %}<table id="consumers"><thead><tr><th>Client id</th><th>Address</th><th>Language</th><th>Version</th></tr></thead><tbody>
-{% for c in consumers %}<tr><td>{{ c.clientId }}</td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
+{% for c in consumers %}<tr><td><a href="/groups/{{ group|urlencode }}/clients/{{ c.clientId|urlencode }}">{{ c.clientId }}</a></td><td>{{ c.clientAddr }}</td><td>{{ c.language }}</td><td>{{ c.version_name }}</td></tr>{% endfor %}
 </tbody></table>
 {% if connections.subscriptions %}<p class="muted" id="consume-mode">{{ connections.consume_type or '-' }}, {{ connections.message_model or '-' }}, {{ connections.consume_from_where or '-' }}</p>
 <table id="subscriptions"><thead><tr><th>Subscribed topic</th><th>Expression</th></tr></thead><tbody>
@@ -643,7 +659,7 @@ _ENV = jinja2.Environment(
         "topic": TOPIC, "topic-messages": TOPIC_MESSAGES, "confirm": CONFIRM, "groups": GROUPS, "group": GROUP,
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
         "list-filter": LIST_FILTER, "list-pager": LIST_PAGER, "group-form": GROUP_FORM,
-        "no-brokers": NO_BROKERS,
+        "no-brokers": NO_BROKERS, "consumer": CONSUMER,
         "login": LOGIN,
     }),
     autoescape=True,

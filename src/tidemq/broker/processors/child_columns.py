@@ -64,6 +64,12 @@ def column_puts(entries: Sequence[SendEntry], *, queues: int, max_body: int,
     if n < _MIN_CHILDREN:
         return None
     qids, sys_flags, borns, flags, texts, bodies = zip(*entries, strict=True)
+    first_text = texts[0]
+    if first_text is not None and (first_text.startswith("KEYS\x01")
+                                   or "\x02KEYS\x01" in first_text):
+        # keyed children (trace messages: 24 KB of msgIds each) are refused below, once
+        # every text is joined and split: refused before that work
+        return None
     if (min(qids) < 0 or max(qids) >= queues or any(map(and_, sys_flags, repeat(_INNER_BATCH)))
             or max(map(len, bodies)) > max_body or None in texts or "" in texts
             or set(map(_LAST, texts)) != {"\x02"}):

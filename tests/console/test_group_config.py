@@ -89,3 +89,6 @@ async def test_a_group_page_shows_its_subscriptions_and_resets_a_real_topic_firs
     assert options and re.findall(r"<option>([^<]*)</option>", options.group(1)) == [
         "Subbed", "%RETRY%subbers"]
     assert 'id="group-config"' in page
+    listed = re.search(r'<tr data-group="subbers">(.*?)</tr>', (await http.get("/groups")).text,
+                       re.S)
+    assert listed and "<td>Subbed</td>" in listed.group(1), "its retry topic is not listed"

@@ -556,8 +556,9 @@ async def groups_page(console: Console, request: Request) -> StarletteResponse:
         count = len(conns) if isinstance(conns, list) else 0
         configured = name in configs
         rows.append({"name": name, "system": is_system_group(name),
-                     "topics": (st.topics if isinstance(st, ConsumeStats)
-                                else committed.get(name, [])),
+                     "topics": [t for t in (st.topics if isinstance(st, ConsumeStats)
+                                            else committed.get(name, []))
+                                if owner_group(t) is None],  # its retry topic is no news
                      "lag": st.lag if isinstance(st, ConsumeStats) else "-",
                      "tps": st.consume_tps if isinstance(st, ConsumeStats) else 0.0,
                      "online": count, "configured": configured,

@@ -15,6 +15,10 @@ And: ``make unit`` keeps the tests' files on a tmpfs where the machine has room 
 A test of what a disk's page cache does (pages clean until written, written back by a
 flush) takes :func:`disk_path` instead of ``tmp_path``: on a tmpfs every page is memory,
 resident and dirty from the start.
+
+And: Hypothesis examples have no deadline. A test runs on a machine shared with other
+work, where one example may wait out a slice of a busy core; what a property test checks is
+the property, and speed is measured by the benchmarks, never asserted by a test.
 """
 
 from __future__ import annotations
@@ -27,11 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from tests.tls_certs import Certs
 
 pytest_plugins = ("pytester",)
+
+settings.register_profile("tidemq", deadline=None)
+settings.load_profile("tidemq")
 
 # Parallel workers (pytest-xdist, ``make unit`` runs three) draw the ports of the servers
 # they start from slices of their own, so one worker never takes a port another worker

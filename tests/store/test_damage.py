@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.errors import StoreReadOnly
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.inspect import dump_records, verify
@@ -307,6 +308,18 @@ def test_verify_previews_what_a_start_does(tmp_path: Path, pristine: Pristine, f
     assert preview is not None
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
+    if checkpoint and where == "tail":
+        # a clean stop, then its last record damaged: the start stops rather than drop an
+        # acknowledged message as a torn tail, and verify says it would
+        segment = StoreLayout(copy).commitlog_segment(phys - phys % SEGMENT)
+        before = segment.read_bytes()
+        with pytest.raises(StoreReadOnly) as refused:
+            MessageStore(small_config(copy)).start()
+        assert refused.value.cause == preview.start_fails
+        assert f"valid records end at offset {phys}, in segment {segment.name}" in (
+            preview.start_fails)
+        assert segment.read_bytes() == before
+        return
     with MessageStore(small_config(copy)) as store:
         real = store.recovery_report
     assert real is not None
@@ -409,3 +422,27 @@ def test_a_damaged_queue_offset_becomes_a_hole_on_rebuild(tmp_path: Path, pristi
         assert store.max_offset("T", 0) == N
         got, _ = bodies(store, 32)
         assert got == [i for i in range(N) if i != victim]
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "emptied"])
+def test_a_segment_the_disk_lost_after_a_clean_stop_stops_the_start(
+        tmp_path: Path, pristine: Pristine, damage: str) -> None:
+    """A clean stop, then the last segment zeroed or emptied: the start names it and
+    stops, the segment and the queues as they were, rather than take the log for one
+    that ends earlier and cut every queue back to it."""
+    root = tmp_path / "s"
+    records = copy_of(pristine, root)
+    last = records[-1][0]
+    segment = StoreLayout(root).commitlog_segment(last - last % SEGMENT)
+    segment.write_bytes(bytes(SEGMENT) if damage == "zeroed" else b"")
+    queue = StoreLayout(root).queue_dir("T", 0)
+    queues = {p.name: p.read_bytes() for p in queue.iterdir()}
+    with pytest.raises(StoreReadOnly) as refused:
+        MessageStore(small_config(root)).start()
+    assert refused.value.status == "LOAD_FAILED"
+    assert f"segment {segment.name}" in refused.value.cause, refused.value.cause
+    assert segment.read_bytes() == (bytes(SEGMENT) if damage == "zeroed" else b"")
+    assert {p.name: p.read_bytes() for p in queue.iterdir()} == queues
+    if damage == "zeroed":
+        preview = verify(root).recovery
+        assert preview is not None and preview.start_fails == refused.value.cause

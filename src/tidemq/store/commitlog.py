@@ -57,12 +57,15 @@ class CommitLog:
 
     # ------------------------------------------------------------------ load
 
-    def load(self) -> None:
-        """Map every segment on disk; all are marked full until recovery says otherwise."""
+    def load(self, *, clean: bool = False) -> None:
+        """Map every segment on disk; all are marked full until recovery says otherwise.
+        After a ``clean`` stop no segment's creation was cut short: a short last one is
+        damaged, as any other short one."""
         found = self.layout.segments_in(self.layout.commitlog_dir)
         for i, (base, path) in enumerate(found):
             size = path.stat().st_size
-            if size != self.segment_size and i == len(found) - 1 and all_zero(path):
+            if (size != self.segment_size and i == len(found) - 1 and not clean
+                    and all_zero(path)):
                 # A crash while the segment was being created: it never held a record.
                 log.warning("deleting unfinished last commit-log segment %s (%d bytes)",
                             path.name, size)

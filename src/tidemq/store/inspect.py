@@ -75,7 +75,13 @@ from tidemq.store.readonly import (
     walk_log,
 )
 from tidemq.store.recovery import dispatch_batch_for
-from tidemq.store.recovery_plan import StartFacts, choose_scan, ends_a_record, plan
+from tidemq.store.recovery_plan import (
+    StartFacts,
+    choose_scan,
+    clean_stop_refusal,
+    ends_a_record,
+    plan,
+)
 from tidemq.store.repair import QUARANTINE_DIR
 from tidemq.store.spool import SpilledColumns
 
@@ -518,7 +524,11 @@ class _Verifier:
         prev.queues_rebuilt = queues.in_doubt
         phys = self.records.arrays()["phys"]  # in log order
         prev.records_lost = len(phys) - int(np.searchsorted(phys, the_plan.end))
-        prev.start_fails = self.start_fails
+        cut = self.layout.truncation_file.exists()  # a start then trusts the cut's end
+        written = (min(facts.checkpoint_dispatched, facts.queues_end)
+                   if clean and not cut else None)
+        prev.start_fails = self.start_fails or clean_stop_refusal(
+            the_plan.end, written, self.log.segment_size)
         return prev
 
     def queue_facts(self) -> _QueueFacts:

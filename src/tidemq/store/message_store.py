@@ -108,7 +108,7 @@ class MessageStore:
         self._lock.acquire()
         try:
             clean = not self.layout.abort_file.exists()
-            self.commitlog.load()
+            self.commitlog.load(clean=clean)
             self.queues.load()
             if self.config.enable_lmq and self.config.enable_multi_dispatch:
                 self.queues.lmq = LmqStore(self.layout.lmq_dir, self.config.lmq_cached_queues,
@@ -122,8 +122,13 @@ class MessageStore:
                 self.index.load()
                 if not clean or cut_at is not None:  # trust only what the checkpoint flushed
                     self.index.truncate(checkpoint.dispatched_phy_offset)
+            # after a clean stop the log reaches what both the checkpoint and the
+            # queues say was written; each alone could itself be the damaged file
+            written = (min(checkpoint.dispatched_phy_offset, self.queues.max_phys_end())
+                       if clean and cut_at is None else None)
             report = recover(self.commitlog, self.queues, self.index, checkpoint, clean=clean,
-                             check_crc=self.config.check_crc_on_recover, cut_at=cut_at)
+                             check_crc=self.config.check_crc_on_recover, cut_at=cut_at,
+                             written=written)
             if self.index is not None:
                 self.index.truncate(report.end_offset)
             if cut_at is not None:

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from tidemq.errors import CorruptRecord, QueueGap
+from tidemq.errors import CorruptRecord, QueueGap, StoreReadOnly
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MIN_RECORD_SIZE, Record
@@ -40,6 +40,7 @@ from tidemq.store.recovery_plan import (
     RecoveryPlan,
     StartFacts,
     choose_scan,
+    clean_stop_refusal,
     ends_a_record,
     plan,
     valid_end,
@@ -189,13 +190,19 @@ def plan_recovery(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Che
 def recover(
     commitlog: CommitLog, queues: ConsumeQueueSet, index: IndexSink | None,
     checkpoint: Checkpoint, *, clean: bool, check_crc: bool = True,
-    cut_at: int | None = None,
+    cut_at: int | None = None, written: int | None = None,
 ) -> RecoveryReport:
     """Bring commit log and consume queues to one consistent end; see the module doc.
-    ``cut_at`` ends the valid log there if it reaches further (a requested cut)."""
+    ``cut_at`` ends the valid log there if it reaches further (a requested cut).
+    ``written``: where the log ended when the store stopped cleanly; a valid log that
+    ends before it is damage, not a torn tail, and :class:`StoreReadOnly` (LOAD_FAILED,
+    naming the segment) stops the start before anything is truncated."""
     lo = commitlog.min_offset
     the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc, cut_at)
     end = the_plan.end
+    refusal = clean_stop_refusal(end, written, commitlog.segment_size)
+    if refusal:
+        raise StoreReadOnly("LOAD_FAILED", cause=refusal)
     report = RecoveryReport(clean=clean, start_offset=the_plan.start, end_offset=end,
                             records_scanned=the_plan.records, reason=the_plan.reason,
                             max_store_timestamp=the_plan.max_store_timestamp,

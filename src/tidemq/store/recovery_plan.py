@@ -24,8 +24,8 @@ from tidemq.errors import CorruptRecord
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.log_scan import Damage, LogScan, Segment, scan
 
-__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "ends_a_record", "plan", "scan_start",
-           "valid_end"]
+__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "clean_stop_refusal", "ends_a_record",
+           "plan", "scan_start", "valid_end"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,3 +133,18 @@ def _deleted(segments: Sequence[tuple[int, int]], end: int) -> tuple[int, ...]:
         return ()
     keep = [base for base, _ in segments if base < end] or [segments[0][0]]
     return tuple(base for base, _ in segments if base > keep[-1])
+
+
+def clean_stop_refusal(end: int, written: int | None, segment_size: int) -> str:
+    """Why a start refuses a log whose valid records end at ``end``: non-empty when the
+    store was stopped cleanly with records up to ``written`` beyond it (the least of
+    what its checkpoint and its queues say, each of which could be the damaged file;
+    ``None`` after a crash or a requested cut). Such a log lost records to the disk, not
+    a torn tail: truncating it would drop acknowledged messages."""
+    if written is None or end >= written:
+        return ""
+    segment = f"{end - end % segment_size:020d}"
+    return (f"the commit log's valid records end at offset {end}, in segment {segment}, "
+            f"but the store was stopped cleanly with records up to {written} (its "
+            "checkpoint and consume queues say so): the segment is damaged; restore it "
+            "from a backup or a replica (nothing was truncated)")

@@ -695,6 +695,63 @@ def test_fanout_below_a_tombstone_floor_is_dropped_per_queue(tmp_path: Path) -> 
         lmq.close()
 
 
+def test_a_queue_deleted_ahead_of_its_old_records_starts_at_its_new_first_offset(
+        tmp_path: Path) -> None:
+    """A tombstone whose floor lies past the log dispatched so far (a replica lagging its
+    master): a round holding the deleted queue's last old record and the queue's first
+    records created again starts the queue at 0, not at the old record's offset."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%b"], [0, 0], 0, 10, 0, 1)], 10)
+        lmq.delete_queue("%LMQ%a", 100)
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%b"], [1, 1], 50, 10, 0, 1),
+                          (["%LMQ%a", "%LMQ%b"], [0, 2], 100, 10, 0, 1),
+                          (["%LMQ%a"], [1], 110, 10, 0, 1)], 120)
+        assert (lmq.min_offset("%LMQ%a"), lmq.max_offset("%LMQ%a")) == (0, 2)
+        assert [e[0] for e in lmq.entries("%LMQ%a", 0, 10)] == [100, 110]
+    finally:
+        lmq.close()
+
+
+@settings(deadline=None, max_examples=25,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(old=st.integers(0, 12), kept=st.integers(0, 12), start=st.integers(0, 3),
+       later=st.integers(0, 5))
+def test_a_deletion_keeps_the_entries_of_the_queue_created_again(
+        tmp_path_factory: pytest.TempPathFactory, old: int, kept: int, start: int,
+        later: int) -> None:
+    """``delete_queue`` with the entries of records at or above the floor: the queue holds
+    those, from their first offset, before and after a reopen, and dispatch continues
+    it; the old entries and offsets are gone, and the counts say so."""
+    path = tmp_path_factory.mktemp("kept")
+    new = [LmqEntry("%LMQ%a", start + i, 1000 + 10 * i, 10, 7, 1) for i in range(kept)]
+    lmq = LmqStore(path)
+    try:
+        lmq.write_fanout([(["%LMQ%a", "%LMQ%b"], [i, i], 10 * i, 10, 0, 1)
+                          for i in range(old)], 10 * old)
+        lmq.commit_offset("g", "%LMQ%a", old)
+        assert lmq.first_stats() == lmq.stats()  # counted: the deletion keeps it exact
+        with pytest.raises(ValueError):
+            lmq.delete_queue("%LMQ%a", 1000, [LmqEntry("%LMQ%a", 0, 999, 10, 7, 1)])
+        assert lmq.delete_queue("%LMQ%a", 1000, new) == (old > 0)
+        assert lmq.cached_stats() == lmq.stats()
+    finally:
+        lmq.close()
+    lmq = LmqStore(path)
+    try:
+        low, high = (start, start + kept) if kept else (0, 0)
+        assert (lmq.min_offset("%LMQ%a"), lmq.max_offset("%LMQ%a")) == (low, high)
+        assert lmq.entries("%LMQ%a", low, 100) == [(e.phys, e.size, e.tags) for e in new]
+        assert lmq.offsets_of("%LMQ%a") == {} and lmq.floor("%LMQ%a") == 1000
+        nxt = high if kept else start  # the master's offsets go on from there
+        lmq.write_fanout([(["%LMQ%a"], [nxt + i], 2000 + 10 * i, 10, 0, 1)
+                          for i in range(later)], 2000 + 10 * later)
+        assert lmq.max_offset("%LMQ%a") == (nxt + later if kept or later else 0)
+        assert lmq.max_offset("%LMQ%b") == old
+    finally:
+        lmq.close()
+
+
 def test_fanout_to_a_cached_queue_first_seen_past_zero_keeps_its_start(
         tmp_path: Path) -> None:
     """A queue already looked up (cached as new) whose first entry comes past 0 -- its

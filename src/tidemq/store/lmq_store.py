@@ -677,10 +677,11 @@ class LmqStore:
         if late:
             first: dict[str, int] = {}
             wanted = set(late)
-            for names, offsets, *_rest in records:
+            floors = self._floors
+            for names, offsets, phys, *_rest in records:
                 for name, offset in zip(names, offsets, strict=True):
-                    if name in wanted and name not in first:
-                        first[name] = offset
+                    if name in wanted and name not in first and phys >= floors.get(name, 0):
+                        first[name] = offset  # not of a deleted generation's record
             for name in late:
                 nxt, _lo, floor = meta[name]
                 meta[name] = [nxt, first[name], floor]
@@ -961,13 +962,19 @@ class LmqStore:
             self._stats = None
         return dropped
 
-    def delete_queue(self, name: str, floor: int) -> bool:
+    def delete_queue(self, name: str, floor: int, kept: Sequence[LmqEntry] = ()) -> bool:
         """Drop an LMQ with its entries and every group's offset for it; returns whether
         it had entries.
 
         ``floor`` is the commit-log end at the time of deletion: the caller holds the
         append lock, so every record of the old queue lies below it and every later one
         at or above it. The deletion and its tombstone are written with the WAL on.
+
+        ``kept``: entries of the queue created again, of records at or above ``floor``
+        (a replica taking its master's tombstone after it dispatched them), in offset
+        order; they are written in the same batch, so a crash keeps both or neither.
+        The caller flushed the entries written before (the WAL is off for them) and
+        dispatches no record meanwhile.
         """
         key = name.encode()
         wb = WriteBatch(raw_mode=True)
@@ -977,15 +984,27 @@ class LmqStore:
             floor = max(floor, old_floor)
             wb.delete_range(b"E" + key + b"\x00", b"E" + key + b"\x01")
             wb.delete_range(b"O" + key + b"\x00", b"O" + key + b"\x01")
-            wb.put(b"M" + key, _pack_meta(0, 0, floor))
+            new_lo = new_nxt = 0
+            for e in kept:
+                if e.name != name or e.phys < floor:
+                    raise ValueError(f"entry {e} is not of LMQ {name} at or above {floor}")
+                if e.offset < new_nxt:
+                    continue  # written already (a record the log holds twice cannot be)
+                if new_nxt == 0:
+                    new_lo = e.offset  # the master's start aged out of this log
+                wb.put(_entry_key(key, e.offset), _ENTRY.pack(e.phys, e.size, e.tags,
+                                                               e.store_ts))
+                new_nxt = e.offset + 1
+            wb.put(b"M" + key, _pack_meta(new_nxt, new_lo, floor))
             wb.put(b"D" + key, _Q.pack(floor))
-            self._meta[name] = [0, 0, floor]
+            self._meta[name] = [new_nxt, new_lo, floor]
             self._floors[name] = floor
             self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
         stats = self._stats
-        if existed and stats is not None:  # exact, so no walk is needed for it
-            self._stats = (stats[0], stats[1] - 1, stats[2] - (nxt - lo))
+        if (existed or new_nxt) and stats is not None:  # exact: no walk is needed for it
+            self._stats = (stats[0], stats[1] - existed + (new_nxt > 0),
+                           stats[2] - (nxt - lo) + (new_nxt - new_lo))
         return existed
 
     def _spans(self, after: bytes | None = None, *, values: bool = False

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from tidemq.errors import CorruptRecord, StoreReadOnly
 from tidemq.formats.properties import decode_properties
@@ -40,7 +40,7 @@ from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
 from tidemq.store.replica_log import CopyRunning, ReplicaLog
-from tidemq.store.requeue import pending_queues, requeue_above_marks
+from tidemq.store.requeue import lmq_entries_above, pending_queues, requeue_above_marks
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
 from tidemq.store.threads import NamedThread
 
@@ -461,17 +461,40 @@ class MessageStore:
             assigned = (self.appender.lmq_next.pop(name) or 0) > 0  # handed out, maybe not
             return lmq.delete_queue(name, self.commitlog.max_offset) or assigned  # visible
 
-    def adopt_lmq_tombstone(self, name: str, floor: int) -> bool:
-        """Delete an LMQ as the master did at commit-log offset ``floor`` (a replica
-        copying its master's tombstones), unless it already holds that deletion or a
-        later one; whether it deleted."""
+    def adopt_lmq_tombstones(self, tombstones: Iterable[tuple[str, int]]) -> list[str]:
+        """Delete LMQs as the master did, each at the commit-log offset of its floor (a
+        replica copying its master's tombstones), but for those of which this store
+        holds that deletion or a later one; returns the LMQs deleted.
+
+        Records below a floor lose their entries in its LMQ (those dispatched here) or
+        never get any (those still to come); records at or above it -- the LMQ created
+        again on the master -- keep theirs, at the master's offsets: read again from the
+        log (:func:`~tidemq.store.requeue.lmq_entries_above`) with no dispatch round
+        running meanwhile, and written with the deletion."""
         lmq = self.queues.lmq
-        if lmq is None or lmq.floor(name) >= floor:
-            return False
-        with self.commitlog.lock:
-            self.appender.lmq_next.pop(name)
-            lmq.delete_queue(name, floor)
-        return True
+        if lmq is None:
+            return []
+        fresh = {name: floor for name, floor in tombstones if lmq.floor(name) < floor}
+        if not fresh:
+            return []
+        dispatcher = self.dispatcher
+        if dispatcher is None:  # not started: nothing is dispatched above a floor
+            with self.commitlog.lock:
+                for name, floor in fresh.items():
+                    self.appender.lmq_next.pop(name)
+                    lmq.delete_queue(name, floor)
+            return sorted(fresh)
+        with self._checkpointing, dispatcher.held() as settled:
+            if not settled:
+                raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch "
+                                    "up before an LMQ deletion; the next copy makes it")
+            kept = lmq_entries_above(self.commitlog, fresh, dispatcher.dispatched_offset)
+            lmq.flush()  # the entries written before, as the deletions that follow are
+            with self.commitlog.lock:
+                for name, floor in fresh.items():
+                    self.appender.lmq_next.pop(name)
+                    lmq.delete_queue(name, floor, kept.get(name, ()))
+        return sorted(fresh)
 
     def set_batch_topic(self, topic: str, batch: bool = True) -> None:
         """Declare ``topic``'s queues BatchConsumeQueues (``queue.type=BatchCQ``)."""

@@ -7,6 +7,11 @@ old messages hold, so some were skipped as present. Once those queues are remove
 records of the new topic that this log holds get their entries again, from the log, in
 queues that start where the master's did. No dispatch round runs meanwhile; puts (a
 replica's copy) go on, as the log below the dispatched position does not change.
+
+An LMQ (RIP-28) the master deleted and created again is the same case: its tombstone
+reaches the replica after the new queue's records were dispatched there, over the old
+queue's entries; the entries of the records at or above the floor are read again from
+the log (:func:`lmq_entries_above`), at the offsets the master gave them.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from collections.abc import Iterable, Mapping
 
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.dispatch import DispatchBatch, Pending, apply_batches
+from tidemq.store.lmq_store import LMQ_PREFIX, LmqEntry
 from tidemq.store.log_scan import End, walk
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.recovery import dispatch_batch_for
 
-__all__ = ["pending_queues", "requeue_above_marks"]
+__all__ = ["lmq_entries_above", "pending_queues", "requeue_above_marks"]
+
+_LMQ_MARK = LMQ_PREFIX.encode()
 
 #: Records written to their queues at a time.
 CHUNK = 4096
@@ -74,4 +82,35 @@ def pending_queues(pending: Iterable[Pending], marks: Mapping[str, int]
         mark = marks.get(key[0])
         if mark is not None and phys >= mark:
             found.add(key)
+    return found
+
+
+def lmq_entries_above(commitlog: CommitLog, floors: Mapping[str, int], dispatched: int
+                      ) -> dict[str, list[LmqEntry]]:
+    """The entries in the LMQs of ``floors`` of the records at or above each one's floor
+    and below ``dispatched``, in log order (so in offset order): what dispatch gave
+    them, read again from the log."""
+    found: dict[str, list[LmqEntry]] = {}
+    first = max(min(floors.values()), commitlog.min_offset)
+    if first >= dispatched:
+        return found
+    for step in walk(commitlog.segments, first, check_crc=False):
+        if isinstance(step, End):
+            break
+        if type(step) is not tuple:
+            continue  # damaged: dispatch gave it no LMQ entry
+        offset, rec = step
+        if offset + rec.total_size > dispatched:
+            break  # the dispatcher takes the rest, past the floors
+        if _LMQ_MARK not in rec.properties:
+            continue  # names no LMQ: its properties need not be decoded
+        batch = dispatch_batch_for(rec, offset)
+        if batch is None or not batch.lmq or batch.lmq[0] is None:
+            continue  # a prepared or rolled back transaction's, or no target read
+        names, offsets = batch.lmq[0]
+        for name, at in zip(names, offsets, strict=True):
+            floor = floors.get(name)
+            if floor is not None and offset >= floor:
+                found.setdefault(name, []).append(LmqEntry(
+                    name, at, offset, rec.total_size, batch.tags[0], batch.store_timestamp))
     return found

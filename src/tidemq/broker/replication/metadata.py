@@ -365,9 +365,12 @@ class MetadataSync:
                 if kind == "tombstones":
                     rows, later, more = await asyncio.to_thread(
                         _lmq_tombstones_to_take, lmq, body)
-                    for name, floor in later:
-                        if store.adopt_lmq_tombstone(name, floor):
-                            log.info("LMQ %s deleted, as on master %s", name, addr)
+                    # on a thread: the log above the floors is read again for the
+                    # entries of LMQs created again there, and the loop serves on
+                    deleted = await asyncio.to_thread(
+                        store.adopt_lmq_tombstones, later) if later else []
+                    for name in deleted:
+                        log.info("LMQ %s deleted, as on master %s", name, addr)
                 else:  # the rows that can change anything, found on a thread
                     rows, differ, more = await asyncio.to_thread(
                         _lmq_offsets_to_take, lmq, body, taken.keys())

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.delivery import collect, view
+from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
+import tidemq.broker.topics as topics_module
 from tidemq.broker.delay import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
@@ -24,6 +26,7 @@ from tidemq.broker.delay import (
 )
 from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.timers import TimerCheckpoint
+from tidemq.codec.command import RequestCode
 from tidemq.errors import ConfigError, ResponseCode
 from tidemq.formats.properties import decode_properties
 from tidemq.testing import Cluster
@@ -302,3 +305,35 @@ async def test_a_replica_keeps_progress_further_than_its_masters_copy(tmp_path: 
         schedule.load()
         assert schedule.offsets == {1: 7, 2: 4, 3: 1}
         assert schedule.timers.checkpoint() == acted
+
+
+async def test_a_message_due_while_its_topic_is_deleted_waits_for_the_deletion(
+        short: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delayed and a timer message fall due while their topic's deletion is under way:
+    neither is stored into the queues the deletion removes (acknowledged, then lost).
+    Each waits until the deletion is answered and is stored then, from offset 0, so the
+    topic created again serves both, as a message sent after the deletion would be."""
+    broker = short.brokers[0]
+    service = broker.schedule
+    await peer.ok(wire.create_topic("Gone", 1))
+    await peer.ok(wire.send("Gone", b"old"))
+    await send_delayed(peer, "Gone", b"delayed", DELAY="1")
+    await send_delayed(peer, "Gone", b"timer", TIMER_DELAY_MS="100")
+    slow_writes(monkeypatch, topics_module, held)  # step 2, after the mark, held
+    async with Peer(broker.broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic="Gone")))
+        await held.entered_soon()
+        waited = time.monotonic() + 20  # due, tried and put off (again) meanwhile
+        while service.deferred + service.delivered < 2:
+            assert time.monotonic() < waited, "no delivery was tried"
+            await asyncio.sleep(0.01)
+        assert service.delivered == 0
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    await peer.ok(wire.create_topic("Gone", 1))
+    got = await collect(peer, "Gone", 2)
+    assert sorted(m.body for m in got) == [b"delayed", b"timer"]
+    assert [m.queue_offset for m in got] == [0, 1]
+    await counted(service, 2)

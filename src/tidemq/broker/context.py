@@ -75,6 +75,7 @@ class BrokerContext:
         self.schedule = ScheduleService(self.store, self.layout, DelayPolicy(
             parse_delay_levels(config.message_delay_level),
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
+        self.schedule.deleting = self.topics.deleting  # a due message of one waits
         self.stats = BrokerStats()
         #: Open transactions: the half and op topics (:mod:`tidemq.broker.half_queue`).
         self.transactions = HalfQueue(self.store, self.topics, self.topics_changed,

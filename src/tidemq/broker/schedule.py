@@ -14,6 +14,13 @@ Delivery stores a copy in ``REAL_TOPIC``/``REAL_QID`` with a new store time, the
 flag, sysFlag, born time and host, reconsume count and properties, less ``DELAY`` (and the
 timer request properties); ``REAL_TOPIC``/``REAL_QID``/``TIMER_OUT_MS`` stay, as upstream.
 
+A message due while its topic's deletion is under way (:mod:`tidemq.broker.topic_deletion`)
+waits until the deletion is answered, then is stored as any other: from offset 0 of the
+topic's new queues, where the topic created again serves it. Stored meanwhile, it would
+land above the deletion's mark in queues the deletion removes -- gone, though its parked
+copy was acknowledged. Upstream stores it whatever the topic's state; so does TideMQ once
+the deletion is over, whether or not the topic is created again.
+
 Durability (at-least-once, exactly-once across a clean restart). Progress lives in
 ``config/delayOffset.json`` (``{"offsetTable": {"<level>": next offset}}``, upstream's file)
 and ``config/timerCheckpoint.json`` (:class:`~tidemq.broker.timers.TimerCheckpoint`), both
@@ -32,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from operator import itemgetter
 from pathlib import Path
 
@@ -48,7 +55,7 @@ from tidemq.broker.delay import (
 from tidemq.broker.replication.progress_merge import newer_timer
 from tidemq.broker.table_json import read_file
 from tidemq.broker.timers import TimerCheckpoint, TimerEntry, TimerHeap
-from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly
+from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly, TideMQError
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -58,7 +65,7 @@ from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.threads import NamedThread
 from tidemq.types import GetStatus
 
-__all__ = ["ScheduleService"]
+__all__ = ["DeletionUnderWay", "ScheduleService"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +97,14 @@ def _records(buffers: list[memoryview]) -> Iterator[Record]:
             pos += rec.total_size
 
 
+class DeletionUnderWay(TideMQError):
+    """A due message's topic is being deleted: it is delivered once the deletion ends."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic} is being deleted: its due messages wait")
+        self.topic = topic
+
+
 class ScheduleService:
     def __init__(self, store: MessageStore, layout: StoreLayout, policy: DelayPolicy) -> None:
         self.store = store
@@ -116,6 +131,15 @@ class ScheduleService:
         self.acting: Callable[[], bool] = _never
         self.escape: Callable[[str, int, Record, str], None] | None = None
         self._held = False
+        #: The topics whose deletion is under way (the topic table's set): a message
+        #: due for one waits. A delivery holds :attr:`delivering` from its look here to
+        #: its put, so a deletion that joins the set and then takes the lock once
+        #: (:meth:`settle`) knows no delivery stores into the topic until it ends.
+        self.deleting: Container[str] = frozenset()
+        self.delivering = threading.Lock()
+        #: Deliveries put off because their topic was being deleted.
+        self.deferred = 0
+        self._retry = False  # a deletion ended: a pass put off is tried again at once
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -238,6 +262,18 @@ class ScheduleService:
             for (topic, queue_id), max_offset in touched.items():
                 self.on_dispatched(topic, queue_id, max_offset)
 
+    def settle(self) -> None:
+        """Wait for a delivery under way (a deletion, once its topic is in
+        :attr:`deleting`: no later one stores into the topic)."""
+        with self.delivering:
+            pass
+
+    def deletion_ended(self) -> None:
+        """A topic's deletion is over: the messages put off for it are delivered now."""
+        with self._cond:
+            self._retry = True
+            self._cond.notify()
+
     def _wake(self, key: int, notify: bool = True) -> None:
         with self._cond:
             self._woken.add(key)
@@ -265,6 +301,8 @@ class ScheduleService:
             try:
                 self._pass(woken)
                 failed = False
+            except DeletionUnderWay as exc:
+                log.info("delayed delivery waits: %s", exc)
             except (StoreReadOnly, OSError) as exc:
                 log.error("delayed delivery paused for %.0f s: %s", RETRY_SLEEP, exc)
             except Exception:
@@ -274,9 +312,10 @@ class ScheduleService:
             except OSError as exc:
                 log.error("writing delayed delivery progress failed: %s", exc)
             with self._cond:
-                if failed:  # try the same levels again later; only a stop cuts the wait
-                    self._woken |= woken
-                    self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
+                if failed:  # try the same levels again later; a stop or the end of a
+                    self._woken |= woken  # deletion cuts the wait
+                    self._cond.wait_for(lambda: self._stopping or self._retry, RETRY_SLEEP)
+                    self._retry = False
                 elif not self._stopping and not self._woken:
                     self._cond.wait(self._sleep())
 
@@ -418,14 +457,19 @@ class ScheduleService:
         keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
         msg = MessageInput(bytes(rec.body), encode_properties(props), rec.flag,
                            tags_code(props.get("TAGS")), keys)
-        try:
-            result = self.store.put(topic, int(queue), msg, sys_flag=rec.sys_flag,
-                                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
-                                    reconsume_times=rec.reconsume_times, wait_flush=False)
-        except MessageTooLarge as exc:
-            log.warning("parked message at %d cannot be stored again (%s); dropped",
-                        rec.physical_offset, exc)
-            return
+        with self.delivering:
+            if topic in self.deleting:
+                self.deferred += 1
+                raise DeletionUnderWay(topic)  # the pass stops here, to resume after it
+            try:
+                result = self.store.put(topic, int(queue), msg, sys_flag=rec.sys_flag,
+                                        born_timestamp=rec.born_timestamp,
+                                        born_host=rec.born_host,
+                                        reconsume_times=rec.reconsume_times, wait_flush=False)
+            except MessageTooLarge as exc:
+                log.warning("parked message at %d cannot be stored again (%s); dropped",
+                            rec.physical_offset, exc)
+                return
         self._end = max(self._end, result.phys_offsets[-1] + result.sizes[-1])
         self.delivered += 1
 

@@ -12,7 +12,9 @@ The steps, each on disk before the next begins:
 The topic leaves the table in memory first, so that no send after the mark stores
 a message of the old topic; until the deletion is answered a send does not create it
 again (TOPIC_NOT_EXIST) nor does an admin request (SYSTEM_ERROR), so that no message is
-stored above the mark into queues the deletion then removes or leaves behind. A process
+stored above the mark into queues the deletion then removes or leaves behind; a delayed or
+timer message that falls due meanwhile waits for the end too
+(:mod:`tidemq.broker.schedule`). A process
 that stops before step 1 is on disk leaves the topic whole; one that stops after it
 leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka marks a topic
 deleted first and removes its files after.
@@ -41,7 +43,7 @@ async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
         with topics.file.deferred():  # written in step 2
             topics.delete(topic)
         try:
-            await asyncio.to_thread(ctx.store.begin_delete_topic, topic)
+            await asyncio.to_thread(_begin, ctx, topic)
         except BaseException:
             with topics.file.deferred():  # nothing is removed: the topic stays as it is
                 topics.upsert(old)
@@ -54,7 +56,16 @@ async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
         ctx.stats.forget_topic(topic)
     finally:
         topics.deleting.discard(topic)
+        ctx.schedule.deletion_ended()
     return True
+
+
+def _begin(ctx: BrokerContext, topic: str) -> None:
+    """Step 1, once no delayed or timer message is being stored into ``topic``: one
+    stored from here waits for the deletion's end, one stored before lies below the mark
+    and is deleted with the topic, as a message sent before the deletion."""
+    ctx.schedule.settle()
+    ctx.store.begin_delete_topic(topic)
 
 
 def finish_pending(ctx: BrokerContext) -> list[str]:

@@ -40,6 +40,7 @@ from tidemq.client.acl_logins import acl_logins
 from tidemq.console.acl_users import AclUsers
 from tidemq.console.app import Console, create_app
 from tidemq.console.config import ConsoleConfig
+from tidemq.console.head_deadline import HeadDeadlineProtocol
 from tidemq.console.hosts import is_loopback
 from tidemq.console.users import UserDirectory, UsersFile
 from tidemq.errors import ConfigError
@@ -127,7 +128,7 @@ class ConsoleServer:
             raise
         self._sock = sock
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, lifespan="off", ws="none", http="h11",
+        config = uvicorn.Config(self.app, lifespan="off", ws="none", http=HeadDeadlineProtocol,
                                 access_log=False, log_config=None, server_header=False)
         config.load()
         # uvicorn's create_server takes the context as it is

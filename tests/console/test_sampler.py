@@ -13,6 +13,8 @@ from tests.console.test_app import registered
 from tidemq.client import Message, MessageQueue, Producer, PullConsumer
 from tidemq.console import ConsoleServer
 from tidemq.console.config import ConsoleConfig
+from tidemq.console.history import History
+from tidemq.console.sampler import Sampler
 from tidemq.testing import Cluster
 
 
@@ -54,3 +56,17 @@ async def test_rates_and_lag_are_sampled_without_a_page_view(fast: ConsoleServer
     assert lag[-1][1] == 0 and 20 in [v for _, v in lag]
     assert math.isclose(moved(console.history.get("put:Sampled")), 30, rel_tol=1e-6)
     assert math.isclose(moved(console.history.get("get:Sampled")), 30, rel_tol=1e-6)
+
+
+def test_rounds_that_bunch_up_lose_no_messages_from_the_rates() -> None:
+    """Rounds closer together than the history's minimum gap (behind a slow one) would
+    replace the last rate sample, and the messages of its interval with it; the rates
+    still add up to the growth of the total."""
+    history = History(seconds=60, interval=0.3, min_gap_ms=150)
+    sampler = Sampler(None, history, 0.3)  # type: ignore[arg-type]  # no round is run
+    for now, total in [(0, 0), (300, 10), (600, 40), (700, 55), (760, 60), (1000, 70),
+                       (1050, 90), (1400, 100)]:
+        sampler._rate("put:T", now, total)
+    points = history.get("put:T")
+    assert all(t1 - t0 >= 150 for (t0, _), (t1, _) in itertools.pairwise(points))
+    assert math.isclose(points[0][1] * 300 / 1000 + moved(points), 100)

@@ -123,9 +123,15 @@ class Sampler:
             del self._totals[gone]
 
     def _rate(self, key: str, now: int, total: int) -> None:
+        """Record the rate since the previous sample of ``key``. A round that comes within
+        the history's ``min_gap_ms`` of that sample (rounds bunch up behind a slow one)
+        records nothing and keeps the baseline: the next round's rate then covers both,
+        where a sample replacing the last one would drop the messages of its interval."""
         before = self._totals.get(key)
+        if before is not None and now - before[0] < max(1, self.history.min_gap_ms):
+            return
         self._totals[key] = (now, total)
-        if before is None or now <= before[0]:
+        if before is None:
             return
         per_second = max(0, total - before[1]) * 1000 / (now - before[0])
         self.history.add(key, now, per_second)

@@ -1,9 +1,9 @@
 """Writing and serving the committed offsets of thousands of groups takes a while; the
 broker does it on a thread, its event loop serving every client meanwhile: the periodic
-flush, resetOffsetByTime's write and GET_ALL_CONSUMER_OFFSET's body (encoded from the
-live table, a slice of keys at a time, never copied whole). Each test holds the
-slow part until the test has been answered another request: on the loop, nothing would
-answer it, and the slow part would give up waiting."""
+flush, resetOffsetByTime's write, an offline group's commit and GET_ALL_CONSUMER_OFFSET's
+body (encoded from the live table, a slice of keys at a time, never copied whole). Each
+test holds the slow part until the test has been answered another request: on the loop,
+nothing would answer it, and the slow part would give up waiting."""
 
 from __future__ import annotations
 
@@ -52,11 +52,34 @@ async def test_the_periodic_flush_writes_the_offsets_off_the_loop(
         await peer.ok(wire.create_topic("F", 1))
         await peer.ok(wire.send("F"))
         await wire.dispatched(cluster.brokers[0])
+        await peer.ok(wire.heartbeat("fg-1", consumer_groups={"FG": {"F": "*"}}))
         slow_writes(monkeypatch, offsets_module, held)
+        # an online group's commit is answered at once; the flush writes it
         await peer.ok(wire.request(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="FG",
                                    topic="F", queueId=0, commitOffset=1))
         await answered_meanwhile(peer, held)
         assert held.gave_up == [False]
+
+
+async def test_a_commit_of_an_offline_group_is_written_off_the_loop_before_its_answer(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No consumer of the group online (an admin tool writing, as cloneGroupOffset
+    does): nobody would commit the offset again, so it is on disk when answered."""
+    await peer.ok(wire.create_topic("C", 1))
+    await peer.ok(wire.send("C"))
+    await wire.dispatched(cluster.brokers[0])
+    slow_writes(monkeypatch, offsets_module, held)
+    async with Peer(cluster.brokers[0].broker_addr) as admin:
+        task = asyncio.create_task(admin.ok(wire.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup="CG", topic="C", queueId=0,
+            commitOffset=1)))
+        await held.entered_soon()
+        assert not task.done()  # answered once written
+        await answered_meanwhile(peer, held)
+        await task
+    assert held.gave_up == [False]
+    saved = json.loads(cluster.brokers[0].offsets.path.read_text())
+    assert saved == {"offsetTable": {"C@CG": {"0": 1}}}
 
 
 async def test_all_consumer_offsets_are_encoded_off_the_loop(

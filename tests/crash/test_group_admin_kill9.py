@@ -1,6 +1,7 @@
 """Answered changes of consumer groups survive kill -9 of the ``tidemq broker`` process:
-a subscription group created, offsets reset by time (``resetOffsetByTime``), a group
-deleted with its offsets (``deleteSubGroup -r``). Each is checked on a broker killed
+a subscription group created, offsets reset by time (``resetOffsetByTime``), a group's
+offsets cloned to another (``cloneGroupOffset``), a group deleted with its offsets
+(``deleteSubGroup -r``). Each is checked on a broker killed
 right after the answer -- no offset flush or shutdown in between
 (``flushConsumerOffsetInterval`` is an hour) -- and started again on the same store."""
 
@@ -14,6 +15,8 @@ from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.child_server import SMALL_SEGMENT
 
+from tidemq.client import AdminClient
+from tidemq.client.group_admin import clone_group_offset
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.namesrv import NameServerApp
 
@@ -36,9 +39,10 @@ async def _offset(peer: Peer, group: str) -> RemotingCommand:
                                    topic=TOPIC, queueId=0, setZeroIfNotFound="false"))
 
 
-async def _before(addr: str) -> None:
-    """Groups a and b created, both reset to the end of the topic's queue (3), then b
-    deleted with its offsets: every change answered."""
+async def _before(addr: str, namesrv: str) -> None:
+    """Groups a and b created, both reset to the end of the topic's queue (3), b deleted
+    with its offsets, then a's offsets cloned to c (no consumer online): every change
+    answered."""
     async with Peer(addr) as peer:
         await peer.ok(wire.create_topic(TOPIC, 1))
         for n in range(3):
@@ -50,6 +54,11 @@ async def _before(addr: str) -> None:
                                        group=group, timestamp=-1, isForce="true"))
         await peer.ok(wire.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, groupName="b",
                                    cleanOffset="true"))
+    async with Peer(namesrv) as ns:  # last: the changes above write the offsets file too
+        await wire.eventually_route(ns, TOPIC, timeout=30)
+    async with AdminClient(namesrv) as admin:
+        cloned = await clone_group_offset(admin, "a", "c", TOPIC, offline=True)
+    assert [(r.queue_id, r.offset) for r in cloned] == [(0, 3)]
 
 
 async def _after(addr: str) -> None:
@@ -58,6 +67,8 @@ async def _after(addr: str) -> None:
         assert "a" in groups and "b" not in groups
         kept = await _offset(peer, "a")
         assert (kept.code, kept.ext_fields.get("offset")) == (0, "3")
+        cloned = await _offset(peer, "c")
+        assert (cloned.code, cloned.ext_fields.get("offset")) == (0, "3"), cloned.remark
         gone = await _offset(peer, "b")
         assert gone.code != 0, f"the deleted group's offset {gone.ext_fields} is back"
 
@@ -66,7 +77,7 @@ def test_answered_group_changes_survive_kill9(tmp_path: Path, namesrv: NameServe
     broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
     broker.start()
     try:
-        asyncio.run(_before(broker.addr))
+        asyncio.run(_before(broker.addr, namesrv.address))
         broker.kill9()
         broker.start()
         asyncio.run(_after(broker.addr))
@@ -97,7 +108,7 @@ def test_a_write_of_the_offsets_cut_off_by_kill9_leaves_the_last_one(
     broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
     broker.start()
     try:
-        asyncio.run(_before(broker.addr))
+        asyncio.run(_before(broker.addr, namesrv.address))
         broker.kill9()
         broker.stop_after(ENCODING)
         broker.start()

@@ -1,7 +1,16 @@
 """Offsets: QUERY/UPDATE_CONSUMER_OFFSET (14/15), GET_MAX/MIN_OFFSET (30/31),
-SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32) -- remoting.md §2.9."""
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32) -- remoting.md §2.9.
+
+A commit of a group with a consumer online here is answered at once and written with the
+next offset flush (``flushConsumerOffsetInterval``): its consumers commit it again. A
+commit of a group with no consumer online here (an admin tool's, as ``cloneGroupOffset``
+writes the destination group's offsets) is the only copy, so it is answered once the
+offsets file holds it."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.decode import parse_header
@@ -49,11 +58,20 @@ class OffsetProcessor:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this"
                             " group consumer boot first")
 
-    def update(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    def update(self, conn: Connection, cmd: RemotingCommand
+               ) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = parse_header(UpdateConsumerOffsetRequestHeader, cmd)
         self.check_commit(h.topic, h.queue_id, h.commit_offset)
-        self.ctx.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        return cmd.response()
+        ctx = self.ctx
+        ctx.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if ctx.consumers.channels(h.consumer_group):
+            return cmd.response()
+        return self._written(cmd.response())
+
+    async def _written(self, response: RemotingCommand) -> RemotingCommand:
+        """``response`` once the offsets file holds every commit made so far."""
+        await asyncio.to_thread(self.ctx.offsets.persist)  # the loop serves on meanwhile
+        return response
 
     def check_commit(self, topic: str, queue_id: int, offset: int) -> None:
         """Refuse a committed offset no consumer could have reached: negative, past the

@@ -713,6 +713,21 @@ def test_a_queue_deleted_ahead_of_its_old_records_starts_at_its_new_first_offset
         lmq.close()
 
 
+def test_a_queue_tells_whether_it_holds_an_entry_from_an_offset(tmp_path: Path) -> None:
+    """Single entries and runs alike, whatever the key order of their offsets."""
+    lmq = LmqStore(tmp_path / "lmq")
+    try:
+        lmq.write_fanout([(["%LMQ%a"], [i], 100 * i, 10, 0, 1) for i in range(20)], 2000)
+        lmq.write([LmqEntry("%LMQ%b", 0, 900, 10, 0, 1), LmqEntry("%LMQ%b", 1, 50, 10, 0, 1)],
+                  2000)
+        assert lmq.holds_from("%LMQ%a", 1900) and not lmq.holds_from("%LMQ%a", 1901)
+        assert lmq.holds_from("%LMQ%b", 900) and not lmq.holds_from("%LMQ%b", 901)
+        assert not lmq.holds_from("%LMQ%none", 0)
+        assert not lmq.holds_from("%LMQ%", 0)  # a prefix of the others' names
+    finally:
+        lmq.close()
+
+
 @settings(deadline=None, max_examples=25,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(old=st.integers(0, 12), kept=st.integers(0, 12), start=st.integers(0, 3),

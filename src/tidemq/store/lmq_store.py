@@ -1007,6 +1007,16 @@ class LmqStore:
                            stats[2] - (nxt - lo) + (new_nxt - new_lo))
         return existed
 
+    def holds_from(self, name: str, phys: int) -> bool:
+        """Whether ``name`` holds an entry of a record at or above commit-log offset
+        ``phys`` (a replica's dispatch of an LMQ created again above its master's
+        tombstone floor, before the tombstone arrived). Walks the queue's entries."""
+        prefix = entry_prefix(name.encode())
+        for _key, value in self._items(prefix):
+            if (np.frombuffer(value, ENTRY_DTYPE)["phys"] >= phys).any():
+                return True
+        return False
+
     def _spans(self, after: bytes | None = None, *, values: bool = False
                ) -> Iterator[tuple[bytes, int, int, bytes]]:
         """Every queue holding entries, in name order (after the queue ``after``):

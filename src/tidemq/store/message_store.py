@@ -469,8 +469,10 @@ class MessageStore:
         Records below a floor lose their entries in its LMQ (those dispatched here) or
         never get any (those still to come); records at or above it -- the LMQ created
         again on the master -- keep theirs, at the master's offsets: read again from the
-        log (:func:`~tidemq.store.requeue.lmq_entries_above`) with no dispatch round
-        running meanwhile, and written with the deletion."""
+        log (:func:`~tidemq.store.requeue.lmq_entries_above`; only for a queue that
+        dispatch gave an entry above its floor, so an LMQ deleted and not created again
+        costs no read) with no dispatch round running meanwhile, and written with the
+        deletion."""
         lmq = self.queues.lmq
         if lmq is None:
             return []
@@ -488,7 +490,11 @@ class MessageStore:
             if not settled:
                 raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch "
                                     "up before an LMQ deletion; the next copy makes it")
-            kept = lmq_entries_above(self.commitlog, fresh, dispatcher.dispatched_offset)
+            # the log is read only for queues dispatch gave an entry above the floor
+            found = {name: floor for name, floor in fresh.items()
+                     if lmq.holds_from(name, floor)}
+            kept = lmq_entries_above(self.commitlog, found, dispatcher.dispatched_offset
+                                     ) if found else {}
             lmq.flush()  # the entries written before, as the deletions that follow are
             with self.commitlog.lock:
                 for name, floor in fresh.items():

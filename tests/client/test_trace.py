@@ -526,3 +526,58 @@ def test_records_of_varying_widths_fill_bounded_messages_in_order(widths: list[i
     for m in msgs:  # each message's keys are the ids of its records
         assert set(m.properties["KEYS"].split(" ")) == {
             part.split("\x01")[1] for part in m.body.decode().split("\x02") if part}
+
+
+async def test_a_close_whose_timeout_ends_counts_and_logs_every_record_it_left_unsent(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The record being sent when the close gives up is dropped and counted as well as
+    the queued ones: none is lost silently."""
+    sent: list[Message] = []
+    never = asyncio.Event()
+
+    async def stuck_send(msgs: list[Message]) -> object:
+        sent.extend(msgs)
+        await never.wait()  # the trace topic's broker does not answer
+        return None
+
+    tracer = Tracer(stuck_send, topic=TRACE)  # type: ignore[arg-type]
+    tracer.start()
+    record = PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    tracer.record(record)
+    async with asyncio.timeout(5):
+        while not sent:  # the task took the first record and is stuck sending it
+            await asyncio.sleep(0.01)
+    tracer.record(dataclasses.replace(record, msg_id="later"))
+    tracer.record(dataclasses.replace(record, msg_id="last"))
+    with caplog.at_level("WARNING", logger="tidemq.client.tracer"):
+        await tracer.close(timeout=0.2)
+    assert (tracer.sent_records, tracer.failed_records, tracer.dropped) == (0, 0, 3)
+    assert "dropped" in caplog.text
+    assert not tracer._sends and tracer.queued == 0
+
+
+async def test_a_batch_whose_records_fill_several_messages_sends_each_alone() -> None:
+    """A client's trace send takes one message a request: the Pub records of a batch too
+    large for one trace message go in several requests, none refused."""
+    from tidemq.client.tracer import pub_records
+    from tidemq.types import MessageQueue, SendStatus
+
+    bodies: list[bytes] = []
+
+    async def one_a_request(msgs: list[Message]) -> object:
+        (msg,) = msgs  # as the trace producer's send
+        bodies.append(msg.body)
+        return None
+
+    n = 3000
+    msgs = [Message("Batched", b"b", {"KEYS": f"key{i}"}) for i in range(n)]
+    ids = [f"{i:032X}" for i in range(n)]
+    offsets = ",".join(f"7F00000100002A9F{i:016X}" for i in range(n))
+    result = SendResult(SendStatus.SEND_OK, ",".join(ids), offsets,
+                        MessageQueue("Batched", "broker-a", 0), 0, message_count=n)
+    tracer = Tracer(one_a_request, topic=TRACE)  # type: ignore[arg-type]
+    tracer.record(lambda: pub_records("pg", msgs, ids, result, 1, 1))
+    await tracer.flush()
+    assert (tracer.sent_records, tracer.failed_records, tracer.dropped) == (n, 0, 0)
+    assert len(bodies) > 1
+    assert [r.msg_id for b in bodies for r in decode_trace_data(b).records] == ids

@@ -34,7 +34,7 @@ def _messages(events: list[EncodedRecords | RecordRun]) -> list[tuple[bytes, str
     for event in events:
         builder.extend(event)
     builder.close()
-    return [(m.body, m.properties["KEYS"], n) for m, n in builder.take()]
+    return [(m.body, m.properties["KEYS"], n) for m, n in builder.take(len(builder.messages))]
 
 
 @settings(deadline=None, max_examples=60)

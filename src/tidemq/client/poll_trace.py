@@ -76,7 +76,7 @@ class PollTrace:
         mq = min((q for q, d in self._waiting.items() if d), key=lambda q: self._waiting[q][0][1])
         self._waiting[mq].popleft()
         self._count -= 1
-        self.tracer.dropped += 1
+        self.tracer.drop(1, "a polled message was forgotten before a commit covered it")
 
     def committed(self, queue: MessageQueue, offset: int) -> None:
         """``queue``'s consumed offset is now ``offset``: what it covers was consumed."""

@@ -16,7 +16,10 @@ records of a busy producer are much alike and pack to a few bytes each. Like
 upstream's dispatcher it lets events gather before it sends them, for at most
 :data:`LINGER` seconds or until :data:`GATHER_EVENTS` are queued: a producer sending one
 message at a time would otherwise pay a trace request for every send. A failed
-trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised.
+trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised. A record
+that is not sent for any other reason -- a full queue, a close whose timeout ends while
+records are still queued or being sent -- is counted in :attr:`Tracer.dropped` and
+logged (at most once every :data:`LOG_EVERY` seconds), never lost silently.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from tidemq.errors import TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
-__all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "MAX_BODY",
+__all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "LOG_EVERY", "MAX_BODY",
            "EncodedRecords", "RecordRun",
            "TraceEvent", "Tracer",
            "end_transaction_record", "pub_records", "sub_after_records",
@@ -70,6 +73,8 @@ IN_FLIGHT = 4
 #: once.
 LINGER = 0.1
 GATHER_EVENTS = 256
+#: Seconds between two warnings about failed or dropped trace records, at least.
+LOG_EVERY = 10.0
 #: Characters of a trace message's ``KEYS`` at most (a property value stays well under
 #: the 32 KiB the property string may hold).
 _MAX_KEYS = 24_000
@@ -302,12 +307,17 @@ class Tracer:
         #: Trace sends in flight.
         self._sends: set[asyncio.Task[None]] = set()
         self._closing = False
-        #: Events refused because the queue was full.
+        #: Set by :meth:`close` before it cancels what is still being sent: the records so
+        #: cancelled are counted as dropped (an abort drops them without counting).
+        self._give_up = False
+        #: Events refused (a full queue, a closed tracer), records left unsent by a close
+        #: whose timeout ended, and pull-consumer deliveries forgotten before their commit.
         self.dropped = 0
         #: Records sent to the trace topic, and records whose trace message failed.
         self.sent_records = 0
         self.failed_records = 0
         self._last_failure_log = 0.0
+        self._last_drop_log = 0.0
 
     def start(self) -> None:
         if self._task is None:
@@ -318,7 +328,7 @@ class Tracer:
         are made; a full queue drops it (counted). Never blocks, never raises."""
         if (len(self._queue) >= self.capacity or self.held_bytes + held > self.max_bytes
                 or self._closing):
-            self.dropped += 1
+            self.drop(1, "the tracer is closed" if self._closing else "the trace queue is full")
             return
         self.held_bytes += held
         self._queue.append((event, held))
@@ -326,6 +336,16 @@ class Tracer:
             self._full.set()
         if not self._wake.is_set():
             self._wake.set()
+
+    def drop(self, count: int, why: str) -> None:
+        """Count ``count`` trace records or events as dropped because ``why``, with a
+        warning at most every :data:`LOG_EVERY` seconds."""
+        self.dropped += count
+        now = time.monotonic()
+        if now - self._last_drop_log >= LOG_EVERY:
+            self._last_drop_log = now
+            log.warning("%d trace record(s) for %s dropped (%d in all): %s", count,
+                        self.topic, self.dropped, why)
 
     @property
     def queued(self) -> int:
@@ -336,13 +356,15 @@ class Tracer:
         await self._drain()
 
     async def close(self, timeout: float = 5.0) -> None:
-        """Send what is queued (for at most ``timeout`` seconds; what is left then is
-        dropped and counted), then stop."""
+        """Send what is queued (for at most ``timeout`` seconds; what is left then --
+        queued, or taken and not yet answered -- is dropped and counted), then stop."""
         self._closing = True
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._drain()
-        self.dropped += len(self._queue)
+        if self._queue:
+            self.drop(len(self._queue), f"still queued when the close's {timeout} s ended")
+        self._give_up = True
         await self._cancel()
         if self._on_close is not None:
             await self._on_close()
@@ -389,6 +411,15 @@ class Tracer:
         :data:`BATCH_MESSAGES` messages per request and :data:`IN_FLIGHT` requests at a
         time, while events keep coming."""
         builder = _MessageBuilder(self.topic)
+        try:
+            await self._build_and_launch(builder, sends)
+        except asyncio.CancelledError:
+            if self._give_up:
+                self._lost(builder.pending())
+            raise
+
+    async def _build_and_launch(self, builder: _MessageBuilder,
+                                sends: set[asyncio.Task[None]]) -> None:
         while self._queue:
             event, held = self._queue.popleft()
             self.held_bytes -= held
@@ -409,26 +440,38 @@ class Tracer:
                     if not builder.add(record):
                         self.failed_records += 1
             if len(builder.messages) >= BATCH_MESSAGES:
-                await self._launch(sends, builder.take())
+                await self._launch(sends, builder)
         builder.close()
         if builder.messages:
-            await self._launch(sends, builder.take())
+            await self._launch(sends, builder)
 
-    async def _launch(self, sends: set[asyncio.Task[None]],
-                      batch: list[tuple[Message, int]]) -> None:
-        while len(sends) >= IN_FLIGHT:
-            done, _ = await asyncio.wait(sends, return_when=asyncio.FIRST_COMPLETED)
-            sends -= done
-        sends.add(asyncio.get_running_loop().create_task(self._send_batch(batch)))
+    async def _launch(self, sends: set[asyncio.Task[None]], builder: _MessageBuilder) -> None:
+        """Send the builder's finished messages, :data:`BATCH_MESSAGES` a request, each
+        request once fewer than :data:`IN_FLIGHT` are in flight (a message stays the
+        builder's until its request is made). One event's records may fill several."""
+        while builder.messages:
+            while len(sends) >= IN_FLIGHT:
+                done, _ = await asyncio.wait(sends, return_when=asyncio.FIRST_COMPLETED)
+                sends -= done
+            batch = builder.take(BATCH_MESSAGES)
+            sends.add(asyncio.get_running_loop().create_task(self._send_batch(batch)))
+
+    def _lost(self, count: int) -> None:
+        if count:
+            self.drop(count, "the close's timeout ended before they were sent")
 
     async def _send_batch(self, batch: list[tuple[Message, int]]) -> None:
         count = sum(n for _, n in batch)
         try:
             await self._send([m for m, _ in batch])
+        except asyncio.CancelledError:
+            if self._give_up:
+                self._lost(count)
+            raise
         except Exception as exc:  # counted and logged: tracing never fails the client
             self.failed_records += count
             now = time.monotonic()
-            if now - self._last_failure_log >= 10.0:
+            if now - self._last_failure_log >= LOG_EVERY:
                 self._last_failure_log = now
                 log.warning("sending %d trace record(s) to %s failed: %s", count,
                             self.topic, exc)
@@ -600,6 +643,11 @@ class _MessageBuilder:
         self._body, self._keys = [], []
         self._size = self._keys_len = self._count = 0
 
-    def take(self) -> list[tuple[Message, int]]:
-        out, self.messages = self.messages, []
+    def pending(self) -> int:
+        """Records added and not yet taken (finished messages and the open one)."""
+        return sum(n for _, n in self.messages) + self._count
+
+    def take(self, count: int) -> list[tuple[Message, int]]:
+        """The first ``count`` finished messages, no longer the builder's."""
+        out, self.messages = self.messages[:count], self.messages[count:]
         return out

@@ -8,6 +8,7 @@ import collections
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -559,15 +560,40 @@ async def _dlq_queues(cluster: Cluster) -> list[MessageQueue]:
     return [MessageQueue("%DLQ%dlq", qd.broker_name, 0) for qd in route.queue_datas]
 
 
-async def test_offset_reset_while_consuming(real: Cluster) -> None:
+def _slow_offset_writes(cluster: Cluster, monkeypatch: pytest.MonkeyPatch,
+                        seconds: float) -> None:
+    """Each broker's offsets file is written ``seconds`` late (a slow or busy disk), as
+    INVOKE_BROKER_TO_RESET_OFFSET writes it before it tells the consumers."""
+    for broker in cluster.brokers:
+        write = broker.offsets.persist
+
+        def slow(write: Callable[[], None] = write) -> None:
+            time.sleep(seconds)  # the fault: runs on the broker's writer thread
+            write()
+
+        monkeypatch.setattr(broker.offsets, "persist", slow)
+
+
+async def test_offset_reset_while_consuming(real: Cluster,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reset rewinds every queue: what was consumed before it comes again, once. Each
+    delivery is tagged when the listener is entered; the listener is held at a gate while
+    the resets are sent, so a delivery tagged after them started after every queue was
+    reset (a reset that reached one broker while the other's queues went on being
+    consumed would otherwise count their old deliveries as new ones)."""
     await _topic(real, "Rst", 2)
-    got: list[tuple[str, int]] = []  # (body, generation of the test when processed)
+    _slow_offset_writes(real, monkeypatch, 0.3)
+    got: list[tuple[str, int]] = []  # (body, phase of the test when the delivery began)
     phase = {"n": 0}
     progress = asyncio.Event()
+    gate = asyncio.Event()
+    gate.set()
 
     async def slow(msgs: list[MessageExt]) -> ConsumeStatus:
+        began = phase["n"]
+        await gate.wait()
         await asyncio.sleep(0.01)
-        got.extend((m.body.decode(), phase["n"]) for m in msgs)
+        got.extend((m.body.decode(), began) for m in msgs)
         progress.set()
         return OK
 
@@ -580,15 +606,18 @@ async def test_offset_reset_while_consuming(real: Cluster) -> None:
         for body in sorted(bodies):
             await producer.send(Message("Rst", body.encode()))
         await _until_logged(got, progress, lambda: len(got) >= 15)  # well before the end
-        phase["n"] = 1
+        gate.clear()
         inst = consumer.instance
         for broker in real.brokers:  # rewind the group to the start of every queue
             header = ResetOffsetRequestHeader(topic="Rst", group="rst", timestamp=0,
                                               is_force=True)
             cmd = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                                           header.to_ext())
+            # the broker tells the consumer (220) on this connection before it answers
             response = await inst.request(broker.broker_addr, cmd)
             assert response.code == ResponseCode.SUCCESS, response.remark
+        phase["n"] = 1
+        gate.set()
         await _until_logged(got, progress,
                             lambda: {b for b, p in got if p == 1} == bodies)
         await consumer.commit()

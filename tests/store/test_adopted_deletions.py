@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tidemq.store import message_store
 from tidemq.store.message_store import MessageStore
 
-from .conftest import crash_copy, msg, read_queue, small_config
+from .conftest import crash_copy, msg, read_queue, records, small_config
 
 SEGMENT = 64 * 1024
 
@@ -98,7 +98,9 @@ def test_a_replica_ahead_of_the_mark_keeps_the_new_topic_from_offset_0(
         store.replica = True
         store.append_replicated(0, wire)
         assert store.wait_dispatched()
-        assert bodies(store, "T", 0)[0] == b"old0" * 20  # the defect the mark repairs
+        # the defect the mark repairs (which new records went into the old queue, and
+        # which were skipped as present, depends on the dispatch rounds: not asserted)
+        assert bytes(records(store.get("T", 0, 0, max_count=1))[0].body) == b"old0" * 20
         store.adopt_topic_deletions({"T": mark})
         expect_new_only(store, 10)
         store.replica = False  # elected master: puts continue the master's queues

@@ -285,6 +285,42 @@ async def test_reset_offset_drops_the_buffer_and_continues(cluster: list[FakeBro
     assert updates[0].ext_fields["commitOffset"] == "7"  # committed at once on the reset
 
 
+async def test_a_commit_answered_after_a_reset_is_not_taken_as_committed(
+        cluster: list[FakeBroker], config: ClientConfig) -> None:
+    """A commit sent before a reset and answered after the reset's own commit: the queue
+    does not take the old offset as committed, so when consumption reaches it again it
+    is committed again (else the broker kept the reset's offset, and a restart delivered
+    everything once more)."""
+    a = cluster[0]
+    await _fill(a, QA0, 4)
+    held, release = asyncio.Event(), asyncio.Event()
+    store = a._update_offset
+
+    async def late_answer(cmd: RemotingCommand) -> RemotingCommand:
+        response = store(cmd)
+        ext = cmd.ext_fields
+        if (ext["topic"], ext["queueId"], ext["commitOffset"]) == ("T", "0", "4") \
+                and not held.is_set():
+            held.set()
+            await release.wait()  # the fault: this answer comes after the reset's
+        return response
+
+    a.on(RequestCode.UPDATE_CONSUMER_OFFSET, late_answer)
+    rec = Recorder()
+    options = dataclasses.replace(FAST, persist_consumer_offset_interval=3600.0)
+    async with _consumer(config, rec, options=options, consume_from=FIRST) as consumer:
+        await rec.wait(lambda r: len(r.ok) == 4)
+        before = asyncio.create_task(consumer.commit())
+        await held.wait()
+        assert await a.reset_offsets("cg", {QA0: 0}) == 1
+        await until(lambda: a.offsets[("cg", "T", 0)] == 0)  # the reset's commit, answered
+        release.set()
+        await before
+        await rec.wait(lambda r: len(r.ok) == 8)  # all four again
+        await consumer.commit()
+        assert a.offsets[("cg", "T", 0)] == 4
+
+
 async def test_consume_from_policies(cluster: list[FakeBroker], config: ClientConfig) -> None:
     a = cluster[0]
     await _fill(a, QA0, 3)

@@ -518,11 +518,13 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
             return
         # One RPC per broker per commit round. A commit a replica took (the master is
         # down) leaves the queue "not committed": the next round sends it again, to the
-        # master once the name servers list one.
+        # master once the name servers list one. A reset meanwhile commits its own offset:
+        # this answer, of an offset from before it, no longer says what is committed.
+        generation = pq.generation
         answer = await member_request(
             self.instance, pq.mq, lambda: ofs.update_offset_request(self._group, pq.mq, offset))
         ofs.check_success(answer.response, address=answer.address)
-        if answer.master:
+        if answer.master and pq.generation == generation:
             pq.committed = offset
 
     # ------------------------------------------------------------------ consuming

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.delivery import collect, records
+from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
+import tidemq.broker.topics as topics_module
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from tidemq.codec.transaction import HALF_TOPIC, OP_TOPIC, TransactionState, decode_op_body
@@ -365,3 +367,28 @@ async def test_a_start_reads_the_queues_from_the_saved_progress(tmp_path: Path) 
         await p.ok(_end(open_one, TransactionState.COMMIT))
         [msg] = await collect(p, "Tx", 1, queue_id=1)
         assert msg.body == b"open"
+
+
+async def test_a_commit_while_its_topic_is_deleted_is_refused_and_kept_open(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit of a transaction whose topic is being deleted would store the message
+    above the deletion's mark, into queues the deletion removes: it is refused and the
+    transaction stays open (a check-back asks again), as a send is refused meanwhile.
+    The commit after the deletion stores it from offset 0 of the topic created again."""
+    broker = cluster.brokers[0]
+    resp = await peer.ok(_prepared(queue_id=0))
+    slow_writes(monkeypatch, topics_module, held)  # step 2, after the mark, held
+    async with Peer(broker.broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic="Tx")))
+        await held.entered_soon()
+        during = await peer(_end(resp, TransactionState.COMMIT))
+        assert during.code == ResponseCode.SYSTEM_ERROR, during.remark
+        assert "being deleted" in (during.remark or "")
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    await peer.ok(wire.create_topic("Tx", 1))
+    await peer.ok(_end(resp, TransactionState.COMMIT))  # still open: committed now
+    [msg] = await collect(peer, "Tx", 1)
+    assert (msg.body, msg.queue_offset) == (b"order-1", 0)

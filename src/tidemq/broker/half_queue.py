@@ -213,6 +213,10 @@ class HalfQueue:
         if state is TransactionState.COMMIT:
             rec = self._read(msg.phys)
             target, queue_id, committed = self._committed(rec)
+            if target in self.topics.deleting:  # stored now, the deletion would remove it
+                raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                     f"topic {target} is being deleted: the transaction "
+                                     "stays open, to be committed once it is over")
             self._store(target, queue_id, rec, committed,
                         with_transaction_type(rec.sys_flag, TransactionState.COMMIT),
                         index=True, prepared=msg.phys)

@@ -67,9 +67,10 @@ from tidemq.client.topic_route import (
     route_request,
 )
 from tidemq.client.validation import validate_group
+from tidemq.codec.batch_protocol import decode_batch_response, encode_batch_request
 from tidemq.codec.bodies import TopicList, TopicRouteData, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import ConnectionLost, TideMQError
+from tidemq.errors import ConnectionLost, ResponseCode, TideMQError
 from tidemq.formats.properties import PropertyKey
 from tidemq.net.blocking import BlockingClient
 from tidemq.types import Message, MessageQueue, SendResult
@@ -394,6 +395,28 @@ class BlockingPullConsumer(_BlockingBase):
         response, addr = self._request(queue, ofs.update_offset_request(self.group, queue,
                                                                         offset))
         ofs.check_success(response, address=addr)
+
+    def commit_all(self, offsets: Mapping[MessageQueue, int]) -> None:
+        """:meth:`commit` of every queue of ``offsets``, in one request a broker (the
+        batch protocol; a request a queue to a broker that does not speak it). A broker
+        answers the commit of a group with no consumer online once its offsets file holds
+        it, and the commits of one request are written together."""
+        by_broker: dict[str, list[tuple[MessageQueue, int]]] = {}
+        for queue, offset in offsets.items():
+            by_broker.setdefault(queue.broker_name, []).append((queue, offset))
+        for commits in by_broker.values():
+            children = [ofs.update_offset_request(self.group, q, o) for q, o in commits]
+            if len(children) > 1:
+                parent = encode_batch_request(RequestCode.UPDATE_CONSUMER_OFFSET, children)
+                response, addr = self._request(commits[0][0], parent)
+                if response.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                    ofs.check_success(response, address=addr)
+                    for answer in decode_batch_response(response,
+                                                        [c.opaque for c in children]):
+                        ofs.check_success(answer, address=addr)
+                    continue
+            for queue, offset in commits:
+                self.commit(queue, offset)
 
 
 class BlockingLmqPullConsumer(BlockingPullConsumer):

@@ -9,7 +9,7 @@ their broker address comes from the ``broker`` option.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from tidemq.client.blocking import BlockingLmqPullConsumer, BlockingPullConsumer
@@ -95,8 +95,9 @@ class ClusterAccess:
         return self.consumer.pull_body(self._mq(q), offset, max_nums,
                                        expression=self.opts.tags)
 
-    def commit(self, q: QueueKey, offset: int) -> None:
-        self.consumer.commit(self._mq(q), offset)
+    def commit(self, offsets: Mapping[QueueKey, int]) -> None:
+        """Store the group's offsets of ``offsets``' queues, one request a broker."""
+        self.consumer.commit_all({self._mq(q): offset for q, offset in offsets.items()})
 
     def bounds(self, queues: Sequence[QueueKey]) -> dict[QueueKey, tuple[int, int]]:
         return {q: (self.min_offset(q), self.max_offset(q)) for q in queues}

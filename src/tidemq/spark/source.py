@@ -261,11 +261,12 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Store the group's offsets of the queues that moved (best effort, logged)."""
         if self.opts.is_lmq:
             return
+        moved = {q: off for q, off in offsets.items() if self._stored.get(q) != off}
+        if not moved:
+            return
         try:
-            for q, off in offsets.items():
-                if self._stored.get(q) != off:
-                    self.planner.access.commit(q, off)
-                    self._stored[q] = off
+            self.planner.access.commit(moved)
+            self._stored.update(moved)
         except Exception as exc:
             log.info("storing the Spark job's offsets on the brokers failed: %s", exc)
 

@@ -120,3 +120,24 @@ def test_a_raft_port_beyond_loopback_without_a_password_is_called_exposed(
     config = ControllerConfig(controller_raft_peers=f"n0-{peer}", controller_raft_self_id="n0",
                               controller_raft_password=password)
     assert config.raft_exposed is exposed
+
+
+async def test_a_raft_port_beyond_loopback_without_a_password_refuses_to_start(
+        tmp_path: Path) -> None:
+    """PySyncObj unpickles what its port receives: a controller would run the code of
+    whoever reaches it. Such a controller does not start unless told the network is the
+    controllers' own, and then it starts (with a warning)."""
+    peer = f"n0-0.0.0.0:{free_port()}"
+    refused = ControllerApp(ControllerConfig(
+        listen_port=0, controller_raft_self_id="n0", controller_raft_peers=peer,
+        controller_store_path=str(tmp_path / "refused")))
+    with pytest.raises(ConfigError) as info:
+        await refused.start()
+    assert info.value.key == "controllerRaftPassword"
+    assert "controllerRaftAllowUnauthenticated" in str(info.value)
+    allowed = ControllerApp(ControllerConfig(
+        listen_port=0, controller_raft_self_id="n0", controller_raft_peers=peer,
+        controller_store_path=str(tmp_path / "allowed"),
+        controller_raft_allow_unauthenticated=True))
+    async with allowed:
+        assert allowed.address

@@ -179,13 +179,19 @@ class ControllerApp:
         store = store_dir(config.controller_store_path, config.controller_raft_self_id,
                           beside=data_dir)
         if config.raft_exposed:
-            log.warning("the controller's Raft port %s is reachable from other machines and "
-                        "its traffic is neither encrypted nor authenticated: anyone who "
-                        "reaches it can run code in this process (PySyncObj unpickles what "
-                        "it receives), read the replicated state and take part in its "
-                        "elections; set controllerRaftPassword (the same on every "
-                        "controller), or keep the Raft ports on a private network",
-                        config.raft_address)
+            exposure = (f"the controller's Raft port {config.raft_address} is reachable from "
+                        "other machines and its traffic is neither encrypted nor "
+                        "authenticated: anyone who reaches it can run code in this process "
+                        "(PySyncObj unpickles what it receives), read the replicated state "
+                        "and take part in its elections")
+            if not config.controller_raft_allow_unauthenticated:
+                raise ConfigError(
+                    f"{exposure}; set controllerRaftPassword (the same on every "
+                    "controller), or give the Raft ports loopback addresses, or -- on a "
+                    "network only the controllers reach -- set "
+                    "controllerRaftAllowUnauthenticated=true", key="controllerRaftPassword")
+            log.warning("%s (controllerRaftAllowUnauthenticated=true); keep the Raft ports "
+                        "on a network only the controllers reach", exposure)
         if store is None:
             log.warning("controllerStorePath=memory: the controller %s keeps its Raft log "
                         "in memory only; if it restarts while another controller is down, "

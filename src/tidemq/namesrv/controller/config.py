@@ -82,6 +82,10 @@ class ControllerConfig(AclKeys):
     #: from this password (PySyncObj's ``password``: Fernet, AES-128-CBC and HMAC-SHA256);
     #: every controller needs the same. Empty: the Raft traffic is plain.
     controller_raft_password: str = dataclasses.field(default="", repr=False)
+    #: Start even though the Raft port is beyond loopback and has no password. PySyncObj
+    #: unpickles what it receives, so whoever reaches that port can run code in the
+    #: controller: only for Raft ports on a network that nothing else reaches.
+    controller_raft_allow_unauthenticated: bool = False
     #: The broker whose users are copied (``host:port``); empty: the master of the first
     #: broker group the controllers know, clusters and names in sorted order.
     auth_metadata_broker: str = ""

@@ -20,7 +20,7 @@ import msgspec
 from tidemq.broker.config import BrokerConfig
 from tidemq.codec.bodies import TopicConfigSerializeWrapper
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, describe, shown_key
+from tidemq.formats.javaprops import config_keys, describe, runtime_update
 from tidemq.store.config import StoreConfig
 
 if TYPE_CHECKING:
@@ -57,18 +57,9 @@ def config_properties(config: BrokerConfig, store: StoreConfig) -> dict[str, str
 def plan_update(config: BrokerConfig, changes: Mapping[str, str]) -> BrokerConfig:
     """The config after ``changes``; raises :class:`ConfigRefused` naming the first key
     that is unknown, cannot change at run time, or has a bad value. Changes nothing."""
-    if not changes:
-        raise ConfigRefused("", "no key given")
-    known = set(config_keys(BrokerConfig)) | set(config_keys(StoreConfig))
-    for key in sorted(changes):
-        if key not in known:
-            raise ConfigRefused(key, f"unknown config key {key!r}")
-        if shown_key(BrokerConfig, key) not in RUNTIME_KEYS:
-            raise ConfigRefused(
-                key, f"{key} cannot change while the broker runs: set it in the broker's "
-                f"properties file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})")
     try:
-        new, _ = bind(BrokerConfig, dict(changes), base=config)
+        new = runtime_update(BrokerConfig, config, changes, RUNTIME_KEYS, server="the broker",
+                             known=set(config_keys(BrokerConfig)) | set(config_keys(StoreConfig)))
     except ConfigError as exc:
         raise ConfigRefused(exc.key or "", str(exc)) from None
     if new.max_pull_bytes < 1 or new.short_polling_time_mills < 0:

@@ -22,7 +22,7 @@ import enum
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from tidemq.errors import ConfigError
 
 __all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
            "parse_properties", "primary_keys", "properties_text", "read_properties",
-           "shown_key"]
+           "runtime_update", "shown_key"]
 
 T = TypeVar("T")
 
@@ -159,6 +159,27 @@ def _convert(key: str, raw: Any, tp: Any) -> Any:
         raise ConfigError(f"bad value {raw!r} for {key}: expected "
                           f"{getattr(tp, '__name__', tp)}{hint}", key=key) from None
     return raw
+
+
+def runtime_update(cls: type[T], config: T, changes: Mapping[str, str],
+                   runtime: Collection[str], *, server: str,
+                   known: Collection[str] | None = None) -> T:
+    """``config`` (a config dataclass ``cls``) after ``changes`` made while ``server``
+    runs; changes nothing. A :class:`~tidemq.errors.ConfigError` names the first key that
+    is unknown (not one of ``cls``'s keys, or of ``known`` where given), that cannot change
+    at run time (its shown key is not in ``runtime``), or whose value is bad."""
+    if not changes:
+        raise ConfigError("no key given")
+    keys = config_keys(cls) if known is None else known
+    for key in sorted(changes):
+        if key not in keys:
+            raise ConfigError(f"unknown config key {key!r}", key=key)
+        if shown_key(cls, key) not in runtime:
+            raise ConfigError(
+                f"{key} cannot change while {server} runs: set it in its properties file "
+                f"and restart (keys that can: {', '.join(sorted(runtime))})", key=key)
+    new, _ = bind(cls, dict(changes), base=config)
+    return new
 
 
 def bind(cls: type[T], values: Mapping[str, Any], base: T | None = None) -> tuple[T, list[str]]:

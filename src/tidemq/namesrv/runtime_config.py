@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, shown_key
+from tidemq.formats.javaprops import runtime_update
 from tidemq.namesrv.config import NamesrvConfig
 
 __all__ = ["RUNTIME_KEYS", "plan_update"]
@@ -32,16 +31,4 @@ RUNTIME_KEYS: Mapping[str, str] = {
 def plan_update(config: NamesrvConfig, changes: Mapping[str, str]) -> NamesrvConfig:
     """The config after ``changes``; raises :class:`~tidemq.errors.ConfigError` naming the
     first key that is unknown, cannot change at run time or has a bad value."""
-    if not changes:
-        raise ConfigError("no key given")
-    known = config_keys(NamesrvConfig)
-    for key in sorted(changes):
-        if key not in known:
-            raise ConfigError(f"unknown config key {key!r}", key=key)
-        if shown_key(NamesrvConfig, key) not in RUNTIME_KEYS:
-            raise ConfigError(
-                f"{key} cannot change while the name server runs: set it in its properties "
-                f"file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})",
-                key=key)
-    new, _ = bind(NamesrvConfig, dict(changes), base=config)
-    return new
+    return runtime_update(NamesrvConfig, config, changes, RUNTIME_KEYS, server="the name server")

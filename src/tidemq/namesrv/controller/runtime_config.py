@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import bind, config_keys, shown_key
+from tidemq.formats.javaprops import runtime_update
 from tidemq.namesrv.controller.config import ControllerConfig
 
 __all__ = ["RUNTIME_KEYS", "plan_update"]
@@ -30,16 +29,4 @@ RUNTIME_KEYS: Mapping[str, str] = {
 def plan_update(config: ControllerConfig, changes: Mapping[str, str]) -> ControllerConfig:
     """The config after ``changes``; raises :class:`~tidemq.errors.ConfigError` naming the
     first key that is unknown, cannot change at run time or has a bad value."""
-    if not changes:
-        raise ConfigError("no key given")
-    known = config_keys(ControllerConfig)
-    for key in sorted(changes):
-        if key not in known:
-            raise ConfigError(f"unknown config key {key!r}", key=key)
-        if shown_key(ControllerConfig, key) not in RUNTIME_KEYS:
-            raise ConfigError(
-                f"{key} cannot change while the controller runs: set it in its properties "
-                f"file and restart (keys that can: {', '.join(sorted(RUNTIME_KEYS))})",
-                key=key)
-    new, _ = bind(ControllerConfig, dict(changes), base=config)
-    return new
+    return runtime_update(ControllerConfig, config, changes, RUNTIME_KEYS, server="the controller")

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidemq.errors import ConfigError
-from tidemq.formats.kept_properties import kept_text, parse_kept
+from tidemq.formats.kept_properties import kept_text, read_kept
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
@@ -44,18 +43,7 @@ def read_overrides(path: Path) -> dict[str, str]:
     """The keys the file holds (none when there is no file); a
     :class:`~tidemq.errors.ConfigError` naming the file when it does not read or was cut
     short."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path} does not read: {exc}", key="storePathRootDir") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 properties text: {exc}",
-                          key="storePathRootDir") from None
-    return parse_kept(text, _FIRST, name=str(path), key="storePathRootDir")
+    return read_kept(path, _FIRST, key="storePathRootDir")
 
 
 def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:

@@ -14,11 +14,12 @@ when its last line is whole: ends with a line break.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import parse_properties, properties_text
 
-__all__ = ["END_LINE", "kept_text", "parse_kept"]
+__all__ = ["END_LINE", "kept_text", "parse_kept", "read_kept"]
 
 #: The last line of a complete file.
 END_LINE = "# end"
@@ -49,3 +50,21 @@ def parse_kept(text: str, first_line: str, *, name: str, key: str) -> dict[str, 
         f"or shortened; check them against what was changed at run time, then end the "
         f"file with the line {END_LINE!r}, or delete it to go back to the properties file",
         key=key)
+
+
+def read_kept(path: Path, first_line: str, *, key: str) -> dict[str, str]:
+    """The keys of the file at ``path`` (none when there is none), which :func:`kept_text`
+    with ``first_line`` writes; a :class:`~tidemq.errors.ConfigError` (with ``key``, the
+    key that says where the file is) naming the file when it does not read, is not UTF-8
+    or was cut short."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path} does not read: {exc}", key=key) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 properties text: {exc}", key=key) from None
+    return parse_kept(text, first_line, name=str(path), key=key)

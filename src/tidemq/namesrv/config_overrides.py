@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidemq.errors import ConfigError
-from tidemq.formats.kept_properties import kept_text, parse_kept
+from tidemq.formats.kept_properties import kept_text, read_kept
 from tidemq.store.checkpoint import atomic_write
 
 __all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
@@ -41,18 +40,7 @@ def overrides_path(kv_config_path: str) -> Path | None:
 
 def read_overrides(path: Path) -> dict[str, str]:
     """The keys the file holds (none when there is no file)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"{path} does not read: {exc}", key="kvConfigPath") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 properties text: {exc}",
-                          key="kvConfigPath") from None
-    return parse_kept(text, _FIRST, name=str(path), key="kvConfigPath")
+    return read_kept(path, _FIRST, key="kvConfigPath")
 
 
 def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:

@@ -76,7 +76,8 @@ class BrokerConfig(ServerKeys):
     #: group, ms.
     channel_expired_timeout: int = 120_000
     #: How often consumer offsets are written to the store's ``config`` directory, and silent
-    #: clients dropped, ms.
+    #: clients dropped, ms. A commit of a group with no consumer online on the broker (an
+    #: admin tool's, such as ``cloneGroupOffset``) is written before it is answered.
     flush_consumer_offset_interval: int = 5000
     #: Deliveries of a message a consumer sends back before it goes to the group's dead-letter
     #: topic, when the group and the request say no other number.

@@ -523,3 +523,21 @@ class FakeBroker(_Fake):
         table = KVTable(table={"brokerVersion": "479", "msgPutTotalTodayNow": str(
             sum(len(q) for q in self.queues.values()))})
         return cmd.response(body=encode_body(table))
+
+
+def hold_commit_answer(broker: FakeBroker, offset: int) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold the answer to the first commit of ``offset`` (stored at once) until the second
+    event is set; the first is set when it is held."""
+    held, release = asyncio.Event(), asyncio.Event()
+    store = broker._update_offset
+
+    async def late_answer(cmd: RemotingCommand) -> RemotingCommand:
+        response = store(cmd)
+        if cmd.ext_fields["commitOffset"] == str(offset) and not held.is_set():
+            held.set()
+            await release.wait()
+        return response
+
+    broker.on(RequestCode.UPDATE_CONSUMER_OFFSET, late_answer)
+    return held, release
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.client.fakes import FakeBroker, FakeNameServer
+from tests.client.fakes import FakeBroker, FakeNameServer, hold_commit_answer
 
 from tidemq.client import ClientConfig, ConsumeFromWhere, PullConsumer
 from tidemq.codec.bodies import ConsumeType
@@ -246,3 +246,27 @@ async def test_full_batch_pulls_ahead_without_gaps(cluster: list[FakeBroker],
         consumer.seek(QA, 1)
         again = await _collect(consumer, 6)
         assert [m.queue_offset for m in again] == list(range(1, 7))
+
+
+async def test_a_commit_answered_after_a_seek_is_not_taken_as_committed(
+        cluster: list[FakeBroker], config: ClientConfig) -> None:
+    """A commit sent before a seek and answered after the commit that followed the seek:
+    the queue does not take the old offset as committed, so when polling reaches it
+    again it is committed again (else the broker kept the later commit's offset, and a
+    restart delivered everything once more)."""
+    a = cluster[0]
+    await _fill(a, QA, 4)
+    held, release = hold_commit_answer(a, 4)
+    async with PullConsumer("cg", config=config, consume_from=FIRST) as consumer:
+        consumer.assign([QA])
+        assert len(await _collect(consumer, 4)) == 4
+        before = asyncio.create_task(consumer.commit())
+        await held.wait()
+        consumer.seek(QA, 0)
+        await consumer.commit()
+        assert a.offsets[("cg", "T", 0)] == 0
+        release.set()
+        await before
+        assert [m.queue_offset for m in await _collect(consumer, 4)] == [0, 1, 2, 3]
+        await consumer.commit()
+        assert a.offsets[("cg", "T", 0)] == 4

@@ -333,12 +333,15 @@ class PullConsumer(ConsumerRole):
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
         # One RPC per broker (batch protocol). With the master down a replica takes the
         # commit; the queue then stays "not committed", so that the next commit sends
-        # its position again -- to the master once the name servers list one.
+        # its position again -- to the master once the name servers list one. A seek or
+        # an offset reset meanwhile (or the queue given up, which resets it) makes the
+        # answer stale: a commit sent after it may have been answered first.
+        state = self._states.get(queue)
+        generation = -1 if state is None else state.generation
         answer = await member_request(
             self.instance, queue, lambda: ofs.update_offset_request(self._group, queue, offset))
         ofs.check_success(answer.response, address=answer.address)
-        state = self._states.get(queue)
-        if state is not None and answer.master:
+        if state is not None and answer.master and state.generation == generation:
             state.committed = offset
         if self._poll_trace is not None:
             self._poll_trace.committed(queue, offset)

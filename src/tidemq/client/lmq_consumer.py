@@ -122,12 +122,16 @@ class _QueueState:
     task: asyncio.Task[_Fetched] | None = None
     backoff: float = 0.0
     committed: int | None = None
+    #: Grows on every :meth:`reset` (a seek): a commit answered after one no longer says
+    #: what is committed.
+    generation: int = 0
 
     @property
     def position(self) -> int | None:
         return self.buffer[0].offset if self.buffer else self.fetch_offset
 
     def reset(self, offset: int | None) -> None:
+        self.generation += 1
         self.buffer.clear()
         self.backoff = 0.0
         self.fetch_offset = offset
@@ -316,13 +320,17 @@ class LmqConsumer(ConsumerRole):
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in offsets.items()))
 
     async def _commit_one(self, queue: MessageQueue, offset: int) -> None:
+        # A seek meanwhile (or the queue dropped, which resets it) makes the answer
+        # stale: a commit sent after it may have been answered first.
+        state = self._states.get(queue)
+        generation = -1 if state is None else state.generation
         cmd = ofs.update_offset_request(self.group, queue, offset)
         response, addr = await self._request(queue, cmd)
         ofs.check_success(response, address=addr)
-        state = self._states.get(queue)
         on_replica = (self.parent_topic is not None
                       and addr != self.instance.routes.master_address(queue.broker_name))
-        if state is not None and not on_replica:  # a replica's: sent again next time
+        if (state is not None and not on_replica  # a replica's: sent again next time
+                and state.generation == generation):
             state.committed = offset
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:

@@ -47,6 +47,9 @@ class QueueState:
     next_offset: int = -1
     backoff: float = 0.0
     committed: int | None = None
+    #: Grows on every :meth:`reset` (a seek, an offset reset): a commit answered after
+    #: one no longer says what is committed.
+    generation: int = 0
     #: The last pull brought less than a full batch: the queue is caught up, so the
     #: broker will likely hold its next pull, which then goes as a request of its own.
     caught_up: bool = False
@@ -125,6 +128,7 @@ class QueueState:
 
     def reset(self, offset: int | None) -> None:
         """Forget buffered messages and the pull in flight; continue at ``offset``."""
+        self.generation += 1
         self.buffer, self.head = [], 0
         self.batches = []
         self.backoff = 0.0

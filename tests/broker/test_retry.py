@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from tests.broker import wire
 from tests.broker.delivery import collect, parked, retry_send, send_back, stored
+from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
-from tidemq.codec.command import RequestCode
+import tidemq.broker.topics as topics_module
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.record import pack_host
@@ -198,3 +200,60 @@ async def test_under_sync_flush_the_answer_waits_for_durability(tmp_path: Path) 
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.01)
             assert json.loads(path.read_text()) == {"offsetTable": {"1": 1}}
+
+
+async def _while_deleted(short: Cluster, peer: Peer, held: Held,
+                         monkeypatch: pytest.MonkeyPatch, topic: str,
+                         *requests: RemotingCommand) -> list[RemotingCommand]:
+    """The answers to ``requests``, sent while ``topic``'s deletion is held after its
+    mark (step 2); the deletion is answered before this returns."""
+    slow_writes(monkeypatch, topics_module, held)
+    async with Peer(short.brokers[0].broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic=topic)))
+        await held.entered_soon()
+        assert topic in short.brokers[0].store.topic_deletion_marks()
+        answers = [await peer(cmd) for cmd in requests]
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    return answers
+
+
+async def test_a_dead_letter_while_its_dlq_is_deleted_is_refused_not_lost(
+        short: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send-back or a retry send bound for the DLQ while the DLQ's deletion is under way
+    would be stored above the deletion's mark, into a queue the deletion removes: each is
+    refused (the consumer retries it) with a remark that says why, and the first one after
+    the deletion creates the DLQ again from offset 0."""
+    broker = short.brokers[0]
+    first = await stored(peer, "Rt", b"first")
+    await peer.ok(send_back(first.commit_log_offset, "gd", -1))  # the DLQ exists
+    second = await stored(peer, "Rt", b"second")
+    answers = await _while_deleted(short, peer, held, monkeypatch, "%DLQ%gd",
+                                   send_back(second.commit_log_offset, "gd", -1),
+                                   retry_send("gd", b"over", reconsume=3, max_times=2))
+    for during in answers:
+        assert during.code == ResponseCode.SYSTEM_ERROR, during.remark
+        assert "%DLQ%gd is being deleted" in (during.remark or "")
+    assert broker.topics.get("%DLQ%gd") is None
+    await peer.ok(send_back(second.commit_log_offset, "gd", -1))
+    [dead] = await collect(peer, "%DLQ%gd", 1)
+    assert (dead.body, dead.queue_offset) == (b"second", 0)
+
+
+async def test_a_send_back_while_its_retry_topic_is_deleted_is_refused_not_lost(
+        short: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for a DLQ: a send-back to the group's retry topic while that topic is deleted is
+    refused, and the one after the deletion reaches the topic created again."""
+    first = await stored(peer, "Rt", b"first")
+    await peer.ok(send_back(first.commit_log_offset, "gr", 1))
+    await collect(peer, "%RETRY%gr", 1)  # the retry topic exists, its message delivered
+    second = await stored(peer, "Rt", b"second")
+    [during] = await _while_deleted(short, peer, held, monkeypatch, "%RETRY%gr",
+                                    send_back(second.commit_log_offset, "gr", 1))
+    assert during.code == ResponseCode.SYSTEM_ERROR, during.remark
+    assert "%RETRY%gr is being deleted" in (during.remark or "")
+    await peer.ok(send_back(second.commit_log_offset, "gr", 1))
+    [again] = await collect(peer, "%RETRY%gr", 1)
+    assert (again.body, again.queue_offset) == (b"second", 0)

@@ -14,8 +14,10 @@ a message of the old topic; until the deletion is answered a send does not creat
 again (TOPIC_NOT_EXIST) nor does an admin request (SYSTEM_ERROR), so that no message is
 stored above the mark into queues the deletion then removes or leaves behind; a delayed or
 timer message that falls due meanwhile waits for the end too
-(:mod:`tidemq.broker.schedule`), and a transaction's commit into the topic is refused,
-the transaction left open (:mod:`tidemq.broker.half_queue`). A process
+(:mod:`tidemq.broker.schedule`), a transaction's commit into the topic is refused,
+the transaction left open (:mod:`tidemq.broker.half_queue`), and so is a send-back or a
+retry send bound for a retry or DLQ topic being deleted
+(:func:`~tidemq.broker.processors.retry.ensure_group_topic`). A process
 that stops before step 1 is on disk leaves the topic whole; one that stops after it
 leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka marks a topic
 deleted first and removes its files after.

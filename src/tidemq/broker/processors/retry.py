@@ -107,11 +107,17 @@ def _group_int(cfg: dict[str, Any], key: str, default: int) -> int:
 
 
 def ensure_group_topic(ctx: BrokerContext, topic: str) -> TopicConfig:
-    """The config of a retry or DLQ topic, created (1 queue, perm 6) when missing."""
+    """The config of a retry or DLQ topic, created (1 queue, perm 6) when missing;
+    refused (SYSTEM_ERROR) while its deletion is under way: a message stored meanwhile
+    would land above the deletion's mark, in queues the deletion removes, and be lost
+    though its sender was answered (:mod:`tidemq.broker.topic_deletion`)."""
     tc = ctx.topics.get(topic)
     if tc is None:
         tc = ctx.topics.create_on_send(topic, topic, 1)
-        assert tc is not None  # retry and DLQ topics are always creatable
+        if tc is None:  # the one refusal of a retry or DLQ topic
+            raise error_for_code(ResponseCode.SYSTEM_ERROR,
+                                 f"topic {topic} is being deleted: send the message back "
+                                 "once its deletion is answered")
         ctx.topics_changed()
     return tc
 

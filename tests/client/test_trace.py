@@ -22,12 +22,15 @@ from tidemq.client import (
     ClientConfig,
     ConsumeFromWhere,
     ConsumeStatus,
+    LmqConsumer,
+    LmqMessage,
     Message,
     MessageExt,
     Producer,
     PullConsumer,
     PushConsumer,
     PushOptions,
+    send_to_lmqs,
 )
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.client.tracer import Tracer
@@ -143,6 +146,35 @@ async def test_messages_polled_as_columns_are_traced(cluster: Cluster) -> None:
             assert (consume.group, consume.retry_times, consume.success) == (
                 "columns-cg", 0, True)
             assert consume.cost_ms is not None and consume.cost_ms >= 0
+
+
+async def test_messages_polled_from_lmqs_are_traced(tmp_path: Path) -> None:
+    """An LMQ consumer records SubBefore when ``poll`` hands a message out and SubAfter
+    when a commit of its LMQ moves past it, under the stored message's id."""
+    store = {"enable_lmq": True, "enable_multi_dispatch": True}
+    async with Cluster(tmp_path, broker={"trace_topic_enable": True}, store=store) as lmqs:
+        config = _config(lmqs, enable_msg_trace=True)
+        async with AdminClient(config=config) as admin:
+            async with Producer("lpg", config=config) as producer:
+                sent = [await send_to_lmqs(producer, Message("Devices", b"d%d" % i,
+                                                             {"KEYS": f"lk{i}"}),
+                                           ["%LMQ%one", "%LMQ%two"]) for i in range(2)]
+            async with LmqConsumer("lmq-cg", broker_addr=lmqs.brokers[0].broker_addr,
+                                   config=config) as consumer:
+                consumer.subscribe("%LMQ%one")
+                got: list[LmqMessage] = []
+                async with asyncio.timeout(20):
+                    while len(got) < 2:
+                        got += await consumer.poll(timeout=1)
+                await consumer.commit()
+                assert consumer.tracer is not None
+                await consumer.tracer.flush()
+            for result in sent:
+                trace = await _trace_of(lmqs, admin, result.msg_id, done=1)
+                [consume] = trace.consumes
+                assert (consume.group, consume.retry_times, consume.success) == (
+                    "lmq-cg", 0, True)
+                assert consume.cost_ms is not None and consume.cost_ms >= 0
 
 
 async def test_batches_through_the_auto_batching_producer_are_traced(cluster: Cluster

@@ -31,7 +31,9 @@ position starts at the group's committed offset (QUERY_CONSUMER_OFFSET on the LM
 queue id 0), else per ``consume_from`` -- by default the *first* offset, because an LMQ
 usually comes into being with the first message addressed to it. :meth:`commit` stores
 positions with UPDATE_CONSUMER_OFFSET; the broker keeps LMQ offsets in its LMQ store and
-drops them when the LMQ is deleted.
+drops them when the LMQ is deleted. With ``enable_msg_trace`` a polled message is traced
+as the pull consumer's are (:mod:`tidemq.client.poll_trace`): SubBefore when ``poll``
+returns it, SubAfter when a commit of its LMQ moves past it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from tidemq.client.consumer_role import ConsumerRole
 from tidemq.client.errors import ClientClosedError, NoRouteError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.lmq import LmqMessage, lmq_offsets, validate_lmq_name
+from tidemq.client.poll_trace import PollTrace
 from tidemq.client.pull import pull_request
 from tidemq.client.queue_state import discard
 from tidemq.client.subscription import SUB_ALL, Subscription
@@ -166,6 +169,8 @@ class LmqConsumer(ConsumerRole):
         self._brokers: dict[str, str] = {broker_addr: broker_addr} if broker_addr else {}
         self._states: dict[MessageQueue, _QueueState] = {}
         self._turn = 0
+        #: The trace of polled messages until a commit covers them (``enable_msg_trace``).
+        self._poll_trace: PollTrace | None = None
 
     def __repr__(self) -> str:
         return f"<LmqConsumer group={self.group!r} queues={len(self._states)}>"
@@ -179,6 +184,11 @@ class LmqConsumer(ConsumerRole):
     async def _joined(self) -> None:
         if self.parent_topic is not None:
             await self.refresh_brokers()
+
+    async def _started(self, inst: ClientInstance) -> None:
+        await self._start_tracing(inst)
+        if self.tracer is not None:
+            self._poll_trace = PollTrace(self.tracer, self.group, self.config.trace_queue_size)
 
     def _schedule_rebalance(self) -> None:
         self._reconcile()
@@ -332,6 +342,8 @@ class LmqConsumer(ConsumerRole):
         if (state is not None and not on_replica  # a replica's: sent again next time
                 and state.generation == generation):
             state.committed = offset
+        if self._poll_trace is not None:
+            self._poll_trace.committed(queue, offset)
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
         committed = await self.committed(queue)
@@ -369,6 +381,12 @@ class LmqConsumer(ConsumerRole):
                    max_messages: int | None = None) -> list[LmqMessage]:
         """Up to ``max_messages`` (default ``pull_batch_size``) messages from the subscribed
         LMQs, waiting at most ``timeout`` seconds for some; ``[]`` if none came."""
+        msgs = await self._poll(timeout, max_messages)
+        if self._poll_trace is not None:
+            self._poll_trace.polled_lmq(msgs)
+        return msgs
+
+    async def _poll(self, timeout: float, max_messages: int | None) -> list[LmqMessage]:
         if self._instance is None:
             raise ClientClosedError(repr(self))
         limit = max_messages or self.config.pull_batch_size

@@ -1,4 +1,4 @@
-"""PollTrace: the message trace of a pull consumer's deliveries.
+"""PollTrace: the message trace of a pull or LMQ consumer's deliveries.
 
 A message handed out by ``poll`` or ``poll_batches`` is recorded as SubBefore at once and
 remembered; the commit that moves its queue past it records its SubAfter (cost: from the
@@ -13,6 +13,7 @@ import collections
 import uuid
 from collections.abc import Sequence
 
+from tidemq.client.lmq import LmqMessage
 from tidemq.client.message_batch import MessageBatch
 from tidemq.client.stamps import now_ms
 from tidemq.client.tracer import REGION, Tracer
@@ -48,6 +49,12 @@ class PollTrace:
         """``poll`` handed out ``msgs``."""
         self._record([(MessageQueue(m.topic, m.broker_name, m.queue_id), m.queue_offset,
                        m.msg_id, " ".join(m.keys), m.reconsume_times) for m in msgs])
+
+    def polled_lmq(self, msgs: Sequence[LmqMessage]) -> None:
+        """An LMQ consumer's ``poll`` handed out ``msgs``: each is waiting at its offset in
+        its LMQ (a commit of the LMQ covers it), recorded under the stored message's id."""
+        self._record([(m.queue, m.offset, m.message.msg_id, " ".join(m.message.keys),
+                       m.message.reconsume_times) for m in msgs])
 
     def polled_batches(self, batches: Sequence[MessageBatch]) -> None:
         """``poll_batches`` handed out ``batches`` (their messages, read from the columns)."""

@@ -7,6 +7,7 @@ topic again from offset 0."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from tests.broker import wire
@@ -14,8 +15,10 @@ from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
 import tidemq.broker.topics as topics_module
-from tidemq.codec.command import RequestCode
+from tidemq.client.logical_admin import plan_create
+from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
+from tidemq.formats.logical_mapping import TopicMapping
 from tidemq.testing import Cluster
 
 
@@ -45,3 +48,33 @@ async def test_a_send_while_its_topic_is_deleted_is_refused_not_lost(
     assert sent.ext_fields["queueOffset"] == "0"
     await wire.dispatched(broker)
     assert [m.body for m in await peer.messages("Gone")] == [b"after"]
+
+
+async def test_a_mapping_change_while_a_logical_topic_is_deleted_does_not_create_it_again(
+        cluster: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A logical-queue mapping pushed while its topic's deletion is under way registered
+    the topic again: a send was then stored above the deletion's mark, answered, and
+    removed with the queue. The topic stays out of the table until the deletion is
+    answered, and a send meanwhile is refused."""
+    broker = cluster.brokers[0]
+    mapping = plan_create("Lq", 1, [broker.config.broker_name])
+    await peer.ok(_push(mapping))
+    await peer.ok(wire.send("Lq", b"old"))
+    slow_writes(monkeypatch, topics_module, held)  # step 2, after the mark, held
+    async with Peer(broker.broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic="Lq")))
+        await held.entered_soon()
+        await peer.ok(_push(mapping.replace(0, mapping.queues[0], mapping.epoch + 1)))
+        assert broker.topics.get("Lq") is None
+        sent = await peer(wire.send("Lq", b"during"))
+        assert sent.code == ResponseCode.TOPIC_NOT_EXIST, sent.remark
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    assert broker.store.topics().get("Lq") is None  # no queue left behind
+
+
+def _push(mapping: TopicMapping) -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, {},
+                                   json.dumps(mapping.to_json()).encode())

@@ -17,7 +17,9 @@ timer message that falls due meanwhile waits for the end too
 (:mod:`tidemq.broker.schedule`), a transaction's commit into the topic is refused,
 the transaction left open (:mod:`tidemq.broker.half_queue`), and so is a send-back or a
 retry send bound for a retry or DLQ topic being deleted
-(:func:`~tidemq.broker.processors.retry.ensure_group_topic`). A process
+(:func:`~tidemq.broker.processors.retry.ensure_group_topic`); a logical-queue mapping
+that changes meanwhile does not register the topic again
+(:mod:`tidemq.broker.processors.logical.mappings`). A process
 that stops before step 1 is on disk leaves the topic whole; one that stops after it
 leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka marks a topic
 deleted first and removes its files after.

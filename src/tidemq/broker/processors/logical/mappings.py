@@ -39,9 +39,14 @@ class MappingAdmin:
 
     def mapping_changed(self, mapping: TopicMapping | None, topic: str | None = None) -> None:
         """A logical-queue mapping changed: register the topic's physical queues and its
-        ``logical.queues`` attribute so the name server publishes the placeholder route."""
+        ``logical.queues`` attribute so the name server publishes the placeholder route.
+        Not while the topic's deletion is under way (:mod:`tidemq.broker.topic_deletion`):
+        registered then, it would take sends into the queues the deletion removes; the
+        mapping is kept, and its next change registers the topic."""
         if mapping is not None:
-            self.ctx.topics.upsert(logical_topic_config(mapping, self.ctx.config.broker_name))
+            if mapping.topic not in self.ctx.topics.deleting:
+                self.ctx.topics.upsert(logical_topic_config(mapping,
+                                                            self.ctx.config.broker_name))
             self.sends.notify(mapping.topic)
             self.report_cut_tails(mapping)
         elif topic is not None:

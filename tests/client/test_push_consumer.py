@@ -321,6 +321,70 @@ async def test_a_commit_answered_after_a_reset_is_not_taken_as_committed(
         assert a.offsets[("cg", "T", 0)] == 4
 
 
+async def test_close_waits_a_bounded_time_for_listener_calls_in_flight(
+        cluster: list[FakeBroker], config: ClientConfig) -> None:
+    """With ``await_termination_when_shutdown`` a close gives a listener call that does
+    not end that long, then cancels it and commits below its message, which the group
+    gets again."""
+    a = cluster[0]
+    await _fill(a, QA0, 2)
+    stuck = asyncio.Event()  # never set
+    in_flight, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        if msgs[0].queue_offset == 1:
+            in_flight.set()
+            try:
+                await stuck.wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return OK
+
+    bounded = dataclasses.replace(FAST, await_termination_when_shutdown=0.2,
+                                  consume_concurrency=1)
+    async with _consumer(config, listener, options=bounded, consume_from=FIRST):
+        await in_flight.wait()
+    assert cancelled.is_set()
+    assert a.offsets[("cg", "T", 0)] == 1  # offset 1 comes again
+
+    rec = Recorder()
+    async with _consumer(config, rec, options=bounded):
+        await rec.wait(lambda r: len(r.ok) == 1)
+    assert [m.queue_offset for m in rec.ok] == [1]
+    assert a.offsets[("cg", "T", 0)] == 2
+
+
+async def test_close_gives_up_on_a_blocking_listener_after_the_bound(
+        cluster: list[FakeBroker], config: ClientConfig) -> None:
+    """A thread cannot be cancelled: a bounded close of a ThreadedPushConsumer leaves the
+    listener's thread running, its answer ignored, and commits below its message."""
+    a = cluster[0]
+    await _fill(a, QA0, 1)
+    in_flight, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        in_flight.set()
+        release.wait(30)
+        finished.set()
+        return OK
+
+    bounded = dataclasses.replace(FAST, await_termination_when_shutdown=0.2)
+    try:
+        async with _consumer(config, listener, options=bounded, consume_from=FIRST,
+                             cls=ThreadedPushConsumer):
+            assert await asyncio.to_thread(in_flight.wait, 10)
+        assert not finished.is_set()  # close did not wait for the thread
+        assert a.offsets[("cg", "T", 0)] == 0
+    finally:
+        release.set()
+
+
+def test_await_termination_when_shutdown_is_checked() -> None:
+    with pytest.raises(Exception, match="await_termination_when_shutdown"):
+        PushOptions(await_termination_when_shutdown=-1)
+
+
 async def test_consume_from_policies(cluster: list[FakeBroker], config: ClientConfig) -> None:
     a = cluster[0]
     await _fill(a, QA0, 3)

@@ -125,6 +125,31 @@ async def test_send_and_consumes_are_traced(cluster: Cluster) -> None:
     assert trace.refused == []
 
 
+async def test_a_delivery_a_close_cancels_is_traced_as_failed(cluster: Cluster) -> None:
+    """A listener call that a bounded close cancels gets its SubAfter (failed): the
+    message will be delivered again."""
+    config = _config(cluster, enable_msg_trace=True)
+    in_flight = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        in_flight.set()
+        await asyncio.Event().wait()  # until cancelled
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async with AdminClient(config=config) as admin:
+        async with Producer("cut-pg", config=config) as producer:
+            sent = await producer.send(Message("Cut", b"slow"))
+        bounded = dataclasses.replace(FAST, await_termination_when_shutdown=0.1)
+        push = PushConsumer("cut-cg", config=config, consume_from=FIRST, options=bounded,
+                            listener=listener)
+        push.subscribe("Cut")
+        async with push:
+            await asyncio.wait_for(in_flight.wait(), 30)
+        trace = await _trace_of(cluster, admin, sent.msg_id, done=1)
+    [consume] = trace.consumes
+    assert (consume.group, consume.success) == ("cut-cg", False)
+
+
 async def test_messages_polled_as_columns_are_traced(cluster: Cluster) -> None:
     config = _config(cluster, enable_msg_trace=True)
     async with AdminClient(config=config) as admin:

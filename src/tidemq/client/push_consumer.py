@@ -179,8 +179,9 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         self._spawn(self._commit_loop())
 
     async def close(self) -> None:
-        """Leave gracefully: stop pulling, let in-flight listener calls finish, commit
-        every queue's offset, unlock (orderly), unregister from the brokers."""
+        """Leave gracefully: stop pulling, let in-flight listener calls finish (for at
+        most ``await_termination_when_shutdown``, then cancel them), commit every queue's
+        offset, unlock (orderly), unregister from the brokers."""
         inst = self._instance
         if inst is None or self._closing:
             return
@@ -194,7 +195,16 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         await self._stop_background()
         for pq in list(self._queues.values()):
             self._revoke(pq)
-        await asyncio.gather(*self._releasing.values(), return_exceptions=True)
+        releasing = list(self._releasing.values())
+        limit = self._options.await_termination_when_shutdown
+        if releasing and limit is not None:
+            _, late = await asyncio.wait(releasing, timeout=limit)
+            if late:
+                # Cancelled, the calls end: their queues drain and commit below them.
+                log.warning("%r: listener calls still running after %s s are cancelled; "
+                            "their messages will be delivered again", self, limit)
+                await self._stop_service(abort=True)
+        await asyncio.gather(*releasing, return_exceptions=True)
         await self._stop_service()
         await self._withdraw(inst)
 
@@ -539,7 +549,13 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
         delivered = tuple(msgs)  # the listener may change its list
         request_id, begin = uuid.uuid4().hex.upper(), now_ms()
         tracer.record(sub_before_records(self._group, request_id, delivered, begin))
-        status, code = await self._listen(msgs)
+        try:
+            status, code = await self._listen(msgs)
+        except asyncio.CancelledError:  # a close that stopped waiting: it comes again
+            end = now_ms()
+            tracer.record(sub_after_records(request_id, delivered, end - begin, False,
+                                            ConsumeReturn.TIME_OUT, end))
+            raise
         end = now_ms()
         tracer.record(sub_after_records(request_id, delivered, end - begin,
                                         status is ConsumeStatus.CONSUME_SUCCESS, code, end))

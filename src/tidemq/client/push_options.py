@@ -52,6 +52,11 @@ class PushOptions:
     lock_renew_interval: float = LOCK_RENEW_INTERVAL
     lock_stale_after: float = LOCK_STALE_AFTER
     lock_retry_interval: float = 1.0
+    #: How long ``close`` waits for the listener calls in flight (Java
+    #: ``awaitTerminationMillisWhenShutdown``); then it cancels them, and their messages,
+    #: left uncommitted, are delivered again. ``None``: as long as they take (TideMQ's
+    #: default; Java's, 0, does not wait).
+    await_termination_when_shutdown: float | None = None
 
     def __post_init__(self) -> None:
         for key in ("consume_batch_max_size", "consume_concurrency",
@@ -66,6 +71,10 @@ class PushOptions:
                     "lock_renew_interval", "lock_stale_after", "lock_retry_interval"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key} must be positive", key=key)
+        wait = self.await_termination_when_shutdown
+        if wait is not None and wait < 0:
+            raise ConfigError("await_termination_when_shutdown must not be negative",
+                              key="await_termination_when_shutdown")
         if self.max_reconsume_times < -1:
             raise ConfigError("max_reconsume_times must be -1 or more",
                               key="max_reconsume_times")

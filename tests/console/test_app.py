@@ -3,6 +3,7 @@ test_browser.py for the pages driven in Chromium)."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -11,9 +12,17 @@ from pathlib import Path
 import pytest
 from tests.console.conftest import Http
 
+import tidemq.client.trace_view as trace_view
 from tidemq.broker.app import BrokerApp
 from tidemq.broker.pipeline import Check
-from tidemq.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
+from tidemq.client import (
+    AdminClient,
+    ClientConfig,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+)
 from tidemq.client.logical_admin import LogicalQueueAdmin, plan_migration
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.console import ConsoleServer
@@ -363,3 +372,29 @@ async def test_a_logical_topics_messages_are_listed_by_time(http: Http, cluster:
     assert "3 messages stored" in page.text
     one = await http.get("/messages?by=offset&topic=Lanes&broker=broker-a&queue_id=0&offset=1")
     assert one.status == 200 and "lane 1" in one.text, one.text[-1500:]
+
+
+async def test_a_trace_just_stored_without_a_delivery_says_its_consumes_may_lag(
+        http: Http, cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message page's trace of a message stored a moment ago that shows no delivery
+    says the consume records may not be indexed yet, rather than reading as not consumed
+    ("a moment" stretched, so that a busy machine does not outlast it; then shrunk to
+    nothing, and the same trace says nothing)."""
+    config = ClientConfig(namesrv_addr=(cluster.namesrv_addr,), enable_msg_trace=True)
+    async with Producer("trace-lag-producer", config=config) as producer:
+        sent = await producer.send(Message("TraceLag", b"unread"))
+        assert producer.tracer is not None
+        await producer.tracer.flush()
+    cluster.brokers[0].store.wait_dispatched()
+    await registered(cluster)
+    monkeypatch.setattr(trace_view, "RECENT_MS", 600_000)
+    url = f"/messages?by=id&topic=TraceLag&msg_id={sent.msg_id}"
+    async with asyncio.timeout(10):  # the key index is written a moment after dispatch
+        while 'class="trace-send"' not in (page := await http.get(url)).text:
+            await asyncio.sleep(0.05)
+    assert 'class="trace-consume"' not in page.text
+    assert "consume records may not be indexed yet" in page.text
+    monkeypatch.setattr(trace_view, "RECENT_MS", 0)
+    older = await http.get(url)
+    assert 'class="trace-send"' in older.text
+    assert "consume records may not be indexed yet" not in older.text

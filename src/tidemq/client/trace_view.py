@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterable
 
 from tidemq.client.admin import AdminClient
@@ -29,8 +30,15 @@ from tidemq.codec.trace import (
 from tidemq.errors import TideMQError
 from tidemq.types import MessageExt
 
-__all__ = ["ConsumeTrace", "MessageTrace", "SendTrace", "TransactionTrace", "build_trace",
-           "query_trace"]
+__all__ = ["CONSUMES_MAY_LAG", "RECENT_MS", "ConsumeTrace", "MessageTrace", "SendTrace",
+           "TransactionTrace", "build_trace", "consumes_may_lag", "query_trace"]
+
+#: How long after a message is stored a query may still miss its consume records: a
+#: consumer gathers its trace records for up to 0.1 s before it sends them, and the
+#: broker indexes a trace message's keys just after it stores it.
+RECENT_MS = 5000
+#: What to tell whoever reads a trace that :func:`consumes_may_lag`.
+CONSUMES_MAY_LAG = "consume records may not be indexed yet; query again in a moment"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +92,9 @@ class MessageTrace:
     #: Records of the trace topic that could not be read (why, for each).
     refused: list[str]
     transactions: list[TransactionTrace] = dataclasses.field(default_factory=list)
+    #: A send but no delivery yet, of a message stored so recently that its consume
+    #: records may not be indexed yet (:func:`consumes_may_lag` when it was queried).
+    consumes_may_lag: bool = False
 
 
 def _records(trace_msgs: Iterable[MessageExt]
@@ -138,6 +149,17 @@ def build_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> MessageTrace:
     return MessageTrace(msg_id, sends, consumes, refused, ends)
 
 
+def consumes_may_lag(trace: MessageTrace, now_ms: int) -> bool:
+    """Whether ``trace`` shows a send and no delivery of a message stored (or, when its
+    store time is not known, sent; committed, for a transaction) less than
+    :data:`RECENT_MS` before ``now_ms``: its consumers' records may be on their way."""
+    if trace.consumes or not trace.sends:
+        return False
+    stored = max([s.store_ms or s.send_ms for s in trace.sends]
+                 + [t.end_ms for t in trace.transactions])
+    return now_ms - stored < RECENT_MS
+
+
 async def query_trace(admin: AdminClient, msg_id: str, *, trace_topic: str = DEFAULT_TRACE_TOPIC,
                       max_num: int = 64, begin_ms: int = 0, end_ms: int | None = None
                       ) -> MessageTrace:
@@ -154,4 +176,6 @@ async def query_trace(admin: AdminClient, msg_id: str, *, trace_topic: str = DEF
             if send.offset_msg_id:
                 store_ms = (await admin.view_message(send.offset_msg_id)).store_timestamp
         sends.append(dataclasses.replace(send, store_ms=store_ms))
-    return dataclasses.replace(trace, sends=sends)
+    trace = dataclasses.replace(trace, sends=sends)
+    return dataclasses.replace(
+        trace, consumes_may_lag=consumes_may_lag(trace, int(time.time() * 1000)))

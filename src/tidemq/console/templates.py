@@ -528,7 +528,7 @@ MESSAGES = """{% extends "layout" %}{% block content %}
 {% else %}<table class="trace"><thead><tr><th>Event</th><th>Group</th><th>Client</th><th>At</th><th class="num">Took</th><th class="num">Retries</th><th>Result</th></tr></thead><tbody>
 {% for t in m.trace.sends %}<tr class="trace-send" data-group="{{ t.group }}"><td>sent</td><td>{{ t.group }}</td><td>{{ t.client_host }}</td><td>{{ when(t.send_ms) }}</td><td class="num">{{ t.cost_ms }} ms</td><td class="num">-</td><td>{{ 'SEND_OK' if t.success else 'failed' }}{% if t.store_ms %}, stored {{ when(t.store_ms) }} on {{ t.store_host }}{% endif %}</td></tr>
 {% endfor %}{% for t in m.trace.consumes %}<tr class="trace-consume" data-group="{{ t.group }}"><td>consumed</td><td>{{ t.group or '?' }}</td><td>{{ t.client_host }}</td><td>{{ when(t.consume_ms) }}</td><td class="num">{{ '%d ms'|format(t.cost_ms) if t.cost_ms is not none else '-' }}</td><td class="num">{{ t.retry_times }}</td><td class="outcome">{{ 'success' if t.success else ('not finished' if t.success is none else 'failed') }}</td></tr>
-{% endfor %}</tbody></table>{% if m.trace.refused %}<p class="muted">{{ m.trace.refused|length }} trace record(s) could not be read.</p>{% endif %}{% endif %}</div>{% endif %}
+{% endfor %}</tbody></table>{% if m.trace.consumes_may_lag %}<p class="muted trace-lag">No consume record yet: it was stored a moment ago, and consume records may not be indexed yet; reload the page in a moment.</p>{% endif %}{% if m.trace.refused %}<p class="muted">{{ m.trace.refused|length }} trace record(s) could not be read.</p>{% endif %}{% endif %}</div>{% endif %}
 {% else %}<div class="empty"><b>Nothing found</b>No message matched.</div>{% endfor %}{% endif %}
 {% endblock %}"""
 

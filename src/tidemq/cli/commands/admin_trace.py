@@ -17,6 +17,12 @@ host, time, cost, status) with two columns added at the end: ``#StoreTime`` for 
 ``-`` as its cost and ``unknown`` as its status. A transaction's end is a row of type
 ``EndTrans``: producer group, client host, time, the state (``COMMIT_MESSAGE``,
 ``ROLLBACK_MESSAGE``, ``UNKNOW``) and whether it answered a broker's check-back.
+
+A trace with a send and no delivery of a message stored a few seconds ago or less
+(:func:`~tidemq.client.trace_view.consumes_may_lag`) ends with a note that its
+consume records may not be indexed yet (``consumesMayLag`` in ``--json``): a
+consumer sends its records a moment after consuming, and the broker indexes them a
+moment after storing them.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from tidemq.cli.commands.admin_common import (
     run_admin,
 )
 from tidemq.client.config import DEFAULT_NAMESRV
-from tidemq.client.trace_view import MessageTrace, query_trace
+from tidemq.client.trace_view import CONSUMES_MAY_LAG, MessageTrace, query_trace
 from tidemq.codec.trace import DEFAULT_TRACE_TOPIC
 
 __all__ = ["register"]
@@ -76,6 +82,7 @@ def trace_json(trace: MessageTrace) -> dict[str, Any]:
                           "transactionId": t.transaction_id, "storeHost": t.store_host}
                          for t in trace.transactions],
         "unreadable": trace.refused,
+        "consumesMayLag": trace.consumes_may_lag,
     }
 
 
@@ -136,3 +143,5 @@ def query_msg_trace_by_id(
     _print(trace)
     for why in trace.refused:
         console_err().print(f"warning: unreadable trace record: {why}", markup=False)
+    if trace.consumes_may_lag:
+        typer.echo(f"note: {CONSUMES_MAY_LAG}")

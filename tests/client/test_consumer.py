@@ -270,3 +270,27 @@ async def test_a_commit_answered_after_a_seek_is_not_taken_as_committed(
         assert [m.queue_offset for m in await _collect(consumer, 4)] == [0, 1, 2, 3]
         await consumer.commit()
         assert a.offsets[("cg", "T", 0)] == 4
+
+
+async def test_a_commit_answered_after_an_offset_reset_is_not_taken_as_committed(
+        cluster: list[FakeBroker], config: ClientConfig) -> None:
+    """The same race with a broker's offset reset (RESET_CONSUMER_CLIENT_OFFSET): the
+    broker stores the reset's offset, then tells the consumer, while the consumer's
+    older commit is still unanswered."""
+    a = cluster[0]
+    await _fill(a, QA, 4)
+    held, release = hold_commit_answer(a, 4)
+    async with PullConsumer("cg", config=config, consume_from=FIRST) as consumer:
+        consumer.assign([QA])
+        assert len(await _collect(consumer, 4)) == 4
+        before = asyncio.create_task(consumer.commit())
+        await held.wait()
+        a.offsets[("cg", "T", 0)] = 0  # what a broker's reset stores
+        await consumer.instance.send_heartbeat()  # the broker knows it as a member
+        assert await a.reset_offsets("cg", {QA: 0}) == 1
+        assert consumer.position(QA) == 0
+        release.set()
+        await before
+        assert [m.queue_offset for m in await _collect(consumer, 4)] == [0, 1, 2, 3]
+        await consumer.commit()
+        assert a.offsets[("cg", "T", 0)] == 4

@@ -8,9 +8,10 @@ import dataclasses
 import itertools
 import shutil
 import socket
+import threading
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -285,6 +286,31 @@ async def test_a_scrape_chooses_its_series_off_the_loop(
     families = await scraping
     assert held.gave_up == [False]
     assert value(families, "tidemq_broker_consumer_lag_messages", group="g", topic="Chosen") == 0
+
+
+class _OnTheLoop(dict[str, dict[int, int]]):
+    """An offsets table that counts the walks over it on the event loop's thread."""
+
+    walks = 0
+
+    def __iter__(self) -> Iterator[str]:
+        if threading.current_thread() is threading.main_thread():
+            _OnTheLoop.walks += 1
+        return super().__iter__()
+
+
+async def test_a_scrape_walks_none_of_the_offsets_table_on_the_loop(cluster: Cluster) -> None:
+    """A copy of the keys of every group's offsets holds the loop as long as the table
+    is long: the scrape reads them on its thread, a slice at a time."""
+    app = cluster.brokers[0]
+    for i in range(5):
+        app.offsets.commit(f"g{i}", "Walked", 0, 0)
+    app.offsets.table = _OnTheLoop(app.offsets.table)
+    _OnTheLoop.walks = 0
+    families = await asyncio.to_thread(scrape, app.config.metrics_port)
+    assert _OnTheLoop.walks == 0
+    assert value(families, "tidemq_broker_consumer_lag_messages", group="g3",
+                 topic="Walked") == 0
 
 
 async def test_a_scrape_reads_the_lag_a_slice_at_a_time(

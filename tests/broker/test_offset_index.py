@@ -82,6 +82,18 @@ def test_the_index_answers_as_a_walk_of_the_table(tmp_path_factory: Any,
         for name in ("a", "b", "c", "a@b", ""):
             assert offsets.groups_of(name) == _walked(model, topic=name)
             assert offsets.topics_of(name) == _walked(model, group=name)
+        for count in (0, 1, 2, 40):
+            assert offsets.first_keys(count) == (sorted(model)[:count], len(model))
+        assert offsets.lowest_by_queue() == _lowest(model)
+
+
+def _lowest(table: dict[str, dict[int, int]]) -> dict[tuple[str, int], int]:
+    out: dict[tuple[str, int], int] = {}
+    for key, queues in table.items():
+        for queue_id, offset in queues.items():
+            at = (key.split("@", 1)[0], queue_id)
+            out[at] = min(offset, out.get(at, offset))
+    return out
 
 
 class Walks(dict[str, dict[int, int]]):
@@ -108,6 +120,35 @@ def test_one_topic_or_group_is_answered_without_walking_the_table(tmp_path: Path
     assert Walks.walks == 0
     assert "T2@g1" not in offsets.table and "T1@g3" not in offsets.table
     assert len(offsets.table) == 49 * 4
+
+
+class Copies(Walks):
+    """A table that counts its walks and its copies."""
+
+    def copy(self) -> dict[str, dict[int, int]]:
+        Walks.walks += 1
+        return super().copy()
+
+
+@pytest.mark.parametrize("slice_keys", [1, 3, 4096])
+def test_the_first_keys_and_the_lowest_offsets_are_read_a_slice_of_keys_a_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slice_keys: int) -> None:
+    """Neither copies nor walks the whole table in one call (each would hold the
+    interpreter, and so the event loop, for as long as the table is long), and a key
+    deleted or committed again on the loop meanwhile is read as it is then."""
+    monkeypatch.setattr(offsets_module, "ENTRY_SLICE", slice_keys)
+    offsets = OffsetManager(StoreLayout(tmp_path))
+    for i in range(20):
+        offsets.commit(f"g{i % 4}", f"T{i % 5}", i % 3, 100 - i)
+    offsets.delete_topic("T1")
+    offsets.commit("g1", "T1", 0, 7)  # deleted, then committed again
+    offsets.table = Copies(offsets.table)
+    Walks.walks = 0
+    model = dict(offsets.table)
+    assert offsets.first_keys(3) == (sorted(model)[:3], len(model))
+    assert offsets.first_keys(100) == (sorted(model), len(model))
+    assert offsets.lowest_by_queue() == _lowest(model)
+    assert Walks.walks == 0
 
 
 def test_the_loop_deletes_and_commits_while_a_write_drops_the_deleted_keys(

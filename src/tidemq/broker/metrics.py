@@ -80,6 +80,7 @@ from prometheus_client.registry import Collector
 
 from tidemq.broker.codes import PULL_CODES, SEND_CODES
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.offsets import OffsetManager
 from tidemq.broker.status import VERSION, disk_usage_ratio
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import BrokerResponseError, ResponseCode
@@ -97,11 +98,13 @@ _Processor = Callable[[Connection, RemotingCommand], Any]
 LAG_SLICE = 100
 
 
-def _first(count: int, keys: list[str], pairs: list[tuple[str, int]]
-           ) -> tuple[list[str], list[tuple[str, int]]]:
-    """The first ``count`` of each, in order (on a thread: a loop in Python, so the
+def _first(count: int, offsets: OffsetManager, pairs: list[tuple[str, int]]
+           ) -> tuple[list[str], int, list[tuple[str, int]]]:
+    """The first ``count`` offset-table keys, how many keys the table has, and the first
+    ``count`` of ``pairs``, in order (on a thread: loops in Python over slices, so the
     event loop takes turns)."""
-    return heapq.nsmallest(count, keys), heapq.nsmallest(count, pairs)
+    keys, total = offsets.first_keys(count)
+    return keys, total, heapq.nsmallest(count, pairs)
 
 
 @dataclasses.dataclass
@@ -265,27 +268,30 @@ class BrokerCollector(Collector):
 
     async def gather(self) -> _Gathered:
         """The queues' and the groups' figures: which of them a scrape reports is
-        chosen on a thread, from copies of the keys (one C call each), and their figures
+        chosen on a thread, from a copy of the queues' keys (one C call) and the offsets
+        table's keys read there a slice at a time
+        (:meth:`~tidemq.broker.offsets.OffsetManager.first_keys`), and their figures
         read :data:`LAG_SLICE` at a time on the loop. A key deleted meanwhile is left
         out."""
-        keys, pairs = list(self.ctx.offsets.table), self.ctx.store.queues.queue_keys()
-        first = await asyncio.to_thread(_first, self.max_series, keys, pairs)
-        reading = self._read(keys, pairs, *first)
+        pairs = self.ctx.store.queues.queue_keys()
+        first = await asyncio.to_thread(_first, self.max_series, self.ctx.offsets, pairs)
+        reading = self._read(pairs, *first)
         while (gathered := next(reading)) is None:
             await asyncio.sleep(0)
         return gathered
 
     def _gather_now(self) -> _Gathered:
         """:meth:`gather` at once, on the caller's thread."""
-        keys, pairs = list(self.ctx.offsets.table), self.ctx.store.queues.queue_keys()
-        reading = self._read(keys, pairs, *_first(self.max_series, keys, pairs))
+        pairs = self.ctx.store.queues.queue_keys()
+        reading = self._read(pairs, *_first(self.max_series, self.ctx.offsets, pairs))
         while (gathered := next(reading)) is None:
             pass
         return gathered
 
-    def _read(self, keys: list[str], pairs: list[tuple[str, int]], first_keys: list[str],
+    def _read(self, pairs: list[tuple[str, int]], first_keys: list[str], keys: int,
               first_pairs: list[tuple[str, int]]) -> Iterator[_Gathered | None]:
-        """The figures of the chosen queues and offset-table keys, ``None`` after every
+        """The figures of the chosen queues and offset-table keys (of ``keys`` in the
+        table), ``None`` after every
         :data:`LAG_SLICE` of them (a turn for the loop), then what was read."""
         now_ms = time.time() * 1000
         queues = []
@@ -302,7 +308,7 @@ class BrokerCollector(Collector):
             if committed is not None:
                 lag.append(self._lag_row(key, committed, now_ms))
         yield _Gathered(now_ms, queues, max(0, len(pairs) - self.max_series), lag,
-                        max(0, len(keys) - self.max_series))
+                        max(0, keys - self.max_series))
 
     def collect(self) -> Iterator[Metric]:
         ctx = self.ctx

@@ -19,8 +19,8 @@ deleted keys from it, on its thread too, a slice at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from itertools import filterfalse
+from collections.abc import Iterator, Mapping
+from itertools import chain, filterfalse
 
 from tidemq.broker.offset_json import ENTRY_SLICE, SPACED, offset_json_parts
 from tidemq.broker.table_json import read_table
@@ -200,11 +200,47 @@ class OffsetManager:
     def topics_of(self, group: str) -> list[str]:
         return sorted(k.partition("@")[0] for k in self._by_group.get(group, ()))
 
+    def _slices(self) -> tuple[dict[str, dict[int, int]], Iterator[list[str]]]:
+        """The table and its keys, in their order, :data:`ENTRY_SLICE` of them at a time,
+        each slice as the table is when it is read: no copy of the keys in one call, so
+        a thread walking them lets the event loop take turns. A key committed first
+        meanwhile may be left out; one deleted meanwhile is left out from its slice on."""
+        with self._keys_lock:
+            table, order = self._table, self._order
+            size = len(order)
+
+        def slices() -> Iterator[list[str]]:
+            for start in range(0, size, ENTRY_SLICE):
+                yield list(filter(table.__contains__, order[start:start + ENTRY_SLICE]))
+
+        return table, slices()
+
+    def first_keys(self, count: int) -> tuple[list[str], int]:
+        """The ``count`` smallest keys of the table, in order, and how many keys it has.
+        Safe from another thread, and meant to run on one: the keys are read a slice at a
+        time (:meth:`_slices`), each merged into the smallest so far in one sort of at
+        most ``count`` and a slice."""
+        first: list[str] = []
+        seen = 0
+        if count <= 0:
+            return first, sum(map(len, self._slices()[1]))
+        for live in self._slices()[1]:
+            seen += len(live)
+            smaller = live if len(first) < count else list(filter(first[-1].__gt__, live))
+            if smaller:
+                first = sorted(first + smaller)[:count]
+        return first, seen
+
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
-        """The lowest offset any group committed on each queue. Safe from another thread:
-        the table and each group's queues are copied whole (one C call each) first."""
+        """The lowest offset any group committed on each queue. Safe from another thread,
+        and meant to run on one: the keys are read a slice at a time (:meth:`_slices`),
+        each group's queues copied (one C call each)."""
         out: dict[tuple[str, int], int] = {}
-        for key, queues in self.table.copy().items():
+        table, slices = self._slices()
+        for key in chain.from_iterable(slices):
+            queues = table.get(key)
+            if queues is None:
+                continue
             topic = key.split("@", 1)[0]
             for queue_id, offset in queues.copy().items():
                 old = out.get((topic, queue_id))

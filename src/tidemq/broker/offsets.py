@@ -19,7 +19,7 @@ deleted keys from it, on its thread too, a slice at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain, filterfalse
 
 from tidemq.broker.offset_json import ENTRY_SLICE, SPACED, offset_json_parts
@@ -217,19 +217,25 @@ class OffsetManager:
 
     def first_keys(self, count: int) -> tuple[list[str], int]:
         """The ``count`` smallest keys of the table, in order, and how many keys it has.
-        Safe from another thread, and meant to run on one: the keys are read a slice at a
-        time (:meth:`_slices`), each merged into the smallest so far in one sort of at
-        most ``count`` and a slice."""
-        first: list[str] = []
-        seen = 0
+        Safe from another thread, and meant to run on one: the keys are read from their
+        order a slice at a time, those below the ``count``-th smallest so far kept, and
+        the kept sorted (one call of at most a few times ``count`` keys) as they grow."""
+        with self._keys_lock:
+            table, order = self._table, self._order
+            size, total = len(order), len(table)
         if count <= 0:
-            return first, sum(map(len, self._slices()[1]))
-        for live in self._slices()[1]:
-            seen += len(live)
-            smaller = live if len(first) < count else list(filter(first[-1].__gt__, live))
-            if smaller:
-                first = sorted(first + smaller)[:count]
-        return first, seen
+            return [], total
+        first: list[str] = []
+        for start in range(0, size, ENTRY_SLICE):
+            keys: Iterable[str] = order[start:start + ENTRY_SLICE]
+            if len(first) >= count:
+                keys = filter(first[count - 1].__gt__, keys)
+            first.extend(filter(table.__contains__, keys))
+            if len(first) > 4 * count:
+                first.sort()
+                del first[count:]
+        first.sort()
+        return first[:count], total
 
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
         """The lowest offset any group committed on each queue. Safe from another thread,

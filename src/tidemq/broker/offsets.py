@@ -19,8 +19,8 @@ deleted keys from it, on its thread too, a slice at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain, filterfalse
+from collections.abc import Iterable, Mapping
+from itertools import filterfalse
 
 from tidemq.broker.offset_json import ENTRY_SLICE, SPACED, offset_json_parts
 from tidemq.broker.table_json import read_table
@@ -200,21 +200,6 @@ class OffsetManager:
     def topics_of(self, group: str) -> list[str]:
         return sorted(k.partition("@")[0] for k in self._by_group.get(group, ()))
 
-    def _slices(self) -> tuple[dict[str, dict[int, int]], Iterator[list[str]]]:
-        """The table and its keys, in their order, :data:`ENTRY_SLICE` of them at a time,
-        each slice as the table is when it is read: no copy of the keys in one call, so
-        a thread walking them lets the event loop take turns. A key committed first
-        meanwhile may be left out; one deleted meanwhile is left out from its slice on."""
-        with self._keys_lock:
-            table, order = self._table, self._order
-            size = len(order)
-
-        def slices() -> Iterator[list[str]]:
-            for start in range(0, size, ENTRY_SLICE):
-                yield list(filter(table.__contains__, order[start:start + ENTRY_SLICE]))
-
-        return table, slices()
-
     def first_keys(self, count: int) -> tuple[list[str], int]:
         """The ``count`` smallest keys of the table, in order, and how many keys it has.
         Safe from another thread, and meant to run on one: the keys are read from their
@@ -239,19 +224,23 @@ class OffsetManager:
 
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
         """The lowest offset any group committed on each queue. Safe from another thread,
-        and meant to run on one: the keys are read a slice at a time (:meth:`_slices`),
-        each group's queues copied (one C call each)."""
+        and meant to run on one: the keys are read from their order a slice at a time
+        (no copy of the table in one call), each group's queues copied (one C call
+        each); a key deleted meanwhile is left out."""
+        with self._keys_lock:
+            table, order = self._table, self._order
+            size = len(order)
         out: dict[tuple[str, int], int] = {}
-        table, slices = self._slices()
-        for key in chain.from_iterable(slices):
-            queues = table.get(key)
-            if queues is None:
-                continue
-            topic = key.split("@", 1)[0]
-            for queue_id, offset in queues.copy().items():
-                old = out.get((topic, queue_id))
-                if old is None or offset < old:
-                    out[topic, queue_id] = offset
+        for start in range(0, size, ENTRY_SLICE):
+            for key in order[start:start + ENTRY_SLICE]:
+                queues = table.get(key)
+                if queues is None:
+                    continue
+                topic = key.split("@", 1)[0]
+                for queue_id, offset in queues.copy().items():
+                    old = out.get((topic, queue_id))
+                    if old is None or offset < old:
+                        out[topic, queue_id] = offset
         return out
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:

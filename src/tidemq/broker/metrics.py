@@ -58,7 +58,8 @@ topics and retry topics count like any other); what is left out is counted in
 ``tidemq_broker_series_dropped`` so a truncated scrape is visible.
 
 A scrape over HTTP (:meth:`BrokerMetrics.render_async`) chooses the queues and offset-table
-keys it reports on a thread, from copies of their keys, reads their figures
+keys it reports on a thread (from a copy of the queues' keys, and the offset-table keys
+read there a slice at a time), reads their figures
 :data:`LAG_SLICE` at a time on the event loop, which serves others in between, and writes
 the text on a thread: a broker with thousands of groups and topics spent a large
 fraction of a second on them.

@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 from tidemq.errors import ConfigError
 
 __all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
-           "parse_properties", "primary_keys", "properties_text", "read_properties",
-           "runtime_update", "shown_key"]
+           "parse_properties", "parse_properties_body", "primary_keys", "properties_text",
+           "read_properties", "runtime_update", "shown_key"]
 
 T = TypeVar("T")
 
@@ -159,6 +159,16 @@ def _convert(key: str, raw: Any, tp: Any) -> Any:
         raise ConfigError(f"bad value {raw!r} for {key}: expected "
                           f"{getattr(tp, '__name__', tp)}{hint}", key=key) from None
     return raw
+
+
+def parse_properties_body(body: bytes | bytearray | memoryview) -> dict[str, str]:
+    """:func:`parse_properties` of a request body (UTF-8 text); a
+    :class:`~tidemq.errors.ConfigError` when it is not UTF-8."""
+    try:
+        text = bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the body is not UTF-8 properties text: {exc}") from None
+    return parse_properties(text)
 
 
 def runtime_update(cls: type[T], config: T, changes: Mapping[str, str],

@@ -72,7 +72,11 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.codec.topic_table import decode_topics
 from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
-from tidemq.formats.javaprops import describe, parse_properties, properties_text
+from tidemq.formats.javaprops import (
+    describe,
+    parse_properties_body,
+    properties_text,
+)
 from tidemq.namesrv import config_overrides, runtime_config
 from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.config import NamesrvConfig
@@ -523,11 +527,8 @@ class NameServerApp:
     @_guarded
     def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            changes = parse_properties(bytes(cmd.body).decode("utf-8"))
+            changes = parse_properties_body(cmd.body)
             new = runtime_config.plan_update(self.config, changes)
-        except UnicodeDecodeError as exc:
-            return cmd.response(ResponseCode.INVALID_PARAMETER,
-                                f"the body is not UTF-8 properties text: {exc}")
         except ConfigError as exc:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
         kept_path = config_overrides.overrides_path(new.kv_config_path)

@@ -17,8 +17,8 @@ from tidemq.broker import runtime_config
 from tidemq.broker.config_overrides import FILE_NAME, write_overrides
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.command import RemotingCommand, RequestCode
-from tidemq.errors import ResponseCode, error_for_code
-from tidemq.formats.javaprops import parse_properties, properties_text
+from tidemq.errors import ConfigError, ResponseCode, error_for_code
+from tidemq.formats.javaprops import parse_properties_body, properties_text
 from tidemq.net import Connection
 
 __all__ = ["ConfigProcessor"]
@@ -44,11 +44,9 @@ class ConfigProcessor:
 
     def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            text = bytes(cmd.body).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                                 f"the body is not UTF-8 properties text: {exc}") from None
-        changes = parse_properties(text)
+            changes = parse_properties_body(cmd.body)
+        except ConfigError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         try:
             new = runtime_config.plan_update(self.ctx.config, changes)
         except runtime_config.ConfigRefused as exc:
@@ -64,5 +62,5 @@ class ConfigProcessor:
         runtime_config.apply(self.ctx, new)
         self._version += 1
         log.info("broker config updated by %s: %s", conn.remote_address,
-                 ", ".join(sorted(parse_properties(text))))
+                 ", ".join(sorted(changes)))
         return cmd.response()

@@ -64,7 +64,11 @@ from tidemq.codec.controller import (
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.errors import ConfigError, RemoteProtocolError, ResponseCode
-from tidemq.formats.javaprops import describe, parse_properties, properties_text
+from tidemq.formats.javaprops import (
+    describe,
+    parse_properties_body,
+    properties_text,
+)
 from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.controller import decide, runtime_config
 from tidemq.namesrv.controller.config import ControllerConfig
@@ -456,11 +460,8 @@ class ControllerApp:
         """Change the keys of :data:`~tidemq.namesrv.controller.runtime_config.RUNTIME_KEYS`
         until the controller restarts; another key is refused, naming it."""
         try:
-            changes = parse_properties(bytes(cmd.body).decode("utf-8"))
+            changes = parse_properties_body(cmd.body)
             new = runtime_config.plan_update(self.config, changes)
-        except UnicodeDecodeError as exc:
-            return cmd.response(ResponseCode.INVALID_PARAMETER,
-                                f"the body is not UTF-8 properties text: {exc}")
         except ConfigError as exc:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
         self.config = new

@@ -16,8 +16,9 @@ the log (:func:`lmq_entries_above`), at the offsets the master gave them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
+from tidemq.formats.record import Record
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.dispatch import DispatchBatch, Pending, apply_batches
 from tidemq.store.lmq_store import LMQ_PREFIX, LmqEntry
@@ -33,25 +34,32 @@ _LMQ_MARK = LMQ_PREFIX.encode()
 CHUNK = 4096
 
 
+def _dispatched(commitlog: CommitLog, first: int, dispatched: int
+                ) -> Iterator[tuple[int, Record]]:
+    """The sound records of the log from ``first`` (or its start) that lie wholly below
+    ``dispatched``, with their offsets: what dispatch gave entries to. A damaged record
+    is passed over (recovery left it as it is, and dispatch gave it no entry); the
+    dispatcher takes what lies past ``dispatched``."""
+    for step in walk(commitlog.segments, max(first, commitlog.min_offset), check_crc=False):
+        if isinstance(step, End):
+            return
+        if type(step) is not tuple:
+            continue
+        offset, rec = step
+        if offset + rec.total_size > dispatched:
+            return
+        yield offset, rec
+
+
 def requeue_above_marks(commitlog: CommitLog, queues: ConsumeQueueSet,
                         marks: Mapping[str, int], dispatched: int
                         ) -> set[tuple[str, int]]:
     """Write the queue entries of the records of ``marks``' topics at or above their
     mark and below ``dispatched`` (their LMQ entries and index keys are there already);
     returns their queues."""
-    first = max(min(marks.values()), commitlog.min_offset)
     found: set[tuple[str, int]] = set()
-    if first >= dispatched:
-        return found
     batches: list[DispatchBatch] = []
-    for step in walk(commitlog.segments, first, check_crc=False):
-        if isinstance(step, End):
-            break
-        if type(step) is not tuple:
-            continue  # damaged: recovery left it as it is, and so does this
-        offset, rec = step
-        if offset + rec.total_size > dispatched:
-            break  # the dispatcher takes the rest, into the queues started here
+    for offset, rec in _dispatched(commitlog, min(marks.values()), dispatched):
         mark = marks.get(rec.topic)
         if mark is None or offset < mark:
             continue
@@ -91,17 +99,7 @@ def lmq_entries_above(commitlog: CommitLog, floors: Mapping[str, int], dispatche
     and below ``dispatched``, in log order (so in offset order): what dispatch gave
     them, read again from the log."""
     found: dict[str, list[LmqEntry]] = {}
-    first = max(min(floors.values()), commitlog.min_offset)
-    if first >= dispatched:
-        return found
-    for step in walk(commitlog.segments, first, check_crc=False):
-        if isinstance(step, End):
-            break
-        if type(step) is not tuple:
-            continue  # damaged: dispatch gave it no LMQ entry
-        offset, rec = step
-        if offset + rec.total_size > dispatched:
-            break  # the dispatcher takes the rest, past the floors
+    for offset, rec in _dispatched(commitlog, min(floors.values()), dispatched):
         if _LMQ_MARK not in rec.properties:
             continue  # names no LMQ: its properties need not be decoded
         batch = dispatch_batch_for(rec, offset)

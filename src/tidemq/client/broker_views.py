@@ -21,6 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import QueryConsumeQueueRequestHeader
 from tidemq.errors import ResponseCode, error_for_code
 
 if TYPE_CHECKING:
@@ -70,10 +71,8 @@ async def consume_queue(admin: AdminClient, addr: str, topic: str, queue_id: int
                         index: int, count: int, group: str | None = None) -> dict[str, Any]:
     """Up to ``count`` consume-queue entries of one queue from ``index``, with the queue's
     bounds (QueryConsumeQueueResponseBody)."""
-    ext = {"topic": topic, "queueId": str(queue_id), "index": str(index),
-           "count": str(count)}
-    if group:
-        ext["consumerGroup"] = group
+    ext = QueryConsumeQueueRequestHeader(topic=topic, queue_id=queue_id, index=index,
+                                         count=count, consumer_group=group or None).to_ext()
     response = await admin.request(addr, RemotingCommand.request(
         RequestCode.QUERY_CONSUME_QUEUE, ext))
     body: dict[str, Any] = _json(response, addr, "QueryConsumeQueueResponseBody")

@@ -62,6 +62,7 @@ __all__ = [
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
     "PutKVConfigRequestHeader",
+    "QueryConsumeQueueRequestHeader",
     "QueryConsumerOffsetRequestHeader",
     "QueryConsumerOffsetResponseHeader",
     "QueryDataVersionRequestHeader",
@@ -334,6 +335,17 @@ class GetEarliestMsgStoretimeRequestHeader(TopicRequestHeader):
 
 class GetEarliestMsgStoretimeResponseHeader(Header):
     timestamp: I64
+
+
+class QueryConsumeQueueRequestHeader(TopicRequestHeader):
+    """QUERY_CONSUME_QUEUE (321): ``count`` entries of one queue from ``index``; with
+    ``consumer_group``, that group's subscription too."""
+
+    topic: str = ""
+    queue_id: int
+    index: I64
+    count: int = 10
+    consumer_group: str | None = None
 
 
 class SearchOffsetRequestHeader(TopicRequestHeader):
@@ -723,6 +735,7 @@ REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
     RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
     RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader,
     RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
     RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,

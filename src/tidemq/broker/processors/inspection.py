@@ -24,7 +24,9 @@ import time
 from typing import Any
 
 from tidemq.broker.context import BrokerContext
+from tidemq.broker.processors.decode import parse_header
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.headers import QueryConsumeQueueRequestHeader
 from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 
@@ -36,19 +38,6 @@ MAX_CQ_ENTRIES = 1000
 
 def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _int_field(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
-    raw = cmd.ext_fields.get(name)
-    if raw is None:
-        if default is None:
-            raise error_for_code(ResponseCode.INVALID_PARAMETER, f"{name} is missing")
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise error_for_code(ResponseCode.INVALID_PARAMETER,
-                             f"{name} is not a number: {raw!r}") from None
 
 
 def _epoch_ms(monotonic_at: float) -> int:
@@ -78,17 +67,16 @@ class InspectionProcessor:
         return cmd.response(body=_json(cfg))
 
     def query_consume_queue(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = cmd.ext_fields.get("topic", "")
-        queue_id = _int_field(cmd, "queueId")
-        index = _int_field(cmd, "index")
-        count = min(max(_int_field(cmd, "count", 10), 0), MAX_CQ_ENTRIES)
+        h = parse_header(QueryConsumeQueueRequestHeader, cmd)
+        topic, queue_id, index = h.topic, h.queue_id, h.index
+        count = min(max(h.count, 0), MAX_CQ_ENTRIES)
         queue = self.ctx.store.queues.get(topic, queue_id)
         if queue is None:
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  f"{queue_id}@{topic} is not exist!")
         body: dict[str, Any] = {"maxQueueIndex": queue.max_offset,
                                 "minQueueIndex": queue.min_offset}
-        group = cmd.ext_fields.get("consumerGroup")
+        group = h.consumer_group
         if group:
             expr = self.ctx.consumers.subscription(group, topic)
             if expr is None:

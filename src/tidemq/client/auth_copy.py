@@ -48,6 +48,15 @@ async def _found(admin: AdminClient, addr: str, cmd: RemotingCommand) -> bytes |
     return response.full_body()
 
 
+async def _put(admin: AdminClient, target: str, ext: dict[str, str], body: bytes,
+               get: RequestCode, create: RequestCode, update: RequestCode) -> None:
+    """One user or ACL (its header ``ext``, its ``body``) created on ``target``, or
+    updated there when ``get`` finds it already."""
+    exists = await _found(admin, target, RemotingCommand.request(get, dict(ext))) is not None
+    await admin.request(target, RemotingCommand.request(update if exists else create, ext,
+                                                        body))
+
+
 async def _source_users(admin: AdminClient, source: str, usernames: Sequence[str]
                         ) -> list[UserInfo]:
     response = await admin.request(source, RemotingCommand.request(
@@ -67,11 +76,9 @@ async def copy_users(admin: AdminClient, source: str, target: str,
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  f"user {name} of {source} came without its password: not "
                                  "copied (it would have none on the target)", address=source)
-        ext = UserRequestHeader(username=name).to_ext()
-        exists = await _found(admin, target, RemotingCommand.request(
-            RequestCode.AUTH_GET_USER, dict(ext))) is not None
-        code = RequestCode.AUTH_UPDATE_USER if exists else RequestCode.AUTH_CREATE_USER
-        await admin.request(target, RemotingCommand.request(code, ext, encode_auth(user)))
+        await _put(admin, target, UserRequestHeader(username=name).to_ext(),
+                   encode_auth(user), RequestCode.AUTH_GET_USER,
+                   RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_UPDATE_USER)
         copied.append(name)
     return copied
 
@@ -96,10 +103,8 @@ async def copy_acls(admin: AdminClient, source: str, target: str,
     copied = []
     for acl in acls:
         subject = acl.subject or ""
-        ext = AclRequestHeader(subject=subject).to_ext()
-        exists = await _found(admin, target, RemotingCommand.request(
-            RequestCode.AUTH_GET_ACL, dict(ext))) is not None
-        code = RequestCode.AUTH_UPDATE_ACL if exists else RequestCode.AUTH_CREATE_ACL
-        await admin.request(target, RemotingCommand.request(code, ext, encode_auth(acl)))
+        await _put(admin, target, AclRequestHeader(subject=subject).to_ext(),
+                   encode_auth(acl), RequestCode.AUTH_GET_ACL,
+                   RequestCode.AUTH_CREATE_ACL, RequestCode.AUTH_UPDATE_ACL)
         copied.append(subject)
     return copied

@@ -17,6 +17,7 @@ from tests.broker.delivery import collect
 from tests.broker.wire import Peer
 
 from tidemq.codec.command import RequestCode
+from tidemq.errors import ResponseCode
 from tidemq.namesrv import NameServerApp
 
 from .broker_process import BrokerProcess
@@ -71,3 +72,27 @@ def test_a_replica_killed_taking_a_mark_serves_the_new_topic_only(
     replica.stop_after(None)
     replica.start()
     asyncio.run(_check(replica.addr))
+
+
+def test_a_replica_killed_taking_a_mark_keeps_the_topic_created_again(
+        pair: tuple[WarmBroker, BrokerProcess]) -> None:
+    """Started again with its master down, so that no copy comes: the topic created again
+    on the master is in the replica's table, where the copy it took before the mark put
+    it, and not dropped as a deletion of its own that a stop cut off."""
+    master, replica = pair
+    master.start()
+    asyncio.run(_delete_and_create_again(master.addr))
+    replica.stop_after(ADOPT)
+    replica.start()
+    assert replica.stopped(60) == ADOPT
+    master.kill9()
+    replica.kill9()
+    replica.stop_after(None)
+    replica.start()
+
+    async def config() -> int:
+        async with Peer(replica.addr) as peer:
+            resp = await peer(wire.request(RequestCode.GET_TOPIC_CONFIG, topic="T"))
+            return resp.code
+
+    assert asyncio.run(config()) == ResponseCode.SUCCESS

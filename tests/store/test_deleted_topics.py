@@ -26,7 +26,8 @@ from .conftest import CQ_FILE, SEGMENT, crash_copy, msg, read_queue, small_confi
 
 entries = st.dictionaries(
     st.text(min_size=1, max_size=20),
-    st.builds(DeletedTopic, st.integers(0, 2**63 - 1), st.booleans()), max_size=8)
+    st.builds(DeletedTopic, st.integers(0, 2**63 - 1), st.booleans(), st.booleans()),
+    max_size=8)
 
 
 @given(entries)
@@ -46,7 +47,9 @@ def test_a_file_cut_short_does_not_read(table: dict[str, DeletedTopic],
 @pytest.mark.parametrize("raw", [b"", b"\0" * 16, b"[]", b'{"topics": []}',
                                  b'{"topics": {"T": {"before": -1, "pending": false}}}',
                                  b'{"topics": {"T": {"before": 1, "pending": 0}}}',
-                                 b'{"topics": {"T": {"before": "1", "pending": true}}}'])
+                                 b'{"topics": {"T": {"before": "1", "pending": true}}}',
+                                 b'{"topics": {"T": {"before": 1, "pending": true, '
+                                 b'"adopted": 1}}}'])
 def test_a_garbled_file_stops_the_start_naming_itself(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "deletedTopics.json"
     path.write_bytes(raw)
@@ -69,6 +72,21 @@ def test_an_entry_is_kept_while_the_log_holds_its_records(tmp_path: Path) -> Non
     again.load()
     assert (again.before, again.pending()) == ({"B": 300}, ["B"])
     assert again.hides("B", 299) and not again.hides("B", 300) and not again.hides("A", 0)
+
+
+def test_a_masters_mark_is_told_from_a_deletion_of_its_own(tmp_path: Path) -> None:
+    """What a start that finishes them needs to know: an adopted mark keeps the copied
+    topic table, a deletion of the store's own deletes the topic from it."""
+    table = DeletedTopics(tmp_path / "deletedTopics.json")
+    table.begin(["Own"], 100)
+    table.adopt({"Copied": 200})
+    assert (table.pending(), table.adopted()) == (["Copied", "Own"], ["Copied"])
+    assert b'"adopted"' not in encode({"Own": DeletedTopic(100, True)})  # files as before
+    again = DeletedTopics(table.path)
+    again.load()
+    assert again.adopted() == ["Copied"]
+    again.finish(["Copied"])
+    assert (again.pending(), again.adopted()) == (["Own"], [])
 
 
 def _fill(store: MessageStore) -> None:

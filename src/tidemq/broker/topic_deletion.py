@@ -79,9 +79,13 @@ def finish_pending(ctx: BrokerContext) -> list[str]:
     pending = ctx.store.pending_topic_deletions()
     if not pending:
         return pending
+    # a master's marks a replica took: its table is the copy taken with them, written
+    # before them, where the topic may be, created again on the master
+    adopted = set(ctx.store.adopted_topic_deletions())
     with ctx.topics.file.deferred():  # steps 2-4 for all of them, each file written once
         for topic in pending:
-            ctx.topics.delete(topic)
+            if topic not in adopted:
+                ctx.topics.delete(topic)
     ctx.topics.file.write_pending()
     for topic in pending:
         ctx.offsets.delete_topic(topic)

@@ -10,11 +10,14 @@ dispatched again, and a topic created again with the name gets the records from 
 
 A deletion is *pending* from its first step (marked here, durably, before anything is
 removed) until its last (the topic table written, the queues removed): a start that finds
-one pending finishes it. Once the commit log starts at or after an entry's offset, none
-of the topic's old records is left, and the entry is dropped.
+one pending finishes it. A replica's deletion is *adopted*, its master's mark, taken
+after the topic table copied with it was written: a start that finishes it keeps the
+table as it is (the topic may be there, created again on the master). Once the commit
+log starts at or after an entry's offset, none of the topic's old records is left, and the
+entry is dropped.
 
-File: ``{"topics": {"<topic>": {"before": <offset>, "pending": <bool>}}}``, replaced
-atomically on every change.
+File: ``{"topics": {"<topic>": {"before": <offset>, "pending": <bool>}}}``, with
+``"adopted": true`` in an adopted entry, replaced atomically on every change.
 """
 
 from __future__ import annotations
@@ -39,12 +42,16 @@ class DeletedTopic:
     before: int
     #: The deletion began and is not finished.
     pending: bool
+    #: A replica's mark, taken from its master (:meth:`DeletedTopics.adopt`).
+    adopted: bool = False
 
 
 def encode(entries: Mapping[str, DeletedTopic]) -> bytes:
-    return json.dumps({"topics": {topic: {"before": e.before, "pending": e.pending}
-                                  for topic, e in sorted(entries.items())}},
-                      sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps({"topics": {
+        topic: {"before": e.before, "pending": e.pending} | ({"adopted": True} if e.adopted
+                                                              else {})
+        for topic, e in sorted(entries.items())}}, sort_keys=True,
+        separators=(",", ":")).encode()
 
 
 def decode(data: bytes) -> dict[str, DeletedTopic]:
@@ -54,10 +61,11 @@ def decode(data: bytes) -> dict[str, DeletedTopic]:
         out: dict[str, DeletedTopic] = {}
         for topic, entry in raw["topics"].items():
             before, pending = entry["before"], entry["pending"]
+            adopted = entry.get("adopted", False)
             if (not isinstance(topic, str) or type(before) is not int or before < 0
-                    or type(pending) is not bool):
+                    or type(pending) is not bool or type(adopted) is not bool):
                 raise ValueError(f"entry {topic!r}: {entry!r}")
-            out[topic] = DeletedTopic(before, pending)
+            out[topic] = DeletedTopic(before, pending, adopted)
     except (KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ValueError(f"not a table of deleted topics: {exc!r}") from None
     return out
@@ -99,6 +107,10 @@ class DeletedTopics:
         """The topics whose deletion began and did not finish, in name order."""
         return sorted(t for t, e in self._entries.items() if e.pending)
 
+    def adopted(self) -> list[str]:
+        """Those of :meth:`pending` whose mark is a master's (:meth:`adopt`)."""
+        return sorted(t for t, e in self._entries.items() if e.pending and e.adopted)
+
     def begin(self, topics: Collection[str], before: int) -> None:
         """Mark ``topics`` deleted from log offset ``before`` down, their deletion pending
         (one write however many)."""
@@ -111,14 +123,16 @@ class DeletedTopics:
         began, in place of any it held."""
         with self._lock:
             self._write({**self._entries,
-                         **{t: DeletedTopic(before, True) for t, before in marks.items()}})
+                         **{t: DeletedTopic(before, True, True)
+                            for t, before in marks.items()}})
 
     def clamp(self, end: int) -> list[str]:
         """Bring every mark above ``end`` down to it (one write): a replica that took its
         master's marks ahead of its own log becomes master with this log, and whatever is
         put from here belongs to the topics created again. Returns those topics."""
         with self._lock:
-            high = {t: DeletedTopic(end, e.pending) for t, e in self._entries.items()
+            high = {t: DeletedTopic(end, e.pending, e.adopted)
+                    for t, e in self._entries.items()
                     if e.before > end}
             if high:
                 self._write({**self._entries, **high})

@@ -642,6 +642,11 @@ class MessageStore:
         (:meth:`delete_topic`): a process that stopped in between."""
         return self.queues.deleted.pending()
 
+    def adopted_topic_deletions(self) -> list[str]:
+        """Those of :meth:`pending_topic_deletions` that are a master's marks
+        (:meth:`adopt_topic_deletions`)."""
+        return self.queues.deleted.adopted()
+
     def topics(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for topic, queue_id in self.queues.queue_keys():

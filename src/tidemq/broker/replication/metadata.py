@@ -270,7 +270,9 @@ class MetadataSync:
                 changed |= ctx.topics.upsert(tc)
             deleted = [name for name in gone if ctx.topics.delete(name)]
         if marks:  # deleted where the master deleted them (on a thread: written to disk,
-            # queues cut and written again, and the loop serves on meanwhile)
+            # queues cut and written again, and the loop serves on meanwhile), the table
+            # written first: a start that finishes a mark keeps it
+            await asyncio.to_thread(ctx.topics.file.write_pending)
             batch_cq = ctx.topics.batch_cq
             for name in marks:  # the queue type of the topic created again, if it was
                 ctx.store.set_batch_topic(name, name in batch_cq)

@@ -89,6 +89,13 @@ class SigningKey:
                 mac.update(part)
         return binascii.b2a_base64(mac.digest(), newline=False)
 
+    def mac(self, content: bytes | bytearray | memoryview) -> bytes:
+        """The raw HMAC-SHA1 of ``content`` (20 bytes), for what is signed outside a
+        request (:mod:`tidemq.codec.ha_auth`)."""
+        mac = self._mac.copy()
+        mac.update(content)
+        return mac.digest()
+
     def sign(self, cmd: RemotingCommand, access_key: str) -> RemotingCommand:
         """Add ``AccessKey`` and ``Signature`` to ``cmd`` (in place; returned)."""
         ext = cmd.ext_fields

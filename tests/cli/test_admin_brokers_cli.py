@@ -143,9 +143,10 @@ def test_ha_status_of_a_master_and_of_its_replica(replicated: ThreadedCluster) -
     assert ["#MasterAddr", master.broker_addr] in lines and ["#SlaveNum", "1"] in lines
     assert ["#InSyncSlaveNum", "1"] in lines
     header = ["#SlaveAddr", "#SlaveAckOffset", "#Diff", "#TransferSpeed(KB/s)", "#Status",
-              "#TransferFromWhere"]
+              "#TransferFromWhere", "#Authenticated"]
     row = lines[lines.index(header) + 1]
     assert row[0] == link["addr"] and row[4] == "OK" and row[1] == str(link["slaveAckOffset"])
+    assert (link["authenticated"], row[6]) == (False, "no")  # a master without ACL
 
     mine = admin(replicated, "haStatus", "-b", replica.broker_addr)[replica.broker_addr]
     assert mine["master"] is False

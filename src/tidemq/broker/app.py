@@ -96,6 +96,8 @@ class BrokerApp:
                                              authorize=config.authorization_enabled,
                                              cluster=config.broker_cluster_name),
                                lookups=lookups)
+        if self.acl is not None:  # replicas prove who they are against the same principals
+            ctx.replication.auth.directory = self.acl.directory
         self._interceptors = tuple(interceptors)
         self.pipeline = Pipeline()
         self.config = config

@@ -169,6 +169,14 @@ class BrokerConfig(ServerKeys):
     ha_housekeeping_interval: int = 20_000
     #: Commit-log bytes per HA frame at most.
     ha_transfer_batch_size: int = 256 * 1024
+    #: TideMQ: on a master that checks ACLs (``aclEnable``, ``authenticationEnabled``),
+    #: let replicas that send no authentication frame copy the log (RocketMQ's own
+    #: replicas cannot send one); off, such a connection is closed unserved.
+    ha_allow_unauthenticated: bool = False
+    #: TideMQ: a replica with credentials (``accessKey``, ``innerClientAuthenticationCredentials``)
+    #: opens its HA connections with an authentication frame signed with them; false:
+    #: never (a RocketMQ master would read the frame as a broken offset report).
+    ha_auth_frame_enable: bool = True
     #: A replica more than this many bytes behind is not in sync.
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
     #: Copies (the master included) that must hold a message before SYNC_MASTER answers

@@ -362,6 +362,12 @@ class BrokerCollector(Collector):
                                  labels=["role", "epoch"])
         role.add_metric([state.role.value, str(state.epoch)], 1)
         yield role
+        refused = CounterMetricFamily("tidemq_broker_ha_refused",
+                                      "HA connections refused before a byte of the log was "
+                                      "sent, by reason.", labels=["reason"])
+        for reason, count in sorted(replication.auth.refused.items()):
+            refused.add_metric([reason], count)
+        yield refused
         if replication.server is not None:
             lag = GaugeMetricFamily("tidemq_broker_replication_lag_bytes",
                                     "Commit-log bytes a replica does not hold yet.",

@@ -28,7 +28,8 @@ async def test_a_master_reports_each_replicas_lag_in_bytes_and_time(tmp_path: Pa
         local = replica.ctx.replication.runtime_info()["haLocalAddress"]
         (status,) = json.loads(info["haReplicaStatus"])
         assert status == {"address": local, "ackedOffset": master.store.commitlog.max_offset,
-                          "lagBytes": 0, "lagMs": 0, "inSync": True}
+                          "lagBytes": 0, "lagMs": 0, "inSync": True,
+                          "authenticated": False, "accessKey": ""}
 
         # a replica that lacks the records from the second one on
         server = master.ctx.replication.server
@@ -41,7 +42,8 @@ async def test_a_master_reports_each_replicas_lag_in_bytes_and_time(tmp_path: Pa
         rows = {r["address"]: r for r in server.replica_status(now)}
         assert rows["behind:1"] == {"address": "behind:1", "ackedOffset": phys,
                                     "lagBytes": master.store.commitlog.max_offset - phys,
-                                    "lagMs": now - stored, "inSync": True}
+                                    "lagMs": now - stored, "inSync": True,
+                                    "authenticated": False, "accessKey": ""}
         server.links.pop()
 
         # a replica's report may fall inside a record (frames are cut at any byte): the

@@ -117,7 +117,9 @@ class InspectionProcessor:
                  "diff": max(0, end - link.acked),
                  "inSync": end - link.acked <= server.max_gap,
                  "transferredByteInSecond": link.rate.per_second(now),
-                 "transferFromWhere": link.transfer_from}
+                 "transferFromWhere": link.transfer_from,
+                 # TideMQ: whether it signed in (docs/security.md), and as whom
+                 "authenticated": link.authenticated, "accessKey": link.access_key}
                 for link in server.links if link.acked >= 0]
         client = replication.client
         if client is not None:

@@ -19,6 +19,13 @@ so TLS and plain replicas are told apart by their first byte; a plain replica re
 Connections take a slot of the process's
 :func:`~tidemq.net.connection_slots.process_slots`, as the remoting port's do.
 
+On a master whose broker checks ACLs a replica opens with a signed authentication frame
+(:mod:`tidemq.codec.ha_auth`), checked by
+:class:`~tidemq.broker.replication.replica_auth.ReplicaAuth` before its first report is
+read: a replica refused is disconnected before a byte of the log is sent, with the
+reason and the access key logged, and is never listed, so it counts for no SYNC_MASTER
+send, no ``haStatus`` and no in-sync set. A master without ACL skips such a frame.
+
 A replica that reports an offset this master does not hold -- beyond its end, or before
 its first segment when not 0 -- is disconnected with the reason logged; so is one that
 later reports more than it was sent (its report would count as a copy it does not hold).
@@ -37,11 +44,14 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemq.broker.replication.append_times import AppendTimes
+from tidemq.broker.replication.replica_auth import HaRefusal, ReplicaAuth
 from tidemq.broker.replication.transfer_rate import TransferRate
 from tidemq.codec.ha import ReportDecoder, encode_frame_header
+from tidemq.codec.ha_auth import AuthFrame, OpeningDecoder
 from tidemq.errors import RemoteProtocolError
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, OFF_MAGIC, OFF_SYSFLAG, store_timestamp_offset
 from tidemq.net.connection_slots import process_slots
+from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.tls import ServerTlsContext, TlsServerSettings
 from tidemq.net.tls_listener import TlsListener
 from tidemq.store.message_store import MessageStore
@@ -49,6 +59,8 @@ from tidemq.store.message_store import MessageStore
 __all__ = ["HaServer", "ReplicaLink"]
 
 log = logging.getLogger(__name__)
+#: Refused connections: a scan of the port must not flood the log.
+_refusals = RateLimitedLog(log, burst=20, period=60.0)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -70,6 +82,9 @@ class ReplicaLink:
     last_report: float = dataclasses.field(default_factory=time.monotonic)
     wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     waiting: bool = False
+    #: Whether it proved who it is (:mod:`tidemq.codec.ha_auth`), and as whom.
+    authenticated: bool = False
+    access_key: str = ""
 
 
 class HaServer:
@@ -77,8 +92,12 @@ class HaServer:
 
     def __init__(self, store: MessageStore, host: str, port: int, *, batch_size: int,
                  heartbeat_ms: int, housekeeping_ms: int, max_gap_not_in_sync: int,
-                 tls: TlsServerSettings | None = None) -> None:
+                 tls: TlsServerSettings | None = None,
+                 auth: ReplicaAuth | None = None) -> None:
         self.store = store
+        #: Who may copy the log (by default: anyone, as a master without ACL).
+        self.auth = auth if auth is not None else ReplicaAuth(
+            None, own=None, allow_unauthenticated=True)
         self.tls = tls if tls is not None and tls.active else None
         self.host = host
         self.port = port
@@ -159,7 +178,8 @@ class HaServer:
             lag = max(0, end - link.acked)
             out.append({"address": link.address, "ackedOffset": link.acked, "lagBytes": lag,
                         "lagMs": self._lag_ms(link.acked, now_ms) if lag else 0,
-                        "inSync": lag <= self.max_gap})
+                        "inSync": lag <= self.max_gap, "authenticated": link.authenticated,
+                        "accessKey": link.access_key})
         return out
 
     def _lag_ms(self, offset: int, now_ms: int) -> int:
@@ -230,6 +250,7 @@ class HaServer:
         assert task is not None
         self._tasks.add(task)
         decoder = ReportDecoder()
+        opening: OpeningDecoder | None = OpeningDecoder()
         sender: asyncio.Task[None] | None = None
         try:
             while True:
@@ -244,6 +265,18 @@ class HaServer:
                     return
                 if not data:
                     return
+                if opening is not None:  # the first bytes: a frame, or a plain report
+                    try:
+                        opened = opening.receive(data)
+                    except RemoteProtocolError as exc:
+                        self._malformed(link, exc)
+                        return
+                    if opened is None:
+                        continue
+                    if not self._admit(link, opened.frame):
+                        return
+                    opening = None
+                    data = opened.rest
                 offset = decoder.receive(data)
                 if offset is None:
                     continue
@@ -286,6 +319,27 @@ class HaServer:
             self._tasks.discard(task)
             for listener in self.on_report:
                 listener()
+
+    def _malformed(self, link: ReplicaLink, exc: RemoteProtocolError) -> None:
+        if self.auth.required:
+            self.auth.malformed()
+        _refusals.warning("HA connection from %s refused: %s; disconnected", link.address, exc)
+
+    def _admit(self, link: ReplicaLink, frame: AuthFrame | None) -> bool:
+        """Whether the replica that opened with ``frame`` may copy the log (its link
+        marked as it was let in); a refusal is logged (and counted by the check)."""
+        try:
+            admitted = self.auth.admit(frame, link.address)
+        except HaRefusal as refusal:
+            _refusals.warning("HA connection from %s refused (%s): %s; access key %s; "
+                              "disconnected", link.address, refusal.reason, refusal.detail,
+                              refusal.access_key or "(none)")
+            return False
+        link.authenticated = admitted.authenticated
+        link.access_key = admitted.access_key
+        if admitted.authenticated:
+            log.info("replica %s authenticated as %s", link.address, admitted.access_key)
+        return True
 
     def _refusal(self, offset: int) -> str:
         cl = self.store.commitlog

@@ -16,7 +16,10 @@ replica really holds. A master whose segments end elsewhere than this store's
 (:class:`~tidemq.store.replica_log.SegmentSizeMismatch`: another
 ``mappedFileSizeCommitLog``) stops the copy for good, the log kept up to where they
 part. With a ``tls`` context it connects with TLS, checking the master's
-certificate against the host it dials.
+certificate against the host it dials. With ``credentials`` (the broker's own: ``accessKey``
+and ``secretKey``, or ``innerClientAuthenticationCredentials``) each connection opens
+with a signed authentication frame (:mod:`tidemq.codec.ha_auth`), which a master that
+checks ACLs requires and one that does not skips.
 
 The bytes are received into one buffer per connection (:class:`_Link`, a buffered
 protocol) and written from there into the mapped segment, pieces of a frame as they
@@ -26,21 +29,25 @@ come: one copy between the socket and the commit log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
+import os
 import ssl
 import time
 from typing import cast
 
 from tidemq.broker.replication.transfer_rate import TransferRate
 from tidemq.codec.ha import TransferStream, encode_report
+from tidemq.codec.ha_auth import NONCE_SIZE, encode_auth
+from tidemq.codec.signature import SigningKey
 from tidemq.errors import ProtocolError, StoreError
 from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
 from tidemq.store.replica_log import SegmentSizeMismatch
 
-__all__ = ["RECONNECT_DELAY", "HaClient"]
+__all__ = ["RECONNECT_DELAY", "HaClient", "ReplicaIdentity"]
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +56,33 @@ RECONNECT_DELAY = 0.5
 _READ = 1 << 20
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaIdentity:
+    """What a replica signs its authentication frame with, and the broker it names."""
+
+    access_key: str
+    key: SigningKey
+    broker_name: str
+    broker_id: int
+
+    def frame(self) -> bytes:
+        """A fresh frame: this moment's timestamp, a new nonce."""
+        return encode_auth(self.access_key, self.key, timestamp_ms=int(time.time() * 1000),
+                           nonce=os.urandom(NONCE_SIZE), broker_name=self.broker_name,
+                           broker_id=self.broker_id)
+
+
 class HaClient:
     """Copies the log of the master at ``master_address`` (``host:haListenPort``)."""
 
     def __init__(self, store: MessageStore, master_address: str, *, max_frame: int,
                  heartbeat_ms: int, housekeeping_ms: int,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None,
+                 identity: ReplicaIdentity | None = None) -> None:
         self.store = store
         self.tls = tls
+        #: Signs the frame each connection opens with; ``None``: none is sent.
+        self.identity = identity
         self.master_address = master_address
         self.max_frame = max_frame
         self.heartbeat = heartbeat_ms / 1000
@@ -145,6 +171,8 @@ class HaClient:
         housekeeping interval. Returns only by raising why the copy stopped."""
         sock = link.sockname
         self.local_address = f"{sock[0]}:{sock[1]}" if sock else ""
+        if self.identity is not None:
+            link.write(self.identity.frame())
         link.report()
         self.connected.set()
         log.info("replicating from %s at offset %d", self.master_address,
@@ -232,9 +260,15 @@ class _Link(asyncio.BufferedProtocol):
 
     def report(self) -> None:
         """Tell the master where this replica's log ends."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode_report(self.client.store.commitlog.max_offset))
+        if self.write(encode_report(self.client.store.commitlog.max_offset)):
             self.client.last_report = time.monotonic()
+
+    def write(self, data: bytes) -> bool:
+        """Write ``data`` unless the connection is closing; whether it was written."""
+        if self.transport is None or self.transport.is_closing():
+            return False
+        self.transport.write(data)
+        return True
 
     def close(self) -> None:
         if self.transport is not None:

@@ -33,10 +33,12 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.replication.acks import AckPolicy, ReplicaAcks
 from tidemq.broker.replication.lease import MasterLease, lease_ms
 from tidemq.broker.replication.master import HaServer
-from tidemq.broker.replication.replica import HaClient
+from tidemq.broker.replication.replica import HaClient, ReplicaIdentity
+from tidemq.broker.replication.replica_auth import ReplicaAuth
 from tidemq.broker.replication.role import BrokerRole, RoleHolder, RoleState
 from tidemq.broker.replication.standing import Standing
 from tidemq.codec.ha import FRAME_HEADER_SIZE
+from tidemq.codec.signature import SigningKey
 from tidemq.errors import ConfigError
 from tidemq.net.bind import warn_if_exposed
 from tidemq.store.message_store import MessageStore
@@ -81,6 +83,15 @@ class ReplicationService:
                                               config.broker_heartbeat_interval))
             self.standing = Standing(self.lease, config.master_without_controller_quorum)
             self.standing.on_confirmed.append(self._on_report)
+        #: Who may copy this broker's log while it is master: the broker sets the ACL's
+        #: principals before it starts (no ACL: anyone).
+        self.auth = ReplicaAuth(None, own=config.credentials,
+                                allow_unauthenticated=config.ha_allow_unauthenticated)
+        own = config.credentials
+        #: What this broker signs its HA connections with while a replica.
+        self.identity = (ReplicaIdentity(own[0], SigningKey(own[1]), config.broker_name,
+                                         config.broker_id)
+                         if own is not None and config.ha_auth_frame_enable else None)
         self._ha_port = config.ha_port
         self._started = False
         self.role.add_listener(self._apply)
@@ -175,17 +186,22 @@ class ReplicationService:
                               heartbeat_ms=cfg.ha_send_heartbeat_interval,
                               housekeeping_ms=cfg.ha_housekeeping_interval,
                               max_gap_not_in_sync=cfg.ha_max_gap_not_in_sync,
-                              tls=cfg.tls_server)
+                              tls=cfg.tls_server, auth=self.auth)
             try:
                 await server.start()
             except OSError as exc:
                 raise ConfigError(f"the HA port cannot be bound ({exc.strerror or exc}): set "
                                   "haListenPort (by default listenPort + 1; 0: any free port)",
                                   key="haListenPort") from None
-            # Replicas need no credentials: whoever reaches this port can copy the log.
-            warn_if_exposed(log, "the broker's HA port", cfg.bind_address,
-                            reach="copy every stored message (replication checks no ACL; "
-                                  "client certificates with tls.server.need.client.auth do)")
+            if not self.auth.required:
+                # Replicas need no credentials: whoever reaches this port can copy the log.
+                warn_if_exposed(log, "the broker's HA port", cfg.bind_address,
+                                reach="copy every stored message (without aclEnable or "
+                                      "authenticationEnabled replicas need no credentials)")
+            elif self.auth.allow_unauthenticated:
+                log.warning("haAllowUnauthenticated=true: replicas that send no "
+                            "authentication frame may copy every stored message from the "
+                            "HA port %s:%d", cfg.bind_address, server.port)
             self._ha_port = server.port  # the same address after a later restart
             server.on_report.append(self._on_report)
             self.server = server
@@ -220,7 +236,8 @@ class ReplicationService:
                 self.store, state.master_ha_address,
                 max_frame=max(cfg.ha_transfer_batch_size, MAX_FRAME) + FRAME_HEADER_SIZE,
                 heartbeat_ms=cfg.ha_send_heartbeat_interval,
-                housekeeping_ms=cfg.ha_housekeeping_interval, tls=cfg.tls_client.context())
+                housekeeping_ms=cfg.ha_housekeeping_interval, tls=cfg.tls_client.context(),
+                identity=self.identity)
             client.start()
 
     def _answer(self, item: Any, code: int) -> None:

@@ -81,6 +81,11 @@ def _human_ms(ms: int) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{when.microsecond // 1000:03d}"
 
 
+def _signed_in(link: dict[str, Any]) -> str:
+    """How a replica got in: ``as KEY`` when it authenticated, else ``no``."""
+    return f"as {link.get('accessKey', '')}" if link.get("authenticated") else "no"
+
+
 def _print_ha(addr: str, info: dict[str, Any]) -> None:
     out = console_out()
     if info.get("master"):
@@ -91,13 +96,14 @@ def _print_ha(addr: str, info: dict[str, Any]) -> None:
                   markup=False, soft_wrap=True)
         out.print(f"{'#SlaveAddr':<32s}  {'#SlaveAckOffset':<16s} {'#Diff':>16s} "
                   f"{'#TransferSpeed(KB/s)':>16s} {'#Status':>16s} "
-                  f"{'#TransferFromWhere':>16s}", markup=False, soft_wrap=True)
+                  f"{'#TransferFromWhere':>16s}  #Authenticated", markup=False, soft_wrap=True)
         for c in links:
             status = "OK" if c.get("inSync") else "Fall Behind"
             speed = c.get("transferredByteInSecond", 0) / 1024.0
             out.print(f"{c.get('addr', ''):<32s}  {c.get('slaveAckOffset', 0):<16d} "
                       f"{c.get('diff', 0):>16d} {speed:>16.2f} {status:>16s} "
-                      f"{c.get('transferFromWhere', 0):>16d}", markup=False, soft_wrap=True)
+                      f"{c.get('transferFromWhere', 0):>16d}  {_signed_in(c)}",
+                      markup=False, soft_wrap=True)
         return
     client = info.get("haClientRuntimeInfo") or {}
     speed = client.get("transferredByteInSecond", 0) / 1024.0

@@ -126,6 +126,19 @@ async def test_bad_frames_are_refused(tmp_path: Path) -> None:
         assert not _server(master).links
 
 
+async def test_a_refused_replica_says_why_it_gets_nothing(tmp_path: Path) -> None:
+    async with Cluster(tmp_path, broker=SYNC) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, ha_auth_frame_enable=False)
+        client = replica.ctx.replication.client
+        assert client is not None
+        async with asyncio.timeout(20):  # no event marks a failed attempt: look again
+            while "before sending anything" not in client.last_error:
+                await asyncio.sleep(0.05)
+        assert "ACL" in client.last_error and not _server(master).links
+        assert master.ctx.replication.auth.refused["unauthenticated"] >= 1
+
+
 async def test_allow_unauthenticated_lets_a_frameless_replica_in(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async with Cluster(tmp_path, broker={**SYNC, "ha_allow_unauthenticated": True}) as group:

@@ -182,7 +182,7 @@ class HaClient:
             done, _ = await asyncio.wait([link.closed], timeout=self.heartbeat)
             if done:
                 link.closed.result()  # raises why
-                raise ConnectionError("the master closed the connection")
+                raise link._closed_by_master()
             if link.last_heard == heard:  # nothing arrived for an interval
                 if time.monotonic() - heard > self.housekeeping:
                     raise TimeoutError(f"master silent for {self.housekeeping:.0f} s")
@@ -228,6 +228,8 @@ class _Link(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.sockname: tuple[str, int] | None = None
         self.last_heard = time.monotonic()
+        #: Whether the master sent anything on this connection.
+        self.heard = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not derive from asyncio.Transport: no isinstance check
@@ -238,6 +240,7 @@ class _Link(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.heard = True
         self.last_heard = time.monotonic()
         self.client.rate.add(nbytes, self.last_heard)
         try:
@@ -247,12 +250,19 @@ class _Link(asyncio.BufferedProtocol):
             self.close()
 
     def eof_received(self) -> bool:
-        self._finish(ConnectionError("the master closed the connection"))
+        self._finish(self._closed_by_master())
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._finish(exc if exc is not None
-                     else ConnectionError("the master closed the connection"))
+        refused = isinstance(exc, ConnectionResetError) and not self.heard
+        self._finish(self._closed_by_master() if exc is None or refused else exc)
+
+    def _closed_by_master(self) -> ConnectionError:
+        if self.heard:
+            return ConnectionError("the master closed the connection")
+        return ConnectionError("the master closed the connection before sending anything (a "
+                               "master with ACL on closes replicas it does not admit; its "
+                               "log says why)")
 
     def _finish(self, exc: BaseException) -> None:
         if not self.closed.done():

@@ -429,7 +429,9 @@ def test_a_queue_file_whose_creation_a_crash_cut_short_puts_nothing_in_doubt(
         tmp_path: Path, batch: bool) -> None:
     """A crash between a queue file's creation and its allocation leaves it short and all
     zeros: verify previews, and a start does, that the queue keeps its entries (no
-    rebuild from the start of the log), for consume queues and batch ones alike."""
+    rebuild from the start of the log), for consume queues and batch ones alike. A disk
+    that emptied a file looks the same, so the scan starts at the end of the queue's
+    last entry: here only the records after it, of the other queues."""
     root = tmp_path / "s"
     with MessageStore(config(root)) as store:
         if batch:
@@ -442,8 +444,9 @@ def test_a_queue_file_whose_creation_a_crash_cut_short_puts_nothing_in_doubt(
     stray = f"{int(last.name) + last.stat().st_size:020d}"
     report = verify(root)
     rec = report.recovery
-    assert rec is not None and not rec.queues_rebuilt and rec.start_offset == rec.end_offset
+    assert rec is not None and not rec.queues_rebuilt
     assert report.queue_entries == N
     started = recover_copy(root, tmp_path / "c")
-    assert started.start_offset == started.end_offset == rec.end_offset
+    assert (started.start_offset, started.end_offset) == (rec.start_offset, rec.end_offset)
+    assert started.records_scanned == 1  # the last record (T/2) follows T/1's last
     assert not (tmp_path / "c" / qdir.relative_to(root) / stray).exists()

@@ -43,7 +43,7 @@ from tidemq.errors import QueueGap
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
-from tidemq.store.queue_extent import assess, creation_cut_short
+from tidemq.store.queue_extent import creation_cut_short, measure
 from tidemq.store.queue_files import QueueFiles
 
 __all__ = ["BCQ_DTYPE", "BCQ_UNIT", "HOLE_SIZE", "BatchConsumeQueue", "valid_bytes"]
@@ -93,6 +93,9 @@ class BatchConsumeQueue(QueueFiles):
         self.max_offset = 0
         self.max_phys_end = 0
         self.damaged = False
+        #: Set by :meth:`load` when the queue's later entries are gone while earlier
+        #: ones are kept (why): recovery re-dispatches the log from :attr:`max_phys_end`.
+        self.short = ""
 
     # ------------------------------------------------------------------ helpers
 
@@ -128,11 +131,11 @@ class BatchConsumeQueue(QueueFiles):
         a crash cut short is removed first (:func:`creation_cut_short`).
         """
         found = self.layout.segments_in(self.dir)
-        if creation_cut_short(found, self.file_size):
-            found.pop()[1].unlink()
-        extent = assess([(b, p.stat().st_size) for b, p in found], self.file_size,
-                        lambda k: valid_bytes(np.fromfile(found[k][1], dtype=BCQ_DTYPE)),
-                        keep_one_empty=False)
+        cut = creation_cut_short(found, self.file_size)
+        if cut:
+            found.pop()[1].unlink()  # a crash while the file was being created
+        extent = measure(found, self.file_size, BCQ_DTYPE, valid_bytes, keep_one_empty=False,
+                         cut_short=cut)
         if extent.doubt:
             self._drop([p for _, p in found], extent.doubt)
             return
@@ -142,10 +145,18 @@ class BatchConsumeQueue(QueueFiles):
             self.files.append(mf)
         for _, path in found[len(extent.wrote):]:
             path.unlink()  # empty trailing files
+        if extent.short and self.files:
+            self.short = extent.short
+            self.files[-1].zero_from(self.files[-1].wrote)  # entries after invalid ones
         self._first_bases = [int(self._arr(mf)["base"][0]) for mf in self.files]
         if self.files:
             self.min_offset = self._first_bases[0]
         self._refresh_tail()
+        if self.short:
+            log.warning("batch consume queue %s/%d lost entries after queue offset %d (%s): "
+                        "they are dispatched again from the commit log, from offset %d",
+                        self.topic, self.queue_id, self.max_offset, self.short,
+                        self.max_phys_end)
 
     def _drop(self, paths: list[Path], why: str) -> None:
         log.warning("batch consume queue %s/%d is in doubt (%s): rebuilding it from the "

@@ -36,7 +36,7 @@ from tidemq.errors import QueueGap
 from tidemq.formats.record.loops import compiled
 from tidemq.store.layout import StoreLayout
 from tidemq.store.mapped_file import MappedFile
-from tidemq.store.queue_extent import assess, creation_cut_short
+from tidemq.store.queue_extent import creation_cut_short, measure
 from tidemq.store.queue_files import QueueFiles
 
 __all__ = ["CQ_DTYPE", "CQ_UNIT", "NATIVE_RUN_ENTRIES", "ConsumeQueue",
@@ -113,6 +113,9 @@ class ConsumeQueue(QueueFiles):
         #: Set by :meth:`load` when files had to be dropped: the queue starts empty and
         #: recovery rebuilds it from the whole commit log.
         self.damaged = False
+        #: Set by :meth:`load` when the queue's later entries are gone while earlier
+        #: ones are kept (why): recovery re-dispatches the log from :attr:`max_phys_end`.
+        self.short = ""
 
     # ------------------------------------------------------------------ positions
 
@@ -138,11 +141,11 @@ class ConsumeQueue(QueueFiles):
         files are dropped and :attr:`damaged` is set.
         """
         found = self.layout.segments_in(self.dir)
-        if creation_cut_short(found, self.file_size):
+        cut = creation_cut_short(found, self.file_size)
+        if cut:
             found.pop()[1].unlink()  # a crash while the file was being created
-        extent = assess([(b, p.stat().st_size) for b, p in found], self.file_size,
-                        lambda k: valid_bytes(np.fromfile(found[k][1], dtype=CQ_DTYPE)),
-                        keep_one_empty=True)
+        extent = measure(found, self.file_size, CQ_DTYPE, valid_bytes, keep_one_empty=True,
+                         cut_short=cut)
         if extent.doubt:
             self._drop([p for _, p in found], extent.doubt)
             return
@@ -152,6 +155,9 @@ class ConsumeQueue(QueueFiles):
             self.files.append(mf)
         for _, path in found[len(extent.wrote):]:
             path.unlink()  # empty trailing files
+        if extent.short and self.files:
+            self.short = extent.short
+            self.files[-1].zero_from(self.files[-1].wrote)  # entries after invalid ones
         if self.files:
             first = self.files[0]
             arr = np.frombuffer(first.view[: first.wrote], dtype=CQ_DTYPE)
@@ -159,6 +165,11 @@ class ConsumeQueue(QueueFiles):
             self.min_offset = first.base // CQ_UNIT + (int(real[0]) if len(real) else len(arr))
             last = self.last_entry()
             self.max_phys_end = int(last["phys"]) + int(last["size"]) if last is not None else 0
+        if self.short:
+            log.warning("consume queue %s/%d lost entries after queue offset %d (%s): they "
+                        "are dispatched again from the commit log, from offset %d",
+                        self.topic, self.queue_id, self.max_offset, self.short,
+                        self.max_phys_end)
 
     def _drop(self, paths: list[Path], why: str) -> None:
         log.warning("consume queue %s/%d is in doubt (%s): rebuilding it from the commit log",

@@ -49,7 +49,7 @@ from tidemq.errors import CorruptRecord, MetadataUnreadable, StoreError
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Record, decode_record
 from tidemq.store import spool
-from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT
+from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT, HOLE_SIZE
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
 from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
 from tidemq.store.config import StoreConfig
@@ -64,7 +64,7 @@ from tidemq.store.layout import StoreLayout
 from tidemq.store.lmq_check import ExpectedLmq, check_lmq
 from tidemq.store.log_scan import ZERO8, Damage, End, last_nonzero_in_file, walk
 from tidemq.store.queue_check import QueueTotals, check_batch_queue, check_consume_queue
-from tidemq.store.queue_extent import assess, creation_cut_short
+from tidemq.store.queue_extent import creation_cut_short, measure
 from tidemq.store.readonly import (
     ReadOnlyFile,
     ReadOnlyLog,
@@ -356,6 +356,7 @@ class _Records:
 class _QueueFacts:
     in_doubt: list[str] = dataclasses.field(default_factory=list)  # "topic/id: why"
     last_entries: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    short: list[int] = dataclasses.field(default_factory=list)  # ends of queues cut short
 
 
 def _nonzero_after(m: ReadOnlyFile, offset: int) -> int:
@@ -505,6 +506,7 @@ class _Verifier:
             checkpoint_dispatched=checkpoint.dispatched_phy_offset,
             queues_end=max((p + s for p, s in queues.last_entries), default=0),
             queues_in_doubt=bool(queues.in_doubt),
+            queues_short=min(queues.short, default=None),
         )
         if self.layout.lmq_dir.exists():
             self.report.warnings.append(
@@ -540,20 +542,24 @@ class _Verifier:
                 found = self.layout.segments_in(qdir)
                 unit, dtype = (BCQ_UNIT, BCQ_DTYPE) if batch else (CQ_UNIT, CQ_DTYPE)
                 file_size = self.bcq_file_size if batch else self.cq_size()
-                if creation_cut_short(found, file_size):
+                cut = creation_cut_short(found, file_size)
+                if cut:
                     found = found[:-1]
                 valid = bcq_valid_bytes if batch else cq_valid_bytes
-                extent = assess(
-                    [(b, p.stat().st_size) for b, p in found], file_size,
-                    lambda k, found=found, dtype=dtype, valid=valid: valid_prefix(  # type: ignore[misc]
-                        found[k][1], dtype, valid),
-                    keep_one_empty=not batch)
+                extent = measure(
+                    found, file_size, dtype, valid, keep_one_empty=not batch, cut_short=cut,
+                    valid_in_file=lambda path, dtype=dtype, valid=valid: valid_prefix(  # type: ignore[misc]
+                        path, dtype, valid))
                 if extent.doubt:
                     out.in_doubt.append(f"{topic}/{queue_id}: {extent.doubt}")
                     continue
                 last = _last_real_entry(found, extent.wrote, unit, dtype, batch)
                 if last is not None:
                     out.last_entries.append(last)
+                if extent.short:
+                    end = 0 if last is None else last[0] + (
+                        0 if batch and last[1] == HOLE_SIZE else last[1])
+                    out.short.append(end)
         return out
 
     def cq_size(self) -> int:

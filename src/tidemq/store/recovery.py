@@ -2,7 +2,8 @@
 
 Steps (docs/reference/store.md §6.4, with TideMQ's fixes of §10.9):
 
-1. Consume queues are loaded; each finds the end of its valid entries.
+1. Consume queues are loaded; each finds the end of its valid entries (one whose later
+   entries were lost is *cut short*: the scan starts no later than its end).
 2. :mod:`tidemq.store.recovery_plan` decides: where the scan starts, where the valid log
    ends (the walker of :mod:`tidemq.store.log_scan`: a damaged record with a trustworthy
    record after it is skipped and kept, never a reason to truncate; damage with nothing
@@ -169,6 +170,7 @@ def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet,
         queues_in_doubt=any(cq.damaged for cq in queues.all()),
         lmq_dispatched=queues.lmq.dispatched if queues.lmq is not None else None,
         cut_at=cut_at,
+        queues_short=min((cq.max_phys_end for cq in queues.all() if cq.short), default=None),
     )
 
 

@@ -9,7 +9,9 @@ bytes are zeroed, and whether the consume queues are rebuilt from the start of t
 Where the scan starts (docs/reference/store.md §6.4, with TideMQ's fixes of §10.9): at the
 checkpoint's dispatched offset, or earlier where the derived data is in doubt -- at the
 end of the newest consume-queue entry when the queues end before it, at the LMQ store's
-dispatched offset when it lags, at the start of the log when a queue was dropped whole.
+dispatched offset when it lags, at the end of the last valid entry of a queue whose later
+entries were lost (cut short on load), at the start of the log when a queue was dropped
+whole.
 A start that yields no record must be proven a record boundary (the end of a
 consume-queue entry whose record checks out), or the scan restarts at the start of its
 segment, which always is one: a garbage checkpoint never truncates good data.
@@ -39,6 +41,9 @@ class StartFacts:
     queues_in_doubt: bool  # some queue was dropped whole on load
     lmq_dispatched: int | None = None  # the LMQ store's dispatched offset, if enabled
     cut_at: int | None = None  # a requested cut of the log (tidemq.store.truncation)
+    #: The least end of the last valid entry of a queue whose later entries were lost
+    #: (tidemq.store.queue_extent: cut short), if any.
+    queues_short: int | None = None
 
 
 def scan_start(facts: StartFacts) -> int:
@@ -49,6 +54,8 @@ def scan_start(facts: StartFacts) -> int:
     start = min(facts.checkpoint_dispatched, facts.queues_end)
     if facts.lmq_dispatched is not None:
         start = min(start, facts.lmq_dispatched)  # the LMQ store has no WAL: it may lag
+    if facts.queues_short is not None:
+        start = min(start, facts.queues_short)  # a queue lost entries the log still holds
     if facts.cut_at is not None:
         start = min(start, facts.cut_at)  # a record boundary: both logs agree up to it
     return start if lo <= start <= hi else lo

@@ -145,7 +145,8 @@ class BrokerApp:
                 broker_addr=lambda: self.broker_addr,
                 ha_address=lambda: self.ctx.replication.ha_address,
                 max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
-                lease=ctx.replication.lease, standing=ctx.replication.standing)
+                lease=ctx.replication.lease, standing=ctx.replication.standing,
+                copies_here=ctx.replication.copies_here)
         #: Controller mode: topic and group changes reach the in-sync replicas at once.
         self.metadata_push: MetadataPush | None = None
         if self.controller_link is not None:

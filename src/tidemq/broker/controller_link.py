@@ -149,8 +149,12 @@ class ControllerLink:
                  ha_address: Callable[[], str],
                  max_gap_not_in_sync: int = 256 * 1024 * 1024,
                  lease: MasterLease | None = None,
-                 standing: Standing | None = None) -> None:
+                 standing: Standing | None = None,
+                 copies_here: Callable[[int], bool] = lambda _broker_id: True) -> None:
         self.client = client
+        #: Whether a replica (by id) may be in sync at all: one its master's HA port
+        #: refuses is not, whatever it says of its log.
+        self._copies_here = copies_here
         self.config = config
         self.store = store
         self.role = role
@@ -582,7 +586,7 @@ class ControllerLink:
         in_sync = {self.me}
         addresses: dict[int, str] = {}
         for broker_id, address in (await self._members()).items():
-            if broker_id == self.me:
+            if broker_id == self.me or not self._copies_here(broker_id):
                 continue
             cache = await self._epoch_cache(address)
             if cache is None or not cache.epoch_list:

@@ -89,6 +89,9 @@ async def test_an_authenticated_replica_copies_and_counts(tmp_path: Path) -> Non
         assert (link.authenticated, link.access_key) == (True, ROOT.access_key)
         (row,) = _server(master).replica_status(0)
         assert (row["authenticated"], row["accessKey"]) == (True, "root")
+        # what controller mode's sync-state set goes by: who copies, by broker id
+        service = master.ctx.replication
+        assert service.copies_here(1) and not service.copies_here(2)
         assert not master.ctx.replication.auth.refused
 
 
@@ -155,6 +158,7 @@ async def test_allow_unauthenticated_lets_a_frameless_replica_in(
             resp = await peer(send("T", b"copied"))
             assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert [link.authenticated for link in _server(master).links] == [False]
+        assert master.ctx.replication.copies_here(1)  # it cannot tell: as without ACL
 
 
 async def test_acl1_admits_an_admin_account_only(tmp_path: Path) -> None:

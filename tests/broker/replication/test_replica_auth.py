@@ -76,10 +76,10 @@ def acl2(tmp_path: Path) -> ReplicaAuth:
 
 def test_acl1_admin_and_own_key(acl1: tuple[ReplicaAuth, Clock]) -> None:
     auth, _ = acl1
-    assert auth.admit(frame(ADMIN), REMOTE) == Admitted(True, "admin")
+    assert auth.admit(frame(ADMIN), REMOTE) == Admitted(True, "admin", "broker-a", 1)
     # the broker's own key is admitted without an account of that name
     assert auth.admit(frame(Credentials("broker", "broker-secret")), REMOTE) == Admitted(
-        True, "broker")
+        True, "broker", "broker-a", 1)
     assert refusal(auth, frame(Credentials("broker", "guess"))) == "signature"
     assert refusal(auth, frame(USER)) == "admin"
     assert refusal(auth, frame(Credentials("nobody", "x"))) == "account"

@@ -85,6 +85,8 @@ class ReplicaLink:
     #: Whether it proved who it is (:mod:`tidemq.codec.ha_auth`), and as whom.
     authenticated: bool = False
     access_key: str = ""
+    #: The broker (name, id) its frame named, once authenticated.
+    broker: tuple[str, int] | None = None
 
 
 class HaServer:
@@ -164,6 +166,11 @@ class HaServer:
         """Replicas within ``haMaxGapNotInSync`` bytes of the log's end."""
         end = self.store.commitlog.max_offset
         return sum(1 for link in self.links if link.acked >= 0 and end - link.acked <= self.max_gap)
+
+    def authenticated_brokers(self) -> set[tuple[str, int]]:
+        """The brokers (name, id) that authenticated and reported."""
+        return {link.broker for link in self.links
+                if link.broker is not None and link.acked >= 0}
 
     def replica_status(self, now_ms: int) -> list[dict[str, Any]]:
         """Per connected replica: its HA address (the replica's end of the connection),
@@ -337,6 +344,8 @@ class HaServer:
             return False
         link.authenticated = admitted.authenticated
         link.access_key = admitted.access_key
+        if admitted.authenticated:
+            link.broker = (admitted.broker_name, admitted.broker_id)
         if admitted.authenticated:
             log.info("replica %s authenticated as %s", link.address, admitted.access_key)
         return True

@@ -57,10 +57,12 @@ class HaRefusal(Exception):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Admitted:
     """A replica let in: ``authenticated`` when its frame was checked and held, with the
-    ``access_key`` it named."""
+    ``access_key``, ``broker_name`` and ``broker_id`` it named."""
 
     authenticated: bool
     access_key: str = ""
+    broker_name: str = ""
+    broker_id: int = -1
 
 
 _OPEN = Admitted(False)
@@ -143,7 +145,7 @@ class ReplicaAuth:
             raise HaRefusal("admin", f"{key} may not copy the log (it is not an admin account "
                             "or user, nor this broker's own access key)", key)
         self._seen[frame.signature] = frame.timestamp_ms + self.window_ms
-        return Admitted(True, key)
+        return Admitted(True, key, frame.broker_name, frame.broker_id)
 
     def _forget(self, now: int) -> None:
         seen = self._seen

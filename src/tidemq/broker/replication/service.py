@@ -129,6 +129,19 @@ class ReplicationService:
         """A master's replicas and the bytes each still lacks (empty on a replica)."""
         return self.server.lag_bytes() if self.server is not None else {}
 
+    def copies_here(self, broker_id: int) -> bool:
+        """Whether replica ``broker_id`` of this broker's group may count as copying this
+        master's log in controller mode: where replicas must authenticate, only one
+        connected to the HA port with a frame naming this group and that id (a member
+        refused there holds nothing it was sent); elsewhere any (the members' own
+        accounts of their logs decide, as before)."""
+        auth = self.auth
+        if not auth.required or auth.allow_unauthenticated:
+            return True
+        server = self.server
+        return server is not None and (
+            self.config.broker_name, broker_id) in server.authenticated_brokers()
+
     def runtime_info(self) -> dict[str, str]:
         """The role and replication figures of the runtime-info table: on a master the
         bytes its furthest replica lacks (``slaveFallBehindMuch``, as upstream) and its

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import re
 
 from tests.console.conftest import Http
 from tests.console.test_app import registered
@@ -60,3 +61,35 @@ async def test_a_group_no_broker_knows_is_not_found(http: Http) -> None:
     assert page.status == 404
     assert "no broker knows a consumer group named &#39;NoSuchGroup&#39;" in page.text
     assert 'id="spark-note"' not in page.text
+
+
+async def test_groups_sort_by_lag_tps_and_consumers_across_pages(http: Http,
+                                                                 cluster: Cluster) -> None:
+    """Dashboard's sorted group list: the sort is the server's, over every group that
+    matches the filter, and the pager and the filter keep it."""
+    await http.post("/topics", {"topic": "Ledger", "read_queues": "1", "write_queues": "1"})
+    await registered(cluster)
+    async with Producer("ledger-producers", cluster.namesrv_addr) as producer:
+        for i in range(10):
+            await producer.send(Message("Ledger", f"l{i}".encode()),
+                                queue=MessageQueue("Ledger", "broker-a", 0))
+    cluster.brokers[0].store.wait_dispatched()
+    for group, offset in (("ledger-a", 9), ("ledger-b", 2), ("ledger-c", 5), ("other", 0)):
+        await asyncio.to_thread(_commit_like_spark, cluster.namesrv_addr, group, "Ledger",
+                                offset)
+
+    by_lag = await http.get("/groups?sort=lag")
+    assert _rows(by_lag.text) == ["other", "ledger-b", "ledger-c", "ledger-a"]
+    assert 'data-sort="lag"' in by_lag.text
+    filtered = await http.get("/groups?sort=lag&q=ledger")
+    assert _rows(filtered.text) == ["ledger-b", "ledger-c", "ledger-a"]
+    assert 'name="sort" value="lag"' in filtered.text, "the filter form drops the sort"
+    by_name = await http.get("/groups?sort=nonsense")
+    assert _rows(by_name.text) == ["ledger-a", "ledger-b", "ledger-c", "other"]
+    for sort in ("tps", "consumers"):  # all equal here: ties go by name
+        assert _rows((await http.get(f"/groups?sort={sort}")).text) == [
+            "ledger-a", "ledger-b", "ledger-c", "other"]
+
+
+def _rows(text: str) -> list[str]:
+    return re.findall(r'<tr data-group="([^"]+)"', text)

@@ -70,6 +70,9 @@ async def test_the_group_list_comes_a_page_at_a_time(http: Http, cluster: Cluste
     assert "in all)" in first.text and 'id="next-page"' in first.text
     found = await http.get("/groups?q=crowd-02")
     assert rows(found.text, "group") == [f"crowd-{i:04d}" for i in range(200, MANY)]
+    sorted_ = await http.get("/groups?sort=lag&page=2")
+    assert len(rows(sorted_.text, "group")) == PAGE_SIZE
+    assert 'href="?sort=lag&amp;page=3"' in sorted_.text, "the pager drops the sort"
     none = await http.get("/groups?q=%25%7C")
     assert 'id="no-match"' in none.text
 

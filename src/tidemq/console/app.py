@@ -81,20 +81,19 @@ from tidemq.console.consumer_info import consumer_page
 from tidemq.console.gate import HostGate
 from tidemq.console.group_config import FIELDS as GROUP_FIELDS
 from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit, read_groups
+from tidemq.console.group_list import group_rows, sort_key, sort_of
 from tidemq.console.hosts import HostAllowList
 from tidemq.console.login import login_page, login_submit, logout, metrics_page
 from tidemq.console.model import (
     body_preview,
-    is_system_group,
     is_system_topic,
-    offsets_only,
     owner_group,
     parse_form,
     spark_group,
     version_name,
     when,
 )
-from tidemq.console.paging import page_of
+from tidemq.console.paging import Page, matching, page_of
 from tidemq.console.replica_groups import broker_groups
 from tidemq.console.site import Console
 from tidemq.errors import (
@@ -543,31 +542,26 @@ async def _read_slice(admin: AdminClient, mq: MessageQueue, start: int, stop: in
 
 async def groups_page(console: Console, request: Request) -> StarletteResponse:
     """Every group with a subscription-group config or stored offsets on some master:
-    a Spark query's group has only the latter."""
+    a Spark query's group has only the latter. Sorted by name, only the page's rows are
+    asked for their figures; by a figure, every matching group is (:mod:`.group_list`)."""
     admin = console.admin
     masters, configs, committed, unread = await read_groups(admin)
-    listing = page_of(sorted(set(configs) | set(committed)), request.query_params, str)
-    names = listing.rows
-    stats, online = await asyncio.gather(
-        _bounded(monitor.consume_stats(admin, g) for g in names),
-        _bounded(monitor.consumer_connections(admin, g) for g in names))
-    rows = []
-    for name, st, conns in zip(names, stats, online, strict=True):
-        count = len(conns) if isinstance(conns, list) else 0
-        configured = name in configs
-        rows.append({"name": name, "system": is_system_group(name),
-                     "topics": [t for t in (st.topics if isinstance(st, ConsumeStats)
-                                            else committed.get(name, []))
-                                if owner_group(t) is None],  # its retry topic is no news
-                     "lag": st.lag if isinstance(st, ConsumeStats) else "-",
-                     "tps": st.consume_tps if isinstance(st, ConsumeStats) else 0.0,
-                     "online": count, "configured": configured,
-                     "offsets_only": offsets_only(configured, count),
-                     "spark": spark_group(name, configured, count),
-                     "enabled": (bool(configs[name].get("consumeEnable", True))
-                                 if configured else None)})
+    params = request.query_params
+    sort = sort_of(params)
+    names = sorted(set(configs) | set(committed))
+    keep = [("sort", sort)] if sort != "name" else []
+    if sort == "name":
+        by_name = page_of(names, params, str, keep=keep)
+        rows = await group_rows(admin, by_name.rows, configs, committed)
+        listing: Page[Any] = by_name
+    else:
+        every = await group_rows(admin, matching(names, params, str), configs, committed)
+        listing = dataclasses.replace(
+            page_of(sorted(every, key=sort_key(sort)), params, lambda r: str(r["name"]),
+                    keep=keep), listed=len(names))
+        rows = listing.rows
     return console.page("groups", request, title="Consumer groups", groups=rows,
-                        listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP,
+                        listing=listing, fields=GROUP_FIELDS, new_group=NEW_GROUP, sort=sort,
                         no_brokers=not masters, unread=sorted(unread.items()))
 
 

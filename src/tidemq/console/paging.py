@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["PAGE_SIZE", "Page", "page_of"]
+__all__ = ["PAGE_SIZE", "Page", "matching", "page_of"]
 
 #: Rows a list page shows.
 PAGE_SIZE = 100
@@ -53,11 +53,17 @@ def page_of(items: Sequence[_T], params: Mapping[str, str], name: Callable[[_T],
     """The page ``params`` ask for (``page``, from 1; past the end: the last) of the
     ``items`` whose ``name`` holds ``params["q"]``, case aside."""
     query = (params.get("q") or "").strip()
-    needle = query.casefold()
-    matching = [item for item in items if needle in name(item).casefold()] if needle \
-        else list(items)
-    pages = max(1, -(-len(matching) // size))
+    found = matching(items, params, name)
+    pages = max(1, -(-len(found) // size))
     number = min(_number(params.get("page")), pages)
     start = (number - 1) * size
-    return Page(rows=matching[start:start + size], number=number, pages=pages,
-                total=len(matching), listed=len(items), query=query, keep=tuple(keep))
+    return Page(rows=found[start:start + size], number=number, pages=pages,
+                total=len(found), listed=len(items), query=query, keep=tuple(keep))
+
+
+def matching(items: Sequence[_T], params: Mapping[str, str], name: Callable[[_T], str]
+             ) -> list[_T]:
+    """The ``items`` whose ``name`` holds ``params["q"]``, case aside, in order."""
+    needle = (params.get("q") or "").strip().casefold()
+    return [item for item in items if needle in name(item).casefold()] if needle \
+        else list(items)

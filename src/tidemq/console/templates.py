@@ -47,6 +47,7 @@ th { background:#f0f2f5; font-weight:600; font-size:12px; color:#344054; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 tr:last-child td { border-bottom:none; }
 a { color:var(--brand); }
+th a { color:inherit; text-decoration:none; } th.sorted a { color:var(--brand); }
 .legend { font-size:12px; font-weight:400; color:var(--muted); margin-left:10px; }
 .legend i { display:inline-block; width:12px; height:3px; vertical-align:middle; margin:0 4px 0 8px; }
 .badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px;
@@ -383,16 +384,19 @@ GROUPS = """{% extends "layout" %}{% block content %}
 The groups below miss what these brokers hold (groups only they know, or their offsets there):
 <ul>{% for name, why in unread %}<li data-broker="{{ name }}">{{ name }} ({{ why }})</li>{% endfor %}</ul></div>{% endif %}
 {% if groups %}
-<table id="groups"><thead><tr><th>Group</th><th>Topics</th><th class="num">Online consumers</th>
-<th class="num">Lag</th><th class="num">Consume TPS</th><th>Consume enabled</th></tr></thead><tbody>
+{% macro by(key, label, cls="") %}<th class="{{ cls }}{{ ' sorted' if sort == key else '' }}"><a id="sort-{{ key }}" href="?{{ {'q': listing.query, 'sort': key}|urlencode if listing.query else {'sort': key}|urlencode }}">{{ label }}{{ ' ▾' if sort == key and key != 'name' else (' ▴' if sort == key else '') }}</a></th>{% endmacro %}
+<table id="groups" data-sort="{{ sort }}"><thead><tr>{{ by('name', 'Group') }}<th>Topics</th>{{ by('consumers', 'Online consumers', 'num') }}
+{{ by('lag', 'Lag', 'num') }}{{ by('tps', 'Consume TPS', 'num') }}<th>Consume enabled</th></tr></thead><tbody>
 {% for g in groups %}<tr data-group="{{ g.name }}"><td><a href="/groups/{{ g.name|urlencode }}">{{ g.name }}</a>
 {% if g.system %} <span class="badge">system</span>{% endif %}{% if g.spark %} <span class="badge warn" title="a Spark query keeps its offsets in its checkpoint">Spark?</span>{% endif %}{% if g.offsets_only %} <span class="badge" title="stored offsets, no group config, nobody online">offsets only</span>{% endif %}</td>
 <td>{{ g.topics|join(', ') or '-' }}</td><td class="num">{{ g.online }}</td>
-<td class="num">{{ g.lag }}</td><td class="num">{{ '%.1f'|format(g.tps) }}</td>
+<td class="num">{{ g.lag }}</td><td class="num">{{ '-' if g.tps is none else '%.1f'|format(g.tps) }}</td>
 <td>{{ '-' if g.enabled is none else ('yes' if g.enabled else 'no') }}</td></tr>{% endfor %}
 </tbody></table>
 {% include "list-pager" %}
 <p class="muted">Listed: every group with a group config or stored offsets on a master broker.
+Sorted by name, only the groups on this page are asked for their figures; sorted by
+lag, TPS or consumers, every group matching the filter is, so the sort spans every page.
 <b>Spark?</b> marks a group named like the Spark source's default (<code>spark-&lt;topic&gt;</code>)
 or one with stored offsets, no group config and nobody online, which is how a Spark query's
 group looks to the brokers.</p>

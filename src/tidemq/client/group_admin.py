@@ -10,8 +10,8 @@ operation                        requests
                                  the cluster when no topic is given)
 :func:`group_names`              201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG on every master
 :func:`group_summary`            203 and 208 for one group
-:func:`consumer_connection`      203 GET_CONSUMER_CONNECTION_LIST on one broker, or the
-                                 first master that knows the group online
+:func:`consumer_connection`      203 GET_CONSUMER_CONNECTION_LIST on one broker, or on
+                                 every master at once, merged
 :func:`producer_connection`      204 GET_PRODUCER_CONNECTION_LIST on the topic's masters
 :func:`broker_consume_stats`     201, then 208 per group, on one broker (and 21
                                  GET_ALL_TOPIC_CONFIG for the ordered topics only)
@@ -31,12 +31,14 @@ operation                        requests
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tidemq.client import offsets as ofs
+from tidemq.client import request_deadline
 from tidemq.client.errors import NoRouteError
 from tidemq.codec import fastjson
 from tidemq.codec.bodies import (
@@ -258,8 +260,8 @@ async def consumer_connection(admin: AdminClient, group: str, *,
     addrs = [broker_addr] if broker_addr else sorted((await admin.masters()).values())
     merged: dict[str, dict[str, Any]] = {}
     first: Connections | None = None
-    for addr in addrs:
-        found = await _connections_at(admin, addr, group)
+    for found in request_deadline.answers(await asyncio.gather(
+            *(_connections_at(admin, addr, group) for addr in addrs), return_exceptions=True)):
         if found is None:
             continue
         first = first or found
@@ -275,12 +277,17 @@ async def consumer_connection(admin: AdminClient, group: str, *,
 async def producer_connection(admin: AdminClient, group: str, topic: str) -> Connections:
     """The producers of ``group`` connected to the masters of ``topic``."""
     merged: dict[str, dict[str, Any]] = {}
-    for addr in await _topic_masters(admin, topic):
+
+    async def one(addr: str) -> list[dict[str, Any]]:
         cmd = RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
                                       {"producerGroup": group})
         body = _json_body(await admin.request(addr, cmd),
                           "GET_PRODUCER_CONNECTION_LIST answer", addr)
-        for client in body.get("connectionSet", []):
+        return list(body.get("connectionSet", []))
+
+    for clients in request_deadline.answers(await asyncio.gather(
+            *(one(a) for a in await _topic_masters(admin, topic)), return_exceptions=True)):
+        for client in clients:
             merged.setdefault(client["clientId"], client)
     return Connections([merged[k] for k in sorted(merged)])
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import ClassVar, Protocol
 
+from tidemq.client import request_deadline
 from tidemq.client.config import ClientConfig
 from tidemq.client.direct_consume import answer_consume_directly
 from tidemq.client.errors import ClientClosedError, NoRouteError
@@ -52,7 +53,7 @@ from tidemq.codec.headers import (
 )
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.codec.transaction import transaction_group
-from tidemq.errors import ResponseCode, TideMQError
+from tidemq.errors import ConnectionLost, RequestTimeout, ResponseCode, TideMQError
 from tidemq.net.client import RemotingClient
 from tidemq.net.connection import Connection
 from tidemq.net.dispatcher import Processor
@@ -353,7 +354,16 @@ class ClientInstance:
                       timeout: float | None = None) -> RemotingCommand:
         if self._closed:
             raise ClientClosedError(repr(self))
-        return await self.remoting.request(address, cmd, timeout)
+        scope = request_deadline.current()
+        if scope is None:
+            return await self.remoting.request(address, cmd, timeout)
+        bounded = scope.timeout(address, cmd.code, self.remoting.request_timeout
+                                if timeout is None else timeout)
+        try:
+            return await self.remoting.request(address, cmd, bounded)
+        except (RequestTimeout, ConnectionLost) as exc:
+            scope.failed(address, exc)
+            raise
 
     def start_request(self, address: str, cmd: RemotingCommand,
                       future: asyncio.Future[RemotingCommand], timeout: float | None = None

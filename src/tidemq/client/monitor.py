@@ -1,7 +1,10 @@
 """Cluster views for dashboards, over an :class:`~tidemq.client.admin.AdminClient`.
 
 The web console draws its pages from these: each call asks every master broker (or the
-one given) and merges the answers into plain values (frozen dataclasses, dicts). The
+one given) and merges the answers into plain values (frozen dataclasses, dicts). Inside
+a :func:`~tidemq.client.request_deadline.request_deadline` scope, the views that read
+merge the brokers that answered and leave out those the scope names as unanswered;
+outside one (and for :func:`reset_offset`, a change), one failure fails the call. The
 broker statistics bodies are TideMQ's standard-JSON lists (docs/protocol.md).
 
 ===============================  ==========================================================
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tidemq.client import offsets as ofs
+from tidemq.client import request_deadline
 from tidemq.client.admin import AdminClient
 from tidemq.client.errors import ClientError
 from tidemq.codec import fastjson
@@ -120,8 +124,13 @@ class ConsumeStats:
         return sorted({q.topic for q in self.queues})
 
 
-async def _gather(calls: Sequence[Any]) -> list[Any]:
+async def _gather(calls: Sequence[Any], *, partial: bool = True) -> list[Any]:
+    """Every call's result; a failure is raised, unless ``partial`` and the open
+    :func:`~tidemq.client.request_deadline.request_deadline` names its broker as
+    unanswered: then the view is merged from the brokers that answered."""
     results = await asyncio.gather(*calls, return_exceptions=True)
+    if partial:
+        return request_deadline.answers(results)
     for result in results:
         if isinstance(result, BaseException):
             raise result
@@ -181,13 +190,14 @@ async def topic_stats(admin: AdminClient, topic: str, *,
     return TopicStats(topic, queues, tps)
 
 
-async def consume_stats(admin: AdminClient, group: str, topic: str | None = None
-                        ) -> ConsumeStats:
-    """Per queue: broker max offset vs ``group``'s committed offset, on every master."""
+async def consume_stats(admin: AdminClient, group: str, topic: str | None = None, *,
+                        addresses: Sequence[str] | None = None) -> ConsumeStats:
+    """Per queue: broker max offset vs ``group``'s committed offset, on every master (or
+    the brokers at ``addresses``: those holding ``topic``)."""
     ext = {"consumerGroup": group}
     if topic:
         ext["topic"] = topic
-    addrs = sorted((await admin.masters()).values())
+    addrs = await _addresses(admin, addresses)
     bodies = await _gather([_call(admin, a, RequestCode.GET_CONSUME_STATS, ext) for a in addrs])
     queues: list[QueueLag] = []
     tps = 0.0
@@ -285,9 +295,12 @@ async def topic_clusters(admin: AdminClient, topics: Sequence[str]
     return list(await asyncio.gather(*map(one, listed)))
 
 
-async def consumer_connections(admin: AdminClient, group: str) -> list[dict[str, Any]]:
-    """The consumers of ``group`` connected to any master (empty when none is online)."""
-    addrs = sorted((await admin.masters()).values())
+async def consumer_connections(admin: AdminClient, group: str, *,
+                               addresses: Sequence[str] | None = None
+                               ) -> list[dict[str, Any]]:
+    """The consumers of ``group`` connected to any master, or to the brokers at
+    ``addresses`` (empty when none is online)."""
+    addrs = await _addresses(admin, addresses)
 
     async def one(addr: str) -> list[dict[str, Any]]:
         response = await admin.instance.request(addr, RemotingCommand.request(
@@ -328,5 +341,5 @@ async def reset_offset(admin: AdminClient, group: str, topic: str, *, timestamp:
         rows = _json(response, "INVOKE_BROKER_TO_RESET_OFFSET").get("offsetTable", [])
         return list(rows) if isinstance(rows, list) else []
 
-    results = await _gather([one(a) for a in addrs])
+    results = await _gather([one(a) for a in addrs], partial=False)  # a change: all or fail
     return [row for rows in results for row in rows]

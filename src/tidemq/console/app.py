@@ -69,6 +69,7 @@ from tidemq.client import (
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError, TopicStats
+from tidemq.client.request_deadline import request_deadline
 from tidemq.client.retry import DLQ_PREFIX
 from tidemq.client.trace_view import MessageTrace, query_trace
 from tidemq.console.auth import (
@@ -242,21 +243,27 @@ async def lmq_page(console: Console, request: Request) -> StarletteResponse:
 # ---------------------------------------------------------------------- topics
 
 
-async def _configs(admin: AdminClient) -> tuple[dict[str, str], dict[str, Any]]:
+async def _configs(admin: AdminClient, topic: str | None = None
+                   ) -> tuple[dict[str, str], dict[str, Any]]:
     """Master name -> address, and address -> its topic-config wrapper (a master whose
     configs cannot be read is left out; :func:`_read_configs` says which)."""
-    masters, wrappers, _unread = await _read_configs(admin)
+    masters, wrappers, _unread = await _read_configs(admin, topic)
     return masters, wrappers
 
 
-async def _read_configs(admin: AdminClient
+async def _read_configs(admin: AdminClient, topic: str | None = None
                         ) -> tuple[dict[str, str], dict[str, Any], dict[str, str]]:
-    """As :func:`_configs`, and master name -> why its configs could not be read."""
+    """As :func:`_configs`, and master name -> why its configs could not be read. With
+    ``topic``, only the masters its route names are read (every master when the name
+    server has no route of it: a topic created a moment ago may not be routed yet), so
+    a page about one topic does not wait for a broker that does not hold it."""
     masters = await admin.masters()
-    results = await _bounded(monitor.topic_configs(admin, a) for a in masters.values())
+    routed = await _routed_masters(admin, topic) if topic is not None else set()
+    asked = {n: a for n, a in masters.items() if a in routed} or masters
+    results = await _bounded(monitor.topic_configs(admin, a) for a in asked.values())
     wrappers = {}
     unread = {}
-    for (name, addr), result in zip(masters.items(), results, strict=True):
+    for (name, addr), result in zip(asked.items(), results, strict=True):
         if isinstance(result, BaseException):
             log.warning("topic configs of %s: %s", addr, result)
             unread[name] = f"{addr}: {result}"
@@ -265,9 +272,19 @@ async def _read_configs(admin: AdminClient
     return masters, wrappers, unread
 
 
+async def _routed_masters(admin: AdminClient, topic: str) -> set[str]:
+    """The master addresses of ``topic``'s route (none when it has no route)."""
+    try:
+        route = await admin.topic_route(topic)
+    except TideMQError as exc:
+        log.debug("route of %s: %s", topic, exc)
+        return set()
+    return {a for b in route.broker_datas if (a := b.master_addr()) is not None}
+
+
 async def _holders(admin: AdminClient, topic: str) -> list[str]:
     """Addresses of the masters that have ``topic`` (routed or not yet)."""
-    _masters, wrappers = await _configs(admin)
+    _masters, wrappers = await _configs(admin, topic)
     return sorted(a for a, w in wrappers.items() if topic in w.topic_config_table)
 
 
@@ -318,7 +335,7 @@ def _perm(perm: int) -> str:
 async def topic_page(console: Console, request: Request) -> StarletteResponse:
     admin = console.admin
     topic = request.path_params["topic"]
-    masters, wrappers, unread = await _read_configs(admin)
+    masters, wrappers, unread = await _read_configs(admin, topic)
     by_addr = {addr: name for name, addr in masters.items()}
     configs = [(by_addr[a], w.topic_config_table[topic]) for a, w in sorted(wrappers.items())
                if topic in w.topic_config_table]
@@ -330,12 +347,13 @@ async def topic_page(console: Console, request: Request) -> StarletteResponse:
     if not configs:
         return console.page("error", request, 404, title=f"Topic {topic}",
                             error=f"no broker has a topic named {topic!r}")
+    holders = [masters[name] for name, _ in configs]
     stats, groups = await asyncio.gather(
-        monitor.topic_stats(admin, topic, addresses=[masters[name] for name, _ in configs]),
-        _groups_of(admin, topic, [masters[name] for name, _ in configs]))
+        monitor.topic_stats(admin, topic, addresses=holders),
+        _groups_of(admin, topic, holders))
     online, progress = await asyncio.gather(
-        _bounded(monitor.consumer_connections(admin, g) for g in groups),
-        _bounded(monitor.consume_stats(admin, g, topic) for g in groups))
+        _bounded(monitor.consumer_connections(admin, g, addresses=holders) for g in groups),
+        _bounded(monitor.consume_stats(admin, g, topic, addresses=holders) for g in groups))
     group_rows = [{"name": g, "lag": st.lag if isinstance(st, ConsumeStats) else None,
                    "tps": st.consume_tps if isinstance(st, ConsumeStats) else None,
                    "online": len(conns) if isinstance(conns, list) else None}
@@ -409,7 +427,7 @@ async def topic_send(console: Console, request: Request) -> StarletteResponse:
     props = {k.upper(): form[k] for k in ("tags", "keys") if form.get(k)}
     # The queue comes from the brokers' own configs: a topic created a moment ago may not
     # be routed by the name server yet, and the default route has other queue counts.
-    masters, wrappers = await _configs(console.admin)
+    masters, wrappers = await _configs(console.admin, topic)
     by_addr = {addr: name for name, addr in masters.items()}
     queues = [MessageQueue(topic, by_addr[a], q) for a, w in wrappers.items()
               if (tc := w.topic_config_table.get(topic)) is not None and tc.perm & 2
@@ -507,7 +525,8 @@ async def topic_messages_page(console: Console, request: Request) -> StarletteRe
     found = await _gather_all([_read_slice(admin, mq, a, b) for mq, a, b in slices])
     committed: dict[tuple[str, str, int], int] = {}
     for group, st in zip(groups, await _bounded(
-            monitor.consume_stats(admin, g, topic) for g in groups), strict=True):
+            monitor.consume_stats(admin, g, topic, addresses=holders) for g in groups),
+            strict=True):
         if isinstance(st, ConsumeStats):
             for ql in st.queues:
                 committed[(group, ql.broker_name, ql.queue_id)] = ql.consumer_offset
@@ -778,7 +797,8 @@ async def _consumption(admin: AdminClient, topic: str, broker_name: str, queue_i
     try:
         holders = await _holders(admin, topic)
         groups = await monitor.topic_consumers(admin, topic, holders) if holders else []
-        stats = await _bounded(monitor.consume_stats(admin, g, topic) for g in groups)
+        stats = await _bounded(monitor.consume_stats(admin, g, topic, addresses=holders)
+                               for g in groups)
     except TideMQError as exc:
         log.info("consumption of %s@%s/%s: %s", topic, broker_name, queue_id, exc)
         return None
@@ -853,7 +873,9 @@ def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[Sta
            *, needs_admin: bool = True) -> Handler:
     """Find the visitor (or send them to log in); refuse a state-changing request without
     the session's CSRF token, from another site, or (``needs_admin``) by a viewer; turn
-    a cluster error into an error page."""
+    a cluster error into an error page. The page's requests share one deadline
+    (``consolePageDeadline``, :mod:`tidemq.client.request_deadline`): a broker that has
+    not answered by then is named on the page, not waited for again."""
 
     @functools.wraps(handler)
     async def run(request: Request) -> StarletteResponse:
@@ -861,7 +883,9 @@ def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[Sta
         if visitor is None:
             return _login_needed(request)
         request.state.visitor = visitor
-        response = await _checked(console, handler, request, visitor, needs_admin)
+        await console.broker_names.refresh()
+        with request_deadline(console.config.page_deadline):
+            response = await _checked(console, handler, request, visitor, needs_admin)
         if visitor.new:
             set_session_cookie(response, request, visitor.session)
         return response

@@ -61,6 +61,10 @@ class ConsoleConfig:
     #: Seconds of history the charts keep (memory: 16 bytes a sample per series).
     history_seconds: int = dataclasses.field(default=3600,
                                              metadata=_key("consoleHistorySeconds"))
+    #: Seconds a page waits for the brokers it asks, all of its requests together: a
+    #: broker that has not answered by then is named on the page, which shows what the
+    #: others answered, and is not asked again for that page.
+    page_deadline: float = dataclasses.field(default=3.0, metadata=_key("consolePageDeadline"))
     #: ``/metrics`` needs ``Authorization: Bearer <token>`` (or the user below).
     metrics_auth_token: str = ""
     #: ``/metrics`` needs HTTP basic auth with this user and password.
@@ -80,6 +84,8 @@ class ConsoleConfig:
         if self.users_from_acl and self.users_file:
             raise ConfigError("consoleUsersFromAcl and consoleUsersFile are alternatives: "
                               "set one", key="consoleUsersFromAcl")
+        if self.page_deadline <= 0:
+            raise ConfigError("consolePageDeadline must be above 0", key="consolePageDeadline")
         if self.acl_refresh <= 0:
             raise ConfigError("consoleAclRefreshSeconds must be above 0",
                               key="consoleAclRefreshSeconds")

@@ -13,7 +13,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from tidemq.client import AdminClient, Producer
+from tidemq.client.request_deadline import current as current_deadline
 from tidemq.console.auth import CSRF_FIELD, ConsoleAuth, Visitor
+from tidemq.console.broker_names import BrokerNames
 from tidemq.console.config import ConsoleConfig
 from tidemq.console.history import History
 from tidemq.console.login_limit import LoginLimiter
@@ -51,6 +53,7 @@ class Console:
         self.metrics = ConsoleMetrics(lambda: len(self.auth.sessions))
         self.metrics_auth = MetricsAuth.from_config(
             config.metrics_auth_token, config.metrics_auth_user, config.metrics_auth_password)
+        self.broker_names = BrokerNames(admin)
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
 
@@ -80,6 +83,11 @@ class Console:
                 lock="disabled" if not visitor.user.may_change else "",
                 csrf_field=Markup('<input type="hidden" name="{}" value="{}">').format(
                     CSRF_FIELD, escape(visitor.session.csrf_token)))
+        scope = current_deadline()
+        if scope is not None and scope.unanswered:
+            context.update(deadline=scope.seconds, unanswered=[
+                (self.broker_names.name(addr), addr, why)
+                for addr, why in sorted(scope.unanswered.items())])
         html = render(name, namesrv=self.namesrv, active=_section(request.url.path),
                       logins=self.auth.logins, **context)
         return HTMLResponse(html, status_code=code, headers=PAGE_HEADERS)

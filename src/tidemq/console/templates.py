@@ -105,6 +105,9 @@ form.login label { display:flex; flex-direction:column; gap:4px; font-size:13px;
 {% if readonly %}<div class="readonly" id="readonly">You are logged in as a viewer: you can look, not change.</div>{% endif %}
 {% if flash %}<div class="flash" id="flash">{{ flash }}</div>{% endif %}
 {% if error %}<div class="error" id="error">{{ error }}</div>{% endif %}
+{% if unanswered %}<div class="error" id="unanswered"><b>Not every broker answered within {{ deadline }} s.</b>
+This page shows what the others answered, and leaves out:
+<ul>{% for name, addr, why in unanswered %}<li data-broker="{{ addr }}">{{ name }} at {{ addr }} ({{ why }})</li>{% endfor %}</ul></div>{% endif %}
 {% block content %}{% endblock %}
 </main></body></html>
 """

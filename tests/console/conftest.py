@@ -42,7 +42,8 @@ class Http:
         self._opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
         self.csrf: str | None = None
 
-    def _fetch(self, path: str, form: dict[str, str] | None, headers: dict[str, str]) -> Page:
+    def _fetch(self, path: str, form: dict[str, str] | list[tuple[str, str]] | None,
+               headers: dict[str, str]) -> Page:
         data = urllib.parse.urlencode(form).encode() if form is not None else None
         req = urllib.request.Request(self.base + path, data=data, headers=headers)
         try:
@@ -59,14 +60,16 @@ class Http:
     async def get(self, path: str, **headers: str) -> Page:
         return await asyncio.to_thread(self._fetch, path, None, headers)
 
-    async def post(self, path: str, form: dict[str, str], *, csrf: bool = True,
-                   **headers: str) -> Page:
-        """POST ``form``; with ``csrf``, with the session's token in it (a page is loaded
-        first when none has been seen yet, as a browser shows the form first)."""
+    async def post(self, path: str, form: dict[str, str] | list[tuple[str, str]], *,
+                   csrf: bool = True, **headers: str) -> Page:
+        """POST ``form`` (a list of pairs for a key given more than once); with
+        ``csrf``, with the session's token in it (a page is loaded first when none has
+        been seen yet, as a browser shows the form first)."""
         if csrf and self.csrf is None:
             await self.get("/messages")
         if csrf and self.csrf is not None:
-            form = {"csrf_token": self.csrf, **form}
+            form = ({"csrf_token": self.csrf, **form} if isinstance(form, dict)
+                    else [("csrf_token", self.csrf), *form])
         return await asyncio.to_thread(self._fetch, path, form, headers)
 
     async def login(self, name: str, password: str) -> Page:

@@ -32,7 +32,7 @@ from tidemq.net.ports import free_port
 from tidemq.testing import Cluster
 
 PAGES = ["/cluster", "/topics", "/topics?system=1", "/groups", "/messages", "/logical-queues",
-         "/lmq"]
+         "/lmq", "/dlq"]
 
 
 def flash(text: str) -> str:

@@ -19,6 +19,7 @@ path                            method  what
 /groups/{group}/reset           POST    confirmation page, then the reset (222)
 /api/groups/{group}/lag         GET     JSON the chart polls every 2 s
 /api/topics/{topic}/rates       GET     the topic's sampled put/get rates (JSON)
+/dlq...                          both    dead-letter queues (:mod:`tidemq.console.dlq`)
 /messages                       GET     lookup by id, by key, at an offset
 /messages/resend                POST    have one online consumer consume a message (309)
 /logical-queues                 GET     the RIP-21 logical-queue mapping tables
@@ -79,6 +80,14 @@ from tidemq.console.auth import (
     set_session_cookie,
 )
 from tidemq.console.consumer_info import consumer_page
+from tidemq.console.dlq import (
+    dlq_export,
+    dlq_job_api,
+    dlq_job_page,
+    dlq_list,
+    dlq_page,
+    dlq_resend,
+)
 from tidemq.console.gate import HostGate
 from tidemq.console.group_config import FIELDS as GROUP_FIELDS
 from tidemq.console.group_config import NEW_GROUP, group_delete, group_submit, read_groups
@@ -962,6 +971,12 @@ def create_app(console: Console, bind: str = "127.0.0.1") -> Starlette:
         Route("/groups/{group}/reset", g(group_reset), methods=["POST"]),
         Route("/api/groups/{group}/lag", g(group_lag_api)),
         Route("/api/topics/{topic}/rates", g(topic_rates_api)),
+        Route("/dlq", g(dlq_list), methods=["GET"]),
+        Route("/dlq/{group}", g(dlq_page), methods=["GET"]),
+        Route("/dlq/{group}/export", g(dlq_export), methods=["GET"]),
+        Route("/dlq/{group}/resend", g(dlq_resend), methods=["POST"]),
+        Route("/dlq/{group}/resends/{job}", g(dlq_job_page), methods=["GET"]),
+        Route("/api/dlq/{group}/resends/{job}", g(dlq_job_api), methods=["GET"]),
         Route("/messages", g(messages_page)),
         Route("/messages/resend", g(message_resend), methods=["POST"]),
         Route("/logical-queues", g(logical_page), methods=["GET"]),

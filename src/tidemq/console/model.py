@@ -150,6 +150,14 @@ def body_preview(body: bytes, limit: int = PREVIEW_BYTES) -> BodyPreview:
     return BodyPreview("hex", hexed, len(body), truncated)
 
 
+def form_values(body: bytes, key: str) -> list[str]:
+    """Every value of ``key`` in an ``application/x-www-form-urlencoded`` body (checked
+    boxes of one name), in order."""
+    pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,
+                                   max_num_fields=200)
+    return [v.strip() for k, v in pairs if k == key and v.strip()]
+
+
 def parse_form(body: bytes) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body; the last value of a repeated key."""
     pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True,

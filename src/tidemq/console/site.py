@@ -21,6 +21,7 @@ from tidemq.console.history import History
 from tidemq.console.login_limit import LoginLimiter
 from tidemq.console.logs import ConsoleLogs
 from tidemq.console.metrics import ConsoleMetrics
+from tidemq.console.resend_jobs import ResendJobs
 from tidemq.console.sampler import Sampler
 from tidemq.console.sessions import SessionStore
 from tidemq.console.templates import render
@@ -54,6 +55,7 @@ class Console:
         self.metrics_auth = MetricsAuth.from_config(
             config.metrics_auth_token, config.metrics_auth_user, config.metrics_auth_password)
         self.broker_names = BrokerNames(admin)
+        self.resends = ResendJobs(admin)
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
 
@@ -67,6 +69,7 @@ class Console:
 
     async def close(self) -> None:
         await self.sampler.stop()
+        await self.resends.close()
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.close()

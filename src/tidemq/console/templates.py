@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 
 from tidemq.console.model import human_bytes, uptime, when
+from tidemq.console.templates_dlq import DLQ, DLQ_LIST, DLQ_RESEND
 
 __all__ = ["render"]
 
@@ -416,7 +417,7 @@ GROUP = """{% extends "layout" %}{% block content %}
  <div class="card"><div class="k">Consume TPS</div><div class="v" id="group-tps">{{ '%.1f'|format(stats.consume_tps) }}</div></div>
  <div class="card"><div class="k">Topics</div><div class="v">{{ stats.topics|length }}</div></div>
  <div class="card"><div class="k">Online consumers</div><div class="v">{{ consumers|length }}</div></div>
- <div class="card"><div class="k">Dead letters</div><div class="v" id="dead-letters">{% if dead_letters is none %}0{% else %}<a href="/topics/{{ dlq_topic|urlencode }}/messages">{{ dead_letters }}</a>{% endif %}</div></div>
+ <div class="card"><div class="k">Dead letters</div><div class="v" id="dead-letters">{% if dead_letters is none %}0{% else %}<a href="/dlq/{{ group|urlencode }}">{{ dead_letters }}</a>{% endif %}</div></div>
 </div>
 <h2>Lag, the last hour <span class="muted" id="chart-note">(refreshes every 2 s)</span></h2>
 <svg id="lag-chart" class="chart" viewBox="0 0 900 220" height="220"></svg>
@@ -667,7 +668,7 @@ _ENV = jinja2.Environment(
         "messages": MESSAGES, "logical": LOGICAL, "lmq": LMQ, "error": ERROR,
         "list-filter": LIST_FILTER, "list-pager": LIST_PAGER, "group-form": GROUP_FORM,
         "no-brokers": NO_BROKERS, "consumer": CONSUMER,
-        "login": LOGIN,
+        "login": LOGIN, "dlq-list": DLQ_LIST, "dlq": DLQ, "dlq-resend": DLQ_RESEND,
     }),
     autoescape=True,
     undefined=jinja2.ChainableUndefined,
@@ -675,7 +676,7 @@ _ENV = jinja2.Environment(
 _ENV.globals.update(hb=human_bytes, when=when, uptime=uptime, chart_js=CHART_JS)
 
 NAV = [("/cluster", "Cluster"), ("/topics", "Topics"), ("/groups", "Consumer groups"),
-       ("/messages", "Messages"), ("/logical-queues", "Logical queues"), ("/lmq", "LMQ")]
+       ("/dlq", "Dead letters"), ("/messages", "Messages"), ("/logical-queues", "Logical queues"), ("/lmq", "LMQ")]
 
 
 def render(name: str, **context: Any) -> str:

@@ -892,9 +892,12 @@ def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[Sta
         if visitor is None:
             return _login_needed(request)
         request.state.visitor = visitor
-        await console.broker_names.refresh()
-        with request_deadline(console.config.page_deadline):
-            response = await _checked(console, handler, request, visitor, needs_admin)
+        names = asyncio.create_task(console.broker_names.refresh())
+        try:
+            with request_deadline(console.config.page_deadline):
+                response = await _checked(console, handler, request, visitor, needs_admin)
+        finally:
+            await names
         if visitor.new:
             set_session_cookie(response, request, visitor.session)
         return response

@@ -1,9 +1,10 @@
 """Which broker an address is, for a page that names a broker that did not answer: the
-name server's cluster table, read again when the copy is older than a few seconds."""
+name server's cluster table, read at the start of every page, alongside the page's own
+requests (a broker that did not answer is known only after the page's deadline, long
+after the name server answered)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -16,26 +17,16 @@ __all__ = ["BrokerNames"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds a copy of the cluster table is used.
-FRESH = 10.0
-
-
 class BrokerNames:
     """Address -> ``broker-a`` (``broker-a, replica 1`` for a replica)."""
 
-    def __init__(self, admin: AdminClient, fresh: float = FRESH) -> None:
+    def __init__(self, admin: AdminClient) -> None:
         self._admin = admin
-        self._fresh = fresh
         self._names: dict[str, str] = {}
-        self._read_at: float | None = None
 
     async def refresh(self) -> None:
-        """Read the cluster table when the copy is stale; a failure keeps the old copy
-        (the page that follows will say what failed)."""
-        now = asyncio.get_running_loop().time()
-        if self._read_at is not None and now - self._read_at < self._fresh:
-            return
-        self._read_at = now
+        """Read the cluster table; a failure keeps the copy read before (the page will
+        say what failed)."""
         try:
             brokers = await self._admin.cluster_list()
         except TideMQError as exc:

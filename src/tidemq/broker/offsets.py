@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from itertools import filterfalse
 
 from tidemq.broker.offset_json import ENTRY_SLICE, SPACED, offset_json_parts
+from tidemq.broker.offset_lowest import lowest_offsets
 from tidemq.broker.table_json import read_table
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
@@ -225,22 +226,14 @@ class OffsetManager:
     def lowest_by_queue(self) -> dict[tuple[str, int], int]:
         """The lowest offset any group committed on each queue. Safe from another thread,
         and meant to run on one: the keys are read from their order a slice at a time
-        (no copy of the table in one call), each group's queues copied (one C call
-        each); a key deleted meanwhile is left out."""
+        (no copy of the table in one call, :func:`~tidemq.broker.offset_lowest.
+        lowest_offsets`, compiled where built); a key deleted meanwhile is left out."""
         with self._keys_lock:
             table, order = self._table, self._order
             size = len(order)
         out: dict[tuple[str, int], int] = {}
         for start in range(0, size, ENTRY_SLICE):
-            for key in order[start:start + ENTRY_SLICE]:
-                queues = table.get(key)
-                if queues is None:
-                    continue
-                topic = key.split("@", 1)[0]
-                for queue_id, offset in queues.copy().items():
-                    old = out.get((topic, queue_id))
-                    if old is None or offset < old:
-                        out[topic, queue_id] = offset
+            lowest_offsets(table, order, start, min(start + ENTRY_SLICE, size), out)
         return out
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:

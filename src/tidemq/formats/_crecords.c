@@ -15,8 +15,10 @@ dict_get_many and dict_set_many look many keys up in (and store them into) a lar
 with their cache misses overlapped,
 lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, lmq_offset_props
 writes a fan-out batch's LMQ offsets into its properties, json_header
-writes a remoting command's JSON header, and trace_pub_run and unique_words write a
-trace message's records and keys.
+writes a remoting command's JSON header, trace_pub_run and unique_words write a
+trace message's records and keys, offset_entries_json writes the committed offsets' JSON
+a slice of keys at a time, and lowest_offsets gathers retention's lowest committed
+offset per queue a slice of keys at a time.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes,
@@ -24,7 +26,9 @@ record_key_hashes and word_count: tidemq/store/index_keys.py; queue_entries: tid
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
 tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
-tidemq/codec/header.py; trace_pub_run and unique_words: tidemq/codec/trace_text.py),
+tidemq/codec/header.py; trace_pub_run and unique_words: tidemq/codec/trace_text.py;
+offset_entries_json: tidemq/broker/offset_json.py; lowest_offsets:
+tidemq/broker/offset_lowest.py),
 the fallback when this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
@@ -3109,6 +3113,138 @@ done:
     return result;
 }
 
+/* lowest_offsets(table, keys, start, stop, out): for the keys keys[start:stop] (as
+   Python slices) that table (dict of "topic@group" -> dict of queue id -> offset) holds,
+   each queue's lowest offset into out (dict of (topic, queue id) -> offset), lowered
+   where it holds a higher one: retention's lowest committed offset per queue across groups (twin:
+   tidemq/broker/offset_lowest.py's py_lowest_offsets). The topic is the key up to its
+   first '@' (the whole key without one). Keys that are not str are a TypeError. The
+   table is read under the GIL, one slice a call: a caller on a thread bounds how long it
+   holds it. Offsets are compared as Python compares them; a comparison or a lookup that
+   runs Python code (not an int, or a key of a str subclass) may change the dicts, so
+   every object in use is held. */
+/* One key's queues into out (see lowest_offsets); *topic is the last key's topic, reused
+   while keys share it. -1 on an error. */
+static int lowest_of_key(PyObject *key, PyObject *queues, PyObject **topic, PyObject *out) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    Py_ssize_t at = PyUnicode_FindChar(key, '@', 0, n, 1);
+    if (at == -2)
+        return -1;
+    Py_ssize_t tn = at < 0 ? n : at;
+    if (*topic == NULL || PyUnicode_GET_LENGTH(*topic) != tn
+            || PyUnicode_Tailmatch(key, *topic, 0, tn, -1) != 1) {
+        Py_XDECREF(*topic);
+        *topic = PyUnicode_Substring(key, 0, tn);
+        if (*topic == NULL)
+            return -1;
+    }
+    if (!PyDict_Check(queues)) {
+        PyErr_Format(PyExc_TypeError, "lowest_offsets: a key's queues are %.100s, not dict",
+                     Py_TYPE(queues)->tp_name);
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *q, *off;
+    int failed = 0;
+    while (!failed && PyDict_Next(queues, &pos, &q, &off)) {
+        Py_INCREF(q);
+        Py_INCREF(off);
+        PyObject *where = PyTuple_Pack(2, *topic, q);
+        if (where == NULL) {
+            failed = 1;
+        }
+        else {
+            PyObject *old = PyDict_GetItemWithError(out, where);
+            int lower = 1;
+            if (old != NULL) {
+                Py_INCREF(old);
+                long long a, b;
+                lower = int64_of(off, &a) && int64_of(old, &b)
+                    ? a < b : PyObject_RichCompareBool(off, old, Py_LT);
+                Py_DECREF(old);
+            }
+            else if (PyErr_Occurred()) {
+                lower = -1;
+            }
+            if (lower < 0 || (lower && PyDict_SetItem(out, where, off) < 0))
+                failed = 1;
+            Py_DECREF(where);
+        }
+        Py_DECREF(q);
+        Py_DECREF(off);
+    }
+    return failed ? -1 : 0;
+}
+
+static PyObject *lowest_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "lowest_offsets takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *table = args[0], *keys = args[1], *out = args[4];
+    if (!PyDict_Check(table) || !PyList_Check(keys) || !PyDict_Check(out)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lowest_offsets takes a dict, a list, two ints and a dict");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]), stop = PyLong_AsSsize_t(args[3]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred())
+        return NULL;
+    PySlice_AdjustIndices(PyList_GET_SIZE(keys), &start, &stop, 1);  /* as keys[start:stop] */
+    PyObject *topic = NULL;
+    PyObject *held[DICT_WINDOW], *found[DICT_WINDOW];
+    int failed = 0;
+    /* A window of keys at a time: their table slots read ahead and their queue maps
+       looked up before any is walked, so the cache misses of the lookups overlap. The
+       list's length is read again each window and every key held: a lookup may run a
+       stored key's __eq__, which may change the list. */
+    for (Py_ssize_t at = start; !failed && at < stop && at < PyList_GET_SIZE(keys);
+         at += DICT_WINDOW) {
+        Py_ssize_t end = at + DICT_WINDOW;
+        if (end > stop)
+            end = stop;
+        if (end > PyList_GET_SIZE(keys))
+            end = PyList_GET_SIZE(keys);
+        Py_ssize_t n = end - at;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            held[i] = PyList_GET_ITEM(keys, at + i);
+            Py_INCREF(held[i]);
+            found[i] = NULL;
+        }
+        for (Py_ssize_t i = 0; i < n && !failed; i++)
+            if (!PyUnicode_Check(held[i])) {
+                PyErr_Format(PyExc_TypeError, "lowest_offsets: a key is %.100s, not str",
+                             Py_TYPE(held[i])->tp_name);
+                failed = 1;
+            }
+        if (!failed && dict_window_ready(table, held, n, 1) < 0)
+            failed = 1;
+        for (Py_ssize_t i = 0; i < n && !failed; i++) {
+            PyObject *queues = PyDict_GetItemWithError(table, held[i]);
+            if (queues == NULL) {
+                if (PyErr_Occurred())
+                    failed = 1;
+                continue;  /* deleted since the keys were listed */
+            }
+            Py_INCREF(queues);
+            found[i] = queues;
+            if (PyDict_Check(queues))
+                __builtin_prefetch(((PyDictObject *)queues)->ma_keys);
+        }
+        for (Py_ssize_t i = 0; i < n && !failed; i++)
+            if (found[i] != NULL && lowest_of_key(held[i], found[i], &topic, out) < 0)
+                failed = 1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_DECREF(held[i]);
+            Py_XDECREF(found[i]);
+        }
+    }
+    Py_XDECREF(topic);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", (PyCFunction)(void (*)(void))body_crc32, METH_FASTCALL,
@@ -3152,6 +3288,8 @@ static PyMethodDef methods[] = {
      "The words of a text, each once, in order, joined by spaces."},
     {"offset_entries_json", (PyCFunction)(void (*)(void))offset_entries_json, METH_FASTCALL,
      "The committed offsets' JSON members of a slice of keys, or None."},
+    {"lowest_offsets", (PyCFunction)(void (*)(void))lowest_offsets, METH_FASTCALL,
+     "Each queue's lowest committed offset over a slice of keys, into a dict."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 from tidemq.codec.ha_auth import AuthFrame
@@ -82,8 +82,10 @@ class ReplicaAuth:
         self.clock = clock
         #: Refusals by reason.
         self.refused: Counter[str] = Counter()
-        #: Signatures admitted, and when they stop mattering (ms).
-        self._seen: dict[bytes, int] = {}
+        #: Signatures admitted within the window; with when each stops mattering (ms),
+        #: in the order admitted.
+        self._seen: set[bytes] = set()
+        self._expiry: deque[tuple[int, bytes]] = deque()
 
     @property
     def required(self) -> bool:
@@ -144,11 +146,13 @@ class ReplicaAuth:
         if not own and (principal is None or not principal.is_admin(remote)):
             raise HaRefusal("admin", f"{key} may not copy the log (it is not an admin account "
                             "or user, nor this broker's own access key)", key)
-        self._seen[frame.signature] = frame.timestamp_ms + self.window_ms
+        # a frame passes until its timestamp is a window old, at most two windows from
+        # now: remembered that long, expiries stay in the order of admission
+        self._seen.add(frame.signature)
+        self._expiry.append((now + 2 * self.window_ms, frame.signature))
         return Admitted(True, key, frame.broker_name, frame.broker_id)
 
     def _forget(self, now: int) -> None:
-        seen = self._seen
-        if seen:
-            for signature in [s for s, until in seen.items() if until < now]:
-                del seen[signature]
+        expiry = self._expiry
+        while expiry and expiry[0][0] < now:
+            self._seen.discard(expiry.popleft()[1])

@@ -5,6 +5,7 @@ names the one that did not, and a page about a topic it does not hold never asks
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import zlib
@@ -139,6 +140,9 @@ async def test_a_hung_broker_is_waited_for_once_a_page_and_named(
     assert re.findall(r'<tr data-group="([^"]+)"', groups)[:2] == ["local-00", "local-04"]
     group, _ = await _timed(http, "/groups/local-01")
     assert 'id="group-lag">3<' in group
+    lag = json.loads((await _timed(http, "/api/groups/local-01/lag"))[0])
+    assert lag["lag"] == 3 and lag["unanswered"] == [addr]
+    assert lag["history"] == [], "a lag missing a broker's queues went into the chart"
     cluster_page, _ = await _timed(http, "/cluster")
     assert "RUNNING" in cluster_page and "unreachable" in cluster_page
 

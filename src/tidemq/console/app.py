@@ -70,6 +70,7 @@ from tidemq.client import (
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
 from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError, TopicStats
+from tidemq.client.request_deadline import current as current_deadline
 from tidemq.client.request_deadline import request_deadline
 from tidemq.client.retry import DLQ_PREFIX
 from tidemq.client.trace_view import MessageTrace, query_trace
@@ -599,13 +600,23 @@ async def _spark_hint(admin: AdminClient, group: str) -> bool:
     return spark_group(group, group in configs, len(consumers))
 
 
+def _sample_lag(console: Console, stats: ConsumeStats, now: int) -> list[Any]:
+    """Keep the group's lag in its history, unless a broker did not answer (the lag of
+    the queues it holds is missing: the sum would dip on the chart); the history."""
+    key = f"lag:{stats.group}"
+    scope = current_deadline()
+    if scope is None or not scope.unanswered:
+        console.history.add(key, now, stats.lag)
+    return console.history.get(key)
+
+
 def _lag_json(console: Console, stats: ConsumeStats) -> dict[str, Any]:
     now = int(time.time() * 1000)
-    key = f"lag:{stats.group}"
-    console.history.add(key, now, stats.lag)
-    history = console.history.get(key)
+    history = _sample_lag(console, stats, now)
+    scope = current_deadline()
     return {
         "group": stats.group, "ts": now, "lag": stats.lag, "consumeTps": stats.consume_tps,
+        "unanswered": sorted(scope.unanswered) if scope is not None else [],
         "history": history,
         "queues": [{"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id,
                     "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset,
@@ -626,9 +637,7 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
                                   "has its configuration, an offset it committed or a "
                                   "consumer of it online")
     consumers = [{**c, "version_name": version_name(c.get("version"))} for c in consumers]
-    key = f"lag:{group}"
-    console.history.add(key, int(time.time() * 1000), stats.lag)
-    history = console.history.get(key)
+    history = _sample_lag(console, stats, int(time.time() * 1000))
     return console.page("group", request, title=f"Group {group}", group=group, stats=stats,
                         consumers=consumers, history=history, connections=connections,
                         config=configs.get(group), fields=GROUP_FIELDS, new_group=NEW_GROUP,

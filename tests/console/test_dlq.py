@@ -152,6 +152,9 @@ async def _resend(http: Http, consumer: PushConsumer, listener: Listener) -> Non
         ("which", "selected"), ("target", client), *(("msg", m) for m in picked)])
     assert "Resend 2 selected messages of payers" in html.unescape(confirm.text)
     assert listener.bodies == [], "resent before the confirmation"
+    one = await http.post("/dlq/payers/resend", {"one": picked[0], "target": client})
+    assert "Resend 1 selected message of payers" in html.unescape(one.text)
+    assert f'name="msgs" value="{picked[0]}"' in one.text
     fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"',
                              confirm.text))
     started = await http.post("/dlq/payers/resend", {**{k: html.unescape(v) for k, v in

@@ -126,6 +126,8 @@ async def dlq_resend(console: Console, request: Request) -> Response:
     form = parse_form(body)
     which, client_id = form.get("which", ""), form.get("target", "")
     ids = form_values(body, "msg") or form.get("msgs", "").split()
+    if form.get("one"):  # a row's own button: that message alone
+        which, ids = "selected", [form["one"]]
     back = f"/dlq/{quoted}"
     if which not in ("selected", "all") or not client_id:
         return console.page("error", request, 400, title=f"Dead letters of {group}",

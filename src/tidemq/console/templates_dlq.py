@@ -29,12 +29,13 @@ Export this page: <a id="export-csv" href="/dlq/{{ group|urlencode }}/export?for
 · <a id="export-json" href="/dlq/{{ group|urlencode }}/export?format=json&amp;page={{ page }}">JSON</a></p>
 {% if letters %}
 <form method="post" action="/dlq/{{ group|urlencode }}/resend" id="dlq-resend">{{ csrf_field }}<fieldset class="controls" {{ lock }}>
-<table id="dlq-messages"><thead><tr><th><input type="checkbox" id="select-all" title="select every message of the page"></th><th>Message id</th><th>Original topic</th><th class="num">Reconsumed</th><th>Stored</th><th>Keys</th><th>Body</th></tr></thead><tbody>
+<table id="dlq-messages"><thead><tr><th><input type="checkbox" id="select-all" title="select every message of the page"></th><th>Message id</th><th>Original topic</th><th class="num">Reconsumed</th><th>Stored</th><th>Keys</th><th>Body</th><th></th></tr></thead><tbody>
 {% for d in letters %}<tr data-msg="{{ d.msg_id }}"><td><input type="checkbox" name="msg" value="{{ d.msg_id }}"></td>
 <td><a href="/messages?{{ {'by': 'id', 'topic': topic, 'msg_id': d.msg_id}|urlencode }}">{{ d.uniq_key or d.msg_id }}</a></td>
 <td>{% if d.topic %}<a href="/topics/{{ d.topic|urlencode }}">{{ d.topic }}</a>{% else %}-{% endif %}</td>
 <td class="num">{{ d.reconsume_times }}</td><td>{{ when(d.store_timestamp) }}</td><td>{{ d.msg_keys|join(' ') or '-' }}</td>
-<td class="preview" title="{{ d.preview.size }} bytes">{{ d.preview.text|truncate(60, true, '…') }}</td></tr>{% endfor %}
+<td class="preview" title="{{ d.preview.size }} bytes">{{ d.preview.text|truncate(60, true, '…') }}</td>
+<td>{% if consumers %}<button type="submit" name="one" value="{{ d.msg_id }}" class="ghost resend-one">Resend…</button>{% endif %}</td></tr>{% endfor %}
 </tbody></table>
 {% if pages > 1 %}<p class="pager" id="dlq-pager">{% if page > 1 %}<a id="prev-page" href="?page={{ page - 1 }}">newer</a>{% endif %}
 {% if page < pages %}<a id="next-page" href="?page={{ page + 1 }}">older</a>{% endif %}</p>{% endif %}

@@ -166,7 +166,8 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     _setup_logging(log_level, log_file, log_format)
     overrides = _with_host(host, _overrides(set_))
     cfg, unknown = _load(load_namesrv_config, config, overrides)
-    ccfg, controller_unknown = _load(load_controller_config, config, overrides)
+    ccfg, controller_unknown = _load(
+        functools.partial(load_controller_config, beside=cfg.data_dir), config, overrides)
     _report_unknown(sorted(set(unknown) & set(controller_unknown)))
     embedded = (_built(functools.partial(ControllerApp, ccfg))
                 if ccfg.enable_controller_in_namesrv else None)

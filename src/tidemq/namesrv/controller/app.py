@@ -70,7 +70,7 @@ from tidemq.formats.javaprops import (
     properties_text,
 )
 from tidemq.namesrv.auth_mirror import AuthMirror
-from tidemq.namesrv.controller import decide, runtime_config
+from tidemq.namesrv.controller import config_overrides, decide, runtime_config
 from tidemq.namesrv.controller.config import ControllerConfig
 from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
 from tidemq.namesrv.controller.events import AnnounceController
@@ -457,17 +457,31 @@ class ControllerApp:
         return cmd.response(body=properties_text(props).encode("utf-8"))
 
     async def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """Change the keys of :data:`~tidemq.namesrv.controller.runtime_config.RUNTIME_KEYS`
-        until the controller restarts; another key is refused, naming it."""
+        """Change the keys of :data:`~tidemq.namesrv.controller.runtime_config.RUNTIME_KEYS`,
+        kept in the store directory across restarts
+        (:mod:`~tidemq.namesrv.controller.config_overrides`; a controller that keeps its
+        Raft log in memory keeps them until it restarts); another key is refused, naming
+        it. A change that cannot be kept is not made."""
         try:
             changes = parse_properties_body(cmd.body)
             new = runtime_config.plan_update(self.config, changes)
         except ConfigError as exc:
             return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
+        kept_path = config_overrides.overrides_path(self.store_path)
+        if kept_path is not None:
+            try:
+                config_overrides.write_overrides(kept_path, changes)
+            except (OSError, ConfigError) as exc:
+                log.error("controller config update not applied: %s", exc)
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"the change could not be kept in {kept_path.name}: "
+                                    f"{exc}")
         self.config = new
         self.heartbeats.default_timeout_ms = new.controller_broker_heartbeat_timeout
-        log.info("controller config updated by %s until restart: %s", conn.remote_address,
-                 ", ".join(sorted(changes)))
+        log.info("controller config updated by %s: %s (%s)", conn.remote_address,
+                 ", ".join(sorted(changes)),
+                 f"kept in {kept_path}" if kept_path is not None
+                 else "until restart: controllerStorePath=memory keeps no files")
         return cmd.response()
 
     def _leader_id(self) -> str | None:

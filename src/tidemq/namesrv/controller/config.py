@@ -11,17 +11,23 @@ and ``tidemq admin`` talk to. Three controllers tolerate the loss of one.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import load_config
+from tidemq.formats.javaprops import config_keys, env_values, load_config
+from tidemq.namesrv.controller.config_overrides import overrides_path, read_overrides
+from tidemq.namesrv.controller.store_dir import store_dir
 from tidemq.net.acl.auth_keys import check_copy_keys
 from tidemq.net.bind import check_listen, is_loopback
 from tidemq.net.server_keys import AclKeys
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
+
+log = logging.getLogger(__name__)
 
 
 def parse_peers(text: str) -> dict[str, str]:
@@ -142,7 +148,39 @@ class ControllerConfig(AclKeys):
 
 def load_controller_config(
     path: str | Path | None = None, *, overrides: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, beside: Path | None = None,
 ) -> tuple[ControllerConfig, list[str]]:
-    """The config from a file, ``TIDEMQ_*`` variables and overrides; plus the unknown keys."""
-    return load_config(ControllerConfig, path, overrides=overrides, env=env)
+    """The config from a file, the keys changed at run time
+    (:mod:`~tidemq.namesrv.controller.config_overrides`, in the store directory), ``TIDEMQ_*``
+    variables and overrides; plus the unknown keys. ``beside``: the directory of the
+    embedding name server's files, as :meth:`ControllerApp.start
+    <tidemq.namesrv.controller.app.ControllerApp.start>` is given it (``data_dir``)."""
+    config, unknown = load_config(ControllerConfig, path, overrides=overrides, env=env)
+    if not config.controller_raft_peers:
+        return config, unknown  # not a controller that can start: it keeps nothing
+    kept_path = overrides_path(store_dir(config.controller_store_path,
+                                         config.controller_raft_self_id, beside=beside))
+    kept = read_overrides(kept_path) if kept_path is not None else {}
+    if not kept:
+        return config, unknown
+    keys = config_keys(ControllerConfig)
+    for key in kept:
+        if key not in keys:
+            raise ConfigError(f"{kept_path}: unknown config key {key!r}", key=key)
+    # given again by the environment or --set, under any of its names: that wins
+    later = {keys.get(k, k) for k in env_values(ControllerConfig,
+                                                 os.environ if env is None else env)}
+    later |= {keys.get(k, k) for k in overrides or {}}
+    shadowed = sorted(k for k in kept if keys[k] in later)
+    if shadowed:
+        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
+                    "again, and wins", kept_path, ", ".join(shadowed),
+                    "it" if len(shadowed) == 1 else "them")
+    effective = {k: v for k, v in kept.items() if keys[k] not in later}
+    try:
+        return load_config(ControllerConfig, path,
+                           overrides={**effective, **(overrides or {})}, env=env)
+    except ConfigError as exc:
+        if exc.key in effective:
+            raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
+        raise

@@ -3,8 +3,10 @@ change.
 
 Every key is shown with its current value (secrets masked). Only the keys of
 :data:`RUNTIME_KEYS` change while the controller runs, because only they are read again
-where they act; any other key is refused, naming it. A change lasts until the controller
-restarts (its properties file is not rewritten). Both bodies are Java properties text.
+where they act; any other key is refused, naming it. A change is kept across restarts in
+the controller's store directory (:mod:`~tidemq.namesrv.controller.config_overrides`; its
+properties file is not rewritten); with ``controllerStorePath=memory`` it lasts until the
+controller restarts. Both bodies are Java properties text.
 """
 
 from __future__ import annotations

@@ -1,0 +1,54 @@
+"""The controller keys changed at run time (UPDATE_CONTROLLER_CONFIG), kept across restarts
+in ``runtimeOverrides.properties`` in the controller's store directory (where its Raft log
+is, :mod:`~tidemq.namesrv.controller.store_dir`). With ``controllerStorePath=memory`` the
+controller keeps no files, and a change lasts until it restarts.
+
+As the broker's and the name server's own files (:mod:`tidemq.broker.config_overrides`,
+:mod:`tidemq.namesrv.config_overrides`), it leaves the user's properties file alone:
+:func:`~tidemq.namesrv.controller.config.load_controller_config` reads it after the
+properties file and before the ``TIDEMQ_*`` variables and ``--set`` flags, which
+therefore still win over a change made at run time.
+
+The file is Java properties text, one ``key=value`` line per changed key, between a
+comment saying who writes it and a closing ``# end`` line
+(:mod:`~tidemq.formats.kept_properties`). An update merges its keys into what the file
+holds and replaces it whole and atomically (a temporary file, fsync, rename, fsync of the
+directory), so a controller killed at any moment leaves the old file or the new one. A
+file that does not read -- not UTF-8, cut short, an unknown key, a bad value -- stops the
+start with an error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from tidemq.formats.kept_properties import kept_text, read_kept
+from tidemq.store.checkpoint import atomic_write
+
+__all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
+
+FILE_NAME = "runtimeOverrides.properties"
+
+_FIRST = ("# Controller keys changed at run time (updateControllerConfig), written by the "
+          "controller; its last line is '# end'.")
+_HEADER = "# Read after its properties file; TIDEMQ_* variables and --set win.\n"
+
+
+def overrides_path(store: Path | None) -> Path | None:
+    """Where the changes are kept, in the store directory ``store``; ``None`` for a
+    controller that keeps its Raft log in memory."""
+    return store / FILE_NAME if store is not None else None
+
+
+def read_overrides(path: Path) -> dict[str, str]:
+    """The keys the file holds (none when there is no file)."""
+    return read_kept(path, _FIRST, key="controllerStorePath")
+
+
+def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:
+    """Merge ``changes`` into the file (created if missing); what it holds now."""
+    merged = {**read_overrides(path), **changes}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, kept_text(_FIRST, _HEADER, dict(sorted(merged.items()))).encode())
+    return merged

@@ -39,6 +39,7 @@ __all__ = [
     "StoreReadOnly",
     "TideMQError",
     "TlsError",
+    "TopicRefused",
     "error_for_code",
 ]
 
@@ -117,6 +118,16 @@ class PropertiesTooLarge(MessageTooLarge):
         self.size = size
         self.limit = limit
         self.added = added
+
+
+class TopicRefused(StoreError):
+    """The store takes no message into ``topic`` now; ``why`` says what holds it (its
+    deletion is under way). Nothing was stored: the caller answers in its own terms."""
+
+    def __init__(self, topic: str, why: str) -> None:
+        super().__init__(f"topic {topic} takes no messages now: {why}")
+        self.topic = topic
+        self.why = why
 
 
 class QueueGap(StoreError):

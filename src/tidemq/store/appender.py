@@ -10,6 +10,11 @@ picks the store time (never going backwards), the queue offset and the segment p
 writes the bytes, and hands the records to the dispatcher. The LMQ fan-outs encode under
 the lock: their records carry the LMQ offsets assigned there.
 
+Whether a topic takes messages is decided here too, once, under the same lock: a topic
+:meth:`Appender.refuse`\\ d (its deletion is under way) gets
+:class:`~tidemq.errors.TopicRefused` from every put, so no writer above the store needs a
+check of its own, and none can store into the topic between a look and its put.
+
 Bytes enter a segment in exactly two statements, both here: :meth:`Appender._write` (an
 encoded buffer, or a master's bytes on a replica: :meth:`Appender.write_replicated`) and
 the hot path's packer, which writes the record straight into the
@@ -33,7 +38,7 @@ from operator import add as _add
 from operator import and_, is_
 from typing import cast
 
-from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly
+from tidemq.errors import MessageTooLarge, PropertiesTooLarge, StoreReadOnly, TopicRefused
 from tidemq.formats.record import (
     BLANK_SIZE,
     MAGIC_V1,
@@ -178,6 +183,9 @@ class Appender:
         self._topic_shapes: dict[str, tuple[int, bytes, dict[int, Callable[..., None]],
                                             dict[int, tuple[str, int]]]] = {}
         self._hooks: list[AppendHook] = []
+        #: Topics no put stores into now, with why (:meth:`refuse`); changed and read
+        #: under the lock.
+        self.refused: dict[str, str] = {}
         self._running = False
         #: Set while the store is a replica: puts are refused, replicated bytes taken.
         self._replica = False
@@ -232,6 +240,21 @@ class Appender:
         if not self._running or self._replica:
             return -1
         return self.config.max_message_size if len(self._store_host.ip) == 4 else -1
+
+    def refuse(self, topic: str, why: str) -> None:
+        """Refuse every put into ``topic`` (:class:`~tidemq.errors.TopicRefused`, with
+        ``why``) until :meth:`admit`. Decided under the lock every put holds while it
+        writes: a put into ``topic`` is in the log before this returns, or refused."""
+        with self.commitlog.lock:
+            self.refused[topic] = why
+
+    def admit(self, topic: str) -> None:
+        """Take puts into ``topic`` again."""
+        with self.commitlog.lock:
+            self.refused.pop(topic, None)
+
+    def _refusal(self, topic: str) -> TopicRefused:
+        return TopicRefused(topic, self.refused[topic])
 
     def add_append_hook(self, hook: AppendHook) -> None:
         """Call ``hook(start_offset, view)`` for every run of bytes written from now on
@@ -389,6 +412,8 @@ class Appender:
         lock = cl.lock
         lock.acquire()  # not `with`: its __exit__ call costs a third more
         try:
+            if topic in self.refused:
+                raise self._refusal(topic)
             now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
             ts = now if now > self.last_ts else self.last_ts
             self.last_ts = ts
@@ -519,6 +544,8 @@ class Appender:
         lock = cl.lock
         lock.acquire()
         try:
+            if topic in self.refused:  # each put refused, as put refuses it
+                return [self._refusal(topic) for _ in plans]
             ts = self._store_time()
             if targets is not None:
                 assert lmq is not None  # checked above
@@ -647,7 +674,8 @@ class Appender:
         lock.acquire()
         try:
             segs = cl.segments
-            if not segs or cl.werr is not None or cl.disk_full is not None:
+            if (not segs or cl.werr is not None or cl.disk_full is not None
+                    or topic in self.refused):  # the loop's
                 return None
             seg = segs[-1]
             pos = seg.wrote
@@ -783,6 +811,8 @@ class Appender:
                            prepared_tx_offset=prepared_tx_offset)
         key = (topic, queue_id)
         with self.commitlog.lock:
+            if topic in self.refused:
+                raise self._refusal(topic)
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
             seg, pos = self._reserve(len(enc.buf))
@@ -823,6 +853,8 @@ class Appender:
         lock = cl.lock
         lock.acquire()  # as put: the store time, and _reserve's answer when it fits, inline
         try:
+            if topic in self.refused:
+                raise self._refusal(topic)
             now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
             ts = now if now > self.last_ts else self.last_ts
             self.last_ts = ts
@@ -895,6 +927,8 @@ class Appender:
         crc = _crc32(msg.body) & 0x7FFFFFFF if tail is not None else 0
         bhost_bytes = bhost.ip + _I32.pack(bhost.port)
         with self.commitlog.lock:
+            if topic in self.refused:
+                raise self._refusal(topic)
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
             young = nexts.young
@@ -966,6 +1000,8 @@ class Appender:
         key = (topic, queue_id)
         n = len(bodies)
         with self.commitlog.lock:
+            if topic in self.refused:
+                raise self._refusal(topic)
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
             stored, fan, assigned = _assign_lmq_offsets(
@@ -1036,6 +1072,8 @@ class Appender:
         lock = cl.lock
         lock.acquire()
         try:  # as put: the store time, and _reserve's answer when the record fits, inline
+            if topic in self.refused:
+                raise self._refusal(topic)
             now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
             ts = now if now > self.last_ts else self.last_ts
             self.last_ts = ts
@@ -1107,6 +1145,8 @@ class Appender:
         tbytes = topic.encode()
         key = (topic, queue_id)
         with self.commitlog.lock:
+            if topic in self.refused:
+                raise self._refusal(topic)
             ts = self._store_time()
             qo = self.next_offsets.get(key, 0)
             props = head + b"%d\x02" % qo

@@ -548,6 +548,22 @@ class MessageStore:
     def read_record(self, phys_offset: int) -> memoryview | None:
         return self.reader.read_record(phys_offset)
 
+    def refuse_topic(self, topic: str, why: str) -> None:
+        """Refuse every put into ``topic`` from now on
+        (:class:`~tidemq.errors.TopicRefused`, with ``why``) until :meth:`admit_topic`:
+        the start of a deletion, before :meth:`begin_delete_topic` marks it. A put under
+        way when this is called is in the log when it returns."""
+        self.appender.refuse(topic, why)
+
+    def admit_topic(self, topic: str) -> None:
+        """Take puts into ``topic`` again (its deletion ended, done or undone)."""
+        self.appender.admit(topic)
+
+    @property
+    def refused_topics(self) -> Mapping[str, str]:
+        """The topics :meth:`refuse_topic` refuses now, with why (a live view)."""
+        return self.appender.refused
+
     def begin_delete_topic(self, topic: str) -> None:
         """The first step of deleting ``topic``, written before it returns: from here on
         the deletion is finished at the next start if not before

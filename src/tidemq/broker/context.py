@@ -62,6 +62,7 @@ class BrokerContext:
                                                 if config.trace_topic_enable else None),
                                    schedule_queue_nums=len(
                                        parse_delay_levels(config.message_delay_level)))
+        self.topics.deleting = self.store.refused_topics  # refused while being deleted
         self.offsets = OffsetManager(self.layout)
         #: Where each group's pulls have reached (for GET_CONSUME_STATS' pullOffset).
         self.pulled = PullPositions()
@@ -75,7 +76,6 @@ class BrokerContext:
         self.schedule = ScheduleService(self.store, self.layout, DelayPolicy(
             parse_delay_levels(config.message_delay_level),
             max_timer_ms=config.timer_max_delay_sec * 1000, clock=self.store.clock))
-        self.schedule.deleting = self.topics.deleting  # a due message of one waits
         self.stats = BrokerStats()
         #: Open transactions: the half and op topics (:mod:`tidemq.broker.half_queue`).
         self.transactions = HalfQueue(self.store, self.topics, self.topics_changed,

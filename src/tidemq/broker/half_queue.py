@@ -70,6 +70,7 @@ from tidemq.errors import (
     RemoteProtocolError,
     ResponseCode,
     StoreReadOnly,
+    TopicRefused,
     error_for_code,
 )
 from tidemq.formats.hashing import tags_code
@@ -213,13 +214,14 @@ class HalfQueue:
         if state is TransactionState.COMMIT:
             rec = self._read(msg.phys)
             target, queue_id, committed = self._committed(rec)
-            if target in self.topics.deleting:  # stored now, the deletion would remove it
+            try:
+                self._store(target, queue_id, rec, committed,
+                            with_transaction_type(rec.sys_flag, TransactionState.COMMIT),
+                            index=True, prepared=msg.phys)
+            except TopicRefused:  # the store takes nothing into a topic being deleted
                 raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                      f"topic {target} is being deleted: the transaction "
-                                     "stays open, to be committed once it is over")
-            self._store(target, queue_id, rec, committed,
-                        with_transaction_type(rec.sys_flag, TransactionState.COMMIT),
-                        index=True, prepared=msg.phys)
+                                     "stays open, to be committed once it is over") from None
             self.committed += 1
             done = f"committed to {target} queue {queue_id}"
         else:

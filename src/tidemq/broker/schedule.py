@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import itemgetter
 from pathlib import Path
 
@@ -55,7 +55,13 @@ from tidemq.broker.delay import (
 from tidemq.broker.replication.progress_merge import newer_timer
 from tidemq.broker.table_json import read_file
 from tidemq.broker.timers import TimerCheckpoint, TimerEntry, TimerHeap
-from tidemq.errors import CorruptRecord, MessageTooLarge, StoreReadOnly, TideMQError
+from tidemq.errors import (
+    CorruptRecord,
+    MessageTooLarge,
+    StoreReadOnly,
+    TideMQError,
+    TopicRefused,
+)
 from tidemq.formats.hashing import tags_code
 from tidemq.formats.properties import decode_properties, encode_properties
 from tidemq.formats.record import Record, decode_record
@@ -131,12 +137,6 @@ class ScheduleService:
         self.acting: Callable[[], bool] = _never
         self.escape: Callable[[str, int, Record, str], None] | None = None
         self._held = False
-        #: The topics whose deletion is under way (the topic table's set): a message
-        #: due for one waits. A delivery holds :attr:`delivering` from its look here to
-        #: its put, so a deletion that joins the set and then takes the lock once
-        #: (:meth:`settle`) knows no delivery stores into the topic until it ends.
-        self.deleting: Container[str] = frozenset()
-        self.delivering = threading.Lock()
         #: Deliveries put off because their topic was being deleted.
         self.deferred = 0
         self._retry = False  # a deletion ended: a pass put off is tried again at once
@@ -261,12 +261,6 @@ class ScheduleService:
         if SCHEDULE_TOPIC in topics or TIMER_TOPIC in topics:
             for (topic, queue_id), max_offset in touched.items():
                 self.on_dispatched(topic, queue_id, max_offset)
-
-    def settle(self) -> None:
-        """Wait for a delivery under way (a deletion, once its topic is in
-        :attr:`deleting`: no later one stores into the topic)."""
-        with self.delivering:
-            pass
 
     def deletion_ended(self) -> None:
         """A topic's deletion is over: the messages put off for it are delivered now."""
@@ -457,19 +451,17 @@ class ScheduleService:
         keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
         msg = MessageInput(bytes(rec.body), encode_properties(props), rec.flag,
                            tags_code(props.get("TAGS")), keys)
-        with self.delivering:
-            if topic in self.deleting:
-                self.deferred += 1
-                raise DeletionUnderWay(topic)  # the pass stops here, to resume after it
-            try:
-                result = self.store.put(topic, int(queue), msg, sys_flag=rec.sys_flag,
-                                        born_timestamp=rec.born_timestamp,
-                                        born_host=rec.born_host,
-                                        reconsume_times=rec.reconsume_times, wait_flush=False)
-            except MessageTooLarge as exc:
-                log.warning("parked message at %d cannot be stored again (%s); dropped",
-                            rec.physical_offset, exc)
-                return
+        try:
+            result = self.store.put(topic, int(queue), msg, sys_flag=rec.sys_flag,
+                                    born_timestamp=rec.born_timestamp, born_host=rec.born_host,
+                                    reconsume_times=rec.reconsume_times, wait_flush=False)
+        except MessageTooLarge as exc:
+            log.warning("parked message at %d cannot be stored again (%s); dropped",
+                        rec.physical_offset, exc)
+            return
+        except TopicRefused:  # its deletion is under way
+            self.deferred += 1
+            raise DeletionUnderWay(topic) from None  # the pass stops here, to resume after it
         self._end = max(self._end, result.phys_offsets[-1] + result.sizes[-1])
         self.delivered += 1
 

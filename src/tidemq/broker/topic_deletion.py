@@ -9,20 +9,22 @@ The steps, each on disk before the next begins:
 3. the topic's consumer offsets are dropped and the offset table written;
 4. the store removes the topic's queues and marks the deletion finished.
 
-The topic leaves the table in memory first, so that no send after the mark stores
-a message of the old topic; until the deletion is answered a send does not create it
-again (TOPIC_NOT_EXIST) nor does an admin request (SYSTEM_ERROR), so that no message is
-stored above the mark into queues the deletion then removes or leaves behind; a delayed or
-timer message that falls due meanwhile waits for the end too
-(:mod:`tidemq.broker.schedule`), a transaction's commit into the topic is refused,
-the transaction left open (:mod:`tidemq.broker.half_queue`), and so is a send-back or a
-retry send bound for a retry or DLQ topic being deleted
-(:func:`~tidemq.broker.processors.retry.ensure_group_topic`); a logical-queue mapping
-that changes meanwhile does not register the topic again
-(:mod:`tidemq.broker.processors.logical.mappings`). A process
-that stops before step 1 is on disk leaves the topic whole; one that stops after it
-leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka marks a topic
-deleted first and removes its files after.
+Before step 1 the store refuses every put into the topic until the deletion is answered
+(:meth:`MessageStore.refuse_topic`): one decision at the store's append point, under the
+lock every put writes under, so no message is stored above the mark into queues the
+deletion then removes or leaves behind, whichever writer stores it and whenever it looked.
+Each writer answers the store's :class:`~tidemq.errors.TopicRefused` in its own terms: a
+send TOPIC_NOT_EXIST, a transaction's commit SYSTEM_ERROR with the transaction left open
+(:mod:`tidemq.broker.half_queue`), a send-back or a retry send SYSTEM_ERROR
+(:mod:`tidemq.broker.processors.retry`), and a delayed or timer message that falls due
+waits for the end (:mod:`tidemq.broker.schedule`). The topic also leaves the table in
+memory at once, and until the deletion is answered neither a send (TOPIC_NOT_EXIST) nor an
+admin request (SYSTEM_ERROR) nor a logical-queue mapping change
+(:mod:`tidemq.broker.processors.logical.mappings`) puts it back
+(:attr:`TopicManager.deleting <tidemq.broker.topics.TopicManager.deleting>`, the store's
+refusals). A process that stops before step 1 is on disk leaves the topic whole; one
+that stops after it leaves steps 2-4 to the next start (:func:`finish_pending`), as Kafka
+marks a topic deleted first and removes its files after.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ __all__ = ["delete_topic", "finish_pending"]
 
 log = logging.getLogger(__name__)
 
+#: Why the store refuses a topic's puts during its deletion (``TopicRefused.why``).
+_UNDER_WAY = "its deletion is under way"
+
 
 async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
     """Delete ``topic`` (whether it was there); the slow steps run on threads."""
@@ -43,12 +48,13 @@ async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
     old = topics.get(topic)
     if old is None:
         return False
-    topics.deleting.add(topic)
+    ctx.store.refuse_topic(topic, _UNDER_WAY)
     try:
         with topics.file.deferred():  # written in step 2
             topics.delete(topic)
         try:
-            await asyncio.to_thread(_begin, ctx, topic)
+            # every message of the topic is below the mark: the store refuses its puts
+            await asyncio.to_thread(ctx.store.begin_delete_topic, topic)
         except BaseException:
             with topics.file.deferred():  # nothing is removed: the topic stays as it is
                 topics.upsert(old)
@@ -60,17 +66,9 @@ async def delete_topic(ctx: BrokerContext, topic: str) -> bool:
         await asyncio.to_thread(ctx.store.delete_topic, topic)
         ctx.stats.forget_topic(topic)
     finally:
-        topics.deleting.discard(topic)
+        ctx.store.admit_topic(topic)
         ctx.schedule.deletion_ended()
     return True
-
-
-def _begin(ctx: BrokerContext, topic: str) -> None:
-    """Step 1, once no delayed or timer message is being stored into ``topic``: one
-    stored from here waits for the deletion's end, one stored before lies below the mark
-    and is deleted with the topic, as a message sent before the deletion."""
-    ctx.schedule.settle()
-    ctx.store.begin_delete_topic(topic)
 
 
 def finish_pending(ctx: BrokerContext) -> list[str]:

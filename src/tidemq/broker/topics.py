@@ -20,6 +20,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Container
 
 from tidemq.broker.delay import SCHEDULE_TOPIC, TIMER_TOPIC
 from tidemq.broker.table_file import TableFile
@@ -104,10 +105,10 @@ class TopicManager:
         #: The topics whose queues are BatchConsumeQueues (``queue.type=BatchCQ``), kept
         #: with the table: telling the store of them walks these, not every topic.
         self.batch_cq: set[str] = set()
-        #: Topics whose deletion is under way (:mod:`tidemq.broker.topic_deletion`): no
-        #: send creates them again meanwhile, so none is stored above the deletion's mark
-        #: into queues the deletion then removes.
-        self.deleting: set[str] = set()
+        #: Topics whose deletion is under way (:mod:`tidemq.broker.topic_deletion`): the
+        #: store's refused topics, set by the broker. Nothing puts them back in the table
+        #: meanwhile (a send, an admin request, a logical-queue mapping).
+        self.deleting: Container[str] = frozenset()
         self.data_version = DataVersion(timestamp=int(time.time() * 1000))
         self._lock = threading.Lock()
         #: When ``topics.json`` is written: at once after a change, or on a thread after

@@ -58,6 +58,7 @@ from tidemq.errors import (
     MessageTooLarge,
     ResponseCode,
     StoreReadOnly,
+    TopicRefused,
     error_for_code,
 )
 from tidemq.formats.hashing import tags_code
@@ -115,11 +116,14 @@ def ensure_group_topic(ctx: BrokerContext, topic: str) -> TopicConfig:
     if tc is None:
         tc = ctx.topics.create_on_send(topic, topic, 1)
         if tc is None:  # the one refusal of a retry or DLQ topic
-            raise error_for_code(ResponseCode.SYSTEM_ERROR,
-                                 f"topic {topic} is being deleted: send the message back "
-                                 "once its deletion is answered")
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, _being_deleted(topic))
         ctx.topics_changed()
     return tc
+
+
+def _being_deleted(topic: str) -> str:
+    return (f"topic {topic} is being deleted: send the message back once its deletion is "
+            "answered")
 
 
 def _group_config(ctx: BrokerContext, group: str) -> dict[str, Any]:
@@ -341,5 +345,7 @@ class RetryProcessor:
             raise error_for_code(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         except StoreReadOnly as exc:
             raise error_for_code(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        except TopicRefused as exc:  # a retry, DLQ or delay topic being deleted
+            raise error_for_code(ResponseCode.SYSTEM_ERROR, _being_deleted(exc.topic)) from None
         self.ctx.stats.on_put(target.topic, 1, result.sizes[0])
         return result

@@ -71,6 +71,7 @@ from tidemq.errors import (
     MessageTooLarge,
     ResponseCode,
     StoreReadOnly,
+    TopicRefused,
     error_for_code,
 )
 from tidemq.formats.hashing import tags_code
@@ -128,9 +129,15 @@ _LAPSED = ("not master: this broker's lease from the controllers lapsed (it cann
            "them); send to the group's master")
 
 
-def _store_refusal(exc: MessageTooLarge | StoreReadOnly | ValueError) -> Exception:
+def _store_refusal(exc: MessageTooLarge | StoreReadOnly | TopicRefused | ValueError
+                   ) -> Exception:
     """The response error for a put the store refused: a read-only store is
-    SERVICE_NOT_AVAILABLE, anything about the message itself MESSAGE_ILLEGAL."""
+    SERVICE_NOT_AVAILABLE, a topic whose deletion is under way TOPIC_NOT_EXIST (as the
+    send would find it in the topic table), anything about the message itself
+    MESSAGE_ILLEGAL."""
+    if isinstance(exc, TopicRefused):
+        return error_for_code(ResponseCode.TOPIC_NOT_EXIST,
+                              f"topic[{exc.topic}] not exist, apply first please!")
     code = (ResponseCode.SERVICE_NOT_AVAILABLE if isinstance(exc, StoreReadOnly)
             else ResponseCode.MESSAGE_ILLEGAL)
     return error_for_code(code, str(exc))
@@ -489,7 +496,7 @@ class SendProcessor:
                     keys=keys if self._index else (), sys_flag=sys_flag,
                     born_timestamp=born_timestamp, born_host=born, wait_flush=False)
                 self.ctx.stats.on_put(topic, count, len(body))
-        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+        except (MessageTooLarge, StoreReadOnly, TopicRefused, ValueError) as exc:
             raise _store_refusal(exc) from None
         return self._finish(conn, cmd, qid, result, wait, uniq)
 
@@ -723,7 +730,8 @@ class SendProcessor:
         for i, (qid, _msg, _f, _b), result in zip(slots, puts, results, strict=True):
             if isinstance(result, Exception):
                 out[i] = (_store_refusal(result) if isinstance(
-                    result, MessageTooLarge | StoreReadOnly | ValueError) else result)
+                    result, MessageTooLarge | StoreReadOnly | TopicRefused | ValueError)
+                    else result)
                 continue
             count += 1
             nbytes += result.sizes[0]
@@ -809,7 +817,7 @@ class SendProcessor:
                 result = self.store.put(
                     topic, qid, msg, sys_flag=sys_flag, born_timestamp=born_timestamp,
                     born_host=born, reconsume_times=reconsume, wait_flush=False)
-        except (MessageTooLarge, StoreReadOnly, ValueError) as exc:
+        except (MessageTooLarge, StoreReadOnly, TopicRefused, ValueError) as exc:
             raise _store_refusal(exc) from None
         self.ctx.stats.on_put(topic, result.count, result.stored_bytes)
         if h is not None and topic == HALF_TOPIC:

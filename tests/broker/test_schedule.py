@@ -337,3 +337,40 @@ async def test_a_message_due_while_its_topic_is_deleted_waits_for_the_deletion(
     assert sorted(m.body for m in got) == [b"delayed", b"timer"]
     assert [m.queue_offset for m in got] == [0, 1]
     await counted(service, 2)
+
+
+async def test_a_message_waiting_for_its_topics_deletion_holds_up_no_other_topic(
+        short: Cluster, peer: Peer, held: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delayed message put off while its topic is deleted stopped the whole pass: a
+    message of another topic due after it in the same level, and every timer message,
+    waited for the deletion too. Only the messages of the topic being deleted wait; they
+    are stored, in their order, once the deletion is answered."""
+    broker = short.brokers[0]
+    service = broker.schedule
+    for topic in ("Gone", "Kept"):
+        await peer.ok(wire.create_topic(topic, 1))
+    service.hold()  # nothing falls due before the deletion begins
+    await send_delayed(peer, "Gone", b"gone-1", DELAY="1")
+    await send_delayed(peer, "Gone", b"gone-2", DELAY="1")
+    await send_delayed(peer, "Kept", b"kept-delayed", DELAY="1")
+    await send_delayed(peer, "Gone", b"gone-timer", TIMER_DELAY_MS="100")
+    await send_delayed(peer, "Kept", b"kept-timer", TIMER_DELAY_MS="100")
+    slow_writes(monkeypatch, topics_module, held)  # step 2, after the mark, held
+    async with Peer(broker.broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic="Gone")))
+        await held.entered_soon()
+        service.release()
+        kept = await collect(peer, "Kept", 2, timeout=8)  # while the deletion is held
+        assert sorted(m.body for m in kept) == [b"kept-delayed", b"kept-timer"]
+        assert not held.release.is_set() and service.deferred >= 3
+        assert service.progress()[1] == 0  # recorded: not past gone-1, which waits
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    await peer.ok(wire.create_topic("Gone", 1))
+    got = await collect(peer, "Gone", 3)
+    assert [m.body for m in got if m.body != b"gone-timer"] == [b"gone-1", b"gone-2"]
+    assert sorted(m.body for m in got) == [b"gone-1", b"gone-2", b"gone-timer"]
+    await counted(service, 5)
+    assert service.progress()[1] == 3

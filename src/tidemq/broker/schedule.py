@@ -18,8 +18,13 @@ A message due while its topic's deletion is under way (:mod:`tidemq.broker.topic
 waits until the deletion is answered, then is stored as any other: from offset 0 of the
 topic's new queues, where the topic created again serves it. Stored meanwhile, it would
 land above the deletion's mark in queues the deletion removes -- gone, though its parked
-copy was acknowledged. Upstream stores it whatever the topic's state; so does TideMQ once
-the deletion is over, whether or not the topic is created again.
+copy was acknowledged: the store refuses it (:class:`~tidemq.errors.TopicRefused`), and the
+message is put aside, with every later one due for its topic, so they keep their order;
+the pass goes on with the others. A delay level's recorded progress stays at its first
+message put aside (a restart meanwhile delivers again what followed it), a timer
+message put aside stays pending in the heap's checkpoint
+(:meth:`~tidemq.broker.timers.TimerHeap.hold`). Upstream stores it whatever the topic's
+state; so does TideMQ once the deletion is over, whether or not the topic is created again.
 
 Durability (at-least-once, exactly-once across a clean restart). Progress lives in
 ``config/delayOffset.json`` (``{"offsetTable": {"<level>": next offset}}``, upstream's file)
@@ -59,7 +64,6 @@ from tidemq.errors import (
     CorruptRecord,
     MessageTooLarge,
     StoreReadOnly,
-    TideMQError,
     TopicRefused,
 )
 from tidemq.formats.hashing import tags_code
@@ -71,7 +75,7 @@ from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.threads import NamedThread
 from tidemq.types import GetStatus
 
-__all__ = ["DeletionUnderWay", "ScheduleService"]
+__all__ = ["ScheduleService"]
 
 log = logging.getLogger(__name__)
 
@@ -103,14 +107,6 @@ def _records(buffers: list[memoryview]) -> Iterator[Record]:
             pos += rec.total_size
 
 
-class DeletionUnderWay(TideMQError):
-    """A due message's topic is being deleted: it is delivered once the deletion ends."""
-
-    def __init__(self, topic: str) -> None:
-        super().__init__(f"topic {topic} is being deleted: its due messages wait")
-        self.topic = topic
-
-
 class ScheduleService:
     def __init__(self, store: MessageStore, layout: StoreLayout, policy: DelayPolicy) -> None:
         self.store = store
@@ -139,7 +135,12 @@ class ScheduleService:
         self._held = False
         #: Deliveries put off because their topic was being deleted.
         self.deferred = 0
-        self._retry = False  # a deletion ended: a pass put off is tried again at once
+        #: Per delay level, the ``(queue offset, commit-log offset)`` of each message put
+        #: aside while its topic is deleted, in level order.
+        self._put_off: dict[int, list[tuple[int, int]]] = {}
+        #: The topics with messages put aside: a later message due for one waits too.
+        self._waiting: set[str] = set()
+        self._ended = False  # a deletion ended: what was put aside is tried at once
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -265,7 +266,7 @@ class ScheduleService:
     def deletion_ended(self) -> None:
         """A topic's deletion is over: the messages put off for it are delivered now."""
         with self._cond:
-            self._retry = True
+            self._ended = True
             self._cond.notify()
 
     def _wake(self, key: int, notify: bool = True) -> None:
@@ -282,21 +283,22 @@ class ScheduleService:
                 if self._stopping:
                     return
                 woken, self._woken = self._woken, set()
+                ended, self._ended = self._ended, False
                 if self._held:
+                    self._ended |= ended
                     self._woken |= woken
                     self._cond.wait_for(lambda: self._stopping or not self._held)
                     continue
                 if self.store.replica and (self.escape is None or not self.acting()):
                     # a replica delivers nothing: its master does (unless it acts for it)
                     self._woken |= woken
+                    self._ended |= ended
                     self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
                     continue
             failed = True
             try:
-                self._pass(woken)
+                self._pass(woken, ended)
                 failed = False
-            except DeletionUnderWay as exc:
-                log.info("delayed delivery waits: %s", exc)
             except (StoreReadOnly, OSError) as exc:
                 log.error("delayed delivery paused for %.0f s: %s", RETRY_SLEEP, exc)
             except Exception:
@@ -306,11 +308,11 @@ class ScheduleService:
             except OSError as exc:
                 log.error("writing delayed delivery progress failed: %s", exc)
             with self._cond:
-                if failed:  # try the same levels again later; a stop or the end of a
-                    self._woken |= woken  # deletion cuts the wait
-                    self._cond.wait_for(lambda: self._stopping or self._retry, RETRY_SLEEP)
-                    self._retry = False
-                elif not self._stopping and not self._woken:
+                if failed:  # try the same levels again later; a stop cuts the wait
+                    self._woken |= woken
+                    self._ended |= ended
+                    self._cond.wait_for(lambda: self._stopping, RETRY_SLEEP)
+                elif not self._stopping and not self._woken and not self._ended:
                     self._cond.wait(self._sleep())
 
     def _sleep(self) -> float | None:
@@ -328,10 +330,12 @@ class ScheduleService:
             sleep = check if sleep is None else min(sleep, check)
         return sleep
 
-    def _pass(self, woken: set[int]) -> None:
+    def _pass(self, woken: set[int], ended: bool = False) -> None:
         self.passes += 1
         now = self.clock()
         end_before = self._end
+        if ended:  # a deletion ended: what waited for it is delivered first
+            self._resume()
         for level, due in list(self._next_due.items()):
             if self._stopping:
                 return
@@ -345,8 +349,15 @@ class ScheduleService:
             self._snapshot()
 
     def _snapshot(self) -> None:
-        self._pending.append((self._end, dict(self.offsets),
+        self._pending.append((self._end, self.progress(),
                               self.timers.checkpoint() if self._timer_clean else None))
+
+    def progress(self) -> dict[int, int]:
+        """Each level's offset to record: none past a message put aside."""
+        progress = dict(self.offsets)
+        for level, put_off in self._put_off.items():
+            progress[level] = min(progress.get(level, 0), put_off[0][0])
+        return progress
 
     def _changed(self) -> bool:
         """Whether progress moved since the last snapshot (a frontier alone does not count:
@@ -355,7 +366,7 @@ class ScheduleService:
             _, levels, timer = self._pending[-1]
         else:
             levels, timer = self._written or ({}, TimerCheckpoint())
-        if self.offsets != levels:
+        if self.progress() != levels:
             return True
         if not self._timer_clean:
             return False
@@ -377,7 +388,9 @@ class ScheduleService:
                     due = rec.store_timestamp + delay
                     if due > now:
                         return due
-                    self._deliver(rec, _LEVEL_DROPS)
+                    if not self._deliver(rec, _LEVEL_DROPS):
+                        self._put_off.setdefault(level, []).append(
+                            (rec.queue_offset, rec.physical_offset))
                     self.offsets[level] = offset = rec.queue_offset + 1
             elif res.status in _SKIPPING and res.next_begin_offset != offset:
                 log.warning("delay level %d: offsets %d..%d are gone from %s, skipped", level,
@@ -413,8 +426,8 @@ class ScheduleService:
                 rec = self._read(entry.phys)
                 if rec is None:
                     log.warning("timer message at commit-log offset %d is gone", entry.phys)
-                else:
-                    self._deliver(rec, TIMER_PROPERTIES)
+                elif not self._deliver(rec, TIMER_PROPERTIES):
+                    self.timers.hold(entry)
             except BaseException:
                 self.timers.restore(due[i:])
                 raise
@@ -433,21 +446,51 @@ class ScheduleService:
 
     # ------------------------------------------------------------------ delivery
 
-    def _deliver(self, rec: Record, drops: tuple[str, ...]) -> None:
+    def _resume(self) -> None:
+        """A deletion ended: deliver the messages put aside, in their order (one whose
+        topic is being deleted again waits again)."""
+        self._waiting.clear()
+        self.timers.release_held()  # due: the timer pass delivers them
+        for level in sorted(self._put_off):
+            entries = self._put_off[level]
+            kept: list[tuple[int, int]] = []
+            done = 0
+            try:
+                for queue_offset, phys in entries:
+                    rec = self._read(phys)
+                    if rec is None:
+                        log.warning("delay level %d: parked message at commit-log offset %d "
+                                    "is gone", level, phys)
+                    elif not self._deliver(rec, _LEVEL_DROPS):
+                        kept.append((queue_offset, phys))
+                    done += 1
+            finally:
+                kept += entries[done:]  # the rest, after an error
+                if kept:
+                    self._put_off[level] = kept
+                else:
+                    del self._put_off[level]
+
+    def _deliver(self, rec: Record, drops: tuple[str, ...]) -> bool:
+        """Store ``rec``'s copy in its real topic; ``False``: put aside, its topic is being
+        deleted (a message dropped as unfit counts as done)."""
         props = decode_properties(rec.properties)
         topic = props.get(REAL_TOPIC)
         queue = props.get(REAL_QID, "")
         if not topic or not queue.isdigit():
             log.warning("parked message at %d has no REAL_TOPIC/REAL_QID; dropped",
                         rec.physical_offset)
-            return
+            return True
         for name in drops:
             props.pop(name, None)
         if self.store.replica:  # acting for its master: another master stores the copy
             assert self.escape is not None
             self.escape(topic, int(queue), rec, encode_properties(props).decode("utf-8"))
             self.delivered += 1
-            return
+            return True
+        if topic in self._waiting:  # after an earlier message of its topic
+            self.deferred += 1
+            return False
         keys = tuple(k for k in (props.get("UNIQ_KEY"), *props.get("KEYS", "").split(" ")) if k)
         msg = MessageInput(bytes(rec.body), encode_properties(props), rec.flag,
                            tags_code(props.get("TAGS")), keys)
@@ -458,12 +501,15 @@ class ScheduleService:
         except MessageTooLarge as exc:
             log.warning("parked message at %d cannot be stored again (%s); dropped",
                         rec.physical_offset, exc)
-            return
-        except TopicRefused:  # its deletion is under way
+            return True
+        except TopicRefused as exc:  # its deletion is under way: delivered once it ends
+            log.info("delayed delivery to %s waits: %s", topic, exc.why)
+            self._waiting.add(topic)
             self.deferred += 1
-            raise DeletionUnderWay(topic) from None  # the pass stops here, to resume after it
+            return False
         self._end = max(self._end, result.phys_offsets[-1] + result.sizes[-1])
         self.delivered += 1
+        return True
 
 
 def _never() -> bool:

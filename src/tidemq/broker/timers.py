@@ -19,6 +19,10 @@ from S and keeps an entry when ``offset >= E`` or ``due > F``
 (:meth:`TimerHeap.offer`). If a crash comes after a delivery but before the checkpoint
 that covers it is written, the older checkpoint re-admits that entry: delivery is
 at-least-once, and exactly-once across a clean restart.
+
+An entry popped but not delivered now -- its topic's deletion is under way -- is
+held (:meth:`TimerHeap.hold`): out of the heap, so the passes go on without it, yet still
+pending, so neither S nor F passes it, until :meth:`TimerHeap.release_held` puts it back.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class TimerHeap:
         self._heap: list[TimerEntry] = []
         self._offsets: list[int] = []  # min-heap of pending offsets, lazily pruned
         self._pending: set[int] = set()
+        self._held: list[TimerEntry] = []
         self.enqueue_offset = checkpoint.enqueue_offset
         self.frontier_ms = checkpoint.frontier_ms
         #: Where reading the timer queue continues (S on start, then E).
@@ -107,9 +112,29 @@ class TimerHeap:
         for entry in entries:
             self._push(entry)
 
+    def hold(self, entry: TimerEntry) -> None:
+        """A popped entry that waits (its topic is being deleted): out of the heap, still
+        pending, until :meth:`release_held`."""
+        self._held.append(entry)
+        heapq.heappush(self._offsets, entry.offset)
+        self._pending.add(entry.offset)
+
+    def release_held(self) -> None:
+        """Put the held entries back in the heap (their wait is over)."""
+        held, self._held = self._held, []
+        for entry in held:
+            heapq.heappush(self._heap, entry)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
     def drained(self, now_ms: int) -> None:
-        """Everything due at ``now_ms`` has been delivered."""
-        self.frontier_ms = now_ms
+        """Everything due at ``now_ms`` has been delivered, but the held entries: the
+        frontier stops below the earliest of them."""
+        held = self._held
+        self.frontier_ms = (now_ms if not held
+                            else min(now_ms, min(e.due_ms for e in held) - 1))
 
     def checkpoint(self) -> TimerCheckpoint:
         offsets = self._offsets

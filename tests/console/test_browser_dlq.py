@@ -16,10 +16,10 @@ from tests.client.test_request_deadline import HungBroker
 from tests.console.browser import Browser, chromium_path
 from tests.console.test_browser import Standalone, Visit
 from tests.console.test_browser_messages import OnlineConsumer
+from tests.console.test_dlq import give_up
 from tests.console.test_hung_broker import register
 
-from tidemq.client import Message, MessageExt, MessageQueue, Producer, PullConsumer
-from tidemq.client.retry_sender import RetrySender
+from tidemq.client import Message, MessageQueue, Producer, PullConsumer
 from tidemq.net import RemotingClient
 
 pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
@@ -44,16 +44,7 @@ async def bury(namesrv: str, count: int) -> None:
         for i in range(count):
             await producer.send(Message(TOPIC, f"refund {i}".encode(), {"KEYS": f"r-{i}"}),
                                 queue=mq)
-    async with PullConsumer(GROUP, namesrv) as consumer:
-        consumer.subscribe(TOPIC)
-        await consumer.instance.routes.get(TOPIC, refresh=True)
-        await consumer.commit({mq: 0})
-        sender = RetrySender(GROUP, consumer.instance, max_reconsume_times=16)
-        polled: list[MessageExt] = []
-        while len(polled) < count:
-            polled.extend(await consumer.poll(timeout=10))
-        for msg in polled:
-            assert await sender.send_back(msg, -1)
+    await give_up(namesrv, GROUP, mq, count)
     for group, offset in (("refunds-audit", count - 1), ("refunds-report", count - 4)):
         async with PullConsumer(group, namesrv) as consumer:
             await consumer.commit({mq: offset})

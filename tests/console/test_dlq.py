@@ -50,9 +50,17 @@ async def bury(cluster: Cluster, http: Http, group: str, count: int) -> None:
             await producer.send(Message("Pay", f"bill-{i}".encode(), {"KEYS": f"k{i}"}),
                                 queue=mq)
     cluster.brokers[0].store.wait_dispatched()
-    async with PullConsumer(group, cluster.namesrv_addr) as consumer:
-        consumer.subscribe("Pay")
-        await consumer.instance.routes.get("Pay", refresh=True)
+    await give_up(cluster.namesrv_addr, group, mq, count)
+    cluster.brokers[0].store.wait_dispatched()
+    await registered(cluster)
+
+
+async def give_up(namesrv: str, group: str, mq: MessageQueue, count: int) -> None:
+    """A consumer of ``group`` polls the first ``count`` messages of ``mq`` and sends
+    each to the group's DLQ (send-back with delay level -1), oldest first."""
+    async with PullConsumer(group, namesrv) as consumer:
+        consumer.subscribe(mq.topic)
+        await consumer.instance.routes.get(mq.topic, refresh=True)
         await consumer.commit({mq: 0})
         sender = RetrySender(group, consumer.instance, max_reconsume_times=16)
         polled: list[MessageExt] = []
@@ -60,8 +68,6 @@ async def bury(cluster: Cluster, http: Http, group: str, count: int) -> None:
             polled.extend(await consumer.poll(timeout=10))
         for msg in polled:
             assert await sender.send_back(msg, -1)
-    cluster.brokers[0].store.wait_dispatched()
-    await registered(cluster)
 
 
 class Listener:

@@ -159,3 +159,6 @@ def test_ha_status_of_a_master_and_of_its_replica(replicated: ThreadedCluster) -
     assert ["#MasterAddr", master.ctx.replication.ha_address] in lines
     assert ["#CommitLogMaxOffset", str(client["maxOffset"])] in lines
     assert any(w[0] == "#LastReadTime" for w in lines if w)
+    # a TideMQ replica cannot know upstream's master flush offset: unknown, not 0
+    assert client["masterFlushOffset"] == -1
+    assert ["#MasterFlushOffset", "unknown"] in lines

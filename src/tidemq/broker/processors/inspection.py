@@ -13,8 +13,13 @@ request                             answer body
 ==================================  ==================================================
 
 ``transferredByteInSecond`` is the bytes of the last whole second on the link (0 once
-it has been idle a second). A TideMQ replica does not learn its master's flush offset, so
-``masterFlushOffset`` is 0.
+it has been idle a second). Upstream's ``masterFlushOffset`` is not a live offset: it is
+the end of the master's commit log when that master started, which an upstream replica
+asks for (EXCHANGE_BROKER_HA_INFO, with ``syncMasterFlushOffsetWhenStartup``) and keeps
+in its checkpoint, or ``resetMasterFlushOffset`` sets. TideMQ has neither the request
+nor the checkpoint field, so a TideMQ replica cannot know it and reports
+:data:`UNKNOWN` (-1, upstream's own value for "not set"), never 0, which would read as
+an offset.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ from tidemq.codec.headers import QueryConsumeQueueRequestHeader
 from tidemq.errors import ResponseCode, error_for_code
 from tidemq.net import Connection
 
-__all__ = ["MAX_CQ_ENTRIES", "InspectionProcessor"]
+__all__ = ["MAX_CQ_ENTRIES", "UNKNOWN", "InspectionProcessor"]
 
 #: The most consume-queue entries one QUERY_CONSUME_QUEUE answers.
 MAX_CQ_ENTRIES = 1000
+#: A replica's ``masterFlushOffset``, which it cannot know (see the module doc).
+UNKNOWN = -1
 
 
 def _json(obj: Any) -> bytes:
@@ -127,6 +134,7 @@ class InspectionProcessor:
                 "masterAddr": client.master_address,
                 "transferredByteInSecond": client.rate.per_second(now),
                 "maxOffset": end, "lastReadTimestamp": _epoch_ms(client.last_frame),
-                "lastWriteTimestamp": _epoch_ms(client.last_report), "masterFlushOffset": 0,
+                "lastWriteTimestamp": _epoch_ms(client.last_report),
+                "masterFlushOffset": UNKNOWN,
                 "isActivated": client.connected.is_set()}
         return cmd.response(body=_json(info))

@@ -86,6 +86,12 @@ def _signed_in(link: dict[str, Any]) -> str:
     return f"as {link.get('accessKey', '')}" if link.get("authenticated") else "no"
 
 
+def _flush_offset(value: Any) -> str:
+    """A replica's master flush offset: ``unknown`` where it is not given or negative (a
+    TideMQ replica cannot know it; upstream's unset value is -1)."""
+    return str(value) if isinstance(value, int) and value >= 0 else "unknown"
+
+
 def _print_ha(addr: str, info: dict[str, Any]) -> None:
     out = console_out()
     if info.get("master"):
@@ -112,7 +118,7 @@ def _print_ha(addr: str, info: dict[str, Any]) -> None:
               f"#TransferSpeed(KB/s)\t{speed:.2f}\n"
               f"#LastReadTime\t{_human_ms(client.get('lastReadTimestamp', 0))}\n"
               f"#LastWriteTime\t{_human_ms(client.get('lastWriteTimestamp', 0))}\n"
-              f"#MasterFlushOffset\t{client.get('masterFlushOffset', 0)}",
+              f"#MasterFlushOffset\t{_flush_offset(client.get('masterFlushOffset'))}",
               markup=False, soft_wrap=True)
 
 

@@ -22,6 +22,7 @@ from tests.net.acl.accounts import ADMIN, USER, write_accounts
 from tests.net.acl.users import ACL2, ALICE, ROOT
 
 from tidemq.broker.app import BrokerApp
+from tidemq.broker.replication import replica as replica_module
 from tidemq.broker.replication.master import HaServer
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.codec.ha import FRAME_HEADER_SIZE, encode_report
@@ -140,6 +141,21 @@ async def test_a_refused_replica_says_why_it_gets_nothing(tmp_path: Path) -> Non
                 await asyncio.sleep(0.05)
         assert "ACL" in client.last_error and not _server(master).links
         assert master.ctx.replication.auth.refused["unauthenticated"] >= 1
+
+
+async def test_a_refused_replica_does_not_flood_the_log(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_module, "RECONNECT_DELAY", 0.01)  # many attempts, fast
+    async with Cluster(tmp_path, broker=SYNC) as group:
+        master = group.brokers[0]
+        await group.add_replica(master, ha_auth_frame_enable=False)
+        refused = master.ctx.replication.auth.refused
+        async with asyncio.timeout(30):  # no event marks a failed attempt: look again
+            while refused["unauthenticated"] < 60:
+                await asyncio.sleep(0.05)
+    stops = [r for r in caplog.records if "replication from" in r.getMessage()]
+    assert 0 < len(stops) <= 21  # a burst of 20, and the count of those left out
 
 
 async def test_allow_unauthenticated_lets_a_frameless_replica_in(

@@ -42,6 +42,7 @@ from tidemq.codec.ha import TransferStream, encode_report
 from tidemq.codec.ha_auth import NONCE_SIZE, encode_auth
 from tidemq.codec.signature import SigningKey
 from tidemq.errors import ProtocolError, StoreError
+from tidemq.net.rate_limited_log import RateLimitedLog
 from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
@@ -102,6 +103,9 @@ class HaClient:
         #: Set once the copy has ended (stopped, or given up for good).
         self.ended = asyncio.Event()
         self._progress = asyncio.Event()
+        #: A master that closes every connection (one that refuses this replica) is
+        #: dialled again every RECONNECT_DELAY: its warnings must not flood the log.
+        self._stops = RateLimitedLog(log, burst=20, period=60.0)
 
     async def reached(self, offset: int) -> None:
         """Return once this replica's log reaches ``offset``."""
@@ -148,8 +152,8 @@ class HaClient:
                 return
             except (ConnectionError, ProtocolError, StoreError, TimeoutError) as exc:
                 self.last_error = f"{self.master_address}: {exc}"
-                log.warning("replication from %s stopped: %s; reconnecting",
-                            self.master_address, exc)
+                self._stops.warning("replication from %s stopped: %s; reconnecting",
+                                    self.master_address, exc)
             finally:
                 self.connected.clear()
                 link.close()

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from tests.broker import wire
+from tests.broker.delivery import send_back, stored
 from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
@@ -73,6 +74,31 @@ async def test_a_mapping_change_while_a_logical_topic_is_deleted_does_not_create
         await deleting
     assert held.gave_up == [False]
     assert broker.store.topics().get("Lq") is None  # no queue left behind
+
+
+async def test_each_writer_answers_the_stores_refusal_in_its_own_terms(
+        cluster: Cluster, peer: Peer) -> None:
+    """The store refuses a topic's puts while it is deleted, whatever the topic table
+    says: a send (single or batch) is answered TOPIC_NOT_EXIST, a send-back into the
+    group's DLQ SYSTEM_ERROR, as while the deletion removes them from the table."""
+    broker = cluster.brokers[0]
+    await peer.ok(wire.create_topic("Held", 1))
+    original = await stored(peer, "Held")
+    await peer.ok(send_back(original.commit_log_offset, "g", -1))  # creates %DLQ%g
+    for topic in ("Held", "%DLQ%g"):
+        broker.store.refuse_topic(topic, "a test holds it")
+    end = broker.store.commitlog.max_offset
+    for cmd in (wire.send("Held", b"x"), wire.send_batch("Held", [(b"a", ""), (b"b", "")])):
+        sent = await peer(cmd)
+        assert (sent.code, sent.remark) == (ResponseCode.TOPIC_NOT_EXIST,
+                                            "topic[Held] not exist, apply first please!")
+    back = await peer(send_back(original.commit_log_offset, "g", -1))
+    assert back.code == ResponseCode.SYSTEM_ERROR
+    assert "topic %DLQ%g is being deleted" in (back.remark or "")
+    assert broker.store.commitlog.max_offset == end  # nothing stored
+    broker.store.admit_topic("Held")
+    sent = await peer.ok(wire.send("Held", b"after"))
+    assert sent.ext_fields["queueOffset"] == "1"
 
 
 def _push(mapping: TopicMapping) -> RemotingCommand:

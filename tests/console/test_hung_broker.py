@@ -5,6 +5,7 @@ names the one that did not, and a page about a topic it does not hold never asks
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import time
@@ -16,7 +17,16 @@ from tests.client.test_request_deadline import HungBroker
 from tests.console.conftest import Http
 from tests.console.test_app import registered
 
-from tidemq.client import ClientConfig, Message, MessageQueue, Producer
+from tidemq.client import (
+    ClientConfig,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
 from tidemq.client.blocking import BlockingPullConsumer
 from tidemq.codec.bodies import (
     DataVersion,
@@ -152,3 +162,32 @@ async def test_a_hung_broker_is_waited_for_once_a_page_and_named(
         text, _ = await _timed(http, path)
         assert 'id="unanswered"' not in text, path
     assert broker.received == asked, "a page about a topic it does not hold asked it"
+
+
+async def test_a_change_keeps_its_requests_own_timeouts(cluster: Cluster,
+                                                        slow_http: Http) -> None:
+    """A message resent to a consumer whose listener takes longer than the page
+    deadline is answered: the deadline is for pages that read, not for changes."""
+    http = slow_http
+    await http.post("/topics", {"topic": "Slow", "read_queues": "1", "write_queues": "1"})
+    await registered(cluster)
+    async with Producer("slow-producers", cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("Slow", b"take your time"),
+                                   queue=MessageQueue("Slow", "broker-a", 0))
+    cluster.brokers[0].store.wait_dispatched()
+
+    async def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+        await asyncio.sleep(DEADLINE * 1.5)  # the behaviour under test: a slow listener
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("slow-group", cluster.namesrv_addr, listener=listen,
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+    consumer.subscribe("SlowOwn")
+    await consumer.start()
+    try:
+        page = await http.post("/messages/resend", {
+            "msg_id": sent.msg_id, "topic": "Slow",
+            "target": f"slow-group {consumer.instance.client_id}"})
+    finally:
+        await consumer.close()
+    assert "consumed it: CR_SUCCESS" in html.unescape(page.text), page.text[-1500:]

@@ -41,6 +41,7 @@ an admin (:mod:`tidemq.console.auth`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -891,7 +892,7 @@ def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[Sta
            *, needs_admin: bool = True) -> Handler:
     """Find the visitor (or send them to log in); refuse a state-changing request without
     the session's CSRF token, from another site, or (``needs_admin``) by a viewer; turn
-    a cluster error into an error page. The page's requests share one deadline
+    a cluster error into an error page. A page's requests (a GET's) share one deadline
     (``consolePageDeadline``, :mod:`tidemq.client.request_deadline`): a broker that has
     not answered by then is named on the page, not waited for again."""
 
@@ -902,8 +903,13 @@ def _guard(console: Console, handler: Callable[[Console, Request], Awaitable[Sta
             return _login_needed(request)
         request.state.visitor = visitor
         names = asyncio.create_task(console.broker_names.refresh())
+        # A page that reads waits for the brokers under one deadline; a change (a form
+        # posted) keeps its requests' own timeouts: a consumer given a message directly
+        # has seconds to consume it, and a change is all or nothing.
+        deadline = (request_deadline(console.config.page_deadline)
+                    if request.method in SAFE_METHODS else contextlib.nullcontext())
         try:
-            with request_deadline(console.config.page_deadline):
+            with deadline:
                 response = await _checked(console, handler, request, visitor, needs_admin)
         finally:
             await names

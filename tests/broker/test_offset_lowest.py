@@ -39,9 +39,12 @@ def test_the_compiled_slice_gives_its_twins_map(table: dict[str, dict[int, int]]
     seed = data.draw(st.dictionaries(st.tuples(key_text, st.integers(-3, 40)), big,
                                      max_size=5))
     got, twin = dict(seed), dict(seed)
-    native(table, keys, start, stop, got)
-    py_lowest_offsets(table, keys, start, stop, twin)
+    topics: dict[str, str] = {}
+    native(table, keys, start, stop, got, topics)
+    py_lowest_offsets(table, keys, start, stop, twin, {})
     assert got == twin
+    # the topics kept are the topics of out's keys, one object each
+    assert all(topics.get(t, t) is t for t, _ in got if t in topics)
     assert list(got) == list(twin)  # and in the same order
 
 
@@ -50,15 +53,16 @@ def test_slices_make_the_lowest_offset_of_every_queue(table: dict[str, dict[int,
                                                       slice_keys: int) -> None:
     keys = list(table)
     out: dict[tuple[str, int], int] = {}
+    topics: dict[str, str] = {}
     for start in range(0, len(keys), slice_keys):
-        lowest_offsets(table, keys, start, start + slice_keys, out)
+        lowest_offsets(table, keys, start, start + slice_keys, out, topics)
     assert out == _whole(table)
 
 
 def test_a_key_that_is_not_str_is_refused_by_both() -> None:
     table: dict[object, dict[int, int]] = {1: {0: 1}}
     with pytest.raises((TypeError, AttributeError)):
-        py_lowest_offsets(table, [1], 0, 1, {})  # type: ignore[arg-type, list-item]
+        py_lowest_offsets(table, [1], 0, 1, {}, {})  # type: ignore[arg-type, list-item]
     if native is not None:
         with pytest.raises(TypeError, match="a key is int"):
-            native(table, [1], 0, 1, {})
+            native(table, [1], 0, 1, {}, {})

@@ -21,17 +21,20 @@ __all__ = ["NATIVE_LOWEST", "lowest_offsets", "py_lowest_offsets"]
 OffsetTable = Mapping[str, Mapping[int, int]]
 Lowest = dict[tuple[str, int], int]
 
-_compiled = cast("Callable[[OffsetTable, Sequence[str], int, int, Lowest], None] | None",
-                 compiled("lowest_offsets"))
+_compiled = cast(
+    "Callable[[OffsetTable, Sequence[str], int, int, Lowest, dict[str, str]], None] | None",
+    compiled("lowest_offsets"))
 #: Whether :func:`lowest_offsets` is compiled.
 NATIVE_LOWEST = _compiled is not None
 
 
 def py_lowest_offsets(table: OffsetTable, keys: Sequence[str], start: int, stop: int,
-                      out: Lowest) -> None:
+                      out: Lowest, topics: dict[str, str]) -> None:
     """Into ``out``, for each queue of the keys ``keys[start:stop]`` that ``table`` holds
     (``"topic@group"`` -> queue id -> offset), its offset where ``out`` has none or a
-    higher one; the topic is the key up to its first ``@``."""
+    higher one; the topic is the key up to its first ``@``. ``topics`` is the compiled
+    function's store of one str object per topic, kept by the caller between the calls
+    of one gathering (``out``'s keys then share them); the twin leaves it alone."""
     for key in keys[start:stop]:
         queues = table.get(key)
         if queues is None:
@@ -44,9 +47,9 @@ def py_lowest_offsets(table: OffsetTable, keys: Sequence[str], start: int, stop:
 
 
 def lowest_offsets(table: OffsetTable, keys: Sequence[str], start: int, stop: int,
-                   out: Lowest) -> None:
+                   out: Lowest, topics: dict[str, str]) -> None:
     """:func:`py_lowest_offsets`, in C where it is built (a dict and a list)."""
     if _compiled is not None and type(table) is dict and type(keys) is list:
-        _compiled(table, keys, start, stop, out)
+        _compiled(table, keys, start, stop, out, topics)
     else:
-        py_lowest_offsets(table, keys, start, stop, out)
+        py_lowest_offsets(table, keys, start, stop, out, topics)

@@ -232,8 +232,9 @@ class OffsetManager:
             table, order = self._table, self._order
             size = len(order)
         out: dict[tuple[str, int], int] = {}
+        topics: dict[str, str] = {}
         for start in range(0, size, ENTRY_SLICE):
-            lowest_offsets(table, order, start, min(start + ENTRY_SLICE, size), out)
+            lowest_offsets(table, order, start, min(start + ENTRY_SLICE, size), out, topics)
         return out
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:

@@ -3113,19 +3113,25 @@ done:
     return result;
 }
 
-/* lowest_offsets(table, keys, start, stop, out): for the keys keys[start:stop] (as
-   Python slices) that table (dict of "topic@group" -> dict of queue id -> offset) holds,
-   each queue's lowest offset into out (dict of (topic, queue id) -> offset), lowered
-   where it holds a higher one: retention's lowest committed offset per queue across groups (twin:
-   tidemq/broker/offset_lowest.py's py_lowest_offsets). The topic is the key up to its
-   first '@' (the whole key without one). Keys that are not str are a TypeError. The
+/* lowest_offsets(table, keys, start, stop, out, topics): for the keys keys[start:stop]
+   (as Python slices) that table (dict of "topic@group" -> dict of queue id -> offset)
+   holds, each queue's lowest offset into out (dict of (topic, queue id) -> offset),
+   lowered where it holds a higher one: retention's lowest committed offset per queue
+   across groups (twin: tidemq/broker/offset_lowest.py's py_lowest_offsets). The topic is
+   the key up to its first '@' (the whole key without one); topics (a dict the caller
+   keeps between the calls of one gathering) holds one str object of each of the first
+   LOWEST_TOPICS topics, which out's keys then share. Keys that are not str are a TypeError. The
    table is read under the GIL, one slice a call: a caller on a thread bounds how long it
    holds it. Offsets are compared as Python compares them; a comparison or a lookup that
    runs Python code (not an int, or a key of a str subclass) may change the dicts, so
    every object in use is held. */
+/* Topics lowest_offsets keeps one str object of, in its topics dict. */
+#define LOWEST_TOPICS 65536
+
 /* One key's queues into out (see lowest_offsets); *topic is the last key's topic, reused
-   while keys share it. -1 on an error. */
-static int lowest_of_key(PyObject *key, PyObject *queues, PyObject **topic, PyObject *out) {
+   while keys share it, and taken from topics when it is there. -1 on an error. */
+static int lowest_of_key(PyObject *key, PyObject *queues, PyObject **topic, PyObject *out,
+                         PyObject *topics) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(key);
     Py_ssize_t at = PyUnicode_FindChar(key, '@', 0, n, 1);
     if (at == -2)
@@ -3137,6 +3143,18 @@ static int lowest_of_key(PyObject *key, PyObject *queues, PyObject **topic, PyOb
         *topic = PyUnicode_Substring(key, 0, tn);
         if (*topic == NULL)
             return -1;
+        /* one str object per topic, shared by its keys in out: their comparisons are
+           then by identity */
+        PyObject *known = PyDict_GetItemWithError(topics, *topic);
+        if (known != NULL) {
+            Py_INCREF(known);
+            Py_SETREF(*topic, known);
+        }
+        else if (PyErr_Occurred()
+                 || (PyDict_GET_SIZE(topics) < LOWEST_TOPICS
+                     && PyDict_SetItem(topics, *topic, *topic) < 0)) {
+            return -1;
+        }
     }
     if (!PyDict_Check(queues)) {
         PyErr_Format(PyExc_TypeError, "lowest_offsets: a key's queues are %.100s, not dict",
@@ -3177,14 +3195,15 @@ static int lowest_of_key(PyObject *key, PyObject *queues, PyObject **topic, PyOb
 }
 
 static PyObject *lowest_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "lowest_offsets takes 5 arguments (%zd given)", nargs);
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "lowest_offsets takes 6 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *table = args[0], *keys = args[1], *out = args[4];
-    if (!PyDict_Check(table) || !PyList_Check(keys) || !PyDict_Check(out)) {
+    PyObject *table = args[0], *keys = args[1], *out = args[4], *topics = args[5];
+    if (!PyDict_Check(table) || !PyList_Check(keys) || !PyDict_Check(out)
+            || !PyDict_CheckExact(topics)) {
         PyErr_SetString(PyExc_TypeError,
-                        "lowest_offsets takes a dict, a list, two ints and a dict");
+                        "lowest_offsets takes a dict, a list, two ints and two dicts");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[2]), stop = PyLong_AsSsize_t(args[3]);
@@ -3232,7 +3251,8 @@ static PyObject *lowest_offsets(PyObject *self, PyObject *const *args, Py_ssize_
                 __builtin_prefetch(((PyDictObject *)queues)->ma_keys);
         }
         for (Py_ssize_t i = 0; i < n && !failed; i++)
-            if (found[i] != NULL && lowest_of_key(held[i], found[i], &topic, out) < 0)
+            if (found[i] != NULL
+                    && lowest_of_key(held[i], found[i], &topic, out, topics) < 0)
                 failed = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_DECREF(held[i]);

@@ -3122,9 +3122,9 @@ done:
    keeps between the calls of one gathering) holds one str object of each of the first
    LOWEST_TOPICS topics, which out's keys then share. Keys that are not str are a
    TypeError. The table is read under the GIL, one slice a call: a caller on a thread
-   bounds how long it holds it. Offsets are compared as Python compares them; a comparison or a lookup that
-   runs Python code (not an int, or a key of a str subclass) may change the dicts, so
-   every object in use is held. */
+   bounds how long it holds it. Offsets are compared as Python compares them; a
+   comparison or a lookup that runs Python code (not an int, or a key of a str subclass)
+   may change the dicts, so every object in use is held. */
 /* Topics lowest_offsets keeps one str object of, in its topics dict. */
 #define LOWEST_TOPICS 65536
 

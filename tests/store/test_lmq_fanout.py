@@ -43,7 +43,7 @@ def write_runs(lmq: LmqStore, rounds: list[list[Record]]) -> None:
         for rec in records:
             fan.add(*rec)
         end = records[-1][2] + records[-1][3]
-        built = build_fanout(fan, lmq.floor, lmq.dispatched)
+        built = build_fanout(fan, lmq.floors, lmq.dispatched)
         assert built is not None
         assert lmq.write_prepared(built.batch, built.last, end, built.entries, built.first,
                                   generation=lmq.generation) is not None
@@ -152,14 +152,14 @@ def test_entries_of_a_deleted_generation_are_left_out(tmp_path: Path) -> None:
         for names, offsets, phys, size, tags, ts in rounds[0]:  # a: 0 1 2 (old), 0 (new)
             fan.add(names, [o - 3 if n == "%LMQ%a" else o
                             for n, o in zip(names, offsets, strict=True)], phys, size, tags, ts)
-        built = build_fanout(fan, lmq.floor)
+        built = build_fanout(fan, lmq.floors)
         assert built is not None
         assert built.entries == 4 + 1 and built.first == {"%LMQ%a": 0, "%LMQ%b": 0}
         assert built.last == {"%LMQ%a": 0, "%LMQ%b": 3}
-        assert build_fanout(FanoutRecords(), lmq.floor) is None
+        assert build_fanout(FanoutRecords(), lmq.floors) is None
         fan = FanoutRecords()
         fan.add(["%LMQ%a"], [0], 100, 60, 0, 1)
-        assert build_fanout(fan, lmq.floor) is None  # everything below the floor
+        assert build_fanout(fan, lmq.floors) is None  # everything below the floor
     finally:
         lmq.close()
 

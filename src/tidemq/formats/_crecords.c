@@ -13,7 +13,8 @@ queue_entries writes the consume-queue entries of a run of records there,
 decode_plain_messages turns the plain records of a pull body into a consumer's messages,
 dict_get_many and dict_set_many look many keys up in (and store them into) a large dict
 with their cache misses overlapped,
-lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, lmq_offset_props
+lmq_entry_keys builds and sorts a dispatch round's LMQ entry keys, lmq_fanout_runs
+groups its entries into one run per queue, lmq_offset_props
 writes a fan-out batch's LMQ offsets into its properties, json_header
 writes a remoting command's JSON header, trace_pub_run and unique_words write a
 trace message's records and keys, offset_entries_json writes the committed offsets' JSON
@@ -24,7 +25,8 @@ tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes,
 record_key_hashes and word_count: tidemq/store/index_keys.py; queue_entries: tidemq/store/consume_queue.py;
 decode_plain_messages: tidemq/formats/record/messages.py; dict_get_many and dict_set_many:
-tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_offset_props:
+tidemq/store/lookups.py; lmq_entry_keys: tidemq/store/lmq_keys.py; lmq_fanout_runs:
+tidemq/store/lmq_fanout.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
 tidemq/codec/header.py; trace_pub_run and unique_words: tidemq/codec/trace_text.py;
 offset_entries_json: tidemq/broker/offset_json.py; lowest_offsets:
@@ -2305,6 +2307,245 @@ done:
     return result;
 }
 
+/* lmq_fanout_runs(names, offsets, values): a dispatch round's LMQ entries as one run
+per queue (twin: tidemq/store/lmq_fanout.py). names[i] and offsets[i] are record i's
+queues (str) and its offsets in them; values holds every record's entry value, all of
+one width, laid end to end. The queues come out in the order of their E keys (bytewise
+UTF-8), each queue's entries in the given order; a run ends where the queue changes or
+its next offset is not the last one + 1 (64-bit, wrapping as the twin's int64 does).
+Returns (keys, runs, queues, firsts, lasts, entries): each run's E key (the queue's
+prefix and its first offset, big-endian) and its entries' values joined; each queue
+with its first and last offset; the entries in all. */
+typedef struct {
+    const char *utf8;
+    Py_ssize_t size;
+    Py_ssize_t at;  /* the queue's number in order of appearance */
+} fanout_queue;
+
+static int fanout_queue_cmp(const void *a, const void *b) {
+    const fanout_queue *x = a, *y = b;
+    Py_ssize_t n = x->size < y->size ? x->size : y->size;
+    int c = memcmp(x->utf8, y->utf8, (size_t)n);
+    if (c)
+        return c;
+    return x->size < y->size ? -1 : (x->size > y->size);
+}
+
+static PyObject *lmq_fanout_runs(PyObject *self, PyObject *args) {
+    PyObject *names_arg, *offsets_arg;
+    Py_buffer values;
+    if (!PyArg_ParseTuple(args, "OOy*:lmq_fanout_runs", &names_arg, &offsets_arg, &values))
+        return NULL;
+    PyObject *names = NULL, *offsets = NULL, *seen = NULL, *queues = NULL;
+    PyObject **name_rows = NULL, **offset_rows = NULL;
+    PyObject *keys = NULL, *runs = NULL, *present = NULL, *firsts = NULL, *lasts = NULL;
+    PyObject *result = NULL;
+    fanout_queue *qs = NULL;
+    Py_ssize_t *e_queue = NULL, *e_record = NULL, *rank = NULL, *start = NULL;
+    int64_t *e_offset = NULL;
+    Py_ssize_t *s_entry = NULL;
+    Py_ssize_t n = 0, total = 0, nq = 0, width = 0;
+    names = items_of(names_arg, "lmq_fanout_runs: names must be a sequence");
+    if (names == NULL)
+        goto done;
+    offsets = items_of(offsets_arg, "lmq_fanout_runs: offsets must be a sequence");
+    if (offsets == NULL)
+        goto done;
+    n = PySequence_Fast_GET_SIZE(names);
+    if (PySequence_Fast_GET_SIZE(offsets) != n) {
+        PyErr_Format(PyExc_ValueError, "%zd records' LMQ names but %zd records' offsets", n,
+                     PySequence_Fast_GET_SIZE(offsets));
+        goto done;
+    }
+    if (n && values.len % n) {
+        PyErr_Format(PyExc_ValueError, "%zd bytes of values for %zd records", values.len, n);
+        goto done;
+    }
+    width = n ? values.len / n : 0;
+    name_rows = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+    offset_rows = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
+    if (name_rows == NULL || offset_rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        name_rows[i] = items_of(PySequence_Fast_GET_ITEM(names, i),
+                                "lmq_fanout_runs: a record's names must be a sequence");
+        if (name_rows[i] == NULL)
+            goto done;
+        offset_rows[i] = items_of(PySequence_Fast_GET_ITEM(offsets, i),
+                                  "lmq_fanout_runs: a record's offsets must be a sequence");
+        if (offset_rows[i] == NULL)
+            goto done;
+        Py_ssize_t a = PySequence_Fast_GET_SIZE(name_rows[i]);
+        Py_ssize_t b = PySequence_Fast_GET_SIZE(offset_rows[i]);
+        if (a != b) {
+            PyErr_Format(PyExc_ValueError, "%zd LMQ names but %zd offsets", a, b);
+            goto done;
+        }
+        total += a;
+    }
+    e_queue = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
+    e_record = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
+    e_offset = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(int64_t));
+    seen = PyDict_New();
+    queues = PyList_New(0);
+    if (e_queue == NULL || e_record == NULL || e_offset == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (seen == NULL || queues == NULL)
+        goto done;
+    Py_ssize_t e = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(name_rows[i]);
+        for (Py_ssize_t j = 0; j < m; j++, e++) {
+            PyObject *name = PySequence_Fast_GET_ITEM(name_rows[i], j);
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "lmq_fanout_runs: a name is not a str");
+                goto done;
+            }
+            long long offset = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(offset_rows[i], j));
+            if (offset == -1 && PyErr_Occurred())
+                goto done;
+            PyObject *q = PyDict_GetItemWithError(seen, name);
+            Py_ssize_t at;
+            if (q != NULL)
+                at = PyLong_AsSsize_t(q);
+            else {
+                if (PyErr_Occurred())
+                    goto done;
+                at = nq++;
+                PyObject *num = PyLong_FromSsize_t(at);
+                if (num == NULL)
+                    goto done;
+                int failed = PyDict_SetItem(seen, name, num) < 0 || PyList_Append(queues, name) < 0;
+                Py_DECREF(num);
+                if (failed)
+                    goto done;
+            }
+            e_queue[e] = at;
+            e_record[e] = i;
+            e_offset[e] = (int64_t)offset;
+        }
+    }
+    qs = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(fanout_queue));
+    rank = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(Py_ssize_t));
+    start = PyMem_Calloc((size_t)nq + 1, sizeof(Py_ssize_t));
+    s_entry = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Py_ssize_t));
+    if (qs == NULL || rank == NULL || start == NULL || s_entry == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        qs[q].utf8 = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(queues, q), &qs[q].size);
+        if (qs[q].utf8 == NULL)
+            goto done;
+        qs[q].at = q;
+    }
+    qsort(qs, (size_t)nq, sizeof(fanout_queue), fanout_queue_cmp);
+    for (Py_ssize_t r = 0; r < nq; r++)
+        rank[qs[r].at] = r;
+    /* entries by queue in key order, each queue's in the given order: a counting sort */
+    for (Py_ssize_t k = 0; k < total; k++)
+        start[rank[e_queue[k]] + 1]++;
+    for (Py_ssize_t r = 0; r < nq; r++)
+        start[r + 1] += start[r];
+    {
+        Py_ssize_t *fill = PyMem_Malloc((size_t)(nq ? nq : 1) * sizeof(Py_ssize_t));
+        if (fill == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(fill, start, (size_t)nq * sizeof(Py_ssize_t));
+        for (Py_ssize_t k = 0; k < total; k++)
+            s_entry[fill[rank[e_queue[k]]]++] = k;
+        PyMem_Free(fill);
+    }
+    keys = PyList_New(0);
+    runs = PyList_New(0);
+    present = PyList_New(nq);
+    firsts = PyList_New(nq);
+    lasts = PyList_New(nq);
+    if (keys == NULL || runs == NULL || present == NULL || firsts == NULL || lasts == NULL)
+        goto done;
+    const char *vals = values.buf;
+    for (Py_ssize_t r = 0; r < nq; r++) {
+        const fanout_queue *q = &qs[r];
+        Py_ssize_t lo = start[r], hi = start[r + 1];
+        PyObject *name = PyList_GET_ITEM(queues, q->at);
+        Py_INCREF(name);
+        PyList_SET_ITEM(present, r, name);
+        PyObject *first = PyLong_FromLongLong(e_offset[s_entry[lo]]);
+        if (first == NULL)
+            goto done;
+        PyList_SET_ITEM(firsts, r, first);
+        PyObject *last = PyLong_FromLongLong(e_offset[s_entry[hi - 1]]);
+        if (last == NULL)
+            goto done;
+        PyList_SET_ITEM(lasts, r, last);
+        for (Py_ssize_t a = lo; a < hi;) {
+            Py_ssize_t b = a + 1;
+            while (b < hi && (uint64_t)e_offset[s_entry[b]]
+                                 == (uint64_t)e_offset[s_entry[b - 1]] + 1)
+                b++;
+            PyObject *key = PyBytes_FromStringAndSize(NULL, q->size + 10);
+            if (key == NULL)
+                goto done;
+            char *out = PyBytes_AS_STRING(key);
+            out[0] = 'E';
+            memcpy(out + 1, q->utf8, (size_t)q->size);
+            out[q->size + 1] = 0;
+            uint64_t v = (uint64_t)e_offset[s_entry[a]];
+            for (int byte = 0; byte < 8; byte++)
+                out[q->size + 2 + byte] = (char)(v >> (56 - 8 * byte));
+            int failed = PyList_Append(keys, key) < 0;
+            Py_DECREF(key);
+            if (failed)
+                goto done;
+            PyObject *run = PyBytes_FromStringAndSize(NULL, (b - a) * width);
+            if (run == NULL)
+                goto done;
+            char *to = PyBytes_AS_STRING(run);
+            for (Py_ssize_t k = a; k < b; k++, to += width)
+                memcpy(to, vals + e_record[s_entry[k]] * width, (size_t)width);
+            failed = PyList_Append(runs, run) < 0;
+            Py_DECREF(run);
+            if (failed)
+                goto done;
+            a = b;
+        }
+    }
+    result = Py_BuildValue("(OOOOOn)", keys, runs, present, firsts, lasts, total);
+done:
+    PyBuffer_Release(&values);
+    if (name_rows != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(name_rows[i]);
+    if (offset_rows != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(offset_rows[i]);
+    PyMem_Free(name_rows);
+    PyMem_Free(offset_rows);
+    PyMem_Free(e_queue);
+    PyMem_Free(e_record);
+    PyMem_Free(e_offset);
+    PyMem_Free(qs);
+    PyMem_Free(rank);
+    PyMem_Free(start);
+    PyMem_Free(s_entry);
+    Py_XDECREF(names);
+    Py_XDECREF(offsets);
+    Py_XDECREF(seen);
+    Py_XDECREF(queues);
+    Py_XDECREF(keys);
+    Py_XDECREF(runs);
+    Py_XDECREF(present);
+    Py_XDECREF(firsts);
+    Py_XDECREF(lasts);
+    return result;
+}
+
 /* x in decimal at p, a sign and 20 digits at most: returns the end. */
 static char *put_decimal(char *p, long long x) {
     char digits[20];
@@ -3292,6 +3533,8 @@ static PyMethodDef methods[] = {
      "The non-empty space-separated words of a str."},
     {"lmq_entry_keys", lmq_entry_keys, METH_VARARGS,
      "A dispatch round's LMQ entry keys, sorted, and their order."},
+    {"lmq_fanout_runs", lmq_fanout_runs, METH_VARARGS,
+     "A dispatch round's LMQ entries as one run per queue, in key order."},
     {"lmq_offset_props", lmq_offset_props, METH_VARARGS,
      "A fan-out batch's stored properties and fan-outs, its LMQ offsets given."},
     {"dict_get_many", dict_get_many, METH_VARARGS,

@@ -75,6 +75,7 @@ from tidemq.store.dispatch import (
     Dispatcher,
     IndexSink,
     apply_batches,
+    fanout_columns,
     index_batches,
 )
 from tidemq.store.lmq_fanout import FanoutRecords, build_fanout
@@ -311,16 +312,8 @@ class ConcurrentDispatcher(Dispatcher):
         lmq = self.queues.lmq
         assert lmq is not None
         prepared.lmq_generation = lmq.generation  # before any floor is read
-        records = FanoutRecords()
-        add = records.add
-        for b in prepared.batches:
-            if not b.lmq:
-                continue
-            ts = b.store_timestamp
-            for i, target in enumerate(b.lmq):
-                if target is not None:
-                    add(target[0], target[1], b.phys[i], b.sizes[i], b.tags[i], ts)
-        fanout = build_fanout(records, lmq.floor, lmq.dispatched)
+        fanout = build_fanout(FanoutRecords(*fanout_columns(prepared.batches)), lmq.floors,
+                              lmq.dispatched)
         if fanout is None:
             prepared.lmq_batch, prepared.lmq_first, prepared.lmq_last = None, {}, {}
             prepared.lmq_entries = 0

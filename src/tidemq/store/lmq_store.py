@@ -536,6 +536,12 @@ class LmqStore:
         """The tombstone floor of ``name``: entries of records below it are ignored."""
         return self._floors.get(name, 0)
 
+    @property
+    def floors(self) -> Mapping[str, int]:
+        """Every queue's tombstone floor that is not 0 (the queues deleted): not to be
+        changed by the caller."""
+        return self._floors
+
     def exists(self, name: str) -> bool:
         return self._read_meta(name)[0] > 0
 

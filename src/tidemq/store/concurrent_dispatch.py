@@ -94,7 +94,7 @@ DEFAULT_WORKERS = 1
 #: the load of ``tidemq bench dispatch`` (fan-out 10 of 1,000 LMQs over 64 queues) the
 #: column-wise way costs more instructions a record below this size and fewer above it
 #: (``benchmarks/dispatch_cost.py`` counts both ways under callgrind).
-SERIAL_BELOW = 256
+SERIAL_BELOW = 96
 DEFAULT_RING_SIZE = 8
 DEFAULT_ROUND_RECORDS = 2048
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tidemq.bench.dispatch import MODES, DispatchBenchConfig, run_dispatch_bench
+from tidemq.bench.dispatch import MODES, RATES, DispatchBenchConfig, run_dispatch_bench
 from tidemq.cli.commands.bench.measure import measure
 from tidemq.cli.commands.bench.options import DataDir, JsonOut, Queues, Size
 from tidemq.cli.commands.bench.render import Report, Table, console, say, show
@@ -74,7 +74,7 @@ def dispatch(
     size: Size = 128,
     rates: Annotated[str, typer.Option(
         "--rates", help="Produce rates of part b, msg/s, comma separated, increasing.")]
-    = "2000,4000,8000,12000,16000,20000,25000,30000,35000,40000",
+    = ",".join(map(str, RATES)),
     seconds: Annotated[float, typer.Option("--seconds", min=0.1,
                                            help="Seconds per rate.")] = 3.0,
     warmup: Annotated[float, typer.Option(

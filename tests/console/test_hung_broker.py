@@ -18,6 +18,7 @@ from tests.console.conftest import Http
 from tests.console.test_app import registered
 
 from tidemq.client import (
+    AdminClient,
     ClientConfig,
     ConsumeFromWhere,
     ConsumeStatus,
@@ -39,6 +40,8 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import RegisterBrokerRequestHeader
 from tidemq.console import ConsoleServer
 from tidemq.console.config import ConsoleConfig
+from tidemq.console.history import History
+from tidemq.console.sampler import Sampler
 from tidemq.net import RemotingClient
 from tidemq.testing import Cluster
 
@@ -191,3 +194,28 @@ async def test_a_change_keeps_its_requests_own_timeouts(cluster: Cluster,
     finally:
         await consumer.close()
     assert "consumed it: CR_SUCCESS" in html.unescape(page.text), page.text[-1500:]
+
+
+async def test_the_sampler_goes_on_for_what_the_hung_broker_does_not_hold(
+        cluster: Cluster, slow_http: Http, hung: tuple[HungBroker, str]) -> None:
+    """A sampling round waits for a hung broker once and records the rates of the
+    topics the others hold; no lag while a master is missing (its sum would dip)."""
+    await slow_http.post("/topics", {"topic": "Local", "read_queues": "1",
+                                     "write_queues": "1"})
+    await registered(cluster)
+    await _offsets(cluster)
+    admin = AdminClient(cluster.namesrv_addr)
+    await admin.start()
+    try:
+        history = History(seconds=60, interval=DEADLINE, min_gap_ms=0)
+        sampler = Sampler(admin, history, DEADLINE)
+        await sampler.sample()
+        async with Producer("local-producers", cluster.namesrv_addr) as producer:
+            await producer.send(Message("Local", b"more"),
+                                queue=MessageQueue("Local", "broker-a", 0))
+        cluster.brokers[0].store.wait_dispatched()
+        await sampler.sample()
+    finally:
+        await admin.close()
+    assert len(history.get("put:Local")) == 1 and history.get("put:Local")[0][1] > 0
+    assert history.get("lag:local-01") == []

@@ -15,6 +15,10 @@ series key        value
 A round asks every master for its topic configs (21), the groups' configs (201) and
 offset tables (43), then each user topic's stats (202) and each user group's consume
 stats (208), at most ``FAN_OUT`` at a time; system topics and groups are left out. A
+round waits for the brokers one interval at most
+(:mod:`tidemq.client.request_deadline`): while a master does not answer, no lag is
+recorded (a group's sum would miss its queues there) and the rates of the topics it
+holds keep their baseline, while the topics held by the others go on being sampled. A
 round that fails is logged and the next one starts on time.
 """
 
@@ -28,6 +32,7 @@ from typing import TypeVar
 
 from tidemq.client import AdminClient, monitor
 from tidemq.client.monitor import ConsumeStats, TopicStats
+from tidemq.client.request_deadline import Deadline, request_deadline
 from tidemq.console.history import History
 from tidemq.console.model import is_system_group, is_system_topic
 from tidemq.net.tasks import cancel_and_wait
@@ -91,14 +96,25 @@ class Sampler:
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - began)))
 
     async def sample(self) -> None:
+        """One round, under one deadline (the interval): a broker that does not answer
+        costs the round one wait, and the figures that do not depend on it are kept."""
+        with request_deadline(self.interval) as scope:
+            await self._sample(scope)
+
+    async def _sample(self, scope: Deadline) -> None:
         admin = self.admin
         masters = await admin.masters()
-        configs, committed, *wrappers = await asyncio.gather(
+        configs, committed, wrappers = await asyncio.gather(
             monitor.subscription_groups(admin), monitor.committed_groups(admin),
-            *(monitor.topic_configs(admin, a) for a in masters.values()))
+            asyncio.gather(*(monitor.topic_configs(admin, a) for a in masters.values()),
+                           return_exceptions=True))
         brokers = set(masters)
         holders: dict[str, list[str]] = {}
         for addr, wrapper in zip(masters.values(), wrappers, strict=True):
+            if isinstance(wrapper, BaseException):
+                if not scope.excuses(wrapper):
+                    raise wrapper
+                continue
             for topic in wrapper.topic_config_table:
                 if not is_system_topic(topic, (), brokers):
                     holders.setdefault(topic, []).append(addr)
@@ -107,14 +123,22 @@ class Sampler:
             _bounded(monitor.topic_stats(admin, t, addresses=a) for t, a in holders.items()),
             _bounded(monitor.consume_stats(admin, g) for g in groups))
         now = int(time.time() * 1000)
+        # With a master unanswered, a group's lag may miss the queues it holds (whose
+        # topics a group may have without any other master knowing): no lag this round.
+        # A topic held only by masters that answered keeps its rates.
+        complete = not scope.unanswered
         consumed: dict[str, int] = {}
         for group, stats in zip(groups, group_stats, strict=True):
             if isinstance(stats, ConsumeStats):
-                self.history.add(f"lag:{group}", now, stats.lag)
+                if complete:
+                    self.history.add(f"lag:{group}", now, stats.lag)
                 for q in stats.queues:
                     consumed[q.topic] = consumed.get(q.topic, 0) + q.consumer_offset
         seen: set[str] = set()
         for topic, tstats in zip(holders, topic_stats, strict=True):
+            if any(a in scope.unanswered for a in holders[topic]):
+                seen.update((f"put:{topic}", f"get:{topic}"))  # keep its baseline
+                continue
             if isinstance(tstats, TopicStats):
                 seen.update((f"put:{topic}", f"get:{topic}"))
                 self._rate(f"put:{topic}", now, sum(q.max_offset for q in tstats.queues))

@@ -15,7 +15,7 @@ series key        value
 A round asks every master for its topic configs (21), the groups' configs (201) and
 offset tables (43), then each user topic's stats (202) and each user group's consume
 stats (208), at most ``FAN_OUT`` at a time; system topics and groups are left out. A
-round waits for the brokers one interval at most
+round waits for the brokers one interval (or one request timeout, if longer) at most
 (:mod:`tidemq.client.request_deadline`): while a master does not answer, no lag is
 recorded (a group's sum would miss its queues there) and the rates of the topics it
 holds keep their baseline, while the topics held by the others go on being sampled. A
@@ -96,9 +96,11 @@ class Sampler:
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - began)))
 
     async def sample(self) -> None:
-        """One round, under one deadline (the interval): a broker that does not answer
-        costs the round one wait, and the figures that do not depend on it are kept."""
-        with request_deadline(self.interval) as scope:
+        """One round, under one deadline (the interval, or a request's timeout when
+        that is longer): a broker that does not answer costs the round one wait, and the
+        figures that do not depend on it are kept."""
+        seconds = max(self.interval, self.admin.config.request_timeout)
+        with request_deadline(seconds) as scope:
             await self._sample(scope)
 
     async def _sample(self, scope: Deadline) -> None:

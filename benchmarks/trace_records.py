@@ -98,7 +98,7 @@ def client(batches: int, batch: int = BATCH, produce: bool = False) -> Callable[
             traced = _produced(bodies) if produce else msgs
             builder.extend(pub_records("bench_producer_0", traced, ids, result, 1, 2))
             if len(builder.messages) >= BATCH_MESSAGES:
-                _trace_sends([m for m, _ in builder.take()], keys, 1)
+                _trace_sends([m for m, _ in builder.take(BATCH_MESSAGES)], keys, 1)
         builder.close()
         return (time.process_time() - started) / (batches * batch) * 1e9
 
@@ -192,7 +192,7 @@ def _send_load(sends: int, trace: bool, business: bool = True
                             message_count=SEND_BATCH)
         builder.extend(pub_records("bench_producer_0", msgs, prepared, result, now, 2))
         if len(builder.messages) >= BATCH_MESSAGES:
-            out += _trace_sends([m for m, _ in builder.take()], keys, now)
+            out += _trace_sends([m for m, _ in builder.take(BATCH_MESSAGES)], keys, now)
     return out, sends * SEND_BATCH
 
 

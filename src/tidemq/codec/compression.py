@@ -23,6 +23,7 @@ import enum
 import threading
 import zlib
 from collections.abc import Callable
+from typing import cast
 
 import lz4.frame
 import zstandard
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - no isal wheel for this platform
     _fast_deflate = None
 
 from tidemq.errors import CorruptRecord
+from tidemq.formats.record.native import compiled
 
 __all__ = [
     "BATCH_LEVELS",
@@ -42,10 +44,12 @@ __all__ = [
     "COMPRESSION_MASK",
     "FAST_ZLIB_LEVEL",
     "CompressionType",
+    "clear_vector_state",
     "compress",
     "compress_if_smaller",
     "compression_of",
     "decompress",
+    "py_clear_vector_state",
     "sys_flag_for",
 ]
 
@@ -111,13 +115,26 @@ class _ZstdContexts(threading.local):
 _zstd_contexts = _ZstdContexts()
 
 
+def py_clear_vector_state() -> None:
+    """The twin of the compiled ``clear_vector_state``: Python leaves no vector state."""
+
+
+#: After ISA-L's deflate: clears the vector registers' upper halves, which its vector
+#: code leaves set and every later SSE instruction of the thread would pay for
+#: (``_crecords.c``); the twin where the module is not built.
+clear_vector_state = cast("Callable[[], None]",
+                          compiled("clear_vector_state") or py_clear_vector_state)
+
+
 def compress(data: bytes | bytearray | memoryview, ctype: CompressionType,
              level: int | None = None) -> bytes:
     """Compress ``data`` in the format ``ctype`` names."""
     lvl = DEFAULT_LEVELS[ctype] if level is None else level
     if ctype is CompressionType.ZLIB:
         if lvl == FAST_ZLIB_LEVEL and _fast_deflate is not None:
-            return _fast_deflate(data, 1)
+            packed = _fast_deflate(data, 1)
+            clear_vector_state()
+            return packed
         return zlib.compress(data, lvl)
     if ctype is CompressionType.LZ4:
         return bytes(lz4.frame.compress(bytes(data), compression_level=lvl))

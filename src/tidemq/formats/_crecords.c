@@ -18,8 +18,9 @@ groups its entries into one run per queue, lmq_offset_props
 writes a fan-out batch's LMQ offsets into its properties, json_header
 writes a remoting command's JSON header, trace_pub_run and unique_words write a
 trace message's records and keys, offset_entries_json writes the committed offsets' JSON
-a slice of keys at a time, and lowest_offsets gathers retention's lowest committed
-offset per queue a slice of keys at a time.
+a slice of keys at a time, lowest_offsets gathers retention's lowest committed
+offset per queue a slice of keys at a time, and clear_vector_state clears the vector
+registers' upper halves after a library's vector code.
 Every one has a pure-Python twin in tidemq/formats/record/loops.py (inner_facts: in
 tidemq/formats/record/inner_send.py; send_fields: tidemq/codec/headers.py;
 link_index_entries: tidemq/store/index_links.py; key_hashes, str_key_hashes,
@@ -30,7 +31,8 @@ tidemq/store/lmq_fanout.py; lmq_offset_props:
 tidemq/store/lmq_props.py; json_header:
 tidemq/codec/header.py; trace_pub_run and unique_words: tidemq/codec/trace_text.py;
 offset_entries_json: tidemq/broker/offset_json.py; lowest_offsets:
-tidemq/broker/offset_lowest.py),
+tidemq/broker/offset_lowest.py; clear_vector_state: a no-op in
+tidemq/codec/compression.py),
 the fallback when this module is not built, and the tests compare the two.
 
 Byte positions, all big-endian: the names below are those of tidemq/formats/batch.py
@@ -3506,6 +3508,33 @@ static PyObject *lowest_offsets(PyObject *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* clear_vector_state() -> None
+
+   Zeroes the upper halves of the vector registers (VZEROUPPER) where the CPU has AVX;
+   elsewhere it does nothing. Vector code that returns with them still set leaves the CPU
+   in a state where later legacy-SSE instructions -- the interpreter's, other
+   libraries' -- wait on a merge with those upper halves, so the thread runs slower
+   until something clears them: a traced producer, which deflates its trace messages
+   with ISA-L, spent more CPU on every message it sent, not only on the deflate, until
+   the compression module called this after each ISA-L call. It changes no value
+   (tidemq/codec/compression.py: the twin is a no-op). */
+static int avx_state = 0;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx")))
+static void zero_upper(void) {
+    _mm256_zeroupper();
+}
+#endif
+
+static PyObject *clear_vector_state(PyObject *self, PyObject *unused) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx_state)
+        zero_upper();
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"check_records", check_records, METH_VARARGS, "How many leading records are sound."},
     {"body_crc32", (PyCFunction)(void (*)(void))body_crc32, METH_FASTCALL,
@@ -3549,6 +3578,8 @@ static PyMethodDef methods[] = {
      "A batch's Pub records as one text, and the ids' widths."},
     {"unique_words", (PyCFunction)(void (*)(void))unique_words, METH_FASTCALL,
      "The words of a text, each once, in order, joined by spaces."},
+    {"clear_vector_state", clear_vector_state, METH_NOARGS,
+     "Zero the upper halves of the vector registers (VZEROUPPER) where there is AVX."},
     {"offset_entries_json", (PyCFunction)(void (*)(void))offset_entries_json, METH_FASTCALL,
      "The committed offsets' JSON members of a slice of keys, or None."},
     {"lowest_offsets", (PyCFunction)(void (*)(void))lowest_offsets, METH_FASTCALL,
@@ -3573,6 +3604,10 @@ PyMODINIT_FUNC PyInit__crecords(void) {
     avx2_hashes = __builtin_cpu_supports("avx2");
     wide_crc = clmul_crc && __builtin_cpu_supports("vpclmulqdq")
                && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    avx_state = __builtin_cpu_supports("avx");
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_DIGEST", TIDEMQ_SOURCE_DIGEST) < 0)

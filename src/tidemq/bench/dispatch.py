@@ -58,9 +58,9 @@ __all__ = ["LOAD_MESSAGES", "MODES", "RATES", "DispatchBenchConfig", "gil_releas
            "run_dispatch_bench"]
 
 MODES = ("serial", "concurrent")
-#: The produce rates of the sustained part, msg/s: up to where a quiet 2-core host's
-#: concurrent dispatcher stops keeping up, so that the two dispatchers' highest sustained
-#: rates both fall inside the ladder (it stops after two rates not sustained).
+#: The produce rates of the sustained part, msg/s: on past the highest rate either
+#: dispatcher has sustained on a quiet 2-core host, so that both dispatchers' highest
+#: sustained rates fall inside the ladder (it stops after two rates not sustained).
 RATES = (2000, 4000, 8000, 12000, 16000, 20000, 25000, 30000, 35000, 40000, 45000, 50000,
          60000, 70000, 80000)
 #: Pre-built messages at most: a ladder's higher rates put them again (their keys

@@ -42,10 +42,11 @@ def _server(broker: BrokerApp) -> HaServer:
     return server
 
 
-def _frame(creds: Credentials, *, timestamp_ms: int | None = None) -> bytes:
+def _frame(creds: Credentials, *, timestamp_ms: int | None = None,
+           group: str = "broker-a") -> bytes:  # the brokers' default brokerName
     return encode_auth(creds.access_key, SigningKey(creds.secret_key),
                        timestamp_ms=int(time.time() * 1000) if timestamp_ms is None
-                       else timestamp_ms, nonce=os.urandom(8), broker_name="stranger",
+                       else timestamp_ms, nonce=os.urandom(8), broker_name=group,
                        broker_id=9)
 
 
@@ -123,6 +124,7 @@ async def test_bad_frames_are_refused(tmp_path: Path) -> None:
                  (_frame(Credentials("nobody", "x")), "account"),
                  (_frame(ROOT, timestamp_ms=stale), "timestamp"),
                  (_frame(ALICE), "admin"), (replayed, "replay"),
+                 (_frame(ROOT, group="broker-b"), "group"),
                  (b"\xfe\x54\x48\x41\x00\x01", "malformed")]
         for opening, _reason in cases:
             assert await _served(master, opening) == b""

@@ -38,9 +38,9 @@ class Clock:
         return self.ms / 1000
 
 
-def frame(creds: Credentials, *, at: int = NOW_MS) -> AuthFrame:
+def frame(creds: Credentials, *, at: int = NOW_MS, group: str = "broker-a") -> AuthFrame:
     wire = encode_auth(creds.access_key, SigningKey(creds.secret_key), timestamp_ms=at,
-                       nonce=os.urandom(8), broker_name="broker-a", broker_id=1)
+                       nonce=os.urandom(8), broker_name=group, broker_id=1)
     opened = OpeningDecoder().receive(wire)
     assert opened is not None and opened.frame is not None
     return opened.frame
@@ -139,3 +139,14 @@ def test_without_acl_every_replica_is_served_and_nothing_is_checked() -> None:
     assert auth.admit(None, REMOTE) == Admitted(False)
     assert auth.admit(frame(Credentials("anyone", "wrong")), REMOTE) == Admitted(False)
     assert not auth.refused
+
+
+@pytest.mark.parametrize("acl", [True, False], ids=["acl", "no-acl"])
+def test_a_frame_naming_another_group_is_refused(tmp_path: Path, acl: bool) -> None:
+    """A replica whose haMasterAddress names another group's master would copy (and
+    later serve) that group's log: refused with or without ACL, by the name it signs."""
+    auth = ReplicaAuth(AclFile(write_accounts(tmp_path)) if acl else None, own=None,
+                       allow_unauthenticated=False, group="broker-a", clock=Clock())
+    assert refusal(auth, frame(ADMIN, group="broker-b")) == "group"
+    assert auth.admit(frame(ADMIN), REMOTE).authenticated == acl
+    assert auth.refused == {"group": 1}

@@ -21,9 +21,13 @@ A connection without a frame passes only from an address of
 without credentials) or with ``haAllowUnauthenticated=true`` (for replicas that cannot
 sign, RocketMQ's own). Anything else is :class:`HaRefusal`, counted in :attr:`refused`
 by reason: ``unauthenticated`` (no frame), ``account``, ``signature``, ``timestamp``,
-``replay``, ``admin``, ``malformed`` (a frame that does not decode).
+``replay``, ``admin``, ``group``, ``malformed`` (a frame that does not decode).
 
-A master without ACL reads a frame and ignores it: it has nothing to check it against,
+Whether or not the master checks ACLs, a frame that names another broker group than the
+master's (``brokerName``) is refused (``group``): the replica was pointed at the wrong
+master and would copy, and later serve, another group's log.
+
+A master without ACL reads a frame and checks nothing else: it has nothing to check it against,
 and admits every replica, as RocketMQ does.
 """
 
@@ -70,13 +74,16 @@ _OPEN = Admitted(False)
 
 class ReplicaAuth:
     """The check (module docstring). ``directory``: the broker's ACL principals, ``None``
-    when it checks no ACL; ``own``: the (access key, secret key) it signs with."""
+    when it checks no ACL; ``own``: the (access key, secret key) it signs with;
+    ``group``: the master's broker name (empty: a frame's is not compared)."""
 
     def __init__(self, directory: Directory | None, *, own: tuple[str, str] | None,
-                 allow_unauthenticated: bool, window_ms: int = CLOCK_WINDOW_MS,
+                 allow_unauthenticated: bool, group: str = "",
+                 window_ms: int = CLOCK_WINDOW_MS,
                  clock: Callable[[], float] = time.time) -> None:
         self.directory = directory
         self.own = own
+        self.group = group
         self.allow_unauthenticated = allow_unauthenticated
         self.window_ms = window_ms
         self.clock = clock
@@ -111,6 +118,10 @@ class ReplicaAuth:
         self.refused["malformed"] += 1
 
     def _admit(self, frame: AuthFrame | None, remote: str) -> Admitted:
+        if frame is not None and self.group and frame.broker_name != self.group:
+            raise HaRefusal("group", f"it replicates broker {frame.broker_name!r}; this "
+                            f"master is broker {self.group!r} (its haMasterAddress names "
+                            "another group's master)", frame.access_key)
         directory = self.directory
         if directory is None:
             return _OPEN

@@ -86,7 +86,8 @@ class ReplicationService:
         #: Who may copy this broker's log while it is master: the broker sets the ACL's
         #: principals before it starts (no ACL: anyone).
         self.auth = ReplicaAuth(None, own=config.credentials,
-                                allow_unauthenticated=config.ha_allow_unauthenticated)
+                                allow_unauthenticated=config.ha_allow_unauthenticated,
+                                group=config.broker_name)
         own = config.credentials
         #: What this broker signs its HA connections with while a replica.
         self.identity = (ReplicaIdentity(own[0], SigningKey(own[1]), config.broker_name,

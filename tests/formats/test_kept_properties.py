@@ -3,13 +3,15 @@ back whole; files written before the end line, or by hand, still read."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tidemq.errors import ConfigError
 from tidemq.formats.javaprops import parse_properties, properties_text
-from tidemq.formats.kept_properties import END_LINE, kept_text, parse_kept
+from tidemq.formats.kept_properties import END_LINE, kept_text, parse_kept, read_kept
 
 FIRST = "# Keys kept by a test; its last line is '# end'."
 HEADER = "# a second comment line\n"
@@ -69,3 +71,10 @@ def test_what_was_cut_is_said(text: str, problem: str) -> None:
     with pytest.raises(ConfigError) as err:
         _parse(text)
     assert str(err.value).startswith(f"kept.properties {problem}: cut short"), err.value
+
+
+def test_a_file_below_a_file_is_none(tmp_path: Path) -> None:
+    """Where a directory of the path is a file, there is no file to read: the server's
+    start then names the directory it cannot use, not this file."""
+    (tmp_path / "store").write_text("a file")
+    assert read_kept(tmp_path / "store" / "overrides.properties", FIRST, key="k") == {}

@@ -59,8 +59,8 @@ def read_kept(path: Path, first_line: str, *, key: str) -> dict[str, str]:
     or was cut short."""
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return {}
+    except (FileNotFoundError, NotADirectoryError):  # a file where a directory should
+        return {}  # be holds none: the start names that path when it needs it
     except OSError as exc:
         raise ConfigError(f"{path} does not read: {exc}", key=key) from None
     try:

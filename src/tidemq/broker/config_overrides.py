@@ -19,36 +19,25 @@ rather than a key lost or a value shortened.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
-from tidemq.formats.kept_properties import kept_text, read_kept
-from tidemq.store.checkpoint import atomic_write
+from tidemq.store.kept_overrides import FILE_NAME, KeptOverrides
 from tidemq.store.layout import StoreLayout
 
 __all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
 
-FILE_NAME = "runtimeOverrides.properties"
-
-_FIRST = ("# Broker keys changed at run time (updateBrokerConfig), written by the broker; "
-          "its last line is '# end'.")
-_HEADER = "# Read after the broker's properties file; TIDEMQ_* variables and --set win.\n"
+_FILE = KeptOverrides(
+    "# Broker keys changed at run time (updateBrokerConfig), written by the broker; "
+    "its last line is '# end'.",
+    "# Read after the broker's properties file; TIDEMQ_* variables and --set win.\n",
+    key="storePathRootDir")
 
 
 def overrides_path(store_root: str | Path) -> Path:
     return StoreLayout(str(store_root)).config_file(FILE_NAME)
 
 
-def read_overrides(path: Path) -> dict[str, str]:
-    """The keys the file holds (none when there is no file); a
-    :class:`~tidemq.errors.ConfigError` naming the file when it does not read or was cut
-    short."""
-    return read_kept(path, _FIRST, key="storePathRootDir")
-
-
-def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:
-    """Merge ``changes`` into the file (created if missing); what it holds now."""
-    merged = {**read_overrides(path), **changes}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, kept_text(_FIRST, _HEADER, dict(sorted(merged.items()))).encode())
-    return merged
+#: The keys the file holds (none when there is no file).
+read_overrides = _FILE.read
+#: Merge changes into the file (created if missing); what it holds now.
+write_overrides = _FILE.write

@@ -20,19 +20,17 @@ start with an error naming the file and the key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
-from tidemq.formats.kept_properties import kept_text, read_kept
-from tidemq.store.checkpoint import atomic_write
+from tidemq.store.kept_overrides import FILE_NAME, KeptOverrides
 
 __all__ = ["FILE_NAME", "overrides_path", "read_overrides", "write_overrides"]
 
-FILE_NAME = "runtimeOverrides.properties"
-
-_FIRST = ("# Controller keys changed at run time (updateControllerConfig), written by the "
-          "controller; its last line is '# end'.")
-_HEADER = "# Read after its properties file; TIDEMQ_* variables and --set win.\n"
+_FILE = KeptOverrides(
+    "# Controller keys changed at run time (updateControllerConfig), written by the "
+    "controller; its last line is '# end'.",
+    "# Read after its properties file; TIDEMQ_* variables and --set win.\n",
+    key="controllerStorePath")
 
 
 def overrides_path(store: Path | None) -> Path | None:
@@ -41,14 +39,7 @@ def overrides_path(store: Path | None) -> Path | None:
     return store / FILE_NAME if store is not None else None
 
 
-def read_overrides(path: Path) -> dict[str, str]:
-    """The keys the file holds (none when there is no file)."""
-    return read_kept(path, _FIRST, key="controllerStorePath")
-
-
-def write_overrides(path: Path, changes: Mapping[str, str]) -> dict[str, str]:
-    """Merge ``changes`` into the file (created if missing); what it holds now."""
-    merged = {**read_overrides(path), **changes}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, kept_text(_FIRST, _HEADER, dict(sorted(merged.items()))).encode())
-    return merged
+#: The keys the file holds (none when there is no file).
+read_overrides = _FILE.read
+#: Merge changes into the file (created if missing); what it holds now.
+write_overrides = _FILE.write

@@ -15,22 +15,20 @@ two minutes); here it is the liveness timeout of a broker that registers without
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import config_keys, env_values, load_config
+from tidemq.formats.javaprops import load_config
 from tidemq.namesrv.config_overrides import overrides_path, read_overrides
 from tidemq.net.acl.auth_keys import check_copy_keys
 from tidemq.net.bind import check_listen
 from tidemq.net.server_keys import ServerKeys
+from tidemq.store.kept_overrides import load_with_kept
 
 __all__ = ["NamesrvConfig", "load_namesrv_config"]
 
-log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,26 +127,7 @@ def load_namesrv_config(
     """
     config, unknown = load_config(NamesrvConfig, path, overrides=overrides, env=env)
     kept_path = overrides_path(config.kv_config_path)
-    kept = read_overrides(kept_path) if kept_path is not None else {}
-    if not kept:
+    if kept_path is None:
         return config, unknown
-    keys = config_keys(NamesrvConfig)
-    for key in kept:
-        if key not in keys:
-            raise ConfigError(f"{kept_path}: unknown config key {key!r}", key=key)
-    later = set(env_values(NamesrvConfig, os.environ if env is None else env))
-    later |= {k for k in (overrides or {})} | {
-        key for key, field in keys.items() if field in (overrides or {})}
-    shadowed = sorted(k for k in kept if k in later)
-    if shadowed:
-        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
-                    "again, and wins", kept_path, ", ".join(shadowed),
-                    "it" if len(shadowed) == 1 else "them")
-    effective = {k: v for k, v in kept.items() if k not in later}
-    try:
-        return load_config(NamesrvConfig, path, overrides={**effective, **(overrides or {})},
-                           env=env)
-    except ConfigError as exc:
-        if exc.key in effective:
-            raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
-        raise
+    return load_with_kept(NamesrvConfig, path, (config, unknown), kept_path,
+                          read_overrides(kept_path), overrides=overrides, env=env)

@@ -12,13 +12,22 @@ directory), so a process killed at any moment leaves the old file or the new one
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
+from tidemq.errors import ConfigError
+from tidemq.formats.javaprops import config_keys, env_values, load_config
 from tidemq.formats.kept_properties import kept_text, read_kept
 from tidemq.store.checkpoint import atomic_write
 
-__all__ = ["FILE_NAME", "KeptOverrides"]
+__all__ = ["FILE_NAME", "KeptOverrides", "load_with_kept"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 FILE_NAME = "runtimeOverrides.properties"
 
@@ -46,3 +55,34 @@ class KeptOverrides:
         atomic_write(path, kept_text(self.first_line, self.header,
                                      dict(sorted(merged.items()))).encode())
         return merged
+
+
+def load_with_kept(cls: type[T], path: str | Path | None, loaded: tuple[T, list[str]],
+                   kept_path: Path, kept: Mapping[str, str], *,
+                   overrides: Mapping[str, Any] | None, env: Mapping[str, str] | None
+                   ) -> tuple[T, list[str]]:
+    """``loaded`` (:func:`~tidemq.formats.javaprops.load_config` of ``cls`` from ``path``,
+    ``env`` and ``overrides``) with the keys ``kept`` in ``kept_path`` read after the
+    properties file: a key the environment or ``overrides`` give again, under any of its
+    names, wins (a warning says so). A key ``cls`` does not know, or a value it does not
+    take, is a :class:`~tidemq.errors.ConfigError` naming the file."""
+    if not kept:
+        return loaded
+    keys = config_keys(cls)
+    for key in kept:
+        if key not in keys:
+            raise ConfigError(f"{kept_path}: unknown config key {key!r}", key=key)
+    later = {keys.get(k, k) for k in env_values(cls, os.environ if env is None else env)}
+    later |= {keys.get(k, k) for k in overrides or {}}
+    shadowed = sorted(k for k in kept if keys[k] in later)
+    if shadowed:
+        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
+                    "again, and wins", kept_path, ", ".join(shadowed),
+                    "it" if len(shadowed) == 1 else "them")
+    effective = {k: v for k, v in kept.items() if keys[k] not in later}
+    try:
+        return load_config(cls, path, overrides={**effective, **(overrides or {})}, env=env)
+    except ConfigError as exc:
+        if exc.key in effective:
+            raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
+        raise

@@ -11,23 +11,21 @@ and ``tidemq admin`` talk to. Three controllers tolerate the loss of one.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import config_keys, env_values, load_config
+from tidemq.formats.javaprops import load_config
 from tidemq.namesrv.controller.config_overrides import overrides_path, read_overrides
 from tidemq.namesrv.controller.store_dir import store_dir
 from tidemq.net.acl.auth_keys import check_copy_keys
 from tidemq.net.bind import check_listen, is_loopback
 from tidemq.net.server_keys import AclKeys
+from tidemq.store.kept_overrides import load_with_kept
 
 __all__ = ["ControllerConfig", "load_controller_config", "parse_peers"]
 
-log = logging.getLogger(__name__)
 
 
 def parse_peers(text: str) -> dict[str, str]:
@@ -160,27 +158,7 @@ def load_controller_config(
         return config, unknown  # not a controller that can start: it keeps nothing
     kept_path = overrides_path(store_dir(config.controller_store_path,
                                          config.controller_raft_self_id, beside=beside))
-    kept = read_overrides(kept_path) if kept_path is not None else {}
-    if not kept:
+    if kept_path is None:
         return config, unknown
-    keys = config_keys(ControllerConfig)
-    for key in kept:
-        if key not in keys:
-            raise ConfigError(f"{kept_path}: unknown config key {key!r}", key=key)
-    # given again by the environment or --set, under any of its names: that wins
-    later = {keys.get(k, k) for k in env_values(ControllerConfig,
-                                                 os.environ if env is None else env)}
-    later |= {keys.get(k, k) for k in overrides or {}}
-    shadowed = sorted(k for k in kept if keys[k] in later)
-    if shadowed:
-        log.warning("%s: %s changed at run time, but the environment or --set gives %s "
-                    "again, and wins", kept_path, ", ".join(shadowed),
-                    "it" if len(shadowed) == 1 else "them")
-    effective = {k: v for k, v in kept.items() if keys[k] not in later}
-    try:
-        return load_config(ControllerConfig, path,
-                           overrides={**effective, **(overrides or {})}, env=env)
-    except ConfigError as exc:
-        if exc.key in effective:
-            raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
-        raise
+    return load_with_kept(ControllerConfig, path, (config, unknown), kept_path,
+                          read_overrides(kept_path), overrides=overrides, env=env)

@@ -14,9 +14,11 @@ backlog    the dispatcher paused, ``messages`` appended, resumed: messages made 
            per second until drained (consume-queue entries, LMQ entries, index keys).
 sustained  one store per dispatcher and run, warmed up for a second at the lowest rate
            (the first round creates every queue's files), then a producer thread puts at
-           each rate of ``rates`` in turn for ``seconds`` (paced per millisecond) while a
-           sampler reads ``MessageStore.dispatch_lag()`` every 10 ms; lag p50/p99 per
-           rate. The highest sustained rate is the highest one whose lag p99 is at most
+           each rate of ``rates`` in turn for ``seconds`` (paced per millisecond); each
+           message's lag is the time from its put's call to the end of the round that
+           made it visible (a round hook), both on the monotonic clock in ns, so lag
+           p50/p99 per rate is over every message, not samples of the millisecond store
+           clock. The highest sustained rate is the highest one whose lag p99 is at most
            ``max_lag_ms`` and whose producer kept up (>= 95 % of the rate); the ladder
            stops after two rates in a row that are not sustained. Each rate also
            reports the garbage collections it saw per generation and the longest (the
@@ -109,11 +111,21 @@ class _Load:
             self.items.append((MessageInput(body, props, tags_code=tag, keys=(key,)), names))
         self.queues = cfg.queues
 
-    def put(self, store: MessageStore, start: int, count: int) -> None:
+    def put(self, store: MessageStore, start: int, count: int,
+            stamps: list[int] | None = None) -> None:
+        """Put messages ``start`` to ``start + count``; with ``stamps``, each one's
+        monotonic time (ns) right before its put is appended to it."""
         items, queues, put = self.items, self.queues, store.put_multi_dispatch
         n = len(items)
+        if stamps is None:
+            for i in range(start, start + count):
+                msg, names = items[i % n]
+                put("bench", i % queues, msg, names)
+            return
+        stamp, now = stamps.append, time.perf_counter_ns
         for i in range(start, start + count):
             msg, names = items[i % n]
+            stamp(now())
             put("bench", i % queues, msg, names)
 
 
@@ -181,44 +193,85 @@ class _Collections:
         gc.callbacks.remove(self._observe)
 
 
+class _Visible:
+    """When the store's messages became visible: once a dispatch round, the records
+    dispatched so far and the monotonic time (ns), from a round hook (a broker's
+    long-poll wake-ups are one too); rounds are applied one at a time, in log order."""
+
+    def __init__(self, store: MessageStore) -> None:
+        dispatcher = store.dispatcher
+        assert dispatcher is not None
+        self.rounds: list[tuple[int, int]] = []
+        self._awaited = 0
+        self._reached = threading.Event()
+        seen, now = self.rounds.append, time.perf_counter_ns
+
+        def hook(_touched: object) -> None:
+            records = dispatcher.dispatched_entries
+            seen((records, now()))
+            if records >= self._awaited:
+                self._reached.set()
+
+        store.add_dispatch_round_hook(hook)
+
+    def wait(self, records: int, timeout: float) -> bool:
+        """Wait until the hook saw ``records`` records visible: a dispatcher's drain
+        returns once the position moved, before the round's hooks ran."""
+        self._reached.clear()
+        self._awaited = records
+        if self.rounds and self.rounds[-1][0] >= records:
+            return True
+        return self._reached.wait(timeout)
+
+    def lags_ms(self, stamps: Sequence[int], first: int, last: int) -> np.ndarray:
+        """The lag (ms) of the store's messages ``first`` to ``last`` (numbered from 0 in
+        put order, one record each), put at ``stamps[i]`` (ns): the time to the end of
+        the first round after which more than ``i`` records were visible."""
+        rounds = np.array(self.rounds, dtype=np.int64).reshape(-1, 2)
+        return message_lags_ms(np.asarray(stamps[first:last], dtype=np.int64), first,
+                               rounds[:, 0], rounds[:, 1])
+
+
+def message_lags_ms(put_ns: np.ndarray, first: int, visible_records: np.ndarray,
+                    visible_ns: np.ndarray) -> np.ndarray:
+    """Each message's lag in ms: message ``first + i``, put at ``put_ns[i]``, is visible
+    at the first ``visible_ns[j]`` whose ``visible_records[j]`` (records visible then,
+    never decreasing) exceeds its number."""
+    numbers = np.arange(first, first + len(put_ns), dtype=np.int64)
+    at = np.searchsorted(visible_records, numbers, side="right")
+    if len(put_ns) and (not len(visible_records) or at[-1] >= len(visible_records)):
+        raise ValueError(f"message {first + len(put_ns) - 1} was never visible")
+    lags: np.ndarray = (visible_ns[at] - put_ns) / 1e6
+    return lags
+
+
 class _Paced:
     """A store under a paced producer: ``run(rate, seconds)`` puts ``rate`` messages a
-    second (the due ones every millisecond) while a sampler reads the dispatch lag every
-    10 ms."""
+    second (the due ones every millisecond), each one's lag measured (:class:`_Visible`)."""
 
     def __init__(self, store: MessageStore, load: _Load) -> None:
         self.store = store
         self.load = load
         self.sent = 0
+        self.stamps: list[int] = []  # each message's put time, ns, in put order
+        self.visible = _Visible(store)
 
-    def run(self, rate: int, seconds: float) -> tuple[float, list[float]]:
-        """Returns the achieved rate and the lag samples (ms)."""
-        store, lags = self.store, []
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.wait(0.01):
-                lags.append(store.dispatch_lag()[1])
-
-        sampler = threading.Thread(target=sample, name="bench-lag-sampler")
-        sampler.start()
+    def run(self, rate: int, seconds: float) -> tuple[float, np.ndarray]:
+        """Returns the achieved rate and the lag of each message put (ms)."""
+        store, stamps = self.store, self.stamps
         first = self.sent
-        try:
-            t0 = time.perf_counter()
-            while (now := time.perf_counter()) < t0 + seconds:
-                due = first + int((now - t0) * rate) - self.sent
-                if due > 0:
-                    self.load.put(store, self.sent, due)
-                    self.sent += due
-                else:
-                    time.sleep(0.001)
-            elapsed = time.perf_counter() - t0
-        finally:
-            stop.set()
-            sampler.join()
-        if not store.wait_dispatched(600):
+        t0 = time.perf_counter()
+        while (now := time.perf_counter()) < t0 + seconds:
+            due = first + int((now - t0) * rate) - self.sent
+            if due > 0:
+                self.load.put(store, self.sent, due, stamps)
+                self.sent += due
+            else:
+                time.sleep(0.001)
+        elapsed = time.perf_counter() - t0
+        if not store.wait_dispatched(600) or not self.visible.wait(self.sent, 60):
             raise RuntimeError(f"dispatch did not drain ({store.status})")
-        return (self.sent - first) / elapsed, lags
+        return (self.sent - first) / elapsed, self.visible.lags_ms(stamps, first, self.sent)
 
 
 def _ladder(root: Path, cfg: DispatchBenchConfig, mode: str, load: _Load,
@@ -237,10 +290,10 @@ def _ladder(root: Path, cfg: DispatchBenchConfig, mode: str, load: _Load,
                 break
             with _Collections() as collections:
                 achieved, lags = paced.run(rate, cfg.seconds)
-            p50, p99 = np.percentile(lags, [50, 99]).tolist() if lags else [0.0, 0.0]
+            p50, p99 = np.percentile(lags, [50, 99]).tolist() if len(lags) else [0.0, 0.0]
             run = {"rate": rate, "achieved_msgs_per_s": achieved, "lag_p50_ms": p50,
-                   "lag_p99_ms": p99, "lag_max_ms": max(lags, default=0.0),
-                   "samples": len(lags),
+                   "lag_p99_ms": p99, "lag_max_ms": float(lags.max()) if len(lags) else 0.0,
+                   "messages": len(lags),
                    "sustained": p99 <= cfg.max_lag_ms and achieved >= KEEP_UP * rate,
                    "gc_collections": collections.counts,
                    "gc_longest_ms": collections.longest * 1000}
@@ -248,7 +301,7 @@ def _ladder(root: Path, cfg: DispatchBenchConfig, mode: str, load: _Load,
             failed = 0 if run["sustained"] else failed + 1
             n0, n1, n2 = collections.counts
             say(f"rate {mode:>10} {label}: {rate:>7,}/s  achieved {achieved:>8,.0f}/s  lag p50 "
-                f"{p50:6.1f} p99 {p99:7.1f} ms  {'ok' if run['sustained'] else '--'}  "
+                f"{p50:7.3f} p99 {p99:8.3f} ms  {'ok' if run['sustained'] else '--'}  "
                 f"(gc {n0}/{n1}/{n2}, longest {collections.longest * 1000:.0f} ms)")
     finally:
         store.shutdown()

@@ -2,15 +2,22 @@
 handles them: every DLQ with its message count, one DLQ's messages newest first, and
 each message resent to a consumer of the group it came from.
 
+A DLQ is found on the brokers that hold it, not only in the name servers' topic list:
+a broker creates it at the first message a group gives up on, and the name servers
+know it only once that broker's registration carrying it has reached them.
+
 ===============================  ==========================================================
 operation                        requests
 ===============================  ==========================================================
-:func:`dlq_counts`               GET_ALL_TOPIC_LIST_FROM_NAMESERVER, then 202
-                                 GET_TOPIC_STATS_INFO on the masters of each DLQ
-:func:`dead_letters`             202 on the DLQ's masters, then 11 PULL_MESSAGE backwards
-                                 from each queue's end, a pull's worth at a time, merged
-                                 by store time
-:func:`every_dead_letter`        11 PULL_MESSAGE over each queue, oldest first
+:func:`dlq_counts`               GET_ALL_TOPIC_LIST_FROM_NAMESERVER and 21
+                                 GET_ALL_TOPIC_CONFIG on every master, then 202
+                                 GET_TOPIC_STATS_INFO on the masters holding each DLQ
+:func:`dlq_stats`                202 on every master (those without the DLQ answer 17)
+:func:`dead_letters`             :func:`dlq_stats`, then 11 PULL_MESSAGE backwards from
+                                 each queue's end, a pull's worth at a time, merged by
+                                 store time
+:func:`every_dead_letter`        :func:`dlq_stats`, then 11 PULL_MESSAGE over each queue,
+                                 oldest first
 :func:`resend`                   :func:`~tidemq.client.group_admin.consume_message_directly`
                                  (33 VIEW_MESSAGE_BY_ID, 309 CONSUME_MESSAGE_DIRECTLY)
 ===============================  ==========================================================
@@ -24,9 +31,10 @@ import heapq
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING
 
-from tidemq.client import group_admin, message_scan, monitor
+from tidemq.client import group_admin, message_scan, monitor, request_deadline
 from tidemq.client.retry import DLQ_PREFIX
 from tidemq.codec.bodies import CMResult, ConsumeMessageDirectlyResult
+from tidemq.errors import BrokerResponseError, ResponseCode
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.record import pack_host
 from tidemq.types import MessageExt, MessageQueue
@@ -34,7 +42,7 @@ from tidemq.types import MessageExt, MessageQueue
 if TYPE_CHECKING:
     from tidemq.client.admin import AdminClient
 
-__all__ = ["DeadLetter", "DeadLetterPage", "dead_letters", "dlq_counts",
+__all__ = ["DeadLetter", "DeadLetterPage", "dead_letters", "dlq_counts", "dlq_stats",
            "every_dead_letter", "failed", "resend"]
 
 #: The property a dead letter keeps its first topic in (set at its first send-back).
@@ -82,36 +90,89 @@ class DeadLetterPage:
     letters: list[DeadLetter]
 
 
+async def _held(admin: AdminClient) -> dict[str, list[str]]:
+    """DLQ topic -> the addresses of the masters whose topic configs hold it (a master
+    the open request deadline names as unanswered is left out)."""
+    addrs = sorted((await admin.masters()).values())
+    results = await asyncio.gather(*(monitor.topic_configs(admin, a) for a in addrs),
+                                   return_exceptions=True)
+    answered = request_deadline.answers([r if isinstance(r, BaseException) else (a, r)
+                                         for a, r in zip(addrs, results, strict=True)])
+    held: dict[str, list[str]] = {}
+    for addr, wrapper in answered:
+        for topic in wrapper.topic_config_table:
+            if topic.startswith(DLQ_PREFIX):
+                held.setdefault(topic, []).append(addr)
+    return held
+
+
 async def dlq_counts(admin: AdminClient) -> dict[str, int | None]:
-    """Group -> messages its DLQ holds, for every ``%DLQ%<group>`` the name servers know
-    (None: its count could not be read)."""
-    topics = [t for t in await admin.topic_list() if t.startswith(DLQ_PREFIX)]
+    """Group -> messages its DLQ holds, for every ``%DLQ%<group>`` a master holds or the
+    name servers know (None: its count could not be read)."""
+    listed, held = await asyncio.gather(admin.topic_list(), _held(admin))
+    topics = sorted({t for t in listed if t.startswith(DLQ_PREFIX)} | set(held))
     limit = asyncio.Semaphore(_AT_ONCE)
 
     async def one(topic: str) -> int:
-        async with limit:
-            return (await monitor.topic_stats(admin, topic)).messages
+        async with limit:  # a DLQ no answered master holds: the masters of its route
+            return (await monitor.topic_stats(admin, topic, addresses=held.get(topic))
+                    ).messages
 
     counts = await asyncio.gather(*map(one, topics), return_exceptions=True)
     return {t[len(DLQ_PREFIX):]: c if isinstance(c, int) else None
             for t, c in zip(topics, counts, strict=True)}
 
 
-async def _queues(admin: AdminClient, group: str
-                  ) -> list[tuple[MessageQueue, int, int]]:
-    """(queue, min offset, max offset) of every queue of ``group``'s DLQ."""
-    stats = await monitor.topic_stats(admin, DLQ_PREFIX + group)
-    return [(MessageQueue(stats.topic, q.broker_name, q.queue_id), q.min_offset,
-             q.max_offset) for q in stats.queues]
+async def dlq_stats(admin: AdminClient, group: str) -> monitor.TopicStats:
+    """The queues of ``group``'s DLQ on every master that holds it, whether the name
+    servers know it yet or not (no queues: none holds it)."""
+    return await _stats_on(admin, group, await admin.masters())
 
 
-async def _backwards(admin: AdminClient, mq: MessageQueue, lo: int, hi: int
-                     ) -> AsyncGenerator[MessageExt, None]:
-    """The messages of ``mq`` from ``hi`` down to ``lo``, newest first."""
+async def _stats_on(admin: AdminClient, group: str, masters: dict[str, str]
+                    ) -> monitor.TopicStats:
+    topic = DLQ_PREFIX + group
+    results = await asyncio.gather(
+        *(monitor.topic_stats(admin, topic, addresses=[a]) for a in masters.values()),
+        return_exceptions=True)
+    found = request_deadline.answers([r for r in results if not _not_held(r)])
+    queues = sorted((q for stats in found for q in stats.queues),
+                    key=lambda q: (q.broker_name, q.queue_id))
+    return monitor.TopicStats(topic, queues, sum(stats.put_tps for stats in found))
+
+
+def _not_held(result: object) -> bool:
+    return (isinstance(result, BrokerResponseError)
+            and result.code == ResponseCode.TOPIC_NOT_EXIST)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Queue:
+    """One queue of a DLQ, with the master that holds it (pulled from directly: the
+    name servers may not route the DLQ yet)."""
+
+    mq: MessageQueue
+    address: str
+    lo: int
+    hi: int
+
+
+async def _queues(admin: AdminClient, group: str) -> list[_Queue]:
+    masters = await admin.masters()
+    stats = await _stats_on(admin, group, masters)
+    return [_Queue(MessageQueue(stats.topic, q.broker_name, q.queue_id),
+                   masters[q.broker_name], q.min_offset, q.max_offset)
+            for q in stats.queues]
+
+
+async def _backwards(admin: AdminClient, queue: _Queue) -> AsyncGenerator[MessageExt, None]:
+    """The messages of ``queue`` from its end down to its start, newest first."""
+    lo, hi = queue.lo, queue.hi
     while hi > lo:
         start = max(lo, hi - _CHUNK)
         chunk: list[MessageExt] = []
-        async for batch in message_scan.scan_queue(admin, mq, start, hi):
+        async for batch in message_scan.scan_queue(admin, queue.mq, start, hi,
+                                                   address=queue.address):
             chunk.extend(batch)
         for msg in reversed(chunk):
             yield msg
@@ -123,8 +184,8 @@ async def dead_letters(admin: AdminClient, group: str, *, skip: int = 0, limit: 
     """``limit`` messages of ``group``'s DLQ after the ``skip`` newest, newest first
     (by store time over its queues); only the messages up to the page are read."""
     queues = await _queues(admin, group)
-    total = sum(hi - lo for _mq, lo, hi in queues)
-    streams = [_backwards(admin, mq, lo, hi) for mq, lo, hi in queues]
+    total = sum(q.hi - q.lo for q in queues)
+    streams = [_backwards(admin, q) for q in queues]
     heads: list[tuple[int, int, MessageExt]] = []
     for i, stream in enumerate(streams):
         first = await anext(stream, None)
@@ -136,7 +197,7 @@ async def dead_letters(admin: AdminClient, group: str, *, skip: int = 0, limit: 
     while heads and len(out) < limit:
         _when, i, msg = heapq.heappop(heads)
         if seen >= skip:
-            out.append(DeadLetter.of(msg, queues[i][0].broker_name))
+            out.append(DeadLetter.of(msg, queues[i].mq.broker_name))
         seen += 1
         following = await anext(streams[i], None)
         if following is not None:
@@ -148,10 +209,11 @@ async def dead_letters(admin: AdminClient, group: str, *, skip: int = 0, limit: 
 
 async def every_dead_letter(admin: AdminClient, group: str) -> AsyncIterator[DeadLetter]:
     """Every message of ``group``'s DLQ, queue by queue, oldest first."""
-    for mq, lo, hi in await _queues(admin, group):
-        async for batch in message_scan.scan_queue(admin, mq, lo, hi):
+    for q in await _queues(admin, group):
+        async for batch in message_scan.scan_queue(admin, q.mq, q.lo, q.hi,
+                                                   address=q.address):
             for msg in batch:
-                yield DeadLetter.of(msg, mq.broker_name)
+                yield DeadLetter.of(msg, q.mq.broker_name)
 
 
 async def resend(admin: AdminClient, group: str, client_id: str, msg_id: str

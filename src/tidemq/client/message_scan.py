@@ -55,10 +55,12 @@ async def queue_range(admin: AdminClient, queue: MessageQueue, begin_ms: int | N
 
 
 async def scan_queue(admin: AdminClient, queue: MessageQueue, start: int, end: int,
-                     expression: str = "*") -> AsyncIterator[list[MessageExt]]:
+                     expression: str = "*", *, address: str | None = None
+                     ) -> AsyncIterator[list[MessageExt]]:
     """The messages of ``queue`` at offsets ``[start, end)`` that match ``expression``
-    (a tag expression, ``TagA || TagB``), a pull's worth at a time."""
-    addr = await admin.instance.master_address(queue)
+    (a tag expression, ``TagA || TagB``), a pull's worth at a time, from the broker at
+    ``address`` (default: the queue's master as its topic's route names it)."""
+    addr = address or await admin.instance.master_address(queue)
     sub = Subscription.parse(queue.topic, expression)
     offset = start
     while offset < end:

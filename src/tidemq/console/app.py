@@ -65,12 +65,13 @@ from tidemq.client import (
     MessageExt,
     MessageQueue,
     config_admin,
+    dlq_admin,
     group_admin,
     message_scan,
     monitor,
 )
 from tidemq.client.logical_admin import LogicalQueueAdmin
-from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError, TopicStats
+from tidemq.client.monitor import ConsumeStats, ResetNotSupportedError
 from tidemq.client.request_deadline import current as current_deadline
 from tidemq.client.request_deadline import request_deadline
 from tidemq.client.retry import DLQ_PREFIX
@@ -652,11 +653,8 @@ async def group_page(console: Console, request: Request) -> StarletteResponse:
 async def _dead_letters(admin: AdminClient, group: str) -> int | None:
     """Messages stored in the group's dead-letter topic on the masters that have it
     (``None``: none has it)."""
-    masters = await admin.masters()
-    found = await _bounded(monitor.topic_stats(admin, DLQ_PREFIX + group, addresses=[a])
-                           for a in masters.values())
-    held = [stats for stats in found if isinstance(stats, TopicStats)]
-    return sum(stats.messages for stats in held) if held else None
+    stats = await dlq_admin.dlq_stats(admin, group)
+    return stats.messages if stats.queues else None
 
 
 async def _connections(admin: AdminClient, group: str) -> group_admin.Connections:

@@ -135,7 +135,7 @@ async def dlq_resend(console: Console, request: Request) -> Response:
     if which == "selected" and not ids:
         return console.page("error", request, 400, title=f"Dead letters of {group}",
                             error="select the messages to resend (or resend all)")
-    total = (await monitor.topic_stats(console.admin, DLQ_PREFIX + group)).messages \
+    total = (await dlq_admin.dlq_stats(console.admin, group)).messages \
         if which == "all" else len(ids)
     if form.get("confirm") != "yes":
         what = f"all {total} messages" if which == "all" else \

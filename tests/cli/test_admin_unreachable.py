@@ -1,5 +1,6 @@
 """``tidemq admin -n ADDRESS`` where no name server answers: one ``error:`` line that
-says what is at that address -- nothing, no such host, or a web server."""
+says what is at that address -- nothing, no such host, a web server, or a broker (and
+``-b`` given a name server's address)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from tests.cli.conftest import ThreadedCluster
 from tests.cli.runner import CliRunner
 
 from tidemq.cli.main import app
@@ -86,3 +88,29 @@ def test_a_metrics_port_is_said_to_speak_http(metrics_port: str) -> None:
     assert code == 1
     assert f"error: connection to {metrics_port} lost" in err, err
     assert "the peer speaks HTTP, not RocketMQ remoting" in err, err
+
+
+def test_a_brokers_address_as_the_name_server_is_said_to_be_a_broker(
+        cluster: ThreadedCluster) -> None:
+    """A broker's port given as -n (10911 for 9876, the usual slip): the broker refuses
+    the name server's request saying what it is and what the request needs."""
+    broker = cluster.broker_addrs[0]
+    code, err = _admin(broker)
+    assert code == 1
+    assert f"error: REQUEST_CODE_NOT_SUPPORTED(3) from {broker}:" in err, err
+    assert "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" in err, err
+    assert "this is a broker (broker-a)" in err, err
+    assert "a name server's address" in err, err
+
+
+def test_a_name_servers_address_as_a_broker_is_said_to_be_a_name_server(
+        cluster: ThreadedCluster) -> None:
+    namesrv = cluster.namesrv
+    result = CliRunner().invoke(app, ["admin", "brokerStatus", "-b", namesrv,
+                                      "-n", namesrv])
+    err = " ".join(result.stderr.split())
+    assert result.exit_code == 1
+    assert f"error: REQUEST_CODE_NOT_SUPPORTED(3) from {namesrv}:" in err, err
+    assert "GET_BROKER_RUNTIME_INFO" in err, err
+    assert "this is a name server" in err, err
+    assert "a broker's address" in err, err

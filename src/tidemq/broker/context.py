@@ -31,6 +31,7 @@ from tidemq.broker.schedule import ScheduleService
 from tidemq.broker.stats import BrokerStats
 from tidemq.broker.topics import TopicManager
 from tidemq.codec.command import RemotingCommand, RequestCode
+from tidemq.codec.server_roles import refuse_unserved
 from tidemq.codec.signature import Credentials
 from tidemq.errors import TideMQError
 from tidemq.net import Connection, RemotingClient, RemotingServer
@@ -91,6 +92,8 @@ class BrokerContext:
                                      max_frame_size=config.max_frame_size,
                                      receive_budget=config.max_incomplete_frame_bytes,
                                      tls=config.tls_server)
+        self.server.register_default(
+            lambda conn, cmd: refuse_unserved(cmd, "broker", config.broker_name))
         own = config.credentials
         #: The broker's own requests (a replica's copies from its master, forwarded
         #: logical-queue requests, ...): their answers may be as large as its frames.

@@ -70,6 +70,7 @@ from tidemq.codec.headers import (
     UnRegisterBrokerRequestHeader,
 )
 from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.server_roles import refuse_unserved
 from tidemq.codec.topic_table import decode_topics
 from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import (
@@ -231,6 +232,7 @@ class NameServerApp:
             if self.acl is not None:
                 handler = self.acl.wrap(code, handler)
             self.server.register(code, handler)
+        self.server.register_default(lambda conn, cmd: refuse_unserved(cmd, "name server"))
         self.server.on_connection_closed(self._connection_closed)
 
     def __repr__(self) -> str:

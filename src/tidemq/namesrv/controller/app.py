@@ -63,6 +63,7 @@ from tidemq.codec.controller import (
 )
 from tidemq.codec.headers import BrokerHeartbeatRequestHeader
 from tidemq.codec.schema import HeaderFieldError
+from tidemq.codec.server_roles import refuse_unserved
 from tidemq.errors import ConfigError, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import (
     describe,
@@ -223,6 +224,7 @@ class ControllerApp:
             acl = self.acl
             for code, processor in self.processors().items():
                 server.register(code, processor if acl is None else acl.wrap(code, processor))
+            server.register_default(lambda conn, cmd: refuse_unserved(cmd, "controller"))
             self.server = server
             await server.start()
             host = local_host(server.host)

@@ -35,6 +35,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                       "clusterRT", "cleanUnusedTopic", "cleanExpiredCQ",
                       "deleteExpiredCommitLog", "updateOrderConf"),
     "admin_trace": ("queryMsgTraceById",),
+    "admin_dlq": ("dlqList", "dlqMessages", "dlqResend"),
     "auth": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl",
              "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl"),
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",

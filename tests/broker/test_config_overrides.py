@@ -80,3 +80,33 @@ def test_a_bad_kept_value_names_the_file(tmp_path: Path) -> None:
     assert str(path) in str(err.value) and err.value.key in ("maxPullBytes",
                                                            "max_pull_bytes")
     assert os.path.exists(path)
+
+
+def test_an_alias_in_the_kept_file_is_its_key(tmp_path: Path,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A hand-edited file may name a key by an alias (enableSlaveActingMaster for
+    slaveActingMaster): it wins over the properties file, and --set or the environment
+    giving the key under another name wins over it, with the warning."""
+    user = tmp_path / "broker.properties"
+    user.write_text("slaveActingMaster=false\n", "utf-8")
+    store = {"storePathRootDir": str(_store(tmp_path))}
+    write_overrides(overrides_path(_store(tmp_path)), {"enableSlaveActingMaster": "true"})
+    broker, _, unknown = load_broker_config(user, env={}, overrides=store)
+    assert (broker.slave_acting_master, unknown) == (True, [])
+    for env, overrides in (({}, {"slaveActingMaster": "false"}),
+                           ({"TIDEMQ_SLAVE_ACTING_MASTER": "false"}, {})):
+        caplog.clear()
+        broker, _, _ = load_broker_config(user, env=env, overrides={**store, **overrides})
+        assert broker.slave_acting_master is False, (env, overrides)
+        assert "slaveActingMaster changed at run time" in caplog.text
+
+
+def test_a_kept_file_naming_a_key_twice_is_refused(tmp_path: Path) -> None:
+    path = overrides_path(_store(tmp_path))
+    write_overrides(path, {"slaveActingMaster": "false", "enableSlaveActingMaster": "true"})
+    with pytest.raises(ConfigError) as err:
+        load_broker_config(env={}, overrides={"storePathRootDir": str(_store(tmp_path))})
+    assert str(path) in str(err.value)
+    assert "enableSlaveActingMaster" in str(err.value) and "slaveActingMaster" in str(
+        err.value)
+    assert err.value.key == "slaveActingMaster"

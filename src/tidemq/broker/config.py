@@ -29,6 +29,7 @@ from tidemq.net.acl.auth_keys import inner_credentials
 from tidemq.net.bind import advertised_host, check_listen
 from tidemq.net.server_keys import ServerKeys
 from tidemq.store.config import StoreConfig
+from tidemq.store.kept_overrides import shown_keys, shown_of
 
 __all__ = ["BrokerConfig", "load_broker_config"]
 
@@ -360,18 +361,24 @@ def load_broker_config(
                              **env_values(StoreConfig, environ), **(overrides or {})}
     broker, store, unknown = _bind({**from_file, **later})
     kept_path = overrides_path(store.store_path_root_dir)
-    kept = read_overrides(kept_path)
+    kept = shown_keys(CONFIG_CLASSES, kept_path, read_overrides(kept_path))
     if not kept:
         return broker, store, unknown
-    shadowed = sorted(k for k in kept if k in later)
+    given_later = {shown_of(CONFIG_CLASSES, k) for k in later}
+    shadowed = sorted(k for k in kept if k in given_later)
     if shadowed:
         log.warning("%s: %s changed at run time, but the environment or --set gives %s "
                     "again, and wins", kept_path, ", ".join(shadowed),
                     "it" if len(shadowed) == 1 else "them")
+    effective = {k: v for k, v in kept.items() if k not in given_later}
     try:
-        return _bind({**from_file, **kept, **later})
+        return _bind({**from_file, **effective, **later})
     except ConfigError as exc:
         raise ConfigError(f"{kept_path}: {exc}", key=exc.key) from None
+
+
+#: The config classes a broker's keys belong to (its own and its store's).
+CONFIG_CLASSES: tuple[type[Any], ...] = (BrokerConfig, StoreConfig)
 
 
 def _bind(values: dict[str, Any]) -> tuple[BrokerConfig, StoreConfig, list[str]]:

@@ -536,7 +536,7 @@ class NameServerApp:
         kept_path = config_overrides.overrides_path(new.kv_config_path)
         if kept_path is not None:
             try:
-                config_overrides.write_overrides(kept_path, changes)
+                config_overrides.write_overrides(kept_path, changes, (NamesrvConfig,))
             except (OSError, ConfigError) as exc:
                 log.error("name server config update not applied: %s", exc)
                 return cmd.response(ResponseCode.SYSTEM_ERROR,

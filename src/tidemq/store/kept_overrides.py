@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tidemq.errors import ConfigError
-from tidemq.formats.javaprops import config_keys, env_values, load_config
+from tidemq.formats.javaprops import config_keys, env_values, load_config, primary_keys
 from tidemq.formats.kept_properties import kept_text, read_kept
 from tidemq.store.checkpoint import atomic_write
 
-__all__ = ["FILE_NAME", "KeptOverrides", "load_with_kept"]
+__all__ = ["FILE_NAME", "KeptOverrides", "load_with_kept", "shown_keys", "shown_of"]
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,46 @@ class KeptOverrides:
         was cut short."""
         return read_kept(path, self.first_line, key=self.key)
 
-    def write(self, path: Path, changes: Mapping[str, str]) -> dict[str, str]:
-        """Merge ``changes`` into the file (created if missing); what it holds now."""
-        merged = {**self.read(path), **changes}
+    def write(self, path: Path, changes: Mapping[str, str],
+              classes: tuple[type[Any], ...] = ()) -> dict[str, str]:
+        """Merge ``changes`` into the file (created if missing); what it holds now. With
+        the config ``classes`` the keys belong to, each key is written as they show it,
+        in place of any other name the file gave it (:func:`shown_keys`)."""
+        merged = {**shown_keys(classes, path, self.read(path)),
+                  **shown_keys(classes, path, changes)}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, kept_text(self.first_line, self.header,
                                      dict(sorted(merged.items()))).encode())
         return merged
+
+
+def shown_of(classes: tuple[type[Any], ...], key: str) -> str:
+    """The key config dataclasses ``classes`` show for ``key`` (one of their keys, an
+    alias or a field name); ``key`` itself when none of them knows it."""
+    for cls in classes:
+        field = config_keys(cls).get(key) or next(
+            (f.name for f in dataclasses.fields(cls) if f.name == key), None)
+        if field is not None:
+            return next(shown for shown, name in primary_keys(cls).items() if name == field)
+    return key
+
+
+def shown_keys(classes: tuple[type[Any], ...], kept_path: Path, kept: Mapping[str, str]
+               ) -> dict[str, str]:
+    """``kept`` with each key as ``classes`` show it, so that a hand-edited alias
+    (``enableSlaveActingMaster``) is read as its key (``slaveActingMaster``) wherever the
+    key is compared or merged; a :class:`~tidemq.errors.ConfigError` naming the file when
+    it gives one key under two names. Keys no class knows stay as they are."""
+    out: dict[str, str] = {}
+    named: dict[str, str] = {}
+    for key, value in kept.items():
+        shown = shown_of(classes, key)
+        if shown in named:
+            raise ConfigError(f"{kept_path}: {named[shown]} and {key} are the same key "
+                              f"{shown}: keep one of them", key=shown)
+        named[shown] = key
+        out[shown] = value
+    return out
 
 
 def load_with_kept(cls: type[T], path: str | Path | None, loaded: tuple[T, list[str]],
@@ -68,6 +101,7 @@ def load_with_kept(cls: type[T], path: str | Path | None, loaded: tuple[T, list[
     take, is a :class:`~tidemq.errors.ConfigError` naming the file."""
     if not kept:
         return loaded
+    kept = shown_keys((cls,), kept_path, kept)
     keys = config_keys(cls)
     for key in kept:
         if key not in keys:

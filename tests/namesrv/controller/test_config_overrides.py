@@ -110,3 +110,34 @@ def test_an_embedded_controller_reads_beside_the_name_servers_files(tmp_path: Pa
                     {"enableElectUncleanMaster": "true"})
     config, _ = load_controller_config(overrides=_peers(), env={}, beside=tmp_path)
     assert config.enable_elect_unclean_master is True
+
+
+def test_a_kept_file_naming_a_key_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runtimeOverrides.properties"
+    write_overrides(path, {"controllerScanInterval": "900",
+                           "scanNotActiveBrokerInterval": "300"})
+    with pytest.raises(ConfigError) as err:
+        load_controller_config(overrides={**_peers(), "controllerStorePath": str(tmp_path)},
+                               env={})
+    assert str(path) in str(err.value) and "scanNotActiveBrokerInterval" in str(err.value)
+    assert err.value.key == "controllerScanInterval"
+
+
+def test_a_change_under_an_alias_is_kept_under_its_key(tmp_path: Path) -> None:
+    """The newest change of a key wins at the next start whichever name each change
+    gave it: the file holds it once, under the key the controller shows."""
+    settings = {"controllerStorePath": str(tmp_path / "raft")}
+    kept = tmp_path / "raft" / "runtimeOverrides.properties"
+    server = _one(tmp_path, settings).start()
+    try:
+        _admin(server.addr, "updateControllerConfig", "-k", "controllerScanInterval",
+               "-v", "900")
+        _admin(server.addr, "updateControllerConfig", "-k", "scanNotActiveBrokerInterval",
+               "-v", "300")
+        assert read_overrides(kept) == {"controllerScanInterval": "300"}
+        server.kill9()
+        server.start()
+        shown = _admin(server.addr, "getControllerConfig")[server.addr]
+        assert shown["controllerScanInterval"] == "300"
+    finally:
+        server.kill9()

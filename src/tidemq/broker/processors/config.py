@@ -14,12 +14,14 @@ import json
 import logging
 
 from tidemq.broker import runtime_config
+from tidemq.broker.config import CONFIG_CLASSES
 from tidemq.broker.config_overrides import FILE_NAME, write_overrides
 from tidemq.broker.context import BrokerContext
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ConfigError, ResponseCode, error_for_code
 from tidemq.formats.javaprops import parse_properties_body, properties_text
 from tidemq.net import Connection
+from tidemq.store.kept_overrides import shown_of
 
 __all__ = ["ConfigProcessor"]
 
@@ -54,7 +56,10 @@ class ConfigProcessor:
         shown = runtime_config.config_properties(new, self.ctx.store_config)
         path = self.ctx.layout.config_file(FILE_NAME)
         try:  # kept first: a change that cannot be kept is not made
-            write_overrides(path, {key: shown[key] for key in changes})
+            write_overrides(path, {key: shown[shown_of(CONFIG_CLASSES, key)]
+                                   for key in changes}, CONFIG_CLASSES)
+        except ConfigError as exc:
+            raise error_for_code(ResponseCode.INVALID_PARAMETER, str(exc)) from None
         except OSError as exc:
             raise error_for_code(ResponseCode.SYSTEM_ERROR,
                                  f"nothing changed: {path} could not be written: {exc}"

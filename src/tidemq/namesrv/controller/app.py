@@ -472,7 +472,7 @@ class ControllerApp:
         kept_path = config_overrides.overrides_path(self.store_path)
         if kept_path is not None:
             try:
-                config_overrides.write_overrides(kept_path, changes)
+                config_overrides.write_overrides(kept_path, changes, (ControllerConfig,))
             except (OSError, ConfigError) as exc:
                 log.error("controller config update not applied: %s", exc)
                 return cmd.response(ResponseCode.SYSTEM_ERROR,

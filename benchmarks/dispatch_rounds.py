@@ -8,8 +8,8 @@ wrapped on the instance): the records it holds, its wall time and the dispatchin
 thread's CPU time (wall minus CPU is time spent waiting for the GIL or a core), the
 delay from the append that woke the sleeping thread to the thread running again, and
 which way it was applied (``serial``, ``inline``: the concurrent dispatcher's own steps
-on the builder, ``prepare`` / ``commit``: the pipeline's). Beside them the lag samples
-(every 10 ms, as the bench), and each thread's CPU per message.
+on the builder, ``prepare`` / ``commit``: the pipeline's). Beside them each message's lag
+from its put to visible (as the bench), and each thread's CPU per message.
 
     .venv/bin/python benchmarks/dispatch_rounds.py --rates 8000,12000,16000
 """
@@ -110,8 +110,8 @@ def _thread_cpu() -> dict[str, float]:
     return out
 
 
-def _pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else 0.0
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else 0.0
 
 
 def measure(mode: str, rates: list[int], seconds: float, settings: dict[str, int],
@@ -143,10 +143,10 @@ def measure(mode: str, rates: list[int], seconds: float, settings: dict[str, int
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _report(mode: str, rate: int, achieved: float, lags: list[float], log: _Log,
+def _report(mode: str, rate: int, achieved: float, lags: np.ndarray, log: _Log,
             sent: int, cpu: dict[str, float]) -> None:
-    print(f"{mode} at {rate:,}/s: achieved {achieved:,.0f}/s, lag p50 {_pct(lags, 50):.1f} "
-          f"p99 {_pct(lags, 99):.1f} max {max(lags, default=0):.1f} ms")
+    print(f"{mode} at {rate:,}/s: achieved {achieved:,.0f}/s, lag p50 {_pct(lags, 50):.3f} "
+          f"p99 {_pct(lags, 99):.3f} max {_pct(lags, 100):.3f} ms")
     per_thread = "  ".join(f"{name} {seconds * 1e6 / sent:.1f}"
                            for name, seconds in sorted(cpu.items()) if seconds > 0.001)
     print(f"  CPU µs a message by thread: {per_thread}")

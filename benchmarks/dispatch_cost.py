@@ -6,8 +6,9 @@ queue's files, ``--rounds`` rounds of ``--per-round`` puts are made with the dis
 paused, and each round is applied on this thread, directly, one of three ways:
 ``serial`` (:func:`~tidemq.store.dispatch.apply_batches`, the serial dispatcher's round),
 ``columns`` (the concurrent dispatcher's ``_prepare`` and ``_commit``: the fan-out one
-RocksDB key per LMQ and round) or ``prepare`` (``_prepare`` alone). Printed: CPU µs a
-record (median of the rounds; moves with the machine's load).
+RocksDB key per LMQ and round) or ``prepare`` (``_prepare`` alone). ``put`` counts the
+round's puts instead (the producer's share of the GIL, the same for both dispatchers).
+Printed: CPU µs a record (median of the rounds; moves with the machine's load).
 
 Under callgrind, with ``--callgrind``, only the rounds are instrumented
 (``callgrind_control -i on|off`` around each), so the total is the instructions of the
@@ -36,7 +37,7 @@ from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
 from tidemq.store.dispatch import _fold, apply_batches
 
 WARM = 3000  # puts before counting: every queue's (and most LMQs') files made
-WAYS = ("serial", "columns", "prepare")
+WAYS = ("serial", "columns", "prepare", "put")
 
 
 def _instrument(on: bool) -> None:
@@ -62,10 +63,21 @@ def measure(way: str, per_round: int, rounds: int, callgrind: bool) -> list[floa
                 d.pause()
                 sent = WARM
                 for _ in range(rounds):
+                    if way == "put" and callgrind:
+                        _instrument(True)
+                    c0 = time.thread_time()
                     load.put(store, sent, per_round)
+                    c1 = time.thread_time()
+                    if way == "put" and callgrind:
+                        _instrument(False)
                     sent += per_round
                     items = [d.pending.popleft() for _ in range(len(d.pending))]
                     batches = _fold(items, False, d._timed)
+                    if way == "put":
+                        apply_batches(d.queues, d.index, batches)
+                        d.dispatched_offset = batches[-1].end
+                        out.append((c1 - c0) * 1e6 / per_round)
+                        continue
                     if callgrind:
                         _instrument(True)
                     c0 = time.thread_time()

@@ -12,7 +12,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_dispatch_cost_applies_a_round_each_way() -> None:
-    for way in ("serial", "columns", "prepare"):
+    for way in ("serial", "columns", "prepare", "put"):
         out = subprocess.run([sys.executable, str(BENCHMARKS / "dispatch_cost.py"), "--way",
                               way, "--per-round", "32", "--rounds", "2"],
                              capture_output=True, text=True, timeout=300, check=True).stdout

@@ -55,30 +55,44 @@ def test_the_append_hook_sees_every_byte_in_log_order(open_store: OpenStore) -> 
 
 
 def test_a_fan_out_record_is_what_encode_record_gives(open_store: OpenStore) -> None:
-    """put_multi_dispatch packs an IPv4, V1 record in one call and encodes the others
-    field by field: both give encode_record's bytes."""
+    """put_multi_dispatch packs an IPv4, V1 record with a bytes body in one call and
+    encodes the others field by field: both give encode_record's bytes, with each LMQ's
+    next offset, and hand the dispatcher the names and offsets they wrote."""
     store = open_store(enable_lmq=True, enable_multi_dispatch=True)
     fresh = itertools.count()
+    next_of: dict[str, int] = {}  # the next offset of each LMQ named so far
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=80, deadline=None)
     @given(body=st.binary(max_size=300), flag=st.integers(-(2**31), 2**31 - 1),
            sys_flag=st.sampled_from([0, 0x4, 0x8, 0x10, 0x20]),
-           born_ts=st.integers(0, 2**50), reconsume=st.integers(0, 16), v6=st.booleans(),
-           topic=st.sampled_from(["T", "P" * 127, "Q" * 128]))
+           born_ts=st.integers(0, 2**50), reconsume=st.integers(0, 16),
+           born=st.sampled_from(["v4", "v6", "store"]), view=st.booleans(),
+           topic=st.sampled_from(["T", "P" * 127, "Q" * 128]),
+           shared=st.lists(st.integers(0, 5), max_size=4, unique=True))
     def check(body: bytes, flag: int, sys_flag: int, born_ts: int, reconsume: int,
-              v6: bool, topic: str) -> None:
-        names = [f"%LMQ%a{next(fresh)}", f"%LMQ%b{next(fresh)}"]  # new queues: offsets 0
+              born: str, view: bool, topic: str, shared: list[int]) -> None:
+        # queues named before (their offsets grow) and a new one (offset 0)
+        names = [f"%LMQ%s{i}" for i in shared] + [f"%LMQ%a{next(fresh)}"]
+        offsets = [next_of.get(name, 0) for name in names]
         props = b"INNER_MULTI_DISPATCH\x01" + ",".join(names).encode() + b"\x02"
-        born = V6 if v6 else HostAddr(bytes([10, 0, 0, 7]), 5555)
-        result = store.put_multi_dispatch(topic, 0, MessageInput(body, props, flag), names,
-                                          sys_flag=sys_flag, born_timestamp=born_ts,
-                                          born_host=born, reconsume_times=reconsume)
+        host = {"v4": HostAddr(bytes([10, 0, 0, 7]), 5555), "v6": V6, "store": None}[born]
+        d = store.dispatcher
+        assert d is not None
+        with d.held():
+            result = store.put_multi_dispatch(
+                topic, 0, MessageInput(memoryview(body) if view else body, props, flag), names,
+                sys_flag=sys_flag, born_timestamp=born_ts, born_host=host,
+                reconsume_times=reconsume)
+            (batch,) = [b for b in d.pending if b.end == result.phys_offsets[0] + result.sizes[0]]
+            assert batch.lmq == ((tuple(names), tuple(offsets)),)
+        next_of.update((name, o + 1) for name, o in zip(names, offsets, strict=True))
         phys, size = result.phys_offsets[0], result.sizes[0]
+        stamped = ",".join(map(str, offsets)).encode()
         want = encode_record(
             topic=topic.encode(), queue_id=0, body=body,
-            properties=props + b"INNER_MULTI_QUEUE_OFFSET\x010,0\x02", flag=flag,
+            properties=props + b"INNER_MULTI_QUEUE_OFFSET\x01" + stamped + b"\x02", flag=flag,
             sys_flag=sys_flag, born_timestamp=born_ts or result.store_timestamp,
-            born_host=born,
+            born_host=host or store.store_host,
             store_host=store.store_host, store_timestamp=result.store_timestamp,
             queue_offset=result.queue_offset, physical_offset=phys,
             reconsume_times=reconsume)

@@ -909,23 +909,119 @@ class Appender:
         ``INNER_MULTI_DISPATCH`` naming exactly ``lmqs``; names are validated upstream.
         Properties that the offsets push over their 2-byte limit raise
         :class:`~tidemq.errors.PropertiesTooLarge` before anything is written.
+
+        IPv4 hosts, a V1 topic and a ``bytes`` body (the usual case) take a flat path,
+        as :meth:`put`'s: the record packed and copied into the map by one call each,
+        the fan-out's properties and dispatch targets made by one compiled call
+        (:func:`~tidemq.store.lmq_props.offset_props`); the producer shares the GIL
+        with the dispatcher, so each step it saves is the dispatcher's too.
         """
         lmq = self.queues.lmq
         if lmq is None:
             raise ValueError("LMQ is disabled (enableLmq and enableMultiDispatch)")
+        body, given_props, flag, tags, keys = msg
+        shape = self._topic_shapes.get(topic)
+        blen = len(body)
+        if born_host is None:
+            bhost = self._store_host_bytes
+        elif len(born_host.ip) == 4:
+            bhost = born_host.ip + _I32.pack(born_host.port)
+        else:
+            bhost = b""
+        if shape is None or blen > self._put_limit or not bhost or type(body) is not bytes:
+            # Unknown topic, V2 or IPv6 layout, not running, too large: the general path.
+            return self._put_multi_encoded(topic, queue_id, msg, lmqs, sys_flag,
+                                           born_timestamp, born_host, reconsume_times,
+                                           wait_flush)
+        fixed, tail, layouts, _queue_keys = shape
+        crc = _crc32(body) & 0x7FFFFFFF
+        nexts = self.lmq_next
+        cl = self.commitlog
+        lock = cl.lock
+        lock.acquire()  # not `with`, as put
+        try:
+            if topic in self.refused:
+                raise self._refusal(topic)
+            now = _time_ns() // 1_000_000 if self._wall_clock else self.clock()
+            ts = now if now > self.last_ts else self.last_ts
+            self.last_ts = ts
+            key = (topic, queue_id)
+            qo = self.next_offsets.get(key, 0)
+            young = nexts.young
+            known = get_many(young, lmqs)
+            if None in known:
+                found = nexts.older(list(compress(lmqs, map(is_, known, repeat(None)))),
+                                    lmq.max_offsets)
+                known = list(map(found.get, lmqs, known))
+            (props,), (fan,) = offset_props((lmqs,), (given_props,), known, _OFFSETS_HEAD)
+            plen = len(props)
+            if plen > MAX_PROPERTIES_BYTES:
+                raise PropertiesTooLarge(plen, MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
+            size = fixed + blen + plen
+            segs = cl.segments
+            if segs and cl.werr is None and cl.disk_full is None:
+                seg = segs[-1]  # _reserve's answer when the record fits, without the call
+                pos = seg.wrote
+                if size + BLANK_SIZE > seg.size - pos:
+                    seg, pos = self._reserve(size)
+            else:
+                seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            pack = layouts.get(blen << 15 | plen)
+            if pack is None and len(layouts) < LAYOUTS_PER_TOPIC:
+                pack = layouts[blen << 15 | plen] = v4_record_packer(len(tail), blen, plen)
+            if pack is None:  # many shapes: the fixed fields packed, then joined
+                seg.mm[pos : pos + size] = encode_v4_joined(
+                    size, crc, queue_id, flag, qo, phys, sys_flag & _NO_V6_HOSTS,
+                    born_timestamp or ts, bhost, ts, self._store_host_bytes, reconsume_times,
+                    body, tail, props)
+            else:
+                try:  # one C call writes the record straight into the map
+                    pack(seg.mm, pos, size, MAGIC_V1, crc, queue_id, flag, qo, phys,
+                         sys_flag & _NO_V6_HOSTS, born_timestamp or ts, bhost, ts,
+                         self._store_host_bytes, reconsume_times, 0, blen, body, tail, plen,
+                         props)
+                except BaseException:
+                    seg.mm[pos : pos + size] = bytes(size)  # pack_into may have written a part
+                    raise
+            end = phys + size
+            seg.wrote = pos + size
+            if self._hooks:
+                self._appended(seg, pos, pos + size)
+            self.next_offsets[key] = qo + 1
+            set_many(young, lmqs, list(map(_add, known, repeat(1))))
+            nexts.age(lmq.dispatched, end)
+            self._pending_append(DispatchBatch(
+                topic, queue_id, qo, (phys,), (size,), (tags,), ts, end,
+                (keys,) if self._index_keys else None, None, (fan,)))
+            if self._live.idle:
+                self._live.poke()
+            self.put_messages += 1
+        finally:
+            lock.release()
+        if wait_flush and self._sync_flush:
+            return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts,
+                                           self._join_flush(end),
+                                           _monotonic() + self._flush_timeout))
+        return _new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0))
+
+    def _put_multi_encoded(
+        self, topic: str, queue_id: int, msg: MessageInput, lmqs: Sequence[str],
+        sys_flag: int, born_timestamp: int, born_host: HostAddr | None,
+        reconsume_times: int, wait_flush: bool,
+    ) -> PutResult:
+        """:meth:`put_multi_dispatch` of any layout, its record encoded field by field."""
+        lmq = self.queues.lmq
+        assert lmq is not None  # checked by the caller
         self._check_running()
         if len(msg.body) > self.config.max_message_size:
             raise MessageTooLarge(len(msg.body), self.config.max_message_size)
+        self._v1_topic_field(topic)  # the topic's shape: its next put takes the flat path
         tbytes = topic.encode()
         bhost = born_host or self.store_host
         key = (topic, queue_id)
         flags = _host_bits(bhost, self.store_host)
         nexts = self.lmq_next
-        # IPv4 hosts and a V1 topic (the usual case): the record is packed in one call,
-        # its body CRC taken before the lock, as put's; else encoded field by field.
-        tail = self._v1_topic_field(topic) if not flags else None
-        crc = _crc32(msg.body) & 0x7FFFFFFF if tail is not None else 0
-        bhost_bytes = bhost.ip + _I32.pack(bhost.port)
         with self.commitlog.lock:
             if topic in self.refused:
                 raise self._refusal(topic)
@@ -941,24 +1037,15 @@ class Appender:
             props = msg.properties + _offsets_property(offsets)
             if len(props) > MAX_PROPERTIES_BYTES:
                 raise PropertiesTooLarge(len(props), MAX_PROPERTIES_BYTES, added=_OFFSETS_KEY)
-            if tail is not None:
-                size = FIXED_V4_PACKED_HOSTS.size + len(msg.body) + len(tail) + 2 + len(props)
-                seg, pos = self._reserve(size)
-                phys = seg.base + pos
-                rec: bytes | bytearray = encode_v4_joined(
-                    size, crc, queue_id, msg.flag, qo, phys, sys_flag & _NO_V6_HOSTS,
-                    born_timestamp or ts, bhost_bytes, ts, self._store_host_bytes,
-                    reconsume_times, msg.body, tail, props)
-            else:
-                size = record_size(len(msg.body), len(tbytes), len(props), flags)
-                seg, pos = self._reserve(size)
-                phys = seg.base + pos
-                rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body,
-                                    properties=props, flag=msg.flag, sys_flag=sys_flag,
-                                    born_timestamp=born_timestamp or ts, born_host=bhost,
-                                    store_host=self.store_host, store_timestamp=ts,
-                                    queue_offset=qo, physical_offset=phys,
-                                    reconsume_times=reconsume_times)
+            size = record_size(len(msg.body), len(tbytes), len(props), flags)
+            seg, pos = self._reserve(size)
+            phys = seg.base + pos
+            rec = encode_record(topic=tbytes, queue_id=queue_id, body=msg.body,
+                                properties=props, flag=msg.flag, sys_flag=sys_flag,
+                                born_timestamp=born_timestamp or ts, born_host=bhost,
+                                store_host=self.store_host, store_timestamp=ts,
+                                queue_offset=qo, physical_offset=phys,
+                                reconsume_times=reconsume_times)
             self._write_record(seg, pos, rec)
             self.next_offsets[key] = qo + 1
             set_many(young, lmqs, list(map(_add, offsets, repeat(1))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -114,7 +115,7 @@ def test_human_output_is_tables(cluster: ThreadedCluster) -> None:
     assert created.stdout.count("success") == 2
     route_of(cluster, "CliHuman")
     status = runner.invoke(app, ["admin", "topicStatus", "-t", "CliHuman", *ns])
-    assert status.exit_code == 0 and "broker-b" in status.stdout and "max offset" in status.stdout
+    assert status.exit_code == 0 and "broker-b" in status.stdout and "#Max Offset" in status.stdout
     listing = runner.invoke(app, ["admin", "topicList", *ns])
     assert "CliHuman" in listing.stdout.split()
 
@@ -400,3 +401,91 @@ def test_cluster_list_with_an_interval_prints_until_interrupted(
     result = runner.invoke(app, ["admin", "clusterList", "-i", "7", "-n", cluster.namesrv])
     assert result.exit_code == 130
     assert naps == [7, 7] and result.stdout.count("broker-a") == 2
+
+
+# ---------------------------------------------------------------------- mqadmin's layouts
+
+
+def _columns(text: str) -> list[list[str]]:
+    """Each line's cells: mqadmin's columns are two or more spaces apart."""
+    return [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.strip()]
+
+
+def _human(cluster: ThreadedCluster, *args: str) -> str:
+    result = runner.invoke(app, ["admin", *args, "-n", cluster.namesrv])
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.stdout for c in "┏┃│└"), result.stdout
+    return result.stdout
+
+
+def test_cluster_list_prints_mqadmins_columns(cluster: ThreadedCluster) -> None:
+    """mqadmin's twelve columns in its order, then TideMQ's role and replica lag."""
+    lines = _columns(_human(cluster, "clusterList"))
+    assert lines[0] == ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version",
+                        "#InTPS(LOAD)", "#OutTPS(LOAD)", "#Timer(Progress)", "#PCWait(ms)",
+                        "#Hour", "#SPACE", "#ACTIVATED", "#Role", "#FallBehind(B)"]
+    assert [row[:4] for row in lines[1:]] == [
+        ["DefaultCluster", "broker-a", "0", cluster.broker_addrs[0]],
+        ["DefaultCluster", "broker-b", "0", cluster.broker_addrs[1]]]
+    assert all(row[4] == "V5_3_3" and row[11:] == ["true", "ASYNC_MASTER", "0"]
+               for row in lines[1:]), lines
+    float(lines[1][5]), float(lines[1][9]), float(lines[1][10])  # TPS, hours, disk ratio
+    more = _columns(_human(cluster, "clusterList", "-m"))
+    assert more[0] == ["#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
+                       "#InTotalToday", "#OutTotalToday"]
+    assert [row[:2] for row in more[1:]] == [["DefaultCluster", "broker-a"],
+                                             ["DefaultCluster", "broker-b"]]
+    assert all(cell.isdigit() for row in more[1:] for cell in row[2:]), more
+
+
+def test_topic_status_and_send_message_print_mqadmins_columns(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliLayout", 2)
+    sent = _columns(_human(cluster, "sendMessage", "-t", "CliLayout", "-p", "x",
+                           "-b", "broker-b", "-i", "1"))
+    assert sent[0] == ["#Broker Name", "#QID", "#Send Result", "#MsgId"]
+    assert sent[1][:3] == ["broker-b", "1", "SEND_OK"] and len(sent[1][3]) == 32, sent
+    status = _columns(_human(cluster, "topicStatus", "-t", "CliLayout"))
+    assert status[0] == ["#Broker Name", "#QID", "#Min Offset", "#Max Offset",
+                         "#Last Updated"]
+    assert [row[:4] for row in status[1:]] == [
+        ["broker-a", "0", "0", "0"], ["broker-a", "1", "0", "0"],
+        ["broker-b", "0", "0", "0"], ["broker-b", "1", "0", "1"]]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", status[4][4]), status
+
+
+def test_topic_route_prints_the_route_as_json(cluster: ThreadedCluster) -> None:
+    """mqadmin prints TopicRouteData's JSON, which scripts pipe to jq."""
+    create(cluster, "CliRouteJson", 2)
+    route = json.loads(_human(cluster, "topicRoute", "-t", "CliRouteJson"))
+    assert route == route_of(cluster, "CliRouteJson")
+    assert {q["brokerName"] for q in route["queueDatas"]} == {"broker-a", "broker-b"}
+
+
+def test_broker_status_prints_mqadmins_key_value_lines(cluster: ThreadedCluster) -> None:
+    """-b: ``%-32s: %s`` a key; -c: the broker's address first, ``%-24s %-32s: %s``."""
+    a, b = cluster.broker_addrs
+    one = _human(cluster, "brokerStatus", "-b", a).splitlines()
+    assert all(line[32:34] == ": " for line in one), one
+    assert {line[:32].rstrip(): line[34:] for line in one}["brokerName"] == "broker-a"
+    every = _human(cluster, "brokerStatus", "-c", "DefaultCluster").splitlines()
+    assert all(line[57:59] == ": " for line in every), every
+    names = {line[:24].rstrip(): line[59:] for line in every
+             if line[25:57].rstrip() == "brokerName"}
+    assert names == {a: "broker-a", b: "broker-b"}
+
+
+def test_query_msg_by_id_and_offset_print_mqadmins_message(cluster: ThreadedCluster) -> None:
+    """``%-20s %s``: a label and its value a line, as mqadmin prints a message."""
+    create(cluster, "CliShow", 1)
+    sent = admin(cluster, "sendMessage", "-t", "CliShow", "-p", "shown", "-k", "k1",
+                 "-c", "TagS", "-b", "broker-a", "-i", "0")
+    for args in (("queryMsgById", "-i", sent["offsetMsgId"]),
+                 ("queryMsgByOffset", "-t", "CliShow", "-b", "broker-a", "-i", "0",
+                  "-o", str(sent["queueOffset"]))):
+        lines = [line for line in _human(cluster, *args).splitlines() if line.strip()]
+        fields = {line[:20].rstrip(): line[21:] for line in lines}
+        assert fields["Topic:"] == "CliShow", lines
+        assert fields["Tags:"] == "[TagS]" and fields["Keys:"] == "[k1]", lines
+        assert fields["Queue ID:"] == "0", lines
+        assert fields["Queue Offset:"] == str(sent["queueOffset"]), lines
+        assert fields["Message Body:"] == "shown", lines

@@ -45,13 +45,15 @@ import base64
 import codecs
 import dataclasses
 import datetime
+import re
+import sys
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from tidemq.cli.commands.admin_common import (
     AccessKey,
@@ -117,13 +119,12 @@ def _when(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
 
 
-def _kv_table(title: str, items: Iterable[tuple[str, object]]) -> Table:
-    table = Table(title=title, show_header=False)
-    table.add_column("key")
-    table.add_column("value")
-    for key, value in items:
-        table.add_row(escape(key), escape(str(value)))
-    return table
+def _mqadmin_time(ms: int) -> str:
+    """mqadmin's ``yyyy-MM-dd HH:mm:ss,SSS`` (local), empty for no time."""
+    if ms <= 0:
+        return ""
+    at = datetime.datetime.fromtimestamp(ms / 1000)
+    return at.strftime("%Y-%m-%d %H:%M:%S,") + f"{at.microsecond // 1000:03d}"
 
 
 # ---------------------------------------------------------------------- messages
@@ -177,19 +178,24 @@ def _queue_text(msg: MessageExt) -> str:
     return f"{msg.broker_name}:{msg.queue_id}" if msg.broker_name else str(msg.queue_id)
 
 
-def _print_message(msg: MessageExt, title: str, charset: str = "utf-8") -> None:
+def print_message(msg: MessageExt, charset: str = "utf-8") -> None:
+    """A message as mqadmin prints one: a ``%-20s %s`` line a field, then a blank line."""
     rows: list[tuple[str, object]] = [
-        ("Topic", msg.topic), ("Tags", msg.tags or ""), ("Keys", " ".join(msg.keys)),
-        ("Msg ID", msg.uniq_key or msg.msg_id), ("Queue", _queue_text(msg)),
-        ("Queue Offset", msg.queue_offset), ("CommitLog Offset", msg.commit_log_offset),
-        ("Reconsume Times", msg.reconsume_times),
-        ("Born Timestamp", _when(msg.born_timestamp)), ("Born Host", msg.born_host),
-        ("Store Timestamp", _when(msg.store_timestamp)), ("Store Host", msg.store_host),
-        ("System Flag", msg.sys_flag),
-        ("Properties", " ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
-        ("Body", _body_text(msg.body, 2000, charset)),
+        ("OffsetID:", msg.msg_id), ("Topic:", msg.topic), ("Tags:", f"[{msg.tags or ''}]"),
+        ("Keys:", f"[{' '.join(msg.keys)}]"), ("Queue ID:", msg.queue_id),
+        ("Queue Offset:", msg.queue_offset), ("CommitLog Offset:", msg.commit_log_offset),
+        ("Reconsume Times:", msg.reconsume_times),
+        ("Born Timestamp:", _when(msg.born_timestamp)),
+        ("Store Timestamp:", _when(msg.store_timestamp)),
+        ("Born Host:", msg.born_host), ("Store Host:", msg.store_host),
+        ("System Flag:", msg.sys_flag),
+        ("Properties:", ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))),
+        ("Message Body:", _body_text(msg.body, charset=charset)),
     ]
-    console_out().print(_kv_table(title, rows))
+    out = console_out()
+    for label, value in rows:
+        out.print(f"{label:<20s} {value}", markup=False, soft_wrap=True)
+    out.print("")
 
 
 def _print_messages(msgs: list[MessageExt], title: str) -> None:
@@ -325,22 +331,10 @@ def topic_route(topic: Topic,
                 namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """A topic's route: which brokers serve how many queues."""
     route = run_admin(namesrv, lambda admin: admin.topic_route(topic))
-    if json_out:
-        emit_json(msgspec.to_builtins(route))
-        return
-    if as_list:
+    if as_list and not json_out:
         _print_route_list(route)
         return
-    out = console_out()
-    out.print(table_of(f"queues of {topic}", ("broker", "read", "write", "perm", "sysFlag"),
-                     ((q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm,
-                       q.topic_sys_flag) for q in route.queue_datas),
-                     right=("read", "write", "perm", "sysFlag")))
-    out.print(table_of("brokers", ("cluster", "broker", "id", "address"),
-                     ((b.cluster, b.broker_name, bid, addr) for b in route.broker_datas
-                      for bid, addr in sorted(b.broker_addrs.items())), right=("id",)))
-    if route.order_topic_conf:
-        out.print(f"orderTopicConf: {escape(route.order_topic_conf)}")
+    emit_json(msgspec.to_builtins(route))  # mqadmin prints the route's JSON too
 
 
 def _print_route_list(route: TopicRouteData) -> None:
@@ -384,11 +378,9 @@ def topic_status(topic: Topic, cluster: ClusterFilter = None,
                      "earliestStoreTime": s.earliest_store_time,
                      "lastUpdateTime": s.last_update_time} for s in status])
         return
-    console_out().print(table_of(
-        f"status of {topic}", ("broker", "qid", "min offset", "max offset", "last updated"),
-        ((s.queue.broker_name, s.queue.queue_id, s.min_offset, s.max_offset,
-          _when(s.last_update_time)) for s in status),
-        right=("qid", "min offset", "max offset")))
+    print_columns(["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+                  ([s.queue.broker_name, s.queue.queue_id, s.min_offset, s.max_offset,
+                    _mqadmin_time(s.last_update_time)] for s in status))
 
 
 # ---------------------------------------------------------------------- cluster
@@ -396,6 +388,13 @@ def topic_status(topic: Topic, cluster: ClusterFilter = None,
 
 async def _cluster_rows(admin: AdminClient, cluster: str | None = None
                         ) -> list[dict[str, Any]]:
+    return [row for row, _ in await _cluster_figures(admin, cluster)]
+
+
+async def _cluster_figures(admin: AdminClient, cluster: str | None = None
+                           ) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """Each broker's row (what ``--json`` prints) and its runtime figures as it gave
+    them (``error``: why it did not)."""
     brokers = await admin.cluster_list(cluster)
 
     async def figures(addr: str) -> dict[str, str]:
@@ -405,12 +404,12 @@ async def _cluster_rows(admin: AdminClient, cluster: str | None = None
             return {"error": str(exc)}
 
     status = await asyncio.gather(*(figures(b.address) for b in brokers))
-    return [{"cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
-             "address": b.address, "version": s.get("brokerVersionDesc", ""),
-             "inTps": s.get("putTps", ""), "outTps": s.get("getTransferedTps", ""),
-             "role": s.get("brokerRole", ""), "replicationLagBytes": s.get(
-                 "slaveFallBehindMuch", ""),
-             **_day_totals(s), "error": s.get("error")}
+    return [({"cluster": b.cluster, "brokerName": b.broker_name, "brokerId": b.broker_id,
+              "address": b.address, "version": s.get("brokerVersionDesc", ""),
+              "inTps": s.get("putTps", ""), "outTps": s.get("getTransferedTps", ""),
+              "role": s.get("brokerRole", ""), "replicationLagBytes": s.get(
+                  "slaveFallBehindMuch", ""),
+              **_day_totals(s), "error": s.get("error")}, s)
             for b, s in zip(brokers, status, strict=True)]
 
 
@@ -439,32 +438,58 @@ def cluster_list(cluster: Annotated[str | None, typer.Option(
                      help="Messages put and got yesterday and today instead.")] = False,
                  interval: Interval = None,
                  namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
-    """Every broker of every cluster, with its role, put and get TPS and, for a master,
-    the bytes its furthest replica lacks."""
+    """Every broker of every cluster in mqadmin's columns, then its role and, for a
+    master, the bytes its furthest replica lacks."""
     repeat_every(interval, lambda: _print_clusters(
-        run_admin(namesrv, lambda admin: _cluster_rows(admin, cluster)), more, json_out))
+        run_admin(namesrv, lambda admin: _cluster_figures(admin, cluster)), more, json_out))
 
 
-def _print_clusters(rows: list[dict[str, Any]], more: bool, json_out: bool) -> None:
+def _print_clusters(rows: list[tuple[dict[str, Any], dict[str, str]]], more: bool,
+                    json_out: bool) -> None:
     if json_out:
-        emit_json(rows)
+        emit_json([row for row, _ in rows])
         return
     if more:
         counts = ("inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday")
-        console_out().print(table_of(
-            "clusters", ("cluster", "broker", "id", "InTotalYest", "OutTotalYest",
-                         "InTotalToday", "OutTotalToday"),
-            ((r["cluster"], r["brokerName"], r["brokerId"],
-              *("" if r[k] is None else r[k] for k in counts)) for r in rows),
-            right=("id", "InTotalYest", "OutTotalYest", "InTotalToday", "OutTotalToday")))
-        return
-    console_out().print(table_of(
-        "clusters", ("cluster", "broker", "id", "address", "role", "version", "InTPS",
-                     "OutTPS", "lag (B)"),
-        ((r["cluster"], r["brokerName"], r["brokerId"], r["address"], r["role"],
-          r["version"] or r["error"] or "", r["inTps"], r["outTps"],
-          r["replicationLagBytes"]) for r in rows),
-        right=("id", "InTPS", "OutTPS", "lag (B)")))
+        print_columns(["#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest",
+                       "#InTotalToday", "#OutTotalToday"],
+                      ([r["cluster"], r["brokerName"],
+                        *("-" if r[k] is None else r[k] for k in counts)] for r, _ in rows))
+    else:
+        now = int(time.time() * 1000)
+        print_columns(["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version",
+                       "#InTPS(LOAD)", "#OutTPS(LOAD)", "#Timer(Progress)", "#PCWait(ms)",
+                       "#Hour", "#SPACE", "#ACTIVATED", "#Role", "#FallBehind(B)"],
+                      ([r["cluster"], r["brokerName"], r["brokerId"], r["address"],
+                        *_base_figures(status, now), r["role"] or "-",
+                        r["replicationLagBytes"] or "-"] for r, status in rows))
+    for row, _ in rows:
+        if row["error"]:
+            console_err().print(f"{row['address']} did not answer: {row['error']}",
+                                markup=False)
+
+
+def _base_figures(status: dict[str, str], now_ms: int) -> list[str]:
+    """mqadmin's ``clusterList`` cells after the address, from a broker's runtime figures:
+    version, put and get TPS, timer progress, page-cache lock wait, hours of messages
+    kept, disk ratio, active; ``-`` for what the broker does not report."""
+    def number(key: str, form: str) -> str:
+        try:
+            return format(float(status[key].split()[0]), form)
+        except (KeyError, IndexError, ValueError):
+            return "-"
+
+    version = status.get("brokerVersionDesc", "")
+    protocol = re.search(r"\((V\d\S*) protocol\)", version)
+    earliest = status.get("earliestMessageTimeStamp", "")
+    hours = f"{(now_ms - int(earliest)) / 3_600_000:.2f}" if earliest.isdigit() else "-"
+    active = status.get("brokerActive") or (
+        ("true" if status["brokerRole"].endswith("MASTER") else "false")
+        if "brokerRole" in status else "-")
+    return [protocol.group(1) if protocol else version.replace(" ", "_") or "-",
+            number("putTps", ".2f"), number("getTransferedTps", ".2f"), "-",
+            status.get("pageCacheLockTimeMills") or "-", hours,
+            number("commitLogDiskRatio", ".4f"), active]
 
 
 @app.command("brokerStatus")
@@ -485,7 +510,7 @@ def broker_status(
         if json_out:
             emit_json(table)
         else:
-            console_out().print(_kv_table(f"broker {broker}", table.items()))
+            _print_figures(table.items())
         return
 
     async def every(admin: AdminClient) -> dict[str, dict[str, str]]:
@@ -498,7 +523,16 @@ def broker_status(
         emit_json(by_addr)
         return
     for addr, figures in by_addr.items():
-        console_out().print(_kv_table(f"broker {addr}", figures.items()))
+        _print_figures(figures.items(), addr)
+
+
+def _print_figures(items: Iterable[tuple[str, str]], broker: str | None = None) -> None:
+    """mqadmin's ``brokerStatus`` lines: ``key: value`` sorted by key, after the broker's
+    address when several brokers are printed."""
+    out = sys.stdout
+    for key, value in sorted(items):
+        lead = f"{broker:<24} " if broker is not None else ""
+        out.write(f"{lead}{key:<32}: {value}\n")
 
 
 @app.command("deleteLmq")
@@ -539,7 +573,7 @@ def query_msg_by_id(
     if json_out:
         emit_json(message_json(msg, body_format))
     else:
-        _print_message(msg, f"message {msg_id}", body_format)
+        print_message(msg, body_format)
 
 
 @app.command("queryMsgByKey")
@@ -586,7 +620,7 @@ def query_msg_by_offset(
     if json_out:
         emit_json(message_json(msg, body_format))
     else:
-        _print_message(msg, f"{topic} {broker_name}:{queue_id} @ {offset}", body_format)
+        print_message(msg, body_format)
 
 
 # ---------------------------------------------------------------------- send / consume
@@ -636,10 +670,8 @@ def send_message(
     if json_out:
         emit_json(row)
         return
-    console_out().print(table_of(
-        "sent", ("broker", "qid", "offset", "status", "msgId", "offsetMsgId"),
-        [(row["brokerName"], row["queueId"], row["queueOffset"], row["status"],
-          row["msgId"], row["offsetMsgId"])], right=("qid", "offset")))
+    print_columns(["#Broker Name", "#QID", "#Send Result", "#MsgId"],
+                  [[row["brokerName"], row["queueId"], row["status"], row["msgId"]]])
 
 
 @app.command("consumeMessage")

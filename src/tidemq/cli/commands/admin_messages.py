@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tidemq.cli.commands.admin import message_json
+from tidemq.cli.commands.admin import message_json, print_message
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
@@ -218,20 +218,5 @@ def query_msg_by_unique_key(
     if json_out:
         emit_json([message_json(m) for m in msgs] if show_all else message_json(msgs[0]))
         return
-    out = console_out()
     for msg in msgs:
-        rows = [("Topic:", msg.topic), ("Tags:", f"[{msg.tags or ''}]"),
-                ("Keys:", f"[{' '.join(msg.keys)}]"), ("Queue ID:", msg.queue_id),
-                ("Queue Offset:", msg.queue_offset),
-                ("CommitLog Offset:", msg.commit_log_offset),
-                ("Reconsume Times:", msg.reconsume_times),
-                ("Born Timestamp:", _time(msg.born_timestamp)),
-                ("Store Timestamp:", _time(msg.store_timestamp)),
-                ("Born Host:", msg.born_host), ("Store Host:", msg.store_host),
-                ("System Flag:", msg.sys_flag),
-                ("Properties:", ", ".join(f"{k}={v}" for k, v in
-                                          sorted(msg.properties.items()))),
-                ("Message Body:", _decode(msg.body, "utf-8"))]
-        for label, value in rows:
-            out.print(f"{label:<20s} {value}", markup=False, soft_wrap=True)
-        out.print("")
+        print_message(msg)

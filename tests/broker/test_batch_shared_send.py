@@ -1,16 +1,20 @@
 """BATCH_REQUEST's shared-header send form against a live broker: the answers and the
-stored messages of standard children, errors per child, SYNC_FLUSH, the offer that
+stored messages of standard children, errors per child (a topic being deleted among
+them), SYNC_FLUSH, the offer that
 negotiates it, and a broker that cannot read it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from tests.broker import wire
+from tests.broker.held import Held, slow_writes
 from tests.broker.wire import Peer
 
+import tidemq.broker.topics as topics_module
 from tidemq.codec.batch_protocol import (
     CHILD_FORM_KEY,
     CHILD_FORMS_KEY,
@@ -316,3 +320,52 @@ async def test_fan_out_children_are_stored_in_one_run(lmq_peer: tuple[Cluster, P
     await wire.dispatched(cluster.brokers[0])
     assert [int(m.properties["INNER_MULTI_QUEUE_OFFSET"].split(",")[1])
             for m in await peer.messages("%LMQ%s", 0, max_nums=32)] == list(range(12))
+
+
+async def test_children_of_a_topic_being_deleted_are_refused(
+        peer: Peer, topic: str, cluster: Cluster) -> None:
+    """The store refuses the puts of a topic whose deletion is under way: each child
+    of a shared parent is answered TOPIC_NOT_EXIST, as a single send is, and none is
+    stored."""
+    broker = cluster.brokers[0]
+    await peer.ok(wire.create_topic("%DLQ%gone", 1))
+    for name in (topic, "%DLQ%gone"):
+        broker.store.refuse_topic(name, "a test holds it")
+    end = broker.store.commitlog.max_offset
+    for name, queues in ((topic, (0, 3, 3)), ("%DLQ%gone", (0, 0))):
+        single = await peer(wire.send(name, b"one", queue_id=0))
+        got = await shared(peer, [wire.send(name, b"x%d" % q, queue_id=q) for q in queues])
+        assert [(r.code, r.remark) for r in got] == [(single.code, single.remark)] * len(
+            queues)
+        assert single.code == ResponseCode.TOPIC_NOT_EXIST
+        assert single.remark == f"topic[{name}] not exist, apply first please!"
+    assert broker.store.commitlog.max_offset == end  # nothing stored
+    broker.store.admit_topic(topic)
+    got = await shared(peer, [wire.send(topic, b"after", queue_id=3)])
+    assert (got[0].code, got[0].ext_fields["queueOffset"]) == (ResponseCode.SUCCESS, "0")
+
+
+async def test_children_sent_while_their_topic_is_deleted_are_refused_not_lost(
+        peer: Peer, topic: str, cluster: Cluster, held: Held,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-deletion (the topic table's write held, after the store's mark), a shared
+    parent's children are refused as single sends are; none is stored above the mark
+    and lost with the queues the deletion removes."""
+    broker = cluster.brokers[0]
+    await peer.ok(wire.send(topic, b"old", queue_id=3))
+    slow_writes(monkeypatch, topics_module, held)
+    async with Peer(broker.broker_addr) as deleter:
+        deleting = asyncio.create_task(deleter.ok(wire.request(
+            RequestCode.DELETE_TOPIC_IN_BROKER, topic=topic)))
+        await held.entered_soon()
+        single = await peer(wire.send(topic, b"one", queue_id=3))
+        got = await shared(peer, [wire.send(topic, b"x%d" % q, queue_id=q)
+                                  for q in (0, 3, 3)])
+        assert single.code == ResponseCode.TOPIC_NOT_EXIST, single.remark
+        assert [(r.code, r.remark) for r in got] == [(single.code, single.remark)] * 3
+        held.release.set()
+        await deleting
+    assert held.gave_up == [False]
+    assert broker.store.topics().get(topic) is None  # no queue left behind
+    got = await shared(peer, [wire.send(topic, b"after", queue_id=0)])
+    assert (got[0].code, got[0].ext_fields["queueOffset"]) == (ResponseCode.SUCCESS, "0")

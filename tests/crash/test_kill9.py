@@ -9,6 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.store.conftest import checkpoint_head
+
+from tidemq.store.checkpoint import Checkpoint, Origin
+from tidemq.store.layout import StoreLayout
 
 from .ahead import Ahead, checked_copy, kill9
 from .conftest import HELPER, check_store
@@ -23,13 +27,32 @@ def read_acks(path: Path) -> list[tuple[int, int, int]]:
     return [(int(q), int(o), int(i)) for q, o, i in (line.split() for line in lines)]
 
 
-def kill_loop(tmp_path: Path, iterations: int, seed: int) -> int:
+def to_earlier_layout(root: Path) -> bool:
+    """Rewrite the store's checkpoint as an earlier TideMQ wrote it (offsets at 24/32);
+    ``False`` when there is none to rewrite."""
+    path = StoreLayout(root).checkpoint_file
+    cp = Checkpoint.read(path)
+    if cp.origin is Origin.TIDEMQ:
+        path.write_bytes(checkpoint_head(
+            cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
+            cp.flushed_phy_offset, cp.dispatched_phy_offset))
+        assert Checkpoint.read(path).origin is Origin.EARLIER_TIDEMQ
+        return True
+    return False
+
+
+def kill_loop(tmp_path: Path, iterations: int, seed: int, *,
+              earlier_checkpoints: bool = False) -> int:
+    """Rounds of a writer killed at a random moment, each followed by a check of the
+    store; ``earlier_checkpoints``: each kill leaves the checkpoint in the earlier
+    layout, for the check and the next writer to open."""
     rng = random.Random(seed)
     tmp_path.mkdir(exist_ok=True)
     root = tmp_path / "store"
     acks_path = tmp_path / "acks"
     acked: dict[tuple[int, int], int] = {}
     next_id = 0
+    rewritten = 0
     writer = Ahead([str(HELPER)])
     try:
         for it in range(iterations):
@@ -43,6 +66,8 @@ def kill_loop(tmp_path: Path, iterations: int, seed: int) -> int:
             else:
                 time.sleep(rng.uniform(0, 0.5))  # may land in start-up or recovery
             kill9(proc)
+            if earlier_checkpoints:
+                rewritten += to_earlier_layout(root)
 
             for queue_id, offset, body_id in read_acks(acks_path):
                 previous = acked.setdefault((queue_id, offset), body_id)
@@ -58,12 +83,18 @@ def kill_loop(tmp_path: Path, iterations: int, seed: int) -> int:
                 shutil.rmtree(target)
     finally:
         writer.discard()
+    assert rewritten or not earlier_checkpoints, "no kill left a checkpoint to rewrite"
     return len(acked)
 
 
 def test_kill9_loses_no_acknowledged_message(tmp_path: Path) -> None:
     acked = kill_loop(tmp_path, iterations=15, seed=20240917)
     assert acked > 30
+
+
+def test_kill9_with_checkpoints_in_the_earlier_layout(tmp_path: Path) -> None:
+    acked = kill_loop(tmp_path, iterations=10, seed=20261201, earlier_checkpoints=True)
+    assert acked > 20
 
 
 @pytest.mark.slow

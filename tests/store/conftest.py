@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,16 @@ def crash_copy(store: MessageStore, dest: Path) -> Path:
     """
     shutil.copytree(store.layout.root, dest, ignore=shutil.ignore_patterns("lock"))
     return dest
+
+
+def checkpoint_head(physic: int, logics: int, index: int, at24: int, at32: int) -> bytes:
+    """A checkpoint file with bytes 0-39 only, as RocketMQ writes it (``at24`` is its
+    masterFlushedOffset, ``at32`` its confirmPhyOffset) and as an earlier TideMQ wrote it
+    (its flushed and dispatched offsets there)."""
+    return b"".join([
+        struct.pack(">q", physic),  # physicMsgTimestamp
+        struct.pack(">q", logics),  # logicsMsgTimestamp
+        struct.pack(">q", index),   # indexMsgTimestamp
+        struct.pack(">q", at24),
+        struct.pack(">q", at32),
+    ]) + bytes(4096 - 40)

@@ -327,7 +327,8 @@ def test_checkpoint_past_the_valid_log(tmp_path: Path) -> None:
     cp = Checkpoint.read(root / "checkpoint")
     end = cp.flushed_phy_offset
     Checkpoint(cp.physic_msg_timestamp + 10_000, cp.logics_msg_timestamp, 0,
-               end + 500, end + 7).write(root / "checkpoint")
+               flushed_phy_offset=end + 500, dispatched_phy_offset=end + 7,
+               ).write(root / "checkpoint")
     report = verify(root)
     assert any(p.kind == "checkpoint" and "acknowledged data" in p.detail
                for p in report.problems)

@@ -51,7 +51,7 @@ from tidemq.formats.record import MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, Blank, Re
 from tidemq.store import spool
 from tidemq.store.batch_consume_queue import BCQ_DTYPE, BCQ_UNIT, HOLE_SIZE
 from tidemq.store.batch_consume_queue import valid_bytes as bcq_valid_bytes
-from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint
+from tidemq.store.checkpoint import CHECKPOINT_SIZE, Checkpoint, Origin
 from tidemq.store.config import StoreConfig
 from tidemq.store.consume_queue import BLANK_UNIT_SIZE, CQ_DTYPE, CQ_UNIT
 from tidemq.store.consume_queue import valid_bytes as cq_valid_bytes
@@ -760,6 +760,14 @@ class _Verifier:
         if path.stat().st_size != CHECKPOINT_SIZE:
             self.problem("checkpoint", path.name, -1,
                          f"{path.stat().st_size} bytes, expected {CHECKPOINT_SIZE}")
+        if cp.origin is Origin.DAMAGED:
+            self.problem("checkpoint", path.name, -1,
+                         f"{cp.note}: recovery scans the whole commit log")
+        elif cp.origin is Origin.ROCKETMQ:
+            rep.warnings.append(f"checkpoint: {cp.note}; recovery scans the whole commit log")
+        elif cp.origin is Origin.EARLIER_TIDEMQ:
+            rep.warnings.append(f"checkpoint: {cp.note}; a start rewrites it in the current "
+                                "layout")
         if cp.flushed_phy_offset > end:
             self.problem("checkpoint", path.name, cp.flushed_phy_offset,
                          f"flushed offset {cp.flushed_phy_offset} is past the end of the valid "
@@ -803,7 +811,7 @@ def verify(root: str | os.PathLike[str], *, check_crc: bool = True,
                                "they are read")
     elif not clean:
         report.warnings.append("abort marker present: the last run did not shut down cleanly")
-    checkpoint = Checkpoint.read(layout.checkpoint_file)
+    checkpoint = Checkpoint.load(layout)
     report.checkpoint = checkpoint
     with open_log(layout, segment_size) as log, tempfile.TemporaryDirectory(
             prefix="tidemq-verify-", dir=work_dir) as tmp:
@@ -946,4 +954,4 @@ def dump_checkpoint(root: str | os.PathLike[str]) -> CheckpointDump:
     path = layout.checkpoint_file
     exists = path.exists()
     return CheckpointDump(str(path), exists, path.stat().st_size if exists else 0,
-                          Checkpoint.read(path), layout.abort_file.exists(), lock_held(layout))
+                          Checkpoint.load(layout), layout.abort_file.exists(), lock_held(layout))

@@ -11,7 +11,8 @@
       config/                                    broker metadata (topics, offsets, ...),
                                                  deletedTopics.json (store.deleted_topics)
       convert/<topic>/                           staging of an offline queue conversion
-      checkpoint                                 flushed/dispatched positions
+      checkpoint                                 RocketMQ's StoreCheckpoint, TideMQ's
+                                                 flushed/dispatched positions after it
       abort                                      present while running: absent = clean shutdown
       lock                                       one process per store root
 

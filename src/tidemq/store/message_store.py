@@ -25,7 +25,7 @@ from tidemq.formats.record import HostAddr, Record, decode_record
 from tidemq.store import truncation
 from tidemq.store.append import MessageInput
 from tidemq.store.appender import Appender, AppendHook, wall_clock_ms
-from tidemq.store.checkpoint import Checkpoint, StoreLock
+from tidemq.store.checkpoint import Checkpoint, Origin, StoreLock
 from tidemq.store.commitlog import CommitLog
 from tidemq.store.concurrent_dispatch import ConcurrentDispatcher
 from tidemq.store.config import StoreConfig
@@ -81,6 +81,9 @@ class MessageStore:
         self._checkpointing = threading.Lock()
         #: The checkpoint last written by the housekeeper (``None``: none yet).
         self._checkpointed: Checkpoint | None = None
+        #: RocketMQ's ``masterFlushedOffset``, carried over from the checkpoint read at
+        #: start (TideMQ never learns one; 0 is RocketMQ's "not known").
+        self._master_flushed_offset = 0
         self.dispatcher: Dispatcher | None = None
         self.flusher: FlushService | None = None
         self.reader = QueueReader(self.commitlog, self.queues)
@@ -115,7 +118,8 @@ class MessageStore:
                                           self.config.lmq_known_queues)
                 self.queues.lmq.pinned = self.appender.lmq_next.generations
                 self.queues.lmq.warm_in_background()  # serves meanwhile: see warm()
-            checkpoint = Checkpoint.read(self.layout.checkpoint_file)
+            checkpoint = Checkpoint.load(self.layout)
+            self._note_checkpoint(checkpoint)
             cut_at = truncation.pending(self.layout)
             self.epochs.load()
             if self.index is not None:
@@ -686,6 +690,16 @@ class MessageStore:
 
     # ------------------------------------------------------------------ housekeeping
 
+    def _note_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep what the checkpoint read at start carries over, and say how it reads."""
+        self._master_flushed_offset = checkpoint.master_flushed_offset
+        if checkpoint.origin is Origin.EARLIER_TIDEMQ:
+            log.info("checkpoint: %s; the next one is written in the current layout",
+                     checkpoint.note)
+        elif checkpoint.origin in (Origin.ROCKETMQ, Origin.DAMAGED):
+            log.warning("checkpoint %s: %s; recovery scans the whole commit log",
+                        checkpoint.origin, checkpoint.note)
+
     def _write_checkpoint(self) -> None:
         """Flush what the checkpoint vouches for and write it; one writer at a time (the
         housekeeper, a cut, the shutdown)."""
@@ -707,6 +721,8 @@ class MessageStore:
             physic_msg_timestamp=last_ts if flushed >= self.commitlog.max_offset else 0,
             logics_msg_timestamp=logics_ts,
             index_msg_timestamp=index_ts,
+            master_flushed_offset=self._master_flushed_offset,
+            confirm_phy_offset=flushed,
             flushed_phy_offset=flushed,
             dispatched_phy_offset=min(dispatched, flushed),
         )

@@ -89,7 +89,7 @@ def repair(root: str | os.PathLike[str], *, segment_size: int, cq_file_size: int
                 Rdict.repair(str(layout.lmq_dir), Options(raw_mode=True))
             queues.lmq = LmqStore(layout.lmq_dir)
             out.lmq_entries_dropped = queues.lmq.drop_derived()
-        out.recovery = recover(commitlog, queues, index, Checkpoint.read(layout.checkpoint_file),
+        out.recovery = recover(commitlog, queues, index, Checkpoint.load(layout),
                                clean=not layout.abort_file.exists(), check_crc=check_crc)
         queues.flush()
         if index is not None:

@@ -16,10 +16,10 @@ request                             answer body
 it has been idle a second). Upstream's ``masterFlushOffset`` is not a live offset: it is
 the end of the master's commit log when that master started, which an upstream replica
 asks for (EXCHANGE_BROKER_HA_INFO, with ``syncMasterFlushOffsetWhenStartup``) and keeps
-in its checkpoint, or ``resetMasterFlushOffset`` sets. TideMQ has neither the request
-nor the checkpoint field, so a TideMQ replica cannot know it and reports
-:data:`UNKNOWN` (-1, upstream's own value for "not set"), never 0, which would read as
-an offset.
+in its checkpoint, or ``resetMasterFlushOffset`` sets. TideMQ has no such request (its
+checkpoint only keeps a value an upstream broker left there), so a TideMQ replica cannot
+know it and reports :data:`UNKNOWN` (-1, upstream's own value for "not set"), never 0,
+which would read as an offset.
 """
 
 from __future__ import annotations

@@ -346,8 +346,11 @@ def _dump_checkpoint(directory: Path, json_out: bool) -> None:
     for name in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp"):
         ts = getattr(cp, name)
         table.add_row(name, f"{ts} ({_when(ts)})")
+    table.add_row("master_flushed_offset", f"{cp.master_flushed_offset:,}")
+    table.add_row("confirm_phy_offset", f"{cp.confirm_phy_offset:,}")
     table.add_row("flushed_phy_offset", f"{cp.flushed_phy_offset:,}")
     table.add_row("dispatched_phy_offset", f"{cp.dispatched_phy_offset:,}")
+    table.add_row("written by", escape(f"{cp.origin}" + (f": {cp.note}" if cp.note else "")))
     table.add_row("abort marker", "present" if dump.abort_marker else "absent")
     table.add_row("lock", "held by a running broker" if dump.in_use else "free")
     _out().print(table)

@@ -1,7 +1,6 @@
 """BATCH_REQUEST's shared-header send form against a live broker: the answers and the
 stored messages of standard children, errors per child (a topic being deleted among
-them), SYNC_FLUSH, the offer that
-negotiates it, and a broker that cannot read it."""
+them), SYNC_FLUSH, the offer that negotiates it, and a broker that cannot read it."""
 
 from __future__ import annotations
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from urllib.parse import urlsplit
 
 import pytest
 
+from tidemq.console import head_deadline
 from tidemq.console.head_deadline import HeadDeadlineProtocol
 from tidemq.console.server import ConsoleServer
 
@@ -60,8 +62,15 @@ async def test_a_head_that_does_not_arrive_in_time_closes_the_connection(
             dripping.cancel()
 
 
-async def test_whole_requests_are_answered_on_one_connection(web: ConsoleServer) -> None:
+async def test_whole_requests_are_answered_on_one_connection(
+        web: ConsoleServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Two requests answered, then no third: the head deadline, armed again by the
+    second answer, closes the connection (and says so), before uvicorn's keep-alive
+    timeout, which would close it too, but later and without a word."""
+    caplog.set_level(logging.INFO, logger=head_deadline.__name__)
     reader, writer = await _open(web)
+    host, port = writer.get_extra_info("sockname")[:2]
+    local = f"{host}:{port}"
     for _ in range(2):
         writer.write(b"GET /favicon.ico HTTP/1.1\r\nHost: x\r\n\r\n")
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
@@ -70,3 +79,4 @@ async def test_whole_requests_are_answered_on_one_connection(web: ConsoleServer)
                       if line.lower().startswith(b"content-length:"))
         await reader.readexactly(length)
     assert await _closed(reader, writer) == b""  # then idle: closed as well
+    assert f"closing {local}: no whole request head" in caplog.text

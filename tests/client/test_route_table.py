@@ -218,8 +218,10 @@ def test_fetch_of_an_unknown_topic_raises_unless_it_may_auto_create() -> None:
 def test_fetch_of_the_template_raises_its_refusal() -> None:
     fetch = _fetch(allow_default=True)
     assert fetch.answer(_not_exist(), "ns") is None
-    with pytest.raises(BrokerResponseError):
+    with pytest.raises(BrokerResponseError) as info:
         fetch.answer(_not_exist(), "ns")
+    assert info.value.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "for the topic: T; nor for TBW102" in str(info.value), info.value
 
 
 def test_a_just_started_name_server_does_not_take_brokers_away() -> None:

@@ -211,3 +211,20 @@ async def test_a_restarted_name_server_does_not_drop_brokers_yet_to_register(
                 with pytest.raises(BrokerResponseError):
                     await cache.get("OnlyB", refresh=True)
                 assert changed == ["Both"]
+
+
+async def test_a_send_to_an_unknown_topic_names_it_where_topics_are_not_created(
+        tmp_path: Path) -> None:
+    """Without autoCreateTopicEnable no broker routes the template TBW102: the refusal of
+    a send to a topic nobody created (a typo) names that topic, not the template."""
+    from tidemq.client import Producer
+    from tidemq.types import Message
+
+    async with Cluster(tmp_path, brokers=1, broker={"auto_create_topic_enable": False}
+                       ) as cluster, Producer("typo", cluster.namesrv_addr) as producer:
+        with pytest.raises(BrokerResponseError) as info:
+            await producer.send(Message("Ordres", b"x"))
+    assert info.value.code == ResponseCode.TOPIC_NOT_EXIST
+    text = str(info.value)
+    assert "No topic route info in name server for the topic: Ordres" in text, text
+    assert "nor for TBW102" in text and "autoCreateTopicEnable" in text, text

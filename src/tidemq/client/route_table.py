@@ -32,7 +32,13 @@ from tidemq.client.topic_route import (
 )
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.headers import ROUTE_MAY_BE_INCOMPLETE
-from tidemq.errors import ConnectionLost, RequestTimeout, ResponseCode, TideMQError
+from tidemq.errors import (
+    ConnectionLost,
+    RequestTimeout,
+    ResponseCode,
+    TideMQError,
+    error_for_code,
+)
 
 __all__ = ["NEXT_SERVER", "Lookup", "NameServerRing", "RouteCacheCore", "RouteFetch",
            "RouteTable"]
@@ -205,6 +211,13 @@ class RouteFetch:
         """The route ``response`` gives, or ``None`` when the template topic's route must
         be fetched next; a refusal raises its error."""
         if self.template:
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:  # name the topic asked for
+                raise error_for_code(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"No topic route info in name server for the topic: {self.topic}; nor "
+                    f"for {self.default_topic}, the template a send creates a topic from: "
+                    "create the topic first (updateTopic), as no registered broker creates "
+                    "topics on a send (autoCreateTopicEnable)", address=address)
             return TopicRoute.build(self.topic, read_route_response(response, address=address),
                                     from_default=True,
                                     default_queue_nums=self.default_queue_nums)

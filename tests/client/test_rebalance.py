@@ -8,6 +8,7 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -367,3 +368,24 @@ async def test_a_route_change_triggers_a_rebalance(fakes: list[FakeBroker],
     await eventually(lambda: len([q for q in c1.assignment() if q.topic == "T"]) == 6)
     assert c1.rebalance_stats.runs > runs
     await c1.close()
+
+
+async def test_a_subscribed_topic_that_does_not_exist_is_warned_of_once(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """A push consumer subscribed to a topic nobody created (a typo) consumes nothing:
+    it says so at WARNING, once, naming the topic, while it keeps looking for a route
+    (the retry topic, routed only after the first heartbeat, is not warned of)."""
+    cfg = ClientConfig(namesrv_addr=(cluster.namesrv_addr,))
+    consumer = PushConsumer("typo-group", config=cfg, listener=_ok,
+                            options=PushOptions(rebalance_interval=0.5))
+    consumer.subscribe("Ordres")
+    with caplog.at_level(logging.WARNING, logger="tidemq.client.rebalance"):
+        await consumer.start()
+        try:
+            await eventually(lambda: consumer.rebalance_stats.runs >= 12, timeout=20)
+        finally:
+            await consumer.close()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert "Ordres" in warned[0] and "TOPIC_NOT_EXIST" in warned[0], warned
+    assert "nothing of it is consumed" in warned[0], warned

@@ -58,6 +58,7 @@ from tidemq.client.allocate import AllocateStrategy
 from tidemq.client.errors import NoRouteError
 from tidemq.client.instance import ClientInstance
 from tidemq.client.offsets import check_success
+from tidemq.client.retry import RETRY_PREFIX
 from tidemq.client.topic_route import TopicRoute
 from tidemq.codec.bodies import ConsumerListBody, decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
@@ -89,6 +90,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REBALANCE_INTERVAL = 20.0
 #: Seconds before a run that missed a subscribed topic is repeated (then doubled).
 INCOMPLETE_RETRY_FIRST = 0.2
+#: Runs in a row without a route for a subscribed topic before it is warned of (about
+#: three seconds of retries): a topic created a moment ago is routed well within them.
+UNROUTED_WARN_RUNS = 5
 
 
 class QueueState(enum.Enum):
@@ -250,6 +254,8 @@ class Rebalancer:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._incomplete = False  # the last run missed a subscribed topic
+        #: Subscribed topics without a route: the runs in a row that found none.
+        self._unrouted: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<Rebalancer group={self.group!r} runs={self.stats.runs}>"
@@ -321,11 +327,19 @@ class Rebalancer:
 
     async def _views(self, topics: Sequence[str]) -> dict[str, TopicView]:
         routes: dict[str, TopicRoute] = {}
+        unrouted: dict[str, int] = {}
         for topic in topics:
             try:
                 routes[topic] = await self.instance.routes.get(topic)
             except TideMQError as exc:
-                log.info("%r: no route for %s yet: %s", self, topic, exc)
+                runs = unrouted[topic] = self._unrouted.get(topic, 0) + 1
+                if runs == UNROUTED_WARN_RUNS and not topic.startswith(RETRY_PREFIX):
+                    log.warning("%r: subscribed topic %s has no route, so nothing of it is "
+                                "consumed until it is created (looking again every %.0f s): "
+                                "%s", self, topic, self.interval, exc)
+                else:
+                    log.info("%r: no route for %s yet: %s", self, topic, exc)
+        self._unrouted = unrouted
         await self.instance.heartbeat_new_brokers()
         asked: dict[str, list[str]] = {}
         views: dict[str, TopicView] = {}

@@ -89,3 +89,21 @@ def test_writes_merge_and_read_back(tmp_path_factory: pytest.TempPathFactory,
         expected.update(update)
         assert write_overrides(path, update) == expected
     assert read_overrides(path) == expected
+
+
+def test_a_change_that_cannot_be_kept_is_not_made(tmp_path: Path) -> None:
+    kv = tmp_path / "namesrv" / "kvConfig.json"
+    kv.parent.mkdir()
+    server = ServerProcess("namesrv", {"kvConfigPath": str(kv)}).start()
+    try:
+        (kv.parent / "runtimeOverrides.properties").mkdir()  # cannot be written as a file
+        result = CliRunner().invoke(app, ["admin", "updateNamesrvConfig", "-k",
+                                          "orderMessageEnable", "-v", "true", "-n",
+                                          server.addr])
+        assert result.exit_code == 1
+        assert "SYSTEM_ERROR" in result.output
+        assert "could not be kept in runtimeOverrides.properties" in result.output
+        shown = _admin(server, "getNamesrvConfig")[server.addr]
+        assert shown["orderMessageEnable"] == "false"
+    finally:
+        server.stop()

@@ -72,15 +72,15 @@ from tidemq.codec.headers import (
 from tidemq.codec.schema import HeaderFieldError
 from tidemq.codec.server_roles import refuse_unserved
 from tidemq.codec.topic_table import decode_topics
-from tidemq.errors import ConfigError, ConnectionLost, RemoteProtocolError, ResponseCode
+from tidemq.errors import ConnectionLost, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import (
     describe,
-    parse_properties_body,
     properties_text,
 )
 from tidemq.namesrv import config_overrides, runtime_config
 from tidemq.namesrv.auth_mirror import AuthMirror
 from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.config_update import planned_and_kept
 from tidemq.namesrv.controller import ControllerApp
 from tidemq.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from tidemq.namesrv.liveness import Clock, monotonic_ms
@@ -528,20 +528,14 @@ class NameServerApp:
 
     @_guarded
     def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        try:
-            changes = parse_properties_body(cmd.body)
-            new = runtime_config.plan_update(self.config, changes)
-        except ConfigError as exc:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
-        kept_path = config_overrides.overrides_path(new.kv_config_path)
-        if kept_path is not None:
-            try:
-                config_overrides.write_overrides(kept_path, changes, (NamesrvConfig,))
-            except (OSError, ConfigError) as exc:
-                log.error("name server config update not applied: %s", exc)
-                return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    f"the change could not be kept in {kept_path.name}: "
-                                    f"{exc}")
+        kept_path = config_overrides.overrides_path(self.config.kv_config_path)
+        planned = planned_and_kept(
+            cmd, functools.partial(runtime_config.plan_update, self.config), kept_path,
+            functools.partial(config_overrides.write_overrides, classes=(NamesrvConfig,)),
+            "name server")
+        if isinstance(planned, RemotingCommand):
+            return planned
+        new, changes = planned
         self.config = new
         self.routes.delete_topic_with_broker_registration = (
             new.delete_topic_with_broker_registration)

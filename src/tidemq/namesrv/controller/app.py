@@ -67,10 +67,10 @@ from tidemq.codec.server_roles import refuse_unserved
 from tidemq.errors import ConfigError, RemoteProtocolError, ResponseCode
 from tidemq.formats.javaprops import (
     describe,
-    parse_properties_body,
     properties_text,
 )
 from tidemq.namesrv.auth_mirror import AuthMirror
+from tidemq.namesrv.config_update import planned_and_kept
 from tidemq.namesrv.controller import config_overrides, decide, runtime_config
 from tidemq.namesrv.controller.config import ControllerConfig
 from tidemq.namesrv.controller.decide import CONTROLLER_TRIGGER, Decision
@@ -464,20 +464,14 @@ class ControllerApp:
         (:mod:`~tidemq.namesrv.controller.config_overrides`; a controller that keeps its
         Raft log in memory keeps them until it restarts); another key is refused, naming
         it. A change that cannot be kept is not made."""
-        try:
-            changes = parse_properties_body(cmd.body)
-            new = runtime_config.plan_update(self.config, changes)
-        except ConfigError as exc:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, str(exc))
         kept_path = config_overrides.overrides_path(self.store_path)
-        if kept_path is not None:
-            try:
-                config_overrides.write_overrides(kept_path, changes, (ControllerConfig,))
-            except (OSError, ConfigError) as exc:
-                log.error("controller config update not applied: %s", exc)
-                return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    f"the change could not be kept in {kept_path.name}: "
-                                    f"{exc}")
+        planned = planned_and_kept(
+            cmd, functools.partial(runtime_config.plan_update, self.config), kept_path,
+            functools.partial(config_overrides.write_overrides, classes=(ControllerConfig,)),
+            "controller")
+        if isinstance(planned, RemotingCommand):
+            return planned
+        new, changes = planned
         self.config = new
         self.heartbeats.default_timeout_ms = new.controller_broker_heartbeat_timeout
         log.info("controller config updated by %s: %s (%s)", conn.remote_address,

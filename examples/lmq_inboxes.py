@@ -129,4 +129,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
-    sys.exit(asyncio.run(main(args.namesrv)))
+    try:
+        sys.exit(asyncio.run(main(args.namesrv)))
+    except TideMQError as exc:  # a cluster without LMQ, a name server that is not there
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -5,13 +5,20 @@ same ``KEYS``, cut at the same records."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidemq.client.sending import BatchCompression, prepare_send_batch
 from tidemq.client.stamps import new_uniq_keys
-from tidemq.client.tracer import EncodedRecords, RecordRun, _MessageBuilder, pub_records
+from tidemq.client.tracer import (
+    EncodedRecords,
+    RecordRun,
+    _MessageBuilder,
+    alike_pub_records,
+    pub_records,
+)
 from tidemq.codec.trace import PubRecord, decode_trace_data
 from tidemq.types import Message, MessageQueue, SendResult, SendStatus
 
@@ -88,3 +95,47 @@ def test_an_inner_batch_is_run_by_its_messages_keys() -> None:
     assert isinstance(run, RecordRun)
     assert _messages([run]) == _messages([pub_records("pg", msgs, list(prepared.keys),  # type: ignore[attr-defined]
                                                       inner, 5, 1)])
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(2, 900), st.sampled_from([{}, {"TAGS": "tag", "KEYS": "order-1"}]),
+       st.booleans(), st.booleans())
+def test_an_alike_batch_traced_by_its_facts_fills_the_messages_of_its_records(
+        n: int, props: dict[str, str], inner: bool, odd_widths: bool) -> None:
+    """The records made of an alike batch's first message, ids and result alone are
+    those of its messages one by one: run or columns, outer or inner batch."""
+    msgs, prepared, result = _batch(n, props, SendStatus.SEND_OK, 0)
+    keys = list(prepared.keys)  # type: ignore[attr-defined]
+    if odd_widths:  # no run: the records made one by one
+        result = dataclasses.replace(result, offset_msg_id=result.offset_msg_id + "F")
+    answered = dataclasses.replace(result, msg_id="BATCHKEY") if inner else result
+    by_facts = alike_pub_records("pg", msgs[0], ",".join(keys), answered, 5, 1, n)
+    assert isinstance(by_facts, EncodedRecords if odd_widths else RecordRun)
+    assert _messages([by_facts]) == _messages([pub_records("pg", msgs, keys, answered, 5, 1)])
+
+
+def test_a_traced_alike_batch_is_not_kept_until_its_records_are_made() -> None:
+    """The event of an alike batch holds its first message, ids and result, not the
+    batch's messages or encoded entries; its records are those of the messages."""
+    from tidemq.client.producer import Producer
+    from tidemq.client.tracer import Tracer
+
+    async def unused(_msgs: object) -> SendResult:
+        raise AssertionError("not sent")
+
+    msgs, prepared, result = _batch(50, {"TAGS": "t"}, SendStatus.SEND_OK, 0)
+    tracer = Tracer(unused, topic=TRACE)
+    Producer("pg")._trace_batch(tracer, prepared, msgs[0], msgs, result, 5)  # type: ignore[arg-type]
+    [(event, held)] = tracer._queue
+    referred = gc.get_referents(*gc.get_referents(event))
+    assert prepared not in referred and msgs not in referred
+    assert tracer.held_bytes == held < len(prepared.encoded.entries)  # type: ignore[attr-defined]
+    assert callable(event)
+    made = event()
+    assert isinstance(made, RecordRun)
+    [(body, keys, count)] = _messages([made])
+    records = decode_trace_data(body).records
+    assert all(isinstance(r, PubRecord) and r.cost_ms >= 0 for r in records)
+    cost = records[0].cost_ms  # type: ignore[union-attr]
+    ids = list(prepared.keys)  # type: ignore[attr-defined]
+    assert [(body, keys, count)] == _messages([pub_records("pg", msgs, ids, result, 5, cost)])

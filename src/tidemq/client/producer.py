@@ -55,7 +55,7 @@ from tidemq.client.sending import (
 from tidemq.client.shared_send import send_many
 from tidemq.client.stamps import now_ms
 from tidemq.client.topic_route import TopicRoute
-from tidemq.client.tracer import Tracer, pub_records, trace_send_options
+from tidemq.client.tracer import Tracer, alike_pub_records, pub_records, trace_send_options
 from tidemq.client.validation import validate_group
 from tidemq.codec.command import RemotingCommand
 from tidemq.codec.trace import TRACE_PRODUCER_GROUP
@@ -275,10 +275,26 @@ class Producer(InstanceRole):
                                                                     sharding_key, selector),
                                          build, timeout, prepared.count, coalesce)
         if self.tracer is not None and messages is not None:
-            self.tracer.record(functools.partial(
-                pub_records, self.group, messages, prepared, result, born, now_ms() - born),
-                len(prepared.encoded.entries))
+            self._trace_batch(self.tracer, prepared, first, messages, result, born)
         return result
+
+    def _trace_batch(self, tracer: Tracer, prepared: PreparedBatch, first: Message,
+                     messages: Sequence[Message], result: SendResult, born: int) -> None:
+        """Record the trace event of a batch sent: of alike messages, what their records
+        are made of (the first message, the ids, the result), so the batch is not kept
+        until the tracer makes them; of any other, the messages and the batch."""
+        cost = now_ms() - born
+        n = prepared.count
+        if n > 1 and prepared.alike:
+            joined = result.msg_id
+            if "," not in joined:  # an inner batch's own key: the messages' are needed
+                joined = prepared.msg_id(QueueType.SIMPLE)
+            tracer.record(functools.partial(alike_pub_records, self.group, first, joined,
+                                            result, born, cost, n),
+                          len(first.body) + len(joined) + len(result.offset_msg_id))
+            return
+        tracer.record(functools.partial(pub_records, self.group, messages, prepared, result,
+                                        born, cost), len(prepared.encoded.entries))
 
     async def _no_longer_batch(self, exc: BrokerResponseError, prepared: PreparedBatch,
                                used: list[QueueType]) -> bool:

@@ -5,7 +5,9 @@ A producer or consumer with ``enable_msg_trace`` on owns one. Recording
 (:meth:`Tracer.record`) only appends an event to a bounded queue: a full queue drops the
 event and counts it (:attr:`Tracer.dropped`), so tracing never blocks or fails a send or
 a consume. An event is a trace record, or a function that makes records (a batch send
-costs one append; its records are made by the background task). The background task
+costs one append; its records are made by the background task, from what the event
+holds: of a batch whose messages differ only in their ids, its first message, the ids
+and the result -- :func:`alike_pub_records` -- not the batch). The background task
 takes what is queued, encodes the records (:mod:`tidemq.codec.trace`) into trace messages
 of at most :data:`MAX_BODY` bytes, each with the msgIds and keys of its records as its
 ``KEYS`` so the broker's key index finds them, and sends them with the given send
@@ -57,7 +59,7 @@ from tidemq.types import Message, MessageExt, SendResult, SendStatus
 __all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "LOG_EVERY", "MAX_BODY",
            "EncodedRecords", "RecordRun",
            "TraceEvent", "Tracer",
-           "end_transaction_record", "pub_records", "sub_after_records",
+           "alike_pub_records", "end_transaction_record", "pub_records", "sub_after_records",
            "sub_before_records", "trace_send_options"]
 
 log = logging.getLogger(__name__)
@@ -192,45 +194,69 @@ def pub_records(group: str, msgs: Sequence[Message], msg_ids: Sequence[str] | _K
                           (offset_id,))
         return EncodedRecords(one.cores, [msg_id], [key], prefix=one.prefix,
                               suffix=one.suffix)
-    alike = False
-    if not isinstance(msg_ids, (tuple, list, Sequence)):
-        alike = msg_ids.alike
-        if alike:
-            run = _alike_run(group, msgs[0], msg_ids, result, born_ms, cost_ms, len(msgs))
-            if run is not None:
-                return run
-        msg_ids = msg_ids.keys
-    offset_ids = result.offset_msg_id.split(",")
-    if len(offset_ids) != len(msgs):
-        offset_ids = [result.offset_msg_id] * len(msgs)
-    first = msgs[0]
     n = len(msgs)
-    if alike:
-        shared = first.properties
-        tags, keys = [shared.get("TAGS", "")] * n, [shared.get("KEYS", "")] * n
-        lengths = [len(first.body)] * n
-    else:  # map over dict.get and operator: C loops
-        if not isinstance(msgs, (list, tuple)):
-            msgs = list(msgs)  # a view that makes its messages when read: once
-        props = list(map(_PROPERTIES, msgs))
-        tags = list(map(dict.get, props, itertools.repeat("TAGS"), itertools.repeat("")))
-        keys = list(map(dict.get, props, itertools.repeat("KEYS"), itertools.repeat("")))
-        lengths = list(map(len, map(_BODY, msgs)))
-    ids = list(msg_ids[:n])
+    if not isinstance(msg_ids, (tuple, list, Sequence)):
+        if msg_ids.alike:
+            return alike_pub_records(group, msgs[0], _joined_ids(result, msg_ids.keys, n),
+                                     result, born_ms, cost_ms, n)
+        msg_ids = msg_ids.keys
+    first = msgs[0]
+    # map over dict.get and operator: C loops
+    if not isinstance(msgs, (list, tuple)):
+        msgs = list(msgs)  # a view that makes its messages when read: once
+    props = list(map(_PROPERTIES, msgs))
+    tags = list(map(dict.get, props, itertools.repeat("TAGS"), itertools.repeat("")))
+    keys = list(map(dict.get, props, itertools.repeat("KEYS"), itertools.repeat("")))
+    lengths = list(map(len, map(_BODY, msgs)))
+    return _column_records(group, first, list(msg_ids[:n]), tags, keys, lengths, result,
+                           born_ms, cost_ms, ok)
+
+
+def _joined_ids(result: SendResult, keys: Sequence[str], n: int) -> str:
+    """The msgIds of a batch of ``n`` messages whose ``UNIQ_KEY``\\ s are ``keys``,
+    joined by commas: an outer batch's result names them so; an inner batch's names its
+    own key."""
+    joined = result.msg_id
+    return joined if "," in joined else ",".join(keys[:n])
+
+
+def _column_records(group: str, first: Message, ids: list[str], tags: list[str],
+                    keys: list[str], lengths: list[int], result: SendResult, born_ms: int,
+                    cost_ms: int, ok: bool) -> EncodedRecords:
+    """The Pub records of a batch whose messages' ids, tags, keys and body lengths are
+    the columns given, made one by one."""
+    n = len(ids)
+    offset_ids = result.offset_msg_id.split(",")
+    if len(offset_ids) != n:
+        offset_ids = [result.offset_msg_id] * n
     texts = encode_pubs(born_ms, REGION, group, first.topic, _store_host(offset_ids[0]),
                         cost_ms, _msg_type(first), ok, ids,
                         tags, keys, lengths, offset_ids[:n])
     return EncodedRecords(texts.cores, ids, keys, prefix=texts.prefix, suffix=texts.suffix)
 
 
-def _alike_run(group: str, first: Message, keyed: _Keyed, result: SendResult, born_ms: int,
+def alike_pub_records(group: str, first: Message, joined_ids: str, result: SendResult,
+                      born_ms: int, cost_ms: int, n: int) -> EncodedRecords | RecordRun:
+    """The Pub records of a send of ``n`` messages alike but for their ids (one topic,
+    the properties, flag and body length of ``first``), whose msgIds are ``joined_ids``
+    (joined by commas), answered by ``result``: what a batch's trace needs of it, so an
+    event keeps these and not the batch (:meth:`Tracer.record`). One text
+    (:class:`RecordRun`) when the ids are of one width, else made one by one."""
+    run = _alike_run(group, first, joined_ids, result, born_ms, cost_ms, n)
+    if run is not None:
+        return run
+    props = first.properties
+    ids = joined_ids.split(",")[:n]
+    return _column_records(group, first, ids, [props.get("TAGS", "")] * n,
+                           [props.get("KEYS", "")] * n, [len(first.body)] * n, result,
+                           born_ms, cost_ms, result.status is SendStatus.SEND_OK)
+
+
+def _alike_run(group: str, first: Message, joined: str, result: SendResult, born_ms: int,
                cost_ms: int, n: int) -> RecordRun | None:
-    """The records of a batch of ``n`` alike messages as one :class:`RecordRun`, or
-    ``None`` when its ids or offset ids are not all of one width (or their count is not
-    ``n``): then they are made one by one."""
-    joined = result.msg_id  # an outer batch's: its keys joined by commas
-    if "," not in joined:
-        joined = ",".join(keyed.keys[:n])  # an inner batch's own key
+    """The records of a batch of ``n`` alike messages whose msgIds are ``joined`` as one
+    :class:`RecordRun`, or ``None`` when its ids or offset ids are not all of one width
+    (or their count is not ``n``): then they are made one by one."""
     offsets = result.offset_msg_id
     props = first.properties
     tag, key = props.get("TAGS", ""), props.get("KEYS", "")

@@ -55,6 +55,14 @@ async def bury(namesrv: str, count: int) -> None:
             await consumer.commit({mq: offset})
 
 
+def create_and_bury(visit: Visit, namesrv: str, count: int) -> None:
+    """TOPIC created on the topics page, then :func:`bury` ``count`` of its messages."""
+    visit.page("/topics")
+    visit.browser.submit("#create-topic", {"topic": TOPIC, "read_queues": "1",
+                                           "write_queues": "1", "queue_type": "SimpleCQ"})
+    asyncio.run(bury(namesrv, count))
+
+
 class Background:
     """An event loop on a thread of its own (the browser blocks the test's thread)."""
 
@@ -76,10 +84,7 @@ def test_dead_letters_sorted_groups_and_a_hung_broker(standalone: Standalone,
                                                        browser: Browser) -> None:
     visit = Visit(browser, standalone.console)
     b = browser
-    visit.page("/topics")
-    b.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
-                               "queue_type": "SimpleCQ"})
-    asyncio.run(bury(standalone.namesrv, 6))
+    create_and_bury(visit, standalone.namesrv, 6)
 
     visit.page("/dlq")
     assert b.text(f'tr[data-group="{GROUP}"] .dlq-messages') == "6"
@@ -155,24 +160,26 @@ async def forget(namesrv: str, topic: str) -> None:
         await client.close()
 
 
-def test_a_dlq_the_name_server_does_not_list_yet_is_shown(tmp_path: Path,
-                                                          browser: Browser) -> None:
+@pytest.fixture
+def registering_seldom(tmp_path: Path) -> Iterator[Standalone]:
+    """A standalone whose broker registers again only after a topic change."""
     server = Standalone(tmp_path / "data", "--set", "consolePageDeadline=1",
                         "--set", f"registerNameServerPeriod={REGISTER_PERIOD_MS}")
-    try:
-        visit = Visit(browser, server.console)
-        b = browser
-        visit.page("/topics")
-        b.submit("#create-topic", {"topic": TOPIC, "read_queues": "1", "write_queues": "1",
-                                   "queue_type": "SimpleCQ"})
-        asyncio.run(bury(server.namesrv, 5))
-        asyncio.run(forget(server.namesrv, "%DLQ%" + GROUP))
-        visit.page("/dlq")
-        assert b.text(f'tr[data-group="{GROUP}"] .dlq-messages') == "5"
-        b.click(f'tr[data-group="{GROUP}"] a[href^="/dlq/"]')
-        assert b.text("#dlq-total").startswith("5 messages stored in %DLQ%refunds-e2e")
-        assert b.text("#dlq-messages tbody tr td.preview") == "refund 4"
-        visit.page(f"/groups/{GROUP}")
-        assert b.text("#dead-letters") == "5"
-    finally:
-        server.stop()
+    yield server
+    server.stop()
+
+
+def test_a_dlq_the_name_server_does_not_list_yet_is_shown(registering_seldom: Standalone,
+                                                          browser: Browser) -> None:
+    server = registering_seldom
+    visit = Visit(browser, server.console)
+    b = browser
+    create_and_bury(visit, server.namesrv, 5)
+    asyncio.run(forget(server.namesrv, "%DLQ%" + GROUP))
+    visit.page("/dlq")
+    assert b.text(f'tr[data-group="{GROUP}"] .dlq-messages') == "5"
+    b.click(f'tr[data-group="{GROUP}"] a[href^="/dlq/"]')
+    assert b.text("#dlq-total").startswith("5 messages stored in %DLQ%refunds-e2e")
+    assert b.text("#dlq-messages tbody tr td.preview") == "refund 4"
+    visit.page(f"/groups/{GROUP}")
+    assert b.text("#dead-letters") == "5"

@@ -328,6 +328,18 @@ def test_message_not_found(cluster: ThreadedCluster) -> None:
     _one_line_error(no_id, "not-an-id")
 
 
+def test_a_message_id_without_its_topic_asks_for_the_topic(cluster: ThreadedCluster) -> None:
+    """The msgId a send prints (the UNIQ_KEY) has an offset id's length: given without
+    -t it is not read as a store address with a nonsense port."""
+    create(cluster, "CliUniq", 1)
+    sent = admin(cluster, "sendMessage", "-t", "CliUniq", "-p", "u")
+    alone = runner.invoke(app, ["admin", "queryMsgById", "-i", sent["msgId"],
+                                "-n", cluster.namesrv])
+    _one_line_error(alone, sent["msgId"], "not an offset message id", "give its topic")
+    assert "port" not in alone.stderr, alone.stderr
+    assert admin(cluster, "queryMsgById", "-i", sent["msgId"], "-t", "CliUniq")["body"] == "u"
+
+
 @pytest.mark.parametrize("args", [
     ["updateTopic", "-t", "CliBad", "--attributes", "queue.type=BatchCQ"],
     ["updateTopic", "-t", "CliBad", "-p", "5"],

@@ -377,7 +377,8 @@ class AdminClient(InstanceRole):
         is taken as a UNIQ_KEY and queried on the topic's brokers."""
         try:
             host, phys = decode_offset_msg_id(msg_id)
-            addr: str | None = _host_text(host)
+            # A UNIQ_KEY has an IPv4 offset id's length; its bytes give no TCP port.
+            addr: str | None = _host_text(host) if 0 < host.port <= 0xFFFF else None
         except (CorruptRecord, ValueError):
             addr, phys = None, -1
         if addr is not None and (topic is None or addr in await self._addresses(topic)):
@@ -390,7 +391,8 @@ class AdminClient(InstanceRole):
                          msg_id, addr, exc)
         if topic is None:
             raise MessageNotFoundError(
-                msg_id, "not an offset message id; give the topic to look it up as UNIQ_KEY")
+                msg_id, "not an offset message id; give its topic to look it up as a message id "
+                        "(UNIQ_KEY)")
         found = await self.query_messages_by_key(topic, msg_id, unique=True)
         if not found:
             raise MessageNotFoundError(msg_id)

@@ -79,6 +79,14 @@ def test_a_value_that_looks_like_markup_is_quoted_as_it_is(tmp_path: Path) -> No
     assert "error: bad value '[/x]' for listenPort" in done.stderr, done.stderr
 
 
+def test_a_bad_choice_lists_the_values_the_key_takes(tmp_path: Path) -> None:
+    done = _run("broker", "--set", "flushDiskType=SYNC_FLUSHX", "--set",
+                f"storePathRootDir={tmp_path}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ("error: bad value 'SYNC_FLUSHX' for flushDiskType: expected one of ASYNC_FLUSH, "
+            "SYNC_FLUSH") in done.stderr, done.stderr
+
+
 def test_a_server_whose_port_is_taken_names_the_address(tmp_path: Path) -> None:
     import socket
 

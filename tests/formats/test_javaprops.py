@@ -116,17 +116,17 @@ def test_bind() -> None:
     assert config_keys(Sample)["checkCRC"] == "check_crc"
 
 
-@pytest.mark.parametrize(("key", "value"), [
-    ("listenPort", "ten"),
-    ("enableLmq", "maybe"),
-    ("ratio", "half"),
-    ("mode", "TURBO"),
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("listenPort", "ten", "an integer"),
+    ("enableLmq", "maybe", "true or false"),
+    ("ratio", "half", "a number"),
+    ("mode", "TURBO", "one of FAST, SAFE"),
 ])
-def test_bad_values_name_the_key(key: str, value: str) -> None:
+def test_bad_values_name_the_key_and_what_it_takes(key: str, value: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         bind(Sample, {key: value})
     assert info.value.key == key
-    assert key in str(info.value)
+    assert f"bad value {value!r} for {key}: expected {expected}" in str(info.value)
 
 
 def test_a_comment_after_a_value_is_named_as_the_cause() -> None:

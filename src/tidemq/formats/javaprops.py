@@ -156,9 +156,17 @@ def _convert(key: str, raw: Any, tp: Any) -> Any:
     except (ValueError, KeyError):
         hint = (" (a .properties line has no comment after its value: a '#' comment belongs "
                 "on a line of its own)") if _TRAILING_COMMENT.search(raw) else ""
-        raise ConfigError(f"bad value {raw!r} for {key}: expected "
-                          f"{getattr(tp, '__name__', tp)}{hint}", key=key) from None
+        raise ConfigError(f"bad value {raw!r} for {key}: expected {_takes(tp)}{hint}",
+                          key=key) from None
     return raw
+
+
+def _takes(tp: Any) -> str:
+    """What a value of type ``tp`` is, in the words of an error about one."""
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "one of " + ", ".join(tp.__members__)
+    return {bool: "true or false", int: "an integer", float: "a number"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
 
 
 def parse_properties_body(body: bytes | bytearray | memoryview) -> dict[str, str]:

@@ -37,7 +37,8 @@ Who wrote a file (:class:`Origin`):
 * Damaged: shorter than bytes 0-39, or bytes in the section's place that are not an
   intact section of a known version. The offsets are unknown.
 
-Unknown offsets read as 0, which recovery takes as no checkpoint: it scans the whole log.
+Unknown offsets read as 0; where a start then begins its scan is
+:func:`tidemq.store.recovery_plan.dispatched_from`'s decision.
 
 Written whole with :func:`atomic_write` (tmp file, fsync, rename, fsync of the directory),
 so a crash leaves either the old or the new checkpoint, never a torn one.

@@ -79,6 +79,7 @@ from tidemq.store.recovery_plan import (
     StartFacts,
     choose_scan,
     clean_stop_refusal,
+    dispatched_from,
     ends_a_record,
     plan,
 )
@@ -500,11 +501,13 @@ class _Verifier:
         log = self.log
         maps = [m for m in log.maps if m.size]
         queues = self.queue_facts()
+        queues_end = max((p + s for p, s in queues.last_entries), default=0)
+        cut = self.layout.truncation_file.exists()  # a start then trusts the cut's end
         facts = StartFacts(
             log_start=log.maps[0].base if log.maps else 0,
             log_end=maps[-1].end if maps else 0,
-            checkpoint_dispatched=checkpoint.dispatched_phy_offset,
-            queues_end=max((p + s for p, s in queues.last_entries), default=0),
+            checkpoint_dispatched=dispatched_from(checkpoint, queues_end, clean and not cut),
+            queues_end=queues_end,
             queues_in_doubt=bool(queues.in_doubt),
             queues_short=min(queues.short, default=None),
         )
@@ -526,7 +529,6 @@ class _Verifier:
         prev.queues_rebuilt = queues.in_doubt
         phys = self.records.arrays()["phys"]  # in log order
         prev.records_lost = len(phys) - int(np.searchsorted(phys, the_plan.end))
-        cut = self.layout.truncation_file.exists()  # a start then trusts the cut's end
         written = (min(facts.checkpoint_dispatched, facts.queues_end)
                    if clean and not cut else None)
         prev.start_fails = self.start_fails or clean_stop_refusal(
@@ -764,7 +766,9 @@ class _Verifier:
             self.problem("checkpoint", path.name, -1,
                          f"{cp.note}: recovery scans the whole commit log")
         elif cp.origin is Origin.ROCKETMQ:
-            rep.warnings.append(f"checkpoint: {cp.note}; recovery scans the whole commit log")
+            rep.warnings.append(f"checkpoint: {cp.note}; recovery starts at the end of the "
+                                "consume queues after a clean stop, else at the start of "
+                                "the log")
         elif cp.origin is Origin.EARLIER_TIDEMQ:
             rep.warnings.append(f"checkpoint: {cp.note}; a start rewrites it in the current "
                                 "layout")

@@ -39,6 +39,7 @@ from tidemq.store.put_result import PutResult, PutStatus
 from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.reader import GetResult, InnerTags, QueueReader
 from tidemq.store.recovery import RecoveryReport, recover
+from tidemq.store.recovery_plan import dispatched_from
 from tidemq.store.replica_log import CopyRunning, ReplicaLog
 from tidemq.store.requeue import lmq_entries_above, pending_queues, requeue_above_marks
 from tidemq.store.retention import DiskUsage, RetentionPolicy, RetentionReport, RetentionService
@@ -128,7 +129,8 @@ class MessageStore:
                     self.index.truncate(checkpoint.dispatched_phy_offset)
             # after a clean stop the log reaches what both the checkpoint and the
             # queues say was written; each alone could itself be the damaged file
-            written = (min(checkpoint.dispatched_phy_offset, self.queues.max_phys_end())
+            queues_end = self.queues.max_phys_end()
+            written = (min(dispatched_from(checkpoint, queues_end, True), queues_end)
                        if clean and cut_at is None else None)
             report = recover(self.commitlog, self.queues, self.index, checkpoint, clean=clean,
                              check_crc=self.config.check_crc_on_recover, cut_at=cut_at,
@@ -697,8 +699,8 @@ class MessageStore:
             log.info("checkpoint: %s; the next one is written in the current layout",
                      checkpoint.note)
         elif checkpoint.origin in (Origin.ROCKETMQ, Origin.DAMAGED):
-            log.warning("checkpoint %s: %s; recovery scans the whole commit log",
-                        checkpoint.origin, checkpoint.note)
+            log.warning("checkpoint %s: %s; the recovery scan starts without TideMQ's "
+                        "offsets", checkpoint.origin, checkpoint.note)
 
     def _write_checkpoint(self) -> None:
         """Flush what the checkpoint vouches for and write it; one writer at a time (the

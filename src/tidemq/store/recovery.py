@@ -42,6 +42,7 @@ from tidemq.store.recovery_plan import (
     StartFacts,
     choose_scan,
     clean_stop_refusal,
+    dispatched_from,
     ends_a_record,
     plan,
     valid_end,
@@ -161,12 +162,14 @@ def damaged_batch(damage: Damage) -> DispatchBatch | None:
 REDISPATCH_CHUNK = 4096
 
 
-def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet,
-                checkpoint: Checkpoint, cut_at: int | None = None) -> StartFacts:
+def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint,
+                cut_at: int | None = None, clean: bool = False) -> StartFacts:
+    queues_end = queues.max_phys_end()
     return StartFacts(
         log_start=commitlog.min_offset, log_end=commitlog.max_offset,
-        checkpoint_dispatched=checkpoint.dispatched_phy_offset,
-        queues_end=queues.max_phys_end(),
+        checkpoint_dispatched=dispatched_from(checkpoint, queues_end,
+                                              clean and cut_at is None),
+        queues_end=queues_end,
         queues_in_doubt=any(cq.damaged for cq in queues.all()),
         lmq_dispatched=queues.lmq.dispatched if queues.lmq is not None else None,
         cut_at=cut_at,
@@ -175,11 +178,12 @@ def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet,
 
 
 def plan_recovery(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Checkpoint,
-                  check_crc: bool = True, cut_at: int | None = None,
+                  check_crc: bool = True, cut_at: int | None = None, clean: bool = False,
                   ) -> tuple[RecoveryPlan, StartFacts]:
     """Decide what :func:`recover` does, touching nothing; ``cut_at`` is a requested cut
-    of the log (:mod:`tidemq.store.truncation`)."""
-    facts = start_facts(commitlog, queues, checkpoint, cut_at)
+    of the log (:mod:`tidemq.store.truncation`), ``clean`` that the store was stopped
+    cleanly."""
+    facts = start_facts(commitlog, queues, checkpoint, cut_at, clean)
     found = choose_scan(commitlog.segments, facts,
                         lambda offset: _ends_a_record(commitlog, queues, offset, check_crc),
                         check_crc)
@@ -200,7 +204,7 @@ def recover(
     ends before it is damage, not a torn tail, and :class:`StoreReadOnly` (LOAD_FAILED,
     naming the segment) stops the start before anything is truncated."""
     lo = commitlog.min_offset
-    the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc, cut_at)
+    the_plan, _ = plan_recovery(commitlog, queues, checkpoint, check_crc, cut_at, clean)
     end = the_plan.end
     refusal = clean_stop_refusal(end, written, commitlog.segment_size)
     if refusal:

@@ -7,11 +7,11 @@ does: where the scan starts, where the valid log ends, which damaged records are
 bytes are zeroed, and whether the consume queues are rebuilt from the start of the log.
 
 Where the scan starts (docs/reference/store.md §6.4, with TideMQ's fixes of §10.9): at the
-checkpoint's dispatched offset, or earlier where the derived data is in doubt -- at the
-end of the newest consume-queue entry when the queues end before it, at the LMQ store's
-dispatched offset when it lags, at the end of the last valid entry of a queue whose later
-entries were lost (cut short on load), at the start of the log when a queue was dropped
-whole.
+checkpoint's dispatched offset (:func:`dispatched_from`), or earlier where the derived
+data is in doubt -- at the end of the newest consume-queue entry when the queues end
+before it, at the LMQ store's dispatched offset when it lags, at the end of the last
+valid entry of a queue whose later entries were lost (cut short on load), at the start
+of the log when a queue was dropped whole.
 A start that yields no record must be proven a record boundary (the end of a
 consume-queue entry whose record checks out), or the scan restarts at the start of its
 segment, which always is one: a garbage checkpoint never truncates good data.
@@ -24,10 +24,24 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tidemq.errors import CorruptRecord
 from tidemq.formats.record import Record, decode_record
+from tidemq.store.checkpoint import Checkpoint, Origin
 from tidemq.store.log_scan import Damage, LogScan, Segment, scan
 
-__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "clean_stop_refusal", "ends_a_record",
-           "plan", "scan_start", "valid_end"]
+__all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "clean_stop_refusal",
+           "dispatched_from", "ends_a_record", "plan", "scan_start", "valid_end"]
+
+
+def dispatched_from(checkpoint: Checkpoint, queues_end: int, clean: bool) -> int:
+    """The dispatched position a start takes from ``checkpoint``: its own when TideMQ
+    wrote it; when a RocketMQ broker wrote it and stopped cleanly (``clean``: no abort
+    marker, no requested cut), the end of the newest consume-queue entry, where
+    RocketMQ's own start takes it -- such a stop leaves dispatch caught up and the queues
+    flushed; otherwise 0, which scans the whole log."""
+    if checkpoint.origin in (Origin.TIDEMQ, Origin.EARLIER_TIDEMQ):
+        return checkpoint.dispatched_phy_offset
+    if checkpoint.origin is Origin.ROCKETMQ and clean:
+        return queues_end
+    return 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

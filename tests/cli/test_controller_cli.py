@@ -119,6 +119,11 @@ def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
     # already master: reported, not an error
     again = admin("electMaster", "-a", addrs, "-b", "2", "-bn", GROUP)
     assert again["masterEpoch"] == epoch + 1
+    assert again["brokers"] == {"1": brokers.brokers[0].address, "2": brokers.brokers[1].address}
+    in_sync = admin("getSyncStateSet", "-a", addrs)["replicasInfoTable"][GROUP]["inSyncReplicas"]
+    assert again["syncStateSet"] == [r["brokerId"] for r in in_sync]
+    table = runner.invoke(app, ["admin", "electMaster", "-a", addrs, "-b", "2", "-bn", GROUP])
+    assert table.exit_code == 0 and brokers.brokers[0].address in table.stdout, table.output
     # a broker outside the set is refused with the reason
     refused = admin("electMaster", "-a", addrs, "-b", "1", "-bn", GROUP, code=1)
     assert "CONTROLLER_ELECT_MASTER_FAILED" in refused and "sync-state set" in refused

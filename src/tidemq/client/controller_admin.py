@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from tidemq.codec.bodies import decode_body
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import (
+    BrokerMemberGroup,
     BrokerReplicasInfo,
     CleanControllerBrokerDataRequestHeader,
     ElectMasterRequestHeader,
@@ -41,6 +42,7 @@ from tidemq.codec.controller import (
     GetMetaDataResponseHeader,
     GetReplicaInfoRequestHeader,
     GetReplicaInfoResponseHeader,
+    ReplicasInfo,
     SyncStateSet,
     encode_broker_names,
 )
@@ -188,12 +190,20 @@ class ControllerAdmin:
 
     async def _master_still(self, broker_name: str) -> tuple[ElectMasterResponseHeader,
                                                             ElectMasterResponseBody]:
-        info, sync = await self.replica_info(broker_name)
+        """The group as an election would have answered it: its master, epochs, members
+        and sync-state set, read from the leader's sync-state data."""
+        table = (await self.sync_state_set([broker_name])).replicas_info_table
+        info = table.get(broker_name) or ReplicasInfo()
+        members = [*info.in_sync_replicas, *info.not_in_sync_replicas]
         return (ElectMasterResponseHeader(master_broker_id=info.master_broker_id,
                                           master_address=info.master_address,
                                           master_epoch=info.master_epoch,
-                                          sync_state_set_epoch=sync.sync_state_set_epoch),
-                ElectMasterResponseBody(sync_state_set=sync.sync_state_set))
+                                          sync_state_set_epoch=info.sync_state_set_epoch),
+                ElectMasterResponseBody(
+                    broker_member_group=BrokerMemberGroup(
+                        broker_name=broker_name,
+                        broker_addrs={m.broker_id: m.broker_address for m in members}),
+                    sync_state_set=sorted(m.broker_id for m in info.in_sync_replicas)))
 
     async def clean_broker_metadata(self, cluster: str, broker_name: str,
                                     broker_ids: Sequence[int] = (),

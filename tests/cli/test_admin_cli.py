@@ -120,6 +120,15 @@ def test_human_output_is_tables(cluster: ThreadedCluster) -> None:
     assert "CliHuman" in listing.stdout.split()
 
 
+def test_update_topic_prints_the_topic_config_as_mqadmin(cluster: ThreadedCluster) -> None:
+    """mqadmin prints Java's TopicConfig: the permission as RW-, order as false."""
+    out = _human(cluster, "updateTopic", "-t", "CliConfigLine", "-r", "2", "-w", "3",
+                 "-p", "4", "-a", "+queue.type=BatchCQ").splitlines()
+    assert out[-1] == ("TopicConfig [topicName=CliConfigLine, readQueueNums=2, "
+                       "writeQueueNums=3, perm=R--, topicFilterType=SINGLE_TAG, "
+                       "topicSysFlag=0, order=false, attributes={+queue.type=BatchCQ}]")
+
+
 def test_delete_topic(cluster: ThreadedCluster) -> None:
     create(cluster, "CliGone")
     out = admin(cluster, "deleteTopic", "-t", "CliGone", "-c", "DefaultCluster")

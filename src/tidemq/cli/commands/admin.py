@@ -267,9 +267,16 @@ def update_topic(
     out = console_out()
     for addr in targets:
         out.print(f"create topic to {addr} success.")
+    shown = ", ".join(f"+{k}={v}" if v is not None else f"-{k}=" for k, v in attrs.items())
     out.print(f"TopicConfig [topicName={topic}, readQueueNums={read_queues}, "
-              f"writeQueueNums={write_queues}, perm={perm}, order={ordered}, "
-              f"attributes={attributes or '{}'}]", markup=False)
+              f"writeQueueNums={write_queues}, perm={_perm_text(perm)}, "
+              f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={str(ordered).lower()}, "
+              f"attributes={{{shown}}}]", markup=False)
+
+
+def _perm_text(perm: int) -> str:
+    """A permission as Java's PermName prints it: ``RW-`` for read and write."""
+    return "".join(c if perm & bit else "-" for c, bit in (("R", 4), ("W", 2), ("X", 1)))
 
 
 @app.command("deleteTopic")

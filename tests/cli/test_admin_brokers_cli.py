@@ -120,8 +120,8 @@ def test_query_cq_shows_the_queue_entries(cluster: ThreadedCluster) -> None:
     assert "max: 3, min: 0" in lines
     assert "idx: 1" in lines and "idx: 2" in lines and "idx: 3" not in lines
     assert (f"ConsumeQueueData{{physicOffset={want[0][0]}, physicSize={want[0][1]}, "
-            f"tagsCode={want[0][2]}, extendDataJson='None', bitMap='None', eval=false, "
-            "msg='None'}") in lines
+            f"tagsCode={want[0][2]}, extendDataJson='null', bitMap='null', eval=false, "
+            "msg='null'}") in lines  # as Java concatenates a null
     missing = admin(cluster, "queryCq", "-t", "NoSuchCqTopic", "-q", "0", "-i", "0", "-b",
                     addr, code=1)
     assert "0@NoSuchCqTopic is not exist!" in missing.stderr

@@ -45,6 +45,11 @@ def register(app: typer.Typer) -> None:
     app.command("queryCq")(query_cq)
 
 
+def _joined(value: Any) -> str:
+    """A value as Java's string concatenation shows it: ``null`` for null."""
+    return "null" if value is None else str(value)
+
+
 def java_text(value: Any) -> str:
     """A value as Java's ``toString`` shows it: ``true``/``false``, JSON for structures,
     empty for null."""
@@ -212,6 +217,8 @@ def query_cq(
     for i, e in enumerate(body.get("queueData") or [], start=index):
         out.print(f"idx: {i}\nConsumeQueueData{{physicOffset={e.get('physicOffset')}, "
                   f"physicSize={e.get('physicSize')}, tagsCode={e.get('tagsCode')}, "
-                  f"extendDataJson='{e.get('extendDataJson')}', bitMap='{e.get('bitMap')}', "
-                  f"eval={java_text(bool(e.get('eval')))}, msg='{e.get('msg')}'}}\n{_RULE}",
+                  f"extendDataJson='{_joined(e.get('extendDataJson'))}', "
+                  f"bitMap='{_joined(e.get('bitMap'))}', "
+                  f"eval={java_text(bool(e.get('eval')))}, msg='{_joined(e.get('msg'))}'}}"
+                  f"\n{_RULE}",
                   markup=False, soft_wrap=True)

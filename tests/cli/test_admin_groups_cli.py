@@ -142,7 +142,13 @@ def test_consumer_progress_without_a_group_lists_groups(cluster: ThreadedCluster
     assert mine["messageModel"] == "CLUSTERING"
     lines = human(cluster, "consumerProgress")
     assert lines[0][0] == "#Group"
-    assert [online.group, "1"] == next(r for r in lines if r[0] == online.group)[:2]
+    assert [online.group, "1", "V5_3_3"] == next(r for r in lines if r[0] == online.group)[:3]
+    # a group with offsets and no consumer online: mqadmin's OFFLINE in #Version
+    admin(cluster, "updateSubGroup", "-g", "CliNobodyOnline", "-c", "DefaultCluster")
+    admin(cluster, "resetOffsetByTime", "-g", "CliNobodyOnline", "-t", online.topic, "-s", "0")
+    lines = human(cluster, "consumerProgress")
+    assert next(r for r in lines if r[0] == "CliNobodyOnline")[:3] == [
+        "CliNobodyOnline", "0", "OFFLINE"]
 
 
 def test_consumer_and_producer_connections(cluster: ThreadedCluster, online: Online) -> None:
@@ -160,6 +166,7 @@ def test_consumer_and_producer_connections(cluster: ThreadedCluster, online: Onl
     lines = human(cluster, "consumerConnection", "-g", online.group)
     assert lines[0] == ["#ClientId", "#ClientAddr", "#Language", "#Version"]
     assert lines[1][0] == online.consumer.instance.client_id
+    assert lines[1][-1] == "V5_3_3"  # the version's name, as mqadmin prints it
     assert [online.topic, "tagA", "||", "tagB"] in lines
     assert ["MessageModel:", "CLUSTERING"] in lines
 
@@ -168,6 +175,7 @@ def test_consumer_and_producer_connections(cluster: ThreadedCluster, online: Onl
         online.producer.instance.client_id]
     lines = human(cluster, "producerConnection", "-g", online.producer_group, "-t", online.topic)
     assert lines[1][:2] == ["0001", online.producer.instance.client_id]
+    assert lines[1][-1] == "V5_3_3"
 
     offline = admin(cluster, "consumerConnection", "-g", "NobodyHere", code=1)
     assert "not online" in offline.stderr
@@ -329,7 +337,7 @@ def test_consumer_status(cluster: ThreadedCluster, online: Online) -> None:
 
     lines = human(cluster, "consumerStatus", "-g", online.group)
     assert lines[0] == ["#Index", "#ClientId", "#Version", "#Queues"]
-    assert lines[1][1] == client and lines[1][-1] == "4"
+    assert lines[1][1] == client and lines[1][-2:] == ["V5_3_3", "4"]
     assert ["Rebalance", "OK"] in lines
     detail = human(cluster, "consumerStatus", "-g", online.group, "-i", client)
     assert ["#Consumer", "Offset#"] in detail

@@ -39,6 +39,7 @@ from tidemq.cli.commands.admin_common import (
 from tidemq.client import AdminClient
 from tidemq.client import group_admin as ga
 from tidemq.client.config import DEFAULT_NAMESRV
+from tidemq.client.versions import version_name
 from tidemq.errors import TideMQError
 
 __all__ = ["register"]
@@ -144,8 +145,9 @@ def _all_groups(namesrv: str, cluster: str | None, json_out: bool) -> None:
                     "consumeTps": r.consume_tps, "diffTotal": r.diff_total} for r in rows])
         return
     print_columns(("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"),
-                  ((r.group, r.count, r.version, r.consume_type, r.message_model,
-                    f"{r.consume_tps:.0f}", r.diff_total) for r in rows))
+                  ((r.group, r.count, version_name(r.version) if r.count else "OFFLINE",
+                    r.consume_type, r.message_model, f"{r.consume_tps:.0f}", r.diff_total)
+                   for r in rows))
 
 
 def _connections_json(c: ga.Connections) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def consumer_connection(
         emit_json(_connections_json(conns))
         return
     print_columns(("#ClientId", "#ClientAddr", "#Language", "#Version"),
-                  ((c["clientId"], c["clientAddr"], c["language"], c["version"])
+                  ((c["clientId"], c["clientAddr"], c["language"], version_name(c["version"]))
                    for c in conns.clients))
     out = console_out()
     out.print("\nBelow is subscription:", markup=False)
@@ -188,8 +190,8 @@ def producer_connection(
         emit_json({"connections": conns.clients})
         return
     print_columns(("#Index", "#ClientId", "#ClientAddr", "#Language", "#Version"),
-                  ((f"{i:04d}", c["clientId"], c["clientAddr"], c["language"], c["version"])
-                   for i, c in enumerate(conns.clients, 1)))
+                  ((f"{i:04d}", c["clientId"], c["clientAddr"], c["language"],
+                    version_name(c["version"])) for i, c in enumerate(conns.clients, 1)))
 
 
 def _split_check(infos: dict[str, dict[str, Any]], expected: set[tuple[str, str, int]]
@@ -262,7 +264,7 @@ def consumer_status(
             out.print("\n\n#Consumer jstack#", markup=False)
             out.print(info.get("jstack", ""), markup=False, soft_wrap=True)
         return
-    versions = {c["clientId"]: c["version"] for c in conns.clients}
+    versions = {c["clientId"]: version_name(c["version"]) for c in conns.clients}
     print_columns(("#Index", "#ClientId", "#Version", "#Queues"),
                   ((i, cid, versions.get(cid, ""), len(info.get("mqTable", [])))
                    for i, (cid, info) in enumerate(sorted(infos.items()), 1)))

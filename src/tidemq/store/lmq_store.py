@@ -252,6 +252,9 @@ class LmqStore:
         self.flush_entries = FLUSH_ENTRIES
         self.flush_every = FLUSH_EVERY
         self._stats: tuple[float, int, int] | None = None
+        #: :attr:`entries_written` when the walk behind :attr:`_stats` began: a deletion
+        #: adjusts the figures exactly only while no entry was written since.
+        self._stats_written = -1
         self._stats_thread: threading.Thread | None = None
         self._stats_lock = threading.Lock()
         #: Resumable retention sweep: the last queue name visited, and the commit-log
@@ -1008,9 +1011,12 @@ class LmqStore:
             self.generation += 1  # after the floor: who reads the new count sees it
             self.db.write(wb, write_opt=self._wal)
         stats = self._stats
-        if (existed or new_nxt) and stats is not None:  # exact: no walk is needed for it
-            self._stats = (stats[0], stats[1] - existed + (new_nxt > 0),
-                           stats[2] - (nxt - lo) + (new_nxt - new_lo))
+        if (existed or new_nxt) and stats is not None:
+            # exact while nothing was written since the walk; else the queue may not have
+            # been counted at all, and a recount settles what the subtraction guessed
+            self._stats = (stats[0] if self.entries_written == self._stats_written else 0.0,
+                           max(stats[1] - existed + (new_nxt > 0), 0),
+                           max(stats[2] - (nxt - lo) + (new_nxt - new_lo), 0))
         return existed
 
     def holds_from(self, name: str, phys: int) -> bool:
@@ -1137,7 +1143,9 @@ class LmqStore:
 
     def _refresh_stats(self) -> None:
         try:
+            written = self.entries_written
             self._stats = (time.monotonic(), *self.stats())
+            self._stats_written = written
         except Exception:  # the database closing under it: the next call retries
             log.exception("counting LMQs failed")
         finally:

@@ -510,3 +510,14 @@ def test_query_msg_by_id_and_offset_print_mqadmins_message(cluster: ThreadedClus
         assert fields["Queue ID:"] == "0", lines
         assert fields["Queue Offset:"] == str(sent["queueOffset"]), lines
         assert fields["Message Body:"] == "shown", lines
+
+
+def test_query_msg_by_key_prints_mqadmins_columns(cluster: ThreadedCluster) -> None:
+    create(cluster, "CliKeyCols", 1)
+    sent = admin(cluster, "sendMessage", "-t", "CliKeyCols", "-p", "k", "-k", "kc-1",
+                 "-b", "broker-a", "-i", "0")
+    eventually(lambda: admin(cluster, "queryMsgByKey", "-t", "CliKeyCols", "-k", "kc-1"),
+               lambda found: len(found) == 1)
+    lines = _columns(_human(cluster, "queryMsgByKey", "-t", "CliKeyCols", "-k", "kc-1"))
+    assert lines[0][:3] == ["#Message ID", "#QID", "#Offset"]
+    assert lines[1][:3] == [sent["msgId"], "0", str(sent["queueOffset"])]

@@ -76,7 +76,6 @@ from tidemq.cli.commands.admin_common import (
     run_admin,
     set_account,
     set_tls,
-    table_of,
 )
 from tidemq.cli.commands.admin_resend import (
     ClientIdOpt,
@@ -198,12 +197,12 @@ def print_message(msg: MessageExt, charset: str = "utf-8") -> None:
     out.print("")
 
 
-def _print_messages(msgs: list[MessageExt], title: str) -> None:
-    console_out().print(table_of(
-        title, ("msgId", "queue", "offset", "tags", "keys", "stored", "body"),
-        ([m.uniq_key or m.msg_id, _queue_text(m), m.queue_offset,
-          m.tags or "", " ".join(m.keys), _when(m.store_timestamp), _body_text(m.body, 40)]
-         for m in msgs), right=("offset",)))
+def _print_messages(msgs: list[MessageExt]) -> None:
+    """mqadmin's ``queryMsgByKey`` columns (message id, queue id, offset), then the tags,
+    keys and store time of each."""
+    print_columns(["#Message ID", "#QID", "#Offset", "#Tags", "#Keys", "#StoreTime"],
+                  ([m.uniq_key or m.msg_id, m.queue_id, m.queue_offset, m.tags or "-",
+                    " ".join(m.keys) or "-", _when(m.store_timestamp)] for m in msgs))
 
 
 # ---------------------------------------------------------------------- topics
@@ -608,7 +607,7 @@ def query_msg_by_key(
     if json_out:
         emit_json([message_json(m) for m in msgs])
     else:
-        _print_messages(msgs, f"{counted(len(msgs), 'message')} of {topic} with key {key}")
+        _print_messages(msgs)
 
 
 @app.command("queryMsgByOffset")

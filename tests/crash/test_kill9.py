@@ -102,6 +102,11 @@ def test_kill9_with_checkpoints_in_the_earlier_layout(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.environ.get("TIDEMQ_SLOW") != "1", reason="set TIDEMQ_SLOW=1")
 def test_kill9_soak(tmp_path: Path) -> None:
     seed = int(time.time())
-    for round_ in range(8):  # fresh stores keep each full check cheap
-        acked = kill_loop(tmp_path / f"round{round_}", iterations=25, seed=seed + 1000 * round_)
+    print(f"seed {seed}")  # shown with a failure, so its rounds can be drawn again
+    rounds, kills, total = 8, 25, 0
+    for round_ in range(rounds):  # fresh stores keep each full check cheap
+        acked = kill_loop(tmp_path / f"round{round_}", iterations=kills,
+                          seed=seed + 1000 * round_)
         assert acked > 50, f"seed {seed}"
+        total += acked
+    print(f"{rounds * kills} kills, {total} acknowledged, each found after its kill")

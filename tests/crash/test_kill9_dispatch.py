@@ -97,6 +97,7 @@ def test_kill9_mid_concurrent_dispatch_recovers_the_serial_state(tmp_path: Path)
 @pytest.mark.skipif(os.environ.get("TIDEMQ_SLOW") != "1", reason="set TIDEMQ_SLOW=1")
 def test_kill9_mid_concurrent_dispatch_soak(tmp_path: Path) -> None:
     seed = int(time.time())
+    print(f"seed {seed}")  # shown with a failure, so its rounds can be drawn again
     rng = random.Random(seed)
     for it in range(40):
         compare_after_crash(tmp_path / f"run{it}", seed=rng.randrange(1 << 30),

@@ -19,6 +19,7 @@ from tidemq.broker.app import BrokerApp
 from tidemq.broker.config import BrokerConfig
 from tidemq.broker.replication.role import BrokerRole
 from tidemq.client.logical_admin import plan_create
+from tidemq.codec.auth_bodies import AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo, encode_auth
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.errors import ResponseCode
 from tidemq.namesrv.app import NameServerApp
@@ -118,6 +119,31 @@ async def test_a_logical_queue_mapping_is_on_the_replica_when_it_is_answered(
         assert sealed.leader(0) is None
         await peer.ok(wire.request(RequestCode.DELETE_LOGICAL_QUEUE_MAPPING, topic="Mapped"))
         assert replica.ctx.logical.get("Mapped") is None
+
+
+async def test_users_and_acls_are_on_the_replica_when_answered(
+        pair: tuple[BrokerApp, BrokerApp]) -> None:
+    """An ACL 2.0 change answered by the master holds on the replica elected after it:
+    a user created can sign in there, and a user deleted (a leaked password revoked)
+    is gone there too."""
+    master, replica = pair
+    user = encode_auth(UserInfo(username="app", password="app-secret-1", user_type="Normal"))
+    acl = encode_auth(AclInfo(subject="User:app", policies=[PolicyInfo(
+        policy_type="Custom", entries=[PolicyEntryInfo(
+            resource="Topic:orders", actions=["Pub"], source_ips=[], decision="Allow")])]))
+    async with Peer(master.broker_addr) as peer:
+        await peer.ok(RemotingCommand.request(RequestCode.AUTH_CREATE_USER,
+                                              {"username": "app"}, user))
+        assert replica.ctx.auth.user("app") is not None
+        await peer.ok(RemotingCommand.request(RequestCode.AUTH_CREATE_ACL,
+                                              {"subject": "User:app"}, acl))
+        assert replica.ctx.auth.acl_of("app") is not None
+        await peer.ok(RemotingCommand.request(RequestCode.AUTH_DELETE_ACL,
+                                              {"subject": "User:app"}))
+        assert replica.ctx.auth.acl_of("app") is None
+        await peer.ok(RemotingCommand.request(RequestCode.AUTH_DELETE_USER,
+                                              {"username": "app"}))
+        assert replica.ctx.auth.user("app") is None
 
 
 async def test_a_notice_the_broker_must_not_follow_is_refused_naming_why(

@@ -1,15 +1,18 @@
-"""Topic and group changes reach a controller-mode master's in-sync replicas at once.
+"""Topic, group and user changes reach a controller-mode master's in-sync replicas at once.
 
 A replica copies its master's metadata every ``slaveMetadataSyncInterval``
 (:mod:`tidemq.broker.replication.metadata`); a topic created just before the master
 died could be missing on the replica elected in its place. So a master in controller
-mode, once it has created, changed or deleted a topic, a subscription group or a
-logical-queue mapping (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, and the logical-queue
-admin's UPDATE_LOGICAL_QUEUE_MAPPING, SEAL_LOGICAL_QUEUE, DELETE_LOGICAL_QUEUE_MAPPING),
-sends each of its in-sync replicas TideMQ's
-NOTIFY_METADATA_CHANGED (20400, ext ``masterAddr``: the master's address). A replica
-that follows that master copies the master's metadata at once and only then answers.
+mode, once it has created, changed or deleted a topic, a subscription group, a
+logical-queue mapping or an ACL 2.0 user or ACL (UPDATE_AND_CREATE_TOPIC,
+DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, the
+logical-queue admin's UPDATE_LOGICAL_QUEUE_MAPPING, SEAL_LOGICAL_QUEUE,
+DELETE_LOGICAL_QUEUE_MAPPING, and AUTH_CREATE_USER, AUTH_UPDATE_USER, AUTH_DELETE_USER,
+AUTH_CREATE_ACL, AUTH_UPDATE_ACL, AUTH_DELETE_ACL: a user deleted to revoke a leaked
+password must not sign in again on the replica elected next), sends each of its in-sync
+replicas TideMQ's NOTIFY_METADATA_CHANGED (20400, ext ``masterAddr``: the master's
+address). A replica that follows that master copies the master's metadata at once and
+only then answers.
 
 A SYNC_MASTER answers the change only once every replica notified has answered (or
 ``slaveTimeout`` has passed: the change stands, and the replicas that did not confirm
@@ -41,7 +44,9 @@ CHANGES = frozenset(int(c) for c in (
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
     RequestCode.UPDATE_LOGICAL_QUEUE_MAPPING, RequestCode.SEAL_LOGICAL_QUEUE,
-    RequestCode.DELETE_LOGICAL_QUEUE_MAPPING))
+    RequestCode.DELETE_LOGICAL_QUEUE_MAPPING,
+    RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_UPDATE_USER, RequestCode.AUTH_DELETE_USER,
+    RequestCode.AUTH_CREATE_ACL, RequestCode.AUTH_UPDATE_ACL, RequestCode.AUTH_DELETE_ACL))
 
 
 class MetadataPush:
@@ -93,8 +98,8 @@ class MetadataPush:
         told = await asyncio.gather(*(self._tell(addr, timeout) for addr in replicas))
         missing = [addr for addr, ok in zip(replicas, told, strict=True) if not ok]
         if missing:
-            log.warning("in-sync replicas %s did not confirm a topic, group or mapping change "
-                        "within slaveTimeout; they copy it at their next metadata sync",
+            log.warning("in-sync replicas %s did not confirm a topic, group, mapping or user "
+                        "change within slaveTimeout; they copy it at their next metadata sync",
                         missing)
 
     async def _tell(self, addr: str, timeout: float) -> bool:

@@ -58,5 +58,7 @@ def test_kv_commands_against_a_name_server_process(namesrv: ServerProcess,
         0, {"namespace": "app", "key": "color", "namesrv": [namesrv.addr]})
     code, out = _admin(namesrv, USER, "getKvConfig", "-s", "app", "--json")
     assert (code, json.loads(out)) == (0, {})
+    code, out = _admin(namesrv, USER, "getKvConfig", "-s", "app", "-k", "color")
+    assert (code, out.strip()) == (1, "error: no key color in KV namespace app"), out
     assert json.loads((tmp_path / "namesrv" / "kvConfig.json").read_text()) == {
         "configTable": {}}

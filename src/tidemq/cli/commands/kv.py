@@ -13,6 +13,7 @@ from rich.markup import escape
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
+    console_err,
     console_out,
     emit_json,
     run_admin,
@@ -65,7 +66,11 @@ def get_kv_config(namespace: Namespace,
     """A KV config item, or every item of a namespace."""
     if key is not None:
         value = run_admin(namesrv, lambda admin: admin.get_kv_config(namespace, key))
-        pairs = {} if value is None else {key: value}
+        if value is None:
+            console_err().print(f"error: no key {key} in KV namespace {namespace}",
+                                markup=False)
+            raise typer.Exit(1)
+        pairs = {key: value}
     else:
         pairs = run_admin(namesrv, lambda admin: admin.kv_list(namespace))
     if json_out:

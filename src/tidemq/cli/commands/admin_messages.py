@@ -87,7 +87,7 @@ def _mq(queue: MessageQueue) -> str:
 
 
 def _msg_line(msg: MessageExt, charset: str, with_body: bool) -> str:
-    body = _decode(msg.body, charset) if with_body else ""
+    body = _decode(msg.body, charset) if with_body else "NOT PRINT BODY"
     return f"MSGID: {msg.uniq_key or msg.msg_id} {_describe(msg)} BODY: {body}"
 
 

@@ -146,8 +146,17 @@ def _all_groups(namesrv: str, cluster: str | None, json_out: bool) -> None:
         return
     print_columns(("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"),
                   ((r.group, r.count, version_name(r.version) if r.count else "OFFLINE",
-                    r.consume_type, r.message_model, f"{r.consume_tps:.0f}", r.diff_total)
+                    *_type_and_model(r), f"{r.consume_tps:.0f}", r.diff_total)
                    for r in rows))
+
+
+def _type_and_model(r: ga.GroupSummary) -> tuple[str, str]:
+    """mqadmin's #Type (PULL or PUSH) and #Model (a push group's only) of a group with
+    consumers online; blank for one without."""
+    if not r.count:
+        return "", ""
+    push = r.consume_type == "CONSUME_PASSIVELY"
+    return ("PUSH" if push else "PULL"), (r.message_model if push else "")
 
 
 def _connections_json(c: ga.Connections) -> dict[str, Any]:

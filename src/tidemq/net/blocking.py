@@ -38,9 +38,16 @@ from tidemq.codec.frame import (
     encode_command,
 )
 from tidemq.codec.signature import Credentials
-from tidemq.errors import ConnectionLost, RemoteProtocolError, RequestTimeout, TlsError
+from tidemq.errors import (
+    ConnectFailed,
+    ConnectionLost,
+    RemoteProtocolError,
+    RequestTimeout,
+    TlsError,
+)
 from tidemq.net.address import parse_address
 from tidemq.net.errors import dial_errors, map_exceptions, network_errors
+from tidemq.net.self_connect import refuse_self_connection
 from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["BlockingClient"]
@@ -180,6 +187,11 @@ class _BlockingConnection:
         host, port = parse_address(self.address)
         with map_exceptions(dial_errors(self.address, self._connect_timeout)):
             sock = socket.create_connection((host, port), timeout=self._connect_timeout)
+        try:
+            refuse_self_connection(sock, self.address)
+        except ConnectFailed:
+            sock.close()
+            raise
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls_context is not None:
             try:

@@ -38,6 +38,7 @@ from tidemq.net.address import parse_address
 from tidemq.net.connection import DEFAULT_IDLE_SECONDS, Connection
 from tidemq.net.dispatcher import Dispatcher, Processor
 from tidemq.net.errors import ExceptionMapping, dial_errors, map_exceptions
+from tidemq.net.self_connect import refuse_self_connection
 from tidemq.net.tls import ClientTlsContext, TlsClientSettings, describe_tls_failure
 
 __all__ = ["RemotingClient"]
@@ -188,6 +189,11 @@ class RemotingClient:
                         _, conn = await loop.create_connection(
                             self._new_connection, host, port, ssl=context,
                             server_hostname=host, ssl_handshake_timeout=self.connect_timeout)
+            try:
+                refuse_self_connection(conn.transport_socket(), address)
+            except ConnectFailed:
+                conn.abort()
+                raise
         finally:
             self._dials.pop(address, None)
         conn.remote_address = address

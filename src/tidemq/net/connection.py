@@ -298,6 +298,11 @@ class Connection(asyncio.BufferedProtocol):
             self._flush()
             transport.close()
 
+    def transport_socket(self) -> socket.socket | None:
+        """The connection's socket (``None`` before it is made)."""
+        transport = self._transport
+        return None if transport is None else transport.get_extra_info("socket")
+
     def abort(self) -> None:
         """Close at once, dropping unsent data (after a graceful close did not finish)."""
         self.close("aborted locally")

@@ -41,8 +41,9 @@ from tidemq.broker.replication.transfer_rate import TransferRate
 from tidemq.codec.ha import TransferStream, encode_report
 from tidemq.codec.ha_auth import NONCE_SIZE, encode_auth
 from tidemq.codec.signature import SigningKey
-from tidemq.errors import ProtocolError, StoreError
+from tidemq.errors import ConnectFailed, ProtocolError, StoreError
 from tidemq.net.rate_limited_log import RateLimitedLog
+from tidemq.net.self_connect import refuse_self_connection
 from tidemq.net.tasks import cancel_and_wait
 from tidemq.net.tls import describe_tls_failure
 from tidemq.store.message_store import MessageStore
@@ -142,6 +143,16 @@ class HaClient:
             except OSError as exc:
                 why = describe_tls_failure(exc) if isinstance(exc, ssl.SSLError) else exc
                 self.last_error = f"connecting to {self.master_address}: {why}"
+                await asyncio.sleep(RECONNECT_DELAY)
+                continue
+            transport = link.transport
+            try:  # it would read its own reports as frames, and keep the master's port
+                refuse_self_connection(
+                    None if transport is None else transport.get_extra_info("socket"),
+                    self.master_address)
+            except ConnectFailed as exc:
+                link.close()
+                self.last_error = f"connecting to {self.master_address}: {exc.reason}"
                 await asyncio.sleep(RECONNECT_DELAY)
                 continue
             try:

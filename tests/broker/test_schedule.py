@@ -385,3 +385,16 @@ async def test_a_message_waiting_for_its_topics_deletion_holds_up_no_other_topic
     assert sorted(m.body for m in got) == [b"gone-1", b"gone-2", b"gone-timer"]
     await counted(service, 5)
     assert service.progress()[1] == 3
+
+
+async def test_a_long_property_text_is_still_parked_by_its_delay_or_timer(
+        short: Cluster, peer: Peer) -> None:
+    """Hundreds of keys before the DELAY or TIMER_ pair (a property text read pair by pair,
+    not searched whole) still park the message."""
+    keys = " ".join(f"{i:032X}" for i in range(200))
+    delayed = await send_delayed(peer, "Dl", b"d", KEYS=keys, DELAY="1")
+    timed = await send_delayed(peer, "Dl", b"t", KEYS=keys, TIMER_DELAY_MS="300")
+    assert (delayed.topic, timed.topic) == (SCHEDULE_TOPIC, TIMER_TOPIC)
+    got = await collect(peer, "Dl", 2)
+    assert sorted(m.body for m in got) == [b"d", b"t"]
+    assert all(m.properties["KEYS"] == keys for m in got)

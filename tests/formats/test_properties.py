@@ -10,6 +10,7 @@ from tidemq.formats.properties import (
     decode_properties,
     encode_properties,
     first_broken_pair,
+    names_start,
     parse_checked_property_text,
     parse_property_text,
     property_error,
@@ -260,3 +261,39 @@ def test_a_pair_cut_out_of_the_text_is_the_rest_encoded(pairs: list[tuple[str, s
     elif (pairs and len({k for k, _ in pairs}) == len(pairs)
           and all(k and v and property_error(k, v) is None for k, v in pairs)):
         raise AssertionError(f"a writer's text not cut: {text!r}")
+
+
+_STARTS = ("DELAY\x01", "TIMER_", "TRAN_MSG\x01")
+_NAMES = st.sampled_from(["DELAY", "DELAYED", "TIMER_DELAY_SEC", "TRAN_MSG", "TRAN_MSGS",
+                          "KEYS", "UNIQ_KEY", "WAIT", "XDELAY", "a"])
+_VALUES = st.one_of(st.sampled_from(["DELAY", "TIMER_x", "TRAN_MSG", "true", ""]),
+                    st.text(alphabet="0123456789ABCDEF ", max_size=3000))
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(_NAMES, _VALUES, max_size=6))
+def test_names_start_finds_every_name_and_long_texts_names_only(
+        props: dict[str, str]) -> None:
+    """A property whose name starts so is always found; in a long text with few pairs
+    (a trace message's) a value holding the same text is not taken for a name."""
+    props = {k: v for k, v in props.items() if v}
+    text = property_text(props)
+    named = any(k.startswith(("TIMER_",)) or k in ("DELAY", "TRAN_MSG") for k in props)
+    found = names_start(text, _STARTS)
+    if named:
+        assert found
+    elif len(text) >= 2048:
+        assert not found
+    else:  # a short text is searched whole: a value may count
+        assert found == any(s in text for s in _STARTS)
+
+
+def test_names_start_searches_a_long_text_of_many_pairs_whole() -> None:
+    """Beyond the pairs it reads one by one, the whole text is searched: a name is never
+    missed."""
+    props = {f"p{i}": "x" * 60 for i in range(40)}
+    props["DELAY"] = "3"
+    text = property_text(props)
+    assert len(text) >= 2048 and names_start(text, _STARTS)
+    del props["DELAY"]
+    assert not names_start(property_text(props), _STARTS)

@@ -32,6 +32,7 @@ __all__ = [
     "encode_properties",
     "first_broken_pair",
     "index_keys",
+    "names_start",
     "parse_checked_property_text",
     "parse_property_text",
     "property_error",
@@ -180,6 +181,24 @@ def _found_pairs(text: str) -> dict[str, str] | None:
         out[text[pos:sep]] = text[sep + 1:end]  # a repeated name: the last, as the parse
         pos = end + 1
     return out
+
+
+def names_start(text: str, starts: tuple[str, ...]) -> bool:
+    """Whether a property of ``text`` has a name that starts with one of ``starts`` (a
+    start ending in ``\x01`` is a whole name). It may say so of a value too: a text
+    under :data:`_FOUND_FROM` characters, or with more than :data:`_FOUND_PAIRS` pairs,
+    is searched whole; a long one with a few pairs (a trace message's ``KEYS``) only
+    where its names start, after each separator found by ``str.find``, so that its
+    thousands of characters are not read once for each start."""
+    if len(text) >= _FOUND_FROM:
+        pos, find = 0, text.find
+        for _ in range(_FOUND_PAIRS):
+            if text.startswith(starts, pos):
+                return True
+            pos = find(PROPERTY_SEPARATOR, pos) + 1
+            if not pos:
+                return False
+    return any(map(text.__contains__, starts))
 
 
 def parse_checked_property_text(text: str) -> dict[str, str] | str:

@@ -80,6 +80,7 @@ from tidemq.formats.properties import (
     MAX_PROPERTIES_BYTES,
     encode_properties,
     index_keys,
+    names_start,
     parse_checked_property_text,
     parse_property_text,
     text_without,
@@ -118,6 +119,13 @@ _STORED_ONLY = frozenset({PutResult})
 #: KEYS of at least this many characters are handed to the key index as their text
 #: (:class:`~tidemq.store.index_keys.KeyWords`), not as a string per key.
 _WORDS_FROM = 512
+#: The properties whose send reads the whole header (:meth:`SendProcessor._needs_header`):
+#: a delay, a timer, a transactional half message.
+_HEADER_NAMES = ("DELAY\x01", "TIMER_", "TRAN_MSG\x01")
+#: The properties of a fan-out (and of its offsets, which a sender may not give).
+_INNER_NAMES = ("INNER_",)
+#: A single message's key: of a compressed body, one message's, not an inner batch's.
+_UNIQ_NAME = ("UNIQ_KEY\x01",)
 _FIRST = itemgetter(0)
 #: A shared send entry's property text.
 _TEXT = itemgetter(4)
@@ -208,8 +216,7 @@ class SendProcessor:
         transactional half message."""
         topic, text = fields[0], fields[5]
         return (self._topics.get(topic) is None or topic.startswith(RETRY_PREFIX)
-                or (text is not None and ("DELAY\x01" in text or "TIMER_" in text
-                                          or "TRAN_MSG\x01" in text)))
+                or (text is not None and names_start(text, _HEADER_NAMES)))
 
     def _queue(self, topic: str, qid: int, h: SendMessageRequestHeader | None) -> int:
         """The queue a send to ``topic`` is stored in: the topic's name is valid, it
@@ -381,7 +388,7 @@ class SendProcessor:
         facts = None
         plain: bytes | bytearray | memoryview | CorruptRecord = body
         if text:
-            if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
+            if sys_flag & SYSFLAG_COMPRESSED and names_start(text, _UNIQ_NAME):
                 plain = self._inflated(body, sys_flag)
             if not isinstance(plain, CorruptRecord):
                 facts = inner_facts(text, plain, self._cluster_pair)
@@ -472,14 +479,14 @@ class SendProcessor:
         if not text:
             return False
         self._check_taker(topic)
-        if "INNER_" in text and names_lmqs(text):
+        if names_start(text, _INNER_NAMES) and names_lmqs(text):
             return False  # _send refuses it
         qid = self._queue(topic, qid, None)
         body = cmd.body
         born = self._born_host(conn.remote_address)
         try:  # what _send's store refusals cover: the reading and the put
             plain: bytes | bytearray | memoryview | CorruptRecord = body
-            if sys_flag & SYSFLAG_COMPRESSED and "UNIQ_KEY\x01" in text:
+            if sys_flag & SYSFLAG_COMPRESSED and names_start(text, _UNIQ_NAME):
                 plain = self._inflated(body, sys_flag)
             facts = (inner_facts(text, plain, self._cluster_pair)
                      if not isinstance(plain, CorruptRecord) else None)
@@ -582,12 +589,11 @@ class SendProcessor:
         for i, (qid, sys_flag, born_ts, flag, text, body) in enumerate(kids):
             refusal = common
             fan: str | None = None
-            if text is not None and ("DELAY\x01" in text or "TIMER_" in text
-                                     or "TRAN_MSG\x01" in text):
+            if text is not None and names_start(text, _HEADER_NAMES):
                 self._put_children(topic, puts, slots, fans, texts, born, reconsume, out)
                 standard(i)
                 continue
-            if text is not None and "INNER_" in text:
+            if text is not None and names_start(text, _INNER_NAMES):
                 if not lmq_on or text.count("INNER_") != 1 or not names_lmqs(text):
                     # other INNER_ properties: _send checks them in its order
                     self._put_children(topic, puts, slots, fans, texts, born, reconsume, out)

@@ -78,3 +78,26 @@ async def test_an_authenticated_replica_over_tls(tmp_path: Path, tls_certs: Cert
         assert server is not None
         assert [(link.authenticated, link.access_key) for link in server.links] == [
             (True, ROOT.access_key)]
+
+
+async def test_a_plain_replica_of_an_enforcing_master_is_told_why(tmp_path: Path,
+                                                                  tls_certs: Certs) -> None:
+    """The master closes a plain replica at once: the replica's haLastError names TLS,
+    where it sent the operator looking for an ACL the master does not have."""
+    tls = {"tls_server_mode": "enforcing", "tls_server_cert_path": str(tls_certs.server_cert),
+           "tls_server_key_path": str(tls_certs.server_key), "tls_enable": True,
+           "tls_client_trust_cert_path": str(tls_certs.ca)}
+    async with Cluster(tmp_path, broker={"broker_role": BrokerRole.SYNC_MASTER, **tls},
+                       namesrv={k: v for k, v in tls.items() if k.startswith("tls_server")},
+                       store={"mapped_file_size_commit_log": 64 * 1024}) as group:
+        master = group.brokers[0]
+        replica = await group.add_replica(master, tls_enable=False, namesrv_addr="")
+        client = replica.ctx.replication.client
+        assert client is not None and client.tls is None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while "before sending anything" not in client.last_error:
+            assert loop.time() < deadline, client.last_error
+            await asyncio.sleep(0.05)
+        assert "tls.enable" in client.last_error and "enforcing" in client.last_error
+        assert replica.store.commitlog.max_offset == 0

@@ -275,9 +275,12 @@ class _Link(asyncio.BufferedProtocol):
     def _closed_by_master(self) -> ConnectionError:
         if self.heard:
             return ConnectionError("the master closed the connection")
-        return ConnectionError("the master closed the connection before sending anything (a "
-                               "master with ACL on closes replicas it does not admit; its "
-                               "log says why)")
+        why = ("a master with ACL on closes replicas it does not admit, and one with "
+               "tls.server.mode=enforcing plain connections (tls.enable=true dials with TLS)"
+               if self.client.tls is None else
+               "a master with ACL on closes replicas it does not admit")
+        return ConnectionError("the master closed the connection before sending anything "
+                               f"({why}; its log says why)")
 
     def _finish(self, exc: BaseException) -> None:
         if not self.closed.done():

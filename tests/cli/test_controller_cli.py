@@ -113,6 +113,10 @@ def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
     assert "InSyncReplica" in table.stdout and brokers.brokers[1].address in table.stdout
     assert "true" in table.stdout and "True" not in table.stdout  # mqadmin's words
 
+    # a group the controllers do not know is named, and the command fails
+    unknown = admin("getSyncStateSet", "-a", addrs, "-b", GROUP, "-b", "no-such-group", code=1)
+    assert "no broker group named no-such-group" in unknown
+
     elected = admin("electMaster", "-a", addrs, "-b", "2", "-bn", GROUP, "-c", "c")
     assert (elected["masterBrokerId"], elected["masterEpoch"]) == (2, epoch + 1)
     assert elected["masterAddress"] == brokers.brokers[1].address

@@ -80,7 +80,11 @@ def get_sync_state_set(
         names = list(broker_name or [])
         if cluster and not names:
             names = await _names_in(admin, cluster)
-        return await _controllers(admin, controllers).sync_state_set(names)
+        info = await _controllers(admin, controllers).sync_state_set(names)
+        missing = [n for n in broker_name or [] if n not in info.replicas_info_table]
+        if missing:
+            raise ValueError(f"the controllers know no broker group named {', '.join(missing)}")
+        return info
 
     repeat_every(interval, lambda: _print_sync_state_sets(run_admin(namesrv, fetch),
                                                          json_out))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import struct
 from typing import Any
+
+import pytest
 
 from tidemq.codec.bodies import DataVersion, KVTable, decode_body, encode_body
 from tidemq.codec.command import TIDEMQ_VERSION, RemotingCommand, RequestCode
@@ -374,3 +377,17 @@ async def test_routes_say_they_may_be_incomplete_just_after_start(
         assert missing.code == ResponseCode.TOPIC_NOT_EXIST
         for response in (found, missing):
             assert (response.ext_fields.get("routeMayBeIncomplete") == "true") is flagged
+
+
+async def test_a_broker_taking_a_live_brokers_place_is_warned_of(
+        app: NameServerApp, client: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
+    """A second broker-a id 0 from another address: the routes follow it (as upstream's
+    name server does), and the name server says at WARNING whose place it took."""
+    await ok(client, app, register_request("broker-a", A, ORDERS_A))
+    with caplog.at_level(logging.WARNING, logger="tidemq.namesrv.app"):
+        await ok(client, app, register_request("broker-a", B, ORDERS_A))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and f"registered from {B}, in the place of {A}" in warned[0], warned
+    assert "two brokers claim one name and id" in warned[0], warned
+    route = await route_json(client, app, "Orders")
+    assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"0": B}]

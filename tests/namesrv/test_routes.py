@@ -264,3 +264,19 @@ def test_route_json_is_standard(routes: RouteInfoManager) -> None:
         b'"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,'
         b'"topicSysFlag":0,"writeQueueNums":4}]}'
     )
+
+
+def test_a_second_broker_in_a_live_brokers_place_is_named(routes: RouteInfoManager) -> None:
+    """Two brokers of one name and id from two addresses (the second started without a
+    brokerName or brokerId of its own): the routes follow the newer, and the result says
+    whose place it took while that one is still registered."""
+    routes.register_broker(register_header("broker-a", A), register_body({"T": topic("T")}))
+    taken = routes.register_broker(register_header("broker-a", B),
+                                   register_body({"T": topic("T")}))
+    assert taken.took_place_of == A
+    again = routes.register_broker(register_header("broker-a", B),
+                                   register_body({"T": topic("T")}))
+    assert again.took_place_of is None
+    routes.unregister_broker(B)  # gone: the place is free again
+    assert routes.register_broker(register_header("broker-a", A),
+                                  register_body({"T": topic("T")})).took_place_of is None

@@ -396,6 +396,13 @@ class NameServerApp:
         the answer."""
         result = self.routes.register_broker(header, body, conn_id=self._conn_id(conn),
                                              diff=diff)
+        if result.took_place_of is not None:
+            log.warning("broker %s id %d of %s registered from %s, in the place of %s, "
+                        "which is still registered: two brokers claim one name and id (a "
+                        "broker started without a brokerName or brokerId of its own?), and "
+                        "routes now lead to %s", header.broker_name, header.broker_id,
+                        header.cluster_name, header.broker_addr, result.took_place_of,
+                        header.broker_addr)
         if result.transition.joined:
             log.info("broker registered: %s %s id %d (%s)", header.cluster_name,
                      header.broker_name, header.broker_id, header.broker_addr)

@@ -132,6 +132,10 @@ class RegisterResult:
     #: For a slave: the master's address and HA address, when the master is alive.
     master_addr: str | None
     ha_server_addr: str | None
+    #: The address that held this broker name and id and is still registered: another
+    #: broker whose place this one took (one of the two is misconfigured, or the other
+    #: has not been found gone yet).
+    took_place_of: str | None = None
 
 
 class RouteInfoManager:
@@ -194,6 +198,10 @@ class RouteInfoManager:
             displaced = (gone,) if gone is not None else ()
             old = None
 
+        holder = self._brokers.get(name)
+        previous = holder.broker_addrs.get(broker_id) if holder is not None else None
+        took_place_of = previous if previous not in (None, addr) and previous in self._live \
+            else None
         brokers, first = self._join(header)
         addrs = brokers.broker_addrs
         changed = old is None or old.data_version != wrapper.data_version
@@ -235,6 +243,7 @@ class RouteInfoManager:
             transition=transition, first_registration=first, data_version_changed=changed,
             topics_updated=tuple(updated), topics_removed=tuple(removed),
             displaced=displaced, master_addr=master_addr, ha_server_addr=ha_addr,
+            took_place_of=took_place_of,
         )
 
     def unregister_broker(self, broker_addr: str) -> RemovedBroker | None:

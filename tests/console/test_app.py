@@ -141,6 +141,23 @@ async def test_group_lag_follows_commits(http: Http, cluster: Cluster) -> None:
         assert cluster.brokers[0].offsets.query("lag-group", "Lagging", 0) == 0
 
 
+@pytest.mark.parametrize(("form", "said"), [
+    ({"to": "oldest"}, "reset to earliest, latest or a time, not 'oldest'"),
+    ({"to": "time", "time": "yesterday"}, "the time 'yesterday' does not read as a date and "
+                                          "time"),
+    ({"to": "time"}, "give the point in time to reset to"),
+])
+async def test_a_reset_form_that_does_not_read_is_refused_naming_why(
+        http: Http, cluster: Cluster, form: dict[str, str], said: str) -> None:
+    """A reset to what the form does not say is not made: a target the form does not know
+    was taken as the earliest offset, which re-delivers everything."""
+    await http.post("/topics", {"topic": "OddReset", "read_queues": "1", "write_queues": "1"})
+    for confirm in ({}, {"confirm": "yes"}):
+        page = await http.post("/groups/g/reset", {"topic": "OddReset", **form, **confirm})
+        assert page.status == 400, page.text[-600:]
+        assert said in html.unescape(page.text), page.text[-600:]
+
+
 async def test_reset_on_a_broker_without_it_says_so(http: Http, cluster: Cluster) -> None:
     await http.post("/topics", {"topic": "NoReset", "read_queues": "1", "write_queues": "1"})
     # Failure injection: this broker forgets INVOKE_BROKER_TO_RESET_OFFSET (222).

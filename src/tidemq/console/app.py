@@ -673,14 +673,23 @@ async def group_lag_api(console: Console, request: Request) -> StarletteResponse
 
 
 def _reset_timestamp(form: dict[str, str]) -> tuple[int, str]:
-    """Epoch ms for INVOKE_BROKER_TO_RESET_OFFSET, and words for it."""
+    """Epoch ms for INVOKE_BROKER_TO_RESET_OFFSET, and words for it; a ValueError saying
+    what does not read."""
     to = form.get("to", "earliest")
     if to == "latest":
         return -1, "the latest offset"
-    if to == "time":
-        moment = datetime.datetime.fromisoformat(form.get("time", ""))
-        return int(moment.timestamp() * 1000), f"the first message stored at or after {moment}"
-    return 0, "the earliest offset"
+    if to == "earliest":
+        return 0, "the earliest offset"
+    if to != "time":
+        raise ValueError(f"reset to earliest, latest or a time, not {to!r}")
+    text = form.get("time", "")
+    if not text:
+        raise ValueError("give the point in time to reset to")
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"the time {text!r} does not read as a date and time") from None
+    return int(moment.timestamp() * 1000), f"the first message stored at or after {moment}"
 
 
 async def group_reset(console: Console, request: Request) -> StarletteResponse:
@@ -690,9 +699,8 @@ async def group_reset(console: Console, request: Request) -> StarletteResponse:
     topic = form.get("topic", "")
     try:
         timestamp, words = _reset_timestamp(form)
-    except ValueError:
-        return console.page("error", request, 400, title=f"Group {group}",
-                            error="give the point in time to reset to")
+    except ValueError as exc:
+        return console.page("error", request, 400, title=f"Group {group}", error=str(exc))
     if form.get("confirm") != "yes":
         warning = (f"Every queue of {topic} is moved to {words} for group {group}, on every "
                    "master broker. Running consumers of the group are told to continue from "

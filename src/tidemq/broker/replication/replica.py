@@ -193,14 +193,17 @@ class HaClient:
         log.info("replicating from %s at offset %d", self.master_address,
                  self.store.commitlog.max_offset)
         while True:
-            heard = link.last_heard
-            done, _ = await asyncio.wait([link.closed], timeout=self.heartbeat)
+            due = self.last_report + self.heartbeat - time.monotonic()
+            done, _ = await asyncio.wait([link.closed], timeout=max(due, 0.001))
             if done:
                 link.closed.result()  # raises why
                 raise link._closed_by_master()
-            if link.last_heard == heard:  # nothing arrived for an interval
-                if time.monotonic() - heard > self.housekeeping:
-                    raise TimeoutError(f"master silent for {self.housekeeping:.0f} s")
+            now = time.monotonic()
+            if now - link.last_heard > self.housekeeping:
+                raise TimeoutError(f"master silent for {self.housekeeping:.0f} s")
+            # nothing reported for an interval: the master's empty frames, which an idle
+            # master sends, are not reported on, and it drops a replica that stays silent
+            if now - self.last_report >= self.heartbeat:
                 # the whole records of a frame that stopped half-way are readable before
                 # the report acknowledges them
                 self.store.dispatch_replicated()

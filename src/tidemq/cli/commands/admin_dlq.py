@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,11 +30,13 @@ from tidemq.cli.commands.admin_common import (
     print_columns,
     run_admin,
 )
-from tidemq.client import AdminClient, dlq_admin
 from tidemq.client.config import DEFAULT_NAMESRV
-from tidemq.client.dlq_admin import DeadLetter
 from tidemq.client.retry import DLQ_PREFIX
 from tidemq.errors import TideMQError
+
+if TYPE_CHECKING:
+    from tidemq.client import AdminClient
+    from tidemq.client.dlq_admin import DeadLetter
 
 __all__ = ["register"]
 
@@ -51,6 +53,7 @@ def register(app: typer.Typer) -> None:
 
 def dlq_list(namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """Every dead-letter queue with the messages it holds."""
+    from tidemq.client import dlq_admin  # its message scans load numpy: not at --help
     counts = run_admin(namesrv, dlq_admin.dlq_counts)
     rows = [(g, DLQ_PREFIX + g, counts[g]) for g in sorted(counts)]
     if json_out:
@@ -90,6 +93,7 @@ def dlq_messages(
     namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False,
 ) -> None:
     """A page of a group's dead letters, newest first (by store time over its queues)."""
+    from tidemq.client import dlq_admin
     found = run_admin(namesrv, lambda admin: dlq_admin.dead_letters(
         admin, group, skip=(page - 1) * size, limit=size))
     if json_out:
@@ -110,6 +114,7 @@ async def _resend(admin: AdminClient, group: str, client_id: str, ids: list[str]
                   ) -> tuple[int, list[tuple[str, str]]]:
     """Resend ``ids`` (empty: every dead letter of ``group``) one at a time: how many
     were tried, and each one the consumer did not take with why."""
+    from tidemq.client import dlq_admin
     if not ids:
         ids = [d.msg_id async for d in dlq_admin.every_dead_letter(admin, group)]
     failures = []

@@ -217,3 +217,34 @@ async def test_a_replica_whose_log_went_past_where_the_master_settled_cuts_it(
     assert store.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, settled)]
     state = link.role.state  # copying the master again, from the cut
     assert not state.is_master and state.master_ha_address == "127.0.0.1:10912"
+
+
+async def test_a_replica_restarted_level_with_its_master_is_not_said_to_diverge(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Before its store starts, a broker cannot tell how far its log goes: a replica
+    restarted with the master's epochs and log was told, at WARNING, that its log
+    diverged and its tail was cut, on every restart, though nothing was."""
+    store.epochs.append(1, 0)
+    for i in range(3):
+        store.put("T", 0, MessageInput(b"m-%d" % i))
+    end = store.commitlog.max_offset
+
+    async def registered() -> bool:
+        return True
+
+    async def named() -> Assignment:
+        return assignment(2, 1, {1, 2})
+
+    async def master_epochs(address: str) -> EpochEntryCache:
+        return EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0)], max_offset=end)
+
+    link = link_of(store)
+    monkeypatch.setattr(link, "_register", registered)
+    monkeypatch.setattr(link, "fetch_assignment", named)
+    monkeypatch.setattr(link, "_epoch_cache", master_epochs)
+    with caplog.at_level("INFO", logger="tidemq.broker.controller_link"):
+        await link.prepare()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert "diverged" not in caplog.text
+    assert truncation.pending(store.layout) in (None, end)  # nothing of the log is cut

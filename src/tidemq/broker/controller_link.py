@@ -385,8 +385,12 @@ class ControllerLink:
         if my_end is not None and point >= my_end:
             return None
         truncation.request(self.store.layout, point)
-        log.warning("this log diverged from master %s's after offset %d: the tail after it "
-                    "is cut", theirs.broker_id, point)
+        if my_end is None:  # before the store starts: its recovery says what it drops
+            log.info("this log agrees with master %s's up to offset %d: anything after it "
+                     "is cut at start", theirs.broker_id, point)
+        else:
+            log.warning("this log diverged from master %s's after offset %d: the tail after "
+                        "it is cut", theirs.broker_id, point)
         return point
 
     # ------------------------------------------------------------------ the loop

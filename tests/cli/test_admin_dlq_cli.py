@@ -11,6 +11,7 @@ import pytest
 from tests.cli.conftest import ThreadedCluster
 from tests.cli.runner import CliRunner
 from tests.cli.test_admin_cli import admin
+from tests.console.test_browser_dlq import forget
 from tests.console.test_browser_messages import OnlineConsumer
 from tests.console.test_dlq import give_up
 
@@ -118,3 +119,16 @@ def test_dlq_resend_needs_ids_or_all(cluster: ThreadedCluster) -> None:
                                      *extra, "-n", cluster.namesrv])
         assert result.exit_code == 2
         assert "-i" in result.output and "--all" in result.output
+
+
+def test_dlq_resend_before_the_name_servers_route_the_dlq(cluster: ThreadedCluster,
+                                                          buried: list[str],
+                                                          consumer: OnlineConsumer) -> None:
+    """A DLQ is created at the first message a group gives up on, and routed once its
+    broker's registration reaches the name servers: until then, its dead letters are
+    listed and resent all the same."""
+    cluster.call(forget(cluster.namesrv, f"%DLQ%{GROUP}"))
+    newest = admin(cluster, "dlqMessages", "-g", GROUP)["messages"][0]["msgId"]
+    doc = admin(cluster, "dlqResend", "-g", GROUP, "-d", consumer.client_id, "-i", newest)
+    assert (doc["consumed"], doc["failures"]) == (1, [])
+    assert consumer.wait_for(1) == [buried[-1].encode()]

@@ -65,7 +65,7 @@ from tidemq.codec.headers import (
     format_attributes,
 )
 from tidemq.codec.message import decode_messages
-from tidemq.errors import CorruptRecord, ResponseCode, TideMQError
+from tidemq.errors import BrokerResponseError, CorruptRecord, ResponseCode, TideMQError
 from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.formats.record import HostAddr
 from tidemq.types import MessageExt, MessageQueue, PullStatus
@@ -399,7 +399,15 @@ class AdminClient(InstanceRole):
         return found[0]
 
     async def _addresses(self, topic: str) -> set[str]:
-        route = await self.instance.routes.get(topic)
+        """The brokers of ``topic``'s route; those of the whole cluster while the name
+        servers route it not yet (a DLQ or retry topic a broker created a moment ago)."""
+        try:
+            route = await self.instance.routes.get(topic)
+        except BrokerResponseError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            info = await self.cluster_info()
+            return {a for b in info.broker_addr_table.values() for a in b.broker_addrs.values()}
         return {a for b in route.brokers.values() for a in b.broker_addrs.values()}
 
     async def _view(self, addr: str, phys: int, topic: str | None) -> MessageExt:

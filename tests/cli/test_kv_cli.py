@@ -51,7 +51,15 @@ def test_kv_commands_against_a_name_server_process(namesrv: ServerProcess,
     code, out = _admin(namesrv, USER, "getKvConfig", "-s", "app", "--json")
     assert (code, json.loads(out)) == (0, {"color": "blue"}), out
     code, out = _admin(namesrv, None, "getKvConfig", "-s", "app", "-k", "color")
-    assert code == 0 and "color" in out and "blue" in out, out
+    assert (code, out.splitlines()) == (0, ["#Key   #Value", "color  blue"]), out
+    code, out = _admin(namesrv, ADMIN, "updateKvConfig", "-s", "app", "-k", "a.long.key",
+                       "-v", "1")
+    assert code == 0, out
+    code, out = _admin(namesrv, USER, "getKvConfig", "-s", "app")
+    assert (code, out.splitlines()) == (
+        0, ["#Key        #Value", "a.long.key  1", "color       blue"]), out
+    code, out = _admin(namesrv, ADMIN, "deleteKvConfig", "-s", "app", "-k", "a.long.key")
+    assert code == 0, out
     code, out = _admin(namesrv, ADMIN, "deleteKvConfig", "-s", "app", "-k", "color",
                        "--json")
     assert (code, json.loads(out)) == (

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from tidemq.cli.commands.admin_common import (
     JsonFlag,
@@ -16,8 +15,8 @@ from tidemq.cli.commands.admin_common import (
     console_err,
     console_out,
     emit_json,
+    print_columns,
     run_admin,
-    table_of,
 )
 from tidemq.client.config import DEFAULT_NAMESRV
 
@@ -63,7 +62,7 @@ def get_kv_config(namespace: Namespace,
                   key: Annotated[str | None, typer.Option(
                       "-k", "--key", help="One key (default: the whole namespace).")] = None,
                   namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
-    """A KV config item, or every item of a namespace."""
+    """A KV config item, or every item of a namespace, under ``#Key``/``#Value`` columns."""
     if key is not None:
         value = run_admin(namesrv, lambda admin: admin.get_kv_config(namespace, key))
         if value is None:
@@ -76,5 +75,4 @@ def get_kv_config(namespace: Namespace,
     if json_out:
         emit_json(pairs)
         return
-    console_out().print(table_of(f"kv config \\[{escape(namespace)}]", ("key", "value"),
-                                 sorted(pairs.items())))
+    print_columns(("#Key", "#Value"), sorted(pairs.items()))

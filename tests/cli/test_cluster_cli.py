@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -126,6 +127,24 @@ def test_cluster_runs_a_failover_group_and_stops_it(tmp_path: Path) -> None:
                                 h == histories(rows)[0] for h in histories(rows)))
         assert {r["brokerId"] for r in epochs} == {1, 2, 3}
         assert histories(epochs)[0][0] == 1  # one history, from the first election
+        # the open epoch runs to the commit log's end (mqadmin's figure), not to 2^63-1
+        assert all(r["epochList"][-1]["endOffset"] == r["maxOffset"] for r in epochs), epochs
+        text = runner.invoke(app, ["admin", "getBrokerEpoch", "-b", "broker-a", "-n",
+                                   namesrvs])
+        assert text.exit_code == 0, text.output
+        # mqadmin's: a blank line before each broker's lines
+        assert text.stdout.startswith("\n") and text.stdout.endswith("}\n"), text.stdout
+        blocks = text.stdout[1:-1].split("\n\n")
+        assert len(blocks) == 3, text.stdout
+        for block in blocks:
+            head, entries = block.splitlines()[:4], block.splitlines()[4:]
+            assert [line.split("\t")[0] for line in head] == [
+                "#clusterName", "#brokerName", "#brokerAddr", "#brokerId"], block
+            assert head[1] == "#brokerName\tbroker-a", block
+            found = [re.fullmatch(r"#Epoch: EpochEntry\{epoch=(\d+), startOffset=(\d+), "
+                                  r"endOffset=(\d+)\}", line) for line in entries]
+            assert all(found) and [int(m[1]) for m in found if m] == histories(epochs)[0]
+            assert "9223372036854775807" not in block
         sent = runner.invoke(app, ["admin", "sendMessage", "-n", namesrvs, "-t", "Hello",
                                    "-p", "hi", "--json"])
         assert sent.exit_code == 0, sent.output

@@ -97,8 +97,15 @@ def test_get_controller_metadata(group: tuple[str, Brokers]) -> None:
         time.sleep(0.1)
     assert all(r["peers"].count("-127.0.0.1:") == 3 for r in rows)
     table = runner.invoke(app, ["admin", "getControllerMetaData", "-a", addrs])
-    assert table.exit_code == 0 and "isLeader" in table.stdout
-    assert leaders[0]["address"] in table.stdout
+    assert table.exit_code == 0, table.output
+    # mqadmin's lines for each controller, after the address asked
+    expected: list[str] = []
+    for r in rows:
+        expected += ["", f"#ControllerAddress\t{r['address']}", f"#ControllerGroup\t{r['group']}",
+                     f"#ControllerLeaderId\t{r['controllerLeaderId']}",
+                     f"#ControllerLeaderAddress\t{leaders[0]['address']}"]
+        expected += [f"#Peer:\t{peer}" for peer in r["peers"].split(";")]
+    assert table.stdout.splitlines() == expected
 
 
 def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
@@ -110,8 +117,15 @@ def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
     epoch = replicas["masterEpoch"]
     table = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs])
     assert table.exit_code == 0, table.output
-    assert "InSyncReplica" in table.stdout and brokers.brokers[1].address in table.stdout
-    assert "true" in table.stdout and "True" not in table.stdout  # mqadmin's words
+    a, b = (x.address for x in brokers.brokers)
+    assert table.stdout.splitlines() == [  # mqadmin's lines, its replicas as Java prints them
+        "", f"#brokerName\t{GROUP}", "#MasterBrokerId\t1", f"#MasterAddr\t{a}",
+        f"#MasterEpoch\t{epoch}", f"#SyncStateSetEpoch\t{replicas['syncStateSetEpoch']}",
+        "#SyncStateSetNums\t2",
+        "", f"InSyncReplica:\tReplicaIdentity{{brokerName='{GROUP}', brokerId=1, "
+            f"brokerAddress='{a}', alive=true}}",
+        "", f"InSyncReplica:\tReplicaIdentity{{brokerName='{GROUP}', brokerId=2, "
+            f"brokerAddress='{b}', alive=true}}"]
 
     # a group the controllers do not know is named, and the command fails
     unknown = admin("getSyncStateSet", "-a", addrs, "-b", GROUP, "-b", "no-such-group", code=1)
@@ -126,8 +140,13 @@ def test_get_sync_state_set_elect_and_clean(group: tuple[str, Brokers]) -> None:
     assert again["brokers"] == {"1": brokers.brokers[0].address, "2": brokers.brokers[1].address}
     in_sync = admin("getSyncStateSet", "-a", addrs)["replicasInfoTable"][GROUP]["inSyncReplicas"]
     assert again["syncStateSet"] == [r["brokerId"] for r in in_sync]
-    table = runner.invoke(app, ["admin", "electMaster", "-a", addrs, "-b", "2", "-bn", GROUP])
-    assert table.exit_code == 0 and brokers.brokers[0].address in table.stdout, table.output
+    table = runner.invoke(app, ["admin", "electMaster", "-a", addrs, "-b", "2", "-bn", GROUP,
+                                "-c", "c"])
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines() == [
+        "", "#ClusterName\tc", f"#BrokerName\t{GROUP}", f"#BrokerMasterAddr\t{b}",
+        f"#MasterEpoch\t{epoch + 1}", f"#SyncStateSetEpoch\t{again['syncStateSetEpoch']}",
+        f"\t#Broker\t1\t{a}", f"\t#Broker\t2\t{b}"]
     # a broker outside the set is refused with the reason
     refused = admin("electMaster", "-a", addrs, "-b", "1", "-bn", GROUP, code=1)
     assert "CONTROLLER_ELECT_MASTER_FAILED" in refused and "sync-state set" in refused
@@ -166,7 +185,7 @@ def test_get_sync_state_set_with_an_interval_prints_until_interrupted(
     monkeypatch.setattr("tidemq.cli.commands.admin_common.time.sleep", nap)
     result = runner.invoke(app, ["admin", "getSyncStateSet", "-a", addrs, "-i", "2"])
     assert result.exit_code == 130
-    assert naps == [2, 2, 2] and result.stdout.count("broker-a: master") == 3
+    assert naps == [2, 2, 2] and result.stdout.count(f"#brokerName\t{GROUP}\n") == 3
 
 
 def test_get_and_update_controller_config(group: tuple[str, Brokers]) -> None:

@@ -8,6 +8,7 @@ servers list."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import msgspec
@@ -21,12 +22,11 @@ from tidemq.cli.commands.admin_common import (
     emit_json,
     repeat_every,
     run_admin,
-    table_of,
 )
 from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
-from tidemq.codec.controller import OPEN_END, BrokerReplicasInfo
+from tidemq.codec.controller import OPEN_END, BrokerReplicasInfo, ReplicaIdentity
 
 __all__ = ["register"]
 
@@ -94,19 +94,30 @@ def _print_sync_state_sets(info: BrokerReplicasInfo, json_out: bool) -> None:
     if json_out:
         emit_json(msgspec.to_builtins(info))
         return
-    out = console_out()
     if not info.replicas_info_table:
-        out.print("no broker group is known to the controllers", markup=False)
+        console_out().print("no broker group is known to the controllers", markup=False)
+    out = sys.stdout
     for name, group in sorted(info.replicas_info_table.items()):
-        rows = [("InSyncReplica", r.broker_id, r.broker_address, _bool(r.alive))
-                for r in group.in_sync_replicas]
-        rows += [("NotInSyncReplica", r.broker_id, r.broker_address, _bool(r.alive))
-                 for r in group.not_in_sync_replicas]
-        title = (f"{name}: master {group.master_broker_id} ({group.master_address}), "
-                 f"masterEpoch {group.master_epoch}, syncStateSetEpoch "
-                 f"{group.sync_state_set_epoch}, {len(group.in_sync_replicas)} in sync")
-        out.print(table_of(title, ("state", "brokerId", "address", "alive"), rows,
-                           right=("brokerId",)))
+        out.write(f"\n#brokerName\t{name}\n#MasterBrokerId\t{_java(group.master_broker_id)}"
+                  f"\n#MasterAddr\t{_java(group.master_address)}"
+                  f"\n#MasterEpoch\t{_java(group.master_epoch)}"
+                  f"\n#SyncStateSetEpoch\t{_java(group.sync_state_set_epoch)}"
+                  f"\n#SyncStateSetNums\t{len(group.in_sync_replicas)}\n")
+        for replica in group.in_sync_replicas:
+            out.write(f"\nInSyncReplica:\t{_identity(replica)}\n")
+        for replica in group.not_in_sync_replicas:
+            out.write(f"\nNotInSyncReplica:\t{_identity(replica)}\n")
+
+
+def _identity(r: ReplicaIdentity) -> str:
+    """A replica as mqadmin prints it (its Java ``toString``)."""
+    return (f"ReplicaIdentity{{brokerName='{r.broker_name}', brokerId={r.broker_id}, "
+            f"brokerAddress='{r.broker_address}', alive={_bool(r.alive)}}}")
+
+
+def _java(value: object) -> str:
+    """A field as Java's ``printf`` prints it: ``null`` for none."""
+    return "null" if value is None else str(value)
 
 
 def get_broker_epoch(
@@ -132,6 +143,10 @@ def get_broker_epoch(
             cache = await broker_epoch_cache(admin.instance.request, b.address)
             row: dict[str, Any] = msgspec.to_builtins(cache)
             row["brokerAddr"] = b.address
+            for entry in row.get("epochList", []):
+                # the open epoch runs to the commit log's end, as mqadmin shows it
+                if entry.get("endOffset", OPEN_END) == OPEN_END:
+                    entry["endOffset"] = row["maxOffset"]
             out.append(row)
         return out
 
@@ -142,15 +157,14 @@ def _print_epochs(rows: list[dict[str, Any]], json_out: bool) -> None:
     if json_out:
         emit_json(rows)
         return
-    out = console_out()
+    out = sys.stdout
     for row in rows:
-        entries = [(e["epoch"], e["startOffset"],
-                    "" if e.get("endOffset", OPEN_END) == OPEN_END else e["endOffset"])
-                   for e in row.get("epochList", [])]
-        out.print(table_of(f"{row['clusterName']} {row['brokerName']} {row['brokerAddr']} "
-                           f"(id {row['brokerId']}, maxOffset {row['maxOffset']})",
-                           ("epoch", "startOffset", "endOffset"), entries,
-                           right=("epoch", "startOffset", "endOffset")))
+        out.write(f"\n#clusterName\t{row['clusterName']}\n#brokerName\t{row['brokerName']}"
+                  f"\n#brokerAddr\t{row['brokerAddr']}\n#brokerId\t{row['brokerId']}")
+        for e in row.get("epochList", []):
+            out.write(f"\n#Epoch: EpochEntry{{epoch={e['epoch']}, "
+                      f"startOffset={e['startOffset']}, endOffset={e['endOffset']}}}")
+        out.write("\n")
 
 
 def elect_master(
@@ -174,10 +188,13 @@ def elect_master(
                    "syncStateSet": body.sync_state_set,
                    "brokers": {str(k): v for k, v in members.items()}})
         return
-    console_out().print(table_of(
-        f"{broker_name}: master {header.master_broker_id} ({header.master_address}), "
-        f"masterEpoch {header.master_epoch}, syncStateSetEpoch {header.sync_state_set_epoch}",
-        ("brokerId", "address"), sorted(members.items()), right=("brokerId",)))
+    out = sys.stdout
+    out.write(f"\n#ClusterName\t{cluster}\n#BrokerName\t{broker_name}"
+              f"\n#BrokerMasterAddr\t{_java(header.master_address)}"
+              f"\n#MasterEpoch\t{_java(header.master_epoch)}"
+              f"\n#SyncStateSetEpoch\t{_java(header.sync_state_set_epoch)}\n")
+    for member, address in sorted(members.items()):
+        out.write(f"\t#Broker\t{member}\t{address}\n")
 
 
 def get_controller_metadata(controllers: Controllers, namesrv: Namesrv = DEFAULT_NAMESRV,
@@ -199,10 +216,15 @@ def get_controller_metadata(controllers: Controllers, namesrv: Namesrv = DEFAULT
     if json_out:
         emit_json(rows)
         return
-    console_out().print(table_of(
-        "controllers", ("address", "isLeader", "leaderId", "leaderAddress", "peers"),
-        ((r["address"], r["isLeader"], r["controllerLeaderId"] or "",
-          r["controllerLeaderAddress"] or "", r["peers"] or "") for r in rows)))
+    out = sys.stdout
+    for r in rows:
+        out.write(f"\n#ControllerAddress\t{r['address']}\n#ControllerGroup\t{_java(r['group'])}"
+                  f"\n#ControllerLeaderId\t{_java(r['controllerLeaderId'])}"
+                  f"\n#ControllerLeaderAddress\t{_java(r['controllerLeaderAddress'])}")
+        for peer in (r["peers"] or "").split(";"):
+            if peer:
+                out.write(f"\n#Peer:\t{peer}")
+        out.write("\n")
 
 
 def clean_broker_metadata(

@@ -2,12 +2,14 @@
 (createUser, updateUser, deleteUser, getUser, listUser) and ACLs (createAcl, updateAcl,
 deleteAcl, getAcl, listAcl). Each goes to broker ``-b`` or to every master of cluster
 ``-c`` (default: every master), since each broker keeps its own users and ACLs; reads
-print one table over the brokers, or with ``--json`` a document by broker address.
+print mqadmin's columns (each broker's under a ``====addr====`` line unless ``-b`` names
+it), or with ``--json`` a document by broker address.
 copyUser and copyAcl copy users and ACLs from broker ``-f`` to broker ``-t``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -18,8 +20,8 @@ from tidemq.cli.commands.admin_common import (
     Namesrv,
     console_out,
     emit_json,
+    print_columns,
     run_admin,
-    table_of,
 )
 from tidemq.client import AdminClient, auth_copy
 from tidemq.client.auth_admin import AuthAdmin
@@ -118,24 +120,45 @@ def delete_user(username: Username, broker: Broker = None, cluster: Cluster = No
     _done("delete user", addrs, json_out, username=username)
 
 
-_USER_COLUMNS = ("broker", "username", "userType", "userStatus")
+def _print_by_broker(headers: Sequence[str], rows_by_broker: dict[str, list[Sequence[object]]],
+                     one_broker: bool) -> None:
+    """Each broker's rows under mqadmin's columns; a ``====addr====`` line first when the
+    command went to more than the one broker ``-b`` names."""
+    for addr, rows in rows_by_broker.items():
+        if not one_broker:
+            sys.stdout.write(f"============{addr}============\n")
+        print_columns(headers, rows)
 
 
-def _print_users(title: str, by_broker: dict[str, list[Any]], json_out: bool) -> None:
+def _shown(value: str | None) -> str:
+    """A field as a cell: ``-`` for one the broker does not send (a user's password)."""
+    return "-" if value is None else value
+
+
+def _java_list(items: Iterable[str] | None) -> str:
+    """A list as mqadmin prints it (Java's ``toString``): ``[Pub, Sub]``."""
+    return "[" + ", ".join(items or ()) + "]"
+
+
+_USER_COLUMNS = ("#UserName", "#Password", "#UserType", "#UserStatus")
+
+
+def _print_users(by_broker: dict[str, list[Any]], one_broker: bool, json_out: bool) -> None:
     if json_out:
         emit_json({a: [msgspec.to_builtins(u) for u in users] for a, users in
                    by_broker.items()})
         return
-    console_out().print(table_of(title, _USER_COLUMNS, (
-        (addr, u.username, u.user_type, u.user_status)
-        for addr, users in by_broker.items() for u in users)))
+    _print_by_broker(_USER_COLUMNS, {
+        addr: [(_shown(u.username), _shown(u.password), _shown(u.user_type),
+                _shown(u.user_status)) for u in users]
+        for addr, users in by_broker.items()}, one_broker)
 
 
 def get_user(username: Username, broker: Broker = None, cluster: Cluster = None,
              namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """A user (without its password)."""
     found = _run(namesrv, broker, cluster, lambda a: a.get_user(username))
-    _print_users(f"user {username}", {a: [u] for a, u in found.items()}, json_out)
+    _print_users({a: [u] for a, u in found.items()}, bool(broker), json_out)
 
 
 def list_user(contains: Annotated[str | None, typer.Option(
@@ -144,7 +167,7 @@ def list_user(contains: Annotated[str | None, typer.Option(
               namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """The users of the brokers."""
     found = _run(namesrv, broker, cluster, lambda a: a.list_users(contains))
-    _print_users("users", found, json_out)
+    _print_users(found, bool(broker), json_out)
 
 
 # ---------------------------------------------------------------------- ACLs
@@ -189,27 +212,35 @@ def delete_acl(subject: Subject,
     _done("delete acl", addrs, json_out, subject=subject)
 
 
-_ACL_COLUMNS = ("broker", "subject", "policyType", "resource", "actions", "sourceIp",
-                "decision")
+_ACL_COLUMNS = ("#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision")
 
 
-def _print_acls(title: str, by_broker: dict[str, list[AclInfo]], json_out: bool) -> None:
+def _acl_rows(acl: AclInfo) -> list[Sequence[object]]:
+    """An ACL's lines as mqadmin prints them: one per entry; a subject without
+    policies on a line of its own."""
+    if not acl.policies:
+        return [(_shown(acl.subject), "", "", "", "", "")]
+    return [(_shown(acl.subject), _shown(policy.policy_type), _shown(entry.resource),
+             _java_list(entry.actions), _java_list(entry.source_ips), _shown(entry.decision))
+            for policy in acl.policies for entry in policy.entries or ()]
+
+
+def _print_acls(by_broker: dict[str, list[AclInfo]], one_broker: bool,
+                json_out: bool) -> None:
     if json_out:
         emit_json({a: [msgspec.to_builtins(acl) for acl in acls]
                    for a, acls in by_broker.items()})
         return
-    console_out().print(table_of(title, _ACL_COLUMNS, (
-        (addr, acl.subject, policy.policy_type, entry.resource, ",".join(entry.actions or ()),
-         ",".join(entry.source_ips or ()), entry.decision)
-        for addr, acls in by_broker.items() for acl in acls
-        for policy in acl.policies or () for entry in policy.entries or ())))
+    _print_by_broker(_ACL_COLUMNS, {
+        addr: [row for acl in acls for row in _acl_rows(acl)]
+        for addr, acls in by_broker.items()}, one_broker)
 
 
 def get_acl(subject: Subject, broker: Broker = None, cluster: Cluster = None,
             namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """A subject's ACL."""
     found = _run(namesrv, broker, cluster, lambda a: a.get_acl(subject))
-    _print_acls(f"acl of {subject}", {a: [acl] for a, acl in found.items()}, json_out)
+    _print_acls({a: [acl] for a, acl in found.items()}, bool(broker), json_out)
 
 
 def list_acl(subject: Annotated[str | None, typer.Option(
@@ -220,7 +251,7 @@ def list_acl(subject: Annotated[str | None, typer.Option(
              namesrv: Namesrv = DEFAULT_NAMESRV, json_out: JsonFlag = False) -> None:
     """The ACLs of the brokers."""
     found = _run(namesrv, broker, cluster, lambda a: a.list_acls(subject, resource))
-    _print_acls("acls", found, json_out)
+    _print_acls(found, bool(broker), json_out)
 
 
 # ---------------------------------------------------------------------- copies

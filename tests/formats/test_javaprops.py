@@ -21,6 +21,7 @@ from tidemq.formats.javaprops import (
     primary_keys,
     properties_text,
     shown_key,
+    stray_env,
 )
 
 
@@ -235,3 +236,21 @@ def test_describe_shows_every_key_and_masks_secrets() -> None:
     assert shown == {"listenPort": "1", "useIt": "false", "kind": "SAFE", "password": MASK,
                      "token": ""}
     assert "hunter2" not in properties_text(shown)
+
+
+@given(st.sampled_from([*sorted(config_keys(Aliased)), "acting", "scan"]),
+       st.booleans(), st.booleans())
+def test_a_variable_env_values_reads_is_never_stray(key: str, upper: bool,
+                                                    underscores: bool) -> None:
+    name = "_".join(key) if underscores else key
+    var = "TIDEMQ_" + (name.upper() if upper else name)
+    assert env_values(Aliased, {var: "1"}) != {}
+    assert stray_env([Aliased], {var: "1"}) == {}
+
+
+def test_a_stray_variable_is_named_with_the_key_it_is_closest_to() -> None:
+    env = {"TIDEMQ_SCANINTERVALL": "1", "TIDEMQ_ENABLEACTNG": "1", "TIDEMQ_ZZZ": "1",
+           "TIDEMQ_OURS": "1", "OTHER_SCANINTERVALL": "1", "TIDEMQ_SCAN_OLD": "1"}
+    assert stray_env([Aliased], env, other={"TIDEMQ_OURS"}) == {
+        "TIDEMQ_ENABLEACTNG": "enableActing", "TIDEMQ_SCANINTERVALL": "scanInterval",
+        "TIDEMQ_ZZZ": None}

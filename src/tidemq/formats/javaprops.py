@@ -18,6 +18,7 @@ values raise :class:`~tidemq.errors.ConfigError` naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import os
 import re
@@ -30,7 +31,7 @@ from tidemq.errors import ConfigError
 
 __all__ = ["MASK", "bind", "camel", "config_keys", "describe", "env_values", "load_config",
            "parse_properties", "parse_properties_body", "primary_keys", "properties_text",
-           "read_properties", "runtime_update", "shown_key"]
+           "read_properties", "runtime_update", "shown_key", "stray_env"]
 
 T = TypeVar("T")
 
@@ -217,6 +218,18 @@ def bind(cls: type[T], values: Mapping[str, Any], base: T | None = None) -> tupl
     return obj, unknown
 
 
+def _env_names(cls: type[Any]) -> dict[str, str]:
+    """What may follow the prefix of a variable for a key of ``cls``, lower case -> key."""
+    keys = config_keys(cls)
+    wanted = {k.lower(): k for k in keys} | {f.lower(): k for k, f in keys.items()}
+    wanted |= {f.replace("_", "").lower(): k for k, f in keys.items()}
+    return wanted
+
+
+def _env_key(wanted: Mapping[str, str], rest: str) -> str | None:
+    return wanted.get(rest.lower()) or wanted.get(rest.replace("_", "").lower())
+
+
 def env_values(cls: type[Any], env: Mapping[str, str], prefix: str = "TIDEMQ_") -> dict[str, str]:
     """Variables ``<prefix><KEY>`` of ``env`` that name a key of config dataclass ``cls``.
 
@@ -224,16 +237,32 @@ def env_values(cls: type[Any], env: Mapping[str, str], prefix: str = "TIDEMQ_") 
     underscores optional (``TIDEMQ_LISTENPORT``, ``TIDEMQ_LISTEN_PORT``); the result maps
     the RocketMQ key to the value, ready for :func:`bind`.
     """
-    keys = config_keys(cls)
-    wanted = {k.lower(): k for k in keys} | {f.lower(): k for k, f in keys.items()}
-    wanted |= {f.replace("_", "").lower(): k for k, f in keys.items()}
+    wanted = _env_names(cls)
     out: dict[str, str] = {}
     for name, value in env.items():
         if name.startswith(prefix):
-            rest = name[len(prefix):]
-            key = wanted.get(rest.lower()) or wanted.get(rest.replace("_", "").lower())
+            key = _env_key(wanted, name[len(prefix):])
             if key is not None:
                 out[key] = value
+    return out
+
+
+def stray_env(classes: Collection[type[Any]], env: Mapping[str, str],
+              prefix: str = "TIDEMQ_", other: Collection[str] = ()) -> dict[str, str | None]:
+    """Variables ``<prefix>...`` of ``env`` that :func:`env_values` of none of ``classes``
+    reads and that are not in ``other`` (names read for other purposes), in name order,
+    each -> the key of ``classes`` it is closest to (``None`` when none is close)."""
+    wanted: dict[str, str] = {}
+    for cls in classes:
+        wanted.update(_env_names(cls))
+    plain = {name.replace("_", ""): key for name, key in wanted.items()}
+    out: dict[str, str | None] = {}
+    for name in sorted(env):
+        rest = name[len(prefix):]
+        if not name.startswith(prefix) or name in other or _env_key(wanted, rest) is not None:
+            continue
+        close = difflib.get_close_matches(rest.replace("_", "").lower(), plain, n=1, cutoff=0.75)
+        out[name] = plain[close[0]] if close else None
     return out
 
 

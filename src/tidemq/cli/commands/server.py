@@ -20,6 +20,7 @@ import typer
 from tidemq.broker.gc_settings import tune_gc
 from tidemq.cli.logs import LEVELS, setup_logging
 from tidemq.cli.markup import escape, say
+from tidemq.cli.stray_env import warn_stray_env
 from tidemq.errors import TideMQError
 from tidemq.net.bind import LOOPBACK, is_loopback, local_host, warn_if_exposed
 
@@ -164,6 +165,7 @@ def namesrv(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     from tidemq.namesrv.controller import ControllerApp, load_controller_config
 
     _setup_logging(log_level, log_file, log_format)
+    warn_stray_env()
     overrides = _with_host(host, _overrides(set_))
     cfg, unknown = _load(load_namesrv_config, config, overrides)
     ccfg, controller_unknown = _load(
@@ -188,6 +190,7 @@ def controller(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = No
     from tidemq.namesrv.controller import ControllerApp, load_controller_config
 
     _setup_logging(log_level, log_file, log_format)
+    warn_stray_env()
     cfg, unknown = _load(load_controller_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
     if not cfg.controller_raft_peers:
@@ -212,6 +215,7 @@ def broker(config: ConfigOpt = None, set_: SetOpt = None, host: HostOpt = None,
     from tidemq.broker.config import load_broker_config
 
     _setup_logging(log_level, log_file, log_format)
+    warn_stray_env()
     bcfg, scfg, unknown = _load(load_broker_config, config, _with_host(host, _overrides(set_)))
     _report_unknown(unknown)
     app = _built(functools.partial(BrokerApp, bcfg, scfg))
@@ -275,6 +279,7 @@ def standalone(
     from tidemq.net.acl.users import UserDirectory
 
     _setup_logging(log_level, log_file, log_format)
+    warn_stray_env()
     all_overrides = _overrides(set_)
     console_overrides = _console_keys(all_overrides)
     # metricsAuth* guard the broker's metrics and the console's alike.

@@ -12,6 +12,11 @@ Commands:
 ``recover ROOT``
     Open the store (which runs recovery), print the recovery report as JSON, write nothing
     and ``kill -9`` itself.
+``cut-dying ROOT STEP``
+    Open the store with a cut requested, and ``kill -9`` itself at ``STEP`` of it:
+    ``keeping`` (the cut records written to the kept file's temporary name, not renamed),
+    ``kept`` (the kept file in place and noted, nothing cut) or ``cutting`` (the later
+    segments deleted, the tail of the first one not yet zeroed).
 
 With the one argument ``--args-from-stdin`` it imports, then reads the command as a JSON
 line from stdin (:mod:`ahead`: started ahead of its turn).
@@ -109,6 +114,44 @@ def recover(root: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def cut_dying(root: str, step: str) -> None:
+    from tidemq.store import commitlog, kept_cuts, truncation
+
+    def die(*_: object) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if step == "keeping":
+        kept_cuts.os = _Dying(os, "replace", die)  # type: ignore[attr-defined]
+    elif step == "kept":
+        note = truncation.note_kept
+
+        def noted(*args: object) -> None:
+            note(*args)  # type: ignore[arg-type]
+            die()
+        truncation.note_kept = noted  # type: ignore[assignment]
+    elif step == "cutting":
+        cut = commitlog.CommitLog.truncate
+
+        def cutting(self: commitlog.CommitLog, offset: int) -> None:
+            cut(self, offset)
+            die()
+        commitlog.CommitLog.truncate = cutting  # type: ignore[method-assign]
+    else:
+        raise SystemExit(f"unknown step {step!r}")
+    MessageStore(crash_config(root)).start()
+    raise SystemExit(f"the store started without reaching {step!r}")
+
+
+class _Dying:
+    """A module whose attribute ``name`` is replaced by ``fault``; the rest is the module's."""
+
+    def __init__(self, module: object, name: str, fault: object) -> None:
+        self._module, self._name, self._fault = module, name, fault
+
+    def __getattr__(self, attr: str) -> object:
+        return self._fault if attr == self._name else getattr(self._module, attr)
+
+
 def main(argv: list[str]) -> None:
     command, root, *rest = argv
     if command == "write":
@@ -117,6 +160,8 @@ def main(argv: list[str]) -> None:
         fill(root, int(rest[0]))
     elif command == "recover":
         recover(root)
+    elif command == "cut-dying":
+        cut_dying(root, rest[0])
     else:
         raise SystemExit(f"unknown command {command!r}")
 

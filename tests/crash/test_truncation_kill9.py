@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tidemq.store import truncation
+import pytest
+
+from tidemq.store import kept_cuts, truncation
 from tidemq.store.epoch_file import EpochEntry, EpochFile
 from tidemq.store.layout import StoreLayout
 from tidemq.store.message_store import MessageStore, PutStatus
 
 from .conftest import check_store, fill, run_helper
-from .store_proc import TOPIC, crash_config, message
+from .store_proc import SEGMENT, TOPIC, crash_config, message
 
 
 def _recover_in_a_killed_child(root: Path) -> dict[str, object]:
@@ -69,3 +71,59 @@ def test_a_cut_beyond_the_log_cuts_nothing(tmp_path: Path) -> None:
     assert report["end_offset"] == end
     _, ids = check_store(root)
     assert ids[0] == list(range(10))
+
+
+def _tail(root: Path, placed: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    """The records ``placed`` names, each with its bytes as the commit log holds them."""
+    out = []
+    for _, phys, size in placed:
+        base = phys - phys % SEGMENT
+        with open(StoreLayout(root).commitlog_segment(base), "rb") as f:
+            f.seek(phys - base)
+            out.append((phys, f.read(size)))
+    return out
+
+
+def _kept(root: Path) -> list[tuple[int, bytes]]:
+    out = []
+    for cut in kept_cuts.kept_cuts(StoreLayout(root).truncated_dir):
+        data = cut.path.read_bytes()
+        pos = 0
+        for rec in kept_cuts.read_kept(cut.path):
+            out.append((rec.physical_offset, data[pos : pos + rec.total_size]))
+            pos += rec.total_size
+    return out
+
+
+@pytest.mark.parametrize("step", ["keeping", "kept", "cutting"])
+def test_a_kill_while_keeping_or_cutting_leaves_the_log_or_the_kept_tail_and_the_cut(
+        tmp_path: Path, step: str) -> None:
+    root = tmp_path / "store"
+    placed = fill(root, 60)
+    layout = StoreLayout(root)
+    cut = placed[25][1]
+    assert cut // SEGMENT < placed[-1][1] // SEGMENT  # the cut spans a segment roll
+    epochs = EpochFile(layout.epoch_file)
+    epochs.load()
+    epochs.append(1, 0)
+    epochs.append(2, placed[40][1])
+    tail = _tail(root, placed[25:])
+    truncation.request(layout, cut)
+
+    proc = run_helper("cut-dying", root, step)
+    assert proc.returncode == -9, proc.stderr
+    if step == "keeping":  # the log is whole: nothing is kept yet
+        assert _kept(root) == []
+        assert _tail(root, placed[25:]) == tail
+    else:  # the tail is kept whole before a byte of it is cut
+        assert _kept(root) == tail
+    assert truncation.pending(layout) == cut
+
+    report = _recover_in_a_killed_child(root)
+    assert report["end_offset"] == cut
+    assert truncation.pending(layout) is None
+    assert _kept(root) == tail  # exactly the records cut, once
+    assert [c.path.name for c in kept_cuts.kept_cuts(layout.truncated_dir)] == [f"1-{cut}.log"]
+    assert sorted(p.name for p in layout.truncated_dir.iterdir()) == [f"1-{cut}.log"]
+    _, ids = check_store(root)
+    assert ids[0] == list(range(25))

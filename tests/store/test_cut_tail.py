@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidemq.formats.properties import encode_properties
-from tidemq.store import truncation
+from tidemq.store import kept_cuts, truncation
 from tidemq.store.append import MessageInput
 from tidemq.store.checkpoint import Checkpoint
 from tidemq.store.epoch_file import EpochEntry
+from tidemq.store.log_scan import End, walk
 from tidemq.store.message_store import MessageStore
 
 from .conftest import FakeClock, OpenStore, small_config
@@ -39,6 +40,33 @@ def master() -> tuple[bytes, tuple[int, ...], dict[str, object]]:
                     snapshot(store))
         finally:
             store.shutdown()
+
+
+def tail_records(store: MessageStore, point: int) -> list[tuple[int, bytes]]:
+    """Each whole record of the log from ``point``: its offset and its bytes."""
+    out = []
+    for step in walk(store.commitlog.segments, point):
+        if isinstance(step, End):
+            break
+        assert isinstance(step, tuple), step
+        offset, rec = step
+        seg = store.commitlog.segment_for(offset)
+        assert seg is not None
+        out.append((offset, bytes(seg.mm[offset - seg.base : offset - seg.base
+                                         + rec.total_size])))
+    return out
+
+
+def kept_records(store: MessageStore) -> list[tuple[int, bytes]]:
+    """Each record of every kept cut of the store: where the log held it, its bytes."""
+    out = []
+    for cut in kept_cuts.kept_cuts(store.layout.truncated_dir):
+        data = cut.path.read_bytes()
+        pos = 0
+        for rec in kept_cuts.read_kept(cut.path):
+            out.append((rec.physical_offset, data[pos : pos + rec.total_size]))
+            pos += rec.total_size
+    return out
 
 
 def diverge(replica: MessageStore, wire: bytes, point: int, ghosts: int) -> None:
@@ -72,7 +100,14 @@ def test_a_cut_running_replica_copies_on_to_the_masters_log(at: int, ghosts: int
         try:
             diverge(replica, wire, point, ghosts)
             end = replica.commitlog.max_offset
+            tail = tail_records(replica, point)
             assert replica.cut_tail(point) == end - point
+            # the cut records are kept, each whole and unchanged, in one file
+            assert [(c.path.name, c.epoch, c.from_offset)
+                    for c in kept_cuts.kept_cuts(replica.layout.truncated_dir)] == [
+                        (f"2-{point}.log", 2, point)]
+            assert kept_records(replica) == tail
+            assert len(tail) == 2 * ghosts
             assert replica.commitlog.max_offset == point
             # epochs that began at or after the cut go, as a cut at start drops them
             assert replica.epochs.entries == ([EpochEntry(1, 0)] if point else [])
@@ -120,6 +155,8 @@ def test_a_cut_that_fails_half_way_is_made_at_the_next_start(
     again.set_batch_topic("Bcq")
     assert again.commitlog.max_offset == point
     assert truncation.pending(again.layout) is None
+    # kept once, before the failed cut; not again by the start that made it
+    assert len(kept_records(again)) == 60
     again.append_replicated(point, wire[point:])
     assert snapshot(again) == expected
 

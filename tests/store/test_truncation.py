@@ -27,3 +27,20 @@ def test_a_damaged_request_stops_the_start_naming_the_file(tmp_path: Path) -> No
     layout.truncation_file.write_bytes(b"12x\n")
     with pytest.raises(truncation.TruncationError, match=r"truncateTo.*not a commit-log offset"):
         truncation.pending(layout)
+
+
+def test_a_kept_tail_is_noted_in_the_request_and_a_deeper_cut_keeps_again(
+        tmp_path: Path) -> None:
+    layout = StoreLayout(tmp_path)
+    truncation.request(layout, 900)
+    assert not truncation.kept(layout)
+    truncation.note_kept(layout, 900, "2-900.log")
+    assert (truncation.pending(layout), truncation.kept(layout)) == (900, True)
+    truncation.request(layout, 1200)  # shallower: the kept tail still covers it
+    assert truncation.kept(layout)
+    truncation.request(layout, 300)  # deeper: the bytes from 300 are not kept yet
+    assert (truncation.pending(layout), truncation.kept(layout)) == (300, False)
+    truncation.note_kept(layout, 300, None)
+    assert truncation.kept(layout)
+    truncation.clear(layout)
+    assert not truncation.kept(layout)

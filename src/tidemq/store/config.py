@@ -84,6 +84,10 @@ class StoreConfig:
     clean_resource_interval: int = 10_000
     #: The most commit-log segments one retention pass deletes.
     delete_file_batch_max: int = 10
+    #: TideMQ: the most bytes of records one cut of the commit log keeps in
+    #: ``truncated/`` (an old master's divergent tail, docs/replication.md); the records
+    #: beyond are named in a warning and gone with the cut.
+    kept_cut_max_bytes: int = 1024 * 1024 * 1024
     #: Index messages by key and by unique key (``queryMsgByKey``, ``queryMsgByUniqueKey``).
     message_index_enable: bool = True
     #: Hash slots of each index file; with ``maxIndexNum`` fixes its size.
@@ -167,6 +171,8 @@ class StoreConfig:
                               key="commitLogWarmAhead")
         if self.lmq_cached_queues < 1:
             raise ConfigError("lmqCachedQueues must be at least 1", key="lmqCachedQueues")
+        if self.kept_cut_max_bytes < 0:
+            raise ConfigError("keptCutMaxBytes must be 0 or more", key="keptCutMaxBytes")
         if self.lmq_known_queues < 0:
             raise ConfigError("lmqKnownQueues must not be negative", key="lmqKnownQueues")
         if self.dispatch_on_append_records < 0:

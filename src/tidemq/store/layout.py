@@ -11,6 +11,7 @@
       config/                                    broker metadata (topics, offsets, ...),
                                                  deletedTopics.json (store.deleted_topics)
       convert/<topic>/                           staging of an offline queue conversion
+      truncated/<epoch>-<fromOffset>.log         tails cut off the commit log, kept
       checkpoint                                 RocketMQ's StoreCheckpoint, TideMQ's
                                                  flushed/dispatched positions after it
       abort                                      present while running: absent = clean shutdown
@@ -92,6 +93,11 @@ class StoreLayout:
     def truncation_file(self) -> Path:
         """A cut of the commit log the next recovery makes (``tidemq.store.truncation``)."""
         return self.root / "truncateTo"
+
+    @property
+    def truncated_dir(self) -> Path:
+        """The tails cut off the commit log, kept (``tidemq.store.kept_cuts``)."""
+        return self.root / "truncated"
 
     def commitlog_segment(self, base_offset: int) -> Path:
         return self.commitlog_dir / segment_name(base_offset)

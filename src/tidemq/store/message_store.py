@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from tidemq.errors import CorruptRecord, StoreReadOnly
 from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import HostAddr, Record, decode_record
-from tidemq.store import truncation
+from tidemq.store import kept_cuts, truncation
 from tidemq.store.append import MessageInput
 from tidemq.store.appender import Appender, AppendHook, wall_clock_ms
 from tidemq.store.checkpoint import Checkpoint, Origin, StoreLock
@@ -123,6 +123,8 @@ class MessageStore:
             self._note_checkpoint(checkpoint)
             cut_at = truncation.pending(self.layout)
             self.epochs.load()
+            if cut_at is not None:
+                self._keep_cut(cut_at)  # before anything is cut
             if self.index is not None:
                 self.index.load()
                 if not clean or cut_at is not None:  # trust only what the checkpoint flushed
@@ -301,6 +303,7 @@ class MessageStore:
         if offset >= end:
             return 0
         truncation.request(self.layout, offset)
+        self._keep_cut(offset)
         # one checkpoint writer at a time: none the housekeeper took before the cut may
         # land after it (nor race it for the checkpoint's temporary file)
         with self._checkpointing:
@@ -330,6 +333,19 @@ class MessageStore:
             finally:
                 dispatcher.resume()
         return end - offset
+
+    def _keep_cut(self, offset: int) -> None:
+        """Copy the records of the tail a pending cut at ``offset`` drops into
+        ``truncated/`` and note it in the request, unless a run killed after that step
+        already did (the log may be cut in part since)."""
+        if truncation.kept(self.layout):
+            return
+        limit = self.config.kept_cut_max_bytes
+        kept = kept_cuts.keep(self.commitlog.segments, self.layout.truncated_dir, offset,
+                              kept_cuts.epoch_at(self.epochs.entries, offset), limit,
+                              self.config.check_crc_on_recover)
+        truncation.note_kept(self.layout, offset, kept.path.name if kept.path else None)
+        kept_cuts.report(offset, kept, limit)
 
     @property
     def replica_log(self) -> ReplicaLog | None:

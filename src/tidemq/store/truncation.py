@@ -10,6 +10,12 @@ only then removes the file. A process killed in between finds the request again 
 makes the same cut: it is idempotent. A running replica cuts at once instead
 (:meth:`MessageStore.cut_tail <tidemq.store.message_store.MessageStore.cut_tail>`),
 with the request written first and removed last in the same way.
+
+Before either cuts, the records of the tail are copied out
+(:mod:`tidemq.store.kept_cuts`) and the request is rewritten with a second line
+``kept <file>`` (or ``kept -`` when the tail held no whole record): a start that finds
+that line makes the cut without copying again, since the log may already be cut in
+part; a start that does not copies the tail, which is still whole, again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from tidemq.errors import TideMQError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["TruncationError", "clear", "pending", "request"]
+__all__ = ["TruncationError", "clear", "kept", "note_kept", "pending", "request"]
 
 
 class TruncationError(TideMQError):
@@ -40,11 +46,27 @@ def pending(layout: StoreLayout) -> int | None:
     path = layout.truncation_file
     if not path.exists():
         return None
-    text = path.read_bytes().decode("ascii", "replace").strip()
+    lines = path.read_bytes().decode("utf-8", "replace").splitlines() or [""]
+    text = lines[0].strip()
     if not text.isdigit():
         raise TruncationError(f"{path}: {text[:40]!r} is not a commit-log offset; remove the "
                               "file to start without the cut, or write the offset into it")
     return int(text)
+
+
+def note_kept(layout: StoreLayout, offset: int, name: str | None) -> None:
+    """Record that the tail from ``offset`` has been kept (in ``name``, or had nothing to
+    keep); the cut may begin once this returns."""
+    atomic_write(layout.truncation_file, f"{offset}\nkept {name or '-'}\n".encode())
+
+
+def kept(layout: StoreLayout) -> bool:
+    """Whether the pending cut's tail has already been kept (:func:`note_kept`)."""
+    path = layout.truncation_file
+    if not path.exists():
+        return False
+    lines = path.read_bytes().decode("utf-8", "replace").splitlines()
+    return len(lines) > 1 and lines[1].startswith("kept ")
 
 
 def clear(layout: StoreLayout) -> None:

@@ -26,8 +26,8 @@ def human(cluster: ThreadedCluster, *args: str) -> str:
     (("updateTopic", "-t", "cloned_lower"),
      ("cloneGroupOffset", "-s", "src_lower", "-d", "dest_lower", "-t", "cloned_lower"),
      "srcGroup[src_lower], destGroup=[dest_lower], topic[cloned_lower]"),
-    (("updateKvConfig", "-s", "app_lower", "-k", "color", "-v", "blue"),
-     ("getKvConfig", "-s", "app_lower"), "kv config [app_lower]"),
+    (("updateKvConfig", "-s", "app_lower", "-k", "color", "-v", "[blue]"),
+     ("getKvConfig", "-s", "app_lower"), "color [blue]"),
 ], ids=["deleteTopic", "deleteSubGroup", "cloneGroupOffset", "getKvConfig"])
 def test_a_lower_case_name_in_brackets_is_printed(cluster: ThreadedCluster,
                                                   setup: tuple[str, ...],

@@ -5,6 +5,7 @@ messages sent before a move stay readable at their offsets."""
 from __future__ import annotations
 
 import json
+import re
 
 from tests.cli.conftest import ThreadedCluster
 from tests.cli.test_admin_cli import admin
@@ -29,6 +30,12 @@ def test_update_and_remap_a_static_topic(cluster: ThreadedCluster) -> None:
     same = run(cluster, "updateStaticTopic", "-t", "StaticOrders", "-qn", "2", "-c",
                "DefaultCluster")
     assert "StaticOrders has 2 queues already: nothing changed." in flat(same.stdout)
+    lines = same.stdout.splitlines()
+    assert re.fullmatch(r"StaticOrders \(epoch \d+, 2/2 writable\)", lines[-4]), lines
+    assert lines[-3:] == [
+        "#brokerName  #MessageQueue                            #LogicalQueue(range)  #QueueStatus",
+        "broker-a     MessageQueue(StaticOrders, broker-a, 0)  LogicalQueue(0, 0-)   NORMAL",
+        "broker-a     MessageQueue(StaticOrders, broker-a, 1)  LogicalQueue(1, 0-)   NORMAL"]
     grown = admin(cluster, "updateStaticTopic", "-t", "StaticOrders", "-qn", "3", "-c",
                   "DefaultCluster")
     assert (grown["total"], grown["writable"]) == (3, 3)

@@ -4,6 +4,7 @@ real two-broker cluster (:class:`tests.cli.conftest.ThreadedCluster`)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +73,13 @@ def test_create_query_migrate_and_resume(cluster: ThreadedCluster, tmp_path: Pat
     assert route["queueDatas"][0]["readQueueNums"] == 3
     assert send(cluster, "CliLogical", 0, 5) == [0, 1, 2, 3, 4]
 
-    table = run(cluster, "queryLogicalQueueMapping", "-t", "CliLogical").stdout
-    for column in ("brokerName", "MessageQueue", "LogicalQueue(range)", "QueueStatus"):
-        assert column in table
-    assert "MessageQueue(CliLogical, broker-a, 0)" in table
-    assert "LogicalQueue(0, 0-)" in table and "NORMAL" in table
+    table = run(cluster, "queryLogicalQueueMapping", "-t", "CliLogical").stdout.splitlines()
+    assert re.fullmatch(r"CliLogical \(epoch \d+, 3/3 writable\)", table[0]), table
+    assert table[1:] == [
+        "#brokerName  #MessageQueue                          #LogicalQueue(range)  #QueueStatus",
+        "broker-a     MessageQueue(CliLogical, broker-a, 0)  LogicalQueue(0, 0-)   NORMAL",
+        "broker-a     MessageQueue(CliLogical, broker-a, 1)  LogicalQueue(1, 0-)   NORMAL",
+        "broker-a     MessageQueue(CliLogical, broker-a, 2)  LogicalQueue(2, 0-)   NORMAL"]
 
     steps = run(cluster, "migrateLogicalQueue", "-t", "CliLogical", "-q", "0",
                 "-b", "broker-b").stdout
@@ -87,9 +90,10 @@ def test_create_query_migrate_and_resume(cluster: ThreadedCluster, tmp_path: Pat
     assert lines[2].startswith("committed: LogicalQueue(0) continues at 5 on "
                                "MessageQueue(CliLogical, broker-b, 0)")
     assert send(cluster, "CliLogical", 0, 2) == [5, 6]  # contiguous across the cut
-    table = run(cluster, "queryLogicalQueueMapping", "-t", "CliLogical").stdout
-    assert "LogicalQueue(0, 0-4)" in table and "READONLY" in table
-    assert "LogicalQueue(0, 5-)" in table
+    table = run(cluster, "queryLogicalQueueMapping", "-t", "CliLogical").stdout.splitlines()
+    assert table[2:4] == [
+        "broker-a     MessageQueue(CliLogical, broker-a, 0)  LogicalQueue(0, 0-4)  READONLY",
+        "broker-b     MessageQueue(CliLogical, broker-b, 0)  LogicalQueue(0, 5-)   NORMAL"]
 
     again = run(cluster, "migrateLogicalQueue", "-t", "CliLogical", "-q", "0", "-b",
                 "broker-b").stdout

@@ -19,7 +19,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from tidemq.client import AdminClient
 from tidemq.client.config import (
@@ -37,7 +36,7 @@ from tidemq.errors import TideMQError
 __all__ = ["AccessKey", "JsonFlag", "Namesrv", "SecretKey", "TlsCa", "TlsCert", "TlsKey",
            "Topic", "UseTls", "client_tls", "console_err", "console_out", "emit_json",
            "format_ms", "parse_bool", "parse_time_ms", "print_columns", "run_admin",
-           "set_account", "set_tls", "table_of"]
+           "set_account", "set_tls"]
 
 T = TypeVar("T")
 
@@ -152,18 +151,6 @@ def run_admin(namesrv: str, action: Callable[[AdminClient], Awaitable[T]]) -> T:
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-
-
-def table_of(title: str, columns: Iterable[str], rows: Iterable[Iterable[object]],
-           right: Iterable[str] = ()) -> Table:
-    table = Table(title=title)
-    aligned = set(right)
-    for col in columns:
-        table.add_column(col, justify="right" if col in aligned else "left",
-                         no_wrap=col.lower().endswith("msgid"))
-    for row in rows:
-        table.add_row(*(escape(str(v)) for v in row))
-    return table
 
 
 def print_columns(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:

@@ -29,8 +29,8 @@ from tidemq.cli.commands.admin_common import (
     Topic,
     console_out,
     emit_json,
+    print_columns,
     run_admin,
-    table_of,
 )
 from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
@@ -41,7 +41,7 @@ from tidemq.formats.logical_mapping import TopicMapping
 __all__ = ["register"]
 
 #: queryLogicalQueueMapping's columns.
-COLUMNS = ("brokerName", "MessageQueue", "LogicalQueue(range)", "QueueStatus")
+COLUMNS = ("#brokerName", "#MessageQueue", "#LogicalQueue(range)", "#QueueStatus")
 
 Brokers = Annotated[str | None, typer.Option(
     "-b", "--brokers", help="Broker names, comma separated.")]
@@ -95,9 +95,9 @@ def _show(mapping: TopicMapping, said: str, json_out: bool) -> None:
         return
     out = console_out()
     out.print(escape(said))
-    out.print(table_of(f"{mapping.topic} (epoch {mapping.epoch}, "
-                       f"{len(writable(mapping))}/{mapping.total} writable)",
-                       COLUMNS, mapping.table()))
+    out.print(f"{mapping.topic} (epoch {mapping.epoch}, "
+              f"{len(writable(mapping))}/{mapping.total} writable)", markup=False, soft_wrap=True)
+    print_columns(COLUMNS, mapping.table())
 
 
 async def _existing(lqa: LogicalQueueAdmin, admin: AdminClient, topic: str) -> bool:

@@ -39,8 +39,8 @@ from tidemq.cli.commands.admin_common import (
     Topic,
     console_out,
     emit_json,
+    print_columns,
     run_admin,
-    table_of,
 )
 from tidemq.client import AdminClient
 from tidemq.client.config import DEFAULT_NAMESRV
@@ -50,7 +50,7 @@ from tidemq.formats.logical_mapping import TopicMapping
 
 __all__ = ["create_logical_topic", "register"]
 
-COLUMNS = ("brokerName", "MessageQueue", "LogicalQueue(range)", "QueueStatus")
+COLUMNS = ("#brokerName", "#MessageQueue", "#LogicalQueue(range)", "#QueueStatus")
 
 Cluster = Annotated[str | None, typer.Option(
     "-c", "--cluster", help="Only this cluster's masters (default: every cluster's).")]
@@ -66,9 +66,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _print_mapping(mapping: TopicMapping) -> None:
-    console_out().print(table_of(f"{mapping.topic} (epoch {mapping.epoch}, "
-                        f"{len(writable(mapping))}/{mapping.total} writable)",
-                        COLUMNS, mapping.table()))
+    console_out().print(f"{mapping.topic} (epoch {mapping.epoch}, "
+                        f"{len(writable(mapping))}/{mapping.total} writable)", markup=False,
+                        soft_wrap=True)
+    print_columns(COLUMNS, mapping.table())
 
 
 def _summary(mapping: TopicMapping) -> dict[str, Any]:

@@ -1,9 +1,12 @@
-"""``tidemq store``: offline verification, dumps and queue conversion of a store directory.
+"""``tidemq store``: offline verification, dumps, kept cuts and queue conversion of a store
+directory.
 
 ``verify`` and ``dump`` read the files without starting the store or taking its lock;
 ``verify --repair`` takes the lock (the broker must be stopped), copies damaged commit-log
 bytes to ``quarantine/`` and rebuilds every consume queue, the key index and the LMQ
 entries from the commit log.
+``cuts`` lists the tails an old master cut off its commit log and kept in ``truncated/``
+(:mod:`tidemq.store.kept_cuts`) and prints their messages to resend them.
 ``convert-cq`` rebuilds a topic's consume queues as batch consume queues (RIP-26); it
 takes the lock, so the broker must be stopped. Humans get tables (and a progress bar on
 large directories); ``--json`` prints one JSON document on stdout for scripts. ``verify``
@@ -49,6 +52,7 @@ from tidemq.store.inspect import (
     dump_records,
     verify,
 )
+from tidemq.store.kept_cuts import KeptCutError, kept_cuts, kept_messages, read_kept
 from tidemq.store.layout import StoreLayout
 from tidemq.store.repair import repair
 
@@ -354,6 +358,88 @@ def _dump_checkpoint(directory: Path, json_out: bool) -> None:
     table.add_row("abort marker", "present" if dump.abort_marker else "absent")
     table.add_row("lock", "held by a running broker" if dump.in_use else "free")
     _out().print(table)
+
+
+# ---------------------------------------------------------------------- cuts
+
+
+@app.command("cuts")
+def cuts_command(
+    directory: Directory,
+    messages: Annotated[bool, typer.Option(
+        "--messages", help="Print every kept message (topic, queue, msgId, keys, body).")]
+    = False,
+    file: Annotated[str | None, typer.Option(
+        "--file", metavar="NAME", help="Only this kept file (<epoch>-<fromOffset>.log).")]
+    = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """List the tails cut off the commit log and kept in truncated/ (an old master's
+    divergent tail), or print their messages to resend them."""
+    layout = StoreLayout(directory)
+    found = [c for c in kept_cuts(layout.truncated_dir) if file in (None, c.path.name)]
+    if file is not None and not found:
+        _err().print(f"[red]error:[/red] no kept cut {escape(file)} in "
+                     f"{escape(str(layout.truncated_dir))}")
+        raise typer.Exit(2)
+    try:
+        if messages:
+            _print_kept_messages(found, json_out)
+        else:
+            _print_kept_cuts(found, json_out)
+    except KeptCutError as exc:
+        _err().print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+def _print_kept_cuts(found: list[Any], json_out: bool) -> None:
+    rows = []
+    for cut in found:
+        recs = list(read_kept(cut.path))
+        rows.append({"file": str(cut.path), "epoch": cut.epoch, "from_offset": cut.from_offset,
+                     "records": len(recs), "bytes": cut.size,
+                     "first_stored": min((r.store_timestamp for r in recs), default=0),
+                     "last_stored": max((r.store_timestamp for r in recs), default=0)})
+    if json_out:
+        _emit_json(rows)
+        return
+    if not rows:
+        _out().print("no kept cuts: the commit log of this store was never cut")
+        return
+    table = Table(title="tails cut off the commit log, kept")
+    for col in ("file", "epoch", "from offset", "records", "bytes", "first stored",
+                "last stored"):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for r in rows:
+        table.add_row(escape(str(r["file"])), str(r["epoch"]), str(r["from_offset"]),
+                      str(r["records"]), str(r["bytes"]), _when(int(r["first_stored"])),
+                      _when(int(r["last_stored"])))
+    _out().print(table)
+
+
+def _print_kept_messages(found: list[Any], json_out: bool) -> None:
+    if json_out:
+        _emit_json([{"file": cut.path.name, **m.to_dict()}
+                    for cut in found for m in kept_messages(cut.path)])
+        return
+    table = Table(title="messages of the kept cuts")
+    for col in ("file", "phys", "topic", "queue", "msgId", "keys", "tags", "stored", "body"):
+        table.add_column(col, justify="right" if col in ("phys", "queue") else "left")
+    for cut in found:
+        for m in kept_messages(cut.path):
+            table.add_row(escape(cut.path.name), str(m.phys), escape(m.topic),
+                          str(m.queue_id), m.msg_id, escape(m.keys), escape(m.tags),
+                          _when(m.store_timestamp), escape(_body_text(m.body)))
+    _out().print(table)
+
+
+def _body_text(body: bytes, width: int = 60) -> str:
+    """The body as text when it is UTF-8, else its size; cut to ``width`` characters."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(body)} bytes, not UTF-8: use --json>"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # ---------------------------------------------------------------------- convert-cq

@@ -1,0 +1,92 @@
+"""``tidemq store cuts``: the tails a requested cut kept, listed and printed message by
+message, as an operator reads them to resend them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from tests.cli.runner import CliRunner
+
+from tidemq.cli.main import app
+from tidemq.formats.properties import encode_properties
+from tidemq.store import truncation
+from tidemq.store.config import StoreConfig
+from tidemq.store.layout import StoreLayout
+from tidemq.store.message_store import MessageInput, MessageStore
+
+runner = CliRunner()
+
+
+def _config(root: Path) -> StoreConfig:
+    return StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=4096,
+                       mapped_file_size_consume_queue=20 * 16, max_hash_slot_num=16,
+                       max_index_num=64)
+
+
+@pytest.fixture
+def cut(tmp_path: Path) -> tuple[Path, int]:
+    """A store of 12 messages whose last 4 were cut off by a requested cut at start."""
+    root = tmp_path / "store"
+    phys = []
+    with MessageStore(_config(root)) as store:
+        for i in range(12):
+            props = encode_properties({"UNIQ_KEY": f"U{i}", "KEYS": f"order-{i}", "TAGS": "t"})
+            body = f"body {i}".encode() if i != 11 else b"\xff\xfe"
+            phys.append(store.put("Orders", i % 2, MessageInput(body, props)).phys_offsets[0])
+    truncation.request(StoreLayout(root), phys[8])
+    with MessageStore(_config(root)) as store:
+        assert store.commitlog.max_offset == phys[8]
+    return root, phys[8]
+
+
+def test_the_kept_cuts_are_listed(cut: tuple[Path, int]) -> None:
+    root, at = cut
+    result = runner.invoke(app, ["store", "cuts", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (Path(row["file"]).name, row["epoch"], row["from_offset"], row["records"]) == (
+        f"0-{at}.log", 0, at, 4)
+    table = runner.invoke(app, ["store", "cuts", str(root)], env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.output
+    assert f"0-{at}.log" in table.stdout
+
+
+def test_the_kept_messages_are_printed_to_resend(cut: tuple[Path, int]) -> None:
+    root, at = cut
+    result = runner.invoke(app, ["store", "cuts", str(root), "--messages", "--json"])
+    assert result.exit_code == 0, result.output
+    messages = json.loads(result.stdout)
+    assert [(m["topic"], m["queue_id"], m["msg_id"], m["keys"]) for m in messages] == [
+        ("Orders", i % 2, f"U{i}", f"order-{i}") for i in range(8, 12)]
+    assert [base64.b64decode(m["body"]) for m in messages] == [
+        b"body 8", b"body 9", b"body 10", b"\xff\xfe"]
+    assert messages[0]["phys"] == at
+    table = runner.invoke(app, ["store", "cuts", str(root), "--messages"],
+                           env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.output
+    assert "order-9" in table.stdout and "body 9" in table.stdout
+    assert "not UTF-8" in table.stdout
+
+
+def test_a_store_never_cut_and_an_unknown_file(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with MessageStore(_config(root)) as store:
+        store.put("Orders", 0, MessageInput(b"x"))
+    result = runner.invoke(app, ["store", "cuts", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "never cut" in result.stdout
+    missing = runner.invoke(app, ["store", "cuts", str(root), "--file", "1-0.log"])
+    assert missing.exit_code == 2
+    assert "no kept cut 1-0.log" in missing.stderr
+
+
+def test_a_damaged_kept_file_is_an_error_naming_it(cut: tuple[Path, int]) -> None:
+    root, at = cut
+    path = StoreLayout(root).truncated_dir / f"0-{at}.log"
+    path.write_bytes(path.read_bytes()[:-3])
+    result = runner.invoke(app, ["store", "cuts", str(root), "--messages"])
+    assert result.exit_code == 2
+    assert f"0-{at}.log" in result.stderr

@@ -302,8 +302,11 @@ class PullConsumer(ConsumerRole):
         return ofs.read_offset(answer.response, address=answer.address)
 
     async def _initial_offset(self, queue: MessageQueue) -> tuple[int, bool]:
-        """Where ``queue`` starts, and whether that is the group's committed offset."""
-        committed = await self.committed(queue)
+        """Where ``queue`` starts, and whether that is the group's offset (its committed
+        one, or the broker's 0 for a young queue)."""
+        answer = await member_request(
+            self.instance, queue, lambda: ofs.start_query_request(self._group, queue))
+        committed = ofs.read_committed(answer.response, address=answer.address)
         if committed is not None and committed >= 0:
             return committed, True
         plan = ofs.start_offset_request(queue, self.consume_from, self.consume_timestamp)

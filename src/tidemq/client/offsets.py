@@ -14,7 +14,12 @@ request                                answer
 32 GET_EARLIEST_MSG_STORETIME          ext ``timestamp``
 =====================================  ===========================================
 
-Where a queue without a committed offset starts (:func:`start_offset_request`, Java
+Where a consumer starts a queue: it asks the broker with :func:`start_query_request`,
+which leaves ``setZeroIfNotFound`` out as RocketMQ's consumers do; the broker answers
+the group's committed offset, else 0 when the queue is young (its min offset is 0 and
+message 0 is still held), else 22 QUERY_NOT_FOUND. So a new group reads a young queue
+from its first message whatever its ``ConsumeFromWhere``. Only on 22 does the
+``ConsumeFromWhere`` choose (:func:`start_offset_request`, Java
 ``computePullFromWhere``): ``CONSUME_FROM_LAST_OFFSET`` -> GET_MAX_OFFSET, but offset 0
 for a retry topic (``%RETRY%<group>``: its messages are all meant for the group);
 ``CONSUME_FROM_FIRST_OFFSET`` -> GET_MIN_OFFSET; ``CONSUME_FROM_TIMESTAMP`` ->
@@ -59,6 +64,7 @@ __all__ = [
     "read_timestamp",
     "search_offset_request",
     "start_offset_request",
+    "start_query_request",
     "update_offset_request",
 ]
 
@@ -73,9 +79,22 @@ def check_success(response: RemotingCommand, *, address: str) -> None:
 
 
 def query_offset_request(group: str, queue: MessageQueue) -> RemotingCommand:
+    """What ``group`` committed for ``queue``: ``setZeroIfNotFound=false``, so that a
+    group without an offset reads as none."""
     header = QueryConsumerOffsetRequestHeader(
         consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
         set_zero_if_not_found=False, broker_name=queue.broker_name,
+    )
+    return RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
+
+
+def start_query_request(group: str, queue: MessageQueue) -> RemotingCommand:
+    """Where a consumer of ``group`` resumes ``queue``: the query without
+    ``setZeroIfNotFound``, as RocketMQ's consumers send it, so that a group without an
+    offset is answered 0 for a young queue (see the module docstring)."""
+    header = QueryConsumerOffsetRequestHeader(
+        consumer_group=group, topic=queue.topic, queue_id=queue.queue_id,
+        broker_name=queue.broker_name,
     )
     return RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
 

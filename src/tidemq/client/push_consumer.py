@@ -435,7 +435,7 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
                 # One RPC per broker for a rebalance's queues; the master's answer, or a
                 # replica's while the master is down.
                 answer = await member_request(
-                    inst, mq, lambda: ofs.query_offset_request(self._group, mq))
+                    inst, mq, lambda: ofs.start_query_request(self._group, mq))
                 committed = ofs.read_committed(answer.response, address=answer.address)
                 if committed is not None and committed >= 0:
                     pq.fetch_offset = pq.committed = committed

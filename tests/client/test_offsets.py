@@ -1,0 +1,119 @@
+"""Where a new consumer group starts a queue, against a real broker: like RocketMQ's
+consumers, TideMQ's ask the broker without ``setZeroIfNotFound``, so a young queue (its
+message 0 still held) is read from message 0 whatever the ``ConsumeFromWhere``; only
+when the broker has no answer does the ``ConsumeFromWhere`` choose."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tidemq.client import (
+    AdminClient,
+    ClientConfig,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    PushOptions,
+)
+from tidemq.client.offsets import query_offset_request, read_committed, start_query_request
+from tidemq.errors import TideMQError
+from tidemq.testing import Cluster
+
+LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+STAMP = ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+OPTIONS = PushOptions(rebalance_interval=1.0, persist_consumer_offset_interval=0.2,
+                      handover_delay=0.0)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with Cluster(tmp_path) as running:
+        yield running
+
+
+def _config(cluster: Cluster, name: str) -> ClientConfig:
+    return ClientConfig(namesrv_addr=(cluster.namesrv_addr,), instance_name=name,
+                        long_polling_timeout=1.0, pull_error_backoff=0.1)
+
+
+async def _topic_with(cluster: Cluster, topic: str, bodies: list[str]) -> None:
+    """``topic`` with one queue holding ``bodies``, routed by the name server."""
+    async with AdminClient(config=_config(cluster, "admin")) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        async with asyncio.timeout(10):
+            while True:
+                with contextlib.suppress(TideMQError):
+                    if (await admin.topic_route(topic)).queue_datas:
+                        break
+                await asyncio.sleep(0.02)
+    async with Producer("start-producer", config=_config(cluster, "p")) as producer:
+        for body in bodies:
+            await producer.send(Message(topic, body.encode()))
+
+
+@pytest.mark.parametrize("consume_from", [LAST, STAMP])
+async def test_a_new_push_group_reads_a_young_queue_from_its_first_message(
+        cluster: Cluster, consume_from: ConsumeFromWhere) -> None:
+    bodies = [f"m{i}" for i in range(5)]
+    await _topic_with(cluster, "Young", bodies)
+    got: list[str] = []
+    all_in = asyncio.Event()
+
+    async def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.body.decode() for m in msgs)
+        if len(got) >= len(bodies):
+            all_in.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    stamp = int(time.time() * 1000) + 60_000 if consume_from is STAMP else None
+    consumer = PushConsumer("young-push", config=_config(cluster, "c"), listener=listen,
+                            options=OPTIONS, consume_from=consume_from,
+                            consume_timestamp=stamp)
+    consumer.subscribe("Young")
+    async with consumer:
+        async with asyncio.timeout(20):
+            await all_in.wait()
+    assert got == bodies
+
+
+async def test_a_new_pull_group_reads_a_young_queue_from_its_first_message(
+        cluster: Cluster) -> None:
+    bodies = [f"p{i}" for i in range(4)]
+    await _topic_with(cluster, "YoungPull", bodies)
+    got: list[str] = []
+    async with PullConsumer("young-pull", config=_config(cluster, "c"),
+                            consume_from=LAST) as consumer:
+        consumer.subscribe("YoungPull")
+        async with asyncio.timeout(20):
+            while len(got) < len(bodies):
+                got += [m.body.decode() for m in await consumer.poll(timeout=0.5)]
+        queue = MessageQueue("YoungPull", "broker-a", 0)
+        assert await consumer.committed(queue) is None  # no offset is made up for it
+    assert got == bodies
+
+
+async def test_the_two_queries_differ_only_for_a_group_without_an_offset(
+        cluster: Cluster) -> None:
+    await _topic_with(cluster, "Ask", ["a0"])
+    queue = MessageQueue("Ask", "broker-a", 0)
+    async with AdminClient(config=_config(cluster, "asker")) as admin:
+        addr = await admin.instance.master_address(queue)
+
+        async def ask(build: object) -> int | None:
+            cmd = build("new-group", queue)  # type: ignore[operator]
+            return read_committed(await admin.instance.request(addr, cmd), address=addr)
+
+        assert await ask(query_offset_request) is None
+        assert await ask(start_query_request) == 0
+

@@ -7,7 +7,8 @@ inSyncReplicas 2), a real client.
   acknowledged by it without a restart, and every message acknowledged before the kill
   is read back from it exactly once, in order;
 * the old master, given a tail nobody else holds and started again, cuts that tail
-  through recovery, takes the new master's epochs and copies its log;
+  through recovery, keeping exactly the records it cuts in ``truncated/``, takes the
+  new master's epochs and copies its log;
 * with two of the three controllers killed nobody is elected, and the master stops
   acknowledging once its lease lapses; with a controller back it is master again, in
   the same epoch.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from pathlib import Path
 
 from tests.broker import wire
 from tests.crash.broker_process import BrokerProcess
@@ -38,11 +40,39 @@ from tests.namesrv.controller.processes import ControllerProcess
 from tidemq.client import AdminClient, ClientConfig, Message, Producer
 from tidemq.client.controller_admin import ControllerAdmin, broker_epoch_cache
 from tidemq.errors import ResponseCode, TideMQError
+from tidemq.store import kept_cuts
 from tidemq.store.config import StoreConfig
+from tidemq.store.layout import StoreLayout
+from tidemq.store.log_scan import End, walk
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.types import MessageQueue, SendStatus
 
 __all__ = ["brokers", "namesrvs"]  # fixtures
+
+
+def _records(store: MessageStore) -> list[tuple[int, bytes]]:
+    """Every record of the store's commit log: its offset and its bytes."""
+    out = []
+    for step in walk(store.commitlog.segments, store.commitlog.min_offset):
+        if isinstance(step, End):
+            return out
+        assert isinstance(step, tuple), step
+        offset, rec = step
+        seg = store.commitlog.segment_for(offset)
+        assert seg is not None
+        out.append((offset, bytes(seg.mm[offset - seg.base : offset - seg.base
+                                         + rec.total_size])))
+    return out
+
+
+def _kept_records(path: object) -> list[tuple[int, bytes]]:
+    """Every record of a kept cut: where the log held it and its bytes."""
+    assert isinstance(path, Path)
+    data, out, pos = path.read_bytes(), [], 0
+    for rec in kept_cuts.read_kept(path):
+        out.append((rec.physical_offset, data[pos : pos + rec.total_size]))
+        pos += rec.total_size
+    return out
 
 
 async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
@@ -109,10 +139,13 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
         store = MessageStore(StoreConfig(store_path_root_dir=str(old.root),
                                          mapped_file_size_commit_log=SEGMENT))
         store.start()
-        ghost_end = 0
+        ghost_end = ghost_start = 0
         for i in range(5):
             put = store.put(TOPIC, 1, MessageInput(f"ghost{i}".encode(), b""))
+            ghost_start = ghost_start or put.phys_offsets[0]
             ghost_end = put.phys_offsets[0] + put.sizes[0]
+        assert store.wait_dispatched()
+        before = _records(store)  # the old master's whole log, each record's bytes
         store.shutdown()
         old.start()
 
@@ -126,6 +159,11 @@ async def test_kill9_of_the_master_fails_over_and_the_old_master_rejoins(
         assert [e.epoch for e in mine.epoch_list] == [1, 2]  # type: ignore[attr-defined]
         assert "diverged" in old.log(200)
         assert ghost_end > 0
+        # what the cut dropped is kept: exactly the old log's records from the cut on
+        [kept] = kept_cuts.kept_cuts(StoreLayout(old.root).truncated_dir)
+        assert kept.epoch == 1 and kept.from_offset <= ghost_start
+        assert _kept_records(kept.path) == [r for r in before if r[0] >= kept.from_offset]
+        assert f"are kept in {kept.path}" in old.log(400)
         for queue_id, bodies in acked.items():
             got = await read_queue(admin, old.addr, MessageQueue(TOPIC, GROUP, queue_id))
             assert got == bodies, f"queue {queue_id} on the returned old master"

@@ -824,6 +824,51 @@ def test_lag_counts_the_round_being_written(tmp_path: Path, dispatcher: str,
 
 
 @pytest.mark.parametrize("dispatcher", DISPATCHERS)
+def test_a_replica_s_lag_counts_from_when_it_wrote_its_master_s_bytes(
+        tmp_path: Path, dispatcher: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A replica catching up gets records its master stored long ago: the time before
+    they arrived is replication delay, which neither its dispatch lag nor the lag's
+    warning counts; a replica whose dispatch is slow is still told, in those words."""
+    clock = FakeClock()
+    master = open_store(tmp_path / "master", dispatcher, clock=clock)
+    try:
+        first = master.put(CLASSIC, 0, message(1)).sizes[0]
+        master.put(CLASSIC, 0, message(2))
+        assert master.wait_dispatched()
+        view = master.read_log(0, 1 << 20)
+        assert view is not None
+        wire = bytes(view)
+    finally:
+        master.shutdown()
+    clock.now += 5000  # the replica is five seconds behind its master
+    replica = open_store(tmp_path / "replica", dispatcher, clock=clock,
+                         dispatch_lag_warn_ms=500)
+    assert replica.dispatcher is not None
+    try:
+        replica.replica = True
+        with caplog.at_level(logging.WARNING, logger="tidemq.store.dispatch"):
+            replica.dispatcher.pause()
+            replica.append_replicated(0, wire[:first])
+            clock.now += 100
+            assert replica.dispatch_lag() == (first, 100.0)
+            replica.dispatcher.resume()
+            assert replica.wait_dispatched()
+            assert replica.dispatch_lag() == (0, 0.0)
+            assert "dispatch lag" not in caplog.text
+            replica.dispatcher.pause()
+            replica.append_replicated(first, wire[first:])
+            clock.now += 600
+            assert replica.dispatch_lag() == (len(wire) - first, 600.0)
+        assert ("dispatch lag 600 ms exceeds dispatchLagWarnMs=500 (since this replica "
+                "wrote the bytes its master sent, replication delay apart") in caplog.text
+        replica.dispatcher.resume()
+        assert replica.wait_dispatched()
+        assert replica.max_offset(CLASSIC, 0) == 2
+    finally:
+        replica.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", DISPATCHERS)
 def test_a_late_round_warns_when_dispatched(tmp_path: Path, dispatcher: str,
                                             caplog: pytest.LogCaptureFixture) -> None:
     """The round's own lag is checked when it becomes visible."""

@@ -397,7 +397,8 @@ class BrokerCollector(Collector):
         yield _gauge("tidemq_broker_dispatch_behind_bytes",
                      "Commit-log bytes not yet in the consume queues.", behind)
         yield _gauge("tidemq_broker_dispatch_lag_seconds",
-                     "Age of the oldest record not yet dispatched.", lag_ms / 1000)
+                     "Age of the oldest record not yet dispatched (on a replica: since "
+                     "it arrived).", lag_ms / 1000)
         flusher = store.flusher
         yield _gauge("tidemq_broker_flush_last_seconds", "Duration of the last commit-log flush.",
                      flusher.last_flush_ms / 1000 if flusher is not None else 0.0)

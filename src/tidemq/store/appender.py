@@ -358,6 +358,12 @@ class Appender:
             view = view[n:]
             offset += n
 
+    def note_arrival(self, end: int) -> None:
+        """Replicated bytes were written up to ``end`` (lock held): the dispatcher measures
+        the lag of the records they complete from now (see
+        :meth:`Dispatcher.note_arrival <tidemq.store.dispatch.Dispatcher.note_arrival>`)."""
+        self._live.note_arrival(end)
+
     def note_replicated(self, batch: DispatchBatch, lmq_names: Sequence[str] = (),
                         lmq_offsets: Sequence[int] = ()) -> None:
         """A replicated record's dispatch: the queue offsets, LMQ offsets and store time

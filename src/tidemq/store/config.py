@@ -121,7 +121,8 @@ class StoreConfig:
     #: Bytes of the active commit-log segment the warmer thread keeps pre-faulted ahead
     #: of the writer (0: no warmer; appends fault their pages in themselves).
     commit_log_warm_ahead: int = 32 * 1024 * 1024
-    #: Log a warning when dispatch falls behind the commit log by more than this, ms (0: never).
+    #: Log a warning when dispatch falls behind the commit log by more than this, ms (0: never);
+    #: a replica counts from when it wrote its master's bytes, not the master's store time.
     dispatch_lag_warn_ms: int = 1000
     #: LMQs whose offsets are kept in memory: the LMQ store's cache of their metadata,
     #: and each of the appender's two generations of the next offsets it handed out

@@ -538,6 +538,11 @@ class Dispatcher:
         self.lag_warn_ms = lag_warn_ms
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._last_lag_warning: float | None = None  # time.monotonic() of it
+        #: On a replica: ``(end, ms)``, the log's end after a run of its master's bytes
+        #: and this clock's time when it was written, oldest first. A replicated record's
+        #: lag counts from then: the time before it is replication delay, not dispatch's.
+        self.arrivals: deque[tuple[int, int]] = deque()
+        self._arrivals_lock = threading.Lock()
         self.error: BaseException | None = None
         self._busy = False
         self._round_start = 0  # store time of the first record of the round in hand
@@ -742,12 +747,42 @@ class Dispatcher:
     def pending_batches(self) -> int:
         return len(self.pending)
 
+    def note_arrival(self, end: int) -> None:
+        """A replica wrote its master's bytes up to ``end`` (under the append lock, before
+        it dispatches them): the records they complete lag from now on."""
+        with self._arrivals_lock:
+            self.arrivals.append((end, self._clock()))
+
+    def _arrived(self, end: int) -> int | None:
+        """When the replicated bytes of a record ending at ``end`` were written here (at
+        the latest), forgetting the runs before it; ``None`` for a record put here."""
+        with self._arrivals_lock:
+            arrivals = self.arrivals
+            while arrivals and arrivals[0][0] < end:
+                arrivals.popleft()
+            return arrivals[0][1] if arrivals else None
+
     def lag(self, written_offset: int) -> tuple[int, float]:
-        """Dispatch lag: bytes behind the written end, and ms since the oldest waiting batch
-        was stored (store timestamps are the append clock)."""
+        """Dispatch lag: bytes behind the written end, and ms since the oldest record not
+        visible yet was stored here (put, or written by a replica: see :meth:`note_arrival`)."""
+        return self._lag(written_offset)[:2]
+
+    def _lag(self, written_offset: int) -> tuple[int, float, bool]:
+        """:meth:`lag`, and whether the ms count from a replica's write of the bytes."""
         behind = max(0, written_offset - self.dispatched_offset)
         oldest = self._oldest_undispatched()
-        ms = float(max(0, self._clock() - oldest)) if oldest else 0.0
+        arrived = self._arrived(self.dispatched_offset + 1) if self.arrivals else None
+        if not oldest:
+            return behind, 0.0, False
+        since = oldest if arrived is None else arrived
+        return behind, float(max(0, self._clock() - since)), arrived is not None
+
+    def check_lag(self, written_offset: int) -> tuple[int, float]:
+        """:meth:`lag`, with :meth:`warn_if_lagging`'s warning when it is past
+        ``dispatchLagWarnMs`` (the store's housekeeper calls this: a dispatcher that is
+        stuck has no round to measure)."""
+        behind, ms, replicated = self._lag(written_offset)
+        self.warn_if_lagging(ms, replicated=replicated)
         return behind, ms
 
     def _oldest_undispatched(self) -> int:
@@ -874,13 +909,16 @@ class Dispatcher:
                 except Exception:
                     log.exception("dispatch hook failed")
         if self.lag_warn_ms:
-            self.warn_if_lagging(self._clock() - batches[0].store_timestamp)
+            first = batches[0]
+            arrived = self._arrived(first.end) if self.arrivals else None
+            since = first.store_timestamp if arrived is None else arrived
+            self.warn_if_lagging(self._clock() - since, replicated=arrived is not None)
 
-    def warn_if_lagging(self, lag_ms: float) -> bool:
+    def warn_if_lagging(self, lag_ms: float, *, replicated: bool = False) -> bool:
         """Log a warning when ``lag_ms`` passes ``lag_warn_ms`` (``dispatchLagWarnMs``), at
-        most once per :data:`LAG_WARN_EVERY` seconds; returns whether it logged. Called
-        with each round's lag and by the store's housekeeper, so a dispatcher that is
-        stuck (nothing dispatched, so no round to measure) is reported too."""
+        most once per :data:`LAG_WARN_EVERY` seconds; returns whether it logged.
+        ``replicated``: the ms count from when a replica wrote its master's bytes, which
+        the warning says (the replication delay before is not the dispatcher's)."""
         if not self.lag_warn_ms or lag_ms <= self.lag_warn_ms:
             return False
         now = time.monotonic()
@@ -888,6 +926,8 @@ class Dispatcher:
         if last is not None and now - last < LAG_WARN_EVERY:
             return False
         self._last_lag_warning = now
-        log.warning("dispatch lag %.0f ms exceeds dispatchLagWarnMs=%d (%d batches waiting)",
-                    lag_ms, self.lag_warn_ms, len(self.pending))
+        since = ("since this replica wrote the bytes its master sent, replication delay apart"
+                 if replicated else "since the records were stored")
+        log.warning("dispatch lag %.0f ms exceeds dispatchLagWarnMs=%d (%s; %d batches "
+                    "waiting)", lag_ms, self.lag_warn_ms, since, len(self.pending))
         return True

@@ -702,9 +702,7 @@ class MessageStore:
         ``flushIntervalConsumeQueue`` ms, so a stuck dispatcher is reported too."""
         if self.dispatcher is None:
             return 0, 0.0
-        behind, lag_ms = self.dispatcher.lag(self._confirm_offset())
-        self.dispatcher.warn_if_lagging(lag_ms)
-        return behind, lag_ms
+        return self.dispatcher.check_lag(self._confirm_offset())
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -197,6 +197,7 @@ class ReplicaLog:
                 self.parsed = offset
             if data:
                 self.appender.write_replicated(offset, data)
+                self.appender.note_arrival(cl.max_offset)
                 if self._may_end_a_segment(offset, data):
                     self._check_segment_ends(offset + len(data))
                 if dispatch and self.error is None:

@@ -76,7 +76,8 @@ def test_standalone_with_acl2_protects_its_name_server_with_the_brokers_users(
                            ALICE.secret_key)
         assert code == 0, out
         code, out = _admin(server, ALICE, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
-        assert code == 1 and "PUT_KV_CONFIG needs an admin account; alice is not admin" in out
+        assert code == 1 and ("PUT_KV_CONFIG needs a Super user, or action Update on resource "
+                              "Cluster:DefaultCluster; alice is a Normal user with no ACL") in out
         code, out = _admin(server, ROOT, "updateKvConfig", "-s", "ns", "-k", "k", "-v", "v")
         assert code == 0, out
         code, out = _admin(server, ROOT, "updateTopic", "-t", "Sa2", "-r", "1", "-w", "1")

@@ -68,7 +68,8 @@ async def test_copied_users_sign_name_server_requests(cluster: Cluster) -> None:
         assert resp.code == ResponseCode.QUERY_NOT_FOUND  # answered: alice is known now
         resp = await alice(put_kv)
         assert (resp.code, resp.remark) == (
-            NO_PERMISSION, "PUT_KV_CONFIG needs an admin account; alice is not admin")
+            NO_PERMISSION, "PUT_KV_CONFIG needs a Super user, or action Update on resource "
+                           "Cluster:DefaultCluster; alice is a Normal user with no ACL")
     async with Peer(ns, signed_client(Credentials("ops", "ops-secret"))) as ops:
         await ops.ok(put_kv)
     async with Peer(ns, signed_client(Credentials("ops", "wrong-secret"))) as forger:

@@ -180,7 +180,8 @@ async def test_admin_commands_pass_for_an_administrator_only(
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     answer = await ask(addr, ALICE, elect())
     assert (answer.code, answer.remark) == (
-        NO_PERMISSION, "CONTROLLER_ELECT_MASTER needs an admin account; alice is not admin")
+        NO_PERMISSION, "CONTROLLER_ELECT_MASTER needs a Super user, or action Update on resource "
+                       "Cluster:DefaultCluster; alice is a Normal user with no ACL")
     answer = await ask(addr, Credentials(OPS.access_key, "not-the-secret"), elect())
     assert (answer.code, answer.remark) == (
         NO_PERMISSION, "CONTROLLER_ELECT_MASTER needs admin: the signature of "

@@ -186,6 +186,27 @@ async def test_source_ips_and_cluster_policies(cluster: Cluster) -> None:
             assert resp.code == NO_PERMISSION
 
 
+async def test_an_administrative_refusal_names_what_acl_2_asks(cluster: Cluster) -> None:
+    """ACL 2.0 has no admin accounts: the remark names the user type and the resource and
+    action an administrative request needs, and why this user lacks them."""
+    addr = cluster.brokers[0].broker_addr
+    async with _auth(cluster) as admin:
+        auth = AuthAdmin(admin, broker_addr=addr)
+        await auth.create_user("bare", "bare-secret")
+        await auth.create_user("barred", "barred-secret")
+        await auth.create_acl("User:barred", ["Cluster:DefaultCluster"], ["Update"],
+                              decision="Deny")
+    need = ("UPDATE_AND_CREATE_TOPIC needs a Super user, or action Update on resource "
+            "Cluster:DefaultCluster; ")
+    for creds, why in ((ALICE, "alice is a Normal user whose ACL does not allow it"),
+                       (Credentials("bare", "bare-secret"), "bare is a Normal user with no ACL"),
+                       (Credentials("barred", "barred-secret"),
+                        "barred is a Normal user whose ACL denies it")):
+        async with Peer(addr, signed_client(creds)) as peer:
+            resp = await peer(wire.create_topic("Refused", 1))
+            assert (resp.code, resp.remark) == (NO_PERMISSION, need + why)
+
+
 async def test_bad_bodies_are_invalid_parameter(cluster: Cluster) -> None:
     async with Peer(cluster.brokers[0].broker_addr, signed_client(ROOT)) as root:
         for code, body, subject, why in (

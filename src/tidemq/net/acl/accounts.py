@@ -71,6 +71,9 @@ class Account:
     def is_admin(self, remote: str) -> bool:
         return self.admin
 
+    def not_admin(self, remote: str) -> str:
+        return f"an admin account; {self.access_key} is not admin"
+
     def may(self, kind: str, name: str, needed: Perm, remote: str) -> bool:
         return allows(self.topic_perm(name) if kind == "topic" else self.group_perm(name),
                       needed)

@@ -175,8 +175,8 @@ class AclGate:
         assert account is not None  # only trust by address has no account
         if need is Need.ADMIN:
             if not self._allows(account, "admin", "", Perm.NONE, remote):
-                raise Refusal("admin", f"{_code_name(code)} needs an admin account; "
-                                       f"{account.name} is not admin")
+                raise Refusal("admin", f"{_code_name(code)} needs "
+                                       f"{account.not_admin(remote)}")
             return trusted
         ext = request.ext_fields
         topics = [t for t in map(ext.get, rule.topic_keys)

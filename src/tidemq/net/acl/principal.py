@@ -39,6 +39,11 @@ class Principal(Protocol):
         """Whether it may make administrative requests."""
         ...
 
+    def not_admin(self, remote: str) -> str:
+        """What an administrative request needs and why this principal lacks it, in its
+        ACL model's words, for the refusal's remark (``is_admin`` said no)."""
+        ...
+
     def may(self, kind: str, name: str, needed: Perm, remote: str) -> bool:
         """Whether it holds ``needed`` (PUB, SUB) on ``kind`` (``topic``/``group``)
         ``name``."""

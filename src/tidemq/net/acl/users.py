@@ -66,6 +66,13 @@ class UserPrincipal:
         return self._free() or decide(self.acl, ResourceType.CLUSTER, self.cluster,
                                       Action.UPDATE, remote) is Decision.ALLOW
 
+    def not_admin(self, remote: str) -> str:
+        said = decide(self.acl, ResourceType.CLUSTER, self.cluster, Action.UPDATE, remote)
+        why = ("with no ACL" if self.acl is None else "whose ACL denies it"
+               if said is Decision.DENY else "whose ACL does not allow it")
+        return (f"a Super user, or action Update on resource Cluster:{self.cluster}; "
+                f"{self.user.username} is a {self.user.user_type.value} user {why}")
+
     def may(self, kind: str, name: str, needed: Perm, remote: str) -> bool:
         if self._free():
             return True

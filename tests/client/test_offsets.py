@@ -117,3 +117,40 @@ async def test_the_two_queries_differ_only_for_a_group_without_an_offset(
         assert await ask(query_offset_request) is None
         assert await ask(start_query_request) == 0
 
+
+
+@pytest.fixture
+async def no_memory(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A broker that counts no message as in memory: every queue is old."""
+    async with Cluster(tmp_path, broker={"access_message_in_memory_max_ratio": 0}) as running:
+        yield running
+
+
+async def test_a_new_last_offset_group_skips_an_old_queue(no_memory: Cluster) -> None:
+    await _topic_with(no_memory, "Old", ["before0", "before1"])
+    queue = MessageQueue("Old", "broker-a", 0)
+    async with AdminClient(config=_config(no_memory, "asker")) as admin:
+        addr = await admin.instance.master_address(queue)
+        answer = await admin.instance.request(addr, start_query_request("old-push", queue))
+        assert read_committed(answer, address=addr) is None  # 22: message 0 is not young
+    got: list[str] = []
+    arrived = asyncio.Event()
+
+    async def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.body.decode() for m in msgs)
+        arrived.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("old-push", config=_config(no_memory, "c"), listener=listen,
+                            options=OPTIONS, consume_from=LAST)
+    consumer.subscribe("Old")
+    async with consumer:
+        async with asyncio.timeout(20):  # no event says a queue's start was found
+            while [q["nextPullOffset"] for q in consumer.running_queues()
+                   if q["topic"] == "Old"] != [2]:
+                await asyncio.sleep(0.02)
+        async with Producer("after-producer", config=_config(no_memory, "p2")) as producer:
+            await producer.send(Message("Old", b"after"))
+        async with asyncio.timeout(20):
+            await arrived.wait()
+    assert got == ["after"]

@@ -194,8 +194,9 @@ class BrokerConfig(ServerKeys):
     slave_timeout: int = 3000
     #: Consumers may be told to pull from a replica (``suggestWhichBrokerId``).
     slave_read_enable: bool = False
-    #: With ``slaveReadEnable``: a pull reading further than this share (%) of the
-    #: machine's memory behind the log's end is told to go to a replica.
+    #: Messages further than this share (%) of the machine's memory behind the log's end
+    #: count as on disk: with ``slaveReadEnable`` a pull reading them is told to go to a
+    #: replica, and a queue whose message 0 is on disk is not young for a new group.
     access_message_in_memory_max_ratio: int = 40
     #: How often a replica copies topics, groups and offsets from its master, ms.
     slave_metadata_sync_interval: int = 10_000

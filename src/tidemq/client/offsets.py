@@ -17,7 +17,7 @@ request                                answer
 Where a consumer starts a queue: it asks the broker with :func:`start_query_request`,
 which leaves ``setZeroIfNotFound`` out as RocketMQ's consumers do; the broker answers
 the group's committed offset, else 0 when the queue is young (its min offset is 0 and
-message 0 is still held), else 22 QUERY_NOT_FOUND. So a new group reads a young queue
+message 0 is still in memory), else 22 QUERY_NOT_FOUND. So a new group reads a young queue
 from its first message whatever its ``ConsumeFromWhere``. Only on 22 does the
 ``ConsumeFromWhere`` choose (:func:`start_offset_request`, Java
 ``computePullFromWhere``): ``CONSUME_FROM_LAST_OFFSET`` -> GET_MAX_OFFSET, but offset 0

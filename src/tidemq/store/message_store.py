@@ -558,6 +558,15 @@ class MessageStore:
         cq = self.queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def physical_offset(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """Where the message at ``offset`` of the queue lies in the commit log (``None``
+        when the queue has no such entry, or is an LMQ)."""
+        if topic.startswith(LMQ_PREFIX):
+            return None
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(offset) if cq is not None else None
+        return None if entry is None else entry[0]
+
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         return self.reader.offset_by_time(topic, queue_id, timestamp)
 

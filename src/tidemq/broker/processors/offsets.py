@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 
 from tidemq.broker.context import BrokerContext
 from tidemq.broker.processors.decode import parse_header
+from tidemq.broker.young_queue import YoungQueues
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -35,6 +36,7 @@ class OffsetProcessor:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self.store = ctx.store
+        self._young = YoungQueues(ctx)
 
     def register(self, server: object) -> None:
         reg = server.register  # type: ignore[attr-defined]
@@ -50,10 +52,9 @@ class OffsetProcessor:
         offset = self.ctx.committed_offset(h.consumer_group, h.topic, h.queue_id)
         if offset is not None:
             return cmd.response(ext_fields={"offset": str(offset)})
-        # Upstream quirk (remoting.md §2.9): a young queue still holding message 0 answers 0.
-        if (h.set_zero_if_not_found is not False
-                and self.store.min_offset(h.topic, h.queue_id) == 0
-                and self.store.max_offset(h.topic, h.queue_id) > 0):
+        # Upstream quirk (remoting.md §2.9): a young queue answers 0, unless the asker
+        # says setZeroIfNotFound=false.
+        if h.set_zero_if_not_found is not False and self._young(h.topic, h.queue_id):
             return cmd.response(ext_fields={"offset": "0"})
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this"
                             " group consumer boot first")

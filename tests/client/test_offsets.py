@@ -26,11 +26,19 @@ from tidemq.client import (
     PushConsumer,
     PushOptions,
 )
-from tidemq.client.offsets import query_offset_request, read_committed, start_query_request
+from tidemq.client.maintenance_admin import delete_expired_commit_log
+from tidemq.client.offsets import (
+    min_offset_request,
+    query_offset_request,
+    read_committed,
+    read_offset,
+    start_query_request,
+)
 from tidemq.errors import TideMQError
 from tidemq.testing import Cluster
 
 LAST = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 STAMP = ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
 OPTIONS = PushOptions(rebalance_interval=1.0, persist_consumer_offset_interval=0.2,
                       handover_delay=0.0)
@@ -154,3 +162,52 @@ async def test_a_new_last_offset_group_skips_an_old_queue(no_memory: Cluster) ->
         async with asyncio.timeout(20):
             await arrived.wait()
     assert got == ["after"]
+
+
+@pytest.fixture
+async def small_segments(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Commit-log segments of 4 KiB, any of them deletable at once."""
+    async with Cluster(tmp_path, store={"mapped_file_size_commit_log": 4096,
+                                        "file_reserved_time": 0}) as running:
+        yield running
+
+
+@pytest.mark.parametrize("consume_from", [LAST, FIRST])
+async def test_a_new_group_on_a_queue_whose_first_messages_were_deleted(
+        small_segments: Cluster, consume_from: ConsumeFromWhere) -> None:
+    """No 0 from the broker: LAST starts at the max offset, FIRST at the min offset."""
+    cluster = small_segments
+    await _topic_with(cluster, "Trimmed", ["x" * 1000] * 12)
+    queue = MessageQueue("Trimmed", "broker-a", 0)
+    async with AdminClient(config=_config(cluster, "asker")) as admin:
+        addr = await admin.instance.master_address(queue)
+        deleted = await delete_expired_commit_log(admin, [addr])
+        assert deleted[addr] > 0
+        low = read_offset(await admin.instance.request(addr, min_offset_request(queue)),
+                          address=addr)
+        assert 0 < low < 12
+        answer = await admin.instance.request(addr, start_query_request("trim", queue))
+        assert read_committed(answer, address=addr) is None
+    got: list[int] = []
+    arrived = asyncio.Event()
+
+    async def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+        got.extend(m.queue_offset for m in msgs)
+        if 12 in got:
+            arrived.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("trim", config=_config(cluster, "c"), listener=listen,
+                            options=OPTIONS, consume_from=consume_from)
+    consumer.subscribe("Trimmed")
+    async with consumer:
+        if consume_from is LAST:
+            async with asyncio.timeout(20):  # no event says a queue's start was found
+                while [q["nextPullOffset"] for q in consumer.running_queues()
+                       if q["topic"] == "Trimmed"] != [12]:
+                    await asyncio.sleep(0.02)
+        async with Producer("after-producer", config=_config(cluster, "p2")) as producer:
+            await producer.send(Message("Trimmed", b"after"))
+        async with asyncio.timeout(20):
+            await arrived.wait()
+    assert got == ([12] if consume_from is LAST else list(range(low, 13)))

@@ -869,6 +869,43 @@ def test_a_replica_s_lag_counts_from_when_it_wrote_its_master_s_bytes(
 
 
 @pytest.mark.parametrize("dispatcher", DISPATCHERS)
+def test_a_replica_cut_back_counts_the_bytes_copied_again_from_their_new_arrival(
+        tmp_path: Path, dispatcher: str) -> None:
+    """A replica that cut its tail copies those offsets again: their lag counts from the
+    second copy, not from the first one, which the cut dropped."""
+    clock = FakeClock()
+    master = open_store(tmp_path / "master", dispatcher, clock=clock)
+    try:
+        first = master.put(CLASSIC, 0, message(1)).sizes[0]
+        master.put(CLASSIC, 0, message(2))
+        assert master.wait_dispatched()
+        view = master.read_log(0, 1 << 20)
+        assert view is not None
+        wire = bytes(view)
+    finally:
+        master.shutdown()
+    # no round and no housekeeping measures the lag in between (neither is due)
+    replica = open_store(tmp_path / "replica", dispatcher, clock=clock,
+                         dispatch_lag_warn_ms=0, flush_interval_consume_queue=600_000)
+    assert replica.dispatcher is not None
+    try:
+        replica.replica = True
+        replica.append_replicated(0, wire)
+        assert replica.wait_dispatched()
+        assert replica.cut_tail(first) == len(wire) - first
+        clock.now += 10_000
+        replica.dispatcher.pause()
+        replica.append_replicated(first, wire[first:])
+        clock.now += 100
+        assert replica.dispatch_lag() == (len(wire) - first, 100.0)
+        replica.dispatcher.resume()
+        assert replica.wait_dispatched()
+        assert replica.max_offset(CLASSIC, 0) == 2
+    finally:
+        replica.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", DISPATCHERS)
 def test_a_late_round_warns_when_dispatched(tmp_path: Path, dispatcher: str,
                                             caplog: pytest.LogCaptureFixture) -> None:
     """The round's own lag is checked when it becomes visible."""

@@ -753,6 +753,12 @@ class Dispatcher:
         with self._arrivals_lock:
             self.arrivals.append((end, self._clock()))
 
+    def forget_arrivals(self) -> None:
+        """The replica's log was cut: the runs noted before are gone, and the offsets they
+        covered arrive again."""
+        with self._arrivals_lock:
+            self.arrivals.clear()
+
     def _arrived(self, end: int) -> int | None:
         """When the replicated bytes of a record ending at ``end`` were written here (at
         the latest), forgetting the runs before it; ``None`` for a record put here."""

@@ -322,6 +322,7 @@ class MessageStore:
                     self.commitlog.truncate(offset)
                     self.epochs.truncate(offset)
                     dispatcher.dispatched_offset = offset
+                    dispatcher.forget_arrivals()
                     flusher.flushed_offset = min(flusher.flushed_offset, offset)
                     appender = self.appender
                     appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset

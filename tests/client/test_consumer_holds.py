@@ -130,19 +130,27 @@ async def test_a_push_consumers_caught_up_pulls_go_alone(cluster: Cluster) -> No
     that queue's pull only; no pull parent is sent again (it would be answered whole by
     the first queue with news, and every other queue pulled again)."""
     got: list[bytes] = []
+    wanted = QUEUES
     arrived = asyncio.Event()
 
     async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
         got.extend(m.body for m in msgs)
-        arrived.set()
+        if len(got) >= wanted:
+            arrived.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
+    mqs = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
+    producer = Producer("pg", config=config(cluster))
+    await producer.start()
+    # A message on every queue first: each queue's first pull is answered at once, so
+    # every queue is caught up after it, whichever queues the consumer's first parents
+    # grouped (a queue whose start was found later is pulled in a parent of its own).
+    for mq in mqs:
+        await producer.send(Message(TOPIC, f"one-{mq.queue_id}".encode()), queue=mq)
     consumer = PushConsumer("push-holds", config=config(cluster), listener=listener,
                             consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     consumer.subscribe(TOPIC)
     await consumer.start()
-    producer = Producer("pg", config=config(cluster))
-    await producer.start()
     inst = consumer.instance
     pull_parents: list[RemotingCommand] = []
     sent = inst.request
@@ -155,19 +163,18 @@ async def test_a_push_consumers_caught_up_pulls_go_alone(cluster: Cluster) -> No
         return await sent(addr, cmd, timeout)
 
     inst.request = spy  # type: ignore[method-assign]
-    mqs = [MessageQueue(TOPIC, "broker-a", q) for q in range(QUEUES)]
     try:
-        await producer.send(Message(TOPIC, b"one"), queue=mqs[1])
         await asyncio.wait_for(arrived.wait(), 10)
         # each caught-up queue's pull, alone, and the retry queue's (the group's first
         # heartbeat answers once its retry topic is routed, so the consumer reads it at once)
         await _held(cluster, QUEUES + 1)
         before = len(pull_parents)
+        wanted += 1
         arrived.clear()
         await producer.send(Message(TOPIC, b"two"), queue=mqs[2])
         await asyncio.wait_for(arrived.wait(), 10)
         await _held(cluster, QUEUES + 1)
-        assert got == [b"one", b"two"]
+        assert sorted(got) == sorted([f"one-{q}".encode() for q in range(QUEUES)] + [b"two"])
         assert len(pull_parents) == before  # every pull since went alone
     finally:
         await producer.close()

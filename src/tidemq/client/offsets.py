@@ -24,7 +24,9 @@ from its first message whatever its ``ConsumeFromWhere``. Only on 22 does the
 for a retry topic (``%RETRY%<group>``: its messages are all meant for the group);
 ``CONSUME_FROM_FIRST_OFFSET`` -> GET_MIN_OFFSET; ``CONSUME_FROM_TIMESTAMP`` ->
 SEARCH_OFFSET_BY_TIMESTAMP, but GET_MAX_OFFSET for a retry topic. The deprecated
-``..._MIN_OFFSET`` / ``..._MAX_OFFSET`` values act as FIRST / LAST.
+``CONSUME_FROM_MIN_OFFSET``, ``CONSUME_FROM_MAX_OFFSET`` and
+``CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST`` act as LAST, as in RocketMQ's
+consumers (a group moving over from Java with one of them starts where it would there).
 
 RESET_CONSUMER_CLIENT_OFFSET (220), broker -> client: ext ``topic``, ``group``,
 ``timestamp``, ``isForce``; body ``{"offsetTable":[{"topic","brokerName","queueId",
@@ -68,8 +70,6 @@ __all__ = [
     "update_offset_request",
 ]
 
-_FROM_FIRST = frozenset({ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET})
 
 
 def check_success(response: RemotingCommand, *, address: str) -> None:
@@ -163,7 +163,7 @@ def start_offset_request(queue: MessageQueue, consume_from: ConsumeFromWhere,
     """Where ``queue`` starts when its group has no committed offset: the request whose
     ``offset`` answers that, or the offset itself (see the module docstring)."""
     retry = queue.topic.startswith(RETRY_PREFIX)
-    if consume_from in _FROM_FIRST:
+    if consume_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
         return min_offset_request(queue)
     if consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
         if retry:

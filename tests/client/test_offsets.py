@@ -72,6 +72,14 @@ async def _topic_with(cluster: Cluster, topic: str, bodies: list[str]) -> None:
             await producer.send(Message(topic, body.encode()))
 
 
+async def _started_at(consumer: PushConsumer, topic: str, offset: int) -> None:
+    """Wait until ``consumer`` found its one queue of ``topic`` to start at ``offset``."""
+    async with asyncio.timeout(20):  # no event says a queue's start was found
+        while [q["nextPullOffset"] for q in consumer.running_queues()
+               if q["topic"] == topic] != [offset]:
+            await asyncio.sleep(0.02)
+
+
 @pytest.mark.parametrize("consume_from", [LAST, STAMP])
 async def test_a_new_push_group_reads_a_young_queue_from_its_first_message(
         cluster: Cluster, consume_from: ConsumeFromWhere) -> None:
@@ -155,10 +163,7 @@ async def test_a_new_last_offset_group_skips_an_old_queue(no_memory: Cluster) ->
                             options=OPTIONS, consume_from=LAST)
     consumer.subscribe("Old")
     async with consumer:
-        async with asyncio.timeout(20):  # no event says a queue's start was found
-            while [q["nextPullOffset"] for q in consumer.running_queues()
-                   if q["topic"] == "Old"] != [2]:
-                await asyncio.sleep(0.02)
+        await _started_at(consumer, "Old", 2)
         async with Producer("after-producer", config=_config(no_memory, "p2")) as producer:
             await producer.send(Message("Old", b"after"))
         async with asyncio.timeout(20):
@@ -205,10 +210,7 @@ async def test_a_new_group_on_a_queue_whose_first_messages_were_deleted(
     consumer.subscribe("Trimmed")
     async with consumer:
         if consume_from is not FIRST:
-            async with asyncio.timeout(20):  # no event says a queue's start was found
-                while [q["nextPullOffset"] for q in consumer.running_queues()
-                       if q["topic"] == "Trimmed"] != [12]:
-                    await asyncio.sleep(0.02)
+            await _started_at(consumer, "Trimmed", 12)
         async with Producer("after-producer", config=_config(cluster, "p2")) as producer:
             await producer.send(Message("Trimmed", b"after"))
         async with asyncio.timeout(20):

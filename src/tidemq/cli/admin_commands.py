@@ -36,6 +36,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                       "deleteExpiredCommitLog", "updateOrderConf"),
     "admin_trace": ("queryMsgTraceById",),
     "admin_dlq": ("dlqList", "dlqMessages", "dlqResend"),
+    "admin_kept_cuts": ("resendKeptCut",),
     "auth": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl",
              "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyUser", "copyAcl"),
     "controller": ("getSyncStateSet", "getBrokerEpoch", "electMaster",

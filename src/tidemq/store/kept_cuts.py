@@ -156,8 +156,9 @@ def report(cut_at: int, kept: CutKept, max_bytes: int) -> None:
     """The WARNING that says where the cut records went, and what was not kept."""
     if kept.path is not None:
         log.warning("the commit log is cut at %d: its %d records there (%d bytes) are kept "
-                    "in %s; list them with 'tidemq store cuts' and resend what is "
-                    "missing", cut_at, kept.records, kept.bytes, kept.path)
+                    "in %s; list them with 'tidemq store cuts' and resend what the cluster "
+                    "lacks with 'tidemq admin resendKeptCut -f %s'", cut_at, kept.records,
+                    kept.bytes, kept.path, kept.path)
     if kept.over_records:
         log.warning("the cut at %d exceeds keptCutMaxBytes=%d: %d records (%d bytes) from "
                     "offset %d on were not kept and are gone with the cut", cut_at,

@@ -33,14 +33,21 @@ def test_a_kept_tail_is_noted_in_the_request_and_a_deeper_cut_keeps_again(
         tmp_path: Path) -> None:
     layout = StoreLayout(tmp_path)
     truncation.request(layout, 900)
-    assert not truncation.kept(layout)
-    truncation.note_kept(layout, 900, "2-900.log")
-    assert (truncation.pending(layout), truncation.kept(layout)) == (900, True)
+    assert truncation.kept(layout) is None
+    truncation.note_kept(layout, 900, "2-900.log", 12)
+    assert truncation.pending(layout) == 900
+    assert truncation.kept(layout) == truncation.KeptNote("2-900.log", 12)
     truncation.request(layout, 1200)  # shallower: the kept tail still covers it
-    assert truncation.kept(layout)
+    assert truncation.kept(layout) == truncation.KeptNote("2-900.log", 12)
     truncation.request(layout, 300)  # deeper: the bytes from 300 are not kept yet
-    assert (truncation.pending(layout), truncation.kept(layout)) == (300, False)
+    assert (truncation.pending(layout), truncation.kept(layout)) == (300, None)
     truncation.note_kept(layout, 300, None)
-    assert truncation.kept(layout)
+    assert truncation.kept(layout) == truncation.KeptNote(None, 0)
     truncation.clear(layout)
-    assert not truncation.kept(layout)
+    assert truncation.kept(layout) is None
+
+
+def test_a_note_without_its_record_count_still_reads_as_kept(tmp_path: Path) -> None:
+    layout = StoreLayout(tmp_path)
+    layout.truncation_file.write_bytes(b"900\nkept 2-900.log\n")
+    assert truncation.kept(layout) == truncation.KeptNote("2-900.log", None)

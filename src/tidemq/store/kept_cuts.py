@@ -49,7 +49,7 @@ from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.log_scan import Damage, End, Segment, walk
 
 __all__ = ["CutKept", "KeptCut", "KeptCutError", "KeptMessage", "epoch_at", "file_name", "keep",
-           "kept_cuts", "kept_messages", "read_kept", "report"]
+           "kept_cuts", "kept_messages", "read_kept", "report", "where"]
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,14 @@ def report(cut_at: int, kept: CutKept, max_bytes: int) -> None:
     if kept.damaged:
         log.warning("the cut at %d spans %d damaged stretches (%d bytes) that hold no "
                     "whole record: not kept", cut_at, kept.damaged, kept.damaged_bytes)
+
+
+def where(directory: Path, name: str | None, records: int | None) -> str:
+    """Where a cut's records went, for the start's recovery line."""
+    if name is None:
+        return "no whole record in it to keep"
+    count = "its records" if records is None else f"{records} records"
+    return f"{count} kept in {directory / name}"
 
 
 def kept_cuts(directory: Path) -> list[KeptCut]:

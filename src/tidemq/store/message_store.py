@@ -123,8 +123,7 @@ class MessageStore:
             self._note_checkpoint(checkpoint)
             cut_at = truncation.pending(self.layout)
             self.epochs.load()
-            if cut_at is not None:
-                self._keep_cut(cut_at)  # before anything is cut
+            kept = self._keep_cut(cut_at) if cut_at is not None else None  # before any cut
             if self.index is not None:
                 self.index.load()
                 if not clean or cut_at is not None:  # trust only what the checkpoint flushed
@@ -139,6 +138,8 @@ class MessageStore:
                              written=written)
             if self.index is not None:
                 self.index.truncate(report.end_offset)
+            if kept is not None and report.cut_at is not None:
+                report.kept = kept_cuts.where(self.layout.truncated_dir, *kept)
             if cut_at is not None:
                 self.epochs.truncate(report.end_offset)
                 for seg in self.commitlog.segments[-1:]:
@@ -335,18 +336,21 @@ class MessageStore:
                 dispatcher.resume()
         return end - offset
 
-    def _keep_cut(self, offset: int) -> None:
+    def _keep_cut(self, offset: int) -> truncation.KeptNote:
         """Copy the records of the tail a pending cut at ``offset`` drops into
         ``truncated/`` and note it in the request, unless a run killed after that step
-        already did (the log may be cut in part since)."""
-        if truncation.kept(self.layout):
-            return
+        already did (the log may be cut in part since); returns the note."""
+        noted = truncation.kept(self.layout)
+        if noted is not None:
+            return noted
         limit = self.config.kept_cut_max_bytes
         kept = kept_cuts.keep(self.commitlog.segments, self.layout.truncated_dir, offset,
                               kept_cuts.epoch_at(self.epochs.entries, offset), limit,
                               self.config.check_crc_on_recover)
-        truncation.note_kept(self.layout, offset, kept.path.name if kept.path else None)
+        name = kept.path.name if kept.path else None
+        truncation.note_kept(self.layout, offset, name, kept.records)
         kept_cuts.report(offset, kept, limit)
+        return truncation.KeptNote(name, kept.records)
 
     @property
     def replica_log(self) -> ReplicaLog | None:

@@ -76,12 +76,22 @@ class RecoveryReport:
     damaged: list[Damage] = dataclasses.field(default_factory=list)
     #: Records whose QUEUEOFFSET does not follow their queue: their slot became a hole.
     misplaced: list[Damage] = dataclasses.field(default_factory=list)
+    #: Where a requested cut ended the log (``None``: no cut, or none reached past it),
+    #: and the bytes of valid records it dropped: a cut tail, not a torn one.
+    cut_at: int | None = None
+    cut_bytes: int = 0
+    #: Where the cut's records went, as the store kept them (``tidemq.store.kept_cuts``).
+    kept: str = ""
 
     def __str__(self) -> str:
         kind = "clean" if self.clean else "crash"
         msg = (f"{kind} recovery: scanned {self.records_scanned} records from "
                f"{self.start_offset} to {self.end_offset}")
-        if self.bytes_dropped:
+        if self.cut_at is not None:
+            msg += (f"; cut the tail from {self.cut_at} as requested (it diverged from the "
+                    f"master's log): {self.cut_bytes} bytes dropped, "
+                    f"{self.kept or 'its records not kept'}")
+        elif self.bytes_dropped:
             msg += f"; dropped {self.bytes_dropped} bytes of torn tail ({self.reason})"
         if self.damaged:
             msg += (f"; skipped {len(self.damaged)} damaged records (first at "
@@ -212,7 +222,9 @@ def recover(
     report = RecoveryReport(clean=clean, start_offset=the_plan.start, end_offset=end,
                             records_scanned=the_plan.records, reason=the_plan.reason,
                             max_store_timestamp=the_plan.max_store_timestamp,
-                            damaged=list(the_plan.damaged))
+                            damaged=list(the_plan.damaged),
+                            cut_at=end if the_plan.cut_bytes else None,
+                            cut_bytes=the_plan.cut_bytes)
     for d in the_plan.damaged:
         log.error("damaged commit-log record at %d (%d bytes): %s; skipped, the log "
                   "continues at %d", d.offset, d.length, d.reason, d.end)

@@ -118,6 +118,8 @@ class RecoveryPlan:
     segments_deleted: tuple[int, ...]  # bases of segments wholly after the end
     tail_bytes: int  # non-zero bytes from the end on, zeroed
     max_store_timestamp: int
+    #: Bytes of valid records a requested cut drops (0: the end is where they stop).
+    cut_bytes: int = 0
 
     @property
     def redispatch(self) -> bool:
@@ -144,6 +146,7 @@ def plan(found: LogScan, segments: Sequence[tuple[int, int]],
         segments_deleted=_deleted(segments, end),
         tail_bytes=sum(tails.values()),
         max_store_timestamp=found.max_store_timestamp,
+        cut_bytes=found.end - end,
     )
 
 

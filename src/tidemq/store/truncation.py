@@ -13,22 +13,32 @@ with the request written first and removed last in the same way.
 
 Before either cuts, the records of the tail are copied out
 (:mod:`tidemq.store.kept_cuts`) and the request is rewritten with a second line
-``kept <file>`` (or ``kept -`` when the tail held no whole record): a start that finds
+``kept <file> <records>`` (or ``kept - 0`` when the tail held no whole record): a start that finds
 that line makes the cut without copying again, since the log may already be cut in
 part; a start that does not copies the tail, which is still whole, again.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from tidemq.errors import TideMQError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["TruncationError", "clear", "kept", "note_kept", "pending", "request"]
+__all__ = ["KeptNote", "TruncationError", "clear", "kept", "note_kept", "pending", "request"]
 
 
 class TruncationError(TideMQError):
     pass
+
+
+class KeptNote(NamedTuple):
+    """What :func:`note_kept` recorded: the kept file's name (``None``: the tail held no
+    whole record) and how many records it holds (``None`` in a request noted without)."""
+
+    name: str | None
+    records: int | None
 
 
 def request(layout: StoreLayout, offset: int) -> None:
@@ -54,19 +64,25 @@ def pending(layout: StoreLayout) -> int | None:
     return int(text)
 
 
-def note_kept(layout: StoreLayout, offset: int, name: str | None) -> None:
-    """Record that the tail from ``offset`` has been kept (in ``name``, or had nothing to
-    keep); the cut may begin once this returns."""
-    atomic_write(layout.truncation_file, f"{offset}\nkept {name or '-'}\n".encode())
+def note_kept(layout: StoreLayout, offset: int, name: str | None, records: int = 0) -> None:
+    """Record that the tail from ``offset`` has been kept (``records`` of them in
+    ``name``, or had nothing to keep); the cut may begin once this returns."""
+    atomic_write(layout.truncation_file, f"{offset}\nkept {name or '-'} {records}\n".encode())
 
 
-def kept(layout: StoreLayout) -> bool:
-    """Whether the pending cut's tail has already been kept (:func:`note_kept`)."""
+def kept(layout: StoreLayout) -> KeptNote | None:
+    """What the pending cut's tail was kept in (:func:`note_kept`); ``None`` while it is
+    not kept yet."""
     path = layout.truncation_file
     if not path.exists():
-        return False
+        return None
     lines = path.read_bytes().decode("utf-8", "replace").splitlines()
-    return len(lines) > 1 and lines[1].startswith("kept ")
+    if len(lines) < 2 or not lines[1].startswith("kept "):
+        return None
+    words = lines[1].split()
+    name = words[1] if len(words) > 1 and words[1] != "-" else None
+    records = int(words[2]) if len(words) > 2 and words[2].isdigit() else None
+    return KeptNote(name, records)
 
 
 def clear(layout: StoreLayout) -> None:

@@ -15,12 +15,13 @@ from tests.integration.warm_broker import WarmBroker
 from tests.namesrv.controller.processes import ControllerProcess, controller_trio
 
 from tidemq.client import AdminClient
+from tidemq.client import offsets as ofs
 from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.client.pull import pull_request, read_pull_response
 from tidemq.client.subscription import Subscription
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.headers import GetTopicConfigRequestHeader
-from tidemq.errors import ResponseCode
+from tidemq.errors import ResponseCode, TideMQError
 from tidemq.types import MessageQueue, PullStatus
 
 TOPIC = "Failover"
@@ -122,3 +123,17 @@ async def read_queue(admin: AdminClient, address: str, queue: MessageQueue) -> l
             return out
         out += [bytes(m.body) for m in result.messages]
         offset = result.next_offset
+
+
+async def queue_offsets(admin: AdminClient, address: str, group: str,
+                        queue: MessageQueue) -> tuple[int | None, int] | None:
+    """What ``group`` committed for ``queue`` on the broker at ``address`` (``None``:
+    nothing) and the queue's max offset there; ``None`` when the broker does not answer
+    both."""
+    try:
+        mine = await admin.instance.request(address, ofs.query_offset_request(group, queue))
+        top = await admin.instance.request(address, ofs.max_offset_request(queue))
+        return (ofs.read_committed(mine, address=address),
+                ofs.read_offset(top, address=address))
+    except TideMQError:
+        return None

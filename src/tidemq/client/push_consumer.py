@@ -29,8 +29,11 @@ What one member does:
   (:mod:`tidemq.client.retry`); retried messages come back through the retry topic,
   under their original topic.
 * **Offsets**: every ``persist_consumer_offset_interval`` and when a queue is released,
-  UPDATE_CONSUMER_OFFSET with the queue's lowest offset not processed yet. Delivery is
-  at least once; ``docs/consumer-groups.md`` lists when a message comes twice.
+  UPDATE_CONSUMER_OFFSET with the queue's lowest offset not processed yet, also when it
+  did not move (as Java's ``persistAll``): a master that lost a commit it had answered --
+  killed before it flushed it, or before its replicas copied it and one was elected --
+  gets it back at the next round. Delivery is at least once; ``docs/consumer-groups.md``
+  lists when a message comes twice.
 * **Offset resets**: RESET_CONSUMER_CLIENT_OFFSET (220) drops the buffered messages of
   the named queues it owns and continues at the given offsets.
 * **Direct consumption**: CONSUME_MESSAGE_DIRECTLY (309), an admin's "resend to this
@@ -512,7 +515,7 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
             await self.commit()
 
     async def commit(self) -> None:
-        """Commit every owned queue's lowest unprocessed offset that changed."""
+        """Commit every owned queue's lowest unprocessed offset, moved or not."""
         pqs = [pq for pq in self._queues.values() if pq.active]
         results = await asyncio.gather(*(self._commit(pq) for pq in pqs),
                                        return_exceptions=True)
@@ -524,12 +527,13 @@ class _PushConsumerBase(ConsumerRole, Generic[_Listener]):
 
     async def _commit(self, pq: ProcessQueue) -> None:
         offset = pq.commit_offset
-        if offset is None or offset == pq.committed:
+        if offset is None:
             return
-        # One RPC per broker per commit round. A commit a replica took (the master is
-        # down) leaves the queue "not committed": the next round sends it again, to the
-        # master once the name servers list one. A reset meanwhile commits its own offset:
-        # this answer, of an offset from before it, no longer says what is committed.
+        # One RPC per broker per commit round, every round: the master may have lost
+        # what it answered. ``committed`` is what a master took (reported, not a filter);
+        # a commit a replica took (the master is down) is not. A reset meanwhile commits
+        # its own offset: this answer, of an offset from before it, no longer says what
+        # is committed.
         generation = pq.generation
         answer = await member_request(
             self.instance, pq.mq, lambda: ofs.update_offset_request(self._group, pq.mq, offset))

@@ -1,11 +1,12 @@
 """What a broker in controller mode does about what the controllers say: the pure
-decision, and the link's own bookkeeping (its lease's start) with a real store and no
-controller reachable."""
+decision, and the link's own bookkeeping (its lease's start, a cut of its running log,
+kept off the loop) with a real store and no controller reachable."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -26,7 +27,7 @@ from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.controller import EpochEntry as WireEpoch
 from tidemq.codec.controller import EpochEntryCache, GetMetaDataResponseHeader
 from tidemq.net import Connection, RemotingClient, RemotingServer
-from tidemq.store import truncation
+from tidemq.store import kept_cuts, truncation
 from tidemq.store.append import MessageInput
 from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.message_store import MessageStore
@@ -248,3 +249,80 @@ async def test_a_replica_restarted_level_with_its_master_is_not_said_to_diverge(
     assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
     assert "diverged" not in caplog.text
     assert truncation.pending(store.layout) in (None, end)  # nothing of the log is cut
+
+
+async def test_the_loop_serves_while_a_running_cut_keeps_its_tail(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica told to follow a master its log went past keeps the tail before cutting
+    it. The copy is held at its first record (a fault-injection hook) until a request to
+    a server on the broker's loop is answered: the loop serves meanwhile, the store
+    refuses every append, and the cut is made once the tail is kept."""
+    store.epochs.append(1, 0)
+    for i in range(200):
+        store.put("T", i % 4, MessageInput(b"tail-%d" % i * 20))
+    settled = _record_end(store, 20)
+    end = store.commitlog.max_offset
+    store.replica = True
+
+    async def master_epochs(address: str) -> EpochEntryCache:
+        return EpochEntryCache(broker_id=2, epoch_list=[WireEpoch(1, 0), WireEpoch(2, settled)],
+                               max_offset=settled)
+
+    keeping, release = threading.Event(), threading.Event()
+    released: list[bool] = []
+    keep = kept_cuts.keep
+
+    def held_keep(*args: object, **kwargs: object) -> kept_cuts.CutKept:
+        keeping.set()
+        released.append(release.wait(20))  # False: nothing ran on the loop meanwhile
+        return keep(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kept_cuts, "keep", held_keep)
+    server = RemotingServer("127.0.0.1", 0)
+
+    async def answer(_conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response()
+
+    server.register(RequestCode.HEART_BEAT, answer)
+    await server.start()
+    client = RemotingClient()
+    link = link_of(store)
+    monkeypatch.setattr(link, "_epoch_cache", master_epochs)
+    try:
+        following = asyncio.create_task(
+            link._become_replica(BecomeReplica("127.0.0.1:10912", "127.0.0.1:10922", 2)))
+        assert await asyncio.to_thread(keeping.wait, 20)
+        response = await client.request(server.address,
+                                        RemotingCommand.request(RequestCode.HEART_BEAT), 20)
+        assert response.code == 0
+        assert not following.done()  # answered while the tail is being kept
+        with pytest.raises(truncation.CutUnderWay, match=f"cut at {settled}"):
+            store.append_replicated(end, b"\0" * 8)
+        with pytest.raises(truncation.CutUnderWay):
+            store.copy_started()
+        with pytest.raises(truncation.CutUnderWay):
+            store.replica = False
+        release.set()
+        await asyncio.wait_for(following, 20)
+    finally:
+        release.set()
+        await client.close()
+        await server.close(drain_timeout=0.05)
+    assert released == [True]
+    assert store.commitlog.max_offset == settled
+    assert truncation.pending(store.layout) is None
+    [cut] = kept_cuts.kept_cuts(store.layout.truncated_dir)
+    assert (cut.from_offset, cut.size) == (settled, end - settled)
+    assert link.role.state.master_ha_address == "127.0.0.1:10922"  # copies from the cut
+
+
+def _record_end(store: MessageStore, n: int) -> int:
+    """Where the ``n``-th record of the log ends."""
+    from tidemq.store.log_scan import End, walk
+
+    for i, step in enumerate(walk(store.commitlog.segments, 0)):
+        assert not isinstance(step, End)
+        assert isinstance(step, tuple)
+        if i == n - 1:
+            return step[0] + step[1].total_size
+    raise AssertionError(n)

@@ -23,8 +23,9 @@ master; a broker that is not compares its epoch file with the master's and asks
 recovery to cut the tail where they stop agreeing (:mod:`tidemq.store.truncation`): an
 old master coming back loses what the new master never had, before it copies anything.
 A broker told while running to follow a master whose log its own went further than
-stops taking sends and copying at once, cuts that tail while it runs
-(:meth:`~tidemq.store.message_store.MessageStore.cut_tail`), and copies from there.
+stops taking sends and copying at once, cuts that tail while it runs (its records kept
+in a thread, the loop serving meanwhile:
+:meth:`~tidemq.store.message_store.MessageStore.begin_cut`), and copies from there.
 
 Controllers that cannot be reached elect no one; a master that cannot reach a quorum of
 them stops acknowledging when its lease lapses -- unless
@@ -531,7 +532,7 @@ class ControllerLink:
             # No put and no copy may run during the cut: a replica of no one first.
             await self.role.step_down(self.me)
             try:
-                self.store.cut_tail(point)  # on the loop: no request reads meanwhile
+                await self._cut(point)
             except (StoreReadOnly, OSError) as exc:
                 log.error("%s id %d could not cut its commit log at %d to follow master %s "
                           "(%s): restart it to make the cut (it takes no sends meanwhile)",
@@ -545,6 +546,17 @@ class ControllerLink:
             self.on_master(step.master_address)
         log.warning("%s id %d is a replica of %s (epoch %d)", self.config.broker_name, self.me,
                     step.master_address, step.epoch)
+
+    async def _cut(self, point: int) -> None:
+        """Cut the running store's log at ``point``: decided here, its tail kept in a
+        thread while the loop serves the broker's connections (the store refuses every
+        append meanwhile), then cut on the loop, where no request reads meanwhile."""
+        cut = self.store.begin_cut(point)
+        if cut is None:
+            return
+        await asyncio.to_thread(self.store.keep_cut, cut)
+        dropped = self.store.finish_cut(cut)
+        log.warning("commit log cut at %d while running: %d bytes dropped", point, dropped)
 
     async def _follow_epochs(self, assignment: Assignment) -> None:
         """A replica takes its master's epochs once the master has recorded the current

@@ -102,6 +102,8 @@ class MessageStore:
         self._replica_log: ReplicaLog | None = None
         #: Copies from a master that may append now (:meth:`copy_started`).
         self._copies = 0
+        #: A cut decided and not made yet (:meth:`begin_cut`): nothing appends meanwhile.
+        self._cutting: truncation.RunningCut | None = None
         #: Controller mode: which epoch began where (loaded at start).
         self.epochs = EpochFile(self.layout.epoch_file)
 
@@ -207,6 +209,7 @@ class MessageStore:
         the new end of the log."""
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        self._no_cut("append a master's bytes")
         replica = self._replica_log
         if replica is None:
             replica = self._replica_log = ReplicaLog(
@@ -230,6 +233,7 @@ class MessageStore:
     @replica.setter
     def replica(self, on: bool) -> None:
         if not on and self.appender.replica:
+            self._no_cut("take puts")
             self.settle_replica_log()
         with self.commitlog.lock:  # no put is half-way when the switch happens
             # marks taken from a master ahead of this log: what is put from here on
@@ -245,6 +249,7 @@ class MessageStore:
         """A copy from a master (an HA client) may append to this log from now until
         :meth:`copy_stopped`, which it calls once it has ended: meanwhile the log is
         neither settled nor cut (:class:`~tidemq.store.replica_log.CopyRunning`)."""
+        self._no_cut("start a copy from a master")
         self._copies += 1
 
     def copy_stopped(self) -> None:
@@ -254,6 +259,10 @@ class MessageStore:
     def _no_copy(self, action: str) -> None:
         if self._copies:
             raise CopyRunning(action, self._copies)
+
+    def _no_cut(self, action: str) -> None:
+        if self._cutting is not None:
+            raise truncation.CutUnderWay(action, self._cutting)
 
     def settle_replica_log(self) -> None:
         """A replica about to put as a master: every whole record it received is
@@ -278,7 +287,9 @@ class MessageStore:
         """Cut a running replica's commit log at ``offset`` (a record boundary), as
         recovery makes a requested cut at start: the commit log zeroed from there and
         later segments deleted, consume queues, LMQ entries, index and epoch file cut.
-        Returns the bytes dropped.
+        Returns the bytes dropped. :meth:`begin_cut`, :meth:`keep_cut` and
+        :meth:`finish_cut` in one call; a caller on an event loop calls them itself, the
+        keeping in a thread.
 
         Only a replica's log (no put can run) that copies nobody (the caller stopped its
         HA client, else :class:`~tidemq.store.replica_log.CopyRunning`) is cut while it
@@ -293,48 +304,96 @@ class MessageStore:
 
     def _cut(self, offset: int) -> int:
         """:meth:`cut_tail` without its log line."""
+        cut = self.begin_cut(offset)
+        if cut is None:
+            return 0
+        self.keep_cut(cut)
+        return self.finish_cut(cut)
+
+    def begin_cut(self, offset: int) -> truncation.RunningCut | None:
+        """Decide a cut of this running replica's log at ``offset``, touching no file:
+        ``None`` when the log ends there or before. From here until :meth:`finish_cut`
+        (or :meth:`keep_cut` fails) nothing appends: a copy, a put or a second cut is
+        refused (:class:`~tidemq.store.truncation.CutUnderWay`)."""
         if not self._running:
             raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         if not self.appender.replica:
             raise ValueError("only a replica's commit log is cut while the store runs")
         self._no_copy("cut the commit log")
-        dispatcher, flusher = self.dispatcher, self.flusher
-        assert dispatcher is not None and flusher is not None
+        self._no_cut("cut the commit log again")
         end = self.commitlog.max_offset
         if offset >= end:
-            return 0
-        truncation.request(self.layout, offset)
-        self._keep_cut(offset)
-        # one checkpoint writer at a time: none the housekeeper took before the cut may
-        # land after it (nor race it for the checkpoint's temporary file)
-        with self._checkpointing:
-            if not dispatcher.drain():
-                raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not catch up "
-                                    "before the cut; the next start makes it")
-            dispatcher.pause()
-            try:
-                with self.commitlog.lock:
-                    for cq in self.queues.all():
-                        cq.truncate_phys(offset)
-                    if self.queues.lmq is not None:
-                        self.queues.lmq.truncate_phys(offset)
-                    if self.index is not None:
-                        self.index.truncate(offset)
-                    self.commitlog.truncate(offset)
-                    self.epochs.truncate(offset)
-                    dispatcher.dispatched_offset = offset
-                    dispatcher.forget_arrivals()
-                    flusher.flushed_offset = min(flusher.flushed_offset, offset)
-                    appender = self.appender
-                    appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset
-                                             for cq in self.queues.all()}
-                    appender.lmq_next.clear()  # read again from the LMQ store when needed
-                    self._replica_log = None  # the next copy starts at the new end
-                    self._checkpoint_held()
-                truncation.clear(self.layout)
-            finally:
-                dispatcher.resume()
-        return end - offset
+            return None
+        cut = self._cutting = truncation.RunningCut(offset, end)
+        return cut
+
+    def keep_cut(self, cut: truncation.RunningCut) -> truncation.KeptNote:
+        """The file work of a decided cut, safe in a thread while requests are served
+        (the log does not change meanwhile): the cut requested on disk, its records kept
+        (:mod:`tidemq.store.kept_cuts`), what was written before it dispatched. On an
+        error the cut is given up (its request stays: the next start makes it)."""
+        try:
+            truncation.request(self.layout, cut.offset)
+            kept = self._keep_cut(cut.offset)
+            assert self.dispatcher is not None
+            self.dispatcher.drain()
+        except BaseException:
+            self._cutting = None
+            raise
+        return kept
+
+    def finish_cut(self, cut: truncation.RunningCut) -> int:
+        """Make a cut :meth:`keep_cut` kept: the log, queues, LMQ entries, index and
+        epochs cut at its offset, a checkpoint written, the request removed. Returns the
+        bytes dropped."""
+        if self._cutting != cut:
+            raise ValueError(f"no cut at {cut.offset} is under way")
+        dispatcher, flusher = self.dispatcher, self.flusher
+        assert dispatcher is not None and flusher is not None
+        offset = cut.offset
+        try:
+            if self.commitlog.max_offset != cut.end:  # a bug: nothing may append
+                raise RuntimeError(f"the commit log ends at {self.commitlog.max_offset}, "
+                                   f"not {cut.end}, as its cut at {offset} is made")
+            # one checkpoint writer at a time: none the housekeeper took before the cut
+            # may land after it (nor race it for the checkpoint's temporary file)
+            with self._checkpointing:
+                if not dispatcher.drain():
+                    raise StoreReadOnly("DISPATCH_ERROR", cause="the dispatcher did not "
+                                        "catch up before the cut; the next start makes it")
+                dispatcher.pause()
+                try:
+                    with self.commitlog.lock:
+                        self._cut_locked(offset)
+                    truncation.clear(self.layout)
+                finally:
+                    dispatcher.resume()
+        finally:
+            self._cutting = None
+        return cut.end - offset
+
+    def _cut_locked(self, offset: int) -> None:
+        """Everything the log holds from ``offset`` on goes (under the commit log's lock,
+        the dispatcher paused), and a checkpoint of the cut log is written."""
+        dispatcher, flusher = self.dispatcher, self.flusher
+        assert dispatcher is not None and flusher is not None
+        for cq in self.queues.all():
+            cq.truncate_phys(offset)
+        if self.queues.lmq is not None:
+            self.queues.lmq.truncate_phys(offset)
+        if self.index is not None:
+            self.index.truncate(offset)
+        self.commitlog.truncate(offset)
+        self.epochs.truncate(offset)
+        dispatcher.dispatched_offset = offset
+        dispatcher.forget_arrivals()
+        flusher.flushed_offset = min(flusher.flushed_offset, offset)
+        appender = self.appender
+        appender.next_offsets = {(cq.topic, cq.queue_id): cq.max_offset
+                                 for cq in self.queues.all()}
+        appender.lmq_next.clear()  # read again from the LMQ store when needed
+        self._replica_log = None  # the next copy starts at the new end
+        self._checkpoint_held()
 
     def _keep_cut(self, offset: int) -> truncation.KeptNote:
         """Copy the records of the tail a pending cut at ``offset`` drops into

@@ -9,7 +9,12 @@ segments deleted, consume queues, LMQ entries and index cut, the epoch file cut 
 only then removes the file. A process killed in between finds the request again and
 makes the same cut: it is idempotent. A running replica cuts at once instead
 (:meth:`MessageStore.cut_tail <tidemq.store.message_store.MessageStore.cut_tail>`),
-with the request written first and removed last in the same way.
+with the request written first and removed last in the same way; a caller that must not
+block on the copy decides the cut (:meth:`~tidemq.store.message_store.MessageStore.begin_cut`,
+a :class:`RunningCut`), keeps the tail in a thread
+(:meth:`~tidemq.store.message_store.MessageStore.keep_cut`) and makes the cut
+(:meth:`~tidemq.store.message_store.MessageStore.finish_cut`); in between the store
+refuses every append (:class:`CutUnderWay`).
 
 Before either cuts, the records of the tail are copied out
 (:mod:`tidemq.store.kept_cuts`) and the request is rewritten with a second line
@@ -22,15 +27,34 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tidemq.errors import TideMQError
+from tidemq.errors import StoreError, TideMQError
 from tidemq.store.checkpoint import atomic_write
 from tidemq.store.layout import StoreLayout
 
-__all__ = ["KeptNote", "TruncationError", "clear", "kept", "note_kept", "pending", "request"]
+__all__ = ["CutUnderWay", "KeptNote", "RunningCut", "TruncationError", "clear", "kept",
+           "note_kept", "pending", "request"]
 
 
 class TruncationError(TideMQError):
     pass
+
+
+class RunningCut(NamedTuple):
+    """A cut of a running replica's log, decided: at ``offset``, of the log that ends at
+    ``end``; nothing may append until it is made."""
+
+    offset: int
+    end: int
+
+
+class CutUnderWay(StoreError):
+    """An append (a copy, a put) was asked for while a decided cut is not made yet."""
+
+    def __init__(self, action: str, cut: RunningCut) -> None:
+        super().__init__(f"cannot {action}: the commit log is being cut at {cut.offset} "
+                         f"(its tail to {cut.end} is being kept)")
+        self.action = action
+        self.cut = cut
 
 
 class KeptNote(NamedTuple):

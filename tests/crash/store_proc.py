@@ -17,6 +17,10 @@ Commands:
     ``keeping`` (the cut records written to the kept file's temporary name, not renamed),
     ``kept`` (the kept file in place and noted, nothing cut) or ``cutting`` (the later
     segments deleted, the tail of the first one not yet zeroed).
+``running-cut-dying ROOT OFFSET STEP``
+    Open the store as a replica and cut its running log at ``OFFSET`` as a broker on an
+    event loop does (decided, kept in a thread, then cut), ``kill -9`` at ``STEP`` as
+    ``cut-dying``.
 
 With the one argument ``--args-from-stdin`` it imports, then reads the command as a JSON
 line from stdin (:mod:`ahead`: started ahead of its turn).
@@ -115,6 +119,29 @@ def recover(root: str) -> None:
 
 
 def cut_dying(root: str, step: str) -> None:
+    _dying_at(step)
+    MessageStore(crash_config(root)).start()
+    raise SystemExit(f"the store started without reaching {step!r}")
+
+
+def running_cut_dying(root: str, offset: int, step: str) -> None:
+    import threading
+
+    store = MessageStore(crash_config(root))
+    store.start()
+    store.replica = True
+    _dying_at(step)
+    cut = store.begin_cut(offset)
+    assert cut is not None
+    keeper = threading.Thread(target=store.keep_cut, args=(cut,))
+    keeper.start()
+    keeper.join()
+    store.finish_cut(cut)
+    raise SystemExit(f"the cut was made without reaching {step!r}")
+
+
+def _dying_at(step: str) -> None:
+    """Arm a ``kill -9`` at ``step`` of keeping or making a cut."""
     from tidemq.store import commitlog, kept_cuts, truncation
 
     def die(*_: object) -> None:
@@ -138,8 +165,6 @@ def cut_dying(root: str, step: str) -> None:
         commitlog.CommitLog.truncate = cutting  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown step {step!r}")
-    MessageStore(crash_config(root)).start()
-    raise SystemExit(f"the store started without reaching {step!r}")
 
 
 class _Dying:
@@ -162,6 +187,8 @@ def main(argv: list[str]) -> None:
         recover(root)
     elif command == "cut-dying":
         cut_dying(root, rest[0])
+    elif command == "running-cut-dying":
+        running_cut_dying(root, int(rest[0]), rest[1])
     else:
         raise SystemExit(f"unknown command {command!r}")
 

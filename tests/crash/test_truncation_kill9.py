@@ -95,9 +95,12 @@ def _kept(root: Path) -> list[tuple[int, bytes]]:
     return out
 
 
+@pytest.mark.parametrize("running", [False, True], ids=["at-start", "running"])
 @pytest.mark.parametrize("step", ["keeping", "kept", "cutting"])
 def test_a_kill_while_keeping_or_cutting_leaves_the_log_or_the_kept_tail_and_the_cut(
-        tmp_path: Path, step: str) -> None:
+        tmp_path: Path, step: str, running: bool) -> None:
+    """A cut made by recovery at start, or by a running replica (its tail kept in a
+    thread, then cut)."""
     root = tmp_path / "store"
     placed = fill(root, 60)
     layout = StoreLayout(root)
@@ -108,9 +111,11 @@ def test_a_kill_while_keeping_or_cutting_leaves_the_log_or_the_kept_tail_and_the
     epochs.append(1, 0)
     epochs.append(2, placed[40][1])
     tail = _tail(root, placed[25:])
-    truncation.request(layout, cut)
-
-    proc = run_helper("cut-dying", root, step)
+    if running:
+        proc = run_helper("running-cut-dying", root, str(cut), step)
+    else:
+        truncation.request(layout, cut)
+        proc = run_helper("cut-dying", root, step)
     assert proc.returncode == -9, proc.stderr
     if step == "keeping":  # the log is whole: nothing is kept yet
         assert _kept(root) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,27 @@ def test_the_kept_messages_are_printed_to_resend(cut: tuple[Path, int]) -> None:
     assert table.exit_code == 0, table.output
     assert "order-9" in table.stdout and "body 9" in table.stdout
     assert "not UTF-8" in table.stdout
+
+
+def test_a_compressed_body_is_printed_inflated(tmp_path: Path) -> None:
+    """A body its producer compressed is kept as the log held it; printed to resend it
+    is the producer's body, not the zlib bytes."""
+    root = tmp_path / "store"
+    body = b"a compressed body " * 100
+    with MessageStore(_config(root)) as store:
+        at = store.commitlog.max_offset
+        props = encode_properties({"UNIQ_KEY": "Z1", "KEYS": "zipped"})
+        store.put("Orders", 0, MessageInput(zlib.compress(body), props), sys_flag=0x1)
+    truncation.request(StoreLayout(root), at)
+    with MessageStore(_config(root)):
+        pass
+    result = runner.invoke(app, ["store", "cuts", str(root), "--messages", "--json"])
+    assert result.exit_code == 0, result.output
+    [message] = json.loads(result.stdout)
+    assert (message["msg_id"], base64.b64decode(message["body"])) == ("Z1", body)
+    table = runner.invoke(app, ["store", "cuts", str(root), "--messages"],
+                           env={"COLUMNS": "250"})
+    assert "a compressed body a compressed" in table.stdout
 
 
 def test_a_store_never_cut_and_an_unknown_file(tmp_path: Path) -> None:

@@ -31,7 +31,6 @@ keep is named in a warning.
 
 from __future__ import annotations
 
-import base64
 import bisect
 import dataclasses
 import logging
@@ -41,15 +40,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tidemq.errors import TideMQError
-from tidemq.formats.msgid import encode_offset_msg_id
-from tidemq.formats.properties import decode_properties
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.checkpoint import fsync_dir
 from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.log_scan import Damage, End, Segment, walk
 
-__all__ = ["CutKept", "KeptCut", "KeptCutError", "KeptMessage", "epoch_at", "file_name", "keep",
-           "kept_cuts", "kept_messages", "read_kept", "report", "where"]
+__all__ = ["CutKept", "KeptCut", "KeptCutError", "epoch_at", "file_name", "keep", "kept_cuts",
+           "read_kept", "report", "where"]
 
 log = logging.getLogger(__name__)
 
@@ -201,35 +198,3 @@ def read_kept(path: Path) -> Iterator[Record]:
             raise KeptCutError(path, pos, "a BLANK marker, not a record")
         yield rec
         pos += rec.total_size
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class KeptMessage:
-    """One kept record as an operator reads it to resend it."""
-
-    phys: int  # where the cut log held it
-    topic: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str  # the producer's id (UNIQ_KEY), or the offset id without one
-    offset_msg_id: str
-    keys: str
-    tags: str
-    store_timestamp: int
-    properties: dict[str, str]
-    body: bytes
-
-    def to_dict(self) -> dict[str, object]:
-        out = dataclasses.asdict(self)
-        out["body"] = base64.b64encode(self.body).decode("ascii")
-        return out
-
-
-def kept_messages(path: Path) -> Iterator[KeptMessage]:
-    """The messages of a kept file, in the order the log held them."""
-    for rec in read_kept(path):
-        props = decode_properties(rec.properties)
-        offset_id = encode_offset_msg_id(rec.store_host, rec.physical_offset)
-        yield KeptMessage(rec.physical_offset, rec.topic, rec.queue_id, rec.queue_offset,
-                          props.get("UNIQ_KEY", offset_id), offset_id, props.get("KEYS", ""),
-                          props.get("TAGS", ""), rec.store_timestamp, props, bytes(rec.body))

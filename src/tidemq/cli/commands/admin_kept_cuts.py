@@ -110,14 +110,11 @@ def resend_kept_cut(
 def _read(file: Path) -> list[MessageExt]:
     """The kept file's messages as a consumer reads them; exit 2 naming what is wrong."""
     # the store's reader loads numpy: imported when the command runs, not at --help
-    from tidemq.codec.message import decode_messages
-    from tidemq.store.kept_cuts import KeptCutError, read_kept
+    from tidemq.cli.commands.kept_view import kept_view
 
     try:
-        for _ in read_kept(file):  # whole records, each CRC checked, or where one is not
-            pass
-        return decode_messages(file.read_bytes(), check_crc=True)
-    except (KeptCutError, TideMQError, OSError) as exc:
+        return kept_view(file)
+    except (TideMQError, OSError) as exc:
         console_err().print(f"error: {file}: not a kept cut: {exc}", markup=False)
         raise typer.Exit(2) from exc
 

@@ -52,7 +52,7 @@ from tidemq.store.inspect import (
     dump_records,
     verify,
 )
-from tidemq.store.kept_cuts import KeptCutError, kept_cuts, kept_messages, read_kept
+from tidemq.store.kept_cuts import KeptCutError, kept_cuts, read_kept
 from tidemq.store.layout import StoreLayout
 from tidemq.store.repair import repair
 
@@ -418,17 +418,22 @@ def _print_kept_cuts(found: list[Any], json_out: bool) -> None:
 
 
 def _print_kept_messages(found: list[Any], json_out: bool) -> None:
+    # the consumer's decoder, imported when messages are printed
+    from tidemq.cli.commands.kept_view import kept_row, kept_view
+
     if json_out:
-        _emit_json([{"file": cut.path.name, **m.to_dict()}
-                    for cut in found for m in kept_messages(cut.path)])
+        _emit_json([{"file": cut.path.name, **kept_row(m)}
+                    for cut in found for m in kept_view(cut.path)])
         return
     table = Table(title="messages of the kept cuts")
     for col in ("file", "phys", "topic", "queue", "msgId", "keys", "tags", "stored", "body"):
         table.add_column(col, justify="right" if col in ("phys", "queue") else "left")
     for cut in found:
-        for m in kept_messages(cut.path):
-            table.add_row(escape(cut.path.name), str(m.phys), escape(m.topic),
-                          str(m.queue_id), m.msg_id, escape(m.keys), escape(m.tags),
+        for m in kept_view(cut.path):
+            table.add_row(escape(cut.path.name), str(m.commit_log_offset), escape(m.topic),
+                          str(m.queue_id), m.msg_id,
+                          escape(m.properties.get("KEYS", "")),
+                          escape(m.properties.get("TAGS", "")),
                           _when(m.store_timestamp), escape(_body_text(m.body)))
     _out().print(table)
 

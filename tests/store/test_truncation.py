@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidemq.store import truncation
 from tidemq.store.layout import StoreLayout
@@ -51,3 +53,19 @@ def test_a_note_without_its_record_count_still_reads_as_kept(tmp_path: Path) -> 
     layout = StoreLayout(tmp_path)
     layout.truncation_file.write_bytes(b"900\nkept 2-900.log\n")
     assert truncation.kept(layout) == truncation.KeptNote("2-900.log", None)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(offset=st.integers(0, 2**63 - 1),
+       name=st.none() | st.from_regex(r"\A[0-9]{1,19}-[0-9]{1,19}\.log\Z"),
+       records=st.integers(0, 2**40))
+def test_the_request_and_its_note_read_back_as_written(
+        tmp_path: Path, offset: int, name: str | None, records: int) -> None:
+    layout = StoreLayout(tmp_path)
+    truncation.clear(layout)
+    truncation.request(layout, offset)
+    assert (truncation.pending(layout), truncation.kept(layout)) == (offset, None)
+    truncation.note_kept(layout, offset, name, records if name else 0)
+    assert truncation.pending(layout) == offset
+    assert truncation.kept(layout) == truncation.KeptNote(name, records if name else 0)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import resource
 import statistics
@@ -200,13 +201,23 @@ def _trace_sends(trace_msgs: list[Message], keys: UniqKeyGenerator, now: int
                  ) -> list[RemotingCommand]:
     """The requests a tracer sends ``trace_msgs`` in, as this checkout does: each alone,
     compressed as by default; a batch in older checkouts."""
+    opts = _trace_options()
+    if opts is None:
+        return [batch_send_request(trace_msgs, SendOptions("trace_producer"), queue_id=0,
+                                   now_ms=now, keys=keys)]
+    return [send_request(m, opts, queue_id=0, now_ms=now, keys=keys) for m in trace_msgs]
+
+
+@functools.cache
+def _trace_options() -> SendOptions | None:
+    """A tracer's send options, made once as a tracer makes them once (a client
+    configuration looks up the host's address: not part of a trace send); ``None`` in
+    older checkouts, which send trace messages as a batch."""
     try:
         from tidemq.client.tracer import trace_send_options
     except ImportError:
-        return [batch_send_request(trace_msgs, SendOptions("trace_producer"), queue_id=0,
-                                   now_ms=now, keys=keys)]
-    opts = trace_send_options(SendOptions("trace_producer"), ClientConfig().trace_compression)
-    return [send_request(m, opts, queue_id=0, now_ms=now, keys=keys) for m in trace_msgs]
+        return None
+    return trace_send_options(SendOptions("trace_producer"), ClientConfig().trace_compression)
 
 
 def _foreign_thread_seconds(started: set[int]) -> float:

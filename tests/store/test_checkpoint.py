@@ -140,6 +140,18 @@ def test_min_timestamp() -> None:
     assert Checkpoint(physic_msg_timestamp=1000, logics_msg_timestamp=2000).min_timestamp == 0
 
 
+def test_crash_scan_stamp() -> None:
+    """RocketMQ's abnormal-recovery stamp, bounded by the index stamp when there is one;
+    unknown (0) without a flush or dispatch stamp."""
+    def stamp(physic: int, logics: int, index: int) -> int:
+        return Checkpoint(physic_msg_timestamp=physic, logics_msg_timestamp=logics,
+                          index_msg_timestamp=index).crash_scan_stamp
+    assert stamp(10_000, 8000, 0) == 5000
+    assert stamp(10_000, 8000, 9000) == 5000
+    assert stamp(10_000, 8000, 4000) == 4000
+    assert stamp(0, 8000, 4000) == stamp(10_000, 0, 4000) == 0
+
+
 def test_atomic_write_replaces_whole_files(tmp_path: Path) -> None:
     path = tmp_path / "topics.json"
     atomic_write(path, b"old content that is longer")
@@ -266,8 +278,9 @@ def test_a_rocketmq_checkpoint_opens_with_nothing_lost(open_store: OpenStore, wr
                                                        stop: str) -> None:
     """RocketMQ's offsets at 24 and 32 are not TideMQ's. After a clean stop the scan
     starts where RocketMQ's would, at the end of the newest consume-queue entry; after a
-    crash it scans the whole log, as without a checkpoint. Every record is found, none
-    twice; RocketMQ's masterFlushedOffset stays."""
+    crash at the newest segment 3 s older than the checkpoint's stamps, of which there is
+    none here (every record was stored within 3 s of them): the whole log. Every record is
+    found, none twice; RocketMQ's masterFlushedOffset stays."""
     store = open_store()
     fill(store)
     store.shutdown()
@@ -302,6 +315,53 @@ def test_a_rocketmq_checkpoint_opens_with_nothing_lost(open_store: OpenStore, wr
     assert stored(again) == BODIES
     again.shutdown()
     assert_rewritten(root, master_flushed, end)
+
+
+@pytest.mark.parametrize("index", ["none", "older", "before the log"])
+def test_a_crashed_rocketmq_store_scans_from_its_checkpoints_segment(
+        open_store: OpenStore, index: str) -> None:
+    """After a RocketMQ broker's crash the scan starts where RocketMQ's abnormal recovery
+    does: at the newest segment whose first record is 3 s older than both the flush and
+    the dispatch stamps, and not newer than the index stamp (the start of the log when
+    none is) -- not always at the start of the log, which for a store migrated from
+    RocketMQ is all of its data. The consume queues and every key before the start stay;
+    the records after it are dispatched again, none twice."""
+    base_ms = 1_700_000_000_000
+    now = [base_ms]
+    store = open_store(clock=lambda: now[0])
+    for i in range(len(BODIES)):
+        now[0] = base_ms + 1000 * i
+        fill(store, i, i + 1)
+    records = sorted((r for q in (0, 1) for r in read_queue(store, "T", q)),
+                     key=lambda r: r.physical_offset)
+    store.shutdown()
+    size = store.config.mapped_file_size_commit_log
+    firsts: dict[int, Record] = {}  # segment base: its first record
+    for rec in records:
+        firsts.setdefault(rec.physical_offset // size * size, rec)
+    segments = sorted(firsts)
+    assert len(segments) >= 3
+    newest_but_one = segments[-2]
+    flushed = firsts[newest_but_one].store_timestamp + 3500
+    index_ms, start = {
+        "none": (0, newest_but_one),
+        "older": (firsts[segments[1]].store_timestamp, segments[1]),
+        "before the log": (base_ms - 1, segments[0]),
+    }[index]
+    root = store.layout.root
+    (root / "checkpoint").write_bytes(checkpoint_head(flushed, flushed, index_ms, 0, start))
+    (root / "lock").write_bytes(b"lock")  # a RocketMQ broker ran the store
+    store.layout.abort_file.touch()
+    checked = verify(root)
+    again = open_store(root)
+    report = again.recovery_report
+    assert report is not None and report.bytes_dropped == 0
+    assert checked.recovery is not None
+    assert report.start_offset == checked.recovery.start_offset == start
+    assert report.records_scanned == sum(r.physical_offset >= start for r in records)
+    assert stored(again) == BODIES
+    keyed = [decode_record(v) for i in range(len(BODIES)) for v in again.query_by_key("T", f"k{i}")]
+    assert [bytes(r.body) for r in keyed if isinstance(r, Record)] == BODIES
 
 
 @pytest.mark.parametrize("damage", ["section", "magic", "short"])

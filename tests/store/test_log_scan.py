@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from tidemq.formats.properties import encode_properties
 from tidemq.formats.record import Record
 from tidemq.store.layout import StoreLayout
-from tidemq.store.log_scan import Damage, End, replay, scan, walk
+from tidemq.store.log_scan import Damage, End, first_store_timestamp, replay, scan, walk
 from tidemq.store.message_store import MessageInput, MessageStore
 from tidemq.store.readonly import open_log
+from tidemq.store.recovery_plan import rocketmq_crash_start
 
 from .conftest import SEGMENT, small_config
 
@@ -202,3 +203,25 @@ def test_a_replay_takes_the_steps_of_the_walk_it_follows(
             replay(log.maps, begin, found.end, found.damaged,
                    lambda r, o: replayed.append((o, r.queue_offset)), replayed.append)
     assert replayed == walked
+
+
+def test_a_segment_is_dated_by_its_first_valid_record(
+        pristine: tuple[Path, list[tuple[int, Record]]]) -> None:
+    """Each segment's first record dates it; a segment whose first record does not check
+    out has no date, and a crashed RocketMQ store's scan passes over it to an older one."""
+    commitlog, records = pristine
+    firsts = {o: r.store_timestamp for o, r in records if o % SEGMENT == 0}
+    assert len(firsts) >= 3
+    newest = max(firsts)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "store"
+        shutil.copytree(commitlog, root / "commitlog")
+        with (root / "commitlog" / f"{newest:020d}").open("r+b") as f:
+            f.seek(4)  # its first record's magic
+            f.write(b"\0")
+        with open_log(StoreLayout(root), SEGMENT) as log:
+            dated = {m.base: first_store_timestamp(m) for m in log.maps if m.base in firsts}
+            assert dated == {**firsts, newest: 0}
+            assert rocketmq_crash_start(log.maps, max(firsts.values())) == sorted(firsts)[-2]
+            assert rocketmq_crash_start(log.maps, min(firsts.values()) - 1) == 0
+            assert rocketmq_crash_start(log.maps, 0) == 0

@@ -208,6 +208,19 @@ class Checkpoint:
         """Where abnormal recovery may start: min of the two stamps less 3 s."""
         return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
 
+    @property
+    def crash_scan_stamp(self) -> int:
+        """A store time by which a RocketMQ broker that wrote this file had flushed,
+        dispatched and, where it wrote ``indexMsgTimestamp``, indexed every record:
+        :attr:`min_timestamp`, bounded by the index stamp as RocketMQ bounds it with
+        ``messageIndexSafe`` (TideMQ always does: a key index entry lost to a crash is a
+        message hidden from a query). 0, unknown, when a stamp it needs is 0."""
+        if not self.physic_msg_timestamp or not self.logics_msg_timestamp:
+            return 0
+        if self.index_msg_timestamp:
+            return min(self.min_timestamp, self.index_msg_timestamp)
+        return self.min_timestamp
+
 
 def rocketmq_started(lock_file: Path) -> bool:
     """Whether a RocketMQ broker has started on the store: it writes ``lock`` into the

@@ -506,7 +506,8 @@ class _Verifier:
         facts = StartFacts(
             log_start=log.maps[0].base if log.maps else 0,
             log_end=maps[-1].end if maps else 0,
-            checkpoint_dispatched=dispatched_from(checkpoint, queues_end, clean and not cut),
+            checkpoint_dispatched=dispatched_from(checkpoint, queues_end, clean and not cut,
+                                                  log.maps),
             queues_end=queues_end,
             queues_in_doubt=bool(queues.in_doubt),
             queues_short=min(queues.short, default=None),

@@ -60,6 +60,7 @@ __all__ = [
     "Segment",
     "Step",
     "check_record",
+    "first_store_timestamp",
     "last_nonzero_in_file",
     "replay",
     "scan",
@@ -139,6 +140,17 @@ def check_record(view: memoryview, pos: int, offset: int, check_crc: bool
         except UnicodeDecodeError:
             return None, item, "properties are not UTF-8"
     return item, None, ""
+
+
+def first_store_timestamp(seg: Segment) -> int:
+    """The store time of the record at the start of ``seg``; 0 when no valid record
+    starts there (CRC unchecked: a segment is chosen by its first record's time, and a
+    record whose header and offset check out dates it)."""
+    view = seg.view
+    if len(view) < MIN_RECORD_SIZE:
+        return 0
+    item, _, _ = check_record(view, 0, seg.base, False)
+    return item.store_timestamp if isinstance(item, Record) else 0
 
 
 @dataclasses.dataclass(slots=True)

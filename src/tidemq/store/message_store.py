@@ -129,7 +129,9 @@ class MessageStore:
             if self.index is not None:
                 self.index.load()
                 if not clean or cut_at is not None:  # trust only what the checkpoint flushed
-                    self.index.truncate(checkpoint.dispatched_phy_offset)
+                    self.index.truncate(dispatched_from(
+                        checkpoint, self.queues.max_phys_end(), False,
+                        self.commitlog.segments))
             # after a clean stop the log reaches what both the checkpoint and the
             # queues say was written; each alone could itself be the damaged file
             queues_end = self.queues.max_phys_end()

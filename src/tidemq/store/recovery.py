@@ -178,7 +178,7 @@ def start_facts(commitlog: CommitLog, queues: ConsumeQueueSet, checkpoint: Check
     return StartFacts(
         log_start=commitlog.min_offset, log_end=commitlog.max_offset,
         checkpoint_dispatched=dispatched_from(checkpoint, queues_end,
-                                              clean and cut_at is None),
+                                              clean and cut_at is None, commitlog.segments),
         queues_end=queues_end,
         queues_in_doubt=any(cq.damaged for cq in queues.all()),
         lmq_dispatched=queues.lmq.dispatched if queues.lmq is not None else None,

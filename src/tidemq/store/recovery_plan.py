@@ -25,22 +25,45 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from tidemq.errors import CorruptRecord
 from tidemq.formats.record import Record, decode_record
 from tidemq.store.checkpoint import Checkpoint, Origin
-from tidemq.store.log_scan import Damage, LogScan, Segment, scan
+from tidemq.store.log_scan import Damage, LogScan, Segment, first_store_timestamp, scan
 
 __all__ = ["RecoveryPlan", "StartFacts", "choose_scan", "clean_stop_refusal",
-           "dispatched_from", "ends_a_record", "plan", "scan_start", "valid_end"]
+           "dispatched_from", "ends_a_record", "plan", "rocketmq_crash_start", "scan_start",
+           "valid_end"]
 
 
-def dispatched_from(checkpoint: Checkpoint, queues_end: int, clean: bool) -> int:
+def dispatched_from(checkpoint: Checkpoint, queues_end: int, clean: bool,
+                    segments: Sequence[Segment] = ()) -> int:
     """The dispatched position a start takes from ``checkpoint``: its own when TideMQ
-    wrote it; when a RocketMQ broker wrote it and stopped cleanly (``clean``: no abort
-    marker, no requested cut), the end of the newest consume-queue entry, where
-    RocketMQ's own start takes it -- such a stop leaves dispatch caught up and the queues
-    flushed; otherwise 0, which scans the whole log."""
+    wrote it. When a RocketMQ broker wrote it, where RocketMQ's own start takes it: after
+    a clean stop (``clean``: no abort marker, no requested cut), the end of the newest
+    consume-queue entry -- such a stop leaves dispatch caught up and the queues flushed;
+    after a crash, the start of the newest of the log's ``segments`` written wholly after
+    the checkpoint's stamps (:func:`rocketmq_crash_start`). Otherwise 0, which scans the
+    whole log."""
     if checkpoint.origin in (Origin.TIDEMQ, Origin.EARLIER_TIDEMQ):
         return checkpoint.dispatched_phy_offset
-    if checkpoint.origin is Origin.ROCKETMQ and clean:
-        return queues_end
+    if checkpoint.origin is Origin.ROCKETMQ:
+        if clean:
+            return queues_end
+        return rocketmq_crash_start(segments, checkpoint.crash_scan_stamp)
+    return 0
+
+
+def rocketmq_crash_start(segments: Sequence[Segment], stamp: int) -> int:
+    """Where RocketMQ's start after a crash scans from (its abnormal recovery): the base
+    of the newest segment whose first record was stored at or before ``stamp``
+    (:attr:`Checkpoint.crash_scan_stamp <tidemq.store.checkpoint.Checkpoint.crash_scan_stamp>`:
+    every record stored by then was flushed, dispatched and indexed), so the records
+    before that base need no scan; 0, the whole log, when ``stamp`` is unknown or no
+    segment's first record is that old. Reads the first record of each segment it
+    passes, newest first."""
+    if stamp <= 0:
+        return 0
+    for seg in reversed(segments):
+        first = first_store_timestamp(seg)
+        if 0 < first <= stamp:
+            return seg.base
     return 0
 
 

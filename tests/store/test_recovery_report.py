@@ -50,6 +50,8 @@ def test_a_requested_cut_is_reported_as_a_cut_kept_in_its_file(
     truncation.request(StoreLayout(root), cut)
     line = _start(root, caplog)
     kept = root / "truncated" / f"0-{cut}.log"
+    assert line.startswith(f"clean recovery: the log ends at {cut}, 7 records scanned from "
+                           f"{cut}; ")
     assert (f"cut the tail from {cut} as requested (it diverged from the master's log): "
             f"{end - cut} bytes dropped, 7 records kept in {kept}") in line
     assert "torn" not in line

@@ -85,8 +85,8 @@ class RecoveryReport:
 
     def __str__(self) -> str:
         kind = "clean" if self.clean else "crash"
-        msg = (f"{kind} recovery: scanned {self.records_scanned} records from "
-               f"{self.start_offset} to {self.end_offset}")
+        msg = (f"{kind} recovery: the log ends at {self.end_offset}, "
+               f"{self.records_scanned} records scanned from {self.start_offset}")
         if self.cut_at is not None:
             msg += (f"; cut the tail from {self.cut_at} as requested (it diverged from the "
                     f"master's log): {self.cut_bytes} bytes dropped, "

@@ -136,7 +136,7 @@ class RecoveryPlan:
     start: int  # where the scan (and the re-dispatch) starts
     end: int  # where the valid log ends: the commit log is truncated here
     reason: str  # why it ends there ("" or "end of data" are normal ends)
-    records: int  # valid records from start to end
+    records: int  # valid records the scan found from start (a cut tail's too)
     damaged: tuple[Damage, ...]  # skipped, reported, never truncated
     segments_deleted: tuple[int, ...]  # bases of segments wholly after the end
     tail_bytes: int  # non-zero bytes from the end on, zeroed

@@ -22,6 +22,8 @@ from __future__ import annotations
 import _socket
 import asyncio
 import contextlib
+import logging
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -29,10 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.transport import TCPTransport
 
+from tidemq.errors import ConnectFailed
 from tidemq.namesrv.controller.events import Event, decode_event, encode_event
 from tidemq.namesrv.controller.raft_terms import NotCommitted, RaftTiming
 from tidemq.namesrv.controller.state import ControllerState
+from tidemq.net.self_connect import refuse_self_connection
 
 __all__ = ["NotCommitted", "RaftLog", "RaftTiming"]
 
@@ -41,7 +47,31 @@ __all__ = ["NotCommitted", "RaftLog", "RaftTiming"]
 socket.inet_ntop = _socket.inet_ntop
 
 
+log = logging.getLogger(__name__)
+
 _REASONS = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
+
+
+class _Transport(TCPTransport):  # type: ignore[misc]
+    """PySyncObj's TCP transport, closing a dial to a peer that met itself
+    (:mod:`tidemq.net.self_connect`): with the peer down and its port in the ephemeral
+    range, the dial can be given that port as its own end, and PySyncObj would keep the
+    connection -- talking to itself as that peer, and holding the port the peer must
+    listen on when it comes back. The dial is closed with a reset, as a refused one, and
+    tried again after ``connectionRetryTime``."""
+
+    def _onOutgoingConnected(self, conn: TcpConnection) -> None:  # noqa: N802 - PySyncObj's name
+        fd = conn.fileno()
+        if fd is not None:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                try:
+                    refuse_self_connection(sock, "a Raft peer")
+                except ConnectFailed:
+                    log.info("controller: a dial to a Raft peer met itself (the peer is "
+                             "down and its port is in the ephemeral range): closed")
+                    conn.disconnect()
+                    return
+        super()._onOutgoingConnected(conn)
 
 
 class _Consumer(SyncObjConsumer):  # type: ignore[misc]
@@ -82,7 +112,8 @@ class RaftLog:
             raftMinTimeout=timing.min_timeout, raftMaxTimeout=timing.max_timeout,
             appendEntriesPeriod=timing.heartbeat, leaderFallbackTimeout=timing.leader_fallback,
             connectionRetryTime=timing.reconnect, password=password or None, **files)
-        self._sync = SyncObj(self_address, self.partners, conf, consumers=[self._consumer])
+        self._sync = SyncObj(self_address, self.partners, conf, consumers=[self._consumer],
+                             transportClass=_Transport)
         #: The term in which this node leads and has applied the first entry of its own
         #: term (see :meth:`_note_caught_up`); -1: none yet.
         self._caught_up_term = -1

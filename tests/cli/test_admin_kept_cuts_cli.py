@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.rich_utils
 from tests.cli.conftest import ThreadedCluster
 from tests.cli.test_admin_cli import admin, create, eventually, runner
 
@@ -123,8 +124,11 @@ def test_a_cut_no_broker_stored_needs_its_group_named(cluster: ThreadedCluster,
     assert rows[0]["outcome"] == "would send"
 
 
-def test_a_damaged_or_missing_kept_file_is_refused_naming_it(cluster: ThreadedCluster,
-                                                             tmp_path: Path) -> None:
+def test_a_damaged_or_missing_kept_file_is_refused_naming_it(
+        cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # typer's error box is 80 columns wide by default: where it wraps the path and the
+    # sentence after it would depend on the length of the test's directory
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 1000)
     path = tmp_path / "1-100.log"
     path.write_bytes(b"\x00\x00\x01\x00not a record")
     result = admin(cluster, "resendKeptCut", "-f", str(path), code=2)

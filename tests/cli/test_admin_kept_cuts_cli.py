@@ -16,6 +16,7 @@ import typer.rich_utils
 from tests.cli.conftest import ThreadedCluster
 from tests.cli.test_admin_cli import admin, create, eventually, runner
 
+from tidemq.cli.commands import admin_kept_cuts
 from tidemq.cli.main import app
 from tidemq.client import Message, Producer
 from tidemq.formats.properties import encode_properties
@@ -56,7 +57,11 @@ def _kept_cut(root: Path, store_host: HostAddr, topic: str = TOPIC) -> Path:
 
 
 def _by_id(cluster: ThreadedCluster, msg_id: str) -> list[Any]:
-    result = runner.invoke(app, ["admin", "queryMsgByUniqueKey", "-t", TOPIC, "-i", msg_id,
+    return _by_id_in(cluster, TOPIC, msg_id)
+
+
+def _by_id_in(cluster: ThreadedCluster, topic: str, msg_id: str) -> list[Any]:
+    result = runner.invoke(app, ["admin", "queryMsgByUniqueKey", "-t", topic, "-i", msg_id,
                                  "-a", "-n", cluster.namesrv, "--json"])
     if result.exit_code != 0:
         return []
@@ -136,3 +141,49 @@ def test_a_damaged_or_missing_kept_file_is_refused_naming_it(
     assert result.stdout == ""
     result = admin(cluster, "resendKeptCut", "-f", str(tmp_path / "2-7.log"), code=2)
     assert "2-7.log" in result.stderr and "does not exist" in result.stderr
+
+
+@pytest.mark.usefixtures("cluster")
+def test_a_long_cut_is_looked_up_a_window_at_a_time_and_a_retried_copy_sent_once(
+        cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lookups run ahead a window at a time while the sends keep the log's order, with
+    progress on stderr; a message the old master stored twice (its producer retried
+    before the cut) is sent once, though both copies were looked up before either was."""
+    topic = "KeptCutWindows"
+    create(cluster, topic)
+    broker = cluster.cluster.brokers[0]
+    root = tmp_path / "old-master"
+    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=4096)
+    ids = ["W0", "W1", "W0", "W2", "W3", "W4", "W5"]  # W0 stored twice
+    with MessageStore(config, store_host=pack_host(broker.broker_addr)) as store:
+        store.put(topic, 0, MessageInput(b"agreed", encode_properties({"UNIQ_KEY": "AGREED"})))
+        cut = store.commitlog.max_offset
+        for i, uniq in enumerate(ids):
+            store.put(topic, 0, MessageInput(f"w-{i}".encode(),
+                                             encode_properties({"UNIQ_KEY": uniq})))
+    truncation.request(StoreLayout(root), cut)
+    with MessageStore(config):
+        pass
+    [kept] = kept_cuts.kept_cuts(StoreLayout(root).truncated_dir)
+    monkeypatch.setattr(admin_kept_cuts, "WINDOW", 3)
+
+    result = runner.invoke(app, ["admin", "resendKeptCut", "-f", str(kept.path), "-n",
+                                 cluster.namesrv, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["msgId"], r["outcome"]) for r in rows] == [
+        ("W0", "sent: SEND_OK"), ("W1", "sent: SEND_OK"),
+        ("W0", "already sent: an earlier copy in the cut was sent"),
+        *[(f"W{i}", "sent: SEND_OK") for i in range(2, 6)]]
+    assert [line for line in result.stderr.splitlines() if line.startswith("resendKeptCut")] \
+        == ["resendKeptCut: 3 of 7 messages looked up, 2 sent",
+            "resendKeptCut: 6 of 7 messages looked up, 5 sent",
+            "resendKeptCut: 7 of 7 messages looked up, 6 sent"]
+    offsets = []
+    for i, uniq in enumerate(ids):
+        if i == 2:
+            continue
+        [found] = eventually(lambda u=uniq: _by_id_in(cluster, topic, u), bool)
+        assert found["body"] == f"w-{i}"
+        offsets.append(found["queueOffset"])
+    assert offsets == sorted(offsets)  # in the log's order on its queue

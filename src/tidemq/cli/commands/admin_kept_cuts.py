@@ -12,8 +12,10 @@ saying so.
 
 Each message goes back to the queue it was cut from -- the same queue id of the same
 broker group (``--brokerName``, else the group whose broker address stored the
-records) -- in the order the log held them, so a queue's order holds. Once a send to a
-queue fails, the later messages of that queue are not sent. Records of system topics
+records) -- in the order the log held them, so a queue's order holds. The lookups run
+ahead of the sends, a window at a time; a message whose UNIQ_KEY an earlier one of the
+cut has (its producer retried before the cut) is sent once. Once a send to a queue
+fails, the later messages of that queue are not sent. Records of system topics
 (delayed and timer messages waiting in their system topic, transaction half messages,
 trace records) are not sent, and are listed as skipped: their delivery belongs to the
 broker's delay, timer and transaction-check services.
@@ -21,6 +23,7 @@ broker's delay, timer and transaction-check services.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,6 +56,13 @@ _SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {"RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED
 _BROKER_PROPERTIES = frozenset({"MIN_OFFSET", "MAX_OFFSET", "CONSUME_START_TIME",
                                 "REAL_TOPIC", "REAL_QID", "INNER_NUM", "INNER_BASE"})
 _UNLOOKED = " (no UNIQ_KEY: not looked up)"
+#: A kept message whose UNIQ_KEY an earlier one of the cut has (its producer retried
+#: before the cut), by dry run or not.
+_TWICE = {False: "already sent: an earlier copy in the cut was sent",
+          True: "would not send: an earlier copy in the cut would be sent"}
+#: Kept messages looked up before the first of them is sent, and lookups at a time.
+WINDOW = 256
+LOOKUPS = 32
 
 KeptFile = Annotated[Path, typer.Option(
     "-f", "--file", help="A kept cut: <store>/truncated/<epoch>-<fromOffset>.log "
@@ -131,50 +141,86 @@ async def _group_of(admin: AdminClient, messages: list[MessageExt]) -> str:
 
 async def _resend(admin: AdminClient, group: str, messages: list[MessageExt],
                   dry_run: bool) -> list[dict[str, Any]]:
+    """Each message looked up and, where the cluster lacks it, sent. The lookups of a
+    window of :data:`WINDOW` messages run :data:`LOOKUPS` at a time; the window's sends
+    then go one by one in log order, so each queue's order holds. Progress goes to
+    stderr once the run has more than one window."""
     from tidemq.client import Producer  # the other commands send nothing
 
     rows = []
     failed: set[tuple[str, int]] = set()  # queues a send failed on: nothing more goes
+    sent_ids: set[str] = set()  # UNIQ_KEYs sent by this run: a later copy is not sent
+    gate = asyncio.Semaphore(LOOKUPS)
+
+    async def look(m: MessageExt) -> tuple[str, str] | None:
+        async with gate:
+            return await _lookup(admin, m)
+
+    total, sent = len(messages), 0
     async with Producer("TOOLS_PRODUCER", instance=admin.instance) as producer:
-        for m in messages:
-            outcome, new_id = await _one(admin, producer, group, m, dry_run, failed)
-            if outcome.startswith("failed"):
-                failed.add((m.topic, m.queue_id))
-            rows.append({"phys": m.commit_log_offset, "topic": m.topic,
-                         "queueId": m.queue_id, "msgId": m.msg_id, "keys": m.keys,
-                         "outcome": outcome, "offsetMsgId": new_id})
+        for first in range(0, total, WINDOW):
+            window = messages[first:first + WINDOW]
+            looked = await asyncio.gather(*(look(m) for m in window))
+            for m, settled in zip(window, looked, strict=True):
+                keyed = "UNIQ_KEY" in m.properties
+                if settled is not None:
+                    outcome, new_id = settled
+                elif keyed and m.msg_id in sent_ids:
+                    outcome, new_id = _TWICE[dry_run], ""
+                else:
+                    outcome, new_id = await _send(producer, group, m, dry_run, failed)
+                    if outcome.startswith("failed"):
+                        failed.add((m.topic, m.queue_id))
+                    if outcome.startswith(("sent", "would send")):
+                        sent += 1
+                        if keyed:
+                            sent_ids.add(m.msg_id)
+                rows.append({"phys": m.commit_log_offset, "topic": m.topic,
+                             "queueId": m.queue_id, "msgId": m.msg_id, "keys": m.keys,
+                             "outcome": outcome, "offsetMsgId": new_id})
+            if total > WINDOW:
+                done = "to send" if dry_run else "sent"
+                console_err().print(f"resendKeptCut: {first + len(window):,} of {total:,} "
+                                    f"messages looked up, {sent:,} {done}", markup=False)
     return rows
 
 
-async def _one(admin: AdminClient, producer: Any, group: str, m: MessageExt,
-               dry_run: bool, failed: set[tuple[str, int]]) -> tuple[str, str]:
-    """What became of one kept message: its outcome and its new offset id (or "")."""
-    from tidemq.client import Message
-    from tidemq.types import MessageQueue
-
+async def _lookup(admin: AdminClient, m: MessageExt) -> tuple[str, str] | None:
+    """The outcome of a kept message that is not to be sent (a system topic's record,
+    one the cluster holds, one that could not be looked up) and its offset id there;
+    ``None`` when it is to be sent."""
     props = m.properties
     if m.topic in _SYSTEM_TOPICS:
         real = props.get("REAL_TOPIC")
         return (f"skipped: stored in system topic {m.topic}"
                 + (f" for {real}" if real else "")
                 + "; see 'tidemq store cuts --messages --json'"), ""
-    note = ""
-    if "UNIQ_KEY" in props:
-        try:
-            found = await admin.query_messages_by_key(m.topic, m.msg_id, unique=True)
-        except TideMQError as exc:
-            return f"failed: could not look it up: {exc}", ""
-        if found:
-            return "already stored", encode_offset_msg_id(pack_host(found[0].store_host),
-                                                          found[0].commit_log_offset)
-    else:
-        note = _UNLOOKED
+    if "UNIQ_KEY" not in props:
+        return None
+    try:
+        found = await admin.query_messages_by_key(m.topic, m.msg_id, unique=True)
+    except TideMQError as exc:
+        return f"failed: could not look it up: {exc}", ""
+    if found:
+        return "already stored", encode_offset_msg_id(pack_host(found[0].store_host),
+                                                      found[0].commit_log_offset)
+    return None
+
+
+async def _send(producer: Any, group: str, m: MessageExt, dry_run: bool,
+                failed: set[tuple[str, int]]) -> tuple[str, str]:
+    """A kept message the cluster lacks, sent to its queue (unless an earlier one of the
+    queue failed): its outcome and its new offset id (or "")."""
+    from tidemq.client import Message
+    from tidemq.types import MessageQueue
+
+    note = "" if "UNIQ_KEY" in m.properties else _UNLOOKED
     if (m.topic, m.queue_id) in failed:
         return f"not sent: an earlier message of queue {m.queue_id} failed", ""
     if dry_run:
         return "would send" + note, ""
     queue = MessageQueue(m.topic, group, m.queue_id)
-    sent = {k: v for k, v in props.items() if k not in _BROKER_PROPERTIES}
+    sent = {k: v for k, v in m.properties.items() if k not in _BROKER_PROPERTIES}
     try:
         result = await producer.send(Message(m.topic, m.body, sent, m.flag), queue=queue)
     except TideMQError as exc:

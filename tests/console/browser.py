@@ -46,6 +46,10 @@ os.execv(sys.argv[3], sys.argv[3:])
 """
 
 
+#: Seconds Chromium is given to start and answer its first call.
+START_TIMEOUT = 90.0
+
+
 class BrowserError(Exception):
     pass
 
@@ -83,6 +87,8 @@ class Browser:
         self._blank = False
         self.session = ""
         try:
+            # its start, on a loaded machine, can take longer than a call does
+            self.call("Browser.getVersion", timeout=START_TIMEOUT)
             self.new_page()
         except BaseException:
             self.close()

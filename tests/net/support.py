@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import Any
 
 from tidemq.codec.command import RemotingCommand
@@ -117,3 +118,16 @@ class MemoryTransport(asyncio.Transport):
         while (cmd := decoder.next_command()) is not None:
             out.append(cmd)
         return out
+
+
+def port_frees(port: int) -> bool:
+    """Whether a server could listen on ``port`` of 127.0.0.1 now."""
+    probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()

@@ -9,25 +9,13 @@ import socket
 from typing import Any
 
 import pytest
-from tests.net.support import ECHO, make_server
+from tests.net.support import ECHO, make_server, port_frees
 
 from tidemq.codec.command import RemotingCommand
 from tidemq.errors import ConnectFailed
 from tidemq.net import RemotingClient
 from tidemq.net.blocking import BlockingClient
 from tidemq.net.ports import free_port
-
-
-def _port_frees(port: int) -> bool:
-    probe = socket.socket()
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
 
 
 async def test_the_async_client_refuses_a_connection_to_itself(
@@ -48,7 +36,7 @@ async def test_the_async_client_refuses_a_connection_to_itself(
         assert "met itself" in str(info.value) and info.value.address == address
         assert address not in client.connections
         monkeypatch.undo()
-        assert _port_frees(port)
+        assert port_frees(port)
         async with make_server(port=port):  # the server meant for the port starts
             answer = await client.request(address, RemotingCommand.request(ECHO, body=b"up"))
             assert answer.body == b"up"
@@ -71,7 +59,7 @@ async def test_the_blocking_client_refuses_a_connection_to_itself(
             await asyncio.to_thread(client.request, address, RemotingCommand.request(ECHO))
         assert "met itself" in str(info.value)
         monkeypatch.undo()
-        assert _port_frees(port)
+        assert port_frees(port)
         async with make_server(port=port):
             answer = await asyncio.to_thread(
                 client.request, address, RemotingCommand.request(ECHO, body=b"up"))

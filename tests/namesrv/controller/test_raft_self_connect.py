@@ -12,21 +12,10 @@ from collections.abc import Callable
 
 import pytest
 from pysyncobj import tcp_connection
+from tests.net.support import port_frees
 
 from tidemq.namesrv.controller.raft import RaftLog, RaftTiming
 from tidemq.net.ports import free_ports
-
-
-def _port_frees(port: int) -> bool:
-    probe = socket.socket()
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        probe.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
 
 
 async def _until(probe: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -63,7 +52,7 @@ async def test_a_dial_to_a_peer_that_meets_itself_is_closed_and_the_peer_joins(
         await _until(lambda: bool(made), "the dial")
         await _until(lambda: all(s.fileno() == -1 for s in made), "the dial to be closed")
         monkeypatch.undo()
-        assert _port_frees(low)
+        assert port_frees(low)
         assert not first.is_leader  # its own vote, read back as the peer's, did not count
         second = RaftLog(peer, [dialler], timing=timing)
         await _until(lambda: first.is_leader or bool(second and second.is_leader),

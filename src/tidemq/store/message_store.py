@@ -126,15 +126,14 @@ class MessageStore:
             cut_at = truncation.pending(self.layout)
             self.epochs.load()
             kept = self._keep_cut(cut_at) if cut_at is not None else None  # before any cut
+            queues_end = self.queues.max_phys_end()
             if self.index is not None:
                 self.index.load()
                 if not clean or cut_at is not None:  # trust only what the checkpoint flushed
-                    self.index.truncate(dispatched_from(
-                        checkpoint, self.queues.max_phys_end(), False,
-                        self.commitlog.segments))
+                    self.index.truncate(dispatched_from(checkpoint, queues_end, False,
+                                                        self.commitlog.segments))
             # after a clean stop the log reaches what both the checkpoint and the
             # queues say was written; each alone could itself be the damaged file
-            queues_end = self.queues.max_phys_end()
             written = (min(dispatched_from(checkpoint, queues_end, True), queues_end)
                        if clean and cut_at is None else None)
             report = recover(self.commitlog, self.queues, self.index, checkpoint, clean=clean,

@@ -7,6 +7,7 @@ of the cluster stored, is refused saying so."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,50 @@ def test_a_long_cut_is_looked_up_a_window_at_a_time_and_a_retried_copy_sent_once
         assert found["body"] == f"w-{i}"
         offsets.append(found["queueOffset"])
     assert offsets == sorted(offsets)  # in the log's order on its queue
+
+
+@pytest.mark.usefixtures("cluster")
+def test_a_large_cut_is_resent_in_the_memory_of_a_window(
+        cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut may hold up to keptCutMaxBytes (1 GiB by default): the command reads it a
+    window at a time and writes each outcome as it is decided, in the memory of a window
+    (windows are bounded in bytes as well as in messages), not of the file. The table it
+    writes is the one the whole run would have given: columns as wide as their widest
+    cell."""
+    topic = "KeptCutLarge"
+    create(cluster, topic)
+    create(cluster, topic + "-long-name")
+    broker = cluster.cluster.brokers[0]
+    root = tmp_path / "old-master"
+    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=1 << 20)
+    body = bytes(range(256)) * 240  # 60 KiB, not compressible by the store
+    count = 96
+    with MessageStore(config, store_host=pack_host(broker.broker_addr)) as store:
+        store.put(topic, 0, MessageInput(b"agreed", encode_properties({"UNIQ_KEY": "AGREED"})))
+        cut = store.commitlog.max_offset
+        for i in range(count):
+            store.put(topic + ("-long-name" if i == count - 1 else ""), i % 4,
+                      MessageInput(body, encode_properties({"UNIQ_KEY": f"L{i:05d}"})))
+    truncation.request(StoreLayout(root), cut)
+    with MessageStore(config):
+        pass
+    [kept] = kept_cuts.kept_cuts(StoreLayout(root).truncated_dir)
+    assert kept.size > count * len(body)
+    monkeypatch.setattr(admin_kept_cuts, "WINDOW_BYTES", 4 * len(body))
+
+    tracemalloc.start()
+    try:
+        result = runner.invoke(app, ["admin", "resendKeptCut", "-f", str(kept.path),
+                                     "--dry-run", "-n", cluster.namesrv])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 + count
+    assert lines[0].split() == ["#Phys", "#Topic", "#QueueId", "#MsgId", "#Outcome"]
+    assert [line.split()[3] for line in lines[1:]] == [f"L{i:05d}" for i in range(count)]
+    assert {line.index("L0") for line in lines[1:]} == {lines[0].index("#MsgId")}
+    assert "would send" in lines[-1]
+    assert "96 of 96 messages looked up, 96 to send" in result.stderr
+    assert peak < kept.size // 4, (peak, kept.size)

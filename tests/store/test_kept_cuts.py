@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,42 @@ def test_the_limit_is_set_by_its_key_and_not_negative() -> None:
     assert (config.kept_cut_max_bytes, unknown) == (4096, [])
     with pytest.raises(ConfigError, match="keptCutMaxBytes"):
         StoreConfig(kept_cut_max_bytes=-1)
+
+
+def test_a_kept_file_is_read_a_record_at_a_time(tmp_path: Path) -> None:
+    """A cut may be as large as keptCutMaxBytes (1 GiB by default): reading it takes the
+    memory of one record, not of the file."""
+    body = bytes(range(250)) * 12  # 3,000 bytes: a record fits a segment
+    store, placed = _filled(tmp_path / "store", [body] * 200)
+    try:
+        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
+                              placed[0][0], 1, 1 << 30)
+    finally:
+        store.shutdown()
+    assert kept.path is not None and kept.records == 200
+    tracemalloc.start()
+    try:
+        seen = sum(rec.body == body for rec in kept_cuts.read_kept(kept.path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seen == 200
+    assert peak < kept.bytes // 8, (peak, kept.bytes)
+
+
+def test_a_total_size_beyond_the_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    store, placed = _filled(tmp_path / "store", [b"z" * 100] * 2)
+    try:
+        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
+                              placed[0][0], 1, 1 << 20)
+    finally:
+        store.shutdown()
+    assert kept.path is not None
+    data = bytearray(kept.path.read_bytes())
+    second = len(placed[0][1])
+    data[second : second + 4] = (1 << 30).to_bytes(4, "big")
+    kept.path.write_bytes(data)
+    with pytest.raises(kept_cuts.KeptCutError,
+                       match=rf"TOTALSIZE {1 << 30}, {len(data) - second} bytes left at "
+                             rf"byte {second} of the file"):
+        list(kept_cuts.read_kept(kept.path))

@@ -36,21 +36,23 @@ import dataclasses
 import logging
 import os
 import re
+import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tidemq.errors import TideMQError
-from tidemq.formats.record import Record, decode_record
+from tidemq.formats.record import MIN_RECORD_SIZE, Record, decode_record
 from tidemq.store.checkpoint import fsync_dir
 from tidemq.store.epoch_file import EpochEntry
 from tidemq.store.log_scan import Damage, End, Segment, walk
 
 __all__ = ["CutKept", "KeptCut", "KeptCutError", "epoch_at", "file_name", "keep", "kept_cuts",
-           "read_kept", "report", "where"]
+           "kept_records", "read_kept", "report", "where"]
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(\d+)-(\d+)\.log$")
+_TOTALSIZE = struct.Struct(">i")
 
 
 class KeptCutError(TideMQError):
@@ -185,16 +187,33 @@ def kept_cuts(directory: Path) -> list[KeptCut]:
     return sorted(out, key=lambda k: (k.epoch, k.from_offset))
 
 
+def kept_records(path: Path) -> Iterator[tuple[int, bytes, Record]]:
+    """The records of a kept file, in order, each with its byte offset in the file and
+    its bytes; :class:`KeptCutError` where one is not whole. The file is read one record
+    at a time: a cut of any size takes the memory of its largest record."""
+    with path.open("rb") as f:
+        left = os.fstat(f.fileno()).st_size
+        pos = 0
+        while left:
+            head = f.read(_TOTALSIZE.size)
+            if len(head) < _TOTALSIZE.size:
+                raise KeptCutError(path, pos, f"{left} bytes left, too few for a record")
+            (total,) = _TOTALSIZE.unpack(head)
+            if not MIN_RECORD_SIZE <= total <= left:
+                raise KeptCutError(path, pos, f"TOTALSIZE {total}, {left} bytes left")
+            data = head + f.read(total - _TOTALSIZE.size)
+            try:
+                rec = decode_record(data, 0, check_crc=True)
+            except TideMQError as exc:
+                raise KeptCutError(path, pos, str(exc)) from exc
+            if not isinstance(rec, Record):
+                raise KeptCutError(path, pos, "a BLANK marker, not a record")
+            yield pos, data, rec
+            pos += total
+            left -= total
+
+
 def read_kept(path: Path) -> Iterator[Record]:
     """The records of a kept file, in order; :class:`KeptCutError` where one is not whole."""
-    data = memoryview(path.read_bytes())
-    pos = 0
-    while pos < len(data):
-        try:
-            rec = decode_record(data, pos, check_crc=True)
-        except TideMQError as exc:
-            raise KeptCutError(path, pos, str(exc)) from exc
-        if not isinstance(rec, Record):
-            raise KeptCutError(path, pos, "a BLANK marker, not a record")
+    for _, _, rec in kept_records(path):
         yield rec
-        pos += rec.total_size

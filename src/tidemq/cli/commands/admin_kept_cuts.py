@@ -4,7 +4,9 @@ does not hold.
 A kept cut (``truncated/<epoch>-<fromOffset>.log``, :mod:`tidemq.store.kept_cuts`) holds
 the records an old master cut off its commit log when it came back as a replica. They
 are read as a consumer reads them (bodies inflated, an inner batch's messages one by
-one). Each message is looked up on its topic by its producer's id (UNIQ_KEY, the key
+one), a record at a time: once to check the file and size the table, then a window at a
+time as they are sent, each outcome printed as it is decided, so a cut of any size takes
+the memory of one window. Each message is looked up on its topic by its producer's id (UNIQ_KEY, the key
 index): one found there was stored again (its producer retried) and is not sent; any
 other is sent with its properties, UNIQ_KEY included, so a consumer that deduplicates by
 message id still can. A message without a UNIQ_KEY cannot be looked up and is sent,
@@ -23,7 +25,12 @@ broker's delay, timer and transaction-check services.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,8 +40,6 @@ from tidemq.cli.commands.admin_common import (
     JsonFlag,
     Namesrv,
     console_err,
-    emit_json,
-    print_columns,
     run_admin,
 )
 from tidemq.client.config import DEFAULT_NAMESRV
@@ -60,8 +65,11 @@ _UNLOOKED = " (no UNIQ_KEY: not looked up)"
 #: before the cut), by dry run or not.
 _TWICE = {False: "already sent: an earlier copy in the cut was sent",
           True: "would not send: an earlier copy in the cut would be sent"}
-#: Kept messages looked up before the first of them is sent, and lookups at a time.
+_HEADERS = ("#Phys", "#Topic", "#QueueId", "#MsgId", "#Outcome")
+#: Kept messages looked up before the first of them is sent (at most so many, and at
+#: most so many bytes of bodies), and lookups at a time.
 WINDOW = 256
+WINDOW_BYTES = 16 * 1024 * 1024
 LOOKUPS = 32
 
 KeptFile = Annotated[Path, typer.Option(
@@ -100,72 +108,139 @@ def resend_kept_cut(
     """Send the messages of a kept cut that the cluster does not hold (each looked up by
     its message id first) to the queues they were cut from, in order; exits with 1 when
     a send failed, 2 when the file is not a kept cut."""
-    messages = _read(file)
+    survey = _survey(file)
+    rows = _Rows(survey, json_out)
 
-    async def resend(admin: AdminClient) -> list[dict[str, Any]]:
-        group = broker_name or await _group_of(admin, messages)
-        return await _resend(admin, group, messages, dry_run)
+    async def resend(admin: AdminClient) -> None:
+        group = broker_name or await _group_of(admin, survey.hosts)
+        await _resend(admin, group, file, survey, dry_run, rows)
 
-    rows = run_admin(namesrv, resend)
-    if json_out:
-        emit_json(rows)
-    else:
-        print_columns(["#Phys", "#Topic", "#QueueId", "#MsgId", "#Outcome"],
-                      [[r["phys"], r["topic"], r["queueId"], r["msgId"], r["outcome"]]
-                       for r in rows])
-    if any(r["outcome"].startswith(("failed", "not sent")) for r in rows):
+    try:
+        run_admin(namesrv, resend)
+    except typer.Exit:
+        rows.close(whole=False)
+        raise
+    rows.close()
+    if rows.failed:
         raise typer.Exit(1)
 
 
-def _read(file: Path) -> list[MessageExt]:
-    """The kept file's messages as a consumer reads them; exit 2 naming what is wrong."""
-    # the store's reader loads numpy: imported when the command runs, not at --help
-    from tidemq.cli.commands.kept_view import kept_view
+@dataclasses.dataclass(slots=True)
+class _Survey:
+    """What one pass over a kept file tells before anything is sent: that it holds whole
+    records, how many messages, which addresses stored them, how wide the table's
+    columns are, and which UNIQ_KEYs may be held more than once (by their hashes, eight
+    bytes a message while the pass runs)."""
 
+    messages: int = 0
+    hosts: set[str] = dataclasses.field(default_factory=set)
+    widths: list[int] = dataclasses.field(default_factory=lambda: [len(h) for h in _HEADERS])
+    twice: frozenset[int] = frozenset()
+
+
+def _survey(file: Path) -> _Survey:
+    """One pass over the kept file (:class:`_Survey`); exit 2 naming what is wrong."""
+    # the store's reader loads numpy: imported when the command runs, not at --help
+    import numpy as np
+
+    from tidemq.cli.commands.kept_view import kept_messages
+
+    survey, hashes = _Survey(), array.array("q")
+    widths = survey.widths
     try:
-        return kept_view(file)
+        for m in kept_messages(file):
+            survey.messages += 1
+            survey.hosts.add(m.store_host)
+            for i, cell in enumerate(_cells(m)[:-1]):
+                widths[i] = max(widths[i], len(cell))
+            if "UNIQ_KEY" in m.properties:
+                hashes.append(hash(m.msg_id))
     except (TideMQError, OSError) as exc:
         console_err().print(f"error: {file}: not a kept cut: {exc}", markup=False)
         raise typer.Exit(2) from exc
+    ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+    survey.twice = frozenset(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+    return survey
 
 
-async def _group_of(admin: AdminClient, messages: list[MessageExt]) -> str:
+def _cells(m: MessageExt, outcome: str = "") -> list[str]:
+    """A message's row of the table, under :data:`_HEADERS`."""
+    return [str(m.commit_log_offset), m.topic, str(m.queue_id), m.msg_id, outcome]
+
+
+class _Rows:
+    """The outcomes, written as they are decided (a cut may hold millions of messages):
+    mqadmin's columns, as wide as :class:`_Survey` found them, or a JSON array."""
+
+    def __init__(self, survey: _Survey, json_out: bool) -> None:
+        self.widths = survey.widths
+        self.json = json_out
+        self.count = 0
+        self.failed = False
+
+    def add(self, m: MessageExt, outcome: str, new_id: str) -> None:
+        out = sys.stdout
+        self.failed = self.failed or outcome.startswith(("failed", "not sent"))
+        if self.json:
+            row = {"phys": m.commit_log_offset, "topic": m.topic, "queueId": m.queue_id,
+                   "msgId": m.msg_id, "keys": m.keys, "outcome": outcome,
+                   "offsetMsgId": new_id}
+            # the element as json.dumps(rows, indent=2) would write it inside the array
+            out.write(("[\n" if not self.count else ",\n")
+                      + json.dumps([row], indent=2)[2:-2])
+        else:
+            if not self.count:
+                self._line(list(_HEADERS))
+            self._line(_cells(m, outcome))
+        self.count += 1
+
+    def _line(self, cells: list[str]) -> None:
+        sys.stdout.write("  ".join(c.ljust(w) for c, w in zip(cells, self.widths, strict=True))
+                         .rstrip() + "\n")
+
+    def close(self, whole: bool = True) -> None:
+        """End the JSON array of the rows written; ``[]`` when none was and the run is
+        ``whole`` (not stopped by an error)."""
+        if self.json and (self.count or whole):
+            sys.stdout.write("\n]\n" if self.count else "[]\n")
+        sys.stdout.flush()
+
+
+async def _group_of(admin: AdminClient, hosts: set[str]) -> str:
     """The broker group whose broker stored the records (by its address)."""
-    hosts = sorted({m.store_host for m in messages})
     groups = {b.address: b.broker_name for b in await admin.cluster_list()}
     found = {groups[h] for h in hosts if h in groups}
     if len(found) != 1 or any(h not in groups for h in hosts):
-        raise NoBrokerGroup(hosts)
+        raise NoBrokerGroup(sorted(hosts))
     return found.pop()
 
 
-async def _resend(admin: AdminClient, group: str, messages: list[MessageExt],
-                  dry_run: bool) -> list[dict[str, Any]]:
-    """Each message looked up and, where the cluster lacks it, sent. The lookups of a
-    window of :data:`WINDOW` messages run :data:`LOOKUPS` at a time; the window's sends
-    then go one by one in log order, so each queue's order holds. Progress goes to
-    stderr once the run has more than one window."""
+async def _resend(admin: AdminClient, group: str, file: Path, survey: _Survey,
+                  dry_run: bool, rows: _Rows) -> None:
+    """Each message looked up and, where the cluster lacks it, sent. The file is read
+    again a window at a time (:func:`_windows`); a window's lookups run
+    :data:`LOOKUPS` at a time, then its sends go one by one in log order, so each queue's
+    order holds. Progress goes to stderr once the run has more than one window."""
+    from tidemq.cli.commands.kept_view import kept_messages
     from tidemq.client import Producer  # the other commands send nothing
 
-    rows = []
     failed: set[tuple[str, int]] = set()  # queues a send failed on: nothing more goes
-    sent_ids: set[str] = set()  # UNIQ_KEYs sent by this run: a later copy is not sent
+    sent_ids: set[str] = set()  # UNIQ_KEYs of survey.twice sent by this run
     gate = asyncio.Semaphore(LOOKUPS)
 
     async def look(m: MessageExt) -> tuple[str, str] | None:
         async with gate:
             return await _lookup(admin, m)
 
-    total, sent = len(messages), 0
+    total, done, sent = survey.messages, 0, 0
     async with Producer("TOOLS_PRODUCER", instance=admin.instance) as producer:
-        for first in range(0, total, WINDOW):
-            window = messages[first:first + WINDOW]
+        for window in _windows(kept_messages(file)):
             looked = await asyncio.gather(*(look(m) for m in window))
             for m, settled in zip(window, looked, strict=True):
-                keyed = "UNIQ_KEY" in m.properties
+                again = "UNIQ_KEY" in m.properties and hash(m.msg_id) in survey.twice
                 if settled is not None:
                     outcome, new_id = settled
-                elif keyed and m.msg_id in sent_ids:
+                elif again and m.msg_id in sent_ids:
                     outcome, new_id = _TWICE[dry_run], ""
                 else:
                     outcome, new_id = await _send(producer, group, m, dry_run, failed)
@@ -173,16 +248,29 @@ async def _resend(admin: AdminClient, group: str, messages: list[MessageExt],
                         failed.add((m.topic, m.queue_id))
                     if outcome.startswith(("sent", "would send")):
                         sent += 1
-                        if keyed:
+                        if again:
                             sent_ids.add(m.msg_id)
-                rows.append({"phys": m.commit_log_offset, "topic": m.topic,
-                             "queueId": m.queue_id, "msgId": m.msg_id, "keys": m.keys,
-                             "outcome": outcome, "offsetMsgId": new_id})
-            if total > WINDOW:
-                done = "to send" if dry_run else "sent"
-                console_err().print(f"resendKeptCut: {first + len(window):,} of {total:,} "
-                                    f"messages looked up, {sent:,} {done}", markup=False)
-    return rows
+                rows.add(m, outcome, new_id)
+            done += len(window)
+            if done < total or len(window) < done:  # the run has more than one window
+                verb = "to send" if dry_run else "sent"
+                console_err().print(f"resendKeptCut: {done:,} of {total:,} messages "
+                                    f"looked up, {sent:,} {verb}", markup=False)
+
+
+def _windows(messages: Iterator[MessageExt]) -> Iterator[list[MessageExt]]:
+    """The messages in windows of :data:`WINDOW` messages or :data:`WINDOW_BYTES` bytes of
+    bodies, whichever is reached first (a window holds at least one message)."""
+    window: list[MessageExt] = []
+    size = 0
+    for m in messages:
+        if window and (len(window) == WINDOW or size + len(m.body) > WINDOW_BYTES):
+            yield window
+            window, size = [], 0
+        window.append(m)
+        size += len(m.body)
+    if window:
+        yield window
 
 
 async def _lookup(admin: AdminClient, m: MessageExt) -> tuple[str, str] | None:

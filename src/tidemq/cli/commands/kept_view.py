@@ -7,28 +7,35 @@ commit log held them."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from pathlib import Path
 
 from tidemq.codec.message import decode_messages
 from tidemq.errors import CorruptRecord
 from tidemq.formats.msgid import encode_offset_msg_id
 from tidemq.formats.record import pack_host
-from tidemq.store.kept_cuts import KeptCutError, read_kept
+from tidemq.store.kept_cuts import KeptCutError, kept_records
 from tidemq.types import MessageExt
 
-__all__ = ["kept_row", "kept_view"]
+__all__ = ["kept_messages", "kept_row", "kept_view"]
+
+
+def kept_messages(path: Path) -> Iterator[MessageExt]:
+    """The messages of a kept file, in the order the log held them, read one record at a
+    time; :class:`~tidemq.store.kept_cuts.KeptCutError` where the file does not hold whole
+    records or a body does not inflate."""
+    for pos, data, _ in kept_records(path):  # whole records, each CRC checked
+        try:
+            messages = decode_messages(data, check_crc=True)
+        except CorruptRecord as exc:
+            raise KeptCutError(path, pos + max(exc.offset, 0), exc.reason) from exc
+        yield from messages
 
 
 def kept_view(path: Path) -> list[MessageExt]:
-    """The messages of a kept file, in the order the log held them;
-    :class:`~tidemq.store.kept_cuts.KeptCutError` where it does not hold whole records
-    or a body does not inflate."""
-    for _ in read_kept(path):  # whole records, each CRC checked, or where one is not
-        pass
-    try:
-        return decode_messages(path.read_bytes(), check_crc=True)
-    except CorruptRecord as exc:
-        raise KeptCutError(path, exc.offset, exc.reason) from exc
+    """All the messages of a kept file (:func:`kept_messages`), for a view that shows them
+    at once."""
+    return list(kept_messages(path))
 
 
 def kept_row(m: MessageExt) -> dict[str, object]:

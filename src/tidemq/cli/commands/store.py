@@ -395,11 +395,15 @@ def cuts_command(
 def _print_kept_cuts(found: list[Any], json_out: bool) -> None:
     rows = []
     for cut in found:
-        recs = list(read_kept(cut.path))
+        records, first, last = 0, 0, 0
+        for rec in read_kept(cut.path):  # one record at a time: a cut may be large
+            stamp = rec.store_timestamp
+            first = stamp if not records else min(first, stamp)
+            last = max(last, stamp)
+            records += 1
         rows.append({"file": str(cut.path), "epoch": cut.epoch, "from_offset": cut.from_offset,
-                     "records": len(recs), "bytes": cut.size,
-                     "first_stored": min((r.store_timestamp for r in recs), default=0),
-                     "last_stored": max((r.store_timestamp for r in recs), default=0)})
+                     "records": records, "bytes": cut.size, "first_stored": first,
+                     "last_stored": last})
     if json_out:
         _emit_json(rows)
         return

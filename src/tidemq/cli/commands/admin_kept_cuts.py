@@ -6,10 +6,10 @@ the records an old master cut off its commit log when it came back as a replica.
 are read as a consumer reads them (bodies inflated, an inner batch's messages one by
 one), a record at a time: once to check the file and size the table, then a window at a
 time as they are sent, each outcome printed as it is decided, so a cut of any size takes
-the memory of one window. Each message is looked up on its topic by its producer's id (UNIQ_KEY, the key
-index): one found there was stored again (its producer retried) and is not sent; any
-other is sent with its properties, UNIQ_KEY included, so a consumer that deduplicates by
-message id still can. A message without a UNIQ_KEY cannot be looked up and is sent,
+the memory of one window. Each message is looked up on its topic by its producer's id
+(UNIQ_KEY, the key index): one found there was stored again (its producer retried) and
+is not sent; any other is sent with its properties, UNIQ_KEY included, so a consumer that
+deduplicates by message id still can. A message without a UNIQ_KEY cannot be looked up and is sent,
 saying so.
 
 Each message goes back to the queue it was cut from -- the same queue id of the same

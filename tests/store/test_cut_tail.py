@@ -5,14 +5,17 @@ a cut that fails half-way is made by the next start."""
 from __future__ import annotations
 
 import functools
+import logging
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidemq.errors import StoreReadOnly
 from tidemq.formats.properties import encode_properties
 from tidemq.store import kept_cuts, truncation
 from tidemq.store.append import MessageInput
@@ -226,3 +229,66 @@ def test_a_checkpoint_taken_before_the_cut_does_not_land_after_it(
     assert on_disk.dispatched_phy_offset <= point
     assert on_disk.flushed_phy_offset <= point
     assert truncation.pending(replica.layout) is None
+
+
+def test_a_shutdown_while_a_cut_is_kept_waits_for_the_kept_file(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker stopped while an old master's tail is kept in a thread (its controller
+    link cancelled, the thread still copying): the store's shutdown waits for the kept
+    file, which is whole, and does not close the log under it; the cut, requested on
+    disk, is made by the next start and does not keep the tail again."""
+    wire, starts, _ = master()
+    point = starts[len(starts) // 2]
+    clock = FakeClock(1_700_000_000_000)
+    replica = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    diverge(replica, wire, point, 30)
+    tail = tail_records(replica, point)
+    keeping, release = threading.Event(), threading.Event()
+    keep = kept_cuts.keep
+
+    def slow_keep(*args: Any, **kwargs: Any) -> kept_cuts.CutKept:
+        keeping.set()
+        assert release.wait(60)
+        return keep(*args, **kwargs)
+
+    monkeypatch.setattr(kept_cuts, "keep", slow_keep)
+    cut = replica.begin_cut(point)
+    assert cut is not None
+    kept: list[object] = []
+
+    def keep_in_thread() -> None:
+        try:
+            kept.append(replica.keep_cut(cut))
+        except BaseException as exc:
+            kept.append(exc)
+
+    keeper = threading.Thread(target=keep_in_thread)
+    keeper.start()
+    assert keeping.wait(60)
+    waiting = threading.Event()
+
+    class Said(logging.Handler):  # the shutdown says it waits: the event the test needs
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("shutdown waits for the tail"):
+                waiting.set()
+
+    said = Said()
+    logging.getLogger("tidemq.store.message_store").addHandler(said)
+    stopper = threading.Thread(target=replica.shutdown)
+    stopper.start()
+    stopped_first = not waiting.wait(5) and not stopper.is_alive()
+    release.set()
+    keeper.join(60)
+    stopper.join(60)
+    logging.getLogger("tidemq.store.message_store").removeHandler(said)
+    assert not stopped_first, "the store shut down while its cut's tail was being kept"
+    assert isinstance(kept[0], truncation.KeptNote), kept
+    assert truncation.pending(replica.layout) == point
+    with pytest.raises(StoreReadOnly, match="not started"):
+        replica.finish_cut(cut)
+
+    monkeypatch.setattr(kept_cuts, "keep", keep)
+    again = open_store(clock=clock, mapped_file_size_commit_log=SEGMENT, **LMQ)
+    assert again.commitlog.max_offset == point
+    assert truncation.pending(again.layout) is None
+    assert kept_records(again) == tail  # kept once, whole

@@ -104,6 +104,9 @@ class MessageStore:
         self._copies = 0
         #: A cut decided and not made yet (:meth:`begin_cut`): nothing appends meanwhile.
         self._cutting: truncation.RunningCut | None = None
+        #: Held while a cut's tail is kept (:meth:`keep_cut`, in a thread): a shutdown
+        #: waits for it rather than close the log under it.
+        self._keeping = threading.Lock()
         #: Controller mode: which epoch began where (loaded at start).
         self.epochs = EpochFile(self.layout.epoch_file)
 
@@ -332,21 +335,28 @@ class MessageStore:
         """The file work of a decided cut, safe in a thread while requests are served
         (the log does not change meanwhile): the cut requested on disk, its records kept
         (:mod:`tidemq.store.kept_cuts`), what was written before it dispatched. On an
-        error the cut is given up (its request stays: the next start makes it)."""
-        try:
-            truncation.request(self.layout, cut.offset)
-            kept = self._keep_cut(cut.offset)
-            assert self.dispatcher is not None
-            self.dispatcher.drain()
-        except BaseException:
-            self._cutting = None
-            raise
+        error the cut is given up (its request stays: the next start makes it). A
+        :meth:`shutdown` that comes meanwhile waits for the kept file; the cut is then
+        made by the next start."""
+        with self._keeping:
+            try:
+                if not self._running:
+                    raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+                truncation.request(self.layout, cut.offset)
+                kept = self._keep_cut(cut.offset)
+                assert self.dispatcher is not None
+                self.dispatcher.drain()
+            except BaseException:
+                self._cutting = None
+                raise
         return kept
 
     def finish_cut(self, cut: truncation.RunningCut) -> int:
         """Make a cut :meth:`keep_cut` kept: the log, queues, LMQ entries, index and
         epochs cut at its offset, a checkpoint written, the request removed. Returns the
         bytes dropped."""
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
         if self._cutting != cut:
             raise ValueError(f"no cut at {cut.offset} is under way")
         dispatcher, flusher = self.dispatcher, self.flusher
@@ -443,10 +453,10 @@ class MessageStore:
                                     round_records=config.dispatch_round_records)
 
     def shutdown(self) -> None:
-        """Flush, dispatch everything, write the checkpoint, remove the abort marker."""
-        if not self._running:
+        """Flush, dispatch everything, write the checkpoint, remove the abort marker;
+        once a cut's tail being kept in a thread is (:meth:`keep_cut`)."""
+        if not self._running or not self._stop_running():
             return
-        self._running = False
         self.appender.detach()
         self._stop_event.set()
         if self._housekeeper is not None:
@@ -469,6 +479,20 @@ class MessageStore:
             self.index.close()
         self.commitlog.close()
         self._lock.release()
+
+    def _stop_running(self) -> bool:
+        """Mark the store stopped once no cut's tail is being kept; ``False`` when a
+        shutdown in another thread came first."""
+        if not self._keeping.acquire(blocking=False):
+            cutting = self._cutting
+            log.warning("shutdown waits for the tail of the commit log cut at %s to be "
+                        "kept", cutting.offset if cutting is not None else "?")
+            self._keeping.acquire()
+        try:
+            running, self._running = self._running, False
+            return running
+        finally:
+            self._keeping.release()
 
     def __enter__(self) -> MessageStore:
         self.start()

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from tests.client.received import Received
 
 from tidemq.client import (
     AdminClient,
@@ -85,24 +86,18 @@ async def test_a_new_push_group_reads_a_young_queue_from_its_first_message(
         cluster: Cluster, consume_from: ConsumeFromWhere) -> None:
     bodies = [f"m{i}" for i in range(5)]
     await _topic_with(cluster, "Young", bodies)
-    got: list[str] = []
-    all_in = asyncio.Event()
-
-    async def listen(msgs: list[MessageExt]) -> ConsumeStatus:
-        got.extend(m.body.decode() for m in msgs)
-        if len(got) >= len(bodies):
-            all_in.set()
-        return ConsumeStatus.CONSUME_SUCCESS
+    received = Received(len(bodies))
 
     stamp = int(time.time() * 1000) + 60_000 if consume_from is STAMP else None
-    consumer = PushConsumer("young-push", config=_config(cluster, "c"), listener=listen,
+    consumer = PushConsumer("young-push", config=_config(cluster, "c"),
+                            listener=received.listener,
                             options=OPTIONS, consume_from=consume_from,
                             consume_timestamp=stamp)
     consumer.subscribe("Young")
     async with consumer:
         async with asyncio.timeout(20):
-            await all_in.wait()
-    assert got == bodies
+            await received.all_in.wait()
+    assert [b.decode() for b in received.bodies] == bodies
 
 
 async def test_a_new_pull_group_reads_a_young_queue_from_its_first_message(

@@ -12,12 +12,12 @@ from pathlib import Path
 from tests.broker import wire
 from tests.broker.wire import Peer
 from tests.child_server import SMALL_SEGMENT
+from tests.client.received import Received
 
-from tidemq.client import ClientConfig, ConsumeStatus, PushConsumer, PushOptions
+from tidemq.client import ClientConfig, PushConsumer, PushOptions
 from tidemq.codec.bodies import ConsumeFromWhere
 from tidemq.codec.command import RequestCode
 from tidemq.namesrv import NameServerApp
-from tidemq.types import MessageExt
 
 from .broker_process import BrokerProcess
 
@@ -57,17 +57,11 @@ async def test_a_commit_lost_to_kill9_comes_back_from_the_running_consumer(
         tmp_path: Path, namesrv: NameServerApp) -> None:
     broker = BrokerProcess(tmp_path / "store", namesrv.address, SETTINGS)
     await asyncio.to_thread(broker.start)
-    got: list[bytes] = []
-    all_in = asyncio.Event()
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
-        got.extend(bytes(m.body) for m in msgs)
-        if len(got) >= COUNT:
-            all_in.set()
-        return ConsumeStatus.CONSUME_SUCCESS
+    received = Received(COUNT)
 
     consumer = PushConsumer(
-        GROUP, listener=listener, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        GROUP, listener=received.listener,
+        consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         config=ClientConfig(namesrv_addr=(namesrv.address,), pull_error_backoff=0.2,
                             long_polling_timeout=2.0),
         options=PushOptions(persist_consumer_offset_interval=0.5))
@@ -80,7 +74,7 @@ async def test_a_commit_lost_to_kill9_comes_back_from_the_running_consumer(
             await wire.eventually_route(ns, TOPIC, timeout=30)
         consumer.subscribe(TOPIC)
         await consumer.start()
-        await asyncio.wait_for(all_in.wait(), 60)
+        await asyncio.wait_for(received.all_in.wait(), 60)
         await _until_committed(broker.addr, str(COUNT), 60)
 
         await asyncio.to_thread(broker.kill9)
@@ -90,4 +84,4 @@ async def test_a_commit_lost_to_kill9_comes_back_from_the_running_consumer(
     finally:
         await consumer.close()
         broker.kill9()
-    assert sorted(got) == sorted(b"m%d" % n for n in range(COUNT))
+    assert sorted(received.bodies) == sorted(b"m%d" % n for n in range(COUNT))

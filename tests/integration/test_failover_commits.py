@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.client.received import Received
 from tests.integration.failover_group import (
     GROUP,
     TOPIC,
@@ -28,7 +29,6 @@ from tests.namesrv.controller.processes import ControllerProcess
 from tidemq.client import (
     AdminClient,
     ClientConfig,
-    ConsumeStatus,
     Message,
     Producer,
     PushConsumer,
@@ -36,7 +36,7 @@ from tidemq.client import (
 )
 from tidemq.client.controller_admin import ControllerAdmin
 from tidemq.codec.bodies import ConsumeFromWhere
-from tidemq.types import MessageExt, MessageQueue, SendStatus
+from tidemq.types import MessageQueue, SendStatus
 
 __all__ = ["namesrvs"]  # fixture
 
@@ -49,14 +49,7 @@ async def test_an_offset_the_killed_master_took_reaches_the_new_master_on_an_idl
     addrs = [c.addr for c in namesrvs]
     queue = MessageQueue(TOPIC, GROUP, 0)
     config = ClientConfig(namesrv_addr=tuple(addrs), request_timeout=3.0)
-    got: list[bytes] = []
-    all_in = asyncio.Event()
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
-        got.extend(bytes(m.body) for m in msgs)
-        if len(got) >= COUNT:
-            all_in.set()
-        return ConsumeStatus.CONSUME_SUCCESS
+    received = Received(COUNT)
 
     with broker_group(namesrvs, tmp_path, slaveMetadataSyncInterval="600000") as brokers:
         async with AdminClient(config=config) as admin, Producer("idle-p", config=config) as p:
@@ -78,7 +71,7 @@ async def test_an_offset_the_killed_master_took_reaches_the_new_master_on_an_idl
                 assert result.status is SendStatus.SEND_OK
 
             consumer = PushConsumer(
-                CONSUMER, listener=listener,
+                CONSUMER, listener=received.listener,
                 consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                 config=ClientConfig(namesrv_addr=tuple(addrs), instance_name="idle-c",
                                     pull_error_backoff=0.2, long_polling_timeout=2.0,
@@ -87,7 +80,7 @@ async def test_an_offset_the_killed_master_took_reaches_the_new_master_on_an_idl
             consumer.subscribe(TOPIC)
             await consumer.start()
             try:
-                await asyncio.wait_for(all_in.wait(), 60)
+                await asyncio.wait_for(received.all_in.wait(), 60)
                 await eventually(lambda: queue_offsets(admin, master.addr, CONSUMER, queue),
                                  lambda o: o == (COUNT, COUNT))
                 for replica in brokers[1:]:  # their copy of the offsets is older
@@ -103,4 +96,4 @@ async def test_an_offset_the_killed_master_took_reaches_the_new_master_on_an_idl
                                  lambda o: o == (COUNT, COUNT), timeout=60)
             finally:
                 await consumer.close()
-    assert sorted(got) == sorted(b"m%d" % i for i in range(COUNT))
+    assert sorted(received.bodies) == sorted(b"m%d" % i for i in range(COUNT))

@@ -63,8 +63,9 @@ MODES = ("serial", "concurrent")
 #: The produce rates of the sustained part, msg/s: on past the highest rate either
 #: dispatcher has sustained on a quiet 2-core host, so that both dispatchers' highest
 #: sustained rates fall inside the ladder (it stops after two rates not sustained).
-RATES = (2000, 4000, 8000, 12000, 16000, 20000, 25000, 30000, 35000, 40000, 45000, 50000,
-         60000, 70000, 80000)
+#: From 20,000 on the rungs are 5,000 apart: where the highest sustained rates fall
+#: (30,000-60,000), a rung is about a tenth of the rate, and so is the ratio's step.
+RATES = (2000, 4000, 8000, 12000, 16000, *range(20000, 80001, 5000))
 #: Pre-built messages at most: a ladder's higher rates put them again (their keys
 #: repeat; what dispatching one costs does not change).
 LOAD_MESSAGES = 150_000

@@ -42,6 +42,19 @@ def _filled(root: Path, bodies: list[bytes]) -> tuple[MessageStore, list[tuple[i
     return store, out
 
 
+def _kept_file(root: Path, bodies: list[bytes]) -> tuple[kept_cuts.CutKept,
+                                                         list[tuple[int, bytes]]]:
+    """The records of ``bodies``, kept from the first on (epoch 1), as a cut keeps them."""
+    store, placed = _filled(root, bodies)
+    try:
+        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
+                              placed[0][0], 1, 1 << 30)
+    finally:
+        store.shutdown()
+    assert kept.path is not None
+    return kept, placed
+
+
 def _read(path: Path) -> list[tuple[int, bytes]]:
     data = path.read_bytes()
     out, pos = [], 0
@@ -103,12 +116,7 @@ def test_a_cut_over_the_limit_says_what_was_not_kept(
 
 
 def test_a_kept_file_cut_short_is_refused_naming_the_byte(tmp_path: Path) -> None:
-    store, placed = _filled(tmp_path / "store", [b"y" * 100] * 3)
-    try:
-        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
-                              placed[0][0], 1, 1 << 20)
-    finally:
-        store.shutdown()
+    kept, placed = _kept_file(tmp_path / "store", [b"y" * 100] * 3)
     assert kept.path is not None
     data = kept.path.read_bytes()
     kept.path.write_bytes(data[:-10])
@@ -134,12 +142,7 @@ def test_a_kept_file_is_read_a_record_at_a_time(tmp_path: Path) -> None:
     """A cut may be as large as keptCutMaxBytes (1 GiB by default): reading it takes the
     memory of one record, not of the file."""
     body = bytes(range(250)) * 12  # 3,000 bytes: a record fits a segment
-    store, placed = _filled(tmp_path / "store", [body] * 200)
-    try:
-        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
-                              placed[0][0], 1, 1 << 30)
-    finally:
-        store.shutdown()
+    kept, _ = _kept_file(tmp_path / "store", [body] * 200)
     assert kept.path is not None and kept.records == 200
     tracemalloc.start()
     try:
@@ -152,12 +155,7 @@ def test_a_kept_file_is_read_a_record_at_a_time(tmp_path: Path) -> None:
 
 
 def test_a_total_size_beyond_the_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    store, placed = _filled(tmp_path / "store", [b"z" * 100] * 2)
-    try:
-        kept = kept_cuts.keep(store.commitlog.segments, store.layout.truncated_dir,
-                              placed[0][0], 1, 1 << 20)
-    finally:
-        store.shutdown()
+    kept, placed = _kept_file(tmp_path / "store", [b"z" * 100] * 2)
     assert kept.path is not None
     data = bytearray(kept.path.read_bytes())
     second = len(placed[0][1])

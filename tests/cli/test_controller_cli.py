@@ -15,8 +15,10 @@ from tests.cli.runner import CliRunner
 from tests.namesrv.controller.fake_broker import GROUP, FakeBroker, set_up_group
 from tests.namesrv.controller.processes import controller_trio
 
+from tidemq.cli.commands.controller import _print_sync_state_sets
 from tidemq.cli.main import app
 from tidemq.client.controller_admin import ControllerAdmin
+from tidemq.codec.controller import BrokerReplicasInfo
 from tidemq.net import RemotingClient
 
 runner = CliRunner()
@@ -221,3 +223,13 @@ def test_get_and_update_controller_config(group: tuple[str, Brokers]) -> None:
     assert "controllerRaftPeers cannot change while the controller runs" in fixed
     assert "INVALID_PARAMETER" in fixed
     assert admin("getControllerConfig", "-a", first)[first] == got[first]
+
+
+def test_no_broker_group_prints_nothing_on_stdout_and_says_so_on_stderr(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """mqadmin prints no line for controllers that know no group: a script reading the
+    output finds none here either; a person is told on stderr."""
+    _print_sync_state_sets(BrokerReplicasInfo(), json_out=False)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "no broker group is known to the controllers" in err

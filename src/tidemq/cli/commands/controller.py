@@ -18,6 +18,7 @@ from tidemq.cli.commands.admin_common import (
     Interval,
     JsonFlag,
     Namesrv,
+    console_err,
     console_out,
     emit_json,
     repeat_every,
@@ -94,8 +95,8 @@ def _print_sync_state_sets(info: BrokerReplicasInfo, json_out: bool) -> None:
     if json_out:
         emit_json(msgspec.to_builtins(info))
         return
-    if not info.replicas_info_table:
-        console_out().print("no broker group is known to the controllers", markup=False)
+    if not info.replicas_info_table:  # mqadmin prints nothing: scripts read stdout
+        console_err().print("no broker group is known to the controllers", markup=False)
     out = sys.stdout
     for name, group in sorted(info.replicas_info_table.items()):
         out.write(f"\n#brokerName\t{name}\n#MasterBrokerId\t{_java(group.master_broker_id)}"

@@ -28,7 +28,6 @@ from __future__ import annotations
 import array
 import asyncio
 import dataclasses
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +41,7 @@ from tidemq.cli.commands.admin_common import (
     console_err,
     run_admin,
 )
+from tidemq.cli.json_rows import JsonRows
 from tidemq.client.config import DEFAULT_NAMESRV
 from tidemq.client.validation import NOT_ALLOWED_SEND_TOPICS
 from tidemq.errors import TideMQError
@@ -174,20 +174,16 @@ class _Rows:
 
     def __init__(self, survey: _Survey, json_out: bool) -> None:
         self.widths = survey.widths
-        self.json = json_out
+        self.json = JsonRows() if json_out else None
         self.count = 0
         self.failed = False
 
     def add(self, m: MessageExt, outcome: str, new_id: str) -> None:
-        out = sys.stdout
         self.failed = self.failed or outcome.startswith(("failed", "not sent"))
-        if self.json:
-            row = {"phys": m.commit_log_offset, "topic": m.topic, "queueId": m.queue_id,
-                   "msgId": m.msg_id, "keys": m.keys, "outcome": outcome,
-                   "offsetMsgId": new_id}
-            # the element as json.dumps(rows, indent=2) would write it inside the array
-            out.write(("[\n" if not self.count else ",\n")
-                      + json.dumps([row], indent=2)[2:-2])
+        if self.json is not None:
+            self.json.add({"phys": m.commit_log_offset, "topic": m.topic,
+                           "queueId": m.queue_id, "msgId": m.msg_id, "keys": m.keys,
+                           "outcome": outcome, "offsetMsgId": new_id})
         else:
             if not self.count:
                 self._line(list(_HEADERS))
@@ -199,10 +195,9 @@ class _Rows:
                          .rstrip() + "\n")
 
     def close(self, whole: bool = True) -> None:
-        """End the JSON array of the rows written; ``[]`` when none was and the run is
-        ``whole`` (not stopped by an error)."""
-        if self.json and (self.count or whole):
-            sys.stdout.write("\n]\n" if self.count else "[]\n")
+        """End the JSON array (:meth:`JsonRows.close <tidemq.cli.json_rows.JsonRows.close>`)."""
+        if self.json is not None:
+            self.json.close(whole)
         sys.stdout.flush()
 
 

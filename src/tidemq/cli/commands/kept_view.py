@@ -17,7 +17,7 @@ from tidemq.formats.record import pack_host
 from tidemq.store.kept_cuts import KeptCutError, kept_records
 from tidemq.types import MessageExt
 
-__all__ = ["kept_messages", "kept_row", "kept_view"]
+__all__ = ["kept_messages", "kept_row"]
 
 
 def kept_messages(path: Path) -> Iterator[MessageExt]:
@@ -30,12 +30,6 @@ def kept_messages(path: Path) -> Iterator[MessageExt]:
         except CorruptRecord as exc:
             raise KeptCutError(path, pos + max(exc.offset, 0), exc.reason) from exc
         yield from messages
-
-
-def kept_view(path: Path) -> list[MessageExt]:
-    """All the messages of a kept file (:func:`kept_messages`), for a view that shows them
-    at once."""
-    return list(kept_messages(path))
 
 
 def kept_row(m: MessageExt) -> dict[str, object]:

@@ -37,6 +37,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tidemq.cli.json_rows import JsonRows
 from tidemq.cli.markup import counted
 from tidemq.errors import StoreReadOnly
 from tidemq.store.config import StoreConfig
@@ -423,17 +424,24 @@ def _print_kept_cuts(found: list[Any], json_out: bool) -> None:
 
 def _print_kept_messages(found: list[Any], json_out: bool) -> None:
     # the consumer's decoder, imported when messages are printed
-    from tidemq.cli.commands.kept_view import kept_row, kept_view
+    from tidemq.cli.commands.kept_view import kept_messages, kept_row
 
-    if json_out:
-        _emit_json([{"file": cut.path.name, **kept_row(m)}
-                    for cut in found for m in kept_view(cut.path)])
+    if json_out:  # written as read: a cut may be larger than memory holds twice
+        rows = JsonRows()
+        try:
+            for cut in found:
+                for m in kept_messages(cut.path):
+                    rows.add({"file": cut.path.name, **kept_row(m)})
+        except KeptCutError:
+            rows.close(whole=False)
+            raise
+        rows.close()
         return
     table = Table(title="messages of the kept cuts")
     for col in ("file", "phys", "topic", "queue", "msgId", "keys", "tags", "stored", "body"):
         table.add_column(col, justify="right" if col in ("phys", "queue") else "left")
     for cut in found:
-        for m in kept_view(cut.path):
+        for m in kept_messages(cut.path):
             table.add_row(escape(cut.path.name), str(m.commit_log_offset), escape(m.topic),
                           str(m.queue_id), m.msg_id,
                           escape(m.properties.get("KEYS", "")),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from tests.cli.runner import CliRunner
 
+from tidemq.cli.commands import store as store_commands
 from tidemq.cli.main import app
 from tidemq.formats.properties import encode_properties
 from tidemq.store import truncation
@@ -113,3 +114,19 @@ def test_a_damaged_kept_file_is_an_error_naming_it(cut: tuple[Path, int]) -> Non
     assert result.exit_code == 2
     # the error console wraps at 80 columns, inside the path where the directory is long
     assert f"0-{at}.log" in result.stderr.replace("\n", "")
+
+
+def test_many_kept_messages_are_printed_a_page_at_a_time(
+        cut: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cut may hold millions of messages: the table is printed a page at a time, each
+    page saying where it starts, every message once and in order."""
+    root, _ = cut
+    monkeypatch.setattr(store_commands, "KEPT_PAGE", 3)
+    table = runner.invoke(app, ["store", "cuts", str(root), "--messages"],
+                          env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.output
+    out = table.stdout
+    assert out.count("messages of the kept cuts") == 2
+    assert "messages of the kept cuts, from message 4" in out
+    assert [f"order-{i}" in out for i in range(8, 12)] == [True] * 4
+    assert out.index("order-10") < out.index("from message 4") < out.index("order-11")

@@ -437,17 +437,32 @@ def _print_kept_messages(found: list[Any], json_out: bool) -> None:
             raise
         rows.close()
         return
-    table = Table(title="messages of the kept cuts")
-    for col in ("file", "phys", "topic", "queue", "msgId", "keys", "tags", "stored", "body"):
-        table.add_column(col, justify="right" if col in ("phys", "queue") else "left")
+    table, shown = _kept_table(), 0
     for cut in found:
         for m in kept_messages(cut.path):
+            if table.row_count == KEPT_PAGE:  # a page at a time: a cut may be large
+                _out().print(table)
+                table = _kept_table(shown + 1)
             table.add_row(escape(cut.path.name), str(m.commit_log_offset), escape(m.topic),
                           str(m.queue_id), m.msg_id,
                           escape(m.properties.get("KEYS", "")),
                           escape(m.properties.get("TAGS", "")),
                           _when(m.store_timestamp), escape(_body_text(m.body)))
+            shown += 1
     _out().print(table)
+
+
+#: Messages in one printed table of ``tidemq store cuts --messages``.
+KEPT_PAGE = 1000
+
+
+def _kept_table(first: int = 1) -> Table:
+    """The table of a page of kept messages, the ``first`` one shown first."""
+    title = "messages of the kept cuts" + (f", from message {first:,}" if first > 1 else "")
+    table = Table(title=title)
+    for col in ("file", "phys", "topic", "queue", "msgId", "keys", "tags", "stored", "body"):
+        table.add_column(col, justify="right" if col in ("phys", "queue") else "left")
+    return table
 
 
 def _body_text(body: bytes, width: int = 60) -> str:

@@ -218,6 +218,7 @@ def test_a_large_cut_is_resent_in_the_memory_of_a_window(
     [kept] = kept_cuts.kept_cuts(StoreLayout(root).truncated_dir)
     assert kept.size > count * len(body)
     monkeypatch.setattr(admin_kept_cuts, "WINDOW_BYTES", 4 * len(body))
+    monkeypatch.setattr(admin_kept_cuts, "CHECK_PROGRESS", 40)
 
     tracemalloc.start()
     try:
@@ -234,4 +235,5 @@ def test_a_large_cut_is_resent_in_the_memory_of_a_window(
     assert {line.index("L0") for line in lines[1:]} == {lines[0].index("#MsgId")}
     assert "would send" in lines[-1]
     assert "96 of 96 messages looked up, 96 to send" in result.stderr
+    assert "resendKeptCut: 80 messages checked" in result.stderr  # the first pass's progress
     assert peak < kept.size // 4, (peak, kept.size)

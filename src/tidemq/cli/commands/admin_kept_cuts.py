@@ -9,8 +9,8 @@ time as they are sent, each outcome printed as it is decided, so a cut of any si
 the memory of one window. Each message is looked up on its topic by its producer's id
 (UNIQ_KEY, the key index): one found there was stored again (its producer retried) and
 is not sent; any other is sent with its properties, UNIQ_KEY included, so a consumer that
-deduplicates by message id still can. A message without a UNIQ_KEY cannot be looked up and is sent,
-saying so.
+deduplicates by message id still can. A message without a UNIQ_KEY cannot be looked up
+and is sent, saying so.
 
 Each message goes back to the queue it was cut from -- the same queue id of the same
 broker group (``--brokerName``, else the group whose broker address stored the
@@ -71,6 +71,8 @@ _HEADERS = ("#Phys", "#Topic", "#QueueId", "#MsgId", "#Outcome")
 WINDOW = 256
 WINDOW_BYTES = 16 * 1024 * 1024
 LOOKUPS = 32
+#: Messages between two progress lines of the first pass (:func:`_survey`).
+CHECK_PROGRESS = 100_000
 
 KeptFile = Annotated[Path, typer.Option(
     "-f", "--file", help="A kept cut: <store>/truncated/<epoch>-<fromOffset>.log "
@@ -150,6 +152,9 @@ def _survey(file: Path) -> _Survey:
     try:
         for m in kept_messages(file):
             survey.messages += 1
+            if not survey.messages % CHECK_PROGRESS:
+                console_err().print(f"resendKeptCut: {survey.messages:,} messages checked",
+                                    markup=False)
             survey.hosts.add(m.store_host)
             for i, cell in enumerate(_cells(m)[:-1]):
                 widths[i] = max(widths[i], len(cell))

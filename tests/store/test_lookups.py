@@ -169,6 +169,40 @@ def test_stores_refuse_what_dict_update_refuses() -> None:
         c.dict_set_many({"a": 1}, 5, [1])
 
 
+@settings(deadline=None, max_examples=200)
+@given(st.dictionaries(_NAMES, st.integers(-(1 << 62), 1 << 62), max_size=40),
+       st.lists(st.tuples(_NAMES, st.integers(-(1 << 62), 1 << 62)), max_size=40),
+       st.integers(-3, 3), st.integers(0, 3000))
+def test_values_plus_a_delta_store_as_dict_update_of_the_sums(
+        small: dict[str, int], stores: list[tuple[str, int]], delta: int, grown: int) -> None:
+    """A fan-out's next offsets: each value stored plus ``delta``, into a dict small or
+    past the size at which the compiled stores read ahead."""
+    d = dict(small)
+    d.update((f"%LMQ%q{i:06d}", i) for i in range(grown))
+    keys = [k for k, _v in stores] + [f"%LMQ%q{i:06d}" for i in range(0, grown, 97)]
+    values = [v for _k, v in stores] + list(range(len(keys) - len(stores)))
+    want = dict(d)
+    want.update(zip(keys, [v + delta for v in values], strict=True))
+    for store in (set_many, py_set_many):
+        got = dict(d)
+        assert store(got, keys, values, delta) is None
+        assert list(got.items()) == list(want.items())
+        assert values[: len(stores)] == [v for _k, v in stores]  # the values are not changed
+
+
+def test_values_plus_a_delta_refuse_what_is_no_int_or_overflows() -> None:
+    for store in (set_many, py_set_many):
+        d = {"a": 1, "b": 2}
+        with pytest.raises(TypeError, match="must be an int, not float"):
+            store(d, ["a", "b"], [5, 2.5], 1)
+        assert d == {"a": 6, "b": 2}  # stopped where the bad value is, as update stops
+        with pytest.raises(OverflowError, match="overflows a 64-bit int"):
+            store(d, ["a"], [(1 << 63) - 1], 1)
+        assert d["a"] == 6
+        store(d, ["a"], [2.5], 0)  # no delta: any value
+        assert d["a"] == 2.5
+
+
 def test_the_compiled_stores_are_used() -> None:
     compiled()
     assert lookups.NATIVE_SET_MANY

@@ -2165,16 +2165,20 @@ fail:
     return NULL;
 }
 
-/* dict_set_many(d, keys, values): d.update(zip(keys, values)) for a dict d and keys and
-values of one length, with the memory reads of a window of keys' slots overlapped as
-dict_get_many overlaps them, and the values they replace read too: a store into a dict
-of a million entries otherwise misses the caches for its index slot, its entry, the
-stored key it compares and the old value it releases, one after the other (twin:
-tidemq/store/lookups.py). The keys and values are copied first, so that what a store
-runs (an old value's finaliser) cannot change them under the loop. */
+/* dict_set_many(d, keys, values[, delta]): d.update(zip(keys, values)) for a dict d and
+keys and values of one length, with the memory reads of a window of keys' slots
+overlapped as dict_get_many overlaps them, and the values they replace read too: a store
+into a dict of a million entries otherwise misses the caches for its index slot, its
+entry, the stored key it compares and the old value it releases, one after the other
+(twin: tidemq/store/lookups.py). With a delta other than 0 the values are ints and each
+is stored plus delta (the next offsets of a fan-out's queues, from those it took). The
+keys and values are copied first, so that what a store runs (an old value's finaliser)
+cannot change them under the loop. */
 static PyObject *dict_set_many(PyObject *self, PyObject *args) {
     PyObject *d, *keys, *values;
-    if (!PyArg_ParseTuple(args, "O!OO:dict_set_many", &PyDict_Type, &d, &keys, &values))
+    long long delta = 0;
+    if (!PyArg_ParseTuple(args, "O!OO|L:dict_set_many", &PyDict_Type, &d, &keys, &values,
+                          &delta))
         return NULL;
     PyObject *ks = PySequence_Tuple(keys);
     if (ks == NULL)
@@ -2195,9 +2199,34 @@ static PyObject *dict_set_many(PyObject *self, PyObject *args) {
         Py_ssize_t end = at + DICT_WINDOW < n ? at + DICT_WINDOW : n;
         if (dict_window_ready(d, items + at, end - at, 1) < 0)
             goto fail;
-        for (Py_ssize_t i = at; i < end; i++)
-            if (PyDict_SetItem(d, items[i], PyTuple_GET_ITEM(vs, i)) < 0)
+        for (Py_ssize_t i = at; i < end; i++) {
+            PyObject *v = PyTuple_GET_ITEM(vs, i);
+            if (delta == 0) {
+                if (PyDict_SetItem(d, items[i], v) < 0)
+                    goto fail;
+                continue;
+            }
+            if (!PyLong_Check(v)) {
+                PyErr_Format(PyExc_TypeError, "dict_set_many: a value plus %lld must be an "
+                             "int, not %.100s", delta, Py_TYPE(v)->tp_name);
                 goto fail;
+            }
+            long long x = PyLong_AsLongLong(v), sum;
+            if (x == -1 && PyErr_Occurred())
+                goto fail;
+            if (__builtin_add_overflow(x, delta, &sum)) {
+                PyErr_SetString(PyExc_OverflowError, "dict_set_many: a value plus delta "
+                                "overflows a 64-bit int");
+                goto fail;
+            }
+            PyObject *next = PyLong_FromLongLong(sum);
+            if (next == NULL)
+                goto fail;
+            int set = PyDict_SetItem(d, items[i], next);
+            Py_DECREF(next);
+            if (set < 0)
+                goto fail;
+        }
     }
     Py_DECREF(ks);
     Py_DECREF(vs);
@@ -3569,7 +3598,8 @@ static PyMethodDef methods[] = {
     {"dict_get_many", dict_get_many, METH_VARARGS,
      "list(map(d.get, keys)), the keys' dict slots read overlapped."},
     {"dict_set_many", dict_set_many, METH_VARARGS,
-     "d.update(zip(keys, values)), the keys' dict slots read overlapped."},
+     "d.update(zip(keys, values)) (each value plus delta, if given), the keys' dict slots "
+     "read overlapped."},
     {"decode_plain_messages", (PyCFunction)(void (*)(void))decode_plain_messages,
      METH_FASTCALL, "Plain records into messages; where the first other record starts."},
     {"json_header", (PyCFunction)(void (*)(void))json_header, METH_FASTCALL,

@@ -627,7 +627,7 @@ class Appender:
                     add(_new_result(PutResult, (_PUT_OK, qo, (phys,), (size,), ts, None, 0.0)))
             if flat:
                 if not dropped:  # the young map's stores overlapped, as its lookups were
-                    set_many(nexts.young, flat, list(map(_add, offsets, repeat(1))))
+                    set_many(nexts.young, flat, offsets, 1)
                 else:
                     nexts.young.update((n, o + 1) for n, o in zip(flat, offsets, strict=True)
                                        if o >= 0)
@@ -740,7 +740,7 @@ class Appender:
                     DispatchBatch, repeat(topic), queue_ids, qos, zip(starts), zip(sizes),
                     zip(tags), repeat(ts), ends, zip(keys) if self._index_keys else repeat(None),
                     repeat(None), zip(fan)))
-                set_many(self.lmq_next.young, flat, list(map(_add, offsets, repeat(1))))
+                set_many(self.lmq_next.young, flat, offsets, 1)
                 self.lmq_next.age(lmq.dispatched, seg.base + pos + total)
             if self._hooks:
                 self._appended(seg, pos, pos + total)
@@ -995,7 +995,7 @@ class Appender:
             if self._hooks:
                 self._appended(seg, pos, pos + size)
             self.next_offsets[key] = qo + 1
-            set_many(young, lmqs, list(map(_add, known, repeat(1))))
+            set_many(young, lmqs, known, 1)
             nexts.age(lmq.dispatched, end)
             self._pending_append(DispatchBatch(
                 topic, queue_id, qo, (phys,), (size,), (tags,), ts, end,
@@ -1054,7 +1054,7 @@ class Appender:
                                 reconsume_times=reconsume_times)
             self._write_record(seg, pos, rec)
             self.next_offsets[key] = qo + 1
-            set_many(young, lmqs, list(map(_add, offsets, repeat(1))))
+            set_many(young, lmqs, offsets, 1)
             end = phys + size
             nexts.age(lmq.dispatched, end)
             self._live.submit(DispatchBatch(

@@ -19,7 +19,7 @@ million names with it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from tidemq.formats.record.native import MODULE, compiled
 
@@ -46,11 +46,28 @@ get_many = cast("Callable[[dict[Any, Any], Sequence[Any]], list[Any]]",
                 _compiled if _compiled is not None else py_get_many)
 
 
-def py_set_many(d: dict[K, V], keys: Sequence[K], values: Sequence[V]) -> None:
-    """Set ``d[keys[i]] = values[i]`` for each ``i``, in order."""
+def py_set_many(d: dict[K, V], keys: Sequence[K], values: Sequence[V], delta: int = 0, /
+                ) -> None:
+    """Set ``d[keys[i]] = values[i]`` for each ``i``, in order; with ``delta`` other
+    than 0 the values are ints, each stored plus ``delta`` (a fan-out's next offsets,
+    from the offsets it took)."""
     if len(keys) != len(values):
         raise ValueError(f"dict_set_many: {len(keys)} keys but {len(values)} values")
+    if delta:  # stored one by one: a bad value stops the stores where it stands
+        for key, value in zip(keys, values, strict=True):
+            d[key] = _plus(value, delta)  # type: ignore[assignment]
+        return
     d.update(zip(keys, values, strict=True))
+
+
+def _plus(value: object, delta: int) -> int:
+    if not isinstance(value, int):
+        raise TypeError(f"dict_set_many: a value plus {delta} must be an int, not "
+                        f"{type(value).__name__}")
+    total = value + delta
+    if not -(1 << 63) <= total < 1 << 63:
+        raise OverflowError("dict_set_many: a value plus delta overflows a 64-bit int")
+    return total
 
 
 _compiled_set = compiled("dict_set_many")
@@ -58,5 +75,12 @@ _compiled_set = compiled("dict_set_many")
 NATIVE_SET_MANY = _compiled_set is not None
 #: :func:`py_set_many`, compiled where it can be: a store reads the slots of a window of
 #: keys, and the values they replace, with overlapped misses first.
-set_many = cast("Callable[[dict[Any, Any], Sequence[Any], Sequence[Any]], None]",
+class SetMany(Protocol):
+    """:func:`py_set_many`'s signature."""
+
+    def __call__(self, d: dict[Any, Any], keys: Sequence[Any], values: Sequence[Any],
+                 delta: int = 0, /) -> None: ...
+
+
+set_many = cast("SetMany",
                 _compiled_set if _compiled_set is not None else py_set_many)

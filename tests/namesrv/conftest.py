@@ -40,10 +40,13 @@ def topic(name: str, queues: int = 4, perm: int = 6, sys_flag: int = 0) -> Topic
                        perm=perm, topic_sys_flag=sys_flag)
 
 
-def register_body(topics: Mapping[str, TopicConfig], counter: int = 1) -> RegisterBrokerBody:
+def register_body(topics: Mapping[str, TopicConfig], counter: int = 1,
+                  state: int = 0) -> RegisterBrokerBody:
+    """``state``: the DataVersion's stateVersion (a controller-mode broker's epoch)."""
     wrapper = TopicConfigSerializeWrapper(
         topic_config_table=dict(topics),
-        data_version=DataVersion(timestamp=1_726_700_000_000, counter=counter),
+        data_version=DataVersion(timestamp=1_726_700_000_000, counter=counter,
+                                 state_version=state),
     )
     return RegisterBrokerBody(topic_config_serialize_wrapper=wrapper)
 
@@ -61,10 +64,10 @@ def register_header(name: str, addr: str, *, broker_id: int = 0, cluster: str = 
 def register_request(
     name: str, addr: str, topics: Mapping[str, TopicConfig], *, broker_id: int = 0,
     cluster: str = CLUSTER, compressed: bool = False, counter: int = 1, crc: bool = True,
-    **extra: object,
+    state: int = 0, **extra: object,
 ) -> RemotingCommand:
     """A REGISTER_BROKER as a Java broker sends it (bodyCrc32 set unless ``crc`` is off)."""
-    body = encode_register_body(register_body(topics, counter), compressed=compressed)
+    body = encode_register_body(register_body(topics, counter, state), compressed=compressed)
     header = register_header(name, addr, broker_id=broker_id, cluster=cluster,
                              compressed=compressed,
                              body_crc32=zlib.crc32(body) & 0x7FFFFFFF if crc else 0, **extra)

@@ -379,6 +379,21 @@ async def test_routes_say_they_may_be_incomplete_just_after_start(
             assert (response.ext_fields.get("routeMayBeIncomplete") == "true") is flagged
 
 
+async def test_an_old_master_registering_in_an_earlier_state_is_ignored_saying_so(
+        app: NameServerApp, client: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
+    """broker-a id 0 at A in state 2 (elected in epoch 2); the master of epoch 1 comes back
+    at B and registers id 0 in state 1: answered, ignored at WARNING, routes still A's."""
+    await ok(client, app, register_request("broker-a", A, ORDERS_A, state=2))
+    with caplog.at_level(logging.WARNING, logger="tidemq.namesrv.app"):
+        await ok(client, app, register_request("broker-a", B, ORDERS_A, state=1))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert f"registered from {B} in state 1, but {A} holds that id in a later state" in (
+        warned[0])
+    route = await route_json(client, app, "Orders")
+    assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"0": A}]
+
+
 async def test_a_broker_taking_a_live_brokers_place_is_warned_of(
         app: NameServerApp, client: RemotingClient, caplog: pytest.LogCaptureFixture) -> None:
     """A second broker-a id 0 from another address: the routes follow it (as upstream's

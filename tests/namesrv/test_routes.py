@@ -252,6 +252,32 @@ def test_filter_servers_and_order_conf(routes: RouteInfoManager) -> None:
     assert routes.order_topic_conf("T") is None
 
 
+def test_a_registration_in_an_earlier_state_than_the_live_holder_is_ignored(
+        routes: RouteInfoManager) -> None:
+    """RocketMQ's rule: broker-a id 0 is held at A in state 2 (the master of epoch 2); B
+    registers id 0 in state 1 (the master of epoch 1, come back): ignored, its address
+    not live, the routes still A's. In state 2 (or later) B takes the place."""
+    routes.register_broker(register_header("broker-a", A),
+                           register_body({"T": topic("T")}, state=2))
+    routes.register_broker(register_header("broker-a", B, broker_id=1),
+                           register_body({"T": topic("T")}, state=1))
+    ignored = routes.register_broker(register_header("broker-a", B),
+                                     register_body({"T": topic("T")}, state=1))
+    assert ignored.ignored_for == A
+    assert not ignored.transition.joined and ignored.master_addr is None
+    assert [r.broker_addr for r in ignored.displaced] == [B]  # its id-1 entry went too
+    route = routes.pick_route("T")
+    assert route is not None
+    assert [b.broker_addrs for b in route.broker_datas] == [{0: A}]
+    assert routes.live_info(B) is None
+    taken = routes.register_broker(register_header("broker-a", B),
+                                   register_body({"T": topic("T")}, state=2))
+    assert taken.ignored_for is None and taken.took_place_of == A
+    route = routes.pick_route("T")
+    assert route is not None
+    assert [b.broker_addrs for b in route.broker_datas] == [{0: B}]
+
+
 def test_route_json_is_standard(routes: RouteInfoManager) -> None:
     routes.register_broker(register_header("broker-a", "10.0.0.5:10911"),
                            register_body({"Orders": topic("Orders")}))

@@ -390,7 +390,11 @@ class BrokerApp:
     # ------------------------------------------------------------------ events
 
     def _role_changed(self, state: RoleState) -> None:
-        """Name servers learn the new brokerId at once."""
+        """Name servers learn the new brokerId at once, and in controller mode the epoch
+        as the registration's state version (a name server keeps an id with the broker
+        of the later state: an old master does not take the routes back)."""
+        if state.epoch:
+            self.topics.set_state_version(state.epoch)
         if self.registrar is not None:
             self.registrar.broker_id = state.broker_id
             self.registrar.register_soon()

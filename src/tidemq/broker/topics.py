@@ -170,6 +170,16 @@ class TopicManager:
                                         counter=dv.counter + 1)
         self.file.changed()
 
+    def set_state_version(self, version: int) -> None:
+        """Step the data version into state ``version`` (RocketMQ's
+        ``nextVersion(stateVersion)``): a controller-mode broker's master epoch, by which
+        the name servers keep the routes with the master elected last."""
+        if version != self.data_version.state_version:
+            self.data_version = DataVersion(state_version=version,
+                                            timestamp=self.data_version.timestamp,
+                                            counter=self.data_version.counter)
+            self._changed()
+
     def new_version(self) -> None:
         """Step the data version without changing the table: the name servers take the
         next registration's topics whole (the broker's permission changed)."""

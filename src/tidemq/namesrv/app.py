@@ -396,6 +396,13 @@ class NameServerApp:
         the answer."""
         result = self.routes.register_broker(header, body, conn_id=self._conn_id(conn),
                                              diff=diff)
+        if result.ignored_for is not None:
+            log.warning("broker %s id %d of %s registered from %s in state %d, but %s holds "
+                        "that id in a later state (a master elected after it): the "
+                        "registration is ignored", header.broker_name, header.broker_id,
+                        header.cluster_name, header.broker_addr,
+                        body.topic_config_serialize_wrapper.data_version.state_version,
+                        result.ignored_for)
         if result.took_place_of is not None:
             log.warning("broker %s id %d of %s registered from %s, in the place of %s, "
                         "which is still registered: two brokers claim one name and id (a "

@@ -27,6 +27,11 @@ Rules (the Java ``RouteInfoManager``):
   queues something else (a deletion) touched since; the routes are the same as a walk of
   every topic gives.
 * One address holds one broker id: a slave re-registering as master drops its old id.
+* A registration of a broker id that a live broker of another address holds in a later
+  state (its DataVersion's ``stateVersion``: a controller-mode broker's master epoch) is
+  ignored, and its address leaves the live brokers: an old master that comes back does
+  not take the routes from the master elected after it. In an equal or earlier state
+  the newer registration takes the id's place (a misconfigured pair; said in the result).
 * A broker leaves on UNREGISTER_BROKER, when its liveness times out, or when the
   connection it registered on closes. When the last address of a broker name goes, the
   broker name leaves its cluster and its QueueData leaves every topic; a topic with no
@@ -136,6 +141,9 @@ class RegisterResult:
     #: broker whose place this one took (one of the two is misconfigured, or the other
     #: has not been found gone yet).
     took_place_of: str | None = None
+    #: The address that holds this broker name and id in a later state (stateVersion):
+    #: the registration was ignored (its address is not live) and changed nothing else.
+    ignored_for: str | None = None
 
 
 class RouteInfoManager:
@@ -200,6 +208,10 @@ class RouteInfoManager:
 
         holder = self._brokers.get(name)
         previous = holder.broker_addrs.get(broker_id) if holder is not None else None
+        held = self._live.get(previous) if previous not in (None, addr) else None
+        if held is not None and (held.data_version.state_version
+                                 > wrapper.data_version.state_version):
+            return self._ignored(addr, held.broker_addr, displaced, now_ms)
         took_place_of = previous if previous not in (None, addr) and previous in self._live \
             else None
         brokers, first = self._join(header)
@@ -245,6 +257,20 @@ class RouteInfoManager:
             displaced=displaced, master_addr=master_addr, ha_server_addr=ha_addr,
             took_place_of=took_place_of,
         )
+
+    def _ignored(self, addr: str, holder: str, displaced: tuple[RemovedBroker, ...],
+                 now_ms: int | None) -> RegisterResult:
+        """A registration in an earlier state than the live ``holder`` of its broker id:
+        its address leaves the live brokers (if it was one) and nothing else changes."""
+        gone = self._remove(addr, LivenessEvent.UNREGISTER, now_ms)
+        if gone is not None:
+            displaced = (*displaced, gone)
+        state = BrokerState.UNREGISTERED
+        return RegisterResult(
+            transition=Transition(LivenessEvent.REGISTER, state, state),
+            first_registration=False, data_version_changed=False, topics_updated=(),
+            topics_removed=(), displaced=displaced, master_addr=None, ha_server_addr=None,
+            ignored_for=holder)
 
     def unregister_broker(self, broker_addr: str) -> RemovedBroker | None:
         """UNREGISTER_BROKER: drop ``broker_addr``; ``None`` if it was not registered."""

@@ -6,6 +6,7 @@ of the cluster stored, is refused saying so."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import tracemalloc
 import zlib
@@ -237,3 +238,24 @@ def test_a_large_cut_is_resent_in_the_memory_of_a_window(
     assert "96 of 96 messages looked up, 96 to send" in result.stderr
     assert "resendKeptCut: 80 messages checked" in result.stderr  # the first pass's progress
     assert peak < kept.size // 4, (peak, kept.size)
+
+
+def test_a_cut_another_run_is_sending_is_refused_and_nothing_sent(
+        cluster: ThreadedCluster, tmp_path: Path) -> None:
+    """Two runs at once would each find a message missing and both send it: while one
+    holds the kept file, another is refused saying so (a dry run is not), and sends
+    nothing."""
+    topic = "KeptCutLocked"
+    create(cluster, topic)
+    path = _kept_cut(tmp_path / "locked", pack_host(cluster.cluster.brokers[0].broker_addr),
+                     topic)
+    with path.open("rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a run sending it holds it
+        refused = admin(cluster, "resendKeptCut", "-f", str(path), code=1)
+        assert "another resendKeptCut is sending this cut" in refused.stderr
+        assert refused.stdout == ""
+        dry = admin(cluster, "resendKeptCut", "-f", str(path), "--dry-run")
+        assert dry[0]["outcome"] == "would send"
+    assert _by_id_in(cluster, topic, "LOST0000") == []
+    rows = admin(cluster, "resendKeptCut", "-f", str(path))  # the lock given back
+    assert rows[0]["outcome"] == "sent: SEND_OK"

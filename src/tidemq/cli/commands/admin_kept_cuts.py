@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
 import dataclasses
+import fcntl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,22 +111,42 @@ def resend_kept_cut(
 ) -> None:
     """Send the messages of a kept cut that the cluster does not hold (each looked up by
     its message id first) to the queues they were cut from, in order; exits with 1 when
-    a send failed, 2 when the file is not a kept cut."""
-    survey = _survey(file)
-    rows = _Rows(survey, json_out)
+    a send failed or another run is sending the file, 2 when it is not a kept cut."""
+    with _sending(file, dry_run):
+        survey = _survey(file)
+        rows = _Rows(survey, json_out)
 
-    async def resend(admin: AdminClient) -> None:
-        group = broker_name or await _group_of(admin, survey.hosts)
-        await _resend(admin, group, file, survey, dry_run, rows)
+        async def resend(admin: AdminClient) -> None:
+            group = broker_name or await _group_of(admin, survey.hosts)
+            await _resend(admin, group, file, survey, dry_run, rows)
 
-    try:
-        run_admin(namesrv, resend)
-    except typer.Exit:
-        rows.close(whole=False)
-        raise
-    rows.close()
+        try:
+            run_admin(namesrv, resend)
+        except typer.Exit:
+            rows.close(whole=False)
+            raise
+        rows.close()
     if rows.failed:
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sending(file: Path, dry_run: bool) -> Iterator[None]:
+    """Hold the kept file's lock while its messages are sent (not for a dry run): two
+    runs at once would each find a message missing and both send it. The lock is the
+    operating system's (``flock``), given back when the process ends, however it ends."""
+    if dry_run:
+        yield
+        return
+    with file.open("rb") as held:
+        try:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            console_err().print(f"error: {file}: another resendKeptCut is sending this cut; "
+                                "run it again once that one has ended (it sends only what "
+                                "is still missing)", markup=False)
+            raise typer.Exit(1) from None
+        yield
 
 
 @dataclasses.dataclass(slots=True)

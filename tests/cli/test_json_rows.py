@@ -7,6 +7,7 @@ import io
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -39,4 +40,20 @@ def test_an_output_cut_short_ends_the_rows_written_and_is_empty_without_any() ->
     assert json.loads(out.getvalue()) == [{"a": 1}]
     empty = io.StringIO()
     JsonRows(empty).close(whole=False)
+    assert empty.getvalue() == ""
+
+
+def test_as_a_context_manager_it_closes_whole_unless_an_exception_ends_the_block() -> None:
+    done = io.StringIO()
+    with JsonRows(done):
+        pass
+    assert done.getvalue() == "[]\n"
+    cut = io.StringIO()
+    with pytest.raises(ValueError), JsonRows(cut) as rows:
+        rows.add({"a": 1})
+        raise ValueError("a damaged file")
+    assert json.loads(cut.getvalue()) == [{"a": 1}]
+    empty = io.StringIO()
+    with pytest.raises(ValueError), JsonRows(empty):
+        raise ValueError("before any row")
     assert empty.getvalue() == ""

@@ -163,11 +163,11 @@ class TopicManager:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, encode_topics(wrapper))
 
-    def _changed(self) -> None:
+    def _changed(self, state_version: int | None = None) -> None:
         dv = self.data_version
-        self.data_version = DataVersion(state_version=dv.state_version,
-                                        timestamp=int(time.time() * 1000),
-                                        counter=dv.counter + 1)
+        self.data_version = DataVersion(
+            state_version=dv.state_version if state_version is None else state_version,
+            timestamp=int(time.time() * 1000), counter=dv.counter + 1)
         self.file.changed()
 
     def set_state_version(self, version: int) -> None:
@@ -175,10 +175,7 @@ class TopicManager:
         ``nextVersion(stateVersion)``): a controller-mode broker's master epoch, by which
         the name servers keep the routes with the master elected last."""
         if version != self.data_version.state_version:
-            self.data_version = DataVersion(state_version=version,
-                                            timestamp=self.data_version.timestamp,
-                                            counter=self.data_version.counter)
-            self._changed()
+            self._changed(version)
 
     def new_version(self) -> None:
         """Step the data version without changing the table: the name servers take the

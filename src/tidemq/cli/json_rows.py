@@ -12,7 +12,8 @@ __all__ = ["JsonRows"]
 
 
 class JsonRows:
-    """:meth:`add` each row as it is decided, then :meth:`close`."""
+    """:meth:`add` each row as it is decided, then :meth:`close` -- or use it as a context
+    manager, which closes it whole unless an exception ends the block."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out if out is not None else sys.stdout
@@ -32,3 +33,9 @@ class JsonRows:
         elif whole:
             self.out.write("[]\n")
         self.out.flush()
+
+    def __enter__(self) -> JsonRows:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.close(whole=exc_type is None)

@@ -212,8 +212,7 @@ class RouteInfoManager:
         if held is not None and (held.data_version.state_version
                                  > wrapper.data_version.state_version):
             return self._ignored(addr, held.broker_addr, displaced, now_ms)
-        took_place_of = previous if previous not in (None, addr) and previous in self._live \
-            else None
+        took_place_of = previous if held is not None else None
         brokers, first = self._join(header)
         addrs = brokers.broker_addrs
         changed = old is None or old.data_version != wrapper.data_version

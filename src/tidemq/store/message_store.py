@@ -211,8 +211,7 @@ class MessageStore:
         end), dispatched as they complete records (:mod:`tidemq.store.replica_log`) --
         now, or with ``dispatch=False`` at the next :meth:`dispatch_replicated`; returns
         the new end of the log."""
-        if not self._running:
-            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        self._must_run()
         self._no_cut("append a master's bytes")
         replica = self._replica_log
         if replica is None:
@@ -259,6 +258,10 @@ class MessageStore:
     def copy_stopped(self) -> None:
         """A copy :meth:`copy_started` announced has ended: it appends nothing more."""
         self._copies -= 1
+
+    def _must_run(self) -> None:
+        if not self._running:
+            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
 
     def _no_copy(self, action: str) -> None:
         if self._copies:
@@ -319,8 +322,7 @@ class MessageStore:
         ``None`` when the log ends there or before. From here until :meth:`finish_cut`
         (or :meth:`keep_cut` fails) nothing appends: a copy, a put or a second cut is
         refused (:class:`~tidemq.store.truncation.CutUnderWay`)."""
-        if not self._running:
-            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        self._must_run()
         if not self.appender.replica:
             raise ValueError("only a replica's commit log is cut while the store runs")
         self._no_copy("cut the commit log")
@@ -340,8 +342,7 @@ class MessageStore:
         made by the next start."""
         with self._keeping:
             try:
-                if not self._running:
-                    raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+                self._must_run()
                 truncation.request(self.layout, cut.offset)
                 kept = self._keep_cut(cut.offset)
                 assert self.dispatcher is not None
@@ -355,8 +356,7 @@ class MessageStore:
         """Make a cut :meth:`keep_cut` kept: the log, queues, LMQ entries, index and
         epochs cut at its offset, a checkpoint written, the request removed. Returns the
         bytes dropped."""
-        if not self._running:
-            raise StoreReadOnly("NOT_RUNNING", cause="the store is not started")
+        self._must_run()
         if self._cutting != cut:
             raise ValueError(f"no cut at {cut.offset} is under way")
         dispatcher, flusher = self.dispatcher, self.flusher

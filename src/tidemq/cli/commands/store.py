@@ -427,15 +427,10 @@ def _print_kept_messages(found: list[Any], json_out: bool) -> None:
     from tidemq.cli.commands.kept_view import kept_messages, kept_row
 
     if json_out:  # written as read: a cut may be larger than memory holds twice
-        rows = JsonRows()
-        try:
+        with JsonRows() as rows:
             for cut in found:
                 for m in kept_messages(cut.path):
                     rows.add({"file": cut.path.name, **kept_row(m)})
-        except KeptCutError:
-            rows.close(whole=False)
-            raise
-        rows.close()
         return
     table, shown = _kept_table(), 0
     for cut in found:

@@ -1013,6 +1013,7 @@ def test_queues_are_the_same_whichever_thread_applies_the_rounds(
                            dispatch_on_append_records=limit)
         try:
             assert store.dispatcher is not None
+            store.dispatcher.on_append_gap = 0  # every put's round, however close
             until_asleep(store.dispatcher)
             produce_serially(store, seed=12, count=1500)
             results[name] = snapshot(store)
@@ -1044,6 +1045,32 @@ def test_a_small_round_is_visible_when_its_put_returns(tmp_path: Path, dispatche
         assert store.max_offset(CLASSIC, 3) == 11
         assert rounds.names[1:] == ["tidemq-dispatch"]
         assert store.dispatcher.rounds_on_append == 1
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("dispatcher", ["serial", "concurrent"])
+def test_puts_in_quick_succession_wake_the_dispatch_thread(tmp_path: Path,
+                                                           dispatcher: str) -> None:
+    """A put within ``on_append_gap`` of the put before it that found the dispatch thread
+    asleep leaves its round to the thread: a thread putting in a loop would otherwise pay
+    a round of one record for every put."""
+    store = open_store(tmp_path / "store", dispatcher, dispatch_on_append_records=4)
+    rounds = RoundThreads()
+    store.add_dispatch_round_hook(rounds)
+    assert store.dispatcher is not None
+    store.dispatcher.on_append_gap = 3600.0  # every put after the first is "quick"
+    try:
+        until_asleep(store.dispatcher)
+        for i in range(1, 201):
+            store.put(CLASSIC, 5, message(i))
+        assert store.wait_dispatched()
+        assert [mid_of(r) for r in decode_all(store, CLASSIC, 5, 0, 300)[3]] == \
+            list(range(1, 201))
+        assert store.dispatcher.rounds_on_append == 1
+        assert rounds.names[0] == threading.current_thread().name
+        assert len(rounds.names) > 1  # the rest on the dispatcher's threads
+        assert threading.current_thread().name not in rounds.names[1:]
     finally:
         store.shutdown()
 

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import math
 import operator
 import threading
 import time
@@ -47,6 +48,10 @@ __all__ = ["DispatchBatch", "DispatchHook", "Dispatcher", "IndexSink", "RoundHoo
 LINGER_BELOW = 64
 #: Seconds between two dispatch-lag warnings.
 LAG_WARN_EVERY = 10.0
+#: A thread without an event loop applies a round on append only if the put before that
+#: found the dispatch thread asleep at least this many seconds earlier: puts that come
+#: faster wake the dispatch thread, which then takes them in rounds of many.
+ON_APPEND_GAP = 0.001
 
 log = logging.getLogger(__name__)
 
@@ -561,6 +566,9 @@ class Dispatcher:
         #: thread sleeps, is applied by the appending thread (0: never; see :meth:`poke`).
         self.on_append_records = on_append_records
         self.rounds_on_append = 0  # rounds applied by an appender
+        #: :data:`ON_APPEND_GAP` of this dispatcher (tests set 0 to apply every round).
+        self.on_append_gap = ON_APPEND_GAP
+        self._poked_at = -math.inf  # time.monotonic() of the last poke off a loop
         #: ``soon(fn)``: run ``fn`` on the calling thread once its work in hand is done
         #: (an event loop's ``call_soon``), returning ``False`` where it cannot (another
         #: thread): a round on append then waits for the end of the loop's pass.
@@ -604,7 +612,10 @@ class Dispatcher:
         appender runs an event loop (:attr:`soon`), the round runs once the work in hand
         is done: after the put's answer is written, and for every put of that pass at
         once. Elsewhere it runs right here, with the append lock held (a hook must not
-        append)."""
+        append), unless the put before found the thread asleep less than
+        :attr:`on_append_gap` ago: a thread putting in a loop would otherwise pay a round
+        of one record for every put, where the woken dispatch thread takes its puts many
+        to a round."""
         if self.on_append_records:
             if self._soon_pending:
                 return  # the loop's coming round takes this put too, or wakes the thread
@@ -612,7 +623,9 @@ class Dispatcher:
             if soon is not None and soon(self._apply_soon):
                 self._soon_pending = True
                 return
-            if self._apply_on_append():
+            now, last = time.monotonic(), self._poked_at
+            self._poked_at = now
+            if now - last >= self.on_append_gap and self._apply_on_append():
                 return
         self._wake_thread()
 

@@ -68,13 +68,19 @@ async def copy(root: Path, log: bytes, frame: int, count_calls: bool) -> dict[st
     frames = [encode_frame_header(at, len(log[at:at + frame])) + log[at:at + frame]
               for at in range(0, len(log), frame)]
 
+    served = asyncio.Event()  # the master's side has seen the replica go
+
     async def master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readexactly(8)  # the replica's first report
-        for f in frames:
-            writer.write(f)
-            await writer.drain()
-        while await reader.read(1 << 16):  # its later reports, until it goes
-            pass
+        try:
+            await reader.readexactly(8)  # the replica's first report
+            for f in frames:
+                writer.write(f)
+                await writer.drain()
+            while await reader.read(1 << 16):  # its later reports, until it goes
+                pass
+        finally:
+            writer.close()
+            served.set()
 
     server = await asyncio.start_server(master, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -99,7 +105,10 @@ async def copy(root: Path, log: bytes, frame: int, count_calls: bool) -> dict[st
     cpu, loop_cpu = _cpu() - t0, time.thread_time() - loop0
     store.wait_dispatched()
     await client.stop()
+    async with asyncio.timeout(30):
+        await served.wait()  # else the run's end cancels the master's read, and says so
     server.close()
+    await server.wait_closed()
     store.shutdown()
     return {"cpu": cpu, "loop_cpu": loop_cpu, **calls}
 

@@ -23,3 +23,4 @@ def test_replica_receive_counts_calls_per_message(tmp_path: Path) -> None:
     assert 0 < result["python_calls_per_msg"] < 5 and result["c_calls_per_msg"] > 0
     assert result["cpu_us_per_msg"] > 0
     assert list(tmp_path.iterdir()) == []  # the stores are removed
+    assert "Traceback" not in out.stderr, out.stderr  # the copies end cleanly

@@ -6,8 +6,10 @@ and a topic created again under the name starts over."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,9 +19,11 @@ from tidemq.errors import MetadataUnreadable
 from tidemq.formats.properties import encode_properties
 from tidemq.store import deleted_topics
 from tidemq.store.config import StoreConfig
+from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.deleted_topics import DeletedTopic, DeletedTopics, decode, encode
 from tidemq.store.inspect import verify
 from tidemq.store.message_store import MessageInput, MessageStore
+from tidemq.store.queues import ConsumeQueueSet
 from tidemq.store.repair import repair
 
 from .conftest import CQ_FILE, SEGMENT, crash_copy, msg, read_queue, small_config
@@ -225,3 +229,53 @@ def test_topics_deleted_together_are_recorded_in_two_writes(
         assert sorted(t for t, _ in store.queues.queue_keys()) == ["C"]
         assert store.pending_topic_deletions() == []
         assert set(store.queues.deleted.before) == {"A", "B"}
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["serial", "concurrent"])
+def test_a_deletion_waits_for_the_round_that_writes_the_topics_queues(
+        tmp_path: Path, concurrent: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round taken before the deletion's mark, still writing the topic's queue: the
+    queue is removed once the round has ended, not under it (where the round would make
+    the queue's file again and the topic's next put fail to, stopping dispatch)."""
+    cfg = small_config(tmp_path / "store", enable_build_consume_queue_concurrently=concurrent,
+                       dispatch_on_append_records=0, mapped_file_size_commit_log=1 << 20)
+    in_round, removed = threading.Event(), threading.Event()
+    removed_during_round: list[bool] = []
+    append_one, append = ConsumeQueue.append_one, ConsumeQueue.append
+
+    def wait_in_round(cq: ConsumeQueue) -> None:
+        if cq.topic == "Gone" and not in_round.is_set():
+            in_round.set()
+            # a removal now pulls the queue from under the round; none may come
+            removed_during_round.append(removed.wait(1.0))
+
+    def slow_append_one(cq: ConsumeQueue, *args: Any) -> int:
+        wait_in_round(cq)
+        return append_one(cq, *args)
+
+    def slow_append(cq: ConsumeQueue, *args: Any) -> int:
+        wait_in_round(cq)
+        return append(cq, *args)
+
+    remove = ConsumeQueueSet.remove
+
+    def noted_remove(queues: ConsumeQueueSet, topic: str, queue_id: int) -> None:
+        remove(queues, topic, queue_id)
+        removed.set()
+
+    monkeypatch.setattr(ConsumeQueue, "append_one", slow_append_one)
+    monkeypatch.setattr(ConsumeQueue, "append", slow_append)
+    monkeypatch.setattr(ConsumeQueueSet, "remove", noted_remove)
+    with MessageStore(cfg) as store:
+        store.put("Gone", 0, msg(b"old"))
+        assert in_round.wait(10)
+        deleter = threading.Thread(target=store.delete_topic, args=("Gone",))
+        deleter.start()
+        deleter.join(30)
+        assert not deleter.is_alive()
+        assert removed_during_round == [False]
+        assert removed.is_set()
+        store.put("Gone", 0, msg(b"new"))
+        assert store.wait_dispatched()
+        assert store.dispatcher is not None and store.dispatcher.error is None
+        assert [bytes(r.body) for r in read_queue(store, "Gone", 0)] == [b"new"]

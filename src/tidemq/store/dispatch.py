@@ -752,6 +752,34 @@ class Dispatcher:
         finally:
             self.resume()
 
+    @contextlib.contextmanager
+    def between_rounds(self, timeout: float = 10.0) -> Iterator[bool]:
+        """No round is applied while this is held and none is half-way (the thread's, an
+        appender's, or one still being committed): appends wait in :attr:`pending`.
+        Unlike :meth:`held`, nothing pending is dispatched first, and a paused dispatcher
+        stays paused. Yields whether the round in flight, if any, ended within
+        ``timeout`` seconds (a failed dispatcher applies none)."""
+        paused = self._paused
+        self.pause()
+        try:
+            with self._round:  # a round being taken is marked in flight once this is free
+                pass
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                self._draining += 1
+                try:
+                    while self.error is None and self._in_flight():
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(min(remaining, 0.05))
+                finally:
+                    self._draining -= 1
+            yield self.error is not None or not self._in_flight()
+        finally:
+            if not paused:
+                self.resume()
+
     def _in_flight(self) -> bool:
         """Whether batches taken from the pending queue are not visible yet."""
         return self._busy

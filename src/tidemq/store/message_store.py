@@ -14,6 +14,7 @@ checkpoint and runs retention. Callers above the store learn about new data thro
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -713,14 +714,24 @@ class MessageStore:
             self.queues.batch_topics.difference_update(gone)
             self.queues.deleted.finish(gone)
             return
-        for t, queue_id in self.queues.queue_keys():
-            if t in gone:
-                self.queues.remove(t, queue_id)
-        with self.commitlog.lock:  # every queue's, dispatched or not: a new put starts at 0
-            next_offsets = self.appender.next_offsets
-            for key in [key for key in next_offsets if key[0] in gone]:
-                del next_offsets[key]
-        self.queues.batch_topics.difference_update(gone)
+        # a round taken before the mark may still be writing these queues: removed under
+        # it, a queue's file would be made again by the round and then by the topic's
+        # next put, and dispatch would stop on the second
+        dispatcher = self.dispatcher
+        quiet = (dispatcher.between_rounds() if dispatcher is not None
+                 else contextlib.nullcontext(True))
+        with quiet as settled:
+            if not settled:
+                raise StoreReadOnly("DISPATCH_ERROR", cause="a dispatch round did not end "
+                                    "before a topic deletion; the next start finishes it")
+            for t, queue_id in self.queues.queue_keys():
+                if t in gone:
+                    self.queues.remove(t, queue_id)
+            with self.commitlog.lock:  # every queue's, dispatched or not: a put starts at 0
+                next_offsets = self.appender.next_offsets
+                for key in [key for key in next_offsets if key[0] in gone]:
+                    del next_offsets[key]
+            self.queues.batch_topics.difference_update(gone)
         self.queues.deleted.finish(gone)
 
     def adopt_topic_deletions(self, marks: Mapping[str, int]) -> list[str]:

@@ -42,10 +42,12 @@ class MaintenanceProcessor:
         return sorted({topic for topic, _ in self.ctx.store.queues.queue_keys()
                        if self.ctx.topics.get(topic) is None})
 
-    def clean_unused_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def clean_unused_topics(self, conn: Connection, cmd: RemotingCommand
+                                  ) -> RemotingCommand:
+        """On a thread: the deletion waits for a dispatch round in flight."""
         unused = self.unused_topics()
         if unused:
-            self.ctx.store.delete_topics(unused)
+            await asyncio.to_thread(self.ctx.store.delete_topics, unused)
             log.info("cleanUnusedTopic from %s dropped the queues of %s", conn.remote_address,
                      ", ".join(unused))
         return cmd.response(ext_fields={"cleanedTopics": str(len(unused))})

@@ -737,17 +737,7 @@ class Dispatcher:
         done = self.drain(timeout)
         self.pause()
         try:
-            deadline = time.monotonic() + timeout
-            with self._cond:
-                self._draining += 1
-                try:
-                    while self.error is None and self._in_flight():
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        self._cond.wait(min(remaining, 0.05))
-                finally:
-                    self._draining -= 1
+            self._wait_rounds(timeout)
             yield done and self.error is None and not self._in_flight()
         finally:
             self.resume()
@@ -764,21 +754,26 @@ class Dispatcher:
         try:
             with self._round:  # a round being taken is marked in flight once this is free
                 pass
-            deadline = time.monotonic() + timeout
-            with self._cond:
-                self._draining += 1
-                try:
-                    while self.error is None and self._in_flight():
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            break
-                        self._cond.wait(min(remaining, 0.05))
-                finally:
-                    self._draining -= 1
+            self._wait_rounds(timeout)
             yield self.error is not None or not self._in_flight()
         finally:
             if not paused:
                 self.resume()
+
+    def _wait_rounds(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until no round taken is in flight, or the
+        dispatcher failed."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._draining += 1  # under the condition's lock: a round's end notifies us
+            try:
+                while self.error is None and self._in_flight():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(min(remaining, 0.05))
+            finally:
+                self._draining -= 1
 
     def _in_flight(self) -> bool:
         """Whether batches taken from the pending queue are not visible yet."""

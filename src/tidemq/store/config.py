@@ -144,7 +144,9 @@ class StoreConfig:
     #: that appended it (a broker's event loop: at the end of its pass, after the put's
     #: answer), and its dispatch hooks (the held pulls' wake-ups) run there: no hand-off
     #: to the dispatch thread and back (0: every round on the dispatch thread). Larger
-    #: rounds, and any round while a linger is set, go to the thread.
+    #: rounds, any round while a linger is set, and the round of a put from a thread
+    #: without an event loop whose previous such put came less than a millisecond
+    #: before, go to the thread.
     dispatch_on_append_records: int = 64
     #: Concurrent dispatch (``enableBuildConsumeQueueConcurrently``): the threads that prepare
     #: rounds (docs/benchmarks.md#concurrent-dispatch).

@@ -735,18 +735,14 @@ class Dispatcher:
         taken is dispatched first and every round taken is visible; yields whether that
         held within ``timeout`` seconds."""
         done = self.drain(timeout)
-        self.pause()
-        try:
-            self._wait_rounds(timeout)
-            yield done and self.error is None and not self._in_flight()
-        finally:
-            self.resume()
+        with self.between_rounds(timeout) as quiet:
+            yield done and self.error is None and quiet
 
     @contextlib.contextmanager
     def between_rounds(self, timeout: float = 10.0) -> Iterator[bool]:
         """No round is applied while this is held and none is half-way (the thread's, an
         appender's, or one still being committed): appends wait in :attr:`pending`.
-        Unlike :meth:`held`, nothing pending is dispatched first, and a paused dispatcher
+        Unlike :meth:`held`, nothing pending is dispatched first; a paused dispatcher
         stays paused. Yields whether the round in flight, if any, ended within
         ``timeout`` seconds (a failed dispatcher applies none)."""
         paused = self._paused
@@ -754,26 +750,21 @@ class Dispatcher:
         try:
             with self._round:  # a round being taken is marked in flight once this is free
                 pass
-            self._wait_rounds(timeout)
+            deadline = time.monotonic() + timeout
+            with self._cond:
+                self._draining += 1  # under the condition's lock: a round's end notifies us
+                try:
+                    while self.error is None and self._in_flight():
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(min(remaining, 0.05))
+                finally:
+                    self._draining -= 1
             yield self.error is not None or not self._in_flight()
         finally:
             if not paused:
                 self.resume()
-
-    def _wait_rounds(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) until no round taken is in flight, or the
-        dispatcher failed."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            self._draining += 1  # under the condition's lock: a round's end notifies us
-            try:
-                while self.error is None and self._in_flight():
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(min(remaining, 0.05))
-            finally:
-                self._draining -= 1
 
     def _in_flight(self) -> bool:
         """Whether batches taken from the pending queue are not visible yet."""

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidemq.codec import signature
 from tidemq.codec.command import RemotingCommand, RequestCode
 from tidemq.codec.signature import (
     LEGACY_SKIPPED_KEY,
@@ -102,3 +105,21 @@ def test_the_fast_signature_is_the_plain_hmac_of_the_content(
     assert key.signature(cmd, skip).decode() == plain
     assert key.signature(whole, skip).decode() == plain
     assert key.signature(whole, skip) == key.signature(whole, skip)  # the key is reusable
+
+
+@given(st.lists(st.tuples(_text, _text), max_size=8, unique_by=lambda kv: kv[0]),
+       st.randoms(use_true_random=False), st.booleans())
+def test_the_values_in_a_remembered_key_order_are_the_sorted_ones(
+        items: list[tuple[str, str]], rng: random.Random, full: bool) -> None:
+    # The signing order is remembered per key set in its dict's order: the same keys in
+    # another order, with other values, or with the memory full, still give the plain bytes.
+    if full:
+        for i in range(signature.MAX_KEY_ORDERS):
+            signature._signed_values({f"k{i}": ""})
+    first = dict(items)
+    assert signature._signed_values(first) == signature._values(first, frozenset())
+    rng.shuffle(items)
+    again = {k: v + "!" for k, v in items}
+    assert signature._signed_values(again) == signature._values(again, frozenset())
+    assert signature._signed_values(first) == signature._values(first, frozenset())
+    assert len(signature._orders) <= signature.MAX_KEY_ORDERS

@@ -271,12 +271,38 @@ def test_decisions_kept_are_bounded(acl_file: Path) -> None:
     for i in range(gate.MAX_DECISIONS * 2 + 3):
         cmd = USER.sign(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
                                                 {"b": f"T{i}"}, b"x"))
-        gate.check(RequestCode.SEND_MESSAGE_V2, rule, "127.0.0.1:1", cmd)
+        gate.check(RequestCode.SEND_MESSAGE_V2, rule, f"127.0.0.1:{i}", cmd)
     assert 0 < len(gate._decisions) <= gate.MAX_DECISIONS
+    assert 0 < len(gate._passes) <= gate.MAX_DECISIONS
+    assert 0 < len(gate._granted) <= gate.MAX_DECISIONS
     denied = USER.sign(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
                                                {"b": "Secret"}, b"x"))
     with pytest.raises(Refusal):
         gate.check(RequestCode.SEND_MESSAGE_V2, rule, "127.0.0.1:1", denied)
+
+
+def test_a_remembered_pass_still_checks_every_signature(acl_file: Path) -> None:
+    """Who an AccessKey from an address is and what it was granted are remembered; its
+    next request's signature is checked all the same."""
+    gate = AclGate(AclFile(acl_file))
+    rule = PERMISSIONS[RequestCode.SEND_BATCH_MESSAGE]
+
+    def request(body: bytes) -> RemotingCommand:
+        return USER.sign(RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE,
+                                                 {"b": "Pt", "a": "G"}, body))
+
+    gate.check(RequestCode.SEND_BATCH_MESSAGE, rule, "127.0.0.1:1", request(b"one"))
+    tampered = request(b"two")
+    tampered.body = b"twO"
+    with pytest.raises(Refusal) as info:
+        gate.check(RequestCode.SEND_BATCH_MESSAGE, rule, "127.0.0.1:1", tampered)
+    assert info.value.reason == "signature"
+    unsigned = request(b"three")
+    del unsigned.ext_fields["Signature"]
+    with pytest.raises(Refusal) as info:
+        gate.check(RequestCode.SEND_BATCH_MESSAGE, rule, "127.0.0.1:1", unsigned)
+    assert info.value.reason == "signature"
+    gate.check(RequestCode.SEND_BATCH_MESSAGE, rule, "127.0.0.1:1", request(b"four"))
 
 
 def test_acl_enable_needs_a_file() -> None:

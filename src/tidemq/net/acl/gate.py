@@ -54,13 +54,21 @@ RETRY_PREFIX = "%RETRY%"
 
 
 class _Trusted:
-    """Who a request passed as: a principal checked in full, or trusted by address."""
+    """Who a request passed as: a principal checked in full, or trusted by address. For
+    a principal that must sign, ``signing`` is its key (the gate remembers one per
+    AccessKey and address, so that the next request of the connection only has its
+    signature checked)."""
 
-    __slots__ = ("account", "by_address")
+    __slots__ = ("account", "by_address", "signing")
 
-    def __init__(self, account: Principal | None, by_address: bool) -> None:
+    def __init__(self, account: Principal | None, by_address: bool,
+                 signing: SigningKey | None = None) -> None:
         self.account = account
         self.by_address = by_address
+        self.signing = signing
+
+
+_BY_ADDRESS = _Trusted(None, True)
 
 
 #: The identity of the batch parent whose children are being checked.
@@ -90,15 +98,16 @@ class AclGate:
     others); ``lookups``: the server's topic lookups, by the name a rule's ``lookup``
     gives.
 
-    What a principal may do is decided once per (principal, resource, permission,
-    connection) and remembered until the directory's :attr:`~Directory.version` changes
-    (a reloaded ``plain_acl.yml``, a changed user or ACL); at most :attr:`MAX_DECISIONS`
-    decisions are kept (past that they are forgotten and decided again). The signature
-    is checked on every request, with the principal's key made once
-    (:class:`~tidemq.codec.signature.SigningKey`)."""
+    Who an AccessKey from an address is (trusted by address, an account that must
+    sign, and its key: :class:`~tidemq.codec.signature.SigningKey`), and what a
+    principal may do (per principal, resource, permission and connection), are decided
+    once and remembered until the directory's :attr:`~Directory.version` changes (a
+    reloaded ``plain_acl.yml``, a changed user or ACL); at most :attr:`MAX_DECISIONS` of
+    each are kept (past that they are forgotten and decided again). Refusals are not
+    remembered. The signature is checked on every request."""
 
     rewrites = False
-    #: Remembered decisions, and signing keys, at most.
+    #: Remembered decisions, passes and grants, at most (each).
     MAX_DECISIONS = 4096
 
     def __init__(self, directory: Directory, *,
@@ -114,8 +123,10 @@ class AclGate:
         self._version = directory.version
         #: (principal, kind, resource, needed, remote address) -> allowed.
         self._decisions: dict[tuple[str, str, str, int, str], bool] = {}
-        #: (principal, secret) -> its key.
-        self._keys: dict[tuple[str, str], SigningKey] = {}
+        #: (AccessKey, remote address) -> who its requests pass as once signed.
+        self._passes: dict[tuple[str | None, str], _Trusted] = {}
+        #: (pass, rule's id, the header's topics and groups): requests granted.
+        self._granted: set[tuple[object, ...]] = set()
 
     def wrap(self, code: int, proceed: Processor) -> Processor:
         rule = self.table.get(int(code))
@@ -179,6 +190,25 @@ class AclGate:
                                        f"{account.not_admin(remote)}")
             return trusted
         ext = request.ext_fields
+        if rule.body or rule.lookup:
+            self._resources(code, rule, remote, request, account)
+            return trusted
+        # The request's resources are its header's: a pass and rule that were granted
+        # them are granted them again.
+        granted = (trusted, id(rule), *map(ext.get, rule.topic_keys),
+                   *map(ext.get, rule.group_keys))
+        if granted not in self._granted:
+            self._resources(code, rule, remote, request, account)
+            if len(self._granted) >= self.MAX_DECISIONS:
+                self._granted.clear()
+            self._granted.add(granted)
+        return trusted
+
+    def _resources(self, code: int, rule: Rule, remote: str, request: RemotingCommand,
+                   account: Principal) -> None:
+        """Refuse (:class:`Refusal`) unless ``account`` holds what ``rule`` needs on the
+        topics and groups ``request`` names."""
+        ext = request.ext_fields
         topics = [t for t in map(ext.get, rule.topic_keys)
                   if t is not None and (t or not rule.lookup)]
         if rule.lookup and not topics:
@@ -199,7 +229,6 @@ class AclGate:
             else:
                 self._need(account, "group", resource.removeprefix(RETRY_PREFIX), Perm.SUB,
                            remote, code)
-        return trusted
 
     def _look_up(self, code: int, rule: Rule, request: RemotingCommand) -> str:
         """The topic ``rule.lookup`` finds for ``request``, or :class:`Refusal`."""
@@ -214,20 +243,36 @@ class AclGate:
 
     def _authenticate(self, code: int, rule: Rule, remote: str,
                       request: RemotingCommand) -> _Trusted:
-        directory = self.directory
-        if directory.trusted_address(remote):
-            return _Trusted(None, True)
-        key = request.ext_fields.get(ACCESS_KEY)
-        if not key:
-            raise Refusal("credentials", f"{_code_name(code)} needs {rule.describe()}: "
-                                         f"the request has no AccessKey")
-        # The version before the lookup: a principal is then never older than the
-        # version its decisions are remembered under.
-        version = directory.version
+        # The version before the lookups: what is remembered is then never older than the
+        # version it is remembered under.
+        version = self.directory.version
         if version != self._version:
             self._version = version
             self._decisions.clear()
-            self._keys.clear()
+            self._passes.clear()
+            self._granted.clear()
+        key = request.ext_fields.get(ACCESS_KEY)
+        trusted = self._passes.get((key, remote))
+        if trusted is None:
+            trusted = self._pass(code, rule, remote, key)
+            if len(self._passes) >= self.MAX_DECISIONS:
+                self._passes.clear()
+            self._passes[key, remote] = trusted
+        signing = trusted.signing
+        if signing is not None and not signing.verify(request):
+            raise Refusal("signature", f"{_code_name(code)} needs {rule.describe()}: the "
+                                       f"signature of AccessKey {key} does not check")
+        return trusted
+
+    def _pass(self, code: int, rule: Rule, remote: str, key: str | None) -> _Trusted:
+        """Who requests with AccessKey ``key`` from ``remote`` pass as, their signature
+        aside, or :class:`Refusal`."""
+        directory = self.directory
+        if directory.trusted_address(remote):
+            return _BY_ADDRESS
+        if not key:
+            raise Refusal("credentials", f"{_code_name(code)} needs {rule.describe()}: "
+                                         f"the request has no AccessKey")
         account = directory.principal(key)
         if account is None:
             raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: "
@@ -237,16 +282,7 @@ class AclGate:
             raise Refusal("account", f"{_code_name(code)} needs {rule.describe()}: {why}")
         if account.trusted_from(remote):
             return _Trusted(account, True)
-        secret = account.secret
-        signing = self._keys.get((key, secret))
-        if signing is None:
-            if len(self._keys) >= self.MAX_DECISIONS:
-                self._keys.clear()
-            signing = self._keys[key, secret] = SigningKey(secret)
-        if not signing.verify(request):
-            raise Refusal("signature", f"{_code_name(code)} needs {rule.describe()}: the "
-                                       f"signature of AccessKey {key} does not check")
-        return _Trusted(account, False)
+        return _Trusted(account, False, SigningKey(account.secret))
 
     def _allows(self, account: Principal, kind: str, name: str, needed: Perm,
                 remote: str) -> bool:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -123,3 +126,17 @@ def test_the_values_in_a_remembered_key_order_are_the_sorted_ones(
     assert signature._signed_values(again) == signature._values(again, frozenset())
     assert signature._signed_values(first) == signature._values(first, frozenset())
     assert len(signature._orders) <= signature.MAX_KEY_ORDERS
+
+
+def test_without_openssls_hmac_object_the_wrapper_signs_the_same(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A digest given as a Python function makes hmac compute in Python: no OpenSSL
+    # object behind the wrapper, which SigningKey then uses itself.
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "T", "a": "G"}, b"hi")
+    fast = SigningKey("secret12").signature(cmd)
+    assert fast.decode() == signature_of(content_of(cmd.ext_fields, cmd.body), "secret12")
+    monkeypatch.setattr(signature.hmac, "new", lambda key, digestmod: hmac.HMAC(
+        key, digestmod=lambda data=b"": hashlib.sha1(data)))
+    plain = SigningKey("secret12")
+    assert isinstance(plain._mac, hmac.HMAC)
+    assert plain.signature(cmd) == fast

@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from tidemq.codec.command import RemotingCommand
 
@@ -93,6 +93,12 @@ def signature_of(content: bytes, secret_key: str) -> str:
         hmac.new(secret_key.encode(), content, hashlib.sha1).digest()).decode("ascii")
 
 
+class _Mac(Protocol):
+    def copy(self) -> _Mac: ...
+    def update(self, data: bytes | bytearray | memoryview, /) -> None: ...
+    def digest(self) -> bytes: ...
+
+
 class SigningKey:
     """A secret key ready to sign with: the HMAC-SHA1 keyed once and copied for each
     request (keying costs more than the MAC of a small request); the content is fed in
@@ -102,7 +108,10 @@ class SigningKey:
     __slots__ = ("_mac",)
 
     def __init__(self, secret_key: str) -> None:
-        self._mac = hmac.new(secret_key.encode(), digestmod=hashlib.sha1)
+        mac = hmac.new(secret_key.encode(), digestmod=hashlib.sha1)
+        # Where OpenSSL serves the HMAC, the object behind the module's wrapper: the same
+        # copy, update and digest, without a Python frame for each.
+        self._mac: _Mac = getattr(mac, "_hmac", None) or mac
 
     def __repr__(self) -> str:  # never the secret
         return "SigningKey(...)"

@@ -17,10 +17,14 @@ $(STAMP): pyproject.toml setup.py src/tidemq/formats/_crecords.c
 
 ## run: start the standalone server (name server, broker, web console on :8080) on ./data,
 ## listening on 127.0.0.1 (HOST=0.0.0.0 opens every port to the network, with no access control;
-## the console then needs users: RUN_ARGS="--console-users console-users.yml")
+## the console then needs users: RUN_ARGS="--console-users console-users.yml"). The package is
+## compiled to bytecode first (only what changed since): the install is editable, and where
+## PYTHONDONTWRITEBYTECODE is set every process would otherwise compile what it imports at
+## each start
 HOST ?= 127.0.0.1
 RUN_ARGS ?=
 run: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 src
 	$(BIN)/tidemq standalone --data ./data --host $(HOST) $(RUN_ARGS)
 
 ## lint: ruff, mypy strict on src/, import-linter layer contracts

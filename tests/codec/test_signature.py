@@ -140,3 +140,9 @@ def test_without_openssls_hmac_object_the_wrapper_signs_the_same(
     plain = SigningKey("secret12")
     assert isinstance(plain._mac, hmac.HMAC)
     assert plain.signature(cmd) == fast
+
+
+def test_a_key_set_no_client_sends_is_signed_right_and_not_kept() -> None:
+    fields = {f"key{i}-" + "x" * 200: str(i) for i in range(20)}
+    assert signature._signed_values(fields) == signature._values(fields, frozenset())
+    assert tuple(fields) not in signature._orders

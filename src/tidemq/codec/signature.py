@@ -55,9 +55,12 @@ def _values(ext_fields: Mapping[str, str], skip: frozenset[str]) -> bytes:
 
 
 #: Key sets seen (in their dicts' order) -> the values' getter in signing order, at most
-#: :data:`MAX_KEY_ORDERS` of them (past that they are forgotten and sorted again).
+#: :data:`MAX_KEY_ORDERS` of them (past that they are forgotten and sorted again), each
+#: of keys of at most :data:`MAX_KEY_TEXT` characters together (a larger set, which no
+#: client sends, is sorted every time: a peer cannot make this hold much).
 _orders: dict[tuple[str, ...], Callable[[Mapping[str, str]], Any]] = {}
 MAX_KEY_ORDERS = 256
+MAX_KEY_TEXT = 1024
 
 
 def _signed_values(ext_fields: Mapping[str, str]) -> bytes:
@@ -68,12 +71,15 @@ def _signed_values(ext_fields: Mapping[str, str]) -> bytes:
     if values is None:
         keys = [k for k in names if k != SIGNATURE]
         keys.sort()
-        if not "".join(keys).isascii():
+        text = "".join(keys)
+        if not text.isascii():
             keys.sort(key=_java_order)
-        if len(_orders) >= MAX_KEY_ORDERS:
-            _orders.clear()
         # itemgetter of one key gives the value itself, which joins to itself too.
-        values = _orders[names] = operator.itemgetter(*keys) if keys else _no_values
+        values = operator.itemgetter(*keys) if keys else _no_values
+        if len(text) <= MAX_KEY_TEXT:
+            if len(_orders) >= MAX_KEY_ORDERS:
+                _orders.clear()
+            _orders[names] = values
     return "".join(values(ext_fields)).encode()
 
 

@@ -305,6 +305,24 @@ def test_a_remembered_pass_still_checks_every_signature(acl_file: Path) -> None:
     gate.check(RequestCode.SEND_BATCH_MESSAGE, rule, "127.0.0.1:1", request(b"four"))
 
 
+def test_long_names_are_decided_every_time_and_not_kept(acl_file: Path) -> None:
+    """A peer's long topic (allowed by the account's default) and long AccessKey from a
+    trusted address are decided as any other, and the gate keeps none of them."""
+    acl_file.write_text(ACCOUNTS + 'globalWhiteRemoteAddresses: ["10.0.0.1"]\n')
+    gate = AclGate(AclFile(acl_file))
+    rule = PERMISSIONS[RequestCode.SEND_MESSAGE_V2]
+    topic = "T" * 100_000
+    for _ in range(2):
+        cmd = USER.sign(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": topic},
+                                                b"x"))
+        gate.check(RequestCode.SEND_MESSAGE_V2, rule, "127.0.0.1:1", cmd)
+        trusted = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                          {"b": "Pt", "AccessKey": "k" * 100_000}, b"x")
+        assert gate.check(RequestCode.SEND_MESSAGE_V2, rule, "10.0.0.1:1", trusted).by_address
+    assert not gate._granted and not gate._decisions
+    assert list(gate._passes) == [("user", "127.0.0.1:1")]
+
+
 def test_acl_enable_needs_a_file() -> None:
     with pytest.raises(ConfigError) as info:
         NamesrvConfig(acl_enable=True)

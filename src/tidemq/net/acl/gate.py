@@ -51,6 +51,9 @@ TopicLookup = Callable[[RemotingCommand], str]
 _log = RateLimitedLog(logging.getLogger(__name__), burst=20, period=60.0)
 
 RETRY_PREFIX = "%RETRY%"
+#: Longer AccessKeys, topics and groups are decided every time, not remembered: what a
+#: peer can make the gate hold stays small (RocketMQ's names are at most 255 long).
+MAX_REMEMBERED_NAME = 255
 
 
 class _Trusted:
@@ -126,7 +129,7 @@ class AclGate:
         #: (AccessKey, remote address) -> who its requests pass as once signed.
         self._passes: dict[tuple[str | None, str], _Trusted] = {}
         #: (pass, rule's id, the header's topics and groups): requests granted.
-        self._granted: set[tuple[object, ...]] = set()
+        self._granted: set[tuple[_Trusted, int, tuple[str | None, ...]]] = set()
 
     def wrap(self, code: int, proceed: Processor) -> Processor:
         rule = self.table.get(int(code))
@@ -195,13 +198,14 @@ class AclGate:
             return trusted
         # The request's resources are its header's: a pass and rule that were granted
         # them are granted them again.
-        granted = (trusted, id(rule), *map(ext.get, rule.topic_keys),
-                   *map(ext.get, rule.group_keys))
+        names = (*map(ext.get, rule.topic_keys), *map(ext.get, rule.group_keys))
+        granted = (trusted, id(rule), names)
         if granted not in self._granted:
             self._resources(code, rule, remote, request, account)
-            if len(self._granted) >= self.MAX_DECISIONS:
-                self._granted.clear()
-            self._granted.add(granted)
+            if all(name is None or len(name) <= MAX_REMEMBERED_NAME for name in names):
+                if len(self._granted) >= self.MAX_DECISIONS:
+                    self._granted.clear()
+                self._granted.add(granted)
         return trusted
 
     def _resources(self, code: int, rule: Rule, remote: str, request: RemotingCommand,
@@ -255,9 +259,10 @@ class AclGate:
         trusted = self._passes.get((key, remote))
         if trusted is None:
             trusted = self._pass(code, rule, remote, key)
-            if len(self._passes) >= self.MAX_DECISIONS:
-                self._passes.clear()
-            self._passes[key, remote] = trusted
+            if key is None or len(key) <= MAX_REMEMBERED_NAME:
+                if len(self._passes) >= self.MAX_DECISIONS:
+                    self._passes.clear()
+                self._passes[key, remote] = trusted
         signing = trusted.signing
         if signing is not None and not signing.verify(request):
             raise Refusal("signature", f"{_code_name(code)} needs {rule.describe()}: the "
@@ -292,9 +297,10 @@ class AclGate:
         if allowed is None:
             allowed = (account.is_admin(remote) if kind == "admin"
                        else account.may(kind, name, needed, remote))
-            if len(self._decisions) >= self.MAX_DECISIONS:
-                self._decisions.clear()
-            self._decisions[key] = allowed
+            if len(name) <= MAX_REMEMBERED_NAME:
+                if len(self._decisions) >= self.MAX_DECISIONS:
+                    self._decisions.clear()
+                self._decisions[key] = allowed
         return allowed
 
     def _need(self, account: Principal, kind: str, name: str, needed: Perm, remote: str,

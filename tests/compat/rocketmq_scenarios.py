@@ -19,7 +19,8 @@ report them.
 
 With ``TIDEMQ_ACCESS_KEY`` and ``TIDEMQ_SECRET_KEY`` in the environment, every producer and
 consumer signs its requests with that account (``set_session_credentials``, RocketMQ ACL
-1.0). ``send_denied`` sends once, without the warm-up, and reports the error it gets.
+1.0). ``send_denied`` sends COUNT times, without the warm-up, and reports the error of
+each: the first may lose the connection race above and never reach a broker.
 """
 
 from __future__ import annotations
@@ -138,11 +139,19 @@ def send_denied(namesrv: str, topic: str, group: str, count: int) -> None:
     p = signed(Producer(group, timeout=6000))
     p.set_namesrv_addr(namesrv)
     p.start()
-    try:
-        r = p.send_sync(message(topic, 0))
-        emit({"error": None, "status": r.status.name})
-    except Exception as exc:
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+    errors: list[str | None] = []
+    for i in range(count):
+        if i:
+            time.sleep(1.0)  # as send_with_retry: the heartbeat thread's connection is up
+        try:
+            r = p.send_sync(message(topic, i))
+            errors.append(None)
+            emit({"errors": errors, "status": r.status.name})
+            break
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+    else:
+        emit({"errors": errors})
     p.shutdown()
 
 

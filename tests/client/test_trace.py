@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,7 +34,7 @@ from tidemq.client import (
     send_to_lmqs,
 )
 from tidemq.client.trace_view import MessageTrace, query_trace
-from tidemq.client.tracer import Tracer
+from tidemq.client.tracer import YIELD_EVERY, Tracer
 from tidemq.codec.compression import COMPRESSED, COMPRESSION_MASK, CompressionType, sys_flag_for
 from tidemq.codec.message import decode_messages
 from tidemq.codec.trace import MessageType, PubRecord, decode_trace_data
@@ -638,3 +639,41 @@ async def test_a_batch_whose_records_fill_several_messages_sends_each_alone() ->
     assert (tracer.sent_records, tracer.failed_records, tracer.dropped) == (n, 0, 0)
     assert len(bodies) > 1
     assert [r.msg_id for b in bodies for r in decode_trace_data(b).records] == ids
+
+
+async def test_a_drain_lets_the_event_loop_run_between_its_events() -> None:
+    """A drain of many events does not hold the event loop until it has made them all:
+    a send's answer arriving meanwhile is read after at most YIELD_EVERY of them."""
+    order: list[str] = []
+
+    async def send(msgs: list[Message]) -> object:
+        return None
+
+    def event(i: int) -> list[PubRecord]:
+        order.append("event")
+        return [PubRecord(1, "R", "pg", "T", f"id-{i}", "", "", "h:1", 1, 1, 0, "", True)]  # type: ignore[arg-type]
+
+    tracer = Tracer(send, topic=TRACE)  # type: ignore[arg-type]
+    for i in range(4 * YIELD_EVERY):
+        tracer.record(functools.partial(event, i))
+    asyncio.get_running_loop().call_soon(order.append, "answer")
+    await tracer.flush()
+    assert order.index("answer") == YIELD_EVERY
+    assert tracer.sent_records == 4 * YIELD_EVERY and tracer.dropped == 0
+
+
+async def test_a_close_whose_timeout_ends_inside_a_drain_counts_the_records_it_made(
+        ) -> None:
+    """The records a drain has made but not yet sent when the close's timeout ends it
+    are counted as dropped, with those still queued: none is lost silently."""
+    async def send(msgs: list[Message]) -> object:
+        return None
+
+    tracer = Tracer(send, topic=TRACE)  # type: ignore[arg-type]
+    record = PubRecord(1, "R", "pg", "T", "ID", "", "", "h:1", 1, 1, 0, "", True)  # type: ignore[arg-type]
+    events = 3 * YIELD_EVERY
+    for i in range(events):
+        tracer.record(dataclasses.replace(record, msg_id=f"id-{i}"))
+    await tracer.close(timeout=0)  # ends at the drain's first pass of the loop
+    assert tracer.sent_records + tracer.dropped == events
+    assert tracer.dropped >= YIELD_EVERY

@@ -17,7 +17,9 @@ alone, as upstream's do, so its body is compressed (:func:`trace_send_options`):
 records of a busy producer are much alike and pack to a few bytes each. Like
 upstream's dispatcher it lets events gather before it sends them, for at most
 :data:`LINGER` seconds or until :data:`GATHER_EVENTS` are queued: a producer sending one
-message at a time would otherwise pay a trace request for every send. A failed
+message at a time would otherwise pay a trace request for every send. A drain lets the
+event loop run after every :data:`YIELD_EVERY` events it turns into records, so the
+answers of the sends it would otherwise hold up are read meanwhile. A failed
 trace send is counted (:attr:`Tracer.failed_records`) and logged, never raised. A record
 that is not sent for any other reason -- a full queue, a close whose timeout ends while
 records are still queued or being sent -- is counted in :attr:`Tracer.dropped` and
@@ -57,6 +59,7 @@ from tidemq.formats.msgid import decode_offset_msg_id
 from tidemq.types import Message, MessageExt, SendResult, SendStatus
 
 __all__ = ["BATCH_MESSAGES", "GATHER_EVENTS", "IN_FLIGHT", "LINGER", "LOG_EVERY", "MAX_BODY",
+           "YIELD_EVERY",
            "EncodedRecords", "RecordRun",
            "TraceEvent", "Tracer",
            "alike_pub_records", "end_transaction_record", "pub_records", "sub_after_records",
@@ -75,6 +78,9 @@ IN_FLIGHT = 4
 #: once.
 LINGER = 0.1
 GATHER_EVENTS = 256
+#: Events a drain turns into records between two passes of the event loop, so that a
+#: drain does not hold up the sends whose answers arrive meanwhile.
+YIELD_EVERY = 16
 #: Seconds between two warnings about failed or dropped trace records, at least.
 LOG_EVERY = 10.0
 #: Characters of a trace message's ``KEYS`` at most (a property value stays well under
@@ -440,13 +446,19 @@ class Tracer:
         try:
             await self._build_and_launch(builder, sends)
         except asyncio.CancelledError:
-            if self._give_up:
+            if self._give_up or self._closing:  # a close's timeout ended this drain
                 self._lost(builder.pending())
             raise
 
     async def _build_and_launch(self, builder: _MessageBuilder,
                                 sends: set[asyncio.Task[None]]) -> None:
+        made = 0
         while self._queue:
+            if made == YIELD_EVERY:
+                made = 0
+                await asyncio.sleep(0)
+                continue  # a close may have emptied the queue meanwhile
+            made += 1
             event, held = self._queue.popleft()
             self.held_bytes -= held
             if isinstance(event, list):

@@ -446,7 +446,7 @@ class Tracer:
         try:
             await self._build_and_launch(builder, sends)
         except asyncio.CancelledError:
-            if self._give_up or self._closing:  # a close's timeout ended this drain
+            if self._closing:  # a close (whose timeout may have ended this drain) or an abort
                 self._lost(builder.pending())
             raise
 
